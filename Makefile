@@ -1,0 +1,46 @@
+# srv6-mup: `make demo` runs the main job, `make test` runs every test.
+# Both install what is missing first (Debian packages, npm packages).
+
+SHELL := /bin/bash
+CLANG ?= clang
+BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(shell uname -m)-linux-gnu
+BPF_SRC := $(wildcard bpf/*.c)
+BPF_HDR := $(wildcard bpf/*.h)
+BPF_OBJ := $(patsubst bpf/%.c,build/%.o,$(BPF_SRC))
+DEB_PKGS := clang llvm libbpf-dev bpftool iproute2 python3-scapy tshark tcpdump iputils-ping iperf3 make g++
+STAMP := build/.deps
+
+.PHONY: all deps bpf ts test demo bench-micro fuzz clean
+
+all: bpf ts
+
+# Debian and npm packages, once per machine / lockfile change.
+$(STAMP): package.json package-lock.json scripts/deps.sh
+	@bash scripts/deps.sh $(DEB_PKGS)
+	@mkdir -p build && touch $@
+
+deps: $(STAMP)
+
+build/%.bpf.o: bpf/%.bpf.c $(BPF_HDR) | $(STAMP)
+	@mkdir -p build
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+bpf: $(BPF_OBJ)
+
+ts: $(STAMP)
+	npx tsc -p tsconfig.json
+
+test: bpf ts
+	npx vitest run
+
+demo: bpf ts
+	bash scripts/demo.sh
+
+bench-micro: bpf ts
+	npm run bench:micro
+
+fuzz: bpf ts
+	npm run fuzz
+
+clean:
+	rm -rf build dist

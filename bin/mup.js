@@ -1,0 +1,3 @@
+#!/usr/bin/env node
+import { main } from '../dist/cli/main.js';
+main(process.argv).then((code) => { process.exitCode = code; });

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* IPv6 addresses as two host-order 64-bit halves, and the bit-field moves of
+ * RFC 9433: placing or reading a value at any bit offset, not only on byte
+ * boundaries. Shifts by 64 are undefined, hence the (x << 1) << (63 - n)
+ * form, which yields 0 for n == 0. */
+#ifndef MUP_ADDR_H
+#define MUP_ADDR_H
+
+#include <linux/types.h>
+#include <bpf/bpf_endian.h>
+
+struct u128 {
+	__u64 hi;
+	__u64 lo;
+};
+
+/* memcpy lets the compiler pick accesses the pointer's alignment allows: the
+ * verifier insists on aligned stack accesses, and keys put addresses at
+ * offset 4. */
+static __always_inline struct u128 u128_load(const void *p)
+{
+	__u64 w[2];
+	struct u128 v;
+
+	__builtin_memcpy(w, p, 16);
+	v.hi = bpf_be64_to_cpu(w[0]);
+	v.lo = bpf_be64_to_cpu(w[1]);
+	return v;
+}
+
+static __always_inline void u128_store(void *p, struct u128 v)
+{
+	__u64 w[2] = { bpf_cpu_to_be64(v.hi), bpf_cpu_to_be64(v.lo) };
+
+	__builtin_memcpy(p, w, 16);
+}
+
+/* v >> n for n in 0..127 */
+static __always_inline struct u128 u128_shr(struct u128 v, __u32 n)
+{
+	struct u128 r;
+
+	if (n >= 64) {
+		r.hi = 0;
+		r.lo = v.hi >> (n - 64);
+	} else {
+		r.hi = v.hi >> n;
+		r.lo = (v.lo >> n) | ((v.hi << 1) << (63 - n));
+	}
+	return r;
+}
+
+/* v << n for n in 0..127 */
+static __always_inline struct u128 u128_shl(struct u128 v, __u32 n)
+{
+	struct u128 r;
+
+	if (n >= 64) {
+		r.lo = 0;
+		r.hi = v.lo << (n - 64);
+	} else {
+		r.lo = v.lo << n;
+		r.hi = (v.hi << n) | ((v.lo >> 1) >> (63 - n));
+	}
+	return r;
+}
+
+/* Keep the top n bits, n in 0..128. */
+static __always_inline struct u128 u128_mask(struct u128 v, __u32 n)
+{
+	if (n >= 128)
+		return v;
+	if (n >= 64) {
+		v.lo &= ~(~0ULL >> (n - 64));
+		return v;
+	}
+	v.hi &= ~(~0ULL >> n);
+	v.lo = 0;
+	return v;
+}
+
+#endif

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* Per-CPU counting. Every packet ends in exactly one event slot; translated
+ * packets also count in their rule's slot. PERCPU_ARRAY lookups are inlined
+ * by the verifier on this kernel, so a count costs no helper call. */
+#ifndef MUP_COUNTERS_H
+#define MUP_COUNTERS_H
+
+#include "maps.h"
+
+static __always_inline void mup_count(__u32 slot, __u32 bytes)
+{
+	struct mup_counter *c = bpf_map_lookup_elem(&mup_counters, &slot);
+
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
+}
+
+/* Count the event and return the verdict, so paths read `return ev(...)`. */
+static __always_inline int ev(__u32 event, __u32 bytes, int verdict)
+{
+	mup_count(event, bytes);
+	return verdict;
+}
+
+static __always_inline void count_rule(__u32 rule, __u32 bytes)
+{
+	mup_count(MUP_EVENT_SLOTS + rule, bytes);
+}
+
+#endif

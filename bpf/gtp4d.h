@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* H.M.GTP4.D (RFC 9433 §6.7): GTP-U/IPv4 in, SRv6 out. Spec: §2 of
+ * shared/docs/srv6-mobile.md; our field decisions: docs/datapath.md. */
+#ifndef MUP_GTP4D_H
+#define MUP_GTP4D_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "mup_shared.h"
+#include "counters.h"
+#include "lookup.h"
+#include "addr.h"
+#include "gtp.h"
+#include "hash.h"
+#include "srh.h"
+#include "fwd.h"
+
+/* What the GTP-U header and its extension chain told us. */
+struct gtp_info {
+	__u32 hdr_len;  /* GTP-U header incl. optional fields and extensions */
+	__u8  qfi;
+	__u8  rqi;
+};
+
+/* Parse the optional fields and the extension chain after the 8-byte header
+ * at gtp. Returns 0 or a drop event. */
+static __always_inline int gtp_parse_ext(struct gtpu_hdr *gtp, void *end,
+					 struct gtp_info *gi)
+{
+	__u8 *p;
+	__u8 next;
+	__u32 off = sizeof(struct gtpu_hdr);
+
+	gi->hdr_len = off;
+	gi->qfi = 0;
+	gi->rqi = 0;
+	if (!(gtp->flags & (GTP_FLAG_E | GTP_FLAG_S | GTP_FLAG_PN)))
+		return 0;
+
+	{
+		struct gtpu_opt *opt = (void *)(gtp + 1);
+
+		if ((void *)(opt + 1) > end)
+			return MUP_EV_DROP_GTP_TRUNCATED;
+		/* The next-extension field means something only with E set. */
+		next = (gtp->flags & GTP_FLAG_E) ? opt->next_ext : 0;
+		off += sizeof(*opt);
+	}
+
+#pragma unroll
+	for (int i = 0; i <= GTP_MAX_EXT; i++) {
+		__u32 elen;
+		__u8 type = next;
+
+		if (!type)
+			break;
+		if (i == GTP_MAX_EXT)
+			return MUP_EV_DROP_GTP_EXT_CHAIN;
+		p = (__u8 *)gtp + (off & 0x3fff);
+		if ((void *)(p + 4) > end)
+			return MUP_EV_DROP_GTP_EXT_TRUNCATED;
+		elen = (__u32)p[0] * 4;
+		if (!elen)
+			return MUP_EV_DROP_GTP_EXT_ZERO;
+		if (!gtp_ext_known(type))
+			return MUP_EV_DROP_GTP_EXT_UNKNOWN;
+		if (type == GTP_EXT_PDU_SESSION) {
+			/* octet 1: PDU type (high nibble); octet 2: QFI, and
+			 * RQI (bit 6) in a downlink container only. */
+			gi->qfi = p[2] & 0x3f;
+			gi->rqi = (p[1] >> 4) == 0 ? (p[2] >> 6) & 1 : 0;
+		}
+		{
+			__u8 *last = p + elen - 1;
+
+			if ((void *)(last + 1) > end)
+				return MUP_EV_DROP_GTP_EXT_TRUNCATED;
+			next = *last;
+		}
+		off += elen;
+	}
+	gi->hdr_len = off;
+	return 0;
+}
+
+/* Fill the IPv6 header and the SRH of the translated packet at data. */
+static __always_inline int gtp4d_write(struct xdp_md *ctx, const struct mup_policy *pol,
+				       struct u128 last_sid, struct u128 src,
+				       __u32 vtcfl, __u16 payload_len, __u8 inner_nh,
+				       __u32 entries, __u8 *macs)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	__u32 nsegs = pol->nsegs;
+
+	if ((void *)(ip6 + 1) > end)
+		return -1;
+	__builtin_memcpy(eth, macs, 2 * ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+
+	*(__be32 *)ip6 = bpf_htonl(vtcfl);
+	ip6->payload_len = bpf_htons(payload_len);
+	ip6->hop_limit = pol->hop_limit;
+	u128_store(&ip6->saddr, src);
+	if (!entries) {
+		ip6->nexthdr = inner_nh;
+		u128_store(&ip6->daddr, last_sid);
+		return 0;
+	}
+	ip6->nexthdr = IPPROTO_ROUTING;
+	/* DA = S1 when there are segments, else the last SID. */
+	if (nsegs)
+		__builtin_memcpy(&ip6->daddr, pol->segs[0], 16);
+	else
+		u128_store(&ip6->daddr, last_sid);
+	return srh_write((void *)(ip6 + 1), end, pol, last_sid, inner_nh, entries);
+}
+
+static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+	struct mup_policy *pol;
+	struct udphdr *udp;
+	struct gtpu_hdr *gtp;
+	struct gtp_info gi;
+	__u32 ihl, tot, udp_len, gtp_len, inner_len, old_hdr, new_hdr, entries, h;
+	__u32 saddr, daddr, teid, vtcfl;
+	__u8 tos, inner_nh, macs[2 * ETH_ALEN];
+	__u8 *inner;
+	int rc;
+
+	if ((void *)(ip + 1) > end)
+		return ev(MUP_EV_DROP_V4_TRUNCATED, bytes, XDP_DROP);
+	ihl = ip->ihl * 4;
+	tot = bpf_ntohs(ip->tot_len);
+	if (ihl < sizeof(*ip) || tot < ihl || sizeof(struct ethhdr) + tot > bytes)
+		return ev(MUP_EV_DROP_V4_BAD_HEADER, bytes, XDP_DROP);
+	if (ip->protocol != IPPROTO_UDP)
+		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
+	if (ip->frag_off & bpf_htons(0x3fff)) {
+		/* Not translated (spec §2); the kernel reassembles or drops. */
+		if (policy_lookup(ip->daddr))
+			return ev(MUP_EV_PASS_V4_FRAGMENT, bytes, XDP_PASS);
+		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
+	}
+
+	udp = (void *)ip + (ihl & 0x3c);
+	if ((void *)(udp + 1) > end)
+		return ev(MUP_EV_DROP_UDP_TRUNCATED, bytes, XDP_DROP);
+	if (udp->dest != bpf_htons(MUP_GTPU_PORT))
+		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
+	pol = policy_lookup(ip->daddr);
+	if (!pol)
+		return ev(MUP_EV_PASS_NO_POLICY, bytes, XDP_PASS);
+
+	udp_len = bpf_ntohs(udp->len);
+	if (udp_len != tot - ihl)
+		return ev(MUP_EV_DROP_UDP_BAD_LENGTH, bytes, XDP_DROP);
+	gtp = (void *)(udp + 1);
+	if ((void *)(gtp + 1) > end)
+		return ev(MUP_EV_DROP_GTP_TRUNCATED, bytes, XDP_DROP);
+	if ((gtp->flags & GTP_FLAGS_VER_MASK) != GTP_FLAGS_V1_PT)
+		return ev(MUP_EV_PASS_GTP_NOT_V1, bytes, XDP_PASS);
+	gtp_len = bpf_ntohs(gtp->length);
+	if (gtp_len + 16 != udp_len)
+		return ev(MUP_EV_DROP_GTP_BAD_LENGTH, bytes, XDP_DROP);
+	if (gtp->type != GTP_TYPE_GPDU)
+		return ev(MUP_EV_PASS_GTP_SIGNALLING, bytes, XDP_PASS);
+
+	rc = gtp_parse_ext(gtp, end, &gi);
+	if (rc)
+		return ev(rc, bytes, XDP_DROP);
+	if (gi.hdr_len > gtp_len + sizeof(*gtp))
+		return ev(MUP_EV_DROP_GTP_BAD_LENGTH, bytes, XDP_DROP);
+	inner_len = gtp_len + sizeof(*gtp) - gi.hdr_len;
+
+	inner = (__u8 *)gtp + (gi.hdr_len & 0x3fff);
+	if ((void *)(inner + 1) > end || inner_len < 1)
+		return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
+	if ((inner[0] >> 4) == 4) {
+		struct iphdr *in4 = (void *)inner;
+
+		if ((void *)(in4 + 1) > end || inner_len < sizeof(*in4))
+			return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
+		h = hash_inner4(in4, inner_len, end, mup_cfg.hash_seed);
+		inner_nh = IPPROTO_IPIP;
+	} else if ((inner[0] >> 4) == 6) {
+		struct ipv6hdr *in6 = (void *)inner;
+
+		if ((void *)(in6 + 1) > end || inner_len < sizeof(*in6))
+			return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
+		h = hash_inner6(in6, inner_len, end, mup_cfg.hash_seed);
+		inner_nh = IPPROTO_IPV6;
+	} else {
+		return ev(MUP_EV_DROP_INNER_NOT_IP, bytes, XDP_DROP);
+	}
+
+	/* Everything the new headers need, before the frame moves. */
+	__builtin_memcpy(macs, data, sizeof(macs));
+	tos = ip->tos;
+	saddr = bpf_ntohl(ip->saddr);
+	daddr = bpf_ntohl(ip->daddr);
+	teid = bpf_ntohl(gtp->teid);
+	old_hdr = ihl + sizeof(*udp) + gi.hdr_len;
+
+	entries = pol->nsegs;
+	if (entries > MUP_MAX_SEGS)
+		return ev(MUP_EV_DROP_BAD_RULE, bytes, XDP_DROP);
+	/* [B, Sk..S1]; reduced leaves S1 (in the DA) out: [B, Sk..S2]. */
+	if (pol->srh_mode != MUP_SRH_REDUCED && (entries || pol->srh_mode == MUP_SRH_ALWAYS))
+		entries++;
+	new_hdr = sizeof(struct ipv6hdr) + (entries ? 8 + 16 * entries : 0);
+
+	{
+		/* RFC 9433 §6.1: SID B = sr_prefix | IPv4 DA | QFI R U TEID,
+		 * placed at bit L; SA = src_prefix | IPv4 SA at bit P. */
+		__u64 args = (__u64)gi.qfi << 34 | (__u64)gi.rqi << 33 | teid;
+		struct u128 v = { (__u64)daddr << 32 | args >> 8, (args & 0xff) << 56 };
+		struct u128 pfx = u128_load(pol->sr_prefix);
+		struct u128 sid, src;
+
+		v = u128_shr(v, pol->sr_plen & 0x3f);
+		sid.hi = pfx.hi | v.hi;
+		sid.lo = pfx.lo | v.lo;
+		v.hi = (__u64)saddr << 32;
+		v.lo = 0;
+		v = u128_shr(v, pol->src_plen & 0x7f);
+		pfx = u128_load(pol->src_prefix);
+		src.hi = pfx.hi | v.hi;
+		src.lo = pfx.lo | v.lo;
+
+		/* Trailing Ethernet padding would otherwise become payload. */
+		if (bytes > sizeof(struct ethhdr) + tot &&
+		    bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + tot) - (int)bytes))
+			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+		if (bpf_xdp_adjust_head(ctx, (int)old_hdr - (int)new_hdr))
+			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+
+		vtcfl = 6U << 28 | (__u32)tos << 20 | (h & 0xfffff);
+		if (gtp4d_write(ctx, pol, sid, src, vtcfl,
+				new_hdr - sizeof(struct ipv6hdr) + inner_len, inner_nh,
+				entries, macs))
+			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+		count_rule(pol->rule, bytes);
+		if (mup_cfg.fwd_mode != MUP_FWD_FIB)
+			return forward_local(ctx, bytes);
+		{
+			struct bpf_fib_lookup fib = {};
+
+			fib.family = AF_INET6;
+			fib.l4_protocol = inner_nh;
+			fib.tot_len = new_hdr + inner_len;
+			fib.flowinfo = bpf_htonl(vtcfl & 0x0fffffff);
+			u128_store(fib.ipv6_src, src);
+			data = (void *)(long)ctx->data;
+			end = (void *)(long)ctx->data_end;
+			{
+				struct ipv6hdr *o = data + sizeof(struct ethhdr);
+
+				if ((void *)(o + 1) > end)
+					return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+				__builtin_memcpy(fib.ipv6_dst, &o->daddr, 16);
+			}
+			return forward_fib(ctx, &fib, bytes);
+		}
+	}
+}
+
+#endif

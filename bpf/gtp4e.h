@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* End.M.GTP4.E (RFC 9433 §6.6): SRv6 in, GTP-U/IPv4 out. Spec: §3 of
+ * shared/docs/srv6-mobile.md; our field decisions: docs/datapath.md. */
+#ifndef MUP_GTP4E_H
+#define MUP_GTP4E_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "mup_shared.h"
+#include "counters.h"
+#include "lookup.h"
+#include "addr.h"
+#include "gtp.h"
+#include "hash.h"
+#include "csum.h"
+#include "srh.h"
+#include "fwd.h"
+
+/* Outer headers we push: IPv4 + UDP + GTP-U, and optionally the 4 optional
+ * bytes plus a one-unit PDU Session Container. */
+struct gtp4e_hdrs {
+	struct iphdr ip;
+	struct udphdr udp;
+	struct gtpu_hdr gtp;
+	struct gtpu_opt opt;
+	struct gtpu_pdu_session psc;
+} __attribute__((packed));
+
+#define GTP4E_HDR_MIN (sizeof(struct iphdr) + sizeof(struct udphdr) + sizeof(struct gtpu_hdr))
+#define GTP4E_HDR_PSC sizeof(struct gtp4e_hdrs)
+
+static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
+	struct mup_localsid *ls;
+	struct v6_chain chain;
+	struct u128 da, sa;
+	__u32 payload_len, inner_len, new_hdr, h, daddr4, saddr4, teid, rule;
+	__u8 tos, ttl, qfi, r, with_psc, macs[2 * ETH_ALEN];
+	__u8 *inner;
+	__u64 args;
+	int rc;
+
+	if ((void *)(ip6 + 1) > end)
+		return ev(MUP_EV_DROP_V6_TRUNCATED, bytes, XDP_DROP);
+	da = u128_load(&ip6->daddr);
+	ls = localsid_lookup(da);
+	if (!ls)
+		return ev(MUP_EV_PASS_NO_LOCALSID, bytes, XDP_PASS);
+
+	payload_len = bpf_ntohs(ip6->payload_len);
+	if (sizeof(struct ethhdr) + sizeof(*ip6) + payload_len > bytes)
+		return ev(MUP_EV_DROP_V6_BAD_LENGTH, bytes, XDP_DROP);
+	rc = v6_walk(ip6, end, &chain);
+	if (rc)
+		return ev(rc, bytes, XDP_DROP);
+	if (chain.len > payload_len)
+		return ev(MUP_EV_DROP_V6_BAD_LENGTH, bytes, XDP_DROP);
+	/* A packet that spent its hop budget is not re-originated with a
+	 * fresh TTL: two misconfigured translators cannot loop it forever. */
+	if (ip6->hop_limit <= 1)
+		return ev(MUP_EV_DROP_HOP_LIMIT, bytes, XDP_DROP);
+
+	inner_len = payload_len - chain.len;
+	inner = (__u8 *)(ip6 + 1) + (chain.len & 0x1fff);
+	if ((void *)(inner + 1) > end || inner_len < 1)
+		return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
+	if (chain.inner == IPPROTO_IPIP) {
+		struct iphdr *in4 = (void *)inner;
+
+		if ((inner[0] >> 4) != 4)
+			return ev(MUP_EV_DROP_INNER_NOT_IP, bytes, XDP_DROP);
+		if ((void *)(in4 + 1) > end || inner_len < sizeof(*in4))
+			return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
+		h = hash_inner4(in4, inner_len, end, mup_cfg.hash_seed);
+	} else {
+		struct ipv6hdr *in6 = (void *)inner;
+
+		if ((inner[0] >> 4) != 6)
+			return ev(MUP_EV_DROP_INNER_NOT_IP, bytes, XDP_DROP);
+		if ((void *)(in6 + 1) > end || inner_len < sizeof(*in6))
+			return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
+		h = hash_inner6(in6, inner_len, end, mup_cfg.hash_seed);
+	}
+
+	/* RFC 9433 §6.1: IPv4 DA and Args.Mob.Session follow the L-bit SID
+	 * prefix; the IPv4 SA sits at bit P of the IPv6 SA. */
+	{
+		struct u128 v = u128_shl(da, ls->sid_plen & 0x3f);
+
+		daddr4 = v.hi >> 32;
+		args = (v.hi & 0xffffffff) << 8 | v.lo >> 56;
+		sa = u128_load(&ip6->saddr);
+		v = u128_shl(sa, ls->src_plen & 0x7f);
+		saddr4 = v.hi >> 32;
+	}
+	teid = (__u32)args;
+	qfi = (args >> 34) & 0x3f;
+	r = (args >> 33) & 1;
+	with_psc = ls->container == MUP_CONTAINER_ALWAYS ||
+		   (ls->container == MUP_CONTAINER_AUTO && (qfi || r));
+	new_hdr = with_psc ? GTP4E_HDR_PSC : GTP4E_HDR_MIN;
+	tos = (bpf_ntohl(*(__be32 *)ip6) >> 20) & 0xff;
+	ttl = ls->ttl;
+	rule = ls->rule;
+	__builtin_memcpy(macs, data, sizeof(macs));
+
+	if (bytes > sizeof(struct ethhdr) + sizeof(*ip6) + payload_len &&
+	    bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + sizeof(*ip6) + payload_len) -
+					     (int)bytes))
+		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+	if (bpf_xdp_adjust_head(ctx, (int)(sizeof(*ip6) + chain.len) - (int)new_hdr))
+		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	{
+		struct ethhdr *eth = data;
+		struct gtp4e_hdrs *o = (void *)(eth + 1);
+		__u32 tot = new_hdr + inner_len;
+		__u16 sport = mup_cfg.sport_base + (__u16)(((__u64)h * mup_cfg.sport_span) >> 32);
+
+		if ((void *)o + GTP4E_HDR_PSC > end)
+			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+		__builtin_memcpy(eth, macs, sizeof(macs));
+		eth->h_proto = bpf_htons(ETH_P_IP);
+
+		o->ip.version = 4;
+		o->ip.ihl = 5;
+		o->ip.tos = tos;
+		o->ip.tot_len = bpf_htons(tot);
+		o->ip.id = 0;
+		o->ip.frag_off = bpf_htons(0x4000); /* DF: GTP-U is not fragmented */
+		o->ip.ttl = ttl;
+		o->ip.protocol = IPPROTO_UDP;
+		o->ip.saddr = bpf_htonl(saddr4);
+		o->ip.daddr = bpf_htonl(daddr4);
+		o->ip.check = bpf_htons(ipv4_csum(tos, tot, 0x4000, ttl, IPPROTO_UDP,
+						  saddr4, daddr4));
+		o->udp.source = bpf_htons(sport);
+		o->udp.dest = bpf_htons(MUP_GTPU_PORT);
+		o->udp.len = bpf_htons(tot - sizeof(struct iphdr));
+		o->udp.check = 0; /* allowed over IPv4 */
+		o->gtp.type = GTP_TYPE_GPDU;
+		o->gtp.teid = bpf_htonl(teid);
+		if (with_psc) {
+			o->gtp.flags = GTP_FLAGS_V1_PT | GTP_FLAG_E;
+			o->gtp.length = bpf_htons(tot - GTP4E_HDR_MIN);
+			o->opt.seq = 0;
+			o->opt.npdu = 0;
+			o->opt.next_ext = GTP_EXT_PDU_SESSION;
+			o->psc.len = 1;
+			o->psc.pdu_type = 0; /* DL */
+			o->psc.qfi = r << 6 | qfi;
+			o->psc.next_ext = 0;
+		} else {
+			o->gtp.flags = GTP_FLAGS_V1_PT;
+			o->gtp.length = bpf_htons(inner_len);
+		}
+		count_rule(rule, bytes);
+		if (mup_cfg.fwd_mode != MUP_FWD_FIB)
+			return forward_local(ctx, bytes);
+		{
+			struct bpf_fib_lookup fib = {};
+
+			fib.family = AF_INET;
+			fib.tos = tos;
+			fib.l4_protocol = IPPROTO_UDP;
+			fib.sport = bpf_htons(sport);
+			fib.dport = bpf_htons(MUP_GTPU_PORT);
+			fib.tot_len = tot;
+			fib.ipv4_src = bpf_htonl(saddr4);
+			fib.ipv4_dst = bpf_htonl(daddr4);
+			return forward_fib(ctx, &fib, bytes);
+		}
+	}
+}
+
+#endif

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* Longest-prefix match as one exact-match hash lookup per configured prefix
+ * length, longest first. The kernel's LPM trie costs 31 ns at one entry and
+ * 100 ns at 65,536 here; a hash lookup does not grow with the table, and a
+ * table rarely has more than a few distinct lengths. */
+#ifndef MUP_LOOKUP_H
+#define MUP_LOOKUP_H
+
+#include "maps.h"
+#include "addr.h"
+
+static __always_inline struct mup_policy *policy_lookup(__be32 daddr)
+{
+	struct mup_policy_key key = {};
+	__u32 n = mup_cfg.n_policy_plens;
+	__u32 da = bpf_ntohl(daddr);
+
+	for (int i = 0; i < MUP_MAX_PLENS; i++) {
+		__u32 plen;
+		struct mup_policy *p;
+
+		if (i >= n)
+			break;
+		plen = mup_cfg.policy_plens[i];
+		key.plen = plen;
+		/* Prefixes over 32 bits will also cover the TEID (BGP MUP
+		 * Type 2); until then the loader refuses them. */
+		key.daddr = plen >= 32 ? daddr : bpf_htonl(plen ? da & ~(0xffffffffU >> plen) : 0);
+		p = bpf_map_lookup_elem(&mup_policies, &key);
+		if (p)
+			return p;
+	}
+	return 0;
+}
+
+static __always_inline struct mup_localsid *localsid_lookup(struct u128 da)
+{
+	struct mup_localsid_key key = {};
+	__u32 n = mup_cfg.n_localsid_plens;
+
+	for (int i = 0; i < MUP_MAX_PLENS; i++) {
+		__u32 plen;
+		struct mup_localsid *s;
+
+		if (i >= n)
+			break;
+		plen = mup_cfg.localsid_plens[i];
+		key.plen = plen;
+		u128_store(key.addr, u128_mask(da, plen));
+		s = bpf_map_lookup_elem(&mup_localsids, &key);
+		if (s)
+			return s;
+	}
+	return 0;
+}
+
+#endif

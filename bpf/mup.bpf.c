@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause)
+/*
+ * srv6-mup data plane: one XDP program, both RFC 9433 translations.
+ *
+ *   IPv4 UDP/2152 to a policy prefix    -> H.M.GTP4.D    (gtp4d.h)
+ *   IPv6 to a local SID                 -> End.M.GTP4.E  (gtp4e.h)
+ *   anything else                       -> XDP_PASS, counted by reason
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "mup_shared.h"
+#include "counters.h"
+#include "gtp4d.h"
+#include "gtp4e.h"
+
+SEC("xdp")
+int mup_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u32 bytes = end - data;
+
+	if ((void *)(eth + 1) > end)
+		return ev(MUP_EV_PASS_NOT_IP, bytes, XDP_PASS);
+	if (eth->h_proto == bpf_htons(ETH_P_IP))
+		return gtp4d(ctx, bytes);
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		return gtp4e(ctx, bytes);
+	return ev(MUP_EV_PASS_NOT_IP, bytes, XDP_PASS);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

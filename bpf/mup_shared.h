@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/*
+ * Everything user space sees of the data plane: map keys and values, the
+ * global configuration, counter indices. Defined once, here. TypeScript reads
+ * the same layouts from the object's BTF (src/dataplane/btf.ts) and refuses to
+ * run when its own codec disagrees, so the two cannot drift.
+ */
+#ifndef MUP_SHARED_H
+#define MUP_SHARED_H
+
+#include <linux/types.h>
+
+#define MUP_MAX_SEGS      4   /* policy segments S1..Sk before the last SID */
+#define MUP_MAX_PLENS     16  /* distinct prefix lengths per table */
+#define MUP_GTPU_PORT     2152
+#define MUP_EVENT_SLOTS   64  /* counter slots before the per-rule ones */
+
+/* Policy table key (H.M.GTP4.D): longest match over the 64-bit value
+ * IPv4 DA || TEID. Today prefixes are <= 32 bits (DA only, teid = 0); the TEID
+ * half is there for BGP MUP Type 2 routes (spec §2, "coming later"). The
+ * program looks up one exact-match entry per configured length, longest
+ * first: the cost depends on the number of lengths, not of rules. */
+struct mup_policy_key {
+	__u32 plen;   /* 0..64 */
+	__u32 daddr;  /* network order, masked to plen */
+	__u32 teid;   /* network order, masked to plen - 32 */
+};
+
+enum mup_srh_mode {
+	MUP_SRH_AUTO = 0,    /* no SRH when the SID list is just the last SID */
+	MUP_SRH_ALWAYS = 1,  /* SRH even for a single SID */
+	MUP_SRH_REDUCED = 2, /* H.Encaps.Red: S1 only in the DA */
+};
+
+struct mup_policy {
+	__u8  sr_prefix[16];  /* masked to sr_plen */
+	__u8  src_prefix[16]; /* masked to src_plen */
+	__u8  segs[MUP_MAX_SEGS][16]; /* S1..Sk, in path order */
+	__u32 rule;           /* counter index of this rule */
+	__u8  sr_plen;        /* L, <= 56 */
+	__u8  src_plen;       /* P, <= 96 */
+	__u8  nsegs;          /* k, 0..MUP_MAX_SEGS */
+	__u8  srh_mode;       /* enum mup_srh_mode */
+	__u8  hop_limit;
+	__u8  pad[3];
+};
+
+/* Local SID table key (End.M.GTP4.E): exact match per configured length. */
+struct mup_localsid_key {
+	__u32 plen;      /* 0..128 */
+	__u8  addr[16];  /* masked to plen */
+};
+
+enum mup_container_mode {
+	MUP_CONTAINER_ALWAYS = 0,
+	MUP_CONTAINER_AUTO = 1,  /* only when QFI or R is non-zero */
+	MUP_CONTAINER_NEVER = 2,
+};
+
+struct mup_localsid {
+	__u32 rule;       /* counter index of this rule */
+	__u8  sid_plen;   /* L, <= 56 */
+	__u8  src_plen;   /* P, <= 96 */
+	__u8  container;  /* enum mup_container_mode */
+	__u8  ttl;
+};
+
+enum mup_fwd_mode {
+	MUP_FWD_FIB = 0,    /* bpf_fib_lookup + redirect, kernel on a miss */
+	MUP_FWD_TX = 1,     /* swap MACs, XDP_TX (replay, benchmarks, one-armed) */
+	MUP_FWD_KERNEL = 2, /* XDP_PASS the translated frame, kernel forwards */
+};
+
+/* Global configuration, a BTF global (.data map) written by user space. */
+struct mup_config {
+	__u32 fwd_mode;        /* enum mup_fwd_mode */
+	__u32 hash_seed;
+	__u16 sport_base;      /* outer UDP source port range: base .. base+span-1 */
+	__u16 sport_pad;
+	__u32 sport_span;      /* 1..65536 */
+	__u8  n_policy_plens;
+	__u8  n_localsid_plens;
+	__u8  policy_plens[MUP_MAX_PLENS];   /* longest first */
+	__u8  localsid_plens[MUP_MAX_PLENS]; /* longest first */
+	__u8  pad[2];
+};
+
+/* One counter slot: the packets and bytes (as received) of one event. */
+struct mup_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/*
+ * Counter slots 0..MUP_EVENT_SLOTS-1 are events: what happened to a packet.
+ * Every packet the program sees lands in exactly one of them, so their sum is
+ * the number of packets seen. Slots MUP_EVENT_SLOTS + rule count packets per
+ * rule (policy or local SID) in addition. Names for user space are in
+ * src/dataplane/events.ts, checked against this enum's BTF.
+ */
+enum mup_event {
+	/* Not for us: handed to the kernel unchanged. */
+	MUP_EV_PASS_NOT_IP = 0,        /* not IPv4/IPv6 (ARP, VLAN, ...) */
+	MUP_EV_PASS_NOT_GTPU = 1,      /* IPv4 but not UDP to port 2152 */
+	MUP_EV_PASS_NO_POLICY = 2,     /* GTP-U to an address with no policy */
+	MUP_EV_PASS_V4_FRAGMENT = 3,   /* matching IPv4 fragment: not translated */
+	MUP_EV_PASS_GTP_NOT_V1 = 4,    /* version != 1 or PT != 1 */
+	MUP_EV_PASS_GTP_SIGNALLING = 5,/* Echo, Error Indication, End Marker, ... */
+	MUP_EV_PASS_NO_LOCALSID = 6,   /* IPv6 not to a local SID */
+	/* Translated: how the result left. */
+	MUP_EV_FWD_TX = 8,             /* XDP_TX (fwd_mode tx, or FIB egress = ingress) */
+	MUP_EV_FWD_REDIRECT = 9,       /* FIB hit, redirected */
+	MUP_EV_FWD_KERNEL = 10,        /* fwd_mode kernel: XDP_PASS */
+	MUP_EV_FWD_FIB_MISS = 11,      /* FIB lookup found no neighbour: XDP_PASS */
+	MUP_EV_FWD_FIB_FAIL = 12,      /* no route, blackhole, ...: XDP_PASS */
+	/* Dropped, by reason. */
+	MUP_EV_DROP_V4_TRUNCATED = 16,     /* IPv4 header cut short */
+	MUP_EV_DROP_V4_BAD_HEADER = 17,    /* IHL < 5, total length vs frame */
+	MUP_EV_DROP_UDP_TRUNCATED = 18,
+	MUP_EV_DROP_UDP_BAD_LENGTH = 19,   /* UDP length vs IPv4 payload */
+	MUP_EV_DROP_GTP_TRUNCATED = 20,
+	MUP_EV_DROP_GTP_BAD_LENGTH = 21,   /* GTP length != UDP length - 16 */
+	MUP_EV_DROP_GTP_EXT_ZERO = 22,     /* extension header of length 0 */
+	MUP_EV_DROP_GTP_EXT_TRUNCATED = 23,
+	MUP_EV_DROP_GTP_EXT_CHAIN = 24,    /* more than 8 extension headers */
+	MUP_EV_DROP_GTP_EXT_UNKNOWN = 25,  /* unknown comprehension-required type */
+	MUP_EV_DROP_INNER_NOT_IP = 26,     /* inner PDU neither IPv4 nor IPv6 */
+	MUP_EV_DROP_INNER_TRUNCATED = 27,  /* inner IP header cut short */
+	MUP_EV_DROP_V6_TRUNCATED = 28,     /* IPv6 or extension header cut short */
+	MUP_EV_DROP_V6_BAD_LENGTH = 29,    /* payload length vs frame */
+	MUP_EV_DROP_V6_BAD_EXT = 30,       /* unsupported routing type, chain too long */
+	MUP_EV_DROP_SRH_SL_NONZERO = 31,   /* End.M.GTP4.E with Segments Left != 0 */
+	MUP_EV_DROP_HOP_LIMIT = 32,        /* hop limit <= 1 */
+	MUP_EV_DROP_ADJUST = 33,           /* bpf_xdp_adjust_head/tail refused */
+	MUP_EV_DROP_BAD_RULE = 34,         /* table entry out of range (never expected) */
+	MUP_EV_MAX = 35,
+};
+
+#endif /* MUP_SHARED_H */

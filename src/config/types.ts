@@ -1,0 +1,68 @@
+/**
+ * The validated configuration: what src/config/load.ts produces from YAML and
+ * what src/dataplane encodes into the BPF maps. Values here are already
+ * checked (prefix lengths in range, host bits cleared), so nothing below the
+ * config layer validates again.
+ */
+import type { Ipv4Prefix, Ipv6Prefix, Ipv6Addr } from '../sid/types.js';
+import type { ConfigWarning } from './errors.js';
+
+export type SrhMode = 'auto' | 'always' | 'reduced';
+export type ContainerMode = 'always' | 'auto' | 'never';
+export type ForwardingMode = 'fib' | 'tx' | 'kernel';
+
+/** H.M.GTP4.D: GTP-U/IPv4 in, SRv6 out. */
+export interface Policy {
+  /** Key path in the config, e.g. "policies[3]", for messages. */
+  readonly where: string;
+  readonly name?: string;
+  /** IPv4 destination prefix of the GTP-U packets. */
+  readonly match: Ipv4Prefix;
+  /** Last SID = sr_prefix | IPv4 DA | Args.Mob.Session; length L <= 56. */
+  readonly srPrefix: Ipv6Prefix;
+  /** IPv6 SA = src_prefix | IPv4 SA; length P <= 96. */
+  readonly srcPrefix: Ipv6Prefix;
+  /** S1..Sk visited before the last SID (0..4). */
+  readonly segments: readonly Ipv6Addr[];
+  readonly srh: SrhMode;
+  /** Outer IPv6 hop limit, default 64. */
+  readonly hopLimit: number;
+}
+
+/** End.M.GTP4.E: SRv6 in, GTP-U/IPv4 out. */
+export interface LocalSid {
+  readonly where: string;
+  readonly name?: string;
+  /** Locator+function; IPv4 DA and Args.Mob.Session follow; length L <= 56. */
+  readonly sid: Ipv6Prefix;
+  /** P: the IPv4 SA is read from IPv6 SA bits [P, P+32); <= 96. */
+  readonly srcPrefixLen: number;
+  readonly container: ContainerMode;
+  /** Outer IPv4 TTL, default 64. */
+  readonly ttl: number;
+}
+
+export interface Settings {
+  readonly forwarding: ForwardingMode;
+  /** Outer UDP source port range for End.M.GTP4.E, inclusive. Default 49152-65535. */
+  readonly sourcePortMin: number;
+  readonly sourcePortMax: number;
+  /** Table sizes (BPF map max_entries). Default 65536 each. */
+  readonly maxPolicies: number;
+  readonly maxLocalSids: number;
+  /** Seed of the inner 5-tuple hash (flow label, UDP source port). Default 0. */
+  readonly hashSeed: number;
+}
+
+export interface Config {
+  /** File the config came from, or "<inline>". */
+  readonly file: string;
+  readonly settings: Settings;
+  readonly policies: readonly Policy[];
+  readonly localsids: readonly LocalSid[];
+  /**
+   * Things the loader accepted but changed or finds suspicious (e.g. host bits
+   * masked off a prefix). Set by load.ts; callers should print them.
+   */
+  readonly warnings?: readonly ConfigWarning[];
+}
