@@ -7,6 +7,10 @@
 
 #include "maps.h"
 
+/* Keeps enum mup_event in the object's BTF, where user space reads the event
+ * names from: clang emits a type only when something uses it by name. */
+const volatile enum mup_event mup_event_names __attribute__((used)) = MUP_EV_MAX;
+
 static __always_inline void mup_count(__u32 slot, __u32 bytes)
 {
 	struct mup_counter *c = bpf_map_lookup_elem(&mup_counters, &slot);

@@ -95,8 +95,8 @@ struct mup_counter {
  * Counter slots 0..MUP_EVENT_SLOTS-1 are events: what happened to a packet.
  * Every packet the program sees lands in exactly one of them, so their sum is
  * the number of packets seen. Slots MUP_EVENT_SLOTS + rule count packets per
- * rule (policy or local SID) in addition. Names for user space are in
- * src/dataplane/events.ts, checked against this enum's BTF.
+ * rule (policy or local SID) in addition. User space takes the event names
+ * from this enum's BTF (src/dataplane/btf.ts): lower case, without MUP_EV_.
  */
 enum mup_event {
 	/* Not for us: handed to the kernel unchanged. */
