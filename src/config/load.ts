@@ -1,0 +1,438 @@
+/**
+ * YAML -> validated Config. All checking happens here, once: every error is a
+ * ConfigError naming the file, line and key path (`policies[2].sr_prefix`),
+ * what is wrong, and what would be accepted. See config/example.yaml.
+ */
+import { readFile } from 'node:fs/promises';
+import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix, parseIpv6, parseIpv6Prefix } from '../sid/addr.js';
+import { MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
+import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
+import { ConfigError, configWarning, type ConfigWarning, type WarnFn } from './errors.js';
+import type { Config, ContainerMode, ForwardingMode, LocalSid, Policy, Settings, SrhMode } from './types.js';
+
+export const DEFAULT_SETTINGS: Settings = {
+  forwarding: 'fib',
+  sourcePortMin: 49152,
+  sourcePortMax: 65535,
+  maxPolicies: 65536,
+  maxLocalSids: 65536,
+  hashSeed: 0,
+};
+export const DEFAULT_HOP_LIMIT = 64;
+export const DEFAULT_TTL = 64;
+/** Upper bound of settings.max_policies / max_localsids. */
+export const MAX_TABLE_ENTRIES = 1_048_576;
+/** Policy segments S1..Sk before the last SID. */
+export const MAX_SEGMENTS = 4;
+/** The data path does one exact-match lookup per distinct prefix length. */
+export const MAX_PREFIX_LENGTHS = 16;
+
+const FORWARDING_MODES: readonly ForwardingMode[] = ['fib', 'tx', 'kernel'];
+const SRH_MODES: readonly SrhMode[] = ['auto', 'always', 'reduced'];
+const CONTAINER_MODES: readonly ContainerMode[] = ['always', 'auto', 'never'];
+
+const TOP_KEYS = ['settings', 'policies', 'localsids'] as const;
+const SETTINGS_KEYS = ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed'] as const;
+const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit'] as const;
+const LOCALSID_KEYS = ['name', 'sid', 'src_prefix_len', 'container', 'ttl'] as const;
+
+const SID_LEN_WHY =
+  'the SID is this prefix (L bits) followed by the IPv4 address (32 bits) and Args.Mob.Session (40 bits), ' +
+  `so L + 32 + 40 must fit in 128 bits: L at most ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48`;
+const SRC_LEN_WHY =
+  'the IPv6 source address is this prefix (P bits) followed by the IPv4 source (32 bits), ' +
+  `so P + 32 must fit in 128 bits: P at most ${MAX_SRC_PREFIX_LEN}, e.g. 2001:db8:ffff::/64`;
+
+/** Read and validate a YAML config file. */
+export async function loadConfigFile(path: string): Promise<Config> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw new ConfigError(path, '', `cannot read the config file: ${why}`);
+  }
+  return parseConfig(text, path);
+}
+
+/** Validate YAML text; `file` is used in messages only. */
+export function parseConfig(text: string, file = '<inline>'): Config {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
+  const first = doc.errors[0];
+  if (first !== undefined) {
+    const pos = lines.linePos(first.pos[0]);
+    const fix = first.code === 'DUPLICATE_KEY' ? 'give each key once' : 'fix the YAML (indentation, quotes, brackets)';
+    throw new ConfigError(file, '', `YAML syntax error at column ${pos.col}: ${firstLine(first.message)}; ${fix}`, pos.line);
+  }
+  const src = new Source(file, doc, lines);
+  for (const w of doc.warnings) {
+    src.warnings.push(configWarning(file, '', `YAML: ${firstLine(w.message)}`, lines.linePos(w.pos[0]).line));
+  }
+
+  const top = doc.toJS({ maxAliasCount: 100 }) as unknown;
+  const root = top === null || top === undefined ? {} : readMapping(src, [], top, TOP_KEYS, 'at the top level');
+
+  const settings = readSettings(src, ['settings'], root['settings']);
+  const rawPolicies = readList(src, ['policies'], root['policies'], 'a list of policies (each with match, sr_prefix, src_prefix)');
+  const rawLocalSids = readList(src, ['localsids'], root['localsids'], 'a list of local SIDs (each with sid, src_prefix_len)');
+  checkCount(src, ['policies'], rawPolicies.length, settings.maxPolicies, 'policies', 'max_policies');
+  checkCount(src, ['localsids'], rawLocalSids.length, settings.maxLocalSids, 'local SIDs', 'max_localsids');
+
+  const policies = rawPolicies.map((v, i) => readPolicy(src, ['policies', i], v));
+  const localsids = rawLocalSids.map((v, i) => readLocalSid(src, ['localsids', i], v));
+  checkPolicies(src, policies);
+  checkLocalSids(src, localsids);
+
+  return { file, settings, policies, localsids, warnings: src.warnings };
+}
+
+// ---------------------------------------------------------------------------
+// Sections
+
+function readSettings(src: Source, path: Path, v: unknown): Settings {
+  if (v === null || v === undefined) return DEFAULT_SETTINGS;
+  const m = readMapping(src, path, v, SETTINGS_KEYS, 'in settings');
+  const d = DEFAULT_SETTINGS;
+  const ports = optional(m, 'udp_source_ports', (x) => readPortRange(src, [...path, 'udp_source_ports'], x));
+  return {
+    forwarding: optional(m, 'forwarding', (x) => readEnum(src, [...path, 'forwarding'], x, FORWARDING_MODES)) ?? d.forwarding,
+    sourcePortMin: ports?.[0] ?? d.sourcePortMin,
+    sourcePortMax: ports?.[1] ?? d.sourcePortMax,
+    maxPolicies: optional(m, 'max_policies', (x) => readInt(src, [...path, 'max_policies'], x, 1, MAX_TABLE_ENTRIES)) ?? d.maxPolicies,
+    maxLocalSids:
+      optional(m, 'max_localsids', (x) => readInt(src, [...path, 'max_localsids'], x, 1, MAX_TABLE_ENTRIES)) ?? d.maxLocalSids,
+    hashSeed: optional(m, 'hash_seed', (x) => readInt(src, [...path, 'hash_seed'], x, 0, 0xffff_ffff)) ?? d.hashSeed,
+  };
+}
+
+function readPolicy(src: Source, path: Path, v: unknown): Policy {
+  const m = readMapping(src, path, v, POLICY_KEYS, 'in a policy');
+  const at = (key: string): Path => [...path, key];
+  const name = optional(m, 'name', (x) => readName(src, at('name'), x));
+  const match = required(src, m, path, 'match', 'the IPv4 destination prefix of the GTP-U packets, e.g. 192.0.2.0/24', (x) =>
+    readIpv4Prefix(src, at('match'), x),
+  );
+  const srPrefix = required(src, m, path, 'sr_prefix', `the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48`, (x) =>
+    readIpv6Prefix(src, at('sr_prefix'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY),
+  );
+  const srcPrefix = required(src, m, path, 'src_prefix', `the IPv6 source prefix, length <= ${MAX_SRC_PREFIX_LEN}, e.g. 2001:db8:ffff::/64`, (x) =>
+    readIpv6Prefix(src, at('src_prefix'), x, MAX_SRC_PREFIX_LEN, SRC_LEN_WHY),
+  );
+  const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? [];
+  const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
+  const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
+  return { where: formatPath(path), ...(name === undefined ? {} : { name }), match, srPrefix, srcPrefix, segments, srh, hopLimit };
+}
+
+function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
+  const m = readMapping(src, path, v, LOCALSID_KEYS, 'in a local SID');
+  const at = (key: string): Path => [...path, key];
+  const name = optional(m, 'name', (x) => readName(src, at('name'), x));
+  const sid = required(src, m, path, 'sid', `the IPv6 prefix of the local SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:2::/48`, (x) =>
+    readIpv6Prefix(src, at('sid'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY),
+  );
+  if (sid.len === 0) {
+    src.warn(at('sid'), '::/0 matches every IPv6 destination: all IPv6 traffic on the interface is treated as addressed to this SID');
+  }
+  const srcPrefixLen = required(
+    src,
+    m,
+    path,
+    'src_prefix_len',
+    `P, the length of the sender's IPv6 source prefix (the IPv4 source follows it), an integer from 0 to ${MAX_SRC_PREFIX_LEN}, e.g. 64`,
+    (x) => readInt(src, at('src_prefix_len'), x, 0, MAX_SRC_PREFIX_LEN, 'P plus the 32-bit IPv4 source must fit in 128 bits'),
+  );
+  const container = optional(m, 'container', (x) => readEnum(src, at('container'), x, CONTAINER_MODES)) ?? 'always';
+  const ttl = optional(m, 'ttl', (x) => readInt(src, at('ttl'), x, 1, 255)) ?? DEFAULT_TTL;
+  return { where: formatPath(path), ...(name === undefined ? {} : { name }), sid, srcPrefixLen, container, ttl };
+}
+
+// ---------------------------------------------------------------------------
+// Cross checks
+
+function checkCount(src: Source, path: Path, n: number, max: number, what: string, setting: string): void {
+  if (n > max) {
+    src.fail(
+      path,
+      `${n} ${what} but settings.${setting} is ${max}; raise settings.${setting} (at most ${MAX_TABLE_ENTRIES}) or remove ${what}`,
+    );
+  }
+}
+
+interface Rule {
+  readonly where: string;
+  readonly name?: string;
+}
+
+function label(r: Rule): string {
+  return r.name === undefined ? r.where : `${r.where} (${JSON.stringify(r.name)})`;
+}
+
+function pathOf(r: Rule, key: string): Path {
+  const m = /^(\w+)\[(\d+)\]$/.exec(r.where);
+  return m?.[1] !== undefined && m[2] !== undefined ? [m[1], Number(m[2]), key] : [key];
+}
+
+function checkUnique<R extends Rule>(src: Source, rules: readonly R[], key: string, id: (r: R) => string | undefined, why: string): void {
+  const seen = new Map<string, R>();
+  for (const r of rules) {
+    const k = id(r);
+    if (k === undefined) continue;
+    const prev = seen.get(k);
+    if (prev !== undefined) {
+      src.fail(pathOf(r, key), `${k} is already used by ${label(prev)}; ${why}`);
+    }
+    seen.set(k, r);
+  }
+}
+
+function checkPrefixLengths<R extends Rule>(src: Source, rules: readonly R[], key: string, len: (r: R) => number): void {
+  const lens = new Set<number>();
+  for (const r of rules) {
+    lens.add(len(r));
+    if (lens.size > MAX_PREFIX_LENGTHS) {
+      const list = [...lens].sort((a, b) => b - a).map((l) => `/${l}`).join(' ');
+      src.fail(
+        pathOf(r, key),
+        `this is the ${lens.size}th distinct prefix length among the ${key} prefixes (${list}); the data path does one lookup per length and supports at most ${MAX_PREFIX_LENGTHS}: use fewer distinct lengths`,
+      );
+    }
+  }
+}
+
+function checkPolicies(src: Source, policies: readonly Policy[]): void {
+  checkUnique(src, policies, 'name', (p) => p.name && JSON.stringify(p.name), 'policy names must be unique');
+  checkUnique(src, policies, 'match', (p) => formatIpv4Prefix(p.match), 'each match prefix may appear in one policy only (after masking host bits)');
+  checkPrefixLengths(src, policies, 'match', (p) => p.match.len);
+}
+
+function checkLocalSids(src: Source, sids: readonly LocalSid[]): void {
+  checkUnique(src, sids, 'name', (s) => s.name && JSON.stringify(s.name), 'local SID names must be unique');
+  checkUnique(src, sids, 'sid', (s) => formatIpv6Prefix(s.sid), 'each SID prefix may appear in one local SID only (after masking host bits)');
+  checkPrefixLengths(src, sids, 'sid', (s) => s.sid.len);
+}
+
+// ---------------------------------------------------------------------------
+// Values
+
+function readIpv4Prefix(src: Source, path: Path, v: unknown): Ipv4Prefix {
+  const s = readString(src, path, v, 'an IPv4 prefix such as 192.0.2.0/24');
+  return src.guard(path, (warn) => parseIpv4Prefix(s, formatPath(path), warn));
+}
+
+function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why: string): Ipv6Prefix {
+  const s = readString(src, path, v, 'an IPv6 prefix such as 2001:db8:1::/48');
+  const p = src.guard(path, (warn) => parseIpv6Prefix(s, formatPath(path), warn));
+  if (p.len > maxLen) src.fail(path, `${s}: prefix length /${p.len} is too long; ${why}`);
+  return p;
+}
+
+function readSegments(src: Source, path: Path, v: unknown): Policy['segments'] {
+  const list = readList(src, path, v, `a list of at most ${MAX_SEGMENTS} IPv6 addresses (S1 first)`);
+  if (list.length > MAX_SEGMENTS) {
+    src.fail(path, `${list.length} segments given; at most ${MAX_SEGMENTS} are supported (S1..S${MAX_SEGMENTS}, the last SID is added from sr_prefix)`);
+  }
+  return list.map((x, i) => {
+    const p = [...path, i];
+    const s = readString(src, p, x, 'an IPv6 address such as 2001:db8::1');
+    return src.guard(p, () => parseIpv6(s, formatPath(p)));
+  });
+}
+
+function readPortRange(src: Source, path: Path, v: unknown): [number, number] {
+  const expected = 'a string "MIN-MAX" with 1 <= MIN <= MAX <= 65535, e.g. "49152-65535"';
+  const s = readString(src, path, v, expected);
+  const m = /^([0-9]{1,5})-([0-9]{1,5})$/.exec(s);
+  const min = Number(m?.[1]);
+  const max = Number(m?.[2]);
+  if (m === null || min < 1 || max > 65535 || min > max) {
+    src.fail(path, `${JSON.stringify(s)} is not a port range; expected ${expected}`);
+  }
+  return [min, max];
+}
+
+function readName(src: Source, path: Path, v: unknown): string {
+  const s = readString(src, path, v, 'a name (quote it if it looks like a number)');
+  if (s.trim() === '') src.fail(path, 'must not be empty; give a name or leave the key out');
+  return s;
+}
+
+function readString(src: Source, path: Path, v: unknown, expected: string): string {
+  if (typeof v !== 'string') src.fail(path, `expected ${expected}, got ${describe(v)}`);
+  return v;
+}
+
+function readInt(src: Source, path: Path, v: unknown, min: number, max: number, why?: string): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) {
+    const because = why === undefined ? '' : ` (${why})`;
+    src.fail(path, `expected an integer from ${min} to ${max}${because}, got ${describe(v)}`);
+  }
+  return v;
+}
+
+function readEnum<T extends string>(src: Source, path: Path, v: unknown, allowed: readonly T[]): T {
+  if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
+    src.fail(path, `expected one of ${allowed.join(', ')}, got ${describe(v)}`);
+  }
+  return v as T;
+}
+
+function readList(src: Source, path: Path, v: unknown, expected: string): readonly unknown[] {
+  if (v === null || v === undefined) return [];
+  if (!Array.isArray(v)) src.fail(path, `expected ${expected}, got ${describe(v)}`);
+  return v as readonly unknown[];
+}
+
+function readMapping(
+  src: Source,
+  path: Path,
+  v: unknown,
+  allowed: readonly string[],
+  where: string,
+): Readonly<Record<string, unknown>> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) {
+    src.fail(path, `expected a mapping with keys ${allowed.join(', ')}, got ${describe(v)}`);
+  }
+  const m = v as Record<string, unknown>;
+  for (const key of Object.keys(m)) {
+    if (!allowed.includes(key)) {
+      const near = closest(key, allowed);
+      const hint = near === undefined ? '' : ` (did you mean ${near}?)`;
+      src.fail([...path, key], `unknown key${hint}; allowed keys ${where}: ${allowed.join(', ')}`);
+    }
+  }
+  return m;
+}
+
+/** The value of an optional key; null counts as absent. */
+function optional<T>(m: Readonly<Record<string, unknown>>, key: string, read: (v: unknown) => T): T | undefined {
+  const v = Object.hasOwn(m, key) ? m[key] : undefined;
+  return v === null || v === undefined ? undefined : read(v);
+}
+
+function required<T>(
+  src: Source,
+  m: Readonly<Record<string, unknown>>,
+  path: Path,
+  key: string,
+  what: string,
+  read: (v: unknown) => T,
+): T {
+  const got = optional(m, key, read);
+  if (got === undefined) src.fail([...path, key], `required key missing; give ${what}`);
+  return got;
+}
+
+function describe(v: unknown): string {
+  if (v === null || v === undefined) return 'nothing';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'a mapping';
+  if (typeof v === 'string') return `the string ${JSON.stringify(v.length > 60 ? `${v.slice(0, 57)}...` : v)}`;
+  if (typeof v === 'number') return `the number ${v}`;
+  return String(v);
+}
+
+/** Nearest allowed key (edit distance <= 2, or one is a prefix of the other), for "did you mean". */
+function closest(key: string, allowed: readonly string[]): string | undefined {
+  const lower = key.toLowerCase();
+  const stem = allowed.find((a) => lower.length >= 3 && (a.startsWith(lower) || lower.startsWith(a)));
+  if (stem !== undefined) return stem;
+  let best: string | undefined;
+  let bestD = 3;
+  for (const a of allowed) {
+    const d = editDistance(key.toLowerCase(), a);
+    if (d < bestD) {
+      best = a;
+      bestD = d;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const sub = (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      cur.push(Math.min(sub, (prev[j] ?? 0) + 1, (cur[j - 1] ?? 0) + 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length] ?? 0;
+}
+
+// ---------------------------------------------------------------------------
+// Key paths and source positions
+
+type Path = readonly (string | number)[];
+
+/** ['policies', 2, 'sr_prefix'] -> "policies[2].sr_prefix". */
+function formatPath(path: Path): string {
+  let out = '';
+  for (const seg of path) {
+    if (typeof seg === 'number') out += `[${seg}]`;
+    else if (/^[A-Za-z_][A-Za-z0-9_-]*$/.test(seg)) out += out === '' ? seg : `.${seg}`;
+    else out += `[${JSON.stringify(seg)}]`;
+  }
+  return out;
+}
+
+function firstLine(s: string): string {
+  return (s.split('\n')[0] ?? s).replace(/\.$/, '');
+}
+
+/** The parsed document, for errors and warnings that point at a line. */
+class Source {
+  readonly warnings: ConfigWarning[] = [];
+
+  constructor(
+    readonly file: string,
+    private readonly doc: Document,
+    private readonly lines: LineCounter,
+  ) {}
+
+  fail(path: Path, reason: string): never {
+    throw new ConfigError(this.file, formatPath(path), reason, this.lineOf(path));
+  }
+
+  warn(path: Path, reason: string): void {
+    this.warnings.push(configWarning(this.file, formatPath(path), reason, this.lineOf(path)));
+  }
+
+  /** Run an addr.ts parser: attribute its errors and warnings to this file and line. */
+  guard<T>(path: Path, parse: (warn: WarnFn) => T): T {
+    try {
+      return parse((_where, reason) => this.warn(path, reason));
+    } catch (e) {
+      if (e instanceof ConfigError) this.fail(path, e.reason);
+      throw e;
+    }
+  }
+
+  /** Line of the deepest node on `path` that exists (a key's own line for mapping entries). */
+  lineOf(path: Path): number | undefined {
+    let node: unknown = this.doc.contents;
+    let offset = start(node);
+    for (const seg of path) {
+      if (isMap(node)) {
+        const pair = node.items.find((p) => isScalar(p.key) && String(p.key.value) === String(seg));
+        if (pair === undefined) break;
+        offset = start(pair.key) ?? offset;
+        node = pair.value;
+      } else if (isSeq(node) && typeof seg === 'number') {
+        node = node.items[seg];
+        offset = start(node) ?? offset;
+      } else {
+        break;
+      }
+    }
+    return offset === undefined ? undefined : this.lines.linePos(offset).line;
+  }
+}
+
+function start(node: unknown): number | undefined {
+  return isNode(node) ? node.range?.[0] : undefined;
+}

@@ -1,0 +1,241 @@
+/**
+ * Parse, format and convert the branded address types of ./types.ts.
+ *
+ * Parsing is the only way text becomes an address: the helpers here check
+ * syntax and ranges once, at the edge, and throw a ConfigError naming the key
+ * path (`where`) with a reason that says what would be accepted. Prefixes are
+ * always masked to their length (spec §1: stray host bits must not leak into
+ * SIDs); the caller hears about masked bits through the optional `warn`.
+ */
+import { Address4, Address6 } from 'ip-address';
+import { ConfigError, type WarnFn } from '../config/errors.js';
+import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from './types.js';
+
+const U32_MAX = 0xffff_ffff;
+const U64_MASK = (1n << 64n) - 1n;
+const U128_MAX = (1n << 128n) - 1n;
+
+// ---------------------------------------------------------------------------
+// Checked constructors (RangeError: these are programming errors, not config)
+
+/** An IPv4 address from its unsigned 32-bit value (10.0.0.1 = 0x0a000001). */
+export function ipv4Addr(n: number): Ipv4Addr {
+  if (!Number.isInteger(n) || n < 0 || n > U32_MAX) {
+    throw new RangeError(`IPv4 address must be an integer in 0..0xffffffff, got ${n}`);
+  }
+  return n as Ipv4Addr;
+}
+
+/** An IPv6 address from its unsigned 128-bit value. */
+export function ipv6Addr(n: bigint): Ipv6Addr {
+  if (n < 0n || n > U128_MAX) {
+    throw new RangeError(`IPv6 address must be in 0..2^128-1, got ${n}`);
+  }
+  return n as Ipv6Addr;
+}
+
+function checkLen(len: number, max: number, what: string): void {
+  if (!Number.isInteger(len) || len < 0 || len > max) {
+    throw new RangeError(`${what} prefix length must be an integer in 0..${max}, got ${len}`);
+  }
+}
+
+/** Keep the top `len` bits of an IPv4 address (0..32). */
+export function mask4(addr: Ipv4Addr, len: number): Ipv4Addr {
+  checkLen(len, 32, 'IPv4');
+  if (len === 0) return 0 as Ipv4Addr;
+  return ((addr & (U32_MAX << (32 - len))) >>> 0) as Ipv4Addr;
+}
+
+/** Keep the top `len` bits of an IPv6 address (0..128). */
+export function mask6(addr: Ipv6Addr, len: number): Ipv6Addr {
+  checkLen(len, 128, 'IPv6');
+  const keep = ((1n << BigInt(len)) - 1n) << BigInt(128 - len);
+  return (addr & keep) as Ipv6Addr;
+}
+
+/** An IPv4 prefix with its host bits cleared. */
+export function ipv4Prefix(addr: Ipv4Addr, len: number): Ipv4Prefix {
+  return { addr: mask4(addr, len), len };
+}
+
+/** An IPv6 prefix with its host bits cleared. */
+export function ipv6Prefix(addr: Ipv6Addr, len: number): Ipv6Prefix {
+  return { addr: mask6(addr, len), len };
+}
+
+// ---------------------------------------------------------------------------
+// Parsing (ConfigError naming `where`)
+
+const V4_EXAMPLE = '192.0.2.1';
+const V6_EXAMPLE = '2001:db8::1';
+const V4_PREFIX_EXAMPLE = '192.0.2.0/24';
+const V6_PREFIX_EXAMPLE = '2001:db8:1::/48';
+
+function libReason(e: unknown): string {
+  const msg = e instanceof Error ? e.message : String(e);
+  return msg.replace(/\.$/, '');
+}
+
+/** Parse the address part `s`; messages quote `shown` (the whole input). */
+function v4(s: string, shown: string, where: string, expected: string): Ipv4Addr {
+  try {
+    return ipv4Addr(Number(new Address4(s).bigInt()));
+  } catch (e) {
+    throw new ConfigError('', where, `${JSON.stringify(shown)} is not ${expected} (${libReason(e)})`);
+  }
+}
+
+function v6(s: string, shown: string, where: string, expected: string): Ipv6Addr {
+  if (s.includes('%')) {
+    throw new ConfigError('', where, `${JSON.stringify(shown)} has a zone index; expected ${expected} without %ZONE`);
+  }
+  try {
+    return ipv6Addr(new Address6(s).bigInt());
+  } catch (e) {
+    throw new ConfigError('', where, `${JSON.stringify(shown)} is not ${expected} (${libReason(e)})`);
+  }
+}
+
+/** Split "ADDR/LEN"; the length is decimal digits only. */
+function splitPrefix(s: string, max: number, where: string, example: string): [string, number] {
+  const slash = s.indexOf('/');
+  if (slash < 0) {
+    throw new ConfigError('', where, `${JSON.stringify(s)} has no prefix length; write ADDRESS/LENGTH, e.g. ${example}`);
+  }
+  const lenText = s.slice(slash + 1);
+  if (!/^[0-9]{1,3}$/.test(lenText) || Number(lenText) > max) {
+    throw new ConfigError(
+      '',
+      where,
+      `${JSON.stringify(s)} has an invalid prefix length ${JSON.stringify(lenText)}; expected an integer from 0 to ${max}, e.g. ${example}`,
+    );
+  }
+  return [s.slice(0, slash), Number(lenText)];
+}
+
+function rejectSlash(s: string, where: string, expected: string): void {
+  if (s.includes('/')) {
+    throw new ConfigError('', where, `${JSON.stringify(s)} is a prefix; expected ${expected} without /LENGTH`);
+  }
+}
+
+/** Parse a dotted-quad IPv4 address ("192.0.2.1"). */
+export function parseIpv4(s: string, where: string): Ipv4Addr {
+  const expected = `an IPv4 address such as ${V4_EXAMPLE}`;
+  rejectSlash(s, where, expected);
+  return v4(s, s, where, expected);
+}
+
+/** Parse an IPv6 address in any RFC 4291 text form ("2001:db8::1"). */
+export function parseIpv6(s: string, where: string): Ipv6Addr {
+  const expected = `an IPv6 address such as ${V6_EXAMPLE}`;
+  rejectSlash(s, where, expected);
+  return v6(s, s, where, expected);
+}
+
+/** Parse "ADDR/LEN" (LEN 0..32). Host bits are cleared and reported to `warn`. */
+export function parseIpv4Prefix(s: string, where: string, warn?: WarnFn): Ipv4Prefix {
+  const [addrText, len] = splitPrefix(s, 32, where, V4_PREFIX_EXAMPLE);
+  const addr = v4(addrText, s, where, `an IPv4 prefix such as ${V4_PREFIX_EXAMPLE}`);
+  const prefix = ipv4Prefix(addr, len);
+  if (prefix.addr !== addr) {
+    warn?.(where, `${s} has host bits set past /${len}; using ${formatIpv4Prefix(prefix)}`);
+  }
+  return prefix;
+}
+
+/** Parse "ADDR/LEN" (LEN 0..128). Host bits are cleared and reported to `warn`. */
+export function parseIpv6Prefix(s: string, where: string, warn?: WarnFn): Ipv6Prefix {
+  const [addrText, len] = splitPrefix(s, 128, where, V6_PREFIX_EXAMPLE);
+  const addr = v6(addrText, s, where, `an IPv6 prefix such as ${V6_PREFIX_EXAMPLE}`);
+  const prefix = ipv6Prefix(addr, len);
+  if (prefix.addr !== addr) {
+    warn?.(where, `${s} has host bits set past /${len}; using ${formatIpv6Prefix(prefix)}`);
+  }
+  return prefix;
+}
+
+// ---------------------------------------------------------------------------
+// Formatting
+
+/** Dotted quad. */
+export function formatIpv4(addr: Ipv4Addr): string {
+  return [addr >>> 24, (addr >>> 16) & 0xff, (addr >>> 8) & 0xff, addr & 0xff].join('.');
+}
+
+/**
+ * RFC 5952 §4 text: lowercase hex, no leading zeros, the longest run of two or
+ * more zero groups (the first one on a tie) shortened to "::". IPv4-mapped
+ * addresses are printed in hex too (no dotted-quad tail), which is what SIDs want.
+ */
+export function formatIpv6(addr: Ipv6Addr): string {
+  const groups: number[] = [];
+  for (let shift = 112n; shift >= 0n; shift -= 16n) {
+    groups.push(Number((addr >> shift) & 0xffffn));
+  }
+  let bestStart = -1;
+  let bestLen = 1; // a single zero group is never shortened
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLen) {
+      bestStart = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = (g: number[]): string => g.map((x) => x.toString(16)).join(':');
+  if (bestStart < 0) return hex(groups);
+  return `${hex(groups.slice(0, bestStart))}::${hex(groups.slice(bestStart + bestLen))}`;
+}
+
+export function formatIpv4Prefix(p: Ipv4Prefix): string {
+  return `${formatIpv4(p.addr)}/${p.len}`;
+}
+
+export function formatIpv6Prefix(p: Ipv6Prefix): string {
+  return `${formatIpv6(p.addr)}/${p.len}`;
+}
+
+// ---------------------------------------------------------------------------
+// Network byte order
+
+/** 4 bytes, big-endian. */
+export function ipv4ToBytes(addr: Ipv4Addr): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(addr, 0);
+  return b;
+}
+
+/** Read 4 big-endian bytes at `offset`. */
+export function ipv4FromBytes(bytes: Uint8Array, offset = 0): Ipv4Addr {
+  checkSpan(bytes, offset, 4);
+  const v = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).readUInt32BE(offset);
+  return v as Ipv4Addr;
+}
+
+/** 16 bytes, big-endian. */
+export function ipv6ToBytes(addr: Ipv6Addr): Buffer {
+  const b = Buffer.alloc(16);
+  b.writeBigUInt64BE(addr >> 64n, 0);
+  b.writeBigUInt64BE(addr & U64_MASK, 8);
+  return b;
+}
+
+/** Read 16 big-endian bytes at `offset`. */
+export function ipv6FromBytes(bytes: Uint8Array, offset = 0): Ipv6Addr {
+  checkSpan(bytes, offset, 16);
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return ((b.readBigUInt64BE(offset) << 64n) | b.readBigUInt64BE(offset + 8)) as Ipv6Addr;
+}
+
+function checkSpan(bytes: Uint8Array, offset: number, n: number): void {
+  if (!Number.isInteger(offset) || offset < 0 || offset + n > bytes.length) {
+    throw new RangeError(`need ${n} bytes at offset ${offset}, buffer has ${bytes.length}`);
+  }
+}

@@ -1,0 +1,315 @@
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { ConfigError } from '../../src/config/errors.js';
+import { DEFAULT_SETTINGS, loadConfigFile, parseConfig } from '../../src/config/load.js';
+import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix } from '../../src/sid/addr.js';
+
+const FILE = 'test.yaml';
+const EXAMPLE = fileURLToPath(new URL('../../config/example.yaml', import.meta.url));
+
+type Obj = Record<string, unknown>;
+const policy = (o: Obj = {}): Obj => ({
+  match: '10.0.0.0/24',
+  sr_prefix: '2001:db8:1::/48',
+  src_prefix: '2001:db8:ffff::/64',
+  ...o,
+});
+const localsid = (o: Obj = {}): Obj => ({ sid: '2001:db8:2::/48', src_prefix_len: 64, ...o });
+const doc = (o: Obj): string => stringify(o);
+const withPolicy = (o: Obj): string => doc({ policies: [policy(o)] });
+const withLocalSid = (o: Obj): string => doc({ localsids: [localsid(o)] });
+/** Drop a key from a generated entry (stringify omits undefined). */
+const MISSING = undefined;
+
+function errorOf(text: string): ConfigError {
+  try {
+    parseConfig(text, FILE);
+  } catch (e) {
+    if (e instanceof ConfigError) return e;
+    throw e;
+  }
+  throw new Error('expected a ConfigError, the config was accepted');
+}
+
+// ---------------------------------------------------------------------------
+
+describe('valid configs', () => {
+  it('fills every default', () => {
+    const c = parseConfig(doc({ policies: [policy()], localsids: [localsid()] }), FILE);
+    expect(c.file).toBe(FILE);
+    expect(c.settings).toEqual(DEFAULT_SETTINGS);
+    expect(c.settings).toEqual({
+      forwarding: 'fib',
+      sourcePortMin: 49152,
+      sourcePortMax: 65535,
+      maxPolicies: 65536,
+      maxLocalSids: 65536,
+      hashSeed: 0,
+    });
+    const [p] = c.policies;
+    expect(p).toBeDefined();
+    expect(p?.where).toBe('policies[0]');
+    expect(p?.name).toBeUndefined();
+    expect(formatIpv4Prefix(p!.match)).toBe('10.0.0.0/24');
+    expect(formatIpv6Prefix(p!.srPrefix)).toBe('2001:db8:1::/48');
+    expect(formatIpv6Prefix(p!.srcPrefix)).toBe('2001:db8:ffff::/64');
+    expect(p).toMatchObject({ segments: [], srh: 'auto', hopLimit: 64 });
+    const [l] = c.localsids;
+    expect(l?.where).toBe('localsids[0]');
+    expect(formatIpv6Prefix(l!.sid)).toBe('2001:db8:2::/48');
+    expect(l).toMatchObject({ srcPrefixLen: 64, container: 'always', ttl: 64 });
+    expect(c.warnings).toEqual([]);
+  });
+
+  it.each([
+    { name: 'empty_file', text: '' },
+    { name: 'comment_only', text: '# nothing yet\n' },
+    { name: 'null_sections', text: 'settings:\npolicies:\nlocalsids:\n' },
+    { name: 'empty_sections', text: 'settings: {}\npolicies: []\nlocalsids: []\n' },
+  ])('$name gives defaults and empty tables', ({ text }) => {
+    const c = parseConfig(text, FILE);
+    expect(c.settings).toEqual(DEFAULT_SETTINGS);
+    expect(c.policies).toEqual([]);
+    expect(c.localsids).toEqual([]);
+  });
+
+  it('reads every key', () => {
+    const c = parseConfig(
+      doc({
+        settings: { forwarding: 'tx', udp_source_ports: '1000-2000', max_policies: 8, max_localsids: 1, hash_seed: 0xdeadbeef },
+        policies: [policy({ name: 'p', segments: ['2001:db8::1', '2001:DB8:0::2'], srh: 'reduced', hop_limit: 255 })],
+        localsids: [localsid({ name: 'l', src_prefix_len: 0, container: 'never', ttl: 1 })],
+      }),
+      FILE,
+    );
+    expect(c.settings).toEqual({ forwarding: 'tx', sourcePortMin: 1000, sourcePortMax: 2000, maxPolicies: 8, maxLocalSids: 1, hashSeed: 0xdeadbeef });
+    expect(c.policies[0]?.segments.map(formatIpv6)).toEqual(['2001:db8::1', '2001:db8::2']);
+    expect(c.policies[0]).toMatchObject({ name: 'p', srh: 'reduced', hopLimit: 255 });
+    expect(c.localsids[0]).toMatchObject({ name: 'l', srcPrefixLen: 0, container: 'never', ttl: 1 });
+  });
+
+  it('accepts the limits: L=56, P=96, 4 segments, 16 prefix lengths, a one-port range', () => {
+    const policies = Array.from({ length: 16 }, (_, i) => policy({ match: `10.0.0.0/${i + 8}` }));
+    policies[0] = policy({
+      match: '10.0.0.0/8',
+      sr_prefix: '2001:db8:1:200::/56',
+      src_prefix: '2001:db8:ffff::/96',
+      segments: ['::1', '::2', '::3', '::4'],
+    });
+    const c = parseConfig(doc({ settings: { udp_source_ports: '2152-2152', hash_seed: 0xffffffff }, policies }), FILE);
+    expect(c.policies).toHaveLength(16);
+    expect(c.settings.sourcePortMin).toBe(2152);
+  });
+
+  it('hex and YAML anchors work', () => {
+    const text = 'settings:\n  hash_seed: 0x10\npolicies:\n  - &p {match: 10.0.0.0/8, sr_prefix: "2001:db8::/32", src_prefix: "2001:db8::/64"}\n';
+    expect(parseConfig(text, FILE).settings.hashSeed).toBe(16);
+  });
+
+  it('masks host bits and warns with file, line and key path', () => {
+    const text = [
+      'policies:',
+      '  - match: 10.0.0.7/24',
+      '    sr_prefix: 2001:db8:1::1/48',
+      '    src_prefix: 2001:db8:ffff::/64',
+      'localsids:',
+      '  - sid: 2001:db8:2:ff::/48',
+      '    src_prefix_len: 64',
+    ].join('\n');
+    const c = parseConfig(text, FILE);
+    expect(formatIpv4Prefix(c.policies[0]!.match)).toBe('10.0.0.0/24');
+    expect(formatIpv6Prefix(c.policies[0]!.srPrefix)).toBe('2001:db8:1::/48');
+    expect(formatIpv6Prefix(c.localsids[0]!.sid)).toBe('2001:db8:2::/48');
+    expect(c.warnings?.map((w) => w.message)).toEqual([
+      'test.yaml:2: policies[0].match: 10.0.0.7/24 has host bits set past /24; using 10.0.0.0/24',
+      'test.yaml:3: policies[0].sr_prefix: 2001:db8:1::1/48 has host bits set past /48; using 2001:db8:1::/48',
+      'test.yaml:6: localsids[0].sid: 2001:db8:2:ff::/48 has host bits set past /48; using 2001:db8:2::/48',
+    ]);
+  });
+
+  it('warns about a local SID of ::/0', () => {
+    const c = parseConfig(withLocalSid({ sid: '::/0' }), FILE);
+    expect(c.warnings?.[0]?.path).toBe('localsids[0].sid');
+  });
+
+  it('loads config/example.yaml without warnings', async () => {
+    const c = await loadConfigFile(EXAMPLE);
+    expect(c.warnings).toEqual([]);
+    expect(c.policies.length).toBeGreaterThan(0);
+    expect(c.localsids.length).toBeGreaterThan(0);
+    // the example shows every key
+    const text = (await import('node:fs')).readFileSync(EXAMPLE, 'utf8');
+    for (const key of ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed', 'name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'sid', 'src_prefix_len', 'container', 'ttl']) {
+      expect(text).toMatch(new RegExp(`^\\s*-?\\s*${key}:`, 'm'));
+    }
+  });
+
+  it('loadConfigFile reports a missing file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-config-'));
+    try {
+      const path = join(dir, 'nope.yaml');
+      await expect(loadConfigFile(path)).rejects.toThrow(ConfigError);
+      await expect(loadConfigFile(path)).rejects.toThrow(/cannot read/);
+      writeFileSync(join(dir, 'bad.yaml'), 'policies:\n  - match: 10.0.0.0/33\n');
+      await expect(loadConfigFile(join(dir, 'bad.yaml'))).rejects.toThrow(`${join(dir, 'bad.yaml')}:2: policies[0].match:`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------
+// One row per error: the key path must be in the message, and the reason
+// must say what would be accepted.
+
+const many = (n: number, f: (i: number) => Obj): Obj[] => Array.from({ length: n }, (_, i) => f(i));
+
+const errors: { name: string; text: string; path: string; msg: RegExp }[] = [
+  // top level
+  { name: 'top_is_list', text: '- a\n', path: '', msg: /mapping with keys settings, policies, localsids/ },
+  { name: 'top_is_scalar', text: 'hello\n', path: '', msg: /mapping/ },
+  { name: 'unknown_top_key', text: doc({ polices: [] }), path: 'polices', msg: /did you mean policies\?.*allowed keys.*settings, policies, localsids/ },
+  { name: 'unknown_top_key_far', text: doc({ zzz: 1 }), path: 'zzz', msg: /unknown key; allowed keys at the top level/ },
+  { name: 'weird_key_quoted', text: doc({ 'a b': 1 }), path: '["a b"]', msg: /unknown key/ },
+  // settings
+  { name: 'settings_list', text: doc({ settings: [] }), path: 'settings', msg: /mapping/ },
+  { name: 'settings_unknown', text: doc({ settings: { forwrding: 'fib' } }), path: 'settings.forwrding', msg: /did you mean forwarding/ },
+  { name: 'forwarding_bad', text: doc({ settings: { forwarding: 'xdp' } }), path: 'settings.forwarding', msg: /one of fib, tx, kernel/ },
+  { name: 'ports_number', text: doc({ settings: { udp_source_ports: 5000 } }), path: 'settings.udp_source_ports', msg: /"MIN-MAX"/ },
+  { name: 'ports_reversed', text: doc({ settings: { udp_source_ports: '6000-5000' } }), path: 'settings.udp_source_ports', msg: /MIN <= MAX/ },
+  { name: 'ports_zero', text: doc({ settings: { udp_source_ports: '0-100' } }), path: 'settings.udp_source_ports', msg: /1 <= MIN/ },
+  { name: 'ports_too_high', text: doc({ settings: { udp_source_ports: '1-70000' } }), path: 'settings.udp_source_ports', msg: /65535/ },
+  { name: 'ports_spaces', text: doc({ settings: { udp_source_ports: '1 - 2' } }), path: 'settings.udp_source_ports', msg: /49152-65535/ },
+  { name: 'max_policies_zero', text: doc({ settings: { max_policies: 0 } }), path: 'settings.max_policies', msg: /integer from 1 to 1048576/ },
+  { name: 'max_policies_big', text: doc({ settings: { max_policies: 1048577 } }), path: 'settings.max_policies', msg: /1 to 1048576/ },
+  { name: 'max_localsids_float', text: doc({ settings: { max_localsids: 1.5 } }), path: 'settings.max_localsids', msg: /integer.*1\.5/ },
+  { name: 'max_localsids_string', text: doc({ settings: { max_localsids: '10' } }), path: 'settings.max_localsids', msg: /integer.*string "10"/ },
+  { name: 'hash_seed_negative', text: doc({ settings: { hash_seed: -1 } }), path: 'settings.hash_seed', msg: /0 to 4294967295/ },
+  { name: 'hash_seed_big', text: doc({ settings: { hash_seed: 2 ** 32 } }), path: 'settings.hash_seed', msg: /0 to 4294967295/ },
+  // policies: shape
+  { name: 'policies_mapping', text: doc({ policies: policy() }), path: 'policies', msg: /list of policies/ },
+  { name: 'policy_scalar', text: doc({ policies: ['x'] }), path: 'policies[0]', msg: /mapping with keys name, match/ },
+  { name: 'policy_unknown_key', text: withPolicy({ sr_prefx: '2001:db8::/32' }), path: 'policies[0].sr_prefx', msg: /did you mean sr_prefix\?/ },
+  { name: 'policy_missing_match', text: withPolicy({ match: MISSING }), path: 'policies[0].match', msg: /required.*192\.0\.2\.0\/24/ },
+  { name: 'policy_null_match', text: 'policies:\n  - match:\n    sr_prefix: 2001:db8::/32\n    src_prefix: 2001:db8::/64\n', path: 'policies[0].match', msg: /required/ },
+  { name: 'policy_missing_sr_prefix', text: withPolicy({ sr_prefix: MISSING }), path: 'policies[0].sr_prefix', msg: /required.*<= 56/ },
+  { name: 'policy_missing_src_prefix', text: withPolicy({ src_prefix: MISSING }), path: 'policies[0].src_prefix', msg: /required.*<= 96/ },
+  // policies: values
+  { name: 'match_ipv6', text: withPolicy({ match: '2001:db8::/32' }), path: 'policies[0].match', msg: /IPv4 prefix/ },
+  { name: 'match_no_len', text: withPolicy({ match: '10.0.0.1' }), path: 'policies[0].match', msg: /ADDRESS\/LENGTH/ },
+  { name: 'match_len_33', text: withPolicy({ match: '10.0.0.0/33' }), path: 'policies[0].match', msg: /0 to 32/ },
+  { name: 'match_number', text: withPolicy({ match: 10 }), path: 'policies[0].match', msg: /IPv4 prefix.*number 10/ },
+  { name: 'sr_prefix_len_57', text: withPolicy({ sr_prefix: '2001:db8::/57' }), path: 'policies[0].sr_prefix', msg: /L \+ 32 \+ 40 must fit in 128 bits/ },
+  { name: 'sr_prefix_len_64', text: withPolicy({ sr_prefix: '2001:db8::/64' }), path: 'policies[0].sr_prefix', msg: /at most 56/ },
+  { name: 'sr_prefix_ipv4', text: withPolicy({ sr_prefix: '10.0.0.0/8' }), path: 'policies[0].sr_prefix', msg: /IPv6 prefix/ },
+  { name: 'src_prefix_len_97', text: withPolicy({ src_prefix: '2001:db8::/97' }), path: 'policies[0].src_prefix', msg: /P \+ 32 must fit in 128 bits/ },
+  { name: 'src_prefix_list', text: withPolicy({ src_prefix: ['2001:db8::/64'] }), path: 'policies[0].src_prefix', msg: /IPv6 prefix.*a list/ },
+  { name: 'segments_scalar', text: withPolicy({ segments: '2001:db8::1' }), path: 'policies[0].segments', msg: /list of at most 4 IPv6 addresses/ },
+  { name: 'segments_five', text: withPolicy({ segments: ['::1', '::2', '::3', '::4', '::5'] }), path: 'policies[0].segments', msg: /at most 4/ },
+  { name: 'segment_prefix', text: withPolicy({ segments: ['2001:db8::1', '2001:db8::/64'] }), path: 'policies[0].segments[1]', msg: /without \/LENGTH/ },
+  { name: 'segment_ipv4', text: withPolicy({ segments: ['10.0.0.1'] }), path: 'policies[0].segments[0]', msg: /IPv6 address/ },
+  { name: 'segment_number', text: withPolicy({ segments: [1] }), path: 'policies[0].segments[0]', msg: /IPv6 address/ },
+  { name: 'srh_bad', text: withPolicy({ srh: 'never' }), path: 'policies[0].srh', msg: /one of auto, always, reduced/ },
+  { name: 'srh_bool', text: withPolicy({ srh: true }), path: 'policies[0].srh', msg: /one of auto, always, reduced, got true/ },
+  { name: 'hop_limit_0', text: withPolicy({ hop_limit: 0 }), path: 'policies[0].hop_limit', msg: /1 to 255/ },
+  { name: 'hop_limit_256', text: withPolicy({ hop_limit: 256 }), path: 'policies[0].hop_limit', msg: /1 to 255/ },
+  { name: 'hop_limit_string', text: withPolicy({ hop_limit: '64' }), path: 'policies[0].hop_limit', msg: /1 to 255/ },
+  { name: 'name_number', text: withPolicy({ name: 12 }), path: 'policies[0].name', msg: /quote it/ },
+  { name: 'name_empty', text: withPolicy({ name: ' ' }), path: 'policies[0].name', msg: /must not be empty/ },
+  // policies: cross checks
+  {
+    name: 'policy_duplicate_match',
+    text: doc({ policies: [policy(), policy({ match: '10.0.0.0/8' }), policy({ match: '10.0.0.9/24' })] }),
+    path: 'policies[2].match',
+    msg: /10\.0\.0\.0\/24 is already used by policies\[0\]/,
+  },
+  {
+    name: 'policy_duplicate_name',
+    text: doc({ policies: [policy({ name: 'a' }), policy({ name: 'a', match: '10.0.1.0/24' })] }),
+    path: 'policies[1].name',
+    msg: /already used by policies\[0\].*unique/,
+  },
+  {
+    name: 'policy_count',
+    text: doc({ settings: { max_policies: 2 }, policies: many(3, (i) => policy({ match: `10.0.${i}.0/24` })) }),
+    path: 'policies',
+    msg: /3 policies but settings\.max_policies is 2; raise settings\.max_policies/,
+  },
+  {
+    name: 'policy_17_lengths',
+    text: doc({ policies: many(17, (i) => policy({ match: `10.0.0.0/${i + 8}` })) }),
+    path: 'policies[16].match',
+    msg: /17th distinct prefix length.*at most 16/,
+  },
+  // localsids
+  { name: 'localsids_scalar', text: doc({ localsids: 'x' }), path: 'localsids', msg: /list of local SIDs/ },
+  { name: 'localsid_list', text: doc({ localsids: [[]] }), path: 'localsids[0]', msg: /mapping with keys name, sid/ },
+  { name: 'localsid_unknown_key', text: withLocalSid({ src_prefix: '2001:db8::/64' }), path: 'localsids[0].src_prefix', msg: /did you mean src_prefix_len\?.*allowed keys in a local SID: name, sid, src_prefix_len, container, ttl/ },
+  { name: 'localsid_missing_sid', text: withLocalSid({ sid: MISSING }), path: 'localsids[0].sid', msg: /required.*<= 56/ },
+  { name: 'localsid_missing_p', text: withLocalSid({ src_prefix_len: MISSING }), path: 'localsids[0].src_prefix_len', msg: /required.*0 to 96/ },
+  { name: 'sid_len_57', text: withLocalSid({ sid: '2001:db8::/57' }), path: 'localsids[0].sid', msg: /L \+ 32 \+ 40 must fit in 128 bits/ },
+  { name: 'sid_no_len', text: withLocalSid({ sid: '2001:db8::' }), path: 'localsids[0].sid', msg: /ADDRESS\/LENGTH/ },
+  { name: 'src_prefix_len_97', text: withLocalSid({ src_prefix_len: 97 }), path: 'localsids[0].src_prefix_len', msg: /0 to 96 \(P plus the 32-bit IPv4 source must fit in 128 bits\)/ },
+  { name: 'src_prefix_len_negative', text: withLocalSid({ src_prefix_len: -1 }), path: 'localsids[0].src_prefix_len', msg: /0 to 96/ },
+  { name: 'src_prefix_len_prefix', text: withLocalSid({ src_prefix_len: '/64' }), path: 'localsids[0].src_prefix_len', msg: /integer from 0 to 96/ },
+  { name: 'container_bad', text: withLocalSid({ container: 'yes' }), path: 'localsids[0].container', msg: /one of always, auto, never/ },
+  { name: 'ttl_0', text: withLocalSid({ ttl: 0 }), path: 'localsids[0].ttl', msg: /1 to 255/ },
+  { name: 'ttl_256', text: withLocalSid({ ttl: 256 }), path: 'localsids[0].ttl', msg: /1 to 255/ },
+  {
+    name: 'localsid_duplicate_sid',
+    text: doc({ localsids: [localsid(), localsid({ sid: '2001:db8:2::1/48' })] }),
+    path: 'localsids[1].sid',
+    msg: /2001:db8:2::\/48 is already used by localsids\[0\]/,
+  },
+  {
+    name: 'localsid_duplicate_name',
+    text: doc({ localsids: [localsid({ name: 'x' }), localsid({ name: 'x', sid: '2001:db8:3::/48' })] }),
+    path: 'localsids[1].name',
+    msg: /already used/,
+  },
+  {
+    name: 'localsid_count',
+    text: doc({ settings: { max_localsids: 1 }, localsids: [localsid(), localsid({ sid: '2001:db8:3::/48' })] }),
+    path: 'localsids',
+    msg: /2 local SIDs but settings\.max_localsids is 1/,
+  },
+  {
+    name: 'localsid_17_lengths',
+    text: doc({ localsids: many(17, (i) => localsid({ sid: `2001:db8::/${i + 32}` })) }),
+    path: 'localsids[16].sid',
+    msg: /17th distinct prefix length.*at most 16/,
+  },
+];
+
+describe('config errors', () => {
+  it.each(errors)('$name', ({ text, path, msg }) => {
+    const e = errorOf(text);
+    expect(e.file).toBe(FILE);
+    expect(e.path).toBe(path);
+    expect(e.message).toMatch(new RegExp(`^test\\.yaml(:\\d+)?: `));
+    if (path !== '') expect(e.message).toContain(`: ${path}: `);
+    expect(e.message).toMatch(msg);
+  });
+
+  it('points at the line of the offending key', () => {
+    const text = ['settings:', '  forwarding: fib', 'policies:', '  - match: 10.0.0.0/24', '    sr_prefix: 2001:db8::/64', '    src_prefix: 2001:db8::/64'].join('\n');
+    const e = errorOf(text);
+    expect(e.line).toBe(5);
+    expect(e.message).toMatch(/^test\.yaml:5: policies\[0\]\.sr_prefix: /);
+  });
+
+  it.each([
+    { name: 'bad_indent', text: 'policies:\n  - match: 10.0.0.0/24\n   sr_prefix: x\n', line: 3 },
+    { name: 'unclosed_flow', text: 'settings: {forwarding: fib\n', line: 2 },
+    { name: 'duplicate_key', text: 'settings:\n  forwarding: fib\n  forwarding: tx\n', line: 3 },
+    { name: 'tab_indent', text: 'settings:\n\tforwarding: fib\n', line: 2 },
+  ])('YAML syntax error $name gives file:line', ({ text, line }) => {
+    const e = errorOf(text);
+    expect(e.line).toBe(line);
+    expect(e.message).toMatch(new RegExp(`^test\\.yaml:${line}: YAML syntax error`));
+  });
+});
