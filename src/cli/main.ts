@@ -1,0 +1,129 @@
+/**
+ * The `mup` command line. Thin: each command parses its options, calls one
+ * library function, prints. Errors print one line `mup: ...` on stderr and
+ * exit with status 2.
+ */
+import { Command, CommanderError } from 'commander';
+import { loadConfigFile } from '../config/load.js';
+import type { Config } from '../config/types.js';
+import { DEFAULT_OBJECT } from '../dataplane/index.js';
+import { leaves, replay, type ReplayFrame, type ReplayResult } from '../replay.js';
+
+interface Io {
+  out(s: string): void;
+  err(s: string): void;
+}
+
+const stdio: Io = {
+  out: (s) => void process.stdout.write(s),
+  err: (s) => void process.stderr.write(s),
+};
+
+/** Run the CLI. `argv` as in process.argv (node, script, args...). Returns the exit status. */
+export async function main(argv: string[], io: Io = stdio): Promise<number> {
+  let status = 0;
+  const program = new Command('mup')
+    .description('srv6-mup: stateless GTP-U/IPv4 <-> SRv6 translator (RFC 9433) in XDP')
+    .exitOverride()
+    .configureOutput({
+      writeOut: io.out,
+      writeErr: io.err,
+      outputError: (s, write) => write(`mup: ${s.replace(/^error: /, '')}`),
+    })
+    .addHelpText(
+      'after',
+      '\nExample:\n  mup replay --config config/example.yaml --in gtp.pcap --out srv6.pcap\n',
+    );
+
+  program
+    .command('replay')
+    .summary('run a pcap through the XDP program, write what leaves it to another pcap')
+    .description(
+      'run every frame of a pcap through the XDP program (BPF_PROG_TEST_RUN, forwarding forced to tx) ' +
+        'and write the frames that leave it to another pcap: translated frames as translated, ' +
+        'untouched ones (pass) as they were, drops not at all',
+    )
+    .requiredOption('--config <file>', 'YAML configuration (policies, local SIDs, settings)')
+    .requiredOption('--in <pcap>', 'input pcap (Ethernet, classic pcap format)')
+    .requiredOption('--out <pcap>', 'output pcap, written even when empty')
+    .option('--json', 'one JSON line per frame instead of the summary')
+    .option('--object <path>', 'BPF object to load', DEFAULT_OBJECT)
+    .addHelpText(
+      'after',
+      '\nExamples:\n' +
+        '  mup replay --config config/example.yaml --in gtp.pcap --out srv6.pcap\n' +
+        '  mup replay --config config/example.yaml --in gtp.pcap --out srv6.pcap --json | jq -c \'select(.verdict=="drop")\'\n',
+    )
+    .action(async (opts: { config: string; in: string; out: string; json?: boolean; object: string }) => {
+      const config = await loadConfigFile(opts.config);
+      printWarnings(config, io);
+      const result = await replay({ config, inPath: opts.in, outPath: opts.out, object: opts.object });
+      io.out(opts.json === true ? jsonLines(result.frames) : summary(result, opts.in, opts.out));
+    });
+
+  try {
+    await program.parseAsync(argv);
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      // Help and version exit 0; usage errors were already printed by outputError.
+      return e.exitCode === 0 ? 0 : 2;
+    }
+    io.err(`mup: ${oneLine(e)}\n`);
+    if (process.env['MUP_DEBUG'] === '1' && e instanceof Error && e.stack !== undefined) io.err(`${e.stack}\n`);
+    status = 2;
+  }
+  return status;
+}
+
+function oneLine(e: unknown): string {
+  const msg = e instanceof Error ? e.message : String(e);
+  return msg.split('\n')[0] ?? msg;
+}
+
+function printWarnings(config: Config, io: Io): void {
+  for (const w of config.warnings ?? []) io.err(`mup: warning: ${w.message}\n`);
+}
+
+function reason(f: ReplayFrame): string | null {
+  return leaves(f.verdict) ? null : f.event;
+}
+
+function jsonLines(frames: readonly ReplayFrame[]): string {
+  return frames
+    .map(
+      (f) =>
+        JSON.stringify({ index: f.index, verdict: f.verdict, reason: reason(f), event: f.event, out_len: f.outLen }) +
+        '\n',
+    )
+    .join('');
+}
+
+function countBy(frames: readonly ReplayFrame[], key: (f: ReplayFrame) => string): [string, number][] {
+  const counts = new Map<string, number>();
+  for (const f of frames) counts.set(key(f), (counts.get(key(f)) ?? 0) + 1);
+  return [...counts].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+}
+
+function table(title: string, rows: readonly [string, number][]): string {
+  const width = Math.max(title.length, ...rows.map(([k]) => k.length));
+  const num = Math.max(6, ...rows.map(([, n]) => String(n).length));
+  return [
+    `${title.padEnd(width)}  ${'frames'.padStart(num)}`,
+    ...rows.map(([k, n]) => `${k.padEnd(width)}  ${String(n).padStart(num)}`),
+  ].join('\n');
+}
+
+function summary(r: ReplayResult, inPath: string, outPath: string): string {
+  const head = `${r.frames.length} frames from ${inPath}, ${r.written} written to ${outPath}`;
+  if (r.frames.length === 0) return `${head}\n`;
+  return [
+    head,
+    '',
+    table('verdict', countBy(r.frames, (f) => f.verdict)),
+    '',
+    table('event', countBy(r.frames, (f) => f.event ?? '(none)')),
+    '',
+    '(--json prints one line per frame)',
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,320 @@
+/**
+ * Byte layouts of the structs shared with the BPF program (bpf/mup_shared.h)
+ * and their encoders/decoders. Every offset used below comes from LAYOUTS,
+ * and src/dataplane/btf.ts checks LAYOUTS against the object's BTF before a
+ * single byte is written, so the two sides cannot drift silently.
+ *
+ * Byte order: __u32/__u16/__u64 fields are host order (little-endian here)
+ * except mup_policy_key.daddr and .teid, which are network order. Addresses
+ * (__u8[16]) are network order by nature.
+ */
+import type { ContainerMode, ForwardingMode, LocalSid, Policy, Settings, SrhMode } from '../config/types.js';
+import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
+import { ipv6ToBytes } from '../sid/addr.js';
+
+export const MUP_MAX_SEGS = 4;
+export const MUP_MAX_PLENS = 16;
+export const MUP_EVENT_SLOTS = 64;
+
+export interface MemberLayout {
+  readonly offset: number;
+  readonly size: number;
+}
+export interface StructLayout {
+  readonly size: number;
+  readonly members: Readonly<Record<string, MemberLayout>>;
+}
+
+const m = (offset: number, size: number): MemberLayout => ({ offset, size });
+
+/** The codec's view of bpf/mup_shared.h; checked against BTF by checkLayouts(). */
+export const LAYOUTS = {
+  mup_policy_key: { size: 12, members: { plen: m(0, 4), daddr: m(4, 4), teid: m(8, 4) } },
+  mup_policy: {
+    size: 108,
+    members: {
+      sr_prefix: m(0, 16),
+      src_prefix: m(16, 16),
+      segs: m(32, 16 * MUP_MAX_SEGS),
+      rule: m(96, 4),
+      sr_plen: m(100, 1),
+      src_plen: m(101, 1),
+      nsegs: m(102, 1),
+      srh_mode: m(103, 1),
+      hop_limit: m(104, 1),
+    },
+  },
+  mup_localsid_key: { size: 20, members: { plen: m(0, 4), addr: m(4, 16) } },
+  mup_localsid: {
+    size: 8,
+    members: { rule: m(0, 4), sid_plen: m(4, 1), src_plen: m(5, 1), container: m(6, 1), ttl: m(7, 1) },
+  },
+  mup_config: {
+    size: 52,
+    members: {
+      fwd_mode: m(0, 4),
+      hash_seed: m(4, 4),
+      sport_base: m(8, 2),
+      sport_span: m(12, 4),
+      n_policy_plens: m(16, 1),
+      n_localsid_plens: m(17, 1),
+      policy_plens: m(18, MUP_MAX_PLENS),
+      localsid_plens: m(34, MUP_MAX_PLENS),
+    },
+  },
+  mup_counter: { size: 16, members: { packets: m(0, 8), bytes: m(8, 8) } },
+} as const satisfies Record<string, StructLayout>;
+
+/** Enum values the codec writes; checked against BTF when the enum is there. */
+export const SRH_MODES: Readonly<Record<SrhMode, number>> = { auto: 0, always: 1, reduced: 2 };
+export const CONTAINER_MODES: Readonly<Record<ContainerMode, number>> = { always: 0, auto: 1, never: 2 };
+export const FWD_MODES: Readonly<Record<ForwardingMode, number>> = { fib: 0, tx: 1, kernel: 2 };
+export const ENUMS = {
+  mup_srh_mode: { MUP_SRH_AUTO: 0, MUP_SRH_ALWAYS: 1, MUP_SRH_REDUCED: 2 },
+  mup_container_mode: { MUP_CONTAINER_ALWAYS: 0, MUP_CONTAINER_AUTO: 1, MUP_CONTAINER_NEVER: 2 },
+  mup_fwd_mode: { MUP_FWD_FIB: 0, MUP_FWD_TX: 1, MUP_FWD_KERNEL: 2 },
+} as const satisfies Record<string, Record<string, number>>;
+
+const P = LAYOUTS.mup_policy.members;
+const PK = LAYOUTS.mup_policy_key.members;
+const L = LAYOUTS.mup_localsid.members;
+const LK = LAYOUTS.mup_localsid_key.members;
+const C = LAYOUTS.mup_config.members;
+const N = LAYOUTS.mup_counter.members;
+
+function nameOf<T extends string>(table: Readonly<Record<T, number>>, v: number, what: string): T {
+  for (const [k, n] of Object.entries(table) as [T, number][]) if (n === v) return k;
+  throw new RangeError(`${what} ${v} is not a known value`);
+}
+
+// ---------------------------------------------------------------------------
+// mup_policy_key / mup_policy
+
+export interface PolicyKeyFields {
+  readonly plen: number;
+  /** IPv4 address as a number (10.0.0.1 = 0x0a000001). */
+  readonly daddr: number;
+  readonly teid: number;
+}
+
+export function encodePolicyKey(match: Ipv4Prefix): Buffer {
+  const b = Buffer.alloc(LAYOUTS.mup_policy_key.size);
+  b.writeUInt32LE(match.len, PK.plen.offset);
+  b.writeUInt32BE(match.addr, PK.daddr.offset);
+  b.writeUInt32BE(0, PK.teid.offset); // prefixes are <= 32 bits today
+  return b;
+}
+
+export function decodePolicyKey(b: Buffer): PolicyKeyFields {
+  return {
+    plen: b.readUInt32LE(PK.plen.offset),
+    daddr: b.readUInt32BE(PK.daddr.offset),
+    teid: b.readUInt32BE(PK.teid.offset),
+  };
+}
+
+export interface PolicyFields {
+  readonly srPrefix: Buffer;
+  readonly srcPrefix: Buffer;
+  /** The nsegs used segments, in path order. */
+  readonly segs: readonly Buffer[];
+  readonly rule: number;
+  readonly srPlen: number;
+  readonly srcPlen: number;
+  readonly srh: SrhMode;
+  readonly hopLimit: number;
+}
+
+export function encodePolicy(p: Policy, rule: number): Buffer {
+  if (p.segments.length > MUP_MAX_SEGS) {
+    throw new RangeError(`${p.where}: ${p.segments.length} segments, the data path takes at most ${MUP_MAX_SEGS}`);
+  }
+  const b = Buffer.alloc(LAYOUTS.mup_policy.size);
+  ipv6ToBytes(p.srPrefix.addr).copy(b, P.sr_prefix.offset);
+  ipv6ToBytes(p.srcPrefix.addr).copy(b, P.src_prefix.offset);
+  p.segments.forEach((s, i) => ipv6ToBytes(s).copy(b, P.segs.offset + 16 * i));
+  b.writeUInt32LE(rule, P.rule.offset);
+  b.writeUInt8(p.srPrefix.len, P.sr_plen.offset);
+  b.writeUInt8(p.srcPrefix.len, P.src_plen.offset);
+  b.writeUInt8(p.segments.length, P.nsegs.offset);
+  b.writeUInt8(SRH_MODES[p.srh], P.srh_mode.offset);
+  b.writeUInt8(p.hopLimit, P.hop_limit.offset);
+  return b;
+}
+
+export function decodePolicy(b: Buffer): PolicyFields {
+  const nsegs = b.readUInt8(P.nsegs.offset);
+  const segs: Buffer[] = [];
+  for (let i = 0; i < Math.min(nsegs, MUP_MAX_SEGS); i++) {
+    segs.push(Buffer.from(b.subarray(P.segs.offset + 16 * i, P.segs.offset + 16 * (i + 1))));
+  }
+  return {
+    srPrefix: Buffer.from(b.subarray(P.sr_prefix.offset, P.sr_prefix.offset + 16)),
+    srcPrefix: Buffer.from(b.subarray(P.src_prefix.offset, P.src_prefix.offset + 16)),
+    segs,
+    rule: b.readUInt32LE(P.rule.offset),
+    srPlen: b.readUInt8(P.sr_plen.offset),
+    srcPlen: b.readUInt8(P.src_plen.offset),
+    srh: nameOf(SRH_MODES, b.readUInt8(P.srh_mode.offset), 'srh_mode'),
+    hopLimit: b.readUInt8(P.hop_limit.offset),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// mup_localsid_key / mup_localsid
+
+export interface LocalSidKeyFields {
+  readonly plen: number;
+  readonly addr: Buffer;
+}
+
+export function encodeLocalSidKey(sid: Ipv6Prefix): Buffer {
+  const b = Buffer.alloc(LAYOUTS.mup_localsid_key.size);
+  b.writeUInt32LE(sid.len, LK.plen.offset);
+  ipv6ToBytes(sid.addr).copy(b, LK.addr.offset);
+  return b;
+}
+
+export function decodeLocalSidKey(b: Buffer): LocalSidKeyFields {
+  return {
+    plen: b.readUInt32LE(LK.plen.offset),
+    addr: Buffer.from(b.subarray(LK.addr.offset, LK.addr.offset + 16)),
+  };
+}
+
+export interface LocalSidFields {
+  readonly rule: number;
+  readonly sidPlen: number;
+  readonly srcPlen: number;
+  readonly container: ContainerMode;
+  readonly ttl: number;
+}
+
+export function encodeLocalSid(s: LocalSid, rule: number): Buffer {
+  const b = Buffer.alloc(LAYOUTS.mup_localsid.size);
+  b.writeUInt32LE(rule, L.rule.offset);
+  b.writeUInt8(s.sid.len, L.sid_plen.offset);
+  b.writeUInt8(s.srcPrefixLen, L.src_plen.offset);
+  b.writeUInt8(CONTAINER_MODES[s.container], L.container.offset);
+  b.writeUInt8(s.ttl, L.ttl.offset);
+  return b;
+}
+
+export function decodeLocalSid(b: Buffer): LocalSidFields {
+  return {
+    rule: b.readUInt32LE(L.rule.offset),
+    sidPlen: b.readUInt8(L.sid_plen.offset),
+    srcPlen: b.readUInt8(L.src_plen.offset),
+    container: nameOf(CONTAINER_MODES, b.readUInt8(L.container.offset), 'container'),
+    ttl: b.readUInt8(L.ttl.offset),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// mup_config
+
+export interface ConfigFields {
+  readonly forwarding: ForwardingMode;
+  readonly hashSeed: number;
+  readonly sportBase: number;
+  /** 1..65536 */
+  readonly sportSpan: number;
+  /** Longest first. */
+  readonly policyPlens: readonly number[];
+  readonly localsidPlens: readonly number[];
+}
+
+/** Distinct prefix lengths, longest first, as the data path wants them. */
+export function prefixLengths(lens: Iterable<number>, what: string): number[] {
+  const out = [...new Set(lens)].sort((a, b) => b - a);
+  if (out.length > MUP_MAX_PLENS) {
+    throw new RangeError(
+      `${what}: ${out.length} distinct prefix lengths (${out.join(', ')}); the data path looks up at most ${MUP_MAX_PLENS}`,
+    );
+  }
+  return out;
+}
+
+export function configFields(
+  s: Settings,
+  policies: readonly Policy[],
+  localsids: readonly LocalSid[],
+): ConfigFields {
+  return {
+    forwarding: s.forwarding,
+    hashSeed: s.hashSeed,
+    sportBase: s.sourcePortMin,
+    sportSpan: s.sourcePortMax - s.sourcePortMin + 1,
+    policyPlens: prefixLengths(
+      policies.map((p) => p.match.len),
+      'policies',
+    ),
+    localsidPlens: prefixLengths(
+      localsids.map((l) => l.sid.len),
+      'localsids',
+    ),
+  };
+}
+
+/** Write `f` into `into` (a whole struct mup_config, or a larger .data section at `at`). */
+export function encodeConfig(f: ConfigFields, into: Buffer = Buffer.alloc(LAYOUTS.mup_config.size), at = 0): Buffer {
+  const b = into.subarray(at, at + LAYOUTS.mup_config.size);
+  if (f.policyPlens.length > MUP_MAX_PLENS || f.localsidPlens.length > MUP_MAX_PLENS) {
+    throw new RangeError(`more than ${MUP_MAX_PLENS} prefix lengths`);
+  }
+  b.writeUInt32LE(FWD_MODES[f.forwarding], C.fwd_mode.offset);
+  b.writeUInt32LE(f.hashSeed >>> 0, C.hash_seed.offset);
+  b.writeUInt16LE(f.sportBase, C.sport_base.offset);
+  b.writeUInt32LE(f.sportSpan, C.sport_span.offset);
+  b.writeUInt8(f.policyPlens.length, C.n_policy_plens.offset);
+  b.writeUInt8(f.localsidPlens.length, C.n_localsid_plens.offset);
+  b.fill(0, C.policy_plens.offset, C.policy_plens.offset + MUP_MAX_PLENS);
+  b.fill(0, C.localsid_plens.offset, C.localsid_plens.offset + MUP_MAX_PLENS);
+  f.policyPlens.forEach((l, i) => b.writeUInt8(l, C.policy_plens.offset + i));
+  f.localsidPlens.forEach((l, i) => b.writeUInt8(l, C.localsid_plens.offset + i));
+  return into;
+}
+
+export function decodeConfig(into: Buffer, at = 0): ConfigFields {
+  const b = into.subarray(at, at + LAYOUTS.mup_config.size);
+  const np = Math.min(b.readUInt8(C.n_policy_plens.offset), MUP_MAX_PLENS);
+  const nl = Math.min(b.readUInt8(C.n_localsid_plens.offset), MUP_MAX_PLENS);
+  return {
+    forwarding: nameOf(FWD_MODES, b.readUInt32LE(C.fwd_mode.offset), 'fwd_mode'),
+    hashSeed: b.readUInt32LE(C.hash_seed.offset),
+    sportBase: b.readUInt16LE(C.sport_base.offset),
+    sportSpan: b.readUInt32LE(C.sport_span.offset),
+    policyPlens: [...b.subarray(C.policy_plens.offset, C.policy_plens.offset + np)],
+    localsidPlens: [...b.subarray(C.localsid_plens.offset, C.localsid_plens.offset + nl)],
+  };
+}
+
+// ---------------------------------------------------------------------------
+// mup_counter (per-CPU)
+
+export interface CounterValue {
+  readonly packets: bigint;
+  readonly bytes: bigint;
+}
+
+/** Bytes per CPU in a per-CPU map value: value_size rounded up to 8. */
+export const COUNTER_STRIDE = Math.ceil(LAYOUTS.mup_counter.size / 8) * 8;
+
+export function encodeCounter(v: CounterValue): Buffer {
+  const b = Buffer.alloc(LAYOUTS.mup_counter.size);
+  b.writeBigUInt64LE(v.packets, N.packets.offset);
+  b.writeBigUInt64LE(v.bytes, N.bytes.offset);
+  return b;
+}
+
+/** Sum of one slot's per-CPU values; `b` holds ncpus values of COUNTER_STRIDE bytes from `at`. */
+export function decodePercpuCounter(b: Buffer, ncpus: number, at = 0): CounterValue {
+  let packets = 0n;
+  let bytes = 0n;
+  for (let cpu = 0; cpu < ncpus; cpu++) {
+    const o = at + cpu * COUNTER_STRIDE;
+    packets += b.readBigUInt64LE(o + N.packets.offset);
+    bytes += b.readBigUInt64LE(o + N.bytes.offset);
+  }
+  return { packets, bytes };
+}

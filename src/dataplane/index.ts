@@ -1,0 +1,7 @@
+/** The data plane seen from user space: load, configure, run, count. */
+export * from './dataplane.js';
+export { checkLayouts, eventNames, LayoutError } from './btf.js';
+export * as codec from './codec.js';
+export type { CounterValue } from './codec.js';
+export * as libbpf from './libbpf.js';
+export { LibbpfError } from './libbpf.js';

@@ -1,0 +1,666 @@
+/**
+ * Typed binding of libbpf.so.1 (libbpf 1.x) through koffi.
+ *
+ * Conventions of libbpf 1.x that this module turns into exceptions:
+ * - functions returning a pointer return NULL and set errno;
+ * - functions returning an int return -errno.
+ * Every wrapper throws a {@link LibbpfError} naming what was being done, the
+ * errno name and libbpf's own log lines emitted during the call (libbpf's
+ * default printer to stderr is replaced: set MUP_LIBBPF_DEBUG=1 to see
+ * everything, debug level included, on stderr).
+ *
+ * Pointers are koffi 3 BigInts, branded per libbpf type so they cannot be
+ * mixed up. The `any` of koffi stops in {@link bind}.
+ */
+import koffi, { type LibraryHandle } from 'koffi';
+
+// ---------------------------------------------------------------------------
+// Handles
+
+declare const handle: unique symbol;
+export type BpfObject = bigint & { readonly [handle]: 'bpf_object' };
+export type BpfProgram = bigint & { readonly [handle]: 'bpf_program' };
+export type BpfMap = bigint & { readonly [handle]: 'bpf_map' };
+export type Btf = bigint & { readonly [handle]: 'btf' };
+
+// ---------------------------------------------------------------------------
+// Library and the one place where koffi's `any` is typed
+
+const lib = koffi.load('libbpf.so.1');
+const libc = koffi.load('libc.so.6');
+
+/** Declare a C function with a prototype string and give it a TypeScript signature. */
+function bind<F extends (...args: never[]) => unknown>(from: LibraryHandle, decl: string): F {
+  return from.func(decl) as unknown as F;
+}
+
+type Ptr = bigint | null;
+type Mem = Buffer | Uint8Array | Uint32Array | null;
+
+const c = {
+  strerror: bind<(e: number) => string>(libc, 'const char *strerror(int errnum)'),
+  vsnprintf: bind<(buf: Buffer, n: number, fmt: Ptr, ap: Ptr) => number>(
+    libc,
+    'int vsnprintf(void *buf, size_t n, const void *fmt, void *ap)',
+  ),
+  setPrint: bind<(fn: Ptr) => Ptr>(lib, 'void *libbpf_set_print(void *fn)'),
+  getError: bind<(p: Ptr) => number>(lib, 'long libbpf_get_error(const void *ptr)'),
+  numPossibleCpus: bind<() => number>(lib, 'int libbpf_num_possible_cpus(void)'),
+
+  objOpenFile: bind<(path: string, opts: Ptr) => Ptr>(
+    lib,
+    'void *bpf_object__open_file(const char *path, const void *opts)',
+  ),
+  objLoad: bind<(obj: BpfObject) => number>(lib, 'int bpf_object__load(void *obj)'),
+  objClose: bind<(obj: BpfObject) => void>(lib, 'void bpf_object__close(void *obj)'),
+  objFindProg: bind<(obj: BpfObject, name: string) => Ptr>(
+    lib,
+    'void *bpf_object__find_program_by_name(const void *obj, const char *name)',
+  ),
+  objFindMap: bind<(obj: BpfObject, name: string) => Ptr>(
+    lib,
+    'void *bpf_object__find_map_by_name(const void *obj, const char *name)',
+  ),
+  objBtf: bind<(obj: BpfObject) => Ptr>(lib, 'void *bpf_object__btf(const void *obj)'),
+  progFd: bind<(prog: BpfProgram) => number>(lib, 'int bpf_program__fd(const void *prog)'),
+
+  mapFd: bind<(map: BpfMap) => number>(lib, 'int bpf_map__fd(const void *map)'),
+  mapSetMaxEntries: bind<(map: BpfMap, n: number) => number>(
+    lib,
+    'int bpf_map__set_max_entries(void *map, uint32_t max_entries)',
+  ),
+  mapMaxEntries: bind<(map: BpfMap) => number>(lib, 'uint32_t bpf_map__max_entries(const void *map)'),
+  mapKeySize: bind<(map: BpfMap) => number>(lib, 'uint32_t bpf_map__key_size(const void *map)'),
+  mapValueSize: bind<(map: BpfMap) => number>(lib, 'uint32_t bpf_map__value_size(const void *map)'),
+  mapSetInitialValue: bind<(map: BpfMap, data: Buffer, size: number) => number>(
+    lib,
+    'int bpf_map__set_initial_value(void *map, const void *data, size_t size)',
+  ),
+  mapPin: bind<(map: BpfMap, path: string | null) => number>(
+    lib,
+    'int bpf_map__pin(void *map, const char *path)',
+  ),
+  mapUnpin: bind<(map: BpfMap, path: string | null) => number>(
+    lib,
+    'int bpf_map__unpin(void *map, const char *path)',
+  ),
+
+  update: bind<(fd: number, key: Mem, value: Mem, flags: bigint) => number>(
+    lib,
+    'int bpf_map_update_elem(int fd, const void *key, const void *value, uint64_t flags)',
+  ),
+  lookup: bind<(fd: number, key: Mem, value: Mem) => number>(
+    lib,
+    'int bpf_map_lookup_elem(int fd, const void *key, void *value)',
+  ),
+  delete: bind<(fd: number, key: Mem) => number>(lib, 'int bpf_map_delete_elem(int fd, const void *key)'),
+  nextKey: bind<(fd: number, key: Mem, next: Mem) => number>(
+    lib,
+    'int bpf_map_get_next_key(int fd, const void *key, void *next_key)',
+  ),
+  lookupBatch: bind<
+    (fd: number, inBatch: Mem, outBatch: Mem, keys: Mem, values: Mem, count: Mem, opts: Ptr) => number
+  >(
+    lib,
+    'int bpf_map_lookup_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, void *count, const void *opts)',
+  ),
+
+  xdpAttach: bind<(ifindex: number, progFd: number, flags: number, opts: Ptr) => number>(
+    lib,
+    'int bpf_xdp_attach(int ifindex, int prog_fd, uint32_t flags, const void *opts)',
+  ),
+  xdpDetach: bind<(ifindex: number, flags: number, opts: Ptr) => number>(
+    lib,
+    'int bpf_xdp_detach(int ifindex, uint32_t flags, const void *opts)',
+  ),
+
+  btfFindByNameKind: bind<(btf: Btf, name: string, kind: number) => number>(
+    lib,
+    'int32_t btf__find_by_name_kind(const void *btf, const char *type_name, uint32_t kind)',
+  ),
+  btfTypeById: bind<(btf: Btf, id: number) => Ptr>(lib, 'const void *btf__type_by_id(const void *btf, uint32_t id)'),
+  btfResolveSize: bind<(btf: Btf, id: number) => bigint | number>(
+    lib,
+    'int64_t btf__resolve_size(const void *btf, uint32_t type_id)',
+  ),
+  btfNameByOffset: bind<(btf: Btf, off: number) => string | null>(
+    lib,
+    'const char *btf__name_by_offset(const void *btf, uint32_t offset)',
+  ),
+};
+
+// ---------------------------------------------------------------------------
+// struct bpf_test_run_opts (libbpf 1.1: 80 bytes, `sz` = that)
+
+const TestRunOpts = koffi.struct('bpf_test_run_opts', {
+  sz: 'size_t',
+  data_in: 'void *',
+  data_out: 'void *',
+  data_size_in: 'uint32_t',
+  data_size_out: 'uint32_t',
+  ctx_in: 'void *',
+  ctx_out: 'void *',
+  ctx_size_in: 'uint32_t',
+  ctx_size_out: 'uint32_t',
+  retval: 'uint32_t',
+  repeat: 'int',
+  duration: 'uint32_t',
+  flags: 'uint32_t',
+  cpu: 'uint32_t',
+  batch_size: 'uint32_t',
+});
+const TEST_RUN_OPTS_SIZE = 80;
+if (koffi.sizeof(TestRunOpts) !== TEST_RUN_OPTS_SIZE) {
+  throw new Error(`struct bpf_test_run_opts is ${koffi.sizeof(TestRunOpts)} bytes in koffi, expected 80`);
+}
+
+interface TestRunOptsValue {
+  sz: number;
+  data_in: Ptr;
+  data_out: Ptr;
+  data_size_in: number;
+  data_size_out: number;
+  ctx_in: Ptr;
+  ctx_out: Ptr;
+  ctx_size_in: number;
+  ctx_size_out: number;
+  retval: number;
+  repeat: number;
+  duration: number;
+  flags: number;
+  cpu: number;
+  batch_size: number;
+}
+
+const testRunFn = bind<(fd: number, opts: TestRunOptsValue) => number>(
+  lib,
+  'int bpf_prog_test_run_opts(int prog_fd, _Inout_ bpf_test_run_opts *opts)',
+);
+
+// ---------------------------------------------------------------------------
+// Errors and libbpf's log
+
+/** libbpf print levels (enum libbpf_print_level). */
+const LIBBPF_WARN = 0;
+const LIBBPF_INFO = 1;
+
+const debug = process.env['MUP_LIBBPF_DEBUG'] === '1';
+const printBuf = Buffer.alloc(64 * 1024);
+let pending: string[] = [];
+
+const PrintFn = koffi.proto('int mup_libbpf_print_fn(int level, const void *fmt, void *ap)');
+const printer = koffi.register((level: number, fmt: Ptr, ap: Ptr): number => {
+  if (!debug && level > LIBBPF_INFO) return 0;
+  const n = c.vsnprintf(printBuf, printBuf.length, fmt, ap);
+  const text = printBuf.subarray(0, Math.max(0, Math.min(n, printBuf.length - 1))).toString('utf8');
+  if (debug) process.stderr.write(text);
+  if (level <= LIBBPF_INFO) pending.push(...text.replace(/\n$/, '').split('\n'));
+  if (pending.length > 2000) pending = pending.slice(-2000);
+  return 0;
+}, koffi.pointer(PrintFn));
+c.setPrint(printer);
+
+/** Lines libbpf logged since the last call, and forget them. */
+function takeLog(): string[] {
+  const lines = pending;
+  pending = [];
+  return lines;
+}
+
+const errnoNames = new Map<number, string>();
+for (const [name, value] of Object.entries(koffi.os.errno)) {
+  if (!errnoNames.has(value)) errnoNames.set(value, name);
+}
+
+/** A libbpf call failed. `message` is one line; `log` holds what libbpf printed meanwhile. */
+export class LibbpfError extends Error {
+  override readonly name = 'LibbpfError';
+  /** errno name, e.g. "ENOENT". */
+  readonly code: string;
+
+  constructor(
+    /** What was being done, e.g. "loading build/mup.bpf.o". */
+    readonly op: string,
+    readonly errno: number,
+    /** libbpf's warnings and info lines (verifier log included) printed during the call. */
+    readonly log: readonly string[] = [],
+  ) {
+    const code = errnoNames.get(errno) ?? `errno ${errno}`;
+    // The kernel's extack reason (netlink calls) says more than errno.
+    const kernel = log.map((l) => /Kernel error message: (.*)/.exec(l)?.[1]).find((m) => m !== undefined);
+    super(`${op}: ${c.strerror(errno)} (${code})${kernel === undefined ? '' : `: ${kernel}`}`);
+    this.code = code;
+  }
+
+  /** The message followed by libbpf's log, for a developer. */
+  detail(): string {
+    return this.log.length === 0 ? this.message : `${this.message}\n${this.log.join('\n')}`;
+  }
+}
+
+/** Throw for a negative (-errno) return value; return it otherwise. */
+export function check(ret: number, op: string): number {
+  if (ret < 0) throw new LibbpfError(op, -ret, takeLog());
+  takeLog();
+  return ret;
+}
+
+/** Throw for a NULL pointer (errno set by libbpf); return the pointer otherwise. */
+function checkPtr(p: Ptr, op: string): bigint {
+  if (p === null || p === 0n) {
+    const e = koffi.errno();
+    throw new LibbpfError(op, e > 0 ? e : 22 /* EINVAL */, takeLog());
+  }
+  takeLog();
+  return p;
+}
+
+/** libbpf_get_error(): 0, or -errno for a NULL pointer (libbpf 1.x reads errno). */
+export function libbpfGetError(p: bigint | null): number {
+  return c.getError(p);
+}
+
+export function errnoName(errno: number): string {
+  return errnoNames.get(errno) ?? `errno ${errno}`;
+}
+
+// ---------------------------------------------------------------------------
+// Objects, programs, maps
+
+export function numPossibleCpus(): number {
+  return check(c.numPossibleCpus(), 'counting possible CPUs');
+}
+
+export function objectOpen(path: string): BpfObject {
+  return checkPtr(c.objOpenFile(path, null), `opening ${path}`) as BpfObject;
+}
+
+export function objectLoad(obj: BpfObject, what: string): void {
+  check(c.objLoad(obj), `loading ${what}`);
+}
+
+export function objectClose(obj: BpfObject): void {
+  c.objClose(obj);
+  takeLog();
+}
+
+export function findProgram(obj: BpfObject, name: string): BpfProgram {
+  return checkPtr(c.objFindProg(obj, name), `finding program ${name}`) as BpfProgram;
+}
+
+export function programFd(prog: BpfProgram, name = 'program'): number {
+  return check(c.progFd(prog), `getting the fd of ${name}`);
+}
+
+export function findMap(obj: BpfObject, name: string): BpfMap {
+  return checkPtr(c.objFindMap(obj, name), `finding map ${name}`) as BpfMap;
+}
+
+export function mapFd(map: BpfMap, name = 'map'): number {
+  return check(c.mapFd(map), `getting the fd of ${name}`);
+}
+
+export function mapSetMaxEntries(map: BpfMap, n: number, name = 'map'): void {
+  check(c.mapSetMaxEntries(map, n), `setting max_entries of ${name} to ${n}`);
+}
+
+export function mapMaxEntries(map: BpfMap): number {
+  return c.mapMaxEntries(map);
+}
+
+export function mapKeySize(map: BpfMap): number {
+  return c.mapKeySize(map);
+}
+
+export function mapValueSize(map: BpfMap): number {
+  return c.mapValueSize(map);
+}
+
+export function mapSetInitialValue(map: BpfMap, data: Buffer, name = 'map'): void {
+  check(c.mapSetInitialValue(map, data, data.length), `setting the initial value of ${name} (${data.length} bytes)`);
+}
+
+export function mapPin(map: BpfMap, path: string, name = 'map'): void {
+  check(c.mapPin(map, path), `pinning ${name} at ${path}`);
+}
+
+export function mapUnpin(map: BpfMap, path: string | null, name = 'map'): void {
+  check(c.mapUnpin(map, path), `unpinning ${name}${path === null ? '' : ` from ${path}`}`);
+}
+
+// ---------------------------------------------------------------------------
+// Map elements, by fd
+
+export const BPF_ANY = 0n;
+export const BPF_NOEXIST = 1n;
+export const BPF_EXIST = 2n;
+
+const ENOENT = koffi.os.errno['ENOENT'] ?? 2;
+
+export function mapUpdate(fd: number, key: Buffer, value: Buffer, flags = BPF_ANY, what = 'map'): void {
+  check(c.update(fd, key, value, flags), `updating an element of ${what}`);
+}
+
+/** The value, or undefined when the key is absent. */
+export function mapLookup(fd: number, key: Buffer, valueSize: number, what = 'map'): Buffer | undefined {
+  const value = Buffer.alloc(valueSize);
+  const ret = c.lookup(fd, key, value);
+  if (ret === -ENOENT) {
+    takeLog();
+    return undefined;
+  }
+  check(ret, `looking up an element of ${what}`);
+  return value;
+}
+
+/** True when the key was there. */
+export function mapDelete(fd: number, key: Buffer, what = 'map'): boolean {
+  const ret = c.delete(fd, key);
+  if (ret === -ENOENT) {
+    takeLog();
+    return false;
+  }
+  check(ret, `deleting an element of ${what}`);
+  return true;
+}
+
+/** The key after `key` (the first one for null), or undefined at the end. */
+export function mapNextKey(fd: number, key: Buffer | null, keySize: number, what = 'map'): Buffer | undefined {
+  const next = Buffer.alloc(keySize);
+  const ret = c.nextKey(fd, key, next);
+  if (ret === -ENOENT) {
+    takeLog();
+    return undefined;
+  }
+  check(ret, `iterating over ${what}`);
+  return next;
+}
+
+/** Every key of a map (snapshot; a concurrent writer may add or remove some). */
+export function mapKeys(fd: number, keySize: number, what = 'map'): Buffer[] {
+  const keys: Buffer[] = [];
+  for (let k = mapNextKey(fd, null, keySize, what); k !== undefined; k = mapNextKey(fd, k, keySize, what)) {
+    keys.push(k);
+  }
+  return keys;
+}
+
+/**
+ * Values of keys start..start+count-1 of an array map (per-CPU arrays:
+ * `valueSize` is round_up(value_size, 8) * possible CPUs) in one
+ * BPF_MAP_LOOKUP_BATCH call, concatenated in key order. For array maps the
+ * kernel's in_batch is the key *before* the first one returned.
+ */
+export function mapLookupArrayRange(fd: number, start: number, count: number, valueSize: number, what = 'map'): Buffer {
+  if (count === 0) return Buffer.alloc(0);
+  const keys = Buffer.alloc(4 * count);
+  const values = Buffer.alloc(valueSize * count);
+  const inBatch = start > 0 ? Buffer.from(new Uint32Array([start - 1]).buffer) : null;
+  const outBatch = Buffer.alloc(4);
+  const n = new Uint32Array([count]);
+  const ret = c.lookupBatch(fd, inBatch, outBatch, keys, values, n, null);
+  // ENOENT: the end of the map was reached; n says how many were read.
+  if (ret < 0 && ret !== -ENOENT) check(ret, `reading elements ${start}..${start + count - 1} of ${what}`);
+  takeLog();
+  if (n[0] !== count || keys.readUInt32LE(0) !== start) {
+    throw new LibbpfError(`reading elements ${start}..${start + count - 1} of ${what}: got ${n[0]}`, 34 /* ERANGE */);
+  }
+  return values;
+}
+
+// ---------------------------------------------------------------------------
+// BPF_PROG_TEST_RUN
+
+export const BPF_F_TEST_RUN_ON_CPU = 1 << 0;
+export const BPF_F_TEST_XDP_LIVE_FRAMES = 1 << 1;
+
+export interface TestRunOptions {
+  readonly dataIn?: Buffer;
+  /** Capacity of data_out; 0 or absent: no data_out. */
+  readonly dataOutSize?: number;
+  readonly ctxIn?: Buffer;
+  readonly ctxOutSize?: number;
+  readonly repeat?: number;
+  readonly flags?: number;
+  readonly cpu?: number;
+  readonly batchSize?: number;
+}
+
+export interface TestRunResult {
+  readonly retval: number;
+  /** Average ns per repetition. */
+  readonly duration: number;
+  /** data_out truncated to data_size_out (undefined without dataOutSize). */
+  readonly dataOut?: Buffer;
+  readonly ctxOut?: Buffer;
+}
+
+/**
+ * Memory outside the V8 heap, so its address stays valid while koffi
+ * marshals the call (small typed arrays can live on the moving heap).
+ */
+function nativeBuffer(size: number): Buffer {
+  return Buffer.from(new ArrayBuffer(Math.max(size, 1)), 0, size);
+}
+
+function nativeCopy(src: Buffer): Buffer {
+  const b = nativeBuffer(src.length);
+  src.copy(b);
+  return b;
+}
+
+export function testRun(progFd: number, o: TestRunOptions, what = 'program'): TestRunResult {
+  const dataIn = o.dataIn === undefined ? undefined : nativeCopy(o.dataIn);
+  const dataOut = o.dataOutSize ? nativeBuffer(o.dataOutSize) : undefined;
+  const ctxIn = o.ctxIn === undefined ? undefined : nativeCopy(o.ctxIn);
+  const ctxOut = o.ctxOutSize ? nativeBuffer(o.ctxOutSize) : undefined;
+  const opts: TestRunOptsValue = {
+    sz: TEST_RUN_OPTS_SIZE,
+    data_in: dataIn ? koffi.address(dataIn) : null,
+    data_out: dataOut ? koffi.address(dataOut) : null,
+    data_size_in: dataIn?.length ?? 0,
+    data_size_out: dataOut?.length ?? 0,
+    ctx_in: ctxIn ? koffi.address(ctxIn) : null,
+    ctx_out: ctxOut ? koffi.address(ctxOut) : null,
+    ctx_size_in: ctxIn?.length ?? 0,
+    ctx_size_out: ctxOut?.length ?? 0,
+    retval: 0,
+    repeat: o.repeat ?? 1,
+    duration: 0,
+    flags: o.flags ?? 0,
+    cpu: o.cpu ?? 0,
+    batch_size: o.batchSize ?? 0,
+  };
+  check(testRunFn(progFd, opts), `running ${what} (BPF_PROG_TEST_RUN, ${dataIn?.length ?? 0} bytes)`);
+  // Keep the native buffers alive until here.
+  void dataIn;
+  void ctxIn;
+  return {
+    retval: opts.retval,
+    duration: opts.duration,
+    dataOut: dataOut ? Buffer.from(dataOut.subarray(0, opts.data_size_out)) : undefined,
+    ctxOut: ctxOut ? Buffer.from(ctxOut.subarray(0, opts.ctx_size_out)) : undefined,
+  };
+}
+
+// ---------------------------------------------------------------------------
+// XDP attachment
+
+export const XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0;
+export const XDP_FLAGS_SKB_MODE = 1 << 1;
+export const XDP_FLAGS_DRV_MODE = 1 << 2;
+export const XDP_FLAGS_HW_MODE = 1 << 3;
+export const XDP_FLAGS_REPLACE = 1 << 4;
+
+export function xdpAttach(ifindex: number, progFd: number, flags: number, what = `ifindex ${ifindex}`): void {
+  check(c.xdpAttach(ifindex, progFd, flags, null), `attaching XDP to ${what}`);
+}
+
+export function xdpDetach(ifindex: number, flags: number, what = `ifindex ${ifindex}`): void {
+  check(c.xdpDetach(ifindex, flags, null), `detaching XDP from ${what}`);
+}
+
+// ---------------------------------------------------------------------------
+// BTF (layouts per linux/btf.h)
+
+export const BTF_KIND = {
+  INT: 1,
+  PTR: 2,
+  ARRAY: 3,
+  STRUCT: 4,
+  UNION: 5,
+  ENUM: 6,
+  FWD: 7,
+  TYPEDEF: 8,
+  VOLATILE: 9,
+  CONST: 10,
+  RESTRICT: 11,
+  FUNC: 12,
+  FUNC_PROTO: 13,
+  VAR: 14,
+  DATASEC: 15,
+  FLOAT: 16,
+  DECL_TAG: 17,
+  TYPE_TAG: 18,
+  ENUM64: 19,
+} as const;
+
+/** struct btf_type: name_off, info (vlen 0..15, kind 24..28, kind_flag 31), size/type. */
+const BTF_TYPE_SIZE = 12;
+/** struct btf_member / btf_enum64 / btf_var_secinfo: three __u32. struct btf_enum: two. */
+const BTF_ENTRY12 = 12;
+const BTF_ENUM_SIZE = 8;
+
+export interface BtfTypeHeader {
+  readonly id: number;
+  readonly name: string;
+  readonly kind: number;
+  readonly vlen: number;
+  readonly kflag: boolean;
+  /** size for STRUCT/UNION/ENUM/DATASEC/INT, type id for PTR/TYPEDEF/VAR/... */
+  readonly sizeOrType: number;
+  /** The btf_type followed by its vlen entries, copied out of libbpf. */
+  readonly raw: Buffer;
+}
+
+export interface BtfMember {
+  readonly name: string;
+  readonly typeId: number;
+  /** Offset in bits from the start of the struct. */
+  readonly bitOffset: number;
+  /** Bitfield size in bits, 0 for a plain member. */
+  readonly bitfieldSize: number;
+  /** bitOffset / 8 (meaningful for plain members). */
+  readonly offset: number;
+  /** Size in bytes of the member's type. */
+  readonly size: number;
+}
+
+export interface BtfStruct {
+  readonly id: number;
+  readonly name: string;
+  readonly size: number;
+  readonly members: readonly BtfMember[];
+}
+
+export function objectBtf(obj: BpfObject): Btf {
+  const p = c.objBtf(obj);
+  if (p === null || p === 0n) throw new LibbpfError('reading the object BTF (compile with clang -g)', 61 /* ENODATA */);
+  return p as Btf;
+}
+
+/** Type id of a named type of that kind, or undefined. */
+export function btfFindByNameKind(btf: Btf, name: string, kind: number): number | undefined {
+  const id = c.btfFindByNameKind(btf, name, kind);
+  takeLog();
+  return id < 0 ? undefined : id;
+}
+
+export function btfNameByOffset(btf: Btf, off: number): string {
+  return c.btfNameByOffset(btf, off) ?? '';
+}
+
+export function btfResolveSize(btf: Btf, id: number): number {
+  return check(Number(c.btfResolveSize(btf, id)), `resolving the size of BTF type ${id}`);
+}
+
+/** The btf_type of `id` and the entries after it (members, enumerators, ...). */
+export function btfTypeById(btf: Btf, id: number): BtfTypeHeader {
+  const p = checkPtr(c.btfTypeById(btf, id), `reading BTF type ${id}`);
+  const head = Buffer.from(koffi.view(p, BTF_TYPE_SIZE));
+  const info = head.readUInt32LE(4);
+  const kind = (info >>> 24) & 0x1f;
+  const vlen = info & 0xffff;
+  const entry =
+    kind === BTF_KIND.ENUM
+      ? BTF_ENUM_SIZE
+      : kind === BTF_KIND.STRUCT || kind === BTF_KIND.UNION || kind === BTF_KIND.ENUM64 || kind === BTF_KIND.DATASEC
+        ? BTF_ENTRY12
+        : 0;
+  const raw = Buffer.from(koffi.view(p, BTF_TYPE_SIZE + entry * vlen));
+  return {
+    id,
+    name: btfNameByOffset(btf, head.readUInt32LE(0)),
+    kind,
+    vlen,
+    kflag: (info & 0x80000000) !== 0,
+    sizeOrType: head.readUInt32LE(8),
+    raw,
+  };
+}
+
+/** A struct's size and members, or undefined when the BTF has no such struct. */
+export function btfStruct(btf: Btf, name: string): BtfStruct | undefined {
+  const id = btfFindByNameKind(btf, name, BTF_KIND.STRUCT);
+  if (id === undefined) return undefined;
+  const t = btfTypeById(btf, id);
+  const members: BtfMember[] = [];
+  for (let i = 0; i < t.vlen; i++) {
+    const at = BTF_TYPE_SIZE + i * BTF_ENTRY12;
+    const typeId = t.raw.readUInt32LE(at + 4);
+    const off = t.raw.readUInt32LE(at + 8);
+    const bitOffset = t.kflag ? off & 0xffffff : off;
+    members.push({
+      name: btfNameByOffset(btf, t.raw.readUInt32LE(at)),
+      typeId,
+      bitOffset,
+      bitfieldSize: t.kflag ? off >>> 24 : 0,
+      offset: bitOffset / 8,
+      size: btfResolveSize(btf, typeId),
+    });
+  }
+  return { id, name, size: t.sizeOrType, members };
+}
+
+/** An enum's enumerators (ENUM or ENUM64) in declaration order, or undefined. */
+export function btfEnum(btf: Btf, name: string): Map<string, number> | undefined {
+  const id = btfFindByNameKind(btf, name, BTF_KIND.ENUM) ?? btfFindByNameKind(btf, name, BTF_KIND.ENUM64);
+  if (id === undefined) return undefined;
+  const t = btfTypeById(btf, id);
+  const values = new Map<string, number>();
+  for (let i = 0; i < t.vlen; i++) {
+    if (t.kind === BTF_KIND.ENUM) {
+      const at = BTF_TYPE_SIZE + i * BTF_ENUM_SIZE;
+      const v = t.kflag ? t.raw.readInt32LE(at + 4) : t.raw.readUInt32LE(at + 4);
+      values.set(btfNameByOffset(btf, t.raw.readUInt32LE(at)), v);
+    } else {
+      const at = BTF_TYPE_SIZE + i * BTF_ENTRY12;
+      const v = t.raw.readUInt32LE(at + 4) + t.raw.readUInt32LE(at + 8) * 2 ** 32;
+      values.set(btfNameByOffset(btf, t.raw.readUInt32LE(at)), v);
+    }
+  }
+  return values;
+}
+
+/** Offset and size of variable `varName` inside data section `sec` (e.g. ".data.cfg"). */
+export function btfDatasecVar(btf: Btf, sec: string, varName: string): { offset: number; size: number } | undefined {
+  const id = btfFindByNameKind(btf, sec, BTF_KIND.DATASEC);
+  if (id === undefined) return undefined;
+  const t = btfTypeById(btf, id);
+  for (let i = 0; i < t.vlen; i++) {
+    const at = BTF_TYPE_SIZE + i * BTF_ENTRY12;
+    const v = btfTypeById(btf, t.raw.readUInt32LE(at));
+    if (v.name === varName) return { offset: t.raw.readUInt32LE(at + 4), size: t.raw.readUInt32LE(at + 8) };
+  }
+  return undefined;
+}

@@ -1,0 +1,261 @@
+/**
+ * The data plane binding against the real object (build/mup.bpf.o, or
+ * $MUP_BPF_OBJECT): layouts, table filling, one frame, counters. Plus a
+ * control that checkLayouts() does catch drift, on objects compiled here.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/load.js';
+import { checkLayouts, DEFAULT_OBJECT, eventNames, LayoutError, openDataplane, type Dataplane } from '../src/dataplane/index.js';
+import { decodeConfig, decodePolicy, decodePolicyKey, encodePolicyKey, LAYOUTS } from '../src/dataplane/codec.js';
+import { mapKeys, mapLookup, objectClose, objectOpen } from '../src/dataplane/libbpf.js';
+
+const OBJECT = process.env['MUP_BPF_OBJECT'] ?? DEFAULT_OBJECT;
+const haveObject = existsSync(OBJECT);
+if (!haveObject) {
+  console.warn(
+    `\n${'*'.repeat(78)}\n*** SKIPPING the real-object tests of test/dataplane.test.ts: ${OBJECT} does not exist.\n` +
+      `*** Build it with \`make bpf\`.\n${'*'.repeat(78)}\n`,
+  );
+}
+
+const CONFIG = parseConfig(
+  `
+settings: { forwarding: tx, max_policies: 8, max_localsids: 4, hash_seed: 7 }
+policies:
+  - { match: 10.0.1.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ffff::/64", hop_limit: 33 }
+  - { match: 10.0.2.0/25, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ffff::/64", segments: ["2001:db8:5::1"], srh: always }
+localsids:
+  - { sid: "2001:db8:2::/48", src_prefix_len: 64 }
+`,
+  'dataplane.test.yaml',
+);
+
+// ---------------------------------------------------------------------------
+// Frames, built from the protocol layouts
+
+function csum16(b: Buffer): number {
+  let s = 0;
+  for (let i = 0; i < b.length; i += 2) s += (b[i]! << 8) | (b[i + 1] ?? 0);
+  while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
+  return ~s & 0xffff;
+}
+
+function ipv4(src: number, dst: number, proto: number, payload: Buffer): Buffer {
+  const h = Buffer.alloc(20);
+  h[0] = 0x45;
+  h.writeUInt16BE(20 + payload.length, 2);
+  h[8] = 64;
+  h[9] = proto;
+  h.writeUInt32BE(src, 12);
+  h.writeUInt32BE(dst, 16);
+  h.writeUInt16BE(csum16(h), 10);
+  return Buffer.concat([h, payload]);
+}
+
+function udp(sport: number, dport: number, payload: Buffer): Buffer {
+  const h = Buffer.alloc(8);
+  h.writeUInt16BE(sport, 0);
+  h.writeUInt16BE(dport, 2);
+  h.writeUInt16BE(8 + payload.length, 4);
+  return Buffer.concat([h, payload]);
+}
+
+const MAC_A = Buffer.from('020000000001', 'hex');
+const MAC_B = Buffer.from('020000000002', 'hex');
+
+function ether(type: number, payload: Buffer): Buffer {
+  const t = Buffer.alloc(2);
+  t.writeUInt16BE(type);
+  return Buffer.concat([MAC_B, MAC_A, t, payload]);
+}
+
+/** GTP-U G-PDU (no optional fields) carrying inner IPv4/UDP, to `dst` port 2152. */
+function gtpuFrame(dst: number): Buffer {
+  const inner = ipv4(0x0a090001, 0x0a090002, 17, udp(1000, 2000, Buffer.from('ping')));
+  const gtp = Buffer.alloc(8);
+  gtp[0] = 0x30;
+  gtp[1] = 0xff;
+  gtp.writeUInt16BE(inner.length, 2);
+  gtp.writeUInt32BE(0x1234, 4);
+  return ether(0x0800, ipv4(0xc0000201, dst, 17, udp(2152, 2152, Buffer.concat([gtp, inner]))));
+}
+
+const arpFrame = ether(0x0806, Buffer.alloc(28));
+
+// ---------------------------------------------------------------------------
+
+describe.skipIf(!haveObject)(`dataplane with ${OBJECT}`, () => {
+  let dp: Dataplane | undefined;
+  afterEach(() => {
+    dp?.close();
+    dp = undefined;
+  });
+
+  it('has the layouts the codec expects, and named events', () => {
+    const obj = objectOpen(OBJECT);
+    try {
+      checkLayouts(obj, OBJECT); // throws LayoutError on any drift: this test must fail then
+      const names = eventNames(obj, OBJECT);
+      expect(names.get(0)).toBe('pass_not_ip');
+      expect(names.get(8)).toBe('fwd_tx');
+      expect(names.get(22)).toBe('drop_gtp_ext_zero');
+      expect([...names.values()]).not.toContain('max');
+    } finally {
+      objectClose(obj);
+    }
+  });
+
+  it('fills the tables and mup_cfg from the config', () => {
+    dp = openDataplane({ object: OBJECT, config: CONFIG });
+    const t = dp.tables;
+    const key = encodePolicyKey(CONFIG.policies[1]!.match);
+    const value = mapLookup(t.policiesFd, key, LAYOUTS.mup_policy.size);
+    expect(value).toBeDefined();
+    const p = decodePolicy(value!);
+    expect(p.rule).toBe(1);
+    expect(p.srPlen).toBe(48);
+    expect(p.srcPlen).toBe(64);
+    expect(p.srh).toBe('always');
+    expect(p.segs.map((s) => s.toString('hex'))).toEqual(['20010db8000500000000000000000001']);
+    // plen host order (LE), daddr and teid network order
+    expect(key.toString('hex')).toBe('19000000' + '0a000200' + '00000000');
+    expect(decodePolicyKey(key)).toEqual({ plen: 25, daddr: 0x0a000200, teid: 0 });
+
+    const cfg = decodeConfig(mapLookup(t.configFd, Buffer.alloc(4), t.configSize)!, t.configOffset);
+    expect(cfg).toEqual({
+      forwarding: 'tx',
+      hashSeed: 7,
+      sportBase: 49152,
+      sportSpan: 16384,
+      policyPlens: [25, 24],
+      localsidPlens: [48],
+    });
+
+    // Re-sync with one policy gone: its entry and its prefix length disappear.
+    const fewer = { ...CONFIG, policies: CONFIG.policies.slice(0, 1) };
+    dp.sync(fewer);
+    expect(dp.counters().rules.map((r) => r.where)).toEqual(['policies[0]', 'localsids[0]']);
+    expect(() => dp!.sync({ ...fewer, settings: { ...fewer.settings, maxPolicies: 9 } })).toThrow(/fixed once loaded/);
+    expect(mapKeys(t.policiesFd, LAYOUTS.mup_policy_key.size).map((k) => decodePolicyKey(k).plen)).toEqual([24]);
+    expect(decodeConfig(mapLookup(t.configFd, Buffer.alloc(4), t.configSize)!, t.configOffset).policyPlens).toEqual([24]);
+  });
+
+  it('translates a GTP-U frame with XDP_TX and counts it once', () => {
+    dp = openDataplane({ object: OBJECT, config: CONFIG });
+    const frame = gtpuFrame(0x0a000105);
+    const r = dp.run(frame);
+    expect(r.verdict).toBe('tx');
+    expect(r.event).toBe('fwd_tx');
+    expect(r.out.readUInt16BE(12)).toBe(0x86dd);
+    expect(r.out.subarray(0, 6)).toEqual(MAC_A); // tx swaps the MACs
+    expect(r.out.subarray(6, 12)).toEqual(MAC_B);
+    expect(r.out.length).toBe(frame.length - 20 - 8 - 8 + 40); // no SRH for one SID in auto mode
+
+    const pass = dp.run(arpFrame);
+    expect(pass.verdict).toBe('pass');
+    expect(pass.event).toBe('pass_not_ip');
+    expect(pass.out).toEqual(arpFrame);
+
+    const c = dp.counters();
+    expect(c.events['fwd_tx']).toEqual({ packets: 1n, bytes: BigInt(frame.length) });
+    expect(c.events['pass_not_ip']).toEqual({ packets: 1n, bytes: BigInt(arpFrame.length) });
+    expect(c.events['drop_gtp_ext_zero']).toEqual({ packets: 0n, bytes: 0n });
+    expect(c.rules).toEqual([
+      { rule: 0, kind: 'policy', where: 'policies[0]', packets: 1n, bytes: BigInt(frame.length) },
+      { rule: 1, kind: 'policy', where: 'policies[1]', packets: 0n, bytes: 0n },
+      { rule: 8, kind: 'localsid', where: 'localsids[0]', packets: 0n, bytes: 0n },
+    ]);
+
+    dp.close();
+    dp.close(); // idempotent
+    expect(() => dp!.run(frame)).toThrow(/closed/);
+  });
+});
+
+// ---------------------------------------------------------------------------
+// checkLayouts() must fail on drift: objects compiled here from mup_shared.h,
+// once as is (control) and once altered.
+
+const SHARED_H = new URL('../bpf/mup_shared.h', import.meta.url);
+const clang = (() => {
+  try {
+    execFileSync('clang', ['--version'], { stdio: 'ignore' });
+    return existsSync(SHARED_H);
+  } catch {
+    return false;
+  }
+})();
+
+const PROBE_C = `
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "mup_shared.h"
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct mup_policy_key); __type(value, struct mup_policy); __uint(max_entries, 1); } mup_policies SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct mup_localsid_key); __type(value, struct mup_localsid); __uint(max_entries, 1); } mup_localsids SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __type(key, __u32); __type(value, struct mup_counter); __uint(max_entries, 64); } mup_counters SEC(".maps");
+struct mup_config mup_cfg SEC(".data.cfg") = {};
+static const enum mup_event mup_event_btf __attribute__((used)) = MUP_EV_MAX;
+SEC("xdp") int mup_xdp(struct xdp_md *ctx) { return XDP_PASS; }
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+`;
+
+describe.skipIf(!clang)('checkLayouts on compiled probes', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mup-btf-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  function build(name: string, header: string): string {
+    writeFileSync(join(dir, 'mup_shared.h'), header);
+    writeFileSync(join(dir, `${name}.c`), PROBE_C);
+    const out = join(dir, `${name}.o`);
+    const arch = execFileSync('uname', ['-m']).toString().trim();
+    execFileSync('clang', ['-O2', '-g', '-target', 'bpf', `-I/usr/include/${arch}-linux-gnu`, '-I', dir, '-c', join(dir, `${name}.c`), '-o', out]);
+    return out;
+  }
+
+  function layoutError(path: string): LayoutError | undefined {
+    const obj = objectOpen(path);
+    try {
+      checkLayouts(obj, path);
+      return undefined;
+    } catch (e) {
+      if (e instanceof LayoutError) return e;
+      throw e;
+    } finally {
+      objectClose(obj);
+    }
+  }
+
+  const original = existsSync(SHARED_H) ? readFileSync(SHARED_H, 'utf8') : '';
+
+  it('accepts bpf/mup_shared.h as it is', () => {
+    expect(layoutError(build('same', original))).toBeUndefined();
+  });
+
+  it('rejects a changed member and a changed struct size, naming both', () => {
+    const altered = original
+      .replace(/__u8\s+hop_limit;\s*\n\s*__u8\s+pad\[3\];/, '__u16 hop_limit;\n\t__u8  pad[2];')
+      .replace(/__u64 bytes;/, '__u64 bytes;\n\t__u64 drops;');
+    expect(altered).not.toBe(original);
+    const err = layoutError(build('altered', altered));
+    expect(err).toBeInstanceOf(LayoutError);
+    expect(err!.problems).toContain('mup_policy.hop_limit is at offset 104 size 2, codec expects offset 104 size 1');
+    expect(err!.problems).toContain('struct mup_counter is 24 bytes, codec expects 16');
+    expect(err!.message).toMatch(/altered\.o and src\/dataplane\/codec\.ts disagree/);
+  });
+
+  it('reads event names from enum mup_event', () => {
+    const obj = objectOpen(build('names', original));
+    try {
+      const names = eventNames(obj);
+      expect(names.get(1)).toBe('pass_not_gtpu');
+      expect(names.get(34)).toBe('drop_bad_rule');
+      expect(names.size).toBe(31);
+    } finally {
+      objectClose(obj);
+    }
+  });
+});

@@ -1,0 +1,109 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { formatPcap, parsePcap, PcapError, readPcap, writePcap, type PcapPacket } from '../src/pcap.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'mup-pcap-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const packets: PcapPacket[] = [
+  { tsSec: 1_700_000_000, tsNsec: 123_456_000, origLen: 60, data: Buffer.alloc(60, 0xab) },
+  { tsSec: 1_700_000_001, tsNsec: 0, origLen: 1514, data: Buffer.alloc(100, 0x01) }, // cut at a snaplen
+  { tsSec: 0, tsNsec: 999_999_000, origLen: 14, data: Buffer.from('ffffffffffff0200000000010806', 'hex') },
+];
+
+/** A pcap written by hand from the format description (pcap(5)). */
+function handMade(opts: { le: boolean; nano: boolean; linktype?: number; records: [number, number, Buffer][] }): Buffer {
+  const u32 = (v: number): Buffer => {
+    const b = Buffer.alloc(4);
+    if (opts.le) b.writeUInt32LE(v);
+    else b.writeUInt32BE(v);
+    return b;
+  };
+  const u16 = (v: number): Buffer => {
+    const b = Buffer.alloc(2);
+    if (opts.le) b.writeUInt16LE(v);
+    else b.writeUInt16BE(v);
+    return b;
+  };
+  const parts = [
+    u32(opts.nano ? 0xa1b23c4d : 0xa1b2c3d4),
+    u16(2),
+    u16(4),
+    u32(0),
+    u32(0),
+    u32(65535),
+    u32(opts.linktype ?? 1),
+  ];
+  for (const [sec, frac, data] of opts.records) parts.push(u32(sec), u32(frac), u32(data.length), u32(data.length), data);
+  return Buffer.concat(parts);
+}
+
+describe('pcap', () => {
+  it('round-trips packets through a file (microsecond, little-endian)', async () => {
+    const path = join(dir, 'rt.pcap');
+    await writePcap(path, packets);
+    const back = await readPcap(path);
+    expect(back.linktype).toBe(1);
+    expect(back.nanosecond).toBe(false);
+    expect(back.packets).toEqual(packets);
+  });
+
+  it('writes the classic header: magic a1b2c3d4 LE, version 2.4, Ethernet', () => {
+    const b = formatPcap([]);
+    expect(b.toString('hex')).toBe('d4c3b2a1' + '0200' + '0400' + '00000000' + '00000000' + '00000400' + '01000000');
+  });
+
+  it.each([
+    ['little-endian microsecond', true, false],
+    ['big-endian microsecond', false, false],
+    ['little-endian nanosecond', true, true],
+    ['big-endian nanosecond', false, true],
+  ])('reads %s files', (_name, le, nano) => {
+    const data = Buffer.from('0200000000020200000000010800450000', 'hex');
+    const frac = nano ? 123_456_789 : 123_456;
+    const f = parsePcap(handMade({ le, nano, records: [[42, frac, data], [43, 0, Buffer.alloc(0)]] }), 'x.pcap');
+    expect(f.nanosecond).toBe(nano);
+    expect(f.snaplen).toBe(65535);
+    expect(f.packets).toEqual([
+      { tsSec: 42, tsNsec: nano ? 123_456_789 : 123_456_000, origLen: data.length, data },
+      { tsSec: 43, tsNsec: 0, origLen: 0, data: Buffer.alloc(0) },
+    ]);
+  });
+
+  const good = handMade({ le: true, nano: false, records: [[1, 2, Buffer.alloc(20, 7)]] });
+  const pcapng = Buffer.from('0a0d0d0a1c0000004d3c2b1a01000000ffffffffffffffff1c000000', 'hex');
+  it.each([
+    ['an empty file', Buffer.alloc(0), /shorter than the 24-byte pcap header/],
+    ['a text file', Buffer.from('this is not a capture file at all\n'), /not a pcap file: magic 0x74686973/],
+    ['pcapng', pcapng, /pcapng is not supported.*editcap -F pcap/],
+    ['a non-Ethernet link type', handMade({ le: true, nano: false, linktype: 101, records: [] }), /link type 101 is not Ethernet/],
+    ['a cut record header', good.subarray(0, 30), /packet 0 at byte 24: record header cut short/],
+    ['cut packet data', good.subarray(0, good.length - 1), /packet 0 at byte 24: 20 bytes announced, 19 left/],
+    [
+      'an absurd record length',
+      Buffer.concat([good.subarray(0, 32), Buffer.from('ffffff7f', 'hex'), good.subarray(36)]),
+      /captured length 2147483647 is implausible/,
+    ],
+  ])('rejects %s with a one-line reason', (_name, buf, re) => {
+    let err: unknown;
+    try {
+      parsePcap(buf, 'bad.pcap');
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(PcapError);
+    const msg = (err as Error).message;
+    expect(msg).toMatch(/^bad\.pcap: /);
+    expect(msg).toMatch(re);
+    expect(msg).not.toContain('\n');
+  });
+
+  it('names the file it cannot read', async () => {
+    await expect(readPcap(join(dir, 'missing.pcap'))).rejects.toThrow(/missing\.pcap: cannot read: ENOENT/);
+    const bad = join(dir, 'bad.pcap');
+    writeFileSync(bad, 'garbage');
+    await expect(readPcap(bad)).rejects.toThrow(PcapError);
+  });
+});
