@@ -18,28 +18,47 @@
 #define AF_INET6 10
 #endif
 
-static __always_inline void swap_macs(struct ethhdr *eth)
-{
-	__u8 tmp[ETH_ALEN];
+/* The received MACs, in word-sized pieces: struct ethhdr is packed, and
+ * copying it member by member costs a byte load and store per byte. */
+struct eth_macs {
+	__u32 dst_hi;
+	__u16 dst_lo;
+	__u32 src_hi;
+	__u16 src_lo;
+};
 
-	__builtin_memcpy(tmp, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
-	__builtin_memcpy(eth->h_dest, tmp, ETH_ALEN);
+static __always_inline void eth_save(const void *eth, struct eth_macs *m)
+{
+	m->dst_hi = *(const __u32 *)eth;
+	m->dst_lo = *(const __u16 *)(eth + 4);
+	m->src_hi = *(const __u32 *)(eth + 6);
+	m->src_lo = *(const __u16 *)(eth + 10);
 }
 
-/* Forwarding modes tx and kernel: no lookup. */
-static __always_inline int forward_local(struct xdp_md *ctx, __u32 bytes)
+/* Write the Ethernet header of a translated frame. In forwarding mode tx the
+ * frame goes back where it came from, so the MACs are swapped here once;
+ * mode fib overwrites them from the FIB result; mode kernel keeps them. */
+static __always_inline void eth_write(void *eth, const struct eth_macs *m, __u16 proto)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-
-	if ((void *)(eth + 1) > end)
-		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 	if (mup_cfg.fwd_mode == MUP_FWD_TX) {
-		swap_macs(eth);
-		return ev(MUP_EV_FWD_TX, bytes, XDP_TX);
+		*(__u32 *)eth = m->src_hi;
+		*(__u16 *)(eth + 4) = m->src_lo;
+		*(__u32 *)(eth + 6) = m->dst_hi;
+		*(__u16 *)(eth + 10) = m->dst_lo;
+	} else {
+		*(__u32 *)eth = m->dst_hi;
+		*(__u16 *)(eth + 4) = m->dst_lo;
+		*(__u32 *)(eth + 6) = m->src_hi;
+		*(__u16 *)(eth + 10) = m->src_lo;
 	}
+	*(__be16 *)(eth + 12) = bpf_htons(proto);
+}
+
+/* Forwarding modes tx and kernel: no lookup; eth_write did the MACs. */
+static __always_inline int forward_local(__u32 bytes)
+{
+	if (mup_cfg.fwd_mode == MUP_FWD_TX)
+		return ev(MUP_EV_FWD_TX, bytes, XDP_TX);
 	return ev(MUP_EV_FWD_KERNEL, bytes, XDP_PASS);
 }
 

@@ -31,7 +31,7 @@ struct gtp_info {
 /* Parse the optional fields and the extension chain after the 8-byte header
  * at gtp. Returns 0 or a drop event. */
 static __always_inline int gtp_parse_ext(struct gtpu_hdr *gtp, void *end,
-					 struct gtp_info *gi)
+					 __u32 gtp_total, struct gtp_info *gi)
 {
 	__u8 *p;
 	__u8 next;
@@ -46,7 +46,7 @@ static __always_inline int gtp_parse_ext(struct gtpu_hdr *gtp, void *end,
 	{
 		struct gtpu_opt *opt = (void *)(gtp + 1);
 
-		if ((void *)(opt + 1) > end)
+		if ((void *)(opt + 1) > end || gtp_total < off + sizeof(*opt))
 			return MUP_EV_DROP_GTP_TRUNCATED;
 		/* The next-extension field means something only with E set. */
 		next = (gtp->flags & GTP_FLAG_E) ? opt->next_ext : 0;
@@ -63,11 +63,13 @@ static __always_inline int gtp_parse_ext(struct gtpu_hdr *gtp, void *end,
 		if (i == GTP_MAX_EXT)
 			return MUP_EV_DROP_GTP_EXT_CHAIN;
 		p = (__u8 *)gtp + (off & 0x3fff);
-		if ((void *)(p + 4) > end)
+		if ((void *)(p + 4) > end || off + 4 > gtp_total)
 			return MUP_EV_DROP_GTP_EXT_TRUNCATED;
 		elen = (__u32)p[0] * 4;
 		if (!elen)
 			return MUP_EV_DROP_GTP_EXT_ZERO;
+		if (off + elen > gtp_total)
+			return MUP_EV_DROP_GTP_EXT_TRUNCATED;
 		if (!gtp_ext_known(type))
 			return MUP_EV_DROP_GTP_EXT_UNKNOWN;
 		if (type == GTP_EXT_PDU_SESSION) {
@@ -93,7 +95,7 @@ static __always_inline int gtp_parse_ext(struct gtpu_hdr *gtp, void *end,
 static __always_inline int gtp4d_write(struct xdp_md *ctx, const struct mup_policy *pol,
 				       struct u128 last_sid, struct u128 src,
 				       __u32 vtcfl, __u16 payload_len, __u8 inner_nh,
-				       __u32 entries, __u8 *macs)
+				       __u32 entries, const struct eth_macs *macs)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -103,8 +105,7 @@ static __always_inline int gtp4d_write(struct xdp_md *ctx, const struct mup_poli
 
 	if ((void *)(ip6 + 1) > end)
 		return -1;
-	__builtin_memcpy(eth, macs, 2 * ETH_ALEN);
-	eth->h_proto = bpf_htons(ETH_P_IPV6);
+	eth_write(eth, macs, ETH_P_IPV6);
 
 	*(__be32 *)ip6 = bpf_htonl(vtcfl);
 	ip6->payload_len = bpf_htons(payload_len);
@@ -135,7 +136,8 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	struct gtp_info gi;
 	__u32 ihl, tot, udp_len, gtp_len, inner_len, old_hdr, new_hdr, entries, h;
 	__u32 saddr, daddr, teid, vtcfl;
-	__u8 tos, inner_nh, macs[2 * ETH_ALEN];
+	struct eth_macs macs;
+	__u8 tos, inner_nh;
 	__u8 *inner;
 	int rc;
 
@@ -143,7 +145,8 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 		return ev(MUP_EV_DROP_V4_TRUNCATED, bytes, XDP_DROP);
 	ihl = ip->ihl * 4;
 	tot = bpf_ntohs(ip->tot_len);
-	if (ihl < sizeof(*ip) || tot < ihl || sizeof(struct ethhdr) + tot > bytes)
+	if (ip->version != 4 || ihl < sizeof(*ip) || tot < ihl ||
+	    sizeof(struct ethhdr) + tot > bytes)
 		return ev(MUP_EV_DROP_V4_BAD_HEADER, bytes, XDP_DROP);
 	if (ip->protocol != IPPROTO_UDP)
 		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
@@ -154,8 +157,11 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
 	}
 
+	/* Lengths are checked against the IPv4 total length, not only the
+	 * frame: a frame padded to 60 bytes must not lend a short packet the
+	 * bytes of its padding. */
 	udp = (void *)ip + (ihl & 0x3c);
-	if ((void *)(udp + 1) > end)
+	if ((void *)(udp + 1) > end || ihl + sizeof(*udp) > tot)
 		return ev(MUP_EV_DROP_UDP_TRUNCATED, bytes, XDP_DROP);
 	if (udp->dest != bpf_htons(MUP_GTPU_PORT))
 		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
@@ -167,7 +173,7 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	if (udp_len != tot - ihl)
 		return ev(MUP_EV_DROP_UDP_BAD_LENGTH, bytes, XDP_DROP);
 	gtp = (void *)(udp + 1);
-	if ((void *)(gtp + 1) > end)
+	if ((void *)(gtp + 1) > end || udp_len < sizeof(*udp) + sizeof(*gtp))
 		return ev(MUP_EV_DROP_GTP_TRUNCATED, bytes, XDP_DROP);
 	if ((gtp->flags & GTP_FLAGS_VER_MASK) != GTP_FLAGS_V1_PT)
 		return ev(MUP_EV_PASS_GTP_NOT_V1, bytes, XDP_PASS);
@@ -177,11 +183,9 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	if (gtp->type != GTP_TYPE_GPDU)
 		return ev(MUP_EV_PASS_GTP_SIGNALLING, bytes, XDP_PASS);
 
-	rc = gtp_parse_ext(gtp, end, &gi);
+	rc = gtp_parse_ext(gtp, end, gtp_len + sizeof(*gtp), &gi);
 	if (rc)
 		return ev(rc, bytes, XDP_DROP);
-	if (gi.hdr_len > gtp_len + sizeof(*gtp))
-		return ev(MUP_EV_DROP_GTP_BAD_LENGTH, bytes, XDP_DROP);
 	inner_len = gtp_len + sizeof(*gtp) - gi.hdr_len;
 
 	inner = (__u8 *)gtp + (gi.hdr_len & 0x3fff);
@@ -206,7 +210,7 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	}
 
 	/* Everything the new headers need, before the frame moves. */
-	__builtin_memcpy(macs, data, sizeof(macs));
+	eth_save(data, &macs);
 	tos = ip->tos;
 	saddr = bpf_ntohl(ip->saddr);
 	daddr = bpf_ntohl(ip->daddr);
@@ -249,11 +253,11 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 		vtcfl = 6U << 28 | (__u32)tos << 20 | (h & 0xfffff);
 		if (gtp4d_write(ctx, pol, sid, src, vtcfl,
 				new_hdr - sizeof(struct ipv6hdr) + inner_len, inner_nh,
-				entries, macs))
+				entries, &macs))
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 		count_rule(pol->rule, bytes);
 		if (mup_cfg.fwd_mode != MUP_FWD_FIB)
-			return forward_local(ctx, bytes);
+			return forward_local(bytes);
 		{
 			struct bpf_fib_lookup fib = {};
 

@@ -30,7 +30,10 @@ struct gtp4e_hdrs {
 	struct gtpu_hdr gtp;
 	struct gtpu_opt opt;
 	struct gtpu_pdu_session psc;
-} __attribute__((packed));
+};
+/* Naturally aligned, so no packing (which would make every store a byte
+ * store): 20 + 8 + 8 + 4 + 4. */
+_Static_assert(sizeof(struct gtp4e_hdrs) == 44, "gtp4e_hdrs must have no padding");
 
 #define GTP4E_HDR_MIN (sizeof(struct iphdr) + sizeof(struct udphdr) + sizeof(struct gtpu_hdr))
 #define GTP4E_HDR_PSC sizeof(struct gtp4e_hdrs)
@@ -44,7 +47,8 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 	struct v6_chain chain;
 	struct u128 da, sa;
 	__u32 payload_len, inner_len, new_hdr, h, daddr4, saddr4, teid, rule;
-	__u8 tos, ttl, qfi, r, with_psc, macs[2 * ETH_ALEN];
+	struct eth_macs macs;
+	__u8 tos, ttl, qfi, r, with_psc;
 	__u8 *inner;
 	__u64 args;
 	int rc;
@@ -59,15 +63,15 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 	payload_len = bpf_ntohs(ip6->payload_len);
 	if (sizeof(struct ethhdr) + sizeof(*ip6) + payload_len > bytes)
 		return ev(MUP_EV_DROP_V6_BAD_LENGTH, bytes, XDP_DROP);
-	rc = v6_walk(ip6, end, &chain);
+	rc = v6_walk(ip6, end, payload_len, &chain);
 	if (rc)
 		return ev(rc, bytes, XDP_DROP);
-	if (chain.len > payload_len)
-		return ev(MUP_EV_DROP_V6_BAD_LENGTH, bytes, XDP_DROP);
 	/* A packet that spent its hop budget is not re-originated with a
 	 * fresh TTL: two misconfigured translators cannot loop it forever. */
 	if (ip6->hop_limit <= 1)
 		return ev(MUP_EV_DROP_HOP_LIMIT, bytes, XDP_DROP);
+	if (chain.inner != IPPROTO_IPIP && chain.inner != IPPROTO_IPV6)
+		return ev(MUP_EV_DROP_INNER_NOT_IP, bytes, XDP_DROP);
 
 	inner_len = payload_len - chain.len;
 	inner = (__u8 *)(ip6 + 1) + (chain.len & 0x1fff);
@@ -111,7 +115,7 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 	tos = (bpf_ntohl(*(__be32 *)ip6) >> 20) & 0xff;
 	ttl = ls->ttl;
 	rule = ls->rule;
-	__builtin_memcpy(macs, data, sizeof(macs));
+	eth_save(data, &macs);
 
 	if (bytes > sizeof(struct ethhdr) + sizeof(*ip6) + payload_len &&
 	    bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + sizeof(*ip6) + payload_len) -
@@ -130,8 +134,7 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 
 		if ((void *)o + GTP4E_HDR_PSC > end)
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
-		__builtin_memcpy(eth, macs, sizeof(macs));
-		eth->h_proto = bpf_htons(ETH_P_IP);
+		eth_write(eth, &macs, ETH_P_IP);
 
 		o->ip.version = 4;
 		o->ip.ihl = 5;
@@ -167,7 +170,7 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 		}
 		count_rule(rule, bytes);
 		if (mup_cfg.fwd_mode != MUP_FWD_FIB)
-			return forward_local(ctx, bytes);
+			return forward_local(bytes);
 		{
 			struct bpf_fib_lookup fib = {};
 

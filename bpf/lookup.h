@@ -46,7 +46,7 @@ static __always_inline struct mup_localsid *localsid_lookup(struct u128 da)
 			break;
 		plen = mup_cfg.localsid_plens[i];
 		key.plen = plen;
-		u128_store(key.addr, u128_mask(da, plen));
+		u128_store32(key.addr, u128_mask(da, plen));
 		s = bpf_map_lookup_elem(&mup_localsids, &key);
 		if (s)
 			return s;

@@ -56,12 +56,15 @@ static __always_inline int srh_write(void *at, void *end, const struct mup_polic
 /* What End.M.GTP4.E learns from the headers after the fixed IPv6 header. */
 struct v6_chain {
 	__u32 len;   /* bytes of extension headers */
-	__u8  inner; /* next header after them: 4 or 41 */
+	__u8  inner; /* the first next header that is not one of them */
 };
 
-/* Walk Hop-by-Hop, Destination Options and the SRH. Returns 0 or a drop
+/* Walk Hop-by-Hop, Destination Options and the SRH, checking each against
+ * both the frame and the payload length. Stops at the first other header
+ * (the caller decides whether it is an inner packet). Returns 0 or a drop
  * event. */
-static __always_inline int v6_walk(struct ipv6hdr *ip6, void *end, struct v6_chain *c)
+static __always_inline int v6_walk(struct ipv6hdr *ip6, void *end, __u32 payload_len,
+				   struct v6_chain *c)
 {
 	__u8 nh = ip6->nexthdr;
 	__u32 off = 0;
@@ -69,20 +72,22 @@ static __always_inline int v6_walk(struct ipv6hdr *ip6, void *end, struct v6_cha
 #pragma unroll
 	for (int i = 0; i <= V6_MAX_EXT; i++) {
 		__u8 *p;
+		__u32 len;
 
-		if (nh == IPPROTO_IPIP || nh == IPPROTO_IPV6) {
+		if (nh != IPPROTO_HOPOPTS && nh != IPPROTO_DSTOPTS && nh != IPPROTO_ROUTING) {
 			c->len = off;
 			c->inner = nh;
 			return 0;
 		}
 		if (i == V6_MAX_EXT)
 			return MUP_EV_DROP_V6_BAD_EXT;
-		if (nh != IPPROTO_HOPOPTS && nh != IPPROTO_DSTOPTS && nh != IPPROTO_ROUTING)
-			return MUP_EV_DROP_INNER_NOT_IP;
 		if (nh == IPPROTO_HOPOPTS && i)
 			return MUP_EV_DROP_V6_BAD_EXT; /* only right after the header */
 		p = (__u8 *)(ip6 + 1) + (off & 0x1fff);
-		if ((void *)(p + 8) > end)
+		if ((void *)(p + 8) > end || off + 8 > payload_len)
+			return MUP_EV_DROP_V6_TRUNCATED;
+		len = ((__u32)p[1] + 1) * 8;
+		if (off + len > payload_len)
 			return MUP_EV_DROP_V6_TRUNCATED;
 		if (nh == IPPROTO_ROUTING) {
 			struct srh_hdr *srh = (void *)p;
@@ -93,7 +98,7 @@ static __always_inline int v6_walk(struct ipv6hdr *ip6, void *end, struct v6_cha
 				return MUP_EV_DROP_SRH_SL_NONZERO;
 		}
 		nh = p[0];
-		off += ((__u32)p[1] + 1) * 8;
+		off += len;
 	}
 	return MUP_EV_DROP_V6_BAD_EXT;
 }

@@ -1,0 +1,94 @@
+/**
+ * Every frame the program translates must be well-formed for an independent
+ * dissector: run all packet cases through the data plane, write the
+ * translated outputs to a pcap and let `tshark -V` decode it (UDP 2152 is
+ * GTP-U by default, IPv6 routing type 4 is SRH). Any "Malformed" or
+ * "Expert Info (Error..." line fails the test, naming the case.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/load.js';
+import { openDataplane } from '../src/dataplane/index.js';
+import { writePcap } from './helpers/pcap.js';
+import { loadCases } from './helpers/scapy.js';
+
+const TSHARK = 'tshark';
+
+async function tsharkAvailable(): Promise<boolean> {
+  const r = await execa(TSHARK, ['--version'], { reject: false });
+  return r.exitCode === 0;
+}
+
+const haveTshark = await tsharkAvailable();
+if (!haveTshark) {
+  console.warn(
+    '\n*** tshark.test.ts SKIPPED: `tshark` is not installed (apt-get install -y tshark). ' +
+      'Translated packets are NOT being checked by an independent dissector. ***\n',
+  );
+}
+
+interface Translated {
+  readonly label: string;
+  readonly frame: Buffer;
+}
+
+function translateAll(groups: Awaited<ReturnType<typeof loadCases>>['groups']): Translated[] {
+  const out: Translated[] = [];
+  for (const group of groups) {
+    const dp = openDataplane({ config: parseConfig(group.config, group.name) });
+    try {
+      for (const c of group.cases) {
+        const input = Buffer.from(c.input, 'hex');
+        const r = dp.run(input);
+        if (r.verdict !== 'tx') continue;
+        out.push({ label: `${group.name}/${c.name}`, frame: Buffer.from(r.out) });
+        if (c.roundtrip !== undefined) {
+          const fed = Buffer.concat([input.subarray(0, 12), r.out.subarray(12)]);
+          const back = dp.run(fed);
+          if (back.verdict === 'tx') out.push({ label: `${group.name}/${c.name} (round trip)`, frame: Buffer.from(back.out) });
+        }
+      }
+    } finally {
+      dp.close();
+    }
+  }
+  return out;
+}
+
+describe('tshark decodes every translated frame cleanly', () => {
+  it.skipIf(!haveTshark)('no Malformed / Expert Info (Error) in tshark -V of all translated outputs', async () => {
+    const { groups } = await loadCases();
+    const frames = translateAll(groups);
+    expect(frames.length, 'no frame was translated at all').toBeGreaterThan(100);
+
+    const dir = mkdtempSync(join(tmpdir(), 'mup-tshark-'));
+    try {
+      const pcap = join(dir, 'translated.pcap');
+      writePcap(
+        pcap,
+        frames.map((f) => f.frame),
+      );
+      const r = await execa(TSHARK, ['-r', pcap, '-V'], { reject: false, maxBuffer: 512 * 1024 * 1024 });
+      expect(r.exitCode, `tshark failed: ${r.stderr}`).toBe(0);
+
+      // tshark -V prints one block per frame, each starting with "Frame N:".
+      const blocks = r.stdout.split(/\n(?=Frame \d+: )/);
+      expect(blocks.length, 'tshark did not print one block per frame').toBe(frames.length);
+      const bad: string[] = [];
+      blocks.forEach((block, i) => {
+        const lines = block.split('\n').filter((l) => /Malformed|Expert Info \(Error/.test(l));
+        if (lines.length > 0) {
+          bad.push(`frame ${i + 1} = ${frames[i]?.label}:\n${lines.map((l) => `    ${l.trim()}`).join('\n')}\n${block}`);
+        }
+      });
+      if (bad.length > 0) {
+        throw new Error(`${bad.length} of ${frames.length} translated frames are not clean for tshark:\n\n${bad.slice(0, 5).join('\n\n')}`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
