@@ -1,0 +1,85 @@
+/**
+ * Frames for benchmarks and the fuzzer, built in TypeScript so a benchmark
+ * needs no Python: GTP-U/IPv4 uplink frames and SRv6 downlink frames around
+ * an inner IPv4/UDP packet of a chosen size. Tests build their frames with
+ * scapy instead, independently of this code.
+ */
+import { ipv4ToBytes, ipv6ToBytes } from '../sid/addr.js';
+import type { Ipv4Addr, Ipv6Addr } from '../sid/types.js';
+
+const MAC_A = Buffer.from('020000000001', 'hex');
+const MAC_B = Buffer.from('020000000002', 'hex');
+
+function ipv4Checksum(h: Buffer): number {
+  let s = 0;
+  for (let i = 0; i < h.length; i += 2) s += h.readUInt16BE(i);
+  while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
+  return ~s & 0xffff;
+}
+
+export function ipv4Header(o: { src: Ipv4Addr; dst: Ipv4Addr; proto: number; payloadLen: number; tos?: number; ttl?: number }): Buffer {
+  const h = Buffer.alloc(20);
+  h[0] = 0x45;
+  h[1] = o.tos ?? 0;
+  h.writeUInt16BE(20 + o.payloadLen, 2);
+  h.writeUInt16BE(0x4000, 6);
+  h[8] = o.ttl ?? 64;
+  h[9] = o.proto;
+  ipv4ToBytes(o.src).copy(h, 12);
+  ipv4ToBytes(o.dst).copy(h, 16);
+  h.writeUInt16BE(ipv4Checksum(h), 10);
+  return h;
+}
+
+/** Inner IPv4/UDP packet of exactly `len` bytes (>= 28). */
+export function innerUdp4(o: { src: Ipv4Addr; dst: Ipv4Addr; sport: number; dport: number; len: number }): Buffer {
+  if (o.len < 28) throw new RangeError(`inner packet of ${o.len} bytes: at least 28 (IPv4 + UDP)`);
+  const udp = Buffer.alloc(o.len - 20);
+  udp.writeUInt16BE(o.sport, 0);
+  udp.writeUInt16BE(o.dport, 2);
+  udp.writeUInt16BE(udp.length, 4);
+  return Buffer.concat([ipv4Header({ src: o.src, dst: o.dst, proto: 17, payloadLen: udp.length }), udp]);
+}
+
+function eth(type: number): Buffer {
+  const e = Buffer.alloc(14);
+  MAC_B.copy(e, 0);
+  MAC_A.copy(e, 6);
+  e.writeUInt16BE(type, 12);
+  return e;
+}
+
+/** Ethernet / IPv4 / UDP 2152 / GTP-U G-PDU with an UL PDU Session Container. */
+export function gtpuFrame(o: { src: Ipv4Addr; dst: Ipv4Addr; teid: number; qfi: number; sport?: number; inner: Buffer }): Buffer {
+  const gtp = Buffer.alloc(16);
+  gtp[0] = 0x34;
+  gtp[1] = 0xff;
+  gtp.writeUInt16BE(8 + o.inner.length, 2);
+  gtp.writeUInt32BE(o.teid >>> 0, 4);
+  gtp[11] = 0x85;
+  gtp[12] = 1;
+  gtp[13] = 0x10; // PDU type UL
+  gtp[14] = o.qfi & 0x3f;
+  const udp = Buffer.alloc(8);
+  udp.writeUInt16BE(o.sport ?? 2152, 0);
+  udp.writeUInt16BE(2152, 2);
+  udp.writeUInt16BE(8 + gtp.length + o.inner.length, 4);
+  const ip = ipv4Header({ src: o.src, dst: o.dst, proto: 17, payloadLen: udp.readUInt16BE(4) });
+  return Buffer.concat([eth(0x0800), ip, udp, gtp, o.inner]);
+}
+
+/** Ethernet / IPv6 (no SRH) / inner IPv4. */
+export function srv6Frame(o: { src: Ipv6Addr; dst: Ipv6Addr; inner: Buffer; hopLimit?: number }): Buffer {
+  const ip6 = Buffer.alloc(40);
+  ip6.writeUInt32BE(0x60000000, 0);
+  ip6.writeUInt16BE(o.inner.length, 4);
+  ip6[6] = 4;
+  ip6[7] = o.hopLimit ?? 64;
+  ipv6ToBytes(o.src).copy(ip6, 8);
+  ipv6ToBytes(o.dst).copy(ip6, 24);
+  return Buffer.concat([eth(0x86dd), ip6, o.inner]);
+}
+
+/** Headers before the inner packet, for sizing an inner packet to a frame size. */
+export const GTPU_OVERHEAD = 14 + 20 + 8 + 16;
+export const SRV6_OVERHEAD = 14 + 40;
