@@ -7,7 +7,7 @@
  * comes back `pass` and is written unchanged; drops are not written.
  */
 import type { Config } from './config/types.js';
-import { openDataplane, type Verdict } from './dataplane/index.js';
+import { openDataplane, type Counters, type Verdict } from './dataplane/index.js';
 import { readPcap, writePcap, type PcapPacket } from './pcap.js';
 
 export interface ReplayOptions {
@@ -33,6 +33,8 @@ export interface ReplayResult {
   readonly frames: ReplayFrame[];
   /** Frames written to outPath. */
   readonly written: number;
+  /** The program's counters after the run. */
+  readonly counters: Counters;
 }
 
 /** Whether a frame with this verdict leaves the translator (and goes to the output pcap). */
@@ -46,6 +48,7 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
   const dp = openDataplane({ config, ...(o.object === undefined ? {} : { object: o.object }) });
   const frames: ReplayFrame[] = [];
   const out: PcapPacket[] = [];
+  let counters: Counters;
   try {
     input.packets.forEach((p, index) => {
       let r;
@@ -61,9 +64,10 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
       }
       frames.push({ index, verdict: r.verdict, event: r.event, inLen: p.data.length, outLen: written?.length ?? 0 });
     });
+    counters = dp.counters();
   } finally {
     dp.close();
   }
   await writePcap(o.outPath, out);
-  return { frames, written: out.length };
+  return { frames, written: out.length, counters };
 }

@@ -113,6 +113,15 @@ function table(title: string, rows: readonly [string, number][]): string {
   ].join('\n');
 }
 
+/** Per-function and per-rule counters, as the program counted them. */
+function counterTable(r: ReplayResult): string {
+  const rows: [string, string, string][] = [['translated by', 'packets', 'bytes']];
+  for (const [fn, v] of Object.entries(r.counters.functions)) rows.push([fn, String(v.packets), String(v.bytes)]);
+  for (const rule of r.counters.rules) rows.push([`  ${rule.where} (${rule.kind})`, String(rule.packets), String(rule.bytes)]);
+  const w = [0, 1, 2].map((i) => Math.max(...rows.map((row) => row[i]!.length)));
+  return rows.map(([a, b, c]) => `${a.padEnd(w[0]!)}  ${b.padStart(w[1]!)}  ${c.padStart(w[2]!)}`).join('\n');
+}
+
 function summary(r: ReplayResult, inPath: string, outPath: string): string {
   const head = `${r.frames.length} frames from ${inPath}, ${r.written} written to ${outPath}`;
   if (r.frames.length === 0) return `${head}\n`;
@@ -122,6 +131,8 @@ function summary(r: ReplayResult, inPath: string, outPath: string): string {
     table('verdict', countBy(r.frames, (f) => f.verdict)),
     '',
     table('event', countBy(r.frames, (f) => f.event ?? '(none)')),
+    '',
+    counterTable(r),
     '',
     '(--json prints one line per frame)',
     '',

@@ -92,7 +92,12 @@ export interface Counters {
   readonly events: Record<string, CounterValue>;
   /** Configured rules, policies first. */
   readonly rules: RuleCounter[];
+  /** Translated packets per function: the sum of its rules. */
+  readonly functions: Record<TranslationFunction, CounterValue>;
 }
+
+/** H.M.GTP4.D (policies) and End.M.GTP4.E (local SIDs). */
+export type TranslationFunction = 'h_m_gtp4_d' | 'end_m_gtp4_e';
 
 export interface DataplaneOptions {
   /** Default: DEFAULT_OBJECT. */
@@ -392,7 +397,11 @@ class LoadedDataplane implements Dataplane {
       const l = localsids[j];
       if (l !== undefined) rules.push({ rule: localSidRule(this.config, j), kind: 'localsid', where: l.where, ...v });
     });
-    return { events, rules };
+    const sum = (kind: RuleCounter['kind']): CounterValue =>
+      rules
+        .filter((r) => r.kind === kind)
+        .reduce((a, r) => ({ packets: a.packets + r.packets, bytes: a.bytes + r.bytes }), { packets: 0n, bytes: 0n });
+    return { events, rules, functions: { h_m_gtp4_d: sum('policy'), end_m_gtp4_e: sum('localsid') } };
   }
 
   close(): void {
