@@ -31,7 +31,9 @@ ts: $(STAMP)
 	npx tsc -p tsconfig.json
 
 test: bpf ts
-	npx vitest run
+	@rm -f build/vitest.json
+	npx vitest run --reporter=default --reporter=json --outputFile.json=build/vitest.json; \
+	  rc=$$?; node scripts/test-summary.mjs build/vitest.json; exit $$rc
 
 demo: bpf ts
 	bash scripts/demo.sh
