@@ -60,6 +60,8 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 	if (!ls)
 		return ev(MUP_EV_PASS_NO_LOCALSID, bytes, XDP_PASS);
 
+	if (ip6->version != 6)
+		return ev(MUP_EV_DROP_V6_BAD_HEADER, bytes, XDP_DROP);
 	payload_len = bpf_ntohs(ip6->payload_len);
 	if (sizeof(struct ethhdr) + sizeof(*ip6) + payload_len > bytes)
 		return ev(MUP_EV_DROP_V6_BAD_LENGTH, bytes, XDP_DROP);

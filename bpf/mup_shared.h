@@ -133,7 +133,8 @@ enum mup_event {
 	MUP_EV_DROP_HOP_LIMIT = 32,        /* hop limit <= 1 */
 	MUP_EV_DROP_ADJUST = 33,           /* bpf_xdp_adjust_head/tail refused */
 	MUP_EV_DROP_BAD_RULE = 34,         /* table entry out of range (never expected) */
-	MUP_EV_MAX = 35,
+	MUP_EV_DROP_V6_BAD_HEADER = 35,    /* IPv6 ethertype, version != 6 */
+	MUP_EV_MAX = 36,
 };
 
 #endif /* MUP_SHARED_H */

@@ -251,9 +251,15 @@ describe.skipIf(!clang)('checkLayouts on compiled probes', () => {
     const obj = objectOpen(build('names', original));
     try {
       const names = eventNames(obj);
+      // Read independently from the header's text: every MUP_EV_* but MAX.
+      const fromText = new Map(
+        [...original.matchAll(/^\s*MUP_EV_(\w+)\s*=\s*(\d+),/gm)]
+          .filter((m) => m[1] !== 'MAX')
+          .map((m) => [Number(m[2]), m[1]!.toLowerCase()] as const),
+      );
+      expect(fromText.size).toBeGreaterThan(20);
+      expect(new Map([...names].sort((x, y) => x[0] - y[0]))).toEqual(new Map([...fromText].sort((x, y) => x[0] - y[0])));
       expect(names.get(1)).toBe('pass_not_gtpu');
-      expect(names.get(34)).toBe('drop_bad_rule');
-      expect(names.size).toBe(31);
     } finally {
       objectClose(obj);
     }
