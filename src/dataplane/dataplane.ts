@@ -2,7 +2,7 @@
  * The loaded data plane: open build/mup.bpf.o, size its maps and write its
  * configuration from a Config, load it, check its layouts against the codec,
  * fill the tables; then run frames through it (BPF_PROG_TEST_RUN) and read
- * its counters. Attaching to interfaces is the daemon's business.
+ * its counters; attach it to interfaces (in other network namespaces too).
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -44,8 +44,14 @@ import {
   objectOpen,
   programFd,
   testRun,
+  xdpAttach,
+  xdpDetachProgram,
+  XDP_FLAGS_DRV_MODE,
+  XDP_FLAGS_SKB_MODE,
+  XDP_FLAGS_UPDATE_IF_NOEXIST,
   type BpfObject,
 } from './libbpf.js';
+import { ifIndex, inNetns, NetnsError } from './netns.js';
 
 /** <repo>/build/mup.bpf.o, from src/dataplane or dist/dataplane alike. */
 export const DEFAULT_OBJECT = fileURLToPath(new URL('../../build/mup.bpf.o', import.meta.url));
@@ -99,6 +105,29 @@ export interface Counters {
 /** H.M.GTP4.D (policies) and End.M.GTP4.E (local SIDs). */
 export type TranslationFunction = 'h_m_gtp4_d' | 'end_m_gtp4_e';
 
+/**
+ * XDP attach mode. native: in the driver, the fast path (veth supports it).
+ * generic: after the kernel has built an skb, for drivers without XDP
+ * support; much slower. Native is the default; generic must be asked for.
+ */
+export type XdpMode = 'native' | 'generic';
+
+export interface AttachOptions {
+  /** Network namespace (`ip netns` name) of the interface; default: the caller's. */
+  readonly netns?: string;
+  /** Default 'native'. */
+  readonly mode?: XdpMode;
+}
+
+/** An interface this data plane's program is attached to. */
+export interface Attachment {
+  readonly ifname: string;
+  readonly netns?: string;
+  /** Index inside `netns`. */
+  readonly ifindex: number;
+  readonly mode: XdpMode;
+}
+
 export interface DataplaneOptions {
   /** Default: DEFAULT_OBJECT. */
   readonly object?: string;
@@ -121,7 +150,21 @@ export interface Dataplane {
   /** One BPF_PROG_TEST_RUN of the frame, repeat 1. */
   run(frame: Buffer): RunResult;
   counters(): Counters;
-  /** Unload (closes every fd). Idempotent. */
+  /**
+   * Attach the program to interface `ifname` (in namespace `netns`, entered
+   * with setns() on this thread). Refuses (EBUSY) when an XDP program of that
+   * mode is already attached: detach it first.
+   */
+  attach(ifname: string, o?: AttachOptions): Attachment;
+  /**
+   * Detach from an interface attached with attach(), only if our program is
+   * still the one attached there. An interface or namespace that is gone
+   * took the attachment with it: not an error.
+   */
+  detach(ifname: string, o?: { readonly netns?: string }): void;
+  /** Current attachments, in attach order. */
+  readonly attachments: readonly Attachment[];
+  /** Detach everything attached with attach(), then unload (closes every fd). Idempotent. */
   close(): void;
 }
 
@@ -273,9 +316,25 @@ export function syncTables(t: Tables, config: Config): void {
   mapUpdate(t.configFd, key0, encodeConfig(wanted, current, t.configOffset), BPF_ANY, MAP_CONFIG);
 }
 
+const XDP_MODE_FLAGS: Record<XdpMode, number> = { native: XDP_FLAGS_DRV_MODE, generic: XDP_FLAGS_SKB_MODE };
+
+function attachmentKey(ifname: string, netns: string | undefined): string {
+  return `${netns ?? ''}\0${ifname}`;
+}
+
+function describeIf(ifname: string, netns: string | undefined): string {
+  return netns === undefined ? ifname : `${ifname} in network namespace ${netns}`;
+}
+
+/** The interface (or its namespace) no longer exists, so neither does the attachment. */
+function isGone(e: unknown): boolean {
+  return e instanceof NetnsError && (e.code === 'ENOENT' || e.code === 'ENODEV');
+}
+
 class LoadedDataplane implements Dataplane {
   readonly #obj: BpfObject;
   readonly #ncpus = numPossibleCpus();
+  readonly #attached = new Map<string, Attachment>();
   #closed = false;
 
   #config: Config;
@@ -404,9 +463,59 @@ class LoadedDataplane implements Dataplane {
     return { events, rules, functions: { h_m_gtp4_d: sum('policy'), end_m_gtp4_e: sum('localsid') } };
   }
 
+  get attachments(): readonly Attachment[] {
+    return [...this.#attached.values()];
+  }
+
+  attach(ifname: string, o: AttachOptions = {}): Attachment {
+    this.#open();
+    const mode = o.mode ?? 'native';
+    const key = attachmentKey(ifname, o.netns);
+    if (this.#attached.has(key)) throw new Error(`${describeIf(ifname, o.netns)}: already attached by this data plane`);
+    const what = `${describeIf(ifname, o.netns)} (${mode})`;
+    const ifindex = ifIndex(ifname, o.netns);
+    inNetns(o.netns, () => xdpAttach(ifindex, this.progFd, XDP_MODE_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST, what));
+    const a: Attachment = { ifname, ifindex, mode, ...(o.netns === undefined ? {} : { netns: o.netns }) };
+    this.#attached.set(key, a);
+    return a;
+  }
+
+  detach(ifname: string, o: { readonly netns?: string } = {}): void {
+    this.#open();
+    const key = attachmentKey(ifname, o.netns);
+    const a = this.#attached.get(key);
+    if (a === undefined) throw new Error(`${describeIf(ifname, o.netns)}: not attached by this data plane`);
+    this.#detach(a);
+    this.#attached.delete(key);
+  }
+
+  #detach(a: Attachment): void {
+    try {
+      // Same name, other index: the interface was deleted and another made.
+      if (ifIndex(a.ifname, a.netns) !== a.ifindex) return;
+      inNetns(a.netns, () =>
+        xdpDetachProgram(a.ifindex, this.progFd, XDP_MODE_FLAGS[a.mode], `${describeIf(a.ifname, a.netns)} (${a.mode})`),
+      );
+    } catch (e) {
+      if (!isGone(e)) throw e;
+    }
+  }
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    const failed: string[] = [];
+    for (const a of this.#attached.values()) {
+      try {
+        this.#detach(a);
+      } catch (e) {
+        failed.push((e as Error).message);
+      }
+    }
+    this.#attached.clear();
     objectClose(this.#obj);
+    if (failed.length > 0) {
+      throw new Error(`closed the data plane, but could not detach it from: ${failed.join('; ')}`);
+    }
   }
 }

@@ -5,3 +5,4 @@ export * as codec from './codec.js';
 export type { CounterValue } from './codec.js';
 export * as libbpf from './libbpf.js';
 export { LibbpfError } from './libbpf.js';
+export { ifIndex, inNetns, NetnsError, NETNS_DIR } from './netns.js';

@@ -500,6 +500,26 @@ export function xdpDetach(ifindex: number, flags: number, what = `ifindex ${ifin
   check(c.xdpDetach(ifindex, flags, null), `detaching XDP from ${what}`);
 }
 
+// struct bpf_xdp_attach_opts (libbpf 1.x): sz, old_prog_fd; 16 bytes with padding.
+const XdpAttachOpts = koffi.struct('bpf_xdp_attach_opts', { sz: 'size_t', old_prog_fd: 'int' });
+const XDP_ATTACH_OPTS_SIZE = koffi.sizeof(XdpAttachOpts);
+const xdpDetachIfFn = bind<(ifindex: number, flags: number, opts: { sz: number; old_prog_fd: number }) => number>(
+  lib,
+  'int bpf_xdp_detach(int ifindex, uint32_t flags, const bpf_xdp_attach_opts *opts)',
+);
+
+/**
+ * Detach only if `progFd`'s program is the one attached (XDP_FLAGS_REPLACE
+ * with old_prog_fd): another program attached meanwhile fails with EEXIST
+ * instead of being removed.
+ */
+export function xdpDetachProgram(ifindex: number, progFd: number, flags: number, what = `ifindex ${ifindex}`): void {
+  check(
+    xdpDetachIfFn(ifindex, flags | XDP_FLAGS_REPLACE, { sz: XDP_ATTACH_OPTS_SIZE, old_prog_fd: progFd }),
+    `detaching XDP from ${what}`,
+  );
+}
+
 // ---------------------------------------------------------------------------
 // BTF (layouts per linux/btf.h)
 
