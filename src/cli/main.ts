@@ -3,6 +3,7 @@
  * library function, prints. Errors print one line `mup: ...` on stderr and
  * exit with status 2.
  */
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { loadConfigFile } from '../config/load.js';
 import type { Config } from '../config/types.js';
@@ -24,6 +25,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
   let status = 0;
   const program = new Command('mup')
     .description('srv6-mup: stateless GTP-U/IPv4 <-> SRv6 translator (RFC 9433) in XDP')
+    .version(packageVersion(), '-V, --version', 'print the version')
     .exitOverride()
     .configureOutput({
       writeOut: io.out,
@@ -73,6 +75,11 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
     status = 2;
   }
   return status;
+}
+
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+  return pkg.version ?? 'unknown';
 }
 
 function oneLine(e: unknown): string {

@@ -1,0 +1,86 @@
+/**
+ * The `mup` command line as a user meets it: bin/mup.js (the compiled CLI,
+ * built by `make`) on the demo frames, and the error paths that must print
+ * one line and exit 2.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parsePcap } from '../src/pcap.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const BIN = join(ROOT, 'bin/mup.js');
+const CONFIG = join(ROOT, 'config/demo.yaml');
+const dir = mkdtempSync(join(tmpdir(), 'mup-cli-'));
+const IN = join(dir, 'in.pcap');
+
+function mup(...args: string[]) {
+  return execa('node', [BIN, ...args], { reject: false, cwd: ROOT });
+}
+
+beforeAll(async () => {
+  if (!existsSync(join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `make` (make test builds it)');
+  await execa('/usr/bin/python3', [join(ROOT, 'test/fixtures/demo.py'), IN]);
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('mup replay', () => {
+  it('translates the demo frames and writes what leaves', async () => {
+    const out = join(dir, 'out.pcap');
+    const r = await mup('replay', '--config', CONFIG, '--in', IN, '--out', out, '--json');
+    expect(r.stderr).toBe('');
+    expect(r.exitCode).toBe(0);
+    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { index: number; verdict: string; reason: string | null; event: string; out_len: number });
+    // test/fixtures/demo.py: 3 uplink + 2 downlink G-PDUs, Echo, ARP, other UDP, one malformed.
+    expect(lines.map((l) => l.verdict)).toEqual(['tx', 'tx', 'tx', 'tx', 'tx', 'pass', 'pass', 'pass', 'drop']);
+    expect(lines[8]).toMatchObject({ reason: 'drop_inner_not_ip', out_len: 0 });
+    expect(lines[5]).toMatchObject({ event: 'pass_gtp_signalling', reason: null });
+    const written = parsePcap(readFileSync(out), out).packets;
+    expect(written).toHaveLength(8);
+    expect(written.map((p) => p.data.length)).toEqual(lines.slice(0, 8).map((l) => l.out_len));
+    expect(written[0]!.data.readUInt16BE(12)).toBe(0x86dd); // uplink became IPv6
+    expect(written[3]!.data.readUInt16BE(12)).toBe(0x0800); // downlink became IPv4
+  });
+
+  it('prints verdicts, events and per-rule counters without --json', async () => {
+    const r = await mup('replay', '--config', CONFIG, '--in', IN, '--out', join(dir, 'o2.pcap'));
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toMatch(/^h_m_gtp4_d\s+3\s+\d+$/m);
+    expect(r.stdout).toMatch(/^end_m_gtp4_e\s+2\s+\d+$/m);
+    expect(r.stdout).toMatch(/^drop_inner_not_ip\s+1$/m);
+  });
+
+  const bad = (name: string, text: string | Buffer): string => {
+    const f = join(dir, name);
+    writeFileSync(f, text);
+    return f;
+  };
+
+  it.each([
+    ['a file that is not a pcap', () => ['--config', CONFIG, '--in', bad('x.pcap', 'hello'), '--out', join(dir, 'o.pcap')], /not a pcap file/],
+    ['a missing input', () => ['--config', CONFIG, '--in', join(dir, 'nope.pcap'), '--out', join(dir, 'o.pcap')], /nope\.pcap/],
+    [
+      'an SID prefix too long for the RFC layout',
+      () => ['--config', bad('c.yaml', 'policies:\n  - match: 10.0.1.0/24\n    sr_prefix: 2001:db8:1::/64\n    src_prefix: 2001:db8:ff::/64\n'), '--in', IN, '--out', join(dir, 'o.pcap')],
+      /c\.yaml:3: policies\[0\]\.sr_prefix: .*L at most 56/,
+    ],
+    ['an unknown key', () => ['--config', bad('k.yaml', 'policy: []\n'), '--in', IN, '--out', join(dir, 'o.pcap')], /k\.yaml:1: policy/],
+    ['a missing object', () => ['--config', CONFIG, '--in', IN, '--out', join(dir, 'o.pcap'), '--object', join(dir, 'none.o')], /build it with `make`/],
+    ['a missing option', () => ['--config', CONFIG], /required option/],
+  ])('%s: one line on stderr, exit 2', async (_name, args, message) => {
+    const r = await mup('replay', ...args());
+    expect(r.exitCode).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/^mup: /);
+    expect(r.stderr).toMatch(message);
+  });
+
+  it('--help teaches with an example', async () => {
+    const r = await mup('replay', '--help');
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toMatch(/Examples?:\n\s+mup replay --config/);
+  });
+});
