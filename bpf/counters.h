@@ -7,9 +7,11 @@
 
 #include "maps.h"
 
-/* Keeps enum mup_event in the object's BTF, where user space reads the event
- * names from: clang emits a type only when something uses it by name. */
+/* Keep enum mup_event and enum mup_limits in the object's BTF, where user
+ * space reads the event names and checks the limits: clang emits a type only
+ * when something uses it by name. */
 const volatile enum mup_event mup_event_names __attribute__((used)) = MUP_EV_MAX;
+const volatile enum mup_limits mup_limits_btf __attribute__((used)) = MUP_MAX_SEGS;
 
 static __always_inline void mup_count(__u32 slot, __u32 bytes)
 {

@@ -10,10 +10,14 @@
 
 #include <linux/types.h>
 
-#define MUP_MAX_SEGS      4   /* policy segments S1..Sk before the last SID */
-#define MUP_MAX_PLENS     16  /* distinct prefix lengths per table */
-#define MUP_GTPU_PORT     2152
-#define MUP_EVENT_SLOTS   64  /* counter slots before the per-rule ones */
+/* Limits both sides depend on. An enum, not #defines, so that they are in
+ * the object's BTF and user space checks its own copies against them. */
+enum mup_limits {
+	MUP_MAX_SEGS = 4,      /* policy segments S1..Sk before the last SID */
+	MUP_MAX_PLENS = 16,    /* distinct prefix lengths per table */
+	MUP_EVENT_SLOTS = 64,  /* counter slots before the per-rule ones */
+	MUP_GTPU_PORT = 2152,
+};
 
 /* Policy table key (H.M.GTP4.D): longest match over the 64-bit value
  * IPv4 DA || TEID. Today prefixes are <= 32 bits (DA only, teid = 0); the TEID
