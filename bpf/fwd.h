@@ -79,6 +79,8 @@ static __always_inline int forward_fib(struct xdp_md *ctx, struct bpf_fib_lookup
 	rc = bpf_fib_lookup(ctx, fib, sizeof(*fib), 0);
 	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
 		return ev(MUP_EV_FWD_FIB_MISS, bytes, XDP_PASS);
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		return ev(MUP_EV_FWD_FIB_FRAG, bytes, XDP_PASS);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return ev(MUP_EV_FWD_FIB_FAIL, bytes, XDP_PASS);
 
@@ -86,6 +88,9 @@ static __always_inline int forward_fib(struct xdp_md *ctx, struct bpf_fib_lookup
 	__builtin_memcpy(eth->h_source, fib->smac, ETH_ALEN);
 	if (fib->ifindex == ctx->ingress_ifindex)
 		return ev(MUP_EV_FWD_TX, bytes, XDP_TX);
+	/* Counted when handed over: a redirect that fails later in the
+	 * kernel (a veth peer without an XDP program) shows only in the
+	 * xdp:xdp_redirect_err tracepoint. */
 	mup_count(MUP_EV_FWD_REDIRECT, bytes);
 	return bpf_redirect(fib->ifindex, 0);
 }

@@ -125,6 +125,16 @@ static __always_inline int gtp4d_write(struct xdp_md *ctx, const struct mup_poli
 	return srh_write((void *)(ip6 + 1), end, pol, last_sid, inner_nh, entries);
 }
 
+/* A malformed IPv4 packet is ours to drop only when it is addressed to a
+ * policy prefix; anyone else's goes to the kernel untouched. Costs a lookup
+ * on this error path only. */
+static __always_inline int malformed4(__be32 daddr, __u32 drop_event, __u32 bytes)
+{
+	if (policy_lookup(daddr))
+		return ev(drop_event, bytes, XDP_DROP);
+	return ev(MUP_EV_PASS_MALFORMED, bytes, XDP_PASS);
+}
+
 static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 {
 	void *data = (void *)(long)ctx->data;
@@ -142,14 +152,15 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	int rc;
 
 	if ((void *)(ip + 1) > end)
-		return ev(MUP_EV_DROP_V4_TRUNCATED, bytes, XDP_DROP);
-	ihl = ip->ihl * 4;
-	tot = bpf_ntohs(ip->tot_len);
-	if (ip->version != 4 || ihl < sizeof(*ip) || tot < ihl ||
-	    sizeof(struct ethhdr) + tot > bytes)
-		return ev(MUP_EV_DROP_V4_BAD_HEADER, bytes, XDP_DROP);
+		return ev(MUP_EV_PASS_MALFORMED, bytes, XDP_PASS); /* no DA to judge by */
 	if (ip->protocol != IPPROTO_UDP)
 		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
+	ihl = ip->ihl * 4;
+	tot = bpf_ntohs(ip->tot_len);
+	if (ip->version != 4 || ihl < sizeof(*ip) || tot < ihl)
+		return malformed4(ip->daddr, MUP_EV_DROP_V4_BAD_HEADER, bytes);
+	if (sizeof(struct ethhdr) + tot > bytes)
+		return malformed4(ip->daddr, MUP_EV_DROP_V4_TRUNCATED, bytes);
 	if (ip->frag_off & bpf_htons(0x3fff)) {
 		/* Not translated (spec §2); the kernel reassembles or drops. */
 		if (policy_lookup(ip->daddr))
@@ -162,7 +173,7 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	 * bytes of its padding. */
 	udp = (void *)ip + (ihl & 0x3c);
 	if ((void *)(udp + 1) > end || ihl + sizeof(*udp) > tot)
-		return ev(MUP_EV_DROP_UDP_TRUNCATED, bytes, XDP_DROP);
+		return malformed4(ip->daddr, MUP_EV_DROP_UDP_TRUNCATED, bytes);
 	if (udp->dest != bpf_htons(MUP_GTPU_PORT))
 		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
 	pol = policy_lookup(ip->daddr);

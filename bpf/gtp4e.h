@@ -54,7 +54,7 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 	int rc;
 
 	if ((void *)(ip6 + 1) > end)
-		return ev(MUP_EV_DROP_V6_TRUNCATED, bytes, XDP_DROP);
+		return ev(MUP_EV_PASS_MALFORMED, bytes, XDP_PASS); /* no DA to judge by */
 	da = u128_load(&ip6->daddr);
 	ls = localsid_lookup(da);
 	if (!ls)

@@ -96,6 +96,10 @@ struct mup_counter {
 };
 
 /*
+ * Drops are for packets addressed to us (a policy prefix or a local SID). A
+ * malformed packet for anyone else is passed to the kernel, which keeps its
+ * own error counters for it.
+ *
  * Counter slots 0..MUP_EVENT_SLOTS-1 are events: what happened to a packet.
  * Every packet the program sees lands in exactly one of them, so their sum is
  * the number of packets seen. Slots MUP_EVENT_SLOTS + rule count packets per
@@ -111,15 +115,17 @@ enum mup_event {
 	MUP_EV_PASS_GTP_NOT_V1 = 4,    /* version != 1 or PT != 1 */
 	MUP_EV_PASS_GTP_SIGNALLING = 5,/* Echo, Error Indication, End Marker, ... */
 	MUP_EV_PASS_NO_LOCALSID = 6,   /* IPv6 not to a local SID */
+	MUP_EV_PASS_MALFORMED = 7,     /* malformed, not addressed to us: the kernel judges */
 	/* Translated: how the result left. */
 	MUP_EV_FWD_TX = 8,             /* XDP_TX (fwd_mode tx, or FIB egress = ingress) */
 	MUP_EV_FWD_REDIRECT = 9,       /* FIB hit, redirected */
 	MUP_EV_FWD_KERNEL = 10,        /* fwd_mode kernel: XDP_PASS */
 	MUP_EV_FWD_FIB_MISS = 11,      /* FIB lookup found no neighbour: XDP_PASS */
 	MUP_EV_FWD_FIB_FAIL = 12,      /* no route, blackhole, ...: XDP_PASS */
+	MUP_EV_FWD_FIB_FRAG = 13,      /* larger than the egress MTU: XDP_PASS */
 	/* Dropped, by reason. */
-	MUP_EV_DROP_V4_TRUNCATED = 16,     /* IPv4 header cut short */
-	MUP_EV_DROP_V4_BAD_HEADER = 17,    /* IHL < 5, total length vs frame */
+	MUP_EV_DROP_V4_TRUNCATED = 16,     /* frame ends before the IPv4 total length */
+	MUP_EV_DROP_V4_BAD_HEADER = 17,    /* version != 4, IHL < 5, total length < IHL */
 	MUP_EV_DROP_UDP_TRUNCATED = 18,
 	MUP_EV_DROP_UDP_BAD_LENGTH = 19,   /* UDP length vs IPv4 payload */
 	MUP_EV_DROP_GTP_TRUNCATED = 20,
@@ -130,7 +136,7 @@ enum mup_event {
 	MUP_EV_DROP_GTP_EXT_UNKNOWN = 25,  /* unknown comprehension-required type */
 	MUP_EV_DROP_INNER_NOT_IP = 26,     /* inner PDU neither IPv4 nor IPv6 */
 	MUP_EV_DROP_INNER_TRUNCATED = 27,  /* inner IP header cut short */
-	MUP_EV_DROP_V6_TRUNCATED = 28,     /* IPv6 or extension header cut short */
+	MUP_EV_DROP_V6_TRUNCATED = 28,     /* extension header cut short */
 	MUP_EV_DROP_V6_BAD_LENGTH = 29,    /* payload length vs frame */
 	MUP_EV_DROP_V6_BAD_EXT = 30,       /* unsupported routing type, chain too long */
 	MUP_EV_DROP_SRH_SL_NONZERO = 31,   /* End.M.GTP4.E with Segments Left != 0 */
