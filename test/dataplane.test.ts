@@ -199,6 +199,7 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct mup_localsid_key); 
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __type(key, __u32); __type(value, struct mup_counter); __uint(max_entries, 64); } mup_counters SEC(".maps");
 struct mup_config mup_cfg SEC(".data.cfg") = {};
 static const enum mup_event mup_event_btf __attribute__((used)) = MUP_EV_MAX;
+static const enum mup_limits mup_limits_btf __attribute__((used)) = MUP_MAX_SEGS;
 SEC("xdp") int mup_xdp(struct xdp_md *ctx) { return XDP_PASS; }
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 `;
@@ -207,9 +208,9 @@ describe.skipIf(!clang)('checkLayouts on compiled probes', () => {
   const dir = mkdtempSync(join(tmpdir(), 'mup-btf-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  function build(name: string, header: string): string {
+  function build(name: string, header: string, source = PROBE_C): string {
     writeFileSync(join(dir, 'mup_shared.h'), header);
-    writeFileSync(join(dir, `${name}.c`), PROBE_C);
+    writeFileSync(join(dir, `${name}.c`), source);
     const out = join(dir, `${name}.o`);
     const arch = execFileSync('uname', ['-m']).toString().trim();
     execFileSync('clang', ['-O2', '-g', '-target', 'bpf', `-I/usr/include/${arch}-linux-gnu`, '-I', dir, '-c', join(dir, `${name}.c`), '-o', out]);
@@ -245,6 +246,22 @@ describe.skipIf(!clang)('checkLayouts on compiled probes', () => {
     expect(err!.problems).toContain('mup_policy.hop_limit is at offset 104 size 2, codec expects offset 104 size 1');
     expect(err!.problems).toContain('struct mup_counter is 24 bytes, codec expects 16');
     expect(err!.message).toMatch(/altered\.o and src\/dataplane\/codec\.ts disagree/);
+  });
+
+  it('rejects a changed limit in enum mup_limits, naming it', () => {
+    const altered = original.replace(/MUP_EVENT_SLOTS\s*=\s*64,/, 'MUP_EVENT_SLOTS = 128,');
+    expect(altered).not.toBe(original);
+    const err = layoutError(build('limits', altered));
+    expect(err).toBeInstanceOf(LayoutError);
+    expect(err!.problems).toEqual(['MUP_EVENT_SLOTS is 128 in enum mup_limits, src/config/limits.ts has 64']);
+  });
+
+  it('rejects an object without enum mup_limits in its BTF', () => {
+    const source = PROBE_C.replace(/^.*mup_limits_btf.*\n/m, '');
+    expect(source).not.toBe(PROBE_C);
+    const err = layoutError(build('nolimits', original, source));
+    expect(err).toBeInstanceOf(LayoutError);
+    expect(err!.problems).toEqual([expect.stringMatching(/^enum mup_limits is not in the BTF/)]);
   });
 
   it('reads event names from enum mup_event', () => {

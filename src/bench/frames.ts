@@ -10,23 +10,45 @@ import type { Ipv4Addr, Ipv6Addr } from '../sid/types.js';
 const MAC_A = Buffer.from('020000000001', 'hex');
 const MAC_B = Buffer.from('020000000002', 'hex');
 
-function ipv4Checksum(h: Buffer): number {
+/**
+ * The Internet checksum (RFC 1071) of `b[start, end)`: written into an IPv4
+ * header whose checksum field is 0, or 0 over a header whose checksum is right.
+ */
+export function ipv4Checksum(b: Buffer, start = 0, end = b.length): number {
   let s = 0;
-  for (let i = 0; i < h.length; i += 2) s += h.readUInt16BE(i);
+  for (let i = start; i < end; i += 2) s += (b[i]! << 8) | (i + 1 < end ? b[i + 1]! : 0);
   while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
   return ~s & 0xffff;
 }
 
-export function ipv4Header(o: { src: Ipv4Addr; dst: Ipv4Addr; proto: number; payloadLen: number; tos?: number; ttl?: number }): Buffer {
-  const h = Buffer.alloc(20);
-  h[0] = 0x45;
+export interface Ipv4HeaderOptions {
+  src: Ipv4Addr;
+  dst: Ipv4Addr;
+  proto: number;
+  payloadLen: number;
+  tos?: number;
+  ttl?: number;
+  id?: number;
+  /** Flags and fragment offset; default DF (0x4000). */
+  frag?: number;
+  /** IPv4 options, a multiple of 4 bytes. */
+  options?: Buffer;
+}
+
+/** An IPv4 header with its checksum, IHL from the options. */
+export function ipv4Header(o: Ipv4HeaderOptions): Buffer {
+  const opts = o.options ?? Buffer.alloc(0);
+  const h = Buffer.alloc(20 + opts.length);
+  h[0] = 0x40 | (h.length / 4);
   h[1] = o.tos ?? 0;
-  h.writeUInt16BE(20 + o.payloadLen, 2);
-  h.writeUInt16BE(0x4000, 6);
+  h.writeUInt16BE(h.length + o.payloadLen, 2);
+  h.writeUInt16BE(o.id ?? 0, 4);
+  h.writeUInt16BE(o.frag ?? 0x4000, 6);
   h[8] = o.ttl ?? 64;
   h[9] = o.proto;
   ipv4ToBytes(o.src).copy(h, 12);
   ipv4ToBytes(o.dst).copy(h, 16);
+  opts.copy(h, 20);
   h.writeUInt16BE(ipv4Checksum(h), 10);
   return h;
 }

@@ -48,6 +48,7 @@ import { testRun } from '../dataplane/libbpf.js';
 import { ipv4Addr, ipv6Addr, ipv6FromBytes, ipv6ToBytes, mask6 } from '../sid/addr.js';
 import { decodeGtp4Sid, decodeGtp4Src, encodeGtp4Sid, encodeGtp4Src, qfi as mkQfi, teid as mkTeid } from '../sid/mobile.js';
 import type { Ipv6Addr } from '../sid/types.js';
+import { ipv4Checksum, ipv4Header, type Ipv4HeaderOptions } from './frames.js';
 
 // ---------------------------------------------------------------------------
 // Options and report
@@ -235,7 +236,8 @@ export function fuzzConfig(): Config {
 }
 
 // ---------------------------------------------------------------------------
-// Small packet builders (our own: frames.ts covers only the benchmark shapes)
+// Small packet builders (frames.ts builds the IPv4 header; the rest covers
+// shapes the benchmarks do not need)
 
 const ETH_HLEN = 14;
 const MAC_A = Buffer.from('020000000001', 'hex');
@@ -243,13 +245,6 @@ const MAC_B = Buffer.from('020000000002', 'hex');
 /** BPF_PROG_TEST_RUN takes XDP frames up to about a page minus head/tailroom. */
 const MAX_FRAME = 1600;
 const MIN_FRAME = ETH_HLEN;
-
-function csum16(b: Buffer, start = 0, end = b.length): number {
-  let s = 0;
-  for (let i = start; i < end; i += 2) s += (b[i]! << 8) | (i + 1 < end ? b[i + 1]! : 0);
-  while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
-  return ~s & 0xffff;
-}
 
 function u16(n: number): Buffer {
   const b = Buffer.alloc(2);
@@ -261,34 +256,16 @@ function ether(type: number, payload: Buffer): Buffer {
   return Buffer.concat([MAC_B, MAC_A, u16(type), payload]);
 }
 
-interface V4Opts {
+interface V4Opts extends Omit<Ipv4HeaderOptions, 'src' | 'dst' | 'payloadLen'> {
   src: number;
   dst: number;
-  proto: number;
   payload: Buffer;
-  tos?: number;
-  ttl?: number;
-  frag?: number;
-  id?: number;
-  /** IPv4 options, a multiple of 4 bytes. */
-  options?: Buffer;
 }
 
 function ipv4(o: V4Opts): Buffer {
-  const opts = o.options ?? Buffer.alloc(0);
-  const h = Buffer.alloc(20 + opts.length);
-  h[0] = 0x40 | (h.length / 4);
-  h[1] = o.tos ?? 0;
-  h.writeUInt16BE(h.length + o.payload.length, 2);
-  h.writeUInt16BE(o.id ?? 0, 4);
-  h.writeUInt16BE(o.frag ?? 0x4000, 6);
-  h[8] = o.ttl ?? 64;
-  h[9] = o.proto;
-  h.writeUInt32BE(o.src >>> 0, 12);
-  h.writeUInt32BE(o.dst >>> 0, 16);
-  opts.copy(h, 20);
-  h.writeUInt16BE(csum16(h), 10);
-  return Buffer.concat([h, o.payload]);
+  const { payload, ...rest } = o;
+  const h = ipv4Header({ ...rest, src: ipv4Addr(o.src >>> 0), dst: ipv4Addr(o.dst >>> 0), payloadLen: payload.length });
+  return Buffer.concat([h, payload]);
 }
 
 interface V6Opts {
@@ -1201,7 +1178,7 @@ export function modelGtp4e(f: Buffer, cfg: Config): ModelResult {
   out[ip + 9] = 17;
   out.writeUInt32BE(sa4, ip + 12);
   out.writeUInt32BE(ipv4Da, ip + 16);
-  out.writeUInt16BE(csum16(out, ip, ip + 20), ip + 10);
+  out.writeUInt16BE(ipv4Checksum(out, ip, ip + 20), ip + 10);
   const s = cfg.settings;
   const span = s.sourcePortMax - s.sourcePortMin + 1;
   const sport = s.sourcePortMin + Math.floor((innerHash(inner, s.hashSeed) * span) / 4294967296);
@@ -1271,7 +1248,7 @@ export function checkTranslation(input: Buffer, out: Buffer): string | null {
     const o = ETH_HLEN;
     if (out.length < o + 36) return `IPv4 output of ${out.length} bytes: no room for IPv4/UDP/GTP-U`;
     if (out[o] !== 0x45) return `IPv4 version/IHL 0x${out[o]!.toString(16)}, not 0x45`;
-    if (csum16(out, o, o + 20) !== 0) return `bad IPv4 header checksum 0x${out.readUInt16BE(o + 10).toString(16)}`;
+    if (ipv4Checksum(out, o, o + 20) !== 0) return `bad IPv4 header checksum 0x${out.readUInt16BE(o + 10).toString(16)}`;
     const tot = out.readUInt16BE(o + 2);
     if (tot !== out.length - ETH_HLEN) return `IPv4 total length ${tot} != frame length ${out.length} - 14`;
     if (out[o + 9] !== 17) return `IPv4 protocol ${out[o + 9]}, not UDP`;

@@ -9,7 +9,7 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 
   /**
-   * @param file   config file, "<inline>", or "" when not known yet (see {@link inFile})
+   * @param file   config file, "<inline>", or "" when not known
    * @param path   key path such as `policies[2].sr_prefix`; "" for the whole file
    * @param reason what is wrong and what would be accepted
    * @param line   1-based line in the file, when known
@@ -21,11 +21,6 @@ export class ConfigError extends Error {
     readonly line?: number,
   ) {
     super(formatLocated(file, path, reason, line));
-  }
-
-  /** The same error, attributed to a file (and line) once the caller knows them. */
-  inFile(file: string, line?: number): ConfigError {
-    return new ConfigError(file, this.path, this.reason, this.line ?? line);
   }
 }
 
@@ -42,12 +37,6 @@ export interface ConfigWarning {
 export function configWarning(file: string, path: string, reason: string, line?: number): ConfigWarning {
   return { file, path, reason, line, message: formatLocated(file, path, reason, line) };
 }
-
-/**
- * Receives warnings from the parse helpers in src/sid/addr.ts, e.g. "host bits
- * set, masked". `path` is the key path the helper was given.
- */
-export type WarnFn = (path: string, reason: string) => void;
 
 function formatLocated(file: string, path: string, reason: string, line?: number): string {
   const where = file === '' ? '' : line === undefined ? file : `${file}:${line}`;

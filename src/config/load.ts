@@ -5,10 +5,11 @@
  */
 import { readFile } from 'node:fs/promises';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
-import { formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix, parseIpv6, parseIpv6Prefix } from '../sid/addr.js';
+import { AddressError, formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
 import { MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
-import { ConfigError, configWarning, type ConfigWarning, type WarnFn } from './errors.js';
+import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
+import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import type { Config, ContainerMode, ForwardingMode, LocalSid, Policy, Settings, SrhMode } from './types.js';
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -23,10 +24,6 @@ export const DEFAULT_HOP_LIMIT = 64;
 export const DEFAULT_TTL = 64;
 /** Upper bound of settings.max_policies / max_localsids. */
 export const MAX_TABLE_ENTRIES = 1_048_576;
-/** Policy segments S1..Sk before the last SID. */
-export const MAX_SEGMENTS = 4;
-/** The data path does one exact-match lookup per distinct prefix length. */
-export const MAX_PREFIX_LENGTHS = 16;
 
 const FORWARDING_MODES: readonly ForwardingMode[] = ['fib', 'tx', 'kernel'];
 const SRH_MODES: readonly SrhMode[] = ['auto', 'always', 'reduced'];
@@ -192,11 +189,11 @@ function checkPrefixLengths<R extends Rule>(src: Source, rules: readonly R[], ke
   const lens = new Set<number>();
   for (const r of rules) {
     lens.add(len(r));
-    if (lens.size > MAX_PREFIX_LENGTHS) {
+    if (lens.size > MUP_MAX_PLENS) {
       const list = [...lens].sort((a, b) => b - a).map((l) => `/${l}`).join(' ');
       src.fail(
         pathOf(r, key),
-        `this is the ${lens.size}th distinct prefix length among the ${key} prefixes (${list}); the data path does one lookup per length and supports at most ${MAX_PREFIX_LENGTHS}: use fewer distinct lengths`,
+        `this is the ${lens.size}th distinct prefix length among the ${key} prefixes (${list}); the data path does one lookup per length and supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
       );
     }
   }
@@ -230,9 +227,9 @@ function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why
 }
 
 function readSegments(src: Source, path: Path, v: unknown): Policy['segments'] {
-  const list = readList(src, path, v, `a list of at most ${MAX_SEGMENTS} IPv6 addresses (S1 first)`);
-  if (list.length > MAX_SEGMENTS) {
-    src.fail(path, `${list.length} segments given; at most ${MAX_SEGMENTS} are supported (S1..S${MAX_SEGMENTS}, the last SID is added from sr_prefix)`);
+  const list = readList(src, path, v, `a list of at most ${MUP_MAX_SEGS} IPv6 addresses (S1 first)`);
+  if (list.length > MUP_MAX_SEGS) {
+    src.fail(path, `${list.length} segments given; at most ${MUP_MAX_SEGS} are supported (S1..S${MUP_MAX_SEGS}, the last SID is added from sr_prefix)`);
   }
   return list.map((x, i) => {
     const p = [...path, i];
@@ -402,12 +399,12 @@ class Source {
     this.warnings.push(configWarning(this.file, formatPath(path), reason, this.lineOf(path)));
   }
 
-  /** Run an addr.ts parser: attribute its errors and warnings to this file and line. */
+  /** Run an addr.ts parser: its AddressError becomes a ConfigError, it and its warnings located at `path`. */
   guard<T>(path: Path, parse: (warn: WarnFn) => T): T {
     try {
       return parse((_where, reason) => this.warn(path, reason));
     } catch (e) {
-      if (e instanceof ConfigError) this.fail(path, e.reason);
+      if (e instanceof AddressError) this.fail(path, e.reason);
       throw e;
     }
   }

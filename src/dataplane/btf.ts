@@ -1,9 +1,10 @@
 /**
  * The object's BTF is the truth about the shared structs: checkLayouts()
- * refuses an object whose layouts differ from the codec's (LAYOUTS), and
- * eventNames() reads the counter event names from `enum mup_event`.
+ * refuses an object whose layouts or limits differ from the codec's (LAYOUTS,
+ * MUP_LIMITS), and eventNames() reads the counter event names from
+ * `enum mup_event`.
  */
-import { ENUMS, LAYOUTS, MUP_EVENT_SLOTS, type StructLayout } from './codec.js';
+import { ENUMS, LAYOUTS, MUP_EVENT_SLOTS, MUP_LIMITS, type StructLayout } from './codec.js';
 import { btfEnum, btfStruct, objectBtf, type BpfObject, type Btf } from './libbpf.js';
 
 /** The object and src/dataplane/codec.ts disagree. */
@@ -13,7 +14,7 @@ export class LayoutError extends Error {
     readonly object: string,
     readonly problems: readonly string[],
     summary = 'and src/dataplane/codec.ts disagree on the shared structs ' +
-      '(rebuild with `make bpf`, or update LAYOUTS in codec.ts to bpf/mup_shared.h)',
+      '(rebuild with `make bpf`, or update LAYOUTS in codec.ts and MUP_LIMITS in src/config/limits.ts to bpf/mup_shared.h)',
   ) {
     super(`${object} ${summary}: ${problems.join('; ')}`);
   }
@@ -50,14 +51,33 @@ function enumProblems(btf: Btf, name: string, want: Readonly<Record<string, numb
   return out;
 }
 
+/** `enum mup_limits` must be there: the struct layouts above are sized by it, and config is checked against it. */
+function limitProblems(btf: Btf): string[] {
+  const got = btfEnum(btf, 'mup_limits');
+  if (got === undefined) {
+    return [
+      'enum mup_limits is not in the BTF, so the limits in src/config/limits.ts cannot be checked; ' +
+        'the program must use the type by name for clang to emit it, as bpf/counters.h does with mup_limits_btf',
+    ];
+  }
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(MUP_LIMITS)) {
+    const g = got.get(k);
+    if (g !== v) out.push(`${k} is ${g ?? 'missing'} in enum mup_limits, src/config/limits.ts has ${v}`);
+  }
+  return out;
+}
+
 /**
- * Compare every struct size, member offset and member size the codec uses
- * (and the enum values it writes, when the enum is in BTF) with the object's
- * BTF. Throws a LayoutError listing every difference. `what` names the object.
+ * Compare every struct size, member offset and member size the codec uses,
+ * the limits (`enum mup_limits`), and the enum values it writes (when the
+ * enum is in BTF) with the object's BTF. Throws a LayoutError listing every
+ * difference. `what` names the object.
  */
 export function checkLayouts(obj: BpfObject, what = 'the BPF object'): void {
   const btf = objectBtf(obj);
   const problems: string[] = [];
+  problems.push(...limitProblems(btf));
   for (const [name, layout] of Object.entries(LAYOUTS)) problems.push(...structProblems(btf, name, layout));
   for (const [name, values] of Object.entries(ENUMS)) problems.push(...enumProblems(btf, name, values));
   const events = btfEnum(btf, 'mup_event');

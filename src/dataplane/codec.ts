@@ -8,13 +8,13 @@
  * except mup_policy_key.daddr and .teid, which are network order. Addresses
  * (__u8[16]) are network order by nature.
  */
+import { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS } from '../config/limits.js';
 import type { ContainerMode, ForwardingMode, LocalSid, Policy, Settings, SrhMode } from '../config/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 import { ipv6ToBytes } from '../sid/addr.js';
 
-export const MUP_MAX_SEGS = 4;
-export const MUP_MAX_PLENS = 16;
-export const MUP_EVENT_SLOTS = 64;
+/** `enum mup_limits`, defined once in src/config/limits.ts; checked against BTF by checkLayouts(). */
+export { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS };
 
 export interface MemberLayout {
   readonly offset: number;
@@ -125,9 +125,11 @@ export interface PolicyFields {
   readonly hopLimit: number;
 }
 
+/** `p` comes from src/config/load.ts, which refuses more than MUP_MAX_SEGS segments. */
 export function encodePolicy(p: Policy, rule: number): Buffer {
   if (p.segments.length > MUP_MAX_SEGS) {
-    throw new RangeError(`${p.where}: ${p.segments.length} segments, the data path takes at most ${MUP_MAX_SEGS}`);
+    // Would overwrite the fields after segs[].
+    throw new Error(`internal: ${p.where} has ${p.segments.length} segments; config validation should have refused it`);
   }
   const b = Buffer.alloc(LAYOUTS.mup_policy.size);
   ipv6ToBytes(p.srPrefix.addr).copy(b, P.sr_prefix.offset);
@@ -163,31 +165,11 @@ export function decodePolicy(b: Buffer): PolicyFields {
 // ---------------------------------------------------------------------------
 // mup_localsid_key / mup_localsid
 
-export interface LocalSidKeyFields {
-  readonly plen: number;
-  readonly addr: Buffer;
-}
-
 export function encodeLocalSidKey(sid: Ipv6Prefix): Buffer {
   const b = Buffer.alloc(LAYOUTS.mup_localsid_key.size);
   b.writeUInt32LE(sid.len, LK.plen.offset);
   ipv6ToBytes(sid.addr).copy(b, LK.addr.offset);
   return b;
-}
-
-export function decodeLocalSidKey(b: Buffer): LocalSidKeyFields {
-  return {
-    plen: b.readUInt32LE(LK.plen.offset),
-    addr: Buffer.from(b.subarray(LK.addr.offset, LK.addr.offset + 16)),
-  };
-}
-
-export interface LocalSidFields {
-  readonly rule: number;
-  readonly sidPlen: number;
-  readonly srcPlen: number;
-  readonly container: ContainerMode;
-  readonly ttl: number;
 }
 
 export function encodeLocalSid(s: LocalSid, rule: number): Buffer {
@@ -198,16 +180,6 @@ export function encodeLocalSid(s: LocalSid, rule: number): Buffer {
   b.writeUInt8(CONTAINER_MODES[s.container], L.container.offset);
   b.writeUInt8(s.ttl, L.ttl.offset);
   return b;
-}
-
-export function decodeLocalSid(b: Buffer): LocalSidFields {
-  return {
-    rule: b.readUInt32LE(L.rule.offset),
-    sidPlen: b.readUInt8(L.sid_plen.offset),
-    srcPlen: b.readUInt8(L.src_plen.offset),
-    container: nameOf(CONTAINER_MODES, b.readUInt8(L.container.offset), 'container'),
-    ttl: b.readUInt8(L.ttl.offset),
-  };
 }
 
 // ---------------------------------------------------------------------------
@@ -224,7 +196,12 @@ export interface ConfigFields {
   readonly localsidPlens: readonly number[];
 }
 
-/** Distinct prefix lengths, longest first, as the data path wants them. */
+/**
+ * Distinct prefix lengths, longest first, as the data path wants them.
+ * Throws a RangeError when there are more than MUP_MAX_PLENS: a validated
+ * config never has, but syncTables() asks this of old ∪ new lengths and
+ * relies on the throw to learn that they do not fit together.
+ */
 export function prefixLengths(lens: Iterable<number>, what: string): number[] {
   const out = [...new Set(lens)].sort((a, b) => b - a);
   if (out.length > MUP_MAX_PLENS) {
@@ -260,7 +237,8 @@ export function configFields(
 export function encodeConfig(f: ConfigFields, into: Buffer = Buffer.alloc(LAYOUTS.mup_config.size), at = 0): Buffer {
   const b = into.subarray(at, at + LAYOUTS.mup_config.size);
   if (f.policyPlens.length > MUP_MAX_PLENS || f.localsidPlens.length > MUP_MAX_PLENS) {
-    throw new RangeError(`more than ${MUP_MAX_PLENS} prefix lengths`);
+    // Would overwrite the fields after the lists.
+    throw new Error(`internal: more than ${MUP_MAX_PLENS} prefix lengths in a table; prefixLengths() should have refused them`);
   }
   b.writeUInt32LE(FWD_MODES[f.forwarding], C.fwd_mode.offset);
   b.writeUInt32LE(f.hashSeed >>> 0, C.hash_seed.offset);
@@ -299,13 +277,6 @@ export interface CounterValue {
 
 /** Bytes per CPU in a per-CPU map value: value_size rounded up to 8. */
 export const COUNTER_STRIDE = Math.ceil(LAYOUTS.mup_counter.size / 8) * 8;
-
-export function encodeCounter(v: CounterValue): Buffer {
-  const b = Buffer.alloc(LAYOUTS.mup_counter.size);
-  b.writeBigUInt64LE(v.packets, N.packets.offset);
-  b.writeBigUInt64LE(v.bytes, N.bytes.offset);
-  return b;
-}
 
 /** Sum of one slot's per-CPU values; `b` holds ncpus values of COUNTER_STRIDE bytes from `at`. */
 export function decodePercpuCounter(b: Buffer, ncpus: number, at = 0): CounterValue {

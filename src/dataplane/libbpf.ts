@@ -69,8 +69,6 @@ const c = {
     lib,
     'int bpf_map__set_max_entries(void *map, uint32_t max_entries)',
   ),
-  mapMaxEntries: bind<(map: BpfMap) => number>(lib, 'uint32_t bpf_map__max_entries(const void *map)'),
-  mapKeySize: bind<(map: BpfMap) => number>(lib, 'uint32_t bpf_map__key_size(const void *map)'),
   mapValueSize: bind<(map: BpfMap) => number>(lib, 'uint32_t bpf_map__value_size(const void *map)'),
   mapSetInitialValue: bind<(map: BpfMap, data: Buffer, size: number) => number>(
     lib,
@@ -108,10 +106,6 @@ const c = {
   xdpAttach: bind<(ifindex: number, progFd: number, flags: number, opts: Ptr) => number>(
     lib,
     'int bpf_xdp_attach(int ifindex, int prog_fd, uint32_t flags, const void *opts)',
-  ),
-  xdpDetach: bind<(ifindex: number, flags: number, opts: Ptr) => number>(
-    lib,
-    'int bpf_xdp_detach(int ifindex, uint32_t flags, const void *opts)',
   ),
 
   btfFindByNameKind: bind<(btf: Btf, name: string, kind: number) => number>(
@@ -304,14 +298,6 @@ export function mapSetMaxEntries(map: BpfMap, n: number, name = 'map'): void {
   check(c.mapSetMaxEntries(map, n), `setting max_entries of ${name} to ${n}`);
 }
 
-export function mapMaxEntries(map: BpfMap): number {
-  return c.mapMaxEntries(map);
-}
-
-export function mapKeySize(map: BpfMap): number {
-  return c.mapKeySize(map);
-}
-
 export function mapValueSize(map: BpfMap): number {
   return c.mapValueSize(map);
 }
@@ -494,10 +480,6 @@ export const XDP_FLAGS_REPLACE = 1 << 4;
 
 export function xdpAttach(ifindex: number, progFd: number, flags: number, what = `ifindex ${ifindex}`): void {
   check(c.xdpAttach(ifindex, progFd, flags, null), `attaching XDP to ${what}`);
-}
-
-export function xdpDetach(ifindex: number, flags: number, what = `ifindex ${ifindex}`): void {
-  check(c.xdpDetach(ifindex, flags, null), `detaching XDP from ${what}`);
 }
 
 // struct bpf_xdp_attach_opts (libbpf 1.x): sz, old_prog_fd; 16 bytes with padding.

@@ -2,14 +2,34 @@
  * Parse, format and convert the branded address types of ./types.ts.
  *
  * Parsing is the only way text becomes an address: the helpers here check
- * syntax and ranges once, at the edge, and throw a ConfigError naming the key
- * path (`where`) with a reason that says what would be accepted. Prefixes are
- * always masked to their length (spec §1: stray host bits must not leak into
- * SIDs); the caller hears about masked bits through the optional `warn`.
+ * syntax and ranges once, at the edge, and throw an AddressError naming
+ * `where` (the key path the caller gave) with a reason that says what would be
+ * accepted; src/config/load.ts turns it into a ConfigError with file and line.
+ * Prefixes are always masked to their length (spec §1: stray host bits must
+ * not leak into SIDs); the caller hears about masked bits through the
+ * optional `warn`.
  */
 import { Address4, Address6 } from 'ip-address';
-import { ConfigError, type WarnFn } from '../config/errors.js';
 import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from './types.js';
+
+/** Text that is not the address or prefix expected. Message: `WHERE: REASON`. */
+export class AddressError extends Error {
+  override readonly name = 'AddressError';
+
+  /**
+   * @param where  what the text was, as the caller named it (a key path such as `policies[2].sr_prefix`)
+   * @param reason what is wrong and what would be accepted
+   */
+  constructor(
+    readonly where: string,
+    readonly reason: string,
+  ) {
+    super(where === '' ? reason : `${where}: ${reason}`);
+  }
+}
+
+/** Receives warnings from the parsers, e.g. "host bits set, masked"; `where` is the caller's. */
+export type WarnFn = (where: string, reason: string) => void;
 
 const U32_MAX = 0xffff_ffff;
 const U64_MASK = (1n << 64n) - 1n;
@@ -65,7 +85,7 @@ export function ipv6Prefix(addr: Ipv6Addr, len: number): Ipv6Prefix {
 }
 
 // ---------------------------------------------------------------------------
-// Parsing (ConfigError naming `where`)
+// Parsing (AddressError naming `where`)
 
 const V4_EXAMPLE = '192.0.2.1';
 const V6_EXAMPLE = '2001:db8::1';
@@ -82,18 +102,18 @@ function v4(s: string, shown: string, where: string, expected: string): Ipv4Addr
   try {
     return ipv4Addr(Number(new Address4(s).bigInt()));
   } catch (e) {
-    throw new ConfigError('', where, `${JSON.stringify(shown)} is not ${expected} (${libReason(e)})`);
+    throw new AddressError(where, `${JSON.stringify(shown)} is not ${expected} (${libReason(e)})`);
   }
 }
 
 function v6(s: string, shown: string, where: string, expected: string): Ipv6Addr {
   if (s.includes('%')) {
-    throw new ConfigError('', where, `${JSON.stringify(shown)} has a zone index; expected ${expected} without %ZONE`);
+    throw new AddressError(where, `${JSON.stringify(shown)} has a zone index; expected ${expected} without %ZONE`);
   }
   try {
     return ipv6Addr(new Address6(s).bigInt());
   } catch (e) {
-    throw new ConfigError('', where, `${JSON.stringify(shown)} is not ${expected} (${libReason(e)})`);
+    throw new AddressError(where, `${JSON.stringify(shown)} is not ${expected} (${libReason(e)})`);
   }
 }
 
@@ -101,12 +121,11 @@ function v6(s: string, shown: string, where: string, expected: string): Ipv6Addr
 function splitPrefix(s: string, max: number, where: string, example: string): [string, number] {
   const slash = s.indexOf('/');
   if (slash < 0) {
-    throw new ConfigError('', where, `${JSON.stringify(s)} has no prefix length; write ADDRESS/LENGTH, e.g. ${example}`);
+    throw new AddressError(where, `${JSON.stringify(s)} has no prefix length; write ADDRESS/LENGTH, e.g. ${example}`);
   }
   const lenText = s.slice(slash + 1);
   if (!/^[0-9]{1,3}$/.test(lenText) || Number(lenText) > max) {
-    throw new ConfigError(
-      '',
+    throw new AddressError(
       where,
       `${JSON.stringify(s)} has an invalid prefix length ${JSON.stringify(lenText)}; expected an integer from 0 to ${max}, e.g. ${example}`,
     );
@@ -116,7 +135,7 @@ function splitPrefix(s: string, max: number, where: string, example: string): [s
 
 function rejectSlash(s: string, where: string, expected: string): void {
   if (s.includes('/')) {
-    throw new ConfigError('', where, `${JSON.stringify(s)} is a prefix; expected ${expected} without /LENGTH`);
+    throw new AddressError(where, `${JSON.stringify(s)} is a prefix; expected ${expected} without /LENGTH`);
   }
 }
 

@@ -1,7 +1,7 @@
 import { Address6 } from 'ip-address';
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../src/config/errors.js';
 import {
+  AddressError,
   formatIpv4,
   formatIpv4Prefix,
   formatIpv6,
@@ -221,10 +221,10 @@ describe('parsing', () => {
     } catch (e) {
       err = e;
     }
-    expect(err).toBeInstanceOf(ConfigError);
-    expect((err as ConfigError).path).toBe('p.x');
-    expect((err as ConfigError).message).toMatch(/^p\.x: /);
-    expect((err as ConfigError).message).toMatch(msg);
+    expect(err).toBeInstanceOf(AddressError);
+    expect((err as AddressError).where).toBe('p.x');
+    expect((err as AddressError).message).toMatch(/^p\.x: /);
+    expect((err as AddressError).message).toMatch(msg);
   });
 
   it('masks host bits and warns', () => {
