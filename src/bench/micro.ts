@@ -6,16 +6,27 @@
  * (the repeat trap of shared/docs/platform.md). Its own cost is a row of its
  * own; the two baselines (XDP_TX only, MAC swap) run in the same harness.
  * Forwarding mode is tx, so a translation row is the translation alone.
- * Each row: median of 5 runs of `repeat` iterations. A row whose repeated
- * run does not give the same verdict and bytes as a single run is an error.
+ *
+ * Against noise on a small shared VM:
+ * - the npm script pins the process to the last CPU (taskset); this file
+ *   says which CPU it ran on, and warns when it was not pinned;
+ * - all data planes are loaded first, then the runs are interleaved: run 1
+ *   of every row, run 2 of every row, ..., so a slow period hits all rows
+ *   alike (the row order also rotates by one each run);
+ * - every row reports median, min and max of its runs; ratios and targets
+ *   use medians.
+ * A row whose repeated run does not give the same verdict and bytes as a
+ * single run is an error, and so is a translation row whose verdict is not tx.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { Config, LocalSid, Policy, Settings } from '../config/types.js';
 import { DEFAULT_SETTINGS } from '../config/load.js';
 import { openDataplane, VERDICTS, type Dataplane } from '../dataplane/index.js';
 import {
   findMap, findProgram, mapFd, mapUpdate, objectClose, objectLoad, objectOpen, programFd, testRun, type BpfObject,
+  type TestRunResult,
 } from '../dataplane/libbpf.js';
 import { ipv4Addr, ipv4Prefix, ipv6Addr, ipv6Prefix, parseIpv4, parseIpv6 } from '../sid/addr.js';
 import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../sid/mobile.js';
@@ -32,12 +43,26 @@ export interface MicroOptions {
   object?: string;
 }
 
+export type Fn = 'gtp4d' | 'gtp4e';
+export type Size = 'small' | '1400';
+
+/** One measured case and all its runs. */
 export interface Row {
   name: string;
+  /** Translation function, null for a baseline. */
+  fn: Fn | null;
+  /** Rules loaded (policies and local SIDs each), null for a baseline. */
+  rules: number | null;
+  /** Distinct policy prefix lengths loaded (1, or 4 for the worst-case row). */
+  policyLengths: number;
+  size: Size;
   frameLen: number;
-  nsMedian: number;
-  nsRuns: number[];
   verdict: string;
+  /** Average ns per iteration of each run, in the order they ran. */
+  nsRuns: number[];
+  nsMedian: number;
+  nsMin: number;
+  nsMax: number;
 }
 
 /** The harness object: restore program, baselines, template and target maps. */
@@ -59,8 +84,8 @@ class Harness {
     this.targetFd = mapFd(findMap(this.obj, 'bench_target'));
   }
 
-  /** Time `targetFd` on `frame`, restored every iteration. */
-  measure(name: string, targetFd: number, frame: Buffer, o: MicroOptions): Row {
+  /** Point the harness at `targetFd` and `frame`: the template it restores every iteration. */
+  select(targetFd: number, frame: Buffer): void {
     const restore = Math.min(RESTORE_MAX, frame.length & ~7);
     const tmpl = Buffer.alloc(8 + RESTORE_MAX);
     tmpl.writeUInt32LE(frame.length, 0);
@@ -68,20 +93,11 @@ class Harness {
     frame.copy(tmpl, 8, 0, restore);
     mapUpdate(this.tmplFd, u32(0), tmpl);
     mapUpdate(this.targetFd, u32(0), u32(targetFd));
+  }
 
-    const once = testRun(targetFd, { dataIn: frame, dataOutSize: frame.length + 512 });
-    const nsRuns: number[] = [];
-    for (let i = 0; i < o.runs; i++) {
-      const r = testRun(this.restoreFd, { dataIn: frame, dataOutSize: frame.length + 512, repeat: o.repeat });
-      if (r.retval !== once.retval || !r.dataOut!.equals(once.dataOut!)) {
-        throw new Error(
-          `${name}: the repeated run (retval ${r.retval}, ${r.dataOut!.length} bytes) differs from a single run ` +
-            `(retval ${once.retval}, ${once.dataOut!.length} bytes): the harness is not restoring the frame`,
-        );
-      }
-      nsRuns.push(r.duration);
-    }
-    return { name, frameLen: frame.length, nsMedian: median(nsRuns), nsRuns, verdict: VERDICTS[once.retval] ?? String(once.retval) };
+  /** `repeat` iterations through the harness of the selected target. */
+  run(frame: Buffer, repeat: number): TestRunResult {
+    return testRun(this.restoreFd, { dataIn: frame, dataOutSize: frame.length + 512, repeat });
   }
 
   close(): void {
@@ -95,9 +111,10 @@ function u32(n: number): Buffer {
   return b;
 }
 
-function median(xs: number[]): number {
+function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 // --- configurations -------------------------------------------------------
@@ -161,81 +178,318 @@ function downlink(frameLen: number): Buffer {
   return srv6Frame({ src, dst, inner });
 }
 
+
 // --- the run ----------------------------------------------------------------
 
-export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): Row[] {
-  const h = new Harness();
-  const rows: Row[] = [];
-  const small4d = uplink(GTPU_OVERHEAD + SMALL_INNER);
-  const small4e = downlink(SRV6_OVERHEAD + SMALL_INNER);
-  const big4d = uplink(1400);
-  const big4e = downlink(1400);
-  try {
-    const direct = testRun(h.txOnlyFd, { dataIn: small4d, repeat: o.repeat });
-    const directRuns = [direct.duration];
-    for (let i = 1; i < o.runs; i++) directRuns.push(testRun(h.txOnlyFd, { dataIn: small4d, repeat: o.repeat }).duration);
-    rows.push({ name: 'xdp_tx_only, no harness', frameLen: small4d.length, nsMedian: median(directRuns), nsRuns: directRuns, verdict: 'tx' });
-    rows.push(h.measure('harness -> xdp_tx_only', h.txOnlyFd, small4d, o));
-    rows.push(h.measure('harness -> mac swap', h.macswapFd, small4d, o));
-    log('baselines done');
-
-    const sets: Array<[string, Config]> = [
-      ['1 rule', config(1)],
-      [`${o.rules} rules`, config(o.rules)],
-      [`${o.rules} rules, 4 policy lengths, worst`, config(o.rules, [32, 28, 26, 24])],
-    ];
-    for (const [label, cfg] of sets) {
-      let dp: Dataplane | undefined;
-      try {
-        dp = openDataplane({ config: cfg, object: o.object });
-        const frames: Array<[string, Buffer]> = label.includes('lengths')
-          ? [['gtp4d', small4d]]
-          : [['gtp4d', small4d], ['gtp4d', big4d], ['gtp4e', small4e], ['gtp4e', big4e]];
-        for (const [fn, f] of frames) {
-          const row = h.measure(`harness -> ${fn}, ${label}`, dp.progFd, f, o);
-          if (row.verdict !== 'tx') throw new Error(`${row.name}: verdict ${row.verdict}, expected tx: the frame was not translated`);
-          rows.push(row);
-        }
-      } finally {
-        dp?.close();
-      }
-      log(`${label} done`);
-    }
-  } finally {
-    h.close();
-  }
-  return rows;
+/** A case to measure: `targetFd` through the harness, or directly when `direct`. */
+interface Case {
+  row: Row;
+  frame: Buffer;
+  targetFd: number;
+  direct: boolean;
+  /** The single run every repeated run must equal. */
+  once?: TestRunResult;
 }
 
-export function formatRows(rows: Row[]): string {
-  const harness = rows.find((r) => r.name === 'harness -> xdp_tx_only')!.nsMedian;
-  const direct = rows.find((r) => r.name === 'xdp_tx_only, no harness')!.nsMedian;
-  const lines = [
-    `${'case'.padEnd(52)} ${'frame B'.padStart(7)} ${'ns/pkt'.padStart(7)} ${'- harness'.padStart(9)}  runs`,
-    `${'harness overhead (restore + tail call)'.padEnd(52)} ${''.padStart(7)} ${(harness - direct).toFixed(0).padStart(7)}`,
-  ];
-  for (const r of rows) {
-    lines.push(
-      `${r.name.padEnd(52)} ${String(r.frameLen).padStart(7)} ${String(r.nsMedian).padStart(7)} ${(r.nsMedian - (harness - direct)).toFixed(0).padStart(9)}  ${r.nsRuns.join(' ')}`,
-    );
+function newRow(name: string, fn: Fn | null, rules: number | null, policyLengths: number, size: Size, frame: Buffer): Row {
+  return { name, fn, rules, policyLengths, size, frameLen: frame.length, verdict: '', nsRuns: [], nsMedian: 0, nsMin: 0, nsMax: 0 };
+}
+
+export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): Row[] {
+  const frames: Record<Fn, Record<Size, Buffer>> = {
+    gtp4d: { small: uplink(GTPU_OVERHEAD + SMALL_INNER), '1400': uplink(1400) },
+    gtp4e: { small: downlink(SRV6_OVERHEAD + SMALL_INNER), '1400': downlink(1400) },
+  };
+  const h = new Harness();
+  const dps: Dataplane[] = [];
+  try {
+    // Everything is loaded before the first measurement.
+    const small = frames.gtp4d.small;
+    const cases: Case[] = [
+      { row: newRow('xdp_tx_only, no harness', null, null, 0, 'small', small), frame: small, targetFd: h.txOnlyFd, direct: true },
+      { row: newRow('harness -> xdp_tx_only', null, null, 0, 'small', small), frame: small, targetFd: h.txOnlyFd, direct: false },
+      { row: newRow('harness -> mac swap', null, null, 0, 'small', small), frame: small, targetFd: h.macswapFd, direct: false },
+    ];
+    const sets: Array<[number, number[] | undefined]> = [
+      [1, undefined],
+      [o.rules, undefined],
+      [o.rules, [32, 28, 26, 24]],
+    ];
+    for (const [n, lens] of sets) {
+      const dp = openDataplane({ config: config(n, lens), ...(o.object === undefined ? {} : { object: o.object }) });
+      dps.push(dp);
+      const label = `${n} rule${n === 1 ? '' : 's'}${lens === undefined ? '' : `, ${lens.length} policy lengths, worst`}`;
+      const which: Array<[Fn, Size]> =
+        lens === undefined ? [['gtp4d', 'small'], ['gtp4d', '1400'], ['gtp4e', 'small'], ['gtp4e', '1400']] : [['gtp4d', 'small']];
+      for (const [fn, size] of which) {
+        const f = frames[fn][size];
+        cases.push({ row: newRow(`harness -> ${fn}, ${label}`, fn, n, lens?.length ?? 1, size, f), frame: f, targetFd: dp.progFd, direct: false });
+      }
+      log(`loaded ${label}`);
+    }
+
+    // The single runs: the reference bytes and verdict of each case.
+    for (const c of cases) {
+      c.once = testRun(c.targetFd, { dataIn: c.frame, dataOutSize: c.frame.length + 512 });
+      c.row.verdict = VERDICTS[c.once.retval] ?? String(c.once.retval);
+      if (c.row.verdict !== 'tx') {
+        throw new Error(`${c.row.name}: verdict ${c.row.verdict}, expected tx: the frame was not translated`);
+      }
+    }
+
+    const once = (c: Case, repeat: number): number => {
+      if (c.direct) return testRun(c.targetFd, { dataIn: c.frame, repeat }).duration;
+      h.select(c.targetFd, c.frame);
+      const r = h.run(c.frame, repeat);
+      const ref = c.once!;
+      if (r.retval !== ref.retval || !r.dataOut!.equals(ref.dataOut!)) {
+        throw new Error(
+          `${c.row.name}: the repeated run (retval ${r.retval}, ${r.dataOut!.length} bytes) differs from a single run ` +
+            `(retval ${ref.retval}, ${ref.dataOut!.length} bytes): the harness is not restoring the frame`,
+        );
+      }
+      return r.duration;
+    };
+
+    // Warm-up (not counted), then the interleaved runs.
+    for (const c of cases) once(c, Math.max(1, Math.floor(o.repeat / 10)));
+    for (let run = 0; run < o.runs; run++) {
+      for (let k = 0; k < cases.length; k++) {
+        const c = cases[(k + run) % cases.length]!;
+        c.row.nsRuns.push(once(c, o.repeat));
+      }
+      log(`run ${run + 1}/${o.runs} of every row done`);
+    }
+    // nsRuns were pushed in run order for each row; summarise.
+    for (const { row } of cases) {
+      row.nsMedian = median(row.nsRuns);
+      row.nsMin = Math.min(...row.nsRuns);
+      row.nsMax = Math.max(...row.nsRuns);
+    }
+    return cases.map((c) => c.row);
+  } finally {
+    for (const dp of dps) dp.close();
+    h.close();
   }
-  return lines.join('\n');
+}
+
+// --- analysis ---------------------------------------------------------------
+
+/** The issue's targets, on medians. */
+export const TARGETS = {
+  /** Each translation, one rule, small frame: at most this many ns per packet. */
+  maxNs1Rule: 60,
+  /** With `--rules` rules: at most this times the one-rule figure (small frames). */
+  maxManyRulesRatio: 1.3,
+  /** A 1400-byte frame: within this fraction of the small frame's figure. */
+  maxSizeDeviation: 0.1,
+} as const;
+
+export interface RowAnalysis {
+  name: string;
+  /** Median minus the harness overhead: the program as BPF_PROG_TEST_RUN would time it alone. */
+  netMedian: number;
+  /** Translation rows: net median / net median of the same function's 1-rule small-frame row. */
+  ratioTo1RuleSmall?: number;
+  /** 1400-byte translation rows: net median / net median of the small-frame row of the same rule set. */
+  ratio1400ToSmall?: number;
+}
+
+export interface TargetResult {
+  fn: Fn;
+  target: string;
+  /** The measured value it was judged on, and the other one for information. */
+  value: number;
+  unit: 'ns' | 'x';
+  judgedOn: 'with harness' | 'net';
+  other: number;
+  pass: boolean;
+}
+
+export interface Analysis {
+  /** median(harness -> xdp_tx_only) - median(xdp_tx_only, no harness): restore + tail call. */
+  harnessOverheadNs: number;
+  rows: RowAnalysis[];
+  targets: TargetResult[];
+}
+
+export function analyse(rows: readonly Row[], rules: number): Analysis {
+  const byName = (n: string): Row => {
+    const r = rows.find((x) => x.name === n);
+    if (r === undefined) throw new Error(`bench:micro: no row "${n}"`);
+    return r;
+  };
+  const overhead = byName('harness -> xdp_tx_only').nsMedian - byName('xdp_tx_only, no harness').nsMedian;
+  const net = (r: Row): number => r.nsMedian - overhead;
+  const find = (fn: Fn, n: number, size: Size): Row | undefined =>
+    rows.find((r) => r.fn === fn && r.rules === n && r.policyLengths === 1 && r.size === size);
+  const get = (fn: Fn, n: number, size: Size): Row => {
+    const r = find(fn, n, size);
+    if (r === undefined) throw new Error(`bench:micro: no ${fn} row for ${n} rules, ${size} frame`);
+    return r;
+  };
+
+  const analysed: RowAnalysis[] = rows.map((r) => {
+    const a: RowAnalysis = { name: r.name, netMedian: net(r) };
+    if (r.fn !== null && r.rules !== null) {
+      a.ratioTo1RuleSmall = net(r) / net(get(r.fn, 1, 'small'));
+      if (r.size === '1400') a.ratio1400ToSmall = net(r) / net(get(r.fn, r.rules, 'small'));
+    }
+    return a;
+  });
+
+  // Each target is judged on the stricter of the figure with the harness and
+  // the net one: the absolute figure with the harness (larger), the ratios net
+  // (the constant harness cost would dilute them).
+  const targets: TargetResult[] = [];
+  for (const fn of ['gtp4d', 'gtp4e'] as const) {
+    const one = get(fn, 1, 'small');
+    targets.push({
+      fn, target: `1 rule, small frame <= ${TARGETS.maxNs1Rule} ns/pkt`,
+      value: one.nsMedian, unit: 'ns', judgedOn: 'with harness', other: net(one), pass: one.nsMedian <= TARGETS.maxNs1Rule,
+    });
+    const many = get(fn, rules, 'small');
+    const rNet = net(many) / net(one);
+    targets.push({
+      fn, target: `${rules} rules <= ${TARGETS.maxManyRulesRatio}x the 1-rule figure (small frame)`,
+      value: rNet, unit: 'x', judgedOn: 'net', other: many.nsMedian / one.nsMedian, pass: rNet <= TARGETS.maxManyRulesRatio,
+    });
+    for (const n of rules === 1 ? [1] : [1, rules]) {
+      const s = get(fn, n, 'small');
+      const b = get(fn, n, '1400');
+      const ratio = net(b) / net(s);
+      targets.push({
+        fn, target: `1400-byte frame within ${TARGETS.maxSizeDeviation * 100}% of the small one, ${n} rule${n === 1 ? '' : 's'}`,
+        value: ratio, unit: 'x', judgedOn: 'net', other: b.nsMedian / s.nsMedian,
+        pass: Math.abs(ratio - 1) <= TARGETS.maxSizeDeviation + 1e-9,
+      });
+    }
+  }
+  return { harnessOverheadNs: overhead, rows: analysed, targets };
+}
+
+// --- output -----------------------------------------------------------------
+
+const fmtNs = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(1));
+const fmtX = (x: number | undefined): string => (x === undefined ? '' : `${x.toFixed(2)}x`);
+
+export function formatRows(rows: readonly Row[], a: Analysis): string {
+  const w = Math.max(4, ...rows.map((r) => r.name.length));
+  const cols: Array<[string, number]> = [['frame B', 7], ['median', 6], ['min', 5], ['max', 5], ['net', 5], ['/1 rule', 7], ['1400/small', 10]];
+  const line = (name: string, cells: string[]): string =>
+    `${name.padEnd(w)}  ${cells.map((c, i) => c.padStart(cols[i]![1])).join('  ')}`.trimEnd();
+  const out = [line('case', cols.map(([h]) => h))];
+  rows.forEach((r, i) => {
+    const ra = a.rows[i]!;
+    out.push(
+      line(r.name, [
+        String(r.frameLen), fmtNs(r.nsMedian), fmtNs(r.nsMin), fmtNs(r.nsMax), i === 0 ? '' : fmtNs(ra.netMedian),
+        fmtX(ra.ratioTo1RuleSmall), fmtX(ra.ratio1400ToSmall),
+      ]),
+    );
+  });
+  return out.join('\n');
+}
+
+export function formatTargets(a: Analysis): string {
+  const w = Math.max(...a.targets.map((t) => t.target.length));
+  const fmt = (v: number, unit: 'ns' | 'x'): string => (unit === 'ns' ? `${fmtNs(v)} ns` : `${v.toFixed(2)}x`);
+  const lines = a.targets.map((t) => {
+    const otherLabel = t.judgedOn === 'net' ? 'with harness' : 'net';
+    return `  ${t.pass ? 'PASS' : 'FAIL'}  ${t.fn}  ${t.target.padEnd(w)}  ${fmt(t.value, t.unit).padStart(7)} ${t.judgedOn.padEnd(12)} (${fmt(t.other, t.unit)} ${otherLabel})`;
+  });
+  const failed = a.targets.filter((t) => !t.pass).length;
+  return [
+    'targets (medians; each judged on the stricter figure: absolute ns with the harness, ratios net of it):',
+    ...lines,
+    failed === 0 ? `  all ${a.targets.length} met` : `  ${failed} of ${a.targets.length} NOT met`,
+  ].join('\n');
+}
+
+// --- the machine ------------------------------------------------------------
+
+export interface Machine {
+  cpuModel: string;
+  kernel: string;
+  /** Online CPUs. */
+  nproc: number;
+  /** CPUs this process may run on (Cpus_allowed_list of /proc/self/status). */
+  cpusAllowed: string;
+  /** The one CPU the process is pinned to, or null when it may run on several. */
+  pinnedCpu: number | null;
+}
+
+export function machine(): Machine {
+  const cpuinfo = readText('/proc/cpuinfo');
+  const status = readText('/proc/self/status');
+  const cpusAllowed = /^Cpus_allowed_list:\s*(\S+)/m.exec(status)?.[1] ?? 'unknown';
+  return {
+    cpuModel: /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1]?.trim() ?? cpus()[0]?.model ?? 'unknown',
+    kernel: release(),
+    nproc: cpus().length,
+    cpusAllowed,
+    pinnedCpu: /^\d+$/.test(cpusAllowed) ? Number(cpusAllowed) : null,
+  };
+}
+
+function readText(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+// --- main -------------------------------------------------------------------
+
+function parseArgs(args: string[]): MicroOptions {
+  const num = (flag: string, dflt: number): number => {
+    const i = args.indexOf(flag);
+    if (i < 0) return dflt;
+    const v = Number(args[i + 1]);
+    if (!Number.isInteger(v) || v < 1) throw new Error(`${flag} ${args[i + 1] ?? ''}: expected a positive integer`);
+    return v;
+  };
+  const o: MicroOptions = { repeat: num('--repeat', 1_000_000), runs: num('--runs', 9), rules: num('--rules', 65536) };
+  const oi = args.indexOf('--object');
+  if (oi >= 0) o.object = args[oi + 1];
+  return o;
 }
 
 async function main(): Promise<void> {
-  const args = process.argv.slice(2);
-  const num = (flag: string, dflt: number): number => {
-    const i = args.indexOf(flag);
-    return i >= 0 ? Number(args[i + 1]) : dflt;
-  };
-  const o: MicroOptions = { repeat: num('--repeat', 1_000_000), runs: num('--runs', 5), rules: num('--rules', 65536) };
-  const oi = args.indexOf('--object');
-  if (oi >= 0) o.object = args[oi + 1];
-  const rows = runMicro(o, (s) => process.stderr.write(`bench:micro: ${s}\n`));
+  const o = parseArgs(process.argv.slice(2));
+  const m = machine();
+  const where =
+    m.pinnedCpu !== null
+      ? `pinned to CPU ${m.pinnedCpu} of ${m.nproc}`
+      : `NOT pinned (may run on CPUs ${m.cpusAllowed}): figures vary more; \`npm run bench:micro\` pins with taskset`;
+  const log = (s: string): void => void process.stderr.write(`bench:micro: ${s}\n`);
+  log(where);
+  const date = new Date().toISOString();
+  const rows = runMicro(o, log);
+  const a = analyse(rows, o.rules);
   const out = fileURLToPath(new URL('../../build/bench/micro.json', import.meta.url));
   mkdirSync(new URL('../../build/bench/', import.meta.url), { recursive: true });
-  writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), options: o, rows }, null, 2));
-  process.stdout.write(`${formatRows(rows)}\n\nns/pkt: median of ${o.runs} runs of ${o.repeat} iterations (BPF_PROG_TEST_RUN).\nJSON: ${out}\n`);
+  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a }, null, 2)}\n`);
+  process.stdout.write(
+    [
+      `bench:micro ${date}: ${m.cpuModel}, Linux ${m.kernel}, ${m.nproc} CPUs, ${where}`,
+      `${o.runs} interleaved runs of ${o.repeat} iterations per row (BPF_PROG_TEST_RUN); ns per packet`,
+      '',
+      formatRows(rows, a),
+      '',
+      `median, min, max: over the runs, with the harness. net: median minus the harness overhead ` +
+        `(restore + tail call = harness -> xdp_tx_only minus xdp_tx_only alone = ${fmtNs(a.harnessOverheadNs)} ns).`,
+      '/1 rule: net / net of the same function with 1 rule, small frame. 1400/small: net / net of the small frame, same rules.',
+      `The "${o.rules} rules, 4 policy lengths, worst" row is information, not a target: each extra distinct ` +
+        'policy prefix length costs one more hash lookup, and the frame matches the last length tried.',
+      '',
+      formatTargets(a),
+      '',
+      `JSON (all runs): ${out}`,
+      '',
+    ].join('\n'),
+  );
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
