@@ -5,9 +5,14 @@
  * Forwarding is forced to `tx`, so a translated frame comes back with
  * verdict `tx` and its translated bytes; a frame the program does not handle
  * comes back `pass` and is written unchanged; drops are not written.
+ *
+ * Frames BPF_PROG_TEST_RUN cannot give the program whole are `skipped`: not
+ * run, not written, counted with a reason. A runt (under 14 bytes) is refused
+ * by the kernel; a frame over TEST_RUN_MAX_FRAME bytes would reach a plain
+ * `xdp` program cut to its first page and be misjudged on that part.
  */
 import type { Config } from './config/types.js';
-import { openDataplane, type Counters, type Verdict } from './dataplane/index.js';
+import { ETH_HLEN, TEST_RUN_MAX_FRAME, openDataplane, type Counters, type Verdict } from './dataplane/index.js';
 import { readPcap, writePcap, type PcapPacket } from './pcap.js';
 
 export interface ReplayOptions {
@@ -18,14 +23,28 @@ export interface ReplayOptions {
   readonly object?: string;
 }
 
+/** Why a frame was not run through the program. */
+export type SkipReason = 'frame_too_large' | 'runt';
+
+/** What each skip reason means, for people. */
+export const SKIP_REASONS: Readonly<Record<SkipReason, string>> = {
+  frame_too_large: `larger than one XDP buffer (${TEST_RUN_MAX_FRAME} bytes); multi-buffer XDP is not supported`,
+  runt: `shorter than an Ethernet header (${ETH_HLEN} bytes)`,
+};
+
+/** The program's verdict, or `skipped` for a frame that was not run. */
+export type ReplayVerdict = Verdict | 'skipped';
+
 export interface ReplayFrame {
   /** 0-based position in the input file. */
   readonly index: number;
-  readonly verdict: Verdict;
-  /** Counter event, e.g. "fwd_tx" or "drop_gtp_bad_length"; null if the program counted none. */
+  readonly verdict: ReplayVerdict;
+  /** Set exactly when verdict is `skipped`. */
+  readonly skipped?: SkipReason;
+  /** Counter event, e.g. "fwd_tx" or "drop_gtp_bad_length"; null if the program counted none (or did not run). */
   readonly event: string | null;
   readonly inLen: number;
-  /** Bytes written to the output (0 when dropped). */
+  /** Bytes written to the output (0 when dropped or skipped). */
   readonly outLen: number;
 }
 
@@ -33,13 +52,22 @@ export interface ReplayResult {
   readonly frames: ReplayFrame[];
   /** Frames written to outPath. */
   readonly written: number;
-  /** The program's counters after the run. */
+  /** Frames not run through the program (verdict `skipped`). */
+  readonly skipped: number;
+  /** The program's counters after the run (skipped frames are not in them). */
   readonly counters: Counters;
 }
 
 /** Whether a frame with this verdict leaves the translator (and goes to the output pcap). */
-export function leaves(verdict: Verdict): boolean {
-  return verdict !== 'drop' && verdict !== 'aborted';
+export function leaves(verdict: ReplayVerdict): boolean {
+  return verdict !== 'drop' && verdict !== 'aborted' && verdict !== 'skipped';
+}
+
+/** Why BPF_PROG_TEST_RUN cannot run a frame of this length whole; undefined if it can. */
+export function skipReason(len: number): SkipReason | undefined {
+  if (len < ETH_HLEN) return 'runt';
+  if (len > TEST_RUN_MAX_FRAME) return 'frame_too_large';
+  return undefined;
 }
 
 export async function replay(o: ReplayOptions): Promise<ReplayResult> {
@@ -51,6 +79,11 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
   let counters: Counters;
   try {
     input.packets.forEach((p, index) => {
+      const skipped = skipReason(p.data.length);
+      if (skipped !== undefined) {
+        frames.push({ index, verdict: 'skipped', skipped, event: null, inLen: p.data.length, outLen: 0 });
+        return;
+      }
       let r;
       try {
         r = dp.run(p.data);
@@ -69,5 +102,5 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     dp.close();
   }
   await writePcap(o.outPath, out);
-  return { frames, written: out.length, counters };
+  return { frames, written: out.length, skipped: frames.filter((f) => f.verdict === 'skipped').length, counters };
 }

@@ -44,6 +44,68 @@ describe('mup replay', () => {
     expect(written[3]!.data.readUInt16BE(12)).toBe(0x0800); // downlink became IPv4
   });
 
+  describe('frames BPF_PROG_TEST_RUN cannot run whole', () => {
+    // Valid G-PDUs for config/demo.yaml of exact sizes around the one-buffer
+    // limit, a jumbo one, and two runts, then a small valid one: replay must
+    // skip what it cannot run and carry on.
+    const SIZES = ['100', '3520', '3521', '9000', 'x0102030405060708090a0b0c0d', 'x', '100'];
+    const MAKE = `
+import struct, sys
+from scapy.all import Ether, IP, UDP, Raw, wrpcap
+M = dict(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+def gpdu(size):
+    ext = struct.pack(">HBB", 0, 0, 0x85) + bytes([1, 0x10, 9, 0])
+    def build(n):
+        inner = IP(src="10.45.0.2", dst="203.0.113.5") / UDP(sport=40000, dport=9000) / Raw(b"x" * n)
+        g = ext + bytes(inner)
+        gtp = struct.pack(">BBHI", 0x34, 0xFF, len(g), 0x1000) + g
+        return Ether(**M) / IP(src="198.51.100.1", dst="192.0.2.10") / UDP(sport=2152, dport=2152) / Raw(gtp)
+    f = bytes(build(size - len(build(0))))
+    assert len(f) == size, (len(f), size)
+    return f
+wrpcap(sys.argv[1], [gpdu(int(a)) if a.isdigit() else bytes.fromhex(a[1:]) for a in sys.argv[2:]], linktype=1)
+`;
+    const LIMITS = join(dir, 'limits.pcap');
+    beforeAll(async () => {
+      await execa('/usr/bin/python3', ['-c', MAKE, LIMITS, ...SIZES]);
+    });
+
+    it('--json: skipped with reason frame_too_large or runt, not written, the rest translated', async () => {
+      const out = join(dir, 'limits-out.pcap');
+      const r = await mup('replay', '--config', CONFIG, '--in', LIMITS, '--out', out, '--json');
+      expect(r.stderr).toBe('');
+      expect(r.exitCode).toBe(0);
+      const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines.map((l) => [l['verdict'], l['reason'], l['in_len']])).toEqual([
+        ['tx', null, undefined],
+        ['tx', null, undefined], // 3,520 bytes: the largest frame one XDP buffer holds
+        ['skipped', 'frame_too_large', 3521],
+        ['skipped', 'frame_too_large', 9000],
+        ['skipped', 'runt', 13],
+        ['skipped', 'runt', 0],
+        ['tx', null, undefined],
+      ]);
+      expect(lines[2]).toMatchObject({ event: null, out_len: 0, detail: expect.stringMatching(/^larger than one XDP buffer \(3520 bytes\); multi-buffer XDP is not supported$/) });
+      expect(lines[4]).toMatchObject({ event: null, out_len: 0, detail: expect.stringMatching(/shorter than an Ethernet header/) });
+      const written = parsePcap(readFileSync(out), out).packets;
+      expect(written.map((p) => p.data.length)).toEqual([lines[0]!['out_len'], lines[1]!['out_len'], lines[6]!['out_len']]);
+      expect(written[1]!.data.length).toBeGreaterThan(3520); // translated whole, not cut to one buffer
+      expect(written.every((p) => p.data.readUInt16BE(12) === 0x86dd)).toBe(true);
+    });
+
+    it('the summary counts skipped frames by reason and keeps them out of the program counters', async () => {
+      const r = await mup('replay', '--config', CONFIG, '--in', LIMITS, '--out', join(dir, 'limits-o2.pcap'));
+      expect(r.stderr).toBe('');
+      expect(r.exitCode).toBe(0);
+      expect(r.stdout).toMatch(/^7 frames from .*limits\.pcap, 3 written to .*, 4 skipped \(not run through the program\)$/m);
+      expect(r.stdout).toMatch(/^skipped\s+4$/m);
+      expect(r.stdout).toMatch(/^frame_too_large\s+2\s+larger than one XDP buffer \(3520 bytes\); multi-buffer XDP is not supported$/m);
+      expect(r.stdout).toMatch(/^runt\s+2\s+shorter than an Ethernet header/m);
+      expect(r.stdout).toMatch(/^fwd_tx\s+3$/m);
+      expect(r.stdout).toMatch(/^h_m_gtp4_d\s+3\s+\d+$/m);
+    });
+  });
+
   it('prints verdicts, events and per-rule counters without --json', async () => {
     const r = await mup('replay', '--config', CONFIG, '--in', IN, '--out', join(dir, 'o2.pcap'));
     expect(r.exitCode).toBe(0);

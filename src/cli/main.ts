@@ -8,7 +8,7 @@ import { Command, CommanderError } from 'commander';
 import { loadConfigFile } from '../config/load.js';
 import type { Config } from '../config/types.js';
 import { DEFAULT_OBJECT } from '../dataplane/index.js';
-import { leaves, replay, type ReplayFrame, type ReplayResult } from '../replay.js';
+import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../replay.js';
 
 interface Io {
   out(s: string): void;
@@ -91,7 +91,9 @@ function printWarnings(config: Config, io: Io): void {
   for (const w of config.warnings ?? []) io.err(`mup: warning: ${w.message}\n`);
 }
 
+/** Why a frame did not leave: its skip reason, or the program's drop event; null if it left. */
 function reason(f: ReplayFrame): string | null {
+  if (f.skipped !== undefined) return f.skipped;
   return leaves(f.verdict) ? null : f.event;
 }
 
@@ -99,7 +101,14 @@ function jsonLines(frames: readonly ReplayFrame[]): string {
   return frames
     .map(
       (f) =>
-        JSON.stringify({ index: f.index, verdict: f.verdict, reason: reason(f), event: f.event, out_len: f.outLen }) +
+        JSON.stringify({
+          index: f.index,
+          verdict: f.verdict,
+          reason: reason(f),
+          event: f.event,
+          out_len: f.outLen,
+          ...(f.skipped === undefined ? {} : { in_len: f.inLen, detail: SKIP_REASONS[f.skipped] }),
+        }) +
         '\n',
     )
     .join('');
@@ -129,15 +138,30 @@ function counterTable(r: ReplayResult): string {
   return rows.map(([a, b, c]) => `${a.padEnd(w[0]!)}  ${b.padStart(w[1]!)}  ${c.padStart(w[2]!)}`).join('\n');
 }
 
+/** Skipped frames by reason, each with what it means. */
+function skippedTable(r: ReplayResult): string[] {
+  if (r.skipped === 0) return [];
+  const rows = countBy(
+    r.frames.filter((f) => f.skipped !== undefined),
+    (f) => f.skipped!,
+  );
+  const lines = table('skipped (not run)', rows).split('\n');
+  const meaning = rows.map(([k]) => SKIP_REASONS[k as keyof typeof SKIP_REASONS]);
+  return [[lines[0], ...lines.slice(1).map((l, i) => `${l}  ${meaning[i]}`)].join('\n'), ''];
+}
+
 function summary(r: ReplayResult, inPath: string, outPath: string): string {
-  const head = `${r.frames.length} frames from ${inPath}, ${r.written} written to ${outPath}`;
+  const skipped = r.skipped === 0 ? '' : `, ${r.skipped} skipped (not run through the program)`;
+  const head = `${r.frames.length} frames from ${inPath}, ${r.written} written to ${outPath}${skipped}`;
   if (r.frames.length === 0) return `${head}\n`;
+  const run = r.frames.filter((f) => f.skipped === undefined);
   return [
     head,
     '',
     table('verdict', countBy(r.frames, (f) => f.verdict)),
     '',
-    table('event', countBy(r.frames, (f) => f.event ?? '(none)')),
+    ...skippedTable(r),
+    table('event', countBy(run, (f) => f.event ?? '(none)')),
     '',
     counterTable(r),
     '',
