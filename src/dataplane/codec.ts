@@ -198,15 +198,14 @@ export interface ConfigFields {
 
 /**
  * Distinct prefix lengths, longest first, as the data path wants them.
- * Throws a RangeError when there are more than MUP_MAX_PLENS: a validated
- * config never has, but syncTables() asks this of old ∪ new lengths and
- * relies on the throw to learn that they do not fit together.
+ * Config validation refuses more than MUP_MAX_PLENS; more here is a bug.
  */
 export function prefixLengths(lens: Iterable<number>, what: string): number[] {
   const out = [...new Set(lens)].sort((a, b) => b - a);
   if (out.length > MUP_MAX_PLENS) {
-    throw new RangeError(
-      `${what}: ${out.length} distinct prefix lengths (${out.join(', ')}); the data path looks up at most ${MUP_MAX_PLENS}`,
+    throw new Error(
+      `internal: ${what}: ${out.length} distinct prefix lengths (${out.join(', ')}), the data path looks up at most ` +
+        `${MUP_MAX_PLENS}; config validation should have refused them`,
     );
   }
   return out;

@@ -19,7 +19,7 @@ import {
   encodeLocalSidKey,
   encodePolicy,
   encodePolicyKey,
-  prefixLengths,
+  MUP_MAX_PLENS,
   LAYOUTS,
   type CounterValue,
 } from './codec.js';
@@ -249,13 +249,14 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
   }
 }
 
+/** Config validation refuses this; a Config built in code (benchmarks, tests) might not. */
 function checkTableSizes(config: Config): void {
   const s = config.settings;
-  if (config.policies.length > s.maxPolicies) {
-    throw new RangeError(`${config.policies.length} policies do not fit settings.max_policies = ${s.maxPolicies}`);
-  }
-  if (config.localsids.length > s.maxLocalSids) {
-    throw new RangeError(`${config.localsids.length} local SIDs do not fit settings.max_localsids = ${s.maxLocalSids}`);
+  if (config.policies.length > s.maxPolicies || config.localsids.length > s.maxLocalSids) {
+    throw new RangeError(
+      `${config.file}: ${config.policies.length} policies / ${config.localsids.length} local SIDs do not fit ` +
+        `settings.max_policies = ${s.maxPolicies} / max_localsids = ${s.maxLocalSids}: raise the settings`,
+    );
   }
 }
 
@@ -305,12 +306,11 @@ export function syncTables(t: Tables, config: Config): void {
   const key0 = Buffer.alloc(4);
   const current = mapLookup(t.configFd, key0, t.configSize, MAP_CONFIG) ?? Buffer.alloc(t.configSize);
   const old = decodeConfig(current, t.configOffset);
+  // Old and new lengths together, unless that is more than the program
+  // looks up: then a rule whose length goes away may miss for a moment.
   const union = (a: readonly number[], b: readonly number[]): readonly number[] => {
-    try {
-      return prefixLengths([...a, ...b], 'union');
-    } catch {
-      return b; // too many together: accept a brief miss on the old lengths
-    }
+    const all = [...new Set([...a, ...b])].sort((x, y) => y - x);
+    return all.length > MUP_MAX_PLENS ? b : all;
   };
   const widened = {
     ...wanted,
