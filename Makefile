@@ -7,7 +7,7 @@ BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(shell uname -m)-
 BPF_SRC := $(wildcard bpf/*.c)
 BPF_HDR := $(wildcard bpf/*.h)
 BPF_OBJ := $(patsubst bpf/%.c,build/%.o,$(BPF_SRC))
-DEB_PKGS := clang llvm libbpf-dev bpftool iproute2 python3-scapy tshark tcpdump iputils-ping iperf3 make g++
+DEB_PKGS := clang llvm libbpf-dev bpftool iproute2 procps python3-scapy tshark tcpdump iputils-ping iperf3 bsdextrautils make g++
 STAMP := build/.deps
 
 .PHONY: all deps bpf ts test demo bench-micro fuzz clean
