@@ -24,12 +24,13 @@ export interface ReplayOptions {
 }
 
 /** Why a frame was not run through the program. */
-export type SkipReason = 'frame_too_large' | 'runt';
+export type SkipReason = 'frame_too_large' | 'runt' | 'cut_by_snaplen';
 
 /** What each skip reason means, for people. */
 export const SKIP_REASONS: Readonly<Record<SkipReason, string>> = {
   frame_too_large: `larger than one XDP buffer (${TEST_RUN_MAX_FRAME} bytes); multi-buffer XDP is not supported`,
   runt: `shorter than an Ethernet header (${ETH_HLEN} bytes)`,
+  cut_by_snaplen: 'captured shorter than it was on the wire (snaplen): the program would judge a cut packet',
 };
 
 /** The program's verdict, or `skipped` for a frame that was not run. */
@@ -63,10 +64,15 @@ export function leaves(verdict: ReplayVerdict): boolean {
   return verdict !== 'drop' && verdict !== 'aborted' && verdict !== 'skipped';
 }
 
-/** Why BPF_PROG_TEST_RUN cannot run a frame of this length whole; undefined if it can. */
-export function skipReason(len: number): SkipReason | undefined {
+/**
+ * Why a captured frame cannot be run as it was on the wire: BPF_PROG_TEST_RUN
+ * cannot run it whole, or the capture kept only its first bytes. Undefined
+ * if it can be run.
+ */
+export function skipReason(len: number, origLen = len): SkipReason | undefined {
   if (len < ETH_HLEN) return 'runt';
   if (len > TEST_RUN_MAX_FRAME) return 'frame_too_large';
+  if (origLen > len) return 'cut_by_snaplen';
   return undefined;
 }
 
@@ -79,7 +85,7 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
   let counters: Counters;
   try {
     input.packets.forEach((p, index) => {
-      const skipped = skipReason(p.data.length);
+      const skipped = skipReason(p.data.length, p.origLen);
       if (skipped !== undefined) {
         frames.push({ index, verdict: 'skipped', skipped, event: null, inLen: p.data.length, outLen: 0 });
         return;

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parsePcap } from '../src/pcap.js';
+import { formatPcap, parsePcap } from '../src/pcap.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const BIN = join(ROOT, 'bin/mup.js');
@@ -104,6 +104,21 @@ wrpcap(sys.argv[1], [gpdu(int(a)) if a.isdigit() else bytes.fromhex(a[1:]) for a
       expect(r.stdout).toMatch(/^fwd_tx\s+3$/m);
       expect(r.stdout).toMatch(/^h_m_gtp4_d\s+3\s+\d+$/m);
     });
+  });
+
+  it('skips a frame the capture cut short (snaplen) instead of judging the cut packet', async () => {
+    const demo = parsePcap(readFileSync(IN), IN).packets;
+    const whole = demo[0]!;
+    const cut = { ...whole, data: whole.data.subarray(0, 60) }; // origLen stays the wire length
+    const f = join(dir, 'snaplen.pcap');
+    writeFileSync(f, formatPcap([cut, whole], 60));
+    const r = await mup('replay', '--config', CONFIG, '--in', f, '--out', join(dir, 'snaplen-out.pcap'), '--json');
+    expect(r.exitCode).toBe(0);
+    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.map((l) => [l['verdict'], l['reason']])).toEqual([
+      ['skipped', 'cut_by_snaplen'],
+      ['tx', null],
+    ]);
   });
 
   it('prints verdicts, events and per-rule counters without --json', async () => {

@@ -222,7 +222,11 @@ export class LibbpfError extends Error {
     const code = errnoNames.get(errno) ?? `errno ${errno}`;
     // The kernel's extack reason (netlink calls) says more than errno.
     const kernel = log.map((l) => /Kernel error message: (.*)/.exec(l)?.[1]).find((m) => m !== undefined);
-    super(`${op}: ${c.strerror(errno)} (${code})${kernel === undefined ? '' : `: ${kernel}`}`);
+    const hint =
+      code === 'EPERM' && typeof process.getuid === 'function' && process.getuid() !== 0
+        ? ': BPF needs root (CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN); run it as root'
+        : '';
+    super(`${op}: ${c.strerror(errno)} (${code})${kernel === undefined ? '' : `: ${kernel}`}${hint}`);
     this.code = code;
   }
 
