@@ -200,25 +200,9 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	inner_len = gtp_len + sizeof(*gtp) - gi.hdr_len;
 
 	inner = (__u8 *)gtp + (gi.hdr_len & 0x3fff);
-	if ((void *)(inner + 1) > end || inner_len < 1)
-		return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
-	if ((inner[0] >> 4) == 4) {
-		struct iphdr *in4 = (void *)inner;
-
-		if ((void *)(in4 + 1) > end || inner_len < sizeof(*in4))
-			return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
-		h = hash_inner4(in4, inner_len, end, mup_cfg.hash_seed);
-		inner_nh = IPPROTO_IPIP;
-	} else if ((inner[0] >> 4) == 6) {
-		struct ipv6hdr *in6 = (void *)inner;
-
-		if ((void *)(in6 + 1) > end || inner_len < sizeof(*in6))
-			return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
-		h = hash_inner6(in6, inner_len, end, mup_cfg.hash_seed);
-		inner_nh = IPPROTO_IPV6;
-	} else {
-		return ev(MUP_EV_DROP_INNER_NOT_IP, bytes, XDP_DROP);
-	}
+	rc = hash_inner(inner, inner_len, end, 0, mup_cfg.hash_seed, &h, &inner_nh);
+	if (rc)
+		return ev(rc, bytes, XDP_DROP);
 
 	/* Everything the new headers need, before the frame moves. */
 	eth_save(data, &macs);

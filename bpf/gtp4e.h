@@ -48,7 +48,7 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 	struct u128 da, sa;
 	__u32 payload_len, inner_len, new_hdr, h, daddr4, saddr4, teid, rule;
 	struct eth_macs macs;
-	__u8 tos, ttl, qfi, r, with_psc;
+	__u8 tos, ttl, qfi, r, with_psc, inner_nh;
 	__u8 *inner;
 	__u64 args;
 	int rc;
@@ -77,25 +77,10 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 
 	inner_len = payload_len - chain.len;
 	inner = (__u8 *)(ip6 + 1) + (chain.len & 0x1fff);
-	if ((void *)(inner + 1) > end || inner_len < 1)
-		return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
-	if (chain.inner == IPPROTO_IPIP) {
-		struct iphdr *in4 = (void *)inner;
-
-		if ((inner[0] >> 4) != 4)
-			return ev(MUP_EV_DROP_INNER_NOT_IP, bytes, XDP_DROP);
-		if ((void *)(in4 + 1) > end || inner_len < sizeof(*in4))
-			return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
-		h = hash_inner4(in4, inner_len, end, mup_cfg.hash_seed);
-	} else {
-		struct ipv6hdr *in6 = (void *)inner;
-
-		if ((inner[0] >> 4) != 6)
-			return ev(MUP_EV_DROP_INNER_NOT_IP, bytes, XDP_DROP);
-		if ((void *)(in6 + 1) > end || inner_len < sizeof(*in6))
-			return ev(MUP_EV_DROP_INNER_TRUNCATED, bytes, XDP_DROP);
-		h = hash_inner6(in6, inner_len, end, mup_cfg.hash_seed);
-	}
+	rc = hash_inner(inner, inner_len, end, chain.inner == IPPROTO_IPIP ? 4 : 6,
+			mup_cfg.hash_seed, &h, &inner_nh);
+	if (rc)
+		return ev(rc, bytes, XDP_DROP);
 
 	/* RFC 9433 §6.1: IPv4 DA and Args.Mob.Session follow the L-bit SID
 	 * prefix; the IPv4 SA sits at bit P of the IPv6 SA. */

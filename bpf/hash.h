@@ -11,6 +11,7 @@
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <bpf/bpf_endian.h>
+#include "mup_shared.h"
 
 static __always_inline __u32 rotl32(__u32 x, __u32 r)
 {
@@ -84,6 +85,39 @@ static __always_inline __u32 hash_inner6(const struct ipv6hdr *ip6, __u32 inner_
 	}
 	h = mm3_word(h, ports);
 	return mm3_final(h, 10);
+}
+
+/* The inner packet of either translation: inner_len bytes at inner. Checks
+ * it is IPv4 or IPv6 (the version nibble; `want` 4 or 6 when the outer
+ * header already named it, 0 when not) with a whole fixed header, and
+ * hashes it. Returns 0 with *h and *nh (IPPROTO_IPIP or IPPROTO_IPV6) set,
+ * or a drop event. */
+static __always_inline int hash_inner(__u8 *inner, __u32 inner_len, void *end, __u32 want,
+				      __u32 seed, __u32 *h, __u8 *nh)
+{
+	__u32 ver;
+
+	if ((void *)(inner + 1) > end || inner_len < 1)
+		return MUP_EV_DROP_INNER_TRUNCATED;
+	ver = inner[0] >> 4;
+	if ((ver != 4 && ver != 6) || (want && ver != want))
+		return MUP_EV_DROP_INNER_NOT_IP;
+	if (ver == 4) {
+		struct iphdr *in4 = (void *)inner;
+
+		if ((void *)(in4 + 1) > end || inner_len < sizeof(*in4))
+			return MUP_EV_DROP_INNER_TRUNCATED;
+		*h = hash_inner4(in4, inner_len, end, seed);
+		*nh = IPPROTO_IPIP;
+	} else {
+		struct ipv6hdr *in6 = (void *)inner;
+
+		if ((void *)(in6 + 1) > end || inner_len < sizeof(*in6))
+			return MUP_EV_DROP_INNER_TRUNCATED;
+		*h = hash_inner6(in6, inner_len, end, seed);
+		*nh = IPPROTO_IPV6;
+	}
+	return 0;
 }
 
 #endif
