@@ -38,9 +38,9 @@ static __always_inline void eth_save(const void *eth, struct eth_macs *m)
 /* Write the Ethernet header of a translated frame. In forwarding mode tx the
  * frame goes back where it came from, so the MACs are swapped here once;
  * mode fib overwrites them from the FIB result; mode kernel keeps them. */
-static __always_inline void eth_write(void *eth, const struct eth_macs *m, __u16 proto)
+static __always_inline void eth_write(const struct mup_config *cfg, void *eth, const struct eth_macs *m, __u16 proto)
 {
-	if (mup_cfg.fwd_mode == MUP_FWD_TX) {
+	if (cfg->fwd_mode == MUP_FWD_TX) {
 		*(__u32 *)eth = m->src_hi;
 		*(__u16 *)(eth + 4) = m->src_lo;
 		*(__u32 *)(eth + 6) = m->dst_hi;
@@ -55,9 +55,9 @@ static __always_inline void eth_write(void *eth, const struct eth_macs *m, __u16
 }
 
 /* Forwarding modes tx and kernel: no lookup; eth_write did the MACs. */
-static __always_inline int forward_local(__u32 bytes)
+static __always_inline int forward_local(const struct mup_config *cfg, __u32 bytes)
 {
-	if (mup_cfg.fwd_mode == MUP_FWD_TX)
+	if (cfg->fwd_mode == MUP_FWD_TX)
 		return ev(MUP_EV_FWD_TX, bytes, XDP_TX);
 	return ev(MUP_EV_FWD_KERNEL, bytes, XDP_PASS);
 }

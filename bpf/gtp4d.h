@@ -92,7 +92,7 @@ static __always_inline int gtp_parse_ext(struct gtpu_hdr *gtp, void *end,
 }
 
 /* Fill the IPv6 header and the SRH of the translated packet at data. */
-static __always_inline int gtp4d_write(struct xdp_md *ctx, const struct mup_policy *pol,
+static __always_inline int gtp4d_write(struct xdp_md *ctx, const struct mup_config *cfg, const struct mup_policy *pol,
 				       struct u128 last_sid, struct u128 src,
 				       __u32 vtcfl, __u16 payload_len, __u8 inner_nh,
 				       __u32 entries, const struct eth_macs *macs)
@@ -105,7 +105,7 @@ static __always_inline int gtp4d_write(struct xdp_md *ctx, const struct mup_poli
 
 	if ((void *)(ip6 + 1) > end)
 		return -1;
-	eth_write(eth, macs, ETH_P_IPV6);
+	eth_write(cfg, eth, macs, ETH_P_IPV6);
 
 	*(__be32 *)ip6 = bpf_htonl(vtcfl);
 	ip6->payload_len = bpf_htons(payload_len);
@@ -128,14 +128,14 @@ static __always_inline int gtp4d_write(struct xdp_md *ctx, const struct mup_poli
 /* A malformed IPv4 packet is ours to drop only when it is addressed to a
  * policy prefix; anyone else's goes to the kernel untouched. Costs a lookup
  * on this error path only. */
-static __always_inline int malformed4(__be32 daddr, __u32 drop_event, __u32 bytes)
+static __always_inline int malformed4(const struct mup_config *cfg, __be32 daddr, __u32 drop_event, __u32 bytes)
 {
-	if (policy_lookup(daddr))
+	if (policy_lookup(cfg, daddr))
 		return ev(drop_event, bytes, XDP_DROP);
 	return ev(MUP_EV_PASS_MALFORMED, bytes, XDP_PASS);
 }
 
-static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
+static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cfg, __u32 bytes)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -158,12 +158,12 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	ihl = ip->ihl * 4;
 	tot = bpf_ntohs(ip->tot_len);
 	if (ip->version != 4 || ihl < sizeof(*ip) || tot < ihl)
-		return malformed4(ip->daddr, MUP_EV_DROP_V4_BAD_HEADER, bytes);
+		return malformed4(cfg, ip->daddr, MUP_EV_DROP_V4_BAD_HEADER, bytes);
 	if (sizeof(struct ethhdr) + tot > bytes)
-		return malformed4(ip->daddr, MUP_EV_DROP_V4_TRUNCATED, bytes);
+		return malformed4(cfg, ip->daddr, MUP_EV_DROP_V4_TRUNCATED, bytes);
 	if (ip->frag_off & bpf_htons(0x3fff)) {
 		/* Not translated (spec §2); the kernel reassembles or drops. */
-		if (policy_lookup(ip->daddr))
+		if (policy_lookup(cfg, ip->daddr))
 			return ev(MUP_EV_PASS_V4_FRAGMENT, bytes, XDP_PASS);
 		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
 	}
@@ -173,10 +173,10 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	 * bytes of its padding. */
 	udp = (void *)ip + (ihl & 0x3c);
 	if ((void *)(udp + 1) > end || ihl + sizeof(*udp) > tot)
-		return malformed4(ip->daddr, MUP_EV_DROP_UDP_TRUNCATED, bytes);
+		return malformed4(cfg, ip->daddr, MUP_EV_DROP_UDP_TRUNCATED, bytes);
 	if (udp->dest != bpf_htons(MUP_GTPU_PORT))
 		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
-	pol = policy_lookup(ip->daddr);
+	pol = policy_lookup(cfg, ip->daddr);
 	if (!pol)
 		return ev(MUP_EV_PASS_NO_POLICY, bytes, XDP_PASS);
 
@@ -200,7 +200,7 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	inner_len = gtp_len + sizeof(*gtp) - gi.hdr_len;
 
 	inner = (__u8 *)gtp + (gi.hdr_len & 0x3fff);
-	rc = hash_inner(inner, inner_len, end, 0, mup_cfg.hash_seed, &h, &inner_nh);
+	rc = hash_inner(inner, inner_len, end, 0, cfg->hash_seed, &h, &inner_nh);
 	if (rc)
 		return ev(rc, bytes, XDP_DROP);
 
@@ -246,13 +246,13 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 
 		vtcfl = 6U << 28 | (__u32)tos << 20 | (h & 0xfffff);
-		if (gtp4d_write(ctx, pol, sid, src, vtcfl,
+		if (gtp4d_write(ctx, cfg, pol, sid, src, vtcfl,
 				new_hdr - sizeof(struct ipv6hdr) + inner_len, inner_nh,
 				entries, &macs))
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 		count_rule(pol->rule, bytes);
-		if (mup_cfg.fwd_mode != MUP_FWD_FIB)
-			return forward_local(bytes);
+		if (cfg->fwd_mode != MUP_FWD_FIB)
+			return forward_local(cfg, bytes);
 		{
 			struct bpf_fib_lookup fib = {};
 

@@ -38,7 +38,7 @@ _Static_assert(sizeof(struct gtp4e_hdrs) == 44, "gtp4e_hdrs must have no padding
 #define GTP4E_HDR_MIN (sizeof(struct iphdr) + sizeof(struct udphdr) + sizeof(struct gtpu_hdr))
 #define GTP4E_HDR_PSC sizeof(struct gtp4e_hdrs)
 
-static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
+static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cfg, __u32 bytes)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -56,7 +56,7 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 	if ((void *)(ip6 + 1) > end)
 		return ev(MUP_EV_PASS_MALFORMED, bytes, XDP_PASS); /* no DA to judge by */
 	da = u128_load(&ip6->daddr);
-	ls = localsid_lookup(da);
+	ls = localsid_lookup(cfg, da);
 	if (!ls)
 		return ev(MUP_EV_PASS_NO_LOCALSID, bytes, XDP_PASS);
 
@@ -78,7 +78,7 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 	inner_len = payload_len - chain.len;
 	inner = (__u8 *)(ip6 + 1) + (chain.len & 0x1fff);
 	rc = hash_inner(inner, inner_len, end, chain.inner == IPPROTO_IPIP ? 4 : 6,
-			mup_cfg.hash_seed, &h, &inner_nh);
+			cfg->hash_seed, &h, &inner_nh);
 	if (rc)
 		return ev(rc, bytes, XDP_DROP);
 
@@ -117,11 +117,11 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 		struct ethhdr *eth = data;
 		struct gtp4e_hdrs *o = (void *)(eth + 1);
 		__u32 tot = new_hdr + inner_len;
-		__u16 sport = mup_cfg.sport_base + (__u16)(((__u64)h * mup_cfg.sport_span) >> 32);
+		__u16 sport = cfg->sport_base + (__u16)(((__u64)h * cfg->sport_span) >> 32);
 
 		if ((void *)o + GTP4E_HDR_PSC > end)
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
-		eth_write(eth, &macs, ETH_P_IP);
+		eth_write(cfg, eth, &macs, ETH_P_IP);
 
 		o->ip.version = 4;
 		o->ip.ihl = 5;
@@ -156,8 +156,8 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 			o->gtp.length = bpf_htons(inner_len);
 		}
 		count_rule(rule, bytes);
-		if (mup_cfg.fwd_mode != MUP_FWD_FIB)
-			return forward_local(bytes);
+		if (cfg->fwd_mode != MUP_FWD_FIB)
+			return forward_local(cfg, bytes);
 		{
 			struct bpf_fib_lookup fib = {};
 

@@ -9,10 +9,10 @@
 #include "maps.h"
 #include "addr.h"
 
-static __always_inline struct mup_policy *policy_lookup(__be32 daddr)
+static __always_inline struct mup_policy *policy_lookup(const struct mup_config *cfg, __be32 daddr)
 {
 	struct mup_policy_key key = {};
-	__u32 n = mup_cfg.n_policy_plens;
+	__u32 n = cfg->n_policy_plens;
 	__u32 da = bpf_ntohl(daddr);
 
 	for (int i = 0; i < MUP_MAX_PLENS; i++) {
@@ -21,7 +21,7 @@ static __always_inline struct mup_policy *policy_lookup(__be32 daddr)
 
 		if (i >= n)
 			break;
-		plen = mup_cfg.policy_plens[i];
+		plen = cfg->policy_plens[i];
 		key.plen = plen;
 		/* Prefixes over 32 bits will also cover the TEID (BGP MUP
 		 * Type 2); until then the loader refuses them. */
@@ -33,10 +33,10 @@ static __always_inline struct mup_policy *policy_lookup(__be32 daddr)
 	return 0;
 }
 
-static __always_inline struct mup_localsid *localsid_lookup(struct u128 da)
+static __always_inline struct mup_localsid *localsid_lookup(const struct mup_config *cfg, struct u128 da)
 {
 	struct mup_localsid_key key = {};
-	__u32 n = mup_cfg.n_localsid_plens;
+	__u32 n = cfg->n_localsid_plens;
 
 	for (int i = 0; i < MUP_MAX_PLENS; i++) {
 		__u32 plen;
@@ -44,7 +44,7 @@ static __always_inline struct mup_localsid *localsid_lookup(struct u128 da)
 
 		if (i >= n)
 			break;
-		plen = mup_cfg.localsid_plens[i];
+		plen = cfg->localsid_plens[i];
 		key.plen = plen;
 		u128_store32(key.addr, u128_mask(da, plen));
 		s = bpf_map_lookup_elem(&mup_localsids, &key);

@@ -29,11 +29,21 @@ struct {
 	__type(value, struct mup_counter);
 } mup_counters SEC(".maps");
 
-/* Read with plain loads (no helper call); written by user space. */
-struct mup_config mup_cfg SEC(".data.cfg") = {
-	.fwd_mode = MUP_FWD_FIB,
-	.sport_base = 49152,
-	.sport_span = 16384,
+/* The configuration, read with plain loads (no helper call). Two copies:
+ * the program reads mup_cfg_sel once per packet and uses that copy
+ * throughout; user space writes the other copy, flips mup_cfg_sel, then waits
+ * for an RCU grace period (membarrier) before it may write the retired copy.
+ * So no packet ever sees half of one configuration and half of another
+ * (src/dataplane/tables.ts). */
+struct mup_config mup_cfgs[2] SEC(".data.cfg") = {
+	{ .fwd_mode = MUP_FWD_FIB, .sport_base = 49152, .sport_span = 16384 },
+	{ .fwd_mode = MUP_FWD_FIB, .sport_base = 49152, .sport_span = 16384 },
 };
+__u32 mup_cfg_sel SEC(".data.cfg") = 0;
+
+static __always_inline const struct mup_config *cfg_current(void)
+{
+	return &mup_cfgs[*(volatile __u32 *)&mup_cfg_sel & 1];
+}
 
 #endif

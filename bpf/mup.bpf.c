@@ -12,6 +12,7 @@
 #include <bpf/bpf_endian.h>
 #include "mup_shared.h"
 #include "counters.h"
+#include "maps.h"
 #include "gtp4d.h"
 #include "gtp4e.h"
 
@@ -22,13 +23,14 @@ int mup_xdp(struct xdp_md *ctx)
 	void *end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	__u32 bytes = end - data;
+	const struct mup_config *cfg = cfg_current();
 
 	if ((void *)(eth + 1) > end)
 		return ev(MUP_EV_PASS_NOT_IP, bytes, XDP_PASS);
 	if (eth->h_proto == bpf_htons(ETH_P_IP))
-		return gtp4d(ctx, bytes);
+		return gtp4d(ctx, cfg, bytes);
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-		return gtp4e(ctx, bytes);
+		return gtp4e(ctx, cfg, bytes);
 	return ev(MUP_EV_PASS_NOT_IP, bytes, XDP_PASS);
 }
 

@@ -125,7 +125,12 @@ describe.skipIf(!haveObject)(`dataplane with ${OBJECT}`, () => {
     expect(key.toString('hex')).toBe('19000000' + '0a000200' + '00000000');
     expect(decodePolicyKey(key)).toEqual({ plen: 25, daddr: 0x0a000200, teid: 0 });
 
-    const cfg = decodeConfig(mapLookup(t.configFd, Buffer.alloc(4), t.configSize)!, t.configOffset);
+    // The program reads the copy mup_cfg_sel selects.
+    const activeConfig = (): ReturnType<typeof decodeConfig> => {
+      const v = mapLookup(t.configFd, Buffer.alloc(4), t.configSize)!;
+      return decodeConfig(v, t.configOffsets[v.readUInt32LE(t.selOffset) & 1]);
+    };
+    const cfg = activeConfig();
     expect(cfg).toEqual({
       forwarding: 'tx',
       hashSeed: 7,
@@ -141,7 +146,7 @@ describe.skipIf(!haveObject)(`dataplane with ${OBJECT}`, () => {
     expect(dp.counters().rules.map((r) => r.where)).toEqual(['policies[0]', 'localsids[0]']);
     expect(() => dp!.sync({ ...fewer, settings: { ...fewer.settings, maxPolicies: 9 } })).toThrow(/fixed once loaded/);
     expect(mapKeys(t.policiesFd, LAYOUTS.mup_policy_key.size).map((k) => decodePolicyKey(k).plen)).toEqual([24]);
-    expect(decodeConfig(mapLookup(t.configFd, Buffer.alloc(4), t.configSize)!, t.configOffset).policyPlens).toEqual([24]);
+    expect(activeConfig().policyPlens).toEqual([24]);
   });
 
   it('translates a GTP-U frame with XDP_TX and counts it once', () => {
@@ -165,9 +170,9 @@ describe.skipIf(!haveObject)(`dataplane with ${OBJECT}`, () => {
     expect(c.events['pass_not_ip']).toEqual({ packets: 1n, bytes: BigInt(arpFrame.length) });
     expect(c.events['drop_gtp_ext_zero']).toEqual({ packets: 0n, bytes: 0n });
     expect(c.rules).toEqual([
-      { rule: 0, kind: 'policy', where: 'policies[0]', packets: 1n, bytes: BigInt(frame.length) },
-      { rule: 1, kind: 'policy', where: 'policies[1]', packets: 0n, bytes: 0n },
-      { rule: 8, kind: 'localsid', where: 'localsids[0]', packets: 0n, bytes: 0n },
+      { rule: 0, kind: 'policy', where: 'policies[0]', key: '10.0.1.0/24', packets: 1n, bytes: BigInt(frame.length) },
+      { rule: 1, kind: 'policy', where: 'policies[1]', key: '10.0.2.0/25', packets: 0n, bytes: 0n },
+      { rule: 8, kind: 'localsid', where: 'localsids[0]', key: '2001:db8:2::/48', packets: 0n, bytes: 0n },
     ]);
 
     dp.close();

@@ -8,34 +8,28 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/types.js';
 import { checkLayouts, eventNames } from './btf.js';
+import { formatIpv4Prefix, formatIpv6Prefix } from '../sid/addr.js';
 import {
   COUNTER_STRIDE,
   MUP_EVENT_SLOTS,
   configFields,
-  decodeConfig,
   decodePercpuCounter,
   encodeConfig,
-  encodeLocalSid,
   encodeLocalSidKey,
-  encodePolicy,
   encodePolicyKey,
-  MUP_MAX_PLENS,
   LAYOUTS,
   type CounterValue,
 } from './codec.js';
 import {
-  BPF_ANY,
   btfDatasecVar,
   findMap,
   findProgram,
-  mapDelete,
   mapFd,
-  mapKeys,
-  mapLookup,
+  mapInfo,
   mapLookupArrayRange,
+  mapReuseFd,
   mapSetInitialValue,
   mapSetMaxEntries,
-  mapUpdate,
   mapValueSize,
   numPossibleCpus,
   objectBtf,
@@ -52,16 +46,16 @@ import {
   type BpfObject,
 } from './libbpf.js';
 import { ifIndex, inNetns, NetnsError } from './netns.js';
+import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, Tables, type ApplyResult, type TableFds } from './tables.js';
 
 /** <repo>/build/mup.bpf.o, from src/dataplane or dist/dataplane alike. */
 export const DEFAULT_OBJECT = fileURLToPath(new URL('../../build/mup.bpf.o', import.meta.url));
 
 export const PROGRAM_NAME = 'mup_xdp';
-export const MAP_POLICIES = 'mup_policies';
-export const MAP_LOCALSIDS = 'mup_localsids';
-export const MAP_COUNTERS = 'mup_counters';
-export const MAP_CONFIG = '.data.cfg';
-export const CONFIG_VAR = 'mup_cfg';
+export { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES };
+/** The two configuration copies and the selector (bpf/maps.h). */
+export const CONFIG_VAR = 'mup_cfgs';
+export const CONFIG_SEL_VAR = 'mup_cfg_sel';
 /** The shortest frame BPF_PROG_TEST_RUN accepts for XDP (an Ethernet header); shorter ones get EINVAL. */
 export const ETH_HLEN = 14;
 /**
@@ -97,16 +91,20 @@ export interface RunResult {
 }
 
 export interface RuleCounter extends CounterValue {
+  /** Counter slot of the rule (stable while its key exists). */
   readonly rule: number;
   readonly kind: 'policy' | 'localsid';
   /** Key path of the rule in the config, e.g. "policies[3]". */
   readonly where: string;
+  /** The rule's key: match prefix (policy) or SID prefix (local SID). */
+  readonly key: string;
+  readonly name?: string;
 }
 
 export interface Counters {
   /** Every event of enum mup_event, zeros included. */
   readonly events: Record<string, CounterValue>;
-  /** Configured rules, policies first. */
+  /** Rules in the tables, policies first, each in config order. */
   readonly rules: RuleCounter[];
   /** Translated packets per function: the sum of its rules. */
   readonly functions: Record<TranslationFunction, CounterValue>;
@@ -142,21 +140,32 @@ export interface DataplaneOptions {
   /** Default: DEFAULT_OBJECT. */
   readonly object?: string;
   readonly config: Config;
+  /**
+   * Existing maps to use instead of creating new ones (e.g. pinned by an
+   * earlier daemon): their entries and counters carry over. Each must match
+   * the object's map in type, key and value size and in max_entries (from
+   * the config's table sizes); openDataplane refuses one that does not.
+   */
+  readonly reuse?: { readonly policies: number; readonly localsids: number; readonly counters: number };
 }
 
 export interface Dataplane {
   readonly object: string;
   readonly config: Config;
   readonly progFd: number;
+  /** Map fds, for pinning. */
+  readonly maps: { readonly policies: number; readonly localsids: number; readonly counters: number; readonly config: number };
+  /** The mirror of the tables: rule ids, incremental changes. */
+  readonly rules: Tables;
   /** Counter slot -> event name, from the object's BTF. */
   readonly events: ReadonlyMap<number, string>;
-  readonly tables: Tables;
+  readonly tables: TableFds;
   /**
    * Make the loaded tables and mup_cfg follow a new config (see syncTables).
    * Table sizes are fixed at load: a config with other max_policies /
    * max_localsids needs a new openDataplane().
    */
-  sync(config: Config): void;
+  sync(config: Config): ApplyResult;
   /**
    * One BPF_PROG_TEST_RUN of the frame, repeat 1. Throws RangeError for a
    * frame shorter than ETH_HLEN or longer than TEST_RUN_MAX_FRAME bytes.
@@ -182,26 +191,10 @@ export interface Dataplane {
 }
 
 /** Where the tables and the configuration of a loaded object live. */
-export interface Tables {
-  readonly policiesFd: number;
-  readonly localsidsFd: number;
-  readonly countersFd: number;
-  /** The .data.cfg array map (one element, key 0) and mup_cfg's offset inside it. */
-  readonly configFd: number;
-  readonly configSize: number;
-  readonly configOffset: number;
-}
+export type { TableFds };
 
 export function counterSlots(config: Config): number {
-  return MUP_EVENT_SLOTS + config.settings.maxPolicies + config.settings.maxLocalSids;
-}
-
-/** Rule id of policy i and local SID j (docs/datapath.md). */
-export function policyRule(i: number): number {
-  return i;
-}
-export function localSidRule(config: Config, j: number): number {
-  return config.settings.maxPolicies + j;
+  return Tables.counterSlots(config.settings);
 }
 
 export function openDataplane(o: DataplaneOptions): Dataplane {
@@ -216,36 +209,80 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
     checkLayouts(obj, file);
     const events = eventNames(obj, file);
 
-    mapSetMaxEntries(findMap(obj, MAP_POLICIES), s.maxPolicies, MAP_POLICIES);
-    mapSetMaxEntries(findMap(obj, MAP_LOCALSIDS), s.maxLocalSids, MAP_LOCALSIDS);
-    mapSetMaxEntries(findMap(obj, MAP_COUNTERS), counterSlots(config), MAP_COUNTERS);
+    const policies = findMap(obj, MAP_POLICIES);
+    const localsids = findMap(obj, MAP_LOCALSIDS);
+    const counters = findMap(obj, MAP_COUNTERS);
+    mapSetMaxEntries(policies, s.maxPolicies, MAP_POLICIES);
+    mapSetMaxEntries(localsids, s.maxLocalSids, MAP_LOCALSIDS);
+    mapSetMaxEntries(counters, counterSlots(config), MAP_COUNTERS);
+    if (o.reuse !== undefined) {
+      const want = { [MAP_POLICIES]: s.maxPolicies, [MAP_LOCALSIDS]: s.maxLocalSids, [MAP_COUNTERS]: counterSlots(config) };
+      for (const [map, fd, name] of [
+        [policies, o.reuse.policies, MAP_POLICIES],
+        [localsids, o.reuse.localsids, MAP_LOCALSIDS],
+        [counters, o.reuse.counters, MAP_COUNTERS],
+      ] as const) {
+        const info = mapInfo(fd, name);
+        if (info.maxEntries !== want[name]) {
+          throw new TableSizeError(name, info.maxEntries, want[name]);
+        }
+        mapReuseFd(map, fd, name);
+      }
+    }
 
     const cfgMap = findMap(obj, MAP_CONFIG);
     const configSize = mapValueSize(cfgMap);
-    const configOffset = btfDatasecVar(objectBtf(obj), MAP_CONFIG, CONFIG_VAR)?.offset ?? 0;
-    if (configOffset + LAYOUTS.mup_config.size > configSize) {
-      throw new Error(`${file}: ${MAP_CONFIG} is ${configSize} bytes, too small for ${CONFIG_VAR} at offset ${configOffset}`);
+    const btf = objectBtf(obj);
+    const cfgVar = btfDatasecVar(btf, MAP_CONFIG, CONFIG_VAR);
+    const selVar = btfDatasecVar(btf, MAP_CONFIG, CONFIG_SEL_VAR);
+    const one = LAYOUTS.mup_config.size;
+    if (cfgVar === undefined || selVar === undefined || cfgVar.size !== 2 * one || selVar.offset + 4 > configSize) {
+      throw new Error(`${file}: ${MAP_CONFIG} must hold ${CONFIG_VAR}[2] (struct mup_config) and ${CONFIG_SEL_VAR}; rebuild it with \`make bpf\``);
     }
+    const configOffsets: [number, number] = [cfgVar.offset, cfgVar.offset + one];
+    // Both copies start equal; the tables are empty (or carried over: their
+    // prefix lengths are written before the program is attached anywhere).
     const initial = Buffer.alloc(configSize);
-    encodeConfig(configFields(s, config.policies, config.localsids), initial, configOffset);
+    const fields = configFields(s, [], []);
+    encodeConfig(fields, initial, configOffsets[0]);
+    encodeConfig(fields, initial, configOffsets[1]);
     mapSetInitialValue(cfgMap, initial, MAP_CONFIG);
 
     objectLoad(obj, file);
 
     const progFd = programFd(findProgram(obj, PROGRAM_NAME), PROGRAM_NAME);
-    const tables: Tables = {
-      policiesFd: mapFd(findMap(obj, MAP_POLICIES), MAP_POLICIES),
-      localsidsFd: mapFd(findMap(obj, MAP_LOCALSIDS), MAP_LOCALSIDS),
-      countersFd: mapFd(findMap(obj, MAP_COUNTERS), MAP_COUNTERS),
+    const fds: TableFds = {
+      policiesFd: mapFd(policies, MAP_POLICIES),
+      localsidsFd: mapFd(localsids, MAP_LOCALSIDS),
+      countersFd: mapFd(counters, MAP_COUNTERS),
       configFd: mapFd(cfgMap, MAP_CONFIG),
       configSize,
-      configOffset,
+      configOffsets,
+      selOffset: selVar.offset,
     };
-    syncTables(tables, config);
-    return new LoadedDataplane(file, config, obj, progFd, events, tables);
+    const tables = new Tables(fds, s, s);
+    tables.writeSettings(s);
+    tables.sync(s, config.policies, config.localsids);
+    return new LoadedDataplane(file, config, obj, progFd, events, fds, tables);
   } catch (e) {
     objectClose(obj);
     throw e;
+  }
+}
+
+/** A reused map was made for other table sizes: it cannot be resized in place. */
+export class TableSizeError extends RangeError {
+  override readonly name = 'TableSizeError';
+  constructor(
+    readonly map: string,
+    readonly has: number,
+    readonly wants: number,
+  ) {
+    super(
+      `the existing ${map} holds ${has} entries, the config asks for ${wants}: a BPF map cannot be resized in place. ` +
+        'Keep the old settings.max_policies / max_localsids, or start over with fresh tables (mup daemon --replace-tables), ' +
+        'which resets the counters and interrupts traffic while the tables refill',
+    );
   }
 }
 
@@ -258,75 +295,6 @@ function checkTableSizes(config: Config): void {
         `settings.max_policies = ${s.maxPolicies} / max_localsids = ${s.maxLocalSids}: raise the settings`,
     );
   }
-}
-
-interface Entry {
-  readonly key: Buffer;
-  readonly value: Buffer;
-  readonly where: string;
-}
-
-function entries(list: readonly { key: Buffer; value: Buffer; where: string }[], what: string): Map<string, Entry> {
-  const out = new Map<string, Entry>();
-  for (const e of list) {
-    const k = e.key.toString('hex');
-    const prev = out.get(k);
-    if (prev !== undefined) throw new RangeError(`${e.where}: same ${what} as ${prev.where}`);
-    out.set(k, e);
-  }
-  return out;
-}
-
-/**
- * Make the tables and mup_cfg equal to `config`, without a window where a
- * rule present before and after is missed: write every entry, widen the
- * prefix-length lists to old ∪ new, delete stale entries, then narrow the
- * lists to the new lengths. Forwarding mode, hash seed and source ports are
- * written with the lists.
- */
-export function syncTables(t: Tables, config: Config): void {
-  checkTableSizes(config);
-  const policies = entries(
-    config.policies.map((p, i) => ({ key: encodePolicyKey(p.match), value: encodePolicy(p, policyRule(i)), where: p.where })),
-    'match prefix',
-  );
-  const localsids = entries(
-    config.localsids.map((l, j) => ({
-      key: encodeLocalSidKey(l.sid),
-      value: encodeLocalSid(l, localSidRule(config, j)),
-      where: l.where,
-    })),
-    'SID prefix',
-  );
-  const wanted = configFields(config.settings, config.policies, config.localsids);
-
-  for (const e of policies.values()) mapUpdate(t.policiesFd, e.key, e.value, BPF_ANY, `${MAP_POLICIES} (${e.where})`);
-  for (const e of localsids.values()) mapUpdate(t.localsidsFd, e.key, e.value, BPF_ANY, `${MAP_LOCALSIDS} (${e.where})`);
-
-  const key0 = Buffer.alloc(4);
-  const current = mapLookup(t.configFd, key0, t.configSize, MAP_CONFIG) ?? Buffer.alloc(t.configSize);
-  const old = decodeConfig(current, t.configOffset);
-  // Old and new lengths together, unless that is more than the program
-  // looks up: then a rule whose length goes away may miss for a moment.
-  const union = (a: readonly number[], b: readonly number[]): readonly number[] => {
-    const all = [...new Set([...a, ...b])].sort((x, y) => y - x);
-    return all.length > MUP_MAX_PLENS ? b : all;
-  };
-  const widened = {
-    ...wanted,
-    policyPlens: union(old.policyPlens, wanted.policyPlens),
-    localsidPlens: union(old.localsidPlens, wanted.localsidPlens),
-  };
-  mapUpdate(t.configFd, key0, encodeConfig(widened, current, t.configOffset), BPF_ANY, MAP_CONFIG);
-
-  for (const [fd, keep, size, name] of [
-    [t.policiesFd, policies, LAYOUTS.mup_policy_key.size, MAP_POLICIES],
-    [t.localsidsFd, localsids, LAYOUTS.mup_localsid_key.size, MAP_LOCALSIDS],
-  ] as const) {
-    for (const k of mapKeys(fd, size, name)) if (!keep.has(k.toString('hex'))) mapDelete(fd, k, name);
-  }
-
-  mapUpdate(t.configFd, key0, encodeConfig(wanted, current, t.configOffset), BPF_ANY, MAP_CONFIG);
 }
 
 const XDP_MODE_FLAGS: Record<XdpMode, number> = { native: XDP_FLAGS_DRV_MODE, generic: XDP_FLAGS_SKB_MODE };
@@ -358,28 +326,26 @@ class LoadedDataplane implements Dataplane {
     obj: BpfObject,
     readonly progFd: number,
     readonly events: ReadonlyMap<number, string>,
-    readonly tables: Tables,
+    readonly tables: TableFds,
+    readonly rules: Tables,
   ) {
     this.#obj = obj;
     this.#config = config;
+    this.maps = { policies: tables.policiesFd, localsids: tables.localsidsFd, counters: tables.countersFd, config: tables.configFd };
   }
+
+  readonly maps: Dataplane['maps'];
 
   get config(): Config {
     return this.#config;
   }
 
-  sync(config: Config): void {
+  sync(config: Config): ApplyResult {
     this.#open();
-    const was = this.#config.settings;
-    const now = config.settings;
-    if (was.maxPolicies !== now.maxPolicies || was.maxLocalSids !== now.maxLocalSids) {
-      throw new RangeError(
-        `table sizes are fixed once loaded (max_policies ${was.maxPolicies}, max_localsids ${was.maxLocalSids}); ` +
-          'reload the data plane to change them',
-      );
-    }
-    syncTables(this.tables, config);
+    checkTableSizes(config);
+    const r = this.rules.sync(config.settings, config.policies, config.localsids);
     this.#config = config;
+    return r;
   }
 
   #open(): void {
@@ -465,21 +431,35 @@ class LoadedDataplane implements Dataplane {
       if (!this.events.has(slot) && v.packets !== 0n) events[this.#slotName(slot)] = v;
     });
 
-    const rules: RuleCounter[] = [];
-    const { policies, localsids } = this.config;
-    this.#read(MUP_EVENT_SLOTS + policyRule(0), policies.length).forEach((v, i) => {
-      const p = policies[i];
-      if (p !== undefined) rules.push({ rule: policyRule(i), kind: 'policy', where: p.where, ...v });
-    });
-    this.#read(MUP_EVENT_SLOTS + localSidRule(this.config, 0), localsids.length).forEach((v, j) => {
-      const l = localsids[j];
-      if (l !== undefined) rules.push({ rule: localSidRule(this.config, j), kind: 'localsid', where: l.where, ...v });
-    });
+    const rules = this.ruleCounters(this.config);
     const sum = (kind: RuleCounter['kind']): CounterValue =>
       rules
         .filter((r) => r.kind === kind)
         .reduce((a, r) => ({ packets: a.packets + r.packets, bytes: a.bytes + r.bytes }), { packets: 0n, bytes: 0n });
     return { events, rules, functions: { h_m_gtp4_d: sum('policy'), end_m_gtp4_e: sum('localsid') } };
+  }
+
+  /**
+   * Per-rule counters of the rules of `config` that are in the tables, in
+   * config order (policies, then local SIDs). One read of the counter range.
+   */
+  ruleCounters(config: Pick<Config, 'policies' | 'localsids'>): RuleCounter[] {
+    const s = this.config.settings;
+    const total = s.maxPolicies + s.maxLocalSids;
+    const raw = this.#raw(MUP_EVENT_SLOTS, total);
+    const at = (rule: number): CounterValue => decodePercpuCounter(raw, this.#ncpus, rule * COUNTER_STRIDE * this.#ncpus);
+    const out: RuleCounter[] = [];
+    for (const p of config.policies) {
+      const rule = this.rules.policyRule(p.match);
+      if (rule === undefined) continue;
+      out.push({ rule, kind: 'policy', where: p.where, key: formatIpv4Prefix(p.match), ...(p.name === undefined ? {} : { name: p.name }), ...at(rule) });
+    }
+    for (const l of config.localsids) {
+      const rule = this.rules.localsidRule(l.sid);
+      if (rule === undefined) continue;
+      out.push({ rule, kind: 'localsid', where: l.where, key: formatIpv6Prefix(l.sid), ...(l.name === undefined ? {} : { name: l.name }), ...at(rule) });
+    }
+    return out;
   }
 
   get attachments(): readonly Attachment[] {

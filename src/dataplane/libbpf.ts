@@ -670,3 +670,158 @@ export function btfDatasecVar(btf: Btf, sec: string, varName: string): { offset:
   }
   return undefined;
 }
+
+// ---------------------------------------------------------------------------
+// Pinned objects, map reuse and BPF links (the daemon's survival kit)
+
+const pins = {
+  objPin: bind<(fd: number, path: string) => number>(lib, 'int bpf_obj_pin(int fd, const char *pathname)'),
+  objGet: bind<(path: string) => number>(lib, 'int bpf_obj_get(const char *pathname)'),
+  mapReuseFd: bind<(map: BpfMap, fd: number) => number>(lib, 'int bpf_map__reuse_fd(void *map, int fd)'),
+  linkCreate: bind<(progFd: number, targetFd: number, type: number, opts: Buffer | null) => number>(
+    lib,
+    'int bpf_link_create(int prog_fd, int target_fd, int attach_type, const void *opts)',
+  ),
+  linkUpdate: bind<(linkFd: number, progFd: number, opts: Ptr) => number>(
+    lib,
+    'int bpf_link_update(int link_fd, int new_prog_fd, const void *opts)',
+  ),
+  infoByFd: bind<(fd: number, info: Buffer, len: Uint32Array) => number>(
+    lib,
+    'int bpf_obj_get_info_by_fd(int bpf_fd, void *info, uint32_t *info_len)',
+  ),
+  close: bind<(fd: number) => number>(libc, 'int close(int fd)'),
+  mount: bind<(src: string, target: string, fstype: string, flags: number, data: string | null) => number>(
+    libc,
+    'int mount(const char *source, const char *target, const char *filesystemtype, unsigned long flags, const char *data)',
+  ),
+  syscall3: libc.func('long syscall(long number, ...)'),
+};
+
+/** Throw for a -1 return of a libc call, with errno. */
+function checkLibc(ret: number, op: string): number {
+  if (ret < 0) throw new LibbpfError(op, koffi.errno(), takeLog());
+  return ret;
+}
+
+/** Pin any BPF fd (program, map, link) at a path on a bpffs. */
+export function objPin(fd: number, path: string, what = 'object'): void {
+  check(pins.objPin(fd, path), `pinning ${what} at ${path}`);
+}
+
+/** Open a pinned object; returns a new fd the caller must close. */
+export function objGet(path: string, what = 'object'): number {
+  return check(pins.objGet(path), `opening pinned ${what} ${path}`);
+}
+
+export function closeFd(fd: number): void {
+  pins.close(fd);
+}
+
+/** Use an existing map (e.g. a pinned one) instead of creating one at load. Before objectLoad. */
+export function mapReuseFd(map: BpfMap, fd: number, name = 'map'): void {
+  check(pins.mapReuseFd(map, fd), `reusing the existing ${name} (fd ${fd})`);
+}
+
+export const BPF_XDP_ATTACH_TYPE = 37;
+
+/**
+ * A BPF link attaching an XDP program to an interface (in the caller's
+ * network namespace), in the mode `xdpFlags` names (XDP_FLAGS_DRV_MODE or
+ * XDP_FLAGS_SKB_MODE: no silent fallback). The link lives as long as an fd
+ * or a pin refers to it; bpf_link_update swaps its program atomically.
+ */
+export function xdpLinkCreate(progFd: number, ifindex: number, xdpFlags: number, what: string): number {
+  // struct bpf_link_create_opts up to `flags`: sz (size_t), flags (u32), pad.
+  const opts = Buffer.alloc(16);
+  opts.writeBigUInt64LE(16n, 0);
+  opts.writeUInt32LE(xdpFlags, 8);
+  return check(pins.linkCreate(progFd, ifindex, BPF_XDP_ATTACH_TYPE, opts), `attaching XDP (link) to ${what}`);
+}
+
+/** Replace the program of a link, atomically for the packets. */
+export function linkUpdate(linkFd: number, progFd: number, what: string): void {
+  check(pins.linkUpdate(linkFd, progFd, null), `replacing the program of the XDP link on ${what}`);
+}
+
+function objInfo(fd: number, size: number, what: string): Buffer {
+  const info = Buffer.alloc(size);
+  const len = new Uint32Array([size]);
+  check(pins.infoByFd(fd, info, len), `reading the info of ${what}`);
+  return info;
+}
+
+export interface LinkInfo {
+  readonly type: number;
+  readonly id: number;
+  readonly progId: number;
+  /** For XDP links; 0 once the interface is gone (the link is then defunct). */
+  readonly ifindex: number;
+}
+export const BPF_LINK_TYPE_XDP = 6;
+
+export function linkInfo(fd: number, what = 'link'): LinkInfo {
+  const b = objInfo(fd, 48, what);
+  return { type: b.readUInt32LE(0), id: b.readUInt32LE(4), progId: b.readUInt32LE(8), ifindex: b.readUInt32LE(16) };
+}
+
+export interface ProgInfo {
+  readonly id: number;
+  /** 8-byte program tag (hash of the instructions), hex. */
+  readonly tag: string;
+  readonly name: string;
+}
+
+export function progInfo(fd: number, what = 'program'): ProgInfo {
+  const b = objInfo(fd, 232, what);
+  const name = b.subarray(64, 80);
+  const end = name.indexOf(0);
+  return { id: b.readUInt32LE(4), tag: b.subarray(8, 16).toString('hex'), name: name.subarray(0, end < 0 ? 16 : end).toString() };
+}
+
+export interface MapInfo {
+  readonly type: number;
+  readonly id: number;
+  readonly keySize: number;
+  readonly valueSize: number;
+  readonly maxEntries: number;
+  readonly flags: number;
+  readonly name: string;
+}
+
+export function mapInfo(fd: number, what = 'map'): MapInfo {
+  const b = objInfo(fd, 88, what);
+  const name = b.subarray(24, 40);
+  const end = name.indexOf(0);
+  return {
+    type: b.readUInt32LE(0),
+    id: b.readUInt32LE(4),
+    keySize: b.readUInt32LE(8),
+    valueSize: b.readUInt32LE(12),
+    maxEntries: b.readUInt32LE(16),
+    flags: b.readUInt32LE(20),
+    name: name.subarray(0, end < 0 ? 16 : end).toString(),
+  };
+}
+
+/** mount -t bpf bpf TARGET (mode 0700). */
+export function mountBpffs(target: string): void {
+  checkLibc(pins.mount('bpf', target, 'bpf', 0, 'mode=0700'), `mounting a bpf filesystem on ${target}`);
+}
+
+const NR_MEMBARRIER: Partial<Record<string, number>> = { x64: 324, arm64: 283 };
+const MEMBARRIER_CMD_GLOBAL = 1;
+
+/**
+ * Wait until every CPU has left any RCU read-side section it was in:
+ * membarrier(MEMBARRIER_CMD_GLOBAL), which the kernel implements with
+ * synchronize_rcu(). XDP programs run inside such sections, so afterwards no
+ * program run still holds a pointer to a hash element deleted or replaced
+ * before the call (or to a config copy retired before it).
+ */
+export function synchronizeRcu(): void {
+  const nr = NR_MEMBARRIER[process.arch];
+  if (nr === undefined) throw new Error(`membarrier: syscall number unknown for ${process.arch}`);
+  const ret = Number(pins.syscall3(nr, 'int', MEMBARRIER_CMD_GLOBAL, 'unsigned int', 0, 'int', -1));
+  checkLibc(ret, 'membarrier(MEMBARRIER_CMD_GLOBAL)');
+}
