@@ -54,10 +54,35 @@ export interface Settings {
   readonly hashSeed: number;
 }
 
+/** XDP attach mode: native (in the driver) or generic (after skb allocation; slow). */
+export type XdpMode = 'native' | 'generic';
+
+/** An interface `mup daemon` attaches the program to. */
+export interface InterfaceConfig {
+  readonly where: string;
+  readonly name: string;
+  readonly xdp: XdpMode;
+}
+
+/** How `mup daemon` serves its control API; defaults depend on the instance name. */
+export interface DaemonSettings {
+  /** Unix socket; default /run/mup/<instance>.sock. */
+  readonly socket?: string;
+  /** Group owning the socket (mode 0660); default root's. */
+  readonly socketGroup?: string;
+  /** Runtime changes; default /var/lib/mup/<instance>.state.json. */
+  readonly stateFile?: string;
+  /** Optional HTTP listener (API and /metrics). */
+  readonly http?: { readonly host: string; readonly port: number; readonly tokenFile?: string };
+}
+
 export interface Config {
   /** File the config came from, or "<inline>". */
   readonly file: string;
   readonly settings: Settings;
+  /** Interfaces for `mup daemon` (replay and tests ignore them). */
+  readonly interfaces?: readonly InterfaceConfig[];
+  readonly daemon?: DaemonSettings;
   readonly policies: readonly Policy[];
   readonly localsids: readonly LocalSid[];
   /**

@@ -97,8 +97,64 @@ function libReason(e: unknown): string {
   return msg.replace(/\.$/, '');
 }
 
+const V4_FAST = /^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})$/;
+const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
+
+/**
+ * The plain forms (dotted quad without leading zeros; hex groups with at most
+ * one "::", no embedded IPv4) parsed by hand: a config of 65,536 policies
+ * holds 200,000 of them, and ip-address takes 3 µs each. Anything else, and
+ * every error, goes to ip-address, which words the message. The forms taken
+ * here are a subset of what ip-address accepts, with the same values.
+ */
+function fastV4(s: string): number | undefined {
+  const m = V4_FAST.exec(s);
+  if (m === null) return undefined;
+  let n = 0;
+  for (let i = 1; i <= 4; i++) {
+    const o = Number(m[i]);
+    if (o > 255) return undefined;
+    n = n * 256 + o;
+  }
+  return n;
+}
+
+function fastV6(s: string): bigint | undefined {
+  const dbl = s.indexOf('::');
+  if (dbl >= 0 && s.indexOf('::', dbl + 1) >= 0) return undefined;
+  const groups = (part: string): number[] | undefined => {
+    if (part === '') return [];
+    const out: number[] = [];
+    for (const g of part.split(':')) {
+      if (!HEX_GROUP.test(g)) return undefined;
+      out.push(parseInt(g, 16));
+    }
+    return out;
+  };
+  let all: number[];
+  if (dbl < 0) {
+    const g = groups(s);
+    if (g === undefined || g.length !== 8) return undefined;
+    all = g;
+  } else {
+    const head = groups(s.slice(0, dbl));
+    const tail = groups(s.slice(dbl + 2));
+    if (head === undefined || tail === undefined || head.length + tail.length > 7) return undefined;
+    all = [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail];
+  }
+  let hi = 0n;
+  for (let i = 0; i < 4; i++) hi = (hi << 16n) | BigInt(all[i] ?? 0);
+  let lo = 0;
+  let lo2 = 0;
+  lo = (all[4] ?? 0) * 0x10000 + (all[5] ?? 0);
+  lo2 = (all[6] ?? 0) * 0x10000 + (all[7] ?? 0);
+  return (hi << 64n) | (BigInt(lo) << 32n) | BigInt(lo2);
+}
+
 /** Parse the address part `s`; messages quote `shown` (the whole input). */
 function v4(s: string, shown: string, where: string, expected: string): Ipv4Addr {
+  const fast = fastV4(s);
+  if (fast !== undefined) return fast as Ipv4Addr;
   try {
     return ipv4Addr(Number(new Address4(s).bigInt()));
   } catch (e) {
@@ -110,6 +166,8 @@ function v6(s: string, shown: string, where: string, expected: string): Ipv6Addr
   if (s.includes('%')) {
     throw new AddressError(where, `${JSON.stringify(shown)} has a zone index; expected ${expected} without %ZONE`);
   }
+  const fast = fastV6(s);
+  if (fast !== undefined) return fast as Ipv6Addr;
   try {
     return ipv6Addr(new Address6(s).bigInt());
   } catch (e) {

@@ -170,9 +170,9 @@ const many = (n: number, f: (i: number) => Obj): Obj[] => Array.from({ length: n
 
 const errors: { name: string; text: string; path: string; msg: RegExp }[] = [
   // top level
-  { name: 'top_is_list', text: '- a\n', path: '', msg: /mapping with keys settings, policies, localsids/ },
+  { name: 'top_is_list', text: '- a\n', path: '', msg: /mapping with keys settings, interfaces, daemon, policies, localsids/ },
   { name: 'top_is_scalar', text: 'hello\n', path: '', msg: /mapping/ },
-  { name: 'unknown_top_key', text: doc({ polices: [] }), path: 'polices', msg: /did you mean policies\?.*allowed keys.*settings, policies, localsids/ },
+  { name: 'unknown_top_key', text: doc({ polices: [] }), path: 'polices', msg: /did you mean policies\?.*allowed keys.*settings, interfaces, daemon, policies, localsids/ },
   { name: 'unknown_top_key_far', text: doc({ zzz: 1 }), path: 'zzz', msg: /unknown key; allowed keys at the top level/ },
   { name: 'weird_key_quoted', text: doc({ 'a b': 1 }), path: '["a b"]', msg: /unknown key/ },
   // settings
