@@ -9,6 +9,7 @@ import { loadConfigFile } from '../config/load.js';
 import type { Config } from '../config/types.js';
 import { DEFAULT_OBJECT } from '../dataplane/index.js';
 import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../replay.js';
+import { registerOps } from './ops.js';
 
 interface Io {
   out(s: string): void;
@@ -34,8 +35,15 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
     })
     .addHelpText(
       'after',
-      '\nExample:\n  mup replay --config config/example.yaml --in gtp.pcap --out srv6.pcap\n',
+      '\nExamples:\n' +
+        '  mup daemon --config /etc/mup/mup.yaml     # run the translator\n' +
+        '  mup status                                # what it runs\n' +
+        '  mup stats --watch                         # packet rates per function, rule, drop reason\n' +
+        '  mup policy replace --match 10.45.0.0/16 --sr-prefix 2001:db8:b::/48 --src-prefix 2001:db8:ffff::/64\n' +
+        '  mup replay --config config/example.yaml --in gtp.pcap --out srv6.pcap\n',
     );
+
+  registerOps(program, io);
 
   program
     .command('replay')

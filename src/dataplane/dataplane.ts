@@ -172,6 +172,8 @@ export interface Dataplane {
    */
   run(frame: Buffer): RunResult;
   counters(): Counters;
+  /** Per-rule counters of the rules of `config` that are in the tables, in config order. */
+  ruleCounters(config: Pick<Config, 'policies' | 'localsids'>): RuleCounter[];
   /**
    * Attach the program to interface `ifname` (in namespace `netns`, entered
    * with setns() on this thread). Refuses (EBUSY) when an XDP program of that

@@ -114,3 +114,19 @@ export function ifIndex(ifname: string, netns?: string): number {
     return index;
   });
 }
+
+/**
+ * Move the calling thread into network namespace `name` for good (the
+ * daemon's --netns: its sockets, interfaces and XDP links are then those of
+ * that namespace). Node's own worker threads stay where they were; the
+ * daemon makes every network and BPF call on the main thread.
+ */
+export function enterNetns(name: string): void {
+  checkNetnsName(name);
+  const target = openNs(join(NETNS_DIR, name), `network namespace ${name}`);
+  try {
+    enter(target, `network namespace ${name}`);
+  } finally {
+    closeSync(target);
+  }
+}

@@ -1,0 +1,369 @@
+/**
+ * Operator commands: `mup daemon`, `mup teardown`, and the API clients
+ * `mup status`, `mup policy ...`, `mup sid ...`, `mup stats`, `mup reload`.
+ */
+import { Command, Option } from 'commander';
+import { DEFAULT_OBJECT } from '../dataplane/dataplane.js';
+import { enterNetns } from '../dataplane/netns.js';
+import type { DaemonStatus, CountersSnapshot, ReloadResult } from '../daemon/daemon.js';
+import { createLogger } from '../daemon/log.js';
+import { DEFAULT_BPFFS, isBpffs, Pins } from '../daemon/pins.js';
+import { daemonMain } from '../daemon/run.js';
+import { call, type Target } from './client.js';
+
+export interface Io {
+  out(s: string): void;
+  err(s: string): void;
+}
+
+interface TargetOpts {
+  instance: string;
+  socket?: string;
+  url?: string;
+  tokenFile?: string;
+}
+
+function target(o: TargetOpts): Target {
+  return {
+    instance: o.instance,
+    ...(o.socket === undefined ? {} : { socket: o.socket }),
+    ...(o.url === undefined ? {} : { url: o.url }),
+    ...(o.tokenFile === undefined ? {} : { tokenFile: o.tokenFile }),
+  };
+}
+
+/** The options every API client command takes. */
+function withTarget(c: Command): Command {
+  return c
+    .option('--instance <name>', 'daemon instance (socket /run/mup/<name>.sock)', 'default')
+    .option('--socket <path>', 'control socket of the daemon (overrides --instance)')
+    .option('--url <url>', 'use the HTTP API instead, e.g. http://127.0.0.1:9180')
+    .option('--token-file <file>', 'bearer token for --url');
+}
+
+function table(rows: readonly (readonly string[])[], right: ReadonlySet<number> = new Set()): string {
+  if (rows.length === 0) return '';
+  const w = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  return rows.map((r) => r.map((c, i) => (right.has(i) ? c.padStart(w[i]!) : c.padEnd(w[i]!))).join('  ').trimEnd()).join('\n') + '\n';
+}
+
+function int(name: string): (v: string) => number {
+  return (v) => {
+    if (!/^[0-9]+$/.test(v)) throw new Error(`${name}: expected a whole number, got ${JSON.stringify(v)}`);
+    return Number(v);
+  };
+}
+
+export function registerOps(program: Command, io: Io): void {
+  // ---------------------------------------------------------------- daemon
+  program
+    .command('daemon')
+    .summary('run the translator on the configured interfaces and serve the control API')
+    .description(
+      'load the XDP program (or take over the one an earlier daemon left running), attach it to the ' +
+        'interfaces in the config, keep the tables in step with the config file and the API, and serve the ' +
+        'control API on a unix socket (and HTTP, if daemon.http is set). SIGHUP reloads the config; SIGTERM ' +
+        'stops the daemon but leaves the data plane forwarding (pinned under <bpffs>/mup/<instance>), so a ' +
+        'new daemon takes over without losing a packet.',
+    )
+    .requiredOption('--config <file>', 'YAML configuration (interfaces, daemon, settings, policies, localsids)')
+    .option('--instance <name>', 'instance name: pins, socket and state file are per instance', 'default')
+    .option('--socket <path>', 'control socket (default: daemon.socket, else /run/mup/<instance>.sock)')
+    .option('--state-file <path>', 'where API changes are saved (default /var/lib/mup/<instance>.state.json)')
+    .option('--bpffs <dir>', 'bpf filesystem for the pins (mounted if it is not one)', DEFAULT_BPFFS)
+    .option('--object <path>', 'BPF object to load', DEFAULT_OBJECT)
+    .option('--netns <name>', 'run inside this network namespace (ip netns name)')
+    .option('--detach-on-exit', 'on SIGTERM/SIGINT, detach from the interfaces and remove the pins')
+    .option('--replace-tables', 'do not carry the pinned tables and counters over: start with fresh ones (traffic stops while they refill)')
+    .addOption(new Option('--log-format <format>', 'log format (default: text on a terminal, json otherwise)').choices(['json', 'text']))
+    .addOption(new Option('--log-level <level>', 'least important log level shown').choices(['debug', 'info', 'warn', 'error']).default('info'))
+    .option('--metrics-rule-limit <n>', 'rules with their own Prometheus series (the first N)', int('--metrics-rule-limit'), 1000)
+    .addHelpText(
+      'after',
+      '\nExamples:\n' +
+        '  mup daemon --config /etc/mup/mup.yaml\n' +
+        '  mup daemon --config lab.yaml --instance lab --netns mup --socket /run/mup/lab.sock\n' +
+        '  kill -HUP $(pidof mup)     # reload after editing the config (or: mup reload)\n',
+    )
+    .action(
+      async (o: {
+        config: string;
+        instance: string;
+        socket?: string;
+        stateFile?: string;
+        bpffs: string;
+        object: string;
+        netns?: string;
+        detachOnExit?: boolean;
+        replaceTables?: boolean;
+        logFormat?: 'json' | 'text';
+        logLevel: string;
+        metricsRuleLimit: number;
+      }) => {
+        const log = createLogger({ instance: o.instance, level: o.logLevel, ...(o.logFormat === undefined ? {} : { json: o.logFormat === 'json' }) });
+        try {
+          const code = await daemonMain({
+            configPath: o.config,
+            instance: o.instance,
+            bpffs: o.bpffs,
+            object: o.object,
+            log,
+            metricsRuleLimit: o.metricsRuleLimit,
+            ...(o.socket === undefined ? {} : { socket: o.socket }),
+            ...(o.stateFile === undefined ? {} : { stateFile: o.stateFile }),
+            ...(o.netns === undefined ? {} : { netns: o.netns }),
+            ...(o.detachOnExit === true ? { detachOnExit: true } : {}),
+            ...(o.replaceTables === true ? { replaceTables: true } : {}),
+          });
+          if (code !== 0) throw new Error('the daemon stopped with an error (see the log)');
+        } catch (e) {
+          log.fatal({ error: (e as Error).message }, 'daemon failed');
+          throw e;
+        }
+      },
+    );
+
+  program
+    .command('teardown')
+    .summary('detach an instance from its interfaces and remove its pins (stops forwarding)')
+    .description(
+      'remove everything a daemon instance left in bpffs: its XDP links (the program leaves the interfaces), ' +
+        'program and tables. Stop the daemon first; this is what --detach-on-exit does at exit.',
+    )
+    .option('--instance <name>', 'instance name', 'default')
+    .option('--bpffs <dir>', 'bpf filesystem of the pins', DEFAULT_BPFFS)
+    .option('--netns <name>', 'network namespace of the interfaces (ip netns name)')
+    .addHelpText('after', '\nExample:\n  mup teardown --instance lab\n')
+    .action((o: { instance: string; bpffs: string; netns?: string }) => {
+      if (o.netns !== undefined) enterNetns(o.netns);
+      if (!isBpffs(o.bpffs)) {
+        io.out(`${o.bpffs} is not a bpf filesystem: nothing pinned there\n`);
+        return;
+      }
+      const removed = new Pins(o.bpffs, o.instance).removeAll();
+      io.out(removed.length === 0 ? `instance ${o.instance}: nothing to remove\n` : `instance ${o.instance}: removed ${removed.join(', ')}\n`);
+    });
+
+  // ---------------------------------------------------------------- status
+  withTarget(program.command('status'))
+    .summary('what the daemon runs: program, interfaces, tables, config')
+    .option('--json', 'print the API answer as JSON')
+    .addHelpText('after', '\nExamples:\n  mup status\n  mup status --instance lab --json | jq .interfaces\n')
+    .action(async (o: TargetOpts & { json?: boolean }) => {
+      const s = await call<DaemonStatus>(target(o), 'GET', '/v1/status');
+      if (o.json === true) return io.out(`${JSON.stringify(s, null, 2)}\n`);
+      const lines = [
+        `instance   ${s.instance} (pid ${s.pid}, up ${s.uptimeSeconds} s${s.adopted ? ', took over a running data plane' : ''})`,
+        `program    ${s.program === null ? 'not pinned' : `id ${s.program.id} tag ${s.program.tag}`}  ${s.object.path}`,
+        `config     ${s.config.file} (loaded ${s.config.loadedAt})`,
+        `state      ${s.state.file} (${s.state.changes} API changes on top of the file)`,
+        `forwarding ${s.forwarding}`,
+        `tables     policies ${s.tables.policies.entries}/${s.tables.policies.capacity}, local SIDs ${s.tables.localsids.entries}/${s.tables.localsids.capacity}`,
+        '',
+      ].join('\n');
+      const rows = [['interface', 'mode', 'ifindex', 'state', 'prog id']];
+      for (const i of s.interfaces) {
+        rows.push([i.name, i.mode, i.ifindex === null ? 'gone' : String(i.ifindex), i.attached ? 'attached' : 'NOT ATTACHED', i.progId === null ? '-' : String(i.progId)]);
+      }
+      io.out(`${lines}\n${table(rows)}`);
+    });
+
+  // ---------------------------------------------------------------- rules
+  for (const kind of ['policy', 'sid'] as const) {
+    const isPolicy = kind === 'policy';
+    const path = isPolicy ? '/v1/policies' : '/v1/localsids';
+    const keyName = isPolicy ? 'match' : 'sid';
+    const group = program
+      .command(kind)
+      .summary(isPolicy ? 'list, add, replace or delete H.M.GTP4.D policies' : 'list, add, replace or delete End.M.GTP4.E local SIDs')
+      .description(
+        isPolicy
+          ? 'policies map GTP-U/IPv4 destinations to SRv6 (H.M.GTP4.D); changes apply at once, atomically for packets, and are saved in the state file'
+          : 'local SIDs turn SRv6 back into GTP-U/IPv4 (End.M.GTP4.E); changes apply at once, atomically for packets, and are saved in the state file',
+      );
+
+    withTarget(group.command('list'))
+      .summary(`list the ${isPolicy ? 'policies' : 'local SIDs'} in the tables`)
+      .option('--json', 'print the API answer as JSON')
+      .addHelpText('after', `\nExample:\n  mup ${kind} list\n`)
+      .action(async (o: TargetOpts & { json?: boolean }) => {
+        const r = await call<Record<string, Record<string, unknown>[]>>(target(o), 'GET', path);
+        const list = r[isPolicy ? 'policies' : 'localsids'] ?? [];
+        if (o.json === true) return io.out(`${JSON.stringify(list, null, 2)}\n`);
+        const cols = isPolicy
+          ? ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'source']
+          : ['name', 'sid', 'src_prefix_len', 'container', 'ttl', 'rule', 'source'];
+        const rows = [cols, ...list.map((e) => cols.map((c) => (e[c] === undefined ? '-' : Array.isArray(e[c]) ? (e[c] as unknown[]).join(',') : String(e[c]))))];
+        io.out(table(rows));
+      });
+
+    for (const op of ['add', 'replace'] as const) {
+      const c = withTarget(group.command(op))
+        .summary(op === 'add' ? `add a ${isPolicy ? 'policy' : 'local SID'}` : `replace the ${isPolicy ? 'policy' : 'local SID'} with the same ${keyName} (atomic for packets)`)
+        .option('--json-body <json>', 'the whole entry as JSON, with the config file\'s keys')
+        .option('--name <name>', 'a name for the entry (unique)');
+      if (isPolicy) {
+        c.option('--match <prefix>', 'IPv4 destination prefix of the GTP-U packets, e.g. 10.45.0.0/16')
+          .option('--sr-prefix <prefix>', 'IPv6 prefix of the last SID, length <= 56, e.g. 2001:db8:1::/48')
+          .option('--src-prefix <prefix>', 'IPv6 source prefix, length <= 96, e.g. 2001:db8:ffff::/64')
+          .option('--segment <addr>', 'a segment S1..S4 before the last SID (repeat for more)', (v: string, acc: string[]) => [...acc, v], [] as string[])
+          .addOption(new Option('--srh <mode>', 'SRH mode').choices(['auto', 'always', 'reduced']))
+          .option('--hop-limit <n>', 'outer IPv6 hop limit', int('--hop-limit'));
+      } else {
+        c.option('--sid <prefix>', 'local SID prefix (locator+function), length <= 56, e.g. 2001:db8:2::/48')
+          .option('--src-prefix-len <n>', 'P: the IPv4 source is read from IPv6 source bits [P, P+32)', int('--src-prefix-len'))
+          .addOption(new Option('--container <mode>', 'PDU Session Container').choices(['always', 'auto', 'never']))
+          .option('--ttl <n>', 'outer IPv4 TTL', int('--ttl'));
+      }
+      c.addHelpText(
+        'after',
+        '\nExamples:\n' +
+          (isPolicy
+            ? `  mup policy ${op} --match 10.45.0.0/16 --sr-prefix 2001:db8:a::/48 --src-prefix 2001:db8:ffff::/64 --name ue-pool\n` +
+              `  mup policy ${op} --json-body '{"match":"10.45.0.0/16","sr_prefix":"2001:db8:b::/48","src_prefix":"2001:db8:ffff::/64"}'\n`
+            : `  mup sid ${op} --sid 2001:db8:2::/48 --src-prefix-len 64 --name gnb-n3\n`),
+      ).action(async (o: TargetOpts & Record<string, unknown>) => {
+        let body: Record<string, unknown>;
+        if (typeof o['jsonBody'] === 'string') {
+          try {
+            body = JSON.parse(o['jsonBody']) as Record<string, unknown>;
+          } catch (e) {
+            throw new Error(`--json-body is not JSON: ${(e as Error).message}`);
+          }
+        } else {
+          const map: [string, string][] = isPolicy
+            ? [['name', 'name'], ['match', 'match'], ['srPrefix', 'sr_prefix'], ['srcPrefix', 'src_prefix'], ['srh', 'srh'], ['hopLimit', 'hop_limit']]
+            : [['name', 'name'], ['sid', 'sid'], ['srcPrefixLen', 'src_prefix_len'], ['container', 'container'], ['ttl', 'ttl']];
+          body = {};
+          for (const [from, to] of map) if (o[from] !== undefined) body[to] = o[from];
+          if (isPolicy && Array.isArray(o['segment']) && o['segment'].length > 0) body['segments'] = o['segment'];
+        }
+        const r = await call<Record<string, unknown>>(target(o), op === 'add' ? 'POST' : 'PUT', path, body);
+        io.out(`${op === 'add' ? 'added' : 'replaced'}: ${JSON.stringify(r[isPolicy ? 'policy' : 'localsid'])}\n`);
+      });
+    }
+
+    withTarget(group.command('del'))
+      .summary(`delete a ${isPolicy ? 'policy' : 'local SID'} by ${keyName} prefix or by name`)
+      .argument('[prefix]', `the ${keyName} prefix`)
+      .option('--name <name>', 'delete the entry with this name instead')
+      .addHelpText('after', `\nExamples:\n  mup ${kind} del ${isPolicy ? '10.45.0.0/16' : '2001:db8:2::/48'}\n  mup ${kind} del --name ${isPolicy ? 'ue-pool' : 'gnb-n3'}\n`)
+      .action(async (prefix: string | undefined, o: TargetOpts & { name?: string }) => {
+        if ((prefix === undefined) === (o.name === undefined)) throw new Error(`give the ${keyName} prefix or --name (one of them)`);
+        const q = prefix !== undefined ? `${keyName}=${encodeURIComponent(prefix)}` : `name=${encodeURIComponent(o.name!)}`;
+        const r = await call<{ deleted: unknown }>(target(o), 'DELETE', `${path}?${q}`);
+        io.out(`deleted: ${JSON.stringify(r.deleted)}\n`);
+      });
+  }
+
+  // ---------------------------------------------------------------- stats
+  withTarget(program.command('stats'))
+    .summary('packet counters: per function, per rule, per drop reason; rates with --watch')
+    .option('--json', 'print the API answer as JSON')
+    .option('--watch [seconds]', 'refresh every N seconds (default 1) with rates per second; Ctrl-C stops')
+    .option('--top <n>', 'rules shown (busiest first)', int('--top'), 20)
+    .option('--reset', 'zero every counter (asks the daemon; Prometheus sees a counter reset)')
+    .addHelpText('after', '\nExamples:\n  mup stats\n  mup stats --watch\n  mup stats --json | jq .events.drop_gtp_bad_length\n')
+    .action(async (o: TargetOpts & { json?: boolean; watch?: string | boolean; top: number; reset?: boolean }) => {
+      const t = target(o);
+      if (o.reset === true) {
+        await call(t, 'POST', '/v1/counters/reset');
+        io.out('counters reset\n');
+        return;
+      }
+      if (o.watch === undefined || o.watch === false) {
+        const c = await call<CountersSnapshot>(t, 'GET', '/v1/counters');
+        if (o.json === true) return io.out(`${JSON.stringify(c, null, 2)}\n`);
+        io.out(statsText(c, undefined, o.top));
+        return;
+      }
+      const secs = o.watch === true ? 1 : Number(o.watch);
+      if (!(secs > 0)) throw new Error(`--watch: expected a number of seconds, got ${JSON.stringify(o.watch)}`);
+      let prev = await call<CountersSnapshot>(t, 'GET', '/v1/counters');
+      const tty = process.stdout.isTTY;
+      let stop = false;
+      process.once('SIGINT', () => {
+        stop = true;
+      });
+      while (!stop) {
+        await new Promise((r) => setTimeout(r, secs * 1000));
+        if (stop) break;
+        const cur = await call<CountersSnapshot>(t, 'GET', '/v1/counters');
+        const text = o.json === true ? `${JSON.stringify(rates(prev, cur))}\n` : statsText(cur, prev, o.top);
+        io.out(tty && o.json !== true ? `\x1b[H\x1b[2J${text}` : `${text}\n`);
+        prev = cur;
+      }
+    });
+
+  withTarget(program.command('reload'))
+    .summary('re-read the config file and apply the difference (as SIGHUP does)')
+    .option('--json', 'print the API answer as JSON')
+    .addHelpText('after', '\nExample:\n  vi /etc/mup/mup.yaml && mup reload\n')
+    .action(async (o: TargetOpts & { json?: boolean }) => {
+      const r = await call<ReloadResult>(target(o), 'POST', '/v1/reload');
+      if (o.json === true) return io.out(`${JSON.stringify(r, null, 2)}\n`);
+      io.out(
+        `reloaded: ${r.added} added, ${r.replaced} replaced, ${r.deleted} deleted, ${r.unchanged} unchanged` +
+          `${r.programReplaced ? '; new program swapped in' : ''}` +
+          `${r.discardedChanges > 0 ? `; the config file changed, so ${r.discardedChanges} API changes were dropped (see the .discarded state file)` : ''}\n`,
+      );
+    });
+}
+
+
+const n = (v: unknown): number => Number(v ?? 0);
+
+interface Rates {
+  readonly seconds: number;
+  readonly functions: Record<string, { pps: number; bps: number; packets: number }>;
+  readonly events: Record<string, { pps: number; packets: number }>;
+  readonly rules: { kind: string; key: string; name?: string; pps: number; packets: number }[];
+}
+
+function rates(prev: CountersSnapshot, cur: CountersSnapshot): Rates {
+  const dt = Math.max(1e-3, (Date.parse(cur.at) - Date.parse(prev.at)) / 1000);
+  const functions: Rates['functions'] = {};
+  for (const [k, v] of Object.entries(cur.functions)) {
+    const p = prev.functions[k as keyof typeof prev.functions];
+    functions[k] = { pps: (n(v.packets) - n(p?.packets)) / dt, bps: ((n(v.bytes) - n(p?.bytes)) * 8) / dt, packets: n(v.packets) };
+  }
+  const events: Rates['events'] = {};
+  for (const [k, v] of Object.entries(cur.events)) events[k] = { pps: (n(v.packets) - n(prev.events[k]?.packets)) / dt, packets: n(v.packets) };
+  const before = new Map(prev.rules.map((r) => [`${r.kind} ${r.key}`, n(r.packets)]));
+  const rules = cur.rules.map((r) => ({
+    kind: r.kind,
+    key: r.key,
+    ...(r.name === undefined ? {} : { name: r.name }),
+    pps: (n(r.packets) - (before.get(`${r.kind} ${r.key}`) ?? 0)) / dt,
+    packets: n(r.packets),
+  }));
+  return { seconds: dt, functions, events, rules };
+}
+
+function fmtRate(x: number): string {
+  return x >= 1e6 ? `${(x / 1e6).toFixed(2)} M` : x >= 1e3 ? `${(x / 1e3).toFixed(1)} k` : x.toFixed(0);
+}
+
+/** The counters as tables; with `prev`, rates per second since then. */
+function statsText(cur: CountersSnapshot, prev: CountersSnapshot | undefined, top: number): string {
+  const r = prev === undefined ? undefined : rates(prev, cur);
+  const out: string[] = [`counters at ${cur.at}${r === undefined ? '' : ` (rates over ${r.seconds.toFixed(1)} s)`}`, ''];
+  const fnRows = [['function', 'packets', 'bytes', ...(r === undefined ? [] : ['pkt/s', 'bit/s'])]];
+  for (const [k, v] of Object.entries(cur.functions)) {
+    fnRows.push([k, String(v.packets), String(v.bytes), ...(r === undefined ? [] : [fmtRate(r.functions[k]?.pps ?? 0), fmtRate(r.functions[k]?.bps ?? 0)])]);
+  }
+  out.push(table(fnRows, new Set([1, 2, 3, 4])));
+  const evRows = [['event', 'packets', ...(r === undefined ? [] : ['pkt/s'])]];
+  for (const [k, v] of Object.entries(cur.events)) {
+    if (n(v.packets) === 0) continue;
+    evRows.push([k, String(v.packets), ...(r === undefined ? [] : [fmtRate(r.events[k]?.pps ?? 0)])]);
+  }
+  out.push(evRows.length > 1 ? table(evRows, new Set([1, 2])) : 'no packets seen yet\n');
+  const ruleList = r === undefined ? cur.rules.map((x) => ({ ...x, pps: 0, packets: n(x.packets) })) : r.rules;
+  const busiest = [...ruleList].sort((a, b) => b.pps - a.pps || b.packets - a.packets).slice(0, top);
+  const ruleRows = [['rule', 'kind', 'name', 'packets', ...(r === undefined ? [] : ['pkt/s'])]];
+  for (const x of busiest) ruleRows.push([x.key, x.kind, x.name ?? '-', String(x.packets), ...(r === undefined ? [] : [fmtRate(x.pps)])]);
+  out.push(table(ruleRows, new Set([3, 4])));
+  if (ruleList.length > top) out.push(`(${ruleList.length - top} more rules; --top N shows more)\n`);
+  return out.join('\n');
+}

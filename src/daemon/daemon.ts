@@ -1,0 +1,555 @@
+/**
+ * `mup daemon`: owns the XDP program on the configured interfaces for as
+ * long as the router runs, keeps the tables in step with the config file and
+ * the API, and survives its own restarts without touching traffic.
+ *
+ * Start (the same whether bpffs is empty or an earlier daemon left pins):
+ *   1. read the config (and the state file, if it was made against this config);
+ *   2. load the object, reusing the pinned tables and counters if there are any;
+ *   3. bring the tables to the wanted rules (only the difference is written);
+ *   4. per interface: swap the program of the pinned link (bpf_link_update,
+ *      atomic), or create and pin a link;
+ *   5. serve the API.
+ * Stop: by default nothing is detached (the pins keep it all running);
+ * --detach-on-exit removes the links and pins.
+ */
+import { readFileSync } from 'node:fs';
+import type { Config, LocalSid, Policy } from '../config/types.js';
+import { loadConfigFile } from '../config/load.js';
+import { ConfigError } from '../config/errors.js';
+import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
+import {
+  DEFAULT_OBJECT,
+  openDataplane,
+  type Dataplane,
+  type RuleCounter,
+  type TranslationFunction,
+} from '../dataplane/dataplane.js';
+import { closeFd, mapLookupArrayRange, mapUpdate, BPF_ANY, numPossibleCpus } from '../dataplane/libbpf.js';
+import { enterNetns, ifIndex } from '../dataplane/netns.js';
+import { COUNTER_STRIDE, MUP_EVENT_SLOTS } from '../dataplane/codec.js';
+import { TablesFullError } from '../dataplane/tables.js';
+import type { Logger } from './log.js';
+import { ensureBpffs, Pins, DEFAULT_BPFFS, type MapPin } from './pins.js';
+import {
+  emptyOverlay,
+  localSidJson,
+  localSidKey,
+  overlaySize,
+  policyJson,
+  policyKey,
+  readState,
+  RuleError,
+  RuleSet,
+  serializeState,
+  sha256,
+  writeFileAtomic,
+  type Overlay,
+  type RuleJson,
+  type RuleKind,
+} from './rules.js';
+import { renameSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+export interface DaemonOptions {
+  readonly configPath: string;
+  readonly instance: string;
+  readonly bpffs?: string;
+  readonly object?: string;
+  readonly stateFile?: string;
+  /** Remove links and pins on SIGTERM/SIGINT instead of leaving the data plane running. */
+  readonly detachOnExit?: boolean;
+  /** Do not carry the pinned tables over: start with fresh maps (counters reset). */
+  readonly replaceTables?: boolean;
+  /** Network namespace to run in (`ip netns` name): interfaces, links and sockets are there. */
+  readonly netns?: string;
+  readonly log: Logger;
+}
+
+export interface InterfaceStatus {
+  readonly name: string;
+  readonly mode: 'native' | 'generic';
+  readonly ifindex: number | null;
+  /** Our program is what the interface's link runs now. */
+  readonly attached: boolean;
+  readonly progId: number | null;
+}
+
+export interface DaemonStatus {
+  readonly instance: string;
+  readonly version: string;
+  readonly pid: number;
+  readonly startedAt: string;
+  readonly uptimeSeconds: number;
+  /** Tables and counters came from an earlier run's pins. */
+  readonly adopted: boolean;
+  readonly object: { readonly path: string; readonly sha256: string };
+  readonly program: { readonly id: number; readonly tag: string } | null;
+  readonly pins: string;
+  readonly config: { readonly file: string; readonly sha256: string; readonly loadedAt: string };
+  readonly state: { readonly file: string; readonly changes: number };
+  readonly interfaces: readonly InterfaceStatus[];
+  readonly tables: {
+    readonly policies: { readonly entries: number; readonly capacity: number };
+    readonly localsids: { readonly entries: number; readonly capacity: number };
+  };
+  readonly forwarding: string;
+}
+
+export interface ReloadResult {
+  readonly added: number;
+  readonly replaced: number;
+  readonly deleted: number;
+  readonly unchanged: number;
+  readonly configChanged: boolean;
+  readonly programReplaced: boolean;
+  readonly discardedChanges: number;
+  readonly interfaces: { readonly attached: string[]; readonly detached: string[] };
+}
+
+export interface CountersSnapshot {
+  readonly at: string;
+  readonly events: Record<string, CounterValue>;
+  readonly functions: Record<TranslationFunction, CounterValue>;
+  readonly rules: RuleCounter[];
+}
+
+export function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+  return pkg.version ?? 'unknown';
+}
+
+export function defaultStateFile(instance: string): string {
+  return `/var/lib/mup/${instance}.state.json`;
+}
+
+export function defaultSocket(instance: string): string {
+  return `/run/mup/${instance}.sock`;
+}
+
+/** A mutex for operations that change tables and state (one at a time). */
+class Serial {
+  #tail: Promise<unknown> = Promise.resolve();
+  run<T>(fn: () => Promise<T> | T): Promise<T> {
+    const next = this.#tail.then(fn, fn);
+    this.#tail = next.catch(() => undefined);
+    return next;
+  }
+}
+
+export class Daemon {
+  readonly #o: DaemonOptions;
+  readonly #log: Logger;
+  readonly pins: Pins;
+  readonly stateFile: string;
+  readonly objectPath: string;
+  readonly startedAt = new Date();
+  readonly #serial = new Serial();
+  #dp: Dataplane | undefined;
+  #rules!: RuleSet;
+  #configSha = '';
+  #configLoadedAt = new Date();
+  #objectSha = '';
+  #adopted = false;
+  #stopped = false;
+  /** Reloads by result, for metrics. */
+  readonly reloads = { ok: 0, failed: 0 };
+
+  constructor(o: DaemonOptions) {
+    this.#o = o;
+    this.#log = o.log;
+    this.pins = new Pins(o.bpffs ?? DEFAULT_BPFFS, o.instance);
+    this.stateFile = o.stateFile ?? defaultStateFile(o.instance);
+    this.objectPath = o.object ?? DEFAULT_OBJECT;
+  }
+
+  get dataplane(): Dataplane {
+    if (this.#dp === undefined) throw new Error('the data plane is not loaded');
+    return this.#dp;
+  }
+
+  get rules(): RuleSet {
+    return this.#rules;
+  }
+
+  get config(): Config {
+    return this.#rules.config;
+  }
+
+  async start(): Promise<void> {
+    const o = this.#o;
+    if (o.netns !== undefined) enterNetns(o.netns);
+    const { config, sha } = await this.#readConfig();
+    const overlay = this.#loadOverlay(sha);
+    this.#rules = new RuleSet(config, overlay);
+    this.#configSha = sha;
+
+    const bpffs = o.bpffs ?? DEFAULT_BPFFS;
+    if (ensureBpffs(bpffs)) this.#log.info({ path: bpffs }, 'mounted a bpf filesystem');
+    this.pins.prepare();
+
+    this.#objectSha = sha256(readFileSync(this.objectPath));
+    const dp = this.#load(this.#rules.effective(), o.replaceTables === true);
+    this.#dp = dp;
+    this.#attachAll(config);
+    this.pins.pinProg(dp.progFd);
+    const t = dp.rules;
+    this.#log.info(
+      {
+        adopted: this.#adopted,
+        policies: t.policyCount,
+        localsids: t.localsidCount,
+        apiChanges: overlaySize(overlay),
+        pins: this.pins.dir,
+        object: this.objectPath,
+      },
+      this.#adopted ? 'took over the running data plane' : 'data plane loaded',
+    );
+    if (overlaySize(overlay) > 0) this.#saveState();
+  }
+
+  async #readConfig(): Promise<{ config: Config; sha: string }> {
+    const text = readFileSync(this.#o.configPath);
+    const config = await loadConfigFile(this.#o.configPath);
+    for (const w of config.warnings ?? []) this.#log.warn({ file: w.file, path: w.path, line: w.line }, w.reason);
+    if ((config.interfaces ?? []).length === 0) {
+      this.#log.warn({ file: config.file }, 'no interfaces in the config: the program is loaded and the tables filled, but it sees no traffic');
+    }
+    return { config, sha: sha256(text) };
+  }
+
+  /** The state file's changes if it was made against this very config; otherwise none (and it is set aside). */
+  #loadOverlay(configSha: string): Overlay {
+    const got = readState(this.stateFile);
+    if (got === undefined) return emptyOverlay();
+    if (got.state.config.sha256 === configSha) return got.overlay;
+    const n = overlaySize(got.overlay);
+    if (n > 0) {
+      const aside = `${this.stateFile}.discarded`;
+      renameSync(this.stateFile, aside);
+      this.#log.warn(
+        { stateFile: this.stateFile, keptAs: aside, changes: n },
+        'the config file changed since these API changes were made: the file wins, the API changes are dropped (write them into the file to keep them)',
+      );
+    }
+    return emptyOverlay();
+  }
+
+  /** Load the object with the pinned tables (unless fresh), pin what is new. */
+  #load(config: Config, fresh: boolean): Dataplane {
+    let reuse: Record<MapPin, number> | undefined;
+    if (!fresh) reuse = this.pins.openMaps();
+    try {
+      const dp = openDataplane({
+        object: this.objectPath,
+        config,
+        ...(reuse === undefined ? {} : { reuse }),
+      });
+      if (reuse === undefined) {
+        this.pins.pinMaps({ policies: dp.maps.policies, localsids: dp.maps.localsids, counters: dp.maps.counters });
+      }
+      this.#adopted = reuse !== undefined;
+      return dp;
+    } finally {
+      for (const fd of Object.values(reuse ?? {})) closeFd(fd);
+    }
+  }
+
+  /** Attach to every configured interface; detach from pinned interfaces no longer configured. */
+  #attachAll(config: Config): { attached: string[]; detached: string[] } {
+    const dp = this.dataplane;
+    const attached: string[] = [];
+    const detached: string[] = [];
+    const wanted = config.interfaces ?? [];
+    for (const i of wanted) {
+      const how = this.pins.attach(i.name, i.xdp, dp.progFd);
+      if (how === 'attached') attached.push(i.name);
+      this.#log.info({ interface: i.name, mode: i.xdp }, how === 'updated' ? 'program swapped on the running link' : 'attached');
+    }
+    for (const l of this.pins.links()) {
+      if (!wanted.some((i) => i.name === l.ifname && i.xdp === l.mode)) {
+        this.pins.detach(l);
+        detached.push(l.ifname);
+        this.#log.info({ interface: l.ifname, mode: l.mode }, 'detached (no longer in the config)');
+      }
+    }
+    return { attached, detached };
+  }
+
+  /** SIGHUP / API reload: re-read the file, apply the difference; a bad file changes nothing. */
+  reload(): Promise<ReloadResult> {
+    return this.#serial.run(async () => {
+      try {
+        const r = await this.#reload();
+        this.reloads.ok++;
+        return r;
+      } catch (e) {
+        this.reloads.failed++;
+        throw e;
+      }
+    });
+  }
+
+  async #reload(): Promise<ReloadResult> {
+    const { config, sha } = await this.#readConfig();
+    const configChanged = sha !== this.#configSha;
+    const discarded = configChanged ? overlaySize(this.#rules.overlay) : 0;
+    const overlay = configChanged ? emptyOverlay() : this.#rules.overlay;
+    const rules = new RuleSet(config, overlay);
+    const old = this.dataplane;
+    const s = old.config.settings;
+    if (config.settings.maxPolicies !== s.maxPolicies || config.settings.maxLocalSids !== s.maxLocalSids) {
+      throw new ConfigError(
+        config.file,
+        'settings',
+        `table sizes changed (max_policies ${s.maxPolicies} -> ${config.settings.maxPolicies}, max_localsids ${s.maxLocalSids} -> ${config.settings.maxLocalSids}); ` +
+          'a loaded table cannot be resized: restart the daemon with --replace-tables (counters reset, traffic stops while the tables refill)',
+      );
+    }
+    const objectSha = sha256(readFileSync(this.objectPath));
+    let result: { added: number; replaced: number; deleted: number; unchanged: number };
+    let programReplaced = false;
+    if (objectSha !== this.#objectSha) {
+      // A new object: load it on the same tables, then swap it in on every link.
+      const before = old.rules;
+      const dp = openDataplane({
+        object: this.objectPath,
+        config: rules.effective(),
+        reuse: { policies: old.maps.policies, localsids: old.maps.localsids, counters: old.maps.counters },
+      });
+      result = { added: dp.rules.policyCount + dp.rules.localsidCount - before.policyCount - before.localsidCount, replaced: 0, deleted: 0, unchanged: 0 };
+      this.#dp = dp;
+      this.#objectSha = objectSha;
+      programReplaced = true;
+      this.#attachAll(config);
+      this.pins.pinProg(dp.progFd);
+      old.close();
+      this.#log.info({ object: this.objectPath, sha256: objectSha }, 'new program swapped in on every interface');
+    } else {
+      result = old.sync(rules.effective());
+    }
+    const ifaces = programReplaced ? { attached: [], detached: [] } : this.#attachAll(config);
+    this.#rules = rules;
+    this.#configLoadedAt = new Date();
+    if (configChanged) {
+      this.#configSha = sha;
+      if (discarded > 0) {
+        try {
+          renameSync(this.stateFile, `${this.stateFile}.discarded`);
+        } catch {
+          // Nothing to set aside.
+        }
+        this.#log.warn({ changes: discarded, keptAs: `${this.stateFile}.discarded` }, 'config file changed: API changes dropped, the file wins');
+      }
+    }
+    this.#saveState();
+    this.#log.info({ ...result, configChanged, programReplaced }, 'reloaded');
+    return { ...result, configChanged, programReplaced, discardedChanges: discarded, interfaces: ifaces };
+  }
+
+  #saveState(): void {
+    mkdirSync(dirname(this.stateFile), { recursive: true, mode: 0o700 });
+    writeFileAtomic(this.stateFile, serializeState(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay));
+  }
+
+  // -------------------------------------------------------------------------
+  // Rules through the API
+
+  listRules(kind: RuleKind): (RuleJson & { source: 'config' | 'api'; rule: number | null })[] {
+    const t = this.dataplane.rules;
+    if (kind === 'policy') {
+      return [...this.#rules.policies.values()].map((p) => ({
+        ...policyJson(p),
+        source: this.#rules.source('policy', policyKey(p)),
+        rule: t.policyRule(p.match) ?? null,
+      }));
+    }
+    return [...this.#rules.localsids.values()].map((l) => ({
+      ...localSidJson(l),
+      source: this.#rules.source('localsid', localSidKey(l)),
+      rule: t.localsidRule(l.sid) ?? null,
+    }));
+  }
+
+  /** Add (op add) or replace (op replace) one rule: tables, then state file; undone if the state cannot be saved. */
+  putRule(kind: RuleKind, body: unknown, op: 'add' | 'replace'): Promise<RuleJson> {
+    return this.#serial.run(() => {
+      const rule = this.#rules.check(kind, body, op);
+      const key = kind === 'policy' ? policyKey(rule as Policy) : localSidKey(rule as LocalSid);
+      const tagged = { ...rule, where: `${kind === 'policy' ? 'policies' : 'localsids'}[${key}]` };
+      const previous = kind === 'policy' ? this.#rules.policies.get(key) : this.#rules.localsids.get(key);
+      const t = this.dataplane.rules;
+      this.#tables(() => t.apply(kind === 'policy' ? { putPolicies: [tagged as Policy] } : { putLocalSids: [tagged as LocalSid] }));
+      const before = this.#snapshotOverlay(kind, key);
+      this.#rules.put(kind, tagged);
+      try {
+        this.#saveState();
+      } catch (e) {
+        // Put the tables and the set back as they were.
+        if (previous === undefined) {
+          t.apply(kind === 'policy' ? { delPolicies: [(rule as Policy).match] } : { delLocalSids: [(rule as LocalSid).sid] });
+          this.#rules.delete(kind, key);
+        } else {
+          t.apply(kind === 'policy' ? { putPolicies: [previous as Policy] } : { putLocalSids: [previous as LocalSid] });
+          this.#rules.put(kind, previous);
+        }
+        before();
+        throw new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
+      }
+      this.#log.info({ kind, key, op, name: rule.name }, op === 'add' ? 'rule added' : 'rule replaced');
+      return kind === 'policy' ? policyJson(tagged as Policy) : localSidJson(tagged as LocalSid);
+    });
+  }
+
+  deleteRule(kind: RuleKind, by: { key?: string; name?: string }): Promise<RuleJson> {
+    return this.#serial.run(() => {
+      const what = kind === 'policy' ? 'policy' : 'local SID';
+      let key: string | undefined;
+      try {
+        key = this.#rules.find(kind, by);
+      } catch (e) {
+        throw new RuleError((e as Error).message, 400);
+      }
+      if (key === undefined) {
+        const by2 = by.name !== undefined ? `named ${JSON.stringify(by.name)}` : `with ${kind === 'policy' ? 'match' : 'sid'} ${by.key ?? ''}`;
+        throw new RuleError(`no ${what} ${by2}; list them with mup ${kind === 'policy' ? 'policy' : 'sid'} list`, 404);
+      }
+      const previous = (kind === 'policy' ? this.#rules.policies.get(key) : this.#rules.localsids.get(key))!;
+      const t = this.dataplane.rules;
+      this.#tables(() =>
+        t.apply(kind === 'policy' ? { delPolicies: [(previous as Policy).match] } : { delLocalSids: [(previous as LocalSid).sid] }),
+      );
+      const before = this.#snapshotOverlay(kind, key);
+      this.#rules.delete(kind, key);
+      try {
+        this.#saveState();
+      } catch (e) {
+        t.apply(kind === 'policy' ? { putPolicies: [previous as Policy] } : { putLocalSids: [previous as LocalSid] });
+        this.#rules.put(kind, previous);
+        before();
+        throw new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
+      }
+      this.#log.info({ kind, key, name: previous.name }, 'rule deleted');
+      return kind === 'policy' ? policyJson(previous as Policy) : localSidJson(previous as LocalSid);
+    });
+  }
+
+  /** Table errors that are the caller's (full, too many lengths) become 409s. */
+  #tables<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (e) {
+      if (e instanceof TablesFullError || e instanceof RangeError) throw new RuleError(e.message, 409);
+      throw e;
+    }
+  }
+
+  /** A function that restores the overlay entries of one key as they are now. */
+  #snapshotOverlay(kind: RuleKind, key: string): () => void {
+    const o = this.#rules.overlay;
+    const put = kind === 'policy' ? o.policies : o.localsids;
+    const del = kind === 'policy' ? o.delPolicies : o.delLocalSids;
+    const hadPut = put.get(key);
+    const hadDel = del.has(key);
+    return () => {
+      if (hadPut === undefined) put.delete(key);
+      else (put as Map<string, Policy | LocalSid>).set(key, hadPut);
+      if (hadDel) del.add(key);
+      else del.delete(key);
+    };
+  }
+
+  // -------------------------------------------------------------------------
+  // Counters and status
+
+  counters(): CountersSnapshot {
+    const dp = this.dataplane;
+    const events = dp.counters().events;
+    const rules = dp.ruleCounters(this.#rules.effective());
+    const sum = (kind: RuleCounter['kind']): CounterValue =>
+      rules.filter((r) => r.kind === kind).reduce((a, r) => ({ packets: a.packets + r.packets, bytes: a.bytes + r.bytes }), { packets: 0n, bytes: 0n });
+    return { at: new Date().toISOString(), events, rules, functions: { h_m_gtp4_d: sum('policy'), end_m_gtp4_e: sum('localsid') } };
+  }
+
+  /** Zero every counter slot (events and rules). */
+  resetCounters(): Promise<void> {
+    return this.#serial.run(() => {
+      const dp = this.dataplane;
+      const s = dp.config.settings;
+      const n = MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids;
+      const ncpus = numPossibleCpus();
+      const zero = Buffer.alloc(COUNTER_STRIDE * ncpus);
+      const key = Buffer.alloc(4);
+      // Only slots that are not zero already: a full sweep of 131,136 slots is ~0.3 s.
+      const raw = mapLookupArrayRange(dp.maps.counters, 0, n, COUNTER_STRIDE * ncpus);
+      const stride = COUNTER_STRIDE * ncpus;
+      for (let slot = 0; slot < n; slot++) {
+        const v = raw.subarray(slot * stride, (slot + 1) * stride);
+        if (v.every((b) => b === 0)) continue;
+        key.writeUInt32LE(slot);
+        mapUpdate(dp.maps.counters, key, zero, BPF_ANY, 'mup_counters');
+      }
+      this.#log.info({}, 'counters reset');
+    });
+  }
+
+  status(): DaemonStatus {
+    const dp = this.dataplane;
+    const prog = this.pins.pinnedProg() ?? null;
+    const links = this.pins.links();
+    const interfaces = (this.config.interfaces ?? []).map((i): InterfaceStatus => {
+      let ifindex: number | null = null;
+      try {
+        ifindex = ifIndex(i.name);
+      } catch {
+        ifindex = null;
+      }
+      const l = links.find((x) => x.ifname === i.name && x.mode === i.xdp);
+      const st = l === undefined ? undefined : this.pins.linkState(l);
+      return {
+        name: i.name,
+        mode: i.xdp,
+        ifindex,
+        attached: st !== undefined && prog !== null && st.progId === prog.id && st.ifindex !== 0 && st.ifindex === ifindex,
+        progId: st?.progId ?? null,
+      };
+    });
+    const s = dp.config.settings;
+    return {
+      instance: this.#o.instance,
+      version: packageVersion(),
+      pid: process.pid,
+      startedAt: this.startedAt.toISOString(),
+      uptimeSeconds: Math.round((Date.now() - this.startedAt.getTime()) / 1000),
+      adopted: this.#adopted,
+      object: { path: this.objectPath, sha256: this.#objectSha },
+      program: prog,
+      pins: this.pins.dir,
+      config: { file: this.config.file, sha256: this.#configSha, loadedAt: this.#configLoadedAt.toISOString() },
+      state: { file: this.stateFile, changes: overlaySize(this.#rules.overlay) },
+      interfaces,
+      tables: {
+        policies: { entries: dp.rules.policyCount, capacity: s.maxPolicies },
+        localsids: { entries: dp.rules.localsidCount, capacity: s.maxLocalSids },
+      },
+      forwarding: s.forwarding,
+    };
+  }
+
+  /** Stop: leave the data plane running (default) or take it down (--detach-on-exit). */
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    if (this.#o.detachOnExit === true) {
+      const removed = this.pins.removeAll();
+      this.#log.info({ removed }, 'detached from every interface and removed the pins');
+    } else {
+      this.#log.info({ pins: this.pins.dir }, 'stopping; the data plane keeps forwarding (pinned)');
+    }
+    this.#dp?.close();
+  }
+}
+
+/** Bytes of per-rule counter state, for sizing notes. */
+export const RULE_COUNTER_BYTES = LAYOUTS.mup_counter.size;

@@ -1,0 +1,255 @@
+/**
+ * What a daemon leaves in bpffs so that the data plane outlives it:
+ *
+ *   <bpffs>/mup/<instance>/
+ *     policies  localsids  counters     the tables (maps), carried over
+ *     prog                              the program the links run now
+ *     link_<mode>_<ifname>              one XDP link per interface
+ *
+ * bpffs refuses '.' in names (reserved for its own entries), so '.' and '%'
+ * of an interface name (eth0.100) are written %2e and %25.
+ *
+ * A link stays attached as long as its pin exists, whatever happens to the
+ * process that made it; bpf_link_update swaps its program in one step.
+ */
+import { existsSync, mkdirSync, readdirSync, rmdirSync, statfsSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import type { XdpMode } from '../config/types.js';
+import {
+  BPF_LINK_TYPE_XDP,
+  closeFd,
+  LibbpfError,
+  linkInfo,
+  linkUpdate,
+  mountBpffs,
+  objGet,
+  objPin,
+  progInfo,
+  XDP_FLAGS_DRV_MODE,
+  XDP_FLAGS_SKB_MODE,
+  xdpLinkCreate,
+} from '../dataplane/libbpf.js';
+import { ifIndex } from '../dataplane/netns.js';
+
+export const DEFAULT_BPFFS = '/sys/fs/bpf';
+const BPF_FS_MAGIC = 0xcafe4a11;
+export const MAP_PINS = ['policies', 'localsids', 'counters'] as const;
+export type MapPin = (typeof MAP_PINS)[number];
+
+/** Instance names become paths: keep them plain. */
+export function checkInstance(name: string): void {
+  if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(name)) {
+    throw new Error(`instance name ${JSON.stringify(name)}: use 1-64 letters, digits, '_' and '-' (starting with a letter or digit)`);
+  }
+}
+
+export function isBpffs(dir: string): boolean {
+  try {
+    return statfsSync(dir).type === BPF_FS_MAGIC;
+  } catch {
+    return false;
+  }
+}
+
+/** Make sure `dir` is a bpf filesystem, mounting one there if it is not. Returns true if it mounted. */
+export function ensureBpffs(dir: string): boolean {
+  if (isBpffs(dir)) return false;
+  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  try {
+    mountBpffs(dir);
+  } catch (e) {
+    throw new Error(
+      `${dir} is not a bpf filesystem and mounting one failed (${(e as Error).message}); ` +
+        `mount it yourself: mount -t bpf bpf ${dir}`,
+    );
+  }
+  return true;
+}
+
+export interface PinnedLink {
+  readonly ifname: string;
+  readonly mode: XdpMode;
+  readonly path: string;
+}
+
+export class Pins {
+  readonly dir: string;
+
+  constructor(
+    readonly bpffs: string,
+    readonly instance: string,
+  ) {
+    checkInstance(instance);
+    this.dir = join(bpffs, 'mup', instance);
+  }
+
+  /** Create the instance directory (the bpffs must be mounted). */
+  prepare(): void {
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+  }
+
+  exists(): boolean {
+    return existsSync(this.dir);
+  }
+
+  mapPath(m: MapPin): string {
+    return join(this.dir, m);
+  }
+
+  get progPath(): string {
+    return join(this.dir, 'prog');
+  }
+
+  linkPath(ifname: string, mode: XdpMode): string {
+    return join(this.dir, `link_${mode}_${ifname.replace(/%/g, '%25').replace(/\./g, '%2e')}`);
+  }
+
+  /** Open the pinned maps, if all three are there (fds the caller closes). */
+  openMaps(): Record<MapPin, number> | undefined {
+    if (!MAP_PINS.every((m) => existsSync(this.mapPath(m)))) return undefined;
+    const fds: Partial<Record<MapPin, number>> = {};
+    try {
+      for (const m of MAP_PINS) fds[m] = objGet(this.mapPath(m), `map ${m}`);
+    } catch (e) {
+      for (const fd of Object.values(fds)) closeFd(fd);
+      throw e;
+    }
+    return fds as Record<MapPin, number>;
+  }
+
+  /** Pin map fds, replacing whatever is pinned under those names. */
+  pinMaps(fds: Record<MapPin, number>): void {
+    for (const m of MAP_PINS) {
+      rmPin(this.mapPath(m));
+      objPin(fds[m], this.mapPath(m), `map ${m}`);
+    }
+  }
+
+  /** Pin the program that now runs (the previous pin, if any, is replaced). */
+  pinProg(progFd: number): void {
+    rmPin(this.progPath);
+    objPin(progFd, this.progPath, 'program');
+  }
+
+  /** Id and tag of the pinned program, if any. */
+  pinnedProg(): { id: number; tag: string } | undefined {
+    if (!existsSync(this.progPath)) return undefined;
+    const fd = objGet(this.progPath, 'program');
+    try {
+      return progInfo(fd);
+    } finally {
+      closeFd(fd);
+    }
+  }
+
+  links(): PinnedLink[] {
+    if (!this.exists()) return [];
+    const out: PinnedLink[] = [];
+    for (const f of readdirSync(this.dir)) {
+      const m = /^link_(native|generic)_(.+)$/.exec(f);
+      if (m !== null) out.push({ mode: m[1] as XdpMode, ifname: m[2]!.replace(/%2e/g, '.').replace(/%25/g, '%'), path: join(this.dir, f) });
+    }
+    return out;
+  }
+
+  /**
+   * Make `ifname` run `progFd` in `mode`: swap the program of the pinned
+   * link when there is one for this very interface (atomic: every packet
+   * sees the old program or the new), otherwise create and pin a link.
+   * Returns what was done.
+   */
+  attach(ifname: string, mode: XdpMode, progFd: number): 'updated' | 'attached' {
+    const ifindex = ifIndex(ifname);
+    for (const l of this.links().filter((x) => x.ifname === ifname)) {
+      const fd = objGet(l.path, `link ${l.path}`);
+      try {
+        const info = linkInfo(fd, `link ${l.path}`);
+        if (l.mode === mode && info.type === BPF_LINK_TYPE_XDP && info.ifindex === ifindex) {
+          linkUpdate(fd, progFd, `${ifname} (${mode})`);
+          return 'updated';
+        }
+      } finally {
+        closeFd(fd);
+      }
+      // Other mode, or the interface was deleted and made again: the old
+      // link is defunct or must go before a link of the other mode can exist.
+      rmPin(l.path);
+    }
+    let fd: number;
+    try {
+      fd = xdpLinkCreate(progFd, ifindex, mode === 'native' ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE, `${ifname} (${mode})`);
+    } catch (e) {
+      throw attachError(e, ifname, mode);
+    }
+    try {
+      objPin(fd, this.linkPath(ifname, mode), `XDP link of ${ifname}`);
+    } finally {
+      closeFd(fd);
+    }
+    return 'attached';
+  }
+
+  /** Remove a link pin: the link goes, and with it the program from the interface. */
+  detach(l: PinnedLink): void {
+    rmPin(l.path);
+  }
+
+  /** Program id running on a pinned link, and whether its interface still exists. */
+  linkState(l: PinnedLink): { progId: number; ifindex: number } | undefined {
+    try {
+      const fd = objGet(l.path, `link ${l.path}`);
+      try {
+        const info = linkInfo(fd);
+        return { progId: info.progId, ifindex: info.ifindex };
+      } finally {
+        closeFd(fd);
+      }
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Remove everything of this instance: links (detaching), program, maps, the directory. */
+  removeAll(): string[] {
+    const removed: string[] = [];
+    if (!this.exists()) return removed;
+    for (const f of readdirSync(this.dir)) {
+      rmPin(join(this.dir, f));
+      removed.push(f);
+    }
+    rmdirSync(this.dir);
+    try {
+      rmdirSync(join(this.bpffs, 'mup'));
+    } catch {
+      // Other instances remain.
+    }
+    return removed;
+  }
+}
+
+function rmPin(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+}
+
+/** The kernel's reason for a failed attach, and what to do about it. */
+function attachError(e: unknown, ifname: string, mode: XdpMode): Error {
+  if (!(e instanceof LibbpfError)) return e as Error;
+  const hints: Record<string, string> = {
+    EBUSY: `another XDP program is attached to ${ifname} (see \`ip link show ${ifname}\` or \`bpftool net\`); detach it first (ip link set ${ifname} xdp off)`,
+    EEXIST: `another XDP program is attached to ${ifname} (see \`ip link show ${ifname}\` or \`bpftool net\`); detach it first (ip link set ${ifname} xdp off)`,
+    EOPNOTSUPP:
+      mode === 'native'
+        ? `the driver of ${ifname} has no native XDP support; set \`xdp: generic\` for ${ifname} under interfaces (slower, but works on any interface)`
+        : `${ifname} cannot run XDP`,
+    EINVAL:
+      mode === 'native'
+        ? `the kernel refused native XDP on ${ifname} (MTU too large for XDP, or no driver support); try \`xdp: generic\` for ${ifname}`
+        : `the kernel refused XDP on ${ifname}`,
+  };
+  const hint = hints[e.code];
+  return new Error(hint === undefined ? e.message : `${e.message}; ${hint}`);
+}

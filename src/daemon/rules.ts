@@ -1,0 +1,296 @@
+/**
+ * The rules a daemon wants in its tables: the config file's, with the changes
+ * made through the API on top (the overlay, saved in the state file).
+ *
+ * Which wins: the state file applies only on top of the very config file it
+ * was made against (same SHA-256). An edited config file is the operator's
+ * newer word, so a reload or restart with a changed file drops the overlay
+ * (kept aside as <state>.discarded, and logged). To keep an API change for
+ * good, write it into the config file.
+ */
+import { createHash } from 'node:crypto';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry } from '../config/load.js';
+import type { Config, LocalSid, Policy } from '../config/types.js';
+import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
+
+export type RuleKind = 'policy' | 'localsid';
+
+/** A rule as the config file and the API spell it (snake_case keys). */
+export type RuleJson = Record<string, unknown>;
+
+export function policyJson(p: Policy): RuleJson {
+  return {
+    ...(p.name === undefined ? {} : { name: p.name }),
+    match: formatIpv4Prefix(p.match),
+    sr_prefix: formatIpv6Prefix(p.srPrefix),
+    src_prefix: formatIpv6Prefix(p.srcPrefix),
+    ...(p.segments.length === 0 ? {} : { segments: p.segments.map((s) => formatIpv6(s)) }),
+    srh: p.srh,
+    hop_limit: p.hopLimit,
+  };
+}
+
+export function localSidJson(l: LocalSid): RuleJson {
+  return {
+    ...(l.name === undefined ? {} : { name: l.name }),
+    sid: formatIpv6Prefix(l.sid),
+    src_prefix_len: l.srcPrefixLen,
+    container: l.container,
+    ttl: l.ttl,
+  };
+}
+
+/** The API's and the state file's changes on top of the config. */
+export interface Overlay {
+  /** Added or replaced, by key (match / sid prefix text). */
+  readonly policies: Map<string, Policy>;
+  /** Deleted keys of config rules. */
+  readonly delPolicies: Set<string>;
+  readonly localsids: Map<string, LocalSid>;
+  readonly delLocalSids: Set<string>;
+}
+
+export function emptyOverlay(): Overlay {
+  return { policies: new Map(), delPolicies: new Set(), localsids: new Map(), delLocalSids: new Set() };
+}
+
+export function overlaySize(o: Overlay): number {
+  return o.policies.size + o.delPolicies.size + o.localsids.size + o.delLocalSids.size;
+}
+
+export class RuleError extends Error {
+  override readonly name = 'RuleError';
+  constructor(
+    message: string,
+    /** HTTP status the API answers with. */
+    readonly status: 400 | 404 | 409,
+  ) {
+    super(message);
+  }
+}
+
+/** Key text of a rule: its prefix, masked, as formatted. */
+export const policyKey = (p: Policy): string => formatIpv4Prefix(p.match);
+export const localSidKey = (l: LocalSid): string => formatIpv6Prefix(l.sid);
+
+/** Canonical key text from user text ("10.0.0.7/24" -> "10.0.0.0/24"). */
+export function canonicalKey(kind: RuleKind, text: string): string {
+  return kind === 'policy' ? formatIpv4Prefix(parseIpv4Prefix(text, 'match')) : formatIpv6Prefix(parseIpv6Prefix(text, 'sid'));
+}
+
+/**
+ * The effective rule set: config rules with the overlay applied, indexed by
+ * key and by name, in a stable order (config order, then API additions).
+ */
+export class RuleSet {
+  readonly policies = new Map<string, Policy>();
+  readonly localsids = new Map<string, LocalSid>();
+  readonly #policyNames = new Map<string, string>();
+  readonly #localsidNames = new Map<string, string>();
+  /** Keys that come from the config file (for `source` in listings). */
+  readonly #fromConfig = new Set<string>();
+
+  constructor(
+    readonly config: Config,
+    readonly overlay: Overlay,
+  ) {
+    for (const p of config.policies) this.#fromConfig.add(`p ${policyKey(p)}`);
+    for (const l of config.localsids) this.#fromConfig.add(`l ${localSidKey(l)}`);
+    for (const p of config.policies) {
+      const k = policyKey(p);
+      if (!overlay.delPolicies.has(k)) this.#setPolicy(overlay.policies.get(k) ?? p);
+    }
+    for (const [k, p] of overlay.policies) if (!this.policies.has(k)) this.#setPolicy(p);
+    for (const l of config.localsids) {
+      const k = localSidKey(l);
+      if (!overlay.delLocalSids.has(k)) this.#setLocalSid(overlay.localsids.get(k) ?? l);
+    }
+    for (const [k, l] of overlay.localsids) if (!this.localsids.has(k)) this.#setLocalSid(l);
+    // The overlay was checked rule by rule when it was made; the whole must
+    // still hold together (names unique across file and API, lengths).
+    checkRuleSet('the config with the state file applied', [...this.policies.values()], [...this.localsids.values()]);
+  }
+
+  source(kind: RuleKind, key: string): 'config' | 'api' {
+    const overlaid = kind === 'policy' ? this.overlay.policies.has(key) : this.overlay.localsids.has(key);
+    return this.#fromConfig.has(`${kind === 'policy' ? 'p' : 'l'} ${key}`) && !overlaid ? 'config' : 'api';
+  }
+
+  #setPolicy(p: Policy): void {
+    const k = policyKey(p);
+    const old = this.policies.get(k);
+    if (old?.name !== undefined) this.#policyNames.delete(old.name);
+    this.policies.set(k, p);
+    if (p.name !== undefined) this.#policyNames.set(p.name, k);
+  }
+
+  #setLocalSid(l: LocalSid): void {
+    const k = localSidKey(l);
+    const old = this.localsids.get(k);
+    if (old?.name !== undefined) this.#localsidNames.delete(old.name);
+    this.localsids.set(k, l);
+    if (l.name !== undefined) this.#localsidNames.set(l.name, k);
+  }
+
+  /** Key of the rule called `name`, or of the rule with key `key`. */
+  find(kind: RuleKind, by: { key?: string; name?: string }): string | undefined {
+    if (by.name !== undefined) return (kind === 'policy' ? this.#policyNames : this.#localsidNames).get(by.name);
+    if (by.key === undefined) return undefined;
+    const k = canonicalKey(kind, by.key);
+    return (kind === 'policy' ? this.policies.has(k) : this.localsids.has(k)) ? k : undefined;
+  }
+
+  /** Validate an API rule (as the file's entries are) and check it against the set for add or replace. */
+  check(kind: RuleKind, body: unknown, op: 'add' | 'replace'): Policy | LocalSid {
+    const where = 'request body';
+    const rule = kind === 'policy' ? parsePolicyEntry(body, where) : parseLocalSidEntry(body, where);
+    const key = kind === 'policy' ? policyKey(rule as Policy) : localSidKey(rule as LocalSid);
+    const table = kind === 'policy' ? this.policies : this.localsids;
+    const names = kind === 'policy' ? this.#policyNames : this.#localsidNames;
+    const what = kind === 'policy' ? 'policy' : 'local SID';
+    const keyName = kind === 'policy' ? 'match' : 'sid';
+    const existing = table.get(key);
+    if (op === 'add' && existing !== undefined) {
+      throw new RuleError(`a ${what} with ${keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; replace it with PUT (mup ${kind === 'policy' ? 'policy' : 'sid'} replace)`, 409);
+    }
+    if (op === 'replace' && existing === undefined) {
+      throw new RuleError(`no ${what} with ${keyName} ${key} to replace; add it with POST (mup ${kind === 'policy' ? 'policy' : 'sid'} add)`, 404);
+    }
+    if (rule.name !== undefined) {
+      const owner = names.get(rule.name);
+      if (owner !== undefined && owner !== key) {
+        throw new RuleError(`name ${JSON.stringify(rule.name)} is already used by the ${what} with ${keyName} ${owner}; names must be unique`, 409);
+      }
+    }
+    return rule;
+  }
+
+  /** Record an add or replace in the set and the overlay. */
+  put(kind: RuleKind, rule: Policy | LocalSid): void {
+    if (kind === 'policy') {
+      const p = rule as Policy;
+      const k = policyKey(p);
+      this.#setPolicy(p);
+      this.overlay.policies.set(k, p);
+      this.overlay.delPolicies.delete(k);
+    } else {
+      const l = rule as LocalSid;
+      const k = localSidKey(l);
+      this.#setLocalSid(l);
+      this.overlay.localsids.set(k, l);
+      this.overlay.delLocalSids.delete(k);
+    }
+  }
+
+  /** Record a delete (by key) in the set and the overlay. */
+  delete(kind: RuleKind, key: string): void {
+    if (kind === 'policy') {
+      const old = this.policies.get(key);
+      if (old?.name !== undefined) this.#policyNames.delete(old.name);
+      this.policies.delete(key);
+      this.overlay.policies.delete(key);
+      if (this.#fromConfig.has(`p ${key}`)) this.overlay.delPolicies.add(key);
+    } else {
+      const old = this.localsids.get(key);
+      if (old?.name !== undefined) this.#localsidNames.delete(old.name);
+      this.localsids.delete(key);
+      this.overlay.localsids.delete(key);
+      if (this.#fromConfig.has(`l ${key}`)) this.overlay.delLocalSids.add(key);
+    }
+  }
+
+  /** The effective config (settings and interfaces from the file). */
+  effective(): Config {
+    return { ...this.config, policies: [...this.policies.values()], localsids: [...this.localsids.values()] };
+  }
+}
+
+// ---------------------------------------------------------------------------
+// State file
+
+export interface StateFile {
+  readonly version: 1;
+  readonly instance: string;
+  readonly config: { readonly file: string; readonly sha256: string };
+  readonly policies: { readonly put: RuleJson[]; readonly del: string[] };
+  readonly localsids: { readonly put: RuleJson[]; readonly del: string[] };
+  readonly savedAt: string;
+}
+
+export function sha256(text: string | Buffer): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+/** Write a file so that a crash leaves the old content or the new, never a mix: temp, fsync, rename, fsync dir. */
+export function writeFileAtomic(path: string, data: string): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  writeFileSync(tmp, data, { mode: 0o600 });
+  const fd = openSync(tmp, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+  const dir = openSync(dirname(path), 'r');
+  try {
+    fsyncSync(dir);
+  } finally {
+    closeSync(dir);
+  }
+}
+
+export function serializeState(instance: string, configFile: string, configSha: string, o: Overlay): string {
+  const s: StateFile = {
+    version: 1,
+    instance,
+    config: { file: configFile, sha256: configSha },
+    policies: { put: [...o.policies.values()].map(policyJson), del: [...o.delPolicies] },
+    localsids: { put: [...o.localsids.values()].map(localSidJson), del: [...o.delLocalSids] },
+    savedAt: new Date().toISOString(),
+  };
+  return `${JSON.stringify(s, null, 1)}\n`;
+}
+
+/**
+ * Read a state file into an overlay. Returns undefined when there is none;
+ * throws with the file and entry named when it is unreadable (the daemon
+ * then refuses to start rather than guess).
+ */
+export function readState(path: string): { state: StateFile; overlay: Overlay } | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new Error(`cannot read the state file ${path}: ${(e as Error).message}`);
+  }
+  let s: StateFile;
+  try {
+    s = JSON.parse(text) as StateFile;
+  } catch (e) {
+    throw new Error(`state file ${path} is not JSON (${(e as Error).message}); move it aside to start from the config file alone`);
+  }
+  if (s?.version !== 1 || typeof s.config?.sha256 !== 'string') {
+    throw new Error(`state file ${path}: unknown format (version ${String(s?.version)}); move it aside to start from the config file alone`);
+  }
+  const o = emptyOverlay();
+  const where = (i: number, k: string): string => `${path}: ${k}.put[${i}]`;
+  try {
+    s.policies.put.forEach((v, i) => {
+      const p = parsePolicyEntry(v, where(i, 'policies'));
+      o.policies.set(policyKey(p), p);
+    });
+    s.localsids.put.forEach((v, i) => {
+      const l = parseLocalSidEntry(v, where(i, 'localsids'));
+      o.localsids.set(localSidKey(l), l);
+    });
+    for (const k of s.policies.del) o.delPolicies.add(canonicalKey('policy', k));
+    for (const k of s.localsids.del) o.delLocalSids.add(canonicalKey('localsid', k));
+  } catch (e) {
+    throw new Error(`state file ${path} holds an invalid rule: ${(e as Error).message}; move it aside to start from the config file alone`);
+  }
+  return { state: s, overlay: o };
+}
