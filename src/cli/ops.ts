@@ -32,13 +32,13 @@ function target(o: TargetOpts): Target {
   };
 }
 
-/** The options every API client command takes. */
+/** The options every API client command takes (defaults from MUP_INSTANCE, MUP_SOCKET, MUP_URL, MUP_TOKEN_FILE). */
 function withTarget(c: Command): Command {
   return c
-    .option('--instance <name>', 'daemon instance (socket /run/mup/<name>.sock)', 'default')
-    .option('--socket <path>', 'control socket of the daemon (overrides --instance)')
-    .option('--url <url>', 'use the HTTP API instead, e.g. http://127.0.0.1:9180')
-    .option('--token-file <file>', 'bearer token for --url');
+    .addOption(new Option('--instance <name>', 'daemon instance (socket /run/mup/<name>.sock)').env('MUP_INSTANCE').default('default'))
+    .addOption(new Option('--socket <path>', 'control socket of the daemon (overrides --instance)').env('MUP_SOCKET'))
+    .addOption(new Option('--url <url>', 'use the HTTP API instead, e.g. http://127.0.0.1:9180').env('MUP_URL'))
+    .addOption(new Option('--token-file <file>', 'bearer token for --url').env('MUP_TOKEN_FILE'));
 }
 
 function table(rows: readonly (readonly string[])[], right: ReadonlySet<number> = new Set()): string {
