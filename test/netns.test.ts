@@ -26,6 +26,7 @@ import { parseConfig } from '../src/config/load.js';
 import type { Config, ForwardingMode } from '../src/config/types.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { Lab, listNamespaces, sweepStaleNamespaces, TESTPEER_OBJECT, waitFor, type Listener } from './helpers/netns.js';
+import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, MUP_V6, N3, UE } from './helpers/topology.js';
 import { decodeWithScapy } from './helpers/scapy.js';
 
 const haveObjects = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT);
@@ -39,17 +40,7 @@ if (!haveObjects || !isRoot) {
 }
 
 // ---------------------------------------------------------------------------
-// Addresses
-
-const GNB = '198.51.100.1';
-const MUP_N3_LINK = '198.51.100.254';
-const N3 = '192.0.2.10'; // the translator's GTP-U address (policies[0].match)
-const UE = '10.45.0.2';
-const UE_POOL = '10.45.0.0/16';
-const DN = '203.0.113.5';
-const CORE_DN_LINK = '203.0.113.1';
-const MUP_V6 = '2001:db8:99::1';
-const CORE_V6 = '2001:db8:99::2';
+// Addresses: test/helpers/topology.ts
 
 const UL = { teid: 0x0a0b0c0d, qfi: 9, sport: 40000, dport: 5000 };
 const DL = { teid: 0x11223344, qfi: 5, sport: 5001, dport: 6000 };
@@ -61,10 +52,6 @@ const DL = { teid: 0x11223344, qfi: 5, sport: 5001, dport: 6000 };
 const UL_SID = '2001:db8:1:c000:20a:240a:b0c:d00';
 /** Uplink SA B' = 2001:db8:ff::/64 | 198.51.100.1 (c633:6401). */
 const UL_SA = '2001:db8:ff:0:c633:6401::';
-/** Downlink SID = 2001:db8:2::/48 | 198.51.100.1 (c633:6401) | QFI 5 << 2 = 0x14, TEID 11223344 | 00. */
-const DL_SID = '2001:db8:2:c633:6401:1411:2233:4400';
-/** The core's H.Encaps source: 2001:db8:ff::/64 (P = 64) | 192.0.2.10, so the GTP-U comes from N3. */
-const DL_TUNSRC = '2001:db8:ff:0:c000:20a::';
 
 /** SIDs of the fib_fail rows: no route to them in mup's namespace, or a route that rejects. */
 const FIB_FAIL_ROWS = [
@@ -88,79 +75,6 @@ localsids:
 `;
 }
 const config = (forwarding: ForwardingMode): Config => parseConfig(configText(forwarding), `netns-${forwarding}.yaml`);
-
-// ---------------------------------------------------------------------------
-// The lab
-
-async function buildLab(lab: Lab): Promise<void> {
-  // Before any interface exists, so that the new ones inherit the defaults:
-  // no reverse-path filter, no DAD (a link-local address stays tentative for
-  // a second, and the first neighbour solicitation waits for it).
-  const quiet = [
-    'net.ipv4.conf.all.rp_filter=0',
-    'net.ipv4.conf.default.rp_filter=0',
-    'net.ipv6.conf.all.accept_dad=0',
-    'net.ipv6.conf.default.accept_dad=0',
-  ];
-  const router = ['net.ipv4.ip_forward=1', 'net.ipv6.conf.all.forwarding=1'];
-  await lab.sysctl('gnb', quiet);
-  await lab.sysctl('dn', quiet);
-  await lab.sysctl('core', [...quiet, ...router]);
-  await lab.sysctl('mup', [...quiet, ...router]);
-
-  // veth pairs, each end created directly in its namespace.
-  await lab.ip('gnb', 'link', 'add', 'to-mup', 'type', 'veth', 'peer', 'name', 'to-gnb', 'netns', lab.ns('mup'));
-  await lab.ip('mup', 'link', 'add', 'to-core', 'type', 'veth', 'peer', 'name', 'to-mup', 'netns', lab.ns('core'));
-  await lab.ip('core', 'link', 'add', 'to-dn', 'type', 'veth', 'peer', 'name', 'to-core', 'netns', lab.ns('dn'));
-
-  // End.M.GTP4.E's output comes from 192.0.2.10, a local address of mup.
-  // When the kernel forwards it (forwarding kernel, or a fib miss), it
-  // arrives on to-core with a local source: a martian, dropped unless
-  // accept_local is on for that interface.
-  await lab.sysctl('mup', ['net.ipv4.conf.to-core.accept_local=1']);
-
-  await lab.batch('gnb', [
-    `addr add ${GNB}/24 dev to-mup`,
-    'link set to-mup up',
-    `route add 192.0.2.0/24 via ${MUP_N3_LINK} dev to-mup`,
-  ]);
-  await lab.batch('mup', [
-    `addr add ${MUP_N3_LINK}/24 dev to-gnb`,
-    `addr add ${N3}/32 dev to-gnb`,
-    `addr add ${MUP_V6}/64 dev to-core`,
-    'link set to-gnb up',
-    'link set to-core up',
-    `route add 2001:db8:1::/48 via ${CORE_V6} dev to-core`,
-    ...FIB_FAIL_ROWS.filter((r) => r.route !== null).map((r) => `route add ${r.route} ${r.prefix}`),
-  ]);
-  await lab.batch('core', [
-    `addr add ${CORE_V6}/64 dev to-mup`,
-    `addr add ${CORE_DN_LINK}/24 dev to-dn`,
-    'link set to-mup up',
-    'link set to-dn up',
-    // Uplink: End.DX4 for every SID under the translator's sr_prefix.
-    `route add 2001:db8:1::/48 encap seg6local action End.DX4 nh4 ${DN} dev to-dn`,
-    // Downlink: H.Encaps of the UE's traffic to the SID that names gNB, QFI, TEID.
-    `sr tunsrc set ${DL_TUNSRC}`,
-    `route add ${UE_POOL} encap seg6 mode encap segs ${DL_SID} dev to-mup`,
-    `route add 2001:db8:2::/48 via ${MUP_V6} dev to-mup`,
-  ]);
-  await lab.batch('dn', [`addr add ${DN}/24 dev to-core`, 'link set to-core up', `route add default via ${CORE_DN_LINK}`]);
-  // The data network's UDP must leave with a complete checksum, as from a
-  // real host. With the veth's checksum offload on, the packet carries only
-  // the pseudo-header sum (CHECKSUM_PARTIAL); the kernels on the way trust
-  // the skb flag, but XDP reads bytes, and End.M.GTP4.E would hand the gNB
-  // an inner UDP packet whose checksum never gets finished.
-  await lab.peer('dn', ['tx-csum-off', '--iface', 'to-core']);
-
-  // Receivers of XDP redirects / XDP_TX need an XDP program on their veth.
-  for (const [ns, dev] of [
-    ['gnb', 'to-mup'],
-    ['core', 'to-mup'],
-  ] as const) {
-    await lab.ip(ns, 'link', 'set', 'dev', dev, 'xdpdrv', 'obj', TESTPEER_OBJECT, 'sec', 'xdp');
-  }
-}
 
 // ---------------------------------------------------------------------------
 // Packets
@@ -307,7 +221,9 @@ describe.skipIf(!haveObjects || !isRoot)('srv6-mup on veths between namespaces, 
     const swept = await sweepStaleNamespaces();
     if (swept.length > 0) console.warn(`removed stale namespaces of earlier runs: ${swept.join(', ')}`);
     lab = await Lab.create(['gnb', 'mup', 'core', 'dn']);
-    await buildLab(lab);
+    await buildLab(lab, {
+      mupBatch: FIB_FAIL_ROWS.filter((r) => r.route !== null).map((r) => `route add ${r.route} ${r.prefix}`),
+    });
 
     const specs: GpduSpec[] = ulBodies.map((b) => ({
       teid: UL.teid, qfi: UL.qfi, inner_src: UE, inner_dst: DN, sport: UL.sport, dport: UL.dport,
