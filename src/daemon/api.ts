@@ -65,11 +65,60 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
     chunks.push(c as Buffer);
   }
   const text = Buffer.concat(chunks).toString('utf8');
+  let body: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    body = JSON.parse(text) as unknown;
   } catch (e) {
     throw new HttpError(400, `body is not valid JSON: ${(e as Error).message}`);
   }
+  // JSON.parse keeps the last of a repeated key without a word; the config
+  // file refuses repeated keys, and so does the API (one rule, one meaning).
+  const twice = repeatedKey(text);
+  if (twice !== undefined) throw new HttpError(400, `request body: ${twice}: key given twice; give each key once`, twice);
+  return body;
+}
+
+/** Key path of the first member name given twice in one object of `text` (valid JSON), if any. */
+export function repeatedKey(text: string): string | undefined {
+  interface Frame {
+    readonly keys: Set<string> | undefined; // undefined: an array
+    readonly path: string;
+    index: number;
+    key: string;
+    expectKey: boolean;
+  }
+  const stack: Frame[] = [];
+  const member = (path: string, key: string): string =>
+    /^[A-Za-z_][A-Za-z0-9_-]*$/.test(key) ? (path === '' ? key : `${path}.${key}`) : `${path}[${JSON.stringify(key)}]`;
+  const here = (): string => {
+    const f = stack.at(-1);
+    if (f === undefined) return '';
+    return f.keys === undefined ? `${f.path}[${f.index}]` : member(f.path, f.key);
+  };
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    const top = stack.at(-1);
+    if (c === '"') {
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      if (top?.keys !== undefined && top.expectKey) {
+        const key = JSON.parse(text.slice(i, j + 1)) as string;
+        top.key = key;
+        if (top.keys.has(key)) return here();
+        top.keys.add(key);
+        top.expectKey = false;
+      }
+      i = j;
+    } else if (c === '{' || c === '[') {
+      stack.push({ keys: c === '{' ? new Set() : undefined, path: here(), index: 0, key: '', expectKey: c === '{' });
+    } else if (c === '}' || c === ']') {
+      stack.pop();
+    } else if (c === ',' && top !== undefined) {
+      if (top.keys === undefined) top.index++;
+      else top.expectKey = true;
+    }
+  }
+  return undefined;
 }
 
 export interface ApiOptions {
