@@ -25,7 +25,7 @@ import { ConfigError } from '../config/errors.js';
 import { AddressError } from '../sid/addr.js';
 import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
-import { RuleError, type RuleKind } from './rules.js';
+import { canonicalKey, RuleError, type RuleKind } from './rules.js';
 
 export const MAX_BODY = 64 * 1024;
 
@@ -194,6 +194,15 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
         const name = url.searchParams.get('name') ?? undefined;
         if ((key === undefined) === (name === undefined)) {
           throw new HttpError(400, `say which one to delete: ?${k.key}=PREFIX or ?name=NAME (exactly one)`);
+        }
+        if (key !== undefined) {
+          // Named like a body's bad prefix: message and key path.
+          try {
+            canonicalKey(k.kind, key);
+          } catch (e) {
+            if (e instanceof AddressError) throw new HttpError(400, e.message, k.key);
+            throw e;
+          }
         }
         const rule = await d.deleteRule(k.kind, key !== undefined ? { key } : { name: name! });
         return send(res, 200, { deleted: rule });
