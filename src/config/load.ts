@@ -188,6 +188,16 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
       if (!s.startsWith('/')) src.fail([...hp, 'token_file'], `${JSON.stringify(s)} is not an absolute path; give one starting with /`);
       return s;
     });
+    // Checked here rather than when the listener opens, so that `mup reload`
+    // rejects it like any other bad config and `mup daemon` refuses it before
+    // it touches the data plane.
+    if (tokenFile === undefined && !isLoopbackHost(listen.host)) {
+      src.fail(
+        [...hp, 'token_file'],
+        `required when listen (${formatListen(listen)}) is not a loopback address: the API changes the tables, so it is not served ` +
+          'unauthenticated beyond this host; give a file with the bearer token (e.g. openssl rand -hex 16 > /etc/mup/token) or listen on 127.0.0.1',
+      );
+    }
     return { ...listen, ...(tokenFile === undefined ? {} : { tokenFile }) };
   });
   return {
@@ -205,6 +215,16 @@ function readListen(src: Source, path: Path, v: unknown): { host: string; port: 
   const port = Number(m?.[3]);
   if (m === null || port < 1 || port > 65535) src.fail(path, `${JSON.stringify(s)} is not a listen address; expected ${expected}`);
   return { host: m[1] ?? m[2] ?? '', port };
+}
+
+/** 127.0.0.0/8, ::1 and localhost: where daemon.http may serve without a token. */
+export function isLoopbackHost(host: string): boolean {
+  if (host === 'localhost' || host === '::1') return true;
+  return /^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/.test(host);
+}
+
+function formatListen(l: { host: string; port: number }): string {
+  return l.host.includes(':') ? `[${l.host}]:${l.port}` : `${l.host}:${l.port}`;
 }
 
 function readPolicy(src: Source, path: Path, v: unknown): Policy {
