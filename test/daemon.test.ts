@@ -1,0 +1,249 @@
+/**
+ * `mup daemon` on real interfaces (test/helpers/topology.ts: gnb, mup, core,
+ * dn namespaces, the Linux kernel's SRv6 as the peer), as an operator runs
+ * it: traffic through, counters through the API and /metrics, restarts under
+ * traffic, and a SID replaced under traffic.
+ *
+ * Traffic: the gNB sends sequence-numbered G-PDUs at a steady rate; the data
+ * network counts which numbers arrive (after our H.M.GTP4.D and the kernel's
+ * End.DX4); where it matters, the core sniffs the SRv6 frames themselves.
+ * Every namespace, daemon, pin and bpffs mount is removed in afterAll.
+ */
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestDaemon } from './helpers/daemon.js';
+import { Lab, listNamespaces, sweepStaleNamespaces, type Listener } from './helpers/netns.js';
+import { buildLab, CORE_V6, DN, GNB, N3, UE } from './helpers/topology.js';
+
+const isRoot = process.getuid?.() === 0;
+const UL_TEID = 0x0a0b0c0d;
+const UL_DPORT = 5000;
+/** First 6 bytes of the uplink SIDs: sr_prefix 2001:db8:1::/48 and, after the replace, 2001:db8:3::/48. */
+const OLD_PREFIX = '20010db80001';
+const NEW_PREFIX = '20010db80003';
+
+const POLICY = { name: 'n3-uplink', match: `${N3}/32`, sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' };
+const CONFIG = `
+settings: { forwarding: fib, max_policies: 64, max_localsids: 64 }
+interfaces:
+  - { name: to-gnb }
+  - { name: to-core }
+policies:
+  - { name: ${POLICY.name}, match: ${POLICY.match}, sr_prefix: "${POLICY.sr_prefix}", src_prefix: "${POLICY.src_prefix}" }
+localsids:
+  - { name: n3-downlink, sid: "2001:db8:2::/48", src_prefix_len: 64 }
+`;
+
+interface SeqSummary {
+  received: number;
+  unique: number;
+  duplicates: number;
+  reordered: number;
+  missing_count: number;
+  missing: number[];
+  malformed?: number[];
+  prefixes?: [number, string][];
+}
+
+interface Counters {
+  events: Record<string, { packets: number }>;
+  functions: Record<string, { packets: number; bytes: number }>;
+  rules: { rule: number; kind: string; key: string; name?: string; packets: number }[];
+}
+
+describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
+  let lab: Lab | undefined;
+  let d: TestDaemon | undefined;
+
+  const counters = async (): Promise<Counters> => {
+    const r = await d!.api('GET', '/v1/counters');
+    expect(r.status).toBe(200);
+    return r.body as Counters;
+  };
+  const uplinkPackets = async (): Promise<number> => (await counters()).functions['h_m_gtp4_d']!.packets;
+
+  /** The gNB sends `count` numbered G-PDUs at `rate`/s; resolves when all are sent. */
+  const stream = (count: number, rate: number): Promise<string> =>
+    lab!.peer(
+      'gnb',
+      [
+        'stream', '--bind', GNB, '--to', N3, '--count', String(count), '--rate', String(rate), '--teid', String(UL_TEID),
+        '--inner-src', UE, '--inner-dst', DN, '--inner-dport', String(UL_DPORT),
+      ],
+      60_000,
+    );
+  const receiveInDn = (count: number, timeout: number): Promise<Listener<SeqSummary>> =>
+    lab!.listen<SeqSummary>('dn', ['seq-recv', '--bind', DN, '--port', String(UL_DPORT), '--count', String(count), '--timeout', String(timeout)]);
+  const sniffInCore = (count: number, timeout: number): Promise<Listener<SeqSummary>> =>
+    lab!.listen<SeqSummary>('core', ['seq-sniff', '--iface', 'to-mup', '--port', String(UL_DPORT), '--count', String(count), '--timeout', String(timeout)]);
+  const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+  const xdpOnMup = async (): Promise<string[]> =>
+    (await lab!.ip('mup', 'link', 'show')).split('\n').filter((l) => /prog\/xdp/.test(l));
+
+  beforeAll(async () => {
+    await sweepStaleNamespaces();
+    lab = await Lab.create(['gnb', 'mup', 'core', 'dn']);
+    await buildLab(lab, {
+      // The replace test's new SID prefix is routed to the core and ends in End.DX4 too.
+      mupBatch: [`route add 2001:db8:3::/48 via ${CORE_V6} dev to-core`],
+      coreBatch: [`route add 2001:db8:3::/48 encap seg6local action End.DX4 nh4 ${DN} dev to-dn`],
+    });
+    d = new TestDaemon({ config: CONFIG, netns: lab.ns('mup') });
+    await d.start();
+  }, 60_000);
+
+  afterAll(async () => {
+    const problems: string[] = [];
+    try {
+      await d?.cleanup();
+    } catch (e) {
+      problems.push((e as Error).message);
+    }
+    try {
+      if (lab !== undefined) {
+        const left = await xdpOnMup().catch(() => []);
+        await lab.destroy();
+        expect(left, 'teardown detaches the program from every interface').toEqual([]);
+        expect((await listNamespaces()).filter((n) => n.startsWith(lab!.prefix))).toEqual([]);
+      }
+    } catch (e) {
+      problems.push((e as Error).message);
+    }
+    const daemons = await execa('pgrep', ['-f', `--instance ${d?.instance ?? 'none'} `], { reject: false });
+    if (String(daemons.stdout).trim() !== '') problems.push(`daemon processes left: ${String(daemons.stdout)}`);
+    if (problems.length > 0) throw new Error(problems.join('\n'));
+  }, 60_000);
+
+  it('attaches to both interfaces and reports it in status and /metrics', async () => {
+    const s = (await d!.api('GET', '/v1/status')).body as {
+      interfaces: { name: string; mode: string; attached: boolean }[];
+      tables: { policies: { entries: number } };
+      program: { id: number };
+    };
+    expect(s.interfaces.map((i) => [i.name, i.mode, i.attached])).toEqual([
+      ['to-gnb', 'native', true],
+      ['to-core', 'native', true],
+    ]);
+    expect(s.tables.policies.entries).toBe(1);
+    const links = await xdpOnMup();
+    expect(links, 'ip link shows our program on both veths').toHaveLength(2);
+    for (const l of links) expect(l).toContain(`prog/xdp id ${s.program.id}`);
+    const m = await d!.api('GET', '/metrics');
+    expect(m.status).toBe(200);
+    expect(m.text).toContain('mup_interface_attached{interface="to-gnb",mode="native"} 1');
+    expect(m.text).toContain('mup_table_entries{table="policies"} 1');
+    expect(m.text).toMatch(/^mup_build_info\{version="[^"]+",node="v\d+[^"]*",object_sha256="[0-9a-f]{64}"\} 1$/m);
+  });
+
+  it('translates uplink and downlink traffic; the API and /metrics count it', async () => {
+    const before = await counters();
+    const N = 300;
+    const rx = await receiveInDn(N, 20);
+    await stream(N, 1000);
+    const got = (await rx.done)[0]!;
+    expect(got.unique, `the data network got every uplink packet (missing ${JSON.stringify(got.missing)})`).toBe(N);
+
+    // Downlink: the data network answers; the core's seg6 encap hands it to our End.M.GTP4.E.
+    const DL_N = 50;
+    const gnbRx = await lab!.listen<{ data: string }>('gnb', ['udp-recv', '--bind', GNB, '--port', '2152', '--count', String(DL_N), '--timeout', '10']);
+    await lab!.peer('dn', ['udp-send', '--bind', DN, '--sport', '5001', '--to', UE, '--port', '6000', '--hex', Buffer.from('downlink').toString('hex'), '--count', String(DL_N), '--interval', '0.002']);
+    const dl = await gnbRx.done;
+    expect(dl.length, 'the gNB got every downlink packet as GTP-U').toBe(DL_N);
+
+    const after = await counters();
+    expect(after.functions['h_m_gtp4_d']!.packets - before.functions['h_m_gtp4_d']!.packets).toBe(N);
+    expect(after.functions['end_m_gtp4_e']!.packets - before.functions['end_m_gtp4_e']!.packets).toBe(DL_N);
+    const rule = (c: Counters, name: string): number => c.rules.find((r) => r.name === name)?.packets ?? -1;
+    expect(rule(after, 'n3-uplink') - rule(before, 'n3-uplink')).toBe(N);
+    expect(rule(after, 'n3-downlink') - rule(before, 'n3-downlink')).toBe(DL_N);
+
+    const m = (await d!.api('GET', '/metrics')).text;
+    const value = (re: RegExp): number => Number(re.exec(m)?.[1] ?? NaN);
+    expect(value(/^mup_packets_total\{function="H\.M\.GTP4\.D"\} (\d+)$/m)).toBe(after.functions['h_m_gtp4_d']!.packets);
+    expect(value(/^mup_packets_total\{function="End\.M\.GTP4\.E"\} (\d+)$/m)).toBe(after.functions['end_m_gtp4_e']!.packets);
+    expect(value(/^mup_rule_packets_total\{kind="policy",key="192\.0\.2\.10\/32",name="n3-uplink"\} (\d+)$/m)).toBe(rule(after, 'n3-uplink'));
+    expect(m).toMatch(/^mup_drops_total\{reason="gtp_bad_length"\} 0$/m);
+  }, 60_000);
+
+  it('restarts (SIGTERM, then SIGKILL) under steady traffic without losing a frame; counters carry on', async () => {
+    const N = 8000;
+    const RATE = 2000;
+    const start = await uplinkPackets();
+    const rx = await receiveInDn(N, 20);
+    const sending = stream(N, RATE);
+    await sleep(700);
+
+    // SIGTERM: the daemon exits 0, the pinned links keep the program on the interfaces.
+    expect(await d!.stop('SIGTERM'), 'exit status after SIGTERM').toBe(0);
+    expect(await xdpOnMup(), 'still attached with no daemon running').toHaveLength(2);
+    const mid = await (async () => {
+      await d!.start();
+      return uplinkPackets();
+    })();
+    expect(mid, 'counters continue from where they were, not from zero').toBeGreaterThan(start);
+    const st = (await d!.api('GET', '/v1/status')).body as { adopted: boolean };
+    expect(st.adopted, 'the new daemon took over the pinned tables').toBe(true);
+
+    await sleep(700);
+    // SIGKILL: no chance to clean up; nothing is lost either.
+    await d!.stop('SIGKILL');
+    expect(await xdpOnMup()).toHaveLength(2);
+    await d!.start();
+
+    await sending;
+    const got = (await rx.done)[0]!;
+    expect(got.missing_count, `frames lost across the restarts (first missing: ${JSON.stringify(got.missing)})`).toBe(0);
+    expect(got.duplicates).toBe(0);
+    expect(got.unique).toBe(N);
+    expect((await uplinkPackets()) - start, 'every frame of the stream counted once, across three daemons').toBe(N);
+    expect(d!.log).toContain('program swapped on the running link');
+  }, 90_000);
+
+  it("replaces a flow's SID under traffic: every frame arrives, translated with the old SID or the new", async () => {
+    const N = 6000;
+    const RATE = 2000;
+    const ruleBefore = ((await d!.api('GET', '/v1/policies')).body as { policies: { name: string; rule: number }[] }).policies[0]!.rule;
+    const rx = await receiveInDn(N, 20);
+    const sniff = await sniffInCore(N, 20);
+    const sending = stream(N, RATE);
+    await sleep(1000);
+    const r = await d!.api('PUT', '/v1/policies', { body: { ...POLICY, sr_prefix: '2001:db8:3::/48' } });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    await sending;
+    const got = (await rx.done)[0]!;
+    const seen = (await sniff.done)[0]!;
+    // Put the original back for any later test.
+    expect((await d!.api('PUT', '/v1/policies', { body: POLICY })).status).toBe(200);
+
+    expect(got.missing_count, `frames lost at the data network (first missing: ${JSON.stringify(got.missing)})`).toBe(0);
+    expect(seen.unique, 'the core saw every frame as SRv6').toBe(N);
+    expect(seen.malformed, 'malformed frames (bad inner IPv4 checksum or lengths)').toEqual([]);
+    const prefixes = new Map<string, number>();
+    for (const [, p] of seen.prefixes!) prefixes.set(p, (prefixes.get(p) ?? 0) + 1);
+    expect([...prefixes.keys()].sort(), `each frame has the old SID prefix or the new: ${JSON.stringify([...prefixes])}`).toEqual([OLD_PREFIX, NEW_PREFIX].sort());
+    // In sequence order: old, old, ..., new, new: one switch, never back.
+    const bySeq = [...seen.prefixes!].sort((a, b) => a[0] - b[0]).map(([, p]) => p);
+    const switches = bySeq.filter((p, i) => i > 0 && p !== bySeq[i - 1]).length;
+    expect(switches, 'the SID changes once in the stream').toBe(1);
+    const ruleAfter = ((await d!.api('GET', '/v1/policies')).body as { policies: { rule: number }[] }).policies[0]!.rule;
+    expect(ruleAfter, 'the rule keeps its counter slot across the replace').toBe(ruleBefore);
+  }, 90_000);
+
+  it('reloads a changed config on SIGHUP, applying only the difference', async () => {
+    d!.writeConfig(CONFIG.replace('\nlocalsids:', `\n  - { name: extra, match: 192.0.2.99/32, sr_prefix: "2001:db8:5::/48", src_prefix: "2001:db8:ff::/64" }\nlocalsids:`));
+    process.kill(d!.pid!, 'SIGHUP');
+    const deadline = Date.now() + 10_000;
+    let entries = 0;
+    while (Date.now() < deadline) {
+      const s = (await d!.api('GET', '/v1/status')).body as { tables: { policies: { entries: number } } };
+      entries = s.tables.policies.entries;
+      if (entries === 2) break;
+      await sleep(50);
+    }
+    expect(entries, d!.log.split('\n').slice(-5).join('\n')).toBe(2);
+    expect(d!.log).toMatch(/"added":1,"replaced":0,"deleted":0,"unchanged":\d+.*"msg":"reloaded"/);
+    d!.writeConfig(CONFIG);
+    const r = await d!.api('POST', '/v1/reload');
+    expect(r.body).toMatchObject({ added: 0, deleted: 1, replaced: 0 });
+  });
+});
