@@ -62,16 +62,22 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
   };
   const uplinkPackets = async (): Promise<number> => (await counters()).functions['h_m_gtp4_d']!.packets;
 
-  /** The gNB sends `count` numbered G-PDUs at `rate`/s; resolves when all are sent. */
-  const stream = (count: number, rate: number): Promise<string> =>
-    lab!.peer(
+  /**
+   * The gNB sends `count` numbered G-PDUs at `rate`/s. Resolves once sending
+   * has started (after scapy's import); `done` when all are sent.
+   */
+  const stream = async (count: number, rate: number): Promise<{ done: Promise<unknown> }> => {
+    const l = await lab!.listen<{ sent: number }>(
       'gnb',
       [
         'stream', '--bind', GNB, '--to', N3, '--count', String(count), '--rate', String(rate), '--teid', String(UL_TEID),
         '--inner-src', UE, '--inner-dst', DN, '--inner-dport', String(UL_DPORT),
       ],
-      60_000,
+      20_000,
     );
+    // Wrapped: an async function returning l.done itself would wait for it.
+    return { done: l.done };
+  };
   const receiveInDn = (count: number, timeout: number): Promise<Listener<SeqSummary>> =>
     lab!.listen<SeqSummary>('dn', ['seq-recv', '--bind', DN, '--port', String(UL_DPORT), '--count', String(count), '--timeout', String(timeout)]);
   const sniffInCore = (count: number, timeout: number): Promise<Listener<SeqSummary>> =>
@@ -139,7 +145,7 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     const before = await counters();
     const N = 300;
     const rx = await receiveInDn(N, 20);
-    await stream(N, 1000);
+    await (await stream(N, 1000)).done;
     const got = (await rx.done)[0]!;
     expect(got.unique, `the data network got every uplink packet (missing ${JSON.stringify(got.missing)})`).toBe(N);
 
@@ -170,7 +176,7 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     const RATE = 2000;
     const start = await uplinkPackets();
     const rx = await receiveInDn(N, 20);
-    const sending = stream(N, RATE);
+    const sending = (await stream(N, RATE)).done;
     await sleep(700);
 
     // SIGTERM: the daemon exits 0, the pinned links keep the program on the interfaces.
@@ -205,7 +211,7 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     const ruleBefore = ((await d!.api('GET', '/v1/policies')).body as { policies: { name: string; rule: number }[] }).policies[0]!.rule;
     const rx = await receiveInDn(N, 20);
     const sniff = await sniffInCore(N, 20);
-    const sending = stream(N, RATE);
+    const sending = (await stream(N, RATE)).done;
     await sleep(1000);
     const r = await d!.api('PUT', '/v1/policies', { body: { ...POLICY, sr_prefix: '2001:db8:3::/48' } });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
