@@ -137,7 +137,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
   };
   const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (o.token !== undefined) {
-      const got = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
+      const got = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? ''; // the scheme is case-insensitive (RFC 9110 11.1)
       const a = Buffer.from(got);
       const b = Buffer.from(o.token);
       if (a.length !== b.length || !timingSafeEqual(a, b)) {
