@@ -443,6 +443,9 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
       const st = await http('GET', '/v1/status', { auth });
       expect(st.status, st.text).toBe(200);
       expect((st.body as Status).pid).toBe(d!.pid);
+      // The scheme is case-insensitive (RFC 9110 11.1); the token is not.
+      expect((await http('GET', '/v1/status', { auth: `bearer ${TOKEN}` })).status).toBe(200);
+      expect((await http('GET', '/v1/status', { auth: `Bearer ${TOKEN.toUpperCase()}` })).status).toBe(401);
       const m = await http('GET', '/metrics', { auth });
       expect(m.status, m.text).toBe(200);
       expect(m.headers['content-type']).toMatch(/^text\/plain/);
