@@ -11,7 +11,6 @@
 import { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS } from '../config/limits.js';
 import type { ContainerMode, ForwardingMode, LocalSid, Policy, Settings, SrhMode } from '../config/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
-import { ipv6ToBytes } from '../sid/addr.js';
 
 /** `enum mup_limits`, defined once in src/config/limits.ts; checked against BTF by checkLayouts(). */
 export { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS };
@@ -97,8 +96,22 @@ export interface PolicyKeyFields {
   readonly teid: number;
 }
 
-export function encodePolicyKey(match: Ipv4Prefix): Buffer {
-  const b = Buffer.alloc(LAYOUTS.mup_policy_key.size);
+/** Write a 128-bit address, network order, at `at`. */
+function putIpv6(b: Buffer, at: number, addr: bigint): void {
+  b.writeBigUInt64BE(addr >> 64n, at);
+  b.writeBigUInt64BE(addr & 0xffff_ffff_ffff_ffffn, at + 8);
+}
+
+/**
+ * `into`/`at`: encode into a larger buffer (bulk loads) instead of a new
+ * one, whose bytes there must be zero (padding is not written); returns the view.
+ */
+function target(size: number, into: Buffer | undefined, at: number): Buffer {
+  return into === undefined ? Buffer.alloc(size) : into.subarray(at, at + size);
+}
+
+export function encodePolicyKey(match: Ipv4Prefix, into?: Buffer, at = 0): Buffer {
+  const b = target(LAYOUTS.mup_policy_key.size, into, at);
   b.writeUInt32LE(match.len, PK.plen.offset);
   b.writeUInt32BE(match.addr, PK.daddr.offset);
   b.writeUInt32BE(0, PK.teid.offset); // prefixes are <= 32 bits today
@@ -126,15 +139,15 @@ export interface PolicyFields {
 }
 
 /** `p` comes from src/config/load.ts, which refuses more than MUP_MAX_SEGS segments. */
-export function encodePolicy(p: Policy, rule: number): Buffer {
+export function encodePolicy(p: Policy, rule: number, into?: Buffer, at = 0): Buffer {
   if (p.segments.length > MUP_MAX_SEGS) {
     // Would overwrite the fields after segs[].
     throw new Error(`internal: ${p.where} has ${p.segments.length} segments; config validation should have refused it`);
   }
-  const b = Buffer.alloc(LAYOUTS.mup_policy.size);
-  ipv6ToBytes(p.srPrefix.addr).copy(b, P.sr_prefix.offset);
-  ipv6ToBytes(p.srcPrefix.addr).copy(b, P.src_prefix.offset);
-  p.segments.forEach((s, i) => ipv6ToBytes(s).copy(b, P.segs.offset + 16 * i));
+  const b = target(LAYOUTS.mup_policy.size, into, at);
+  putIpv6(b, P.sr_prefix.offset, p.srPrefix.addr);
+  putIpv6(b, P.src_prefix.offset, p.srcPrefix.addr);
+  p.segments.forEach((s, i) => putIpv6(b, P.segs.offset + 16 * i, s));
   b.writeUInt32LE(rule, P.rule.offset);
   b.writeUInt8(p.srPrefix.len, P.sr_plen.offset);
   b.writeUInt8(p.srcPrefix.len, P.src_plen.offset);
@@ -165,15 +178,15 @@ export function decodePolicy(b: Buffer): PolicyFields {
 // ---------------------------------------------------------------------------
 // mup_localsid_key / mup_localsid
 
-export function encodeLocalSidKey(sid: Ipv6Prefix): Buffer {
-  const b = Buffer.alloc(LAYOUTS.mup_localsid_key.size);
+export function encodeLocalSidKey(sid: Ipv6Prefix, into?: Buffer, at = 0): Buffer {
+  const b = target(LAYOUTS.mup_localsid_key.size, into, at);
   b.writeUInt32LE(sid.len, LK.plen.offset);
-  ipv6ToBytes(sid.addr).copy(b, LK.addr.offset);
+  putIpv6(b, LK.addr.offset, sid.addr);
   return b;
 }
 
-export function encodeLocalSid(s: LocalSid, rule: number): Buffer {
-  const b = Buffer.alloc(LAYOUTS.mup_localsid.size);
+export function encodeLocalSid(s: LocalSid, rule: number, into?: Buffer, at = 0): Buffer {
+  const b = target(LAYOUTS.mup_localsid.size, into, at);
   b.writeUInt32LE(rule, L.rule.offset);
   b.writeUInt8(s.sid.len, L.sid_plen.offset);
   b.writeUInt8(s.srcPrefixLen, L.src_plen.offset);

@@ -825,3 +825,58 @@ export function synchronizeRcu(): void {
   const ret = Number(pins.syscall3(nr, 'int', MEMBARRIER_CMD_GLOBAL, 'unsigned int', 0, 'int', -1));
   checkLibc(ret, 'membarrier(MEMBARRIER_CMD_GLOBAL)');
 }
+
+const batchFns = {
+  updateBatch: bind<(fd: number, keys: Buffer, values: Buffer, count: Uint32Array, opts: Ptr) => number>(
+    lib,
+    'int bpf_map_update_batch(int fd, const void *keys, const void *values, uint32_t *count, const void *opts)',
+  ),
+};
+
+/**
+ * Write `count` elements in one syscall: keys and values packed back to
+ * back. Returns how many the kernel wrote before an error (it throws then).
+ */
+export function mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: number, what = 'map'): void {
+  if (count === 0) return;
+  const n = new Uint32Array([count]);
+  const ret = batchFns.updateBatch(fd, keys, values, n, null);
+  if (ret < 0) throw new LibbpfError(`writing ${count} elements of ${what} (${n[0]} written)`, -ret, takeLog());
+  takeLog();
+}
+
+const ENOSPC = koffi.os.errno['ENOSPC'] ?? 28;
+
+/**
+ * Every key and value of a hash map, BPF_MAP_LOOKUP_BATCH a bucket range at
+ * a time (the batch token is a bucket index, u32). Returns them packed.
+ */
+export function mapDump(fd: number, keySize: number, valueSize: number, what = 'map'): { keys: Buffer; values: Buffer; count: number } {
+  let chunk = 4096;
+  const keyParts: Buffer[] = [];
+  const valueParts: Buffer[] = [];
+  let total = 0;
+  let inBatch: Buffer | null = null;
+  for (;;) {
+    const keys = Buffer.alloc(keySize * chunk);
+    const values = Buffer.alloc(valueSize * chunk);
+    const outBatch = Buffer.alloc(4);
+    const n = new Uint32Array([chunk]);
+    const ret = c.lookupBatch(fd, inBatch, outBatch, keys, values, n, null);
+    if (ret === -ENOSPC && (n[0] ?? 0) === 0) {
+      // One bucket holds more entries than fit: ask for more at once.
+      takeLog();
+      chunk *= 4;
+      continue;
+    }
+    if (ret < 0 && ret !== -ENOENT) check(ret, `reading the elements of ${what}`);
+    takeLog();
+    const got = n[0] ?? 0;
+    keyParts.push(keys.subarray(0, got * keySize));
+    valueParts.push(values.subarray(0, got * valueSize));
+    total += got;
+    if (ret === -ENOENT) break;
+    inBatch = outBatch;
+  }
+  return { keys: Buffer.concat(keyParts), values: Buffer.concat(valueParts), count: total };
+}

@@ -37,9 +37,11 @@ import {
 import {
   BPF_ANY,
   mapDelete,
-  mapKeys,
+  mapDump,
   mapLookup,
+  mapLookupArrayRange,
   mapUpdate,
+  mapUpdateBatch,
   numPossibleCpus,
   synchronizeRcu,
 } from './libbpf.js';
@@ -88,11 +90,71 @@ export interface ApplyResult {
   readonly unchanged: number;
 }
 
-interface Entry {
-  readonly rule: number;
-  /** Encoded value, latin1 (one byte per char: compact in V8). */
-  readonly value: string;
-  readonly plen: number;
+/**
+ * What user space knows of one table, without an object per entry: key
+ * (latin1 string) -> rule id, and the encoded value and prefix length of
+ * each rule id in flat arrays (rule ids are dense, first..first+count-1).
+ */
+class Mirror {
+  /** Key -> rule id; -1 for an entry found in the map that is not ours (rewritten or deleted on sync). */
+  readonly keys = new Map<string, number>();
+  readonly #values: Buffer;
+  readonly #plens: Int16Array;
+  /** Prefix lengths of the -1 entries. */
+  readonly #foreign = new Map<string, number>();
+
+  constructor(
+    readonly first: number,
+    readonly count: number,
+    readonly valueSize: number,
+  ) {
+    this.#values = Buffer.alloc(count * valueSize);
+    this.#plens = new Int16Array(count).fill(-1);
+  }
+
+  get size(): number {
+    return this.keys.size;
+  }
+
+  set(key: string, rule: number, value: Buffer | undefined, plen: number): void {
+    this.keys.set(key, rule);
+    if (rule < 0) {
+      this.#foreign.set(key, plen);
+      return;
+    }
+    this.#foreign.delete(key);
+    value?.copy(this.#values, (rule - this.first) * this.valueSize);
+    this.#plens[rule - this.first] = plen;
+  }
+
+  delete(key: string): void {
+    const rule = this.keys.get(key);
+    if (rule === undefined) return;
+    this.keys.delete(key);
+    if (rule < 0) this.#foreign.delete(key);
+    else this.#plens[rule - this.first] = -1;
+  }
+
+  /** Is the stored value of `rule` equal to `value`? */
+  same(rule: number, value: Buffer): boolean {
+    const at = (rule - this.first) * this.valueSize;
+    return value.compare(this.#values, at, at + this.valueSize) === 0;
+  }
+
+  /** Distinct prefix lengths, without the entries of `except`, longest first. */
+  plens(except?: ReadonlySet<string>): number[] {
+    const lens = new Set<number>();
+    if (except === undefined || except.size === 0) {
+      for (const p of this.#plens) if (p >= 0) lens.add(p);
+      for (const p of this.#foreign.values()) lens.add(p);
+    } else {
+      for (const [k, rule] of this.keys) {
+        if (except.has(k)) continue;
+        lens.add(rule < 0 ? (this.#foreign.get(k) ?? 0) : (this.#plens[rule - this.first] ?? 0));
+      }
+    }
+    return [...lens].sort((a, b) => b - a);
+  }
 }
 
 /** Free rule ids of one table, lowest first. */
@@ -117,12 +179,65 @@ export class TablesFullError extends RangeError {
   override readonly name = 'TablesFullError';
 }
 
+/** One entry to put: its key (and as text), prefix length, and its value for a rule id (written into `into` at `at`). */
+interface Put {
+  readonly key: Buffer;
+  readonly keyStr: string;
+  readonly plen: number;
+  encode(rule: number, into: Buffer, at: number): Buffer;
+}
+
+interface Plan {
+  readonly writes: Write[];
+  /** Every put is a fresh write, in put order (keys and values lie back to back). */
+  readonly contiguous: boolean;
+  readonly deletes: string[];
+  readonly unchanged: number;
+  readonly plensAfter: number[];
+  readonly taken: number[];
+}
+
+interface Write {
+  readonly key: Buffer;
+  readonly keyStr: string;
+  readonly value: Buffer;
+  readonly rule: number;
+  readonly fresh: boolean;
+  readonly plen: number;
+}
+
+// Keys and values of a batch are encoded into one buffer each: a Buffer of
+// its own per entry costs an ArrayBuffer, and 131,072 of them cost the
+// garbage collector more than the syscalls.
+
+function policyPuts(list: readonly Policy[]): Put[] {
+  const ks = LAYOUTS.mup_policy_key.size;
+  const keys = Buffer.alloc(ks * list.length);
+  return list.map((p, i) => ({
+    key: encodePolicyKey(p.match, keys, i * ks),
+    keyStr: keys.toString('latin1', i * ks, (i + 1) * ks),
+    plen: p.match.len,
+    encode: (rule: number, into: Buffer, at: number) => encodePolicy(p, rule, into, at),
+  }));
+}
+
+function localSidPuts(list: readonly LocalSid[]): Put[] {
+  const ks = LAYOUTS.mup_localsid_key.size;
+  const keys = Buffer.alloc(ks * list.length);
+  return list.map((l, i) => ({
+    key: encodeLocalSidKey(l.sid, keys, i * ks),
+    keyStr: keys.toString('latin1', i * ks, (i + 1) * ks),
+    plen: l.sid.len,
+    encode: (rule: number, into: Buffer, at: number) => encodeLocalSid(l, rule, into, at),
+  }));
+}
+
 export class Tables {
   readonly #fds: TableFds;
   readonly sizes: TableSizes;
   readonly #ncpus = numPossibleCpus();
-  readonly #policies = new Map<string, Entry>();
-  readonly #localsids = new Map<string, Entry>();
+  readonly #policies: Mirror;
+  readonly #localsids: Mirror;
   readonly #policyIds: IdPool;
   readonly #localsidIds: IdPool;
   /** A replace or delete happened since the last grace period. */
@@ -137,28 +252,46 @@ export class Tables {
     this.#fds = fds;
     this.sizes = sizes;
     this.#settings = settings;
+    this.#policies = new Mirror(0, sizes.maxPolicies, LAYOUTS.mup_policy.size);
+    this.#localsids = new Mirror(sizes.maxPolicies, sizes.maxLocalSids, LAYOUTS.mup_localsid.size);
     const used = new Set<number>();
-    for (const [kind, fd, size, valueSize, mirror] of [
-      ['policy', fds.policiesFd, LAYOUTS.mup_policy_key.size, LAYOUTS.mup_policy.size, this.#policies],
-      ['localsid', fds.localsidsFd, LAYOUTS.mup_localsid_key.size, LAYOUTS.mup_localsid.size, this.#localsids],
+    for (const [fd, keySize, mirror, ruleAt, name] of [
+      [fds.policiesFd, LAYOUTS.mup_policy_key.size, this.#policies, LAYOUTS.mup_policy.members.rule.offset, MAP_POLICIES],
+      [fds.localsidsFd, LAYOUTS.mup_localsid_key.size, this.#localsids, LAYOUTS.mup_localsid.members.rule.offset, MAP_LOCALSIDS],
     ] as const) {
-      const name = kind === 'policy' ? MAP_POLICIES : MAP_LOCALSIDS;
-      for (const k of mapKeys(fd, size, name)) {
-        const v = mapLookup(fd, k, valueSize, name);
-        if (v === undefined) continue;
-        const rule = v.readUInt32LE(kind === 'policy' ? LAYOUTS.mup_policy.members.rule.offset : LAYOUTS.mup_localsid.members.rule.offset);
-        const [lo, hi] = kind === 'policy' ? [0, sizes.maxPolicies] : [sizes.maxPolicies, sizes.maxPolicies + sizes.maxLocalSids];
-        if (rule < lo || rule >= hi || used.has(rule)) {
-          // Not one of ours, or a table from another layout: rewrite it with a fresh id.
-          mirror.set(k.toString('latin1'), { rule: -1, value: '', plen: k.readUInt32LE(0) });
+      const vs = mirror.valueSize;
+      const { keys, values, count } = mapDump(fd, keySize, vs, name);
+      for (let i = 0; i < count; i++) {
+        const k = keys.subarray(i * keySize, (i + 1) * keySize);
+        const v = values.subarray(i * vs, (i + 1) * vs);
+        const rule = v.readUInt32LE(ruleAt);
+        const plen = k.readUInt32LE(0);
+        if (rule < mirror.first || rule >= mirror.first + mirror.count || used.has(rule)) {
+          // Not one of ours, or a table from another layout: rewritten with a fresh id (or deleted) on sync.
+          mirror.set(k.toString('latin1'), -1, undefined, plen);
           continue;
         }
         used.add(rule);
-        mirror.set(k.toString('latin1'), { rule, value: v.toString('latin1'), plen: k.readUInt32LE(0) });
+        mirror.set(k.toString('latin1'), rule, v, plen);
       }
     }
     this.#policyIds = new IdPool(0, sizes.maxPolicies, used);
     this.#localsidIds = new IdPool(sizes.maxPolicies, sizes.maxLocalSids, used);
+    // A free id's counter slot is zero (zeroed when its rule went); one that
+    // is not (a daemon killed between a delete and the zeroing) is zeroed now.
+    const total = sizes.maxPolicies + sizes.maxLocalSids;
+    const stride = COUNTER_STRIDE * this.#ncpus;
+    const raw = mapLookupArrayRange(fds.countersFd, MUP_EVENT_SLOTS, total, stride, MAP_COUNTERS);
+    for (let rule = 0; rule < total; rule++) {
+      if (used.has(rule)) continue;
+      const at = rule * stride;
+      for (let b = at; b < at + stride; b++) {
+        if (raw[b] !== 0) {
+          this.#zeroCounter(rule);
+          break;
+        }
+      }
+    }
   }
 
   get settings(): Settings {
@@ -180,11 +313,13 @@ export class Tables {
 
   /** Rule id of the policy with this match prefix, if present. */
   policyRule(match: Ipv4Prefix): number | undefined {
-    return this.#policies.get(encodePolicyKey(match).toString('latin1'))?.rule;
+    const r = this.#policies.keys.get(encodePolicyKey(match).toString('latin1'));
+    return r === undefined || r < 0 ? undefined : r;
   }
 
   localsidRule(sid: Ipv6Prefix): number | undefined {
-    return this.#localsids.get(encodeLocalSidKey(sid).toString('latin1'))?.rule;
+    const r = this.#localsids.keys.get(encodeLocalSidKey(sid).toString('latin1'));
+    return r === undefined || r < 0 ? undefined : r;
   }
 
   /**
@@ -193,33 +328,29 @@ export class Tables {
    * when the result would not fit.
    */
   sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[]): ApplyResult {
-    const keepP = new Set(policies.map((p) => encodePolicyKey(p.match).toString('latin1')));
-    const keepL = new Set(localsids.map((l) => encodeLocalSidKey(l.sid).toString('latin1')));
-    const delP: Buffer[] = [];
-    const delL: Buffer[] = [];
-    for (const k of this.#policies.keys()) if (!keepP.has(k)) delP.push(Buffer.from(k, 'latin1'));
-    for (const k of this.#localsids.keys()) if (!keepL.has(k)) delL.push(Buffer.from(k, 'latin1'));
-    return this.#apply(settings, policies, delP, localsids, delL);
+    const putP = policyPuts(policies);
+    const putL = localSidPuts(localsids);
+    const keepP = new Set(putP.map((p) => p.keyStr));
+    const keepL = new Set(putL.map((p) => p.keyStr));
+    const delP: string[] = [];
+    const delL: string[] = [];
+    for (const k of this.#policies.keys.keys()) if (!keepP.has(k)) delP.push(k);
+    for (const k of this.#localsids.keys.keys()) if (!keepL.has(k)) delL.push(k);
+    return this.#apply(settings, putP, delP, putL, delL);
   }
 
   /** Apply a batch of puts (add or replace, by key) and deletes (by key). */
   apply(c: Changes): ApplyResult {
     return this.#apply(
       c.settings ?? this.#settings,
-      c.putPolicies ?? [],
-      (c.delPolicies ?? []).map((m) => encodePolicyKey(m)),
-      c.putLocalSids ?? [],
-      (c.delLocalSids ?? []).map((s) => encodeLocalSidKey(s)),
+      policyPuts(c.putPolicies ?? []),
+      (c.delPolicies ?? []).map((m) => encodePolicyKey(m).toString('latin1')),
+      localSidPuts(c.putLocalSids ?? []),
+      (c.delLocalSids ?? []).map((s) => encodeLocalSidKey(s).toString('latin1')),
     );
   }
 
-  #apply(
-    settings: Settings,
-    putP: readonly Policy[],
-    delP: readonly Buffer[],
-    putL: readonly LocalSid[],
-    delL: readonly Buffer[],
-  ): ApplyResult {
+  #apply(settings: Settings, putP: readonly Put[], delP: readonly string[], putL: readonly Put[], delL: readonly string[]): ApplyResult {
     if (settings.maxPolicies !== this.sizes.maxPolicies || settings.maxLocalSids !== this.sizes.maxLocalSids) {
       throw new RangeError(
         `table sizes are fixed once loaded (max_policies ${this.sizes.maxPolicies}, max_localsids ${this.sizes.maxLocalSids}); ` +
@@ -227,9 +358,15 @@ export class Tables {
       );
     }
     // Plan everything first, so that a batch that does not fit writes nothing.
-    const planP = this.#plan(putP.map((p) => ({ key: encodePolicyKey(p.match), plen: p.match.len, enc: (r: number) => encodePolicy(p, r) })), delP, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies);
-    const planL = this.#plan(putL.map((l) => ({ key: encodeLocalSidKey(l.sid), plen: l.sid.len, enc: (r: number) => encodeLocalSid(l, r) })), delL, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids);
-    const before = this.#fields(this.#settings, this.#plens(this.#policies), this.#plens(this.#localsids));
+    const planP = this.#plan(putP, delP, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies);
+    let planL: Plan;
+    try {
+      planL = this.#plan(putL, delL, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids);
+    } catch (e) {
+      this.#policyIds.give(planP.taken);
+      throw e;
+    }
+    const before = this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens());
     const after = this.#fields(settings, planP.plensAfter, planL.plensAfter);
     const widened: ConfigFields = {
       ...after,
@@ -239,23 +376,44 @@ export class Tables {
 
     let added = 0;
     let replaced = 0;
-    let unchanged = 0;
-    // 1. New and changed entries. A new rule's counter slot starts at zero.
+    const unchanged = planP.unchanged + planL.unchanged;
+    // 1. New and changed entries.
     for (const [plan, fd, mirror, name] of [
       [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES],
       [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS],
     ] as const) {
-      unchanged += plan.unchanged;
-      for (const w of plan.writes) {
+      // New keys in one syscall (nothing replaced, so nothing to wait for);
+      // replaced ones one by one, with a grace period between them.
+      const fresh = plan.writes.filter((w) => w.fresh);
+      if (fresh.length > 0) {
         this.#settle();
-        if (w.fresh) this.#zeroCounter(w.rule);
-        mapUpdate(fd, w.key, w.value, BPF_ANY, name);
-        mirror.set(w.key.toString('latin1'), { rule: w.rule, value: w.value.toString('latin1'), plen: w.plen });
-        if (w.fresh) added++;
-        else {
-          replaced++;
-          this.#dirty = true;
+        const ks = fresh[0]!.key.length;
+        const vs = mirror.valueSize;
+        let keys: Buffer;
+        let values: Buffer;
+        if (plan.contiguous) {
+          // Every put is a new key, in order: the batch is the encoding buffers themselves.
+          keys = Buffer.from(fresh[0]!.key.buffer, fresh[0]!.key.byteOffset, ks * fresh.length);
+          values = Buffer.from(fresh[0]!.value.buffer, fresh[0]!.value.byteOffset, vs * fresh.length);
+        } else {
+          keys = Buffer.allocUnsafe(ks * fresh.length);
+          values = Buffer.allocUnsafe(vs * fresh.length);
+          fresh.forEach((w, i) => {
+            w.key.copy(keys, i * ks);
+            w.value.copy(values, i * vs);
+          });
         }
+        mapUpdateBatch(fd, keys, values, fresh.length, name);
+        for (const w of fresh) mirror.set(w.keyStr, w.rule, w.value, w.plen);
+        added += fresh.length;
+      }
+      for (const w of plan.writes) {
+        if (w.fresh) continue;
+        this.#settle();
+        mapUpdate(fd, w.key, w.value, BPF_ANY, name);
+        mirror.set(w.keyStr, w.rule, w.value, w.plen);
+        replaced++;
+        this.#dirty = true;
       }
     }
     // 2. The config with old and new prefix lengths.
@@ -270,89 +428,82 @@ export class Tables {
     ] as const) {
       for (const k of plan.deletes) {
         this.#settle();
-        const s = k.toString('latin1');
-        const e = mirror.get(s);
-        mapDelete(fd, k, name);
-        mirror.delete(s);
+        const rule = mirror.keys.get(k);
+        mapDelete(fd, Buffer.from(k, 'latin1'), name);
+        mirror.delete(k);
         this.#dirty = true;
         deleted++;
-        if (e !== undefined && e.rule >= 0) freed.push(e.rule);
+        if (rule !== undefined && rule >= 0) freed.push(rule);
       }
     }
     // 4. The config with the new lengths only.
     if (!sameFields(widened, after)) this.#writeConfig(after);
     this.#settings = settings;
-    // 5. No packet holds a deleted entry any more: its id may be reused.
+    // 5. No packet holds a deleted entry any more: its counter slot is
+    // zeroed and its id may be reused.
     this.#settle();
+    for (const rule of [...freedP, ...freedL]) this.#zeroCounter(rule);
     this.#policyIds.give(freedP);
     this.#localsidIds.give(freedL);
     return { added, replaced, deleted, unchanged };
   }
 
   #plan(
-    puts: readonly { key: Buffer; plen: number; enc: (rule: number) => Buffer }[],
-    dels: readonly Buffer[],
-    mirror: ReadonlyMap<string, Entry>,
+    puts: readonly Put[],
+    dels: readonly string[],
+    mirror: Mirror,
     ids: IdPool,
     what: string,
     setting: string,
     max: number,
-  ): {
-    writes: { key: Buffer; value: Buffer; rule: number; fresh: boolean; plen: number }[];
-    deletes: Buffer[];
-    unchanged: number;
-    plensAfter: number[];
-  } {
-    const writes: { key: Buffer; value: Buffer; rule: number; fresh: boolean; plen: number }[] = [];
+  ): Plan {
+    const writes: Write[] = [];
     const putKeys = new Set<string>();
     const taken: number[] = [];
+    const vs = mirror.valueSize;
+    const values = Buffer.alloc(vs * puts.length);
     let unchanged = 0;
     try {
-      for (const p of puts) {
-        const k = p.key.toString('latin1');
-        if (putKeys.has(k)) throw new RangeError(`the same ${what} key is given twice in one change`);
-        putKeys.add(k);
-        const old = mirror.get(k);
-        let rule = old !== undefined && old.rule >= 0 ? old.rule : undefined;
+      for (const [i, p] of puts.entries()) {
+        if (putKeys.has(p.keyStr)) throw new RangeError(`the same ${what} key is given twice in one change`);
+        putKeys.add(p.keyStr);
+        const old = mirror.keys.get(p.keyStr);
+        let rule = old !== undefined && old >= 0 ? old : undefined;
         const fresh = rule === undefined;
         if (rule === undefined) {
           rule = ids.take();
           if (rule === undefined) {
-            throw new TablesFullError(`the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables`);
+            throw new TablesFullError(
+              `the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables`,
+            );
           }
           taken.push(rule);
         }
-        const value = p.enc(rule);
-        if (!fresh && old?.value === value.toString('latin1')) {
+        const value = p.encode(rule, values, i * vs);
+        if (!fresh && mirror.same(rule, value)) {
           unchanged++;
           continue;
         }
-        writes.push({ key: p.key, value, rule, fresh, plen: p.plen });
+        // A foreign entry (rule -1) with this key is overwritten by the update: not "fresh" for the batch.
+        writes.push({ key: p.key, keyStr: p.keyStr, value, rule, fresh: fresh && old === undefined, plen: p.plen });
       }
+      const deletes = dels.filter((k) => mirror.keys.has(k) && !putKeys.has(k));
+      const gone = new Set(deletes);
+      const lens = new Set<number>(mirror.plens(gone));
+      for (const w of writes) lens.add(w.plen);
+      const plensAfter = [...lens].sort((a, b) => b - a);
+      if (plensAfter.length > MUP_MAX_PLENS) {
+        throw new RangeError(
+          `${what} would use ${plensAfter.length} distinct prefix lengths (${plensAfter.map((l) => `/${l}`).join(' ')}); ` +
+            `the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
+        );
+      }
+      const contiguous = writes.length === puts.length && writes.every((w) => w.fresh);
+      return { writes, contiguous, deletes, unchanged, plensAfter, taken };
     } catch (e) {
       ids.give(taken);
       throw e;
     }
-    const deletes = dels.filter((k) => mirror.has(k.toString('latin1')) && !putKeys.has(k.toString('latin1')));
-    const delSet = new Set(deletes.map((k) => k.toString('latin1')));
-    const lens = new Set<number>();
-    for (const [k, e] of mirror) if (!delSet.has(k)) lens.add(e.plen);
-    for (const w of writes) lens.add(w.plen);
-    const plensAfter = [...lens].sort((a, b) => b - a);
-    if (plensAfter.length > MUP_MAX_PLENS) {
-      ids.give(taken);
-      throw new RangeError(
-        `${what} would use ${plensAfter.length} distinct prefix lengths (${plensAfter.map((l) => `/${l}`).join(' ')}); ` +
-          `the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
-      );
-    }
-    return { writes, deletes, unchanged, plensAfter };
-  }
-
-  #plens(mirror: ReadonlyMap<string, Entry>): number[] {
-    const lens = new Set<number>();
-    for (const e of mirror.values()) lens.add(e.plen);
-    return [...lens].sort((a, b) => b - a);
   }
 
   #fields(s: Settings, policyPlens: readonly number[], localsidPlens: readonly number[]): ConfigFields {
@@ -407,13 +558,13 @@ export class Tables {
   /** Write the settings to the config even if nothing else changed (after load). */
   writeSettings(settings: Settings): void {
     this.#settings = settings;
-    this.#writeConfig(this.#fields(settings, this.#plens(this.#policies), this.#plens(this.#localsids)));
+    this.#writeConfig(this.#fields(settings, this.#policies.plens(), this.#localsids.plens()));
   }
 
   /** Rule ids in use, per table. */
   rules(kind: TableKind): { key: Buffer; rule: number }[] {
     const m = kind === 'policy' ? this.#policies : this.#localsids;
-    return [...m].map(([k, e]) => ({ key: Buffer.from(k, 'latin1'), rule: e.rule }));
+    return [...m.keys].filter(([, r]) => r >= 0).map(([k, rule]) => ({ key: Buffer.from(k, 'latin1'), rule }));
   }
 }
 
