@@ -10,7 +10,7 @@ BPF_OBJ := $(patsubst bpf/%.c,build/%.o,$(BPF_SRC))
 DEB_PKGS := clang llvm libbpf-dev bpftool iproute2 procps python3-scapy tshark tcpdump iputils-ping iperf3 bsdextrautils make g++
 STAMP := build/.deps
 
-.PHONY: all deps bpf ts test demo bench-micro fuzz clean
+.PHONY: all deps bpf ts test demo bench-micro bench-daemon fuzz clean
 
 all: bpf ts
 
@@ -43,6 +43,11 @@ bench-micro: bpf ts
 
 fuzz: bpf ts
 	npm run fuzz
+
+# The daemon at scale (65,536 policies + 65,536 local SIDs): load time,
+# add/delete latency, memory. Not part of `make test`.
+bench-daemon: bpf ts
+	npm run bench:daemon
 
 clean:
 	rm -rf build dist
