@@ -397,6 +397,7 @@ async function main(): Promise<number> {
         if (failures.length > 0 && !o.keepGoing) throw new Error(`request failed: ${failures[0]}\n${log.slice(-4000)}`);
       }
     }
+    const rssAfter = procStatus(pid);
     // Reads with full tables, for information (no target): what a scrape and `mup stats` cost.
     const reads: Record<string, { ms: number; bytes: number }> = {};
     for (const path of ['/v1/status', '/v1/policies', '/v1/counters', '/metrics']) {
@@ -405,7 +406,7 @@ async function main(): Promise<number> {
       reads[path] = { ms: performance.now() - t, bytes: Buffer.byteLength(r.text) };
       if (r.status !== 200) failures.push(`GET ${path}: ${r.status}`);
     }
-    const rssAfter = procStatus(pid);
+    const rssReads = procStatus(pid);
     const after = JSON.parse((await api(env.socket, 'GET', '/v1/status')).text) as typeof status;
     agent.destroy();
 
@@ -453,8 +454,8 @@ async function main(): Promise<number> {
         .map(([p, r]) => `GET ${p} ${r.ms.toFixed(0)} ms (${(r.bytes / 1e6).toFixed(1)} MB)`)
         .join(', ')}`,
       '',
-      `(c) memory, MB: VmRSS ${f1(rssLoaded['VmRSS'])} loaded, ${f1(rssAfter['VmRSS'])} after (b); ` +
-        `VmHWM (peak) ${f1(rssAfter['VmHWM'])}; RssAnon ${f1(rssAfter['RssAnon'])}, RssFile ${f1(rssAfter['RssFile'])}`,
+      `(c) memory, MB: VmRSS ${f1(rssLoaded['VmRSS'])} loaded, ${f1(rssAfter['VmRSS'])} after the adds and deletes ` +
+        `(RssAnon ${f1(rssAfter['RssAnon'])}, RssFile ${f1(rssAfter['RssFile'])}), ${f1(rssReads['VmRSS'])} after the reads; VmHWM (peak) ${f1(rssReads['VmHWM'])}`,
       '',
       'target                                          measured   result',
       `load < ${TARGETS.loadSeconds} s (start -> API answers)               ${loadS.toFixed(3).padStart(7)} s   ${pf(loadS < TARGETS.loadSeconds)}`,
@@ -474,7 +475,7 @@ async function main(): Promise<number> {
           load: { seconds: loadS, configValidated: tMounted === undefined ? null : (tMounted - base) / 1000, tablesFilled: tLoaded === undefined ? null : (tLoaded - base) / 1000, listening: tListening === undefined ? null : (tListening - base) / 1000 },
           latencyMs: { policy: pol, localsid: sid, add: allAdd, del: allDel },
           reads,
-          memoryMB: { loaded: rssLoaded, after: rssAfter },
+          memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads },
           failures,
           pass: ok,
         })}\n`,
