@@ -291,7 +291,7 @@ describe.skipIf(!isRoot)('README examples, run against a daemon', () => {
     let out = '';
     p.stdout?.on('data', (c: Buffer) => (out += c.toString()));
     const exited = p.then(() => undefined);
-    for (let i = 0; i < 600 && outputMismatch(s.output, out) !== undefined; i++) {
+    for (let i = 0; i < 300 && outputMismatch(s.output, out) !== undefined; i++) {
       const done = await Promise.race([exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 100))]);
       if (done) break;
     }
