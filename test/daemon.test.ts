@@ -11,7 +11,7 @@
  */
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestDaemon } from './helpers/daemon.js';
+import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
 import { Lab, listNamespaces, sweepStaleNamespaces, type Listener } from './helpers/netns.js';
 import { buildLab, CORE_V6, DN, GNB, N3, UE } from './helpers/topology.js';
 
@@ -234,6 +234,30 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     const ruleAfter = ((await d!.api('GET', '/v1/policies')).body as { policies: { rule: number }[] }).policies[0]!.rule;
     expect(ruleAfter, 'the rule keeps its counter slot across the replace').toBe(ruleBefore);
   }, 90_000);
+
+  it('refuses a second daemon for the same instance before it touches anything', async () => {
+    const dump = async (): Promise<string> =>
+      (await execa('bpftool', ['-j', 'map', 'dump', 'pinned', `${d!.bpffs}/mup/${d!.instance}/policies`])).stdout;
+    const progs = async (): Promise<string[]> => (await xdpOnMup()).map((l) => /prog\/xdp id (\d+)/.exec(l)?.[1] ?? '');
+    const tablesBefore = await dump();
+    const progsBefore = await progs();
+    // Another config for the same instance: other policy, same socket and pins.
+    const other = new TestDaemon({ config: CONFIG.replace(POLICY.match, '10.7.0.0/16'), netns: lab!.ns('mup'), instance: d!.instance });
+    try {
+      const r = await execa('node', [MUP_BIN, ...other.daemonArgs().map((a) => (a === other.socket ? d!.socket : a === other.bpffs ? d!.bpffs : a))], {
+        reject: false,
+        all: true,
+        timeout: 20_000,
+      });
+      expect(r.exitCode).toBe(2);
+      expect(String(r.all)).toMatch(/is answered by a running daemon/);
+    } finally {
+      await other.cleanup();
+    }
+    expect(await dump(), 'the pinned policy table is untouched').toBe(tablesBefore);
+    expect(await progs(), 'the same program runs on both interfaces').toEqual(progsBefore);
+    expect(((await d!.api('GET', '/v1/status')).body as { interfaces: { attached: boolean }[] }).interfaces.every((i) => i.attached)).toBe(true);
+  });
 
   it('reloads a changed config on SIGHUP, applying only the difference', async () => {
     d!.writeConfig(CONFIG.replace('\nlocalsids:', `\n  - { name: extra, match: 192.0.2.99/32, sr_prefix: "2001:db8:5::/48", src_prefix: "2001:db8:ff::/64" }\nlocalsids:`));

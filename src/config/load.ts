@@ -15,6 +15,7 @@ import { AddressError, formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix, pars
 import { MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
+import { localSidKey, policyKey } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import type { Config, ContainerMode, DaemonSettings, ForwardingMode, InterfaceConfig, LocalSid, Policy, Settings, SrhMode, XdpMode } from './types.js';
 
@@ -295,14 +296,14 @@ function pathOf(r: Rule, key: string): Path {
   return m?.[1] !== undefined && m[2] !== undefined ? [m[1], Number(m[2]), key] : [key];
 }
 
-function checkUnique<R extends Rule>(src: Source, rules: readonly R[], key: string, id: (r: R) => string | undefined, why: string): void {
+function checkUnique<R extends Rule>(src: Source, rules: readonly R[], key: string, id: (r: R) => string | undefined, why: string, quote = false): void {
   const seen = new Map<string, R>();
   for (const r of rules) {
     const k = id(r);
     if (k === undefined) continue;
     const prev = seen.get(k);
     if (prev !== undefined) {
-      src.fail(pathOf(r, key), `${k} is already used by ${label(prev)}; ${why}`);
+      src.fail(pathOf(r, key), `${quote ? JSON.stringify(k) : k} is already used by ${label(prev)}; ${why}`);
     }
     seen.set(k, r);
   }
@@ -323,14 +324,14 @@ function checkPrefixLengths<R extends Rule>(src: Source, rules: readonly R[], ke
 }
 
 function checkPolicies(src: Source, policies: readonly Policy[]): void {
-  checkUnique(src, policies, 'name', (p) => p.name && JSON.stringify(p.name), 'policy names must be unique');
-  checkUnique(src, policies, 'match', (p) => formatIpv4Prefix(p.match), 'each match prefix may appear in one policy only (after masking host bits)');
+  checkUnique(src, policies, 'name', (p) => p.name, 'policy names must be unique', true);
+  checkUnique(src, policies, 'match', policyKey, 'each match prefix may appear in one policy only (after masking host bits)');
   checkPrefixLengths(src, policies, 'match', (p) => p.match.len);
 }
 
 function checkLocalSids(src: Source, sids: readonly LocalSid[]): void {
-  checkUnique(src, sids, 'name', (s) => s.name && JSON.stringify(s.name), 'local SID names must be unique');
-  checkUnique(src, sids, 'sid', (s) => formatIpv6Prefix(s.sid), 'each SID prefix may appear in one local SID only (after masking host bits)');
+  checkUnique(src, sids, 'name', (s) => s.name, 'local SID names must be unique', true);
+  checkUnique(src, sids, 'sid', localSidKey, 'each SID prefix may appear in one local SID only (after masking host bits)');
   checkPrefixLengths(src, sids, 'sid', (s) => s.sid.len);
 }
 

@@ -240,7 +240,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
 }
 
 /** Is a unix socket answered by a live process? */
-function socketAlive(path: string): Promise<boolean> {
+export function socketAlive(path: string): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect(path);
     s.once('connect', () => {

@@ -177,14 +177,50 @@ export class Daemon {
     return this.#rules.config;
   }
 
+  /** prepare() then takeOver(). */
   async start(): Promise<void> {
+    await this.prepare();
+    this.takeOver();
+  }
+
+  /**
+   * Everything that can fail without touching the running data plane: enter
+   * the namespace, read and check the config and the state file, check that
+   * the interfaces exist. A daemon refused here (bad config, a second
+   * daemon for the instance) has changed nothing.
+   */
+  async prepare(): Promise<void> {
     const o = this.#o;
     if (o.netns !== undefined) enterNetns(o.netns);
     const { config, sha } = await this.#readConfig();
-    const overlay = this.#loadOverlay(sha);
+    const { overlay, discard } = this.#loadOverlay(sha);
     this.#rules = new RuleSet(config, overlay);
     this.#configSha = sha;
+    this.#discardState = discard;
+    for (const i of config.interfaces ?? []) {
+      try {
+        ifIndex(i.name);
+      } catch (e) {
+        throw new ConfigError(config.file, i.where, `${(e as Error).message}; create it or remove it from the config`);
+      }
+    }
+  }
 
+  #discardState = 0;
+
+  /** Load (or take over) the data plane and attach it: after prepare(), and after the instance is known to be ours. */
+  takeOver(): void {
+    const o = this.#o;
+    const overlay = this.#rules.overlay;
+    const config = this.#rules.config;
+    if (this.#discardState > 0) {
+      const aside = `${this.stateFile}.discarded`;
+      renameSync(this.stateFile, aside);
+      this.#log.warn(
+        { stateFile: this.stateFile, keptAs: aside, changes: this.#discardState },
+        'the config file changed since these API changes were made: the file wins, the API changes are dropped (write them into the file to keep them)',
+      );
+    }
     const bpffs = o.bpffs ?? DEFAULT_BPFFS;
     if (ensureBpffs(bpffs)) this.#log.info({ path: bpffs }, 'mounted a bpf filesystem');
     this.pins.prepare();
@@ -219,21 +255,12 @@ export class Daemon {
     return { config, sha: sha256(text) };
   }
 
-  /** The state file's changes if it was made against this very config; otherwise none (and it is set aside). */
-  #loadOverlay(configSha: string): Overlay {
+  /** The state file's changes if it was made against this very config; otherwise none (`discard`: how many are set aside at takeover). */
+  #loadOverlay(configSha: string): { overlay: Overlay; discard: number } {
     const got = readState(this.stateFile);
-    if (got === undefined) return emptyOverlay();
-    if (got.state.config.sha256 === configSha) return got.overlay;
-    const n = overlaySize(got.overlay);
-    if (n > 0) {
-      const aside = `${this.stateFile}.discarded`;
-      renameSync(this.stateFile, aside);
-      this.#log.warn(
-        { stateFile: this.stateFile, keptAs: aside, changes: n },
-        'the config file changed since these API changes were made: the file wins, the API changes are dropped (write them into the file to keep them)',
-      );
-    }
-    return emptyOverlay();
+    if (got === undefined) return { overlay: emptyOverlay(), discard: 0 };
+    if (got.state.config.sha256 === configSha) return { overlay: got.overlay, discard: 0 };
+    return { overlay: emptyOverlay(), discard: overlaySize(got.overlay) };
   }
 
   /** Load the object with the pinned tables (unless fresh), pin what is new. */
@@ -306,6 +333,16 @@ export class Daemon {
         `table sizes changed (max_policies ${s.maxPolicies} -> ${config.settings.maxPolicies}, max_localsids ${s.maxLocalSids} -> ${config.settings.maxLocalSids}); ` +
           'a loaded table cannot be resized: restart the daemon with --replace-tables (counters reset, traffic stops while the tables refill)',
       );
+    }
+    for (const i of config.interfaces ?? []) {
+      try {
+        ifIndex(i.name);
+      } catch (e) {
+        throw new ConfigError(config.file, i.where, `${(e as Error).message}; create it or remove it from the config`);
+      }
+    }
+    if (JSON.stringify(config.daemon ?? {}) !== JSON.stringify(this.config.daemon ?? {})) {
+      this.#log.warn({ file: config.file }, 'the daemon section changed (socket, group, state file, http): that takes effect at the next restart');
     }
     const objectSha = sha256(readFileSync(this.objectPath));
     let result: { added: number; replaced: number; deleted: number; unchanged: number };

@@ -12,6 +12,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry } from '../config/load.js';
+import { localSidKey, policyKey } from '../config/keys.js';
 import type { Config, LocalSid, Policy } from '../config/types.js';
 import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
 
@@ -23,7 +24,7 @@ export type RuleJson = Record<string, unknown>;
 export function policyJson(p: Policy): RuleJson {
   return {
     ...(p.name === undefined ? {} : { name: p.name }),
-    match: formatIpv4Prefix(p.match),
+    match: policyKey(p),
     sr_prefix: formatIpv6Prefix(p.srPrefix),
     src_prefix: formatIpv6Prefix(p.srcPrefix),
     ...(p.segments.length === 0 ? {} : { segments: p.segments.map((s) => formatIpv6(s)) }),
@@ -35,7 +36,7 @@ export function policyJson(p: Policy): RuleJson {
 export function localSidJson(l: LocalSid): RuleJson {
   return {
     ...(l.name === undefined ? {} : { name: l.name }),
-    sid: formatIpv6Prefix(l.sid),
+    sid: localSidKey(l),
     src_prefix_len: l.srcPrefixLen,
     container: l.container,
     ttl: l.ttl,
@@ -71,9 +72,8 @@ export class RuleError extends Error {
   }
 }
 
-/** Key text of a rule: its prefix, masked, as formatted. */
-export const policyKey = (p: Policy): string => formatIpv4Prefix(p.match);
-export const localSidKey = (l: LocalSid): string => formatIpv6Prefix(l.sid);
+/** Key text of a rule: its prefix, masked, as formatted (computed once per rule). */
+export { localSidKey, policyKey };
 
 /** Canonical key text from user text ("10.0.0.7/24" -> "10.0.0.0/24"). */
 export function canonicalKey(kind: RuleKind, text: string): string {
@@ -109,8 +109,11 @@ export class RuleSet {
     }
     for (const [k, l] of overlay.localsids) if (!this.localsids.has(k)) this.#setLocalSid(l);
     // The overlay was checked rule by rule when it was made; the whole must
-    // still hold together (names unique across file and API, lengths).
-    checkRuleSet('the config with the state file applied', [...this.policies.values()], [...this.localsids.values()]);
+    // still hold together (names unique across file and API, lengths). The
+    // file alone was checked when it was read.
+    if (overlaySize(overlay) > 0) {
+      checkRuleSet('the config with the state file applied', [...this.policies.values()], [...this.localsids.values()]);
+    }
   }
 
   source(kind: RuleKind, key: string): 'config' | 'api' {

@@ -3,9 +3,10 @@
  * (and HTTP if configured), handle signals. SIGHUP reloads; SIGTERM and
  * SIGINT stop (leaving the data plane forwarding unless --detach-on-exit).
  */
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Server } from 'node:http';
-import { apiHandler, isLoopback, listenTcp, listenUnix, makeServer } from './api.js';
+import { apiHandler, isLoopback, listenTcp, listenUnix, makeServer, socketAlive } from './api.js';
 import { Daemon, defaultSocket, type DaemonOptions } from './daemon.js';
 import type { Logger } from './log.js';
 import { createMetrics, DEFAULT_RULE_SERIES_LIMIT } from './metrics.js';
@@ -16,13 +17,76 @@ export interface RunOptions extends Omit<DaemonOptions, 'log'> {
   readonly log: Logger;
 }
 
+/**
+ * Claim the instance: refuse if its socket answers (a daemon runs) or its
+ * lock file names a live process; then write our pid there. Returns the
+ * function that releases it.
+ */
+async function claimInstance(socket: string, instance: string): Promise<() => void> {
+  if (await socketAlive(socket)) {
+    throw new Error(`instance ${instance}: ${socket} is answered by a running daemon; stop it first, or start this one with another --instance / --socket`);
+  }
+  const lock = `${socket}.lock`;
+  mkdirSync(dirname(lock), { recursive: true, mode: 0o755 });
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(lock, `${process.pid}\n`, { flag: 'wx', mode: 0o644 });
+      return () => {
+        try {
+          if (readFileSync(lock, 'utf8').trim() === String(process.pid)) unlinkSync(lock);
+        } catch {
+          // already gone
+        }
+      };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const pid = Number(readFileSync(lock, 'utf8').trim());
+      if (Number.isInteger(pid) && pid > 0 && pidAlive(pid)) {
+        throw new Error(`instance ${instance}: process ${pid} holds ${lock} (a daemon starting or running); stop it first`);
+      }
+      unlinkSync(lock); // left by a daemon that died
+    }
+  }
+  throw new Error(`instance ${instance}: could not take ${lock}`);
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /** Start everything; resolves once serving, with a function that stops it all. */
 export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: () => Promise<void> }> {
   const log = o.log;
   const d = new Daemon(o);
-  await d.start();
+  // Nothing below touches the running data plane until the instance is ours
+  // and the whole config (token file included) has been checked.
+  await d.prepare();
   const api = d.config.daemon ?? {};
   const socket = o.socket ?? api.socket ?? defaultSocket(o.instance);
+  let token: string | undefined;
+  if (api.http?.tokenFile !== undefined) {
+    const file = api.http.tokenFile;
+    try {
+      token = readFileSync(file, 'utf8').trim();
+    } catch (e) {
+      throw new Error(`daemon.http.token_file: cannot read ${file} (${(e as Error).message}); create it (e.g. openssl rand -hex 16 > ${file})`);
+    }
+    if (token.length < 16) throw new Error(`${file}: the token is ${token.length} characters; use at least 16 (e.g. openssl rand -hex 16 > ${file})`);
+  } else if (api.http !== undefined && !isLoopback(api.http.host)) {
+    throw new Error(`daemon.http.listen is ${api.http.host}:${api.http.port}, not loopback, and there is no daemon.http.token_file: add one or listen on 127.0.0.1`);
+  }
+  const release = await claimInstance(socket, o.instance);
+  try {
+    d.takeOver();
+  } catch (e) {
+    release();
+    throw e;
+  }
   const metrics = createMetrics(d, o.metricsRuleLimit ?? DEFAULT_RULE_SERIES_LIMIT);
   const servers: Server[] = [];
   try {
@@ -31,16 +95,7 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
     servers.push(unix);
     log.info({ socket, group: api.socketGroup ?? 'root' }, 'control API listening');
     if (api.http !== undefined) {
-      const { host, port, tokenFile } = api.http;
-      let token: string | undefined;
-      if (tokenFile !== undefined) {
-        token = readFileSync(tokenFile, 'utf8').trim();
-        if (token.length < 16) throw new Error(`${tokenFile}: the token is ${token.length} characters; use at least 16 (e.g. openssl rand -hex 16 > ${tokenFile})`);
-      } else if (!isLoopback(host)) {
-        throw new Error(
-          `daemon.http.listen is ${host}:${port}, not loopback, and there is no daemon.http.token_file: refusing to serve the API unauthenticated; add a token file or listen on 127.0.0.1`,
-        );
-      }
+      const { host, port } = api.http;
       const http = makeServer(apiHandler({ daemon: d, metrics, log, ...(token === undefined ? {} : { token }) }));
       await listenTcp(http, host, port);
       servers.push(http);
@@ -49,6 +104,7 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
   } catch (e) {
     for (const s of servers) s.close();
     d.stop();
+    release();
     throw e;
   }
 
@@ -57,6 +113,7 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
     stopping ??= (async () => {
       await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
       d.stop();
+      release();
     })();
     return stopping;
   };

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/types.js';
 import { checkLayouts, eventNames } from './btf.js';
-import { formatIpv4Prefix, formatIpv6Prefix } from '../sid/addr.js';
+import { localSidKey, policyKey } from '../config/keys.js';
 import {
   COUNTER_STRIDE,
   MUP_EVENT_SLOTS,
@@ -449,19 +449,32 @@ class LoadedDataplane implements Dataplane {
     const s = this.config.settings;
     const total = s.maxPolicies + s.maxLocalSids;
     const raw = this.#raw(MUP_EVENT_SLOTS, total);
-    const at = (rule: number): CounterValue => decodePercpuCounter(raw, this.#ncpus, rule * COUNTER_STRIDE * this.#ncpus);
+    const stride = COUNTER_STRIDE * this.#ncpus;
+    const gen = this.rules.generation;
     const out: RuleCounter[] = [];
+    const push = (rule: number, kind: RuleCounter['kind'], where: string, key: string, name: string | undefined): void => {
+      const v = decodePercpuCounter(raw, this.#ncpus, rule * stride);
+      out.push(name === undefined ? { rule, kind, where, key, packets: v.packets, bytes: v.bytes } : { rule, kind, where, key, name, packets: v.packets, bytes: v.bytes });
+    };
     for (const p of config.policies) {
-      const rule = this.rules.policyRule(p.match);
-      if (rule === undefined) continue;
-      out.push({ rule, kind: 'policy', where: p.where, key: formatIpv4Prefix(p.match), ...(p.name === undefined ? {} : { name: p.name }), ...at(rule) });
+      const rule = this.#ruleOf(p, gen, () => this.rules.policyRule(p.match));
+      if (rule !== undefined) push(rule, 'policy', p.where, policyKey(p), p.name);
     }
     for (const l of config.localsids) {
-      const rule = this.rules.localsidRule(l.sid);
-      if (rule === undefined) continue;
-      out.push({ rule, kind: 'localsid', where: l.where, key: formatIpv6Prefix(l.sid), ...(l.name === undefined ? {} : { name: l.name }), ...at(rule) });
+      const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
+      if (rule !== undefined) push(rule, 'localsid', l.where, localSidKey(l), l.name);
     }
     return out;
+  }
+
+  /** Rule ids by rule object, valid for one generation of the tables. */
+  readonly #ruleIds = new WeakMap<object, { gen: number; rule: number | undefined }>();
+  #ruleOf(o: object, gen: number, lookup: () => number | undefined): number | undefined {
+    const c = this.#ruleIds.get(o);
+    if (c !== undefined && c.gen === gen) return c.rule;
+    const rule = lookup();
+    this.#ruleIds.set(o, { gen, rule });
+    return rule;
   }
 
   get attachments(): readonly Attachment[] {

@@ -311,14 +311,22 @@ export class Tables {
     return this.#localsids.size;
   }
 
+  /**
+   * Bumped whenever a key comes or goes: a rule id looked up for a rule
+   * object stays valid while the generation is the same.
+   */
+  generation = 0;
+
   /** Rule id of the policy with this match prefix, if present. */
   policyRule(match: Ipv4Prefix): number | undefined {
-    const r = this.#policies.keys.get(encodePolicyKey(match).toString('latin1'));
+    const ks = LAYOUTS.mup_policy_key.size;
+    const r = this.#policies.keys.get(encodePolicyKey(match, scratch.fill(0, 0, ks), 0).toString('latin1'));
     return r === undefined || r < 0 ? undefined : r;
   }
 
   localsidRule(sid: Ipv6Prefix): number | undefined {
-    const r = this.#localsids.keys.get(encodeLocalSidKey(sid).toString('latin1'));
+    const ks = LAYOUTS.mup_localsid_key.size;
+    const r = this.#localsids.keys.get(encodeLocalSidKey(sid, scratch.fill(0, 0, ks), 0).toString('latin1'));
     return r === undefined || r < 0 ? undefined : r;
   }
 
@@ -404,6 +412,7 @@ export class Tables {
           });
         }
         mapUpdateBatch(fd, keys, values, fresh.length, name);
+        this.generation++;
         for (const w of fresh) mirror.set(w.keyStr, w.rule, w.value, w.plen);
         added += fresh.length;
       }
@@ -431,6 +440,7 @@ export class Tables {
         const rule = mirror.keys.get(k);
         mapDelete(fd, Buffer.from(k, 'latin1'), name);
         mirror.delete(k);
+        this.generation++;
         this.#dirty = true;
         deleted++;
         if (rule !== undefined && rule >= 0) freed.push(rule);
@@ -567,6 +577,9 @@ export class Tables {
     return [...m.keys].filter(([, r]) => r >= 0).map(([k, rule]) => ({ key: Buffer.from(k, 'latin1'), rule }));
   }
 }
+
+/** Where single keys are encoded for a lookup in the mirror (no Buffer per lookup). */
+const scratch = Buffer.alloc(64);
 
 function union(a: readonly number[], b: readonly number[]): readonly number[] {
   const all = [...new Set([...a, ...b])].sort((x, y) => y - x);
