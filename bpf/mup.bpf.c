@@ -16,6 +16,14 @@
 #include "gtp4d.h"
 #include "gtp4e.h"
 
+/* Which build this is; `make` leaves it 0. Kept in the object (.rodata) so
+ * that two builds of the same source differ: the daemon's upgrade test
+ * swaps one for the other under traffic. */
+#ifndef MUP_BUILD_ID
+#define MUP_BUILD_ID 0
+#endif
+const volatile __u32 mup_build_id = MUP_BUILD_ID;
+
 SEC("xdp")
 int mup_xdp(struct xdp_md *ctx)
 {

@@ -9,6 +9,9 @@
  * End.DX4); where it matters, the core sniffs the SRv6 frames themselves.
  * Every namespace, daemon, pin and bpffs mount is removed in afterAll.
  */
+import { copyFileSync, readFileSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
@@ -16,6 +19,8 @@ import { Lab, listNamespaces, sweepStaleNamespaces, type Listener } from './help
 import { buildLab, CORE_V6, DN, GNB, N3, UE } from './helpers/topology.js';
 
 const isRoot = process.getuid?.() === 0;
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+const DEFAULT_OBJECT = join(REPO, 'build/mup.bpf.o');
 const UL_TEID = 0x0a0b0c0d;
 const UL_DPORT = 5000;
 /** First 6 bytes of the uplink SIDs: sr_prefix 2001:db8:1::/48 and, after the replace, 2001:db8:3::/48. */
@@ -233,6 +238,37 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     expect(switches, 'the SID changes once in the stream').toBe(1);
     const ruleAfter = ((await d!.api('GET', '/v1/policies')).body as { policies: { rule: number }[] }).policies[0]!.rule;
     expect(ruleAfter, 'the rule keeps its counter slot across the replace').toBe(ruleBefore);
+  }, 90_000);
+
+  it('swaps in a new build of the program on reload, under traffic, without losing a frame', async () => {
+    // The daemon runs a copy of the object; a second build (another MUP_BUILD_ID) replaces the copy.
+    const object = join(d!.dir, 'mup.bpf.o');
+    copyFileSync(DEFAULT_OBJECT, object);
+    await d!.stop('SIGTERM');
+    await d!.start(['--object', object]);
+    const progOf = async (): Promise<number> => ((await d!.api('GET', '/v1/status')).body as { program: { id: number } }).program.id;
+    const idBefore = await progOf();
+    const next = join(d!.dir, 'next.bpf.o');
+    await execa('clang', ['-O2', '-g', '-Wall', '-Werror', '-target', 'bpf', `-I/usr/include/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu`, '-DMUP_BUILD_ID=2', '-c', join(REPO, 'bpf/mup.bpf.c'), '-o', next], { cwd: REPO });
+    expect(readFileSync(next).equals(readFileSync(object)), 'the two builds differ').toBe(false);
+
+    const N = 6000;
+    const start = await uplinkPackets();
+    const rx = await receiveInDn(N, 20);
+    const sending = (await stream(N, 2000)).done;
+    await sleep(1000);
+    renameSync(next, object);
+    const r = await d!.api('POST', '/v1/reload');
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body).toMatchObject({ programReplaced: true });
+    await sending;
+    const got = (await rx.done)[0]!;
+    expect(got.missing_count, `frames lost across the swap (first missing: ${JSON.stringify(got.missing)})`).toBe(0);
+    expect(got.unique).toBe(N);
+    const idAfter = await progOf();
+    expect(idAfter).not.toBe(idBefore);
+    for (const l of await xdpOnMup()) expect(l, 'both links run the new program').toContain(`prog/xdp id ${idAfter} `);
+    expect((await uplinkPackets()) - start, 'counters carried over to the new program').toBe(N);
   }, 90_000);
 
   it('refuses a second daemon for the same instance before it touches anything', async () => {
