@@ -7,7 +7,7 @@ BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(shell uname -m)-
 BPF_SRC := $(wildcard bpf/*.c)
 BPF_HDR := $(wildcard bpf/*.h)
 BPF_OBJ := $(patsubst bpf/%.c,build/%.o,$(BPF_SRC))
-DEB_PKGS := clang llvm libbpf-dev bpftool iproute2 procps python3 python3-scapy tshark tcpdump iputils-ping iperf3 bsdextrautils make g++
+DEB_PKGS := clang llvm libbpf-dev bpftool iproute2 procps python3 python3-scapy tshark tcpdump iputils-ping iperf3 bsdextrautils make g++ ethtool
 STAMP := build/.deps
 # The timestamping addon (node-addon-api, built by node-gyp: scripts/native-build.sh).
 NATIVE_SRC := native/binding.gyp $(wildcard native/src/*.cc native/src/*.h)
