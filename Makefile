@@ -18,7 +18,7 @@ NATIVE_ADDON := native/build/Release/mup_tstamp.node
 all: bpf ts native
 
 # Debian and npm packages, once per machine / lockfile change.
-$(STAMP): package.json package-lock.json scripts/deps.sh
+$(STAMP): package.json package-lock.json scripts/deps.sh Makefile
 	@bash scripts/deps.sh $(DEB_PKGS)
 	@mkdir -p build && touch $@
 

@@ -16,6 +16,7 @@ import {
   toRealtime,
   type RxFrame,
 } from '../src/probe/native.js';
+import { ifIndex, inNetns } from '../src/dataplane/netns.js';
 import { Lab, sweepStaleNamespaces } from './helpers/netns.js';
 
 /** IEEE 802 local experimental EtherType: nothing else on the link uses it. */
@@ -198,6 +199,14 @@ describe('timestamping addon on a veth pair', () => {
     expect(Date.now() - t0).toBeLessThan(2000);
     await expect(rx.recv({ max: 1, timeoutMs: 10 })).rejects.toMatchObject({ code: 'EBADF', name: 'NativeError' });
     await expect(rx.send([Buffer.alloc(60)])).rejects.toThrow(/closed/);
+  });
+
+  it('the caller may enter the namespace itself (setns on this thread) instead of passing netns', () => {
+    const s = inNetns(ns(), () => sock({ ifname: 'rx0', timestamping: 'software' }));
+    expect(s.info().netns).toBeNull();
+    expect(s.info().ifindex).toBe(ifIndex('rx0', ns()));
+    // Back in the root namespace, where rx0 does not exist.
+    expect(() => sock({ ifname: 'rx0' })).toThrow(expect.objectContaining({ code: 'ENODEV' }));
   });
 
   it('clear errors: unknown interface, unknown namespace, bad frames', async () => {

@@ -178,6 +178,19 @@ std::unique_ptr<PacketSocket> PacketSocket::open(const OpenOptions& opt) {
     // Protocol 0 until bind: a socket created with ETH_P_ALL would see every
     // interface's frames until it is bound.
     Fd fd(::socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    // A failure after SIOCSHWTSTAMP succeeded puts the NIC back as it was.
+    struct RestoreOnFailure {
+      PacketSocket* s;
+      const Fd& fd;
+      ~RestoreOnFailure() {
+        if (std::uncaught_exceptions() == 0 || !s->hw_.ok || !s->hw_.previousKnown || fd.fd < 0) return;
+        ifreq r{};
+        memcpy(r.ifr_name, s->ifname_.data(), s->ifname_.size());
+        hwtstamp_config cfg = s->hw_.previous;
+        r.ifr_data = reinterpret_cast<char*>(&cfg);
+        (void)ioctl(fd.fd, SIOCSHWTSTAMP, &r);
+      }
+    } restore{s.get(), fd};
     if (fd.fd < 0) {
       int e = errno;
       throw SysError(e, "socket(AF_PACKET, SOCK_RAW)", "open a packet socket for " + on,
