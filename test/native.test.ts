@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import {
   describeTsInfo,
   NativeError,
+  parseControl,
   sampleClocks,
   TimestampingSocket,
   toMonotonic,
@@ -41,6 +42,44 @@ function frame(dst: string, src: string, seq: number, len = 60): Buffer {
 function seqOf(p: RxFrame): number | undefined {
   if (p.data.length < 22 || p.data.readUInt16BE(12) !== ETHERTYPE || p.data.readUInt32BE(14) !== MAGIC) return undefined;
   return p.data.readUInt32BE(18);
+}
+
+/** One control message as the kernel lays it out on x86-64: size_t len, int level, int type, data at 16. */
+interface Cmsg {
+  readonly level: number;
+  readonly type: number;
+  /** Offset of the data in the buffer. */
+  readonly at: number;
+  readonly len: number;
+}
+
+/** Walk the control buffer independently of the addon (CMSG_FIRSTHDR/NXTHDR by hand). */
+function cmsgs(buf: Buffer): Cmsg[] {
+  const out: Cmsg[] = [];
+  let off = 0;
+  while (off + 16 <= buf.length) {
+    const len = Number(buf.readBigUInt64LE(off));
+    if (len < 16 || off + len > buf.length) break;
+    out.push({ level: buf.readInt32LE(off + 8), type: buf.readInt32LE(off + 12), at: off + 16, len: len - 16 });
+    off += (len + 7) & ~7;
+  }
+  return out;
+}
+
+const SOL_SOCKET = 1;
+const SO_TIMESTAMPING_OLD = 37; // SCM_TIMESTAMPING on x86-64
+const SOL_PACKET = 263;
+const PACKET_TX_TIMESTAMP = 16;
+const ENOMSG = 42;
+const SO_EE_ORIGIN_TIMESTAMPING = 4;
+
+/** ts[i] of a struct scm_timestamping: { int64 sec, int64 nsec } x 3. */
+function tsAt(buf: Buffer, at: number, i: number): bigint {
+  return buf.readBigInt64LE(at + 16 * i) * 1_000_000_000n + buf.readBigInt64LE(at + 16 * i + 8);
+}
+function setTs(buf: Buffer, at: number, i: number, sec: bigint, nsec: bigint): void {
+  buf.writeBigInt64LE(sec, at + 16 * i);
+  buf.writeBigInt64LE(nsec, at + 16 * i + 8);
 }
 
 /** Capabilities listed by `ethtool -T IF` (ethtool asks over netlink; the addon uses the ioctl). */
@@ -166,6 +205,75 @@ describe('timestamping addon on a veth pair', () => {
       const oneWay = p.timestamp!.ns - t.timestamp.ns;
       expect(oneWay).toBeGreaterThanOrEqual(0n);
       expect(oneWay).toBeLessThan(1_000_000_000n);
+    }
+  });
+
+  it("RX control messages: the kernel's bytes decoded by hand match the addon; the same bytes with a NIC stamp in ts[2] parse as hardware", async () => {
+    const tx = sock({ ifname: 'tx0', netns: ns(), timestamping: 'software' });
+    const rx = sock({ ifname: 'rx0', netns: ns(), timestamping: 'software', protocol: ETHERTYPE });
+    const receiving = rx.recv({ max: 4, min: 1, timeoutMs: 3000, keepControl: true });
+    await tx.send([frame(rx.info().mac, tx.info().mac, 1)]);
+    const [p] = await receiving;
+    const ctl = p!.control!;
+    const ts = cmsgs(ctl).filter((c) => c.level === SOL_SOCKET && c.type === SO_TIMESTAMPING_OLD);
+    expect(ts).toHaveLength(1);
+    const at = ts[0]!.at;
+    expect(ts[0]!.len).toBe(48); // struct scm_timestamping: three timespecs
+    expect(tsAt(ctl, at, 0)).toBe(p!.software);
+    expect(tsAt(ctl, at, 1)).toBe(0n); // ts[1] is deprecated, always zero
+    expect(tsAt(ctl, at, 2)).toBe(0n); // veth: no hardware stamp
+    expect(parseControl(ctl, 'rx')).toEqual({ software: p!.software, hardware: null });
+
+    const hw = Buffer.from(ctl);
+    setTs(hw, at, 2, 1234n, 5678n);
+    expect(parseControl(hw, 'rx')).toEqual({ software: p!.software, hardware: 1_234_000_005_678n });
+    setTs(hw, at, 0, 0n, 0n);
+    expect(parseControl(hw, 'rx')).toEqual({ software: null, hardware: 1_234_000_005_678n });
+  });
+
+  it("error-queue control messages: the kernel's sock_extended_err and stamp decoded by hand match the addon; edited ones too", async () => {
+    const tx = sock({ ifname: 'tx0', netns: ns(), timestamping: 'software' });
+    const mac = tx.info().mac;
+    const sent = await tx.send([frame(mac, mac, 1), frame(mac, mac, 2)]);
+    const { stamps } = await tx.txStamps({ max: 8, min: 2, timeoutMs: 3000, keepControl: true });
+    expect(stamps.map((s) => s.id)).toEqual([sent.firstId, sent.firstId + 1]);
+    for (const s of stamps) {
+      const ctl = s.control!;
+      const all = cmsgs(ctl);
+      const err = all.find((c) => c.level === SOL_PACKET && c.type === PACKET_TX_TIMESTAMP)!;
+      const ts = all.find((c) => c.level === SOL_SOCKET && c.type === SO_TIMESTAMPING_OLD)!;
+      // struct sock_extended_err: u32 errno, u8 origin, type, code, pad, u32 info, u32 data
+      expect(ctl.readUInt32LE(err.at)).toBe(ENOMSG);
+      expect(ctl.readUInt8(err.at + 4)).toBe(SO_EE_ORIGIN_TIMESTAMPING);
+      expect(ctl.readUInt32LE(err.at + 8)).toBe(0); // ee_info: SCM_TSTAMP_SND
+      expect(ctl.readUInt32LE(err.at + 12)).toBe(s.id); // ee_data: the OPT_ID
+      expect(tsAt(ctl, ts.at, 0)).toBe(s.timestamp.ns);
+      expect(tsAt(ctl, ts.at, 2)).toBe(0n);
+      expect(parseControl(ctl, 'errqueue')).toEqual({
+        isTimestamp: true,
+        id: s.id,
+        tstype: 0,
+        ns: s.timestamp.ns,
+        clock: 'software',
+        otherErrno: 0,
+      });
+
+      // As a NIC would answer: only ts[2].
+      const hw = Buffer.from(ctl);
+      setTs(hw, ts.at, 0, 0n, 0n);
+      setTs(hw, ts.at, 2, 77n, 1n);
+      expect(parseControl(hw, 'errqueue')).toMatchObject({ isTimestamp: true, id: s.id, ns: 77_000_000_001n, clock: 'hardware' });
+      // A real error (origin local, EMSGSIZE) is not a timestamp.
+      const other = Buffer.from(ctl);
+      other.writeUInt32LE(90, err.at);
+      other.writeUInt8(2, err.at + 4);
+      expect(parseControl(other, 'errqueue')).toMatchObject({ isTimestamp: false, otherErrno: 90 });
+      // Cut short, or a length running past the buffer: no stamp, no crash.
+      expect(parseControl(ctl.subarray(0, ctl.length - 20), 'errqueue').isTimestamp).toBe(false);
+      const liar = Buffer.from(ctl);
+      liar.writeBigUInt64LE(1n << 40n, 0);
+      expect(parseControl(liar, 'errqueue').isTimestamp).toBe(false);
+      expect(parseControl(Buffer.alloc(3), 'rx')).toEqual({ software: null, hardware: null });
     }
   });
 

@@ -5,6 +5,7 @@
 #include <napi.h>
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "clocks.h"
@@ -225,11 +226,11 @@ class SendWorker : public SocketWorker {
 
 class RecvWorker : public SocketWorker {
  public:
-  RecvWorker(SocketWrap* w, unsigned max, unsigned min, int timeoutMs, uint32_t snaplen)
-      : SocketWorker(w), max_(max), min_(min), timeoutMs_(timeoutMs), snaplen_(snaplen) {}
+  RecvWorker(SocketWrap* w, unsigned max, unsigned min, int timeoutMs, uint32_t snaplen, bool keepControl)
+      : SocketWorker(w), max_(max), min_(min), timeoutMs_(timeoutMs), snaplen_(snaplen), keepControl_(keepControl) {}
 
  protected:
-  void run(mup::PacketSocket& s) override { pkts_ = s.recv(max_, min_, timeoutMs_, snaplen_); }
+  void run(mup::PacketSocket& s) override { pkts_ = s.recv(max_, min_, timeoutMs_, snaplen_, keepControl_); }
   Napi::Value result(Napi::Env env) override {
     Napi::Array a = Napi::Array::New(env, pkts_.size());
     for (size_t i = 0; i < pkts_.size(); i++) {
@@ -240,6 +241,7 @@ class RecvWorker : public SocketWorker {
       o.Set("pktType", p.pktType);
       o.Set("software", stampOrNull(env, p.software));
       o.Set("hardware", stampOrNull(env, p.hardware));
+      if (keepControl_) o.Set("control", Napi::Buffer<uint8_t>::Copy(env, p.control.data(), p.control.size()));
       a.Set(uint32_t(i), o);
     }
     return a;
@@ -249,16 +251,17 @@ class RecvWorker : public SocketWorker {
   unsigned max_, min_;
   int timeoutMs_;
   uint32_t snaplen_;
+  bool keepControl_;
   std::vector<mup::RxPacket> pkts_;
 };
 
 class TxStampWorker : public SocketWorker {
  public:
-  TxStampWorker(SocketWrap* w, unsigned max, unsigned min, int timeoutMs)
-      : SocketWorker(w), max_(max), min_(min), timeoutMs_(timeoutMs) {}
+  TxStampWorker(SocketWrap* w, unsigned max, unsigned min, int timeoutMs, bool keepControl)
+      : SocketWorker(w), max_(max), min_(min), timeoutMs_(timeoutMs), keepControl_(keepControl) {}
 
  protected:
-  void run(mup::PacketSocket& s) override { stamps_ = s.txStamps(max_, min_, timeoutMs_, &skipped_); }
+  void run(mup::PacketSocket& s) override { stamps_ = s.txStamps(max_, min_, timeoutMs_, keepControl_, &skipped_); }
   Napi::Value result(Napi::Env env) override {
     Napi::Array a = Napi::Array::New(env, stamps_.size());
     for (size_t i = 0; i < stamps_.size(); i++) {
@@ -268,6 +271,7 @@ class TxStampWorker : public SocketWorker {
       o.Set("tstype", t.tstype);
       o.Set("ns", Napi::BigInt::New(env, t.stamp.ns));
       o.Set("clock", clockName(t.stamp.clock));
+      if (keepControl_) o.Set("control", Napi::Buffer<uint8_t>::Copy(env, t.control.data(), t.control.size()));
       a.Set(uint32_t(i), o);
     }
     Napi::Object r = Napi::Object::New(env);
@@ -279,6 +283,7 @@ class TxStampWorker : public SocketWorker {
  private:
   unsigned max_, min_;
   int timeoutMs_;
+  bool keepControl_;
   unsigned skipped_ = 0;
   std::vector<mup::TxStamp> stamps_;
 };
@@ -322,12 +327,13 @@ Napi::Value SocketWrap::recv(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (closing_) return closedError(env, "recvmmsg");
   try {
-    if (info.Length() < 4) throw ArgError("recv(max, min, timeoutMs, snaplen)");
+    if (info.Length() < 4) throw ArgError("recv(max, min, timeoutMs, snaplen[, keepControl])");
     uint32_t max = uintArg(info[0], "max", 1, kMaxBatch);
     uint32_t min = uintArg(info[1], "min", 0, max);
     int timeoutMs = int(uintArg(info[2], "timeoutMs", 0, kMaxTimeoutMs));
     uint32_t snaplen = uintArg(info[3], "snaplen", 14, 65535);
-    auto* w = new RecvWorker(this, max, min, timeoutMs, snaplen);
+    bool keep = info.Length() > 4 && info[4].ToBoolean().Value();
+    auto* w = new RecvWorker(this, max, min, timeoutMs, snaplen, keep);
     w->Queue();
     return w->promise();
   } catch (const ArgError& e) {
@@ -339,11 +345,12 @@ Napi::Value SocketWrap::txStamps(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (closing_) return closedError(env, "recvmmsg(MSG_ERRQUEUE)");
   try {
-    if (info.Length() < 3) throw ArgError("txStamps(max, min, timeoutMs)");
+    if (info.Length() < 3) throw ArgError("txStamps(max, min, timeoutMs[, keepControl])");
     uint32_t max = uintArg(info[0], "max", 1, kMaxBatch);
     uint32_t min = uintArg(info[1], "min", 0, max);
     int timeoutMs = int(uintArg(info[2], "timeoutMs", 0, kMaxTimeoutMs));
-    auto* w = new TxStampWorker(this, max, min, timeoutMs);
+    bool keep = info.Length() > 3 && info[3].ToBoolean().Value();
+    auto* w = new TxStampWorker(this, max, min, timeoutMs, keep);
     w->Queue();
     return w->promise();
   } catch (const ArgError& e) {
@@ -430,6 +437,44 @@ Napi::Value sampleClocks(const Napi::CallbackInfo& info) {
   }
 }
 
+// parseControl(buffer, 'rx' | 'errqueue'): run the parser that recv and
+// txStamps use on control bytes the caller supplies (for example a real
+// answer from the kernel, edited to carry a hardware stamp veth cannot give).
+Napi::Value parseControl(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsBuffer() || !info[1].IsString()) {
+    throw Napi::TypeError::New(env, "parseControl(buffer, 'rx' | 'errqueue')");
+  }
+  Napi::Buffer<uint8_t> b = info[0].As<Napi::Buffer<uint8_t>>();
+  std::string kind = info[1].As<Napi::String>().Utf8Value();
+  // An aligned private copy: CMSG_* walk it as struct cmsghdr.
+  std::vector<uint64_t> ctl((b.Length() + 7) / 8 + 1, 0);
+  memcpy(ctl.data(), b.Data(), b.Length());
+  msghdr m{};
+  m.msg_control = ctl.data();
+  m.msg_controllen = b.Length();
+  Napi::Object o = Napi::Object::New(env);
+  if (kind == "rx") {
+    mup::RxPacket p;
+    mup::parseRxControl(m, &p);
+    o.Set("software", stampOrNull(env, p.software));
+    o.Set("hardware", stampOrNull(env, p.hardware));
+  } else if (kind == "errqueue") {
+    mup::TxStamp t;
+    int other = 0;
+    bool ok = mup::parseErrqueueControl(m, &t, &other);
+    o.Set("isTimestamp", ok);
+    o.Set("id", ok ? Napi::Number::New(env, t.id) : env.Null());
+    o.Set("tstype", ok ? Napi::Number::New(env, t.tstype) : env.Null());
+    o.Set("ns", ok ? Napi::BigInt::New(env, t.stamp.ns) : env.Null());
+    o.Set("clock", ok ? Napi::String::New(env, clockName(t.stamp.clock)) : env.Null());
+    o.Set("otherErrno", other);
+  } else {
+    throw Napi::TypeError::New(env, "parseControl: kind must be 'rx' or 'errqueue'");
+  }
+  return o;
+}
+
 Napi::Value errnoName(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), mup::errnoName(int(uintArg(info[0], "errno", 0, 4095))));
 }
@@ -441,6 +486,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("open", Napi::Function::New<open>(env, "open"));
   exports.Set("sampleClocks", Napi::Function::New<sampleClocks>(env, "sampleClocks"));
   exports.Set("errnoName", Napi::Function::New<errnoName>(env, "errnoName"));
+  exports.Set("parseControl", Napi::Function::New<parseControl>(env, "parseControl"));
   return exports;
 }
 

@@ -99,6 +99,15 @@ auto inNetns(const std::string& path, F body) -> decltype(body()) {
 
 }  // namespace
 
+namespace {
+/** The control message lies wholly inside the buffer (a crafted cmsg_len cannot make us read past it). */
+bool inside(const msghdr& m, const cmsghdr* c) {
+  const uint8_t* begin = static_cast<const uint8_t*>(m.msg_control);
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(c);
+  return c->cmsg_len >= sizeof(cmsghdr) && p >= begin && size_t(p - begin) + c->cmsg_len <= m.msg_controllen;
+}
+}  // namespace
+
 bool parseScmTimestamping(const cmsghdr* c, Stamp* software, Stamp* hardware) {
   if (c->cmsg_level != SOL_SOCKET) return false;
   if (c->cmsg_type != SO_TIMESTAMPING_OLD && c->cmsg_type != SO_TIMESTAMPING_NEW) return false;
@@ -125,6 +134,7 @@ bool parseScmTimestamping(const cmsghdr* c, Stamp* software, Stamp* hardware) {
 
 void parseRxControl(const msghdr& m, RxPacket* p) {
   for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c)) {
+    if (!inside(m, c)) break;
     parseScmTimestamping(c, &p->software, &p->hardware);
   }
 }
@@ -133,6 +143,7 @@ bool parseErrqueueControl(const msghdr& m, TxStamp* out, int* otherErr) {
   bool haveErr = false, haveTs = false;
   *otherErr = 0;
   for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c)) {
+    if (!inside(m, c)) break;
     Stamp sw, hw;
     if (parseScmTimestamping(c, &sw, &hw)) {
       // A TX message carries the one stamp that was taken: ts[2] from the
@@ -393,7 +404,7 @@ SendResult PacketSocket::send(const std::vector<std::vector<uint8_t>>& frames, i
   return res;
 }
 
-std::vector<RxPacket> PacketSocket::recv(unsigned max, unsigned min, int timeoutMs, uint32_t snaplen) {
+std::vector<RxPacket> PacketSocket::recv(unsigned max, unsigned min, int timeoutMs, uint32_t snaplen, bool keepControl) {
   if (closed()) throw SysError(EBADF, "recvmmsg", "receive on " + ifname_, "the socket is closed");
   std::vector<RxPacket> out;
   std::vector<std::vector<uint8_t>> bufs(max, std::vector<uint8_t>(snaplen));
@@ -426,6 +437,10 @@ std::vector<RxPacket> PacketSocket::recv(unsigned max, unsigned min, int timeout
         p.data.assign(bufs[base + i].begin(), bufs[base + i].begin() + keep);
         p.pktType = from[i].sll_pkttype;
         parseRxControl(msgs[i].msg_hdr, &p);
+        if (keepControl) {
+          const uint8_t* c = static_cast<const uint8_t*>(msgs[i].msg_hdr.msg_control);
+          p.control.assign(c, c + msgs[i].msg_hdr.msg_controllen);
+        }
         out.push_back(std::move(p));
       }
       continue;
@@ -443,7 +458,7 @@ std::vector<RxPacket> PacketSocket::recv(unsigned max, unsigned min, int timeout
   return out;
 }
 
-std::vector<TxStamp> PacketSocket::txStamps(unsigned max, unsigned min, int timeoutMs, unsigned* skipped) {
+std::vector<TxStamp> PacketSocket::txStamps(unsigned max, unsigned min, int timeoutMs, bool keepControl, unsigned* skipped) {
   if (closed()) throw SysError(EBADF, "recvmmsg(MSG_ERRQUEUE)", "read TX stamps on " + ifname_, "the socket is closed");
   std::vector<TxStamp> out;
   *skipped = 0;
@@ -469,7 +484,11 @@ std::vector<TxStamp> PacketSocket::txStamps(unsigned max, unsigned min, int time
         TxStamp t;
         int other = 0;
         if (parseErrqueueControl(msgs[i].msg_hdr, &t, &other)) {
-          out.push_back(t);
+          if (keepControl) {
+            const uint8_t* c = static_cast<const uint8_t*>(msgs[i].msg_hdr.msg_control);
+            t.control.assign(c, c + msgs[i].msg_hdr.msg_controllen);
+          }
+          out.push_back(std::move(t));
         } else {
           (*skipped)++;
         }

@@ -67,12 +67,14 @@ struct RxPacket {
   uint8_t pktType = 0;        // PACKET_HOST, PACKET_OTHERHOST, ...
   Stamp software;             // ts[0] of SCM_TIMESTAMPING
   Stamp hardware;             // ts[2] (raw hardware)
+  std::vector<uint8_t> control;  // the raw control messages, when asked for
 };
 
 struct TxStamp {
   uint32_t id = 0;      // SOF_TIMESTAMPING_OPT_ID counter: 0 for the socket's first frame
   uint32_t tstype = 0;  // SCM_TSTAMP_SND (0), SCM_TSTAMP_SCHED (1), SCM_TSTAMP_ACK (2)
   Stamp stamp;
+  std::vector<uint8_t> control;  // the raw control messages, when asked for
 };
 
 struct SendResult {
@@ -105,9 +107,10 @@ class PacketSocket {
   /** Send each frame once (Ethernet header included). Waits up to timeoutMs for queue room. */
   SendResult send(const std::vector<std::vector<uint8_t>>& frames, int timeoutMs);
   /** Up to `max` frames; returns once `min` arrived, at timeout, or on close (whatever came). */
-  std::vector<RxPacket> recv(unsigned max, unsigned min, int timeoutMs, uint32_t snaplen);
+  /** keepControl: copy each message's raw control bytes into the result (diagnostics, tests). */
+  std::vector<RxPacket> recv(unsigned max, unsigned min, int timeoutMs, uint32_t snaplen, bool keepControl);
   /** Up to `max` TX stamps from the error queue; same waiting rules as recv. */
-  std::vector<TxStamp> txStamps(unsigned max, unsigned min, int timeoutMs, unsigned* skipped);
+  std::vector<TxStamp> txStamps(unsigned max, unsigned min, int timeoutMs, bool keepControl, unsigned* skipped);
 
   /** Wake every blocked call (they return what they have). Thread-safe. */
   void wake();

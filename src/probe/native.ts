@@ -117,6 +117,8 @@ export interface RxFrame {
   readonly software: bigint | null;
   /** ts[2] (raw PHC), null if not taken. */
   readonly hardware: bigint | null;
+  /** The raw control messages (struct cmsghdr ...), with keepControl only. */
+  readonly control?: Buffer;
 }
 
 export type TxStampType = 'sent' | 'scheduled' | 'acked' | 'unknown';
@@ -127,6 +129,8 @@ export interface TxStamp {
   /** SCM_TSTAMP_SND (sent: in the driver, or by the NIC), _SCHED, _ACK. */
   readonly type: TxStampType;
   readonly timestamp: Timestamp;
+  /** The raw control messages of the error-queue message, with keepControl only. */
+  readonly control?: Buffer;
 }
 
 export interface SendResult {
@@ -147,11 +151,11 @@ interface RawSocket {
     firstId: number;
     error: { code: string; errno: number; message: string } | null;
   }>;
-  recv(max: number, min: number, timeoutMs: number, snaplen: number): Promise<
-    { data: Buffer; wireLength: number; pktType: number; software: bigint | null; hardware: bigint | null }[]
+  recv(max: number, min: number, timeoutMs: number, snaplen: number, keepControl: boolean): Promise<
+    { data: Buffer; wireLength: number; pktType: number; software: bigint | null; hardware: bigint | null; control?: Buffer }[]
   >;
-  txStamps(max: number, min: number, timeoutMs: number): Promise<{
-    stamps: { id: number; tstype: number; ns: bigint; clock: TimestampClock }[];
+  txStamps(max: number, min: number, timeoutMs: number, keepControl: boolean): Promise<{
+    stamps: { id: number; tstype: number; ns: bigint; clock: TimestampClock; control?: Buffer }[];
     skipped: number;
   }>;
   close(): void;
@@ -178,6 +182,20 @@ interface Addon {
   }): RawSocket;
   sampleClocks(ptpDevice: string | null, samples: number): RawClocks;
   errnoName(errno: number): string;
+  parseControl(control: Buffer, kind: 'rx'): { software: bigint | null; hardware: bigint | null };
+  parseControl(control: Buffer, kind: 'errqueue'): ParsedErrqueue;
+}
+
+/** What the addon's error-queue parser makes of one message's control bytes. */
+export interface ParsedErrqueue {
+  /** A sock_extended_err with origin SO_EE_ORIGIN_TIMESTAMPING and ENOMSG, and a stamp. */
+  readonly isTimestamp: boolean;
+  readonly id: number | null;
+  readonly tstype: number | null;
+  readonly ns: bigint | null;
+  readonly clock: TimestampClock | null;
+  /** ee_errno of an extended error that is not a timestamp (0: none). */
+  readonly otherErrno: number;
 }
 
 let addon: Addon | undefined;
@@ -277,13 +295,15 @@ export class TimestampingSocket {
    * Receive up to `max` frames (recvmmsg): resolves once `min` arrived (default 1),
    * after timeoutMs, or when the socket is closed, with whatever came (maybe none).
    */
-  async recv(opts: { max?: number; min?: number; timeoutMs?: number; snaplen?: number } = {}): Promise<RxFrame[]> {
+  async recv(
+    opts: { max?: number; min?: number; timeoutMs?: number; snaplen?: number; keepControl?: boolean } = {},
+  ): Promise<RxFrame[]> {
     const max = opts.max ?? 64;
     const min = Math.min(opts.min ?? 1, max);
     checkCount('recv max', max, 1, 1024);
     let raw;
     try {
-      raw = await this.#raw.recv(max, min, opts.timeoutMs ?? 1000, opts.snaplen ?? 2048);
+      raw = await this.#raw.recv(max, min, opts.timeoutMs ?? 1000, opts.snaplen ?? 2048, opts.keepControl ?? false);
     } catch (e) {
       rethrow(e);
     }
@@ -303,13 +323,15 @@ export class TimestampingSocket {
    * the id of its frame. Same waiting rules as recv. `skipped` counts error
    * queue messages that were not timestamps.
    */
-  async txStamps(opts: { max?: number; min?: number; timeoutMs?: number } = {}): Promise<{ stamps: TxStamp[]; skipped: number }> {
+  async txStamps(
+    opts: { max?: number; min?: number; timeoutMs?: number; keepControl?: boolean } = {},
+  ): Promise<{ stamps: TxStamp[]; skipped: number }> {
     const max = opts.max ?? 64;
     const min = Math.min(opts.min ?? 1, max);
     checkCount('txStamps max', max, 1, 1024);
     let raw;
     try {
-      raw = await this.#raw.txStamps(max, min, opts.timeoutMs ?? 1000);
+      raw = await this.#raw.txStamps(max, min, opts.timeoutMs ?? 1000, opts.keepControl ?? false);
     } catch (e) {
       rethrow(e);
     }
@@ -319,6 +341,7 @@ export class TimestampingSocket {
         id: s.id,
         type: TSTYPES[s.tstype] ?? 'unknown',
         timestamp: { ns: s.ns, clock: s.clock },
+        ...(s.control === undefined ? {} : { control: s.control }),
       })),
     };
   }
@@ -327,6 +350,18 @@ export class TimestampingSocket {
   close(): void {
     this.#raw.close();
   }
+}
+
+/**
+ * Run the addon's own control-message parser on bytes the caller supplies:
+ * 'rx' as recv() parses each frame's, 'errqueue' as txStamps() parses each
+ * error-queue message's. For diagnostics and tests (veth never sets a
+ * hardware stamp; an edited copy of a real answer can).
+ */
+export function parseControl(control: Buffer, kind: 'rx'): { software: bigint | null; hardware: bigint | null };
+export function parseControl(control: Buffer, kind: 'errqueue'): ParsedErrqueue;
+export function parseControl(control: Buffer, kind: 'rx' | 'errqueue'): unknown {
+  return kind === 'rx' ? loadAddon().parseControl(control, 'rx') : loadAddon().parseControl(control, 'errqueue');
 }
 
 /** Offsets between clocks, measured back to back (see sampleClocks). */
