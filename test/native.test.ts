@@ -277,6 +277,17 @@ describe('timestamping addon on a veth pair', () => {
     }
   });
 
+  it('concurrent send() calls get disjoint, contiguous id ranges', async () => {
+    const tx = sock({ ifname: 'tx0', netns: ns(), timestamping: 'software' });
+    const mac = tx.info().mac;
+    const batch = (base: number): Buffer[] => Array.from({ length: 64 }, (_, i) => frame(mac, mac, base + i));
+    const rs = await Promise.all([tx.send(batch(0)), tx.send(batch(64)), tx.send(batch(128))]);
+    expect(rs.map((r) => r.sent)).toEqual([64, 64, 64]);
+    expect(rs.map((r) => r.firstId).sort((a, b) => a - b)).toEqual([0, 64, 128]);
+    const { stamps } = await tx.txStamps({ max: 256, min: 192, timeoutMs: 3000 });
+    expect(stamps.map((s) => s.id).sort((a, b) => a - b)).toEqual(Array.from({ length: 192 }, (_, i) => i));
+  });
+
   it('cuts frames at snaplen and still reports the length on the wire', async () => {
     const tx = sock({ ifname: 'tx0', netns: ns(), timestamping: 'software' });
     const rx = sock({ ifname: 'rx0', netns: ns(), timestamping: 'software', protocol: ETHERTYPE });

@@ -24,8 +24,6 @@ namespace mup {
 
 namespace {
 
-std::mutex g_sendMutex;  // serialises send() so OPT_ID ranges of concurrent batches cannot interleave
-
 int64_t nowMs() {
   timespec t{};
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -355,7 +353,7 @@ bool PacketSocket::waitFor(short events, int64_t deadlineMs) {
 }
 
 SendResult PacketSocket::send(const std::vector<std::vector<uint8_t>>& frames, int timeoutMs) {
-  std::lock_guard<std::mutex> lock(g_sendMutex);
+  std::lock_guard<std::mutex> lock(sendMutex_);
   SendResult res;
   res.requested = uint32_t(frames.size());
   res.firstId = nextId_;

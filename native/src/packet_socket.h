@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -146,6 +147,7 @@ class PacketSocket {
   TsInfo tsInfo_;
   HwAttempt hw_;
   std::atomic<uint32_t> nextId_{0};
+  std::mutex sendMutex_;  // one send() at a time, so OPT_ID ranges of concurrent batches cannot interleave
 };
 
 }  // namespace mup
