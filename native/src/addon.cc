@@ -1,7 +1,9 @@
 // N-API glue: argument checks, JavaScript values, and AsyncWorkers that run
 // the blocking socket calls on libuv's thread pool so the event loop never
 // waits. Every failure becomes a JavaScript Error with `code` (errno name),
-// `errno` and `syscall`; nothing here aborts the process.
+// `errno` and `syscall`; nothing here aborts the process (and, as a net,
+// NODE_ADDON_API_CPP_EXCEPTIONS_ALL turns any other C++ exception thrown in
+// a callback into a JavaScript Error instead of std::terminate).
 #include <napi.h>
 
 #include <cstdio>
@@ -476,7 +478,11 @@ Napi::Value parseControl(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value errnoName(const Napi::CallbackInfo& info) {
-  return Napi::String::New(info.Env(), mup::errnoName(int(uintArg(info[0], "errno", 0, 4095))));
+  try {
+    return Napi::String::New(info.Env(), mup::errnoName(int(uintArg(info[0], "errno", 0, 4095))));
+  } catch (const ArgError& e) {
+    throw Napi::TypeError::New(info.Env(), e.what());
+  }
 }
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
