@@ -320,6 +320,23 @@ describe('timestamping addon on a veth pair', () => {
     await expect(rx.send([Buffer.alloc(60)])).rejects.toThrow(/closed/);
   });
 
+  it('recv on a socket whose error queue holds unread TX stamps waits without spinning on POLLERR', async () => {
+    const tx = sock({ ifname: 'tx0', netns: ns(), timestamping: 'software', protocol: ETHERTYPE });
+    const mac = tx.info().mac;
+    await tx.send([frame(mac, mac, 1)]);
+    await new Promise((r) => setTimeout(r, 20)); // let the stamp reach the error queue
+    const cpu0 = process.cpuUsage();
+    const t0 = Date.now();
+    expect(await tx.recv({ max: 1, timeoutMs: 300 })).toEqual([]); // own frames are ignored: nothing comes
+    const wall = Date.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
+    expect(wall).toBeGreaterThanOrEqual(290);
+    // Measured here: a poll() loop burned 140 ms of CPU in these 300 ms; the edge-triggered wait about 4 ms.
+    expect((cpu.user + cpu.system) / 1000).toBeLessThan(40);
+    // And the stamp is still there to read.
+    expect((await tx.txStamps({ max: 4, min: 1, timeoutMs: 1000 })).stamps.map((s) => s.id)).toEqual([0]);
+  });
+
   it('the caller may enter the namespace itself (setns on this thread) instead of passing netns', () => {
     const s = inNetns(ns(), () => sock({ ifname: 'rx0', timestamping: 'software' }));
     expect(s.info().netns).toBeNull();

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <time.h>
@@ -341,8 +342,9 @@ bool PacketSocket::waitFor(short events, int64_t deadlineMs) {
     if (p[0].revents & (events | POLLHUP | POLLNVAL)) return true;
     if (p[0].revents & POLLERR) {
       if (events == 0) return true;  // waiting for the error queue: that is it
-      // The error queue holds TX stamps nobody read yet: poll reports POLLERR
-      // at once. Wait in 1 ms steps instead of spinning.
+      // Waiting for room to send while TX stamps sit unread in the error
+      // queue: poll reports POLLERR at once. Wait in 1 ms steps instead of
+      // spinning (recv uses an edge-triggered epoll instead).
       if (nowMs() >= deadlineMs) return false;
       pollfd w{wakeFd_, POLLIN, 0};
       ::poll(&w, 1, 1);
@@ -412,6 +414,41 @@ std::vector<RxPacket> PacketSocket::recv(unsigned max, unsigned min, int timeout
   std::vector<iovec> iov(max);
   std::vector<mmsghdr> msgs(max);
   const int64_t deadline = nowMs() + timeoutMs;
+  // Wait with an edge-triggered epoll, registered before the first read so
+  // no arrival is missed. poll() would report POLLERR at once for as long as
+  // TX stamps sit unread in the error queue; edge-triggered, that is one
+  // wake-up per new stamp, not a busy loop.
+  Fd ep(epoll_create1(EPOLL_CLOEXEC));
+  if (ep.fd < 0) throw SysError(errno, "epoll_create1", "wait on the packet socket of " + ifname_, "");
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;
+  ev.data.fd = fd_;
+  if (epoll_ctl(ep.fd, EPOLL_CTL_ADD, fd_, &ev) != 0) {
+    throw SysError(errno, "epoll_ctl", "wait on the packet socket of " + ifname_, "");
+  }
+  ev.events = EPOLLIN;
+  ev.data.fd = wakeFd_;
+  if (epoll_ctl(ep.fd, EPOLL_CTL_ADD, wakeFd_, &ev) != 0) {
+    throw SysError(errno, "epoll_ctl", "wait on the packet socket of " + ifname_, "");
+  }
+  auto waitIn = [&]() -> bool {
+    for (;;) {
+      if (woken_) return false;
+      int64_t left = deadline - nowMs();
+      if (left <= 0) return false;
+      epoll_event got[2];
+      int r = epoll_wait(ep.fd, got, 2, int(left > 1000000 ? 1000000 : left));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        throw SysError(errno, "epoll_wait", "wait on the packet socket of " + ifname_, "");
+      }
+      if (r == 0) continue;  // the deadline check above ends it
+      for (int i = 0; i < r; i++) {
+        if (got[i].data.fd == wakeFd_) return false;
+      }
+      return true;  // readable, or a new error-queue entry (EPOLLERR): try again
+    }
+  };
   while (out.size() < max) {
     size_t base = out.size();
     size_t want = max - base;
@@ -451,7 +488,7 @@ std::vector<RxPacket> PacketSocket::recv(unsigned max, unsigned min, int timeout
                      e == ENETDOWN ? "the interface went down" : "");
     }
     if (out.size() >= min) break;
-    if (!waitFor(POLLIN, deadline)) break;
+    if (!waitIn()) break;
   }
   return out;
 }
