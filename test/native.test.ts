@@ -356,6 +356,22 @@ describe('timestamping addon on a veth pair', () => {
     await expect(tx.send([Buffer.alloc(10)])).rejects.toThrow(/14 to 65535 bytes/);
   });
 
+  it('the interface going down ends a waiting recv and txStamps with ENETDOWN, not a busy wait', async () => {
+    const tx = sock({ ifname: 'tx0', netns: ns(), timestamping: 'software' });
+    const rx = sock({ ifname: 'rx0', netns: ns(), timestamping: 'software', protocol: ETHERTYPE });
+    const t0 = Date.now();
+    const stamps = tx.txStamps({ max: 4, min: 1, timeoutMs: 5000 });
+    const frames = rx.recv({ max: 4, min: 1, timeoutMs: 5000 });
+    try {
+      await lab!.batch('ts', ['link set dev tx0 down', 'link set dev rx0 down']);
+      await expect(stamps).rejects.toMatchObject({ code: 'ENETDOWN', message: expect.stringContaining('went down') });
+      await expect(frames).rejects.toMatchObject({ code: 'ENETDOWN' });
+      expect(Date.now() - t0).toBeLessThan(2000);
+    } finally {
+      await lab!.batch('ts', ['link set dev tx0 up', 'link set dev rx0 up']);
+    }
+  });
+
   it("a frame longer than the MTU is refused with EMSGSIZE and the OPT_ID counter doesn't move", async () => {
     const tx = sock({ ifname: 'tx0', netns: ns(), timestamping: 'software' });
     const mac = tx.info().mac;

@@ -485,7 +485,7 @@ std::vector<RxPacket> PacketSocket::recv(unsigned max, unsigned min, int timeout
     if (e != EAGAIN && e != EWOULDBLOCK) {
       if (!out.empty()) break;  // report it on the next call
       throw SysError(e, "recvmmsg", "receive on " + ifname_,
-                     e == ENETDOWN ? "the interface went down" : "");
+                     e == ENETDOWN ? "the interface went down; bring it up and open a new socket" : "");
     }
     if (out.size() >= min) break;
     if (!waitIn()) break;
@@ -535,6 +535,15 @@ std::vector<TxStamp> PacketSocket::txStamps(unsigned max, unsigned min, int time
     if (e != EAGAIN && e != EWOULDBLOCK) {
       if (!out.empty()) break;
       throw SysError(e, "recvmmsg(MSG_ERRQUEUE)", "read TX stamps on " + ifname_, "");
+    }
+    // POLLERR with an empty error queue is a socket error (the interface
+    // went down: ENETDOWN). Report it rather than poll again at once forever.
+    int soErr = 0;
+    socklen_t soLen = sizeof soErr;
+    if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &soErr, &soLen) == 0 && soErr != 0) {
+      if (!out.empty()) break;
+      throw SysError(soErr, "recvmmsg(MSG_ERRQUEUE)", "read TX stamps on " + ifname_,
+                     soErr == ENETDOWN ? "the interface went down; bring it up and open a new socket" : "");
     }
     if (out.size() >= min) break;
     if (!waitFor(0, deadline)) break;
