@@ -31,7 +31,6 @@ int64_t nowMs() {
   return int64_t(t.tv_sec) * 1000 + t.tv_nsec / 1000000;
 }
 
-
 /** Closes an fd when it goes out of scope unless released. */
 struct Fd {
   int fd = -1;
@@ -96,9 +95,6 @@ auto inNetns(const std::string& path, F body) -> decltype(body()) {
   return body();
 }
 
-}  // namespace
-
-namespace {
 /** The control message lies wholly inside the buffer (a crafted cmsg_len cannot make us read past it). */
 bool inside(const msghdr& m, const cmsghdr* c) {
   const uint8_t* begin = static_cast<const uint8_t*>(m.msg_control);
@@ -120,8 +116,11 @@ bool parseScmTimestamping(const cmsghdr* c, Stamp* software, Stamp* hardware) {
     memcpy(&sec, d + i * each, 8);
     memcpy(&nsec, d + i * each + 8, 8);
     if (sec == 0 && nsec == 0) return;  // the kernel leaves a stamp it did not take at zero
+    int64_t ns = 0;
+    // Bytes from elsewhere (parseControl) may hold any value: no signed overflow.
+    if (__builtin_mul_overflow(sec, int64_t(1000000000), &ns) || __builtin_add_overflow(ns, nsec, &ns)) return;
     s->valid = true;
-    s->ns = sec * 1000000000LL + nsec;
+    s->ns = ns;
   };
   static_assert(sizeof(time_t) == 8 && sizeof(long) == 8, "64-bit only: scm_timestamping layout");
   read(0, software);
@@ -295,10 +294,6 @@ std::unique_ptr<PacketSocket> PacketSocket::open(const OpenOptions& opt) {
     s->fd_ = fd.release();
     s->wakeFd_ = wake.release();
   });
-  if (s->fd_ < 0) {
-    // Reached only if inNetns swallowed nothing: kept for clarity.
-    throw SysError(EBADF, "open", "open a packet socket for " + on, "");
-  }
   return s;
 }
 
