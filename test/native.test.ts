@@ -6,7 +6,11 @@
  * the error queue, in at the other with RX stamps.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
 import {
   describeTsInfo,
   NativeError,
@@ -417,4 +421,27 @@ describe('clock offsets', () => {
     const hw = { ns: c.phc!.phcNs, clock: 'hardware' as const };
     expect(toRealtime(hw, c)).toBe(c.phc!.phcNs - c.phc!.phcMinusRealtimeNs);
   });
+});
+
+describe('scripts/native-build.sh without a build tool', () => {
+  const script = fileURLToPath(new URL('../scripts/native-build.sh', import.meta.url));
+  for (const missing of ['python3', 'make', 'g++']) {
+    it(`names the missing ${missing} and how to install it, exit 1`, async () => {
+      // A PATH holding everything the script needs except `missing`.
+      const dir = mkdtempSync(join(tmpdir(), 'mup-nobuild-'));
+      try {
+        for (const tool of ['node', 'python3', 'make', 'g++', 'bash', 'dirname']) {
+          if (tool === missing) continue;
+          const which = await execa('bash', ['-c', `command -v ${tool}`]);
+          symlinkSync(which.stdout.trim(), join(dir, tool));
+        }
+        const r = await execa(join(dir, 'bash'), [script], { env: { PATH: dir }, extendEnv: false, reject: false });
+        expect(r.exitCode).toBe(1);
+        expect(r.stderr).toContain(`'${missing}' is not installed`);
+        expect(r.stderr).toContain(`apt-get install ${missing}`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
 });
