@@ -137,7 +137,7 @@ export interface SendResult {
   readonly requested: number;
   /** Frames accepted, from the first in order. */
   readonly sent: number;
-  /** TX stamp id of frames[0]; frames[i] has firstId + i. */
+  /** TX stamp id of frames[0]; frames[i] has (firstId + i) mod 2^32 (caveats: native/README.md). */
   readonly firstId: number;
   /** Why the batch stopped early (some frames were sent). A batch with none sent rejects instead. */
   readonly error: NativeError | null;
