@@ -434,16 +434,19 @@ describe('clock offsets', () => {
 
 describe('scripts/native-build.sh without a build tool', () => {
   const script = fileURLToPath(new URL('../scripts/native-build.sh', import.meta.url));
+  const tools = ['node', 'python3', 'make', 'g++', 'bash', 'dirname'];
+  let paths: string[] = [];
+  beforeAll(async () => {
+    paths = (await execa('bash', ['-c', tools.map((t) => `command -v ${t}`).join('; ')])).stdout.trim().split('\n');
+  });
   for (const missing of ['python3', 'make', 'g++']) {
     it(`names the missing ${missing} and how to install it, exit 1`, async () => {
       // A PATH holding everything the script needs except `missing`.
       const dir = mkdtempSync(join(tmpdir(), 'mup-nobuild-'));
       try {
-        for (const tool of ['node', 'python3', 'make', 'g++', 'bash', 'dirname']) {
-          if (tool === missing) continue;
-          const which = await execa('bash', ['-c', `command -v ${tool}`]);
-          symlinkSync(which.stdout.trim(), join(dir, tool));
-        }
+        tools.forEach((tool, i) => {
+          if (tool !== missing) symlinkSync(paths[i]!, join(dir, tool));
+        });
         const r = await execa(join(dir, 'bash'), [script], { env: { PATH: dir }, extendEnv: false, reject: false });
         expect(r.exitCode).toBe(1);
         expect(r.stderr).toContain(`'${missing}' is not installed`);
