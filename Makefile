@@ -7,15 +7,18 @@ BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(shell uname -m)-
 BPF_SRC := $(wildcard bpf/*.c)
 BPF_HDR := $(wildcard bpf/*.h)
 BPF_OBJ := $(patsubst bpf/%.c,build/%.o,$(BPF_SRC))
-DEB_PKGS := clang llvm libbpf-dev bpftool iproute2 procps python3-scapy tshark tcpdump iputils-ping iperf3 bsdextrautils make g++
+DEB_PKGS := clang llvm libbpf-dev bpftool iproute2 procps python3 python3-scapy tshark tcpdump iputils-ping iperf3 bsdextrautils make g++ ethtool
 STAMP := build/.deps
+# The timestamping addon (node-addon-api, built by node-gyp: scripts/native-build.sh).
+NATIVE_SRC := native/binding.gyp $(wildcard native/src/*.cc native/src/*.h)
+NATIVE_ADDON := native/build/Release/mup_tstamp.node
 
-.PHONY: all deps bpf ts test demo bench-micro bench-daemon fuzz clean
+.PHONY: all deps bpf ts native test demo bench-micro bench-daemon fuzz clean
 
-all: bpf ts
+all: bpf ts native
 
 # Debian and npm packages, once per machine / lockfile change.
-$(STAMP): package.json package-lock.json scripts/deps.sh
+$(STAMP): package.json package-lock.json scripts/deps.sh Makefile
 	@bash scripts/deps.sh $(DEB_PKGS)
 	@mkdir -p build && touch $@
 
@@ -30,7 +33,12 @@ bpf: $(BPF_OBJ)
 ts: $(STAMP)
 	npx tsc -p tsconfig.json
 
-test: bpf ts
+$(NATIVE_ADDON): $(NATIVE_SRC) scripts/native-build.sh | $(STAMP)
+	@bash scripts/native-build.sh
+
+native: $(NATIVE_ADDON)
+
+test: bpf ts native
 	@rm -f build/vitest.json
 	npx vitest run --reporter=default --reporter=json --outputFile.json=build/vitest.json; \
 	  rc=$$?; node scripts/test-summary.mjs build/vitest.json; exit $$rc
@@ -50,4 +58,4 @@ bench-daemon: bpf ts
 	npm run bench:daemon
 
 clean:
-	rm -rf build dist
+	rm -rf build dist native/build
