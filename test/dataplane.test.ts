@@ -209,6 +209,59 @@ SEC("xdp") int mup_xdp(struct xdp_md *ctx) { return XDP_PASS; }
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 `;
 
+describe.skipIf(!haveObject)('live table changes (Tables.apply)', () => {
+  let dp: Dataplane | undefined;
+  afterEach(() => dp?.close());
+
+  it('keeps the tables, rule ids, counters and prefix-length lists right through 300 random changes', () => {
+    const base = parseConfig('settings: { forwarding: tx, max_policies: 32, max_localsids: 4 }', 'live.yaml');
+    dp = openDataplane({ object: OBJECT, config: base });
+    // Deterministic xorshift, so a failure replays.
+    let seed = 12345;
+    const rnd = (n: number): number => {
+      seed ^= seed << 13;
+      seed ^= seed >>> 17;
+      seed ^= seed << 5;
+      return (seed >>> 0) % n;
+    };
+    const lens = [8, 16, 20, 24, 32];
+    const want = new Map<string, { plen: number; sr: number }>(); // match text -> expected
+    const policy = (match: string, sr: number) =>
+      parseConfig(`policies: [{ match: "${match}", sr_prefix: "2001:db8:${sr.toString(16)}::/48", src_prefix: "2001:db8:ffff::/64" }]`).policies[0]!;
+    for (let step = 0; step < 300; step++) {
+      const plen = lens[rnd(lens.length)]!;
+      const match = `10.${rnd(4)}.${rnd(2) * 16}.0/${plen}`.replace(/\.\d+\.\d+\.0\/8$/, '.0.0.0/8');
+      const p = policy(match, rnd(200));
+      const key = `${p.match.addr}/${p.match.len}`;
+      if (want.has(key) && rnd(3) === 0) {
+        dp.rules.apply({ delPolicies: [p.match] });
+        want.delete(key);
+      } else if (want.size < 32 || want.has(key)) {
+        dp.rules.apply({ putPolicies: [p] });
+        want.set(key, { plen: p.match.len, sr: Number(p.srPrefix.addr >> 80n) & 0xffff });
+      }
+      // The tables hold exactly what is wanted, each with its own value...
+      const keys = mapKeys(dp.tables.policiesFd, LAYOUTS.mup_policy_key.size).map((k) => {
+        const f = decodePolicyKey(k);
+        return `${f.daddr}/${f.plen}`;
+      });
+      expect(keys.sort(), `step ${step}`).toEqual([...want.keys()].sort());
+      const rules = new Set<number>();
+      for (const [k, w] of want) {
+        const [addr, len] = k.split('/').map(Number);
+        const v = decodePolicy(mapLookup(dp.tables.policiesFd, encodePolicyKey({ addr: addr!, len: len! } as never), LAYOUTS.mup_policy.size)!);
+        expect(v.srPrefix.readUInt16BE(4), `step ${step}: value of ${k}`).toBe(w.sr);
+        rules.add(v.rule);
+      }
+      // ...rule ids are distinct and in range, and the program's length list is exact.
+      expect(rules.size).toBe(want.size);
+      for (const r of rules) expect(r).toBeLessThan(32);
+      const plens = [...new Set([...want.values()].map((w) => w.plen))].sort((a, b) => b - a);
+      expect(dp.rules.readConfig().policyPlens, `step ${step}: prefix lengths`).toEqual(plens);
+    }
+  });
+});
+
 describe.skipIf(!clang)('checkLayouts on compiled probes', () => {
   const dir = mkdtempSync(join(tmpdir(), 'mup-btf-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));

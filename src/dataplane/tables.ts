@@ -102,6 +102,8 @@ class Mirror {
   readonly #plens: Int16Array;
   /** Prefix lengths of the -1 entries. */
   readonly #foreign = new Map<string, number>();
+  /** How many entries have each prefix length: the length list without a walk of the table. */
+  readonly #plenCount = new Map<number, number>();
 
   constructor(
     readonly first: number,
@@ -116,7 +118,25 @@ class Mirror {
     return this.keys.size;
   }
 
+  #count(plen: number, by: number): void {
+    const n = (this.#plenCount.get(plen) ?? 0) + by;
+    if (n <= 0) this.#plenCount.delete(plen);
+    else this.#plenCount.set(plen, n);
+  }
+
+  /** Prefix length of the entry with this key, if any. */
+  plenOf(key: string): number | undefined {
+    const rule = this.keys.get(key);
+    if (rule === undefined) return undefined;
+    return rule < 0 ? this.#foreign.get(key) : this.#plens[rule - this.first];
+  }
+
   set(key: string, rule: number, value: Buffer | undefined, plen: number): void {
+    const was = this.plenOf(key);
+    if (was !== undefined && was >= 0) this.#count(was, -1);
+    this.#count(plen, +1);
+    const oldRule = this.keys.get(key);
+    if (oldRule !== undefined && oldRule >= 0 && oldRule !== rule) this.#plens[oldRule - this.first] = -1;
     this.keys.set(key, rule);
     if (rule < 0) {
       this.#foreign.set(key, plen);
@@ -130,6 +150,8 @@ class Mirror {
   delete(key: string): void {
     const rule = this.keys.get(key);
     if (rule === undefined) return;
+    const plen = this.plenOf(key);
+    if (plen !== undefined && plen >= 0) this.#count(plen, -1);
     this.keys.delete(key);
     if (rule < 0) this.#foreign.delete(key);
     else this.#plens[rule - this.first] = -1;
@@ -143,17 +165,15 @@ class Mirror {
 
   /** Distinct prefix lengths, without the entries of `except`, longest first. */
   plens(except?: ReadonlySet<string>): number[] {
-    const lens = new Set<number>();
-    if (except === undefined || except.size === 0) {
-      for (const p of this.#plens) if (p >= 0) lens.add(p);
-      for (const p of this.#foreign.values()) lens.add(p);
-    } else {
-      for (const [k, rule] of this.keys) {
-        if (except.has(k)) continue;
-        lens.add(rule < 0 ? (this.#foreign.get(k) ?? 0) : (this.#plens[rule - this.first] ?? 0));
-      }
+    const counts = new Map(this.#plenCount);
+    for (const k of except ?? []) {
+      const p = this.plenOf(k);
+      if (p === undefined || p < 0) continue;
+      const n = (counts.get(p) ?? 0) - 1;
+      if (n <= 0) counts.delete(p);
+      else counts.set(p, n);
     }
-    return [...lens].sort((a, b) => b - a);
+    return [...counts.keys()].sort((a, b) => b - a);
   }
 }
 
