@@ -38,12 +38,10 @@ import {
   overlaySize,
   policyJson,
   policyKey,
-  readState,
   RuleError,
   RuleSet,
-  serializeState,
   sha256,
-  writeFileAtomic,
+  StateStore,
   type Overlay,
   type RuleJson,
   type RuleKind,
@@ -142,7 +140,8 @@ export class Daemon {
   readonly #o: DaemonOptions;
   readonly #log: Logger;
   readonly pins: Pins;
-  readonly stateFile: string;
+  #stateFile: string;
+  #store: StateStore;
   readonly objectPath: string;
   readonly startedAt = new Date();
   readonly #serial = new Serial();
@@ -160,8 +159,14 @@ export class Daemon {
     this.#o = o;
     this.#log = o.log;
     this.pins = new Pins(o.bpffs ?? DEFAULT_BPFFS, o.instance);
-    this.stateFile = o.stateFile ?? defaultStateFile(o.instance);
+    this.#stateFile = o.stateFile ?? defaultStateFile(o.instance);
+    this.#store = new StateStore(this.#stateFile);
     this.objectPath = o.object ?? DEFAULT_OBJECT;
+  }
+
+  /** --state-file, else daemon.state_file of the config, else /var/lib/mup/<instance>.state.json. */
+  get stateFile(): string {
+    return this.#stateFile;
   }
 
   get dataplane(): Dataplane {
@@ -193,6 +198,10 @@ export class Daemon {
     const o = this.#o;
     if (o.netns !== undefined) enterNetns(o.netns);
     const { config, sha } = await this.#readConfig();
+    if (o.stateFile === undefined && config.daemon?.stateFile !== undefined) {
+      this.#stateFile = config.daemon.stateFile;
+      this.#store = new StateStore(this.#stateFile);
+    }
     const { overlay, discard } = this.#loadOverlay(sha);
     this.#rules = new RuleSet(config, overlay);
     this.#configSha = sha;
@@ -242,7 +251,7 @@ export class Daemon {
       },
       this.#adopted ? 'took over the running data plane' : 'data plane loaded',
     );
-    if (overlaySize(overlay) > 0) this.#saveState();
+    this.#saveState();
   }
 
   async #readConfig(): Promise<{ config: Config; sha: string }> {
@@ -257,9 +266,10 @@ export class Daemon {
 
   /** The state file's changes if it was made against this very config; otherwise none (`discard`: how many are set aside at takeover). */
   #loadOverlay(configSha: string): { overlay: Overlay; discard: number } {
-    const got = readState(this.stateFile);
+    const got = this.#store.read();
     if (got === undefined) return { overlay: emptyOverlay(), discard: 0 };
-    if (got.state.config.sha256 === configSha) return { overlay: got.overlay, discard: 0 };
+    if (got.torn) this.#log.warn({ stateFile: this.stateFile }, 'the last change in the state file was cut short (a crash while writing it); it was never acknowledged and is ignored');
+    if (got.header.config.sha256 === configSha) return { overlay: got.overlay, discard: 0 };
     return { overlay: emptyOverlay(), discard: overlaySize(got.overlay) };
   }
 
@@ -385,9 +395,15 @@ export class Daemon {
     return { ...result, configChanged, programReplaced, discardedChanges: discarded, interfaces: ifaces };
   }
 
+  /** Rewrite the state file with the net changes (atomic). */
   #saveState(): void {
-    mkdirSync(dirname(this.stateFile), { recursive: true, mode: 0o700 });
-    writeFileAtomic(this.stateFile, serializeState(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay));
+    this.#store.rewrite(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay);
+  }
+
+  /** Append one change to the state file (durable before the API answers). */
+  #record(line: Parameters<StateStore['append']>[0]): void {
+    this.#store.append(line);
+    if (this.#store.wantsCompaction(this.#rules.overlay)) this.#saveState();
   }
 
   // -------------------------------------------------------------------------
@@ -421,7 +437,7 @@ export class Daemon {
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.put(kind, tagged);
       try {
-        this.#saveState();
+        this.#record({ put: kind, rule: kind === 'policy' ? policyJson(tagged as Policy) : localSidJson(tagged as LocalSid) });
       } catch (e) {
         // Put the tables and the set back as they were.
         if (previous === undefined) {
@@ -460,7 +476,7 @@ export class Daemon {
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.delete(kind, key);
       try {
-        this.#saveState();
+        this.#record({ del: kind, key });
       } catch (e) {
         t.apply(kind === 'policy' ? { putPolicies: [previous as Policy] } : { putLocalSids: [previous as LocalSid] });
         this.#rules.put(kind, previous);
@@ -584,6 +600,7 @@ export class Daemon {
     } else {
       this.#log.info({ pins: this.pins.dir }, 'stopping; the data plane keeps forwarding (pinned)');
     }
+    this.#store.close();
     this.#dp?.close();
   }
 }

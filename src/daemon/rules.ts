@@ -9,7 +9,7 @@
  * good, write it into the config file.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry } from '../config/load.js';
 import { localSidKey, policyKey } from '../config/keys.js';
@@ -212,15 +212,31 @@ export class RuleSet {
 
 // ---------------------------------------------------------------------------
 // State file
+//
+// JSON lines. The first names the config the changes were made against;
+// each further line is one change, appended and fdatasync'ed before the API
+// answers (about 0.4 ms here, whatever the number of changes so far):
+//
+//   {"mup_state":2,"instance":"default","config":{"file":"/etc/mup/mup.yaml","sha256":"..."},"savedAt":"..."}
+//   {"put":"policy","rule":{"match":"10.45.0.0/16","sr_prefix":"2001:db8:b::/48",...}}
+//   {"del":"localsid","key":"2001:db8:2::/48"}
+//
+// A crash in the middle of an append leaves a last line without its
+// newline: it is ignored (that change was never acknowledged). The file is
+// rewritten atomically (temp file, fsync, rename, fsync of the directory)
+// with just the net changes when the daemon starts or reloads, and when the
+// appended lines outnumber twice the net changes (and 1,024).
 
-export interface StateFile {
-  readonly version: 1;
+export const STATE_VERSION = 2;
+
+export interface StateHeader {
+  readonly mup_state: typeof STATE_VERSION;
   readonly instance: string;
   readonly config: { readonly file: string; readonly sha256: string };
-  readonly policies: { readonly put: RuleJson[]; readonly del: string[] };
-  readonly localsids: { readonly put: RuleJson[]; readonly del: string[] };
   readonly savedAt: string;
 }
+
+type StateLine = { put: RuleKind; rule: RuleJson } | { del: RuleKind; key: string };
 
 export function sha256(text: string | Buffer): string {
   return createHash('sha256').update(text).digest('hex');
@@ -245,55 +261,119 @@ export function writeFileAtomic(path: string, data: string): void {
   }
 }
 
-export function serializeState(instance: string, configFile: string, configSha: string, o: Overlay): string {
-  const s: StateFile = {
-    version: 1,
-    instance,
-    config: { file: configFile, sha256: configSha },
-    policies: { put: [...o.policies.values()].map(policyJson), del: [...o.delPolicies] },
-    localsids: { put: [...o.localsids.values()].map(localSidJson), del: [...o.delLocalSids] },
-    savedAt: new Date().toISOString(),
-  };
-  return `${JSON.stringify(s, null, 1)}\n`;
+function overlayLines(o: Overlay): StateLine[] {
+  return [
+    ...[...o.policies.values()].map((p): StateLine => ({ put: 'policy', rule: policyJson(p) })),
+    ...[...o.delPolicies].map((key): StateLine => ({ del: 'policy', key })),
+    ...[...o.localsids.values()].map((l): StateLine => ({ put: 'localsid', rule: localSidJson(l) })),
+    ...[...o.delLocalSids].map((key): StateLine => ({ del: 'localsid', key })),
+  ];
 }
 
-/**
- * Read a state file into an overlay. Returns undefined when there is none;
- * throws with the file and entry named when it is unreadable (the daemon
- * then refuses to start rather than guess).
- */
-export function readState(path: string): { state: StateFile; overlay: Overlay } | undefined {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new Error(`cannot read the state file ${path}: ${(e as Error).message}`);
+/** Apply one change line to an overlay (as RuleSet.put / delete do; deletes of non-config keys are ignored later). */
+function applyLine(o: Overlay, line: StateLine, where: string): void {
+  if ('put' in line) {
+    if (line.put === 'policy') {
+      const p = parsePolicyEntry(line.rule, where);
+      const k = policyKey(p);
+      o.policies.set(k, p);
+      o.delPolicies.delete(k);
+    } else if (line.put === 'localsid') {
+      const l = parseLocalSidEntry(line.rule, where);
+      const k = localSidKey(l);
+      o.localsids.set(k, l);
+      o.delLocalSids.delete(k);
+    } else {
+      throw new Error(`${where}: unknown table ${JSON.stringify(line.put)}`);
+    }
+  } else if ('del' in line && typeof line.key === 'string') {
+    const k = canonicalKey(line.del, line.key);
+    if (line.del === 'policy') {
+      o.policies.delete(k);
+      o.delPolicies.add(k);
+    } else if (line.del === 'localsid') {
+      o.localsids.delete(k);
+      o.delLocalSids.add(k);
+    } else {
+      throw new Error(`${where}: unknown table ${JSON.stringify(line.del)}`);
+    }
+  } else {
+    throw new Error(`${where}: neither a put nor a del`);
   }
-  let s: StateFile;
-  try {
-    s = JSON.parse(text) as StateFile;
-  } catch (e) {
-    throw new Error(`state file ${path} is not JSON (${(e as Error).message}); move it aside to start from the config file alone`);
-  }
-  if (s?.version !== 1 || typeof s.config?.sha256 !== 'string') {
-    throw new Error(`state file ${path}: unknown format (version ${String(s?.version)}); move it aside to start from the config file alone`);
-  }
-  const o = emptyOverlay();
-  const where = (i: number, k: string): string => `${path}: ${k}.put[${i}]`;
-  try {
-    s.policies.put.forEach((v, i) => {
-      const p = parsePolicyEntry(v, where(i, 'policies'));
-      o.policies.set(policyKey(p), p);
+}
+
+export class StateStore {
+  #fd: number | undefined;
+  /** Change lines in the file. */
+  #lines = 0;
+
+  constructor(readonly path: string) {}
+
+  /**
+   * Read the file into an overlay. Undefined when there is none; throws with
+   * the file and line named when a line is invalid (the daemon then refuses
+   * to start rather than guess). `torn`: a last line cut short was ignored.
+   */
+  read(): { header: StateHeader; overlay: Overlay; torn: boolean } | undefined {
+    let text: string;
+    try {
+      text = readFileSync(this.path, 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw new Error(`cannot read the state file ${this.path}: ${(e as Error).message}`);
+    }
+    const aside = 'move it aside to start from the config file alone';
+    const lines = text.split('\n');
+    const torn = lines[lines.length - 1] !== '';
+    lines.pop(); // the empty string after the last newline, or the torn line
+    if (lines.length === 0) throw new Error(`state file ${this.path} is empty or cut short; ${aside}`);
+    let header: StateHeader;
+    try {
+      header = JSON.parse(lines[0]!) as StateHeader;
+    } catch (e) {
+      throw new Error(`state file ${this.path}:1 is not JSON (${(e as Error).message}); ${aside}`);
+    }
+    if (header?.mup_state !== STATE_VERSION || typeof header.config?.sha256 !== 'string') {
+      throw new Error(`state file ${this.path}: not a version ${STATE_VERSION} state file; ${aside}`);
+    }
+    const overlay = emptyOverlay();
+    lines.slice(1).forEach((l, i) => {
+      const where = `${this.path}:${i + 2}`;
+      try {
+        applyLine(overlay, JSON.parse(l) as StateLine, where);
+      } catch (e) {
+        throw new Error(`state file ${where}: ${(e as Error).message}; ${aside}`);
+      }
     });
-    s.localsids.put.forEach((v, i) => {
-      const l = parseLocalSidEntry(v, where(i, 'localsids'));
-      o.localsids.set(localSidKey(l), l);
-    });
-    for (const k of s.policies.del) o.delPolicies.add(canonicalKey('policy', k));
-    for (const k of s.localsids.del) o.delLocalSids.add(canonicalKey('localsid', k));
-  } catch (e) {
-    throw new Error(`state file ${path} holds an invalid rule: ${(e as Error).message}; move it aside to start from the config file alone`);
+    this.#lines = lines.length - 1;
+    return { header, overlay, torn };
   }
-  return { state: s, overlay: o };
+
+  /** Replace the file with a header and the net changes of `o` (atomic). */
+  rewrite(instance: string, configFile: string, configSha: string, o: Overlay): void {
+    const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
+    const body = overlayLines(o);
+    mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+    this.close();
+    writeFileAtomic(this.path, [header, ...body].map((x) => `${JSON.stringify(x)}\n`).join(''));
+    this.#lines = body.length;
+  }
+
+  /** Append one change and make it durable. */
+  append(line: StateLine): void {
+    this.#fd ??= openSync(this.path, 'a', 0o600);
+    writeSync(this.#fd, `${JSON.stringify(line)}\n`);
+    fdatasyncSync(this.#fd);
+    this.#lines++;
+  }
+
+  /** Appended lines beyond what the net changes need: time to rewrite. */
+  wantsCompaction(o: Overlay): boolean {
+    return this.#lines > 1024 && this.#lines > 2 * overlaySize(o);
+  }
+
+  close(): void {
+    if (this.#fd !== undefined) closeSync(this.#fd);
+    this.#fd = undefined;
+  }
 }

@@ -1,0 +1,81 @@
+/**
+ * The daemon's state file (src/daemon/rules.ts StateStore): changes appended
+ * one per line, a torn last line ignored, invalid lines named by file:line,
+ * and the atomic rewrite that compacts it.
+ */
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { emptyOverlay, StateStore } from '../../src/daemon/rules.js';
+
+const POLICY = { match: '10.45.0.0/16', sr_prefix: '2001:db8:a::/48', src_prefix: '2001:db8:ff::/64' };
+
+describe('StateStore', () => {
+  let dir = '';
+  let path = '';
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'mup-state-'));
+    path = join(dir, 'state.json');
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('replays appended changes in order: put, replace, delete', () => {
+    const s = new StateStore(path);
+    s.rewrite('t', '/etc/mup.yaml', 'ab'.repeat(32), emptyOverlay());
+    s.append({ put: 'policy', rule: POLICY });
+    s.append({ put: 'policy', rule: { ...POLICY, sr_prefix: '2001:db8:b::/48', name: 'ue' } });
+    s.append({ put: 'localsid', rule: { sid: '2001:db8:2::/48', src_prefix_len: 64 } });
+    s.append({ del: 'localsid', key: '2001:db8:2::/48' });
+    s.append({ del: 'policy', key: '10.99.0.0/16' });
+    s.close();
+    const got = new StateStore(path).read()!;
+    expect(got.torn).toBe(false);
+    expect(got.header.config).toEqual({ file: '/etc/mup.yaml', sha256: 'ab'.repeat(32) });
+    expect([...got.overlay.policies.keys()]).toEqual(['10.45.0.0/16']);
+    expect(got.overlay.policies.get('10.45.0.0/16')!.name).toBe('ue');
+    expect(got.overlay.localsids.size).toBe(0);
+    expect([...got.overlay.delLocalSids]).toEqual(['2001:db8:2::/48']);
+    expect([...got.overlay.delPolicies]).toEqual(['10.99.0.0/16']);
+  });
+
+  it('ignores a last line cut short by a crash, and says so', () => {
+    const s = new StateStore(path);
+    s.rewrite('t', 'c.yaml', '00'.repeat(32), emptyOverlay());
+    s.append({ put: 'policy', rule: POLICY });
+    s.close();
+    appendFileSync(path, '{"put":"policy","rule":{"match":"10.46.0.0/16","sr_pre');
+    const got = new StateStore(path).read()!;
+    expect(got.torn).toBe(true);
+    expect([...got.overlay.policies.keys()]).toEqual(['10.45.0.0/16']);
+  });
+
+  it.each([
+    ['not JSON', 'nope\n', /:2: .*JSON/],
+    ['invalid rule', `${JSON.stringify({ put: 'policy', rule: { ...POLICY, sr_prefix: '2001:db8::/64' } })}\n`, /:2: .*sr_prefix.*too long/],
+    ['unknown table', `${JSON.stringify({ put: 'routes', rule: {} })}\n`, /:2: .*unknown table/],
+    ['neither put nor del', '{"x":1}\n', /:2: .*neither a put nor a del/],
+  ])('refuses a %s line, naming file and line', (_name, line, re) => {
+    const s = new StateStore(path);
+    s.rewrite('t', 'c.yaml', '00'.repeat(32), emptyOverlay());
+    appendFileSync(path, line);
+    expect(() => new StateStore(path).read()).toThrow(re);
+  });
+
+  it('refuses a file of another format', () => {
+    writeFileSync(path, '{"version":1}\n');
+    expect(() => new StateStore(path).read()).toThrow(/not a version 2 state file.*move it aside/);
+  });
+
+  it('compacts: a rewrite keeps the net changes only', () => {
+    const s = new StateStore(path);
+    s.rewrite('t', 'c.yaml', '00'.repeat(32), emptyOverlay());
+    for (let i = 0; i < 1100; i++) s.append({ put: 'policy', rule: { ...POLICY, name: `n${i}` } });
+    const o = new StateStore(path).read()!.overlay;
+    expect(s.wantsCompaction(o), '1,100 lines for 1 net change').toBe(true);
+    s.rewrite('t', 'c.yaml', '00'.repeat(32), o);
+    expect(readFileSync(path, 'utf8').trim().split('\n')).toHaveLength(2);
+    expect(new StateStore(path).read()!.overlay.policies.get('10.45.0.0/16')!.name).toBe('n1099');
+    s.close();
+  });
+});
