@@ -438,7 +438,7 @@ async function main(): Promise<number> {
       '',
       '(a) load, from the spawn of `node bin/mup.js daemon`',
       `    node start alone (mup --version)              ${f1(nodeStartMs)} ms`,
-      `    config read + validated  ("mounted a bpf filesystem")  ${rel(tMounted)}`,
+      `    config checked, rule set built ("mounted a bpf filesystem")${rel(tMounted)}`,
       `    tables filled + attached ("data plane loaded")          ${rel(tLoaded)}`,
       `    API listening            ("control API listening")      ${rel(tListening)}`,
       `    API answered GET /v1/status                             ${loadS.toFixed(3)} s`,
