@@ -279,7 +279,11 @@ export function registerOps(program: Command, io: Io): void {
       }
       const secs = o.watch === true ? 1 : Number(o.watch);
       if (!(secs > 0)) throw new Error(`--watch: expected a number of seconds, got ${JSON.stringify(o.watch)}`);
-      let prev = await call<CountersSnapshot>(t, 'GET', '/v1/counters');
+      // With big tables, only rules that have packets are fetched (an idle
+      // rule has no rate); small tables are shown whole.
+      const st = await call<DaemonStatus>(t, 'GET', '/v1/status');
+      const which = st.tables.policies.entries + st.tables.localsids.entries > 2000 ? 'active' : 'all';
+      let prev = await call<CountersSnapshot>(t, 'GET', `/v1/counters?rules=${which}`);
       const tty = process.stdout.isTTY;
       let stop = false;
       process.once('SIGINT', () => {
@@ -288,7 +292,7 @@ export function registerOps(program: Command, io: Io): void {
       while (!stop) {
         await new Promise((r) => setTimeout(r, secs * 1000));
         if (stop) break;
-        const cur = await call<CountersSnapshot>(t, 'GET', '/v1/counters');
+        const cur = await call<CountersSnapshot>(t, 'GET', `/v1/counters?rules=${which}`);
         const text = o.json === true ? `${JSON.stringify(rates(prev, cur))}\n` : statsText(cur, prev, o.top);
         io.out(tty && o.json !== true ? `\x1b[H\x1b[2J${text}` : `${text}\n`);
         prev = cur;

@@ -241,7 +241,7 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   const srcPrefix = required(src, m, path, 'src_prefix', `the IPv6 source prefix, length <= ${MAX_SRC_PREFIX_LEN}, e.g. 2001:db8:ffff::/64`, (x) =>
     readIpv6Prefix(src, at('src_prefix'), x, MAX_SRC_PREFIX_LEN, SRC_LEN_WHY),
   );
-  const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? [];
+  const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? NO_SEGMENTS;
   const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
   const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
   return { where: formatPath(path), ...(name === undefined ? {} : { name }), match, srPrefix, srcPrefix, segments, srh, hopLimit };
@@ -343,9 +343,28 @@ function readIpv4Prefix(src: Source, path: Path, v: unknown): Ipv4Prefix {
   return src.guard(path, (warn) => parseIpv4Prefix(s, formatPath(path), warn));
 }
 
+/** Policies share one empty segment list. */
+const NO_SEGMENTS: Policy['segments'] = Object.freeze([]);
+
 function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why: string): Ipv6Prefix {
   const s = readString(src, path, v, 'an IPv6 prefix such as 2001:db8:1::/48');
-  const p = src.guard(path, (warn) => parseIpv6Prefix(s, formatPath(path), warn));
+  // The same text (a source prefix shared by thousands of policies) is
+  // parsed once and its prefix object shared; text that drew a warning is
+  // parsed again each time, so each occurrence is reported.
+  const cached = src.v6Prefixes.get(s);
+  let p: Ipv6Prefix;
+  if (cached !== undefined) {
+    p = cached;
+  } else {
+    let warned = false;
+    p = src.guard(path, (warn) =>
+      parseIpv6Prefix(s, formatPath(path), (w, r) => {
+        warned = true;
+        warn(w, r);
+      }),
+    );
+    if (!warned) src.v6Prefixes.set(s, p);
+  }
   if (p.len > maxLen) src.fail(path, `${s}: prefix length /${p.len} is too long; ${why}`);
   return p;
 }
@@ -512,6 +531,8 @@ function firstLine(s: string): string {
  */
 class Source {
   readonly warnings: ConfigWarning[] = [];
+  /** Parsed IPv6 prefixes by text (readIpv6Prefix). */
+  readonly v6Prefixes = new Map<string, Ipv6Prefix>();
   #doc: { doc: Document; lines: LineCounter } | undefined;
 
   constructor(

@@ -7,7 +7,7 @@
  *   PUT    /v1/policies  (replace, by match)  DELETE /v1/policies?match=P | ?name=N
  *   GET    /v1/localsids                   POST /v1/localsids   (add)
  *   PUT    /v1/localsids (replace, by sid)    DELETE /v1/localsids?sid=P | ?name=N
- *   GET    /v1/counters                    POST /v1/counters/reset
+ *   GET    /v1/counters[?rules=all|active|none|N]   POST /v1/counters/reset
  *   POST   /v1/reload
  *   GET    /metrics                        (Prometheus text format)
  *
@@ -166,7 +166,13 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     }
     if (path === '/v1/counters') {
       if (method !== 'GET') allow(['GET']);
-      return send(res, 200, d.counters());
+      const extra = [...url.searchParams.keys()].filter((x) => x !== 'rules');
+      if (extra.length > 0) throw new HttpError(400, `unknown query parameter ${extra[0]}; use ?rules=all|active|none|N`);
+      const r = url.searchParams.get('rules') ?? 'all';
+      if (!['all', 'active', 'none'].includes(r) && !/^[0-9]{1,7}$/.test(r)) {
+        throw new HttpError(400, `rules=${JSON.stringify(r)}: use all (every rule), active (rules with packets), none, or a number N (the first N rules)`, 'rules');
+      }
+      return send(res, 200, d.counters(/^[0-9]+$/.test(r) ? Number(r) : (r as 'all' | 'active' | 'none')));
     }
     if (path === '/v1/counters/reset') {
       if (method !== 'POST') allow(['POST']);

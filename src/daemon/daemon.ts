@@ -30,6 +30,7 @@ import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { COUNTER_STRIDE, MUP_EVENT_SLOTS } from '../dataplane/codec.js';
 import { TablesFullError } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
+import { releaseMemory } from './memory.js';
 import { ensureBpffs, Pins, DEFAULT_BPFFS, type MapPin } from './pins.js';
 import {
   emptyOverlay,
@@ -252,6 +253,7 @@ export class Daemon {
       this.#adopted ? 'took over the running data plane' : 'data plane loaded',
     );
     this.#saveState();
+    releaseMemory();
   }
 
   async #readConfig(): Promise<{ config: Config; sha: string }> {
@@ -391,6 +393,7 @@ export class Daemon {
       }
     }
     this.#saveState();
+    releaseMemory();
     this.#log.info({ ...result, configChanged, programReplaced }, 'reloaded');
     return { ...result, configChanged, programReplaced, discardedChanges: discarded, interfaces: ifaces };
   }
@@ -516,13 +519,19 @@ export class Daemon {
   // -------------------------------------------------------------------------
   // Counters and status
 
-  counters(): CountersSnapshot {
+  /**
+   * Counters now. `rules`: 'all' (default), 'active' (rules that have
+   * translated packets), 'none', or at most N rules in config order.
+   */
+  counters(rules: 'all' | 'active' | 'none' | number = 'all'): CountersSnapshot {
     const dp = this.dataplane;
     const events = dp.counters().events;
-    const rules = dp.ruleCounters(this.#rules.effective());
-    const sum = (kind: RuleCounter['kind']): CounterValue =>
-      rules.filter((r) => r.kind === kind).reduce((a, r) => ({ packets: a.packets + r.packets, bytes: a.bytes + r.bytes }), { packets: 0n, bytes: 0n });
-    return { at: new Date().toISOString(), events, rules, functions: { h_m_gtp4_d: sum('policy'), end_m_gtp4_e: sum('localsid') } };
+    const functions = dp.functionTotals();
+    const list =
+      rules === 'none'
+        ? []
+        : dp.ruleCounters(this.#rules.effective(), rules === 'active' ? { activeOnly: true } : typeof rules === 'number' ? { limit: rules } : {});
+    return { at: new Date().toISOString(), events, rules: list, functions };
   }
 
   /** Zero every counter slot (events and rules). */

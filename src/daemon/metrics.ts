@@ -41,7 +41,8 @@ export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT):
   let snapAt = 0;
   const counters = (): ReturnType<Daemon['counters']> => {
     if (snap === undefined || Date.now() - snapAt > 100) {
-      snap = d.counters();
+      // Functions and events are sums over every rule; per-rule series only for the first ruleLimit + 1.
+      snap = d.counters(ruleLimit + 1);
       snapAt = Date.now();
     }
     return snap;
@@ -115,7 +116,8 @@ export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT):
     help: `1 when there are more rules than the per-rule series limit (${ruleLimit}; mup daemon --metrics-rule-limit)`,
     registers: [reg],
     collect() {
-      this.set(counters().rules.length > ruleLimit ? 1 : 0);
+      const t = d.status().tables;
+      this.set(t.policies.entries + t.localsids.entries > ruleLimit ? 1 : 0);
     },
   });
   new Gauge({

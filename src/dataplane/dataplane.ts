@@ -172,8 +172,13 @@ export interface Dataplane {
    */
   run(frame: Buffer): RunResult;
   counters(): Counters;
-  /** Per-rule counters of the rules of `config` that are in the tables, in config order. */
-  ruleCounters(config: Pick<Config, 'policies' | 'localsids'>): RuleCounter[];
+  /**
+   * Per-rule counters of the rules of `config` that are in the tables, in
+   * config order; `activeOnly`: rules with packets only; `limit`: at most that many.
+   */
+  ruleCounters(config: Pick<Config, 'policies' | 'localsids'>, o?: { activeOnly?: boolean; limit?: number }): RuleCounter[];
+  /** Translated packets and bytes per function: the sums of the policy and local SID rule slots. */
+  functionTotals(): Record<TranslationFunction, CounterValue>;
   /**
    * Attach the program to interface `ifname` (in namespace `netns`, entered
    * with setns() on this thread). Refuses (EBUSY) when an XDP program of that
@@ -445,22 +450,46 @@ class LoadedDataplane implements Dataplane {
    * Per-rule counters of the rules of `config` that are in the tables, in
    * config order (policies, then local SIDs). One read of the counter range.
    */
-  ruleCounters(config: Pick<Config, 'policies' | 'localsids'>): RuleCounter[] {
+  functionTotals(): Record<TranslationFunction, CounterValue> {
+    const s = this.config.settings;
+    const raw = this.#raw(MUP_EVENT_SLOTS, s.maxPolicies + s.maxLocalSids);
+    const { offset: po } = LAYOUTS.mup_counter.members.packets;
+    const { offset: bo } = LAYOUTS.mup_counter.members.bytes;
+    // Free slots are zero (a rule's slot is zeroed when it goes), so a sum over the range is the sum over the rules.
+    const sum = (from: number, count: number): CounterValue => {
+      let packets = 0n;
+      let bytes = 0n;
+      const end = (from + count) * this.#ncpus * COUNTER_STRIDE;
+      for (let at = from * this.#ncpus * COUNTER_STRIDE; at < end; at += COUNTER_STRIDE) {
+        packets += raw.readBigUInt64LE(at + po);
+        bytes += raw.readBigUInt64LE(at + bo);
+      }
+      return { packets, bytes };
+    };
+    return { h_m_gtp4_d: sum(0, s.maxPolicies), end_m_gtp4_e: sum(s.maxPolicies, s.maxLocalSids) };
+  }
+
+  ruleCounters(config: Pick<Config, 'policies' | 'localsids'>, o: { activeOnly?: boolean; limit?: number } = {}): RuleCounter[] {
     const s = this.config.settings;
     const total = s.maxPolicies + s.maxLocalSids;
     const raw = this.#raw(MUP_EVENT_SLOTS, total);
     const stride = COUNTER_STRIDE * this.#ncpus;
     const gen = this.rules.generation;
+    const limit = o.limit ?? Infinity;
     const out: RuleCounter[] = [];
     const push = (rule: number, kind: RuleCounter['kind'], where: string, key: string, name: string | undefined): void => {
+      if (out.length >= limit) return;
       const v = decodePercpuCounter(raw, this.#ncpus, rule * stride);
+      if (o.activeOnly === true && v.packets === 0n) return;
       out.push(name === undefined ? { rule, kind, where, key, packets: v.packets, bytes: v.bytes } : { rule, kind, where, key, name, packets: v.packets, bytes: v.bytes });
     };
     for (const p of config.policies) {
+      if (out.length >= limit) break;
       const rule = this.#ruleOf(p, gen, () => this.rules.policyRule(p.match));
       if (rule !== undefined) push(rule, 'policy', p.where, policyKey(p), p.name);
     }
     for (const l of config.localsids) {
+      if (out.length >= limit) break;
       const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
       if (rule !== undefined) push(rule, 'localsid', l.where, localSidKey(l), l.name);
     }
