@@ -286,7 +286,7 @@ describe.skipIf(!isRoot)('README examples, run against a daemon', () => {
     });
 
   /** Run until the output shows what is documented (or it exits), then Ctrl-C. */
-  const runWatch = async (s: Step): Promise<{ exitCode: number | undefined; out: string }> => {
+  const runWatch = async (s: Step): Promise<{ exitCode: number | undefined; out: string; all: string }> => {
     const p = run(s.command);
     let out = '';
     p.stdout?.on('data', (c: Buffer) => (out += c.toString()));
@@ -297,7 +297,7 @@ describe.skipIf(!isRoot)('README examples, run against a daemon', () => {
     }
     p.kill('SIGINT');
     const r = await p;
-    return { exitCode: r.exitCode, out: String(r.stdout) };
+    return { exitCode: r.exitCode, out: String(r.stdout), all: String(r.all) };
   };
 
   for (const block of extractBlocks(readme)) {
@@ -307,8 +307,7 @@ describe.skipIf(!isRoot)('README examples, run against a daemon', () => {
         let out: string;
         let all: string;
         if (/\bmup stats\b.*--watch/.test(s.command)) {
-          ({ exitCode, out } = await runWatch(s));
-          all = out;
+          ({ exitCode, out, all } = await runWatch(s));
         } else {
           const r = await run(s.command);
           exitCode = r.exitCode;
