@@ -313,3 +313,40 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     expect(r.body).toMatchObject({ added: 0, deleted: 1, replaced: 0 });
   });
 });
+
+describe.skipIf(!isRoot)('mup daemon on an interface without native XDP', () => {
+  let lab: Lab | undefined;
+  let d: TestDaemon | undefined;
+  const config = (mode: string): string => `
+settings: { max_policies: 8, max_localsids: 8 }
+interfaces:
+  - { name: dum0, xdp: ${mode} }
+policies:
+  - { match: 192.0.2.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }
+`;
+
+  beforeAll(async () => {
+    lab = await Lab.create(['x']);
+    // A bridge: no native XDP in its driver (the kernel here has no dummy module).
+    await lab.ip('x', 'link', 'add', 'dum0', 'type', 'bridge');
+    await lab.ip('x', 'link', 'set', 'dum0', 'up');
+  });
+  afterAll(async () => {
+    await d?.cleanup();
+    await lab?.destroy();
+  });
+
+  it('refuses native mode naming the interface, the kernel reason and the generic hint; leaves nothing; generic works', async () => {
+    d = new TestDaemon({ config: config('native'), netns: lab!.ns('x') });
+    const r = await d.startFailing();
+    expect(r.exitCode).toBe(2);
+    expect(r.output).toMatch(/dum0 \(native\).*(not supported|EOPNOTSUPP).*xdp: generic/s);
+    expect(await lab!.ip('x', 'link', 'show', 'dum0')).not.toMatch(/xdp/);
+    expect((await execa('ls', ['-A', `${d.bpffs}/mup`], { reject: false })).stdout.trim(), 'no pins left by a failed first start').toBe('');
+    d.writeConfig(config('generic'));
+    await d.start();
+    const s = (await d.api('GET', '/v1/status')).body as { interfaces: { name: string; mode: string; attached: boolean }[] };
+    expect(s.interfaces).toMatchObject([{ name: 'dum0', mode: 'generic', attached: true }]);
+    expect(await lab!.ip('x', 'link', 'show', 'dum0')).toMatch(/xdpgeneric/);
+  }, 60_000);
+});

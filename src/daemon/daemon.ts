@@ -236,9 +236,22 @@ export class Daemon {
     this.pins.prepare();
 
     this.#objectSha = sha256(readFileSync(this.objectPath));
+    const hadPins = this.pins.links().length > 0 || this.pins.hasMaps();
     const dp = this.#load(this.#rules.effective(), o.replaceTables === true);
     this.#dp = dp;
-    this.#attachAll(config);
+    try {
+      this.#attachAll(config);
+    } catch (e) {
+      // A first start that cannot attach leaves nothing behind; a takeover
+      // keeps what runs (links that could not be swapped still run the old
+      // program on the same tables).
+      if (!hadPins) {
+        this.pins.removeAll();
+        dp.close();
+        this.#dp = undefined;
+      }
+      throw e;
+    }
     this.pins.pinProg(dp.progFd);
     const t = dp.rules;
     this.#log.info(

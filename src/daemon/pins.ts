@@ -104,6 +104,11 @@ export class Pins {
     return join(this.dir, `link_${mode}_${ifname.replace(/%/g, '%25').replace(/\./g, '%2e')}`);
   }
 
+  /** Are the tables of an earlier run pinned here? */
+  hasMaps(): boolean {
+    return MAP_PINS.every((m) => existsSync(this.mapPath(m)));
+  }
+
   /** Open the pinned maps, if all three are there (fds the caller closes). */
   openMaps(): Record<MapPin, number> | undefined {
     if (!MAP_PINS.every((m) => existsSync(this.mapPath(m)))) return undefined;
@@ -250,6 +255,7 @@ function attachError(e: unknown, ifname: string, mode: XdpMode): Error {
         ? `the kernel refused native XDP on ${ifname} (MTU too large for XDP, or no driver support); try \`xdp: generic\` for ${ifname}`
         : `the kernel refused XDP on ${ifname}`,
   };
-  const hint = hints[e.code];
+  // errno 95 is both EOPNOTSUPP and ENOTSUP on Linux; the binding names it either way.
+  const hint = hints[e.code === 'ENOTSUP' ? 'EOPNOTSUPP' : e.code];
   return new Error(hint === undefined ? e.message : `${e.message}; ${hint}`);
 }
