@@ -19,7 +19,6 @@
  * looks up). Namespace, daemon, pins and bpffs are removed in afterAll.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -159,26 +158,7 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
 
   /** A request over the unix socket with full control of the headers and the body's framing. */
   function raw(method: string, path: string, headers: Record<string, string>, chunks: readonly Buffer[]): Promise<ApiAnswer> {
-    return new Promise((resolve, reject) => {
-      const req = request({ socketPath: d!.socket, method, path, headers, timeout: 20_000 }, (res) => {
-        const got: Buffer[] = [];
-        res.on('data', (c: Buffer) => got.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(got).toString('utf8');
-          let body: unknown = text;
-          try {
-            body = JSON.parse(text);
-          } catch {
-            // not JSON
-          }
-          resolve({ status: res.statusCode ?? 0, body, text, headers: res.headers });
-        });
-      });
-      req.on('error', reject);
-      req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within 20 s`)));
-      for (const c of chunks) req.write(c);
-      req.end();
-    });
+    return d!.api(method, path, { headers, chunks });
   }
 
   /** A request to the HTTP listener, from inside the namespace (curl). `auth`: the Authorization header, if any. */

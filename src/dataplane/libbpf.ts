@@ -772,11 +772,16 @@ export interface ProgInfo {
   readonly name: string;
 }
 
+/** A NUL-terminated name of at most 16 bytes (BPF_OBJ_NAME_LEN) at `at`. */
+function objName(b: Buffer, at: number): string {
+  const name = b.subarray(at, at + 16);
+  const end = name.indexOf(0);
+  return name.subarray(0, end < 0 ? 16 : end).toString();
+}
+
 export function progInfo(fd: number, what = 'program'): ProgInfo {
   const b = objInfo(fd, 232, what);
-  const name = b.subarray(64, 80);
-  const end = name.indexOf(0);
-  return { id: b.readUInt32LE(4), tag: b.subarray(8, 16).toString('hex'), name: name.subarray(0, end < 0 ? 16 : end).toString() };
+  return { id: b.readUInt32LE(4), tag: b.subarray(8, 16).toString('hex'), name: objName(b, 64) };
 }
 
 export interface MapInfo {
@@ -791,8 +796,6 @@ export interface MapInfo {
 
 export function mapInfo(fd: number, what = 'map'): MapInfo {
   const b = objInfo(fd, 88, what);
-  const name = b.subarray(24, 40);
-  const end = name.indexOf(0);
   return {
     type: b.readUInt32LE(0),
     id: b.readUInt32LE(4),
@@ -800,7 +803,7 @@ export function mapInfo(fd: number, what = 'map'): MapInfo {
     valueSize: b.readUInt32LE(12),
     maxEntries: b.readUInt32LE(16),
     flags: b.readUInt32LE(20),
-    name: name.subarray(0, end < 0 ? 16 : end).toString(),
+    name: objName(b, 24),
   };
 }
 

@@ -230,27 +230,27 @@ interface Write {
 // its own per entry costs an ArrayBuffer, and 131,072 of them cost the
 // garbage collector more than the syscalls.
 
-function policyPuts(list: readonly Policy[]): Put[] {
-  const ks = LAYOUTS.mup_policy_key.size;
-  const keys = Buffer.alloc(ks * list.length);
-  return list.map((p, i) => ({
-    key: encodePolicyKey(p.match, keys, i * ks),
-    keyStr: keys.toString('latin1', i * ks, (i + 1) * ks),
-    plen: p.match.len,
-    encode: (rule: number, into: Buffer, at: number) => encodePolicy(p, rule, into, at),
+function putsOf<R>(
+  list: readonly R[],
+  keySize: number,
+  plen: (r: R) => number,
+  encodeKey: (r: R, into: Buffer, at: number) => Buffer,
+  encodeValue: (r: R, rule: number, into: Buffer, at: number) => Buffer,
+): Put[] {
+  const keys = Buffer.alloc(keySize * list.length);
+  return list.map((r, i) => ({
+    key: encodeKey(r, keys, i * keySize),
+    keyStr: keys.toString('latin1', i * keySize, (i + 1) * keySize),
+    plen: plen(r),
+    encode: (rule: number, into: Buffer, at: number) => encodeValue(r, rule, into, at),
   }));
 }
 
-function localSidPuts(list: readonly LocalSid[]): Put[] {
-  const ks = LAYOUTS.mup_localsid_key.size;
-  const keys = Buffer.alloc(ks * list.length);
-  return list.map((l, i) => ({
-    key: encodeLocalSidKey(l.sid, keys, i * ks),
-    keyStr: keys.toString('latin1', i * ks, (i + 1) * ks),
-    plen: l.sid.len,
-    encode: (rule: number, into: Buffer, at: number) => encodeLocalSid(l, rule, into, at),
-  }));
-}
+const policyPuts = (list: readonly Policy[]): Put[] =>
+  putsOf(list, LAYOUTS.mup_policy_key.size, (p) => p.match.len, (p, into, at) => encodePolicyKey(p.match, into, at), encodePolicy);
+
+const localSidPuts = (list: readonly LocalSid[]): Put[] =>
+  putsOf(list, LAYOUTS.mup_localsid_key.size, (l) => l.sid.len, (l, into, at) => encodeLocalSidKey(l.sid, into, at), encodeLocalSid);
 
 export class Tables {
   readonly #fds: TableFds;

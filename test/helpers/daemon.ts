@@ -21,16 +21,21 @@ export interface ApiAnswer {
   readonly headers: Record<string, string | string[] | undefined>;
 }
 
-/** One HTTP request to a unix socket (or host:port when `tcp` is given). */
-export function apiRequest(
-  socket: string | { host: string; port: number },
-  method: string,
-  path: string,
-  o: { body?: unknown; raw?: string | Buffer; headers?: Record<string, string> } = {},
-): Promise<ApiAnswer> {
+export interface RequestOptions {
+  /** JSON body (content type and length set). */
+  readonly body?: unknown;
+  /** Body bytes as given (content type and length set unless `exactHeaders`). */
+  readonly raw?: string | Buffer;
+  /** Body written in these pieces, headers exactly as given (framing tests). */
+  readonly chunks?: readonly Buffer[];
+  readonly headers?: Record<string, string>;
+}
+
+/** One HTTP request to a unix socket (or host:port). */
+export function apiRequest(socket: string | { host: string; port: number }, method: string, path: string, o: RequestOptions = {}): Promise<ApiAnswer> {
   const payload = o.raw ?? (o.body === undefined ? undefined : JSON.stringify(o.body));
   const headers: Record<string, string> = {
-    ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) }),
+    ...(payload === undefined || o.chunks !== undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) }),
     ...o.headers,
   };
   return new Promise((resolve, reject) => {
@@ -53,7 +58,8 @@ export function apiRequest(
     );
     req.on('error', reject);
     req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within 30 s`)));
-    if (payload !== undefined) req.write(payload);
+    if (o.chunks !== undefined) for (const c of o.chunks) req.write(c);
+    else if (payload !== undefined) req.write(payload);
     req.end();
   });
 }
@@ -159,7 +165,7 @@ export class TestDaemon {
     return r.exitCode ?? null;
   }
 
-  api(method: string, path: string, o: { body?: unknown; raw?: string | Buffer; headers?: Record<string, string> } = {}): Promise<ApiAnswer> {
+  api(method: string, path: string, o: RequestOptions = {}): Promise<ApiAnswer> {
     return apiRequest(this.socket, method, path, o);
   }
 
