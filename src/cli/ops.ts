@@ -74,7 +74,7 @@ export function registerOps(program: Command, io: Io): void {
     .option('--object <path>', 'BPF object to load', DEFAULT_OBJECT)
     .option('--netns <name>', 'run inside this network namespace (ip netns name)')
     .option('--detach-on-exit', 'on SIGTERM/SIGINT, detach from the interfaces and remove the pins')
-    .option('--replace-tables', 'do not carry the pinned tables and counters over: start with fresh ones (traffic stops while they refill)')
+    .option('--replace-tables', 'do not carry the pinned tables and counters over: start with fresh ones, filled before the new program is swapped in (counters start from zero)')
     .addOption(new Option('--log-format <format>', 'log format (default: text on a terminal, json otherwise)').choices(['json', 'text']))
     .addOption(new Option('--log-level <level>', 'least important log level shown').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .option('--metrics-rule-limit <n>', 'rules with their own Prometheus series (the first N)', int('--metrics-rule-limit'), 1000)

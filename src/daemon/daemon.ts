@@ -198,13 +198,17 @@ export class Daemon {
   async prepare(): Promise<void> {
     const o = this.#o;
     if (o.netns !== undefined) enterNetns(o.netns);
+    const t0 = performance.now();
     const { config, sha } = await this.#readConfig();
+    this.#timings.config = Math.round(performance.now() - t0);
     if (o.stateFile === undefined && config.daemon?.stateFile !== undefined) {
       this.#stateFile = config.daemon.stateFile;
       this.#store = new StateStore(this.#stateFile);
     }
     const { overlay, discard } = this.#loadOverlay(sha);
+    const t1 = performance.now();
     this.#rules = new RuleSet(config, overlay);
+    this.#timings.rules = Math.round(performance.now() - t1);
     this.#configSha = sha;
     this.#discardState = discard;
     for (const i of config.interfaces ?? []) {
@@ -217,6 +221,8 @@ export class Daemon {
   }
 
   #discardState = 0;
+  /** ms per start phase, logged with the start line. */
+  readonly #timings: Record<string, number> = {};
 
   /** Load (or take over) the data plane and attach it: after prepare(), and after the instance is known to be ours. */
   takeOver(): void {
@@ -237,8 +243,11 @@ export class Daemon {
 
     this.#objectSha = sha256(readFileSync(this.objectPath));
     const hadPins = this.pins.links().length > 0 || this.pins.hasMaps();
+    const t2 = performance.now();
     const dp = this.#load(this.#rules.effective(), o.replaceTables === true);
     this.#dp = dp;
+    this.#timings.load = Math.round(performance.now() - t2);
+    const t3 = performance.now();
     try {
       this.#attachAll(config);
     } catch (e) {
@@ -253,9 +262,11 @@ export class Daemon {
       throw e;
     }
     this.pins.pinProg(dp.progFd);
+    this.#timings.attach = Math.round(performance.now() - t3);
     const t = dp.rules;
     this.#log.info(
       {
+        ms: this.#timings,
         adopted: this.#adopted,
         policies: t.policyCount,
         localsids: t.localsidCount,
@@ -356,7 +367,7 @@ export class Daemon {
         config.file,
         'settings',
         `table sizes changed (max_policies ${s.maxPolicies} -> ${config.settings.maxPolicies}, max_localsids ${s.maxLocalSids} -> ${config.settings.maxLocalSids}); ` +
-          'a loaded table cannot be resized: restart the daemon with --replace-tables (counters reset, traffic stops while the tables refill)',
+          'a loaded table cannot be resized: restart the daemon with --replace-tables (the new tables are filled before the program is swapped in; counters start from zero)',
       );
     }
     for (const i of config.interfaces ?? []) {

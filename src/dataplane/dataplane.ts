@@ -288,7 +288,7 @@ export class TableSizeError extends RangeError {
     super(
       `the existing ${map} holds ${has} entries, the config asks for ${wants}: a BPF map cannot be resized in place. ` +
         'Keep the old settings.max_policies / max_localsids, or start over with fresh tables (mup daemon --replace-tables), ' +
-        'which resets the counters and interrupts traffic while the tables refill',
+        'which fills new tables before swapping the program in and starts the counters from zero',
     );
   }
 }
