@@ -295,6 +295,25 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     expect(((await d!.api('GET', '/v1/status')).body as { interfaces: { attached: boolean }[] }).interfaces.every((i) => i.attached)).toBe(true);
   });
 
+  it('refuses new table sizes on the pinned tables; --replace-tables starts fresh ones', async () => {
+    const bigger = CONFIG.replace('max_policies: 64', 'max_policies: 128');
+    await d!.stop('SIGTERM');
+    d!.writeConfig(bigger);
+    const refused = await d!.startFailing();
+    expect(refused.exitCode).toBe(2);
+    expect(refused.output).toMatch(/mup_policies holds 64 entries, the config asks for 128.*--replace-tables/);
+    expect(await xdpOnMup(), 'the running data plane is untouched').toHaveLength(2);
+    await d!.start(['--replace-tables']);
+    const s = (await d!.api('GET', '/v1/status')).body as { tables: { policies: { capacity: number; entries: number } }; interfaces: { attached: boolean }[] };
+    expect(s.tables.policies).toEqual({ capacity: 128, entries: 1 });
+    expect(s.interfaces.every((i) => i.attached)).toBe(true);
+    expect(await uplinkPackets(), 'fresh counters').toBe(0);
+    // Back to the sizes of the other tests.
+    await d!.stop('SIGTERM');
+    d!.writeConfig(CONFIG);
+    await d!.start(['--replace-tables']);
+  }, 60_000);
+
   it('reloads a changed config on SIGHUP, applying only the difference', async () => {
     d!.writeConfig(CONFIG.replace('\nlocalsids:', `\n  - { name: extra, match: 192.0.2.99/32, sr_prefix: "2001:db8:5::/48", src_prefix: "2001:db8:ff::/64" }\nlocalsids:`));
     process.kill(d!.pid!, 'SIGHUP');
