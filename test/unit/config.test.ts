@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { ConfigError } from '../../src/config/errors.js';
-import { DEFAULT_SETTINGS, loadConfigFile, parseConfig } from '../../src/config/load.js';
+import { DEFAULT_SETTINGS, loadConfigFile, parseConfig, repeatedJsonKey } from '../../src/config/load.js';
 import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix } from '../../src/sid/addr.js';
 
 const FILE = 'test.yaml';
@@ -311,5 +311,46 @@ describe('config errors', () => {
     const e = errorOf(text);
     expect(e.line).toBe(line);
     expect(e.message).toMatch(new RegExp(`^test\\.yaml:${line}: YAML syntax error`));
+  });
+});
+
+describe('JSON configs (JSON is YAML; read by JSON.parse)', () => {
+  const FILE = 'test.json';
+  const policy = { match: '10.0.0.0/24', sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' };
+
+  it('reads a JSON config exactly as the same config in YAML', () => {
+    const asJson = parseConfig(JSON.stringify({ settings: { forwarding: 'tx' }, policies: [policy] }, null, 2), FILE);
+    const asYaml = parseConfig(`settings: { forwarding: tx }\npolicies:\n  - { match: 10.0.0.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n`, FILE);
+    expect({ ...asJson, warnings: [] }).toEqual({ ...asYaml, warnings: [] });
+  });
+
+  it.each([
+    ['top level', '{"settings": {}, "settings": {}}', 'settings', 1],
+    ['nested, escaped', '{"policies": [\n {"match": "10.0.0.0/24", "m\\u0061tch": "10.1.0.0/24"}]}', 'match', 2],
+  ])('refuses a key given twice (%s), as YAML does, with the line', (_n, text, key, line) => {
+    let err: unknown;
+    try {
+      parseConfig(text, FILE);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).line).toBe(line);
+    expect((err as ConfigError).message).toMatch(new RegExp(`${key}|duplicate|once`, 'i'));
+  });
+
+  it('keeps a key repeated in different objects', () => {
+    const c = parseConfig(JSON.stringify({ policies: [policy, { ...policy, match: '10.1.0.0/24' }] }), FILE);
+    expect(c.policies).toHaveLength(2);
+  });
+
+  it('gives invalid JSON to the YAML parser, which words the error', () => {
+    expect(() => parseConfig('{"policies": [}', FILE)).toThrow(/YAML syntax error/);
+  });
+
+  it('repeatedJsonKey finds the first repeat and its offset', () => {
+    const text = '{"a": {"b": 1, "c": [ {"b": 2} ], "b": 3}}';
+    expect(repeatedJsonKey(text)).toEqual({ key: 'b', offset: text.indexOf('"b": 3') });
+    expect(repeatedJsonKey('{"a": "{\\"a\\": 1}", "b": ["a", "a"]}')).toBeUndefined();
   });
 });
