@@ -38,15 +38,16 @@ _Static_assert(sizeof(struct gtp4e_hdrs) == 44, "gtp4e_hdrs must have no padding
 #define GTP4E_HDR_MIN (sizeof(struct iphdr) + sizeof(struct udphdr) + sizeof(struct gtpu_hdr))
 #define GTP4E_HDR_PSC sizeof(struct gtp4e_hdrs)
 
-static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
+/* The packet is addressed to local SID ls (an End.M.GTP4.E one); local.h
+ * checked the IPv6 version and that payload_len fits the frame. */
+static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr *ip6,
+				 struct mup_localsid *ls, __u32 payload_len)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
-	struct mup_localsid *ls;
 	struct v6_chain chain;
 	struct u128 da, sa;
-	__u32 payload_len, inner_len, new_hdr, h, daddr4, saddr4, teid, rule;
+	__u32 inner_len, new_hdr, h, daddr4, saddr4, teid, rule;
 	struct eth_macs macs;
 	__u8 tos, ttl, qfi, r, with_psc, inner_nh;
 	__u8 *inner;
@@ -54,18 +55,9 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes)
 	int rc;
 
 	if ((void *)(ip6 + 1) > end)
-		return ev(MUP_EV_PASS_MALFORMED, bytes, XDP_PASS); /* no DA to judge by */
+		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP); /* checked by the caller */
 	da = u128_load(&ip6->daddr);
-	ls = localsid_lookup(da);
-	if (!ls)
-		return ev(MUP_EV_PASS_NO_LOCALSID, bytes, XDP_PASS);
-
-	if (ip6->version != 6)
-		return ev(MUP_EV_DROP_V6_BAD_HEADER, bytes, XDP_DROP);
-	payload_len = bpf_ntohs(ip6->payload_len);
-	if (sizeof(struct ethhdr) + sizeof(*ip6) + payload_len > bytes)
-		return ev(MUP_EV_DROP_V6_BAD_LENGTH, bytes, XDP_DROP);
-	rc = v6_walk(ip6, end, payload_len, &chain);
+	rc = v6_walk(ip6, end, payload_len, 0, &chain);
 	if (rc)
 		return ev(rc, bytes, XDP_DROP);
 	/* A packet that spent its hop budget is not re-originated with a

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause)
 /*
- * srv6-mup data plane: one XDP program, both RFC 9433 translations.
+ * srv6-mup data plane: one XDP program, the RFC 9433 translations.
  *
  *   IPv4 UDP/2152 to a policy prefix    -> H.M.GTP4.D    (gtp4d.h)
- *   IPv6 to a local SID                 -> End.M.GTP4.E  (gtp4e.h)
+ *   IPv6 to a local SID (local.h), by the SID's behaviour:
+ *                                       -> End.M.GTP4.E  (gtp4e.h)
+ *                                       -> End.M.GTP6.E  (gtp6e.h)
+ *                                       -> End.M.GTP6.D, End.M.GTP6.D.Di (gtp6d.h)
  *   anything else                       -> XDP_PASS, counted by reason
  */
 #include <linux/bpf.h>
@@ -13,7 +16,7 @@
 #include "mup_shared.h"
 #include "counters.h"
 #include "gtp4d.h"
-#include "gtp4e.h"
+#include "local.h"
 
 SEC("xdp")
 int mup_xdp(struct xdp_md *ctx)
@@ -28,7 +31,7 @@ int mup_xdp(struct xdp_md *ctx)
 	if (eth->h_proto == bpf_htons(ETH_P_IP))
 		return gtp4d(ctx, bytes);
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-		return gtp4e(ctx, bytes);
+		return srv6_local(ctx, bytes);
 	return ev(MUP_EV_PASS_NOT_IP, bytes, XDP_PASS);
 }
 

@@ -61,12 +61,28 @@ enum mup_container_mode {
 	MUP_CONTAINER_NEVER = 2,
 };
 
+/* What a local SID does with a packet addressed to it. */
+enum mup_behavior {
+	MUP_BEH_GTP4E = 0,     /* End.M.GTP4.E: SRv6 in, GTP-U/IPv4 out */
+	MUP_BEH_GTP6E = 1,     /* End.M.GTP6.E: SRv6 in, GTP-U/IPv6 out */
+	MUP_BEH_GTP6D = 2,     /* End.M.GTP6.D: GTP-U/IPv6 in, SRv6 out */
+	MUP_BEH_GTP6D_DI = 3,  /* End.M.GTP6.D.Di: the same, original DA kept as SRH[0] */
+};
+
 struct mup_localsid {
 	__u32 rule;       /* counter index of this rule */
-	__u8  sid_plen;   /* L, <= 56 */
-	__u8  src_plen;   /* P, <= 96 */
-	__u8  container;  /* enum mup_container_mode */
-	__u8  ttl;
+	__u8  sid_plen;   /* L: <= 56 (GTP4.E), <= 88 (GTP6.E), <= 128 (GTP6.D) */
+	__u8  src_plen;   /* P, <= 96 (GTP4.E only) */
+	__u8  container;  /* enum mup_container_mode (GTP4.E, GTP6.E) */
+	__u8  ttl;        /* outer IPv4 TTL (GTP4.E) or IPv6 hop limit (GTP6.E) */
+	/* Added for GTP-U over IPv6; a GTP4.E entry leaves them zero. */
+	__u8  behavior;   /* enum mup_behavior */
+	__u8  pad[7];
+	/* End.M.GTP6.D/.Di: the SR policy (sr_prefix = prefix of the last
+	 * SID B, which gets Args.Mob.Session at bit sr_plen <= 88; src_prefix
+	 * = the outer IPv6 source A, all 128 bits; segs, srh_mode, hop_limit).
+	 * End.M.GTP6.E: src_prefix = the outer IPv6 source A. */
+	struct mup_policy pol;
 };
 
 enum mup_fwd_mode {
@@ -144,7 +160,11 @@ enum mup_event {
 	MUP_EV_DROP_ADJUST = 33,           /* bpf_xdp_adjust_head/tail refused */
 	MUP_EV_DROP_BAD_RULE = 34,         /* table entry out of range (never expected) */
 	MUP_EV_DROP_V6_BAD_HEADER = 35,    /* IPv6 ethertype, version != 6 */
-	MUP_EV_MAX = 36,
+	/* GTP-U over IPv6 (End.M.GTP6.*) */
+	MUP_EV_DROP_SRH_SL_NOT_ONE = 36,   /* End.M.GTP6.E with Segments Left != 1 */
+	MUP_EV_DROP_SRH_MISSING = 37,      /* End.M.GTP6.E without an SRH (no SRH[0] = gNB) */
+	MUP_EV_DROP_GTP6_NOT_GTPU = 38,    /* to an End.M.GTP6.D SID, not UDP to port 2152 */
+	MUP_EV_MAX = 39,
 };
 
 #endif /* MUP_SHARED_H */

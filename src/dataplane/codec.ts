@@ -9,7 +9,7 @@
  * (__u8[16]) are network order by nature.
  */
 import { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS } from '../config/limits.js';
-import type { ContainerMode, ForwardingMode, LocalSid, Policy, Settings, SrhMode } from '../config/types.js';
+import type { ContainerMode, ForwardingMode, LocalSid, LocalSidBehavior, Policy, Settings, SrhMode } from '../config/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 import { ipv6ToBytes } from '../sid/addr.js';
 
@@ -46,8 +46,16 @@ export const LAYOUTS = {
   },
   mup_localsid_key: { size: 20, members: { plen: m(0, 4), addr: m(4, 16) } },
   mup_localsid: {
-    size: 8,
-    members: { rule: m(0, 4), sid_plen: m(4, 1), src_plen: m(5, 1), container: m(6, 1), ttl: m(7, 1) },
+    size: 124,
+    members: {
+      rule: m(0, 4),
+      sid_plen: m(4, 1),
+      src_plen: m(5, 1),
+      container: m(6, 1),
+      ttl: m(7, 1),
+      behavior: m(8, 1),
+      pol: m(16, 108), // a struct mup_policy, same layout as above
+    },
   },
   mup_config: {
     size: 52,
@@ -69,10 +77,17 @@ export const LAYOUTS = {
 export const SRH_MODES: Readonly<Record<SrhMode, number>> = { auto: 0, always: 1, reduced: 2 };
 export const CONTAINER_MODES: Readonly<Record<ContainerMode, number>> = { always: 0, auto: 1, never: 2 };
 export const FWD_MODES: Readonly<Record<ForwardingMode, number>> = { fib: 0, tx: 1, kernel: 2 };
+export const BEHAVIORS: Readonly<Record<LocalSidBehavior, number>> = {
+  'end.m.gtp4.e': 0,
+  'end.m.gtp6.e': 1,
+  'end.m.gtp6.d': 2,
+  'end.m.gtp6.d.di': 3,
+};
 export const ENUMS = {
   mup_srh_mode: { MUP_SRH_AUTO: 0, MUP_SRH_ALWAYS: 1, MUP_SRH_REDUCED: 2 },
   mup_container_mode: { MUP_CONTAINER_ALWAYS: 0, MUP_CONTAINER_AUTO: 1, MUP_CONTAINER_NEVER: 2 },
   mup_fwd_mode: { MUP_FWD_FIB: 0, MUP_FWD_TX: 1, MUP_FWD_KERNEL: 2 },
+  mup_behavior: { MUP_BEH_GTP4E: 0, MUP_BEH_GTP6E: 1, MUP_BEH_GTP6D: 2, MUP_BEH_GTP6D_DI: 3 },
 } as const satisfies Record<string, Record<string, number>>;
 
 const P = LAYOUTS.mup_policy.members;
@@ -179,6 +194,25 @@ export function encodeLocalSid(s: LocalSid, rule: number): Buffer {
   b.writeUInt8(s.srcPrefixLen, L.src_plen.offset);
   b.writeUInt8(CONTAINER_MODES[s.container], L.container.offset);
   b.writeUInt8(s.ttl, L.ttl.offset);
+  b.writeUInt8(BEHAVIORS[s.behavior ?? 'end.m.gtp4.e'], L.behavior.offset);
+  // The GTP6 functions' SR policy and source address, in an embedded
+  // struct mup_policy (match, rule and src_plen unused there).
+  const at = L.pol.offset;
+  if (s.source !== undefined) ipv6ToBytes(s.source).copy(b, at + P.src_prefix.offset);
+  b.writeUInt8(128, at + P.src_plen.offset);
+  if (s.srPrefix !== undefined) {
+    ipv6ToBytes(s.srPrefix.addr).copy(b, at + P.sr_prefix.offset);
+    b.writeUInt8(s.srPrefix.len, at + P.sr_plen.offset);
+  }
+  const segs = s.segments ?? [];
+  if (segs.length > MUP_MAX_SEGS) {
+    throw new Error(`internal: ${s.where} has ${segs.length} segments; config validation should have refused it`);
+  }
+  segs.forEach((x, i) => ipv6ToBytes(x).copy(b, at + P.segs.offset + 16 * i));
+  b.writeUInt8(segs.length, at + P.nsegs.offset);
+  b.writeUInt8(SRH_MODES[s.srh ?? 'auto'], at + P.srh_mode.offset);
+  b.writeUInt8(s.ttl, at + P.hop_limit.offset);
+  b.writeUInt32LE(rule, at + P.rule.offset);
   return b;
 }
 

@@ -112,8 +112,8 @@ export interface Counters {
   readonly functions: Record<TranslationFunction, CounterValue>;
 }
 
-/** H.M.GTP4.D (policies) and End.M.GTP4.E (local SIDs). */
-export type TranslationFunction = 'h_m_gtp4_d' | 'end_m_gtp4_e';
+/** H.M.GTP4.D (policies) and the local SID behaviours. */
+export type TranslationFunction = 'h_m_gtp4_d' | 'end_m_gtp4_e' | 'end_m_gtp6_e' | 'end_m_gtp6_d' | 'end_m_gtp6_d_di';
 
 /**
  * XDP attach mode. native: in the driver, the fast path (veth supports it).
@@ -475,11 +475,22 @@ class LoadedDataplane implements Dataplane {
       const l = localsids[j];
       if (l !== undefined) rules.push({ rule: localSidRule(this.config, j), kind: 'localsid', where: l.where, ...v });
     });
-    const sum = (kind: RuleCounter['kind']): CounterValue =>
+    const behaviorOf = new Map(localsids.map((l) => [l.where, l.behavior ?? 'end.m.gtp4.e']));
+    const sum = (kind: RuleCounter['kind'], behavior?: string): CounterValue =>
       rules
-        .filter((r) => r.kind === kind)
+        .filter((r) => r.kind === kind && (behavior === undefined || behaviorOf.get(r.where) === behavior))
         .reduce((a, r) => ({ packets: a.packets + r.packets, bytes: a.bytes + r.bytes }), { packets: 0n, bytes: 0n });
-    return { events, rules, functions: { h_m_gtp4_d: sum('policy'), end_m_gtp4_e: sum('localsid') } };
+    return {
+      events,
+      rules,
+      functions: {
+        h_m_gtp4_d: sum('policy'),
+        end_m_gtp4_e: sum('localsid', 'end.m.gtp4.e'),
+        end_m_gtp6_e: sum('localsid', 'end.m.gtp6.e'),
+        end_m_gtp6_d: sum('localsid', 'end.m.gtp6.d'),
+        end_m_gtp6_d_di: sum('localsid', 'end.m.gtp6.d.di'),
+      },
+    };
   }
 
   get attachments(): readonly Attachment[] {
