@@ -63,10 +63,13 @@ static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 		 * the DA, Last Entry 0) has it at the same place. */
 		struct srh_hdr *srh = (void *)(ip6 + 1) + (chain.srh & 0x1fff);
 
-		if ((void *)srh + 8 + 16 > end)
+		if ((void *)(srh + 1) > end)
 			return ev(MUP_EV_DROP_V6_TRUNCATED, bytes, XDP_DROP);
 		if (srh->hdrlen < 2)
 			return ev(MUP_EV_DROP_SRH_MISSING, bytes, XDP_DROP); /* no segment list */
+		/* v6_walk checked the whole SRH against the frame */
+		if ((void *)srh + 8 + 16 > end)
+			return ev(MUP_EV_DROP_V6_TRUNCATED, bytes, XDP_DROP);
 		gnb = u128_load((void *)(srh + 1));
 	}
 	if (ip6->hop_limit <= 1)
@@ -148,7 +151,9 @@ static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 		}
 		/* UDP checksum: pseudo header (addresses, length, next
 		 * header), then the UDP header and everything after it. */
-		sum = bpf_htonl(udp_len) + bpf_htonl(IPPROTO_UDP);
+		/* 16-bit words in memory order: the 32-bit length and next
+		 * header fields add as their low halves (no carry lost). */
+		sum = (__u32)bpf_htons(udp_len) + bpf_htons(IPPROTO_UDP);
 		sum = bpf_csum_diff(0, 0, (void *)&o->ip6.saddr, 32, sum);
 		sum = csum_to_end((__u8 *)&o->udp, end, sum);
 		o = (void *)(long)ctx->data + sizeof(struct ethhdr);
