@@ -20,6 +20,7 @@
 #include "hash.h"
 #include "srh.h"
 #include "fwd.h"
+#include "echo.h"
 
 /* What the GTP-U header and its extension chain told us. */
 struct gtp_info {
@@ -191,8 +192,14 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	gtp_len = bpf_ntohs(gtp->length);
 	if (gtp_len + 16 != udp_len)
 		return ev(MUP_EV_DROP_GTP_BAD_LENGTH, bytes, XDP_DROP);
-	if (gtp->type != GTP_TYPE_GPDU)
-		return ev(MUP_EV_PASS_GTP_SIGNALLING, bytes, XDP_PASS);
+	if (gtp->type != GTP_TYPE_GPDU) {
+		__be16 seq = 0;
+
+		rc = gtp_signalling(gtp, end, gtp_len, &seq);
+		if (rc)
+			return ev(rc, bytes, XDP_DROP);
+		return echo_reply4(ctx, bytes, tot, ip->saddr, ip->daddr, udp->source, seq);
+	}
 
 	rc = gtp_parse_ext(gtp, end, gtp_len + sizeof(*gtp), &gi);
 	if (rc)

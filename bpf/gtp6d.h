@@ -23,6 +23,7 @@
 #include "hash.h"
 #include "srh.h"
 #include "fwd.h"
+#include "echo.h"
 
 /* The SID list in path order is [S1..Sk, B] (End.M.GTP6.D) or
  * [S1..Sk, B, D] (.Di): n entries. The SRH lists it backwards; entries is n,
@@ -101,8 +102,15 @@ static __always_inline int gtp6d(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 	gtp_len = bpf_ntohs(gtp->length);
 	if (gtp_len + 16 != udp_len)
 		return ev(MUP_EV_DROP_GTP_BAD_LENGTH, bytes, XDP_DROP);
-	if (gtp->type != GTP_TYPE_GPDU)
-		return ev(MUP_EV_PASS_GTP_SIGNALLING, bytes, XDP_PASS);
+	if (gtp->type != GTP_TYPE_GPDU) {
+		__be16 seq = 0;
+
+		rc = gtp_signalling(gtp, end, gtp_len, &seq);
+		if (rc)
+			return ev(rc, bytes, XDP_DROP);
+		return echo_reply6(ctx, bytes, payload_len, u128_load(&ip6->saddr), u128_load(&ip6->daddr),
+				   udp->source, seq);
+	}
 
 	rc = gtp_parse_ext(gtp, end, gtp_len + sizeof(*gtp), &gi);
 	if (rc)

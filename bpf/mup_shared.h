@@ -129,7 +129,7 @@ enum mup_event {
 	MUP_EV_PASS_NO_POLICY = 2,     /* GTP-U to an address with no policy */
 	MUP_EV_PASS_V4_FRAGMENT = 3,   /* matching IPv4 fragment: not translated */
 	MUP_EV_PASS_GTP_NOT_V1 = 4,    /* version != 1 or PT != 1 */
-	MUP_EV_PASS_GTP_SIGNALLING = 5,/* Echo, Error Indication, End Marker, ... */
+	MUP_EV_PASS_GTP_SIGNALLING = 5,/* no longer counted: see MUP_EV_REPLY_ECHO and below */
 	MUP_EV_PASS_NO_LOCALSID = 6,   /* IPv6 not to a local SID */
 	MUP_EV_PASS_MALFORMED = 7,     /* malformed, not addressed to us: the kernel judges */
 	/* Translated: how the result left. */
@@ -164,7 +164,14 @@ enum mup_event {
 	MUP_EV_DROP_SRH_SL_NOT_ONE = 36,   /* End.M.GTP6.E with Segments Left != 1 */
 	MUP_EV_DROP_SRH_MISSING = 37,      /* End.M.GTP6.E without an SRH (no SRH[0] = gNB) */
 	MUP_EV_DROP_GTP6_NOT_GTPU = 38,    /* to an End.M.GTP6.D SID, not UDP to port 2152 */
-	MUP_EV_MAX = 39,
+	/* GTP-U messages other than G-PDU, to an address we terminate
+	 * (a policy prefix, an End.M.GTP6.D SID): never passed on. */
+	MUP_EV_REPLY_ECHO = 39,            /* Echo Request answered with an Echo Response (XDP_TX) */
+	MUP_EV_DROP_ECHO_BAD = 40,         /* Echo Request without S flag or with broken IEs */
+	MUP_EV_DROP_GTP_END_MARKER = 41,   /* RFC 9433 defines no SRv6 form of it: dropped */
+	MUP_EV_DROP_GTP_ERROR_IND = 42,    /* stateless: no session to tear down, no SRv6 form */
+	MUP_EV_DROP_GTP_UNEXPECTED = 43,   /* Echo Response, any other message type */
+	MUP_EV_MAX = 44,
 };
 
 #endif /* MUP_SHARED_H */

@@ -649,6 +649,9 @@ function otherSeeds(rng: Rng, cfg: Config): Seed[] {
     ['v4-dns', v4({ payload: udp(5353, 53, rng.bytes(30)) })],
     ['v4-tcp', v4({ proto: 6, payload: tcp(1234, 2152, rng.bytes(10)) })],
     ['gtp-echo', v4({ payload: udp(2152, 2152, g(1)) })],
+    // Well-formed Echo Requests (answered): without IEs, with the Recovery IE.
+    ['gtp-echo-plain', v4({ payload: udp(rng.int(65536), 2152, gtpu({ flags: 0x32, type: 1, teid: 0, seq: rng.int(65536), exts: [], inner: Buffer.alloc(0) })) })],
+    ['gtp-echo-recovery', v4({ payload: udp(2152, 2152, gtpu({ flags: 0x32, type: 1, teid: 0, seq: rng.int(65536), exts: [], inner: Buffer.from([14, 3]) })) })],
     ['gtp-end-marker', v4({ payload: udp(2152, 2152, g(254, 0x30)) })],
     ['gtp-error-ind', v4({ payload: udp(2152, 2152, g(26)) })],
     ['gtpv2-header', v4({ payload: udp(2152, 2152, Buffer.concat([Buffer.from([0x48, 0xff]), u16(inner.length + 8), rng.bytes(8), inner])) })],
@@ -958,7 +961,9 @@ export type ModelResult =
       readonly doubt?: string;
     }
   | { readonly kind: 'not-ours' }
-  | { readonly kind: 'malformed'; readonly why: string };
+  | { readonly kind: 'malformed'; readonly why: string }
+  /** A GTP-U Echo Request to us: answered with exactly this frame (XDP_TX). */
+  | { readonly kind: 'reply'; readonly out: Buffer };
 
 function rotl(x: number, r: number): number {
   return ((x << r) | (x >>> (32 - r))) >>> 0;
@@ -1023,6 +1028,48 @@ function gtpExtKnown(t: number): boolean {
   return t < 0x80 || [0x81, 0x82, 0x83, 0x84, 0x85, 0xc0].includes(t);
 }
 
+/**
+ * A GTP-U message other than a G-PDU to a policy prefix (docs/datapath.md,
+ * "GTP-U signalling"): a well-formed Echo Request is answered, anything
+ * else is dropped.
+ */
+function modelSignalling4(f: Buffer, o: number, u: number, g: number, gtpLen: number): ModelResult {
+  const type = f[g + 1]!;
+  if (type !== 1) return { kind: 'malformed', why: `GTP-U message type ${type}: dropped by reason` };
+  if (!(f[g]! & 0x02) || gtpLen < 4) return { kind: 'malformed', why: 'Echo Request without a sequence number' };
+  const ies = g + 12;
+  let pos = 4;
+  if (pos < gtpLen && f[ies]! === 14) {
+    if (pos + 2 > gtpLen) return { kind: 'malformed', why: 'Recovery IE cut short' };
+    pos += 2;
+  }
+  if (pos < gtpLen) {
+    const at = g + 8 + pos;
+    if (f[at] !== 255 || pos + 3 > gtpLen) return { kind: 'malformed', why: 'Echo Request IE other than Recovery, Private Extension' };
+    pos += 3 + f.readUInt16BE(at + 1);
+  }
+  if (pos !== gtpLen) return { kind: 'malformed', why: 'Echo Request IEs do not fill the message' };
+  // TS 29.281 §7.2.2: back to the sender's address and port, from 2152.
+  const src = f.readUInt32BE(o + 16);
+  const dst = f.readUInt32BE(o + 12);
+  const dport = f.readUInt16BE(u);
+  const gtp = Buffer.from([0x32, 2, 0, 6, 0, 0, 0, 0, f[g + 8]!, f[g + 9]!, 0, 0, 14, 0]);
+  const udp = Buffer.alloc(8);
+  udp.writeUInt16BE(2152, 0);
+  udp.writeUInt16BE(dport, 2);
+  udp.writeUInt16BE(8 + gtp.length, 4);
+  const pseudo = Buffer.alloc(12);
+  pseudo.writeUInt32BE(src, 0);
+  pseudo.writeUInt32BE(dst, 4);
+  pseudo[9] = 17;
+  pseudo.writeUInt16BE(8 + gtp.length, 10);
+  const sum = ipv4Checksum(Buffer.concat([pseudo, udp, gtp]));
+  udp.writeUInt16BE(sum === 0 ? 0xffff : sum, 6);
+  const ip = ipv4Header({ src: ipv4Addr(src), dst: ipv4Addr(dst), proto: 17, payloadLen: 8 + gtp.length, ttl: 64, id: 0, frag: 0x4000 });
+  const eth = Buffer.concat([f.subarray(6, 12), f.subarray(0, 6), Buffer.from([0x08, 0x00])]);
+  return { kind: 'reply', out: Buffer.concat([eth, ip, udp, gtp]) };
+}
+
 /** H.M.GTP4.D: what an IPv4 frame must become. */
 export function modelGtp4d(f: Buffer, cfg: Config): ModelResult {
   const o = ETH_HLEN;
@@ -1048,7 +1095,7 @@ export function modelGtp4d(f: Buffer, cfg: Config): ModelResult {
   if ((flags & 0xf0) !== 0x30) return { kind: 'not-ours' };
   const gtpLen = f.readUInt16BE(g + 2);
   if (gtpLen + 16 !== udpLen) return { kind: 'malformed', why: `GTP length ${gtpLen} != UDP length ${udpLen} - 16` };
-  if (f[g + 1] !== 0xff) return { kind: 'not-ours' };
+  if (f[g + 1] !== 0xff) return modelSignalling4(f, o, u, g, gtpLen);
   const gtpEnd = g + 8 + gtpLen; // == 14 + tot
   let hdr = 8;
   let qfi = 0;
@@ -1320,6 +1367,11 @@ export function checkFrame(cfg: Config, input: Buffer, verdict: Verdict, out: Bu
   if (verdict === 'aborted') return { reason: 'verdict XDP_ABORTED', modelChecked: false };
   if (verdict === 'redirect') return { reason: 'verdict XDP_REDIRECT in forwarding mode tx', modelChecked: false };
   const m = model(input, cfg);
+  if (m.kind === 'reply') {
+    if (verdict !== 'tx') return { reason: `verdict ${verdict} for an Echo Request: not answered`, modelChecked: false };
+    if (!m.out.equals(out)) return { reason: `Echo Response differs from the model (${diffAt(m.out, out)})`, modelChecked: true };
+    return { reason: null, modelChecked: true };
+  }
   const must = m.kind === 'translate' && m.doubt === undefined;
   if (verdict === 'pass') {
     if (!out.equals(input)) return { reason: `passed frame modified (${diffAt(input, out)})`, modelChecked: false };
@@ -1446,8 +1498,8 @@ export function fuzz(o: FuzzOptions): FuzzReport {
       cc('sum of event bytes = bytes sent', evBytes, bytes),
       cc('drop_* = drop verdicts', drops, verdicts.drop),
       cc('pass_* = pass verdicts', passes, verdicts.pass),
-      cc('fwd_tx = tx verdicts', events['fwd_tx'] ?? 0, verdicts.tx),
-      cc('rule counters = tx verdicts', ruleHits, verdicts.tx),
+      cc('fwd_tx + reply_echo = tx verdicts', (events['fwd_tx'] ?? 0) + (events['reply_echo'] ?? 0), verdicts.tx),
+      cc('rule counters = tx verdicts - reply_echo', ruleHits, verdicts.tx - (events['reply_echo'] ?? 0)),
     ];
     for (const k of counting) {
       if (k.ok) continue;
