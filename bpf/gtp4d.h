@@ -21,6 +21,7 @@
 #include "srh.h"
 #include "fwd.h"
 #include "echo.h"
+#include "mtu.h"
 
 /* What the GTP-U header and its extension chain told us. */
 struct gtp_info {
@@ -226,6 +227,8 @@ static __always_inline int gtp4d(struct xdp_md *ctx, __u32 bytes)
 	if (pol->srh_mode != MUP_SRH_REDUCED && (entries || pol->srh_mode == MUP_SRH_ALWAYS))
 		entries++;
 	new_hdr = sizeof(struct ipv6hdr) + (entries ? 8 + 16 * entries : 0);
+	if (pol->mtu && new_hdr + inner_len > pol->mtu)
+		return too_big4(ctx, bytes, tot, (__s32)pol->mtu - (__s32)(new_hdr + inner_len - tot));
 
 	{
 		/* RFC 9433 §6.1: SID B = sr_prefix | IPv4 DA | QFI R U TEID,

@@ -21,6 +21,7 @@
 #include "csum.h"
 #include "srh.h"
 #include "fwd.h"
+#include "mtu.h"
 
 /* Outer headers we push: IPv4 + UDP + GTP-U, and optionally the 4 optional
  * bytes plus a one-unit PDU Session Container. */
@@ -91,6 +92,9 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 	with_psc = ls->container == MUP_CONTAINER_ALWAYS ||
 		   (ls->container == MUP_CONTAINER_AUTO && (qfi || r));
 	new_hdr = with_psc ? GTP4E_HDR_PSC : GTP4E_HDR_MIN;
+	if (ls->mtu && new_hdr + inner_len > ls->mtu)
+		return too_big6(ctx, bytes, payload_len,
+				(__s32)ls->mtu - (__s32)(new_hdr + inner_len - sizeof(*ip6) - payload_len));
 	tos = (bpf_ntohl(*(__be32 *)ip6) >> 20) & 0xff;
 	ttl = ls->ttl;
 	rule = ls->rule;

@@ -24,6 +24,7 @@
 #include "srh.h"
 #include "fwd.h"
 #include "echo.h"
+#include "mtu.h"
 
 /* The SID list in path order is [S1..Sk, B] (End.M.GTP6.D) or
  * [S1..Sk, B, D] (.Di): n entries. The SRH lists it backwards; entries is n,
@@ -139,6 +140,9 @@ static __always_inline int gtp6d(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 	else if (n == 1 && pol->srh_mode == MUP_SRH_AUTO)
 		entries = 0;
 	new_hdr = sizeof(struct ipv6hdr) + (entries ? 8 + 16 * entries : 0);
+	if (ls->mtu && new_hdr + inner_len > ls->mtu)
+		return too_big6(ctx, bytes, payload_len,
+				(__s32)ls->mtu - (__s32)(new_hdr + inner_len - sizeof(*ip6) - payload_len));
 
 	{
 		/* RFC 9433 §6.1: B = sr_prefix | QFI R U TEID at bit L. */

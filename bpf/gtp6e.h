@@ -21,6 +21,7 @@
 #include "csum.h"
 #include "srh.h"
 #include "fwd.h"
+#include "mtu.h"
 
 /* Outer headers we push: IPv6 + UDP + GTP-U, and optionally the 4 optional
  * bytes plus a one-unit PDU Session Container. */
@@ -96,6 +97,9 @@ static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 	with_psc = ls->container == MUP_CONTAINER_ALWAYS ||
 		   (ls->container == MUP_CONTAINER_AUTO && (qfi || r));
 	new_hdr = with_psc ? GTP6E_HDR_PSC : GTP6E_HDR_MIN;
+	if (ls->mtu && new_hdr + inner_len > ls->mtu)
+		return too_big6(ctx, bytes, payload_len,
+				(__s32)ls->mtu - (__s32)(new_hdr + inner_len - sizeof(*ip6) - payload_len));
 	/* Traffic class carried over, flow label from the inner 5-tuple. */
 	vtcfl = (bpf_ntohl(*(__be32 *)ip6) & 0x0ff00000) | 6U << 28 | (h & 0xfffff);
 	hlim = ls->ttl;

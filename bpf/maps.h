@@ -29,6 +29,19 @@ struct {
 	__type(value, struct mup_counter);
 } mup_counters SEC(".maps");
 
+/* ICMP errors sent by this CPU in the current one-second window (mtu.h). */
+struct mup_icmp_window {
+	__u64 start_ns;
+	__u64 sent;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mup_icmp_window);
+} mup_icmp_rate SEC(".maps");
+
 /* Read with plain loads (no helper call); written by user space. */
 struct mup_config mup_cfg SEC(".data.cfg") = {
 	.fwd_mode = MUP_FWD_FIB,

@@ -46,7 +46,8 @@ struct mup_policy {
 	__u8  nsegs;          /* k, 0..MUP_MAX_SEGS */
 	__u8  srh_mode;       /* enum mup_srh_mode */
 	__u8  hop_limit;
-	__u8  pad[3];
+	__u8  pad;
+	__u16 mtu;            /* egress MTU of the translated packet, 0 = not checked (mtu.h) */
 };
 
 /* Local SID table key (End.M.GTP4.E): exact match per configured length. */
@@ -77,7 +78,9 @@ struct mup_localsid {
 	__u8  ttl;        /* outer IPv4 TTL (GTP4.E) or IPv6 hop limit (GTP6.E) */
 	/* Added for GTP-U over IPv6; a GTP4.E entry leaves them zero. */
 	__u8  behavior;   /* enum mup_behavior */
-	__u8  pad[7];
+	__u8  pad;
+	__u16 mtu;        /* egress MTU of the translated packet, 0 = not checked (mtu.h) */
+	__u8  pad2[4];
 	/* End.M.GTP6.D/.Di: the SR policy (sr_prefix = prefix of the last
 	 * SID B, which gets Args.Mob.Session at bit sr_plen <= 88; src_prefix
 	 * = the outer IPv6 source A, all 128 bits; segs, srh_mode, hop_limit).
@@ -171,7 +174,11 @@ enum mup_event {
 	MUP_EV_DROP_GTP_END_MARKER = 41,   /* RFC 9433 defines no SRv6 form of it: dropped */
 	MUP_EV_DROP_GTP_ERROR_IND = 42,    /* stateless: no session to tear down, no SRv6 form */
 	MUP_EV_DROP_GTP_UNEXPECTED = 43,   /* Echo Response, any other message type */
-	MUP_EV_MAX = 44,
+	/* Larger than the rule's egress MTU after translation (mtu.h). */
+	MUP_EV_REPLY_TOO_BIG = 44,         /* dropped; ICMP Fragmentation Needed / ICMPv6 Packet Too Big sent back instead (XDP_TX) */
+	MUP_EV_DROP_TOO_BIG = 45,          /* dropped, no ICMP: IPv4 with DF clear (we do not fragment) */
+	MUP_EV_DROP_TOO_BIG_RATELIMIT = 46,/* dropped, no ICMP: this CPU sent its ICMP errors for this second */
+	MUP_EV_MAX = 47,
 };
 
 #endif /* MUP_SHARED_H */

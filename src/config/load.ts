@@ -33,16 +33,16 @@ const POLICY_BEHAVIORS = ['h.m.gtp4.d'] as const;
 
 const TOP_KEYS = ['settings', 'policies', 'localsids'] as const;
 const SETTINGS_KEYS = ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed'] as const;
-const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior'] as const;
+const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior', 'mtu'] as const;
 const LOCALSID_KEYS = [
-  'name', 'sid', 'src_prefix_len', 'container', 'ttl', 'behavior', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit',
+  'name', 'sid', 'src_prefix_len', 'container', 'ttl', 'behavior', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu',
 ] as const;
 /** The keys each local SID behaviour takes (besides name and behavior). */
 const LOCALSID_KEYS_OF: Readonly<Record<LocalSidBehavior, readonly string[]>> = {
-  'end.m.gtp4.e': ['sid', 'src_prefix_len', 'container', 'ttl'],
-  'end.m.gtp6.e': ['sid', 'source', 'container', 'hop_limit'],
-  'end.m.gtp6.d': ['sid', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit'],
-  'end.m.gtp6.d.di': ['sid', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit'],
+  'end.m.gtp4.e': ['sid', 'src_prefix_len', 'container', 'ttl', 'mtu'],
+  'end.m.gtp6.e': ['sid', 'source', 'container', 'hop_limit', 'mtu'],
+  'end.m.gtp6.d': ['sid', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu'],
+  'end.m.gtp6.d.di': ['sid', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu'],
 };
 
 const SID_LEN_WHY =
@@ -135,7 +135,18 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? [];
   const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
   const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
-  return { where: formatPath(path), ...(name === undefined ? {} : { name }), match, srPrefix, srcPrefix, segments, srh, hopLimit };
+  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the translated packet is IPv6'));
+  return {
+    where: formatPath(path),
+    ...(name === undefined ? {} : { name }),
+    match,
+    srPrefix,
+    srcPrefix,
+    segments,
+    srh,
+    hopLimit,
+    ...(mtu === undefined ? {} : { mtu }),
+  };
 }
 
 function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
@@ -167,7 +178,9 @@ function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
   );
   const container = optional(m, 'container', (x) => readEnum(src, at('container'), x, CONTAINER_MODES)) ?? 'always';
   const ttl = optional(m, 'ttl', (x) => readInt(src, at('ttl'), x, 1, 255)) ?? DEFAULT_TTL;
+  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 68, 65535, 'the translated packet is IPv4'));
   return {
+    ...(mtu === undefined ? {} : { mtu }),
     where: formatPath(path),
     ...(name === undefined ? {} : { name }),
     ...(given === undefined ? {} : { behavior: given }),
@@ -202,7 +215,9 @@ function readLocalSid6(
     readIpv6Address(src, at('source'), x),
   );
   const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
+  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the translated packet is IPv6'));
   const base = {
+    ...(mtu === undefined ? {} : { mtu }),
     where: formatPath(path),
     ...(name === undefined ? {} : { name }),
     behavior,

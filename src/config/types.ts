@@ -29,6 +29,8 @@ export interface Policy {
   readonly srh: SrhMode;
   /** Outer IPv6 hop limit, default 64. */
   readonly hopLimit: number;
+  /** Largest translated (IPv6) packet; larger ones get ICMP Fragmentation Needed. Absent = not checked. */
+  readonly mtu?: number;
 }
 
 /**
@@ -59,6 +61,8 @@ export interface LocalSid {
   /** GTP6.D: S1..Sk visited before B (0..4). */
   readonly segments?: readonly Ipv6Addr[];
   readonly srh?: SrhMode;
+  /** Largest translated packet; larger ones get ICMPv6 Packet Too Big. Absent = not checked. */
+  readonly mtu?: number;
 }
 
 export interface Settings {

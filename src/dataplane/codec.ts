@@ -42,6 +42,7 @@ export const LAYOUTS = {
       nsegs: m(102, 1),
       srh_mode: m(103, 1),
       hop_limit: m(104, 1),
+      mtu: m(106, 2),
     },
   },
   mup_localsid_key: { size: 20, members: { plen: m(0, 4), addr: m(4, 16) } },
@@ -54,6 +55,7 @@ export const LAYOUTS = {
       container: m(6, 1),
       ttl: m(7, 1),
       behavior: m(8, 1),
+      mtu: m(10, 2),
       pol: m(16, 108), // a struct mup_policy, same layout as above
     },
   },
@@ -156,6 +158,7 @@ export function encodePolicy(p: Policy, rule: number): Buffer {
   b.writeUInt8(p.segments.length, P.nsegs.offset);
   b.writeUInt8(SRH_MODES[p.srh], P.srh_mode.offset);
   b.writeUInt8(p.hopLimit, P.hop_limit.offset);
+  b.writeUInt16LE(p.mtu ?? 0, P.mtu.offset);
   return b;
 }
 
@@ -195,6 +198,7 @@ export function encodeLocalSid(s: LocalSid, rule: number): Buffer {
   b.writeUInt8(CONTAINER_MODES[s.container], L.container.offset);
   b.writeUInt8(s.ttl, L.ttl.offset);
   b.writeUInt8(BEHAVIORS[s.behavior ?? 'end.m.gtp4.e'], L.behavior.offset);
+  b.writeUInt16LE(s.mtu ?? 0, L.mtu.offset);
   // The GTP6 functions' SR policy and source address, in an embedded
   // struct mup_policy (match, rule and src_plen unused there).
   const at = L.pol.offset;

@@ -324,6 +324,9 @@ const errors: { name: string; text: string; path: string; msg: RegExp }[] = [
   { name: 'gtp6d_5_segments', text: doc({ localsids: [gtp6d({ segments: ['::1', '::2', '::3', '::4', '::5'] })] }), path: 'localsids[0].segments', msg: /at most 4/ },
   { name: 'gtp6d_srh_bad', text: doc({ localsids: [gtp6d({ behavior: 'end.m.gtp6.d.di', srh: 'none' })] }), path: 'localsids[0].srh', msg: /one of auto, always, reduced/ },
   { name: 'gtp6_duplicate_sid', text: doc({ localsids: [localsid({ sid: '2001:db8:6::/48' }), gtp6d({ sid: '2001:db8:6::/48' })] }), path: 'localsids[1].sid', msg: /already used by localsids\[0\]/ },
+  { name: 'policy_mtu_1279', text: withPolicy({ mtu: 1279 }), path: 'policies[0].mtu', msg: /1280 to 65535 \(the translated packet is IPv6\)/ },
+  { name: 'gtp4e_mtu_67', text: withLocalSid({ mtu: 67 }), path: 'localsids[0].mtu', msg: /68 to 65535 \(the translated packet is IPv4\)/ },
+  { name: 'gtp6e_mtu_1279', text: doc({ localsids: [gtp6e({ mtu: 1279 })] }), path: 'localsids[0].mtu', msg: /1280 to 65535/ },
   { name: 'policy_behavior_bad', text: withPolicy({ behavior: 'end.m.gtp6.d' }), path: 'policies[0].behavior', msg: /one of h\.m\.gtp4\.d/ },
 ];
 

@@ -1,0 +1,167 @@
+/**
+ * Egress MTU (bpf/mtu.h). The packet tables (cases6.py, group mtu) check
+ * the ICMP and ICMPv6 errors byte for byte; here:
+ * - the rate limit: at most 100 errors per CPU per second, the rest dropped
+ *   as drop_too_big_ratelimit;
+ * - the errors do what they are for: on a veth pair between two namespaces,
+ *   a gNB's kernel sends GTP-U over IPv4 and IPv6 larger than the rules'
+ *   MTU, the program answers, and the gNB's kernel learns the path MTU
+ *   (`ip route get` shows it) without any help from the test.
+ */
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/load.js';
+import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
+import { testRun } from '../src/dataplane/libbpf.js';
+import { Lab, listNamespaces, sweepStaleNamespaces, TESTPEER_OBJECT } from './helpers/netns.js';
+import { CASES6_SCRIPT, loadCases } from './helpers/scapy.js';
+
+const isRoot = process.getuid?.() === 0;
+const haveObjects = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT);
+
+describe.skipIf(!haveObjects || !isRoot)('ICMP too-big rate limit', () => {
+  it('answers at most 100 per CPU per second, drops the rest as drop_too_big_ratelimit', async () => {
+    const { groups } = await loadCases(CASES6_SCRIPT);
+    const group = groups.find((g) => g.name === 'mtu')!;
+    const c = group.cases.find((x) => x.name === 'mtu_gtp4d_one_over_icmp_frag_needed')!;
+    const dp = openDataplane({ config: parseConfig(group.config, group.name) });
+    try {
+      const frame = Buffer.from(c.input, 'hex');
+      const n = 300;
+      // Raw test runs (dp.run also reads every counter, which is slow): well under a second for all.
+      const t0 = performance.now();
+      let tx = 0;
+      for (let i = 0; i < n; i++) if (testRun(dp.progFd, { dataIn: frame, dataOutSize: frame.length + 256 }).retval === 3) tx++;
+      const ms = performance.now() - t0;
+      const ev = dp.counters().events;
+      expect(Number(ev['reply_too_big']!.packets)).toBe(tx);
+      expect(Number(ev['drop_too_big_ratelimit']!.packets)).toBe(n - tx);
+      // Each CPU the process ran on had its own 100; a run over a second would have had a new window.
+      if (ms < 1000) {
+        expect(tx % 100, `${tx} answers in ${ms.toFixed(0)} ms`).toBe(0);
+        expect(tx).toBeLessThan(n);
+      }
+      expect(tx).toBeGreaterThanOrEqual(100);
+    } finally {
+      dp.close();
+    }
+  });
+});
+
+const GNB4 = '192.0.2.1';
+const MUP4 = '192.0.2.2';
+const N3 = '10.0.1.1';
+const GNB6 = '2001:db8:9::1';
+const MUP6 = '2001:db8:9::2';
+const SID6 = '2001:db8:6::10';
+
+const CONFIG = `
+settings:
+  forwarding: tx
+policies:
+  - match: 10.0.1.0/24
+    sr_prefix: 2001:db8:1::/48
+    src_prefix: 2001:db8:ff::/64
+    mtu: 1300
+localsids:
+  - sid: 2001:db8:6::/64
+    behavior: end.m.gtp6.d
+    source: 2001:db8:ff::1
+    sr_prefix: 2001:db8:1::/64
+    mtu: 1400
+`;
+
+/** A G-PDU (plain header) around an inner IPv4/UDP packet of innerLen bytes: the UDP payload the gNB sends. */
+function gpdu(innerLen: number): Buffer {
+  const inner = Buffer.alloc(innerLen);
+  inner[0] = 0x45;
+  inner.writeUInt16BE(innerLen, 2);
+  inner[8] = 64;
+  inner[9] = 17;
+  Buffer.from([10, 45, 0, 1, 8, 8, 8, 8]).copy(inner, 12);
+  let s = 0;
+  for (let i = 0; i < 20; i += 2) s += inner.readUInt16BE(i);
+  while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
+  inner.writeUInt16BE(~s & 0xffff, 10);
+  inner.writeUInt16BE(40000, 20);
+  inner.writeUInt16BE(30000, 22);
+  inner.writeUInt16BE(innerLen - 20, 24);
+  const g = Buffer.alloc(8);
+  g[0] = 0x30;
+  g[1] = 0xff;
+  g.writeUInt16BE(innerLen, 2);
+  g.writeUInt32BE(0x1234, 4);
+  return Buffer.concat([g, inner]);
+}
+
+describe.skipIf(!haveObjects || !isRoot)('too-big errors reach the gNB and set its path MTU (veth, namespaces)', () => {
+  let lab: Lab | undefined;
+  let dp: Dataplane | undefined;
+
+  beforeAll(async () => {
+    await sweepStaleNamespaces();
+    lab = await Lab.create(['gnb', 'mup']);
+    await lab.ip('gnb', 'link', 'add', 'to-mup', 'type', 'veth', 'peer', 'name', 'to-gnb', 'netns', lab.ns('mup'));
+    await lab.batch('gnb', [
+      'link set to-mup mtu 1500 up',
+      `addr add ${GNB4}/24 dev to-mup`,
+      `addr add ${GNB6}/64 dev to-mup nodad`,
+      `route add 10.0.1.0/24 via ${MUP4}`,
+      `route add 2001:db8:6::/64 via ${MUP6}`,
+    ]);
+    await lab.batch('mup', ['link set to-gnb mtu 1500 up', `addr add ${MUP4}/24 dev to-gnb`, `addr add ${MUP6}/64 dev to-gnb nodad`]);
+    // XDP_TX on a veth delivers only when the peer has an XDP program.
+    await lab.ip('gnb', 'link', 'set', 'dev', 'to-mup', 'xdpdrv', 'obj', TESTPEER_OBJECT, 'sec', 'xdp');
+    dp = openDataplane({ config: parseConfig(CONFIG, 'mtu-lab') });
+    dp.attach('to-gnb', { netns: lab.ns('mup'), mode: 'native' });
+  });
+
+  afterAll(async () => {
+    const problems: string[] = [];
+    try {
+      for (const a of dp?.attachments ?? []) dp!.detach(a.ifname, a.netns === undefined ? {} : { netns: a.netns });
+    } catch (e) {
+      problems.push((e as Error).message);
+    }
+    try {
+      dp?.close();
+    } catch (e) {
+      problems.push((e as Error).message);
+    }
+    try {
+      await lab?.destroy();
+    } catch (e) {
+      problems.push((e as Error).message);
+    }
+    const left = (await listNamespaces()).filter((n) => lab !== undefined && n.startsWith(lab.prefix));
+    if (left.length > 0) problems.push(`namespaces left: ${left.join(', ')}`);
+    if (problems.length > 0) throw new Error(problems.join('\n'));
+  });
+
+  const routeMtu = async (args: string[]): Promise<number | undefined> => {
+    const out = await lab!.ip('gnb', ...args);
+    const m = /\bmtu (\d+)/.exec(out);
+    return m === null ? undefined : Number(m[1]);
+  };
+
+  it('IPv4: ICMP Fragmentation Needed from H.M.GTP4.D; ip route get shows the reported MTU', async () => {
+    expect(await routeMtu(['route', 'get', N3]), 'no learned MTU before').toBeUndefined();
+    // GTP-U/IPv4 36 + n; translated IPv6 40 + n: n = 1400 does not fit 1300.
+    const payload = gpdu(1400).toString('hex');
+    await lab!.peer('gnb', ['udp-send', '--bind', GNB4, '--sport', '2152', '--to', N3, '--port', '2152', '--hex', payload, '--count', '3', '--interval', '0.1']);
+    // udp-send returns after its last datagram; the answers came back while it ran.
+    const learned = await routeMtu(['route', 'get', N3]);
+    expect(learned, await lab!.ip('gnb', 'route', 'get', N3)).toBe(1300 - (40 - 36));
+    expect(dp!.counters().events['reply_too_big']!.packets).toBeGreaterThanOrEqual(1n);
+  });
+
+  it('IPv6: ICMPv6 Packet Too Big from End.M.GTP6.D; ip -6 route get shows the reported MTU', async () => {
+    expect(await routeMtu(['-6', 'route', 'get', SID6]), 'no learned MTU before').toBeUndefined();
+    // GTP-U/IPv6 56 + n fits the veth (1500); translated IPv6 40 + n = 1460 does not fit the SID's 1400.
+    const payload = gpdu(1420).toString('hex');
+    await lab!.peer('gnb', ['udp-send', '--bind', GNB6, '--sport', '2152', '--to', SID6, '--port', '2152', '--hex', payload, '--count', '3', '--interval', '0.1']);
+    const learned = await routeMtu(['-6', 'route', 'get', SID6]);
+    expect(learned, await lab!.ip('gnb', '-6', 'route', 'get', SID6)).toBe(1400 + (56 - 40));
+    expect(dp!.counters().events['reply_too_big']!.packets).toBeGreaterThanOrEqual(2n);
+  });
+});
