@@ -27,15 +27,18 @@ static __always_inline __u16 ipv4_csum(__u8 tos, __u16 tot_len, __u16 frag,
 	return csum_fold32(s);
 }
 
-/* Ones-complement sum of the packet bytes [p, end), added to sum (a 32-bit
- * partial sum in memory order, as bpf_csum_diff keeps it). Used for the
- * UDP checksum over IPv6, which is mandatory there (RFC 8200 §8.1): unlike
- * everything else on the fast path its cost grows with the packet, a helper
- * call per 512 bytes and one per remaining power of two. Frames up to one
- * page (4096 bytes) are summed whole. */
-static __always_inline __u32 csum_to_end(__u8 *p, void *end, __u32 sum)
+/* The most csum_to_end sums with `blocks` 512-byte blocks. */
+#define CSUM_MAX_BYTES(blocks) ((blocks) * 512 + 511)
+
+/* Ones-complement sum of the packet bytes [p, end), at most CSUM_MAX_BYTES
+ * `blocks` 512-byte blocks and 511 bytes more (the caller checks), added to sum (a 32-bit partial sum in memory order,
+ * as bpf_csum_diff keeps it). Used for the UDP checksum over IPv6, which is
+ * mandatory there (RFC 8200 §8.1): unlike everything else on the fast path
+ * its cost grows with the packet, a helper call per 512 bytes and one per
+ * remaining power of two. */
+static __always_inline __u32 csum_to_end(__u8 *p, void *end, __u32 sum, const int blocks)
 {
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < blocks; i++) {
 		if ((void *)(p + 512) > end)
 			break;
 		sum = bpf_csum_diff(0, 0, (void *)p, 512, sum);

@@ -36,6 +36,9 @@ _Static_assert(sizeof(struct gtp6e_hdrs) == 64, "gtp6e_hdrs must have no padding
 
 #define GTP6E_HDR_MIN (sizeof(struct ipv6hdr) + sizeof(struct udphdr) + sizeof(struct gtpu_hdr))
 #define GTP6E_HDR_PSC sizeof(struct gtp6e_hdrs)
+/* The UDP checksum covers frames of up to 18 x 512 + 511 = 9,727 bytes of UDP: a
+ * jumbo frame of 9000 bytes; only generic mode hands us such frames. */
+#define GTP6E_CSUM_BLOCKS 18
 
 static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr *ip6,
 				 struct mup_localsid *ls, __u32 payload_len)
@@ -100,6 +103,9 @@ static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 	if (ls->mtu && new_hdr + inner_len > ls->mtu)
 		return too_big6(ctx, bytes, payload_len,
 				(__s32)ls->mtu - (__s32)(new_hdr + inner_len - sizeof(*ip6) - payload_len));
+	/* Only a generic-mode (linearised) jumbo frame gets here. */
+	if (new_hdr - sizeof(struct ipv6hdr) + inner_len > CSUM_MAX_BYTES(GTP6E_CSUM_BLOCKS))
+		return ev(MUP_EV_DROP_TOO_LONG, bytes, XDP_DROP);
 	/* Traffic class carried over, flow label from the inner 5-tuple. */
 	vtcfl = (bpf_ntohl(*(__be32 *)ip6) & 0x0ff00000) | 6U << 28 | (h & 0xfffff);
 	hlim = ls->ttl;
@@ -159,7 +165,7 @@ static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 		 * header fields add as their low halves (no carry lost). */
 		sum = (__u32)bpf_htons(udp_len) + bpf_htons(IPPROTO_UDP);
 		sum = bpf_csum_diff(0, 0, (void *)&o->ip6.saddr, 32, sum);
-		sum = csum_to_end((__u8 *)&o->udp, end, sum);
+		sum = csum_to_end((__u8 *)&o->udp, end, sum, GTP6E_CSUM_BLOCKS);
 		o = (void *)(long)ctx->data + sizeof(struct ethhdr);
 		if ((void *)o + GTP6E_HDR_MIN > (void *)(long)ctx->data_end)
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);

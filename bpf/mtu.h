@@ -111,7 +111,7 @@ static __always_inline int too_big4(struct xdp_md *ctx, __u32 bytes, __u32 tot, 
 		*(__u16 *)(icmp + 2) = 0;
 		*(__u16 *)(icmp + 4) = 0;
 		*(__be16 *)(icmp + 6) = bpf_htons(report);
-		sum = csum_to_end(icmp, end, 0);
+		sum = csum_to_end(icmp, end, 0, 2); /* 8 + 548 bytes at most */
 		*(__u16 *)(icmp + 2) = csum_fold_udp(sum); /* 0 and 0xffff are the same sum */
 	}
 	return ev(MUP_EV_REPLY_TOO_BIG, bytes, XDP_TX);
@@ -165,7 +165,7 @@ static __always_inline int too_big6(struct xdp_md *ctx, __u32 bytes, __u32 paylo
 		*(__be32 *)(icmp + 4) = bpf_htonl(report);
 		sum = (__u32)bpf_htons(plen) + bpf_htons(IPPROTO_ICMPV6);
 		sum = bpf_csum_diff(0, 0, (void *)&o->saddr, 32, sum);
-		sum = csum_to_end(icmp, end, sum);
+		sum = csum_to_end(icmp, end, sum, 3); /* 8 + 1232 bytes at most */
 		*(__u16 *)(icmp + 2) = csum_fold_udp(sum);
 	}
 	return ev(MUP_EV_REPLY_TOO_BIG, bytes, XDP_TX);

@@ -178,7 +178,8 @@ enum mup_event {
 	MUP_EV_REPLY_TOO_BIG = 44,         /* dropped; ICMP Fragmentation Needed / ICMPv6 Packet Too Big sent back instead (XDP_TX) */
 	MUP_EV_DROP_TOO_BIG = 45,          /* dropped, no ICMP: IPv4 with DF clear (we do not fragment) */
 	MUP_EV_DROP_TOO_BIG_RATELIMIT = 46,/* dropped, no ICMP: this CPU sent its ICMP errors for this second */
-	MUP_EV_MAX = 47,
+	MUP_EV_DROP_TOO_LONG = 47,         /* End.M.GTP6.E: UDP over 9,727 bytes, beyond our checksum loop (generic mode only) */
+	MUP_EV_MAX = 48,
 };
 
 #endif /* MUP_SHARED_H */
