@@ -40,6 +40,22 @@ _Static_assert(sizeof(struct gtp6e_hdrs) == 64, "gtp6e_hdrs must have no padding
  * jumbo frame of 9000 bytes; only generic mode hands us such frames. */
 #define GTP6E_CSUM_BLOCKS 18
 
+/* The two addresses' part of the pseudo header, from registers rather than
+ * a helper call: summed as host-order words, folded, then byte-swapped into
+ * the memory order bpf_csum_diff sums in (a ones-complement sum commutes
+ * with swapping bytes, RFC 1071 §2 (B)). */
+static __always_inline __u32 csum_addrs(struct u128 a, struct u128 b)
+{
+	__u64 s = 0;
+
+	s += (a.hi >> 32) + (a.hi & 0xffffffff) + (a.lo >> 32) + (a.lo & 0xffffffff);
+	s += (b.hi >> 32) + (b.hi & 0xffffffff) + (b.lo >> 32) + (b.lo & 0xffffffff);
+	s = (s & 0xffff) + ((s >> 16) & 0xffff) + ((s >> 32) & 0xffff) + (s >> 48);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return bpf_htons((__u16)s);
+}
+
 static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr *ip6,
 				 struct mup_localsid *ls, __u32 payload_len)
 {
@@ -163,8 +179,7 @@ static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 		 * header), then the UDP header and everything after it. */
 		/* 16-bit words in memory order: the 32-bit length and next
 		 * header fields add as their low halves (no carry lost). */
-		sum = (__u32)bpf_htons(udp_len) + bpf_htons(IPPROTO_UDP);
-		sum = bpf_csum_diff(0, 0, (void *)&o->ip6.saddr, 32, sum);
+		sum = (__u32)bpf_htons(udp_len) + bpf_htons(IPPROTO_UDP) + csum_addrs(src, gnb);
 		sum = csum_to_end((__u8 *)&o->udp, end, sum, GTP6E_CSUM_BLOCKS);
 		o = (void *)(long)ctx->data + sizeof(struct ethhdr);
 		if ((void *)o + GTP6E_HDR_MIN > (void *)(long)ctx->data_end)
