@@ -40,14 +40,14 @@ _Static_assert(sizeof(struct gtp4e_hdrs) == 44, "gtp4e_hdrs must have no padding
 #define GTP4E_HDR_PSC sizeof(struct gtp4e_hdrs)
 
 /* The packet is addressed to local SID ls (an End.M.GTP4.E one); local.h
- * checked the IPv6 version and that payload_len fits the frame. */
-static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr *ip6,
-				 struct mup_localsid *ls, __u32 payload_len)
+ * checked the fixed header against the frame, the IPv6 version and that
+ * payload_len fits the frame, and hands over what it already loaded. */
+static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes, void *data, void *end,
+				 struct ipv6hdr *ip6, struct u128 da, struct mup_localsid *ls,
+				 __u32 payload_len)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
 	struct v6_chain chain;
-	struct u128 da, sa;
+	struct u128 sa;
 	__u32 inner_len, new_hdr, h, daddr4, saddr4, teid, rule;
 	struct eth_macs macs;
 	__u8 tos, ttl, qfi, r, with_psc, inner_nh;
@@ -55,9 +55,6 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 	__u64 args;
 	int rc;
 
-	if ((void *)(ip6 + 1) > end)
-		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP); /* checked by the caller */
-	da = u128_load(&ip6->daddr);
 	rc = v6_walk(ip6, end, payload_len, 0, &chain);
 	if (rc)
 		return ev(rc, bytes, XDP_DROP);

@@ -21,11 +21,13 @@ static __always_inline int srv6_local(struct xdp_md *ctx, __u32 bytes)
 	void *end = (void *)(long)ctx->data_end;
 	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
 	struct mup_localsid *ls;
+	struct u128 da;
 	__u32 payload_len;
 
 	if ((void *)(ip6 + 1) > end)
 		return ev(MUP_EV_PASS_MALFORMED, bytes, XDP_PASS); /* no DA to judge by */
-	ls = localsid_lookup(u128_load(&ip6->daddr));
+	da = u128_load(&ip6->daddr);
+	ls = localsid_lookup(da);
 	if (!ls)
 		return ev(MUP_EV_PASS_NO_LOCALSID, bytes, XDP_PASS);
 
@@ -35,9 +37,10 @@ static __always_inline int srv6_local(struct xdp_md *ctx, __u32 bytes)
 	if (sizeof(struct ethhdr) + sizeof(*ip6) + payload_len > bytes)
 		return ev(MUP_EV_DROP_V6_BAD_LENGTH, bytes, XDP_DROP);
 
+	/* End.M.GTP4.E first: the one branch the IPv4 downlink pays. */
+	if (ls->behavior == MUP_BEH_GTP4E)
+		return gtp4e(ctx, bytes, data, end, ip6, da, ls, payload_len);
 	switch (ls->behavior) {
-	case MUP_BEH_GTP4E:
-		return gtp4e(ctx, bytes, ip6, ls, payload_len);
 	case MUP_BEH_GTP6E:
 		return gtp6e(ctx, bytes, ip6, ls, payload_len);
 	case MUP_BEH_GTP6D:
