@@ -50,6 +50,10 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes, void *data, vo
 	struct u128 sa;
 	__u32 inner_len, new_hdr, h, daddr4, saddr4, teid, rule;
 	struct eth_macs macs;
+	struct bpf_fib_lookup fib;
+	__u32 fwd = mup_cfg.fwd_mode;
+	long fib_rc = 0;
+	__u16 sport;
 	__u8 tos, ttl, qfi, r, with_psc, inner_nh;
 	__u8 *inner;
 	__u64 args;
@@ -96,6 +100,25 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes, void *data, vo
 	ttl = ls->ttl;
 	rule = ls->rule;
 	eth_save(data, &macs);
+	sport = mup_cfg.sport_base + (__u16)(((__u64)h * mup_cfg.sport_span) >> 32);
+	/* fib: look the new destination up first, so that a packet too big
+	 * for the egress is answered from the original. */
+	if (fwd == MUP_FWD_FIB) {
+		__builtin_memset(&fib, 0, sizeof(fib));
+		fib.family = AF_INET;
+		fib.tos = tos;
+		fib.l4_protocol = IPPROTO_UDP;
+		fib.sport = bpf_htons(sport);
+		fib.dport = bpf_htons(MUP_GTPU_PORT);
+		fib.tot_len = new_hdr + inner_len;
+		fib.ipv4_src = bpf_htonl(saddr4);
+		fib.ipv4_dst = bpf_htonl(daddr4);
+		fib_rc = fib_lookup_early(ctx, &fib);
+		if (fib_rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+			return too_big6(ctx, bytes, payload_len,
+					(__s32)fib.mtu_result -
+						(__s32)(new_hdr + inner_len - sizeof(*ip6) - payload_len));
+	}
 
 	if (bytes > sizeof(struct ethhdr) + sizeof(*ip6) + payload_len &&
 	    bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + sizeof(*ip6) + payload_len) -
@@ -110,7 +133,6 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes, void *data, vo
 		struct ethhdr *eth = data;
 		struct gtp4e_hdrs *o = (void *)(eth + 1);
 		__u32 tot = new_hdr + inner_len;
-		__u16 sport = mup_cfg.sport_base + (__u16)(((__u64)h * mup_cfg.sport_span) >> 32);
 
 		if ((void *)o + GTP4E_HDR_PSC > end)
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
@@ -149,21 +171,9 @@ static __always_inline int gtp4e(struct xdp_md *ctx, __u32 bytes, void *data, vo
 			o->gtp.length = bpf_htons(inner_len);
 		}
 		count_rule(rule, bytes);
-		if (mup_cfg.fwd_mode != MUP_FWD_FIB)
+		if (fwd != MUP_FWD_FIB)
 			return forward_local(bytes);
-		{
-			struct bpf_fib_lookup fib = {};
-
-			fib.family = AF_INET;
-			fib.tos = tos;
-			fib.l4_protocol = IPPROTO_UDP;
-			fib.sport = bpf_htons(sport);
-			fib.dport = bpf_htons(MUP_GTPU_PORT);
-			fib.tot_len = tot;
-			fib.ipv4_src = bpf_htonl(saddr4);
-			fib.ipv4_dst = bpf_htonl(daddr4);
-			return forward_fib(ctx, &fib, bytes);
-		}
+		return forward_fib_result(ctx, &fib, fib_rc, bytes);
 	}
 }
 

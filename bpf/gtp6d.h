@@ -76,6 +76,9 @@ static __always_inline int gtp6d(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 	struct u128 d, b, src;
 	__u32 udp_len, gtp_len, inner_len, old_hdr, new_hdr, n, entries, h, teid, vtcfl, k;
 	struct eth_macs macs;
+	struct bpf_fib_lookup fib;
+	__u32 fwd = mup_cfg.fwd_mode;
+	long fib_rc = 0;
 	__u8 inner_nh, di;
 	__u8 *inner;
 	int rc;
@@ -155,6 +158,25 @@ static __always_inline int gtp6d(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 		b.lo = pfx.lo | v.lo;
 		src = u128_load(pol->src_prefix);
 	}
+	/* fib: look the new destination up first, so that a packet too big
+	 * for the egress is answered from the original. */
+	if (fwd == MUP_FWD_FIB) {
+		__builtin_memset(&fib, 0, sizeof(fib));
+		fib.family = AF_INET6;
+		fib.l4_protocol = inner_nh;
+		fib.tot_len = new_hdr + inner_len;
+		fib.flowinfo = bpf_htonl(vtcfl & 0x0fffffff);
+		u128_store(fib.ipv6_src, src);
+		if (k)
+			__builtin_memcpy(fib.ipv6_dst, pol->segs[0], 16);
+		else
+			u128_store(fib.ipv6_dst, b);
+		fib_rc = fib_lookup_early(ctx, &fib);
+		if (fib_rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+			return too_big6(ctx, bytes, payload_len,
+					(__s32)fib.mtu_result -
+						(__s32)(new_hdr + inner_len - sizeof(*ip6) - payload_len));
+	}
 
 	if (bytes > sizeof(struct ethhdr) + sizeof(*ip6) + payload_len &&
 	    bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + sizeof(*ip6) + payload_len) -
@@ -189,19 +211,9 @@ static __always_inline int gtp6d(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 			o->nexthdr = inner_nh;
 		}
 		count_rule(ls->rule, bytes);
-		if (mup_cfg.fwd_mode != MUP_FWD_FIB)
+		if (fwd != MUP_FWD_FIB)
 			return forward_local(bytes);
-		{
-			struct bpf_fib_lookup fib = {};
-
-			fib.family = AF_INET6;
-			fib.l4_protocol = inner_nh;
-			fib.tot_len = new_hdr + inner_len;
-			fib.flowinfo = bpf_htonl(vtcfl & 0x0fffffff);
-			u128_store(fib.ipv6_src, src);
-			__builtin_memcpy(fib.ipv6_dst, &o->daddr, 16);
-			return forward_fib(ctx, &fib, bytes);
-		}
+		return forward_fib_result(ctx, &fib, fib_rc, bytes);
 	}
 }
 

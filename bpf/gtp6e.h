@@ -65,6 +65,10 @@ static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 	struct u128 da, gnb, src;
 	__u32 inner_len, new_hdr, h, teid, rule, vtcfl;
 	struct eth_macs macs;
+	struct bpf_fib_lookup fib;
+	__u32 fwd = mup_cfg.fwd_mode;
+	long fib_rc = 0;
+	__u16 sport;
 	__u8 hlim, qfi, r, with_psc, inner_nh;
 	__u8 *inner;
 	__u64 args;
@@ -128,6 +132,25 @@ static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 	rule = ls->rule;
 	src = u128_load(ls->pol.src_prefix);
 	eth_save(data, &macs);
+	sport = mup_cfg.sport_base + (__u16)(((__u64)h * mup_cfg.sport_span) >> 32);
+	/* fib: look the new destination up first, so that a packet too big
+	 * for the egress is answered from the original. */
+	if (fwd == MUP_FWD_FIB) {
+		__builtin_memset(&fib, 0, sizeof(fib));
+		fib.family = AF_INET6;
+		fib.l4_protocol = IPPROTO_UDP;
+		fib.sport = bpf_htons(sport);
+		fib.dport = bpf_htons(MUP_GTPU_PORT);
+		fib.tot_len = new_hdr + inner_len;
+		fib.flowinfo = bpf_htonl(vtcfl & 0x0fffffff);
+		u128_store(fib.ipv6_src, src);
+		u128_store(fib.ipv6_dst, gnb);
+		fib_rc = fib_lookup_early(ctx, &fib);
+		if (fib_rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+			return too_big6(ctx, bytes, payload_len,
+					(__s32)fib.mtu_result -
+						(__s32)(new_hdr + inner_len - sizeof(*ip6) - payload_len));
+	}
 
 	if (bytes > sizeof(struct ethhdr) + sizeof(*ip6) + payload_len &&
 	    bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + sizeof(*ip6) + payload_len) -
@@ -142,7 +165,6 @@ static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 		struct ethhdr *eth = data;
 		struct gtp6e_hdrs *o = (void *)(eth + 1);
 		__u32 udp_len = new_hdr - sizeof(struct ipv6hdr) + inner_len;
-		__u16 sport = mup_cfg.sport_base + (__u16)(((__u64)h * mup_cfg.sport_span) >> 32);
 		__u32 sum;
 
 		if ((void *)o + GTP6E_HDR_PSC > end)
@@ -187,21 +209,9 @@ static __always_inline int gtp6e(struct xdp_md *ctx, __u32 bytes, struct ipv6hdr
 		o->udp.check = csum_fold_udp(sum);
 
 		count_rule(rule, bytes);
-		if (mup_cfg.fwd_mode != MUP_FWD_FIB)
+		if (fwd != MUP_FWD_FIB)
 			return forward_local(bytes);
-		{
-			struct bpf_fib_lookup fib = {};
-
-			fib.family = AF_INET6;
-			fib.l4_protocol = IPPROTO_UDP;
-			fib.sport = bpf_htons(sport);
-			fib.dport = bpf_htons(MUP_GTPU_PORT);
-			fib.tot_len = sizeof(struct ipv6hdr) + udp_len;
-			fib.flowinfo = bpf_htonl(vtcfl & 0x0fffffff);
-			u128_store(fib.ipv6_src, src);
-			u128_store(fib.ipv6_dst, gnb);
-			return forward_fib(ctx, &fib, bytes);
-		}
+		return forward_fib_result(ctx, &fib, fib_rc, bytes);
 	}
 }
 

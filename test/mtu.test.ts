@@ -224,3 +224,49 @@ describe.skipIf(!haveObjects || !isRoot)('too-big errors reach the gNB and set i
     expect(f.readUInt32BE(14 + 40 + 8 + 4), 'TEID from the SID').toBe(0x12);
   });
 });
+
+describe.skipIf(!haveObjects || !isRoot)('forwarding fib: the egress interface MTU, found by the FIB lookup, needs no config', () => {
+  let lab: Lab | undefined;
+  let dp: Dataplane | undefined;
+
+  beforeAll(async () => {
+    await sweepStaleNamespaces();
+    lab = await Lab.create(['gnb', 'mup']);
+    await lab.ip('gnb', 'link', 'add', 'to-mup', 'type', 'veth', 'peer', 'name', 'to-gnb', 'netns', lab.ns('mup'));
+    await lab.batch('gnb', ['link set to-mup up', `addr add ${GNB4}/24 dev to-mup`, `route add 10.0.1.0/24 via ${MUP4}`]);
+    // The SRv6 side: an on-link route to the SIDs over a 1300-byte link.
+    await lab.batch('mup', [
+      'link add to-core type veth peer name core-end',
+      'link set to-core mtu 1300 up',
+      'link set core-end mtu 1300 up',
+      'link set to-gnb up',
+      `addr add ${MUP4}/24 dev to-gnb`,
+      'addr add 2001:db8:c::1/64 dev to-core nodad',
+    ]);
+    await lab.batch('mup', ['route add 2001:db8:1::/48 dev to-core'], '-6');
+    await lab.sysctl('mup', ['net.ipv6.conf.all.forwarding=1', 'net.ipv4.ip_forward=1']);
+    await lab.ip('gnb', 'link', 'set', 'dev', 'to-mup', 'xdpdrv', 'obj', TESTPEER_OBJECT, 'sec', 'xdp');
+    const cfg = CONFIG.replace('forwarding: tx', 'forwarding: fib').replace(/\n    mtu: 1300/, '');
+    dp = openDataplane({ config: parseConfig(cfg, 'mtu-fib-lab') });
+    dp.attach('to-gnb', { netns: lab.ns('mup'), mode: 'native' });
+  });
+
+  afterAll(async () => {
+    try {
+      for (const a of dp?.attachments ?? []) dp!.detach(a.ifname, a.netns === undefined ? {} : { netns: a.netns });
+      dp?.close();
+    } finally {
+      await lab?.destroy();
+    }
+  });
+
+  it('H.M.GTP4.D: a translation over the 1300-byte SRv6 link gets ICMP Fragmentation Needed; the gNB learns 1296', async () => {
+    expect(dp!.config.policies[0]!.mtu, 'no mtu in the config: the interface gives it').toBeUndefined();
+    const payload = gpdu(1400).toString('hex');
+    await lab!.peer('gnb', ['udp-send', '--bind', GNB4, '--sport', '2152', '--to', N3, '--port', '2152', '--hex', payload, '--count', '3', '--interval', '0.1']);
+    expect(await lab!.ip('gnb', 'route', 'get', N3)).toMatch(/\bmtu 1296\b/);
+    const ev = dp!.counters().events;
+    expect(ev['reply_too_big']!.packets).toBeGreaterThanOrEqual(1n);
+    expect(ev['fwd_fib_frag']!.packets).toBe(0n);
+  });
+});
