@@ -1,12 +1,18 @@
 /**
- * Egress MTU (bpf/mtu.h). The packet tables (cases6.py, group mtu) check
- * the ICMP and ICMPv6 errors byte for byte; here:
+ * Egress MTU (bpf/mtu.h), and the answers the data path sends, on real
+ * interfaces. The packet tables (cases6.py, groups mtu and echo) check the
+ * ICMP/ICMPv6 errors and Echo Responses byte for byte; here:
  * - the rate limit: at most 100 errors per CPU per second, the rest dropped
  *   as drop_too_big_ratelimit;
  * - the errors do what they are for: on a veth pair between two namespaces,
  *   a gNB's kernel sends GTP-U over IPv4 and IPv6 larger than the rules'
  *   MTU, the program answers, and the gNB's kernel learns the path MTU
- *   (`ip route get` shows it) without any help from the test.
+ *   (`ip route get` shows it) without any help from the test; with
+ *   forwarding fib, from the egress interface's MTU with no `mtu` in the
+ *   config;
+ * - the gNB's kernel delivers our Echo Responses to its UDP socket;
+ * - jumbo frames: native attach refused, generic mode translated or
+ *   dropped as drop_too_long.
  */
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -97,7 +103,7 @@ function gpdu(innerLen: number): Buffer {
   return Buffer.concat([g, inner]);
 }
 
-describe.skipIf(!haveObjects || !isRoot)('too-big errors reach the gNB and set its path MTU (veth, namespaces)', () => {
+describe.skipIf(!haveObjects || !isRoot)('on a veth pair, the gNB kernel as the peer (forwarding tx)', () => {
   let lab: Lab | undefined;
   let dp: Dataplane | undefined;
 
@@ -170,6 +176,21 @@ describe.skipIf(!haveObjects || !isRoot)('too-big errors reach the gNB and set i
     const learned = await routeMtu(['-6', 'route', 'get', SID6]);
     expect(learned, await lab!.ip('gnb', '-6', 'route', 'get', SID6)).toBe(1400 + (56 - 40));
     expect(dp!.counters().events['reply_too_big']!.packets).toBeGreaterThanOrEqual(2n);
+  });
+
+  it('GTP-U Echo over the wire: the gNB kernel socket gets the Echo Response, over IPv4 and IPv6', async () => {
+    // Echo Request: S flag, sequence 0x4242, Recovery IE (TS 29.281 §7.2.1).
+    const req = Buffer.from('3201000600000000424200000e05', 'hex');
+    for (const [bind, to] of [[GNB4, N3], [GNB6, SID6]] as const) {
+      const out = JSON.parse(
+        await lab!.peer('gnb', ['udp-ask', '--bind', bind, '--sport', '2152', '--to', to, '--port', '2152', '--hex', req.toString('hex')]),
+      ) as { hex?: string; from?: string; port?: number; timeout?: boolean };
+      expect(out.timeout, `no Echo Response to ${to}`).toBeUndefined();
+      expect(out.from).toBe(to);
+      expect(out.port).toBe(2152);
+      // flags 0x32, type 2, length 6, TEID 0, sequence 0x4242, N-PDU 0, next 0, Recovery IE 0.
+      expect(out.hex).toBe('320200060000000042420000' + '0e00');
+    }
   });
 
   it('jumbo frames: native attach refused; in generic mode End.M.GTP6.E drops a 9,806-byte one as drop_too_long', async () => {
