@@ -30,12 +30,13 @@ static __always_inline __u16 ipv4_csum(__u8 tos, __u16 tot_len, __u16 frag,
 /* The most csum_to_end sums with `blocks` 512-byte blocks. */
 #define CSUM_MAX_BYTES(blocks) ((blocks) * 512 + 511)
 
-/* Ones-complement sum of the packet bytes [p, end), at most CSUM_MAX_BYTES
- * `blocks` 512-byte blocks and 511 bytes more (the caller checks), added to sum (a 32-bit partial sum in memory order,
- * as bpf_csum_diff keeps it). Used for the UDP checksum over IPv6, which is
- * mandatory there (RFC 8200 §8.1): unlike everything else on the fast path
- * its cost grows with the packet, a helper call per 512 bytes and one per
- * remaining power of two. */
+/* Ones-complement sum of the packet bytes [p, end), at most
+ * CSUM_MAX_BYTES(blocks) of them (the caller checks), added to sum (a 32-bit
+ * partial sum in memory order, as bpf_csum_diff keeps it). Used for the UDP
+ * checksum over IPv6, which is mandatory there (RFC 8200 §8.1), and for the
+ * ICMP errors: unlike everything else on the fast path its cost grows with
+ * the packet, a helper call per 512 bytes and one per remaining power of
+ * two. */
 static __always_inline __u32 csum_to_end(__u8 *p, void *end, __u32 sum, const int blocks)
 {
 	for (int i = 0; i < blocks; i++) {
