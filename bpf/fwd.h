@@ -62,25 +62,32 @@ static __always_inline int forward_local(const struct mup_config *cfg, __u32 byt
 	return ev(MUP_EV_FWD_KERNEL, bytes, XDP_PASS);
 }
 
-/* Forwarding mode fib. The caller fills family, addresses, tot_len and
- * tos/flowinfo. */
-static __always_inline int forward_fib(struct xdp_md *ctx, struct bpf_fib_lookup *fib,
-				       __u32 bytes)
+/* Forwarding mode fib, looked up before the frame changes: the caller
+ * fills family, addresses, tot_len (of the packet it is about to write)
+ * and tos/flowinfo. Returns the lookup's result; on
+ * BPF_FIB_LKUP_RET_FRAG_NEEDED the egress MTU (interface or route) is in
+ * fib->mtu_result, and the caller answers with mtu.h instead of
+ * translating. */
+static __always_inline long fib_lookup_early(struct xdp_md *ctx, struct bpf_fib_lookup *fib)
+{
+	fib->ifindex = ctx->ingress_ifindex;
+	return bpf_fib_lookup(ctx, fib, sizeof(*fib), 0);
+}
+
+/* The translated frame leaves by the result of its lookup. */
+static __always_inline int forward_fib_result(struct xdp_md *ctx, struct bpf_fib_lookup *fib,
+					      long rc, __u32 bytes)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	long rc;
 
 	if ((void *)(eth + 1) > end)
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
-
-	fib->ifindex = ctx->ingress_ifindex;
-	rc = bpf_fib_lookup(ctx, fib, sizeof(*fib), 0);
 	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
 		return ev(MUP_EV_FWD_FIB_MISS, bytes, XDP_PASS);
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
-		return ev(MUP_EV_FWD_FIB_FRAG, bytes, XDP_PASS);
+		return ev(MUP_EV_FWD_FIB_FRAG, bytes, XDP_PASS); /* callers answer it before translating */
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return ev(MUP_EV_FWD_FIB_FAIL, bytes, XDP_PASS);
 
@@ -93,6 +100,14 @@ static __always_inline int forward_fib(struct xdp_md *ctx, struct bpf_fib_lookup
 	 * xdp:xdp_redirect_err tracepoint. */
 	mup_count(MUP_EV_FWD_REDIRECT, bytes);
 	return bpf_redirect(fib->ifindex, 0);
+}
+
+/* Forwarding mode fib, looked up after the translation (the caller fills
+ * the lookup as for fib_lookup_early). */
+static __always_inline int forward_fib(struct xdp_md *ctx, struct bpf_fib_lookup *fib,
+				       __u32 bytes)
+{
+	return forward_fib_result(ctx, fib, fib_lookup_early(ctx, fib), bytes);
 }
 
 #endif

@@ -12,6 +12,12 @@
 #define GTP_FLAG_S         0x02
 #define GTP_FLAG_PN        0x01
 #define GTP_TYPE_GPDU      0xff
+#define GTP_TYPE_ECHO_REQ  1
+#define GTP_TYPE_ECHO_RESP 2
+#define GTP_TYPE_ERROR_IND 26
+#define GTP_TYPE_END_MARKER 254
+#define GTP_IE_RECOVERY    14   /* TV, 1-byte value */
+#define GTP_IE_PRIVATE_EXT 255  /* TLV, 2-byte length */
 #define GTP_EXT_PDU_SESSION 0x85
 #define GTP_MAX_EXT        8
 

@@ -20,6 +20,8 @@
 #include "hash.h"
 #include "srh.h"
 #include "fwd.h"
+#include "echo.h"
+#include "mtu.h"
 
 /* What the GTP-U header and its extension chain told us. */
 struct gtp_info {
@@ -191,8 +193,14 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 	gtp_len = bpf_ntohs(gtp->length);
 	if (gtp_len + 16 != udp_len)
 		return ev(MUP_EV_DROP_GTP_BAD_LENGTH, bytes, XDP_DROP);
-	if (gtp->type != GTP_TYPE_GPDU)
-		return ev(MUP_EV_PASS_GTP_SIGNALLING, bytes, XDP_PASS);
+	if (gtp->type != GTP_TYPE_GPDU) {
+		__be16 seq = 0;
+
+		rc = gtp_signalling(gtp, end, gtp_len, &seq);
+		if (rc)
+			return ev(rc, bytes, XDP_DROP);
+		return echo_reply4(ctx, bytes, tot, ip->saddr, ip->daddr, udp->source, seq);
+	}
 
 	rc = gtp_parse_ext(gtp, end, gtp_len + sizeof(*gtp), &gi);
 	if (rc)
@@ -219,6 +227,8 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 	if (pol->srh_mode != MUP_SRH_REDUCED && (entries || pol->srh_mode == MUP_SRH_ALWAYS))
 		entries++;
 	new_hdr = sizeof(struct ipv6hdr) + (entries ? 8 + 16 * entries : 0);
+	if (pol->mtu && new_hdr + inner_len > pol->mtu)
+		return too_big4(ctx, bytes, tot, (__s32)pol->mtu - (__s32)(new_hdr + inner_len - tot));
 
 	{
 		/* RFC 9433 §6.1: SID B = sr_prefix | IPv4 DA | QFI R U TEID,
@@ -227,6 +237,9 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 		struct u128 v = { (__u64)daddr << 32 | args >> 8, (args & 0xff) << 56 };
 		struct u128 pfx = u128_load(pol->sr_prefix);
 		struct u128 sid, src;
+		struct bpf_fib_lookup fib;
+		__u32 fwd = cfg->fwd_mode;
+		long fib_rc = 0;
 
 		v = u128_shr(v, pol->sr_plen & 0x3f);
 		sid.hi = pfx.hi | v.hi;
@@ -238,6 +251,26 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 		src.hi = pfx.hi | v.hi;
 		src.lo = pfx.lo | v.lo;
 
+		vtcfl = 6U << 28 | (__u32)tos << 20 | (h & 0xfffff);
+		/* fib: look the new destination up first, so that a packet
+		 * too big for the egress is answered from the original. */
+		if (fwd == MUP_FWD_FIB) {
+			__builtin_memset(&fib, 0, sizeof(fib));
+			fib.family = AF_INET6;
+			fib.l4_protocol = inner_nh;
+			fib.tot_len = new_hdr + inner_len;
+			fib.flowinfo = bpf_htonl(vtcfl & 0x0fffffff);
+			u128_store(fib.ipv6_src, src);
+			if (pol->nsegs)
+				__builtin_memcpy(fib.ipv6_dst, pol->segs[0], 16);
+			else
+				u128_store(fib.ipv6_dst, sid);
+			fib_rc = fib_lookup_early(ctx, &fib);
+			if (fib_rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+				return too_big4(ctx, bytes, tot,
+						(__s32)fib.mtu_result - (__s32)(new_hdr + inner_len - tot));
+		}
+
 		/* Trailing Ethernet padding would otherwise become payload. */
 		if (bytes > sizeof(struct ethhdr) + tot &&
 		    bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + tot) - (int)bytes))
@@ -245,33 +278,14 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 		if (bpf_xdp_adjust_head(ctx, (int)old_hdr - (int)new_hdr))
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 
-		vtcfl = 6U << 28 | (__u32)tos << 20 | (h & 0xfffff);
 		if (gtp4d_write(ctx, cfg, pol, sid, src, vtcfl,
 				new_hdr - sizeof(struct ipv6hdr) + inner_len, inner_nh,
 				entries, &macs))
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 		count_rule(pol->rule, bytes);
-		if (cfg->fwd_mode != MUP_FWD_FIB)
+		if (fwd != MUP_FWD_FIB)
 			return forward_local(cfg, bytes);
-		{
-			struct bpf_fib_lookup fib = {};
-
-			fib.family = AF_INET6;
-			fib.l4_protocol = inner_nh;
-			fib.tot_len = new_hdr + inner_len;
-			fib.flowinfo = bpf_htonl(vtcfl & 0x0fffffff);
-			u128_store(fib.ipv6_src, src);
-			data = (void *)(long)ctx->data;
-			end = (void *)(long)ctx->data_end;
-			{
-				struct ipv6hdr *o = data + sizeof(struct ethhdr);
-
-				if ((void *)(o + 1) > end)
-					return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
-				__builtin_memcpy(fib.ipv6_dst, &o->daddr, 16);
-			}
-			return forward_fib(ctx, &fib, bytes);
-		}
+		return forward_fib_result(ctx, &fib, fib_rc, bytes);
 	}
 }
 

@@ -21,6 +21,7 @@
 #include "csum.h"
 #include "srh.h"
 #include "fwd.h"
+#include "mtu.h"
 
 /* Outer headers we push: IPv4 + UDP + GTP-U, and optionally the 4 optional
  * bytes plus a one-unit PDU Session Container. */
@@ -38,34 +39,27 @@ _Static_assert(sizeof(struct gtp4e_hdrs) == 44, "gtp4e_hdrs must have no padding
 #define GTP4E_HDR_MIN (sizeof(struct iphdr) + sizeof(struct udphdr) + sizeof(struct gtpu_hdr))
 #define GTP4E_HDR_PSC sizeof(struct gtp4e_hdrs)
 
-static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cfg, __u32 bytes)
+/* The packet is addressed to local SID ls (an End.M.GTP4.E one); local.h
+ * checked the fixed header against the frame, the IPv6 version and that
+ * payload_len fits the frame, and hands over what it already loaded. */
+static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cfg, __u32 bytes, void *data, void *end,
+				 struct ipv6hdr *ip6, struct u128 da, struct mup_localsid *ls,
+				 __u32 payload_len)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
-	struct mup_localsid *ls;
 	struct v6_chain chain;
-	struct u128 da, sa;
-	__u32 payload_len, inner_len, new_hdr, h, daddr4, saddr4, teid, rule;
+	struct u128 sa;
+	__u32 inner_len, new_hdr, h, daddr4, saddr4, teid, rule;
 	struct eth_macs macs;
+	struct bpf_fib_lookup fib;
+	__u32 fwd = cfg->fwd_mode;
+	long fib_rc = 0;
+	__u16 sport;
 	__u8 tos, ttl, qfi, r, with_psc, inner_nh;
 	__u8 *inner;
 	__u64 args;
 	int rc;
 
-	if ((void *)(ip6 + 1) > end)
-		return ev(MUP_EV_PASS_MALFORMED, bytes, XDP_PASS); /* no DA to judge by */
-	da = u128_load(&ip6->daddr);
-	ls = localsid_lookup(cfg, da);
-	if (!ls)
-		return ev(MUP_EV_PASS_NO_LOCALSID, bytes, XDP_PASS);
-
-	if (ip6->version != 6)
-		return ev(MUP_EV_DROP_V6_BAD_HEADER, bytes, XDP_DROP);
-	payload_len = bpf_ntohs(ip6->payload_len);
-	if (sizeof(struct ethhdr) + sizeof(*ip6) + payload_len > bytes)
-		return ev(MUP_EV_DROP_V6_BAD_LENGTH, bytes, XDP_DROP);
-	rc = v6_walk(ip6, end, payload_len, &chain);
+	rc = v6_walk(ip6, end, payload_len, 0, &chain);
 	if (rc)
 		return ev(rc, bytes, XDP_DROP);
 	/* A packet that spent its hop budget is not re-originated with a
@@ -99,10 +93,32 @@ static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cf
 	with_psc = ls->container == MUP_CONTAINER_ALWAYS ||
 		   (ls->container == MUP_CONTAINER_AUTO && (qfi || r));
 	new_hdr = with_psc ? GTP4E_HDR_PSC : GTP4E_HDR_MIN;
+	if (ls->mtu && new_hdr + inner_len > ls->mtu)
+		return too_big6(ctx, bytes, payload_len,
+				(__s32)ls->mtu - (__s32)(new_hdr + inner_len - sizeof(*ip6) - payload_len));
 	tos = (bpf_ntohl(*(__be32 *)ip6) >> 20) & 0xff;
 	ttl = ls->ttl;
 	rule = ls->rule;
 	eth_save(data, &macs);
+	sport = cfg->sport_base + (__u16)(((__u64)h * cfg->sport_span) >> 32);
+	/* fib: look the new destination up first, so that a packet too big
+	 * for the egress is answered from the original. */
+	if (fwd == MUP_FWD_FIB) {
+		__builtin_memset(&fib, 0, sizeof(fib));
+		fib.family = AF_INET;
+		fib.tos = tos;
+		fib.l4_protocol = IPPROTO_UDP;
+		fib.sport = bpf_htons(sport);
+		fib.dport = bpf_htons(MUP_GTPU_PORT);
+		fib.tot_len = new_hdr + inner_len;
+		fib.ipv4_src = bpf_htonl(saddr4);
+		fib.ipv4_dst = bpf_htonl(daddr4);
+		fib_rc = fib_lookup_early(ctx, &fib);
+		if (fib_rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+			return too_big6(ctx, bytes, payload_len,
+					(__s32)fib.mtu_result -
+						(__s32)(new_hdr + inner_len - sizeof(*ip6) - payload_len));
+	}
 
 	if (bytes > sizeof(struct ethhdr) + sizeof(*ip6) + payload_len &&
 	    bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + sizeof(*ip6) + payload_len) -
@@ -117,7 +133,6 @@ static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cf
 		struct ethhdr *eth = data;
 		struct gtp4e_hdrs *o = (void *)(eth + 1);
 		__u32 tot = new_hdr + inner_len;
-		__u16 sport = cfg->sport_base + (__u16)(((__u64)h * cfg->sport_span) >> 32);
 
 		if ((void *)o + GTP4E_HDR_PSC > end)
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
@@ -156,21 +171,9 @@ static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cf
 			o->gtp.length = bpf_htons(inner_len);
 		}
 		count_rule(rule, bytes);
-		if (cfg->fwd_mode != MUP_FWD_FIB)
+		if (fwd != MUP_FWD_FIB)
 			return forward_local(cfg, bytes);
-		{
-			struct bpf_fib_lookup fib = {};
-
-			fib.family = AF_INET;
-			fib.tos = tos;
-			fib.l4_protocol = IPPROTO_UDP;
-			fib.sport = bpf_htons(sport);
-			fib.dport = bpf_htons(MUP_GTPU_PORT);
-			fib.tot_len = tot;
-			fib.ipv4_src = bpf_htonl(saddr4);
-			fib.ipv4_dst = bpf_htonl(daddr4);
-			return forward_fib(ctx, &fib, bytes);
-		}
+		return forward_fib_result(ctx, &fib, fib_rc, bytes);
 	}
 }
 

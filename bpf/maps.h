@@ -29,6 +29,19 @@ struct {
 	__type(value, struct mup_counter);
 } mup_counters SEC(".maps");
 
+/* ICMP errors sent by this CPU in the current one-second window (mtu.h). */
+struct mup_icmp_window {
+	__u64 start_ns;
+	__u64 sent;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mup_icmp_window);
+} mup_icmp_rate SEC(".maps");
+
 /* The configuration, read with plain loads (no helper call). Two copies:
  * the program reads mup_cfg_sel once per packet and uses that copy
  * throughout; user space writes the other copy, flips mup_cfg_sel, then waits

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause)
 /*
- * srv6-mup data plane: one XDP program, both RFC 9433 translations.
+ * srv6-mup data plane: one XDP program, the RFC 9433 translations.
  *
  *   IPv4 UDP/2152 to a policy prefix    -> H.M.GTP4.D    (gtp4d.h)
- *   IPv6 to a local SID                 -> End.M.GTP4.E  (gtp4e.h)
+ *   IPv6 to a local SID (local.h), by the SID's behaviour:
+ *                                       -> End.M.GTP4.E  (gtp4e.h)
+ *                                       -> End.M.GTP6.E  (gtp6e.h)
+ *                                       -> End.M.GTP6.D, End.M.GTP6.D.Di (gtp6d.h)
  *   anything else                       -> XDP_PASS, counted by reason
  */
 #include <linux/bpf.h>
@@ -14,7 +17,7 @@
 #include "counters.h"
 #include "maps.h"
 #include "gtp4d.h"
-#include "gtp4e.h"
+#include "local.h"
 
 /* Which build this is; `make` leaves it 0. Kept in the object (.rodata) so
  * that two builds of the same source differ: the daemon's upgrade test
@@ -38,7 +41,7 @@ int mup_xdp(struct xdp_md *ctx)
 	if (eth->h_proto == bpf_htons(ETH_P_IP))
 		return gtp4d(ctx, cfg, bytes);
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-		return gtp4e(ctx, cfg, bytes);
+		return srv6_local(ctx, cfg, bytes);
 	return ev(MUP_EV_PASS_NOT_IP, bytes, XDP_PASS);
 }
 

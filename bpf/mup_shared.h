@@ -46,7 +46,8 @@ struct mup_policy {
 	__u8  nsegs;          /* k, 0..MUP_MAX_SEGS */
 	__u8  srh_mode;       /* enum mup_srh_mode */
 	__u8  hop_limit;
-	__u8  pad[3];
+	__u8  pad;
+	__u16 mtu;            /* egress MTU of the translated packet, 0 = not checked (mtu.h) */
 };
 
 /* Local SID table key (End.M.GTP4.E): exact match per configured length. */
@@ -61,12 +62,30 @@ enum mup_container_mode {
 	MUP_CONTAINER_NEVER = 2,
 };
 
+/* What a local SID does with a packet addressed to it. */
+enum mup_behavior {
+	MUP_BEH_GTP4E = 0,     /* End.M.GTP4.E: SRv6 in, GTP-U/IPv4 out */
+	MUP_BEH_GTP6E = 1,     /* End.M.GTP6.E: SRv6 in, GTP-U/IPv6 out */
+	MUP_BEH_GTP6D = 2,     /* End.M.GTP6.D: GTP-U/IPv6 in, SRv6 out */
+	MUP_BEH_GTP6D_DI = 3,  /* End.M.GTP6.D.Di: the same, original DA kept as SRH[0] */
+};
+
 struct mup_localsid {
 	__u32 rule;       /* counter index of this rule */
-	__u8  sid_plen;   /* L, <= 56 */
-	__u8  src_plen;   /* P, <= 96 */
-	__u8  container;  /* enum mup_container_mode */
-	__u8  ttl;
+	__u8  sid_plen;   /* L: <= 56 (GTP4.E), <= 88 (GTP6.E), <= 128 (GTP6.D) */
+	__u8  src_plen;   /* P, <= 96 (GTP4.E only) */
+	__u8  container;  /* enum mup_container_mode (GTP4.E, GTP6.E) */
+	__u8  ttl;        /* outer IPv4 TTL (GTP4.E) or IPv6 hop limit (GTP6.E) */
+	/* Added for GTP-U over IPv6; a GTP4.E entry leaves them zero. */
+	__u8  behavior;   /* enum mup_behavior */
+	__u8  pad;
+	__u16 mtu;        /* egress MTU of the translated packet, 0 = not checked (mtu.h) */
+	__u8  pad2[4];
+	/* End.M.GTP6.D/.Di: the SR policy (sr_prefix = prefix of the last
+	 * SID B, which gets Args.Mob.Session at bit sr_plen <= 88; src_prefix
+	 * = the outer IPv6 source A, all 128 bits; segs, srh_mode, hop_limit).
+	 * End.M.GTP6.E: src_prefix = the outer IPv6 source A. */
+	struct mup_policy pol;
 };
 
 enum mup_fwd_mode {
@@ -113,7 +132,7 @@ enum mup_event {
 	MUP_EV_PASS_NO_POLICY = 2,     /* GTP-U to an address with no policy */
 	MUP_EV_PASS_V4_FRAGMENT = 3,   /* matching IPv4 fragment: not translated */
 	MUP_EV_PASS_GTP_NOT_V1 = 4,    /* version != 1 or PT != 1 */
-	MUP_EV_PASS_GTP_SIGNALLING = 5,/* Echo, Error Indication, End Marker, ... */
+	MUP_EV_PASS_GTP_SIGNALLING = 5,/* no longer counted: see MUP_EV_REPLY_ECHO and below */
 	MUP_EV_PASS_NO_LOCALSID = 6,   /* IPv6 not to a local SID */
 	MUP_EV_PASS_MALFORMED = 7,     /* malformed, not addressed to us: the kernel judges */
 	/* Translated: how the result left. */
@@ -144,7 +163,23 @@ enum mup_event {
 	MUP_EV_DROP_ADJUST = 33,           /* bpf_xdp_adjust_head/tail refused */
 	MUP_EV_DROP_BAD_RULE = 34,         /* table entry out of range (never expected) */
 	MUP_EV_DROP_V6_BAD_HEADER = 35,    /* IPv6 ethertype, version != 6 */
-	MUP_EV_MAX = 36,
+	/* GTP-U over IPv6 (End.M.GTP6.*) */
+	MUP_EV_DROP_SRH_SL_NOT_ONE = 36,   /* End.M.GTP6.E with Segments Left != 1 */
+	MUP_EV_DROP_SRH_MISSING = 37,      /* End.M.GTP6.E without an SRH (no SRH[0] = gNB) */
+	MUP_EV_DROP_GTP6_NOT_GTPU = 38,    /* to an End.M.GTP6.D SID, not UDP to port 2152 */
+	/* GTP-U messages other than G-PDU, to an address we terminate
+	 * (a policy prefix, an End.M.GTP6.D SID): never passed on. */
+	MUP_EV_REPLY_ECHO = 39,            /* Echo Request answered with an Echo Response (XDP_TX) */
+	MUP_EV_DROP_ECHO_BAD = 40,         /* Echo Request without S flag or with broken IEs */
+	MUP_EV_DROP_GTP_END_MARKER = 41,   /* RFC 9433 defines no SRv6 form of it: dropped */
+	MUP_EV_DROP_GTP_ERROR_IND = 42,    /* stateless: no session to tear down, no SRv6 form */
+	MUP_EV_DROP_GTP_UNEXPECTED = 43,   /* Echo Response, any other message type */
+	/* Larger than the rule's egress MTU after translation (mtu.h). */
+	MUP_EV_REPLY_TOO_BIG = 44,         /* dropped; ICMP Fragmentation Needed / ICMPv6 Packet Too Big sent back instead (XDP_TX) */
+	MUP_EV_DROP_TOO_BIG = 45,          /* dropped, no ICMP: IPv4 with DF clear (we do not fragment) */
+	MUP_EV_DROP_TOO_BIG_RATELIMIT = 46,/* dropped, no ICMP: this CPU sent its ICMP errors for this second */
+	MUP_EV_DROP_TOO_LONG = 47,         /* End.M.GTP6.E: UDP over 9,727 bytes, beyond our checksum loop (generic mode only) */
+	MUP_EV_MAX = 48,
 };
 
 #endif /* MUP_SHARED_H */

@@ -53,21 +53,28 @@ static __always_inline int srh_write(void *at, void *end, const struct mup_polic
 	return 0;
 }
 
-/* What End.M.GTP4.E learns from the headers after the fixed IPv6 header. */
+/* What the local SID functions learn from the headers after the fixed IPv6
+ * header. */
 struct v6_chain {
 	__u32 len;   /* bytes of extension headers */
+	__u32 srh;   /* offset of the SRH after the fixed header, V6_NO_SRH if none */
 	__u8  inner; /* the first next header that is not one of them */
 };
 
+#define V6_NO_SRH 0xffff
+
 /* Walk Hop-by-Hop, Destination Options and the SRH, checking each against
  * both the frame and the payload length. Stops at the first other header
- * (the caller decides whether it is an inner packet). Returns 0 or a drop
- * event. */
+ * (the caller decides whether it is an inner packet). An SRH must have
+ * Segments Left == want_sl (0: End.M.GTP4.E, End.M.GTP6.D; 1: End.M.GTP6.E).
+ * Returns 0 or a drop event. */
 static __always_inline int v6_walk(struct ipv6hdr *ip6, void *end, __u32 payload_len,
-				   struct v6_chain *c)
+				   __u32 want_sl, struct v6_chain *c)
 {
 	__u8 nh = ip6->nexthdr;
 	__u32 off = 0;
+
+	c->srh = V6_NO_SRH;
 
 #pragma unroll
 	for (int i = 0; i <= V6_MAX_EXT; i++) {
@@ -94,8 +101,10 @@ static __always_inline int v6_walk(struct ipv6hdr *ip6, void *end, __u32 payload
 
 			if (srh->type != SRH_ROUTING_TYPE)
 				return MUP_EV_DROP_V6_BAD_EXT;
-			if (srh->segments_left)
-				return MUP_EV_DROP_SRH_SL_NONZERO;
+			if (srh->segments_left != want_sl)
+				return want_sl ? MUP_EV_DROP_SRH_SL_NOT_ONE : MUP_EV_DROP_SRH_SL_NONZERO;
+			if (c->srh == V6_NO_SRH)
+				c->srh = off;
 		}
 		nh = p[0];
 		off += len;

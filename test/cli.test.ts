@@ -33,10 +33,10 @@ describe('mup replay', () => {
     expect(r.stderr).toBe('');
     expect(r.exitCode).toBe(0);
     const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { index: number; verdict: string; reason: string | null; event: string; out_len: number });
-    // test/fixtures/demo.py: 3 uplink + 2 downlink G-PDUs, Echo, ARP, other UDP, one malformed.
-    expect(lines.map((l) => l.verdict)).toEqual(['tx', 'tx', 'tx', 'tx', 'tx', 'pass', 'pass', 'pass', 'drop']);
+    // test/fixtures/demo.py: 3 uplink + 2 downlink G-PDUs, Echo (answered), ARP, other UDP, one malformed.
+    expect(lines.map((l) => l.verdict)).toEqual(['tx', 'tx', 'tx', 'tx', 'tx', 'tx', 'pass', 'pass', 'drop']);
     expect(lines[8]).toMatchObject({ reason: 'drop_inner_not_ip', out_len: 0 });
-    expect(lines[5]).toMatchObject({ event: 'pass_gtp_signalling', reason: null });
+    expect(lines[5]).toMatchObject({ event: 'reply_echo', reason: null, out_len: 56 });
     const written = parsePcap(readFileSync(out), out).packets;
     expect(written).toHaveLength(8);
     expect(written.map((p) => p.data.length)).toEqual(lines.slice(0, 8).map((l) => l.out_len));

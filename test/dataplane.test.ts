@@ -296,7 +296,7 @@ describe.skipIf(!clang)('checkLayouts on compiled probes', () => {
 
   it('rejects a changed member and a changed struct size, naming both', () => {
     const altered = original
-      .replace(/__u8\s+hop_limit;\s*\n\s*__u8\s+pad\[3\];/, '__u16 hop_limit;\n\t__u8  pad[2];')
+      .replace(/__u8\s+hop_limit;\s*\n\s*__u8\s+pad;/, '__u16 hop_limit;')
       .replace(/__u64 bytes;/, '__u64 bytes;\n\t__u64 drops;');
     expect(altered).not.toBe(original);
     const err = layoutError(build('altered', altered));

@@ -39,6 +39,9 @@ describe.skipIf(!haveObject)(`fuzz ${FRAMES} frames through ${OBJECT}`, () => {
     // Both directions are translated, and many drop reasons are reached.
     expect(r.families['gtpu']!.tx, report).toBeGreaterThan(FRAMES / 20);
     expect(r.families['srv6']!.tx, report).toBeGreaterThan(FRAMES / 20);
+    // ... GTP6 ones too (gtp6 local SIDs in the fuzz config; their rules count).
+    expect(r.events['drop_srh_sl_not_one'] ?? 0, report).toBeGreaterThan(0);
+    expect(r.events['drop_gtp6_not_gtpu'] ?? 0, report).toBeGreaterThan(0);
     expect(Object.keys(r.events).filter((e) => e.startsWith('drop_')).length, report).toBeGreaterThanOrEqual(12);
   });
 });
@@ -107,6 +110,20 @@ describe('fuzz checker', () => {
     expect(checkFrame(cfg, up.frame, 'drop', Buffer.alloc(0)).reason).toMatch(/dropped a frame the model translates/);
     expect(checkFrame(cfg, up.frame, 'aborted', Buffer.alloc(0)).reason).toMatch(/ABORTED/);
     expect(checkFrame(cfg, up.frame, 'redirect', Buffer.alloc(0)).reason).toMatch(/REDIRECT/);
+
+    // GTP-U over IPv6: End.M.GTP6.E's UDP checksum is checked, End.M.GTP6.D's SRH too.
+    const e6 = seed('srv6/e6-64/');
+    const gtp6 = translated(e6);
+    expect(checkFrame(cfg, e6.frame, 'tx', gtp6).reason).toBeNull();
+    const badCsum6 = Buffer.from(gtp6);
+    badCsum6[gtp6.length - 1] = badCsum6[gtp6.length - 1]! ^ 0x10;
+    expect(checkFrame(cfg, e6.frame, 'tx', badCsum6).reason).toMatch(/bad UDP checksum over IPv6/);
+    const d6 = seed('gtpu6/di6-48-seg2-reduced/');
+    const srv6 = translated(d6);
+    expect(checkFrame(cfg, d6.frame, 'tx', srv6).reason).toBeNull();
+    const badDa = Buffer.from(srv6);
+    badDa[53] = badDa[53]! ^ 1;
+    expect(checkFrame(cfg, d6.frame, 'tx', badDa).reason).toMatch(/DA is not segment list|differs from the model/);
 
     const arp = seed('other/arp');
     expect(checkFrame(cfg, arp.frame, 'pass', arp.frame).reason).toBeNull();

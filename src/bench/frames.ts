@@ -105,3 +105,33 @@ export function srv6Frame(o: { src: Ipv6Addr; dst: Ipv6Addr; inner: Buffer; hopL
 /** Headers before the inner packet, for sizing an inner packet to a frame size. */
 export const GTPU_OVERHEAD = 14 + 20 + 8 + 16;
 export const SRV6_OVERHEAD = 14 + 40;
+
+/** Ethernet / IPv6 / UDP 2152 / GTP-U G-PDU with an UL PDU Session Container (End.M.GTP6.D input). */
+export function gtpu6Frame(o: { src: Ipv6Addr; dst: Ipv6Addr; teid: number; qfi: number; inner: Buffer }): Buffer {
+  const v4 = gtpuFrame({ src: 0 as Ipv4Addr, dst: 0 as Ipv4Addr, teid: o.teid, qfi: o.qfi, inner: o.inner });
+  const udpGtp = v4.subarray(14 + 20); // UDP (checksum 0 left: not checked on input) + GTP-U + inner
+  const ip6 = Buffer.alloc(40);
+  ip6.writeUInt32BE(0x60000000, 0);
+  ip6.writeUInt16BE(udpGtp.length, 4);
+  ip6[6] = 17;
+  ip6[7] = 64;
+  ipv6ToBytes(o.src).copy(ip6, 8);
+  ipv6ToBytes(o.dst).copy(ip6, 24);
+  return Buffer.concat([eth(0x86dd), ip6, udpGtp]);
+}
+
+/** Ethernet / IPv6 / SRH [gNB] with Segments Left 1 (reduced) / inner IPv4 (End.M.GTP6.E input). */
+export function srv6ReducedFrame(o: { src: Ipv6Addr; dst: Ipv6Addr; gnb: Ipv6Addr; inner: Buffer }): Buffer {
+  const srh = Buffer.alloc(24);
+  srh[0] = 4;
+  srh[1] = 2;
+  srh[2] = 4;
+  srh[3] = 1;
+  ipv6ToBytes(o.gnb).copy(srh, 8);
+  const f = srv6Frame({ src: o.src, dst: o.dst, inner: Buffer.concat([srh, o.inner]) });
+  f[14 + 6] = 43;
+  return f;
+}
+
+export const GTPU6_OVERHEAD = 14 + 40 + 8 + 16;
+export const SRV6_SRH1_OVERHEAD = 14 + 40 + 24;

@@ -46,7 +46,7 @@ import type { Config, LocalSid, Policy } from '../config/types.js';
 import { DEFAULT_OBJECT, VERDICTS, openDataplane, type Verdict } from '../dataplane/index.js';
 import { testRun } from '../dataplane/libbpf.js';
 import { ipv4Addr, ipv6Addr, ipv6FromBytes, ipv6ToBytes, mask6 } from '../sid/addr.js';
-import { decodeGtp4Sid, decodeGtp4Src, encodeGtp4Sid, encodeGtp4Src, qfi as mkQfi, teid as mkTeid } from '../sid/mobile.js';
+import { decodeGtp4Sid, decodeGtp4Src, decodeGtp6Sid, encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi as mkQfi, teid as mkTeid } from '../sid/mobile.js';
 import type { Ipv6Addr } from '../sid/types.js';
 import { ipv4Checksum, ipv4Header, type Ipv4HeaderOptions } from './frames.js';
 
@@ -229,6 +229,18 @@ localsids:
   - { name: e-56-never, sid: "2001:db8:3:4400::/56", src_prefix_len: 96, container: never, ttl: 255 }
   - { name: e-32-auto, sid: "2001:db9::/32", src_prefix_len: 0, container: auto }
   - { name: e-37, sid: "2001:dba:f800::/37", src_prefix_len: 75 }
+  - { name: e6-64, behavior: end.m.gtp6.e, sid: "2001:db8:6e::/64", source: "2001:db8:ff::6e" }
+  - { name: e6-88-auto, behavior: end.m.gtp6.e, sid: "fc00:6e::/88", source: "2001:db8:ff::6f", container: auto, hop_limit: 9 }
+  - { name: d6-64, behavior: end.m.gtp6.d, sid: "2001:db8:6d::/64", source: "2001:db8:ff::6d", sr_prefix: "2001:db8:1::/64" }
+  - name: di6-48-seg2-reduced
+    behavior: end.m.gtp6.d.di
+    sid: "2001:db8:6c::/48"
+    source: "2001:db8:ff::6c"
+    sr_prefix: "2001:db8:6e::/64"
+    segments: ["2001:db8:a::1", "2001:db8:b::2"]
+    srh: reduced
+    hop_limit: 200
+  - { name: d6-40-always, behavior: end.m.gtp6.d, sid: "2001:db8:6b00::/40", source: "2001:db8:ff::6b", sr_prefix: "fc00:1::/88", srh: always }
 `;
 
 export function fuzzConfig(): Config {
@@ -586,9 +598,11 @@ function gtpuSeed(rng: Rng, cfg: Config, i: number): Seed {
 
 const SRV6_SHAPES = ['none', 'srh1', 'srh2', 'srh3', 'srh4', 'srh2-tlv', 'hbh', 'dst', 'hbh+srh1', 'dst+srh3', 'hbh+dst+srh2+dst', 'srh-first-not-da'] as const;
 
+const isGtp4e = (l: LocalSid): boolean => (l.behavior ?? 'end.m.gtp4.e') === 'end.m.gtp4.e';
+
 function srv6Seed(rng: Rng, cfg: Config, i: number): Seed {
-  const li = i % cfg.localsids.length;
-  const ls = cfg.localsids[li]!;
+  const l4 = cfg.localsids.filter(isGtp4e);
+  const ls = l4[i % l4.length]!;
   const shape = SRV6_SHAPES[Math.floor(i / cfg.localsids.length) % SRV6_SHAPES.length]!;
   const [innerKind, inner] = innerPacket(rng);
   const innerNh = (inner[0]! >> 4) === 4 ? 4 : 41;
@@ -637,6 +651,55 @@ function srv6Seed(rng: Rng, cfg: Config, i: number): Seed {
   return { name: `srv6/${ls.name ?? ls.where}/${shape}/${innerKind}${padTag}`, family: 'srv6', frame, fields: describeFields(frame) };
 }
 
+/** An address inside a prefix, the rest random. */
+function randomIn6(rng: Rng, p: { addr: bigint; len: number }): bigint {
+  return p.len >= 128 ? p.addr : p.addr | (rng.u128() & ((1n << BigInt(128 - p.len)) - 1n));
+}
+
+const GTP6D_CHAINS = ['none', 'hbh', 'dst', 'srh0'] as const;
+const GTP6E_SHAPES = ['full', 'reduced', 'three', 'hbh+reduced', 'full+dst'] as const;
+
+/** GTP-U/IPv6 to an End.M.GTP6.D(.Di) SID, or SRv6 (SL 1) to an End.M.GTP6.E SID. */
+function gtp6Seed(rng: Rng, ls: LocalSid, i: number): Seed {
+  const [innerKind, inner] = innerPacket(rng);
+  const S0 = (next: number): Buffer => srh(next, [rng.u128(), rng.u128()], 0);
+  if (ls.behavior === 'end.m.gtp6.e') {
+    const shape = GTP6E_SHAPES[Math.floor(i / 5) % GTP6E_SHAPES.length]!;
+    const args = { qfi: mkQfi(rng.chance(0.25) ? 0 : rng.int(64)), r: rng.chance(0.3), u: rng.chance(0.1), teid: mkTeid(rng.u32()) };
+    let da: bigint = encodeGtp6Sid(ls.sid, args);
+    if (rng.chance(0.2) && ls.sid.len < 88) da |= rng.u128() & ((1n << BigInt(88 - ls.sid.len)) - 1n);
+    const gnb = rng.u128();
+    const innerNh = (inner[0]! >> 4) === 4 ? 4 : 41;
+    const build: Record<(typeof GTP6E_SHAPES)[number], [number, Buffer]> = {
+      full: [43, srh(innerNh, [gnb, da], 1)],
+      reduced: [43, srh(innerNh, [gnb], 1)],
+      three: [43, srh(innerNh, [gnb, da, rng.u128()], 1)],
+      'hbh+reduced': [0, Buffer.concat([optsHeader(43, rng.int(2)), srh(innerNh, [gnb], 1)])],
+      'full+dst': [43, Buffer.concat([srh(60, [gnb, da], 1), optsHeader(innerNh, rng.int(2))])],
+    };
+    const [nh, exts] = build[shape];
+    const ip = ipv6({ src: rng.u128(), dst: da, nh, payload: Buffer.concat([exts, inner]), tc: rng.int(256), flow: rng.int(1 << 20), hopLimit: rng.pick([64, 2, 255]) });
+    const [padTag, frame] = pad(rng, ether(0x86dd, ip));
+    return { name: `srv6/${ls.name ?? ls.where}/${shape}/${innerKind}${padTag}`, family: 'srv6', frame, fields: describeFields(frame) };
+  }
+  const shape = GTP_SHAPES[i % GTP_SHAPES.length]!;
+  const chain = GTP6D_CHAINS[Math.floor(i / GTP_SHAPES.length) % GTP6D_CHAINS.length]!;
+  const g = gtpShape(rng, shape);
+  const teid = rng.chance(0.1) ? rng.pick([0, 0xffffffff]) : rng.u32();
+  const gtp = gtpu({ flags: g.flags, type: 0xff, teid, seq: rng.int(65536), exts: g.exts, inner, ...(g.firstNext === undefined ? {} : { firstNext: g.firstNext }) });
+  const u = udp(rng.chance(0.5) ? 2152 : rng.range(1024, 65535), 2152, gtp);
+  const ext: Record<(typeof GTP6D_CHAINS)[number], [number, Buffer]> = {
+    none: [17, Buffer.alloc(0)],
+    hbh: [0, optsHeader(17, rng.int(2))],
+    dst: [60, optsHeader(17, rng.int(3))],
+    srh0: [43, S0(17)],
+  };
+  const [nh, exts] = ext[chain];
+  const ip = ipv6({ src: rng.u128(), dst: randomIn6(rng, ls.sid), nh, payload: Buffer.concat([exts, u]), tc: rng.int(256), flow: rng.int(1 << 20), hopLimit: rng.pick([64, 1, 255]) });
+  const [padTag, frame] = pad(rng, ether(0x86dd, ip));
+  return { name: `gtpu6/${ls.name ?? ls.where}/${shape}/${chain}/${innerKind}${padTag}`, family: 'gtpu', frame, fields: describeFields(frame) };
+}
+
 function otherSeeds(rng: Rng, cfg: Config): Seed[] {
   const pol = cfg.policies[0]!;
   const dst = randomIn(rng, pol.match.addr, pol.match.len);
@@ -649,6 +712,9 @@ function otherSeeds(rng: Rng, cfg: Config): Seed[] {
     ['v4-dns', v4({ payload: udp(5353, 53, rng.bytes(30)) })],
     ['v4-tcp', v4({ proto: 6, payload: tcp(1234, 2152, rng.bytes(10)) })],
     ['gtp-echo', v4({ payload: udp(2152, 2152, g(1)) })],
+    // Well-formed Echo Requests (answered): without IEs, with the Recovery IE.
+    ['gtp-echo-plain', v4({ payload: udp(rng.int(65536), 2152, gtpu({ flags: 0x32, type: 1, teid: 0, seq: rng.int(65536), exts: [], inner: Buffer.alloc(0) })) })],
+    ['gtp-echo-recovery', v4({ payload: udp(2152, 2152, gtpu({ flags: 0x32, type: 1, teid: 0, seq: rng.int(65536), exts: [], inner: Buffer.from([14, 3]) })) })],
     ['gtp-end-marker', v4({ payload: udp(2152, 2152, g(254, 0x30)) })],
     ['gtp-error-ind', v4({ payload: udp(2152, 2152, g(26)) })],
     ['gtpv2-header', v4({ payload: udp(2152, 2152, Buffer.concat([Buffer.from([0x48, 0xff]), u16(inner.length + 8), rng.bytes(8), inner])) })],
@@ -667,9 +733,11 @@ function otherSeeds(rng: Rng, cfg: Config): Seed[] {
 export function buildCorpus(cfg: Config, rng: Rng): Seed[] {
   const seeds: Seed[] = [];
   const nGtp = Math.max(GTP_SHAPES.length * cfg.policies.length, 240);
-  const nSrv6 = Math.max(SRV6_SHAPES.length * cfg.localsids.length, 240);
+  const nSrv6 = Math.max(SRV6_SHAPES.length * cfg.localsids.filter(isGtp4e).length, 240);
   for (let i = 0; i < nGtp; i++) seeds.push(gtpuSeed(rng, cfg, i));
   for (let i = 0; i < nSrv6; i++) seeds.push(srv6Seed(rng, cfg, i));
+  const l6 = cfg.localsids.filter((l) => !isGtp4e(l));
+  for (let i = 0; i < 24 * l6.length; i++) seeds.push(gtp6Seed(rng, l6[i % l6.length]!, i));
   seeds.push(...otherSeeds(rng, cfg), ...otherSeeds(rng, cfg));
   return seeds.filter((s) => s.frame.length <= MAX_FRAME);
 }
@@ -958,7 +1026,9 @@ export type ModelResult =
       readonly doubt?: string;
     }
   | { readonly kind: 'not-ours' }
-  | { readonly kind: 'malformed'; readonly why: string };
+  | { readonly kind: 'malformed'; readonly why: string }
+  /** A GTP-U Echo Request to us: answered with exactly this frame (XDP_TX). */
+  | { readonly kind: 'reply'; readonly out: Buffer };
 
 function rotl(x: number, r: number): number {
   return ((x << r) | (x >>> (32 - r))) >>> 0;
@@ -1023,6 +1093,48 @@ function gtpExtKnown(t: number): boolean {
   return t < 0x80 || [0x81, 0x82, 0x83, 0x84, 0x85, 0xc0].includes(t);
 }
 
+/**
+ * A GTP-U message other than a G-PDU to a policy prefix (docs/datapath.md,
+ * "GTP-U signalling"): a well-formed Echo Request is answered, anything
+ * else is dropped.
+ */
+function modelSignalling4(f: Buffer, o: number, u: number, g: number, gtpLen: number): ModelResult {
+  const type = f[g + 1]!;
+  if (type !== 1) return { kind: 'malformed', why: `GTP-U message type ${type}: dropped by reason` };
+  if (!(f[g]! & 0x02) || gtpLen < 4) return { kind: 'malformed', why: 'Echo Request without a sequence number' };
+  const ies = g + 12;
+  let pos = 4;
+  if (pos < gtpLen && f[ies]! === 14) {
+    if (pos + 2 > gtpLen) return { kind: 'malformed', why: 'Recovery IE cut short' };
+    pos += 2;
+  }
+  if (pos < gtpLen) {
+    const at = g + 8 + pos;
+    if (f[at] !== 255 || pos + 3 > gtpLen) return { kind: 'malformed', why: 'Echo Request IE other than Recovery, Private Extension' };
+    pos += 3 + f.readUInt16BE(at + 1);
+  }
+  if (pos !== gtpLen) return { kind: 'malformed', why: 'Echo Request IEs do not fill the message' };
+  // TS 29.281 §7.2.2: back to the sender's address and port, from 2152.
+  const src = f.readUInt32BE(o + 16);
+  const dst = f.readUInt32BE(o + 12);
+  const dport = f.readUInt16BE(u);
+  const gtp = Buffer.from([0x32, 2, 0, 6, 0, 0, 0, 0, f[g + 8]!, f[g + 9]!, 0, 0, 14, 0]);
+  const udp = Buffer.alloc(8);
+  udp.writeUInt16BE(2152, 0);
+  udp.writeUInt16BE(dport, 2);
+  udp.writeUInt16BE(8 + gtp.length, 4);
+  const pseudo = Buffer.alloc(12);
+  pseudo.writeUInt32BE(src, 0);
+  pseudo.writeUInt32BE(dst, 4);
+  pseudo[9] = 17;
+  pseudo.writeUInt16BE(8 + gtp.length, 10);
+  const sum = ipv4Checksum(Buffer.concat([pseudo, udp, gtp]));
+  udp.writeUInt16BE(sum === 0 ? 0xffff : sum, 6);
+  const ip = ipv4Header({ src: ipv4Addr(src), dst: ipv4Addr(dst), proto: 17, payloadLen: 8 + gtp.length, ttl: 64, id: 0, frag: 0x4000 });
+  const eth = Buffer.concat([f.subarray(6, 12), f.subarray(0, 6), Buffer.from([0x08, 0x00])]);
+  return { kind: 'reply', out: Buffer.concat([eth, ip, udp, gtp]) };
+}
+
 /** H.M.GTP4.D: what an IPv4 frame must become. */
 export function modelGtp4d(f: Buffer, cfg: Config): ModelResult {
   const o = ETH_HLEN;
@@ -1048,7 +1160,7 @@ export function modelGtp4d(f: Buffer, cfg: Config): ModelResult {
   if ((flags & 0xf0) !== 0x30) return { kind: 'not-ours' };
   const gtpLen = f.readUInt16BE(g + 2);
   if (gtpLen + 16 !== udpLen) return { kind: 'malformed', why: `GTP length ${gtpLen} != UDP length ${udpLen} - 16` };
-  if (f[g + 1] !== 0xff) return { kind: 'not-ours' };
+  if (f[g + 1] !== 0xff) return modelSignalling4(f, o, u, g, gtpLen);
   const gtpEnd = g + 8 + gtpLen; // == 14 + tot
   let hdr = 8;
   let qfi = 0;
@@ -1224,11 +1336,245 @@ export function modelGtp4e(f: Buffer, cfg: Config): ModelResult {
   return { kind: 'translate', out, layout, ...(doubt === undefined ? {} : { doubt }) };
 }
 
+// ---------------------------------------------------------------------------
+// GTP-U over IPv6 (docs/datapath.md "GTP-U over IPv6")
+
+/** Ones-complement sum of b[from, to) as big-endian 16-bit words, folded. */
+function sum16(b: Buffer, from: number, to: number, start = 0): number {
+  let s = start;
+  for (let i = from; i < to; i += 2) s += (b[i]! << 8) | (i + 1 < to ? b[i + 1]! : 0);
+  while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
+  return s;
+}
+
+/** The UDP checksum over IPv6 of the frame's UDP header at u (IPv6 header at 14), written in place. */
+function setUdp6Checksum(out: Buffer, u: number): void {
+  const len = out.readUInt16BE(u + 4);
+  out.writeUInt16BE(0, u + 6);
+  const c = ~sum16(out, u, u + len, sum16(out, ETH_HLEN + 8, ETH_HLEN + 40, len + 17)) & 0xffff;
+  out.writeUInt16BE(c === 0 ? 0xffff : c, u + 6);
+}
+
+type Walk = { readonly off: number; readonly nh: number; readonly srh: number } | { readonly why: string };
+
+/** The extension headers End.M.GTP4.E/GTP6.* accept (srh = offset of the first SRH or -1). */
+function walk6(f: Buffer, pl: number, wantSl: number): Walk {
+  const o = ETH_HLEN;
+  let nh = f[o + 6]!;
+  let off = 0;
+  let first = -1;
+  for (let n = 0; nh === 0 || nh === 60 || nh === 43; n++) {
+    if (n === 4) return { why: 'more than 4 extension headers' };
+    if (nh === 0 && n > 0) return { why: 'Hop-by-Hop not first' };
+    const p = o + 40 + off;
+    if (off + 8 > pl) return { why: 'extension header cut short' };
+    const len = (f[p + 1]! + 1) * 8;
+    if (off + len > pl) return { why: 'extension header past the payload length' };
+    if (nh === 43 && f[p + 2] !== 4) return { why: `routing type ${f[p + 2]}` };
+    if (nh === 43 && f[p + 3] !== wantSl) return { why: `segments left ${f[p + 3]}` };
+    if (nh === 43 && first < 0) first = off;
+    nh = f[p]!;
+    off += len;
+  }
+  return { off, nh, srh: first };
+}
+
+function innerOk(inner: Buffer, want: number): string | null {
+  if (inner.length < 1) return 'no inner packet';
+  const iv = inner[0]! >> 4;
+  if (iv !== 4 && iv !== 6) return `inner version ${iv}`;
+  if (want && iv !== want) return `inner version ${iv}, next header says ${want}`;
+  if (inner.length < (iv === 4 ? 20 : 40)) return 'inner IP header cut short';
+  return null;
+}
+
+/** End.M.GTP6.E: SRv6 (SL 1) to the SID becomes GTP-U/IPv6 to SRH[0]. */
+function modelGtp6e(f: Buffer, cfg: Config, ls: LocalSid, da: Ipv6Addr): ModelResult {
+  const o = ETH_HLEN;
+  if (f[o]! >> 4 !== 6) return { kind: 'malformed', why: 'IPv6 version' };
+  const pl = f.readUInt16BE(o + 4);
+  if (o + 40 + pl > f.length) return { kind: 'malformed', why: `payload length ${pl} past the frame` };
+  const w = walk6(f, pl, 1);
+  if ('why' in w) return { kind: 'malformed', why: w.why };
+  if (w.srh < 0) return { kind: 'malformed', why: 'no SRH' };
+  const sp = o + 40 + w.srh;
+  if (f[sp + 1]! < 2) return { kind: 'malformed', why: 'SRH without segments' };
+  if (f[o + 7]! <= 1) return { kind: 'malformed', why: `hop limit ${f[o + 7]}` };
+  if (w.nh !== 4 && w.nh !== 41) return { kind: 'malformed', why: `inner next header ${w.nh}` };
+  const inner = f.subarray(o + 40 + w.off, o + 40 + pl);
+  const bad = innerOk(inner, w.nh === 4 ? 4 : 6);
+  if (bad !== null) return { kind: 'malformed', why: bad };
+  const args = decodeGtp6Sid(da, ls.sid.len);
+  const psc = ls.container === 'always' || (ls.container === 'auto' && (args.qfi !== 0 || args.r));
+  const udpLen = 8 + (psc ? 16 : 8) + inner.length;
+  const out = Buffer.alloc(ETH_HLEN + 40 + udpLen);
+  f.copy(out, 0, 6, 12);
+  f.copy(out, 6, 0, 6);
+  out.writeUInt16BE(0x86dd, 12);
+  const s = cfg.settings;
+  const h = innerHash(inner, s.hashSeed);
+  out.writeUInt32BE(((6 << 28) | (((f.readUInt32BE(o) >>> 20) & 0xff) << 20) | (h & 0xfffff)) >>> 0, 14);
+  out.writeUInt16BE(udpLen, 18);
+  out[20] = 17;
+  out[21] = ls.ttl;
+  ipv6ToBytes(ls.source!).copy(out, 22);
+  f.copy(out, 38, sp + 8, sp + 24); // SRH[0]: the gNB
+  const u = ETH_HLEN + 40;
+  const span = s.sourcePortMax - s.sourcePortMin + 1;
+  out.writeUInt16BE(s.sourcePortMin + Math.floor((h * span) / 4294967296), u);
+  out.writeUInt16BE(2152, u + 2);
+  out.writeUInt16BE(udpLen, u + 4);
+  const g = u + 8;
+  out[g] = psc ? 0x34 : 0x30;
+  out[g + 1] = 0xff;
+  out.writeUInt16BE(udpLen - 16, g + 2);
+  out.writeUInt32BE(args.teid, g + 4);
+  if (psc) {
+    out[g + 11] = 0x85;
+    out[g + 12] = 1;
+    out[g + 14] = ((args.r ? 1 : 0) << 6) | args.qfi;
+  }
+  inner.copy(out, g + (psc ? 16 : 8));
+  setUdp6Checksum(out, u);
+  const layout: [number, string][] = [
+    [0, 'eth'], [14, 'ipv6 version/tc/flow label'], [18, 'ipv6 payload length'], [20, 'ipv6 next header'], [21, 'ipv6 hop limit'],
+    [22, 'ipv6 SA'], [38, 'ipv6 DA'], [u, 'udp source port'], [u + 2, 'udp destination port'], [u + 4, 'udp length'],
+    [u + 6, 'udp checksum'], [g, 'gtp header'], [g + (psc ? 16 : 8), 'inner packet'],
+  ];
+  return { kind: 'translate', out, layout };
+}
+
+/** An Echo Request to an End.M.GTP6.D SID: answered (docs/datapath.md, "GTP-U signalling"). */
+function modelSignalling6(f: Buffer, u: number, g: number, gtpLen: number): ModelResult {
+  const type = f[g + 1]!;
+  if (type !== 1) return { kind: 'malformed', why: `GTP-U message type ${type}: dropped by reason` };
+  if (!(f[g]! & 0x02) || gtpLen < 4) return { kind: 'malformed', why: 'Echo Request without a sequence number' };
+  let pos = 4;
+  if (pos < gtpLen && f[g + 12] === 14) {
+    if (pos + 2 > gtpLen) return { kind: 'malformed', why: 'Recovery IE cut short' };
+    pos += 2;
+  }
+  if (pos < gtpLen) {
+    const at = g + 8 + pos;
+    if (f[at] !== 255 || pos + 3 > gtpLen) return { kind: 'malformed', why: 'Echo Request IE other than Recovery, Private Extension' };
+    pos += 3 + f.readUInt16BE(at + 1);
+  }
+  if (pos !== gtpLen) return { kind: 'malformed', why: 'Echo Request IEs do not fill the message' };
+  const out = Buffer.alloc(ETH_HLEN + 40 + 22);
+  f.copy(out, 0, 6, 12);
+  f.copy(out, 6, 0, 6);
+  out.writeUInt16BE(0x86dd, 12);
+  out.writeUInt32BE(0x60000000, 14);
+  out.writeUInt16BE(22, 18);
+  out[20] = 17;
+  out[21] = 64;
+  f.copy(out, 22, ETH_HLEN + 24, ETH_HLEN + 40);
+  f.copy(out, 38, ETH_HLEN + 8, ETH_HLEN + 24);
+  const r = ETH_HLEN + 40;
+  out.writeUInt16BE(2152, r);
+  out.writeUInt16BE(f.readUInt16BE(u), r + 2);
+  out.writeUInt16BE(22, r + 4);
+  Buffer.from([0x32, 2, 0, 6, 0, 0, 0, 0, f[g + 8]!, f[g + 9]!, 0, 0, 14, 0]).copy(out, r + 8);
+  setUdp6Checksum(out, r);
+  return { kind: 'reply', out };
+}
+
+/** End.M.GTP6.D / .D.Di: GTP-U/IPv6 to the SID becomes SRv6. */
+function modelGtp6d(f: Buffer, cfg: Config, ls: LocalSid, da: Ipv6Addr): ModelResult {
+  const o = ETH_HLEN;
+  if (f[o]! >> 4 !== 6) return { kind: 'malformed', why: 'IPv6 version' };
+  const pl = f.readUInt16BE(o + 4);
+  if (o + 40 + pl > f.length) return { kind: 'malformed', why: `payload length ${pl} past the frame` };
+  const w = walk6(f, pl, 0);
+  if ('why' in w) return { kind: 'malformed', why: w.why };
+  if (w.nh !== 17) return { kind: 'malformed', why: `next header ${w.nh}, not UDP` };
+  const u = o + 40 + w.off;
+  if (w.off + 8 > pl) return { kind: 'malformed', why: 'UDP header cut short' };
+  if (f.readUInt16BE(u + 2) !== 2152) return { kind: 'malformed', why: 'UDP not to port 2152' };
+  const udpLen = f.readUInt16BE(u + 4);
+  if (udpLen !== pl - w.off) return { kind: 'malformed', why: `UDP length ${udpLen} != ${pl - w.off}` };
+  const g = u + 8;
+  if (udpLen < 16) return { kind: 'malformed', why: 'GTP-U header cut short' };
+  const flags = f[g]!;
+  if ((flags & 0xf0) !== 0x30) return { kind: 'not-ours' };
+  const gtpLen = f.readUInt16BE(g + 2);
+  if (gtpLen + 16 !== udpLen) return { kind: 'malformed', why: `GTP length ${gtpLen} != UDP length ${udpLen} - 16` };
+  if (f[g + 1] !== 0xff) return modelSignalling6(f, u, g, gtpLen);
+  let hdr = 8;
+  let qfi = 0;
+  let rqi = 0;
+  if (flags & 7) {
+    if (hdr + 4 > 8 + gtpLen) return { kind: 'malformed', why: 'GTP optional fields cut short' };
+    let next = flags & 4 ? f[g + 11]! : 0;
+    hdr += 4;
+    for (let n = 0; next; n++) {
+      if (n === 8) return { kind: 'malformed', why: 'more than 8 GTP extension headers' };
+      if (hdr + 4 > 8 + gtpLen) return { kind: 'malformed', why: 'GTP extension cut short' };
+      const p = g + hdr;
+      const len = f[p]! * 4;
+      if (len === 0) return { kind: 'malformed', why: 'GTP extension of length 0' };
+      if (hdr + len > 8 + gtpLen) return { kind: 'malformed', why: 'GTP extension past the GTP length' };
+      if (!gtpExtKnown(next)) return { kind: 'malformed', why: `unknown comprehension-required GTP extension 0x${next.toString(16)}` };
+      if (next === 0x85) {
+        qfi = f[p + 2]! & 0x3f;
+        rqi = f[p + 1]! >> 4 === 0 ? (f[p + 2]! >> 6) & 1 : 0;
+      }
+      next = f[p + len - 1]!;
+      hdr += len;
+    }
+  }
+  const inner = f.subarray(g + hdr, g + 8 + gtpLen);
+  const bad = innerOk(inner, 0);
+  if (bad !== null) return { kind: 'malformed', why: bad };
+  const iv = inner[0]! >> 4;
+  const b = encodeGtp6Sid(ls.srPrefix!, { qfi: mkQfi(qfi), r: rqi === 1, u: false, teid: mkTeid(f.readUInt32BE(g + 4)) });
+  const path: Ipv6Addr[] = [...(ls.segments ?? []), b, ...(ls.behavior === 'end.m.gtp6.d.di' ? [da] : [])];
+  const n = path.length;
+  const entries = ls.srh === 'reduced' ? n - 1 : ls.srh !== 'always' && n === 1 ? 0 : n;
+  const srhLen = entries ? 8 + 16 * entries : 0;
+  const out = Buffer.alloc(ETH_HLEN + 40 + srhLen + inner.length);
+  f.copy(out, 0, 6, 12);
+  f.copy(out, 6, 0, 6);
+  out.writeUInt16BE(0x86dd, 12);
+  const h = innerHash(inner, cfg.settings.hashSeed);
+  out.writeUInt32BE(((6 << 28) | (((f.readUInt32BE(o) >>> 20) & 0xff) << 20) | (h & 0xfffff)) >>> 0, 14);
+  out.writeUInt16BE(srhLen + inner.length, 18);
+  out[20] = entries ? 43 : iv === 4 ? 4 : 41;
+  out[21] = ls.ttl;
+  ipv6ToBytes(ls.source!).copy(out, 22);
+  ipv6ToBytes(path[0]!).copy(out, 38);
+  const layout: [number, string][] = [
+    [0, 'eth'], [14, 'ipv6 version/tc/flow label'], [18, 'ipv6 payload length'], [20, 'ipv6 next header'], [21, 'ipv6 hop limit'],
+    [22, 'ipv6 SA'], [38, 'ipv6 DA'],
+  ];
+  if (entries) {
+    const sp = 54;
+    out[sp] = iv === 4 ? 4 : 41;
+    out[sp + 1] = 2 * entries;
+    out[sp + 2] = 4;
+    out[sp + 3] = n - 1;
+    out[sp + 4] = entries - 1;
+    [...path].reverse().slice(0, entries).forEach((a, i) => ipv6ToBytes(a).copy(out, sp + 8 + 16 * i));
+    layout.push([sp, 'srh header'], [sp + 8, 'srh segment list']);
+  }
+  inner.copy(out, ETH_HLEN + 40 + srhLen);
+  layout.push([ETH_HLEN + 40 + srhLen, 'inner packet']);
+  return { kind: 'translate', out, layout };
+}
+
 export function model(f: Buffer, cfg: Config): ModelResult {
   if (f.length < ETH_HLEN) return { kind: 'not-ours' };
   const t = f.readUInt16BE(12);
   if (t === 0x0800) return modelGtp4d(f, cfg);
-  if (t === 0x86dd) return modelGtp4e(f, cfg);
+  if (t === 0x86dd) {
+    if (f.length >= ETH_HLEN + 40) {
+      const da = ipv6FromBytes(f, ETH_HLEN + 24);
+      const ls = localSidFor(cfg, da);
+      if (ls?.behavior === 'end.m.gtp6.e') return modelGtp6e(f, cfg, ls, da);
+      if (ls?.behavior === 'end.m.gtp6.d' || ls?.behavior === 'end.m.gtp6.d.di') return modelGtp6d(f, cfg, ls, da);
+    }
+    return modelGtp4e(f, cfg);
+  }
   return { kind: 'not-ours' };
 }
 
@@ -1273,7 +1619,7 @@ export function checkTranslation(input: Buffer, out: Buffer): string | null {
     return null;
   }
   if (type === 0x86dd) {
-    if (inType !== 0x0800) return `IPv6 output from ethertype 0x${inType.toString(16)}`;
+    if (inType !== 0x0800 && inType !== 0x86dd) return `IPv6 output from ethertype 0x${inType.toString(16)}`;
     const o = ETH_HLEN;
     if (out.length < o + 40) return `IPv6 output of ${out.length} bytes`;
     if (out[o]! >> 4 !== 6) return `IPv6 version ${out[o]! >> 4}`;
@@ -1296,6 +1642,18 @@ export function checkTranslation(input: Buffer, out: Buffer): string | null {
       }
       nh = out[p]!;
       p += len;
+    }
+    if (nh === 17) {
+      // End.M.GTP6.E: GTP-U over IPv6, the UDP checksum mandatory.
+      if (p !== o + 40) return 'GTP-U/IPv6 output with extension headers';
+      if (out.length < p + 16) return 'GTP-U/IPv6 output cut short';
+      if (out.readUInt16BE(p + 4) !== pl) return `UDP length ${out.readUInt16BE(p + 4)} != payload length ${pl}`;
+      if (out.readUInt16BE(p + 2) !== 2152) return 'UDP destination port not 2152';
+      if (sum16(out, p, out.length, sum16(out, o + 8, o + 40, pl + 17)) !== 0xffff) return 'bad UDP checksum over IPv6';
+      const fl = out[p + 8]!;
+      if ((fl !== 0x30 && fl !== 0x34) || out[p + 9] !== 0xff) return 'not a G-PDU';
+      if (out.readUInt16BE(p + 10) !== pl - 16) return 'GTP length != UDP length - 16';
+      return null;
     }
     if (nh !== 4 && nh !== 41) return `next header chain ends in ${nh}, not 4 or 41`;
     if (p >= out.length) return 'no inner packet after the IPv6 headers';
@@ -1320,6 +1678,11 @@ export function checkFrame(cfg: Config, input: Buffer, verdict: Verdict, out: Bu
   if (verdict === 'aborted') return { reason: 'verdict XDP_ABORTED', modelChecked: false };
   if (verdict === 'redirect') return { reason: 'verdict XDP_REDIRECT in forwarding mode tx', modelChecked: false };
   const m = model(input, cfg);
+  if (m.kind === 'reply') {
+    if (verdict !== 'tx') return { reason: `verdict ${verdict} for an Echo Request: not answered`, modelChecked: false };
+    if (!m.out.equals(out)) return { reason: `Echo Response differs from the model (${diffAt(m.out, out)})`, modelChecked: true };
+    return { reason: null, modelChecked: true };
+  }
   const must = m.kind === 'translate' && m.doubt === undefined;
   if (verdict === 'pass') {
     if (!out.equals(input)) return { reason: `passed frame modified (${diffAt(input, out)})`, modelChecked: false };
@@ -1446,8 +1809,8 @@ export function fuzz(o: FuzzOptions): FuzzReport {
       cc('sum of event bytes = bytes sent', evBytes, bytes),
       cc('drop_* = drop verdicts', drops, verdicts.drop),
       cc('pass_* = pass verdicts', passes, verdicts.pass),
-      cc('fwd_tx = tx verdicts', events['fwd_tx'] ?? 0, verdicts.tx),
-      cc('rule counters = tx verdicts', ruleHits, verdicts.tx),
+      cc('fwd_tx + reply_echo = tx verdicts', (events['fwd_tx'] ?? 0) + (events['reply_echo'] ?? 0), verdicts.tx),
+      cc('rule counters = tx verdicts - reply_echo', ruleHits, verdicts.tx - (events['reply_echo'] ?? 0)),
     ];
     for (const k of counting) {
       if (k.ok) continue;

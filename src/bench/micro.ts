@@ -29,8 +29,10 @@ import {
   type TestRunResult,
 } from '../dataplane/libbpf.js';
 import { ipv4Addr, ipv4Prefix, ipv6Addr, ipv6Prefix, parseIpv4, parseIpv6 } from '../sid/addr.js';
-import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../sid/mobile.js';
-import { GTPU_OVERHEAD, SRV6_OVERHEAD, gtpuFrame, innerUdp4, srv6Frame } from './frames.js';
+import { encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi, teid } from '../sid/mobile.js';
+import {
+  GTPU6_OVERHEAD, GTPU_OVERHEAD, SRV6_OVERHEAD, SRV6_SRH1_OVERHEAD, gtpu6Frame, gtpuFrame, innerUdp4, srv6Frame, srv6ReducedFrame,
+} from './frames.js';
 
 const BENCH_OBJECT = fileURLToPath(new URL('../../build/bench.bpf.o', import.meta.url));
 const RESTORE_MAX = 128;
@@ -43,7 +45,8 @@ export interface MicroOptions {
   object?: string;
 }
 
-export type Fn = 'gtp4d' | 'gtp4e';
+export type Fn = 'gtp4d' | 'gtp4e' | 'gtp6d' | 'gtp6e';
+const FNS: readonly Fn[] = ['gtp4d', 'gtp4e', 'gtp6d', 'gtp6e'];
 export type Size = 'small' | '1400';
 
 /** One measured case and all its runs. */
@@ -148,14 +151,29 @@ function localsid(j: number): LocalSid {
   };
 }
 
+/** The GTP6 local SIDs, /48 like the GTP4 ones (one prefix length, one lookup). */
+const GTP6E_SID = ipv6Prefix(parseIpv6('2001:db9:6e::', 'bench'), 48);
+const GTP6D_SID = ipv6Prefix(parseIpv6('2001:db9:6d::', 'bench'), 48);
+const GNB6 = parseIpv6('2001:db8:9::1', 'bench');
+const GTP6: readonly LocalSid[] = [
+  {
+    where: 'localsids[gtp6e]', behavior: 'end.m.gtp6.e', sid: GTP6E_SID, srcPrefixLen: 0, container: 'always', ttl: 64,
+    source: parseIpv6('2001:db8:ff::2', 'bench'),
+  },
+  {
+    where: 'localsids[gtp6d]', behavior: 'end.m.gtp6.d', sid: GTP6D_SID, srcPrefixLen: 0, container: 'always', ttl: 64,
+    source: parseIpv6('2001:db8:ff::1', 'bench'), srPrefix: ipv6Prefix(parseIpv6('2001:db8:1::', 'bench'), 64), segments: [], srh: 'auto',
+  },
+];
+
 function config(nRules: number, policyLens?: number[]): Config {
   const lens = policyLens ?? [24];
   return {
     file: '<bench>',
-    settings: { ...SETTINGS, maxPolicies: Math.max(nRules, 1), maxLocalSids: Math.max(nRules, 1) },
+    settings: { ...SETTINGS, maxPolicies: Math.max(nRules, 1), maxLocalSids: Math.max(nRules, 1) + GTP6.length },
     // With several lengths, the frame's policy has the shortest: the worst case.
     policies: Array.from({ length: nRules }, (_, i) => policy(i, i === 0 ? lens[lens.length - 1]! : lens[i % lens.length]!)),
-    localsids: Array.from({ length: nRules }, (_, j) => localsid(j)),
+    localsids: [...Array.from({ length: nRules }, (_, j) => localsid(j)), ...GTP6],
   };
 }
 
@@ -179,6 +197,17 @@ function downlink(frameLen: number): Buffer {
 }
 
 
+function uplink6(frameLen: number): Buffer {
+  const inner = innerUdp4({ src: UE, dst: DN, sport: 40000, dport: 9000, len: frameLen - GTPU6_OVERHEAD });
+  return gtpu6Frame({ src: GNB6, dst: GTP6D_SID.addr, teid: 0x1000, qfi: 9, inner });
+}
+
+function downlink6(frameLen: number): Buffer {
+  const inner = innerUdp4({ src: DN, dst: UE, sport: 9000, dport: 40000, len: frameLen - SRV6_SRH1_OVERHEAD });
+  const dst = encodeGtp6Sid(GTP6E_SID, { qfi: qfi(9), r: false, u: false, teid: teid(0x1000) });
+  return srv6ReducedFrame({ src: parseIpv6('2001:db8:aaaa::1', 'bench'), dst, gnb: GNB6, inner });
+}
+
 // --- the run ----------------------------------------------------------------
 
 /** A case to measure: `targetFd` through the harness, or directly when `direct`. */
@@ -199,6 +228,8 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
   const frames: Record<Fn, Record<Size, Buffer>> = {
     gtp4d: { small: uplink(GTPU_OVERHEAD + SMALL_INNER), '1400': uplink(1400) },
     gtp4e: { small: downlink(SRV6_OVERHEAD + SMALL_INNER), '1400': downlink(1400) },
+    gtp6d: { small: uplink6(GTPU6_OVERHEAD + SMALL_INNER), '1400': uplink6(1400) },
+    gtp6e: { small: downlink6(SRV6_SRH1_OVERHEAD + SMALL_INNER), '1400': downlink6(1400) },
   };
   const h = new Harness();
   const dps: Dataplane[] = [];
@@ -220,7 +251,7 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
       dps.push(dp);
       const label = `${n} rule${n === 1 ? '' : 's'}${lens === undefined ? '' : `, ${lens.length} policy lengths, worst`}`;
       const which: Array<[Fn, Size]> =
-        lens === undefined ? [['gtp4d', 'small'], ['gtp4d', '1400'], ['gtp4e', 'small'], ['gtp4e', '1400']] : [['gtp4d', 'small']];
+        lens === undefined ? FNS.flatMap((fn): Array<[Fn, Size]> => [[fn, 'small'], [fn, '1400']]) : [['gtp4d', 'small']];
       for (const [fn, size] of which) {
         const f = frames[fn][size];
         cases.push({ row: newRow(`harness -> ${fn}, ${label}`, fn, n, lens?.length ?? 1, size, f), frame: f, targetFd: dp.progFd, direct: false });
@@ -342,7 +373,7 @@ export function analyse(rows: readonly Row[], rules: number): Analysis {
   // the net one: the absolute figure with the harness (larger), the ratios net
   // (the constant harness cost would dilute them).
   const targets: TargetResult[] = [];
-  for (const fn of ['gtp4d', 'gtp4e'] as const) {
+  for (const fn of FNS) {
     const one = get(fn, 1, 'small');
     targets.push({
       fn, target: `1 rule, small frame <= ${TARGETS.maxNs1Rule} ns/pkt`,

@@ -12,12 +12,24 @@ import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { AddressError, formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
-import { MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
-import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
+import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
+import type { Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
 import { localSidKey, policyKey } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
-import type { Config, ContainerMode, DaemonSettings, ForwardingMode, InterfaceConfig, LocalSid, Policy, Settings, SrhMode, XdpMode } from './types.js';
+import type {
+  Config,
+  ContainerMode,
+  DaemonSettings,
+  ForwardingMode,
+  InterfaceConfig,
+  LocalSid,
+  LocalSidBehavior,
+  Policy,
+  Settings,
+  SrhMode,
+  XdpMode,
+} from './types.js';
 
 export const DEFAULT_SETTINGS: Settings = {
   forwarding: 'fib',
@@ -35,6 +47,8 @@ export const MAX_TABLE_ENTRIES = 1_048_576;
 const FORWARDING_MODES: readonly ForwardingMode[] = ['fib', 'tx', 'kernel'];
 const SRH_MODES: readonly SrhMode[] = ['auto', 'always', 'reduced'];
 const CONTAINER_MODES: readonly ContainerMode[] = ['always', 'auto', 'never'];
+const LOCALSID_BEHAVIORS: readonly LocalSidBehavior[] = ['end.m.gtp4.e', 'end.m.gtp6.e', 'end.m.gtp6.d', 'end.m.gtp6.d.di'];
+const POLICY_BEHAVIORS = ['h.m.gtp4.d'] as const;
 
 const XDP_MODES: readonly XdpMode[] = ['native', 'generic'];
 
@@ -43,12 +57,24 @@ const INTERFACE_KEYS = ['name', 'xdp'] as const;
 const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http'] as const;
 const HTTP_KEYS = ['listen', 'token_file'] as const;
 const SETTINGS_KEYS = ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed'] as const;
-const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit'] as const;
-const LOCALSID_KEYS = ['name', 'sid', 'src_prefix_len', 'container', 'ttl'] as const;
+const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior', 'mtu'] as const;
+const LOCALSID_KEYS = [
+  'name', 'sid', 'src_prefix_len', 'container', 'ttl', 'behavior', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu',
+] as const;
+/** The keys each local SID behaviour takes (besides name and behavior). */
+const LOCALSID_KEYS_OF: Readonly<Record<LocalSidBehavior, readonly string[]>> = {
+  'end.m.gtp4.e': ['sid', 'src_prefix_len', 'container', 'ttl', 'mtu'],
+  'end.m.gtp6.e': ['sid', 'source', 'container', 'hop_limit', 'mtu'],
+  'end.m.gtp6.d': ['sid', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu'],
+  'end.m.gtp6.d.di': ['sid', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu'],
+};
 
 const SID_LEN_WHY =
   'the SID is this prefix (L bits) followed by the IPv4 address (32 bits) and Args.Mob.Session (40 bits), ' +
   `so L + 32 + 40 must fit in 128 bits: L at most ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48`;
+const SID6_LEN_WHY =
+  'the SID is this prefix (L bits) followed by Args.Mob.Session (40 bits), ' +
+  `so L + 40 must fit in 128 bits: L at most ${MAX_GTP6_SID_PREFIX_LEN}, e.g. 2001:db8:6::/64`;
 const SRC_LEN_WHY =
   'the IPv6 source address is this prefix (P bits) followed by the IPv4 source (32 bits), ' +
   `so P + 32 must fit in 128 bits: P at most ${MAX_SRC_PREFIX_LEN}, e.g. 2001:db8:ffff::/64`;
@@ -301,6 +327,7 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   const m = readMapping(src, path, v, POLICY_KEYS, 'in a policy');
   const at = (key: string): Path => [...path, key];
   const name = optional(m, 'name', (x) => readName(src, at('name'), x));
+  optional(m, 'behavior', (x) => readEnum(src, at('behavior'), x, POLICY_BEHAVIORS));
   const match = required(src, m, path, 'match', 'the IPv4 destination prefix of the GTP-U packets, e.g. 192.0.2.0/24', (x) =>
     readIpv4Prefix(src, at('match'), x),
   );
@@ -313,13 +340,33 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? NO_SEGMENTS;
   const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
   const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
-  return { where: formatPath(path), ...(name === undefined ? {} : { name }), match, srPrefix, srcPrefix, segments, srh, hopLimit };
+  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the translated packet is IPv6'));
+  return {
+    where: formatPath(path),
+    ...(name === undefined ? {} : { name }),
+    match,
+    srPrefix,
+    srcPrefix,
+    segments,
+    srh,
+    hopLimit,
+    ...(mtu === undefined ? {} : { mtu }),
+  };
 }
 
 function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
   const m = readMapping(src, path, v, LOCALSID_KEYS, 'in a local SID');
   const at = (key: string): Path => [...path, key];
   const name = optional(m, 'name', (x) => readName(src, at('name'), x));
+  const given = optional(m, 'behavior', (x) => readEnum(src, at('behavior'), x, LOCALSID_BEHAVIORS));
+  const behavior = given ?? 'end.m.gtp4.e';
+  const allowed = LOCALSID_KEYS_OF[behavior];
+  for (const key of Object.keys(m)) {
+    if (key !== 'name' && key !== 'behavior' && !allowed.includes(key)) {
+      src.fail(at(key), `not a key of behavior ${behavior}; it takes ${allowed.join(', ')}`);
+    }
+  }
+  if (behavior !== 'end.m.gtp4.e') return readLocalSid6(src, path, m, behavior, name);
   const sid = required(src, m, path, 'sid', `the IPv6 prefix of the local SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:2::/48`, (x) =>
     readIpv6Prefix(src, at('sid'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY),
   );
@@ -336,7 +383,64 @@ function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
   );
   const container = optional(m, 'container', (x) => readEnum(src, at('container'), x, CONTAINER_MODES)) ?? 'always';
   const ttl = optional(m, 'ttl', (x) => readInt(src, at('ttl'), x, 1, 255)) ?? DEFAULT_TTL;
-  return { where: formatPath(path), ...(name === undefined ? {} : { name }), sid, srcPrefixLen, container, ttl };
+  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 68, 65535, 'the translated packet is IPv4'));
+  return {
+    ...(mtu === undefined ? {} : { mtu }),
+    where: formatPath(path),
+    ...(name === undefined ? {} : { name }),
+    ...(given === undefined ? {} : { behavior: given }),
+    sid,
+    srcPrefixLen,
+    container,
+    ttl,
+  };
+}
+
+/** End.M.GTP6.E, End.M.GTP6.D and End.M.GTP6.D.Di (RFC 9433 §6.3-6.5). */
+function readLocalSid6(
+  src: Source,
+  path: Path,
+  m: Readonly<Record<string, unknown>>,
+  behavior: Exclude<LocalSidBehavior, 'end.m.gtp4.e'>,
+  name: string | undefined,
+): LocalSid {
+  const at = (key: string): Path => [...path, key];
+  const isE = behavior === 'end.m.gtp6.e';
+  const sid = isE
+    ? required(src, m, path, 'sid', `the IPv6 prefix of the local SID, length <= ${MAX_GTP6_SID_PREFIX_LEN}, e.g. 2001:db8:6::/64`, (x) =>
+        readIpv6Prefix(src, at('sid'), x, MAX_GTP6_SID_PREFIX_LEN, SID6_LEN_WHY),
+      )
+    : required(src, m, path, 'sid', 'the IPv6 prefix the GTP-U/IPv6 packets are addressed to, e.g. 2001:db8:6::/64', (x) =>
+        readIpv6Prefix(src, at('sid'), x, 128, ''),
+      );
+  if (sid.len === 0) {
+    src.warn(at('sid'), '::/0 matches every IPv6 destination: all IPv6 traffic on the interface is treated as addressed to this SID');
+  }
+  const source = required(src, m, path, 'source', 'the outer IPv6 source address of the packets this SID sends (A), e.g. 2001:db8:ff::1', (x) =>
+    readIpv6Address(src, at('source'), x),
+  );
+  const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
+  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the translated packet is IPv6'));
+  const base = {
+    ...(mtu === undefined ? {} : { mtu }),
+    where: formatPath(path),
+    ...(name === undefined ? {} : { name }),
+    behavior,
+    sid,
+    srcPrefixLen: 0,
+    ttl: hopLimit,
+    source,
+  };
+  if (isE) {
+    const container = optional(m, 'container', (x) => readEnum(src, at('container'), x, CONTAINER_MODES)) ?? 'always';
+    return { ...base, container };
+  }
+  const srPrefix = required(src, m, path, 'sr_prefix', `the IPv6 prefix of the last SID, length <= ${MAX_GTP6_SID_PREFIX_LEN}, e.g. 2001:db8:1::/64`, (x) =>
+    readIpv6Prefix(src, at('sr_prefix'), x, MAX_GTP6_SID_PREFIX_LEN, SID6_LEN_WHY),
+  );
+  const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? [];
+  const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
+  return { ...base, container: 'always', srPrefix, segments, srh };
 }
 
 // ---------------------------------------------------------------------------
@@ -437,6 +541,11 @@ function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why
   }
   if (p.len > maxLen) src.fail(path, `${s}: prefix length /${p.len} is too long; ${why}`);
   return p;
+}
+
+function readIpv6Address(src: Source, path: Path, v: unknown): Ipv6Addr {
+  const s = readString(src, path, v, 'an IPv6 address such as 2001:db8::1');
+  return src.guard(path, () => parseIpv6(s, formatPath(path)));
 }
 
 function readSegments(src: Source, path: Path, v: unknown): Policy['segments'] {

@@ -10,6 +10,8 @@ import type { ConfigWarning } from './errors.js';
 export type SrhMode = 'auto' | 'always' | 'reduced';
 export type ContainerMode = 'always' | 'auto' | 'never';
 export type ForwardingMode = 'fib' | 'tx' | 'kernel';
+/** What a local SID does (RFC 9433 §6.3-6.6); absent in the YAML = end.m.gtp4.e. */
+export type LocalSidBehavior = 'end.m.gtp4.e' | 'end.m.gtp6.e' | 'end.m.gtp6.d' | 'end.m.gtp6.d.di';
 
 /** H.M.GTP4.D: GTP-U/IPv4 in, SRv6 out. */
 export interface Policy {
@@ -27,19 +29,40 @@ export interface Policy {
   readonly srh: SrhMode;
   /** Outer IPv6 hop limit, default 64. */
   readonly hopLimit: number;
+  /** Largest translated (IPv6) packet; larger ones get ICMP Fragmentation Needed. Absent = not checked. */
+  readonly mtu?: number;
 }
 
-/** End.M.GTP4.E: SRv6 in, GTP-U/IPv4 out. */
+/**
+ * A local SID. End.M.GTP4.E (the default): SRv6 in, GTP-U/IPv4 out.
+ * End.M.GTP6.E: SRv6 in, GTP-U/IPv6 out. End.M.GTP6.D / .D.Di: GTP-U/IPv6
+ * to this SID in, SRv6 out (the gtp6 fields below).
+ */
 export interface LocalSid {
   readonly where: string;
   readonly name?: string;
-  /** Locator+function; IPv4 DA and Args.Mob.Session follow; length L <= 56. */
+  /** Absent = end.m.gtp4.e (configs from before GTP-U over IPv6). */
+  readonly behavior?: LocalSidBehavior;
+  /**
+   * Locator+function. GTP4.E: IPv4 DA and Args.Mob.Session follow, L <= 56.
+   * GTP6.E: Args.Mob.Session follows, L <= 88. GTP6.D: the GTP-U/IPv6
+   * destinations, any length.
+   */
   readonly sid: Ipv6Prefix;
-  /** P: the IPv4 SA is read from IPv6 SA bits [P, P+32); <= 96. */
+  /** P: the IPv4 SA is read from IPv6 SA bits [P, P+32); <= 96 (GTP4.E; 0 otherwise). */
   readonly srcPrefixLen: number;
   readonly container: ContainerMode;
-  /** Outer IPv4 TTL, default 64. */
+  /** Outer IPv4 TTL (GTP4.E) or IPv6 hop limit (GTP6.E, GTP6.D), default 64. */
   readonly ttl: number;
+  /** GTP6.E, GTP6.D: the outer IPv6 source address (RFC 9433's A). */
+  readonly source?: Ipv6Addr;
+  /** GTP6.D: prefix of the last SID B, Args.Mob.Session at bit L <= 88. */
+  readonly srPrefix?: Ipv6Prefix;
+  /** GTP6.D: S1..Sk visited before B (0..4). */
+  readonly segments?: readonly Ipv6Addr[];
+  readonly srh?: SrhMode;
+  /** Largest translated packet; larger ones get ICMPv6 Packet Too Big. Absent = not checked. */
+  readonly mtu?: number;
 }
 
 export interface Settings {

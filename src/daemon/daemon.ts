@@ -550,7 +550,7 @@ export class Daemon {
   counters(rules: 'all' | 'active' | 'none' | number = 'all'): CountersSnapshot {
     const dp = this.dataplane;
     const events = dp.counters().events;
-    const functions = dp.functionTotals();
+    const functions = dp.functionTotals(this.#rules.effective());
     const list =
       rules === 'none'
         ? []

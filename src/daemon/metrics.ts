@@ -22,7 +22,13 @@ import type { Daemon } from './daemon.js';
 
 export const DEFAULT_RULE_SERIES_LIMIT = 1000;
 
-const FUNCTION_NAMES = { h_m_gtp4_d: 'H.M.GTP4.D', end_m_gtp4_e: 'End.M.GTP4.E' } as const;
+const FUNCTION_NAMES = {
+  h_m_gtp4_d: 'H.M.GTP4.D',
+  end_m_gtp4_e: 'End.M.GTP4.E',
+  end_m_gtp6_e: 'End.M.GTP6.E',
+  end_m_gtp6_d: 'End.M.GTP6.D',
+  end_m_gtp6_d_di: 'End.M.GTP6.D.Di',
+} as const;
 
 function eventClass(name: string): string {
   return name.startsWith('drop_') ? 'drop' : name.startsWith('fwd_') ? 'fwd' : name.startsWith('pass_') ? 'pass' : 'other';

@@ -30,17 +30,37 @@ export function policyJson(p: Policy): RuleJson {
     ...(p.segments.length === 0 ? {} : { segments: p.segments.map((s) => formatIpv6(s)) }),
     srh: p.srh,
     hop_limit: p.hopLimit,
+    ...(p.mtu === undefined ? {} : { mtu: p.mtu }),
   };
 }
 
+/** A local SID with the keys its behaviour takes in the config file (load.ts LOCALSID_KEYS_OF). */
 export function localSidJson(l: LocalSid): RuleJson {
-  return {
+  const behavior = l.behavior ?? 'end.m.gtp4.e';
+  const head = {
     ...(l.name === undefined ? {} : { name: l.name }),
+    ...(l.behavior === undefined ? {} : { behavior }),
     sid: localSidKey(l),
-    src_prefix_len: l.srcPrefixLen,
-    container: l.container,
-    ttl: l.ttl,
   };
+  const mtu = l.mtu === undefined ? {} : { mtu: l.mtu };
+  const source = l.source === undefined ? {} : { source: formatIpv6(l.source) };
+  switch (behavior) {
+    case 'end.m.gtp4.e':
+      return { ...head, src_prefix_len: l.srcPrefixLen, container: l.container, ttl: l.ttl, ...mtu };
+    case 'end.m.gtp6.e':
+      return { ...head, ...source, container: l.container, hop_limit: l.ttl, ...mtu };
+    case 'end.m.gtp6.d':
+    case 'end.m.gtp6.d.di':
+      return {
+        ...head,
+        ...source,
+        ...(l.srPrefix === undefined ? {} : { sr_prefix: formatIpv6Prefix(l.srPrefix) }),
+        ...((l.segments ?? []).length === 0 ? {} : { segments: (l.segments ?? []).map((x) => formatIpv6(x)) }),
+        srh: l.srh ?? 'auto',
+        hop_limit: l.ttl,
+        ...mtu,
+      };
+  }
 }
 
 /** The API's and the state file's changes on top of the config. */

@@ -9,7 +9,7 @@
  * (__u8[16]) are network order by nature.
  */
 import { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS } from '../config/limits.js';
-import type { ContainerMode, ForwardingMode, LocalSid, Policy, Settings, SrhMode } from '../config/types.js';
+import type { ContainerMode, ForwardingMode, LocalSid, LocalSidBehavior, Policy, Settings, SrhMode } from '../config/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 
 /** `enum mup_limits`, defined once in src/config/limits.ts; checked against BTF by checkLayouts(). */
@@ -41,12 +41,22 @@ export const LAYOUTS = {
       nsegs: m(102, 1),
       srh_mode: m(103, 1),
       hop_limit: m(104, 1),
+      mtu: m(106, 2),
     },
   },
   mup_localsid_key: { size: 20, members: { plen: m(0, 4), addr: m(4, 16) } },
   mup_localsid: {
-    size: 8,
-    members: { rule: m(0, 4), sid_plen: m(4, 1), src_plen: m(5, 1), container: m(6, 1), ttl: m(7, 1) },
+    size: 124,
+    members: {
+      rule: m(0, 4),
+      sid_plen: m(4, 1),
+      src_plen: m(5, 1),
+      container: m(6, 1),
+      ttl: m(7, 1),
+      behavior: m(8, 1),
+      mtu: m(10, 2),
+      pol: m(16, 108), // a struct mup_policy, same layout as above
+    },
   },
   mup_config: {
     size: 52,
@@ -68,10 +78,17 @@ export const LAYOUTS = {
 export const SRH_MODES: Readonly<Record<SrhMode, number>> = { auto: 0, always: 1, reduced: 2 };
 export const CONTAINER_MODES: Readonly<Record<ContainerMode, number>> = { always: 0, auto: 1, never: 2 };
 export const FWD_MODES: Readonly<Record<ForwardingMode, number>> = { fib: 0, tx: 1, kernel: 2 };
+export const BEHAVIORS: Readonly<Record<LocalSidBehavior, number>> = {
+  'end.m.gtp4.e': 0,
+  'end.m.gtp6.e': 1,
+  'end.m.gtp6.d': 2,
+  'end.m.gtp6.d.di': 3,
+};
 export const ENUMS = {
   mup_srh_mode: { MUP_SRH_AUTO: 0, MUP_SRH_ALWAYS: 1, MUP_SRH_REDUCED: 2 },
   mup_container_mode: { MUP_CONTAINER_ALWAYS: 0, MUP_CONTAINER_AUTO: 1, MUP_CONTAINER_NEVER: 2 },
   mup_fwd_mode: { MUP_FWD_FIB: 0, MUP_FWD_TX: 1, MUP_FWD_KERNEL: 2 },
+  mup_behavior: { MUP_BEH_GTP4E: 0, MUP_BEH_GTP6E: 1, MUP_BEH_GTP6D: 2, MUP_BEH_GTP6D_DI: 3 },
 } as const satisfies Record<string, Record<string, number>>;
 
 const P = LAYOUTS.mup_policy.members;
@@ -154,6 +171,7 @@ export function encodePolicy(p: Policy, rule: number, into?: Buffer, at = 0): Bu
   b.writeUInt8(p.segments.length, P.nsegs.offset);
   b.writeUInt8(SRH_MODES[p.srh], P.srh_mode.offset);
   b.writeUInt8(p.hopLimit, P.hop_limit.offset);
+  b.writeUInt16LE(p.mtu ?? 0, P.mtu.offset);
   return b;
 }
 
@@ -192,6 +210,26 @@ export function encodeLocalSid(s: LocalSid, rule: number, into?: Buffer, at = 0)
   b.writeUInt8(s.srcPrefixLen, L.src_plen.offset);
   b.writeUInt8(CONTAINER_MODES[s.container], L.container.offset);
   b.writeUInt8(s.ttl, L.ttl.offset);
+  b.writeUInt8(BEHAVIORS[s.behavior ?? 'end.m.gtp4.e'], L.behavior.offset);
+  b.writeUInt16LE(s.mtu ?? 0, L.mtu.offset);
+  // The GTP6 functions' SR policy and source address, in an embedded
+  // struct mup_policy (match, rule and src_plen unused there).
+  const pol = L.pol.offset;
+  if (s.source !== undefined) putIpv6(b, pol + P.src_prefix.offset, s.source);
+  b.writeUInt8(128, pol + P.src_plen.offset);
+  if (s.srPrefix !== undefined) {
+    putIpv6(b, pol + P.sr_prefix.offset, s.srPrefix.addr);
+    b.writeUInt8(s.srPrefix.len, pol + P.sr_plen.offset);
+  }
+  const segs = s.segments ?? [];
+  if (segs.length > MUP_MAX_SEGS) {
+    throw new Error(`internal: ${s.where} has ${segs.length} segments; config validation should have refused it`);
+  }
+  segs.forEach((x, i) => putIpv6(b, pol + P.segs.offset + 16 * i, x));
+  b.writeUInt8(segs.length, pol + P.nsegs.offset);
+  b.writeUInt8(SRH_MODES[s.srh ?? 'auto'], pol + P.srh_mode.offset);
+  b.writeUInt8(s.ttl, pol + P.hop_limit.offset);
+  b.writeUInt32LE(rule, pol + P.rule.offset);
   return b;
 }
 

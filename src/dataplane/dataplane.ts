@@ -6,7 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Config } from '../config/types.js';
+import type { Config, LocalSidBehavior } from '../config/types.js';
 import { checkLayouts, eventNames } from './btf.js';
 import { localSidKey, policyKey } from '../config/keys.js';
 import {
@@ -110,8 +110,16 @@ export interface Counters {
   readonly functions: Record<TranslationFunction, CounterValue>;
 }
 
-/** H.M.GTP4.D (policies) and End.M.GTP4.E (local SIDs). */
-export type TranslationFunction = 'h_m_gtp4_d' | 'end_m_gtp4_e';
+/** H.M.GTP4.D (policies) and the local SID behaviours. */
+export type TranslationFunction = 'h_m_gtp4_d' | 'end_m_gtp4_e' | 'end_m_gtp6_e' | 'end_m_gtp6_d' | 'end_m_gtp6_d_di';
+
+/** The counter name of each local SID behaviour. */
+export const FUNCTION_OF: Readonly<Record<LocalSidBehavior, TranslationFunction>> = {
+  'end.m.gtp4.e': 'end_m_gtp4_e',
+  'end.m.gtp6.e': 'end_m_gtp6_e',
+  'end.m.gtp6.d': 'end_m_gtp6_d',
+  'end.m.gtp6.d.di': 'end_m_gtp6_d_di',
+};
 
 /**
  * XDP attach mode. native: in the driver, the fast path (veth supports it).
@@ -178,7 +186,7 @@ export interface Dataplane {
    */
   ruleCounters(config: Pick<Config, 'policies' | 'localsids'>, o?: { activeOnly?: boolean; limit?: number }): RuleCounter[];
   /** Translated packets and bytes per function: the sums of the policy and local SID rule slots. */
-  functionTotals(): Record<TranslationFunction, CounterValue>;
+  functionTotals(config?: Pick<Config, 'policies' | 'localsids'>): Record<TranslationFunction, CounterValue>;
   /**
    * Attach the program to interface `ifname` (in namespace `netns`, entered
    * with setns() on this thread). Refuses (EBUSY) when an XDP program of that
@@ -438,35 +446,42 @@ class LoadedDataplane implements Dataplane {
       if (!this.events.has(slot) && v.packets !== 0n) events[this.#slotName(slot)] = v;
     });
 
-    const rules = this.ruleCounters(this.config);
-    const sum = (kind: RuleCounter['kind']): CounterValue =>
-      rules
-        .filter((r) => r.kind === kind)
-        .reduce((a, r) => ({ packets: a.packets + r.packets, bytes: a.bytes + r.bytes }), { packets: 0n, bytes: 0n });
-    return { events, rules, functions: { h_m_gtp4_d: sum('policy'), end_m_gtp4_e: sum('localsid') } };
+    return { events, rules: this.ruleCounters(this.config), functions: this.functionTotals() };
   }
 
   /**
    * Per-rule counters of the rules of `config` that are in the tables, in
    * config order (policies, then local SIDs). One read of the counter range.
    */
-  functionTotals(): Record<TranslationFunction, CounterValue> {
+  functionTotals(config: Pick<Config, 'policies' | 'localsids'> = this.config): Record<TranslationFunction, CounterValue> {
     const s = this.config.settings;
     const raw = this.#raw(MUP_EVENT_SLOTS, s.maxPolicies + s.maxLocalSids);
     const { offset: po } = LAYOUTS.mup_counter.members.packets;
     const { offset: bo } = LAYOUTS.mup_counter.members.bytes;
-    // Free slots are zero (a rule's slot is zeroed when it goes), so a sum over the range is the sum over the rules.
-    const sum = (from: number, count: number): CounterValue => {
-      let packets = 0n;
-      let bytes = 0n;
-      const end = (from + count) * this.#ncpus * COUNTER_STRIDE;
-      for (let at = from * this.#ncpus * COUNTER_STRIDE; at < end; at += COUNTER_STRIDE) {
-        packets += raw.readBigUInt64LE(at + po);
-        bytes += raw.readBigUInt64LE(at + bo);
-      }
-      return { packets, bytes };
+    const stride = this.#ncpus * COUNTER_STRIDE;
+    const totals: Record<TranslationFunction, { packets: bigint; bytes: bigint }> = {
+      h_m_gtp4_d: { packets: 0n, bytes: 0n },
+      end_m_gtp4_e: { packets: 0n, bytes: 0n },
+      end_m_gtp6_e: { packets: 0n, bytes: 0n },
+      end_m_gtp6_d: { packets: 0n, bytes: 0n },
+      end_m_gtp6_d_di: { packets: 0n, bytes: 0n },
     };
-    return { h_m_gtp4_d: sum(0, s.maxPolicies), end_m_gtp4_e: sum(s.maxPolicies, s.maxLocalSids) };
+    const add = (fn: TranslationFunction, rule: number): void => {
+      const t = totals[fn];
+      for (let at = rule * stride; at < (rule + 1) * stride; at += COUNTER_STRIDE) {
+        t.packets += raw.readBigUInt64LE(at + po);
+        t.bytes += raw.readBigUInt64LE(at + bo);
+      }
+    };
+    // Every policy is H.M.GTP4.D, and a free slot is zero (a rule's slot is
+    // zeroed when it goes): the policy range sums up as it is.
+    for (let rule = 0; rule < s.maxPolicies; rule++) add('h_m_gtp4_d', rule);
+    const gen = this.rules.generation;
+    for (const l of config.localsids) {
+      const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
+      if (rule !== undefined) add(FUNCTION_OF[l.behavior ?? 'end.m.gtp4.e'], rule);
+    }
+    return totals;
   }
 
   ruleCounters(config: Pick<Config, 'policies' | 'localsids'>, o: { activeOnly?: boolean; limit?: number } = {}): RuleCounter[] {

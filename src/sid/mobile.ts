@@ -108,3 +108,33 @@ export function decodeGtp4Src(sa: Ipv6Addr, P: number): Ipv4Addr {
   checkP(P);
   return Number((sa >> BigInt(96 - P)) & U32_MASK) as Ipv4Addr;
 }
+
+// ---------------------------------------------------------------------------
+// GTP-U over IPv6 (RFC 9433 §6.3-6.5): no IPv4 address in the SID, so
+// Args.Mob.Session follows the L-bit prefix directly.
+//
+//   SID = (prefix & mask(L)) | args40 << (88 - L)      L <= 88
+
+/** Longest GTP6 SID prefix L: L + 40 (Args.Mob.Session) <= 128. */
+export const MAX_GTP6_SID_PREFIX_LEN = 128 - ARGS_MOB_SESSION_BITS; // 88
+
+function checkL6(len: number): void {
+  if (!Number.isInteger(len) || len < 0 || len > MAX_GTP6_SID_PREFIX_LEN) {
+    throw new RangeError(
+      `GTP6 SID prefix length must be 0..${MAX_GTP6_SID_PREFIX_LEN} (L + 40-bit Args.Mob.Session must fit in 128 bits), got ${len}`,
+    );
+  }
+}
+
+/** End.M.GTP6.D last SID B, or an End.M.GTP6.E SID: prefix | Args.Mob.Session | 0 padding. */
+export function encodeGtp6Sid(prefix: Ipv6Prefix, args: MobArgs): Ipv6Addr {
+  const L = prefix.len;
+  checkL6(L);
+  return (mask6(prefix.addr, L) | (encodeArgs(args) << BigInt(88 - L))) as Ipv6Addr;
+}
+
+/** Inverse of {@link encodeGtp6Sid} for a prefix of length L (the padding is ignored). */
+export function decodeGtp6Sid(sid: Ipv6Addr, L: number): MobArgs {
+  checkL6(L);
+  return decodeArgs((sid >> BigInt(88 - L)) & ARGS_MASK);
+}

@@ -9,6 +9,8 @@ import { execa } from 'execa';
 
 export const PYTHON = '/usr/bin/python3';
 export const CASES_SCRIPT = fileURLToPath(new URL('../fixtures/cases.py', import.meta.url));
+/** GTP-U over IPv6 (End.M.GTP6.*), same format. */
+export const CASES6_SCRIPT = fileURLToPath(new URL('../fixtures/cases6.py', import.meta.url));
 
 export type Verdict = 'aborted' | 'drop' | 'pass' | 'tx' | 'redirect';
 
@@ -40,6 +42,8 @@ export interface PacketCase {
   /** Key path of the rule that must count a translated packet, e.g. "policies[3]". */
   readonly rule?: string;
   readonly roundtrip?: RoundTrip;
+  /** A second stage: the output, MACs put back, run again; expected bytes built by scapy (cases6.py round trips). */
+  readonly then?: { readonly verdict: Verdict; readonly event: string; readonly expected: string; readonly rule: string };
   /** hash_spread group: 'spread' (one of many flows) or 'same' (packets of one flow). */
   readonly flow?: 'spread' | 'same';
 }
@@ -59,18 +63,22 @@ export interface CaseFile {
   readonly groups: readonly CaseGroup[];
 }
 
-let cached: Promise<CaseFile> | undefined;
+const cached = new Map<string, Promise<CaseFile>>();
 
-/** Run cases.py once per process and parse its JSON. */
-export function loadCases(): Promise<CaseFile> {
-  cached ??= (async () => {
-    const r = await execa(PYTHON, [CASES_SCRIPT], { maxBuffer: 256 * 1024 * 1024, reject: false });
-    if (r.exitCode !== 0) {
-      throw new Error(`${PYTHON} ${CASES_SCRIPT} failed (exit ${r.exitCode}):\n${r.stderr}`);
-    }
-    return JSON.parse(r.stdout) as CaseFile;
-  })();
-  return cached;
+/** Run a cases script (default cases.py) once per process and parse its JSON. */
+export function loadCases(script = CASES_SCRIPT): Promise<CaseFile> {
+  let p = cached.get(script);
+  if (p === undefined) {
+    p = (async () => {
+      const r = await execa(PYTHON, [script], { maxBuffer: 256 * 1024 * 1024, reject: false });
+      if (r.exitCode !== 0) {
+        throw new Error(`${PYTHON} ${script} failed (exit ${r.exitCode}):\n${r.stderr}`);
+      }
+      return JSON.parse(r.stdout) as CaseFile;
+    })();
+    cached.set(script, p);
+  }
+  return p;
 }
 
 const DECODE = `

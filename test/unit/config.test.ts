@@ -20,6 +20,14 @@ const policy = (o: Obj = {}): Obj => ({
 });
 const localsid = (o: Obj = {}): Obj => ({ sid: '2001:db8:2::/48', src_prefix_len: 64, ...o });
 const doc = (o: Obj): string => stringify(o);
+const gtp6e = (o: Obj = {}): Obj => ({ sid: '2001:db8:7::/64', behavior: 'end.m.gtp6.e', source: '2001:db8:ff::2', ...o });
+const gtp6d = (o: Obj = {}): Obj => ({
+  sid: '2001:db8:6::/64',
+  behavior: 'end.m.gtp6.d',
+  source: '2001:db8:ff::1',
+  sr_prefix: '2001:db8:1::/64',
+  ...o,
+});
 const withPolicy = (o: Obj): string => doc({ policies: [policy(o)] });
 const withLocalSid = (o: Obj): string => doc({ localsids: [localsid(o)] });
 /** Drop a key from a generated entry (stringify omits undefined). */
@@ -103,6 +111,27 @@ describe('valid configs', () => {
     const c = parseConfig(doc({ settings: { udp_source_ports: '2152-2152', hash_seed: 0xffffffff }, policies }), FILE);
     expect(c.policies).toHaveLength(16);
     expect(c.settings.sourcePortMin).toBe(2152);
+  });
+
+  it('reads GTP6 local SIDs, leaving GTP4 entries without a behavior as they were', () => {
+    const c = parseConfig(
+      doc({
+        localsids: [
+          localsid(),
+          gtp6e({ container: 'auto', hop_limit: 9 }),
+          gtp6d({ segments: ['2001:db8::1'], srh: 'reduced', hop_limit: 200 }),
+          gtp6d({ sid: '2001:db8:6:1::/64', behavior: 'end.m.gtp6.d.di', sr_prefix: 'fc00::/88' }),
+        ],
+      }),
+      FILE,
+    );
+    expect(c.localsids[0]).not.toHaveProperty('behavior');
+    expect(c.localsids[1]).toMatchObject({ behavior: 'end.m.gtp6.e', container: 'auto', ttl: 9 });
+    expect(formatIpv6(c.localsids[1]!.source!)).toBe('2001:db8:ff::2');
+    expect(c.localsids[2]).toMatchObject({ behavior: 'end.m.gtp6.d', srh: 'reduced', ttl: 200 });
+    expect(c.localsids[2]!.segments!.map(formatIpv6)).toEqual(['2001:db8::1']);
+    expect(formatIpv6Prefix(c.localsids[3]!.srPrefix!)).toBe('fc00::/88');
+    expect(c.localsids[3]).toMatchObject({ behavior: 'end.m.gtp6.d.di', srh: 'auto', ttl: 64 });
   });
 
   it('hex and YAML anchors work', () => {
@@ -283,6 +312,22 @@ const errors: { name: string; text: string; path: string; msg: RegExp }[] = [
     path: 'localsids[16].sid',
     msg: /17th distinct prefix length.*at most 16/,
   },
+  // GTP-U over IPv6 local SIDs
+  { name: 'behavior_bad', text: withLocalSid({ behavior: 'end.m.gtp6' }), path: 'localsids[0].behavior', msg: /one of end\.m\.gtp4\.e, end\.m\.gtp6\.e, end\.m\.gtp6\.d, end\.m\.gtp6\.d\.di/ },
+  { name: 'gtp6e_src_prefix_len', text: doc({ localsids: [gtp6e({ src_prefix_len: 64 })] }), path: 'localsids[0].src_prefix_len', msg: /not a key of behavior end\.m\.gtp6\.e; it takes sid, source, container, hop_limit/ },
+  { name: 'gtp6e_missing_source', text: doc({ localsids: [gtp6e({ source: MISSING })] }), path: 'localsids[0].source', msg: /required.*outer IPv6 source/ },
+  { name: 'gtp6e_source_prefix', text: doc({ localsids: [gtp6e({ source: '2001:db8::/64' })] }), path: 'localsids[0].source', msg: /./ },
+  { name: 'gtp6e_sid_len_89', text: doc({ localsids: [gtp6e({ sid: '2001:db8::/89' })] }), path: 'localsids[0].sid', msg: /L \+ 40 must fit in 128 bits: L at most 88/ },
+  { name: 'gtp6d_missing_sr_prefix', text: doc({ localsids: [gtp6d({ sr_prefix: MISSING })] }), path: 'localsids[0].sr_prefix', msg: /required.*<= 88/ },
+  { name: 'gtp6d_sr_prefix_len_89', text: doc({ localsids: [gtp6d({ sr_prefix: '2001:db8::/89' })] }), path: 'localsids[0].sr_prefix', msg: /at most 88/ },
+  { name: 'gtp6d_container', text: doc({ localsids: [gtp6d({ container: 'never' })] }), path: 'localsids[0].container', msg: /not a key of behavior end\.m\.gtp6\.d/ },
+  { name: 'gtp6d_5_segments', text: doc({ localsids: [gtp6d({ segments: ['::1', '::2', '::3', '::4', '::5'] })] }), path: 'localsids[0].segments', msg: /at most 4/ },
+  { name: 'gtp6d_srh_bad', text: doc({ localsids: [gtp6d({ behavior: 'end.m.gtp6.d.di', srh: 'none' })] }), path: 'localsids[0].srh', msg: /one of auto, always, reduced/ },
+  { name: 'gtp6_duplicate_sid', text: doc({ localsids: [localsid({ sid: '2001:db8:6::/48' }), gtp6d({ sid: '2001:db8:6::/48' })] }), path: 'localsids[1].sid', msg: /already used by localsids\[0\]/ },
+  { name: 'policy_mtu_1279', text: withPolicy({ mtu: 1279 }), path: 'policies[0].mtu', msg: /1280 to 65535 \(the translated packet is IPv6\)/ },
+  { name: 'gtp4e_mtu_67', text: withLocalSid({ mtu: 67 }), path: 'localsids[0].mtu', msg: /68 to 65535 \(the translated packet is IPv4\)/ },
+  { name: 'gtp6e_mtu_1279', text: doc({ localsids: [gtp6e({ mtu: 1279 })] }), path: 'localsids[0].mtu', msg: /1280 to 65535/ },
+  { name: 'policy_behavior_bad', text: withPolicy({ behavior: 'end.m.gtp6.d' }), path: 'policies[0].behavior', msg: /one of h\.m\.gtp4\.d/ },
 ];
 
 describe('config errors', () => {

@@ -26,6 +26,8 @@ import {
   decodeGtp4Src,
   encodeArgs,
   encodeGtp4Sid,
+  encodeGtp6Sid,
+  decodeGtp6Sid,
   encodeGtp4Src,
   MAX_SID_PREFIX_LEN,
   MAX_SRC_PREFIX_LEN,
@@ -356,5 +358,21 @@ describe('address parsing fast path agrees with ip-address', () => {
     }
     expect(() => parseIpv4('256.0.0.1', 'x')).toThrow(AddressError);
     expect(() => parseIpv4('1.2.3', 'x')).toThrow(AddressError);
+  });
+});
+
+describe('GTP6 SIDs (Args.Mob.Session at bit L, L <= 88)', () => {
+  it.each([
+    ['2001:db8:1::/64', 9, false, 0x12345678, '2001:db8:1:0:2412:3456:7800:0'],
+    ['2001:db8:1::/48', 9, true, 0x12345678, '2001:db8:1:2612:3456:7800::'],
+    ['fc00::/88', 63, true, 0xffffffff, 'fc00::fe:ffff:ffff'],
+  ] as const)('%s qfi %d r %s teid %d -> %s', (pfx, q, r, t, want) => {
+    const p = parseIpv6Prefix(pfx, 'test');
+    const sid = encodeGtp6Sid(p, { qfi: qfi(q), r, u: false, teid: teid(t) });
+    expect(formatIpv6(sid)).toBe(want);
+    expect(decodeGtp6Sid(sid, p.len)).toEqual({ qfi: q, r, u: false, teid: t });
+  });
+  it('refuses L = 89', () => {
+    expect(() => encodeGtp6Sid({ addr: ipv6Addr(0n), len: 89 }, { qfi: qfi(0), r: false, u: false, teid: teid(0) })).toThrow(/128 bits/);
   });
 });
