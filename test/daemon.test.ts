@@ -271,6 +271,26 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     expect((await uplinkPackets()) - start, 'counters carried over to the new program').toBe(N);
   }, 90_000);
 
+  it('keeps GTP6 local SIDs added through the API across a restart, with every key', async () => {
+    const sids = [
+      { name: 'g6e', behavior: 'end.m.gtp6.e', sid: '2001:db8:600::/64', source: '2001:db8:ffff::6e', container: 'auto', hop_limit: 60, mtu: 1400 },
+      { name: 'g6d', behavior: 'end.m.gtp6.d', sid: '2001:db8:700::/64', source: '2001:db8:ffff::6d', sr_prefix: '2001:db8:800::/64', segments: ['2001:db8:10::1'], srh: 'always', hop_limit: 61 },
+      { name: 'g6di', behavior: 'end.m.gtp6.d.di', sid: '2001:db8:701::/64', source: '2001:db8:ffff::6d', sr_prefix: '2001:db8:600::/64', srh: 'reduced', hop_limit: 62 },
+    ];
+    for (const body of sids) {
+      const r = await d!.api('POST', '/v1/localsids', { body });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+    }
+    const list = async (): Promise<unknown[]> =>
+      ((await d!.api('GET', '/v1/localsids')).body as { localsids: { name?: string }[] }).localsids.filter((l) => l.name?.startsWith('g6'));
+    const before = await list();
+    expect(before).toMatchObject(sids);
+    await d!.stop('SIGTERM');
+    await d!.start();
+    expect(await list(), 'replayed from the state file, key for key').toEqual(before);
+    for (const { name } of sids) expect((await d!.api('DELETE', `/v1/localsids?name=${name}`)).status).toBe(200);
+  }, 60_000);
+
   it('refuses a second daemon for the same instance before it touches anything', async () => {
     const dump = async (): Promise<string> =>
       (await execa('bpftool', ['-j', 'map', 'dump', 'pinned', `${d!.bpffs}/mup/${d!.instance}/policies`])).stdout;

@@ -191,9 +191,12 @@ export function registerOps(program: Command, io: Io): void {
         const list = r[isPolicy ? 'policies' : 'localsids'] ?? [];
         if (o.json === true) return io.out(`${JSON.stringify(list, null, 2)}\n`);
         const cols = isPolicy
-          ? ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'source']
-          : ['name', 'sid', 'src_prefix_len', 'container', 'ttl', 'rule', 'source'];
-        const rows = [cols, ...list.map((e) => cols.map((c) => (e[c] === undefined ? '-' : Array.isArray(e[c]) ? (e[c] as unknown[]).join(',') : String(e[c]))))];
+          ? ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'origin']
+          : ['name', 'sid', 'behavior', 'src_prefix_len', 'source', 'sr_prefix', 'container', 'ttl', 'hop_limit', 'rule', 'origin'];
+        // A local SID without a behaviour is End.M.GTP4.E (the config's default).
+        const cell = (e: Record<string, unknown>, c: string): string =>
+          c === 'behavior' && e[c] === undefined ? 'end.m.gtp4.e' : e[c] === undefined ? '-' : Array.isArray(e[c]) ? (e[c] as unknown[]).join(',') : String(e[c]);
+        const rows = [cols, ...list.map((e) => cols.map((c) => cell(e, c)))];
         io.out(table(rows));
       });
 

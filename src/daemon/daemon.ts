@@ -436,18 +436,18 @@ export class Daemon {
   // -------------------------------------------------------------------------
   // Rules through the API
 
-  listRules(kind: RuleKind): (RuleJson & { source: 'config' | 'api'; rule: number | null })[] {
+  listRules(kind: RuleKind): (RuleJson & { origin: 'config' | 'api'; rule: number | null })[] {
     const t = this.dataplane.rules;
     if (kind === 'policy') {
       return [...this.#rules.policies.values()].map((p) => ({
         ...policyJson(p),
-        source: this.#rules.source('policy', policyKey(p)),
+        origin: this.#rules.source('policy', policyKey(p)),
         rule: t.policyRule(p.match) ?? null,
       }));
     }
     return [...this.#rules.localsids.values()].map((l) => ({
       ...localSidJson(l),
-      source: this.#rules.source('localsid', localSidKey(l)),
+      origin: this.#rules.source('localsid', localSidKey(l)),
       rule: t.localsidRule(l.sid) ?? null,
     }));
   }
