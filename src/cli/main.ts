@@ -25,7 +25,7 @@ const stdio: Io = {
 export async function main(argv: string[], io: Io = stdio): Promise<number> {
   let status = 0;
   const program = new Command('mup')
-    .description('srv6-mup: stateless GTP-U/IPv4 <-> SRv6 translator (RFC 9433) in XDP')
+    .description('srv6-mup: stateless GTP-U <-> SRv6 translator (RFC 9433, GTP-U over IPv4 and IPv6) in XDP')
     .version(packageVersion(), '-V, --version', 'print the version')
     .exitOverride()
     .configureOutput({
