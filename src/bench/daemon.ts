@@ -46,6 +46,8 @@ interface Options {
   cpuProf?: string;
   json: boolean;
   keepGoing: boolean;
+  /** Config file format: yaml (default) or json (which is YAML too). */
+  format?: 'yaml' | 'json';
 }
 
 function parseArgs(argv: readonly string[]): Options {
@@ -61,9 +63,14 @@ function parseArgs(argv: readonly string[]): Options {
     else if (a === '--ops') o.ops = Number(next());
     else if (a === '--cpu-prof') o.cpuProf = next();
     else if (a === '--json') o.json = true;
+    else if (a === '--format') {
+      const f = next();
+      if (f !== 'yaml' && f !== 'json') throw new Error('--format: yaml or json');
+      o.format = f;
+    }
     else if (a === '--keep-going') o.keepGoing = true;
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--cpu-prof DIR] [--json] [--keep-going]\n');
+      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--format yaml|json] [--cpu-prof DIR] [--json] [--keep-going]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${String(a)}; see --help`);
   }
@@ -84,6 +91,17 @@ function policyEntry(i: number): Record<string, unknown> {
 
 function localSidEntry(i: number): Record<string, unknown> {
   return { name: `l${i}`, sid: localSid(i), src_prefix_len: 64 };
+}
+
+/** The same config as JSON (which is YAML too), as a generator would write it. */
+function configJson(rules: number, ifname: string): string {
+  const c = {
+    interfaces: [{ name: ifname }],
+    settings: { max_policies: 65536, max_localsids: 65536 },
+    policies: Array.from({ length: rules }, (_, i) => policyEntry(i)),
+    localsids: Array.from({ length: rules }, (_, i) => localSidEntry(i)),
+  };
+  return `${JSON.stringify(c, null, 1)}\n`;
 }
 
 /** YAML as an operator would write it: block style, one key per line. */
@@ -309,7 +327,7 @@ async function main(): Promise<number> {
   try {
     env.makeNamespace();
     const t0 = performance.now();
-    const yaml = configText(o.rules, 'mup0');
+    const yaml = o.format === 'json' ? configJson(o.rules, 'mup0') : configText(o.rules, 'mup0');
     writeFileSync(env.configPath, yaml);
     const genMs = performance.now() - t0;
     const configMB = Buffer.byteLength(yaml) / 1e6;
@@ -433,7 +451,7 @@ async function main(): Promise<number> {
     out.push(
       `bench:daemon  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
         `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)`,
-      `config: ${o.rules} policies + ${o.rules} local SIDs, ${configMB.toFixed(1)} MB of YAML (written in ${f1(genMs)} ms); ` +
+      `config: ${o.rules} policies + ${o.rules} local SIDs, ${configMB.toFixed(1)} MB of ${o.format === 'json' ? 'JSON' : 'YAML'} (written in ${f1(genMs)} ms); ` +
         `loaded: ${status.tables.policies.entries} policies, ${status.tables.localsids.entries} local SIDs, interface attached: ${status.interfaces.every((i) => i.attached)}`,
       '',
       '(a) load, from the spawn of `node bin/mup.js daemon`',
