@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { defaultSocket } from '../daemon/daemon.js';
+import { defaultSocket } from '../paths.js';
 
 export interface Target {
   readonly instance?: string;

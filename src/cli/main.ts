@@ -5,9 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
-import { loadConfigFile } from '../config/load.js';
 import type { Config } from '../config/types.js';
-import { DEFAULT_OBJECT } from '../dataplane/index.js';
+import { DEFAULT_OBJECT } from '../paths.js';
 import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../replay.js';
 import { registerOps } from './ops.js';
 
@@ -65,6 +64,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         '  mup replay --config config/example.yaml --in gtp.pcap --out srv6.pcap --json | jq -c \'select(.verdict=="drop")\'\n',
     )
     .action(async (opts: { config: string; in: string; out: string; json?: boolean; object: string }) => {
+      const { loadConfigFile } = await import('../config/load.js');
       const config = await loadConfigFile(opts.config);
       printWarnings(config, io);
       const result = await replay({ config, inPath: opts.in, outPath: opts.out, object: opts.object });

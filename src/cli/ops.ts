@@ -3,13 +3,10 @@
  * `mup status`, `mup policy ...`, `mup sid ...`, `mup stats`, `mup reload`.
  */
 import { Command, Option } from 'commander';
-import { DEFAULT_OBJECT } from '../dataplane/dataplane.js';
-import { enterNetns } from '../dataplane/netns.js';
 import type { DaemonStatus, CountersSnapshot, ReloadResult } from '../daemon/daemon.js';
-import { createLogger } from '../daemon/log.js';
-import { DEFAULT_BPFFS, isBpffs, Pins } from '../daemon/pins.js';
-import { daemonMain } from '../daemon/run.js';
+import { DEFAULT_BPFFS, DEFAULT_OBJECT } from '../paths.js';
 import { call, type Target } from './client.js';
+// The daemon, libbpf and the metrics library load only for the commands that need them.
 
 export interface Io {
   out(s: string): void;
@@ -100,6 +97,8 @@ export function registerOps(program: Command, io: Io): void {
         logLevel: string;
         metricsRuleLimit: number;
       }) => {
+        const { createLogger } = await import('../daemon/log.js');
+        const { daemonMain } = await import('../daemon/run.js');
         const log = createLogger({ instance: o.instance, level: o.logLevel, ...(o.logFormat === undefined ? {} : { json: o.logFormat === 'json' }) });
         try {
           const code = await daemonMain({
@@ -134,7 +133,9 @@ export function registerOps(program: Command, io: Io): void {
     .option('--bpffs <dir>', 'bpf filesystem of the pins', DEFAULT_BPFFS)
     .option('--netns <name>', 'network namespace of the interfaces (ip netns name)')
     .addHelpText('after', '\nExample:\n  mup teardown --instance lab\n')
-    .action((o: { instance: string; bpffs: string; netns?: string }) => {
+    .action(async (o: { instance: string; bpffs: string; netns?: string }) => {
+      const { enterNetns } = await import('../dataplane/netns.js');
+      const { isBpffs, Pins } = await import('../daemon/pins.js');
       if (o.netns !== undefined) enterNetns(o.netns);
       if (!isBpffs(o.bpffs)) {
         io.out(`${o.bpffs} is not a bpf filesystem: nothing pinned there\n`);

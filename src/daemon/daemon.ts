@@ -31,7 +31,8 @@ import { COUNTER_STRIDE, MUP_EVENT_SLOTS } from '../dataplane/codec.js';
 import { TablesFullError } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
 import { releaseMemory } from './memory.js';
-import { ensureBpffs, Pins, DEFAULT_BPFFS, type MapPin } from './pins.js';
+import { ensureBpffs, Pins, type MapPin } from './pins.js';
+import { DEFAULT_BPFFS, defaultStateFile } from '../paths.js';
 import {
   emptyOverlay,
   localSidJson,
@@ -119,13 +120,7 @@ export function packageVersion(): string {
   return pkg.version ?? 'unknown';
 }
 
-export function defaultStateFile(instance: string): string {
-  return `/var/lib/mup/${instance}.state.json`;
-}
-
-export function defaultSocket(instance: string): string {
-  return `/run/mup/${instance}.sock`;
-}
+export { defaultSocket, defaultStateFile } from '../paths.js';
 
 /** A mutex for operations that change tables and state (one at a time). */
 class Serial {

@@ -7,7 +7,8 @@ import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Server } from 'node:http';
 import { apiHandler, isLoopback, listenTcp, listenUnix, makeServer, socketAlive } from './api.js';
-import { Daemon, defaultSocket, type DaemonOptions } from './daemon.js';
+import { Daemon, type DaemonOptions } from './daemon.js';
+import { defaultSocket } from '../paths.js';
 import type { Logger } from './log.js';
 import { createMetrics, DEFAULT_RULE_SERIES_LIMIT } from './metrics.js';
 

@@ -48,25 +48,16 @@ import {
 import { ifIndex, inNetns, NetnsError } from './netns.js';
 import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, Tables, type ApplyResult, type TableFds } from './tables.js';
 
-/** <repo>/build/mup.bpf.o, from src/dataplane or dist/dataplane alike. */
-export const DEFAULT_OBJECT = fileURLToPath(new URL('../../build/mup.bpf.o', import.meta.url));
+export { DEFAULT_OBJECT } from '../paths.js';
+import { DEFAULT_OBJECT } from '../paths.js';
 
 export const PROGRAM_NAME = 'mup_xdp';
 export { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES };
 /** The two configuration copies and the selector (bpf/maps.h). */
 export const CONFIG_VAR = 'mup_cfgs';
 export const CONFIG_SEL_VAR = 'mup_cfg_sel';
-/** The shortest frame BPF_PROG_TEST_RUN accepts for XDP (an Ethernet header); shorter ones get EINVAL. */
-export const ETH_HLEN = 14;
-/**
- * The largest frame BPF_PROG_TEST_RUN hands whole to a plain `xdp` (not
- * `xdp.frags`) program: one 4 KiB page minus 256 bytes of XDP headroom minus
- * 320 bytes of skb_shared_info (x86-64, 4 KiB pages). Of a larger frame the
- * program sees only the first 3,520 bytes, and judges it on those (a valid
- * G-PDU comes back as drop_v4_truncated): measured on Linux 6.18 with
- * dp.run, 3,520 bytes translate and 3,521 do not. run() refuses such frames.
- */
-export const TEST_RUN_MAX_FRAME = 3520;
+export { ETH_HLEN, TEST_RUN_MAX_FRAME } from './frame-limits.js';
+import { ETH_HLEN, TEST_RUN_MAX_FRAME } from './frame-limits.js';
 
 /** The BPF object file is not there. */
 export class ObjectNotFoundError extends Error {

@@ -1,0 +1,21 @@
+/**
+ * Where things are by default. Kept apart from the modules that use them so
+ * that the CLI can name them (option defaults, `--help`) without loading
+ * libbpf, the daemon or the metrics library: `mup status` starts in a
+ * fraction of the time.
+ */
+import { fileURLToPath } from 'node:url';
+
+/** <repo>/build/mup.bpf.o, from src/ or dist/ alike. */
+export const DEFAULT_OBJECT = fileURLToPath(new URL('../build/mup.bpf.o', import.meta.url));
+
+/** The bpf filesystem the daemon pins under (mup/<instance>/). */
+export const DEFAULT_BPFFS = '/sys/fs/bpf';
+
+export function defaultSocket(instance: string): string {
+  return `/run/mup/${instance}.sock`;
+}
+
+export function defaultStateFile(instance: string): string {
+  return `/var/lib/mup/${instance}.state.json`;
+}
