@@ -11,7 +11,7 @@
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
-import { AddressError, formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
+import { AddressError, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
 import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
 import type { Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';

@@ -13,7 +13,7 @@
  * Stop: by default nothing is detached (the pins keep it all running);
  * --detach-on-exit removes the links and pins.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, renameSync } from 'node:fs';
 import type { Config, LocalSid, Policy } from '../config/types.js';
 import { loadConfigFile } from '../config/load.js';
 import { ConfigError } from '../config/errors.js';
@@ -48,9 +48,6 @@ import {
   type RuleJson,
   type RuleKind,
 } from './rules.js';
-import { renameSync } from 'node:fs';
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
 
 export interface DaemonOptions {
   readonly configPath: string;

@@ -5,7 +5,6 @@
  * its counters; attach it to interfaces (in other network namespaces too).
  */
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import type { Config, LocalSidBehavior } from '../config/types.js';
 import { checkLayouts, eventNames } from './btf.js';
 import { localSidKey, policyKey } from '../config/keys.js';
@@ -15,8 +14,6 @@ import {
   configFields,
   decodePercpuCounter,
   encodeConfig,
-  encodeLocalSidKey,
-  encodePolicyKey,
   LAYOUTS,
   type CounterValue,
 } from './codec.js';
