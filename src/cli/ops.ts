@@ -2,6 +2,7 @@
  * Operator commands: `mup daemon`, `mup teardown`, and the API clients
  * `mup status`, `mup policy ...`, `mup sid ...`, `mup stats`, `mup reload`.
  */
+import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import type { DaemonStatus, CountersSnapshot, ReloadResult } from '../daemon/daemon.js';
 import { DEFAULT_BPFFS, DEFAULT_OBJECT } from '../paths.js';
@@ -102,7 +103,7 @@ export function registerOps(program: Command, io: Io): void {
         const log = createLogger({ instance: o.instance, level: o.logLevel, ...(o.logFormat === undefined ? {} : { json: o.logFormat === 'json' }) });
         try {
           const code = await daemonMain({
-            configPath: o.config,
+            configPath: resolve(o.config),
             instance: o.instance,
             bpffs: o.bpffs,
             object: o.object,
