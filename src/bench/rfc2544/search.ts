@@ -22,22 +22,26 @@ export const realClock: Clock = {
 
 /**
  * Paces a trial: frames due at time t = floor(rate × t) − sent, handed out
- * in batches of at most `batch`. A generator that falls behind catches up
- * at most one batch per call (no unbounded burst); a trial whose sender
+ * in batches of `batch` when on time. A sender that fell behind (a send has
+ * a fixed cost per call) gets what it owes in one larger call, up to
+ * `maxBurst`, so fewer calls pay that cost; a trial whose sender still
  * cannot keep up shows it in the achieved rate (sent / duration).
  */
 export class RateController {
   readonly rate: number;
   readonly batch: number;
+  readonly maxBurst: number;
   #start: bigint | undefined;
   #sent = 0;
 
-  /** `rate` frames per second (Infinity: as fast as the sender goes); batch >= 1. */
-  constructor(rate: number, batch: number) {
+  /** `rate` frames per second (Infinity: as fast as the sender goes); batch >= 1; maxBurst >= batch (default 4 × batch). */
+  constructor(rate: number, batch: number, maxBurst = 4 * batch) {
     if (!(rate > 0)) throw new RangeError(`rate ${rate}: must be > 0 frames per second`);
     if (!Number.isInteger(batch) || batch < 1) throw new RangeError(`batch ${batch}: must be an integer >= 1`);
+    if (!Number.isInteger(maxBurst) || maxBurst < batch) throw new RangeError(`maxBurst ${maxBurst}: must be an integer >= batch`);
     this.rate = rate;
     this.batch = batch;
+    this.maxBurst = maxBurst;
   }
 
   get sent(): number {
@@ -49,13 +53,17 @@ export class RateController {
     this.#sent = 0;
   }
 
-  /** Frames to send now (0..batch): call, send them, then record(). */
+  /**
+   * Frames to send now: 0 until a whole batch is owed (or less than a batch is
+   * left of `limit`), then what is owed, at most maxBurst. Call, send them,
+   * then record().
+   */
   due(now: bigint): number {
     if (this.#start === undefined) throw new Error('RateController.due() before start()');
     if (!Number.isFinite(this.rate)) return this.batch;
     const elapsedS = Number(now - this.#start) / 1e9;
     const owed = Math.floor(this.rate * elapsedS) - this.#sent;
-    return Math.max(0, Math.min(this.batch, owed));
+    return Math.max(0, Math.min(this.maxBurst, owed));
   }
 
   /** Milliseconds until the next full batch is due (0 when one is due now). */
