@@ -9,6 +9,7 @@ import { loadConfigFile } from '../config/load.js';
 import type { Config } from '../config/types.js';
 import { DEFAULT_OBJECT } from '../dataplane/index.js';
 import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../replay.js';
+import { registerBench } from './bench.js';
 import { registerOps } from './ops.js';
 
 interface Io {
@@ -44,6 +45,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
     );
 
   registerOps(program, io);
+  registerBench(program, io);
 
   program
     .command('replay')
