@@ -19,6 +19,7 @@ interface Opts {
   resolution: string;
   maxTrials: string;
   flows: string;
+  repeat: string;
   napi: 'softirq' | 'threaded';
   out: string;
   object?: string;
@@ -56,6 +57,7 @@ export function registerBench(program: Command, io: Io): void {
     .option('--resolution <ratio>', 'stop the search when (hi - lo) / hi is at most this', String(DEFAULTS.resolution))
     .option('--max-trials <n>', 'at most this many trials per search', String(DEFAULTS.maxTrials))
     .option('--flows <n>', 'inner flows (UDP source ports) per stream', String(DEFAULTS.flows))
+    .option('--repeat <n>', 'run the whole set n times, interleaved; the report takes medians', String(DEFAULTS.repeat))
     .addOption(new Option('--napi <mode>', 'where the veths run NAPI: softirq (after each generator batch, same core) or threaded (kernel threads)').choices(['softirq', 'threaded']).default(DEFAULTS.napi))
     .option('--out <dir>', 'output directory', `build/bench/rfc2544-${new Date().toISOString().replace(/[:.]/g, '-')}`)
     .option('--object <path>', 'translator BPF object (default build/mup.bpf.o)')
@@ -91,6 +93,7 @@ export function registerBench(program: Command, io: Io): void {
           resolution: num(opts.resolution, 'resolution', 0.001, 0.5),
           maxTrials: num(opts.maxTrials, 'max-trials', 1, 100),
           flows: num(opts.flows, 'flows', 1, 65535),
+          repeat: num(opts.repeat, 'repeat', 1, 100),
           napi: opts.napi,
           signal: ac.signal,
           ...(opts.object === undefined ? {} : { object: opts.object }),

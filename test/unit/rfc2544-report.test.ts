@@ -7,9 +7,9 @@ import { DEFAULTS } from '../../src/bench/rfc2544/run.js';
 
 function row(c: CaseName, size: number, mpps: number): CaseResult {
   return {
-    case: c, title: c, size, inner: size - 18, inLens: [size + 40], fps: mpps * 1e6, gbps: (mpps * 1e6 * (size + 40) * 8) / 1e9,
+    case: c, rep: 1, title: c, size, inner: size - 18, inLens: [size + 40], fps: mpps * 1e6, gbps: (mpps * 1e6 * (size + 40) * 8) / 1e9,
     generatorLimited: false, nsPerFrame: 1000 / mpps, warmup: { sent: 10, received: 10, bad: 0 },
-    trials: [{ offeredRate: Infinity, achievedRate: mpps * 1e6, sent: 100, received: 100, lost: 0, lossRatio: 0, elapsedMs: 1, pass: true, bad: 0, nsPerFrame: 1000 / mpps }],
+    trials: [{ offeredRate: Infinity, achievedRate: mpps * 1e6, sent: 100, received: 100, lost: 0, lossRatio: 0, elapsedMs: 1, pass: true, bad: 0, nsPerFrame: 1000 / mpps, drops: {} }],
   };
 }
 
@@ -21,7 +21,7 @@ const result: Rfc2544Result = {
     row('uplink', 64, 2.85), row('downlink', 64, 3.0), row('kernel-ipv4', 64, 1.25), row('xdp-l3fwd', 64, 3.0),
     row('uplink', 1518, 1.0), row('downlink', 1518, 1.1), row('kernel-ipv4', 1518, 0.8), { ...row('xdp-l3fwd', 1518, 0), error: 'check failed' },
   ],
-  genOnly: [{ size: 64, frameLen: 104, fps: 7e6, nsPerFrame: 50 }],
+  genOnly: [{ rep: 1, size: 64, frameLen: 104, fps: 7e6, nsPerFrame: 50 }],
   interrupted: false,
 };
 const report: Report = {

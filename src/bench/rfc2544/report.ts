@@ -48,9 +48,33 @@ export interface Report {
 
 const mpps = (fps: number): string => (fps / 1e6).toFixed(3);
 const pct = (x: number): string => `${(x * 100).toFixed(0)} %`;
+const pct1 = (x: number): string => `${(x * 100).toFixed(1)} %`;
 
-function find(r: Rfc2544Result, c: CaseName, size: number): CaseResult | undefined {
-  return r.results.find((x) => x.case === c && x.size === size);
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length === 0 ? 0 : s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/**
+ * The result of a case and size: with several repetitions, the one whose
+ * throughput is the median (lower median for an even count), with `fpsAll`
+ * listing every repetition's. A repetition with an error makes it an error.
+ */
+function find(r: Rfc2544Result, c: CaseName, size: number): (CaseResult & { fpsAll: number[] }) | undefined {
+  const xs = r.results.filter((x) => x.case === c && x.size === size);
+  if (xs.length === 0) return undefined;
+  const fpsAll = xs.map((x) => x.fps);
+  const bad = xs.find((x) => x.error !== undefined);
+  if (bad) return { ...bad, fpsAll };
+  const sorted = [...xs].sort((a, b) => a.fps - b.fps);
+  return { ...sorted[Math.floor((sorted.length - 1) / 2)]!, fpsAll };
+}
+
+function genOnlyOf(r: Rfc2544Result, size: number): Rfc2544Result['genOnly'][number] | undefined {
+  const gs = r.genOnly.filter((g) => g.size === size);
+  if (gs.length === 0) return undefined;
+  return { ...gs[0]!, fps: median(gs.map((g) => g.fps)), nsPerFrame: median(gs.map((g) => g.nsPerFrame)) };
 }
 
 function sizes(r: Rfc2544Result): number[] {
@@ -118,9 +142,24 @@ export function targets(r: Rfc2544Result): Target[] {
 
 /** DUT ns per frame: the case's kernel time per frame minus the generator's alone (softirq mode). */
 export function dutNs(r: Rfc2544Result, x: CaseResult): number | undefined {
-  const g = r.genOnly.find((y) => y.size === x.size);
+  const g = genOnlyOf(r, x.size);
   if (!g || x.nsPerFrame === 0 || r.options.napi !== 'softirq') return undefined;
   return x.nsPerFrame - g.nsPerFrame;
+}
+
+/** Translator / baseline ratios from the DUT's share per frame (softirq mode only). */
+export function shareRatios(r: Rfc2544Result): Ratio[] {
+  const out: Ratio[] = [];
+  for (const size of sizes(r)) {
+    for (const [a, b] of [['uplink', 'xdp-l3fwd'], ['downlink', 'xdp-l3fwd'], ['uplink', 'kernel-ipv4'], ['downlink', 'kernel-ipv4']] as [CaseName, CaseName][]) {
+      const x = find(r, a, size);
+      const y = find(r, b, size);
+      const dx = x && x.error === undefined ? dutNs(r, x) : undefined;
+      const dy = y && y.error === undefined ? dutNs(r, y) : undefined;
+      if (dx !== undefined && dy !== undefined && dx > 0 && dy > 0) out.push({ size, name: `${a} / ${b}`, value: dy / dx });
+    }
+  }
+  return out;
 }
 
 export function terminalTable(rep: Report): string {
@@ -138,8 +177,9 @@ export function terminalTable(rep: Report): string {
     ...ratios(r)
       .filter((x) => x.size === 64)
       .map((x) => `64B ${x.name}: ${pct(x.value)}`),
-    ...targets(r).map((t) => `target ${t.what}: ${t.value === undefined ? 'not measured' : `${pct(t.value)} ${t.met ? 'met' : 'MISSED'}`}`),
+    ...targets(r).map((t) => `target ${t.what}: ${t.value === undefined ? 'not measured' : `${pct1(t.value)} ${t.met ? 'met' : 'MISSED'}`}`),
   ];
+  if (r.options.repeat > 1) out.splice(1, 0, `(median of ${r.options.repeat} repetitions)`);
   if (r.interrupted) out.push('(interrupted: partial results)');
   return out.join('\n') + '\n';
 }
@@ -159,7 +199,7 @@ export function markdown(rep: Report): string {
     (o.napi === 'softirq'
       ? ': in softirq mode the device under test runs its XDP and forwarding in the softirq that follows each generator batch, on the same core, so a rate is that of the generator and the DUT together.'
       : ': in threaded mode the DUT\'s veths run NAPI in kernel threads, which the scheduler may put on the other core.'));
-  L.push(`- Trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search, ${o.flows} inner flows (UDP source ports) per stream, live-frame kernel batch ${LIVE_BATCH}, NAPI ${o.napi}`);
+  L.push(`- ${o.repeat} repetition(s); trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search, ${o.flows} inner flows (UDP source ports) per stream, live-frame kernel batch ${LIVE_BATCH}, NAPI ${o.napi}`);
   L.push('- Generator: BPF_PROG_TEST_RUN in live-frame mode (bpf/trafficgen.bpf.c, XDP_TX out of a veth into the DUT), rate-controlled by batches of 20 ms of frames (each batch leaves at full speed); sink: XDP program on the receiving veth that checks every frame against the expected output and counts it (bpf/sink.bpf.c). Loss = frames sent − frames counted correct at the sink.');
   L.push('- Latency: **not measured** (the latency probe does not exist yet); throughput only.', '');
   L.push('## Frame sizes', '');
@@ -175,10 +215,18 @@ export function markdown(rep: Report): string {
   L.push(`- kernel-seg6 uses \`encap seg6 mode ${r.seg6Mode}\` with one segment; kernel-ipv4 and xdp-l3fwd forward the uplink GTP-U frames unchanged (TTL − 1).`);
   L.push('- Every case runs in the same three namespaces with the same generator and sink; only the DUT\'s program (translator, L3FWD, or XDP_PASS for the kernel) changes.', '');
   L.push('## Zero-loss throughput (Mpps / Gbit/s of the frames the DUT receives)', '');
+  if (o.repeat > 1) L.push(`Median of ${o.repeat} repetitions of the whole set (sizes × cases, interleaved); every repetition's Mpps is in the table after.`, '');
   L.push(`| frame | ${cs.join(' | ')} |`);
   L.push(`|---|${cs.map(() => '---').join('|')}|`);
   for (const s of sizes(r)) L.push(`| ${s} | ${cs.map((c) => cell(find(r, c, s))).join(' | ')} |`);
   L.push('', '![throughput](throughput.svg)', '');
+  if (o.repeat > 1) {
+    L.push('Every repetition, Mpps:', '');
+    L.push(`| frame | ${cs.join(' | ')} |`);
+    L.push(`|---|${cs.map(() => '---').join('|')}|`);
+    for (const s of sizes(r)) L.push(`| ${s} | ${cs.map((c) => find(r, c, s)?.fpsAll.map(mpps).join(', ') ?? '-').join(' | ')} |`);
+    L.push('');
+  }
   const rs = ratios(r);
   if (rs.length > 0) {
     L.push('## Ratios (zero-loss frame rates)', '');
@@ -189,18 +237,24 @@ export function markdown(rep: Report): string {
     L.push('');
   }
   L.push('## Targets (issue 5, 64-byte class)', '');
-  for (const t of targets(r)) L.push(`- ${t.what}: ${t.value === undefined ? 'not measured' : `${pct(t.value)} — **${t.met ? 'met' : 'missed'}**`}`);
+  for (const t of targets(r)) L.push(`- ${t.what}: ${t.value === undefined ? 'not measured' : `${pct1(t.value)} — **${t.met ? 'met' : 'missed'}**`}`);
   L.push('');
   if (r.genOnly.length > 0) {
     L.push('## Generator alone and the DUT\'s share', '');
-    L.push('The generator into a DUT that drops every frame on arrival, and per case the kernel time per frame of the best trial (BPF_PROG_TEST_RUN\'s own measure, without its few milliseconds of set-up per call)' +
+    L.push('The generator into a DUT that drops every frame on arrival, and per case the kernel time per frame of the best trial (BPF_PROG_TEST_RUN\'s own measure, without its few milliseconds of set-up per call; medians over repetitions)' +
       (o.napi === 'softirq' ? '; the difference is what the DUT, the veths and the sink cost per frame.' : '.'), '');
     L.push(`| frame | generator alone, Mpps | ns/frame | ${cs.map((c) => `${c} ns/frame${o.napi === 'softirq' ? ' (DUT share)' : ''}`).join(' | ')} |`);
     L.push(`|---|---|---|${cs.map(() => '---').join('|')}|`);
-    for (const g of r.genOnly) {
+    for (const g of sizes(r).map((s) => genOnlyOf(r, s)).filter((g) => g !== undefined)) {
       L.push(`| ${g.size} | ${mpps(g.fps)} | ${g.nsPerFrame.toFixed(0)} | ${cs.map((c) => { const x = find(r, c, g.size); if (!x || x.nsPerFrame === 0) return '-'; const d = dutNs(r, x); return `${x.nsPerFrame.toFixed(0)}${d === undefined ? '' : ` (${d.toFixed(0)})`}`; }).join(' | ')} |`);
     }
     L.push('');
+    const share = shareRatios(r);
+    if (share.length > 0) {
+      L.push('Ratios of the DUT\'s share alone (baseline ns / translator ns per frame). Indicative only: BPF_PROG_TEST_RUN times the NAPI work that runs inside it, not what the kernel defers to ksoftirqd, so these do not add up to the wall-clock rates above.', '');
+      for (const x of share) L.push(`- ${x.size} B ${x.name}: ${pct(x.value)}`);
+      L.push('');
+    }
   }
   const limited = r.results.filter((x) => x.generatorLimited);
   if (limited.length > 0) {
@@ -213,11 +267,12 @@ export function markdown(rep: Report): string {
     L.push('');
   }
   L.push('## Trials', '');
-  L.push('| case | frame | trial | offered Mpps | sent Mpps | sent | received | lost | loss | pass |');
-  L.push('|---|---|---|---|---|---|---|---|---|---|');
+  L.push('Drops: veth drop counters and the translator\'s non-forwarding events that moved during the trial (`side:interface:counter`, `translator:event`).', '');
+  L.push('| case | frame | trial | offered Mpps | sent Mpps | sent | received | lost | loss | pass | drops |');
+  L.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const x of r.results) {
     x.trials.forEach((t, i) => {
-      L.push(`| ${x.case} | ${x.size} | ${i + 1} | ${Number.isFinite(t.offeredRate) ? mpps(t.offeredRate) : 'max'} | ${mpps(t.achievedRate)} | ${t.sent} | ${t.received} | ${t.lost} | ${(t.lossRatio * 100).toFixed(3)} % | ${t.pass ? 'yes' : 'no'} |`);
+      L.push(`| ${x.case} | ${x.size} | ${i + 1} | ${Number.isFinite(t.offeredRate) ? mpps(t.offeredRate) : 'max'} | ${mpps(t.achievedRate)} | ${t.sent} | ${t.received} | ${t.lost} | ${(t.lossRatio * 100).toFixed(3)} % | ${t.pass ? 'yes' : 'no'} | ${Object.entries(t.drops ?? {}).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
     });
   }
   L.push('');
@@ -262,7 +317,7 @@ export function svgPlot(r: Rfc2544Result, metric: 'mpps' | 'gbps'): string {
   o.push(`<text x="${(m.l + W - m.r) / 2}" y="${H - 12}" text-anchor="middle">frame size (bytes, RFC 2544; inner packet = size − 18)</text>`);
   cs.forEach((c, k) => {
     const pts = ss
-      .map((s, i) => ({ i, x: find(r, c, s) }))
+      .map((s, i) => ({ i, x: find(r, c, s) as CaseResult | undefined }))
       .filter((p): p is { i: number; x: CaseResult } => p.x !== undefined && p.x.error === undefined);
     if (pts.length > 0) {
       o.push(`<polyline fill="none" stroke="${COLORS[c]}" stroke-width="2" points="${pts.map((p) => `${px(p.i).toFixed(1)},${py(val(p.x)).toFixed(1)}`).join(' ')}"/>`);

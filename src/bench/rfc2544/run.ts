@@ -30,6 +30,8 @@ export interface Rfc2544Options {
   napi: NapiMode;
   /** Frames of the check before each search (at a low rate; all must arrive). */
   warmupFrames: number;
+  /** Run the whole set this many times, interleaved (sizes × cases, then again); the report takes medians. */
+  repeat: number;
   /** The translator's object; default build/mup.bpf.o. */
   object?: string;
   signal?: AbortSignal;
@@ -47,6 +49,7 @@ export const DEFAULTS: Omit<Rfc2544Options, 'sizes' | 'cases'> = {
   flows: DEFAULT_FLOWS,
   napi: 'softirq',
   warmupFrames: 2000,
+  repeat: 1,
 };
 
 export interface TrialRecord extends TrialResult {
@@ -59,10 +62,19 @@ export interface TrialRecord extends TrialResult {
   nsPerFrame: number;
   /** Sampled frames at the sink that failed a check (wrong output, or lab chatter). */
   bad: number;
+  /**
+   * Where frames went missing, for a trial with loss: drop counters of the
+   * veths on the path (rx/tx dropped, from `ip -s link`) and, with the
+   * translator, its own events other than forwarding (drop reasons, passes,
+   * FIB misses), all as deltas over the trial; zeros left out.
+   */
+  drops: Record<string, number>;
 }
 
 export interface CaseResult {
   case: CaseName;
+  /** Which repetition of the set (1-based). */
+  rep: number;
   title: string;
   /** RFC 2544 frame size this row stands for. */
   size: number;
@@ -84,6 +96,7 @@ export interface CaseResult {
 
 /** The generator alone (the DUT drops every frame on arrival), per frame size. */
 export interface GenOnly {
+  rep: number;
   size: number;
   frameLen: number;
   fps: number;
@@ -98,6 +111,40 @@ export interface Rfc2544Result {
   results: CaseResult[];
   genOnly: GenOnly[];
   interrupted: boolean;
+}
+
+/** rx/tx dropped of the four veths, keyed `ns:if:rx_dropped`. */
+async function vethDrops(lab: BenchLab): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const [ns, side] of [[lab.a, 'a'], [lab.dut, 'dut'], [lab.b, 'b']] as const) {
+    const r = await execa('ip', ['-n', ns, '-s', '-j', 'link', 'show'], { timeout: 10_000 });
+    const links = JSON.parse(r.stdout) as { ifname: string; stats64?: { rx?: { dropped?: number }; tx?: { dropped?: number } } }[];
+    for (const l of links) {
+      if (l.ifname === 'lo') continue;
+      out[`${side}:${l.ifname}:rx_dropped`] = l.stats64?.rx?.dropped ?? 0;
+      out[`${side}:${l.ifname}:tx_dropped`] = l.stats64?.tx?.dropped ?? 0;
+    }
+  }
+  return out;
+}
+
+/** The translator's events except the forwarding ones (a frame it handled, not lost). */
+function translatorEvents(dp: Dataplane): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(dp.counters().events)) {
+    if (k === 'fwd_redirect' || k === 'fwd_tx') continue;
+    out[`translator:${k}`] = Number(v.packets);
+  }
+  return out;
+}
+
+function delta(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(after)) {
+    const d = v - (before[k] ?? 0);
+    if (d !== 0) out[k] = d;
+  }
+  return out;
 }
 
 async function setThreaded(lab: BenchLab, on: boolean): Promise<void> {
@@ -136,16 +183,21 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
     attachXdp(l3.passFd, 'db', lab.dut);
     if (o.napi === 'threaded') await setThreaded(lab, true);
     const progFd = { translator: dp.progFd, l3fwd: l3.fwdFd, pass: l3.passFd };
-    for (const size of o.sizes) {
+    for (let rep = 1; rep <= o.repeat; rep++) for (const size of o.sizes) {
       if (o.signal?.aborted) throw new AbortedError();
-      genOnly.push(await measureGenOnly(lab, l3, gens.a, size, o, log));
+      if (o.repeat > 1) log(`--- repetition ${rep} of ${o.repeat}, ${size}B`);
+      genOnly.push({ rep, ...(await measureGenOnly(lab, l3, gens.a, size, o, log)) });
       for (const name of o.cases) {
         if (o.signal?.aborted) throw new AbortedError();
         const setup = caseSetup(name, size, o.flows);
         attachXdp(progFd[setup.dut], 'da', lab.dut);
         attachXdp(progFd[setup.dut], 'db', lab.dut);
-        const r = await measureCase(lab, sinks, gens, setup, size, o, log);
-        results.push(r);
+        const drops = async (): Promise<Record<string, number>> => ({
+          ...(await vethDrops(lab)),
+          ...(setup.dut === 'translator' ? translatorEvents(dp!) : {}),
+        });
+        const r = await measureCase(lab, sinks, gens, setup, size, o, log, drops);
+        results.push({ ...r, rep });
       }
     }
   } catch (e) {
@@ -230,10 +282,12 @@ async function measureCase(
   size: number,
   o: Rfc2544Options,
   log: (line: string) => void,
+  drops: () => Promise<Record<string, number>>,
 ): Promise<CaseResult> {
   const what = `${setup.name} ${size}B`;
   const out: CaseResult = {
     case: setup.name,
+    rep: 0,
     title: CASE_TITLES[setup.name],
     size,
     inner: innerLen(size),
@@ -264,26 +318,30 @@ async function measureCase(
   }
   const meanLen = setup.inLens.reduce((a, b) => a + b, 0) / setup.inLens.length;
   log(`${what}: ${setup.streams.length} stream(s), DUT input ${setup.inLens.join('+')} B, check ${w.received}/${w.sent} ok`);
+  let lastDrops: Record<string, number> = {};
   const search = await findThroughput({
     maxRate: Infinity,
     resolution: o.resolution,
     lossTolerance: o.lossTolerance,
     maxTrials: o.maxTrials,
     trial: async (rate) => {
+      const before = await drops();
       const r = await runTrial(io, {
         rate,
         durationMs: o.trialMs,
         signal: o.signal,
         progress: (f) => o.progress?.(`${what} @ ${Number.isFinite(rate) ? (rate / 1e6).toFixed(3) + ' Mpps' : 'max'}`, f),
       });
+      lastDrops = delta(await drops(), before);
       return r;
     },
     onTrial: (r, pass, lo, hi) => {
-      out.trials.push({ ...r, pass, bad: io.bad(), nsPerFrame: io.nsPerFrame() });
+      out.trials.push({ ...r, pass, bad: io.bad(), nsPerFrame: io.nsPerFrame(), drops: lastDrops });
       log(
         `${what}: trial ${out.trials.length} offered ${Number.isFinite(r.offeredRate) ? (r.offeredRate / 1e6).toFixed(3) : 'max'} Mpps, ` +
           `sent ${(r.achievedRate / 1e6).toFixed(3)} Mpps, lost ${r.lost} (${(r.lossRatio * 100).toFixed(3)} %) ${pass ? 'pass' : 'FAIL'}` +
-          ` [lo ${(lo / 1e6).toFixed(3)}, hi ${Number.isFinite(hi) ? (hi / 1e6).toFixed(3) : '-'}]`,
+          ` [lo ${(lo / 1e6).toFixed(3)}, hi ${Number.isFinite(hi) ? (hi / 1e6).toFixed(3) : '-'}]` +
+          (r.lost > 0 && Object.keys(lastDrops).length > 0 ? ` drops: ${Object.entries(lastDrops).map(([k, v]) => `${k} ${v}`).join(', ')}` : ''),
       );
     },
   });
@@ -291,7 +349,7 @@ async function measureCase(
   out.nsPerFrame = out.trials.find((t) => t.sent === search.best?.sent && t.pass)?.nsPerFrame ?? 0;
   out.gbps = (search.throughput * meanLen * 8) / 1e9;
   out.generatorLimited = search.generatorLimited;
-  log(`${what}: throughput ${(out.fps / 1e6).toFixed(3)} Mpps, ${out.gbps.toFixed(2)} Gbit/s${out.generatorLimited ? ' (generator-limited)' : ''}`);
+  log(`${what}: throughput ${(out.fps / 1e6).toFixed(3)} Mpps, ${out.gbps.toFixed(2)} Gbit/s${out.generatorLimited ? ' (no loss at full speed)' : ''}`);
   return out;
 }
 
@@ -303,7 +361,7 @@ async function measureGenOnly(
   size: number,
   o: Rfc2544Options,
   log: (line: string) => void,
-): Promise<GenOnly> {
+): Promise<Omit<GenOnly, 'rep'>> {
   const g = caseSetup('uplink', size, o.flows).streams[0]!.gen;
   attachXdp(l3.dropFd, 'da', lab.dut);
   gen.configure(g, 'ea', lab.a);
