@@ -58,7 +58,7 @@ export function registerBench(program: Command, io: Io): void {
     .option('--max-trials <n>', 'at most this many trials per search', String(DEFAULTS.maxTrials))
     .option('--flows <n>', 'inner flows (UDP source ports) per stream', String(DEFAULTS.flows))
     .option('--repeat <n>', 'run the whole set n times, interleaved; the report takes medians', String(DEFAULTS.repeat))
-    .addOption(new Option('--napi <mode>', 'where the veths run NAPI: softirq (after each generator batch, same core) or threaded (kernel threads)').choices(['softirq', 'threaded']).default(DEFAULTS.napi))
+    .addOption(new Option('--napi <mode>', 'where the veths run NAPI: softirq (after each generator batch, on the same core) or threaded (kernel threads; the generator\'s batches then arrive as bursts that overflow the veth rings: a measure of burst tolerance)').choices(['softirq', 'threaded']).default(DEFAULTS.napi))
     .option('--out <dir>', 'output directory', `build/bench/rfc2544-${new Date().toISOString().replace(/[:.]/g, '-')}`)
     .option('--object <path>', 'translator BPF object (default build/mup.bpf.o)')
     .addHelpText('after', '\nExamples:\n  mup bench rfc2544 --quick\n  mup bench rfc2544 --sizes 64,1518 --cases uplink,xdp-l3fwd --trial 5\n')
