@@ -195,7 +195,9 @@ export function markdown(rep: Report): string {
   L.push('## Machine and settings', '');
   L.push(`- Host ${m.hostname}: ${m.cpu}, ${m.cpus} CPUs, Linux ${m.kernel}, Node ${m.node}`);
   L.push(`- Load average at start ${m.loadStart.join(' / ')}${m.loadEnd ? `, at end ${m.loadEnd.join(' / ')}` : ''} (1 / 5 / 15 min; other work shares the machine)`);
+  const pinned = m.affinity !== 'unknown' && !m.affinity.includes('-') && !m.affinity.includes(',');
   L.push(`- CPUs this run could use: ${m.affinity}. **Generator and device under test share the machine's ${m.cpus} cores**` +
+    (pinned ? ` (this run was pinned to CPU ${m.affinity}, so they shared that one)` : '') +
     (o.napi === 'softirq'
       ? ': in softirq mode the device under test runs its XDP and forwarding in the softirq that follows each generator batch, on the same core, so a rate is that of the generator and the DUT together.'
       : ': in threaded mode the DUT\'s veths run NAPI in kernel threads, which the scheduler may put on the other core.'));
@@ -211,7 +213,7 @@ export function markdown(rep: Report): string {
     L.push(`| ${s} | ${i} | ${i + GTPU_OVERHEAD} | ${i + SRV6_OVERHEAD} | ${i + PLAIN_OVERHEAD} |`);
   }
   L.push('', '## Cases', '');
-  for (const c of cs) L.push(`- **${c}**: ${CASE_TITLES[c]}`);
+  for (const c of cs) L.push(`- **${c}**: ${CASE_TITLES[c]}${c === 'bidir' ? ' (uplink and downlink streams from one generator thread, alternating batches; the rate is their sum)' : ''}`);
   L.push(`- kernel-seg6 uses \`encap seg6 mode ${r.seg6Mode}\` with one segment; kernel-ipv4 and xdp-l3fwd forward the uplink GTP-U frames unchanged (TTL − 1).`);
   L.push('- Every case runs in the same three namespaces with the same generator and sink; only the DUT\'s program (translator, L3FWD, or XDP_PASS for the kernel) changes.', '');
   L.push('## Zero-loss throughput (Mpps / Gbit/s of the frames the DUT receives)', '');
