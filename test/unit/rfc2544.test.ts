@@ -70,18 +70,20 @@ function search(clock: FakeClock, io: TrialIo, extra: Partial<Parameters<typeof 
 }
 
 describe('RateController', () => {
-  it('hands out what is due at the rate; when behind, what is owed up to maxBurst', () => {
+  it('hands out whole batches at the rate; when behind, what is owed up to maxBurst; the tail on request', () => {
     const rc = new RateController(1_000_000, 1000);
     expect(rc.maxBurst).toBe(4000);
     rc.start(0n);
     expect(rc.due(0n)).toBe(0);
-    expect(rc.due(500_000n)).toBe(500); // 0.5 ms at 1 Mpps
-    rc.record(500);
-    expect(rc.due(1_000_000n)).toBe(500);
-    expect(rc.due(3_000_000n)).toBe(2500); // behind: what is owed in one call
-    expect(rc.due(10_000_000n)).toBe(4000); // far behind: no burst of 9500
+    expect(rc.due(500_000n)).toBe(0); // 500 owed: less than a batch, no small call
+    expect(rc.due(500_000n, true)).toBe(500); // the trial's tail: what is owed
+    expect(rc.due(1_000_000n)).toBe(1000); // 1 ms at 1 Mpps
+    rc.record(1000);
+    expect(rc.due(1_500_000n)).toBe(0);
+    expect(rc.due(3_000_000n)).toBe(2000); // behind: everything owed in one call
+    expect(rc.due(10_000_000n)).toBe(4000); // far behind: no burst of 9000
     rc.record(4000);
-    expect(rc.sent).toBe(4500);
+    expect(rc.sent).toBe(5000);
     expect(() => new RateController(100, 10, 5)).toThrow(/maxBurst 5/);
   });
 
@@ -125,6 +127,22 @@ describe('runTrial: rate control and loss accounting', () => {
     expect(r.achievedRate / rate).toBeLessThan(1.01);
     expect(r.lost).toBe(0);
     expect(r.received).toBe(r.sent);
+  });
+
+  it('sends in whole batches (a call has a fixed cost), partial ones only in the last batch period', async () => {
+    const clock = new FakeClock();
+    const io = simulated(clock, { capacity: 1e9, peak: 3e6, callNs: 3e6 });
+    const sizes: number[] = [];
+    const send = io.send.bind(io);
+    io.send = (n) => {
+      sizes.push(n);
+      return send(n);
+    };
+    const r = await runTrial(io, { rate: 1e6, durationMs: 2000, clock });
+    const small = sizes.map((n, i) => ({ n, i })).filter((x) => x.n < batchFor(1e6));
+    expect(small.length).toBeLessThanOrEqual(2);
+    for (const x of small) expect(x.i).toBeGreaterThanOrEqual(sizes.length - 2);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(r.sent);
   });
 
   it('at Infinity sends as fast as the generator goes (its per-call cost included)', async () => {

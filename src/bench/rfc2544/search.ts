@@ -54,16 +54,18 @@ export class RateController {
   }
 
   /**
-   * Frames to send now: 0 until a whole batch is owed (or less than a batch is
-   * left of `limit`), then what is owed, at most maxBurst. Call, send them,
-   * then record().
+   * Frames to send now: 0 until a whole batch is owed (a send has a fixed
+   * cost per call, so no small calls), then everything owed, at most
+   * maxBurst. With `tail` (the trial ends before another batch is owed),
+   * whatever is owed. Call, send them, then record().
    */
-  due(now: bigint): number {
+  due(now: bigint, tail = false): number {
     if (this.#start === undefined) throw new Error('RateController.due() before start()');
     if (!Number.isFinite(this.rate)) return this.batch;
     const elapsedS = Number(now - this.#start) / 1e9;
     const owed = Math.floor(this.rate * elapsedS) - this.#sent;
-    return Math.max(0, Math.min(this.maxBurst, owed));
+    if (owed < (tail ? 1 : this.batch)) return 0;
+    return Math.min(this.maxBurst, owed);
   }
 
   /** Milliseconds until the next full batch is due (0 when one is due now). */
@@ -170,7 +172,9 @@ export async function runTrial(io: TrialIo, o: TrialOptions): Promise<TrialResul
       lastProgress = now;
       o.progress(Number(now - t0) / Number(durationNs));
     }
-    const n = rc.due(now);
+    // In the trial's last stretch, shorter than a batch takes to accrue, send what is owed.
+    const tail = Number(durationNs - (now - t0)) / 1e9 < batch / o.rate;
+    const n = rc.due(now, tail);
     if (n > 0) {
       rc.record(await io.send(n));
       // Let signals and timers run now and then even at full speed.
@@ -181,7 +185,7 @@ export async function runTrial(io: TrialIo, o: TrialOptions): Promise<TrialResul
       continue;
     }
     const left = Number(durationNs - (now - t0)) / 1e6;
-    await clock.sleep(Math.min(rc.waitMs(now), left, 10));
+    await clock.sleep(Math.min(tail ? 1 : rc.waitMs(now), left, 10));
   }
   const elapsedNs = clock.now() - t0;
   await io.settle?.();
