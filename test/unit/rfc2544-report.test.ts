@@ -47,6 +47,23 @@ describe('RFC 2544 report', () => {
     ]);
   });
 
+  it('with repetitions: the median, a repetition in error left out and listed', () => {
+    const rep = (x: CaseResult, n: number): CaseResult => ({ ...x, rep: n });
+    const r3: Rfc2544Result = {
+      ...result,
+      options: { ...result.options, repeat: 3 },
+      results: [
+        rep(row('uplink', 64, 2.0), 1), rep(row('uplink', 64, 3.0), 2), rep({ ...row('uplink', 64, 0), error: 'check failed' }, 3),
+        rep(row('xdp-l3fwd', 64, 4.0), 1), rep(row('xdp-l3fwd', 64, 5.0), 2), rep(row('xdp-l3fwd', 64, 6.0), 3),
+      ],
+    };
+    // uplink: lower median of 2.0 and 3.0; L3FWD: 5.0.
+    expect(ratios(r3).find((x) => x.name === 'uplink / xdp-l3fwd')?.value).toBeCloseTo(0.4, 6);
+    const md = markdown({ ...report, result: r3 });
+    expect(md).toContain('| 64 | 2.000, 3.000 | 4.000, 5.000, 6.000 |');
+    expect(md).toContain('uplink 64 (repetition 3): check failed');
+  });
+
   it('table, Markdown and SVG carry the figures, the machine and the caveats', () => {
     const table = terminalTable(report);
     expect(table).toMatch(/64\s+2\.850 \/ /);

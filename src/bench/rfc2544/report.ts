@@ -59,15 +59,16 @@ function median(xs: readonly number[]): number {
 /**
  * The result of a case and size: with several repetitions, the one whose
  * throughput is the median (lower median for an even count), with `fpsAll`
- * listing every repetition's. A repetition with an error makes it an error.
+ * listing every repetition's. Repetitions with an error are left out (and
+ * listed under Errors); all of them in error makes it an error.
  */
 function find(r: Rfc2544Result, c: CaseName, size: number): (CaseResult & { fpsAll: number[] }) | undefined {
   const xs = r.results.filter((x) => x.case === c && x.size === size);
   if (xs.length === 0) return undefined;
-  const fpsAll = xs.map((x) => x.fps);
-  const bad = xs.find((x) => x.error !== undefined);
-  if (bad) return { ...bad, fpsAll };
-  const sorted = [...xs].sort((a, b) => a.fps - b.fps);
+  const ok = xs.filter((x) => x.error === undefined);
+  const fpsAll = ok.map((x) => x.fps);
+  if (ok.length === 0) return { ...xs[0]!, fpsAll };
+  const sorted = [...ok].sort((a, b) => a.fps - b.fps);
   return { ...sorted[Math.floor((sorted.length - 1) / 2)]!, fpsAll };
 }
 
@@ -265,7 +266,7 @@ export function markdown(rep: Report): string {
   const errs = r.results.filter((x) => x.error !== undefined);
   if (errs.length > 0) {
     L.push('## Errors', '');
-    for (const e of errs) L.push(`- ${e.case} ${e.size}: ${e.error}`);
+    for (const e of errs) L.push(`- ${e.case} ${e.size}${o.repeat > 1 ? ` (repetition ${e.rep})` : ''}: ${e.error}`);
     L.push('');
   }
   L.push('## Trials', '');

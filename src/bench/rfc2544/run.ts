@@ -306,7 +306,7 @@ async function measureCase(
   }
   const io = trialIo(sinks, gens, setup);
   // Check before measuring: a few frames at a low rate must all arrive, as expected.
-  const w = await runTrial(io, { rate: 100_000, durationMs: Math.max(20, (o.warmupFrames / 100_000) * 1000), batch: 256, signal: o.signal });
+  const w = await warmup(io, o.warmupFrames, o.signal);
   out.warmup = { sent: w.sent, received: w.received, bad: io.bad() };
   // Frames that fail the sink's checks are not counted as received, so a
   // wrong translation shows as loss here; `bad` also holds the lab's own
@@ -351,6 +351,22 @@ async function measureCase(
   out.generatorLimited = search.generatorLimited;
   log(`${what}: throughput ${(out.fps / 1e6).toFixed(3)} Mpps, ${out.gbps.toFixed(2)} Gbit/s${out.generatorLimited ? ' (no loss at full speed)' : ''}`);
   return out;
+}
+
+/**
+ * The check before a search: `frames` frames in kernel-sized batches of 256
+ * with a pause after each (a low rate, whatever the timers do), then count.
+ */
+async function warmup(io: TrialIo, frames: number, signal: AbortSignal | undefined): Promise<{ sent: number; received: number }> {
+  await io.begin?.();
+  let sent = 0;
+  while (sent < frames) {
+    if (signal?.aborted) throw new AbortedError();
+    sent += await io.send(Math.min(256, frames - sent));
+    await sleep(1);
+  }
+  await io.settle?.();
+  return { sent, received: await io.received() };
 }
 
 /** The generator alone: one trial at full speed into a DUT that drops every frame (uplink frames). */
