@@ -6,7 +6,8 @@
  * No timed assertions. Everything is removed in afterAll, also on failure;
  * and a benchmark interrupted with SIGINT removes its namespaces.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
@@ -91,7 +92,16 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
   });
 
   it('a benchmark interrupted with SIGINT removes its namespaces and says so', async () => {
-    const proc = execa(join(ROOT, 'node_modules/.bin/tsx'), ['src/bench/rfc2544/main.ts', '--sizes', '64', '--cases', 'uplink', '--trial', '30', '--out', '/tmp/mup-rfc2544-sigint'], {
+    const out = mkdtempSync(join(tmpdir(), 'mup-rfc2544-'));
+    try {
+      await interrupted(out);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+
+  async function interrupted(out: string): Promise<void> {
+    const proc = execa(join(ROOT, 'node_modules/.bin/tsx'), ['src/bench/rfc2544/main.ts', '--sizes', '64', '--cases', 'uplink', '--trial', '30', '--out', out], {
       cwd: ROOT,
       reject: false,
       timeout: 50_000,
@@ -114,5 +124,5 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
     expect(r.exitCode).toBe(2);
     expect(String(r.stderr)).toMatch(/interrupted/);
     expect(await benchNamespaces(Number(owner))).toEqual([]);
-  });
+  }
 });
