@@ -13,7 +13,7 @@ STAMP := build/.deps
 NATIVE_SRC := native/binding.gyp $(wildcard native/src/*.cc native/src/*.h)
 NATIVE_ADDON := native/build/Release/mup_tstamp.node
 
-.PHONY: all deps bpf ts native test demo bench-micro bench-daemon fuzz clean
+.PHONY: all deps bpf ts native test demo bench bench-micro bench-daemon fuzz clean
 
 all: bpf ts native
 
@@ -45,6 +45,11 @@ test: bpf ts native
 
 demo: bpf ts
 	bash scripts/demo.sh
+
+# RFC 2544 throughput, translator vs kernel and XDP baselines (namespaces of
+# its own, removed at the end). Not part of `make test`. ARGS=--quick for 2 s trials.
+bench: bpf ts
+	npm run bench -- $(ARGS)
 
 bench-micro: bpf ts
 	npm run bench:micro

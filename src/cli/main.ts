@@ -8,6 +8,7 @@ import { Command, CommanderError } from 'commander';
 import type { Config } from '../config/types.js';
 import { DEFAULT_OBJECT } from '../paths.js';
 import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../replay.js';
+import { registerBench } from './bench.js';
 import { registerOps } from './ops.js';
 
 interface Io {
@@ -43,6 +44,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
     );
 
   registerOps(program, io);
+  registerBench(program, io);
 
   program
     .command('replay')

@@ -1,0 +1,184 @@
+/**
+ * What the benchmark measures: RFC 2544 frame sizes adjusted for the
+ * tunnel overheads, the translator's configuration, and per case the
+ * frames generated, the program on the device under test and what the sink
+ * expects to receive.
+ *
+ * Frame sizes: RFC 2544's 64..1518-byte Ethernet frames carry an IP packet
+ * of size − 18 bytes (14 Ethernet + 4 FCS). That packet is the *inner*
+ * packet here (the user's traffic), kept the same in every case; each case's
+ * frame on the wire is that plus its own headers (no FCS on a veth):
+ *   GTP-U/IPv4 uplink frame   = inner + 58 (Ethernet 14, IPv4 20, UDP 8, GTP-U 8 + PDU Session Container 8)
+ *   SRv6 downlink frame        = inner + 54 (Ethernet 14, IPv6 40, no SRH)
+ *   plain inner IPv4 frame     = inner + 14 (input of the kernel seg6 encap baseline)
+ */
+import type { Config } from '../../config/types.js';
+import { DEFAULT_SETTINGS } from '../../config/load.js';
+import { ipv4Prefix, ipv6Prefix, parseIpv4, parseIpv6 } from '../../sid/addr.js';
+import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../../sid/mobile.js';
+import { GTPU_OVERHEAD, SRV6_OVERHEAD, gtpuFrame, innerUdp4, srv6Frame } from '../frames.js';
+import type { GenFrame, WordCheck } from './generator.js';
+import { DN, GNB, MAC, N3, UE } from './lab.js';
+
+export const RFC2544_SIZES = [64, 128, 256, 512, 1024, 1280, 1518] as const;
+export const ETH_FCS_OVERHEAD = 18;
+export const PLAIN_OVERHEAD = 14;
+
+export type CaseName = 'uplink' | 'downlink' | 'bidir' | 'kernel-ipv4' | 'kernel-seg6' | 'xdp-l3fwd';
+export const CASES: readonly CaseName[] = ['uplink', 'downlink', 'bidir', 'kernel-ipv4', 'kernel-seg6', 'xdp-l3fwd'];
+
+export const CASE_TITLES: Record<CaseName, string> = {
+  uplink: 'translator uplink H.M.GTP4.D',
+  downlink: 'translator downlink End.M.GTP4.E',
+  bidir: 'translator bidirectional',
+  'kernel-ipv4': 'kernel IPv4 forwarding (same GTP-U frames)',
+  'kernel-seg6': 'kernel SRv6 encap (seg6 route, inner IPv4)',
+  'xdp-l3fwd': 'XDP L3FWD (bpf_fib_lookup + redirect)',
+};
+
+/** The device under test's program on da and db. */
+export type DutProgram = 'translator' | 'l3fwd' | 'pass';
+
+const TEID = 0x1000;
+const QFI = 9;
+const SPORT_BASE = 10_000;
+export const DEFAULT_FLOWS = 1024;
+
+/** The translator: one policy (uplink) and one local SID (downlink), forwarding by FIB. */
+export function translatorConfig(): Config {
+  return {
+    file: '<rfc2544>',
+    settings: { ...DEFAULT_SETTINGS, forwarding: 'fib', maxPolicies: 16, maxLocalSids: 16 },
+    policies: [
+      {
+        where: 'policies[0]',
+        match: ipv4Prefix(parseIpv4('192.0.2.0', 'bench'), 24),
+        srPrefix: ipv6Prefix(parseIpv6('2001:db8:1::', 'bench'), 48),
+        srcPrefix: ipv6Prefix(parseIpv6('2001:db8:ff::', 'bench'), 64),
+        segments: [],
+        srh: 'auto',
+        hopLimit: 64,
+      },
+    ],
+    localsids: [{ where: 'localsids[0]', sid: ipv6Prefix(parseIpv6('2001:db8:2::', 'bench'), 48), srcPrefixLen: 64, container: 'always', ttl: 64 }],
+  };
+}
+
+function macs(f: Buffer, dst: string, src: string): Buffer {
+  Buffer.from(dst.replaceAll(':', ''), 'hex').copy(f, 0);
+  Buffer.from(src.replaceAll(':', ''), 'hex').copy(f, 6);
+  return f;
+}
+
+const v4 = (s: string): number => parseIpv4(s, 'bench') as unknown as number;
+
+export function innerLen(size: number): number {
+  return size - ETH_FCS_OVERHEAD;
+}
+
+/** Uplink GTP-U/IPv4 frame from the gNB side (ea -> da). */
+export function uplinkFrame(size: number, flows = DEFAULT_FLOWS): GenFrame {
+  const inner = innerUdp4({ src: parseIpv4(UE, 'bench'), dst: parseIpv4(DN, 'bench'), sport: SPORT_BASE, dport: 9000, len: innerLen(size) });
+  const frame = macs(gtpuFrame({ src: parseIpv4(GNB, 'bench'), dst: parseIpv4(N3, 'bench'), teid: TEID, qfi: QFI, inner }), MAC.da, MAC.ea);
+  return { frame, sportOff: GTPU_OVERHEAD + 20, sportBase: SPORT_BASE, flows };
+}
+
+/** Downlink SRv6 frame from the core side (eb -> db) to the local SID naming the gNB, QFI 9, TEID 0x1000. */
+export function downlinkFrame(size: number, flows = DEFAULT_FLOWS): GenFrame {
+  const inner = innerUdp4({ src: parseIpv4(DN, 'bench'), dst: parseIpv4(UE, 'bench'), sport: SPORT_BASE, dport: 9000, len: innerLen(size) });
+  const cfg = translatorConfig();
+  const dst = encodeGtp4Sid(cfg.localsids[0]!.sid, parseIpv4(GNB, 'bench'), { qfi: qfi(QFI), r: false, u: false, teid: teid(TEID) });
+  const src = encodeGtp4Src(cfg.policies[0]!.srcPrefix, parseIpv4(DN, 'bench'));
+  const frame = macs(srv6Frame({ src, dst, inner }), MAC.db, MAC.eb);
+  return { frame, sportOff: SRV6_OVERHEAD + 20, sportBase: SPORT_BASE, flows };
+}
+
+/** The uplink's inner IPv4 packet alone (ea -> da): input of the kernel seg6 encap baseline. */
+export function plainFrame(size: number, flows = DEFAULT_FLOWS): GenFrame {
+  const inner = innerUdp4({ src: parseIpv4(UE, 'bench'), dst: parseIpv4(DN, 'bench'), sport: SPORT_BASE, dport: 9000, len: innerLen(size) });
+  const eth = Buffer.from('0000000000000000000000000800', 'hex');
+  const frame = macs(Buffer.concat([eth, inner]), MAC.da, MAC.ea);
+  return { frame, sportOff: PLAIN_OVERHEAD + 20, sportBase: SPORT_BASE, flows };
+}
+
+// --- what arrives ------------------------------------------------------------
+
+/** IPv6 to the uplink SID 2001:db8:1:c000:20a:.. (H.M.GTP4.D or kernel seg6 encap of the same packet). */
+function srv6Out(what: string): WordCheck[] {
+  return [
+    { off: 12, mask: 0xfffff000, value: 0x86dd6000, what: `${what}: ethertype IPv6, version 6` },
+    { off: 38, mask: 0xffffffff, value: 0x20010db8, what: `${what}: destination 2001:db8:...` },
+    { off: 42, mask: 0xffffffff, value: 0x0001c000, what: `${what}: destination ..:1:c000:.. (sr_prefix | N3)` },
+  ];
+}
+
+function upTranslated(inner: number): WordCheck[] {
+  return [
+    ...srv6Out('H.M.GTP4.D'),
+    { off: 18, mask: 0xffffffff, value: ((inner << 16) | (4 << 8) | 64) >>> 0, what: 'payload length, next header 4, hop limit 64' },
+    { off: 46, mask: 0xffffff00, value: 0x020a2400, what: 'SID: ..:20a:24.. (N3, QFI 9)' },
+    { off: 54, mask: 0xff000000, value: 0x45000000, what: 'inner IPv4 follows' },
+  ];
+}
+
+function downTranslated(): WordCheck[] {
+  return [
+    { off: 12, mask: 0xffffff00, value: 0x08004500, what: 'ethertype IPv4, 0x45' },
+    { off: 22, mask: 0xffff0000, value: 0x40110000, what: 'TTL 64, UDP' },
+    { off: 30, mask: 0xffffffff, value: v4(GNB), what: 'destination the gNB' },
+    { off: 34, mask: 0x0000ffff, value: 2152, what: 'UDP destination 2152' },
+    { off: 46, mask: 0xffffffff, value: TEID, what: 'TEID' },
+    { off: 58, mask: 0xff000000, value: 0x45000000, what: 'inner IPv4 follows' },
+  ];
+}
+
+function ipv4Forwarded(): WordCheck[] {
+  return [
+    { off: 12, mask: 0xffffff00, value: 0x08004500, what: 'ethertype IPv4, 0x45' },
+    { off: 22, mask: 0xffff0000, value: 0x3f110000, what: 'TTL 63 (decremented), UDP' },
+    { off: 30, mask: 0xffffffff, value: v4(N3), what: 'destination N3' },
+    { off: 34, mask: 0x0000ffff, value: 2152, what: 'UDP destination 2152' },
+    { off: 0, mask: 0xffffffff, value: 0x02000000, what: 'destination MAC eb' },
+    { off: 4, mask: 0xffff0000, value: 0x0b010000, what: 'destination MAC eb' },
+  ];
+}
+
+/** One stream of a case: generated on one side, counted on the other. */
+export interface Stream {
+  gen: GenFrame;
+  /** Generator side: 'a' sends out of ea, 'b' out of eb. */
+  from: 'a' | 'b';
+  checks: WordCheck[];
+  minLen: number;
+}
+
+export interface CaseSetup {
+  name: CaseName;
+  dut: DutProgram;
+  streams: Stream[];
+  /** Length of the frame the DUT receives (per stream). */
+  inLens: number[];
+}
+
+export function caseSetup(name: CaseName, size: number, flows = DEFAULT_FLOWS): CaseSetup {
+  const inner = innerLen(size);
+  const up: Stream = { gen: uplinkFrame(size, flows), from: 'a', checks: upTranslated(inner), minLen: 14 + 40 + inner };
+  const down: Stream = { gen: downlinkFrame(size, flows), from: 'b', checks: downTranslated(), minLen: 14 + 36 + inner };
+  const streams: Stream[] = (() => {
+    switch (name) {
+      case 'uplink':
+        return [up];
+      case 'downlink':
+        return [down];
+      case 'bidir':
+        return [up, down];
+      case 'kernel-ipv4':
+      case 'xdp-l3fwd':
+        return [{ gen: uplinkFrame(size, flows), from: 'a' as const, checks: ipv4Forwarded(), minLen: 14 + 44 + inner }];
+      case 'kernel-seg6':
+        return [{ gen: plainFrame(size, flows), from: 'a' as const, checks: srv6Out('seg6 encap'), minLen: 14 + 40 + inner }];
+    }
+  })();
+  const dut: DutProgram = name === 'xdp-l3fwd' ? 'l3fwd' : name.startsWith('kernel') ? 'pass' : 'translator';
+  return { name, dut, streams, inLens: streams.map((s) => s.gen.frame.length) };
+}

@@ -1,0 +1,342 @@
+/**
+ * The RFC 2544 report: terminal table, JSON, Markdown (machine, kernel, CPU,
+ * settings, tables, ratios, targets) and SVG plots of throughput per frame
+ * size per case. Pure functions of the result, except machineInfo().
+ */
+import { readFileSync } from 'node:fs';
+import { cpus, hostname, loadavg, release } from 'node:os';
+import { CASE_TITLES, CASES, ETH_FCS_OVERHEAD, PLAIN_OVERHEAD, type CaseName } from './cases.js';
+import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../frames.js';
+import { LIVE_BATCH } from './generator.js';
+import type { CaseResult, Rfc2544Result } from './run.js';
+
+export interface Machine {
+  hostname: string;
+  kernel: string;
+  cpu: string;
+  cpus: number;
+  /** CPUs this process may run on (taskset). */
+  affinity: string;
+  node: string;
+  loadStart: number[];
+  loadEnd?: number[];
+}
+
+export function machineInfo(): Machine {
+  let affinity = 'unknown';
+  try {
+    affinity = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? affinity;
+  } catch {
+    // not Linux
+  }
+  const c = cpus();
+  return {
+    hostname: hostname(),
+    kernel: release(),
+    cpu: c[0]?.model.trim() ?? 'unknown',
+    cpus: c.length,
+    affinity,
+    node: process.version,
+    loadStart: loadavg().map((x) => Math.round(x * 100) / 100),
+  };
+}
+
+export interface Report {
+  machine: Machine;
+  result: Rfc2544Result;
+}
+
+const mpps = (fps: number): string => (fps / 1e6).toFixed(3);
+const pct = (x: number): string => `${(x * 100).toFixed(0)} %`;
+const pct1 = (x: number): string => `${(x * 100).toFixed(1)} %`;
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length === 0 ? 0 : s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/**
+ * The result of a case and size: with several repetitions, the one whose
+ * throughput is the median (lower median for an even count), with `fpsAll`
+ * listing every repetition's. Repetitions with an error are left out (and
+ * listed under Errors); all of them in error makes it an error.
+ */
+function find(r: Rfc2544Result, c: CaseName, size: number): (CaseResult & { fpsAll: number[] }) | undefined {
+  const xs = r.results.filter((x) => x.case === c && x.size === size);
+  if (xs.length === 0) return undefined;
+  const ok = xs.filter((x) => x.error === undefined);
+  const fpsAll = ok.map((x) => x.fps);
+  if (ok.length === 0) return { ...xs[0]!, fpsAll };
+  const sorted = [...ok].sort((a, b) => a.fps - b.fps);
+  return { ...sorted[Math.floor((sorted.length - 1) / 2)]!, fpsAll };
+}
+
+function genOnlyOf(r: Rfc2544Result, size: number): Rfc2544Result['genOnly'][number] | undefined {
+  const gs = r.genOnly.filter((g) => g.size === size);
+  if (gs.length === 0) return undefined;
+  return { ...gs[0]!, fps: median(gs.map((g) => g.fps)), nsPerFrame: median(gs.map((g) => g.nsPerFrame)) };
+}
+
+function sizes(r: Rfc2544Result): number[] {
+  return [...new Set(r.results.map((x) => x.size))];
+}
+
+function cases(r: Rfc2544Result): CaseName[] {
+  return CASES.filter((c) => r.results.some((x) => x.case === c));
+}
+
+function cell(x: CaseResult | undefined): string {
+  if (x === undefined) return '-';
+  if (x.error !== undefined) return 'error';
+  return `${mpps(x.fps)} / ${x.gbps.toFixed(2)}`;
+}
+
+export interface Ratio {
+  size: number;
+  name: string;
+  value: number;
+}
+
+/** Translator / baseline ratios of zero-loss frame rates, per size. */
+export function ratios(r: Rfc2544Result): Ratio[] {
+  const out: Ratio[] = [];
+  const pairs: [CaseName, CaseName][] = [
+    ['uplink', 'xdp-l3fwd'],
+    ['downlink', 'xdp-l3fwd'],
+    ['uplink', 'kernel-ipv4'],
+    ['downlink', 'kernel-ipv4'],
+    ['uplink', 'kernel-seg6'],
+  ];
+  for (const size of sizes(r)) {
+    for (const [a, b] of pairs) {
+      const x = find(r, a, size);
+      const y = find(r, b, size);
+      if (x && y && y.fps > 0 && x.error === undefined) out.push({ size, name: `${a} / ${b}`, value: x.fps / y.fps });
+    }
+  }
+  return out;
+}
+
+export interface Target {
+  what: string;
+  value: number | undefined;
+  goal: number;
+  met: boolean | undefined;
+}
+
+/** Issue 5's targets for 64-byte-class frames. */
+export function targets(r: Rfc2544Result): Target[] {
+  const rs = ratios(r).filter((x) => x.size === 64);
+  const get = (n: string): number | undefined => rs.find((x) => x.name === n)?.value;
+  const t = (what: string, name: string, goal: number): Target => {
+    const value = get(name);
+    return { what, value, goal, met: value === undefined ? undefined : value >= goal };
+  };
+  return [
+    t('uplink >= 90 % of XDP L3FWD', 'uplink / xdp-l3fwd', 0.9),
+    t('downlink >= 90 % of XDP L3FWD', 'downlink / xdp-l3fwd', 0.9),
+    t('uplink >= 2x kernel IPv4 forwarding', 'uplink / kernel-ipv4', 2),
+    t('downlink >= 2x kernel IPv4 forwarding', 'downlink / kernel-ipv4', 2),
+  ];
+}
+
+/** DUT ns per frame: the case's kernel time per frame minus the generator's alone (softirq mode). */
+export function dutNs(r: Rfc2544Result, x: CaseResult): number | undefined {
+  const g = genOnlyOf(r, x.size);
+  if (!g || x.nsPerFrame === 0 || r.options.napi !== 'softirq') return undefined;
+  return x.nsPerFrame - g.nsPerFrame;
+}
+
+/** Translator / baseline ratios from the DUT's share per frame (softirq mode only). */
+export function shareRatios(r: Rfc2544Result): Ratio[] {
+  const out: Ratio[] = [];
+  for (const size of sizes(r)) {
+    for (const [a, b] of [['uplink', 'xdp-l3fwd'], ['downlink', 'xdp-l3fwd'], ['uplink', 'kernel-ipv4'], ['downlink', 'kernel-ipv4']] as [CaseName, CaseName][]) {
+      const x = find(r, a, size);
+      const y = find(r, b, size);
+      const dx = x && x.error === undefined ? dutNs(r, x) : undefined;
+      const dy = y && y.error === undefined ? dutNs(r, y) : undefined;
+      if (dx !== undefined && dy !== undefined && dx > 0 && dy > 0) out.push({ size, name: `${a} / ${b}`, value: dy / dx });
+    }
+  }
+  return out;
+}
+
+export function terminalTable(rep: Report): string {
+  const r = rep.result;
+  const cs = cases(r);
+  const head = ['frame', ...cs];
+  const rows = sizes(r).map((s) => [`${s}`, ...cs.map((c) => cell(find(r, c, s)))]);
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cols: string[]): string => cols.map((c, i) => c.padStart(w[i]!)).join('  ');
+  const out = [
+    'Zero-loss throughput, Mpps / Gbit/s (frames as the DUT receives them):',
+    line(head),
+    ...rows.map(line),
+    '',
+    ...ratios(r)
+      .filter((x) => x.size === 64)
+      .map((x) => `64B ${x.name}: ${pct(x.value)}`),
+    ...targets(r).map((t) => `target ${t.what}: ${t.value === undefined ? 'not measured' : `${pct1(t.value)} ${t.met ? 'met' : 'MISSED'}`}`),
+  ];
+  if (r.options.repeat > 1) out.splice(1, 0, `(median of ${r.options.repeat} repetitions)`);
+  if (r.interrupted) out.push('(interrupted: partial results)');
+  return out.join('\n') + '\n';
+}
+
+export function markdown(rep: Report): string {
+  const r = rep.result;
+  const m = rep.machine;
+  const o = r.options;
+  const cs = cases(r);
+  const L: string[] = [];
+  L.push(`# RFC 2544 throughput: srv6-mup translator against kernel and XDP baselines`, '');
+  L.push(`Run ${r.startedAt} – ${r.finishedAt}${r.interrupted ? ' (**interrupted**: partial results)' : ''}.`, '');
+  L.push('## Machine and settings', '');
+  L.push(`- Host ${m.hostname}: ${m.cpu}, ${m.cpus} CPUs, Linux ${m.kernel}, Node ${m.node}`);
+  L.push(`- Load average at start ${m.loadStart.join(' / ')}${m.loadEnd ? `, at end ${m.loadEnd.join(' / ')}` : ''} (1 / 5 / 15 min; other work shares the machine)`);
+  const pinned = m.affinity !== 'unknown' && !m.affinity.includes('-') && !m.affinity.includes(',');
+  L.push(`- CPUs this run could use: ${m.affinity}. **Generator and device under test share the machine's ${m.cpus} cores**` +
+    (pinned ? ` (this run was pinned to CPU ${m.affinity}, so they shared that one)` : '') +
+    (o.napi === 'softirq'
+      ? ': in softirq mode the device under test runs its XDP and forwarding in the softirq that follows each generator batch, on the same core, so a rate is that of the generator and the DUT together.'
+      : ': in threaded mode the DUT\'s veths run NAPI in kernel threads, which the scheduler may put on the other core.'));
+  L.push(`- ${o.repeat} repetition(s); trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search, ${o.flows} inner flows (UDP source ports) per stream, live-frame kernel batch ${LIVE_BATCH}, NAPI ${o.napi}`);
+  L.push('- Generator: BPF_PROG_TEST_RUN in live-frame mode (bpf/trafficgen.bpf.c, XDP_TX out of a veth into the DUT), rate-controlled by batches of 20 ms of frames (each batch leaves at full speed); sink: XDP program on the receiving veth that checks every frame against the expected output and counts it (bpf/sink.bpf.c). Loss = frames sent − frames counted correct at the sink.');
+  L.push('- Latency: **not measured** (the latency probe does not exist yet); throughput only.', '');
+  L.push('## Frame sizes', '');
+  L.push('RFC 2544 size − 18 (Ethernet header and FCS) is the inner IP packet, the same in every case; each case adds its own headers (no FCS on a veth):', '');
+  L.push('| RFC 2544 size | inner IPv4 packet | GTP-U uplink frame (+58) | SRv6 downlink frame (+54) | plain IPv4 frame (+14, seg6 input) |');
+  L.push('|---|---|---|---|---|');
+  for (const s of sizes(r)) {
+    const i = s - ETH_FCS_OVERHEAD;
+    L.push(`| ${s} | ${i} | ${i + GTPU_OVERHEAD} | ${i + SRV6_OVERHEAD} | ${i + PLAIN_OVERHEAD} |`);
+  }
+  L.push('', '## Cases', '');
+  for (const c of cs) L.push(`- **${c}**: ${CASE_TITLES[c]}${c === 'bidir' ? ' (uplink and downlink streams from one generator thread, alternating batches; the rate is their sum)' : ''}`);
+  L.push(`- kernel-seg6 uses \`encap seg6 mode ${r.seg6Mode}\` with one segment; kernel-ipv4 and xdp-l3fwd forward the uplink GTP-U frames unchanged (TTL − 1).`);
+  L.push('- Every case runs in the same three namespaces with the same generator and sink; only the DUT\'s program (translator, L3FWD, or XDP_PASS for the kernel) changes.', '');
+  L.push('## Zero-loss throughput (Mpps / Gbit/s of the frames the DUT receives)', '');
+  if (o.repeat > 1) L.push(`Median of ${o.repeat} repetitions of the whole set (sizes × cases, interleaved); every repetition's Mpps is in the table after.`, '');
+  L.push(`| frame | ${cs.join(' | ')} |`);
+  L.push(`|---|${cs.map(() => '---').join('|')}|`);
+  for (const s of sizes(r)) L.push(`| ${s} | ${cs.map((c) => cell(find(r, c, s))).join(' | ')} |`);
+  L.push('', '![throughput](throughput.svg)', '');
+  if (o.repeat > 1) {
+    L.push('Every repetition, Mpps:', '');
+    L.push(`| frame | ${cs.join(' | ')} |`);
+    L.push(`|---|${cs.map(() => '---').join('|')}|`);
+    for (const s of sizes(r)) L.push(`| ${s} | ${cs.map((c) => find(r, c, s)?.fpsAll.map(mpps).join(', ') ?? '-').join(' | ')} |`);
+    L.push('');
+  }
+  const rs = ratios(r);
+  if (rs.length > 0) {
+    L.push('## Ratios (zero-loss frame rates)', '');
+    const names = [...new Set(rs.map((x) => x.name))];
+    L.push(`| frame | ${names.join(' | ')} |`);
+    L.push(`|---|${names.map(() => '---').join('|')}|`);
+    for (const s of sizes(r)) L.push(`| ${s} | ${names.map((n) => { const v = rs.find((x) => x.size === s && x.name === n); return v ? pct(v.value) : '-'; }).join(' | ')} |`);
+    L.push('');
+  }
+  L.push('## Targets (issue 5, 64-byte class)', '');
+  for (const t of targets(r)) L.push(`- ${t.what}: ${t.value === undefined ? 'not measured' : `${pct1(t.value)} — **${t.met ? 'met' : 'missed'}**`}`);
+  L.push('');
+  if (r.genOnly.length > 0) {
+    L.push('## Generator alone and the DUT\'s share', '');
+    L.push('The generator into a DUT that drops every frame on arrival, and per case the kernel time per frame of the best trial (BPF_PROG_TEST_RUN\'s own measure, without its few milliseconds of set-up per call; medians over repetitions)' +
+      (o.napi === 'softirq' ? '; the difference is what the DUT, the veths and the sink cost per frame.' : '.'), '');
+    L.push(`| frame | generator alone, Mpps | ns/frame | ${cs.map((c) => `${c} ns/frame${o.napi === 'softirq' ? ' (DUT share)' : ''}`).join(' | ')} |`);
+    L.push(`|---|---|---|${cs.map(() => '---').join('|')}|`);
+    for (const g of sizes(r).map((s) => genOnlyOf(r, s)).filter((g) => g !== undefined)) {
+      L.push(`| ${g.size} | ${mpps(g.fps)} | ${g.nsPerFrame.toFixed(0)} | ${cs.map((c) => { const x = find(r, c, g.size); if (!x || x.nsPerFrame === 0) return '-'; const d = dutNs(r, x); return `${x.nsPerFrame.toFixed(0)}${d === undefined ? '' : ` (${d.toFixed(0)})`}`; }).join(' | ')} |`);
+    }
+    L.push('');
+    const share = shareRatios(r);
+    if (share.length > 0) {
+      L.push('Ratios of the DUT\'s share alone (baseline ns / translator ns per frame). Indicative only: BPF_PROG_TEST_RUN times the NAPI work that runs inside it, not what the kernel defers to ksoftirqd, so these do not add up to the wall-clock rates above.', '');
+      for (const x of share) L.push(`- ${x.size} B ${x.name}: ${pct(x.value)}`);
+      L.push('');
+    }
+  }
+  const limited = r.results.filter((x) => x.generatorLimited);
+  if (limited.length > 0) {
+    L.push(`${limited.length} of ${r.results.length} searches passed their first trial at full speed: no frame was lost even with the generator flat out, so the figure is the rate of generator and DUT together on their core${o.napi === 'softirq' ? ' (expected in softirq mode: the DUT paces the generator)' : ''}, not a loss point.`, '');
+  }
+  const errs = r.results.filter((x) => x.error !== undefined);
+  if (errs.length > 0) {
+    L.push('## Errors', '');
+    for (const e of errs) L.push(`- ${e.case} ${e.size}${o.repeat > 1 ? ` (repetition ${e.rep})` : ''}: ${e.error}`);
+    L.push('');
+  }
+  L.push('## Trials', '');
+  L.push('Drops: veth drop counters and the translator\'s non-forwarding events that moved during the trial (`side:interface:counter`, `translator:event`).', '');
+  L.push('| case | frame | trial | offered Mpps | sent Mpps | sent | received | lost | loss | pass | drops |');
+  L.push('|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const x of r.results) {
+    x.trials.forEach((t, i) => {
+      L.push(`| ${x.case} | ${x.size} | ${i + 1} | ${Number.isFinite(t.offeredRate) ? mpps(t.offeredRate) : 'max'} | ${mpps(t.achievedRate)} | ${t.sent} | ${t.received} | ${t.lost} | ${(t.lossRatio * 100).toFixed(3)} % | ${t.pass ? 'yes' : 'no'} | ${Object.entries(t.drops ?? {}).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
+    });
+  }
+  L.push('');
+  return L.join('\n');
+}
+
+const COLORS: Record<CaseName, string> = {
+  uplink: '#1f77b4',
+  downlink: '#ff7f0e',
+  bidir: '#2ca02c',
+  'kernel-ipv4': '#d62728',
+  'kernel-seg6': '#9467bd',
+  'xdp-l3fwd': '#555555',
+};
+
+function esc(s: string): string {
+  return s.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+}
+
+/** Line plot: x = frame sizes (evenly spaced), y = metric, one line per case. */
+export function svgPlot(r: Rfc2544Result, metric: 'mpps' | 'gbps'): string {
+  const W = 760;
+  const H = 420;
+  const m = { l: 60, r: 250, t: 40, b: 50 };
+  const ss = sizes(r);
+  const cs = cases(r);
+  const val = (x: CaseResult): number => (metric === 'mpps' ? x.fps / 1e6 : x.gbps);
+  const maxV = Math.max(0.001, ...r.results.filter((x) => x.error === undefined).map(val));
+  const step = niceStep(maxV);
+  const top = Math.ceil(maxV / step) * step;
+  const px = (i: number): number => m.l + (ss.length <= 1 ? (W - m.l - m.r) / 2 : (i * (W - m.l - m.r)) / (ss.length - 1));
+  const py = (v: number): number => H - m.b - (v / top) * (H - m.t - m.b);
+  const o: string[] = [];
+  o.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`);
+  o.push(`<rect width="${W}" height="${H}" fill="white"/>`);
+  o.push(`<text x="${m.l}" y="22" font-size="14">${metric === 'mpps' ? 'Zero-loss throughput, Mpps' : 'Zero-loss throughput, Gbit/s (DUT input frames)'} per RFC 2544 frame size</text>`);
+  for (let v = 0; v <= top + 1e-9; v += step) {
+    o.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${py(v).toFixed(1)}" y2="${py(v).toFixed(1)}" stroke="#ddd"/>`);
+    o.push(`<text x="${m.l - 6}" y="${(py(v) + 4).toFixed(1)}" text-anchor="end">${+v.toFixed(3)}</text>`);
+  }
+  ss.forEach((s, i) => o.push(`<text x="${px(i).toFixed(1)}" y="${H - m.b + 18}" text-anchor="middle">${s}</text>`));
+  o.push(`<text x="${(m.l + W - m.r) / 2}" y="${H - 12}" text-anchor="middle">frame size (bytes, RFC 2544; inner packet = size − 18)</text>`);
+  cs.forEach((c, k) => {
+    const pts = ss
+      .map((s, i) => ({ i, x: find(r, c, s) as CaseResult | undefined }))
+      .filter((p): p is { i: number; x: CaseResult } => p.x !== undefined && p.x.error === undefined);
+    if (pts.length > 0) {
+      o.push(`<polyline fill="none" stroke="${COLORS[c]}" stroke-width="2" points="${pts.map((p) => `${px(p.i).toFixed(1)},${py(val(p.x)).toFixed(1)}`).join(' ')}"/>`);
+      for (const p of pts) o.push(`<circle cx="${px(p.i).toFixed(1)}" cy="${py(val(p.x)).toFixed(1)}" r="3" fill="${COLORS[c]}"/>`);
+    }
+    const ly = m.t + 10 + k * 20;
+    o.push(`<line x1="${W - m.r + 15}" x2="${W - m.r + 35}" y1="${ly}" y2="${ly}" stroke="${COLORS[c]}" stroke-width="2"/>`);
+    o.push(`<text x="${W - m.r + 40}" y="${ly + 4}">${esc(c)}</text>`);
+  });
+  o.push('</svg>');
+  return o.join('\n') + '\n';
+}
+
+function niceStep(max: number): number {
+  const raw = max / 5;
+  const p = 10 ** Math.floor(Math.log10(raw));
+  for (const f of [1, 2, 2.5, 5, 10]) if (f * p >= raw) return f * p;
+  return 10 * p;
+}

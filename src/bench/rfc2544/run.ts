@@ -1,0 +1,392 @@
+/**
+ * `mup bench rfc2544` as a library: build the lab, then for each frame size
+ * and case put the case's program on the device under test, check that a
+ * few frames get through translated as expected, and search the zero-loss
+ * throughput (search.ts). Everything it creates (namespaces, veths, XDP
+ * attachments, BPF objects) is removed in a finally, also when interrupted.
+ */
+import { execa } from 'execa';
+import { openDataplane, type Dataplane } from '../../dataplane/index.js';
+import { attachXdp, Generator, L3fwd, Sink } from './generator.js';
+import { CASE_TITLES, caseSetup, DEFAULT_FLOWS, innerLen, translatorConfig, type CaseName, type CaseSetup } from './cases.js';
+import { BenchLab, sweepStale } from './lab.js';
+import { AbortedError, findThroughput, runTrial, type TrialIo, type TrialResult } from './search.js';
+
+export type NapiMode = 'softirq' | 'threaded';
+
+export interface Rfc2544Options {
+  sizes: readonly number[];
+  cases: readonly CaseName[];
+  /** Length of each trial of the search. */
+  trialMs: number;
+  /** Loss ratio that still passes (0: zero loss). */
+  lossTolerance: number;
+  /** Search resolution: stop when (hi − lo)/hi <= this. */
+  resolution: number;
+  maxTrials: number;
+  /** Inner flows (source ports) per stream. */
+  flows: number;
+  /** Where the device under test's veths run their NAPI (XDP and forwarding). */
+  napi: NapiMode;
+  /** Frames of the check before each search (at a low rate; all must arrive). */
+  warmupFrames: number;
+  /** Run the whole set this many times, interleaved (sizes × cases, then again); the report takes medians. */
+  repeat: number;
+  /** The translator's object; default build/mup.bpf.o. */
+  object?: string;
+  signal?: AbortSignal;
+  /** One line per event (case start, trial). */
+  log?: (line: string) => void;
+  /** Progress within a trial (0..1) and what runs. */
+  progress?: (what: string, fraction: number) => void;
+}
+
+export const DEFAULTS: Omit<Rfc2544Options, 'sizes' | 'cases'> = {
+  trialMs: 10_000,
+  lossTolerance: 0,
+  resolution: 0.01,
+  maxTrials: 14,
+  flows: DEFAULT_FLOWS,
+  napi: 'softirq',
+  warmupFrames: 2000,
+  repeat: 1,
+};
+
+export interface TrialRecord extends TrialResult {
+  pass: boolean;
+  /**
+   * Kernel time per frame sent (BPF_PROG_TEST_RUN's duration, without its
+   * per-call set-up): the generator, plus in softirq mode everything the
+   * frame caused on the same CPU (the DUT, the sink).
+   */
+  nsPerFrame: number;
+  /** Sampled frames at the sink that failed a check (wrong output, or lab chatter). */
+  bad: number;
+  /**
+   * Where frames went missing, for a trial with loss: drop counters of the
+   * veths on the path (rx/tx dropped, from `ip -s link`) and, with the
+   * translator, its own events other than forwarding (drop reasons, passes,
+   * FIB misses), all as deltas over the trial; zeros left out.
+   */
+  drops: Record<string, number>;
+}
+
+export interface CaseResult {
+  case: CaseName;
+  /** Which repetition of the set (1-based). */
+  rep: number;
+  title: string;
+  /** RFC 2544 frame size this row stands for. */
+  size: number;
+  /** Inner IP packet, bytes (size − 18). */
+  inner: number;
+  /** Frame lengths the DUT receives (one per stream). */
+  inLens: number[];
+  /** Zero-loss (within tolerance) throughput, frames per second; 0 when none passed. */
+  fps: number;
+  /** The same in Gbit/s of the frames the DUT receives (Ethernet header, no FCS, preamble or gap). */
+  gbps: number;
+  generatorLimited: boolean;
+  /** nsPerFrame of the trial the throughput comes from. */
+  nsPerFrame: number;
+  warmup: { sent: number; received: number; bad: number };
+  trials: TrialRecord[];
+  error?: string;
+}
+
+/** The generator alone (the DUT drops every frame on arrival), per frame size. */
+export interface GenOnly {
+  rep: number;
+  size: number;
+  frameLen: number;
+  fps: number;
+  nsPerFrame: number;
+}
+
+export interface Rfc2544Result {
+  startedAt: string;
+  finishedAt: string;
+  options: Omit<Rfc2544Options, 'signal' | 'log' | 'progress'>;
+  seg6Mode: string;
+  results: CaseResult[];
+  genOnly: GenOnly[];
+  interrupted: boolean;
+}
+
+/** rx/tx dropped of the four veths, keyed `ns:if:rx_dropped`. */
+async function vethDrops(lab: BenchLab): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const [ns, side] of [[lab.a, 'a'], [lab.dut, 'dut'], [lab.b, 'b']] as const) {
+    const r = await execa('ip', ['-n', ns, '-s', '-j', 'link', 'show'], { timeout: 10_000 });
+    const links = JSON.parse(r.stdout) as { ifname: string; stats64?: { rx?: { dropped?: number }; tx?: { dropped?: number } } }[];
+    for (const l of links) {
+      if (l.ifname === 'lo') continue;
+      out[`${side}:${l.ifname}:rx_dropped`] = l.stats64?.rx?.dropped ?? 0;
+      out[`${side}:${l.ifname}:tx_dropped`] = l.stats64?.tx?.dropped ?? 0;
+    }
+  }
+  return out;
+}
+
+/** The translator's events except the forwarding ones (a frame it handled, not lost). */
+function translatorEvents(dp: Dataplane): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(dp.counters().events)) {
+    if (k === 'fwd_redirect' || k === 'fwd_tx') continue;
+    out[`translator:${k}`] = Number(v.packets);
+  }
+  return out;
+}
+
+function delta(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(after)) {
+    const d = v - (before[k] ?? 0);
+    if (d !== 0) out[k] = d;
+  }
+  return out;
+}
+
+async function setThreaded(lab: BenchLab, on: boolean): Promise<void> {
+  const v = on ? '1' : '0';
+  for (const [ns, dev] of [[lab.dut, 'da'], [lab.dut, 'db'], [lab.a, 'ea'], [lab.b, 'eb']] as const) {
+    await execa('ip', ['netns', 'exec', ns, 'sh', '-c', `echo ${v} > /sys/class/net/${dev}/threaded`], { timeout: 10_000 });
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Run the benchmark. Resolves with what was measured (partial when interrupted). */
+export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
+  const o = { ...DEFAULTS, ...opts };
+  const log = o.log ?? (() => {});
+  const startedAt = new Date().toISOString();
+  const results: CaseResult[] = [];
+  const genOnly: GenOnly[] = [];
+  let interrupted = false;
+  await sweepStale();
+  const lab = await BenchLab.create();
+  let sinks: Record<'a' | 'b', Sink> | undefined;
+  let gens: Record<'a' | 'b', Generator> | undefined;
+  let l3: L3fwd | undefined;
+  let dp: Dataplane | undefined;
+  try {
+    // One sink object per side: ifindexes are per namespace, so ea and eb may share one.
+    sinks = { a: new Sink(), b: new Sink() };
+    gens = { a: new Generator(), b: new Generator() };
+    l3 = new L3fwd();
+    dp = openDataplane({ config: translatorConfig(), ...(o.object === undefined ? {} : { object: o.object }) });
+    sinks.a.attach('ea', lab.a);
+    sinks.b.attach('eb', lab.b);
+    // The DUT's veths need an XDP program before a veth delivers XDP_TX'd frames to them.
+    attachXdp(l3.passFd, 'da', lab.dut);
+    attachXdp(l3.passFd, 'db', lab.dut);
+    if (o.napi === 'threaded') await setThreaded(lab, true);
+    const progFd = { translator: dp.progFd, l3fwd: l3.fwdFd, pass: l3.passFd };
+    for (let rep = 1; rep <= o.repeat; rep++) for (const size of o.sizes) {
+      if (o.signal?.aborted) throw new AbortedError();
+      if (o.repeat > 1) log(`--- repetition ${rep} of ${o.repeat}, ${size}B`);
+      genOnly.push({ rep, ...(await measureGenOnly(lab, l3, gens.a, size, o, log)) });
+      for (const name of o.cases) {
+        if (o.signal?.aborted) throw new AbortedError();
+        const setup = caseSetup(name, size, o.flows);
+        attachXdp(progFd[setup.dut], 'da', lab.dut);
+        attachXdp(progFd[setup.dut], 'db', lab.dut);
+        const drops = async (): Promise<Record<string, number>> => ({
+          ...(await vethDrops(lab)),
+          ...(setup.dut === 'translator' ? translatorEvents(dp!) : {}),
+        });
+        const r = await measureCase(lab, sinks, gens, setup, size, o, log, drops);
+        results.push({ ...r, rep });
+      }
+    }
+  } catch (e) {
+    if (e instanceof AbortedError) interrupted = true;
+    else throw e;
+  } finally {
+    // Namespaces first: that detaches everything; then the objects.
+    const errors: unknown[] = [];
+    await lab.destroy().catch((e: unknown) => errors.push(e));
+    for (const c of [dp, l3, sinks?.a, sinks?.b, gens?.a, gens?.b]) {
+      try {
+        c?.close();
+      } catch (e) {
+        errors.push(e);
+      }
+    }
+    if (errors.length > 0) log(`cleanup: ${errors.map((e) => (e as Error).message).join('; ')}`);
+  }
+  const { signal: _s, log: _l, progress: _p, ...kept } = o;
+  return { startedAt, finishedAt: new Date().toISOString(), options: kept, seg6Mode: lab.seg6Mode, results, genOnly, interrupted };
+}
+
+/** The side where a stream generated on `from` arrives. */
+const other = (from: 'a' | 'b'): 'a' | 'b' => (from === 'a' ? 'b' : 'a');
+
+function trialIo(
+  sinks: Record<'a' | 'b', Sink>,
+  gens: Record<'a' | 'b', Generator>,
+  setup: CaseSetup,
+): TrialIo & { bad(): number; nsPerFrame(): number } {
+  const streams = setup.streams;
+  let turn = 0;
+  const read = (): { frames: number; bad: number } => {
+    let frames = 0;
+    let bad = 0;
+    for (const s of streams) {
+      const c = sinks[other(s.from)].read(0);
+      frames += c.frames;
+      bad += c.bad + c.unknown;
+    }
+    return { frames, bad };
+  };
+  return {
+    begin: () => {
+      sinks.a.reset();
+      sinks.b.reset();
+      gens.a.takeTiming();
+      gens.b.takeTiming();
+    },
+    send: (n) => {
+      if (streams.length === 1) return gens[streams[0]!.from].send(n);
+      // Two streams from one thread: alternate which one goes first, split evenly.
+      const first = Math.ceil(n / 2);
+      const order = turn++ % 2 === 0 ? streams : [...streams].reverse();
+      return gens[order[0]!.from].send(first) + gens[order[1]!.from].send(n - first);
+    },
+    settle: async () => {
+      // Frames still in rings and NAPI threads: wait until the count stops moving.
+      let last = -1;
+      for (let i = 0; i < 100; i++) {
+        await sleep(10);
+        const now = read().frames;
+        if (now === last) return;
+        last = now;
+      }
+    },
+    received: () => read().frames,
+    bad: () => read().bad,
+    nsPerFrame: () => {
+      const a = gens.a.takeTiming();
+      const b = gens.b.takeTiming();
+      return a.frames + b.frames === 0 ? 0 : (a.ns + b.ns) / (a.frames + b.frames);
+    },
+  };
+}
+
+async function measureCase(
+  lab: BenchLab,
+  sinks: Record<'a' | 'b', Sink>,
+  gens: Record<'a' | 'b', Generator>,
+  setup: CaseSetup,
+  size: number,
+  o: Rfc2544Options,
+  log: (line: string) => void,
+  drops: () => Promise<Record<string, number>>,
+): Promise<CaseResult> {
+  const what = `${setup.name} ${size}B`;
+  const out: CaseResult = {
+    case: setup.name,
+    rep: 0,
+    title: CASE_TITLES[setup.name],
+    size,
+    inner: innerLen(size),
+    inLens: setup.inLens,
+    fps: 0,
+    gbps: 0,
+    generatorLimited: false,
+    nsPerFrame: 0,
+    warmup: { sent: 0, received: 0, bad: 0 },
+    trials: [],
+  };
+  for (const s of setup.streams) {
+    gens[s.from].configure(s.gen, s.from === 'a' ? 'ea' : 'eb', s.from === 'a' ? lab.a : lab.b);
+    const [rxIf, rxNs] = s.from === 'a' ? ['eb', lab.b] : ['ea', lab.a];
+    sinks[other(s.from)].expect(rxIf, rxNs, 0, s.checks, s.minLen);
+  }
+  const io = trialIo(sinks, gens, setup);
+  // Check before measuring: a few frames at a low rate must all arrive, as expected.
+  const w = await warmup(io, o.warmupFrames, o.signal);
+  out.warmup = { sent: w.sent, received: w.received, bad: io.bad() };
+  // Frames that fail the sink's checks are not counted as received, so a
+  // wrong translation shows as loss here; `bad` also holds the lab's own
+  // chatter (an IPv6 multicast report), which is not an error by itself.
+  if (w.received === 0 || w.received !== w.sent) {
+    out.error = `check failed: ${w.received} of ${w.sent} frames arrived as expected (${out.warmup.bad} other frames at the sink)`;
+    log(`${what}: ${out.error}; skipped`);
+    return out;
+  }
+  const meanLen = setup.inLens.reduce((a, b) => a + b, 0) / setup.inLens.length;
+  log(`${what}: ${setup.streams.length} stream(s), DUT input ${setup.inLens.join('+')} B, check ${w.received}/${w.sent} ok`);
+  let lastDrops: Record<string, number> = {};
+  const search = await findThroughput({
+    maxRate: Infinity,
+    resolution: o.resolution,
+    lossTolerance: o.lossTolerance,
+    maxTrials: o.maxTrials,
+    trial: async (rate) => {
+      const before = await drops();
+      const r = await runTrial(io, {
+        rate,
+        durationMs: o.trialMs,
+        signal: o.signal,
+        progress: (f) => o.progress?.(`${what} @ ${Number.isFinite(rate) ? (rate / 1e6).toFixed(3) + ' Mpps' : 'max'}`, f),
+      });
+      lastDrops = delta(await drops(), before);
+      return r;
+    },
+    onTrial: (r, pass, lo, hi) => {
+      out.trials.push({ ...r, pass, bad: io.bad(), nsPerFrame: io.nsPerFrame(), drops: lastDrops });
+      log(
+        `${what}: trial ${out.trials.length} offered ${Number.isFinite(r.offeredRate) ? (r.offeredRate / 1e6).toFixed(3) : 'max'} Mpps, ` +
+          `sent ${(r.achievedRate / 1e6).toFixed(3)} Mpps, lost ${r.lost} (${(r.lossRatio * 100).toFixed(3)} %) ${pass ? 'pass' : 'FAIL'}` +
+          ` [lo ${(lo / 1e6).toFixed(3)}, hi ${Number.isFinite(hi) ? (hi / 1e6).toFixed(3) : '-'}]` +
+          (r.lost > 0 && Object.keys(lastDrops).length > 0 ? ` drops: ${Object.entries(lastDrops).map(([k, v]) => `${k} ${v}`).join(', ')}` : ''),
+      );
+    },
+  });
+  out.fps = search.throughput;
+  out.nsPerFrame = out.trials.find((t) => t.sent === search.best?.sent && t.pass)?.nsPerFrame ?? 0;
+  out.gbps = (search.throughput * meanLen * 8) / 1e9;
+  out.generatorLimited = search.generatorLimited;
+  log(`${what}: throughput ${(out.fps / 1e6).toFixed(3)} Mpps, ${out.gbps.toFixed(2)} Gbit/s${out.generatorLimited ? ' (no loss at full speed)' : ''}`);
+  return out;
+}
+
+/**
+ * The check before a search: `frames` frames in kernel-sized batches of 256
+ * with a pause after each (a low rate, whatever the timers do), then count.
+ */
+async function warmup(io: TrialIo, frames: number, signal: AbortSignal | undefined): Promise<{ sent: number; received: number }> {
+  await io.begin?.();
+  let sent = 0;
+  while (sent < frames) {
+    if (signal?.aborted) throw new AbortedError();
+    sent += await io.send(Math.min(256, frames - sent));
+    await sleep(1);
+  }
+  await io.settle?.();
+  return { sent, received: await io.received() };
+}
+
+/** The generator alone: one trial at full speed into a DUT that drops every frame (uplink frames). */
+async function measureGenOnly(
+  lab: BenchLab,
+  l3: L3fwd,
+  gen: Generator,
+  size: number,
+  o: Rfc2544Options,
+  log: (line: string) => void,
+): Promise<Omit<GenOnly, 'rep'>> {
+  const g = caseSetup('uplink', size, o.flows).streams[0]!.gen;
+  attachXdp(l3.dropFd, 'da', lab.dut);
+  gen.configure(g, 'ea', lab.a);
+  const r = await runTrial(
+    { begin: () => void gen.takeTiming(), send: (n) => gen.send(n), received: () => 0 },
+    { rate: Infinity, durationMs: Math.min(o.trialMs, 2000), signal: o.signal, progress: (f) => o.progress?.(`generator alone ${size}B`, f) },
+  );
+  const t = gen.takeTiming();
+  const out = { size, frameLen: g.frame.length, fps: r.achievedRate, nsPerFrame: t.frames === 0 ? 0 : t.ns / t.frames };
+  log(`generator alone ${size}B (${out.frameLen} B frames, DUT drops): ${(out.fps / 1e6).toFixed(3)} Mpps, ${out.nsPerFrame.toFixed(0)} ns/frame in the kernel`);
+  return out;
+}

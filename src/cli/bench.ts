@@ -1,0 +1,120 @@
+/**
+ * `mup bench rfc2544`: RFC 2544 zero-loss throughput of the translator
+ * against kernel and XDP baselines, in namespaces it creates and removes.
+ */
+import { Command, Option } from 'commander';
+import { benchRfc2544, CASES, DEFAULTS, RFC2544_SIZES, type CaseName } from '../bench/rfc2544/index.js';
+
+interface Io {
+  out(s: string): void;
+  err(s: string): void;
+}
+
+interface Opts {
+  sizes?: string;
+  cases?: string;
+  trial?: string;
+  quick?: boolean;
+  lossTolerance: string;
+  resolution: string;
+  maxTrials: string;
+  flows: string;
+  repeat: string;
+  napi: 'softirq' | 'threaded';
+  out: string;
+  object?: string;
+}
+
+function list(s: string | undefined, all: readonly string[], what: string): string[] {
+  if (s === undefined) return [...all];
+  const v = s.split(',').map((x) => x.trim()).filter((x) => x !== '');
+  for (const x of v) if (!all.includes(x)) throw new Error(`--${what}: "${x}" is not one of ${all.join(', ')}`);
+  return v;
+}
+
+function num(s: string, what: string, min: number, max: number): number {
+  const n = Number(s);
+  if (!Number.isFinite(n) || n < min || n > max) throw new Error(`--${what} ${s}: a number from ${min} to ${max}`);
+  return n;
+}
+
+export function registerBench(program: Command, io: Io): void {
+  const bench = program.command('bench').summary('benchmarks').description('benchmarks (as root; they create and remove their own namespaces)');
+  bench
+    .command('rfc2544')
+    .summary('zero-loss throughput per frame size: translator vs kernel and XDP L3 forwarding')
+    .description(
+      'RFC 2544 throughput: for each frame size and case (translator uplink, downlink, both; kernel IPv4 forwarding; ' +
+        'kernel seg6 encap; XDP L3FWD), a binary search for the highest rate with loss within the tolerance. ' +
+        'Traffic is generated with BPF_PROG_TEST_RUN live frames and counted by an XDP sink, all inside namespaces ' +
+        'created for the run and deleted at the end (also on Ctrl-C). Writes report.json, report.md and SVG plots.',
+    )
+    .option('--sizes <list>', `RFC 2544 frame sizes (default ${RFC2544_SIZES.join(',')})`)
+    .option('--cases <list>', `cases (default ${CASES.join(',')})`)
+    .option('--trial <seconds>', `trial length (default ${DEFAULTS.trialMs / 1000})`)
+    .option('--quick', 'trials of 2 s')
+    .option('--loss-tolerance <ratio>', 'loss ratio that still passes, for noisy machines', String(DEFAULTS.lossTolerance))
+    .option('--resolution <ratio>', 'stop the search when (hi - lo) / hi is at most this', String(DEFAULTS.resolution))
+    .option('--max-trials <n>', 'at most this many trials per search', String(DEFAULTS.maxTrials))
+    .option('--flows <n>', 'inner flows (UDP source ports) per stream', String(DEFAULTS.flows))
+    .option('--repeat <n>', 'run the whole set n times, interleaved; the report takes medians', String(DEFAULTS.repeat))
+    .addOption(new Option('--napi <mode>', 'where the veths run NAPI: softirq (after each generator batch, on the same core) or threaded (kernel threads; the generator\'s batches then arrive as bursts that overflow the veth rings: a measure of burst tolerance)').choices(['softirq', 'threaded']).default(DEFAULTS.napi))
+    .option('--out <dir>', 'output directory', `build/bench/rfc2544-${new Date().toISOString().replace(/[:.]/g, '-')}`)
+    .option('--object <path>', 'translator BPF object (default build/mup.bpf.o)')
+    .addHelpText('after', '\nExamples:\n  mup bench rfc2544 --quick\n  mup bench rfc2544 --sizes 64,1518 --cases uplink,xdp-l3fwd --trial 5\n')
+    .action(async (opts: Opts) => {
+      const trialMs = opts.trial !== undefined ? num(opts.trial, 'trial', 0.05, 600) * 1000 : opts.quick === true ? 2000 : DEFAULTS.trialMs;
+      const ac = new AbortController();
+      let interrupts = 0;
+      const onSignal = (): void => {
+        interrupts++;
+        if (interrupts === 1) {
+          io.err('\nmup: interrupted; stopping after this batch and removing the namespaces (Ctrl-C again to quit at once)\n');
+          ac.abort();
+        } else {
+          process.exit(130);
+        }
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
+      const tty = process.stderr.isTTY === true;
+      let bar = false;
+      const clearBar = (): void => {
+        if (bar) io.err('\r\x1b[K');
+        bar = false;
+      };
+      try {
+        const r = await benchRfc2544({
+          outDir: opts.out,
+          sizes: list(opts.sizes, RFC2544_SIZES.map(String), 'sizes').map(Number),
+          cases: list(opts.cases, CASES, 'cases') as CaseName[],
+          trialMs,
+          lossTolerance: num(opts.lossTolerance, 'loss-tolerance', 0, 1),
+          resolution: num(opts.resolution, 'resolution', 0.001, 0.5),
+          maxTrials: num(opts.maxTrials, 'max-trials', 1, 100),
+          flows: num(opts.flows, 'flows', 1, 65535),
+          repeat: num(opts.repeat, 'repeat', 1, 100),
+          napi: opts.napi,
+          signal: ac.signal,
+          ...(opts.object === undefined ? {} : { object: opts.object }),
+          log: (l) => {
+            clearBar();
+            io.err(`${l}\n`);
+          },
+          progress: (what, f) => {
+            if (!tty) return;
+            const n = Math.round(Math.min(1, f) * 20);
+            io.err(`\r\x1b[K[${'#'.repeat(n)}${'-'.repeat(20 - n)}] ${what}`);
+            bar = true;
+          },
+        });
+        clearBar();
+        io.out(r.table);
+        io.out(`\n${r.files.join('\n')}\n`);
+        if (r.report.result.interrupted) throw new Error(`interrupted: partial results in ${opts.out}; namespaces removed`);
+      } finally {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+      }
+    });
+}
