@@ -3,7 +3,7 @@
  * against kernel and XDP baselines, in namespaces it creates and removes.
  */
 import { Command, Option } from 'commander';
-import { benchRfc2544, CASES, DEFAULTS, RFC2544_SIZES, type CaseName } from '../bench/rfc2544/index.js';
+import { CASES, DEFAULTS, RFC2544_SIZES, type CaseName } from '../bench/rfc2544/defaults.js';
 
 interface Io {
   out(s: string): void;
@@ -84,6 +84,7 @@ export function registerBench(program: Command, io: Io): void {
         bar = false;
       };
       try {
+        const { benchRfc2544 } = await import('../bench/rfc2544/index.js');
         const r = await benchRfc2544({
           outDir: opts.out,
           sizes: list(opts.sizes, RFC2544_SIZES.map(String), 'sizes').map(Number),

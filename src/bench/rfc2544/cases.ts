@@ -20,12 +20,11 @@ import { GTPU_OVERHEAD, SRV6_OVERHEAD, gtpuFrame, innerUdp4, srv6Frame } from '.
 import type { GenFrame, WordCheck } from './generator.js';
 import { DN, GNB, MAC, N3, UE } from './lab.js';
 
-export const RFC2544_SIZES = [64, 128, 256, 512, 1024, 1280, 1518] as const;
+export { CASES, DEFAULT_FLOWS, RFC2544_SIZES, type CaseName } from './defaults.js';
+import { DEFAULT_FLOWS, type CaseName } from './defaults.js';
 export const ETH_FCS_OVERHEAD = 18;
 export const PLAIN_OVERHEAD = 14;
 
-export type CaseName = 'uplink' | 'downlink' | 'bidir' | 'kernel-ipv4' | 'kernel-seg6' | 'xdp-l3fwd';
-export const CASES: readonly CaseName[] = ['uplink', 'downlink', 'bidir', 'kernel-ipv4', 'kernel-seg6', 'xdp-l3fwd'];
 
 export const CASE_TITLES: Record<CaseName, string> = {
   uplink: 'translator uplink H.M.GTP4.D',
@@ -42,7 +41,6 @@ export type DutProgram = 'translator' | 'l3fwd' | 'pass';
 const TEID = 0x1000;
 const QFI = 9;
 const SPORT_BASE = 10_000;
-export const DEFAULT_FLOWS = 1024;
 
 /** The translator: one policy (uplink) and one local SID (downlink), forwarding by FIB. */
 export function translatorConfig(): Config {

@@ -41,16 +41,8 @@ export interface Rfc2544Options {
   progress?: (what: string, fraction: number) => void;
 }
 
-export const DEFAULTS: Omit<Rfc2544Options, 'sizes' | 'cases'> = {
-  trialMs: 10_000,
-  lossTolerance: 0,
-  resolution: 0.01,
-  maxTrials: 14,
-  flows: DEFAULT_FLOWS,
-  napi: 'softirq',
-  warmupFrames: 2000,
-  repeat: 1,
-};
+export { DEFAULTS } from './defaults.js';
+import { DEFAULTS } from './defaults.js';
 
 export interface TrialRecord extends TrialResult {
   pass: boolean;
