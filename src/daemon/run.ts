@@ -9,6 +9,7 @@ import type { Server } from 'node:http';
 import { apiHandler, isLoopback, listenTcp, listenUnix, makeServer, socketAlive } from './api.js';
 import { Daemon, type DaemonOptions } from './daemon.js';
 import { defaultSocket } from '../paths.js';
+import { pidAlive } from '../netns-sweep.js';
 import type { Logger } from './log.js';
 import { createMetrics, DEFAULT_RULE_SERIES_LIMIT } from './metrics.js';
 
@@ -51,14 +52,6 @@ async function claimInstance(socket: string, instance: string): Promise<() => vo
   throw new Error(`instance ${instance}: could not take ${lock}`);
 }
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** Start everything; resolves once serving, with a function that stops it all. */
 export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: () => Promise<void> }> {

@@ -6,6 +6,7 @@
 import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 import { PYTHON } from './scapy.js';
+import { listNamespaces, sweepStale } from '../../src/netns-sweep.js';
 
 /** Every namespace a test creates starts with this. */
 export const NETNS_TEST_PREFIX = 'mupt-';
@@ -21,44 +22,15 @@ export async function ip(args: readonly string[], netns?: string): Promise<strin
   return r.stdout;
 }
 
-/** Names of every network namespace (`ip netns list`). */
-export async function listNamespaces(): Promise<string[]> {
-  const out = await ip(['netns', 'list']);
-  return out
-    .split('\n')
-    .map((l) => l.split(' ')[0] ?? '')
-    .filter((n) => n !== '');
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+export { listNamespaces };
 
 /**
  * Delete `mupt-<pid>-*` namespaces whose test process is gone (a run killed
  * before its cleanup). Namespaces of a live process are left alone. Best
  * effort: returns what it deleted.
  */
-export async function sweepStaleNamespaces(): Promise<string[]> {
-  const swept: string[] = [];
-  for (const name of await listNamespaces()) {
-    const m = new RegExp(`^${NETNS_TEST_PREFIX}(\\d+)-`).exec(name);
-    if (m === null) continue;
-    const pid = Number(m[1]);
-    if (pid === process.pid || alive(pid)) continue;
-    try {
-      await ip(['netns', 'delete', name]);
-      swept.push(name);
-    } catch {
-      // someone else removed it meanwhile
-    }
-  }
-  return swept;
+export function sweepStaleNamespaces(): Promise<string[]> {
+  return sweepStale(NETNS_TEST_PREFIX);
 }
 
 /** A peer process in a namespace that prints "ready", then one JSON object per line. */

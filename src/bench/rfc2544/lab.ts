@@ -14,6 +14,7 @@
  * with them, and sweepStale() removes those of a benchmark that was killed.
  */
 import { execa } from 'execa';
+import { listNamespaces, sweepStale as sweepStaleNs } from '../../netns-sweep.js';
 
 export const BENCH_NETNS_PREFIX = 'mup2544-';
 
@@ -45,30 +46,9 @@ export async function ip(args: readonly string[], input?: string): Promise<strin
   return r.stdout;
 }
 
-async function listNamespaces(): Promise<string[]> {
-  return (await ip(['netns', 'list'])).split('\n').map((l) => l.split(' ')[0] ?? '').filter((n) => n !== '');
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Delete `mup2544-<pid>-*` namespaces whose process is gone. Returns their names. */
-export async function sweepStale(): Promise<string[]> {
-  const swept: string[] = [];
-  for (const name of await listNamespaces()) {
-    const m = new RegExp(`^${BENCH_NETNS_PREFIX}(\\d+)-`).exec(name);
-    if (m === null) continue;
-    const pid = Number(m[1]);
-    if (pid === process.pid || alive(pid)) continue;
-    await ip(['netns', 'delete', name]).then(() => swept.push(name), () => undefined);
-  }
-  return swept;
+export function sweepStale(): Promise<string[]> {
+  return sweepStaleNs(BENCH_NETNS_PREFIX);
 }
 
 export class BenchLab {
