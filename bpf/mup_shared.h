@@ -106,6 +106,12 @@ struct mup_config {
 	__u8  policy_plens[MUP_MAX_PLENS];   /* longest first */
 	__u8  localsid_plens[MUP_MAX_PLENS]; /* longest first */
 	__u8  pad[2];
+	/* Latency probe (probe.h), appended. probe_flags == 0: off, and the
+	 * program pays one branch on it. */
+	__u32 probe_flags;     /* MUP_PROBE_ON | ... */
+	__u32 probe_sample;    /* record 1 in N selected packets per CPU; 0 and 1: every one */
+	__u16 probe_udp_port;  /* inner UDP destination port to select, host order; 0: any inner packet */
+	__u16 probe_pad;
 };
 
 /* One counter slot: the packets and bytes (as received) of one event. */
@@ -180,6 +186,64 @@ enum mup_event {
 	MUP_EV_DROP_TOO_BIG_RATELIMIT = 46,/* dropped, no ICMP: this CPU sent its ICMP errors for this second */
 	MUP_EV_DROP_TOO_LONG = 47,         /* End.M.GTP6.E: UDP over 9,727 bytes, beyond our checksum loop (generic mode only) */
 	MUP_EV_MAX = 48,
+};
+
+/* ------------------------------------------------------------------------
+ * Latency probe (bpf/probe.h, src/probe/). With mup_config.probe_flags set,
+ * the program reads bpf_ktime_get_ns() (CLOCK_MONOTONIC) on entry and after
+ * the translation; a translated frame that leaves by XDP_TX or redirect and
+ * matches the selector gets the entry time's low 48 bits in its Ethernet
+ * source MAC (big endian, as a P4 switch stamps it) and one record in the
+ * ring buffer mup_probe_ring.
+ */
+enum mup_probe_flag {
+	MUP_PROBE_ON = 1,        /* stamp and record selected frames */
+	MUP_PROBE_NO_MAC = 2,    /* record, but leave the source MAC alone */
+};
+
+/* The translation, told from the frame in and the frame out. */
+enum mup_probe_fn {
+	MUP_PROBE_FN_GTP4D = 1,  /* H.M.GTP4.D: IPv4 in, IPv6 (SRv6) out */
+	MUP_PROBE_FN_GTP4E = 2,  /* End.M.GTP4.E: IPv6 in, GTP-U/IPv4 out */
+	MUP_PROBE_FN_GTP6E = 3,  /* End.M.GTP6.E: IPv6 in, GTP-U/IPv6 out */
+	MUP_PROBE_FN_GTP6D = 4,  /* End.M.GTP6.D or .D.Di: GTP-U/IPv6 in, SRv6 out */
+};
+
+enum mup_probe_rec_flag {
+	MUP_PROBE_REC_SEQ = 1,       /* the inner UDP payload was a probe payload: seq and run are set */
+	MUP_PROBE_REC_MAC = 2,       /* the entry time is in the frame's source MAC */
+	MUP_PROBE_REC_INNER_V6 = 4,  /* inner addresses are IPv6 (else IPv4 in the first 4 bytes) */
+};
+
+/* The payload of a probe frame's inner UDP packet (network order). */
+enum mup_probe_magic { MUP_PROBE_MAGIC = 0x4d555052 }; /* "MUPR" */
+struct mup_probe_payload {
+	__be32 magic;
+	__be32 run;      /* one number per probe run: frames of another run are not ours */
+	__be32 seq;      /* 0, 1, 2, ... per run and direction */
+	__u8   dir;      /* 0 uplink, 1 downlink */
+	__u8   pad[3];
+};
+
+/* One record per stamped frame, in mup_probe_ring. */
+struct mup_probe_record {
+	__u64 entry_ns;   /* bpf_ktime_get_ns() as the program started */
+	__u64 exit_ns;    /* bpf_ktime_get_ns() after the translation and forwarding decision */
+	__u64 gap_ns;     /* entry_ns - exit of the previous probed frame on this CPU; 0: none yet */
+	__u32 seq;        /* from the probe payload, when MUP_PROBE_REC_SEQ */
+	__u32 run;
+	__u32 cpu;
+	__u32 ifindex;    /* ingress */
+	__u32 rx_queue;
+	__u32 cpu_count;  /* probed frames on this CPU so far (this one included) */
+	__u8  fn;         /* enum mup_probe_fn */
+	__u8  verdict;    /* XDP action returned */
+	__u8  flags;      /* enum mup_probe_rec_flag */
+	__u8  proto;      /* inner L4 protocol */
+	__u16 sport;      /* inner L4 ports, host order */
+	__u16 dport;
+	__u8  saddr[16];  /* inner addresses */
+	__u8  daddr[16];
 };
 
 #endif /* MUP_SHARED_H */

@@ -6,6 +6,7 @@
  */
 import { ENUMS, LAYOUTS, MUP_EVENT_SLOTS, MUP_LIMITS, type StructLayout } from './codec.js';
 import { btfEnum, btfStruct, objectBtf, type BpfObject, type Btf } from './libbpf.js';
+import { PROBE_ENUMS, PROBE_LAYOUTS } from '../probe/layout.js';
 
 /** The object and src/dataplane/codec.ts disagree. */
 export class LayoutError extends Error {
@@ -80,6 +81,7 @@ export function checkLayouts(obj: BpfObject, what = 'the BPF object'): void {
   problems.push(...limitProblems(btf));
   for (const [name, layout] of Object.entries(LAYOUTS)) problems.push(...structProblems(btf, name, layout));
   for (const [name, values] of Object.entries(ENUMS)) problems.push(...enumProblems(btf, name, values));
+  problems.push(...probeProblems(btf, false));
   const events = btfEnum(btf, 'mup_event');
   for (const [k, v] of events ?? []) {
     if (k !== 'MUP_EV_MAX' && (v < 0 || v >= MUP_EVENT_SLOTS)) {
@@ -111,4 +113,32 @@ export function eventNames(obj: BpfObject, what = 'the BPF object'): Map<number,
     names.set(v, k.replace(/^MUP_EV_/, '').toLowerCase());
   }
   return names;
+}
+
+/**
+ * The latency probe's structs and enums (bpf/probe.h, src/probe/layout.ts).
+ * checkLayouts checks whatever of them the object has (mup_config's probe
+ * fields always); checkProbeLayouts, run before the probe writes the config
+ * or reads a record, also wants every one of them there.
+ */
+function probeProblems(btf: Btf, strict: boolean): string[] {
+  const out: string[] = [];
+  for (const [name, layout] of Object.entries(PROBE_LAYOUTS)) {
+    if (!strict && name !== 'mup_config' && btfStruct(btf, name) === undefined) continue;
+    out.push(...structProblems(btf, name, layout));
+  }
+  for (const [name, values] of Object.entries(PROBE_ENUMS)) {
+    if (btfEnum(btf, name) === undefined) {
+      if (strict) out.push(`enum ${name} is not in the object's BTF (bpf/probe.h keeps it there)`);
+    } else {
+      out.push(...enumProblems(btf, name, values));
+    }
+  }
+  return out;
+}
+
+/** The probe's layouts, all of them required (the data plane without the probe has none). */
+export function checkProbeLayouts(obj: BpfObject, what = 'the BPF object'): void {
+  const problems = probeProblems(objectBtf(obj), true);
+  if (problems.length > 0) throw new LayoutError(what, problems, 'and src/probe/layout.ts disagree on the probe structs');
 }

@@ -59,7 +59,7 @@ export const LAYOUTS = {
     },
   },
   mup_config: {
-    size: 52,
+    size: 64, // 52 + the probe's fields (src/probe/layout.ts)
     members: {
       fwd_mode: m(0, 4),
       hash_seed: m(4, 4),
