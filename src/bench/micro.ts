@@ -18,6 +18,7 @@
  * A row whose repeated run does not give the same verdict and bytes as a
  * single run is an error, and so is a translation row whose verdict is not tx.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +29,7 @@ import {
   findMap, findProgram, mapFd, mapUpdate, objectClose, objectLoad, objectOpen, programFd, testRun, type BpfObject,
   type TestRunResult,
 } from '../dataplane/libbpf.js';
+import { closeProbeMaps, openProbeMaps, ProbeRing, writeSelector } from '../probe/bpf.js';
 import { ipv4Addr, ipv4Prefix, ipv6Addr, ipv6Prefix, parseIpv4, parseIpv6 } from '../sid/addr.js';
 import { encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi, teid } from '../sid/mobile.js';
 import {
@@ -35,6 +37,11 @@ import {
 } from './frames.js';
 
 const BENCH_OBJECT = fileURLToPath(new URL('../../build/bench.bpf.o', import.meta.url));
+const MUP_SOURCE = fileURLToPath(new URL('../../bpf/mup.bpf.c', import.meta.url));
+/** The data plane built with -DMUP_NO_PROBE: the probe rows' reference. */
+const NOPROBE_OBJECT = fileURLToPath(new URL('../../build/mup-noprobe.bpf.o', import.meta.url));
+/** Probe on, stamped and recorded: iterations per run (they must fit the 1 MiB ring, drained between runs). */
+const PROBE_RECORD_REPEAT = 10_000;
 const RESTORE_MAX = 128;
 
 export interface MicroOptions {
@@ -218,6 +225,12 @@ interface Case {
   direct: boolean;
   /** The single run every repeated run must equal. */
   once?: TestRunResult;
+  /** Iterations per run instead of o.repeat. */
+  repeat?: number;
+  /** The probe stamps the source MAC (bytes 6..11) with the time: left out of the comparison. */
+  stamped?: boolean;
+  /** After every run (drain the probe ring). */
+  after?: () => void;
 }
 
 function newRow(name: string, fn: Fn | null, rules: number | null, policyLengths: number, size: Size, frame: Buffer): Row {
@@ -233,6 +246,7 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
   };
   const h = new Harness();
   const dps: Dataplane[] = [];
+  const closers: Array<() => void> = [];
   try {
     // Everything is loaded before the first measurement.
     const small = frames.gtp4d.small;
@@ -259,6 +273,10 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
       log(`loaded ${label}`);
     }
 
+    // Probe rows (issue 4): H.M.GTP4.D and End.M.GTP4.E, 1 rule, small frame,
+    // against the same source built without the probe, in the same run.
+    cases.push(...probeCases(o, frames.gtp4d.small, frames.gtp4e.small, dps, closers, log));
+
     // The single runs: the reference bytes and verdict of each case.
     for (const c of cases) {
       c.once = testRun(c.targetFd, { dataIn: c.frame, dataOutSize: c.frame.length + 512 });
@@ -268,12 +286,16 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
       }
     }
 
-    const once = (c: Case, repeat: number): number => {
+    const once = (c: Case, repeat0: number): number => {
+      const repeat = c.repeat === undefined ? repeat0 : Math.min(c.repeat, repeat0);
       if (c.direct) return testRun(c.targetFd, { dataIn: c.frame, repeat }).duration;
       h.select(c.targetFd, c.frame);
       const r = h.run(c.frame, repeat);
+      c.after?.();
       const ref = c.once!;
-      if (r.retval !== ref.retval || !r.dataOut!.equals(ref.dataOut!)) {
+      const same = (a: Buffer, b: Buffer): boolean =>
+        c.stamped === true ? a.length === b.length && a.subarray(0, 6).equals(b.subarray(0, 6)) && a.subarray(12).equals(b.subarray(12)) : a.equals(b);
+      if (r.retval !== ref.retval || !same(r.dataOut!, ref.dataOut!)) {
         throw new Error(
           `${c.row.name}: the repeated run (retval ${r.retval}, ${r.dataOut!.length} bytes) differs from a single run ` +
             `(retval ${ref.retval}, ${ref.dataOut!.length} bytes): the harness is not restoring the frame`,
@@ -299,9 +321,61 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
     }
     return cases.map((c) => c.row);
   } finally {
+    for (const f of closers) f();
     for (const dp of dps) dp.close();
     h.close();
   }
+}
+
+/** Compile bpf/mup.bpf.c with -DMUP_NO_PROBE, with the Makefile's flags. */
+function buildNoProbe(): string {
+  const arch = execFileSync('uname', ['-m']).toString().trim();
+  execFileSync(process.env['CLANG'] ?? 'clang', [
+    '-O2', '-g', '-Wall', '-Werror', '-target', 'bpf', `-I/usr/include/${arch}-linux-gnu`, '-DMUP_NO_PROBE',
+    '-c', MUP_SOURCE, '-o', NOPROBE_OBJECT,
+  ]);
+  return NOPROBE_OBJECT;
+}
+
+/**
+ * The probe rows: each function with the probe compiled out, off (the
+ * regular 1-rule rows), on but the frame not selected (inner port differs),
+ * and on with every frame stamped and recorded.
+ */
+function probeCases(
+  o: MicroOptions,
+  up: Buffer,
+  down: Buffer,
+  dps: Dataplane[],
+  closers: Array<() => void>,
+  log: (s: string) => void,
+): Case[] {
+  const out: Case[] = [];
+  const without = openDataplane({ config: config(1), object: buildNoProbe() });
+  dps.push(without);
+  const other = openDataplane({ config: config(1), ...(o.object === undefined ? {} : { object: o.object }) });
+  dps.push(other);
+  writeSelector(other.tables, { enabled: true, udpPort: 1 }); // the frames' inner ports are 9000 / 40000
+  const rec = openDataplane({ config: config(1), ...(o.object === undefined ? {} : { object: o.object }) });
+  dps.push(rec);
+  writeSelector(rec.tables, { enabled: true, udpPort: 0 });
+  const maps = openProbeMaps({ fd: rec.progFd });
+  const ring = new ProbeRing(maps.ringFd);
+  closers.push(() => {
+    ring.close();
+    closeProbeMaps(maps);
+  });
+  for (const [fn, f] of [['gtp4d', up], ['gtp4e', down]] as const) {
+    out.push({ row: newRow(`probe: ${fn}, 1 rule, compiled out`, null, null, 1, 'small', f), frame: f, targetFd: without.progFd, direct: false });
+    out.push({ row: newRow(`probe: ${fn}, 1 rule, on, not selected`, null, null, 1, 'small', f), frame: f, targetFd: other.progFd, direct: false });
+    out.push({
+      row: newRow(`probe: ${fn}, 1 rule, on, stamped + recorded (${PROBE_RECORD_REPEAT} per run)`, null, null, 1, 'small', f),
+      frame: f, targetFd: rec.progFd, direct: false, repeat: PROBE_RECORD_REPEAT, stamped: true,
+      after: () => void ring.drain(),
+    });
+  }
+  log('loaded the probe rows (compiled out, on)');
+  return out;
 }
 
 // --- analysis ---------------------------------------------------------------
@@ -397,6 +471,53 @@ export function analyse(rows: readonly Row[], rules: number): Analysis {
     }
   }
   return { harnessOverheadNs: overhead, rows: analysed, targets };
+}
+
+// --- the probe's cost (issue 4) ---------------------------------------------
+
+/** The issue's target: the probe, off, costs the fast path at most this (median ns, same run). */
+export const PROBE_OFF_TARGET_NS = 3;
+
+export interface ProbeCost {
+  fn: 'gtp4d' | 'gtp4e';
+  compiledOut: number;
+  off: number;
+  onNotSelected: number;
+  onRecorded: number;
+  /** off - compiled out (medians). */
+  offCost: number;
+  /** Also from the per-run pairs: median of (off run i - compiled-out run i). */
+  offCostPaired: number;
+  pass: boolean;
+}
+
+export function probeCosts(rows: readonly Row[]): ProbeCost[] {
+  const out: ProbeCost[] = [];
+  for (const fn of ['gtp4d', 'gtp4e'] as const) {
+    const row = (prefix: string): Row | undefined => rows.find((r) => r.name.startsWith(prefix));
+    const co = row(`probe: ${fn}, 1 rule, compiled out`);
+    const off = rows.find((r) => r.fn === fn && r.rules === 1 && r.size === 'small' && r.policyLengths === 1);
+    const ns = row(`probe: ${fn}, 1 rule, on, not selected`);
+    const rec = row(`probe: ${fn}, 1 rule, on, stamped`);
+    if (co === undefined || off === undefined || ns === undefined || rec === undefined) continue;
+    const offCost = off.nsMedian - co.nsMedian;
+    out.push({
+      fn, compiledOut: co.nsMedian, off: off.nsMedian, onNotSelected: ns.nsMedian, onRecorded: rec.nsMedian, offCost,
+      offCostPaired: median(off.nsRuns.map((x, i) => x - co.nsRuns[i]!)),
+      pass: offCost <= PROBE_OFF_TARGET_NS,
+    });
+  }
+  return out;
+}
+
+export function formatProbeCosts(p: readonly ProbeCost[]): string {
+  const lines = p.map(
+    (c) =>
+      `  ${c.pass ? 'PASS' : 'FAIL'}  ${c.fn}  off costs ${fmtNs(c.offCost)} ns/pkt (paired runs: ${fmtNs(c.offCostPaired)}; target <= ${PROBE_OFF_TARGET_NS}): ` +
+      `compiled out ${fmtNs(c.compiledOut)}, off ${fmtNs(c.off)}, on not selected ${fmtNs(c.onNotSelected)} (+${fmtNs(c.onNotSelected - c.compiledOut)}), ` +
+      `on stamped + recorded ${fmtNs(c.onRecorded)} (+${fmtNs(c.onRecorded - c.compiledOut)})`,
+  );
+  return ['latency probe (medians with the harness, 1 rule, small frame; against the same source built with -DMUP_NO_PROBE):', ...lines].join('\n');
 }
 
 // --- output -----------------------------------------------------------------
@@ -501,7 +622,7 @@ async function main(): Promise<void> {
   const a = analyse(rows, o.rules);
   const out = fileURLToPath(new URL('../../build/bench/micro.json', import.meta.url));
   mkdirSync(new URL('../../build/bench/', import.meta.url), { recursive: true });
-  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a }, null, 2)}\n`);
+  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows) }, null, 2)}\n`);
   process.stdout.write(
     [
       `bench:micro ${date}: ${m.cpuModel}, Linux ${m.kernel}, ${m.nproc} CPUs, ${where}`,
@@ -516,6 +637,8 @@ async function main(): Promise<void> {
         'policy prefix length costs one more hash lookup, and the frame matches the last length tried.',
       '',
       formatTargets(a),
+      '',
+      formatProbeCosts(probeCosts(rows)),
       '',
       `JSON (all runs): ${out}`,
       '',
