@@ -10,6 +10,7 @@ import { DEFAULT_OBJECT } from '../paths.js';
 import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../replay.js';
 import { registerBench } from './bench.js';
 import { registerOps } from './ops.js';
+import { registerProbe } from './probe.js';
 
 interface Io {
   out(s: string): void;
@@ -45,6 +46,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
 
   registerOps(program, io);
   registerBench(program, io);
+  registerProbe(program, io);
 
   program
     .command('replay')

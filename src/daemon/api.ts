@@ -9,6 +9,7 @@
  *   PUT    /v1/localsids (replace, by sid)    DELETE /v1/localsids?sid=P | ?name=N
  *   GET    /v1/counters[?rules=all|active|none|N]   POST /v1/counters/reset
  *   POST   /v1/reload
+ *   GET    /v1/probe                       POST /v1/probe       (latency probe on/off: src/probe/control.ts)
  *   GET    /metrics                        (Prometheus text format)
  *
  * Errors: {"error": "...", "path": "key.path"?} with 400 (invalid input),
@@ -26,6 +27,7 @@ import { AddressError } from '../sid/addr.js';
 import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
 import { canonicalKey, RuleError, type RuleKind } from './rules.js';
+import { probeStatus, ProbeRequestError, setProbe } from '../probe/control.js';
 
 export const MAX_BODY = 64 * 1024;
 
@@ -182,6 +184,17 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     if (path === '/v1/reload') {
       if (method !== 'POST') allow(['POST']);
       return send(res, 200, await d.reload());
+    }
+    if (path === '/v1/probe') {
+      if (method === 'GET') return send(res, 200, { probe: probeStatus(d.dataplane) });
+      if (method !== 'POST') allow(['GET', 'POST']);
+      const body = await readBody(req);
+      try {
+        return send(res, 200, { probe: setProbe(d.dataplane, body) });
+      } catch (e) {
+        if (e instanceof ProbeRequestError) throw new HttpError(400, e.message, e.path);
+        throw e;
+      }
     }
     const k = kinds[path];
     if (k !== undefined) {

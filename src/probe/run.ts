@@ -1,0 +1,515 @@
+/**
+ * One probe run: sequence-numbered probe frames sent at a fixed rate into the
+ * translator on one interface, received translated on another, per
+ * direction; the in-band stamps read from the ring buffer alongside. What it
+ * measures, per direction:
+ *
+ * - wire latency: RX stamp of the translated frame on the far interface
+ *   minus the TX stamp of the probe frame on the near one (both
+ *   CLOCK_REALTIME for software stamps; hardware stamps are brought onto
+ *   CLOCK_REALTIME through their PHC offsets first);
+ * - residence (ring): exit_ns - entry_ns of the frame's ring buffer record
+ *   (two bpf_ktime_get_ns() reads in the XDP program, matched by run and
+ *   sequence number from the probe payload);
+ * - residence (MAC): the same record's exit_ns minus the entry time carried
+ *   in the received frame's source MAC (48 bits, unwrapped next to exit_ns):
+ *   it checks that the frame on the wire carries its own record's entry
+ *   time; the two agree to the nanosecond when the stamping is right;
+ * - entry to capture: RX stamp (brought onto CLOCK_MONOTONIC) minus the MAC's
+ *   entry time: the translator and the link to the capture point, from the
+ *   in-band stamp alone, as a P4 set-up reads it.
+ */
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { HdrHistogram } from './hdr.js';
+import {
+  sampleClocks,
+  TimestampingSocket,
+  toRealtime,
+  type ClockOffsets,
+  type SocketInfo,
+  type Timestamp,
+  type TimestampClock,
+  type TimestampMode,
+} from './native.js';
+import { accountSequences, ipdv, summarize, type Ipdv, type SequenceAccounting, type Summary } from './stats.js';
+import { decodePayload, macStamp, PROBE_MAGIC, type Direction, type ProbeRecord } from './layout.js';
+import { setSeq, templateFrame, type DownlinkFlow, type UplinkFlow } from './frames.js';
+import type { ProbeCounters, ProbeRing } from './bpf.js';
+
+export interface Endpoint {
+  /** `ip netns` name (or a /proc/PID/ns/net path); default: this process's namespace. */
+  readonly netns?: string;
+  readonly dev: string;
+}
+
+export interface DirectionSetup {
+  readonly dir: Direction;
+  /** Where the probe frames are sent (toward the translator). */
+  readonly tx: Endpoint;
+  /** Where the translated frames are captured. */
+  readonly rx: Endpoint;
+  /** Destination MAC of the probe frames (the translator's interface). */
+  readonly dstMac: Buffer;
+  readonly uplink?: UplinkFlow;
+  readonly downlink?: DownlinkFlow;
+}
+
+export interface ProbeRunOptions {
+  readonly directions: readonly DirectionSetup[];
+  /** Probes per second, per direction. */
+  readonly rate: number;
+  readonly durationS: number;
+  /** Ethernet frame size of the probe frames (no FCS). */
+  readonly size: number;
+  /** Inner UDP destination port of the probes (the data plane selects on it). */
+  readonly udpPort: number;
+  readonly timestamping: TimestampMode;
+  /** The in-band stamps' reader; undefined: wire latency only. */
+  readonly ring?: ProbeRing;
+  readonly counters?: () => ProbeCounters;
+  /** How long to wait for stragglers after the last send; default 500 ms. */
+  readonly graceMs?: number;
+  /** A run number for the payloads; default random. */
+  readonly run?: number;
+  readonly onProgress?: (p: Progress) => void;
+  /** Stop early (Ctrl-C): frames not sent yet are not counted as sent. */
+  readonly signal?: AbortSignal;
+}
+
+export interface Progress {
+  readonly elapsedS: number;
+  readonly durationS: number;
+  readonly perDirection: Readonly<Record<string, { sent: number; received: number; recorded: number }>>;
+}
+
+/** One probe, as the CSV of raw samples holds it. */
+export interface Sample {
+  readonly dir: Direction;
+  readonly seq: number;
+  readonly txNs: bigint | null;
+  readonly rxNs: bigint | null;
+  readonly wireNs: number | null;
+  readonly entryNs: bigint | null;
+  readonly exitNs: bigint | null;
+  readonly residenceNs: number | null;
+  readonly macEntryNs: bigint | null;
+  readonly residenceMacNs: number | null;
+  readonly entryToRxNs: number | null;
+  readonly cpu: number | null;
+  readonly gapNs: bigint | null;
+  readonly duplicates: number;
+}
+
+export interface DirectionResult {
+  readonly dir: Direction;
+  readonly tx: Endpoint & { readonly clock: TimestampClock; readonly hardware: SocketInfo['hardware'] };
+  readonly rx: Endpoint & { readonly clock: TimestampClock | 'none'; readonly hardware: SocketInfo['hardware'] };
+  readonly sequence: SequenceAccounting;
+  /** Probes whose TX stamp came back. */
+  readonly txStamped: number;
+  /** Which clock the wire latency is on. */
+  readonly wireClock: string;
+  readonly wire: Summary | null;
+  readonly ipdv: Ipdv;
+  readonly wireHistogram: HdrHistogram;
+  /** Records in the ring for this run and direction (first per sequence number), and repeats. */
+  readonly records: number;
+  readonly recordDuplicates: number;
+  readonly residence: Summary | null;
+  readonly residenceHistogram: HdrHistogram;
+  readonly residenceMac: Summary | null;
+  /** Received frames whose source MAC carried a stamp matched to a record. */
+  readonly macStamped: number;
+  /** |residence(ring) - residence(MAC)| per probe: max and how many within 100 ns. */
+  readonly agreement: { readonly compared: number; readonly maxAbsDiffNs: number | null; readonly within100ns: number };
+  readonly entryToRx: Summary | null;
+  /** CPUs the records came from. */
+  readonly cpus: readonly number[];
+}
+
+export interface ProbeRunResult {
+  readonly run: number;
+  readonly startedAt: string;
+  readonly rate: number;
+  readonly durationS: number;
+  /** Seconds the sending actually took (timers on a busy host run late). */
+  readonly sendSeconds: number;
+  readonly size: number;
+  readonly udpPort: number;
+  readonly inBand: boolean;
+  readonly clocks: { readonly start: ClockOffsets; readonly end: ClockOffsets };
+  readonly directions: readonly DirectionResult[];
+  readonly counters?: { readonly before: ProbeCounters; readonly after: ProbeCounters };
+  readonly notes: readonly string[];
+  readonly samples: readonly Sample[];
+}
+
+/** An ethertype nobody uses here (IEEE local experimental 2): the TX socket receives nothing. */
+const ETH_P_LOCAL_EXP2 = 0x88b6;
+const ETH_P_IP = 0x0800;
+const ETH_P_IPV6 = 0x86dd;
+
+interface Arrival {
+  seq: number;
+  ts: Timestamp | null;
+  mac: Buffer;
+}
+
+class DirectionRun {
+  readonly txSock: TimestampingSocket;
+  readonly rxSock: TimestampingSocket;
+  readonly template: Buffer;
+  readonly payloadOffset: number;
+  readonly total: number;
+  sent = 0;
+  readonly idToSeq = new Map<number, number>();
+  readonly stampById = new Map<number, Timestamp>();
+  readonly txStamp = new Map<number, Timestamp>();
+  readonly arrivals: Arrival[] = [];
+  readonly records = new Map<number, ProbeRecord>();
+  recordDups = 0;
+  received = 0;
+  sendError: Error | null = null;
+
+  constructor(
+    readonly setup: DirectionSetup,
+    readonly o: ProbeRunOptions,
+    readonly run: number,
+  ) {
+    const { frame, payloadOffset } = templateFrame({
+      dir: setup.dir,
+      run,
+      size: o.size,
+      udpPort: o.udpPort,
+      srcMac: Buffer.alloc(6),
+      dstMac: setup.dstMac,
+      ...(setup.uplink === undefined ? {} : { uplink: setup.uplink }),
+      ...(setup.downlink === undefined ? {} : { downlink: setup.downlink }),
+    });
+    this.template = frame;
+    this.payloadOffset = payloadOffset;
+    this.total = Math.round(o.rate * o.durationS);
+    this.txSock = TimestampingSocket.open({
+      ifname: setup.tx.dev,
+      ...(setup.tx.netns === undefined ? {} : { netns: setup.tx.netns }),
+      protocol: ETH_P_LOCAL_EXP2,
+      timestamping: o.timestamping,
+    });
+    try {
+      Buffer.from(this.txSock.info().mac.replace(/:/g, ''), 'hex').copy(this.template, 6);
+      this.rxSock = TimestampingSocket.open({
+        ifname: setup.rx.dev,
+        ...(setup.rx.netns === undefined ? {} : { netns: setup.rx.netns }),
+        protocol: setup.dir === 'uplink' ? ETH_P_IPV6 : ETH_P_IP,
+        timestamping: o.timestamping,
+        rcvbufBytes: 16 << 20,
+      });
+    } catch (e) {
+      this.txSock.close();
+      throw e;
+    }
+  }
+
+  frame(seq: number): Buffer {
+    const f = Buffer.from(this.template);
+    setSeq(f, this.payloadOffset, seq);
+    return f;
+  }
+
+  close(): void {
+    this.txSock.close();
+    this.rxSock.close();
+  }
+}
+
+function checkOptions(o: ProbeRunOptions): void {
+  if (o.directions.length === 0) throw new RangeError('probe: no direction to probe (uplink, downlink or both)');
+  if (!(Number.isFinite(o.rate) && o.rate > 0 && o.rate <= 1_000_000)) throw new RangeError(`probe rate must be 1 to 1,000,000 probes/s, got ${o.rate}`);
+  if (!(Number.isFinite(o.durationS) && o.durationS > 0 && o.durationS <= 3600)) {
+    throw new RangeError(`probe duration must be more than 0 and at most 3600 s, got ${o.durationS}`);
+  }
+  if (Math.round(o.rate * o.durationS) < 1) throw new RangeError('probe: rate x duration is less than one probe');
+  if (!(Number.isInteger(o.udpPort) && o.udpPort >= 1 && o.udpPort <= 65535)) throw new RangeError(`probe UDP port must be 1..65535, got ${o.udpPort}`);
+  const dirs = o.directions.map((d) => d.dir);
+  if (new Set(dirs).size !== dirs.length) throw new RangeError('probe: a direction is given twice');
+}
+
+/** Send, receive, read the stamps; resolves when the run and its grace period are over. */
+export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
+  checkOptions(o);
+  const run = o.run ?? (Math.floor(Math.random() * 0xfffffffe) + 1) >>> 0;
+  const notes: string[] = [];
+  const dirs: DirectionRun[] = [];
+  try {
+    for (const d of o.directions) dirs.push(new DirectionRun(d, o, run));
+  } catch (e) {
+    for (const d of dirs) d.close();
+    throw e;
+  }
+  const byDir = new Map<Direction, DirectionRun>(dirs.map((d) => [d.setup.dir, d]));
+  const startedAt = new Date().toISOString();
+  const clockStart = sampleClocks({ samples: 9 });
+  const countersBefore = o.counters?.();
+  let stop = false;
+  let sendDone = false;
+  const t0 = performance.now();
+
+  const onRecords = (recs: ProbeRecord[]): void => {
+    for (const r of recs) {
+      if (r.run !== run || r.seq === null) continue;
+      const dir: Direction = r.fn === 'h_m_gtp4_d' || r.fn === 'end_m_gtp6_d' ? 'uplink' : 'downlink';
+      const d = byDir.get(dir);
+      if (d === undefined) continue;
+      if (d.records.has(r.seq)) d.recordDups++;
+      else d.records.set(r.seq, r);
+    }
+  };
+
+  const sender = async (d: DirectionRun): Promise<void> => {
+    const start = performance.now();
+    while (d.sent < d.total && !stop && o.signal?.aborted !== true) {
+      const elapsed = (performance.now() - start) / 1000;
+      const due = Math.min(d.total, Math.floor(elapsed * o.rate) + 1);
+      if (due <= d.sent) {
+        const wait = ((d.sent + 1) / o.rate - elapsed) * 1000;
+        await sleep(Math.max(0, Math.min(wait, 5)));
+        continue;
+      }
+      const n = Math.min(due - d.sent, 1024);
+      const batch: Buffer[] = [];
+      for (let i = 0; i < n; i++) batch.push(d.frame(d.sent + i));
+      try {
+        const r = await d.txSock.send(batch, { timeoutMs: 1000 });
+        for (let i = 0; i < r.sent; i++) d.idToSeq.set((r.firstId + i) >>> 0, d.sent + i);
+        d.sent += r.sent;
+        if (r.error !== null) throw r.error;
+      } catch (e) {
+        d.sendError = e as Error;
+        return;
+      }
+    }
+  };
+
+  const stamper = async (d: DirectionRun): Promise<void> => {
+    while (!stop || d.stampById.size < d.sent) {
+      const { stamps } = await d.txSock.txStamps({ max: 1024, min: 1, timeoutMs: 50 }).catch(() => ({ stamps: [] }));
+      for (const s of stamps) {
+        // A stamp can come back before send() resolved with its id: keyed
+        // by id here, matched to sequence numbers at the end.
+        if (s.type === 'sent') d.stampById.set(s.id, s.timestamp);
+      }
+      if (stop && stamps.length === 0) break;
+    }
+  };
+
+  const needle = Buffer.alloc(8);
+  needle.writeUInt32BE(PROBE_MAGIC, 0);
+  needle.writeUInt32BE(run, 4);
+  const receiver = async (d: DirectionRun): Promise<void> => {
+    while (!stop) {
+      const frames = await d.rxSock.recv({ max: 256, min: 1, timeoutMs: 50, snaplen: 512 });
+      for (const f of frames) {
+        const at = f.data.indexOf(needle);
+        if (at < 0) continue;
+        const p = decodePayload(f.data, at);
+        if (p === null || p.dir !== d.setup.dir) continue;
+        d.received++;
+        d.arrivals.push({ seq: p.seq, ts: f.timestamp, mac: Buffer.from(f.data.subarray(0, 12)) });
+      }
+    }
+  };
+
+  const ticker = setInterval(() => {
+    try {
+      if (o.ring !== undefined) onRecords(o.ring.drain());
+    } catch (e) {
+      notes.push(`reading the ring buffer failed: ${(e as Error).message}`);
+    }
+    o.onProgress?.({
+      elapsedS: (performance.now() - t0) / 1000,
+      durationS: o.durationS,
+      perDirection: Object.fromEntries(dirs.map((d) => [d.setup.dir, { sent: d.sent, received: d.received, recorded: d.records.size }])),
+    });
+  }, 50);
+
+  const rx = dirs.map((d) => receiver(d));
+  const tx = dirs.map((d) => stamper(d));
+  let sendSeconds = 0;
+  try {
+    await Promise.all(dirs.map((d) => sender(d)));
+    sendSeconds = (performance.now() - t0) / 1000;
+    sendDone = true;
+    // Stragglers: wait until everything sent arrived, or the grace period ends.
+    const graceEnd = performance.now() + (o.graceMs ?? 500);
+    while (performance.now() < graceEnd && dirs.some((d) => d.received < d.sent || d.stampById.size < d.sent)) await sleep(10);
+  } finally {
+    stop = true;
+    await Promise.all([...rx, ...tx].map((p) => p.catch((e: unknown) => notes.push(`${(e as Error).message}`))));
+    clearInterval(ticker);
+    if (o.ring !== undefined) onRecords(o.ring.drain());
+  }
+  const clockEnd = sampleClocks({ samples: 9 });
+  const countersAfter = o.counters?.();
+  for (const d of dirs) if (d.sendError !== null) notes.push(`${d.setup.dir}: sending stopped early: ${d.sendError.message}`);
+  if (!sendDone) notes.push('the run was stopped before every probe was sent');
+  if (sendSeconds > o.durationS * 1.05 + 0.05) {
+    notes.push(`sending took ${sendSeconds.toFixed(2)} s for a ${o.durationS} s run: the host could not keep the rate (timers ran late)`);
+  }
+
+  const results: DirectionResult[] = [];
+  const samples: Sample[] = [];
+  for (const d of dirs) {
+    for (const [id, t] of d.stampById) {
+      const seq = d.idToSeq.get(id);
+      if (seq !== undefined) d.txStamp.set(seq, t);
+    }
+    const r = analyzeDirection(d, clockStart, clockEnd, o.ring !== undefined, samples);
+    results.push(r);
+    d.close();
+    if (r.tx.hardware.attempted && !r.tx.hardware.enabled) {
+      notes.push(
+        `${d.setup.dir}: no hardware timestamps on ${d.setup.tx.dev} (${r.tx.hardware.code ?? 'refused'}): software stamps instead`,
+      );
+    }
+    if (r.rx.hardware.attempted && !r.rx.hardware.enabled) {
+      notes.push(`${d.setup.dir}: no hardware timestamps on ${d.setup.rx.dev} (${r.rx.hardware.code ?? 'refused'}): software stamps instead`);
+    }
+  }
+  if (countersBefore !== undefined && countersAfter !== undefined && countersAfter.ringFull > countersBefore.ringFull) {
+    notes.push(`${countersAfter.ringFull - countersBefore.ringFull} records were lost: the ring buffer was full`);
+  }
+  return {
+    run,
+    startedAt,
+    rate: o.rate,
+    durationS: o.durationS,
+    sendSeconds,
+    size: o.size,
+    udpPort: o.udpPort,
+    inBand: o.ring !== undefined,
+    clocks: { start: clockStart, end: clockEnd },
+    directions: results,
+    ...(countersBefore === undefined || countersAfter === undefined ? {} : { counters: { before: countersBefore, after: countersAfter } }),
+    notes,
+    samples,
+  };
+}
+
+function analyzeDirection(d: DirectionRun, c0: ClockOffsets, c1: ClockOffsets, inBand: boolean, samples: Sample[]): DirectionResult {
+  // Realtime - monotonic moves only by NTP slews; the mean of the two samples.
+  const off: ClockOffsets = {
+    ...c1,
+    realtimeMinusMonotonicNs: (c0.realtimeMinusMonotonicNs + c1.realtimeMinusMonotonicNs) / 2n,
+  };
+  const txInfo = d.txSock.info();
+  const rxInfo = d.rxSock.info();
+  const sequence = accountSequences(
+    d.sent,
+    d.arrivals.map((a) => a.seq),
+  );
+  const first = new Map<number, Arrival>();
+  const dups = new Map<number, number>();
+  for (const a of d.arrivals) {
+    if (a.seq >= d.sent) continue;
+    if (first.has(a.seq)) dups.set(a.seq, (dups.get(a.seq) ?? 0) + 1);
+    else first.set(a.seq, a);
+  }
+  const clocks = new Set<string>();
+  const wire: { seq: number; delayNs: number }[] = [];
+  const residence: number[] = [];
+  const residenceMac: number[] = [];
+  const entryToRx: number[] = [];
+  let macStamped = 0;
+  let compared = 0;
+  let within = 0;
+  let maxDiff: number | null = null;
+  const cpus = new Set<number>();
+  const realtime = (t: Timestamp): bigint | null => {
+    try {
+      return toRealtime(t, off);
+    } catch {
+      return null; // a hardware stamp without its PHC offset
+    }
+  };
+  for (let seq = 0; seq < d.sent; seq++) {
+    const a = first.get(seq);
+    const tx = d.txStamp.get(seq) ?? null;
+    const rec = d.records.get(seq) ?? null;
+    let wireNs: number | null = null;
+    let rxRt: bigint | null = null;
+    if (a?.ts != null) rxRt = realtime(a.ts);
+    if (a !== undefined && a.ts !== null && tx !== null) {
+      const txRt = realtime(tx);
+      if (txRt !== null && rxRt !== null) {
+        wireNs = Number(rxRt - txRt);
+        wire.push({ seq, delayNs: wireNs });
+        clocks.add(tx.clock === a.ts.clock ? tx.clock : `${tx.clock} TX, ${a.ts.clock} RX, on CLOCK_REALTIME`);
+      }
+    }
+    let res: number | null = null;
+    let macEntry: bigint | null = null;
+    let resMac: number | null = null;
+    let e2rx: number | null = null;
+    if (rec !== null) {
+      res = Number(rec.exitNs - rec.entryNs);
+      residence.push(res);
+      cpus.add(rec.cpu);
+      if (a !== undefined && rec.macStamped) {
+        macEntry = macStamp(a.mac, rec.exitNs);
+        resMac = Number(rec.exitNs - macEntry);
+        residenceMac.push(resMac);
+        macStamped++;
+        const diff = Math.abs(res - resMac);
+        compared++;
+        if (diff <= 100) within++;
+        maxDiff = maxDiff === null ? diff : Math.max(maxDiff, diff);
+        if (rxRt !== null) {
+          e2rx = Number(rxRt - off.realtimeMinusMonotonicNs - macEntry);
+          entryToRx.push(e2rx);
+        }
+      }
+    }
+    samples.push({
+      dir: d.setup.dir,
+      seq,
+      txNs: tx?.ns ?? null,
+      rxNs: a?.ts?.ns ?? null,
+      wireNs,
+      entryNs: rec?.entryNs ?? null,
+      exitNs: rec?.exitNs ?? null,
+      residenceNs: res,
+      macEntryNs: macEntry,
+      residenceMacNs: resMac,
+      entryToRxNs: e2rx,
+      cpu: rec?.cpu ?? null,
+      gapNs: rec?.gapNs ?? null,
+      duplicates: dups.get(seq) ?? 0,
+    });
+  }
+  const wireHistogram = new HdrHistogram(3);
+  for (const w of wire) wireHistogram.record(Math.max(0, w.delayNs));
+  const residenceHistogram = new HdrHistogram(3);
+  for (const r of residence) residenceHistogram.record(Math.max(0, r));
+  void inBand;
+  return {
+    dir: d.setup.dir,
+    tx: { ...d.setup.tx, clock: txInfo.clock, hardware: txInfo.hardware },
+    rx: { ...d.setup.rx, clock: rxInfo.clock, hardware: rxInfo.hardware },
+    sequence,
+    txStamped: d.txStamp.size,
+    wireClock: clocks.size === 0 ? 'none' : [...clocks].join('; '),
+    wire: summarize(wire.map((w) => w.delayNs)),
+    ipdv: ipdv(wire),
+    wireHistogram,
+    records: d.records.size,
+    recordDuplicates: d.recordDups,
+    residence: summarize(residence),
+    residenceHistogram,
+    residenceMac: summarize(residenceMac),
+    macStamped,
+    agreement: { compared, maxAbsDiffNs: maxDiff, within100ns: within },
+    entryToRx: summarize(entryToRx),
+    cpus: [...cpus].sort((a, b) => a - b),
+  };
+}

@@ -1,0 +1,182 @@
+/**
+ * `mup probe` on a real topology this test builds (test/helpers/topology.ts):
+ * gnb — mup (XDP, loaded and attached by the probe) — core (kernel End.DX4,
+ * seg6 encap) — dn. Probe frames go out of the gNB's veth (uplink GTP-U) and
+ * the core's veth (downlink SRv6), are translated by the XDP program, and are
+ * captured on the far side with software stamps; the in-band stamps come
+ * from the ring buffer and the source MAC. The namespaces are removed at the
+ * end, also on failure.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { XMLParser, XMLValidator } from 'fast-xml-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
+import { parseMac } from '../src/probe/frames.js';
+import { runProbe, type DirectionSetup, type ProbeRunResult } from '../src/probe/run.js';
+import { standaloneSession, type StampSession } from '../src/probe/session.js';
+import { cdfPlots, samplesCsv, SAMPLE_HEADER } from '../src/probe/present.js';
+import { parseConfig } from '../src/config/load.js';
+import { parseIpv4, parseIpv6 } from '../src/sid/addr.js';
+import { ADDON_PATH } from '../src/probe/native.js';
+import { Lab, sweepStaleNamespaces, TESTPEER_OBJECT } from './helpers/netns.js';
+import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, N3, UE } from './helpers/topology.js';
+import { MUP_BIN } from './helpers/daemon.js';
+
+const ready = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT) && existsSync(ADDON_PATH) && process.getuid?.() === 0;
+const resvg = await import('@resvg/resvg-js').catch(() => null);
+const PORT = 47000;
+
+const CONFIG = `
+settings: { forwarding: fib, max_policies: 8, max_localsids: 4 }
+policies:
+  - { name: n3-uplink, match: ${N3}/32, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }
+localsids:
+  - { name: n3-downlink, sid: "2001:db8:2::/48", src_prefix_len: 64 }
+`;
+
+describe.skipIf(!ready)('mup probe through the translator between namespaces', () => {
+  let lab: Lab | undefined;
+  let session: StampSession | undefined;
+  let setups: DirectionSetup[];
+  let result: ProbeRunResult;
+  const dir = mkdtempSync(join(tmpdir(), 'mup-probe-'));
+
+  const mac = async (ns: string, dev: string): Promise<string> => {
+    const m = (await lab!.ip(ns, 'link', 'show', dev)).match(/link\/ether ([0-9a-f:]+)/)?.[1];
+    if (m === undefined) throw new Error(`no MAC on ${ns}/${dev}`);
+    return m;
+  };
+
+  beforeAll(async () => {
+    await sweepStaleNamespaces();
+    lab = await Lab.create(['gnb', 'mup', 'core', 'dn']);
+    await buildLab(lab);
+    // The translator's FIB next hops resolved before the run: a frame that
+    // misses the neighbour goes to the kernel, which rewrites its MACs.
+    await lab.exec('mup', 'ping', ['-6', '-c', '1', '-W', '2', CORE_V6]);
+    await lab.exec('mup', 'ping', ['-c', '1', '-W', '2', GNB]);
+    setups = [
+      {
+        dir: 'uplink',
+        tx: { netns: lab.ns('gnb'), dev: 'to-mup' },
+        rx: { netns: lab.ns('core'), dev: 'to-mup' },
+        dstMac: parseMac(await mac('mup', 'to-gnb'), 'mup/to-gnb'),
+        uplink: { gnb: parseIpv4(GNB, 'gnb'), n3: parseIpv4(N3, 'n3'), teid: 0x1000, qfi: 9, ue: parseIpv4(UE, 'ue'), dn: parseIpv4(DN, 'dn') },
+      },
+      {
+        dir: 'downlink',
+        tx: { netns: lab.ns('core'), dev: 'to-mup' },
+        rx: { netns: lab.ns('gnb'), dev: 'to-mup' },
+        dstMac: parseMac(await mac('mup', 'to-core'), 'mup/to-core'),
+        downlink: { src: parseIpv6(DL_TUNSRC, 'src'), sid: parseIpv6(DL_SID, 'sid'), dn: parseIpv4(DN, 'dn'), ue: parseIpv4(UE, 'ue') },
+      },
+    ];
+  });
+
+  afterAll(async () => {
+    try {
+      await session?.close();
+    } finally {
+      await lab?.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('2,000 probes/s for 1 s each way: nothing lost, wire latency and residence for every probe, ring and MAC agree', async () => {
+    session = await standaloneSession({
+      config: parseConfig(CONFIG, 'probe-lab.yaml'),
+      attach: [
+        { netns: lab!.ns('mup'), dev: 'to-gnb' },
+        { netns: lab!.ns('mup'), dev: 'to-core' },
+      ],
+      udpPort: PORT,
+    });
+    try {
+      result = await runProbe({
+        directions: setups, rate: 2000, durationS: 1, size: 128, udpPort: PORT, timestamping: 'auto',
+        ring: session.ring, counters: () => session!.counters(),
+      });
+    } finally {
+      await session.close();
+      session = undefined;
+    }
+
+    for (const d of result.directions) {
+      const at = `${d.dir}`;
+      expect(d.sequence.sent, at).toBe(2000);
+      expect(d.sequence.lost, `${at}: lost ${d.sequence.lostSequences.slice(0, 10).join(',')}`).toBe(0);
+      expect(d.sequence.duplicates, at).toBe(0);
+      expect(d.txStamped, at).toBe(2000);
+      // veth has no hardware stamps: auto fell back, and the report says so.
+      expect(d.tx.clock, at).toBe('software');
+      expect(d.tx.hardware.code, at).toBe('EOPNOTSUPP');
+      expect(d.wireClock, at).toBe('software');
+      expect(d.wire?.count, at).toBe(2000);
+      expect(d.wire!.min, `${at}: RX after TX`).toBeGreaterThan(0);
+      // Every probe has its record, its frame carried the stamp, and both
+      // residences are the same to the nanosecond.
+      expect(d.records, at).toBe(2000);
+      expect(d.macStamped, at).toBe(2000);
+      expect(d.agreement, at).toEqual({ compared: 2000, maxAbsDiffNs: 0, within100ns: 2000 });
+      expect(d.residence!.min, at).toBeGreaterThan(0);
+      // Residence is inside the wire latency (entry and exit are between TX and RX).
+      expect(d.residence!.percentiles.p50, at).toBeLessThan(d.wire!.percentiles.p50);
+      expect(d.entryToRx!.min, at).toBeGreaterThan(0);
+      expect(d.ipdv.pairs, at).toBe(1999);
+    }
+    expect(result.notes.filter((n) => /no hardware timestamps/.test(n))).toHaveLength(4);
+    expect(result.counters!.after.ringFull - result.counters!.before.ringFull).toBe(0n);
+    const fns = new Set(result.directions.map((d) => d.dir));
+    expect(fns).toEqual(new Set(['uplink', 'downlink']));
+  });
+
+  it('writes raw samples and CDF plots that parse (and render where resvg runs)', () => {
+    const csv = samplesCsv(result.samples).trim().split('\n');
+    expect(csv[0]).toBe(SAMPLE_HEADER.join(','));
+    expect(csv).toHaveLength(1 + 4000);
+    const row = csv[1]!.split(',');
+    expect(row[0]).toBe('uplink');
+    expect(Number(row[4])).toBeGreaterThan(0); // wire_ns
+    const plots = cdfPlots(result);
+    for (const svg of [plots.wire, plots.residence!]) {
+      expect(XMLValidator.validate(svg)).toBe(true);
+      const doc = new XMLParser({ ignoreAttributes: false }).parse(svg) as { svg: Record<string, unknown> };
+      expect(doc.svg).toBeDefined();
+      expect(svg).toMatch(/uplink/);
+      expect(svg).toMatch(/downlink/);
+      if (resvg !== null) {
+        const png = new resvg.Resvg(svg).render().asPng();
+        expect(png.subarray(1, 4).toString()).toBe('PNG');
+      }
+    }
+  });
+
+  it('the CLI runs the same probe, loading the data plane itself, and writes its files', async () => {
+    const cfg = join(dir, 'mup.yaml');
+    writeFileSync(cfg, CONFIG);
+    const out = join(dir, 'out');
+    const r = await execa(
+      'node',
+      [
+        MUP_BIN, 'probe', '--config', cfg, '--attach', `${lab!.ns('mup')}/to-gnb,${lab!.ns('mup')}/to-core`,
+        '--tx-netns', lab!.ns('gnb'), '--tx-dev', 'to-mup', '--rx-netns', lab!.ns('core'), '--rx-dev', 'to-mup',
+        '--dl-src', DL_TUNSRC, '--dl-sid', DL_SID, '--rate', '500', '--duration', '0.5', '--timestamping', 'software',
+        '--out', out, '--no-progress',
+      ],
+      { reject: false, timeout: 60_000 },
+    );
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/uplink: .* sent 250, received 250, lost 0/);
+    expect(r.stdout).toMatch(/downlink: .* sent 250, received 250, lost 0/);
+    expect(r.stdout).toMatch(/residence, ring/);
+    expect(r.stdout).toMatch(/ring vs MAC: 250\/250 within 100 ns/);
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as { directions: { dir: string; records: number }[] };
+    expect(report.directions.map((d) => d.records)).toEqual([250, 250]);
+    for (const f of ['samples.csv', 'cdf-wire.svg', 'cdf-residence.svg', 'report.txt']) expect(existsSync(join(out, f)), f).toBe(true);
+    // Nothing left attached by the CLI.
+    expect(await lab!.ip('mup', '-d', 'link', 'show')).not.toMatch(/prog\/xdp/);
+  });
+});
