@@ -179,4 +179,33 @@ describe.skipIf(!ready)('mup probe through the translator between namespaces', (
     // Nothing left attached by the CLI.
     expect(await lab!.ip('mup', '-d', 'link', 'show')).not.toMatch(/prog\/xdp/);
   });
+
+  // The issue's acceptance run, 10,000 probes/s for 10 s each way: about 20 s,
+  // so not part of \`make test\`. MUP_PROBE_ACCEPTANCE=1 npx vitest run test/probe.test.ts
+  // writes its files to build/probe-acceptance/.
+  it.runIf(process.env['MUP_PROBE_ACCEPTANCE'] === '1')('acceptance: 10,000 probes/s for 10 s each way, software stamps', async () => {
+    const out = join(process.cwd(), 'build', 'probe-acceptance');
+    const r = await execa(
+      'node',
+      [
+        MUP_BIN, 'probe', '--config', join(dir, 'mup.yaml'), '--attach', `${lab!.ns('mup')}/to-gnb,${lab!.ns('mup')}/to-core`,
+        '--tx-netns', lab!.ns('gnb'), '--tx-dev', 'to-mup', '--rx-netns', lab!.ns('core'), '--rx-dev', 'to-mup',
+        '--dl-src', DL_TUNSRC, '--dl-sid', DL_SID, '--rate', '10000', '--duration', '10', '--timestamping', 'auto',
+        '--out', out, '--no-progress',
+      ],
+      { reject: false, timeout: 120_000 },
+    );
+    console.log(r.stdout);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as {
+      directions: { dir: string; sequence: { sent: number; lost: number }; agreement: { compared: number; within100ns: number } }[];
+    };
+    for (const d of report.directions) {
+      expect(d.sequence.sent, d.dir).toBe(100_000);
+      expect(d.sequence.lost, d.dir).toBe(0);
+      expect(d.agreement.within100ns, d.dir).toBe(d.agreement.compared);
+      expect(d.agreement.compared, d.dir).toBe(100_000);
+    }
+  }, 180_000);
 });
+

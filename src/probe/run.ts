@@ -223,6 +223,10 @@ class DirectionRun {
   }
 }
 
+function where(e: Endpoint): string {
+  return e.netns === undefined ? e.dev : `${e.netns}/${e.dev}`;
+}
+
 function checkOptions(o: ProbeRunOptions): void {
   if (o.directions.length === 0) throw new RangeError('probe: no direction to probe (uplink, downlink or both)');
   if (!(Number.isFinite(o.rate) && o.rate > 0 && o.rate <= 1_000_000)) throw new RangeError(`probe rate must be 1 to 1,000,000 probes/s, got ${o.rate}`);
@@ -369,11 +373,11 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
     d.close();
     if (r.tx.hardware.attempted && !r.tx.hardware.enabled) {
       notes.push(
-        `${d.setup.dir}: no hardware timestamps on ${d.setup.tx.dev} (${r.tx.hardware.code ?? 'refused'}): software stamps instead`,
+        `${d.setup.dir}: no hardware timestamps on ${where(d.setup.tx)} (${r.tx.hardware.code ?? 'refused'}): software stamps instead`,
       );
     }
     if (r.rx.hardware.attempted && !r.rx.hardware.enabled) {
-      notes.push(`${d.setup.dir}: no hardware timestamps on ${d.setup.rx.dev} (${r.rx.hardware.code ?? 'refused'}): software stamps instead`);
+      notes.push(`${d.setup.dir}: no hardware timestamps on ${where(d.setup.rx)} (${r.rx.hardware.code ?? 'refused'}): software stamps instead`);
     }
   }
   if (countersBefore !== undefined && countersAfter !== undefined && countersAfter.ringFull > countersBefore.ringFull) {
