@@ -303,6 +303,25 @@ describe('timestamping addon on a veth pair', () => {
     expect(seqOf(p!)).toBe(7);
   });
 
+  it('the match filter keeps only frames holding the word before the given offset, wherever it is', async () => {
+    const tx = sock({ ifname: 'tx0', netns: ns(), timestamping: 'software' });
+    const word = 0x11223344;
+    const rx = sock({ ifname: 'rx0', netns: ns(), timestamping: 'software', protocol: ETHERTYPE, match: { word, within: 100 } });
+    const mk = (seq: number, at: number | null, len = 120): Buffer => {
+      const f = frame(rx.info().mac, tx.info().mac, seq, len);
+      if (at !== null) f.writeUInt32BE(word, at);
+      return f;
+    };
+    // Kept: the word at 22, at 96 (last offset within 100), at an odd offset.
+    // Dropped: no word; the word at 97 (past the limit); a frame too short to hold it.
+    const receiving = rx.recv({ max: 16, min: 3, timeoutMs: 3000 });
+    await tx.send([mk(1, 22), mk(2, null), mk(3, 97), mk(4, 96), mk(5, null, 60), mk(6, 51)]);
+    const got = (await receiving).map(seqOf);
+    await new Promise((r) => setTimeout(r, 100));
+    const late = (await rx.recv({ max: 16, min: 1, timeoutMs: 100 })).map(seqOf);
+    expect([...got, ...late]).toEqual([1, 4, 6]);
+  });
+
   it('waits on the thread pool: timers keep firing during recv, and close() wakes a waiting recv', async () => {
     const rx = sock({ ifname: 'rx0', netns: ns(), timestamping: 'software', protocol: ETHERTYPE });
     let ticks = 0;

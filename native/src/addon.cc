@@ -364,7 +364,7 @@ struct AddonData {
   Napi::FunctionReference socketClass;
 };
 
-// open({ ifname, netns, protocol, mode, ignoreOutgoing, rcvbuf }): synchronous
+// open({ ifname, netns, protocol, mode, ignoreOutgoing, rcvbuf, matchWord, matchWithin }): synchronous
 // (a few ioctls; setns is per thread, so it runs on the caller's).
 Napi::Value open(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -395,6 +395,8 @@ Napi::Value open(const Napi::CallbackInfo& info) {
       opt.ignoreOutgoing = ig.As<Napi::Boolean>().Value();
     }
     if (!o.Get("rcvbuf").IsUndefined()) opt.rcvbuf = int(uintArg(o.Get("rcvbuf"), "rcvbuf", 0, 1 << 30));
+    if (!o.Get("matchWord").IsUndefined()) opt.matchWord = uint32_t(uintArg(o.Get("matchWord"), "matchWord", 0, 0xffffffffu));
+    if (!o.Get("matchWithin").IsUndefined()) opt.matchWithin = uint32_t(uintArg(o.Get("matchWithin"), "matchWithin", 0, 1024));
     std::unique_ptr<mup::PacketSocket> s = mup::PacketSocket::open(opt);
     AddonData* data = env.GetInstanceData<AddonData>();
     Napi::Object obj = data->socketClass.New({Napi::External<mup::PacketSocket>::New(env, s.get())});

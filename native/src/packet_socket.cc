@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/errqueue.h>
+#include <linux/filter.h>
 #include <linux/ethtool.h>
 #include <linux/if_packet.h>
 #include <linux/sockios.h>
@@ -278,6 +279,23 @@ std::unique_ptr<PacketSocket> PacketSocket::open(const OpenOptions& opt) {
     if (opt.rcvbuf > 0 && setsockopt(fd.fd, SOL_SOCKET, SO_RCVBUFFORCE, &opt.rcvbuf, sizeof opt.rcvbuf) != 0 &&
         setsockopt(fd.fd, SOL_SOCKET, SO_RCVBUF, &opt.rcvbuf, sizeof opt.rcvbuf) != 0) {
       throw SysError(errno, "setsockopt(SO_RCVBUF)", "size the receive buffer of " + on, "");
+    }
+
+    if (opt.matchWithin > 0) {
+      // For each offset: load the word there, accept on a match, else go on.
+      // A load past the frame's end ends the filter with 0: dropped, so a
+      // frame is kept only if the word is in it, before its end.
+      std::vector<sock_filter> prog;
+      for (uint32_t off = 0; off + 4 <= opt.matchWithin; off++) {
+        prog.push_back(sock_filter{BPF_LD | BPF_W | BPF_ABS, 0, 0, off});
+        prog.push_back(sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0, 1, opt.matchWord});
+        prog.push_back(sock_filter{BPF_RET | BPF_K, 0, 0, 0xffffffffu});
+      }
+      prog.push_back(sock_filter{BPF_RET | BPF_K, 0, 0, 0});
+      sock_fprog fprog{static_cast<unsigned short>(prog.size()), prog.data()};
+      if (setsockopt(fd.fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog) != 0) {
+        throw SysError(errno, "setsockopt(SO_ATTACH_FILTER)", "attach the frame filter to " + on, "");
+      }
     }
 
     sockaddr_ll sll{};

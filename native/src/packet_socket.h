@@ -60,6 +60,10 @@ struct OpenOptions {
   Mode mode = Mode::Auto;
   bool ignoreOutgoing = true;  // PACKET_IGNORE_OUTGOING: do not receive our own frames
   int rcvbuf = 4 << 20;
+  // A classic BPF socket filter: keep only frames holding the 32-bit word
+  // matchWord (network order) at some offset below matchWithin; 0: no filter.
+  uint32_t matchWord = 0;
+  uint32_t matchWithin = 0;
 };
 
 struct RxPacket {

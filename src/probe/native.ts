@@ -53,6 +53,12 @@ export interface OpenOptions {
   readonly ignoreOutgoing?: boolean;
   /** SO_RCVBUF(FORCE) in bytes; default 4 MiB. The error queue of TX stamps counts against it. */
   readonly rcvbufBytes?: number;
+  /**
+   * Receive only frames holding this 32-bit word (big endian) at some offset
+   * in their first `within` bytes (at most 1024): a classic BPF socket filter
+   * in the kernel, so other traffic on the interface costs no copy.
+   */
+  readonly match?: { readonly word: number; readonly within: number };
 }
 
 export interface Timestamp {
@@ -179,6 +185,8 @@ interface Addon {
     mode?: TimestampMode;
     ignoreOutgoing?: boolean;
     rcvbuf?: number;
+    matchWord?: number;
+    matchWithin?: number;
   }): RawSocket;
   sampleClocks(ptpDevice: string | null, samples: number): RawClocks;
   errnoName(errno: number): string;
@@ -259,6 +267,8 @@ export class TimestampingSocket {
           mode: options.timestamping ?? 'auto',
           ignoreOutgoing: options.ignoreOutgoing,
           rcvbuf: options.rcvbufBytes,
+          matchWord: options.match?.word,
+          matchWithin: options.match?.within,
         }),
       );
     } catch (e) {
