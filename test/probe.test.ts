@@ -52,6 +52,7 @@ describe.skipIf(!ready)('mup probe through the translator between namespaces', (
 
   beforeAll(async () => {
     await sweepStaleNamespaces();
+    writeFileSync(join(dir, 'mup.yaml'), CONFIG);
     lab = await Lab.create(['gnb', 'mup', 'core', 'dn']);
     await buildLab(lab);
     // The translator's FIB next hops resolved before the run: a frame that
@@ -156,7 +157,6 @@ describe.skipIf(!ready)('mup probe through the translator between namespaces', (
 
   it('the CLI runs the same probe, loading the data plane itself, and writes its files', async () => {
     const cfg = join(dir, 'mup.yaml');
-    writeFileSync(cfg, CONFIG);
     const out = join(dir, 'out');
     const r = await execa(
       'node',
@@ -177,6 +177,43 @@ describe.skipIf(!ready)('mup probe through the translator between namespaces', (
     expect(report.directions.map((d) => d.records)).toEqual([250, 250]);
     for (const f of ['samples.csv', 'cdf-wire.svg', 'cdf-residence.svg', 'report.txt']) expect(existsSync(join(out, f)), f).toBe(true);
     // Nothing left attached by the CLI.
+    expect(await lab!.ip('mup', '-d', 'link', 'show')).not.toMatch(/prog\/xdp/);
+  });
+
+  it('--sweep: probes under 0, 50 and 100 % of a background load from the live-frame generator, plotted against it', async () => {
+    const out = join(dir, 'sweep');
+    const r = await execa(
+      'node',
+      [
+        MUP_BIN, 'probe', '--config', join(dir, 'mup.yaml'), '--attach', `${lab!.ns('mup')}/to-gnb,${lab!.ns('mup')}/to-core`,
+        '--tx-netns', lab!.ns('gnb'), '--tx-dev', 'to-mup', '--rx-netns', lab!.ns('core'), '--rx-dev', 'to-mup',
+        '--direction', 'uplink', '--rate', '500', '--timestamping', 'software', '--no-progress',
+        '--sweep', '--sweep-rate', '20000', '--sweep-steps', '0,50,100', '--sweep-seconds', '0.5', '--out', out,
+      ],
+      { reject: false, timeout: 90_000 },
+    );
+    expect(r.exitCode, r.stderr).toBe(0);
+    const sweep = JSON.parse(readFileSync(join(out, 'sweep.json'), 'utf8')) as {
+      rows: { percent: number; offeredPps: number; achievedPps: number; lost: number; wireP50: number; residenceP50: number }[];
+    };
+    expect(sweep.rows.map((x) => [x.percent, x.offeredPps])).toEqual([
+      [0, 0],
+      [50, 10000],
+      [100, 20000],
+    ]);
+    expect(sweep.rows[0]!.achievedPps).toBe(0);
+    // The generator ran (what it reached depends on the host; it is reported, not judged).
+    for (const row of sweep.rows.slice(1)) expect(row.achievedPps).toBeGreaterThan(0);
+    for (const row of sweep.rows) {
+      expect(row.wireP50).toBeGreaterThan(0);
+      expect(row.residenceP50).toBeGreaterThan(0);
+    }
+    for (const f of ['sweep-wire.svg', 'sweep-residence.svg']) {
+      const svg = readFileSync(join(out, f), 'utf8');
+      expect(XMLValidator.validate(svg), f).toBe(true);
+      expect(svg).toMatch(/uplink p99/);
+      if (resvg !== null) expect(new resvg.Resvg(svg).render().asPng().subarray(1, 4).toString()).toBe('PNG');
+    }
     expect(await lab!.ip('mup', '-d', 'link', 'show')).not.toMatch(/prog\/xdp/);
   });
 
@@ -206,6 +243,23 @@ describe.skipIf(!ready)('mup probe through the translator between namespaces', (
       expect(d.agreement.within100ns, d.dir).toBe(d.agreement.compared);
       expect(d.agreement.compared, d.dir).toBe(100_000);
     }
+  }, 180_000);
+
+  // The sweep for the README: 10 %..100 % of 300,000 frames/s, 2 s per step.
+  it.runIf(process.env['MUP_PROBE_ACCEPTANCE'] === '1')('acceptance: --sweep 10..100 % of 300,000 frames/s', async () => {
+    const out = join(process.cwd(), 'build', 'probe-sweep');
+    const r = await execa(
+      'node',
+      [
+        MUP_BIN, 'probe', '--config', join(dir, 'mup.yaml'), '--attach', `${lab!.ns('mup')}/to-gnb,${lab!.ns('mup')}/to-core`,
+        '--tx-netns', lab!.ns('gnb'), '--tx-dev', 'to-mup', '--rx-netns', lab!.ns('core'), '--rx-dev', 'to-mup',
+        '--direction', 'uplink', '--rate', '2000', '--timestamping', 'software', '--no-progress',
+        '--sweep', '--sweep-rate', '300000', '--sweep-seconds', '2', '--out', out,
+      ],
+      { reject: false, timeout: 170_000 },
+    );
+    console.log(r.stdout);
+    expect(r.exitCode, r.stderr).toBe(0);
   }, 180_000);
 });
 

@@ -10,6 +10,7 @@ import { parseIpv4, parseIpv6 } from '../sid/addr.js';
 import type { DirectionSetup, Endpoint, ProbeRunResult } from '../probe/run.js';
 import type { StampSession } from '../probe/session.js';
 import type { TimestampMode } from '../probe/native.js';
+import { registerLoadgen } from './probe-sweep.js';
 
 interface Io {
   out(s: string): void;
@@ -153,6 +154,7 @@ export async function stampSession(o: ProbeCliOpts, attach: readonly Endpoint[],
 }
 
 export function registerProbe(program: Command, io: Io): void {
+  registerLoadgen(program, io);
   program
     .command('probe')
     .summary('one-way latency through the translator: probes, wire stamps, in-band stamps')
