@@ -109,7 +109,13 @@ export async function loadgenMain(specJson: string, out: (s: string) => void): P
       if (elapsed >= spec.seconds) break;
       const due = Math.floor(elapsed * spec.rate);
       if (due - sent >= chunk || (due > sent && spec.rate < 6400)) {
-        sent += g.send(Math.min(due - sent, 8 * chunk));
+        try {
+          sent += g.send(Math.min(due - sent, 8 * chunk));
+        } catch (e) {
+          // SIGTERM (the step is over) interrupts a run in the kernel: EINTR.
+          if ((e as { code?: string }).code === 'EINTR') break;
+          throw e;
+        }
       } else {
         await new Promise((r) => setTimeout(r, 2));
       }
