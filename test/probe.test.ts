@@ -23,7 +23,7 @@ import { parseIpv4, parseIpv6 } from '../src/sid/addr.js';
 import { ADDON_PATH } from '../src/probe/native.js';
 import { Lab, sweepStaleNamespaces, TESTPEER_OBJECT } from './helpers/netns.js';
 import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, N3, UE } from './helpers/topology.js';
-import { MUP_BIN } from './helpers/daemon.js';
+import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
 
 const ready = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT) && existsSync(ADDON_PATH) && process.getuid?.() === 0;
 const resvg = await import('@resvg/resvg-js').catch(() => null);
@@ -215,6 +215,50 @@ describe.skipIf(!ready)('mup probe through the translator between namespaces', (
       if (resvg !== null) expect(new resvg.Resvg(svg).render().asPng().subarray(1, 4).toString()).toBe('PNG');
     }
     expect(await lab!.ip('mup', '-d', 'link', 'show')).not.toMatch(/prog\/xdp/);
+  });
+
+  it('with the daemon: POST /v1/probe switches the stamps, bad bodies get 400, and mup probe --socket reads them', async () => {
+    const d = new TestDaemon({
+      config: `interfaces:\n  - { name: to-gnb }\n  - { name: to-core }\n${CONFIG}`,
+      netns: lab!.ns('mup'),
+      instance: `probe${process.pid}`,
+    });
+    try {
+      await d.start();
+      const off = await d.api('GET', '/v1/probe');
+      expect(off.status).toBe(200);
+      expect(off.body).toMatchObject({ probe: { enabled: false, udp_port: 0, sample: 1, mac: true } });
+      for (const [body, path] of [
+        [{ enabled: 'yes' }, 'enabled'],
+        [{ enabled: true, udp_port: 70000 }, 'udp_port'],
+        [{ enabled: true, sample: 0 }, 'sample'],
+        [{ enabled: true, colour: 'red' }, 'colour'],
+      ] as const) {
+        const r = await d.api('POST', '/v1/probe', { body });
+        expect(r.status, JSON.stringify(body)).toBe(400);
+        expect(r.body, JSON.stringify(body)).toMatchObject({ path });
+      }
+      const r = await execa(
+        'node',
+        [
+          MUP_BIN, 'probe', '--socket', d.socket, '--up-dst-mac', await mac('mup', 'to-gnb'), '--down-dst-mac', await mac('mup', 'to-core'),
+          '--tx-netns', lab!.ns('gnb'), '--tx-dev', 'to-mup', '--rx-netns', lab!.ns('core'), '--rx-dev', 'to-mup',
+          '--dl-src', DL_TUNSRC, '--dl-sid', DL_SID, '--rate', '500', '--duration', '0.5', '--timestamping', 'software', '--json', '--no-progress',
+        ],
+        { reject: false, timeout: 60_000 },
+      );
+      expect(r.exitCode, r.stderr).toBe(0);
+      const report = JSON.parse(r.stdout) as { directions: { dir: string; records: number; sequence: { lost: number }; agreement: { within100ns: number } }[] };
+      for (const x of report.directions) {
+        expect(x.sequence.lost, x.dir).toBe(0);
+        expect(x.records, x.dir).toBe(250);
+        expect(x.agreement.within100ns, x.dir).toBe(250);
+      }
+      // The probe switched the stamps off again when it was done.
+      expect((await d.api('GET', '/v1/probe')).body).toMatchObject({ probe: { enabled: false } });
+    } finally {
+      await d.cleanup();
+    }
   });
 
   // The issue's acceptance run, 10,000 probes/s for 10 s each way: about 20 s,
