@@ -68,11 +68,13 @@ export function formatReport(r: ProbeRunResult): string {
   return [...head, '', ...blocks.flatMap((b) => [b, '']), ...notes, ...(notes.length > 0 ? [''] : [])].join('\n');
 }
 
-/** JSON: everything but the raw samples (those go to the CSV) and the histograms as HDR buckets. */
+/** JSON: everything but the raw samples and IPDV values (those go to the CSV); histograms as HDR buckets. */
 export function reportJson(r: ProbeRunResult): string {
   const { samples, ...rest } = r;
   void samples;
-  return JSON.stringify(rest, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2) + '\n';
+  // The IPDV values one by one are in the CSV (consecutive wire_ns): here the summary.
+  const directions = rest.directions.map((d) => ({ ...d, ipdv: { ...d.ipdv, values: undefined } }));
+  return JSON.stringify({ ...rest, directions }, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2) + '\n';
 }
 
 export const SAMPLE_HEADER = [
