@@ -93,11 +93,13 @@ export async function startGnb(t: LabTopology, bpffs: string): Promise<void> {
 /** The emulator's counters, summed over CPUs. */
 export async function gnbCounters(bpffs: string): Promise<GnbCounters> {
   const r = await run('bpftool', ['-j', 'map', 'dump', 'pinned', join(mapDir(bpffs), 'gnb_counters')]);
-  const rows = JSON.parse(r.stdout) as { key: number; values: { cpu: number; value: number }[] }[];
+  // With BTF, bpftool adds "formatted" (key and per-CPU values as numbers).
+  const rows = JSON.parse(r.stdout) as { formatted?: { key: number; values: { cpu: number; value: number }[] } }[];
   const out = Object.fromEntries(GNB_COUNTERS.map((n) => [n, 0])) as GnbCounters;
   for (const row of rows) {
-    const name = GNB_COUNTERS[row.key];
-    if (name !== undefined) out[name] = row.values.reduce((s, v) => s + Number(v.value), 0);
+    if (row.formatted === undefined) throw new Error('bpftool map dump gave no "formatted" values (BTF missing from build/gnb.bpf.o?)');
+    const name = GNB_COUNTERS[row.formatted.key];
+    if (name !== undefined) out[name] = row.formatted.values.reduce((s, v) => s + Number(v.value), 0);
   }
   return out;
 }

@@ -226,9 +226,9 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
       ...[t.core.toMup, t.core.toDn, t.core.toMeca, t.core.toMecb].map((d) => `link set ${d} up`),
       // Uplink: End.DX4 for every SID under each sr_prefix. The data-network
       // host owns the inner destination (End.DX4 resolves it by ARP on the link).
-      `route add ${t.sids.dnPrefix} encap seg6local action End.DX4 nh4 ${t.dn.addr} dev ${t.core.toDn}`,
-      `route add ${t.sids.mecaPrefix} encap seg6local action End.DX4 nh4 ${t.mec.aAddr} dev ${t.core.toMeca}`,
-      `route add ${t.sids.mecbPrefix} encap seg6local action End.DX4 nh4 ${t.mec.bAddr} dev ${t.core.toMecb}`,
+      `route add ${t.sids.dnPrefix} encap seg6local action End.DX4 nh4 ${t.dn.addr} count dev ${t.core.toDn}`,
+      `route add ${t.sids.mecaPrefix} encap seg6local action End.DX4 nh4 ${t.mec.aAddr} count dev ${t.core.toMeca}`,
+      `route add ${t.sids.mecbPrefix} encap seg6local action End.DX4 nh4 ${t.mec.bAddr} count dev ${t.core.toMecb}`,
       // Downlink: H.Encaps of the UE pool to the SID naming gNB, QFI and TEID.
       `sr tunsrc set ${t.core.tunsrc}`,
       `route add ${t.uePool} encap seg6 mode encap segs ${t.sids.dlSid} dev ${t.core.toMup}`,
