@@ -190,13 +190,22 @@ export async function captureWires(t: LabTopology, dir: string, count: number, t
     await Promise.race([Promise.all(procs.map((p) => p.done)), sleep(2000)]);
     for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
   }
-  const out: WireCapture[] = [];
-  for (const w of wires) {
-    const summary = (await run('tshark', ['-n', '-r', w.file], { allowFail: true })).stdout.split('\n').filter((l) => l.trim() !== '');
-    const verbose = (await run('tshark', ['-n', '-r', w.file, '-V'], { allowFail: true })).stdout;
-    const malformed = verbose.split(/\n(?=Frame \d+:)/).filter((f) => /Malformed|\[Expert Info \(Error/.test(f)).length;
-    const decoded = (await run('tshark', ['-n', '-r', w.file, '-c', '1', '-O', w.detail], { allowFail: true })).stdout.trimEnd();
-    out.push({ wire: w.wire, ns: w.ns, dev: w.dev, file: w.file, frames: summary.length, decoded, summary, malformed });
-  }
-  return out;
+  // One tshark for the summaries and the first frame's detail, one for the
+  // full detail (expert errors), per wire, all at once (tshark starts slowly).
+  return Promise.all(
+    wires.map(async (w) => {
+      const [detail, verbose] = await Promise.all([
+        run('tshark', ['-n', '-r', w.file, '-P', '-O', w.detail], { allowFail: true }),
+        run('tshark', ['-n', '-r', w.file, '-V'], { allowFail: true }),
+      ]);
+      const lines = detail.stdout.split('\n');
+      const isSummary = (l: string): boolean => /^\s*\d+\s+\d+\.\d+\s/.test(l);
+      const summary = lines.filter(isSummary);
+      const first = lines.findIndex(isSummary);
+      const next = lines.findIndex((l, i) => i > first && isSummary(l));
+      const decoded = first < 0 ? '' : lines.slice(first + 1, next < 0 ? undefined : next).join('\n').trim();
+      const malformed = verbose.stdout.split(/\n(?=Frame \d+:)/).filter((fr) => /Malformed|\[Expert Info \(Error/.test(fr)).length;
+      return { wire: w.wire, ns: w.ns, dev: w.dev, file: w.file, frames: summary.length, decoded, summary, malformed };
+    }),
+  );
 }
