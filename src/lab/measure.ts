@@ -119,12 +119,14 @@ export async function tcp(t: LabTopology, path: PathName, seconds: number, port 
 
 /** iperf3 UDP at `mbps` offered, `bytes`-byte datagrams, UE -> data network; loss as the server counted it. */
 export async function udp(t: LabTopology, path: PathName, seconds: number, mbps: number, bytes: number, port = 5201): Promise<UdpResult> {
-  await nsRun(t.ns.dn, 'nstat', ['-n']);
+  // Absolute values, without touching nstat's history file (shared by every namespace).
+  const rcvbufErrors = async (): Promise<number> =>
+    Number(/UdpRcvbufErrors\s+(\d+)/.exec((await nsRun(t.ns.dn, 'nstat', ['-asz', 'UdpRcvbufErrors'])).stdout)?.[1] ?? NaN);
+  const before = await rcvbufErrors();
   const j = await iperf(t, path, ['-u', '-b', `${mbps}M`, '-l', String(bytes), '-w', UDP_SOCKET_BUFFER], seconds, port);
   const s = j.end?.sum;
   if (s === undefined) throw new Error(`iperf3 UDP ${path}: no summary`);
-  const nstat = (await nsRun(t.ns.dn, 'nstat', ['-a'])).stdout;
-  const rcvbuf = Number(/UdpRcvbufErrors\s+(\d+)/.exec(nstat)?.[1] ?? 0);
+  const rcvbuf = (await rcvbufErrors()) - before;
   return {
     sentMbps: (s.packets * bytes * 8) / s.seconds / 1e6,
     rcvbufErrors: rcvbuf,
