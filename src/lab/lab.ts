@@ -167,6 +167,7 @@ async function veth(t: LabTopology, a: keyof LabTopology['ns'], devA: string, b:
 export async function labUp(prefix: string, progress: Progress = () => undefined): Promise<{ topology: LabTopology; paths: LabPaths }> {
   const t = labTopology(prefix);
   const p = labPaths(t);
+  if (process.getuid?.() !== 0) throw new Error('mup lab builds network namespaces, veths, XDP and TC attachments and a bpffs mount: run it as root');
   checkConfig(t, LAB_CONFIG);
   for (const f of [XDP_PASS_OBJECT, MUP_BIN]) if (!existsSync(f)) throw new Error(`${f} is missing: build first (make bpf ts)`);
   await labDown(prefix, progress);
