@@ -156,25 +156,26 @@ export function registerLab(program: Command, io: Io): void {
         }),
       );
       io.out(o.json === true ? JSON.stringify(r, null, 2) + '\n' : renderRelocate(r));
-      if (r.lost > 0 || r.malformed > 0) process.exitCode = 1;
+      if (r.lost > 0 || r.malformed > 0) throw new Error(`relocation lost ${r.lost} and garbled ${r.malformed} frames (see ${r.file})`);
     });
 
   lab
     .command('shell')
     .summary('a shell (or a command) in one of the lab namespaces')
     .argument('<node>', `one of ${LAB_NODES.join(', ')}`)
-    .argument('[command...]', 'command to run instead of a shell')
+    .argument('[command...]', 'command to run instead of a shell (after --)')
     .addOption(prefixOption())
-    .addHelpText('after', '\nExamples:\n  mup lab shell ue\n  mup lab shell core ip -6 route\n  mup lab shell gnb tcpdump -ni to-mup -c 4\n')
-    .action((node: string, command: string[], o: { prefix: string }) => {
+    .addHelpText('after', '\nExamples:\n  mup lab shell ue\n  mup lab shell core -- ip -6 route          # a command goes after --: its options stay its own\n  mup lab shell gnb -- tcpdump -ni to-mup -c 4\n  mup lab shell ue --prefix mlab2 -- ping -I 10.45.0.2 203.0.113.5\n')
+    .action(async (node: string, command: string[], o: { prefix: string }) => {
       const t = labTopology(o.prefix);
       if (!(LAB_NODES as readonly string[]).includes(node)) throw new Error(`no lab node "${node}": one of ${LAB_NODES.join(', ')}`);
       const ns = t.ns[node as (typeof LAB_NODES)[number]];
+      const { listNamespaces } = await import('../netns-sweep.js');
+      if (!(await listNamespaces()).includes(ns)) {
+        throw new Error(`lab "${o.prefix}" is not up (no namespace ${ns}): mup lab up${o.prefix === DEFAULT_PREFIX ? '' : ` --prefix ${o.prefix}`}`);
+      }
       const argv = command.length > 0 ? command : [process.env['SHELL'] ?? '/bin/bash'];
       const r = spawnSync('ip', ['netns', 'exec', ns, ...argv], { stdio: 'inherit' });
-      if (r.status !== 0) {
-        if (r.status === 255 || r.status === 1) io.err(`mup lab shell: is lab "${o.prefix}" up? (mup lab up${o.prefix === DEFAULT_PREFIX ? '' : ` --prefix ${o.prefix}`})\n`);
-        process.exitCode = r.status ?? 2;
-      }
+      if (r.status !== 0 && command.length > 0) throw new Error(`${argv.join(' ')} in ${ns} exited with ${r.status ?? r.signal}`);
     });
 }

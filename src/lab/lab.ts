@@ -5,7 +5,7 @@
  * /run/mup-lab/<prefix>/), and remove exactly that again.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, closeSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -151,6 +151,11 @@ export async function labDown(prefix: string, progress: Progress = () => undefin
   if (existsSync(p.dir)) {
     rmSync(p.dir, { recursive: true, force: true });
     removed.push(`directory ${p.dir}`);
+    try {
+      rmdirSync(LAB_RUN_DIR); // only when no other lab has its directory there
+    } catch {
+      // another lab's, or gone
+    }
   }
   if (removed.length > 0) progress(`removed ${removed.length} things of lab "${prefix}"`);
   return removed;
