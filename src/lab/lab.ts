@@ -220,6 +220,7 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
       `route add ${t.sids.dnPrefix} via ${t.core.v6} dev ${t.mup.core}`,
       `route add ${t.sids.mecaPrefix} via ${t.core.v6} dev ${t.mup.core}`,
       `route add ${t.sids.mecbPrefix} via ${t.core.v6} dev ${t.mup.core}`,
+      `route add ${t.sids.coreEnd}/128 via ${t.core.v6} dev ${t.mup.core}`,
       `route add ${t.plainPool} via ${t.gnb.addr} dev ${t.mup.n3}`,
       `route add default via ${t.core.plainV4} dev ${t.mup.core}`,
     ]);
@@ -235,6 +236,8 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
       `route add ${t.sids.dnPrefix} encap seg6local action End.DX4 nh4 ${t.dn.addr} count dev ${t.core.toDn}`,
       `route add ${t.sids.mecaPrefix} encap seg6local action End.DX4 nh4 ${t.mec.aAddr} count dev ${t.core.toMeca}`,
       `route add ${t.sids.mecbPrefix} encap seg6local action End.DX4 nh4 ${t.mec.bAddr} count dev ${t.core.toMecb}`,
+      // End for a policy with segments: SRH [B, coreEnd], SL 1 -> End -> B's End.DX4.
+      `route add ${t.sids.coreEnd}/128 encap seg6local action End count dev ${t.core.toMup}`,
       // Downlink: H.Encaps of the UE pool to the SID naming gNB, QFI and TEID.
       `sr tunsrc set ${t.core.tunsrc}`,
       `route add ${t.uePool} encap seg6 mode encap segs ${t.sids.dlSid} dev ${t.core.toMup}`,

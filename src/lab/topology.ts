@@ -75,6 +75,8 @@ export interface LabTopology {
     readonly dnPrefix: string;
     readonly mecaPrefix: string;
     readonly mecbPrefix: string;
+    /** A kernel seg6local End in core: a policy segment before the last SID (interop: SRH with Segments Left 1). */
+    readonly coreEnd: string;
     /** H.M.GTP4.D source prefix (P 64). */
     readonly srcPrefix: string;
     /** End.M.GTP4.E local SID prefix. */
@@ -130,7 +132,7 @@ export function labTopology(prefix: string = DEFAULT_PREFIX): LabTopology {
     },
     dn: { dev: 'to-core', addr: '203.0.113.5', mtu: 3400 },
     mec: { dev: 'to-core', anycast: '203.0.113.100', aAddr: '10.200.1.2', bAddr: '10.200.2.2' },
-    sids: { dnPrefix, mecaPrefix: '2001:db8:a::/48', mecbPrefix: '2001:db8:b::/48', srcPrefix, dlPrefix, ulSid, dlSid, ulSrc },
+    sids: { dnPrefix, mecaPrefix: '2001:db8:a::/48', mecbPrefix: '2001:db8:b::/48', coreEnd: '2001:db8:e::1', srcPrefix, dlPrefix, ulSid, dlSid, ulSrc },
     uePool: '10.45.0.0/16',
     plainPool: '10.99.0.0/24',
   };
