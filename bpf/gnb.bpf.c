@@ -115,8 +115,14 @@ int gnb_uplink(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	}
 	inner_len = bpf_ntohs(ip->tot_len);
-	/* Per-flow UDP source port (ECMP entropy), from addresses and protocol. */
+	/* Per-flow UDP source port (ECMP entropy): addresses, protocol and, for
+	 * TCP/UDP without IP options, the ports. */
 	hash = ip->saddr ^ ip->daddr ^ ((__u32)ip->protocol << 16);
+	if (ip->ihl == 5 && (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) &&
+	    (void *)(ip + 1) + 4 <= data_end)
+		hash ^= *(__u32 *)(ip + 1);
+	hash ^= hash >> 16;
+	hash *= 0x45d9f3b;
 	hash ^= hash >> 16;
 
 	h.ip.version = 4;
