@@ -45,6 +45,9 @@ export interface SiteResult {
   /** First and last arrival, ms after the API call (negative: before it). */
   readonly firstMs: number | null;
   readonly lastMs: number | null;
+  /** When the UE sent the first and the last of them, ms after the API call. */
+  readonly firstSentMs: number | null;
+  readonly lastSentMs: number | null;
 }
 
 export interface RelocateReport {
@@ -72,6 +75,7 @@ export interface RelocateReport {
 interface RecvOut {
   seqs: number[];
   times: number[];
+  sent: number[];
   malformed: number;
 }
 
@@ -115,6 +119,8 @@ function site(r: RecvOut, t0: bigint): SiteResult {
     lastSeq: n > 0 ? r.seqs[n - 1]! : null,
     firstMs: n > 0 ? ms(r.times[0]!) : null,
     lastMs: n > 0 ? ms(r.times[n - 1]!) : null,
+    firstSentMs: n > 0 ? ms(r.sent[0]!) : null,
+    lastSentMs: n > 0 ? ms(r.sent[n - 1]!) : null,
   };
 }
 
@@ -238,6 +244,7 @@ export function renderRelocate(r: RelocateReport): string {
     `  lost ${r.lost}, duplicated ${r.duplicated}, reordered ${r.reordered}, malformed ${r.malformed}${r.lost > 0 ? ` (first lost: ${r.lostSeqs.slice(0, 10).join(', ')})` : ''}`,
     `  site A: ${r.siteA.received} frames (seq ${r.siteA.firstSeq ?? '-'}..${r.siteA.lastSeq ?? '-'}); site B: ${r.siteB.received} frames (seq ${r.siteB.firstSeq ?? '-'}..${r.siteB.lastSeq ?? '-'})`,
     `  API call -> answer ${r.apiMs.toFixed(3)} ms; -> first frame at B ${ms(r.firstAtBMs)}; -> last frame at A ${ms(r.lastAtAMs)}`,
+    `  (sent by the UE: the last frame of A at ${ms(r.siteA.lastSentMs)}, the first of B at ${ms(r.siteB.firstSentMs)}, from the API call; times are CLOCK_MONOTONIC, negative = before the call)`,
     `  downlink after the switch: ping ${r.downlinkAfter.received}/${r.downlinkAfter.sent}${r.downlinkAfter.rttMs === null ? '' : `, median ${r.downlinkAfter.rttMs.median.toFixed(3)} ms`}`,
     `  written: ${r.file}`,
     '',

@@ -57,6 +57,7 @@ def recv(a):
     print("ready", flush=True)
     seqs = []
     times = []
+    sent = []
     malformed = 0
     deadline = time.monotonic() + a.seconds
     last = None
@@ -73,10 +74,11 @@ def recv(a):
         if len(data) != a.size or data[:8] != MAGIC:
             malformed += 1
             continue
-        _, seq, _ = HDR.unpack_from(data)
+        _, seq, ts = HDR.unpack_from(data)
         seqs.append(seq)
         times.append(t)
-    print(json.dumps({"seqs": seqs, "times": times, "malformed": malformed}))
+        sent.append(ts)
+    print(json.dumps({"seqs": seqs, "times": times, "sent": sent, "malformed": malformed}))
 
 
 def main():
