@@ -13,7 +13,7 @@ STAMP := build/.deps
 NATIVE_SRC := native/binding.gyp $(wildcard native/src/*.cc native/src/*.h)
 NATIVE_ADDON := native/build/Release/mup_tstamp.node
 
-.PHONY: all deps bpf ts native test demo bench bench-micro bench-daemon fuzz clean
+.PHONY: all deps bpf ts native test demo replay-demo lab-relocate bench bench-micro bench-daemon fuzz clean
 
 all: bpf ts native
 
@@ -43,8 +43,18 @@ test: bpf ts native
 	npx vitest run --reporter=default --reporter=json --outputFile.json=build/vitest.json; \
 	  rc=$$?; node scripts/test-summary.mjs build/vitest.json; exit $$rc
 
+# The lab (namespaces of its own, removed at the end): translated vs plain
+# ping / iperf3, counters, decoded wires. ARGS=--keep leaves it up.
 demo: bpf ts
-	bash scripts/demo.sh
+	bash scripts/demo.sh $(ARGS)
+
+# The earlier demo: N3 frames replayed through the XDP program (no network).
+replay-demo: bpf ts
+	bash scripts/replay-demo.sh
+
+# MEC relocation under a 20,000 frames/s stream (mup lab relocate).
+lab-relocate: bpf ts
+	node bin/mup.js lab relocate $(ARGS)
 
 # RFC 2544 throughput, translator vs kernel and XDP baselines (namespaces of
 # its own, removed at the end). Not part of `make test`. ARGS=--quick for 2 s trials.

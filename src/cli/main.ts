@@ -9,6 +9,7 @@ import type { Config } from '../config/types.js';
 import { DEFAULT_OBJECT } from '../paths.js';
 import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../replay.js';
 import { registerBench } from './bench.js';
+import { registerLab } from './lab.js';
 import { registerOps } from './ops.js';
 import { registerProbe } from './probe.js';
 
@@ -47,6 +48,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
   registerOps(program, io);
   registerBench(program, io);
   registerProbe(program, io);
+  registerLab(program, io);
 
   program
     .command('replay')

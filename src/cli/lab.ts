@@ -1,0 +1,181 @@
+/**
+ * `mup lab up|run|down|shell|relocate`: a whole mobile user plane in
+ * network namespaces (src/lab/), as root.
+ */
+import { spawnSync } from 'node:child_process';
+import { Command, Option } from 'commander';
+import { LAB_NODES, DEFAULT_PREFIX, labTopology } from '../lab/topology.js';
+
+interface Io {
+  out(s: string): void;
+  err(s: string): void;
+}
+
+function num(s: string, what: string, min: number, max: number): number {
+  const n = Number(s);
+  if (!Number.isFinite(n) || n < min || n > max) throw new Error(`--${what} ${s}: a number from ${min} to ${max}`);
+  return n;
+}
+
+const prefixOption = (): Option =>
+  new Option('--prefix <name>', `namespace prefix: namespaces are <prefix>-{${LAB_NODES.join(',')}}; a second lab needs another`).default(DEFAULT_PREFIX);
+
+/** Remove the lab on Ctrl-C / SIGTERM while `work` runs, then exit 130. */
+async function withSignals<T>(prefix: string, io: Io, work: () => Promise<T>): Promise<T> {
+  const onSignal = (sig: string): void => {
+    io.err(`\nmup lab: ${sig}: removing lab "${prefix}"\n`);
+    void import('../lab/lab.js')
+      .then((m) => m.labDown(prefix))
+      .finally(() => process.exit(130));
+  };
+  const handlers = (['SIGINT', 'SIGTERM'] as const).map((s) => [s, () => onSignal(s)] as const);
+  for (const [s, h] of handlers) process.once(s, h);
+  try {
+    return await work();
+  } finally {
+    for (const [s, h] of handlers) process.removeListener(s, h);
+  }
+}
+
+export function registerLab(program: Command, io: Io): void {
+  const progress = (m: string): void => io.err(`[lab] ${m}\n`);
+  const lab = program
+    .command('lab')
+    .summary('a whole mobile user plane in network namespaces: UE, gNB emulator, translator, kernel SRv6 core, data network')
+    .description(
+      'Build, measure and remove the lab (as root): namespaces <prefix>-ue, -gnb (gNB emulator, TC BPF), -mup ' +
+        '(mup daemon with config/lab.yaml), -core (Linux kernel SRv6: End.DX4 uplink, seg6 encap downlink), -dn ' +
+        '(data network), -meca and -mecb (two MEC sites). Addresses and SIDs: README "The lab", src/lab/topology.ts.',
+    )
+    .addHelpText(
+      'after',
+      '\nExamples:\n' +
+        '  mup lab run                      # what make demo runs: up, measure, report, down\n' +
+        '  mup lab up && mup lab shell ue   # a shell on the UE: ping -I 10.45.0.2 203.0.113.5\n' +
+        '  mup lab relocate                 # MEC relocation under a 20,000 frames/s stream\n' +
+        '  mup lab down                     # remove everything the lab made\n',
+    );
+
+  lab
+    .command('up')
+    .summary('build the lab and start its translator (a previous lab with the prefix is removed first)')
+    .addOption(prefixOption())
+    .addHelpText('after', '\nExamples:\n  mup lab up\n  mup lab up --prefix mlab2   # a second lab beside the first\n')
+    .action(async (o: { prefix: string }) => {
+      const { labUp } = await import('../lab/lab.js');
+      const { topology: t, paths: p } = await withSignals(o.prefix, io, () => labUp(o.prefix, progress));
+      io.out(
+        `lab "${o.prefix}" is up: namespaces ${Object.values(t.ns).join(' ')}\n` +
+          `  translated: ip netns exec ${t.ns.ue} ping -I ${t.ue.addr} ${t.dn.addr}\n` +
+          `  plain:      ip netns exec ${t.ns.ue} ping -I ${t.ue.plainAddr} ${t.dn.addr}\n` +
+          `  translator: MUP_SOCKET=${p.socket} mup stats\n` +
+          `  remove it:  mup lab down${o.prefix === DEFAULT_PREFIX ? '' : ` --prefix ${o.prefix}`}\n`,
+      );
+    });
+
+  lab
+    .command('down')
+    .summary('remove what a lab with this prefix made: daemon, processes in its namespaces, namespaces, pins')
+    .addOption(prefixOption())
+    .addHelpText('after', '\nExamples:\n  mup lab down\n  mup lab down --prefix mlab2\n')
+    .action(async (o: { prefix: string }) => {
+      const { labDown } = await import('../lab/lab.js');
+      const removed = await labDown(o.prefix);
+      io.out(removed.length === 0 ? `nothing of lab "${o.prefix}" was there\n` : removed.map((r) => `removed ${r}\n`).join(''));
+    });
+
+  lab
+    .command('run')
+    .summary('lab up, ping / iperf3 TCP / iperf3 UDP through the translated and the plain path, report, lab down')
+    .description(
+      'Builds the lab, measures ping RTT, iperf3 TCP and iperf3 UDP at 500 Mbit/s offered from the UE to the data ' +
+        'network through the translated path (GTP-U, H.M.GTP4.D, kernel End.DX4; back: kernel seg6 encap, ' +
+        'End.M.GTP4.E) and through a plain routed path between the same namespaces, prints a table, the ' +
+        "translator's counters and one tshark-decoded frame per wire, writes lab-run.json and lab-run.md, and " +
+        'removes the lab (unless --keep). Timings depend on the host: the load average is in the report.',
+    )
+    .addOption(prefixOption())
+    .option('--keep', 'leave the lab up afterwards (mup lab down removes it)')
+    .option('--out <dir>', 'where the JSON, Markdown and pcaps go', 'build/lab')
+    .option('--ping-count <n>', 'pings per path', '20')
+    .option('--tcp-seconds <s>', 'iperf3 TCP duration per path', '10')
+    .option('--udp-seconds <s>', 'iperf3 UDP duration per path', '10')
+    .option('--udp-mbps <n>', 'iperf3 UDP offered rate, Mbit/s', '500')
+    .option('--json', 'print the report as JSON instead of the table')
+    .addHelpText('after', '\nExamples:\n  mup lab run\n  mup lab run --tcp-seconds 3 --udp-seconds 3 --keep\n  mup lab run --json | jq .ratio\n')
+    .action(async (o: { prefix: string; keep?: boolean; out: string; pingCount: string; tcpSeconds: string; udpSeconds: string; udpMbps: string; json?: boolean }) => {
+      const { runLab, renderText, RUN_DEFAULTS } = await import('../lab/run.js');
+      labTopology(o.prefix); // a bad prefix fails before anything is made
+      const r = await withSignals(o.prefix, io, () =>
+        runLab({
+          prefix: o.prefix,
+          out: o.out,
+          keep: o.keep === true,
+          pingCount: num(o.pingCount, 'ping-count', 1, 10_000),
+          tcpSeconds: num(o.tcpSeconds, 'tcp-seconds', 1, 600),
+          udpSeconds: num(o.udpSeconds, 'udp-seconds', 1, 600),
+          udpMbps: num(o.udpMbps, 'udp-mbps', 1, 100_000),
+          udpBytes: RUN_DEFAULTS.udpBytes,
+          progress,
+        }),
+      );
+      io.out(o.json === true ? JSON.stringify(r, null, 2) + '\n' : renderText(r));
+    });
+
+  lab
+    .command('relocate')
+    .summary('MEC relocation: switch the UE uplink from site A to site B through the API under a steady stream')
+    .description(
+      'Sends a sequence-numbered UDP stream from the UE to the anycast address of mec-a and mec-b, with the uplink ' +
+        "policy on site A's End.DX4 SID prefix, and replaces it with site B's through PUT /v1/policies mid-stream. " +
+        'Reports frames lost, duplicated, reordered and malformed, and the time from the API call to the first frame ' +
+        'at B and the last frame at A. Uses a running lab with the prefix (and leaves it up), or builds one and ' +
+        'removes it afterwards (unless --keep).',
+    )
+    .addOption(prefixOption())
+    .option('--keep', 'leave a lab it built up afterwards')
+    .option('--rate <pps>', 'frames per second', '20000')
+    .option('--seconds <s>', 'stream duration', '4')
+    .option('--out <dir>', 'where lab-relocate.json goes', 'build/lab')
+    .option('--json', 'print the report as JSON')
+    .addHelpText('after', '\nExamples:\n  mup lab relocate\n  mup lab relocate --rate 50000 --seconds 6\n')
+    .action(async (o: { prefix: string; keep?: boolean; rate: string; seconds: string; out: string; json?: boolean }) => {
+      const { relocate, renderRelocate, RELOCATE_DEFAULTS } = await import('../lab/relocate.js');
+      labTopology(o.prefix);
+      const seconds = num(o.seconds, 'seconds', 1, 600);
+      const r = await withSignals(o.prefix, io, () =>
+        relocate({
+          prefix: o.prefix,
+          out: o.out,
+          keep: o.keep === true,
+          rate: num(o.rate, 'rate', 1, 1_000_000),
+          seconds,
+          switchAfter: seconds / 2,
+          size: RELOCATE_DEFAULTS.size,
+          progress,
+        }),
+      );
+      io.out(o.json === true ? JSON.stringify(r, null, 2) + '\n' : renderRelocate(r));
+      if (r.lost > 0 || r.malformed > 0) throw new Error(`relocation lost ${r.lost} and garbled ${r.malformed} frames (see ${r.file})`);
+    });
+
+  lab
+    .command('shell')
+    .summary('a shell (or a command) in one of the lab namespaces')
+    .argument('<node>', `one of ${LAB_NODES.join(', ')}`)
+    .argument('[command...]', 'command to run instead of a shell (after --)')
+    .addOption(prefixOption())
+    .addHelpText('after', '\nExamples:\n  mup lab shell ue\n  mup lab shell core -- ip -6 route          # a command goes after --: its options stay its own\n  mup lab shell gnb -- tcpdump -ni to-mup -c 4\n  mup lab shell ue --prefix mlab2 -- ping -I 10.45.0.2 203.0.113.5\n')
+    .action(async (node: string, command: string[], o: { prefix: string }) => {
+      const t = labTopology(o.prefix);
+      if (!(LAB_NODES as readonly string[]).includes(node)) throw new Error(`no lab node "${node}": one of ${LAB_NODES.join(', ')}`);
+      const ns = t.ns[node as (typeof LAB_NODES)[number]];
+      const { listNamespaces } = await import('../netns-sweep.js');
+      if (!(await listNamespaces()).includes(ns)) {
+        throw new Error(`lab "${o.prefix}" is not up (no namespace ${ns}): mup lab up${o.prefix === DEFAULT_PREFIX ? '' : ` --prefix ${o.prefix}`}`);
+      }
+      const argv = command.length > 0 ? command : [process.env['SHELL'] ?? '/bin/bash'];
+      const r = spawnSync('ip', ['netns', 'exec', ns, ...argv], { stdio: 'inherit' });
+      if (r.status !== 0 && command.length > 0) throw new Error(`${argv.join(' ')} in ${ns} exited with ${r.status ?? r.signal}`);
+    });
+}

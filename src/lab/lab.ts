@@ -1,0 +1,331 @@
+/**
+ * `mup lab up|down`: build the lab's namespaces, veths, addresses, routes,
+ * the kernel's SRv6 in core, the gNB emulator and the translator (`mup
+ * daemon` in the mup namespace, with a bpffs, socket and state file under
+ * /run/mup-lab/<prefix>/), and remove exactly that again.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, closeSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { listNamespaces, pidAlive } from '../netns-sweep.js';
+import { startGnb } from './gnb.js';
+import { ipBatch, nsRun, run, sleep } from './sh.js';
+import { LAB_NODES, labTopology, type LabTopology } from './topology.js';
+
+export const LAB_CONFIG = fileURLToPath(new URL('../../config/lab.yaml', import.meta.url));
+const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
+const XDP_PASS_OBJECT = fileURLToPath(new URL('../../build/testpeer.bpf.o', import.meta.url));
+export const LAB_RUN_DIR = '/run/mup-lab';
+
+export type Progress = (msg: string) => void;
+
+/** Where a lab keeps its own files (bpffs mount, daemon socket, state, log, pid). */
+export interface LabPaths {
+  readonly dir: string;
+  readonly bpffs: string;
+  readonly socket: string;
+  readonly stateFile: string;
+  readonly log: string;
+  readonly pidFile: string;
+  readonly instance: string;
+}
+
+export function labPaths(t: LabTopology): LabPaths {
+  const dir = join(LAB_RUN_DIR, t.prefix);
+  return {
+    dir,
+    bpffs: join(dir, 'bpffs'),
+    socket: join(dir, 'mup.sock'),
+    stateFile: join(dir, 'state.json'),
+    log: join(dir, 'daemon.log'),
+    pidFile: join(dir, 'daemon.pid'),
+    instance: `lab-${t.prefix}`,
+  };
+}
+
+/** One JSON request to the lab's daemon. */
+export function labApi<T = unknown>(p: LabPaths, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        socketPath: p.socket,
+        method,
+        path,
+        timeout: 20_000,
+        headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          try {
+            resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as T });
+          } catch {
+            reject(new Error(`${method} ${path}: answer is not JSON: ${text.slice(0, 200)}`));
+          }
+        });
+      },
+    );
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer from the lab's daemon within 20 s`)));
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+/** config/lab.yaml must describe the translator of this topology. */
+function checkConfig(t: LabTopology, file: string): void {
+  const c = parseYaml(readFileSync(file, 'utf8')) as {
+    interfaces?: { name: string }[];
+    policies?: { match: string; sr_prefix: string; src_prefix: string }[];
+    localsids?: { sid: string; src_prefix_len?: number }[];
+  };
+  const problems: string[] = [];
+  const names = (c.interfaces ?? []).map((i) => i.name).sort();
+  if (names.join(',') !== [t.mup.core, t.mup.n3].sort().join(',')) problems.push(`interfaces must be ${t.mup.n3} and ${t.mup.core}`);
+  const p = c.policies?.[0];
+  if (p?.match !== `${t.mup.n3Addr}/32` || p.sr_prefix !== t.sids.dnPrefix || p.src_prefix !== t.sids.srcPrefix) {
+    problems.push(`policies[0] must be match ${t.mup.n3Addr}/32, sr_prefix ${t.sids.dnPrefix}, src_prefix ${t.sids.srcPrefix}`);
+  }
+  const l = c.localsids?.[0];
+  if (l?.sid !== t.sids.dlPrefix || (l.src_prefix_len ?? 64) !== 64) problems.push(`localsids[0] must be sid ${t.sids.dlPrefix}, src_prefix_len 64`);
+  if (problems.length > 0) throw new Error(`${file} does not match the lab topology (src/lab/topology.ts): ${problems.join('; ')}`);
+}
+
+async function isMountpoint(dir: string): Promise<boolean> {
+  return (await run('mountpoint', ['-q', dir], { allowFail: true })).exitCode === 0;
+}
+
+/** The daemon of a previous lab with this prefix, if its pid file names a live `mup daemon` of this instance. */
+function labDaemonPid(p: LabPaths): number | undefined {
+  if (!existsSync(p.pidFile)) return undefined;
+  const pid = Number(readFileSync(p.pidFile, 'utf8').trim());
+  if (!Number.isInteger(pid) || pid <= 0 || !pidAlive(pid)) return undefined;
+  try {
+    const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    if (cmd.includes('daemon') && cmd.includes(p.instance)) return pid;
+  } catch {
+    // gone
+  }
+  return undefined;
+}
+
+/** Remove everything a lab with this prefix made. Returns what it removed (empty: nothing was there). */
+export async function labDown(prefix: string, progress: Progress = () => undefined): Promise<string[]> {
+  const t = labTopology(prefix);
+  const p = labPaths(t);
+  const removed: string[] = [];
+  const pid = labDaemonPid(p);
+  if (pid !== undefined) {
+    process.kill(pid, 'SIGTERM');
+    for (let i = 0; i < 50 && pidAlive(pid); i++) await sleep(100);
+    if (pidAlive(pid)) process.kill(pid, 'SIGKILL');
+    removed.push(`daemon process ${pid}`);
+  }
+  const existing = new Set(await listNamespaces());
+  for (const node of LAB_NODES) {
+    const ns = t.ns[node];
+    if (!existing.has(ns)) continue;
+    // Processes the lab started in its namespaces (iperf3, receivers, a shell).
+    const pids = (await run('ip', ['netns', 'pids', ns], { allowFail: true })).stdout.split('\n').filter((l) => /^\d+$/.test(l));
+    for (const q of pids) {
+      try {
+        process.kill(Number(q), 'SIGKILL');
+        removed.push(`process ${q} in ${ns}`);
+      } catch {
+        // already gone
+      }
+    }
+    await run('ip', ['netns', 'delete', ns]);
+    removed.push(`namespace ${ns}`);
+  }
+  if (existsSync(p.bpffs) && (await isMountpoint(p.bpffs))) {
+    await run('umount', [p.bpffs]);
+    removed.push(`bpffs ${p.bpffs} (pins of the daemon and the gNB emulator)`);
+  }
+  if (existsSync(p.dir)) {
+    rmSync(p.dir, { recursive: true, force: true });
+    removed.push(`directory ${p.dir}`);
+    try {
+      rmdirSync(LAB_RUN_DIR); // only when no other lab has its directory there
+    } catch {
+      // another lab's, or gone
+    }
+  }
+  if (removed.length > 0) progress(`removed ${removed.length} things of lab "${prefix}"`);
+  return removed;
+}
+
+const QUIET = ['net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.default.rp_filter=0', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0'];
+const ROUTER = ['net.ipv4.ip_forward=1', 'net.ipv6.conf.all.forwarding=1'];
+
+async function veth(t: LabTopology, a: keyof LabTopology['ns'], devA: string, b: keyof LabTopology['ns'], devB: string, mtu: number): Promise<void> {
+  await run('ip', ['-n', t.ns[a], 'link', 'add', devA, 'mtu', String(mtu), 'type', 'veth', 'peer', 'name', devB, 'mtu', String(mtu), 'netns', t.ns[b]]);
+}
+
+/** Build the lab (after removing whatever a previous lab with this prefix left). */
+export async function labUp(prefix: string, progress: Progress = () => undefined): Promise<{ topology: LabTopology; paths: LabPaths }> {
+  const t = labTopology(prefix);
+  const p = labPaths(t);
+  if (process.getuid?.() !== 0) throw new Error('mup lab builds network namespaces, veths, XDP and TC attachments and a bpffs mount: run it as root');
+  checkConfig(t, LAB_CONFIG);
+  for (const f of [XDP_PASS_OBJECT, MUP_BIN]) if (!existsSync(f)) throw new Error(`${f} is missing: build first (make bpf ts)`);
+  await labDown(prefix, progress);
+  try {
+    progress(`namespaces ${t.prefix}-{${LAB_NODES.join(',')}}`);
+    mkdirSync(p.dir, { recursive: true });
+    mkdirSync(p.bpffs, { recursive: true });
+    await run('mount', ['-t', 'bpf', 'bpf', p.bpffs]);
+    for (const node of LAB_NODES) {
+      await run('ip', ['netns', 'add', t.ns[node]]);
+      await run('ip', ['-n', t.ns[node], 'link', 'set', 'lo', 'up']);
+      await nsRun(t.ns[node], 'sysctl', ['-q', '-w', ...QUIET, ...(['gnb', 'mup', 'core'].includes(node) ? ROUTER : [])]);
+    }
+    progress('veths, addresses, routes, the kernel SRv6 in core');
+    await veth(t, 'ue', t.ue.dev, 'gnb', t.gnb.toUe, t.ue.mtu);
+    await veth(t, 'gnb', t.gnb.n3, 'mup', t.mup.n3, t.gnb.mtu);
+    await veth(t, 'mup', t.mup.core, 'core', t.core.toMup, t.mup.mtu);
+    await veth(t, 'core', t.core.toDn, 'dn', t.dn.dev, t.dn.mtu);
+    await veth(t, 'core', t.core.toMeca, 'meca', t.mec.dev, t.dn.mtu);
+    await veth(t, 'core', t.core.toMecb, 'mecb', t.mec.dev, t.dn.mtu);
+    // End.M.GTP4.E output comes from N3, a local address of mup: when the
+    // kernel forwards it (a FIB miss), it arrives from to-core with a local source.
+    await nsRun(t.ns.mup, 'sysctl', ['-q', '-w', `net.ipv4.conf.${t.mup.core}.accept_local=1`]);
+    await ipBatch(t.ns.ue, [
+      `addr add ${t.ue.addr}/24 dev ${t.ue.dev}`,
+      `addr add ${t.ue.plainAddr}/24 dev ${t.ue.dev}`,
+      `link set ${t.ue.dev} up`,
+      `route add default via ${t.gnb.ueGw} dev ${t.ue.dev}`,
+    ]);
+    await ipBatch(t.ns.gnb, [
+      `addr add ${t.gnb.ueGw}/24 dev ${t.gnb.toUe}`,
+      `addr add ${t.gnb.plainGw}/24 dev ${t.gnb.toUe}`,
+      `addr add ${t.gnb.addr}/24 dev ${t.gnb.n3}`,
+      `link set ${t.gnb.toUe} up`,
+      `link set ${t.gnb.n3} up`,
+      `route add default via ${t.mup.n3Link} dev ${t.gnb.n3}`,
+    ]);
+    await ipBatch(t.ns.mup, [
+      `addr add ${t.mup.n3Link}/24 dev ${t.mup.n3}`,
+      `addr add ${t.mup.n3Addr}/32 dev ${t.mup.n3}`,
+      `addr add ${t.mup.v6}/64 dev ${t.mup.core}`,
+      `addr add ${t.mup.plainV4}/30 dev ${t.mup.core}`,
+      `link set ${t.mup.n3} up`,
+      `link set ${t.mup.core} up`,
+      `route add ${t.sids.dnPrefix} via ${t.core.v6} dev ${t.mup.core}`,
+      `route add ${t.sids.mecaPrefix} via ${t.core.v6} dev ${t.mup.core}`,
+      `route add ${t.sids.mecbPrefix} via ${t.core.v6} dev ${t.mup.core}`,
+      `route add ${t.sids.coreEnd}/128 via ${t.core.v6} dev ${t.mup.core}`,
+      `route add ${t.plainPool} via ${t.gnb.addr} dev ${t.mup.n3}`,
+      `route add default via ${t.core.plainV4} dev ${t.mup.core}`,
+    ]);
+    await ipBatch(t.ns.core, [
+      `addr add ${t.core.v6}/64 dev ${t.core.toMup}`,
+      `addr add ${t.core.plainV4}/30 dev ${t.core.toMup}`,
+      `addr add ${t.core.dnLink}/24 dev ${t.core.toDn}`,
+      `addr add ${t.core.mecaLink}/24 dev ${t.core.toMeca}`,
+      `addr add ${t.core.mecbLink}/24 dev ${t.core.toMecb}`,
+      ...[t.core.toMup, t.core.toDn, t.core.toMeca, t.core.toMecb].map((d) => `link set ${d} up`),
+      // Uplink: End.DX4 for every SID under each sr_prefix. The data-network
+      // host owns the inner destination (End.DX4 resolves it by ARP on the link).
+      `route add ${t.sids.dnPrefix} encap seg6local action End.DX4 nh4 ${t.dn.addr} count dev ${t.core.toDn}`,
+      `route add ${t.sids.mecaPrefix} encap seg6local action End.DX4 nh4 ${t.mec.aAddr} count dev ${t.core.toMeca}`,
+      `route add ${t.sids.mecbPrefix} encap seg6local action End.DX4 nh4 ${t.mec.bAddr} count dev ${t.core.toMecb}`,
+      // End for a policy with segments: SRH [B, coreEnd], SL 1 -> End -> B's End.DX4.
+      `route add ${t.sids.coreEnd}/128 encap seg6local action End count dev ${t.core.toMup}`,
+      // Downlink: H.Encaps of the UE pool to the SID naming gNB, QFI and TEID.
+      `sr tunsrc set ${t.core.tunsrc}`,
+      `route add ${t.uePool} encap seg6 mode encap segs ${t.sids.dlSid} dev ${t.core.toMup}`,
+      `route add ${t.sids.dlPrefix} via ${t.mup.v6} dev ${t.core.toMup}`,
+      // The plain baseline: routed IPv4 to the UE's second address.
+      `route add ${t.plainPool} via ${t.mup.plainV4} dev ${t.core.toMup}`,
+    ]);
+    await ipBatch(t.ns.dn, [`addr add ${t.dn.addr}/24 dev ${t.dn.dev}`, `link set ${t.dn.dev} up`, `route add default via ${t.core.dnLink}`]);
+    for (const [node, own, gw] of [
+      ['meca', t.mec.aAddr, t.core.mecaLink],
+      ['mecb', t.mec.bAddr, t.core.mecbLink],
+    ] as const) {
+      await ipBatch(t.ns[node], [
+        `addr add ${own}/24 dev ${t.mec.dev}`,
+        `addr add ${t.mec.anycast}/32 dev ${t.mec.dev}`,
+        `link set ${t.mec.dev} up`,
+        `route add default via ${gw}`,
+      ]);
+    }
+    // Hosts send with complete checksums (no CHECKSUM_PARTIAL left for a
+    // "NIC" to finish): XDP translates bytes, and a veth never finishes them.
+    // This also turns TSO off there, so no GSO packet reaches the gNB emulator.
+    for (const [node, dev] of [
+      ['ue', t.ue.dev],
+      ['dn', t.dn.dev],
+      ['meca', t.mec.dev],
+      ['mecb', t.mec.dev],
+    ] as const) {
+      await nsRun(t.ns[node], 'ethtool', ['-K', dev, 'tx', 'off']);
+    }
+    // Frames XDP redirects into a veth arrive only if the peer has an XDP program.
+    for (const [node, dev] of [
+      ['gnb', t.gnb.n3],
+      ['core', t.core.toMup],
+    ] as const) {
+      await run('ip', ['-n', t.ns[node], 'link', 'set', 'dev', dev, 'xdpdrv', 'obj', XDP_PASS_OBJECT, 'sec', 'xdp']);
+    }
+    progress('gNB emulator (TC BPF) in gnb');
+    await startGnb(t, p.bpffs);
+    progress(`translator: mup daemon --config ${LAB_CONFIG} --netns ${t.ns.mup}`);
+    await startDaemon(t, p);
+    progress('first packets (neighbours resolved)');
+    await warmUp(t);
+  } catch (e) {
+    const log = existsSync(p.log) ? readFileSync(p.log, 'utf8').split('\n').slice(-5).join('\n') : '';
+    await labDown(prefix).catch(() => undefined);
+    throw new Error(`lab up failed (everything it made is removed again): ${(e as Error).message}${log === '' ? '' : `\ndaemon log:\n${log}`}`);
+  }
+  return { topology: t, paths: p };
+}
+
+async function startDaemon(t: LabTopology, p: LabPaths): Promise<void> {
+  const fd = openSync(p.log, 'a');
+  const child = spawn(
+    process.execPath,
+    [MUP_BIN, 'daemon', '--config', LAB_CONFIG, '--instance', p.instance, '--socket', p.socket, '--state-file', p.stateFile, '--bpffs', p.bpffs, '--netns', t.ns.mup, '--log-format', 'json'],
+    { detached: true, stdio: ['ignore', fd, fd] },
+  );
+  closeSync(fd);
+  child.unref();
+  if (child.pid === undefined) throw new Error('could not start mup daemon');
+  writeFileSync(p.pidFile, `${child.pid}\n`);
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (!pidAlive(child.pid)) throw new Error(`mup daemon exited before serving; see ${p.log}`);
+    try {
+      const r = await labApi<{ pid?: number; interfaces?: { attached: boolean }[] }>(p, 'GET', '/v1/status');
+      if (r.status === 200 && r.body.pid === child.pid) {
+        if (!(r.body.interfaces ?? []).every((i) => i.attached)) throw new Error('mup daemon runs but is not attached to every interface');
+        return;
+      }
+    } catch (e) {
+      if ((e as Error).message.includes('not attached')) throw e;
+    }
+    if (Date.now() > deadline) throw new Error(`mup daemon did not answer on ${p.socket} within 20 s; see ${p.log}`);
+    await sleep(100);
+  }
+}
+
+/** Both paths answer a ping (the first packets of each resolve the neighbours on the way). */
+async function warmUp(t: LabTopology): Promise<void> {
+  for (const [src, what] of [
+    [t.ue.addr, 'translated'],
+    [t.ue.plainAddr, 'plain'],
+  ] as const) {
+    const r = await nsRun(t.ns.ue, 'ping', ['-c', '3', '-i', '0.1', '-W', '1', '-w', '5', '-I', src, t.dn.addr], { allowFail: true, timeout: 10_000 });
+    if (!/ [1-9]\d* received/.test(r.stdout)) {
+      throw new Error(`the ${what} path does not answer: ping -I ${src} ${t.dn.addr} in ${t.ns.ue}: ${r.stdout.split('\n').slice(-3).join(' ')}`);
+    }
+  }
+}
