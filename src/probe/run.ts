@@ -147,8 +147,14 @@ export interface ProbeRunResult {
 
 /** An ethertype nobody uses here (IEEE local experimental 2): the TX socket receives nothing. */
 const ETH_P_LOCAL_EXP2 = 0x88b6;
-const ETH_P_IP = 0x0800;
-const ETH_P_IPV6 = 0x86dd;
+/**
+ * Every EtherType: a socket bound to one (ETH_P_IP) is served after TC
+ * ingress, so a TC program that redirects the frame (the lab's gNB emulator
+ * decapsulating downlink GTP-U) would hide it; ETH_P_ALL taps come before TC.
+ * The magic-word filter below keeps the rest out, and PACKET_IGNORE_OUTGOING
+ * (the default) the probes sent on the same interface.
+ */
+const ETH_P_ALL = 0x0003;
 
 interface Arrival {
   seq: number;
@@ -201,7 +207,7 @@ class DirectionRun {
       this.rxSock = TimestampingSocket.open({
         ifname: setup.rx.dev,
         ...(setup.rx.netns === undefined ? {} : { netns: setup.rx.netns }),
-        protocol: setup.dir === 'uplink' ? ETH_P_IPV6 : ETH_P_IP,
+        protocol: ETH_P_ALL,
         timestamping: o.timestamping,
         rcvbufBytes: 16 << 20,
         // Only frames holding the probe payload's magic reach the socket:
