@@ -194,6 +194,28 @@ describe.skipIf(!isRoot)('mup lab: the whole user plane in namespaces', () => {
     expect(r.downlinkAfter.received).toBe(5);
   }, 40_000);
 
+  it('mup probe --lab: probes both ways through the lab, in-band stamps from the lab daemon, nothing lost', async () => {
+    // A packet socket bound to one EtherType is served after TC ingress, where the gNB
+    // emulator takes the downlink GTP-U away: the probe must capture before it.
+    const r = await execa('node', [MUP_BIN, 'probe', '--lab', PREFIX, '--rate', '2000', '--duration', '1', '--grace', '300', '--json', '--no-progress'], {
+      reject: false,
+      timeout: 60_000,
+    });
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    const rep = JSON.parse(r.stdout) as {
+      directions: { dir: string; sequence: { sent: number; received: number; lost: number }; records: number; macStamped: number; agreement: { compared: number; within100ns: number } }[];
+    };
+    expect(rep.directions.map((d) => d.dir)).toEqual(['uplink', 'downlink']);
+    for (const d of rep.directions) {
+      expect({ dir: d.dir, sent: d.sequence.sent, received: d.sequence.received, lost: d.sequence.lost }).toEqual({ dir: d.dir, sent: 2000, received: 2000, lost: 0 });
+      expect(d.records).toBe(2000);
+      expect(d.macStamped).toBe(2000);
+      expect(d.agreement).toMatchObject({ compared: 2000, within100ns: 2000 });
+    }
+    // Probing is switched off again in the lab daemon at the end.
+    expect((await labApi<{ probe: { enabled: boolean } }>(p, 'GET', '/v1/probe')).body.probe.enabled).toBe(false);
+  }, 60_000);
+
   it('mup lab --help teaches with examples; a bad prefix is refused before anything is made', async () => {
     const h = await execa('node', [MUP_BIN, 'lab', '--help'], { reject: false });
     expect(h.exitCode).toBe(0);

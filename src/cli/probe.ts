@@ -57,6 +57,7 @@ export interface ProbeCliOpts {
   sweepRate?: string;
   sweepSteps?: string;
   sweepSeconds?: string;
+  lab?: string | true;
 }
 
 function num(s: string, what: string, min: number, max: number, integer = false): number {
@@ -96,6 +97,41 @@ function macOf(e: Endpoint): string {
   const mac = (JSON.parse(out) as { address?: string }[])[0]?.address;
   if (mac === undefined) throw new Error(`${e.dev} has no MAC address`);
   return mac;
+}
+
+/**
+ * `--lab [PREFIX]`: the endpoints of a lab made by `mup lab up` (src/lab/topology.ts).
+ * Uplink GTP-U is sent on the gNB's N3 veth and the SRv6 captured on the core's
+ * veth facing the translator; downlink the reverse, to the lab's End.M.GTP4.E
+ * SID from the core's seg6 source. The stamps are switched on in the lab's
+ * daemon. Options given explicitly win.
+ */
+export async function applyLab(o: ProbeCliOpts, given: (key: string) => boolean): Promise<void> {
+  if (o.lab === undefined) return;
+  const { labTopology, DEFAULT_PREFIX } = await import('../lab/topology.js');
+  const { labPaths } = await import('../lab/lab.js');
+  const t = labTopology(o.lab === true ? DEFAULT_PREFIX : o.lab);
+  const p = labPaths(t);
+  const { existsSync } = await import('node:fs');
+  if (!existsSync(p.socket)) {
+    throw new Error(`--lab ${t.prefix}: no lab daemon socket at ${p.socket}; build the lab first: mup lab up${t.prefix === DEFAULT_PREFIX ? '' : ` --prefix ${t.prefix}`}`);
+  }
+  if (o.config !== undefined) throw new Error('--lab uses the lab\'s daemon: leave out --config');
+  o.txNetns ??= t.ns.gnb;
+  o.txDev ??= t.gnb.n3;
+  o.rxNetns ??= t.ns.core;
+  o.rxDev ??= t.core.toMup;
+  o.upDstMac ??= macOf({ netns: t.ns.mup, dev: t.mup.n3 });
+  o.downDstMac ??= macOf({ netns: t.ns.mup, dev: t.mup.core });
+  o.dlSid ??= t.sids.dlSid;
+  o.dlSrc ??= t.core.tunsrc;
+  o.socket ??= p.socket;
+  if (!given('gnb')) o.gnb = t.gnb.addr;
+  if (!given('n3')) o.n3 = t.mup.n3Addr;
+  if (!given('teid')) o.teid = String(t.gnb.ulTeid);
+  if (!given('qfi')) o.qfi = String(t.gnb.qfi);
+  if (!given('ue')) o.ue = t.ue.addr;
+  if (!given('dn')) o.dn = t.dn.addr;
 }
 
 export async function directionSetups(o: ProbeCliOpts, attach: readonly Endpoint[]): Promise<DirectionSetup[]> {
@@ -191,6 +227,7 @@ export function registerProbe(program: Command, io: Io): void {
     .option('--dn <ipv4>', 'inner address in the data network', '203.0.113.5')
     .option('--dl-src <ipv6>', 'downlink outer IPv6 source')
     .option('--dl-sid <ipv6>', 'downlink outer IPv6 destination: an End.M.GTP4.E SID with its arguments (gNB, QFI, TEID)')
+    .option('--lab [prefix]', 'probe the lab made by `mup lab up` (prefix mlab unless given): endpoints, addresses, MACs and the daemon from it')
     .option('--socket <path>', 'switch the stamps on in the mup daemon listening here')
     .option('--config <file>', 'no daemon: load the data plane with this configuration ...')
     .option('--attach <list>', '... and attach it to these interfaces, NS/DEV,NS/DEV (N3 side first, core side second)')
@@ -209,6 +246,8 @@ export function registerProbe(program: Command, io: Io): void {
     .addHelpText(
       'after',
       '\nExamples (as root):\n' +
+        '  # the lab (mup lab up): 10,000 probes/s each way for 10 s, report and plots in ./probe-out:\n' +
+        '  mup lab up && mup probe --lab --rate 10000 --duration 10 --out probe-out; mup lab down\n' +
         '  # the daemon runs the translator; probes from the gNB side, captured on the core side:\n' +
         '  mup probe --socket /run/mup/mup.sock --direction uplink --rate 10000 --duration 10 \\\n' +
         '      --tx-netns gnb --tx-dev to-mup --rx-netns core --rx-dev to-mup --up-dst-mac 02:00:00:00:00:01\n' +
@@ -221,7 +260,8 @@ export function registerProbe(program: Command, io: Io): void {
         '\nHardware timestamps need a NIC that takes SIOCSHWTSTAMP; veth does not, and --timestamping auto then says\n' +
         'so in the report and uses the kernel\'s software stamps (--timestamping hardware refuses to run instead).\n',
     )
-    .action(async (o: ProbeCliOpts) => {
+    .action(async (o: ProbeCliOpts, cmd: Command) => {
+      await applyLab(o, (k) => cmd.getOptionValueSource(k) === 'cli');
       const rate = num(o.rate, 'rate', 1, 1_000_000);
       const durationS = num(o.duration, 'duration', 0.001, 3600);
       const size = num(o.size, 'size', 60, 9000, true);
