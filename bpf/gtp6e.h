@@ -22,6 +22,7 @@
 #include "srh.h"
 #include "fwd.h"
 #include "mtu.h"
+#include "emit.h"
 
 /* Outer headers we push: IPv6 + UDP + GTP-U, and optionally the 4 optional
  * bytes plus a one-unit PDU Session Container. */
@@ -182,26 +183,8 @@ static __always_inline int gtp6e(struct xdp_md *ctx, const struct mup_config *cf
 		o->ip6.hop_limit = hlim;
 		u128_store(&o->ip6.saddr, src);
 		u128_store(&o->ip6.daddr, gnb);
-		o->udp.source = bpf_htons(sport);
-		o->udp.dest = bpf_htons(MUP_GTPU_PORT);
-		o->udp.len = bpf_htons(udp_len);
 		o->udp.check = 0;
-		o->gtp.type = GTP_TYPE_GPDU;
-		o->gtp.teid = bpf_htonl(teid);
-		if (with_psc) {
-			o->gtp.flags = GTP_FLAGS_V1_PT | GTP_FLAG_E;
-			o->gtp.length = bpf_htons(udp_len - sizeof(struct udphdr) - sizeof(struct gtpu_hdr));
-			o->opt.seq = 0;
-			o->opt.npdu = 0;
-			o->opt.next_ext = GTP_EXT_PDU_SESSION;
-			o->psc.len = 1;
-			o->psc.pdu_type = 0; /* DL */
-			o->psc.qfi = r << 6 | qfi;
-			o->psc.next_ext = 0;
-		} else {
-			o->gtp.flags = GTP_FLAGS_V1_PT;
-			o->gtp.length = bpf_htons(inner_len);
-		}
+		gtpu_gpdu_write(&o->udp, sport, udp_len, teid, inner_len, with_psc, qfi, r);
 		/* UDP checksum: pseudo header (addresses, length, next
 		 * header), then the UDP header and everything after it. */
 		/* 16-bit words in memory order: the 32-bit length and next
