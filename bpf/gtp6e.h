@@ -68,10 +68,9 @@ static __always_inline int gtp6e(struct xdp_md *ctx, const struct mup_config *cf
 	struct eth_macs macs;
 	struct bpf_fib_lookup fib;
 	__u32 fwd = cfg->fwd_mode;
-	__u32 isum = 0;
 	long fib_rc = 0;
 	__u16 sport;
-	__u8 hlim, qfi, r, with_psc, inner_nh, derived;
+	__u8 hlim, qfi, r, with_psc, inner_nh;
 	__u8 *inner;
 	__u64 args;
 	int rc;
@@ -112,7 +111,6 @@ static __always_inline int gtp6e(struct xdp_md *ctx, const struct mup_config *cf
 	/* The inner packet's sum for the UDP checksum, from its own
 	 * checksums when they allow it (csum.h); summed byte by byte below
 	 * when not. */
-	derived = !csum_inner_derived(inner, end, inner_len, &isum);
 
 	/* RFC 9433 §6.1: Args.Mob.Session follows the L-bit SID prefix. */
 	{
@@ -171,7 +169,7 @@ static __always_inline int gtp6e(struct xdp_md *ctx, const struct mup_config *cf
 		struct ethhdr *eth = data;
 		struct gtp6e_hdrs *o = (void *)(eth + 1);
 		__u32 udp_len = new_hdr - sizeof(struct ipv6hdr) + inner_len;
-		__u32 sum;
+		__u32 sum, isum;
 
 		if ((void *)o + GTP6E_HDR_PSC > end)
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
@@ -190,7 +188,7 @@ static __always_inline int gtp6e(struct xdp_md *ctx, const struct mup_config *cf
 		/* 16-bit words in memory order: the 32-bit length and next
 		 * header fields add as their low halves (no carry lost). */
 		sum = (__u32)bpf_htons(udp_len) + bpf_htons(IPPROTO_UDP) + csum_addrs(src, gnb);
-		if (derived) {
+		if (!csum_inner_derived((__u8 *)&o->udp + (with_psc ? 24 : 16), end, inner_len, &isum)) {
 			/* The headers just written, read back as words,
 			 * then the inner packet's derived sum: no helper
 			 * call, the same cost at any length. */
