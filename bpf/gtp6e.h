@@ -160,7 +160,10 @@ static __always_inline int gtp6e(struct xdp_md *ctx, const struct mup_config *cf
 	    bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + sizeof(*ip6) + payload_len) -
 					     (int)bytes))
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
-	if (bpf_xdp_adjust_head(ctx, (int)(sizeof(*ip6) + chain.len) - (int)new_hdr))
+	/* A reduced SRH (24 bytes) makes way for exactly the 24 bytes of the
+	 * PDU Session Container form: no move, no helper call. */
+	if (sizeof(*ip6) + chain.len != new_hdr &&
+	    bpf_xdp_adjust_head(ctx, (int)(sizeof(*ip6) + chain.len) - (int)new_hdr))
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 
 	data = (void *)(long)ctx->data;
