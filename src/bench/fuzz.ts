@@ -28,7 +28,8 @@
  * translation (IPv4: IHL 5, valid header checksum, total length = frame − 14,
  * UDP length = total − 20, GTP length = UDP length − 16, port 2152; IPv6:
  * payload length = frame − 54, SRH length consistent and inside the packet,
- * next header 4/41 matching the inner version) AND equal, byte for byte, to
+ * next header 4/41 matching the inner version; GTP-U over IPv6: the UDP
+ * checksum by End.M.GTP6.E's rule, docs/datapath.md) AND equal, byte for byte, to
  * the translation an independent TypeScript model of docs/datapath.md
  * computes from the input; a frame that model finds well formed and
  * addressed to a rule must be translated. At the end: event counters sum to
