@@ -108,9 +108,6 @@ static __always_inline int gtp6e(struct xdp_md *ctx, const struct mup_config *cf
 			cfg->hash_seed, &h, &inner_nh);
 	if (rc)
 		return ev(rc, bytes, XDP_DROP);
-	/* The inner packet's sum for the UDP checksum, from its own
-	 * checksums when they allow it (csum.h); summed byte by byte below
-	 * when not. */
 
 	/* RFC 9433 §6.1: Args.Mob.Session follows the L-bit SID prefix. */
 	{
@@ -191,6 +188,10 @@ static __always_inline int gtp6e(struct xdp_md *ctx, const struct mup_config *cf
 		/* 16-bit words in memory order: the 32-bit length and next
 		 * header fields add as their low halves (no carry lost). */
 		sum = (__u32)bpf_htons(udp_len) + bpf_htons(IPPROTO_UDP) + csum_addrs(src, gnb);
+		/* The inner packet (16 or 24 bytes after UDP) from its own
+		 * checksums when they allow it (csum.h, docs/datapath.md),
+		 * else from its bytes. Here rather than before the helper
+		 * calls, so that nothing of it lives across them (stack). */
 		if (!csum_inner_derived((__u8 *)&o->udp + (with_psc ? 24 : 16), end, inner_len, &isum)) {
 			/* The headers just written, read back as words,
 			 * then the inner packet's derived sum: no helper
