@@ -76,6 +76,37 @@ static __always_inline int gtp_signalling(struct gtpu_hdr *gtp, void *end, __u32
 	return 0;
 }
 
+/* gtpu_in's answers that are not a verdict. */
+#define GTPU_IN_GPDU (-1) /* a G-PDU: translate it */
+#define GTPU_IN_ECHO (-2) /* a well-formed Echo Request: answer it */
+
+/* The GTP-U header after a UDP header of udp_len bytes, as H.M.GTP4.D and
+ * End.M.GTP6.D check it: whole, version 1 with PT, GTP length = UDP length
+ * - 16; a message other than a G-PDU is an Echo Request to answer or a
+ * counted drop. Returns GTPU_IN_GPDU (*gtp_len set), GTPU_IN_ECHO (*seq
+ * set), or the verdict of a counted drop or pass. */
+static __always_inline int gtpu_in(struct gtpu_hdr *gtp, void *end, __u32 udp_len, __u32 bytes,
+				   __u32 *gtp_len, __be16 *seq)
+{
+	__u32 len;
+	int rc;
+
+	if ((void *)(gtp + 1) > end || udp_len < sizeof(struct udphdr) + sizeof(*gtp))
+		return ev(MUP_EV_DROP_GTP_TRUNCATED, bytes, XDP_DROP);
+	if ((gtp->flags & GTP_FLAGS_VER_MASK) != GTP_FLAGS_V1_PT)
+		return ev(MUP_EV_PASS_GTP_NOT_V1, bytes, XDP_PASS);
+	len = bpf_ntohs(gtp->length);
+	if (len + 16 != udp_len)
+		return ev(MUP_EV_DROP_GTP_BAD_LENGTH, bytes, XDP_DROP);
+	*gtp_len = len;
+	if (gtp->type == GTP_TYPE_GPDU)
+		return GTPU_IN_GPDU;
+	rc = gtp_signalling(gtp, end, len, seq);
+	if (rc)
+		return ev(rc, bytes, XDP_DROP);
+	return GTPU_IN_ECHO;
+}
+
 /* Sum of the host-order 16-bit words of the UDP header and the GTP-U
  * message we send (checksum field 0), for the UDP checksum. */
 static __always_inline __u32 echo_sum(__u16 sport, __u16 dport, __u16 seq)

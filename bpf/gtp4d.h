@@ -186,20 +186,14 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 	if (udp_len != tot - ihl)
 		return ev(MUP_EV_DROP_UDP_BAD_LENGTH, bytes, XDP_DROP);
 	gtp = (void *)(udp + 1);
-	if ((void *)(gtp + 1) > end || udp_len < sizeof(*udp) + sizeof(*gtp))
-		return ev(MUP_EV_DROP_GTP_TRUNCATED, bytes, XDP_DROP);
-	if ((gtp->flags & GTP_FLAGS_VER_MASK) != GTP_FLAGS_V1_PT)
-		return ev(MUP_EV_PASS_GTP_NOT_V1, bytes, XDP_PASS);
-	gtp_len = bpf_ntohs(gtp->length);
-	if (gtp_len + 16 != udp_len)
-		return ev(MUP_EV_DROP_GTP_BAD_LENGTH, bytes, XDP_DROP);
-	if (gtp->type != GTP_TYPE_GPDU) {
+	{
 		__be16 seq = 0;
 
-		rc = gtp_signalling(gtp, end, gtp_len, &seq);
-		if (rc)
-			return ev(rc, bytes, XDP_DROP);
-		return echo_reply4(ctx, bytes, tot, ip->saddr, ip->daddr, udp->source, seq);
+		rc = gtpu_in(gtp, end, udp_len, bytes, &gtp_len, &seq);
+		if (rc == GTPU_IN_ECHO)
+			return echo_reply4(ctx, bytes, tot, ip->saddr, ip->daddr, udp->source, seq);
+		if (rc != GTPU_IN_GPDU)
+			return rc;
 	}
 
 	rc = gtp_parse_ext(gtp, end, gtp_len + sizeof(*gtp), &gi);

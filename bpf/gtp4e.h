@@ -22,6 +22,7 @@
 #include "srh.h"
 #include "fwd.h"
 #include "mtu.h"
+#include "emit.h"
 
 /* Outer headers we push: IPv4 + UDP + GTP-U, and optionally the 4 optional
  * bytes plus a one-unit PDU Session Container. */
@@ -150,26 +151,8 @@ static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cf
 		o->ip.daddr = bpf_htonl(daddr4);
 		o->ip.check = bpf_htons(ipv4_csum(tos, tot, 0x4000, ttl, IPPROTO_UDP,
 						  saddr4, daddr4));
-		o->udp.source = bpf_htons(sport);
-		o->udp.dest = bpf_htons(MUP_GTPU_PORT);
-		o->udp.len = bpf_htons(tot - sizeof(struct iphdr));
 		o->udp.check = 0; /* allowed over IPv4 */
-		o->gtp.type = GTP_TYPE_GPDU;
-		o->gtp.teid = bpf_htonl(teid);
-		if (with_psc) {
-			o->gtp.flags = GTP_FLAGS_V1_PT | GTP_FLAG_E;
-			o->gtp.length = bpf_htons(tot - GTP4E_HDR_MIN);
-			o->opt.seq = 0;
-			o->opt.npdu = 0;
-			o->opt.next_ext = GTP_EXT_PDU_SESSION;
-			o->psc.len = 1;
-			o->psc.pdu_type = 0; /* DL */
-			o->psc.qfi = r << 6 | qfi;
-			o->psc.next_ext = 0;
-		} else {
-			o->gtp.flags = GTP_FLAGS_V1_PT;
-			o->gtp.length = bpf_htons(inner_len);
-		}
+		gtpu_gpdu_write(&o->udp, sport, tot - sizeof(struct iphdr), teid, inner_len, with_psc, qfi, r);
 		count_rule(rule, bytes);
 		if (fwd != MUP_FWD_FIB)
 			return forward_local(cfg, bytes);

@@ -22,6 +22,7 @@
 #include "srh.h"
 #include "fwd.h"
 #include "mtu.h"
+#include "emit.h"
 
 /* Outer headers we push: IPv6 + UDP + GTP-U, and optionally the 4 optional
  * bytes plus a one-unit PDU Session Container. */
@@ -156,7 +157,10 @@ static __always_inline int gtp6e(struct xdp_md *ctx, const struct mup_config *cf
 	    bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + sizeof(*ip6) + payload_len) -
 					     (int)bytes))
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
-	if (bpf_xdp_adjust_head(ctx, (int)(sizeof(*ip6) + chain.len) - (int)new_hdr))
+	/* A reduced SRH (24 bytes) makes way for exactly the 24 bytes of the
+	 * PDU Session Container form: no move, no helper call. */
+	if (sizeof(*ip6) + chain.len != new_hdr &&
+	    bpf_xdp_adjust_head(ctx, (int)(sizeof(*ip6) + chain.len) - (int)new_hdr))
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 
 	data = (void *)(long)ctx->data;
@@ -165,7 +169,7 @@ static __always_inline int gtp6e(struct xdp_md *ctx, const struct mup_config *cf
 		struct ethhdr *eth = data;
 		struct gtp6e_hdrs *o = (void *)(eth + 1);
 		__u32 udp_len = new_hdr - sizeof(struct ipv6hdr) + inner_len;
-		__u32 sum;
+		__u32 sum, isum;
 
 		if ((void *)o + GTP6E_HDR_PSC > end)
 			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
@@ -177,35 +181,33 @@ static __always_inline int gtp6e(struct xdp_md *ctx, const struct mup_config *cf
 		o->ip6.hop_limit = hlim;
 		u128_store(&o->ip6.saddr, src);
 		u128_store(&o->ip6.daddr, gnb);
-		o->udp.source = bpf_htons(sport);
-		o->udp.dest = bpf_htons(MUP_GTPU_PORT);
-		o->udp.len = bpf_htons(udp_len);
 		o->udp.check = 0;
-		o->gtp.type = GTP_TYPE_GPDU;
-		o->gtp.teid = bpf_htonl(teid);
-		if (with_psc) {
-			o->gtp.flags = GTP_FLAGS_V1_PT | GTP_FLAG_E;
-			o->gtp.length = bpf_htons(udp_len - sizeof(struct udphdr) - sizeof(struct gtpu_hdr));
-			o->opt.seq = 0;
-			o->opt.npdu = 0;
-			o->opt.next_ext = GTP_EXT_PDU_SESSION;
-			o->psc.len = 1;
-			o->psc.pdu_type = 0; /* DL */
-			o->psc.qfi = r << 6 | qfi;
-			o->psc.next_ext = 0;
-		} else {
-			o->gtp.flags = GTP_FLAGS_V1_PT;
-			o->gtp.length = bpf_htons(inner_len);
-		}
+		gtpu_gpdu_write(&o->udp, sport, udp_len, teid, inner_len, with_psc, qfi, r);
 		/* UDP checksum: pseudo header (addresses, length, next
 		 * header), then the UDP header and everything after it. */
 		/* 16-bit words in memory order: the 32-bit length and next
 		 * header fields add as their low halves (no carry lost). */
 		sum = (__u32)bpf_htons(udp_len) + bpf_htons(IPPROTO_UDP) + csum_addrs(src, gnb);
-		sum = csum_to_end((__u8 *)&o->udp, end, sum, GTP6E_CSUM_BLOCKS);
-		o = (void *)(long)ctx->data + sizeof(struct ethhdr);
-		if ((void *)o + GTP6E_HDR_MIN > (void *)(long)ctx->data_end)
-			return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+		/* The inner packet (16 or 24 bytes after UDP) from its own
+		 * checksums when they allow it (csum.h, docs/datapath.md),
+		 * else from its bytes. Here rather than before the helper
+		 * calls, so that nothing of it lives across them (stack). */
+		if (!csum_inner_derived((__u8 *)&o->udp + (with_psc ? 24 : 16), end, inner_len, &isum)) {
+			/* The headers just written, read back as words,
+			 * then the inner packet's derived sum: no helper
+			 * call, the same cost at any length. */
+			const __u32 *w = (const void *)&o->udp;
+			__u64 s = (__u64)sum + isum + w[0] + w[1] + w[2] + w[3];
+
+			if (with_psc)
+				s += (__u64)w[4] + w[5];
+			sum = csum_fold64(s);
+		} else {
+			sum = csum_to_end((__u8 *)&o->udp, end, sum, GTP6E_CSUM_BLOCKS);
+			o = (void *)(long)ctx->data + sizeof(struct ethhdr);
+			if ((void *)o + GTP6E_HDR_MIN > (void *)(long)ctx->data_end)
+				return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+		}
 		o->udp.check = csum_fold_udp(sum);
 
 		count_rule(rule, bytes);

@@ -53,13 +53,24 @@ export function ipv4Header(o: Ipv4HeaderOptions): Buffer {
   return h;
 }
 
-/** Inner IPv4/UDP packet of exactly `len` bytes (>= 28). */
+/**
+ * Inner IPv4/UDP packet of exactly `len` bytes (>= 28), with its UDP
+ * checksum, as a Linux sender sends it (End.M.GTP6.E derives the outer UDP
+ * checksum from it; docs/datapath.md).
+ */
 export function innerUdp4(o: { src: Ipv4Addr; dst: Ipv4Addr; sport: number; dport: number; len: number }): Buffer {
   if (o.len < 28) throw new RangeError(`inner packet of ${o.len} bytes: at least 28 (IPv4 + UDP)`);
   const udp = Buffer.alloc(o.len - 20);
   udp.writeUInt16BE(o.sport, 0);
   udp.writeUInt16BE(o.dport, 2);
   udp.writeUInt16BE(udp.length, 4);
+  const pseudo = Buffer.alloc(12);
+  ipv4ToBytes(o.src).copy(pseudo, 0);
+  ipv4ToBytes(o.dst).copy(pseudo, 4);
+  pseudo[9] = 17;
+  pseudo.writeUInt16BE(udp.length, 10);
+  const c = ipv4Checksum(Buffer.concat([pseudo, udp]));
+  udp.writeUInt16BE(c === 0 ? 0xffff : c, 6);
   return Buffer.concat([ipv4Header({ src: o.src, dst: o.dst, proto: 17, payloadLen: udp.length }), udp]);
 }
 

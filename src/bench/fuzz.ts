@@ -28,7 +28,8 @@
  * translation (IPv4: IHL 5, valid header checksum, total length = frame − 14,
  * UDP length = total − 20, GTP length = UDP length − 16, port 2152; IPv6:
  * payload length = frame − 54, SRH length consistent and inside the packet,
- * next header 4/41 matching the inner version) AND equal, byte for byte, to
+ * next header 4/41 matching the inner version; GTP-U over IPv6: the UDP
+ * checksum by End.M.GTP6.E's rule, docs/datapath.md) AND equal, byte for byte, to
  * the translation an independent TypeScript model of docs/datapath.md
  * computes from the input; a frame that model finds well formed and
  * addressed to a rule must be translated. At the end: event counters sum to
@@ -1355,6 +1356,92 @@ function setUdp6Checksum(out: Buffer, u: number): void {
   out.writeUInt16BE(c === 0 ? 0xffff : c, u + 6);
 }
 
+/**
+ * End.M.GTP6.E's sum of the inner packet for the outer UDP checksum, derived
+ * from the inner packet's own checksums (docs/datapath.md, "UDP checksum of
+ * End.M.GTP6.E"; bpf/csum.h csum_inner_derived): the header's words plus
+ * -sum(pseudo header) for TCP, UDP and ICMPv6, plus nothing for ICMPv4.
+ * null when the rule does not apply and the program sums the bytes. Equal to
+ * sum16 of the bytes (mod 0xffff) when the inner L4 checksum is right.
+ */
+export function gtp6eDerivedInnerSum(inner: Buffer): number | null {
+  const len = inner.length;
+  if (len < 1) return null;
+  let hdr: number;
+  let ps: number;
+  let proto: number;
+  let l4: number;
+  if (inner[0]! >> 4 === 4) {
+    if (len < 20 || inner[0] !== 0x45 || inner.readUInt16BE(2) !== len || (inner.readUInt16BE(6) & 0x3fff) !== 0) return null;
+    hdr = sum16(inner, 0, 20);
+    ps = sum16(inner, 12, 20);
+    proto = inner[9]!;
+    l4 = 20;
+    if (proto === 1) return len - l4 >= 8 ? hdr : null;
+    if (proto !== 6 && proto !== 17) return null;
+  } else {
+    if (len < 40 || inner.readUInt16BE(4) + 40 !== len) return null;
+    hdr = sum16(inner, 0, 40);
+    ps = sum16(inner, 8, 40);
+    proto = inner[6]!;
+    l4 = 40;
+    if (proto !== 6 && proto !== 17 && proto !== 58) return null;
+  }
+  const l4len = len - l4;
+  let c: number;
+  if (proto === 6) {
+    if (l4len < 20) return null;
+    c = inner.readUInt16BE(l4 + 16);
+  } else if (proto === 17) {
+    if (l4len < 8 || inner.readUInt16BE(l4 + 4) !== l4len) return null;
+    c = inner.readUInt16BE(l4 + 6);
+    if (c === 0) return null;
+  } else {
+    if (l4len < 8) return null;
+    c = inner.readUInt16BE(l4 + 2);
+  }
+  const pf = sum16(Buffer.alloc(0), 0, 0, ps + l4len + proto); // 1..0xffff
+  if (c === pf) return null; // a checksum offload's pseudo-header sum
+  return sum16(Buffer.alloc(0), 0, 0, hdr + (0xffff - pf));
+}
+
+/**
+ * The UDP checksum End.M.GTP6.E writes into the GTP-U/IPv6 frame `out` (UDP
+ * header at u, inner packet at `inner`): the sum of pseudo header, UDP and
+ * GTP-U headers, and the inner packet's derived sum when the rule applies,
+ * its bytes otherwise. Written in place.
+ */
+function setGtp6eChecksum(out: Buffer, u: number, inner: number): void {
+  const len = out.readUInt16BE(u + 4);
+  out.writeUInt16BE(0, u + 6);
+  const c = ~gtp6eSum(out, u, inner, len) & 0xffff;
+  out.writeUInt16BE(c === 0 ? 0xffff : c, u + 6);
+}
+
+/**
+ * A UDP-over-IPv6 frame (IPv6 header at 14, UDP right after it) whose UDP
+ * checksum is what we send: End.M.GTP6.E's rule for a G-PDU (flags 0x30 or
+ * 0x34, as it writes them), the plain sum over the bytes otherwise (Echo
+ * Responses).
+ */
+export function udp6ChecksumOk(f: Buffer): boolean {
+  const u = ETH_HLEN + 40;
+  if (f.length < u + 8) return false;
+  const len = f.readUInt16BE(ETH_HLEN + 4);
+  if (u + len > f.length || len < 8) return false;
+  const fl = f[u + 8];
+  const inner = u + 8 + (fl === 0x34 ? 16 : 8);
+  if (len >= 16 && (fl === 0x30 || fl === 0x34) && f[u + 9] === 0xff && inner <= u + len) return gtp6eSum(f, u, inner, len) === 0xffff;
+  return sum16(f, u, u + len, sum16(f, ETH_HLEN + 8, ETH_HLEN + 40, len + 17)) === 0xffff;
+}
+
+/** Pseudo header + UDP/GTP-U headers + the inner packet as End.M.GTP6.E sums it, folded. */
+function gtp6eSum(f: Buffer, u: number, inner: number, len: number): number {
+  const hdrs = sum16(f, u, inner, sum16(f, ETH_HLEN + 8, ETH_HLEN + 40, len + 17));
+  const derived = gtp6eDerivedInnerSum(f.subarray(inner, u + len));
+  return derived === null ? sum16(f, inner, u + len, hdrs) : sum16(Buffer.alloc(0), 0, 0, hdrs + derived);
+}
+
 type Walk = { readonly off: number; readonly nh: number; readonly srh: number } | { readonly why: string };
 
 /** The extension headers End.M.GTP4.E/GTP6.* accept (srh = offset of the first SRH or -1). */
@@ -1435,7 +1522,7 @@ function modelGtp6e(f: Buffer, cfg: Config, ls: LocalSid, da: Ipv6Addr): ModelRe
     out[g + 14] = ((args.r ? 1 : 0) << 6) | args.qfi;
   }
   inner.copy(out, g + (psc ? 16 : 8));
-  setUdp6Checksum(out, u);
+  setGtp6eChecksum(out, u, g + (psc ? 16 : 8));
   const layout: [number, string][] = [
     [0, 'eth'], [14, 'ipv6 version/tc/flow label'], [18, 'ipv6 payload length'], [20, 'ipv6 next header'], [21, 'ipv6 hop limit'],
     [22, 'ipv6 SA'], [38, 'ipv6 DA'], [u, 'udp source port'], [u + 2, 'udp destination port'], [u + 4, 'udp length'],
@@ -1649,9 +1736,11 @@ export function checkTranslation(input: Buffer, out: Buffer): string | null {
       if (out.length < p + 16) return 'GTP-U/IPv6 output cut short';
       if (out.readUInt16BE(p + 4) !== pl) return `UDP length ${out.readUInt16BE(p + 4)} != payload length ${pl}`;
       if (out.readUInt16BE(p + 2) !== 2152) return 'UDP destination port not 2152';
-      if (sum16(out, p, out.length, sum16(out, o + 8, o + 40, pl + 17)) !== 0xffff) return 'bad UDP checksum over IPv6';
       const fl = out[p + 8]!;
       if ((fl !== 0x30 && fl !== 0x34) || out[p + 9] !== 0xff) return 'not a G-PDU';
+      // The checksum sums right over the bytes, or over the inner packet
+      // as its own checksums describe it (End.M.GTP6.E's rule).
+      if (gtp6eSum(out, p, p + 8 + (fl === 0x34 ? 16 : 8), pl) !== 0xffff) return 'bad UDP checksum over IPv6 (End.M.GTP6.E rule)';
       if (out.readUInt16BE(p + 10) !== pl - 16) return 'GTP length != UDP length - 16';
       return null;
     }
