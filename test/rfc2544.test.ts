@@ -6,7 +6,7 @@
  * No timed assertions. Everything is removed in afterAll, also on failure;
  * and a benchmark interrupted with SIGINT removes its namespaces.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +22,21 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const objects = [DEFAULT_OBJECT, TRAFFICGEN_OBJECT, SINK_OBJECT, L3FWD_OBJECT];
 const ready = process.getuid?.() === 0 && objects.every((o) => existsSync(o));
 if (!ready) console.warn(`*** SKIPPING test/rfc2544.test.ts: needs root and ${objects.join(', ')} (make bpf)`);
+
+/** Whether `pid`'s chain of parents (/proc/PID/stat) reaches `ancestor`. */
+function descends(pid: number, ancestor: number): boolean {
+  for (let p = pid, hops = 0; p > 1 && hops < 32; hops++) {
+    if (p === ancestor) return true;
+    try {
+      // "PID (comm) STATE PPID ...": comm may hold spaces, so read after the last ')'.
+      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+      p = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch {
+      return false;
+    }
+  }
+  return false;
+}
 
 async function benchNamespaces(pid: number): Promise<string[]> {
   const r = await execa('ip', ['netns', 'list']);
@@ -117,7 +132,10 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
     });
     // tsx -> node: signal the node process that runs the benchmark (the one that owns the namespaces).
     const names = (await execa('ip', ['netns', 'list'])).stdout.split('\n').map((l) => l.split(' ')[0] ?? '');
-    const owner = names.map((n) => new RegExp(`^${BENCH_NETNS_PREFIX}(\\d+)-`).exec(n)?.[1]).find((p) => p !== undefined && Number(p) !== process.pid);
+    // Only a descendant of the process this test started: other benchmarks may run on the machine.
+    const owner = names
+      .map((n) => new RegExp(`^${BENCH_NETNS_PREFIX}(\\d+)-`).exec(n)?.[1])
+      .find((p) => p !== undefined && proc.pid !== undefined && descends(Number(p), proc.pid));
     expect(owner).toBeDefined();
     process.kill(Number(owner), 'SIGINT');
     const r = await proc;
