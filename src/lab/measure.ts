@@ -45,8 +45,21 @@ export const UDP_SOCKET_BUFFER = '4M';
 const srcOf = (t: LabTopology, path: PathName): string => (path === 'translated' ? t.ue.addr : t.ue.plainAddr);
 
 /** ping -c count from the UE's address of `path` to the data network. */
-export async function ping(t: LabTopology, path: PathName, count: number, dst = t.dn.addr): Promise<PingResult> {
-  const r = await nsRun(t.ns.ue, 'ping', ['-n', '-c', String(count), '-i', '0.05', '-W', '1', '-I', srcOf(t, path), dst], {
+export async function ping(t: LabTopology, path: PathName, count: number, dst = t.dn.addr, interval = '0.05'): Promise<PingResult> {
+  return pingFrom(t.ns.ue, srcOf(t, path), dst, count, interval);
+}
+
+/**
+ * The RTT floor of this host: one veth hop (dn to the core's address on
+ * that link), no XDP, no TC, the same ping. On a VM whose idle vCPUs sleep
+ * between pings, every hop pays a wake-up; this row says how much.
+ */
+export async function pingOneHop(t: LabTopology, count: number, interval = '0.05'): Promise<PingResult> {
+  return pingFrom(t.ns.dn, t.dn.addr, t.core.dnLink, count, interval);
+}
+
+async function pingFrom(ns: string, src: string, dst: string, count: number, interval: string): Promise<PingResult> {
+  const r = await nsRun(ns, 'ping', ['-n', '-c', String(count), '-i', interval, '-W', '1', '-I', src, dst], {
     allowFail: true,
     timeout: count * 1000 + 10_000,
   });

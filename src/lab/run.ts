@@ -9,7 +9,7 @@ import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { gnbCounters, gnbDelta, type GnbCounters } from './gnb.js';
 import { labApi, labDown, labUp, type LabPaths, type Progress } from './lab.js';
-import { captureWires, iperfServer, ping, tcp, udp, type PathName, type PingResult, type TcpResult, type UdpResult, type WireCapture } from './measure.js';
+import { captureWires, iperfServer, ping, pingOneHop, tcp, udp, type PathName, type PingResult, type TcpResult, type UdpResult, type WireCapture } from './measure.js';
 import type { LabTopology } from './topology.js';
 
 export interface RunOptions {
@@ -26,8 +26,12 @@ export interface RunOptions {
 
 export const RUN_DEFAULTS = { pingCount: 20, tcpSeconds: 10, udpSeconds: 10, udpMbps: 500, udpBytes: 1400 } as const;
 
+/** Pings back to back (one every 2 ms): no idle vCPU between them to wake up. */
+export const BUSY_PING = { count: 200, interval: '0.002' } as const;
+
 export interface PathResults {
   readonly ping: PingResult;
+  readonly pingBusy: PingResult;
   readonly tcp: TcpResult;
   readonly udp: UdpResult;
 }
@@ -43,6 +47,8 @@ export interface LabReport {
   readonly mtu: { readonly ue: number; readonly transit: number };
   readonly translated: PathResults;
   readonly plain: PathResults;
+  /** The same ping over one plain veth hop (dn to core): this host's floor. */
+  readonly oneHop: PingResult;
   readonly ratio: { readonly tcp: number; readonly udpReceived: number };
   readonly translator: {
     readonly functions: Record<string, FunctionCounters>;
@@ -57,11 +63,12 @@ export interface LabReport {
 async function measurePath(t: LabTopology, path: PathName, o: RunOptions): Promise<PathResults> {
   o.progress(`${path}: ping -c ${o.pingCount}`);
   const p = await ping(t, path, o.pingCount);
+  const pb = await ping(t, path, BUSY_PING.count, t.dn.addr, BUSY_PING.interval);
   o.progress(`${path}: iperf3 TCP ${o.tcpSeconds} s`);
   const tc = await tcp(t, path, o.tcpSeconds);
   o.progress(`${path}: iperf3 UDP ${o.udpMbps} Mbit/s offered, ${o.udpSeconds} s`);
   const u = await udp(t, path, o.udpSeconds, o.udpMbps, o.udpBytes);
-  return { ping: p, tcp: tc, udp: u };
+  return { ping: p, pingBusy: pb, tcp: tc, udp: u };
 }
 
 /** Measure on a lab that is up. */
@@ -79,6 +86,7 @@ export async function measureLab(t: LabTopology, paths: LabPaths, o: RunOptions)
     const wires = await captureWires(t, out, 4, () => ping(t, 'translated', 4));
     const translated = await measurePath(t, 'translated', o);
     const plain = await measurePath(t, 'plain', o);
+    const oneHop = await pingOneHop(t, o.pingCount);
     const c = await labApi<{ functions: Record<string, FunctionCounters>; events: Record<string, FunctionCounters> }>(paths, 'GET', '/v1/counters?rules=none');
     const g = gnbDelta(g0, await gnbCounters(paths.bpffs));
     const events = Object.fromEntries(Object.entries(c.body.events).filter(([, v]) => v.packets > 0));
@@ -90,6 +98,7 @@ export async function measureLab(t: LabTopology, paths: LabPaths, o: RunOptions)
       mtu: { ue: t.ue.mtu, transit: t.mup.mtu },
       translated,
       plain,
+      oneHop,
       ratio: {
         tcp: plain.tcp.gbps > 0 ? translated.tcp.gbps / plain.tcp.gbps : 0,
         udpReceived: plain.udp.receivedMbps > 0 ? translated.udp.receivedMbps / plain.udp.receivedMbps : 0,
@@ -138,7 +147,8 @@ function udpCell(u: UdpResult): string {
 export function resultRows(r: LabReport): string[][] {
   return [
     ['', 'translated (GTP-U + SRv6)', 'plain (routed IPv4)'],
-    [`ping -c ${r.translated.ping.sent}`, pingCell(r.translated.ping), pingCell(r.plain.ping)],
+    [`ping -c ${r.translated.ping.sent} -i 0.05`, pingCell(r.translated.ping), pingCell(r.plain.ping)],
+    [`ping -c ${r.translated.pingBusy.sent} -i ${BUSY_PING.interval}`, pingCell(r.translated.pingBusy), pingCell(r.plain.pingBusy)],
     [
       `iperf3 TCP ${f(r.translated.tcp.seconds, 0)} s`,
       `${f(r.translated.tcp.gbps)} Gbit/s (${r.translated.tcp.retransmits} retr)`,
@@ -158,6 +168,7 @@ export function renderText(r: LabReport, wires?: readonly WireCapture[]): string
   lines.push(`\nsrv6-mup lab, ${r.at}, load average ${r.host.loadavg.join(' ')} -> ${r.host.loadavgAfter.join(' ')} (${r.host.cpus} CPUs), MTU ${r.mtu.ue} (UE, DN) / ${r.mtu.transit} (N3, SRv6); iperf3 UDP -w ${r.translated.udp.socketBuffer}\n`);
   lines.push(table(resultRows(r)));
   lines.push(`translated/plain: TCP ${f(r.ratio.tcp)}, UDP received ${f(r.ratio.udpReceived)}\n`);
+  lines.push(`one veth hop (dn -> core, no XDP, no TC), ping -c ${r.oneHop.sent} -i 0.05: ${pingCell(r.oneHop)}: this host's wake-up floor\n`);
   lines.push('translator counters (mup daemon, /v1/counters):');
   for (const [k, v] of Object.entries(r.translator.functions)) lines.push(`  ${k.padEnd(20)} ${String(v.packets).padStart(10)} packets ${String(v.bytes).padStart(14)} bytes`);
   const ev = Object.entries(r.translator.events).map(([k, v]) => `${k} ${v.packets}`);
@@ -186,6 +197,8 @@ function renderMarkdown(r: LabReport, wires: readonly WireCapture[]): string {
     ...rows.slice(1).map((row) => `| ${row.join(' | ')} |`),
     '',
     `Translated/plain: TCP ${f(r.ratio.tcp)}, UDP received ${f(r.ratio.udpReceived)}.`,
+    '',
+    `One veth hop (dn to core, no XDP, no TC), ping -c ${r.oneHop.sent} -i 0.05: ${pingCell(r.oneHop)}. On a VM whose idle vCPUs sleep between pings each hop pays a wake-up; the ping every 2 ms above has none.`,
     '',
     '## Translator counters',
     '',
