@@ -142,6 +142,7 @@ enum mup_event {
 	MUP_EV_FWD_FIB_MISS = 11,      /* FIB lookup found no neighbour: XDP_PASS */
 	MUP_EV_FWD_FIB_FAIL = 12,      /* no route, blackhole, ...: XDP_PASS */
 	MUP_EV_FWD_FIB_FRAG = 13,      /* larger than the egress MTU: XDP_PASS */
+	MUP_EV_FWD_CACHED = 14,        /* cached next hop (no FIB lookup): redirected, or XDP_TX when egress = ingress */
 	/* Dropped, by reason. */
 	MUP_EV_DROP_V4_TRUNCATED = 16,     /* frame ends before the IPv4 total length */
 	MUP_EV_DROP_V4_BAD_HEADER = 17,    /* version != 4, IHL < 5, total length < IHL */
@@ -180,6 +181,33 @@ enum mup_event {
 	MUP_EV_DROP_TOO_BIG_RATELIMIT = 46,/* dropped, no ICMP: this CPU sent its ICMP errors for this second */
 	MUP_EV_DROP_TOO_LONG = 47,         /* End.M.GTP6.E: UDP over 9,727 bytes, beyond our checksum loop (generic mode only) */
 	MUP_EV_MAX = 48,
+};
+
+/*
+ * Next-hop cache (bpf/fwd.h, src/daemon/nexthop.ts). In forwarding mode fib
+ * a rule whose translated packets all go to one destination range (H.M.GTP4.D
+ * and End.M.GTP6.D: the last SID's prefix, or S1; End.M.GTP4.E: all of IPv4)
+ * may have a next hop that user space resolved from the kernel's routes and
+ * neighbours: mup_nh_rules[rule] is a slot of mup_nexthops, 0 = none. A slot
+ * is written once and never changed while a rule points to it (a new next hop
+ * is a new slot), and it names the range it was resolved for: the program
+ * uses it only when that range is the rule's, so a stale pointer (a rule id
+ * reused) falls back to the FIB lookup instead of misdirecting. The whole
+ * cache is used only while the lease runs: a daemon that dies stops
+ * renewing it, and packets go back to the FIB lookup within the lease.
+ */
+struct mup_nexthop {
+	__u8  dst[16];   /* the range's prefix, masked (IPv4: first 4 bytes, rest 0) */
+	__u32 ifindex;   /* egress interface */
+	__u16 mtu;       /* egress MTU (route or interface); larger packets take the FIB path */
+	__u8  plen;      /* the range's prefix length */
+	__u8  family;    /* AF_INET (2) or AF_INET6 (10); 0 = empty slot */
+	__u8  dmac[6];   /* the neighbour's link-layer address */
+	__u8  smac[6];   /* the egress interface's address */
+};
+
+struct mup_nh_lease {
+	__u64 expires_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns); 0 = cache off */
 };
 
 #endif /* MUP_SHARED_H */
