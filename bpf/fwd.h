@@ -8,6 +8,7 @@
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 #include "mup_shared.h"
 #include "counters.h"
 #include "maps.h"
@@ -125,7 +126,36 @@ static __always_inline const struct mup_nexthop *nh_cached(__u32 rule, __u8 fami
 			return 0;
 	}
 	lease = bpf_map_lookup_elem(&mup_nh_lease, &k);
-	if (!lease || bpf_ktime_get_ns() >= lease->expires_ns)
+	if (!lease || bpf_ktime_get_coarse_ns() >= lease->expires_ns)
+		return 0;
+	return nh;
+}
+
+/* End.M.GTP4.E: the gNB address comes from the SID, so the rule's range is
+ * all of IPv4, which one next hop never serves soundly (local addresses, a
+ * connected subnet). Its slot names instead one route's prefix in which
+ * every address has that next hop (no more specific or local route inside):
+ * used when the packet's destination daddr (host order) lies in it. */
+static __always_inline const struct mup_nexthop *nh_cached4(__u32 rule, __u32 daddr, __u32 tot_len)
+{
+	__u32 *slot = bpf_map_lookup_elem(&mup_nh_rules, &rule);
+	const struct mup_nexthop *nh;
+	struct mup_nh_lease *lease;
+	__u32 k = 0, plen, mask;
+
+	if (!slot || !*slot)
+		return 0;
+	nh = bpf_map_lookup_elem(&mup_nexthops, slot);
+	if (!nh || nh->family != AF_INET || tot_len > nh->mtu)
+		return 0;
+	plen = nh->plen;
+	if (plen > 32)
+		return 0;
+	mask = plen ? ~0U << (32 - plen) : 0;
+	if ((daddr & mask) != bpf_ntohl(*(const __u32 *)nh->dst))
+		return 0;
+	lease = bpf_map_lookup_elem(&mup_nh_lease, &k);
+	if (!lease || bpf_ktime_get_coarse_ns() >= lease->expires_ns)
 		return 0;
 	return nh;
 }

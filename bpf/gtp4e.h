@@ -104,12 +104,8 @@ static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cf
 	sport = cfg->sport_base + (__u16)(((__u64)h * cfg->sport_span) >> 32);
 	/* fib: look the new destination up first, so that a packet too big
 	 * for the egress is answered from the original. */
-	if (fwd == MUP_FWD_FIB) {
-		/* The gNB address comes from the SID: the range is all of IPv4. */
-		static const __u32 any4[4];
-
-		nh = nh_cached(ls->rule, AF_INET, any4, 0, new_hdr + inner_len);
-	}
+	if (fwd == MUP_FWD_FIB)
+		nh = nh_cached4(ls->rule, daddr4, new_hdr + inner_len);
 	if (fwd == MUP_FWD_FIB && !nh) {
 		__builtin_memset(&fib, 0, sizeof(fib));
 		fib.family = AF_INET;

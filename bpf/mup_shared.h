@@ -186,18 +186,20 @@ enum mup_event {
 /*
  * Next-hop cache (bpf/fwd.h, src/daemon/nexthop.ts). In forwarding mode fib
  * a rule whose translated packets all go to one destination range (H.M.GTP4.D
- * and End.M.GTP6.D: the last SID's prefix, or S1; End.M.GTP4.E: all of IPv4)
- * may have a next hop that user space resolved from the kernel's routes and
+ * and End.M.GTP6.D: the last SID's prefix, or S1) may have a next hop that user space resolved from the kernel's routes and
  * neighbours: mup_nh_rules[rule] is a slot of mup_nexthops, 0 = none. A slot
  * is written once and never changed while a rule points to it (a new next hop
  * is a new slot), and it names the range it was resolved for: the program
  * uses it only when that range is the rule's, so a stale pointer (a rule id
- * reused) falls back to the FIB lookup instead of misdirecting. The whole
+ * reused) falls back to the FIB lookup instead of misdirecting. End.M.GTP4.E,
+ * whose gNB addresses span all of IPv4, gets a slot for one route's prefix
+ * with one next hop for all of it, used when the packet's destination lies in
+ * it (fwd.h, nh_cached4). The whole
  * cache is used only while the lease runs: a daemon that dies stops
  * renewing it, and packets go back to the FIB lookup within the lease.
  */
 struct mup_nexthop {
-	__u8  dst[16];   /* the range's prefix, masked (IPv4: first 4 bytes, rest 0) */
+	__u8  dst[16];   /* the range's prefix, masked, network order (IPv4: first 4 bytes, rest 0) */
 	__u32 ifindex;   /* egress interface */
 	__u16 mtu;       /* egress MTU (route or interface); larger packets take the FIB path */
 	__u8  plen;      /* the range's prefix length */

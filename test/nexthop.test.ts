@@ -13,8 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { DEFAULT_OBJECT, inNetns, openDataplane, type Dataplane, type RunResult } from '../src/dataplane/index.js';
 import { NextHopWatcher, resolveRange, type KernelState, type Range } from '../src/daemon/nexthop.js';
-import { gtpuFrame, innerUdp4 } from '../src/bench/frames.js';
-import { parseIpv4 } from '../src/sid/addr.js';
+import { gtpuFrame, innerUdp4, srv6Frame } from '../src/bench/frames.js';
+import { ipv6Prefix, parseIpv4, parseIpv6 } from '../src/sid/addr.js';
+import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../src/sid/mobile.js';
 import { Lab, sweepStaleNamespaces } from './helpers/netns.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -54,7 +55,14 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('next-hop cache, real pr
     qfi: 9,
     inner: innerUdp4({ src: parseIpv4('10.45.0.2', 't'), dst: parseIpv4('203.0.113.5', 't'), sport: 40000, dport: 9000, len: 46 }),
   });
-  const send = (): RunResult => inNetns(dut, () => dp.run(frame));
+  /** End.M.GTP4.E to gNB `gnb`: the IPv4 destination comes from the SID. */
+  const downlink = (gnb: string): Buffer =>
+    srv6Frame({
+      src: encodeGtp4Src(ipv6Prefix(parseIpv6('2001:db8:ff::', 't'), 64), parseIpv4('203.0.113.5', 't')),
+      dst: encodeGtp4Sid(ipv6Prefix(parseIpv6('2001:db8:2::', 't'), 48), parseIpv4(gnb, 't'), { qfi: qfi(9), r: false, u: false, teid: teid(0x1000) }),
+      inner: innerUdp4({ src: parseIpv4('203.0.113.5', 't'), dst: parseIpv4('10.45.0.2', 't'), sport: 9000, dport: 40000, len: 46 }),
+    });
+  const send = (f = frame): RunResult => inNetns(dut, () => dp.run(f));
 
   /** Poll until `ok` holds for a frame; the ms it took. Throws with the last result after `limitMs`. */
   async function until(what: string, ok: (r: RunResult) => boolean, limitMs = 10_000): Promise<number> {
@@ -85,6 +93,9 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('next-hop cache, real pr
       `neigh replace fd00:a::2 lladdr ${MAC_A} dev x0 nud permanent`,
       `neigh replace fd00:b::2 lladdr ${MAC_B} dev x1 nud permanent`,
       'route add 2001:db8:100::/48 via fd00:a::2 dev x0',
+      'addr add 10.0.0.1/24 dev x0',
+      `neigh replace 10.0.0.2 lladdr ${MAC_A} dev x0 nud permanent`,
+      'route add 198.51.100.0/24 via 10.0.0.2 dev x0',
     ]);
     await lab.ip('a', 'link', 'set', 'y0', 'up');
     await lab.ip('b', 'link', 'set', 'y1', 'up');
@@ -114,10 +125,14 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('next-hop cache, real pr
     expect(r.verdict).toBe('redirect');
     expect(macOf(r.out, 0)).toBe(MAC_A);
     expect(macOf(r.out, 6)).toBe(macX0);
-    const s0 = watcher.last!;
-    expect(s0.cached).toBe(1);
-    // The End.M.GTP4.E rule's range is all of IPv4: lo's local routes overlap it.
-    expect(Object.keys(s0.fib).join()).toMatch(/local route/);
+    expect(watcher.last!.cached).toBe(2);
+    // End.M.GTP4.E: the slot names 198.51.100.0/24 (the one gateway route
+    // with nothing inside); a gNB in it uses the cache, one outside (on the
+    // connected subnet) the FIB lookup.
+    r = send(downlink('198.51.100.7'));
+    expect([r.verdict, r.event, macOf(r.out, 0), macOf(r.out, 6)]).toEqual(['redirect', 'fwd_cached', MAC_A, macX0]);
+    r = send(downlink('10.0.0.2'));
+    expect([r.verdict, r.event, macOf(r.out, 0)]).toEqual(['redirect', 'fwd_redirect', MAC_A]);
 
     // Route change: the prefix moves to the other interface's neighbour.
     await lab.ip('dut', 'route', 'replace', '2001:db8:100::/48', 'via', 'fd00:b::2', 'dev', 'x1');
@@ -141,7 +156,7 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('next-hop cache, real pr
     const ambMs = await until('ambiguous route', (x) => x.event === 'fwd_redirect');
     r = send();
     expect(macOf(r.out, 0)).toBe(MAC_B2); // the FIB's answer for this frame's SID: still the /48
-    expect(watcher.last!.cached).toBe(0);
+    expect(watcher.last!.cached).toBe(1); // the End.M.GTP4.E rule only
     expect(Object.keys(watcher.last!.fib).join()).toMatch(/inside the range/);
 
     // Unambiguous again, then a neighbour that is not usable: FIB (no neighbour -> kernel).

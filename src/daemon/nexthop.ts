@@ -6,8 +6,7 @@
  *
  * Soundness first. A rule's packets do not all go to one address: for
  * H.M.GTP4.D the IPv6 DA is sr_prefix | IPv4 DA | args (or S1 with
- * segments); for End.M.GTP4.E the IPv4 DA is whatever the SID carries, so
- * all of IPv4. One next hop serves the rule only when the FIB would give the
+ * segments). One next hop serves the rule only when the FIB would give the
  * same answer for every address of that range:
  * - only the default policy-routing rules (local, main, default);
  * - no route of the local table overlaps the range;
@@ -21,6 +20,10 @@
  *   is REACHABLE, STALE or PERMANENT;
  * - forwarding is on for the family on every ingress interface (otherwise
  *   the FIB lookup would refuse).
+ * For End.M.GTP4.E the IPv4 DA is whatever the SID carries, all of IPv4,
+ * which never passes: its slot names one route's prefix that passes, and the
+ * data plane checks each packet's destination against it (resolveAnyIpv4).
+ * End.M.GTP6.E (the gNB from SRH[0]) always uses the FIB lookup.
  * Anything else, or any doubt, leaves the rule on the FIB lookup, with the
  * reason kept for `status`. The data plane also checks, per packet, that the
  * slot was resolved for exactly the rule's range (a reused rule id with a
@@ -167,7 +170,15 @@ export interface NextHop {
   readonly dmac: Buffer;
   readonly smac: Buffer;
 }
-export type Resolution = { readonly ok: true; readonly nh: NextHop; readonly route: string } | { readonly ok: false; readonly reason: string };
+export type Resolution =
+  | {
+      readonly ok: true;
+      readonly nh: NextHop;
+      readonly route: string;
+      /** The range the slot names, when not the rule's own (End.M.GTP4.E: one route's prefix). */
+      readonly tag?: Range;
+    }
+  | { readonly ok: false; readonly reason: string };
 
 const WIDTH = { 4: 32, 6: 128 } as const;
 
@@ -285,6 +296,38 @@ export function resolveRange(k: KernelState, range: Range, ingress: readonly str
   return { ok: true, route: r.dst, nh: { ifindex: link.ifindex, ifname: link.ifname, gateway: gwText, mtu, dmac, smac } };
 }
 
+/** The range of End.M.GTP4.E rules: every IPv4 address (the gNB comes from the SID). */
+export const ANY_IPV4: Range = { family: 4, addr: 0n, len: 0 };
+
+/**
+ * End.M.GTP4.E: all of IPv4 never has one next hop (local addresses, a
+ * connected subnet), so the slot names one route's prefix instead, and the
+ * data plane uses it for destinations inside it. Sound for a route that
+ * passes resolveRange() for its own prefix (nothing more specific or local
+ * inside, one gateway). Of those, the one that covers the most addresses:
+ * the gNBs behind one router (10.10.0.0/16 via R) are the case it serves; a
+ * world of /32 routes per gNB serves one gNB per rule, the others use the FIB.
+ */
+export function resolveAnyIpv4(k: KernelState, ingress: readonly string[]): Resolution {
+  let best: Resolution | undefined;
+  let bestLen = 33;
+  let why = 'no route of main has a gateway and nothing more specific or local inside';
+  for (const r of k.routes[4]) {
+    if ((r.table ?? 'main') !== 'main' || r.gateway === undefined) continue;
+    const p = parsePrefix(r.dst, 4);
+    if (p === undefined || p.len >= bestLen) continue;
+    const tag: Range = { family: 4, addr: p.addr, len: p.len };
+    const res = resolveRange(k, tag, ingress);
+    if (res.ok) {
+      best = { ...res, tag };
+      bestLen = p.len;
+    } else if (best === undefined && !/inside the range|overlaps/.test(res.reason)) {
+      why = res.reason;
+    }
+  }
+  return best ?? { ok: false, reason: why };
+}
+
 // --- the maps -----------------------------------------------------------------
 
 const nhId = (range: Range, nh: NextHop): string =>
@@ -367,14 +410,15 @@ export class NextHopCache {
         fib[reason] = (fib[reason] ?? 0) + 1;
         continue;
       }
-      const id = nhId(range, res.nh);
+      const tag = res.tag ?? range;
+      const id = nhId(tag, res.nh);
       let slot = used.get(id) ?? this.#slots.get(id);
       if (slot === undefined) {
         slot = this.#alloc();
         const f: NextHopFields = {
-          family: range.family === 4 ? AF_INET : AF_INET6,
-          dst: range.addr,
-          plen: range.len,
+          family: tag.family === 4 ? AF_INET : AF_INET6,
+          dst: tag.addr,
+          plen: tag.len,
           ifindex: res.nh.ifindex,
           mtu: res.nh.mtu,
           dmac: res.nh.dmac,
@@ -423,7 +467,8 @@ export function resolveAll(k: KernelState, assign: ReadonlyArray<{ range: Range 
   const out = new Map<string, Resolution>();
   for (const { range } of assign) {
     const key = rangeKey(range);
-    if (!out.has(key)) out.set(key, resolveRange(k, range, ingress));
+    if (out.has(key)) continue;
+    out.set(key, range.family === 4 && range.len === 0 ? resolveAnyIpv4(k, ingress) : resolveRange(k, range, ingress));
   }
   return out;
 }
