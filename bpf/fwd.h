@@ -101,6 +101,17 @@ struct {
 	__type(value, struct mup_nh_lease);
 } mup_nh_lease SEC(".maps");
 
+/* End.M.GTP4.E: the last destination of each rule that did not find its
+ * next hop in the cache, so user space can pick the route prefix the rule's
+ * slot should name (its traffic tells where its gNBs are). Written on the
+ * FIB path only, and only when it changes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} mup_nh_hints SEC(".maps");
+
 /* The cached next hop of `rule` if it was resolved for exactly this
  * destination range (family, prefix d0..d3 in network order, plen), the
  * packet of tot_len bytes fits its MTU and the lease runs; else 0, and the
@@ -136,7 +147,7 @@ static __always_inline const struct mup_nexthop *nh_cached(__u32 rule, __u8 fami
  * connected subnet). Its slot names instead one route's prefix in which
  * every address has that next hop (no more specific or local route inside):
  * used when the packet's destination daddr (host order) lies in it. */
-static __always_inline const struct mup_nexthop *nh_cached4(__u32 rule, __u32 daddr, __u32 tot_len)
+static __always_inline const struct mup_nexthop *nh_slot4(__u32 rule, __u32 daddr, __u32 tot_len)
 {
 	__u32 *slot = bpf_map_lookup_elem(&mup_nh_rules, &rule);
 	const struct mup_nexthop *nh;
@@ -158,6 +169,19 @@ static __always_inline const struct mup_nexthop *nh_cached4(__u32 rule, __u32 da
 	if (!lease || bpf_ktime_get_coarse_ns() >= lease->expires_ns)
 		return 0;
 	return nh;
+}
+
+static __always_inline const struct mup_nexthop *nh_cached4(__u32 rule, __u32 daddr, __u32 tot_len)
+{
+	const struct mup_nexthop *nh = nh_slot4(rule, daddr, tot_len);
+	__u32 *hint;
+
+	if (nh)
+		return nh;
+	hint = bpf_map_lookup_elem(&mup_nh_hints, &rule);
+	if (hint && *hint != daddr)
+		*hint = daddr;
+	return 0;
 }
 
 /* The translated frame leaves by its cached next hop. */

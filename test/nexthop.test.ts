@@ -133,6 +133,12 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('next-hop cache, real pr
     expect([r.verdict, r.event, macOf(r.out, 0), macOf(r.out, 6)]).toEqual(['redirect', 'fwd_cached', MAC_A, macX0]);
     r = send(downlink('10.0.0.2'));
     expect([r.verdict, r.event, macOf(r.out, 0)]).toEqual(['redirect', 'fwd_redirect', MAC_A]);
+    // That miss left its destination as the rule's hint: the next resolution
+    // moves the slot to it (a connected neighbour: a range of one address).
+    await watcher.resolveNow();
+    r = send(downlink('10.0.0.2'));
+    expect([r.verdict, r.event, macOf(r.out, 0)]).toEqual(['redirect', 'fwd_cached', MAC_A]);
+    expect(send(downlink('198.51.100.7')).event).toBe('fwd_redirect');
 
     // Route change: the prefix moves to the other interface's neighbour.
     await lab.ip('dut', 'route', 'replace', '2001:db8:100::/48', 'via', 'fd00:b::2', 'dev', 'x1');

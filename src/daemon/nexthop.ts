@@ -22,7 +22,12 @@
  *   the FIB lookup would refuse).
  * For End.M.GTP4.E the IPv4 DA is whatever the SID carries, all of IPv4,
  * which never passes: its slot names one route's prefix that passes, and the
- * data plane checks each packet's destination against it (resolveAnyIpv4).
+ * data plane checks each packet's destination against it. Which prefix: the
+ * widest sound one around the rule's last destination that missed the cache
+ * (the data plane leaves it in mup_nh_hints; resolveNear4), before any
+ * traffic the widest gateway route (resolveAnyIpv4). gNBs behind one router
+ * converge on the router's prefix; gNBs with a /32 route each, or on a
+ * connected subnet, are served one at a time, the rest by the FIB lookup.
  * End.M.GTP6.E (the gNB from SRH[0]) always uses the FIB lookup.
  * Anything else, or any doubt, leaves the rule on the FIB lookup, with the
  * reason kept for `status`. The data plane also checks, per packet, that the
@@ -41,7 +46,7 @@ import { promisify } from 'node:util';
 import type { Config } from '../config/types.js';
 import { AF_INET, AF_INET6, LAYOUTS, encodeNextHop, type NextHopFields } from '../dataplane/codec.js';
 import type { Dataplane, NextHopFds } from '../dataplane/dataplane.js';
-import { BPF_ANY, mapLookup, mapUpdate, mapUpdateBatch, synchronizeRcu } from '../dataplane/libbpf.js';
+import { BPF_ANY, mapLookup, mapLookupArrayRange, mapUpdate, mapUpdateBatch, synchronizeRcu } from '../dataplane/libbpf.js';
 
 const run = promisify(execFile);
 
@@ -51,9 +56,15 @@ export interface Range {
   /** Prefix, host bits clear. */
   readonly addr: bigint;
   readonly len: number;
+  /**
+   * End.M.GTP4.E: all of IPv4, and `addr` (len 32) is the rule's last
+   * destination that missed the cache: the slot should name the widest
+   * sound prefix around it (resolveNear4).
+   */
+  readonly near?: boolean;
 }
 
-export const rangeKey = (r: Range): string => `${r.family}/${r.addr.toString(16)}/${r.len}`;
+export const rangeKey = (r: Range): string => `${r.family}/${r.addr.toString(16)}/${r.len}${r.near === true ? '~' : ''}`;
 
 /** The range of each rule that has one (GTP6.E: the gNB is per packet in SRH[0], all of IPv6: none). */
 export function ruleRanges(config: Pick<Config, 'policies' | 'localsids'>, dp: Pick<Dataplane, 'rules'>): Array<{ rule: number; range: Range }> {
@@ -307,6 +318,8 @@ export const ANY_IPV4: Range = { family: 4, addr: 0n, len: 0 };
  * inside, one gateway). Of those, the one that covers the most addresses:
  * the gNBs behind one router (10.10.0.0/16 via R) are the case it serves; a
  * world of /32 routes per gNB serves one gNB per rule, the others use the FIB.
+ * Without such a route, one usable neighbour on a connected subnet (a range
+ * of one address): the first the kernel lists.
  */
 export function resolveAnyIpv4(k: KernelState, ingress: readonly string[]): Resolution {
   let best: Resolution | undefined;
@@ -325,7 +338,40 @@ export function resolveAnyIpv4(k: KernelState, ingress: readonly string[]): Reso
       why = res.reason;
     }
   }
-  return best ?? { ok: false, reason: why };
+  if (best !== undefined) return best;
+  // No such route: a gNB on a connected subnet is a range of one address.
+  for (const n of k.neighbours) {
+    const a = parseAddr(n.dst, 4);
+    if (a === undefined) continue;
+    const tag: Range = { family: 4, addr: a, len: 32 };
+    const res = resolveRange(k, tag, ingress);
+    if (res.ok) return { ...res, tag };
+  }
+  return { ok: false, reason: why };
+}
+
+/**
+ * End.M.GTP4.E with a hint: the widest prefix around address `a` that one
+ * next hop serves: a gateway route of main containing it that passes
+ * resolveRange() for its own prefix, the shortest first; else `a` alone.
+ */
+export function resolveNear4(k: KernelState, a: bigint, ingress: readonly string[]): Resolution {
+  const host = { addr: a, len: 32 };
+  const around: Array<{ addr: bigint; len: number }> = [];
+  for (const r of k.routes[4]) {
+    if ((r.table ?? 'main') !== 'main' || r.gateway === undefined) continue;
+    const p = parsePrefix(r.dst, 4);
+    if (p !== undefined && p.len < 32 && contains(p, host, 32)) around.push(p);
+  }
+  around.sort((x, y) => x.len - y.len);
+  for (const p of around) {
+    const tag: Range = { family: 4, addr: p.addr, len: p.len };
+    const res = resolveRange(k, tag, ingress);
+    if (res.ok) return { ...res, tag };
+  }
+  const tag: Range = { family: 4, addr: a, len: 32 };
+  const res = resolveRange(k, tag, ingress);
+  return res.ok ? { ...res, tag } : res;
 }
 
 // --- the maps -----------------------------------------------------------------
@@ -450,6 +496,20 @@ export class NextHopCache {
     mapUpdate(this.#fds.leaseFd, u32(0), Buffer.alloc(LAYOUTS.mup_nh_lease.size), BPF_ANY, 'mup_nh_lease');
   }
 
+  /**
+   * End.M.GTP4.E rules (range ANY_IPV4) with a hint from the data plane
+   * (their last destination that missed the cache) get a range near it.
+   */
+  withHints(assign: ReadonlyArray<{ rule: number; range: Range }>): Array<{ rule: number; range: Range }> {
+    if (!assign.some((x) => x.range.family === 4 && x.range.len === 0)) return [...assign];
+    const hints = mapLookupArrayRange(this.#fds.hintsFd, 0, this.#nRules, 4, 'mup_nh_hints');
+    return assign.map((x) => {
+      if (x.range.family !== 4 || x.range.len !== 0 || x.rule >= this.#nRules) return x;
+      const h = hints.readUInt32LE(4 * x.rule);
+      return h === 0 ? x : { rule: x.rule, range: { family: 4, addr: BigInt(h), len: 32, near: true } };
+    });
+  }
+
   /** The slot rule `rule` points to, as the map holds it (0 = none). */
   ruleSlot(rule: number): number {
     return mapLookup(this.#fds.rulesFd, u32(rule), 4, 'mup_nh_rules')?.readUInt32LE(0) ?? 0;
@@ -468,7 +528,14 @@ export function resolveAll(k: KernelState, assign: ReadonlyArray<{ range: Range 
   for (const { range } of assign) {
     const key = rangeKey(range);
     if (out.has(key)) continue;
-    out.set(key, range.family === 4 && range.len === 0 ? resolveAnyIpv4(k, ingress) : resolveRange(k, range, ingress));
+    out.set(
+      key,
+      range.near === true
+        ? resolveNear4(k, range.addr, ingress)
+        : range.family === 4 && range.len === 0
+          ? resolveAnyIpv4(k, ingress)
+          : resolveRange(k, range, ingress),
+    );
   }
   return out;
 }
@@ -580,7 +647,7 @@ export class NextHopWatcher {
       this.#cache = new NextHopCache(dp.nexthop, s.maxPolicies + s.maxLocalSids);
       this.#cacheFor = dp;
     }
-    const assign = ruleRanges(this.#o.config(), dp);
+    const assign = this.#cache!.withHints(ruleRanges(this.#o.config(), dp));
     const resolved = resolveAll(k, assign, this.#o.ingress());
     const summary = this.#cache!.update(assign, resolved);
     this.#cache!.renewLease(this.#o.leaseMs ?? 3000);

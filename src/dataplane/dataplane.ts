@@ -195,12 +195,14 @@ export interface Dataplane {
   close(): void;
 }
 
-/** The next-hop cache (bpf/fwd.h): rule -> slot, the slots, the lease. */
-export const NEXTHOP_MAPS = ['mup_nh_rules', 'mup_nexthops', 'mup_nh_lease'] as const;
+/** The next-hop cache (bpf/fwd.h): rule -> slot, the slots, the lease, the GTP4.E hints. */
+export const NEXTHOP_MAPS = ['mup_nh_rules', 'mup_nexthops', 'mup_nh_lease', 'mup_nh_hints'] as const;
 export interface NextHopFds {
   readonly rulesFd: number;
   readonly slotsFd: number;
   readonly leaseFd: number;
+  /** End.M.GTP4.E: per rule, the last IPv4 destination that missed the cache (host order). */
+  readonly hintsFd: number;
 }
 
 /** Where the tables and the configuration of a loaded object live. */
@@ -247,6 +249,7 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
     const nh = NEXTHOP_MAPS.map((name) => findMap(obj, name));
     mapSetMaxEntries(nh[0]!, s.maxPolicies + s.maxLocalSids, NEXTHOP_MAPS[0]);
     mapSetMaxEntries(nh[1]!, 2 * (s.maxPolicies + s.maxLocalSids) + 1, NEXTHOP_MAPS[1]);
+    mapSetMaxEntries(nh[3]!, s.maxPolicies + s.maxLocalSids, NEXTHOP_MAPS[3]);
 
     const cfgMap = findMap(obj, MAP_CONFIG);
     const configSize = mapValueSize(cfgMap);
@@ -282,6 +285,7 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
       rulesFd: mapFd(nh[0]!, NEXTHOP_MAPS[0]),
       slotsFd: mapFd(nh[1]!, NEXTHOP_MAPS[1]),
       leaseFd: mapFd(nh[2]!, NEXTHOP_MAPS[2]),
+      hintsFd: mapFd(nh[3]!, NEXTHOP_MAPS[3]),
     };
     const tables = new Tables(fds, s, s);
     tables.writeSettings(s);
