@@ -6,7 +6,7 @@
  * No timed assertions. Everything is removed in afterAll, also on failure;
  * and a benchmark interrupted with SIGINT removes its namespaces.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -117,7 +117,15 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
     });
     // tsx -> node: signal the node process that runs the benchmark (the one that owns the namespaces).
     const names = (await execa('ip', ['netns', 'list'])).stdout.split('\n').map((l) => l.split(' ')[0] ?? '');
-    const owner = names.map((n) => new RegExp(`^${BENCH_NETNS_PREFIX}(\\d+)-`).exec(n)?.[1]).find((p) => p !== undefined && Number(p) !== process.pid);
+    // Only the benchmark this test started (tsx's child): other benchmarks may run on this machine.
+    const parent = (pid: number): number => {
+      try {
+        return Number(/^\d+ \(.*\) \S+ (\d+)/s.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1]);
+      } catch {
+        return -1;
+      }
+    };
+    const owner = names.map((n) => new RegExp(`^${BENCH_NETNS_PREFIX}(\\d+)-`).exec(n)?.[1]).find((p) => p !== undefined && parent(Number(p)) === proc.pid);
     expect(owner).toBeDefined();
     process.kill(Number(owner), 'SIGINT');
     const r = await proc;

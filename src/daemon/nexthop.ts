@@ -557,6 +557,12 @@ export interface WatcherOptions {
   readonly periodMs?: number;
   /** How long the data plane may use what was written without a renewal, ms. Default 3000 (renewed every 1000). */
   readonly leaseMs?: number;
+  /**
+   * Watch for changes (an `ip monitor` child, a periodic run). Default true;
+   * false: resolveNow() only, for a lab whose routes do not change (child
+   * processes exiting interrupt a long BPF_PROG_TEST_RUN with EINTR).
+   */
+  readonly watch?: boolean;
   readonly onResolved?: (s: CacheSummary & { readonly ms: number }) => void;
   readonly onError?: (e: Error) => void;
 }
@@ -580,6 +586,10 @@ export class NextHopWatcher {
   }
 
   start(): void {
+    const leaseMs = this.#o.leaseMs ?? 3000;
+    this.#lease = setInterval(() => this.#renew(), Math.max(100, Math.floor(leaseMs / 3)));
+    this.#lease.unref();
+    if (this.#o.watch === false) return;
     const args = [...(this.#o.netns === undefined ? [] : ['-n', this.#o.netns]), 'monitor', 'route', 'neigh', 'link', 'rule', 'netconf'];
     // setpriv sets PR_SET_PDEATHSIG before it execs ip: the kernel kills ip
     // when this process dies, however it dies.
@@ -593,9 +603,6 @@ export class NextHopWatcher {
     });
     this.#period = setInterval(() => this.changed(0), this.#o.periodMs ?? 5000);
     this.#period.unref();
-    const leaseMs = this.#o.leaseMs ?? 3000;
-    this.#lease = setInterval(() => this.#renew(), Math.max(100, Math.floor(leaseMs / 3)));
-    this.#lease.unref();
     this.changed(0);
   }
 

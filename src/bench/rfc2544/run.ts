@@ -185,10 +185,12 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
     attachXdp(l3.passFd, 'db', lab.dut);
     if ((o.nexthop ?? 'cache') === 'cache') {
       const translator = dp;
-      // The lab's routes do not change: no periodic re-resolution (8 `ip` runs) in the middle of a trial.
+      // The lab's routes do not change: resolved between trials only (an
+      // XDP attach is a link event, and `ip` children exiting during a
+      // trial interrupt the generator's BPF_PROG_TEST_RUN).
       nh = new NextHopWatcher({
         dataplane: () => translator, config: () => translator.config, ingress: () => ['da', 'db'], netns: lab.dut,
-        periodMs: 3_600_000, leaseMs: 3_600_000,
+        watch: false, leaseMs: 3_600_000,
       });
       nh.start();
       await nh.resolveNow();
