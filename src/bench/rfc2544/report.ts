@@ -220,7 +220,8 @@ export function markdown(rep: Report): string {
     const fib = Object.entries(r.nexthops.fib).map(([k, n]) => `${n} by FIB lookup (${k})`);
     L.push(
       r.nexthops.mode === 'cache'
-        ? `- The translator forwards by the next-hop cache (\`mup daemon\`'s): ${r.nexthops.cached} of its rules cached${fib.length > 0 ? `, ${fib.join(', ')}` : ''}; xdp-l3fwd does a FIB lookup per frame.`
+        ? `- The translator forwards by the next-hop cache (\`mup daemon\`'s): ${r.nexthops.cached} of its rules cached${fib.length > 0 ? `, ${fib.join(', ')}` : ''}` +
+          `${r.nexthops.frames === undefined ? '' : ` (frames over the run: ${r.nexthops.frames.cached} by the cache, ${r.nexthops.frames.fib} by FIB lookup)`}; xdp-l3fwd does a FIB lookup per frame.`
         : '- The translator forwards by a FIB lookup per frame (next-hop cache off), as xdp-l3fwd.',
     );
   }

@@ -107,7 +107,13 @@ export interface Rfc2544Result {
   options: Omit<Rfc2544Options, 'signal' | 'log' | 'progress'>;
   seg6Mode: string;
   /** How the translator's rules forward: next-hop cache (rules cached, rules on the FIB by reason). */
-  nexthops?: { mode: 'cache' | 'fib'; cached: number; fib: Record<string, number> };
+  nexthops?: {
+    mode: 'cache' | 'fib';
+    cached: number;
+    fib: Record<string, number>;
+    /** Frames the translator forwarded by the cache (fwd_cached) and by the FIB lookup (fwd_redirect), whole run. */
+    frames?: { cached: number; fib: number };
+  };
   results: CaseResult[];
   genOnly: GenOnly[];
   interrupted: boolean;
@@ -232,6 +238,14 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
     // Namespaces first: that detaches everything; then the objects.
     const errors: unknown[] = [];
     nh?.stop();
+    if (nexthops !== undefined && dp !== undefined) {
+      try {
+        const ev = dp.counters().events;
+        nexthops.frames = { cached: Number(ev['fwd_cached']?.packets ?? 0n), fib: Number(ev['fwd_redirect']?.packets ?? 0n) };
+      } catch (e) {
+        errors.push(e);
+      }
+    }
     await lab.destroy().catch((e: unknown) => errors.push(e));
     for (const c of [dp, l3, sinks?.a, sinks?.b, gens?.a, gens?.b]) {
       try {
