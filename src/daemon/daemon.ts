@@ -286,7 +286,7 @@ export class Daemon {
       return;
     }
     if (this.#nh !== undefined) {
-      this.#nh.changed();
+      this.#nh.rulesChanged();
       return;
     }
     this.#nh = new NextHopWatcher({
@@ -545,7 +545,7 @@ export class Daemon {
   #tables<T>(fn: () => T): T {
     try {
       const r = fn();
-      this.#nh?.changed();
+      this.#nh?.rulesChanged();
       return r;
     } catch (e) {
       if (e instanceof TablesFullError || e instanceof RangeError) throw new RuleError(e.message, 409);

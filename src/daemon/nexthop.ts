@@ -42,6 +42,7 @@
  * resolves each distinct range once, not each rule.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { Config } from '../config/types.js';
 import { AF_INET, AF_INET6, LAYOUTS, encodeNextHop, type NextHopFields } from '../dataplane/codec.js';
@@ -64,7 +65,16 @@ export interface Range {
   readonly near?: boolean;
 }
 
-export const rangeKey = (r: Range): string => `${r.family}/${r.addr.toString(16)}/${r.len}${r.near === true ? '~' : ''}`;
+const keys = new WeakMap<Range, string>();
+/** A range as a map key (memoised: the watcher asks for each of 65,536 ranges twice per resolution). */
+export function rangeKey(r: Range): string {
+  let k = keys.get(r);
+  if (k === undefined) {
+    k = `${r.family}/${r.addr.toString(16)}/${r.len}${r.near === true ? '~' : ''}`;
+    keys.set(r, k);
+  }
+  return k;
+}
 
 /** The range of each rule that has one (GTP6.E: the gNB is per packet in SRH[0], all of IPv6: none). */
 export function ruleRanges(config: Pick<Config, 'policies' | 'localsids'>, dp: Pick<Dataplane, 'rules'>): Array<{ rule: number; range: Range }> {
@@ -131,11 +141,14 @@ export interface KernelState {
   readonly links: readonly IpLink[];
   /** Interfaces with forwarding on, per family. */
   readonly forwarding: { readonly 4: ReadonlySet<string>; readonly 6: ReadonlySet<string> };
+  /** Everything `ip` printed: equal text, equal tables (the watcher skips the resolution). */
+  readonly text?: string;
 }
 
-async function ipJson<T>(netns: string | undefined, args: string[]): Promise<T> {
+async function ipJson<T>(netns: string | undefined, args: string[], texts?: string[]): Promise<T> {
   const { stdout } = await run('ip', [...(netns === undefined ? [] : ['-n', netns]), '-json', ...args], { maxBuffer: 256 << 20 });
   const text = stdout.trim();
+  texts?.push(text);
   return (text === '' ? [] : JSON.parse(text)) as T;
 }
 
@@ -151,15 +164,16 @@ function defaultRulesOnly(rules: ReadonlyArray<Record<string, unknown>>, family:
 
 /** The routes, rules, neighbours, links and forwarding switches of a namespace (default: this thread's). */
 export async function readKernelState(netns?: string): Promise<KernelState> {
+  const t: string[][] = Array.from({ length: 8 }, () => []);
   const [r4, r6, ru4, ru6, neighbours, links, nc4, nc6] = await Promise.all([
-    ipJson<IpRoute[]>(netns, ['-4', 'route', 'show', 'table', 'all']),
-    ipJson<IpRoute[]>(netns, ['-6', 'route', 'show', 'table', 'all']),
-    ipJson<Array<Record<string, unknown>>>(netns, ['-4', 'rule', 'show']),
-    ipJson<Array<Record<string, unknown>>>(netns, ['-6', 'rule', 'show']),
-    ipJson<IpNeigh[]>(netns, ['neigh', 'show']),
-    ipJson<IpLink[]>(netns, ['link', 'show']),
-    ipJson<Array<{ interface: string; forwarding: boolean }>>(netns, ['-4', 'netconf', 'show']),
-    ipJson<Array<{ interface: string; forwarding: boolean }>>(netns, ['-6', 'netconf', 'show']),
+    ipJson<IpRoute[]>(netns, ['-4', 'route', 'show', 'table', 'all'], t[0]),
+    ipJson<IpRoute[]>(netns, ['-6', 'route', 'show', 'table', 'all'], t[1]),
+    ipJson<Array<Record<string, unknown>>>(netns, ['-4', 'rule', 'show'], t[2]),
+    ipJson<Array<Record<string, unknown>>>(netns, ['-6', 'rule', 'show'], t[3]),
+    ipJson<IpNeigh[]>(netns, ['neigh', 'show'], t[4]),
+    ipJson<IpLink[]>(netns, ['link', 'show'], t[5]),
+    ipJson<Array<{ interface: string; forwarding: boolean }>>(netns, ['-4', 'netconf', 'show'], t[6]),
+    ipJson<Array<{ interface: string; forwarding: boolean }>>(netns, ['-6', 'netconf', 'show'], t[7]),
   ]);
   const on = (l: Array<{ interface: string; forwarding: boolean }>): Set<string> => new Set(l.filter((x) => x.forwarding).map((x) => x.interface));
   return {
@@ -168,6 +182,7 @@ export async function readKernelState(netns?: string): Promise<KernelState> {
     neighbours,
     links,
     forwarding: { 4: on(nc4), 6: on(nc6) },
+    text: t.map((x) => x.join('')).join('\n'),
   };
 }
 
@@ -241,6 +256,21 @@ function routeMtu(r: IpRoute): number | undefined {
 
 const USABLE_NEIGH = new Set(['REACHABLE', 'STALE', 'PERMANENT']);
 
+interface ParsedRoute {
+  readonly r: IpRoute;
+  readonly p: { addr: bigint; len: number } | undefined;
+}
+/** The routes parsed once per read of the kernel's tables, not once per range (65,536 ranges). */
+const parsed = new WeakMap<KernelState, { 4: ParsedRoute[]; 6: ParsedRoute[] }>();
+function routesOf(k: KernelState, f: 4 | 6): ParsedRoute[] {
+  let v = parsed.get(k);
+  if (v === undefined) {
+    v = { 4: k.routes[4].map((r) => ({ r, p: parsePrefix(r.dst, 4) })), 6: k.routes[6].map((r) => ({ r, p: parsePrefix(r.dst, 6) })) };
+    parsed.set(k, v);
+  }
+  return v[f];
+}
+
 /**
  * The one next hop of every address of `range`, or why there is none.
  * `ingress`: the interfaces packets arrive on (their forwarding switch must be on).
@@ -252,8 +282,7 @@ export function resolveRange(k: KernelState, range: Range, ingress: readonly str
   if (!k.defaultRules[f]) return no(`IPv${f} policy-routing rules other than the defaults`);
   for (const i of ingress) if (!k.forwarding[f].has(i)) return no(`IPv${f} forwarding is off on ${i}`);
   const covering: Array<{ r: IpRoute; len: number }> = [];
-  for (const r of k.routes[f]) {
-    const p = parsePrefix(r.dst, f);
+  for (const { r, p } of routesOf(k, f)) {
     if (p === undefined) return no(`route ${r.dst}: not understood`);
     const table = r.table ?? 'main';
     if (table === 'local') {
@@ -412,19 +441,20 @@ export class NextHopCache {
     this.#nSlots = 2 * nRules + 1;
     this.#ruleSlot = new Uint32Array(nRules);
     // Start from a known state: a reused map may hold pointers from an earlier run.
-    this.#writeRules(Array.from({ length: nRules }, (_, i) => i), 0, true);
+    this.#writeRules(new Uint32Array(nRules), true);
   }
 
-  #writeRules(rules: readonly number[], slot: number | Uint32Array, force = false): number {
-    const todo = rules.filter((r) => force || this.#ruleSlot[r] !== (typeof slot === 'number' ? slot : slot[r]));
+  /** Write the rule entries that differ from `want` (all of them when `force`), in one batch. */
+  #writeRules(want: Uint32Array, force = false): number {
+    const todo: number[] = [];
+    for (let r = 0; r < this.#nRules; r++) if (force || this.#ruleSlot[r] !== want[r]) todo.push(r);
     if (todo.length === 0) return 0;
     const keys = Buffer.alloc(4 * todo.length);
     const values = Buffer.alloc(4 * todo.length);
     todo.forEach((r, i) => {
-      const v = typeof slot === 'number' ? slot : slot[r]!;
       keys.writeUInt32LE(r, 4 * i);
-      values.writeUInt32LE(v, 4 * i);
-      this.#ruleSlot[r] = v;
+      values.writeUInt32LE(want[r]!, 4 * i);
+      this.#ruleSlot[r] = want[r]!;
     });
     mapUpdateBatch(this.#fds.rulesFd, keys, values, todo.length, 'mup_nh_rules');
     return todo.length;
@@ -448,9 +478,18 @@ export class NextHopCache {
     const fib: Record<string, number> = {};
     const used = new Map<string, number>();
     let cached = 0;
+    // Per range, not per rule: 65,536 rules may share a few ranges, or have one each.
+    const slotOf = new Map<string, number>();
     for (const { rule, range } of assign) {
       if (rule < 0 || rule >= this.#nRules) continue;
-      const res = resolved.get(rangeKey(range));
+      const key = rangeKey(range);
+      const known = slotOf.get(key);
+      if (known !== undefined) {
+        want[rule] = known;
+        cached++;
+        continue;
+      }
+      const res = resolved.get(key);
       if (res === undefined || !res.ok) {
         const reason = res === undefined ? 'not resolved' : res.reason;
         fib[reason] = (fib[reason] ?? 0) + 1;
@@ -473,10 +512,11 @@ export class NextHopCache {
         mapUpdate(this.#fds.slotsFd, u32(slot), encodeNextHop(f), BPF_ANY, 'mup_nexthops');
       }
       used.set(id, slot);
+      slotOf.set(key, slot);
       want[rule] = slot;
       cached++;
     }
-    const written = this.#writeRules(Array.from({ length: this.#nRules }, (_, i) => i), want);
+    const written = this.#writeRules(want);
     // Slots no rule points to any more: reusable after a grace period.
     for (const [id, slot] of this.#slots) if (!used.has(id)) this.#retired.push(slot);
     this.#slots.clear();
@@ -508,6 +548,11 @@ export class NextHopCache {
       const h = hints.readUInt32LE(4 * x.rule);
       return h === 0 ? x : { rule: x.rule, range: { family: 4, addr: BigInt(h), len: 32, near: true } };
     });
+  }
+
+  /** A digest of the hints (changes when a rule's last miss does). */
+  hintsDigest(): string {
+    return createHash('sha1').update(mapLookupArrayRange(this.#fds.hintsFd, 0, this.#nRules, 4, 'mup_nh_hints')).digest('hex');
   }
 
   /** The slot rule `rule` points to, as the map holds it (0 = none). */
@@ -577,6 +622,8 @@ export class NextHopWatcher {
   #cache: NextHopCache | undefined;
   #cacheFor: Dataplane | undefined;
   #running: Promise<void> | undefined;
+  /** What the last resolution was made from: skipped when nothing changed. */
+  #fingerprint = '';
   #again = false;
   #stopped = false;
   last: (CacheSummary & { readonly ms: number; readonly at: string }) | undefined;
@@ -623,6 +670,12 @@ export class NextHopWatcher {
     }, delay);
   }
 
+  /** The rules changed (API, reload): resolve soon, even if the kernel's tables did not change. */
+  rulesChanged(): void {
+    this.#fingerprint = '';
+    this.changed();
+  }
+
   /** Read the kernel's tables, resolve, write; one at a time (a change during a run runs it again). */
   async resolveNow(): Promise<void> {
     if (this.#running !== undefined) {
@@ -650,13 +703,23 @@ export class NextHopWatcher {
     const dp = this.#o.dataplane();
     if (dp === undefined) return;
     if (this.#cacheFor !== dp) {
+      this.#fingerprint = '';
       const s = dp.config.settings;
       this.#cache = new NextHopCache(dp.nexthop, s.maxPolicies + s.maxLocalSids);
       this.#cacheFor = dp;
     }
-    const assign = this.#cache!.withHints(ruleRanges(this.#o.config(), dp));
+    const config = this.#o.config();
+    const hints = this.#cache!.hintsDigest();
+    const fingerprint = `${dp.rules.generation} ${config.policies.length} ${config.localsids.length} ${hints} ${this.#o.ingress().join()}\n${k.text ?? Math.random()}`;
+    if (fingerprint === this.#fingerprint && this.last !== undefined) {
+      // The same tables, rules and hints: the same answer (65,536 distinct ranges take about a second).
+      this.#cache!.renewLease(this.#o.leaseMs ?? 3000);
+      return;
+    }
+    const assign = this.#cache!.withHints(ruleRanges(config, dp));
     const resolved = resolveAll(k, assign, this.#o.ingress());
     const summary = this.#cache!.update(assign, resolved);
+    this.#fingerprint = fingerprint;
     this.#cache!.renewLease(this.#o.leaseMs ?? 3000);
     const ms = Math.round(performance.now() - t0);
     this.last = { ...summary, ms, at: new Date().toISOString() };
