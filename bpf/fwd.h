@@ -8,8 +8,10 @@
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 #include "mup_shared.h"
 #include "counters.h"
+#include "maps.h"
 
 #ifndef AF_INET
 #define AF_INET 2
@@ -72,6 +74,132 @@ static __always_inline long fib_lookup_early(struct xdp_md *ctx, struct bpf_fib_
 {
 	fib->ifindex = ctx->ingress_ifindex;
 	return bpf_fib_lookup(ctx, fib, sizeof(*fib), 0);
+}
+
+/* The next-hop cache (mup_shared.h). Sizes are defaults: user space sets
+ * mup_nh_rules to one entry per rule and mup_nexthops to twice that plus
+ * slot 0 (a slot is retired only after a grace period, so a change of every
+ * next hop at once needs room for old and new). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} mup_nh_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4 * 65536 + 1);
+	__type(key, __u32);
+	__type(value, struct mup_nexthop);
+} mup_nexthops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mup_nh_lease);
+} mup_nh_lease SEC(".maps");
+
+/* End.M.GTP4.E: the last destination of each rule that did not find its
+ * next hop in the cache, so user space can pick the route prefix the rule's
+ * slot should name (its traffic tells where its gNBs are). Written on the
+ * FIB path only, and only when it changes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} mup_nh_hints SEC(".maps");
+
+/* The cached next hop of `rule` if it was resolved for exactly this
+ * destination range (family, prefix d0..d3 in network order, plen), the
+ * packet of tot_len bytes fits its MTU and the lease runs; else 0, and the
+ * caller looks the destination up in the FIB. Array lookups are inlined by
+ * the verifier; the clock is the only helper call, made last. */
+static __always_inline const struct mup_nexthop *nh_cached(__u32 rule, __u8 family, const __u32 *d,
+							   __u8 plen, __u32 tot_len)
+{
+	__u32 *slot = bpf_map_lookup_elem(&mup_nh_rules, &rule);
+	const struct mup_nexthop *nh;
+	struct mup_nh_lease *lease;
+	__u32 k = 0;
+
+	if (!slot || !*slot)
+		return 0;
+	nh = bpf_map_lookup_elem(&mup_nexthops, slot);
+	if (!nh || nh->family != family || nh->plen != plen || tot_len > nh->mtu)
+		return 0;
+	{
+		const __u32 *w = (const __u32 *)nh->dst;
+
+		if (w[0] != d[0] || w[1] != d[1] || w[2] != d[2] || w[3] != d[3])
+			return 0;
+	}
+	lease = bpf_map_lookup_elem(&mup_nh_lease, &k);
+	if (!lease || bpf_ktime_get_coarse_ns() >= lease->expires_ns)
+		return 0;
+	return nh;
+}
+
+/* End.M.GTP4.E: the gNB address comes from the SID, so the rule's range is
+ * all of IPv4, which one next hop never serves soundly (local addresses, a
+ * connected subnet). Its slot names instead one route's prefix in which
+ * every address has that next hop (no more specific or local route inside):
+ * used when the packet's destination daddr (host order) lies in it. */
+static __always_inline const struct mup_nexthop *nh_slot4(__u32 rule, __u32 daddr, __u32 tot_len)
+{
+	__u32 *slot = bpf_map_lookup_elem(&mup_nh_rules, &rule);
+	const struct mup_nexthop *nh;
+	struct mup_nh_lease *lease;
+	__u32 k = 0, plen, mask;
+
+	if (!slot || !*slot)
+		return 0;
+	nh = bpf_map_lookup_elem(&mup_nexthops, slot);
+	if (!nh || nh->family != AF_INET || tot_len > nh->mtu)
+		return 0;
+	plen = nh->plen;
+	if (plen > 32)
+		return 0;
+	mask = plen ? ~0U << (32 - plen) : 0;
+	if ((daddr & mask) != bpf_ntohl(*(const __u32 *)nh->dst))
+		return 0;
+	lease = bpf_map_lookup_elem(&mup_nh_lease, &k);
+	if (!lease || bpf_ktime_get_coarse_ns() >= lease->expires_ns)
+		return 0;
+	return nh;
+}
+
+static __always_inline const struct mup_nexthop *nh_cached4(__u32 rule, __u32 daddr, __u32 tot_len)
+{
+	const struct mup_nexthop *nh = nh_slot4(rule, daddr, tot_len);
+	__u32 *hint;
+
+	if (nh)
+		return nh;
+	hint = bpf_map_lookup_elem(&mup_nh_hints, &rule);
+	if (hint && *hint != daddr)
+		*hint = daddr;
+	return 0;
+}
+
+/* The translated frame leaves by its cached next hop. */
+static __always_inline int forward_nh(struct xdp_md *ctx, const struct mup_nexthop *nh, __u32 bytes)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u32 ifindex = nh->ifindex;
+
+	if ((void *)(eth + 1) > end)
+		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+	__builtin_memcpy(eth->h_dest, nh->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, nh->smac, ETH_ALEN);
+	mup_count(MUP_EV_FWD_CACHED, bytes);
+	if (ifindex == ctx->ingress_ifindex)
+		return XDP_TX;
+	return bpf_redirect(ifindex, 0);
 }
 
 /* The translated frame leaves by the result of its lookup. */

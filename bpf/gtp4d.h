@@ -232,6 +232,7 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 		struct u128 pfx = u128_load(pol->sr_prefix);
 		struct u128 sid, src;
 		struct bpf_fib_lookup fib;
+		const struct mup_nexthop *nh = 0;
 		__u32 fwd = cfg->fwd_mode;
 		long fib_rc = 0;
 
@@ -248,7 +249,11 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 		vtcfl = 6U << 28 | (__u32)tos << 20 | (h & 0xfffff);
 		/* fib: look the new destination up first, so that a packet
 		 * too big for the egress is answered from the original. */
-		if (fwd == MUP_FWD_FIB) {
+		if (fwd == MUP_FWD_FIB)
+			nh = nh_cached(pol->rule, AF_INET6,
+				       (const __u32 *)(pol->nsegs ? pol->segs[0] : pol->sr_prefix),
+				       pol->nsegs ? 128 : pol->sr_plen, new_hdr + inner_len);
+		if (fwd == MUP_FWD_FIB && !nh) {
 			__builtin_memset(&fib, 0, sizeof(fib));
 			fib.family = AF_INET6;
 			fib.l4_protocol = inner_nh;
@@ -279,6 +284,8 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 		count_rule(pol->rule, bytes);
 		if (fwd != MUP_FWD_FIB)
 			return forward_local(cfg, bytes);
+		if (nh)
+			return forward_nh(ctx, nh, bytes);
 		return forward_fib_result(ctx, &fib, fib_rc, bytes);
 	}
 }

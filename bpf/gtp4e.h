@@ -52,6 +52,7 @@ static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cf
 	__u32 inner_len, new_hdr, h, daddr4, saddr4, teid, rule;
 	struct eth_macs macs;
 	struct bpf_fib_lookup fib;
+	const struct mup_nexthop *nh = 0;
 	__u32 fwd = cfg->fwd_mode;
 	long fib_rc = 0;
 	__u16 sport;
@@ -104,7 +105,9 @@ static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cf
 	sport = cfg->sport_base + (__u16)(((__u64)h * cfg->sport_span) >> 32);
 	/* fib: look the new destination up first, so that a packet too big
 	 * for the egress is answered from the original. */
-	if (fwd == MUP_FWD_FIB) {
+	if (fwd == MUP_FWD_FIB)
+		nh = nh_cached4(ls->rule, daddr4, new_hdr + inner_len);
+	if (fwd == MUP_FWD_FIB && !nh) {
 		__builtin_memset(&fib, 0, sizeof(fib));
 		fib.family = AF_INET;
 		fib.tos = tos;
@@ -156,6 +159,8 @@ static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cf
 		count_rule(rule, bytes);
 		if (fwd != MUP_FWD_FIB)
 			return forward_local(cfg, bytes);
+		if (nh)
+			return forward_nh(ctx, nh, bytes);
 		return forward_fib_result(ctx, &fib, fib_rc, bytes);
 	}
 }

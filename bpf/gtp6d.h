@@ -77,6 +77,7 @@ static __always_inline int gtp6d(struct xdp_md *ctx, const struct mup_config *cf
 	__u32 udp_len, gtp_len, inner_len, old_hdr, new_hdr, n, entries, h, teid, vtcfl, k;
 	struct eth_macs macs;
 	struct bpf_fib_lookup fib;
+	const struct mup_nexthop *nh = 0;
 	__u32 fwd = cfg->fwd_mode;
 	long fib_rc = 0;
 	__u8 inner_nh, di;
@@ -154,7 +155,10 @@ static __always_inline int gtp6d(struct xdp_md *ctx, const struct mup_config *cf
 	}
 	/* fib: look the new destination up first, so that a packet too big
 	 * for the egress is answered from the original. */
-	if (fwd == MUP_FWD_FIB) {
+	if (fwd == MUP_FWD_FIB)
+		nh = nh_cached(ls->rule, AF_INET6, (const __u32 *)(k ? pol->segs[0] : pol->sr_prefix),
+			       k ? 128 : pol->sr_plen, new_hdr + inner_len);
+	if (fwd == MUP_FWD_FIB && !nh) {
 		__builtin_memset(&fib, 0, sizeof(fib));
 		fib.family = AF_INET6;
 		fib.l4_protocol = inner_nh;
@@ -207,6 +211,8 @@ static __always_inline int gtp6d(struct xdp_md *ctx, const struct mup_config *cf
 		count_rule(ls->rule, bytes);
 		if (fwd != MUP_FWD_FIB)
 			return forward_local(cfg, bytes);
+		if (nh)
+			return forward_nh(ctx, nh, bytes);
 		return forward_fib_result(ctx, &fib, fib_rc, bytes);
 	}
 }

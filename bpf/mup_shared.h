@@ -148,6 +148,7 @@ enum mup_event {
 	MUP_EV_FWD_FIB_MISS = 11,      /* FIB lookup found no neighbour: XDP_PASS */
 	MUP_EV_FWD_FIB_FAIL = 12,      /* no route, blackhole, ...: XDP_PASS */
 	MUP_EV_FWD_FIB_FRAG = 13,      /* larger than the egress MTU: XDP_PASS */
+	MUP_EV_FWD_CACHED = 14,        /* cached next hop (no FIB lookup): redirected, or XDP_TX when egress = ingress */
 	/* Dropped, by reason. */
 	MUP_EV_DROP_V4_TRUNCATED = 16,     /* frame ends before the IPv4 total length */
 	MUP_EV_DROP_V4_BAD_HEADER = 17,    /* version != 4, IHL < 5, total length < IHL */
@@ -244,6 +245,35 @@ struct mup_probe_record {
 	__u16 dport;
 	__u8  saddr[16];  /* inner addresses */
 	__u8  daddr[16];
+};
+
+/*
+ * Next-hop cache (bpf/fwd.h, src/daemon/nexthop.ts). In forwarding mode fib
+ * a rule whose translated packets all go to one destination range (H.M.GTP4.D
+ * and End.M.GTP6.D: the last SID's prefix, or S1) may have a next hop that user space resolved from the kernel's routes and
+ * neighbours: mup_nh_rules[rule] is a slot of mup_nexthops, 0 = none. A slot
+ * is written once and never changed while a rule points to it (a new next hop
+ * is a new slot), and it names the range it was resolved for: the program
+ * uses it only when that range is the rule's, so a stale pointer (a rule id
+ * reused) falls back to the FIB lookup instead of misdirecting. End.M.GTP4.E,
+ * whose gNB addresses span all of IPv4, gets a slot for one route's prefix
+ * with one next hop for all of it, used when the packet's destination lies in
+ * it (fwd.h, nh_cached4). The whole
+ * cache is used only while the lease runs: a daemon that dies stops
+ * renewing it, and packets go back to the FIB lookup within the lease.
+ */
+struct mup_nexthop {
+	__u8  dst[16];   /* the range's prefix, masked, network order (IPv4: first 4 bytes, rest 0) */
+	__u32 ifindex;   /* egress interface */
+	__u16 mtu;       /* egress MTU (route or interface); larger packets take the FIB path */
+	__u8  plen;      /* the range's prefix length */
+	__u8  family;    /* AF_INET (2) or AF_INET6 (10); 0 = empty slot */
+	__u8  dmac[6];   /* the neighbour's link-layer address */
+	__u8  smac[6];   /* the egress interface's address */
+};
+
+struct mup_nh_lease {
+	__u64 expires_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns); 0 = cache off */
 };
 
 #endif /* MUP_SHARED_H */

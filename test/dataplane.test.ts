@@ -203,6 +203,8 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct mup_policy_key); __
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct mup_localsid_key); __type(value, struct mup_localsid); __uint(max_entries, 1); } mup_localsids SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __type(key, __u32); __type(value, struct mup_counter); __uint(max_entries, 64); } mup_counters SEC(".maps");
 struct mup_config mup_cfg SEC(".data.cfg") = {};
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, struct mup_nexthop); __uint(max_entries, 1); } mup_nexthops SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, struct mup_nh_lease); __uint(max_entries, 1); } mup_nh_lease SEC(".maps");
 static const enum mup_event mup_event_btf __attribute__((used)) = MUP_EV_MAX;
 static const enum mup_limits mup_limits_btf __attribute__((used)) = MUP_MAX_SEGS;
 SEC("xdp") int mup_xdp(struct xdp_md *ctx) { return XDP_PASS; }

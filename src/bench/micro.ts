@@ -31,6 +31,9 @@ import {
 } from '../dataplane/libbpf.js';
 import { closeProbeMaps, openProbeMaps, ProbeRing, writeSelector } from '../probe/bpf.js';
 import { ipv4Addr, ipv4Prefix, ipv6Addr, ipv6Prefix, parseIpv4, parseIpv6 } from '../sid/addr.js';
+import { inNetns } from '../dataplane/netns.js';
+import { NextHopCache, readKernelState, resolveAll, ruleRanges } from '../daemon/nexthop.js';
+import { sweepStale } from '../netns-sweep.js';
 import { encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi, teid } from '../sid/mobile.js';
 import {
   GTPU6_OVERHEAD, GTPU_OVERHEAD, SRV6_OVERHEAD, SRV6_SRH1_OVERHEAD, gtpu6Frame, gtpuFrame, innerUdp4, srv6Frame, srv6ReducedFrame,
@@ -378,6 +381,140 @@ function probeCases(
   return out;
 }
 
+// --- forwarding included ------------------------------------------------------
+//
+// Translation + forwarding per packet, verdict XDP_REDIRECT: forwarding mode
+// fib in a namespace this bench creates (BPF_PROG_TEST_RUN looks routes up in
+// the namespace of the calling thread, with its lo as the ingress), with a
+// route and a neighbour for every destination. Two data planes on the same
+// rules: one whose next-hop cache is empty (every packet does bpf_fib_lookup)
+// and one whose cache the resolver of src/daemon/nexthop.ts filled (the cached
+// next hop, no lookup). The gNB's IPv4 prefix is routed via a gateway, so
+// End.M.GTP4.E's slot names that prefix (resolveAnyIpv4).
+
+/** Namespaces of this section: `mupmicro-<pid>-fwd`, swept when their process is gone. */
+export const MICRO_NETNS_PREFIX = 'mupmicro-';
+
+/** 0.5 x the XDP peer Vinbero's figure in the same method (issue 5): ns per packet, with the harness. */
+export const FWD_TARGETS: Readonly<Partial<Record<Fn, number>>> = { gtp4d: 201, gtp4e: 117 };
+
+export type FwdPath = 'fib' | 'cached';
+export interface FwdRow extends Row {
+  path: FwdPath;
+  /** The event the single run counted (fwd_redirect: FIB path; fwd_cached: the cache). */
+  event: string;
+}
+
+function ipIn(ns: string, args: string[]): void {
+  execFileSync('ip', ['-n', ns, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+export async function runForwarding(o: Pick<MicroOptions, 'repeat' | 'runs' | 'object'>, log: (s: string) => void = () => {}): Promise<FwdRow[]> {
+  await sweepStale(MICRO_NETNS_PREFIX);
+  const ns = `${MICRO_NETNS_PREFIX}${process.pid}-fwd`;
+  const frames: Record<Fn, Buffer> = {
+    gtp4d: uplink(GTPU_OVERHEAD + SMALL_INNER),
+    gtp4e: downlink(SRV6_OVERHEAD + SMALL_INNER),
+    gtp6d: uplink6(GTPU6_OVERHEAD + SMALL_INNER),
+    gtp6e: downlink6(SRV6_SRH1_OVERHEAD + SMALL_INNER),
+  };
+  const cfg1 = config(1);
+  const cfg: Config = { ...cfg1, settings: { ...cfg1.settings, forwarding: 'fib' } };
+  const h = new Harness();
+  const dps: Dataplane[] = [];
+  execFileSync('ip', ['netns', 'add', ns]);
+  try {
+    ipIn(ns, ['link', 'set', 'lo', 'up']);
+    ipIn(ns, ['link', 'add', 'x0', 'type', 'veth', 'peer', 'name', 'y0']);
+    execFileSync('ip', ['netns', 'exec', ns, 'sysctl', '-q', '-w', 'net.ipv4.conf.all.forwarding=1', 'net.ipv6.conf.all.forwarding=1',
+      'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
+    for (const a of [
+      ['link', 'set', 'x0', 'up'], ['link', 'set', 'y0', 'up'],
+      ['-6', 'addr', 'add', 'fd00:a::1/64', 'dev', 'x0', 'nodad'],
+      ['-6', 'neigh', 'replace', 'fd00:a::2', 'lladdr', '02:00:00:00:0a:02', 'dev', 'x0', 'nud', 'permanent'],
+      ['-6', 'route', 'add', 'default', 'via', 'fd00:a::2', 'dev', 'x0'],
+      ['-4', 'addr', 'add', '10.99.0.1/24', 'dev', 'x0'],
+      ['-4', 'neigh', 'replace', '10.99.0.2', 'lladdr', '02:00:00:00:0a:01', 'dev', 'x0', 'nud', 'permanent'],
+      ['-4', 'route', 'add', '198.51.100.0/24', 'via', '10.99.0.2', 'dev', 'x0'],
+    ]) ipIn(ns, a);
+
+    const open = (): Dataplane => {
+      const dp = openDataplane({ config: cfg, ...(o.object === undefined ? {} : { object: o.object }) });
+      dps.push(dp);
+      return dp;
+    };
+    const dpFib = open();
+    const dpCache = open();
+    const k = await readKernelState(ns);
+    const assign = ruleRanges(cfg, dpCache);
+    const s = cfg.settings;
+    const cache = new NextHopCache(dpCache.nexthop, s.maxPolicies + s.maxLocalSids);
+    const summary = cache.update(assign, resolveAll(k, assign, ['lo']));
+    cache.renewLease(3_600_000);
+    log(`next hops: ${summary.cached} rules cached, FIB for ${JSON.stringify(summary.fib)}`);
+
+    const cases: Array<{ row: FwdRow; frame: Buffer; targetFd: number; once: TestRunResult }> = [];
+    inNetns(ns, () => {
+      for (const fn of FNS) {
+        for (const [path, dp] of [['fib', dpFib], ['cached', dpCache]] as const) {
+          const f = frames[fn];
+          const check = dp.run(f);
+          const want = path === 'fib' ? 'fwd_redirect' : 'fwd_cached';
+          if (check.event !== want) {
+            // End.M.GTP6.E takes the gNB from each packet's SRH: never cached.
+            if (path === 'cached' && fn === 'gtp6e' && check.event === 'fwd_redirect') continue;
+            throw new Error(`${fn} ${path}: event ${check.event} (verdict ${check.verdict}), expected ${want}`);
+          }
+          const row: FwdRow = {
+            ...newRow(`harness -> ${fn}, 1 rule, forwarding fib, ${path === 'fib' ? 'FIB lookup' : 'cached next hop'}`, fn, 1, 1, 'small', f),
+            path, event: check.event ?? '',
+          };
+          row.verdict = check.verdict;
+          const once = testRun(dp.progFd, { dataIn: f, dataOutSize: f.length + 512 });
+          cases.push({ row, frame: f, targetFd: dp.progFd, once });
+        }
+      }
+      const measure = (c: (typeof cases)[number], repeat: number): number => {
+        h.select(c.targetFd, c.frame);
+        const r = h.run(c.frame, repeat);
+        if (r.retval !== c.once.retval || !r.dataOut!.equals(c.once.dataOut!)) {
+          throw new Error(`${c.row.name}: the repeated run (retval ${r.retval}) differs from a single run (retval ${c.once.retval})`);
+        }
+        return r.duration;
+      };
+      for (const c of cases) measure(c, Math.max(1, Math.floor(o.repeat / 10)));
+      for (let run = 0; run < o.runs; run++) {
+        for (let i = 0; i < cases.length; i++) {
+          const c = cases[(i + run) % cases.length]!;
+          c.row.nsRuns.push(measure(c, o.repeat));
+        }
+        log(`forwarding: run ${run + 1}/${o.runs} of every row done`);
+      }
+    });
+    for (const { row } of cases) {
+      row.nsMedian = median(row.nsRuns);
+      row.nsMin = Math.min(...row.nsRuns);
+      row.nsMax = Math.max(...row.nsRuns);
+    }
+    return cases.map((c) => c.row);
+  } finally {
+    for (const dp of dps) dp.close();
+    h.close();
+    execFileSync('ip', ['netns', 'delete', ns]);
+  }
+}
+
+export function formatForwarding(rows: readonly FwdRow[]): string {
+  const w = Math.max(4, ...rows.map((r) => r.name.length));
+  const out = [`${'case'.padEnd(w)}  ${'median'.padStart(6)}  ${'min'.padStart(5)}  ${'max'.padStart(5)}  event         target`];
+  for (const r of rows) {
+    const t = r.fn === null ? undefined : FWD_TARGETS[r.fn];
+    const judged = t === undefined ? '' : `<= ${t} ns: ${r.nsMedian <= t ? 'PASS' : 'FAIL'}`;
+    out.push(`${r.name.padEnd(w)}  ${fmtNs(r.nsMedian).padStart(6)}  ${fmtNs(r.nsMin).padStart(5)}  ${fmtNs(r.nsMax).padStart(5)}  ${r.event.padEnd(12)}  ${judged}`.trimEnd());
+  }
+  return out.join('\n');
+}
+
 // --- analysis ---------------------------------------------------------------
 
 /** The issue's targets, on medians. */
@@ -620,9 +757,10 @@ async function main(): Promise<void> {
   const date = new Date().toISOString();
   const rows = runMicro(o, log);
   const a = analyse(rows, o.rules);
+  const fwdRows = await runForwarding(o, log);
   const out = fileURLToPath(new URL('../../build/bench/micro.json', import.meta.url));
   mkdirSync(new URL('../../build/bench/', import.meta.url), { recursive: true });
-  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows) }, null, 2)}\n`);
+  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows), forwarding: { targets: FWD_TARGETS, rows: fwdRows } }, null, 2)}\n`);
   process.stdout.write(
     [
       `bench:micro ${date}: ${m.cpuModel}, Linux ${m.kernel}, ${m.nproc} CPUs, ${where}`,
@@ -639,6 +777,11 @@ async function main(): Promise<void> {
       formatTargets(a),
       '',
       formatProbeCosts(probeCosts(rows)),
+      '',
+      'forwarding included (mode fib, verdict redirect; routes and neighbours in a namespace of this bench): ' +
+        'FIB lookup (cache empty) vs the next hop cached by src/daemon/nexthop.ts',
+      formatForwarding(fwdRows),
+      `targets: <= 0.5 x Vinbero's figure in the same method (GTP4.D ${FWD_TARGETS.gtp4d} ns, GTP4.E ${FWD_TARGETS.gtp4e} ns), medians with the harness`,
       '',
       `JSON (all runs): ${out}`,
       '',

@@ -27,6 +27,7 @@ import {
 } from '../dataplane/dataplane.js';
 import { closeFd, mapLookupArrayRange, mapUpdate, BPF_ANY, numPossibleCpus } from '../dataplane/libbpf.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
+import { NextHopWatcher } from './nexthop.js';
 import { COUNTER_STRIDE, MUP_EVENT_SLOTS } from '../dataplane/codec.js';
 import { TablesFullError } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
@@ -139,6 +140,9 @@ export class Daemon {
   readonly startedAt = new Date();
   readonly #serial = new Serial();
   #dp: Dataplane | undefined;
+  /** The next-hop cache, in forwarding mode fib (src/daemon/nexthop.ts). */
+  #nh: NextHopWatcher | undefined;
+  #nhReasons = '';
   #rules!: RuleSet;
   #configSha = '';
   #configLoadedAt = new Date();
@@ -270,6 +274,35 @@ export class Daemon {
     );
     this.#saveState();
     releaseMemory();
+    this.#nexthops();
+  }
+
+  /** Run the next-hop cache in forwarding mode fib, stop it otherwise; re-resolve after a rule change. */
+  #nexthops(): void {
+    const fib = this.#dp !== undefined && this.#dp.config.settings.forwarding === 'fib';
+    if (!fib) {
+      this.#nh?.stop();
+      this.#nh = undefined;
+      return;
+    }
+    if (this.#nh !== undefined) {
+      this.#nh.rulesChanged();
+      return;
+    }
+    this.#nh = new NextHopWatcher({
+      dataplane: () => this.#dp,
+      config: () => this.#rules.effective(),
+      ingress: () => (this.config.interfaces ?? []).map((i) => i.name),
+      onResolved: (r) => {
+        // Logged when the outcome changes, not every few seconds.
+        const reasons = JSON.stringify([r.cached, r.fib]);
+        if (reasons === this.#nhReasons) return;
+        this.#nhReasons = reasons;
+        this.#log.info({ cached: r.cached, fib: r.fib, ranges: r.ranges, ms: r.ms }, 'next hops resolved (rules on the FIB lookup, by reason)');
+      },
+      onError: (e) => this.#log.warn({ error: e.message }, 'next-hop cache'),
+    });
+    this.#nh.start();
   }
 
   async #readConfig(): Promise<{ config: Config; sha: string }> {
@@ -410,6 +443,7 @@ export class Daemon {
     }
     this.#saveState();
     releaseMemory();
+    this.#nexthops();
     this.#log.info({ ...result, configChanged, programReplaced }, 'reloaded');
     return { ...result, configChanged, programReplaced, discardedChanges: discarded, interfaces: ifaces };
   }
@@ -510,7 +544,9 @@ export class Daemon {
   /** Table errors that are the caller's (full, too many lengths) become 409s. */
   #tables<T>(fn: () => T): T {
     try {
-      return fn();
+      const r = fn();
+      this.#nh?.rulesChanged();
+      return r;
     } catch (e) {
       if (e instanceof TablesFullError || e instanceof RangeError) throw new RuleError(e.message, 409);
       throw e;
@@ -619,6 +655,8 @@ export class Daemon {
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
+    // The cache's lease ends now: the running program goes back to the FIB lookup.
+    this.#nh?.stop();
     if (this.#o.detachOnExit === true) {
       const removed = this.pins.removeAll();
       this.#log.info({ removed }, 'detached from every interface and removed the pins');

@@ -72,6 +72,11 @@ export const LAYOUTS = {
     },
   },
   mup_counter: { size: 16, members: { packets: m(0, 8), bytes: m(8, 8) } },
+  mup_nexthop: {
+    size: 36,
+    members: { dst: m(0, 16), ifindex: m(16, 4), mtu: m(20, 2), plen: m(22, 1), family: m(23, 1), dmac: m(24, 6), smac: m(30, 6) },
+  },
+  mup_nh_lease: { size: 8, members: { expires_ns: m(0, 8) } },
 } as const satisfies Record<string, StructLayout>;
 
 /** Enum values the codec writes; checked against BTF when the enum is there. */
@@ -338,4 +343,52 @@ export function decodePercpuCounter(b: Buffer, ncpus: number, at = 0): CounterVa
     bytes += b.readBigUInt64LE(o + N.bytes.offset);
   }
   return { packets, bytes };
+}
+
+// ---------------------------------------------------------------------------
+// mup_nexthop (the next-hop cache, bpf/fwd.h)
+
+export const AF_INET = 2;
+export const AF_INET6 = 10;
+
+export interface NextHopFields {
+  readonly family: typeof AF_INET | typeof AF_INET6;
+  /** The destination range the next hop was resolved for (masked prefix) and its length. */
+  readonly dst: bigint;
+  readonly plen: number;
+  readonly ifindex: number;
+  /** Egress MTU; larger translated packets take the FIB path. */
+  readonly mtu: number;
+  /** 6 bytes each. */
+  readonly dmac: Buffer;
+  readonly smac: Buffer;
+}
+
+const NH = LAYOUTS.mup_nexthop.members;
+
+export function encodeNextHop(f: NextHopFields): Buffer {
+  const b = Buffer.alloc(LAYOUTS.mup_nexthop.size);
+  if (f.family === AF_INET6) putIpv6(b, NH.dst.offset, f.dst);
+  else b.writeUInt32BE(Number(f.dst), NH.dst.offset);
+  b.writeUInt32LE(f.ifindex, NH.ifindex.offset);
+  b.writeUInt16LE(Math.min(f.mtu, 0xffff), NH.mtu.offset);
+  b.writeUInt8(f.plen, NH.plen.offset);
+  b.writeUInt8(f.family, NH.family.offset);
+  f.dmac.copy(b, NH.dmac.offset, 0, 6);
+  f.smac.copy(b, NH.smac.offset, 0, 6);
+  return b;
+}
+
+export function decodeNextHop(b: Buffer): NextHopFields | undefined {
+  const family = b.readUInt8(NH.family.offset);
+  if (family !== AF_INET && family !== AF_INET6) return undefined;
+  return {
+    family,
+    dst: family === AF_INET6 ? (b.readBigUInt64BE(NH.dst.offset) << 64n) | b.readBigUInt64BE(NH.dst.offset + 8) : BigInt(b.readUInt32BE(NH.dst.offset)),
+    plen: b.readUInt8(NH.plen.offset),
+    ifindex: b.readUInt32LE(NH.ifindex.offset),
+    mtu: b.readUInt16LE(NH.mtu.offset),
+    dmac: Buffer.from(b.subarray(NH.dmac.offset, NH.dmac.offset + 6)),
+    smac: Buffer.from(b.subarray(NH.smac.offset, NH.smac.offset + 6)),
+  };
 }

@@ -156,6 +156,8 @@ export interface Dataplane {
   /** Counter slot -> event name, from the object's BTF. */
   readonly events: ReadonlyMap<number, string>;
   readonly tables: TableFds;
+  /** The next-hop cache's maps (src/daemon/nexthop.ts writes them). */
+  readonly nexthop: NextHopFds;
   /**
    * Make the loaded tables and mup_cfg follow a new config (see syncTables).
    * Table sizes are fixed at load: a config with other max_policies /
@@ -191,6 +193,16 @@ export interface Dataplane {
   readonly attachments: readonly Attachment[];
   /** Detach everything attached with attach(), then unload (closes every fd). Idempotent. */
   close(): void;
+}
+
+/** The next-hop cache (bpf/fwd.h): rule -> slot, the slots, the lease, the GTP4.E hints. */
+export const NEXTHOP_MAPS = ['mup_nh_rules', 'mup_nexthops', 'mup_nh_lease', 'mup_nh_hints'] as const;
+export interface NextHopFds {
+  readonly rulesFd: number;
+  readonly slotsFd: number;
+  readonly leaseFd: number;
+  /** End.M.GTP4.E: per rule, the last IPv4 destination that missed the cache (host order). */
+  readonly hintsFd: number;
 }
 
 /** Where the tables and the configuration of a loaded object live. */
@@ -233,6 +245,12 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
       }
     }
 
+    // The next-hop cache (bpf/fwd.h): one entry per rule, twice as many slots.
+    const nh = NEXTHOP_MAPS.map((name) => findMap(obj, name));
+    mapSetMaxEntries(nh[0]!, s.maxPolicies + s.maxLocalSids, NEXTHOP_MAPS[0]);
+    mapSetMaxEntries(nh[1]!, 2 * (s.maxPolicies + s.maxLocalSids) + 1, NEXTHOP_MAPS[1]);
+    mapSetMaxEntries(nh[3]!, s.maxPolicies + s.maxLocalSids, NEXTHOP_MAPS[3]);
+
     const cfgMap = findMap(obj, MAP_CONFIG);
     const configSize = mapValueSize(cfgMap);
     const btf = objectBtf(obj);
@@ -263,10 +281,16 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
       configOffsets,
       selOffset: selVar.offset,
     };
+    const nexthop: NextHopFds = {
+      rulesFd: mapFd(nh[0]!, NEXTHOP_MAPS[0]),
+      slotsFd: mapFd(nh[1]!, NEXTHOP_MAPS[1]),
+      leaseFd: mapFd(nh[2]!, NEXTHOP_MAPS[2]),
+      hintsFd: mapFd(nh[3]!, NEXTHOP_MAPS[3]),
+    };
     const tables = new Tables(fds, s, s);
     tables.writeSettings(s);
     tables.sync(s, config.policies, config.localsids);
-    return new LoadedDataplane(file, config, obj, progFd, events, fds, tables);
+    return new LoadedDataplane(file, config, obj, progFd, events, fds, tables, nexthop);
   } catch (e) {
     objectClose(obj);
     throw e;
@@ -331,6 +355,7 @@ class LoadedDataplane implements Dataplane {
     readonly events: ReadonlyMap<number, string>,
     readonly tables: TableFds,
     readonly rules: Tables,
+    readonly nexthop: NextHopFds,
   ) {
     this.#obj = obj;
     this.#config = config;

@@ -216,6 +216,15 @@ export function markdown(rep: Report): string {
   L.push('', '## Cases', '');
   for (const c of cs) L.push(`- **${c}**: ${CASE_TITLES[c]}${c === 'bidir' ? ' (uplink and downlink streams from one generator thread, alternating batches; the rate is their sum)' : ''}`);
   L.push(`- kernel-seg6 uses \`encap seg6 mode ${r.seg6Mode}\` with one segment; kernel-ipv4 and xdp-l3fwd forward the uplink GTP-U frames unchanged (TTL − 1).`);
+  if (r.nexthops !== undefined) {
+    const fib = Object.entries(r.nexthops.fib).map(([k, n]) => `${n} by FIB lookup (${k})`);
+    L.push(
+      r.nexthops.mode === 'cache'
+        ? `- The translator forwards by the next-hop cache (\`mup daemon\`'s): ${r.nexthops.cached} of its rules cached${fib.length > 0 ? `, ${fib.join(', ')}` : ''}` +
+          `${r.nexthops.frames === undefined ? '' : ` (frames over the run: ${r.nexthops.frames.cached} by the cache, ${r.nexthops.frames.fib} by FIB lookup)`}; xdp-l3fwd does a FIB lookup per frame.`
+        : '- The translator forwards by a FIB lookup per frame (next-hop cache off), as xdp-l3fwd.',
+    );
+  }
   L.push('- Every case runs in the same three namespaces with the same generator and sink; only the DUT\'s program (translator, L3FWD, or XDP_PASS for the kernel) changes.', '');
   L.push('## Zero-loss throughput (Mpps / Gbit/s of the frames the DUT receives)', '');
   if (o.repeat > 1) L.push(`Median of ${o.repeat} repetitions of the whole set (sizes × cases, interleaved); every repetition's Mpps is in the table after.`, '');

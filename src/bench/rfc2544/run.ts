@@ -7,6 +7,7 @@
  */
 import { execa } from 'execa';
 import { openDataplane, type Dataplane } from '../../dataplane/index.js';
+import { NextHopWatcher } from '../../daemon/nexthop.js';
 import { attachXdp, Generator, L3fwd, Sink } from './generator.js';
 import { CASE_TITLES, caseSetup, DEFAULT_FLOWS, innerLen, translatorConfig, type CaseName, type CaseSetup } from './cases.js';
 import { BenchLab, sweepStale } from './lab.js';
@@ -34,6 +35,11 @@ export interface Rfc2544Options {
   repeat: number;
   /** The translator's object; default build/mup.bpf.o. */
   object?: string;
+  /**
+   * The translator forwards by the next-hop cache of src/daemon/nexthop.ts
+   * (as `mup daemon` does), or by a FIB lookup for every packet. Default cache.
+   */
+  nexthop?: 'cache' | 'fib';
   signal?: AbortSignal;
   /** One line per event (case start, trial). */
   log?: (line: string) => void;
@@ -100,6 +106,14 @@ export interface Rfc2544Result {
   finishedAt: string;
   options: Omit<Rfc2544Options, 'signal' | 'log' | 'progress'>;
   seg6Mode: string;
+  /** How the translator's rules forward: next-hop cache (rules cached, rules on the FIB by reason). */
+  nexthops?: {
+    mode: 'cache' | 'fib';
+    cached: number;
+    fib: Record<string, number>;
+    /** Frames the translator forwarded by the cache (fwd_cached) and by the FIB lookup (fwd_redirect), whole run. */
+    frames?: { cached: number; fib: number };
+  };
   results: CaseResult[];
   genOnly: GenOnly[];
   interrupted: boolean;
@@ -124,7 +138,7 @@ async function vethDrops(lab: BenchLab): Promise<Record<string, number>> {
 function translatorEvents(dp: Dataplane): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [k, v] of Object.entries(dp.counters().events)) {
-    if (k === 'fwd_redirect' || k === 'fwd_tx') continue;
+    if (k === 'fwd_redirect' || k === 'fwd_tx' || k === 'fwd_cached') continue;
     out[`translator:${k}`] = Number(v.packets);
   }
   return out;
@@ -162,6 +176,8 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
   let gens: Record<'a' | 'b', Generator> | undefined;
   let l3: L3fwd | undefined;
   let dp: Dataplane | undefined;
+  let nh: NextHopWatcher | undefined;
+  let nexthops: Rfc2544Result['nexthops'];
   try {
     // One sink object per side: ifindexes are per namespace, so ea and eb may share one.
     sinks = { a: new Sink(), b: new Sink() };
@@ -173,6 +189,23 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
     // The DUT's veths need an XDP program before a veth delivers XDP_TX'd frames to them.
     attachXdp(l3.passFd, 'da', lab.dut);
     attachXdp(l3.passFd, 'db', lab.dut);
+    if ((o.nexthop ?? 'cache') === 'cache') {
+      const translator = dp;
+      // The lab's routes do not change: resolved between trials only (an
+      // XDP attach is a link event, and `ip` children exiting during a
+      // trial interrupt the generator's BPF_PROG_TEST_RUN).
+      nh = new NextHopWatcher({
+        dataplane: () => translator, config: () => translator.config, ingress: () => ['da', 'db'], netns: lab.dut,
+        watch: false, leaseMs: 3_600_000,
+      });
+      nh.start();
+      await nh.resolveNow();
+      const s = nh.last!;
+      nexthops = { mode: 'cache', cached: s.cached, fib: { ...s.fib } };
+      log(`translator next hops: ${s.cached} rules cached${Object.keys(s.fib).length > 0 ? `, FIB lookup for ${JSON.stringify(s.fib)}` : ''}`);
+    } else {
+      nexthops = { mode: 'fib', cached: 0, fib: {} };
+    }
     if (o.napi === 'threaded') await setThreaded(lab, true);
     const progFd = { translator: dp.progFd, l3fwd: l3.fwdFd, pass: l3.passFd };
     for (let rep = 1; rep <= o.repeat; rep++) for (const size of o.sizes) {
@@ -188,7 +221,13 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
           ...(await vethDrops(lab)),
           ...(setup.dut === 'translator' ? translatorEvents(dp!) : {}),
         });
-        const r = await measureCase(lab, sinks, gens, setup, size, o, log, drops);
+        // The warm-up's frames told the cache where the gNBs are (End.M.GTP4.E): resolve before measuring.
+        const resolve = setup.dut === 'translator' && nh !== undefined ? async (): Promise<void> => {
+          await nh!.resolveNow();
+          const s = nh!.last!;
+          nexthops = { mode: 'cache', cached: s.cached, fib: { ...s.fib } };
+        } : undefined;
+        const r = await measureCase(lab, sinks, gens, setup, size, o, log, drops, resolve);
         results.push({ ...r, rep });
       }
     }
@@ -198,6 +237,15 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
   } finally {
     // Namespaces first: that detaches everything; then the objects.
     const errors: unknown[] = [];
+    nh?.stop();
+    if (nexthops !== undefined && dp !== undefined) {
+      try {
+        const ev = dp.counters().events;
+        nexthops.frames = { cached: Number(ev['fwd_cached']?.packets ?? 0n), fib: Number(ev['fwd_redirect']?.packets ?? 0n) };
+      } catch (e) {
+        errors.push(e);
+      }
+    }
     await lab.destroy().catch((e: unknown) => errors.push(e));
     for (const c of [dp, l3, sinks?.a, sinks?.b, gens?.a, gens?.b]) {
       try {
@@ -209,7 +257,10 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
     if (errors.length > 0) log(`cleanup: ${errors.map((e) => (e as Error).message).join('; ')}`);
   }
   const { signal: _s, log: _l, progress: _p, ...kept } = o;
-  return { startedAt, finishedAt: new Date().toISOString(), options: kept, seg6Mode: lab.seg6Mode, results, genOnly, interrupted };
+  return {
+    startedAt, finishedAt: new Date().toISOString(), options: kept, seg6Mode: lab.seg6Mode,
+    ...(nexthops === undefined ? {} : { nexthops }), results, genOnly, interrupted,
+  };
 }
 
 /** The side where a stream generated on `from` arrives. */
@@ -275,6 +326,7 @@ async function measureCase(
   o: Rfc2544Options,
   log: (line: string) => void,
   drops: () => Promise<Record<string, number>>,
+  afterWarmup?: () => Promise<void>,
 ): Promise<CaseResult> {
   const what = `${setup.name} ${size}B`;
   const out: CaseResult = {
@@ -308,6 +360,7 @@ async function measureCase(
     log(`${what}: ${out.error}; skipped`);
     return out;
   }
+  await afterWarmup?.();
   const meanLen = setup.inLens.reduce((a, b) => a + b, 0) / setup.inLens.length;
   log(`${what}: ${setup.streams.length} stream(s), DUT input ${setup.inLens.join('+')} B, check ${w.received}/${w.sent} ok`);
   let lastDrops: Record<string, number> = {};
