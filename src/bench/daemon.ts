@@ -501,7 +501,13 @@ async function main(): Promise<number> {
     }
     return ok ? 0 : 1;
   } catch (e) {
-    if (!signalled) process.stderr.write(`bench:daemon: ${(e as Error).message}\n`);
+    if (!signalled) {
+      const msg = (e as Error).message;
+      process.stderr.write(`bench:daemon: ${msg}\n`);
+      // A failed request says little by itself: the daemon's last words do.
+      const tail = log.trimEnd().split('\n').slice(-15).join('\n');
+      if (tail !== '' && !msg.includes(tail)) process.stderr.write(`daemon log (last lines):\n${tail}\n`);
+    }
     return 2;
   } finally {
     // After a signal, the handler reports and exits; wait for the same cleanup here.
