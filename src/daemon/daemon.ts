@@ -29,7 +29,7 @@ import { closeFd, mapLookupArrayRange, mapUpdate, BPF_ANY, numPossibleCpus } fro
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher } from './nexthop.js';
 import { COUNTER_STRIDE, MUP_EVENT_SLOTS } from '../dataplane/codec.js';
-import { TablesFullError } from '../dataplane/tables.js';
+import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
 import { releaseMemory } from './memory.js';
 import { ensureBpffs, Pins, type MapPin } from './pins.js';
@@ -486,7 +486,7 @@ export class Daemon {
       const tagged = { ...rule, where: `${kind === 'policy' ? 'policies' : 'localsids'}[${key}]` };
       const previous = kind === 'policy' ? this.#rules.policies.get(key) : this.#rules.localsids.get(key);
       const t = this.dataplane.rules;
-      this.#tables(() => t.apply(kind === 'policy' ? { putPolicies: [tagged as Policy] } : { putLocalSids: [tagged as LocalSid] }));
+      this.#tables(t, kind === 'policy' ? { putPolicies: [tagged as Policy] } : { putLocalSids: [tagged as LocalSid] });
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.put(kind, tagged);
       try {
@@ -523,9 +523,7 @@ export class Daemon {
       }
       const previous = (kind === 'policy' ? this.#rules.policies.get(key) : this.#rules.localsids.get(key))!;
       const t = this.dataplane.rules;
-      this.#tables(() =>
-        t.apply(kind === 'policy' ? { delPolicies: [(previous as Policy).match] } : { delLocalSids: [(previous as LocalSid).sid] }),
-      );
+      this.#tables(t, kind === 'policy' ? { delPolicies: [(previous as Policy).match] } : { delLocalSids: [(previous as LocalSid).sid] });
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.delete(kind, key);
       try {
@@ -542,10 +540,10 @@ export class Daemon {
   }
 
   /** Table errors that are the caller's (full, too many lengths) become 409s. */
-  #tables<T>(fn: () => T): T {
+  #tables(t: Tables, c: Changes): ApplyResult {
     try {
-      const r = fn();
-      this.#nh?.rulesChanged();
+      const r = t.apply(c);
+      this.#nh?.rulesPut(c);
       return r;
     } catch (e) {
       if (e instanceof TablesFullError || e instanceof RangeError) throw new RuleError(e.message, 409);

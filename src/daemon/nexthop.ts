@@ -76,25 +76,35 @@ export function rangeKey(r: Range): string {
   return k;
 }
 
-/** The range of each rule that has one (GTP6.E: the gNB is per packet in SRH[0], all of IPv6: none). */
+/** The destination range of a policy's translated packets: S1, else the SR prefix. */
+export function policyRange(p: Config['policies'][number]): Range {
+  const s1 = p.segments[0];
+  return s1 !== undefined ? { family: 6, addr: s1, len: 128 } : { family: 6, addr: p.srPrefix.addr, len: p.srPrefix.len };
+}
+
+/** The range of a local SID's output, if it has one (GTP6.E: the gNB is per packet in SRH[0], all of IPv6: none). */
+export function localSidRange(l: Config['localsids'][number]): Range | undefined {
+  const b = l.behavior ?? 'end.m.gtp4.e';
+  if (b === 'end.m.gtp4.e') return ANY_IPV4;
+  if (b === 'end.m.gtp6.d' || b === 'end.m.gtp6.d.di') {
+    const s1 = l.segments?.[0];
+    if (s1 !== undefined) return { family: 6, addr: s1, len: 128 };
+    if (l.srPrefix !== undefined) return { family: 6, addr: l.srPrefix.addr, len: l.srPrefix.len };
+  }
+  return undefined;
+}
+
+/** The range of each rule that has one. */
 export function ruleRanges(config: Pick<Config, 'policies' | 'localsids'>, dp: Pick<Dataplane, 'rules'>): Array<{ rule: number; range: Range }> {
   const out: Array<{ rule: number; range: Range }> = [];
   for (const p of config.policies) {
     const rule = dp.rules.policyRule(p.match);
-    if (rule === undefined) continue;
-    const s1 = p.segments[0];
-    out.push({ rule, range: s1 !== undefined ? { family: 6, addr: s1, len: 128 } : { family: 6, addr: p.srPrefix.addr, len: p.srPrefix.len } });
+    if (rule !== undefined) out.push({ rule, range: policyRange(p) });
   }
   for (const l of config.localsids) {
     const rule = dp.rules.localsidRule(l.sid);
-    if (rule === undefined) continue;
-    const b = l.behavior ?? 'end.m.gtp4.e';
-    if (b === 'end.m.gtp4.e') out.push({ rule, range: { family: 4, addr: 0n, len: 0 } });
-    else if (b === 'end.m.gtp6.d' || b === 'end.m.gtp6.d.di') {
-      const s1 = l.segments?.[0];
-      if (s1 !== undefined) out.push({ rule, range: { family: 6, addr: s1, len: 128 } });
-      else if (l.srPrefix !== undefined) out.push({ rule, range: { family: 6, addr: l.srPrefix.addr, len: l.srPrefix.len } });
-    }
+    const range = localSidRange(l);
+    if (rule !== undefined && range !== undefined) out.push({ rule, range: { ...range } });
   }
   return out;
 }
@@ -524,6 +534,39 @@ export class NextHopCache {
     return { cached, fib, ranges: resolved.size, written };
   }
 
+  /**
+   * Point one rule at its range's next hop (or none), reusing the slot of an
+   * equal next hop: what update() would write for this rule. Slots are not
+   * retired here; the next update() does that.
+   */
+  point(rule: number, range: Range, res: Resolution): void {
+    if (rule < 0 || rule >= this.#nRules) return;
+    let slot = 0;
+    if (res.ok) {
+      const tag = res.tag ?? range;
+      const id = nhId(tag, res.nh);
+      const known = this.#slots.get(id);
+      if (known !== undefined) slot = known;
+      else {
+        slot = this.#alloc();
+        const f: NextHopFields = {
+          family: tag.family === 4 ? AF_INET : AF_INET6,
+          dst: tag.addr,
+          plen: tag.len,
+          ifindex: res.nh.ifindex,
+          mtu: res.nh.mtu,
+          dmac: res.nh.dmac,
+          smac: res.nh.smac,
+        };
+        mapUpdate(this.#fds.slotsFd, u32(slot), encodeNextHop(f), BPF_ANY, 'mup_nexthops');
+        this.#slots.set(id, slot);
+      }
+    }
+    if (this.#ruleSlot[rule] === slot) return;
+    mapUpdate(this.#fds.rulesFd, u32(rule), u32(slot), BPF_ANY, 'mup_nh_rules');
+    this.#ruleSlot[rule] = slot;
+  }
+
   /** Let the data plane use the cache for `ms` more milliseconds. */
   renewLease(ms: number): void {
     const v = Buffer.alloc(LAYOUTS.mup_nh_lease.size);
@@ -572,17 +615,18 @@ export function resolveAll(k: KernelState, assign: ReadonlyArray<{ range: Range 
   const out = new Map<string, Resolution>();
   for (const { range } of assign) {
     const key = rangeKey(range);
-    if (out.has(key)) continue;
-    out.set(
-      key,
-      range.near === true
-        ? resolveNear4(k, range.addr, ingress)
-        : range.family === 4 && range.len === 0
-          ? resolveAnyIpv4(k, ingress)
-          : resolveRange(k, range, ingress),
-    );
+    if (!out.has(key)) out.set(key, resolveOne(k, range, ingress));
   }
   return out;
+}
+
+/** One range's next hop. */
+export function resolveOne(k: KernelState, range: Range, ingress: readonly string[]): Resolution {
+  return range.near === true
+    ? resolveNear4(k, range.addr, ingress)
+    : range.family === 4 && range.len === 0
+      ? resolveAnyIpv4(k, ingress)
+      : resolveRange(k, range, ingress);
 }
 
 // --- keeping it current --------------------------------------------------------
@@ -622,8 +666,11 @@ export class NextHopWatcher {
   #cache: NextHopCache | undefined;
   #cacheFor: Dataplane | undefined;
   #running: Promise<void> | undefined;
-  /** What the last resolution was made from: skipped when nothing changed. */
+  /** What the last resolution was made from: skipped when nothing changed (rules part, the rest). */
   #fingerprint = '';
+  #fpRules = '';
+  /** The kernel's tables of the last resolution: rules put through the API are resolved against them. */
+  #k: KernelState | undefined;
   #again = false;
   #stopped = false;
   last: (CacheSummary & { readonly ms: number; readonly at: string }) | undefined;
@@ -670,10 +717,49 @@ export class NextHopWatcher {
     }, delay);
   }
 
-  /** The rules changed (API, reload): resolve soon, even if the kernel's tables did not change. */
+  /** The rules changed (reload): resolve soon, even if the kernel's tables did not change. */
   rulesChanged(): void {
     this.#fingerprint = '';
     this.changed();
+  }
+
+  /**
+   * Rules put or deleted one at a time (the API): point just the rules put
+   * at their next hop, resolved against the kernel's tables of the last
+   * resolution, instead of resolving all 65,536 again (half a second of the
+   * event loop at that size, for every request). A deleted rule's id keeps its
+   * pointer until the next full resolution: no rule uses the id, and a rule
+   * that gets it again is pointed here; the data plane checks the slot's range
+   * against the rule's anyway. A route or neighbour change still resolves all.
+   */
+  rulesPut(c: { readonly putPolicies?: Config['policies']; readonly putLocalSids?: Config['localsids'] }): void {
+    const dp = this.#o.dataplane();
+    if (this.#stopped || dp === undefined) return;
+    if (this.#k === undefined || this.#cache === undefined || this.#cacheFor !== dp || this.#running !== undefined) {
+      this.rulesChanged();
+      return;
+    }
+    const ingress = this.#o.ingress();
+    for (const p of c.putPolicies ?? []) {
+      const rule = dp.rules.policyRule(p.match);
+      if (rule === undefined) continue;
+      const range = policyRange(p);
+      this.#cache.point(rule, range, resolveOne(this.#k, range, ingress));
+    }
+    for (const l of c.putLocalSids ?? []) {
+      const rule = dp.rules.localsidRule(l.sid);
+      const range = localSidRange(l);
+      if (rule === undefined) continue;
+      if (range === undefined) this.#cache.point(rule, ANY_IPV4, { ok: false, reason: 'no range' });
+      else this.#cache.point(rule, range, resolveOne(this.#k, range, ingress));
+    }
+    // The next check sees these rules as resolved, not as a reason to resolve all again.
+    this.#fpRules = this.#rulesPrint(dp);
+  }
+
+  /** Every table change moves the generation; a reload also clears the fingerprint (rulesChanged). */
+  #rulesPrint(dp: Dataplane): string {
+    return String(dp.rules.generation);
   }
 
   /** Read the kernel's tables, resolve, write; one at a time (a change during a run runs it again). */
@@ -710,8 +796,9 @@ export class NextHopWatcher {
     }
     const config = this.#o.config();
     const hints = this.#cache!.hintsDigest();
-    const fingerprint = `${dp.rules.generation} ${config.policies.length} ${config.localsids.length} ${hints} ${this.#o.ingress().join()}\n${k.text ?? Math.random()}`;
-    if (fingerprint === this.#fingerprint && this.last !== undefined) {
+    const fpRules = this.#rulesPrint(dp);
+    const fingerprint = `${hints} ${this.#o.ingress().join()}\n${k.text ?? Math.random()}`;
+    if (fingerprint === this.#fingerprint && fpRules === this.#fpRules && this.last !== undefined) {
       // The same tables, rules and hints: the same answer (65,536 distinct ranges take about a second).
       this.#cache!.renewLease(this.#o.leaseMs ?? 3000);
       return;
@@ -720,6 +807,8 @@ export class NextHopWatcher {
     const resolved = resolveAll(k, assign, this.#o.ingress());
     const summary = this.#cache!.update(assign, resolved);
     this.#fingerprint = fingerprint;
+    this.#fpRules = fpRules;
+    this.#k = k;
     this.#cache!.renewLease(this.#o.leaseMs ?? 3000);
     const ms = Math.round(performance.now() - t0);
     this.last = { ...summary, ms, at: new Date().toISOString() };
