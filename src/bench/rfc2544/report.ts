@@ -204,7 +204,7 @@ export function markdown(rep: Report): string {
       : ': in threaded mode the DUT\'s veths run NAPI in kernel threads, which the scheduler may put on the other core.'));
   L.push(`- ${o.repeat} repetition(s); trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search, ${o.flows} inner flows (UDP source ports) per stream, live-frame kernel batch ${LIVE_BATCH}, NAPI ${o.napi}`);
   L.push('- Generator: BPF_PROG_TEST_RUN in live-frame mode (bpf/trafficgen.bpf.c, XDP_TX out of a veth into the DUT), rate-controlled by batches of 20 ms of frames (each batch leaves at full speed); sink: XDP program on the receiving veth that checks every frame against the expected output and counts it (bpf/sink.bpf.c). Loss = frames sent − frames counted correct at the sink.');
-  L.push('- Latency: **not measured** (the latency probe does not exist yet); throughput only.', '');
+  L.push('- Latency: **not measured** by this benchmark (throughput only); `mup probe --sweep` measures latency against background load from the same live-frame generator (README, "Latency probe").', '');
   L.push('## Frame sizes', '');
   L.push('RFC 2544 size − 18 (Ethernet header and FCS) is the inner IP packet, the same in every case; each case adds its own headers (no FCS on a veth):', '');
   L.push('| RFC 2544 size | inner IPv4 packet | GTP-U uplink frame (+58) | SRv6 downlink frame (+54) | plain IPv4 frame (+14, seg6 input) |');
