@@ -17,10 +17,10 @@ import { gtpuFrame, innerUdp4, srv6Frame } from '../src/bench/frames.js';
 import { ipv6Prefix, parseIpv4, parseIpv6 } from '../src/sid/addr.js';
 import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../src/sid/mobile.js';
 import { Lab, sweepStaleNamespaces } from './helpers/netns.js';
-import { caseSetup, translatorConfig, type CaseName } from '../src/bench/rfc2544/cases.js';
-import { attachXdp, Generator, L3fwd, L3FWD_OBJECT, Sink, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/bench/rfc2544/generator.js';
-import { BenchLab } from '../src/bench/rfc2544/lab.js';
+import type { CaseName } from '../src/bench/rfc2544/cases.js';
+import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/bench/rfc2544/generator.js';
 import { runTrial } from '../src/bench/rfc2544/search.js';
+import { closeBenchRig, openBenchRig, streamIo, type BenchRig } from './helpers/bench-rig.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -217,24 +217,12 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('next-hop cache, real pr
 describe.skipIf(!isRoot || ![DEFAULT_OBJECT, TRAFFICGEN_OBJECT, SINK_OBJECT, L3FWD_OBJECT].every((o) => existsSync(o)))(
   'next-hop cache under real traffic (the RFC 2544 lab)',
   () => {
-    let lab: BenchLab | undefined;
-    let dp: Dataplane | undefined;
-    let l3: L3fwd | undefined;
+    let rig: BenchRig | undefined;
     let nh: NextHopWatcher | undefined;
-    const sinks: Partial<Record<'a' | 'b', Sink>> = {};
-    const gens: Partial<Record<'a' | 'b', Generator>> = {};
 
     beforeAll(async () => {
-      lab = await BenchLab.create('nh');
-      sinks.a = new Sink();
-      sinks.b = new Sink();
-      gens.a = new Generator();
-      gens.b = new Generator();
-      l3 = new L3fwd();
-      const translator = openDataplane({ config: translatorConfig() });
-      dp = translator;
-      sinks.a.attach('ea', lab.a);
-      sinks.b.attach('eb', lab.b);
+      rig = await openBenchRig('nh');
+      const { lab, dp: translator } = rig;
       attachXdp(translator.progFd, 'da', lab.dut);
       attachXdp(translator.progFd, 'db', lab.dut);
       nh = new NextHopWatcher({ dataplane: () => translator, config: () => translator.config, ingress: () => ['da', 'db'], netns: lab.dut, watch: false });
@@ -243,37 +231,19 @@ describe.skipIf(!isRoot || ![DEFAULT_OBJECT, TRAFFICGEN_OBJECT, SINK_OBJECT, L3F
 
     afterAll(async () => {
       nh?.stop();
-      const errors: unknown[] = [];
-      await lab?.destroy().catch((e: unknown) => errors.push(e));
-      for (const c of [dp, l3, sinks.a, sinks.b, gens.a, gens.b]) {
-        try {
-          c?.close();
-        } catch (e) {
-          errors.push(e);
-        }
-      }
-      if (errors.length > 0) throw errors[0];
+      await closeBenchRig(rig);
     });
 
     it.each<CaseName>(['uplink', 'downlink'])('%s: every frame leaves by the cached next hop and arrives translated, right MACs included', async (name) => {
-      const L = lab!;
-      const setup = caseSetup(name, 64, 16);
-      const s = setup.streams[0]!;
-      const rx = s.from === 'a' ? 'b' : 'a';
-      gens[s.from]!.configure(s.gen, s.from === 'a' ? 'ea' : 'eb', s.from === 'a' ? L.a : L.b);
-      sinks[rx]!.expect(rx === 'a' ? 'ea' : 'eb', rx === 'a' ? L.a : L.b, 0, s.checks, s.minLen);
-      const io = {
-        send: (n: number) => gens[s.from]!.send(n),
-        received: () => sinks[rx]!.read(0).frames,
-        settle: () => new Promise<void>((res) => setTimeout(res, 100)),
-      };
+      const dp = rig!.dp;
+      const io = streamIo(rig!, name);
       // A few frames first: End.M.GTP4.E learns its gNB from a miss (FIB path), then resolve.
       await runTrial(io, { rate: 20_000, durationMs: 50, batch: 64 });
       await nh!.resolveNow();
-      const before = dp!.counters().events;
-      sinks[rx]!.reset();
+      const before = dp.counters().events;
+      io.sink.reset();
       const r = await runTrial(io, { rate: 20_000, durationMs: 300, batch: 256 });
-      const after = dp!.counters().events;
+      const after = dp.counters().events;
       const cached = Number(after['fwd_cached']!.packets - before['fwd_cached']!.packets);
       const fib = Number(after['fwd_redirect']!.packets - before['fwd_redirect']!.packets);
       expect(r.sent).toBeGreaterThan(0);

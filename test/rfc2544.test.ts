@@ -12,11 +12,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
-import { caseSetup, translatorConfig, type CaseName } from '../src/bench/rfc2544/cases.js';
-import { attachXdp, Generator, L3fwd, L3FWD_OBJECT, Sink, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/bench/rfc2544/generator.js';
-import { BENCH_NETNS_PREFIX, BenchLab } from '../src/bench/rfc2544/lab.js';
+import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
+import type { CaseName } from '../src/bench/rfc2544/cases.js';
+import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/bench/rfc2544/generator.js';
+import { BENCH_NETNS_PREFIX } from '../src/bench/rfc2544/lab.js';
 import { runTrial } from '../src/bench/rfc2544/search.js';
+import { closeBenchRig, openBenchRig, streamIo, type BenchRig } from './helpers/bench-rig.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const objects = [DEFAULT_OBJECT, TRAFFICGEN_OBJECT, SINK_OBJECT, L3FWD_OBJECT];
@@ -44,37 +45,18 @@ async function benchNamespaces(pid: number): Promise<string[]> {
 }
 
 describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
-  let lab: BenchLab | undefined;
-  let dp: Dataplane | undefined;
-  let l3: L3fwd | undefined;
-  const sinks: Partial<Record<'a' | 'b', Sink>> = {};
-  const gens: Partial<Record<'a' | 'b', Generator>> = {};
+  let rig: BenchRig | undefined;
 
   beforeAll(async () => {
-    lab = await BenchLab.create('t');
-    sinks.a = new Sink();
-    sinks.b = new Sink();
-    gens.a = new Generator();
-    gens.b = new Generator();
-    l3 = new L3fwd();
-    dp = openDataplane({ config: translatorConfig() });
-    sinks.a.attach('ea', lab.a);
-    sinks.b.attach('eb', lab.b);
+    rig = await openBenchRig('t', { withL3fwd: true });
   });
 
   afterAll(async () => {
-    // Namespaces first (that detaches everything), then the objects; each step even if another fails.
-    const errors: unknown[] = [];
-    await lab?.destroy().catch((e: unknown) => errors.push(e));
-    for (const c of [dp, l3, sinks.a, sinks.b, gens.a, gens.b]) {
-      try {
-        c?.close();
-      } catch (e) {
-        errors.push(e);
-      }
+    try {
+      await closeBenchRig(rig);
+    } finally {
+      expect(await benchNamespaces(process.pid)).toEqual([]);
     }
-    expect(await benchNamespaces(process.pid)).toEqual([]);
-    if (errors.length > 0) throw errors[0];
   });
 
   it.each<[CaseName, 'translator' | 'l3fwd']>([
@@ -82,28 +64,17 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
     ['downlink', 'translator'],
     ['xdp-l3fwd', 'l3fwd'],
   ])('%s: every frame sent at a low rate is counted at the sink, as expected', async (name, prog) => {
-    const L = lab!;
-    const fd = prog === 'translator' ? dp!.progFd : l3!.fwdFd;
-    attachXdp(fd, 'da', L.dut);
-    attachXdp(fd, 'db', L.dut);
-    const setup = caseSetup(name, 64, 16);
-    const s = setup.streams[0]!;
-    const rx = s.from === 'a' ? 'b' : 'a';
-    gens[s.from]!.configure(s.gen, s.from === 'a' ? 'ea' : 'eb', s.from === 'a' ? L.a : L.b);
-    sinks[rx]!.expect(rx === 'a' ? 'ea' : 'eb', rx === 'a' ? L.a : L.b, 0, s.checks, s.minLen);
-    sinks[rx]!.reset();
-    const r = await runTrial(
-      {
-        send: (n) => gens[s.from]!.send(n),
-        received: () => sinks[rx]!.read(0).frames,
-        settle: () => new Promise((res) => setTimeout(res, 100)),
-      },
-      { rate: 20_000, durationMs: 300, batch: 256 },
-    );
+    const R = rig!;
+    const fd = prog === 'translator' ? R.dp.progFd : R.l3!.fwdFd;
+    attachXdp(fd, 'da', R.lab.dut);
+    attachXdp(fd, 'db', R.lab.dut);
+    const io = streamIo(R, name);
+    io.sink.reset();
+    const r = await runTrial(io, { rate: 20_000, durationMs: 300, batch: 256 });
     expect(r.sent).toBeGreaterThan(0);
     expect(r.received).toBe(r.sent);
     expect(r.lost).toBe(0);
-    expect(gens[s.from]!.programCount()).toBeGreaterThanOrEqual(r.sent);
+    expect(io.gen.programCount()).toBeGreaterThanOrEqual(r.sent);
   });
 
   it('a benchmark interrupted with SIGINT removes its namespaces and says so', async () => {
