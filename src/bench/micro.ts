@@ -34,6 +34,7 @@ import { ipv4Addr, ipv4Prefix, ipv6Addr, ipv6Prefix, parseIpv4, parseIpv6 } from
 import { inNetns } from '../dataplane/netns.js';
 import { NextHopCache, readKernelState, resolveAll, ruleRanges } from '../daemon/nexthop.js';
 import { sweepStale } from '../netns-sweep.js';
+import { L3fwd } from './rfc2544/generator.js';
 import { encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi, teid } from '../sid/mobile.js';
 import {
   GTPU6_OVERHEAD, GTPU_OVERHEAD, SRV6_OVERHEAD, SRV6_SRH1_OVERHEAD, gtpu6Frame, gtpuFrame, innerUdp4, srv6Frame, srv6ReducedFrame,
@@ -422,6 +423,7 @@ export async function runForwarding(o: Pick<MicroOptions, 'repeat' | 'runs' | 'o
   const cfg: Config = { ...cfg1, settings: { ...cfg1.settings, forwarding: 'fib' } };
   const h = new Harness();
   const dps: Dataplane[] = [];
+  let l3: L3fwd | undefined;
   execFileSync('ip', ['netns', 'add', ns]);
   try {
     ipIn(ns, ['link', 'set', 'lo', 'up']);
@@ -445,6 +447,7 @@ export async function runForwarding(o: Pick<MicroOptions, 'repeat' | 'runs' | 'o
     };
     const dpFib = open();
     const dpCache = open();
+    l3 = new L3fwd();
     const k = await readKernelState(ns);
     const assign = ruleRanges(cfg, dpCache);
     const s = cfg.settings;
@@ -474,6 +477,20 @@ export async function runForwarding(o: Pick<MicroOptions, 'repeat' | 'runs' | 'o
           cases.push({ row, frame: f, targetFd: dp.progFd, once });
         }
       }
+      // The RFC 2544 benchmark's XDP L3FWD on the uplink frame (IPv4 FIB
+      // lookup, TTL - 1, MACs, redirect): the reference the wire
+      // figures are compared with, measured the same way.
+      {
+        // The uplink frame sent to an address of the routed gNB prefix (one
+        // route only, so End.M.GTP4.E's slot stays unambiguous).
+        const inner = innerUdp4({ src: UE, dst: DN, sport: 40000, dport: 9000, len: SMALL_INNER });
+        const f = gtpuFrame({ src: GNB, dst: parseIpv4('198.51.100.10', 'bench'), teid: 0x1000, qfi: 9, inner });
+        const once = testRun(l3!.fwdFd, { dataIn: f, dataOutSize: f.length + 512 });
+        if (once.retval !== VERDICTS.indexOf('redirect')) throw new Error(`xdp-l3fwd: verdict ${once.retval}, expected redirect`);
+        const row: FwdRow = { ...newRow('harness -> xdp-l3fwd (reference), FIB lookup', null, null, 1, 'small', f), path: 'fib', event: '' };
+        row.verdict = 'redirect';
+        cases.push({ row, frame: f, targetFd: l3!.fwdFd, once });
+      }
       const measure = (c: (typeof cases)[number], repeat: number): number => {
         h.select(c.targetFd, c.frame);
         const r = h.run(c.frame, repeat);
@@ -499,6 +516,7 @@ export async function runForwarding(o: Pick<MicroOptions, 'repeat' | 'runs' | 'o
     return cases.map((c) => c.row);
   } finally {
     for (const dp of dps) dp.close();
+    l3?.close();
     h.close();
     execFileSync('ip', ['netns', 'delete', ns]);
   }
