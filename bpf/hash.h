@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
 /* The inner 5-tuple hash behind the IPv6 flow label (H.M.GTP4.D) and the
- * outer UDP source port (End.M.GTP4.E): murmur3_32 over 32-bit words, see
- * docs/datapath.md. Reads the inner IP header and the first 4 bytes of L4
+ * outer UDP source port (End.M.GTP4.E): multilinear multiply-shift over 32-bit
+ * words, see docs/datapath.md. Reads the inner IP header and the first 4 bytes of L4
  * only, so its cost does not depend on the packet's length. */
 #ifndef MUP_HASH_H
 #define MUP_HASH_H
@@ -13,30 +13,36 @@
 #include <bpf/bpf_endian.h>
 #include "mup_shared.h"
 
-static __always_inline __u32 rotl32(__u32 x, __u32 r)
+/* Multilinear multiply-shift (Dietzfelbinger; Lemire & Kaser, "Strongly
+ * universal string hashing is fast"): each 32-bit word, xored with the
+ * seed, times its own odd 64-bit constant, summed mod 2^64; the top 32 bits,
+ * mixed once more (xorshift, multiply, xorshift: murmur3's finaliser without
+ * its last round) so that the flow label's low bits see every input bit. The
+ * products do not depend on one another, so they run in parallel, where
+ * murmur3 chains 11 multiplies one after the other (docs/datapath.md). */
+#define MH_K0 0x9e3779b97f4a7c15ULL
+#define MH_K1 0xc2b2ae3d27d4eb4fULL
+#define MH_K2 0x165667b19e3779f9ULL
+#define MH_K3 0xd6e8feb86659fd93ULL
+#define MH_K4 0xff51afd7ed558ccdULL
+#define MH_K5 0xc4ceb9fe1a85ec53ULL
+#define MH_K6 0x27d4eb2f165667c5ULL
+#define MH_K7 0x85ebca77c2b2ae63ULL
+#define MH_K8 0x94d049bb133111ebULL
+#define MH_K9 0xbf58476d1ce4e5b9ULL
+
+static __always_inline __u64 mh_word(__u32 w, __u32 seed, __u64 k)
 {
-	return (x << r) | (x >> (32 - r));
+	return (__u64)(w ^ seed) * k;
 }
 
-static __always_inline __u32 mm3_word(__u32 h, __u32 k)
+static __always_inline __u32 mh_final(__u64 sum)
 {
-	k *= 0xcc9e2d51;
-	k = rotl32(k, 15);
-	k *= 0x1b873593;
-	h ^= k;
-	h = rotl32(h, 13);
-	return h * 5 + 0xe6546b64;
-}
+	__u32 h = sum >> 32;
 
-static __always_inline __u32 mm3_final(__u32 h, __u32 nwords)
-{
-	h ^= nwords * 4;
 	h ^= h >> 16;
 	h *= 0x85ebca6b;
-	h ^= h >> 13;
-	h *= 0xc2b2ae35;
-	h ^= h >> 16;
-	return h;
+	return h ^ (h >> 13);
 }
 
 static __always_inline int l4_has_ports(__u8 proto)
@@ -49,12 +55,9 @@ static __always_inline int l4_has_ports(__u8 proto)
 static __always_inline __u32 hash_inner4(const struct iphdr *ip, __u32 inner_len,
 					 const void *end, __u32 seed)
 {
-	__u32 h = seed, ports = 0;
+	__u32 ports = 0;
 	__u32 ihl = ip->ihl * 4;
 
-	h = mm3_word(h, bpf_ntohl(ip->saddr));
-	h = mm3_word(h, bpf_ntohl(ip->daddr));
-	h = mm3_word(h, ip->protocol);
 	if (l4_has_ports(ip->protocol) && !(ip->frag_off & bpf_htons(0x3fff)) &&
 	    ihl >= 20 && ihl + 4 <= inner_len) {
 		const __u32 *l4 = (const void *)ip + ihl;
@@ -62,8 +65,8 @@ static __always_inline __u32 hash_inner4(const struct iphdr *ip, __u32 inner_len
 		if ((const void *)(l4 + 1) <= end)
 			ports = bpf_ntohl(*l4);
 	}
-	h = mm3_word(h, ports);
-	return mm3_final(h, 4);
+	return mh_final(mh_word(bpf_ntohl(ip->saddr), seed, MH_K0) + mh_word(bpf_ntohl(ip->daddr), seed, MH_K1) +
+			mh_word(ip->protocol, seed, MH_K2) + mh_word(ports, seed, MH_K3));
 }
 
 /* Inner IPv6 at ip6 (checked >= 40 bytes and in the frame). */
@@ -71,20 +74,21 @@ static __always_inline __u32 hash_inner6(const struct ipv6hdr *ip6, __u32 inner_
 					 const void *end, __u32 seed)
 {
 	const __u32 *a = (const __u32 *)&ip6->saddr; /* saddr then daddr */
-	__u32 h = seed, ports = 0;
+	__u32 ports = 0;
+	__u64 sum;
 
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-		h = mm3_word(h, bpf_ntohl(a[i]));
-	h = mm3_word(h, ip6->nexthdr);
+	sum = mh_word(bpf_ntohl(a[0]), seed, MH_K0) + mh_word(bpf_ntohl(a[1]), seed, MH_K1) +
+	      mh_word(bpf_ntohl(a[2]), seed, MH_K2) + mh_word(bpf_ntohl(a[3]), seed, MH_K3) +
+	      mh_word(bpf_ntohl(a[4]), seed, MH_K4) + mh_word(bpf_ntohl(a[5]), seed, MH_K5) +
+	      mh_word(bpf_ntohl(a[6]), seed, MH_K6) + mh_word(bpf_ntohl(a[7]), seed, MH_K7) +
+	      mh_word(ip6->nexthdr, seed, MH_K8);
 	if (l4_has_ports(ip6->nexthdr) && inner_len >= 44) {
 		const __u32 *l4 = (const void *)(ip6 + 1);
 
 		if ((const void *)(l4 + 1) <= end)
 			ports = bpf_ntohl(*l4);
 	}
-	h = mm3_word(h, ports);
-	return mm3_final(h, 10);
+	return mh_final(sum + mh_word(ports, seed, MH_K9));
 }
 
 /* The inner packet of either translation: inner_len bytes at inner. Checks

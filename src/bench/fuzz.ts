@@ -1031,27 +1031,21 @@ export type ModelResult =
   /** A GTP-U Echo Request to us: answered with exactly this frame (XDP_TX). */
   | { readonly kind: 'reply'; readonly out: Buffer };
 
-function rotl(x: number, r: number): number {
-  return ((x << r) | (x >>> (32 - r))) >>> 0;
-}
+const MH_K = [
+  0x9e3779b97f4a7c15n, 0xc2b2ae3d27d4eb4fn, 0x165667b19e3779f9n, 0xd6e8feb86659fd93n, 0xff51afd7ed558ccdn,
+  0xc4ceb9fe1a85ec53n, 0x27d4eb2f165667c5n, 0x85ebca77c2b2ae63n, 0x94d049bb133111ebn, 0xbf58476d1ce4e5b9n,
+] as const;
 
-function mm3(words: readonly number[], seed: number): number {
-  let h = seed >>> 0;
-  for (const w of words) {
-    let k = Math.imul(w >>> 0, 0xcc9e2d51);
-    k = rotl(k, 15);
-    k = Math.imul(k, 0x1b873593);
-    h = (h ^ k) >>> 0;
-    h = rotl(h, 13);
-    h = (Math.imul(h, 5) + 0xe6546b64) >>> 0;
-  }
-  h = (h ^ (4 * words.length)) >>> 0;
-  h ^= h >>> 16;
+/** docs/datapath.md "Inner 5-tuple hash": multilinear multiply-shift, then one mixing round. */
+function mh(words: readonly number[], seed: number): number {
+  let sum = 0n;
+  words.forEach((w, i) => {
+    sum = BigInt.asUintN(64, sum + BigInt((w ^ seed) >>> 0) * MH_K[i]!);
+  });
+  let h = Number(sum >> 32n);
+  h = (h ^ (h >>> 16)) >>> 0;
   h = Math.imul(h, 0x85ebca6b) >>> 0;
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35) >>> 0;
-  h ^= h >>> 16;
-  return h >>> 0;
+  return (h ^ (h >>> 13)) >>> 0;
 }
 
 /** Inner 5-tuple hash of docs/datapath.md over inner[0..len). */
@@ -1063,13 +1057,13 @@ function innerHash(inner: Buffer, seed: number): number {
     const frag = inner.readUInt16BE(6) & 0x3fff;
     // L4 at IHL×4; an IHL below 5 has no L4 (the header would overlap it).
     const ports = withPorts(proto) && frag === 0 && ihl >= 20 && ihl + 4 <= inner.length ? inner.readUInt32BE(ihl) : 0;
-    return mm3([inner.readUInt32BE(12), inner.readUInt32BE(16), proto, ports], seed);
+    return mh([inner.readUInt32BE(12), inner.readUInt32BE(16), proto, ports], seed);
   }
   const words: number[] = [];
   for (let i = 0; i < 8; i++) words.push(inner.readUInt32BE(8 + 4 * i));
   const nh = inner[6]!;
   words.push(nh, withPorts(nh) && inner.length >= 44 ? inner.readUInt32BE(40) : 0);
-  return mm3(words, seed);
+  return mh(words, seed);
 }
 
 function policyFor(cfg: Config, da: number): Policy | undefined {
