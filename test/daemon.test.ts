@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
 import { Lab, listNamespaces, sweepStaleNamespaces, type Listener } from './helpers/netns.js';
 import { buildLab, CORE_V6, DN, GNB, N3, UE } from './helpers/topology.js';
+import { bpfCflags } from '../src/dataplane/cflags.js';
 
 const isRoot = process.getuid?.() === 0;
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -249,7 +250,7 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     const progOf = async (): Promise<number> => ((await d!.api('GET', '/v1/status')).body as { program: { id: number } }).program.id;
     const idBefore = await progOf();
     const next = join(d!.dir, 'next.bpf.o');
-    await execa('clang', ['-O2', '-g', '-Wall', '-Werror', '-target', 'bpf', `-I/usr/include/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu`, '-DMUP_BUILD_ID=2', '-c', join(REPO, 'bpf/mup.bpf.c'), '-o', next], { cwd: REPO });
+    await execa('clang', [...bpfCflags(), '-DMUP_BUILD_ID=2', '-c', join(REPO, 'bpf/mup.bpf.c'), '-o', next], { cwd: REPO });
     expect(readFileSync(next).equals(readFileSync(object)), 'the two builds differ').toBe(false);
 
     const N = 6000;

@@ -35,6 +35,7 @@ import { inNetns } from '../dataplane/netns.js';
 import { NextHopCache, readKernelState, resolveAll, ruleRanges } from '../daemon/nexthop.js';
 import { sweepStale } from '../netns-sweep.js';
 import { L3fwd } from './rfc2544/generator.js';
+import { bpfCflags } from '../dataplane/cflags.js';
 import { encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi, teid } from '../sid/mobile.js';
 import {
   GTPU6_OVERHEAD, GTPU_OVERHEAD, SRV6_OVERHEAD, SRV6_SRH1_OVERHEAD, gtpu6Frame, gtpuFrame, innerUdp4, srv6Frame, srv6ReducedFrame,
@@ -333,11 +334,7 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
 
 /** Compile bpf/mup.bpf.c with -DMUP_NO_PROBE, with the Makefile's flags. */
 function buildNoProbe(): string {
-  const arch = execFileSync('uname', ['-m']).toString().trim();
-  execFileSync(process.env['CLANG'] ?? 'clang', [
-    '-O2', '-g', '-Wall', '-Werror', '-target', 'bpf', `-I/usr/include/${arch}-linux-gnu`, '-DMUP_NO_PROBE',
-    '-c', MUP_SOURCE, '-o', NOPROBE_OBJECT,
-  ]);
+  execFileSync(process.env['CLANG'] ?? 'clang', [...bpfCflags(), '-DMUP_NO_PROBE', '-c', MUP_SOURCE, '-o', NOPROBE_OBJECT]);
   return NOPROBE_OBJECT;
 }
 
