@@ -241,6 +241,22 @@ export class Sink {
   }
 }
 
+/**
+ * Wait for frames still in rings and NAPI threads: poll `count` (a sink
+ * counter) every 10 ms until it stops moving, at most a second. Returns its
+ * last value.
+ */
+export async function untilSteady(count: () => number): Promise<number> {
+  let last = -1;
+  for (let i = 0; i < 100; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    const now = count();
+    if (now === last) break;
+    last = now;
+  }
+  return last;
+}
+
 /** The XDP L3 forwarder baseline and the XDP_PASS program of the kernel baselines. */
 export class L3fwd {
   readonly #obj: BpfObject;
