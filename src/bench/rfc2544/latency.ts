@@ -188,6 +188,12 @@ export async function measureLatency(x: LatencyContext): Promise<CaseLatency> {
         residence: session === undefined ? null : d.residence,
         notes: [...result.notes, ...(lost < 0 ? [`the sink counted ${-lost} background frames more than were sent: stray traffic`] : [])],
       };
+      if (rate > 0 && step.background.achievedPps < 0.95 * rate) {
+        step.notes.push(
+          `the background reached ${(step.background.achievedPps / 1e6).toFixed(3)} of ${(rate / 1e6).toFixed(3)} Mpps offered: ` +
+            'its generator shares the CPU with the probe and the device under test, which the search\'s generator did not',
+        );
+      }
       out.steps.push(step);
       x.log(
         `${what}: latency @ ${percent} % (${(rate / 1e6).toFixed(3)} Mpps background, lost ${lost}): probes ${d.sequence.received}/${d.sequence.sent}, ` +

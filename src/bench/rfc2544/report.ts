@@ -384,7 +384,7 @@ function latencyMarkdown(r: Rfc2544Result): string[] {
     '',
     '- **wire**: one-way, the probe\'s TX software stamp on the sending veth to its RX stamp on the receiving veth: the generator\'s core, the veths, the DUT and the sink\'s XDP_PASS to the socket; both ends on this host\'s CLOCK_REALTIME. Measured for every case that has it, baselines included, so they stand next to each other.',
     '- **residence**: the translator\'s in-band stamps (bpf/probe.h): exit − entry of its XDP program for each probe, from its ring buffer records (translator cases only).',
-    '- Percentiles are nearest-rank; jitter = p95 − p5; **bg lost** = background frames sent − counted correct at the sink during the step (the step ran the load past the last probe, so its count is whole).',
+    '- Percentiles are nearest-rank; jitter = p95 − p5; **bg Mpps offered / sent**: the step\'s load asked for and what the generator sent over its run (less when it could not keep up); **bg lost** = background frames sent − counted correct at the sink during the step (the step ran the load past the last probe, so its count is whole).',
     `- The generator, the device under test and the probe share ${r.options.napi === 'softirq' ? 'the CPU(s) this run had' : 'the machine'}: at 90 % of a rate where the core was the limit, the probe's own sends and receives wait for that core, and the wire figures hold that wait.`,
     '',
   );
