@@ -160,4 +160,10 @@ describe('RFC 2544 report: latency at load', () => {
     expect(residence).not.toContain('kernel-ipv4');
     expect(latencySvgs(result)).toEqual([]);
   });
+
+  it('--no-latency: no latency section, no per-case "no latency" lines', () => {
+    const off: Report = { ...report, result: { ...result, options: { ...result.options, latencyLoads: [] }, results: result.results.map((x) => ({ ...x, latencySkipped: 'latency off (--no-latency)' })) } };
+    expect(terminalTable(off)).not.toMatch(/latency/i);
+    expect(markdown(off)).not.toContain('## Latency at load');
+  });
 });

@@ -228,6 +228,7 @@ function latencyCells(x: LatencyRow): string[] {
 
 /** Cases and sizes without latency, and why (one line each, repetitions folded). */
 function latencySkips(r: Rfc2544Result): string[] {
+  if (r.options.latencyLoads.length === 0) return []; // off for the whole run: the settings say so once
   const by = new Map<string, number[]>();
   for (const x of r.results) {
     if (x.latencySkipped === undefined) continue;
