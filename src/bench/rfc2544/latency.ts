@@ -191,7 +191,7 @@ export async function measureLatency(x: LatencyContext): Promise<CaseLatency> {
       if (rate > 0 && step.background.achievedPps < 0.95 * rate) {
         step.notes.push(
           `the background reached ${(step.background.achievedPps / 1e6).toFixed(3)} of ${(rate / 1e6).toFixed(3)} Mpps offered: ` +
-            'its generator shares the CPU with the probe and the device under test, which the search\'s generator did not',
+            'the load was lighter than its percentage says',
         );
       }
       out.steps.push(step);

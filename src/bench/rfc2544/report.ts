@@ -387,6 +387,7 @@ function latencyMarkdown(r: Rfc2544Result): string[] {
     '- **residence**: the translator\'s in-band stamps (bpf/probe.h): exit − entry of its XDP program for each probe, from its ring buffer records (translator cases only).',
     '- Percentiles are nearest-rank; jitter = p95 − p5; **bg Mpps offered / sent**: the step\'s load asked for and what the generator sent over its run (less when it could not keep up); **bg lost** = background frames sent − counted correct at the sink during the step (the step ran the load past the last probe, so its count is whole).',
     `- The generator, the device under test and the probe share ${r.options.napi === 'softirq' ? 'the CPU(s) this run had' : 'the machine'}: at 90 % of a rate where the core was the limit, the probe's own sends and receives wait for that core, and the wire figures hold that wait.`,
+    '- A step\'s background can fall short of its offered rate near the top (a note says so): the load child paces by sends of 1/100 s and shares the core with the probe, and with the translator the probe\'s stamps, while on, read the clock twice for every frame (bpf/probe.h), background included, so its capacity during a step is below the rate the search found with them off.',
     '',
   );
   if (lat.length > 0) {
