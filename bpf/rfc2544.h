@@ -35,6 +35,12 @@ struct sink_cfg {
 	__u32 nchecks;    /* <= SINK_CHECKS */
 	__u32 min_len;    /* frames shorter are counted bad */
 	struct sink_check checks[SINK_CHECKS];
+	/* A frame whose big-endian word at pass_off equals pass_value (the
+	 * latency probe's magic in its payload) is counted in `passed` and
+	 * handed to the stack (XDP_PASS), where the probe's packet socket
+	 * captures it; pass_off 0: none. */
+	__u32 pass_off;
+	__u32 pass_value;
 };
 
 /* Per-CPU counters of one slot. */
@@ -45,6 +51,7 @@ struct sink_counters {
 	__u64 bad;        /* sampled frames that failed a check */
 	__u64 unknown;    /* frames on an interface without a sink_cfg */
 	__u64 seen;       /* every frame of the slot: picks the sample */
+	__u64 passed;     /* probe frames handed to the stack (pass_off) */
 };
 
 #endif

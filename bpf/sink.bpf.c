@@ -11,6 +11,11 @@
  * own chatter such as an IPv6 multicast report, which must not pass for a
  * received test frame). A frame on an interface without a configuration
  * counts as unknown: nothing arrives unaccounted for.
+ *
+ * The latency probe's frames are the exception: a frame that carries the
+ * configured word at pass_off (the probe payload's magic) is counted in
+ * `passed`, not checked or sampled, and passed to the stack, so that the
+ * probe's packet socket on the same interface captures it.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -54,6 +59,14 @@ int sink_count(struct xdp_md *ctx)
 	if (!cfg) {
 		c->unknown++;
 		return XDP_DROP;
+	}
+	if (cfg->pass_off) {
+		const __u8 *p = data + (cfg->pass_off & 0xff);
+
+		if ((void *)(p + 4) <= end && be32_at(p) == cfg->pass_value) {
+			c->passed++;
+			return XDP_PASS;
+		}
 	}
 	if ((c->seen++ & ((1ULL << (cfg->sample & 31)) - 1)) != 0)
 		goto good; /* not sampled */

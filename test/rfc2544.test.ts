@@ -4,9 +4,12 @@
  * under test and the counting sink. At a low rate every frame sent must be
  * counted at the sink, translated as expected (the sink checks every frame).
  * No timed assertions. Everything is removed in afterAll, also on failure;
- * and a benchmark interrupted with SIGINT removes its namespaces.
+ * and a benchmark interrupted with SIGINT removes its namespaces. A short
+ * real run measures latency at one load step of the uplink: the probes get
+ * through the DUT beside the background load, past the sink, with the
+ * translator's residence stamps.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +20,7 @@ import type { CaseName } from '../src/bench/rfc2544/cases.js';
 import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/bench/rfc2544/generator.js';
 import { BENCH_NETNS_PREFIX } from '../src/bench/rfc2544/lab.js';
 import { runTrial } from '../src/bench/rfc2544/search.js';
+import { benchRfc2544 } from '../src/bench/rfc2544/index.js';
 import { closeBenchRig, openBenchRig, streamIo, type BenchRig } from './helpers/bench-rig.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -77,17 +81,64 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
     expect(io.gen.programCount()).toBeGreaterThanOrEqual(r.sent);
   });
 
-  it('a benchmark interrupted with SIGINT removes its namespaces and says so', async () => {
-    const out = mkdtempSync(join(tmpdir(), 'mup-rfc2544-'));
+  it('a short run measures latency at a load step of the uplink: probes received, residence stamped, background counted', async () => {
+    const out = mkdtempSync(join(tmpdir(), 'mup-rfc2544-lat-'));
     try {
-      await interrupted(out);
+      const r = await benchRfc2544({
+        outDir: out, sizes: [64], cases: ['uplink'], trialMs: 300, maxTrials: 2, warmupFrames: 500,
+        latencyLoads: [50], probeRate: 1000, probeSeconds: 0.5,
+        // The background load's child runs from the sources, as `npm run bench` does.
+        loadCommand: [join(ROOT, 'node_modules/.bin/tsx'), join(ROOT, 'src/bench/rfc2544/main.ts')],
+      });
+      const up = r.report.result.results[0]!;
+      expect(up.error).toBeUndefined();
+      expect(up.latencySkipped).toBeUndefined();
+      const steps = up.latency?.steps ?? [];
+      expect(steps.map((s) => [s.percent, s.offeredPps])).toEqual([[50, Math.round(up.fps / 2)]]);
+      const s = steps[0]!;
+      expect(s.probes.sent).toBe(500);
+      expect(s.probes.received).toBeGreaterThan(0);
+      // Every probe that reached the socket went past the sink as a probe, not counted as background.
+      expect(s.probes.passedAtSink).toBeGreaterThanOrEqual(s.probes.received);
+      expect(s.wire?.percentiles.p50).toBeGreaterThan(0);
+      expect(s.residence?.count).toBeGreaterThan(0);
+      expect(s.residence!.min).toBeGreaterThan(0);
+      expect(s.background.sent).toBeGreaterThan(0);
+      expect(s.background.received).toBeGreaterThan(0);
+      expect(r.table).toMatch(/uplink\s+64\s+50 %/);
+      expect(existsSync(join(out, 'latency-wire-64.svg'))).toBe(true);
+      expect(readFileSync(join(out, 'report.md'), 'utf8')).toContain('## Latency at load');
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
   });
 
-  async function interrupted(out: string): Promise<void> {
-    const proc = execa(join(ROOT, 'node_modules/.bin/tsx'), ['src/bench/rfc2544/main.ts', '--sizes', '64', '--cases', 'uplink', '--trial', '30', '--out', out], {
+  it.each<[string, string[], RegExp, boolean]>([
+    ['during a trial', ['--trial', '30'], /check \d+\/\d+ ok/, false],
+    // The search over, the first latency step runs: its background child must go too.
+    ['during a latency step', ['--trial', '0.3', '--max-trials', '1', '--latency-loads', '50', '--probe-seconds', '30'], /uplink 64B: throughput/, true],
+  ])('a benchmark interrupted with SIGINT %s removes its namespaces and processes, and says so', async (_when, args, started, child) => {
+    const out = mkdtempSync(join(tmpdir(), 'mup-rfc2544-'));
+    try {
+      await interrupted(out, args, started, child);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+
+  /** Processes whose command line names namespaces of the benchmark `owner` (its background load children). */
+  function loadChildren(owner: string): string[] {
+    return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(`${BENCH_NETNS_PREFIX}${owner}-`);
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  async function interrupted(out: string, args: string[], started: RegExp, child: boolean): Promise<void> {
+    const proc = execa(join(ROOT, 'node_modules/.bin/tsx'), ['src/bench/rfc2544/main.ts', '--sizes', '64', '--cases', 'uplink', ...args, '--out', out], {
       cwd: ROOT,
       reject: false,
       timeout: 50_000,
@@ -96,10 +147,9 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
     await new Promise<void>((resolve, reject) => {
       proc.stderr?.on('data', (c: Buffer) => {
         err += c.toString();
-        // The search has started: a trial of 30 s is running.
-        if (/check \d+\/\d+ ok/.test(err)) resolve();
+        if (started.test(err)) resolve();
       });
-      proc.then(() => reject(new Error(`benchmark exited before its first trial: ${err}`)), reject);
+      proc.then(() => reject(new Error(`benchmark exited before it was to be interrupted: ${err}`)), reject);
     });
     // tsx -> node: signal the node process that runs the benchmark (the one that owns the namespaces).
     const names = (await execa('ip', ['netns', 'list'])).stdout.split('\n').map((l) => l.split(' ')[0] ?? '');
@@ -108,10 +158,17 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
       .map((n) => new RegExp(`^${BENCH_NETNS_PREFIX}(\\d+)-`).exec(n)?.[1])
       .find((p) => p !== undefined && proc.pid !== undefined && descends(Number(p), proc.pid));
     expect(owner).toBeDefined();
+    if (child) {
+      for (let i = 0; i < 200 && loadChildren(owner!).length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(loadChildren(owner!)).not.toEqual([]);
+    }
     process.kill(Number(owner), 'SIGINT');
     const r = await proc;
     expect(r.exitCode).toBe(2);
     expect(String(r.stderr)).toMatch(/interrupted/);
     expect(await benchNamespaces(Number(owner))).toEqual([]);
+    // No background load child (`probe-loadgen` with this run's namespace in its spec) outlives it.
+    const children = loadChildren(owner!);
+    expect(children).toEqual([]);
   }
 });

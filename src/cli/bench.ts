@@ -23,6 +23,10 @@ interface Opts {
   napi: 'softirq' | 'threaded';
   out: string;
   object?: string;
+  latency: boolean;
+  latencyLoads: string;
+  probeRate: string;
+  probeSeconds?: string;
 }
 
 function list(s: string | undefined, all: readonly string[], what: string): string[] {
@@ -42,10 +46,11 @@ export function registerBench(program: Command, io: Io): void {
   const bench = program.command('bench').summary('benchmarks').description('benchmarks (as root; they create and remove their own namespaces)');
   bench
     .command('rfc2544')
-    .summary('zero-loss throughput per frame size: translator vs kernel and XDP L3 forwarding')
+    .summary('zero-loss throughput per frame size and latency at load: translator vs kernel and XDP L3 forwarding')
     .description(
       'RFC 2544 throughput: for each frame size and case (translator uplink, downlink, both; kernel IPv4 forwarding; ' +
-        'kernel seg6 encap; XDP L3FWD), a binary search for the highest rate with loss within the tolerance. ' +
+        'kernel seg6 encap; XDP L3FWD), a binary search for the highest rate with loss within the tolerance, ' +
+        'then latency at --latency-loads of that rate (background load from the generator, `mup probe` frames through it). ' +
         'Traffic is generated with BPF_PROG_TEST_RUN live frames and counted by an XDP sink, all inside namespaces ' +
         'created for the run and deleted at the end (also on Ctrl-C). Writes report.json, report.md and SVG plots.',
     )
@@ -61,8 +66,14 @@ export function registerBench(program: Command, io: Io): void {
     .addOption(new Option('--napi <mode>', 'where the veths run NAPI: softirq (after each generator batch, on the same core) or threaded (kernel threads; the generator\'s batches then arrive as bursts that overflow the veth rings: a measure of burst tolerance)').choices(['softirq', 'threaded']).default(DEFAULTS.napi))
     .option('--out <dir>', 'output directory', `build/bench/rfc2544-${new Date().toISOString().replace(/[:.]/g, '-')}`)
     .option('--object <path>', 'translator BPF object (default build/mup.bpf.o)')
-    .addHelpText('after', '\nExamples:\n  mup bench rfc2544 --quick\n  mup bench rfc2544 --sizes 64,1518 --cases uplink,xdp-l3fwd --trial 5\n')
+    .option('--no-latency', 'throughput only: no latency at load after each search')
+    .option('--latency-loads <list>', 'latency at these percentages of each zero-loss rate found (background load from the generator, probes through it)', DEFAULTS.latencyLoads.join(','))
+    .option('--probe-rate <pps>', 'latency probes per second during a load step', String(DEFAULTS.probeRate))
+    .option('--probe-seconds <s>', `seconds of probing per load step (default ${DEFAULTS.probeSeconds}; --quick 1)`)
+    .addHelpText('after', '\nExamples:\n  mup bench rfc2544 --quick\n  mup bench rfc2544 --sizes 64,1518 --cases uplink,xdp-l3fwd --trial 5\n  mup bench rfc2544 --quick --sizes 64 --cases uplink,downlink --latency-loads 10,50,90 --probe-rate 5000\n')
     .action(async (opts: Opts) => {
+      const latencyLoads = opts.latency ? opts.latencyLoads.split(',').map((x) => num(x.trim(), 'latency-loads', 0, 100)) : [];
+      const probeSeconds = opts.probeSeconds !== undefined ? num(opts.probeSeconds, 'probe-seconds', 0.1, 600) : opts.quick === true ? 1 : DEFAULTS.probeSeconds;
       const trialMs = opts.trial !== undefined ? num(opts.trial, 'trial', 0.05, 600) * 1000 : opts.quick === true ? 2000 : DEFAULTS.trialMs;
       const ac = new AbortController();
       let interrupts = 0;
@@ -96,6 +107,11 @@ export function registerBench(program: Command, io: Io): void {
           flows: num(opts.flows, 'flows', 1, 65535),
           repeat: num(opts.repeat, 'repeat', 1, 100),
           napi: opts.napi,
+          latencyLoads,
+          probeRate: num(opts.probeRate, 'probe-rate', 1, 1_000_000),
+          probeSeconds,
+          // The background load's child: this same mup (bin/mup.js, or the .ts entry under tsx) with `probe-loadgen`.
+          loadCommand: [process.execPath, ...process.execArgv, process.argv[1]!],
           signal: ac.signal,
           ...(opts.object === undefined ? {} : { object: opts.object }),
           log: (l) => {

@@ -102,35 +102,57 @@ export async function daemonSession(t: DaemonTarget): Promise<StampSession> {
   };
 }
 
-/** Load the data plane, attach it, switch the stamps on; close() detaches and unloads it. */
-export function standaloneSession(t: StandaloneTarget): Promise<StampSession> {
-  let dp: Dataplane | undefined;
+/**
+ * Switch the stamps on in a data plane this process has open and attached
+ * (the RFC 2544 benchmark's translator); close() switches them off again and
+ * leaves the data plane as it was.
+ */
+export function dataplaneSession(dp: Dataplane, t: { readonly udpPort: number; readonly sample?: number }, describe: string): StampSession {
+  writeSelector(dp.tables, { enabled: true, udpPort: t.udpPort, sample: t.sample ?? 1 });
   let maps: ProbeMaps | undefined;
   let ring: ProbeRing | undefined;
   const cleanup = (): void => {
     ring?.close();
     if (maps !== undefined) closeProbeMaps(maps);
-    dp?.close();
+    writeSelector(dp.tables, { enabled: false, udpPort: t.udpPort, sample: t.sample ?? 1 });
   };
   try {
-    dp = openDataplane({ config: t.config, ...(t.object === undefined ? {} : { object: t.object }) });
-    for (const a of t.attach) dp.attach(a.dev, { ...(a.netns === undefined ? {} : { netns: a.netns }), mode: t.xdpMode ?? 'native' });
-    writeSelector(dp.tables, { enabled: true, udpPort: t.udpPort, sample: t.sample ?? 1 });
     maps = openProbeMaps({ fd: dp.progFd });
     ring = new ProbeRing(maps.ringFd);
   } catch (e) {
     cleanup();
-    return Promise.reject(e);
+    throw e;
   }
   const m = maps;
-  const where = t.attach.map((a) => `${a.netns === undefined ? '' : `${a.netns}/`}${a.dev}`).join(', ');
-  return Promise.resolve({
+  return {
     ring,
     counters: () => readProbeCounters(m.stateFd),
-    describe: `data plane loaded by this probe from ${dp.object}, attached to ${where}`,
+    describe,
     close() {
       cleanup();
       return Promise.resolve();
+    },
+  };
+}
+
+/** Load the data plane, attach it, switch the stamps on; close() detaches and unloads it. */
+export function standaloneSession(t: StandaloneTarget): Promise<StampSession> {
+  let dp: Dataplane | undefined;
+  let stamps: StampSession | undefined;
+  try {
+    dp = openDataplane({ config: t.config, ...(t.object === undefined ? {} : { object: t.object }) });
+    for (const a of t.attach) dp.attach(a.dev, { ...(a.netns === undefined ? {} : { netns: a.netns }), mode: t.xdpMode ?? 'native' });
+    const where = t.attach.map((a) => `${a.netns === undefined ? '' : `${a.netns}/`}${a.dev}`).join(', ');
+    stamps = dataplaneSession(dp, t, `data plane loaded by this probe from ${dp.object}, attached to ${where}`);
+  } catch (e) {
+    dp?.close();
+    return Promise.reject(e);
+  }
+  const [loaded, s] = [dp, stamps];
+  return Promise.resolve({
+    ...s,
+    async close() {
+      await s.close().finally(() => loaded.close());
     },
   });
 }

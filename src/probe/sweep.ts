@@ -221,7 +221,8 @@ export function sweepSvg(rows: readonly SweepRow[], what: 'wire' | 'residence', 
   const hi = Math.pow(10, Math.ceil(Math.log10(Math.max(...values, 1000))));
   const x = (p: number): number => m.left + (p / maxX) * pw;
   const y = (v: number): number => m.top + ph - ((Math.log10(v) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * ph;
-  const colors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
+  // Three lines a series: twelve colours keep four series apart (the RFC 2544 report's cases).
+  const colors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b', '#17becf', '#e377c2', '#7f7f7f', '#bcbd22', '#393b79', '#637939'];
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
     `<rect width="${W}" height="${H}" fill="white"/>`,

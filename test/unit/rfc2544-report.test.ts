@@ -1,7 +1,10 @@
-/** The RFC 2544 report from a made-up result: ratios, targets, table, Markdown, SVG. */
+/** The RFC 2544 report from a made-up result: ratios, targets, table, Markdown, SVG; latency at load. */
+import { XMLValidator } from 'fast-xml-parser';
 import { describe, expect, it } from 'vitest';
 import type { CaseName } from '../../src/bench/rfc2544/cases.js';
-import { markdown, ratios, svgPlot, targets, terminalTable, type Report } from '../../src/bench/rfc2544/report.js';
+import type { LatencyStep } from '../../src/bench/rfc2544/latency.js';
+import { latencyRows, latencySvgs, markdown, ratios, svgPlot, targets, terminalTable, type Report } from '../../src/bench/rfc2544/report.js';
+import type { Summary } from '../../src/probe/stats.js';
 import type { CaseResult, Rfc2544Result } from '../../src/bench/rfc2544/run.js';
 import { DEFAULTS } from '../../src/bench/rfc2544/run.js';
 
@@ -72,12 +75,95 @@ describe('RFC 2544 report', () => {
     expect(md).toContain('EPYC');
     expect(md).toContain('Linux 6.18');
     expect(md).toMatch(/Generator and device under test share the machine's 2 cores/);
-    expect(md).toMatch(/Latency: \*\*not measured\*\*/);
+    expect(md).toMatch(/Latency: after each search, at 10, 50, 90 % of the zero-loss rate/);
+    expect(markdown({ ...report, result: { ...result, options: { ...result.options, latencyLoads: [] } } })).toMatch(/Latency: \*\*not measured\*\* in this run \(--no-latency\)/);
     expect(md).toContain('| 64 | 46 | 104 | 100 | 60 |');
     expect(md).toContain('xdp-l3fwd 1518: check failed');
     const svg = svgPlot(result, 'mpps');
     expect(svg.startsWith('<svg')).toBe(true);
     expect(svg.match(/<polyline/g)).toHaveLength(4);
     expect(svg).toContain('kernel-ipv4');
+  });
+});
+
+// resvg ships a prebuilt binary per platform inside npm packages; without one for this machine the render check is skipped.
+const resvg = await import('@resvg/resvg-js').catch(() => null);
+
+/** A summary whose p50, p99, p99.9, max and jitter are the given ns (the rest made up to fit). */
+function summary(p50: number, p99: number, p999: number, max: number, jitter: number): Summary {
+  return {
+    count: 1000, min: p50 / 2, mean: p50, max, stddev: 1,
+    percentiles: { p5: p50 / 2, p50, p95: p50 / 2 + jitter, p99, 'p99.9': p999, 'p99.99': max }, jitter,
+  };
+}
+
+function step(percent: number, fps: number, wireP50: number, residence: Summary | null, lost = 0): LatencyStep {
+  const rate = Math.round((fps * percent) / 100);
+  return {
+    percent, offeredPps: rate,
+    background: { sent: rate, seconds: 1, achievedPps: rate, received: rate - lost, lost, lossRatio: lost / rate },
+    probes: { sent: 2000, received: 1999, lost: 1, duplicates: 0, reordered: 0, passedAtSink: 1999 },
+    wire: summary(wireP50, wireP50 * 10, wireP50 * 20, wireP50 * 30, wireP50 * 5), residence, notes: [],
+  };
+}
+
+describe('RFC 2544 report: latency at load', () => {
+  const withLatency = (x: CaseResult, steps: LatencyStep[]): CaseResult => ({ ...x, latency: { probeRate: 2000, probeSeconds: 3, probeFrameLen: 104, steps } });
+  const res = summary(180, 2500, 30_000, 66_000, 1000);
+  const lr: Rfc2544Result = {
+    ...result,
+    results: [
+      withLatency(row('uplink', 64, 2.0), [step(10, 2e6, 2900, res), step(50, 2e6, 2300, res), step(90, 2e6, 2200, res, 7)]),
+      withLatency(row('kernel-ipv4', 64, 1.0), [step(10, 1e6, 2500, null), step(50, 1e6, 2000, null), step(90, 1e6, 1800, null)]),
+      { ...row('bidir', 64, 3.0), latencySkipped: 'two streams from one generator thread' },
+    ],
+  };
+  const lrep: Report = { ...report, result: lr };
+
+  it('rows: one per case and step, wire and residence figures, the background loss', () => {
+    const rows = latencyRows(lr);
+    expect(rows.map((x) => [x.case, x.percent, x.offeredPps])).toEqual([
+      ['uplink', 10, 200_000], ['uplink', 50, 1_000_000], ['uplink', 90, 1_800_000],
+      ['kernel-ipv4', 10, 100_000], ['kernel-ipv4', 50, 500_000], ['kernel-ipv4', 90, 900_000],
+    ]);
+    expect(rows[2]).toMatchObject({ bgLost: 7, probesSent: 2000, probesLost: 1, wire: { p50: 2200, p99: 22_000, p999: 44_000, max: 66_000, jitter: 11_000 } });
+    expect(rows[2]!.residence).toEqual({ p50: 180, p99: 2500, p999: 30_000, max: 66_000, jitter: 1000 });
+    expect(rows[3]!.residence).toBeNull();
+  });
+
+  it('table and Markdown: a line per step, the baseline next to the translator, what was not measured and why', () => {
+    const table = terminalTable(lrep);
+    expect(table).toMatch(/uplink\s+64\s+90 %\s+1\.800 \/ 1\.800\s+7 \(0\.000 %\)\s+1 of 2000\s+2200 ns\s+22\.0 µs\s+44\.0 µs\s+66\.0 µs\s+11\.0 µs\s+180 ns\s+2500 ns\s+30\.0 µs\s+66\.0 µs\s+1000 ns/);
+    expect(table).toMatch(/kernel-ipv4\s+64\s+10 %.*2500 ns.*-\s+-\s+-\s+-\s+-$/m);
+    expect(table).toContain('no latency: bidir: two streams from one generator thread (64 B)');
+    const md = markdown(lrep);
+    expect(md).toContain('## Latency at load');
+    expect(md).toContain('| uplink | 64 | 50 % | 1.000 / 1.000 | 0 (0.000 %) | 1 of 2000 | 2300 ns |');
+    expect(md).toContain('![latency-wire-64.svg](latency-wire-64.svg)');
+    expect(md).toContain('- bidir: two streams from one generator thread (64 B)');
+    expect(md).not.toMatch(/not measured\*\*/);
+  });
+
+  it('SVGs per frame size: wire with every case, residence with the translator only; they parse and render', () => {
+    const svgs = latencySvgs(lr);
+    expect(svgs.map(([n]) => n)).toEqual(['latency-wire-64.svg', 'latency-residence-64.svg']);
+    const [wire, residence] = svgs.map(([, t]) => t) as [string, string];
+    for (const svg of [wire, residence]) {
+      expect(XMLValidator.validate(svg)).toBe(true);
+      if (resvg !== null) expect(new resvg.Resvg(svg).render().asPng().subarray(1, 4).toString()).toBe('PNG');
+    }
+    expect(wire).toContain('uplink p99');
+    expect(wire).toContain('kernel-ipv4 p50');
+    // p50, p99 and jitter per case, three points each.
+    expect(wire.match(/<polyline/g)).toHaveLength(6);
+    expect(residence).toContain('uplink p50');
+    expect(residence).not.toContain('kernel-ipv4');
+    expect(latencySvgs(result)).toEqual([]);
+  });
+
+  it('--no-latency: no latency section, no per-case "no latency" lines', () => {
+    const off: Report = { ...report, result: { ...result, options: { ...result.options, latencyLoads: [] }, results: result.results.map((x) => ({ ...x, latencySkipped: 'latency off (--no-latency)' })) } };
+    expect(terminalTable(off)).not.toMatch(/latency/i);
+    expect(markdown(off)).not.toContain('## Latency at load');
   });
 });

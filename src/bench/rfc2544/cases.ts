@@ -19,6 +19,9 @@ import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../../sid/mobile.js';
 import { GTPU_OVERHEAD, SRV6_OVERHEAD, gtpuFrame, innerUdp4, srv6Frame } from '../frames.js';
 import type { GenFrame, WordCheck } from './generator.js';
 import { DN, GNB, MAC, N3, UE } from './lab.js';
+import type { Ipv6Addr } from '../../sid/types.js';
+import type { DownlinkFlow, UplinkFlow } from '../../probe/frames.js';
+import type { Direction } from '../../probe/layout.js';
 
 export { CASES, DEFAULT_FLOWS, RFC2544_SIZES, type CaseName } from './defaults.js';
 import { DEFAULT_FLOWS, type CaseName } from './defaults.js';
@@ -81,13 +84,18 @@ export function uplinkFrame(size: number, flows = DEFAULT_FLOWS): GenFrame {
   return { frame, sportOff: GTPU_OVERHEAD + 20, sportBase: SPORT_BASE, flows };
 }
 
-/** Downlink SRv6 frame from the core side (eb -> db) to the local SID naming the gNB, QFI 9, TEID 0x1000. */
-export function downlinkFrame(size: number, flows = DEFAULT_FLOWS): GenFrame {
-  const inner = innerUdp4({ src: parseIpv4(DN, 'bench'), dst: parseIpv4(UE, 'bench'), sport: SPORT_BASE, dport: 9000, len: innerLen(size) });
+/** The downlink's outer IPv6: the local SID naming the gNB, QFI 9, TEID 0x1000, and the source it comes from. */
+function downlinkOuter(): { src: Ipv6Addr; dst: Ipv6Addr } {
   const cfg = translatorConfig();
   const dst = encodeGtp4Sid(cfg.localsids[0]!.sid, parseIpv4(GNB, 'bench'), { qfi: qfi(QFI), r: false, u: false, teid: teid(TEID) });
   const src = encodeGtp4Src(cfg.policies[0]!.srcPrefix, parseIpv4(DN, 'bench'));
-  const frame = macs(srv6Frame({ src, dst, inner }), MAC.db, MAC.eb);
+  return { src, dst };
+}
+
+/** Downlink SRv6 frame from the core side (eb -> db) to the local SID naming the gNB, QFI 9, TEID 0x1000. */
+export function downlinkFrame(size: number, flows = DEFAULT_FLOWS): GenFrame {
+  const inner = innerUdp4({ src: parseIpv4(DN, 'bench'), dst: parseIpv4(UE, 'bench'), sport: SPORT_BASE, dport: 9000, len: innerLen(size) });
+  const frame = macs(srv6Frame({ ...downlinkOuter(), inner }), MAC.db, MAC.eb);
   return { frame, sportOff: SRV6_OVERHEAD + 20, sportBase: SPORT_BASE, flows };
 }
 
@@ -156,6 +164,48 @@ export interface CaseSetup {
   streams: Stream[];
   /** Length of the frame the DUT receives (per stream). */
   inLens: number[];
+  /** How the latency probe goes through this case, or why it does not. */
+  probe: ProbePlan | { reason: string };
+}
+
+/**
+ * The latency probe in a case: probe frames of the case's own stream (same
+ * headers and size, the probe payload inside, src/probe/frames.ts) sent
+ * beside the generator, captured behind the sink, which hands them to the
+ * stack when it finds the probe's magic at `outOff` of the frame it receives.
+ */
+export interface ProbePlan {
+  dir: Direction;
+  /** The flow the probe frames belong to (the stream's). */
+  uplink?: UplinkFlow;
+  downlink?: DownlinkFlow;
+  /** Offset of the probe payload in the frame arriving at the sink. */
+  outOff: number;
+}
+
+/** Inner IPv4 and UDP headers, between a case's outer headers and the probe payload. */
+const INNER_UDP4 = 20 + 8;
+
+function probePlan(name: CaseName): CaseSetup['probe'] {
+  const uplink: UplinkFlow = { gnb: parseIpv4(GNB, 'bench'), n3: parseIpv4(N3, 'bench'), teid: TEID, qfi: QFI, ue: parseIpv4(UE, 'bench'), dn: parseIpv4(DN, 'bench') };
+  switch (name) {
+    case 'uplink':
+      // H.M.GTP4.D without an SRH: Ethernet + IPv6, then the inner packet.
+      return { dir: 'uplink', uplink, outOff: SRV6_OVERHEAD + INNER_UDP4 };
+    case 'downlink': {
+      const { src, dst } = downlinkOuter();
+      // End.M.GTP4.E: GTP-U/IPv4 with the PDU Session Container (container: always).
+      return { dir: 'downlink', downlink: { src, sid: dst, dn: parseIpv4(DN, 'bench'), ue: parseIpv4(UE, 'bench') }, outOff: GTPU_OVERHEAD + INNER_UDP4 };
+    }
+    case 'kernel-ipv4':
+    case 'xdp-l3fwd':
+      // The uplink GTP-U frames, forwarded unchanged.
+      return { dir: 'uplink', uplink, outOff: GTPU_OVERHEAD + INNER_UDP4 };
+    case 'bidir':
+      return { reason: 'two streams from one generator thread; the probe measures one direction against one background load (see uplink and downlink)' };
+    case 'kernel-seg6':
+      return { reason: 'its input is the plain inner IPv4 packet, and the probe builds GTP-U and SRv6 frames only' };
+  }
 }
 
 export function caseSetup(name: CaseName, size: number, flows = DEFAULT_FLOWS): CaseSetup {
@@ -178,5 +228,5 @@ export function caseSetup(name: CaseName, size: number, flows = DEFAULT_FLOWS): 
     }
   })();
   const dut: DutProgram = name === 'xdp-l3fwd' ? 'l3fwd' : name.startsWith('kernel') ? 'pass' : 'translator';
-  return { name, dut, streams, inLens: streams.map((s) => s.gen.frame.length) };
+  return { name, dut, streams, inLens: streams.map((s) => s.gen.frame.length), probe: probePlan(name) };
 }

@@ -20,4 +20,7 @@ export const DEFAULTS: Omit<Rfc2544Options, 'sizes' | 'cases'> = {
   napi: 'softirq',
   warmupFrames: 2000,
   repeat: 1,
+  latencyLoads: [10, 50, 90],
+  probeRate: 2000,
+  probeSeconds: 3,
 };

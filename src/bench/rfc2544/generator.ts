@@ -21,8 +21,9 @@ export const L3FWD_OBJECT = obj('l3fwd');
 const TGEN_HEAD_MAX = 128;
 const SINK_CHECKS = 6;
 const SINK_SLOTS = 2;
-const SINK_CFG_SIZE = 16 + SINK_CHECKS * 12;
-const SINK_COUNTERS_SIZE = 6 * 8;
+const SINK_PASS_OFF = 16 + SINK_CHECKS * 12;
+const SINK_CFG_SIZE = SINK_PASS_OFF + 8;
+const SINK_COUNTERS_SIZE = 7 * 8;
 /**
  * Frames per kernel batch in live-frame mode (at most 256). After each
  * batch the kernel flushes the frames into the veth and, in softirq mode,
@@ -160,6 +161,14 @@ export interface SinkCounters {
   checked: number;
   bad: number;
   unknown: number;
+  /** Probe frames handed to the stack (Sink.expect's `pass`), not counted in `frames`. */
+  passed: number;
+}
+
+/** Frames the sink hands to the stack instead of counting them: (big-endian word at `off`) === value. */
+export interface SinkPass {
+  off: number;
+  value: number;
 }
 
 /** The counting sink, attached to the interfaces where the DUT's output arrives. */
@@ -182,8 +191,12 @@ export class Sink {
     inNetns(netns, () => xdpAttach(ifIndex(ifname), this.progFd, XDP_FLAGS_DRV_MODE, `${ifname} in ${netns}`));
   }
 
-  /** What frames arriving on `ifname` must look like; counted in `slot`. sample: check 1 in 2^sample. */
-  expect(ifname: string, netns: string, slot: number, checks: readonly WordCheck[], minLen: number, sample = 0): void {
+  /**
+   * What frames arriving on `ifname` must look like; counted in `slot`.
+   * sample: check 1 in 2^sample. pass: the latency probe's frames, which go
+   * up the stack to its packet socket.
+   */
+  expect(ifname: string, netns: string, slot: number, checks: readonly WordCheck[], minLen: number, sample = 0, pass?: SinkPass): void {
     if (slot < 0 || slot >= SINK_SLOTS) throw new RangeError(`sink slot ${slot}`);
     if (checks.length > SINK_CHECKS) throw new RangeError(`at most ${SINK_CHECKS} checks`);
     const v = Buffer.alloc(SINK_CFG_SIZE);
@@ -197,18 +210,24 @@ export class Sink {
       v.writeUInt32LE(c.mask >>> 0, 20 + i * 12);
       v.writeUInt32LE(c.value >>> 0, 24 + i * 12);
     });
+    if (pass !== undefined) {
+      if (pass.off < 1 || pass.off + 4 > 255) throw new RangeError(`pass offset ${pass.off}: 1 to 251`);
+      v.writeUInt32LE(pass.off, SINK_PASS_OFF);
+      v.writeUInt32LE(pass.value >>> 0, SINK_PASS_OFF + 4);
+    }
     mapUpdate(this.#cfg, u32(ifIndex(ifname, netns)), v, undefined, 'sink_cfg_map');
   }
 
   /** Counters of `slot`, summed over CPUs. */
   read(slot: number): SinkCounters {
     const v = mapLookup(this.#counters, u32(slot), SINK_COUNTERS_SIZE * this.#ncpu, 'sink_counters_map');
-    const s = [0n, 0n, 0n, 0n, 0n];
+    // struct sink_counters: frames, bytes, checked, bad, unknown, seen, passed.
+    const s = [0n, 0n, 0n, 0n, 0n, 0n, 0n];
     for (let cpu = 0; v && cpu < this.#ncpu; cpu++) {
-      for (let k = 0; k < 5; k++) s[k]! += v.readBigUInt64LE(cpu * SINK_COUNTERS_SIZE + k * 8);
+      for (let k = 0; k < 7; k++) s[k]! += v.readBigUInt64LE(cpu * SINK_COUNTERS_SIZE + k * 8);
     }
-    const [frames, bytes, checked, bad, unknown] = s.map(Number) as [number, number, number, number, number];
-    return { frames, bytes, checked, bad, unknown };
+    const [frames, bytes, checked, bad, unknown, , passed] = s.map(Number) as number[] as [number, number, number, number, number, number, number];
+    return { frames, bytes, checked, bad, unknown, passed };
   }
 
   /** Zero every slot. */
@@ -220,6 +239,22 @@ export class Sink {
   close(): void {
     objectClose(this.#obj);
   }
+}
+
+/**
+ * Wait for frames still in rings and NAPI threads: poll `count` (a sink
+ * counter) every 10 ms until it stops moving, at most a second. Returns its
+ * last value.
+ */
+export async function untilSteady(count: () => number): Promise<number> {
+  let last = -1;
+  for (let i = 0; i < 100; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    const now = count();
+    if (now === last) break;
+    last = now;
+  }
+  return last;
 }
 
 /** The XDP L3 forwarder baseline and the XDP_PASS program of the kernel baselines. */

@@ -7,7 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { CASES, RFC2544_SIZES, type CaseName } from './cases.js';
-import { machineInfo, markdown, svgPlot, terminalTable, type Report } from './report.js';
+import { latencySvgs, machineInfo, markdown, svgPlot, terminalTable, type Report } from './report.js';
 import { DEFAULTS, runRfc2544, type Rfc2544Options } from './run.js';
 
 export { CASES, RFC2544_SIZES, DEFAULTS };
@@ -42,6 +42,7 @@ export async function benchRfc2544(o: BenchRfc2544Options): Promise<BenchRfc2544
     ['report.md', markdown(report)],
     ['throughput.svg', svgPlot(result, 'mpps')],
     ['throughput-gbps.svg', svgPlot(result, 'gbps')],
+    ...latencySvgs(result),
   ];
   for (const [name, text] of files) writeFileSync(join(o.outDir, name), text);
   return { report, table: terminalTable(report), files: files.map(([n]) => join(o.outDir, n)) };

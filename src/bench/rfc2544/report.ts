@@ -1,7 +1,8 @@
 /**
  * The RFC 2544 report: terminal table, JSON, Markdown (machine, kernel, CPU,
- * settings, tables, ratios, targets) and SVG plots of throughput per frame
- * size per case. Pure functions of the result, except machineInfo().
+ * settings, tables, ratios, targets, latency at load) and SVG plots of
+ * throughput per frame size per case and of latency per load per case.
+ * Pure functions of the result, except machineInfo().
  */
 import { readFileSync } from 'node:fs';
 import { cpus, hostname, loadavg, release } from 'node:os';
@@ -9,6 +10,9 @@ import { CASE_TITLES, CASES, ETH_FCS_OVERHEAD, PLAIN_OVERHEAD, type CaseName } f
 import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../frames.js';
 import { LIVE_BATCH } from './generator.js';
 import type { CaseResult, Rfc2544Result } from './run.js';
+import { fmtNs, type LatencyStep } from './latency.js';
+import { sweepSvg, type SweepRow } from '../../probe/sweep.js';
+import type { Summary } from '../../probe/stats.js';
 
 export interface Machine {
   hostname: string;
@@ -163,23 +167,98 @@ export function shareRatios(r: Rfc2544Result): Ratio[] {
   return out;
 }
 
+/** Right-aligned columns, two spaces apart: the head line, then a line per row. */
+function columns(head: readonly string[], rows: readonly (readonly string[])[]): string[] {
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cols: readonly string[]): string => cols.map((c, i) => c.padStart(w[i]!)).join('  ');
+  return [line(head), ...rows.map(line)];
+}
+
+/** The figures of one summary the report shows. */
+export interface LatencyFigures {
+  p50: number;
+  p99: number;
+  p999: number;
+  max: number;
+  /** p95 − p5. */
+  jitter: number;
+}
+
+/** One load step of one case and size, as the tables show it. */
+export interface LatencyRow {
+  case: CaseName;
+  size: number;
+  rep: number;
+  percent: number;
+  /** Background load asked for and reached, frames per second. */
+  offeredPps: number;
+  achievedPps: number;
+  bgLost: number;
+  bgLossRatio: number;
+  probesSent: number;
+  probesLost: number;
+  wire: LatencyFigures | null;
+  residence: LatencyFigures | null;
+}
+
+function figures(s: Summary | null): LatencyFigures | null {
+  return s === null ? null : { p50: s.percentiles.p50, p99: s.percentiles.p99, p999: s.percentiles['p99.9'], max: s.max, jitter: s.jitter };
+}
+
+/** Every load step measured, in the order of the run. */
+export function latencyRows(r: Rfc2544Result): LatencyRow[] {
+  return r.results.flatMap((x) =>
+    (x.latency?.steps ?? []).map((s: LatencyStep) => ({
+      case: x.case, size: x.size, rep: x.rep, percent: s.percent, offeredPps: s.offeredPps, achievedPps: s.background.achievedPps,
+      bgLost: s.background.lost, bgLossRatio: s.background.lossRatio, probesSent: s.probes.sent, probesLost: s.probes.lost,
+      wire: figures(s.wire), residence: figures(s.residence),
+    })),
+  );
+}
+
+const LATENCY_HEAD = ['case', 'frame', 'load', 'bg Mpps offered / sent', 'bg lost', 'probes lost', 'wire p50', 'p99', 'p99.9', 'max', 'jitter', 'residence p50', 'p99', 'p99.9', 'max', 'jitter'];
+
+function latencyCells(x: LatencyRow): string[] {
+  const f = (v: LatencyFigures | null): string[] => (v === null ? ['-', '-', '-', '-', '-'] : [v.p50, v.p99, v.p999, v.max, v.jitter].map(fmtNs));
+  return [
+    x.case, `${x.size}`, `${x.percent} %`, `${mpps(x.offeredPps)} / ${mpps(x.achievedPps)}`, `${x.bgLost} (${(x.bgLossRatio * 100).toFixed(3)} %)`,
+    `${x.probesLost} of ${x.probesSent}`, ...f(x.wire), ...f(x.residence),
+  ];
+}
+
+/** Cases and sizes without latency, and why (one line each, repetitions folded). */
+function latencySkips(r: Rfc2544Result): string[] {
+  if (r.options.latencyLoads.length === 0) return []; // off for the whole run: the settings say so once
+  const by = new Map<string, number[]>();
+  for (const x of r.results) {
+    if (x.latencySkipped === undefined) continue;
+    const k = `${x.case}: ${x.latencySkipped}`;
+    by.set(k, [...new Set([...(by.get(k) ?? []), x.size])]);
+  }
+  return [...by].map(([k, ss]) => `${k} (${ss.join(', ')} B)`);
+}
+
 export function terminalTable(rep: Report): string {
   const r = rep.result;
   const cs = cases(r);
   const head = ['frame', ...cs];
   const rows = sizes(r).map((s) => [`${s}`, ...cs.map((c) => cell(find(r, c, s)))]);
-  const w = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cols: string[]): string => cols.map((c, i) => c.padStart(w[i]!)).join('  ');
+  const lat = latencyRows(r);
   const out = [
     'Zero-loss throughput, Mpps / Gbit/s (frames as the DUT receives them):',
-    line(head),
-    ...rows.map(line),
+    ...columns(head, rows),
     '',
     ...ratios(r)
       .filter((x) => x.size === 64)
       .map((x) => `64B ${x.name}: ${pct(x.value)}`),
     ...targets(r).map((t) => `target ${t.what}: ${t.value === undefined ? 'not measured' : `${pct1(t.value)} ${t.met ? 'met' : 'MISSED'}`}`),
   ];
+  if (lat.length > 0) {
+    out.push('', `Latency at load (% of the zero-loss rate; background lost; one-way wire and in-program residence; ${r.options.probeRate} probes/s for ${r.options.probeSeconds} s a step):`);
+    out.push(...columns(LATENCY_HEAD, lat.map(latencyCells)));
+  }
+  const skipped = latencySkips(r);
+  if (skipped.length > 0) out.push('', ...skipped.map((l) => `no latency: ${l}`));
   if (r.options.repeat > 1) out.splice(1, 0, `(median of ${r.options.repeat} repetitions)`);
   if (r.interrupted) out.push('(interrupted: partial results)');
   return out.join('\n') + '\n';
@@ -191,7 +270,7 @@ export function markdown(rep: Report): string {
   const o = r.options;
   const cs = cases(r);
   const L: string[] = [];
-  L.push(`# RFC 2544 throughput: srv6-mup translator against kernel and XDP baselines`, '');
+  L.push(`# RFC 2544 throughput and latency: srv6-mup translator against kernel and XDP baselines`, '');
   L.push(`Run ${r.startedAt} – ${r.finishedAt}${r.interrupted ? ' (**interrupted**: partial results)' : ''}.`, '');
   L.push('## Machine and settings', '');
   L.push(`- Host ${m.hostname}: ${m.cpu}, ${m.cpus} CPUs, Linux ${m.kernel}, Node ${m.node}`);
@@ -204,7 +283,9 @@ export function markdown(rep: Report): string {
       : ': in threaded mode the DUT\'s veths run NAPI in kernel threads, which the scheduler may put on the other core.'));
   L.push(`- ${o.repeat} repetition(s); trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search, ${o.flows} inner flows (UDP source ports) per stream, live-frame kernel batch ${LIVE_BATCH}, NAPI ${o.napi}`);
   L.push('- Generator: BPF_PROG_TEST_RUN in live-frame mode (bpf/trafficgen.bpf.c, XDP_TX out of a veth into the DUT), rate-controlled by batches of 20 ms of frames (each batch leaves at full speed); sink: XDP program on the receiving veth that checks every frame against the expected output and counts it (bpf/sink.bpf.c). Loss = frames sent − frames counted correct at the sink.');
-  L.push('- Latency: **not measured** by this benchmark (throughput only); `mup probe --sweep` measures latency against background load from the same live-frame generator (README, "Latency probe").', '');
+  L.push(o.latencyLoads.length === 0
+    ? '- Latency: **not measured** in this run (--no-latency).'
+    : `- Latency: after each search, at ${o.latencyLoads.join(', ')} % of the zero-loss rate it found (see "Latency at load").`, '');
   L.push('## Frame sizes', '');
   L.push('RFC 2544 size − 18 (Ethernet header and FCS) is the inner IP packet, the same in every case; each case adds its own headers (no FCS on a veth):', '');
   L.push('| RFC 2544 size | inner IPv4 packet | GTP-U uplink frame (+58) | SRv6 downlink frame (+54) | plain IPv4 frame (+14, seg6 input) |');
@@ -278,6 +359,7 @@ export function markdown(rep: Report): string {
     for (const e of errs) L.push(`- ${e.case} ${e.size}${o.repeat > 1 ? ` (repetition ${e.rep})` : ''}: ${e.error}`);
     L.push('');
   }
+  L.push(...latencyMarkdown(r));
   L.push('## Trials', '');
   L.push('Drops: veth drop counters and the translator\'s non-forwarding events that moved during the trial (`side:interface:counter`, `translator:event`).', '');
   L.push('| case | frame | trial | offered Mpps | sent Mpps | sent | received | lost | loss | pass | drops |');
@@ -289,6 +371,64 @@ export function markdown(rep: Report): string {
   }
   L.push('');
   return L.join('\n');
+}
+
+function latencyMarkdown(r: Rfc2544Result): string[] {
+  const o = r.options;
+  if (o.latencyLoads.length === 0) return [];
+  const lat = latencyRows(r);
+  const L: string[] = ['## Latency at load', ''];
+  L.push(
+    `After each case's search, for each load step the live-frame generator sends the case's own frames at that percentage of the zero-loss rate just found (in a child process, \`mup probe-loadgen\`, as \`mup probe --sweep\` does), ` +
+      `while \`mup probe\` sends ${o.probeRate} probe frames/s for ${o.probeSeconds} s through the same device under test: frames of the same flow and size with the probe payload in an inner UDP packet to port 47000 (the background goes to port 9000). ` +
+      'The sink on the receiving veth hands the frames that carry the probe\'s magic to the stack (XDP_PASS, counted apart from the background it drops), where the probe\'s packet socket captures them.',
+    '',
+    '- **wire**: one-way, the probe\'s TX software stamp on the sending veth to its RX stamp on the receiving veth: the generator\'s core, the veths, the DUT and the sink\'s XDP_PASS to the socket; both ends on this host\'s CLOCK_REALTIME. Measured for every case that has it, baselines included, so they stand next to each other.',
+    '- **residence**: the translator\'s in-band stamps (bpf/probe.h): exit − entry of its XDP program for each probe, from its ring buffer records (translator cases only).',
+    '- Percentiles are nearest-rank; jitter = p95 − p5; **bg Mpps offered / sent**: the step\'s load asked for and what the generator sent over its run (less when it could not keep up); **bg lost** = background frames sent − counted correct at the sink during the step (the step ran the load past the last probe, so its count is whole).',
+    `- The generator, the device under test and the probe share ${r.options.napi === 'softirq' ? 'the CPU(s) this run had' : 'the machine'}: at 90 % of a rate where the core was the limit, the probe's own sends and receives wait for that core, and the wire figures hold that wait.`,
+    '- A step\'s background can fall short of its offered rate near the top (a note says so): the load child paces by sends of 1/100 s and shares the core with the probe, and with the translator the probe\'s stamps, while on, read the clock twice for every frame (bpf/probe.h), background included, so its capacity during a step is below the rate the search found with them off.',
+    '',
+  );
+  if (lat.length > 0) {
+    L.push(`| ${LATENCY_HEAD.join(' | ')} |`, `|${LATENCY_HEAD.map(() => '---').join('|')}|`);
+    for (const x of lat) L.push(`| ${latencyCells(x).join(' | ')} |`);
+    L.push('');
+    for (const [name] of latencySvgs(r)) L.push(`![${name}](${name})`);
+    L.push('');
+  }
+  const notes = r.results.flatMap((x) => (x.latency?.steps ?? []).flatMap((s) => s.notes.map((n) => `${x.case} ${x.size} @ ${s.percent} %: ${n}`)));
+  if (notes.length > 0) L.push('Notes from the probe:', '', ...notes.map((n) => `- ${n}`), '');
+  const skipped = latencySkips(r);
+  if (skipped.length > 0) L.push('Not measured:', '', ...skipped.map((l) => `- ${l}`), '');
+  return L;
+}
+
+/** The step's figures as `mup probe --sweep` rows (p50, p99, jitter), one series per case, for its plot. */
+function sweepRowsOf(rows: readonly LatencyRow[]): SweepRow[] {
+  const pick = (v: LatencyFigures | null, k: 'p50' | 'p99' | 'jitter'): number | null => (v === null ? null : v[k]);
+  return rows.map((x) => ({
+    percent: x.percent, offeredPps: x.offeredPps, dir: x.case, achievedPps: x.achievedPps, lost: x.probesLost,
+    wireP50: pick(x.wire, 'p50'), wireP99: pick(x.wire, 'p99'), wireJitter: pick(x.wire, 'jitter'),
+    residenceP50: pick(x.residence, 'p50'), residenceP99: pick(x.residence, 'p99'), residenceJitter: pick(x.residence, 'jitter'),
+  }));
+}
+
+/**
+ * Latency plots, per frame size: wire latency against load for every case
+ * measured (translator and baselines on one plot), and the translator's
+ * residence. `mup probe --sweep`'s plot (log scale). First repetition only.
+ */
+export function latencySvgs(r: Rfc2544Result): [string, string][] {
+  const rows = latencyRows(r).filter((x) => x.rep === 1);
+  const out: [string, string][] = [];
+  for (const size of [...new Set(rows.map((x) => x.size))]) {
+    const at = sweepRowsOf(rows.filter((x) => x.size === size));
+    out.push([`latency-wire-${size}.svg`, sweepSvg(at, 'wire', `Wire latency vs load, ${size} B class, ${r.options.probeRate} probes/s (x: % of each case's zero-loss rate)`)]);
+    const res = at.filter((x) => x.residenceP50 !== null);
+    if (res.length > 0) out.push([`latency-residence-${size}.svg`, sweepSvg(res, 'residence', `Translator residence vs load, ${size} B class`)]);
+  }
+  return out;
 }
 
 const COLORS: Record<CaseName, string> = {

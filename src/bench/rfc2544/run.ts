@@ -8,14 +8,16 @@
 import { execa } from 'execa';
 import { openDataplane, type Dataplane } from '../../dataplane/index.js';
 import { NextHopWatcher } from '../../daemon/nexthop.js';
-import { attachXdp, Generator, L3fwd, Sink } from './generator.js';
+import { attachXdp, Generator, L3fwd, Sink, untilSteady } from './generator.js';
 import { CASE_TITLES, caseSetup, DEFAULT_FLOWS, innerLen, translatorConfig, type CaseName, type CaseSetup } from './cases.js';
 import { BenchLab, sweepStale } from './lab.js';
 import { AbortedError, findThroughput, runTrial, type TrialIo, type TrialResult } from './search.js';
+import { latencySkip, measureLatency, type CaseLatency, type LatencyOptions } from './latency.js';
+import { PROBE_MAGIC } from '../../probe/layout.js';
 
 export type NapiMode = 'softirq' | 'threaded';
 
-export interface Rfc2544Options {
+export interface Rfc2544Options extends LatencyOptions {
   sizes: readonly number[];
   cases: readonly CaseName[];
   /** Length of each trial of the search. */
@@ -90,6 +92,10 @@ export interface CaseResult {
   warmup: { sent: number; received: number; bad: number };
   trials: TrialRecord[];
   error?: string;
+  /** Latency at load steps of the zero-loss rate (latency.ts). */
+  latency?: CaseLatency;
+  /** Why there is no latency for this case and size. */
+  latencySkipped?: string;
 }
 
 /** The generator alone (the DUT drops every frame on arrival), per frame size. */
@@ -227,8 +233,17 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
           const s = nh!.last!;
           nexthops = { mode: 'cache', cached: s.cached, fib: { ...s.fib } };
         } : undefined;
-        const r = await measureCase(lab, sinks, gens, setup, size, o, log, drops, resolve);
-        results.push({ ...r, rep });
+        const r: CaseResult = { ...(await measureCase(lab, sinks, gens, setup, size, o, log, drops, resolve)), rep };
+        results.push(r);
+        const skip = r.error ?? latencySkip(setup, r.fps, o);
+        if (skip !== undefined) r.latencySkipped = skip;
+        else {
+          r.latency = await measureLatency({
+            lab, setup, size, sink: sinks[other(setup.streams[0]!.from)], fps: r.fps, o, log,
+            ...(setup.dut === 'translator' ? { dp } : {}),
+            ...(o.progress === undefined ? {} : { progress: o.progress }),
+          });
+        }
       }
     }
   } catch (e) {
@@ -297,16 +312,7 @@ function trialIo(
       const order = turn++ % 2 === 0 ? streams : [...streams].reverse();
       return gens[order[0]!.from].send(first) + gens[order[1]!.from].send(n - first);
     },
-    settle: async () => {
-      // Frames still in rings and NAPI threads: wait until the count stops moving.
-      let last = -1;
-      for (let i = 0; i < 100; i++) {
-        await sleep(10);
-        const now = read().frames;
-        if (now === last) return;
-        last = now;
-      }
-    },
+    settle: async () => void (await untilSteady(() => read().frames)),
     received: () => read().frames,
     bad: () => read().bad,
     nsPerFrame: () => {
@@ -346,7 +352,9 @@ async function measureCase(
   for (const s of setup.streams) {
     gens[s.from].configure(s.gen, s.from === 'a' ? 'ea' : 'eb', s.from === 'a' ? lab.a : lab.b);
     const [rxIf, rxNs] = s.from === 'a' ? ['eb', lab.b] : ['ea', lab.a];
-    sinks[other(s.from)].expect(rxIf, rxNs, 0, s.checks, s.minLen);
+    // The latency probe's frames, where the case has them, go up to the probe's socket.
+    const pass = 'outOff' in setup.probe ? { off: setup.probe.outOff, value: PROBE_MAGIC } : undefined;
+    sinks[other(s.from)].expect(rxIf, rxNs, 0, s.checks, s.minLen, 0, pass);
   }
   const io = trialIo(sinks, gens, setup);
   // Check before measuring: a few frames at a low rate must all arrive, as expected.
