@@ -43,6 +43,7 @@ int bench_restore(struct xdp_md *ctx)
 	__u32 zero = 0;
 	struct bench_tmpl *t = bpf_map_lookup_elem(&bench_tmpl_map, &zero);
 	void *data, *end;
+	long len;
 	__u64 *dst;
 	const __u64 *src;
 
@@ -50,8 +51,13 @@ int bench_restore(struct xdp_md *ctx)
 		return XDP_ABORTED;
 	data = (void *)(long)ctx->data;
 	end = (void *)(long)ctx->data_end;
-	/* Always one adjust_head call, so every row pays the same. */
-	if (bpf_xdp_adjust_head(ctx, (int)(end - data) - (int)t->len))
+	/* Always one adjust_head call, so every row pays the same. The frame
+	 * length is taken as a 64-bit difference: with -mcpu=v3 clang would
+	 * otherwise fold it into 32-bit arithmetic on the packet pointers,
+	 * which the verifier refuses. */
+	len = end - data;
+	asm volatile("" : "+r"(len));
+	if (bpf_xdp_adjust_head(ctx, (int)len - (int)t->len))
 		return XDP_ABORTED;
 	data = (void *)(long)ctx->data;
 	end = (void *)(long)ctx->data_end;
