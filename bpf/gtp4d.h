@@ -178,7 +178,7 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 		return malformed4(cfg, ip->daddr, MUP_EV_DROP_UDP_TRUNCATED, bytes);
 	if (udp->dest != bpf_htons(MUP_GTPU_PORT))
 		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
-	pol = policy_lookup(cfg, ip->daddr);
+	pol = policy_lookup_memo(cfg, ip->daddr);
 	if (!pol)
 		return ev(MUP_EV_PASS_NO_POLICY, bytes, XDP_PASS);
 

@@ -27,7 +27,7 @@ static __always_inline int srv6_local(struct xdp_md *ctx, const struct mup_confi
 	if ((void *)(ip6 + 1) > end)
 		return ev(MUP_EV_PASS_MALFORMED, bytes, XDP_PASS); /* no DA to judge by */
 	da = u128_load(&ip6->daddr);
-	ls = localsid_lookup(cfg, da);
+	ls = localsid_lookup_memo(cfg, da);
 	if (!ls)
 		return ev(MUP_EV_PASS_NO_LOCALSID, bytes, XDP_PASS);
 

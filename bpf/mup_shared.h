@@ -112,6 +112,11 @@ struct mup_config {
 	__u32 probe_sample;    /* record 1 in N selected packets per CPU; 0 and 1: every one */
 	__u16 probe_udp_port;  /* inner UDP destination port to select, host order; 0: any inner packet */
 	__u16 probe_pad;
+	/* Change with every policy (local SID) added, replaced or deleted:
+	 * what a CPU's copy of the last one it found (lookup.h) was taken
+	 * under. Appended. */
+	__u32 policy_gen;
+	__u32 localsid_gen;
 };
 
 /* One counter slot: the packets and bytes (as received) of one event. */

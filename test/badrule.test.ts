@@ -45,6 +45,7 @@ describe('a policy entry out of range', () => {
 
     value[LAYOUTS.mup_policy.members.nsegs.offset] = nsegs;
     mapUpdate(dp.tables.policiesFd, key, value);
+    dp.rules.refreshCopies(); // written behind the tables' back: the CPUs' copies of the old entry go
     const r = dp.run(frame);
     expect(r.verdict).toBe(verdict);
     expect(r.event).toBe(event);

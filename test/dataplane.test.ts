@@ -11,7 +11,11 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { checkLayouts, DEFAULT_OBJECT, eventNames, LayoutError, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { decodeConfig, decodePolicy, decodePolicyKey, encodePolicyKey, LAYOUTS } from '../src/dataplane/codec.js';
-import { mapKeys, mapLookup, objectClose, objectOpen } from '../src/dataplane/libbpf.js';
+import { closeFd, mapKeys, mapLookup, mapUpdate, numPossibleCpus, objectClose, objectOpen } from '../src/dataplane/libbpf.js';
+import { openProgramMaps } from '../src/probe/bpf.js';
+import { innerUdp4, srv6Frame } from '../src/bench/frames.js';
+import { parseIpv4 } from '../src/sid/addr.js';
+import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../src/sid/mobile.js';
 
 const OBJECT = process.env['MUP_BPF_OBJECT'] ?? DEFAULT_OBJECT;
 const haveObject = existsSync(OBJECT);
@@ -138,6 +142,8 @@ describe.skipIf(!haveObject)(`dataplane with ${OBJECT}`, () => {
       sportSpan: 16384,
       policyPlens: [25, 24],
       localsidPlens: [48],
+      policyGen: 1, // changed once, by the first batch of policies
+      localsidGen: 1, // and of local SIDs
     });
 
     // Re-sync with one policy gone: its entry and its prefix length disappear.
@@ -178,6 +184,123 @@ describe.skipIf(!haveObject)(`dataplane with ${OBJECT}`, () => {
     dp.close();
     dp.close(); // idempotent
     expect(() => dp!.run(frame)).toThrow(/closed/);
+  });
+
+  // bpf/lookup.h: each CPU keeps a copy of the policy it found last, good
+  // only under the policy_gen it was taken under. The copies are forged
+  // here on every CPU (whichever runs the frame): first under the current
+  // policy_gen, which the program must use (so this test sees the copy at
+  // all), then before each table change, which must make the program look
+  // the table up again.
+  it('uses its per-CPU copy of the last policy only until a policy is put or deleted', () => {
+    dp = openDataplane({ object: OBJECT, config: CONFIG });
+    const d = dp;
+    const frame = gtpuFrame(0x0a000105); // 10.0.1.5: policies[0], 10.0.1.0/24
+    const sidPrefix = (): string => {
+      const r = d.run(frame);
+      return r.verdict === 'tx' ? r.out.subarray(38, 44).toString('hex') : `${r.verdict} ${r.event}`;
+    };
+    const memo = openProgramMaps({ fd: d.progFd }, ['mup_policy_memo']).get('mup_policy_memo');
+    expect(memo, 'the program has a mup_policy_memo map').toBeDefined();
+    const ncpu = numPossibleCpus();
+    const stride = 128; // struct mup_policy_memo (124 bytes) rounded to 8, per CPU
+    try {
+      expect(sidPrefix()).toBe('20010db80001');
+      const seen = mapLookup(memo!.fd, Buffer.alloc(4), stride * ncpu)!;
+      const gen = d.rules.readConfig().policyGen;
+      const filled = Array.from({ length: ncpu }, (_, i) => seen.subarray(i * stride, (i + 1) * stride)).filter(
+        (v) => v.readUInt32LE(8) === 1 && v.readUInt32BE(0) === 0x0a000105 && v.readUInt32LE(4) === gen,
+      );
+      expect(filled.length, 'a CPU copied the policy for 10.0.1.5 under the current policy_gen').toBeGreaterThan(0);
+
+      // A copy naming sr_prefix 2001:db8:77::/48, on every CPU.
+      const forge = (): void => {
+        const key = encodePolicyKey(CONFIG.policies[0]!.match);
+        const pol = mapLookup(d.tables.policiesFd, key, LAYOUTS.mup_policy.size)!;
+        pol.writeUInt16BE(0x77, 4);
+        const one = Buffer.alloc(stride);
+        one.writeUInt32BE(0x0a000105, 0);
+        one.writeUInt32LE(d.rules.readConfig().policyGen, 4);
+        one.writeUInt32LE(1, 8);
+        pol.copy(one, 16);
+        mapUpdate(memo!.fd, Buffer.alloc(4), Buffer.concat(Array.from({ length: ncpu }, () => one)));
+      };
+      forge();
+      expect(sidPrefix(), 'the copy is used under its policy_gen').toBe('20010db80077');
+
+      const policy = (match: string, sr: string) =>
+        parseConfig(`policies: [{ match: "${match}", sr_prefix: "${sr}", src_prefix: "2001:db8:ffff::/64" }]`).policies[0]!;
+      const cases: Array<[string, () => void, string]> = [
+        ['the /24 replaced', () => d.rules.apply({ putPolicies: [policy('10.0.1.0/24', '2001:db8:9::/48')] }), '20010db80009'],
+        ['a /32 added inside it', () => d.rules.apply({ putPolicies: [policy('10.0.1.5/32', '2001:db8:32::/48')] }), '20010db80032'],
+        ['the /32 deleted', () => d.rules.apply({ delPolicies: [policy('10.0.1.5/32', '2001:db8:32::/48').match] }), '20010db80009'],
+        ['the /24 deleted', () => d.rules.apply({ delPolicies: [policy('10.0.1.0/24', '2001:db8:9::/48').match] }), 'pass pass_no_policy'],
+      ];
+      for (const [what, change, want] of cases) {
+        forge();
+        const before = d.rules.readConfig().policyGen;
+        change();
+        expect(d.rules.readConfig().policyGen, `${what}: policy_gen changes`).not.toBe(before);
+        expect(sidPrefix(), what).toBe(want);
+      }
+      // A local SID change leaves the policy copies alone.
+      const genNow = d.rules.readConfig().policyGen;
+      d.rules.apply({ delLocalSids: [CONFIG.localsids[0]!.sid] });
+      expect(d.rules.readConfig().policyGen).toBe(genNow);
+    } finally {
+      closeFd(memo!.fd);
+    }
+  });
+
+  // The same for local SIDs (bpf/lookup.h mup_lsid_memo, a name of at most 15 characters like every map's): one CPU's
+  // real copy, read back, changed to TTL 77 and written to every CPU.
+  it('uses its per-CPU copy of the last local SID only until a local SID is put or deleted', () => {
+    dp = openDataplane({ object: OBJECT, config: CONFIG });
+    const d = dp;
+    const gnb = parseIpv4('192.0.2.1', 'test');
+    const inner = innerUdp4({ src: parseIpv4('8.8.8.8', 'test'), dst: parseIpv4('10.45.0.1', 'test'), sport: 9000, dport: 4000, len: 60 });
+    const sid = (teidValue: number) => encodeGtp4Sid(CONFIG.localsids[0]!.sid, gnb, { qfi: qfi(9), r: false, u: false, teid: teid(teidValue) });
+    const src = encodeGtp4Src(CONFIG.policies[0]!.srcPrefix, parseIpv4('8.8.8.8', 'test'));
+    const frame = (teidValue: number): Buffer => Buffer.concat([MAC_B, MAC_A, Buffer.from([0x86, 0xdd]), srv6Frame({ src, dst: sid(teidValue), inner }).subarray(14)]);
+    const ttl = (teidValue = 0x1234): string => {
+      const r = d.run(frame(teidValue));
+      return r.verdict === 'tx' ? `ttl ${r.out[22]}` : `${r.verdict} ${r.event}`;
+    };
+    const memo = openProgramMaps({ fd: d.progFd }, ['mup_lsid_memo']).get('mup_lsid_memo');
+    expect(memo, 'the program has a mup_lsid_memo map').toBeDefined();
+    const ncpu = numPossibleCpus();
+    const size = 32 + LAYOUTS.mup_localsid.size;
+    const stride = Math.ceil(size / 8) * 8;
+    try {
+      expect(ttl()).toBe('ttl 64');
+      const seen = mapLookup(memo!.fd, Buffer.alloc(4), stride * ncpu)!;
+      const copy = Array.from({ length: ncpu }, (_, i) => seen.subarray(i * stride, (i + 1) * stride)).find((v) => v.readUInt32LE(24) === 1);
+      expect(copy, 'a CPU copied the local SID').toBeDefined();
+      const forged = Buffer.from(copy!);
+      forged[32 + LAYOUTS.mup_localsid.members.ttl.offset] = 77;
+      const forge = (): void => {
+        const cur = d.rules.readConfig();
+        forged.writeUInt32LE(cur.localsidGen, 16);
+        mapUpdate(memo!.fd, Buffer.alloc(4), Buffer.concat(Array.from({ length: ncpu }, () => forged)));
+      };
+      forge();
+      expect(ttl(), 'the copy is used under its localsid_gen').toBe('ttl 77');
+      expect(ttl(0x9999), 'and for any Args.Mob.Session under the same SID').toBe('ttl 77');
+
+      const ls = (sidText: string, t: number) => parseConfig(`localsids: [{ sid: "${sidText}", src_prefix_len: 64, ttl: ${t} }]`).localsids[0]!;
+      const cases: Array<[string, () => void, string]> = [
+        ['the SID replaced', () => d.rules.apply({ putLocalSids: [ls('2001:db8:2::/48', 99)] }), 'ttl 99'],
+        ['a policy changed (not a SID)', () => d.rules.apply({ delPolicies: [CONFIG.policies[1]!.match] }), 'ttl 77'],
+        ['the SID deleted', () => d.rules.apply({ delLocalSids: [ls('2001:db8:2::/48', 99).sid] }), 'pass pass_no_localsid'],
+      ];
+      for (const [what, change, want] of cases) {
+        forge();
+        change();
+        expect(ttl(), what).toBe(want);
+      }
+    } finally {
+      closeFd(memo!.fd);
+    }
   });
 });
 

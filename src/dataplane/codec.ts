@@ -59,7 +59,7 @@ export const LAYOUTS = {
     },
   },
   mup_config: {
-    size: 64, // 52 + the probe's fields (src/probe/layout.ts)
+    size: 72, // 52 + the probe's fields (src/probe/layout.ts) + policy_gen, localsid_gen
     members: {
       fwd_mode: m(0, 4),
       hash_seed: m(4, 4),
@@ -69,6 +69,8 @@ export const LAYOUTS = {
       n_localsid_plens: m(17, 1),
       policy_plens: m(18, MUP_MAX_PLENS),
       localsid_plens: m(34, MUP_MAX_PLENS),
+      policy_gen: m(64, 4),
+      localsid_gen: m(68, 4),
     },
   },
   mup_counter: { size: 16, members: { packets: m(0, 8), bytes: m(8, 8) } },
@@ -250,6 +252,14 @@ export interface ConfigFields {
   /** Longest first. */
   readonly policyPlens: readonly number[];
   readonly localsidPlens: readonly number[];
+  /**
+   * Changes with every policy put or delete: a CPU's copy of the policy it
+   * found last (bpf/lookup.h) is good only under the value it was taken
+   * under. Wraps at 2^32.
+   */
+  readonly policyGen: number;
+  /** The same for local SIDs. */
+  readonly localsidGen: number;
 }
 
 /**
@@ -285,6 +295,8 @@ export function configFields(
       localsids.map((l) => l.sid.len),
       'localsids',
     ),
+    policyGen: 0,
+    localsidGen: 0,
   };
 }
 
@@ -305,6 +317,8 @@ export function encodeConfig(f: ConfigFields, into: Buffer = Buffer.alloc(LAYOUT
   b.fill(0, C.localsid_plens.offset, C.localsid_plens.offset + MUP_MAX_PLENS);
   f.policyPlens.forEach((l, i) => b.writeUInt8(l, C.policy_plens.offset + i));
   f.localsidPlens.forEach((l, i) => b.writeUInt8(l, C.localsid_plens.offset + i));
+  b.writeUInt32LE(f.policyGen >>> 0, C.policy_gen.offset);
+  b.writeUInt32LE(f.localsidGen >>> 0, C.localsid_gen.offset);
   return into;
 }
 
@@ -319,6 +333,8 @@ export function decodeConfig(into: Buffer, at = 0): ConfigFields {
     sportSpan: b.readUInt32LE(C.sport_span.offset),
     policyPlens: [...b.subarray(C.policy_plens.offset, C.policy_plens.offset + np)],
     localsidPlens: [...b.subarray(C.localsid_plens.offset, C.localsid_plens.offset + nl)],
+    policyGen: b.readUInt32LE(C.policy_gen.offset),
+    localsidGen: b.readUInt32LE(C.localsid_gen.offset),
   };
 }
 

@@ -263,6 +263,16 @@ export class Tables {
   /** A replace or delete happened since the last grace period. */
   #dirty = false;
   #settings: Settings;
+  /** policy_gen and localsid_gen of the active configuration (ConfigFields). */
+  #gens: { policyGen: number; localsidGen: number };
+  /**
+   * An entry of the table was written or deleted since the configuration was
+   * last written: the next configuration write carries its generation + 1, so
+   * that no CPU keeps using its copy of an older entry (bpf/lookup.h).
+   * Changed after the map writes, never before: a packet between the two
+   * would copy the old entry under the new value.
+   */
+  #touched = { policy: false, localsid: false };
 
   /**
    * Take over tables as they are (freshly created and empty, or pinned and
@@ -272,6 +282,8 @@ export class Tables {
     this.#fds = fds;
     this.sizes = sizes;
     this.#settings = settings;
+    const active = this.readConfig();
+    this.#gens = { policyGen: active.policyGen, localsidGen: active.localsidGen };
     this.#policies = new Mirror(0, sizes.maxPolicies, LAYOUTS.mup_policy.size);
     this.#localsids = new Mirror(sizes.maxPolicies, sizes.maxLocalSids, LAYOUTS.mup_localsid.size);
     const used = new Set<number>();
@@ -404,70 +416,90 @@ export class Tables {
 
     let added = 0;
     let replaced = 0;
-    const unchanged = planP.unchanged + planL.unchanged;
-    // 1. New and changed entries.
-    for (const [plan, fd, mirror, name] of [
-      [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES],
-      [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS],
-    ] as const) {
-      // New keys in one syscall (nothing replaced, so nothing to wait for);
-      // replaced ones one by one, with a grace period between them.
-      const fresh = plan.writes.filter((w) => w.fresh);
-      if (fresh.length > 0) {
-        this.#settle();
-        const ks = fresh[0]!.key.length;
-        const vs = mirror.valueSize;
-        let keys: Buffer;
-        let values: Buffer;
-        if (plan.contiguous) {
-          // Every put is a new key, in order: the batch is the encoding buffers themselves.
-          keys = Buffer.from(fresh[0]!.key.buffer, fresh[0]!.key.byteOffset, ks * fresh.length);
-          values = Buffer.from(fresh[0]!.value.buffer, fresh[0]!.value.byteOffset, vs * fresh.length);
-        } else {
-          keys = Buffer.allocUnsafe(ks * fresh.length);
-          values = Buffer.allocUnsafe(vs * fresh.length);
-          fresh.forEach((w, i) => {
-            w.key.copy(keys, i * ks);
-            w.value.copy(values, i * vs);
-          });
-        }
-        mapUpdateBatch(fd, keys, values, fresh.length, name);
-        this.generation++;
-        for (const w of fresh) mirror.set(w.keyStr, w.rule, w.value, w.plen);
-        added += fresh.length;
-      }
-      for (const w of plan.writes) {
-        if (w.fresh) continue;
-        this.#settle();
-        mapUpdate(fd, w.key, w.value, BPF_ANY, name);
-        mirror.set(w.keyStr, w.rule, w.value, w.plen);
-        replaced++;
-        this.#dirty = true;
-      }
-    }
-    // 2. The config with old and new prefix lengths.
-    if (!sameFields(before, widened)) this.#writeConfig(widened);
-    // 3. Stale entries.
     let deleted = 0;
     const freedP: number[] = [];
     const freedL: number[] = [];
-    for (const [plan, fd, mirror, name, freed] of [
-      [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES, freedP],
-      [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS, freedL],
-    ] as const) {
-      for (const k of plan.deletes) {
-        this.#settle();
-        const rule = mirror.keys.get(k);
-        mapDelete(fd, Buffer.from(k, 'latin1'), name);
-        mirror.delete(k);
-        this.generation++;
-        this.#dirty = true;
-        deleted++;
-        if (rule !== undefined && rule >= 0) freed.push(rule);
+    const unchanged = planP.unchanged + planL.unchanged;
+    try {
+      // 1. New and changed entries.
+      for (const [plan, fd, mirror, name] of [
+        [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES],
+        [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS],
+      ] as const) {
+        // New keys in one syscall (nothing replaced, so nothing to wait for);
+        // replaced ones one by one, with a grace period between them.
+        const fresh = plan.writes.filter((w) => w.fresh);
+        if (fresh.length > 0) {
+          this.#settle();
+          const ks = fresh[0]!.key.length;
+          const vs = mirror.valueSize;
+          let keys: Buffer;
+          let values: Buffer;
+          if (plan.contiguous) {
+            // Every put is a new key, in order: the batch is the encoding buffers themselves.
+            keys = Buffer.from(fresh[0]!.key.buffer, fresh[0]!.key.byteOffset, ks * fresh.length);
+            values = Buffer.from(fresh[0]!.value.buffer, fresh[0]!.value.byteOffset, vs * fresh.length);
+          } else {
+            keys = Buffer.allocUnsafe(ks * fresh.length);
+            values = Buffer.allocUnsafe(vs * fresh.length);
+            fresh.forEach((w, i) => {
+              w.key.copy(keys, i * ks);
+              w.value.copy(values, i * vs);
+            });
+          }
+          mapUpdateBatch(fd, keys, values, fresh.length, name);
+          this.#touch(fd);
+          this.generation++;
+          for (const w of fresh) mirror.set(w.keyStr, w.rule, w.value, w.plen);
+          added += fresh.length;
+        }
+        for (const w of plan.writes) {
+          if (w.fresh) continue;
+          this.#settle();
+          mapUpdate(fd, w.key, w.value, BPF_ANY, name);
+          this.#touch(fd);
+          mirror.set(w.keyStr, w.rule, w.value, w.plen);
+          replaced++;
+          this.#dirty = true;
+        }
       }
+      // 2. The config with old and new prefix lengths (and a new policy_gen
+      // if a policy was written).
+      const widenedNow = { ...widened, ...this.#nextGens() };
+      if (!sameFields(before, widenedNow)) this.#writeConfig(widenedNow);
+      // 3. Stale entries.
+      for (const [plan, fd, mirror, name, freed] of [
+        [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES, freedP],
+        [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS, freedL],
+      ] as const) {
+        for (const k of plan.deletes) {
+          this.#settle();
+          const rule = mirror.keys.get(k);
+          mapDelete(fd, Buffer.from(k, 'latin1'), name);
+          this.#touch(fd);
+          mirror.delete(k);
+          this.generation++;
+          this.#dirty = true;
+          deleted++;
+          if (rule !== undefined && rule >= 0) freed.push(rule);
+        }
+      }
+      // 4. The config with the new lengths only (and a new policy_gen if a
+      // policy was deleted).
+      const afterNow = { ...after, ...this.#nextGens() };
+      if (!sameFields(widenedNow, afterNow)) this.#writeConfig(afterNow);
+    } catch (e) {
+      // An entry written but its generation not yet changed: change it now,
+      // or CPUs could keep a copy of the entry that was replaced.
+      if (this.#touched.policy || this.#touched.localsid) {
+        try {
+          this.#writeConfig({ ...this.readConfig(), ...this.#nextGens() });
+        } catch {
+          // The first error is the one to report.
+        }
+      }
+      throw e;
     }
-    // 4. The config with the new lengths only.
-    if (!sameFields(widened, after)) this.#writeConfig(after);
     this.#settings = settings;
     // 5. No packet holds a deleted entry any more: its counter slot is
     // zeroed and its id may be reused.
@@ -536,8 +568,23 @@ export class Tables {
     }
   }
 
+  /** policy_gen and localsid_gen for the next configuration write. */
+  #nextGens(): { policyGen: number; localsidGen: number } {
+    const g = this.#gens;
+    return {
+      policyGen: this.#touched.policy ? (g.policyGen + 1) >>> 0 : g.policyGen,
+      localsidGen: this.#touched.localsid ? (g.localsidGen + 1) >>> 0 : g.localsidGen,
+    };
+  }
+
+  #touch(fd: number): void {
+    if (fd === this.#fds.policiesFd) this.#touched.policy = true;
+    else this.#touched.localsid = true;
+  }
+
   #fields(s: Settings, policyPlens: readonly number[], localsidPlens: readonly number[]): ConfigFields {
     return {
+      ...this.#nextGens(),
       forwarding: s.forwarding,
       hashSeed: s.hashSeed,
       sportBase: s.sourcePortMin,
@@ -582,7 +629,19 @@ export class Tables {
     mapUpdate(this.#fds.configFd, key0, cur, BPF_ANY, MAP_CONFIG);
     cur.writeUInt32LE(next, this.#fds.selOffset);
     mapUpdate(this.#fds.configFd, key0, cur, BPF_ANY, MAP_CONFIG);
+    this.#gens = { policyGen: f.policyGen, localsidGen: f.localsidGen };
+    this.#touched = { policy: false, localsid: false };
     synchronizeRcu();
+  }
+
+  /**
+   * After the tables were written behind this object's back (a test, or
+   * bpftool on the pinned maps): change both generations, so that every
+   * CPU looks its next packet's entry up again (bpf/lookup.h).
+   */
+  refreshCopies(): void {
+    this.#touched = { policy: true, localsid: true };
+    this.#writeConfig({ ...this.readConfig(), ...this.#nextGens() });
   }
 
   /** Write the settings to the config even if nothing else changed (after load). */
@@ -614,6 +673,8 @@ function sameFields(a: ConfigFields, b: ConfigFields): boolean {
     a.sportBase === b.sportBase &&
     a.sportSpan === b.sportSpan &&
     a.policyPlens.join() === b.policyPlens.join() &&
-    a.localsidPlens.join() === b.localsidPlens.join()
+    a.localsidPlens.join() === b.localsidPlens.join() &&
+    a.policyGen === b.policyGen &&
+    a.localsidGen === b.localsidGen
   );
 }

@@ -135,7 +135,12 @@ export interface ProbeMaps {
 }
 
 /** Open the probe's maps of the program `progFd` (or of program id `progId`). */
-export function openProbeMaps(prog: { fd: number } | { id: number }): ProbeMaps {
+/**
+ * Open the maps called `names` among a loaded program's maps (by fd, or by
+ * id); the caller closes the fds. A name the program has no map of is
+ * missing from the result.
+ */
+export function openProgramMaps(prog: { fd: number } | { id: number }, names: readonly string[]): Map<string, { fd: number; bytes: number }> {
   let progFd: number;
   let ownProg = false;
   if ('fd' in prog) {
@@ -151,15 +156,23 @@ export function openProbeMaps(prog: { fd: number } | { id: number }): ProbeMaps 
       const fd = rb.mapFdById(id);
       if (fd < 0) throw new LibbpfError(`opening BPF map id ${id}`, errnoOf(fd));
       const info = mapInfo(fd, `map id ${id}`);
-      if ((info.name === MAP_PROBE_RING || info.name === MAP_PROBE_STATE) && !found.has(info.name)) {
+      if (names.includes(info.name) && !found.has(info.name)) {
         found.set(info.name, { fd, bytes: info.maxEntries });
       } else {
         closeFd(fd);
       }
     }
+  } catch (e) {
+    for (const v of found.values()) closeFd(v.fd);
+    throw e;
   } finally {
     if (ownProg) closeFd(progFd);
   }
+  return found;
+}
+
+export function openProbeMaps(prog: { fd: number } | { id: number }): ProbeMaps {
+  const found = openProgramMaps(prog, [MAP_PROBE_RING, MAP_PROBE_STATE]);
   const ring = found.get(MAP_PROBE_RING);
   const state = found.get(MAP_PROBE_STATE);
   if (ring === undefined || state === undefined) {
