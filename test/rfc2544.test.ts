@@ -96,8 +96,12 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
       const steps = up.latency?.steps ?? [];
       expect(steps.map((s) => [s.percent, s.offeredPps])).toEqual([[50, Math.round(up.fps / 2)]]);
       const s = steps[0]!;
-      expect(s.probes.sent).toBe(500);
+      // 1000/s for 0.5 s: the sender paces by the clock and stops at the end,
+      // so a busy machine sends fewer (the report shows how many).
+      expect(s.probes.sent).toBeGreaterThan(0);
+      expect(s.probes.sent).toBeLessThanOrEqual(500);
       expect(s.probes.received).toBeGreaterThan(0);
+      expect(s.probes.received).toBeLessThanOrEqual(s.probes.sent);
       // Every probe that reached the socket went past the sink as a probe, not counted as background.
       expect(s.probes.passedAtSink).toBeGreaterThanOrEqual(s.probes.received);
       expect(s.wire?.percentiles.p50).toBeGreaterThan(0);
