@@ -57,6 +57,14 @@ struct {
 	__type(value, struct mup_policy_memo);
 } mup_policy_memo SEC(".maps");
 
+/* bench:micro's worst case, built with -DMUP_MEMO_MISS: every packet misses
+ * its CPU's copy (the lookup and the copy, every time). */
+#ifdef MUP_MEMO_MISS
+#define MEMO_HIT(cond) 0
+#else
+#define MEMO_HIT(cond) (cond)
+#endif
+
 /* policy_lookup through this CPU's copy. Always returns the copy (one
  * pointer type after it, so the verifier walks the caller once). */
 static __always_inline struct mup_policy *policy_lookup_memo(const struct mup_config *cfg, __be32 daddr)
@@ -68,7 +76,7 @@ static __always_inline struct mup_policy *policy_lookup_memo(const struct mup_co
 
 	if (!m)
 		return 0;
-	if (m->valid && m->daddr == daddr && m->gen == gen)
+	if (MEMO_HIT(m->valid && m->daddr == daddr && m->gen == gen))
 		return &m->pol;
 	p = policy_lookup(cfg, daddr);
 	if (!p)
@@ -133,7 +141,7 @@ static __always_inline struct mup_localsid *localsid_lookup_memo(const struct mu
 
 	if (!m)
 		return 0;
-	if (m->valid && m->gen == gen && m->plen == plen && m->key.hi == key.hi && m->key.lo == key.lo)
+	if (MEMO_HIT(m->valid && m->gen == gen && m->plen == plen && m->key.hi == key.hi && m->key.lo == key.lo))
 		return &m->ls;
 	s = localsid_lookup(cfg, da);
 	if (!s)

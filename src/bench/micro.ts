@@ -45,6 +45,43 @@ const BENCH_OBJECT = fileURLToPath(new URL('../../build/bench.bpf.o', import.met
 const MUP_SOURCE = fileURLToPath(new URL('../../bpf/mup.bpf.c', import.meta.url));
 /** The data plane built with -DMUP_NO_PROBE: the probe rows' reference. */
 const NOPROBE_OBJECT = fileURLToPath(new URL('../../build/mup-noprobe.bpf.o', import.meta.url));
+const MEMO_MISS_OBJECT = fileURLToPath(new URL('../../build/mup-memomiss.bpf.o', import.meta.url));
+
+function memoMissName(fn: Fn, n: number): string {
+  return `copy missed: ${fn}, ${n} rule${n === 1 ? '' : 's'}`;
+}
+
+/** The copy-missed rows against the data-plane targets: the lookup as it was before the copies. */
+export interface MemoMissCost {
+  fn: Fn;
+  oneRule: number;
+  manyRules: number;
+  /** Net of the harness. */
+  ratio: number;
+  pass: boolean;
+}
+
+export function memoMissCosts(rows: readonly Row[], rules: number, harnessNs: number): MemoMissCost[] {
+  const out: MemoMissCost[] = [];
+  for (const fn of FNS) {
+    const one = rows.find((r) => r.name === memoMissName(fn, 1));
+    const many = rows.find((r) => r.name === memoMissName(fn, rules));
+    if (one === undefined || many === undefined) continue;
+    const ratio = (many.nsMedian - harnessNs) / (one.nsMedian - harnessNs);
+    out.push({ fn, oneRule: one.nsMedian, manyRules: many.nsMedian, ratio, pass: one.nsMedian <= TARGETS.maxNs1Rule && ratio <= TARGETS.maxManyRulesRatio });
+  }
+  return out;
+}
+
+export function formatMemoMiss(m: readonly MemoMissCost[], rules: number): string {
+  return [
+    `every packet missing its CPU's copy of the last policy / local SID (the lookup and the copy each time; the rows above repeat one frame, which hits):`,
+    ...m.map(
+      (x) =>
+        `  ${x.pass ? 'PASS' : 'FAIL'}  ${x.fn}  1 rule ${fmtNs(x.oneRule)} ns (<= ${TARGETS.maxNs1Rule}), ${rules} rules ${fmtNs(x.manyRules)} ns = ${x.ratio.toFixed(2)}x net (<= ${TARGETS.maxManyRulesRatio})`,
+    ),
+  ].join('\n');
+}
 /** Probe on, stamped and recorded: iterations per run (they must fit the 1 MiB ring, drained between runs). */
 const PROBE_RECORD_REPEAT = 10_000;
 const RESTORE_MAX = 128;
@@ -282,6 +319,20 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
     // against the same source built without the probe, in the same run.
     cases.push(...probeCases(o, frames.gtp4d.small, frames.gtp4e.small, dps, closers, log));
 
+    // The lookup itself: every packet misses its CPU's copy of the last
+    // policy / local SID (bpf/lookup.h), so it pays the hash lookups and the
+    // copy. The regular rows repeat one frame, which always hits.
+    const missObj = buildVariant('MUP_MEMO_MISS', MEMO_MISS_OBJECT);
+    for (const n of [1, o.rules]) {
+      const dp = openDataplane({ config: config(n), object: missObj });
+      dps.push(dp);
+      for (const fn of FNS) {
+        const f = frames[fn].small;
+        cases.push({ row: newRow(memoMissName(fn, n), null, n, 1, 'small', f), frame: f, targetFd: dp.progFd, direct: false });
+      }
+    }
+    log('loaded the copy-missed rows');
+
     // The single runs: the reference bytes and verdict of each case.
     for (const c of cases) {
       c.once = testRun(c.targetFd, { dataIn: c.frame, dataOutSize: c.frame.length + 512 });
@@ -333,9 +384,13 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
 }
 
 /** Compile bpf/mup.bpf.c with -DMUP_NO_PROBE, with the Makefile's flags. */
+function buildVariant(define: string, out: string): string {
+  execFileSync(process.env['CLANG'] ?? 'clang', [...bpfCflags(), `-D${define}`, '-c', MUP_SOURCE, '-o', out]);
+  return out;
+}
+
 function buildNoProbe(): string {
-  execFileSync(process.env['CLANG'] ?? 'clang', [...bpfCflags(), '-DMUP_NO_PROBE', '-c', MUP_SOURCE, '-o', NOPROBE_OBJECT]);
-  return NOPROBE_OBJECT;
+  return buildVariant('MUP_NO_PROBE', NOPROBE_OBJECT);
 }
 
 /**
@@ -775,7 +830,7 @@ async function main(): Promise<void> {
   const fwdRows = await runForwarding(o, log);
   const out = fileURLToPath(new URL('../../build/bench/micro.json', import.meta.url));
   mkdirSync(new URL('../../build/bench/', import.meta.url), { recursive: true });
-  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows), forwarding: { targets: FWD_TARGETS, rows: fwdRows } }, null, 2)}\n`);
+  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows), memoMiss: memoMissCosts(rows, o.rules, a.harnessOverheadNs), forwarding: { targets: FWD_TARGETS, rows: fwdRows } }, null, 2)}\n`);
   process.stdout.write(
     [
       `bench:micro ${date}: ${m.cpuModel}, Linux ${m.kernel}, ${m.nproc} CPUs, ${where}`,
@@ -792,6 +847,8 @@ async function main(): Promise<void> {
       formatTargets(a),
       '',
       formatProbeCosts(probeCosts(rows)),
+      '',
+      formatMemoMiss(memoMissCosts(rows, o.rules, a.harnessOverheadNs), o.rules),
       '',
       'forwarding included (mode fib, verdict redirect; routes and neighbours in a namespace of this bench): ' +
         'FIB lookup (cache empty) vs the next hop cached by src/daemon/nexthop.ts',
