@@ -842,7 +842,8 @@ async function main(): Promise<void> {
         `(restore + tail call = harness -> xdp_tx_only minus xdp_tx_only alone = ${fmtNs(a.harnessOverheadNs)} ns).`,
       '/1 rule: net / net of the same function with 1 rule, small frame. 1400/small: net / net of the small frame, same rules.',
       `The "${o.rules} rules, 4 policy lengths, worst" row is information, not a target: each extra distinct ` +
-        'policy prefix length costs one more hash lookup, and the frame matches the last length tried.',
+        'policy prefix length costs one more hash lookup, and the frame matches the last length tried; ' +
+        "only when the packet misses its CPU's copy of the last policy, which this row, repeating one frame, never does.",
       '',
       formatTargets(a),
       '',
