@@ -463,8 +463,8 @@ export class Tables {
           this.#dirty = true;
         }
       }
-      // 2. The config with old and new prefix lengths (and a new policy_gen
-      // if a policy was written).
+      // 2. The config with old and new prefix lengths (and the generation + 1
+      // of a table that was written).
       const widenedNow = { ...widened, ...this.#nextGens() };
       if (!sameFields(before, widenedNow)) this.#writeConfig(widenedNow);
       // 3. Stale entries.
