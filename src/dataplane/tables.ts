@@ -484,8 +484,8 @@ export class Tables {
           if (rule !== undefined && rule >= 0) freed.push(rule);
         }
       }
-      // 4. The config with the new lengths only (and a new policy_gen if a
-      // policy was deleted).
+      // 4. The config with the new lengths only (and the generation + 1 of a
+      // table an entry was deleted from).
       const afterNow = { ...after, ...this.#nextGens() };
       if (!sameFields(widenedNow, afterNow)) this.#writeConfig(afterNow);
     } catch (e) {
