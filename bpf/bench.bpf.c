@@ -3,7 +3,7 @@
  * Micro-benchmark harness for BPF_PROG_TEST_RUN (not part of the data plane).
  *
  * With repeat > 1 the kernel runs every iteration on the previous one's
- * output frame (shared/docs/platform.md). bench_restore puts the original
+ * output frame (docs/platform.md). bench_restore puts the original
  * frame back at the start of each iteration, then tail-calls the program
  * under test, so every iteration measures the real translation, not a miss.
  * Its own cost is measured as a row of its own (harness -> bench_tx_only).

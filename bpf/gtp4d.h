@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
 /* H.M.GTP4.D (RFC 9433 §6.7): GTP-U/IPv4 in, SRv6 out. Spec: §2 of
- * shared/docs/srv6-mobile.md; our field decisions: docs/datapath.md. */
+ * docs/spec.md; our field decisions: docs/datapath.md. */
 #ifndef MUP_GTP4D_H
 #define MUP_GTP4D_H
 

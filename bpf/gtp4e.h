@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
 /* End.M.GTP4.E (RFC 9433 §6.6): SRv6 in, GTP-U/IPv4 out. Spec: §3 of
- * shared/docs/srv6-mobile.md; our field decisions: docs/datapath.md. */
+ * docs/spec.md; our field decisions: docs/datapath.md. */
 #ifndef MUP_GTP4E_H
 #define MUP_GTP4E_H
 

@@ -3,7 +3,7 @@
  * Test peer (not part of the data plane): a program that passes every frame.
  *
  * A frame that XDP redirects (or XDP_TXes) into a veth is only delivered when
- * the veth's peer has an XDP program attached (shared/docs/platform.md). The
+ * the veth's peer has an XDP program attached (docs/platform.md). The
  * namespace tests (test/netns.test.ts) attach this one to the gNB's and the
  * core's veths, so that they receive what the translator forwards.
  */

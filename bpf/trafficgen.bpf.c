@@ -9,7 +9,7 @@
  *
  * The kernel initialises only fresh pages from data_in; pages recycled from
  * earlier batches hold whatever the devices downstream wrote into them
- * (shared/docs/platform.md). So every run rewrites the frame's head from the
+ * (docs/platform.md). So every run rewrites the frame's head from the
  * template, then sets the inner source port of this frame: one flow after
  * the other, nflows of them, so that hashes (flow label, UDP source port,
  * ECMP) see many flows. Inner UDP checksums are 0 (IPv4), so no fix-up.

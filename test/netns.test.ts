@@ -13,12 +13,12 @@
  * mup_xdp is loaded from the root namespace (openDataplane) and attached in
  * mup's namespace with setns(); the gNB's and the core's veths get an
  * XDP_PASS program, without which frames redirected (or XDP_TXed) into a
- * veth are dropped (shared/docs/platform.md). Every namespace is named
+ * veth are dropped (docs/platform.md). Every namespace is named
  * mupt-<pid>-* and deleted in afterAll; no route or interface is created in
  * the root namespace and no packet leaves the lab.
  *
  * Expected SIDs and addresses are written out below from the RFC 9433
- * encoding (shared/docs/srv6-mobile.md §1), not computed by our code.
+ * encoding (docs/spec.md §1), not computed by our code.
  */
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,15 +1,17 @@
 /**
- * The README's examples, run: every ```sh block right after an HTML comment
- * `<!-- readme-test -->` is a script of commands (`$ ` lines) and the output
- * each one prints (the lines after it). They run in README order against one
- * real daemon (TestDaemon, instance "default") on config/daemon.example.yaml,
- * in a namespace this file creates, attached to the veth pair eth1/eth2 that
- * the example config names.
+ * The examples of the docs, run: README.md and every docs/*.md (DOCS below).
+ * Every ```sh block right after an HTML comment `<!-- readme-test -->` is a
+ * script of commands (`$ ` lines) and the output each one prints (the lines
+ * after it). They run in order (README.md, then docs/*.md by name, each in
+ * its own order) against one real daemon (TestDaemon, instance "default") on
+ * config/daemon.example.yaml, in a namespace this file creates, attached to
+ * the veth pair eth1/eth2 that the example config names. So an example
+ * leaves the daemon's rules as it found them (what it adds, it deletes).
  *
  * Each command runs with bash inside that namespace (so the example's HTTP
  * listener on 127.0.0.1:9180 answers), `mup` replaced by `node bin/mup.js`
- * with MUP_SOCKET set to the test daemon's socket, and the README's socket
- * path /run/mup/default.sock replaced by it. It must exit 0. Where the README
+ * with MUP_SOCKET set to the test daemon's socket, and the docs' socket
+ * path /run/mup/default.sock replaced by it. It must exit 0. Where the doc
  * shows output, the real output must contain it, in order:
  * - JSON (one line, or indented over several): the real output has a JSON
  *   value with at least the documented keys, recursively (arrays element by
@@ -21,13 +23,18 @@
  *   above);
  * - a line that is only an HTTP status code (curl -w '%{http_code}') must
  *   be that code exactly; a line `...` stands for lines left out.
- * `mup stats --watch` runs until its output shows what the README shows,
+ * `mup stats --watch` runs until its output shows what the doc shows,
  * then gets SIGINT (as Ctrl-C) and must exit 0.
  *
  * Also, without root: config/daemon.example.yaml and every ```yaml block of
- * the README are valid configs.
+ * the docs are valid configs; every relative link of the docs names an
+ * existing file, and a `#heading` in it an existing heading; the README
+ * links every docs/*.md; every cell of the README's figure table is a link,
+ * and each figure links to the report in docs/bench/ it comes from (so a
+ * figure is refreshed in its report, not in the README).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -36,7 +43,19 @@ import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
 import { Lab } from './helpers/netns.js';
 
 const isRoot = process.getuid?.() === 0;
-const README = fileURLToPath(new URL('../README.md', import.meta.url));
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const README = join(ROOT, 'README.md');
+const DOCS_DIR = join(ROOT, 'docs');
+/** The docs whose examples run and whose links are checked, in run order. */
+const DOCS: readonly string[] = [
+  README,
+  ...readdirSync(DOCS_DIR)
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => join(DOCS_DIR, f)),
+];
+/** A doc's path as the messages name it (README.md, docs/api.md). */
+const rel = (file: string): string => relative(ROOT, file);
 const EXAMPLE = fileURLToPath(new URL('../config/daemon.example.yaml', import.meta.url));
 const MARK = '<!-- readme-test -->';
 const README_SOCKET = '/run/mup/default.sock';
@@ -48,30 +67,30 @@ interface Step {
 }
 
 interface Block {
-  /** 1-based line of the opening fence in README.md. */
+  /** 1-based line of the opening fence in its file. */
   readonly line: number;
   readonly steps: readonly Step[];
 }
 
-/** The marked ```sh blocks of a markdown text. */
-export function extractBlocks(md: string): Block[] {
+/** The marked ```sh blocks of a markdown text (`name` for the messages). */
+export function extractBlocks(md: string, name = 'README.md'): Block[] {
   const lines = md.split('\n');
   const blocks: Block[] = [];
   for (let i = 0; i < lines.length; i++) {
     if (lines[i]!.trim() !== MARK) continue;
     let j = i + 1;
     while (j < lines.length && lines[j]!.trim() === '') j++;
-    if (!/^```(sh|bash|shell)\s*$/.test(lines[j] ?? '')) throw new Error(`README.md:${i + 1}: ${MARK} must be followed by a \`\`\`sh block`);
+    if (!/^```(sh|bash|shell)\s*$/.test(lines[j] ?? '')) throw new Error(`${name}:${i + 1}: ${MARK} must be followed by a \`\`\`sh block`);
     const start = j;
     const steps: { command: string; output: string[] }[] = [];
     for (j = start + 1; j < lines.length && !lines[j]!.startsWith('```'); j++) {
       const l = lines[j]!;
       if (l.startsWith('$ ')) steps.push({ command: l.slice(2), output: [] });
       else if (l.trim() === '') continue;
-      else if (steps.length === 0) throw new Error(`README.md:${j + 1}: output before the first "$ " command`);
+      else if (steps.length === 0) throw new Error(`${name}:${j + 1}: output before the first "$ " command`);
       else steps.at(-1)!.output.push(l);
     }
-    if (j >= lines.length) throw new Error(`README.md:${start + 1}: block not closed`);
+    if (j >= lines.length) throw new Error(`${name}:${start + 1}: block not closed`);
     blocks.push({ line: start + 1, steps });
     i = j;
   }
@@ -212,10 +231,80 @@ export function outputMismatch(doc: readonly string[], out: string): string | un
 }
 
 // ---------------------------------------------------------------------------
+// Links
+
+/** A markdown text without its fenced code blocks and inline code spans (blanked, so lines keep their numbers). */
+function prose(md: string): string {
+  return md.replace(/^```[\s\S]*?^```/gm, (m) => m.replace(/[^\n]/g, ' ')).replace(/`[^`\n]*`/g, (m) => ' '.repeat(m.length));
+}
+
+/** GitHub's anchor of a heading: lower case, punctuation and symbols left out, spaces as hyphens. */
+export function headingSlug(heading: string): string {
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\p{M}\p{Pc}\s-]/gu, '')
+    .replace(/\s/g, '-');
+}
+
+/** The anchors of a markdown text's headings (a repeated one gets -1, -2, ... as on GitHub). */
+export function anchors(md: string): Set<string> {
+  const out = new Set<string>();
+  const seen = new Map<string, number>();
+  for (const line of md.replace(/^```[\s\S]*?^```/gm, '').split('\n')) {
+    const m = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
+    if (m === null) continue;
+    const base = headingSlug(m[1]!);
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    out.add(n === 0 ? base : `${base}-${n}`);
+  }
+  return out;
+}
+
+/** The inline links `[text](target)` of a markdown text, outside code, with their lines. */
+function links(md: string): { line: number; target: string }[] {
+  const out: { line: number; target: string }[] = [];
+  const re = /\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g;
+  const text = prose(md);
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    out.push({ line: text.slice(0, m.index).split('\n').length, target: m[1]! });
+  }
+  return out;
+}
+
+/** Why a relative link of `file` does not resolve, or undefined when it does (or is not relative). */
+export function brokenLink(file: string, target: string): string | undefined {
+  if (/^[a-z][a-z0-9+.-]*:/i.test(target)) return undefined; // https:, mailto:
+  const hash = target.indexOf('#');
+  const path = decodeURIComponent(hash < 0 ? target : target.slice(0, hash));
+  const anchor = hash < 0 ? undefined : target.slice(hash + 1);
+  const dest = path === '' ? file : join(dirname(file), path);
+  if (!existsSync(dest)) return `${target}: no file ${rel(dest)}`;
+  if (anchor !== undefined && dest.endsWith('.md') && !anchors(readFileSync(dest, 'utf8')).has(anchor)) {
+    return `${target}: no heading #${anchor} in ${rel(dest)}`;
+  }
+  return undefined;
+}
+
+/** The rows of the table under the README's `## Figures`, as cells (header and rule left out). */
+function figureRows(md: string): string[][] {
+  const lines = md.split('\n');
+  const start = lines.findIndex((l) => /^## Figures\s*$/.test(l));
+  if (start < 0) return [];
+  const rows: string[][] = [];
+  for (let i = start + 1; i < lines.length && !lines[i]!.startsWith('## '); i++) {
+    if (lines[i]!.startsWith('|')) rows.push(lines[i]!.split('|').slice(1, -1).map((c) => c.trim()));
+  }
+  return rows.slice(2);
+}
+
+// ---------------------------------------------------------------------------
 
 const readme = readFileSync(README, 'utf8');
+const docs = DOCS.map((file) => ({ file, name: rel(file), text: readFileSync(file, 'utf8') }));
 
-describe('README examples (static)', () => {
+describe('doc examples and links (static)', () => {
   it('config/daemon.example.yaml is a valid config with interfaces and daemon sections', () => {
     const c = parseConfig(readFileSync(EXAMPLE, 'utf8'), EXAMPLE);
     expect(c.warnings ?? []).toEqual([]);
@@ -229,18 +318,69 @@ describe('README examples (static)', () => {
     expect(c.localsids.length).toBeGreaterThan(0);
   });
 
-  it('every yaml block of the README is a valid config', () => {
-    const blocks = yamlBlocks(readme);
-    expect(blocks.length).toBeGreaterThanOrEqual(2);
-    for (const b of blocks) {
-      expect(() => parseConfig(b.text, `README.md:${b.line}`), `README.md:${b.line}`).not.toThrow();
+  it('every yaml block of the docs is a valid config', () => {
+    let n = 0;
+    for (const doc of docs) {
+      for (const b of yamlBlocks(doc.text)) {
+        n++;
+        expect(() => parseConfig(b.text, `${doc.name}:${b.line}`), `${doc.name}:${b.line}`).not.toThrow();
+      }
     }
+    expect(n).toBeGreaterThanOrEqual(2);
   });
 
   it('finds the marked blocks, each with commands', () => {
-    const blocks = extractBlocks(readme);
-    expect(blocks.length).toBeGreaterThanOrEqual(5);
-    for (const b of blocks) expect(b.steps.length, `README.md:${b.line}`).toBeGreaterThan(0);
+    let n = 0;
+    for (const doc of docs) {
+      for (const b of extractBlocks(doc.text, doc.name)) {
+        n++;
+        expect(b.steps.length, `${doc.name}:${b.line}`).toBeGreaterThan(0);
+      }
+    }
+    expect(n).toBeGreaterThanOrEqual(9);
+  });
+
+  it('every relative link of README.md and docs/*.md names an existing file and heading', () => {
+    const broken: string[] = [];
+    let n = 0;
+    for (const doc of docs) {
+      for (const l of links(doc.text)) {
+        n++;
+        const why = brokenLink(doc.file, l.target);
+        if (why !== undefined) broken.push(`${doc.name}:${l.line}: ${why}`);
+      }
+    }
+    expect(broken).toEqual([]);
+    expect(n).toBeGreaterThan(100);
+  });
+
+  it('the link check catches a missing file and a missing heading', () => {
+    expect(brokenLink(README, 'docs/lab.md#figures')).toBeUndefined();
+    expect(brokenLink(README, 'docs/nope.md')).toMatch(/no file docs\/nope\.md/);
+    expect(brokenLink(README, 'docs/lab.md#nope')).toMatch(/no heading #nope in docs\/lab\.md/);
+    expect(brokenLink(README, '#nope')).toMatch(/no heading/);
+    expect(headingSlug('GTP-U over IPv6 (RFC 9433 §6.3-6.5)')).toBe('gtp-u-over-ipv6-rfc-9433-63-65');
+    expect(headingSlug('`mup lab run` (`make demo`)')).toBe('mup-lab-run-make-demo');
+    expect(headingSlug('BPF_PROG_TEST_RUN: the repeat trap')).toBe('bpf_prog_test_run-the-repeat-trap');
+  });
+
+  it('the README links every docs/*.md', () => {
+    const linked = new Set(links(readme).map((l) => l.target.split('#')[0]));
+    const missing = docs.filter((d) => d.file !== README && !linked.has(d.name));
+    expect(missing.map((d) => d.name)).toEqual([]);
+  });
+
+  it("every cell of the README's figure table is a link, each figure to its report in docs/bench/", () => {
+    const rows = figureRows(readme);
+    expect(rows.length).toBeGreaterThan(0);
+    for (const [i, cells] of rows.entries()) {
+      expect(cells.length, `figure row ${i + 1}`).toBeGreaterThanOrEqual(2);
+      for (const [j, cell] of cells.entries()) {
+        const targets = links(cell).map((l) => l.target);
+        expect(targets.length, `figure row ${i + 1}, cell ${j + 1}: ${cell}`).toBeGreaterThan(0);
+        if (j > 0) for (const tg of targets) expect(tg, `figure row ${i + 1}, cell ${j + 1}`).toMatch(/^docs\/bench\/[^#]+$/);
+      }
+    }
   });
 
   it('the output matcher accepts real output and rejects a wrong one', () => {
@@ -253,7 +393,7 @@ describe('README examples (static)', () => {
   });
 });
 
-describe.skipIf(!isRoot)('README examples, run against a daemon', () => {
+describe.skipIf(!isRoot)('doc examples, run against a daemon', () => {
   let lab: Lab | undefined;
   let d: TestDaemon | undefined;
   let ns = '';
@@ -300,8 +440,8 @@ describe.skipIf(!isRoot)('README examples, run against a daemon', () => {
     return { exitCode: r.exitCode, out: String(r.stdout), all: String(r.all) };
   };
 
-  for (const block of extractBlocks(readme)) {
-    it(`README.md:${block.line}: ${block.steps.map((s) => s.command.split(' ').slice(0, 3).join(' ')).join('; ').slice(0, 100)}`, async () => {
+  for (const { name, block } of docs.flatMap((doc) => extractBlocks(doc.text, doc.name).map((block) => ({ name: doc.name, block })))) {
+    it(`${name}:${block.line}: ${block.steps.map((s) => s.command.split(' ').slice(0, 3).join(' ')).join('; ').slice(0, 100)}`, async () => {
       for (const s of block.steps) {
         let exitCode: number | undefined;
         let out: string;
@@ -314,7 +454,7 @@ describe.skipIf(!isRoot)('README examples, run against a daemon', () => {
           out = String(r.stdout);
           all = String(r.all);
         }
-        const context = `README.md:${block.line}: $ ${s.command}\n--- output ---\n${all}`;
+        const context = `${name}:${block.line}: $ ${s.command}\n--- output ---\n${all}`;
         expect(exitCode, context).toBe(0);
         expect(outputMismatch(s.output, out), context).toBeUndefined();
       }

@@ -3,7 +3,7 @@
  *
  * Every iteration runs on the original frame: bench_restore (bpf/bench.bpf.c)
  * copies the template's headers back and tail-calls the program under test
- * (the repeat trap of shared/docs/platform.md). Its own cost is a row of its
+ * (the repeat trap of docs/platform.md). Its own cost is a row of its
  * own; the two baselines (XDP_TX only, MAC swap) run in the same harness.
  * Forwarding mode is tx, so a translation row is the translation alone.
  *

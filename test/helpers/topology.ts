@@ -13,7 +13,7 @@
  *
  * The program is not attached here (the test does it, or its daemon); the
  * gNB's and the core's veths get an XDP_PASS program, without which frames
- * redirected (or XDP_TXed) into a veth are dropped (shared/docs/platform.md).
+ * redirected (or XDP_TXed) into a veth are dropped (docs/platform.md).
  */
 import { Lab, TESTPEER_OBJECT } from './netns.js';
 
