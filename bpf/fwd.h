@@ -76,46 +76,8 @@ static __always_inline long fib_lookup_early(struct xdp_md *ctx, struct bpf_fib_
 	return bpf_fib_lookup(ctx, fib, sizeof(*fib), 0);
 }
 
-/* The next-hop cache (mup_shared.h). Sizes are defaults: user space sets
- * mup_nh_rules to one entry per rule and mup_nexthops to twice that plus
- * slot 0 (a slot is retired only after a grace period, so a change of every
- * next hop at once needs room for old and new). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * 65536);
-	__type(key, __u32);
-	__type(value, __u32);
-} mup_nh_rules SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4 * 65536 + 1);
-	__type(key, __u32);
-	__type(value, struct mup_nexthop);
-} mup_nexthops SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct mup_nh_lease);
-} mup_nh_lease SEC(".maps");
-
-/* What this CPU last found of the lease: in the jiffy `jiffies`, against
- * the value expires_ns, the lease ran (ok). Not pinned: a new program starts
- * with an empty one, which only means one clock read more. */
-struct mup_nh_lease_seen {
-	__u64 jiffies;
-	__u64 expires_ns;
-	__u64 ok;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct mup_nh_lease_seen);
-} mup_nh_lease_seen SEC(".maps");
+/* The next-hop cache: its maps and the layouts of their values are in
+ * maps.h and mup_shared.h. */
 
 /* Does the lease run? The clock is read once per jiffy per CPU, or when user
  * space wrote a new lease: bpf_jiffies64 and the two array lookups are
@@ -140,17 +102,6 @@ static __always_inline int nh_lease_ok(void)
 	}
 	return seen->ok;
 }
-
-/* End.M.GTP4.E: the last destination of each rule that did not find its
- * next hop in the cache, so user space can pick the route prefix the rule's
- * slot should name (its traffic tells where its gNBs are). Written on the
- * FIB path only, and only when it changes. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * 65536);
-	__type(key, __u32);
-	__type(value, __u32);
-} mup_nh_hints SEC(".maps");
 
 /* The cached next hop of `rule` if it was resolved for exactly this
  * destination range (family, prefix d0..d3 in network order, plen), the

@@ -19,7 +19,6 @@
 #include "counters.h"
 #include "addr.h"
 #include "gtp.h"
-#include "gtp4d.h"
 #include "hash.h"
 #include "srh.h"
 #include "fwd.h"

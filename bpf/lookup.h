@@ -33,30 +33,6 @@ static __always_inline struct mup_policy *policy_lookup(const struct mup_config 
 	return 0;
 }
 
-/* The policy this CPU found last, copied: GTP-U comes to a few N3 addresses,
- * so most packets carry the destination the packet before did, and a hit
- * costs a few loads where the hash lookup is calls to the hash, the bucket
- * walk and memcmp (about 9 ns on the RFC 2544 wire path here). The copy is
- * good while the configuration's policy_gen is the one it was taken under:
- * user space changes policy_gen with every policy put or delete, in the
- * configuration flip that ends with an RCU grace period
- * (src/dataplane/tables.ts), so no packet after it uses an older copy. Not
- * pinned: a new program starts with no copy. */
-struct mup_policy_memo {
-	__be32 daddr;      /* the destination it was found for */
-	__u32 gen;         /* cfg->policy_gen then */
-	__u32 valid;
-	__u32 pad;
-	struct mup_policy pol;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct mup_policy_memo);
-} mup_policy_memo SEC(".maps");
-
 /* bench:micro's worst case, built with -DMUP_MEMO_MISS: every packet misses
  * its CPU's copy (the lookup and the copy, every time). */
 #ifdef MUP_MEMO_MISS
@@ -65,7 +41,8 @@ struct {
 #define MEMO_HIT(cond) (cond)
 #endif
 
-/* policy_lookup through this CPU's copy. Always returns the copy (one
+/* policy_lookup through this CPU's copy (mup_policy_memo in maps.h says
+ * when a copy is good). Always returns the copy (one
  * pointer type after it, so the verifier walks the caller once). */
 static __always_inline struct mup_policy *policy_lookup_memo(const struct mup_config *cfg, __be32 daddr)
 {
@@ -109,27 +86,7 @@ static __always_inline struct mup_localsid *localsid_lookup(const struct mup_con
 	return 0;
 }
 
-/* The same for local SIDs. A lookup's answer depends only on the
- * destination's first n_max bits, n_max the longest configured SID length
- * (every shorter one is a mask of those bits): the copy is keyed by those
- * bits, so that every packet to one SID hits, whatever Args.Mob.Session it
- * carries. */
-struct mup_localsid_memo {
-	struct u128 key;   /* the destination masked to plen */
-	__u32 gen;         /* cfg->localsid_gen then */
-	__u32 plen;        /* cfg->localsid_plens[0] then */
-	__u32 valid;
-	__u32 pad;
-	struct mup_localsid ls;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct mup_localsid_memo);
-} mup_lsid_memo SEC(".maps");
-
+/* localsid_lookup through this CPU's copy (mup_lsid_memo in maps.h). */
 static __always_inline struct mup_localsid *localsid_lookup_memo(const struct mup_config *cfg, struct u128 da)
 {
 	__u32 k = 0;

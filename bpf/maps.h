@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
-/* The tables and the global configuration. Sizes here are defaults: user
- * space sets max_entries from the config before loading. */
+/* Every map of the data plane (mup.bpf.c), in one place: the tables, the
+ * counters and the global configuration, then the per-feature state. Only
+ * declarations (and the layouts of values only the program knows); the code
+ * that uses them is in the feature headers named at each group. Declared in
+ * the order of their place in .maps. Sizes here are defaults: user space
+ * sets max_entries from the config before loading. */
 #ifndef MUP_MAPS_H
 #define MUP_MAPS_H
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "mup_shared.h"
+#include "addr.h"
 
+/* The rule tables (lookup.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -22,6 +28,7 @@ struct {
 	__type(value, struct mup_localsid);
 } mup_localsids SEC(".maps");
 
+/* Events and per-rule counts (counters.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, MUP_EVENT_SLOTS + 2 * 65536);
@@ -29,7 +36,8 @@ struct {
 	__type(value, struct mup_counter);
 } mup_counters SEC(".maps");
 
-/* ICMP errors sent by this CPU in the current one-second window (mtu.h). */
+/* The rate limit of the ICMP errors (mtu.h): errors sent by this CPU in the
+ * current one-second window. */
 struct mup_icmp_window {
 	__u64 start_ns;
 	__u64 sent;
@@ -58,5 +66,134 @@ static __always_inline const struct mup_config *cfg_current(void)
 {
 	return &mup_cfgs[*(volatile __u32 *)&mup_cfg_sel & 1];
 }
+
+/* The lookups' per-CPU copies of the last rule found (lookup.h). */
+
+/* The policy this CPU found last, copied: GTP-U comes to a few N3 addresses,
+ * so most packets carry the destination the packet before did, and a hit
+ * costs a few loads where the hash lookup is calls to the hash, the bucket
+ * walk and memcmp (about 9 ns on the RFC 2544 wire path here). The copy is
+ * good while the configuration's policy_gen is the one it was taken under:
+ * user space changes policy_gen with every policy put or delete, in the
+ * configuration flip that ends with an RCU grace period
+ * (src/dataplane/tables.ts), so no packet after it uses an older copy. Not
+ * pinned: a new program starts with no copy. */
+struct mup_policy_memo {
+	__be32 daddr;      /* the destination it was found for */
+	__u32 gen;         /* cfg->policy_gen then */
+	__u32 valid;
+	__u32 pad;
+	struct mup_policy pol;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mup_policy_memo);
+} mup_policy_memo SEC(".maps");
+
+/* The same for local SIDs. A lookup's answer depends only on the
+ * destination's first n_max bits, n_max the longest configured SID length
+ * (every shorter one is a mask of those bits): the copy is keyed by those
+ * bits, so that every packet to one SID hits, whatever Args.Mob.Session it
+ * carries. */
+struct mup_localsid_memo {
+	struct u128 key;   /* the destination masked to plen */
+	__u32 gen;         /* cfg->localsid_gen then */
+	__u32 plen;        /* cfg->localsid_plens[0] then */
+	__u32 valid;
+	__u32 pad;
+	struct mup_localsid ls;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mup_localsid_memo);
+} mup_lsid_memo SEC(".maps");
+
+/* The next-hop cache (fwd.h; its values in mup_shared.h). Sizes are defaults: user space sets
+ * mup_nh_rules to one entry per rule and mup_nexthops to twice that plus
+ * slot 0 (a slot is retired only after a grace period, so a change of every
+ * next hop at once needs room for old and new). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} mup_nh_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4 * 65536 + 1);
+	__type(key, __u32);
+	__type(value, struct mup_nexthop);
+} mup_nexthops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mup_nh_lease);
+} mup_nh_lease SEC(".maps");
+
+/* What this CPU last found of the lease: in the jiffy `jiffies`, against
+ * the value expires_ns, the lease ran (ok). Not pinned: a new program starts
+ * with an empty one, which only means one clock read more. */
+struct mup_nh_lease_seen {
+	__u64 jiffies;
+	__u64 expires_ns;
+	__u64 ok;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mup_nh_lease_seen);
+} mup_nh_lease_seen SEC(".maps");
+
+/* End.M.GTP4.E: the last destination of each rule that did not find its
+ * next hop in the cache, so user space can pick the route prefix the rule's
+ * slot should name (its traffic tells where its gNBs are). Written on the
+ * FIB path only, and only when it changes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} mup_nh_hints SEC(".maps");
+
+/* The latency probe (probe.h). */
+
+/* Sized by user space before load (src/probe/dataplane.ts); a power of 2
+ * pages. 1 MiB holds about 11,000 records. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} mup_probe_ring SEC(".maps");
+
+/* Per CPU. The entry of the frame in flight is kept here, not on the
+ * stack: an XDP program runs to its end on one CPU, and a value in a map
+ * leaves the verifier's view of the stack the same whether probing is on or
+ * off, so it verifies the translation once, not once per probe state. */
+struct mup_probe_cpu {
+	__u64 t0;           /* entry time of the frame in flight; 0: none */
+	__u64 seen;         /* frames that matched the selector (for 1 in N) */
+	__u64 last_exit_ns; /* exit time of the last recorded frame */
+	__u64 ring_full;    /* records the ring had no room for */
+	__u64 recorded;
+	__u16 proto_in;     /* ethertype of the frame in flight, network order */
+	__u16 pad[3];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mup_probe_cpu);
+} mup_probe_state SEC(".maps");
 
 #endif

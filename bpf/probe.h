@@ -27,35 +27,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "mup_shared.h"
+#include "maps.h"
 #include "gtp.h"
-
-/* Sized by user space before load (src/probe/dataplane.ts); a power of 2
- * pages. 1 MiB holds about 11,000 records. */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 20);
-} mup_probe_ring SEC(".maps");
-
-/* Per CPU. The entry of the frame in flight is kept here, not on the
- * stack: an XDP program runs to its end on one CPU, and a value in a map
- * leaves the verifier's view of the stack the same whether probing is on or
- * off, so it verifies the translation once, not once per probe state. */
-struct mup_probe_cpu {
-	__u64 t0;           /* entry time of the frame in flight; 0: none */
-	__u64 seen;         /* frames that matched the selector (for 1 in N) */
-	__u64 last_exit_ns; /* exit time of the last recorded frame */
-	__u64 ring_full;    /* records the ring had no room for */
-	__u64 recorded;
-	__u16 proto_in;     /* ethertype of the frame in flight, network order */
-	__u16 pad[3];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct mup_probe_cpu);
-} mup_probe_state SEC(".maps");
 
 /* Keep the probe's types in the BTF for src/dataplane/btf.ts. */
 const volatile enum mup_probe_fn mup_probe_fn_btf __attribute__((used)) = MUP_PROBE_FN_GTP4D;

@@ -1,7 +1,7 @@
 /**
  * npm run bench:micro — ns per packet per function, BPF_PROG_TEST_RUN.
  *
- * Every iteration runs on the original frame: bench_restore (bpf/bench.bpf.c)
+ * Every iteration runs on the original frame: bench_restore (bpf/bench/bench.bpf.c)
  * copies the template's headers back and tail-calls the program under test
  * (the repeat trap of docs/platform.md). Its own cost is a row of its
  * own; the two baselines (XDP_TX only, MAC swap) run in the same harness.

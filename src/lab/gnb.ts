@@ -1,5 +1,5 @@
 /**
- * The gNB emulator (bpf/gnb.bpf.c): loaded with bpftool into the lab's own
+ * The gNB emulator (bpf/lab/gnb.bpf.c): loaded with bpftool into the lab's own
  * bpffs, attached with tc (clsact ingress) on the gNB namespace's two
  * veths, configured through its config map, counters read back.
  */
@@ -9,10 +9,10 @@ import { linkInfo, run } from './sh.js';
 import type { LabTopology } from './topology.js';
 
 export const GNB_OBJECT = fileURLToPath(new URL('../../build/gnb.bpf.o', import.meta.url));
-/** sizeof(struct gnb_cfg) in bpf/gnb.h. */
+/** sizeof(struct gnb_cfg) in bpf/lab/gnb.h. */
 const CFG_SIZE = 56;
 
-/** Counter names in the order of enum gnb_counter (bpf/gnb.h). */
+/** Counter names in the order of enum gnb_counter (bpf/lab/gnb.h). */
 export const GNB_COUNTERS = [
   'ul_encap',
   'ul_pass',

@@ -173,7 +173,7 @@ export function renderText(r: LabReport, wires?: readonly WireCapture[]): string
   for (const [k, v] of Object.entries(r.translator.functions)) lines.push(`  ${k.padEnd(20)} ${String(v.packets).padStart(10)} packets ${String(v.bytes).padStart(14)} bytes`);
   const ev = Object.entries(r.translator.events).map(([k, v]) => `${k} ${v.packets}`);
   lines.push(`  events: ${ev.join(', ') || '(none)'}`);
-  lines.push('gNB emulator counters (bpf/gnb.bpf.c):');
+  lines.push('gNB emulator counters (bpf/lab/gnb.bpf.c):');
   lines.push(`  ${Object.entries(r.gnb).filter(([, v]) => v !== 0).map(([k, v]) => `${k} ${v}`).join(', ') || '(none)'}`);
   for (const w of r.wires) {
     lines.push(`\n${w.wire} wire (${w.ns} ${w.dev}): ${w.frames} frames captured, ${w.malformed} malformed; first frame decoded by tshark:`);

@@ -56,7 +56,7 @@ export const REC_SEQ = PROBE_ENUMS.mup_probe_rec_flag.MUP_PROBE_REC_SEQ;
 export const REC_MAC = PROBE_ENUMS.mup_probe_rec_flag.MUP_PROBE_REC_MAC;
 export const REC_INNER_V6 = PROBE_ENUMS.mup_probe_rec_flag.MUP_PROBE_REC_INNER_V6;
 
-/** The ring buffer map and the per-CPU state map (bpf/probe.h). */
+/** The ring buffer map and the per-CPU state map (bpf/maps.h). */
 export const MAP_PROBE_RING = 'mup_probe_ring';
 export const MAP_PROBE_STATE = 'mup_probe_state';
 

@@ -3,7 +3,7 @@
  * (a percentage of a full rate), a background load of translated frames
  * (GTP-U uplink and/or SRv6 downlink, the probes' own flow with another inner
  * port, so the data plane does not stamp them) is generated with the
- * live-frame traffic generator (bpf/trafficgen.bpf.c through
+ * live-frame traffic generator (bpf/bench/trafficgen.bpf.c through
  * src/bench/rfc2544/generator.ts) on the probe's sending interface, in a
  * child process (a BPF_PROG_TEST_RUN blocks its thread); the probe runs
  * meanwhile. The result: wire latency and residence p50/p99/jitter per step,

@@ -1,7 +1,7 @@
 /**
  * The BPF side of the RFC 2544 benchmark: the traffic generator (live-frame
- * BPF_PROG_TEST_RUN of bpf/trafficgen.bpf.c), the counting sink
- * (bpf/sink.bpf.c) and the XDP L3 forwarder baseline (bpf/l3fwd.bpf.c).
+ * BPF_PROG_TEST_RUN of bpf/bench/trafficgen.bpf.c), the counting sink
+ * (bpf/bench/sink.bpf.c) and the XDP L3 forwarder baseline (bpf/bench/l3fwd.bpf.c).
  * Objects are loaded from the root namespace; sends and attachments happen
  * inside the lab's namespaces with setns() on this thread (inNetns).
  */
@@ -17,7 +17,7 @@ export const TRAFFICGEN_OBJECT = obj('trafficgen');
 export const SINK_OBJECT = obj('sink');
 export const L3FWD_OBJECT = obj('l3fwd');
 
-/** bpf/rfc2544.h */
+/** bpf/bench/rfc2544.h */
 const TGEN_HEAD_MAX = 128;
 const SINK_CHECKS = 6;
 const SINK_SLOTS = 2;

@@ -282,7 +282,7 @@ export function markdown(rep: Report): string {
       ? ': in softirq mode the device under test runs its XDP and forwarding in the softirq that follows each generator batch, on the same core, so a rate is that of the generator and the DUT together.'
       : ': in threaded mode the DUT\'s veths run NAPI in kernel threads, which the scheduler may put on the other core.'));
   L.push(`- ${o.repeat} repetition(s); trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search, ${o.flows} inner flows (UDP source ports) per stream, live-frame kernel batch ${LIVE_BATCH}, NAPI ${o.napi}`);
-  L.push('- Generator: BPF_PROG_TEST_RUN in live-frame mode (bpf/trafficgen.bpf.c, XDP_TX out of a veth into the DUT), rate-controlled by batches of 20 ms of frames (each batch leaves at full speed); sink: XDP program on the receiving veth that checks every frame against the expected output and counts it (bpf/sink.bpf.c). Loss = frames sent − frames counted correct at the sink.');
+  L.push('- Generator: BPF_PROG_TEST_RUN in live-frame mode (bpf/bench/trafficgen.bpf.c, XDP_TX out of a veth into the DUT), rate-controlled by batches of 20 ms of frames (each batch leaves at full speed); sink: XDP program on the receiving veth that checks every frame against the expected output and counts it (bpf/bench/sink.bpf.c). Loss = frames sent − frames counted correct at the sink.');
   L.push(o.latencyLoads.length === 0
     ? '- Latency: **not measured** in this run (--no-latency).'
     : `- Latency: after each search, at ${o.latencyLoads.join(', ')} % of the zero-loss rate it found (see "Latency at load").`, '');

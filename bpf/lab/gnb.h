@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
 /*
- * The lab's gNB emulator (bpf/gnb.bpf.c): the structs and counter indexes
+ * The lab's gNB emulator (bpf/lab/gnb.bpf.c): the structs and counter indexes
  * user space also sees (src/lab/gnb.ts writes gnb_cfg and reads the
  * counters; it checks the map's value size against sizeof here).
  */
