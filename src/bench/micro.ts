@@ -33,7 +33,7 @@ import { closeProbeMaps, openProbeMaps, ProbeRing, writeSelector } from '../prob
 import { ipv4Addr, ipv4Prefix, ipv6Addr, ipv6Prefix, parseIpv4, parseIpv6 } from '../sid/addr.js';
 import { inNetns } from '../dataplane/netns.js';
 import { NextHopCache, readKernelState, resolveAll, ruleRanges } from '../daemon/nexthop.js';
-import { sweepStale } from '../netns-sweep.js';
+import { sweepStale } from '../host/netns-sweep.js';
 import { L3fwd } from './rfc2544/generator.js';
 import { bpfCflags } from '../dataplane/cflags.js';
 import { encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi, teid } from '../sid/mobile.js';

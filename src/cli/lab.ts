@@ -170,7 +170,7 @@ export function registerLab(program: Command, io: Io): void {
       const t = labTopology(o.prefix);
       if (!(LAB_NODES as readonly string[]).includes(node)) throw new Error(`no lab node "${node}": one of ${LAB_NODES.join(', ')}`);
       const ns = t.ns[node as (typeof LAB_NODES)[number]];
-      const { listNamespaces } = await import('../netns-sweep.js');
+      const { listNamespaces } = await import('../host/netns-sweep.js');
       if (!(await listNamespaces()).includes(ns)) {
         throw new Error(`lab "${o.prefix}" is not up (no namespace ${ns}): mup lab up${o.prefix === DEFAULT_PREFIX ? '' : ` --prefix ${o.prefix}`}`);
       }

@@ -5,7 +5,7 @@
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import type { DaemonStatus, CountersSnapshot, ReloadResult } from '../daemon/daemon.js';
-import { DEFAULT_BPFFS, DEFAULT_OBJECT } from '../paths.js';
+import { DEFAULT_BPFFS, DEFAULT_OBJECT } from '../host/paths.js';
 import { call, type Target } from './client.js';
 // The daemon, libbpf and the metrics library load only for the commands that need them.
 
