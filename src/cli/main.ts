@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import type { Config } from '../config/types.js';
 import { DEFAULT_OBJECT } from '../host/paths.js';
-import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../replay.js';
+import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../dataplane/replay.js';
 import { registerBench } from './bench.js';
 import { registerLab } from './lab.js';
 import { registerOps } from './ops.js';

@@ -27,7 +27,7 @@ import {
 } from '../dataplane/dataplane.js';
 import { closeFd, mapLookupArrayRange, mapUpdate, BPF_ANY, numPossibleCpus } from '../dataplane/libbpf.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
-import { NextHopWatcher } from './nexthop.js';
+import { NextHopWatcher } from '../dataplane/nexthop.js';
 import { COUNTER_STRIDE, MUP_EVENT_SLOTS } from '../dataplane/codec.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';

@@ -5,7 +5,7 @@
  */
 import { gtpuFrame, innerUdp4, srv6Frame, GTPU_OVERHEAD, SRV6_OVERHEAD } from '../bench/frames.js';
 import type { Ipv4Addr, Ipv6Addr } from '../sid/types.js';
-import { encodePayload, PROBE_LAYOUTS, type Direction } from './layout.js';
+import { encodePayload, PROBE_LAYOUTS, type Direction } from '../dataplane/probe-layout.js';
 
 export interface UplinkFlow {
   /** Outer IPv4: the gNB and the translator's N3 address (a policy matches it). */

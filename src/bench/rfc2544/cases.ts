@@ -21,7 +21,7 @@ import type { GenFrame, WordCheck } from './generator.js';
 import { DN, GNB, MAC, N3, UE } from './lab.js';
 import type { Ipv6Addr } from '../../sid/types.js';
 import type { DownlinkFlow, UplinkFlow } from '../../probe/frames.js';
-import type { Direction } from '../../probe/layout.js';
+import type { Direction } from '../../dataplane/probe-layout.js';
 
 export { CASES, DEFAULT_FLOWS, RFC2544_SIZES, type CaseName } from './defaults.js';
 import { DEFAULT_FLOWS, type CaseName } from './defaults.js';

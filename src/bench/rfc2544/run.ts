@@ -7,13 +7,13 @@
  */
 import { execa } from 'execa';
 import { openDataplane, type Dataplane } from '../../dataplane/index.js';
-import { NextHopWatcher } from '../../daemon/nexthop.js';
+import { NextHopWatcher } from '../../dataplane/nexthop.js';
 import { attachXdp, Generator, L3fwd, Sink, untilSteady } from './generator.js';
 import { CASE_TITLES, caseSetup, DEFAULT_FLOWS, innerLen, translatorConfig, type CaseName, type CaseSetup } from './cases.js';
 import { BenchLab, sweepStale } from './lab.js';
 import { AbortedError, findThroughput, runTrial, type TrialIo, type TrialResult } from './search.js';
 import { latencySkip, measureLatency, type CaseLatency, type LatencyOptions } from './latency.js';
-import { PROBE_MAGIC } from '../../probe/layout.js';
+import { PROBE_MAGIC } from '../../dataplane/probe-layout.js';
 
 export type NapiMode = 'softirq' | 'threaded';
 
@@ -38,7 +38,7 @@ export interface Rfc2544Options extends LatencyOptions {
   /** The translator's object; default build/mup.bpf.o. */
   object?: string;
   /**
-   * The translator forwards by the next-hop cache of src/daemon/nexthop.ts
+   * The translator forwards by the next-hop cache of src/dataplane/nexthop.ts
    * (as `mup daemon` does), or by a FIB lookup for every packet. Default cache.
    */
   nexthop?: 'cache' | 'fib';
