@@ -13,7 +13,7 @@ import { checkLayouts, DEFAULT_OBJECT, eventNames, LayoutError, openDataplane, t
 import { decodeConfig, decodePolicy, decodePolicyKey, encodePolicyKey, LAYOUTS } from '../src/dataplane/codec.js';
 import { closeFd, mapKeys, mapLookup, mapUpdate, numPossibleCpus, objectClose, objectOpen } from '../src/dataplane/libbpf.js';
 import { openProgramMaps } from '../src/dataplane/probe-maps.js';
-import { innerUdp4, srv6Frame } from '../src/bench/frames.js';
+import { innerUdp4, srv6Frame } from '../src/packet/frames.js';
 import { parseIpv4 } from '../src/sid/addr.js';
 import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../src/sid/mobile.js';
 

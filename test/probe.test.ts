@@ -14,7 +14,7 @@ import { execa } from 'execa';
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
-import { parseMac } from '../src/probe/frames.js';
+import { parseMac } from '../src/packet/probe-frames.js';
 import { runProbe, type DirectionSetup, type ProbeRunResult } from '../src/probe/run.js';
 import { standaloneSession, type StampSession } from '../src/probe/session.js';
 import { cdfPlots, samplesCsv, SAMPLE_HEADER } from '../src/probe/present.js';

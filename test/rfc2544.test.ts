@@ -17,7 +17,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
 import type { CaseName } from '../src/bench/rfc2544/cases.js';
-import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/bench/rfc2544/generator.js';
+import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/packet/generator.js';
 import { BENCH_NETNS_PREFIX } from '../src/bench/rfc2544/lab.js';
 import { runTrial } from '../src/bench/rfc2544/search.js';
 import { benchRfc2544 } from '../src/bench/rfc2544/index.js';

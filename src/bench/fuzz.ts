@@ -49,7 +49,7 @@ import { testRun } from '../dataplane/libbpf.js';
 import { ipv4Addr, ipv6Addr, ipv6FromBytes, ipv6ToBytes, mask6 } from '../sid/addr.js';
 import { decodeGtp4Sid, decodeGtp4Src, decodeGtp6Sid, encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi as mkQfi, teid as mkTeid } from '../sid/mobile.js';
 import type { Ipv6Addr } from '../sid/types.js';
-import { ipv4Checksum, ipv4Header, type Ipv4HeaderOptions } from './frames.js';
+import { ipv4Checksum, ipv4Header, type Ipv4HeaderOptions } from '../packet/frames.js';
 
 // ---------------------------------------------------------------------------
 // Options and report

@@ -34,12 +34,12 @@ import { ipv4Addr, ipv4Prefix, ipv6Addr, ipv6Prefix, parseIpv4, parseIpv6 } from
 import { inNetns } from '../dataplane/netns.js';
 import { NextHopCache, readKernelState, resolveAll, ruleRanges } from '../dataplane/nexthop.js';
 import { sweepStale } from '../host/netns-sweep.js';
-import { L3fwd } from './rfc2544/generator.js';
+import { L3fwd } from '../packet/generator.js';
 import { bpfCflags } from '../dataplane/cflags.js';
 import { encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi, teid } from '../sid/mobile.js';
 import {
   GTPU6_OVERHEAD, GTPU_OVERHEAD, SRV6_OVERHEAD, SRV6_SRH1_OVERHEAD, gtpu6Frame, gtpuFrame, innerUdp4, srv6Frame, srv6ReducedFrame,
-} from './frames.js';
+} from '../packet/frames.js';
 
 const BENCH_OBJECT = fileURLToPath(new URL('../../build/bench.bpf.o', import.meta.url));
 const MUP_SOURCE = fileURLToPath(new URL('../../bpf/mup.bpf.c', import.meta.url));

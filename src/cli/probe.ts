@@ -135,7 +135,7 @@ export async function applyLab(o: ProbeCliOpts, given: (key: string) => boolean)
 }
 
 export async function directionSetups(o: ProbeCliOpts, attach: readonly Endpoint[]): Promise<DirectionSetup[]> {
-  const { parseMac } = await import('../probe/frames.js');
+  const { parseMac } = await import('../packet/probe-frames.js');
   const dirs = o.direction === 'both' ? (['uplink', 'downlink'] as const) : ([o.direction] as const);
   const out: DirectionSetup[] = [];
   for (const dir of dirs) {

@@ -34,7 +34,7 @@ import {
 } from './native.js';
 import { accountSequences, ipdv, summarize, type Ipdv, type SequenceAccounting, type Summary } from './stats.js';
 import { decodePayload, macStamp, PROBE_MAGIC, type Direction, type ProbeRecord } from '../dataplane/probe-layout.js';
-import { setSeq, templateFrame, type DownlinkFlow, type UplinkFlow } from './frames.js';
+import { setSeq, templateFrame, type DownlinkFlow, type UplinkFlow } from '../packet/probe-frames.js';
 import type { ProbeCounters, ProbeRing } from '../dataplane/probe-maps.js';
 
 export interface Endpoint {

@@ -19,7 +19,7 @@ import type { DirectionSetup } from '../../probe/run.js';
 import type { LoadSpec } from '../../probe/sweep.js';
 import type { StampSession } from '../../probe/session.js';
 import type { CaseSetup, ProbePlan, Stream } from './cases.js';
-import { untilSteady, type Sink } from './generator.js';
+import { untilSteady, type Sink } from '../../packet/generator.js';
 import { MAC, type BenchLab } from './lab.js';
 import { AbortedError } from './search.js';
 

@@ -8,7 +8,7 @@
 import { execa } from 'execa';
 import { openDataplane, type Dataplane } from '../../dataplane/index.js';
 import { NextHopWatcher } from '../../dataplane/nexthop.js';
-import { attachXdp, Generator, L3fwd, Sink, untilSteady } from './generator.js';
+import { attachXdp, Generator, L3fwd, Sink, untilSteady } from '../../packet/generator.js';
 import { CASE_TITLES, caseSetup, DEFAULT_FLOWS, innerLen, translatorConfig, type CaseName, type CaseSetup } from './cases.js';
 import { BenchLab, sweepStale } from './lab.js';
 import { AbortedError, findThroughput, runTrial, type TrialIo, type TrialResult } from './search.js';
