@@ -88,7 +88,7 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
         outDir: out, sizes: [64], cases: ['uplink'], trialMs: 300, maxTrials: 2, warmupFrames: 500,
         latencyLoads: [50], probeRate: 1000, probeSeconds: 0.5,
         // The background load's child runs from the sources, as `npm run bench` does.
-        loadCommand: [join(ROOT, 'node_modules/.bin/tsx'), join(ROOT, 'src/bench/rfc2544/main.ts')],
+        loadCommand: [join(ROOT, 'node_modules/.bin/tsx'), join(ROOT, 'src/cli/main.ts')],
       });
       const up = r.report.result.results[0]!;
       expect(up.error).toBeUndefined();
@@ -142,7 +142,7 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
   }
 
   async function interrupted(out: string, args: string[], started: RegExp, child: boolean): Promise<void> {
-    const proc = execa(join(ROOT, 'node_modules/.bin/tsx'), ['src/bench/rfc2544/main.ts', '--sizes', '64', '--cases', 'uplink', ...args, '--out', out], {
+    const proc = execa(join(ROOT, 'node_modules/.bin/tsx'), ['src/cli/main.ts', 'bench', 'rfc2544', '--sizes', '64', '--cases', 'uplink', ...args, '--out', out], {
       cwd: ROOT,
       reject: false,
       timeout: 50_000,

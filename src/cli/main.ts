@@ -3,7 +3,8 @@
  * library function, prints. Errors print one line `mup: ...` on stderr and
  * exit with status 2.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import type { Config } from '../config/types.js';
 import { DEFAULT_OBJECT } from '../host/paths.js';
@@ -182,4 +183,14 @@ function summary(r: ReplayResult, inPath: string, outPath: string): string {
     '(--json prints one line per frame)',
     '',
   ].join('\n');
+}
+
+// Run from the sources (`tsx src/cli/main.ts ARGS`): `npm run bench` is
+// `mup bench rfc2544` so, and the benchmark's background load child
+// (`probe-loadgen`) is started the same way. bin/mup.js runs the compiled
+// CLI and calls main() itself.
+if (process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  void main(process.argv).then((code) => {
+    process.exitCode = code;
+  });
 }
