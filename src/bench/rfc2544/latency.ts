@@ -30,19 +30,8 @@ const LEAD_MS = 300;
 const GRACE_MS = 300;
 const TAIL_MS = 200;
 
-export interface LatencyOptions {
-  /** Load steps, percent of the zero-loss rate found; empty: no latency. */
-  latencyLoads: readonly number[];
-  /** Probes per second during a step. */
-  probeRate: number;
-  /** Seconds of probing per step. */
-  probeSeconds: number;
-  /**
-   * How to start `mup` as the background load's child process
-   * (`command... probe-loadgen SPEC`); default node and bin/mup.js (dist/).
-   */
-  loadCommand?: readonly string[];
-}
+export type { LatencyOptions } from './defaults.js';
+import type { LatencyOptions } from './defaults.js';
 
 /** One load step of one case and frame size. */
 export interface LatencyStep {
