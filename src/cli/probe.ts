@@ -271,7 +271,7 @@ export function registerProbe(program: Command, io: Io): void {
       const setups = await directionSetups(o, attach);
       if (o.sweep === true) {
         const { runSweepCli } = await import('./probe-sweep.js');
-        await runSweepCli(o, io, { setups, attach, size, udpPort, graceMs });
+        await runSweepCli(o, io, { setups, size, udpPort, graceMs, openSession: () => stampSession(o, attach, udpPort) });
         return;
       }
       const session = await stampSession(o, attach, udpPort);
