@@ -15,7 +15,7 @@ import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
 import { parseMac } from '../src/packet/probe-frames.js';
-import { runProbe, type DirectionSetup, type ProbeRunResult } from '../src/probe/run.js';
+import { runProbe, type DirectionSetup, type ProbeRunResult } from '../src/probe/probe.js';
 import { standaloneSession, type StampSession } from '../src/probe/session.js';
 import { cdfPlots, samplesCsv, SAMPLE_HEADER } from '../src/probe/present.js';
 import { parseConfig } from '../src/config/load.js';

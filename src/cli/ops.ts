@@ -99,7 +99,7 @@ export function registerOps(program: Command, io: Io): void {
         metricsRuleLimit: number;
       }) => {
         const { createLogger } = await import('../daemon/log.js');
-        const { daemonMain } = await import('../daemon/run.js');
+        const { daemonMain } = await import('../daemon/serve.js');
         const log = createLogger({ instance: o.instance, level: o.logLevel, ...(o.logFormat === undefined ? {} : { json: o.logFormat === 'json' }) });
         try {
           const code = await daemonMain({

@@ -6,7 +6,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import type { TimestampMode } from '../probe/native.js';
-import type { DirectionSetup } from '../probe/run.js';
+import type { DirectionSetup } from '../probe/probe.js';
 import type { StampSession } from '../probe/session.js';
 
 interface Io {

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { Command, Option } from 'commander';
 import type { Config } from '../config/types.js';
 import { parseIpv4, parseIpv6 } from '../sid/addr.js';
-import type { DirectionSetup, Endpoint, ProbeRunResult } from '../probe/run.js';
+import type { DirectionSetup, Endpoint, ProbeRunResult } from '../probe/probe.js';
 import type { StampSession } from '../probe/session.js';
 import type { TimestampMode } from '../probe/native.js';
 import { registerLoadgen } from './probe-sweep.js';
@@ -275,7 +275,7 @@ export function registerProbe(program: Command, io: Io): void {
         return;
       }
       const session = await stampSession(o, attach, udpPort);
-      const { runProbe } = await import('../probe/run.js');
+      const { runProbe } = await import('../probe/probe.js');
       const { formatReport, progressLine, reportJson, writeOutputs } = await import('../probe/present.js');
       const ac = new AbortController();
       const onSig = (): void => ac.abort();

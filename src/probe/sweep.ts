@@ -12,7 +12,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { PROBE_SPORT, setSeq, templateFrame } from '../packet/probe-frames.js';
-import { runProbe, type DirectionSetup, type ProbeRunOptions, type ProbeRunResult } from './run.js';
+import { runProbe, type DirectionSetup, type ProbeRunOptions, type ProbeRunResult } from './probe.js';
 import type { Summary } from './stats.js';
 
 

@@ -34,7 +34,7 @@ export const LAYERS: readonly (readonly string[])[] = [
 export const SIDEWAYS: readonly (readonly [string, string])[] = [['bench', 'probe']];
 
 export interface Import {
-  /** Importing file, relative to the source root, with '/' separators (e.g. 'probe/run.ts'). */
+  /** Importing file, relative to the source root, with '/' separators (e.g. 'probe/probe.ts'). */
   readonly from: string;
   /** 1-based line of the specifier. */
   readonly line: number;
