@@ -78,6 +78,11 @@ describe('the layering checker', () => {
     ]);
   });
 
+  it('fails on an import out of src/ (src/ must not import test/)', () => {
+    const t = tree({ 'bench/fuzz.ts': "import { model } from '../../test/model/rfc9433.js';\n" });
+    expect(violations(t.imports, t.files)).toEqual(["bench/fuzz.ts:1 imports '../../test/model/rfc9433.js': outside the source tree"]);
+  });
+
   it('fails on a file at the root of src/, an unknown module and an import of a missing file', () => {
     const t = tree({
       'paths.ts': '',
