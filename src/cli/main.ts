@@ -189,7 +189,14 @@ function summary(r: ReplayResult, inPath: string, outPath: string): string {
 // `mup bench rfc2544` so, and the benchmark's background load child
 // (`probe-loadgen`) is started the same way. bin/mup.js runs the compiled
 // CLI and calls main() itself.
-if (process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
+function isEntry(): boolean {
+  try {
+    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);
+  } catch {
+    return false; // argv[1] is no file (node -e, a REPL): not run as a script
+  }
+}
+if (isEntry()) {
   void main(process.argv).then((code) => {
     process.exitCode = code;
   });
