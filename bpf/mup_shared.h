@@ -253,7 +253,7 @@ struct mup_probe_record {
 };
 
 /*
- * Next-hop cache (bpf/fwd.h, src/daemon/nexthop.ts). In forwarding mode fib
+ * Next-hop cache (bpf/fwd.h, src/dataplane/nexthop.ts). In forwarding mode fib
  * a rule whose translated packets all go to one destination range (H.M.GTP4.D
  * and End.M.GTP6.D: the last SID's prefix, or S1) may have a next hop that user space resolved from the kernel's routes and
  * neighbours: mup_nh_rules[rule] is a slot of mup_nexthops, 0 = none. A slot

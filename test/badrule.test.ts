@@ -9,7 +9,7 @@ import { parseConfig } from '../src/config/load.js';
 import { openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { LAYOUTS, encodePolicyKey } from '../src/dataplane/codec.js';
 import { mapLookup, mapUpdate } from '../src/dataplane/libbpf.js';
-import { gtpuFrame, innerUdp4 } from '../src/bench/frames.js';
+import { gtpuFrame, innerUdp4 } from '../src/packet/frames.js';
 import { parseIpv4 } from '../src/sid/addr.js';
 
 const CONFIG = `

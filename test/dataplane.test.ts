@@ -12,8 +12,8 @@ import { parseConfig } from '../src/config/load.js';
 import { checkLayouts, DEFAULT_OBJECT, eventNames, LayoutError, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { decodeConfig, decodePolicy, decodePolicyKey, encodePolicyKey, LAYOUTS } from '../src/dataplane/codec.js';
 import { closeFd, mapKeys, mapLookup, mapUpdate, numPossibleCpus, objectClose, objectOpen } from '../src/dataplane/libbpf.js';
-import { openProgramMaps } from '../src/probe/bpf.js';
-import { innerUdp4, srv6Frame } from '../src/bench/frames.js';
+import { openProgramMaps } from '../src/dataplane/probe-maps.js';
+import { innerUdp4, srv6Frame } from '../src/packet/frames.js';
 import { parseIpv4 } from '../src/sid/addr.js';
 import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../src/sid/mobile.js';
 

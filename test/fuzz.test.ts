@@ -1,5 +1,5 @@
 /**
- * The fuzzer (src/bench/fuzz.ts): a short run against the real object must
+ * The fuzzer (test/fuzz/fuzz.ts): a short run against the real object must
  * find no violation, satisfy the counting identities and exercise both the
  * translation and the drop paths; and its checker must not be vacuous (it
  * flags broken translations built by hand from the model's own output).
@@ -7,7 +7,8 @@
  */
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { buildCorpus, checkFrame, formatReport, fuzz, fuzzConfig, model, mutate, Rng, type Seed } from '../src/bench/fuzz.js';
+import { buildCorpus, checkFrame, formatReport, fuzz, fuzzConfig, mutate, Rng, type Seed } from './fuzz/fuzz.js';
+import { model } from './model/rfc9433.js';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
 
 const OBJECT = process.env['MUP_BPF_OBJECT'] ?? DEFAULT_OBJECT;

@@ -1,7 +1,7 @@
 /**
  * Mutated GTP-U-over-IPv6, Echo and MTU frames (the inputs of cases6.py,
  * bytes flipped, lengths changed, cut short) through the program. The main
- * fuzzer (src/bench/fuzz.ts) compares every GTP4 result with a model; for
+ * fuzzer (test/fuzz/fuzz.ts) compares every GTP4 result with a model; for
  * these paths we check the invariants that need none:
  * - never XDP_ABORTED or XDP_REDIRECT (forwarding mode tx);
  * - every frame counted in exactly one event (dp.run refuses otherwise);
@@ -15,7 +15,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
-import { udp6ChecksumOk } from '../src/bench/fuzz.js';
+import { udp6ChecksumOk } from './model/rfc9433.js';
 import { openDataplane } from '../src/dataplane/index.js';
 import { CASES6_SCRIPT, loadCases } from './helpers/scapy.js';
 

@@ -23,7 +23,8 @@ import { labApi, labDown, labPaths, labUp, type LabPaths } from '../src/lab/lab.
 import { captureWires, ping, tcp, iperfServer } from '../src/lab/measure.js';
 import { relocateOnLab } from '../src/lab/relocate.js';
 import { labTopology, type LabTopology } from '../src/lab/topology.js';
-import { listNamespaces, pidAlive } from '../src/netns-sweep.js';
+import { listNamespaces } from '../src/host/netns-sweep.js';
+import { pidAlive } from '../src/host/process.js';
 
 const isRoot = process.getuid?.() === 0;
 const PREFIX = `mlt${process.pid}`;

@@ -1,5 +1,5 @@
 /**
- * The next-hop cache (bpf/fwd.h, src/daemon/nexthop.ts): the real program
+ * The next-hop cache (bpf/fwd.h, src/dataplane/nexthop.ts): the real program
  * through BPF_PROG_TEST_RUN inside a namespace whose routes and neighbours
  * the test sets and changes (a test run's FIB lookup and its ingress, lo,
  * are those of the namespace the calling thread is in), with the watcher
@@ -12,13 +12,13 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { DEFAULT_OBJECT, inNetns, openDataplane, type Dataplane, type RunResult } from '../src/dataplane/index.js';
-import { NextHopWatcher, resolveRange, type KernelState, type Range } from '../src/daemon/nexthop.js';
-import { gtpuFrame, innerUdp4, srv6Frame } from '../src/bench/frames.js';
+import { NextHopWatcher, resolveRange, type KernelState, type Range } from '../src/dataplane/nexthop.js';
+import { gtpuFrame, innerUdp4, srv6Frame } from '../src/packet/frames.js';
 import { ipv6Prefix, parseIpv4, parseIpv6 } from '../src/sid/addr.js';
 import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../src/sid/mobile.js';
 import { Lab, sweepStaleNamespaces } from './helpers/netns.js';
 import type { CaseName } from '../src/bench/rfc2544/cases.js';
-import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/bench/rfc2544/generator.js';
+import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/packet/generator.js';
 import { runTrial } from '../src/bench/rfc2544/search.js';
 import { closeBenchRig, openBenchRig, streamIo, type BenchRig } from './helpers/bench-rig.js';
 

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { formatPcap, parsePcap, PcapError, readPcap, writePcap, type PcapPacket } from '../src/pcap.js';
+import { formatPcap, parsePcap, PcapError, readPcap, writePcap, type PcapPacket } from '../src/dataplane/pcap.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'mup-pcap-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -12,8 +12,8 @@ import { parseConfig } from '../src/config/load.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { objectClose, objectOpen } from '../src/dataplane/libbpf.js';
 import { checkProbeLayouts } from '../src/dataplane/btf.js';
-import { closeProbeMaps, openProbeMaps, ProbeRing, readProbeCounters, readSelector, writeSelector, type ProbeMaps } from '../src/probe/bpf.js';
-import { macStamp, PROBE_MAGIC } from '../src/probe/layout.js';
+import { closeProbeMaps, openProbeMaps, ProbeRing, readProbeCounters, readSelector, writeSelector, type ProbeMaps } from '../src/dataplane/probe-maps.js';
+import { macStamp, PROBE_MAGIC } from '../src/dataplane/probe-layout.js';
 import { PYTHON } from './helpers/scapy.js';
 
 const haveObject = existsSync(DEFAULT_OBJECT);

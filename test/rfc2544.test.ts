@@ -17,7 +17,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
 import type { CaseName } from '../src/bench/rfc2544/cases.js';
-import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/bench/rfc2544/generator.js';
+import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/packet/generator.js';
 import { BENCH_NETNS_PREFIX } from '../src/bench/rfc2544/lab.js';
 import { runTrial } from '../src/bench/rfc2544/search.js';
 import { benchRfc2544 } from '../src/bench/rfc2544/index.js';
@@ -88,7 +88,7 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
         outDir: out, sizes: [64], cases: ['uplink'], trialMs: 300, maxTrials: 2, warmupFrames: 500,
         latencyLoads: [50], probeRate: 1000, probeSeconds: 0.5,
         // The background load's child runs from the sources, as `npm run bench` does.
-        loadCommand: [join(ROOT, 'node_modules/.bin/tsx'), join(ROOT, 'src/bench/rfc2544/main.ts')],
+        loadCommand: [join(ROOT, 'node_modules/.bin/tsx'), join(ROOT, 'src/cli/main.ts')],
       });
       const up = r.report.result.results[0]!;
       expect(up.error).toBeUndefined();
@@ -142,7 +142,7 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
   }
 
   async function interrupted(out: string, args: string[], started: RegExp, child: boolean): Promise<void> {
-    const proc = execa(join(ROOT, 'node_modules/.bin/tsx'), ['src/bench/rfc2544/main.ts', '--sizes', '64', '--cases', 'uplink', ...args, '--out', out], {
+    const proc = execa(join(ROOT, 'node_modules/.bin/tsx'), ['src/cli/main.ts', 'bench', 'rfc2544', '--sizes', '64', '--cases', 'uplink', ...args, '--out', out], {
       cwd: ROOT,
       reject: false,
       timeout: 50_000,

@@ -29,17 +29,17 @@ import {
   findMap, findProgram, mapFd, mapUpdate, objectClose, objectLoad, objectOpen, programFd, testRun, type BpfObject,
   type TestRunResult,
 } from '../dataplane/libbpf.js';
-import { closeProbeMaps, openProbeMaps, ProbeRing, writeSelector } from '../probe/bpf.js';
+import { closeProbeMaps, openProbeMaps, ProbeRing, writeSelector } from '../dataplane/probe-maps.js';
 import { ipv4Addr, ipv4Prefix, ipv6Addr, ipv6Prefix, parseIpv4, parseIpv6 } from '../sid/addr.js';
 import { inNetns } from '../dataplane/netns.js';
-import { NextHopCache, readKernelState, resolveAll, ruleRanges } from '../daemon/nexthop.js';
-import { sweepStale } from '../netns-sweep.js';
-import { L3fwd } from './rfc2544/generator.js';
+import { NextHopCache, readKernelState, resolveAll, ruleRanges } from '../dataplane/nexthop.js';
+import { sweepStale } from '../host/netns-sweep.js';
+import { L3fwd } from '../packet/generator.js';
 import { bpfCflags } from '../dataplane/cflags.js';
 import { encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi, teid } from '../sid/mobile.js';
 import {
   GTPU6_OVERHEAD, GTPU_OVERHEAD, SRV6_OVERHEAD, SRV6_SRH1_OVERHEAD, gtpu6Frame, gtpuFrame, innerUdp4, srv6Frame, srv6ReducedFrame,
-} from './frames.js';
+} from '../packet/frames.js';
 
 const BENCH_OBJECT = fileURLToPath(new URL('../../build/bench.bpf.o', import.meta.url));
 const MUP_SOURCE = fileURLToPath(new URL('../../bpf/mup.bpf.c', import.meta.url));
@@ -441,7 +441,7 @@ function probeCases(
 // the namespace of the calling thread, with its lo as the ingress), with a
 // route and a neighbour for every destination. Two data planes on the same
 // rules: one whose next-hop cache is empty (every packet does bpf_fib_lookup)
-// and one whose cache the resolver of src/daemon/nexthop.ts filled (the cached
+// and one whose cache the resolver of src/dataplane/nexthop.ts filled (the cached
 // next hop, no lookup). The gNB's IPv4 prefix is routed via a gateway, so
 // End.M.GTP4.E's slot names that prefix (resolveAnyIpv4).
 
@@ -852,7 +852,7 @@ async function main(): Promise<void> {
       formatMemoMiss(memoMissCosts(rows, o.rules, a.harnessOverheadNs), o.rules),
       '',
       'forwarding included (mode fib, verdict redirect; routes and neighbours in a namespace of this bench): ' +
-        'FIB lookup (cache empty) vs the next hop cached by src/daemon/nexthop.ts',
+        'FIB lookup (cache empty) vs the next hop cached by src/dataplane/nexthop.ts',
       formatForwarding(fwdRows),
       `targets: <= 0.5 x Vinbero's figure in the same method (GTP4.D ${FWD_TARGETS.gtp4d} ns, GTP4.E ${FWD_TARGETS.gtp4e} ns), medians with the harness`,
       '',

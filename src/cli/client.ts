@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { defaultSocket } from '../paths.js';
+import { defaultSocket } from '../host/paths.js';
 
 export interface Target {
   readonly instance?: string;

@@ -104,7 +104,7 @@ export function registerLab(program: Command, io: Io): void {
     .option('--json', 'print the report as JSON instead of the table')
     .addHelpText('after', '\nExamples:\n  mup lab run\n  mup lab run --tcp-seconds 3 --udp-seconds 3 --keep\n  mup lab run --json | jq .ratio\n')
     .action(async (o: { prefix: string; keep?: boolean; out: string; pingCount: string; tcpSeconds: string; udpSeconds: string; udpMbps: string; json?: boolean }) => {
-      const { runLab, renderText, RUN_DEFAULTS } = await import('../lab/run.js');
+      const { runLab, renderText, RUN_DEFAULTS } = await import('../lab/demo.js');
       labTopology(o.prefix); // a bad prefix fails before anything is made
       const r = await withSignals(o.prefix, io, () =>
         runLab({
@@ -170,7 +170,7 @@ export function registerLab(program: Command, io: Io): void {
       const t = labTopology(o.prefix);
       if (!(LAB_NODES as readonly string[]).includes(node)) throw new Error(`no lab node "${node}": one of ${LAB_NODES.join(', ')}`);
       const ns = t.ns[node as (typeof LAB_NODES)[number]];
-      const { listNamespaces } = await import('../netns-sweep.js');
+      const { listNamespaces } = await import('../host/netns-sweep.js');
       if (!(await listNamespaces()).includes(ns)) {
         throw new Error(`lab "${o.prefix}" is not up (no namespace ${ns}): mup lab up${o.prefix === DEFAULT_PREFIX ? '' : ` --prefix ${o.prefix}`}`);
       }

@@ -3,11 +3,12 @@
  * library function, prints. Errors print one line `mup: ...` on stderr and
  * exit with status 2.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import type { Config } from '../config/types.js';
-import { DEFAULT_OBJECT } from '../paths.js';
-import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../replay.js';
+import { DEFAULT_OBJECT } from '../host/paths.js';
+import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../dataplane/replay.js';
 import { registerBench } from './bench.js';
 import { registerLab } from './lab.js';
 import { registerOps } from './ops.js';
@@ -182,4 +183,21 @@ function summary(r: ReplayResult, inPath: string, outPath: string): string {
     '(--json prints one line per frame)',
     '',
   ].join('\n');
+}
+
+// Run from the sources (`tsx src/cli/main.ts ARGS`): `npm run bench` is
+// `mup bench rfc2544` so, and the benchmark's background load child
+// (`probe-loadgen`) is started the same way. bin/mup.js runs the compiled
+// CLI and calls main() itself.
+function isEntry(): boolean {
+  try {
+    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);
+  } catch {
+    return false; // argv[1] is no file (node -e, a REPL): not run as a script
+  }
+}
+if (isEntry()) {
+  void main(process.argv).then((code) => {
+    process.exitCode = code;
+  });
 }

@@ -5,7 +5,7 @@
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import type { DaemonStatus, CountersSnapshot, ReloadResult } from '../daemon/daemon.js';
-import { DEFAULT_BPFFS, DEFAULT_OBJECT } from '../paths.js';
+import { DEFAULT_BPFFS, DEFAULT_OBJECT } from '../host/paths.js';
 import { call, type Target } from './client.js';
 // The daemon, libbpf and the metrics library load only for the commands that need them.
 
@@ -99,7 +99,7 @@ export function registerOps(program: Command, io: Io): void {
         metricsRuleLimit: number;
       }) => {
         const { createLogger } = await import('../daemon/log.js');
-        const { daemonMain } = await import('../daemon/run.js');
+        const { daemonMain } = await import('../daemon/serve.js');
         const log = createLogger({ instance: o.instance, level: o.logLevel, ...(o.logFormat === undefined ? {} : { json: o.logFormat === 'json' }) });
         try {
           const code = await daemonMain({

@@ -5,18 +5,32 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import type { DirectionSetup, Endpoint } from '../probe/run.js';
-import { stampSession, type ProbeCliOpts } from './probe.js';
+import type { TimestampMode } from '../probe/native.js';
+import type { DirectionSetup } from '../probe/probe.js';
+import type { StampSession } from '../probe/session.js';
 
 interface Io {
   out(s: string): void;
   err(s: string): void;
 }
 
+/** The options of `mup probe` that a sweep reads (probe.ts's ProbeCliOpts has them all). */
+export interface SweepCliOpts {
+  rate: string;
+  timestamping: TimestampMode;
+  out?: string;
+  json?: boolean;
+  progress: boolean;
+  sweepRate?: string;
+  sweepSteps?: string;
+  sweepSeconds?: string;
+}
+
 export async function runSweepCli(
-  o: ProbeCliOpts,
+  o: SweepCliOpts,
   io: Io,
-  x: { setups: DirectionSetup[]; attach: Endpoint[]; size: number; udpPort: number; graceMs: number },
+  // openSession: probe.ts's stampSession for these options, opened once the sweep's own options are checked.
+  x: { setups: DirectionSetup[]; size: number; udpPort: number; graceMs: number; openSession: () => Promise<StampSession | undefined> },
 ): Promise<void> {
   const { runSweep, sweepRows, sweepSvg, formatSweep } = await import('../probe/sweep.js');
   const { progressLine, reportJson } = await import('../probe/present.js');
@@ -27,7 +41,7 @@ export async function runSweepCli(
   if (!(stepSeconds > 0 && stepSeconds <= 600)) throw new Error(`--sweep-seconds ${o.sweepSeconds}: more than 0, at most 600`);
   if (percents.some((p) => !Number.isFinite(p) || p < 0 || p > 1000)) throw new Error(`--sweep-steps ${o.sweepSteps}: percentages, e.g. 10,20,50,100`);
   const rate = Number(o.rate);
-  const session = await stampSession(o, x.attach, x.udpPort);
+  const session = await x.openSession();
   const tty = o.progress && process.stderr.isTTY === true;
   let steps;
   try {

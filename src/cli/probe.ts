@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { Command, Option } from 'commander';
 import type { Config } from '../config/types.js';
 import { parseIpv4, parseIpv6 } from '../sid/addr.js';
-import type { DirectionSetup, Endpoint, ProbeRunResult } from '../probe/run.js';
+import type { DirectionSetup, Endpoint, ProbeRunResult } from '../probe/probe.js';
 import type { StampSession } from '../probe/session.js';
 import type { TimestampMode } from '../probe/native.js';
 import { registerLoadgen } from './probe-sweep.js';
@@ -135,7 +135,7 @@ export async function applyLab(o: ProbeCliOpts, given: (key: string) => boolean)
 }
 
 export async function directionSetups(o: ProbeCliOpts, attach: readonly Endpoint[]): Promise<DirectionSetup[]> {
-  const { parseMac } = await import('../probe/frames.js');
+  const { parseMac } = await import('../packet/probe-frames.js');
   const dirs = o.direction === 'both' ? (['uplink', 'downlink'] as const) : ([o.direction] as const);
   const out: DirectionSetup[] = [];
   for (const dir of dirs) {
@@ -271,11 +271,11 @@ export function registerProbe(program: Command, io: Io): void {
       const setups = await directionSetups(o, attach);
       if (o.sweep === true) {
         const { runSweepCli } = await import('./probe-sweep.js');
-        await runSweepCli(o, io, { setups, attach, size, udpPort, graceMs });
+        await runSweepCli(o, io, { setups, size, udpPort, graceMs, openSession: () => stampSession(o, attach, udpPort) });
         return;
       }
       const session = await stampSession(o, attach, udpPort);
-      const { runProbe } = await import('../probe/run.js');
+      const { runProbe } = await import('../probe/probe.js');
       const { formatReport, progressLine, reportJson, writeOutputs } = await import('../probe/present.js');
       const ac = new AbortController();
       const onSig = (): void => ac.abort();

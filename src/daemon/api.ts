@@ -9,7 +9,7 @@
  *   PUT    /v1/localsids (replace, by sid)    DELETE /v1/localsids?sid=P | ?name=N
  *   GET    /v1/counters[?rules=all|active|none|N]   POST /v1/counters/reset
  *   POST   /v1/reload
- *   GET    /v1/probe                       POST /v1/probe       (latency probe on/off: src/probe/control.ts)
+ *   GET    /v1/probe                       POST /v1/probe       (latency probe on/off: src/dataplane/probe-control.ts)
  *   GET    /metrics                        (Prometheus text format)
  *
  * Errors: {"error": "...", "path": "key.path"?} with 400 (invalid input),
@@ -27,7 +27,7 @@ import { AddressError } from '../sid/addr.js';
 import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
 import { canonicalKey, RuleError, type RuleKind } from './rules.js';
-import { probeStatus, ProbeRequestError, setProbe } from '../probe/control.js';
+import { probeStatus, ProbeRequestError, setProbe } from '../dataplane/probe-control.js';
 
 export const MAX_BODY = 64 * 1024;
 

@@ -27,13 +27,13 @@ import {
 } from '../dataplane/dataplane.js';
 import { closeFd, mapLookupArrayRange, mapUpdate, BPF_ANY, numPossibleCpus } from '../dataplane/libbpf.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
-import { NextHopWatcher } from './nexthop.js';
+import { NextHopWatcher } from '../dataplane/nexthop.js';
 import { COUNTER_STRIDE, MUP_EVENT_SLOTS } from '../dataplane/codec.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
 import { releaseMemory } from './memory.js';
 import { ensureBpffs, Pins, type MapPin } from './pins.js';
-import { DEFAULT_BPFFS, defaultStateFile } from '../paths.js';
+import { DEFAULT_BPFFS, defaultStateFile } from '../host/paths.js';
 import {
   emptyOverlay,
   localSidJson,
@@ -118,7 +118,7 @@ export function packageVersion(): string {
   return pkg.version ?? 'unknown';
 }
 
-export { defaultSocket, defaultStateFile } from '../paths.js';
+export { defaultSocket, defaultStateFile } from '../host/paths.js';
 
 /** A mutex for operations that change tables and state (one at a time). */
 class Serial {

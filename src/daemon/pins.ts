@@ -31,7 +31,7 @@ import {
 } from '../dataplane/libbpf.js';
 import { ifIndex } from '../dataplane/netns.js';
 
-export { DEFAULT_BPFFS } from '../paths.js';
+export { DEFAULT_BPFFS } from '../host/paths.js';
 const BPF_FS_MAGIC = 0xcafe4a11;
 export const MAP_PINS = ['policies', 'localsids', 'counters'] as const;
 export type MapPin = (typeof MAP_PINS)[number];

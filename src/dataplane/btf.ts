@@ -6,7 +6,7 @@
  */
 import { ENUMS, LAYOUTS, MUP_EVENT_SLOTS, MUP_LIMITS, type StructLayout } from './codec.js';
 import { btfEnum, btfStruct, objectBtf, type BpfObject, type Btf } from './libbpf.js';
-import { PROBE_ENUMS, PROBE_LAYOUTS } from '../probe/layout.js';
+import { PROBE_ENUMS, PROBE_LAYOUTS } from './probe-layout.js';
 
 /** The object and src/dataplane/codec.ts disagree. */
 export class LayoutError extends Error {
@@ -116,7 +116,7 @@ export function eventNames(obj: BpfObject, what = 'the BPF object'): Map<number,
 }
 
 /**
- * The latency probe's structs and enums (bpf/probe.h, src/probe/layout.ts).
+ * The latency probe's structs and enums (bpf/probe.h, src/dataplane/probe-layout.ts).
  * checkLayouts checks whatever of them the object has (mup_config's probe
  * fields always); checkProbeLayouts, run before the probe writes the config
  * or reads a record, also wants every one of them there.
@@ -140,5 +140,5 @@ function probeProblems(btf: Btf, strict: boolean): string[] {
 /** The probe's layouts, all of them required (the data plane without the probe has none). */
 export function checkProbeLayouts(obj: BpfObject, what = 'the BPF object'): void {
   const problems = probeProblems(objectBtf(obj), true);
-  if (problems.length > 0) throw new LayoutError(what, problems, 'and src/probe/layout.ts disagree on the probe structs');
+  if (problems.length > 0) throw new LayoutError(what, problems, 'and src/dataplane/probe-layout.ts disagree on the probe structs');
 }

@@ -59,7 +59,7 @@ export const LAYOUTS = {
     },
   },
   mup_config: {
-    size: 72, // 52 + the probe's fields (src/probe/layout.ts) + policy_gen, localsid_gen
+    size: 72, // 52 + the probe's fields (src/dataplane/probe-layout.ts) + policy_gen, localsid_gen
     members: {
       fwd_mode: m(0, 4),
       hash_seed: m(4, 4),

@@ -45,8 +45,8 @@ import {
 import { ifIndex, inNetns, NetnsError } from './netns.js';
 import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, Tables, type ApplyResult, type TableFds } from './tables.js';
 
-export { DEFAULT_OBJECT } from '../paths.js';
-import { DEFAULT_OBJECT } from '../paths.js';
+export { DEFAULT_OBJECT } from '../host/paths.js';
+import { DEFAULT_OBJECT } from '../host/paths.js';
 
 export const PROGRAM_NAME = 'mup_xdp';
 export { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES };

@@ -6,7 +6,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cdfSvg, toCsv, type CdfSeries } from './output.js';
 import type { Summary } from './stats.js';
-import type { DirectionResult, Progress, ProbeRunResult, Sample } from './run.js';
+import type { DirectionResult, Progress, ProbeRunResult, Sample } from './probe.js';
 
 /** ns with a unit people read: 812 ns, 3.41 µs, 1.20 ms. */
 export function fmtNs(ns: number | null | undefined): string {

@@ -8,8 +8,8 @@
 import { request } from 'node:http';
 import type { Config } from '../config/types.js';
 import { openDataplane, type Dataplane, type XdpMode } from '../dataplane/dataplane.js';
-import { closeProbeMaps, openProbeMaps, ProbeRing, readProbeCounters, writeSelector, type ProbeCounters, type ProbeMaps } from './bpf.js';
-import type { Endpoint } from './run.js';
+import { closeProbeMaps, openProbeMaps, ProbeRing, readProbeCounters, writeSelector, type ProbeCounters, type ProbeMaps } from '../dataplane/probe-maps.js';
+import type { Endpoint } from './probe.js';
 
 export interface StampSession {
   readonly ring: ProbeRing;

@@ -4,15 +4,15 @@
  * (GTP-U uplink and/or SRv6 downlink, the probes' own flow with another inner
  * port, so the data plane does not stamp them) is generated with the
  * live-frame traffic generator (bpf/bench/trafficgen.bpf.c through
- * src/bench/rfc2544/generator.ts) on the probe's sending interface, in a
+ * src/packet/generator.ts) on the probe's sending interface, in a
  * child process (a BPF_PROG_TEST_RUN blocks its thread); the probe runs
  * meanwhile. The result: wire latency and residence p50/p99/jitter per step,
  * and a plot of them against the load.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { PROBE_SPORT, setSeq, templateFrame } from './frames.js';
-import { runProbe, type DirectionSetup, type ProbeRunOptions, type ProbeRunResult } from './run.js';
+import { PROBE_SPORT, setSeq, templateFrame } from '../packet/probe-frames.js';
+import { runProbe, type DirectionSetup, type ProbeRunOptions, type ProbeRunResult } from './probe.js';
 import type { Summary } from './stats.js';
 
 
@@ -93,7 +93,7 @@ export function startLoad(spec: LoadSpec, command: readonly string[]): Promise<L
 /** The child's side: configure the generator, send at the rate for the time, print the count. */
 export async function loadgenMain(specJson: string, out: (s: string) => void): Promise<void> {
   const spec = JSON.parse(specJson) as LoadSpec;
-  const { Generator } = await import('../bench/rfc2544/generator.js');
+  const { Generator } = await import('../packet/generator.js');
   const g = new Generator();
   let stop = false;
   process.on('SIGTERM', () => (stop = true));

@@ -4,7 +4,7 @@
  * next-hop cache test send real frames through.
  */
 import { caseSetup, translatorConfig, type CaseName } from '../../src/bench/rfc2544/cases.js';
-import { Generator, L3fwd, Sink } from '../../src/bench/rfc2544/generator.js';
+import { Generator, L3fwd, Sink } from '../../src/packet/generator.js';
 import { BenchLab } from '../../src/bench/rfc2544/lab.js';
 import type { TrialIo } from '../../src/bench/rfc2544/search.js';
 import { openDataplane, type Dataplane } from '../../src/dataplane/index.js';

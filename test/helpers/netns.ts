@@ -6,7 +6,7 @@
 import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 import { PYTHON } from './scapy.js';
-import { listNamespaces, sweepStale } from '../../src/netns-sweep.js';
+import { listNamespaces, sweepStale } from '../../src/host/netns-sweep.js';
 
 /** Every namespace a test creates starts with this. */
 export const NETNS_TEST_PREFIX = 'mupt-';

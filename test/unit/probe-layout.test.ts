@@ -4,9 +4,9 @@
  * decoded from bytes laid out by hand, and the /v1/probe body validation.
  */
 import { describe, expect, it } from 'vitest';
-import { decodePayload, decodeRecord, encodePayload, macStamp } from '../../src/probe/layout.js';
-import { parseProbeRequest, ProbeRequestError } from '../../src/probe/control.js';
-import { templateFrame, MIN_FRAME } from '../../src/probe/frames.js';
+import { decodePayload, decodeRecord, encodePayload, macStamp } from '../../src/dataplane/probe-layout.js';
+import { parseProbeRequest, ProbeRequestError } from '../../src/dataplane/probe-control.js';
+import { templateFrame, MIN_FRAME } from '../../src/packet/probe-frames.js';
 import { parseIpv4 } from '../../src/sid/addr.js';
 
 function frameWithMac(low48: bigint): Buffer {

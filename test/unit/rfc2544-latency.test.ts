@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { caseSetup, type CaseName, type ProbePlan } from '../../src/bench/rfc2544/cases.js';
 import { latencySkip, stepRates } from '../../src/bench/rfc2544/latency.js';
 import { MAC } from '../../src/bench/rfc2544/lab.js';
-import { templateFrame } from '../../src/probe/frames.js';
+import { templateFrame } from '../../src/packet/probe-frames.js';
 
 const ETH = 14;
 const IPV4 = 20;

@@ -5,8 +5,8 @@ import type { CaseName } from '../../src/bench/rfc2544/cases.js';
 import type { LatencyStep } from '../../src/bench/rfc2544/latency.js';
 import { latencyRows, latencySvgs, markdown, ratios, svgPlot, targets, terminalTable, type Report } from '../../src/bench/rfc2544/report.js';
 import type { Summary } from '../../src/probe/stats.js';
-import type { CaseResult, Rfc2544Result } from '../../src/bench/rfc2544/run.js';
-import { DEFAULTS } from '../../src/bench/rfc2544/run.js';
+import type { CaseResult, Rfc2544Result } from '../../src/bench/rfc2544/rfc2544.js';
+import { DEFAULTS } from '../../src/bench/rfc2544/rfc2544.js';
 
 function row(c: CaseName, size: number, mpps: number): CaseResult {
   return {

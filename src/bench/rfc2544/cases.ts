@@ -16,12 +16,12 @@ import type { Config } from '../../config/types.js';
 import { DEFAULT_SETTINGS } from '../../config/load.js';
 import { ipv4Prefix, ipv6Prefix, parseIpv4, parseIpv6 } from '../../sid/addr.js';
 import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../../sid/mobile.js';
-import { GTPU_OVERHEAD, SRV6_OVERHEAD, gtpuFrame, innerUdp4, srv6Frame } from '../frames.js';
-import type { GenFrame, WordCheck } from './generator.js';
+import { GTPU_OVERHEAD, SRV6_OVERHEAD, gtpuFrame, innerUdp4, srv6Frame } from '../../packet/frames.js';
+import type { GenFrame, WordCheck } from '../../packet/generator.js';
 import { DN, GNB, MAC, N3, UE } from './lab.js';
 import type { Ipv6Addr } from '../../sid/types.js';
-import type { DownlinkFlow, UplinkFlow } from '../../probe/frames.js';
-import type { Direction } from '../../probe/layout.js';
+import type { DownlinkFlow, UplinkFlow } from '../../packet/probe-frames.js';
+import type { Direction } from '../../dataplane/probe-layout.js';
 
 export { CASES, DEFAULT_FLOWS, RFC2544_SIZES, type CaseName } from './defaults.js';
 import { DEFAULT_FLOWS, type CaseName } from './defaults.js';
@@ -170,7 +170,7 @@ export interface CaseSetup {
 
 /**
  * The latency probe in a case: probe frames of the case's own stream (same
- * headers and size, the probe payload inside, src/probe/frames.ts) sent
+ * headers and size, the probe payload inside, src/packet/probe-frames.ts) sent
  * beside the generator, captured behind the sink, which hands them to the
  * stack when it finds the probe's magic at `outOff` of the frame it receives.
  */

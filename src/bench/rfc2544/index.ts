@@ -8,7 +8,7 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { CASES, RFC2544_SIZES, type CaseName } from './cases.js';
 import { latencySvgs, machineInfo, markdown, svgPlot, terminalTable, type Report } from './report.js';
-import { DEFAULTS, runRfc2544, type Rfc2544Options } from './run.js';
+import { DEFAULTS, runRfc2544, type Rfc2544Options } from './rfc2544.js';
 
 export { CASES, RFC2544_SIZES, DEFAULTS };
 export type { CaseName, Report };

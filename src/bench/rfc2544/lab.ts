@@ -14,7 +14,7 @@
  * with them, and sweepStale() removes those of a benchmark that was killed.
  */
 import { execa } from 'execa';
-import { listNamespaces, sweepStale as sweepStaleNs } from '../../netns-sweep.js';
+import { listNamespaces, sweepStale as sweepStaleNs } from '../../host/netns-sweep.js';
 
 export const BENCH_NETNS_PREFIX = 'mup2544-';
 

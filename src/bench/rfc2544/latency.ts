@@ -4,7 +4,7 @@
  * zero-loss rate just found) the live-frame generator sends the case's own
  * frames at that rate as background load, in a child process (a
  * BPF_PROG_TEST_RUN blocks its thread; `mup probe-loadgen`, as `mup probe
- * --sweep` starts it), while the probe (src/probe/run.ts) sends its frames
+ * --sweep` starts it), while the probe (src/probe/probe.ts) sends its frames
  * through the same device under test in the same namespaces and captures
  * them behind the sink, which hands them to the stack (Sink.expect's pass).
  * With the translator, its in-band stamps give the residence time too.
@@ -15,11 +15,11 @@
 import { fileURLToPath } from 'node:url';
 import type { Dataplane } from '../../dataplane/index.js';
 import type { Summary } from '../../probe/stats.js';
-import type { DirectionSetup } from '../../probe/run.js';
+import type { DirectionSetup } from '../../probe/probe.js';
 import type { LoadSpec } from '../../probe/sweep.js';
 import type { StampSession } from '../../probe/session.js';
 import type { CaseSetup, ProbePlan, Stream } from './cases.js';
-import { untilSteady, type Sink } from './generator.js';
+import { untilSteady, type Sink } from '../../packet/generator.js';
 import { MAC, type BenchLab } from './lab.js';
 import { AbortedError } from './search.js';
 
@@ -30,19 +30,8 @@ const LEAD_MS = 300;
 const GRACE_MS = 300;
 const TAIL_MS = 200;
 
-export interface LatencyOptions {
-  /** Load steps, percent of the zero-loss rate found; empty: no latency. */
-  latencyLoads: readonly number[];
-  /** Probes per second during a step. */
-  probeRate: number;
-  /** Seconds of probing per step. */
-  probeSeconds: number;
-  /**
-   * How to start `mup` as the background load's child process
-   * (`command... probe-loadgen SPEC`); default node and bin/mup.js (dist/).
-   */
-  loadCommand?: readonly string[];
-}
+export type { LatencyOptions } from './defaults.js';
+import type { LatencyOptions } from './defaults.js';
 
 /** One load step of one case and frame size. */
 export interface LatencyStep {
@@ -132,7 +121,7 @@ export interface LatencyContext {
 
 /** Every load step of one case and size. The sink must already expect the stream with the probe's pass word. */
 export async function measureLatency(x: LatencyContext): Promise<CaseLatency> {
-  const { runProbe } = await import('../../probe/run.js');
+  const { runProbe } = await import('../../probe/probe.js');
   const { startLoad } = await import('../../probe/sweep.js');
   const { dataplaneSession } = await import('../../probe/session.js');
   const stream = x.setup.streams[0]!;

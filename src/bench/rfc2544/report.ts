@@ -7,9 +7,9 @@
 import { readFileSync } from 'node:fs';
 import { cpus, hostname, loadavg, release } from 'node:os';
 import { CASE_TITLES, CASES, ETH_FCS_OVERHEAD, PLAIN_OVERHEAD, type CaseName } from './cases.js';
-import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../frames.js';
-import { LIVE_BATCH } from './generator.js';
-import type { CaseResult, Rfc2544Result } from './run.js';
+import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../../packet/frames.js';
+import { LIVE_BATCH } from '../../packet/generator.js';
+import type { CaseResult, Rfc2544Result } from './rfc2544.js';
 import { fmtNs, type LatencyStep } from './latency.js';
 import { sweepSvg, type SweepRow } from '../../probe/sweep.js';
 import type { Summary } from '../../probe/stats.js';

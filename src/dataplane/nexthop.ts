@@ -45,9 +45,9 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { Config } from '../config/types.js';
-import { AF_INET, AF_INET6, LAYOUTS, encodeNextHop, type NextHopFields } from '../dataplane/codec.js';
-import type { Dataplane, NextHopFds } from '../dataplane/dataplane.js';
-import { BPF_ANY, mapLookup, mapLookupArrayRange, mapUpdate, mapUpdateBatch, synchronizeRcu } from '../dataplane/libbpf.js';
+import { AF_INET, AF_INET6, LAYOUTS, encodeNextHop, type NextHopFields } from './codec.js';
+import type { Dataplane, NextHopFds } from './dataplane.js';
+import { BPF_ANY, mapLookup, mapLookupArrayRange, mapUpdate, mapUpdateBatch, synchronizeRcu } from './libbpf.js';
 
 const run = promisify(execFile);
 

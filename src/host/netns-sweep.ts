@@ -4,6 +4,7 @@
  * those of live processes alone. Shared by the benchmark and the tests.
  */
 import { execa } from 'execa';
+import { pidAlive } from './process.js';
 
 /** Names of every network namespace (`ip netns list`). */
 export async function listNamespaces(): Promise<string[]> {
@@ -13,16 +14,6 @@ export async function listNamespaces(): Promise<string[]> {
     .split('\n')
     .map((l) => l.split(' ')[0] ?? '')
     .filter((n) => n !== '');
-}
-
-/** Is process `pid` alive (ours or another user's)? */
-export function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Delete `<prefix><pid>-*` namespaces whose process is gone. Best effort: returns what it deleted. */

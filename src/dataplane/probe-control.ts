@@ -4,9 +4,9 @@
  * the edge, then writeSelector, and the answer the CLI needs to read the
  * ring buffer itself (the program id: `mup probe` opens the maps by id).
  */
-import type { Dataplane } from '../dataplane/dataplane.js';
-import { progInfo } from '../dataplane/libbpf.js';
-import { checkSelector, readSelector, writeSelector, type ProbeSelector } from './bpf.js';
+import type { Dataplane } from './dataplane.js';
+import { progInfo } from './libbpf.js';
+import { checkSelector, readSelector, writeSelector, type ProbeSelector } from './probe-maps.js';
 
 /** A bad /v1/probe body: message and key path. */
 export class ProbeRequestError extends Error {

@@ -7,48 +7,16 @@
  */
 import { execa } from 'execa';
 import { openDataplane, type Dataplane } from '../../dataplane/index.js';
-import { NextHopWatcher } from '../../daemon/nexthop.js';
-import { attachXdp, Generator, L3fwd, Sink, untilSteady } from './generator.js';
+import { NextHopWatcher } from '../../dataplane/nexthop.js';
+import { attachXdp, Generator, L3fwd, Sink, untilSteady } from '../../packet/generator.js';
 import { CASE_TITLES, caseSetup, DEFAULT_FLOWS, innerLen, translatorConfig, type CaseName, type CaseSetup } from './cases.js';
 import { BenchLab, sweepStale } from './lab.js';
 import { AbortedError, findThroughput, runTrial, type TrialIo, type TrialResult } from './search.js';
-import { latencySkip, measureLatency, type CaseLatency, type LatencyOptions } from './latency.js';
-import { PROBE_MAGIC } from '../../probe/layout.js';
+import { latencySkip, measureLatency, type CaseLatency } from './latency.js';
+import { PROBE_MAGIC } from '../../dataplane/probe-layout.js';
 
-export type NapiMode = 'softirq' | 'threaded';
-
-export interface Rfc2544Options extends LatencyOptions {
-  sizes: readonly number[];
-  cases: readonly CaseName[];
-  /** Length of each trial of the search. */
-  trialMs: number;
-  /** Loss ratio that still passes (0: zero loss). */
-  lossTolerance: number;
-  /** Search resolution: stop when (hi − lo)/hi <= this. */
-  resolution: number;
-  maxTrials: number;
-  /** Inner flows (source ports) per stream. */
-  flows: number;
-  /** Where the device under test's veths run their NAPI (XDP and forwarding). */
-  napi: NapiMode;
-  /** Frames of the check before each search (at a low rate; all must arrive). */
-  warmupFrames: number;
-  /** Run the whole set this many times, interleaved (sizes × cases, then again); the report takes medians. */
-  repeat: number;
-  /** The translator's object; default build/mup.bpf.o. */
-  object?: string;
-  /**
-   * The translator forwards by the next-hop cache of src/daemon/nexthop.ts
-   * (as `mup daemon` does), or by a FIB lookup for every packet. Default cache.
-   */
-  nexthop?: 'cache' | 'fib';
-  signal?: AbortSignal;
-  /** One line per event (case start, trial). */
-  log?: (line: string) => void;
-  /** Progress within a trial (0..1) and what runs. */
-  progress?: (what: string, fraction: number) => void;
-}
-
+export type { NapiMode, Rfc2544Options } from './defaults.js';
+import type { Rfc2544Options } from './defaults.js';
 export { DEFAULTS } from './defaults.js';
 import { DEFAULTS } from './defaults.js';
 

@@ -11,9 +11,9 @@
  * by the kernel; a frame over TEST_RUN_MAX_FRAME bytes would reach a plain
  * `xdp` program cut to its first page and be misjudged on that part.
  */
-import type { Config } from './config/types.js';
-import type { Counters, Verdict } from './dataplane/index.js';
-import { ETH_HLEN, TEST_RUN_MAX_FRAME } from './dataplane/frame-limits.js';
+import type { Config } from '../config/types.js';
+import type { Counters, Verdict } from './index.js';
+import { ETH_HLEN, TEST_RUN_MAX_FRAME } from './frame-limits.js';
 import { readPcap, writePcap, type PcapPacket } from './pcap.js';
 
 export interface ReplayOptions {
@@ -80,7 +80,7 @@ export function skipReason(len: number, origLen = len): SkipReason | undefined {
 export async function replay(o: ReplayOptions): Promise<ReplayResult> {
   const input = await readPcap(o.inPath);
   const config: Config = { ...o.config, settings: { ...o.config.settings, forwarding: 'tx' } };
-  const { openDataplane } = await import('./dataplane/index.js');
+  const { openDataplane } = await import('./index.js');
   const dp = openDataplane({ config, ...(o.object === undefined ? {} : { object: o.object }) });
   const frames: ReplayFrame[] = [];
   const out: PcapPacket[] = [];

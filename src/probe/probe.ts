@@ -33,9 +33,9 @@ import {
   type TimestampMode,
 } from './native.js';
 import { accountSequences, ipdv, summarize, type Ipdv, type SequenceAccounting, type Summary } from './stats.js';
-import { decodePayload, macStamp, PROBE_MAGIC, type Direction, type ProbeRecord } from './layout.js';
-import { setSeq, templateFrame, type DownlinkFlow, type UplinkFlow } from './frames.js';
-import type { ProbeCounters, ProbeRing } from './bpf.js';
+import { decodePayload, macStamp, PROBE_MAGIC, type Direction, type ProbeRecord } from '../dataplane/probe-layout.js';
+import { setSeq, templateFrame, type DownlinkFlow, type UplinkFlow } from '../packet/probe-frames.js';
+import type { ProbeCounters, ProbeRing } from '../dataplane/probe-maps.js';
 
 export interface Endpoint {
   /** `ip netns` name (or a /proc/PID/ns/net path); default: this process's namespace. */

@@ -5,7 +5,7 @@
  * koffi) and the per-CPU probe counters.
  */
 import koffi from 'koffi';
-import type { TableFds } from '../dataplane/tables.js';
+import type { TableFds } from './tables.js';
 import {
   LibbpfError,
   closeFd,
@@ -15,8 +15,8 @@ import {
   numPossibleCpus,
   synchronizeRcu,
   BPF_ANY,
-} from '../dataplane/libbpf.js';
-import { MAP_PROBE_RING, MAP_PROBE_STATE, PROBE_LAYOUTS, PROBE_NO_MAC, PROBE_ON, decodeRecord, type ProbeRecord } from './layout.js';
+} from './libbpf.js';
+import { MAP_PROBE_RING, MAP_PROBE_STATE, PROBE_LAYOUTS, PROBE_NO_MAC, PROBE_ON, decodeRecord, type ProbeRecord } from './probe-layout.js';
 
 const lib = koffi.load('libbpf.so.1');
 

@@ -4,7 +4,7 @@
  * per-CPU state. src/dataplane/btf.ts checks every offset here against the
  * object's BTF (checkProbeLayouts) before the probe writes or reads a byte.
  */
-import type { StructLayout } from '../dataplane/codec.js';
+import type { StructLayout } from './codec.js';
 
 const m = (offset: number, size: number) => ({ offset, size });
 

@@ -1,18 +1,19 @@
 /**
- * The BPF side of the RFC 2544 benchmark: the traffic generator (live-frame
- * BPF_PROG_TEST_RUN of bpf/bench/trafficgen.bpf.c), the counting sink
- * (bpf/bench/sink.bpf.c) and the XDP L3 forwarder baseline (bpf/bench/l3fwd.bpf.c).
+ * The BPF side of the RFC 2544 benchmark and of `mup probe --sweep`'s
+ * background load: the traffic generator (live-frame BPF_PROG_TEST_RUN of
+ * bpf/bench/trafficgen.bpf.c), the counting sink (bpf/bench/sink.bpf.c) and the XDP L3
+ * forwarder baseline (bpf/bench/l3fwd.bpf.c).
  * Objects are loaded from the root namespace; sends and attachments happen
  * inside the lab's namespaces with setns() on this thread (inNetns).
  */
 import { fileURLToPath } from 'node:url';
-import { inNetns, ifIndex } from '../../dataplane/netns.js';
+import { inNetns, ifIndex } from '../dataplane/netns.js';
 import {
   BPF_F_TEST_XDP_LIVE_FRAMES, findMap, findProgram, mapFd, mapLookup, mapUpdate, numPossibleCpus, objectClose, objectLoad,
   objectOpen, programFd, testRun, xdpAttach, xdpDetachProgram, XDP_FLAGS_DRV_MODE, type BpfObject,
-} from '../../dataplane/libbpf.js';
+} from '../dataplane/libbpf.js';
 
-const obj = (name: string): string => fileURLToPath(new URL(`../../../build/${name}.bpf.o`, import.meta.url));
+const obj = (name: string): string => fileURLToPath(new URL(`../../build/${name}.bpf.o`, import.meta.url));
 export const TRAFFICGEN_OBJECT = obj('trafficgen');
 export const SINK_OBJECT = obj('sink');
 export const L3FWD_OBJECT = obj('l3fwd');

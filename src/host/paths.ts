@@ -6,8 +6,8 @@
  */
 import { fileURLToPath } from 'node:url';
 
-/** <repo>/build/mup.bpf.o, from src/ or dist/ alike. */
-export const DEFAULT_OBJECT = fileURLToPath(new URL('../build/mup.bpf.o', import.meta.url));
+/** <repo>/build/mup.bpf.o, from src/host/ or dist/host/ alike. */
+export const DEFAULT_OBJECT = fileURLToPath(new URL('../../build/mup.bpf.o', import.meta.url));
 
 /** The bpf filesystem the daemon pins under (mup/<instance>/). */
 export const DEFAULT_BPFFS = '/sys/fs/bpf';

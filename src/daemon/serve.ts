@@ -8,8 +8,8 @@ import { dirname } from 'node:path';
 import type { Server } from 'node:http';
 import { apiHandler, isLoopback, listenTcp, listenUnix, makeServer, socketAlive } from './api.js';
 import { Daemon, type DaemonOptions } from './daemon.js';
-import { defaultSocket } from '../paths.js';
-import { pidAlive } from '../netns-sweep.js';
+import { defaultSocket } from '../host/paths.js';
+import { pidAlive } from '../host/process.js';
 import type { Logger } from './log.js';
 import { createMetrics, DEFAULT_RULE_SERIES_LIMIT } from './metrics.js';
 

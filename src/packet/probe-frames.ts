@@ -1,11 +1,11 @@
 /**
  * Probe frames: GTP-U/IPv4 uplink (to the translator's N3 address, H.M.GTP4.D)
  * and SRv6 downlink (IPv6 to an End.M.GTP4.E SID, inner IPv4), each around
- * an inner IPv4/UDP packet whose payload is a probe payload (layout.ts).
+ * an inner IPv4/UDP packet whose payload is a probe payload (dataplane/probe-layout.ts).
  */
-import { gtpuFrame, innerUdp4, srv6Frame, GTPU_OVERHEAD, SRV6_OVERHEAD } from '../bench/frames.js';
+import { gtpuFrame, innerUdp4, srv6Frame, GTPU_OVERHEAD, SRV6_OVERHEAD } from './frames.js';
 import type { Ipv4Addr, Ipv6Addr } from '../sid/types.js';
-import { encodePayload, PROBE_LAYOUTS, type Direction } from './layout.js';
+import { encodePayload, PROBE_LAYOUTS, type Direction } from '../dataplane/probe-layout.js';
 
 export interface UplinkFlow {
   /** Outer IPv4: the gNB and the translator's N3 address (a policy matches it). */
