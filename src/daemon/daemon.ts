@@ -23,12 +23,12 @@ import {
   openDataplane,
   type Dataplane,
   type RuleCounter,
+  type RuleSelection,
   type TranslationFunction,
 } from '../dataplane/dataplane.js';
-import { closeFd, mapLookupArrayRange, mapUpdate, BPF_ANY, numPossibleCpus } from '../dataplane/libbpf.js';
+import { closeFd } from '../dataplane/libbpf.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher } from './nexthop.js';
-import { COUNTER_STRIDE, MUP_EVENT_SLOTS } from '../dataplane/codec.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
 import { releaseMemory } from './memory.js';
@@ -570,38 +570,19 @@ export class Daemon {
   // Counters and status
 
   /**
-   * Counters now. `rules`: 'all' (default), 'active' (rules that have
-   * translated packets), 'none', or at most N rules in config order.
+   * Counters now, from one read of the counter map (Dataplane.counters).
+   * `rules`: 'all' (default), 'active' (rules that have translated packets),
+   * 'none', or at most N rules in config order.
    */
-  counters(rules: 'all' | 'active' | 'none' | number = 'all'): CountersSnapshot {
-    const dp = this.dataplane;
-    const events = dp.counters().events;
-    const functions = dp.functionTotals(this.#rules.effective());
-    const list =
-      rules === 'none'
-        ? []
-        : dp.ruleCounters(this.#rules.effective(), rules === 'active' ? { activeOnly: true } : typeof rules === 'number' ? { limit: rules } : {});
-    return { at: new Date().toISOString(), events, rules: list, functions };
+  counters(rules: RuleSelection = 'all'): CountersSnapshot {
+    const c = this.dataplane.counters(this.#rules.effective(), { rules });
+    return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
   }
 
   /** Zero every counter slot (events and rules). */
   resetCounters(): Promise<void> {
     return this.#serial.run(() => {
-      const dp = this.dataplane;
-      const s = dp.config.settings;
-      const n = MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids;
-      const ncpus = numPossibleCpus();
-      const zero = Buffer.alloc(COUNTER_STRIDE * ncpus);
-      const key = Buffer.alloc(4);
-      // Only slots that are not zero already: a full sweep of 131,136 slots is ~0.3 s.
-      const raw = mapLookupArrayRange(dp.maps.counters, 0, n, COUNTER_STRIDE * ncpus);
-      const stride = COUNTER_STRIDE * ncpus;
-      for (let slot = 0; slot < n; slot++) {
-        const v = raw.subarray(slot * stride, (slot + 1) * stride);
-        if (v.every((b) => b === 0)) continue;
-        key.writeUInt32LE(slot);
-        mapUpdate(dp.maps.counters, key, zero, BPF_ANY, 'mup_counters');
-      }
+      this.dataplane.resetCounters();
       this.#log.info({}, 'counters reset');
     });
   }
