@@ -233,7 +233,24 @@ function run(cmd: string, args: readonly string[]): Promise<{ status: number | n
 
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
-function api(socket: string, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
+/**
+ * One request. A kept-alive connection the daemon closes as the request
+ * goes out (its 5 s keep-alive timer fires late after the event loop was
+ * busy, e.g. resolving 131,072 next hops, and wins over the unread request)
+ * fails with ECONNRESET on a reused socket: the request was never read, so
+ * it is sent once more on a new connection (the retry Node's http docs
+ * recommend for this race).
+ */
+async function api(socket: string, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
+  try {
+    return await apiOnce(socket, method, path, body);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ECONNRESET' && (e as { reusedSocket?: boolean }).reusedSocket === true) return apiOnce(socket, method, path, body);
+    throw e;
+  }
+}
+
+function apiOnce(socket: string, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = request(
@@ -251,7 +268,7 @@ function api(socket: string, method: string, path: string, body?: unknown): Prom
         res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
       },
     );
-    req.on('error', reject);
+    req.on('error', (e) => reject(Object.assign(e, { reusedSocket: req.reusedSocket })));
     req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within 60 s`)));
     if (payload !== undefined) req.write(payload);
     req.end();
