@@ -422,6 +422,8 @@ async function main(): Promise<number> {
     const base = spawnedAt;
     const rssLoaded = procStatus(pid);
 
+    const progress = (what: string): void => void process.stderr.write(`bench:daemon: ${what} (${((performance.now() - s0) / 1000).toFixed(0)} s)\n`);
+    progress('loaded; (b) adds and deletes');
     // (b) add / delete on full tables
     const delMs: Record<'policy' | 'localsid', number[]> = { policy: [], localsid: [] };
     const addMs: Record<'policy' | 'localsid', number[]> = { policy: [], localsid: [] };
@@ -457,6 +459,7 @@ async function main(): Promise<number> {
     // over the metrics' 100 ms snapshot reuse so every scrape reads the counters.
     const scrapeMs: Record<string, number[]> = {};
     for (const path of SCRAPE_PATHS) {
+      progress(`(d) ${o.scrapes} x GET ${path}`);
       scrapeMs[path] = [];
       for (let k = 0; k < o.scrapes; k++) {
         await new Promise((r) => setTimeout(r, 150));
