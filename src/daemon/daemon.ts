@@ -14,7 +14,7 @@
  * --detach-on-exit removes the links and pins.
  */
 import { readFileSync, renameSync } from 'node:fs';
-import type { Config, LocalSid, Policy } from '../config/types.js';
+import type { Config } from '../config/types.js';
 import { loadConfigFile } from '../config/load.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
@@ -36,16 +36,14 @@ import { ensureBpffs, Pins, type MapPin } from './pins.js';
 import { DEFAULT_BPFFS, defaultStateFile } from '../paths.js';
 import {
   emptyOverlay,
-  localSidJson,
-  localSidKey,
   overlaySize,
-  policyJson,
-  policyKey,
+  RULE_KINDS,
   RuleError,
   RuleSet,
   sha256,
   StateStore,
   type Overlay,
+  type Rule,
   type RuleJson,
   type RuleKind,
 } from './rules.js';
@@ -464,53 +462,48 @@ export class Daemon {
 
   listRules(kind: RuleKind): (RuleJson & { origin: 'config' | 'api'; rule: number | null })[] {
     const t = this.dataplane.rules;
-    if (kind === 'policy') {
-      return [...this.#rules.policies.values()].map((p) => ({
-        ...policyJson(p),
-        origin: this.#rules.source('policy', policyKey(p)),
-        rule: t.policyRule(p.match) ?? null,
-      }));
-    }
-    return [...this.#rules.localsids.values()].map((l) => ({
-      ...localSidJson(l),
-      origin: this.#rules.source('localsid', localSidKey(l)),
-      rule: t.localsidRule(l.sid) ?? null,
+    const k = RULE_KINDS[kind];
+    return [...this.#rules.rules(kind).values()].map((r) => ({
+      ...k.json(r),
+      origin: this.#rules.source(kind, k.key(r)),
+      rule: k.ruleId(t, r) ?? null,
     }));
   }
 
   /** Add (op add) or replace (op replace) one rule: tables, then state file; undone if the state cannot be saved. */
   putRule(kind: RuleKind, body: unknown, op: 'add' | 'replace'): Promise<RuleJson> {
     return this.#serial.run(() => {
+      const k = RULE_KINDS[kind];
       const rule = this.#rules.check(kind, body, op);
-      const key = kind === 'policy' ? policyKey(rule as Policy) : localSidKey(rule as LocalSid);
-      const tagged = { ...rule, where: `${kind === 'policy' ? 'policies' : 'localsids'}[${key}]` };
-      const previous = kind === 'policy' ? this.#rules.policies.get(key) : this.#rules.localsids.get(key);
+      const key = k.key(rule);
+      const tagged: Rule = { ...rule, where: `${k.section}[${key}]` };
+      const previous = this.#rules.rules(kind).get(key);
       const t = this.dataplane.rules;
-      this.#tables(t, kind === 'policy' ? { putPolicies: [tagged as Policy] } : { putLocalSids: [tagged as LocalSid] });
+      this.#tables(t, k.put([tagged]));
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.put(kind, tagged);
       try {
-        this.#record({ put: kind, rule: kind === 'policy' ? policyJson(tagged as Policy) : localSidJson(tagged as LocalSid) });
+        this.#record({ put: kind, rule: k.json(tagged) });
       } catch (e) {
         // Put the tables and the set back as they were.
         if (previous === undefined) {
-          t.apply(kind === 'policy' ? { delPolicies: [(rule as Policy).match] } : { delLocalSids: [(rule as LocalSid).sid] });
+          t.apply(k.del([rule]));
           this.#rules.delete(kind, key);
         } else {
-          t.apply(kind === 'policy' ? { putPolicies: [previous as Policy] } : { putLocalSids: [previous as LocalSid] });
+          t.apply(k.put([previous]));
           this.#rules.put(kind, previous);
         }
         before();
         throw new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
       }
       this.#log.info({ kind, key, op, name: rule.name }, op === 'add' ? 'rule added' : 'rule replaced');
-      return kind === 'policy' ? policyJson(tagged as Policy) : localSidJson(tagged as LocalSid);
+      return k.json(tagged);
     });
   }
 
   deleteRule(kind: RuleKind, by: { key?: string; name?: string }): Promise<RuleJson> {
     return this.#serial.run(() => {
-      const what = kind === 'policy' ? 'policy' : 'local SID';
+      const k = RULE_KINDS[kind];
       let key: string | undefined;
       try {
         key = this.#rules.find(kind, by);
@@ -518,24 +511,24 @@ export class Daemon {
         throw new RuleError((e as Error).message, 400);
       }
       if (key === undefined) {
-        const by2 = by.name !== undefined ? `named ${JSON.stringify(by.name)}` : `with ${kind === 'policy' ? 'match' : 'sid'} ${by.key ?? ''}`;
-        throw new RuleError(`no ${what} ${by2}; list them with mup ${kind === 'policy' ? 'policy' : 'sid'} list`, 404);
+        const by2 = by.name !== undefined ? `named ${JSON.stringify(by.name)}` : `with ${k.keyName} ${by.key ?? ''}`;
+        throw new RuleError(`no ${k.label} ${by2}; list them with mup ${k.cliVerb} list`, 404);
       }
-      const previous = (kind === 'policy' ? this.#rules.policies.get(key) : this.#rules.localsids.get(key))!;
+      const previous = this.#rules.rules(kind).get(key)!;
       const t = this.dataplane.rules;
-      this.#tables(t, kind === 'policy' ? { delPolicies: [(previous as Policy).match] } : { delLocalSids: [(previous as LocalSid).sid] });
+      this.#tables(t, k.del([previous]));
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.delete(kind, key);
       try {
         this.#record({ del: kind, key });
       } catch (e) {
-        t.apply(kind === 'policy' ? { putPolicies: [previous as Policy] } : { putLocalSids: [previous as LocalSid] });
+        t.apply(k.put([previous]));
         this.#rules.put(kind, previous);
         before();
         throw new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
       }
       this.#log.info({ kind, key, name: previous.name }, 'rule deleted');
-      return kind === 'policy' ? policyJson(previous as Policy) : localSidJson(previous as LocalSid);
+      return k.json(previous);
     });
   }
 
@@ -554,13 +547,13 @@ export class Daemon {
   /** A function that restores the overlay entries of one key as they are now. */
   #snapshotOverlay(kind: RuleKind, key: string): () => void {
     const o = this.#rules.overlay;
-    const put = kind === 'policy' ? o.policies : o.localsids;
-    const del = kind === 'policy' ? o.delPolicies : o.delLocalSids;
+    const put = o[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
+    const del = o[RULE_KINDS[kind].overlay.del];
     const hadPut = put.get(key);
     const hadDel = del.has(key);
     return () => {
       if (hadPut === undefined) put.delete(key);
-      else (put as Map<string, Policy | LocalSid>).set(key, hadPut);
+      else put.set(key, hadPut);
       if (hadDel) del.add(key);
       else del.delete(key);
     };
