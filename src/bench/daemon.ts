@@ -6,6 +6,10 @@
  *   (b) one add / one delete through the API with those tables loaded:
  *       under 5 ms median;
  *   (c) the daemon's resident memory (VmRSS) with those tables: under 150 MB.
+ * and, for information (no target):
+ *   (d) the time of a /metrics scrape and of GET /v1/counters (`mup stats`)
+ *       with those tables, --scrapes N of each (default 50), 150 ms apart
+ *       (the metrics reuse one counter snapshot for 100 ms).
  *
  * It runs the real daemon (bin/mup.js, the compiled dist/: run `make` first)
  * in a network namespace it creates, attached to one veth there, with its
@@ -24,6 +28,7 @@
  * so the table stays full (65,535 or 65,536 entries) throughout.
  *
  * Options: --rules N (each table, default 65536) --ops N (default 500)
+ * --scrapes N (default 50)
  * --cpu-prof DIR (profile the daemon with node --cpu-prof into DIR)
  * --json (print the result as JSON too) --keep-going (do not stop at the
  * first failed request).
@@ -38,11 +43,16 @@ import { fileURLToPath } from 'node:url';
 const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
 const DIST_MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 
+/** (d): what a Prometheus scrape and `mup stats` cost with full tables. */
+const SCRAPE_PATHS = ['/metrics', '/v1/counters?rules=none', '/v1/counters?rules=active', '/v1/counters?rules=all'] as const;
+
 const TARGETS = { loadSeconds: 2, medianAddMs: 5, medianDelMs: 5, rssMB: 150 } as const;
 
 interface Options {
   rules: number;
   ops: number;
+  /** (d): how many of each scrape. */
+  scrapes: number;
   cpuProf?: string;
   json: boolean;
   keepGoing: boolean;
@@ -51,7 +61,7 @@ interface Options {
 }
 
 function parseArgs(argv: readonly string[]): Options {
-  const o: Options = { rules: 65536, ops: 500, json: false, keepGoing: false };
+  const o: Options = { rules: 65536, ops: 500, scrapes: 50, json: false, keepGoing: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = (): string => {
@@ -61,6 +71,7 @@ function parseArgs(argv: readonly string[]): Options {
     };
     if (a === '--rules') o.rules = Number(next());
     else if (a === '--ops') o.ops = Number(next());
+    else if (a === '--scrapes') o.scrapes = Number(next());
     else if (a === '--cpu-prof') o.cpuProf = next();
     else if (a === '--json') o.json = true;
     else if (a === '--format') {
@@ -70,12 +81,13 @@ function parseArgs(argv: readonly string[]): Options {
     }
     else if (a === '--keep-going') o.keepGoing = true;
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--format yaml|json] [--cpu-prof DIR] [--json] [--keep-going]\n');
+      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--format yaml|json] [--cpu-prof DIR] [--json] [--keep-going]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${String(a)}; see --help`);
   }
   if (!Number.isInteger(o.rules) || o.rules < o.ops || o.rules > 65536) throw new Error('--rules: a whole number from --ops to 65536');
   if (!Number.isInteger(o.ops) || o.ops < 1) throw new Error('--ops: a whole number >= 1');
+  if (!Number.isInteger(o.scrapes) || o.scrapes < 1) throw new Error('--scrapes: a whole number >= 1');
   return o;
 }
 
@@ -221,7 +233,24 @@ function run(cmd: string, args: readonly string[]): Promise<{ status: number | n
 
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
-function api(socket: string, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
+/**
+ * One request. A kept-alive connection the daemon closes as the request
+ * goes out (its 5 s keep-alive timer fires late after the event loop was
+ * busy, e.g. resolving 131,072 next hops, and wins over the unread request)
+ * fails with ECONNRESET on a reused socket: the request was never read, so
+ * it is sent once more on a new connection (the retry Node's http docs
+ * recommend for this race).
+ */
+async function api(socket: string, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
+  try {
+    return await apiOnce(socket, method, path, body);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ECONNRESET' && (e as { reusedSocket?: boolean }).reusedSocket === true) return apiOnce(socket, method, path, body);
+    throw e;
+  }
+}
+
+function apiOnce(socket: string, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = request(
@@ -239,7 +268,7 @@ function api(socket: string, method: string, path: string, body?: unknown): Prom
         res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
       },
     );
-    req.on('error', reject);
+    req.on('error', (e) => reject(Object.assign(e, { reusedSocket: req.reusedSocket })));
     req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within 60 s`)));
     if (payload !== undefined) req.write(payload);
     req.end();
@@ -393,6 +422,8 @@ async function main(): Promise<number> {
     const base = spawnedAt;
     const rssLoaded = procStatus(pid);
 
+    const progress = (what: string): void => void process.stderr.write(`bench:daemon: ${what} (${((performance.now() - s0) / 1000).toFixed(0)} s)\n`);
+    progress('loaded; (b) adds and deletes');
     // (b) add / delete on full tables
     const delMs: Record<'policy' | 'localsid', number[]> = { policy: [], localsid: [] };
     const addMs: Record<'policy' | 'localsid', number[]> = { policy: [], localsid: [] };
@@ -424,6 +455,21 @@ async function main(): Promise<number> {
       reads[path] = { ms: performance.now() - t, bytes: Buffer.byteLength(r.text) };
       if (r.status !== 200) failures.push(`GET ${path}: ${r.status}`);
     }
+    // (d) scrape cost, full tables: N scrapes of each, one at a time, spaced
+    // over the metrics' 100 ms snapshot reuse so every scrape reads the counters.
+    const scrapeMs: Record<string, number[]> = {};
+    for (const path of SCRAPE_PATHS) {
+      progress(`(d) ${o.scrapes} x GET ${path}`);
+      scrapeMs[path] = [];
+      for (let k = 0; k < o.scrapes; k++) {
+        await new Promise((r) => setTimeout(r, 150));
+        const t = performance.now();
+        const r = await api(env.socket, 'GET', path);
+        scrapeMs[path].push(performance.now() - t);
+        if (r.status !== 200) failures.push(`GET ${path}: ${r.status}`);
+      }
+    }
+    const scrapes = Object.fromEntries(Object.entries(scrapeMs).map(([p, ms]) => [p, summarize(ms)]));
     const rssReads = procStatus(pid);
     const after = JSON.parse((await api(env.socket, 'GET', '/v1/status')).text) as typeof status;
     agent.destroy();
@@ -475,6 +521,18 @@ async function main(): Promise<number> {
       `(c) memory, MB: VmRSS ${f1(rssLoaded['VmRSS'])} loaded, ${f1(rssAfter['VmRSS'])} after the adds and deletes ` +
         `(RssAnon ${f1(rssAfter['RssAnon'])}, RssFile ${f1(rssAfter['RssFile'])}), ${f1(rssReads['VmRSS'])} after the reads; VmHWM (peak) ${f1(rssReads['VmHWM'])}`,
       '',
+      `(d) scrapes, full tables: ${o.scrapes} of each, one at a time 150 ms apart (client side, kept-alive unix socket), ms`,
+      '    GET                              median     p99     min     max',
+      ...SCRAPE_PATHS.map((p) => {
+        const l = scrapes[p]!;
+        return `    ${p.padEnd(30)}${f2(l.median).padStart(8)}${f2(l.p99).padStart(8)}${f2(l.min).padStart(8)}${f2(l.max).padStart(8)}`;
+      }),
+      '    /metrics: every series, per-rule series for the first 1000 rules (--metrics-rule-limit). /v1/counters: what',
+      '    `mup stats` asks (?rules=active above 2000 rules; none of these rules has packets); ?rules=all lists every rule',
+      '    (JSON of several MB). Wall time at the client: the daemon reading the counter map, building and serialising',
+      '    the answer, the socket. With few samples p99 is about the max. Other work on the host (load average at start',
+      '    above; other test runs may start during the bench) adds to every figure: compare runs made back to back.',
+      '',
       'target                                          measured   result',
       `load < ${TARGETS.loadSeconds} s (start -> API answers)               ${loadS.toFixed(3).padStart(7)} s   ${pf(loadS < TARGETS.loadSeconds)}`,
       `add < ${TARGETS.medianAddMs} ms median (policies + local SIDs)     ${f2(allAdd.median).padStart(7)} ms  ${pf(allAdd.median < TARGETS.medianAddMs)}`,
@@ -493,6 +551,7 @@ async function main(): Promise<number> {
           load: { seconds: loadS, configValidated: tMounted === undefined ? null : (tMounted - base) / 1000, tablesFilled: tLoaded === undefined ? null : (tLoaded - base) / 1000, listening: tListening === undefined ? null : (tListening - base) / 1000 },
           latencyMs: { policy: pol, localsid: sid, add: allAdd, del: allDel },
           reads,
+          scrapesMs: scrapes,
           memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads },
           failures,
           pass: ok,

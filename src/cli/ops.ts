@@ -5,9 +5,91 @@
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import type { DaemonStatus, CountersSnapshot, ReloadResult } from '../daemon/daemon.js';
+import type { RuleKind } from '../daemon/rules.js';
 import { DEFAULT_BPFFS, DEFAULT_OBJECT } from '../host/paths.js';
 import { call, type Target } from './client.js';
 // The daemon, libbpf and the metrics library load only for the commands that need them.
+
+/**
+ * `mup policy|sid list|add|replace|del`, per kind of rule: the API's names
+ * (as src/daemon/rules.ts RULE_KINDS has them; this module does not load the
+ * daemon) and the CLI's own words, flags and examples. One entry per kind.
+ */
+interface RuleCommands {
+  /** The API's name of the kind: the key of the rule in a POST/PUT answer. */
+  readonly kind: RuleKind;
+  /** `mup <verb> ...`. */
+  readonly verb: string;
+  readonly path: string;
+  /** The key in the API's list answer. */
+  readonly listKey: string;
+  /** The key's name: the DELETE query, messages. */
+  readonly keyName: string;
+  readonly label: string;
+  readonly labels: string;
+  readonly summary: string;
+  readonly description: string;
+  /** Columns of `list`. */
+  readonly columns: readonly string[];
+  /** The flags of add and replace. */
+  options(c: Command): void;
+  /** Flag (commander's camelCase) -> body key. */
+  readonly flags: readonly (readonly [string, string])[];
+  /** A repeatable flag that becomes a list in the body, sent when given at least once. */
+  readonly repeated?: { readonly flag: string; readonly key: string };
+  examples(op: 'add' | 'replace'): string;
+  readonly delExample: { readonly prefix: string; readonly name: string };
+}
+
+export const RULE_COMMANDS: Readonly<Record<RuleKind, RuleCommands>> = {
+  policy: {
+    kind: 'policy',
+    verb: 'policy',
+    path: '/v1/policies',
+    listKey: 'policies',
+    keyName: 'match',
+    label: 'policy',
+    labels: 'policies',
+    summary: 'list, add, replace or delete H.M.GTP4.D policies',
+    description: 'policies map GTP-U/IPv4 destinations to SRv6 (H.M.GTP4.D); changes apply at once, atomically for packets, and are saved in the state file',
+    columns: ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'origin'],
+    options: (c) => {
+      c.option('--match <prefix>', 'IPv4 destination prefix of the GTP-U packets, e.g. 10.45.0.0/16')
+        .option('--sr-prefix <prefix>', 'IPv6 prefix of the last SID, length <= 56, e.g. 2001:db8:1::/48')
+        .option('--src-prefix <prefix>', 'IPv6 source prefix, length <= 96, e.g. 2001:db8:ffff::/64')
+        .option('--segment <addr>', 'a segment S1..S4 before the last SID (repeat for more)', (v: string, acc: string[]) => [...acc, v], [] as string[])
+        .addOption(new Option('--srh <mode>', 'SRH mode').choices(['auto', 'always', 'reduced']))
+        .option('--hop-limit <n>', 'outer IPv6 hop limit', int('--hop-limit'));
+    },
+    flags: [['name', 'name'], ['match', 'match'], ['srPrefix', 'sr_prefix'], ['srcPrefix', 'src_prefix'], ['srh', 'srh'], ['hopLimit', 'hop_limit']],
+    repeated: { flag: 'segment', key: 'segments' },
+    examples: (op) =>
+      `  mup policy ${op} --match 10.45.0.0/16 --sr-prefix 2001:db8:a::/48 --src-prefix 2001:db8:ffff::/64 --name ue-pool\n` +
+      `  mup policy ${op} --json-body '{"match":"10.45.0.0/16","sr_prefix":"2001:db8:b::/48","src_prefix":"2001:db8:ffff::/64"}'\n`,
+    delExample: { prefix: '10.45.0.0/16', name: 'ue-pool' },
+  },
+  localsid: {
+    kind: 'localsid',
+    verb: 'sid',
+    path: '/v1/localsids',
+    listKey: 'localsids',
+    keyName: 'sid',
+    label: 'local SID',
+    labels: 'local SIDs',
+    summary: 'list, add, replace or delete End.M.GTP4.E local SIDs',
+    description: 'local SIDs turn SRv6 back into GTP-U/IPv4 (End.M.GTP4.E); changes apply at once, atomically for packets, and are saved in the state file',
+    columns: ['name', 'sid', 'behavior', 'src_prefix_len', 'source', 'sr_prefix', 'container', 'ttl', 'hop_limit', 'rule', 'origin'],
+    options: (c) => {
+      c.option('--sid <prefix>', 'local SID prefix (locator+function), length <= 56, e.g. 2001:db8:2::/48')
+        .option('--src-prefix-len <n>', 'P: the IPv4 source is read from IPv6 source bits [P, P+32)', int('--src-prefix-len'))
+        .addOption(new Option('--container <mode>', 'PDU Session Container').choices(['always', 'auto', 'never']))
+        .option('--ttl <n>', 'outer IPv4 TTL', int('--ttl'));
+    },
+    flags: [['name', 'name'], ['sid', 'sid'], ['srcPrefixLen', 'src_prefix_len'], ['container', 'container'], ['ttl', 'ttl']],
+    examples: (op) => `  mup sid ${op} --sid 2001:db8:2::/48 --src-prefix-len 64 --name gnb-n3\n`,
+    delExample: { prefix: '2001:db8:2::/48', name: 'gnb-n3' },
+  },
+};
 
 export interface Io {
   out(s: string): void;
@@ -171,63 +253,33 @@ export function registerOps(program: Command, io: Io): void {
     });
 
   // ---------------------------------------------------------------- rules
-  for (const kind of ['policy', 'sid'] as const) {
-    const isPolicy = kind === 'policy';
-    const path = isPolicy ? '/v1/policies' : '/v1/localsids';
-    const keyName = isPolicy ? 'match' : 'sid';
-    const group = program
-      .command(kind)
-      .summary(isPolicy ? 'list, add, replace or delete H.M.GTP4.D policies' : 'list, add, replace or delete End.M.GTP4.E local SIDs')
-      .description(
-        isPolicy
-          ? 'policies map GTP-U/IPv4 destinations to SRv6 (H.M.GTP4.D); changes apply at once, atomically for packets, and are saved in the state file'
-          : 'local SIDs turn SRv6 back into GTP-U/IPv4 (End.M.GTP4.E); changes apply at once, atomically for packets, and are saved in the state file',
-      );
+  for (const c of Object.values(RULE_COMMANDS)) {
+    const { verb: kind, path, keyName } = c;
+    const group = program.command(kind).summary(c.summary).description(c.description);
 
     withTarget(group.command('list'))
-      .summary(`list the ${isPolicy ? 'policies' : 'local SIDs'} in the tables`)
+      .summary(`list the ${c.labels} in the tables`)
       .option('--json', 'print the API answer as JSON')
       .addHelpText('after', `\nExample:\n  mup ${kind} list\n`)
       .action(async (o: TargetOpts & { json?: boolean }) => {
         const r = await call<Record<string, Record<string, unknown>[]>>(target(o), 'GET', path);
-        const list = r[isPolicy ? 'policies' : 'localsids'] ?? [];
+        const list = r[c.listKey] ?? [];
         if (o.json === true) return io.out(`${JSON.stringify(list, null, 2)}\n`);
-        const cols = isPolicy
-          ? ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'origin']
-          : ['name', 'sid', 'behavior', 'src_prefix_len', 'source', 'sr_prefix', 'container', 'ttl', 'hop_limit', 'rule', 'origin'];
+        const cols = c.columns;
         // A local SID without a behaviour is End.M.GTP4.E (the config's default).
-        const cell = (e: Record<string, unknown>, c: string): string =>
-          c === 'behavior' && e[c] === undefined ? 'end.m.gtp4.e' : e[c] === undefined ? '-' : Array.isArray(e[c]) ? (e[c] as unknown[]).join(',') : String(e[c]);
-        const rows = [cols, ...list.map((e) => cols.map((c) => cell(e, c)))];
+        const cell = (e: Record<string, unknown>, col: string): string =>
+          col === 'behavior' && e[col] === undefined ? 'end.m.gtp4.e' : e[col] === undefined ? '-' : Array.isArray(e[col]) ? (e[col] as unknown[]).join(',') : String(e[col]);
+        const rows = [cols, ...list.map((e) => cols.map((col) => cell(e, col)))];
         io.out(table(rows));
       });
 
     for (const op of ['add', 'replace'] as const) {
-      const c = withTarget(group.command(op))
-        .summary(op === 'add' ? `add a ${isPolicy ? 'policy' : 'local SID'}` : `replace the ${isPolicy ? 'policy' : 'local SID'} with the same ${keyName} (atomic for packets)`)
+      const cmd = withTarget(group.command(op))
+        .summary(op === 'add' ? `add a ${c.label}` : `replace the ${c.label} with the same ${keyName} (atomic for packets)`)
         .option('--json-body <json>', 'the whole entry as JSON, with the config file\'s keys')
         .option('--name <name>', 'a name for the entry (unique)');
-      if (isPolicy) {
-        c.option('--match <prefix>', 'IPv4 destination prefix of the GTP-U packets, e.g. 10.45.0.0/16')
-          .option('--sr-prefix <prefix>', 'IPv6 prefix of the last SID, length <= 56, e.g. 2001:db8:1::/48')
-          .option('--src-prefix <prefix>', 'IPv6 source prefix, length <= 96, e.g. 2001:db8:ffff::/64')
-          .option('--segment <addr>', 'a segment S1..S4 before the last SID (repeat for more)', (v: string, acc: string[]) => [...acc, v], [] as string[])
-          .addOption(new Option('--srh <mode>', 'SRH mode').choices(['auto', 'always', 'reduced']))
-          .option('--hop-limit <n>', 'outer IPv6 hop limit', int('--hop-limit'));
-      } else {
-        c.option('--sid <prefix>', 'local SID prefix (locator+function), length <= 56, e.g. 2001:db8:2::/48')
-          .option('--src-prefix-len <n>', 'P: the IPv4 source is read from IPv6 source bits [P, P+32)', int('--src-prefix-len'))
-          .addOption(new Option('--container <mode>', 'PDU Session Container').choices(['always', 'auto', 'never']))
-          .option('--ttl <n>', 'outer IPv4 TTL', int('--ttl'));
-      }
-      c.addHelpText(
-        'after',
-        '\nExamples:\n' +
-          (isPolicy
-            ? `  mup policy ${op} --match 10.45.0.0/16 --sr-prefix 2001:db8:a::/48 --src-prefix 2001:db8:ffff::/64 --name ue-pool\n` +
-              `  mup policy ${op} --json-body '{"match":"10.45.0.0/16","sr_prefix":"2001:db8:b::/48","src_prefix":"2001:db8:ffff::/64"}'\n`
-            : `  mup sid ${op} --sid 2001:db8:2::/48 --src-prefix-len 64 --name gnb-n3\n`),
-      ).action(async (o: TargetOpts & Record<string, unknown>) => {
+      c.options(cmd);
+      cmd.addHelpText('after', `\nExamples:\n${c.examples(op)}`).action(async (o: TargetOpts & Record<string, unknown>) => {
         let body: Record<string, unknown>;
         if (typeof o['jsonBody'] === 'string') {
           try {
@@ -236,23 +288,20 @@ export function registerOps(program: Command, io: Io): void {
             throw new Error(`--json-body is not JSON: ${(e as Error).message}`);
           }
         } else {
-          const map: [string, string][] = isPolicy
-            ? [['name', 'name'], ['match', 'match'], ['srPrefix', 'sr_prefix'], ['srcPrefix', 'src_prefix'], ['srh', 'srh'], ['hopLimit', 'hop_limit']]
-            : [['name', 'name'], ['sid', 'sid'], ['srcPrefixLen', 'src_prefix_len'], ['container', 'container'], ['ttl', 'ttl']];
           body = {};
-          for (const [from, to] of map) if (o[from] !== undefined) body[to] = o[from];
-          if (isPolicy && Array.isArray(o['segment']) && o['segment'].length > 0) body['segments'] = o['segment'];
+          for (const [from, to] of c.flags) if (o[from] !== undefined) body[to] = o[from];
+          if (c.repeated !== undefined && Array.isArray(o[c.repeated.flag]) && (o[c.repeated.flag] as unknown[]).length > 0) body[c.repeated.key] = o[c.repeated.flag];
         }
         const r = await call<Record<string, unknown>>(target(o), op === 'add' ? 'POST' : 'PUT', path, body);
-        io.out(`${op === 'add' ? 'added' : 'replaced'}: ${JSON.stringify(r[isPolicy ? 'policy' : 'localsid'])}\n`);
+        io.out(`${op === 'add' ? 'added' : 'replaced'}: ${JSON.stringify(r[c.kind])}\n`);
       });
     }
 
     withTarget(group.command('del'))
-      .summary(`delete a ${isPolicy ? 'policy' : 'local SID'} by ${keyName} prefix or by name`)
+      .summary(`delete a ${c.label} by ${keyName} prefix or by name`)
       .argument('[prefix]', `the ${keyName} prefix`)
       .option('--name <name>', 'delete the entry with this name instead')
-      .addHelpText('after', `\nExamples:\n  mup ${kind} del ${isPolicy ? '10.45.0.0/16' : '2001:db8:2::/48'}\n  mup ${kind} del --name ${isPolicy ? 'ue-pool' : 'gnb-n3'}\n`)
+      .addHelpText('after', `\nExamples:\n  mup ${kind} del ${c.delExample.prefix}\n  mup ${kind} del --name ${c.delExample.name}\n`)
       .action(async (prefix: string | undefined, o: TargetOpts & { name?: string }) => {
         if ((prefix === undefined) === (o.name === undefined)) throw new Error(`give the ${keyName} prefix or --name (one of them)`);
         const q = prefix !== undefined ? `${keyName}=${encodeURIComponent(prefix)}` : `name=${encodeURIComponent(o.name!)}`;

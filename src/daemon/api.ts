@@ -26,7 +26,7 @@ import { ConfigError } from '../config/errors.js';
 import { AddressError } from '../sid/addr.js';
 import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
-import { canonicalKey, RuleError, type RuleKind } from './rules.js';
+import { RULE_KIND_LIST, RuleError, type RuleKindSpec } from './rules.js';
 import { probeStatus, ProbeRequestError, setProbe } from '../dataplane/probe-control.js';
 
 export const MAX_BODY = 64 * 1024;
@@ -133,10 +133,7 @@ export interface ApiOptions {
 
 export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const { daemon: d } = o;
-  const kinds: Record<string, { kind: RuleKind; key: string }> = {
-    '/v1/policies': { kind: 'policy', key: 'match' },
-    '/v1/localsids': { kind: 'localsid', key: 'sid' },
-  };
+  const kinds = new Map<string, RuleKindSpec>(RULE_KIND_LIST.map((k) => [k.apiPath, k]));
   const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (o.token !== undefined) {
       const got = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? ''; // the scheme is case-insensitive (RFC 9110 11.1)
@@ -196,10 +193,10 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
         throw e;
       }
     }
-    const k = kinds[path];
+    const k = kinds.get(path);
     if (k !== undefined) {
       if (method === 'GET') {
-        return send(res, 200, { [path.slice(4)]: d.listRules(k.kind) });
+        return send(res, 200, { [k.section]: d.listRules(k.kind) });
       }
       if (method === 'POST' || method === 'PUT') {
         const body = await readBody(req);
@@ -207,19 +204,19 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
         return send(res, method === 'POST' ? 201 : 200, { [k.kind]: rule });
       }
       if (method === 'DELETE') {
-        const extra = [...url.searchParams.keys()].filter((x) => x !== k.key && x !== 'name');
-        if (extra.length > 0) throw new HttpError(400, `unknown query parameter ${extra[0]}; use ?${k.key}=PREFIX or ?name=NAME`);
-        const key = url.searchParams.get(k.key) ?? undefined;
+        const extra = [...url.searchParams.keys()].filter((x) => x !== k.keyName && x !== 'name');
+        if (extra.length > 0) throw new HttpError(400, `unknown query parameter ${extra[0]}; use ?${k.keyName}=PREFIX or ?name=NAME`);
+        const key = url.searchParams.get(k.keyName) ?? undefined;
         const name = url.searchParams.get('name') ?? undefined;
         if ((key === undefined) === (name === undefined)) {
-          throw new HttpError(400, `say which one to delete: ?${k.key}=PREFIX or ?name=NAME (exactly one)`);
+          throw new HttpError(400, `say which one to delete: ?${k.keyName}=PREFIX or ?name=NAME (exactly one)`);
         }
         if (key !== undefined) {
           // Named like a body's bad prefix: message and key path.
           try {
-            canonicalKey(k.kind, key);
+            k.canonicalKey(key);
           } catch (e) {
-            if (e instanceof AddressError) throw new HttpError(400, e.message, k.key);
+            if (e instanceof AddressError) throw new HttpError(400, e.message, k.keyName);
             throw e;
           }
         }

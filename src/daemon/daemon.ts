@@ -14,7 +14,7 @@
  * --detach-on-exit removes the links and pins.
  */
 import { readFileSync, renameSync } from 'node:fs';
-import type { Config, LocalSid, Policy } from '../config/types.js';
+import type { Config } from '../config/types.js';
 import { loadConfigFile } from '../config/load.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
@@ -23,12 +23,12 @@ import {
   openDataplane,
   type Dataplane,
   type RuleCounter,
+  type RuleSelection,
   type TranslationFunction,
 } from '../dataplane/dataplane.js';
-import { closeFd, mapLookupArrayRange, mapUpdate, BPF_ANY, numPossibleCpus } from '../dataplane/libbpf.js';
+import { closeFd } from '../dataplane/libbpf.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher } from '../dataplane/nexthop.js';
-import { COUNTER_STRIDE, MUP_EVENT_SLOTS } from '../dataplane/codec.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
 import { releaseMemory } from './memory.js';
@@ -36,16 +36,14 @@ import { ensureBpffs, Pins, type MapPin } from './pins.js';
 import { DEFAULT_BPFFS, defaultStateFile } from '../host/paths.js';
 import {
   emptyOverlay,
-  localSidJson,
-  localSidKey,
   overlaySize,
-  policyJson,
-  policyKey,
+  RULE_KINDS,
   RuleError,
   RuleSet,
   sha256,
   StateStore,
   type Overlay,
+  type Rule,
   type RuleJson,
   type RuleKind,
 } from './rules.js';
@@ -140,7 +138,7 @@ export class Daemon {
   readonly startedAt = new Date();
   readonly #serial = new Serial();
   #dp: Dataplane | undefined;
-  /** The next-hop cache, in forwarding mode fib (src/daemon/nexthop.ts). */
+  /** The next-hop cache, in forwarding mode fib (src/dataplane/nexthop.ts). */
   #nh: NextHopWatcher | undefined;
   #nhReasons = '';
   #rules!: RuleSet;
@@ -464,53 +462,48 @@ export class Daemon {
 
   listRules(kind: RuleKind): (RuleJson & { origin: 'config' | 'api'; rule: number | null })[] {
     const t = this.dataplane.rules;
-    if (kind === 'policy') {
-      return [...this.#rules.policies.values()].map((p) => ({
-        ...policyJson(p),
-        origin: this.#rules.source('policy', policyKey(p)),
-        rule: t.policyRule(p.match) ?? null,
-      }));
-    }
-    return [...this.#rules.localsids.values()].map((l) => ({
-      ...localSidJson(l),
-      origin: this.#rules.source('localsid', localSidKey(l)),
-      rule: t.localsidRule(l.sid) ?? null,
+    const k = RULE_KINDS[kind];
+    return [...this.#rules.rules(kind).values()].map((r) => ({
+      ...k.json(r),
+      origin: this.#rules.source(kind, k.key(r)),
+      rule: k.ruleId(t, r) ?? null,
     }));
   }
 
   /** Add (op add) or replace (op replace) one rule: tables, then state file; undone if the state cannot be saved. */
   putRule(kind: RuleKind, body: unknown, op: 'add' | 'replace'): Promise<RuleJson> {
     return this.#serial.run(() => {
+      const k = RULE_KINDS[kind];
       const rule = this.#rules.check(kind, body, op);
-      const key = kind === 'policy' ? policyKey(rule as Policy) : localSidKey(rule as LocalSid);
-      const tagged = { ...rule, where: `${kind === 'policy' ? 'policies' : 'localsids'}[${key}]` };
-      const previous = kind === 'policy' ? this.#rules.policies.get(key) : this.#rules.localsids.get(key);
+      const key = k.key(rule);
+      const tagged: Rule = { ...rule, where: `${k.section}[${key}]` };
+      const previous = this.#rules.rules(kind).get(key);
       const t = this.dataplane.rules;
-      this.#tables(t, kind === 'policy' ? { putPolicies: [tagged as Policy] } : { putLocalSids: [tagged as LocalSid] });
+      this.#tables(t, k.put([tagged]));
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.put(kind, tagged);
       try {
-        this.#record({ put: kind, rule: kind === 'policy' ? policyJson(tagged as Policy) : localSidJson(tagged as LocalSid) });
+        this.#record({ put: kind, rule: k.json(tagged) });
       } catch (e) {
         // Put the tables and the set back as they were.
         if (previous === undefined) {
-          t.apply(kind === 'policy' ? { delPolicies: [(rule as Policy).match] } : { delLocalSids: [(rule as LocalSid).sid] });
+          t.apply(k.del([rule]));
           this.#rules.delete(kind, key);
         } else {
-          t.apply(kind === 'policy' ? { putPolicies: [previous as Policy] } : { putLocalSids: [previous as LocalSid] });
+          t.apply(k.put([previous]));
           this.#rules.put(kind, previous);
         }
         before();
         throw new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
       }
       this.#log.info({ kind, key, op, name: rule.name }, op === 'add' ? 'rule added' : 'rule replaced');
-      return kind === 'policy' ? policyJson(tagged as Policy) : localSidJson(tagged as LocalSid);
+      return k.json(tagged);
     });
   }
 
   deleteRule(kind: RuleKind, by: { key?: string; name?: string }): Promise<RuleJson> {
     return this.#serial.run(() => {
-      const what = kind === 'policy' ? 'policy' : 'local SID';
+      const k = RULE_KINDS[kind];
       let key: string | undefined;
       try {
         key = this.#rules.find(kind, by);
@@ -518,24 +511,24 @@ export class Daemon {
         throw new RuleError((e as Error).message, 400);
       }
       if (key === undefined) {
-        const by2 = by.name !== undefined ? `named ${JSON.stringify(by.name)}` : `with ${kind === 'policy' ? 'match' : 'sid'} ${by.key ?? ''}`;
-        throw new RuleError(`no ${what} ${by2}; list them with mup ${kind === 'policy' ? 'policy' : 'sid'} list`, 404);
+        const by2 = by.name !== undefined ? `named ${JSON.stringify(by.name)}` : `with ${k.keyName} ${by.key ?? ''}`;
+        throw new RuleError(`no ${k.label} ${by2}; list them with mup ${k.cliVerb} list`, 404);
       }
-      const previous = (kind === 'policy' ? this.#rules.policies.get(key) : this.#rules.localsids.get(key))!;
+      const previous = this.#rules.rules(kind).get(key)!;
       const t = this.dataplane.rules;
-      this.#tables(t, kind === 'policy' ? { delPolicies: [(previous as Policy).match] } : { delLocalSids: [(previous as LocalSid).sid] });
+      this.#tables(t, k.del([previous]));
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.delete(kind, key);
       try {
         this.#record({ del: kind, key });
       } catch (e) {
-        t.apply(kind === 'policy' ? { putPolicies: [previous as Policy] } : { putLocalSids: [previous as LocalSid] });
+        t.apply(k.put([previous]));
         this.#rules.put(kind, previous);
         before();
         throw new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
       }
       this.#log.info({ kind, key, name: previous.name }, 'rule deleted');
-      return kind === 'policy' ? policyJson(previous as Policy) : localSidJson(previous as LocalSid);
+      return k.json(previous);
     });
   }
 
@@ -554,13 +547,13 @@ export class Daemon {
   /** A function that restores the overlay entries of one key as they are now. */
   #snapshotOverlay(kind: RuleKind, key: string): () => void {
     const o = this.#rules.overlay;
-    const put = kind === 'policy' ? o.policies : o.localsids;
-    const del = kind === 'policy' ? o.delPolicies : o.delLocalSids;
+    const put = o[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
+    const del = o[RULE_KINDS[kind].overlay.del];
     const hadPut = put.get(key);
     const hadDel = del.has(key);
     return () => {
       if (hadPut === undefined) put.delete(key);
-      else (put as Map<string, Policy | LocalSid>).set(key, hadPut);
+      else put.set(key, hadPut);
       if (hadDel) del.add(key);
       else del.delete(key);
     };
@@ -570,38 +563,19 @@ export class Daemon {
   // Counters and status
 
   /**
-   * Counters now. `rules`: 'all' (default), 'active' (rules that have
-   * translated packets), 'none', or at most N rules in config order.
+   * Counters now, from one read of the counter map (Dataplane.counters).
+   * `rules`: 'all' (default), 'active' (rules that have translated packets),
+   * 'none', or at most N rules in config order.
    */
-  counters(rules: 'all' | 'active' | 'none' | number = 'all'): CountersSnapshot {
-    const dp = this.dataplane;
-    const events = dp.counters().events;
-    const functions = dp.functionTotals(this.#rules.effective());
-    const list =
-      rules === 'none'
-        ? []
-        : dp.ruleCounters(this.#rules.effective(), rules === 'active' ? { activeOnly: true } : typeof rules === 'number' ? { limit: rules } : {});
-    return { at: new Date().toISOString(), events, rules: list, functions };
+  counters(rules: RuleSelection = 'all'): CountersSnapshot {
+    const c = this.dataplane.counters(this.#rules.effective(), { rules });
+    return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
   }
 
   /** Zero every counter slot (events and rules). */
   resetCounters(): Promise<void> {
     return this.#serial.run(() => {
-      const dp = this.dataplane;
-      const s = dp.config.settings;
-      const n = MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids;
-      const ncpus = numPossibleCpus();
-      const zero = Buffer.alloc(COUNTER_STRIDE * ncpus);
-      const key = Buffer.alloc(4);
-      // Only slots that are not zero already: a full sweep of 131,136 slots is ~0.3 s.
-      const raw = mapLookupArrayRange(dp.maps.counters, 0, n, COUNTER_STRIDE * ncpus);
-      const stride = COUNTER_STRIDE * ncpus;
-      for (let slot = 0; slot < n; slot++) {
-        const v = raw.subarray(slot * stride, (slot + 1) * stride);
-        if (v.every((b) => b === 0)) continue;
-        key.writeUInt32LE(slot);
-        mapUpdate(dp.maps.counters, key, zero, BPF_ANY, 'mup_counters');
-      }
+      this.dataplane.resetCounters();
       this.#log.info({}, 'counters reset');
     });
   }

@@ -42,7 +42,8 @@ function setCounter(c: Counter<string>, labels: Record<string, string>, v: bigin
 export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT): Registry {
   const reg = new Registry();
   collectDefaultMetrics({ register: reg });
-  // One snapshot per scrape, shared by the collectors below.
+  // One snapshot per scrape, shared by the collectors below: Daemon.counters
+  // reads the whole counter map once (Dataplane.counters).
   let snap: ReturnType<Daemon['counters']> | undefined;
   let snapAt = 0;
   const counters = (): ReturnType<Daemon['counters']> => {

@@ -14,12 +14,96 @@ import { dirname } from 'node:path';
 import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry } from '../config/load.js';
 import { localSidKey, policyKey } from '../config/keys.js';
 import type { Config, LocalSid, Policy } from '../config/types.js';
+import type { Changes, Tables } from '../dataplane/tables.js';
 import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
 
 export type RuleKind = 'policy' | 'localsid';
 
 /** A rule as the config file and the API spell it (snake_case keys). */
 export type RuleJson = Record<string, unknown>;
+
+/** A rule of any kind. */
+export type Rule = Policy | LocalSid;
+
+/**
+ * What differs between the kinds of rule, for the rule set, the state file,
+ * the API and the daemon: one entry per kind. A new kind is a new entry
+ * here (and its table in dataplane/, its entry in the CLI's RULE_COMMANDS).
+ */
+export interface RuleKindSpec {
+  readonly kind: RuleKind;
+  /** In messages: "a policy", "no local SID named ...". */
+  readonly label: string;
+  /**
+   * The config file's section, the API's list key (GET /v1/policies ->
+   * {"policies": [...]}) and the head of a rule's key path ("policies[10.45.0.0/16]").
+   */
+  readonly section: 'policies' | 'localsids';
+  /** The API's collection. */
+  readonly apiPath: string;
+  /** `mup <verb> list|add|replace|del`. */
+  readonly cliVerb: string;
+  /** The key's name: in the config and API body, the DELETE query, messages. */
+  readonly keyName: string;
+  /** The overlay's maps of this kind: added or replaced rules, deleted config keys. */
+  readonly overlay: { readonly put: 'policies' | 'localsids'; readonly del: 'delPolicies' | 'delLocalSids' };
+  /** Validate one entry as the config file's (and the API's, the state file's) rules are. */
+  parse(v: unknown, where: string): Rule;
+  /** The key text (the prefix, canonical). */
+  key(r: Rule): string;
+  /** Canonical key text from user text ("10.0.0.7/24" -> "10.0.0.0/24"). */
+  canonicalKey(text: string): string;
+  /** As the config file and the API spell it. */
+  json(r: Rule): RuleJson;
+  /** The table changes that write these rules / delete them. */
+  put(rules: readonly Rule[]): Changes;
+  del(rules: readonly Rule[]): Changes;
+  /** The rule's id (counter slot) in the tables, if it is there. */
+  ruleId(t: Tables, r: Rule): number | undefined;
+}
+
+export const RULE_KINDS: Readonly<Record<RuleKind, RuleKindSpec>> = {
+  policy: {
+    kind: 'policy',
+    label: 'policy',
+    section: 'policies',
+    apiPath: '/v1/policies',
+    cliVerb: 'policy',
+    keyName: 'match',
+    overlay: { put: 'policies', del: 'delPolicies' },
+    parse: (v, where) => parsePolicyEntry(v, where),
+    key: (r) => policyKey(r as Policy),
+    canonicalKey: (text) => formatIpv4Prefix(parseIpv4Prefix(text, 'match')),
+    json: (r) => policyJson(r as Policy),
+    put: (rules) => ({ putPolicies: rules as Policy[] }),
+    del: (rules) => ({ delPolicies: (rules as Policy[]).map((p) => p.match) }),
+    ruleId: (t, r) => t.policyRule((r as Policy).match),
+  },
+  localsid: {
+    kind: 'localsid',
+    label: 'local SID',
+    section: 'localsids',
+    apiPath: '/v1/localsids',
+    cliVerb: 'sid',
+    keyName: 'sid',
+    overlay: { put: 'localsids', del: 'delLocalSids' },
+    parse: (v, where) => parseLocalSidEntry(v, where),
+    key: (r) => localSidKey(r as LocalSid),
+    canonicalKey: (text) => formatIpv6Prefix(parseIpv6Prefix(text, 'sid')),
+    json: (r) => localSidJson(r as LocalSid),
+    put: (rules) => ({ putLocalSids: rules as LocalSid[] }),
+    del: (rules) => ({ delLocalSids: (rules as LocalSid[]).map((l) => l.sid) }),
+    ruleId: (t, r) => t.localsidRule((r as LocalSid).sid),
+  },
+};
+
+/** Every kind, in the order the tables, listings and state file use. */
+export const RULE_KIND_LIST: readonly RuleKindSpec[] = Object.values(RULE_KINDS);
+
+/** The entry of a kind named in input (a state file line), or undefined. */
+export function ruleKind(name: unknown): RuleKindSpec | undefined {
+  return typeof name === 'string' && Object.hasOwn(RULE_KINDS, name) ? RULE_KINDS[name as RuleKind] : undefined;
+}
 
 export function policyJson(p: Policy): RuleJson {
   return {
@@ -78,7 +162,12 @@ export function emptyOverlay(): Overlay {
 }
 
 export function overlaySize(o: Overlay): number {
-  return o.policies.size + o.delPolicies.size + o.localsids.size + o.delLocalSids.size;
+  return RULE_KIND_LIST.reduce((n, k) => n + o[k.overlay.put].size + o[k.overlay.del].size, 0);
+}
+
+/** One fresh value per kind. */
+function perKind<T>(make: () => T): Record<RuleKind, T> {
+  return Object.fromEntries(RULE_KIND_LIST.map((k) => [k.kind, make()])) as Record<RuleKind, T>;
 }
 
 export class RuleError extends Error {
@@ -97,7 +186,7 @@ export { localSidKey, policyKey };
 
 /** Canonical key text from user text ("10.0.0.7/24" -> "10.0.0.0/24"). */
 export function canonicalKey(kind: RuleKind, text: string): string {
-  return kind === 'policy' ? formatIpv4Prefix(parseIpv4Prefix(text, 'match')) : formatIpv6Prefix(parseIpv6Prefix(text, 'sid'));
+  return RULE_KINDS[kind].canonicalKey(text);
 }
 
 /**
@@ -105,29 +194,26 @@ export function canonicalKey(kind: RuleKind, text: string): string {
  * key and by name, in a stable order (config order, then API additions).
  */
 export class RuleSet {
-  readonly policies = new Map<string, Policy>();
-  readonly localsids = new Map<string, LocalSid>();
-  readonly #policyNames = new Map<string, string>();
-  readonly #localsidNames = new Map<string, string>();
-  /** Keys that come from the config file (for `source` in listings). */
+  /** Rules by kind, by key, in order; names to keys. */
+  readonly #rules = perKind(() => new Map<string, Rule>());
+  readonly #names = perKind(() => new Map<string, string>());
+  /** Keys that come from the config file, "<kind> <key>" (for `source` in listings). */
   readonly #fromConfig = new Set<string>();
 
   constructor(
     readonly config: Config,
     readonly overlay: Overlay,
   ) {
-    for (const p of config.policies) this.#fromConfig.add(`p ${policyKey(p)}`);
-    for (const l of config.localsids) this.#fromConfig.add(`l ${localSidKey(l)}`);
-    for (const p of config.policies) {
-      const k = policyKey(p);
-      if (!overlay.delPolicies.has(k)) this.#setPolicy(overlay.policies.get(k) ?? p);
+    for (const k of RULE_KIND_LIST) for (const r of config[k.section]) this.#fromConfig.add(`${k.kind} ${k.key(r)}`);
+    for (const k of RULE_KIND_LIST) {
+      const put = overlay[k.overlay.put] as Map<string, Rule>;
+      const del = overlay[k.overlay.del];
+      for (const r of config[k.section]) {
+        const key = k.key(r);
+        if (!del.has(key)) this.#set(k, put.get(key) ?? r);
+      }
+      for (const [key, r] of put) if (!this.#rules[k.kind].has(key)) this.#set(k, r);
     }
-    for (const [k, p] of overlay.policies) if (!this.policies.has(k)) this.#setPolicy(p);
-    for (const l of config.localsids) {
-      const k = localSidKey(l);
-      if (!overlay.delLocalSids.has(k)) this.#setLocalSid(overlay.localsids.get(k) ?? l);
-    }
-    for (const [k, l] of overlay.localsids) if (!this.localsids.has(k)) this.#setLocalSid(l);
     // The overlay was checked rule by rule when it was made; the whole must
     // still hold together (names unique across file and API, lengths). The
     // file alone was checked when it was read.
@@ -136,53 +222,60 @@ export class RuleSet {
     }
   }
 
+  /** The policies, by key, in order. */
+  get policies(): ReadonlyMap<string, Policy> {
+    return this.#rules.policy as Map<string, Policy>;
+  }
+
+  /** The local SIDs, by key, in order. */
+  get localsids(): ReadonlyMap<string, LocalSid> {
+    return this.#rules.localsid as Map<string, LocalSid>;
+  }
+
+  /** The rules of a kind, by key, in order. */
+  rules(kind: RuleKind): ReadonlyMap<string, Rule> {
+    return this.#rules[kind];
+  }
+
   source(kind: RuleKind, key: string): 'config' | 'api' {
-    const overlaid = kind === 'policy' ? this.overlay.policies.has(key) : this.overlay.localsids.has(key);
-    return this.#fromConfig.has(`${kind === 'policy' ? 'p' : 'l'} ${key}`) && !overlaid ? 'config' : 'api';
+    const overlaid = this.overlay[RULE_KINDS[kind].overlay.put].has(key);
+    return this.#fromConfig.has(`${kind} ${key}`) && !overlaid ? 'config' : 'api';
   }
 
-  #setPolicy(p: Policy): void {
-    const k = policyKey(p);
-    const old = this.policies.get(k);
-    if (old?.name !== undefined) this.#policyNames.delete(old.name);
-    this.policies.set(k, p);
-    if (p.name !== undefined) this.#policyNames.set(p.name, k);
-  }
-
-  #setLocalSid(l: LocalSid): void {
-    const k = localSidKey(l);
-    const old = this.localsids.get(k);
-    if (old?.name !== undefined) this.#localsidNames.delete(old.name);
-    this.localsids.set(k, l);
-    if (l.name !== undefined) this.#localsidNames.set(l.name, k);
+  #set(k: RuleKindSpec, r: Rule): void {
+    const key = k.key(r);
+    const names = this.#names[k.kind];
+    const old = this.#rules[k.kind].get(key);
+    if (old?.name !== undefined) names.delete(old.name);
+    this.#rules[k.kind].set(key, r);
+    if (r.name !== undefined) names.set(r.name, key);
   }
 
   /** Key of the rule called `name`, or of the rule with key `key`. */
   find(kind: RuleKind, by: { key?: string; name?: string }): string | undefined {
-    if (by.name !== undefined) return (kind === 'policy' ? this.#policyNames : this.#localsidNames).get(by.name);
+    if (by.name !== undefined) return this.#names[kind].get(by.name);
     if (by.key === undefined) return undefined;
     const k = canonicalKey(kind, by.key);
-    return (kind === 'policy' ? this.policies.has(k) : this.localsids.has(k)) ? k : undefined;
+    return this.#rules[kind].has(k) ? k : undefined;
   }
 
   /** Validate an API rule (as the file's entries are) and check it against the set for add or replace. */
-  check(kind: RuleKind, body: unknown, op: 'add' | 'replace'): Policy | LocalSid {
+  check(kind: RuleKind, body: unknown, op: 'add' | 'replace'): Rule {
     const where = 'request body';
-    const rule = kind === 'policy' ? parsePolicyEntry(body, where) : parseLocalSidEntry(body, where);
-    const key = kind === 'policy' ? policyKey(rule as Policy) : localSidKey(rule as LocalSid);
-    const table = kind === 'policy' ? this.policies : this.localsids;
-    const names = kind === 'policy' ? this.#policyNames : this.#localsidNames;
-    const what = kind === 'policy' ? 'policy' : 'local SID';
-    const keyName = kind === 'policy' ? 'match' : 'sid';
-    const existing = table.get(key);
+    const k = RULE_KINDS[kind];
+    const rule = k.parse(body, where);
+    const key = k.key(rule);
+    const what = k.label;
+    const keyName = k.keyName;
+    const existing = this.#rules[kind].get(key);
     if (op === 'add' && existing !== undefined) {
-      throw new RuleError(`a ${what} with ${keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; replace it with PUT (mup ${kind === 'policy' ? 'policy' : 'sid'} replace)`, 409);
+      throw new RuleError(`a ${what} with ${keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; replace it with PUT (mup ${k.cliVerb} replace)`, 409);
     }
     if (op === 'replace' && existing === undefined) {
-      throw new RuleError(`no ${what} with ${keyName} ${key} to replace; add it with POST (mup ${kind === 'policy' ? 'policy' : 'sid'} add)`, 404);
+      throw new RuleError(`no ${what} with ${keyName} ${key} to replace; add it with POST (mup ${k.cliVerb} add)`, 404);
     }
     if (rule.name !== undefined) {
-      const owner = names.get(rule.name);
+      const owner = this.#names[kind].get(rule.name);
       if (owner !== undefined && owner !== key) {
         throw new RuleError(`name ${JSON.stringify(rule.name)} is already used by the ${what} with ${keyName} ${owner}; names must be unique`, 409);
       }
@@ -191,37 +284,22 @@ export class RuleSet {
   }
 
   /** Record an add or replace in the set and the overlay. */
-  put(kind: RuleKind, rule: Policy | LocalSid): void {
-    if (kind === 'policy') {
-      const p = rule as Policy;
-      const k = policyKey(p);
-      this.#setPolicy(p);
-      this.overlay.policies.set(k, p);
-      this.overlay.delPolicies.delete(k);
-    } else {
-      const l = rule as LocalSid;
-      const k = localSidKey(l);
-      this.#setLocalSid(l);
-      this.overlay.localsids.set(k, l);
-      this.overlay.delLocalSids.delete(k);
-    }
+  put(kind: RuleKind, rule: Rule): void {
+    const k = RULE_KINDS[kind];
+    const key = k.key(rule);
+    this.#set(k, rule);
+    (this.overlay[k.overlay.put] as Map<string, Rule>).set(key, rule);
+    this.overlay[k.overlay.del].delete(key);
   }
 
   /** Record a delete (by key) in the set and the overlay. */
   delete(kind: RuleKind, key: string): void {
-    if (kind === 'policy') {
-      const old = this.policies.get(key);
-      if (old?.name !== undefined) this.#policyNames.delete(old.name);
-      this.policies.delete(key);
-      this.overlay.policies.delete(key);
-      if (this.#fromConfig.has(`p ${key}`)) this.overlay.delPolicies.add(key);
-    } else {
-      const old = this.localsids.get(key);
-      if (old?.name !== undefined) this.#localsidNames.delete(old.name);
-      this.localsids.delete(key);
-      this.overlay.localsids.delete(key);
-      if (this.#fromConfig.has(`l ${key}`)) this.overlay.delLocalSids.add(key);
-    }
+    const k = RULE_KINDS[kind];
+    const old = this.#rules[kind].get(key);
+    if (old?.name !== undefined) this.#names[kind].delete(old.name);
+    this.#rules[kind].delete(key);
+    this.overlay[k.overlay.put].delete(key);
+    if (this.#fromConfig.has(`${kind} ${key}`)) this.overlay[k.overlay.del].add(key);
   }
 
   /** The effective config (settings and interfaces from the file). */
@@ -282,41 +360,28 @@ export function writeFileAtomic(path: string, data: string): void {
 }
 
 function overlayLines(o: Overlay): StateLine[] {
-  return [
-    ...[...o.policies.values()].map((p): StateLine => ({ put: 'policy', rule: policyJson(p) })),
-    ...[...o.delPolicies].map((key): StateLine => ({ del: 'policy', key })),
-    ...[...o.localsids.values()].map((l): StateLine => ({ put: 'localsid', rule: localSidJson(l) })),
-    ...[...o.delLocalSids].map((key): StateLine => ({ del: 'localsid', key })),
-  ];
+  return RULE_KIND_LIST.flatMap((k) => [
+    ...[...(o[k.overlay.put] as Map<string, Rule>).values()].map((r): StateLine => ({ put: k.kind, rule: k.json(r) })),
+    ...[...o[k.overlay.del]].map((key): StateLine => ({ del: k.kind, key })),
+  ]);
 }
 
 /** Apply one change line to an overlay (as RuleSet.put / delete do; deletes of non-config keys are ignored later). */
 function applyLine(o: Overlay, line: StateLine, where: string): void {
   if ('put' in line) {
-    if (line.put === 'policy') {
-      const p = parsePolicyEntry(line.rule, where);
-      const k = policyKey(p);
-      o.policies.set(k, p);
-      o.delPolicies.delete(k);
-    } else if (line.put === 'localsid') {
-      const l = parseLocalSidEntry(line.rule, where);
-      const k = localSidKey(l);
-      o.localsids.set(k, l);
-      o.delLocalSids.delete(k);
-    } else {
-      throw new Error(`${where}: unknown table ${JSON.stringify(line.put)}`);
-    }
+    const k = ruleKind(line.put);
+    if (k === undefined) throw new Error(`${where}: unknown table ${JSON.stringify(line.put)}`);
+    const r = k.parse(line.rule, where);
+    const key = k.key(r);
+    (o[k.overlay.put] as Map<string, Rule>).set(key, r);
+    o[k.overlay.del].delete(key);
   } else if ('del' in line && typeof line.key === 'string') {
-    const k = canonicalKey(line.del, line.key);
-    if (line.del === 'policy') {
-      o.policies.delete(k);
-      o.delPolicies.add(k);
-    } else if (line.del === 'localsid') {
-      o.localsids.delete(k);
-      o.delLocalSids.add(k);
-    } else {
-      throw new Error(`${where}: unknown table ${JSON.stringify(line.del)}`);
-    }
+    // An unknown kind's key is read as a local SID's, as it always was: the same message for the same bad line.
+    const key = (ruleKind(line.del) ?? RULE_KINDS.localsid).canonicalKey(line.key);
+    const k = ruleKind(line.del);
+    if (k === undefined) throw new Error(`${where}: unknown table ${JSON.stringify(line.del)}`);
+    o[k.overlay.put].delete(key);
+    o[k.overlay.del].add(key);
   } else {
     throw new Error(`${where}: neither a put nor a del`);
   }

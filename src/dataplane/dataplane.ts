@@ -43,7 +43,7 @@ import {
   type BpfObject,
 } from './libbpf.js';
 import { ifIndex, inNetns, NetnsError } from './netns.js';
-import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, Tables, type ApplyResult, type TableFds } from './tables.js';
+import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, Tables, zeroCounterSlots, type ApplyResult, type TableFds } from './tables.js';
 
 export { DEFAULT_OBJECT } from '../host/paths.js';
 import { DEFAULT_OBJECT } from '../host/paths.js';
@@ -89,10 +89,16 @@ export interface RuleCounter extends CounterValue {
   readonly name?: string;
 }
 
+/**
+ * Which rules a counter read lists: 'all', 'active' (rules that have
+ * translated packets), 'none', or at most N (in config order).
+ */
+export type RuleSelection = 'all' | 'active' | 'none' | number;
+
 export interface Counters {
   /** Every event of enum mup_event, zeros included. */
   readonly events: Record<string, CounterValue>;
-  /** Rules in the tables, policies first, each in config order. */
+  /** Rules in the tables, policies first, each in config order (as selected). */
   readonly rules: RuleCounter[];
   /** Translated packets per function: the sum of its rules. */
   readonly functions: Record<TranslationFunction, CounterValue>;
@@ -156,7 +162,7 @@ export interface Dataplane {
   /** Counter slot -> event name, from the object's BTF. */
   readonly events: ReadonlyMap<number, string>;
   readonly tables: TableFds;
-  /** The next-hop cache's maps (src/daemon/nexthop.ts writes them). */
+  /** The next-hop cache's maps (src/dataplane/nexthop.ts writes them). */
   readonly nexthop: NextHopFds;
   /**
    * Make the loaded tables and mup_cfg follow a new config (see syncTables).
@@ -169,14 +175,21 @@ export interface Dataplane {
    * frame shorter than ETH_HLEN or longer than TEST_RUN_MAX_FRAME bytes.
    */
   run(frame: Buffer): RunResult;
-  counters(): Counters;
   /**
-   * Per-rule counters of the rules of `config` that are in the tables, in
-   * config order; `activeOnly`: rules with packets only; `limit`: at most that many.
+   * The counters now, from one read of the whole counter map (one
+   * BPF_MAP_LOOKUP_BATCH of the event slots and every rule slot): events,
+   * the per-function totals and the per-rule counters of the rules of
+   * `config` (default: the loaded config) that are in the tables.
+   * `rules` picks which rules are listed (default 'all'); the totals always
+   * sum every rule.
    */
-  ruleCounters(config: Pick<Config, 'policies' | 'localsids'>, o?: { activeOnly?: boolean; limit?: number }): RuleCounter[];
-  /** Translated packets and bytes per function: the sums of the policy and local SID rule slots. */
-  functionTotals(config?: Pick<Config, 'policies' | 'localsids'>): Record<TranslationFunction, CounterValue>;
+  counters(config?: Pick<Config, 'policies' | 'localsids'>, o?: { readonly rules?: RuleSelection }): Counters;
+  /**
+   * Zero every counter slot that is not zero (events and rules): the
+   * operator's reset. Not atomic: a packet counted during the reset may be
+   * lost or kept. Returns the number of slots written.
+   */
+  resetCounters(): number;
   /**
    * Attach the program to interface `ifname` (in namespace `netns`, entered
    * with setns() on this thread). Refuses (EBUSY) when an XDP program of that
@@ -389,14 +402,6 @@ class LoadedDataplane implements Dataplane {
     return mapLookupArrayRange(this.tables.countersFd, start, count, COUNTER_STRIDE * this.#ncpus, MAP_COUNTERS);
   }
 
-  /** Values of counter slots start..start+count-1, summed over CPUs. */
-  #read(start: number, count: number): CounterValue[] {
-    const b = this.#raw(start, count);
-    const out: CounterValue[] = [];
-    for (let i = 0; i < count; i++) out.push(decodePercpuCounter(b, this.#ncpus, i * COUNTER_STRIDE * this.#ncpus));
-    return out;
-  }
-
   /** Event slots whose packet count changed on some CPU between two #raw(0, 64) reads. */
   #changedEvents(before: Buffer, after: Buffer): number[] {
     const changed: number[] = [];
@@ -448,27 +453,60 @@ class LoadedDataplane implements Dataplane {
     };
   }
 
-  counters(): Counters {
+  counters(config: Pick<Config, 'policies' | 'localsids'> = this.config, o: { readonly rules?: RuleSelection } = {}): Counters {
     this.#open();
+    const s = this.config.settings;
+    // The one read: event slots, then policy rule slots, then local SID rule slots.
+    const raw = this.#raw(0, MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids);
+    const which = o.rules ?? 'all';
+    return {
+      events: this.#events(raw),
+      rules: which === 'none' ? [] : this.#ruleCounters(raw, config, which === 'active' ? { activeOnly: true } : typeof which === 'number' ? { limit: which } : {}),
+      functions: this.#functionTotals(raw, config),
+    };
+  }
+
+  resetCounters(): number {
+    this.#open();
+    const s = this.config.settings;
+    const n = MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids;
+    const raw = this.#raw(0, n);
+    const stride = COUNTER_STRIDE * this.#ncpus;
+    // Only slots that are not zero already: writing all 131,136 slots of full tables takes ~0.3 s.
+    const nonzero: number[] = [];
+    for (let slot = 0; slot < n; slot++) {
+      for (let b = slot * stride; b < (slot + 1) * stride; b++) {
+        if (raw[b] !== 0) {
+          nonzero.push(slot);
+          break;
+        }
+      }
+    }
+    return zeroCounterSlots(this.tables.countersFd, nonzero, this.#ncpus);
+  }
+
+  /** Every event of enum mup_event from a read of slots 0.., zeros included; unnamed slots only when not zero. */
+  #events(raw: Buffer): Record<string, CounterValue> {
+    const stride = COUNTER_STRIDE * this.#ncpus;
+    const slots: CounterValue[] = [];
+    for (let slot = 0; slot < MUP_EVENT_SLOTS; slot++) slots.push(decodePercpuCounter(raw, this.#ncpus, slot * stride));
     const events: Record<string, CounterValue> = {};
-    const slots = this.#read(0, MUP_EVENT_SLOTS);
     for (const [slot, name] of [...this.events].sort((a, b) => a[0] - b[0])) {
       events[name] = slots[slot] ?? { packets: 0n, bytes: 0n };
     }
     slots.forEach((v, slot) => {
       if (!this.events.has(slot) && v.packets !== 0n) events[this.#slotName(slot)] = v;
     });
-
-    return { events, rules: this.ruleCounters(this.config), functions: this.functionTotals() };
+    return events;
   }
 
   /**
-   * Per-rule counters of the rules of `config` that are in the tables, in
-   * config order (policies, then local SIDs). One read of the counter range.
+   * Translated packets and bytes per function, from a read of slots 0..:
+   * the sum of the policy rule slots (every policy is H.M.GTP4.D) and of the
+   * local SID rule slots of `config`, by behaviour.
    */
-  functionTotals(config: Pick<Config, 'policies' | 'localsids'> = this.config): Record<TranslationFunction, CounterValue> {
+  #functionTotals(raw: Buffer, config: Pick<Config, 'policies' | 'localsids'>): Record<TranslationFunction, CounterValue> {
     const s = this.config.settings;
-    const raw = this.#raw(MUP_EVENT_SLOTS, s.maxPolicies + s.maxLocalSids);
     const { offset: po } = LAYOUTS.mup_counter.members.packets;
     const { offset: bo } = LAYOUTS.mup_counter.members.bytes;
     const stride = this.#ncpus * COUNTER_STRIDE;
@@ -481,13 +519,14 @@ class LoadedDataplane implements Dataplane {
     };
     const add = (fn: TranslationFunction, rule: number): void => {
       const t = totals[fn];
-      for (let at = rule * stride; at < (rule + 1) * stride; at += COUNTER_STRIDE) {
-        t.packets += raw.readBigUInt64LE(at + po);
-        t.bytes += raw.readBigUInt64LE(at + bo);
+      const at = (MUP_EVENT_SLOTS + rule) * stride;
+      for (let o = at; o < at + stride; o += COUNTER_STRIDE) {
+        t.packets += raw.readBigUInt64LE(o + po);
+        t.bytes += raw.readBigUInt64LE(o + bo);
       }
     };
-    // Every policy is H.M.GTP4.D, and a free slot is zero (a rule's slot is
-    // zeroed when it goes): the policy range sums up as it is.
+    // Every policy is H.M.GTP4.D, and a free slot is zero (Tables zeroes a
+    // rule's slot when it goes): the policy range sums up as it is.
     for (let rule = 0; rule < s.maxPolicies; rule++) add('h_m_gtp4_d', rule);
     const gen = this.rules.generation;
     for (const l of config.localsids) {
@@ -497,17 +536,19 @@ class LoadedDataplane implements Dataplane {
     return totals;
   }
 
-  ruleCounters(config: Pick<Config, 'policies' | 'localsids'>, o: { activeOnly?: boolean; limit?: number } = {}): RuleCounter[] {
-    const s = this.config.settings;
-    const total = s.maxPolicies + s.maxLocalSids;
-    const raw = this.#raw(MUP_EVENT_SLOTS, total);
+  /**
+   * Per-rule counters, from a read of slots 0..: the rules of `config` that
+   * are in the tables, in config order (policies, then local SIDs);
+   * `activeOnly`: rules with packets only; `limit`: at most that many.
+   */
+  #ruleCounters(raw: Buffer, config: Pick<Config, 'policies' | 'localsids'>, o: { activeOnly?: boolean; limit?: number }): RuleCounter[] {
     const stride = COUNTER_STRIDE * this.#ncpus;
     const gen = this.rules.generation;
     const limit = o.limit ?? Infinity;
     const out: RuleCounter[] = [];
     const push = (rule: number, kind: RuleCounter['kind'], where: string, key: string, name: string | undefined): void => {
       if (out.length >= limit) return;
-      const v = decodePercpuCounter(raw, this.#ncpus, rule * stride);
+      const v = decodePercpuCounter(raw, this.#ncpus, (MUP_EVENT_SLOTS + rule) * stride);
       if (o.activeOnly === true && v.packets === 0n) return;
       out.push(name === undefined ? { rule, kind, where, key, packets: v.packets, bytes: v.bytes } : { rule, kind, where, key, name, packets: v.packets, bytes: v.bytes });
     };

@@ -327,6 +327,33 @@ export const BPF_EXIST = 2n;
 
 const ENOENT = koffi.os.errno['ENOENT'] ?? 2;
 
+/** One element read from a map: a BPF_MAP_LOOKUP_ELEM or BPF_MAP_LOOKUP_BATCH syscall. */
+export interface MapRead {
+  readonly fd: number;
+  readonly op: 'lookup' | 'lookup_batch';
+  /** Elements asked for (1 for a lookup). */
+  readonly elements: number;
+}
+
+let mapReadLog: MapRead[] | undefined;
+
+/**
+ * Record every element read (mapLookup, mapLookupArrayRange, mapDump) until
+ * stop(): for tests that count what an operation reads, e.g. one counter
+ * read per /metrics scrape. Off (one undefined check per call) otherwise.
+ */
+export function traceMapReads(): { readonly reads: readonly MapRead[]; stop(): void } {
+  if (mapReadLog !== undefined) throw new Error('traceMapReads: already tracing');
+  const reads: MapRead[] = [];
+  mapReadLog = reads;
+  return {
+    reads,
+    stop: () => {
+      if (mapReadLog === reads) mapReadLog = undefined;
+    },
+  };
+}
+
 export function mapUpdate(fd: number, key: Buffer, value: Buffer, flags = BPF_ANY, what = 'map'): void {
   check(c.update(fd, key, value, flags), `updating an element of ${what}`);
 }
@@ -334,6 +361,7 @@ export function mapUpdate(fd: number, key: Buffer, value: Buffer, flags = BPF_AN
 /** The value, or undefined when the key is absent. */
 export function mapLookup(fd: number, key: Buffer, valueSize: number, what = 'map'): Buffer | undefined {
   const value = Buffer.alloc(valueSize);
+  mapReadLog?.push({ fd, op: 'lookup', elements: 1 });
   const ret = c.lookup(fd, key, value);
   if (ret === -ENOENT) {
     takeLog();
@@ -388,6 +416,7 @@ export function mapLookupArrayRange(fd: number, start: number, count: number, va
   const inBatch = start > 0 ? Buffer.from(new Uint32Array([start - 1]).buffer) : null;
   const outBatch = Buffer.alloc(4);
   const n = new Uint32Array([count]);
+  mapReadLog?.push({ fd, op: 'lookup_batch', elements: count });
   const ret = c.lookupBatch(fd, inBatch, outBatch, keys, values, n, null);
   // ENOENT: the end of the map was reached; n says how many were read.
   if (ret < 0 && ret !== -ENOENT) check(ret, `reading elements ${start}..${start + count - 1} of ${what}`);
@@ -865,6 +894,7 @@ export function mapDump(fd: number, keySize: number, valueSize: number, what = '
     const values = Buffer.alloc(valueSize * chunk);
     const outBatch = Buffer.alloc(4);
     const n = new Uint32Array([chunk]);
+    mapReadLog?.push({ fd, op: 'lookup_batch', elements: chunk });
     const ret = c.lookupBatch(fd, inBatch, outBatch, keys, values, n, null);
     if (ret === -ENOSPC && (n[0] ?? 0) === 0) {
       // One bucket holds more entries than fit: ask for more at once.

@@ -51,6 +51,26 @@ export const MAP_LOCALSIDS = 'mup_localsids';
 export const MAP_COUNTERS = 'mup_counters';
 export const MAP_CONFIG = '.data.cfg';
 
+/**
+ * Write zero to counter slots (events are slots 0..MUP_EVENT_SLOTS-1, rule r
+ * is slot MUP_EVENT_SLOTS + r), every CPU's copy, one update per slot. Two
+ * callers with two reasons: Tables zeroes a rule's slot when its id is freed
+ * (so the next rule given that id starts at zero: table bookkeeping), and
+ * Dataplane.resetCounters zeroes every slot that is not zero (the
+ * operator's `mup stats --reset`).
+ */
+export function zeroCounterSlots(countersFd: number, slots: Iterable<number>, ncpus: number): number {
+  const key = Buffer.alloc(4);
+  const zero = Buffer.alloc(COUNTER_STRIDE * ncpus);
+  let n = 0;
+  for (const slot of slots) {
+    key.writeUInt32LE(slot);
+    mapUpdate(countersFd, key, zero, BPF_ANY, MAP_COUNTERS);
+    n++;
+  }
+  return n;
+}
+
 /** File descriptors and offsets of a loaded object's tables. */
 export interface TableFds {
   readonly policiesFd: number;
@@ -601,10 +621,9 @@ export class Tables {
     this.#dirty = false;
   }
 
+  /** A freed rule id's counter slot starts over at zero (not a counter reset: the rule is gone). */
   #zeroCounter(rule: number): void {
-    const key = Buffer.alloc(4);
-    key.writeUInt32LE(MUP_EVENT_SLOTS + rule);
-    mapUpdate(this.#fds.countersFd, key, Buffer.alloc(COUNTER_STRIDE * this.#ncpus), BPF_ANY, MAP_COUNTERS);
+    zeroCounterSlots(this.#fds.countersFd, [MUP_EVENT_SLOTS + rule], this.#ncpus);
   }
 
   /** The configuration the program reads now. */

@@ -1,0 +1,147 @@
+/**
+ * What one /metrics scrape and one GET /v1/counters read from the kernel,
+ * with full tables (65,536 policies + 65,536 local SIDs): the counter map
+ * range once, in one BPF_MAP_LOOKUP_BATCH, and no element of it one by one.
+ *
+ * The daemon runs in this process (the real Daemon, data plane and
+ * Prometheus registry of src/daemon/, on the compiled build/mup.bpf.o, its
+ * pins in a bpffs the test mounts in a temporary directory; no interfaces,
+ * so nothing is attached). The reads are counted in the libbpf binding
+ * (traceMapReads around the lookup syscalls), not in a stand-in.
+ * The reset (`mup stats --reset`) is checked the same way: one read, and
+ * every slot that was not zero is zero after it.
+ * The pins, the mount and the directory are removed in afterAll.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Daemon } from '../src/daemon/daemon.js';
+import { createLogger } from '../src/daemon/log.js';
+import { createMetrics } from '../src/daemon/metrics.js';
+import { COUNTER_STRIDE, LAYOUTS, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
+import { BPF_ANY, mapUpdate, numPossibleCpus, traceMapReads, type MapRead } from '../src/dataplane/libbpf.js';
+
+const isRoot = process.getuid?.() === 0;
+const RULES = 65536;
+
+function configText(): string {
+  const out = ['settings:', `  max_policies: ${RULES}`, `  max_localsids: ${RULES}`, 'policies:'];
+  for (let i = 0; i < RULES; i++) {
+    out.push(`  - name: p${i}`, `    match: 10.${i >> 8}.${i & 255}.0/24`, '    sr_prefix: "2001:db9::/48"', '    src_prefix: "2001:db8:ffff::/64"');
+  }
+  out.push('localsids:');
+  for (let i = 0; i < RULES; i++) out.push(`  - name: l${i}`, `    sid: "2001:db8:${i.toString(16)}::/48"`, '    src_prefix_len: 64');
+  return `${out.join('\n')}\n`;
+}
+
+describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () => {
+  let dir: string | undefined;
+  let bpffs: string | undefined;
+  let d: Daemon | undefined;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mup-scrape-'));
+    bpffs = join(dir, 'bpffs');
+    const configPath = join(dir, 'mup.yaml');
+    writeFileSync(configPath, configText());
+    const quiet = new Writable({ write: (_c, _e, cb) => cb() });
+    d = new Daemon({
+      configPath,
+      instance: `scrape${process.pid}`,
+      bpffs,
+      stateFile: join(dir, 'state.json'),
+      detachOnExit: true,
+      log: createLogger({ instance: 'test', level: 'warn', json: true, stream: quiet }),
+    });
+    await d.start();
+  }, 120_000);
+
+  afterAll(() => {
+    const problems: string[] = [];
+    try {
+      d?.stop(); // detachOnExit: removes the pins
+    } catch (e) {
+      problems.push(`stop: ${(e as Error).message}`);
+    }
+    if (bpffs !== undefined) {
+      try {
+        execFileSync('umount', [bpffs], { stdio: ['ignore', 'ignore', 'pipe'] });
+      } catch {
+        // not mounted (the daemon did not get that far)
+      }
+    }
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+    if (problems.length > 0) throw new Error(problems.join('; '));
+  });
+
+  /** Reads of the counter map during `fn`. */
+  async function countedReads(fn: () => unknown): Promise<MapRead[]> {
+    const counters = d!.dataplane.maps.counters;
+    const t = traceMapReads();
+    try {
+      await fn();
+    } finally {
+      t.stop();
+    }
+    return t.reads.filter((r) => r.fd === counters);
+  }
+
+  const wholeRange = (): MapRead => ({ fd: d!.dataplane.maps.counters, op: 'lookup_batch', elements: MUP_EVENT_SLOTS + 2 * RULES });
+
+  it('has the tables full', () => {
+    const t = d!.status().tables;
+    expect([t.policies.entries, t.localsids.entries]).toEqual([RULES, RULES]);
+  });
+
+  it('a /metrics scrape reads the counter range once', async () => {
+    const reg = createMetrics(d!);
+    let text = '';
+    const reads = await countedReads(async () => {
+      text = await reg.metrics();
+    });
+    // The scrape is a real one: every function, the events and the first rules.
+    expect(text).toContain('mup_packets_total{function="End.M.GTP4.E"} 0');
+    expect(text).toContain('mup_events_total{event="fwd_tx",class="fwd"} 0');
+    expect(text).toContain('mup_rule_packets_total{kind="policy",key="10.0.0.0/24",name="p0"} 0');
+    expect(reads).toEqual([wholeRange()]);
+  });
+
+  it('GET /v1/counters (mup stats) reads it once too, whichever rules it lists', async () => {
+    for (const rules of ['all', 'active', 'none', 10] as const) {
+      const reads = await countedReads(() => d!.counters(rules));
+      expect(reads, `rules=${rules}`).toEqual([wholeRange()]);
+    }
+  });
+
+  it('a reset zeroes what is not zero, events and rules, after one read', async () => {
+    const dp = d!.dataplane;
+    // An event, counted by the program (an ARP frame: passed to the stack) ...
+    const arp = Buffer.alloc(60);
+    arp.writeUInt16BE(0x0806, 12);
+    const ev = dp.run(arp).event;
+    expect(ev).not.toBeNull();
+    // ... and a rule's slot (no packet here can reach a rule: written as the program would count it).
+    const rule = dp.rules.localsidRule(d!.config.localsids[5]!.sid)!;
+    const ncpus = numPossibleCpus();
+    const v = Buffer.alloc(COUNTER_STRIDE * ncpus);
+    v.writeBigUInt64LE(7n, LAYOUTS.mup_counter.members.packets.offset);
+    v.writeBigUInt64LE(700n, LAYOUTS.mup_counter.members.bytes.offset);
+    const key = Buffer.alloc(4);
+    key.writeUInt32LE(MUP_EVENT_SLOTS + rule);
+    mapUpdate(dp.maps.counters, key, v, BPF_ANY, 'mup_counters');
+    const before = d!.counters('active');
+    expect(before.events[ev!]!.packets).toBeGreaterThanOrEqual(1n);
+    expect(before.rules.map((r) => [r.name, r.packets, r.bytes])).toEqual([['l5', 7n, 700n]]);
+    expect(before.functions.end_m_gtp4_e).toEqual({ packets: 7n, bytes: 700n });
+
+    const reads = await countedReads(() => d!.resetCounters());
+    expect(reads).toEqual([wholeRange()]);
+    const after = d!.counters('active');
+    expect(Object.values(after.events).every((x) => x.packets === 0n && x.bytes === 0n)).toBe(true);
+    expect(after.rules).toEqual([]);
+    expect(after.functions.end_m_gtp4_e).toEqual({ packets: 0n, bytes: 0n });
+  });
+});
