@@ -191,7 +191,16 @@ enum mup_event {
 	MUP_EV_DROP_TOO_BIG = 45,          /* dropped, no ICMP: IPv4 with DF clear (we do not fragment) */
 	MUP_EV_DROP_TOO_BIG_RATELIMIT = 46,/* dropped, no ICMP: this CPU sent its ICMP errors for this second */
 	MUP_EV_DROP_TOO_LONG = 47,         /* End.M.GTP6.E: UDP over 9,727 bytes, beyond our checksum loop (generic mode only) */
-	MUP_EV_MAX = 48,
+	/* Too big, and no ICMP error allowed (RFC 1122 §3.2.2, RFC 1812
+	 * §4.3.2.7, RFC 4443 §2.4 (e); mtu.h, docs/datapath.md): dropped. */
+	MUP_EV_DROP_TOO_BIG_L2_BROADCAST = 48, /* frame sent to ff:ff:ff:ff:ff:ff */
+	MUP_EV_DROP_TOO_BIG_L2_MULTICAST = 49, /* frame sent to another group MAC (I/G bit set) */
+	MUP_EV_DROP_TOO_BIG_UNSPECIFIED = 50,  /* source 0.0.0.0/8 ("this network") or :: */
+	MUP_EV_DROP_TOO_BIG_LOOPBACK = 51,     /* source 127.0.0.0/8 or ::1 */
+	MUP_EV_DROP_TOO_BIG_MULTICAST = 52,    /* source 224.0.0.0/4 or ff00::/8; or such a destination */
+	MUP_EV_DROP_TOO_BIG_BROADCAST = 53,    /* source or destination 255.255.255.255 */
+	MUP_EV_DROP_TOO_BIG_RESERVED = 54,     /* source 240.0.0.0/4 (class E) */
+	MUP_EV_MAX = 55,
 };
 
 /* ------------------------------------------------------------------------
