@@ -207,8 +207,9 @@ enum mup_event {
  * Latency probe (bpf/probe.h, src/probe/). With mup_config.probe_flags set,
  * the program reads bpf_ktime_get_ns() (CLOCK_MONOTONIC) on entry and after
  * the translation; a translated frame that leaves by XDP_TX or redirect and
- * matches the selector gets the entry time's low 48 bits in its Ethernet
- * source MAC (big endian, as a P4 switch stamps it) and one record in the
+ * matches the selector gets the entry time's low 46 bits in its Ethernet
+ * source MAC (bits 45..40 in the first octet above its U/L and I/G bits,
+ * which stay 1 and 0; bits 39..0 big endian in the other five) and one record in the
  * ring buffer mup_probe_ring.
  */
 enum mup_probe_flag {
