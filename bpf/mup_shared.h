@@ -200,7 +200,8 @@ enum mup_event {
 	MUP_EV_DROP_TOO_BIG_MULTICAST = 52,    /* source 224.0.0.0/4 or ff00::/8; or such a destination */
 	MUP_EV_DROP_TOO_BIG_BROADCAST = 53,    /* source or destination 255.255.255.255 */
 	MUP_EV_DROP_TOO_BIG_RESERVED = 54,     /* source 240.0.0.0/4 (class E) */
-	MUP_EV_MAX = 55,
+	MUP_EV_DROP_ECHO_BAD_CHECKSUM = 55,    /* Echo Request, UDP checksum wrong (or 0 over IPv6): not answered (echo.h) */
+	MUP_EV_MAX = 56,
 };
 
 /* ------------------------------------------------------------------------
