@@ -211,7 +211,8 @@ class Daemon {
       await sleep(50);
     }
     if (proc.exitCode === null && proc.signalCode === null) await this.stop('SIGKILL');
-    this.startFailures.push(`${Math.round(this.now())} ms: ${proc.exitCode !== null ? `exited ${proc.exitCode}` : 'no answer'}: ${this.logTail(3)}`);
+    const last = this.logTail(1).replace(/^mup: /, '').slice(0, 300);
+    this.startFailures.push(`at ${(this.now() / 1000).toFixed(1)} s: ${proc.exitCode !== null ? `exited ${proc.exitCode}` : `no answer within ${START_BOUND_MS / 1000} s`}: ${last}`);
     return false;
   }
 
@@ -575,7 +576,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       for (const r of (p.body as { policies: Rule[] }).policies) final.set(`policy:${String(r.match)}`, r);
       for (const r of (l.body as { localsids: Rule[] }).localsids) final.set(`localsid:${String(r.sid)}`, r);
     } else {
-      finalRead = `the daemon did not start after the soak: ${d.startFailures.at(-1) ?? ''}`;
+      finalRead = 'not read: the daemon did not start after the soak (see faults)';
     }
     const initial = new Map<string, Rule>([
       [`policy:${String(MEASURED_UP.match)}`, MEASURED_UP],
@@ -673,9 +674,9 @@ export function report(r: SoakResult): string {
     '## API journal',
     `answer time: median ${pct(r.entries, 0.5)} ms, 99th percentile ${pct(r.entries, 0.99)} ms, max ${pct(r.entries, 1)} ms`,
     `acknowledged ${j.acknowledged}, refused ${j.refused} (${Object.entries(j.refusedBy).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}), unanswered ${j.unanswered}, not connected (daemon down) ${r.churnNotConnected}`,
-    ...(r.finalRead === null ? [] : [`final tables not read: ${r.finalRead}`]),
-    ...j.lost.slice(0, 10).map((m) => `  lost: ${m.key}: expected ${JSON.stringify(m.expected)} (change #${m.entry?.n ?? 'config'}), found ${JSON.stringify(m.found)}`),
-    ...j.resurrected.slice(0, 10).map((m) => `  refused came back: ${m.key}: found ${JSON.stringify(m.found)}, expected ${JSON.stringify(m.expected)}`),
+    ...(r.finalRead === null ? [] : [`final tables ${r.finalRead}`]),
+    ...(r.finalRead !== null ? [] : j.lost).slice(0, 10).map((m) => `  lost: ${m.key}: expected ${JSON.stringify(m.expected)} (change #${m.entry?.n ?? 'config'}), found ${JSON.stringify(m.found)}`),
+    ...(r.finalRead !== null ? [] : j.resurrected).slice(0, 10).map((m) => `  refused came back: ${m.key}: found ${JSON.stringify(m.found)}, expected ${JSON.stringify(m.expected)}`),
     '',
     '## daemon RSS (1 s samples)',
     `after ${r.rss.warmupMs / 1000} s warm-up per process: min ${mb(r.rss.minKb)}, median ${mb(r.rss.medianKb)}, max ${mb(r.rss.maxKb)}; ${r.rss.verdict}`,
