@@ -26,6 +26,7 @@ import { execa } from 'execa';
 import { BenchLab, GNB, MAC, MTU, ip, sweepStale } from './rfc2544/lab.js';
 import { downlinkFrame, uplinkFrame } from './rfc2544/cases.js';
 import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../packet/frames.js';
+import { pidAlive } from '../host/process.js';
 import { L3fwd, attachXdp } from '../packet/generator.js';
 import {
   FAULTS, RSS_MIN_SAMPLES, analyzeStream, compareJournal, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
@@ -45,6 +46,10 @@ const STATE_TMPFS = '2m';
 const START_BOUND_MS = 20_000;
 const REATTACH_BOUND_MS = 10_000;
 const CHURN_KEYS = 32;
+/** First fault this long after the traffic starts. */
+const FAULT_START_MS = 5000;
+/** The disk stays full until this many API changes were answered meanwhile (a change may fit in the state file's last page), 4 to 10 s. */
+const DISK_FULL_CHANGES = 25;
 
 export interface SoakOptions {
   readonly durationMs: number;
@@ -52,7 +57,7 @@ export interface SoakOptions {
   readonly faults: ReadonlySet<Fault>;
   /** Frames per second, each way. */
   readonly rate: number;
-  /** Per daemon life: RSS samples before this are warm-up; no fault before it either. */
+  /** Per daemon process: RSS samples before this are warm-up. */
   readonly warmupMs: number;
   /** API changes per second (churn). */
   readonly churnRate: number;
@@ -399,11 +404,38 @@ async function cleanupAll(steps: (() => Promise<unknown> | unknown)[]): Promise<
   return errors;
 }
 
-export async function soak(o: SoakOptions, log: (s: string) => void): Promise<SoakResult> {
+const SOAK_DIR = '/tmp/mup-soak-';
+
+/**
+ * What a soak killed with SIGKILL left: its namespaces (sweepStale), and in
+ * /tmp/mup-soak-<pid>-*: the daemon it started (its command line names the
+ * directory), the bpffs and tmpfs mounts, the directory. Only for owners
+ * no longer alive.
+ */
+async function sweepStaleSoaks(log: (s: string) => void): Promise<void> {
   await sweepStale();
+  for (const name of readdirSync('/tmp')) {
+    const m = /^mup-soak-(\d+)-/.exec(name);
+    if (m === null || pidAlive(Number(m[1]))) continue;
+    const dir = `/tmp/${name}`;
+    for (const p of readdirSync('/proc').filter((x) => /^\d+$/.test(x))) {
+      try {
+        if (readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(`${dir}/`)) process.kill(Number(p), 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    for (const sub of ['state', 'bpffs']) await execa('umount', [join(dir, sub)], { reject: false });
+    rmSync(dir, { recursive: true, force: true });
+    log(`removed what soak ${m[1]} left: ${dir}`);
+  }
+}
+
+export async function soak(o: SoakOptions, log: (s: string) => void): Promise<SoakResult> {
+  await sweepStaleSoaks(log);
   const t0Ns = Number(process.hrtime.bigint());
   const now = (): number => (Number(process.hrtime.bigint()) - t0Ns) / 1e6;
-  const dir = mkdtempSync('/tmp/mup-soak-');
+  const dir = mkdtempSync(`${SOAK_DIR}${process.pid}-`);
   const procs: ChildProcess[] = [];
   let lab: BenchLab | undefined;
   let l3: L3fwd | undefined;
@@ -485,7 +517,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       }
     };
     const attached = async (name: string): Promise<boolean> => ((await d.status())?.interfaces ?? []).some((i) => i.name === name && i.attached);
-    await sleep(o.warmupMs);
+    await sleep(FAULT_START_MS);
     let order: Fault[] = [];
     while (kinds.length > 0 && !aborted() && now() < endAt - 8000) {
       if (order.length === 0) order = [...kinds].sort(() => rand() - 0.5);
@@ -514,7 +546,8 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
           closeSync(fd);
         }
         const before = churn.journal.length;
-        await sleep(4000 + rand() * 3000);
+        const full = Date.now();
+        while (!aborted() && Date.now() - full < 10_000 && (Date.now() - full < 4000 || (o.faults.has('churn') && churn.journal.length - before < DISK_FULL_CHANGES))) await sleep(100);
         const during = churn.journal.slice(before);
         unlinkSync(filler);
         await sleep(500);
@@ -685,7 +718,7 @@ export function report(r: SoakResult): string {
     '',
     'Caveats: loss is dated by the sender\'s clock (marks every 100 ms) and put in every fault window within 300 ms; frames lost while the',
     'recreated interface did not exist are excused (they had no wire), those after it came back are not. RSS is judged per daemon process',
-    '(each restart starts afresh): a life shorter than warm-up + 10 s is too short to judge; with kill in the mix lives are short.',
+    `(each restart starts afresh): a life shorter than warm-up + ${RSS_MIN_SAMPLES} s is not judged; with kill in the mix lives are short.`,
     'One run, one host, other load on it: a FAIL names what to rerun, a PASS is one sample.',
     '',
     ...verdicts(r).map((x) => x.line),
@@ -722,14 +755,14 @@ async function main(): Promise<number> {
       faults: { type: 'string', default: FAULTS.join(',') },
       rate: { type: 'string', default: '5000' },
       'churn-rate': { type: 'string', default: '20' },
-      warmup: { type: 'string', default: '5s' },
+      warmup: { type: 'string', default: '20s' },
       out: { type: 'string', default: 'build/soak.json' },
       'self-check': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
-    console.log('npm run soak -- [--duration 60s] [--seed 1] [--faults kill,disk,pins,iface,churn] [--rate 5000] [--churn-rate 20] [--warmup 5s] [--out build/soak.json] [--self-check]');
+    console.log('npm run soak -- [--duration 60s] [--seed 1] [--faults kill,disk,pins,iface,churn] [--rate 5000] [--churn-rate 20] [--warmup 20s] [--out build/soak.json] [--self-check]');
     return 0;
   }
   if (values['self-check']) {
