@@ -553,8 +553,24 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
         await sleep(500);
         const codes = new Map<number, number>();
         for (const e of during) codes.set(e.status, (codes.get(e.status) ?? 0) + 1);
-        recovered = d.pid !== undefined;
-        note = `disk full for ${Math.round(now() - start - 500)} ms; answers meanwhile ${[...codes].map(([c, n]) => `${c}x${n}`).join(' ') || 'none'}; daemon ${recovered ? 'still running' : 'exited'}`;
+        // The state file is one JSON record per line (docs/daemon.md): a line that does not parse is a torn record.
+        let text = '';
+        try {
+          text = readFileSync(d.stateFile, 'utf8');
+        } catch {
+          // none yet (no API change)
+        }
+        const torn = text.split('\n').findIndex((l) => {
+          try {
+            if (l !== '') JSON.parse(l);
+            return false;
+          } catch {
+            return true;
+          }
+        });
+        recovered = d.pid !== undefined && torn < 0;
+        note = `disk full for ${Math.round(now() - start - 500)} ms; answers meanwhile ${[...codes].map(([c, n]) => `${c}x${n}`).join(' ') || 'none'}; ` +
+          `daemon ${d.pid !== undefined ? 'still running' : 'exited'}; state file ${torn < 0 ? 'whole' : `torn at line ${torn + 1}`}`;
         win();
       } else if (f === 'pins') {
         const links = readdirSync(d.pinDir).filter((n) => n.startsWith('link'));
