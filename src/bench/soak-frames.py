@@ -153,6 +153,8 @@ def main():
     rp.add_argument("--magic", required=True)
     rp.add_argument("--ethertype", required=True)
     rp.add_argument("--seconds", type=float, required=True)
+    for sub_p in (sp, rp):  # the soak's directory: how a later soak finds what a killed one left
+        sub_p.add_argument("--owner", default="")
     a = p.parse_args()
     if len(a.magic) != 8:
         p.error("--magic: 8 characters")

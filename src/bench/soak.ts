@@ -251,8 +251,9 @@ interface Py {
   readonly done: Promise<void>;
 }
 
-function py(ns: string, args: readonly string[], input?: string): Py {
-  const proc = spawn('ip', ['netns', 'exec', ns, PYTHON, FRAMES_PY, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+/** soak-frames.py in namespace `ns`; --owner (the soak's directory) lets a later soak find it if this one is killed. */
+function py(ns: string, owner: string, args: readonly string[], input?: string): Py {
+  const proc = spawn('ip', ['netns', 'exec', ns, PYTHON, FRAMES_PY, ...args, '--owner', `${owner}/`], { stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   proc.stdout?.on('data', (c: Buffer) => (out += c.toString()));
@@ -408,8 +409,8 @@ const SOAK_DIR = '/tmp/mup-soak-';
 
 /**
  * What a soak killed with SIGKILL left: its namespaces (sweepStale), and in
- * /tmp/mup-soak-<pid>-*: the daemon it started (its command line names the
- * directory), the bpffs and tmpfs mounts, the directory. Only for owners
+ * /tmp/mup-soak-<pid>-*: the daemon and frame processes it started (their
+ * command lines name the directory), the bpffs and tmpfs mounts, the directory. Only for owners
  * no longer alive.
  */
 async function sweepStaleSoaks(log: (s: string) => void): Promise<void> {
@@ -463,8 +464,8 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
 
     // Traffic.
     const seconds = o.durationMs / 1000;
-    const recvUp = py(L.b, ['recv', '--magic', 'MUPSOAKU', '--ethertype', '86dd', '--seconds', String(seconds + 60)]);
-    const recvDown = py(L.a, ['recv', '--magic', 'MUPSOAKD', '--ethertype', '0800', '--seconds', String(seconds + 60)]);
+    const recvUp = py(L.b, dir, ['recv', '--magic', 'MUPSOAKU', '--ethertype', '86dd', '--seconds', String(seconds + 60)]);
+    const recvDown = py(L.a, dir, ['recv', '--magic', 'MUPSOAKD', '--ethertype', '0800', '--seconds', String(seconds + 60)]);
     procs.push(recvUp.proc, recvDown.proc);
     for (const r of [recvUp, recvDown]) {
       const until = Date.now() + 10_000;
@@ -474,8 +475,8 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     const up = uplinkFrame(FRAME_SIZE, 1).frame.toString('hex');
     const down = downlinkFrame(FRAME_SIZE, 1).frame.toString('hex');
     const sendArgs = (dev: string, off: number, magic: string): string[] => ['send', '--dev', dev, '--off', String(off), '--magic', magic, '--rate', String(o.rate), '--seconds', String(seconds)];
-    const sendUp = py(L.a, sendArgs('ea', UP_OFF, 'MUPSOAKU'), `${up}\n`);
-    const sendDown = py(L.b, sendArgs('eb', DOWN_OFF, 'MUPSOAKD'), `${down}\n`);
+    const sendUp = py(L.a, dir, sendArgs('ea', UP_OFF, 'MUPSOAKU'), `${up}\n`);
+    const sendDown = py(L.b, dir, sendArgs('eb', DOWN_OFF, 'MUPSOAKD'), `${down}\n`);
     procs.push(sendUp.proc, sendDown.proc);
     const trafficStart = now();
     const endAt = trafficStart + o.durationMs;
@@ -687,7 +688,7 @@ export function verdicts(r: SoakResult): { line: string; pass: boolean }[] {
     v(r.finalRead === null && r.journal.lost.length === 0, `acknowledged changes lost: ${r.finalRead ?? r.journal.lost.length} (target 0)`),
     v(r.finalRead === null && r.journal.resurrected.length === 0, `refused changes come back: ${r.finalRead ?? r.journal.resurrected.length} (target 0)`),
     ...(r.rss.verdict === 'too short'
-      ? [{ line: `----  daemon RSS after warm-up: no daemon process lived warm-up + ${RSS_MIN_SAMPLES} s: not judged (run longer or without kill)`, pass: true }]
+      ? [{ line: `----  daemon RSS after warm-up: no daemon process lived warm-up + ${RSS_MIN_SAMPLES} s: not judged (run longer; kill shortens lives)`, pass: true }]
       : [v(r.rss.verdict === 'flat', `daemon RSS after warm-up: ${r.rss.verdict} (target flat)`)]),
     v(r.unexpectedExits.length === 0, `daemon exits not asked for: ${r.unexpectedExits.length} (target 0)`),
   ];
