@@ -28,10 +28,18 @@ struct {
 	__type(value, struct mup_localsid);
 } mup_localsids SEC(".maps");
 
+/* H.M.Session.Encaps (session.h): the sessions, by UE prefix. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct mup_session_key);
+	__type(value, struct mup_session);
+} mup_sessions SEC(".maps");
+
 /* Events and per-rule counts (counters.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MUP_EVENT_SLOTS + 2 * 65536);
+	__uint(max_entries, MUP_EVENT_SLOTS + 3 * 65536);
 	__type(key, __u32);
 	__type(value, struct mup_counter);
 } mup_counters SEC(".maps");

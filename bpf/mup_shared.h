@@ -88,6 +88,39 @@ struct mup_localsid {
 	struct mup_policy pol;
 };
 
+/* PE downlink encapsulation, H.M.Session.Encaps (session.h, docs/spec.md
+ * "PE downlink: H.M.Session.Encaps"). Key: a UE prefix, IPv4 or IPv6,
+ * exact match per configured length (longest first), as for policies.
+ * IPv4: addr[0..3] = the address, addr[4..15] = 0. */
+enum mup_session_family {
+	MUP_SESSION_V4 = 4,
+	MUP_SESSION_V6 = 6,
+};
+
+struct mup_session_key {
+	__u8  family;    /* enum mup_session_family */
+	__u8  plen;      /* 0..32 (IPv4), 0..128 (IPv6) */
+	__u8  pad[2];
+	__u8  addr[16];  /* network order, masked to plen */
+};
+
+/* Everything of the outer header is fixed per session, so user space
+ * composes it once (src/sid/mobile.ts): da = isd | gNB IPv4 |
+ * Args.Mob.Session(QFI, R, U = 0, TEID) at bit L (RFC 9433 §6.1, the
+ * End.M.GTP4.E SID of §6.6), sa = src_prefix | UPF N3 IPv4 at bit P. */
+struct mup_session {
+	__u8  da[16];         /* the last SID */
+	__u8  sa[16];         /* the outer IPv6 source */
+	__u8  segs[MUP_MAX_SEGS][16]; /* S1..Sk, in path order */
+	__u32 rule;           /* counter index of this rule */
+	__u8  nsegs;          /* k, 0..MUP_MAX_SEGS */
+	__u8  srh_mode;       /* enum mup_srh_mode */
+	__u8  hop_limit;
+	__u8  pad;
+	__u16 mtu;            /* egress MTU of the encapsulated packet, 0 = not checked (mtu.h) */
+	__u8  pad2[2];
+};
+
 enum mup_fwd_mode {
 	MUP_FWD_FIB = 0,    /* bpf_fib_lookup + redirect, kernel on a miss */
 	MUP_FWD_TX = 1,     /* swap MACs, XDP_TX (replay, benchmarks, one-armed) */
@@ -117,6 +150,14 @@ struct mup_config {
 	 * under. Appended. */
 	__u32 policy_gen;
 	__u32 localsid_gen;
+	/* Sessions (session.h), appended: the UE prefix lengths per family,
+	 * longest first. Both 0: no session, and the program pays one load
+	 * and a branch per packet for them. */
+	__u8  n_session4_plens;
+	__u8  n_session6_plens;
+	__u8  session4_plens[MUP_MAX_PLENS];
+	__u8  session6_plens[MUP_MAX_PLENS];
+	__u8  session_pad[2];
 };
 
 /* One counter slot: the packets and bytes (as received) of one event. */

@@ -144,6 +144,8 @@ describe.skipIf(!haveObject)(`dataplane with ${OBJECT}`, () => {
       localsidPlens: [48],
       policyGen: 1, // changed once, by the first batch of policies
       localsidGen: 1, // and of local SIDs
+      session4Plens: [], // no sessions
+      session6Plens: [],
     });
 
     // Re-sync with one policy gone: its entry and its prefix length disappear.
@@ -325,6 +327,7 @@ const PROBE_C = `
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct mup_policy_key); __type(value, struct mup_policy); __uint(max_entries, 1); } mup_policies SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct mup_localsid_key); __type(value, struct mup_localsid); __uint(max_entries, 1); } mup_localsids SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __type(key, __u32); __type(value, struct mup_counter); __uint(max_entries, 64); } mup_counters SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct mup_session_key); __type(value, struct mup_session); __uint(max_entries, 1); } mup_sessions SEC(".maps");
 struct mup_config mup_cfg SEC(".data.cfg") = {};
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, struct mup_nexthop); __uint(max_entries, 1); } mup_nexthops SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, struct mup_nh_lease); __uint(max_entries, 1); } mup_nh_lease SEC(".maps");

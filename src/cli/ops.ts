@@ -89,6 +89,42 @@ export const RULE_COMMANDS: Readonly<Record<RuleKind, RuleCommands>> = {
     examples: (op) => `  mup sid ${op} --sid 2001:db8:2::/48 --src-prefix-len 64 --name gnb-n3\n`,
     delExample: { prefix: '2001:db8:2::/48', name: 'gnb-n3' },
   },
+  session: {
+    kind: 'session',
+    verb: 'session',
+    path: '/v1/sessions',
+    listKey: 'sessions',
+    keyName: 'ue',
+    label: 'session',
+    labels: 'sessions',
+    summary: 'list, add, replace or delete PE downlink sessions (H.M.Session.Encaps)',
+    description:
+      "sessions encapsulate IP packets to a UE prefix in SRv6 to the gateway's End.M.GTP4.E SID (isd | gNB | Args.Mob.Session); changes apply at once, atomically for packets, and are saved in the state file",
+    columns: ['name', 'ue', 'teid', 'qfi', 'rqi', 'endpoint', 'source', 'isd', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'origin'],
+    options: (c) => {
+      c.option('--ue <prefix>', 'UE prefix, IPv4 or IPv6, e.g. 10.60.0.1/32')
+        .option('--teid <teid>', "the gNB's TEID, 0..4294967295, decimal or 0x hex")
+        .option('--qfi <n>', 'QoS Flow Identifier, 0..63', int('--qfi'))
+        .option('--rqi', 'set the R bit (RQI) of Args.Mob.Session')
+        .option('--endpoint <ipv4>', "the gNB's N3 IPv4 address, e.g. 192.0.2.1")
+        .option('--source <ipv4>', "the UPF's N3 IPv4 address, e.g. 198.51.100.1")
+        .option('--isd <prefix>', "the gateway's End.M.GTP4.E SID prefix, length <= 56, e.g. 2001:db8:2::/48")
+        .option('--src-prefix <prefix>', 'IPv6 source prefix, length <= 96, e.g. 2001:db8:ffff::/64')
+        .option('--segment <addr>', 'a segment S1..S4 before the gateway (repeat for more)', (v: string, acc: string[]) => [...acc, v], [] as string[])
+        .addOption(new Option('--srh <mode>', 'SRH mode').choices(['auto', 'always', 'reduced']))
+        .option('--hop-limit <n>', 'outer IPv6 hop limit', int('--hop-limit'))
+        .option('--mtu <n>', 'largest encapsulated packet (1280..65535); larger ones get ICMP errors', int('--mtu'));
+    },
+    flags: [
+      ['name', 'name'], ['ue', 'ue'], ['teid', 'teid'], ['qfi', 'qfi'], ['rqi', 'rqi'], ['endpoint', 'endpoint'], ['source', 'source'],
+      ['isd', 'isd'], ['srcPrefix', 'src_prefix'], ['srh', 'srh'], ['hopLimit', 'hop_limit'], ['mtu', 'mtu'],
+    ],
+    repeated: { flag: 'segment', key: 'segments' },
+    examples: (op) =>
+      `  mup session ${op} --ue 10.60.0.1/32 --teid 0x12345678 --qfi 9 --endpoint 192.0.2.1 --source 198.51.100.1 ` +
+      `--isd 2001:db8:2::/48 --src-prefix 2001:db8:ff::/64 --name ue1\n`,
+    delExample: { prefix: '10.60.0.1/32', name: 'ue1' },
+  },
 };
 
 export interface Io {

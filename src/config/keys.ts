@@ -5,7 +5,7 @@
  * time was a second of CPU per pass.
  */
 import { formatIpv4Prefix, formatIpv6Prefix } from '../sid/addr.js';
-import type { LocalSid, Policy } from './types.js';
+import type { LocalSid, Policy, Session } from './types.js';
 
 const policyKeys = new WeakMap<Policy, string>();
 const localSidKeys = new WeakMap<LocalSid, string>();
@@ -26,6 +26,18 @@ export function localSidKey(l: LocalSid): string {
   if (k === undefined) {
     k = formatIpv6Prefix(l.sid);
     localSidKeys.set(l, k);
+  }
+  return k;
+}
+
+const sessionKeys = new WeakMap<Session, string>();
+
+/** "10.60.0.1/32" or "2001:db8:60::/64": the session's UE prefix (masked, so two spellings of one prefix are one key). */
+export function sessionKey(s: Session): string {
+  let k = sessionKeys.get(s);
+  if (k === undefined) {
+    k = s.ue.family === 4 ? formatIpv4Prefix(s.ue.prefix) : formatIpv6Prefix(s.ue.prefix);
+    sessionKeys.set(s, k);
   }
   return k;
 }

@@ -11,11 +11,11 @@
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
-import { AddressError, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
+import { AddressError, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
 import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
-import type { Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
+import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
-import { localSidKey, policyKey } from './keys.js';
+import { localSidKey, policyKey, sessionKey } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import type {
   Config,
@@ -26,6 +26,7 @@ import type {
   LocalSid,
   LocalSidBehavior,
   Policy,
+  Session,
   Settings,
   SrhMode,
   XdpMode,
@@ -41,6 +42,8 @@ export const DEFAULT_SETTINGS: Settings = {
 };
 export const DEFAULT_HOP_LIMIT = 64;
 export const DEFAULT_TTL = 64;
+/** settings.max_sessions when absent. */
+export const DEFAULT_MAX_SESSIONS = 65536;
 /** Upper bound of settings.max_policies / max_localsids. */
 export const MAX_TABLE_ENTRIES = 1_048_576;
 
@@ -52,12 +55,15 @@ const POLICY_BEHAVIORS = ['h.m.gtp4.d'] as const;
 
 const XDP_MODES: readonly XdpMode[] = ['native', 'generic'];
 
-const TOP_KEYS = ['settings', 'interfaces', 'daemon', 'policies', 'localsids'] as const;
+const TOP_KEYS = ['settings', 'interfaces', 'daemon', 'policies', 'localsids', 'sessions'] as const;
 const INTERFACE_KEYS = ['name', 'xdp'] as const;
 const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http'] as const;
 const HTTP_KEYS = ['listen', 'token_file'] as const;
-const SETTINGS_KEYS = ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed'] as const;
+const SETTINGS_KEYS = ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed', 'max_sessions'] as const;
 const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior', 'mtu'] as const;
+const SESSION_KEYS = [
+  'name', 'ue', 'teid', 'qfi', 'rqi', 'endpoint', 'source', 'isd', 'src_prefix', 'segments', 'srh', 'hop_limit', 'mtu',
+] as const;
 const LOCALSID_KEYS = [
   'name', 'sid', 'src_prefix_len', 'container', 'ttl', 'behavior', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu',
 ] as const;
@@ -119,13 +125,17 @@ export function parseConfig(text: string, file = '<inline>'): Config {
   const rawLocalSids = readList(src, ['localsids'], root['localsids'], 'a list of local SIDs (each with sid, src_prefix_len)');
   checkCount(src, ['policies'], rawPolicies.length, settings.maxPolicies, 'policies', 'max_policies');
   checkCount(src, ['localsids'], rawLocalSids.length, settings.maxLocalSids, 'local SIDs', 'max_localsids');
+  const rawSessions = readList(src, ['sessions'], root['sessions'], 'a list of sessions (each with ue, teid, qfi, endpoint, source, isd, src_prefix)');
+  checkCount(src, ['sessions'], rawSessions.length, settings.maxSessions ?? DEFAULT_MAX_SESSIONS, 'sessions', 'max_sessions');
 
   const policies = rawPolicies.map((v, i) => readPolicy(src, ['policies', i], v));
   const localsids = rawLocalSids.map((v, i) => readLocalSid(src, ['localsids', i], v));
   checkPolicies(src, policies);
   checkLocalSids(src, localsids);
+  const sessions = rawSessions.map((v, i) => readSession(src, ['sessions', i], v));
+  checkSessions(src, sessions);
 
-  return { file, settings, interfaces, daemon, policies, localsids, warnings: src.warnings };
+  return { file, settings, interfaces, daemon, policies, localsids, sessions, warnings: src.warnings };
 }
 
 /**
@@ -148,11 +158,20 @@ export function parseLocalSidEntry(v: unknown, where: string, warnings: ConfigWa
   return { ...l, where };
 }
 
+/** Validate one session given as an object with the config file's keys. */
+export function parseSessionEntry(v: unknown, where: string, warnings: ConfigWarning[] = []): Session {
+  const src = new Source(where, undefined);
+  const s = readSession(src, [], v);
+  warnings.push(...src.warnings);
+  return { ...s, where };
+}
+
 /** Check a whole rule set as the file's cross checks do (unique keys and names, prefix lengths). */
-export function checkRuleSet(file: string, policies: readonly Policy[], localsids: readonly LocalSid[]): void {
+export function checkRuleSet(file: string, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = []): void {
   const src = new Source(file, undefined);
   checkPolicies(src, policies);
   checkLocalSids(src, localsids);
+  checkSessions(src, sessions);
 }
 
 const NOT_JSON = Symbol('not JSON');
@@ -240,6 +259,7 @@ function readSettings(src: Source, path: Path, v: unknown): Settings {
     maxLocalSids:
       optional(m, 'max_localsids', (x) => readInt(src, [...path, 'max_localsids'], x, 1, MAX_TABLE_ENTRIES)) ?? d.maxLocalSids,
     hashSeed: optional(m, 'hash_seed', (x) => readInt(src, [...path, 'hash_seed'], x, 0, 0xffff_ffff)) ?? d.hashSeed,
+    ...optionalField('maxSessions', optional(m, 'max_sessions', (x) => readInt(src, [...path, 'max_sessions'], x, 1, MAX_TABLE_ENTRIES))),
   };
 }
 
@@ -352,6 +372,81 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
     hopLimit,
     ...(mtu === undefined ? {} : { mtu }),
   };
+}
+
+function optionalField<K extends string, T>(key: K, v: T | undefined): { [k in K]?: T } {
+  return (v === undefined ? {} : { [key]: v }) as { [k in K]?: T };
+}
+
+function readSession(src: Source, path: Path, v: unknown): Session {
+  const m = readMapping(src, path, v, SESSION_KEYS, 'in a session');
+  const at = (key: string): Path => [...path, key];
+  const name = optional(m, 'name', (x) => readName(src, at('name'), x));
+  const ue = required(src, m, path, 'ue', 'the UE prefix, IPv4 or IPv6, e.g. 10.60.0.1/32', (x) => readUePrefix(src, at('ue'), x));
+  const teid = required(src, m, path, 'teid', 'the TEID of the gNB, an integer from 0 to 4294967295 (decimal or 0x hex), e.g. 0x12345678', (x) =>
+    readTeid(src, at('teid'), x),
+  );
+  const qfi = required(src, m, path, 'qfi', 'the QoS Flow Identifier, an integer from 0 to 63', (x) =>
+    readInt(src, at('qfi'), x, 0, 63, 'QFI is a 6-bit field of Args.Mob.Session'),
+  );
+  const rqi = optional(m, 'rqi', (x) => readBool(src, at('rqi'), x)) ?? false;
+  const endpoint = required(src, m, path, 'endpoint', "the gNB's N3 IPv4 address, e.g. 192.0.2.1", (x) => readIpv4Address(src, at('endpoint'), x));
+  const source = required(src, m, path, 'source', "the UPF's N3 IPv4 address (the GTP-U source), e.g. 198.51.100.1", (x) =>
+    readIpv4Address(src, at('source'), x),
+  );
+  const isd = required(src, m, path, 'isd', `the gateway's End.M.GTP4.E SID prefix, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:2::/48`, (x) =>
+    readIpv6Prefix(src, at('isd'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY, true),
+  );
+  const srcPrefix = required(src, m, path, 'src_prefix', `the IPv6 source prefix, length <= ${MAX_SRC_PREFIX_LEN}, e.g. 2001:db8:ffff::/64`, (x) =>
+    readIpv6Prefix(src, at('src_prefix'), x, MAX_SRC_PREFIX_LEN, SRC_LEN_WHY, true),
+  );
+  const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? NO_SEGMENTS;
+  const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
+  const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
+  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the encapsulated packet is IPv6'));
+  return {
+    where: formatPath(path),
+    ...(name === undefined ? {} : { name }),
+    ue,
+    teid,
+    qfi,
+    rqi,
+    endpoint,
+    source,
+    isd,
+    srcPrefix,
+    segments,
+    srh,
+    hopLimit,
+    ...(mtu === undefined ? {} : { mtu }),
+  };
+}
+
+function readUePrefix(src: Source, path: Path, v: unknown): Session['ue'] {
+  const s = readString(src, path, v, 'an IPv4 or IPv6 prefix such as 10.60.0.1/32 or 2001:db8:60::/64');
+  if (s.includes(':')) return { family: 6, prefix: src.guard(path, (warn) => parseIpv6Prefix(s, formatPath(path), warn)) };
+  return { family: 4, prefix: src.guard(path, (warn) => parseIpv4Prefix(s, formatPath(path), warn)) };
+}
+
+function readTeid(src: Source, path: Path, v: unknown): number {
+  const expected = 'an integer from 0 to 4294967295 (0xffffffff), decimal or 0x hex';
+  let n: number | undefined;
+  if (typeof v === 'number') n = v;
+  else if (typeof v === 'string' && /^(0[xX][0-9a-fA-F]+|[0-9]+)$/.test(v)) n = Number(v);
+  if (n === undefined || !Number.isSafeInteger(n) || n < 0 || n > 0xffff_ffff) {
+    src.fail(path, `expected ${expected} (a TEID is 32 bits), got ${describe(v)}`);
+  }
+  return n;
+}
+
+function readBool(src: Source, path: Path, v: unknown): boolean {
+  if (typeof v !== 'boolean') src.fail(path, `expected true or false, got ${describe(v)}`);
+  return v;
+}
+
+function readIpv4Address(src: Source, path: Path, v: unknown): Ipv4Addr {
+  const s = readString(src, path, v, 'an IPv4 address such as 192.0.2.1');
+  return src.guard(path, () => parseIpv4(s, formatPath(path)));
 }
 
 function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
@@ -506,6 +601,13 @@ function checkLocalSids(src: Source, sids: readonly LocalSid[]): void {
   checkUnique(src, sids, 'name', (s) => s.name, 'local SID names must be unique', true);
   checkUnique(src, sids, 'sid', localSidKey, 'each SID prefix may appear in one local SID only (after masking host bits)');
   checkPrefixLengths(src, sids, 'sid', (s) => s.sid.len);
+}
+
+function checkSessions(src: Source, sessions: readonly Session[]): void {
+  checkUnique(src, sessions, 'name', (s) => s.name, 'session names must be unique', true);
+  checkUnique(src, sessions, 'ue', sessionKey, 'each UE prefix may appear in one session only (after masking host bits)');
+  checkPrefixLengths(src, sessions.filter((s) => s.ue.family === 4), 'ue', (s) => s.ue.prefix.len);
+  checkPrefixLengths(src, sessions.filter((s) => s.ue.family === 6), 'ue', (s) => s.ue.prefix.len);
 }
 
 // ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@
  * checked (prefix lengths in range, host bits cleared), so nothing below the
  * config layer validates again.
  */
-import type { Ipv4Prefix, Ipv6Prefix, Ipv6Addr } from '../sid/types.js';
+import type { Ipv4Addr, Ipv4Prefix, Ipv6Prefix, Ipv6Addr } from '../sid/types.js';
 import type { ConfigWarning } from './errors.js';
 
 export type SrhMode = 'auto' | 'always' | 'reduced';
@@ -65,6 +65,35 @@ export interface LocalSid {
   readonly mtu?: number;
 }
 
+/**
+ * H.M.Session.Encaps, the PE role of SRv6 MUP (downlink): an IP packet to an
+ * address in `ue` is encapsulated in IPv6 to the gateway's End.M.GTP4.E SID
+ * isd | endpoint | Args.Mob.Session(qfi, rqi, U = 0, teid), from
+ * src_prefix | source (docs/spec.md "PE downlink: H.M.Session.Encaps").
+ */
+export interface Session {
+  readonly where: string;
+  readonly name?: string;
+  /** The UE prefix, IPv4 or IPv6 (longest match within its family). */
+  readonly ue: { readonly family: 4; readonly prefix: Ipv4Prefix } | { readonly family: 6; readonly prefix: Ipv6Prefix };
+  readonly teid: number;
+  readonly qfi: number;
+  readonly rqi: boolean;
+  /** The gNB's N3 IPv4 address (the GTP-U destination End.M.GTP4.E restores). */
+  readonly endpoint: Ipv4Addr;
+  /** The UPF's N3 IPv4 address (the GTP-U source End.M.GTP4.E restores). */
+  readonly source: Ipv4Addr;
+  /** The gateway's End.M.GTP4.E SID prefix, L <= 56. */
+  readonly isd: Ipv6Prefix;
+  /** IPv6 source prefix, P <= 96. */
+  readonly srcPrefix: Ipv6Prefix;
+  readonly segments: readonly Ipv6Addr[];
+  readonly srh: SrhMode;
+  readonly hopLimit: number;
+  /** Largest encapsulated (IPv6) packet; larger ones get ICMP Fragmentation Needed / ICMPv6 Packet Too Big. */
+  readonly mtu?: number;
+}
+
 export interface Settings {
   readonly forwarding: ForwardingMode;
   /** Outer UDP source port range for End.M.GTP4.E, inclusive. Default 49152-65535. */
@@ -73,6 +102,8 @@ export interface Settings {
   /** Table sizes (BPF map max_entries). Default 65536 each. */
   readonly maxPolicies: number;
   readonly maxLocalSids: number;
+  /** Size of the session table; absent = 65536 (DEFAULT_MAX_SESSIONS). */
+  readonly maxSessions?: number;
   /** Seed of the inner 5-tuple hash (flow label, UDP source port). Default 0. */
   readonly hashSeed: number;
 }
@@ -108,6 +139,8 @@ export interface Config {
   readonly daemon?: DaemonSettings;
   readonly policies: readonly Policy[];
   readonly localsids: readonly LocalSid[];
+  /** PE downlink sessions; absent = none. */
+  readonly sessions?: readonly Session[];
   /**
    * Things the loader accepted but changed or finds suspicious (e.g. host bits
    * masked off a prefix). Set by load.ts; callers should print them.

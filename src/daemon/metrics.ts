@@ -28,6 +28,7 @@ const FUNCTION_NAMES = {
   end_m_gtp6_e: 'End.M.GTP6.E',
   end_m_gtp6_d: 'End.M.GTP6.D',
   end_m_gtp6_d_di: 'End.M.GTP6.D.Di',
+  h_m_session_encaps: 'H.M.Session.Encaps',
 } as const;
 
 function eventClass(name: string): string {

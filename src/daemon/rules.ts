@@ -11,19 +11,19 @@
 import { createHash } from 'node:crypto';
 import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry } from '../config/load.js';
-import { localSidKey, policyKey } from '../config/keys.js';
-import type { Config, LocalSid, Policy } from '../config/types.js';
+import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry } from '../config/load.js';
+import { localSidKey, policyKey, sessionKey } from '../config/keys.js';
+import type { Config, LocalSid, Policy, Session } from '../config/types.js';
 import type { Changes, Tables } from '../dataplane/tables.js';
-import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
+import { formatIpv4, formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
 
-export type RuleKind = 'policy' | 'localsid';
+export type RuleKind = 'policy' | 'localsid' | 'session';
 
 /** A rule as the config file and the API spell it (snake_case keys). */
 export type RuleJson = Record<string, unknown>;
 
 /** A rule of any kind. */
-export type Rule = Policy | LocalSid;
+export type Rule = Policy | LocalSid | Session;
 
 /**
  * What differs between the kinds of rule, for the rule set, the state file,
@@ -38,7 +38,7 @@ export interface RuleKindSpec {
    * The config file's section, the API's list key (GET /v1/policies ->
    * {"policies": [...]}) and the head of a rule's key path ("policies[10.45.0.0/16]").
    */
-  readonly section: 'policies' | 'localsids';
+  readonly section: 'policies' | 'localsids' | 'sessions';
   /** The API's collection. */
   readonly apiPath: string;
   /** `mup <verb> list|add|replace|del`. */
@@ -46,7 +46,7 @@ export interface RuleKindSpec {
   /** The key's name: in the config and API body, the DELETE query, messages. */
   readonly keyName: string;
   /** The overlay's maps of this kind: added or replaced rules, deleted config keys. */
-  readonly overlay: { readonly put: 'policies' | 'localsids'; readonly del: 'delPolicies' | 'delLocalSids' };
+  readonly overlay: { readonly put: 'policies' | 'localsids' | 'sessions'; readonly del: 'delPolicies' | 'delLocalSids' | 'delSessions' };
   /** Validate one entry as the config file's (and the API's, the state file's) rules are. */
   parse(v: unknown, where: string): Rule;
   /** The key text (the prefix, canonical). */
@@ -95,6 +95,22 @@ export const RULE_KINDS: Readonly<Record<RuleKind, RuleKindSpec>> = {
     del: (rules) => ({ delLocalSids: (rules as LocalSid[]).map((l) => l.sid) }),
     ruleId: (t, r) => t.localsidRule((r as LocalSid).sid),
   },
+  session: {
+    kind: 'session',
+    label: 'session',
+    section: 'sessions',
+    apiPath: '/v1/sessions',
+    cliVerb: 'session',
+    keyName: 'ue',
+    overlay: { put: 'sessions', del: 'delSessions' },
+    parse: (v, where) => parseSessionEntry(v, where),
+    key: (r) => sessionKey(r as Session),
+    canonicalKey: (text) => (text.includes(':') ? formatIpv6Prefix(parseIpv6Prefix(text, 'ue')) : formatIpv4Prefix(parseIpv4Prefix(text, 'ue'))),
+    json: (r) => sessionJson(r as Session),
+    put: (rules) => ({ putSessions: rules as Session[] }),
+    del: (rules) => ({ delSessions: (rules as Session[]).map((x) => x.ue) }),
+    ruleId: (t, r) => t.sessionRule((r as Session).ue),
+  },
 };
 
 /** Every kind, in the order the tables, listings and state file use. */
@@ -115,6 +131,24 @@ export function policyJson(p: Policy): RuleJson {
     srh: p.srh,
     hop_limit: p.hopLimit,
     ...(p.mtu === undefined ? {} : { mtu: p.mtu }),
+  };
+}
+
+export function sessionJson(x: Session): RuleJson {
+  return {
+    ...(x.name === undefined ? {} : { name: x.name }),
+    ue: sessionKey(x),
+    teid: x.teid,
+    qfi: x.qfi,
+    rqi: x.rqi,
+    endpoint: formatIpv4(x.endpoint),
+    source: formatIpv4(x.source),
+    isd: formatIpv6Prefix(x.isd),
+    src_prefix: formatIpv6Prefix(x.srcPrefix),
+    ...(x.segments.length === 0 ? {} : { segments: x.segments.map((s) => formatIpv6(s)) }),
+    srh: x.srh,
+    hop_limit: x.hopLimit,
+    ...(x.mtu === undefined ? {} : { mtu: x.mtu }),
   };
 }
 
@@ -155,10 +189,12 @@ export interface Overlay {
   readonly delPolicies: Set<string>;
   readonly localsids: Map<string, LocalSid>;
   readonly delLocalSids: Set<string>;
+  readonly sessions: Map<string, Session>;
+  readonly delSessions: Set<string>;
 }
 
 export function emptyOverlay(): Overlay {
-  return { policies: new Map(), delPolicies: new Set(), localsids: new Map(), delLocalSids: new Set() };
+  return { policies: new Map(), delPolicies: new Set(), localsids: new Map(), delLocalSids: new Set(), sessions: new Map(), delSessions: new Set() };
 }
 
 export function overlaySize(o: Overlay): number {
@@ -182,7 +218,7 @@ export class RuleError extends Error {
 }
 
 /** Key text of a rule: its prefix, masked, as formatted (computed once per rule). */
-export { localSidKey, policyKey };
+export { localSidKey, policyKey, sessionKey };
 
 /** Canonical key text from user text ("10.0.0.7/24" -> "10.0.0.0/24"). */
 export function canonicalKey(kind: RuleKind, text: string): string {
@@ -204,11 +240,11 @@ export class RuleSet {
     readonly config: Config,
     readonly overlay: Overlay,
   ) {
-    for (const k of RULE_KIND_LIST) for (const r of config[k.section]) this.#fromConfig.add(`${k.kind} ${k.key(r)}`);
+    for (const k of RULE_KIND_LIST) for (const r of config[k.section] ?? []) this.#fromConfig.add(`${k.kind} ${k.key(r)}`);
     for (const k of RULE_KIND_LIST) {
       const put = overlay[k.overlay.put] as Map<string, Rule>;
       const del = overlay[k.overlay.del];
-      for (const r of config[k.section]) {
+      for (const r of config[k.section] ?? []) {
         const key = k.key(r);
         if (!del.has(key)) this.#set(k, put.get(key) ?? r);
       }
@@ -218,7 +254,7 @@ export class RuleSet {
     // still hold together (names unique across file and API, lengths). The
     // file alone was checked when it was read.
     if (overlaySize(overlay) > 0) {
-      checkRuleSet('the config with the state file applied', [...this.policies.values()], [...this.localsids.values()]);
+      checkRuleSet('the config with the state file applied', [...this.policies.values()], [...this.localsids.values()], [...this.sessions.values()]);
     }
   }
 
@@ -230,6 +266,11 @@ export class RuleSet {
   /** The local SIDs, by key, in order. */
   get localsids(): ReadonlyMap<string, LocalSid> {
     return this.#rules.localsid as Map<string, LocalSid>;
+  }
+
+  /** The sessions, by key, in order. */
+  get sessions(): ReadonlyMap<string, Session> {
+    return this.#rules.session as Map<string, Session>;
   }
 
   /** The rules of a kind, by key, in order. */
@@ -304,7 +345,7 @@ export class RuleSet {
 
   /** The effective config (settings and interfaces from the file). */
   effective(): Config {
-    return { ...this.config, policies: [...this.policies.values()], localsids: [...this.localsids.values()] };
+    return { ...this.config, policies: [...this.policies.values()], localsids: [...this.localsids.values()], sessions: [...this.sessions.values()] };
   }
 }
 

@@ -18,7 +18,8 @@
  * - Prefix lengths: a rule's length is in the config before the rule is
  *   written and leaves the config only after the rule is deleted.
  */
-import type { LocalSid, Policy, Settings } from '../config/types.js';
+import { DEFAULT_MAX_SESSIONS } from '../config/load.js';
+import type { LocalSid, Policy, Session, Settings } from '../config/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 import {
   COUNTER_STRIDE,
@@ -31,6 +32,8 @@ import {
   encodeLocalSidKey,
   encodePolicy,
   encodePolicyKey,
+  encodeSession,
+  encodeSessionKey,
   prefixLengths,
   type ConfigFields,
 } from './codec.js';
@@ -48,6 +51,7 @@ import {
 
 export const MAP_POLICIES = 'mup_policies';
 export const MAP_LOCALSIDS = 'mup_localsids';
+export const MAP_SESSIONS = 'mup_sessions';
 export const MAP_COUNTERS = 'mup_counters';
 export const MAP_CONFIG = '.data.cfg';
 
@@ -75,6 +79,7 @@ export function zeroCounterSlots(countersFd: number, slots: Iterable<number>, nc
 export interface TableFds {
   readonly policiesFd: number;
   readonly localsidsFd: number;
+  readonly sessionsFd: number;
   readonly countersFd: number;
   /** The .data.cfg array map (one element, key 0). */
   readonly configFd: number;
@@ -89,9 +94,31 @@ export interface TableFds {
 export interface TableSizes {
   readonly maxPolicies: number;
   readonly maxLocalSids: number;
+  /** Absent = DEFAULT_MAX_SESSIONS. */
+  readonly maxSessions?: number;
 }
 
-export type TableKind = 'policy' | 'localsid';
+export type TableKind = 'policy' | 'localsid' | 'session';
+
+/** The session table's size. */
+export function maxSessionsOf(sizes: TableSizes): number {
+  return sizes.maxSessions ?? DEFAULT_MAX_SESSIONS;
+}
+
+/**
+ * A session key's "prefix length" as the mirror counts it: family * 256 +
+ * length, so that the IPv4 and IPv6 lengths stay apart (two lists in mup_config).
+ */
+function sessionPlen(family: number, len: number): number {
+  return family * 256 + len;
+}
+
+function splitSessionPlens(plens: readonly number[]): { session4Plens: number[]; session6Plens: number[] } {
+  return {
+    session4Plens: prefixLengths(plens.filter((p) => p >> 8 === 4).map((p) => p & 0xff), 'IPv4 sessions'),
+    session6Plens: prefixLengths(plens.filter((p) => p >> 8 === 6).map((p) => p & 0xff), 'IPv6 sessions'),
+  };
+}
 
 /** A batch of changes, applied by Tables.apply in a packet-safe order. */
 export interface Changes {
@@ -99,6 +126,8 @@ export interface Changes {
   readonly delPolicies?: readonly Ipv4Prefix[];
   readonly putLocalSids?: readonly LocalSid[];
   readonly delLocalSids?: readonly Ipv6Prefix[];
+  readonly putSessions?: readonly Session[];
+  readonly delSessions?: readonly Session['ue'][];
   /** New global settings (forwarding, hash seed, ports); table sizes must not change. */
   readonly settings?: Settings;
 }
@@ -272,14 +301,25 @@ const policyPuts = (list: readonly Policy[]): Put[] =>
 const localSidPuts = (list: readonly LocalSid[]): Put[] =>
   putsOf(list, LAYOUTS.mup_localsid_key.size, (l) => l.sid.len, (l, into, at) => encodeLocalSidKey(l.sid, into, at), encodeLocalSid);
 
+const sessionPuts = (list: readonly Session[]): Put[] =>
+  putsOf(
+    list,
+    LAYOUTS.mup_session_key.size,
+    (x) => sessionPlen(x.ue.family, x.ue.prefix.len),
+    (x, into, at) => encodeSessionKey(x.ue, into, at),
+    encodeSession,
+  );
+
 export class Tables {
   readonly #fds: TableFds;
   readonly sizes: TableSizes;
   readonly #ncpus = numPossibleCpus();
   readonly #policies: Mirror;
   readonly #localsids: Mirror;
+  readonly #sessions: Mirror;
   readonly #policyIds: IdPool;
   readonly #localsidIds: IdPool;
+  readonly #sessionIds: IdPool;
   /** A replace or delete happened since the last grace period. */
   #dirty = false;
   #settings: Settings;
@@ -306,10 +346,12 @@ export class Tables {
     this.#gens = { policyGen: active.policyGen, localsidGen: active.localsidGen };
     this.#policies = new Mirror(0, sizes.maxPolicies, LAYOUTS.mup_policy.size);
     this.#localsids = new Mirror(sizes.maxPolicies, sizes.maxLocalSids, LAYOUTS.mup_localsid.size);
+    this.#sessions = new Mirror(sizes.maxPolicies + sizes.maxLocalSids, maxSessionsOf(sizes), LAYOUTS.mup_session.size);
     const used = new Set<number>();
     for (const [fd, keySize, mirror, ruleAt, name] of [
       [fds.policiesFd, LAYOUTS.mup_policy_key.size, this.#policies, LAYOUTS.mup_policy.members.rule.offset, MAP_POLICIES],
       [fds.localsidsFd, LAYOUTS.mup_localsid_key.size, this.#localsids, LAYOUTS.mup_localsid.members.rule.offset, MAP_LOCALSIDS],
+      [fds.sessionsFd, LAYOUTS.mup_session_key.size, this.#sessions, LAYOUTS.mup_session.members.rule.offset, MAP_SESSIONS],
     ] as const) {
       const vs = mirror.valueSize;
       const { keys, values, count } = mapDump(fd, keySize, vs, name);
@@ -317,7 +359,7 @@ export class Tables {
         const k = keys.subarray(i * keySize, (i + 1) * keySize);
         const v = values.subarray(i * vs, (i + 1) * vs);
         const rule = v.readUInt32LE(ruleAt);
-        const plen = k.readUInt32LE(0);
+        const plen = fd === fds.sessionsFd ? sessionPlen(k[0]!, k[1]!) : k.readUInt32LE(0);
         if (rule < mirror.first || rule >= mirror.first + mirror.count || used.has(rule)) {
           // Not one of ours, or a table from another layout: rewritten with a fresh id (or deleted) on sync.
           mirror.set(k.toString('latin1'), -1, undefined, plen);
@@ -329,9 +371,10 @@ export class Tables {
     }
     this.#policyIds = new IdPool(0, sizes.maxPolicies, used);
     this.#localsidIds = new IdPool(sizes.maxPolicies, sizes.maxLocalSids, used);
+    this.#sessionIds = new IdPool(sizes.maxPolicies + sizes.maxLocalSids, maxSessionsOf(sizes), used);
     // A free id's counter slot is zero (zeroed when its rule went); one that
     // is not (a daemon killed between a delete and the zeroing) is zeroed now.
-    const total = sizes.maxPolicies + sizes.maxLocalSids;
+    const total = sizes.maxPolicies + sizes.maxLocalSids + maxSessionsOf(sizes);
     const stride = COUNTER_STRIDE * this.#ncpus;
     const raw = mapLookupArrayRange(fds.countersFd, MUP_EVENT_SLOTS, total, stride, MAP_COUNTERS);
     for (let rule = 0; rule < total; rule++) {
@@ -352,7 +395,11 @@ export class Tables {
 
   /** Number of counter slots the tables need: events, then one per rule. */
   static counterSlots(sizes: TableSizes): number {
-    return MUP_EVENT_SLOTS + sizes.maxPolicies + sizes.maxLocalSids;
+    return MUP_EVENT_SLOTS + sizes.maxPolicies + sizes.maxLocalSids + maxSessionsOf(sizes);
+  }
+
+  get sessionCount(): number {
+    return this.#sessions.size;
   }
 
   get policyCount(): number {
@@ -382,21 +429,31 @@ export class Tables {
     return r === undefined || r < 0 ? undefined : r;
   }
 
+  sessionRule(ue: Session['ue']): number | undefined {
+    const ks = LAYOUTS.mup_session_key.size;
+    const r = this.#sessions.keys.get(encodeSessionKey(ue, scratch.fill(0, 0, ks), 0).toString('latin1'));
+    return r === undefined || r < 0 ? undefined : r;
+  }
+
   /**
    * Make the tables hold exactly `policies` and `localsids` (by key), with
    * `settings`: writes only what differs. Throws before writing anything
    * when the result would not fit.
    */
-  sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[]): ApplyResult {
+  sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = []): ApplyResult {
     const putP = policyPuts(policies);
     const putL = localSidPuts(localsids);
+    const putS = sessionPuts(sessions);
     const keepP = new Set(putP.map((p) => p.keyStr));
     const keepL = new Set(putL.map((p) => p.keyStr));
+    const keepS = new Set(putS.map((p) => p.keyStr));
     const delP: string[] = [];
     const delL: string[] = [];
+    const delS: string[] = [];
     for (const k of this.#policies.keys.keys()) if (!keepP.has(k)) delP.push(k);
     for (const k of this.#localsids.keys.keys()) if (!keepL.has(k)) delL.push(k);
-    return this.#apply(settings, putP, delP, putL, delL);
+    for (const k of this.#sessions.keys.keys()) if (!keepS.has(k)) delS.push(k);
+    return this.#apply(settings, putP, delP, putL, delL, putS, delS);
   }
 
   /** Apply a batch of puts (add or replace, by key) and deletes (by key). */
@@ -407,11 +464,25 @@ export class Tables {
       (c.delPolicies ?? []).map((m) => encodePolicyKey(m).toString('latin1')),
       localSidPuts(c.putLocalSids ?? []),
       (c.delLocalSids ?? []).map((s) => encodeLocalSidKey(s).toString('latin1')),
+      sessionPuts(c.putSessions ?? []),
+      (c.delSessions ?? []).map((u) => encodeSessionKey(u).toString('latin1')),
     );
   }
 
-  #apply(settings: Settings, putP: readonly Put[], delP: readonly string[], putL: readonly Put[], delL: readonly string[]): ApplyResult {
-    if (settings.maxPolicies !== this.sizes.maxPolicies || settings.maxLocalSids !== this.sizes.maxLocalSids) {
+  #apply(
+    settings: Settings,
+    putP: readonly Put[],
+    delP: readonly string[],
+    putL: readonly Put[],
+    delL: readonly string[],
+    putS: readonly Put[] = [],
+    delS: readonly string[] = [],
+  ): ApplyResult {
+    if (
+      settings.maxPolicies !== this.sizes.maxPolicies ||
+      settings.maxLocalSids !== this.sizes.maxLocalSids ||
+      maxSessionsOf(settings) !== maxSessionsOf(this.sizes)
+    ) {
       throw new RangeError(
         `table sizes are fixed once loaded (max_policies ${this.sizes.maxPolicies}, max_localsids ${this.sizes.maxLocalSids}); ` +
           'restart the data plane with --replace-tables to change them',
@@ -420,18 +491,28 @@ export class Tables {
     // Plan everything first, so that a batch that does not fit writes nothing.
     const planP = this.#plan(putP, delP, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies);
     let planL: Plan;
+    let planS: Plan;
     try {
       planL = this.#plan(putL, delL, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids);
     } catch (e) {
       this.#policyIds.give(planP.taken);
       throw e;
     }
-    const before = this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens());
-    const after = this.#fields(settings, planP.plensAfter, planL.plensAfter);
+    try {
+      planS = this.#plan(putS, delS, this.#sessions, this.#sessionIds, 'sessions', 'max_sessions', maxSessionsOf(this.sizes));
+    } catch (e) {
+      this.#policyIds.give(planP.taken);
+      this.#localsidIds.give(planL.taken);
+      throw e;
+    }
+    const before = this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens());
+    const after = this.#fields(settings, planP.plensAfter, planL.plensAfter, planS.plensAfter);
     const widened: ConfigFields = {
       ...after,
       policyPlens: union(before.policyPlens, after.policyPlens),
       localsidPlens: union(before.localsidPlens, after.localsidPlens),
+      session4Plens: union(before.session4Plens ?? [], after.session4Plens ?? []),
+      session6Plens: union(before.session6Plens ?? [], after.session6Plens ?? []),
     };
 
     let added = 0;
@@ -439,12 +520,14 @@ export class Tables {
     let deleted = 0;
     const freedP: number[] = [];
     const freedL: number[] = [];
-    const unchanged = planP.unchanged + planL.unchanged;
+    const freedS: number[] = [];
+    const unchanged = planP.unchanged + planL.unchanged + planS.unchanged;
     try {
       // 1. New and changed entries.
       for (const [plan, fd, mirror, name] of [
         [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES],
         [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS],
+        [planS, this.#fds.sessionsFd, this.#sessions, MAP_SESSIONS],
       ] as const) {
         // New keys in one syscall (nothing replaced, so nothing to wait for);
         // replaced ones one by one, with a grace period between them.
@@ -491,6 +574,7 @@ export class Tables {
       for (const [plan, fd, mirror, name, freed] of [
         [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES, freedP],
         [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS, freedL],
+        [planS, this.#fds.sessionsFd, this.#sessions, MAP_SESSIONS, freedS],
       ] as const) {
         for (const k of plan.deletes) {
           this.#settle();
@@ -524,9 +608,10 @@ export class Tables {
     // 5. No packet holds a deleted entry any more: its counter slot is
     // zeroed and its id may be reused.
     this.#settle();
-    for (const rule of [...freedP, ...freedL]) this.#zeroCounter(rule);
+    for (const rule of [...freedP, ...freedL, ...freedS]) this.#zeroCounter(rule);
     this.#policyIds.give(freedP);
     this.#localsidIds.give(freedL);
+    this.#sessionIds.give(freedS);
     return { added, replaced, deleted, unchanged };
   }
 
@@ -574,7 +659,9 @@ export class Tables {
       const lens = new Set<number>(mirror.plens(gone));
       for (const w of writes) lens.add(w.plen);
       const plensAfter = [...lens].sort((a, b) => b - a);
-      if (plensAfter.length > MUP_MAX_PLENS) {
+      // Sessions: two lists (IPv4, IPv6 UE prefixes), each of at most MUP_MAX_PLENS.
+      const perList = mirror === this.#sessions ? Math.max(...[4, 6].map((f) => plensAfter.filter((p) => p >> 8 === f).length)) : plensAfter.length;
+      if (perList > MUP_MAX_PLENS) {
         throw new RangeError(
           `${what} would use ${plensAfter.length} distinct prefix lengths (${plensAfter.map((l) => `/${l}`).join(' ')}); ` +
             `the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
@@ -599,11 +686,13 @@ export class Tables {
 
   #touch(fd: number): void {
     if (fd === this.#fds.policiesFd) this.#touched.policy = true;
-    else this.#touched.localsid = true;
+    else if (fd === this.#fds.localsidsFd) this.#touched.localsid = true;
+    // Sessions: no per-CPU copy (bpf/session.h), no generation.
   }
 
-  #fields(s: Settings, policyPlens: readonly number[], localsidPlens: readonly number[]): ConfigFields {
+  #fields(s: Settings, policyPlens: readonly number[], localsidPlens: readonly number[], sessionPlens: readonly number[]): ConfigFields {
     return {
+      ...splitSessionPlens(sessionPlens),
       ...this.#nextGens(),
       forwarding: s.forwarding,
       hashSeed: s.hashSeed,
@@ -666,12 +755,12 @@ export class Tables {
   /** Write the settings to the config even if nothing else changed (after load). */
   writeSettings(settings: Settings): void {
     this.#settings = settings;
-    this.#writeConfig(this.#fields(settings, this.#policies.plens(), this.#localsids.plens()));
+    this.#writeConfig(this.#fields(settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens()));
   }
 
   /** Rule ids in use, per table. */
   rules(kind: TableKind): { key: Buffer; rule: number }[] {
-    const m = kind === 'policy' ? this.#policies : this.#localsids;
+    const m = kind === 'policy' ? this.#policies : kind === 'localsid' ? this.#localsids : this.#sessions;
     return [...m.keys].filter(([, r]) => r >= 0).map(([k, rule]) => ({ key: Buffer.from(k, 'latin1'), rule }));
   }
 }
@@ -694,6 +783,8 @@ function sameFields(a: ConfigFields, b: ConfigFields): boolean {
     a.policyPlens.join() === b.policyPlens.join() &&
     a.localsidPlens.join() === b.localsidPlens.join() &&
     a.policyGen === b.policyGen &&
-    a.localsidGen === b.localsidGen
+    a.localsidGen === b.localsidGen &&
+    (a.session4Plens ?? []).join() === (b.session4Plens ?? []).join() &&
+    (a.session6Plens ?? []).join() === (b.session6Plens ?? []).join()
   );
 }
