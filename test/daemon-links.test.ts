@@ -7,7 +7,7 @@
  * A real daemon (bin/mup.js) in a namespace "mup", a veth to "gnb"; G-PDUs
  * sent from gnb's socket show that the program on the veth translates.
  */
-import { existsSync, rmSync, unlinkSync } from 'node:fs';
+import { existsSync, renameSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -111,7 +111,10 @@ describe.skipIf(!isRoot)('links and interfaces under a running daemon', () => {
 
   it('pins everything again when the whole pin directory is removed, and locks the new one', async () => {
     const prog = (await status()).program!.id;
-    rmSync(pins(), { recursive: true });
+    // Moved away in one step, then removed: \`rm -r\` on the directory itself
+    // races with the daemon pinning again into it (and may fail, ENOTEMPTY).
+    renameSync(pins(), `${pins()}-gone`);
+    rmSync(`${pins()}-gone`, { recursive: true });
     expect(await xdpProg()).toBe(prog);
     await waitUntil('every pin made again', 10_000, async () =>
       ['prog', 'policies', 'localsids', 'counters', `link_native_${IFACE}`].every((f) => existsSync(join(pins(), f))),

@@ -161,7 +161,7 @@ export class Daemon {
   /** The instance lock (pin directory) and the state file's lock. */
   #instanceLock: HeldLock | undefined;
   #stateLock: HeldLock | undefined;
-  #prog: { fd: number; id: number; tag: string } | undefined;
+  #prog: { fd: number; info: { id: number; tag: string; name: string } } | undefined;
   /** Reloads by result, for metrics. */
   readonly reloads = { ok: 0, failed: 0 };
 
@@ -185,11 +185,11 @@ export class Daemon {
     });
   }
 
-  /** Id and tag of the program this daemon runs. */
-  #program(): { id: number; tag: string } {
+  /** Id, tag and name of the program this daemon runs. */
+  #program(): { id: number; tag: string; name: string } {
     const fd = this.dataplane.progFd;
-    if (this.#prog?.fd !== fd) this.#prog = { fd, ...progInfo(fd) };
-    return { id: this.#prog.id, tag: this.#prog.tag };
+    if (this.#prog?.fd !== fd) this.#prog = { fd, info: progInfo(fd) };
+    return this.#prog.info;
   }
 
   /** --state-file, else daemon.state_file of the config, else /var/lib/mup/<instance>.state.json. */
@@ -473,7 +473,8 @@ export class Daemon {
     // remade in another mode, and put back pins removed under us, so that
     // the pins say what runs.
     this.#links.releaseExcept(wanted);
-    this.#links.repin();
+    if (this.pins.exists()) this.#links.repinLinks();
+    else this.#links.repin(); // the directory went under us: everything
     for (const i of wanted) {
       if (!this.#ifExists(i.name)) {
         missing.push(i.name);

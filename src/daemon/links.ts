@@ -142,6 +142,12 @@ export class LinkKeeper {
       pins.pinProg(this.#c.progFd());
       log.warn({ pin: pins.progPath }, 'the program pin was removed: pinned it again');
     }
+    this.repinLinks();
+  }
+
+  /** Put back the pins of the links we hold (before an attach, which looks for them). */
+  repinLinks(): void {
+    const { pins, log } = this.#c;
     for (const [name, h] of this.#held) {
       const path = pins.linkPath(name, h.mode);
       if (existsSync(path)) continue;
