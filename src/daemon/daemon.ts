@@ -5,15 +5,18 @@
  *
  * Start (the same whether bpffs is empty or an earlier daemon left pins):
  *   1. read the config (and the state file, if it was made against this config);
+ *   1b. lock the instance (its pin directory) and the state file (lock(); a
+ *      second daemon is refused here, naming the first's pid);
  *   2. load the object, reusing the pinned tables and counters if there are any;
  *   3. bring the tables to the wanted rules (only the difference is written);
  *   4. per interface: swap the program of the pinned link (bpf_link_update,
  *      atomic), or create and pin a link;
- *   5. serve the API.
+ *   5. serve the API; hold the links and repair them (links.ts) every
+ *      LINK_CHECK_MS: pins removed, an interface recreated.
  * Stop: by default nothing is detached (the pins keep it all running);
  * --detach-on-exit removes the links and pins.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config } from '../config/types.js';
 import { loadConfigFile } from '../config/load.js';
