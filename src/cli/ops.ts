@@ -283,7 +283,8 @@ export function registerOps(program: Command, io: Io): void {
       ].join('\n');
       const rows = [['interface', 'mode', 'ifindex', 'state', 'prog id']];
       for (const i of s.interfaces) {
-        rows.push([i.name, i.mode, i.ifindex === null ? 'gone' : String(i.ifindex), i.attached ? 'attached' : 'NOT ATTACHED', i.progId === null ? '-' : String(i.progId)]);
+        const state = i.ifindex === null ? 'MISSING (attached when it appears)' : !i.attached ? 'NOT ATTACHED' : i.pinned === false ? 'attached (pin being restored)' : 'attached';
+        rows.push([i.name, i.mode, i.ifindex === null ? 'gone' : String(i.ifindex), state, i.progId === null ? '-' : String(i.progId)]);
       }
       io.out(`${lines}\n${table(rows)}`);
     });
@@ -399,6 +400,7 @@ export function registerOps(program: Command, io: Io): void {
       io.out(
         `reloaded: ${r.added} added, ${r.replaced} replaced, ${r.deleted} deleted, ${r.unchanged} unchanged` +
           `${r.programReplaced ? '; new program swapped in' : ''}` +
+          `${(r.interfaces.missing ?? []).length > 0 ? `; not attached, interface missing: ${r.interfaces.missing.join(', ')} (attached when it appears)` : ''}` +
           `${r.discardedChanges > 0 ? `; the config file changed, so ${r.discardedChanges} API changes were dropped (see the .discarded state file)` : ''}\n`,
       );
     });

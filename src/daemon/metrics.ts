@@ -152,7 +152,7 @@ export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT):
   });
   new Gauge({
     name: 'mup_interface_attached',
-    help: '1 when the configured interface runs our program (via its pinned XDP link), else 0',
+    help: '1 when the configured interface runs our program now (the XDP link the daemon holds, on its current device), else 0 (missing or detached)',
     labelNames: ['interface', 'mode'],
     registers: [reg],
     collect() {

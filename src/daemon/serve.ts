@@ -20,11 +20,11 @@ export interface RunOptions extends Omit<DaemonOptions, 'log'> {
 }
 
 /**
- * Claim the instance: refuse if its socket answers (a daemon runs) or its
+ * Claim the socket path: refuse if it answers (a daemon runs) or its
  * lock file names a live process; then write our pid there. Returns the
  * function that releases it.
  */
-async function claimInstance(socket: string, instance: string): Promise<() => void> {
+async function claimSocket(socket: string, instance: string): Promise<() => void> {
   if (await socketAlive(socket)) {
     throw new Error(`instance ${instance}: ${socket} is answered by a running daemon; stop it first, or start this one with another --instance / --socket`);
   }
@@ -74,11 +74,21 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
   } else if (api.http !== undefined && !isLoopback(api.http.host)) {
     throw new Error(`daemon.http.listen is ${api.http.host}:${api.http.port}, not loopback, and there is no daemon.http.token_file: add one or listen on 127.0.0.1`);
   }
-  const release = await claimInstance(socket, o.instance);
+  // One daemon per instance and per state file (flocks, held for life):
+  // a second daemon is refused here, naming the first's pid.
+  d.lock();
+  let release: () => void;
+  try {
+    release = await claimSocket(socket, o.instance);
+  } catch (e) {
+    d.unlock();
+    throw e;
+  }
   try {
     d.takeOver();
   } catch (e) {
     release();
+    d.unlock();
     throw e;
   }
   const metrics = createMetrics(d, o.metricsRuleLimit ?? DEFAULT_RULE_SERIES_LIMIT);
