@@ -12,7 +12,7 @@
  * full. The daemons run in the root namespace with no interfaces (the
  * tables and the state file are what is checked), with their own bpffs.
  */
-import { appendFileSync, closeSync, ftruncateSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, ftruncateSync, mkdtempSync, renameSync, openSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
@@ -126,6 +126,29 @@ describe.skipIf(!isRoot)('the state file on a full disk', () => {
     const got = new StateStore(path).read()!;
     expect(got.torn).toBe(false);
     expect(got.overlay.policies.size).toBe(acked + 1);
+  });
+
+  it('StateStore: a file removed or moved aside under the daemon is written whole with the next change', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-state-'));
+    const path = join(dir, 'state.json');
+    const s = new StateStore(path);
+    try {
+      const sha = '00'.repeat(32);
+      const o = emptyOverlay();
+      s.rewrite('t', 'c.yaml', sha, o);
+      s.append({ put: 'policy', rule: policy(1) });
+      for (const [i, away] of [[2, () => unlinkSync(path)], [3, () => renameSync(path, `${path}.old`)]] as const) {
+        away();
+        // The caller's overlay after the change: what a whole rewrite writes.
+        const after = new StateStore(`${path}.old`).read()?.overlay ?? o;
+        s.commit({ put: 'policy', rule: policy(i) }, 't', 'c.yaml', sha, after);
+        expect(existsSync(path), 'written again').toBe(true);
+      }
+      expect(new StateStore(path).read()!.header.config.sha256).toBe('00'.repeat(32));
+    } finally {
+      s.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('acknowledges only whole records; refused changes are undone; it restarts with exactly the acknowledged ones, full disk or not', async () => {

@@ -21,6 +21,7 @@ import {
   openSync,
   readFileSync,
   renameSync,
+  statSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
@@ -598,13 +599,33 @@ export class StateStore {
    * with the change). Throws StateWriteError: not recorded.
    */
   commit(line: StateLine, instance: string, configFile: string, configSha: string, after: Overlay): void {
-    if (this.isFor(configSha)) this.append(line);
-    else this.rewrite(instance, configFile, configSha, after);
+    if (this.isFor(configSha)) {
+      try {
+        this.append(line);
+        return;
+      } catch (e) {
+        if (this.isFor(configSha)) throw e;
+        // The file was removed, replaced or cut short under us: write it whole.
+      }
+    }
+    this.rewrite(instance, configFile, configSha, after);
   }
 
   /** The fd to append to; a tail past the last whole record (a torn line, a failed append) is cut off first. */
   #open(): number {
-    if (this.#fd !== undefined) return this.#fd;
+    if (this.#fd !== undefined) {
+      // Still the file at the path (not removed or moved aside under us: appends would go nowhere)?
+      let same = false;
+      try {
+        same = statSync(this.path).ino === fstatSync(this.#fd).ino;
+      } catch {
+        same = false;
+      }
+      if (same) return this.#fd;
+      this.close();
+      this.#sha = undefined;
+      throw Object.assign(new Error('it was removed or replaced under the daemon'), { code: 'ESTALE' });
+    }
     const fd = openSync(this.path, 'a', 0o600);
     try {
       const size = fstatSync(fd).size;
@@ -613,7 +634,8 @@ export class StateStore {
         ftruncateSync(fd, this.#size);
         fdatasyncSync(fd);
       } else if (size < this.#size) {
-        throw Object.assign(new Error(`it is ${size} bytes, shorter than the ${this.#size} this daemon wrote (changed by something else?)`), { code: 'EIO' });
+        this.#sha = undefined;
+        throw Object.assign(new Error(`it is ${size} bytes, shorter than the ${this.#size} this daemon wrote (changed by something else?)`), { code: 'ESTALE' });
       }
     } catch (e) {
       closeSync(fd);
