@@ -235,6 +235,7 @@ export class Daemon {
     const config = this.#rules.config;
     if (this.#discardState > 0) {
       const aside = this.#store.discard();
+      this.#tornState = false; // set aside with the rest
       this.#log.warn(
         { stateFile: this.stateFile, keptAs: aside, changes: this.#discardState },
         'the config file changed since these API changes were made: the file wins, the API changes are dropped (write them into the file to keep them)',

@@ -11,6 +11,7 @@
 import { createHash } from 'node:crypto';
 import {
   closeSync,
+  constants,
   existsSync,
   fdatasyncSync,
   fstatSync,
@@ -626,7 +627,14 @@ export class StateStore {
       this.#sha = undefined;
       throw Object.assign(new Error('it was removed or replaced under the daemon'), { code: 'ESTALE' });
     }
-    const fd = openSync(this.path, 'a', 0o600);
+    let fd: number;
+    try {
+      fd = openSync(this.path, constants.O_WRONLY | constants.O_APPEND); // never creates one: a file starts with its header (rewrite)
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      this.#sha = undefined;
+      throw Object.assign(new Error('it was removed under the daemon'), { code: 'ESTALE' });
+    }
     try {
       const size = fstatSync(fd).size;
       if (this.#size === undefined) this.#size = size;
@@ -657,7 +665,7 @@ export class StateStore {
 
   /** Cut a torn last line off the file now (after read(); the next append would do it anyway). */
   dropTornTail(): void {
-    this.#open();
+    if (this.#sha !== undefined) this.#open();
   }
 
   /**
