@@ -393,15 +393,16 @@ export function registerOps(program: Command, io: Io): void {
   withTarget(program.command('reload'))
     .summary('re-read the config file and apply the difference (as SIGHUP does)')
     .option('--json', 'print the API answer as JSON')
+    .option('--force', 'apply it even if it deletes more than daemon.reload_max_delete_share of the rules (default half)')
     .addHelpText('after', '\nExample:\n  vi /etc/mup/mup.yaml && mup reload\n')
-    .action(async (o: TargetOpts & { json?: boolean }) => {
-      const r = await call<ReloadResult>(target(o), 'POST', '/v1/reload');
+    .action(async (o: TargetOpts & { json?: boolean; force?: boolean }) => {
+      const r = await call<ReloadResult>(target(o), 'POST', o.force === true ? '/v1/reload?force=true' : '/v1/reload');
       if (o.json === true) return io.out(`${JSON.stringify(r, null, 2)}\n`);
       io.out(
         `reloaded: ${r.added} added, ${r.replaced} replaced, ${r.deleted} deleted, ${r.unchanged} unchanged` +
           `${r.programReplaced ? '; new program swapped in' : ''}` +
           `${(r.interfaces.missing ?? []).length > 0 ? `; not attached, interface missing: ${r.interfaces.missing.join(', ')} (attached when it appears)` : ''}` +
-          `${r.discardedChanges > 0 ? `; the config file changed, so ${r.discardedChanges} API changes were dropped (see the .discarded state file)` : ''}\n`,
+          `${r.discardedChanges > 0 ? `; the config file changed, so ${r.discardedChanges} API changes were dropped (kept in ${r.discardedTo ?? 'the .discarded state file'})` : ''}\n`,
       );
     });
 }

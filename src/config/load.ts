@@ -57,7 +57,7 @@ const XDP_MODES: readonly XdpMode[] = ['native', 'generic'];
 
 const TOP_KEYS = ['settings', 'interfaces', 'daemon', 'policies', 'localsids', 'sessions'] as const;
 const INTERFACE_KEYS = ['name', 'xdp'] as const;
-const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http'] as const;
+const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http', 'reload_max_delete_share'] as const;
 const HTTP_KEYS = ['listen', 'token_file'] as const;
 const SETTINGS_KEYS = ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed', 'max_sessions'] as const;
 const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior', 'mtu'] as const;
@@ -316,11 +316,18 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
     }
     return { ...listen, ...(tokenFile === undefined ? {} : { tokenFile }) };
   });
+  const reloadMaxDeleteShare = optional(m, 'reload_max_delete_share', (x) => {
+    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0 || x > 1) {
+      src.fail(at('reload_max_delete_share'), `expected a share from 0 to 1 (0.5: a reload may delete up to half the rules without --force), got ${describe(x)}`);
+    }
+    return x;
+  });
   return {
     ...(socket === undefined ? {} : { socket }),
     ...(socketGroup === undefined ? {} : { socketGroup }),
     ...(stateFile === undefined ? {} : { stateFile }),
     ...(http === undefined ? {} : { http }),
+    ...(reloadMaxDeleteShare === undefined ? {} : { reloadMaxDeleteShare }),
   };
 }
 

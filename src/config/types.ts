@@ -128,6 +128,8 @@ export interface DaemonSettings {
   readonly stateFile?: string;
   /** Optional HTTP listener (API and /metrics). */
   readonly http?: { readonly host: string; readonly port: number; readonly tokenFile?: string };
+  /** A reload that would delete more than this share (0..1) of the rules needs --force; default 0.5. */
+  readonly reloadMaxDeleteShare?: number;
 }
 
 export interface Config {

@@ -180,7 +180,9 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     }
     if (path === '/v1/reload') {
       if (method !== 'POST') allow(['POST']);
-      return send(res, 200, await d.reload());
+      const force = url.searchParams.get('force'); // past the deletion guard (daemon.reload_max_delete_share)
+      if (force !== null && force !== 'true' && force !== 'false') throw new HttpError(400, `force=${JSON.stringify(force)}: use force=true or leave it out`, 'force');
+      return send(res, 200, await d.reload({ force: force === 'true' }));
     }
     if (path === '/v1/probe') {
       if (method === 'GET') return send(res, 200, { probe: probeStatus(d.dataplane) });

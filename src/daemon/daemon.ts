@@ -43,11 +43,14 @@ import { DEFAULT_BPFFS, defaultStateFile } from '../host/paths.js';
 import {
   emptyOverlay,
   overlaySize,
+  RULE_KIND_LIST,
   RULE_KINDS,
   RuleError,
   RuleSet,
   sha256,
   StateStore,
+  StateWriteError,
+  type StateLine,
   type Overlay,
   type Rule,
   type RuleJson,
@@ -112,6 +115,8 @@ export interface ReloadResult {
   readonly configChanged: boolean;
   readonly programReplaced: boolean;
   readonly discardedChanges: number;
+  /** Where the dropped API changes were kept (<state>.discarded.<time>), when there were any. */
+  readonly discardedTo?: string;
   /** `missing`: configured interfaces that do not exist now (not attached; attached when they appear). */
   readonly interfaces: { readonly attached: string[]; readonly detached: string[]; readonly missing: string[] };
 }
@@ -129,6 +134,9 @@ export function packageVersion(): string {
 }
 
 export { defaultSocket, defaultStateFile } from '../host/paths.js';
+
+/** daemon.reload_max_delete_share when the config leaves it out: a reload may delete up to half the rules without --force. */
+export const DEFAULT_RELOAD_MAX_DELETE_SHARE = 0.5;
 
 /** A mutex for operations that change tables and state (one at a time). */
 class Serial {
@@ -321,6 +329,8 @@ export class Daemon {
   }
 
   #discardState = 0;
+  /** The state file read at start ended with a torn line (cut off at takeover). */
+  #tornState = false;
   /** ms per start phase, logged with the start line. */
   readonly #timings: Record<string, number> = {};
 
@@ -330,8 +340,8 @@ export class Daemon {
     const overlay = this.#rules.overlay;
     const config = this.#rules.config;
     if (this.#discardState > 0) {
-      const aside = `${this.stateFile}.discarded`;
-      renameSync(this.stateFile, aside);
+      const aside = this.#store.discard();
+      this.#tornState = false; // set aside with the rest
       this.#log.warn(
         { stateFile: this.stateFile, keptAs: aside, changes: this.#discardState },
         'the config file changed since these API changes were made: the file wins, the API changes are dropped (write them into the file to keep them)',
@@ -377,7 +387,7 @@ export class Daemon {
       },
       this.#adopted ? 'took over the running data plane' : 'data plane loaded',
     );
-    this.#saveState();
+    this.#tidyState('start');
     releaseMemory();
     this.#nexthops();
     this.#watchLinks();
@@ -436,7 +446,13 @@ export class Daemon {
   #loadOverlay(configSha: string): { overlay: Overlay; discard: number } {
     const got = this.#store.read();
     if (got === undefined) return { overlay: emptyOverlay(), discard: 0 };
-    if (got.torn) this.#log.warn({ stateFile: this.stateFile }, 'the last change in the state file was cut short (a crash while writing it); it was never acknowledged and is ignored');
+    if (got.torn) {
+      this.#log.warn(
+        { stateFile: this.stateFile, line: got.tornAt?.line, bytes: got.tornAt?.bytes },
+        'the last change in the state file was cut short (a crash or a full disk while writing it); it was never acknowledged: it is dropped and cut off the file',
+      );
+      this.#tornState = true;
+    }
     if (got.header.config.sha256 === configSha) return { overlay: got.overlay, discard: 0 };
     return { overlay: emptyOverlay(), discard: overlaySize(got.overlay) };
   }
@@ -509,11 +525,16 @@ export class Daemon {
     }
   }
 
-  /** SIGHUP / API reload: re-read the file, apply the difference; a bad file changes nothing. */
-  reload(): Promise<ReloadResult> {
+  /**
+   * SIGHUP / API reload: re-read the file, apply the difference; a bad file
+   * changes nothing. A file that would delete more than
+   * daemon.reload_max_delete_share of the rules is refused unless `force`
+   * (the API's ?force=true, `mup reload --force`; SIGHUP never forces).
+   */
+  reload(o: { force?: boolean } = {}): Promise<ReloadResult> {
     return this.#serial.run(async () => {
       try {
-        const r = await this.#reload();
+        const r = await this.#reload(o.force === true);
         this.reloads.ok++;
         return r;
       } catch (e) {
@@ -523,7 +544,7 @@ export class Daemon {
     });
   }
 
-  async #reload(): Promise<ReloadResult> {
+  async #reload(force: boolean): Promise<ReloadResult> {
     const { config, sha } = await this.#readConfig();
     const configChanged = sha !== this.#configSha;
     const discarded = configChanged ? overlaySize(this.#rules.overlay) : 0;
@@ -541,10 +562,14 @@ export class Daemon {
     }
     // A configured interface that does not exist now is no reason to refuse:
     // the reload applies, the result names it, the link check attaches it when it appears.
+    this.#deletionGuard(rules, force);
     if (JSON.stringify(config.daemon ?? {}) !== JSON.stringify(this.config.daemon ?? {})) {
       this.#log.warn({ file: config.file }, 'the daemon section changed (socket, group, state file, http): that takes effect at the next restart');
     }
     const objectSha = sha256(readFileSync(this.objectPath));
+    // The dropped API changes are kept (never overwritten) before the tables
+    // change: if that fails, the reload is refused with nothing changed.
+    const discardedTo = discarded > 0 ? this.#store.discard() : undefined;
     let result: { added: number; replaced: number; deleted: number; unchanged: number };
     let programReplaced = false;
     let ifaces: ReloadResult['interfaces'] | undefined;
@@ -573,30 +598,99 @@ export class Daemon {
     if (configChanged) {
       this.#configSha = sha;
       if (discarded > 0) {
-        try {
-          renameSync(this.stateFile, `${this.stateFile}.discarded`);
-        } catch {
-          // Nothing to set aside.
-        }
-        this.#log.warn({ changes: discarded, keptAs: `${this.stateFile}.discarded` }, 'config file changed: API changes dropped, the file wins');
+        this.#log.warn({ changes: discarded, keptAs: discardedTo }, 'config file changed: API changes dropped, the file wins');
       }
     }
-    this.#saveState();
+    this.#tidyState('reload');
     releaseMemory();
     this.#nexthops();
     this.#log.info({ ...result, configChanged, programReplaced, ...(ifaces.missing.length > 0 ? { missingInterfaces: ifaces.missing } : {}) }, 'reloaded');
-    return { ...result, configChanged, programReplaced, discardedChanges: discarded, interfaces: ifaces };
+    return {
+      ...result,
+      configChanged,
+      programReplaced,
+      discardedChanges: discarded,
+      ...(discardedTo === undefined ? {} : { discardedTo }),
+      interfaces: ifaces,
+    };
   }
 
-  /** Rewrite the state file with the net changes (atomic). */
-  #saveState(): void {
-    this.#store.rewrite(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay);
+  /**
+   * Refuse a reload that would take more than daemon.reload_max_delete_share
+   * (of the running config: like the rest of the daemon section, a new value
+   * applies from the next start) of the rules out of the tables: a
+   * half-written file is valid YAML more often than not.
+   */
+  #deletionGuard(next: RuleSet, force: boolean): void {
+    const share = this.config.daemon?.reloadMaxDeleteShare ?? DEFAULT_RELOAD_MAX_DELETE_SHARE;
+    let total = 0;
+    const gone: string[] = [];
+    for (const k of RULE_KIND_LIST) {
+      const now = this.#rules.rules(k.kind);
+      total += now.size;
+      for (const [key, r] of now) if (!next.rules(k.kind).has(key)) gone.push(`${k.label} ${key}${r.name === undefined ? '' : ` (${r.name})`}`);
+    }
+    if (total === 0 || gone.length <= share * total) return;
+    const shown = gone.slice(0, 10).join(', ');
+    const more = gone.length > 10 ? ` and ${gone.length - 10} more` : '';
+    const msg =
+      `reload refused: the config file would delete ${gone.length} of the ${total} rules (${Math.round((gone.length / total) * 100)}%, ` +
+      `more than daemon.reload_max_delete_share ${share}): ${shown}${more}. Nothing was changed. A file cut short or half-written? ` +
+      'Check it; if the deletions are meant, run mup reload --force (POST /v1/reload?force=true)';
+    if (force) {
+      this.#log.warn({ deleted: gone.length, of: total, share }, 'reload deletes more than daemon.reload_max_delete_share of the rules (forced)');
+      return;
+    }
+    throw new RuleError(msg, 409);
   }
 
-  /** Append one change to the state file (durable before the API answers). */
-  #record(line: Parameters<StateStore['append']>[0]): void {
-    this.#store.append(line);
-    if (this.#store.wantsCompaction(this.#rules.overlay)) this.#saveState();
+  /**
+   * Rewrite the state file with the net changes (compaction; atomic). Not a
+   * change of its own: when it fails (a full disk) the file stays as it was,
+   * with every acknowledged change, and it is tried again later; a file not
+   * (yet) for the running config is written with the next change instead.
+   */
+  #tidyState(when: 'start' | 'reload' | 'compaction'): void {
+    if (this.#tornState) {
+      this.#tornState = false;
+      try {
+        this.#store.dropTornTail();
+      } catch (e) {
+        this.#log.warn({ stateFile: this.stateFile, error: (e as Error).message }, 'could not cut the torn line off the state file now; retried before the next change is written');
+      }
+    }
+    try {
+      this.#store.rewrite(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (e) =>
+        this.#log.warn({ stateFile: this.stateFile, error: e.message }, 'state file rewritten, but the fsync of its directory failed'),
+      );
+    } catch (e) {
+      const current = this.#store.isFor(this.#configSha);
+      this.#log.warn(
+        { stateFile: this.stateFile, when, errno: (e as StateWriteError).errno, error: (e as Error).message },
+        current
+          ? 'could not rewrite (compact) the state file; it is whole and holds every acknowledged change as it is; tried again later'
+          : 'could not write the state file for this config; the next API change writes it (and fails until it can)',
+      );
+    }
+  }
+
+  /**
+   * Make one change durable before the API answers: its record appended and
+   * fdatasync'ed (or the whole file written, when the file is not one for
+   * this config). Throws StateWriteError: the caller undoes the change. A
+   * compaction after it is housekeeping: it cannot undo a durable change.
+   */
+  #record(line: StateLine): void {
+    this.#store.commit(line, this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay);
+    if (this.#store.wantsCompaction(this.#rules.overlay)) this.#tidyState('compaction');
+  }
+
+  /** The error for a change that could not be recorded (undone already): 507 / 503, the file and errno named. */
+  #notSaved(e: unknown, what: string): Error {
+    if (!(e instanceof StateWriteError)) return new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
+    this.#log.warn({ stateFile: e.file, errno: e.errno, change: what, error: e.message }, 'API change refused: the state file could not be written; undone');
+    const hint = e.status === 507 ? 'free space on its filesystem and try again' : 'check the file and its filesystem, then try again';
+    return new StateWriteError(e.file, e.errno, `${e.message} [${e.errno}]: the change was not saved, so it was undone (tables and rules as before); ${hint}`);
   }
 
   // -------------------------------------------------------------------------
@@ -636,7 +730,7 @@ export class Daemon {
           this.#rules.put(kind, previous);
         }
         before();
-        throw new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
+        throw this.#notSaved(e, `${op} ${kind} ${key}`);
       }
       this.#log.info({ kind, key, op, name: rule.name }, op === 'add' ? 'rule added' : 'rule replaced');
       return k.json(tagged);
@@ -667,7 +761,7 @@ export class Daemon {
         t.apply(k.put([previous]));
         this.#rules.put(kind, previous);
         before();
-        throw new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
+        throw this.#notSaved(e, `delete ${kind} ${key}`);
       }
       this.#log.info({ kind, key, name: previous.name }, 'rule deleted');
       return k.json(previous);

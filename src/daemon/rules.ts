@@ -5,11 +5,27 @@
  * Which wins: the state file applies only on top of the very config file it
  * was made against (same SHA-256). An edited config file is the operator's
  * newer word, so a reload or restart with a changed file drops the overlay
- * (kept aside as <state>.discarded, and logged). To keep an API change for
+ * (kept aside as <state>.discarded.<time>, never overwritten, and logged). To keep an API change for
  * good, write it into the config file.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fdatasyncSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
 import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry } from '../config/load.js';
 import { localSidKey, policyKey, sessionKey } from '../config/keys.js';
@@ -211,7 +227,7 @@ export class RuleError extends Error {
   constructor(
     message: string,
     /** HTTP status the API answers with. */
-    readonly status: 400 | 404 | 409,
+    readonly status: 400 | 404 | 409 | 503 | 507,
   ) {
     super(message);
   }
@@ -353,18 +369,31 @@ export class RuleSet {
 // State file
 //
 // JSON lines. The first names the config the changes were made against;
-// each further line is one change, appended and fdatasync'ed before the API
-// answers (about 0.4 ms here, whatever the number of changes so far):
+// each further line is one change (a record), appended and fdatasync'ed
+// before the API answers (about 0.4 ms here, whatever the number of changes
+// so far):
 //
 //   {"mup_state":2,"instance":"default","config":{"file":"/etc/mup/mup.yaml","sha256":"..."},"savedAt":"..."}
 //   {"put":"policy","rule":{"match":"10.45.0.0/16","sr_prefix":"2001:db8:b::/48",...}}
 //   {"del":"localsid","key":"2001:db8:2::/48"}
 //
-// A crash in the middle of an append leaves a last line without its
-// newline: it is ignored (that change was never acknowledged). The file is
-// rewritten atomically (temp file, fsync, rename, fsync of the directory)
-// with just the net changes when the daemon starts or reloads, and when the
-// appended lines outnumber twice the net changes (and 1,024).
+// Durability (docs/daemon.md, "Durability of API changes"):
+// - a change is acknowledged only once its whole record is written and
+//   fdatasync'ed; a write or sync that fails (a full disk: a short write,
+//   then ENOSPC) is cut back off the file (ftruncate to the last whole
+//   record), so the next record never lands on a partial line, and the
+//   caller undoes the change (StateWriteError: 507 for a full disk, else 503);
+// - a last line without its newline (a crash while appending) was never
+//   acknowledged: it is dropped with a warning and cut off the file before
+//   the next append; a bad line anywhere else is an error naming the line;
+// - the file is rewritten with just the net changes (compaction: temp file,
+//   fsync, rename, fsync of the directory) at start, at reload and when the
+//   appended lines outnumber twice the net changes (and 1,024). A rewrite is
+//   housekeeping: when it fails the old file stays as it was (whole, every
+//   acknowledged change in it), the temp file is removed and it is retried
+//   later. Only when the file on disk is not one for the running config (none
+//   yet, or set aside) is the next change recorded by a rewrite, and then
+//   that rewrite is the change's record (it fails, the change is undone).
 
 export const STATE_VERSION = 2;
 
@@ -375,28 +404,74 @@ export interface StateHeader {
   readonly savedAt: string;
 }
 
-type StateLine = { put: RuleKind; rule: RuleJson } | { del: RuleKind; key: string };
+export type StateLine = { put: RuleKind; rule: RuleJson } | { del: RuleKind; key: string };
 
 export function sha256(text: string | Buffer): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-/** Write a file so that a crash leaves the old content or the new, never a mix: temp, fsync, rename, fsync dir. */
-export function writeFileAtomic(path: string, data: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, data, { mode: 0o600 });
-  const fd = openSync(tmp, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+/** A change that could not be made durable; the API answers 507 (disk full) or 503, naming the file and the errno. */
+export class StateWriteError extends RuleError {
+  constructor(
+    readonly file: string,
+    /** errno name (ENOSPC, EIO, ...). */
+    readonly errno: string,
+    message: string,
+  ) {
+    super(message, errno === 'ENOSPC' || errno === 'EDQUOT' ? 507 : 503);
   }
-  renameSync(tmp, path);
-  const dir = openSync(dirname(path), 'r');
+}
+
+function errnoOf(e: unknown): string {
+  return (e as NodeJS.ErrnoException).code ?? 'EIO';
+}
+
+/** Write all of `data` at the fd's position (a short write, e.g. on a full disk, continues; the next call then throws). */
+function writeAll(fd: number, data: Buffer): void {
+  let off = 0;
+  while (off < data.length) {
+    const n = writeSync(fd, data, off, data.length - off);
+    if (n <= 0) throw Object.assign(new Error(`write returned ${n}`), { code: 'EIO' });
+    off += n;
+  }
+}
+
+/**
+ * Write a file so that a crash leaves the old content or the new, never a
+ * mix: temp, fsync, rename, fsync dir. A failure before the rename leaves
+ * the old file untouched and removes the temp file (it would hold the space
+ * a full disk needs back). `onDirSync` gets a failed fsync of the directory
+ * (after the rename: the new file is in place, whole and synced).
+ */
+export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?: (e: Error) => void): void {
+  const tmp = `${path}.tmp-${process.pid}`;
   try {
-    fsyncSync(dir);
-  } finally {
-    closeSync(dir);
+    const fd = openSync(tmp, 'w', 0o600);
+    try {
+      writeAll(fd, typeof data === 'string' ? Buffer.from(data) : data);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+  } catch (e) {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // not created
+    }
+    throw e;
+  }
+  try {
+    const dir = openSync(dirname(path), 'r');
+    try {
+      fsyncSync(dir);
+    } finally {
+      closeSync(dir);
+    }
+  } catch (e) {
+    if (onDirSync === undefined) throw e;
+    onDirSync(e as Error);
   }
 }
 
@@ -428,30 +503,44 @@ function applyLine(o: Overlay, line: StateLine, where: string): void {
   }
 }
 
+export interface StateRead {
+  readonly header: StateHeader;
+  readonly overlay: Overlay;
+  /** A last line cut short (never acknowledged) was ignored; it is cut off the file before the next append. */
+  readonly torn: boolean;
+  /** Its line number and length, when torn. */
+  readonly tornAt?: { readonly line: number; readonly bytes: number };
+}
+
 export class StateStore {
   #fd: number | undefined;
   /** Change lines in the file. */
   #lines = 0;
+  /** Bytes of the file up to its last whole record (undefined: not read or written by this store yet). */
+  #size: number | undefined;
+  /** The config hash in the header of the file on disk (undefined: no file of ours, e.g. set aside). */
+  #sha: string | undefined;
 
   constructor(readonly path: string) {}
 
   /**
    * Read the file into an overlay. Undefined when there is none; throws with
    * the file and line named when a line is invalid (the daemon then refuses
-   * to start rather than guess). `torn`: a last line cut short was ignored.
+   * to start rather than guess). A last line cut short is ignored (`torn`).
    */
-  read(): { header: StateHeader; overlay: Overlay; torn: boolean } | undefined {
-    let text: string;
+  read(): StateRead | undefined {
+    let buf: Buffer;
     try {
-      text = readFileSync(this.path, 'utf8');
+      buf = readFileSync(this.path);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw new Error(`cannot read the state file ${this.path}: ${(e as Error).message}`);
     }
     const aside = 'move it aside to start from the config file alone';
-    const lines = text.split('\n');
-    const torn = lines[lines.length - 1] !== '';
-    lines.pop(); // the empty string after the last newline, or the torn line
+    // Up to the last newline: whole records. After it: a record cut short.
+    const whole = buf.lastIndexOf(0x0a) + 1;
+    const lines = buf.subarray(0, whole).toString('utf8').split('\n');
+    lines.pop(); // the empty string after the last newline
     if (lines.length === 0) throw new Error(`state file ${this.path} is empty or cut short; ${aside}`);
     let header: StateHeader;
     try {
@@ -463,34 +552,188 @@ export class StateStore {
       throw new Error(`state file ${this.path}: not a version ${STATE_VERSION} state file; ${aside}`);
     }
     const overlay = emptyOverlay();
+    const changes = lines.length - 1;
     lines.slice(1).forEach((l, i) => {
       const where = `${this.path}:${i + 2}`;
       try {
         applyLine(overlay, JSON.parse(l) as StateLine, where);
       } catch (e) {
-        throw new Error(`state file ${where}: ${(e as Error).message}; ${aside}`);
+        throw new Error(
+          `state file ${where}: ${(e as Error).message}; this record is damaged: fix or delete line ${i + 2} ` +
+            `(the other ${changes - 1} changes are kept), or ${aside} (dropping all ${changes})`,
+        );
       }
     });
-    this.#lines = lines.length - 1;
-    return { header, overlay, torn };
+    this.close();
+    this.#lines = changes;
+    this.#size = whole;
+    this.#sha = header.config.sha256;
+    const torn = whole < buf.length;
+    return { header, overlay, torn, ...(torn ? { tornAt: { line: lines.length + 1, bytes: buf.length - whole } } : {}) };
   }
 
-  /** Replace the file with a header and the net changes of `o` (atomic). */
-  rewrite(instance: string, configFile: string, configSha: string, o: Overlay): void {
+  /** The file on disk is one for the config with this hash (its records replay to what the daemon holds). */
+  isFor(configSha: string): boolean {
+    return this.#sha === configSha;
+  }
+
+  /**
+   * Replace the file with a header and the net changes of `o` (atomic).
+   * Throws StateWriteError; the file is then as it was. A failed fsync of
+   * the directory after the rename goes to `onDirSync` (the new file is in
+   * place; throws without one).
+   */
+  rewrite(instance: string, configFile: string, configSha: string, o: Overlay, onDirSync?: (e: Error) => void): void {
     const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
     const body = overlayLines(o);
-    mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
-    this.close();
-    writeFileAtomic(this.path, [header, ...body].map((x) => `${JSON.stringify(x)}\n`).join(''));
-    this.#lines = body.length;
+    const data = Buffer.from([header, ...body].map((x) => `${JSON.stringify(x)}\n`).join(''));
+    let dirError: Error | undefined;
+    try {
+      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+      writeFileAtomic(this.path, data, (e) => {
+        dirError = e;
+      });
+    } catch (e) {
+      throw new StateWriteError(this.path, errnoOf(e), `cannot write the state file ${this.path} (${(e as Error).message})`);
+    }
+    this.#replaced(configSha, body.length, data.length);
+    if (dirError !== undefined) {
+      if (onDirSync === undefined) throw new StateWriteError(this.path, errnoOf(dirError), `cannot sync the directory of the state file ${this.path} (${dirError.message})`);
+      onDirSync(dirError);
+    }
   }
 
-  /** Append one change and make it durable. */
+  #replaced(configSha: string, lines: number, size: number): void {
+    this.close(); // the old file's fd: appends go to the new file
+    this.#lines = lines;
+    this.#size = size;
+    this.#sha = configSha;
+  }
+
+  /**
+   * Append one change and make it durable. On failure the partial record is
+   * cut off again (the file ends with its last whole record) and a
+   * StateWriteError is thrown: the caller undoes the change.
+   */
   append(line: StateLine): void {
-    this.#fd ??= openSync(this.path, 'a', 0o600);
-    writeSync(this.#fd, `${JSON.stringify(line)}\n`);
-    fdatasyncSync(this.#fd);
+    const data = Buffer.from(`${JSON.stringify(line)}\n`);
+    let fd: number;
+    try {
+      fd = this.#open();
+    } catch (e) {
+      throw new StateWriteError(this.path, errnoOf(e), `cannot open the state file ${this.path} (${(e as Error).message})`);
+    }
+    const good = this.#size!;
+    try {
+      writeAll(fd, data);
+      fdatasyncSync(fd);
+    } catch (e) {
+      this.#cutBack(fd, good);
+      throw new StateWriteError(this.path, errnoOf(e), `cannot write the state file ${this.path} (${(e as Error).message})`);
+    }
+    this.#size = good + data.length;
     this.#lines++;
+  }
+
+  /**
+   * Record one change: appended to the file if the file is one for this
+   * config, else by writing the whole file (header and `after`, the overlay
+   * with the change). Throws StateWriteError: not recorded.
+   */
+  commit(line: StateLine, instance: string, configFile: string, configSha: string, after: Overlay): void {
+    if (this.isFor(configSha)) {
+      try {
+        this.append(line);
+        return;
+      } catch (e) {
+        if (this.isFor(configSha)) throw e;
+        // The file was removed, replaced or cut short under us: write it whole.
+      }
+    }
+    this.rewrite(instance, configFile, configSha, after);
+  }
+
+  /** The fd to append to; a tail past the last whole record (a torn line, a failed append) is cut off first. */
+  #open(): number {
+    if (this.#fd !== undefined) {
+      // Still the file at the path (not removed or moved aside under us: appends would go nowhere)?
+      let same = false;
+      try {
+        same = statSync(this.path).ino === fstatSync(this.#fd).ino;
+      } catch {
+        same = false;
+      }
+      if (same) return this.#fd;
+      this.close();
+      this.#sha = undefined;
+      throw Object.assign(new Error('it was removed or replaced under the daemon'), { code: 'ESTALE' });
+    }
+    let fd: number;
+    try {
+      fd = openSync(this.path, constants.O_WRONLY | constants.O_APPEND); // never creates one: a file starts with its header (rewrite)
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      this.#sha = undefined;
+      throw Object.assign(new Error('it was removed under the daemon'), { code: 'ESTALE' });
+    }
+    try {
+      const size = fstatSync(fd).size;
+      if (this.#size === undefined) this.#size = size;
+      if (size > this.#size) {
+        ftruncateSync(fd, this.#size);
+        fdatasyncSync(fd);
+      } else if (size < this.#size) {
+        this.#sha = undefined;
+        throw Object.assign(new Error(`it is ${size} bytes, shorter than the ${this.#size} this daemon wrote (changed by something else?)`), { code: 'ESTALE' });
+      }
+    } catch (e) {
+      closeSync(fd);
+      throw e;
+    }
+    this.#fd = fd;
+    return fd;
+  }
+
+  /** After a failed append: back to the last whole record; if even that fails, close, and #open cuts it at the next append. */
+  #cutBack(fd: number, good: number): void {
+    try {
+      ftruncateSync(fd, good);
+      fdatasyncSync(fd);
+    } catch {
+      this.close();
+    }
+  }
+
+  /** Cut a torn last line off the file now (after read(); the next append would do it anyway). */
+  dropTornTail(): void {
+    if (this.#sha !== undefined) this.#open();
+  }
+
+  /**
+   * Set the file aside as <state>.discarded.<ISO time> (never overwriting an
+   * earlier one); the path it is kept as, or undefined when there is no file.
+   */
+  discard(): string | undefined {
+    this.close();
+    if (!existsSync(this.path)) {
+      this.#sha = undefined;
+      return undefined;
+    }
+    const stamp = new Date().toISOString();
+    for (let n = 0; ; n++) {
+      const aside = `${this.path}.discarded.${stamp}${n === 0 ? '' : `.${n}`}`;
+      try {
+        linkSync(this.path, aside); // fails if it exists: an earlier set is never overwritten
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'EEXIST') continue;
+        throw new Error(`cannot keep the state file ${this.path} as ${aside} (${(e as Error).message}); nothing was changed`);
+      }
+      unlinkSync(this.path);
+      this.#sha = undefined;
+      this.#size = undefined;
+      this.#lines = 0;
+      return aside;
+    }
   }
 
   /** Appended lines beyond what the net changes need: time to rewrite. */
