@@ -16,7 +16,7 @@
  * Stop: by default nothing is detached (the pins keep it all running);
  * --detach-on-exit removes the links and pins.
  */
-import { mkdirSync, readFileSync, renameSync, rmdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config } from '../config/types.js';
 import { loadConfigFile } from '../config/load.js';
