@@ -215,7 +215,7 @@ describe.skipIf(!haveObjects || !isRoot)('srv6-mup on veths between namespaces, 
   const mac = async (ns: string, dev: string): Promise<string | undefined> =>
     (await lab!.ip(ns, 'link', 'show', dev)).match(/link\/ether ([0-9a-f:]+)/)?.[1]?.replace(/:/g, '');
 
-  const ulBodies = ['ul-1', 'ul-2', 'ul-miss', 'ul-fail', 'ul-kernel', 'ul-tx'];
+  const ulBodies = ['ul-1', 'ul-2', 'ul-miss', 'ul-fail', 'ul-kernel', 'ul-tx', 'ul-dt4'];
 
   beforeAll(async () => {
     const swept = await sweepStaleNamespaces();
@@ -312,6 +312,57 @@ describe.skipIf(!haveObjects || !isRoot)('srv6-mup on veths between namespaces, 
       const miss = d['fwd_fib_miss'] ?? 0;
       expect((d['fwd_redirect'] ?? 0) + miss, `${r.body}: redirected or missed`).toBe(r.count);
       if (!r.missAllowed) expect(miss, `${r.body}: fib misses after the neighbour was resolved`).toBe(0);
+    }
+  });
+
+  // A plain last SID (a PE's End.DT4, used as is) from an (N3, TEID)
+  // policy: the kernel's seg6local End.DT4 decapsulates it and looks the
+  // inner IPv4 destination up in its VRF (issue 13 items 1 and 2).
+  it('uplink to a plain SID: (N3, TEID) policy -> H.M.GTP4.D -> kernel End.DT4 (VRF table) -> data network', async () => {
+    const DT4_SID = '2001:db8:1:d4::4'; // under mup's route to the core; more specific than the core's End.DX4 /48
+    await lab!.sysctl('core', ['net.vrf.strict_mode=1']);
+    await lab!.batch('core', [
+      'link add vrf-dt4 type vrf table 104',
+      'link set vrf-dt4 up',
+      `route add ${DN}/32 dev to-dn table 104`,
+      `route add ${DT4_SID}/128 encap seg6local action End.DT4 vrftable 104 dev vrf-dt4`,
+    ]);
+    const text = configText('fib').replace(
+      'localsids:',
+      // TEID 0x0a0b0c0d (UL.teid) is in 0x0a0b0000/16.
+      `  - { name: n3-teid-dt4, match: ${N3}/32, teid: "0x0a0b0000/16", sid: "${DT4_SID}", src_prefix: "2001:db8:ff::/64" }\nlocalsids:`,
+    );
+    const withDt4 = parseConfig(text, 'netns-dt4.yaml');
+    const rule = `policies[${withDt4.policies.length - 1}]`;
+    try {
+      dp!.sync(withDt4);
+      const count = 3;
+      const before = snapshot();
+      const rx = await receiveInDn(count);
+      const sniff = await lab!.listen<Frame>('core', [
+        'sniff', '--iface', 'to-mup', '--ethertype', '0x86dd', '--count', String(count), '--timeout', '5', '--filter', '20=04',
+      ]);
+      await sendUplink('ul-dt4', count);
+      const frames = (await sniff.done).map((f) => Buffer.from(f.frame, 'hex'));
+      expect(frames.length, 'SRv6 frames seen by the core').toBe(count);
+      for (const f of frames) {
+        expect(ipv6Text(f, 14 + 24), 'IPv6 DA = the plain SID, no DA or Args in it').toBe(DT4_SID);
+        expect(ipv6Text(f, 14 + 8), 'IPv6 SA').toBe(UL_SA);
+        expect(f[14 + 6], 'next header: IPv4, no SRH').toBe(4);
+        expect(f.subarray(14 + 40).toString('hex'), 'inner packet').toBe(gpdu.get('ul-dt4')!.subarray(16).toString('hex'));
+      }
+      const got = await rx.done;
+      expect(got.length, `datagrams End.DT4 delivered to ${DN}:${UL.dport}`).toBe(count);
+      for (const d of got) {
+        expect(d.src).toBe(UE);
+        expect(d.ttl, 'inner TTL: 64 from the UE, minus one for End.DT4 forwarding it').toBe(63);
+        expect(Buffer.from(d.data, 'hex').toString()).toBe(payload('ul-dt4').toString());
+      }
+      const d = await waitCounters(before, { [rule]: count });
+      expect(d['policies[0]'] ?? 0, 'the /32 policy without TEID: not used').toBe(0);
+    } finally {
+      dp!.sync(config('fib'));
+      await lab!.batch('core', [`route del ${DT4_SID}/128`, 'link del vrf-dt4']);
     }
   });
 

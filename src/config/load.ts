@@ -58,7 +58,7 @@ const INTERFACE_KEYS = ['name', 'xdp'] as const;
 const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http'] as const;
 const HTTP_KEYS = ['listen', 'token_file'] as const;
 const SETTINGS_KEYS = ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed'] as const;
-const POLICY_KEYS = ['name', 'match', 'teid', 'sr_prefix', 'sid', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior', 'mtu'] as const;
+const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior', 'mtu', 'teid', 'sid'] as const;
 const LOCALSID_KEYS = [
   'name', 'sid', 'src_prefix_len', 'container', 'ttl', 'behavior', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu',
 ] as const;
@@ -346,7 +346,7 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
     src.fail(at('sid'), 'give sr_prefix (the last SID embeds the IPv4 DA and Args.Mob.Session, RFC 9433) or sid (a last SID used as is, e.g. a PE\'s End.DT4), not both');
   }
   if (!hasSr && !hasSid) {
-    src.fail(at('sr_prefix'), `required key missing; give sr_prefix (the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48) or sid (a last SID used as is, e.g. 2001:db8:e::d4)`);
+    src.fail(at('sr_prefix'), `required key missing; give the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48 (or instead sid: a last SID used as is, e.g. 2001:db8:e::d4)`);
   }
   let srPrefix: Ipv6Prefix;
   let sid: Ipv6Addr | undefined;
