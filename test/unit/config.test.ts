@@ -1,4 +1,4 @@
-import { policyKey } from '../../src/config/keys.js';
+import { canonicalPolicyKey, policyKey } from '../../src/config/keys.js';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -118,6 +118,16 @@ describe('valid configs', () => {
     expect(c.policies[1]!.sid).toBeUndefined();
     expect(c.policies[2]!.teid).toBeUndefined();
     expect(c.policies.map(policyKey)).toEqual(['10.0.0.1/32 teid 0x12340000/16', '10.0.0.1/32 teid 0xffffffff/32', '10.0.0.2/32']);
+  });
+
+  it('canonical policy key text (API DELETE, state file): with and without teid', () => {
+    expect(canonicalPolicyKey('10.0.0.7/24')).toBe('10.0.0.0/24');
+    expect(canonicalPolicyKey('192.0.2.10/32 teid 305397760/16')).toBe('192.0.2.10/32 teid 0x12340000/16');
+    expect(canonicalPolicyKey(' 192.0.2.10/32  teid 0XFFFFFFFF/32 ')).toBe('192.0.2.10/32 teid 0xffffffff/32');
+    expect(canonicalPolicyKey('192.0.2.10/32 teid 0/0')).toBe('192.0.2.10/32');
+    expect(() => canonicalPolicyKey('192.0.2.0/24 teid 0x1/32')).toThrow(/single-address match \(\/32\), got \/24/);
+    expect(() => canonicalPolicyKey('192.0.2.10/32 teid 0x12345678/16')).toThrow(/bits set past the first 16/);
+    expect(() => canonicalPolicyKey('192.0.2.10/32 tied 1/32')).toThrow(/not a policy key/);
   });
 
   it('accepts the limits: L=56, P=96, 4 segments, 16 prefix lengths, a one-port range', () => {
