@@ -31,6 +31,8 @@ interface RuleCommands {
   readonly description: string;
   /** Columns of `list`. */
   readonly columns: readonly string[];
+  /** Columns `list` leaves out when no entry has a value in them. */
+  readonly optionalColumns?: readonly string[];
   /** The flags of add and replace. */
   options(c: Command): void;
   /** Flag (commander's camelCase) -> body key. */
@@ -55,6 +57,7 @@ export const RULE_COMMANDS: Readonly<Record<RuleKind, RuleCommands>> = {
     summary: 'list, add, replace or delete H.M.GTP4.D policies',
     description: 'policies map GTP-U/IPv4 destinations to SRv6 (H.M.GTP4.D); changes apply at once, atomically for packets, and are saved in the state file',
     columns: ['name', 'match', 'teid', 'sr_prefix', 'sid', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'origin'],
+    optionalColumns: ['teid', 'sid'],
     options: (c) => {
       c.option('--match <prefix>', 'IPv4 destination prefix of the GTP-U packets, e.g. 10.45.0.0/16')
         .option('--teid <prefix>', 'only G-PDUs whose TEID is in this prefix VALUE/BITS (needs a /32 match), e.g. 0x12340000/16')
@@ -276,7 +279,7 @@ export function registerOps(program: Command, io: Io): void {
         const r = await call<Record<string, Record<string, unknown>[]>>(target(o), 'GET', path);
         const list = r[c.listKey] ?? [];
         if (o.json === true) return io.out(`${JSON.stringify(list, null, 2)}\n`);
-        const cols = c.columns;
+        const cols = c.columns.filter((col) => !(c.optionalColumns ?? []).includes(col) || list.some((e) => e[col] !== undefined));
         // A local SID without a behaviour is End.M.GTP4.E (the config's default).
         const cell = (e: Record<string, unknown>, col: string): string =>
           col === 'behavior' && e[col] === undefined ? 'end.m.gtp4.e' : e[col] === undefined ? '-' : Array.isArray(e[col]) ? (e[col] as unknown[]).join(',') : String(e[col]);

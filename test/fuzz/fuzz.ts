@@ -590,10 +590,11 @@ function gtpuSeed(rng: Rng, cfg: Config, i: number): Seed {
   const g = gtpShape(rng, shape);
   const [innerKind, inner] = innerPacket(rng);
   const opts = rng.chance(0.8) ? V4_OPTIONS[0]! : rng.pick(V4_OPTIONS);
-  // A TEID policy's G-PDUs mostly carry a TEID of its prefix; the others
-  // test the fallback to shorter prefixes (or the drop when there is none).
+  // A TEID policy's seeds carry a TEID of its prefix (a valid seed is one
+  // that translates); mutated TEIDs test the fallback to shorter prefixes,
+  // or the drop when there is none.
   const teid =
-    pol.teid !== undefined && rng.chance(0.7)
+    pol.teid !== undefined
       ? randomIn(rng, pol.teid.value, pol.teid.len) >>> 0
       : rng.chance(0.1)
         ? rng.pick([0, 0xffffffff])
