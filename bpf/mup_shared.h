@@ -20,10 +20,11 @@ enum mup_limits {
 };
 
 /* Policy table key (H.M.GTP4.D): longest match over the 64-bit value
- * IPv4 DA || TEID. Today prefixes are <= 32 bits (DA only, teid = 0); the TEID
- * half is there for BGP MUP Type 2 routes (spec §2, "coming later"). The
- * program looks up one exact-match entry per configured length, longest
- * first: the cost depends on the number of lengths, not of rules. */
+ * IPv4 DA || TEID, as a BGP MUP Type 2 Session Transformed route's endpoint
+ * || TEID prefix. plen <= 32: the DA prefix alone (teid = 0); plen 33..64: a
+ * /32 DA and the TEID's first plen - 32 bits (docs/design.md). The program
+ * looks up one exact-match entry per configured length, longest first: the
+ * cost depends on the number of lengths, not of rules. */
 struct mup_policy_key {
 	__u32 plen;   /* 0..64 */
 	__u32 daddr;  /* network order, masked to plen */
@@ -46,8 +47,21 @@ struct mup_policy {
 	__u8  nsegs;          /* k, 0..MUP_MAX_SEGS */
 	__u8  srh_mode;       /* enum mup_srh_mode */
 	__u8  hop_limit;
-	__u8  pad;
+	__u8  flags;          /* enum mup_policy_flag */
 	__u16 mtu;            /* egress MTU of the translated packet, 0 = not checked (mtu.h) */
+};
+
+/* mup_policy.flags. */
+enum mup_policy_flag {
+	/* The last SID is sr_prefix as is (sr_plen 128): a PE's End.DT4/DT6/
+	 * DT46 SID, no IPv4 DA or Args.Mob.Session in it. */
+	MUP_POL_PLAIN_SID = 1,
+	/* Not a rule: the /32 entry of an N3 address that has (N3, TEID)
+	 * policies but no policy of its own without a TEID. Makes the address
+	 * ours for messages other than G-PDU (matched by the address alone);
+	 * a G-PDU lookup skips it and goes on to shorter prefixes
+	 * (lookup.h). User space adds and removes it with the TEID policies. */
+	MUP_POL_ADDR_ONLY = 2,
 };
 
 /* Local SID table key (End.M.GTP4.E): exact match per configured length. */
@@ -232,7 +246,10 @@ enum mup_event {
 	MUP_EV_DROP_TOO_BIG = 45,          /* dropped, no ICMP: IPv4 with DF clear (we do not fragment) */
 	MUP_EV_DROP_TOO_BIG_RATELIMIT = 46,/* dropped, no ICMP: this CPU sent its ICMP errors for this second */
 	MUP_EV_DROP_TOO_LONG = 47,         /* End.M.GTP6.E: UDP over 9,727 bytes, beyond our checksum loop (generic mode only) */
-	MUP_EV_MAX = 48,
+	/* A G-PDU to an N3 address of (N3, TEID) policies whose TEID none of
+	 * them covers (and no shorter prefix of the address does). */
+	MUP_EV_DROP_NO_TEID_POLICY = 48,
+	MUP_EV_MAX = 49,
 };
 
 /* ------------------------------------------------------------------------

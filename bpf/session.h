@@ -205,7 +205,7 @@ static __always_inline int session4(struct xdp_md *ctx, const struct mup_config 
 		struct udphdr *udp = (void *)ip + (ihl & 0x3c);
 
 		if ((void *)(udp + 1) <= end && udp->dest == bpf_htons(MUP_GTPU_PORT) &&
-		    policy_lookup(cfg, ip->daddr))
+		    policy_addr(cfg, ip->daddr))
 			return SESSION_NOT_MINE;
 	}
 	tot = bpf_ntohs(ip->tot_len);

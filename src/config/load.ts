@@ -14,8 +14,9 @@ import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Docume
 import { AddressError, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
 import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
 import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
+import { ipv6Prefix } from '../sid/addr.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
-import { localSidKey, policyKey, sessionKey } from './keys.js';
+import { localSidKey, parseTeidPrefix, policyKey, sessionKey } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import type {
   Config,
@@ -60,7 +61,7 @@ const INTERFACE_KEYS = ['name', 'xdp'] as const;
 const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http', 'reload_max_delete_share'] as const;
 const HTTP_KEYS = ['listen', 'token_file'] as const;
 const SETTINGS_KEYS = ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed', 'max_sessions'] as const;
-const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior', 'mtu'] as const;
+const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior', 'mtu', 'teid', 'sid'] as const;
 const SESSION_KEYS = [
   'name', 'ue', 'teid', 'qfi', 'rqi', 'endpoint', 'source', 'isd', 'src_prefix', 'segments', 'srh', 'hop_limit', 'mtu',
 ] as const;
@@ -358,9 +359,36 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   const match = required(src, m, path, 'match', 'the IPv4 destination prefix of the GTP-U packets, e.g. 192.0.2.0/24', (x) =>
     readIpv4Prefix(src, at('match'), x),
   );
-  const srPrefix = required(src, m, path, 'sr_prefix', `the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48`, (x) =>
-    readIpv6Prefix(src, at('sr_prefix'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY, true),
-  );
+  const teid = optional(m, 'teid', (x) => {
+    const s = readString(src, at('teid'), x, 'a TEID prefix VALUE/BITS such as 0x12340000/16');
+    return src.guard(at('teid'), () => parseTeidPrefix(s, formatPath(at('teid'))));
+  });
+  if (teid !== undefined && match.len !== 32) {
+    src.fail(at('teid'), `teid needs a single-address match (/32), but match is /${match.len}: the key is the N3 address and the TEID prefix; give the GTP-U endpoint address as a /32`);
+  }
+  // Either sr_prefix (RFC 9433 embedding) or sid (a last SID used as is).
+  const hasSr = optional(m, 'sr_prefix', () => true) ?? false;
+  const hasSid = optional(m, 'sid', () => true) ?? false;
+  if (hasSr && hasSid) {
+    src.fail(at('sid'), 'give sr_prefix (the last SID embeds the IPv4 DA and Args.Mob.Session, RFC 9433) or sid (a last SID used as is, e.g. a PE\'s End.DT4), not both');
+  }
+  if (!hasSr && !hasSid) {
+    src.fail(at('sr_prefix'), `required key missing; give the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48 (or instead sid: a last SID used as is, e.g. 2001:db8:e::d4)`);
+  }
+  let srPrefix: Ipv6Prefix;
+  let sid: Ipv6Addr | undefined;
+  if (hasSid) {
+    const text = readString(src, at('sid'), m['sid'], 'an IPv6 address such as 2001:db8:e::d4');
+    if (text.includes('/')) {
+      src.fail(at('sid'), `${text}: a policy's sid is an address (the last SID, used as is), not a prefix; drop the /length (a local SID's sid is a prefix)`);
+    }
+    sid = readIpv6Address(src, at('sid'), text);
+    srPrefix = ipv6Prefix(sid, 128);
+  } else {
+    srPrefix = required(src, m, path, 'sr_prefix', `the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48`, (x) =>
+      readIpv6Prefix(src, at('sr_prefix'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY, true),
+    );
+  }
   const srcPrefix = required(src, m, path, 'src_prefix', `the IPv6 source prefix, length <= ${MAX_SRC_PREFIX_LEN}, e.g. 2001:db8:ffff::/64`, (x) =>
     readIpv6Prefix(src, at('src_prefix'), x, MAX_SRC_PREFIX_LEN, SRC_LEN_WHY, true),
   );
@@ -372,7 +400,9 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
     where: formatPath(path),
     ...(name === undefined ? {} : { name }),
     match,
+    ...(teid === undefined ? {} : { teid }),
     srPrefix,
+    ...(sid === undefined ? {} : { sid }),
     srcPrefix,
     segments,
     srh,
@@ -600,8 +630,21 @@ function checkPrefixLengths<R extends Rule>(src: Source, rules: readonly R[], ke
 
 function checkPolicies(src: Source, policies: readonly Policy[]): void {
   checkUnique(src, policies, 'name', (p) => p.name, 'policy names must be unique', true);
-  checkUnique(src, policies, 'match', policyKey, 'each match prefix may appear in one policy only (after masking host bits)');
-  checkPrefixLengths(src, policies, 'match', (p) => p.match.len);
+  checkUnique(src, policies, 'match', policyKey, 'each match prefix (with its teid, if any) may appear in one policy only (after masking host bits; teid 0/0 is the same as none)');
+  // A TEID prefix is a key of 32 + its length bits; an N3 address with TEID
+  // policies also has a /32 entry (its own policy or an address-only one).
+  const lens = (p: Policy): number => (p.teid === undefined ? p.match.len : 32 + p.teid.len);
+  checkPrefixLengths(src, policies, 'match', lens);
+  const teidFirst = policies.find((p) => p.teid !== undefined);
+  if (teidFirst !== undefined) {
+    const all = new Set(policies.map(lens));
+    if (!all.has(32) && all.size + 1 > MUP_MAX_PLENS) {
+      src.fail(
+        pathOf(teidFirst, 'teid'),
+        `the policies use ${all.size} distinct key lengths, and an N3 address with teid policies needs the /32 one too (${all.size + 1}); the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
+      );
+    }
+  }
 }
 
 function checkLocalSids(src: Source, sids: readonly LocalSid[]): void {

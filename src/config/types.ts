@@ -13,6 +13,16 @@ export type ForwardingMode = 'fib' | 'tx' | 'kernel';
 /** What a local SID does (RFC 9433 §6.3-6.6); absent in the YAML = end.m.gtp4.e. */
 export type LocalSidBehavior = 'end.m.gtp4.e' | 'end.m.gtp6.e' | 'end.m.gtp6.d' | 'end.m.gtp6.d.di';
 
+/**
+ * A TEID prefix: the first `len` bits of `value` (0..32; no bit set past
+ * them). With a /32 match it makes the policy key the 64-bit DA || TEID.
+ */
+export interface TeidPrefix {
+  readonly value: number;
+  /** 1..32; a /0 TEID prefix is the same key as none and is not kept. */
+  readonly len: number;
+}
+
 /** H.M.GTP4.D: GTP-U/IPv4 in, SRv6 out. */
 export interface Policy {
   /** Key path in the config, e.g. "policies[3]", for messages. */
@@ -20,8 +30,15 @@ export interface Policy {
   readonly name?: string;
   /** IPv4 destination prefix of the GTP-U packets. */
   readonly match: Ipv4Prefix;
-  /** Last SID = sr_prefix | IPv4 DA | Args.Mob.Session; length L <= 56. */
+  /** G-PDUs whose TEID lies in this prefix (match is then a /32); absent = every TEID (/0). */
+  readonly teid?: TeidPrefix;
+  /**
+   * Last SID = sr_prefix | IPv4 DA | Args.Mob.Session; length L <= 56. With
+   * `sid`, that address as a /128 (used as is).
+   */
   readonly srPrefix: Ipv6Prefix;
+  /** A plain last SID (a PE's End.DT4/DT6/DT46), used as is: no DA, no Args. */
+  readonly sid?: Ipv6Addr;
   /** IPv6 SA = src_prefix | IPv4 SA; length P <= 96. */
   readonly srcPrefix: Ipv6Prefix;
   /** S1..Sk visited before the last SID (0..4). */

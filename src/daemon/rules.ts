@@ -28,7 +28,7 @@ import {
 } from 'node:fs';
 import { dirname } from 'node:path';
 import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry } from '../config/load.js';
-import { localSidKey, policyKey, sessionKey } from '../config/keys.js';
+import { canonicalPolicyKey, formatTeidPrefix, localSidKey, policyKey, sessionKey } from '../config/keys.js';
 import type { Config, LocalSid, Policy, Session } from '../config/types.js';
 import type { Changes, Tables } from '../dataplane/tables.js';
 import { formatIpv4, formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
@@ -89,11 +89,11 @@ export const RULE_KINDS: Readonly<Record<RuleKind, RuleKindSpec>> = {
     overlay: { put: 'policies', del: 'delPolicies' },
     parse: (v, where) => parsePolicyEntry(v, where),
     key: (r) => policyKey(r as Policy),
-    canonicalKey: (text) => formatIpv4Prefix(parseIpv4Prefix(text, 'match')),
+    canonicalKey: (text) => canonicalPolicyKey(text, 'match'),
     json: (r) => policyJson(r as Policy),
     put: (rules) => ({ putPolicies: rules as Policy[] }),
-    del: (rules) => ({ delPolicies: (rules as Policy[]).map((p) => p.match) }),
-    ruleId: (t, r) => t.policyRule((r as Policy).match),
+    del: (rules) => ({ delPolicies: (rules as Policy[]).map((p) => ({ match: p.match, ...(p.teid === undefined ? {} : { teid: p.teid }) })) }),
+    ruleId: (t, r) => t.policyRule((r as Policy).match, (r as Policy).teid),
   },
   localsid: {
     kind: 'localsid',
@@ -140,8 +140,9 @@ export function ruleKind(name: unknown): RuleKindSpec | undefined {
 export function policyJson(p: Policy): RuleJson {
   return {
     ...(p.name === undefined ? {} : { name: p.name }),
-    match: policyKey(p),
-    sr_prefix: formatIpv6Prefix(p.srPrefix),
+    match: formatIpv4Prefix(p.match),
+    ...(p.teid === undefined ? {} : { teid: formatTeidPrefix(p.teid) }),
+    ...(p.sid === undefined ? { sr_prefix: formatIpv6Prefix(p.srPrefix) } : { sid: formatIpv6(p.sid) }),
     src_prefix: formatIpv6Prefix(p.srcPrefix),
     ...(p.segments.length === 0 ? {} : { segments: p.segments.map((s) => formatIpv6(s)) }),
     srh: p.srh,

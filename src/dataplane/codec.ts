@@ -9,7 +9,7 @@
  * (__u8[16]) are network order by nature.
  */
 import { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS } from '../config/limits.js';
-import type { ContainerMode, ForwardingMode, LocalSid, LocalSidBehavior, Policy, Session, Settings, SrhMode } from '../config/types.js';
+import type { ContainerMode, ForwardingMode, LocalSid, LocalSidBehavior, Policy, Session, Settings, SrhMode, TeidPrefix } from '../config/types.js';
 import { encodeGtp4Sid, encodeGtp4Src } from '../sid/mobile.js';
 import type { Ipv4Addr, Teid, Qfi } from '../sid/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
@@ -43,6 +43,7 @@ export const LAYOUTS = {
       nsegs: m(102, 1),
       srh_mode: m(103, 1),
       hop_limit: m(104, 1),
+      flags: m(105, 1),
       mtu: m(106, 2),
     },
   },
@@ -117,6 +118,7 @@ export const ENUMS = {
   mup_fwd_mode: { MUP_FWD_FIB: 0, MUP_FWD_TX: 1, MUP_FWD_KERNEL: 2 },
   mup_behavior: { MUP_BEH_GTP4E: 0, MUP_BEH_GTP6E: 1, MUP_BEH_GTP6D: 2, MUP_BEH_GTP6D_DI: 3 },
   mup_session_family: { MUP_SESSION_V4: 4, MUP_SESSION_V6: 6 },
+  mup_policy_flag: { MUP_POL_PLAIN_SID: 1, MUP_POL_ADDR_ONLY: 2 },
 } as const satisfies Record<string, Record<string, number>>;
 
 const P = LAYOUTS.mup_policy.members;
@@ -155,11 +157,29 @@ function target(size: number, into: Buffer | undefined, at: number): Buffer {
   return into === undefined ? Buffer.alloc(size) : into.subarray(at, at + size);
 }
 
-export function encodePolicyKey(match: Ipv4Prefix, into?: Buffer, at = 0): Buffer {
+/** mup_policy.flags (enum mup_policy_flag). */
+export const POLICY_FLAGS = { plainSid: 1, addrOnly: 2 } as const;
+
+/**
+ * The key of (match, teid): a TEID prefix (match /32) makes it 32 + its
+ * length bits of DA || TEID; without one it is the match prefix (teid 0).
+ */
+export function encodePolicyKey(match: Ipv4Prefix, into?: Buffer, at = 0, teid?: TeidPrefix): Buffer {
   const b = target(LAYOUTS.mup_policy_key.size, into, at);
-  b.writeUInt32LE(match.len, PK.plen.offset);
+  b.writeUInt32LE(teid === undefined ? match.len : 32 + teid.len, PK.plen.offset);
   b.writeUInt32BE(match.addr, PK.daddr.offset);
-  b.writeUInt32BE(0, PK.teid.offset); // prefixes are <= 32 bits today
+  b.writeUInt32BE(teid?.value ?? 0, PK.teid.offset);
+  return b;
+}
+
+/**
+ * The value of an address-only entry (MUP_POL_ADDR_ONLY): the /32 of an N3
+ * address with TEID policies but no policy of its own (bpf/lookup.h).
+ */
+export function encodeAddrOnlyPolicy(rule: number, into?: Buffer, at = 0): Buffer {
+  const b = target(LAYOUTS.mup_policy.size, into, at);
+  b.writeUInt32LE(rule, P.rule.offset);
+  b.writeUInt8(POLICY_FLAGS.addrOnly, P.flags.offset);
   return b;
 }
 
@@ -181,6 +201,8 @@ export interface PolicyFields {
   readonly srcPlen: number;
   readonly srh: SrhMode;
   readonly hopLimit: number;
+  /** enum mup_policy_flag bits. */
+  readonly flags: number;
 }
 
 /** `p` comes from src/config/load.ts, which refuses more than MUP_MAX_SEGS segments. */
@@ -199,6 +221,7 @@ export function encodePolicy(p: Policy, rule: number, into?: Buffer, at = 0): Bu
   b.writeUInt8(p.segments.length, P.nsegs.offset);
   b.writeUInt8(SRH_MODES[p.srh], P.srh_mode.offset);
   b.writeUInt8(p.hopLimit, P.hop_limit.offset);
+  b.writeUInt8(p.sid !== undefined ? POLICY_FLAGS.plainSid : 0, P.flags.offset);
   b.writeUInt16LE(p.mtu ?? 0, P.mtu.offset);
   return b;
 }
@@ -218,6 +241,7 @@ export function decodePolicy(b: Buffer): PolicyFields {
     srcPlen: b.readUInt8(P.src_plen.offset),
     srh: nameOf(SRH_MODES, b.readUInt8(P.srh_mode.offset), 'srh_mode'),
     hopLimit: b.readUInt8(P.hop_limit.offset),
+    flags: b.readUInt8(P.flags.offset),
   };
 }
 

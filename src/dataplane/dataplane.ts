@@ -564,7 +564,7 @@ class LoadedDataplane implements Dataplane {
     };
     for (const p of config.policies) {
       if (out.length >= limit) break;
-      const rule = this.#ruleOf(p, gen, () => this.rules.policyRule(p.match));
+      const rule = this.#ruleOf(p, gen, () => this.rules.policyRule(p.match, p.teid));
       if (rule !== undefined) push(rule, 'policy', p.where, policyKey(p), p.name);
     }
     for (const l of config.localsids) {

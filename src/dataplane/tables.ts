@@ -19,7 +19,7 @@
  *   written and leaves the config only after the rule is deleted.
  */
 import { DEFAULT_MAX_SESSIONS } from '../config/load.js';
-import type { LocalSid, Policy, Session, Settings } from '../config/types.js';
+import type { LocalSid, Policy, Session, Settings, TeidPrefix } from '../config/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 import {
   COUNTER_STRIDE,
@@ -27,6 +27,7 @@ import {
   MUP_EVENT_SLOTS,
   MUP_MAX_PLENS,
   decodeConfig,
+  encodeAddrOnlyPolicy,
   encodeConfig,
   encodeLocalSid,
   encodeLocalSidKey,
@@ -34,6 +35,7 @@ import {
   encodePolicyKey,
   encodeSession,
   encodeSessionKey,
+  POLICY_FLAGS,
   prefixLengths,
   type ConfigFields,
 } from './codec.js';
@@ -120,10 +122,17 @@ function splitSessionPlens(plens: readonly number[]): { session4Plens: number[];
   };
 }
 
+/** A policy's key: its match prefix, or its (match /32, TEID prefix). */
+export type PolicyKey = Ipv4Prefix | { readonly match: Ipv4Prefix; readonly teid?: TeidPrefix };
+
+function policyKeyBuf(k: PolicyKey, into?: Buffer, at = 0): Buffer {
+  return 'match' in k ? encodePolicyKey(k.match, into, at, k.teid) : encodePolicyKey(k, into, at);
+}
+
 /** A batch of changes, applied by Tables.apply in a packet-safe order. */
 export interface Changes {
   readonly putPolicies?: readonly Policy[];
-  readonly delPolicies?: readonly Ipv4Prefix[];
+  readonly delPolicies?: readonly PolicyKey[];
   readonly putLocalSids?: readonly LocalSid[];
   readonly delLocalSids?: readonly Ipv6Prefix[];
   readonly putSessions?: readonly Session[];
@@ -153,6 +162,8 @@ class Mirror {
   readonly #foreign = new Map<string, number>();
   /** How many entries have each prefix length: the length list without a walk of the table. */
   readonly #plenCount = new Map<number, number>();
+  /** Policies only: how many keys longer than 32 bits (TEID prefixes) each DA has. */
+  readonly teidKeys = new Map<number, number>();
 
   constructor(
     readonly first: number,
@@ -167,10 +178,16 @@ class Mirror {
     return this.keys.size;
   }
 
-  #count(plen: number, by: number): void {
+  #count(plen: number, by: number, key?: string): void {
     const n = (this.#plenCount.get(plen) ?? 0) + by;
     if (n <= 0) this.#plenCount.delete(plen);
     else this.#plenCount.set(plen, n);
+    if (plen > 32 && key !== undefined && this.valueSize === LAYOUTS.mup_policy.size) {
+      const da = keyParts(key).daddr;
+      const t = (this.teidKeys.get(da) ?? 0) + by;
+      if (t <= 0) this.teidKeys.delete(da);
+      else this.teidKeys.set(da, t);
+    }
   }
 
   /** Prefix length of the entry with this key, if any. */
@@ -182,8 +199,8 @@ class Mirror {
 
   set(key: string, rule: number, value: Buffer | undefined, plen: number): void {
     const was = this.plenOf(key);
-    if (was !== undefined && was >= 0) this.#count(was, -1);
-    this.#count(plen, +1);
+    if (was !== undefined && was >= 0) this.#count(was, -1, key);
+    this.#count(plen, +1, key);
     const oldRule = this.keys.get(key);
     if (oldRule !== undefined && oldRule >= 0 && oldRule !== rule) this.#plens[oldRule - this.first] = -1;
     this.keys.set(key, rule);
@@ -200,10 +217,15 @@ class Mirror {
     const rule = this.keys.get(key);
     if (rule === undefined) return;
     const plen = this.plenOf(key);
-    if (plen !== undefined && plen >= 0) this.#count(plen, -1);
+    if (plen !== undefined && plen >= 0) this.#count(plen, -1, key);
     this.keys.delete(key);
     if (rule < 0) this.#foreign.delete(key);
     else this.#plens[rule - this.first] = -1;
+  }
+
+  /** A byte of the stored value of `rule`. */
+  byteOf(rule: number, offset: number): number {
+    return this.#values.readUInt8((rule - this.first) * this.valueSize + offset);
   }
 
   /** Is the stored value of `rule` equal to `value`? */
@@ -254,6 +276,8 @@ interface Put {
   readonly keyStr: string;
   readonly plen: number;
   encode(rule: number, into: Buffer, at: number): Buffer;
+  /** Its key is in a buffer of its own, not the batch's (an address-only entry). */
+  readonly standalone?: boolean;
 }
 
 interface Plan {
@@ -296,7 +320,40 @@ function putsOf<R>(
 }
 
 const policyPuts = (list: readonly Policy[]): Put[] =>
-  putsOf(list, LAYOUTS.mup_policy_key.size, (p) => p.match.len, (p, into, at) => encodePolicyKey(p.match, into, at), encodePolicy);
+  putsOf(
+    list,
+    LAYOUTS.mup_policy_key.size,
+    (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len),
+    (p, into, at) => encodePolicyKey(p.match, into, at, p.teid),
+    encodePolicy,
+  );
+
+// Address-only entries (bpf/lookup.h, MUP_POL_ADDR_ONLY): an N3 address with
+// (N3, TEID) policies and no policy of its own without a TEID gets a /32
+// entry marked address-only, so that Echo Requests and the like (matched by
+// the address alone) find it. Kept in step with the TEID policies by
+// #withAddrOnly: added, replaced by a real /32 policy, or deleted in the
+// same batch as the policies that need it. It takes a rule id (and so a
+// place of settings.max_policies) like a policy.
+
+const PK_PLEN = LAYOUTS.mup_policy_key.members.plen.offset;
+const PK_DADDR = LAYOUTS.mup_policy_key.members.daddr.offset;
+
+/** The plen and DA of a policy key given as its latin1 text. */
+function keyParts(k: string): { plen: number; daddr: number } {
+  const b = Buffer.from(k, 'latin1');
+  return { plen: b.readUInt32LE(PK_PLEN), daddr: b.readUInt32BE(PK_DADDR) };
+}
+
+function addrKey(daddr: number): { key: Buffer; keyStr: string } {
+  const key = encodePolicyKey({ addr: daddr, len: 32 } as Ipv4Prefix);
+  return { key, keyStr: key.toString('latin1') };
+}
+
+function addrOnlyPut(daddr: number): Put {
+  const { key, keyStr } = addrKey(daddr);
+  return { key, keyStr, plen: 32, standalone: true, encode: (rule, into, at) => encodeAddrOnlyPolicy(rule, into, at) };
+}
 
 const localSidPuts = (list: readonly LocalSid[]): Put[] =>
   putsOf(list, LAYOUTS.mup_localsid_key.size, (l) => l.sid.len, (l, into, at) => encodeLocalSidKey(l.sid, into, at), encodeLocalSid);
@@ -322,6 +379,8 @@ export class Tables {
   readonly #sessionIds: IdPool;
   /** A replace or delete happened since the last grace period. */
   #dirty = false;
+  /** Keys (latin1) of the address-only entries in the policy table. */
+  readonly #addrOnly = new Set<string>();
   #settings: Settings;
   /** policy_gen and localsid_gen of the active configuration (ConfigFields). */
   #gens: { policyGen: number; localsidGen: number };
@@ -367,6 +426,9 @@ export class Tables {
         }
         used.add(rule);
         mirror.set(k.toString('latin1'), rule, v, plen);
+        if (mirror === this.#policies && (v.readUInt8(LAYOUTS.mup_policy.members.flags.offset) & POLICY_FLAGS.addrOnly) !== 0) {
+          this.#addrOnly.add(k.toString('latin1'));
+        }
       }
     }
     this.#policyIds = new IdPool(0, sizes.maxPolicies, used);
@@ -402,8 +464,14 @@ export class Tables {
     return this.#sessions.size;
   }
 
+  /** Policies in the table (address-only entries not counted). */
   get policyCount(): number {
-    return this.#policies.size;
+    return this.#policies.size - this.#addrOnly.size;
+  }
+
+  /** Address-only entries (bpf/lookup.h): N3 addresses with TEID policies only. */
+  get addrOnlyCount(): number {
+    return this.#addrOnly.size;
   }
 
   get localsidCount(): number {
@@ -416,10 +484,12 @@ export class Tables {
    */
   generation = 0;
 
-  /** Rule id of the policy with this match prefix, if present. */
-  policyRule(match: Ipv4Prefix): number | undefined {
+  /** Rule id of the policy with this match prefix (and TEID prefix), if present. */
+  policyRule(match: Ipv4Prefix, teid?: TeidPrefix): number | undefined {
     const ks = LAYOUTS.mup_policy_key.size;
-    const r = this.#policies.keys.get(encodePolicyKey(match, scratch.fill(0, 0, ks), 0).toString('latin1'));
+    const k = encodePolicyKey(match, scratch.fill(0, 0, ks), 0, teid).toString('latin1');
+    if (this.#addrOnly.has(k)) return undefined;
+    const r = this.#policies.keys.get(k);
     return r === undefined || r < 0 ? undefined : r;
   }
 
@@ -453,20 +523,86 @@ export class Tables {
     for (const k of this.#policies.keys.keys()) if (!keepP.has(k)) delP.push(k);
     for (const k of this.#localsids.keys.keys()) if (!keepL.has(k)) delL.push(k);
     for (const k of this.#sessions.keys.keys()) if (!keepS.has(k)) delS.push(k);
-    return this.#apply(settings, putP, delP, putL, delL, putS, delS);
+    const [putP2, delP2] = this.#withAddrOnly(putP, delP);
+    try {
+      return this.#apply(settings, putP2, delP2, putL, delL, putS, delS);
+    } finally {
+      this.#noteAddrOnly(putP2, delP2);
+    }
+  }
+
+  /** After a batch (whole or not): which /32 keys it touched are address-only entries now. */
+  #noteAddrOnly(puts: readonly Put[], dels: readonly string[]): void {
+    const m = this.#policies;
+    const flags = LAYOUTS.mup_policy.members.flags.offset;
+    for (const k of [...puts.map((p) => p.keyStr), ...dels]) {
+      if (!this.#addrOnly.has(k) && keyParts(k).plen !== 32) continue;
+      const rule = m.keys.get(k);
+      if (rule !== undefined && rule >= 0 && (m.byteOf(rule, flags) & POLICY_FLAGS.addrOnly) !== 0) this.#addrOnly.add(k);
+      else this.#addrOnly.delete(k);
+    }
+  }
+
+  /**
+   * The policy puts and deletes with the address-only entries they make
+   * needed or stale (see addrOnlyPut): an address with TEID keys after the
+   * change and no /32 policy of its own has one; no other has.
+   */
+  #withAddrOnly(puts: readonly Put[], dels: readonly string[]): [Put[], string[]] {
+    const mirror = this.#policies;
+    const putKeys = new Map(puts.map((p) => [p.keyStr, p]));
+    const delSet = new Set(dels.filter((k) => !putKeys.has(k)));
+    const teid = new Map<number, number>();
+    const touched = new Set<number>();
+    const countOf = (da: number): number => teid.get(da) ?? mirror.teidKeys.get(da) ?? 0;
+    for (const k of delSet) {
+      if (!mirror.keys.has(k)) continue;
+      const { plen, daddr } = keyParts(k);
+      if (plen > 32) teid.set(daddr, countOf(daddr) - 1);
+      if (plen >= 32) touched.add(daddr);
+    }
+    for (const p of puts) {
+      const { plen, daddr } = keyParts(p.keyStr);
+      if (plen > 32 && !mirror.keys.has(p.keyStr)) teid.set(daddr, countOf(daddr) + 1);
+      if (plen >= 32) touched.add(daddr);
+    }
+    const outPuts = [...puts];
+    for (const da of touched) {
+      const { keyStr } = addrKey(da);
+      const isAddrOnly = this.#addrOnly.has(keyStr);
+      const realPut = putKeys.has(keyStr);
+      const realAfter = realPut || (mirror.keys.has(keyStr) && !isAddrOnly && !delSet.has(keyStr));
+      const need = countOf(da) > 0 && !realAfter;
+      if (need) {
+        delSet.delete(keyStr);
+        // A real /32 deleted becomes the address-only entry in one write.
+        if (!isAddrOnly) outPuts.push(addrOnlyPut(da));
+      } else if (isAddrOnly && !realPut) {
+        delSet.add(keyStr);
+      }
+    }
+    return [outPuts, [...delSet]];
   }
 
   /** Apply a batch of puts (add or replace, by key) and deletes (by key). */
   apply(c: Changes): ApplyResult {
-    return this.#apply(
-      c.settings ?? this.#settings,
+    const [putP, delP] = this.#withAddrOnly(
       policyPuts(c.putPolicies ?? []),
-      (c.delPolicies ?? []).map((m) => encodePolicyKey(m).toString('latin1')),
-      localSidPuts(c.putLocalSids ?? []),
-      (c.delLocalSids ?? []).map((s) => encodeLocalSidKey(s).toString('latin1')),
-      sessionPuts(c.putSessions ?? []),
-      (c.delSessions ?? []).map((u) => encodeSessionKey(u).toString('latin1')),
+      (c.delPolicies ?? []).map((m) => policyKeyBuf(m).toString('latin1')).filter((k) => !this.#addrOnly.has(k)),
     );
+    try {
+      return this.#apply(
+        c.settings ?? this.#settings,
+        putP,
+        delP,
+        localSidPuts(c.putLocalSids ?? []),
+        (c.delLocalSids ?? []).map((s) => encodeLocalSidKey(s).toString('latin1')),
+        sessionPuts(c.putSessions ?? []),
+        (c.delSessions ?? []).map((u) => encodeSessionKey(u).toString('latin1')),
+      );
+    } finally {
+      this.#noteAddrOnly(putP, delP);
+    }
   }
 
   #apply(
@@ -667,7 +803,7 @@ export class Tables {
             `the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
         );
       }
-      const contiguous = writes.length === puts.length && writes.every((w) => w.fresh);
+      const contiguous = writes.length === puts.length && writes.every((w) => w.fresh) && !puts.some((p) => p.standalone === true);
       return { writes, contiguous, deletes, unchanged, plensAfter, taken };
     } catch (e) {
       ids.give(taken);
@@ -761,7 +897,9 @@ export class Tables {
   /** Rule ids in use, per table. */
   rules(kind: TableKind): { key: Buffer; rule: number }[] {
     const m = kind === 'policy' ? this.#policies : kind === 'localsid' ? this.#localsids : this.#sessions;
-    return [...m.keys].filter(([, r]) => r >= 0).map(([k, rule]) => ({ key: Buffer.from(k, 'latin1'), rule }));
+    return [...m.keys]
+      .filter(([k, r]) => r >= 0 && !(kind === 'policy' && this.#addrOnly.has(k)))
+      .map(([k, rule]) => ({ key: Buffer.from(k, 'latin1'), rule }));
   }
 }
 

@@ -225,6 +225,15 @@ policies:
   - { name: always-seg0, match: 172.16.5.0/25, sr_prefix: "2001:db8:3000::/40", src_prefix: "::/0", srh: always }
   - { name: auto-seg3, match: 172.16.6.0/23, sr_prefix: "2001:db8:4000::/35", src_prefix: "2001:db8:fc::/61", segments: ["2001:db8:e::1", "2001:db8:e::2", "2001:db8:e::3"] }
   - { name: reduced-seg1, match: 203.0.113.128/26, sr_prefix: "2001:db8:5::/53", src_prefix: "2001:db8:fb::/64", segments: ["2001:db8:f::1"], srh: reduced }
+  # (N3, TEID) policies and plain last SIDs (issue 13): TEID prefixes over an
+  # address that has its own /32 policy, over one that has none (a G-PDU no
+  # prefix covers is dropped, other messages are matched by the address).
+  - { name: teid-2-plain, match: 198.51.100.7/32, teid: "0x40000000/2", sid: "2001:db8:d4::4", src_prefix: "2001:db8:ff::/64" }
+  - { name: teid-24-seg1, match: 198.51.100.7/32, teid: "0x12345600/24", sr_prefix: "2001:db8:24::/48", src_prefix: "2001:db8:fe::/64", segments: ["2001:db8:a::1"] }
+  - { name: teid-only-1, match: 100.64.0.1/32, teid: "0x80000000/1", sid: "2001:db8:d6::6", src_prefix: "::/0", srh: always }
+  - { name: teid-only-16-seg2, match: 100.64.0.1/32, teid: "0xdead0000/16", sid: "2001:db8:d46::46", src_prefix: "2001:db8:fd::/80", segments: ["2001:db8:c::1", "2001:db8:c::2"], srh: reduced }
+  - { name: teid-only-32-zero, match: 100.64.0.1/32, teid: "0/32", sr_prefix: "fc00:1::/44", src_prefix: "fc00:ff::/52" }
+  - { name: plain-24, match: 100.64.1.0/24, sid: "2001:db8:dd::46", src_prefix: "2001:db8:fb::/64", segments: ["2001:db8:e::1"] }
 localsids:
   - { name: e-48, sid: "2001:db8:2::/48", src_prefix_len: 64 }
   - { name: e-44-auto, sid: "fc00:2::/44", src_prefix_len: 52, container: auto, ttl: 1 }
@@ -600,7 +609,15 @@ function gtpuSeed(rng: Rng, cfg: Config, i: number): Seed {
   const g = gtpShape(rng, shape);
   const [innerKind, inner] = innerPacket(rng);
   const opts = rng.chance(0.8) ? V4_OPTIONS[0]! : rng.pick(V4_OPTIONS);
-  const teid = rng.chance(0.1) ? rng.pick([0, 0xffffffff]) : rng.u32();
+  // A TEID policy's seeds carry a TEID of its prefix (a valid seed is one
+  // that translates); mutated TEIDs test the fallback to shorter prefixes,
+  // or the drop when there is none.
+  const teid =
+    pol.teid !== undefined
+      ? randomIn(rng, pol.teid.value, pol.teid.len) >>> 0
+      : rng.chance(0.1)
+        ? rng.pick([0, 0xffffffff])
+        : rng.u32();
   const gtp = gtpu({ flags: g.flags, type: 0xff, teid, seq: rng.int(65536), exts: g.exts, inner, ...(g.firstNext === undefined ? {} : { firstNext: g.firstNext }) });
   const ip = ipv4({
     src: rng.u32(),

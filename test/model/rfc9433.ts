@@ -74,11 +74,25 @@ function innerHash(inner: Buffer, seed: number): number {
   return mh(words, seed);
 }
 
-function policyFor(cfg: Config, da: number): Policy | undefined {
+const mask32 = (len: number): number => (len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0);
+
+/**
+ * The policy of a G-PDU (teid given): the longest prefix of the 64-bit key
+ * DA || TEID, a policy's key being its match and, with a TEID prefix, 32 +
+ * that prefix's bits (docs/config.md). Without a TEID (any other message):
+ * any policy whose match covers the address (docs/design.md).
+ */
+function policyFor(cfg: Config, da: number, teid?: number): Policy | undefined {
   let best: Policy | undefined;
+  let bestLen = -1;
   for (const p of cfg.policies) {
-    const m = p.match.len === 0 ? 0 : (0xffffffff << (32 - p.match.len)) >>> 0;
-    if (((da & m) >>> 0) === p.match.addr && (best === undefined || p.match.len > best.match.len)) best = p;
+    if (((da & mask32(p.match.len)) >>> 0) !== p.match.addr) continue;
+    if (teid !== undefined && p.teid !== undefined && ((teid & mask32(p.teid.len)) >>> 0) !== p.teid.value) continue;
+    const len = p.match.len + (p.teid?.len ?? 0);
+    if (len > bestLen) {
+      best = p;
+      bestLen = len;
+    }
   }
   return best;
 }
@@ -241,8 +255,7 @@ export function modelGtp4d(f: Buffer, cfg: Config): ModelResult {
   if (ihl + 8 > tot) return { kind: 'malformed', why: 'UDP header cut short' };
   if (f.readUInt16BE(u + 2) !== 2152) return { kind: 'not-ours' };
   const da = f.readUInt32BE(o + 16);
-  const pol = policyFor(cfg, da);
-  if (pol === undefined) return { kind: 'not-ours' };
+  if (policyFor(cfg, da) === undefined) return { kind: 'not-ours' };
   const udpLen = f.readUInt16BE(u + 4);
   if (udpLen !== tot - ihl) return { kind: 'malformed', why: `UDP length ${udpLen} != IPv4 payload ${tot - ihl}` };
   const g = u + 8;
@@ -252,6 +265,8 @@ export function modelGtp4d(f: Buffer, cfg: Config): ModelResult {
   const gtpLen = f.readUInt16BE(g + 2);
   if (gtpLen + 16 !== udpLen) return { kind: 'malformed', why: `GTP length ${gtpLen} != UDP length ${udpLen} - 16` };
   if (f[g + 1] !== 0xff) return modelSignalling4(f, o, u, g, gtpLen);
+  const pol = policyFor(cfg, da, f.readUInt32BE(g + 4));
+  if (pol === undefined) return { kind: 'malformed', why: 'G-PDU to an N3 address whose TEID no policy covers: dropped by reason' };
   const gtpEnd = g + 8 + gtpLen; // == 14 + tot
   let hdr = 8;
   let qfi = 0;
@@ -297,7 +312,8 @@ export function modelGtp4d(f: Buffer, cfg: Config): ModelResult {
   const sa = encodeGtp4Src(pol.srcPrefix, ipv4Addr(f.readUInt32BE(o + 12)));
   ipv6ToBytes(sa).copy(out, 22);
   const teid = f.readUInt32BE(g + 4);
-  const b = encodeGtp4Sid(pol.srPrefix, ipv4Addr(da), { qfi: mkQfi(qfi), r: rqi === 1, u: false, teid: mkTeid(teid) });
+  // A plain last SID is used as is (no DA, no Args).
+  const b = pol.sid ?? encodeGtp4Sid(pol.srPrefix, ipv4Addr(da), { qfi: mkQfi(qfi), r: rqi === 1, u: false, teid: mkTeid(teid) });
   const s1 = pol.segments[0];
   ipv6ToBytes(entries && s1 !== undefined ? s1 : b).copy(out, 38);
   const layout: [number, string][] = [
