@@ -35,6 +35,7 @@ import { DEFAULT_MAX_CONNECTIONS, DEFAULT_STALL_TIMEOUT_S } from '../config/load
 import { AddressError } from '../sid/addr.js';
 import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
+import { releaseMemory } from './memory.js';
 import { RULE_KIND_LIST, RuleError, type RuleKindSpec } from './rules.js';
 import { probeStatus, ProbeRequestError, setProbe } from '../dataplane/probe-control.js';
 
@@ -121,16 +122,19 @@ function writable(res: ServerResponse): Promise<void> {
  */
 async function stream(res: ServerResponse, status: number, contentType: string, pieces: Iterable<string>): Promise<void> {
   res.writeHead(status, { 'content-type': contentType });
-  let buf = '';
+  let parts: string[] = [];
+  let size = 0;
   for (const p of pieces) {
-    buf += p;
-    if (buf.length < PIECE) continue;
+    parts.push(p);
+    size += p.length;
+    if (size < PIECE) continue;
     if (res.destroyed) return;
-    const more = res.write(buf);
-    buf = '';
+    const more = res.write(parts.join(''));
+    parts = [];
+    size = 0;
     if (!more) await writable(res);
   }
-  if (!res.destroyed) res.end(buf);
+  if (!res.destroyed) res.end(parts.join(''));
 }
 
 function* slices(text: string): Generator<string> {
@@ -521,6 +525,24 @@ export interface ServerLimits {
 }
 
 /**
+ * After stalled connections are closed, give their memory back (a full
+ * collection and malloc_trim, as after a config load): at most once every
+ * 2 s, 1 s after a closing.
+ */
+let releasePending = false;
+let releasedAt = 0;
+function scheduleRelease(): void {
+  if (releasePending) return;
+  releasePending = true;
+  const wait = Math.max(1000, releasedAt + 2000 - Date.now());
+  setTimeout(() => {
+    releasePending = false;
+    releasedAt = Date.now();
+    releaseMemory();
+  }, wait).unref();
+}
+
+/**
  * The HTTP server of a listener, with its limits: a connection cap (the
  * extra ones answered 503 before any parsing) and a watchdog that closes a
  * connection whose pending output has not moved for stallTimeout seconds.
@@ -591,6 +613,7 @@ class ApiServer extends Server {
         );
         s.destroy();
         this.#conns.delete(s);
+        scheduleRelease();
       }
     }
   }
