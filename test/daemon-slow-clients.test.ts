@@ -25,6 +25,7 @@
 import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jsonPieces, toJson } from '../src/daemon/api.js';
 import { TestDaemon } from './helpers/daemon.js';
 import { Lab } from './helpers/netns.js';
 
@@ -97,6 +98,19 @@ function drain(s: Socket, ms: number): Promise<string> {
     });
   });
 }
+
+describe('jsonPieces: the streamed answer is the JSON of the whole', () => {
+  const big = 2n ** 60n;
+  it.each([
+    ['counters-like', { at: 'x', events: { a: { packets: 1n, bytes: big } }, rules: [{ rule: 0, key: '10.0.0.0/8', name: undefined, packets: 0n }], functions: {} }],
+    ['a list', { policies: [{ name: 'p', match: '10.0.0.0/8' }, { name: 'q"\\', nested: [1, [2, { x: null }]] }] }],
+    ['holes and functions', { a: undefined, b: () => 1, c: [undefined, () => 1, 3], d: new Date(0), e: [] }],
+    ['scalars', 'text'],
+    ['an empty object', {}],
+  ])('%s', (_name, v) => {
+    expect([...jsonPieces(v)].join('')).toBe(toJson(v));
+  });
+});
 
 describe.skipIf(!isRoot)('mup daemon: clients that do not read their answers', () => {
   let lab: Lab | undefined;

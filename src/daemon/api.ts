@@ -168,8 +168,9 @@ const largeAnswers = new Slots(LARGE_ANSWERS_AT_ONCE);
 function sendLarge(res: ServerResponse, status: number, build: () => unknown): Promise<void> {
   return largeAnswers.run(async () => {
     if (res.destroyed) return;
+    const value = build(); // before the status line: an error here is still answered as one
     await stream(res, status, 'application/json', (function* () {
-      yield* jsonPieces(build());
+      yield* jsonPieces(value);
       yield '\n';
     })());
   });
@@ -299,7 +300,8 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     if (o.tcp !== undefined) {
       const read = READ_METHODS.has(req.method ?? '');
       if (o.tcp.token === undefined) {
-        if (!read) {
+        // (The loader refuses a listener with neither token nor open_reads; refused here too.)
+        if (!read || !o.tcp.openReads) {
           throw new HttpError(
             403,
             'this HTTP listener is read-only: it has no daemon.http.token_file, and changes over TCP need a token (loopback too); ' +
