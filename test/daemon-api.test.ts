@@ -568,8 +568,8 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
       expect(same.status, same.text).toBe(200);
       expect(same.body).toMatchObject({ configChanged: false, added: 0, replaced: 0, deleted: 0, unchanged: 20 });
       expect({ ...(await snapshot()), stateFile: null }).toEqual({ ...before, stateFile: null });
-      // A real change (p4 to another SID prefix; HTTP on loopback without a token is fine) applies, and back.
-      const changed = configText(tokenFile, { http: `    listen: 127.0.0.1:${PORT}\n` }).replace(
+      // A real change (p4 to another SID prefix; HTTP on loopback read-only, without a token, is fine) applies, and back.
+      const changed = configText(tokenFile, { http: `    listen: 127.0.0.1:${PORT}\n    open_reads: true\n` }).replace(
         '  - name: p4\n    match: 10.0.4.0/24\n    sr_prefix: "2001:db8:1::/48"',
         '  - name: p4\n    match: 10.0.4.0/24\n    sr_prefix: "2001:db8:4::/48"',
       );
@@ -623,7 +623,7 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
     });
 
     it('a bad prefix in the config', async () => {
-      const r = await refusedStart('d', () => spare(`    listen: 127.0.0.1:9181\n`, 'policies:\n  - { match: 10.0.1.0/24, sr_prefix: "2001:db8:1::/57", src_prefix: "2001:db8:ffff::/64" }\n'));
+      const r = await refusedStart('d', () => spare(`    listen: 127.0.0.1:9181\n    open_reads: true\n`, 'policies:\n  - { match: 10.0.1.0/24, sr_prefix: "2001:db8:1::/57", src_prefix: "2001:db8:ffff::/64" }\n'));
       expect(r.output).toContain(`mup: ${r.configPath}:${lineOf(r.text, '2001:db8:1::/57')}: policies[0].sr_prefix: 2001:db8:1::/57: prefix length /57 is too long`);
     });
   });

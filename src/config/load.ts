@@ -58,8 +58,11 @@ const XDP_MODES: readonly XdpMode[] = ['native', 'generic'];
 
 const TOP_KEYS = ['settings', 'interfaces', 'daemon', 'policies', 'localsids', 'sessions'] as const;
 const INTERFACE_KEYS = ['name', 'xdp'] as const;
-const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http', 'reload_max_delete_share'] as const;
-const HTTP_KEYS = ['listen', 'token_file'] as const;
+const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http', 'reload_max_delete_share', 'max_connections', 'stall_timeout'] as const;
+const HTTP_KEYS = ['listen', 'token_file', 'open_reads'] as const;
+/** Defaults of daemon.max_connections (per listener) and daemon.stall_timeout (seconds). */
+export const DEFAULT_MAX_CONNECTIONS = 64;
+export const DEFAULT_STALL_TIMEOUT_S = 10;
 const SETTINGS_KEYS = ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed', 'max_sessions'] as const;
 const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior', 'mtu', 'teid', 'sid'] as const;
 const SESSION_KEYS = [
@@ -305,17 +308,44 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
       if (!s.startsWith('/')) src.fail([...hp, 'token_file'], `${JSON.stringify(s)} is not an absolute path; give one starting with /`);
       return s;
     });
+    const openReads = optional(h, 'open_reads', (y) => {
+      if (typeof y !== 'boolean') src.fail([...hp, 'open_reads'], `expected true or false, got ${describe(y)}`);
+      return y;
+    });
     // Checked here rather than when the listener opens, so that `mup reload`
     // rejects it like any other bad config and `mup daemon` refuses it before
-    // it touches the data plane.
-    if (tokenFile === undefined && !isLoopbackHost(listen.host)) {
+    // it touches the data plane. Writes over TCP always need the token, on
+    // loopback too: every local user can connect there (docs/api.md).
+    const loopback = isLoopbackHost(listen.host);
+    if (tokenFile === undefined && !loopback) {
       src.fail(
         [...hp, 'token_file'],
         `required when listen (${formatListen(listen)}) is not a loopback address: the API changes the tables, so it is not served ` +
           'unauthenticated beyond this host; give a file with the bearer token (e.g. openssl rand -hex 16 > /etc/mup/token) or listen on 127.0.0.1',
       );
     }
-    return { ...listen, ...(tokenFile === undefined ? {} : { tokenFile }) };
+    if (openReads === true && !loopback) {
+      src.fail(
+        [...hp, 'open_reads'],
+        `serves reads without a token, so it is only allowed on a loopback address, not on ${formatListen(listen)}; remove it (clients send the token) or listen on 127.0.0.1`,
+      );
+    }
+    if (tokenFile === undefined && openReads !== true) {
+      src.fail(
+        [...hp, 'token_file'],
+        `required: changes over TCP need a bearer token, on loopback (${formatListen(listen)}) too, since every local user can connect there; ` +
+          'give a file with the token (install -m 600 /dev/null /etc/mup/token && openssl rand -hex 16 > /etc/mup/token), ' +
+          'or set daemon.http.open_reads: true for a read-only listener (changes answered 403; use the unix socket for them)',
+      );
+    }
+    return { ...listen, ...(tokenFile === undefined ? {} : { tokenFile }), ...(openReads === true ? { openReads } : {}) };
+  });
+  const maxConnections = optional(m, 'max_connections', (x) => readInt(src, at('max_connections'), x, 1, 65536, 'open connections per listener'));
+  const stallTimeout = optional(m, 'stall_timeout', (x) => {
+    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0.1 || x > 3600) {
+      src.fail(at('stall_timeout'), `expected seconds from 0.1 to 3600, got ${describe(x)}`);
+    }
+    return x;
   });
   const reloadMaxDeleteShare = optional(m, 'reload_max_delete_share', (x) => {
     if (typeof x !== 'number' || !Number.isFinite(x) || x < 0 || x > 1) {
@@ -329,6 +359,8 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
     ...(stateFile === undefined ? {} : { stateFile }),
     ...(http === undefined ? {} : { http }),
     ...(reloadMaxDeleteShare === undefined ? {} : { reloadMaxDeleteShare }),
+    ...(maxConnections === undefined ? {} : { maxConnections }),
+    ...(stallTimeout === undefined ? {} : { stallTimeout }),
   };
 }
 
@@ -341,7 +373,7 @@ function readListen(src: Source, path: Path, v: unknown): { host: string; port: 
   return { host: m[1] ?? m[2] ?? '', port };
 }
 
-/** 127.0.0.0/8, ::1 and localhost: where daemon.http may serve without a token. */
+/** 127.0.0.0/8, ::1 and localhost: where daemon.http may serve reads without a token (open_reads). */
 export function isLoopbackHost(host: string): boolean {
   if (host === 'localhost' || host === '::1') return true;
   return /^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/.test(host);

@@ -144,9 +144,20 @@ export interface DaemonSettings {
   /** Runtime changes; default /var/lib/mup/<instance>.state.json. */
   readonly stateFile?: string;
   /** Optional HTTP listener (API and /metrics). */
-  readonly http?: { readonly host: string; readonly port: number; readonly tokenFile?: string };
+  readonly http?: {
+    readonly host: string;
+    readonly port: number;
+    /** Bearer token for every request (reads too unless openReads); without it the listener is read-only. */
+    readonly tokenFile?: string;
+    /** Loopback only: GET/HEAD without a token. */
+    readonly openReads?: boolean;
+  };
   /** A reload that would delete more than this share (0..1) of the rules needs --force; default 0.5. */
   readonly reloadMaxDeleteShare?: number;
+  /** Open connections per listener (socket, HTTP); more are answered 503. Default DEFAULT_MAX_CONNECTIONS. */
+  readonly maxConnections?: number;
+  /** Seconds an answer may make no progress before its connection is closed. Default DEFAULT_STALL_TIMEOUT_S. */
+  readonly stallTimeout?: number;
 }
 
 export interface Config {
