@@ -26,7 +26,7 @@ STAMP := build/.deps
 NATIVE_SRC := native/binding.gyp $(wildcard native/src/*.cc native/src/*.h)
 NATIVE_ADDON := native/build/Release/mup_tstamp.node
 
-.PHONY: all deps bpf ts native test demo replay-demo lab-relocate bench bench-micro bench-daemon fuzz clean
+.PHONY: all deps bpf ts native test demo replay-demo lab-relocate bench bench-micro bench-daemon soak fuzz clean
 
 all: bpf ts native
 
@@ -90,6 +90,13 @@ fuzz: bpf ts
 # add/delete latency, memory. Not part of `make test`.
 bench-daemon: bpf ts
 	npm run bench:daemon
+
+# The daemon under faults (kill, disk full, pins removed, interface
+# recreated, API churn) while traffic flows both ways: frames lost,
+# acknowledged changes lost, RSS. Not part of `make test`.
+# ARGS='--duration 20s --faults kill'.
+soak: bpf ts native
+	npm run soak -- $(ARGS)
 
 clean:
 	rm -rf build dist native/build

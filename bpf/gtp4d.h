@@ -62,7 +62,7 @@ static __always_inline int gtp4d_write(struct xdp_md *ctx, const struct mup_conf
  * on this error path only. */
 static __always_inline int malformed4(const struct mup_config *cfg, __be32 daddr, __u32 drop_event, __u32 bytes)
 {
-	if (policy_lookup(cfg, daddr))
+	if (policy_addr(cfg, daddr))
 		return ev(drop_event, bytes, XDP_DROP);
 	return ev(MUP_EV_PASS_MALFORMED, bytes, XDP_PASS);
 }
@@ -95,7 +95,7 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 		return malformed4(cfg, ip->daddr, MUP_EV_DROP_V4_TRUNCATED, bytes);
 	if (ip->frag_off & bpf_htons(0x3fff)) {
 		/* Not translated (spec §2); the kernel reassembles or drops. */
-		if (policy_lookup(cfg, ip->daddr))
+		if (policy_addr(cfg, ip->daddr))
 			return ev(MUP_EV_PASS_V4_FRAGMENT, bytes, XDP_PASS);
 		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
 	}
@@ -108,14 +108,23 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 		return malformed4(cfg, ip->daddr, MUP_EV_DROP_UDP_TRUNCATED, bytes);
 	if (udp->dest != bpf_htons(MUP_GTPU_PORT))
 		return ev(MUP_EV_PASS_NOT_GTPU, bytes, XDP_PASS);
-	pol = policy_lookup_memo(cfg, ip->daddr);
-	if (!pol)
+	/* A G-PDU is matched by DA || TEID (longest prefix); any other
+	 * message by the address alone (docs/design.md). */
+	gtp = (void *)(udp + 1);
+	pol = 0;
+	if ((void *)(gtp + 1) <= end && gtp->type == GTP_TYPE_GPDU) {
+		int addr_seen = 0;
+
+		pol = policy_lookup_memo(cfg, (__u64)bpf_ntohl(ip->daddr) << 32 | bpf_ntohl(gtp->teid), &addr_seen);
+		if (!pol && !addr_seen)
+			return ev(MUP_EV_PASS_NO_POLICY, bytes, XDP_PASS);
+	} else if (!policy_addr(cfg, ip->daddr)) {
 		return ev(MUP_EV_PASS_NO_POLICY, bytes, XDP_PASS);
+	}
 
 	udp_len = bpf_ntohs(udp->len);
 	if (udp_len != tot - ihl)
 		return ev(MUP_EV_DROP_UDP_BAD_LENGTH, bytes, XDP_DROP);
-	gtp = (void *)(udp + 1);
 	{
 		__be16 seq = 0;
 
@@ -125,6 +134,9 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 		if (rc != GTPU_IN_GPDU)
 			return rc;
 	}
+	/* Ours by its address, but no (N3, TEID) policy covers the TEID. */
+	if (!pol)
+		return ev(MUP_EV_DROP_NO_TEID_POLICY, bytes, XDP_DROP);
 
 	rc = gtp_parse_ext(gtp, end, gtp_len + sizeof(*gtp), &gi);
 	if (rc)
@@ -156,7 +168,7 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 
 	{
 		/* RFC 9433 §6.1: SID B = sr_prefix | IPv4 DA | QFI R U TEID,
-		 * placed at bit L; SA = src_prefix | IPv4 SA at bit P. */
+		 * placed at bit L (or a plain SID as is); SA = src_prefix | IPv4 SA at bit P. */
 		__u64 args = (__u64)gi.qfi << 34 | (__u64)gi.rqi << 33 | teid;
 		struct u128 v = { (__u64)daddr << 32 | args >> 8, (args & 0xff) << 56 };
 		struct u128 pfx = u128_load(pol->sr_prefix);
@@ -166,9 +178,14 @@ static __always_inline int gtp4d(struct xdp_md *ctx, const struct mup_config *cf
 		__u32 fwd = cfg->fwd_mode;
 		long fib_rc = 0;
 
-		v = u128_shr(v, pol->sr_plen & 0x3f);
-		sid.hi = pfx.hi | v.hi;
-		sid.lo = pfx.lo | v.lo;
+		if (pol->flags & MUP_POL_PLAIN_SID) {
+			/* A PE's End.DT4/DT6/DT46 SID, used as is. */
+			sid = pfx;
+		} else {
+			v = u128_shr(v, pol->sr_plen & 0x3f);
+			sid.hi = pfx.hi | v.hi;
+			sid.lo = pfx.lo | v.lo;
+		}
 		v.hi = (__u64)saddr << 32;
 		v.lo = 0;
 		v = u128_shr(v, pol->src_plen & 0x7f);

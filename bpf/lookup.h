@@ -9,11 +9,31 @@
 #include "maps.h"
 #include "addr.h"
 
-static __always_inline struct mup_policy *policy_lookup(const struct mup_config *cfg, __be32 daddr)
+/* The 64-bit key (IPv4 DA || TEID, host order) masked to plen bits. */
+static __always_inline __u64 policy_mask(__u64 k, __u32 plen)
+{
+	if (plen >= 64)
+		return k;
+	return plen ? k & ~(~0ULL >> plen) : 0;
+}
+
+static __always_inline struct mup_policy *policy_get(__u64 masked, __u32 plen)
 {
 	struct mup_policy_key key = {};
+
+	key.plen = plen;
+	key.daddr = bpf_htonl((__u32)(masked >> 32));
+	key.teid = bpf_htonl((__u32)masked);
+	return bpf_map_lookup_elem(&mup_policies, &key);
+}
+
+/* A G-PDU's policy: the longest prefix of DA || TEID (k) that has one.
+ * An address-only entry (MUP_POL_ADDR_ONLY) is no rule: it is skipped,
+ * and *addr_seen says one was there (the address is ours, its TEID
+ * covered by no policy). */
+static __always_inline struct mup_policy *policy_lookup(const struct mup_config *cfg, __u64 k, int *addr_seen)
+{
 	__u32 n = cfg->n_policy_plens;
-	__u32 da = bpf_ntohl(daddr);
 
 	for (int i = 0; i < MUP_MAX_PLENS; i++) {
 		__u32 plen;
@@ -22,13 +42,37 @@ static __always_inline struct mup_policy *policy_lookup(const struct mup_config 
 		if (i >= n)
 			break;
 		plen = cfg->policy_plens[i];
-		key.plen = plen;
-		/* Prefixes over 32 bits will also cover the TEID (BGP MUP
-		 * Type 2); until then the loader refuses them. */
-		key.daddr = plen >= 32 ? daddr : bpf_htonl(plen ? da & ~(0xffffffffU >> plen) : 0);
-		p = bpf_map_lookup_elem(&mup_policies, &key);
-		if (p)
-			return p;
+		p = policy_get(policy_mask(k, plen), plen);
+		if (!p)
+			continue;
+		if (p->flags & MUP_POL_ADDR_ONLY) {
+			*addr_seen = 1;
+			continue;
+		}
+		return p;
+	}
+	return 0;
+}
+
+/* Is the IPv4 address one of ours: does a policy's DA prefix cover it
+ * (messages other than G-PDU, malformed packets and fragments, which are
+ * matched by the address alone)? Prefixes with a TEID part are represented
+ * by their address's /32 entry (a policy, or the address-only one). */
+static __always_inline int policy_addr(const struct mup_config *cfg, __be32 daddr)
+{
+	__u32 n = cfg->n_policy_plens;
+	__u64 k = (__u64)bpf_ntohl(daddr) << 32;
+
+	for (int i = 0; i < MUP_MAX_PLENS; i++) {
+		__u32 plen;
+
+		if (i >= n)
+			break;
+		plen = cfg->policy_plens[i];
+		if (plen > 32)
+			continue;
+		if (policy_get(policy_mask(k, plen), plen))
+			return 1;
 	}
 	return 0;
 }
@@ -44,23 +88,26 @@ static __always_inline struct mup_policy *policy_lookup(const struct mup_config 
 /* policy_lookup through this CPU's copy (mup_policy_memo in maps.h says
  * when a copy is good). Always returns the copy (one
  * pointer type after it, so the verifier walks the caller once). */
-static __always_inline struct mup_policy *policy_lookup_memo(const struct mup_config *cfg, __be32 daddr)
+static __always_inline struct mup_policy *policy_lookup_memo(const struct mup_config *cfg, __u64 k, int *addr_seen)
 {
-	__u32 k = 0;
-	struct mup_policy_memo *m = bpf_map_lookup_elem(&mup_policy_memo, &k);
+	__u32 z = 0;
+	struct mup_policy_memo *m = bpf_map_lookup_elem(&mup_policy_memo, &z);
 	struct mup_policy *p;
 	__u32 gen = cfg->policy_gen;
+	__u32 plen = cfg->n_policy_plens ? cfg->policy_plens[0] : 0;
+	__u64 key = policy_mask(k, plen);
 
 	if (!m)
 		return 0;
-	if (MEMO_HIT(m->valid && m->daddr == daddr && m->gen == gen))
+	if (MEMO_HIT(m->valid && m->key == key && m->gen == gen && m->plen == plen))
 		return &m->pol;
-	p = policy_lookup(cfg, daddr);
+	p = policy_lookup(cfg, k, addr_seen);
 	if (!p)
 		return 0;
 	__builtin_memcpy(&m->pol, p, sizeof(*p));
-	m->daddr = daddr;
+	m->key = key;
 	m->gen = gen;
+	m->plen = plen;
 	m->valid = 1;
 	return &m->pol;
 }

@@ -28,10 +28,18 @@ struct {
 	__type(value, struct mup_localsid);
 } mup_localsids SEC(".maps");
 
+/* H.M.Session.Encaps (session.h): the sessions, by UE prefix. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct mup_session_key);
+	__type(value, struct mup_session);
+} mup_sessions SEC(".maps");
+
 /* Events and per-rule counts (counters.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MUP_EVENT_SLOTS + 2 * 65536);
+	__uint(max_entries, MUP_EVENT_SLOTS + 3 * 65536);
 	__type(key, __u32);
 	__type(value, struct mup_counter);
 } mup_counters SEC(".maps");
@@ -72,17 +80,22 @@ static __always_inline const struct mup_config *cfg_current(void)
 /* The policy this CPU found last, copied: GTP-U comes to a few N3 addresses,
  * so most packets carry the destination the packet before did, and a hit
  * costs a few loads where the hash lookup is calls to the hash, the bucket
- * walk and memcmp (about 9 ns on the RFC 2544 wire path here). The copy is
- * good while the configuration's policy_gen is the one it was taken under:
- * user space changes policy_gen with every policy put or delete, in the
- * configuration flip that ends with an RCU grace period
+ * walk and memcmp (about 9 ns on the RFC 2544 wire path here). A lookup's
+ * answer depends only on the first n_max bits of the 64-bit key DA || TEID,
+ * n_max the longest configured length (every shorter one is a mask of
+ * those bits): the copy is keyed by those bits, so that with no TEID
+ * prefixes configured every G-PDU to one address hits whatever its TEID,
+ * and with them every G-PDU of one (N3, TEID) prefix of that length. The
+ * copy is good while the configuration's policy_gen is the one it was taken
+ * under: user space changes policy_gen with every policy put or delete, in
+ * the configuration flip that ends with an RCU grace period
  * (src/dataplane/tables.ts), so no packet after it uses an older copy. Not
  * pinned: a new program starts with no copy. */
 struct mup_policy_memo {
-	__be32 daddr;      /* the destination it was found for */
+	__u64 key;         /* DA << 32 | TEID, masked to plen, host order */
 	__u32 gen;         /* cfg->policy_gen then */
-	__u32 valid;
-	__u32 pad;
+	__u16 plen;        /* cfg->policy_plens[0] then */
+	__u16 valid;
 	struct mup_policy pol;
 };
 

@@ -7,6 +7,7 @@
  *                                       -> End.M.GTP4.E  (gtp4e.h)
  *                                       -> End.M.GTP6.E  (gtp6e.h)
  *                                       -> End.M.GTP6.D, End.M.GTP6.D.Di (gtp6d.h)
+ *   other IPv4/IPv6 to a session's UE   -> H.M.Session.Encaps (session.h)
  *   anything else                       -> XDP_PASS, counted by reason
  */
 #include <linux/bpf.h>
@@ -18,6 +19,7 @@
 #include "maps.h"
 #include "gtp4d.h"
 #include "local.h"
+#include "session.h"
 #include "probe.h"
 
 /* Which build this is; `make` leaves it 0. Kept in the object (.rodata) so
@@ -37,10 +39,26 @@ static __always_inline int mup_dispatch(struct xdp_md *ctx, const struct mup_con
 
 	if ((void *)(eth + 1) > end)
 		return ev(MUP_EV_PASS_NOT_IP, bytes, XDP_PASS);
-	if (eth->h_proto == bpf_htons(ETH_P_IP))
+	/* Sessions (session.h) only when there are any: a packet to a UE
+	 * address that no local SID or policy claims first (docs/design.md). */
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		if (cfg->n_session4_plens) {
+			int rc = session4(ctx, cfg, bytes);
+
+			if (rc != SESSION_NOT_MINE)
+				return rc;
+		}
 		return gtp4d(ctx, cfg, bytes);
-	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		if (cfg->n_session6_plens) {
+			int rc = session6(ctx, cfg, bytes);
+
+			if (rc != SESSION_NOT_MINE)
+				return rc;
+		}
 		return srv6_local(ctx, cfg, bytes);
+	}
 	return ev(MUP_EV_PASS_NOT_IP, bytes, XDP_PASS);
 }
 

@@ -20,10 +20,11 @@ enum mup_limits {
 };
 
 /* Policy table key (H.M.GTP4.D): longest match over the 64-bit value
- * IPv4 DA || TEID. Today prefixes are <= 32 bits (DA only, teid = 0); the TEID
- * half is there for BGP MUP Type 2 routes (spec §2, "coming later"). The
- * program looks up one exact-match entry per configured length, longest
- * first: the cost depends on the number of lengths, not of rules. */
+ * IPv4 DA || TEID, as a BGP MUP Type 2 Session Transformed route's endpoint
+ * || TEID prefix. plen <= 32: the DA prefix alone (teid = 0); plen 33..64: a
+ * /32 DA and the TEID's first plen - 32 bits (docs/design.md). The program
+ * looks up one exact-match entry per configured length, longest first: the
+ * cost depends on the number of lengths, not of rules. */
 struct mup_policy_key {
 	__u32 plen;   /* 0..64 */
 	__u32 daddr;  /* network order, masked to plen */
@@ -46,8 +47,21 @@ struct mup_policy {
 	__u8  nsegs;          /* k, 0..MUP_MAX_SEGS */
 	__u8  srh_mode;       /* enum mup_srh_mode */
 	__u8  hop_limit;
-	__u8  pad;
+	__u8  flags;          /* enum mup_policy_flag */
 	__u16 mtu;            /* egress MTU of the translated packet, 0 = not checked (mtu.h) */
+};
+
+/* mup_policy.flags. */
+enum mup_policy_flag {
+	/* The last SID is sr_prefix as is (sr_plen 128): a PE's End.DT4/DT6/
+	 * DT46 SID, no IPv4 DA or Args.Mob.Session in it. */
+	MUP_POL_PLAIN_SID = 1,
+	/* Not a rule: the /32 entry of an N3 address that has (N3, TEID)
+	 * policies but no policy of its own without a TEID. Makes the address
+	 * ours for messages other than G-PDU (matched by the address alone);
+	 * a G-PDU lookup skips it and goes on to shorter prefixes
+	 * (lookup.h). User space adds and removes it with the TEID policies. */
+	MUP_POL_ADDR_ONLY = 2,
 };
 
 /* Local SID table key (End.M.GTP4.E): exact match per configured length. */
@@ -88,6 +102,39 @@ struct mup_localsid {
 	struct mup_policy pol;
 };
 
+/* PE downlink encapsulation, H.M.Session.Encaps (session.h, docs/spec.md
+ * "PE downlink: H.M.Session.Encaps"). Key: a UE prefix, IPv4 or IPv6,
+ * exact match per configured length (longest first), as for policies.
+ * IPv4: addr[0..3] = the address, addr[4..15] = 0. */
+enum mup_session_family {
+	MUP_SESSION_V4 = 4,
+	MUP_SESSION_V6 = 6,
+};
+
+struct mup_session_key {
+	__u8  family;    /* enum mup_session_family */
+	__u8  plen;      /* 0..32 (IPv4), 0..128 (IPv6) */
+	__u8  pad[2];
+	__u8  addr[16];  /* network order, masked to plen */
+};
+
+/* Everything of the outer header is fixed per session, so user space
+ * composes it once (src/sid/mobile.ts): da = isd | gNB IPv4 |
+ * Args.Mob.Session(QFI, R, U = 0, TEID) at bit L (RFC 9433 §6.1, the
+ * End.M.GTP4.E SID of §6.6), sa = src_prefix | UPF N3 IPv4 at bit P. */
+struct mup_session {
+	__u8  da[16];         /* the last SID */
+	__u8  sa[16];         /* the outer IPv6 source */
+	__u8  segs[MUP_MAX_SEGS][16]; /* S1..Sk, in path order */
+	__u32 rule;           /* counter index of this rule */
+	__u8  nsegs;          /* k, 0..MUP_MAX_SEGS */
+	__u8  srh_mode;       /* enum mup_srh_mode */
+	__u8  hop_limit;
+	__u8  pad;
+	__u16 mtu;            /* egress MTU of the encapsulated packet, 0 = not checked (mtu.h) */
+	__u8  pad2[2];
+};
+
 enum mup_fwd_mode {
 	MUP_FWD_FIB = 0,    /* bpf_fib_lookup + redirect, kernel on a miss */
 	MUP_FWD_TX = 1,     /* swap MACs, XDP_TX (replay, benchmarks, one-armed) */
@@ -117,6 +164,14 @@ struct mup_config {
 	 * under. Appended. */
 	__u32 policy_gen;
 	__u32 localsid_gen;
+	/* Sessions (session.h), appended: the UE prefix lengths per family,
+	 * longest first. Both 0: no session, and the program pays one load
+	 * and a branch per packet for them. */
+	__u8  n_session4_plens;
+	__u8  n_session6_plens;
+	__u8  session4_plens[MUP_MAX_PLENS];
+	__u8  session6_plens[MUP_MAX_PLENS];
+	__u8  session_pad[2];
 };
 
 /* One counter slot: the packets and bytes (as received) of one event. */
@@ -191,17 +246,20 @@ enum mup_event {
 	MUP_EV_DROP_TOO_BIG = 45,          /* dropped, no ICMP: IPv4 with DF clear (we do not fragment) */
 	MUP_EV_DROP_TOO_BIG_RATELIMIT = 46,/* dropped, no ICMP: this CPU sent its ICMP errors for this second */
 	MUP_EV_DROP_TOO_LONG = 47,         /* End.M.GTP6.E: UDP over 9,727 bytes, beyond our checksum loop (generic mode only) */
+	/* A G-PDU to an N3 address of (N3, TEID) policies whose TEID none of
+	 * them covers (and no shorter prefix of the address does). */
+	MUP_EV_DROP_NO_TEID_POLICY = 48,
 	/* Too big, and no ICMP error allowed (RFC 1122 §3.2.2, RFC 1812
 	 * §4.3.2.7, RFC 4443 §2.4 (e); mtu.h, docs/datapath.md): dropped. */
-	MUP_EV_DROP_TOO_BIG_L2_BROADCAST = 48, /* frame sent to ff:ff:ff:ff:ff:ff */
-	MUP_EV_DROP_TOO_BIG_L2_MULTICAST = 49, /* frame sent to another group MAC (I/G bit set) */
-	MUP_EV_DROP_TOO_BIG_UNSPECIFIED = 50,  /* source 0.0.0.0/8 ("this network") or :: */
-	MUP_EV_DROP_TOO_BIG_LOOPBACK = 51,     /* source 127.0.0.0/8 or ::1 */
-	MUP_EV_DROP_TOO_BIG_MULTICAST = 52,    /* source 224.0.0.0/4 or ff00::/8; or such a destination */
-	MUP_EV_DROP_TOO_BIG_BROADCAST = 53,    /* source or destination 255.255.255.255 */
-	MUP_EV_DROP_TOO_BIG_RESERVED = 54,     /* source 240.0.0.0/4 (class E) */
-	MUP_EV_DROP_ECHO_BAD_CHECKSUM = 55,    /* Echo Request, UDP checksum wrong (or 0 over IPv6): not answered (echo.h) */
-	MUP_EV_MAX = 56,
+	MUP_EV_DROP_TOO_BIG_L2_BROADCAST = 49, /* frame sent to ff:ff:ff:ff:ff:ff */
+	MUP_EV_DROP_TOO_BIG_L2_MULTICAST = 50, /* frame sent to another group MAC (I/G bit set) */
+	MUP_EV_DROP_TOO_BIG_UNSPECIFIED = 51,  /* source 0.0.0.0/8 ("this network") or :: */
+	MUP_EV_DROP_TOO_BIG_LOOPBACK = 52,     /* source 127.0.0.0/8 or ::1 */
+	MUP_EV_DROP_TOO_BIG_MULTICAST = 53,    /* source 224.0.0.0/4 or ff00::/8; or such a destination */
+	MUP_EV_DROP_TOO_BIG_BROADCAST = 54,    /* source or destination 255.255.255.255 */
+	MUP_EV_DROP_TOO_BIG_RESERVED = 55,     /* source 240.0.0.0/4 (class E) */
+	MUP_EV_DROP_ECHO_BAD_CHECKSUM = 56,    /* Echo Request, UDP checksum wrong (or 0 over IPv6): not answered (echo.h) */
+	MUP_EV_MAX = 57,
 };
 
 /* ------------------------------------------------------------------------

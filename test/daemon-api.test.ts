@@ -304,6 +304,13 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
     { name: 'null for the body', url: '/v1/localsids', body: null, status: 400, path: null, error: /^request body: expected a mapping with keys name, sid, .*got nothing/ },
     { name: 'a string for the body', url: '/v1/policies', body: 'match=10.0.9.0/24', status: 400, path: null, error: /^request body: expected a mapping .*got the string/ },
     { name: 'required key missing', url: '/v1/policies', body: { match: '10.0.9.0/24', src_prefix: '2001:db8:ffff::/64' }, status: 400, path: 'sr_prefix', error: /sr_prefix: required key missing; give the IPv6 prefix of the last SID/ },
+    // (N3, TEID) keys and plain SIDs (issue 13).
+    { name: 'teid on a /24 match', url: '/v1/policies', body: policy({ teid: '0x12340000/16' }), status: 400, path: 'teid', error: /teid: teid needs a single-address match \(\/32\), but match is \/24/ },
+    { name: 'teid with bits past its length', url: '/v1/policies', body: policy({ match: '10.0.9.1/32', teid: '0x12345678/16' }), status: 400, path: 'teid', error: /bits set past the first 16; write 0x12340000\/16/ },
+    { name: 'teid /33', url: '/v1/policies', body: policy({ match: '10.0.9.1/32', teid: '0/33' }), status: 400, path: 'teid', error: /at most 32 bits long/ },
+    { name: 'sid and sr_prefix', url: '/v1/policies', body: policy({ sid: '2001:db8:e::d4' }), status: 400, path: 'sid', error: /not both/ },
+    { name: 'sid with a /64', url: '/v1/policies', body: policy({ sr_prefix: undefined, sid: '2001:db8:e::/64' }), status: 400, path: 'sid', error: /an address .*not a prefix/ },
+    { name: 'a TEID policy when the table is full', url: '/v1/policies', body: policy({ match: '10.0.9.1/32', teid: '0x12340000/16', sr_prefix: undefined, sid: '2001:db8:e::d4' }), status: 409, error: /the policies table is full/ },
     // Unknown keys.
     { name: 'unknown key matchh', url: '/v1/policies', body: { ...policy({}), matchh: '10.0.9.0/24' }, status: 400, path: 'matchh', error: /matchh: unknown key \(did you mean match\?\); allowed keys in a policy: name, match, sr_prefix, src_prefix, segments, srh, hop_limit/ },
     { name: 'unknown key sr_prefx', url: '/v1/policies', body: { match: '10.0.9.0/24', sr_prefx: '2001:db8:1::/48', src_prefix: '2001:db8:ffff::/64' }, status: 400, path: 'sr_prefx', error: /sr_prefx: unknown key \(did you mean sr_prefix\?\)/ },
@@ -519,6 +526,8 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
       { name: 'sr_prefix longer than /56', text: () => goodConfig.replace('  - name: p4\n    match: 10.0.4.0/24\n    sr_prefix: "2001:db8:1::/48"', '  - name: p4\n    match: 10.0.4.0/24\n    sr_prefix: "2001:db8:1::/60"'), error: /prefix length \/60 is too long; .*L at most 56/, path: 'policies[3].sr_prefix', at: '2001:db8:1::/60' },
       { name: 'wrong type', text: () => goodConfig.replace('src_prefix_len: 64\n', 'src_prefix_len: "64"\n'), error: /expected an integer from 0 to 96 .*got the string "64"/, path: 'localsids[0].src_prefix_len', at: 'src_prefix_len: "64"' },
       { name: 'a match given twice (after masking)', text: () => goodConfig.replace('match: 10.0.4.0/24', 'match: 10.0.1.9/24'), error: /10\.0\.1\.0\/24 is already used by policies\[0\] \("p1"\)/, path: 'policies[3].match', at: 'match: 10.0.1.9/24' },
+      { name: 'teid on a /24 match', text: () => goodConfig.replace('    match: 10.0.4.0/24\n', '    match: 10.0.4.0/24\n    teid: "0x12340000/16"\n'), error: /teid needs a single-address match \(\/32\), but match is \/24/, path: 'policies[3].teid', at: 'teid: "0x12340000/16"' },
+      { name: 'a TEID prefix given twice (hex, decimal)', text: () => goodConfig.replace('    match: 10.0.4.0/24\n', '    match: 10.0.4.1/32\n    teid: "305397760/16"\n').replace('    match: 10.0.3.0/24\n', '    match: 10.0.4.1/32\n    teid: "0x12340000/16"\n'), error: /10\.0\.4\.1\/32 teid 0x12340000\/16 is already used by policies\[2\]/, path: 'policies[3].match' },
       { name: 'five policies for max_policies 4', text: () => configText(tokenFile, { policies: [...POLICIES, NEW_POLICY].map((x) => `  - { name: ${x.name}, match: ${x.match}, sr_prefix: "${x.sr_prefix}", src_prefix: "${x.src_prefix}" }\n`).join('') }), error: /5 policies but settings\.max_policies is 4/, path: 'policies', at: /^policies:/ },
       { name: '17 distinct local SID prefix lengths', text: () => configText(tokenFile, { localsids: `${sixteen()}  - { name: l17, sid: "fd00:99::/56", src_prefix_len: 64 }\n` }), error: /the 17th distinct prefix length among the sid prefixes/, path: 'localsids[16].sid', at: 'name: l17' },
       { name: 'HTTP off loopback without token_file', text: () => configText(tokenFile, { http: '    listen: 192.0.2.1:9180\n' }), error: /required when listen \(192\.0\.2\.1:9180\) is not a loopback address/, path: 'daemon.http.token_file', at: '  http:' },
@@ -559,8 +568,8 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
       expect(same.status, same.text).toBe(200);
       expect(same.body).toMatchObject({ configChanged: false, added: 0, replaced: 0, deleted: 0, unchanged: 20 });
       expect({ ...(await snapshot()), stateFile: null }).toEqual({ ...before, stateFile: null });
-      // A real change (p4 to another SID prefix; HTTP on loopback without a token is fine) applies, and back.
-      const changed = configText(tokenFile, { http: `    listen: 127.0.0.1:${PORT}\n` }).replace(
+      // A real change (p4 to another SID prefix; HTTP on loopback read-only, without a token, is fine) applies, and back.
+      const changed = configText(tokenFile, { http: `    listen: 127.0.0.1:${PORT}\n    open_reads: true\n` }).replace(
         '  - name: p4\n    match: 10.0.4.0/24\n    sr_prefix: "2001:db8:1::/48"',
         '  - name: p4\n    match: 10.0.4.0/24\n    sr_prefix: "2001:db8:4::/48"',
       );
@@ -614,7 +623,7 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
     });
 
     it('a bad prefix in the config', async () => {
-      const r = await refusedStart('d', () => spare(`    listen: 127.0.0.1:9181\n`, 'policies:\n  - { match: 10.0.1.0/24, sr_prefix: "2001:db8:1::/57", src_prefix: "2001:db8:ffff::/64" }\n'));
+      const r = await refusedStart('d', () => spare(`    listen: 127.0.0.1:9181\n    open_reads: true\n`, 'policies:\n  - { match: 10.0.1.0/24, sr_prefix: "2001:db8:1::/57", src_prefix: "2001:db8:ffff::/64" }\n'));
       expect(r.output).toContain(`mup: ${r.configPath}:${lineOf(r.text, '2001:db8:1::/57')}: policies[0].sr_prefix: 2001:db8:1::/57: prefix length /57 is too long`);
     });
   });

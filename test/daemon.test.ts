@@ -307,7 +307,7 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
         timeout: 20_000,
       });
       expect(r.exitCode).toBe(2);
-      expect(String(r.all)).toMatch(/is answered by a running daemon/);
+      expect(String(r.all)).toMatch(new RegExp(`instance ${d!.instance} is served by the daemon with pid ${d!.pid}`));
     } finally {
       await other.cleanup();
     }

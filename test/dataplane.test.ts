@@ -144,6 +144,8 @@ describe.skipIf(!haveObject)(`dataplane with ${OBJECT}`, () => {
       localsidPlens: [48],
       policyGen: 1, // changed once, by the first batch of policies
       localsidGen: 1, // and of local SIDs
+      session4Plens: [], // no sessions
+      session6Plens: [],
     });
 
     // Re-sync with one policy gone: its entry and its prefix length disappear.
@@ -204,12 +206,18 @@ describe.skipIf(!haveObject)(`dataplane with ${OBJECT}`, () => {
     expect(memo, 'the program has a mup_policy_memo map').toBeDefined();
     const ncpu = numPossibleCpus();
     const stride = 128; // struct mup_policy_memo (124 bytes) rounded to 8, per CPU
+    // The copy's key: DA || TEID (host order) masked to the longest configured length.
+    const memoKey = (): bigint => {
+      const plen = d.rules.readConfig().policyPlens[0] ?? 0;
+      const k = (0x0a000105n << 32n) | 0x1234n; // gtpuFrame's TEID
+      return plen === 0 ? 0n : k & (((1n << BigInt(plen)) - 1n) << BigInt(64 - plen));
+    };
     try {
       expect(sidPrefix()).toBe('20010db80001');
       const seen = mapLookup(memo!.fd, Buffer.alloc(4), stride * ncpu)!;
       const gen = d.rules.readConfig().policyGen;
       const filled = Array.from({ length: ncpu }, (_, i) => seen.subarray(i * stride, (i + 1) * stride)).filter(
-        (v) => v.readUInt32LE(8) === 1 && v.readUInt32BE(0) === 0x0a000105 && v.readUInt32LE(4) === gen,
+        (v) => v.readUInt16LE(14) === 1 && v.readBigUInt64LE(0) === memoKey() && v.readUInt32LE(8) === gen,
       );
       expect(filled.length, 'a CPU copied the policy for 10.0.1.5 under the current policy_gen').toBeGreaterThan(0);
 
@@ -219,9 +227,10 @@ describe.skipIf(!haveObject)(`dataplane with ${OBJECT}`, () => {
         const pol = mapLookup(d.tables.policiesFd, key, LAYOUTS.mup_policy.size)!;
         pol.writeUInt16BE(0x77, 4);
         const one = Buffer.alloc(stride);
-        one.writeUInt32BE(0x0a000105, 0);
-        one.writeUInt32LE(d.rules.readConfig().policyGen, 4);
-        one.writeUInt32LE(1, 8);
+        one.writeBigUInt64LE(memoKey(), 0);
+        one.writeUInt32LE(d.rules.readConfig().policyGen, 8);
+        one.writeUInt16LE(d.rules.readConfig().policyPlens[0] ?? 0, 12);
+        one.writeUInt16LE(1, 14);
         pol.copy(one, 16);
         mapUpdate(memo!.fd, Buffer.alloc(4), Buffer.concat(Array.from({ length: ncpu }, () => one)));
       };
@@ -325,6 +334,7 @@ const PROBE_C = `
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct mup_policy_key); __type(value, struct mup_policy); __uint(max_entries, 1); } mup_policies SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct mup_localsid_key); __type(value, struct mup_localsid); __uint(max_entries, 1); } mup_localsids SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __type(key, __u32); __type(value, struct mup_counter); __uint(max_entries, 64); } mup_counters SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct mup_session_key); __type(value, struct mup_session); __uint(max_entries, 1); } mup_sessions SEC(".maps");
 struct mup_config mup_cfg SEC(".data.cfg") = {};
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, struct mup_nexthop); __uint(max_entries, 1); } mup_nexthops SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, struct mup_nh_lease); __uint(max_entries, 1); } mup_nh_lease SEC(".maps");
@@ -421,7 +431,7 @@ describe.skipIf(!clang)('checkLayouts on compiled probes', () => {
 
   it('rejects a changed member and a changed struct size, naming both', () => {
     const altered = original
-      .replace(/__u8\s+hop_limit;\s*\n\s*__u8\s+pad;/, '__u16 hop_limit;')
+      .replace(/__u8\s+hop_limit;\s*\n\s*__u8\s+flags;.*\n/, '__u16 hop_limit;\n')
       .replace(/__u64 bytes;/, '__u64 bytes;\n\t__u64 drops;');
     expect(altered).not.toBe(original);
     const err = layoutError(build('altered', altered));

@@ -315,6 +315,85 @@ describe.skipIf(!haveObjects || !isRoot)('srv6-mup on veths between namespaces, 
     }
   });
 
+  // A plain last SID (a PE's End.DT4/DT6, used as is) from an (N3, TEID)
+  // policy: the kernel's seg6local decapsulates it and looks the inner
+  // destination up (issue 13 items 1 and 2). End.DT6 in its table mode
+  // needs no VRF; End.DT4 needs one (net.vrf.strict_mode), which a kernel
+  // without CONFIG_NET_VRF (this one) cannot create: that row says so and
+  // stops there.
+  const DT_ROWS = [
+    { name: 'End.DT6 (table mode)', body: 'ul-dt6', sid: '2001:db8:1:d6::6', teid: '0x0a0b0000/16', v6: true },
+    { name: 'End.DT4 (VRF table)', body: 'ul-dt4', sid: '2001:db8:1:d4::4', teid: '0x0a0b0c00/24', v6: false },
+  ] as const;
+  const DN6 = '2001:db8:dd::5';
+  const UE6 = '2001:db8:ee::2';
+
+  it.each(DT_ROWS)('uplink to a plain SID: (N3, TEID) policy -> H.M.GTP4.D -> kernel $name -> data network', async (row) => {
+    // SIDs under mup's route to the core, more specific than the core's End.DX4 /48.
+    const core: string[] = [];
+    if (row.v6) {
+      await lab!.batch('core', ['addr add 2001:db8:dd::1/64 dev to-dn']);
+      await lab!.batch('dn', [`addr add ${DN6}/64 dev to-core nodad`]);
+      core.push(`route add ${row.sid}/128 encap seg6local action End.DT6 table 254 dev to-dn`);
+    } else {
+      try {
+        await lab!.batch('core', ['link add vrf-dt4 type vrf table 104', 'link set vrf-dt4 up']);
+      } catch (e) {
+        if (!/Unknown device type/.test((e as Error).message)) throw e;
+        console.warn(`End.DT4 not tested: this kernel has no VRF devices (CONFIG_NET_VRF), which End.DT4 needs`);
+        return;
+      }
+      await lab!.sysctl('core', ['net.vrf.strict_mode=1']);
+      core.push(`route add ${DN}/32 dev to-dn table 104`, `route add ${row.sid}/128 encap seg6local action End.DT4 vrftable 104 dev vrf-dt4`);
+    }
+    await lab!.batch('core', core);
+    const text = configText('fib').replace(
+      '\nlocalsids:',
+      // TEID 0x0a0b0c0d (UL.teid) is in the row's prefix.
+      `  - { name: n3-teid-dt, match: ${N3}/32, teid: "${row.teid}", sid: "${row.sid}", src_prefix: "2001:db8:ff::/64" }\nlocalsids:`.replace(/^/, '\n'),
+    );
+    const withDt = parseConfig(text, 'netns-dt.yaml');
+    const rule = `policies[${withDt.policies.length - 1}]`;
+    const [spec] = JSON.parse(
+      await lab!.peer('gnb', ['gpdu', JSON.stringify([{
+        teid: UL.teid, qfi: UL.qfi, inner_src: row.v6 ? UE6 : UE, inner_dst: row.v6 ? DN6 : DN, sport: UL.sport, dport: UL.dport,
+        payload: payload(row.body).toString('hex'),
+      }])]),
+    ) as string[];
+    gpdu.set(row.body, Buffer.from(spec!, 'hex'));
+    try {
+      dp!.sync(withDt);
+      const count = 3;
+      const before = snapshot();
+      const rx = await lab!.listen<Datagram>('dn', ['udp-recv', '--bind', row.v6 ? DN6 : DN, '--port', String(UL.dport), '--count', String(count), '--timeout', '5']);
+      const sniff = await lab!.listen<Frame>('core', [
+        'sniff', '--iface', 'to-mup', '--ethertype', '0x86dd', '--count', String(count), '--timeout', '5', '--filter', row.v6 ? '20=29' : '20=04',
+      ]);
+      await sendUplink(row.body, count);
+      const frames = (await sniff.done).map((f) => Buffer.from(f.frame, 'hex'));
+      expect(frames.length, 'SRv6 frames seen by the core').toBe(count);
+      for (const f of frames) {
+        expect(ipv6Text(f, 14 + 24), 'IPv6 DA = the plain SID, no DA or Args in it').toBe(row.sid);
+        expect(ipv6Text(f, 14 + 8), 'IPv6 SA').toBe(UL_SA);
+        expect(f[14 + 6], 'next header: the inner IP version, no SRH').toBe(row.v6 ? 41 : 4);
+        expect(f.subarray(14 + 40).toString('hex'), 'inner packet').toBe(gpdu.get(row.body)!.subarray(16).toString('hex'));
+      }
+      const got = await rx.done;
+      expect(got.length, `datagrams ${row.name} delivered to the data network`).toBe(count);
+      for (const d of got) {
+        expect(d.src).toBe(row.v6 ? UE6 : UE);
+        expect(d.ttl, 'inner TTL / hop limit: 64 from the UE, minus one for the PE forwarding it').toBe(63);
+        expect(Buffer.from(d.data, 'hex').toString()).toBe(payload(row.body).toString());
+      }
+      const d = await waitCounters(before, { [rule]: count });
+      expect(d['policies[0]'] ?? 0, 'the /32 policy without TEID: not used').toBe(0);
+    } finally {
+      dp!.sync(config('fib'));
+      await lab!.batch('core', [`route del ${row.sid}/128`]).catch(() => undefined);
+      if (!row.v6) await lab!.batch('core', ['link del vrf-dt4']).catch(() => undefined);
+    }
+  });
+
   it('uplink fib miss: neighbour flushed -> fwd_fib_miss, XDP_PASS, the kernel forwards it and resolves', async () => {
     await lab!.ip('mup', 'neigh', 'flush', 'dev', 'to-core');
     const before = snapshot();

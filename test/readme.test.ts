@@ -313,7 +313,7 @@ describe('doc examples and links (static)', () => {
       ['eth2', 'native'],
     ]);
     expect(c.daemon?.socket).toBe(README_SOCKET);
-    expect(c.daemon?.http).toEqual({ host: '127.0.0.1', port: 9180 });
+    expect(c.daemon?.http).toEqual({ host: '127.0.0.1', port: 9180, openReads: true });
     expect(c.policies.length).toBeGreaterThan(0);
     expect(c.localsids.length).toBeGreaterThan(0);
   });

@@ -22,7 +22,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import type { Config, LocalSid, Policy, Settings } from '../config/types.js';
+import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
 import { DEFAULT_SETTINGS } from '../config/load.js';
 import { openDataplane, VERDICTS, type Dataplane } from '../dataplane/index.js';
 import {
@@ -257,6 +257,66 @@ function downlink6(frameLen: number): Buffer {
   return srv6ReducedFrame({ src: parseIpv6('2001:db8:aaaa::1', 'bench'), dst, gnb: GNB6, inner });
 }
 
+// --- sessions (H.M.Session.Encaps, the PE downlink) --------------------------
+
+/** Target of the PE encapsulation row: ns per packet with 1,048,576 sessions (with the harness). */
+export const SESSION_TARGET_NS = 60;
+export const SESSIONS_MANY = 1_048_576;
+const SESSION_ISD = ipv6Prefix(parseIpv6('2001:db8:2::', 'bench'), 48);
+const SESSION_SRC = ipv6Prefix(parseIpv6('2001:db8:ff::', 'bench'), 64);
+/** Session i serves the UE 10.64.0.0 + i (/32). */
+const SESSION_UE_BASE = 0x0a40_0000;
+
+function session(i: number): Session {
+  return {
+    where: `sessions[${i}]`,
+    ue: { family: 4, prefix: ipv4Prefix(ipv4Addr((SESSION_UE_BASE + i) >>> 0), 32) },
+    teid: (0x1000 + i) >>> 0,
+    qfi: 9,
+    rqi: false,
+    endpoint: GNB,
+    source: N3,
+    isd: SESSION_ISD,
+    srcPrefix: SESSION_SRC,
+    segments: [],
+    srh: 'auto',
+    hopLimit: 64,
+  };
+}
+
+function sessionConfig(n: number): Config {
+  return {
+    file: '<bench>',
+    settings: { ...SETTINGS, maxPolicies: 1, maxLocalSids: 1, maxSessions: n },
+    policies: [],
+    localsids: [],
+    sessions: Array.from({ length: n }, (_, i) => session(i)),
+  };
+}
+
+/** A small IPv4 packet to the UE of session i, as the PE receives it from the data network. */
+function toUe(i: number): Buffer {
+  const inner = innerUdp4({ src: DN, dst: ipv4Addr((SESSION_UE_BASE + i) >>> 0), sport: 9000, dport: 40000, len: SMALL_INNER });
+  const eth = Buffer.from('020000000001020000000002', 'hex');
+  return Buffer.concat([eth, Buffer.from([0x08, 0x00]), inner]);
+}
+
+export function sessionRowName(n: number): string {
+  return `harness -> session encaps, ${n} session${n === 1 ? '' : 's'}`;
+}
+
+/** The PASS/FAIL line of the session row. */
+export function formatSessions(rows: readonly Row[]): string {
+  const one = rows.find((r) => r.name === sessionRowName(1));
+  const many = rows.find((r) => r.name === sessionRowName(SESSIONS_MANY));
+  if (one === undefined || many === undefined) return '  (no session rows)';
+  const pass = many.nsMedian <= SESSION_TARGET_NS;
+  return (
+    `  ${pass ? 'PASS' : 'FAIL'}  H.M.Session.Encaps  ${SESSIONS_MANY} sessions ${fmtNs(many.nsMedian)} ns (<= ${SESSION_TARGET_NS}, with the harness); ` +
+    `1 session ${fmtNs(one.nsMedian)} ns`
+  );
+}
+
 // --- the run ----------------------------------------------------------------
 
 /** A case to measure: `targetFd` through the harness, or directly when `direct`. */
@@ -332,6 +392,16 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
       }
     }
     log('loaded the copy-missed rows');
+
+    // PE downlink encapsulation (bpf/session.h): 1 session and 1,048,576,
+    // the frame to a UE in the middle of the table.
+    for (const n of [1, SESSIONS_MANY]) {
+      const dp = openDataplane({ config: sessionConfig(n), ...(o.object === undefined ? {} : { object: o.object }) });
+      dps.push(dp);
+      const f = toUe(n >> 1);
+      cases.push({ row: newRow(sessionRowName(n), null, n, 1, 'small', f), frame: f, targetFd: dp.progFd, direct: false });
+      log(`loaded ${n} session${n === 1 ? '' : 's'}`);
+    }
 
     // The single runs: the reference bytes and verdict of each case.
     for (const c of cases) {
@@ -850,6 +920,9 @@ async function main(): Promise<void> {
       formatProbeCosts(probeCosts(rows)),
       '',
       formatMemoMiss(memoMissCosts(rows, o.rules, a.harnessOverheadNs), o.rules),
+      '',
+      'PE downlink encapsulation (H.M.Session.Encaps), small frame to a UE, target with the harness:',
+      formatSessions(rows),
       '',
       'forwarding included (mode fib, verdict redirect; routes and neighbours in a namespace of this bench): ' +
         'FIB lookup (cache empty) vs the next hop cached by src/dataplane/nexthop.ts',

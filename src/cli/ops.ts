@@ -31,6 +31,8 @@ interface RuleCommands {
   readonly description: string;
   /** Columns of `list`. */
   readonly columns: readonly string[];
+  /** Columns `list` leaves out when no entry has a value in them. */
+  readonly optionalColumns?: readonly string[];
   /** The flags of add and replace. */
   options(c: Command): void;
   /** Flag (commander's camelCase) -> body key. */
@@ -39,6 +41,8 @@ interface RuleCommands {
   readonly repeated?: { readonly flag: string; readonly key: string };
   examples(op: 'add' | 'replace'): string;
   readonly delExample: { readonly prefix: string; readonly name: string };
+  /** A second part of the key `del` takes as a flag (policies: --teid), joined to the prefix as the key text is. */
+  readonly delKeyFlag?: { readonly flag: string; readonly attr: string; readonly help: string; join(prefix: string, v: string): string };
 }
 
 export const RULE_COMMANDS: Readonly<Record<RuleKind, RuleCommands>> = {
@@ -52,21 +56,31 @@ export const RULE_COMMANDS: Readonly<Record<RuleKind, RuleCommands>> = {
     labels: 'policies',
     summary: 'list, add, replace or delete H.M.GTP4.D policies',
     description: 'policies map GTP-U/IPv4 destinations to SRv6 (H.M.GTP4.D); changes apply at once, atomically for packets, and are saved in the state file',
-    columns: ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'origin'],
+    columns: ['name', 'match', 'teid', 'sr_prefix', 'sid', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'origin'],
+    optionalColumns: ['teid', 'sid'],
     options: (c) => {
       c.option('--match <prefix>', 'IPv4 destination prefix of the GTP-U packets, e.g. 10.45.0.0/16')
+        .option('--teid <prefix>', 'only G-PDUs whose TEID is in this prefix VALUE/BITS (needs a /32 match), e.g. 0x12340000/16')
         .option('--sr-prefix <prefix>', 'IPv6 prefix of the last SID, length <= 56, e.g. 2001:db8:1::/48')
+        .option('--sid <addr>', 'instead of --sr-prefix: the last SID used as is (a PE\'s End.DT4/DT6/DT46), e.g. 2001:db8:e::d4')
         .option('--src-prefix <prefix>', 'IPv6 source prefix, length <= 96, e.g. 2001:db8:ffff::/64')
         .option('--segment <addr>', 'a segment S1..S4 before the last SID (repeat for more)', (v: string, acc: string[]) => [...acc, v], [] as string[])
         .addOption(new Option('--srh <mode>', 'SRH mode').choices(['auto', 'always', 'reduced']))
         .option('--hop-limit <n>', 'outer IPv6 hop limit', int('--hop-limit'));
     },
-    flags: [['name', 'name'], ['match', 'match'], ['srPrefix', 'sr_prefix'], ['srcPrefix', 'src_prefix'], ['srh', 'srh'], ['hopLimit', 'hop_limit']],
+    flags: [['name', 'name'], ['match', 'match'], ['teid', 'teid'], ['srPrefix', 'sr_prefix'], ['sid', 'sid'], ['srcPrefix', 'src_prefix'], ['srh', 'srh'], ['hopLimit', 'hop_limit']],
     repeated: { flag: 'segment', key: 'segments' },
     examples: (op) =>
       `  mup policy ${op} --match 10.45.0.0/16 --sr-prefix 2001:db8:a::/48 --src-prefix 2001:db8:ffff::/64 --name ue-pool\n` +
+      `  mup policy ${op} --match 192.0.2.10/32 --teid 0x12340000/16 --sid 2001:db8:e::d4 --src-prefix 2001:db8:ffff::/64\n` +
       `  mup policy ${op} --json-body '{"match":"10.45.0.0/16","sr_prefix":"2001:db8:b::/48","src_prefix":"2001:db8:ffff::/64"}'\n`,
     delExample: { prefix: '10.45.0.0/16', name: 'ue-pool' },
+    delKeyFlag: {
+      flag: '--teid <prefix>',
+      attr: 'teid',
+      help: 'the TEID prefix of an (N3, TEID) policy, e.g. 0x12340000/16',
+      join: (prefix, v) => `${prefix} teid ${v}`,
+    },
   },
   localsid: {
     kind: 'localsid',
@@ -88,6 +102,42 @@ export const RULE_COMMANDS: Readonly<Record<RuleKind, RuleCommands>> = {
     flags: [['name', 'name'], ['sid', 'sid'], ['srcPrefixLen', 'src_prefix_len'], ['container', 'container'], ['ttl', 'ttl']],
     examples: (op) => `  mup sid ${op} --sid 2001:db8:2::/48 --src-prefix-len 64 --name gnb-n3\n`,
     delExample: { prefix: '2001:db8:2::/48', name: 'gnb-n3' },
+  },
+  session: {
+    kind: 'session',
+    verb: 'session',
+    path: '/v1/sessions',
+    listKey: 'sessions',
+    keyName: 'ue',
+    label: 'session',
+    labels: 'sessions',
+    summary: 'list, add, replace or delete PE downlink sessions (H.M.Session.Encaps)',
+    description:
+      "sessions encapsulate IP packets to a UE prefix in SRv6 to the gateway's End.M.GTP4.E SID (isd | gNB | Args.Mob.Session); changes apply at once, atomically for packets, and are saved in the state file",
+    columns: ['name', 'ue', 'teid', 'qfi', 'rqi', 'endpoint', 'source', 'isd', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'origin'],
+    options: (c) => {
+      c.option('--ue <prefix>', 'UE prefix, IPv4 or IPv6, e.g. 10.60.0.1/32')
+        .option('--teid <teid>', "the gNB's TEID, 0..4294967295, decimal or 0x hex")
+        .option('--qfi <n>', 'QoS Flow Identifier, 0..63', int('--qfi'))
+        .option('--rqi', 'set the R bit (RQI) of Args.Mob.Session')
+        .option('--endpoint <ipv4>', "the gNB's N3 IPv4 address, e.g. 192.0.2.1")
+        .option('--source <ipv4>', "the UPF's N3 IPv4 address, e.g. 198.51.100.1")
+        .option('--isd <prefix>', "the gateway's End.M.GTP4.E SID prefix, length <= 56, e.g. 2001:db8:2::/48")
+        .option('--src-prefix <prefix>', 'IPv6 source prefix, length <= 96, e.g. 2001:db8:ffff::/64')
+        .option('--segment <addr>', 'a segment S1..S4 before the gateway (repeat for more)', (v: string, acc: string[]) => [...acc, v], [] as string[])
+        .addOption(new Option('--srh <mode>', 'SRH mode').choices(['auto', 'always', 'reduced']))
+        .option('--hop-limit <n>', 'outer IPv6 hop limit', int('--hop-limit'))
+        .option('--mtu <n>', 'largest encapsulated packet (1280..65535); larger ones get ICMP errors', int('--mtu'));
+    },
+    flags: [
+      ['name', 'name'], ['ue', 'ue'], ['teid', 'teid'], ['qfi', 'qfi'], ['rqi', 'rqi'], ['endpoint', 'endpoint'], ['source', 'source'],
+      ['isd', 'isd'], ['srcPrefix', 'src_prefix'], ['srh', 'srh'], ['hopLimit', 'hop_limit'], ['mtu', 'mtu'],
+    ],
+    repeated: { flag: 'segment', key: 'segments' },
+    examples: (op) =>
+      `  mup session ${op} --ue 10.60.0.1/32 --teid 0x12345678 --qfi 9 --endpoint 192.0.2.1 --source 198.51.100.1 ` +
+      `--isd 2001:db8:2::/48 --src-prefix 2001:db8:ff::/64 --name ue1\n`,
+    delExample: { prefix: '10.60.0.1/32', name: 'ue1' },
   },
 };
 
@@ -247,7 +297,8 @@ export function registerOps(program: Command, io: Io): void {
       ].join('\n');
       const rows = [['interface', 'mode', 'ifindex', 'state', 'prog id']];
       for (const i of s.interfaces) {
-        rows.push([i.name, i.mode, i.ifindex === null ? 'gone' : String(i.ifindex), i.attached ? 'attached' : 'NOT ATTACHED', i.progId === null ? '-' : String(i.progId)]);
+        const state = i.ifindex === null ? 'MISSING (attached when it appears)' : !i.attached ? 'NOT ATTACHED' : i.pinned === false ? 'attached (pin being restored)' : 'attached';
+        rows.push([i.name, i.mode, i.ifindex === null ? 'gone' : String(i.ifindex), state, i.progId === null ? '-' : String(i.progId)]);
       }
       io.out(`${lines}\n${table(rows)}`);
     });
@@ -265,7 +316,7 @@ export function registerOps(program: Command, io: Io): void {
         const r = await call<Record<string, Record<string, unknown>[]>>(target(o), 'GET', path);
         const list = r[c.listKey] ?? [];
         if (o.json === true) return io.out(`${JSON.stringify(list, null, 2)}\n`);
-        const cols = c.columns;
+        const cols = c.columns.filter((col) => !(c.optionalColumns ?? []).includes(col) || list.some((e) => e[col] !== undefined));
         // A local SID without a behaviour is End.M.GTP4.E (the config's default).
         const cell = (e: Record<string, unknown>, col: string): string =>
           col === 'behavior' && e[col] === undefined ? 'end.m.gtp4.e' : e[col] === undefined ? '-' : Array.isArray(e[col]) ? (e[col] as unknown[]).join(',') : String(e[col]);
@@ -297,14 +348,20 @@ export function registerOps(program: Command, io: Io): void {
       });
     }
 
-    withTarget(group.command('del'))
+    const del = withTarget(group.command('del'))
       .summary(`delete a ${c.label} by ${keyName} prefix or by name`)
       .argument('[prefix]', `the ${keyName} prefix`)
-      .option('--name <name>', 'delete the entry with this name instead')
+      .option('--name <name>', 'delete the entry with this name instead');
+    const extra = c.delKeyFlag;
+    if (extra !== undefined) del.option(extra.flag, extra.help);
+    del
       .addHelpText('after', `\nExamples:\n  mup ${kind} del ${c.delExample.prefix}\n  mup ${kind} del --name ${c.delExample.name}\n`)
-      .action(async (prefix: string | undefined, o: TargetOpts & { name?: string }) => {
+      .action(async (prefix: string | undefined, o: TargetOpts & { name?: string } & Record<string, unknown>) => {
         if ((prefix === undefined) === (o.name === undefined)) throw new Error(`give the ${keyName} prefix or --name (one of them)`);
-        const q = prefix !== undefined ? `${keyName}=${encodeURIComponent(prefix)}` : `name=${encodeURIComponent(o.name!)}`;
+        const more = extra === undefined ? undefined : o[extra.attr];
+        if (typeof more === 'string' && prefix === undefined) throw new Error(`${extra!.flag.split(' ')[0]} goes with the ${keyName} prefix, not --name`);
+        const key = prefix !== undefined && typeof more === 'string' ? extra!.join(prefix, more) : prefix;
+        const q = key !== undefined ? `${keyName}=${encodeURIComponent(key)}` : `name=${encodeURIComponent(o.name!)}`;
         const r = await call<{ deleted: unknown }>(target(o), 'DELETE', `${path}?${q}`);
         io.out(`deleted: ${JSON.stringify(r.deleted)}\n`);
       });
@@ -356,14 +413,16 @@ export function registerOps(program: Command, io: Io): void {
   withTarget(program.command('reload'))
     .summary('re-read the config file and apply the difference (as SIGHUP does)')
     .option('--json', 'print the API answer as JSON')
+    .option('--force', 'apply it even if it deletes more than daemon.reload_max_delete_share of the rules (default half)')
     .addHelpText('after', '\nExample:\n  vi /etc/mup/mup.yaml && mup reload\n')
-    .action(async (o: TargetOpts & { json?: boolean }) => {
-      const r = await call<ReloadResult>(target(o), 'POST', '/v1/reload');
+    .action(async (o: TargetOpts & { json?: boolean; force?: boolean }) => {
+      const r = await call<ReloadResult>(target(o), 'POST', o.force === true ? '/v1/reload?force=true' : '/v1/reload');
       if (o.json === true) return io.out(`${JSON.stringify(r, null, 2)}\n`);
       io.out(
         `reloaded: ${r.added} added, ${r.replaced} replaced, ${r.deleted} deleted, ${r.unchanged} unchanged` +
           `${r.programReplaced ? '; new program swapped in' : ''}` +
-          `${r.discardedChanges > 0 ? `; the config file changed, so ${r.discardedChanges} API changes were dropped (see the .discarded state file)` : ''}\n`,
+          `${(r.interfaces.missing ?? []).length > 0 ? `; not attached, interface missing: ${r.interfaces.missing.join(', ')} (attached when it appears)` : ''}` +
+          `${r.discardedChanges > 0 ? `; the config file changed, so ${r.discardedChanges} API changes were dropped (kept in ${r.discardedTo ?? 'the .discarded state file'})` : ''}\n`,
       );
     });
 }

@@ -4,20 +4,73 @@
  * daemon's rule set, in every counter read; formatting an IPv6 prefix each
  * time was a second of CPU per pass.
  */
-import { formatIpv4Prefix, formatIpv6Prefix } from '../sid/addr.js';
-import type { LocalSid, Policy } from './types.js';
+import { AddressError, formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix } from '../sid/addr.js';
+import type { Ipv4Prefix } from '../sid/types.js';
+import type { LocalSid, Policy, Session, TeidPrefix } from './types.js';
 
 const policyKeys = new WeakMap<Policy, string>();
 const localSidKeys = new WeakMap<LocalSid, string>();
 
-/** "192.0.2.0/24": the policy's match prefix. */
+/**
+ * "192.0.2.0/24": the policy's match prefix; with a TEID prefix
+ * "192.0.2.10/32 teid 0x12340000/16".
+ */
 export function policyKey(p: Policy): string {
   let k = policyKeys.get(p);
   if (k === undefined) {
-    k = formatIpv4Prefix(p.match);
+    k = p.teid === undefined ? formatIpv4Prefix(p.match) : `${formatIpv4Prefix(p.match)} teid ${formatTeidPrefix(p.teid)}`;
     policyKeys.set(p, k);
   }
   return k;
+}
+
+/** "0x12340000/16" (8 hex digits). */
+export function formatTeidPrefix(t: TeidPrefix): string {
+  return `0x${t.value.toString(16).padStart(8, '0')}/${t.len}`;
+}
+
+/**
+ * "VALUE/BITS" (VALUE decimal or 0x hex, 0..2^32-1; BITS 0..32; no bit of
+ * VALUE set past BITS). Undefined for a /0 prefix (the same key as none).
+ */
+export function parseTeidPrefix(text: string, where: string): TeidPrefix | undefined {
+  const m = /^\s*(0[xX][0-9a-fA-F]+|[0-9]+)\s*\/\s*([0-9]+)\s*$/.exec(text);
+  if (m === null) {
+    throw new AddressError(where, `${JSON.stringify(text)} is not a TEID prefix; expected VALUE/BITS, e.g. 0x12340000/16 (VALUE decimal or 0x hex, BITS 0 to 32)`);
+  }
+  const value = Number(m[1]);
+  const len = Number(m[2]);
+  if (!Number.isSafeInteger(value) || value > 0xffff_ffff) {
+    throw new AddressError(where, `TEID ${m[1]} is out of range; a TEID is 32 bits (0 to 0xffffffff)`);
+  }
+  if (len > 32) throw new AddressError(where, `/${len}: a TEID prefix is at most 32 bits long (0 to 32)`);
+  const mask = len === 0 ? 0 : (0xffff_ffff << (32 - len)) >>> 0;
+  if ((value & ~mask) >>> 0 !== 0) {
+    const fixed = formatTeidPrefix({ value: (value & mask) >>> 0, len });
+    throw new AddressError(where, `${m[1]}/${len} has bits set past the first ${len}; write ${fixed} or a longer prefix`);
+  }
+  return len === 0 ? undefined : { value, len };
+}
+
+/**
+ * A policy's key from user text: "192.0.2.0/24", or "192.0.2.10/32 teid
+ * 0x12340000/16" (the form policyKey prints). Canonical text out.
+ */
+export function parsePolicyKeyText(text: string, where: string): { match: Ipv4Prefix; teid?: TeidPrefix } {
+  const m = /^\s*(\S+)(?:\s+teid\s+(\S+))?\s*$/.exec(text);
+  if (m === null) throw new AddressError(where, `${JSON.stringify(text)} is not a policy key; expected PREFIX or PREFIX teid VALUE/BITS, e.g. 192.0.2.10/32 teid 0x12340000/16`);
+  const match = parseIpv4Prefix(m[1]!, where);
+  const teid = m[2] === undefined ? undefined : parseTeidPrefix(m[2], `${where} teid`);
+  if (teid !== undefined && match.len !== 32) {
+    throw new AddressError(where, `teid needs a single-address match (/32), got /${match.len}: the key is the N3 address and the TEID prefix`);
+  }
+  return teid === undefined ? { match } : { match, teid };
+}
+
+/** Canonical policy key text from user text. */
+export function canonicalPolicyKey(text: string, where = 'match'): string {
+  const k = parsePolicyKeyText(text, where);
+  return k.teid === undefined ? formatIpv4Prefix(k.match) : `${formatIpv4Prefix(k.match)} teid ${formatTeidPrefix(k.teid)}`;
 }
 
 /** "2001:db8:2::/48": the local SID's prefix. */
@@ -26,6 +79,18 @@ export function localSidKey(l: LocalSid): string {
   if (k === undefined) {
     k = formatIpv6Prefix(l.sid);
     localSidKeys.set(l, k);
+  }
+  return k;
+}
+
+const sessionKeys = new WeakMap<Session, string>();
+
+/** "10.60.0.1/32" or "2001:db8:60::/64": the session's UE prefix (masked, so two spellings of one prefix are one key). */
+export function sessionKey(s: Session): string {
+  let k = sessionKeys.get(s);
+  if (k === undefined) {
+    k = s.ue.family === 4 ? formatIpv4Prefix(s.ue.prefix) : formatIpv6Prefix(s.ue.prefix);
+    sessionKeys.set(s, k);
   }
   return k;
 }

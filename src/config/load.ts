@@ -11,11 +11,12 @@
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
-import { AddressError, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
+import { AddressError, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
 import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
-import type { Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
+import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
+import { ipv6Prefix } from '../sid/addr.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
-import { localSidKey, policyKey } from './keys.js';
+import { localSidKey, parseTeidPrefix, policyKey, sessionKey } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import type {
   Config,
@@ -26,6 +27,7 @@ import type {
   LocalSid,
   LocalSidBehavior,
   Policy,
+  Session,
   Settings,
   SrhMode,
   XdpMode,
@@ -41,6 +43,8 @@ export const DEFAULT_SETTINGS: Settings = {
 };
 export const DEFAULT_HOP_LIMIT = 64;
 export const DEFAULT_TTL = 64;
+/** settings.max_sessions when absent. */
+export const DEFAULT_MAX_SESSIONS = 65536;
 /** Upper bound of settings.max_policies / max_localsids. */
 export const MAX_TABLE_ENTRIES = 1_048_576;
 
@@ -52,12 +56,18 @@ const POLICY_BEHAVIORS = ['h.m.gtp4.d'] as const;
 
 const XDP_MODES: readonly XdpMode[] = ['native', 'generic'];
 
-const TOP_KEYS = ['settings', 'interfaces', 'daemon', 'policies', 'localsids'] as const;
+const TOP_KEYS = ['settings', 'interfaces', 'daemon', 'policies', 'localsids', 'sessions'] as const;
 const INTERFACE_KEYS = ['name', 'xdp'] as const;
-const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http'] as const;
-const HTTP_KEYS = ['listen', 'token_file'] as const;
-const SETTINGS_KEYS = ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed'] as const;
-const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior', 'mtu'] as const;
+const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http', 'reload_max_delete_share', 'max_connections', 'stall_timeout'] as const;
+const HTTP_KEYS = ['listen', 'token_file', 'open_reads'] as const;
+/** Defaults of daemon.max_connections (per listener) and daemon.stall_timeout (seconds). */
+export const DEFAULT_MAX_CONNECTIONS = 64;
+export const DEFAULT_STALL_TIMEOUT_S = 10;
+const SETTINGS_KEYS = ['forwarding', 'udp_source_ports', 'max_policies', 'max_localsids', 'hash_seed', 'max_sessions'] as const;
+const POLICY_KEYS = ['name', 'match', 'sr_prefix', 'src_prefix', 'segments', 'srh', 'hop_limit', 'behavior', 'mtu', 'teid', 'sid'] as const;
+const SESSION_KEYS = [
+  'name', 'ue', 'teid', 'qfi', 'rqi', 'endpoint', 'source', 'isd', 'src_prefix', 'segments', 'srh', 'hop_limit', 'mtu',
+] as const;
 const LOCALSID_KEYS = [
   'name', 'sid', 'src_prefix_len', 'container', 'ttl', 'behavior', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu',
 ] as const;
@@ -119,13 +129,17 @@ export function parseConfig(text: string, file = '<inline>'): Config {
   const rawLocalSids = readList(src, ['localsids'], root['localsids'], 'a list of local SIDs (each with sid, src_prefix_len)');
   checkCount(src, ['policies'], rawPolicies.length, settings.maxPolicies, 'policies', 'max_policies');
   checkCount(src, ['localsids'], rawLocalSids.length, settings.maxLocalSids, 'local SIDs', 'max_localsids');
+  const rawSessions = readList(src, ['sessions'], root['sessions'], 'a list of sessions (each with ue, teid, qfi, endpoint, source, isd, src_prefix)');
+  checkCount(src, ['sessions'], rawSessions.length, settings.maxSessions ?? DEFAULT_MAX_SESSIONS, 'sessions', 'max_sessions');
 
   const policies = rawPolicies.map((v, i) => readPolicy(src, ['policies', i], v));
   const localsids = rawLocalSids.map((v, i) => readLocalSid(src, ['localsids', i], v));
   checkPolicies(src, policies);
   checkLocalSids(src, localsids);
+  const sessions = rawSessions.map((v, i) => readSession(src, ['sessions', i], v));
+  checkSessions(src, sessions);
 
-  return { file, settings, interfaces, daemon, policies, localsids, warnings: src.warnings };
+  return { file, settings, interfaces, daemon, policies, localsids, sessions, warnings: src.warnings };
 }
 
 /**
@@ -148,11 +162,20 @@ export function parseLocalSidEntry(v: unknown, where: string, warnings: ConfigWa
   return { ...l, where };
 }
 
+/** Validate one session given as an object with the config file's keys. */
+export function parseSessionEntry(v: unknown, where: string, warnings: ConfigWarning[] = []): Session {
+  const src = new Source(where, undefined);
+  const s = readSession(src, [], v);
+  warnings.push(...src.warnings);
+  return { ...s, where };
+}
+
 /** Check a whole rule set as the file's cross checks do (unique keys and names, prefix lengths). */
-export function checkRuleSet(file: string, policies: readonly Policy[], localsids: readonly LocalSid[]): void {
+export function checkRuleSet(file: string, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = []): void {
   const src = new Source(file, undefined);
   checkPolicies(src, policies);
   checkLocalSids(src, localsids);
+  checkSessions(src, sessions);
 }
 
 const NOT_JSON = Symbol('not JSON');
@@ -240,6 +263,7 @@ function readSettings(src: Source, path: Path, v: unknown): Settings {
     maxLocalSids:
       optional(m, 'max_localsids', (x) => readInt(src, [...path, 'max_localsids'], x, 1, MAX_TABLE_ENTRIES)) ?? d.maxLocalSids,
     hashSeed: optional(m, 'hash_seed', (x) => readInt(src, [...path, 'hash_seed'], x, 0, 0xffff_ffff)) ?? d.hashSeed,
+    ...optionalField('maxSessions', optional(m, 'max_sessions', (x) => readInt(src, [...path, 'max_sessions'], x, 1, MAX_TABLE_ENTRIES))),
   };
 }
 
@@ -284,23 +308,59 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
       if (!s.startsWith('/')) src.fail([...hp, 'token_file'], `${JSON.stringify(s)} is not an absolute path; give one starting with /`);
       return s;
     });
+    const openReads = optional(h, 'open_reads', (y) => {
+      if (typeof y !== 'boolean') src.fail([...hp, 'open_reads'], `expected true or false, got ${describe(y)}`);
+      return y;
+    });
     // Checked here rather than when the listener opens, so that `mup reload`
     // rejects it like any other bad config and `mup daemon` refuses it before
-    // it touches the data plane.
-    if (tokenFile === undefined && !isLoopbackHost(listen.host)) {
+    // it touches the data plane. Writes over TCP always need the token, on
+    // loopback too: every local user can connect there (docs/api.md).
+    const loopback = isLoopbackHost(listen.host);
+    if (tokenFile === undefined && !loopback) {
       src.fail(
         [...hp, 'token_file'],
         `required when listen (${formatListen(listen)}) is not a loopback address: the API changes the tables, so it is not served ` +
           'unauthenticated beyond this host; give a file with the bearer token (e.g. openssl rand -hex 16 > /etc/mup/token) or listen on 127.0.0.1',
       );
     }
-    return { ...listen, ...(tokenFile === undefined ? {} : { tokenFile }) };
+    if (openReads === true && !loopback) {
+      src.fail(
+        [...hp, 'open_reads'],
+        `serves reads without a token, so it is only allowed on a loopback address, not on ${formatListen(listen)}; remove it (clients send the token) or listen on 127.0.0.1`,
+      );
+    }
+    if (tokenFile === undefined && openReads !== true) {
+      src.fail(
+        [...hp, 'token_file'],
+        `required: changes over TCP need a bearer token, on loopback (${formatListen(listen)}) too, since every local user can connect there; ` +
+          'give a file with the token (install -m 600 /dev/null /etc/mup/token && openssl rand -hex 16 > /etc/mup/token), ' +
+          'or set daemon.http.open_reads: true for a read-only listener (changes answered 403; use the unix socket for them)',
+      );
+    }
+    return { ...listen, ...(tokenFile === undefined ? {} : { tokenFile }), ...(openReads === true ? { openReads } : {}) };
+  });
+  const maxConnections = optional(m, 'max_connections', (x) => readInt(src, at('max_connections'), x, 1, 65536, 'open connections per listener'));
+  const stallTimeout = optional(m, 'stall_timeout', (x) => {
+    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0.1 || x > 3600) {
+      src.fail(at('stall_timeout'), `expected seconds from 0.1 to 3600, got ${describe(x)}`);
+    }
+    return x;
+  });
+  const reloadMaxDeleteShare = optional(m, 'reload_max_delete_share', (x) => {
+    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0 || x > 1) {
+      src.fail(at('reload_max_delete_share'), `expected a share from 0 to 1 (0.5: a reload may delete up to half the rules without --force), got ${describe(x)}`);
+    }
+    return x;
   });
   return {
     ...(socket === undefined ? {} : { socket }),
     ...(socketGroup === undefined ? {} : { socketGroup }),
     ...(stateFile === undefined ? {} : { stateFile }),
     ...(http === undefined ? {} : { http }),
+    ...(reloadMaxDeleteShare === undefined ? {} : { reloadMaxDeleteShare }),
+    ...(maxConnections === undefined ? {} : { maxConnections }),
+    ...(stallTimeout === undefined ? {} : { stallTimeout }),
   };
 }
 
@@ -313,7 +373,7 @@ function readListen(src: Source, path: Path, v: unknown): { host: string; port: 
   return { host: m[1] ?? m[2] ?? '', port };
 }
 
-/** 127.0.0.0/8, ::1 and localhost: where daemon.http may serve without a token. */
+/** 127.0.0.0/8, ::1 and localhost: where daemon.http may serve reads without a token (open_reads). */
 export function isLoopbackHost(host: string): boolean {
   if (host === 'localhost' || host === '::1') return true;
   return /^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/.test(host);
@@ -331,9 +391,36 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   const match = required(src, m, path, 'match', 'the IPv4 destination prefix of the GTP-U packets, e.g. 192.0.2.0/24', (x) =>
     readIpv4Prefix(src, at('match'), x),
   );
-  const srPrefix = required(src, m, path, 'sr_prefix', `the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48`, (x) =>
-    readIpv6Prefix(src, at('sr_prefix'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY, true),
-  );
+  const teid = optional(m, 'teid', (x) => {
+    const s = readString(src, at('teid'), x, 'a TEID prefix VALUE/BITS such as 0x12340000/16');
+    return src.guard(at('teid'), () => parseTeidPrefix(s, formatPath(at('teid'))));
+  });
+  if (teid !== undefined && match.len !== 32) {
+    src.fail(at('teid'), `teid needs a single-address match (/32), but match is /${match.len}: the key is the N3 address and the TEID prefix; give the GTP-U endpoint address as a /32`);
+  }
+  // Either sr_prefix (RFC 9433 embedding) or sid (a last SID used as is).
+  const hasSr = optional(m, 'sr_prefix', () => true) ?? false;
+  const hasSid = optional(m, 'sid', () => true) ?? false;
+  if (hasSr && hasSid) {
+    src.fail(at('sid'), 'give sr_prefix (the last SID embeds the IPv4 DA and Args.Mob.Session, RFC 9433) or sid (a last SID used as is, e.g. a PE\'s End.DT4), not both');
+  }
+  if (!hasSr && !hasSid) {
+    src.fail(at('sr_prefix'), `required key missing; give the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48 (or instead sid: a last SID used as is, e.g. 2001:db8:e::d4)`);
+  }
+  let srPrefix: Ipv6Prefix;
+  let sid: Ipv6Addr | undefined;
+  if (hasSid) {
+    const text = readString(src, at('sid'), m['sid'], 'an IPv6 address such as 2001:db8:e::d4');
+    if (text.includes('/')) {
+      src.fail(at('sid'), `${text}: a policy's sid is an address (the last SID, used as is), not a prefix; drop the /length (a local SID's sid is a prefix)`);
+    }
+    sid = readIpv6Address(src, at('sid'), text);
+    srPrefix = ipv6Prefix(sid, 128);
+  } else {
+    srPrefix = required(src, m, path, 'sr_prefix', `the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48`, (x) =>
+      readIpv6Prefix(src, at('sr_prefix'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY, true),
+    );
+  }
   const srcPrefix = required(src, m, path, 'src_prefix', `the IPv6 source prefix, length <= ${MAX_SRC_PREFIX_LEN}, e.g. 2001:db8:ffff::/64`, (x) =>
     readIpv6Prefix(src, at('src_prefix'), x, MAX_SRC_PREFIX_LEN, SRC_LEN_WHY, true),
   );
@@ -345,13 +432,90 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
     where: formatPath(path),
     ...(name === undefined ? {} : { name }),
     match,
+    ...(teid === undefined ? {} : { teid }),
     srPrefix,
+    ...(sid === undefined ? {} : { sid }),
     srcPrefix,
     segments,
     srh,
     hopLimit,
     ...(mtu === undefined ? {} : { mtu }),
   };
+}
+
+function optionalField<K extends string, T>(key: K, v: T | undefined): { [k in K]?: T } {
+  return (v === undefined ? {} : { [key]: v }) as { [k in K]?: T };
+}
+
+function readSession(src: Source, path: Path, v: unknown): Session {
+  const m = readMapping(src, path, v, SESSION_KEYS, 'in a session');
+  const at = (key: string): Path => [...path, key];
+  const name = optional(m, 'name', (x) => readName(src, at('name'), x));
+  const ue = required(src, m, path, 'ue', 'the UE prefix, IPv4 or IPv6, e.g. 10.60.0.1/32', (x) => readUePrefix(src, at('ue'), x));
+  const teid = required(src, m, path, 'teid', 'the TEID of the gNB, an integer from 0 to 4294967295 (decimal or 0x hex), e.g. 0x12345678', (x) =>
+    readTeid(src, at('teid'), x),
+  );
+  const qfi = required(src, m, path, 'qfi', 'the QoS Flow Identifier, an integer from 0 to 63', (x) =>
+    readInt(src, at('qfi'), x, 0, 63, 'QFI is a 6-bit field of Args.Mob.Session'),
+  );
+  const rqi = optional(m, 'rqi', (x) => readBool(src, at('rqi'), x)) ?? false;
+  const endpoint = required(src, m, path, 'endpoint', "the gNB's N3 IPv4 address, e.g. 192.0.2.1", (x) => readIpv4Address(src, at('endpoint'), x));
+  const source = required(src, m, path, 'source', "the UPF's N3 IPv4 address (the GTP-U source), e.g. 198.51.100.1", (x) =>
+    readIpv4Address(src, at('source'), x),
+  );
+  const isd = required(src, m, path, 'isd', `the gateway's End.M.GTP4.E SID prefix, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:2::/48`, (x) =>
+    readIpv6Prefix(src, at('isd'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY, true),
+  );
+  const srcPrefix = required(src, m, path, 'src_prefix', `the IPv6 source prefix, length <= ${MAX_SRC_PREFIX_LEN}, e.g. 2001:db8:ffff::/64`, (x) =>
+    readIpv6Prefix(src, at('src_prefix'), x, MAX_SRC_PREFIX_LEN, SRC_LEN_WHY, true),
+  );
+  const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? NO_SEGMENTS;
+  const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
+  const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
+  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the encapsulated packet is IPv6'));
+  return {
+    where: formatPath(path),
+    ...(name === undefined ? {} : { name }),
+    ue,
+    teid,
+    qfi,
+    rqi,
+    endpoint,
+    source,
+    isd,
+    srcPrefix,
+    segments,
+    srh,
+    hopLimit,
+    ...(mtu === undefined ? {} : { mtu }),
+  };
+}
+
+function readUePrefix(src: Source, path: Path, v: unknown): Session['ue'] {
+  const s = readString(src, path, v, 'an IPv4 or IPv6 prefix such as 10.60.0.1/32 or 2001:db8:60::/64');
+  if (s.includes(':')) return { family: 6, prefix: src.guard(path, (warn) => parseIpv6Prefix(s, formatPath(path), warn)) };
+  return { family: 4, prefix: src.guard(path, (warn) => parseIpv4Prefix(s, formatPath(path), warn)) };
+}
+
+function readTeid(src: Source, path: Path, v: unknown): number {
+  const expected = 'an integer from 0 to 4294967295 (0xffffffff), decimal or 0x hex';
+  let n: number | undefined;
+  if (typeof v === 'number') n = v;
+  else if (typeof v === 'string' && /^(0[xX][0-9a-fA-F]+|[0-9]+)$/.test(v)) n = Number(v);
+  if (n === undefined || !Number.isSafeInteger(n) || n < 0 || n > 0xffff_ffff) {
+    src.fail(path, `expected ${expected} (a TEID is 32 bits), got ${describe(v)}`);
+  }
+  return n;
+}
+
+function readBool(src: Source, path: Path, v: unknown): boolean {
+  if (typeof v !== 'boolean') src.fail(path, `expected true or false, got ${describe(v)}`);
+  return v;
+}
+
+function readIpv4Address(src: Source, path: Path, v: unknown): Ipv4Addr {
+  const s = readString(src, path, v, 'an IPv4 address such as 192.0.2.1');
+  return src.guard(path, () => parseIpv4(s, formatPath(path)));
 }
 
 function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
@@ -498,14 +662,34 @@ function checkPrefixLengths<R extends Rule>(src: Source, rules: readonly R[], ke
 
 function checkPolicies(src: Source, policies: readonly Policy[]): void {
   checkUnique(src, policies, 'name', (p) => p.name, 'policy names must be unique', true);
-  checkUnique(src, policies, 'match', policyKey, 'each match prefix may appear in one policy only (after masking host bits)');
-  checkPrefixLengths(src, policies, 'match', (p) => p.match.len);
+  checkUnique(src, policies, 'match', policyKey, 'each match prefix (with its teid, if any) may appear in one policy only (after masking host bits; teid 0/0 is the same as none)');
+  // A TEID prefix is a key of 32 + its length bits; an N3 address with TEID
+  // policies also has a /32 entry (its own policy or an address-only one).
+  const lens = (p: Policy): number => (p.teid === undefined ? p.match.len : 32 + p.teid.len);
+  checkPrefixLengths(src, policies, 'match', lens);
+  const teidFirst = policies.find((p) => p.teid !== undefined);
+  if (teidFirst !== undefined) {
+    const all = new Set(policies.map(lens));
+    if (!all.has(32) && all.size + 1 > MUP_MAX_PLENS) {
+      src.fail(
+        pathOf(teidFirst, 'teid'),
+        `the policies use ${all.size} distinct key lengths, and an N3 address with teid policies needs the /32 one too (${all.size + 1}); the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
+      );
+    }
+  }
 }
 
 function checkLocalSids(src: Source, sids: readonly LocalSid[]): void {
   checkUnique(src, sids, 'name', (s) => s.name, 'local SID names must be unique', true);
   checkUnique(src, sids, 'sid', localSidKey, 'each SID prefix may appear in one local SID only (after masking host bits)');
   checkPrefixLengths(src, sids, 'sid', (s) => s.sid.len);
+}
+
+function checkSessions(src: Source, sessions: readonly Session[]): void {
+  checkUnique(src, sessions, 'name', (s) => s.name, 'session names must be unique', true);
+  checkUnique(src, sessions, 'ue', sessionKey, 'each UE prefix may appear in one session only (after masking host bits)');
+  checkPrefixLengths(src, sessions.filter((s) => s.ue.family === 4), 'ue', (s) => s.ue.prefix.len);
+  checkPrefixLengths(src, sessions.filter((s) => s.ue.family === 6), 'ue', (s) => s.ue.prefix.len);
 }
 
 // ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@
  * checked (prefix lengths in range, host bits cleared), so nothing below the
  * config layer validates again.
  */
-import type { Ipv4Prefix, Ipv6Prefix, Ipv6Addr } from '../sid/types.js';
+import type { Ipv4Addr, Ipv4Prefix, Ipv6Prefix, Ipv6Addr } from '../sid/types.js';
 import type { ConfigWarning } from './errors.js';
 
 export type SrhMode = 'auto' | 'always' | 'reduced';
@@ -13,6 +13,16 @@ export type ForwardingMode = 'fib' | 'tx' | 'kernel';
 /** What a local SID does (RFC 9433 §6.3-6.6); absent in the YAML = end.m.gtp4.e. */
 export type LocalSidBehavior = 'end.m.gtp4.e' | 'end.m.gtp6.e' | 'end.m.gtp6.d' | 'end.m.gtp6.d.di';
 
+/**
+ * A TEID prefix: the first `len` bits of `value` (0..32; no bit set past
+ * them). With a /32 match it makes the policy key the 64-bit DA || TEID.
+ */
+export interface TeidPrefix {
+  readonly value: number;
+  /** 1..32; a /0 TEID prefix is the same key as none and is not kept. */
+  readonly len: number;
+}
+
 /** H.M.GTP4.D: GTP-U/IPv4 in, SRv6 out. */
 export interface Policy {
   /** Key path in the config, e.g. "policies[3]", for messages. */
@@ -20,8 +30,15 @@ export interface Policy {
   readonly name?: string;
   /** IPv4 destination prefix of the GTP-U packets. */
   readonly match: Ipv4Prefix;
-  /** Last SID = sr_prefix | IPv4 DA | Args.Mob.Session; length L <= 56. */
+  /** G-PDUs whose TEID lies in this prefix (match is then a /32); absent = every TEID (/0). */
+  readonly teid?: TeidPrefix;
+  /**
+   * Last SID = sr_prefix | IPv4 DA | Args.Mob.Session; length L <= 56. With
+   * `sid`, that address as a /128 (used as is).
+   */
   readonly srPrefix: Ipv6Prefix;
+  /** A plain last SID (a PE's End.DT4/DT6/DT46), used as is: no DA, no Args. */
+  readonly sid?: Ipv6Addr;
   /** IPv6 SA = src_prefix | IPv4 SA; length P <= 96. */
   readonly srcPrefix: Ipv6Prefix;
   /** S1..Sk visited before the last SID (0..4). */
@@ -65,6 +82,35 @@ export interface LocalSid {
   readonly mtu?: number;
 }
 
+/**
+ * H.M.Session.Encaps, the PE role of SRv6 MUP (downlink): an IP packet to an
+ * address in `ue` is encapsulated in IPv6 to the gateway's End.M.GTP4.E SID
+ * isd | endpoint | Args.Mob.Session(qfi, rqi, U = 0, teid), from
+ * src_prefix | source (docs/spec.md "PE downlink: H.M.Session.Encaps").
+ */
+export interface Session {
+  readonly where: string;
+  readonly name?: string;
+  /** The UE prefix, IPv4 or IPv6 (longest match within its family). */
+  readonly ue: { readonly family: 4; readonly prefix: Ipv4Prefix } | { readonly family: 6; readonly prefix: Ipv6Prefix };
+  readonly teid: number;
+  readonly qfi: number;
+  readonly rqi: boolean;
+  /** The gNB's N3 IPv4 address (the GTP-U destination End.M.GTP4.E restores). */
+  readonly endpoint: Ipv4Addr;
+  /** The UPF's N3 IPv4 address (the GTP-U source End.M.GTP4.E restores). */
+  readonly source: Ipv4Addr;
+  /** The gateway's End.M.GTP4.E SID prefix, L <= 56. */
+  readonly isd: Ipv6Prefix;
+  /** IPv6 source prefix, P <= 96. */
+  readonly srcPrefix: Ipv6Prefix;
+  readonly segments: readonly Ipv6Addr[];
+  readonly srh: SrhMode;
+  readonly hopLimit: number;
+  /** Largest encapsulated (IPv6) packet; larger ones get ICMP Fragmentation Needed / ICMPv6 Packet Too Big. */
+  readonly mtu?: number;
+}
+
 export interface Settings {
   readonly forwarding: ForwardingMode;
   /** Outer UDP source port range for End.M.GTP4.E, inclusive. Default 49152-65535. */
@@ -73,6 +119,8 @@ export interface Settings {
   /** Table sizes (BPF map max_entries). Default 65536 each. */
   readonly maxPolicies: number;
   readonly maxLocalSids: number;
+  /** Size of the session table; absent = 65536 (DEFAULT_MAX_SESSIONS). */
+  readonly maxSessions?: number;
   /** Seed of the inner 5-tuple hash (flow label, UDP source port). Default 0. */
   readonly hashSeed: number;
 }
@@ -96,7 +144,20 @@ export interface DaemonSettings {
   /** Runtime changes; default /var/lib/mup/<instance>.state.json. */
   readonly stateFile?: string;
   /** Optional HTTP listener (API and /metrics). */
-  readonly http?: { readonly host: string; readonly port: number; readonly tokenFile?: string };
+  readonly http?: {
+    readonly host: string;
+    readonly port: number;
+    /** Bearer token for every request (reads too unless openReads); without it the listener is read-only. */
+    readonly tokenFile?: string;
+    /** Loopback only: GET/HEAD without a token. */
+    readonly openReads?: boolean;
+  };
+  /** A reload that would delete more than this share (0..1) of the rules needs --force; default 0.5. */
+  readonly reloadMaxDeleteShare?: number;
+  /** Open connections per listener (socket, HTTP); more are answered 503. Default DEFAULT_MAX_CONNECTIONS. */
+  readonly maxConnections?: number;
+  /** Seconds an answer may make no progress before its connection is closed. Default DEFAULT_STALL_TIMEOUT_S. */
+  readonly stallTimeout?: number;
 }
 
 export interface Config {
@@ -108,6 +169,8 @@ export interface Config {
   readonly daemon?: DaemonSettings;
   readonly policies: readonly Policy[];
   readonly localsids: readonly LocalSid[];
+  /** PE downlink sessions; absent = none. */
+  readonly sessions?: readonly Session[];
   /**
    * Things the loader accepted but changed or finds suspicious (e.g. host bits
    * masked off a prefix). Set by load.ts; callers should print them.

@@ -13,19 +13,29 @@
  *   GET    /metrics                        (Prometheus text format)
  *
  * Errors: {"error": "...", "path": "key.path"?} with 400 (invalid input),
- * 401 (token), 404, 405, 409 (conflict: exists, full, name taken), 413
- * (body over 64 KiB), 415 (not JSON), 500.
+ * 401 (token), 403 (a change on a read-only HTTP listener), 404, 405, 409
+ * (conflict: exists, full, name taken), 413 (body over 64 KiB), 415 (not
+ * JSON), 500, 503 (too many connections; Retry-After).
+ *
+ * Limits (docs/api.md, "Limits"): one request at a time per connection (a
+ * pipelined one waits for the answer before it); large answers (counters,
+ * rule lists, /metrics) are streamed in pieces as the client reads them, at
+ * most LARGE_ANSWERS_AT_ONCE at a time; an answer that makes no progress for
+ * daemon.stall_timeout seconds closes its connection; each listener takes at
+ * most daemon.max_connections connections.
  */
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, unlinkSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, isIP } from 'node:net';
+import { chmodSync, chownSync, existsSync, fstatSync, mkdirSync, readFileSync, unlinkSync, openSync, closeSync } from 'node:fs';
+import { Server, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect, isIP, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import { timingSafeEqual } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import { ConfigError } from '../config/errors.js';
+import { DEFAULT_MAX_CONNECTIONS, DEFAULT_STALL_TIMEOUT_S } from '../config/load.js';
 import { AddressError } from '../sid/addr.js';
 import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
+import { releaseMemory } from './memory.js';
 import { RULE_KIND_LIST, RuleError, type RuleKindSpec } from './rules.js';
 import { probeStatus, ProbeRequestError, setProbe } from '../dataplane/probe-control.js';
 
@@ -50,6 +60,120 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   const text = `${toJson(body)}\n`;
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
+}
+
+/** Bytes written to the socket in one piece by a streamed answer. */
+const PIECE = 64 * 1024;
+/** Large answers (counters, rule lists, /metrics) being built or sent at once, daemon-wide. */
+export const LARGE_ANSWERS_AT_ONCE = 4;
+/** Requests queued on one connection (pipelined) before it is closed. */
+const MAX_PIPELINED = 32;
+
+/**
+ * JSON text of `v` in pieces: arrays element by element and objects member
+ * by member down to `depth` levels, below that JSON.stringify whole (as
+ * toJson). Joined, the pieces are toJson(v).
+ */
+export function* jsonPieces(v: unknown, depth = 2): Generator<string> {
+  if (depth > 0 && Array.isArray(v)) {
+    yield '[';
+    for (let i = 0; i < v.length; i++) {
+      if (i > 0) yield ',';
+      const x: unknown = v[i];
+      if (x === undefined || typeof x === 'function' || typeof x === 'symbol') yield 'null';
+      else yield* jsonPieces(x, depth - 1);
+    }
+    yield ']';
+    return;
+  }
+  if (depth > 0 && typeof v === 'object' && v !== null && typeof (v as { toJSON?: unknown }).toJSON !== 'function') {
+    yield '{';
+    let first = true;
+    for (const [k, x] of Object.entries(v)) {
+      if (x === undefined || typeof x === 'function' || typeof x === 'symbol') continue;
+      yield `${first ? '' : ','}${JSON.stringify(k)}:`;
+      first = false;
+      yield* jsonPieces(x, depth - 1);
+    }
+    yield '}';
+    return;
+  }
+  yield toJson(v) ?? 'null';
+}
+
+/** Resolves when `res` can take more ('drain') or is gone ('close'). */
+function writable(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
+/**
+ * Send text pieces as one chunked answer, PIECE bytes at a time, waiting for
+ * the client to take each (write()'s backpressure) before making the next:
+ * what is buffered for a slow client is one piece, not the whole answer.
+ * Stops when the connection closes (a stalled one is closed by the watchdog).
+ */
+async function stream(res: ServerResponse, status: number, contentType: string, pieces: Iterable<string>): Promise<void> {
+  res.writeHead(status, { 'content-type': contentType });
+  let parts: string[] = [];
+  let size = 0;
+  for (const p of pieces) {
+    parts.push(p);
+    size += p.length;
+    if (size < PIECE) continue;
+    if (res.destroyed) return;
+    const more = res.write(parts.join(''));
+    parts = [];
+    size = 0;
+    if (!more) await writable(res);
+  }
+  if (!res.destroyed) res.end(parts.join(''));
+}
+
+function* slices(text: string): Generator<string> {
+  for (let i = 0; i < text.length; i += PIECE) yield text.slice(i, i + PIECE);
+}
+
+/** A counting semaphore: at most `n` holders; the rest wait in order. */
+class Slots {
+  #free: number;
+  readonly #waiting: (() => void)[] = [];
+  constructor(n: number) {
+    this.#free = n;
+  }
+  async run<T>(f: () => Promise<T>): Promise<T> {
+    if (this.#free > 0) this.#free--;
+    else await new Promise<void>((r) => this.#waiting.push(r));
+    try {
+      return await f();
+    } finally {
+      const next = this.#waiting.shift();
+      if (next !== undefined) next();
+      else this.#free++;
+    }
+  }
+}
+
+/** Shared by every listener of the process: the memory they bound is the process's. */
+const largeAnswers = new Slots(LARGE_ANSWERS_AT_ONCE);
+
+/** A large answer: JSON streamed, built only once a slot is free (and only if the client is still there). */
+function sendLarge(res: ServerResponse, status: number, build: () => unknown): Promise<void> {
+  return largeAnswers.run(async () => {
+    if (res.destroyed) return;
+    const value = build(); // before the status line: an error here is still answered as one
+    await stream(res, status, 'application/json', (function* () {
+      yield* jsonPieces(value);
+      yield '\n';
+    })());
+  });
 }
 
 async function readBody(req: IncomingMessage): Promise<unknown> {
@@ -127,21 +251,71 @@ export interface ApiOptions {
   readonly daemon: Daemon;
   readonly metrics: Registry;
   readonly log: Logger;
-  /** Required on every request when set (TCP listener). */
-  readonly token?: string;
+  /**
+   * The TCP listener's access. Absent: the unix socket, where the socket
+   * file's mode and group decide. `token`: required on every request (on
+   * changes always; on reads unless `openReads`). No token: read-only,
+   * changes answered 403 (the loader allows that only with openReads, on
+   * loopback).
+   */
+  readonly tcp?: { readonly token?: string; readonly openReads: boolean };
+}
+
+const READ_METHODS = new Set(['GET', 'HEAD']);
+
+/**
+ * The bearer token of daemon.http.token_file. Refused (an Error naming the
+ * file and what to do): unreadable, shorter than 16 characters, or readable
+ * by group or others (mode & 0o077): a token others can read is no secret.
+ */
+export function readTokenFile(file: string): string {
+  let text: string;
+  let mode: number;
+  try {
+    const fd = openSync(file, 'r');
+    try {
+      mode = fstatSync(fd).mode;
+      text = readFileSync(fd, 'utf8');
+    } finally {
+      closeSync(fd);
+    }
+  } catch (e) {
+    throw new Error(`daemon.http.token_file: cannot read ${file} (${(e as Error).message}); create it (install -m 600 /dev/null ${file} && openssl rand -hex 16 > ${file})`);
+  }
+  if ((mode & 0o077) !== 0) {
+    throw new Error(
+      `daemon.http.token_file: ${file} has mode ${(mode & 0o777).toString(8).padStart(4, '0')}, readable or writable by group or others, ` +
+        `so any local user could take the token; make it private: chmod 600 ${file}`,
+    );
+  }
+  const token = text.trim();
+  if (token.length < 16) throw new Error(`${file}: the token is ${token.length} characters; use at least 16 (e.g. openssl rand -hex 16 > ${file})`);
+  return token;
 }
 
 export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const { daemon: d } = o;
   const kinds = new Map<string, RuleKindSpec>(RULE_KIND_LIST.map((k) => [k.apiPath, k]));
   const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    if (o.token !== undefined) {
-      const got = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? ''; // the scheme is case-insensitive (RFC 9110 11.1)
-      const a = Buffer.from(got);
-      const b = Buffer.from(o.token);
-      if (a.length !== b.length || !timingSafeEqual(a, b)) {
-        res.setHeader('www-authenticate', 'Bearer');
-        throw new HttpError(401, 'missing or wrong bearer token: send Authorization: Bearer <token from daemon.http.token_file>');
+    if (o.tcp !== undefined) {
+      const read = READ_METHODS.has(req.method ?? '');
+      if (o.tcp.token === undefined) {
+        // (The loader refuses a listener with neither token nor open_reads; refused here too.)
+        if (!read || !o.tcp.openReads) {
+          throw new HttpError(
+            403,
+            'this HTTP listener is read-only: it has no daemon.http.token_file, and changes over TCP need a token (loopback too); ' +
+              'use the unix socket (mup CLI as root or in daemon.socket_group), or configure a token file and send Authorization: Bearer <token>',
+          );
+        }
+      } else if (!(read && o.tcp.openReads)) {
+        const got = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? ''; // the scheme is case-insensitive (RFC 9110 11.1)
+        const a = Buffer.from(got);
+        const b = Buffer.from(o.tcp.token);
+        if (a.length !== b.length || !timingSafeEqual(a, b)) {
+          res.setHeader('www-authenticate', 'Bearer');
+          throw new HttpError(401, 'missing or wrong bearer token: send Authorization: Bearer <token from daemon.http.token_file>');
+        }
       }
     }
     const url = new URL(req.url ?? '/', 'http://mup');
@@ -154,10 +328,10 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
 
     if (path === '/metrics') {
       if (method !== 'GET') allow(['GET']);
-      const text = await o.metrics.metrics();
-      res.writeHead(200, { 'content-type': o.metrics.contentType });
-      res.end(text);
-      return;
+      return largeAnswers.run(async () => {
+        if (res.destroyed) return;
+        await stream(res, 200, o.metrics.contentType, slices(await o.metrics.metrics()));
+      });
     }
     if (path === '/v1/status') {
       if (method !== 'GET') allow(['GET']);
@@ -171,7 +345,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       if (!['all', 'active', 'none'].includes(r) && !/^[0-9]{1,7}$/.test(r)) {
         throw new HttpError(400, `rules=${JSON.stringify(r)}: use all (every rule), active (rules with packets), none, or a number N (the first N rules)`, 'rules');
       }
-      return send(res, 200, d.counters(/^[0-9]+$/.test(r) ? Number(r) : (r as 'all' | 'active' | 'none')));
+      return sendLarge(res, 200, () => d.counters(/^[0-9]+$/.test(r) ? Number(r) : (r as 'all' | 'active' | 'none')));
     }
     if (path === '/v1/counters/reset') {
       if (method !== 'POST') allow(['POST']);
@@ -180,7 +354,9 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     }
     if (path === '/v1/reload') {
       if (method !== 'POST') allow(['POST']);
-      return send(res, 200, await d.reload());
+      const force = url.searchParams.get('force'); // past the deletion guard (daemon.reload_max_delete_share)
+      if (force !== null && force !== 'true' && force !== 'false') throw new HttpError(400, `force=${JSON.stringify(force)}: use force=true or leave it out`, 'force');
+      return send(res, 200, await d.reload({ force: force === 'true' }));
     }
     if (path === '/v1/probe') {
       if (method === 'GET') return send(res, 200, { probe: probeStatus(d.dataplane) });
@@ -196,7 +372,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     const k = kinds.get(path);
     if (k !== undefined) {
       if (method === 'GET') {
-        return send(res, 200, { [k.section]: d.listRules(k.kind) });
+        return sendLarge(res, 200, () => ({ [k.section]: d.listRules(k.kind) }));
       }
       if (method === 'POST' || method === 'PUT') {
         const body = await readBody(req);
@@ -228,9 +404,9 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     throw new HttpError(404, `no such endpoint ${path}; see the README (Control API) for the list`);
   };
 
-  return (req, res) => {
+  const handle = (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const started = process.hrtime.bigint();
-    route(req, res)
+    return route(req, res)
       .catch((e: unknown) => {
         let status = 500;
         let body: { error: string; path?: string; line?: number; file?: string } = { error: e instanceof Error ? e.message : String(e) };
@@ -252,6 +428,36 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       .finally(() => {
         o.log.debug({ method: req.method, url: req.url, status: res.statusCode, us: Number((process.hrtime.bigint() - started) / 1000n) }, 'api');
       });
+  };
+
+  // One request at a time per connection: a pipelined request is handled
+  // once the answer before it has been handed to the socket ('finish'), so a
+  // client that sends many and reads none holds one answer, not all of them.
+  const queues = new WeakMap<Socket, { tail: Promise<void>; depth: number }>();
+  const answered = (res: ServerResponse): Promise<void> =>
+    new Promise((resolve) => {
+      if (res.writableFinished || res.destroyed) return resolve();
+      res.once('finish', () => resolve());
+      res.once('close', () => resolve());
+    });
+  return (req, res) => {
+    const socket = req.socket;
+    const q = queues.get(socket) ?? { tail: Promise.resolve(), depth: 0 };
+    queues.set(socket, q);
+    if (++q.depth > MAX_PIPELINED) {
+      o.log.warn({ remote: socket.remoteAddress ?? 'unix socket', queued: q.depth }, `closing a connection with more than ${MAX_PIPELINED} requests waiting for their answers`);
+      socket.destroy();
+      return;
+    }
+    q.tail = q.tail.then(async () => {
+      try {
+        if (socket.destroyed) return;
+        await handle(req, res);
+        await answered(res);
+      } finally {
+        q.depth--;
+      }
+    });
   };
 }
 
@@ -312,8 +518,113 @@ export async function listenTcp(server: Server, host: string, port: number): Pro
   });
 }
 
-export function makeServer(handler: (req: IncomingMessage, res: ServerResponse) => void): Server {
-  const s = createServer(handler);
+export interface ServerLimits {
+  /** Open connections; beyond, a connection gets 503 with Retry-After and is closed. */
+  readonly maxConnections?: number;
+  /** Seconds an answer may make no progress (nothing taken by the client) before the connection is closed. */
+  readonly stallTimeout?: number;
+  /** Names the listener in the log. */
+  readonly name?: string;
+  readonly log?: Logger;
+}
+
+/**
+ * After stalled connections are closed, give their memory back (a full
+ * collection and malloc_trim, as after a config load): at most once every
+ * 2 s, 1 s after a closing.
+ */
+let releasePending = false;
+let releasedAt = 0;
+function scheduleRelease(): void {
+  if (releasePending) return;
+  releasePending = true;
+  const wait = Math.max(1000, releasedAt + 2000 - Date.now());
+  setTimeout(() => {
+    releasePending = false;
+    releasedAt = Date.now();
+    releaseMemory();
+  }, wait).unref();
+}
+
+/**
+ * The HTTP server of a listener, with its limits: a connection cap (the
+ * extra ones answered 503 before any parsing) and a watchdog that closes a
+ * connection whose pending output has not moved for stallTimeout seconds.
+ */
+class ApiServer extends Server {
+  readonly #conns = new Map<Socket, { done: number; since: number }>();
+  readonly #max: number;
+  readonly #stallMs: number;
+  readonly #o: ServerLimits;
+  #watchdog: NodeJS.Timeout | undefined;
+
+  constructor(handler: (req: IncomingMessage, res: ServerResponse) => void, o: ServerLimits) {
+    super(handler);
+    this.#o = o;
+    this.#max = o.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+    this.#stallMs = (o.stallTimeout ?? DEFAULT_STALL_TIMEOUT_S) * 1000;
+    this.on('listening', () => {
+      const tick = Math.min(1000, Math.max(100, this.#stallMs / 4));
+      this.#watchdog ??= setInterval(() => this.#check(), tick).unref();
+    });
+    this.on('close', () => {
+      clearInterval(this.#watchdog);
+      this.#watchdog = undefined;
+    });
+  }
+
+  // net.Server announces a new connection with emit('connection'); one over
+  // the cap never reaches the HTTP parser.
+  override emit(event: string | symbol, ...args: unknown[]): boolean {
+    if (event === 'connection') {
+      const socket = args[0] as Socket;
+      if (this.#conns.size >= this.#max) {
+        this.#refuse(socket);
+        return true;
+      }
+      this.#conns.set(socket, { done: 0, since: Date.now() });
+      socket.once('close', () => this.#conns.delete(socket));
+    }
+    return super.emit(event as string, ...args);
+  }
+
+  #refuse(socket: Socket): void {
+    const body = `${toJson({ error: `too many connections: this listener takes ${this.#max} at once (daemon.max_connections); retry in a moment` })}\n`;
+    socket.on('error', () => undefined);
+    socket.on('data', () => undefined); // read what the client sends, so that closing does not reset the answer away
+    socket.on('end', () => socket.destroy());
+    setTimeout(() => socket.destroy(), 2000).unref();
+    socket.end(
+      'HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\n' +
+        `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+  }
+
+  /** Close connections whose pending output has not moved for the stall timeout. */
+  #check(): void {
+    const now = Date.now();
+    for (const [s, w] of this.#conns) {
+      const pending = s.writableLength;
+      // bytesWritten counts what is queued too; minus what is queued: what the kernel took.
+      const done = (s.bytesWritten ?? 0) - pending;
+      if (pending === 0 || done !== w.done) {
+        w.done = done;
+        w.since = now;
+      } else if (now - w.since >= this.#stallMs) {
+        this.#o.log?.warn(
+          { listener: this.#o.name, remote: s.remoteAddress ?? 'unix socket', pending, seconds: this.#stallMs / 1000 },
+          'closing a connection whose client has not read its answer (daemon.stall_timeout)',
+        );
+        s.destroy();
+        this.#conns.delete(s);
+        scheduleRelease();
+      }
+    }
+  }
+}
+
+export function makeServer(handler: (req: IncomingMessage, res: ServerResponse) => void, limits: ServerLimits = {}): Server {
+  const s = new ApiServer(handler, limits);
   s.headersTimeout = 10_000;
   s.requestTimeout = 30_000;
   return s;

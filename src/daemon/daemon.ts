@@ -5,15 +5,19 @@
  *
  * Start (the same whether bpffs is empty or an earlier daemon left pins):
  *   1. read the config (and the state file, if it was made against this config);
+ *   1b. lock the instance (its pin directory) and the state file (lock(); a
+ *      second daemon is refused here, naming the first's pid);
  *   2. load the object, reusing the pinned tables and counters if there are any;
  *   3. bring the tables to the wanted rules (only the difference is written);
  *   4. per interface: swap the program of the pinned link (bpf_link_update,
  *      atomic), or create and pin a link;
- *   5. serve the API.
+ *   5. serve the API; hold the links and repair them (links.ts) every
+ *      LINK_CHECK_MS: pins removed, an interface recreated.
  * Stop: by default nothing is detached (the pins keep it all running);
  * --detach-on-exit removes the links and pins.
  */
-import { readFileSync, renameSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Config } from '../config/types.js';
 import { loadConfigFile } from '../config/load.js';
 import { ConfigError } from '../config/errors.js';
@@ -26,22 +30,27 @@ import {
   type RuleSelection,
   type TranslationFunction,
 } from '../dataplane/dataplane.js';
-import { closeFd } from '../dataplane/libbpf.js';
+import { closeFd, progInfo } from '../dataplane/libbpf.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher } from '../dataplane/nexthop.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
 import { releaseMemory } from './memory.js';
 import { ensureBpffs, Pins, type MapPin } from './pins.js';
+import { LINK_CHECK_MS, LinkKeeper } from './links.js';
+import { type HeldLock, LockedError, stateLockPath, takeLock } from '../host/lock.js';
 import { DEFAULT_BPFFS, defaultStateFile } from '../host/paths.js';
 import {
   emptyOverlay,
   overlaySize,
+  RULE_KIND_LIST,
   RULE_KINDS,
   RuleError,
   RuleSet,
   sha256,
   StateStore,
+  StateWriteError,
+  type StateLine,
   type Overlay,
   type Rule,
   type RuleJson,
@@ -60,6 +69,8 @@ export interface DaemonOptions {
   readonly replaceTables?: boolean;
   /** Network namespace to run in (`ip netns` name): interfaces, links and sockets are there. */
   readonly netns?: string;
+  /** How often links and interfaces are checked and repaired (ms; default LINK_CHECK_MS). */
+  readonly linkCheckMs?: number;
   readonly log: Logger;
 }
 
@@ -67,9 +78,12 @@ export interface InterfaceStatus {
   readonly name: string;
   readonly mode: 'native' | 'generic';
   readonly ifindex: number | null;
-  /** Our program is what the interface's link runs now. */
+  /** Our program is what the interface's link runs now (on its current device). */
   readonly attached: boolean;
+  /** Program the interface's live link runs; null when there is none. */
   readonly progId: number | null;
+  /** The link's pin exists. */
+  readonly pinned: boolean;
 }
 
 export interface DaemonStatus {
@@ -101,7 +115,10 @@ export interface ReloadResult {
   readonly configChanged: boolean;
   readonly programReplaced: boolean;
   readonly discardedChanges: number;
-  readonly interfaces: { readonly attached: string[]; readonly detached: string[] };
+  /** Where the dropped API changes were kept (<state>.discarded.<time>), when there were any. */
+  readonly discardedTo?: string;
+  /** `missing`: configured interfaces that do not exist now (not attached; attached when they appear). */
+  readonly interfaces: { readonly attached: string[]; readonly detached: string[]; readonly missing: string[] };
 }
 
 export interface CountersSnapshot {
@@ -117,6 +134,9 @@ export function packageVersion(): string {
 }
 
 export { defaultSocket, defaultStateFile } from '../host/paths.js';
+
+/** daemon.reload_max_delete_share when the config leaves it out: a reload may delete up to half the rules without --force. */
+export const DEFAULT_RELOAD_MAX_DELETE_SHARE = 0.5;
 
 /** A mutex for operations that change tables and state (one at a time). */
 class Serial {
@@ -147,6 +167,12 @@ export class Daemon {
   #objectSha = '';
   #adopted = false;
   #stopped = false;
+  readonly #links: LinkKeeper;
+  #linkTimer: NodeJS.Timeout | undefined;
+  /** The instance lock (pin directory) and the state file's lock. */
+  #instanceLock: HeldLock | undefined;
+  #stateLock: HeldLock | undefined;
+  #prog: { fd: number; info: { id: number; tag: string; name: string } } | undefined;
   /** Reloads by result, for metrics. */
   readonly reloads = { ok: 0, failed: 0 };
 
@@ -157,6 +183,24 @@ export class Daemon {
     this.#stateFile = o.stateFile ?? defaultStateFile(o.instance);
     this.#store = new StateStore(this.#stateFile);
     this.objectPath = o.object ?? DEFAULT_OBJECT;
+    this.#links = new LinkKeeper({
+      pins: this.pins,
+      log: this.#log,
+      progFd: () => this.dataplane.progFd,
+      progId: () => this.#program().id,
+      maps: () => {
+        const m = this.dataplane.maps;
+        return { policies: m.policies, localsids: m.localsids, counters: m.counters };
+      },
+      dirRecreated: () => this.#relock(),
+    });
+  }
+
+  /** Id, tag and name of the program this daemon runs. */
+  #program(): { id: number; tag: string; name: string } {
+    const fd = this.dataplane.progFd;
+    if (this.#prog?.fd !== fd) this.#prog = { fd, info: progInfo(fd) };
+    return this.#prog.info;
   }
 
   /** --state-file, else daemon.state_file of the config, else /var/lib/mup/<instance>.state.json. */
@@ -177,10 +221,80 @@ export class Daemon {
     return this.#rules.config;
   }
 
-  /** prepare() then takeOver(). */
+  /** prepare(), lock(), takeOver(). */
   async start(): Promise<void> {
     await this.prepare();
-    this.takeOver();
+    this.lock();
+    try {
+      this.takeOver();
+    } catch (e) {
+      this.unlock();
+      throw e;
+    }
+  }
+
+  /**
+   * Make the instance ours before anything of it is touched: an exclusive
+   * flock on its pin directory (one daemon per instance) and on the state
+   * file's .lock (one daemon per state file), held until stop() or the
+   * process ends (the kernel drops them on any exit). Refused with the
+   * holder's pid. Only mounts the bpffs and makes the empty directory.
+   */
+  lock(): void {
+    const bpffs = this.#o.bpffs ?? DEFAULT_BPFFS;
+    if (ensureBpffs(bpffs)) this.#log.info({ path: bpffs }, 'mounted a bpf filesystem');
+    const made = !this.pins.exists();
+    this.pins.prepare();
+    const instance = this.#o.instance;
+    try {
+      this.#instanceLock = takeLock(this.pins.dir, `instance ${instance}`);
+    } catch (e) {
+      if (!(e instanceof LockedError)) throw e;
+      throw new LockedError(
+        `instance ${instance} is served by ${e.pid === undefined ? 'another daemon' : `the daemon with pid ${e.pid}`} (it holds the lock on ${this.pins.dir}); ` +
+          `stop it first${e.pid === undefined ? '' : ` (kill ${e.pid})`}, or start this one with another --instance`,
+        e.pid,
+      );
+    }
+    try {
+      mkdirSync(dirname(this.stateFile), { recursive: true, mode: 0o755 });
+      this.#stateLock = takeLock(stateLockPath(this.stateFile), `state file ${this.stateFile}`);
+    } catch (e) {
+      this.unlock();
+      if (made) {
+        try {
+          rmdirSync(this.pins.dir);
+        } catch {
+          // not empty after all
+        }
+      }
+      if (!(e instanceof LockedError)) throw e;
+      throw new LockedError(
+        `state file ${this.stateFile} is used by ${e.pid === undefined ? 'another daemon' : `the daemon with pid ${e.pid}`} (it holds ${stateLockPath(this.stateFile)}); ` +
+          'give each instance its own state file (--state-file or daemon.state_file)',
+        e.pid,
+      );
+    }
+  }
+
+  /** Let go of the locks (stop(), or a start that failed after lock()). */
+  unlock(): void {
+    this.#instanceLock?.release();
+    this.#instanceLock = undefined;
+    this.#stateLock?.release();
+    this.#stateLock = undefined;
+  }
+
+  /** The pin directory was removed and made again: the lock on the old one means nothing now. */
+  #relock(): void {
+    if (this.#instanceLock === undefined || this.#instanceLock.stillHere()) return;
+    this.#instanceLock.release();
+    this.#instanceLock = undefined;
+    try {
+      this.#instanceLock = takeLock(this.pins.dir, `instance ${this.#o.instance}`);
+    } catch (e) {
+      this.#log.error({ pins: this.pins.dir, error: (e as Error).message }, 'could not lock the pin directory made again');
+    }
   }
 
   /**
@@ -215,6 +329,8 @@ export class Daemon {
   }
 
   #discardState = 0;
+  /** The state file read at start ended with a torn line (cut off at takeover). */
+  #tornState = false;
   /** ms per start phase, logged with the start line. */
   readonly #timings: Record<string, number> = {};
 
@@ -224,8 +340,8 @@ export class Daemon {
     const overlay = this.#rules.overlay;
     const config = this.#rules.config;
     if (this.#discardState > 0) {
-      const aside = `${this.stateFile}.discarded`;
-      renameSync(this.stateFile, aside);
+      const aside = this.#store.discard();
+      this.#tornState = false; // set aside with the rest
       this.#log.warn(
         { stateFile: this.stateFile, keptAs: aside, changes: this.#discardState },
         'the config file changed since these API changes were made: the file wins, the API changes are dropped (write them into the file to keep them)',
@@ -256,6 +372,7 @@ export class Daemon {
       throw e;
     }
     this.pins.pinProg(dp.progFd);
+    this.#links.hold(config.interfaces ?? []);
     this.#timings.attach = Math.round(performance.now() - t3);
     const t = dp.rules;
     this.#log.info(
@@ -270,9 +387,21 @@ export class Daemon {
       },
       this.#adopted ? 'took over the running data plane' : 'data plane loaded',
     );
-    this.#saveState();
+    this.#tidyState('start');
     releaseMemory();
     this.#nexthops();
+    this.#watchLinks();
+  }
+
+  /** Check (and repair) links and interfaces every linkCheckMs, one at a time with the other changes. */
+  #watchLinks(): void {
+    if (this.#linkTimer !== undefined) return;
+    this.#linkTimer = setInterval(() => {
+      void this.#serial.run(() => {
+        if (!this.#stopped && this.#dp !== undefined) this.#links.check(this.config.interfaces ?? []);
+      });
+    }, this.#o.linkCheckMs ?? LINK_CHECK_MS);
+    this.#linkTimer.unref();
   }
 
   /** Run the next-hop cache in forwarding mode fib, stop it otherwise; re-resolve after a rule change. */
@@ -317,7 +446,13 @@ export class Daemon {
   #loadOverlay(configSha: string): { overlay: Overlay; discard: number } {
     const got = this.#store.read();
     if (got === undefined) return { overlay: emptyOverlay(), discard: 0 };
-    if (got.torn) this.#log.warn({ stateFile: this.stateFile }, 'the last change in the state file was cut short (a crash while writing it); it was never acknowledged and is ignored');
+    if (got.torn) {
+      this.#log.warn(
+        { stateFile: this.stateFile, line: got.tornAt?.line, bytes: got.tornAt?.bytes },
+        'the last change in the state file was cut short (a crash or a full disk while writing it); it was never acknowledged: it is dropped and cut off the file',
+      );
+      this.#tornState = true;
+    }
     if (got.header.config.sha256 === configSha) return { overlay: got.overlay, discard: 0 };
     return { overlay: emptyOverlay(), discard: overlaySize(got.overlay) };
   }
@@ -342,32 +477,64 @@ export class Daemon {
     }
   }
 
-  /** Attach to every configured interface; detach from pinned interfaces no longer configured. */
-  #attachAll(config: Config): { attached: string[]; detached: string[] } {
+  /**
+   * Attach to every configured interface that exists (the missing ones are
+   * returned, and attached by the link check when they appear); detach from
+   * pinned interfaces no longer configured.
+   */
+  #attachAll(config: Config): { attached: string[]; detached: string[]; missing: string[] } {
     const dp = this.dataplane;
     const attached: string[] = [];
     const detached: string[] = [];
+    const missing: string[] = [];
     const wanted = config.interfaces ?? [];
+    // Links we hold keep running: let go of those about to be detached or
+    // remade in another mode, and put back pins removed under us, so that
+    // the pins say what runs.
+    this.#links.releaseExcept(wanted);
+    if (this.pins.exists()) this.#links.repinLinks();
+    else this.#links.repin(); // the directory went under us: everything
     for (const i of wanted) {
+      if (!this.#ifExists(i.name)) {
+        missing.push(i.name);
+        this.#log.warn({ interface: i.name, mode: i.xdp }, 'the interface does not exist: not attached; it is attached when it appears');
+        continue;
+      }
       const how = this.pins.attach(i.name, i.xdp, dp.progFd);
       if (how === 'attached') attached.push(i.name);
       this.#log.info({ interface: i.name, mode: i.xdp }, how === 'updated' ? 'program swapped on the running link' : 'attached');
     }
     for (const l of this.pins.links()) {
       if (!wanted.some((i) => i.name === l.ifname && i.xdp === l.mode)) {
+        this.#links.release(l.ifname);
         this.pins.detach(l);
         detached.push(l.ifname);
         this.#log.info({ interface: l.ifname, mode: l.mode }, 'detached (no longer in the config)');
       }
     }
-    return { attached, detached };
+    this.#links.hold(wanted.filter((i) => !missing.includes(i.name)));
+    return { attached, detached, missing };
   }
 
-  /** SIGHUP / API reload: re-read the file, apply the difference; a bad file changes nothing. */
-  reload(): Promise<ReloadResult> {
+  #ifExists(name: string): boolean {
+    try {
+      ifIndex(name);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * SIGHUP / API reload: re-read the file, apply the difference; a bad file
+   * changes nothing. A file that would delete more than
+   * daemon.reload_max_delete_share of the rules is refused unless `force`
+   * (the API's ?force=true, `mup reload --force`; SIGHUP never forces).
+   */
+  reload(o: { force?: boolean } = {}): Promise<ReloadResult> {
     return this.#serial.run(async () => {
       try {
-        const r = await this.#reload();
+        const r = await this.#reload(o.force === true);
         this.reloads.ok++;
         return r;
       } catch (e) {
@@ -377,7 +544,7 @@ export class Daemon {
     });
   }
 
-  async #reload(): Promise<ReloadResult> {
+  async #reload(force: boolean): Promise<ReloadResult> {
     const { config, sha } = await this.#readConfig();
     const configChanged = sha !== this.#configSha;
     const discarded = configChanged ? overlaySize(this.#rules.overlay) : 0;
@@ -393,19 +560,19 @@ export class Daemon {
           'a loaded table cannot be resized: restart the daemon with --replace-tables (the new tables are filled before the program is swapped in; counters start from zero)',
       );
     }
-    for (const i of config.interfaces ?? []) {
-      try {
-        ifIndex(i.name);
-      } catch (e) {
-        throw new ConfigError(config.file, i.where, `${(e as Error).message}; create it or remove it from the config`);
-      }
-    }
+    // A configured interface that does not exist now is no reason to refuse:
+    // the reload applies, the result names it, the link check attaches it when it appears.
+    this.#deletionGuard(rules, force);
     if (JSON.stringify(config.daemon ?? {}) !== JSON.stringify(this.config.daemon ?? {})) {
       this.#log.warn({ file: config.file }, 'the daemon section changed (socket, group, state file, http): that takes effect at the next restart');
     }
     const objectSha = sha256(readFileSync(this.objectPath));
+    // The dropped API changes are kept (never overwritten) before the tables
+    // change: if that fails, the reload is refused with nothing changed.
+    const discardedTo = discarded > 0 ? this.#store.discard() : undefined;
     let result: { added: number; replaced: number; deleted: number; unchanged: number };
     let programReplaced = false;
+    let ifaces: ReloadResult['interfaces'] | undefined;
     if (objectSha !== this.#objectSha) {
       // A new object: load it on the same tables, then swap it in on every link.
       const before = old.rules;
@@ -418,43 +585,112 @@ export class Daemon {
       this.#dp = dp;
       this.#objectSha = objectSha;
       programReplaced = true;
-      this.#attachAll(config);
+      ifaces = { ...this.#attachAll(config), attached: [], detached: [] };
       this.pins.pinProg(dp.progFd);
       old.close();
       this.#log.info({ object: this.objectPath, sha256: objectSha }, 'new program swapped in on every interface');
     } else {
       result = old.sync(rules.effective());
     }
-    const ifaces = programReplaced ? { attached: [], detached: [] } : this.#attachAll(config);
+    ifaces ??= this.#attachAll(config);
     this.#rules = rules;
     this.#configLoadedAt = new Date();
     if (configChanged) {
       this.#configSha = sha;
       if (discarded > 0) {
-        try {
-          renameSync(this.stateFile, `${this.stateFile}.discarded`);
-        } catch {
-          // Nothing to set aside.
-        }
-        this.#log.warn({ changes: discarded, keptAs: `${this.stateFile}.discarded` }, 'config file changed: API changes dropped, the file wins');
+        this.#log.warn({ changes: discarded, keptAs: discardedTo }, 'config file changed: API changes dropped, the file wins');
       }
     }
-    this.#saveState();
+    this.#tidyState('reload');
     releaseMemory();
     this.#nexthops();
-    this.#log.info({ ...result, configChanged, programReplaced }, 'reloaded');
-    return { ...result, configChanged, programReplaced, discardedChanges: discarded, interfaces: ifaces };
+    this.#log.info({ ...result, configChanged, programReplaced, ...(ifaces.missing.length > 0 ? { missingInterfaces: ifaces.missing } : {}) }, 'reloaded');
+    return {
+      ...result,
+      configChanged,
+      programReplaced,
+      discardedChanges: discarded,
+      ...(discardedTo === undefined ? {} : { discardedTo }),
+      interfaces: ifaces,
+    };
   }
 
-  /** Rewrite the state file with the net changes (atomic). */
-  #saveState(): void {
-    this.#store.rewrite(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay);
+  /**
+   * Refuse a reload that would take more than daemon.reload_max_delete_share
+   * (of the running config: like the rest of the daemon section, a new value
+   * applies from the next start) of the rules out of the tables: a
+   * half-written file is valid YAML more often than not.
+   */
+  #deletionGuard(next: RuleSet, force: boolean): void {
+    const share = this.config.daemon?.reloadMaxDeleteShare ?? DEFAULT_RELOAD_MAX_DELETE_SHARE;
+    let total = 0;
+    const gone: string[] = [];
+    for (const k of RULE_KIND_LIST) {
+      const now = this.#rules.rules(k.kind);
+      total += now.size;
+      for (const [key, r] of now) if (!next.rules(k.kind).has(key)) gone.push(`${k.label} ${key}${r.name === undefined ? '' : ` (${r.name})`}`);
+    }
+    if (total === 0 || gone.length <= share * total) return;
+    const shown = gone.slice(0, 10).join(', ');
+    const more = gone.length > 10 ? ` and ${gone.length - 10} more` : '';
+    const msg =
+      `reload refused: the config file would delete ${gone.length} of the ${total} rules (${Math.round((gone.length / total) * 100)}%, ` +
+      `more than daemon.reload_max_delete_share ${share}): ${shown}${more}. Nothing was changed. A file cut short or half-written? ` +
+      'Check it; if the deletions are meant, run mup reload --force (POST /v1/reload?force=true)';
+    if (force) {
+      this.#log.warn({ deleted: gone.length, of: total, share }, 'reload deletes more than daemon.reload_max_delete_share of the rules (forced)');
+      return;
+    }
+    throw new RuleError(msg, 409);
   }
 
-  /** Append one change to the state file (durable before the API answers). */
-  #record(line: Parameters<StateStore['append']>[0]): void {
-    this.#store.append(line);
-    if (this.#store.wantsCompaction(this.#rules.overlay)) this.#saveState();
+  /**
+   * Rewrite the state file with the net changes (compaction; atomic). Not a
+   * change of its own: when it fails (a full disk) the file stays as it was,
+   * with every acknowledged change, and it is tried again later; a file not
+   * (yet) for the running config is written with the next change instead.
+   */
+  #tidyState(when: 'start' | 'reload' | 'compaction'): void {
+    if (this.#tornState) {
+      this.#tornState = false;
+      try {
+        this.#store.dropTornTail();
+      } catch (e) {
+        this.#log.warn({ stateFile: this.stateFile, error: (e as Error).message }, 'could not cut the torn line off the state file now; retried before the next change is written');
+      }
+    }
+    try {
+      this.#store.rewrite(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (e) =>
+        this.#log.warn({ stateFile: this.stateFile, error: e.message }, 'state file rewritten, but the fsync of its directory failed'),
+      );
+    } catch (e) {
+      const current = this.#store.isFor(this.#configSha);
+      this.#log.warn(
+        { stateFile: this.stateFile, when, errno: (e as StateWriteError).errno, error: (e as Error).message },
+        current
+          ? 'could not rewrite (compact) the state file; it is whole and holds every acknowledged change as it is; tried again later'
+          : 'could not write the state file for this config; the next API change writes it (and fails until it can)',
+      );
+    }
+  }
+
+  /**
+   * Make one change durable before the API answers: its record appended and
+   * fdatasync'ed (or the whole file written, when the file is not one for
+   * this config). Throws StateWriteError: the caller undoes the change. A
+   * compaction after it is housekeeping: it cannot undo a durable change.
+   */
+  #record(line: StateLine): void {
+    this.#store.commit(line, this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay);
+    if (this.#store.wantsCompaction(this.#rules.overlay)) this.#tidyState('compaction');
+  }
+
+  /** The error for a change that could not be recorded (undone already): 507 / 503, the file and errno named. */
+  #notSaved(e: unknown, what: string): Error {
+    if (!(e instanceof StateWriteError)) return new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
+    this.#log.warn({ stateFile: e.file, errno: e.errno, change: what, error: e.message }, 'API change refused: the state file could not be written; undone');
+    const hint = e.status === 507 ? 'free space on its filesystem and try again' : 'check the file and its filesystem, then try again';
+    return new StateWriteError(e.file, e.errno, `${e.message} [${e.errno}]: the change was not saved, so it was undone (tables and rules as before); ${hint}`);
   }
 
   // -------------------------------------------------------------------------
@@ -494,7 +730,7 @@ export class Daemon {
           this.#rules.put(kind, previous);
         }
         before();
-        throw new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
+        throw this.#notSaved(e, `${op} ${kind} ${key}`);
       }
       this.#log.info({ kind, key, op, name: rule.name }, op === 'add' ? 'rule added' : 'rule replaced');
       return k.json(tagged);
@@ -525,7 +761,7 @@ export class Daemon {
         t.apply(k.put([previous]));
         this.#rules.put(kind, previous);
         before();
-        throw new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
+        throw this.#notSaved(e, `delete ${kind} ${key}`);
       }
       this.#log.info({ kind, key, name: previous.name }, 'rule deleted');
       return k.json(previous);
@@ -582,25 +818,10 @@ export class Daemon {
 
   status(): DaemonStatus {
     const dp = this.dataplane;
-    const prog = this.pins.pinnedProg() ?? null;
-    const links = this.pins.links();
-    const interfaces = (this.config.interfaces ?? []).map((i): InterfaceStatus => {
-      let ifindex: number | null = null;
-      try {
-        ifindex = ifIndex(i.name);
-      } catch {
-        ifindex = null;
-      }
-      const l = links.find((x) => x.ifname === i.name && x.mode === i.xdp);
-      const st = l === undefined ? undefined : this.pins.linkState(l);
-      return {
-        name: i.name,
-        mode: i.xdp,
-        ifindex,
-        attached: st !== undefined && prog !== null && st.progId === prog.id && st.ifindex !== 0 && st.ifindex === ifindex,
-        progId: st?.progId ?? null,
-      };
-    });
+    // What runs, from the kernel (the program this daemon holds, the links
+    // it holds on the current devices), not from the pins.
+    const prog = this.#program();
+    const interfaces = (this.config.interfaces ?? []).map((i): InterfaceStatus => ({ name: i.name, mode: i.xdp, ...this.#links.state(i) }));
     const s = dp.config.settings;
     return {
       instance: this.#o.instance,
@@ -629,14 +850,18 @@ export class Daemon {
     this.#stopped = true;
     // The cache's lease ends now: the running program goes back to the FIB lookup.
     this.#nh?.stop();
+    clearInterval(this.#linkTimer);
     if (this.#o.detachOnExit === true) {
       const removed = this.pins.removeAll();
       this.#log.info({ removed }, 'detached from every interface and removed the pins');
     } else {
       this.#log.info({ pins: this.pins.dir }, 'stopping; the data plane keeps forwarding (pinned)');
     }
+    // Without pins (detach-on-exit) the links go with our descriptors.
+    this.#links.releaseAll();
     this.#store.close();
     this.#dp?.close();
+    this.unlock();
   }
 }
 

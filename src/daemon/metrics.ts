@@ -28,6 +28,7 @@ const FUNCTION_NAMES = {
   end_m_gtp6_e: 'End.M.GTP6.E',
   end_m_gtp6_d: 'End.M.GTP6.D',
   end_m_gtp6_d_di: 'End.M.GTP6.D.Di',
+  h_m_session_encaps: 'H.M.Session.Encaps',
 } as const;
 
 function eventClass(name: string): string {
@@ -151,7 +152,7 @@ export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT):
   });
   new Gauge({
     name: 'mup_interface_attached',
-    help: '1 when the configured interface runs our program (via its pinned XDP link), else 0',
+    help: '1 when the configured interface runs our program now (the XDP link the daemon holds, on its current device), else 0 (missing or detached)',
     labelNames: ['interface', 'mode'],
     registers: [reg],
     collect() {

@@ -30,6 +30,7 @@ import {
   xdpLinkCreate,
 } from '../dataplane/libbpf.js';
 import { ifIndex } from '../dataplane/netns.js';
+import { pinDir } from '../host/paths.js';
 
 export { DEFAULT_BPFFS } from '../host/paths.js';
 const BPF_FS_MAGIC = 0xcafe4a11;
@@ -80,7 +81,7 @@ export class Pins {
     readonly instance: string,
   ) {
     checkInstance(instance);
-    this.dir = join(bpffs, 'mup', instance);
+    this.dir = pinDir(bpffs, instance);
   }
 
   /** Create the instance directory (the bpffs must be mounted). */

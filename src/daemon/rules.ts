@@ -5,25 +5,41 @@
  * Which wins: the state file applies only on top of the very config file it
  * was made against (same SHA-256). An edited config file is the operator's
  * newer word, so a reload or restart with a changed file drops the overlay
- * (kept aside as <state>.discarded, and logged). To keep an API change for
+ * (kept aside as <state>.discarded.<time>, never overwritten, and logged). To keep an API change for
  * good, write it into the config file.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fdatasyncSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
-import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry } from '../config/load.js';
-import { localSidKey, policyKey } from '../config/keys.js';
-import type { Config, LocalSid, Policy } from '../config/types.js';
+import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry } from '../config/load.js';
+import { canonicalPolicyKey, formatTeidPrefix, localSidKey, policyKey, sessionKey } from '../config/keys.js';
+import type { Config, LocalSid, Policy, Session } from '../config/types.js';
 import type { Changes, Tables } from '../dataplane/tables.js';
-import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
+import { formatIpv4, formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
 
-export type RuleKind = 'policy' | 'localsid';
+export type RuleKind = 'policy' | 'localsid' | 'session';
 
 /** A rule as the config file and the API spell it (snake_case keys). */
 export type RuleJson = Record<string, unknown>;
 
 /** A rule of any kind. */
-export type Rule = Policy | LocalSid;
+export type Rule = Policy | LocalSid | Session;
 
 /**
  * What differs between the kinds of rule, for the rule set, the state file,
@@ -38,7 +54,7 @@ export interface RuleKindSpec {
    * The config file's section, the API's list key (GET /v1/policies ->
    * {"policies": [...]}) and the head of a rule's key path ("policies[10.45.0.0/16]").
    */
-  readonly section: 'policies' | 'localsids';
+  readonly section: 'policies' | 'localsids' | 'sessions';
   /** The API's collection. */
   readonly apiPath: string;
   /** `mup <verb> list|add|replace|del`. */
@@ -46,7 +62,7 @@ export interface RuleKindSpec {
   /** The key's name: in the config and API body, the DELETE query, messages. */
   readonly keyName: string;
   /** The overlay's maps of this kind: added or replaced rules, deleted config keys. */
-  readonly overlay: { readonly put: 'policies' | 'localsids'; readonly del: 'delPolicies' | 'delLocalSids' };
+  readonly overlay: { readonly put: 'policies' | 'localsids' | 'sessions'; readonly del: 'delPolicies' | 'delLocalSids' | 'delSessions' };
   /** Validate one entry as the config file's (and the API's, the state file's) rules are. */
   parse(v: unknown, where: string): Rule;
   /** The key text (the prefix, canonical). */
@@ -73,11 +89,11 @@ export const RULE_KINDS: Readonly<Record<RuleKind, RuleKindSpec>> = {
     overlay: { put: 'policies', del: 'delPolicies' },
     parse: (v, where) => parsePolicyEntry(v, where),
     key: (r) => policyKey(r as Policy),
-    canonicalKey: (text) => formatIpv4Prefix(parseIpv4Prefix(text, 'match')),
+    canonicalKey: (text) => canonicalPolicyKey(text, 'match'),
     json: (r) => policyJson(r as Policy),
     put: (rules) => ({ putPolicies: rules as Policy[] }),
-    del: (rules) => ({ delPolicies: (rules as Policy[]).map((p) => p.match) }),
-    ruleId: (t, r) => t.policyRule((r as Policy).match),
+    del: (rules) => ({ delPolicies: (rules as Policy[]).map((p) => ({ match: p.match, ...(p.teid === undefined ? {} : { teid: p.teid }) })) }),
+    ruleId: (t, r) => t.policyRule((r as Policy).match, (r as Policy).teid),
   },
   localsid: {
     kind: 'localsid',
@@ -95,6 +111,22 @@ export const RULE_KINDS: Readonly<Record<RuleKind, RuleKindSpec>> = {
     del: (rules) => ({ delLocalSids: (rules as LocalSid[]).map((l) => l.sid) }),
     ruleId: (t, r) => t.localsidRule((r as LocalSid).sid),
   },
+  session: {
+    kind: 'session',
+    label: 'session',
+    section: 'sessions',
+    apiPath: '/v1/sessions',
+    cliVerb: 'session',
+    keyName: 'ue',
+    overlay: { put: 'sessions', del: 'delSessions' },
+    parse: (v, where) => parseSessionEntry(v, where),
+    key: (r) => sessionKey(r as Session),
+    canonicalKey: (text) => (text.includes(':') ? formatIpv6Prefix(parseIpv6Prefix(text, 'ue')) : formatIpv4Prefix(parseIpv4Prefix(text, 'ue'))),
+    json: (r) => sessionJson(r as Session),
+    put: (rules) => ({ putSessions: rules as Session[] }),
+    del: (rules) => ({ delSessions: (rules as Session[]).map((x) => x.ue) }),
+    ruleId: (t, r) => t.sessionRule((r as Session).ue),
+  },
 };
 
 /** Every kind, in the order the tables, listings and state file use. */
@@ -108,13 +140,32 @@ export function ruleKind(name: unknown): RuleKindSpec | undefined {
 export function policyJson(p: Policy): RuleJson {
   return {
     ...(p.name === undefined ? {} : { name: p.name }),
-    match: policyKey(p),
-    sr_prefix: formatIpv6Prefix(p.srPrefix),
+    match: formatIpv4Prefix(p.match),
+    ...(p.teid === undefined ? {} : { teid: formatTeidPrefix(p.teid) }),
+    ...(p.sid === undefined ? { sr_prefix: formatIpv6Prefix(p.srPrefix) } : { sid: formatIpv6(p.sid) }),
     src_prefix: formatIpv6Prefix(p.srcPrefix),
     ...(p.segments.length === 0 ? {} : { segments: p.segments.map((s) => formatIpv6(s)) }),
     srh: p.srh,
     hop_limit: p.hopLimit,
     ...(p.mtu === undefined ? {} : { mtu: p.mtu }),
+  };
+}
+
+export function sessionJson(x: Session): RuleJson {
+  return {
+    ...(x.name === undefined ? {} : { name: x.name }),
+    ue: sessionKey(x),
+    teid: x.teid,
+    qfi: x.qfi,
+    rqi: x.rqi,
+    endpoint: formatIpv4(x.endpoint),
+    source: formatIpv4(x.source),
+    isd: formatIpv6Prefix(x.isd),
+    src_prefix: formatIpv6Prefix(x.srcPrefix),
+    ...(x.segments.length === 0 ? {} : { segments: x.segments.map((s) => formatIpv6(s)) }),
+    srh: x.srh,
+    hop_limit: x.hopLimit,
+    ...(x.mtu === undefined ? {} : { mtu: x.mtu }),
   };
 }
 
@@ -155,10 +206,12 @@ export interface Overlay {
   readonly delPolicies: Set<string>;
   readonly localsids: Map<string, LocalSid>;
   readonly delLocalSids: Set<string>;
+  readonly sessions: Map<string, Session>;
+  readonly delSessions: Set<string>;
 }
 
 export function emptyOverlay(): Overlay {
-  return { policies: new Map(), delPolicies: new Set(), localsids: new Map(), delLocalSids: new Set() };
+  return { policies: new Map(), delPolicies: new Set(), localsids: new Map(), delLocalSids: new Set(), sessions: new Map(), delSessions: new Set() };
 }
 
 export function overlaySize(o: Overlay): number {
@@ -175,14 +228,14 @@ export class RuleError extends Error {
   constructor(
     message: string,
     /** HTTP status the API answers with. */
-    readonly status: 400 | 404 | 409,
+    readonly status: 400 | 404 | 409 | 503 | 507,
   ) {
     super(message);
   }
 }
 
 /** Key text of a rule: its prefix, masked, as formatted (computed once per rule). */
-export { localSidKey, policyKey };
+export { localSidKey, policyKey, sessionKey };
 
 /** Canonical key text from user text ("10.0.0.7/24" -> "10.0.0.0/24"). */
 export function canonicalKey(kind: RuleKind, text: string): string {
@@ -204,11 +257,11 @@ export class RuleSet {
     readonly config: Config,
     readonly overlay: Overlay,
   ) {
-    for (const k of RULE_KIND_LIST) for (const r of config[k.section]) this.#fromConfig.add(`${k.kind} ${k.key(r)}`);
+    for (const k of RULE_KIND_LIST) for (const r of config[k.section] ?? []) this.#fromConfig.add(`${k.kind} ${k.key(r)}`);
     for (const k of RULE_KIND_LIST) {
       const put = overlay[k.overlay.put] as Map<string, Rule>;
       const del = overlay[k.overlay.del];
-      for (const r of config[k.section]) {
+      for (const r of config[k.section] ?? []) {
         const key = k.key(r);
         if (!del.has(key)) this.#set(k, put.get(key) ?? r);
       }
@@ -218,7 +271,7 @@ export class RuleSet {
     // still hold together (names unique across file and API, lengths). The
     // file alone was checked when it was read.
     if (overlaySize(overlay) > 0) {
-      checkRuleSet('the config with the state file applied', [...this.policies.values()], [...this.localsids.values()]);
+      checkRuleSet('the config with the state file applied', [...this.policies.values()], [...this.localsids.values()], [...this.sessions.values()]);
     }
   }
 
@@ -230,6 +283,11 @@ export class RuleSet {
   /** The local SIDs, by key, in order. */
   get localsids(): ReadonlyMap<string, LocalSid> {
     return this.#rules.localsid as Map<string, LocalSid>;
+  }
+
+  /** The sessions, by key, in order. */
+  get sessions(): ReadonlyMap<string, Session> {
+    return this.#rules.session as Map<string, Session>;
   }
 
   /** The rules of a kind, by key, in order. */
@@ -304,7 +362,7 @@ export class RuleSet {
 
   /** The effective config (settings and interfaces from the file). */
   effective(): Config {
-    return { ...this.config, policies: [...this.policies.values()], localsids: [...this.localsids.values()] };
+    return { ...this.config, policies: [...this.policies.values()], localsids: [...this.localsids.values()], sessions: [...this.sessions.values()] };
   }
 }
 
@@ -312,18 +370,31 @@ export class RuleSet {
 // State file
 //
 // JSON lines. The first names the config the changes were made against;
-// each further line is one change, appended and fdatasync'ed before the API
-// answers (about 0.4 ms here, whatever the number of changes so far):
+// each further line is one change (a record), appended and fdatasync'ed
+// before the API answers (about 0.4 ms here, whatever the number of changes
+// so far):
 //
 //   {"mup_state":2,"instance":"default","config":{"file":"/etc/mup/mup.yaml","sha256":"..."},"savedAt":"..."}
 //   {"put":"policy","rule":{"match":"10.45.0.0/16","sr_prefix":"2001:db8:b::/48",...}}
 //   {"del":"localsid","key":"2001:db8:2::/48"}
 //
-// A crash in the middle of an append leaves a last line without its
-// newline: it is ignored (that change was never acknowledged). The file is
-// rewritten atomically (temp file, fsync, rename, fsync of the directory)
-// with just the net changes when the daemon starts or reloads, and when the
-// appended lines outnumber twice the net changes (and 1,024).
+// Durability (docs/daemon.md, "Durability of API changes"):
+// - a change is acknowledged only once its whole record is written and
+//   fdatasync'ed; a write or sync that fails (a full disk: a short write,
+//   then ENOSPC) is cut back off the file (ftruncate to the last whole
+//   record), so the next record never lands on a partial line, and the
+//   caller undoes the change (StateWriteError: 507 for a full disk, else 503);
+// - a last line without its newline (a crash while appending) was never
+//   acknowledged: it is dropped with a warning and cut off the file before
+//   the next append; a bad line anywhere else is an error naming the line;
+// - the file is rewritten with just the net changes (compaction: temp file,
+//   fsync, rename, fsync of the directory) at start, at reload and when the
+//   appended lines outnumber twice the net changes (and 1,024). A rewrite is
+//   housekeeping: when it fails the old file stays as it was (whole, every
+//   acknowledged change in it), the temp file is removed and it is retried
+//   later. Only when the file on disk is not one for the running config (none
+//   yet, or set aside) is the next change recorded by a rewrite, and then
+//   that rewrite is the change's record (it fails, the change is undone).
 
 export const STATE_VERSION = 2;
 
@@ -334,28 +405,74 @@ export interface StateHeader {
   readonly savedAt: string;
 }
 
-type StateLine = { put: RuleKind; rule: RuleJson } | { del: RuleKind; key: string };
+export type StateLine = { put: RuleKind; rule: RuleJson } | { del: RuleKind; key: string };
 
 export function sha256(text: string | Buffer): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-/** Write a file so that a crash leaves the old content or the new, never a mix: temp, fsync, rename, fsync dir. */
-export function writeFileAtomic(path: string, data: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, data, { mode: 0o600 });
-  const fd = openSync(tmp, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+/** A change that could not be made durable; the API answers 507 (disk full) or 503, naming the file and the errno. */
+export class StateWriteError extends RuleError {
+  constructor(
+    readonly file: string,
+    /** errno name (ENOSPC, EIO, ...). */
+    readonly errno: string,
+    message: string,
+  ) {
+    super(message, errno === 'ENOSPC' || errno === 'EDQUOT' ? 507 : 503);
   }
-  renameSync(tmp, path);
-  const dir = openSync(dirname(path), 'r');
+}
+
+function errnoOf(e: unknown): string {
+  return (e as NodeJS.ErrnoException).code ?? 'EIO';
+}
+
+/** Write all of `data` at the fd's position (a short write, e.g. on a full disk, continues; the next call then throws). */
+function writeAll(fd: number, data: Buffer): void {
+  let off = 0;
+  while (off < data.length) {
+    const n = writeSync(fd, data, off, data.length - off);
+    if (n <= 0) throw Object.assign(new Error(`write returned ${n}`), { code: 'EIO' });
+    off += n;
+  }
+}
+
+/**
+ * Write a file so that a crash leaves the old content or the new, never a
+ * mix: temp, fsync, rename, fsync dir. A failure before the rename leaves
+ * the old file untouched and removes the temp file (it would hold the space
+ * a full disk needs back). `onDirSync` gets a failed fsync of the directory
+ * (after the rename: the new file is in place, whole and synced).
+ */
+export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?: (e: Error) => void): void {
+  const tmp = `${path}.tmp-${process.pid}`;
   try {
-    fsyncSync(dir);
-  } finally {
-    closeSync(dir);
+    const fd = openSync(tmp, 'w', 0o600);
+    try {
+      writeAll(fd, typeof data === 'string' ? Buffer.from(data) : data);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+  } catch (e) {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // not created
+    }
+    throw e;
+  }
+  try {
+    const dir = openSync(dirname(path), 'r');
+    try {
+      fsyncSync(dir);
+    } finally {
+      closeSync(dir);
+    }
+  } catch (e) {
+    if (onDirSync === undefined) throw e;
+    onDirSync(e as Error);
   }
 }
 
@@ -387,30 +504,44 @@ function applyLine(o: Overlay, line: StateLine, where: string): void {
   }
 }
 
+export interface StateRead {
+  readonly header: StateHeader;
+  readonly overlay: Overlay;
+  /** A last line cut short (never acknowledged) was ignored; it is cut off the file before the next append. */
+  readonly torn: boolean;
+  /** Its line number and length, when torn. */
+  readonly tornAt?: { readonly line: number; readonly bytes: number };
+}
+
 export class StateStore {
   #fd: number | undefined;
   /** Change lines in the file. */
   #lines = 0;
+  /** Bytes of the file up to its last whole record (undefined: not read or written by this store yet). */
+  #size: number | undefined;
+  /** The config hash in the header of the file on disk (undefined: no file of ours, e.g. set aside). */
+  #sha: string | undefined;
 
   constructor(readonly path: string) {}
 
   /**
    * Read the file into an overlay. Undefined when there is none; throws with
    * the file and line named when a line is invalid (the daemon then refuses
-   * to start rather than guess). `torn`: a last line cut short was ignored.
+   * to start rather than guess). A last line cut short is ignored (`torn`).
    */
-  read(): { header: StateHeader; overlay: Overlay; torn: boolean } | undefined {
-    let text: string;
+  read(): StateRead | undefined {
+    let buf: Buffer;
     try {
-      text = readFileSync(this.path, 'utf8');
+      buf = readFileSync(this.path);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw new Error(`cannot read the state file ${this.path}: ${(e as Error).message}`);
     }
     const aside = 'move it aside to start from the config file alone';
-    const lines = text.split('\n');
-    const torn = lines[lines.length - 1] !== '';
-    lines.pop(); // the empty string after the last newline, or the torn line
+    // Up to the last newline: whole records. After it: a record cut short.
+    const whole = buf.lastIndexOf(0x0a) + 1;
+    const lines = buf.subarray(0, whole).toString('utf8').split('\n');
+    lines.pop(); // the empty string after the last newline
     if (lines.length === 0) throw new Error(`state file ${this.path} is empty or cut short; ${aside}`);
     let header: StateHeader;
     try {
@@ -422,34 +553,188 @@ export class StateStore {
       throw new Error(`state file ${this.path}: not a version ${STATE_VERSION} state file; ${aside}`);
     }
     const overlay = emptyOverlay();
+    const changes = lines.length - 1;
     lines.slice(1).forEach((l, i) => {
       const where = `${this.path}:${i + 2}`;
       try {
         applyLine(overlay, JSON.parse(l) as StateLine, where);
       } catch (e) {
-        throw new Error(`state file ${where}: ${(e as Error).message}; ${aside}`);
+        throw new Error(
+          `state file ${where}: ${(e as Error).message}; this record is damaged: fix or delete line ${i + 2} ` +
+            `(the other ${changes - 1} changes are kept), or ${aside} (dropping all ${changes})`,
+        );
       }
     });
-    this.#lines = lines.length - 1;
-    return { header, overlay, torn };
+    this.close();
+    this.#lines = changes;
+    this.#size = whole;
+    this.#sha = header.config.sha256;
+    const torn = whole < buf.length;
+    return { header, overlay, torn, ...(torn ? { tornAt: { line: lines.length + 1, bytes: buf.length - whole } } : {}) };
   }
 
-  /** Replace the file with a header and the net changes of `o` (atomic). */
-  rewrite(instance: string, configFile: string, configSha: string, o: Overlay): void {
+  /** The file on disk is one for the config with this hash (its records replay to what the daemon holds). */
+  isFor(configSha: string): boolean {
+    return this.#sha === configSha;
+  }
+
+  /**
+   * Replace the file with a header and the net changes of `o` (atomic).
+   * Throws StateWriteError; the file is then as it was. A failed fsync of
+   * the directory after the rename goes to `onDirSync` (the new file is in
+   * place; throws without one).
+   */
+  rewrite(instance: string, configFile: string, configSha: string, o: Overlay, onDirSync?: (e: Error) => void): void {
     const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
     const body = overlayLines(o);
-    mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
-    this.close();
-    writeFileAtomic(this.path, [header, ...body].map((x) => `${JSON.stringify(x)}\n`).join(''));
-    this.#lines = body.length;
+    const data = Buffer.from([header, ...body].map((x) => `${JSON.stringify(x)}\n`).join(''));
+    let dirError: Error | undefined;
+    try {
+      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+      writeFileAtomic(this.path, data, (e) => {
+        dirError = e;
+      });
+    } catch (e) {
+      throw new StateWriteError(this.path, errnoOf(e), `cannot write the state file ${this.path} (${(e as Error).message})`);
+    }
+    this.#replaced(configSha, body.length, data.length);
+    if (dirError !== undefined) {
+      if (onDirSync === undefined) throw new StateWriteError(this.path, errnoOf(dirError), `cannot sync the directory of the state file ${this.path} (${dirError.message})`);
+      onDirSync(dirError);
+    }
   }
 
-  /** Append one change and make it durable. */
+  #replaced(configSha: string, lines: number, size: number): void {
+    this.close(); // the old file's fd: appends go to the new file
+    this.#lines = lines;
+    this.#size = size;
+    this.#sha = configSha;
+  }
+
+  /**
+   * Append one change and make it durable. On failure the partial record is
+   * cut off again (the file ends with its last whole record) and a
+   * StateWriteError is thrown: the caller undoes the change.
+   */
   append(line: StateLine): void {
-    this.#fd ??= openSync(this.path, 'a', 0o600);
-    writeSync(this.#fd, `${JSON.stringify(line)}\n`);
-    fdatasyncSync(this.#fd);
+    const data = Buffer.from(`${JSON.stringify(line)}\n`);
+    let fd: number;
+    try {
+      fd = this.#open();
+    } catch (e) {
+      throw new StateWriteError(this.path, errnoOf(e), `cannot open the state file ${this.path} (${(e as Error).message})`);
+    }
+    const good = this.#size!;
+    try {
+      writeAll(fd, data);
+      fdatasyncSync(fd);
+    } catch (e) {
+      this.#cutBack(fd, good);
+      throw new StateWriteError(this.path, errnoOf(e), `cannot write the state file ${this.path} (${(e as Error).message})`);
+    }
+    this.#size = good + data.length;
     this.#lines++;
+  }
+
+  /**
+   * Record one change: appended to the file if the file is one for this
+   * config, else by writing the whole file (header and `after`, the overlay
+   * with the change). Throws StateWriteError: not recorded.
+   */
+  commit(line: StateLine, instance: string, configFile: string, configSha: string, after: Overlay): void {
+    if (this.isFor(configSha)) {
+      try {
+        this.append(line);
+        return;
+      } catch (e) {
+        if (this.isFor(configSha)) throw e;
+        // The file was removed, replaced or cut short under us: write it whole.
+      }
+    }
+    this.rewrite(instance, configFile, configSha, after);
+  }
+
+  /** The fd to append to; a tail past the last whole record (a torn line, a failed append) is cut off first. */
+  #open(): number {
+    if (this.#fd !== undefined) {
+      // Still the file at the path (not removed or moved aside under us: appends would go nowhere)?
+      let same = false;
+      try {
+        same = statSync(this.path).ino === fstatSync(this.#fd).ino;
+      } catch {
+        same = false;
+      }
+      if (same) return this.#fd;
+      this.close();
+      this.#sha = undefined;
+      throw Object.assign(new Error('it was removed or replaced under the daemon'), { code: 'ESTALE' });
+    }
+    let fd: number;
+    try {
+      fd = openSync(this.path, constants.O_WRONLY | constants.O_APPEND); // never creates one: a file starts with its header (rewrite)
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      this.#sha = undefined;
+      throw Object.assign(new Error('it was removed under the daemon'), { code: 'ESTALE' });
+    }
+    try {
+      const size = fstatSync(fd).size;
+      if (this.#size === undefined) this.#size = size;
+      if (size > this.#size) {
+        ftruncateSync(fd, this.#size);
+        fdatasyncSync(fd);
+      } else if (size < this.#size) {
+        this.#sha = undefined;
+        throw Object.assign(new Error(`it is ${size} bytes, shorter than the ${this.#size} this daemon wrote (changed by something else?)`), { code: 'ESTALE' });
+      }
+    } catch (e) {
+      closeSync(fd);
+      throw e;
+    }
+    this.#fd = fd;
+    return fd;
+  }
+
+  /** After a failed append: back to the last whole record; if even that fails, close, and #open cuts it at the next append. */
+  #cutBack(fd: number, good: number): void {
+    try {
+      ftruncateSync(fd, good);
+      fdatasyncSync(fd);
+    } catch {
+      this.close();
+    }
+  }
+
+  /** Cut a torn last line off the file now (after read(); the next append would do it anyway). */
+  dropTornTail(): void {
+    if (this.#sha !== undefined) this.#open();
+  }
+
+  /**
+   * Set the file aside as <state>.discarded.<ISO time> (never overwriting an
+   * earlier one); the path it is kept as, or undefined when there is no file.
+   */
+  discard(): string | undefined {
+    this.close();
+    if (!existsSync(this.path)) {
+      this.#sha = undefined;
+      return undefined;
+    }
+    const stamp = new Date().toISOString();
+    for (let n = 0; ; n++) {
+      const aside = `${this.path}.discarded.${stamp}${n === 0 ? '' : `.${n}`}`;
+      try {
+        linkSync(this.path, aside); // fails if it exists: an earlier set is never overwritten
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'EEXIST') continue;
+        throw new Error(`cannot keep the state file ${this.path} as ${aside} (${(e as Error).message}); nothing was changed`);
+      }
+      unlinkSync(this.path);
+      this.#sha = undefined;
+      this.#size = undefined;
+      this.#lines = 0;
+      return aside;
+    }
   }
 
   /** Appended lines beyond what the net changes need: time to rewrite. */

@@ -6,7 +6,7 @@
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Server } from 'node:http';
-import { apiHandler, isLoopback, listenTcp, listenUnix, makeServer, socketAlive } from './api.js';
+import { apiHandler, listenTcp, listenUnix, makeServer, readTokenFile, socketAlive } from './api.js';
 import { Daemon, type DaemonOptions } from './daemon.js';
 import { defaultSocket } from '../host/paths.js';
 import { pidAlive } from '../host/process.js';
@@ -20,11 +20,11 @@ export interface RunOptions extends Omit<DaemonOptions, 'log'> {
 }
 
 /**
- * Claim the instance: refuse if its socket answers (a daemon runs) or its
+ * Claim the socket path: refuse if it answers (a daemon runs) or its
  * lock file names a live process; then write our pid there. Returns the
  * function that releases it.
  */
-async function claimInstance(socket: string, instance: string): Promise<() => void> {
+async function claimSocket(socket: string, instance: string): Promise<() => void> {
   if (await socketAlive(socket)) {
     throw new Error(`instance ${instance}: ${socket} is answered by a running daemon; stop it first, or start this one with another --instance / --socket`);
   }
@@ -62,38 +62,39 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
   await d.prepare();
   const api = d.config.daemon ?? {};
   const socket = o.socket ?? api.socket ?? defaultSocket(o.instance);
-  let token: string | undefined;
-  if (api.http?.tokenFile !== undefined) {
-    const file = api.http.tokenFile;
-    try {
-      token = readFileSync(file, 'utf8').trim();
-    } catch (e) {
-      throw new Error(`daemon.http.token_file: cannot read ${file} (${(e as Error).message}); create it (e.g. openssl rand -hex 16 > ${file})`);
-    }
-    if (token.length < 16) throw new Error(`${file}: the token is ${token.length} characters; use at least 16 (e.g. openssl rand -hex 16 > ${file})`);
-  } else if (api.http !== undefined && !isLoopback(api.http.host)) {
-    throw new Error(`daemon.http.listen is ${api.http.host}:${api.http.port}, not loopback, and there is no daemon.http.token_file: add one or listen on 127.0.0.1`);
+  // The loader has checked listen/token_file/open_reads together; the file itself is read (and its mode checked) here.
+  const token = api.http?.tokenFile === undefined ? undefined : readTokenFile(api.http.tokenFile);
+  // One daemon per instance and per state file (flocks, held for life):
+  // a second daemon is refused here, naming the first's pid.
+  d.lock();
+  let release: () => void;
+  try {
+    release = await claimSocket(socket, o.instance);
+  } catch (e) {
+    d.unlock();
+    throw e;
   }
-  const release = await claimInstance(socket, o.instance);
   try {
     d.takeOver();
   } catch (e) {
     release();
+    d.unlock();
     throw e;
   }
   const metrics = createMetrics(d, o.metricsRuleLimit ?? DEFAULT_RULE_SERIES_LIMIT);
   const servers: Server[] = [];
   try {
-    const unix = makeServer(apiHandler({ daemon: d, metrics, log }));
+    const limits = { maxConnections: api.maxConnections, stallTimeout: api.stallTimeout, log };
+    const unix = makeServer(apiHandler({ daemon: d, metrics, log }), { ...limits, name: 'socket' });
     await listenUnix(unix, socket, api.socketGroup);
     servers.push(unix);
     log.info({ socket, group: api.socketGroup ?? 'root' }, 'control API listening');
     if (api.http !== undefined) {
       const { host, port } = api.http;
-      const http = makeServer(apiHandler({ daemon: d, metrics, log, ...(token === undefined ? {} : { token }) }));
+      const http = makeServer(apiHandler({ daemon: d, metrics, log, tcp: { ...(token === undefined ? {} : { token }), openReads: api.http.openReads === true } }), { ...limits, name: 'http' });
       await listenTcp(http, host, port);
       servers.push(http);
-      log.info({ listen: `${host}:${port}`, auth: token === undefined ? 'none (loopback)' : 'bearer token' }, 'HTTP API and /metrics listening');
+      log.info({ listen: `${host}:${port}`, auth: token === undefined ? 'none: read-only (open_reads)' : api.http.openReads === true ? 'bearer token for changes, reads open' : 'bearer token' }, 'HTTP API and /metrics listening');
     }
   } catch (e) {
     for (const s of servers) s.close();

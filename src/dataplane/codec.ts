@@ -9,7 +9,9 @@
  * (__u8[16]) are network order by nature.
  */
 import { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS } from '../config/limits.js';
-import type { ContainerMode, ForwardingMode, LocalSid, LocalSidBehavior, Policy, Settings, SrhMode } from '../config/types.js';
+import type { ContainerMode, ForwardingMode, LocalSid, LocalSidBehavior, Policy, Session, Settings, SrhMode, TeidPrefix } from '../config/types.js';
+import { encodeGtp4Sid, encodeGtp4Src } from '../sid/mobile.js';
+import type { Ipv4Addr, Teid, Qfi } from '../sid/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 
 /** `enum mup_limits`, defined once in src/config/limits.ts; checked against BTF by checkLayouts(). */
@@ -41,6 +43,7 @@ export const LAYOUTS = {
       nsegs: m(102, 1),
       srh_mode: m(103, 1),
       hop_limit: m(104, 1),
+      flags: m(105, 1),
       mtu: m(106, 2),
     },
   },
@@ -58,8 +61,22 @@ export const LAYOUTS = {
       pol: m(16, 108), // a struct mup_policy, same layout as above
     },
   },
+  mup_session_key: { size: 20, members: { family: m(0, 1), plen: m(1, 1), addr: m(4, 16) } },
+  mup_session: {
+    size: 108,
+    members: {
+      da: m(0, 16),
+      sa: m(16, 16),
+      segs: m(32, 16 * MUP_MAX_SEGS),
+      rule: m(96, 4),
+      nsegs: m(100, 1),
+      srh_mode: m(101, 1),
+      hop_limit: m(102, 1),
+      mtu: m(104, 2),
+    },
+  },
   mup_config: {
-    size: 72, // 52 + the probe's fields (src/dataplane/probe-layout.ts) + policy_gen, localsid_gen
+    size: 108, // 52 + the probe's fields (src/dataplane/probe-layout.ts) + policy_gen, localsid_gen + the session lengths
     members: {
       fwd_mode: m(0, 4),
       hash_seed: m(4, 4),
@@ -71,6 +88,10 @@ export const LAYOUTS = {
       localsid_plens: m(34, MUP_MAX_PLENS),
       policy_gen: m(64, 4),
       localsid_gen: m(68, 4),
+      n_session4_plens: m(72, 1),
+      n_session6_plens: m(73, 1),
+      session4_plens: m(74, MUP_MAX_PLENS),
+      session6_plens: m(90, MUP_MAX_PLENS),
     },
   },
   mup_counter: { size: 16, members: { packets: m(0, 8), bytes: m(8, 8) } },
@@ -96,6 +117,8 @@ export const ENUMS = {
   mup_container_mode: { MUP_CONTAINER_ALWAYS: 0, MUP_CONTAINER_AUTO: 1, MUP_CONTAINER_NEVER: 2 },
   mup_fwd_mode: { MUP_FWD_FIB: 0, MUP_FWD_TX: 1, MUP_FWD_KERNEL: 2 },
   mup_behavior: { MUP_BEH_GTP4E: 0, MUP_BEH_GTP6E: 1, MUP_BEH_GTP6D: 2, MUP_BEH_GTP6D_DI: 3 },
+  mup_session_family: { MUP_SESSION_V4: 4, MUP_SESSION_V6: 6 },
+  mup_policy_flag: { MUP_POL_PLAIN_SID: 1, MUP_POL_ADDR_ONLY: 2 },
 } as const satisfies Record<string, Record<string, number>>;
 
 const P = LAYOUTS.mup_policy.members;
@@ -134,11 +157,29 @@ function target(size: number, into: Buffer | undefined, at: number): Buffer {
   return into === undefined ? Buffer.alloc(size) : into.subarray(at, at + size);
 }
 
-export function encodePolicyKey(match: Ipv4Prefix, into?: Buffer, at = 0): Buffer {
+/** mup_policy.flags (enum mup_policy_flag). */
+export const POLICY_FLAGS = { plainSid: 1, addrOnly: 2 } as const;
+
+/**
+ * The key of (match, teid): a TEID prefix (match /32) makes it 32 + its
+ * length bits of DA || TEID; without one it is the match prefix (teid 0).
+ */
+export function encodePolicyKey(match: Ipv4Prefix, into?: Buffer, at = 0, teid?: TeidPrefix): Buffer {
   const b = target(LAYOUTS.mup_policy_key.size, into, at);
-  b.writeUInt32LE(match.len, PK.plen.offset);
+  b.writeUInt32LE(teid === undefined ? match.len : 32 + teid.len, PK.plen.offset);
   b.writeUInt32BE(match.addr, PK.daddr.offset);
-  b.writeUInt32BE(0, PK.teid.offset); // prefixes are <= 32 bits today
+  b.writeUInt32BE(teid?.value ?? 0, PK.teid.offset);
+  return b;
+}
+
+/**
+ * The value of an address-only entry (MUP_POL_ADDR_ONLY): the /32 of an N3
+ * address with TEID policies but no policy of its own (bpf/lookup.h).
+ */
+export function encodeAddrOnlyPolicy(rule: number, into?: Buffer, at = 0): Buffer {
+  const b = target(LAYOUTS.mup_policy.size, into, at);
+  b.writeUInt32LE(rule, P.rule.offset);
+  b.writeUInt8(POLICY_FLAGS.addrOnly, P.flags.offset);
   return b;
 }
 
@@ -160,6 +201,8 @@ export interface PolicyFields {
   readonly srcPlen: number;
   readonly srh: SrhMode;
   readonly hopLimit: number;
+  /** enum mup_policy_flag bits. */
+  readonly flags: number;
 }
 
 /** `p` comes from src/config/load.ts, which refuses more than MUP_MAX_SEGS segments. */
@@ -178,6 +221,7 @@ export function encodePolicy(p: Policy, rule: number, into?: Buffer, at = 0): Bu
   b.writeUInt8(p.segments.length, P.nsegs.offset);
   b.writeUInt8(SRH_MODES[p.srh], P.srh_mode.offset);
   b.writeUInt8(p.hopLimit, P.hop_limit.offset);
+  b.writeUInt8(p.sid !== undefined ? POLICY_FLAGS.plainSid : 0, P.flags.offset);
   b.writeUInt16LE(p.mtu ?? 0, P.mtu.offset);
   return b;
 }
@@ -197,6 +241,7 @@ export function decodePolicy(b: Buffer): PolicyFields {
     srcPlen: b.readUInt8(P.src_plen.offset),
     srh: nameOf(SRH_MODES, b.readUInt8(P.srh_mode.offset), 'srh_mode'),
     hopLimit: b.readUInt8(P.hop_limit.offset),
+    flags: b.readUInt8(P.flags.offset),
   };
 }
 
@@ -241,6 +286,51 @@ export function encodeLocalSid(s: LocalSid, rule: number, into?: Buffer, at = 0)
 }
 
 // ---------------------------------------------------------------------------
+// mup_session_key / mup_session (H.M.Session.Encaps, bpf/session.h)
+
+const SK = LAYOUTS.mup_session_key.members;
+const S = LAYOUTS.mup_session.members;
+
+export function encodeSessionKey(ue: Session['ue'], into?: Buffer, at = 0): Buffer {
+  const b = target(LAYOUTS.mup_session_key.size, into, at);
+  b.writeUInt8(ue.family, SK.family.offset);
+  b.writeUInt8(ue.prefix.len, SK.plen.offset);
+  if (ue.family === 4) b.writeUInt32BE(ue.prefix.addr, SK.addr.offset);
+  else putIpv6(b, SK.addr.offset, ue.prefix.addr);
+  return b;
+}
+
+/**
+ * The outer addresses of a session, composed once (the program copies
+ * them): DA = isd | endpoint | Args.Mob.Session(qfi, rqi, U = 0, teid), SA =
+ * src_prefix | source, exactly End.M.GTP4.E's SID and source (RFC 9433 §6.1,
+ * §6.6).
+ */
+export function sessionAddresses(s: Session): { da: bigint; sa: bigint } {
+  return {
+    da: encodeGtp4Sid(s.isd, s.endpoint, { qfi: s.qfi as Qfi, r: s.rqi, u: false, teid: s.teid as Teid }),
+    sa: encodeGtp4Src(s.srcPrefix, s.source as Ipv4Addr),
+  };
+}
+
+export function encodeSession(s: Session, rule: number, into?: Buffer, at = 0): Buffer {
+  if (s.segments.length > MUP_MAX_SEGS) {
+    throw new Error(`internal: ${s.where} has ${s.segments.length} segments; config validation should have refused it`);
+  }
+  const b = target(LAYOUTS.mup_session.size, into, at);
+  const { da, sa } = sessionAddresses(s);
+  putIpv6(b, S.da.offset, da);
+  putIpv6(b, S.sa.offset, sa);
+  s.segments.forEach((x, i) => putIpv6(b, S.segs.offset + 16 * i, x));
+  b.writeUInt32LE(rule, S.rule.offset);
+  b.writeUInt8(s.segments.length, S.nsegs.offset);
+  b.writeUInt8(SRH_MODES[s.srh], S.srh_mode.offset);
+  b.writeUInt8(s.hopLimit, S.hop_limit.offset);
+  b.writeUInt16LE(s.mtu ?? 0, S.mtu.offset);
+  return b;
+}
+
+// ---------------------------------------------------------------------------
 // mup_config
 
 export interface ConfigFields {
@@ -260,6 +350,9 @@ export interface ConfigFields {
   readonly policyGen: number;
   /** The same for local SIDs. */
   readonly localsidGen: number;
+  /** UE prefix lengths of the sessions, per family, longest first (absent = none). */
+  readonly session4Plens?: readonly number[];
+  readonly session6Plens?: readonly number[];
 }
 
 /**
@@ -281,8 +374,11 @@ export function configFields(
   s: Settings,
   policies: readonly Policy[],
   localsids: readonly LocalSid[],
+  sessions: readonly Session[] = [],
 ): ConfigFields {
   return {
+    session4Plens: prefixLengths(sessions.filter((x) => x.ue.family === 4).map((x) => x.ue.prefix.len), 'IPv4 sessions'),
+    session6Plens: prefixLengths(sessions.filter((x) => x.ue.family === 6).map((x) => x.ue.prefix.len), 'IPv6 sessions'),
     forwarding: s.forwarding,
     hashSeed: s.hashSeed,
     sportBase: s.sourcePortMin,
@@ -319,6 +415,17 @@ export function encodeConfig(f: ConfigFields, into: Buffer = Buffer.alloc(LAYOUT
   f.localsidPlens.forEach((l, i) => b.writeUInt8(l, C.localsid_plens.offset + i));
   b.writeUInt32LE(f.policyGen >>> 0, C.policy_gen.offset);
   b.writeUInt32LE(f.localsidGen >>> 0, C.localsid_gen.offset);
+  const s4 = f.session4Plens ?? [];
+  const s6 = f.session6Plens ?? [];
+  if (s4.length > MUP_MAX_PLENS || s6.length > MUP_MAX_PLENS) {
+    throw new Error(`internal: more than ${MUP_MAX_PLENS} UE prefix lengths in a family; prefixLengths() should have refused them`);
+  }
+  b.writeUInt8(s4.length, C.n_session4_plens.offset);
+  b.writeUInt8(s6.length, C.n_session6_plens.offset);
+  b.fill(0, C.session4_plens.offset, C.session4_plens.offset + MUP_MAX_PLENS);
+  b.fill(0, C.session6_plens.offset, C.session6_plens.offset + MUP_MAX_PLENS);
+  s4.forEach((l, i) => b.writeUInt8(l, C.session4_plens.offset + i));
+  s6.forEach((l, i) => b.writeUInt8(l, C.session6_plens.offset + i));
   return into;
 }
 
@@ -335,6 +442,8 @@ export function decodeConfig(into: Buffer, at = 0): ConfigFields {
     localsidPlens: [...b.subarray(C.localsid_plens.offset, C.localsid_plens.offset + nl)],
     policyGen: b.readUInt32LE(C.policy_gen.offset),
     localsidGen: b.readUInt32LE(C.localsid_gen.offset),
+    session4Plens: [...b.subarray(C.session4_plens.offset, C.session4_plens.offset + Math.min(b.readUInt8(C.n_session4_plens.offset), MUP_MAX_PLENS))],
+    session6Plens: [...b.subarray(C.session6_plens.offset, C.session6_plens.offset + Math.min(b.readUInt8(C.n_session6_plens.offset), MUP_MAX_PLENS))],
   };
 }
 

@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import type { Config, LocalSidBehavior } from '../config/types.js';
 import { checkLayouts, eventNames } from './btf.js';
-import { localSidKey, policyKey } from '../config/keys.js';
+import { localSidKey, policyKey, sessionKey } from '../config/keys.js';
 import {
   COUNTER_STRIDE,
   MUP_EVENT_SLOTS,
@@ -43,13 +43,13 @@ import {
   type BpfObject,
 } from './libbpf.js';
 import { ifIndex, inNetns, NetnsError } from './netns.js';
-import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, Tables, zeroCounterSlots, type ApplyResult, type TableFds } from './tables.js';
+import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, maxSessionsOf, zeroCounterSlots, type ApplyResult, type TableFds } from './tables.js';
 
 export { DEFAULT_OBJECT } from '../host/paths.js';
 import { DEFAULT_OBJECT } from '../host/paths.js';
 
 export const PROGRAM_NAME = 'mup_xdp';
-export { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES };
+export { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS };
 /** The two configuration copies and the selector (bpf/maps.h). */
 export const CONFIG_VAR = 'mup_cfgs';
 export const CONFIG_SEL_VAR = 'mup_cfg_sel';
@@ -81,7 +81,7 @@ export interface RunResult {
 export interface RuleCounter extends CounterValue {
   /** Counter slot of the rule (stable while its key exists). */
   readonly rule: number;
-  readonly kind: 'policy' | 'localsid';
+  readonly kind: 'policy' | 'localsid' | 'session';
   /** Key path of the rule in the config, e.g. "policies[3]". */
   readonly where: string;
   /** The rule's key: match prefix (policy) or SID prefix (local SID). */
@@ -104,8 +104,8 @@ export interface Counters {
   readonly functions: Record<TranslationFunction, CounterValue>;
 }
 
-/** H.M.GTP4.D (policies) and the local SID behaviours. */
-export type TranslationFunction = 'h_m_gtp4_d' | 'end_m_gtp4_e' | 'end_m_gtp6_e' | 'end_m_gtp6_d' | 'end_m_gtp6_d_di';
+/** H.M.GTP4.D (policies), the local SID behaviours and H.M.Session.Encaps (sessions). */
+export type TranslationFunction = 'h_m_gtp4_d' | 'end_m_gtp4_e' | 'end_m_gtp6_e' | 'end_m_gtp6_d' | 'end_m_gtp6_d_di' | 'h_m_session_encaps';
 
 /** The counter name of each local SID behaviour. */
 export const FUNCTION_OF: Readonly<Record<LocalSidBehavior, TranslationFunction>> = {
@@ -239,9 +239,11 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
 
     const policies = findMap(obj, MAP_POLICIES);
     const localsids = findMap(obj, MAP_LOCALSIDS);
+    const sessions = findMap(obj, MAP_SESSIONS);
     const counters = findMap(obj, MAP_COUNTERS);
     mapSetMaxEntries(policies, s.maxPolicies, MAP_POLICIES);
     mapSetMaxEntries(localsids, s.maxLocalSids, MAP_LOCALSIDS);
+    mapSetMaxEntries(sessions, maxSessionsOf(s), MAP_SESSIONS);
     mapSetMaxEntries(counters, counterSlots(config), MAP_COUNTERS);
     if (o.reuse !== undefined) {
       const want = { [MAP_POLICIES]: s.maxPolicies, [MAP_LOCALSIDS]: s.maxLocalSids, [MAP_COUNTERS]: counterSlots(config) };
@@ -288,6 +290,7 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
     const fds: TableFds = {
       policiesFd: mapFd(policies, MAP_POLICIES),
       localsidsFd: mapFd(localsids, MAP_LOCALSIDS),
+      sessionsFd: mapFd(sessions, MAP_SESSIONS),
       countersFd: mapFd(counters, MAP_COUNTERS),
       configFd: mapFd(cfgMap, MAP_CONFIG),
       configSize,
@@ -302,7 +305,7 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
     };
     const tables = new Tables(fds, s, s);
     tables.writeSettings(s);
-    tables.sync(s, config.policies, config.localsids);
+    tables.sync(s, config.policies, config.localsids, config.sessions ?? []);
     return new LoadedDataplane(file, config, obj, progFd, events, fds, tables, nexthop);
   } catch (e) {
     objectClose(obj);
@@ -329,6 +332,9 @@ export class TableSizeError extends RangeError {
 /** Config validation refuses this; a Config built in code (benchmarks, tests) might not. */
 function checkTableSizes(config: Config): void {
   const s = config.settings;
+  if ((config.sessions ?? []).length > maxSessionsOf(s)) {
+    throw new RangeError(`${config.file}: ${(config.sessions ?? []).length} sessions do not fit settings.max_sessions = ${maxSessionsOf(s)}: raise the setting`);
+  }
   if (config.policies.length > s.maxPolicies || config.localsids.length > s.maxLocalSids) {
     throw new RangeError(
       `${config.file}: ${config.policies.length} policies / ${config.localsids.length} local SIDs do not fit ` +
@@ -384,7 +390,7 @@ class LoadedDataplane implements Dataplane {
   sync(config: Config): ApplyResult {
     this.#open();
     checkTableSizes(config);
-    const r = this.rules.sync(config.settings, config.policies, config.localsids);
+    const r = this.rules.sync(config.settings, config.policies, config.localsids, config.sessions ?? []);
     this.#config = config;
     return r;
   }
@@ -453,11 +459,11 @@ class LoadedDataplane implements Dataplane {
     };
   }
 
-  counters(config: Pick<Config, 'policies' | 'localsids'> = this.config, o: { readonly rules?: RuleSelection } = {}): Counters {
+  counters(config: Pick<Config, 'policies' | 'localsids' | 'sessions'> = this.config, o: { readonly rules?: RuleSelection } = {}): Counters {
     this.#open();
     const s = this.config.settings;
-    // The one read: event slots, then policy rule slots, then local SID rule slots.
-    const raw = this.#raw(0, MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids);
+    // The one read: event slots, then policy rule slots, then local SID rule slots, then session rule slots.
+    const raw = this.#raw(0, MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids + maxSessionsOf(s));
     const which = o.rules ?? 'all';
     return {
       events: this.#events(raw),
@@ -469,7 +475,7 @@ class LoadedDataplane implements Dataplane {
   resetCounters(): number {
     this.#open();
     const s = this.config.settings;
-    const n = MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids;
+    const n = MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids + maxSessionsOf(s);
     const raw = this.#raw(0, n);
     const stride = COUNTER_STRIDE * this.#ncpus;
     // Only slots that are not zero already: writing all 131,136 slots of full tables takes ~0.3 s.
@@ -505,7 +511,7 @@ class LoadedDataplane implements Dataplane {
    * the sum of the policy rule slots (every policy is H.M.GTP4.D) and of the
    * local SID rule slots of `config`, by behaviour.
    */
-  #functionTotals(raw: Buffer, config: Pick<Config, 'policies' | 'localsids'>): Record<TranslationFunction, CounterValue> {
+  #functionTotals(raw: Buffer, config: Pick<Config, 'policies' | 'localsids' | 'sessions'>): Record<TranslationFunction, CounterValue> {
     const s = this.config.settings;
     const { offset: po } = LAYOUTS.mup_counter.members.packets;
     const { offset: bo } = LAYOUTS.mup_counter.members.bytes;
@@ -516,6 +522,7 @@ class LoadedDataplane implements Dataplane {
       end_m_gtp6_e: { packets: 0n, bytes: 0n },
       end_m_gtp6_d: { packets: 0n, bytes: 0n },
       end_m_gtp6_d_di: { packets: 0n, bytes: 0n },
+      h_m_session_encaps: { packets: 0n, bytes: 0n },
     };
     const add = (fn: TranslationFunction, rule: number): void => {
       const t = totals[fn];
@@ -533,6 +540,9 @@ class LoadedDataplane implements Dataplane {
       const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
       if (rule !== undefined) add(FUNCTION_OF[l.behavior ?? 'end.m.gtp4.e'], rule);
     }
+    // Every session is H.M.Session.Encaps, and a free slot is zero: the range sums up as it is.
+    const first = s.maxPolicies + s.maxLocalSids;
+    for (let rule = first; rule < first + maxSessionsOf(s); rule++) add('h_m_session_encaps', rule);
     return totals;
   }
 
@@ -541,7 +551,7 @@ class LoadedDataplane implements Dataplane {
    * are in the tables, in config order (policies, then local SIDs);
    * `activeOnly`: rules with packets only; `limit`: at most that many.
    */
-  #ruleCounters(raw: Buffer, config: Pick<Config, 'policies' | 'localsids'>, o: { activeOnly?: boolean; limit?: number }): RuleCounter[] {
+  #ruleCounters(raw: Buffer, config: Pick<Config, 'policies' | 'localsids' | 'sessions'>, o: { activeOnly?: boolean; limit?: number }): RuleCounter[] {
     const stride = COUNTER_STRIDE * this.#ncpus;
     const gen = this.rules.generation;
     const limit = o.limit ?? Infinity;
@@ -554,13 +564,18 @@ class LoadedDataplane implements Dataplane {
     };
     for (const p of config.policies) {
       if (out.length >= limit) break;
-      const rule = this.#ruleOf(p, gen, () => this.rules.policyRule(p.match));
+      const rule = this.#ruleOf(p, gen, () => this.rules.policyRule(p.match, p.teid));
       if (rule !== undefined) push(rule, 'policy', p.where, policyKey(p), p.name);
     }
     for (const l of config.localsids) {
       if (out.length >= limit) break;
       const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
       if (rule !== undefined) push(rule, 'localsid', l.where, localSidKey(l), l.name);
+    }
+    for (const x of config.sessions ?? []) {
+      if (out.length >= limit) break;
+      const rule = this.#ruleOf(x, gen, () => this.rules.sessionRule(x.ue));
+      if (rule !== undefined) push(rule, 'session', x.where, sessionKey(x), x.name);
     }
     return out;
   }

@@ -98,7 +98,7 @@ export function localSidRange(l: Config['localsids'][number]): Range | undefined
 export function ruleRanges(config: Pick<Config, 'policies' | 'localsids'>, dp: Pick<Dataplane, 'rules'>): Array<{ rule: number; range: Range }> {
   const out: Array<{ rule: number; range: Range }> = [];
   for (const p of config.policies) {
-    const rule = dp.rules.policyRule(p.match);
+    const rule = dp.rules.policyRule(p.match, p.teid);
     if (rule !== undefined) out.push({ rule, range: policyRange(p) });
   }
   for (const l of config.localsids) {
@@ -741,7 +741,7 @@ export class NextHopWatcher {
     }
     const ingress = this.#o.ingress();
     for (const p of c.putPolicies ?? []) {
-      const rule = dp.rules.policyRule(p.match);
+      const rule = dp.rules.policyRule(p.match, p.teid);
       if (rule === undefined) continue;
       const range = policyRange(p);
       this.#cache.point(rule, range, resolveOne(this.#k, range, ingress));

@@ -10,7 +10,7 @@ const m = (offset: number, size: number) => ({ offset, size });
 
 export const PROBE_LAYOUTS = {
   mup_config: {
-    size: 72,
+    size: 108, // LAYOUTS.mup_config.size (codec.ts): sessions appended
     members: { probe_flags: m(52, 4), probe_sample: m(56, 4), probe_udp_port: m(60, 2) },
   },
   mup_probe_record: {

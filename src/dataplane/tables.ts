@@ -18,7 +18,8 @@
  * - Prefix lengths: a rule's length is in the config before the rule is
  *   written and leaves the config only after the rule is deleted.
  */
-import type { LocalSid, Policy, Settings } from '../config/types.js';
+import { DEFAULT_MAX_SESSIONS } from '../config/load.js';
+import type { LocalSid, Policy, Session, Settings, TeidPrefix } from '../config/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 import {
   COUNTER_STRIDE,
@@ -26,11 +27,15 @@ import {
   MUP_EVENT_SLOTS,
   MUP_MAX_PLENS,
   decodeConfig,
+  encodeAddrOnlyPolicy,
   encodeConfig,
   encodeLocalSid,
   encodeLocalSidKey,
   encodePolicy,
   encodePolicyKey,
+  encodeSession,
+  encodeSessionKey,
+  POLICY_FLAGS,
   prefixLengths,
   type ConfigFields,
 } from './codec.js';
@@ -48,6 +53,7 @@ import {
 
 export const MAP_POLICIES = 'mup_policies';
 export const MAP_LOCALSIDS = 'mup_localsids';
+export const MAP_SESSIONS = 'mup_sessions';
 export const MAP_COUNTERS = 'mup_counters';
 export const MAP_CONFIG = '.data.cfg';
 
@@ -75,6 +81,7 @@ export function zeroCounterSlots(countersFd: number, slots: Iterable<number>, nc
 export interface TableFds {
   readonly policiesFd: number;
   readonly localsidsFd: number;
+  readonly sessionsFd: number;
   readonly countersFd: number;
   /** The .data.cfg array map (one element, key 0). */
   readonly configFd: number;
@@ -89,16 +96,47 @@ export interface TableFds {
 export interface TableSizes {
   readonly maxPolicies: number;
   readonly maxLocalSids: number;
+  /** Absent = DEFAULT_MAX_SESSIONS. */
+  readonly maxSessions?: number;
 }
 
-export type TableKind = 'policy' | 'localsid';
+export type TableKind = 'policy' | 'localsid' | 'session';
+
+/** The session table's size. */
+export function maxSessionsOf(sizes: TableSizes): number {
+  return sizes.maxSessions ?? DEFAULT_MAX_SESSIONS;
+}
+
+/**
+ * A session key's "prefix length" as the mirror counts it: family * 256 +
+ * length, so that the IPv4 and IPv6 lengths stay apart (two lists in mup_config).
+ */
+function sessionPlen(family: number, len: number): number {
+  return family * 256 + len;
+}
+
+function splitSessionPlens(plens: readonly number[]): { session4Plens: number[]; session6Plens: number[] } {
+  return {
+    session4Plens: prefixLengths(plens.filter((p) => p >> 8 === 4).map((p) => p & 0xff), 'IPv4 sessions'),
+    session6Plens: prefixLengths(plens.filter((p) => p >> 8 === 6).map((p) => p & 0xff), 'IPv6 sessions'),
+  };
+}
+
+/** A policy's key: its match prefix, or its (match /32, TEID prefix). */
+export type PolicyKey = Ipv4Prefix | { readonly match: Ipv4Prefix; readonly teid?: TeidPrefix };
+
+function policyKeyBuf(k: PolicyKey, into?: Buffer, at = 0): Buffer {
+  return 'match' in k ? encodePolicyKey(k.match, into, at, k.teid) : encodePolicyKey(k, into, at);
+}
 
 /** A batch of changes, applied by Tables.apply in a packet-safe order. */
 export interface Changes {
   readonly putPolicies?: readonly Policy[];
-  readonly delPolicies?: readonly Ipv4Prefix[];
+  readonly delPolicies?: readonly PolicyKey[];
   readonly putLocalSids?: readonly LocalSid[];
   readonly delLocalSids?: readonly Ipv6Prefix[];
+  readonly putSessions?: readonly Session[];
+  readonly delSessions?: readonly Session['ue'][];
   /** New global settings (forwarding, hash seed, ports); table sizes must not change. */
   readonly settings?: Settings;
 }
@@ -124,6 +162,8 @@ class Mirror {
   readonly #foreign = new Map<string, number>();
   /** How many entries have each prefix length: the length list without a walk of the table. */
   readonly #plenCount = new Map<number, number>();
+  /** Policies only: how many keys longer than 32 bits (TEID prefixes) each DA has. */
+  readonly teidKeys = new Map<number, number>();
 
   constructor(
     readonly first: number,
@@ -138,10 +178,16 @@ class Mirror {
     return this.keys.size;
   }
 
-  #count(plen: number, by: number): void {
+  #count(plen: number, by: number, key?: string): void {
     const n = (this.#plenCount.get(plen) ?? 0) + by;
     if (n <= 0) this.#plenCount.delete(plen);
     else this.#plenCount.set(plen, n);
+    if (plen > 32 && key !== undefined && this.valueSize === LAYOUTS.mup_policy.size) {
+      const da = keyParts(key).daddr;
+      const t = (this.teidKeys.get(da) ?? 0) + by;
+      if (t <= 0) this.teidKeys.delete(da);
+      else this.teidKeys.set(da, t);
+    }
   }
 
   /** Prefix length of the entry with this key, if any. */
@@ -153,8 +199,8 @@ class Mirror {
 
   set(key: string, rule: number, value: Buffer | undefined, plen: number): void {
     const was = this.plenOf(key);
-    if (was !== undefined && was >= 0) this.#count(was, -1);
-    this.#count(plen, +1);
+    if (was !== undefined && was >= 0) this.#count(was, -1, key);
+    this.#count(plen, +1, key);
     const oldRule = this.keys.get(key);
     if (oldRule !== undefined && oldRule >= 0 && oldRule !== rule) this.#plens[oldRule - this.first] = -1;
     this.keys.set(key, rule);
@@ -171,10 +217,15 @@ class Mirror {
     const rule = this.keys.get(key);
     if (rule === undefined) return;
     const plen = this.plenOf(key);
-    if (plen !== undefined && plen >= 0) this.#count(plen, -1);
+    if (plen !== undefined && plen >= 0) this.#count(plen, -1, key);
     this.keys.delete(key);
     if (rule < 0) this.#foreign.delete(key);
     else this.#plens[rule - this.first] = -1;
+  }
+
+  /** A byte of the stored value of `rule`. */
+  byteOf(rule: number, offset: number): number {
+    return this.#values.readUInt8((rule - this.first) * this.valueSize + offset);
   }
 
   /** Is the stored value of `rule` equal to `value`? */
@@ -225,6 +276,8 @@ interface Put {
   readonly keyStr: string;
   readonly plen: number;
   encode(rule: number, into: Buffer, at: number): Buffer;
+  /** Its key is in a buffer of its own, not the batch's (an address-only entry). */
+  readonly standalone?: boolean;
 }
 
 interface Plan {
@@ -267,10 +320,52 @@ function putsOf<R>(
 }
 
 const policyPuts = (list: readonly Policy[]): Put[] =>
-  putsOf(list, LAYOUTS.mup_policy_key.size, (p) => p.match.len, (p, into, at) => encodePolicyKey(p.match, into, at), encodePolicy);
+  putsOf(
+    list,
+    LAYOUTS.mup_policy_key.size,
+    (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len),
+    (p, into, at) => encodePolicyKey(p.match, into, at, p.teid),
+    encodePolicy,
+  );
+
+// Address-only entries (bpf/lookup.h, MUP_POL_ADDR_ONLY): an N3 address with
+// (N3, TEID) policies and no policy of its own without a TEID gets a /32
+// entry marked address-only, so that Echo Requests and the like (matched by
+// the address alone) find it. Kept in step with the TEID policies by
+// #withAddrOnly: added, replaced by a real /32 policy, or deleted in the
+// same batch as the policies that need it. It takes a rule id (and so a
+// place of settings.max_policies) like a policy.
+
+const PK_PLEN = LAYOUTS.mup_policy_key.members.plen.offset;
+const PK_DADDR = LAYOUTS.mup_policy_key.members.daddr.offset;
+
+/** The plen and DA of a policy key given as its latin1 text. */
+function keyParts(k: string): { plen: number; daddr: number } {
+  const b = Buffer.from(k, 'latin1');
+  return { plen: b.readUInt32LE(PK_PLEN), daddr: b.readUInt32BE(PK_DADDR) };
+}
+
+function addrKey(daddr: number): { key: Buffer; keyStr: string } {
+  const key = encodePolicyKey({ addr: daddr, len: 32 } as Ipv4Prefix);
+  return { key, keyStr: key.toString('latin1') };
+}
+
+function addrOnlyPut(daddr: number): Put {
+  const { key, keyStr } = addrKey(daddr);
+  return { key, keyStr, plen: 32, standalone: true, encode: (rule, into, at) => encodeAddrOnlyPolicy(rule, into, at) };
+}
 
 const localSidPuts = (list: readonly LocalSid[]): Put[] =>
   putsOf(list, LAYOUTS.mup_localsid_key.size, (l) => l.sid.len, (l, into, at) => encodeLocalSidKey(l.sid, into, at), encodeLocalSid);
+
+const sessionPuts = (list: readonly Session[]): Put[] =>
+  putsOf(
+    list,
+    LAYOUTS.mup_session_key.size,
+    (x) => sessionPlen(x.ue.family, x.ue.prefix.len),
+    (x, into, at) => encodeSessionKey(x.ue, into, at),
+    encodeSession,
+  );
 
 export class Tables {
   readonly #fds: TableFds;
@@ -278,10 +373,14 @@ export class Tables {
   readonly #ncpus = numPossibleCpus();
   readonly #policies: Mirror;
   readonly #localsids: Mirror;
+  readonly #sessions: Mirror;
   readonly #policyIds: IdPool;
   readonly #localsidIds: IdPool;
+  readonly #sessionIds: IdPool;
   /** A replace or delete happened since the last grace period. */
   #dirty = false;
+  /** Keys (latin1) of the address-only entries in the policy table. */
+  readonly #addrOnly = new Set<string>();
   #settings: Settings;
   /** policy_gen and localsid_gen of the active configuration (ConfigFields). */
   #gens: { policyGen: number; localsidGen: number };
@@ -306,10 +405,12 @@ export class Tables {
     this.#gens = { policyGen: active.policyGen, localsidGen: active.localsidGen };
     this.#policies = new Mirror(0, sizes.maxPolicies, LAYOUTS.mup_policy.size);
     this.#localsids = new Mirror(sizes.maxPolicies, sizes.maxLocalSids, LAYOUTS.mup_localsid.size);
+    this.#sessions = new Mirror(sizes.maxPolicies + sizes.maxLocalSids, maxSessionsOf(sizes), LAYOUTS.mup_session.size);
     const used = new Set<number>();
     for (const [fd, keySize, mirror, ruleAt, name] of [
       [fds.policiesFd, LAYOUTS.mup_policy_key.size, this.#policies, LAYOUTS.mup_policy.members.rule.offset, MAP_POLICIES],
       [fds.localsidsFd, LAYOUTS.mup_localsid_key.size, this.#localsids, LAYOUTS.mup_localsid.members.rule.offset, MAP_LOCALSIDS],
+      [fds.sessionsFd, LAYOUTS.mup_session_key.size, this.#sessions, LAYOUTS.mup_session.members.rule.offset, MAP_SESSIONS],
     ] as const) {
       const vs = mirror.valueSize;
       const { keys, values, count } = mapDump(fd, keySize, vs, name);
@@ -317,7 +418,7 @@ export class Tables {
         const k = keys.subarray(i * keySize, (i + 1) * keySize);
         const v = values.subarray(i * vs, (i + 1) * vs);
         const rule = v.readUInt32LE(ruleAt);
-        const plen = k.readUInt32LE(0);
+        const plen = fd === fds.sessionsFd ? sessionPlen(k[0]!, k[1]!) : k.readUInt32LE(0);
         if (rule < mirror.first || rule >= mirror.first + mirror.count || used.has(rule)) {
           // Not one of ours, or a table from another layout: rewritten with a fresh id (or deleted) on sync.
           mirror.set(k.toString('latin1'), -1, undefined, plen);
@@ -325,13 +426,17 @@ export class Tables {
         }
         used.add(rule);
         mirror.set(k.toString('latin1'), rule, v, plen);
+        if (mirror === this.#policies && (v.readUInt8(LAYOUTS.mup_policy.members.flags.offset) & POLICY_FLAGS.addrOnly) !== 0) {
+          this.#addrOnly.add(k.toString('latin1'));
+        }
       }
     }
     this.#policyIds = new IdPool(0, sizes.maxPolicies, used);
     this.#localsidIds = new IdPool(sizes.maxPolicies, sizes.maxLocalSids, used);
+    this.#sessionIds = new IdPool(sizes.maxPolicies + sizes.maxLocalSids, maxSessionsOf(sizes), used);
     // A free id's counter slot is zero (zeroed when its rule went); one that
     // is not (a daemon killed between a delete and the zeroing) is zeroed now.
-    const total = sizes.maxPolicies + sizes.maxLocalSids;
+    const total = sizes.maxPolicies + sizes.maxLocalSids + maxSessionsOf(sizes);
     const stride = COUNTER_STRIDE * this.#ncpus;
     const raw = mapLookupArrayRange(fds.countersFd, MUP_EVENT_SLOTS, total, stride, MAP_COUNTERS);
     for (let rule = 0; rule < total; rule++) {
@@ -352,11 +457,21 @@ export class Tables {
 
   /** Number of counter slots the tables need: events, then one per rule. */
   static counterSlots(sizes: TableSizes): number {
-    return MUP_EVENT_SLOTS + sizes.maxPolicies + sizes.maxLocalSids;
+    return MUP_EVENT_SLOTS + sizes.maxPolicies + sizes.maxLocalSids + maxSessionsOf(sizes);
   }
 
+  get sessionCount(): number {
+    return this.#sessions.size;
+  }
+
+  /** Policies in the table (address-only entries not counted). */
   get policyCount(): number {
-    return this.#policies.size;
+    return this.#policies.size - this.#addrOnly.size;
+  }
+
+  /** Address-only entries (bpf/lookup.h): N3 addresses with TEID policies only. */
+  get addrOnlyCount(): number {
+    return this.#addrOnly.size;
   }
 
   get localsidCount(): number {
@@ -369,10 +484,12 @@ export class Tables {
    */
   generation = 0;
 
-  /** Rule id of the policy with this match prefix, if present. */
-  policyRule(match: Ipv4Prefix): number | undefined {
+  /** Rule id of the policy with this match prefix (and TEID prefix), if present. */
+  policyRule(match: Ipv4Prefix, teid?: TeidPrefix): number | undefined {
     const ks = LAYOUTS.mup_policy_key.size;
-    const r = this.#policies.keys.get(encodePolicyKey(match, scratch.fill(0, 0, ks), 0).toString('latin1'));
+    const k = encodePolicyKey(match, scratch.fill(0, 0, ks), 0, teid).toString('latin1');
+    if (this.#addrOnly.has(k)) return undefined;
+    const r = this.#policies.keys.get(k);
     return r === undefined || r < 0 ? undefined : r;
   }
 
@@ -382,36 +499,126 @@ export class Tables {
     return r === undefined || r < 0 ? undefined : r;
   }
 
+  sessionRule(ue: Session['ue']): number | undefined {
+    const ks = LAYOUTS.mup_session_key.size;
+    const r = this.#sessions.keys.get(encodeSessionKey(ue, scratch.fill(0, 0, ks), 0).toString('latin1'));
+    return r === undefined || r < 0 ? undefined : r;
+  }
+
   /**
    * Make the tables hold exactly `policies` and `localsids` (by key), with
    * `settings`: writes only what differs. Throws before writing anything
    * when the result would not fit.
    */
-  sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[]): ApplyResult {
+  sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = []): ApplyResult {
     const putP = policyPuts(policies);
     const putL = localSidPuts(localsids);
+    const putS = sessionPuts(sessions);
     const keepP = new Set(putP.map((p) => p.keyStr));
     const keepL = new Set(putL.map((p) => p.keyStr));
+    const keepS = new Set(putS.map((p) => p.keyStr));
     const delP: string[] = [];
     const delL: string[] = [];
+    const delS: string[] = [];
     for (const k of this.#policies.keys.keys()) if (!keepP.has(k)) delP.push(k);
     for (const k of this.#localsids.keys.keys()) if (!keepL.has(k)) delL.push(k);
-    return this.#apply(settings, putP, delP, putL, delL);
+    for (const k of this.#sessions.keys.keys()) if (!keepS.has(k)) delS.push(k);
+    const [putP2, delP2] = this.#withAddrOnly(putP, delP);
+    try {
+      return this.#apply(settings, putP2, delP2, putL, delL, putS, delS);
+    } finally {
+      this.#noteAddrOnly(putP2, delP2);
+    }
+  }
+
+  /** After a batch (whole or not): which /32 keys it touched are address-only entries now. */
+  #noteAddrOnly(puts: readonly Put[], dels: readonly string[]): void {
+    const m = this.#policies;
+    const flags = LAYOUTS.mup_policy.members.flags.offset;
+    for (const k of [...puts.map((p) => p.keyStr), ...dels]) {
+      if (!this.#addrOnly.has(k) && keyParts(k).plen !== 32) continue;
+      const rule = m.keys.get(k);
+      if (rule !== undefined && rule >= 0 && (m.byteOf(rule, flags) & POLICY_FLAGS.addrOnly) !== 0) this.#addrOnly.add(k);
+      else this.#addrOnly.delete(k);
+    }
+  }
+
+  /**
+   * The policy puts and deletes with the address-only entries they make
+   * needed or stale (see addrOnlyPut): an address with TEID keys after the
+   * change and no /32 policy of its own has one; no other has.
+   */
+  #withAddrOnly(puts: readonly Put[], dels: readonly string[]): [Put[], string[]] {
+    const mirror = this.#policies;
+    const putKeys = new Map(puts.map((p) => [p.keyStr, p]));
+    const delSet = new Set(dels.filter((k) => !putKeys.has(k)));
+    const teid = new Map<number, number>();
+    const touched = new Set<number>();
+    const countOf = (da: number): number => teid.get(da) ?? mirror.teidKeys.get(da) ?? 0;
+    for (const k of delSet) {
+      if (!mirror.keys.has(k)) continue;
+      const { plen, daddr } = keyParts(k);
+      if (plen > 32) teid.set(daddr, countOf(daddr) - 1);
+      if (plen >= 32) touched.add(daddr);
+    }
+    for (const p of puts) {
+      const { plen, daddr } = keyParts(p.keyStr);
+      if (plen > 32 && !mirror.keys.has(p.keyStr)) teid.set(daddr, countOf(daddr) + 1);
+      if (plen >= 32) touched.add(daddr);
+    }
+    const outPuts = [...puts];
+    for (const da of touched) {
+      const { keyStr } = addrKey(da);
+      const isAddrOnly = this.#addrOnly.has(keyStr);
+      const realPut = putKeys.has(keyStr);
+      const realAfter = realPut || (mirror.keys.has(keyStr) && !isAddrOnly && !delSet.has(keyStr));
+      const need = countOf(da) > 0 && !realAfter;
+      if (need) {
+        delSet.delete(keyStr);
+        // A real /32 deleted becomes the address-only entry in one write.
+        if (!isAddrOnly) outPuts.push(addrOnlyPut(da));
+      } else if (isAddrOnly && !realPut) {
+        delSet.add(keyStr);
+      }
+    }
+    return [outPuts, [...delSet]];
   }
 
   /** Apply a batch of puts (add or replace, by key) and deletes (by key). */
   apply(c: Changes): ApplyResult {
-    return this.#apply(
-      c.settings ?? this.#settings,
+    const [putP, delP] = this.#withAddrOnly(
       policyPuts(c.putPolicies ?? []),
-      (c.delPolicies ?? []).map((m) => encodePolicyKey(m).toString('latin1')),
-      localSidPuts(c.putLocalSids ?? []),
-      (c.delLocalSids ?? []).map((s) => encodeLocalSidKey(s).toString('latin1')),
+      (c.delPolicies ?? []).map((m) => policyKeyBuf(m).toString('latin1')).filter((k) => !this.#addrOnly.has(k)),
     );
+    try {
+      return this.#apply(
+        c.settings ?? this.#settings,
+        putP,
+        delP,
+        localSidPuts(c.putLocalSids ?? []),
+        (c.delLocalSids ?? []).map((s) => encodeLocalSidKey(s).toString('latin1')),
+        sessionPuts(c.putSessions ?? []),
+        (c.delSessions ?? []).map((u) => encodeSessionKey(u).toString('latin1')),
+      );
+    } finally {
+      this.#noteAddrOnly(putP, delP);
+    }
   }
 
-  #apply(settings: Settings, putP: readonly Put[], delP: readonly string[], putL: readonly Put[], delL: readonly string[]): ApplyResult {
-    if (settings.maxPolicies !== this.sizes.maxPolicies || settings.maxLocalSids !== this.sizes.maxLocalSids) {
+  #apply(
+    settings: Settings,
+    putP: readonly Put[],
+    delP: readonly string[],
+    putL: readonly Put[],
+    delL: readonly string[],
+    putS: readonly Put[] = [],
+    delS: readonly string[] = [],
+  ): ApplyResult {
+    if (
+      settings.maxPolicies !== this.sizes.maxPolicies ||
+      settings.maxLocalSids !== this.sizes.maxLocalSids ||
+      maxSessionsOf(settings) !== maxSessionsOf(this.sizes)
+    ) {
       throw new RangeError(
         `table sizes are fixed once loaded (max_policies ${this.sizes.maxPolicies}, max_localsids ${this.sizes.maxLocalSids}); ` +
           'restart the data plane with --replace-tables to change them',
@@ -420,18 +627,28 @@ export class Tables {
     // Plan everything first, so that a batch that does not fit writes nothing.
     const planP = this.#plan(putP, delP, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies);
     let planL: Plan;
+    let planS: Plan;
     try {
       planL = this.#plan(putL, delL, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids);
     } catch (e) {
       this.#policyIds.give(planP.taken);
       throw e;
     }
-    const before = this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens());
-    const after = this.#fields(settings, planP.plensAfter, planL.plensAfter);
+    try {
+      planS = this.#plan(putS, delS, this.#sessions, this.#sessionIds, 'sessions', 'max_sessions', maxSessionsOf(this.sizes));
+    } catch (e) {
+      this.#policyIds.give(planP.taken);
+      this.#localsidIds.give(planL.taken);
+      throw e;
+    }
+    const before = this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens());
+    const after = this.#fields(settings, planP.plensAfter, planL.plensAfter, planS.plensAfter);
     const widened: ConfigFields = {
       ...after,
       policyPlens: union(before.policyPlens, after.policyPlens),
       localsidPlens: union(before.localsidPlens, after.localsidPlens),
+      session4Plens: union(before.session4Plens ?? [], after.session4Plens ?? []),
+      session6Plens: union(before.session6Plens ?? [], after.session6Plens ?? []),
     };
 
     let added = 0;
@@ -439,12 +656,14 @@ export class Tables {
     let deleted = 0;
     const freedP: number[] = [];
     const freedL: number[] = [];
-    const unchanged = planP.unchanged + planL.unchanged;
+    const freedS: number[] = [];
+    const unchanged = planP.unchanged + planL.unchanged + planS.unchanged;
     try {
       // 1. New and changed entries.
       for (const [plan, fd, mirror, name] of [
         [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES],
         [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS],
+        [planS, this.#fds.sessionsFd, this.#sessions, MAP_SESSIONS],
       ] as const) {
         // New keys in one syscall (nothing replaced, so nothing to wait for);
         // replaced ones one by one, with a grace period between them.
@@ -491,6 +710,7 @@ export class Tables {
       for (const [plan, fd, mirror, name, freed] of [
         [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES, freedP],
         [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS, freedL],
+        [planS, this.#fds.sessionsFd, this.#sessions, MAP_SESSIONS, freedS],
       ] as const) {
         for (const k of plan.deletes) {
           this.#settle();
@@ -524,9 +744,10 @@ export class Tables {
     // 5. No packet holds a deleted entry any more: its counter slot is
     // zeroed and its id may be reused.
     this.#settle();
-    for (const rule of [...freedP, ...freedL]) this.#zeroCounter(rule);
+    for (const rule of [...freedP, ...freedL, ...freedS]) this.#zeroCounter(rule);
     this.#policyIds.give(freedP);
     this.#localsidIds.give(freedL);
+    this.#sessionIds.give(freedS);
     return { added, replaced, deleted, unchanged };
   }
 
@@ -574,13 +795,15 @@ export class Tables {
       const lens = new Set<number>(mirror.plens(gone));
       for (const w of writes) lens.add(w.plen);
       const plensAfter = [...lens].sort((a, b) => b - a);
-      if (plensAfter.length > MUP_MAX_PLENS) {
+      // Sessions: two lists (IPv4, IPv6 UE prefixes), each of at most MUP_MAX_PLENS.
+      const perList = mirror === this.#sessions ? Math.max(...[4, 6].map((f) => plensAfter.filter((p) => p >> 8 === f).length)) : plensAfter.length;
+      if (perList > MUP_MAX_PLENS) {
         throw new RangeError(
           `${what} would use ${plensAfter.length} distinct prefix lengths (${plensAfter.map((l) => `/${l}`).join(' ')}); ` +
             `the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
         );
       }
-      const contiguous = writes.length === puts.length && writes.every((w) => w.fresh);
+      const contiguous = writes.length === puts.length && writes.every((w) => w.fresh) && !puts.some((p) => p.standalone === true);
       return { writes, contiguous, deletes, unchanged, plensAfter, taken };
     } catch (e) {
       ids.give(taken);
@@ -599,11 +822,13 @@ export class Tables {
 
   #touch(fd: number): void {
     if (fd === this.#fds.policiesFd) this.#touched.policy = true;
-    else this.#touched.localsid = true;
+    else if (fd === this.#fds.localsidsFd) this.#touched.localsid = true;
+    // Sessions: no per-CPU copy (bpf/session.h), no generation.
   }
 
-  #fields(s: Settings, policyPlens: readonly number[], localsidPlens: readonly number[]): ConfigFields {
+  #fields(s: Settings, policyPlens: readonly number[], localsidPlens: readonly number[], sessionPlens: readonly number[]): ConfigFields {
     return {
+      ...splitSessionPlens(sessionPlens),
       ...this.#nextGens(),
       forwarding: s.forwarding,
       hashSeed: s.hashSeed,
@@ -666,13 +891,15 @@ export class Tables {
   /** Write the settings to the config even if nothing else changed (after load). */
   writeSettings(settings: Settings): void {
     this.#settings = settings;
-    this.#writeConfig(this.#fields(settings, this.#policies.plens(), this.#localsids.plens()));
+    this.#writeConfig(this.#fields(settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens()));
   }
 
   /** Rule ids in use, per table. */
   rules(kind: TableKind): { key: Buffer; rule: number }[] {
-    const m = kind === 'policy' ? this.#policies : this.#localsids;
-    return [...m.keys].filter(([, r]) => r >= 0).map(([k, rule]) => ({ key: Buffer.from(k, 'latin1'), rule }));
+    const m = kind === 'policy' ? this.#policies : kind === 'localsid' ? this.#localsids : this.#sessions;
+    return [...m.keys]
+      .filter(([k, r]) => r >= 0 && !(kind === 'policy' && this.#addrOnly.has(k)))
+      .map(([k, rule]) => ({ key: Buffer.from(k, 'latin1'), rule }));
   }
 }
 
@@ -694,6 +921,8 @@ function sameFields(a: ConfigFields, b: ConfigFields): boolean {
     a.policyPlens.join() === b.policyPlens.join() &&
     a.localsidPlens.join() === b.localsidPlens.join() &&
     a.policyGen === b.policyGen &&
-    a.localsidGen === b.localsidGen
+    a.localsidGen === b.localsidGen &&
+    (a.session4Plens ?? []).join() === (b.session4Plens ?? []).join() &&
+    (a.session6Plens ?? []).join() === (b.session6Plens ?? []).join()
   );
 }

@@ -4,6 +4,7 @@
  * libbpf, the daemon or the metrics library: `mup status` starts in a
  * fraction of the time.
  */
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** <repo>/build/mup.bpf.o, from src/host/ or dist/host/ alike. */
@@ -18,4 +19,9 @@ export function defaultSocket(instance: string): string {
 
 export function defaultStateFile(instance: string): string {
   return `/var/lib/mup/${instance}.state.json`;
+}
+
+/** The directory of an instance's pins in a bpf filesystem (src/daemon/pins.ts describes what is in it). */
+export function pinDir(bpffs: string, instance: string): string {
+  return join(bpffs, 'mup', instance);
 }

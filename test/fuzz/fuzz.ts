@@ -201,6 +201,7 @@ settings:
   forwarding: tx
   max_policies: 16
   max_localsids: 16
+  max_sessions: 16
   hash_seed: 3054
   udp_source_ports: "40000-40999"
 policies:
@@ -224,6 +225,15 @@ policies:
   - { name: always-seg0, match: 172.16.5.0/25, sr_prefix: "2001:db8:3000::/40", src_prefix: "::/0", srh: always }
   - { name: auto-seg3, match: 172.16.6.0/23, sr_prefix: "2001:db8:4000::/35", src_prefix: "2001:db8:fc::/61", segments: ["2001:db8:e::1", "2001:db8:e::2", "2001:db8:e::3"] }
   - { name: reduced-seg1, match: 203.0.113.128/26, sr_prefix: "2001:db8:5::/53", src_prefix: "2001:db8:fb::/64", segments: ["2001:db8:f::1"], srh: reduced }
+  # (N3, TEID) policies and plain last SIDs (issue 13): TEID prefixes over an
+  # address that has its own /32 policy, over one that has none (a G-PDU no
+  # prefix covers is dropped, other messages are matched by the address).
+  - { name: teid-2-plain, match: 198.51.100.7/32, teid: "0x40000000/2", sid: "2001:db8:d4::4", src_prefix: "2001:db8:ff::/64" }
+  - { name: teid-24-seg1, match: 198.51.100.7/32, teid: "0x12345600/24", sr_prefix: "2001:db8:24::/48", src_prefix: "2001:db8:fe::/64", segments: ["2001:db8:a::1"] }
+  - { name: teid-only-1, match: 100.64.0.1/32, teid: "0x80000000/1", sid: "2001:db8:d6::6", src_prefix: "::/0", srh: always }
+  - { name: teid-only-16-seg2, match: 100.64.0.1/32, teid: "0xdead0000/16", sid: "2001:db8:d46::46", src_prefix: "2001:db8:fd::/80", segments: ["2001:db8:c::1", "2001:db8:c::2"], srh: reduced }
+  - { name: teid-only-32-zero, match: 100.64.0.1/32, teid: "0/32", sr_prefix: "fc00:1::/44", src_prefix: "fc00:ff::/52" }
+  - { name: plain-24, match: 100.64.1.0/24, sid: "2001:db8:dd::46", src_prefix: "2001:db8:fb::/64", segments: ["2001:db8:e::1"] }
 localsids:
   - { name: e-48, sid: "2001:db8:2::/48", src_prefix_len: 64 }
   - { name: e-44-auto, sid: "fc00:2::/44", src_prefix_len: 52, container: auto, ttl: 1 }
@@ -242,6 +252,24 @@ localsids:
     srh: reduced
     hop_limit: 200
   - { name: d6-40-always, behavior: end.m.gtp6.d, sid: "2001:db8:6b00::/40", source: "2001:db8:ff::6b", sr_prefix: "fc00:1::/88", srh: always }
+sessions:
+  - { name: s-16, ue: 10.70.0.0/16, teid: 0x12345678, qfi: 9, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }
+  - name: s-32-seg2-reduced
+    ue: 10.70.1.1/32
+    teid: 4294967295
+    qfi: 63
+    rqi: true
+    endpoint: 203.0.113.9
+    source: 198.51.100.2
+    isd: "fc00:2::/44"
+    src_prefix: "fc00:ff::/53"
+    segments: ["2001:db8:a::1", "2001:db8:b::2"]
+    srh: reduced
+    hop_limit: 1
+  - { name: s-policy-overlap, ue: 10.10.0.0/16, teid: 0, qfi: 0, endpoint: 192.0.2.7, source: 198.51.100.3, isd: "2001:db8:3:4400::/56", src_prefix: "::/0", srh: always }
+  - { name: s6-48-seg1, ue: "2001:db8:70::/48", teid: 0x42, qfi: 1, endpoint: 192.0.2.8, source: 198.51.100.4, isd: "2001:db9::/32", src_prefix: "2001:db8:fe::/96", segments: ["2001:db8:c::1"] }
+  - { name: s6-128, ue: "2001:db8:70:1::1/128", teid: 7, qfi: 5, endpoint: 192.0.2.9, source: 198.51.100.5, isd: "2001:dba:f800::/37", src_prefix: "2001:db8:fd::/75", srh: always, hop_limit: 255 }
+  - { name: s6-sid-overlap, ue: "2001:db8:2::/48", teid: 8, qfi: 6, endpoint: 192.0.2.10, source: 198.51.100.6, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }
 `;
 
 export function fuzzConfig(): Config {
@@ -581,7 +609,15 @@ function gtpuSeed(rng: Rng, cfg: Config, i: number): Seed {
   const g = gtpShape(rng, shape);
   const [innerKind, inner] = innerPacket(rng);
   const opts = rng.chance(0.8) ? V4_OPTIONS[0]! : rng.pick(V4_OPTIONS);
-  const teid = rng.chance(0.1) ? rng.pick([0, 0xffffffff]) : rng.u32();
+  // A TEID policy's seeds carry a TEID of its prefix (a valid seed is one
+  // that translates); mutated TEIDs test the fallback to shorter prefixes,
+  // or the drop when there is none.
+  const teid =
+    pol.teid !== undefined
+      ? randomIn(rng, pol.teid.value, pol.teid.len) >>> 0
+      : rng.chance(0.1)
+        ? rng.pick([0, 0xffffffff])
+        : rng.u32();
   const gtp = gtpu({ flags: g.flags, type: 0xff, teid, seq: rng.int(65536), exts: g.exts, inner, ...(g.firstNext === undefined ? {} : { firstNext: g.firstNext }) });
   const ip = ipv4({
     src: rng.u32(),
@@ -730,6 +766,44 @@ function otherSeeds(rng: Rng, cfg: Config): Seed[] {
   });
 }
 
+const SESSION_SHAPES = ['udp', 'tcp', 'icmp', 'frag', 'opts', 'gtpu'] as const;
+
+/** IP to a session's UE prefix (H.M.Session.Encaps): IPv4 or IPv6 by the session's family. */
+function sessionSeed(rng: Rng, x: NonNullable<Config['sessions']>[number], i: number): Seed {
+  const shape = SESSION_SHAPES[i % SESSION_SHAPES.length]!;
+  const p = payloadBytes(rng);
+  const sport = rng.range(1, 65535);
+  const dport = shape === 'gtpu' ? 2152 : rng.range(1, 65535);
+  let ip: Buffer;
+  if (x.ue.family === 4) {
+    const dst = randomIn(rng, x.ue.prefix.addr, x.ue.prefix.len);
+    const src = rng.u32();
+    const tos = rng.int(256);
+    ip =
+      shape === 'tcp'
+        ? ipv4({ src, dst, proto: 6, payload: tcp(sport, dport, p), tos })
+        : shape === 'icmp'
+          ? ipv4({ src, dst, proto: 1, payload: icmpEcho(8, p), tos })
+          : shape === 'frag'
+            ? ipv4({ src, dst, proto: 17, payload: udp(sport, dport, p), frag: rng.pick([0x2000, 0x0010, 0x2020]), tos })
+            : shape === 'opts'
+              ? ipv4({ src, dst, proto: 17, payload: udp(sport, dport, p), options: Buffer.from([1, 1, 1, 0, 7, 3, 4, 0]), tos })
+              : ipv4({ src, dst, proto: 17, payload: udp(sport, dport, p), tos });
+  } else {
+    const host = x.ue.prefix.len >= 128 ? 0n : rng.u128() & ((1n << BigInt(128 - x.ue.prefix.len)) - 1n);
+    const dst = x.ue.prefix.addr | host;
+    const tc = rng.int(256);
+    ip =
+      shape === 'tcp'
+        ? ipv6({ src: rng.u128(), dst, nh: 6, payload: tcp(sport, dport, p), tc, flow: rng.int(1 << 20) })
+        : shape === 'icmp'
+          ? ipv6({ src: rng.u128(), dst, nh: 58, payload: icmpEcho(128, p), tc })
+          : ipv6({ src: rng.u128(), dst, nh: 17, payload: udp(sport, dport, p), tc });
+  }
+  const [padTag, frame] = pad(rng, ether(x.ue.family === 4 ? 0x0800 : 0x86dd, ip));
+  return { name: `session/${x.name ?? x.where}/${shape}${padTag}`, family: 'other', frame, fields: describeFields(frame) };
+}
+
 /** The seed corpus: every GTP-U shape for every policy, every SRv6 shape for every local SID, and more. */
 export function buildCorpus(cfg: Config, rng: Rng): Seed[] {
   const seeds: Seed[] = [];
@@ -740,6 +814,8 @@ export function buildCorpus(cfg: Config, rng: Rng): Seed[] {
   const l6 = cfg.localsids.filter((l) => !isGtp4e(l));
   for (let i = 0; i < 24 * l6.length; i++) seeds.push(gtp6Seed(rng, l6[i % l6.length]!, i));
   seeds.push(...otherSeeds(rng, cfg), ...otherSeeds(rng, cfg));
+  const sessions = cfg.sessions ?? [];
+  for (let i = 0; i < 24 * sessions.length; i++) seeds.push(sessionSeed(rng, sessions[i % sessions.length]!, i));
   return seeds.filter((s) => s.frame.length <= MAX_FRAME);
 }
 

@@ -10,7 +10,7 @@
  * End.M.GTP6.E (GTP-U over IPv6), GTP-U Echo answered, and the UDP checksum
  * rule of End.M.GTP6.E.
  */
-import type { Config, LocalSid, Policy } from '../../src/config/types.js';
+import type { Config, LocalSid, Policy, Session } from '../../src/config/types.js';
 import { ipv4Addr, ipv6FromBytes, ipv6ToBytes, mask6 } from '../../src/sid/addr.js';
 import { decodeGtp4Sid, decodeGtp4Src, decodeGtp6Sid, encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi as mkQfi, teid as mkTeid } from '../../src/sid/mobile.js';
 import type { Ipv6Addr } from '../../src/sid/types.js';
@@ -74,11 +74,25 @@ function innerHash(inner: Buffer, seed: number): number {
   return mh(words, seed);
 }
 
-function policyFor(cfg: Config, da: number): Policy | undefined {
+const mask32 = (len: number): number => (len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0);
+
+/**
+ * The policy of a G-PDU (teid given): the longest prefix of the 64-bit key
+ * DA || TEID, a policy's key being its match and, with a TEID prefix, 32 +
+ * that prefix's bits (docs/config.md). Without a TEID (any other message):
+ * any policy whose match covers the address (docs/design.md).
+ */
+function policyFor(cfg: Config, da: number, teid?: number): Policy | undefined {
   let best: Policy | undefined;
+  let bestLen = -1;
   for (const p of cfg.policies) {
-    const m = p.match.len === 0 ? 0 : (0xffffffff << (32 - p.match.len)) >>> 0;
-    if (((da & m) >>> 0) === p.match.addr && (best === undefined || p.match.len > best.match.len)) best = p;
+    if (((da & mask32(p.match.len)) >>> 0) !== p.match.addr) continue;
+    if (teid !== undefined && p.teid !== undefined && ((teid & mask32(p.teid.len)) >>> 0) !== p.teid.value) continue;
+    const len = p.match.len + (p.teid?.len ?? 0);
+    if (len > bestLen) {
+      best = p;
+      bestLen = len;
+    }
   }
   return best;
 }
@@ -89,6 +103,94 @@ function localSidFor(cfg: Config, da: Ipv6Addr): LocalSid | undefined {
     if (mask6(da, l.sid.len) === l.sid.addr && (best === undefined || l.sid.len > best.sid.len)) best = l;
   }
   return best;
+}
+
+function sessionFor4(cfg: Config, da: number): Session | undefined {
+  let best: Session | undefined;
+  for (const x of cfg.sessions ?? []) {
+    if (x.ue.family !== 4) continue;
+    const m = x.ue.prefix.len === 0 ? 0 : (0xffffffff << (32 - x.ue.prefix.len)) >>> 0;
+    if (((da & m) >>> 0) === x.ue.prefix.addr && (best === undefined || x.ue.prefix.len > best.ue.prefix.len)) best = x;
+  }
+  return best;
+}
+
+function sessionFor6(cfg: Config, da: Ipv6Addr): Session | undefined {
+  let best: Session | undefined;
+  for (const x of cfg.sessions ?? []) {
+    if (x.ue.family !== 6) continue;
+    if (mask6(da, x.ue.prefix.len) === x.ue.prefix.addr && (best === undefined || x.ue.prefix.len > best.ue.prefix.len)) best = x;
+  }
+  return best;
+}
+
+/**
+ * H.M.Session.Encaps (docs/spec.md §6): the whole IP packet of the frame
+ * (no Ethernet padding) behind IPv6 to isd | endpoint | Args.Mob.Session,
+ * from src_prefix | source; traffic class = the inner DSCP/ECN.
+ */
+export function modelSession(f: Buffer, cfg: Config, x: Session): ModelResult {
+  const o = ETH_HLEN;
+  let inner: Buffer;
+  let tc: number;
+  if (x.ue.family === 4) {
+    const ver = f[o]! >> 4;
+    const ihl = (f[o]! & 15) * 4;
+    const tot = f.readUInt16BE(o + 2);
+    if (ver !== 4 || ihl < 20 || tot < ihl) return { kind: 'malformed', why: `IPv4 to a UE: version ${ver}, IHL ${ihl / 4}, total length ${tot}` };
+    if (o + tot > f.length) return { kind: 'malformed', why: 'IPv4 to a UE: total length past the frame' };
+    inner = f.subarray(o, o + tot);
+    tc = f[o + 1]!;
+  } else {
+    if (f[o]! >> 4 !== 6) return { kind: 'malformed', why: 'IPv6 to a UE: version nibble' };
+    const pl = f.readUInt16BE(o + 4);
+    if (o + 40 + pl > f.length) return { kind: 'malformed', why: 'IPv6 to a UE: payload length past the frame' };
+    inner = f.subarray(o, o + 40 + pl);
+    tc = (f.readUInt32BE(o) >>> 20) & 0xff;
+  }
+  const k = x.segments.length;
+  const entries = x.srh !== 'reduced' && (k > 0 || x.srh === 'always') ? k + 1 : k;
+  const srhLen = entries ? 8 + 16 * entries : 0;
+  const nh = x.ue.family === 4 ? 4 : 41;
+  const out = Buffer.alloc(ETH_HLEN + 40 + srhLen + inner.length);
+  f.copy(out, 0, 6, 12);
+  f.copy(out, 6, 0, 6);
+  out.writeUInt16BE(0x86dd, 12);
+  const h = innerHash(inner, cfg.settings.hashSeed);
+  out.writeUInt32BE(((6 << 28) | (tc << 20) | (h & 0xfffff)) >>> 0, 14);
+  out.writeUInt16BE(srhLen + inner.length, 18);
+  out[20] = entries ? 43 : nh;
+  out[21] = x.hopLimit;
+  ipv6ToBytes(encodeGtp4Src(x.srcPrefix, x.source)).copy(out, 22);
+  const b = encodeGtp4Sid(x.isd, x.endpoint, { qfi: mkQfi(x.qfi), r: x.rqi, u: false, teid: mkTeid(x.teid) });
+  const s1 = x.segments[0];
+  ipv6ToBytes(entries && s1 !== undefined ? s1 : b).copy(out, 38);
+  const layout: [number, string][] = [
+    [0, 'eth dst'],
+    [6, 'eth src'],
+    [12, 'ethertype'],
+    [14, 'ipv6 version/tc/flow label'],
+    [18, 'ipv6 payload length'],
+    [20, 'ipv6 next header'],
+    [21, 'ipv6 hop limit'],
+    [22, 'ipv6 SA'],
+    [38, 'ipv6 DA'],
+  ];
+  if (entries) {
+    const p = 54;
+    out[p] = nh;
+    out[p + 1] = 2 * entries;
+    out[p + 2] = 4;
+    out[p + 3] = k;
+    out[p + 4] = entries - 1;
+    const list: Ipv6Addr[] = [b, ...[...x.segments].reverse()].slice(0, entries);
+    list.forEach((a, i) => ipv6ToBytes(a).copy(out, p + 8 + 16 * i));
+    layout.push([p, 'srh']);
+    list.forEach((_, i) => layout.push([p + 8 + 16 * i, `srh segment list[${i}]`]));
+  }
+  inner.copy(out, ETH_HLEN + 40 + srhLen);
+  layout.push([ETH_HLEN + 40 + srhLen, 'inner packet']);
+  return { kind: 'translate', out, layout };
 }
 
 /** GTP extension types a receiver may skip knowing only their length. */
@@ -153,8 +255,7 @@ export function modelGtp4d(f: Buffer, cfg: Config): ModelResult {
   if (ihl + 8 > tot) return { kind: 'malformed', why: 'UDP header cut short' };
   if (f.readUInt16BE(u + 2) !== 2152) return { kind: 'not-ours' };
   const da = f.readUInt32BE(o + 16);
-  const pol = policyFor(cfg, da);
-  if (pol === undefined) return { kind: 'not-ours' };
+  if (policyFor(cfg, da) === undefined) return { kind: 'not-ours' };
   const udpLen = f.readUInt16BE(u + 4);
   if (udpLen !== tot - ihl) return { kind: 'malformed', why: `UDP length ${udpLen} != IPv4 payload ${tot - ihl}` };
   const g = u + 8;
@@ -164,6 +265,8 @@ export function modelGtp4d(f: Buffer, cfg: Config): ModelResult {
   const gtpLen = f.readUInt16BE(g + 2);
   if (gtpLen + 16 !== udpLen) return { kind: 'malformed', why: `GTP length ${gtpLen} != UDP length ${udpLen} - 16` };
   if (f[g + 1] !== 0xff) return modelSignalling4(f, o, u, g, gtpLen);
+  const pol = policyFor(cfg, da, f.readUInt32BE(g + 4));
+  if (pol === undefined) return { kind: 'malformed', why: 'G-PDU to an N3 address whose TEID no policy covers: dropped by reason' };
   const gtpEnd = g + 8 + gtpLen; // == 14 + tot
   let hdr = 8;
   let qfi = 0;
@@ -209,7 +312,8 @@ export function modelGtp4d(f: Buffer, cfg: Config): ModelResult {
   const sa = encodeGtp4Src(pol.srcPrefix, ipv4Addr(f.readUInt32BE(o + 12)));
   ipv6ToBytes(sa).copy(out, 22);
   const teid = f.readUInt32BE(g + 4);
-  const b = encodeGtp4Sid(pol.srPrefix, ipv4Addr(da), { qfi: mkQfi(qfi), r: rqi === 1, u: false, teid: mkTeid(teid) });
+  // A plain last SID is used as is (no DA, no Args).
+  const b = pol.sid ?? encodeGtp4Sid(pol.srPrefix, ipv4Addr(da), { qfi: mkQfi(qfi), r: rqi === 1, u: false, teid: mkTeid(teid) });
   const s1 = pol.segments[0];
   ipv6ToBytes(entries && s1 !== undefined ? s1 : b).copy(out, 38);
   const layout: [number, string][] = [
@@ -656,11 +760,27 @@ function modelGtp6d(f: Buffer, cfg: Config, ls: LocalSid, da: Ipv6Addr): ModelRe
 export function model(f: Buffer, cfg: Config): ModelResult {
   if (f.length < ETH_HLEN) return { kind: 'not-ours' };
   const t = f.readUInt16BE(12);
-  if (t === 0x0800) return modelGtp4d(f, cfg);
+  // Precedence (docs/design.md): a local SID, then GTP-U to a policy, then a session's UE prefix.
+  if (t === 0x0800) {
+    if (f.length >= ETH_HLEN + 20) {
+      const o = ETH_HLEN;
+      const da = f.readUInt32BE(o + 16);
+      const x = sessionFor4(cfg, da);
+      if (x !== undefined) {
+        const u = o + (f[o]! & 15) * 4;
+        const gtpuToPolicy =
+          f[o + 9] === 17 && (f.readUInt16BE(o + 6) & 0x1fff) === 0 && u + 8 <= f.length && f.readUInt16BE(u + 2) === 2152 && policyFor(cfg, da) !== undefined;
+        if (!gtpuToPolicy) return modelSession(f, cfg, x);
+      }
+    }
+    return modelGtp4d(f, cfg);
+  }
   if (t === 0x86dd) {
     if (f.length >= ETH_HLEN + 40) {
       const da = ipv6FromBytes(f, ETH_HLEN + 24);
       const ls = localSidFor(cfg, da);
+      const x = ls === undefined ? sessionFor6(cfg, da) : undefined;
+      if (x !== undefined) return modelSession(f, cfg, x);
       if (ls?.behavior === 'end.m.gtp6.e') return modelGtp6e(f, cfg, ls, da);
       if (ls?.behavior === 'end.m.gtp6.d' || ls?.behavior === 'end.m.gtp6.d.di') return modelGtp6d(f, cfg, ls, da);
     }

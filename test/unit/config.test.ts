@@ -1,3 +1,4 @@
+import { canonicalPolicyKey, policyKey } from '../../src/config/keys.js';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -98,6 +99,35 @@ describe('valid configs', () => {
     expect(c.policies[0]?.segments.map(formatIpv6)).toEqual(['2001:db8::1', '2001:db8::2']);
     expect(c.policies[0]).toMatchObject({ name: 'p', srh: 'reduced', hopLimit: 255 });
     expect(c.localsids[0]).toMatchObject({ name: 'l', srcPrefixLen: 0, container: 'never', ttl: 1 });
+  });
+
+  it('reads teid and sid (issue 13): a TEID prefix, a plain last SID as a /128, teid 0/0 as none', () => {
+    const c = parseConfig(
+      doc({
+        policies: [
+          policy({ match: '10.0.0.1/32', teid: '0x12340000/16', sr_prefix: MISSING, sid: '2001:db8:e::d4' }),
+          policy({ match: '10.0.0.1/32', teid: '4294967295/32' }),
+          policy({ match: '10.0.0.2/32', teid: '0/0' }),
+        ],
+      }),
+      FILE,
+    );
+    expect(c.policies[0]).toMatchObject({ teid: { value: 0x12340000, len: 16 }, srPrefix: { len: 128 } });
+    expect(formatIpv6(c.policies[0]!.sid!)).toBe('2001:db8:e::d4');
+    expect(c.policies[1]).toMatchObject({ teid: { value: 0xffffffff, len: 32 } });
+    expect(c.policies[1]!.sid).toBeUndefined();
+    expect(c.policies[2]!.teid).toBeUndefined();
+    expect(c.policies.map(policyKey)).toEqual(['10.0.0.1/32 teid 0x12340000/16', '10.0.0.1/32 teid 0xffffffff/32', '10.0.0.2/32']);
+  });
+
+  it('canonical policy key text (API DELETE, state file): with and without teid', () => {
+    expect(canonicalPolicyKey('10.0.0.7/24')).toBe('10.0.0.0/24');
+    expect(canonicalPolicyKey('192.0.2.10/32 teid 305397760/16')).toBe('192.0.2.10/32 teid 0x12340000/16');
+    expect(canonicalPolicyKey(' 192.0.2.10/32  teid 0XFFFFFFFF/32 ')).toBe('192.0.2.10/32 teid 0xffffffff/32');
+    expect(canonicalPolicyKey('192.0.2.10/32 teid 0/0')).toBe('192.0.2.10/32');
+    expect(() => canonicalPolicyKey('192.0.2.0/24 teid 0x1/32')).toThrow(/single-address match \(\/32\), got \/24/);
+    expect(() => canonicalPolicyKey('192.0.2.10/32 teid 0x12345678/16')).toThrow(/bits set past the first 16/);
+    expect(() => canonicalPolicyKey('192.0.2.10/32 tied 1/32')).toThrow(/not a policy key/);
   });
 
   it('accepts the limits: L=56, P=96, 4 segments, 16 prefix lengths, a one-port range', () => {
@@ -327,6 +357,37 @@ const errors: { name: string; text: string; path: string; msg: RegExp }[] = [
   { name: 'policy_mtu_1279', text: withPolicy({ mtu: 1279 }), path: 'policies[0].mtu', msg: /1280 to 65535 \(the translated packet is IPv6\)/ },
   { name: 'gtp4e_mtu_67', text: withLocalSid({ mtu: 67 }), path: 'localsids[0].mtu', msg: /68 to 65535 \(the translated packet is IPv4\)/ },
   { name: 'gtp6e_mtu_1279', text: doc({ localsids: [gtp6e({ mtu: 1279 })] }), path: 'localsids[0].mtu', msg: /1280 to 65535/ },
+  // (N3, TEID) policies and plain SIDs (issue 13)
+  { name: 'teid_len_33', text: withPolicy({ match: '10.0.0.1/32', teid: '0x1/33' }), path: 'policies[0].teid', msg: /\/33: a TEID prefix is at most 32 bits long/ },
+  { name: 'teid_bits_past_len', text: withPolicy({ match: '10.0.0.1/32', teid: '0x12345678/16' }), path: 'policies[0].teid', msg: /bits set past the first 16; write 0x12340000\/16 or a longer prefix/ },
+  { name: 'teid_on_slash24', text: withPolicy({ match: '10.0.0.0/24', teid: '0x12340000/16' }), path: 'policies[0].teid', msg: /teid needs a single-address match \(\/32\), but match is \/24/ },
+  { name: 'teid_on_slash31', text: withPolicy({ match: '10.0.0.0/31', teid: '0x80000000/1' }), path: 'policies[0].teid', msg: /single-address match/ },
+  { name: 'teid_number', text: withPolicy({ match: '10.0.0.1/32', teid: 5 }), path: 'policies[0].teid', msg: /TEID prefix VALUE\/BITS such as 0x12340000\/16, got the number 5/ },
+  { name: 'teid_value_33_bits', text: withPolicy({ match: '10.0.0.1/32', teid: '0x100000000/32' }), path: 'policies[0].teid', msg: /out of range; a TEID is 32 bits/ },
+  { name: 'teid_no_bits', text: withPolicy({ match: '10.0.0.1/32', teid: '0x1234' }), path: 'policies[0].teid', msg: /not a TEID prefix; expected VALUE\/BITS/ },
+  {
+    name: 'teid_duplicate_hex_and_decimal',
+    text: doc({ policies: [policy({ match: '10.0.0.1/32', teid: '0x12340000/16' }), policy({ match: '10.0.0.1/32', teid: '305397760/16' })] }),
+    path: 'policies[1].match',
+    msg: /10\.0\.0\.1\/32 teid 0x12340000\/16 is already used by policies\[0\]/,
+  },
+  {
+    name: 'teid_0_0_is_no_teid',
+    text: doc({ policies: [policy({ match: '10.0.0.1/32' }), policy({ match: '10.0.0.1/32', teid: '0/0' })] }),
+    path: 'policies[1].match',
+    msg: /10\.0\.0\.1\/32 is already used by policies\[0\].*teid 0\/0 is the same as none/,
+  },
+  { name: 'sid_and_sr_prefix', text: withPolicy({ sid: '2001:db8:e::d4' }), path: 'policies[0].sid', msg: /give sr_prefix .* or sid .*, not both/ },
+  { name: 'sid_with_len', text: withPolicy({ sr_prefix: MISSING, sid: '2001:db8:e::/64' }), path: 'policies[0].sid', msg: /a policy's sid is an address .*not a prefix; drop the \/length/ },
+  { name: 'sid_ipv4', text: withPolicy({ sr_prefix: MISSING, sid: '10.0.0.1' }), path: 'policies[0].sid', msg: /IPv6 address/ },
+  { name: 'sid_number', text: withPolicy({ sr_prefix: MISSING, sid: 7 }), path: 'policies[0].sid', msg: /IPv6 address such as 2001:db8:e::d4, got the number 7/ },
+  { name: 'neither_sid_nor_sr_prefix', text: withPolicy({ sr_prefix: MISSING }), path: 'policies[0].sr_prefix', msg: /required key missing.*or instead sid/ },
+  {
+    name: 'teid_lengths_need_slash32_too',
+    text: doc({ policies: [...many(15, (i) => policy({ match: `10.0.0.0/${i + 8}` })), policy({ match: '10.9.9.9/32', teid: '0x80000000/1' })] }),
+    path: 'policies[15].teid',
+    msg: /needs the \/32 one too \(17\); the data path supports at most 16/,
+  },
   { name: 'policy_behavior_bad', text: withPolicy({ behavior: 'end.m.gtp6.d' }), path: 'policies[0].behavior', msg: /one of h\.m\.gtp4\.d/ },
 ];
 
