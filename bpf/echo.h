@@ -24,6 +24,7 @@
 #include "gtp.h"
 #include "csum.h"
 #include "fwd.h"
+#include "srh.h"
 
 /* What we send after the UDP header: 12 bytes of GTP-U with S set, then the
  * Recovery IE. */
@@ -107,6 +108,99 @@ static __always_inline int gtpu_in(struct gtpu_hdr *gtp, void *end, __u32 udp_le
 	return GTPU_IN_ECHO;
 }
 
+/* The request's UDP checksum is checked before it is answered (RFC 1122
+ * §4.1.3.4: a datagram with a non-zero, wrong checksum is discarded; RFC
+ * 8200 §8.1: over IPv6 a zero checksum is wrong too). Requests longer than
+ * this are not summed: dropped as drop_echo_bad (an Echo Request is 12 to a
+ * few dozen bytes). */
+#define ECHO_CSUM_BLOCKS 1
+#define ECHO_UDP_MAX     CSUM_MAX_BYTES(ECHO_CSUM_BLOCKS)
+
+/* The UDP datagram [udp, end) with pseudo-header partial sum `sum` (memory
+ * order): 0 when its checksum verifies, else the drop event. */
+static __always_inline int echo_udp_csum_ok(__u8 *udp, void *end, __u32 udp_len, __u32 sum)
+{
+	if (udp_len > ECHO_UDP_MAX)
+		return MUP_EV_DROP_ECHO_BAD;
+	sum = csum_to_end(udp, end, sum + bpf_htons(udp_len) + bpf_htons(IPPROTO_UDP), ECHO_CSUM_BLOCKS);
+	return csum_fold32(sum) ? MUP_EV_DROP_ECHO_BAD_CHECKSUM : 0;
+}
+
+/* Called after the padding is trimmed, so the frame ends with the request's
+ * UDP datagram. Return 0 (verified) or the drop event. */
+static __always_inline int echo_csum4(struct xdp_md *ctx, __u32 tot)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+	__u8 *udp;
+	__u32 ihl;
+
+	if ((void *)(ip + 1) > end)
+		return MUP_EV_DROP_ADJUST;
+	ihl = (ip->ihl * 4) & 0x3c;
+	udp = (void *)ip + ihl;
+	if ((void *)(udp + 8) > end || tot < ihl)
+		return MUP_EV_DROP_ADJUST;
+	/* RFC 768: a zero checksum over IPv4 means none was sent. */
+	if (!*(__u16 *)(udp + 6))
+		return 0;
+	return echo_udp_csum_ok(udp, end, tot - ihl, bpf_csum_diff(0, 0, (void *)&ip->saddr, 8, 0));
+}
+
+/* IPv6: the UDP header after the extension headers v6_walk accepted. */
+static __always_inline int echo_csum6(struct xdp_md *ctx, __u32 payload_len)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
+	__u32 off = 0;
+	__u8 nh, *udp;
+
+	if ((void *)(ip6 + 1) > end)
+		return MUP_EV_DROP_ADJUST;
+	nh = ip6->nexthdr;
+	for (int i = 0; i < V6_MAX_EXT; i++) {
+		__u8 *p;
+
+		if (nh == IPPROTO_UDP)
+			break;
+		p = (__u8 *)(ip6 + 1) + (off & 0x1fff);
+		if ((void *)(p + 2) > end)
+			return MUP_EV_DROP_ADJUST;
+		nh = p[0];
+		off += ((__u32)p[1] + 1) * 8;
+	}
+	udp = (__u8 *)(ip6 + 1) + (off & 0x1fff);
+	if (nh != IPPROTO_UDP || off + 8 > payload_len || (void *)(udp + 8) > end)
+		return MUP_EV_DROP_ADJUST; /* v6_walk found it: never */
+	/* RFC 8200 §8.1: zero is no checksum, not allowed over IPv6 (the
+	 * one's complement sum could still come out right). */
+	if (!*(__u16 *)(udp + 6))
+		return MUP_EV_DROP_ECHO_BAD_CHECKSUM;
+	return echo_udp_csum_ok(udp, end, payload_len - off, bpf_csum_diff(0, 0, (void *)&ip6->saddr, 32, 0));
+}
+
+/* Global functions: the verifier checks each once, not once per path that
+ * reaches an Echo Request. 1: dropped (and counted), 0: answer it. */
+__attribute__((noinline)) int mup_echo_csum4(struct xdp_md *ctx, __u32 tot, __u32 bytes)
+{
+	int rc = echo_csum4(ctx, tot);
+
+	if (rc)
+		mup_count(rc, bytes);
+	return rc != 0;
+}
+
+__attribute__((noinline)) int mup_echo_csum6(struct xdp_md *ctx, __u32 payload_len, __u32 bytes)
+{
+	int rc = echo_csum6(ctx, payload_len);
+
+	if (rc)
+		mup_count(rc, bytes);
+	return rc != 0;
+}
+
 /* Sum of the host-order 16-bit words of the UDP header and the GTP-U
  * message we send (checksum field 0), for the UDP checksum. */
 static __always_inline __u32 echo_sum(__u16 sport, __u16 dport, __u16 seq)
@@ -163,6 +257,8 @@ static __always_inline int echo_reply4(struct xdp_md *ctx, __u32 bytes, __u32 to
 	if (bytes > sizeof(struct ethhdr) + tot &&
 	    bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + tot) - (int)bytes))
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+	if (mup_echo_csum4(ctx, tot, bytes))
+		return XDP_DROP; /* counted there */
 	if (bpf_xdp_adjust_head(ctx, (int)(sizeof(struct ethhdr) + tot) - (int)new_len))
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 	data = (void *)(long)ctx->data;
@@ -216,6 +312,8 @@ static __always_inline int echo_reply6(struct xdp_md *ctx, __u32 bytes, __u32 pa
 	eth_save(data, &macs);
 	if (bytes > old_len && bpf_xdp_adjust_tail(ctx, (int)old_len - (int)bytes))
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+	if (mup_echo_csum6(ctx, payload_len, bytes))
+		return XDP_DROP; /* counted there */
 	if (bpf_xdp_adjust_head(ctx, (int)old_len - (int)new_len))
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 	data = (void *)(long)ctx->data;

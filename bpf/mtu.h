@@ -4,7 +4,9 @@
  * and, in its place, an ICMP Fragmentation Needed (IPv4 sender, DF set) or
  * an ICMPv6 Packet Too Big goes back to its source out of the interface it
  * came in on (XDP_TX, MACs swapped), reporting the largest packet the
- * source may send so that its translation fits. At most MUP_ICMP_PER_SEC
+ * source may send so that its translation fits. Never to a source that is
+ * not one host, nor for a link-layer or IP broadcast/multicast (then only
+ * dropped, one counter per reason). At most MUP_ICMP_PER_SEC
  * such errors per CPU per second (RFC 1812 §4.3.2.8, RFC 4443 §2.4 (f));
  * beyond that the packet is only dropped. Built from the untouched
  * original packet: called before the translation moves anything. */
@@ -49,6 +51,53 @@ static __always_inline int icmp_allowed(void)
 	return 1;
 }
 
+/* No ICMP error for a frame sent to a link-layer group address (broadcast
+ * or multicast: RFC 1122 §3.2.2, RFC 1812 §4.3.2.7, RFC 4443 §2.4 (e.4),
+ * (e.5)); our answer, its MACs swapped, would also carry that group address
+ * as its source. Returns the drop event, or 0. */
+static __always_inline __u32 icmp_forbidden_l2(const void *eth)
+{
+	if (!(*(const __u8 *)eth & 1))
+		return 0;
+	if (*(const __u32 *)eth == 0xffffffff && *(const __u16 *)(eth + 4) == 0xffff)
+		return MUP_EV_DROP_TOO_BIG_L2_BROADCAST;
+	return MUP_EV_DROP_TOO_BIG_L2_MULTICAST;
+}
+
+/* IPv4 (host order): no ICMP error for a datagram whose source does not
+ * define a single host (0/8, 127/8, 224/4, 240/4, 255.255.255.255) nor for
+ * one sent to an IP broadcast or multicast address (RFC 1122 §3.2.2, RFC
+ * 1812 §4.3.2.7): with a spoofed source we would reflect. */
+static __always_inline __u32 icmp_forbidden4(__u32 s, __u32 d)
+{
+	if ((s >> 24) == 0)
+		return MUP_EV_DROP_TOO_BIG_UNSPECIFIED;
+	if ((s >> 24) == 127)
+		return MUP_EV_DROP_TOO_BIG_LOOPBACK;
+	if (s == 0xffffffff || d == 0xffffffff)
+		return MUP_EV_DROP_TOO_BIG_BROADCAST;
+	if ((s >> 28) == 0xe || (d >> 28) == 0xe)
+		return MUP_EV_DROP_TOO_BIG_MULTICAST;
+	if ((s >> 28) == 0xf)
+		return MUP_EV_DROP_TOO_BIG_RESERVED;
+	return 0;
+}
+
+/* IPv6: not to a source that does not identify one node (::, ff00::/8;
+ * RFC 4443 §2.4 (e.6)) nor to ::1, which must never leave a node (RFC 4291
+ * §2.5.3); not for a packet to a multicast destination either, whose
+ * error we could only send from that group address (RFC 4443 §2.2). */
+static __always_inline __u32 icmp_forbidden6(struct u128 s, struct u128 d)
+{
+	if (!s.hi && !s.lo)
+		return MUP_EV_DROP_TOO_BIG_UNSPECIFIED;
+	if (!s.hi && s.lo == 1)
+		return MUP_EV_DROP_TOO_BIG_LOOPBACK;
+	if ((s.hi >> 56) == 0xff || (d.hi >> 56) == 0xff)
+		return MUP_EV_DROP_TOO_BIG_MULTICAST;
+	return 0;
+}
+
 static __always_inline void eth_swap(void *eth, const struct eth_macs *m, __u16 proto)
 {
 	*(__u32 *)eth = m->src_hi;
@@ -74,6 +123,14 @@ static __noinline int too_big4(struct xdp_md *ctx, __u32 bytes, __u32 tot, __s32
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 	if (!(ip->frag_off & bpf_htons(0x4000)))
 		return ev(MUP_EV_DROP_TOO_BIG, bytes, XDP_DROP);
+	{
+		__u32 why = icmp_forbidden_l2(data);
+
+		if (!why)
+			why = icmp_forbidden4(bpf_ntohl(ip->saddr), bpf_ntohl(ip->daddr));
+		if (why)
+			return ev(why, bytes, XDP_DROP);
+	}
 	if (!icmp_allowed())
 		return ev(MUP_EV_DROP_TOO_BIG_RATELIMIT, bytes, XDP_DROP);
 	eth_save(data, &macs);
@@ -132,11 +189,19 @@ static __noinline int too_big6(struct xdp_md *ctx, __u32 bytes, __u32 payload_le
 
 	if ((void *)(ip6 + 1) > end)
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
+	saddr = u128_load(&ip6->saddr);
+	daddr = u128_load(&ip6->daddr);
+	{
+		__u32 why = icmp_forbidden_l2(data);
+
+		if (!why)
+			why = icmp_forbidden6(saddr, daddr);
+		if (why)
+			return ev(why, bytes, XDP_DROP);
+	}
 	if (!icmp_allowed())
 		return ev(MUP_EV_DROP_TOO_BIG_RATELIMIT, bytes, XDP_DROP);
 	eth_save(data, &macs);
-	saddr = u128_load(&ip6->saddr);
-	daddr = u128_load(&ip6->daddr);
 	if (report < 0)
 		report = 0;
 	if (bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + quote) - (int)bytes))

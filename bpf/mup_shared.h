@@ -249,15 +249,26 @@ enum mup_event {
 	/* A G-PDU to an N3 address of (N3, TEID) policies whose TEID none of
 	 * them covers (and no shorter prefix of the address does). */
 	MUP_EV_DROP_NO_TEID_POLICY = 48,
-	MUP_EV_MAX = 49,
+	/* Too big, and no ICMP error allowed (RFC 1122 §3.2.2, RFC 1812
+	 * §4.3.2.7, RFC 4443 §2.4 (e); mtu.h, docs/datapath.md): dropped. */
+	MUP_EV_DROP_TOO_BIG_L2_BROADCAST = 49, /* frame sent to ff:ff:ff:ff:ff:ff */
+	MUP_EV_DROP_TOO_BIG_L2_MULTICAST = 50, /* frame sent to another group MAC (I/G bit set) */
+	MUP_EV_DROP_TOO_BIG_UNSPECIFIED = 51,  /* source 0.0.0.0/8 ("this network") or :: */
+	MUP_EV_DROP_TOO_BIG_LOOPBACK = 52,     /* source 127.0.0.0/8 or ::1 */
+	MUP_EV_DROP_TOO_BIG_MULTICAST = 53,    /* source 224.0.0.0/4 or ff00::/8; or such a destination */
+	MUP_EV_DROP_TOO_BIG_BROADCAST = 54,    /* source or destination 255.255.255.255 */
+	MUP_EV_DROP_TOO_BIG_RESERVED = 55,     /* source 240.0.0.0/4 (class E) */
+	MUP_EV_DROP_ECHO_BAD_CHECKSUM = 56,    /* Echo Request, UDP checksum wrong (or 0 over IPv6): not answered (echo.h) */
+	MUP_EV_MAX = 57,
 };
 
 /* ------------------------------------------------------------------------
  * Latency probe (bpf/probe.h, src/probe/). With mup_config.probe_flags set,
  * the program reads bpf_ktime_get_ns() (CLOCK_MONOTONIC) on entry and after
  * the translation; a translated frame that leaves by XDP_TX or redirect and
- * matches the selector gets the entry time's low 48 bits in its Ethernet
- * source MAC (big endian, as a P4 switch stamps it) and one record in the
+ * matches the selector gets the entry time's low 46 bits in its Ethernet
+ * source MAC (bits 45..40 in the first octet above its U/L and I/G bits,
+ * which stay 1 and 0; bits 39..0 big endian in the other five) and one record in the
  * ring buffer mup_probe_ring.
  */
 enum mup_probe_flag {

@@ -8,7 +8,9 @@
  *   probe_exit()   bpf_ktime_get_ns() again, then, for a translated frame
  *                  leaving by XDP_TX or redirect whose inner packet matches
  *                  the selector (inner UDP destination port, 1 in N per CPU):
- *                  the entry time's low 48 bits into the Ethernet source MAC,
+ *                  the entry time's low 46 bits into the Ethernet source MAC
+ *                  (a valid unicast, locally administered address: see
+ *                  docs/probe.md, "The MAC stamp"),
  *                  and a struct mup_probe_record into mup_probe_ring.
  * The function is told from the frame in and the frame out (enum
  * mup_probe_fn), so the translations themselves know nothing of the probe.
@@ -223,7 +225,11 @@ static __always_inline int probe_exit(struct xdp_md *ctx, const struct mup_confi
 
 		if ((void *)(eth + 1) > end)
 			return verdict;
-		*(__be16 *)eth->h_source = bpf_htons(t0 >> 32);
+		/* 46 bits of the entry time: the first octet's low two
+		 * bits stay 1 0 (locally administered, unicast), or a
+		 * bridge drops the frame (a group source address). */
+		eth->h_source[0] = (__u8)((t0 >> 38) & 0xfc) | 0x02;
+		eth->h_source[1] = (__u8)(t0 >> 32);
 		*(__be32 *)(eth->h_source + 2) = bpf_htonl(t0);
 		flags |= MUP_PROBE_REC_MAC;
 	}

@@ -66,7 +66,9 @@ struct v6_chain {
 /* Walk Hop-by-Hop, Destination Options and the SRH, checking each against
  * both the frame and the payload length. Stops at the first other header
  * (the caller decides whether it is an inner packet). An SRH must have
- * Segments Left == want_sl (0: End.M.GTP4.E, End.M.GTP6.D; 1: End.M.GTP6.E).
+ * Segments Left == want_sl (0: End.M.GTP4.E, End.M.GTP6.D; 1: End.M.GTP6.E);
+ * a routing header of another type is skipped when its Segments Left is 0
+ * (as if absent), else dropped (docs/datapath.md, "Unknown routing types").
  * Returns 0 or a drop event. */
 static __always_inline int v6_walk(struct ipv6hdr *ip6, void *end, __u32 payload_len,
 				   __u32 want_sl, struct v6_chain *c)
@@ -99,12 +101,19 @@ static __always_inline int v6_walk(struct ipv6hdr *ip6, void *end, __u32 payload
 		if (nh == IPPROTO_ROUTING) {
 			struct srh_hdr *srh = (void *)p;
 
-			if (srh->type != SRH_ROUTING_TYPE)
-				return MUP_EV_DROP_V6_BAD_EXT;
-			if (srh->segments_left != want_sl)
-				return want_sl ? MUP_EV_DROP_SRH_SL_NOT_ONE : MUP_EV_DROP_SRH_SL_NONZERO;
-			if (c->srh == V6_NO_SRH)
-				c->srh = off;
+			if (srh->type != SRH_ROUTING_TYPE) {
+				/* RFC 8200 §4.4 (RFC 5095 §3 for type 0): an
+				 * unrecognised type with Segments Left 0 is
+				 * ignored, the next header processed; with
+				 * segments left the packet is discarded. */
+				if (srh->segments_left)
+					return MUP_EV_DROP_V6_BAD_EXT;
+			} else {
+				if (srh->segments_left != want_sl)
+					return want_sl ? MUP_EV_DROP_SRH_SL_NOT_ONE : MUP_EV_DROP_SRH_SL_NONZERO;
+				if (c->srh == V6_NO_SRH)
+					c->srh = off;
+			}
 		}
 		nh = p[0];
 		off += len;

@@ -386,7 +386,7 @@ function formatListen(l: { host: string; port: number }): string {
 function readPolicy(src: Source, path: Path, v: unknown): Policy {
   const m = readMapping(src, path, v, POLICY_KEYS, 'in a policy');
   const at = (key: string): Path => [...path, key];
-  const name = optional(m, 'name', (x) => readName(src, at('name'), x));
+  const name = optional(m, 'name', (x) => readRuleName(src, at('name'), x));
   optional(m, 'behavior', (x) => readEnum(src, at('behavior'), x, POLICY_BEHAVIORS));
   const match = required(src, m, path, 'match', 'the IPv4 destination prefix of the GTP-U packets, e.g. 192.0.2.0/24', (x) =>
     readIpv4Prefix(src, at('match'), x),
@@ -521,7 +521,7 @@ function readIpv4Address(src: Source, path: Path, v: unknown): Ipv4Addr {
 function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
   const m = readMapping(src, path, v, LOCALSID_KEYS, 'in a local SID');
   const at = (key: string): Path => [...path, key];
-  const name = optional(m, 'name', (x) => readName(src, at('name'), x));
+  const name = optional(m, 'name', (x) => readRuleName(src, at('name'), x));
   const given = optional(m, 'behavior', (x) => readEnum(src, at('behavior'), x, LOCALSID_BEHAVIORS));
   const behavior = given ?? 'end.m.gtp4.e';
   const allowed = LOCALSID_KEYS_OF[behavior];
@@ -759,6 +759,33 @@ function readPortRange(src: Source, path: Path, v: unknown): [number, number] {
 function readName(src: Source, path: Path, v: unknown): string {
   const s = readString(src, path, v, 'a name (quote it if it looks like a number)');
   if (s.trim() === '') src.fail(path, 'must not be empty; give a name or leave the key out');
+  return s;
+}
+
+/** The longest rule name (docs/config.md, "Rule names"). */
+export const RULE_NAME_MAX = 64;
+const RULE_NAME_CHAR = /[A-Za-z0-9._:/@+-]/u;
+
+/**
+ * A policy's or local SID's name: it goes as it is into `policy list`, logs
+ * and /metrics labels, so only a printable set (letters, digits and
+ * `. _ : / @ + -`) and at most RULE_NAME_MAX characters. The config file and
+ * the API (parsePolicyEntry, parseLocalSidEntry) both read names here.
+ */
+function readRuleName(src: Source, path: Path, v: unknown): string {
+  const s = readName(src, path, v);
+  const shown = s.length > 40 ? `${JSON.stringify(s.slice(0, 40))} (and ${s.length - 40} more characters)` : JSON.stringify(s);
+  if (s.length > RULE_NAME_MAX) {
+    src.fail(path, `${shown} is ${s.length} characters long; a rule name has at most ${RULE_NAME_MAX}`);
+  }
+  const chars = [...s];
+  const bad = chars.findIndex((c) => !RULE_NAME_CHAR.test(c));
+  if (bad >= 0) {
+    src.fail(
+      path,
+      `${shown} has ${JSON.stringify(chars[bad])} at character ${bad + 1}; a rule name may only use letters A-Z a-z, digits and . _ : / @ + -`,
+    );
+  }
   return s;
 }
 

@@ -79,7 +79,7 @@ export interface ProbeRecord {
   readonly cpuCount: number;
   readonly fn: ProbeFunction | `fn_${number}`;
   readonly verdict: string;
-  /** The entry time's low 48 bits were written into the frame's source MAC. */
+  /** The entry time's low 46 bits were written into the frame's source MAC (macStampBytes). */
   readonly macStamped: boolean;
   readonly proto: number;
   readonly sport: number;
@@ -157,16 +157,33 @@ export function decodePayload(b: Buffer, at: number): DecodedPayload | null {
   return { run: b.readUInt32BE(at + P.run.offset), seq: b.readUInt32BE(at + P.seq.offset), dir: d === 0 ? 'uplink' : 'downlink' };
 }
 
+/** Bits of the entry time a MAC stamp holds (docs/probe.md, "The MAC stamp"). */
+export const MAC_STAMP_BITS = 46;
+
 /**
- * The entry time in a stamped frame's source MAC (48 bits, big endian),
- * unwrapped to the full CLOCK_MONOTONIC value nearest `near` (any monotonic
- * time within 2^47 ns, about 39 hours, of the stamp: the record's exit time,
- * or the receive time converted to monotonic).
+ * The source MAC bpf/probe.h writes for entry time `t`: bits 45..40 in the
+ * first octet above its U/L bit (1: locally administered) and I/G bit (0:
+ * unicast), bits 39..0 big endian in the other five octets, so that the
+ * stamped frame keeps a valid unicast source address.
+ */
+export function macStampBytes(t: bigint): Buffer {
+  const b = Buffer.alloc(6);
+  b[0] = Number(((t >> 40n) & 0x3fn) << 2n) | 0x02;
+  b[1] = Number((t >> 32n) & 0xffn);
+  b.writeUInt32BE(Number(t & 0xffffffffn), 2);
+  return b;
+}
+
+/**
+ * The entry time in a stamped frame's source MAC (46 bits, laid out as
+ * macStampBytes), unwrapped to the full CLOCK_MONOTONIC value nearest `near`
+ * (any monotonic time within 2^45 ns, about 9.7 hours, of the stamp: the
+ * record's exit time, or the receive time converted to monotonic).
  */
 export function macStamp(frame: Buffer, near: bigint): bigint {
   if (frame.length < 12) throw new RangeError('a frame shorter than two MAC addresses');
-  const low = (BigInt(frame.readUInt16BE(6)) << 32n) | BigInt(frame.readUInt32BE(8));
-  const span = 1n << 48n;
+  const low = (BigInt(frame[6]! >> 2) << 40n) | (BigInt(frame[7]!) << 32n) | BigInt(frame.readUInt32BE(8));
+  const span = 1n << BigInt(MAC_STAMP_BITS);
   let t = (near & ~(span - 1n)) | low;
   if (t - near > span / 2n) t -= span;
   else if (near - t > span / 2n) t += span;

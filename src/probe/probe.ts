@@ -12,7 +12,7 @@
  *   (two bpf_ktime_get_ns() reads in the XDP program, matched by run and
  *   sequence number from the probe payload);
  * - residence (MAC): the same record's exit_ns minus the entry time carried
- *   in the received frame's source MAC (48 bits, unwrapped next to exit_ns):
+ *   in the received frame's source MAC (46 bits, unwrapped next to exit_ns):
  *   it checks that the frame on the wire carries its own record's entry
  *   time; the two agree to the nanosecond when the stamping is right;
  * - entry to capture: RX stamp (brought onto CLOCK_MONOTONIC) minus the MAC's

@@ -362,7 +362,8 @@ export function modelGtp4e(f: Buffer, cfg: Config): ModelResult {
     if (off + 8 > pl) return { kind: 'malformed', why: 'extension header cut short' };
     const len = (f[p + 1]! + 1) * 8;
     if (off + len > pl) return { kind: 'malformed', why: 'extension header past the payload length' };
-    if (nh === 43 && f[p + 2] !== 4) return { kind: 'malformed', why: `routing type ${f[p + 2]}` };
+    // RFC 8200 §4.4: an unknown routing type with Segments Left 0 is ignored.
+    if (nh === 43 && f[p + 2] !== 4 && f[p + 3] !== 0) return { kind: 'malformed', why: `routing type ${f[p + 2]}` };
     if (nh === 43 && f[p + 3] !== 0) return { kind: 'malformed', why: `segments left ${f[p + 3]}` };
     nh = f[p]!;
     off += len;
@@ -563,9 +564,10 @@ function walk6(f: Buffer, pl: number, wantSl: number): Walk {
     if (off + 8 > pl) return { why: 'extension header cut short' };
     const len = (f[p + 1]! + 1) * 8;
     if (off + len > pl) return { why: 'extension header past the payload length' };
-    if (nh === 43 && f[p + 2] !== 4) return { why: `routing type ${f[p + 2]}` };
-    if (nh === 43 && f[p + 3] !== wantSl) return { why: `segments left ${f[p + 3]}` };
-    if (nh === 43 && first < 0) first = off;
+    // RFC 8200 §4.4: an unknown routing type with Segments Left 0 is ignored (not an SRH).
+    if (nh === 43 && f[p + 2] !== 4 && f[p + 3] !== 0) return { why: `routing type ${f[p + 2]}` };
+    if (nh === 43 && f[p + 2] === 4 && f[p + 3] !== wantSl) return { why: `segments left ${f[p + 3]}` };
+    if (nh === 43 && f[p + 2] === 4 && first < 0) first = off;
     nh = f[p]!;
     off += len;
   }

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { ConfigError } from '../../src/config/errors.js';
-import { DEFAULT_SETTINGS, loadConfigFile, parseConfig, repeatedJsonKey } from '../../src/config/load.js';
+import { DEFAULT_SETTINGS, loadConfigFile, parseConfig, parseLocalSidEntry, parsePolicyEntry, repeatedJsonKey } from '../../src/config/load.js';
 import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix } from '../../src/sid/addr.js';
 
 const FILE = 'test.yaml';
@@ -458,5 +458,38 @@ describe('JSON configs (JSON is YAML; read by JSON.parse)', () => {
     const text = '{"a": {"b": 1, "c": [ {"b": 2} ], "b": 3}}';
     expect(repeatedJsonKey(text)).toEqual({ key: 'b', offset: text.indexOf('"b": 3') });
     expect(repeatedJsonKey('{"a": "{\\"a\\": 1}", "b": ["a", "a"]}')).toBeUndefined();
+  });
+});
+
+describe('rule names (issue 16: no terminal escapes or 60 KB strings in policy list and /metrics)', () => {
+  const bad: [string, string, RegExp][] = [
+    ['an escape sequence', 'evil\u001b[2J\u001b[31mred', /policies\[0\]\.name: .*"\\u001b" at character 5; a rule name may only use/],
+    ['a newline', 'two\nlines', /policies\[0\]\.name: .*"\\n" at character 4/],
+    ['a space', 'ul policy', /policies\[0\]\.name: .*" " at character 3/],
+    ['a quote', 'say"hi', /policies\[0\]\.name: .*"\\"" at character 4/],
+    ['a non-ASCII letter', 'straße', /policies\[0\]\.name: .*"ß" at character 5/],
+    ['65 characters', 'a'.repeat(65), /policies\[0\]\.name: .* is 65 characters long; a rule name has at most 64/],
+    ['60 KB', 'x'.repeat(60_000), /policies\[0\]\.name: "x{40}" \(and 59960 more characters\) is 60000 characters long/],
+  ];
+  for (const [what, name, msg] of bad) {
+    it(`a policy name with ${what} is refused, naming the key`, () => {
+      expect(() => parseConfig(doc({ policies: [policy({ name })] }), FILE)).toThrow(msg);
+    });
+  }
+  it('a local SID name is checked the same way', () => {
+    expect(() => parseConfig(doc({ localsids: [localsid({ name: 'dl\u0007' })] }), FILE)).toThrow(
+      /localsids\[0\]\.name: .*"\\u0007" at character 3/,
+    );
+  });
+  it('the API reads names through the same check (parsePolicyEntry, parseLocalSidEntry)', () => {
+    expect(() => parsePolicyEntry(policy({ name: 'a\u001b]0;title\u0007' }), 'request body')).toThrow(/name: .*"\\u001b" at character 2/);
+    expect(() => parseLocalSidEntry(localsid({ name: 'y'.repeat(100) }), 'request body')).toThrow(/100 characters long/);
+  });
+  it('64 characters of the allowed set are accepted', () => {
+    const name = 'Aa0._:/@+-' + 'z'.repeat(54);
+    expect(name).toHaveLength(64);
+    const c = parseConfig(doc({ policies: [policy({ name })], localsids: [localsid({ name: 'dl_site-1@edge:2/b+c' })] }), FILE);
+    expect(c.policies[0]!.name).toBe(name);
+    expect(c.localsids[0]!.name).toBe('dl_site-1@edge:2/b+c');
   });
 });

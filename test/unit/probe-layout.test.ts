@@ -1,30 +1,41 @@
 /**
  * The probe's byte layouts and edge checks, on hand-worked values: the MAC
- * stamp unwrapped across the 48-bit wrap, the probe payload, a ring record
+ * stamp (a unicast, locally administered address) unwrapped across the 46-bit wrap, the probe payload, a ring record
  * decoded from bytes laid out by hand, and the /v1/probe body validation.
  */
 import { describe, expect, it } from 'vitest';
-import { decodePayload, decodeRecord, encodePayload, macStamp } from '../../src/dataplane/probe-layout.js';
+import { decodePayload, decodeRecord, encodePayload, macStamp, macStampBytes } from '../../src/dataplane/probe-layout.js';
 import { parseProbeRequest, ProbeRequestError } from '../../src/dataplane/probe-control.js';
 import { templateFrame, MIN_FRAME } from '../../src/packet/probe-frames.js';
 import { parseIpv4 } from '../../src/sid/addr.js';
 
-function frameWithMac(low48: bigint): Buffer {
+function frameWithMac(t: bigint): Buffer {
   const f = Buffer.alloc(14);
-  f.writeUInt16BE(Number(low48 >> 32n), 6);
-  f.writeUInt32BE(Number(low48 & 0xffffffffn), 8);
+  macStampBytes(t).copy(f, 6);
   return f;
 }
 
 describe('macStamp', () => {
-  it('puts the 48 stamped bits back next to a nearby 64-bit time', () => {
-    // 0x0001_2345_6789_abcd: the MAC holds 0x2345_6789_abcd.
-    expect(macStamp(frameWithMac(0x23456789abcdn), 0x0001_2345_6789_ac00n)).toBe(0x0001_2345_6789_abcdn);
+  it('lays 46 bits out as a unicast, locally administered MAC: bits 45..40 above the U/L and I/G bits', () => {
+    // 0x0001_2345_6789_abcd: low 46 bits 0x2345_6789_abcd; 0x23 & 0x3f = 0x23 -> first octet 0x23 << 2 | 2 = 0x8e.
+    expect(macStampBytes(0x0001_2345_6789_abcdn).toString('hex')).toBe('8e456789abcd');
+    expect(macStampBytes(0xffff_ffff_ffff_ffffn).toString('hex')).toBe('feffffffffff');
+    expect(macStampBytes(0n).toString('hex')).toBe('020000000000');
+    for (const t of [0n, 1n << 40n, 1n << 41n, 3n << 40n, 0xff_0000_0000_00n, 0x1234_5678_9abc_def0n]) {
+      const first = macStampBytes(t)[0]!;
+      expect(first & 0x01, `I/G bit for ${t}`).toBe(0);
+      expect(first & 0x02, `U/L bit for ${t}`).toBe(2);
+    }
   });
-  it('across the wrap: a stamp just below 2^48 taken before an exit just above it', () => {
-    // entry = 2^48 - 100, exit = 2^48 + 50: the MAC holds 2^48 - 100.
-    const span = 1n << 48n;
+  it('puts the 46 stamped bits back next to a nearby 64-bit time', () => {
+    expect(macStamp(frameWithMac(0x0001_2345_6789_abcdn), 0x0001_2345_6789_ac00n)).toBe(0x0001_2345_6789_abcdn);
+    expect(macStamp(frameWithMac(0x0000_2345_6789_abcdn), 0x0000_2345_6789_0000n)).toBe(0x0000_2345_6789_abcdn);
+  });
+  it('across the wrap: a stamp just below 2^46 taken before an exit just above it', () => {
+    // entry = 2^46 - 100, exit = 2^46 + 50: the MAC holds 2^46 - 100.
+    const span = 1n << 46n;
     expect(macStamp(frameWithMac(span - 100n), span + 50n)).toBe(span - 100n);
+    expect(macStamp(frameWithMac(5n * span + 7n), 5n * span - 3n)).toBe(5n * span + 7n);
   });
   it('refuses a frame too short to hold the source MAC', () => {
     expect(() => macStamp(Buffer.alloc(11), 0n)).toThrow(RangeError);
