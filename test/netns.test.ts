@@ -63,7 +63,8 @@ const FIB_FAIL_ROWS = [
 
 function configText(forwarding: ForwardingMode): string {
   const failPolicies = FIB_FAIL_ROWS.map(
-    (r) => `  - { name: "${r.name}", match: ${r.match}/32, sr_prefix: "${r.prefix}", src_prefix: "2001:db8:ff::/64" }`,
+    // A rule name has no spaces (config.md): the row's title with dashes.
+    (r) => `  - { name: "${r.name.replaceAll(' ', '-')}", match: ${r.match}/32, sr_prefix: "${r.prefix}", src_prefix: "2001:db8:ff::/64" }`,
   );
   return `
 settings: { forwarding: ${forwarding}, max_policies: 8, max_localsids: 4 }
