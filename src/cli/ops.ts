@@ -208,6 +208,7 @@ export function registerOps(program: Command, io: Io): void {
     .addOption(new Option('--log-format <format>', 'log format (default: text on a terminal, json otherwise)').choices(['json', 'text']))
     .addOption(new Option('--log-level <level>', 'least important log level shown').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .option('--metrics-rule-limit <n>', 'rules with their own Prometheus series (the first N)', int('--metrics-rule-limit'), 1000)
+    .option('--link-check-ms <ms>', 'how often links, pins and interfaces are checked and repaired besides on every link event of the kernel', int('--link-check-ms'), 1000)
     .addHelpText(
       'after',
       '\nExamples:\n' +
@@ -229,6 +230,7 @@ export function registerOps(program: Command, io: Io): void {
         logFormat?: 'json' | 'text';
         logLevel: string;
         metricsRuleLimit: number;
+        linkCheckMs: number;
       }) => {
         const { createLogger } = await import('../daemon/log.js');
         const { daemonMain } = await import('../daemon/serve.js');
@@ -241,6 +243,7 @@ export function registerOps(program: Command, io: Io): void {
             object: o.object,
             log,
             metricsRuleLimit: o.metricsRuleLimit,
+            linkCheckMs: o.linkCheckMs,
             ...(o.socket === undefined ? {} : { socket: o.socket }),
             ...(o.stateFile === undefined ? {} : { stateFile: o.stateFile }),
             ...(o.netns === undefined ? {} : { netns: o.netns }),

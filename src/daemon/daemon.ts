@@ -16,6 +16,7 @@
  * Stop: by default nothing is detached (the pins keep it all running);
  * --detach-on-exit removes the links and pins.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config } from '../config/types.js';
@@ -169,6 +170,9 @@ export class Daemon {
   #stopped = false;
   readonly #links: LinkKeeper;
   #linkTimer: NodeJS.Timeout | undefined;
+  /** `ip monitor link`: a link event runs the link check at once, not at the next tick. */
+  #linkMonitor: ChildProcess | undefined;
+  #linkSoon: NodeJS.Timeout | undefined;
   /** The instance lock (pin directory) and the state file's lock. */
   #instanceLock: HeldLock | undefined;
   #stateLock: HeldLock | undefined;
@@ -393,15 +397,38 @@ export class Daemon {
     this.#watchLinks();
   }
 
-  /** Check (and repair) links and interfaces every linkCheckMs, one at a time with the other changes. */
+  /**
+   * Check (and repair) links and interfaces on every link event of the
+   * kernel (`ip monitor link`: an interface made again is attached within
+   * milliseconds, not at the next tick) and every linkCheckMs besides (pins
+   * removed make no netlink event), one at a time with the other changes.
+   */
   #watchLinks(): void {
     if (this.#linkTimer !== undefined) return;
-    this.#linkTimer = setInterval(() => {
+    const check = (): void => {
       void this.#serial.run(() => {
         if (!this.#stopped && this.#dp !== undefined) this.#links.check(this.config.interfaces ?? []);
       });
-    }, this.#o.linkCheckMs ?? LINK_CHECK_MS);
+    };
+    this.#linkTimer = setInterval(check, this.#o.linkCheckMs ?? LINK_CHECK_MS);
     this.#linkTimer.unref();
+    // setpriv sets PR_SET_PDEATHSIG before it execs ip: the kernel kills ip
+    // when the daemon dies, however it dies. The child inherits the daemon's
+    // network namespace.
+    const child = spawn('setpriv', ['--pdeathsig', 'KILL', 'ip', 'monitor', 'link'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.#linkMonitor = child;
+    child.stdout.on('data', () => {
+      // Events come in bursts (a veth pair: several lines): one check 20 ms after the first.
+      if (this.#linkSoon !== undefined || this.#stopped) return;
+      this.#linkSoon = setTimeout(() => {
+        this.#linkSoon = undefined;
+        check();
+      }, 20);
+    });
+    child.on('error', (e) => this.#log.warn({ error: e.message }, `ip monitor link failed: links are checked every ${this.#o.linkCheckMs ?? LINK_CHECK_MS} ms only`));
+    child.on('exit', (code, signal) => {
+      if (!this.#stopped) this.#log.warn({ exit: signal ?? code }, `ip monitor link exited: links are checked every ${this.#o.linkCheckMs ?? LINK_CHECK_MS} ms only`);
+    });
   }
 
   /** Run the next-hop cache in forwarding mode fib, stop it otherwise; re-resolve after a rule change. */
@@ -851,6 +878,8 @@ export class Daemon {
     // The cache's lease ends now: the running program goes back to the FIB lookup.
     this.#nh?.stop();
     clearInterval(this.#linkTimer);
+    clearTimeout(this.#linkSoon);
+    this.#linkMonitor?.kill('SIGKILL');
     if (this.#o.detachOnExit === true) {
       const removed = this.pins.removeAll();
       this.#log.info({ removed }, 'detached from every interface and removed the pins');
