@@ -509,17 +509,7 @@ export class NextHopCache {
       const id = nhId(tag, res.nh);
       let slot = used.get(id) ?? this.#slots.get(id);
       if (slot === undefined) {
-        slot = this.#alloc();
-        const f: NextHopFields = {
-          family: tag.family === 4 ? AF_INET : AF_INET6,
-          dst: tag.addr,
-          plen: tag.len,
-          ifindex: res.nh.ifindex,
-          mtu: res.nh.mtu,
-          dmac: res.nh.dmac,
-          smac: res.nh.smac,
-        };
-        mapUpdate(this.#fds.slotsFd, u32(slot), encodeNextHop(f), BPF_ANY, 'mup_nexthops');
+        slot = this.#newSlot(tag, res.nh);
       }
       used.set(id, slot);
       slotOf.set(key, slot);
@@ -532,6 +522,22 @@ export class NextHopCache {
     this.#slots.clear();
     for (const [id, slot] of used) this.#slots.set(id, slot);
     return { cached, fib, ranges: resolved.size, written };
+  }
+
+  /** A free slot holding next hop `nh` for destination range `tag` (written to mup_nexthops). */
+  #newSlot(tag: Range, nh: NextHop): number {
+    const slot = this.#alloc();
+    const f: NextHopFields = {
+      family: tag.family === 4 ? AF_INET : AF_INET6,
+      dst: tag.addr,
+      plen: tag.len,
+      ifindex: nh.ifindex,
+      mtu: nh.mtu,
+      dmac: nh.dmac,
+      smac: nh.smac,
+    };
+    mapUpdate(this.#fds.slotsFd, u32(slot), encodeNextHop(f), BPF_ANY, 'mup_nexthops');
+    return slot;
   }
 
   /**
@@ -548,17 +554,7 @@ export class NextHopCache {
       const known = this.#slots.get(id);
       if (known !== undefined) slot = known;
       else {
-        slot = this.#alloc();
-        const f: NextHopFields = {
-          family: tag.family === 4 ? AF_INET : AF_INET6,
-          dst: tag.addr,
-          plen: tag.len,
-          ifindex: res.nh.ifindex,
-          mtu: res.nh.mtu,
-          dmac: res.nh.dmac,
-          smac: res.nh.smac,
-        };
-        mapUpdate(this.#fds.slotsFd, u32(slot), encodeNextHop(f), BPF_ANY, 'mup_nexthops');
+        slot = this.#newSlot(tag, res.nh);
         this.#slots.set(id, slot);
       }
     }
