@@ -60,7 +60,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         'untouched ones (pass) as they were, drops not at all',
     )
     .requiredOption('--config <file>', 'YAML configuration (policies, local SIDs, settings)')
-    .requiredOption('--in <pcap>', 'input pcap (Ethernet, classic pcap format)')
+    .requiredOption('--in <pcap>', 'input capture (Ethernet; pcap or pcapng)')
     .requiredOption('--out <pcap>', 'output pcap, written even when empty')
     .option('--json', 'one JSON line per frame instead of the summary')
     .option('--object <path>', 'BPF object to load', DEFAULT_OBJECT)
