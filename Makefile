@@ -26,9 +26,13 @@ STAMP := build/.deps
 NATIVE_SRC := native/binding.gyp $(wildcard native/src/*.cc native/src/*.h)
 NATIVE_ADDON := native/build/Release/mup_tstamp.node
 
-.PHONY: all deps bpf ts native test demo replay-demo lab-relocate bench bench-micro bench-daemon soak fuzz clean
+# build/build-info.json: the commit `mup --version` names (scripts/build-info.sh).
+.PHONY: all deps bpf ts native build-info deb install pack test demo replay-demo lab-relocate bench bench-micro bench-daemon soak fuzz clean
 
-all: bpf ts native
+all: bpf ts native build-info
+
+build-info:
+	@bash scripts/build-info.sh
 
 # Debian and npm packages, once per machine / lockfile change.
 $(STAMP): package.json package-lock.json scripts/deps.sh Makefile
