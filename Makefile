@@ -61,7 +61,7 @@ $(NATIVE_ADDON): $(NATIVE_SRC) scripts/native-build.sh | $(STAMP)
 
 native: $(NATIVE_ADDON)
 
-test: bpf ts native
+test: bpf ts native build-info
 	@rm -f build/vitest.json
 	npx vitest run --reporter=default --reporter=json --outputFile.json=build/vitest.json; \
 	  rc=$$?; node scripts/test-summary.mjs build/vitest.json; exit $$rc
@@ -101,6 +101,20 @@ bench-daemon: bpf ts
 # ARGS='--duration 20s --faults kill'.
 soak: bpf ts native
 	npm run soak -- $(ARGS)
+
+# Packages (docs/install.md): build/srv6-mup_<version>_<arch>.deb; an
+# install into DESTDIR under PREFIX for other distributions; the npm
+# tarball (`npm i -g build/srv6-mup-<version>.tgz`, dependencies bundled).
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+deb: all
+	bash packaging/deb.sh --out build
+
+install: all
+	bash packaging/install.sh --destdir "$(DESTDIR)" --prefix "$(PREFIX)" --sysconfdir "$(SYSCONFDIR)"
+
+pack: all
+	npm pack --ignore-scripts --pack-destination build
 
 clean:
 	rm -rf build dist native/build

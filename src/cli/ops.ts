@@ -408,7 +408,7 @@ export function registerOps(program: Command, io: Io): void {
         if (stop) break;
         const cur = await call<CountersSnapshot>(t, 'GET', `/v1/counters?rules=${which}`);
         const text = o.json === true ? `${JSON.stringify({ at: cur.at, ...rates(prev, cur) })}\n` : statsText(cur, prev, o.top);
-        io.out(tty && o.json !== true ? `\x1b[H\x1b[2J${text}` : `${text}\n`);
+        io.out(o.json === true ? text : tty ? `\x1b[H\x1b[2J${text}` : `${text}\n`); // --json: one line per interval, no blank ones
         prev = cur;
       }
     });
