@@ -23,11 +23,11 @@ async function listen(addr: string): Promise<() => string[]> {
     'import socket,sys\na=sys.argv[1]\na="\\0"+a[1:] if a.startswith("@") else a\n' +
     's=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\ns.bind(a)\nprint("listening",flush=True)\n' +
     'while True:\n  print(s.recv(4096).decode().replace("\\n","|"),flush=True)\n';
-  const p = spawn('python3', ['-u', '-c', py, addr], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const p = spawn('/usr/bin/python3', ['-u', '-c', py, addr], { stdio: ['ignore', 'pipe', 'inherit'] });
   procs.push(p);
   let out = '';
   p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  await waitFor(`python3 listening on ${addr}`, 10_000, () => (out.includes('listening\n') ? true : undefined));
+  await waitFor(`python3 listening on ${addr}`, 30_000, () => (out.includes('listening\n') ? true : undefined));
   return () => out.split('\n').slice(1).filter((l) => l !== '');
 }
 

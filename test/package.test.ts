@@ -125,13 +125,13 @@ describe('the .deb', () => {
 
     // READY=1 arrives on a datagram socket of the test (systemd's side, in python3).
     const notify = join(dir, 'notify.sock');
-    const listener = spawn('python3', ['-u', '-c',
+    const listener = spawn('/usr/bin/python3', ['-u', '-c',
       'import socket,sys\ns=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\ns.bind(sys.argv[1])\nprint("listening",flush=True)\n' +
       'while True:\n  m=s.recv(4096).decode()\n  print(m.replace("\\n"," "),flush=True)\n', notify], { stdio: ['ignore', 'pipe', 'inherit'] });
     children.push(listener);
     let notes = '';
     listener.stdout!.on('data', (d: Buffer) => (notes += d.toString()));
-    await waitFor('the notify listener', 10_000, () => (notes.includes('listening') ? true : undefined));
+    await waitFor('the notify listener', 30_000, () => (notes.includes('listening') ? true : undefined));
 
     // ExecStart with %i filled in, run with the unit's capabilities only (setpriv),
     // in the test's network namespace and a bpffs of its own (private mount namespace).
