@@ -26,9 +26,13 @@ STAMP := build/.deps
 NATIVE_SRC := native/binding.gyp $(wildcard native/src/*.cc native/src/*.h)
 NATIVE_ADDON := native/build/Release/mup_tstamp.node
 
-.PHONY: all deps bpf ts native test demo replay-demo lab-relocate bench bench-micro bench-daemon soak fuzz clean
+# build/build-info.json: the commit `mup --version` names (scripts/build-info.sh).
+.PHONY: all deps bpf ts native build-info deb install pack test demo replay-demo lab-relocate bench bench-micro bench-daemon soak fuzz clean
 
-all: bpf ts native
+all: bpf ts native build-info
+
+build-info:
+	@bash scripts/build-info.sh
 
 # Debian and npm packages, once per machine / lockfile change.
 $(STAMP): package.json package-lock.json scripts/deps.sh Makefile
@@ -57,7 +61,7 @@ $(NATIVE_ADDON): $(NATIVE_SRC) scripts/native-build.sh | $(STAMP)
 
 native: $(NATIVE_ADDON)
 
-test: bpf ts native
+test: bpf ts native build-info
 	@rm -f build/vitest.json
 	npx vitest run --reporter=default --reporter=json --outputFile.json=build/vitest.json; \
 	  rc=$$?; node scripts/test-summary.mjs build/vitest.json; exit $$rc
@@ -97,6 +101,20 @@ bench-daemon: bpf ts
 # ARGS='--duration 20s --faults kill'.
 soak: bpf ts native
 	npm run soak -- $(ARGS)
+
+# Packages (docs/install.md): build/srv6-mup_<version>_<arch>.deb; an
+# install into DESTDIR under PREFIX for other distributions; the npm
+# tarball (`npm i -g build/srv6-mup-<version>.tgz`, dependencies bundled).
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+deb: all
+	bash packaging/deb.sh --out build
+
+install: all
+	bash packaging/install.sh --destdir "$(DESTDIR)" --prefix "$(PREFIX)" --sysconfdir "$(SYSCONFDIR)"
+
+pack: all
+	npm pack --ignore-scripts --pack-destination build
 
 clean:
 	rm -rf build dist native/build

@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execa } from 'execa';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -73,11 +74,13 @@ describe('pcap', () => {
   });
 
   const good = handMade({ le: true, nano: false, records: [[1, 2, Buffer.alloc(20, 7)]] });
-  const pcapng = Buffer.from('0a0d0d0a1c0000004d3c2b1a01000000ffffffffffffffff1c000000', 'hex');
+  const shb = '0a0d0d0a1c0000004d3c2b1a01000000ffffffffffffffff1c000000';
   it.each([
     ['an empty file', Buffer.alloc(0), /shorter than the 24-byte pcap header/],
     ['a text file', Buffer.from('this is not a capture file at all\n'), /not a pcap file: magic 0x74686973/],
-    ['pcapng', pcapng, /pcapng is not supported.*editcap -F pcap/],
+    ['pcapng of a non-Ethernet interface', Buffer.from(shb + '0100000014000000' + '65000000' + '00000000' + '14000000', 'hex'), /interface 0 \(block at byte 28\): link type 101 is not Ethernet/],
+    ['pcapng with a packet of an undescribed interface', Buffer.from(shb + '0600000020000000' + '00000000'.repeat(5) + '20000000', 'hex'), /packet 0 \(block at byte 28\): interface 0 was not described/],
+    ['pcapng with a block cut short', Buffer.from(shb + '0100000014000000' + '010000000000', 'hex'), /block at byte 28: 20 bytes announced, 14 left/],
     ['a non-Ethernet link type', handMade({ le: true, nano: false, linktype: 101, records: [] }), /link type 101 is not Ethernet/],
     ['a cut record header', good.subarray(0, 30), /packet 0 at byte 24: record header cut short/],
     ['cut packet data', good.subarray(0, good.length - 1), /packet 0 at byte 24: 20 bytes announced, 19 left/],
@@ -98,6 +101,41 @@ describe('pcap', () => {
     expect(msg).toMatch(/^bad\.pcap: /);
     expect(msg).toMatch(re);
     expect(msg).not.toContain('\n');
+  });
+
+  it('reads pcapng as editcap writes it: the same frames, lengths and times as the classic file', async () => {
+    const classic = join(dir, 'ng-src.pcap');
+    const ng = join(dir, 'ng.pcapng');
+    await writePcap(classic, packets);
+    await execa('editcap', ['-F', 'pcapng', classic, ng]);
+    const buf = readFileSync(ng);
+    expect(buf.readUInt32LE(0)).toBe(0x0a0d0d0a); // really pcapng
+    const back = await readPcap(ng);
+    expect(back.linktype).toBe(1);
+    expect(back.packets).toEqual(packets);
+  });
+
+  it('reads big-endian pcapng, if_tsresol in powers of 2 and 10, Simple and Enhanced Packet Blocks', () => {
+    // Written by hand from the pcapng draft: SHB, IDB (if_tsresol 2^-10, snaplen 8), SPB, IDB (1e-9), EPB on interface 1.
+    const frame = 'aabbccddeeff0011';
+    const hex = [
+      '0a0d0d0a' + '0000001c' + '1a2b3c4d' + '0001' + '0000' + 'ffffffffffffffff' + '0000001c',
+      '00000001' + '00000020' + '0001' + '0000' + '00000008' + '0009' + '0001' + '8a000000' + '00000000' + '00000020',
+      '00000003' + '00000018' + '0000000c' + frame + '00000018',
+      '00000001' + '00000020' + '0001' + '0000' + '00000000' + '0009' + '0001' + '09000000' + '00000000' + '00000020',
+    ];
+    const ts = 42_123_456_789n;
+    const epb =
+      '00000006' + '00000028' + '00000001' + (ts >> 32n).toString(16).padStart(8, '0') + (ts & 0xffffffffn).toString(16).padStart(8, '0') +
+      '00000006' + '0000003c' + 'a1a2a3a4a5a60000' + '00000028' +
+      // On interface 0: 5 * 1024 + 512 units of 2^-10 s = 5.5 s.
+      '00000006' + '00000024' + '00000000' + '00000000' + '00001600' + '00000002' + '00000002' + 'b1b20000' + '00000024';
+    const f = parsePcap(Buffer.from(hex.join('') + epb, 'hex'), 'be.pcapng');
+    expect(f.packets).toEqual([
+      { tsSec: 0, tsNsec: 0, origLen: 12, data: Buffer.from(frame, 'hex') }, // SPB: cut at the snaplen, 8 of 12 bytes
+      { tsSec: 42, tsNsec: 123_456_789, origLen: 60, data: Buffer.from('a1a2a3a4a5a6', 'hex') },
+      { tsSec: 5, tsNsec: 500_000_000, origLen: 2, data: Buffer.from('b1b2', 'hex') },
+    ]);
   });
 
   it('names the file it cannot read', async () => {

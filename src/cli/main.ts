@@ -3,11 +3,12 @@
  * library function, prints. Errors print one line `mup: ...` on stderr and
  * exit with status 2.
  */
+import { createHash } from 'node:crypto';
 import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import type { Config } from '../config/types.js';
-import { DEFAULT_OBJECT } from '../host/paths.js';
+import { BUILD_INFO, DEFAULT_OBJECT, PACKAGE_ROOT } from '../host/paths.js';
 import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../dataplane/replay.js';
 import { registerBench } from './bench.js';
 import { registerLab } from './lab.js';
@@ -27,9 +28,10 @@ const stdio: Io = {
 /** Run the CLI. `argv` as in process.argv (node, script, args...). Returns the exit status. */
 export async function main(argv: string[], io: Io = stdio): Promise<number> {
   let status = 0;
+  if (io === stdio) quietEpipe();
   const program = new Command('mup')
     .description('srv6-mup: stateless GTP-U <-> SRv6 translator (RFC 9433, GTP-U over IPv4 and IPv6) in XDP')
-    .version(packageVersion(), '-V, --version', 'print the version')
+    .option('-V, --version', 'print the version, the git commit it was built from and the sha256 of the BPF object it loads')
     .exitOverride()
     .configureOutput({
       writeOut: io.out,
@@ -46,6 +48,21 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         '  mup replay --config config/example.yaml --in gtp.pcap --out srv6.pcap\n',
     );
 
+  if (argv[2] === '-V' || argv[2] === '--version') {
+    io.out(versionText());
+    return 0;
+  }
+  // One line, before any errno, for the commands that load or attach BPF programs.
+  program.hook('preAction', (_root, action) => {
+    let top = action;
+    while (top.parent !== null && top.parent !== program) top = top.parent;
+    const need = PRIVILEGED[top.name()];
+    const missing = need === undefined ? [] : missingCaps(need);
+    if (missing.length > 0) {
+      throw new Error(`${top.name()} needs root, or the capabilities ${need!.join(', ')} (missing ${missing.join(', ')}): run it with sudo, or as the mup@ service`);
+    }
+  });
+
   registerOps(program, io);
   registerBench(program, io);
   registerProbe(program, io);
@@ -60,7 +77,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         'untouched ones (pass) as they were, drops not at all',
     )
     .requiredOption('--config <file>', 'YAML configuration (policies, local SIDs, settings)')
-    .requiredOption('--in <pcap>', 'input pcap (Ethernet, classic pcap format)')
+    .requiredOption('--in <pcap>', 'input capture (Ethernet; pcap or pcapng)')
     .requiredOption('--out <pcap>', 'output pcap, written even when empty')
     .option('--json', 'one JSON line per frame instead of the summary')
     .option('--object <path>', 'BPF object to load', DEFAULT_OBJECT)
@@ -85,7 +102,8 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
       // Help and version exit 0; usage errors were already printed by outputError.
       return e.exitCode === 0 ? 0 : 2;
     }
-    io.err(`mup: ${oneLine(e)}\n`);
+    // The daemon logged its fatal error already (the log is its output): once is enough.
+    if (!(e instanceof Error && (e as { logged?: boolean }).logged === true)) io.err(`mup: ${oneLine(e)}\n`);
     if (process.env['MUP_DEBUG'] === '1' && e instanceof Error && e.stack !== undefined) io.err(`${e.stack}\n`);
     status = 2;
   }
@@ -95,6 +113,58 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
 function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
   return pkg.version ?? 'unknown';
+}
+
+/** `mup --version`: what runs, from which commit, with which data plane. */
+function versionText(): string {
+  let commit = 'unknown';
+  try {
+    commit = (JSON.parse(readFileSync(BUILD_INFO, 'utf8')) as { commit?: string }).commit ?? 'unknown';
+  } catch {
+    // not built by `make` (scripts/build-info.sh): unknown
+  }
+  let object: string;
+  try {
+    object = `sha256 ${createHash('sha256').update(readFileSync(DEFAULT_OBJECT)).digest('hex')}`;
+  } catch (e) {
+    object = `missing (${(e as NodeJS.ErrnoException).code ?? 'unreadable'}): run make`;
+  }
+  return `mup ${packageVersion()}\ncommit ${commit}\nbpf object ${DEFAULT_OBJECT} ${object}\ninstalled in ${PACKAGE_ROOT}\n`;
+}
+
+// Capability bits (linux/capability.h) and what each command needs: the
+// programs' load (BPF, PERFMON for the verifier), XDP and netlink (NET_ADMIN),
+// namespaces and bpffs mounts (SYS_ADMIN); docs/install.md explains the service's set.
+const CAP_BITS = { CAP_NET_ADMIN: 12, CAP_SYS_ADMIN: 21, CAP_PERFMON: 38, CAP_BPF: 39 } as const;
+type Cap = keyof typeof CAP_BITS;
+const PRIVILEGED: Readonly<Record<string, readonly Cap[]>> = {
+  daemon: ['CAP_BPF', 'CAP_PERFMON', 'CAP_NET_ADMIN'],
+  teardown: ['CAP_BPF', 'CAP_NET_ADMIN'],
+  replay: ['CAP_BPF', 'CAP_PERFMON', 'CAP_NET_ADMIN'],
+  lab: ['CAP_SYS_ADMIN', 'CAP_NET_ADMIN', 'CAP_BPF'],
+  bench: ['CAP_SYS_ADMIN', 'CAP_NET_ADMIN', 'CAP_BPF'],
+};
+
+/** The capabilities of `need` this process lacks (its effective set, /proc/self/status CapEff). */
+function missingCaps(need: readonly Cap[]): Cap[] {
+  let eff: bigint;
+  try {
+    eff = BigInt(`0x${/^CapEff:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '0'}`);
+  } catch {
+    return []; // no /proc: let the kernel answer
+  }
+  return need.filter((c) => ((eff >> BigInt(CAP_BITS[c])) & 1n) === 0n);
+}
+
+/** A reader that went away (`mup stats --watch --json | head`) ends the command quietly. */
+function quietEpipe(): void {
+  for (const s of [process.stdout, process.stderr]) {
+    if (s.listenerCount('error') > 0) continue;
+    s.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code === 'EPIPE') process.exit(0);
+      throw e;
+    });
+  }
 }
 
 function oneLine(e: unknown): string {

@@ -253,7 +253,7 @@ export function registerOps(program: Command, io: Io): void {
           if (code !== 0) throw new Error('the daemon stopped with an error (see the log)');
         } catch (e) {
           log.fatal({ error: (e as Error).message }, 'daemon failed');
-          throw e;
+          throw Object.assign(e as Error, { logged: true }); // main() does not print it a second time
         }
       },
     );
@@ -407,8 +407,8 @@ export function registerOps(program: Command, io: Io): void {
         await new Promise((r) => setTimeout(r, secs * 1000));
         if (stop) break;
         const cur = await call<CountersSnapshot>(t, 'GET', `/v1/counters?rules=${which}`);
-        const text = o.json === true ? `${JSON.stringify(rates(prev, cur))}\n` : statsText(cur, prev, o.top);
-        io.out(tty && o.json !== true ? `\x1b[H\x1b[2J${text}` : `${text}\n`);
+        const text = o.json === true ? `${JSON.stringify({ at: cur.at, ...rates(prev, cur) })}\n` : statsText(cur, prev, o.top);
+        io.out(o.json === true ? text : tty ? `\x1b[H\x1b[2J${text}` : `${text}\n`); // --json: one line per interval, no blank ones
         prev = cur;
       }
     });

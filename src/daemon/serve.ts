@@ -9,6 +9,7 @@ import type { Server } from 'node:http';
 import { apiHandler, listenTcp, listenUnix, makeServer, readTokenFile, socketAlive } from './api.js';
 import { Daemon, type DaemonOptions } from './daemon.js';
 import { defaultSocket } from '../host/paths.js';
+import { notifyReady } from '../host/notify.js';
 import { pidAlive } from '../host/process.js';
 import type { Logger } from './log.js';
 import { createMetrics, DEFAULT_RULE_SERIES_LIMIT } from './metrics.js';
@@ -118,6 +119,7 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
 /** For `mup daemon`: run until a signal; the exit status. */
 export async function daemonMain(o: RunOptions): Promise<number> {
   const { daemon, stop } = await runDaemon(o);
+  notifyReady(o.log); // systemd (Type=notify): attached and serving
   return new Promise<number>((resolve) => {
     const onStop = (sig: string): void => {
       o.log.info({ signal: sig }, 'stopping');

@@ -1,7 +1,9 @@
 /**
- * Classic pcap files (not pcapng), LINKTYPE_ETHERNET. Reads both byte orders
- * and both microsecond (0xa1b2c3d4) and nanosecond (0xa1b23c4d) magics;
- * writes little-endian microsecond files.
+ * Capture files of LINKTYPE_ETHERNET frames. Reads classic pcap (both byte
+ * orders, microsecond 0xa1b2c3d4 and nanosecond 0xa1b23c4d magics) and
+ * pcapng (tshark's and dumpcap's default: sections of either byte order,
+ * Enhanced, Simple and obsolete Packet Blocks, per-interface if_tsresol;
+ * other blocks skipped); writes little-endian microsecond classic pcap.
  */
 import { readFile, writeFile } from 'node:fs/promises';
 
@@ -56,9 +58,7 @@ export function parsePcap(buf: Buffer, file = '<pcap>'): PcapFile {
   } else {
     const magicBE = buf.readUInt32BE(0);
     if (magicBE !== MAGIC_USEC && magicBE !== MAGIC_NSEC) {
-      if (magicLE === MAGIC_PCAPNG) {
-        throw new PcapError(file, 'pcapng is not supported; convert it with `editcap -F pcap IN OUT` or `tshark -F pcap`');
-      }
+      if (magicLE === MAGIC_PCAPNG) return parsePcapng(buf, file);
       throw new PcapError(file, `not a pcap file: magic 0x${magicBE.toString(16).padStart(8, '0')}`);
     }
     le = false;
@@ -111,7 +111,138 @@ export function parsePcap(buf: Buffer, file = '<pcap>'): PcapFile {
   return { linktype, snaplen, nanosecond, packets };
 }
 
-/** Read a pcap file. Unreadable or malformed files throw a PcapError. */
+// pcapng (draft-ietf-opsawg-pcapng): blocks of type, total length, body,
+// total length again; a Section Header Block (its byte-order magic
+// 0x1a2b3c4d says the section's byte order) starts each section, whose
+// Interface Description Blocks are numbered from 0.
+const BT_SHB = 0x0a0d0d0a;
+const BT_IDB = 0x00000001;
+const BT_PB = 0x00000002; // obsolete Packet Block
+const BT_SPB = 0x00000003;
+const BT_EPB = 0x00000006;
+const BYTE_ORDER_MAGIC = 0x1a2b3c4d;
+const OPT_IF_TSRESOL = 9;
+const OPT_IF_TSOFFSET = 14;
+
+interface PcapngInterface {
+  readonly linktype: number;
+  readonly snaplen: number;
+  /** Timestamp units per second. */
+  readonly unitsPerSec: bigint;
+  readonly offsetSec: bigint;
+}
+
+/** A pcapng file held in memory (the magic has been checked). Only Ethernet interfaces are accepted. */
+function parsePcapng(buf: Buffer, file: string): PcapFile {
+  let le = true;
+  let ifaces: PcapngInterface[] = [];
+  let sawSection = false;
+  const packets: PcapPacket[] = [];
+  const u16 = (o: number): number => (le ? buf.readUInt16LE(o) : buf.readUInt16BE(o));
+  const u32 = (o: number): number => (le ? buf.readUInt32LE(o) : buf.readUInt32BE(o));
+  let off = 0;
+  while (off < buf.length) {
+    const where = `block at byte ${off}`;
+    if (off + 12 > buf.length) throw new PcapError(file, `${where}: block header cut short (file truncated)`);
+    if (buf.readUInt32LE(off) === BT_SHB) {
+      // The byte order of a section comes from its own header.
+      const bom = buf.readUInt32LE(off + 8);
+      if (bom === BYTE_ORDER_MAGIC) le = true;
+      else if (buf.readUInt32BE(off + 8) === BYTE_ORDER_MAGIC) le = false;
+      else throw new PcapError(file, `${where}: section header without the byte-order magic 0x1a2b3c4d (corrupt file)`);
+      ifaces = [];
+      sawSection = true;
+    } else if (!sawSection) {
+      throw new PcapError(file, `${where}: pcapng data before any section header (corrupt file)`);
+    }
+    const type = u32(off);
+    const total = u32(off + 4);
+    if (total < 12 || total % 4 !== 0 || total > MAX_RECORD + 64) {
+      throw new PcapError(file, `${where}: block length ${total} is implausible (corrupt file)`);
+    }
+    if (off + total > buf.length) {
+      throw new PcapError(file, `${where}: ${total} bytes announced, ${buf.length - off} left (file truncated)`);
+    }
+    if (u32(off + total - 4) !== total) {
+      throw new PcapError(file, `${where}: trailing block length differs from the leading one (corrupt file)`);
+    }
+    const body = off + 8;
+    const end = off + total - 4;
+    if (type === BT_SHB) {
+      const major = u16(body + 4);
+      if (major !== 1) throw new PcapError(file, `${where}: unsupported pcapng version ${major}.${u16(body + 6)} (expected 1.0)`);
+    } else if (type === BT_IDB) {
+      if (body + 8 > end) throw new PcapError(file, `${where}: interface description cut short (corrupt file)`);
+      const linktype = u16(body) & 0x0fff;
+      if (linktype !== LINKTYPE_ETHERNET) {
+        throw new PcapError(file, `interface ${ifaces.length} (${where}): link type ${linktype} is not Ethernet (1); capture on an Ethernet interface`);
+      }
+      let unitsPerSec = 1_000_000n;
+      let offsetSec = 0n;
+      forEachOption(buf, body + 8, end, u16, (code, o, len) => {
+        if (code === OPT_IF_TSRESOL && len >= 1) {
+          const r = buf[o]!;
+          const exp = BigInt(r & 0x7f);
+          unitsPerSec = r & 0x80 ? 2n ** exp : 10n ** exp;
+        } else if (code === OPT_IF_TSOFFSET && len >= 8) {
+          offsetSec = le ? buf.readBigInt64LE(o) : buf.readBigInt64BE(o);
+        }
+      });
+      if (unitsPerSec === 0n || unitsPerSec > 10n ** 18n) throw new PcapError(file, `${where}: if_tsresol out of range (corrupt file)`);
+      ifaces.push({ linktype, snaplen: u32(body + 4), unitsPerSec, offsetSec });
+    } else if (type === BT_EPB || type === BT_PB || type === BT_SPB) {
+      const n = packets.length;
+      const head = type === BT_SPB ? 4 : 20;
+      if (body + head > end) throw new PcapError(file, `packet ${n} (${where}): packet block cut short (corrupt file)`);
+      const ifIndex = type === BT_SPB ? 0 : type === BT_PB ? u16(body) : u32(body);
+      const iface = ifaces[ifIndex];
+      if (iface === undefined) {
+        throw new PcapError(file, `packet ${n} (${where}): interface ${ifIndex} was not described before (corrupt file)`);
+      }
+      let inclLen: number;
+      let origLen: number;
+      let ts = 0n;
+      if (type === BT_SPB) {
+        origLen = u32(body);
+        inclLen = Math.min(origLen, iface.snaplen === 0 ? origLen : iface.snaplen, end - body - 4);
+      } else {
+        ts = (BigInt(u32(body + 4)) << 32n) | BigInt(u32(body + 8));
+        inclLen = u32(body + 12);
+        origLen = u32(body + 16);
+      }
+      const start = body + head;
+      if (inclLen > MAX_RECORD || start + inclLen > end) {
+        throw new PcapError(file, `packet ${n} (${where}): captured length ${inclLen} does not fit its ${total}-byte block (corrupt file)`);
+      }
+      const sec = ts / iface.unitsPerSec + iface.offsetSec;
+      const nsec = ((ts % iface.unitsPerSec) * 1_000_000_000n) / iface.unitsPerSec;
+      packets.push({
+        tsSec: Number(sec),
+        tsNsec: Number(nsec),
+        origLen: Math.max(origLen, inclLen),
+        data: Buffer.from(buf.subarray(start, start + inclLen)),
+      });
+    }
+    // Name resolution, statistics, journal and custom blocks carry no frames.
+    off += total;
+  }
+  const first = ifaces[0];
+  return { linktype: LINKTYPE_ETHERNET, snaplen: first?.snaplen || DEFAULT_SNAPLEN, nanosecond: true, packets };
+}
+
+/** Call `f(code, offset, length)` for each option in [off, end) up to opt_endofopt. */
+function forEachOption(buf: Buffer, off: number, end: number, u16: (o: number) => number, f: (code: number, o: number, len: number) => void): void {
+  while (off + 4 <= end) {
+    const code = u16(off);
+    const len = u16(off + 2);
+    if (code === 0) return;
+    if (off + 4 + len > end) return; // a cut option: ignore the rest, the frames do not depend on it
+    f(code, off + 4, len);
+    off += 4 + ((len + 3) & ~3);
+  }
+}
+
+/** Read a pcap or pcapng file. Unreadable or malformed files throw a PcapError. */
 export async function readPcap(path: string): Promise<PcapFile> {
   let buf: Buffer;
   try {

@@ -7,8 +7,19 @@
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** <repo>/build/mup.bpf.o, from src/host/ or dist/host/ alike. */
-export const DEFAULT_OBJECT = fileURLToPath(new URL('../../build/mup.bpf.o', import.meta.url));
+/**
+ * The package's root: a checkout, the installed package (/usr/lib/srv6-mup
+ * from the .deb or `make install`, <prefix>/lib/node_modules/srv6-mup from
+ * `npm i -g`), from src/host/ or dist/host/ alike. Every layout keeps the
+ * checkout's: bin/, dist/, build/*.bpf.o, native/build/Release/ (docs/install.md).
+ */
+export const PACKAGE_ROOT = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
+
+/** <root>/build/mup.bpf.o: the installed program finds its own, no checkout needed. */
+export const DEFAULT_OBJECT = join(PACKAGE_ROOT, 'build', 'mup.bpf.o');
+
+/** Written by `make` (scripts/build-info.sh): the git commit the build came from. */
+export const BUILD_INFO = join(PACKAGE_ROOT, 'build', 'build-info.json');
 
 /** The bpf filesystem the daemon pins under (mup/<instance>/). */
 export const DEFAULT_BPFFS = '/sys/fs/bpf';

@@ -1,0 +1,112 @@
+/**
+ * The CLI's rough edges (issue 15, item 6), as a user meets them through
+ * bin/mup.js: `--version`, a reader that goes away (EPIPE), pcapng input
+ * to `replay`, a fatal daemon error printed once, and a clear line instead
+ * of an errno without root. `stats --watch` against a live daemon (EPIPE
+ * and timestamps) is in test/package.test.ts, on the installed package.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const BIN = join(ROOT, 'bin/mup.js');
+const dir = mkdtempSync(join(tmpdir(), 'mup-edges-'));
+const IN = join(dir, 'in.pcap');
+
+function mup(...args: string[]) {
+  return execa('node', [BIN, ...args], { reject: false, cwd: ROOT });
+}
+
+beforeAll(async () => {
+  await execa('/usr/bin/python3', [join(ROOT, 'test/fixtures/demo.py'), IN]);
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('mup --version', () => {
+  it('prints the version, the commit it was built from and the sha256 of the BPF object', async () => {
+    const r = await mup('--version');
+    expect(r.exitCode).toBe(0);
+    expect(r.stderr).toBe('');
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const head = (await execa('git', ['rev-parse', 'HEAD'], { cwd: ROOT })).stdout.trim();
+    const sha = createHash('sha256').update(readFileSync(join(ROOT, 'build/mup.bpf.o'))).digest('hex');
+    const lines = r.stdout.split('\n');
+    expect(lines[0]).toBe(`mup ${pkg.version}`);
+    // `make` bakes the commit in; the tree may have changed since (-dirty).
+    expect(lines[1]).toMatch(new RegExp(`^commit ${head}(-dirty)?$`));
+    expect(lines[2]).toBe(`bpf object ${join(ROOT, 'build/mup.bpf.o')} sha256 ${sha}`);
+    expect((await mup('-V')).stdout).toBe(r.stdout);
+  });
+
+  it('names the commit "unknown" when built outside git', async () => {
+    const src = join(dir, 'no-git');
+    mkdirSync(join(src, 'scripts'), { recursive: true });
+    cpSync(join(ROOT, 'scripts/build-info.sh'), join(src, 'scripts/build-info.sh'));
+    // GIT_CEILING_DIRECTORIES: git must not find a repository above the temp dir either.
+    await execa('bash', [join(src, 'scripts/build-info.sh')], { env: { GIT_CEILING_DIRECTORIES: dir } });
+    expect(JSON.parse(readFileSync(join(src, 'build/build-info.json'), 'utf8'))).toEqual({ commit: 'unknown' });
+  });
+});
+
+describe('a reader that goes away', () => {
+  it('ends the command quietly (no EPIPE stack trace)', async () => {
+    // The read end is closed before node has even started: the first write gets EPIPE.
+    const child = spawn('node', [BIN, '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((r) => child.on('close', (c) => r(c)));
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+  });
+});
+
+describe('mup replay --in FILE.pcapng', () => {
+  it('reads pcapng (editcap\'s conversion of the same frames) and writes what the classic file gives', async () => {
+    const ng = join(dir, 'in.pcapng');
+    await execa('editcap', ['-F', 'pcapng', IN, ng]);
+    expect(readFileSync(ng).readUInt32LE(0)).toBe(0x0a0d0d0a);
+    const config = join(ROOT, 'config/demo.yaml');
+    const a = await mup('replay', '--config', config, '--in', IN, '--out', join(dir, 'a.pcap'), '--json');
+    const b = await mup('replay', '--config', config, '--in', ng, '--out', join(dir, 'b.pcap'), '--json');
+    expect(b.stderr).toBe('');
+    expect(b.exitCode).toBe(0);
+    expect(b.stdout).toBe(a.stdout);
+    expect(b.stdout.trim().split('\n')).toHaveLength(9);
+    expect(readFileSync(join(dir, 'b.pcap')).equals(readFileSync(join(dir, 'a.pcap')))).toBe(true);
+  });
+});
+
+describe('fatal errors', () => {
+  it('print once: the daemon\'s log line, not a second copy on stderr', async () => {
+    const config = join(dir, 'bad-iface.yaml');
+    writeFileSync(config, 'interfaces:\n  - name: mupt-no-such-if\n');
+    const r = await mup('daemon', '--config', config, '--instance', `edges${process.pid}`, '--socket', join(dir, 'd.sock'), '--state-file', join(dir, 'd.state.json'), '--log-format', 'json');
+    expect(r.exitCode).toBe(2);
+    const all = `${r.stdout}\n${r.stderr}`;
+    expect(all.match(/no interface mupt-no-such-if/g)).toHaveLength(1);
+    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toMatchObject({ level: 'fatal', msg: 'daemon failed' });
+  });
+
+  it('without root: one line naming the capabilities, no errno, nothing on stdout', async () => {
+    chmodSync(dir, 0o755);
+    chmodSync(IN, 0o644);
+    const config = join(ROOT, 'config/demo.yaml');
+    for (const [cmd, args] of [
+      ['replay', ['--config', config, '--in', IN, '--out', join(dir, 'nobody.pcap')]],
+      ['daemon', ['--config', config, '--instance', `edges${process.pid}`, '--socket', join(dir, 'n.sock'), '--state-file', join(dir, 'n.state.json')]],
+      ['teardown', ['--instance', `edges${process.pid}`]],
+    ] as const) {
+      const r = await execa('setpriv', ['--reuid=nobody', '--regid=nogroup', '--clear-groups', 'node', BIN, cmd, ...args], { reject: false, cwd: '/' });
+      expect(r.stdout, cmd).toBe('');
+      expect(r.stderr, cmd).toMatch(new RegExp(`^mup: ${cmd} needs root, or the capabilities CAP_BPF[^\\n]*\\(missing CAP_BPF[^\\n]*\\): run it with sudo[^\\n]*\\n?$`));
+      expect(r.stderr, cmd).not.toMatch(/EPERM|EACCES/);
+      expect(r.exitCode, cmd).toBe(2);
+    }
+  });
+});
