@@ -28,10 +28,22 @@ export interface RunningSection {
 
 const ORIGIN = /^ ?origin: (api|config)$/;
 
+/** A comment without its origin lines (a file saved from `config show` output has them). */
+function withoutOrigin(comment: string | null | undefined): string | undefined {
+  const lines = (comment ?? '').split('\n').filter((l) => !ORIGIN.test(l));
+  return lines.join('\n').trim() === '' ? undefined : lines.join('\n');
+}
+
+function stripOrigin(node: Node): void {
+  const c = withoutOrigin(node.commentBefore);
+  if (c === undefined) delete node.commentBefore;
+  else node.commentBefore = c;
+}
+
 /** `# origin: ...` as the last line of a node's comment before it (an earlier one replaced). */
 function setOrigin(node: Node, origin: string): void {
-  const lines = (node.commentBefore ?? '').split('\n').filter((l) => l !== '' && !ORIGIN.test(l));
-  node.commentBefore = [...lines, ` origin: ${origin}`].join('\n');
+  const before = withoutOrigin(node.commentBefore);
+  node.commentBefore = `${before === undefined ? '' : `${before}\n`} origin: ${origin}`;
 }
 
 export function runningConfigYaml(fileText: string, sections: readonly RunningSection[], o: { origins: boolean }): string {
@@ -43,6 +55,9 @@ export function runningConfigYaml(fileText: string, sections: readonly RunningSe
     const oldItems = isSeq(old) ? (old.items as Node[]) : [];
     if (s.rules.length === 0 && !isSeq(old)) continue;
     const seq = (isSeq(old) ? old : doc.createNode([])) as YAMLSeq;
+    // The parser may hang the first entry's comment on the sequence: origins are per entry, never there.
+    stripOrigin(seq);
+    if (!o.origins) for (const n of oldItems) stripOrigin(n);
     // Comments read best above block entries: a flow sequence becomes a block one when annotated.
     if (o.origins) seq.flow = false;
     seq.items = s.rules.map((r) => {

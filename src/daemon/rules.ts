@@ -425,7 +425,8 @@ export function rebaseOverlay(overlay: Overlay, base: (kind: RuleKind, key: stri
         absorbed.push(`${k.kind} ${key}`);
         return false;
       }
-      const was = base(k.kind, key);
+      // No recorded base (a state file of an older version): a rule the file does not have is taken as one it never had.
+      const was = base(k.kind, key) ?? (file === null ? null : undefined);
       if (was !== undefined && file === was) return true;
       const fileName = next[k.section]?.find((r) => k.key(r) === key)?.name;
       const names = [...new Set([wanted?.name, fileName].filter((x): x is string => x !== undefined))];
@@ -860,33 +861,6 @@ export class StateStore {
   /** Cut a torn last line off the file now (after read(); the next append would do it anyway). */
   dropTornTail(): void {
     if (this.#sha !== undefined) this.#open();
-  }
-
-  /**
-   * Set the file aside as <state>.discarded.<ISO time> (never overwriting an
-   * earlier one); the path it is kept as, or undefined when there is no file.
-   */
-  discard(): string | undefined {
-    this.close();
-    if (!existsSync(this.path)) {
-      this.#sha = undefined;
-      return undefined;
-    }
-    const stamp = new Date().toISOString();
-    for (let n = 0; ; n++) {
-      const aside = `${this.path}.discarded.${stamp}${n === 0 ? '' : `.${n}`}`;
-      try {
-        linkSync(this.path, aside); // fails if it exists: an earlier set is never overwritten
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === 'EEXIST') continue;
-        throw new Error(`cannot keep the state file ${this.path} as ${aside} (${(e as Error).message}); nothing was changed`);
-      }
-      unlinkSync(this.path);
-      this.#sha = undefined;
-      this.#size = undefined;
-      this.#lines = 0;
-      return aside;
-    }
   }
 
   /** Appended lines beyond what the net changes need: time to rewrite. */
