@@ -146,7 +146,7 @@ describe.skipIf(!isRoot)('one daemon per instance', () => {
     const other = newOther(9283, `lockb${process.pid}`);
     const r = await second(other, { [other.stateFile]: first!.stateFile });
     expect(r.exitCode, r.output).not.toBe(0);
-    expect(r.output).toMatch(new RegExp(`state file ${first!.stateFile} is used by the daemon with pid ${first!.pid}`));
+    expect(r.output).toMatch(new RegExp(`state file ${first!.stateFile} is used by instance ${first!.instance}, the daemon with pid ${first!.pid}`));
     expect(readFileSync(first!.stateFile, 'utf8')).toBe(state);
     // It left nothing of its own instance behind either.
     expect(existsSync(join(other.bpffs, 'mup', other.instance))).toBe(false);

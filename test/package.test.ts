@@ -120,8 +120,9 @@ describe('the .deb', () => {
     expect(verify.stdout + verify.stderr).toBe('');
     expect(verify.exitCode).toBe(0);
 
-    // TODO(merge): enable once `mup daemon --check` (wt-cfg) is merged:
-    // expect((await inPackageNs(root, etc, `mup daemon --check --config /etc/mup/${instance}.yaml`)).exitCode).toBe(0);
+    // The installed program validates the instance's config without touching anything.
+    const check = await inPackageNs(root, etc, `mup daemon --check --config /etc/mup/${instance}.yaml`);
+    expect(check.exitCode, check.stdout + check.stderr).toBe(0);
 
     // READY=1 arrives on a datagram socket of the test (systemd's side, in python3).
     const notify = join(dir, 'notify.sock');

@@ -3,13 +3,12 @@
  * than daemon.reload_max_delete_share of the rules (default half; a file cut
  * short is often still valid) is refused unless forced (`mup reload
  * --force`, POST /v1/reload?force=true; SIGHUP never forces), naming how
- * many and which; and every set of API changes a changed config drops is
- * kept in its own <state>.discarded.<time> file, never overwritten.
+ * many and which. (A changed config no longer drops API changes at all:
+ * test/config-model.test.ts.)
  *
  * Daemons in the root namespace with no interfaces, each with its own
  * bpffs, socket and state file (test/helpers/daemon.ts).
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TestDaemon } from './helpers/daemon.js';
 import { parseConfig } from '../src/config/load.js';
@@ -31,7 +30,7 @@ describe('daemon.reload_max_delete_share in the config', () => {
   });
 });
 
-describe.skipIf(!isRoot)('mup reload: deletion guard and discarded changes', () => {
+describe.skipIf(!isRoot)('mup reload: deletion guard', () => {
   let d: TestDaemon | undefined;
   afterEach(async () => {
     await d?.cleanup();
@@ -105,40 +104,5 @@ describe.skipIf(!isRoot)('mup reload: deletion guard and discarded changes', () 
     const r = await d.cli(['reload']);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(await names()).toEqual(['p1', 'p2']);
-  });
-
-  it('keeps every set of dropped API changes in its own file, never overwritten', async () => {
-    d = new TestDaemon({ config: config(4) });
-    await d.start();
-    const add = async (i: number): Promise<void> => {
-      const r = await d!.api('POST', '/v1/policies', { body: { name: `api${i}`, match: `10.1.${i}.0/24`, sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' } });
-      expect(r.status).toBe(201);
-    };
-    const kept = (): string[] => readdirSync(d!.dir).filter((f) => f.startsWith('state.json.discarded.')).sort();
-
-    await add(1);
-    d.writeConfig(config(4, '', '2001:db8:2::/48')); // edited: the file wins, api1 is dropped
-    const r1 = await d.cli(['reload']);
-    expect(r1.exitCode, r1.stderr).toBe(0);
-    expect(kept()).toHaveLength(1);
-    expect(r1.stdout).toContain(kept()[0]);
-
-    await add(2);
-    d.writeConfig(config(4, '', '2001:db8:3::/48'));
-    expect((await d.api('POST', '/v1/reload')).status).toBe(200);
-
-    await add(3);
-    expect(await d.stop()).toBe(0);
-    d.writeConfig(config(4, '', '2001:db8:4::/48'));
-    await d.start(); // a restart with an edited file drops them too
-
-    const files = kept();
-    expect(files, 'one file per dropped set').toHaveLength(3);
-    expect(files.every((f) => /^state\.json\.discarded\.\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z(\.\d+)?$/.test(f))).toBe(true);
-    const contents = files.map((f) => readFileSync(`${d!.dir}/${f}`, 'utf8'));
-    for (const [i, text] of contents.entries()) {
-      expect(text, `${files[i]} holds the set dropped then`).toContain(`"name":"api${i + 1}"`);
-    }
-    expect(await names()).toEqual(['p1', 'p2', 'p3', 'p4']);
   });
 });

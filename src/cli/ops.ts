@@ -209,11 +209,13 @@ export function registerOps(program: Command, io: Io): void {
     .addOption(new Option('--log-level <level>', 'least important log level shown').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .option('--metrics-rule-limit <n>', 'rules with their own Prometheus series (the first N)', int('--metrics-rule-limit'), 1000)
     .option('--link-check-ms <ms>', 'how often links, pins and interfaces are checked and repaired besides on every link event of the kernel', int('--link-check-ms'), 1000)
+    .option('--check', 'check the config (and the state file\'s API changes on top of it) and print what would load; start nothing (no root needed); exit 0 when valid')
     .addHelpText(
       'after',
       '\nExamples:\n' +
         '  mup daemon --config /etc/mup/mup.yaml\n' +
         '  mup daemon --config lab.yaml --instance lab --netns mup --socket /run/mup/lab.sock\n' +
+        '  mup daemon --check --config /etc/mup/mup.yaml   # validate only\n' +
         '  kill -HUP $(pidof mup)     # reload after editing the config (or: mup reload)\n',
     )
     .action(
@@ -231,7 +233,14 @@ export function registerOps(program: Command, io: Io): void {
         logLevel: string;
         metricsRuleLimit: number;
         linkCheckMs: number;
+        check?: boolean;
       }) => {
+        if (o.check === true) {
+          const { checkDaemonConfig } = await import('../daemon/check.js');
+          const r = checkDaemonConfig({ configPath: resolve(o.config), instance: o.instance, ...(o.stateFile === undefined ? {} : { stateFile: resolve(o.stateFile) }) });
+          io.out(r.lines.map((l) => `${l}\n`).join(''));
+          return;
+        }
         const { createLogger } = await import('../daemon/log.js');
         const { daemonMain } = await import('../daemon/serve.js');
         const log = createLogger({ instance: o.instance, level: o.logLevel, ...(o.logFormat === undefined ? {} : { json: o.logFormat === 'json' }) });
@@ -414,22 +423,77 @@ export function registerOps(program: Command, io: Io): void {
     });
 
   withTarget(program.command('reload'))
-    .summary('re-read the config file and apply the difference (as SIGHUP does)')
+    .summary('re-read the config file and apply its changes since the last load (as SIGHUP does); --check: only show them')
+    .description(
+      'apply the config file\'s changes since it was last loaded on top of the running rules: API changes to rules the edit ' +
+        'leaves alone are kept (an edit that touches a rule an API change touched too is refused, naming the rules, and nothing ' +
+        'changes). --check validates and prints the diff it would apply, one line per rule, and applies nothing.',
+    )
     .option('--json', 'print the API answer as JSON')
+    .option('--check', 'validate and print the diff (+ added, - deleted, ~ changed: key old -> new); apply nothing; exit 0 when it would apply')
     .option('--force', 'apply it even if it deletes more than daemon.reload_max_delete_share of the rules (default half)')
-    .addHelpText('after', '\nExample:\n  vi /etc/mup/mup.yaml && mup reload\n')
-    .action(async (o: TargetOpts & { json?: boolean; force?: boolean }) => {
-      const r = await call<ReloadResult>(target(o), 'POST', o.force === true ? '/v1/reload?force=true' : '/v1/reload');
+    .addHelpText('after', '\nExamples:\n  vi /etc/mup/mup.yaml && mup reload --check && mup reload\n')
+    .action(async (o: TargetOpts & { json?: boolean; force?: boolean; check?: boolean }) => {
+      const q = [o.force === true ? 'force=true' : '', o.check === true ? 'check=true' : ''].filter((x) => x !== '').join('&');
+      const r = await call<ReloadResult>(target(o), 'POST', `/v1/reload${q === '' ? '' : `?${q}`}`);
       if (o.json === true) return io.out(`${JSON.stringify(r, null, 2)}\n`);
+      const kept = r.apiChanges > 0 ? `; ${r.apiChanges} API changes kept on top of the file` : '';
+      const absorbed = r.absorbed.length > 0 ? `; ${r.absorbed.length} API changes are in the file now (config)` : '';
+      const missing = (r.interfaces.missing ?? []).length > 0 ? `; interface missing, not attached: ${r.interfaces.missing.join(', ')} (attached when it appears)` : '';
+      if (r.checked === true) {
+        const diff = r.diff ?? [];
+        return io.out(
+          `${diff.map((l) => `${l}\n`).join('')}` +
+            `check: valid; would apply ${r.added} added, ${r.replaced} changed, ${r.deleted} deleted${kept}${absorbed}${missing}; nothing applied\n`,
+        );
+      }
       io.out(
         `reloaded: ${r.added} added, ${r.replaced} replaced, ${r.deleted} deleted, ${r.unchanged} unchanged` +
-          `${r.programReplaced ? '; new program swapped in' : ''}` +
-          `${(r.interfaces.missing ?? []).length > 0 ? `; not attached, interface missing: ${r.interfaces.missing.join(', ')} (attached when it appears)` : ''}` +
-          `${r.discardedChanges > 0 ? `; the config file changed, so ${r.discardedChanges} API changes were dropped (kept in ${r.discardedTo ?? 'the .discarded state file'})` : ''}\n`,
+          `${r.programReplaced ? '; new program swapped in' : ''}${missing}${kept}${absorbed}\n`,
       );
     });
-}
 
+  // ---------------------------------------------------------------- config
+  const config = program.command('config').summary('the running config (file + API changes): show it, save it into the config file');
+  withTarget(config.command('show'))
+    .summary('print the running config as YAML that mup daemon --config loads as it is, each rule\'s origin as a comment')
+    .option('--no-origins', 'leave out the # origin: comments')
+    .addHelpText('after', '\nExamples:\n  mup config show\n  mup config show | grep -B1 -A0 "origin: api"\n')
+    .action(async (o: TargetOpts & { origins: boolean }) => {
+      const r = await call<{ yaml: string }>(target(o), 'GET', `/v1/config${o.origins ? '' : '?origins=false'}`);
+      io.out(r.yaml);
+    });
+  withTarget(config.command('save'))
+    .summary('write the running config into the daemon\'s config file (API changes become config), or --to another file')
+    .description(
+      'write the running config atomically (temp file, fsync, rename, fsync of the directory), keeping the file\'s comments ' +
+        'where its entries still exist. Into the daemon\'s own config file (the default), the API changes become config and ' +
+        'the state file is emptied; --to FILE writes a copy and changes nothing in the daemon.',
+    )
+    .option('--to <file>', 'write this file instead of the daemon\'s config file')
+    .addHelpText('after', '\nExamples:\n  mup config save\n  mup config save --to /tmp/running.yaml\n')
+    .action(async (o: TargetOpts & { to?: string }) => {
+      const t = target(o);
+      if (o.to !== undefined) {
+        const { realpathSync } = await import('node:fs');
+        const real = (p: string): string => {
+          try {
+            return realpathSync(p);
+          } catch {
+            return resolve(p);
+          }
+        };
+        const s = await call<{ file: string; yaml: string; apiChanges: number }>(t, 'GET', '/v1/config?origins=false');
+        if (real(o.to) !== real(s.file)) {
+          const { writeFileAtomic } = await import('../daemon/rules.js');
+          writeFileAtomic(resolve(o.to), s.yaml, undefined, 0o644);
+          return io.out(`wrote the running config (${s.apiChanges} API changes in it) to ${resolve(o.to)}; the daemon's config file is unchanged\n`);
+        }
+      }
+      const r = await call<{ file: string; saved: number }>(t, 'POST', '/v1/config/save');
+      io.out(`saved the running config into ${r.file}: ${r.saved} API changes are config now\n`);
+    });
+}
 
 const n = (v: unknown): number => Number(v ?? 0);
 

@@ -8,7 +8,8 @@
  *   GET    /v1/localsids                   POST /v1/localsids   (add)
  *   PUT    /v1/localsids (replace, by sid)    DELETE /v1/localsids?sid=P | ?name=N
  *   GET    /v1/counters[?rules=all|active|none|N]   POST /v1/counters/reset
- *   POST   /v1/reload
+ *   POST   /v1/reload[?force=true][&check=true]
+ *   GET    /v1/config[?origins=false]      POST /v1/config/save (running config: YAML; into the config file)
  *   GET    /v1/probe                       POST /v1/probe       (latency probe on/off: src/dataplane/probe-control.ts)
  *   GET    /metrics                        (Prometheus text format)
  *
@@ -356,7 +357,19 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       if (method !== 'POST') allow(['POST']);
       const force = url.searchParams.get('force'); // past the deletion guard (daemon.reload_max_delete_share)
       if (force !== null && force !== 'true' && force !== 'false') throw new HttpError(400, `force=${JSON.stringify(force)}: use force=true or leave it out`, 'force');
-      return send(res, 200, await d.reload({ force: force === 'true' }));
+      const check = url.searchParams.get('check'); // validate and answer the diff; apply nothing
+      if (check !== null && check !== 'true' && check !== 'false') throw new HttpError(400, `check=${JSON.stringify(check)}: use check=true or leave it out`, 'check');
+      return send(res, 200, await d.reload({ force: force === 'true', check: check === 'true', reason: 'api' }));
+    }
+    if (path === '/v1/config') {
+      if (method !== 'GET') allow(['GET']);
+      const origins = url.searchParams.get('origins');
+      if (origins !== null && origins !== 'true' && origins !== 'false') throw new HttpError(400, `origins=${JSON.stringify(origins)}: use origins=false or leave it out`, 'origins');
+      return send(res, 200, d.runningConfig({ origins: origins !== 'false' }));
+    }
+    if (path === '/v1/config/save') {
+      if (method !== 'POST') allow(['POST']);
+      return send(res, 200, await d.saveConfig());
     }
     if (path === '/v1/probe') {
       if (method === 'GET') return send(res, 200, { probe: probeStatus(d.dataplane) });

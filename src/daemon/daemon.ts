@@ -4,7 +4,8 @@
  * the API, and survives its own restarts without touching traffic.
  *
  * Start (the same whether bpffs is empty or an earlier daemon left pins):
- *   1. read the config (and the state file, if it was made against this config);
+ *   1. read the config and the state file (API changes, moved onto the file
+ *      if it was edited since: rules.ts rebaseOverlay; refused on a conflict);
  *   1b. lock the instance (its pin directory) and the state file (lock(); a
  *      second daemon is refused here, naming the first's pid);
  *   2. load the object, reusing the pinned tables and counters if there are any;
@@ -17,10 +18,11 @@
  * --detach-on-exit removes the links and pins.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config } from '../config/types.js';
-import { loadConfigFile } from '../config/load.js';
+import { parseConfig } from '../config/load.js';
+import { runningConfigYaml } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
 import {
@@ -44,6 +46,8 @@ import { DEFAULT_BPFFS, defaultStateFile } from '../host/paths.js';
 import {
   emptyOverlay,
   overlaySize,
+  rebaseOverlay,
+  ruleSetDiff,
   RULE_KIND_LIST,
   RULE_KINDS,
   RuleError,
@@ -51,6 +55,7 @@ import {
   sha256,
   StateStore,
   StateWriteError,
+  writeFileAtomic,
   type StateLine,
   type Overlay,
   type Rule,
@@ -115,9 +120,14 @@ export interface ReloadResult {
   readonly unchanged: number;
   readonly configChanged: boolean;
   readonly programReplaced: boolean;
-  readonly discardedChanges: number;
-  /** Where the dropped API changes were kept (<state>.discarded.<time>), when there were any. */
-  readonly discardedTo?: string;
+  /** API changes kept on top of the file (the file's edit left their rules alone). */
+  readonly apiChanges: number;
+  /** API changes the file now says itself ("<kind> <key>"): they became config. */
+  readonly absorbed: string[];
+  /** ?check=true: nothing was applied; `diff` is what would be. */
+  readonly checked?: boolean;
+  /** One line per rule (and interface, setting) that changes: `+ policy NAME {...}`, `- policy NAME`, `~ policy NAME: key old -> new`. */
+  readonly diff?: string[];
   /** `missing`: configured interfaces that do not exist now (not attached; attached when they appear). */
   readonly interfaces: { readonly attached: string[]; readonly detached: string[]; readonly missing: string[] };
 }
@@ -262,7 +272,7 @@ export class Daemon {
     }
     try {
       mkdirSync(dirname(this.stateFile), { recursive: true, mode: 0o755 });
-      this.#stateLock = takeLock(stateLockPath(this.stateFile), `state file ${this.stateFile}`);
+      this.#stateLock = takeLock(stateLockPath(this.stateFile), `state file ${this.stateFile}`, `instance ${instance}`);
     } catch (e) {
       this.unlock();
       if (made) {
@@ -274,9 +284,10 @@ export class Daemon {
       }
       if (!(e instanceof LockedError)) throw e;
       throw new LockedError(
-        `state file ${this.stateFile} is used by ${e.pid === undefined ? 'another daemon' : `the daemon with pid ${e.pid}`} (it holds ${stateLockPath(this.stateFile)}); ` +
+        `state file ${this.stateFile} is used by ${e.owner === undefined ? '' : `${e.owner}, `}${e.pid === undefined ? 'another daemon' : `the daemon with pid ${e.pid}`} (it holds ${stateLockPath(this.stateFile)}); ` +
           'give each instance its own state file (--state-file or daemon.state_file)',
         e.pid,
+        e.owner,
       );
     }
   }
@@ -311,18 +322,18 @@ export class Daemon {
     const o = this.#o;
     if (o.netns !== undefined) enterNetns(o.netns);
     const t0 = performance.now();
-    const { config, sha } = await this.#readConfig();
+    const { config, sha, text } = await this.#readConfig();
     this.#timings.config = Math.round(performance.now() - t0);
     if (o.stateFile === undefined && config.daemon?.stateFile !== undefined) {
       this.#stateFile = config.daemon.stateFile;
       this.#store = new StateStore(this.#stateFile);
     }
-    const { overlay, discard } = this.#loadOverlay(sha);
+    const overlay = this.#loadOverlay(sha, config);
     const t1 = performance.now();
     this.#rules = new RuleSet(config, overlay);
     this.#timings.rules = Math.round(performance.now() - t1);
     this.#configSha = sha;
-    this.#discardState = discard;
+    this.#configText = text;
     for (const i of config.interfaces ?? []) {
       try {
         ifIndex(i.name);
@@ -332,7 +343,8 @@ export class Daemon {
     }
   }
 
-  #discardState = 0;
+  /** The config file's text as last loaded (or saved): what `config show` and `config save` build on. */
+  #configText = '';
   /** The state file read at start ended with a torn line (cut off at takeover). */
   #tornState = false;
   /** ms per start phase, logged with the start line. */
@@ -343,14 +355,6 @@ export class Daemon {
     const o = this.#o;
     const overlay = this.#rules.overlay;
     const config = this.#rules.config;
-    if (this.#discardState > 0) {
-      const aside = this.#store.discard();
-      this.#tornState = false; // set aside with the rest
-      this.#log.warn(
-        { stateFile: this.stateFile, keptAs: aside, changes: this.#discardState },
-        'the config file changed since these API changes were made: the file wins, the API changes are dropped (write them into the file to keep them)',
-      );
-    }
     const bpffs = o.bpffs ?? DEFAULT_BPFFS;
     if (ensureBpffs(bpffs)) this.#log.info({ path: bpffs }, 'mounted a bpf filesystem');
     this.pins.prepare();
@@ -459,20 +463,30 @@ export class Daemon {
     this.#nh.start();
   }
 
-  async #readConfig(): Promise<{ config: Config; sha: string }> {
-    const text = readFileSync(this.#o.configPath);
-    const config = await loadConfigFile(this.#o.configPath);
+  async #readConfig(): Promise<{ config: Config; sha: string; text: string }> {
+    let text: Buffer;
+    try {
+      text = readFileSync(this.#o.configPath);
+    } catch (e) {
+      throw new ConfigError(this.#o.configPath, '', `cannot read the config file: ${(e as Error).message}`);
+    }
+    const config = parseConfig(text.toString('utf8'), this.#o.configPath);
     for (const w of config.warnings ?? []) this.#log.warn({ file: w.file, path: w.path, line: w.line }, w.reason);
     if ((config.interfaces ?? []).length === 0) {
       this.#log.warn({ file: config.file }, 'no interfaces in the config: the program is loaded and the tables filled, but it sees no traffic');
     }
-    return { config, sha: sha256(text) };
+    return { config, sha: sha256(text), text: text.toString('utf8') };
   }
 
-  /** The state file's changes if it was made against this very config; otherwise none (`discard`: how many are set aside at takeover). */
-  #loadOverlay(configSha: string): { overlay: Overlay; discard: number } {
+  /**
+   * The state file's changes, on top of this config: as they are when the
+   * file is the one they were made on; else moved onto it (rebaseOverlay),
+   * and a start refused, naming the rules, where the file's edit and an API
+   * change touch the same rule.
+   */
+  #loadOverlay(configSha: string, config: Config): Overlay {
     const got = this.#store.read();
-    if (got === undefined) return { overlay: emptyOverlay(), discard: 0 };
+    if (got === undefined) return emptyOverlay();
     if (got.torn) {
       this.#log.warn(
         { stateFile: this.stateFile, line: got.tornAt?.line, bytes: got.tornAt?.bytes },
@@ -480,8 +494,23 @@ export class Daemon {
       );
       this.#tornState = true;
     }
-    if (got.header.config.sha256 === configSha) return { overlay: got.overlay, discard: 0 };
-    return { overlay: emptyOverlay(), discard: overlaySize(got.overlay) };
+    if (got.header.config.sha256 === configSha) return got.overlay;
+    const r = rebaseOverlay(got.overlay, (kind, key) => got.bases.get(`${kind} ${key}`), config);
+    if (r.conflicts.length > 0) {
+      throw new RuleError(
+        `${this.#o.configPath} was edited since the API changes in ${this.stateFile} were made, and both change the same rules: ${r.conflicts.join(', ')}. ` +
+          'Nothing was changed (the pinned data plane keeps running). Make the file say what you want for these rules (mup config show on a running daemon prints ' +
+          'the API\'s version), or move the state file aside to let the file win',
+        409,
+      );
+    }
+    if (overlaySize(got.overlay) > 0) {
+      this.#log.info(
+        { stateFile: this.stateFile, kept: overlaySize(r.overlay), absorbed: r.absorbed.length },
+        'the config file was edited since the API changes were made: they apply on top of it (those the file now says itself became config)',
+      );
+    }
+    return r.overlay;
   }
 
   /** Load the object with the pinned tables (unless fresh), pin what is new. */
@@ -553,30 +582,73 @@ export class Daemon {
   }
 
   /**
-   * SIGHUP / API reload: re-read the file, apply the difference; a bad file
-   * changes nothing. A file that would delete more than
+   * SIGHUP / API reload: re-read the file and apply its changes since the
+   * last load on top of the running rules (file + API changes; the API
+   * changes the edit leaves alone are kept, docs/config.md "Reload"). A bad
+   * file, or an edit that touches a rule an API change touched too, changes
+   * nothing. A file that would delete more than
    * daemon.reload_max_delete_share of the rules is refused unless `force`
    * (the API's ?force=true, `mup reload --force`; SIGHUP never forces).
+   * `check`: do all of that, apply nothing, answer the diff. Every reload
+   * is one log line, applied or refused, with who asked (`reason`).
    */
-  reload(o: { force?: boolean } = {}): Promise<ReloadResult> {
+  reload(o: { force?: boolean; check?: boolean; reason?: string } = {}): Promise<ReloadResult> {
     return this.#serial.run(async () => {
+      const t0 = performance.now();
+      const reason = o.reason ?? 'api';
+      const check = o.check === true;
       try {
-        const r = await this.#reload(o.force === true);
-        this.reloads.ok++;
+        const r = await this.#reload(o.force === true, check);
+        if (!check) this.reloads.ok++;
+        const { diff, ...rest } = r;
+        this.#log.info(
+          {
+            reason,
+            force: o.force === true,
+            ms: Math.round(performance.now() - t0),
+            ...rest,
+            ...(diff === undefined ? {} : { changes: diff.length }),
+            ...(r.interfaces.missing.length > 0 ? { missingInterfaces: r.interfaces.missing } : {}),
+          },
+          check ? 'reload checked (nothing applied)' : 'reloaded',
+        );
         return r;
       } catch (e) {
-        this.reloads.failed++;
+        if (!check) this.reloads.failed++;
+        this.#log.warn(
+          { reason, force: o.force === true, ms: Math.round(performance.now() - t0), error: (e as Error).message },
+          check ? 'reload check failed (nothing applied)' : 'reload failed; the tables are unchanged',
+        );
         throw e;
       }
     });
   }
 
-  async #reload(force: boolean): Promise<ReloadResult> {
-    const { config, sha } = await this.#readConfig();
+  async #reload(force: boolean, check: boolean): Promise<ReloadResult> {
+    const { config, sha, text } = await this.#readConfig();
     const configChanged = sha !== this.#configSha;
-    const discarded = configChanged ? overlaySize(this.#rules.overlay) : 0;
-    const overlay = configChanged ? emptyOverlay() : this.#rules.overlay;
-    const rules = new RuleSet(config, overlay);
+    let overlay = this.#rules.overlay;
+    let absorbed: string[] = [];
+    if (configChanged) {
+      // The file's own changes since the last load, on top of the API's.
+      const current = this.#rules;
+      const r = rebaseOverlay(current.overlay, (kind, key) => current.base(kind, key), config);
+      if (r.conflicts.length > 0) {
+        throw new RuleError(
+          `reload refused: the config file's edit and API changes touch the same rules: ${r.conflicts.join(', ')}. Nothing was changed. ` +
+            'Make the file say what you want for these rules (mup config show prints the running version, mup config save writes it into the file), then reload',
+          409,
+        );
+      }
+      overlay = r.overlay;
+      absorbed = r.absorbed;
+    }
+    let rules: RuleSet;
+    try {
+      rules = new RuleSet(config, overlay);
+    } catch (e) {
+      throw new RuleError(`reload refused: the config file with the API changes on top does not hold together: ${(e as Error).message}. Nothing was changed`, 409);
+    }
     const old = this.dataplane;
     const s = old.config.settings;
     if (config.settings.maxPolicies !== s.maxPolicies || config.settings.maxLocalSids !== s.maxLocalSids) {
@@ -590,13 +662,27 @@ export class Daemon {
     // A configured interface that does not exist now is no reason to refuse:
     // the reload applies, the result names it, the link check attaches it when it appears.
     this.#deletionGuard(rules, force);
+    if (check) {
+      const diff = ruleSetDiff(this.#rules, rules);
+      const count = (c: string): number => diff.filter((l) => l.startsWith(c) && !/^. (interface|settings)/.test(l)).length;
+      return {
+        added: count('+'),
+        replaced: count('~'),
+        deleted: count('-'),
+        unchanged: RULE_KIND_LIST.reduce((n, k) => n + rules.rules(k.kind).size, 0) - count('+') - count('~'),
+        configChanged,
+        programReplaced: false,
+        apiChanges: overlaySize(overlay),
+        absorbed,
+        checked: true,
+        diff,
+        interfaces: { attached: [], detached: [], missing: (config.interfaces ?? []).filter((i) => !this.#ifExists(i.name)).map((i) => i.name) },
+      };
+    }
     if (JSON.stringify(config.daemon ?? {}) !== JSON.stringify(this.config.daemon ?? {})) {
       this.#log.warn({ file: config.file }, 'the daemon section changed (socket, group, state file, http): that takes effect at the next restart');
     }
     const objectSha = sha256(readFileSync(this.objectPath));
-    // The dropped API changes are kept (never overwritten) before the tables
-    // change: if that fails, the reload is refused with nothing changed.
-    const discardedTo = discarded > 0 ? this.#store.discard() : undefined;
     let result: { added: number; replaced: number; deleted: number; unchanged: number };
     let programReplaced = false;
     let ifaces: ReloadResult['interfaces'] | undefined;
@@ -622,24 +708,118 @@ export class Daemon {
     ifaces ??= this.#attachAll(config);
     this.#rules = rules;
     this.#configLoadedAt = new Date();
-    if (configChanged) {
-      this.#configSha = sha;
-      if (discarded > 0) {
-        this.#log.warn({ changes: discarded, keptAs: discardedTo }, 'config file changed: API changes dropped, the file wins');
-      }
-    }
+    this.#configSha = sha;
+    this.#configText = text;
+    // The state file now names this file (and the records' bases are its rules).
     this.#tidyState('reload');
     releaseMemory();
     this.#nexthops();
-    this.#log.info({ ...result, configChanged, programReplaced, ...(ifaces.missing.length > 0 ? { missingInterfaces: ifaces.missing } : {}) }, 'reloaded');
     return {
       ...result,
       configChanged,
       programReplaced,
-      discardedChanges: discarded,
-      ...(discardedTo === undefined ? {} : { discardedTo }),
+      apiChanges: overlaySize(overlay),
+      absorbed,
       interfaces: ifaces,
     };
+  }
+
+  // -------------------------------------------------------------------------
+  // Running config: show and save
+
+  /**
+   * The running config (the file as last loaded, with the API changes in
+   * it) as YAML `mup daemon --config` loads as it is; the file's comments
+   * kept where its entries still are; with `origins`, each rule's origin as
+   * a comment (src/config/running.ts).
+   */
+  runningConfig(o: { origins?: boolean } = {}): { file: string; sha256: string; apiChanges: number; yaml: string } {
+    const yaml = runningConfigYaml(this.#configText, this.#runningRules(), { origins: o.origins === true });
+    return { file: this.config.file, sha256: this.#configSha, apiChanges: overlaySize(this.#rules.overlay), yaml };
+  }
+
+  #runningRules(): Parameters<typeof runningConfigYaml>[1] {
+    return RULE_KIND_LIST.map((k) => ({
+      section: k.section,
+      rules: [...this.#rules.rules(k.kind).entries()].map(([key, r]) => ({
+        key,
+        json: k.json(r),
+        origin: this.#rules.source(k.kind, key),
+        // The file's own entry, when the running rule is it unchanged.
+        fileIndex: this.#rules.source(k.kind, key) === 'config' ? this.#fileIndex(k.kind, key) : undefined,
+        replacesIndex: this.#rules.source(k.kind, key) === 'api' ? this.#fileIndex(k.kind, key) : undefined,
+      })),
+    }));
+  }
+
+  #fileIndexes: Map<string, number> | undefined;
+  #fileIndexesOf: Config | undefined;
+  /** Position of the file's rule with this key in its section (config order), or undefined. */
+  #fileIndex(kind: RuleKind, key: string): number | undefined {
+    const config = this.#rules.config;
+    if (this.#fileIndexesOf !== config) {
+      this.#fileIndexes = new Map();
+      for (const k of RULE_KIND_LIST) (config[k.section] ?? []).forEach((r, i) => this.#fileIndexes!.set(`${k.kind} ${k.key(r)}`, i));
+      this.#fileIndexesOf = config;
+    }
+    return this.#fileIndexes!.get(`${kind} ${key}`);
+  }
+
+  /**
+   * Write the running config into the daemon's own config file (`mup config
+   * save`): the API changes become config. Order (docs/config.md "Save"):
+   * 1. the file, atomically (temp, fsync, rename, fsync of the directory);
+   * 2. the state file, rewritten for the new file with no changes.
+   * A crash between 1 and 2 leaves the old state file on the new config
+   * file: at the next start every change in it is one the file now says
+   * itself (rebaseOverlay: absorbed), so nothing is lost and nothing applied
+   * twice. Refused when the file was edited since it was loaded (saving
+   * would undo that edit): reload first.
+   */
+  saveConfig(): Promise<{ file: string; sha256: string; saved: number }> {
+    return this.#serial.run(() => {
+      const file = this.#o.configPath;
+      let onDisk: Buffer;
+      try {
+        onDisk = readFileSync(file);
+      } catch (e) {
+        throw new RuleError(`cannot read ${file} (${(e as Error).message}); nothing was saved`, 409);
+      }
+      if (sha256(onDisk) !== this.#configSha) {
+        throw new RuleError(
+          `${file} was edited since the daemon loaded it; saving would undo that edit. Nothing was saved: reload it first (mup reload), or save elsewhere (mup config save --to FILE)`,
+          409,
+        );
+      }
+      const saved = overlaySize(this.#rules.overlay);
+      const yaml = runningConfigYaml(this.#configText, this.#runningRules(), { origins: false });
+      const config = parseConfig(yaml, file);
+      const next = new RuleSet(config, emptyOverlay());
+      // What the file says now must be what runs: else nothing is written.
+      if (ruleSetDiff(this.#rules, next).length > 0) {
+        throw new Error(`the saved config would not give the running rules (${ruleSetDiff(this.#rules, next).slice(0, 3).join('; ')}); nothing was saved`);
+      }
+      let mode = 0o644;
+      try {
+        mode = statSync(file).mode & 0o777;
+      } catch {
+        // keep the default
+      }
+      try {
+        writeFileAtomic(file, yaml, undefined, mode);
+      } catch (e) {
+        throw new StateWriteError(file, (e as NodeJS.ErrnoException).code ?? 'EIO', `cannot write ${file} (${(e as Error).message}); nothing was saved (the file is as it was)`);
+      }
+      const sha = sha256(yaml);
+      this.#rules = next;
+      this.#configSha = sha;
+      this.#configText = yaml;
+      this.#configLoadedAt = new Date();
+      // Step 2; if it fails the old state file stays, and is absorbed at the next start or rewritten with the next change.
+      this.#tidyState('save');
+      this.#log.info({ file, sha256: sha, saved }, 'running config saved into the config file: the API changes are config now');
+      return { file, sha256: sha, saved };
+    });
   }
 
   /**
@@ -677,7 +857,7 @@ export class Daemon {
    * with every acknowledged change, and it is tried again later; a file not
    * (yet) for the running config is written with the next change instead.
    */
-  #tidyState(when: 'start' | 'reload' | 'compaction'): void {
+  #tidyState(when: 'start' | 'reload' | 'compaction' | 'save'): void {
     if (this.#tornState) {
       this.#tornState = false;
       try {
@@ -687,7 +867,7 @@ export class Daemon {
       }
     }
     try {
-      this.#store.rewrite(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (e) =>
+      this.#store.rewrite(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key), (e) =>
         this.#log.warn({ stateFile: this.stateFile, error: e.message }, 'state file rewritten, but the fsync of its directory failed'),
       );
     } catch (e) {
@@ -708,7 +888,7 @@ export class Daemon {
    * compaction after it is housekeeping: it cannot undo a durable change.
    */
   #record(line: StateLine): void {
-    this.#store.commit(line, this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay);
+    this.#store.commit(line, this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key));
     if (this.#store.wantsCompaction(this.#rules.overlay)) this.#tidyState('compaction');
   }
 
@@ -746,7 +926,7 @@ export class Daemon {
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.put(kind, tagged);
       try {
-        this.#record({ put: kind, rule: k.json(tagged) });
+        this.#record({ put: kind, rule: k.json(tagged), base: this.#rules.base(kind, key) });
       } catch (e) {
         // Put the tables and the set back as they were.
         if (previous === undefined) {
@@ -783,7 +963,7 @@ export class Daemon {
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.delete(kind, key);
       try {
-        this.#record({ del: kind, key });
+        this.#record({ del: kind, key, base: this.#rules.base(kind, key) });
       } catch (e) {
         t.apply(k.put([previous]));
         this.#rules.put(kind, previous);

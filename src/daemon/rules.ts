@@ -2,11 +2,17 @@
  * The rules a daemon wants in its tables: the config file's, with the changes
  * made through the API on top (the overlay, saved in the state file).
  *
- * Which wins: the state file applies only on top of the very config file it
- * was made against (same SHA-256). An edited config file is the operator's
- * newer word, so a reload or restart with a changed file drops the overlay
- * (kept aside as <state>.discarded.<time>, never overwritten, and logged). To keep an API change for
- * good, write it into the config file.
+ * One model (docs/config.md, "Running, saved and API config"): the running
+ * config is the file as last loaded plus the overlay. A reload (or a start
+ * with a file edited since) applies the file's own changes since the last
+ * load on top of it: an API change survives every edit of the file that
+ * leaves its rule alone (a comment, other rules). Where the file's edit and
+ * an API change touch the same rule (same kind and key) differently, the
+ * reload is refused naming the rules (rebaseOverlay); where they agree (the
+ * file now says what the API said, e.g. after `mup config save`), the API
+ * change has become config and leaves the overlay. To know what the file
+ * said when an API change was made, each state record carries `base`: a
+ * digest of the file's rule at that key then (null: none).
  */
 import { createHash } from 'node:crypto';
 import {
@@ -360,10 +366,120 @@ export class RuleSet {
     if (this.#fromConfig.has(`${kind} ${key}`)) this.overlay[k.overlay.del].add(key);
   }
 
+  #digests: ((kind: RuleKind, key: string) => string | null) | undefined;
+  /** Digest of the file's rule at this key (null: the file has none): a state record's `base`. */
+  base(kind: RuleKind, key: string): string | null {
+    this.#digests ??= configDigests(this.config);
+    return this.#digests(kind, key);
+  }
+
   /** The effective config (settings and interfaces from the file). */
   effective(): Config {
     return { ...this.config, policies: [...this.policies.values()], localsids: [...this.localsids.values()], sessions: [...this.sessions.values()] };
   }
+}
+
+/** A short digest of a rule as the config spells it (what `base` in a state record holds). */
+export function ruleDigest(kind: RuleKind, r: Rule): string {
+  return sha256(JSON.stringify(RULE_KINDS[kind].json(r))).slice(0, 16);
+}
+
+/** The config's rules by kind and key, digested (for rebaseOverlay and state records). */
+export function configDigests(config: Config): (kind: RuleKind, key: string) => string | null {
+  const byKind = perKind(() => new Map<string, Rule>());
+  for (const k of RULE_KIND_LIST) for (const r of config[k.section] ?? []) byKind[k.kind].set(k.key(r), r);
+  return (kind, key) => {
+    const r = byKind[kind].get(key);
+    return r === undefined ? null : ruleDigest(kind, r);
+  };
+}
+
+export interface Rebased {
+  /** The overlay to run on top of the new file: the API changes the file left alone. */
+  readonly overlay: Overlay;
+  /** API changes the new file now says itself (they became config): "<kind> <key>". */
+  readonly absorbed: string[];
+  /** Rules both the file's edit and an API change touch, differently: "policy p3 (10.0.3.0/24)". Empty: none. */
+  readonly conflicts: string[];
+}
+
+/**
+ * Move the API changes (`overlay`, made on top of an older file whose rule
+ * digests `base` gives; undefined: not known) onto the file `next`. Per
+ * rule the overlay touches: the new file says what the API change says ->
+ * absorbed; the new file says what the old one said -> kept; else a
+ * conflict. Pure: the overlay given is not changed.
+ */
+export function rebaseOverlay(overlay: Overlay, base: (kind: RuleKind, key: string) => string | null | undefined, next: Config): Rebased {
+  const now = configDigests(next);
+  const out = emptyOverlay();
+  const absorbed: string[] = [];
+  const conflicts: string[] = [];
+  for (const k of RULE_KIND_LIST) {
+    const put = overlay[k.overlay.put] as Map<string, Rule>;
+    const del = overlay[k.overlay.del];
+    const check = (key: string, wanted: Rule | undefined): boolean => {
+      const file = now(k.kind, key);
+      const want = wanted === undefined ? null : ruleDigest(k.kind, wanted);
+      if (file === want) {
+        absorbed.push(`${k.kind} ${key}`);
+        return false;
+      }
+      // No recorded base (a state file of an older version): a rule the file does not have is taken as one it never had.
+      const was = base(k.kind, key) ?? (file === null ? null : undefined);
+      if (was !== undefined && file === was) return true;
+      const fileName = next[k.section]?.find((r) => k.key(r) === key)?.name;
+      const names = [...new Set([wanted?.name, fileName].filter((x): x is string => x !== undefined))];
+      conflicts.push(`${k.label} ${names.length === 0 ? key : `${names.join(' / ')} (${key})`}`);
+      return false;
+    };
+    for (const [key, r] of put) if (check(key, r)) (out[k.overlay.put] as Map<string, Rule>).set(key, r);
+    for (const key of del) if (check(key, undefined)) out[k.overlay.del].add(key);
+  }
+  return { overlay: out, absorbed, conflicts };
+}
+
+/** `key old -> new` for each top-level key whose value differs (JSON), joined by ", ". */
+function fieldChanges(a: Record<string, unknown>, b: Record<string, unknown>): string {
+  const show = (v: unknown): string => (v === undefined ? '(none)' : typeof v === 'string' ? v : JSON.stringify(v));
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])]
+    .filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k]))
+    .map((k) => `${k} ${show(a[k])} -> ${show(b[k])}`)
+    .join(', ');
+}
+
+/**
+ * What going from `a` to `b` changes, one line per rule, interface or
+ * setting: `+ policy NAME {...}`, `- policy NAME`, `~ policy NAME: key old
+ * -> new, ...` (NAME: the rule's name, else its key). `mup reload --check`.
+ */
+export function ruleSetDiff(a: RuleSet, b: RuleSet): string[] {
+  const out: string[] = [];
+  const ia = new Map((a.config.interfaces ?? []).map((i) => [i.name, i.xdp]));
+  const ib = new Map((b.config.interfaces ?? []).map((i) => [i.name, i.xdp]));
+  for (const [n, x] of ib) {
+    if (!ia.has(n)) out.push(`+ interface ${n} {"xdp":"${x}"}`);
+    else if (ia.get(n) !== x) out.push(`~ interface ${n}: xdp ${ia.get(n)} -> ${x}`);
+  }
+  for (const n of ia.keys()) if (!ib.has(n)) out.push(`- interface ${n}`);
+  const settings = fieldChanges(a.config.settings as unknown as Record<string, unknown>, b.config.settings as unknown as Record<string, unknown>);
+  if (settings !== '') out.push(`~ settings: ${settings}`);
+  for (const k of RULE_KIND_LIST) {
+    const ra = a.rules(k.kind);
+    const rb = b.rules(k.kind);
+    const id = (key: string, r: Rule): string => r.name ?? key;
+    for (const [key, r] of rb) {
+      const was = ra.get(key);
+      const now = k.json(r);
+      if (was === undefined) out.push(`+ ${k.kind} ${id(key, r)} ${JSON.stringify(now)}`);
+      else {
+        const d = fieldChanges(k.json(was), now);
+        if (d !== '') out.push(`~ ${k.kind} ${id(key, was)}: ${d}`);
+      }
+    }
+    for (const [key, r] of ra) if (!rb.has(key)) out.push(`- ${k.kind} ${id(key, r)}`);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------
@@ -375,8 +491,15 @@ export class RuleSet {
 // so far):
 //
 //   {"mup_state":2,"instance":"default","config":{"file":"/etc/mup/mup.yaml","sha256":"..."},"savedAt":"..."}
-//   {"put":"policy","rule":{"match":"10.45.0.0/16","sr_prefix":"2001:db8:b::/48",...}}
-//   {"del":"localsid","key":"2001:db8:2::/48"}
+//   {"put":"policy","rule":{"match":"10.45.0.0/16","sr_prefix":"2001:db8:b::/48",...},"base":null}
+//   {"del":"localsid","key":"2001:db8:2::/48","base":"9f86d081884c7d65"}
+//   {"batch":[{"put":...},{"del":...}]}      (several changes, one record: all or none)
+//
+// `base` is the digest (ruleDigest) of the config file's rule at that key
+// when the change was made (null: the file had none); records without it
+// (older daemons) count as made on an unknown rule. With it a start on a
+// file edited since the header's can move the changes onto the new file
+// (rebaseOverlay) instead of dropping them.
 //
 // Durability (docs/daemon.md, "Durability of API changes"):
 // - a change is acknowledged only once its whole record is written and
@@ -405,7 +528,11 @@ export interface StateHeader {
   readonly savedAt: string;
 }
 
-export type StateLine = { put: RuleKind; rule: RuleJson } | { del: RuleKind; key: string };
+/** One change; `base`: see above. */
+export type StateChange = { put: RuleKind; rule: RuleJson; base?: string | null } | { del: RuleKind; key: string; base?: string | null };
+
+/** One record: a change, or several applied together (all or none: one line, one fdatasync). */
+export type StateLine = StateChange | { batch: StateChange[] };
 
 export function sha256(text: string | Buffer): string {
   return createHash('sha256').update(text).digest('hex');
@@ -444,10 +571,10 @@ function writeAll(fd: number, data: Buffer): void {
  * a full disk needs back). `onDirSync` gets a failed fsync of the directory
  * (after the rename: the new file is in place, whole and synced).
  */
-export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?: (e: Error) => void): void {
+export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?: (e: Error) => void, mode = 0o600): void {
   const tmp = `${path}.tmp-${process.pid}`;
   try {
-    const fd = openSync(tmp, 'w', 0o600);
+    const fd = openSync(tmp, 'w', mode);
     try {
       writeAll(fd, typeof data === 'string' ? Buffer.from(data) : data);
       fsyncSync(fd);
@@ -476,22 +603,43 @@ export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?:
   }
 }
 
-function overlayLines(o: Overlay): StateLine[] {
+/** Digest of the config's rule at a key (RuleSet.base), for the records' `base`. */
+export type BaseOf = (kind: RuleKind, key: string) => string | null;
+
+function overlayLines(o: Overlay, base?: BaseOf): StateLine[] {
+  const b = (kind: RuleKind, key: string): { base?: string | null } => (base === undefined ? {} : { base: base(kind, key) });
   return RULE_KIND_LIST.flatMap((k) => [
-    ...[...(o[k.overlay.put] as Map<string, Rule>).values()].map((r): StateLine => ({ put: k.kind, rule: k.json(r) })),
-    ...[...o[k.overlay.del]].map((key): StateLine => ({ del: k.kind, key })),
+    ...[...(o[k.overlay.put] as Map<string, Rule>).entries()].map(([key, r]): StateLine => ({ put: k.kind, rule: k.json(r), ...b(k.kind, key) })),
+    ...[...o[k.overlay.del]].map((key): StateLine => ({ del: k.kind, key, ...b(k.kind, key) })),
   ]);
 }
 
+/** "<kind> <key>" -> the base digest its last record gave (null: no file rule; absent key: not known). */
+export type Bases = Map<string, string | null>;
+
 /** Apply one change line to an overlay (as RuleSet.put / delete do; deletes of non-config keys are ignored later). */
-function applyLine(o: Overlay, line: StateLine, where: string): void {
-  if ('put' in line) {
+function applyLine(o: Overlay, line: StateLine, where: string, bases?: Bases): void {
+  const base = (kind: RuleKind, key: string, b: unknown): void => {
+    if (bases === undefined) return;
+    if (b === null || typeof b === 'string') bases.set(`${kind} ${key}`, b);
+    else bases.delete(`${kind} ${key}`);
+  };
+  if ('batch' in line && Array.isArray(line.batch)) {
+    // All of a batch or none of it: check every change before applying one.
+    const trial = emptyOverlay();
+    for (const [i, c] of line.batch.entries()) {
+      if (typeof c !== 'object' || c === null || 'batch' in c) throw new Error(`${where}: batch[${i}]: not a change`);
+      applyLine(trial, c, `${where}: batch[${i}]`);
+    }
+    for (const c of line.batch) applyLine(o, c, where, bases);
+  } else if ('put' in line) {
     const k = ruleKind(line.put);
     if (k === undefined) throw new Error(`${where}: unknown table ${JSON.stringify(line.put)}`);
     const r = k.parse(line.rule, where);
     const key = k.key(r);
     (o[k.overlay.put] as Map<string, Rule>).set(key, r);
     o[k.overlay.del].delete(key);
+    base(k.kind, key, line.base);
   } else if ('del' in line && typeof line.key === 'string') {
     // An unknown kind's key is read as a local SID's, as it always was: the same message for the same bad line.
     const key = (ruleKind(line.del) ?? RULE_KINDS.localsid).canonicalKey(line.key);
@@ -499,6 +647,7 @@ function applyLine(o: Overlay, line: StateLine, where: string): void {
     if (k === undefined) throw new Error(`${where}: unknown table ${JSON.stringify(line.del)}`);
     o[k.overlay.put].delete(key);
     o[k.overlay.del].add(key);
+    base(k.kind, key, line.base);
   } else {
     throw new Error(`${where}: neither a put nor a del`);
   }
@@ -507,6 +656,8 @@ function applyLine(o: Overlay, line: StateLine, where: string): void {
 export interface StateRead {
   readonly header: StateHeader;
   readonly overlay: Overlay;
+  /** What the config file said at each changed key when the change was made (rebaseOverlay's `base`). */
+  readonly bases: Bases;
   /** A last line cut short (never acknowledged) was ignored; it is cut off the file before the next append. */
   readonly torn: boolean;
   /** Its line number and length, when torn. */
@@ -553,11 +704,12 @@ export class StateStore {
       throw new Error(`state file ${this.path}: not a version ${STATE_VERSION} state file; ${aside}`);
     }
     const overlay = emptyOverlay();
+    const bases: Bases = new Map();
     const changes = lines.length - 1;
     lines.slice(1).forEach((l, i) => {
       const where = `${this.path}:${i + 2}`;
       try {
-        applyLine(overlay, JSON.parse(l) as StateLine, where);
+        applyLine(overlay, JSON.parse(l) as StateLine, where, bases);
       } catch (e) {
         throw new Error(
           `state file ${where}: ${(e as Error).message}; this record is damaged: fix or delete line ${i + 2} ` +
@@ -570,7 +722,7 @@ export class StateStore {
     this.#size = whole;
     this.#sha = header.config.sha256;
     const torn = whole < buf.length;
-    return { header, overlay, torn, ...(torn ? { tornAt: { line: lines.length + 1, bytes: buf.length - whole } } : {}) };
+    return { header, overlay, bases, torn, ...(torn ? { tornAt: { line: lines.length + 1, bytes: buf.length - whole } } : {}) };
   }
 
   /** The file on disk is one for the config with this hash (its records replay to what the daemon holds). */
@@ -584,9 +736,9 @@ export class StateStore {
    * the directory after the rename goes to `onDirSync` (the new file is in
    * place; throws without one).
    */
-  rewrite(instance: string, configFile: string, configSha: string, o: Overlay, onDirSync?: (e: Error) => void): void {
+  rewrite(instance: string, configFile: string, configSha: string, o: Overlay, base?: BaseOf, onDirSync?: (e: Error) => void): void {
     const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
-    const body = overlayLines(o);
+    const body = overlayLines(o, base);
     const data = Buffer.from([header, ...body].map((x) => `${JSON.stringify(x)}\n`).join(''));
     let dirError: Error | undefined;
     try {
@@ -637,11 +789,12 @@ export class StateStore {
   }
 
   /**
-   * Record one change: appended to the file if the file is one for this
+   * Record one change (or one batch, `{ batch: [...] }`: one record, all or
+   * none; POST /v1/batch): appended to the file if the file is one for this
    * config, else by writing the whole file (header and `after`, the overlay
    * with the change). Throws StateWriteError: not recorded.
    */
-  commit(line: StateLine, instance: string, configFile: string, configSha: string, after: Overlay): void {
+  commit(line: StateLine, instance: string, configFile: string, configSha: string, after: Overlay, base?: BaseOf): void {
     if (this.isFor(configSha)) {
       try {
         this.append(line);
@@ -651,7 +804,7 @@ export class StateStore {
         // The file was removed, replaced or cut short under us: write it whole.
       }
     }
-    this.rewrite(instance, configFile, configSha, after);
+    this.rewrite(instance, configFile, configSha, after, base);
   }
 
   /** The fd to append to; a tail past the last whole record (a torn line, a failed append) is cut off first. */
@@ -708,33 +861,6 @@ export class StateStore {
   /** Cut a torn last line off the file now (after read(); the next append would do it anyway). */
   dropTornTail(): void {
     if (this.#sha !== undefined) this.#open();
-  }
-
-  /**
-   * Set the file aside as <state>.discarded.<ISO time> (never overwriting an
-   * earlier one); the path it is kept as, or undefined when there is no file.
-   */
-  discard(): string | undefined {
-    this.close();
-    if (!existsSync(this.path)) {
-      this.#sha = undefined;
-      return undefined;
-    }
-    const stamp = new Date().toISOString();
-    for (let n = 0; ; n++) {
-      const aside = `${this.path}.discarded.${stamp}${n === 0 ? '' : `.${n}`}`;
-      try {
-        linkSync(this.path, aside); // fails if it exists: an earlier set is never overwritten
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === 'EEXIST') continue;
-        throw new Error(`cannot keep the state file ${this.path} as ${aside} (${(e as Error).message}); nothing was changed`);
-      }
-      unlinkSync(this.path);
-      this.#sha = undefined;
-      this.#size = undefined;
-      this.#lines = 0;
-      return aside;
-    }
   }
 
   /** Appended lines beyond what the net changes need: time to rewrite. */

@@ -134,7 +134,8 @@ export async function daemonMain(o: RunOptions): Promise<number> {
     process.once('SIGTERM', () => onStop('SIGTERM'));
     process.once('SIGINT', () => onStop('SIGINT'));
     process.on('SIGHUP', () => {
-      daemon.reload().catch((e: unknown) => o.log.error({ error: (e as Error).message }, 'reload failed; the tables are unchanged'));
+      // Daemon.reload logs every reload, applied or refused.
+      daemon.reload({ reason: 'SIGHUP' }).catch(() => undefined);
     });
   });
 }

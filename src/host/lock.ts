@@ -10,7 +10,8 @@
  *   - <state file>.lock beside the state file, so that two instances never
  *     write the same state file.
  * The holder's pid is read from /proc/locks (and written into the .lock
- * file for people), so a refusal can name it.
+ * file for people, with the holder's instance name), so a refusal can name
+ * it.
  */
 import { closeSync, existsSync, fstatSync, openSync, readFileSync, statSync, writeSync, ftruncateSync } from 'node:fs';
 import koffi from 'koffi';
@@ -96,6 +97,8 @@ export class LockedError extends Error {
     message: string,
     /** The holder, when /proc/locks or the lock file names it. */
     readonly pid: number | undefined,
+    /** The holder's own name for itself (an instance name), when its lock file says. */
+    readonly owner?: string,
   ) {
     super(message);
   }
@@ -106,7 +109,7 @@ export class LockedError extends Error {
  * exist; a file is created (and our pid written into it). Throws
  * LockedError naming the holder when another process has it.
  */
-export function takeLock(path: string, what: string): HeldLock {
+export function takeLock(path: string, what: string, owner?: string): HeldLock {
   let dir = false;
   try {
     dir = statSync(path).isDirectory();
@@ -120,19 +123,30 @@ export function takeLock(path: string, what: string): HeldLock {
     closeSync(fd);
     if (errno !== EWOULDBLOCK) throw new Error(`${what}: flock(${path}) failed (errno ${errno})`);
     const pid = lockHolder(path) ?? filePid(path);
-    throw new LockedError(`${what}: ${pid === undefined ? 'another process' : `process ${pid}`} holds ${path}`, pid);
+    const by = fileOwner(path);
+    throw new LockedError(`${what}: ${pid === undefined ? 'another process' : `process ${pid}`}${by === undefined ? '' : ` (${by})`} holds ${path}`, pid, by);
   }
   const held = new HeldLock(path, fd);
   if (!dir) {
     ftruncateSync(fd, 0);
-    writeSync(fd, `${process.pid}\n`);
+    writeSync(fd, `${process.pid}${owner === undefined ? '' : ` ${owner}`}\n`);
   }
   return held;
 }
 
+/** "<pid> [owner]" of a lock file: the owner, if written. */
+function fileOwner(path: string): string | undefined {
+  try {
+    const rest = readFileSync(path, 'utf8').trim().split(/\s+/).slice(1).join(' ');
+    return rest === '' ? undefined : rest;
+  } catch {
+    return undefined;
+  }
+}
+
 function filePid(path: string): number | undefined {
   try {
-    const pid = Number(readFileSync(path, 'utf8').trim());
+    const pid = Number(readFileSync(path, 'utf8').trim().split(/\s+/)[0]);
     return Number.isInteger(pid) && pid > 0 ? pid : undefined;
   } catch {
     return undefined;

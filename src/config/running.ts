@@ -1,0 +1,80 @@
+/**
+ * The running config as a YAML file (`mup config show`, `mup config save`):
+ * the config file as it was loaded, with each rule section replaced by the
+ * rules that run (file and API changes, in the daemon's order). Built on the
+ * file's own document (the `yaml` package keeps comments): an entry the API
+ * left alone is the file's own node, comments and all; an entry the API
+ * replaced keeps the comments of the one it replaces; a deleted entry goes
+ * with its comments; everything outside the rule sections is untouched.
+ * Docs: docs/config.md, "Running, saved and API config".
+ */
+import { isSeq, parseDocument, type Node, type YAMLSeq } from 'yaml';
+
+export interface RunningRule {
+  readonly key: string;
+  /** As the config file spells it. */
+  readonly json: Record<string, unknown>;
+  readonly origin: 'config' | 'api';
+  /** Its position in the file's section, when it is the file's entry unchanged. */
+  readonly fileIndex?: number | undefined;
+  /** The position of the file's entry it replaces (an API change of a file rule). */
+  readonly replacesIndex?: number | undefined;
+}
+
+export interface RunningSection {
+  readonly section: string;
+  readonly rules: readonly RunningRule[];
+}
+
+const ORIGIN = /^ ?origin: (api|config)$/;
+
+/** A comment without its origin lines (a file saved from `config show` output has them). */
+function withoutOrigin(comment: string | null | undefined): string | undefined {
+  const lines = (comment ?? '').split('\n').filter((l) => !ORIGIN.test(l));
+  return lines.join('\n').trim() === '' ? undefined : lines.join('\n');
+}
+
+function stripOrigin(node: Node): void {
+  const c = withoutOrigin(node.commentBefore);
+  if (c === undefined) delete node.commentBefore;
+  else node.commentBefore = c;
+}
+
+/** `# origin: ...` as the last line of a node's comment before it (an earlier one replaced). */
+function setOrigin(node: Node, origin: string): void {
+  const before = withoutOrigin(node.commentBefore);
+  node.commentBefore = `${before === undefined ? '' : `${before}\n`} origin: ${origin}`;
+}
+
+export function runningConfigYaml(fileText: string, sections: readonly RunningSection[], o: { origins: boolean }): string {
+  const doc = parseDocument(fileText);
+  if (doc.errors.length > 0) throw new Error(`the loaded config no longer parses as a document: ${doc.errors[0]!.message}`);
+  if (doc.contents === null) doc.contents = doc.createNode({}) as never;
+  for (const s of sections) {
+    const old = doc.get(s.section, true);
+    const oldItems = isSeq(old) ? (old.items as Node[]) : [];
+    if (s.rules.length === 0 && !isSeq(old)) continue;
+    const seq = (isSeq(old) ? old : doc.createNode([])) as YAMLSeq;
+    // The parser may hang the first entry's comment on the sequence: origins are per entry, never there.
+    stripOrigin(seq);
+    if (!o.origins) for (const n of oldItems) stripOrigin(n);
+    // Comments read best above block entries: a flow sequence becomes a block one when annotated.
+    if (o.origins) seq.flow = false;
+    seq.items = s.rules.map((r) => {
+      const mine = r.fileIndex === undefined ? undefined : oldItems[r.fileIndex];
+      let node: Node;
+      if (mine !== undefined) {
+        node = mine;
+      } else {
+        node = doc.createNode(r.json, { flow: true }) as Node;
+        const was = r.replacesIndex === undefined ? undefined : oldItems[r.replacesIndex];
+        if (was?.commentBefore != null) node.commentBefore = was.commentBefore;
+        if (was?.comment != null) node.comment = was.comment;
+      }
+      if (o.origins) setOrigin(node, r.origin);
+      return node;
+    });
+    if (!isSeq(old)) doc.set(s.section, seq);
+  }
+  return doc.toString({ lineWidth: 0 });
+}

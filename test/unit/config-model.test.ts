@@ -1,0 +1,146 @@
+/**
+ * The config model's pure parts (src/daemon/rules.ts, src/config/running.ts):
+ * moving API changes onto an edited file (kept / absorbed / conflict), the
+ * diff `mup reload --check` prints, batch records in the state file, and the
+ * running config as YAML (comments kept, origins, loads as it is).
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { runningConfigYaml } from '../../src/config/running.js';
+import { configDigests, emptyOverlay, rebaseOverlay, RULE_KINDS, RuleSet, ruleSetDiff, StateStore, type Overlay } from '../../src/daemon/rules.js';
+import type { Policy } from '../../src/config/types.js';
+
+const pol = (name: string, i: number, hop = 64): string =>
+  `  - { name: ${name}, match: 10.0.${i}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64", hop_limit: ${hop} }\n`;
+const HEAD = 'settings: { max_policies: 64, max_localsids: 16 }\npolicies:\n';
+const file = (...p: string[]): string => `${HEAD}${p.join('')}`;
+const policy = (name: string, i: number, hop = 64): Policy => parseConfig(file(pol(name, i, hop))).policies[0]!;
+
+/** API changes on `base`: a1 added, c2 replaced (hop 32), c3 deleted. */
+function changes(): Overlay {
+  const o = emptyOverlay();
+  o.policies.set('10.0.11.0/24', policy('a1', 11));
+  o.policies.set('10.0.2.0/24', policy('c2', 2, 32));
+  o.delPolicies.add('10.0.3.0/24');
+  return o;
+}
+const BASE = parseConfig(file(pol('c1', 1), pol('c2', 2), pol('c3', 3), pol('c4', 4)));
+
+describe('rebaseOverlay', () => {
+  const rebase = (next: string): ReturnType<typeof rebaseOverlay> => rebaseOverlay(changes(), configDigests(BASE), parseConfig(next));
+
+  it('keeps every change across a comment edit and edits of other rules', () => {
+    for (const next of [`${file(pol('c1', 1), pol('c2', 2), pol('c3', 3), pol('c4', 4))}# a comment\n`, file(pol('c1', 1, 9), pol('c2', 2), pol('c3', 3), pol('c5', 5))]) {
+      const r = rebase(next);
+      expect(r.conflicts).toEqual([]);
+      expect(r.absorbed).toEqual([]);
+      expect([...r.overlay.policies.keys()]).toEqual(['10.0.11.0/24', '10.0.2.0/24']);
+      expect([...r.overlay.delPolicies]).toEqual(['10.0.3.0/24']);
+    }
+  });
+
+  it('absorbs the changes the file now says itself', () => {
+    const r = rebase(file(pol('c1', 1), pol('c2', 2, 32), pol('c4', 4), pol('a1', 11)));
+    expect(r.conflicts).toEqual([]);
+    expect(r.absorbed.sort()).toEqual(['policy 10.0.11.0/24', 'policy 10.0.2.0/24', 'policy 10.0.3.0/24']);
+    expect(r.overlay.policies.size + r.overlay.delPolicies.size).toBe(0);
+  });
+
+  it('names every rule both touch differently, with both names', () => {
+    const r = rebase(file(pol('c1', 1), pol('c2', 2, 16), pol('c3', 3, 10), pol('c4', 4), pol('f1', 11)));
+    expect(r.conflicts).toEqual(['policy a1 / f1 (10.0.11.0/24)', 'policy c2 (10.0.2.0/24)', 'policy c3 (10.0.3.0/24)']);
+  });
+
+  it('counts a change with no recorded base (an older state file) as a conflict unless the file leaves the rule out or agrees', () => {
+    const r = rebaseOverlay(changes(), () => undefined, parseConfig(file(pol('c1', 1), pol('c2', 2), pol('c4', 4))));
+    expect(r.conflicts).toEqual(['policy c2 (10.0.2.0/24)']);
+    expect([...r.overlay.policies.keys()], 'an addition on a key the file does not have is kept').toEqual(['10.0.11.0/24']);
+    expect(r.absorbed).toEqual(['policy 10.0.3.0/24']);
+  });
+
+  it('does not change the overlay it is given', () => {
+    const o = changes();
+    rebaseOverlay(o, configDigests(BASE), parseConfig(file(pol('c2', 2, 32))));
+    expect(o.policies.size).toBe(2);
+    expect(o.delPolicies.size).toBe(1);
+  });
+});
+
+describe('ruleSetDiff', () => {
+  it('one line per rule: + with the entry, - by name, ~ with key old -> new', () => {
+    const a = new RuleSet(BASE, emptyOverlay());
+    const b = new RuleSet(parseConfig(`interfaces:\n  - { name: eth1, xdp: generic }\n${file(pol('c1', 1), pol('c2', 2, 10), pol('c4', 4), pol('c5', 5))}`), emptyOverlay());
+    expect(ruleSetDiff(a, b)).toEqual([
+      '+ interface eth1 {"xdp":"generic"}',
+      '~ policy c2: hop_limit 64 -> 10',
+      `+ policy c5 ${JSON.stringify(RULE_KINDS.policy.json(policy('c5', 5)))}`,
+      '- policy c3',
+    ]);
+    expect(ruleSetDiff(a, new RuleSet(BASE, emptyOverlay()))).toEqual([]);
+  });
+});
+
+describe('state file batch records', () => {
+  it('applies a batch record whole, and refuses a damaged one whole', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-batch-'));
+    try {
+      const path = join(dir, 'state.json');
+      const s = new StateStore(path);
+      const sha = '00'.repeat(32);
+      s.rewrite('t', 'c.yaml', sha, emptyOverlay());
+      const j = (p: Policy): Record<string, unknown> => RULE_KINDS.policy.json(p);
+      s.commit({ batch: [{ put: 'policy', rule: j(policy('b1', 21)), base: null }, { put: 'policy', rule: j(policy('b2', 22)), base: null }, { del: 'policy', key: '10.0.1.0/24', base: 'x' }] }, 't', 'c.yaml', sha, emptyOverlay());
+      expect(readFileSync(path, 'utf8').trim().split('\n'), 'one record for the batch').toHaveLength(2);
+      const got = new StateStore(path).read()!;
+      expect([...got.overlay.policies.keys()]).toEqual(['10.0.21.0/24', '10.0.22.0/24']);
+      expect([...got.overlay.delPolicies]).toEqual(['10.0.1.0/24']);
+      expect(got.bases.get('policy 10.0.21.0/24')).toBeNull();
+      expect(got.bases.get('policy 10.0.1.0/24')).toBe('x');
+
+      s.commit({ batch: [{ put: 'policy', rule: j(policy('b3', 23)) }, { put: 'policy', rule: { match: 'nope' } }] }, 't', 'c.yaml', sha, emptyOverlay());
+      expect(() => new StateStore(path).read()).toThrow(/:3: batch\[1\]/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('runningConfigYaml', () => {
+  const text = `# top\n${HEAD}  # the first gNB\n${pol('c1', 1)}  # c2's comment\n${pol('c2', 2)}  # c3's comment\n${pol('c3', 3)}`;
+  const config = parseConfig(text);
+  const rules = new RuleSet(config, changes());
+  const sections = [
+    {
+      section: 'policies',
+      rules: [...rules.policies.entries()].map(([key, r]) => {
+        const i = config.policies.findIndex((p) => RULE_KINDS.policy.key(p) === key);
+        const origin = rules.source('policy', key);
+        return { key, json: RULE_KINDS.policy.json(r), origin, fileIndex: origin === 'config' && i >= 0 ? i : undefined, replacesIndex: origin === 'api' && i >= 0 ? i : undefined };
+      }),
+    },
+  ];
+
+  it('keeps comments where the entries still are, drops the deleted, marks origins, and loads as the running rules', () => {
+    const shown = runningConfigYaml(text, sections, { origins: true });
+    expect(shown).toMatch(/^# top\n/);
+    expect(shown).toMatch(/# the first gNB\n {2}# origin: config\n {2}- \{ name: c1,/);
+    expect(shown).toMatch(/# c2's comment\n {2}# origin: api\n {2}- \{ name: c2,.*hop_limit: 32/);
+    expect(shown).not.toMatch(/c3/);
+    expect(shown).toMatch(/# origin: api\n {2}- \{ name: a1,/);
+    const back = parseConfig(shown);
+    expect(ruleSetDiff(rules, new RuleSet(back, emptyOverlay()))).toEqual([]);
+    // Shown twice: no second origin line.
+    expect(runningConfigYaml(shown, sections, { origins: true }).match(/origin: config/g)).toHaveLength(1);
+    const saved = runningConfigYaml(text, sections, { origins: false });
+    expect(saved).not.toMatch(/origin/);
+    expect(ruleSetDiff(rules, new RuleSet(parseConfig(saved), emptyOverlay()))).toEqual([]);
+  });
+
+  it('adds a section the file did not have', () => {
+    const yaml = runningConfigYaml('settings: { max_policies: 64, max_localsids: 16 }\n', [{ section: 'policies', rules: [{ key: 'k', json: RULE_KINDS.policy.json(policy('a1', 11)), origin: 'api' }] }], { origins: true });
+    expect(parseConfig(yaml).policies.map((p) => p.name)).toEqual(['a1']);
+  });
+});
