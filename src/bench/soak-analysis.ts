@@ -67,6 +67,8 @@ export interface StreamReport {
   readonly lostExcused: number;
   /** Lost frames that arrived untranslated (never excused): part of `lost`. */
   readonly lostUntranslated: number;
+  /** Lengths (frames) of the runs of consecutive sequence numbers that arrived untranslated. */
+  readonly untranslatedRuns: readonly number[];
   readonly duplicated: number;
   readonly reordered: number;
   readonly untranslated: number;
@@ -145,7 +147,7 @@ export function analyzeStream(s: SendResult, r: RecvResult, windows: readonly Fa
     runs.push({ from: a, to: b, atMs: Math.round(seqTimeMs(s.marks, a, t0Ns)), faults: [...names].join(', ') });
   }
   const lost = lostRanges.reduce((n, [a, b]) => n + b - a + 1, 0);
-  return { sent: s.sent, received, lost, lostExcused, lostUntranslated, duplicated: r.duplicated, reordered: r.reordered, untranslated: r.untranslated, sendErrors: s.errors, unknown, lostBy, runs };
+  return { sent: s.sent, received, lost, lostExcused, lostUntranslated, untranslatedRuns: utr.map(([a, b]) => b - a + 1), duplicated: r.duplicated, reordered: r.reordered, untranslated: r.untranslated, sendErrors: s.errors, unknown, lostBy, runs };
 }
 
 // --- the API journal -----------------------------------------------------------

@@ -698,6 +698,7 @@ function streamLines(name: string, s: StreamReport): string[] {
   const by = Object.entries(s.lostBy).map(([k, n]) => `${k} ${n}`).join(', ');
   return [
     `${name}: sent ${s.sent}, received ${s.received}, lost ${s.lost}${s.lost > 0 ? ` (by fault window: ${by}; excused ${s.lostExcused}; arrived untranslated ${s.lostUntranslated})` : ''}, duplicated ${s.duplicated}, reordered ${s.reordered}, untranslated ${s.untranslated}, unknown ${s.unknown}, send errors ${s.sendErrors}`,
+    ...(s.untranslatedRuns.length === 0 ? [] : [`    arrived untranslated in ${s.untranslatedRuns.length} runs of consecutive frames, longest ${Math.max(...s.untranslatedRuns)} (median ${[...s.untranslatedRuns].sort((a, b) => a - b)[s.untranslatedRuns.length >> 1]})`]),
     ...s.runs.slice(0, 8).map((r) => `    lost ${r.to - r.from + 1} from #${r.from} at ${(r.atMs / 1000).toFixed(1)} s (${r.faults})`),
     ...(s.runs.length > 8 ? [`    ... ${s.runs.length - 8} more runs`] : []),
   ];
