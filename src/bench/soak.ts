@@ -34,7 +34,7 @@ import {
 } from './soak-analysis.js';
 
 const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
-const LEAK_MJS = new URL('./soak-leak.mjs', import.meta.url).href;
+const PRELOAD_MJS = new URL('./soak-preload.mjs', import.meta.url).href;
 const FRAMES_PY = fileURLToPath(new URL('./soak-frames.py', import.meta.url));
 const PYTHON = '/usr/bin/python3';
 /** Frame size (RFC 2544 style: inner packet = size - 18): room for the 24-byte stamp. */
@@ -69,6 +69,8 @@ export interface SoakOptions {
   readonly minLifeMs: number;
   /** Test only: the daemon retains this many KB per minute (a leak the RSS verdict must see). */
   readonly leakKbPerMin: number;
+  /** Diagnosis: the daemon logs process.memoryUsage() every 5 s (soak-preload.mjs); the report sums it up per life. */
+  readonly memoryLog: boolean;
   /** API changes per second (churn). */
   readonly churnRate: number;
   readonly out: string;
@@ -169,7 +171,12 @@ class Daemon {
     readonly instance: string,
     readonly now: () => number,
     readonly leakKbPerMin = 0,
+    readonly memoryLog = false,
   ) {}
+
+  get memlogFile(): string {
+    return join(this.dir, 'memory.jsonl');
+  }
 
   get socket(): string {
     return join(this.dir, 'mup.sock');
@@ -207,12 +214,10 @@ class Daemon {
     const fd = openSync(this.logFile, 'a');
     const args = [MUP_BIN, 'daemon', '--config', join(this.dir, 'mup.yaml'), '--instance', this.instance, '--socket', this.socket,
       '--state-file', this.stateFile, '--bpffs', this.bpffs, '--netns', this.netns, '--log-format', 'json'];
-    // The test-only leak: a module loaded before the daemon that keeps what it allocates (soak-leak.mjs).
-    const leak = this.leakKbPerMin > 0;
-    const proc = spawn(process.execPath, leak ? ['--import', LEAK_MJS, ...args] : args, {
-      stdio: ['ignore', fd, fd],
-      ...(leak ? { env: { ...process.env, MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin) } } : {}),
-    });
+    // The test-only leak and the memory log: a module loaded before the daemon (soak-preload.mjs).
+    const preload = this.leakKbPerMin > 0 || this.memoryLog;
+    const env = { ...process.env, MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin), MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '' };
+    const proc = spawn(process.execPath, preload ? ['--import', PRELOAD_MJS, ...args] : args, { stdio: ['ignore', fd, fd], ...(preload ? { env } : {}) });
     closeSync(fd);
     this.#proc = proc;
     this.#startedAt = this.now();
@@ -407,6 +412,33 @@ export interface SoakResult {
   readonly churnNotConnected: number;
   readonly entries: readonly JournalEntry[];
   readonly rssSamples: readonly RssSample[];
+  /** --memory-log: per life, how each part of the memory moved after warm-up. */
+  readonly memory: readonly string[];
+}
+
+/**
+ * --memory-log, per daemon life after warm-up: the floor (lowest value) of
+ * the last third minus that of the first third, for rss, heapUsed,
+ * external + arrayBuffers, and rss minus heapTotal and external (native).
+ */
+function memorySummary(text: string, warmupMs: number): string[] {
+  type M = { pid: number; lifeMs: number; rss: number; heapTotal: number; heapUsed: number; external: number; arrayBuffers: number };
+  const rows = text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as M).filter((m) => m.lifeMs >= warmupMs);
+  const out: string[] = [];
+  for (const pid of new Set(rows.map((m) => m.pid))) {
+    const ms = rows.filter((m) => m.pid === pid);
+    const third = Math.floor(ms.length / 3);
+    if (third === 0) continue;
+    const growth = (f: (m: M) => number): string => {
+      const g = Math.min(...ms.slice(-third).map(f)) - Math.min(...ms.slice(0, third).map(f));
+      return `${g >= 0 ? '+' : ''}${(g / 1048576).toFixed(1)} MB`;
+    };
+    const last = ms.at(-1)!;
+    out.push(`pid ${pid} (${ms.length} samples over ${((last.lifeMs - ms[0]!.lifeMs) / 1000).toFixed(0)} s): floor growth rss ${growth((m) => m.rss)}, heapUsed ${growth((m) => m.heapUsed)}, ` +
+      `heapTotal ${growth((m) => m.heapTotal)}, external ${growth((m) => m.external)}, native (rss - heapTotal - external) ${growth((m) => m.rss - m.heapTotal - m.external)}; ` +
+      `at the end heapUsed ${(last.heapUsed / 1048576).toFixed(1)} MB of ${(last.heapTotal / 1048576).toFixed(1)}, external ${(last.external / 1048576).toFixed(1)} MB`);
+  }
+  return out;
 }
 
 async function cleanupAll(steps: (() => Promise<unknown> | unknown)[]): Promise<string[]> {
@@ -473,7 +505,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     attachXdp(pass, 'ea', L.a);
     attachXdp(pass, 'eb', L.b);
     writeFileSync(join(dir, 'mup.yaml'), daemonConfig());
-    const d = new Daemon(dir, L.dut, `soak${process.pid}`, now, o.leakKbPerMin);
+    const d = new Daemon(dir, L.dut, `soak${process.pid}`, now, o.leakKbPerMin, o.memoryLog);
     daemon = d;
     // The first start, before any traffic or fault, is not a fault's recovery: it may take longer on a loaded host.
     if (!(await d.start(FIRST_START_BOUND_MS))) throw new Error(`the daemon did not start: ${d.startFailures.join('; ')}`);
@@ -659,6 +691,14 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       [`localsid:${String(MEASURED_DOWN.sid)}`, MEASURED_DOWN],
     ]);
     const journal = compareJournal(initial, churn.journal, final);
+    let memory: string[] = [];
+    if (o.memoryLog) {
+      try {
+        memory = memorySummary(readFileSync(d.memlogFile, 'utf8'), o.warmupMs);
+      } catch (e) {
+        memory = [`memory log not read: ${(e as Error).message}`];
+      }
+    }
     return {
       options: { ...o, faults: [...o.faults] },
       uplink: upRep,
@@ -672,6 +712,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       churnNotConnected: churn.notConnected,
       entries: churn.journal,
       rssSamples: rss,
+      memory,
     };
   } finally {
     const d = daemon;
@@ -760,6 +801,7 @@ export function report(r: SoakResult): string {
     ...r.rss.lives.map((l) => `  pid ${l.pid} (${(l.fromMs / 1000).toFixed(0)}-${(l.toMs / 1000).toFixed(0)} s): ${l.samples} warm samples over ${(l.warmMs / 1000).toFixed(0)} s` +
       (l.samples === 0 ? '' : `, ${mb(l.minKb)} .. ${mb(l.maxKb)}, floor ${l.floorGrowthKb >= 0 ? '+' : ''}${mb(l.floorGrowthKb)} (last third vs first), slope ${(l.slopeKbPerMin / 1024).toFixed(1)} MB/min`) + `: ${l.verdict}`),
     `  across judged lives: warm floor ${r.rss.acrossGrowthKb === null ? 'n/a' : `${r.rss.acrossGrowthKb >= 0 ? '+' : ''}${mb(r.rss.acrossGrowthKb)}`} (first to last, least squares): ${r.rss.acrossVerdict}`,
+    ...(r.memory.length > 0 ? ['  memory log (process.memoryUsage() every 5 s, after warm-up):', ...r.memory.map((l) => `    ${l}`)] : []),
     `  MB every 5 s: ${r.rssSamples.filter((_, i) => i % 5 === 0).map((x) => `${Math.round(x.tMs / 1000)}s:${(x.rssKb / 1024).toFixed(0)}${x.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (* warm-up)`,
     '',
     'Caveats: loss is dated by the sender\'s clock (marks every 20 ms) and put in every fault window within 300 ms; frames lost while the',
@@ -835,6 +877,7 @@ async function main(): Promise<number> {
       warmup: { type: 'string', default: '60s' },
       'min-life': { type: 'string', default: 'auto' },
       'leak-kb-per-min': { type: 'string', default: '0' },
+      'memory-log': { type: 'boolean', default: false },
       out: { type: 'string', default: 'build/soak.json' },
       'self-check': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
@@ -865,6 +908,7 @@ async function main(): Promise<number> {
     warmupMs: parseDuration(values.warmup),
     minLifeMs: 0,
     leakKbPerMin: num(values['leak-kb-per-min'], '--leak-kb-per-min', 0, 1024 * 1024),
+    memoryLog: values['memory-log'],
     out: values.out,
   };
   const minLife = values['min-life'] === 'auto' ? minLifeAuto(o.durationMs, o.warmupMs) : parseDuration(values['min-life']);
