@@ -11,8 +11,14 @@
  * process.memoryUsage() with the pid, to tell a growing RSS apart: the JS
  * heap (heapUsed), memory held by JS objects outside it (external,
  * arrayBuffers), or native memory (rss minus all of these).
+ *
+ * MUP_SOAK_HEAPSNAP=DIR (`--heap-snapshots DIR`): a V8 heap snapshot at 90 s
+ * of life and every 120 s after, DIR/<pid>-<s>.heapsnapshot, to diff which
+ * objects accumulate (a snapshot stops the daemon for a moment).
  */
 import { appendFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { writeHeapSnapshot } from 'node:v8';
 
 const kbPerMin = Number(process.env.MUP_SOAK_LEAK_KB_PER_MIN ?? 0);
 if (Number.isFinite(kbPerMin) && kbPerMin > 0) {
@@ -32,4 +38,20 @@ if (memlog !== undefined && memlog !== '') {
       // the soak's directory is gone: it is over
     }
   }, 5000).unref();
+}
+
+const snapDir = process.env.MUP_SOAK_HEAPSNAP;
+if (snapDir !== undefined && snapDir !== '') {
+  const t0 = Date.now();
+  const snap = () => {
+    try {
+      writeHeapSnapshot(join(snapDir, `${process.pid}-${Math.round((Date.now() - t0) / 1000)}.heapsnapshot`));
+    } catch {
+      // the directory is gone
+    }
+  };
+  setTimeout(() => {
+    snap();
+    setInterval(snap, 120_000).unref();
+  }, 90_000).unref();
 }

@@ -71,6 +71,8 @@ export interface SoakOptions {
   readonly leakKbPerMin: number;
   /** Diagnosis: the daemon logs process.memoryUsage() every 5 s (soak-preload.mjs); the report sums it up per life. */
   readonly memoryLog: boolean;
+  /** Diagnosis: the daemon writes V8 heap snapshots into this directory (soak-preload.mjs); '' none. */
+  readonly heapSnapshots: string;
   /** API changes per second (churn). */
   readonly churnRate: number;
   readonly out: string;
@@ -172,6 +174,7 @@ class Daemon {
     readonly now: () => number,
     readonly leakKbPerMin = 0,
     readonly memoryLog = false,
+    readonly heapSnapshots = '',
   ) {}
 
   get memlogFile(): string {
@@ -215,8 +218,8 @@ class Daemon {
     const args = [MUP_BIN, 'daemon', '--config', join(this.dir, 'mup.yaml'), '--instance', this.instance, '--socket', this.socket,
       '--state-file', this.stateFile, '--bpffs', this.bpffs, '--netns', this.netns, '--log-format', 'json'];
     // The test-only leak and the memory log: a module loaded before the daemon (soak-preload.mjs).
-    const preload = this.leakKbPerMin > 0 || this.memoryLog;
-    const env = { ...process.env, MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin), MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '' };
+    const preload = this.leakKbPerMin > 0 || this.memoryLog || this.heapSnapshots !== '';
+    const env = { ...process.env, MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin), MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '', MUP_SOAK_HEAPSNAP: this.heapSnapshots };
     const proc = spawn(process.execPath, preload ? ['--import', PRELOAD_MJS, ...args] : args, { stdio: ['ignore', fd, fd], ...(preload ? { env } : {}) });
     closeSync(fd);
     this.#proc = proc;
@@ -505,7 +508,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     attachXdp(pass, 'ea', L.a);
     attachXdp(pass, 'eb', L.b);
     writeFileSync(join(dir, 'mup.yaml'), daemonConfig());
-    const d = new Daemon(dir, L.dut, `soak${process.pid}`, now, o.leakKbPerMin, o.memoryLog);
+    const d = new Daemon(dir, L.dut, `soak${process.pid}`, now, o.leakKbPerMin, o.memoryLog, o.heapSnapshots);
     daemon = d;
     // The first start, before any traffic or fault, is not a fault's recovery: it may take longer on a loaded host.
     if (!(await d.start(FIRST_START_BOUND_MS))) throw new Error(`the daemon did not start: ${d.startFailures.join('; ')}`);
@@ -679,7 +682,8 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     await d.stop('SIGTERM');
     let finalRead: string | null = null;
     const final = new Map<string, Rule>();
-    if (await d.start()) {
+    // Not a fault's recovery either: the long bound.
+    if (await d.start(FIRST_START_BOUND_MS)) {
       const [p, l] = await Promise.all([api(d.socket, 'GET', '/v1/policies'), api(d.socket, 'GET', '/v1/localsids')]);
       for (const r of (p.body as { policies: Rule[] }).policies) final.set(`policy:${String(r.match)}`, r);
       for (const r of (l.body as { localsids: Rule[] }).localsids) final.set(`localsid:${String(r.sid)}`, r);
@@ -878,6 +882,7 @@ async function main(): Promise<number> {
       'min-life': { type: 'string', default: 'auto' },
       'leak-kb-per-min': { type: 'string', default: '0' },
       'memory-log': { type: 'boolean', default: false },
+      'heap-snapshots': { type: 'string', default: '' },
       out: { type: 'string', default: 'build/soak.json' },
       'self-check': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
@@ -909,6 +914,7 @@ async function main(): Promise<number> {
     minLifeMs: 0,
     leakKbPerMin: num(values['leak-kb-per-min'], '--leak-kb-per-min', 0, 1024 * 1024),
     memoryLog: values['memory-log'],
+    heapSnapshots: values['heap-snapshots'] === '' ? '' : resolve(values['heap-snapshots']),
     out: values.out,
   };
   const minLife = values['min-life'] === 'auto' ? minLifeAuto(o.durationMs, o.warmupMs) : parseDuration(values['min-life']);
