@@ -218,8 +218,8 @@ class Daemon {
     const args = [MUP_BIN, 'daemon', '--config', join(this.dir, 'mup.yaml'), '--instance', this.instance, '--socket', this.socket,
       '--state-file', this.stateFile, '--bpffs', this.bpffs, '--netns', this.netns, '--log-format', 'json'];
     // The test-only leak and the memory log: a module loaded before the daemon (soak-preload.mjs).
-    const preload = this.leakKbPerMin > 0 || this.memoryLog || this.heapSnapshots !== '';
-    const env = { ...process.env, MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin), MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '', MUP_SOAK_HEAPSNAP: this.heapSnapshots };
+    const preload = this.leakKbPerMin > 0 || this.memoryLog || this.heapSnapshots !== '' || Object.keys(daemonEnv()).length > 0;
+    const env = { ...process.env, ...daemonEnv(), MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin), MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '', MUP_SOAK_HEAPSNAP: this.heapSnapshots };
     const proc = spawn(process.execPath, preload ? ['--import', PRELOAD_MJS, ...args] : args, { stdio: ['ignore', fd, fd], ...(preload ? { env } : {}) });
     closeSync(fd);
     this.#proc = proc;
@@ -457,6 +457,13 @@ async function cleanupAll(steps: (() => Promise<unknown> | unknown)[]): Promise<
 }
 
 const SOAK_DIR = '/tmp/mup-soak-';
+
+/** Diagnosis: MUP_SOAK_DAEMON_ENV="K=V K2=V2" is added to the daemon's environment (e.g. MALLOC_ARENA_MAX=2). */
+function daemonEnv(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const kv of (process.env['MUP_SOAK_DAEMON_ENV'] ?? '').split(/\s+/).filter((x) => x.includes('='))) out[kv.slice(0, kv.indexOf('='))] = kv.slice(kv.indexOf('=') + 1);
+  return out;
+}
 
 /**
  * What a soak killed with SIGKILL left: its namespaces (sweepStale), and in
