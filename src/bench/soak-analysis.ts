@@ -418,3 +418,14 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number): Rss
     lives, judged: judgedLives.length, needed, coverage, acrossGrowthKb, acrossVerdict, verdict, why,
   };
 }
+
+/**
+ * `--min-life auto`: long enough for a judged warm phase (warm-up +
+ * RSS_MIN_WARM_MS + 15 s of margin: the sampler starts after the API
+ * answers) when the run holds two such lives; otherwise 0 (kills in the
+ * schedule as they come: the RSS verdict is then inconclusive).
+ */
+export function minLifeAuto(durationMs: number, warmupMs: number): number {
+  const life = warmupMs + RSS_MIN_WARM_MS + 15_000;
+  return durationMs >= 2 * life ? life : 0;
+}

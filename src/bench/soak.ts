@@ -29,7 +29,7 @@ import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../packet/frames.js';
 import { pidAlive } from '../host/process.js';
 import { L3fwd, attachXdp } from '../packet/generator.js';
 import {
-  FAULTS, RSS_MIN_COVERAGE, RSS_MIN_WARM_MS, analyzeStream, compareJournal, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
+  FAULTS, RSS_MIN_COVERAGE, RSS_MIN_WARM_MS, analyzeStream, minLifeAuto, compareJournal, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
   type RssReport, type RssSample, type Rule, type RuleKind, type SendResult, type StreamReport,
 } from './soak-analysis.js';
 
@@ -866,16 +866,6 @@ export function selfCheck(): { lines: string[]; ok: boolean } {
 
 // --- command line --------------------------------------------------------------------------
 
-/**
- * `--min-life auto`: long enough for a judged warm phase (warm-up +
- * RSS_MIN_WARM_MS + 15 s of margin: the sampler starts after the API
- * answers) when the run holds two such lives; otherwise 0 (kills in the
- * schedule as they come: the RSS verdict is then inconclusive).
- */
-export function minLifeAuto(durationMs: number, warmupMs: number): number {
-  const life = warmupMs + RSS_MIN_WARM_MS + 15_000;
-  return durationMs >= 2 * life ? life : 0;
-}
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -896,7 +886,7 @@ async function main(): Promise<number> {
     },
   });
   if (values.help) {
-    console.log('npm run soak -- [--duration 60s] [--seed 1] [--faults kill,disk,pins,iface,churn] [--rate 5000] [--churn-rate 20] [--warmup 60s] [--min-life auto|0|4m] [--out build/soak.json] [--self-check]');
+    console.log('npm run soak -- [--duration 60s] [--seed 1] [--faults kill,disk,pins,iface,churn] [--rate 5000] [--churn-rate 20] [--warmup 60s] [--min-life auto|0|4m] [--out build/soak.json] [--self-check] [--memory-log] [--heap-snapshots DIR] [--leak-kb-per-min N]');
     return 0;
   }
   if (values['self-check']) {

@@ -6,7 +6,7 @@
  * RSS) and to stay quiet when nothing is lost.
  */
 import { describe, expect, it } from 'vitest';
-import { analyzeStream, compareJournal, rssSummary, type JournalEntry, type Rule, type RssSample } from '../../src/bench/soak-analysis.js';
+import { analyzeStream, compareJournal, minLifeAuto, rssSummary, type JournalEntry, type Rule, type RssSample } from '../../src/bench/soak-analysis.js';
 
 const P = (sr: string): Rule => ({ name: 'churn-p1', match: '10.200.1.0/24', sr_prefix: sr, src_prefix: '2001:db8:ff::/64' });
 const KEY = 'policy:10.200.1.0/24';
@@ -172,5 +172,12 @@ describe('soak RSS', () => {
   it('does not judge a life whose sampler was starved (too few samples over the warm phase)', () => {
     const sparse = lives([[1, 0, 300]], (_, t) => heap(t)).filter((_, i) => i % 3 === 0);
     expect(rssSummary(sparse, WARMUP)).toMatchObject({ verdict: 'inconclusive', judged: 0 });
+  });
+
+  it('spaces kills so that each life has a judged warm phase when the run holds two such lives, else leaves them in the schedule', () => {
+    expect(minLifeAuto(20 * 60_000, WARMUP)).toBe(255_000);
+    expect(minLifeAuto(510_000, WARMUP)).toBe(255_000);
+    expect(minLifeAuto(509_000, WARMUP)).toBe(0);
+    expect(minLifeAuto(60_000, WARMUP)).toBe(0);
   });
 });
