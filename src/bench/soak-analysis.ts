@@ -42,6 +42,12 @@ export interface RecvResult {
   readonly reordered: number;
   /** Frames of the stream that arrived not translated (wrong ethertype). */
   readonly untranslated: number;
+  /**
+   * Inclusive ranges of the sequence numbers that arrived untranslated. Such
+   * a frame had a wire (it crossed the translator's interface) and the
+   * receiver never got it translated: lost, and never excused.
+   */
+  readonly untranslatedRanges?: readonly (readonly [number, number])[];
 }
 
 export interface LostRun {
@@ -59,6 +65,10 @@ export interface StreamReport {
   readonly lost: number;
   /** Lost in excused windows (interface missing): part of `lost`. */
   readonly lostExcused: number;
+  /** Lost frames that arrived untranslated (never excused): part of `lost`. */
+  readonly lostUntranslated: number;
+  /** Lengths (frames) of the runs of consecutive sequence numbers that arrived untranslated. */
+  readonly untranslatedRuns: readonly number[];
   readonly duplicated: number;
   readonly reordered: number;
   readonly untranslated: number;
@@ -89,9 +99,13 @@ export function seqTimeMs(marks: SendResult['marks'], seq: number, t0Ns: number)
 }
 
 /**
- * One direction's frames: lost = sent but never received; each lost frame
- * dated by its send time and put in the fault windows it fell in (a window
- * widened by `graceMs` on both sides: frames in flight, clocks sampled).
+ * One direction's frames: lost = sent but never received translated; each
+ * lost frame dated by its send time and put in the fault windows it fell in
+ * (a window widened by `graceMs` on both sides: frames in flight, clocks
+ * sampled; an excused window only before its start: it ends when the
+ * interface is back, and a frame sent after that had a wire). A lost frame
+ * that arrived untranslated is never excused: it crossed the interface, so
+ * the interface existed, and the translator let it through as it was.
  */
 export function analyzeStream(s: SendResult, r: RecvResult, windows: readonly FaultWindow[], t0Ns: number, graceMs = 300): StreamReport {
   let received = 0;
@@ -109,25 +123,31 @@ export function analyzeStream(s: SendResult, r: RecvResult, windows: readonly Fa
   if (next < s.sent) lostRanges.push([next, s.sent - 1]);
   const lostBy: Record<string, number> = {};
   let lostExcused = 0;
+  let lostUntranslated = 0;
   const runs: LostRun[] = [];
+  const utr = [...(r.untranslatedRanges ?? [])].sort((x, y) => x[0] - y[0]);
+  let ui = 0;
   for (const [a, b] of lostRanges) {
     const names = new Set<string>();
     for (let q = a; q <= b; q++) {
       const t = seqTimeMs(s.marks, q, t0Ns);
-      const inside = windows.filter((w) => t >= w.startMs - graceMs && t <= w.endMs + graceMs);
+      while (ui < utr.length && utr[ui]![1] < q) ui++;
+      const untranslated = ui < utr.length && utr[ui]![0] <= q;
+      const inside = windows.filter((w) => t >= w.startMs - graceMs && t <= w.endMs + (w.excused === true ? 0 : graceMs));
       // Churn runs throughout: a loss is put on it only when no other fault was on.
       const other = inside.filter((w) => w.fault !== 'churn');
       const hit = other.length > 0 ? other : inside;
-      const excused = hit.some((w) => w.excused === true);
-      const key = hit.length === 0 ? 'none' : [...new Set(hit.map((w) => w.fault))].join('+') + (excused ? ' (excused)' : '');
+      const excused = !untranslated && hit.some((w) => w.excused === true);
+      const key = (hit.length === 0 ? 'none' : [...new Set(hit.map((w) => w.fault))].join('+')) + (excused ? ' (excused)' : untranslated ? ' (untranslated)' : '');
       lostBy[key] = (lostBy[key] ?? 0) + 1;
       names.add(key);
       if (excused) lostExcused++;
+      if (untranslated) lostUntranslated++;
     }
     runs.push({ from: a, to: b, atMs: Math.round(seqTimeMs(s.marks, a, t0Ns)), faults: [...names].join(', ') });
   }
   const lost = lostRanges.reduce((n, [a, b]) => n + b - a + 1, 0);
-  return { sent: s.sent, received, lost, lostExcused, duplicated: r.duplicated, reordered: r.reordered, untranslated: r.untranslated, sendErrors: s.errors, unknown, lostBy, runs };
+  return { sent: s.sent, received, lost, lostExcused, lostUntranslated, untranslatedRuns: utr.map(([a, b]) => b - a + 1), duplicated: r.duplicated, reordered: r.reordered, untranslated: r.untranslated, sendErrors: s.errors, unknown, lostBy, runs };
 }
 
 // --- the API journal -----------------------------------------------------------
@@ -241,17 +261,28 @@ export interface RssSample {
   readonly rssKb: number;
 }
 
+/** A life too short to judge is reported as such, never as flat. */
+export type LifeVerdict = 'flat' | 'growing' | 'too short';
+/** A run whose judged lives are too few is inconclusive, never flat. */
+export type RunVerdict = 'flat' | 'growing' | 'inconclusive';
+
 export interface RssLife {
   readonly pid: number;
+  /** First and last sample of this process, ms since the soak's start. */
+  readonly fromMs: number;
+  readonly toMs: number;
+  /** Samples after warm-up, and the time they span. */
   readonly samples: number;
+  readonly warmMs: number;
+  /** Over the samples after warm-up (0 when none). */
   readonly minKb: number;
   readonly medianKb: number;
   readonly maxKb: number;
   /** Least-squares slope, KB per minute (reported; noisy under the GC's sawtooth). */
   readonly slopeKbPerMin: number;
-  /** The floor (lowest sample) of the last third of the life minus that of the first third: what the verdict uses. */
+  /** The floor (lowest sample) of the last third of the warm phase minus that of the first third: what the verdict uses. */
   readonly floorGrowthKb: number;
-  readonly verdict: 'flat' | 'growing' | 'too short';
+  readonly verdict: LifeVerdict;
 }
 
 export interface RssReport {
@@ -259,16 +290,34 @@ export interface RssReport {
   readonly minKb: number;
   readonly medianKb: number;
   readonly maxKb: number;
+  /** Every daemon process sampled, in order of start. */
   readonly lives: readonly RssLife[];
-  /** growing if any life long enough grows; too short if none is long enough. */
-  readonly verdict: 'flat' | 'growing' | 'too short';
+  /** Lives judged (flat or growing), and how many the run needs for a verdict. */
+  readonly judged: number;
+  readonly needed: number;
+  /** Share of the sampled time that judged warm phases cover. */
+  readonly coverage: number;
+  /**
+   * Across lives: the rise of the warm floor (lowest warm sample) over the
+   * judged lives, from a least-squares line through them (first to last);
+   * null with fewer than two judged lives.
+   */
+  readonly acrossGrowthKb: number | null;
+  readonly acrossVerdict: 'flat' | 'growing' | 'not judged';
+  readonly verdict: RunVerdict;
+  /** Why, one line. */
+  readonly why: string;
 }
 
-/** Samples after warm-up a life needs to be judged. */
-export const RSS_MIN_SAMPLES = 12;
-/** Floor growth that counts as growing: more than this many KB and this share of the life's median. */
+/** A life is judged when its warm phase (after warm-up) spans this long: a V8 heap needs minutes to show its floor. */
+export const RSS_MIN_WARM_MS = 180_000;
+/** ... with at least this share of its 1 s samples (a sampler starved by load does not judge). */
+export const RSS_MIN_SAMPLE_SHARE = 0.5;
+/** Floor growth that counts as growing: more than this many KB and this share of the median. */
 export const RSS_GROWTH_KB = 4096;
 export const RSS_GROWTH_SHARE = 0.05;
+/** Judged warm phases must cover this share of the sampled time, or the run is inconclusive. */
+export const RSS_MIN_COVERAGE = 0.5;
 
 const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -291,26 +340,92 @@ export function slope(xs: readonly number[], ys: readonly number[]): number {
   return den === 0 ? 0 : num / den;
 }
 
+const growing = (growthKb: number, medianKb: number): boolean => growthKb > Math.max(RSS_GROWTH_KB, RSS_GROWTH_SHARE * medianKb);
+
 /**
- * RSS per daemon process (each restart starts a new one), samples after
- * `warmupMs` of its life only. A garbage-collected heap saws up and down;
- * a leak raises the floor it falls back to, so the verdict compares the
- * lowest sample of the last third of a life with that of the first third.
+ * RSS per daemon process (each restart starts a new one), judged on the
+ * samples after `warmupMs` of its life, and across processes.
+ *
+ * Within a life: a garbage-collected heap saws up and down; a leak raises
+ * the floor it falls back to, so a life grows when the lowest sample of the
+ * last third of its warm phase exceeds that of the first third by more than
+ * RSS_GROWTH_KB and RSS_GROWTH_SHARE of its median. A life whose warm phase
+ * is shorter than RSS_MIN_WARM_MS is "too short": not judged.
+ *
+ * Across lives: a fresh process rebuilds its state from the state file; a
+ * leak there (state that only accumulates) shows as warm floors that climb
+ * from one life to the next, by the same threshold.
+ *
+ * The run: growing if a judged life grows or the floors climb; otherwise
+ * inconclusive unless enough lives were judged (two when the daemon was
+ * restarted, else one) and their warm phases cover RSS_MIN_COVERAGE of the
+ * sampled time; only then flat.
  */
 export function rssSummary(samples: readonly RssSample[], warmupMs: number): RssReport {
-  const warm = samples.filter((s) => s.lifeMs >= warmupMs);
   const lives: RssLife[] = [];
-  for (const pid of new Set(warm.map((s) => s.pid))) {
-    const ss = warm.filter((s) => s.pid === pid);
+  const pids = [...new Set(samples.map((s) => s.pid))];
+  let sampledMs = 0;
+  let judgedMs = 0;
+  for (const pid of pids) {
+    const mine = samples.filter((s) => s.pid === pid);
+    const ss = mine.filter((s) => s.lifeMs >= warmupMs);
     const kb = ss.map((s) => s.rssKb);
+    const warmMs = ss.length < 2 ? 0 : ss.at(-1)!.lifeMs - ss[0]!.lifeMs;
     const third = Math.floor(kb.length / 3);
     const floorGrowthKb = third === 0 ? 0 : Math.min(...kb.slice(-third)) - Math.min(...kb.slice(0, third));
     const med = median(kb);
-    const verdict = ss.length < RSS_MIN_SAMPLES ? 'too short' : floorGrowthKb > Math.max(RSS_GROWTH_KB, RSS_GROWTH_SHARE * med) ? 'growing' : 'flat';
-    lives.push({ pid, samples: ss.length, minKb: Math.min(...kb), medianKb: med, maxKb: Math.max(...kb), slopeKbPerMin: slope(ss.map((s) => s.tMs), kb) * 60_000, floorGrowthKb, verdict });
+    const enough = warmMs >= RSS_MIN_WARM_MS && ss.length >= RSS_MIN_SAMPLE_SHARE * (warmMs / 1000);
+    const verdict: LifeVerdict = !enough ? 'too short' : growing(floorGrowthKb, med) ? 'growing' : 'flat';
+    sampledMs += mine.at(-1)!.tMs - mine[0]!.tMs;
+    if (enough) judgedMs += warmMs;
+    lives.push({
+      pid, fromMs: mine[0]!.tMs, toMs: mine.at(-1)!.tMs, samples: ss.length, warmMs,
+      minKb: kb.length ? Math.min(...kb) : 0, medianKb: med, maxKb: kb.length ? Math.max(...kb) : 0,
+      slopeKbPerMin: slope(ss.map((s) => s.tMs), kb) * 60_000, floorGrowthKb, verdict,
+    });
   }
-  const all = warm.map((s) => s.rssKb);
-  const judged = lives.filter((l) => l.verdict !== 'too short');
-  const verdict = judged.length === 0 ? 'too short' : judged.some((l) => l.verdict === 'growing') ? 'growing' : 'flat';
-  return { warmupMs, minKb: all.length ? Math.min(...all) : 0, medianKb: median(all), maxKb: all.length ? Math.max(...all) : 0, lives, verdict };
+  lives.sort((a, b) => a.fromMs - b.fromMs);
+  const all = samples.filter((s) => s.lifeMs >= warmupMs).map((s) => s.rssKb);
+  const judgedLives = lives.filter((l) => l.verdict !== 'too short');
+  const needed = lives.length > 1 ? 2 : 1;
+  const coverage = sampledMs === 0 ? 0 : judgedMs / sampledMs;
+  let acrossGrowthKb: number | null = null;
+  if (judgedLives.length >= 2) {
+    const xs = judgedLives.map((l) => (l.fromMs + l.toMs) / 2);
+    acrossGrowthKb = slope(xs, judgedLives.map((l) => l.minKb)) * (xs.at(-1)! - xs[0]!);
+  }
+  const acrossVerdict = acrossGrowthKb === null ? 'not judged' : growing(acrossGrowthKb, median(all)) ? 'growing' : 'flat';
+  const grew = judgedLives.filter((l) => l.verdict === 'growing');
+  let verdict: RunVerdict;
+  let why: string;
+  if (grew.length > 0 || acrossVerdict === 'growing') {
+    verdict = 'growing';
+    why = [
+      ...(grew.length > 0 ? [`${grew.length} of ${judgedLives.length} judged lives grow within (pid ${grew.map((l) => l.pid).join(', ')})`] : []),
+      ...(acrossVerdict === 'growing' ? [`the warm floor climbs ${(acrossGrowthKb! / 1024).toFixed(1)} MB across ${judgedLives.length} lives`] : []),
+    ].join('; ');
+  } else if (judgedLives.length < needed || coverage < RSS_MIN_COVERAGE) {
+    verdict = 'inconclusive';
+    why = `${judgedLives.length} of ${lives.length} lives judged (need ${needed}: a warm phase of ${RSS_MIN_WARM_MS / 1000} s after ${warmupMs / 1000} s warm-up), ` +
+      `covering ${Math.round(coverage * 100)} % of the sampled time (need ${RSS_MIN_COVERAGE * 100} %)`;
+  } else {
+    verdict = 'flat';
+    why = `${judgedLives.length} of ${lives.length} lives judged, each flat within${acrossGrowthKb === null ? '' : `, warm floor ${acrossGrowthKb >= 0 ? '+' : ''}${(acrossGrowthKb / 1024).toFixed(1)} MB across them`}; ` +
+      `${Math.round(coverage * 100)} % of the sampled time judged`;
+  }
+  return {
+    warmupMs, minKb: all.length ? Math.min(...all) : 0, medianKb: median(all), maxKb: all.length ? Math.max(...all) : 0,
+    lives, judged: judgedLives.length, needed, coverage, acrossGrowthKb, acrossVerdict, verdict, why,
+  };
+}
+
+/**
+ * `--min-life auto`: long enough for a judged warm phase (warm-up +
+ * RSS_MIN_WARM_MS + 15 s of margin: the sampler starts after the API
+ * answers) when the run holds two such lives; otherwise 0 (kills in the
+ * schedule as they come: the RSS verdict is then inconclusive).
+ */
+export function minLifeAuto(durationMs: number, warmupMs: number): number {
+  const life = warmupMs + RSS_MIN_WARM_MS + 15_000;
+  return durationMs >= 2 * life ? life : 0;
 }

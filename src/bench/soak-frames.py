@@ -9,12 +9,14 @@ send: writes a template frame (hex on stdin's first line) out of --dev at
       A send that fails (interface missing) does not use up a sequence
       number; it is counted and the interface looked up again. Prints one
       JSON line: sent, errors, marks [[seq, CLOCK_MONOTONIC ns], ...] every
-      100 ms (to date each sequence number).
+      20 ms and at the first send that works after failed ones (to date each
+      sequence number: the one that ends an interface's absence exactly).
 recv: counts frames carrying --magic that arrive (not outgoing) on any
       interface of the namespace, until "stop" on stdin or --seconds. A
       frame with the magic but without --ethertype is "untranslated". Prints
       one JSON line: ranges of sequence numbers seen, duplicates, reordered
-      (arrived after a higher one), untranslated.
+      (arrived after a higher one), untranslated (a count, and the ranges of
+      their sequence numbers: they crossed the translator untouched).
 """
 import argparse
 import json
@@ -45,13 +47,14 @@ def send(a):
     base_seq, base_t = 0, start  # pacing: seq due = base_seq + elapsed * rate
     burst = max(1, int(a.rate * 0.02))  # behind more than 20 ms: start again from now, no burst
     seq_at = a.off + 16
+    failing = False
     while True:
         now = time.monotonic_ns()
         if now >= end:
             break
         if now >= next_mark:
             marks.append([seq, now])
-            next_mark += 100_000_000
+            next_mark += 20_000_000
         due = base_seq + (now - base_t) * a.rate / 1e9
         if due - seq > burst:
             base_seq, base_t, due = seq, now, seq + 1
@@ -59,9 +62,13 @@ def send(a):
             struct.pack_into("!II", tmpl, seq_at, seq, seq ^ 0xFFFFFFFF)
             try:
                 s.sendto(tmpl, (a.dev, 0))
+                if failing:
+                    marks.append([seq, time.monotonic_ns()])
+                    failing = False
                 seq += 1
             except OSError:
                 errors += 1
+                failing = True
                 base_seq, base_t = seq, now  # do not catch up on frames that could not leave
                 try:
                     s.close()
@@ -83,6 +90,7 @@ def recv(a):
     magic = a.magic.encode()
     ethertype = int(a.ethertype, 16)
     seen = bytearray()
+    utr = bytearray()
     dup = 0
     reordered = 0
     untranslated = 0
@@ -114,6 +122,9 @@ def recv(a):
                 continue
             if struct.unpack_from("!H", data, 12)[0] != ethertype:
                 untranslated += 1
+                if seq >= len(utr):
+                    utr.extend(bytes(max(seq + 1 - len(utr), 65536)))
+                utr[seq] = 1
                 continue
             frames += 1
             if seq >= len(seen):
@@ -126,18 +137,24 @@ def recv(a):
                 reordered += 1
             else:
                 top = seq
+    print(json.dumps({"frames": frames, "ranges": ranges_of(seen), "duplicated": dup, "reordered": reordered,
+                      "untranslated": untranslated, "untranslatedRanges": ranges_of(utr)}), flush=True)
+
+
+def ranges_of(bits):
+    """Inclusive ranges of the indexes set in a bytearray of 0/1."""
     ranges = []
     i = 0
-    n = len(seen)
+    n = len(bits)
     while i < n:
-        j = seen.find(1, i)
+        j = bits.find(1, i)
         if j < 0:
             break
-        k = seen.find(0, j)
+        k = bits.find(0, j)
         k = n if k < 0 else k
         ranges.append([j, k - 1])
         i = k
-    print(json.dumps({"frames": frames, "ranges": ranges, "duplicated": dup, "reordered": reordered, "untranslated": untranslated}), flush=True)
+    return ranges
 
 
 def main():

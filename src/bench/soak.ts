@@ -29,11 +29,12 @@ import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../packet/frames.js';
 import { pidAlive } from '../host/process.js';
 import { L3fwd, attachXdp } from '../packet/generator.js';
 import {
-  FAULTS, RSS_MIN_SAMPLES, analyzeStream, compareJournal, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
+  FAULTS, RSS_MIN_COVERAGE, RSS_MIN_WARM_MS, analyzeStream, minLifeAuto, compareJournal, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
   type RssReport, type RssSample, type Rule, type RuleKind, type SendResult, type StreamReport,
 } from './soak-analysis.js';
 
 const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
+const PRELOAD_MJS = new URL('./soak-preload.mjs', import.meta.url).href;
 const FRAMES_PY = fileURLToPath(new URL('./soak-frames.py', import.meta.url));
 const PYTHON = '/usr/bin/python3';
 /** Frame size (RFC 2544 style: inner packet = size - 18): room for the 24-byte stamp. */
@@ -45,6 +46,7 @@ const STATE_TMPFS = '2m';
 /** How long the soak waits for the daemon to answer after a start, and to re-attach a recreated interface. */
 const START_BOUND_MS = 20_000;
 const REATTACH_BOUND_MS = 10_000;
+const FIRST_START_BOUND_MS = 90_000;
 const CHURN_KEYS = 32;
 /** First fault this long after the traffic starts. */
 const FAULT_START_MS = 5000;
@@ -59,6 +61,18 @@ export interface SoakOptions {
   readonly rate: number;
   /** Per daemon process: RSS samples before this are warm-up. */
   readonly warmupMs: number;
+  /**
+   * A kill only once the running daemon has lived this long (0: kills come
+   * in the schedule like any fault), so that each life has a judged warm
+   * phase: see minLifeAuto.
+   */
+  readonly minLifeMs: number;
+  /** Test only: the daemon retains this many KB per minute (a leak the RSS verdict must see). */
+  readonly leakKbPerMin: number;
+  /** Diagnosis: the daemon logs process.memoryUsage() every 5 s (soak-preload.mjs); the report sums it up per life. */
+  readonly memoryLog: boolean;
+  /** Diagnosis: the daemon writes V8 heap snapshots into this directory (soak-preload.mjs); '' none. */
+  readonly heapSnapshots: string;
   /** API changes per second (churn). */
   readonly churnRate: number;
   readonly out: string;
@@ -158,7 +172,14 @@ class Daemon {
     readonly netns: string,
     readonly instance: string,
     readonly now: () => number,
+    readonly leakKbPerMin = 0,
+    readonly memoryLog = false,
+    readonly heapSnapshots = '',
   ) {}
+
+  get memlogFile(): string {
+    return join(this.dir, 'memory.jsonl');
+  }
 
   get socket(): string {
     return join(this.dir, 'mup.sock');
@@ -192,11 +213,14 @@ class Daemon {
   }
 
   /** Start and wait (bounded) until the API answers as this process. False (and the reason kept) if it does not. */
-  async start(): Promise<boolean> {
+  async start(boundMs = START_BOUND_MS): Promise<boolean> {
     const fd = openSync(this.logFile, 'a');
     const args = [MUP_BIN, 'daemon', '--config', join(this.dir, 'mup.yaml'), '--instance', this.instance, '--socket', this.socket,
       '--state-file', this.stateFile, '--bpffs', this.bpffs, '--netns', this.netns, '--log-format', 'json'];
-    const proc = spawn(process.execPath, args, { stdio: ['ignore', fd, fd] });
+    // The test-only leak and the memory log: a module loaded before the daemon (soak-preload.mjs).
+    const preload = this.leakKbPerMin > 0 || this.memoryLog || this.heapSnapshots !== '' || Object.keys(daemonEnv()).length > 0;
+    const env = { ...process.env, ...daemonEnv(), MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin), MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '', MUP_SOAK_HEAPSNAP: this.heapSnapshots };
+    const proc = spawn(process.execPath, preload ? ['--import', PRELOAD_MJS, ...args] : args, { stdio: ['ignore', fd, fd], ...(preload ? { env } : {}) });
     closeSync(fd);
     this.#proc = proc;
     this.#startedAt = this.now();
@@ -204,7 +228,7 @@ class Daemon {
     proc.once('exit', (code, signal) => {
       this.exits.push({ atMs: Math.round(this.now()), pid: proc.pid ?? 0, code, signal, expected: this.#expectExit });
     });
-    const deadline = Date.now() + START_BOUND_MS;
+    const deadline = Date.now() + boundMs;
     while (Date.now() < deadline && !aborted()) {
       if (proc.exitCode !== null || proc.signalCode !== null) break;
       try {
@@ -217,7 +241,7 @@ class Daemon {
     }
     if (proc.exitCode === null && proc.signalCode === null) await this.stop('SIGKILL');
     const last = this.logTail(1).replace(/^mup: /, '').slice(0, 300);
-    this.startFailures.push(`at ${(this.now() / 1000).toFixed(1)} s: ${proc.exitCode !== null ? `exited ${proc.exitCode}` : `no answer within ${START_BOUND_MS / 1000} s`}: ${last}`);
+    this.startFailures.push(`at ${(this.now() / 1000).toFixed(1)} s: ${proc.exitCode !== null ? `exited ${proc.exitCode}` : `no answer within ${boundMs / 1000} s`}: ${last}`);
     return false;
   }
 
@@ -391,6 +415,33 @@ export interface SoakResult {
   readonly churnNotConnected: number;
   readonly entries: readonly JournalEntry[];
   readonly rssSamples: readonly RssSample[];
+  /** --memory-log: per life, how each part of the memory moved after warm-up. */
+  readonly memory: readonly string[];
+}
+
+/**
+ * --memory-log, per daemon life after warm-up: the floor (lowest value) of
+ * the last third minus that of the first third, for rss, heapUsed,
+ * external + arrayBuffers, and rss minus heapTotal and external (native).
+ */
+function memorySummary(text: string, warmupMs: number): string[] {
+  type M = { pid: number; lifeMs: number; rss: number; heapTotal: number; heapUsed: number; external: number; arrayBuffers: number };
+  const rows = text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as M).filter((m) => m.lifeMs >= warmupMs);
+  const out: string[] = [];
+  for (const pid of new Set(rows.map((m) => m.pid))) {
+    const ms = rows.filter((m) => m.pid === pid);
+    const third = Math.floor(ms.length / 3);
+    if (third === 0) continue;
+    const growth = (f: (m: M) => number): string => {
+      const g = Math.min(...ms.slice(-third).map(f)) - Math.min(...ms.slice(0, third).map(f));
+      return `${g >= 0 ? '+' : ''}${(g / 1048576).toFixed(1)} MB`;
+    };
+    const last = ms.at(-1)!;
+    out.push(`pid ${pid} (${ms.length} samples over ${((last.lifeMs - ms[0]!.lifeMs) / 1000).toFixed(0)} s): floor growth rss ${growth((m) => m.rss)}, heapUsed ${growth((m) => m.heapUsed)}, ` +
+      `heapTotal ${growth((m) => m.heapTotal)}, external ${growth((m) => m.external)}, native (rss - heapTotal - external) ${growth((m) => m.rss - m.heapTotal - m.external)}; ` +
+      `at the end heapUsed ${(last.heapUsed / 1048576).toFixed(1)} MB of ${(last.heapTotal / 1048576).toFixed(1)}, external ${(last.external / 1048576).toFixed(1)} MB`);
+  }
+  return out;
 }
 
 async function cleanupAll(steps: (() => Promise<unknown> | unknown)[]): Promise<string[]> {
@@ -406,6 +457,13 @@ async function cleanupAll(steps: (() => Promise<unknown> | unknown)[]): Promise<
 }
 
 const SOAK_DIR = '/tmp/mup-soak-';
+
+/** Diagnosis: MUP_SOAK_DAEMON_ENV="K=V K2=V2" is added to the daemon's environment (e.g. MALLOC_ARENA_MAX=2). */
+function daemonEnv(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const kv of (process.env['MUP_SOAK_DAEMON_ENV'] ?? '').split(/\s+/).filter((x) => x.includes('='))) out[kv.slice(0, kv.indexOf('='))] = kv.slice(kv.indexOf('=') + 1);
+  return out;
+}
 
 /**
  * What a soak killed with SIGKILL left: its namespaces (sweepStale), and in
@@ -457,9 +515,10 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     attachXdp(pass, 'ea', L.a);
     attachXdp(pass, 'eb', L.b);
     writeFileSync(join(dir, 'mup.yaml'), daemonConfig());
-    const d = new Daemon(dir, L.dut, `soak${process.pid}`, now);
+    const d = new Daemon(dir, L.dut, `soak${process.pid}`, now, o.leakKbPerMin, o.memoryLog, o.heapSnapshots);
     daemon = d;
-    if (!(await d.start())) throw new Error(`the daemon did not start: ${d.startFailures.join('; ')}`);
+    // The first start, before any traffic or fault, is not a fault's recovery: it may take longer on a loaded host.
+    if (!(await d.start(FIRST_START_BOUND_MS))) throw new Error(`the daemon did not start: ${d.startFailures.join('; ')}`);
     log(`daemon pid ${d.pid} on da, db in ${L.dut}`);
 
     // Traffic.
@@ -520,9 +579,18 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     const attached = async (name: string): Promise<boolean> => ((await d.status())?.interfaces ?? []).some((i) => i.name === name && i.attached);
     await sleep(FAULT_START_MS);
     let order: Fault[] = [];
+    // With a minimum life, kill is taken out of the shuffled order and comes as soon as the daemon has lived that long.
+    const pool = o.minLifeMs > 0 ? kinds.filter((k) => k !== 'kill') : kinds;
     while (kinds.length > 0 && !aborted() && now() < endAt - 8000) {
-      if (order.length === 0) order = [...kinds].sort(() => rand() - 0.5);
-      const f = order.shift()!;
+      let f: Fault;
+      if (o.minLifeMs > 0 && kinds.includes('kill') && d.lifeMs >= o.minLifeMs) f = 'kill';
+      else if (pool.length === 0) {
+        await sleep(500);
+        continue;
+      } else {
+        if (order.length === 0) order = [...pool].sort(() => rand() - 0.5);
+        f = order.shift()!;
+      }
       await ensureDaemon();
       const start = now();
       let note = '';
@@ -621,7 +689,8 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     await d.stop('SIGTERM');
     let finalRead: string | null = null;
     const final = new Map<string, Rule>();
-    if (await d.start()) {
+    // Not a fault's recovery either: the long bound.
+    if (await d.start(FIRST_START_BOUND_MS)) {
       const [p, l] = await Promise.all([api(d.socket, 'GET', '/v1/policies'), api(d.socket, 'GET', '/v1/localsids')]);
       for (const r of (p.body as { policies: Rule[] }).policies) final.set(`policy:${String(r.match)}`, r);
       for (const r of (l.body as { localsids: Rule[] }).localsids) final.set(`localsid:${String(r.sid)}`, r);
@@ -633,6 +702,14 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       [`localsid:${String(MEASURED_DOWN.sid)}`, MEASURED_DOWN],
     ]);
     const journal = compareJournal(initial, churn.journal, final);
+    let memory: string[] = [];
+    if (o.memoryLog) {
+      try {
+        memory = memorySummary(readFileSync(d.memlogFile, 'utf8'), o.warmupMs);
+      } catch (e) {
+        memory = [`memory log not read: ${(e as Error).message}`];
+      }
+    }
     return {
       options: { ...o, faults: [...o.faults] },
       uplink: upRep,
@@ -646,6 +723,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       churnNotConnected: churn.notConnected,
       entries: churn.journal,
       rssSamples: rss,
+      memory,
     };
   } finally {
     const d = daemon;
@@ -673,7 +751,8 @@ const mb = (kb: number): string => `${(kb / 1024).toFixed(1)} MB`;
 function streamLines(name: string, s: StreamReport): string[] {
   const by = Object.entries(s.lostBy).map(([k, n]) => `${k} ${n}`).join(', ');
   return [
-    `${name}: sent ${s.sent}, received ${s.received}, lost ${s.lost}${s.lost > 0 ? ` (by fault window: ${by}; excused ${s.lostExcused})` : ''}, duplicated ${s.duplicated}, reordered ${s.reordered}, untranslated ${s.untranslated}, unknown ${s.unknown}, send errors ${s.sendErrors}`,
+    `${name}: sent ${s.sent}, received ${s.received}, lost ${s.lost}${s.lost > 0 ? ` (by fault window: ${by}; excused ${s.lostExcused}; arrived untranslated ${s.lostUntranslated})` : ''}, duplicated ${s.duplicated}, reordered ${s.reordered}, untranslated ${s.untranslated}, unknown ${s.unknown}, send errors ${s.sendErrors}`,
+    ...(s.untranslatedRuns.length === 0 ? [] : [`    arrived untranslated in ${s.untranslatedRuns.length} runs of consecutive frames, longest ${Math.max(...s.untranslatedRuns)} (median ${[...s.untranslatedRuns].sort((a, b) => a - b)[s.untranslatedRuns.length >> 1]})`]),
     ...s.runs.slice(0, 8).map((r) => `    lost ${r.to - r.from + 1} from #${r.from} at ${(r.atMs / 1000).toFixed(1)} s (${r.faults})`),
     ...(s.runs.length > 8 ? [`    ... ${s.runs.length - 8} more runs`] : []),
   ];
@@ -687,9 +766,9 @@ export function verdicts(r: SoakResult): { line: string; pass: boolean }[] {
     v(r.uplink.duplicated + r.downlink.duplicated === 0, `frames duplicated: ${r.uplink.duplicated + r.downlink.duplicated} (target 0)`),
     v(r.finalRead === null && r.journal.lost.length === 0, `acknowledged changes lost: ${r.finalRead ?? r.journal.lost.length} (target 0)`),
     v(r.finalRead === null && r.journal.resurrected.length === 0, `refused changes come back: ${r.finalRead ?? r.journal.resurrected.length} (target 0)`),
-    ...(r.rss.verdict === 'too short'
-      ? [{ line: `----  daemon RSS after warm-up: no daemon process lived warm-up + ${RSS_MIN_SAMPLES} s: not judged (run longer; kill shortens lives)`, pass: true }]
-      : [v(r.rss.verdict === 'flat', `daemon RSS after warm-up: ${r.rss.verdict} (target flat)`)]),
+    r.rss.verdict === 'inconclusive'
+      ? { line: `INCONCLUSIVE  daemon RSS after warm-up: ${r.rss.why} (target flat: not shown; run longer, kills no more often than --min-life)`, pass: false }
+      : v(r.rss.verdict === 'flat', `daemon RSS after warm-up: ${r.rss.verdict}: ${r.rss.why} (target flat)`),
     v(r.unexpectedExits.length === 0, `daemon exits not asked for: ${r.unexpectedExits.length} (target 0)`),
   ];
   for (const f of FAULTS.filter((x) => x !== 'churn')) {
@@ -729,13 +808,19 @@ export function report(r: SoakResult): string {
     ...(r.finalRead !== null ? [] : j.resurrected).slice(0, 10).map((m) => `  refused came back: ${m.key}: found ${JSON.stringify(m.found)}, expected ${JSON.stringify(m.expected)}`),
     '',
     '## daemon RSS (1 s samples)',
-    `after ${r.rss.warmupMs / 1000} s warm-up per process: min ${mb(r.rss.minKb)}, median ${mb(r.rss.medianKb)}, max ${mb(r.rss.maxKb)}; ${r.rss.verdict}`,
-    ...r.rss.lives.map((l) => `  pid ${l.pid}: ${l.samples} samples, ${mb(l.minKb)} .. ${mb(l.maxKb)}, floor ${l.floorGrowthKb >= 0 ? '+' : ''}${mb(l.floorGrowthKb)} (last third vs first), slope ${(l.slopeKbPerMin / 1024).toFixed(1)} MB/min: ${l.verdict}`),
+    `after ${r.rss.warmupMs / 1000} s warm-up per process: min ${mb(r.rss.minKb)}, median ${mb(r.rss.medianKb)}, max ${mb(r.rss.maxKb)}; ${r.rss.verdict}: ${r.rss.why}`,
+    ...r.rss.lives.map((l) => `  pid ${l.pid} (${(l.fromMs / 1000).toFixed(0)}-${(l.toMs / 1000).toFixed(0)} s): ${l.samples} warm samples over ${(l.warmMs / 1000).toFixed(0)} s` +
+      (l.samples === 0 ? '' : `, ${mb(l.minKb)} .. ${mb(l.maxKb)}, floor ${l.floorGrowthKb >= 0 ? '+' : ''}${mb(l.floorGrowthKb)} (last third vs first), slope ${(l.slopeKbPerMin / 1024).toFixed(1)} MB/min`) + `: ${l.verdict}`),
+    `  across judged lives: warm floor ${r.rss.acrossGrowthKb === null ? 'n/a' : `${r.rss.acrossGrowthKb >= 0 ? '+' : ''}${mb(r.rss.acrossGrowthKb)}`} (first to last, least squares): ${r.rss.acrossVerdict}`,
+    ...(r.memory.length > 0 ? ['  memory log (process.memoryUsage() every 5 s, after warm-up):', ...r.memory.map((l) => `    ${l}`)] : []),
     `  MB every 5 s: ${r.rssSamples.filter((_, i) => i % 5 === 0).map((x) => `${Math.round(x.tMs / 1000)}s:${(x.rssKb / 1024).toFixed(0)}${x.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (* warm-up)`,
     '',
-    'Caveats: loss is dated by the sender\'s clock (marks every 100 ms) and put in every fault window within 300 ms; frames lost while the',
-    'recreated interface did not exist are excused (they had no wire), those after it came back are not. RSS is judged per daemon process',
-    `(each restart starts afresh): a life shorter than warm-up + ${RSS_MIN_SAMPLES} s is not judged; with kill in the mix lives are short.`,
+    'Caveats: loss is dated by the sender\'s clock (marks every 20 ms) and put in every fault window within 300 ms; frames lost while the',
+    'recreated interface did not exist are excused (they had no wire), those sent after it came back are not, nor any frame that arrived',
+    `untranslated. RSS is judged per daemon process (each restart starts afresh) on a warm phase of ${RSS_MIN_WARM_MS / 1000} s after warm-up, and across`,
+    `processes (warm floors); with fewer than two judged lives (one without restarts) or under ${RSS_MIN_COVERAGE * 100} % of the time judged: inconclusive.`,
+    ...(o.minLifeMs > 0 ? [`Kills came only once a daemon had lived ${o.minLifeMs / 1000} s (--min-life).`] : []),
+    ...(o.leakKbPerMin > 0 ? [`TEST LEAK: the daemon was made to retain ${o.leakKbPerMin} KB/min (--leak-kb-per-min); the RSS verdict must say growing.`] : []),
     'One run, one host, other load on it: a FAIL names what to rerun, a PASS is one sample.',
     '',
     ...verdicts(r).map((x) => x.line),
@@ -754,15 +839,33 @@ export function selfCheck(): { lines: string[]; ok: boolean } {
   ], new Map([['policy:10.200.1.0/24', { ...rule, sr_prefix: '2001:db8:301::/48' }]]));
   const j2 = compareJournal(new Map(), [{ n: 0, kind: 'policy', op: 'add', key: 'policy:10.200.1.0/24', rule, status: 201, atMs: 0 }], new Map());
   const s = analyzeStream({ sent: 100, errors: 0, marks: [[0, 0], [100, 1e9]] }, { frames: 90, ranges: [[0, 49], [60, 99]], duplicated: 0, reordered: 0, untranslated: 0 }, [{ fault: 'kill', startMs: 450, endMs: 650 }], 0);
+  const u = analyzeStream({ sent: 100, errors: 0, marks: [[0, 0], [100, 1e9]] }, { frames: 70, ranges: [[0, 19], [50, 99]], duplicated: 0, reordered: 0, untranslated: 10, untranslatedRanges: [[40, 49]] },
+    [{ fault: 'iface', startMs: 200, endMs: 400, excused: true }], 0);
+  // RSS: 1 s samples of daemon lives (pid, first second, length s) with a heap that climbs for 50 s, then saws (a GC) around a floor.
+  const warmup = 60_000;
+  const lives = (spec: readonly (readonly [number, number, number])[], kb: (life: number, t: number) => number): RssSample[] =>
+    spec.flatMap(([pid, from, len], li) => Array.from({ length: len }, (_, t) => ({ tMs: (from + t) * 1000, pid, lifeMs: t * 1000, rssKb: kb(li, t) })));
+  const heap = (t: number): number => 70_000 + Math.min(t, 50) * 900 + (t % 7) * 1500;
+  const four = [[1, 0, 300], [2, 301, 300], [3, 602, 300], [4, 903, 300]] as const;
+  const saw = rssSummary(lives(four, (_, t) => heap(t)), warmup);
+  const leak = rssSummary(lives(four, (_, t) => heap(t) + t * 50), warmup);
+  const across = rssSummary(lives(four, (l, t) => heap(t) + l * 8000), warmup);
+  const storm = rssSummary(lives(Array.from({ length: 30 }, (_, i) => [i + 1, i * 41, 40] as const), (_, t) => heap(t)), warmup);
   const checks = [
     { what: 'an acknowledged add missing from the final tables is a lost change', ok: j2.lost.length === 1 },
     { what: 'a refused replace found in the final tables is a refused change come back', ok: j.resurrected.length === 1 },
     { what: 'frames 50..59 not received are 10 lost, in the kill window', ok: s.lost === 10 && s.lostBy['kill'] === 10 },
+    { what: 'frames 40..49 that arrived untranslated just after the interface came back are lost, not excused', ok: u.lost === 30 && u.lostExcused === 20 && u.lostUntranslated === 10 },
+    { what: 'a heap that retains 3 MB/min in each of four 5-minute lives is growing', ok: leak.verdict === 'growing' },
+    { what: 'lives each flat whose warm floors climb 8 MB a life are growing', ok: across.verdict === 'growing' && across.acrossVerdict === 'growing' },
+    { what: 'a garbage collector\'s sawtooth over four 5-minute lives is flat', ok: saw.verdict === 'flat' },
+    { what: '30 lives of 40 s (a kill every 40 s) are inconclusive, not flat', ok: storm.verdict === 'inconclusive' },
   ];
   return { lines: checks.map((c) => `${c.ok ? 'detected' : 'MISSED  '}  ${c.what}`), ok: checks.every((c) => c.ok) };
 }
 
 // --- command line --------------------------------------------------------------------------
+
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -772,14 +875,18 @@ async function main(): Promise<number> {
       faults: { type: 'string', default: FAULTS.join(',') },
       rate: { type: 'string', default: '5000' },
       'churn-rate': { type: 'string', default: '20' },
-      warmup: { type: 'string', default: '20s' },
+      warmup: { type: 'string', default: '60s' },
+      'min-life': { type: 'string', default: 'auto' },
+      'leak-kb-per-min': { type: 'string', default: '0' },
+      'memory-log': { type: 'boolean', default: false },
+      'heap-snapshots': { type: 'string', default: '' },
       out: { type: 'string', default: 'build/soak.json' },
       'self-check': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
-    console.log('npm run soak -- [--duration 60s] [--seed 1] [--faults kill,disk,pins,iface,churn] [--rate 5000] [--churn-rate 20] [--warmup 20s] [--out build/soak.json] [--self-check]');
+    console.log('npm run soak -- [--duration 60s] [--seed 1] [--faults kill,disk,pins,iface,churn] [--rate 5000] [--churn-rate 20] [--warmup 60s] [--min-life auto|0|4m] [--out build/soak.json] [--self-check] [--memory-log] [--heap-snapshots DIR] [--leak-kb-per-min N]');
     return 0;
   }
   if (values['self-check']) {
@@ -801,9 +908,15 @@ async function main(): Promise<number> {
     rate: num(values.rate, '--rate', 100, 50_000),
     churnRate: num(values['churn-rate'], '--churn-rate', 1, 200),
     warmupMs: parseDuration(values.warmup),
+    minLifeMs: 0,
+    leakKbPerMin: num(values['leak-kb-per-min'], '--leak-kb-per-min', 0, 1024 * 1024),
+    memoryLog: values['memory-log'],
+    heapSnapshots: values['heap-snapshots'] === '' ? '' : resolve(values['heap-snapshots']),
     out: values.out,
   };
+  const minLife = values['min-life'] === 'auto' ? minLifeAuto(o.durationMs, o.warmupMs) : parseDuration(values['min-life']);
   if (o.durationMs < 15_000 || o.durationMs > 24 * 3600_000) throw new Error('--duration: 15s to 24h');
+  const opts: SoakOptions = { ...o, minLifeMs: minLife };
   if (process.getuid?.() !== 0) throw new Error('the soak needs root (namespaces, mounts, XDP)');
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     process.on(sig, () => {
@@ -811,11 +924,11 @@ async function main(): Promise<number> {
       aborter.abort();
     });
   }
-  const r = await soak(o, (s) => console.error(s));
+  const r = await soak(opts, (s) => console.error(s));
   const text = report(r);
   console.log(text);
-  writeFileSync(o.out, JSON.stringify(r, null, 1));
-  console.log(`\n(details: ${o.out})`);
+  writeFileSync(opts.out, JSON.stringify(r, null, 1));
+  console.log(`\n(details: ${opts.out})`);
   return verdicts(r).every((x) => x.pass) ? 0 : 1;
 }
 

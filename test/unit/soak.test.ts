@@ -6,7 +6,7 @@
  * RSS) and to stay quiet when nothing is lost.
  */
 import { describe, expect, it } from 'vitest';
-import { analyzeStream, compareJournal, rssSummary, type JournalEntry, type Rule, type RssSample } from '../../src/bench/soak-analysis.js';
+import { analyzeStream, compareJournal, minLifeAuto, rssSummary, type JournalEntry, type Rule, type RssSample } from '../../src/bench/soak-analysis.js';
 
 const P = (sr: string): Rule => ({ name: 'churn-p1', match: '10.200.1.0/24', sr_prefix: sr, src_prefix: '2001:db8:ff::/64' });
 const KEY = 'policy:10.200.1.0/24';
@@ -91,6 +91,24 @@ describe('soak frames', () => {
     expect(r.lostBy).toEqual({ 'iface (excused)': 100, none: 50 });
   });
 
+  it('counts frames that arrived untranslated as lost and never excused, even just after the interface came back', () => {
+    // The interface is missing 200..300 ms; frames 300..329 reach the far end untranslated
+    // (the daemon not yet re-attached); 330..339 vanish after it is back.
+    const r = analyzeStream(send, {
+      frames: 860, ranges: [[0, 199], [340, 999]], duplicated: 0, reordered: 0, untranslated: 30, untranslatedRanges: [[300, 329]],
+    }, [{ fault: 'iface', startMs: 200, endMs: 300, excused: true }, { fault: 'iface', startMs: 300, endMs: 400 }], 0, 300);
+    expect(r).toMatchObject({ lost: 140, lostExcused: 100, lostUntranslated: 30 });
+    expect(r.lostBy).toEqual({ 'iface (excused)': 100, 'iface (untranslated)': 30, iface: 10 });
+  });
+
+  it('does not stretch an excused window past its end by the grace', () => {
+    const r = analyzeStream(send, { frames: 850, ranges: [[0, 199], [350, 999]], duplicated: 0, reordered: 0, untranslated: 0 }, [
+      { fault: 'iface', startMs: 200, endMs: 299.5, excused: true },
+    ], 0, 300);
+    expect(r).toMatchObject({ lost: 150, lostExcused: 100 });
+    expect(r.lostBy).toEqual({ 'iface (excused)': 100, none: 50 });
+  });
+
   it('counts sequence numbers never sent as unknown, not received', () => {
     const r = analyzeStream(send, { frames: 1001, ranges: [[0, 1000]], duplicated: 0, reordered: 0, untranslated: 0 }, [], 0);
     expect(r).toMatchObject({ received: 1000, lost: 0, unknown: 1 });
@@ -98,18 +116,68 @@ describe('soak frames', () => {
 });
 
 describe('soak RSS', () => {
-  const life = (pid: number, kb: (i: number) => number, n = 30): RssSample[] => Array.from({ length: n }, (_, i) => ({ tMs: i * 1000, pid, lifeMs: i * 1000, rssKb: kb(i) }));
+  /** 1 s samples of daemon lives [pid, first second, length in s]; kb(life index, second of that life). */
+  const lives = (spec: readonly (readonly [number, number, number])[], kb: (l: number, t: number) => number): RssSample[] =>
+    spec.flatMap(([pid, from, len], l) => Array.from({ length: len }, (_, t) => ({ tMs: (from + t) * 1000, pid, lifeMs: t * 1000, rssKb: kb(l, t) })));
+  /** A V8 heap as the soak saw it: climbs for 50 s after a start, then saws (a GC every 7 s) over a fixed floor. */
+  const heap = (t: number): number => 70_000 + Math.min(t, 50) * 900 + (t % 7) * 1500;
+  const WARMUP = 60_000;
+  const FOUR = [[1, 0, 300], [2, 301, 300], [3, 602, 300], [4, 903, 300]] as const;
 
-  it('calls a sawtooth of the garbage collector flat and a rising floor growing', () => {
-    const saw = (i: number): number => 70_000 + (i % 6) * 2000;
-    expect(rssSummary(life(1, saw), 5000).verdict).toBe('flat');
-    const leak = (i: number): number => saw(i) + i * 500;
-    const r = rssSummary(life(2, leak), 5000);
+  it('calls a garbage collector\'s sawtooth flat, in one long life and across four', () => {
+    const one = rssSummary(lives([[1, 0, 300]], (_, t) => heap(t)), WARMUP);
+    expect(one).toMatchObject({ verdict: 'flat', judged: 1, needed: 1, acrossVerdict: 'not judged' });
+    const four = rssSummary(lives(FOUR, (_, t) => heap(t)), WARMUP);
+    expect(four).toMatchObject({ verdict: 'flat', judged: 4, needed: 2, acrossVerdict: 'flat' });
+    expect(four.lives.map((l) => l.verdict)).toEqual(['flat', 'flat', 'flat', 'flat']);
+  });
+
+  it('calls a heap that retains 3 MB/min growing within each life', () => {
+    const r = rssSummary(lives(FOUR, (_, t) => heap(t) + t * 50), WARMUP);
     expect(r.verdict).toBe('growing');
+    expect(r.lives.map((l) => l.verdict)).toEqual(['growing', 'growing', 'growing', 'growing']);
     expect(r.lives[0]!.floorGrowthKb).toBeGreaterThan(4096);
   });
 
-  it('does not judge a life shorter than warm-up plus its minimum of samples', () => {
-    expect(rssSummary(life(3, () => 70_000, 10), 5000).verdict).toBe('too short');
+  it('calls lives flat within but with warm floors that climb from life to life growing', () => {
+    const r = rssSummary(lives(FOUR, (l, t) => heap(t) + l * 8000), WARMUP);
+    expect(r.lives.map((l) => l.verdict)).toEqual(['flat', 'flat', 'flat', 'flat']);
+    expect(r).toMatchObject({ verdict: 'growing', acrossVerdict: 'growing' });
+    expect(r.acrossGrowthKb).toBeCloseTo(24_000, -2);
+  });
+
+  it('does not judge the climb after a start: a warm-up shorter than it calls the first minutes growing', () => {
+    expect(rssSummary(lives([[1, 0, 300]], (_, t) => heap(t)), 10_000).verdict).toBe('growing');
+  });
+
+  it('calls a kill every 40 s inconclusive, never flat, and each such life too short', () => {
+    const r = rssSummary(lives(Array.from({ length: 30 }, (_, i) => [i + 1, i * 41, 40] as const), (_, t) => heap(t)), WARMUP);
+    expect(r).toMatchObject({ verdict: 'inconclusive', judged: 0 });
+    expect(new Set(r.lives.map((l) => l.verdict))).toEqual(new Set(['too short']));
+  });
+
+  it('calls one judged life among restarted short ones inconclusive (a restarted run needs two)', () => {
+    const r = rssSummary(lives([[1, 0, 40], [2, 41, 40], [3, 82, 300], [4, 383, 40]], (_, t) => heap(t)), WARMUP);
+    expect(r).toMatchObject({ verdict: 'inconclusive', judged: 1, needed: 2 });
+  });
+
+  it('calls two judged lives that cover too little of the run inconclusive', () => {
+    const short = Array.from({ length: 20 }, (_, i) => [i + 3, 602 + i * 41, 40] as const);
+    const r = rssSummary(lives([[1, 0, 300], [2, 301, 300], ...short], (_, t) => heap(t)), WARMUP);
+    expect(r.judged).toBe(2);
+    expect(r.coverage).toBeLessThan(0.5);
+    expect(r.verdict).toBe('inconclusive');
+  });
+
+  it('does not judge a life whose sampler was starved (too few samples over the warm phase)', () => {
+    const sparse = lives([[1, 0, 300]], (_, t) => heap(t)).filter((_, i) => i % 3 === 0);
+    expect(rssSummary(sparse, WARMUP)).toMatchObject({ verdict: 'inconclusive', judged: 0 });
+  });
+
+  it('spaces kills so that each life has a judged warm phase when the run holds two such lives, else leaves them in the schedule', () => {
+    expect(minLifeAuto(20 * 60_000, WARMUP)).toBe(255_000);
+    expect(minLifeAuto(510_000, WARMUP)).toBe(255_000);
+    expect(minLifeAuto(509_000, WARMUP)).toBe(0);
+    expect(minLifeAuto(60_000, WARMUP)).toBe(0);
   });
 });

@@ -1,0 +1,57 @@
+/**
+ * Test and diagnosis only: loaded into the daemon with `node --import`
+ * before bin/mup.js by `npm run soak` when asked; the daemon's own code is
+ * not touched.
+ *
+ * MUP_SOAK_LEAK_KB_PER_MIN=N (`--leak-kb-per-min N`): keeps N/60 KB every
+ * second, written so that the pages are resident. The soak's RSS verdict
+ * must call such a run growing; a verdict that cannot proves nothing.
+ *
+ * MUP_SOAK_MEMLOG=FILE (`--memory-log`): appends one JSON line every 5 s,
+ * process.memoryUsage() with the pid, to tell a growing RSS apart: the JS
+ * heap (heapUsed), memory held by JS objects outside it (external,
+ * arrayBuffers), or native memory (rss minus all of these).
+ *
+ * MUP_SOAK_HEAPSNAP=DIR (`--heap-snapshots DIR`): a V8 heap snapshot at 90 s
+ * of life and every 120 s after, DIR/<pid>-<s>.heapsnapshot, to diff which
+ * objects accumulate (a snapshot stops the daemon for a moment).
+ */
+import { appendFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { writeHeapSnapshot } from 'node:v8';
+
+const kbPerMin = Number(process.env.MUP_SOAK_LEAK_KB_PER_MIN ?? 0);
+if (Number.isFinite(kbPerMin) && kbPerMin > 0) {
+  const kept = [];
+  const bytes = Math.max(1, Math.round((kbPerMin * 1024) / 60));
+  setInterval(() => kept.push(Buffer.alloc(bytes, 0xa5)), 1000).unref();
+}
+
+const memlog = process.env.MUP_SOAK_MEMLOG;
+if (memlog !== undefined && memlog !== '') {
+  const t0 = Date.now();
+  setInterval(() => {
+    const m = process.memoryUsage();
+    try {
+      appendFileSync(memlog, `${JSON.stringify({ pid: process.pid, lifeMs: Date.now() - t0, rss: m.rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers })}\n`);
+    } catch {
+      // the soak's directory is gone: it is over
+    }
+  }, 5000).unref();
+}
+
+const snapDir = process.env.MUP_SOAK_HEAPSNAP;
+if (snapDir !== undefined && snapDir !== '') {
+  const t0 = Date.now();
+  const snap = () => {
+    try {
+      writeHeapSnapshot(join(snapDir, `${process.pid}-${Math.round((Date.now() - t0) / 1000)}.heapsnapshot`));
+    } catch {
+      // the directory is gone
+    }
+  };
+  setTimeout(() => {
+    snap();
+    setInterval(snap, 120_000).unref();
+  }, 90_000).unref();
+}
