@@ -438,6 +438,9 @@ const COLORS: Record<CaseName, string> = {
   'kernel-ipv4': '#d62728',
   'kernel-seg6': '#9467bd',
   'xdp-l3fwd': '#555555',
+  'uplink-10k': '#17becf',
+  'pe-downlink': '#bcbd22',
+  'slow-dut': '#e377c2',
 };
 
 function esc(s: string): string {
