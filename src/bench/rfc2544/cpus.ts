@@ -75,6 +75,16 @@ export async function pinLab(lab: BenchLab, gen = 0, dut = cpus().length - 1): P
   return { gen, dut, threads };
 }
 
+/** This process's CPUs (every thread's), to put back after pinLab: `restore()`. */
+export function saveAffinity(): { restore(): Promise<void> } {
+  const list = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+  return {
+    restore: async () => {
+      if (list !== undefined) await execa('taskset', ['-a', '-p', '-c', list, String(process.pid)], { timeout: 10_000 });
+    },
+  };
+}
+
 export interface ThreadSample {
   tid: number;
   /** CPU it last ran on (/proc/<tid>/stat field 39). */

@@ -16,7 +16,7 @@ import { latencySkip, measureLatency, type CaseLatency } from './latency.js';
 import { PROBE_MAGIC } from '../../dataplane/probe-layout.js';
 import { progInfo } from '../../dataplane/libbpf.js';
 import { DutAux, PACED_BATCH, PacedGenerator } from './pacedgen.js';
-import { DutWatch, enableBpfStats, pinLab, progStats, type CpuPlan, type DutCheck } from './cpus.js';
+import { DutWatch, enableBpfStats, pinLab, progStats, saveAffinity, type CpuPlan, type DutCheck } from './cpus.js';
 import { backToBack, frameLossRate, pacedTrial, type Back2Back, type LossStep, type PacedIo } from './paced.js';
 
 export type { NapiMode, Rfc2544Options } from './defaults.js';
@@ -468,16 +468,17 @@ async function runPinned(o: Rfc2544Options): Promise<Rfc2544Result> {
   let plan: CpuPlan | undefined;
   let restoreStats: (() => Promise<void>) | undefined;
   const big = o.cases.some(needsSessions);
+  const affinity = saveAffinity();
   try {
     const sinks = { a: make(new Sink()), b: make(new Sink()) };
     const gens = { a: make(new PacedGenerator()), b: make(new PacedGenerator()) };
     const l3 = make(new L3fwd());
     const aux = make(new DutAux());
     aux.setSpin(o.slowSpinNs);
-    const small = translatorConfig();
     // Table sizes are fixed at load: big enough for the sessions cases from the start.
+    const small = big ? { ...translatorConfig(), settings: sessionsConfig().settings } : translatorConfig();
     const dp = make(openDataplane({
-      config: big ? { ...small, settings: sessionsConfig().settings } : small,
+      config: small,
       ...(o.object === undefined ? {} : { object: o.object }),
     }));
     let tables: 'small' | 'sessions' = 'small';
@@ -532,6 +533,7 @@ async function runPinned(o: Rfc2544Options): Promise<Rfc2544Result> {
     const errors: unknown[] = [];
     nh?.stop();
     await restoreStats?.().catch((e: unknown) => errors.push(e));
+    await affinity.restore().catch((e: unknown) => errors.push(e));
     await lab.destroy().catch((e: unknown) => errors.push(e));
     for (const c of closers) {
       try {
@@ -590,7 +592,7 @@ async function pinnedGenOnly(
       const rate = top.achievedRate * f;
       const gapNs = 1e9 / rate / 4;
       aux.resetMeter(gapNs);
-      const r = await pacedTrial(io, { rate, durationMs: 1000, ...(o.signal ? { signal: o.signal } : {}) });
+      const r = await pacedTrial(io, { rate, durationMs: Math.min(1000, o.trialMs), ...(o.signal ? { signal: o.signal } : {}) });
       const b = aux.bursts();
       bursts.push({ offeredRate: rate, achievedRate: r.achievedRate, gapNs, frames: b.frames, hist: b.hist });
       log(`bursts at ${(rate / 1e6).toFixed(3)} Mpps offered (${(r.achievedRate / 1e6).toFixed(3)} sent): ${b.hist.map((n, i) => (n > 0 ? `${2 ** i}-${2 ** (i + 1) - 1}: ${n}` : '')).filter((x) => x).join(', ')}`);
