@@ -104,3 +104,20 @@ describe('pinned report', () => {
     expect(md).toMatch(/\| uplink \| 64 \| 8\.000 \| 280, 300 \| 290 \|/);
   });
 });
+
+describe('search on offered rates (the paced generator may fall short)', () => {
+  it('converges although every paced trial reached only a fifth of its rate; on reached rates it would stall', async () => {
+    const { findThroughput } = await import('../../src/bench/rfc2544/search.js');
+    // The generator reaches 1 Mpps flat out, a fifth of any finite rate asked; the device loses above 100,000 frames/s offered.
+    const trial = async (rate: number): Promise<TrialResult> => {
+      const achieved = Number.isFinite(rate) ? rate / 5 : 1e6;
+      const lost = (Number.isFinite(rate) ? rate : 1e6) > 100_000 ? 10 : 0;
+      return { offeredRate: rate, achievedRate: achieved, sent: 1000, received: 1000 - lost, lost, lossRatio: lost / 1000, elapsedMs: 1000 };
+    };
+    const offered = await findThroughput({ maxRate: Infinity, resolution: 0.05, maxTrials: 30, onOffered: true, trial });
+    expect(offered.trials.length).toBeLessThan(15);
+    expect(offered.throughput).toBeGreaterThan(0);
+    const reached = await findThroughput({ maxRate: Infinity, resolution: 0.05, maxTrials: 30, trial });
+    expect(reached.trials.length).toBe(30);
+  });
+});

@@ -213,6 +213,9 @@ function pinnedMarkdown(rep: Report): string[] {
   }
   L.push(`- Trials of ${o.trialMs / 1000} s${o.trialMs < 60_000 ? ` (**shorter than RFC 2544 §26.1's 60 s**${o.trialMs <= 1000 ? ', --quick' : ''}; \`--full\` runs 60 s trials)` : ' (RFC 2544 §26.1)'}; back-to-back: ${o.b2bTrials} trial(s) per case (RFC 2544 §26.4 asks for 50).`);
   L.push(`- Pacing: each frame waits in the generator's program until its time (bpf_loop on bpf_ktime_get_ns); the kernel flushes XDP_TX frames once per batch of ${r.pacedBatch ?? '?'}, so the DUT receives bursts of about one batch at the offered rate. A trial's **sent** rate is what the generator achieved; under other load it falls short of the offered rate.`);
+  const shortN = r.results.reduce((a, x) => a + x.trials.filter((t) => Number.isFinite(t.offeredRate) && t.achievedRate < 0.95 * t.offeredRate).length, 0);
+  const allN = r.results.reduce((a, x) => a + x.trials.length, 0);
+  L.push(`- The search bisects on the rates asked for. **${shortN} of ${allN} trials' generator reached less than 95 % of its offered rate** (marked "(short)" in the trials table: its CPU was shared with other work)${shortN > 0 ? '; a throughput from such a search is a lower bound of what a dedicated generator would show' : ''}.`);
   L.push('- Loss = frames sent − frames counted correct at the sink; where they went: the veth counters (`dut:da:rx_dropped` is the DUT\'s ring overflowing, with `a:ea:tx_dropped` its sending side) and the translator\'s drop reasons.', '');
   if ((r.bursts ?? []).length > 0) {
     L.push('### Bursts the device under test sees', '');
@@ -492,7 +495,8 @@ export function markdown(rep: Report): string {
   for (const x of r.results) {
     x.trials.forEach((t, i) => {
       const extra = pinnedCols ? ` ${t.dut?.cpus.join(',') ?? '-'} | ${t.dut ? pct(t.dut.busy) : '-'} | ${t.progNs?.toFixed(1) ?? '-'} |` : '';
-      L.push(`| ${x.case} | ${x.size} | ${i + 1} | ${Number.isFinite(t.offeredRate) ? mpps(t.offeredRate) : 'max'} | ${mpps(t.achievedRate)} | ${t.sent} | ${t.received} | ${t.lost} | ${(t.lossRatio * 100).toFixed(3)} % | ${t.pass ? 'yes' : 'no'} |${extra} ${Object.entries(t.drops ?? {}).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
+      const short = pinnedCols && Number.isFinite(t.offeredRate) && t.achievedRate < 0.95 * t.offeredRate ? ' (short)' : '';
+      L.push(`| ${x.case} | ${x.size} | ${i + 1} | ${Number.isFinite(t.offeredRate) ? mpps(t.offeredRate) : 'max'} | ${mpps(t.achievedRate)}${short} | ${t.sent} | ${t.received} | ${t.lost} | ${(t.lossRatio * 100).toFixed(3)} % | ${t.pass ? 'yes' : 'no'} |${extra} ${Object.entries(t.drops ?? {}).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
     });
   }
   L.push('');

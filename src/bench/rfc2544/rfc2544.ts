@@ -552,6 +552,9 @@ async function runPinned(o: Rfc2544Options): Promise<Rfc2544Result> {
   };
 }
 
+/** The paced generator reached less than 95 % of the rate asked for (it shares its CPU with other work). */
+export const generatorShort = (t: Pick<TrialResult, 'offeredRate' | 'achievedRate'>): boolean => Number.isFinite(t.offeredRate) && t.achievedRate < 0.95 * t.offeredRate;
+
 function pacedIo(sinks: Record<'a' | 'b', Sink>, gens: Record<'a' | 'b', PacedGenerator>, setup: CaseSetup): PacedIo & { bad(): number } {
   const read = (): { frames: number; bad: number } => {
     let frames = 0;
@@ -656,7 +659,7 @@ async function measurePinned(
     };
   };
   const line = (t: TrialRecord, extra = ''): string =>
-    `offered ${Number.isFinite(t.offeredRate) ? (t.offeredRate / 1e6).toFixed(3) : 'max'} Mpps, sent ${(t.achievedRate / 1e6).toFixed(3)} Mpps, ` +
+    `offered ${Number.isFinite(t.offeredRate) ? (t.offeredRate / 1e6).toFixed(3) : 'max'} Mpps, sent ${(t.achievedRate / 1e6).toFixed(3)} Mpps${generatorShort(t) ? ' (generator short)' : ''}, ` +
     `lost ${t.lost} (${(t.lossRatio * 100).toFixed(3)} %)${extra}` +
     (t.dut ? ` DUT CPU ${t.dut.cpus.join(',') || '-'} busy ${(t.dut.busy * 100).toFixed(0)} %` : '') +
     (t.progNs !== undefined ? `, program ${t.progNs.toFixed(1)} ns/frame` : '') +
@@ -664,7 +667,7 @@ async function measurePinned(
   if (o.tests.includes('throughput')) {
     let last: TrialRecord | undefined;
     const search = await findThroughput({
-      maxRate: Infinity, resolution: o.resolution, lossTolerance: o.lossTolerance, maxTrials: o.maxTrials,
+      maxRate: Infinity, resolution: o.resolution, lossTolerance: o.lossTolerance, maxTrials: o.maxTrials, onOffered: true,
       trial: async (rate) => (last = await trial(rate, 'throughput')),
       onTrial: (r, pass, lo, hi) => {
         out.trials.push({ ...last!, pass });
