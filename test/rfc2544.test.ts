@@ -21,10 +21,11 @@ import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/
 import { BENCH_NETNS_PREFIX } from '../src/bench/rfc2544/lab.js';
 import { runTrial } from '../src/bench/rfc2544/search.js';
 import { benchRfc2544 } from '../src/bench/rfc2544/index.js';
+import { DUTAUX_OBJECT, PACEDGEN_OBJECT } from '../src/bench/rfc2544/pacedgen.js';
 import { closeBenchRig, openBenchRig, streamIo, type BenchRig } from './helpers/bench-rig.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const objects = [DEFAULT_OBJECT, TRAFFICGEN_OBJECT, SINK_OBJECT, L3FWD_OBJECT];
+const objects = [DEFAULT_OBJECT, TRAFFICGEN_OBJECT, SINK_OBJECT, L3FWD_OBJECT, PACEDGEN_OBJECT, DUTAUX_OBJECT];
 const ready = process.getuid?.() === 0 && objects.every((o) => existsSync(o));
 if (!ready) console.warn(`*** SKIPPING test/rfc2544.test.ts: needs root and ${objects.join(', ')} (make bpf)`);
 
