@@ -340,7 +340,7 @@ function latencyCells(x: LatencyRow): string[] {
 
 /** Cases and sizes without latency, and why (one line each, repetitions folded). */
 function latencySkips(r: Rfc2544Result): string[] {
-  if (r.options.latencyLoads.length === 0) return []; // off for the whole run: the settings say so once
+  if (r.options.latencyLoads.length === 0 || r.options.napi === 'pinned') return []; // off for the whole run: the settings say so once
   const by = new Map<string, number[]>();
   for (const x of r.results) {
     if (x.latencySkipped === undefined) continue;
@@ -399,7 +399,8 @@ export function markdown(rep: Report): string {
   const pinned = m.affinity !== 'unknown' && !m.affinity.includes('-') && !m.affinity.includes(',');
   if (o.napi === 'pinned') {
     L.push(`- ${o.repeat} repetition(s); trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search, ${o.flows} inner flows per stream, tests ${o.tests.join(', ')}; the device under test on its own CPU (see "Where things run").`);
-    L.push('- Generator: BPF_PROG_TEST_RUN in live-frame mode, paced in its program (bpf/bench/pacedgen.bpf.c); sink: XDP program on the receiving veth that checks every frame and counts it (bpf/bench/sink.bpf.c).', '');
+    L.push('- Generator: BPF_PROG_TEST_RUN in live-frame mode, paced in its program (bpf/bench/pacedgen.bpf.c); sink: XDP program on the receiving veth that checks every frame and counts it (bpf/bench/sink.bpf.c).');
+    L.push('- Latency at load: not measured in the pinned mode (`--napi softirq` measures it, with the generator on the DUT\'s core).', '');
   } else {
   L.push(`- CPUs this run could use: ${m.affinity}. **Generator and device under test share the machine's ${m.cpus} cores**` +
     (pinned ? ` (this run was pinned to CPU ${m.affinity}, so they shared that one)` : '') +
@@ -505,7 +506,7 @@ export function markdown(rep: Report): string {
 
 function latencyMarkdown(r: Rfc2544Result): string[] {
   const o = r.options;
-  if (o.latencyLoads.length === 0) return [];
+  if (o.latencyLoads.length === 0 || o.napi === 'pinned') return [];
   const lat = latencyRows(r);
   const L: string[] = ['## Latency at load', ''];
   L.push(
