@@ -21,10 +21,11 @@ import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/
 import { BENCH_NETNS_PREFIX } from '../src/bench/rfc2544/lab.js';
 import { runTrial } from '../src/bench/rfc2544/search.js';
 import { benchRfc2544 } from '../src/bench/rfc2544/index.js';
+import { DUTAUX_OBJECT, PACEDGEN_OBJECT } from '../src/bench/rfc2544/pacedgen.js';
 import { closeBenchRig, openBenchRig, streamIo, type BenchRig } from './helpers/bench-rig.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const objects = [DEFAULT_OBJECT, TRAFFICGEN_OBJECT, SINK_OBJECT, L3FWD_OBJECT];
+const objects = [DEFAULT_OBJECT, TRAFFICGEN_OBJECT, SINK_OBJECT, L3FWD_OBJECT, PACEDGEN_OBJECT, DUTAUX_OBJECT];
 const ready = process.getuid?.() === 0 && objects.every((o) => existsSync(o));
 if (!ready) console.warn(`*** SKIPPING test/rfc2544.test.ts: needs root and ${objects.join(', ')} (make bpf)`);
 
@@ -85,7 +86,7 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
     const out = mkdtempSync(join(tmpdir(), 'mup-rfc2544-lat-'));
     try {
       const r = await benchRfc2544({
-        outDir: out, sizes: [64], cases: ['uplink'], trialMs: 300, maxTrials: 2, warmupFrames: 500,
+        outDir: out, sizes: [64], cases: ['uplink'], trialMs: 300, maxTrials: 2, warmupFrames: 500, napi: 'softirq',
         latencyLoads: [50], probeRate: 1000, probeSeconds: 0.5,
         // The background load's child runs from the sources, as `npm run bench` does.
         loadCommand: [join(ROOT, 'node_modules/.bin/tsx'), join(ROOT, 'src/cli/main.ts')],
@@ -117,10 +118,52 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
     }
   });
 
+  it('the bench can lose: a deliberately slow DUT on its own CPU loses frames at the top rate, at its veth ring, and the search converges below it', async () => {
+    const out = mkdtempSync(join(tmpdir(), 'mup-rfc2544-slow-'));
+    const statsBefore = readFileSync('/proc/sys/kernel/bpf_stats_enabled', 'utf8');
+    const cpusBefore = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    try {
+      // slow_l3fwd spins 20 µs a frame: at most 50,000 frames/s, far below any generator here.
+      // The tolerance (1 %) keeps a busy machine's stray losses at low rates from failing the search.
+      const spin = 20_000;
+      const r = await benchRfc2544({
+        outDir: out, sizes: [64], cases: ['slow-dut'], tests: ['throughput'], napi: 'pinned', slowSpinNs: spin,
+        trialMs: 300, maxTrials: 12, resolution: 0.25, lossTolerance: 0.01, warmupFrames: 200, latencyLoads: [],
+      });
+      const res = r.report.result;
+      const x = res.results[0]!;
+      expect(x.error).toBeUndefined();
+      // Where things ran: the DUT's NAPI threads pinned to their own CPU, and seen there only.
+      const plan = res.cpuPlan!;
+      expect(plan.dut).not.toBe(plan.gen);
+      expect(plan.threads.filter((t) => t.role === 'dut').map((t) => t.dev).sort()).toEqual(['da', 'db']);
+      const first = x.trials[0]!;
+      expect(first.offeredRate).toBe(Infinity);
+      expect(first.pass).toBe(false);
+      expect(first.lost).toBeGreaterThan(0);
+      // Lost where they should be: the DUT's receive ring overflowed.
+      expect(first.drops['dut:da:rx_dropped'] ?? 0).toBeGreaterThan(0);
+      expect(first.dut?.cpus).toEqual([plan.dut]);
+      // The program's own cost, from bpf_stats: at least its spin.
+      expect(first.progNs).toBeGreaterThanOrEqual(spin);
+      expect(x.generatorLimited).toBe(false);
+      expect(x.trials.some((t) => t.pass)).toBe(true);
+      expect(x.fps).toBeGreaterThan(0);
+      expect(x.fps).toBeLessThan(first.achievedRate);
+      expect(r.table).toMatch(/PASS slow-dut 64 B: a trial lost frames above the rate found/);
+      expect(readFileSync(join(out, 'report.md'), 'utf8')).toContain('## Where things run (napi pinned)');
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+      // Put back what the bench changed for its run, and check that it did.
+      expect(readFileSync('/proc/sys/kernel/bpf_stats_enabled', 'utf8')).toBe(statsBefore);
+      expect(/Cpus_allowed_list:\s*(\S+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1]).toBe(cpusBefore);
+    }
+  });
+
   it.each<[string, string[], RegExp, boolean]>([
     ['during a trial', ['--trial', '30'], /check \d+\/\d+ ok/, false],
     // The search over, the first latency step runs: its background child must go too.
-    ['during a latency step', ['--trial', '0.3', '--max-trials', '1', '--latency-loads', '50', '--probe-seconds', '30'], /uplink 64B: throughput/, true],
+    ['during a latency step', ['--napi', 'softirq', '--trial', '0.3', '--max-trials', '1', '--latency-loads', '50', '--probe-seconds', '30'], /uplink 64B: throughput/, true],
   ])('a benchmark interrupted with SIGINT %s removes its namespaces and processes, and says so', async (_when, args, started, child) => {
     const out = mkdtempSync(join(tmpdir(), 'mup-rfc2544-'));
     try {

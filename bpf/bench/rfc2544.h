@@ -54,4 +54,35 @@ struct sink_counters {
 	__u64 passed;     /* probe frames handed to the stack (pass_off) */
 };
 
+/* The paced generator (pacedgen.bpf.c): the template above, a second field
+ * varied per frame (a big-endian u32, the GTP-U TEID) and the pace. */
+struct pgen_cfg {
+	struct tgen_tmpl t;
+	__u16 teid_off;   /* offset of the varied u32 (big endian), 0: none */
+	__u16 pad2;
+	__u32 teid_base;
+	__u32 nteids;     /* values teid_base .. teid_base + nteids - 1 */
+	__u32 pad3;
+	__u64 interval_ps; /* picoseconds between frames, 0: as fast as possible */
+	__u64 slack_ps;    /* how far behind the pace a frame may catch up */
+};
+
+/* Per-CPU state of the paced generator. */
+struct pgen_state {
+	__u64 seq;        /* frames sent */
+	__u64 next_ps;    /* when the next frame is due (ktime, picoseconds) */
+	__u64 late;       /* frames that found the pace more than slack behind */
+	__u64 spun_ns;    /* time spent waiting for the pace */
+};
+
+/* Burst meter (dutaux.bpf.c): runs of frames the DUT's NAPI receives with
+ * gaps below gap_ns, by log2 of their length (bucket i: 2^i .. 2^(i+1)-1). */
+#define BURST_BUCKETS 16
+struct burst_state {
+	__u64 last_ns;
+	__u64 run;
+	__u64 frames;
+	__u64 hist[BURST_BUCKETS];
+};
+
 #endif

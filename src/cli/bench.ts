@@ -3,7 +3,7 @@
  * against kernel and XDP baselines, in namespaces it creates and removes.
  */
 import { Command, Option } from 'commander';
-import { CASES, DEFAULTS, RFC2544_SIZES, type CaseName } from '../bench/rfc2544/defaults.js';
+import { CASES, DEFAULT_CASES, DEFAULT_SIZES, DEFAULTS, RFC2544_SIZES, RFC_TRIAL_MS, TESTS, type CaseName, type TestName } from '../bench/rfc2544/defaults.js';
 
 interface Io {
   out(s: string): void;
@@ -15,12 +15,16 @@ interface Opts {
   cases?: string;
   trial?: string;
   quick?: boolean;
+  full?: boolean;
+  tests: string;
+  b2bTrials: string;
+  slowSpin: string;
   lossTolerance: string;
   resolution: string;
   maxTrials: string;
   flows: string;
   repeat: string;
-  napi: 'softirq' | 'threaded';
+  napi: 'pinned' | 'softirq' | 'threaded';
   out: string;
   object?: string;
   latency: boolean;
@@ -29,8 +33,9 @@ interface Opts {
   probeSeconds?: string;
 }
 
-function list(s: string | undefined, all: readonly string[], what: string): string[] {
-  if (s === undefined) return [...all];
+function list(s: string | undefined, all: readonly string[], what: string, dflt: readonly string[] = all): string[] {
+  if (s === undefined) return [...dflt];
+  if (s === 'all') return [...all];
   const v = s.split(',').map((x) => x.trim()).filter((x) => x !== '');
   for (const x of v) if (!all.includes(x)) throw new Error(`--${what}: "${x}" is not one of ${all.join(', ')}`);
   return v;
@@ -54,27 +59,32 @@ export function registerBench(program: Command, io: Io): void {
         'Traffic is generated with BPF_PROG_TEST_RUN live frames and counted by an XDP sink, all inside namespaces ' +
         'created for the run and deleted at the end (also on Ctrl-C). Writes report.json, report.md and SVG plots.',
     )
-    .option('--sizes <list>', `RFC 2544 frame sizes (default ${RFC2544_SIZES.join(',')})`)
-    .option('--cases <list>', `cases (default ${CASES.join(',')})`)
-    .option('--trial <seconds>', `trial length (default ${DEFAULTS.trialMs / 1000})`)
-    .option('--quick', 'trials of 2 s')
+    .option('--sizes <list>', `RFC 2544 frame sizes out of ${RFC2544_SIZES.join(',')}, or all (default ${DEFAULT_SIZES.join(',')})`)
+    .option('--cases <list>', `cases out of ${CASES.join(',')}, or all (default ${DEFAULT_CASES.join(',')})`)
+    .option('--tests <list>', `RFC 2544 tests (--napi pinned): ${TESTS.join(',')} (throughput §26.1, frame loss rate §26.3, back-to-back §26.4)`, TESTS.join(','))
+    .option('--trial <seconds>', `trial length (default ${DEFAULTS.trialMs / 1000}, shorter than RFC 2544 §26.1's ${RFC_TRIAL_MS / 1000} s: the report says so)`)
+    .option('--quick', 'trials of 1 s (2 s with --napi softirq/threaded), 1 back-to-back trial')
+    .option('--full', `RFC 2544 §26.1 trials of ${RFC_TRIAL_MS / 1000} s (a case takes about 15 minutes)`)
+    .option('--b2b-trials <n>', 'back-to-back trials per case (RFC 2544 asks for 50)', String(DEFAULTS.b2bTrials))
+    .option('--slow-spin <ns>', 'slow-dut case: ns its forwarder spins per frame', String(DEFAULTS.slowSpinNs))
     .option('--loss-tolerance <ratio>', 'loss ratio that still passes, for noisy machines', String(DEFAULTS.lossTolerance))
     .option('--resolution <ratio>', 'stop the search when (hi - lo) / hi is at most this', String(DEFAULTS.resolution))
     .option('--max-trials <n>', 'at most this many trials per search', String(DEFAULTS.maxTrials))
     .option('--flows <n>', 'inner flows (UDP source ports) per stream', String(DEFAULTS.flows))
     .option('--repeat <n>', 'run the whole set n times, interleaved; the report takes medians', String(DEFAULTS.repeat))
-    .addOption(new Option('--napi <mode>', 'where the veths run NAPI: softirq (after each generator batch, on the same core) or threaded (kernel threads; the generator\'s batches then arrive as bursts that overflow the veth rings: a measure of burst tolerance)').choices(['softirq', 'threaded']).default(DEFAULTS.napi))
+    .addOption(new Option('--napi <mode>', 'pinned: the DUT\'s veths in threaded NAPI pinned to their own CPU, the paced generator on another (default); softirq: the earlier live-frame generator, the DUT in the softirq after each of its batches on the same core (cannot lose); threaded: the same generator, NAPI threads not pinned').choices(['pinned', 'softirq', 'threaded']).default(DEFAULTS.napi))
     .option('--out <dir>', 'output directory', `build/bench/rfc2544-${new Date().toISOString().replace(/[:.]/g, '-')}`)
     .option('--object <path>', 'translator BPF object (default build/mup.bpf.o)')
     .option('--no-latency', 'throughput only: no latency at load after each search')
     .option('--latency-loads <list>', 'latency at these percentages of each zero-loss rate found (background load from the generator, probes through it)', DEFAULTS.latencyLoads.join(','))
     .option('--probe-rate <pps>', 'latency probes per second during a load step', String(DEFAULTS.probeRate))
     .option('--probe-seconds <s>', `seconds of probing per load step (default ${DEFAULTS.probeSeconds}; --quick 1)`)
-    .addHelpText('after', '\nExamples:\n  mup bench rfc2544 --quick\n  mup bench rfc2544 --sizes 64,1518 --cases uplink,xdp-l3fwd --trial 5\n  mup bench rfc2544 --quick --sizes 64 --cases uplink,downlink --latency-loads 10,50,90 --probe-rate 5000\n')
+    .addHelpText('after', '\nExamples:\n  mup bench rfc2544 --quick\n  mup bench rfc2544 --full --sizes all\n  mup bench rfc2544 --sizes 64,1518 --cases uplink,xdp-l3fwd --trial 5\n  mup bench rfc2544 --quick --sizes 64 --cases uplink,downlink --latency-loads 10,50,90 --probe-rate 5000\n')
     .action(async (opts: Opts) => {
       const latencyLoads = opts.latency ? opts.latencyLoads.split(',').map((x) => num(x.trim(), 'latency-loads', 0, 100)) : [];
       const probeSeconds = opts.probeSeconds !== undefined ? num(opts.probeSeconds, 'probe-seconds', 0.1, 600) : opts.quick === true ? 1 : DEFAULTS.probeSeconds;
-      const trialMs = opts.trial !== undefined ? num(opts.trial, 'trial', 0.05, 600) * 1000 : opts.quick === true ? 2000 : DEFAULTS.trialMs;
+      const trialMs = opts.trial !== undefined ? num(opts.trial, 'trial', 0.05, 600) * 1000
+        : opts.full === true ? RFC_TRIAL_MS : opts.quick === true ? (opts.napi === 'pinned' ? 1000 : 2000) : DEFAULTS.trialMs;
       const ac = new AbortController();
       let interrupts = 0;
       const onSignal = (): void => {
@@ -98,8 +108,11 @@ export function registerBench(program: Command, io: Io): void {
         const { benchRfc2544 } = await import('../bench/rfc2544/index.js');
         const r = await benchRfc2544({
           outDir: opts.out,
-          sizes: list(opts.sizes, RFC2544_SIZES.map(String), 'sizes').map(Number),
-          cases: list(opts.cases, CASES, 'cases') as CaseName[],
+          sizes: list(opts.sizes, RFC2544_SIZES.map(String), 'sizes', DEFAULT_SIZES.map(String)).map(Number),
+          cases: list(opts.cases, CASES, 'cases', DEFAULT_CASES) as CaseName[],
+          tests: list(opts.tests, TESTS, 'tests') as TestName[],
+          b2bTrials: opts.quick === true ? 1 : num(opts.b2bTrials, 'b2b-trials', 1, 1000),
+          slowSpinNs: num(opts.slowSpin, 'slow-spin', 0, 1_000_000),
           trialMs,
           lossTolerance: num(opts.lossTolerance, 'loss-tolerance', 0, 1),
           resolution: num(opts.resolution, 'resolution', 0.001, 0.5),

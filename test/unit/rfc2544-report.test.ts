@@ -18,7 +18,7 @@ function row(c: CaseName, size: number, mpps: number): CaseResult {
 
 const result: Rfc2544Result = {
   startedAt: '2026-11-30T13:00:00Z', finishedAt: '2026-11-30T13:10:00Z',
-  options: { ...DEFAULTS, sizes: [64, 1518], cases: ['uplink', 'downlink', 'kernel-ipv4', 'xdp-l3fwd'] },
+  options: { ...DEFAULTS, napi: 'softirq', sizes: [64, 1518], cases: ['uplink', 'downlink', 'kernel-ipv4', 'xdp-l3fwd'] },
   seg6Mode: 'encap.red',
   results: [
     row('uplink', 64, 2.85), row('downlink', 64, 3.0), row('kernel-ipv4', 64, 1.25), row('xdp-l3fwd', 64, 3.0),

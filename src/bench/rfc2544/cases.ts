@@ -36,10 +36,22 @@ export const CASE_TITLES: Record<CaseName, string> = {
   'kernel-ipv4': 'kernel IPv4 forwarding (same GTP-U frames)',
   'kernel-seg6': 'kernel SRv6 encap (seg6 route, inner IPv4)',
   'xdp-l3fwd': 'XDP L3FWD (bpf_fib_lookup + redirect)',
+  'uplink-10k': 'translator uplink H.M.GTP4.D, 10,000 (N3, TEID) policies, every frame the next TEID',
+  'pe-downlink': 'translator PE downlink H.M.Session.Encaps (sessions table)',
+  'slow-dut': 'XDP L3FWD that spins first (a deliberately slow DUT: proves the bench sees loss)',
 };
 
+/** uplink-10k: the N3 address its 10,000 (N3, TEID /32) policies match, and their TEIDs. */
+export const N3_10K = '192.0.2.20';
+export const TEID_10K_BASE = 0x20000;
+export const TEIDS_10K = 10_000;
+/** Offset of the GTP-U TEID in the uplink frame (Ethernet 14, IPv4 20, UDP 8, GTP-U flags, type, length). */
+const TEID_OFF = 14 + 20 + 8 + 4;
+/** pe-downlink: the gateway's End.M.GTP4.E SID prefix the session encapsulates to (routed out of da). */
+export const PE_ISD = '2001:db8:2::/48';
+
 /** The device under test's program on da and db. */
-export type DutProgram = 'translator' | 'l3fwd' | 'pass';
+export type DutProgram = 'translator' | 'l3fwd' | 'pass' | 'slow';
 
 const TEID = 0x1000;
 const QFI = 9;
@@ -65,6 +77,37 @@ export function translatorConfig(): Config {
   };
 }
 
+/**
+ * The translator with the sessions cases' tables too: 10,000 (N3, TEID /32)
+ * policies on N3_10K (uplink-10k) and one PE session for the UE
+ * (pe-downlink). Loaded only for those cases, so that uplink and downlink
+ * run with the one-policy tables above.
+ */
+export function sessionsConfig(): Config {
+  const base = translatorConfig();
+  const p0 = base.policies[0]!;
+  const many = Array.from({ length: TEIDS_10K }, (_, i) => ({
+    ...p0,
+    where: `policies[${i + 1}]`,
+    match: ipv4Prefix(parseIpv4(N3_10K, 'bench'), 32),
+    teid: { value: TEID_10K_BASE + i, len: 32 },
+  }));
+  return {
+    ...base,
+    settings: { ...base.settings, maxPolicies: 16_384 },
+    policies: [p0, ...many],
+    sessions: [{
+      where: 'sessions[0]',
+      ue: { family: 4, prefix: ipv4Prefix(parseIpv4(UE, 'bench'), 32) },
+      teid: TEID, qfi: QFI, rqi: false,
+      endpoint: parseIpv4(GNB, 'bench'), source: parseIpv4(N3, 'bench'),
+      isd: ipv6Prefix(parseIpv6('2001:db8:2::', 'bench'), 48),
+      srcPrefix: ipv6Prefix(parseIpv6('2001:db8:ff::', 'bench'), 64),
+      segments: [], srh: 'auto', hopLimit: 64,
+    }],
+  };
+}
+
 function macs(f: Buffer, dst: string, src: string): Buffer {
   Buffer.from(dst.replaceAll(':', ''), 'hex').copy(f, 0);
   Buffer.from(src.replaceAll(':', ''), 'hex').copy(f, 6);
@@ -82,6 +125,21 @@ export function uplinkFrame(size: number, flows = DEFAULT_FLOWS): GenFrame {
   const inner = innerUdp4({ src: parseIpv4(UE, 'bench'), dst: parseIpv4(DN, 'bench'), sport: SPORT_BASE, dport: 9000, len: innerLen(size) });
   const frame = macs(gtpuFrame({ src: parseIpv4(GNB, 'bench'), dst: parseIpv4(N3, 'bench'), teid: TEID, qfi: QFI, inner }), MAC.da, MAC.ea);
   return { frame, sportOff: GTPU_OVERHEAD + 20, sportBase: SPORT_BASE, flows };
+}
+
+/** uplink-10k: GTP-U to N3_10K, the TEID cycled over the 10,000 policies' by the generator. */
+export function uplink10kFrame(size: number, flows = DEFAULT_FLOWS): GenFrame & { teid: { off: number; base: number; count: number } } {
+  const inner = innerUdp4({ src: parseIpv4(UE, 'bench'), dst: parseIpv4(DN, 'bench'), sport: SPORT_BASE, dport: 9000, len: innerLen(size) });
+  const frame = macs(gtpuFrame({ src: parseIpv4(GNB, 'bench'), dst: parseIpv4(N3_10K, 'bench'), teid: TEID_10K_BASE, qfi: QFI, inner }), MAC.da, MAC.ea);
+  return { frame, sportOff: GTPU_OVERHEAD + 20, sportBase: SPORT_BASE, flows, teid: { off: TEID_OFF, base: TEID_10K_BASE, count: TEIDS_10K } };
+}
+
+/** pe-downlink: the DN's plain IPv4 packet to the UE from the core side (eb -> db). */
+export function peFrame(size: number, flows = DEFAULT_FLOWS): GenFrame {
+  const inner = innerUdp4({ src: parseIpv4(DN, 'bench'), dst: parseIpv4(UE, 'bench'), sport: SPORT_BASE, dport: 9000, len: innerLen(size) });
+  const eth = Buffer.from('0000000000000000000000000800', 'hex');
+  const frame = macs(Buffer.concat([eth, inner]), MAC.db, MAC.eb);
+  return { frame, sportOff: PLAIN_OVERHEAD + 20, sportBase: SPORT_BASE, flows };
 }
 
 /** The downlink's outer IPv6: the local SID naming the gNB, QFI 9, TEID 0x1000, and the source it comes from. */
@@ -123,6 +181,18 @@ function upTranslated(inner: number): WordCheck[] {
     ...srv6Out('H.M.GTP4.D'),
     { off: 18, mask: 0xffffffff, value: ((inner << 16) | (4 << 8) | 64) >>> 0, what: 'payload length, next header 4, hop limit 64' },
     { off: 46, mask: 0xffffff00, value: 0x020a2400, what: 'SID: ..:20a:24.. (N3, QFI 9)' },
+    { off: 54, mask: 0xff000000, value: 0x45000000, what: 'inner IPv4 follows' },
+  ];
+}
+
+/** H.M.Session.Encaps: IPv6 to isd | gNB | Args (QFI 9, TEID 0x1000), the inner IPv4 unchanged. */
+function peEncapsulated(inner: number): WordCheck[] {
+  return [
+    { off: 12, mask: 0xfffff000, value: 0x86dd6000, what: 'H.M.Session.Encaps: ethertype IPv6, version 6' },
+    { off: 18, mask: 0xffffffff, value: ((inner << 16) | (4 << 8) | 64) >>> 0, what: 'payload length, next header 4, hop limit 64' },
+    { off: 38, mask: 0xffffffff, value: 0x20010db8, what: 'destination 2001:db8:...' },
+    { off: 42, mask: 0xffffffff, value: 0x0002c633, what: 'destination ..:2:c633:.. (isd | gNB)' },
+    { off: 46, mask: 0xffffff00, value: 0x64012400, what: 'destination ..:6401:24.. (gNB, QFI 9)' },
     { off: 54, mask: 0xff000000, value: 0x45000000, what: 'inner IPv4 follows' },
   ];
 }
@@ -204,7 +274,12 @@ function probePlan(name: CaseName): CaseSetup['probe'] {
     case 'bidir':
       return { reason: 'two streams from one generator thread; the probe measures one direction against one background load (see uplink and downlink)' };
     case 'kernel-seg6':
+    case 'pe-downlink':
       return { reason: 'its input is the plain inner IPv4 packet, and the probe builds GTP-U and SRv6 frames only' };
+    case 'uplink-10k':
+      return { reason: 'the probe\'s flow is one TEID; see uplink' };
+    case 'slow-dut':
+      return { reason: 'a test of the bench, not a device' };
   }
 }
 
@@ -225,8 +300,16 @@ export function caseSetup(name: CaseName, size: number, flows = DEFAULT_FLOWS): 
         return [{ gen: uplinkFrame(size, flows), from: 'a' as const, checks: ipv4Forwarded(), minLen: 14 + 44 + inner }];
       case 'kernel-seg6':
         return [{ gen: plainFrame(size, flows), from: 'a' as const, checks: srv6Out('seg6 encap'), minLen: 14 + 40 + inner }];
+      case 'slow-dut':
+        return [{ gen: uplinkFrame(size, flows), from: 'a' as const, checks: ipv4Forwarded(), minLen: 14 + 44 + inner }];
+      case 'uplink-10k': {
+        const checks = upTranslated(inner).map((c) => (c.off === 46 ? { ...c, value: 0x02142400, what: 'SID: ..:214:24.. (N3 192.0.2.20, QFI 9)' } : c));
+        return [{ gen: uplink10kFrame(size, flows), from: 'a' as const, checks, minLen: 14 + 40 + inner }];
+      }
+      case 'pe-downlink':
+        return [{ gen: peFrame(size, flows), from: 'b' as const, checks: peEncapsulated(inner), minLen: 14 + 40 + inner }];
     }
   })();
-  const dut: DutProgram = name === 'xdp-l3fwd' ? 'l3fwd' : name.startsWith('kernel') ? 'pass' : 'translator';
+  const dut: DutProgram = name === 'xdp-l3fwd' ? 'l3fwd' : name === 'slow-dut' ? 'slow' : name.startsWith('kernel') ? 'pass' : 'translator';
   return { name, dut, streams, inLens: streams.map((s) => s.gen.frame.length), probe: probePlan(name) };
 }

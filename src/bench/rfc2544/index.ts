@@ -7,6 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { CASES, RFC2544_SIZES, type CaseName } from './cases.js';
+import { DEFAULT_CASES, DEFAULT_SIZES } from './defaults.js';
 import { latencySvgs, machineInfo, markdown, svgPlot, terminalTable, type Report } from './report.js';
 import { DEFAULTS, runRfc2544, type Rfc2544Options } from './rfc2544.js';
 
@@ -30,8 +31,8 @@ export async function benchRfc2544(o: BenchRfc2544Options): Promise<BenchRfc2544
   const machine = machineInfo();
   const result = await runRfc2544({
     ...DEFAULTS,
-    sizes: RFC2544_SIZES,
-    cases: CASES,
+    sizes: DEFAULT_SIZES,
+    cases: DEFAULT_CASES,
     ...Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)),
   } as Rfc2544Options);
   machine.loadEnd = loadavg().map((x) => Math.round(x * 100) / 100);

@@ -39,6 +39,10 @@ export const SR_PREFIX = '2001:db8:1::/48';
 /** The kernel SRv6 baseline's segment: what H.M.GTP4.D makes of the uplink frame (QFI 9, TEID 0x1000). */
 export const SEG6_SID = '2001:db8:1:c000:20a:2400:10:0';
 export const MTU = 1600;
+/** Next hop on the a side for the PE downlink's SRv6 (pe-downlink case). */
+export const A_V6 = 'fd00:a::1';
+/** The gateway's End.M.GTP4.E SID prefix the PE sessions encapsulate to (cases.ts PE_ISD). */
+export const PE_ISD_ROUTE = '2001:db8:2::/48';
 
 export async function ip(args: readonly string[], input?: string): Promise<string> {
   const r = await execa('ip', args, { reject: false, timeout: 10_000, ...(input === undefined ? {} : { input }) });
@@ -108,6 +112,9 @@ export class BenchLab {
         `neigh replace ${GNB} lladdr ${MAC.ea} dev da nud permanent`,
         `neigh replace ${B_V4} lladdr ${MAC.eb} dev db nud permanent`,
         `neigh replace ${B_V6} lladdr ${MAC.eb} dev db nud permanent`,
+        `neigh replace ${A_V6} lladdr ${MAC.ea} dev da nud permanent`,
+        // PE downlink (H.M.Session.Encaps): to the gateway's End.M.GTP4.E SIDs, back out of da.
+        `route add ${PE_ISD_ROUTE} via ${A_V6} dev da`,
         // Uplink GTP-U (kernel and XDP forwarding baselines).
         `route add 192.0.2.0/24 via ${B_V4} dev db`,
         // Uplink SRv6 (translator, kernel seg6 baseline).

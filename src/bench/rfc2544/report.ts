@@ -93,6 +93,8 @@ function cases(r: Rfc2544Result): CaseName[] {
 function cell(x: CaseResult | undefined): string {
   if (x === undefined) return '-';
   if (x.error !== undefined) return 'error';
+  if (x.generatorLimited && x.topRate !== undefined) return `generator-bound at ${mpps(x.topRate)}`;
+  if (x.fps === 0 && x.trials.length === 0) return 'not searched';
   return `${mpps(x.fps)} / ${x.gbps.toFixed(2)}`;
 }
 
@@ -116,7 +118,7 @@ export function ratios(r: Rfc2544Result): Ratio[] {
     for (const [a, b] of pairs) {
       const x = find(r, a, size);
       const y = find(r, b, size);
-      if (x && y && y.fps > 0 && x.error === undefined) out.push({ size, name: `${a} / ${b}`, value: x.fps / y.fps });
+      if (x && y && y.fps > 0 && x.fps > 0 && x.error === undefined) out.push({ size, name: `${a} / ${b}`, value: x.fps / y.fps });
     }
   }
   return out;
@@ -143,6 +145,116 @@ export function targets(r: Rfc2544Result): Target[] {
     t('uplink >= 2x kernel IPv4 forwarding', 'uplink / kernel-ipv4', 2),
     t('downlink >= 2x kernel IPv4 forwarding', 'downlink / kernel-ipv4', 2),
   ];
+}
+
+/** Issue 20's (and issue 13's RFC 2544) targets, pinned mode, 64-byte class: PASS/FAIL lines. */
+export interface PinnedTarget {
+  what: string;
+  /** undefined: not measured (a case missing, generator-bound, or no program figures). */
+  pass: boolean | undefined;
+  detail: string;
+}
+
+export function pinnedTargets(r: Rfc2544Result): PinnedTarget[] {
+  const out: PinnedTarget[] = [];
+  const at = (c: CaseName): CaseResult | undefined => find(r, c, 64);
+  const l3 = at('xdp-l3fwd');
+  const kern = at('kernel-ipv4');
+  const usable = (x: CaseResult | undefined): x is CaseResult => x !== undefined && x.error === undefined && !x.generatorLimited && x.fps > 0;
+  const ratio = (c: CaseName, base: CaseResult | undefined, baseName: string, goal: number): void => {
+    const x = at(c);
+    if (x === undefined) return;
+    const what = `64 B ${c} zero-loss throughput >= ${goal === 2 ? '2x' : `${goal}x`} ${baseName}`;
+    if (!usable(x) || !usable(base)) {
+      const why = (y: CaseResult | undefined): string => (y === undefined ? 'not run' : y.generatorLimited ? `generator-bound at ${mpps(y.topRate ?? 0)} Mpps` : y.error ?? 'no rate');
+      out.push({ what, pass: undefined, detail: `not measured (${!usable(x) ? `${c}: ${why(x)}` : `${baseName}: ${why(base)}`})` });
+      return;
+    }
+    const v = x.fps / base.fps;
+    out.push({ what, pass: v >= goal, detail: `${mpps(x.fps)} / ${mpps(base.fps)} Mpps = ${v.toFixed(2)}` });
+  };
+  for (const c of ['uplink', 'downlink', 'uplink-10k', 'pe-downlink'] as CaseName[]) ratio(c, l3, 'XDP L3FWD', 0.9);
+  for (const c of ['uplink', 'downlink'] as CaseName[]) ratio(c, kern, 'kernel IPv4 forwarding', 2);
+  for (const c of ['uplink', 'downlink'] as CaseName[]) {
+    const x = at(c);
+    if (x === undefined || l3 === undefined) continue;
+    const what = `64 B ${c} program cost <= 1.15x XDP L3FWD's (bpf_stats, ns per run)`;
+    const a = x.progNs ?? x.trials[0]?.progNs;
+    const b = l3.progNs ?? l3.trials[0]?.progNs;
+    if (a === undefined || b === undefined || b === 0) out.push({ what, pass: undefined, detail: 'not measured' });
+    else out.push({ what, pass: a / b <= 1.15, detail: `${a.toFixed(1)} / ${b.toFixed(1)} ns = ${(a / b).toFixed(2)}` });
+  }
+  for (const x of r.results) {
+    if (x.error !== undefined || x.trials.length === 0) continue;
+    const lossAbove = x.trials.some((t) => !t.pass && t.achievedRate > x.fps);
+    out.push({
+      what: `${x.case} ${x.size} B${r.options.repeat > 1 ? ` (repetition ${x.rep})` : ''}: a trial lost frames above the rate found`,
+      pass: lossAbove,
+      detail: lossAbove ? `${x.trials.filter((t) => !t.pass).length} of ${x.trials.length} trials lost` : `generator-bound at ${mpps(x.topRate ?? 0)} Mpps: no throughput reported`,
+    });
+  }
+  return out;
+}
+
+const verdict = (t: PinnedTarget): string => (t.pass === undefined ? 'NOT MEASURED' : t.pass ? 'PASS' : 'FAIL');
+
+/** The pinned mode's own sections: CPUs, bursts, tests §26.3 and §26.4, program cost, targets. */
+function pinnedMarkdown(rep: Report): string[] {
+  const r = rep.result;
+  const o = r.options;
+  const L: string[] = [];
+  const p = r.cpuPlan;
+  L.push('## Where things run (napi pinned)', '');
+  if (p !== undefined) {
+    L.push(`- Generator (this process, BPF_PROG_TEST_RUN live frames, bpf/bench/pacedgen.bpf.c) and the sinks' NAPI threads on **CPU ${p.gen}**; the device under test's NAPI threads on **CPU ${p.dut}**, SCHED_FIFO 50:`);
+    for (const t of p.threads) L.push(`  - napi/${t.dev} (thread ${t.tid}, ${t.role === 'dut' ? 'device under test' : 'sink'}): pinned to CPU ${t.cpu}`);
+    const seen = [...new Set(r.results.flatMap((x) => x.trials.flatMap((t) => t.dut?.cpus ?? [])))];
+    L.push(`- Checked during every trial (/proc/<tid>/stat): the DUT's threads ran on CPU ${seen.length > 0 ? seen.join(', ') : '-'}${seen.length === 1 && seen[0] === p.dut ? ' only' : ' (**not only the DUT\'s CPU**)'}; the trials table gives their busy share of that CPU.`);
+  }
+  L.push(`- Trials of ${o.trialMs / 1000} s${o.trialMs < 60_000 ? ` (**shorter than RFC 2544 §26.1's 60 s**${o.trialMs <= 1000 ? ', --quick' : ''}; \`--full\` runs 60 s trials)` : ' (RFC 2544 §26.1)'}; back-to-back: ${o.b2bTrials} trial(s) per case (RFC 2544 §26.4 asks for 50).`);
+  L.push(`- Pacing: each frame waits in the generator's program until its time (bpf_loop on bpf_ktime_get_ns); the kernel flushes XDP_TX frames once per batch of ${r.pacedBatch ?? '?'}, so the DUT receives bursts of about one batch at the offered rate. A trial's **sent** rate is what the generator achieved; under other load it falls short of the offered rate.`);
+  const shortN = r.results.reduce((a, x) => a + x.trials.filter((t) => Number.isFinite(t.offeredRate) && t.achievedRate < 0.95 * t.offeredRate).length, 0);
+  const allN = r.results.reduce((a, x) => a + x.trials.length, 0);
+  L.push(`- The search bisects on the rates asked for. **${shortN} of ${allN} trials' generator reached less than 95 % of its offered rate** (marked "(short)" in the trials table: its CPU was shared with other work)${shortN > 0 ? '; a throughput from such a search is a lower bound of what a dedicated generator would show' : ''}.`);
+  L.push('- Loss = frames sent − frames counted correct at the sink; where they went: the veth counters (`dut:da:rx_dropped` is the DUT\'s ring overflowing, with `a:ea:tx_dropped` its sending side) and the translator\'s drop reasons.', '');
+  if ((r.bursts ?? []).length > 0) {
+    L.push('### Bursts the device under test sees', '');
+    L.push('The burst meter (bpf/bench/dutaux.bpf.c, on da in place of the DUT) counts runs of frames closer together than a quarter of the offered interval, by length; they include what the DUT\'s NAPI thread found queued after a wait for its CPU.', '');
+    const head = ['offered Mpps', 'sent Mpps', 'frames', ...Array.from({ length: 10 }, (_, i) => (i === 0 ? '1' : `${2 ** i}–${2 ** (i + 1) - 1}`)), '≥1024'];
+    L.push(`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`);
+    for (const b of r.bursts!) {
+      L.push(`| ${mpps(b.offeredRate)} | ${mpps(b.achievedRate)} | ${b.frames} | ${b.hist.slice(0, 10).join(' | ')} | ${b.hist.slice(10).reduce((a, c) => a + c, 0)} |`);
+    }
+    L.push('');
+  }
+  const withLoss = r.results.filter((x) => x.lossRate !== undefined);
+  if (withLoss.length > 0) {
+    L.push('## Frame loss rate (RFC 2544 §26.3)', '');
+    L.push('Loss at 100 % of the maximum rate (the generator flat out: a veth has no line rate), then 90 %, 80 %, … until two steps in a row lose nothing.', '');
+    L.push('| case | frame | % of max | offered Mpps | sent Mpps | sent | lost | loss |', '|---|---|---|---|---|---|---|---|');
+    for (const x of withLoss) for (const st of x.lossRate!) L.push(`| ${x.case} | ${x.size} | ${st.percent} | ${mpps(st.offeredRate)} | ${mpps(st.achievedRate)} | ${st.sent} | ${st.lost} | ${(st.lossRatio * 100).toFixed(3)} % |`);
+    L.push('');
+  }
+  const b2b = r.results.filter((x) => x.back2back !== undefined);
+  if (b2b.length > 0) {
+    L.push('## Back-to-back frames (RFC 2544 §26.4)', '');
+    L.push('The longest burst at the maximum rate (the generator flat out) that arrives whole, by binary search per trial; the mean over the trials.', '');
+    L.push('| case | frame | burst rate Mpps | longest bursts | mean | longest tried |', '|---|---|---|---|---|---|');
+    for (const x of b2b) L.push(`| ${x.case} | ${x.size} | ${mpps(x.back2back!.rate)} | ${x.back2back!.bursts.join(', ')} | ${x.back2back!.mean.toFixed(0)} | ${x.back2back!.maxBurst} |`);
+    L.push('');
+  }
+  const prog = r.results.filter((x) => x.trials.some((t) => t.progNs !== undefined));
+  if (prog.length > 0) {
+    L.push('## Program cost next to throughput', '');
+    L.push('kernel.bpf_stats_enabled on for the run: the DUT program\'s run_time_ns / run_cnt over each trial (bpftool). The kernel baselines have no program of their own. With stats on, each run also pays two clock reads.', '');
+    L.push('| case | frame | zero-loss Mpps | ns per run at that rate | ns per run flat out (trial 1) |', '|---|---|---|---|---|');
+    for (const x of prog) L.push(`| ${x.case} | ${x.size} | ${x.fps > 0 ? mpps(x.fps) : '-'} | ${x.progNs?.toFixed(1) ?? '-'} | ${x.trials[0]?.progNs?.toFixed(1) ?? '-'} |`);
+    L.push('');
+  }
+  L.push('## Targets (issue 20, issue 13)', '');
+  for (const t of pinnedTargets(r)) L.push(`- **${verdict(t)}** ${t.what}: ${t.detail}`);
+  L.push('');
+  return L;
 }
 
 /** DUT ns per frame: the case's kernel time per frame minus the generator's alone (softirq mode). */
@@ -228,7 +340,7 @@ function latencyCells(x: LatencyRow): string[] {
 
 /** Cases and sizes without latency, and why (one line each, repetitions folded). */
 function latencySkips(r: Rfc2544Result): string[] {
-  if (r.options.latencyLoads.length === 0) return []; // off for the whole run: the settings say so once
+  if (r.options.latencyLoads.length === 0 || r.options.napi === 'pinned') return []; // off for the whole run: the settings say so once
   const by = new Map<string, number[]>();
   for (const x of r.results) {
     if (x.latencySkipped === undefined) continue;
@@ -253,6 +365,15 @@ export function terminalTable(rep: Report): string {
       .map((x) => `64B ${x.name}: ${pct(x.value)}`),
     ...targets(r).map((t) => `target ${t.what}: ${t.value === undefined ? 'not measured' : `${pct1(t.value)} ${t.met ? 'met' : 'MISSED'}`}`),
   ];
+  if (r.options.napi === 'pinned') {
+    out.splice(out.findIndex((l) => l.startsWith('target ')), Infinity);
+    for (const x of r.results) {
+      if (x.lossRate) out.push(`${x.case} ${x.size}B frame loss rate (§26.3): ${x.lossRate.map((st) => `${st.percent} % ${(st.lossRatio * 100).toFixed(2)} %`).join(', ')}`);
+      if (x.back2back) out.push(`${x.case} ${x.size}B back-to-back (§26.4): ${x.back2back.bursts.join(', ')} frames, mean ${x.back2back.mean.toFixed(0)}`);
+    }
+    out.push('', ...pinnedTargets(r).map((t) => `${verdict(t)} ${t.what}: ${t.detail}`));
+    out.push(`(load average ${rep.machine.loadStart.join(' / ')} at start${rep.machine.loadEnd ? `, ${rep.machine.loadEnd.join(' / ')} at end` : ''}; trials ${r.options.trialMs / 1000} s${r.options.trialMs < 60_000 ? ', shorter than RFC 2544 §26.1\'s 60 s' : ''})`);
+  }
   if (lat.length > 0) {
     out.push('', `Latency at load (% of the zero-loss rate; background lost; one-way wire and in-program residence; ${r.options.probeRate} probes/s for ${r.options.probeSeconds} s a step):`);
     out.push(...columns(LATENCY_HEAD, lat.map(latencyCells)));
@@ -276,6 +397,11 @@ export function markdown(rep: Report): string {
   L.push(`- Host ${m.hostname}: ${m.cpu}, ${m.cpus} CPUs, Linux ${m.kernel}, Node ${m.node}`);
   L.push(`- Load average at start ${m.loadStart.join(' / ')}${m.loadEnd ? `, at end ${m.loadEnd.join(' / ')}` : ''} (1 / 5 / 15 min; other work shares the machine)`);
   const pinned = m.affinity !== 'unknown' && !m.affinity.includes('-') && !m.affinity.includes(',');
+  if (o.napi === 'pinned') {
+    L.push(`- ${o.repeat} repetition(s); trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search, ${o.flows} inner flows per stream, tests ${o.tests.join(', ')}; the device under test on its own CPU (see "Where things run").`);
+    L.push('- Generator: BPF_PROG_TEST_RUN in live-frame mode, paced in its program (bpf/bench/pacedgen.bpf.c); sink: XDP program on the receiving veth that checks every frame and counts it (bpf/bench/sink.bpf.c).');
+    L.push('- Latency at load: not measured in the pinned mode (`--napi softirq` measures it, with the generator on the DUT\'s core).', '');
+  } else {
   L.push(`- CPUs this run could use: ${m.affinity}. **Generator and device under test share the machine's ${m.cpus} cores**` +
     (pinned ? ` (this run was pinned to CPU ${m.affinity}, so they shared that one)` : '') +
     (o.napi === 'softirq'
@@ -286,6 +412,7 @@ export function markdown(rep: Report): string {
   L.push(o.latencyLoads.length === 0
     ? '- Latency: **not measured** in this run (--no-latency).'
     : `- Latency: after each search, at ${o.latencyLoads.join(', ')} % of the zero-loss rate it found (see "Latency at load").`, '');
+  }
   L.push('## Frame sizes', '');
   L.push('RFC 2544 size − 18 (Ethernet header and FCS) is the inner IP packet, the same in every case; each case adds its own headers (no FCS on a veth):', '');
   L.push('| RFC 2544 size | inner IPv4 packet | GTP-U uplink frame (+58) | SRv6 downlink frame (+54) | plain IPv4 frame (+14, seg6 input) |');
@@ -359,14 +486,18 @@ export function markdown(rep: Report): string {
     for (const e of errs) L.push(`- ${e.case} ${e.size}${o.repeat > 1 ? ` (repetition ${e.rep})` : ''}: ${e.error}`);
     L.push('');
   }
+  if (o.napi === 'pinned') L.push(...pinnedMarkdown(rep));
   L.push(...latencyMarkdown(r));
   L.push('## Trials', '');
   L.push('Drops: veth drop counters and the translator\'s non-forwarding events that moved during the trial (`side:interface:counter`, `translator:event`).', '');
-  L.push('| case | frame | trial | offered Mpps | sent Mpps | sent | received | lost | loss | pass | drops |');
-  L.push('|---|---|---|---|---|---|---|---|---|---|---|');
+  const pinnedCols = o.napi === 'pinned';
+  L.push(`| case | frame | trial | offered Mpps | sent Mpps | sent | received | lost | loss | pass |${pinnedCols ? ' DUT CPU | DUT busy | program ns |' : ''} drops |`);
+  L.push(`|---|---|---|---|---|---|---|---|---|---|${pinnedCols ? '---|---|---|' : ''}---|`);
   for (const x of r.results) {
     x.trials.forEach((t, i) => {
-      L.push(`| ${x.case} | ${x.size} | ${i + 1} | ${Number.isFinite(t.offeredRate) ? mpps(t.offeredRate) : 'max'} | ${mpps(t.achievedRate)} | ${t.sent} | ${t.received} | ${t.lost} | ${(t.lossRatio * 100).toFixed(3)} % | ${t.pass ? 'yes' : 'no'} | ${Object.entries(t.drops ?? {}).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
+      const extra = pinnedCols ? ` ${t.dut?.cpus.join(',') ?? '-'} | ${t.dut ? pct(t.dut.busy) : '-'} | ${t.progNs?.toFixed(1) ?? '-'} |` : '';
+      const short = pinnedCols && Number.isFinite(t.offeredRate) && t.achievedRate < 0.95 * t.offeredRate ? ' (short)' : '';
+      L.push(`| ${x.case} | ${x.size} | ${i + 1} | ${Number.isFinite(t.offeredRate) ? mpps(t.offeredRate) : 'max'} | ${mpps(t.achievedRate)}${short} | ${t.sent} | ${t.received} | ${t.lost} | ${(t.lossRatio * 100).toFixed(3)} % | ${t.pass ? 'yes' : 'no'} |${extra} ${Object.entries(t.drops ?? {}).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
     });
   }
   L.push('');
@@ -375,7 +506,7 @@ export function markdown(rep: Report): string {
 
 function latencyMarkdown(r: Rfc2544Result): string[] {
   const o = r.options;
-  if (o.latencyLoads.length === 0) return [];
+  if (o.latencyLoads.length === 0 || o.napi === 'pinned') return [];
   const lat = latencyRows(r);
   const L: string[] = ['## Latency at load', ''];
   L.push(
@@ -438,6 +569,9 @@ const COLORS: Record<CaseName, string> = {
   'kernel-ipv4': '#d62728',
   'kernel-seg6': '#9467bd',
   'xdp-l3fwd': '#555555',
+  'uplink-10k': '#17becf',
+  'pe-downlink': '#bcbd22',
+  'slow-dut': '#e377c2',
 };
 
 function esc(s: string): string {

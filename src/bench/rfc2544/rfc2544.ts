@@ -9,11 +9,15 @@ import { execa } from 'execa';
 import { openDataplane, type Dataplane } from '../../dataplane/index.js';
 import { NextHopWatcher } from '../../dataplane/nexthop.js';
 import { attachXdp, Generator, L3fwd, Sink, untilSteady } from '../../packet/generator.js';
-import { CASE_TITLES, caseSetup, DEFAULT_FLOWS, innerLen, translatorConfig, type CaseName, type CaseSetup } from './cases.js';
+import { CASE_TITLES, caseSetup, DEFAULT_FLOWS, innerLen, sessionsConfig, translatorConfig, type CaseName, type CaseSetup } from './cases.js';
 import { BenchLab, sweepStale } from './lab.js';
 import { AbortedError, findThroughput, runTrial, type TrialIo, type TrialResult } from './search.js';
 import { latencySkip, measureLatency, type CaseLatency } from './latency.js';
 import { PROBE_MAGIC } from '../../dataplane/probe-layout.js';
+import { progInfo } from '../../dataplane/libbpf.js';
+import { DutAux, PACED_BATCH, PacedGenerator } from './pacedgen.js';
+import { DutWatch, enableBpfStats, pinLab, progStats, saveAffinity, type CpuPlan, type DutCheck } from './cpus.js';
+import { backToBack, frameLossRate, pacedTrial, type Back2Back, type LossStep, type PacedIo } from './paced.js';
 
 export type { NapiMode, Rfc2544Options } from './defaults.js';
 import type { Rfc2544Options } from './defaults.js';
@@ -37,6 +41,10 @@ export interface TrialRecord extends TrialResult {
    * FIB misses), all as deltas over the trial; zeros left out.
    */
   drops: Record<string, number>;
+  /** Pinned mode: the DUT's NAPI threads during the trial (CPUs seen, busy share). */
+  dut?: DutCheck;
+  /** Pinned mode: the DUT program's run time per run (kernel.bpf_stats_enabled) during the trial, ns. */
+  progNs?: number;
 }
 
 export interface CaseResult {
@@ -64,6 +72,25 @@ export interface CaseResult {
   latency?: CaseLatency;
   /** Why there is no latency for this case and size. */
   latencySkipped?: string;
+  /** Pinned mode: the generator's top rate in this case (first trial, flat out), frames per second. */
+  topRate?: number;
+  /** Pinned mode: the DUT program's ns per run in the throughput trial (bpf_stats). */
+  progNs?: number;
+  /** RFC 2544 §26.3 (tests: loss). */
+  lossRate?: LossStep[];
+  /** RFC 2544 §26.4 (tests: back2back). */
+  back2back?: Back2Back;
+}
+
+/** The bursts the DUT's XDP sees from the paced generator (burst meter on da), per offered rate. */
+export interface BurstSizes {
+  offeredRate: number;
+  achievedRate: number;
+  /** Gap that ends a burst, ns (a quarter of the offered interval). */
+  gapNs: number;
+  frames: number;
+  /** Bursts by log2 of their length: bucket i holds 2^i .. 2^(i+1) − 1 frames. */
+  hist: number[];
 }
 
 /** The generator alone (the DUT drops every frame on arrival), per frame size. */
@@ -91,6 +118,11 @@ export interface Rfc2544Result {
   results: CaseResult[];
   genOnly: GenOnly[];
   interrupted: boolean;
+  /** Pinned mode: which CPU runs what. */
+  cpuPlan?: CpuPlan;
+  /** Pinned mode: frames per kernel batch of the paced generator. */
+  pacedBatch?: number;
+  bursts?: BurstSizes[];
 }
 
 /** rx/tx dropped of the four veths, keyed `ns:if:rx_dropped`. */
@@ -139,6 +171,9 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 /** Run the benchmark. Resolves with what was measured (partial when interrupted). */
 export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
   const o = { ...DEFAULTS, ...opts };
+  if (o.napi === 'pinned') return runPinned(o);
+  const pinnedOnly = o.cases.filter((c) => c === 'uplink-10k' || c === 'pe-downlink' || c === 'slow-dut');
+  if (pinnedOnly.length > 0) throw new Error(`cases ${pinnedOnly.join(', ')} need the paced generator: run them with --napi pinned (the default)`);
   const log = o.log ?? (() => {});
   const startedAt = new Date().toISOString();
   const results: CaseResult[] = [];
@@ -181,7 +216,7 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
       nexthops = { mode: 'fib', cached: 0, fib: {} };
     }
     if (o.napi === 'threaded') await setThreaded(lab, true);
-    const progFd = { translator: dp.progFd, l3fwd: l3.fwdFd, pass: l3.passFd };
+    const progFd: Record<CaseSetup['dut'], number> = { translator: dp.progFd, l3fwd: l3.fwdFd, pass: l3.passFd, slow: l3.passFd };
     for (let rep = 1; rep <= o.repeat; rep++) for (const size of o.sizes) {
       if (o.signal?.aborted) throw new AbortedError();
       if (o.repeat > 1) log(`--- repetition ${rep} of ${o.repeat}, ${size}B`);
@@ -409,5 +444,270 @@ async function measureGenOnly(
   const t = gen.takeTiming();
   const out = { size, frameLen: g.frame.length, fps: r.achievedRate, nsPerFrame: t.frames === 0 ? 0 : t.ns / t.frames };
   log(`generator alone ${size}B (${out.frameLen} B frames, DUT drops): ${(out.fps / 1e6).toFixed(3)} Mpps, ${out.nsPerFrame.toFixed(0)} ns/frame in the kernel`);
+  return out;
+}
+
+// --- pinned mode: the DUT on its own CPU, the paced generator --------------------
+
+/** The translator's tables a case needs: the small ones, or with the sessions cases' (10,000 policies, a PE session). */
+const needsSessions = (c: CaseName): boolean => c === 'uplink-10k' || c === 'pe-downlink';
+
+async function runPinned(o: Rfc2544Options): Promise<Rfc2544Result> {
+  const log = o.log ?? (() => {});
+  const startedAt = new Date().toISOString();
+  const results: CaseResult[] = [];
+  const genOnly: GenOnly[] = [];
+  const bursts: BurstSizes[] = [];
+  let interrupted = false;
+  await sweepStale();
+  const lab = await BenchLab.create();
+  const closers: { close(): void }[] = [];
+  const make = <T extends { close(): void }>(x: T): T => (closers.push(x), x);
+  let nh: NextHopWatcher | undefined;
+  let nexthops: Rfc2544Result['nexthops'];
+  let plan: CpuPlan | undefined;
+  let restoreStats: (() => Promise<void>) | undefined;
+  const big = o.cases.some(needsSessions);
+  const affinity = saveAffinity();
+  try {
+    const sinks = { a: make(new Sink()), b: make(new Sink()) };
+    const gens = { a: make(new PacedGenerator()), b: make(new PacedGenerator()) };
+    const l3 = make(new L3fwd());
+    const aux = make(new DutAux());
+    aux.setSpin(o.slowSpinNs);
+    // Table sizes are fixed at load: big enough for the sessions cases from the start.
+    const small = big ? { ...translatorConfig(), settings: sessionsConfig().settings } : translatorConfig();
+    const dp = make(openDataplane({
+      config: small,
+      ...(o.object === undefined ? {} : { object: o.object }),
+    }));
+    let tables: 'small' | 'sessions' = 'small';
+    sinks.a.attach('ea', lab.a);
+    sinks.b.attach('eb', lab.b);
+    attachXdp(l3.passFd, 'da', lab.dut);
+    attachXdp(l3.passFd, 'db', lab.dut);
+    const translator = dp;
+    nh = new NextHopWatcher({
+      dataplane: () => translator, config: () => translator.config, ingress: () => ['da', 'db'], netns: lab.dut,
+      watch: false, leaseMs: 3_600_000,
+    });
+    nh.start();
+    const resolve = async (): Promise<void> => {
+      await nh!.resolveNow();
+      const st = nh!.last!;
+      nexthops = { mode: 'cache', cached: st.cached, fib: { ...st.fib } };
+    };
+    await resolve();
+    plan = await pinLab(lab);
+    log(`CPUs: generator and sinks on CPU ${plan.gen}, the DUT's NAPI threads (${plan.threads.filter((t) => t.role === 'dut').map((t) => `napi/${t.dev} ${t.tid}`).join(', ')}) on CPU ${plan.dut}, SCHED_FIFO 50`);
+    restoreStats = await enableBpfStats();
+    const progFd: Record<CaseSetup['dut'], number> = { translator: dp.progFd, l3fwd: l3.fwdFd, pass: l3.passFd, slow: aux.slowFd };
+    const progId = (d: CaseSetup['dut']): number | undefined => (d === 'pass' ? undefined : progInfo(progFd[d]).id);
+    for (let rep = 1; rep <= o.repeat; rep++) for (const size of o.sizes) {
+      if (o.signal?.aborted) throw new AbortedError();
+      const g = await pinnedGenOnly(lab, l3, aux, gens.a, size, o, log, plan, rep === 1 && size === o.sizes[0] ? bursts : undefined);
+      genOnly.push({ rep, ...g });
+      for (const name of o.cases) {
+        if (o.signal?.aborted) throw new AbortedError();
+        const want = needsSessions(name) ? 'sessions' : 'small';
+        if (want !== tables) {
+          dp.sync(want === 'sessions' ? sessionsConfig() : small);
+          tables = want;
+          await resolve();
+        }
+        const setup = caseSetup(name, size, o.flows);
+        attachXdp(progFd[setup.dut], 'da', lab.dut);
+        attachXdp(progFd[setup.dut], 'db', lab.dut);
+        const drops = async (): Promise<Record<string, number>> => ({
+          ...(await vethDrops(lab)),
+          ...(setup.dut === 'translator' ? translatorEvents(dp) : {}),
+        });
+        const r = await measurePinned(lab, sinks, gens, setup, size, o, log, drops, plan, progId(setup.dut), setup.dut === 'translator' ? resolve : undefined);
+        results.push({ ...r, rep, latencySkipped: 'not measured in pinned mode (see docs/bench.md)' });
+      }
+    }
+  } catch (e) {
+    if (e instanceof AbortedError) interrupted = true;
+    else throw e;
+  } finally {
+    const errors: unknown[] = [];
+    nh?.stop();
+    await restoreStats?.().catch((e: unknown) => errors.push(e));
+    await affinity.restore().catch((e: unknown) => errors.push(e));
+    await lab.destroy().catch((e: unknown) => errors.push(e));
+    for (const c of closers) {
+      try {
+        c.close();
+      } catch (e) {
+        errors.push(e);
+      }
+    }
+    if (errors.length > 0) log(`cleanup: ${errors.map((e) => (e as Error).message).join('; ')}`);
+  }
+  const { signal: _s, log: _l, progress: _p, ...kept } = o;
+  return {
+    startedAt, finishedAt: new Date().toISOString(), options: kept, seg6Mode: lab.seg6Mode,
+    ...(nexthops === undefined ? {} : { nexthops }), results, genOnly, interrupted,
+    ...(plan === undefined ? {} : { cpuPlan: plan }), pacedBatch: PACED_BATCH, bursts,
+  };
+}
+
+/** The paced generator reached less than 95 % of the rate asked for (it shares its CPU with other work). */
+export const generatorShort = (t: Pick<TrialResult, 'offeredRate' | 'achievedRate'>): boolean => Number.isFinite(t.offeredRate) && t.achievedRate < 0.95 * t.offeredRate;
+
+function pacedIo(sinks: Record<'a' | 'b', Sink>, gens: Record<'a' | 'b', PacedGenerator>, setup: CaseSetup): PacedIo & { bad(): number } {
+  const read = (): { frames: number; bad: number } => {
+    let frames = 0;
+    let bad = 0;
+    for (const s of setup.streams) {
+      const c = sinks[other(s.from)].read(0);
+      frames += c.frames;
+      bad += c.bad + c.unknown;
+    }
+    return { frames, bad };
+  };
+  return {
+    streams: setup.streams.map((s) => ({ gen: gens[s.from] })),
+    begin: () => {
+      sinks.a.reset();
+      sinks.b.reset();
+    },
+    received: () => read().frames,
+    bad: () => read().bad,
+    settle: async () => void (await untilSteady(() => read().frames)),
+  };
+}
+
+/** The generator alone at full speed into a DUT that drops (the burst meter), and the bursts it sees at paced rates. */
+async function pinnedGenOnly(
+  lab: BenchLab, l3: L3fwd, aux: DutAux, gen: PacedGenerator, size: number, o: Rfc2544Options, log: (l: string) => void,
+  plan: CpuPlan, bursts: BurstSizes[] | undefined,
+): Promise<Omit<GenOnly, 'rep'>> {
+  const g = caseSetup('uplink', size, o.flows).streams[0]!.gen;
+  attachXdp(aux.meterFd, 'da', lab.dut);
+  gen.configure(g, 'ea', lab.a);
+  const io: PacedIo = { streams: [{ gen }], begin: () => undefined, received: () => 0, settle: async () => undefined };
+  const top = await pacedTrial(io, { rate: Infinity, durationMs: Math.min(o.trialMs, 2000), watch: new DutWatch(plan), ...(o.signal ? { signal: o.signal } : {}) });
+  log(`generator alone ${size}B (${g.frame.length} B frames, DUT drops): ${(top.achievedRate / 1e6).toFixed(3)} Mpps flat out`);
+  if (bursts !== undefined) {
+    // The bursts the DUT sees from the paced generator, at fractions of its top rate.
+    for (const f of [0.1, 0.5, 0.9]) {
+      const rate = top.achievedRate * f;
+      const gapNs = 1e9 / rate / 4;
+      aux.resetMeter(gapNs);
+      const r = await pacedTrial(io, { rate, durationMs: Math.min(1000, o.trialMs), ...(o.signal ? { signal: o.signal } : {}) });
+      const b = aux.bursts();
+      bursts.push({ offeredRate: rate, achievedRate: r.achievedRate, gapNs, frames: b.frames, hist: b.hist });
+      log(`bursts at ${(rate / 1e6).toFixed(3)} Mpps offered (${(r.achievedRate / 1e6).toFixed(3)} sent): ${b.hist.map((n, i) => (n > 0 ? `${2 ** i}-${2 ** (i + 1) - 1}: ${n}` : '')).filter((x) => x).join(', ')}`);
+    }
+  }
+  attachXdp(l3.dropFd, 'da', lab.dut);
+  return { size, frameLen: g.frame.length, fps: top.achievedRate, nsPerFrame: 0 };
+}
+
+async function measurePinned(
+  lab: BenchLab,
+  sinks: Record<'a' | 'b', Sink>,
+  gens: Record<'a' | 'b', PacedGenerator>,
+  setup: CaseSetup,
+  size: number,
+  o: Rfc2544Options,
+  log: (line: string) => void,
+  drops: () => Promise<Record<string, number>>,
+  plan: CpuPlan,
+  progId: number | undefined,
+  afterWarmup?: () => Promise<void>,
+): Promise<Omit<CaseResult, 'rep'>> {
+  const what = `${setup.name} ${size}B`;
+  const out: Omit<CaseResult, 'rep'> = {
+    case: setup.name, title: CASE_TITLES[setup.name], size, inner: innerLen(size), inLens: setup.inLens,
+    fps: 0, gbps: 0, generatorLimited: false, nsPerFrame: 0, warmup: { sent: 0, received: 0, bad: 0 }, trials: [],
+  };
+  for (const s of setup.streams) {
+    gens[s.from].configure(s.gen, s.from === 'a' ? 'ea' : 'eb', s.from === 'a' ? lab.a : lab.b);
+    const [rxIf, rxNs] = s.from === 'a' ? ['eb', lab.b] : ['ea', lab.a];
+    sinks[other(s.from)].expect(rxIf, rxNs, 0, s.checks, s.minLen, 0);
+  }
+  const io = pacedIo(sinks, gens, setup);
+  const sig = o.signal ? { signal: o.signal } : {};
+  // The check: a few frames at a low rate must all arrive, as expected.
+  const w = await pacedTrial(io, { rate: 50_000, durationMs: Math.max(20, (o.warmupFrames / 50_000) * 1000), ...sig });
+  out.warmup = { sent: w.sent, received: w.received, bad: io.bad() };
+  if (w.received === 0 || w.received !== w.sent) {
+    out.error = `check failed: ${w.received} of ${w.sent} frames arrived as expected (${out.warmup.bad} other frames at the sink)`;
+    log(`${what}: ${out.error}; skipped`);
+    return out;
+  }
+  await afterWarmup?.();
+  const meanLen = setup.inLens.reduce((a, b) => a + b, 0) / setup.inLens.length;
+  log(`${what}: DUT input ${setup.inLens.join('+')} B, check ${w.received}/${w.sent} ok`);
+  const stats = async (): Promise<{ ns: number; cnt: number } | undefined> => (progId === undefined ? undefined : progStats(progId));
+  /** One trial with everything around it: drops, program stats, the DUT's CPU. */
+  const trial = async (rate: number, label: string): Promise<TrialRecord> => {
+    const before = await drops();
+    const s0 = await stats();
+    const r = await pacedTrial(io, {
+      rate, durationMs: o.trialMs, watch: new DutWatch(plan), ...sig,
+      progress: (f) => o.progress?.(`${what} ${label} @ ${Number.isFinite(rate) ? (rate / 1e6).toFixed(3) + ' Mpps' : 'max'}`, f),
+    });
+    const s1 = await stats();
+    const d = delta(await drops(), before);
+    const runs = s0 && s1 ? s1.cnt - s0.cnt : 0;
+    return {
+      ...r, pass: r.sent > 0 && r.lossRatio <= o.lossTolerance, bad: io.bad(), nsPerFrame: 0, drops: d,
+      ...(runs > 0 ? { progNs: (s1!.ns - s0!.ns) / runs } : {}),
+    };
+  };
+  const line = (t: TrialRecord, extra = ''): string =>
+    `offered ${Number.isFinite(t.offeredRate) ? (t.offeredRate / 1e6).toFixed(3) : 'max'} Mpps, sent ${(t.achievedRate / 1e6).toFixed(3)} Mpps${generatorShort(t) ? ' (generator short)' : ''}, ` +
+    `lost ${t.lost} (${(t.lossRatio * 100).toFixed(3)} %)${extra}` +
+    (t.dut ? ` DUT CPU ${t.dut.cpus.join(',') || '-'} busy ${(t.dut.busy * 100).toFixed(0)} %` : '') +
+    (t.progNs !== undefined ? `, program ${t.progNs.toFixed(1)} ns/frame` : '') +
+    (t.lost > 0 && Object.keys(t.drops).length > 0 ? ` drops: ${Object.entries(t.drops).map(([k, v]) => `${k} ${v}`).join(', ')}` : '');
+  if (o.tests.includes('throughput')) {
+    let last: TrialRecord | undefined;
+    const search = await findThroughput({
+      maxRate: Infinity, resolution: o.resolution, lossTolerance: o.lossTolerance, maxTrials: o.maxTrials, onOffered: true,
+      trial: async (rate) => (last = await trial(rate, 'throughput')),
+      onTrial: (r, pass, lo, hi) => {
+        out.trials.push({ ...last!, pass });
+        log(`${what}: trial ${out.trials.length} ${line(last!, pass ? ' pass' : ' FAIL')} [lo ${(lo / 1e6).toFixed(3)}, hi ${Number.isFinite(hi) ? (hi / 1e6).toFixed(3) : '-'}]`);
+      },
+    });
+    out.topRate = out.trials[0]?.achievedRate ?? 0;
+    out.generatorLimited = search.generatorLimited;
+    out.fps = search.generatorLimited ? 0 : search.throughput;
+    out.gbps = (out.fps * meanLen * 8) / 1e9;
+    const best = out.trials.find((t) => t.sent === search.best?.sent && t.pass);
+    if (best?.progNs !== undefined) out.progNs = best.progNs;
+    log(search.generatorLimited
+      ? `${what}: generator-bound at ${(out.topRate / 1e6).toFixed(3)} Mpps: no trial lost a frame, so no throughput is reported`
+      : `${what}: throughput ${(out.fps / 1e6).toFixed(3)} Mpps, ${out.gbps.toFixed(2)} Gbit/s`);
+  }
+  const maxRate = out.topRate ?? 0;
+  if (o.tests.includes('loss')) {
+    const top = maxRate > 0 ? maxRate : (await trial(Infinity, 'loss')).achievedRate;
+    out.topRate = top;
+    out.lossRate = await frameLossRate(top, async (rate) => {
+      const t = await trial(rate, 'loss rate');
+      log(`${what}: loss rate ${line(t)}`);
+      return t;
+    });
+  }
+  if (o.tests.includes('back2back')) {
+    // Bursts flat out; the longest tried is 2 s of the generator's top rate (enough to overflow any ring here).
+    const maxBurst = Math.max(1024, Math.round((out.topRate ?? 1e6) * 2));
+    for (const s of io.streams) s.gen.setRate(Infinity);
+    out.back2back = await backToBack(async (frames) => {
+      io.begin();
+      const t0 = process.hrtime.bigint();
+      let sent = 0;
+      for (const s of io.streams) sent += s.gen.send(Math.ceil(frames / io.streams.length));
+      const elapsedMs = Number(process.hrtime.bigint() - t0) / 1e6;
+      await io.settle();
+      return { sent, received: io.received(), elapsedMs };
+    }, { trials: o.b2bTrials, maxBurst, ...sig });
+    log(`${what}: back-to-back ${out.back2back.bursts.join(', ')} frames (mean ${out.back2back.mean.toFixed(0)}) at ${(out.back2back.rate / 1e6).toFixed(3)} Mpps`);
+  }
   return out;
 }

@@ -218,6 +218,13 @@ export interface SearchOptions {
   /** Trial at `rate`; returns its result. */
   trial: (rate: number) => Promise<TrialResult>;
   onTrial?: (r: TrialResult, pass: boolean, lo: number, hi: number) => void;
+  /**
+   * Bisect on the rates asked for, not on those reached (the paced
+   * generator: a trial whose generator fell short of its rate must not
+   * stall the search at the rate it reached). The first trial, flat out,
+   * still bounds the search by what it reached. Default false.
+   */
+  onOffered?: boolean;
 }
 
 export interface SearchResult {
@@ -253,11 +260,12 @@ export async function findThroughput(o: SearchOptions): Promise<SearchResult> {
     const r = await o.trial(rate);
     const pass = trialPasses(r, tol);
     trials.push({ result: r, pass });
+    const at = o.onOffered === true && Number.isFinite(rate) ? rate : r.achievedRate;
     if (pass) {
-      lo = Math.max(lo, r.achievedRate);
+      lo = Math.max(lo, at);
       if (best === undefined || r.achievedRate > best.achievedRate) best = r;
     } else {
-      hi = Math.max(lo, Math.min(hi, r.achievedRate, rate));
+      hi = Math.max(lo, Math.min(hi, at, rate));
     }
     o.onTrial?.(r, pass, lo, hi);
     if (pass && trials.length === 1) {
