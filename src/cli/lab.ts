@@ -17,6 +17,9 @@ function num(s: string, what: string, min: number, max: number): number {
   return n;
 }
 
+const peOption = (what: string): Option =>
+  new Option('--pe <who>', `who builds the core's PE downlink ${what}: mup (our sessions, a mup daemon per PE) or kernel (seg6 encap)`).choices(['mup', 'kernel']);
+
 const prefixOption = (): Option =>
   new Option('--prefix <name>', `namespace prefix: namespaces are <prefix>-{${LAB_NODES.join(',')}}; a second lab needs another`).default(DEFAULT_PREFIX);
 
@@ -60,13 +63,15 @@ export function registerLab(program: Command, io: Io): void {
     .command('up')
     .summary('build the lab and start its translator (a previous lab with the prefix is removed first)')
     .addOption(prefixOption())
-    .addHelpText('after', '\nExamples:\n  mup lab up\n  mup lab up --prefix mlab2   # a second lab beside the first\n')
-    .action(async (o: { prefix: string }) => {
+    .addOption(peOption('(default kernel)').default('kernel'))
+    .addHelpText('after', '\nExamples:\n  mup lab up\n  mup lab up --pe mup         # the downlink from our sessions (H.M.Session.Encaps)\n  mup lab up --prefix mlab2   # a second lab beside the first\n')
+    .action(async (o: { prefix: string; pe: 'mup' | 'kernel' }) => {
       const { labUp } = await import('../lab/lab.js');
-      const { topology: t, paths: p } = await withSignals(o.prefix, io, () => labUp(o.prefix, progress));
+      const { topology: t, paths: p } = await withSignals(o.prefix, io, () => labUp(o.prefix, progress, { pe: o.pe }));
       io.out(
-        `lab "${o.prefix}" is up: namespaces ${Object.values(t.ns).join(' ')}\n` +
+        `lab "${o.prefix}" is up (--pe ${o.pe}): namespaces ${Object.values(t.ns).join(' ')}\n` +
           `  translated: ip netns exec ${t.ns.ue} ping -I ${t.ue.addr} ${t.dn.addr}\n` +
+          `  MEC user:   ip netns exec ${t.ns.ue} ping -I ${t.ues[1]!.addr} ${t.mec.anycast}   (${t.ues.length - 1} of them: ${t.ues[1]!.addr}..${t.ues[t.ues.length - 1]!.addr})\n` +
           `  plain:      ip netns exec ${t.ns.ue} ping -I ${t.ue.plainAddr} ${t.dn.addr}\n` +
           `  translator: MUP_SOCKET=${p.socket} mup stats\n` +
           `  remove it:  mup lab down${o.prefix === DEFAULT_PREFIX ? '' : ` --prefix ${o.prefix}`}\n`,
