@@ -17,6 +17,11 @@ back: at the UEs: one socket on --port records (UE, sequence, arrival ns,
       site) of every echo, checking with IP_PKTINFO that it reached the UE
       its header names; then one JSON line.
 
+echo and back take arrival times from the kernel (SO_TIMESTAMPNS), not from
+the moment Python reads the datagram: on a busy host a receiver can lag by
+tens of milliseconds, which would otherwise show as reordering between
+sites.
+
 Per-UE payload (ues/echo/back): 8-byte magic MUPUES01, 4-byte UE index,
 8-byte sequence number, 8-byte send time (CLOCK_MONOTONIC ns), 1-byte site
 (0 from the UE, 1 = A, 2 = B after the echo), zero padding to --size. A
@@ -98,6 +103,25 @@ def recv(a):
     print(json.dumps({"seqs": seqs, "times": times, "sent": sent, "malformed": malformed}))
 
 
+IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)  # <linux/in.h>; not exported by every Python
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # <asm-generic/socket.h>
+TS = struct.Struct("@qq")  # struct timespec
+
+
+def kernel_stamps(s):
+    """Arrival times stamped by the kernel (SO_TIMESTAMPNS, CLOCK_REALTIME) as
+    CLOCK_MONOTONIC ns: a receiver's own lag (a busy host) does not move them."""
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    off = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
+
+    def arrival(anc, fallback):
+        for level, typ, val in anc:
+            if level == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS and len(val) >= TS.size:
+                sec, nsec = TS.unpack_from(val)
+                return sec * 1_000_000_000 + nsec - off
+        return fallback
+
+    return arrival
 UMAGIC = b"MUPUES01"
 UHDR = struct.Struct("!8sIQQB")
 
@@ -118,6 +142,7 @@ def ues(a):
     errors = 0
     mono = time.monotonic_ns
     pack = UHDR.pack
+    print("started", flush=True)
     start = mono()
     n = 0
     while n < total:
@@ -155,6 +180,8 @@ def echo(a):
     s.bind((a.bind, a.port))
     s.settimeout(0.05)
     print("ready", flush=True)
+    arrival = kernel_stamps(s)
+    space = socket.CMSG_SPACE(TS.size)
     rec_ue, rec_seq, rec_t, rec_sent = [], [], [], []
     bad = [0] * n_ue
     unattributed = 0
@@ -168,10 +195,10 @@ def echo(a):
         if last is not None and time.monotonic() - last > a.idle:
             break
         try:
-            data, src = s.recvfrom(65535)
+            data, anc, _flags, src = s.recvmsg(65535, space)
         except socket.timeout:
             continue
-        t = mono()
+        t = arrival(anc, mono())
         last = time.monotonic()
         ue, seq, ts, st, ok = parse_ue(data, a.size, n_ue)
         if ue < 0:
@@ -196,7 +223,7 @@ def back(a):
     n_ue = len(addrs)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_PKTINFO, 1)
+    s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
     s.bind(("0.0.0.0", a.port))
     s.settimeout(0.05)
     print("ready", flush=True)
@@ -206,7 +233,8 @@ def back(a):
     deadline = time.monotonic() + a.seconds
     last = None
     mono = time.monotonic_ns
-    space = socket.CMSG_SPACE(12)
+    arrival = kernel_stamps(s)
+    space = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(TS.size)
     while time.monotonic() < deadline:
         if last is not None and time.monotonic() - last > a.idle:
             break
@@ -214,11 +242,11 @@ def back(a):
             data, anc, _flags, _src = s.recvmsg(65535, space)
         except socket.timeout:
             continue
-        t = mono()
+        t = arrival(anc, mono())
         last = time.monotonic()
         dst = None
         for level, typ, val in anc:
-            if level == socket.IPPROTO_IP and typ == socket.IP_PKTINFO and len(val) >= 12:
+            if level == socket.IPPROTO_IP and typ == IP_PKTINFO and len(val) >= 12:
                 dst = socket.inet_ntoa(val[8:12])  # struct in_pktinfo: ifindex, spec_dst, addr
         ue, seq, _ts, site, ok = parse_ue(data, a.size, n_ue)
         if ue < 0:
