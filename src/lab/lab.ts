@@ -363,7 +363,14 @@ export async function labSetPe(t: LabTopology, p: LabPaths, mode: PeMode, progre
   const now = labPe(p);
   if (now === mode) return;
   if (now === 'kernel') await stopKernelPes(t);
-  else for (const site of PE_SITES) await stopDaemon(peDaemonPaths(p.dir, t.prefix, site).pidFile, peDaemonPaths(p.dir, t.prefix, site).instance);
+  else {
+    // A stopped daemon leaves its data plane running (pinned XDP links): teardown detaches it.
+    for (const site of PE_SITES) {
+      const d = peDaemonPaths(p.dir, t.prefix, site);
+      await stopDaemon(d.pidFile, d.instance);
+      await run(process.execPath, [MUP_BIN, 'teardown', '--instance', d.instance, '--bpffs', p.bpffs, '--netns', t.ns.core]);
+    }
+  }
   await startPes(t, p, mode, progress);
 }
 

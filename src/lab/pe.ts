@@ -16,9 +16,8 @@
  *   (`ip rule iif <dev> lookup <table>`), a /32 encap route per session and
  *   a blackhole for the rest of the pool. The kernel takes the IPv6 source
  *   from `ip sr tunsrc` (one per namespace, so all three PEs share it, and
- *   every session's UPF source is the N3 address) and forwards before it
- *   encapsulates (inner TTL - 1; traffic class 0 for inner IPv4), where our
- *   sessions keep the inner packet unchanged and copy its DSCP/ECN.
+ *   every session's UPF source is the N3 address) and sets traffic class 0
+ *   for inner IPv4, where our sessions copy the inner DSCP/ECN (docs/lab.md).
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';

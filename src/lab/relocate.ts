@@ -252,8 +252,9 @@ export function perUe(t: LabTopology, moved: number, sentPerUe: readonly number[
 }
 
 export const KERNEL_PE_NOTE =
-  "--pe kernel: the kernel's seg6 encap takes its IPv6 source from `ip sr tunsrc` (one per namespace: every PE and session shares the UPF source " +
-  '192.0.2.10) and forwards before it encapsulates (inner TTL - 1, traffic class 0 for inner IPv4); the echoes are compared by sequence number and payload, which those fields do not touch';
+  "--pe kernel: the kernel's seg6 encap takes its IPv6 source only from `ip sr tunsrc` (one per namespace: every PE and session shares the UPF " +
+  'source 192.0.2.10) and sets traffic class 0 for inner IPv4 (the DSCP does not reach the GTP-U header); a kernel that forwards before it ' +
+  'encapsulates lowers the inner TTL too. The echoes are compared by sequence number and payload, which none of these touch';
 
 /** Run the scenario on a lab that is up. */
 export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOptions): Promise<RelocateReport> {

@@ -47,6 +47,8 @@ HDR = struct.Struct("!8sQQ")
 
 def send(a):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if a.tos:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, a.tos)
     s.bind((a.src, 0))
     pad = b"\0" * max(0, a.size - HDR.size)
     dst = (a.dst, a.port)
@@ -272,6 +274,7 @@ def main():
     sp.add_argument("--rate", type=float, required=True)
     sp.add_argument("--seconds", type=float, required=True)
     sp.add_argument("--size", type=int, default=100)
+    sp.add_argument("--tos", type=int, default=0, help="IPv4 TOS byte (DSCP << 2 | ECN)")
     rp = sub.add_parser("recv")
     rp.add_argument("--bind", required=True)
     rp.add_argument("--port", type=int, required=True)
