@@ -281,7 +281,7 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
     const back = await pyProc<BackOut>(t.ns.ue, ['back', '--port', String(REPLY_PORT), ...common], 'ready', waitS + 10);
     procs.push(back);
     o.progress(`stream: ${o.rate} frames/s for ${o.seconds} s from ${mec.length} UEs to ${t.mec.anycast}:${PORT}, echoed by the site that receives; UE ${o.ue} (${u.addr}) moves to mec-b after ${o.switchAfter} s (--pe ${pe})`);
-    const sender = await pyProc<{ sent: number[]; total: number; rate: number; errors: number }>(
+    const sender = await pyProc<{ sent: number[]; total: number; rate: number; errors: number; end_ns: number }>(
       t.ns.ue,
       ['ues', '--ues', addrs, '--dst', t.mec.anycast, '--port', String(PORT), '--rate', String(o.rate), '--seconds', String(o.seconds), '--size', String(o.size)],
       'started',
@@ -347,7 +347,10 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
       totals,
       unattributed,
       echoErrors: ra.echo_errors + rb.echo_errors,
-      notes: pe === 'kernel' ? [KERNEL_PE_NOTE] : [],
+      notes: [
+        ...(pe === 'kernel' ? [KERNEL_PE_NOTE] : []),
+        ...(atB.length === 0 ? [`UE ${o.ue} sent nothing that reached B: the stream ended ${Number(BigInt(s.end_ns) - tPolicy) / 1e6} ms after the policy call began (it took ${policyMs.toFixed(0)} ms); give it more --seconds`] : []),
+      ],
       file,
     };
     writeFileSync(file, JSON.stringify(report, null, 2) + '\n');
