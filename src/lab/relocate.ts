@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 import { labApi, labDown, labPe, labUp, labPaths, peApi, uePolicy, type LabPaths, type Progress } from './lab.js';
 import { kernelPeAdd, kernelPeDel, ueSession, type PeMode } from './pe.js';
-import { sleep } from './sh.js';
+import { nsRun, sleep } from './sh.js';
 import { labTopology, type LabTopology, type LabUe } from './topology.js';
 
 const STREAM_PY = fileURLToPath(new URL('../../src/lab/stream.py', import.meta.url));
@@ -109,8 +109,15 @@ export interface RelocateReport {
   readonly unattributed: number;
   /** Send errors at the sites' echo sockets (each also shows as a lost echo). */
   readonly echoErrors: number;
+  /** Datagrams the receivers' kernels dropped for a full socket buffer (nstat UdpRcvbufErrors): the receiving program, not the path. */
+  readonly socketDrops: { readonly siteA: number; readonly siteB: number; readonly ues: number };
   readonly notes: readonly string[];
   readonly file: string;
+}
+
+/** UdpRcvbufErrors of a namespace (absolute, without touching nstat's history file). */
+async function rcvbufErrors(ns: string): Promise<number> {
+  return Number(/UdpRcvbufErrors\s+(\d+)/.exec((await nsRun(ns, 'nstat', ['-asz', 'UdpRcvbufErrors'])).stdout)?.[1] ?? 0);
 }
 
 interface SiteOut {
@@ -132,7 +139,7 @@ interface BackOut {
 }
 
 /** Start a stream.py process; resolves once it printed `ready`/`started`, with its JSON result to come. */
-async function pyProc<T>(ns: string, args: readonly string[], readyLine: string, timeoutS: number): Promise<{ done: Promise<T>; kill: () => void }> {
+async function pyProc<T>(ns: string, args: readonly string[], readyLine: string, timeoutS: number): Promise<{ done: Promise<T>; kill: () => void; stop: () => void }> {
   const proc: ResultPromise = execa('ip', ['netns', 'exec', ns, PYTHON, STREAM_PY, ...args], { reject: false, timeout: timeoutS * 1000, maxBuffer: 512 * 1024 * 1024 });
   let out = '';
   await new Promise<void>((res, rej) => {
@@ -155,7 +162,8 @@ async function pyProc<T>(ns: string, args: readonly string[], readyLine: string,
     return JSON.parse(line) as T;
   });
   done.catch(() => undefined);
-  return { done, kill: () => proc.kill('SIGKILL') };
+  // `ip netns exec` execs python, so the signal reaches it.
+  return { done, kill: () => proc.kill('SIGKILL'), stop: () => proc.kill('SIGTERM') };
 }
 
 /** Where one UE's session is: add / delete it at a MEC site's PE, for either PE mode. */
@@ -267,12 +275,15 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
   const at = new Date().toISOString();
   const load = loadavg().map((x) => Math.round(x * 100) / 100);
   const addrs = mec.map((x) => x.addr).join(',');
-  const waitS = o.seconds + 8;
-  const common = ['--ues', addrs, '--size', String(o.size), '--seconds', String(waitS), '--idle', '1.5'];
+  // Receivers stop on SIGTERM, sent 2 s after the sender's last frame (a
+  // busy host may send for much longer than --seconds); this is only a safety.
+  const waitS = o.seconds * 10 + 60;
+  const common = ['--ues', addrs, '--size', String(o.size), '--seconds', String(waitS), '--idle', '0'];
   const procs: { kill: () => void }[] = [];
   let state: 'a' | 'moving' | 'b' = 'a';
   let sessionAtB = false;
   let sessionAtA = true;
+  const drops0 = await Promise.all([rcvbufErrors(t.ns.meca), rcvbufErrors(t.ns.mecb), rcvbufErrors(t.ns.ue)]);
   try {
     const siteA = await pyProc<SiteOut>(t.ns.meca, ['echo', '--bind', t.mec.anycast, '--port', String(PORT), '--reply-port', String(REPLY_PORT), '--site', '1', ...common], 'ready', waitS + 10);
     procs.push(siteA);
@@ -305,9 +316,12 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
       sessionAtA = false;
     }
     const s = await sender.done;
-    o.progress('waiting for the receivers (1.5 s without a frame ends each)');
+    o.progress('the last frames and echoes (2 s), then the receivers stop');
+    await sleep(2000);
+    for (const q of [siteA, siteB, back]) q.stop();
     const [ra, rb, rback] = await Promise.all([siteA.done, siteB.done, back.done]);
     const ues = perUe(t, o.ue, s.sent, ra, rb, rback);
+    const drops1 = await Promise.all([rcvbufErrors(t.ns.meca), rcvbufErrors(t.ns.mecb), rcvbufErrors(t.ns.ue)]);
     const ms = (ns: number | undefined): number | null => (ns === undefined ? null : Number(BigInt(ns) - tPolicy) / 1e6);
     const j = o.ue - 1;
     const atA = ra.ue.flatMap((x, i) => (x === j ? [i] : []));
@@ -347,6 +361,7 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
       totals,
       unattributed,
       echoErrors: ra.echo_errors + rb.echo_errors,
+      socketDrops: { siteA: drops1[0]! - drops0[0]!, siteB: drops1[1]! - drops0[1]!, ues: drops1[2]! - drops0[2]! },
       notes: [
         ...(pe === 'kernel' ? [KERNEL_PE_NOTE] : []),
         ...(atB.length === 0 ? [`UE ${o.ue} sent nothing that reached B: the stream ended ${Number(BigInt(s.end_ns) - tPolicy) / 1e6} ms after the policy call began (it took ${policyMs.toFixed(0)} ms); give it more --seconds`] : []),
@@ -420,6 +435,7 @@ export function renderRelocate(r: RelocateReport): string {
     `    from the policy call: first frame at B ${ms(m.firstAtBMs)}, last at A ${ms(m.lastAtAMs)}, first echo from B at the UE ${ms(m.firstFromBMs)}`,
     `  the ${others.length} others: ${others.filter(bad).length === 0 ? 'every one 0 lost, 0 duplicated, 0 reordered, 0 malformed both ways' : `${others.filter(bad).length} with a non-zero count (table below)`}`,
     `  totals (all UEs, both directions): lost ${r.totals.lost}, duplicated ${r.totals.duplicated}, reordered ${r.totals.reordered}, malformed ${r.totals.malformed} (${r.unattributed} unattributed); echo send errors ${r.echoErrors}`,
+    `  of those, dropped by a receiver's full socket buffer (nstat UdpRcvbufErrors: the program fell behind, not the path): site A ${r.socketDrops.siteA}, site B ${r.socketDrops.siteB}, UEs ${r.socketDrops.ues}`,
     ...r.notes.map((n) => `  note: ${n}`),
     '',
     '  per UE (* = moved):',

@@ -17,6 +17,8 @@ back: at the UEs: one socket on --port records (UE, sequence, arrival ns,
       site) of every echo, checking with IP_PKTINFO that it reached the UE
       its header names; then one JSON line.
 
+echo and back run until SIGTERM (or --seconds, or --idle seconds without a
+datagram once some arrived; --idle 0: never), then print their JSON line.
 echo and back take arrival times from the kernel (SO_TIMESTAMPNS), not from
 the moment Python reads the datagram: on a busy host a receiver can lag by
 tens of milliseconds, which would otherwise show as reordering between
@@ -36,6 +38,7 @@ as malformed.
 """
 import argparse
 import json
+import signal
 import socket
 import struct
 import sys
@@ -75,7 +78,7 @@ def send(a):
 
 def recv(a):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    big_buffers(s)
     s.bind((a.bind, a.port))
     s.settimeout(0.05)
     print("ready", flush=True)
@@ -124,6 +127,26 @@ def kernel_stamps(s):
         return fallback
 
     return arrival
+STOP = []
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
+
+
+def big_buffers(s):
+    """32 MiB socket buffers, past net.core.rmem_max (root: the *FORCE
+    options): a receiver that falls behind on a busy host must not drop."""
+    try:
+        s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20)
+        s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 32 << 20)
+    except OSError:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+
+
+def stop_on_sigterm():
+    """echo/back: SIGTERM ends the loop (the caller sends it once the stream and its echoes are over)."""
+    signal.signal(signal.SIGTERM, lambda *_: STOP.append(1))
+
+
 UMAGIC = b"MUPUES01"
 UHDR = struct.Struct("!8sIQQB")
 
@@ -177,8 +200,7 @@ def echo(a):
     addrs = a.ues.split(",")
     n_ue = len(addrs)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+    big_buffers(s)
     s.bind((a.bind, a.port))
     s.settimeout(0.05)
     print("ready", flush=True)
@@ -193,8 +215,9 @@ def echo(a):
     deadline = time.monotonic() + a.seconds
     last = None
     mono = time.monotonic_ns
-    while time.monotonic() < deadline:
-        if last is not None and time.monotonic() - last > a.idle:
+    stop_on_sigterm()
+    while time.monotonic() < deadline and not STOP:
+        if last is not None and a.idle > 0 and time.monotonic() - last > a.idle:
             break
         try:
             data, anc, _flags, src = s.recvmsg(65535, space)
@@ -224,7 +247,7 @@ def back(a):
     addrs = a.ues.split(",")
     n_ue = len(addrs)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    big_buffers(s)
     s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
     s.bind(("0.0.0.0", a.port))
     s.settimeout(0.05)
@@ -237,8 +260,9 @@ def back(a):
     mono = time.monotonic_ns
     arrival = kernel_stamps(s)
     space = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(TS.size)
-    while time.monotonic() < deadline:
-        if last is not None and time.monotonic() - last > a.idle:
+    stop_on_sigterm()
+    while time.monotonic() < deadline and not STOP:
+        if last is not None and a.idle > 0 and time.monotonic() - last > a.idle:
             break
         try:
             data, anc, _flags, _src = s.recvmsg(65535, space)
