@@ -134,7 +134,7 @@ export function registerLab(program: Command, io: Io): void {
       'Every MEC user (100 UEs) sends a sequence-numbered UDP stream to the anycast address of mec-a and mec-b; the ' +
         'site that receives a frame echoes it back (the downlink, through that site\'s PE in core). Mid-stream one UE ' +
         "moves: its session is added at mec-b's PE, its (N3, TEID) policy is replaced with mec-b's PE SID (PUT " +
-        "/v1/policies), and after a drain its session is deleted at mec-a's PE. Reports per UE and direction frames " +
+        "/v1/policies), and once mec-a has answered all it received, its session is deleted at mec-a's PE. Reports per UE and direction frames " +
         'lost, duplicated, reordered and malformed (a table and lab-relocate.json), and the time from the API call ' +
         'to the first frame at B. Uses a running lab with the prefix (and leaves it up, the UE back at mec-a), or ' +
         'builds one with --pe and removes it afterwards (unless --keep). Exits with status 1 when any count is not 0.',

@@ -6,7 +6,8 @@
  * The MEC users' (N3, TEID) policies point at mec-a's PE SID and mec-a's PE
  * holds their sessions. Mid-stream one UE moves to mec-b: its session is
  * added at mec-b's PE, its policy is replaced with mec-b's SID (PUT
- * /v1/policies), and after a drain its session is deleted at mec-a's PE.
+ * /v1/policies), and once site A has answered all it received, its session
+ * is deleted at mec-a's PE.
  * Receivers at both sites and at the UEs record every sequence number and
  * its arrival time (CLOCK_MONOTONIC, the clock of process.hrtime here), so
  * the report gives, per UE and per direction, frames lost, duplicated,
@@ -42,14 +43,12 @@ export interface RelocateOptions {
   readonly ue: number;
   /** The PE mode of a lab this builds (a running lab keeps its own). */
   readonly pe?: PeMode;
-  /** Wait between the policy switch and deleting the session at A, ms. */
-  readonly drainMs?: number;
   /** false: move the policy only, leave the PE session at A (what a broken relocation does; for the tests). */
   readonly movePeSession?: boolean;
   readonly progress: Progress;
 }
 
-export const RELOCATE_DEFAULTS = { rate: 10_000, seconds: 4, switchAfter: 2, size: 100, ue: 1, drainMs: 300 } as const;
+export const RELOCATE_DEFAULTS = { rate: 10_000, seconds: 4, switchAfter: 2, size: 100, ue: 1 } as const;
 
 /** One direction of one UE's stream. */
 export interface DirStats {
@@ -271,7 +270,6 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
   if (u === undefined || o.ue < 1) throw new Error(`--ue ${o.ue}: a MEC user, 1 to ${t.ues.length - 1} (UE 0, ${t.ue.addr}, is the data network's)`);
   const pe = labPe(p);
   const movePe = o.movePeSession !== false;
-  const drainMs = o.drainMs ?? RELOCATE_DEFAULTS.drainMs;
   const at = new Date().toISOString();
   const load = loadavg().map((x) => Math.round(x * 100) / 100);
   const addrs = mec.map((x) => x.addr).join(',');
@@ -310,16 +308,24 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
     const policyMs = await timed(() => setPolicy(t, p, u, 'mecb'));
     state = 'b';
     let sessionDelMs: number | null = null;
+    const s = await sender.done;
+    // The sites first: each reads (and echoes) what is still in its socket
+    // (a receiver behind on a busy host has a backlog), then the UEs'.
+    o.progress('the sites drain their sockets and stop, then the UEs\' receiver');
+    await sleep(1000);
+    siteA.stop();
+    siteB.stop();
+    const [ra, rb] = await Promise.all([siteA.done, siteB.done]);
+    // Site A has answered everything it received: now its PE can forget the
+    // UE (earlier, A's late echoes would be lost: a site's program answers
+    // up to 400 ms after the frame arrived on a host at load 20).
     if (movePe) {
-      await sleep(drainMs);
       sessionDelMs = await timed(() => peSession(t, p, pe, 'del', 'meca', u));
       sessionAtA = false;
     }
-    const s = await sender.done;
-    o.progress('the last frames and echoes (2 s), then the receivers stop');
-    await sleep(2000);
-    for (const q of [siteA, siteB, back]) q.stop();
-    const [ra, rb, rback] = await Promise.all([siteA.done, siteB.done, back.done]);
+    await sleep(1000);
+    back.stop();
+    const rback = await back.done;
     const ues = perUe(t, o.ue, s.sent, ra, rb, rback);
     const drops1 = await Promise.all([rcvbufErrors(t.ns.meca), rcvbufErrors(t.ns.mecb), rcvbufErrors(t.ns.ue)]);
     const ms = (ns: number | undefined): number | null => (ns === undefined ? null : Number(BigInt(ns) - tPolicy) / 1e6);

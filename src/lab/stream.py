@@ -17,7 +17,7 @@ back: at the UEs: one socket on --port records (UE, sequence, arrival ns,
       site) of every echo, checking with IP_PKTINFO that it reached the UE
       its header names; then one JSON line.
 
-echo and back run until SIGTERM (or --seconds, or --idle seconds without a
+echo and back run until SIGTERM and then until their socket is empty (or --seconds, or --idle seconds without a
 datagram once some arrived; --idle 0: never), then print their JSON line.
 echo and back take arrival times from the kernel (SO_TIMESTAMPNS), not from
 the moment Python reads the datagram: on a busy host a receiver can lag by
@@ -216,12 +216,14 @@ def echo(a):
     last = None
     mono = time.monotonic_ns
     stop_on_sigterm()
-    while time.monotonic() < deadline and not STOP:
+    while time.monotonic() < deadline:
         if last is not None and a.idle > 0 and time.monotonic() - last > a.idle:
             break
         try:
             data, anc, _flags, src = s.recvmsg(65535, space)
         except socket.timeout:
+            if STOP:  # asked to stop, and the socket is drained
+                break
             continue
         t = arrival(anc, mono())
         last = time.monotonic()
@@ -261,12 +263,14 @@ def back(a):
     arrival = kernel_stamps(s)
     space = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(TS.size)
     stop_on_sigterm()
-    while time.monotonic() < deadline and not STOP:
+    while time.monotonic() < deadline:
         if last is not None and a.idle > 0 and time.monotonic() - last > a.idle:
             break
         try:
             data, anc, _flags, _src = s.recvmsg(65535, space)
         except socket.timeout:
+            if STOP:  # asked to stop, and the socket is drained
+                break
             continue
         t = arrival(anc, mono())
         last = time.monotonic()
