@@ -52,7 +52,7 @@ export const RELOCATE_DEFAULTS = { rate: 10_000, seconds: 4, switchAfter: 2, siz
 
 /** One direction of one UE's stream. */
 export interface DirStats {
-  /** Uplink: datagrams the UE sent; downlink: echoes the sites sent (one per uplink arrival). */
+  /** Uplink: datagrams the UE sent; downlink: distinct numbers the sites echoed (a duplicated uplink frame is echoed twice: a downlink duplicate). */
   readonly sent: number;
   readonly received: number;
   readonly lost: number;
@@ -119,7 +119,7 @@ async function rcvbufErrors(ns: string): Promise<number> {
   return Number(/UdpRcvbufErrors\s+(\d+)/.exec((await nsRun(ns, 'nstat', ['-asz', 'UdpRcvbufErrors'])).stdout)?.[1] ?? 0);
 }
 
-interface SiteOut {
+export interface SiteOut {
   ue: number[];
   seq: number[];
   t: number[];
@@ -128,7 +128,7 @@ interface SiteOut {
   unattributed: number;
   echo_errors: number;
 }
-interface BackOut {
+export interface BackOut {
   ue: number[];
   seq: number[];
   t: number[];
@@ -248,7 +248,7 @@ export function perUe(t: LabTopology, moved: number, sentPerUe: readonly number[
       // application answers at its own pace; their interleaving is not the network's).
       downlink: dirStats(
         da.map((x) => ({ seq: x.seq, stream: x.site })),
-        ua.length,
+        echoed.size,
         (q) => echoed.has(q),
         back.malformed[j] ?? 0,
         da.filter((x) => x.site === 1).length,
