@@ -7,7 +7,11 @@
  *   seg6 encap output is translated into GTP-U that the gNB emulator accepts
  *   (its counters) and reaches the UE; tshark decodes both wires without a
  *   malformed frame;
- * - MEC relocation through the API under a stream: nothing lost;
+ * - MEC relocation of one of 100 UEs (its (N3, TEID) policy and its PE
+ *   session) under a stream to and from every UE, with the kernel's PEs and
+ *   with ours (mup daemons): per UE nothing lost, duplicated, reordered or
+ *   malformed; moving the policy without the session loses that UE's
+ *   downlink from B, and nothing else;
  * - lab down leaves nothing: namespaces, daemon, bpffs, directory.
  * afterAll removes the lab also when a test failed; beforeAll removes labs
  * of test processes that died before their cleanup.
@@ -19,9 +23,9 @@ import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gnbCounters } from '../src/lab/gnb.js';
-import { labApi, labDown, labPaths, labUp, type LabPaths } from '../src/lab/lab.js';
-import { captureWires, ping, tcp, iperfServer } from '../src/lab/measure.js';
-import { relocateOnLab } from '../src/lab/relocate.js';
+import { labApi, labDown, labPaths, labPe, labSetPe, labUp, peApi, type LabPaths } from '../src/lab/lab.js';
+import { captureWires, peDownlinkFrame, peFrameFields, ping, tcp, iperfServer } from '../src/lab/measure.js';
+import { relocateOnLab, type RelocateOptions, type RelocateReport } from '../src/lab/relocate.js';
 import { labTopology, type LabTopology } from '../src/lab/topology.js';
 import { listNamespaces } from '../src/host/netns-sweep.js';
 import { pidAlive } from '../src/host/process.js';
@@ -182,18 +186,106 @@ describe.skipIf(!isRoot)('mup lab: the whole user plane in namespaces', () => {
     ]);
     expect(dl.stdout.trim().split('\n')).toEqual(['0\t9', '0\t9']);
     expect(dls.stdout.trim().split('\n')).toHaveLength(2);
+  }, 90_000);
+
+  /** Every count of every UE, both ways: all 0 in a sound relocation. */
+  const counts = (r: RelocateReport): Record<string, number[]> => {
+    const out: Record<string, number[]> = {};
+    for (const u of r.ues) {
+      const c = [u.uplink.lost, u.uplink.duplicated, u.uplink.reordered, u.uplink.malformed, u.downlink.lost, u.downlink.duplicated, u.downlink.reordered, u.downlink.malformed];
+      if (c.some((x) => x !== 0)) out[u.addr] = c;
+    }
+    return out;
+  };
+  const relocateOpts = (ue: number, extra: Partial<RelocateOptions> = {}): RelocateOptions => ({
+    prefix: PREFIX,
+    out,
+    keep: true,
+    // 6,000 frames, 60 per UE; the switch 1 s in leaves 3 s for the API
+    // calls to land while the stream runs (they took up to 1.3 s at load 25).
+    rate: 1500,
+    seconds: 4,
+    switchAfter: 1,
+    size: 100,
+    ue,
+    progress: () => undefined,
+    ...extra,
+  });
+  /** The moved UE's frames split cleanly between the sites, and every UE got every frame and echo. */
+  const expectSound = (r: RelocateReport, ue: number): void => {
+    expect(r.sent).toBe(6000);
+    expect(r.ues).toHaveLength(100);
+    expect(counts(r), 'UEs with a non-zero lost/dup/reordered/malformed count (uplink, downlink)').toEqual({});
+    expect({ unattributed: r.unattributed, echoErrors: r.echoErrors }).toEqual({ unattributed: 0, echoErrors: 0 });
+    const m = r.ues.find((u) => u.moved)!;
+    expect(m.index).toBe(ue);
+    expect(m.uplink.viaA, 'the moved UE reached A before the switch').toBeGreaterThan(0);
+    expect(m.uplink.viaB, 'and B after it').toBeGreaterThan(0);
+    expect(m.downlink.viaB, "B's echoes came back through B's PE").toBe(m.uplink.viaB);
+    expect(r.moved.firstSeqAtB).toBe((r.moved.lastSeqAtA ?? -1) + 1);
+    expect(r.moved.firstAtBMs).not.toBeNull();
+    for (const u of r.ues.filter((x) => !x.moved)) expect({ addr: u.addr, viaB: u.uplink.viaB + u.downlink.viaB, received: u.uplink.received }).toEqual({ addr: u.addr, viaB: 0, received: 60 });
+  };
+
+  it('relocate one of 100 UEs, --pe kernel: its policy and PE session move; 0 lost, duplicated, reordered, malformed for it and every other, both ways', async () => {
+    expect(labPe(p)).toBe('kernel');
+    const r = await relocateOnLab(t, p, relocateOpts(5));
+    expect(r.pe).toBe('kernel');
+    expect(r.notes.join(' ')).toMatch(/ip sr tunsrc.*traffic class 0 for inner IPv4/);
+    expectSound(r, 5);
+    // Put back: the policy and the session are at A again.
+    expect((await execa('ip', ['-n', t.ns.core, 'route', 'show', 'table', '102'])).stdout).not.toContain(t.ues[5]!.addr);
+    expect((await execa('ip', ['-n', t.ns.core, 'route', 'show', 'table', '101'])).stdout).toContain(`${t.ues[5]!.addr} `);
+  }, 60_000);
+
+  let kernelFrame: ReturnType<typeof peFrameFields> | undefined;
+  it("the kernel PE's downlink G-PDU at the gNB (compared with ours below)", async () => {
+    expect(labPe(p)).toBe('kernel');
+    kernelFrame = peFrameFields(await peDownlinkFrame(t, join(out, 'pe-kernel.pcap'), STREAM_PY));
+    expect(kernelFrame).toMatchObject({ src: t.mup.n3Addr, dst: t.gnb.addr, teid: t.ues[0]!.dlTeid, qfi: t.ues[0]!.qfi, innerTos: 0xb8 });
+    expect(kernelFrame.outerTos, "the kernel's H.Encaps sets traffic class 0 for inner IPv4").toBe(0);
   }, 30_000);
 
-  it('MEC relocation through PUT /v1/policies under a 10,000 frames/s stream: nothing lost, duplicated or malformed', async () => {
-    const r = await relocateOnLab(t, p, { prefix: PREFIX, out, keep: true, rate: 10_000, seconds: 2, switchAfter: 1, size: 100, progress: () => undefined });
-    expect(r.sent).toBe(20_000);
-    expect(r.siteA.received).toBeGreaterThan(0);
-    expect(r.siteB.received).toBeGreaterThan(0);
-    expect({ lost: r.lost, duplicated: r.duplicated, malformed: r.malformed, lostSeqs: r.lostSeqs }).toEqual({ lost: 0, duplicated: 0, malformed: 0, lostSeqs: [] });
-    // Site A has the head of the stream, site B the tail.
-    expect(r.siteB.firstSeq).toBe((r.siteA.lastSeq ?? -1) + 1);
-    expect(r.downlinkAfter.received).toBe(5);
-  }, 40_000);
+  it('--pe mup: the PEs are mup daemons; the same relocation is sound, and the downlink from our sessions reaches the gNB emulator', async () => {
+    await labSetPe(t, p, 'mup');
+    expect(labPe(p)).toBe('mup');
+    // Our session and the kernel's encap give the gNB the same G-PDU, modulo
+    // the traffic class (ours copies the inner DSCP/ECN to the outer TOS via
+    // End.M.GTP4.E) and the inner TTL (masked: RFC-wise the kernel may lower it).
+    const ours = peFrameFields(await peDownlinkFrame(t, join(out, 'pe-mup.pcap'), STREAM_PY));
+    expect(ours.outerTos, 'DSCP 46 reaches the GTP-U header').toBe(0xb8);
+    expect(ours.innerTtl, 'our PE leaves the inner packet unchanged').toBe(64);
+    expect(kernelFrame, 'the kernel frame was captured').toBeDefined();
+    expect({ ...ours, outerTos: 0, innerTtl: 0 }).toEqual({ ...kernelFrame!, outerTos: 0, innerTtl: 0 });
+    const r = await relocateOnLab(t, p, relocateOpts(42));
+    expect(r.pe).toBe('mup');
+    expectSound(r, 42);
+    const sessions = async (site: 'meca' | 'mecb'): Promise<string[]> => (await peApi<{ sessions: { ue: string }[] }>(p, site, 'GET', '/v1/sessions')).body.sessions.map((x) => x.ue);
+    expect(await sessions('meca')).toContain(`${t.ues[42]!.addr}/32`);
+    expect(await sessions('mecb')).toEqual([]);
+    // The data network's PE: H.M.Session.Encaps of UE 0's downlink -> End.M.GTP4.E -> the gNB emulator.
+    const N = 200;
+    const peFns = async (): Promise<Record<string, Fn>> => (await peApi<{ functions: Record<string, Fn> }>(p, 'dn', 'GET', '/v1/counters?rules=none')).body.functions;
+    const [e0, f0, g0] = [await peFns(), await functions(), await gnbCounters(p.bpffs)];
+    const rr = await stream(t.ns.dn, t.dn.addr, t.ns.ue, t.ue.addr, N);
+    const [e1, f1, g1] = [await peFns(), await functions(), await gnbCounters(p.bpffs)];
+    expect(e1['h_m_session_encaps']!.packets - e0['h_m_session_encaps']!.packets).toBe(N);
+    expect(f1['end_m_gtp4_e']!.packets - f0['end_m_gtp4_e']!.packets).toBe(N);
+    expect(g1.dl_decap - g0.dl_decap).toBe(N);
+    expect(g1.dl_qfi_mismatch + g1.dl_drop_ue + g1.dl_drop_teid - (g0.dl_qfi_mismatch + g0.dl_drop_ue + g0.dl_drop_teid)).toBe(0);
+    expect(new Set(rr.seqs).size).toBe(N);
+  }, 90_000);
+
+  it('a broken relocation (the policy moves, the PE session stays at A) loses the moved UE\'s downlink from B, and only that', async () => {
+    expect(labPe(p)).toBe('mup');
+    const r = await relocateOnLab(t, p, relocateOpts(9, { movePeSession: false }));
+    const m = r.ues.find((u) => u.moved)!;
+    expect(m.uplink.viaB).toBeGreaterThan(0);
+    expect(m.uplink.lost).toBe(0);
+    expect(m.downlink.viaB, 'no echo from B reaches the UE: B has no session for it').toBe(0);
+    expect(m.downlink.lost).toBe(m.uplink.viaB);
+    expect(Object.keys(counts(r)), 'every other UE is untouched').toEqual([m.addr]);
+  }, 60_000);
 
   it('mup probe --lab: probes both ways through the lab, in-band stamps from the lab daemon, nothing lost', async () => {
     // A packet socket bound to one EtherType is served after TC ingress, where the gNB

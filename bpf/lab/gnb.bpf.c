@@ -3,12 +3,14 @@
  * The lab's gNB emulator (not part of the translator): two TC ingress
  * programs on the gNB namespace's veths (src/lab/gnb.ts attaches them).
  *
- *   gnb_uplink   on the UE-facing veth: IPv4 from the UE gets outer
- *                IPv4/UDP 2152/GTP-U (G-PDU, uplink TEID, PDU Session
- *                Container UL with the QFI) toward the translator's N3
- *                address and leaves by the N3 veth.
- *   gnb_downlink on the N3 veth: G-PDUs to the gNB address with the
- *                downlink TEID lose their outer headers and go to the UE.
+ *   gnb_uplink   on the UE-facing veth: IPv4 from a UE (gnb_ue_ul, keyed
+ *                on the source address) gets outer IPv4/UDP 2152/GTP-U
+ *                (G-PDU, that UE's uplink TEID, PDU Session Container UL
+ *                with its QFI) toward the translator's N3 address and
+ *                leaves by the N3 veth.
+ *   gnb_downlink on the N3 veth: G-PDUs to the gNB address with a UE's
+ *                downlink TEID (gnb_ue_dl) whose inner destination is that
+ *                UE lose their outer headers and go to the UE.
  *
  * TC, not XDP, so that packet sockets on the N3 veth (tcpdump, the latency
  * probe) see the frames on the wire. Everything else passes to the kernel
@@ -32,7 +34,11 @@
 #define GNB_ENCAP_LEN 44
 #define GNB_MAX_EXT 4
 
-_Static_assert(sizeof(struct gnb_cfg) == 56, "struct gnb_cfg is 56 bytes (src/lab/gnb.ts)");
+_Static_assert(sizeof(struct gnb_cfg) == 44, "struct gnb_cfg is 44 bytes (src/lab/gnb.ts)");
+_Static_assert(sizeof(struct gnb_ue_ul) == 8, "struct gnb_ue_ul is 8 bytes (src/lab/gnb.ts)");
+_Static_assert(sizeof(struct gnb_ue_dl) == 8, "struct gnb_ue_dl is 8 bytes (src/lab/gnb.ts)");
+
+#define GNB_MAX_UES 4096
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -40,6 +46,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct gnb_cfg);
 } gnb_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GNB_MAX_UES);
+	__type(key, __be32);
+	__type(value, struct gnb_ue_ul);
+} gnb_ue_ul SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GNB_MAX_UES);
+	__type(key, __be32);
+	__type(value, struct gnb_ue_dl);
+} gnb_ue_dl SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -102,11 +122,19 @@ int gnb_uplink(struct __sk_buff *skb)
 	struct ethhdr *eth = data;
 	struct iphdr *ip = data + sizeof(*eth);
 	struct gnb_encap h = {};
+	struct gnb_ue_ul *ue;
+	__be32 saddr;
 	__u16 inner_len;
 	__u32 hash;
 
 	if (!cfg || !cfg->ready || (void *)(ip + 1) > data_end ||
-	    eth->h_proto != bpf_htons(ETH_P_IP) || ip->saddr != cfg->ue_addr) {
+	    eth->h_proto != bpf_htons(ETH_P_IP)) {
+		count(GNB_UL_PASS);
+		return TC_ACT_OK;
+	}
+	saddr = ip->saddr;
+	ue = bpf_map_lookup_elem(&gnb_ue_ul, &saddr);
+	if (!ue) {
 		count(GNB_UL_PASS);
 		return TC_ACT_OK;
 	}
@@ -141,11 +169,11 @@ int gnb_uplink(struct __sk_buff *skb)
 	h.flags = 0x34; /* version 1, PT 1, E */
 	h.type = GTP_GPDU;
 	h.length = bpf_htons(inner_len + 8);
-	h.teid = cfg->ul_teid;
+	h.teid = ue->ul_teid;
 	h.next = GTP_EXT_PDU_SESSION;
 	h.ext_len = 1;
 	h.pdu_type = 0x10; /* PDU Type 1 = UL */
-	h.qfi = cfg->qfi & 0x3f;
+	h.qfi = ue->qfi & 0x3f;
 	h.ext_next = 0;
 
 	if (bpf_skb_adjust_room(skb, GNB_ENCAP_LEN, BPF_ADJ_ROOM_MAC,
@@ -170,6 +198,8 @@ int gnb_downlink(struct __sk_buff *skb)
 	struct ethhdr *eth = data;
 	struct iphdr *ip = data + sizeof(*eth);
 	struct udphdr *udp;
+	struct gnb_ue_dl *ue;
+	__be32 teid;
 	__u8 *gtp;
 	__u32 ihl, off, udp_len, base;
 	__u8 next, qfi = 0xff;
@@ -204,7 +234,9 @@ int gnb_downlink(struct __sk_buff *skb)
 		count(GNB_DL_DROP_NOT_GPDU);
 		return TC_ACT_SHOT;
 	}
-	if (*(__be32 *)(gtp + 4) != cfg->dl_teid) {
+	teid = *(__be32 *)(gtp + 4);
+	ue = bpf_map_lookup_elem(&gnb_ue_dl, &teid);
+	if (!ue) {
 		count(GNB_DL_DROP_TEID);
 		return TC_ACT_SHOT;
 	}
@@ -253,20 +285,24 @@ int gnb_downlink(struct __sk_buff *skb)
 		}
 	}
 	{
-		__u8 first;
+		struct iphdr inner;
 
-		if (bpf_skb_load_bytes(skb, base + off, &first, 1)) {
+		if (bpf_skb_load_bytes(skb, base + off, &inner, sizeof(inner))) {
 			count(GNB_DL_DROP_MALFORMED);
 			return TC_ACT_SHOT;
 		}
-		if ((first >> 4) != 4) {
+		if (inner.version != 4) {
 			count(GNB_DL_DROP_INNER);
+			return TC_ACT_SHOT;
+		}
+		if (inner.daddr != ue->ue_addr) {
+			count(GNB_DL_DROP_UE);
 			return TC_ACT_SHOT;
 		}
 	}
 	if (qfi == 0xff)
 		count(GNB_DL_NO_CONTAINER);
-	else if (qfi != (cfg->qfi & 0x3f))
+	else if (qfi != (ue->qfi & 0x3f))
 		count(GNB_DL_QFI_MISMATCH);
 
 	if (bpf_skb_adjust_room(skb, -(__s32)(ihl + sizeof(*udp) + off), BPF_ADJ_ROOM_MAC, 0) ||

@@ -17,6 +17,9 @@ function num(s: string, what: string, min: number, max: number): number {
   return n;
 }
 
+const peOption = (what: string): Option =>
+  new Option('--pe <who>', `who builds the core's PE downlink ${what}: mup (our sessions, a mup daemon per PE) or kernel (seg6 encap)`).choices(['mup', 'kernel']);
+
 const prefixOption = (): Option =>
   new Option('--prefix <name>', `namespace prefix: namespaces are <prefix>-{${LAB_NODES.join(',')}}; a second lab needs another`).default(DEFAULT_PREFIX);
 
@@ -52,7 +55,7 @@ export function registerLab(program: Command, io: Io): void {
       '\nExamples:\n' +
         '  mup lab run                      # what make demo runs: up, measure, report, down\n' +
         '  mup lab up && mup lab shell ue   # a shell on the UE: ping -I 10.45.0.2 203.0.113.5\n' +
-        '  mup lab relocate                 # MEC relocation under a 20,000 frames/s stream\n' +
+        '  mup lab relocate                 # move one of 100 UEs from mec-a to mec-b under a stream\n' +
         '  mup lab down                     # remove everything the lab made\n',
     );
 
@@ -60,13 +63,15 @@ export function registerLab(program: Command, io: Io): void {
     .command('up')
     .summary('build the lab and start its translator (a previous lab with the prefix is removed first)')
     .addOption(prefixOption())
-    .addHelpText('after', '\nExamples:\n  mup lab up\n  mup lab up --prefix mlab2   # a second lab beside the first\n')
-    .action(async (o: { prefix: string }) => {
+    .addOption(peOption('(default kernel)').default('kernel'))
+    .addHelpText('after', '\nExamples:\n  mup lab up\n  mup lab up --pe mup         # the downlink from our sessions (H.M.Session.Encaps)\n  mup lab up --prefix mlab2   # a second lab beside the first\n')
+    .action(async (o: { prefix: string; pe: 'mup' | 'kernel' }) => {
       const { labUp } = await import('../lab/lab.js');
-      const { topology: t, paths: p } = await withSignals(o.prefix, io, () => labUp(o.prefix, progress));
+      const { topology: t, paths: p } = await withSignals(o.prefix, io, () => labUp(o.prefix, progress, { pe: o.pe }));
       io.out(
-        `lab "${o.prefix}" is up: namespaces ${Object.values(t.ns).join(' ')}\n` +
+        `lab "${o.prefix}" is up (--pe ${o.pe}): namespaces ${Object.values(t.ns).join(' ')}\n` +
           `  translated: ip netns exec ${t.ns.ue} ping -I ${t.ue.addr} ${t.dn.addr}\n` +
+          `  MEC user:   ip netns exec ${t.ns.ue} ping -I ${t.ues[1]!.addr} ${t.mec.anycast}   (${t.ues.length - 1} of them: ${t.ues[1]!.addr}..${t.ues[t.ues.length - 1]!.addr})\n` +
           `  plain:      ip netns exec ${t.ns.ue} ping -I ${t.ue.plainAddr} ${t.dn.addr}\n` +
           `  translator: MUP_SOCKET=${p.socket} mup stats\n` +
           `  remove it:  mup lab down${o.prefix === DEFAULT_PREFIX ? '' : ` --prefix ${o.prefix}`}\n`,
@@ -124,25 +129,31 @@ export function registerLab(program: Command, io: Io): void {
 
   lab
     .command('relocate')
-    .summary('MEC relocation: switch the UE uplink from site A to site B through the API under a steady stream')
+    .summary('MEC relocation of one UE (its (N3, TEID) policy and its PE session) from mec-a to mec-b under a stream to and from every UE')
     .description(
-      'Sends a sequence-numbered UDP stream from the UE to the anycast address of mec-a and mec-b, with the uplink ' +
-        "policy on site A's End.DX4 SID prefix, and replaces it with site B's through PUT /v1/policies mid-stream. " +
-        'Reports frames lost, duplicated, reordered and malformed, and the time from the API call to the first frame ' +
-        'at B and the last frame at A. Uses a running lab with the prefix (and leaves it up), or builds one and ' +
-        'removes it afterwards (unless --keep).',
+      'Every MEC user (100 UEs) sends a sequence-numbered UDP stream to the anycast address of mec-a and mec-b; the ' +
+        'site that receives a frame echoes it back (the downlink, through that site\'s PE in core). Mid-stream one UE ' +
+        "moves: its session is added at mec-b's PE, its (N3, TEID) policy is replaced with mec-b's PE SID (PUT " +
+        "/v1/policies), and once mec-a has answered all it received, its session is deleted at mec-a's PE. Reports per UE and direction frames " +
+        'lost, duplicated, reordered and malformed (a table and lab-relocate.json), and the time from the API call ' +
+        'to the first frame at B. Uses a running lab with the prefix (and leaves it up, the UE back at mec-a), or ' +
+        'builds one with --pe and removes it afterwards (unless --keep). Exits with status 1 when any count is not 0.',
     )
     .addOption(prefixOption())
+    .addOption(peOption('of a lab it builds (default kernel; a running lab keeps its own)'))
+    .option('--ue <n>', 'which UE moves: 1 to 100 (10.45.0.3 is 1)', '1')
     .option('--keep', 'leave a lab it built up afterwards')
-    .option('--rate <pps>', 'frames per second', '20000')
-    .option('--seconds <s>', 'stream duration', '4')
+    .option('--rate <pps>', 'frames per second, all UEs together', '10000')
+    .option('--seconds <s>', 'stream duration (the UE moves half-way)', '4')
     .option('--out <dir>', 'where lab-relocate.json goes', 'build/lab')
     .option('--json', 'print the report as JSON')
-    .addHelpText('after', '\nExamples:\n  mup lab relocate\n  mup lab relocate --rate 50000 --seconds 6\n')
-    .action(async (o: { prefix: string; keep?: boolean; rate: string; seconds: string; out: string; json?: boolean }) => {
+    .addHelpText('after', '\nExamples:\n  mup lab relocate\n  mup lab relocate --pe mup --ue 42\n  mup lab relocate --rate 20000 --seconds 6 --json | jq .moved\n')
+    .action(async (o: { prefix: string; pe?: 'mup' | 'kernel'; ue: string; keep?: boolean; rate: string; seconds: string; out: string; json?: boolean }) => {
       const { relocate, renderRelocate, RELOCATE_DEFAULTS } = await import('../lab/relocate.js');
-      labTopology(o.prefix);
+      const t = labTopology(o.prefix);
       const seconds = num(o.seconds, 'seconds', 1, 600);
+      const ue = num(o.ue, 'ue', 1, t.ues.length - 1);
+      if (!Number.isInteger(ue)) throw new Error(`--ue ${o.ue}: a whole number from 1 to ${t.ues.length - 1}`);
       const r = await withSignals(o.prefix, io, () =>
         relocate({
           prefix: o.prefix,
@@ -152,11 +163,16 @@ export function registerLab(program: Command, io: Io): void {
           seconds,
           switchAfter: seconds / 2,
           size: RELOCATE_DEFAULTS.size,
+          ue,
+          ...(o.pe === undefined ? {} : { pe: o.pe }),
           progress,
         }),
       );
       io.out(o.json === true ? JSON.stringify(r, null, 2) + '\n' : renderRelocate(r));
-      if (r.lost > 0 || r.malformed > 0) throw new Error(`relocation lost ${r.lost} and garbled ${r.malformed} frames (see ${r.file})`);
+      const x = r.totals;
+      if (x.lost + x.duplicated + x.reordered + x.malformed > 0) {
+        throw new Error(`relocation: lost ${x.lost}, duplicated ${x.duplicated}, reordered ${x.reordered}, malformed ${x.malformed} frames over all UEs (per UE: ${r.file})`);
+      }
     });
 
   lab

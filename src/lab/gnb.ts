@@ -3,14 +3,17 @@
  * bpffs, attached with tc (clsact ingress) on the gNB namespace's two
  * veths, configured through its config map, counters read back.
  */
+import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { linkInfo, run } from './sh.js';
 import type { LabTopology } from './topology.js';
 
 export const GNB_OBJECT = fileURLToPath(new URL('../../build/gnb.bpf.o', import.meta.url));
-/** sizeof(struct gnb_cfg) in bpf/lab/gnb.h. */
-const CFG_SIZE = 56;
+/** sizeof(struct gnb_cfg), struct gnb_ue_ul and struct gnb_ue_dl in bpf/lab/gnb.h. */
+const CFG_SIZE = 44;
+const UE_UL_SIZE = 8;
+const UE_DL_SIZE = 8;
 
 /** Counter names in the order of enum gnb_counter (bpf/lab/gnb.h). */
 export const GNB_COUNTERS = [
@@ -27,6 +30,7 @@ export const GNB_COUNTERS = [
   'dl_drop_room',
   'dl_qfi_mismatch',
   'dl_no_container',
+  'dl_drop_ue',
 ] as const;
 export type GnbCounters = Record<(typeof GNB_COUNTERS)[number], number>;
 
@@ -53,25 +57,28 @@ function le32(n: number): number[] {
 export async function startGnb(t: LabTopology, bpffs: string): Promise<void> {
   await run('bpftool', ['prog', 'loadall', GNB_OBJECT, progDir(bpffs), 'type', 'classifier', 'pinmaps', mapDir(bpffs)]);
   const cfgMap = join(mapDir(bpffs), 'gnb_config');
-  const info = JSON.parse((await run('bpftool', ['-j', 'map', 'show', 'pinned', cfgMap])).stdout) as { bytes_value: number };
-  if (info.bytes_value !== CFG_SIZE) {
-    throw new Error(`${GNB_OBJECT}: gnb_config value is ${info.bytes_value} bytes, src/lab/gnb.ts writes ${CFG_SIZE}: rebuild (make bpf) or update src/lab/gnb.ts`);
+  for (const [name, size] of [
+    ['gnb_config', CFG_SIZE],
+    ['gnb_ue_ul', UE_UL_SIZE],
+    ['gnb_ue_dl', UE_DL_SIZE],
+  ] as const) {
+    const info = JSON.parse((await run('bpftool', ['-j', 'map', 'show', 'pinned', join(mapDir(bpffs), name)])).stdout) as { bytes_value: number };
+    if (info.bytes_value !== size) {
+      throw new Error(`${GNB_OBJECT}: ${name} value is ${info.bytes_value} bytes, src/lab/gnb.ts writes ${size}: rebuild (make bpf) or update src/lab/gnb.ts`);
+    }
   }
   const toUe = await linkInfo(t.ns.gnb, t.gnb.toUe);
   const n3 = await linkInfo(t.ns.gnb, t.gnb.n3);
-  const ue = await linkInfo(t.ns.ue, t.ue.dev);
+  const ue = await linkInfo(t.ns.ue, t.ue.dev); // every UE's address is on this one veth
   const mupN3 = await linkInfo(t.ns.mup, t.mup.n3);
   const value = [
     ...le32(toUe.ifindex),
     ...le32(n3.ifindex),
-    ...ip4(t.ue.addr),
     ...ip4(t.gnb.addr),
     ...ip4(t.mup.n3Addr),
-    ...be32(t.gnb.ulTeid),
-    ...be32(t.gnb.dlTeid),
-    t.gnb.qfi,
     64, // outer TTL
     1, // ready
+    0,
     0,
     ...mac(mupN3.mac),
     ...mac(n3.mac),
@@ -80,6 +87,15 @@ export async function startGnb(t: LabTopology, bpffs: string): Promise<void> {
   ];
   if (value.length !== CFG_SIZE) throw new Error(`gnb_cfg encoding is ${value.length} bytes, expected ${CFG_SIZE}`);
   const hex = (b: number[]): string[] => b.map((x) => x.toString(16).padStart(2, '0'));
+  // The UEs first (one bpftool batch: two entries per UE), then the config
+  // entry that makes the programs act.
+  const batch = t.ues.flatMap((u) => [
+    `map update pinned ${join(mapDir(bpffs), 'gnb_ue_ul')} key hex ${hex(ip4(u.addr)).join(' ')} value hex ${hex([...be32(u.ulTeid), u.qfi, 0, 0, 0]).join(' ')}`,
+    `map update pinned ${join(mapDir(bpffs), 'gnb_ue_dl')} key hex ${hex(be32(u.dlTeid)).join(' ')} value hex ${hex([...ip4(u.addr), u.qfi, 0, 0, 0]).join(' ')}`,
+  ]);
+  const batchFile = join(bpffs, '..', 'gnb-ues.batch');
+  writeFileSync(batchFile, batch.join('\n') + '\n');
+  await run('bpftool', ['batch', 'file', batchFile]);
   await run('bpftool', ['map', 'update', 'pinned', cfgMap, 'key', 'hex', ...hex([0, 0, 0, 0]), 'value', 'hex', ...hex(value)]);
   for (const [dev, prog] of [
     [t.gnb.toUe, 'gnb_uplink'],

@@ -7,14 +7,15 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, closeSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import { listNamespaces } from '../host/netns-sweep.js';
 import { pidAlive } from '../host/process.js';
 import { startGnb } from './gnb.js';
+import { corePoolBlackhole, PE_MODES, PE_SITES, peDaemonPaths, startKernelPes, stopKernelPes, writePeConfigs, type PeMode, type PeSite } from './pe.js';
 import { ipBatch, nsRun, run, sleep } from './sh.js';
-import { LAB_NODES, labTopology, type LabTopology } from './topology.js';
+import { LAB_NODES, labTopology, type LabTopology, type LabUe } from './topology.js';
 
 export const LAB_CONFIG = fileURLToPath(new URL('../../config/lab.yaml', import.meta.url));
 const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
@@ -32,12 +33,18 @@ export interface LabPaths {
   readonly log: string;
   readonly pidFile: string;
   readonly instance: string;
+  /** The gateway's config: config/lab.yaml plus one (N3, TEID) policy per MEC user (written by lab up). */
+  readonly config: string;
+  /** Which PE builds the downlink (`mup` or `kernel`), written by lab up. */
+  readonly peFile: string;
 }
 
 export function labPaths(t: LabTopology): LabPaths {
   const dir = join(LAB_RUN_DIR, t.prefix);
   return {
     dir,
+    config: join(dir, 'gateway.yaml'),
+    peFile: join(dir, 'pe'),
     bpffs: join(dir, 'bpffs'),
     socket: join(dir, 'mup.sock'),
     stateFile: join(dir, 'state.json'),
@@ -47,13 +54,29 @@ export function labPaths(t: LabTopology): LabPaths {
   };
 }
 
-/** One JSON request to the lab's daemon. */
+/** One JSON request to the lab's daemon (the gateway in mup). */
 export function labApi<T = unknown>(p: LabPaths, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  return socketApi<T>(p.socket, method, path, body);
+}
+
+/** One JSON request to a PE daemon in core (--pe mup). */
+export function peApi<T = unknown>(p: LabPaths, site: PeSite, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  return socketApi<T>(peDaemonPaths(p.dir, basename(p.dir), site).socket, method, path, body);
+}
+
+/** The PE mode of a lab that is up (what lab up wrote). */
+export function labPe(p: LabPaths): PeMode {
+  const m = existsSync(p.peFile) ? readFileSync(p.peFile, 'utf8').trim() : '';
+  if (!(PE_MODES as readonly string[]).includes(m)) throw new Error(`${p.peFile}: no PE mode recorded (is the lab up? mup lab up)`);
+  return m as PeMode;
+}
+
+function socketApi<T>(socketPath: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = request(
       {
-        socketPath: p.socket,
+        socketPath,
         method,
         path,
         timeout: 20_000,
@@ -102,18 +125,28 @@ async function isMountpoint(dir: string): Promise<boolean> {
   return (await run('mountpoint', ['-q', dir], { allowFail: true })).exitCode === 0;
 }
 
-/** The daemon of a previous lab with this prefix, if its pid file names a live `mup daemon` of this instance. */
-function labDaemonPid(p: LabPaths): number | undefined {
-  if (!existsSync(p.pidFile)) return undefined;
-  const pid = Number(readFileSync(p.pidFile, 'utf8').trim());
+/** A daemon of a lab with this prefix, if its pid file names a live `mup daemon` of that instance. */
+function daemonPid(pidFile: string, instance: string): number | undefined {
+  if (!existsSync(pidFile)) return undefined;
+  const pid = Number(readFileSync(pidFile, 'utf8').trim());
   if (!Number.isInteger(pid) || pid <= 0 || !pidAlive(pid)) return undefined;
   try {
     const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    if (cmd.includes('daemon') && cmd.includes(p.instance)) return pid;
+    if (cmd.includes('daemon') && cmd.includes(instance)) return pid;
   } catch {
     // gone
   }
   return undefined;
+}
+
+/** Stop one lab daemon (SIGTERM, then SIGKILL after 5 s); true if one ran. */
+async function stopDaemon(pidFile: string, instance: string): Promise<number | undefined> {
+  const pid = daemonPid(pidFile, instance);
+  if (pid === undefined) return undefined;
+  process.kill(pid, 'SIGTERM');
+  for (let i = 0; i < 50 && pidAlive(pid); i++) await sleep(100);
+  if (pidAlive(pid)) process.kill(pid, 'SIGKILL');
+  return pid;
 }
 
 /** Remove everything a lab with this prefix made. Returns what it removed (empty: nothing was there). */
@@ -121,12 +154,12 @@ export async function labDown(prefix: string, progress: Progress = () => undefin
   const t = labTopology(prefix);
   const p = labPaths(t);
   const removed: string[] = [];
-  const pid = labDaemonPid(p);
-  if (pid !== undefined) {
-    process.kill(pid, 'SIGTERM');
-    for (let i = 0; i < 50 && pidAlive(pid); i++) await sleep(100);
-    if (pidAlive(pid)) process.kill(pid, 'SIGKILL');
-    removed.push(`daemon process ${pid}`);
+  const pid = await stopDaemon(p.pidFile, p.instance);
+  if (pid !== undefined) removed.push(`daemon process ${pid}`);
+  for (const site of PE_SITES) {
+    const d = peDaemonPaths(p.dir, t.prefix, site);
+    const q = await stopDaemon(d.pidFile, d.instance);
+    if (q !== undefined) removed.push(`PE daemon ${site} process ${q}`);
   }
   const existing = new Set(await listNamespaces());
   for (const node of LAB_NODES) {
@@ -169,8 +202,27 @@ async function veth(t: LabTopology, a: keyof LabTopology['ns'], devA: string, b:
   await run('ip', ['-n', t.ns[a], 'link', 'add', devA, 'mtu', String(mtu), 'type', 'veth', 'peer', 'name', devB, 'mtu', String(mtu), 'netns', t.ns[b]]);
 }
 
+/** The gateway's (N3, TEID/32) policy for one MEC user: its uplink to a MEC site's plain PE SID. */
+export function uePolicy(t: LabTopology, u: LabUe, site: 'meca' | 'mecb'): Record<string, unknown> {
+  return { name: `ue${u.index}`, match: `${t.mup.n3Addr}/32`, teid: `0x${u.ulTeid.toString(16)}/32`, sid: t.peSids[site], src_prefix: t.sids.srcPrefix };
+}
+
+/** config/lab.yaml plus one (N3, TEID) policy per MEC user (to mec-a's PE), room for them. */
+function writeGatewayConfig(t: LabTopology, p: LabPaths): void {
+  const c = parseYaml(readFileSync(LAB_CONFIG, 'utf8')) as { settings?: Record<string, unknown>; policies?: unknown[] };
+  c.settings = { ...(c.settings ?? {}), max_policies: 1024 };
+  c.policies = [...(c.policies ?? []), ...t.ues.slice(1).map((u) => uePolicy(t, u, 'meca'))];
+  writeFileSync(p.config, `# ${LAB_CONFIG} and the MEC users' (N3, TEID) policies (written by mup lab up, src/lab/lab.ts)\n${toYaml(c)}`);
+}
+
+export interface LabUpOptions {
+  /** Who builds the core's PE downlink: our sessions (`mup daemon` per PE) or the kernel's seg6 encap. */
+  readonly pe?: PeMode;
+}
+
 /** Build the lab (after removing whatever a previous lab with this prefix left). */
-export async function labUp(prefix: string, progress: Progress = () => undefined): Promise<{ topology: LabTopology; paths: LabPaths }> {
+export async function labUp(prefix: string, progress: Progress = () => undefined, o: LabUpOptions = {}): Promise<{ topology: LabTopology; paths: LabPaths }> {
+  const pe = o.pe ?? 'kernel';
   const t = labTopology(prefix);
   const p = labPaths(t);
   if (process.getuid?.() !== 0) throw new Error('mup lab builds network namespaces, veths, XDP and TC attachments and a bpffs mount: run it as root');
@@ -200,6 +252,7 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
     await ipBatch(t.ns.ue, [
       `addr add ${t.ue.addr}/24 dev ${t.ue.dev}`,
       `addr add ${t.ue.plainAddr}/24 dev ${t.ue.dev}`,
+      ...t.ues.filter((u) => u.addr !== t.ue.addr).map((u) => `addr add ${u.addr}/24 dev ${t.ue.dev}`),
       `link set ${t.ue.dev} up`,
       `route add default via ${t.gnb.ueGw} dev ${t.ue.dev}`,
     ]);
@@ -239,9 +292,9 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
       `route add ${t.sids.mecbPrefix} encap seg6local action End.DX4 nh4 ${t.mec.bAddr} count dev ${t.core.toMecb}`,
       // End for a policy with segments: SRH [B, coreEnd], SL 1 -> End -> B's End.DX4.
       `route add ${t.sids.coreEnd}/128 encap seg6local action End count dev ${t.core.toMup}`,
-      // Downlink: H.Encaps of the UE pool to the SID naming gNB, QFI and TEID.
+      // Downlink: the PEs (src/lab/pe.ts) encapsulate to the SID naming gNB,
+      // QFI and TEID of each UE; the kernel's PEs take this source.
       `sr tunsrc set ${t.core.tunsrc}`,
-      `route add ${t.uePool} encap seg6 mode encap segs ${t.sids.dlSid} dev ${t.core.toMup}`,
       `route add ${t.sids.dlPrefix} via ${t.mup.v6} dev ${t.core.toMup}`,
       // The plain baseline: routed IPv4 to the UE's second address.
       `route add ${t.plainPool} via ${t.mup.plainV4} dev ${t.core.toMup}`,
@@ -276,10 +329,12 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
     ] as const) {
       await run('ip', ['-n', t.ns[node], 'link', 'set', 'dev', dev, 'xdpdrv', 'obj', XDP_PASS_OBJECT, 'sec', 'xdp']);
     }
-    progress('gNB emulator (TC BPF) in gnb');
+    progress(`gNB emulator (TC BPF) in gnb, ${t.ues.length} UEs`);
     await startGnb(t, p.bpffs);
-    progress(`translator: mup daemon --config ${LAB_CONFIG} --netns ${t.ns.mup}`);
-    await startDaemon(t, p);
+    writeGatewayConfig(t, p);
+    progress(`translator: mup daemon --config ${p.config} --netns ${t.ns.mup} (${LAB_CONFIG} and ${t.ues.length - 1} (N3, TEID) policies)`);
+    await corePoolBlackhole(t);
+    await Promise.all([startDaemon(t.ns.mup, p), startPes(t, p, pe, progress)]);
     progress('first packets (neighbours resolved)');
     await warmUp(t);
   } catch (e) {
@@ -290,11 +345,50 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
   return { topology: t, paths: p };
 }
 
-async function startDaemon(t: LabTopology, p: LabPaths): Promise<void> {
+/** The PEs of `mode` in core (the kernel's tables, or one mup daemon per PE). */
+async function startPes(t: LabTopology, p: LabPaths, mode: PeMode, progress: Progress): Promise<void> {
+  if (mode === 'kernel') {
+    progress('PE downlink: the kernel seg6 encap, one table per PE (dn, mec-a, mec-b)');
+    await startKernelPes(t);
+  } else {
+    progress(`PE downlink: mup daemon sessions, one daemon per PE (dn, mec-a, mec-b) in ${t.ns.core}`);
+    writePeConfigs(t, p.dir);
+    await Promise.all(PE_SITES.map((site) => startDaemon(t.ns.core, { ...peDaemonPaths(p.dir, t.prefix, site), bpffs: p.bpffs })));
+  }
+  writeFileSync(p.peFile, `${mode}\n`);
+}
+
+/** Switch a running lab's PEs to `mode` (sessions back where lab up puts them). */
+export async function labSetPe(t: LabTopology, p: LabPaths, mode: PeMode, progress: Progress = () => undefined): Promise<void> {
+  const now = labPe(p);
+  if (now === mode) return;
+  if (now === 'kernel') await stopKernelPes(t);
+  else {
+    // A stopped daemon leaves its data plane running (pinned XDP links): teardown detaches it.
+    for (const site of PE_SITES) {
+      const d = peDaemonPaths(p.dir, t.prefix, site);
+      await stopDaemon(d.pidFile, d.instance);
+      await run(process.execPath, [MUP_BIN, 'teardown', '--instance', d.instance, '--bpffs', p.bpffs, '--netns', t.ns.core]);
+    }
+  }
+  await startPes(t, p, mode, progress);
+}
+
+interface DaemonFiles {
+  readonly config: string;
+  readonly instance: string;
+  readonly socket: string;
+  readonly stateFile: string;
+  readonly bpffs: string;
+  readonly log: string;
+  readonly pidFile: string;
+}
+
+async function startDaemon(ns: string, p: DaemonFiles): Promise<void> {
   const fd = openSync(p.log, 'a');
   const child = spawn(
     process.execPath,
-    [MUP_BIN, 'daemon', '--config', LAB_CONFIG, '--instance', p.instance, '--socket', p.socket, '--state-file', p.stateFile, '--bpffs', p.bpffs, '--netns', t.ns.mup, '--log-format', 'json'],
+    [MUP_BIN, 'daemon', '--config', p.config, '--instance', p.instance, '--socket', p.socket, '--state-file', p.stateFile, '--bpffs', p.bpffs, '--netns', ns, '--log-format', 'json'],
     { detached: true, stdio: ['ignore', fd, fd] },
   );
   closeSync(fd);
@@ -305,7 +399,7 @@ async function startDaemon(t: LabTopology, p: LabPaths): Promise<void> {
   for (;;) {
     if (!pidAlive(child.pid)) throw new Error(`mup daemon exited before serving; see ${p.log}`);
     try {
-      const r = await labApi<{ pid?: number; interfaces?: { attached: boolean }[] }>(p, 'GET', '/v1/status');
+      const r = await socketApi<{ pid?: number; interfaces?: { attached: boolean }[] }>(p.socket, 'GET', '/v1/status');
       if (r.status === 200 && r.body.pid === child.pid) {
         if (!(r.body.interfaces ?? []).every((i) => i.attached)) throw new Error('mup daemon runs but is not attached to every interface');
         return;
@@ -318,15 +412,16 @@ async function startDaemon(t: LabTopology, p: LabPaths): Promise<void> {
   }
 }
 
-/** Both paths answer a ping (the first packets of each resolve the neighbours on the way). */
+/** Every path answers a ping (the first packets of each resolve the neighbours on the way). */
 async function warmUp(t: LabTopology): Promise<void> {
-  for (const [src, what] of [
-    [t.ue.addr, 'translated'],
-    [t.ue.plainAddr, 'plain'],
+  for (const [src, dst, what] of [
+    [t.ue.addr, t.dn.addr, 'translated'],
+    [t.ue.plainAddr, t.dn.addr, 'plain'],
+    [t.ues[1]!.addr, t.mec.anycast, "a MEC user's (N3, TEID) policy to mec-a and mec-a's PE"],
   ] as const) {
-    const r = await nsRun(t.ns.ue, 'ping', ['-c', '3', '-i', '0.1', '-W', '1', '-w', '5', '-I', src, t.dn.addr], { allowFail: true, timeout: 10_000 });
+    const r = await nsRun(t.ns.ue, 'ping', ['-c', '3', '-i', '0.1', '-W', '1', '-w', '5', '-I', src, dst], { allowFail: true, timeout: 10_000 });
     if (!/ [1-9]\d* received/.test(r.stdout)) {
-      throw new Error(`the ${what} path does not answer: ping -I ${src} ${t.dn.addr} in ${t.ns.ue}: ${r.stdout.split('\n').slice(-3).join(' ')}`);
+      throw new Error(`the ${what} path does not answer: ping -I ${src} ${dst} in ${t.ns.ue}: ${r.stdout.split('\n').slice(-3).join(' ')}`);
     }
   }
 }

@@ -5,6 +5,7 @@
  * iperf3 UDP; a short capture on both wires decoded by tshark.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { nsRun, run, sleep } from './sh.js';
 import type { LabTopology } from './topology.js';
 
@@ -210,8 +211,9 @@ export async function captureWires(t: LabTopology, dir: string, count: number, t
   return Promise.all(
     wires.map(async (w) => {
       const [detail, verbose] = await Promise.all([
-        run('tshark', ['-n', '-r', w.file, '-P', '-O', w.detail], { allowFail: true }),
-        run('tshark', ['-n', '-r', w.file, '-V'], { allowFail: true }),
+        // 60 s: four tshark at once took over 20 s on this 2-CPU host at load 20.
+        run('tshark', ['-n', '-r', w.file, '-P', '-O', w.detail], { allowFail: true, timeout: 60_000 }),
+        run('tshark', ['-n', '-r', w.file, '-V'], { allowFail: true, timeout: 60_000 }),
       ]);
       const lines = detail.stdout.split('\n');
       const isSummary = (l: string): boolean => /^\s*\d+\s+\d+\.\d+\s/.test(l);
@@ -223,4 +225,78 @@ export async function captureWires(t: LabTopology, dir: string, count: number, t
       return { wire: w.wire, ns: w.ns, dev: w.dev, file: w.file, frames: summary.length, decoded, summary, malformed };
     }),
   );
+}
+
+/**
+ * One downlink frame of the core's PE, as the gNB receives it after the
+ * gateway's End.M.GTP4.E: a UDP datagram from dn to UE 0 with DSCP 46 / ECN
+ * 0 (TOS 0xb8), captured on the gNB's N3 veth (GTP-U to the gNB). There, not
+ * between core and mup: with --pe mup the frame goes from XDP to XDP and no
+ * packet socket on that link sees it. Returns the bytes from the outer
+ * IPv4 header on.
+ */
+export async function peDownlinkFrame(t: LabTopology, file: string, streamPy: string): Promise<Buffer> {
+  const ue0 = t.ues[0]!;
+  const child = spawn('ip', ['netns', 'exec', t.ns.gnb, 'tcpdump', '-i', t.gnb.n3, '-U', '-c', '1', '-s', '512', '-w', file, `ip dst ${t.gnb.addr} and udp dst port 2152`], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
+  const done = new Promise<void>((r) => child.once('exit', () => r()));
+  try {
+    const deadline = Date.now() + 10_000;
+    while (!err.includes('listening on')) {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`tcpdump in ${t.ns.gnb} did not start: ${err.trim()}`);
+      await sleep(20);
+    }
+    await nsRun(t.ns.dn, '/usr/bin/python3', [streamPy, 'send', '--src', t.dn.addr, '--dst', ue0.addr, '--port', '7200', '--rate', '10', '--seconds', '0.1', '--tos', String(0xb8)]);
+    await Promise.race([done, sleep(5000)]);
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
+  const pcap = readFileSync(file);
+  // pcap: 24-byte file header, 16-byte record header, then the Ethernet frame.
+  if (pcap.length < 24 + 16 + 14 + 36 + 20) throw new Error(`${file}: no downlink G-PDU to ${t.gnb.addr} captured on ${t.gnb.n3} in ${t.ns.gnb}`);
+  const caplen = pcap.readUInt32LE(24 + 8);
+  return pcap.subarray(24 + 16 + 14, 24 + 16 + caplen);
+}
+
+/** The fields of a downlink G-PDU (outer IPv4/UDP/GTP-U, inner IPv4 from stream.py send) the lab compares between PEs. */
+export function peFrameFields(f: Buffer): { outerTos: number; src: string; dst: string; teid: number; pduType: number | null; qfi: number | null; innerTtl: number; innerTos: number; inner: string } {
+  const ihl = (f[0]! & 0x0f) * 4;
+  const g = ihl + 8;
+  const flags = f[g]!;
+  const teid = f.readUInt32BE(g + 4);
+  let p = g + 8;
+  let qfi: number | null = null;
+  let pduType: number | null = null;
+  if ((flags & 0x07) !== 0) {
+    let next = f[p + 3]!;
+    p += 4;
+    for (let i = 0; i < 4 && next !== 0; i++) {
+      const len = f[p]! * 4;
+      if (len === 0) break;
+      if (next === 0x85) {
+        pduType = f[p + 1]! >> 4;
+        qfi = f[p + 2]! & 0x3f;
+      }
+      next = f[p + len - 1]!;
+      p += len;
+    }
+  }
+  const inner = Buffer.from(f.subarray(p));
+  const innerTtl = inner[8]!;
+  const innerTos = inner[1]!;
+  // What differs between two datagrams of one sender, and the TTL the
+  // kernel's PE lowers: zeroed (no PE touches the rest).
+  inner[8] = 0; // TTL
+  inner.writeUInt16BE(0, 10); // header checksum (covers the TTL)
+  inner.writeUInt16BE(0, 4); // IP ID
+  if (inner.length >= 20 + 8 + 24) {
+    inner.writeUInt16BE(0, 20); // UDP source port (one socket per run)
+    inner.writeUInt16BE(0, 26); // UDP checksum (covers the send time)
+    inner.fill(0, 28 + 16, 28 + 24); // stream.py's send time
+  }
+  const ip4 = (o: number): string => [...f.subarray(o, o + 4)].join('.');
+  return { outerTos: f[1]!, src: ip4(12), dst: ip4(16), teid, pduType, qfi, innerTtl, innerTos, inner: inner.toString('hex') };
 }

@@ -7,13 +7,38 @@ recv: prints "ready", records (sequence, CLOCK_MONOTONIC arrival ns) of every
       datagram until --seconds have passed, or --idle seconds without a
       datagram once some arrived; then one JSON line.
 
-Payload: 8-byte magic, 8-byte sequence number, 8-byte send time (ns,
+ues:  one UDP socket per UE address (--ues), datagrams round-robin over the
+      UEs at --rate in total (UE i's sequence numbers count its own
+      datagrams), then one JSON line {sent: [per UE], ...}.
+echo: at a MEC site: records (UE, sequence, arrival ns, send ns) of every
+      per-UE datagram and sends it back, with the site's byte set, to the
+      UE's address at --reply-port; then one JSON line.
+back: at the UEs: one socket on --port records (UE, sequence, arrival ns,
+      site) of every echo, checking with IP_PKTINFO that it reached the UE
+      its header names; then one JSON line.
+
+echo and back run until SIGTERM and then until their socket is empty (or --seconds, or --idle seconds without a
+datagram once some arrived; --idle 0: never), then print their JSON line.
+echo and back take arrival times from the kernel (SO_TIMESTAMPNS), not from
+the moment Python reads the datagram: on a busy host a receiver can lag by
+tens of milliseconds, which would otherwise show as reordering between
+sites.
+
+Per-UE payload (ues/echo/back): 8-byte magic MUPUES01, 4-byte UE index,
+8-byte sequence number, 8-byte send time (CLOCK_MONOTONIC ns), 1-byte site
+(0 from the UE, 1 = A, 2 = B after the echo), zero padding to --size. A
+datagram that is not exactly that (length, magic, UE index, the UE's
+address as source or destination, padding) is counted as malformed: for
+its UE when the index is valid, else as unattributed.
+
+Payload of send/recv: 8-byte magic, 8-byte sequence number, 8-byte send time (ns,
 CLOCK_MONOTONIC, the same clock as Node's process.hrtime on this host),
 padded to --size bytes. A datagram with another magic or length is counted
 as malformed.
 """
 import argparse
 import json
+import signal
 import socket
 import struct
 import sys
@@ -25,6 +50,8 @@ HDR = struct.Struct("!8sQQ")
 
 def send(a):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if a.tos:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, a.tos)
     s.bind((a.src, 0))
     pad = b"\0" * max(0, a.size - HDR.size)
     dst = (a.dst, a.port)
@@ -51,7 +78,7 @@ def send(a):
 
 def recv(a):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    big_buffers(s)
     s.bind((a.bind, a.port))
     s.settimeout(0.05)
     print("ready", flush=True)
@@ -81,6 +108,190 @@ def recv(a):
     print(json.dumps({"seqs": seqs, "times": times, "sent": sent, "malformed": malformed}))
 
 
+IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)  # <linux/in.h>; not exported by every Python
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # <asm-generic/socket.h>
+TS = struct.Struct("@qq")  # struct timespec
+
+
+def kernel_stamps(s):
+    """Arrival times stamped by the kernel (SO_TIMESTAMPNS, CLOCK_REALTIME) as
+    CLOCK_MONOTONIC ns: a receiver's own lag (a busy host) does not move them."""
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    off = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
+
+    def arrival(anc, fallback):
+        for level, typ, val in anc:
+            if level == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS and len(val) >= TS.size:
+                sec, nsec = TS.unpack_from(val)
+                return sec * 1_000_000_000 + nsec - off
+        return fallback
+
+    return arrival
+STOP = []
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
+
+
+def big_buffers(s):
+    """32 MiB socket buffers, past net.core.rmem_max (root: the *FORCE
+    options): a receiver that falls behind on a busy host must not drop."""
+    try:
+        s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20)
+        s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 32 << 20)
+    except OSError:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+
+
+def stop_on_sigterm():
+    """echo/back: SIGTERM ends the loop (the caller sends it once the stream and its echoes are over)."""
+    signal.signal(signal.SIGTERM, lambda *_: STOP.append(1))
+
+
+UMAGIC = b"MUPUES01"
+UHDR = struct.Struct("!8sIQQB")
+
+
+def ues(a):
+    addrs = a.ues.split(",")
+    socks = []
+    for ad in addrs:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind((ad, 0))
+        socks.append(s.sendto)
+    n_ue = len(addrs)
+    pad = b"\0" * max(0, a.size - UHDR.size)
+    dst = (a.dst, a.port)
+    total = int(a.rate * a.seconds)
+    interval = 1e9 / a.rate
+    sent = [0] * n_ue
+    errors = 0
+    mono = time.monotonic_ns
+    pack = UHDR.pack
+    print("started", flush=True)
+    start = mono()
+    n = 0
+    while n < total:
+        now = mono()
+        if now < start + int(n * interval):
+            continue
+        i = n % n_ue
+        try:
+            socks[i](pack(UMAGIC, i, sent[i], now, 0) + pad, dst)
+        except OSError:  # counts as sent (and so as lost)
+            errors += 1
+        sent[i] += 1
+        n += 1
+    end = mono()
+    print(json.dumps({"sent": sent, "total": n, "errors": errors, "start_ns": start, "end_ns": end, "rate": n * 1e9 / max(1, end - start)}))
+
+
+def parse_ue(data, size, n_ue):
+    """(ue index or -1, seq, sent ns, site, ok)."""
+    if len(data) < UHDR.size:
+        return -1, 0, 0, 0, False
+    magic, ue, seq, ts, site = UHDR.unpack_from(data)
+    if magic != UMAGIC or ue >= n_ue:
+        return -1, 0, 0, 0, False
+    ok = len(data) == size and data[UHDR.size:].count(0) == size - UHDR.size
+    return ue, seq, ts, site, ok
+
+
+def echo(a):
+    addrs = a.ues.split(",")
+    n_ue = len(addrs)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    big_buffers(s)
+    s.bind((a.bind, a.port))
+    s.settimeout(0.05)
+    print("ready", flush=True)
+    arrival = kernel_stamps(s)
+    space = socket.CMSG_SPACE(TS.size)
+    rec_ue, rec_seq, rec_t, rec_sent = [], [], [], []
+    bad = [0] * n_ue
+    unattributed = 0
+    echo_errors = 0
+    site = bytes([a.site])
+    off = UHDR.size - 1
+    deadline = time.monotonic() + a.seconds
+    last = None
+    mono = time.monotonic_ns
+    stop_on_sigterm()
+    while time.monotonic() < deadline:
+        if last is not None and a.idle > 0 and time.monotonic() - last > a.idle:
+            break
+        try:
+            data, anc, _flags, src = s.recvmsg(65535, space)
+        except socket.timeout:
+            if STOP:  # asked to stop, and the socket is drained
+                break
+            continue
+        t = arrival(anc, mono())
+        last = time.monotonic()
+        ue, seq, ts, st, ok = parse_ue(data, a.size, n_ue)
+        if ue < 0:
+            unattributed += 1
+            continue
+        if not ok or st != 0 or src[0] != addrs[ue]:
+            bad[ue] += 1
+            continue
+        rec_ue.append(ue)
+        rec_seq.append(seq)
+        rec_t.append(t)
+        rec_sent.append(ts)
+        try:
+            s.sendto(data[:off] + site + data[off + 1:], (addrs[ue], a.reply_port))
+        except OSError:
+            echo_errors += 1
+    print(json.dumps({"ue": rec_ue, "seq": rec_seq, "t": rec_t, "sent": rec_sent, "malformed": bad, "unattributed": unattributed, "echo_errors": echo_errors}))
+
+
+def back(a):
+    addrs = a.ues.split(",")
+    n_ue = len(addrs)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    big_buffers(s)
+    s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+    s.bind(("0.0.0.0", a.port))
+    s.settimeout(0.05)
+    print("ready", flush=True)
+    rec_ue, rec_seq, rec_t, rec_site = [], [], [], []
+    bad = [0] * n_ue
+    unattributed = 0
+    deadline = time.monotonic() + a.seconds
+    last = None
+    mono = time.monotonic_ns
+    arrival = kernel_stamps(s)
+    space = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(TS.size)
+    stop_on_sigterm()
+    while time.monotonic() < deadline:
+        if last is not None and a.idle > 0 and time.monotonic() - last > a.idle:
+            break
+        try:
+            data, anc, _flags, _src = s.recvmsg(65535, space)
+        except socket.timeout:
+            if STOP:  # asked to stop, and the socket is drained
+                break
+            continue
+        t = arrival(anc, mono())
+        last = time.monotonic()
+        dst = None
+        for level, typ, val in anc:
+            if level == socket.IPPROTO_IP and typ == IP_PKTINFO and len(val) >= 12:
+                dst = socket.inet_ntoa(val[8:12])  # struct in_pktinfo: ifindex, spec_dst, addr
+        ue, seq, _ts, site, ok = parse_ue(data, a.size, n_ue)
+        if ue < 0:
+            unattributed += 1
+            continue
+        if not ok or site not in (1, 2) or dst != addrs[ue]:
+            bad[ue] += 1
+            continue
+        rec_ue.append(ue)
+        rec_seq.append(seq)
+        rec_t.append(t)
+        rec_site.append(site)
+    print(json.dumps({"ue": rec_ue, "seq": rec_seq, "t": rec_t, "site": rec_site, "malformed": bad, "unattributed": unattributed}))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -91,14 +302,37 @@ def main():
     sp.add_argument("--rate", type=float, required=True)
     sp.add_argument("--seconds", type=float, required=True)
     sp.add_argument("--size", type=int, default=100)
+    sp.add_argument("--tos", type=int, default=0, help="IPv4 TOS byte (DSCP << 2 | ECN)")
     rp = sub.add_parser("recv")
     rp.add_argument("--bind", required=True)
     rp.add_argument("--port", type=int, required=True)
     rp.add_argument("--seconds", type=float, required=True)
     rp.add_argument("--idle", type=float, default=1.0)
     rp.add_argument("--size", type=int, default=100)
+    up = sub.add_parser("ues")
+    up.add_argument("--ues", required=True, help="comma-separated UE addresses; index = position")
+    up.add_argument("--dst", required=True)
+    up.add_argument("--port", type=int, required=True)
+    up.add_argument("--rate", type=float, required=True)
+    up.add_argument("--seconds", type=float, required=True)
+    up.add_argument("--size", type=int, default=100)
+    ep = sub.add_parser("echo")
+    ep.add_argument("--ues", required=True)
+    ep.add_argument("--bind", required=True)
+    ep.add_argument("--port", type=int, required=True)
+    ep.add_argument("--reply-port", type=int, required=True)
+    ep.add_argument("--site", type=int, required=True, choices=(1, 2))
+    ep.add_argument("--seconds", type=float, required=True)
+    ep.add_argument("--idle", type=float, default=1.0)
+    ep.add_argument("--size", type=int, default=100)
+    bp = sub.add_parser("back")
+    bp.add_argument("--ues", required=True)
+    bp.add_argument("--port", type=int, required=True)
+    bp.add_argument("--seconds", type=float, required=True)
+    bp.add_argument("--idle", type=float, default=1.0)
+    bp.add_argument("--size", type=int, default=100)
     a = p.parse_args()
-    send(a) if a.cmd == "send" else recv(a)
+    {"send": send, "recv": recv, "ues": ues, "echo": echo, "back": back}[a.cmd](a)
 
 
 if __name__ == "__main__":

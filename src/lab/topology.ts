@@ -90,11 +90,37 @@ export interface LabTopology {
   };
   readonly uePool: string;
   readonly plainPool: string;
+  /**
+   * Every UE behind the gNB emulator, each with its own uplink and downlink
+   * TEID and QFI. ues[0] is the data network's UE (t.ue.addr, the
+   * address-only policy to dn); ues[1..] are MEC users: each has an
+   * (N3, TEID/32) policy with the plain SID of its MEC site's PE.
+   */
+  readonly ues: readonly LabUe[];
+  /** Plain PE SIDs (End.DX4 in core: each lies in its site's /48). */
+  readonly peSids: { readonly meca: string; readonly mecb: string };
 }
+
+export interface LabUe {
+  readonly index: number;
+  readonly addr: string;
+  readonly ulTeid: number;
+  readonly dlTeid: number;
+  readonly qfi: number;
+  /** The SID core's PE composes for this UE's downlink: dlPrefix | gNB | QFI | TEID. */
+  readonly dlSid: string;
+}
+
+/** UEs behind the gNB emulator: one data-network UE and 100 MEC users. */
+export const LAB_UES = 101;
 
 const ULT = 0x0000_1001;
 const DLT = 0x0000_2002;
 const QFI = 9;
+/** UE i: 10.45.0.(2+i) for i < 250, TEIDs ULT+i and DLT+i (0x1001.. and 0x2002..: disjoint for i < 4096). */
+const ueAddr = (i: number): string => `10.45.${Math.floor((i + 2) / 256)}.${(i + 2) % 256}`;
+/** UE 0 keeps QFI 9; the others spread over 1..63 so that every session composes its own Args. */
+const ueQfi = (i: number): number => (i === 0 ? QFI : ((i - 1) % 63) + 1);
 
 /** The lab for namespace prefix `prefix` (letters, digits, '-', at most 20 characters). */
 export function labTopology(prefix: string = DEFAULT_PREFIX): LabTopology {
@@ -112,6 +138,16 @@ export function labTopology(prefix: string = DEFAULT_PREFIX): LabTopology {
   const dlSid = formatIpv6(encodeGtp4Sid(parseIpv6Prefix(dlPrefix, 'lab'), parseIpv4(gnbAddr, 'lab'), { ...args, teid: teid(DLT) }));
   const ulSrc = formatIpv6(encodeGtp4Src(parseIpv6Prefix(srcPrefix, 'lab'), parseIpv4(gnbAddr, 'lab')));
   const tunsrc = formatIpv6(encodeGtp4Src(parseIpv6Prefix(srcPrefix, 'lab'), parseIpv4(n3Addr, 'lab')));
+  const dlPrefixP = parseIpv6Prefix(dlPrefix, 'lab');
+  const gnbP = parseIpv4(gnbAddr, 'lab');
+  const ues: LabUe[] = Array.from({ length: LAB_UES }, (_, i) => ({
+    index: i,
+    addr: ueAddr(i),
+    ulTeid: ULT + i,
+    dlTeid: DLT + i,
+    qfi: ueQfi(i),
+    dlSid: formatIpv6(encodeGtp4Sid(dlPrefixP, gnbP, { qfi: qfi(ueQfi(i)), r: false, u: false, teid: teid(DLT + i) })),
+  }));
   return {
     prefix,
     ns,
@@ -135,5 +171,7 @@ export function labTopology(prefix: string = DEFAULT_PREFIX): LabTopology {
     sids: { dnPrefix, mecaPrefix: '2001:db8:a::/48', mecbPrefix: '2001:db8:b::/48', coreEnd: '2001:db8:e::1', srcPrefix, dlPrefix, ulSid, dlSid, ulSrc },
     uePool: '10.45.0.0/16',
     plainPool: '10.99.0.0/24',
+    ues,
+    peSids: { meca: '2001:db8:a::d4', mecb: '2001:db8:b::d4' },
   };
 }
