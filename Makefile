@@ -75,7 +75,7 @@ demo: bpf ts
 replay-demo: bpf ts
 	bash scripts/replay-demo.sh
 
-# MEC relocation under a 20,000 frames/s stream (mup lab relocate).
+# MEC relocation: one UE of 100 moved from mec-a to mec-b under a stream to all of them (mup lab relocate).
 lab-relocate: bpf ts
 	node bin/mup.js lab relocate $(ARGS)
 
