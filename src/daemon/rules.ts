@@ -228,7 +228,9 @@ export class RuleError extends Error {
   constructor(
     message: string,
     /** HTTP status the API answers with. */
-    readonly status: 400 | 404 | 409 | 503 | 507,
+    readonly status: 400 | 404 | 409 | 422 | 503 | 507,
+    /** The API's machine-readable error code (src/daemon/api.ts ERROR_CODES), when more precise than the status's. */
+    readonly code?: string,
   ) {
     super(message);
   }
@@ -327,7 +329,7 @@ export class RuleSet {
     const keyName = k.keyName;
     const existing = this.#rules[kind].get(key);
     if (op === 'add' && existing !== undefined) {
-      throw new RuleError(`a ${what} with ${keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; replace it with PUT (mup ${k.cliVerb} replace)`, 409);
+      throw new RuleError(`a ${what} with ${keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; replace it with PUT (mup ${k.cliVerb} replace)`, 409, 'exists');
     }
     if (op === 'replace' && existing === undefined) {
       throw new RuleError(`no ${what} with ${keyName} ${key} to replace; add it with POST (mup ${k.cliVerb} add)`, 404);
@@ -335,7 +337,7 @@ export class RuleSet {
     if (rule.name !== undefined) {
       const owner = this.#names[kind].get(rule.name);
       if (owner !== undefined && owner !== key) {
-        throw new RuleError(`name ${JSON.stringify(rule.name)} is already used by the ${what} with ${keyName} ${owner}; names must be unique`, 409);
+        throw new RuleError(`name ${JSON.stringify(rule.name)} is already used by the ${what} with ${keyName} ${owner}; names must be unique`, 409, 'name_taken');
       }
     }
     return rule;
@@ -405,7 +407,15 @@ export interface StateHeader {
   readonly savedAt: string;
 }
 
-export type StateLine = { put: RuleKind; rule: RuleJson } | { del: RuleKind; key: string };
+export type StateLine = { put: RuleKind; rule: RuleJson } | { del: RuleKind; key: string } | BatchLine;
+
+/**
+ * Several changes made as one (POST /v1/batch): one record, so a crash
+ * leaves all of them or none (a torn last line is dropped whole).
+ */
+export interface BatchLine {
+  readonly batch: readonly ({ put: RuleKind; rule: RuleJson } | { del: RuleKind; key: string })[];
+}
 
 export function sha256(text: string | Buffer): string {
   return createHash('sha256').update(text).digest('hex');
@@ -485,7 +495,9 @@ function overlayLines(o: Overlay): StateLine[] {
 
 /** Apply one change line to an overlay (as RuleSet.put / delete do; deletes of non-config keys are ignored later). */
 function applyLine(o: Overlay, line: StateLine, where: string): void {
-  if ('put' in line) {
+  if ('batch' in line && Array.isArray(line.batch)) {
+    line.batch.forEach((l, i) => applyLine(o, l, `${where}: batch[${i}]`));
+  } else if ('put' in line) {
     const k = ruleKind(line.put);
     if (k === undefined) throw new Error(`${where}: unknown table ${JSON.stringify(line.put)}`);
     const r = k.parse(line.rule, where);
