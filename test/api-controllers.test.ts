@@ -26,6 +26,8 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../src/daemon/api.js';
+import { LAYOUTS } from '../src/dataplane/codec.js';
+import { closeFd, mapNextKey, objGet } from '../src/dataplane/libbpf.js';
 import { MUP_BIN, TestDaemon, type ApiAnswer } from './helpers/daemon.js';
 import { Lab } from './helpers/netns.js';
 
@@ -66,9 +68,17 @@ describe.skipIf(!isRoot)('API for controllers: batch, health, scoped tokens, err
   let config = '';
 
   const pinDir = (): string => join(d!.bpffs, 'mup', d!.instance);
-  /** Entries of the kernel's policy map, read with bpftool from the pin. */
-  const kernelPolicies = async (): Promise<number> =>
-    (JSON.parse((await execa('bpftool', ['-j', 'map', 'dump', 'pinned', join(pinDir(), 'policies')], { maxBuffer: 256 * 1024 * 1024 })).stdout) as unknown[]).length;
+  /** Entries of the kernel's policy map, counted key by key (BPF_MAP_GET_NEXT_KEY) on the pinned map. */
+  const kernelPolicies = async (): Promise<number> => {
+    const fd = objGet(join(pinDir(), 'policies'), 'policies pin');
+    try {
+      let n = 0;
+      for (let k = mapNextKey(fd, null, LAYOUTS.mup_policy_key.size); k !== undefined; k = mapNextKey(fd, k, LAYOUTS.mup_policy_key.size)) n++;
+      return n;
+    } finally {
+      closeFd(fd);
+    }
+  };
   const stateText = (): string => (existsSync(d!.stateFile) ? readFileSync(d!.stateFile, 'utf8') : '');
 
   /** curl to the HTTP listener inside the namespace. */
