@@ -520,7 +520,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       }
       allow(['GET', 'POST', 'PUT', 'DELETE']);
     }
-    throw new HttpError(404, `no such endpoint ${path}; see docs/api.md for the list`);
+    throw new HttpError(404, `no such endpoint ${path}; see the README (Control API) for the list`);
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse): Promise<void> => {
