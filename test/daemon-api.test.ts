@@ -444,7 +444,7 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
         expect(r.status, `${q.what}: ${r.text}`).toBe(401);
         expect(r.headers['www-authenticate'], q.what).toBe('Bearer');
         expect(r.headers['content-type'], q.what).toMatch(/^application\/json/);
-        expect(r.body, q.what).toEqual({ error: 'missing or wrong bearer token: send Authorization: Bearer <token from daemon.http.token_file>' });
+        expect(r.body, q.what).toEqual({ error: 'missing or wrong bearer token: send Authorization: Bearer <token from daemon.http.token_file>', code: 'unauthorized' });
       }
       expect(await snapshot()).toEqual(before);
     });
@@ -495,7 +495,7 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
     it('mup status with no daemon at the socket says how to start one', async () => {
       const missing = join(d!.dir, 'missing.sock');
       const r = await execa('node', [MUP_BIN, 'status'], { reject: false, env: { MUP_SOCKET: missing }, timeout: 30_000 });
-      expect(r.exitCode).toBe(2);
+      expect(r.exitCode, 'LSB status: 3, not running').toBe(3);
       expect(r.stdout).toBe('');
       expect(String(r.stderr).trimEnd()).toBe(
         `mup: no daemon answers at ${missing}: start one with \`mup daemon --config FILE\`, or name it with --instance / --socket`,

@@ -6,6 +6,9 @@
  *   (b) one add / one delete through the API with those tables loaded:
  *       under 5 ms median;
  *   (c) the daemon's resident memory (VmRSS) with those tables: under 150 MB.
+ *   (e) 10,000 operations (deletes, then adds back) through one POST
+ *       /v1/batch each: under 500 ms each; next to it, for comparison, the
+ *       same 10,000 as single requests (DELETE, POST), one at a time;
  * and, for information (no target):
  *   (d) the time of a /metrics scrape and of GET /v1/counters (`mup stats`)
  *       with those tables, --scrapes N of each (default 50), 150 ms apart
@@ -28,7 +31,7 @@
  * so the table stays full (65,535 or 65,536 entries) throughout.
  *
  * Options: --rules N (each table, default 65536) --ops N (default 500)
- * --scrapes N (default 50)
+ * --scrapes N (default 50) --single-ops N ((e): how many operations also go as single requests; default all 10,000)
  * --cpu-prof DIR (profile the daemon with node --cpu-prof into DIR)
  * --json (print the result as JSON too) --keep-going (do not stop at the
  * first failed request).
@@ -46,7 +49,9 @@ const DIST_MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.ur
 /** (d): what a Prometheus scrape and `mup stats` cost with full tables. */
 const SCRAPE_PATHS = ['/metrics', '/v1/counters?rules=none', '/v1/counters?rules=active', '/v1/counters?rules=all'] as const;
 
-const TARGETS = { loadSeconds: 2, medianAddMs: 5, medianDelMs: 5, rssMB: 150 } as const;
+const TARGETS = { loadSeconds: 2, medianAddMs: 5, medianDelMs: 5, rssMB: 150, batchMs: 500 } as const;
+/** (e): operations per batch (at most --rules). */
+const BATCH_OPS = 10_000;
 
 interface Options {
   rules: number;
@@ -56,6 +61,8 @@ interface Options {
   cpuProf?: string;
   json: boolean;
   keepGoing: boolean;
+  /** (e): how many of the batch's operations are also sent as single requests (default all; fewer on a busy host). */
+  singleOps?: number;
   /** Config file format: yaml (default) or json (which is YAML too). */
   format?: 'yaml' | 'json';
 }
@@ -73,6 +80,7 @@ function parseArgs(argv: readonly string[]): Options {
     else if (a === '--ops') o.ops = Number(next());
     else if (a === '--scrapes') o.scrapes = Number(next());
     else if (a === '--cpu-prof') o.cpuProf = next();
+    else if (a === '--single-ops') o.singleOps = Number(next());
     else if (a === '--json') o.json = true;
     else if (a === '--format') {
       const f = next();
@@ -81,13 +89,14 @@ function parseArgs(argv: readonly string[]): Options {
     }
     else if (a === '--keep-going') o.keepGoing = true;
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--format yaml|json] [--cpu-prof DIR] [--json] [--keep-going]\n');
+      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--single-ops N] [--format yaml|json] [--cpu-prof DIR] [--json] [--keep-going]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${String(a)}; see --help`);
   }
   if (!Number.isInteger(o.rules) || o.rules < o.ops || o.rules > 65536) throw new Error('--rules: a whole number from --ops to 65536');
   if (!Number.isInteger(o.ops) || o.ops < 1) throw new Error('--ops: a whole number >= 1');
   if (!Number.isInteger(o.scrapes) || o.scrapes < 1) throw new Error('--scrapes: a whole number >= 1');
+  if (o.singleOps !== undefined && (!Number.isInteger(o.singleOps) || o.singleOps < 1)) throw new Error('--single-ops: a whole number >= 1');
   return o;
 }
 
@@ -446,6 +455,39 @@ async function main(): Promise<number> {
         if (failures.length > 0 && !o.keepGoing) throw new Error(`request failed: ${failures[0]}\n${log.slice(-4000)}`);
       }
     }
+    // (e) 10,000 operations in one batch, and the same as single requests.
+    const nBatch = Math.min(BATCH_OPS, o.rules);
+    const nSingle = Math.min(nBatch, o.singleOps ?? nBatch);
+    progress(`(e) ${nBatch} operations through /v1/batch, then as single requests`);
+    const batchMs = { del: NaN, add: NaN };
+    const singleMs = { del: NaN, add: NaN };
+    {
+      const ids = Array.from({ length: nBatch }, (_, k) => (k * Math.max(1, Math.floor(o.rules / nBatch))) % o.rules);
+      const dels = { operations: ids.map((i) => ({ op: 'delete', policy: { match: policyMatch(i) } })) };
+      const adds = { operations: ids.map((i) => ({ op: 'add', policy: policyEntry(i) })) };
+      for (const [what, doc] of [['del', dels], ['add', adds]] as const) {
+        const t = performance.now();
+        const r = await api(env.socket, 'POST', '/v1/batch', doc);
+        batchMs[what] = performance.now() - t;
+        if (r.status !== 200) failures.push(`POST /v1/batch (${nBatch} ${what}): ${r.status} ${r.text.slice(0, 300)}`);
+      }
+      progress(`(e) /v1/batch of ${nBatch}: deletes ${batchMs.del.toFixed(1)} ms, adds ${batchMs.add.toFixed(1)} ms; now ${nSingle} of each as single requests`);
+      const singles = ids.slice(0, nSingle);
+      let t = performance.now();
+      for (const i of singles) {
+        const r = await api(env.socket, 'DELETE', `/v1/policies?match=${encodeURIComponent(policyMatch(i))}`);
+        if (r.status !== 200) failures.push(`DELETE policy ${i}: ${r.status}`);
+      }
+      singleMs.del = performance.now() - t;
+      t = performance.now();
+      for (const i of singles) {
+        const r = await api(env.socket, 'POST', '/v1/policies', policyEntry(i));
+        if (r.status !== 201) failures.push(`POST policy ${i}: ${r.status}`);
+      }
+      singleMs.add = performance.now() - t;
+      if (failures.length > 0 && !o.keepGoing) throw new Error(`request failed: ${failures[0]}\n${log.slice(-4000)}`);
+    }
+    const batchWorst = Math.max(batchMs.del, batchMs.add);
     const rssAfter = procStatus(pid);
     // Reads with full tables, for information (no target): what a scrape and `mup stats` cost.
     const reads: Record<string, { ms: number; bytes: number }> = {};
@@ -518,6 +560,10 @@ async function main(): Promise<number> {
         .map(([p, r]) => `GET ${p} ${r.ms.toFixed(0)} ms (${(r.bytes / 1e6).toFixed(1)} MB)`)
         .join(', ')}`,
       '',
+      `(e) ${nBatch} policy operations, tables full, client side (kept-alive unix socket): all in one POST /v1/batch vs one request each`,
+      `    ${nBatch} deletes: /v1/batch ${f1(batchMs.del).padStart(8)} ms   ${nSingle} single requests ${f1(singleMs.del).padStart(9)} ms (${f2(singleMs.del / nSingle)} ms each)`,
+      `    ${nBatch} adds:    /v1/batch ${f1(batchMs.add).padStart(8)} ms   ${nSingle} single requests ${f1(singleMs.add).padStart(9)} ms (${f2(singleMs.add / nSingle)} ms each)`,
+      '',
       `(c) memory, MB: VmRSS ${f1(rssLoaded['VmRSS'])} loaded, ${f1(rssAfter['VmRSS'])} after the adds and deletes ` +
         `(RssAnon ${f1(rssAfter['RssAnon'])}, RssFile ${f1(rssAfter['RssFile'])}), ${f1(rssReads['VmRSS'])} after the reads; VmHWM (peak) ${f1(rssReads['VmHWM'])}`,
       '',
@@ -538,11 +584,17 @@ async function main(): Promise<number> {
       `add < ${TARGETS.medianAddMs} ms median (policies + local SIDs)     ${f2(allAdd.median).padStart(7)} ms  ${pf(allAdd.median < TARGETS.medianAddMs)}`,
       `delete < ${TARGETS.medianDelMs} ms median (policies + local SIDs)  ${f2(allDel.median).padStart(7)} ms  ${pf(allDel.median < TARGETS.medianDelMs)}`,
       `VmRSS < ${TARGETS.rssMB} MB with the tables loaded            ${f1(rss).padStart(7)} MB  ${pf(rss < TARGETS.rssMB)}`,
+      `${nBatch} ops in one /v1/batch < ${TARGETS.batchMs} ms (worst of 2)  ${f1(batchWorst).padStart(7)} ms  ${pf(batchWorst < TARGETS.batchMs)}`,
     );
     if (o.cpuProf !== undefined) out.push('', `daemon CPU profile (.cpuprofile) written to ${o.cpuProf}`);
     process.stdout.write(`${out.join('\n')}\n`);
     const ok =
-      loadS < TARGETS.loadSeconds && allAdd.median < TARGETS.medianAddMs && allDel.median < TARGETS.medianDelMs && rss < TARGETS.rssMB && failures.length === 0;
+      loadS < TARGETS.loadSeconds &&
+      allAdd.median < TARGETS.medianAddMs &&
+      allDel.median < TARGETS.medianDelMs &&
+      rss < TARGETS.rssMB &&
+      batchWorst < TARGETS.batchMs &&
+      failures.length === 0;
     if (o.json) {
       process.stdout.write(
         `${JSON.stringify({
@@ -551,6 +603,7 @@ async function main(): Promise<number> {
           load: { seconds: loadS, configValidated: tMounted === undefined ? null : (tMounted - base) / 1000, tablesFilled: tLoaded === undefined ? null : (tLoaded - base) / 1000, listening: tListening === undefined ? null : (tListening - base) / 1000 },
           latencyMs: { policy: pol, localsid: sid, add: allAdd, del: allDel },
           reads,
+          batch: { operations: nBatch, batchMs, singleOperations: nSingle, singleMs, pass: batchWorst < TARGETS.batchMs },
           scrapesMs: scrapes,
           memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads },
           failures,

@@ -12,6 +12,8 @@ export interface Target {
   /** http://HOST:PORT instead of the socket. */
   readonly url?: string;
   readonly tokenFile?: string;
+  /** No answer within this: a ConnectError ETIMEDOUT (default 60 s). */
+  readonly timeoutMs?: number;
 }
 
 export class ApiError extends Error {
@@ -20,6 +22,28 @@ export class ApiError extends Error {
     message: string,
     readonly status: number,
     readonly body: unknown,
+  ) {
+    super(message);
+  }
+}
+
+/** No answer: nobody listens (`code` ENOENT, ECONNREFUSED), no permission (EACCES), a timeout (ETIMEDOUT), or another errno. */
+export class ConnectError extends Error {
+  override readonly name = 'ConnectError';
+  constructor(
+    message: string,
+    readonly code: string,
+  ) {
+    super(message);
+  }
+}
+
+/** An error that ends the CLI with this exit status (instead of 2). */
+export class ExitStatus extends Error {
+  override readonly name = 'ExitStatus';
+  constructor(
+    message: string,
+    readonly exitStatus: number,
   ) {
     super(message);
   }
@@ -47,7 +71,7 @@ export async function call<T>(t: Target, method: string, path: string, body?: un
         path,
         headers,
         ...(socketPath !== undefined ? { socketPath } : { host: base.hostname, port: base.port === '' ? 80 : Number(base.port) }),
-        timeout: 60_000,
+        timeout: t.timeoutMs ?? 60_000,
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -70,15 +94,17 @@ export async function call<T>(t: Target, method: string, path: string, body?: un
         });
       },
     );
-    req.on('timeout', () => req.destroy(new Error(`no answer from the daemon at ${describeTarget(t)} within 60 s`)));
+    req.on('timeout', () => req.destroy(new ConnectError(`no answer from the daemon at ${describeTarget(t)} within ${(t.timeoutMs ?? 60_000) / 1000} s`, 'ETIMEDOUT')));
     req.on('error', (e: NodeJS.ErrnoException) => {
       const where = describeTarget(t);
-      if (e.code === 'ENOENT' || e.code === 'ECONNREFUSED') {
-        reject(new Error(`no daemon answers at ${where}: start one with \`mup daemon --config FILE\`, or name it with --instance / --socket`));
+      if (e instanceof ConnectError) {
+        reject(e);
+      } else if (e.code === 'ENOENT' || e.code === 'ECONNREFUSED') {
+        reject(new ConnectError(`no daemon answers at ${where}: start one with \`mup daemon --config FILE\`, or name it with --instance / --socket`, e.code));
       } else if (e.code === 'EACCES') {
-        reject(new Error(`permission denied on ${where}: run as root or as a member of the socket's group (daemon.socket_group)`));
+        reject(new ConnectError(`permission denied on ${where}: run as root or as a member of the socket's group (daemon.socket_group)`, e.code));
       } else {
-        reject(new Error(`${where}: ${e.message}`));
+        reject(new ConnectError(`${where}: ${e.message}`, e.code ?? 'EIO'));
       }
     });
     if (payload !== undefined) req.write(payload);

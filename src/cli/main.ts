@@ -105,7 +105,9 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
     // The daemon logged its fatal error already (the log is its output): once is enough.
     if (!(e instanceof Error && (e as { logged?: boolean }).logged === true)) io.err(`mup: ${oneLine(e)}\n`);
     if (process.env['MUP_DEBUG'] === '1' && e instanceof Error && e.stack !== undefined) io.err(`${e.stack}\n`);
-    status = 2;
+    // A command's own exit status (mup status: 1 degraded, 3 not running, 4 unknown); else 2.
+    const own = (e as { exitStatus?: unknown } | null)?.exitStatus;
+    status = typeof own === 'number' ? own : 2;
   }
   return status;
 }

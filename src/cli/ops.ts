@@ -2,18 +2,45 @@
  * Operator commands: `mup daemon`, `mup teardown`, and the API clients
  * `mup status`, `mup policy ...`, `mup sid ...`, `mup stats`, `mup reload`.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import type { DaemonStatus, CountersSnapshot, ReloadResult } from '../daemon/daemon.js';
 import type { RuleKind } from '../daemon/rules.js';
 import { DEFAULT_BPFFS, DEFAULT_OBJECT } from '../host/paths.js';
-import { call, type Target } from './client.js';
+import { ApiError, call, ConnectError, ExitStatus, type Target } from './client.js';
 // The daemon, libbpf and the metrics library load only for the commands that need them.
 
 /**
- * `mup policy|sid list|add|replace|del`, per kind of rule: the API's names
- * (as src/daemon/rules.ts RULE_KINDS has them; this module does not load the
- * daemon) and the CLI's own words, flags and examples. One entry per kind.
+ * One key of a rule entry as the CLI takes it: the body key (the config
+ * file's), its flag and how the flag's text becomes the value. add and
+ * replace get one option per field, so every key of every behaviour is
+ * reachable without --json-body (test/unit/rule-options.test.ts checks it
+ * against the config loader's key lists).
+ */
+export interface RuleField {
+  /** The body key (snake_case, as the config file). */
+  readonly key: string;
+  /** The flag: `--<key with dashes>` unless given (segments: `--segment`, repeated). */
+  readonly flag?: string;
+  readonly help: string;
+  /** string (default), int, bool (a switch), list (repeatable flag), or one of `choices`. */
+  readonly type?: 'string' | 'int' | 'bool' | 'list';
+  readonly choices?: readonly string[];
+  /** The value's placeholder in the help. */
+  readonly arg?: string;
+}
+
+/** The flag of a field, e.g. `--sr-prefix`. */
+export function fieldFlag(f: RuleField): string {
+  return f.flag ?? `--${f.key.replace(/_/g, '-')}`;
+}
+
+/**
+ * `mup policy|sid|session list|add|replace|del`, per kind of rule: the API's
+ * names (as src/daemon/rules.ts RULE_KINDS has them; this module does not
+ * load the daemon) and the CLI's own words, fields and examples. One entry
+ * per kind.
  */
 interface RuleCommands {
   /** The API's name of the kind: the key of the rule in a POST/PUT answer. */
@@ -33,17 +60,16 @@ interface RuleCommands {
   readonly columns: readonly string[];
   /** Columns `list` leaves out when no entry has a value in them. */
   readonly optionalColumns?: readonly string[];
-  /** The flags of add and replace. */
-  options(c: Command): void;
-  /** Flag (commander's camelCase) -> body key. */
-  readonly flags: readonly (readonly [string, string])[];
-  /** A repeatable flag that becomes a list in the body, sent when given at least once. */
-  readonly repeated?: { readonly flag: string; readonly key: string };
+  /** Every key of the entry, for every behaviour: the options of add and replace. */
+  readonly fields: readonly RuleField[];
   examples(op: 'add' | 'replace'): string;
   readonly delExample: { readonly prefix: string; readonly name: string };
   /** A second part of the key `del` takes as a flag (policies: --teid), joined to the prefix as the key text is. */
   readonly delKeyFlag?: { readonly flag: string; readonly attr: string; readonly help: string; join(prefix: string, v: string): string };
 }
+
+const SRH_MODES = ['auto', 'always', 'reduced'] as const;
+const NAME_FIELD: RuleField = { key: 'name', help: 'a name for the entry (unique)' };
 
 export const RULE_COMMANDS: Readonly<Record<RuleKind, RuleCommands>> = {
   policy: {
@@ -58,18 +84,19 @@ export const RULE_COMMANDS: Readonly<Record<RuleKind, RuleCommands>> = {
     description: 'policies map GTP-U/IPv4 destinations to SRv6 (H.M.GTP4.D); changes apply at once, atomically for packets, and are saved in the state file',
     columns: ['name', 'match', 'teid', 'sr_prefix', 'sid', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'origin'],
     optionalColumns: ['teid', 'sid'],
-    options: (c) => {
-      c.option('--match <prefix>', 'IPv4 destination prefix of the GTP-U packets, e.g. 10.45.0.0/16')
-        .option('--teid <prefix>', 'only G-PDUs whose TEID is in this prefix VALUE/BITS (needs a /32 match), e.g. 0x12340000/16')
-        .option('--sr-prefix <prefix>', 'IPv6 prefix of the last SID, length <= 56, e.g. 2001:db8:1::/48')
-        .option('--sid <addr>', 'instead of --sr-prefix: the last SID used as is (a PE\'s End.DT4/DT6/DT46), e.g. 2001:db8:e::d4')
-        .option('--src-prefix <prefix>', 'IPv6 source prefix, length <= 96, e.g. 2001:db8:ffff::/64')
-        .option('--segment <addr>', 'a segment S1..S4 before the last SID (repeat for more)', (v: string, acc: string[]) => [...acc, v], [] as string[])
-        .addOption(new Option('--srh <mode>', 'SRH mode').choices(['auto', 'always', 'reduced']))
-        .option('--hop-limit <n>', 'outer IPv6 hop limit', int('--hop-limit'));
-    },
-    flags: [['name', 'name'], ['match', 'match'], ['teid', 'teid'], ['srPrefix', 'sr_prefix'], ['sid', 'sid'], ['srcPrefix', 'src_prefix'], ['srh', 'srh'], ['hopLimit', 'hop_limit']],
-    repeated: { flag: 'segment', key: 'segments' },
+    fields: [
+      NAME_FIELD,
+      { key: 'behavior', help: 'the behaviour (the only one, the default)', choices: ['h.m.gtp4.d'] },
+      { key: 'match', arg: 'prefix', help: 'IPv4 destination prefix of the GTP-U packets, e.g. 10.45.0.0/16' },
+      { key: 'teid', arg: 'prefix', help: 'only G-PDUs whose TEID is in this prefix VALUE/BITS (needs a /32 match), e.g. 0x12340000/16' },
+      { key: 'sr_prefix', arg: 'prefix', help: 'IPv6 prefix of the last SID, length <= 56, e.g. 2001:db8:1::/48' },
+      { key: 'sid', arg: 'addr', help: "instead of --sr-prefix: the last SID used as is (a PE's End.DT4/DT6/DT46), e.g. 2001:db8:e::d4" },
+      { key: 'src_prefix', arg: 'prefix', help: 'IPv6 source prefix, length <= 96, e.g. 2001:db8:ffff::/64' },
+      { key: 'segments', flag: '--segment', arg: 'addr', type: 'list', help: 'a segment S1..S4 before the last SID (repeat for more)' },
+      { key: 'srh', arg: 'mode', help: 'SRH mode', choices: SRH_MODES },
+      { key: 'hop_limit', arg: 'n', type: 'int', help: 'outer IPv6 hop limit' },
+      { key: 'mtu', arg: 'n', type: 'int', help: 'largest encapsulated packet (1280..65535); larger ones get ICMP errors' },
+    ],
     examples: (op) =>
       `  mup policy ${op} --match 10.45.0.0/16 --sr-prefix 2001:db8:a::/48 --src-prefix 2001:db8:ffff::/64 --name ue-pool\n` +
       `  mup policy ${op} --match 192.0.2.10/32 --teid 0x12340000/16 --sid 2001:db8:e::d4 --src-prefix 2001:db8:ffff::/64\n` +
@@ -90,17 +117,29 @@ export const RULE_COMMANDS: Readonly<Record<RuleKind, RuleCommands>> = {
     keyName: 'sid',
     label: 'local SID',
     labels: 'local SIDs',
-    summary: 'list, add, replace or delete End.M.GTP4.E local SIDs',
-    description: 'local SIDs turn SRv6 back into GTP-U/IPv4 (End.M.GTP4.E); changes apply at once, atomically for packets, and are saved in the state file',
+    summary: 'list, add, replace or delete local SIDs (End.M.GTP4.E, End.M.GTP6.E, End.M.GTP6.D, End.M.GTP6.D.Di)',
+    description:
+      'local SIDs turn SRv6 back into GTP-U (End.M.GTP4.E: IPv4; End.M.GTP6.E: IPv6) or GTP-U/IPv6 into SRv6 (End.M.GTP6.D, .Di); ' +
+      'changes apply at once, atomically for packets, and are saved in the state file. Which keys a behaviour takes: docs/config.md',
     columns: ['name', 'sid', 'behavior', 'src_prefix_len', 'source', 'sr_prefix', 'container', 'ttl', 'hop_limit', 'rule', 'origin'],
-    options: (c) => {
-      c.option('--sid <prefix>', 'local SID prefix (locator+function), length <= 56, e.g. 2001:db8:2::/48')
-        .option('--src-prefix-len <n>', 'P: the IPv4 source is read from IPv6 source bits [P, P+32)', int('--src-prefix-len'))
-        .addOption(new Option('--container <mode>', 'PDU Session Container').choices(['always', 'auto', 'never']))
-        .option('--ttl <n>', 'outer IPv4 TTL', int('--ttl'));
-    },
-    flags: [['name', 'name'], ['sid', 'sid'], ['srcPrefixLen', 'src_prefix_len'], ['container', 'container'], ['ttl', 'ttl']],
-    examples: (op) => `  mup sid ${op} --sid 2001:db8:2::/48 --src-prefix-len 64 --name gnb-n3\n`,
+    fields: [
+      NAME_FIELD,
+      { key: 'behavior', help: 'the behaviour (default end.m.gtp4.e)', choices: ['end.m.gtp4.e', 'end.m.gtp6.e', 'end.m.gtp6.d', 'end.m.gtp6.d.di'] },
+      { key: 'sid', arg: 'prefix', help: 'local SID prefix (locator+function), e.g. 2001:db8:2::/48 (gtp4.e: length <= 56; gtp6.*: <= 88)' },
+      { key: 'src_prefix_len', arg: 'n', type: 'int', help: 'gtp4.e: P, the IPv4 source is read from IPv6 source bits [P, P+32)' },
+      { key: 'container', arg: 'mode', help: 'gtp4.e, gtp6.e: PDU Session Container', choices: ['always', 'auto', 'never'] },
+      { key: 'ttl', arg: 'n', type: 'int', help: 'gtp4.e: outer IPv4 TTL' },
+      { key: 'source', arg: 'addr', help: 'gtp6.*: the IPv6 source address of the packets made, e.g. 2001:db8:ff::1' },
+      { key: 'sr_prefix', arg: 'prefix', help: 'gtp6.d, gtp6.d.di: IPv6 prefix of the last SID' },
+      { key: 'segments', flag: '--segment', arg: 'addr', type: 'list', help: 'gtp6.d, gtp6.d.di: a segment before the last SID (repeat for more)' },
+      { key: 'srh', arg: 'mode', help: 'gtp6.d, gtp6.d.di: SRH mode', choices: SRH_MODES },
+      { key: 'hop_limit', arg: 'n', type: 'int', help: 'gtp6.*: outer IPv6 hop limit' },
+      { key: 'mtu', arg: 'n', type: 'int', help: 'largest packet made (1280..65535); larger ones get ICMP errors' },
+    ],
+    examples: (op) =>
+      `  mup sid ${op} --sid 2001:db8:2::/48 --src-prefix-len 64 --name gnb-n3\n` +
+      `  mup sid ${op} --behavior end.m.gtp6.e --sid 2001:db8:6::/64 --source 2001:db8:ff::1 --name gnb6\n` +
+      `  mup sid ${op} --behavior end.m.gtp6.d --sid 2001:db8:d::/64 --source 2001:db8:ff::1 --sr-prefix 2001:db8:b::/48\n`,
     delExample: { prefix: '2001:db8:2::/48', name: 'gnb-n3' },
   },
   session: {
@@ -115,31 +154,49 @@ export const RULE_COMMANDS: Readonly<Record<RuleKind, RuleCommands>> = {
     description:
       "sessions encapsulate IP packets to a UE prefix in SRv6 to the gateway's End.M.GTP4.E SID (isd | gNB | Args.Mob.Session); changes apply at once, atomically for packets, and are saved in the state file",
     columns: ['name', 'ue', 'teid', 'qfi', 'rqi', 'endpoint', 'source', 'isd', 'src_prefix', 'segments', 'srh', 'hop_limit', 'rule', 'origin'],
-    options: (c) => {
-      c.option('--ue <prefix>', 'UE prefix, IPv4 or IPv6, e.g. 10.60.0.1/32')
-        .option('--teid <teid>', "the gNB's TEID, 0..4294967295, decimal or 0x hex")
-        .option('--qfi <n>', 'QoS Flow Identifier, 0..63', int('--qfi'))
-        .option('--rqi', 'set the R bit (RQI) of Args.Mob.Session')
-        .option('--endpoint <ipv4>', "the gNB's N3 IPv4 address, e.g. 192.0.2.1")
-        .option('--source <ipv4>', "the UPF's N3 IPv4 address, e.g. 198.51.100.1")
-        .option('--isd <prefix>', "the gateway's End.M.GTP4.E SID prefix, length <= 56, e.g. 2001:db8:2::/48")
-        .option('--src-prefix <prefix>', 'IPv6 source prefix, length <= 96, e.g. 2001:db8:ffff::/64')
-        .option('--segment <addr>', 'a segment S1..S4 before the gateway (repeat for more)', (v: string, acc: string[]) => [...acc, v], [] as string[])
-        .addOption(new Option('--srh <mode>', 'SRH mode').choices(['auto', 'always', 'reduced']))
-        .option('--hop-limit <n>', 'outer IPv6 hop limit', int('--hop-limit'))
-        .option('--mtu <n>', 'largest encapsulated packet (1280..65535); larger ones get ICMP errors', int('--mtu'));
-    },
-    flags: [
-      ['name', 'name'], ['ue', 'ue'], ['teid', 'teid'], ['qfi', 'qfi'], ['rqi', 'rqi'], ['endpoint', 'endpoint'], ['source', 'source'],
-      ['isd', 'isd'], ['srcPrefix', 'src_prefix'], ['srh', 'srh'], ['hopLimit', 'hop_limit'], ['mtu', 'mtu'],
+    fields: [
+      NAME_FIELD,
+      { key: 'ue', arg: 'prefix', help: 'UE prefix, IPv4 or IPv6, e.g. 10.60.0.1/32' },
+      { key: 'teid', arg: 'teid', help: "the gNB's TEID, 0..4294967295, decimal or 0x hex" },
+      { key: 'qfi', arg: 'n', type: 'int', help: 'QoS Flow Identifier, 0..63' },
+      { key: 'rqi', type: 'bool', help: 'set the R bit (RQI) of Args.Mob.Session' },
+      { key: 'endpoint', arg: 'ipv4', help: "the gNB's N3 IPv4 address, e.g. 192.0.2.1" },
+      { key: 'source', arg: 'ipv4', help: "the UPF's N3 IPv4 address, e.g. 198.51.100.1" },
+      { key: 'isd', arg: 'prefix', help: "the gateway's End.M.GTP4.E SID prefix, length <= 56, e.g. 2001:db8:2::/48" },
+      { key: 'src_prefix', arg: 'prefix', help: 'IPv6 source prefix, length <= 96, e.g. 2001:db8:ffff::/64' },
+      { key: 'segments', flag: '--segment', arg: 'addr', type: 'list', help: 'a segment S1..S4 before the gateway (repeat for more)' },
+      { key: 'srh', arg: 'mode', help: 'SRH mode', choices: SRH_MODES },
+      { key: 'hop_limit', arg: 'n', type: 'int', help: 'outer IPv6 hop limit' },
+      { key: 'mtu', arg: 'n', type: 'int', help: 'largest encapsulated packet (1280..65535); larger ones get ICMP errors' },
     ],
-    repeated: { flag: 'segment', key: 'segments' },
     examples: (op) =>
       `  mup session ${op} --ue 10.60.0.1/32 --teid 0x12345678 --qfi 9 --endpoint 192.0.2.1 --source 198.51.100.1 ` +
       `--isd 2001:db8:2::/48 --src-prefix 2001:db8:ff::/64 --name ue1\n`,
     delExample: { prefix: '10.60.0.1/32', name: 'ue1' },
   },
 };
+
+/** The commander option of a field. */
+function fieldOption(f: RuleField): Option {
+  const flag = fieldFlag(f);
+  if (f.type === 'bool') return new Option(flag, f.help);
+  const o = new Option(`${flag} <${f.arg ?? 'value'}>`, f.help);
+  if (f.choices !== undefined) o.choices(f.choices);
+  if (f.type === 'int') o.argParser(int(flag));
+  if (f.type === 'list') o.argParser((v: string, acc: string[] | undefined) => [...(acc ?? []), v]);
+  return o;
+}
+
+/** The entry a parsed add/replace command line describes: one body key per field given. */
+export function fieldsBody(fields: readonly RuleField[], o: Record<string, unknown>): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const f of fields) {
+    const v = o[fieldOption(f).attributeName()];
+    if (v === undefined || (Array.isArray(v) && v.length === 0)) continue;
+    body[f.key] = v;
+  }
+  return body;
+}
 
 export interface Io {
   out(s: string): void;
@@ -272,15 +329,32 @@ export function registerOps(program: Command, io: Io): void {
     .summary('detach an instance from its interfaces and remove its pins (stops forwarding)')
     .description(
       'remove everything a daemon instance left in bpffs: its XDP links (the program leaves the interfaces), ' +
-        'program and tables. Stop the daemon first; this is what --detach-on-exit does at exit.',
+        'program and tables. Refused while a daemon serves the instance (found by the instance lock, whatever its ' +
+        'socket): stop it first, or --force stops it (SIGTERM, then waits). This is what --detach-on-exit does at exit. Needs root.',
     )
     .option('--instance <name>', 'instance name', 'default')
     .option('--bpffs <dir>', 'bpf filesystem of the pins', DEFAULT_BPFFS)
     .option('--netns <name>', 'network namespace of the interfaces (ip netns name)')
-    .addHelpText('after', '\nExample:\n  mup teardown --instance lab\n')
-    .action(async (o: { instance: string; bpffs: string; netns?: string }) => {
+    .option('--force', 'stop the daemon serving the instance first (SIGTERM; waits --wait seconds for it to exit)')
+    .option('--wait <seconds>', 'with --force: how long to wait for the daemon to exit', int('--wait'), 15)
+    .addHelpText('after', '\nExamples:\n  mup teardown --instance lab\n  mup teardown --instance lab --force   # stop its daemon first\n')
+    .action(async (o: { instance: string; bpffs: string; netns?: string; force?: boolean; wait: number }) => {
       const { enterNetns } = await import('../dataplane/netns.js');
       const { isBpffs, Pins } = await import('../daemon/pins.js');
+      const { instanceLockHolder } = await import('../host/lock.js');
+      // Without the privileges to see the pins, "nothing to remove" would be a lie.
+      canSeePins(o.bpffs, o.instance);
+      const holder = instanceLockHolder(o.instance, o.bpffs);
+      if (holder !== undefined) {
+        if (o.force !== true) {
+          throw new Error(
+            `instance ${o.instance}: daemon pid ${holder} serves it (holds ${o.bpffs}/mup/${o.instance}); nothing removed. ` +
+              `Stop it first (systemctl stop mup@${o.instance}, or kill ${holder}), or run mup teardown --force to stop it and tear down`,
+          );
+        }
+        await stopDaemon(holder, o.wait, () => instanceLockHolder(o.instance, o.bpffs));
+        io.err(`mup: instance ${o.instance}: stopped daemon pid ${holder}\n`);
+      }
       if (o.netns !== undefined) enterNetns(o.netns);
       if (!isBpffs(o.bpffs)) {
         io.out(`${o.bpffs} is not a bpf filesystem: nothing pinned there\n`);
@@ -292,12 +366,37 @@ export function registerOps(program: Command, io: Io): void {
 
   // ---------------------------------------------------------------- status
   withTarget(program.command('status'))
-    .summary('what the daemon runs: program, interfaces, tables, config')
-    .option('--json', 'print the API answer as JSON')
-    .addHelpText('after', '\nExamples:\n  mup status\n  mup status --instance lab --json | jq .interfaces\n')
-    .action(async (o: TargetOpts & { json?: boolean }) => {
-      const s = await call<DaemonStatus>(target(o), 'GET', '/v1/status');
-      if (o.json === true) return io.out(`${JSON.stringify(s, null, 2)}\n`);
+    .summary('what the daemon runs: program, interfaces, tables, config; the exit status says whether it is healthy')
+    .description(
+      'what the daemon runs, and its health as the exit status (the LSB convention for status): 0 running and healthy ' +
+        '(every configured interface attached, the tables hold the running config), 1 running but degraded (what is wrong ' +
+        'is printed), 3 no daemon runs for the instance, 4 cannot tell (no permission, no answer). Usage errors: 2.',
+    )
+    .option('--json', 'print the API answer as JSON (with its health verdict under "health")')
+    .option('--timeout <seconds>', 'how long to wait for the answer before exit status 4', int('--timeout'), 10)
+    .addHelpText('after', '\nExamples:\n  mup status\n  mup status --instance lab --json | jq .interfaces\n  mup status >/dev/null; echo $?     # 0 healthy, 1 degraded, 3 not running, 4 unknown\n')
+    .action(async (o: TargetOpts & { json?: boolean; timeout: number }) => {
+      const t = { ...target(o), timeoutMs: o.timeout * 1000 };
+      let s: DaemonStatus;
+      let h: HealthAnswer;
+      try {
+        s = await call<DaemonStatus>(t, 'GET', '/v1/status');
+        h = await call<HealthAnswer>(t, 'GET', '/v1/health').catch((e: unknown) => {
+          // 503: degraded, with the verdict in the body.
+          if (e instanceof ApiError && e.status === 503 && (e.body as HealthAnswer | undefined)?.status === 'degraded') return e.body as HealthAnswer;
+          throw e;
+        });
+      } catch (e) {
+        throw statusError(e);
+      }
+      const degraded = (): never => {
+        throw new ExitStatus(`instance ${s.instance} runs degraded: ${h.problems.map((p) => p.message).join('; ')}`, 1);
+      };
+      if (o.json === true) {
+        io.out(`${JSON.stringify({ ...s, health: h }, null, 2)}\n`);
+        if (h.status !== 'ok') degraded();
+        return;
+      }
       const lines = [
         `instance   ${s.instance} (pid ${s.pid}, up ${s.uptimeSeconds} s${s.adopted ? ', took over a running data plane' : ''})`,
         `program    ${s.program === null ? 'not pinned' : `id ${s.program.id} tag ${s.program.tag}`}  ${s.object.path}`,
@@ -312,7 +411,37 @@ export function registerOps(program: Command, io: Io): void {
         const state = i.ifindex === null ? 'MISSING (attached when it appears)' : !i.attached ? 'NOT ATTACHED' : i.pinned === false ? 'attached (pin being restored)' : 'attached';
         rows.push([i.name, i.mode, i.ifindex === null ? 'gone' : String(i.ifindex), state, i.progId === null ? '-' : String(i.progId)]);
       }
-      io.out(`${lines}\n${table(rows)}`);
+      const verdict = h.status === 'ok' ? 'health     ok\n' : `health     DEGRADED\n${h.problems.map((p) => `           - ${p.message}\n`).join('')}`;
+      io.out(`${lines}\n${table(rows)}\n${verdict}`);
+      if (h.status !== 'ok') degraded();
+    });
+
+  // ---------------------------------------------------------------- apply
+  withTarget(program.command('apply'))
+    .summary('apply many rule changes at once, all or nothing (POST /v1/batch)')
+    .description(
+      'send a document {"operations": [{"op": "add"|"replace"|"delete", "policy"|"localsid"|"session": {...}}, ...]} ' +
+        '(JSON or YAML; up to 10,000 operations) to the daemon: every operation is checked first, then all are applied ' +
+        'in one table update and saved as one state-file record; if one is invalid or conflicts, nothing changes and the ' +
+        'error names its index and key. An entry is as in the config file (delete: the key or the name only).',
+    )
+    .requiredOption('-f, --file <file>', 'the operations document, - for stdin')
+    .option('--json', 'print the API answer as JSON')
+    .addHelpText(
+      'after',
+      '\nExamples:\n' +
+        '  mup apply -f ops.json\n' +
+        '  mup apply -f - <<EOF\n' +
+        '  operations:\n' +
+        '    - { op: add, policy: { name: p9, match: 10.9.0.0/16, sr_prefix: "2001:db8:9::/48", src_prefix: "2001:db8:ffff::/64" } }\n' +
+        '    - { op: delete, localsid: { name: old-gnb } }\n' +
+        '  EOF\n',
+    )
+    .action(async (o: TargetOpts & { file: string; json?: boolean }) => {
+      const doc = await readOperations(o.file);
+      const r = await call<BatchAnswer>(target(o), 'POST', '/v1/batch', doc);
+      if (o.json === true) return io.out(`${JSON.stringify(r, null, 2)}\n`);
+      io.out(`applied ${r.applied} operations: ${r.added} added, ${r.replaced} replaced, ${r.deleted} deleted\n`);
     });
 
   // ---------------------------------------------------------------- rules
@@ -339,9 +468,8 @@ export function registerOps(program: Command, io: Io): void {
     for (const op of ['add', 'replace'] as const) {
       const cmd = withTarget(group.command(op))
         .summary(op === 'add' ? `add a ${c.label}` : `replace the ${c.label} with the same ${keyName} (atomic for packets)`)
-        .option('--json-body <json>', 'the whole entry as JSON, with the config file\'s keys')
-        .option('--name <name>', 'a name for the entry (unique)');
-      c.options(cmd);
+        .option('--json-body <json>', 'the whole entry as JSON, with the config file\'s keys');
+      for (const f of c.fields) cmd.addOption(fieldOption(f));
       cmd.addHelpText('after', `\nExamples:\n${c.examples(op)}`).action(async (o: TargetOpts & Record<string, unknown>) => {
         let body: Record<string, unknown>;
         if (typeof o['jsonBody'] === 'string') {
@@ -351,9 +479,7 @@ export function registerOps(program: Command, io: Io): void {
             throw new Error(`--json-body is not JSON: ${(e as Error).message}`);
           }
         } else {
-          body = {};
-          for (const [from, to] of c.flags) if (o[from] !== undefined) body[to] = o[from];
-          if (c.repeated !== undefined && Array.isArray(o[c.repeated.flag]) && (o[c.repeated.flag] as unknown[]).length > 0) body[c.repeated.key] = o[c.repeated.flag];
+          body = fieldsBody(c.fields, o);
         }
         const r = await call<Record<string, unknown>>(target(o), op === 'add' ? 'POST' : 'PUT', path, body);
         io.out(`${op === 'add' ? 'added' : 'replaced'}: ${JSON.stringify(r[c.kind])}\n`);
@@ -493,6 +619,94 @@ export function registerOps(program: Command, io: Io): void {
       const r = await call<{ file: string; saved: number }>(t, 'POST', '/v1/config/save');
       io.out(`saved the running config into ${r.file}: ${r.saved} API changes are config now\n`);
     });
+}
+
+interface HealthAnswer {
+  readonly status: 'ok' | 'degraded';
+  readonly problems: readonly { readonly code: string; readonly message: string }[];
+}
+
+interface BatchAnswer {
+  readonly applied: number;
+  readonly added: number;
+  readonly replaced: number;
+  readonly deleted: number;
+  readonly results: readonly { index: number; op: string; kind: string; key: string }[];
+}
+
+/** mup status's exit status for a failed question: 3 when no daemon runs, 4 when it cannot tell. */
+function statusError(e: unknown): ExitStatus {
+  const msg = e instanceof Error ? e.message : String(e);
+  if (e instanceof ConnectError && (e.code === 'ENOENT' || e.code === 'ECONNREFUSED')) return new ExitStatus(msg, 3);
+  return new ExitStatus(`cannot tell: ${msg}`, 4);
+}
+
+/** The operations document of mup apply: a file or stdin, JSON or YAML. */
+async function readOperations(file: string): Promise<unknown> {
+  let text: string;
+  try {
+    if (file === '-') {
+      const chunks: Buffer[] = [];
+      for await (const c of process.stdin) chunks.push(c as Buffer);
+      text = Buffer.concat(chunks).toString('utf8');
+    } else {
+      text = readFileSync(file, 'utf8');
+    }
+  } catch (e) {
+    throw new Error(`cannot read ${file === '-' ? 'stdin' : file}: ${(e as Error).message}`);
+  }
+  const where = file === '-' ? 'stdin' : file;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    // YAML (JSON is YAML too, but JSON.parse is faster for big documents)
+  }
+  const yaml = (await import('js-yaml')).default;
+  try {
+    return yaml.load(text, { schema: yaml.CORE_SCHEMA }) as unknown;
+  } catch (e) {
+    throw new Error(`${where}: neither JSON nor YAML: ${(e as Error).message.split('\n')[0]}`);
+  }
+}
+
+/** Exit unless this process may see (and remove) the instance's pins: root, or CAP_BPF and CAP_SYS_ADMIN, and a readable bpffs. */
+function canSeePins(bpffs: string, instance: string): void {
+  const need = `mup teardown needs root (CAP_BPF, CAP_NET_ADMIN and CAP_SYS_ADMIN) to see and remove the pins of instance ${instance} under ${bpffs}; run it with sudo`;
+  if (process.geteuid?.() !== 0) {
+    let caps = 0n;
+    try {
+      const m = /^CapEff:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+      caps = BigInt(`0x${m?.[1] ?? '0'}`);
+    } catch {
+      // no /proc: assume none
+    }
+    const CAP_SYS_ADMIN = 21n;
+    const CAP_BPF = 39n;
+    if ((caps & (1n << CAP_SYS_ADMIN)) === 0n || (caps & (1n << CAP_BPF)) === 0n) throw new Error(need);
+  }
+  try {
+    readdirSync(bpffs);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM') throw new Error(`${need} (${bpffs}: permission denied)`);
+    // ENOENT: no bpffs there, nothing pinned (said below)
+  }
+}
+
+/** SIGTERM `pid`, then wait until `holder()` no longer names it (the daemon released the instance), at most `seconds`. */
+async function stopDaemon(pid: number, seconds: number, holder: () => number | undefined): Promise<void> {
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw new Error(`cannot stop daemon pid ${pid}: ${(e as Error).message}`);
+  }
+  const deadline = Date.now() + seconds * 1000;
+  while (holder() === pid) {
+    if (Date.now() > deadline) {
+      throw new Error(`daemon pid ${pid} did not exit within ${seconds} s of SIGTERM; nothing removed (check it, kill -9 ${pid}, then run mup teardown again)`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 const n = (v: unknown): number => Number(v ?? 0);

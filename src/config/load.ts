@@ -59,7 +59,7 @@ const XDP_MODES: readonly XdpMode[] = ['native', 'generic'];
 const TOP_KEYS = ['settings', 'interfaces', 'daemon', 'policies', 'localsids', 'sessions'] as const;
 const INTERFACE_KEYS = ['name', 'xdp'] as const;
 const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http', 'reload_max_delete_share', 'max_connections', 'stall_timeout'] as const;
-const HTTP_KEYS = ['listen', 'token_file', 'open_reads'] as const;
+const HTTP_KEYS = ['listen', 'token_file', 'open_reads', 'read_token_file'] as const;
 /** Defaults of daemon.max_connections (per listener) and daemon.stall_timeout (seconds). */
 export const DEFAULT_MAX_CONNECTIONS = 64;
 export const DEFAULT_STALL_TIMEOUT_S = 10;
@@ -78,6 +78,9 @@ const LOCALSID_KEYS_OF: Readonly<Record<LocalSidBehavior, readonly string[]>> = 
   'end.m.gtp6.d': ['sid', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu'],
   'end.m.gtp6.d.di': ['sid', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu'],
 };
+
+/** Every key an entry of each kind takes (and, per local SID behaviour, which): the CLI's options are checked against these. */
+export const RULE_ENTRY_KEYS = { policy: POLICY_KEYS, localsid: LOCALSID_KEYS, session: SESSION_KEYS, localsidOf: LOCALSID_KEYS_OF } as const;
 
 const SID_LEN_WHY =
   'the SID is this prefix (L bits) followed by the IPv4 address (32 bits) and Args.Mob.Session (40 bits), ' +
@@ -308,6 +311,12 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
       if (!s.startsWith('/')) src.fail([...hp, 'token_file'], `${JSON.stringify(s)} is not an absolute path; give one starting with /`);
       return s;
     });
+    const readTokenFile = optional(h, 'read_token_file', (y) => {
+      const s = readString(src, [...hp, 'read_token_file'], y, 'an absolute path');
+      if (!s.startsWith('/')) src.fail([...hp, 'read_token_file'], `${JSON.stringify(s)} is not an absolute path; give one starting with /`);
+      if (s === tokenFile) src.fail([...hp, 'read_token_file'], 'is the same file as token_file: the read-only token must differ from the write token; give another file');
+      return s;
+    });
     const openReads = optional(h, 'open_reads', (y) => {
       if (typeof y !== 'boolean') src.fail([...hp, 'open_reads'], `expected true or false, got ${describe(y)}`);
       return y;
@@ -317,7 +326,7 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
     // it touches the data plane. Writes over TCP always need the token, on
     // loopback too: every local user can connect there (docs/api.md).
     const loopback = isLoopbackHost(listen.host);
-    if (tokenFile === undefined && !loopback) {
+    if (tokenFile === undefined && readTokenFile === undefined && !loopback) {
       src.fail(
         [...hp, 'token_file'],
         `required when listen (${formatListen(listen)}) is not a loopback address: the API changes the tables, so it is not served ` +
@@ -330,7 +339,7 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
         `serves reads without a token, so it is only allowed on a loopback address, not on ${formatListen(listen)}; remove it (clients send the token) or listen on 127.0.0.1`,
       );
     }
-    if (tokenFile === undefined && openReads !== true) {
+    if (tokenFile === undefined && readTokenFile === undefined && openReads !== true) {
       src.fail(
         [...hp, 'token_file'],
         `required: changes over TCP need a bearer token, on loopback (${formatListen(listen)}) too, since every local user can connect there; ` +
@@ -338,7 +347,12 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
           'or set daemon.http.open_reads: true for a read-only listener (changes answered 403; use the unix socket for them)',
       );
     }
-    return { ...listen, ...(tokenFile === undefined ? {} : { tokenFile }), ...(openReads === true ? { openReads } : {}) };
+    return {
+      ...listen,
+      ...(tokenFile === undefined ? {} : { tokenFile }),
+      ...(readTokenFile === undefined ? {} : { readTokenFile }),
+      ...(openReads === true ? { openReads } : {}),
+    };
   });
   const maxConnections = optional(m, 'max_connections', (x) => readInt(src, at('max_connections'), x, 1, 65536, 'open connections per listener'));
   const stallTimeout = optional(m, 'stall_timeout', (x) => {

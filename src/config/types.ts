@@ -151,6 +151,8 @@ export interface DaemonSettings {
     readonly tokenFile?: string;
     /** Loopback only: GET/HEAD without a token. */
     readonly openReads?: boolean;
+    /** A second token that reads (GET, /metrics) but changes nothing; its file is checked as token_file's. */
+    readonly readTokenFile?: string;
   };
   /** A reload that would delete more than this share (0..1) of the rules needs --force; default 0.5. */
   readonly reloadMaxDeleteShare?: number;

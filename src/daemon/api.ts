@@ -11,12 +11,16 @@
  *   POST   /v1/reload[?force=true][&check=true]
  *   GET    /v1/config[?origins=false]      POST /v1/config/save (running config: YAML; into the config file)
  *   GET    /v1/probe                       POST /v1/probe       (latency probe on/off: src/dataplane/probe-control.ts)
+ *   POST   /v1/batch                       (many changes, all or nothing: src/daemon/batch.ts)
+ *   GET    /v1/health                      (200 ok / 503 degraded: src/daemon/health.ts)
  *   GET    /metrics                        (Prometheus text format)
  *
- * Errors: {"error": "...", "path": "key.path"?} with 400 (invalid input),
- * 401 (token), 403 (a change on a read-only HTTP listener), 404, 405, 409
- * (conflict: exists, full, name taken), 413 (body over 64 KiB), 415 (not
- * JSON), 500, 503 (too many connections; Retry-After).
+ * Errors, one shape: {"error": "<message>", "code": "<machine-readable>",
+ * "path": "key.path"?, "index": N?} with 400 (invalid input), 401 (token),
+ * 403 (a change on a read-only listener or with the read-only token), 404,
+ * 405, 409 (conflict: exists, full, name taken), 413 (body over the
+ * limit), 415 (not JSON), 422 (an invalid batch operation), 500, 503 (too
+ * many connections; Retry-After). The codes: ERROR_CODES, docs/api.md.
  *
  * Limits (docs/api.md, "Limits"): one request at a time per connection (a
  * pipelined one waits for the answer before it); large answers (counters,
@@ -38,17 +42,96 @@ import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
 import { releaseMemory } from './memory.js';
 import { RULE_KIND_LIST, RuleError, type RuleKindSpec } from './rules.js';
+import { BatchError, batchOperations } from './batch.js';
+import { health } from './health.js';
+import koffi from 'koffi';
 import { probeStatus, ProbeRequestError, setProbe } from '../dataplane/probe-control.js';
 
 export const MAX_BODY = 64 * 1024;
+/** POST /v1/batch: 10,000 operations of a few hundred bytes each. */
+export const MAX_BATCH_BODY = 16 * 1024 * 1024;
+
+/**
+ * The machine-readable `code` of every error answer, by default per status
+ * (a more precise one is given where known). Documented in docs/api.md.
+ */
+export const ERROR_CODES = {
+  malformed: 'the request cannot be read: not JSON, a key given twice, an unknown or bad query parameter, a batch document of the wrong shape (400)',
+  invalid: 'an entry fails validation; `path` names the key (400; 422 in a batch, with `index`)',
+  unauthorized: 'missing or wrong bearer token (401)',
+  forbidden: 'a change on a read-only listener (403)',
+  read_only_token: 'a change sent with the read-only token (403)',
+  not_found: 'no such endpoint, or no such rule (404)',
+  method_not_allowed: 'the method is not served on this path; see the Allow header (405)',
+  exists: 'a rule with that key exists already (409)',
+  no_such_rule: 'in a batch: replace or delete of a rule that is not there (409)',
+  name_taken: 'the name is used by another rule (409)',
+  conflict: 'the tables cannot take it: full, too many prefix lengths (409)',
+  body_too_large: 'the body is over the limit (413)',
+  unsupported_media_type: 'the body is not sent as application/json (415)',
+  not_saved: 'the state file could not be written; the change was undone (503, 507 for a full disk)',
+  too_many_connections: 'the listener is at daemon.max_connections; retry (503)',
+  internal: 'a bug or an unexpected system error; see the daemon log (500)',
+} as const;
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+function codeOf(status: number): ErrorCode {
+  switch (status) {
+    case 400:
+      return 'malformed';
+    case 401:
+      return 'unauthorized';
+    case 403:
+      return 'forbidden';
+    case 404:
+      return 'not_found';
+    case 405:
+      return 'method_not_allowed';
+    case 409:
+      return 'conflict';
+    case 413:
+      return 'body_too_large';
+    case 415:
+      return 'unsupported_media_type';
+    case 422:
+      return 'invalid';
+    case 503:
+    case 507:
+      return 'not_saved';
+    default:
+      return 'internal';
+  }
+}
 
 class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
     readonly path?: string,
+    readonly code?: ErrorCode,
   ) {
     super(message);
+  }
+}
+
+let getsockopt: ((fd: number, level: number, name: number, out: { pid?: number; uid?: number; gid?: number }, len: number[]) => number) | undefined;
+
+/** The peer of a unix socket connection (SO_PEERCRED), or undefined when it cannot be read. */
+export function peerCred(socket: Socket): { pid: number; uid: number; gid: number } | undefined {
+  const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  if (typeof fd !== 'number' || fd < 0) return undefined;
+  try {
+    if (getsockopt === undefined) {
+      koffi.struct('mup_ucred', { pid: 'int32', uid: 'uint32', gid: 'uint32' });
+      getsockopt = koffi.load('libc.so.6').func('int getsockopt(int fd, int level, int name, _Out_ mup_ucred *val, _Inout_ uint32 *len)') as unknown as typeof getsockopt;
+    }
+    const out: { pid?: number; uid?: number; gid?: number } = {};
+    const SOL_SOCKET = 1;
+    const SO_PEERCRED = 17;
+    if (getsockopt!(fd, SOL_SOCKET, SO_PEERCRED, out, [12]) !== 0) return undefined;
+    return { pid: out.pid ?? 0, uid: out.uid ?? 0, gid: out.gid ?? 0 };
+  } catch {
+    return undefined;
   }
 }
 
@@ -177,18 +260,19 @@ function sendLarge(res: ServerResponse, status: number, build: () => unknown): P
   });
 }
 
-async function readBody(req: IncomingMessage): Promise<unknown> {
+async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<unknown> {
   const type = req.headers['content-type'] ?? '';
   if (!/^application\/json\b/i.test(type)) {
     throw new HttpError(415, `send the body as JSON with Content-Type: application/json (got ${JSON.stringify(type || 'none')})`);
   }
   const declared = Number(req.headers['content-length'] ?? NaN);
-  if (declared > MAX_BODY) throw new HttpError(413, `body of ${declared} bytes is over the ${MAX_BODY}-byte limit; send one rule per request`);
+  const hint = limit === MAX_BODY ? 'send one rule per request (many at once: POST /v1/batch)' : 'split the batch';
+  if (declared > limit) throw new HttpError(413, `body of ${declared} bytes is over the ${limit}-byte limit; ${hint}`);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of req) {
     size += (c as Buffer).length;
-    if (size > MAX_BODY) throw new HttpError(413, `body is over the ${MAX_BODY}-byte limit; send one rule per request`);
+    if (size > limit) throw new HttpError(413, `body is over the ${limit}-byte limit; ${hint}`);
     chunks.push(c as Buffer);
   }
   const text = Buffer.concat(chunks).toString('utf8');
@@ -259,7 +343,7 @@ export interface ApiOptions {
    * changes answered 403 (the loader allows that only with openReads, on
    * loopback).
    */
-  readonly tcp?: { readonly token?: string; readonly openReads: boolean };
+  readonly tcp?: { readonly token?: string; readonly openReads: boolean; /** daemon.http.read_token_file: reads and /metrics only. */ readonly readToken?: string };
 }
 
 const READ_METHODS = new Set(['GET', 'HEAD']);
@@ -269,7 +353,7 @@ const READ_METHODS = new Set(['GET', 'HEAD']);
  * file and what to do): unreadable, shorter than 16 characters, or readable
  * by group or others (mode & 0o077): a token others can read is no secret.
  */
-export function readTokenFile(file: string): string {
+export function readTokenFile(file: string, key = 'daemon.http.token_file'): string {
   let text: string;
   let mode: number;
   try {
@@ -281,42 +365,60 @@ export function readTokenFile(file: string): string {
       closeSync(fd);
     }
   } catch (e) {
-    throw new Error(`daemon.http.token_file: cannot read ${file} (${(e as Error).message}); create it (install -m 600 /dev/null ${file} && openssl rand -hex 16 > ${file})`);
+    throw new Error(`${key}: cannot read ${file} (${(e as Error).message}); create it (install -m 600 /dev/null ${file} && openssl rand -hex 16 > ${file})`);
   }
   if ((mode & 0o077) !== 0) {
     throw new Error(
-      `daemon.http.token_file: ${file} has mode ${(mode & 0o777).toString(8).padStart(4, '0')}, readable or writable by group or others, ` +
+      `${key}: ${file} has mode ${(mode & 0o777).toString(8).padStart(4, '0')}, readable or writable by group or others, ` +
         `so any local user could take the token; make it private: chmod 600 ${file}`,
     );
   }
   const token = text.trim();
-  if (token.length < 16) throw new Error(`${file}: the token is ${token.length} characters; use at least 16 (e.g. openssl rand -hex 16 > ${file})`);
+  if (token.length < 16) throw new Error(`${key}: ${file}: the token is ${token.length} characters; use at least 16 (e.g. openssl rand -hex 16 > ${file})`);
   return token;
 }
 
 export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const { daemon: d } = o;
   const kinds = new Map<string, RuleKindSpec>(RULE_KIND_LIST.map((k) => [k.apiPath, k]));
+  /** Who sent a request, for the log of rule changes: the unix peer's uid, or the token's name. */
+  const who = (req: IncomingMessage): string => {
+    if (o.tcp !== undefined) return `token:write (${req.socket.remoteAddress ?? '?'})`;
+    const c = peerCred(req.socket);
+    return c === undefined ? 'unix socket (peer unknown)' : `uid ${c.uid} (pid ${c.pid})`;
+  };
   const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (o.tcp !== undefined) {
       const read = READ_METHODS.has(req.method ?? '');
-      if (o.tcp.token === undefined) {
-        // (The loader refuses a listener with neither token nor open_reads; refused here too.)
-        if (!read || !o.tcp.openReads) {
-          throw new HttpError(
-            403,
-            'this HTTP listener is read-only: it has no daemon.http.token_file, and changes over TCP need a token (loopback too); ' +
-              'use the unix socket (mup CLI as root or in daemon.socket_group), or configure a token file and send Authorization: Bearer <token>',
-          );
-        }
-      } else if (!(read && o.tcp.openReads)) {
-        const got = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? ''; // the scheme is case-insensitive (RFC 9110 11.1)
+      const got = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1]; // the scheme is case-insensitive (RFC 9110 11.1)
+      const is = (token: string | undefined): boolean => {
+        if (token === undefined || got === undefined) return false;
         const a = Buffer.from(got);
-        const b = Buffer.from(o.tcp.token);
-        if (a.length !== b.length || !timingSafeEqual(a, b)) {
-          res.setHeader('www-authenticate', 'Bearer');
-          throw new HttpError(401, 'missing or wrong bearer token: send Authorization: Bearer <token from daemon.http.token_file>');
+        const b = Buffer.from(token);
+        return a.length === b.length && timingSafeEqual(a, b);
+      };
+      const unauthorized = (): never => {
+        res.setHeader('www-authenticate', 'Bearer');
+        throw new HttpError(
+          401,
+          `missing or wrong bearer token: send Authorization: Bearer <token from daemon.http.token_file${o.tcp!.readToken === undefined ? '' : ' (or, for reads and /metrics, read_token_file)'}>`,
+        );
+      };
+      if (read) {
+        if (!o.tcp.openReads && !is(o.tcp.token) && !is(o.tcp.readToken)) unauthorized();
+      } else if (o.tcp.token === undefined) {
+        // (The loader refuses a listener with no token of any kind and no open_reads; refused here too.)
+        if (o.tcp.readToken !== undefined && !o.tcp.openReads && !is(o.tcp.readToken)) unauthorized();
+        throw new HttpError(
+          403,
+          'this HTTP listener is read-only: it has no daemon.http.token_file, and changes over TCP need a token (loopback too); ' +
+            'use the unix socket (mup CLI as root or in daemon.socket_group), or configure a token file and send Authorization: Bearer <token>',
+        );
+      } else if (!is(o.tcp.token)) {
+        if (is(o.tcp.readToken)) {
+          throw new HttpError(403, 'this is the read-only token (daemon.http.read_token_file): it reads and scrapes, it cannot change anything; send the token of daemon.http.token_file', undefined, 'read_only_token');
         }
+        unauthorized();
       }
     }
     const url = new URL(req.url ?? '/', 'http://mup');
@@ -337,6 +439,23 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     if (path === '/v1/status') {
       if (method !== 'GET') allow(['GET']);
       return send(res, 200, d.status());
+    }
+    if (path === '/v1/health') {
+      if (method !== 'GET') allow(['GET']);
+      const h = health(d);
+      return send(res, h.status === 'ok' ? 200 : 503, h);
+    }
+    if (path === '/v1/batch') {
+      if (method !== 'POST') allow(['POST']);
+      const ops = batchOperations(await readBody(req, MAX_BATCH_BODY));
+      const r = await d.applyBatch(ops, who(req));
+      return sendLarge(res, 200, () => ({
+        applied: ops.length,
+        added: r.added,
+        replaced: r.replaced,
+        deleted: r.deleted,
+        results: r.results.map((x, index) => ({ index, op: x.op, kind: x.kind, key: x.key })),
+      }));
     }
     if (path === '/v1/counters') {
       if (method !== 'GET') allow(['GET']);
@@ -378,7 +497,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       try {
         return send(res, 200, { probe: setProbe(d.dataplane, body) });
       } catch (e) {
-        if (e instanceof ProbeRequestError) throw new HttpError(400, e.message, e.path);
+        if (e instanceof ProbeRequestError) throw new HttpError(400, e.message, e.path, 'invalid');
         throw e;
       }
     }
@@ -389,7 +508,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       }
       if (method === 'POST' || method === 'PUT') {
         const body = await readBody(req);
-        const rule = await d.putRule(k.kind, body, method === 'POST' ? 'add' : 'replace');
+        const rule = await d.putRule(k.kind, body, method === 'POST' ? 'add' : 'replace', who(req));
         return send(res, method === 'POST' ? 201 : 200, { [k.kind]: rule });
       }
       if (method === 'DELETE') {
@@ -405,11 +524,11 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
           try {
             k.canonicalKey(key);
           } catch (e) {
-            if (e instanceof AddressError) throw new HttpError(400, e.message, k.keyName);
+            if (e instanceof AddressError) throw new HttpError(400, e.message, k.keyName, 'invalid');
             throw e;
           }
         }
-        const rule = await d.deleteRule(k.kind, key !== undefined ? { key } : { name: name! });
+        const rule = await d.deleteRule(k.kind, key !== undefined ? { key } : { name: name! }, who(req));
         return send(res, 200, { deleted: rule });
       }
       allow(['GET', 'POST', 'PUT', 'DELETE']);
@@ -422,18 +541,28 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     return route(req, res)
       .catch((e: unknown) => {
         let status = 500;
-        let body: { error: string; path?: string; line?: number; file?: string } = { error: e instanceof Error ? e.message : String(e) };
+        let code: ErrorCode | undefined;
+        let body: { error: string; code?: string; path?: string; index?: number; line?: number; file?: string } = { error: e instanceof Error ? e.message : String(e) };
         if (e instanceof HttpError) {
           status = e.status;
+          code = e.code;
           if (e.path !== undefined) body.path = e.path;
+        } else if (e instanceof BatchError) {
+          status = e.status;
+          code = e.code as ErrorCode;
+          body = { error: e.message, path: e.path, index: e.index };
         } else if (e instanceof RuleError) {
           status = e.status;
+          code = (e.code as ErrorCode | undefined) ?? (status === 400 ? 'invalid' : undefined);
         } else if (e instanceof ConfigError) {
           status = 400;
+          code = 'invalid';
           body = { error: e.message, ...(e.path === '' ? {} : { path: e.path }), file: e.file, ...(e.line === undefined ? {} : { line: e.line }) };
         } else if (e instanceof AddressError) {
           status = 400;
+          code = 'invalid';
         }
+        body = { error: body.error, code: code ?? codeOf(status), ...Object.fromEntries(Object.entries(body).filter(([k]) => k !== 'error')) };
         if (status === 500) o.log.error({ err: e, method: req.method, url: req.url }, 'API request failed');
         if (!res.headersSent) send(res, status, body);
         else res.end();
@@ -602,7 +731,7 @@ class ApiServer extends Server {
   }
 
   #refuse(socket: Socket): void {
-    const body = `${toJson({ error: `too many connections: this listener takes ${this.#max} at once (daemon.max_connections); retry in a moment` })}\n`;
+    const body = `${toJson({ error: `too many connections: this listener takes ${this.#max} at once (daemon.max_connections); retry in a moment`, code: 'too_many_connections' })}\n`;
     socket.on('error', () => undefined);
     socket.on('data', () => undefined); // read what the client sends, so that closing does not reset the answer away
     socket.on('end', () => socket.destroy());

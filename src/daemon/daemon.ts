@@ -62,6 +62,7 @@ import {
   type RuleJson,
   type RuleKind,
 } from './rules.js';
+import { planBatch, type BatchResult } from './batch.js';
 
 export interface DaemonOptions {
   readonly configPath: string;
@@ -914,7 +915,7 @@ export class Daemon {
   }
 
   /** Add (op add) or replace (op replace) one rule: tables, then state file; undone if the state cannot be saved. */
-  putRule(kind: RuleKind, body: unknown, op: 'add' | 'replace'): Promise<RuleJson> {
+  putRule(kind: RuleKind, body: unknown, op: 'add' | 'replace', by?: string): Promise<RuleJson> {
     return this.#serial.run(() => {
       const k = RULE_KINDS[kind];
       const rule = this.#rules.check(kind, body, op);
@@ -939,12 +940,12 @@ export class Daemon {
         before();
         throw this.#notSaved(e, `${op} ${kind} ${key}`);
       }
-      this.#log.info({ kind, key, op, name: rule.name }, op === 'add' ? 'rule added' : 'rule replaced');
+      this.#log.info({ kind, key, op, name: rule.name, by }, op === 'add' ? 'rule added' : 'rule replaced');
       return k.json(tagged);
     });
   }
 
-  deleteRule(kind: RuleKind, by: { key?: string; name?: string }): Promise<RuleJson> {
+  deleteRule(kind: RuleKind, by: { key?: string; name?: string }, who?: string): Promise<RuleJson> {
     return this.#serial.run(() => {
       const k = RULE_KINDS[kind];
       let key: string | undefined;
@@ -970,8 +971,43 @@ export class Daemon {
         before();
         throw this.#notSaved(e, `delete ${kind} ${key}`);
       }
-      this.#log.info({ kind, key, name: previous.name }, 'rule deleted');
+      this.#log.info({ kind, key, name: previous.name, by: who }, 'rule deleted');
       return k.json(previous);
+    });
+  }
+
+  /**
+   * POST /v1/batch: validate every operation against the rule set (nothing
+   * touched), then one table write (one configuration flip), then one
+   * state-file record; a record that cannot be written undoes the tables
+   * and the set (src/daemon/batch.ts).
+   */
+  applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
+    return this.#serial.run(() => {
+      const plan = planBatch(this.#rules, ops);
+      const t = this.dataplane.rules;
+      this.#tables(t, plan.changes);
+      const restore: (() => void)[] = [];
+      for (const [kind, d] of plan.delta) {
+        for (const [key, r] of d) {
+          restore.push(this.#snapshotOverlay(kind, key));
+          const previous = this.#rules.rules(kind).get(key);
+          restore.push(() => (previous === undefined ? this.#rules.delete(kind, key) : this.#rules.put(kind, previous)));
+          if (r === null) this.#rules.delete(kind, key);
+          else this.#rules.put(kind, r);
+        }
+      }
+      try {
+        this.#record(plan.line);
+      } catch (e) {
+        t.apply(plan.undo);
+        // The set first, then the overlay entries as they were (the set's put/delete touch them).
+        for (let i = restore.length - 1; i >= 0; i -= 2) restore[i]!();
+        for (let i = restore.length - 2; i >= 0; i -= 2) restore[i]!();
+        throw this.#notSaved(e, `batch of ${ops.length} operations`);
+      }
+      this.#log.info({ operations: ops.length, ...plan.counts, by }, 'batch applied');
+      return { results: plan.results, ...plan.counts };
     });
   }
 

@@ -234,7 +234,9 @@ export class RuleError extends Error {
   constructor(
     message: string,
     /** HTTP status the API answers with. */
-    readonly status: 400 | 404 | 409 | 503 | 507,
+    readonly status: 400 | 404 | 409 | 422 | 503 | 507,
+    /** The API's machine-readable error code (src/daemon/api.ts ERROR_CODES), when more precise than the status's. */
+    readonly code?: string,
   ) {
     super(message);
   }
@@ -333,7 +335,7 @@ export class RuleSet {
     const keyName = k.keyName;
     const existing = this.#rules[kind].get(key);
     if (op === 'add' && existing !== undefined) {
-      throw new RuleError(`a ${what} with ${keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; replace it with PUT (mup ${k.cliVerb} replace)`, 409);
+      throw new RuleError(`a ${what} with ${keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; replace it with PUT (mup ${k.cliVerb} replace)`, 409, 'exists');
     }
     if (op === 'replace' && existing === undefined) {
       throw new RuleError(`no ${what} with ${keyName} ${key} to replace; add it with POST (mup ${k.cliVerb} add)`, 404);
@@ -341,7 +343,7 @@ export class RuleSet {
     if (rule.name !== undefined) {
       const owner = this.#names[kind].get(rule.name);
       if (owner !== undefined && owner !== key) {
-        throw new RuleError(`name ${JSON.stringify(rule.name)} is already used by the ${what} with ${keyName} ${owner}; names must be unique`, 409);
+        throw new RuleError(`name ${JSON.stringify(rule.name)} is already used by the ${what} with ${keyName} ${owner}; names must be unique`, 409, 'name_taken');
       }
     }
     return rule;

@@ -65,6 +65,10 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
   const socket = o.socket ?? api.socket ?? defaultSocket(o.instance);
   // The loader has checked listen/token_file/open_reads together; the file itself is read (and its mode checked) here.
   const token = api.http?.tokenFile === undefined ? undefined : readTokenFile(api.http.tokenFile);
+  const readToken = api.http?.readTokenFile === undefined ? undefined : readTokenFile(api.http.readTokenFile, 'daemon.http.read_token_file');
+  if (readToken !== undefined && readToken === token) {
+    throw new Error('daemon.http.read_token_file holds the same token as token_file: the read-only token must differ; write another (openssl rand -hex 16)');
+  }
   // One daemon per instance and per state file (flocks, held for life):
   // a second daemon is refused here, naming the first's pid.
   d.lock();
@@ -92,10 +96,20 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
     log.info({ socket, group: api.socketGroup ?? 'root' }, 'control API listening');
     if (api.http !== undefined) {
       const { host, port } = api.http;
-      const http = makeServer(apiHandler({ daemon: d, metrics, log, tcp: { ...(token === undefined ? {} : { token }), openReads: api.http.openReads === true } }), { ...limits, name: 'http' });
+      const http = makeServer(apiHandler({ daemon: d, metrics, log, tcp: { ...(token === undefined ? {} : { token }), ...(readToken === undefined ? {} : { readToken }), openReads: api.http.openReads === true } }), { ...limits, name: 'http' });
       await listenTcp(http, host, port);
       servers.push(http);
-      log.info({ listen: `${host}:${port}`, auth: token === undefined ? 'none: read-only (open_reads)' : api.http.openReads === true ? 'bearer token for changes, reads open' : 'bearer token' }, 'HTTP API and /metrics listening');
+      const auth =
+        token === undefined
+          ? readToken === undefined
+            ? 'none: read-only (open_reads)'
+            : 'read-only token for reads and /metrics; no changes'
+          : api.http.openReads === true
+            ? 'bearer token for changes, reads open'
+            : readToken === undefined
+              ? 'bearer token'
+              : 'bearer token; read-only token for reads and /metrics';
+      log.info({ listen: `${host}:${port}`, auth }, 'HTTP API and /metrics listening');
     }
   } catch (e) {
     for (const s of servers) s.close();

@@ -1,0 +1,205 @@
+/**
+ * POST /v1/batch (docs/api.md, "Batch"): many rule changes validated as a
+ * whole against the running rule set, then applied all together (one table
+ * write, one configuration flip, one state-file record) or not at all.
+ *
+ * planBatch() only reads the rule set: it works on a delta (key -> the rule
+ * after the batch, or null for deleted) on top of it, so that operation i
+ * sees what operations 0..i-1 did (add then replace the same key is fine;
+ * add twice is a conflict). Nothing is written until the whole plan holds.
+ */
+import { ConfigError } from '../config/errors.js';
+import type { Changes } from '../dataplane/tables.js';
+import { RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet, type StateLine } from './rules.js';
+
+/** Operations per request, at most. */
+export const MAX_BATCH_OPERATIONS = 10_000;
+
+export type BatchOpName = 'add' | 'replace' | 'delete';
+
+/** A batch refused before anything was applied: 422 (invalid) or 409 (conflict), naming the operation and key path. */
+export class BatchError extends RuleError {
+  constructor(
+    message: string,
+    status: 409 | 422,
+    code: string,
+    readonly index: number,
+    readonly path: string,
+  ) {
+    super(message, status, code);
+  }
+}
+
+export interface BatchResult {
+  readonly op: BatchOpName;
+  readonly kind: RuleKind;
+  readonly key: string;
+  /** The rule as it is now (add, replace) or as it was (delete). */
+  readonly rule: RuleJson;
+}
+
+export interface BatchPlan {
+  readonly results: BatchResult[];
+  /** Per kind: key -> the rule after the batch (null: deleted), in first-touched order. */
+  readonly delta: ReadonlyMap<RuleKind, ReadonlyMap<string, Rule | null>>;
+  /** The table changes that make the batch (one Tables.apply). */
+  readonly changes: Changes;
+  /** The table changes that undo it. */
+  readonly undo: Changes;
+  /** The state-file record. */
+  readonly line: StateLine;
+  readonly counts: { added: number; replaced: number; deleted: number };
+}
+
+const KIND_NAMES = Object.keys(RULE_KINDS) as RuleKind[];
+
+function fail(i: number, path: string, status: 409 | 422, code: string, message: string): never {
+  throw new BatchError(`operations[${i}]${message.startsWith(':') ? '' : ': '}${message}`, status, code, i, path);
+}
+
+/**
+ * The shape of the document ({"operations": [...]}). Throws BatchError
+ * (status 400 via `malformed`) for a document that is not one.
+ */
+export function batchOperations(body: unknown): unknown[] {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new RuleError('the body must be an object {"operations": [...]}', 400, 'malformed');
+  }
+  const extra = Object.keys(body).filter((k) => k !== 'operations');
+  if (extra.length > 0) throw new RuleError(`unknown key ${extra[0]}: the body is {"operations": [...]}`, 400, 'malformed');
+  const ops = (body as { operations?: unknown }).operations;
+  if (!Array.isArray(ops)) throw new RuleError('operations: expected a list of {"op": "add"|"replace"|"delete", "<kind>": {...}}', 400, 'malformed');
+  if (ops.length > MAX_BATCH_OPERATIONS) {
+    throw new RuleError(`operations: ${ops.length} operations; at most ${MAX_BATCH_OPERATIONS} per request: split them`, 400, 'malformed');
+  }
+  return ops;
+}
+
+export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
+  const delta = new Map<RuleKind, Map<string, Rule | null>>(KIND_NAMES.map((k) => [k, new Map()]));
+  const names = new Map<RuleKind, Map<string, string | null>>(KIND_NAMES.map((k) => [k, new Map()]));
+  const cur = (kind: RuleKind, key: string): Rule | undefined => {
+    const d = delta.get(kind)!;
+    if (d.has(key)) return d.get(key) ?? undefined;
+    return set.rules(kind).get(key);
+  };
+  const ownerOf = (kind: RuleKind, name: string): string | undefined => {
+    const n = names.get(kind)!;
+    if (n.has(name)) return n.get(name) ?? undefined;
+    return set.find(kind, { name });
+  };
+  const change = (kind: RuleKind, key: string, rule: Rule | null): void => {
+    const old = cur(kind, key);
+    if (old?.name !== undefined) names.get(kind)!.set(old.name, null);
+    if (rule?.name !== undefined) names.get(kind)!.set(rule.name, key);
+    delta.get(kind)!.set(key, rule);
+  };
+  const results: BatchResult[] = [];
+  const counts = { added: 0, replaced: 0, deleted: 0 };
+  ops.forEach((raw, i) => {
+    const at = `operations[${i}]`;
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail(i, at, 422, 'invalid', 'expected {"op": "add"|"replace"|"delete", "<kind>": {...}}');
+    const o = raw as Record<string, unknown>;
+    const op = o['op'];
+    if (op !== 'add' && op !== 'replace' && op !== 'delete') fail(i, `${at}.op`, 422, 'invalid', `op: expected "add", "replace" or "delete", got ${JSON.stringify(op) ?? 'nothing'}`);
+    const kinds = Object.keys(o).filter((k) => k !== 'op');
+    const unknown = kinds.find((k) => !KIND_NAMES.includes(k as RuleKind));
+    if (unknown !== undefined) fail(i, `${at}.${unknown}`, 422, 'invalid', `${unknown}: not a kind of rule; use one of ${KIND_NAMES.join(', ')}`);
+    if (kinds.length !== 1) fail(i, at, 422, 'invalid', `give exactly one of ${KIND_NAMES.join(', ')} (got ${kinds.length})`);
+    const kind = kinds[0] as RuleKind;
+    const k = RULE_KINDS[kind];
+    const where = `${at}.${kind}`;
+    const entry = o[kind];
+    if (op === 'delete') {
+      if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) fail(i, where, 422, 'invalid', `${kind}: expected {"${k.keyName}": PREFIX} or {"name": NAME}`);
+      const e = entry as Record<string, unknown>;
+      const allowed = [k.keyName, 'name', ...(kind === 'policy' ? ['teid'] : [])];
+      const bad = Object.keys(e).find((x) => !allowed.includes(x));
+      if (bad !== undefined) fail(i, `${where}.${bad}`, 422, 'invalid', `${kind}.${bad}: a delete names the rule only: ${allowed.join(', ')}`);
+      const keyText = e[k.keyName];
+      const name = e['name'];
+      if ((keyText === undefined) === (name === undefined)) fail(i, where, 422, 'invalid', `${kind}: give ${k.keyName} or name (one of them)`);
+      let key: string | undefined;
+      if (keyText !== undefined) {
+        if (typeof keyText !== 'string') fail(i, `${where}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: expected a prefix as a string`);
+        const teid = e['teid'];
+        if (teid !== undefined && typeof teid !== 'string') fail(i, `${where}.teid`, 422, 'invalid', `${kind}.teid: expected VALUE/BITS as a string`);
+        try {
+          key = k.canonicalKey(teid === undefined ? keyText : `${keyText} teid ${teid}`);
+        } catch (err) {
+          fail(i, `${where}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: ${(err as Error).message}`);
+        }
+        if (cur(kind, key) === undefined) fail(i, `${where}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to delete`);
+      } else {
+        if (typeof name !== 'string') fail(i, `${where}.name`, 422, 'invalid', `${kind}.name: expected a string`);
+        key = ownerOf(kind, name);
+        if (key === undefined) fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(name)} to delete`);
+      }
+      const old = cur(kind, key)!;
+      change(kind, key, null);
+      counts.deleted++;
+      results.push({ op, kind, key, rule: k.json(old) });
+      return;
+    }
+    let rule: Rule;
+    try {
+      rule = k.parse(entry, where);
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        const path = err.path === '' ? where : `${where}${err.path.startsWith('[') ? '' : '.'}${err.path}`;
+        fail(i, path, 422, 'invalid', `${kind}${err.path === '' ? '' : `.${err.path}`}: ${err.reason}`);
+      }
+      fail(i, where, 422, 'invalid', `${kind}: ${(err as Error).message}`);
+    }
+    const key = k.key(rule);
+    const existing = cur(kind, key);
+    if (op === 'add' && existing !== undefined) {
+      fail(i, `${where}.${k.keyName}`, 409, 'exists', `a ${k.label} with ${k.keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; use op "replace"`);
+    }
+    if (op === 'replace' && existing === undefined) {
+      fail(i, `${where}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to replace; use op "add"`);
+    }
+    if (rule.name !== undefined) {
+      const owner = ownerOf(kind, rule.name);
+      if (owner !== undefined && owner !== key) {
+        fail(i, `${where}.name`, 409, 'name_taken', `name ${JSON.stringify(rule.name)} is already used by the ${k.label} with ${k.keyName} ${owner}; names must be unique`);
+      }
+    }
+    const tagged: Rule = { ...rule, where: `${k.section}[${key}]` };
+    change(kind, key, tagged);
+    if (op === 'add') counts.added++;
+    else counts.replaced++;
+    results.push({ op, kind, key, rule: k.json(tagged) });
+  });
+
+  // The net effect, per kind: what to write, what to delete; and the way back.
+  const changes: Record<string, unknown> = {};
+  const undo: Record<string, unknown> = {};
+  const lines: ({ put: RuleKind; rule: RuleJson } | { del: RuleKind; key: string })[] = [];
+  for (const [kind, d] of delta) {
+    const k = RULE_KINDS[kind];
+    const base = set.rules(kind);
+    const puts: Rule[] = [];
+    const dels: Rule[] = [];
+    const undoPuts: Rule[] = [];
+    const undoDels: Rule[] = [];
+    for (const [key, r] of d) {
+      const before = base.get(key);
+      if (r !== null) {
+        puts.push(r);
+        lines.push({ put: kind, rule: k.json(r), base: set.base(kind, key) });
+        if (before === undefined) undoDels.push(r);
+        else undoPuts.push(before);
+      } else if (before !== undefined) {
+        dels.push(before);
+        lines.push({ del: kind, key, base: set.base(kind, key) });
+        undoPuts.push(before);
+      }
+    }
+    if (puts.length > 0) Object.assign(changes, k.put(puts));
+    if (dels.length > 0) Object.assign(changes, k.del(dels));
+    if (undoPuts.length > 0) Object.assign(undo, k.put(undoPuts));
+    if (undoDels.length > 0) Object.assign(undo, k.del(undoDels));
+  }
+  return { results, delta, changes: changes as Changes, undo: undo as Changes, line: { batch: lines }, counts };
+}

@@ -1,0 +1,95 @@
+/**
+ * The daemon's health verdict, for `GET /v1/health` and `mup status`
+ * (docs/api.md, "Health"): healthy only when every configured interface
+ * runs our program and the tables hold the running rule set.
+ *
+ * What "the tables hold the running rule set" compares (cheap: no value is
+ * read back, one key walk per kernel table):
+ *   - per kind (policies, local SIDs, sessions): every rule of the rule set
+ *     (config file + API changes) has a rule id in the tables' mirror, and
+ *     the mirror holds no more rules than the set;
+ *   - the kernel's policy and local SID maps hold exactly as many keys as
+ *     the mirror says (policies: plus the address-only entries), counted by
+ *     walking the keys (BPF_MAP_GET_NEXT_KEY): an entry removed or added
+ *     behind the daemon's back shows here.
+ */
+import { LAYOUTS } from '../dataplane/codec.js';
+import { mapNextKey } from '../dataplane/libbpf.js';
+import type { Daemon } from './daemon.js';
+import { RULE_KIND_LIST } from './rules.js';
+
+export interface HealthProblem {
+  /** Machine-readable: interface_missing, interface_detached, link_unpinned, tables_mismatch, program_missing. */
+  readonly code: string;
+  readonly message: string;
+}
+
+export interface Health {
+  /** ok: everything as configured; degraded: running, but see problems. */
+  readonly status: 'ok' | 'degraded';
+  readonly instance: string;
+  readonly pid: number;
+  readonly problems: readonly HealthProblem[];
+  readonly checked: {
+    readonly interfaces: number;
+    readonly rules: Record<string, { readonly wanted: number; readonly inTables: number }>;
+    readonly kernelKeys: { readonly policies: number; readonly localsids: number };
+  };
+}
+
+function countKeys(fd: number, keySize: number, what: string): number {
+  let n = 0;
+  for (let k = mapNextKey(fd, null, keySize, what); k !== undefined; k = mapNextKey(fd, k, keySize, what)) n++;
+  return n;
+}
+
+export function health(d: Daemon): Health {
+  const problems: HealthProblem[] = [];
+  const st = d.status();
+  if (st.program === null) problems.push({ code: 'program_missing', message: 'no program is loaded' });
+  for (const i of st.interfaces) {
+    if (i.ifindex === null) {
+      problems.push({ code: 'interface_missing', message: `interface ${i.name} does not exist (attached when it appears)` });
+    } else if (!i.attached) {
+      problems.push({ code: 'interface_detached', message: `interface ${i.name} does not run the program (NOT ATTACHED${i.progId === null ? '' : `; it runs program ${i.progId}`})` });
+    } else if (!i.pinned) {
+      problems.push({ code: 'link_unpinned', message: `interface ${i.name}: the XDP link's pin is missing (being restored)` });
+    }
+  }
+  const t = d.dataplane.rules;
+  const rules: Record<string, { wanted: number; inTables: number }> = {};
+  const inTables = { policy: t.policyCount, localsid: t.localsidCount, session: t.sessionCount };
+  for (const k of RULE_KIND_LIST) {
+    const set = d.rules.rules(k.kind);
+    let missing = 0;
+    let first: string | undefined;
+    for (const [key, r] of set) {
+      if (k.ruleId(t, r) === undefined) {
+        missing++;
+        first ??= key;
+      }
+    }
+    rules[k.section] = { wanted: set.size, inTables: inTables[k.kind] };
+    if (missing > 0) problems.push({ code: 'tables_mismatch', message: `${missing} of ${set.size} ${k.section} are not in the tables (first: ${first})` });
+    if (inTables[k.kind] > set.size) problems.push({ code: 'tables_mismatch', message: `the ${k.section} table holds ${inTables[k.kind]} rules, the running config ${set.size}` });
+  }
+  const maps = d.dataplane.maps;
+  const kernelKeys = {
+    policies: countKeys(maps.policies, LAYOUTS.mup_policy_key.size, 'mup_policies'),
+    localsids: countKeys(maps.localsids, LAYOUTS.mup_localsid_key.size, 'mup_localsids'),
+  };
+  const mirrorPolicies = t.policyCount + t.addrOnlyCount;
+  if (kernelKeys.policies !== mirrorPolicies) {
+    problems.push({ code: 'tables_mismatch', message: `the kernel's policy map holds ${kernelKeys.policies} entries, the daemon wrote ${mirrorPolicies}` });
+  }
+  if (kernelKeys.localsids !== t.localsidCount) {
+    problems.push({ code: 'tables_mismatch', message: `the kernel's local SID map holds ${kernelKeys.localsids} entries, the daemon wrote ${t.localsidCount}` });
+  }
+  return {
+    status: problems.length === 0 ? 'ok' : 'degraded',
+    instance: st.instance,
+    pid: st.pid,
+    problems,
+    checked: { interfaces: st.interfaces.length, rules, kernelKeys },
+  };
+}
