@@ -56,7 +56,9 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
   program.hook('preAction', (_root, action) => {
     let top = action;
     while (top.parent !== null && top.parent !== program) top = top.parent;
-    const need = PRIVILEGED[top.name()];
+    // `daemon --check` only reads files: no daemon, no root.
+    const checkOnly = top.name() === 'daemon' && action.opts().check === true;
+    const need = checkOnly ? undefined : PRIVILEGED[top.name()];
     const missing = need === undefined ? [] : missingCaps(need);
     if (missing.length > 0) {
       throw new Error(`${top.name()} needs root, or the capabilities ${need!.join(', ')} (missing ${missing.join(', ')}): run it with sudo, or as the mup@ service`);

@@ -10,7 +10,7 @@
  */
 import { ConfigError } from '../config/errors.js';
 import type { Changes } from '../dataplane/tables.js';
-import { RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet, type StateLine } from './rules.js';
+import { RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet, type StateChange, type StateLine } from './rules.js';
 
 /** Operations per request, at most. */
 export const MAX_BATCH_OPERATIONS = 10_000;
@@ -175,7 +175,7 @@ export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
   // The net effect, per kind: what to write, what to delete; and the way back.
   const changes: Record<string, unknown> = {};
   const undo: Record<string, unknown> = {};
-  const lines: ({ put: RuleKind; rule: RuleJson } | { del: RuleKind; key: string })[] = [];
+  const lines: StateChange[] = [];
   for (const [kind, d] of delta) {
     const k = RULE_KINDS[kind];
     const base = set.rules(kind);
