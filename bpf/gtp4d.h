@@ -54,7 +54,7 @@ static __always_inline int gtp4d_write(struct xdp_md *ctx, const struct mup_conf
 		__builtin_memcpy(&ip6->daddr, pol->segs[0], 16);
 	else
 		u128_store(&ip6->daddr, last_sid);
-	return srh_write((void *)(ip6 + 1), end, pol, last_sid, inner_nh, entries);
+	return srh_write((void *)(ip6 + 1), end, pol->segs, nsegs, last_sid, inner_nh, entries);
 }
 
 /* A malformed IPv4 packet is ours to drop only when it is addressed to a

@@ -199,7 +199,8 @@ struct mup_probe_cpu {
 	__u64 ring_full;    /* records the ring had no room for */
 	__u64 recorded;
 	__u16 proto_in;     /* ethertype of the frame in flight, network order */
-	__u16 pad[3];
+	__u16 len_in;       /* its IP length (IPv4 total length, IPv6 payload + 40), host order */
+	__u16 pad[2];
 };
 
 struct {

@@ -109,7 +109,7 @@ static __always_inline void eth_swap(void *eth, const struct eth_macs *m, __u16 
 
 /* The IPv4 packet at 14 (total length tot, checked against the frame)
  * would be too big once translated; report MTU `report` to its source. */
-static __noinline int too_big4(struct xdp_md *ctx, __u32 bytes, __u32 tot, __s32 report)
+__noinline int too_big4(struct xdp_md *ctx, __u32 bytes, __u32 tot, __s32 report)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -176,7 +176,7 @@ static __noinline int too_big4(struct xdp_md *ctx, __u32 bytes, __u32 tot, __s32
 
 /* The IPv6 packet at 14 (40 + payload_len bytes, checked against the
  * frame) would be too big once translated; report MTU `report`. */
-static __noinline int too_big6(struct xdp_md *ctx, __u32 bytes, __u32 payload_len, __s32 report)
+__noinline int too_big6(struct xdp_md *ctx, __u32 bytes, __u32 payload_len, __s32 report)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;

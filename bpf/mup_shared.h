@@ -282,6 +282,7 @@ enum mup_probe_fn {
 	MUP_PROBE_FN_GTP4E = 2,  /* End.M.GTP4.E: IPv6 in, GTP-U/IPv4 out */
 	MUP_PROBE_FN_GTP6E = 3,  /* End.M.GTP6.E: IPv6 in, GTP-U/IPv6 out */
 	MUP_PROBE_FN_GTP6D = 4,  /* End.M.GTP6.D or .D.Di: GTP-U/IPv6 in, SRv6 out */
+	MUP_PROBE_FN_SESSION = 5, /* H.M.Session.Encaps: IP in, SRv6 out, the packet in whole inside */
 };
 
 enum mup_probe_rec_flag {

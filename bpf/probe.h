@@ -60,13 +60,31 @@ static __always_inline void probe_enter(struct xdp_md *ctx)
 	if (!st)
 		return;
 	st->t0 = t0;
-	st->proto_in = (void *)(eth + 1) <= end ? eth->h_proto : 0;
+	st->proto_in = 0;
+	st->len_in = 0;
+	if ((void *)(eth + 1) > end)
+		return;
+	st->proto_in = eth->h_proto;
+	/* The IP length in: what tells H.M.Session.Encaps, which keeps the
+	 * whole packet, from H.M.GTP4.D / End.M.GTP6.D, whose inner packet is
+	 * the GTP-U payload, shorter by at least 36 bytes (probe_inner). */
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) <= end)
+			st->len_in = bpf_ntohs(ip->tot_len);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+		if ((void *)(ip6 + 1) <= end)
+			st->len_in = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+	}
 }
 
 /* Where the inner packet of a translated frame starts, and which function
  * made the frame; 0 when it is not a translation (an Echo Response, an ICMP
  * error, a passed frame). */
-static __always_inline __u32 probe_inner(void *data, void *end, __u16 proto_in, __u32 *fn)
+static __always_inline __u32 probe_inner(void *data, void *end, __u16 proto_in, __u16 len_in, __u32 *fn)
 {
 	struct ethhdr *eth = data;
 	__u32 off = sizeof(*eth);
@@ -90,7 +108,25 @@ static __always_inline __u32 probe_inner(void *data, void *end, __u16 proto_in, 
 			off += ((__u32)srh[1] + 1) * 8;
 		}
 		if (nh == IPPROTO_IPIP || nh == IPPROTO_IPV6) {
-			*fn = proto_in == bpf_htons(ETH_P_IP) ? MUP_PROBE_FN_GTP4D : MUP_PROBE_FN_GTP6D;
+			/* SRv6 out: the frame in was GTP-U (H.M.GTP4.D,
+			 * End.M.GTP6.D) unless the packet inside is the
+			 * whole packet in, as long (H.M.Session.Encaps). */
+			__u8 *in;
+			__u16 len;
+
+			if (off > 512)
+				return 0;
+			in = data + (off & 0x3ff);
+			if ((void *)(in + 6) > end)
+				return 0;
+			if (nh == IPPROTO_IPIP)
+				len = bpf_ntohs(*(__be16 *)(in + 2));
+			else
+				len = bpf_ntohs(*(__be16 *)(in + 4)) + sizeof(struct ipv6hdr);
+			if (len == len_in)
+				*fn = MUP_PROBE_FN_SESSION;
+			else
+				*fn = proto_in == bpf_htons(ETH_P_IP) ? MUP_PROBE_FN_GTP4D : MUP_PROBE_FN_GTP6D;
 			return off;
 		}
 		if (nh != IPPROTO_UDP || proto_in != bpf_htons(ETH_P_IPV6))
@@ -177,7 +213,7 @@ static __always_inline int probe_exit(struct xdp_md *ctx, const struct mup_confi
 		return verdict;
 	if (verdict != XDP_TX && verdict != XDP_REDIRECT)
 		return verdict;
-	off = probe_inner(data, end, st->proto_in, &fn);
+	off = probe_inner(data, end, st->proto_in, st->len_in, &fn);
 	if (!off || off > 512)
 		return verdict;
 

@@ -150,33 +150,14 @@ static __always_inline int session_encaps(struct xdp_md *ctx, const struct mup_c
 			ip6->nexthdr = inner_nh;
 			u128_store(&ip6->daddr, da);
 		} else {
-			struct srh_hdr *srh = (void *)(ip6 + 1);
-			__u8 (*list)[16] = (void *)(srh + 1);
-			__u32 k = s->nsegs;
-
 			ip6->nexthdr = IPPROTO_ROUTING;
 			/* DA = S1 when there are segments, else the last SID. */
-			if (k)
+			if (s->nsegs)
 				__builtin_memcpy(&ip6->daddr, s->segs[0], 16);
 			else
 				u128_store(&ip6->daddr, da);
-			if ((void *)(list + 1) > end)
+			if (srh_write((void *)(ip6 + 1), end, s->segs, s->nsegs, da, inner_nh, entries))
 				return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
-			srh->nexthdr = inner_nh;
-			srh->hdrlen = 2 * entries;
-			srh->type = SRH_ROUTING_TYPE;
-			srh->segments_left = k;
-			srh->last_entry = entries - 1;
-			srh->flags = 0;
-			srh->tag = 0;
-			u128_store(list[0], da);
-			for (__u32 j = 1; j <= MUP_MAX_SEGS; j++) {
-				if (j >= entries)
-					break;
-				if ((void *)(list + j + 1) > end)
-					return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
-				__builtin_memcpy(list[j], s->segs[(k - j) & (MUP_MAX_SEGS - 1)], 16);
-			}
 		}
 	}
 	count_rule(s->rule, bytes);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
-/* Segment Routing Header (RFC 8754): writing the one H.M.GTP4.D pushes, and
+/* Segment Routing Header (RFC 8754): writing the one H.M.GTP4.D and
+ * H.M.Session.Encaps push, and
  * walking the IPv6 extension headers End.M.GTP4.E accepts. */
 #ifndef MUP_SRH_H
 #define MUP_SRH_H
@@ -23,14 +24,14 @@ struct srh_hdr {
 };
 
 /* entries = segment list length (1..MUP_MAX_SEGS + 1). List[0] is the last
- * SID B; then Sk .. S1 (S2 with reduced encapsulation). Segments Left is k
- * either way: the DA holds S1. Returns 0, or -1 if the frame is short. */
-static __always_inline int srh_write(void *at, void *end, const struct mup_policy *pol,
+ * SID B; then Sk .. S1 (S2 with reduced encapsulation) of segs, the k
+ * segments S1..Sk of a policy or a session in path order. Segments Left is
+ * k either way: the DA holds S1. Returns 0, or -1 if the frame is short. */
+static __always_inline int srh_write(void *at, void *end, const __u8 (*segs)[16], __u32 k,
 				     struct u128 last_sid, __u8 inner_nh, __u32 entries)
 {
 	struct srh_hdr *srh = at;
 	__u8 (*list)[16] = (void *)(srh + 1);
-	__u32 k = pol->nsegs;
 
 	if ((void *)(srh + 1) > end || (void *)(list + 1) > end)
 		return -1;
@@ -48,7 +49,7 @@ static __always_inline int srh_write(void *at, void *end, const struct mup_polic
 			break;
 		if ((void *)(list + j + 1) > end)
 			return -1;
-		__builtin_memcpy(list[j], pol->segs[(k - j) & (MUP_MAX_SEGS - 1)], 16);
+		__builtin_memcpy(list[j], segs[(k - j) & (MUP_MAX_SEGS - 1)], 16);
 	}
 	return 0;
 }

@@ -75,7 +75,7 @@ interface Status {
   state: { changes: number };
   interfaces: { name: string; attached: boolean; progId: number | null }[];
   program: { id: number } | null;
-  tables: { policies: { entries: number; capacity: number }; localsids: { entries: number; capacity: number } };
+  tables: { policies: { entries: number; capacity: number }; localsids: { entries: number; capacity: number }; sessions: { entries: number; capacity: number } };
 }
 
 describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and changes nothing', () => {
@@ -241,7 +241,7 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
     expect(st.interfaces).toEqual([expect.objectContaining({ name: IFACE, attached: true, progId: st.program?.id })]);
     const link = JSON.parse(await lab!.ip('mup', '-j', '-d', 'link', 'show', IFACE)) as { xdp?: { prog?: { id: number } } }[];
     expect(link[0]?.xdp?.prog?.id).toBe(st.program?.id);
-    expect(st.tables).toEqual({ policies: { entries: 4, capacity: 4 }, localsids: { entries: 16, capacity: 32 } });
+    expect(st.tables).toEqual({ policies: { entries: 4, capacity: 4 }, localsids: { entries: 16, capacity: 32 }, sessions: { entries: 0, capacity: 65536 } });
     const s = await snapshot();
     expect(s.bpf.policies).toHaveLength(4);
     expect(s.bpf.localsids).toHaveLength(16);

@@ -165,6 +165,44 @@ describe.skipIf(!haveObject)('probe stamps in the data plane (BPF_PROG_TEST_RUN)
     expect(ring.drain()).toHaveLength(3);
   });
 
+  it('a session\'s frame (H.M.Session.Encaps, IPv4 and IPv6 UE) is recorded as h_m_session_encaps, not as H.M.GTP4.D / End.M.GTP6.D', async () => {
+    const cfg = parseConfig(
+      `settings: { forwarding: tx, max_policies: 4, max_localsids: 4, max_sessions: 4 }
+sessions:
+  - { ue: 10.60.0.1/32, teid: 7, qfi: 1, endpoint: 192.0.2.2, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }
+  - { ue: "2001:db8:60::1/128", teid: 8, qfi: 1, endpoint: 192.0.2.2, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }
+`,
+      'probe-sessions.yaml',
+    );
+    const py = `
+from scapy.all import Ether, IP, IPv6, UDP, Raw
+e = Ether(src='02:00:00:00:00:01', dst='02:00:00:00:00:02')
+print(bytes(e/IP(src='203.0.113.5', dst='10.60.0.1')/UDP(sport=40000, dport=${PORT})/Raw(bytes(32))).hex())
+print(bytes(e/IPv6(src='2001:db8:99::1', dst='2001:db8:60::1')/UDP(sport=40000, dport=${PORT})/Raw(bytes(32))).hex())
+`;
+    const [v4, v6] = (await execa(PYTHON, ['-c', py])).stdout.trim().split('\n').map((h) => Buffer.from(h, 'hex'));
+    const pe = openDataplane({ config: cfg });
+    const peMaps = openProbeMaps({ fd: pe.progFd });
+    const peRing = new ProbeRing(peMaps.ringFd);
+    try {
+      writeSelector(pe.tables, { enabled: true, udpPort: PORT });
+      for (const [f, src] of [
+        [v4!, '203.0.113.5'],
+        [v6!, '2001:db8:99:0:0:0:0:1'],
+      ] as const) {
+        const r = pe.run(f);
+        expect(r.verdict).toBe('tx');
+        const recs = peRing.drain();
+        expect(recs).toHaveLength(1);
+        expect(recs[0]).toMatchObject({ fn: 'h_m_session_encaps', verdict: 'tx', proto: 17, dport: PORT, src });
+      }
+    } finally {
+      peRing.close();
+      closeProbeMaps(peMaps);
+      pe.close();
+    }
+  });
+
   it('on, MAC left alone: recorded, source MAC as the translation wrote it', async () => {
     writeSelector(dp.tables, { enabled: true, udpPort: 0, noMac: true });
     const f = await frames(PORT + 2, 9, 3);

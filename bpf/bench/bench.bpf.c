@@ -10,6 +10,15 @@
  *
  * Restoring relies on the program under test not moving the frame's end:
  * the data end stays where the template's end was, so data = end - len.
+ *
+ * Optionally (vary_off != 0) each iteration then writes a different 32-bit
+ * big-endian value at byte vary_off of the frame: the TEID, so that the
+ * iterations spread over a whole table of (N3, TEID) policies instead of
+ * repeating one key. Iteration c picks i = the top vary_bits bits of
+ * c * 2654435761 (Knuth's multiplicative hash: consecutive c land far
+ * apart), split into group g = i >> vary_gbits and index j below it; the
+ * value is vary_base[g] | j << vary_shift[g] (a group per TEID prefix
+ * length).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -21,6 +30,12 @@ struct bench_tmpl {
 	__u32 len;          /* template frame length */
 	__u32 restore_len;  /* bytes copied back each iteration, <= 128, multiple of 8 */
 	__u8  head[BENCH_RESTORE_MAX];
+	__u32 vary_off;     /* 0: the frame as it is */
+	__u32 vary_bits;    /* 1..31 */
+	__u32 vary_gbits;   /* bits of j, < vary_bits; 2^(vary_bits - vary_gbits) <= 8 groups */
+	__u32 vary_ctr;     /* iterations so far */
+	__u32 vary_base[8];
+	__u8  vary_shift[8];
 };
 
 struct {
@@ -70,6 +85,21 @@ int bench_restore(struct xdp_md *ctx)
 		if ((void *)(dst + i + 1) > end)
 			break;
 		dst[i] = src[i];
+	}
+	if (t->vary_off) {
+		__u32 c = t->vary_ctr++;
+		__u32 i = (c * 2654435761U) >> ((32 - t->vary_bits) & 31);
+		__u32 gb = t->vary_gbits & 31;
+		__u32 g = (i >> gb) & 7;
+		__u32 v = t->vary_base[g] | (i & ((1U << gb) - 1)) << (t->vary_shift[g] & 31);
+		__u8 *p = data + (t->vary_off & 0x7f);
+
+		if ((void *)(p + 4) > end)
+			return XDP_ABORTED;
+		p[0] = v >> 24;
+		p[1] = v >> 16;
+		p[2] = v >> 8;
+		p[3] = v;
 	}
 	bpf_tail_call(ctx, &bench_target, 0);
 	return XDP_ABORTED;

@@ -136,13 +136,27 @@ class Harness {
     this.targetFd = mapFd(findMap(this.obj, 'bench_target'));
   }
 
-  /** Point the harness at `targetFd` and `frame`: the template it restores every iteration. */
-  select(targetFd: number, frame: Buffer): void {
+  /**
+   * Point the harness at `targetFd` and `frame`: the template it restores every iteration,
+   * and, with `vary`, the field it then rewrites with a different value each iteration.
+   */
+  select(targetFd: number, frame: Buffer, vary?: Vary): void {
     const restore = Math.min(RESTORE_MAX, frame.length & ~7);
-    const tmpl = Buffer.alloc(8 + RESTORE_MAX);
+    // struct bench_tmpl: len, restore_len, head[128], vary_off, vary_bits, vary_gbits, vary_ctr, vary_base[8], vary_shift[8]
+    const tmpl = Buffer.alloc(8 + RESTORE_MAX + 16 + 32 + 8);
     tmpl.writeUInt32LE(frame.length, 0);
     tmpl.writeUInt32LE(restore, 4);
     frame.copy(tmpl, 8, 0, restore);
+    if (vary !== undefined) {
+      const at = 8 + RESTORE_MAX;
+      tmpl.writeUInt32LE(vary.offset, at);
+      tmpl.writeUInt32LE(vary.bits, at + 4);
+      tmpl.writeUInt32LE(vary.groupBits, at + 8);
+      vary.groups.forEach((g, i) => {
+        tmpl.writeUInt32LE(g.base >>> 0, at + 16 + 4 * i);
+        tmpl.writeUInt8(g.shift, at + 48 + i);
+      });
+    }
     mapUpdate(this.tmplFd, u32(0), tmpl);
     mapUpdate(this.targetFd, u32(0), u32(targetFd));
   }
@@ -155,6 +169,19 @@ class Harness {
   close(): void {
     objectClose(this.obj);
   }
+}
+
+/**
+ * What bench_restore rewrites each iteration (bpf/bench/bench.bpf.c): the
+ * 32-bit big-endian field at `offset`, value groups[g].base | j << groups[g].shift,
+ * where the top `bits` bits of iteration * 2654435761 give g (above
+ * `groupBits`) and j (the `groupBits` below).
+ */
+export interface Vary {
+  offset: number;
+  bits: number;
+  groupBits: number;
+  groups: ReadonlyArray<{ base: number; shift: number }>;
 }
 
 function u32(n: number): Buffer {
@@ -317,6 +344,105 @@ export function formatSessions(rows: readonly Row[]): string {
   );
 }
 
+// --- (N3, TEID) policies (issue 13) -------------------------------------------
+
+/** 1,048,576 (N3, TEID) policies under one N3 address: 8 groups of 131,072, one TEID prefix length each. */
+export const TEID_POLICIES_MANY = 1_048_576;
+/** The TEID prefix length of each group; group g's TEIDs start with the 3 bits g. */
+export const TEID_LENGTHS: readonly number[] = [20, 22, 24, 26, 28, 30, 31, 32];
+const TEID_GROUP_BITS = 17;
+/** The single frame's policy: group 0 (the shortest TEID prefix: every longer length is tried first on a miss). */
+const TEID_FRAME_J = 0x1234;
+/** Targets (ns per packet with the harness; the ratio net of it, as the other rows). */
+export const TEID_TARGETS = { maxNs: 60, maxRatio: 1.3, maxNsSpread: 75 } as const;
+
+function teidOf(g: number, j: number): number {
+  return ((g << 29) | (j << (32 - TEID_LENGTHS[g]!))) >>> 0;
+}
+
+/** Policy (g, j): N3/32 with TEID prefix teidOf(g, j)/TEID_LENGTHS[g]. */
+function teidPolicy(g: number, j: number): Policy {
+  return {
+    where: `policies[${(g << TEID_GROUP_BITS) + j}]`,
+    match: ipv4Prefix(N3, 32),
+    teid: { value: teidOf(g, j), len: TEID_LENGTHS[g]! },
+    srPrefix: ipv6Prefix(parseIpv6('2001:db8:1::', 'bench'), 48),
+    srcPrefix: ipv6Prefix(parseIpv6('2001:db8:ff::', 'bench'), 64),
+    segments: [],
+    srh: 'auto',
+    hopLimit: 64,
+  };
+}
+
+/** n = 1: the frame's policy alone; n = TEID_POLICIES_MANY: all groups. */
+function teidConfig(n: number): Config {
+  const policies =
+    n === 1
+      ? [teidPolicy(0, TEID_FRAME_J)]
+      : TEID_LENGTHS.flatMap((_, g) => Array.from({ length: n / TEID_LENGTHS.length }, (_x, j) => teidPolicy(g, j)));
+  return { file: '<bench>', settings: { ...SETTINGS, maxPolicies: n + 1, maxLocalSids: 1 }, policies, localsids: [] };
+}
+
+/** Offset of the TEID in the uplink frame: Ethernet, IPv4 (IHL 5), UDP, GTP-U flags/type/length. */
+const TEID_OFFSET = 14 + 20 + 8 + 4;
+
+/** Every iteration the first TEID of another of the 1,048,576 policies' prefixes. */
+export const TEID_SPREAD: Vary = {
+  offset: TEID_OFFSET,
+  bits: 20,
+  groupBits: TEID_GROUP_BITS,
+  groups: TEID_LENGTHS.map((len, g) => ({ base: teidOf(g, 0), shift: 32 - len })),
+};
+
+function teidFrame(): Buffer {
+  const inner = innerUdp4({ src: UE, dst: DN, sport: 40000, dport: 9000, len: SMALL_INNER });
+  return gtpuFrame({ src: GNB, dst: N3, teid: teidOf(0, TEID_FRAME_J), qfi: 9, inner });
+}
+
+export function teidRowName(n: number, spread = false): string {
+  return `harness -> gtp4d, ${n} (N3, TEID) polic${n === 1 ? 'y' : 'ies'}${spread ? `, ${TEID_LENGTHS.length} TEID lengths, TEID spread (copy missed)` : n === 1 ? '' : `, ${TEID_LENGTHS.length} TEID lengths`}`;
+}
+const TEID_SPREAD_HARNESS = 'harness, TEID spread -> xdp_tx_only';
+
+export interface TeidCost {
+  oneNs: number;
+  manyNs: number;
+  /** many / one, net of the harness. */
+  ratio: number;
+  spreadNs: number;
+  /** The spreading harness's own cost over the plain one (information). */
+  spreadHarnessNs: number;
+  passMany: boolean;
+  passSpread: boolean;
+}
+
+export function teidCosts(rows: readonly Row[], harnessNs: number): TeidCost | undefined {
+  const get = (n: string): Row | undefined => rows.find((r) => r.name === n);
+  const one = get(teidRowName(1));
+  const many = get(teidRowName(TEID_POLICIES_MANY));
+  const spread = get(teidRowName(TEID_POLICIES_MANY, true));
+  const sh = get(TEID_SPREAD_HARNESS);
+  const plain = get('harness -> xdp_tx_only');
+  if (one === undefined || many === undefined || spread === undefined || sh === undefined || plain === undefined) return undefined;
+  const ratio = (many.nsMedian - harnessNs) / (one.nsMedian - harnessNs);
+  return {
+    oneNs: one.nsMedian, manyNs: many.nsMedian, ratio, spreadNs: spread.nsMedian, spreadHarnessNs: sh.nsMedian - plain.nsMedian,
+    passMany: many.nsMedian <= TEID_TARGETS.maxNs && ratio <= TEID_TARGETS.maxRatio,
+    passSpread: spread.nsMedian <= TEID_TARGETS.maxNsSpread,
+  };
+}
+
+export function formatTeid(t: TeidCost | undefined): string {
+  if (t === undefined) return '  (no TEID rows)';
+  const n = TEID_POLICIES_MANY;
+  return [
+    `  ${t.passMany ? 'PASS' : 'FAIL'}  H.M.GTP4.D  ${n} (N3, TEID) policies, ${TEID_LENGTHS.length} TEID lengths: ${fmtNs(t.manyNs)} ns (<= ${TEID_TARGETS.maxNs}), ` +
+      `${t.ratio.toFixed(2)}x net the 1-policy ${fmtNs(t.oneNs)} ns (<= ${TEID_TARGETS.maxRatio})`,
+    `  ${t.passSpread ? 'PASS' : 'FAIL'}  H.M.GTP4.D  ${n} (N3, TEID) policies, every packet another TEID (copy missed): ${fmtNs(t.spreadNs)} ns (<= ${TEID_TARGETS.maxNsSpread}, ` +
+      `with the harness, whose spreading costs ${fmtNs(t.spreadHarnessNs)} ns of it)`,
+  ].join('\n');
+}
+
 // --- the run ----------------------------------------------------------------
 
 /** A case to measure: `targetFd` through the harness, or directly when `direct`. */
@@ -333,6 +459,10 @@ interface Case {
   stamped?: boolean;
   /** After every run (drain the probe ring). */
   after?: () => void;
+  /** The harness rewrites a field every iteration: the frames differ, so only verdict and length are compared. */
+  vary?: Vary;
+  /** Counts of this event must grow by the iterations of each run (every spread frame translated). */
+  check?: { dp: Dataplane; event: string };
 }
 
 function newRow(name: string, fn: Fn | null, rules: number | null, policyLengths: number, size: Size, frame: Buffer): Row {
@@ -403,6 +533,26 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
       log(`loaded ${n} session${n === 1 ? '' : 's'}`);
     }
 
+    // (N3, TEID) policies (issue 13): 1 and 1,048,576 with 8 TEID prefix
+    // lengths, the frame repeated (the CPU's copy hits); and the 1,048,576
+    // with every iteration's TEID another policy's (the copy misses every
+    // time, the lookup walks the lengths down to the packet's).
+    {
+      const f = teidFrame();
+      const one = openDataplane({ config: teidConfig(1), ...(o.object === undefined ? {} : { object: o.object }) });
+      dps.push(one);
+      cases.push({ row: newRow(teidRowName(1), null, 1, 1, 'small', f), frame: f, targetFd: one.progFd, direct: false });
+      const many = openDataplane({ config: teidConfig(TEID_POLICIES_MANY), ...(o.object === undefined ? {} : { object: o.object }) });
+      dps.push(many);
+      cases.push({ row: newRow(teidRowName(TEID_POLICIES_MANY), null, TEID_POLICIES_MANY, TEID_LENGTHS.length, 'small', f), frame: f, targetFd: many.progFd, direct: false });
+      cases.push({
+        row: newRow(teidRowName(TEID_POLICIES_MANY, true), null, TEID_POLICIES_MANY, TEID_LENGTHS.length, 'small', f),
+        frame: f, targetFd: many.progFd, direct: false, vary: TEID_SPREAD, check: { dp: many, event: 'fwd_tx' },
+      });
+      cases.push({ row: newRow(TEID_SPREAD_HARNESS, null, null, 0, 'small', f), frame: f, targetFd: h.txOnlyFd, direct: false, vary: TEID_SPREAD });
+      log(`loaded 1 and ${TEID_POLICIES_MANY} (N3, TEID) policies`);
+    }
+
     // The single runs: the reference bytes and verdict of each case.
     for (const c of cases) {
       c.once = testRun(c.targetFd, { dataIn: c.frame, dataOutSize: c.frame.length + 512 });
@@ -415,10 +565,23 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
     const once = (c: Case, repeat0: number): number => {
       const repeat = c.repeat === undefined ? repeat0 : Math.min(c.repeat, repeat0);
       if (c.direct) return testRun(c.targetFd, { dataIn: c.frame, repeat }).duration;
-      h.select(c.targetFd, c.frame);
+      h.select(c.targetFd, c.frame, c.vary);
+      const before = c.check === undefined ? 0n : c.check.dp.counters(undefined, { rules: 'none' }).events[c.check.event]?.packets ?? 0n;
       const r = h.run(c.frame, repeat);
       c.after?.();
       const ref = c.once!;
+      if (c.check !== undefined) {
+        const after = c.check.dp.counters(undefined, { rules: 'none' }).events[c.check.event]?.packets ?? 0n;
+        if (after - before !== BigInt(repeat)) {
+          throw new Error(`${c.row.name}: ${after - before} of ${repeat} iterations counted ${c.check.event}: not every spread frame was translated`);
+        }
+      }
+      if (c.vary !== undefined) {
+        if (r.retval !== ref.retval || r.dataOut!.length !== ref.dataOut!.length) {
+          throw new Error(`${c.row.name}: the repeated run (retval ${r.retval}, ${r.dataOut!.length} bytes) differs from a single run (retval ${ref.retval}, ${ref.dataOut!.length} bytes)`);
+        }
+        return r.duration;
+      }
       const same = (a: Buffer, b: Buffer): boolean =>
         c.stamped === true ? a.length === b.length && a.subarray(0, 6).equals(b.subarray(0, 6)) && a.subarray(12).equals(b.subarray(12)) : a.equals(b);
       if (r.retval !== ref.retval || !same(r.dataOut!, ref.dataOut!)) {
@@ -900,7 +1063,7 @@ async function main(): Promise<void> {
   const fwdRows = await runForwarding(o, log);
   const out = fileURLToPath(new URL('../../build/bench/micro.json', import.meta.url));
   mkdirSync(new URL('../../build/bench/', import.meta.url), { recursive: true });
-  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows), memoMiss: memoMissCosts(rows, o.rules, a.harnessOverheadNs), forwarding: { targets: FWD_TARGETS, rows: fwdRows } }, null, 2)}\n`);
+  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows), memoMiss: memoMissCosts(rows, o.rules, a.harnessOverheadNs), teid: teidCosts(rows, a.harnessOverheadNs), forwarding: { targets: FWD_TARGETS, rows: fwdRows } }, null, 2)}\n`);
   process.stdout.write(
     [
       `bench:micro ${date}: ${m.cpuModel}, Linux ${m.kernel}, ${m.nproc} CPUs, ${where}`,
@@ -923,6 +1086,9 @@ async function main(): Promise<void> {
       '',
       'PE downlink encapsulation (H.M.Session.Encaps), small frame to a UE, target with the harness:',
       formatSessions(rows),
+      '',
+      'H.M.GTP4.D with (N3, TEID) policies (match N3/32 + teid), small frame, its TEID under the shortest of the TEID lengths:',
+      formatTeid(teidCosts(rows, a.harnessOverheadNs)),
       '',
       'forwarding included (mode fib, verdict redirect; routes and neighbours in a namespace of this bench): ' +
         'FIB lookup (cache empty) vs the next hop cached by src/dataplane/nexthop.ts',

@@ -403,7 +403,8 @@ export function registerOps(program: Command, io: Io): void {
         `config     ${s.config.file} (loaded ${s.config.loadedAt})`,
         `state      ${s.state.file} (${s.state.changes} API changes on top of the file)`,
         `forwarding ${s.forwarding}`,
-        `tables     policies ${s.tables.policies.entries}/${s.tables.policies.capacity}, local SIDs ${s.tables.localsids.entries}/${s.tables.localsids.capacity}`,
+        `tables     policies ${s.tables.policies.entries}/${s.tables.policies.capacity}, local SIDs ${s.tables.localsids.entries}/${s.tables.localsids.capacity}` +
+          (s.tables.sessions === undefined ? '' : `, sessions ${s.tables.sessions.entries}/${s.tables.sessions.capacity}`),
         '',
       ].join('\n');
       const rows = [['interface', 'mode', 'ifindex', 'state', 'prog id']];

@@ -21,7 +21,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config } from '../config/types.js';
-import { parseConfig } from '../config/load.js';
+import { DEFAULT_MAX_SESSIONS, parseConfig } from '../config/load.js';
 import { runningConfigYaml } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
@@ -110,6 +110,7 @@ export interface DaemonStatus {
   readonly tables: {
     readonly policies: { readonly entries: number; readonly capacity: number };
     readonly localsids: { readonly entries: number; readonly capacity: number };
+    readonly sessions: { readonly entries: number; readonly capacity: number };
   };
   readonly forwarding: string;
 }
@@ -1082,6 +1083,7 @@ export class Daemon {
       tables: {
         policies: { entries: dp.rules.policyCount, capacity: s.maxPolicies },
         localsids: { entries: dp.rules.localsidCount, capacity: s.maxLocalSids },
+        sessions: { entries: dp.rules.sessionCount, capacity: s.maxSessions ?? DEFAULT_MAX_SESSIONS },
       },
       forwarding: s.forwarding,
     };

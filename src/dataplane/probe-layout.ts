@@ -38,13 +38,13 @@ export const PROBE_LAYOUTS = {
   mup_probe_payload: { size: 16, members: { magic: m(0, 4), run: m(4, 4), seq: m(8, 4), dir: m(12, 1) } },
   mup_probe_cpu: {
     size: 48,
-    members: { t0: m(0, 8), seen: m(8, 8), last_exit_ns: m(16, 8), ring_full: m(24, 8), recorded: m(32, 8), proto_in: m(40, 2) },
+    members: { t0: m(0, 8), seen: m(8, 8), last_exit_ns: m(16, 8), ring_full: m(24, 8), recorded: m(32, 8), proto_in: m(40, 2), len_in: m(42, 2) },
   },
 } as const satisfies Record<string, StructLayout>;
 
 export const PROBE_ENUMS = {
   mup_probe_flag: { MUP_PROBE_ON: 1, MUP_PROBE_NO_MAC: 2 },
-  mup_probe_fn: { MUP_PROBE_FN_GTP4D: 1, MUP_PROBE_FN_GTP4E: 2, MUP_PROBE_FN_GTP6E: 3, MUP_PROBE_FN_GTP6D: 4 },
+  mup_probe_fn: { MUP_PROBE_FN_GTP4D: 1, MUP_PROBE_FN_GTP4E: 2, MUP_PROBE_FN_GTP6E: 3, MUP_PROBE_FN_GTP6D: 4, MUP_PROBE_FN_SESSION: 5 },
   mup_probe_rec_flag: { MUP_PROBE_REC_SEQ: 1, MUP_PROBE_REC_MAC: 2, MUP_PROBE_REC_INNER_V6: 4 },
   mup_probe_magic: { MUP_PROBE_MAGIC: 0x4d555052 },
 } as const satisfies Record<string, Record<string, number>>;
@@ -60,8 +60,8 @@ export const REC_INNER_V6 = PROBE_ENUMS.mup_probe_rec_flag.MUP_PROBE_REC_INNER_V
 export const MAP_PROBE_RING = 'mup_probe_ring';
 export const MAP_PROBE_STATE = 'mup_probe_state';
 
-export type ProbeFunction = 'h_m_gtp4_d' | 'end_m_gtp4_e' | 'end_m_gtp6_e' | 'end_m_gtp6_d';
-const FN_NAMES: Record<number, ProbeFunction> = { 1: 'h_m_gtp4_d', 2: 'end_m_gtp4_e', 3: 'end_m_gtp6_e', 4: 'end_m_gtp6_d' };
+export type ProbeFunction = 'h_m_gtp4_d' | 'end_m_gtp4_e' | 'end_m_gtp6_e' | 'end_m_gtp6_d' | 'h_m_session_encaps';
+const FN_NAMES: Record<number, ProbeFunction> = { 1: 'h_m_gtp4_d', 2: 'end_m_gtp4_e', 3: 'end_m_gtp6_e', 4: 'end_m_gtp6_d', 5: 'h_m_session_encaps' };
 const VERDICT_NAMES = ['aborted', 'drop', 'pass', 'tx', 'redirect'] as const;
 
 /** One struct mup_probe_record, decoded. Times are CLOCK_MONOTONIC ns (bpf_ktime_get_ns). */
