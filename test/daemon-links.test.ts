@@ -206,13 +206,13 @@ describe.skipIf(!isRoot)('a recreated interface, attached on the link event', ()
 
 /**
  * The first frames after a recreated interface is up (issue 16, soak fault
- * iface), made again the way the soak (and an operator) does it: the veth
- * pair added (down), then its address, then up, in separate `ip` runs, and
- * frames sent at once.
+ * iface), with traffic from the gNB side already flowing.
  *   - uplink: the daemon attaches on the creation event, in that turn of its
  *     event loop (not 20 ms later, behind queued work), so the program is on
- *     the device before it is up: the first G-PDU is translated, not taken
- *     by the kernel;
+ *     the device before a frame can cross it: no G-PDU reaches the kernel
+ *     untranslated. (On this loaded host the old code passed this too: the
+ *     second `ip` run took longer than its 20 ms; with the daemon's link
+ *     monitor stopped the test fails, so it does see a late attach.);
  *   - downlink (forwarding fib): the next-hop cache's slot named the old
  *     device's ifindex until the watcher re-read the kernel's tables; a
  *     frame translated meanwhile was redirected to the dead ifindex and lost.
