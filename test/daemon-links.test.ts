@@ -212,7 +212,7 @@ describe.skipIf(!isRoot)('a recreated interface, attached on the link event', ()
  *     the device before a frame can cross it: no G-PDU reaches the kernel
  *     untranslated. (On this loaded host the old code passed this too: the
  *     second `ip` run took longer than its 20 ms; with the daemon's link
- *     monitor stopped the test fails, so it does see a late attach.);
+ *     monitor stopped the test fails, so it does see a late attach.)
  *   - downlink (forwarding fib): the next-hop cache's slot named the old
  *     device's ifindex until the watcher re-read the kernel's tables; a
  *     frame translated meanwhile was redirected to the dead ifindex and lost.
