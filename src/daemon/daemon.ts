@@ -184,7 +184,6 @@ export class Daemon {
   #linkTimer: NodeJS.Timeout | undefined;
   /** `ip monitor link`: a link event runs the link check at once, not at the next tick. */
   #linkMonitor: ChildProcess | undefined;
-  #linkSoon: NodeJS.Timeout | undefined;
   /** The instance lock (pin directory) and the state file's lock. */
   #instanceLock: HeldLock | undefined;
   #stateLock: HeldLock | undefined;
@@ -405,16 +404,26 @@ export class Daemon {
 
   /**
    * Check (and repair) links and interfaces on every link event of the
-   * kernel (`ip monitor link`: an interface made again is attached within
-   * milliseconds, not at the next tick) and every linkCheckMs besides (pins
-   * removed make no netlink event), one at a time with the other changes.
+   * kernel (`ip monitor link`) and every linkCheckMs besides (pins removed
+   * make no netlink event). On an event the check runs at once, in the same
+   * turn of the event loop, not queued behind API changes: an interface
+   * made again gets our program as soon as it exists (RTM_NEWLINK, before
+   * it is up: XDP attaches to a down device), so frames that arrive once it
+   * is up are translated, not routed by the kernel untouched; and the
+   * next-hop cache lets go of the old device's ifindex (linksChanged).
+   * Safe outside the queue: every queued operation is synchronous from the
+   * moment it touches tables or links (reload awaits only its file read,
+   * before), so the check never runs in the middle of one.
    */
   #watchLinks(): void {
     if (this.#linkTimer !== undefined) return;
+    const checkNow = (): void => {
+      if (this.#stopped || this.#dp === undefined) return;
+      this.#links.check(this.config.interfaces ?? []);
+      this.#nh?.linksChanged();
+    };
     const check = (): void => {
-      void this.#serial.run(() => {
-        if (!this.#stopped && this.#dp !== undefined) this.#links.check(this.config.interfaces ?? []);
-      });
+      void this.#serial.run(checkNow);
     };
     this.#linkTimer = setInterval(check, this.#o.linkCheckMs ?? LINK_CHECK_MS);
     this.#linkTimer.unref();
@@ -424,12 +433,14 @@ export class Daemon {
     const child = spawn('setpriv', ['--pdeathsig', 'KILL', 'ip', 'monitor', 'link'], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.#linkMonitor = child;
     child.stdout.on('data', () => {
-      // Events come in bursts (a veth pair: several lines): one check 20 ms after the first.
-      if (this.#linkSoon !== undefined || this.#stopped) return;
-      this.#linkSoon = setTimeout(() => {
-        this.#linkSoon = undefined;
-        check();
-      }, 20);
+      // At once (no debounce: a 20 ms wait let the soak bring the new
+      // interface up before our program was on it). Several lines read in
+      // one chunk are one check; a check costs microseconds per interface.
+      try {
+        checkNow();
+      } catch (e) {
+        this.#log.error({ error: (e as Error).message }, 'link check on a link event failed; the periodic check retries');
+      }
     });
     child.on('error', (e) => this.#log.warn({ error: e.message }, `ip monitor link failed: links are checked every ${this.#o.linkCheckMs ?? LINK_CHECK_MS} ms only`));
     child.on('exit', (code, signal) => {
@@ -460,6 +471,11 @@ export class Daemon {
         this.#nhReasons = reasons;
         this.#log.info({ cached: r.cached, fib: r.fib, ranges: r.ranges, ms: r.ms }, 'next hops resolved (rules on the FIB lookup, by reason)');
       },
+      onStale: (stale) =>
+        this.#log.warn(
+          { interfaces: stale.map((x) => ({ interface: x.ifname, ifindex: x.ifindex, now: x.now, rules: x.rules })) },
+          'an interface of cached next hops was deleted or made again: those rules use the FIB lookup until resolved again',
+        ),
       onError: (e) => this.#log.warn({ error: e.message }, 'next-hop cache'),
     });
     this.#nh.start();
@@ -1096,7 +1112,6 @@ export class Daemon {
     // The cache's lease ends now: the running program goes back to the FIB lookup.
     this.#nh?.stop();
     clearInterval(this.#linkTimer);
-    clearTimeout(this.#linkSoon);
     this.#linkMonitor?.kill('SIGKILL');
     if (this.#o.detachOnExit === true) {
       const removed = this.pins.removeAll();

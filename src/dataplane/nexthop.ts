@@ -40,6 +40,17 @@
  * a re-resolution 50 ms after a change, and a full one runs every few
  * seconds anyway. Resolution reads the kernel's tables once (`ip -json`) and
  * resolves each distinct range once, not each rule.
+ *
+ * An interface deleted or made again (a new ifindex under a name a slot was
+ * resolved through) is not left to that re-resolution, which reads the
+ * kernel's tables with eight `ip` processes and takes hundreds of ms on a
+ * loaded host: on every event (and after every resolution, which may have
+ * read the tables before the change) each slot's interface name is looked up
+ * again (if_nametoindex, one per distinct interface), and the rules of slots
+ * whose ifindex is no longer that name's go back to the FIB lookup at once
+ * (which finds the new device), until the re-resolution gives them a slot on
+ * the new ifindex. Before that, frames kept being redirected to the dead
+ * ifindex and dropped (issue 16, soak fault iface).
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -48,6 +59,7 @@ import type { Config } from '../config/types.js';
 import { AF_INET, AF_INET6, LAYOUTS, encodeNextHop, type NextHopFields } from './codec.js';
 import type { Dataplane, NextHopFds } from './dataplane.js';
 import { BPF_ANY, mapLookup, mapLookupArrayRange, mapUpdate, mapUpdateBatch, synchronizeRcu } from './libbpf.js';
+import { ifIndex } from './netns.js';
 
 const run = promisify(execFile);
 
@@ -444,6 +456,8 @@ export class NextHopCache {
   #retired: number[] = [];
   #nextSlot = 1;
   readonly #nSlots: number;
+  /** Per ifindex the slots resolved through it, and the interface's name then. */
+  readonly #byIf = new Map<number, { ifname: string; slots: Set<number> }>();
 
   constructor(fds: NextHopFds, nRules: number) {
     this.#fds = fds;
@@ -518,7 +532,7 @@ export class NextHopCache {
     }
     const written = this.#writeRules(want);
     // Slots no rule points to any more: reusable after a grace period.
-    for (const [id, slot] of this.#slots) if (!used.has(id)) this.#retired.push(slot);
+    for (const [id, slot] of this.#slots) if (!used.has(id)) this.#retire(slot);
     this.#slots.clear();
     for (const [id, slot] of used) this.#slots.set(id, slot);
     return { cached, fib, ranges: resolved.size, written };
@@ -537,7 +551,46 @@ export class NextHopCache {
       smac: nh.smac,
     };
     mapUpdate(this.#fds.slotsFd, u32(slot), encodeNextHop(f), BPF_ANY, 'mup_nexthops');
+    let by = this.#byIf.get(nh.ifindex);
+    if (by === undefined || by.ifname !== nh.ifname) this.#byIf.set(nh.ifindex, (by = { ifname: nh.ifname, slots: new Set() }));
+    by.slots.add(slot);
     return slot;
+  }
+
+  #retire(slot: number): void {
+    this.#retired.push(slot);
+    for (const [ifindex, by] of this.#byIf) {
+      if (by.slots.delete(slot) && by.slots.size === 0) this.#byIf.delete(ifindex);
+    }
+  }
+
+  /**
+   * Rules whose slot names an ifindex that is no longer its interface's
+   * (`current(name)`: the ifindex the name has now, null when gone) go back
+   * to the FIB lookup at once; those slots are retired. Cost: one `current`
+   * per distinct interface; the rules are walked only when one is stale.
+   * Returns the interfaces found stale.
+   */
+  dropStale(current: (ifname: string) => number | null): Array<{ ifname: string; ifindex: number; now: number | null; rules: number }> {
+    const stale = new Map<number, { ifname: string; ifindex: number; now: number | null; rules: number }>();
+    for (const [ifindex, by] of this.#byIf) {
+      const now = current(by.ifname);
+      if (now === ifindex) continue;
+      const info = { ifname: by.ifname, ifindex, now, rules: 0 };
+      for (const slot of by.slots) stale.set(slot, info);
+    }
+    if (stale.size === 0) return [];
+    const want = Uint32Array.from(this.#ruleSlot);
+    for (let r = 0; r < this.#nRules; r++) {
+      const info = stale.get(want[r]!);
+      if (info === undefined) continue;
+      want[r] = 0;
+      info.rules++;
+    }
+    this.#writeRules(want);
+    for (const [id, slot] of this.#slots) if (stale.has(slot)) this.#slots.delete(id);
+    for (const slot of stale.keys()) this.#retire(slot);
+    return [...new Set(stale.values())];
   }
 
   /**
@@ -649,6 +702,8 @@ export interface WatcherOptions {
    */
   readonly watch?: boolean;
   readonly onResolved?: (s: CacheSummary & { readonly ms: number }) => void;
+  /** Rules sent back to the FIB lookup because their interface was deleted or made again (dropStale). */
+  readonly onStale?: (stale: ReadonlyArray<{ ifname: string; ifindex: number; now: number | null; rules: number }>) => void;
   readonly onError?: (e: Error) => void;
 }
 
@@ -685,7 +740,10 @@ export class NextHopWatcher {
     // when this process dies, however it dies.
     const child = spawn('setpriv', ['--pdeathsig', 'KILL', 'ip', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.#child = child;
-    child.stdout.on('data', () => this.changed());
+    child.stdout.on('data', () => {
+      this.linksChanged();
+      this.changed();
+    });
     child.stderr.on('data', (d: Buffer) => this.#o.onError?.(new Error(`ip monitor: ${d.toString().trim()}`)));
     child.on('error', (e) => this.#o.onError?.(e));
     child.on('exit', (code, signal) => {
@@ -711,6 +769,35 @@ export class NextHopWatcher {
       this.#timer = undefined;
       void this.resolveNow().catch((e: unknown) => this.#o.onError?.(e as Error));
     }, delay);
+  }
+
+  /**
+   * An interface may have been deleted or made again: send the rules whose
+   * slot names a dead ifindex back to the FIB lookup now (synchronous, no
+   * `ip` run), and resolve again at once. Called on every monitor event here
+   * and by the daemon on its own link events, whichever comes first.
+   */
+  linksChanged(): void {
+    if (this.#stopped || this.#cache === undefined || this.#cacheFor !== this.#o.dataplane()) return;
+    try {
+      const stale = this.#cache.dropStale((name) => {
+        try {
+          return ifIndex(name, this.#o.netns);
+        } catch {
+          return null;
+        }
+      });
+      if (stale.length === 0) return;
+      // The tables of the last resolution name the old device: rules put
+      // through the API must not be pointed with them.
+      this.#k = undefined;
+      this.#fingerprint = '';
+      this.#o.onStale?.(stale);
+      if (this.#running !== undefined) this.#again = true;
+      else this.changed(0);
+    } catch (e) {
+      this.#o.onError?.(e as Error);
+    }
   }
 
   /** The rules changed (reload): resolve soon, even if the kernel's tables did not change. */
@@ -805,6 +892,9 @@ export class NextHopWatcher {
     this.#fingerprint = fingerprint;
     this.#fpRules = fpRules;
     this.#k = k;
+    // The tables were read before an interface was deleted or made again:
+    // what was just written may name its old ifindex.
+    this.linksChanged();
     this.#cache!.renewLease(this.#o.leaseMs ?? 3000);
     const ms = Math.round(performance.now() - t0);
     this.last = { ...summary, ms, at: new Date().toISOString() };
