@@ -265,20 +265,25 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
       }
     }
     await lab.destroy().catch((e: unknown) => errors.push(e));
-    for (const c of [dp, l3, sinks?.a, sinks?.b, gens?.a, gens?.b]) {
-      try {
-        c?.close();
-      } catch (e) {
-        errors.push(e);
-      }
-    }
-    if (errors.length > 0) log(`cleanup: ${errors.map((e) => (e as Error).message).join('; ')}`);
+    closeAll([dp, l3, sinks?.a, sinks?.b, gens?.a, gens?.b], errors, log);
   }
   const { signal: _s, log: _l, progress: _p, ...kept } = o;
   return {
     startedAt, finishedAt: new Date().toISOString(), options: kept, seg6Mode: lab.seg6Mode,
     ...(nexthops === undefined ? {} : { nexthops }), results, genOnly, interrupted,
   };
+}
+
+/** Close each (a failure does not stop the others), then log every cleanup error in one line. */
+function closeAll(items: readonly ({ close(): void } | undefined)[], errors: unknown[], log: (line: string) => void): void {
+  for (const c of items) {
+    try {
+      c?.close();
+    } catch (e) {
+      errors.push(e);
+    }
+  }
+  if (errors.length > 0) log(`cleanup: ${errors.map((e) => (e as Error).message).join('; ')}`);
 }
 
 /** The side where a stream generated on `from` arrives. */
@@ -535,14 +540,7 @@ async function runPinned(o: Rfc2544Options): Promise<Rfc2544Result> {
     await restoreStats?.().catch((e: unknown) => errors.push(e));
     await affinity.restore().catch((e: unknown) => errors.push(e));
     await lab.destroy().catch((e: unknown) => errors.push(e));
-    for (const c of closers) {
-      try {
-        c.close();
-      } catch (e) {
-        errors.push(e);
-      }
-    }
-    if (errors.length > 0) log(`cleanup: ${errors.map((e) => (e as Error).message).join('; ')}`);
+    closeAll(closers, errors, log);
   }
   const { signal: _s, log: _l, progress: _p, ...kept } = o;
   return {
