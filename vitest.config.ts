@@ -9,6 +9,6 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default'],
-    globalSetup: ['test/setup/bpffs.ts'],
+    globalSetup: ['test/setup/bpffs.ts', 'test/setup/checkout-access.ts'],
   },
 });
