@@ -20,7 +20,7 @@ BPF_OBJ := $(patsubst %.c,build/%.o,$(notdir $(BPF_SRC)))
 ifneq ($(words $(BPF_OBJ)),$(words $(sort $(BPF_OBJ))))
 $(error two BPF sources share a name, and so an object in build/: $(BPF_SRC))
 endif
-DEB_PKGS := clang llvm libbpf-dev bpftool iproute2 procps python3 python3-scapy tshark tcpdump iputils-ping iperf3 bsdextrautils make g++ ethtool curl passwd util-linux
+DEB_PKGS := clang llvm libbpf-dev bpftool iproute2 procps python3 python3-scapy tshark tcpdump iputils-ping iperf3 bsdextrautils make g++ ethtool curl passwd util-linux gobgpd
 STAMP := build/.deps
 # The timestamping addon (node-addon-api, built by node-gyp: scripts/native-build.sh).
 NATIVE_SRC := native/binding.gyp $(wildcard native/src/*.cc native/src/*.h)
