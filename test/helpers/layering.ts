@@ -17,8 +17,9 @@ import ts from 'typescript';
  * layer only the pairs of SIDEWAYS. `host` is the small OS helpers (default
  * paths, processes, namespace sweeping); sid, config and dataplane form the
  * bottom of the product, in that order; `packet` is the frame builders and
- * the live-frame generator that probe, bench and lab share; then the
- * middle layer of features, which stand beside each other; the CLI on top.
+ * the live-frame generator that probe, bench and lab share; `bgp` is the
+ * BGP MUP side (GoBGP process and routes), which the daemon and the lab use;
+ * then the middle layer of features, which stand beside each other; the CLI on top.
  */
 export const LAYERS: readonly (readonly string[])[] = [
   ['host'],
@@ -26,7 +27,8 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['config'],
   ['dataplane'],
   ['packet'],
-  ['daemon', 'bgp', 'probe', 'bench', 'lab'],
+  ['bgp'],
+  ['daemon', 'probe', 'bench', 'lab'],
   ['cli'],
 ];
 
