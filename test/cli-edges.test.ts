@@ -101,6 +101,7 @@ describe('fatal errors', () => {
       ['replay', ['--config', config, '--in', IN, '--out', join(dir, 'nobody.pcap')]],
       ['daemon', ['--config', config, '--instance', `edges${process.pid}`, '--socket', join(dir, 'n.sock'), '--state-file', join(dir, 'n.state.json')]],
       ['teardown', ['--instance', `edges${process.pid}`]],
+      ['probe', ['--tx-dev', 'lo', '--rx-dev', 'lo', '--socket', join(dir, 'n.sock'), '--duration', '1']],
     ] as const) {
       const r = await execa('setpriv', ['--reuid=nobody', '--regid=nogroup', '--clear-groups', 'node', BIN, cmd, ...args], { reject: false, cwd: '/' });
       expect(r.stdout, cmd).toBe('');

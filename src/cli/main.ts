@@ -139,7 +139,7 @@ function versionText(): string {
 // Capability bits (linux/capability.h) and what each command needs: the
 // programs' load (BPF, PERFMON for the verifier), XDP and netlink (NET_ADMIN),
 // namespaces and bpffs mounts (SYS_ADMIN); docs/install.md explains the service's set.
-const CAP_BITS = { CAP_NET_ADMIN: 12, CAP_SYS_ADMIN: 21, CAP_PERFMON: 38, CAP_BPF: 39 } as const;
+const CAP_BITS = { CAP_NET_ADMIN: 12, CAP_NET_RAW: 13, CAP_SYS_ADMIN: 21, CAP_PERFMON: 38, CAP_BPF: 39 } as const;
 type Cap = keyof typeof CAP_BITS;
 const PRIVILEGED: Readonly<Record<string, readonly Cap[]>> = {
   daemon: ['CAP_BPF', 'CAP_PERFMON', 'CAP_NET_ADMIN'],
@@ -147,6 +147,8 @@ const PRIVILEGED: Readonly<Record<string, readonly Cap[]>> = {
   replay: ['CAP_BPF', 'CAP_PERFMON', 'CAP_NET_ADMIN'],
   lab: ['CAP_SYS_ADMIN', 'CAP_NET_ADMIN', 'CAP_BPF'],
   bench: ['CAP_SYS_ADMIN', 'CAP_NET_ADMIN', 'CAP_BPF'],
+  // Packet sockets to send and capture, the stamp ring's pinned maps, --tx-netns/--rx-netns, hardware stamping.
+  probe: ['CAP_BPF', 'CAP_NET_RAW', 'CAP_NET_ADMIN', 'CAP_SYS_ADMIN'],
 };
 
 /** The capabilities of `need` this process lacks (its effective set, /proc/self/status CapEff). */
