@@ -3,6 +3,7 @@
  * against kernel and XDP baselines, in namespaces it creates and removes.
  */
 import { Command, Option } from 'commander';
+import { DEFAULT_OBJECT } from '../host/paths.js';
 import { CASES, DEFAULT_CASES, DEFAULT_SIZES, DEFAULTS, RFC2544_SIZES, RFC_TRIAL_MS, TESTS, type CaseName, type TestName } from '../bench/rfc2544/defaults.js';
 
 interface Io {
@@ -74,7 +75,7 @@ export function registerBench(program: Command, io: Io): void {
     .option('--repeat <n>', 'run the whole set n times, interleaved; the report takes medians', String(DEFAULTS.repeat))
     .addOption(new Option('--napi <mode>', 'pinned: the DUT\'s veths in threaded NAPI pinned to their own CPU, the paced generator on another (default); softirq: the earlier live-frame generator, the DUT in the softirq after each of its batches on the same core (cannot lose); threaded: the same generator, NAPI threads not pinned').choices(['pinned', 'softirq', 'threaded']).default(DEFAULTS.napi))
     .option('--out <dir>', 'output directory', `build/bench/rfc2544-${new Date().toISOString().replace(/[:.]/g, '-')}`)
-    .option('--object <path>', 'translator BPF object (default build/mup.bpf.o)')
+    .option('--object <path>', 'translator BPF object', DEFAULT_OBJECT)
     .option('--no-latency', 'throughput only: no latency at load after each search')
     .option('--latency-loads <list>', 'latency at these percentages of each zero-loss rate found (background load from the generator, probes through it)', DEFAULTS.latencyLoads.join(','))
     .option('--probe-rate <pps>', 'latency probes per second during a load step', String(DEFAULTS.probeRate))

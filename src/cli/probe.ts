@@ -5,6 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { Command, Option } from 'commander';
+import { DEFAULT_OBJECT } from '../host/paths.js';
 import type { Config } from '../config/types.js';
 import { parseIpv4, parseIpv6 } from '../sid/addr.js';
 import type { DirectionSetup, Endpoint, ProbeRunResult } from '../probe/probe.js';
@@ -231,7 +232,7 @@ export function registerProbe(program: Command, io: Io): void {
     .option('--socket <path>', 'switch the stamps on in the mup daemon listening here')
     .option('--config <file>', 'no daemon: load the data plane with this configuration ...')
     .option('--attach <list>', '... and attach it to these interfaces, NS/DEV,NS/DEV (N3 side first, core side second)')
-    .option('--object <path>', 'BPF object for --config (default build/mup.bpf.o)')
+    .option('--object <path>', 'BPF object for --config', DEFAULT_OBJECT)
     .addOption(new Option('--xdp-mode <mode>', 'attach mode for --config').choices(['native', 'generic']).default('native'))
     .option('--no-in-band', 'no in-band stamps: wire latency only (no daemon, nothing loaded)')
     .option('--sample <n>', 'the data plane records 1 in N probes', '1')
