@@ -625,6 +625,11 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
       printedOnce(r.output, `${r.configPath}:${lineOf(r.text, '  http:')}: daemon.http.token_file: required when listen (192.0.2.1:9181) is not a loopback address`);
     });
 
+    it('a socket_group that does not exist', async () => {
+      const r = await refusedStart('g', () => `interfaces:\n  - name: ${SPARE_IFACE}\n    xdp: generic\ndaemon:\n  socket_group: mupt-no-such-group\n`);
+      printedOnce(r.output, 'in /etc/group; create it (groupadd mupt-no-such-group) or leave the key out');
+    });
+
     it('a bad prefix in the config', async () => {
       const r = await refusedStart('d', () => spare(`    listen: 127.0.0.1:9181\n    open_reads: true\n`, 'policies:\n  - { match: 10.0.1.0/24, sr_prefix: "2001:db8:1::/57", src_prefix: "2001:db8:ffff::/64" }\n'));
       printedOnce(r.output, `${r.configPath}:${lineOf(r.text, '2001:db8:1::/57')}: policies[0].sr_prefix: 2001:db8:1::/57: prefix length /57 is too long`);

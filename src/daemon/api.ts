@@ -615,7 +615,8 @@ export function socketAlive(path: string): Promise<boolean> {
   });
 }
 
-function groupId(name: string): number {
+/** The gid of daemon.socket_group (a name in /etc/group, or a number); throws naming the key. */
+export function groupId(name: string): number {
   if (/^[0-9]+$/.test(name)) return Number(name);
   for (const line of readFileSync('/etc/group', 'utf8').split('\n')) {
     const [g, , gid] = line.split(':');
@@ -624,7 +625,9 @@ function groupId(name: string): number {
   throw new Error(`daemon.socket_group: no group ${JSON.stringify(name)} in /etc/group; create it (groupadd ${name}) or leave the key out`);
 }
 
-export async function listenUnix(server: Server, path: string, group: string | undefined): Promise<void> {
+/** Listen on `path` (mode 660, group `group` = [name, gid] when given; look the gid up with groupId before anything is touched). */
+export async function listenUnix(server: Server, path: string, group: readonly [string, number] | undefined): Promise<void> {
+  const gid = group?.[1];
   mkdirSync(dirname(path), { recursive: true, mode: 0o755 });
   if (existsSync(path)) {
     if (await socketAlive(path)) {
@@ -639,8 +642,14 @@ export async function listenUnix(server: Server, path: string, group: string | u
       resolve();
     });
   });
-  chmodSync(path, 0o660);
-  if (group !== undefined) chownSync(path, 0, groupId(group));
+  try {
+    chmodSync(path, 0o660);
+    if (gid !== undefined) chownSync(path, 0, gid);
+  } catch (e) {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    if (existsSync(path)) unlinkSync(path);
+    throw new Error(`${path}: ${gid === undefined ? 'chmod 660' : `chown to group ${group![0]}`} failed: ${(e as Error).message}`);
+  }
 }
 
 export function isLoopback(host: string): boolean {

@@ -6,7 +6,7 @@
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Server } from 'node:http';
-import { apiHandler, listenTcp, listenUnix, makeServer, readTokenFile, socketAlive } from './api.js';
+import { apiHandler, groupId, listenTcp, listenUnix, makeServer, readTokenFile, socketAlive } from './api.js';
 import { Daemon, type DaemonOptions } from './daemon.js';
 import { defaultSocket } from '../host/paths.js';
 import { notifyReady } from '../host/notify.js';
@@ -69,6 +69,7 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
   if (readToken !== undefined && readToken === token) {
     throw new Error('daemon.http.read_token_file holds the same token as token_file: the read-only token must differ; write another (openssl rand -hex 16)');
   }
+  const group = api.socketGroup === undefined ? undefined : ([api.socketGroup, groupId(api.socketGroup)] as const);
   // One daemon per instance and per state file (flocks, held for life):
   // a second daemon is refused here, naming the first's pid.
   d.lock();
@@ -91,7 +92,7 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
   try {
     const limits = { maxConnections: api.maxConnections, stallTimeout: api.stallTimeout, log };
     const unix = makeServer(apiHandler({ daemon: d, metrics, log }), { ...limits, name: 'socket' });
-    await listenUnix(unix, socket, api.socketGroup);
+    await listenUnix(unix, socket, group);
     servers.push(unix);
     log.info({ socket, group: api.socketGroup ?? 'root' }, 'control API listening');
     if (api.http !== undefined) {
