@@ -43,7 +43,7 @@ export function niceTicks(lo: number, hi: number, n = 6): number[] {
   const p = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw) ?? 10 * p;
   const out: number[] = [];
-  for (let x = Math.ceil(lo / step) * step; x <= hi + step * 1e-9; x += step) out.push(Math.round(x / step) * step);
+  for (let x = Math.ceil(lo / step) * step; x <= hi + step * 1e-9; x += step) out.push(Math.round(x / step) * step || 0); // no -0
   return out;
 }
 
@@ -73,7 +73,7 @@ export function timelineSvg(s: TimelineSpec): string {
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
     `<rect width="${W}" height="${H}" fill="white"/>`,
     `<text x="${W / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold">${esc(s.title)}</text>`,
-    `<text x="${W / 2}" y="40" text-anchor="middle" fill="#444">${esc(s.subtitle)}</text>`,
+    `<text x="${W / 2}" y="40" text-anchor="middle" fill="#444" font-size="11">${esc(s.subtitle)}</text>`,
   ];
   const xt = niceTicks(s.from, s.to, 10);
   s.panels.forEach((p, k) => {

@@ -564,8 +564,13 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
     const perUeRate = o.rate / mec.length;
     // Bins that hold about 4 of the moved UE's frames at its rate (1 ms at least), one edge at the call.
     const binMs = Math.max(1, Math.round((4 * 1000) / perUeRate));
-    const from = Math.floor(Math.min(...starts.map((x) => Number(BigInt(x.start_ns) - tPolicy) / 1e6)) / binMs) * binMs;
-    const to = Math.ceil((Math.max(...starts.map((x) => Number(BigInt(x.end_ns) - tPolicy) / 1e6)) + 50) / binMs) * binMs;
+    // Around the switch: the call and the first frame at B in the middle part
+    // of the window, clipped to the streams (frames.csv has all of them).
+    const span = Math.max(policyMs, moved.firstAtBMs ?? 0, dlMoved?.firstFromBMs ?? 0, dlMoved?.senderSwitchMs ?? 0);
+    const streamFrom = Math.min(...starts.map((x) => Number(BigInt(x.start_ns) - tPolicy) / 1e6));
+    const streamTo = Math.max(...starts.map((x) => Number(BigInt(x.end_ns) - tPolicy) / 1e6)) + 50;
+    const from = Math.floor(Math.max(streamFrom, -Math.max(250, span / 2)) / binMs) * binMs;
+    const to = Math.ceil(Math.min(streamTo, Math.max(500, span * 1.5 + 250)) / binMs) * binMs;
     const panels = [];
     if (s !== null) {
       panels.push({
