@@ -16,10 +16,11 @@ import { Resvg } from '@resvg/resvg-js';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { labDown } from '../src/lab/lab.js';
-import { renderRelocate, renderSummary, type RelocateReport, type RelocateSummary } from '../src/lab/relocate.js';
+import { pyProc, renderRelocate, renderSummary, type BackOut, type RelocateReport, type RelocateSummary, type SiteOut } from '../src/lab/relocate.js';
 import { binRate, niceTicks } from '../src/lab/relocate-plot.js';
 import { binomHalfCdf, medianCi } from '../src/lab/relocate-stats.js';
 import { listNamespaces } from '../src/host/netns-sweep.js';
+import { Lab } from './helpers/netns.js';
 
 const isRoot = process.getuid?.() === 0;
 const MUP_BIN = fileURLToPath(new URL('../bin/mup.js', import.meta.url));
@@ -136,6 +137,60 @@ describe.skipIf(!isRoot)('mup lab relocate --repeat 5 --both', () => {
     expect(dir.stderr).toMatch(/--direction.*sideways.*uplink, downlink, both/);
     expect((await listNamespaces()).filter((n) => n.startsWith(`${PREFIX}-`))).toEqual([]);
   });
+});
+
+describe.skipIf(!isRoot)('stream.py in two namespaces (no lab)', () => {
+  let lab: Lab | undefined;
+  afterAll(async () => {
+    await lab?.destroy();
+  });
+
+  it("the downlink sender moves a UE's stream to its second namespace on SIGUSR1, the sequence continuing", async () => {
+    lab ??= await Lab.create(['a', 'b']);
+    const common = ['--ues', '127.0.0.1', '--size', '64', '--seconds', '30', '--idle', '0'];
+    const [ba, bb] = await Promise.all([pyProc<BackOut>(lab.ns('a'), ['back', '--port', '7302', ...common], 'ready', 40), pyProc<BackOut>(lab.ns('b'), ['back', '--port', '7302', ...common], 'ready', 40)]);
+    try {
+      const dl = await pyProc<{ sent: number[]; switch_seq: number | null; switch_ns: number | null }>(
+        lab.ns('a'),
+        ['dl', '--ues', '127.0.0.1', '--src', '127.0.0.1', '--other-netns', `/run/netns/${lab.ns('b')}`, '--move', '0', '--port', '7302', '--rate', '200', '--seconds', '1', '--size', '64'],
+        'started',
+        30,
+      );
+      await new Promise((r) => setTimeout(r, 400));
+      dl.signal('SIGUSR1');
+      const d = await dl.done;
+      await new Promise((r) => setTimeout(r, 200));
+      ba.stop();
+      bb.stop();
+      const [ra, rb] = await Promise.all([ba.done, bb.done]);
+      expect(d.sent).toEqual([200]);
+      expect(d.switch_seq).toBeGreaterThan(0);
+      // Site A's namespace got 0..switch-1 from site 1, B's the rest from site 2: one sequence, no gap.
+      expect(ra.seq).toEqual(Array.from({ length: d.switch_seq! }, (_, i) => i));
+      expect(rb.seq).toEqual(Array.from({ length: 200 - d.switch_seq! }, (_, i) => d.switch_seq! + i));
+      expect(new Set(ra.site)).toEqual(new Set([1]));
+      expect(new Set(rb.site)).toEqual(new Set([2]));
+    } finally {
+      ba.kill();
+      bb.kill();
+    }
+  }, 60_000);
+
+  it('a receiver asked to stop is not killed while it drains (a busy host takes more than 5 s): its record comes back', async () => {
+    lab ??= await Lab.create(['a', 'b']);
+    const site = await pyProc<SiteOut>(lab.ns('a'), ['echo', '--ues', '127.0.0.1', '--bind', '127.0.0.1', '--port', '7300', '--reply-port', '7301', '--site', '1', '--size', '64', '--seconds', '60', '--idle', '0'], 'ready', 70);
+    try {
+      // A receiver too busy to run: stopped, asked to end, 6 s before it may run again.
+      site.signal('SIGSTOP');
+      site.stop();
+      await new Promise((r) => setTimeout(r, 6000));
+      site.signal('SIGCONT');
+      const r = await site.done;
+      expect(r).toMatchObject({ ue: [], seq: [], unattributed: 0, echo_errors: 0 });
+    } finally {
+      site.kill();
+    }
+  }, 30_000);
 });
 
 describe('relocation statistics (no lab)', () => {

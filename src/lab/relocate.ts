@@ -173,9 +173,20 @@ export interface BackOut {
   unattributed: number;
 }
 
-/** Start a stream.py process; resolves once it printed `ready`/`started`, with its JSON result to come. */
-async function pyProc<T>(ns: string, args: readonly string[], readyLine: string, timeoutS: number): Promise<{ done: Promise<T>; kill: () => void; stop: () => void; signal: (s: NodeJS.Signals) => void }> {
-  const proc: ResultPromise = execa('ip', ['netns', 'exec', ns, PYTHON, STREAM_PY, ...args], { reject: false, timeout: timeoutS * 1000, maxBuffer: 512 * 1024 * 1024 });
+/** Start a stream.py process in namespace `ns`; resolves once it printed `ready`/`started`, with its JSON result to come. */
+export async function pyProc<T>(ns: string, args: readonly string[], readyLine: string, timeoutS: number): Promise<{ done: Promise<T>; kill: () => void; stop: () => void; signal: (s: NodeJS.Signals) => void }> {
+  // SIGTERM asks a receiver to drain its socket and stop, which on a busy host
+  // takes longer than the 5 s after which execa by default follows a SIGTERM
+  // with SIGKILL (a site killed mid-drain lost the whole run's record at
+  // 10,000 frames/s both ways, load 23): no force kill, and the timeout (a
+  // safety) and the cleanup use SIGKILL.
+  const proc: ResultPromise = execa('ip', ['netns', 'exec', ns, PYTHON, STREAM_PY, ...args], {
+    reject: false,
+    timeout: timeoutS * 1000,
+    killSignal: 'SIGKILL',
+    forceKillAfterDelay: false,
+    maxBuffer: 512 * 1024 * 1024,
+  });
   let out = '';
   await new Promise<void>((res, rej) => {
     const timer = setTimeout(() => rej(new Error(`stream.py ${args[0]} in ${ns} not ${readyLine} within 10 s`)), 10_000);
