@@ -572,9 +572,10 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
     // The timeline: the moved UE's arrivals around the switch, per direction.
     const rel = (r: { t: number[] } | null, is: number[]): number[] => (r === null ? [] : is.map((i) => Number(BigInt(r.t[i]!) - tPolicy) / 1e6));
     const starts = [s, ds].filter((x): x is SenderOut => x !== null);
-    const perUeRate = o.rate / mec.length;
-    // Bins that hold about 4 of the moved UE's frames at its rate (1 ms at least), one edge at the call.
-    const binMs = Math.max(1, Math.round((4 * 1000) / perUeRate));
+    // Bins that hold about 3 of the moved UE's frames at the rate its senders
+    // reached (1 ms at least; a busy host's sender is slower than asked), one edge at the call.
+    const perUeRate = Math.min(...starts.map((x) => x.rate)) / mec.length;
+    const binMs = Math.max(1, Math.round((3 * 1000) / Math.max(perUeRate, 1e-3)));
     // Around the switch: the call and the first frame at B in the middle part
     // of the window, clipped to the streams (frames.csv has all of them).
     const span = Math.max(policyMs, moved.firstAtBMs ?? 0, dlMoved?.firstFromBMs ?? 0, dlMoved?.senderSwitchMs ?? 0);
