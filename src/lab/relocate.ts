@@ -4,15 +4,19 @@
  * address both MEC sites carry, and the site that receives a datagram
  * echoes it back to the UE (the downlink, through that site's PE in core).
  * The MEC users' (N3, TEID) policies point at mec-a's PE SID and mec-a's PE
- * holds their sessions. Mid-stream one UE moves to mec-b: its session is
- * added at mec-b's PE, its policy is replaced with mec-b's SID (PUT
- * /v1/policies), and once site A has answered all it received, its session
- * is deleted at mec-a's PE.
+ * holds their sessions. One UE moves to mec-b: its session is added at
+ * mec-b's PE before the streams start (make before break), mid-stream its
+ * policy is replaced with mec-b's SID (PUT /v1/policies), and once site A
+ * has answered all it received, its session is deleted at mec-a's PE.
+ * With --direction downlink or both, the sites also send a steady
+ * sequence-numbered stream to every UE, each UE's from the site serving it
+ * (the moved UE's from B after the switch).
  * Receivers at both sites and at the UEs record every sequence number and
  * its arrival time (CLOCK_MONOTONIC, the clock of process.hrtime here), so
- * the report gives, per UE and per direction, frames lost, duplicated,
+ * the report gives, per UE and per stream, frames lost, duplicated,
  * reordered and malformed, and for the moved UE the time from the API call
- * to the first frame at B.
+ * to the first frame at B. Per run: frames.csv and timeline.svg besides the
+ * JSON; over --repeat runs a summary (relocate-stats.ts). docs/lab.md.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
