@@ -41,7 +41,7 @@ describe.skipIf(!isRoot)('mup lab relocate --repeat 5 --both', () => {
     const r = await execa(
       'node',
       [MUP_BIN, 'lab', 'relocate', '--prefix', PREFIX, '--both', '--repeat', String(RUNS), '--rate', String(RATE), '--seconds', '2', '--switch-at', '0.4', '--size', '200', '--ue', '7', '--out', out, '--json'],
-      { reject: false, timeout: 170_000 },
+      { reject: false, timeout: 230_000 },
     );
     expect(r.exitCode, String(r.stderr)).toBe(0);
     const { summary, runs } = JSON.parse(r.stdout) as { summary: RelocateSummary; runs: RelocateReport[] };
@@ -125,7 +125,7 @@ describe.skipIf(!isRoot)('mup lab relocate --repeat 5 --both', () => {
     expect(text).toContain(`Relocation summary: ${RUNS} runs of UE 7 to mec-b, --direction both`);
     expect(text.match(/^ {4}run \d: uplink \d+ of 1000 frames\/s .*downlink \d+ of 1000 frames\/s/gm)).toHaveLength(RUNS);
     expect(text).toContain(summary.shortRuns.length > 0 ? 'WARN runs' : 'every sender reached at least 98 % of the rate asked');
-  }, 180_000);
+  }, 240_000);
 
   it('bad options are refused before anything is made', async () => {
     const bad = await execa('node', [MUP_BIN, 'lab', 'relocate', '--prefix', PREFIX, '--switch-at', '5', '--seconds', '4'], { reject: false });
