@@ -129,51 +129,82 @@ export function registerLab(program: Command, io: Io): void {
 
   lab
     .command('relocate')
-    .summary('MEC relocation of one UE (its (N3, TEID) policy and its PE session) from mec-a to mec-b under a stream to and from every UE')
+    .summary('MEC relocation of one UE (its (N3, TEID) policy and its PE session) from mec-a to mec-b under streams to and from every UE, repeatable')
     .description(
-      'Every MEC user (100 UEs) sends a sequence-numbered UDP stream to the anycast address of mec-a and mec-b; the ' +
-        'site that receives a frame echoes it back (the downlink, through that site\'s PE in core). Mid-stream one UE ' +
-        "moves: its session is added at mec-b's PE, its (N3, TEID) policy is replaced with mec-b's PE SID (PUT " +
-        "/v1/policies), and once mec-a has answered all it received, its session is deleted at mec-a's PE. Reports per UE and direction frames " +
-        'lost, duplicated, reordered and malformed (a table and lab-relocate.json), and the time from the API call ' +
-        'to the first frame at B. Uses a running lab with the prefix (and leaves it up, the UE back at mec-a), or ' +
-        'builds one with --pe and removes it afterwards (unless --keep). Exits with status 1 when any count is not 0.',
+      'Every MEC user (100 UEs) sends a sequence-numbered UDP stream to the anycast address of mec-a and mec-b, and ' +
+        "the site that receives a frame echoes it back (--direction uplink, the default); with --direction downlink the " +
+        'sites send a steady sequence-numbered stream to every UE instead, each UE from the site that serves it; --both ' +
+        "runs the two. At --switch-at one UE moves: its session is added at mec-b's PE, its downlink sender moves to " +
+        "mec-b, its (N3, TEID) policy is replaced with mec-b's PE SID (PUT /v1/policies, the API call), and once mec-a " +
+        "has answered all it received its session is deleted at mec-a's PE. Per run (in <out>/run-<k>/): frames.csv " +
+        '(every frame: stream, UE, sequence, send and receive time, site), timeline.svg (the moved UE\'s frames per ms ' +
+        'at A and at B around the call) and lab-relocate.json; over the --repeat runs: the median and a 95 % ' +
+        'order-statistic interval of the switch times, lost and reordered (lab-relocate-summary.json). The offered and ' +
+        'achieved rate of each sender is printed; a sender short of the rate by more than 2 % gets a WARN (not an ' +
+        'error). Uses a running lab with the prefix (and leaves it up, the UE back at mec-a), or builds one with --pe ' +
+        'and removes it afterwards (unless --keep). Exits with status 1 when any run lost, duplicated, reordered or ' +
+        'garbled a frame.',
     )
     .addOption(prefixOption())
     .addOption(peOption('of a lab it builds (default kernel; a running lab keeps its own)'))
     .option('--ue <n>', 'which UE moves: 1 to 100 (10.45.0.3 is 1)', '1')
     .option('--keep', 'leave a lab it built up afterwards')
-    .option('--rate <pps>', 'frames per second, all UEs together', '10000')
-    .option('--seconds <s>', 'stream duration (the UE moves half-way)', '4')
-    .option('--out <dir>', 'where lab-relocate.json goes', 'build/lab')
-    .option('--json', 'print the report as JSON')
-    .addHelpText('after', '\nExamples:\n  mup lab relocate\n  mup lab relocate --pe mup --ue 42\n  mup lab relocate --rate 20000 --seconds 6 --json | jq .moved\n')
-    .action(async (o: { prefix: string; pe?: 'mup' | 'kernel'; ue: string; keep?: boolean; rate: string; seconds: string; out: string; json?: boolean }) => {
-      const { relocate, renderRelocate, RELOCATE_DEFAULTS } = await import('../lab/relocate.js');
-      const t = labTopology(o.prefix);
-      const seconds = num(o.seconds, 'seconds', 1, 600);
-      const ue = num(o.ue, 'ue', 1, t.ues.length - 1);
-      if (!Number.isInteger(ue)) throw new Error(`--ue ${o.ue}: a whole number from 1 to ${t.ues.length - 1}`);
-      const r = await withSignals(o.prefix, io, () =>
-        relocate({
-          prefix: o.prefix,
-          out: o.out,
-          keep: o.keep === true,
-          rate: num(o.rate, 'rate', 1, 1_000_000),
-          seconds,
-          switchAfter: seconds / 2,
-          size: RELOCATE_DEFAULTS.size,
-          ue,
-          ...(o.pe === undefined ? {} : { pe: o.pe }),
-          progress,
-        }),
-      );
-      io.out(o.json === true ? JSON.stringify(r, null, 2) + '\n' : renderRelocate(r));
-      const x = r.totals;
-      if (x.lost + x.duplicated + x.reordered + x.malformed > 0) {
-        throw new Error(`relocation: lost ${x.lost}, duplicated ${x.duplicated}, reordered ${x.reordered}, malformed ${x.malformed} frames over all UEs (per UE: ${r.file})`);
-      }
-    });
+    .option('--rate <pps>', 'frames per second of each stream, all UEs together', '10000')
+    .option('--size <bytes>', 'UDP payload bytes per datagram (29 to 1472)', '100')
+    .option('--seconds <s>', 'stream duration', '4')
+    .option('--switch-at <s>', 'when the UE moves, seconds after the streams start (default: half-way)')
+    .addOption(new Option('--direction <d>', 'which streams run: uplink (echoed back), downlink (a stream from the sites), both').choices(['uplink', 'downlink', 'both']).default('uplink'))
+    .option('--both', 'the same as --direction both')
+    .option('--repeat <n>', 'runs on the same lab, for the summary', '1')
+    .option('--out <dir>', 'where run-<k>/ and lab-relocate-summary.json go', 'build/lab/relocate')
+    .option('--json', 'print {summary, runs} as JSON')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  mup lab relocate\n  mup lab relocate --pe mup --ue 42\n  mup lab relocate --both --repeat 5 --rate 20000 --size 1200 --seconds 6 --switch-at 2\n  mup lab relocate --direction downlink --json | jq .summary.measures\n',
+    )
+    .action(
+      async (o: { prefix: string; pe?: 'mup' | 'kernel'; ue: string; keep?: boolean; rate: string; size: string; seconds: string; switchAt?: string; direction: 'uplink' | 'downlink' | 'both'; both?: boolean; repeat: string; out: string; json?: boolean }) => {
+        const { relocate, renderRelocate, renderSummary, RELOCATE_SIZE } = await import('../lab/relocate.js');
+        const t = labTopology(o.prefix);
+        const seconds = num(o.seconds, 'seconds', 1, 600);
+        const ue = num(o.ue, 'ue', 1, t.ues.length - 1);
+        if (!Number.isInteger(ue)) throw new Error(`--ue ${o.ue}: a whole number from 1 to ${t.ues.length - 1}`);
+        const size = num(o.size, 'size', RELOCATE_SIZE.min, RELOCATE_SIZE.max);
+        if (!Number.isInteger(size)) throw new Error(`--size ${o.size}: a whole number of bytes from ${RELOCATE_SIZE.min} to ${RELOCATE_SIZE.max}`);
+        const repeat = num(o.repeat, 'repeat', 1, 1000);
+        if (!Number.isInteger(repeat)) throw new Error(`--repeat ${o.repeat}: a whole number from 1 to 1000`);
+        const switchAfter = o.switchAt === undefined ? seconds / 2 : num(o.switchAt, 'switch-at', 0, seconds);
+        if (switchAfter >= seconds) throw new Error(`--switch-at ${o.switchAt}: before the end of the stream (--seconds ${o.seconds})`);
+        if (o.both === true && o.direction !== 'uplink' && o.direction !== 'both') throw new Error(`--both and --direction ${o.direction}: give one of them`);
+        const direction = o.both === true ? 'both' : o.direction;
+        const { runs, summary } = await withSignals(o.prefix, io, () =>
+          relocate({
+            prefix: o.prefix,
+            out: o.out,
+            keep: o.keep === true,
+            rate: num(o.rate, 'rate', 1, 1_000_000),
+            seconds,
+            switchAfter,
+            size,
+            ue,
+            direction,
+            repeat,
+            ...(o.pe === undefined ? {} : { pe: o.pe }),
+            progress,
+          }),
+        );
+        if (o.json === true) io.out(JSON.stringify({ summary, runs }, null, 2) + '\n');
+        else io.out(runs.map((r) => renderRelocate(r, { table: repeat === 1 })).join('') + renderSummary(summary));
+        if (summary.shortRuns.length > 0) io.err(`mup lab relocate: WARN a sender fell more than 2 % short of ${summary.offered} frames/s in run(s) ${summary.shortRuns.join(', ')} (see the summary)\n`);
+        const bad = runs.filter((r) => r.totals.lost + r.totals.duplicated + r.totals.reordered + r.totals.malformed > 0);
+        if (bad.length > 0) {
+          const x = bad[0]!.totals;
+          throw new Error(
+            `relocation: ${bad.length} of ${runs.length} run(s) with a non-zero count; the first: lost ${x.lost}, duplicated ${x.duplicated}, reordered ${x.reordered}, malformed ${x.malformed} frames over all UEs (per UE: ${bad[0]!.file})`,
+          );
+        }
+      },
+    );
 
   lab
     .command('shell')

@@ -4,30 +4,42 @@
  * address both MEC sites carry, and the site that receives a datagram
  * echoes it back to the UE (the downlink, through that site's PE in core).
  * The MEC users' (N3, TEID) policies point at mec-a's PE SID and mec-a's PE
- * holds their sessions. Mid-stream one UE moves to mec-b: its session is
- * added at mec-b's PE, its policy is replaced with mec-b's SID (PUT
- * /v1/policies), and once site A has answered all it received, its session
- * is deleted at mec-a's PE.
+ * holds their sessions. One UE moves to mec-b: its session is added at
+ * mec-b's PE before the streams start (make before break), mid-stream its
+ * policy is replaced with mec-b's SID (PUT /v1/policies), and once site A
+ * has answered all it received, its session is deleted at mec-a's PE.
+ * With --direction downlink or both, the sites also send a steady
+ * sequence-numbered stream to every UE, each UE's from the site serving it
+ * (the moved UE's from B after the switch).
  * Receivers at both sites and at the UEs record every sequence number and
  * its arrival time (CLOCK_MONOTONIC, the clock of process.hrtime here), so
- * the report gives, per UE and per direction, frames lost, duplicated,
+ * the report gives, per UE and per stream, frames lost, duplicated,
  * reordered and malformed, and for the moved UE the time from the API call
- * to the first frame at B.
+ * to the first frame at B. Per run: frames.csv and timeline.svg besides the
+ * JSON; over --repeat runs a summary (relocate-stats.ts). docs/lab.md.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 import { labApi, labDown, labPe, labUp, labPaths, peApi, uePolicy, type LabPaths, type Progress } from './lab.js';
 import { kernelPeAdd, kernelPeDel, ueSession, type PeMode } from './pe.js';
 import { nsRun, sleep } from './sh.js';
 import { labTopology, type LabTopology, type LabUe } from './topology.js';
+import { timelineSvg } from './relocate-plot.js';
+import { fmtCi, medianCi, type MedianCi } from './relocate-stats.js';
 
 const STREAM_PY = fileURLToPath(new URL('../../src/lab/stream.py', import.meta.url));
 const PYTHON = '/usr/bin/python3';
 const PORT = 7000;
 const REPLY_PORT = 7001;
+/** The downlink stream's port at the UEs. */
+const DL_PORT = 7002;
+
+/** Which streams run: the UEs' uplink (each frame echoed back), the sites' downlink stream, or both. */
+export type Direction = 'uplink' | 'downlink' | 'both';
+export const DIRECTIONS: readonly Direction[] = ['uplink', 'downlink', 'both'];
 
 export interface RelocateOptions {
   readonly prefix: string;
@@ -43,12 +55,18 @@ export interface RelocateOptions {
   readonly ue: number;
   /** The PE mode of a lab this builds (a running lab keeps its own). */
   readonly pe?: PeMode;
+  /** Which streams run (default uplink). */
+  readonly direction?: Direction;
+  /** Runs on the same lab (relocate only; default 1). */
+  readonly repeat?: number;
   /** false: move the policy only, leave the PE session at A (what a broken relocation does; for the tests). */
   readonly movePeSession?: boolean;
   readonly progress: Progress;
 }
 
-export const RELOCATE_DEFAULTS = { rate: 10_000, seconds: 4, switchAfter: 2, size: 100, ue: 1 } as const;
+export const RELOCATE_DEFAULTS = { rate: 10_000, seconds: 4, switchAfter: 2, size: 100, ue: 1, direction: 'uplink', repeat: 1 } as const;
+/** The datagrams carry a 29-byte header (stream.py); 1472 fills a 1500-byte IPv4 MTU. */
+export const RELOCATE_SIZE = { min: 29, max: 1472 } as const;
 
 /** One direction of one UE's stream. */
 export interface DirStats {
@@ -73,7 +91,10 @@ export interface UeRecord {
   readonly qfi: number;
   readonly moved: boolean;
   readonly uplink: DirStats;
+  /** The echoes of the uplink frames (the site that received a frame sends it back). */
   readonly downlink: DirStats;
+  /** The downlink stream (null when it did not run): one sequence per UE across both sites. */
+  readonly dlStream: DirStats | null;
 }
 
 export interface MovedUe {
@@ -92,15 +113,30 @@ export interface MovedUe {
   /** Uplink sequence numbers: the last at A, the first at B (a clean split: B's first = A's last + 1). */
   readonly lastSeqAtA: number | null;
   readonly firstSeqAtB: number | null;
+  /** The downlink stream (null when it did not run): when its sender moved the UE to B, the first frame from B and last from A at the UE (ms from the policy call), and the sequence split. */
+  readonly dl: {
+    readonly senderSwitchMs: number | null;
+    readonly firstFromBMs: number | null;
+    readonly lastFromAMs: number | null;
+    readonly switchSeq: number | null;
+    readonly lastSeqFromA: number | null;
+    readonly firstSeqFromB: number | null;
+  } | null;
 }
 
 export interface RelocateReport {
   readonly at: string;
   readonly loadavg: readonly number[];
   readonly pe: PeMode;
-  /** Frames the UEs sent (all UEs), and the rate they reached. */
+  readonly direction: Direction;
+  readonly size: number;
+  readonly seconds: number;
+  readonly switchAfter: number;
+  /** Uplink frames the UEs sent (all UEs), and the rate they reached (0 without the uplink stream). */
   readonly sent: number;
   readonly rate: number;
+  /** Offered and achieved rate of each stream's sender. */
+  readonly senders: readonly SenderRate[];
   readonly ues: readonly UeRecord[];
   readonly moved: MovedUe;
   /** Sums over every UE and both directions, plus datagrams no UE could be named for (unattributed malformed). */
@@ -112,6 +148,8 @@ export interface RelocateReport {
   readonly socketDrops: { readonly siteA: number; readonly siteB: number; readonly ues: number };
   readonly notes: readonly string[];
   readonly file: string;
+  /** This run's files: the report, the per-frame CSV, the timeline SVG. */
+  readonly files: { readonly json: string; readonly csv: string; readonly svg: string };
 }
 
 /** UdpRcvbufErrors of a namespace (absolute, without touching nstat's history file). */
@@ -133,13 +171,26 @@ export interface BackOut {
   seq: number[];
   t: number[];
   site: number[];
+  /** Send time from the payload (echo: the UE's uplink send time; downlink stream: the site's). */
+  sent: number[];
   malformed: number[];
   unattributed: number;
 }
 
-/** Start a stream.py process; resolves once it printed `ready`/`started`, with its JSON result to come. */
-async function pyProc<T>(ns: string, args: readonly string[], readyLine: string, timeoutS: number): Promise<{ done: Promise<T>; kill: () => void; stop: () => void }> {
-  const proc: ResultPromise = execa('ip', ['netns', 'exec', ns, PYTHON, STREAM_PY, ...args], { reject: false, timeout: timeoutS * 1000, maxBuffer: 512 * 1024 * 1024 });
+/** Start a stream.py process in namespace `ns`; resolves once it printed `ready`/`started`, with its JSON result to come. */
+export async function pyProc<T>(ns: string, args: readonly string[], readyLine: string, timeoutS: number): Promise<{ done: Promise<T>; kill: () => void; stop: () => void; signal: (s: NodeJS.Signals) => void }> {
+  // SIGTERM asks a receiver to drain its socket and stop, which on a busy host
+  // takes longer than the 5 s after which execa by default follows a SIGTERM
+  // with SIGKILL (a site killed mid-drain lost the whole run's record at
+  // 10,000 frames/s both ways, load 23): no force kill, and the timeout (a
+  // safety) and the cleanup use SIGKILL.
+  const proc: ResultPromise = execa('ip', ['netns', 'exec', ns, PYTHON, STREAM_PY, ...args], {
+    reject: false,
+    timeout: timeoutS * 1000,
+    killSignal: 'SIGKILL',
+    forceKillAfterDelay: false,
+    maxBuffer: 512 * 1024 * 1024,
+  });
   let out = '';
   await new Promise<void>((res, rej) => {
     const timer = setTimeout(() => rej(new Error(`stream.py ${args[0]} in ${ns} not ${readyLine} within 10 s`)), 10_000);
@@ -157,12 +208,12 @@ async function pyProc<T>(ns: string, args: readonly string[], readyLine: string,
   });
   const done = proc.then((r) => {
     const line = String(r.stdout).split('\n').find((l) => l.startsWith('{'));
-    if (r.exitCode !== 0 || line === undefined) throw new Error(`stream.py ${args[0]} in ${ns} failed (${r.exitCode}): ${String(r.stderr)}`);
+    if (r.exitCode !== 0 || line === undefined) throw new Error(`stream.py ${args[0]} in ${ns} failed (${r.timedOut ? `timed out after ${timeoutS} s` : r.exitCode ?? r.signal}): ${String(r.stderr)}`);
     return JSON.parse(line) as T;
   });
   done.catch(() => undefined);
   // `ip netns exec` execs python, so the signal reaches it.
-  return { done, kill: () => proc.kill('SIGKILL'), stop: () => proc.kill('SIGTERM') };
+  return { done, kill: () => proc.kill('SIGKILL'), stop: () => proc.kill('SIGTERM'), signal: (s) => proc.kill(s) };
 }
 
 /** Where one UE's session is: add / delete it at a MEC site's PE, for either PE mode. */
@@ -254,6 +305,7 @@ export function perUe(t: LabTopology, moved: number, sentPerUe: readonly number[
         da.filter((x) => x.site === 1).length,
         da.filter((x) => x.site === 2).length,
       ),
+      dlStream: null,
     };
   });
 }
@@ -263,11 +315,119 @@ export const KERNEL_PE_NOTE =
   'source 192.0.2.10) and sets traffic class 0 for inner IPv4 (the DSCP does not reach the GTP-U header); a kernel that forwards before it ' +
   'encapsulates lowers the inner TTL too. The echoes are compared by sequence number and payload, which none of these touch';
 
+/** A stream sender's result (stream.py ues / dl). */
+interface SenderOut {
+  sent: number[];
+  total: number;
+  rate: number;
+  errors: number;
+  start_ns: number;
+  end_ns: number;
+  switch_ns?: number | null;
+  switch_seq?: number | null;
+}
+
+/** Downlink-stream stats per UE (MEC user j is t.ues[j + 1]): one stream per UE across both sites (one clock at the UE). */
+export function dlPerUe(sentPerUe: readonly number[], back: BackOut): DirStats[] {
+  const n = sentPerUe.length;
+  const arr: { t: number; seq: number; site: number }[][] = Array.from({ length: n }, () => []);
+  for (let i = 0; i < back.ue.length; i++) arr[back.ue[i]!]?.push({ t: back.t[i]!, seq: back.seq[i]!, site: back.site[i]! });
+  return sentPerUe.map((sent, j) => {
+    const a = arr[j]!.sort((x, y) => x.t - y.t);
+    return dirStats(
+      a.map((x) => ({ seq: x.seq, stream: 0 })),
+      sent,
+      (q) => q < sent,
+      back.malformed[j] ?? 0,
+      a.filter((x) => x.site === 1).length,
+      a.filter((x) => x.site === 2).length,
+    );
+  });
+}
+
+const csvCell = (x: number | string | null | undefined): string => (x === null || x === undefined ? '' : String(x));
+
+/**
+ * The per-frame CSV of a run: one row per frame sent (a lost frame: no
+ * receive time, site "lost"), every UE, each stream: `ul` (UE to the site
+ * that received it), `echo` (that site's echo back at the UE; send time =
+ * the UE's uplink send time, so recv - send is the round trip), `dl` (the
+ * downlink stream, site = the site that sent it). Times CLOCK_MONOTONIC ns;
+ * `recv_ms` = receive time from the API call (PUT /v1/policies), ms.
+ */
+export function framesCsv(t: LabTopology, tCallNs: bigint, ul: { sender: SenderOut; a: SiteOut; b: SiteOut; back: BackOut } | null, dl: { sender: SenderOut; back: BackOut } | null): string {
+  const rows: string[] = ['dir,ue,ue_addr,seq,send_ns,recv_ns,site,recv_ms'];
+  const call = Number(tCallNs);
+  const row = (dir: string, j: number, seq: number, send: number | null, recv: number | null, site: string): void => {
+    rows.push(`${dir},${t.ues[j + 1]!.index},${t.ues[j + 1]!.addr},${seq},${csvCell(send)},${csvCell(recv)},${site},${recv === null ? '' : ((recv - call) / 1e6).toFixed(3)}`);
+  };
+  const siteName = (s: number): string => (s === 1 ? 'A' : s === 2 ? 'B' : `?${s}`);
+  if (ul !== null) {
+    const got = ul.sender.sent.map(() => new Set<number>());
+    for (const [s, name] of [
+      [ul.a, 'A'],
+      [ul.b, 'B'],
+    ] as const) {
+      for (let i = 0; i < s.ue.length; i++) {
+        got[s.ue[i]!]?.add(s.seq[i]!);
+        row('ul', s.ue[i]!, s.seq[i]!, s.sent[i]!, s.t[i]!, name);
+      }
+    }
+    ul.sender.sent.forEach((n, j) => {
+      for (let q = 0; q < n; q++) if (!got[j]!.has(q)) row('ul', j, q, null, null, 'lost');
+    });
+    const echoed = ul.sender.sent.map(() => new Set<number>());
+    for (let i = 0; i < ul.back.ue.length; i++) {
+      echoed[ul.back.ue[i]!]?.add(ul.back.seq[i]!);
+      row('echo', ul.back.ue[i]!, ul.back.seq[i]!, ul.back.sent[i] ?? null, ul.back.t[i]!, siteName(ul.back.site[i]!));
+    }
+    got.forEach((g, j) => {
+      for (const q of [...g].sort((x, y) => x - y)) if (!echoed[j]!.has(q)) row('echo', j, q, null, null, 'lost');
+    });
+  }
+  if (dl !== null) {
+    const got = dl.sender.sent.map(() => new Set<number>());
+    for (let i = 0; i < dl.back.ue.length; i++) {
+      got[dl.back.ue[i]!]?.add(dl.back.seq[i]!);
+      row('dl', dl.back.ue[i]!, dl.back.seq[i]!, dl.back.sent[i] ?? null, dl.back.t[i]!, siteName(dl.back.site[i]!));
+    }
+    dl.sender.sent.forEach((n, j) => {
+      for (let q = 0; q < n; q++) if (!got[j]!.has(q)) row('dl', j, q, null, null, 'lost');
+    });
+  }
+  return rows.join('\n') + '\n';
+}
+
+/** A sender's offered and achieved rate; `short` when it reached less than 98 % of the offered rate. */
+export interface SenderRate {
+  readonly stream: 'uplink' | 'downlink';
+  readonly offered: number;
+  readonly achieved: number;
+  readonly sent: number;
+  readonly errors: number;
+  readonly short: boolean;
+}
+
+/** A sender fell short when it reached less than this share of the rate asked (docs/lab.md). */
+export const SHORT_FRACTION = 0.98;
+
+const senderRate = (stream: 'uplink' | 'downlink', offered: number, s: SenderOut): SenderRate => ({
+  stream,
+  offered,
+  achieved: Math.round(s.rate),
+  sent: s.total,
+  errors: s.errors,
+  short: s.rate < offered * SHORT_FRACTION,
+});
+
 /** Run the scenario on a lab that is up. */
 export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOptions): Promise<RelocateReport> {
   const mec = t.ues.slice(1);
   const u = t.ues[o.ue];
   if (u === undefined || o.ue < 1) throw new Error(`--ue ${o.ue}: a MEC user, 1 to ${t.ues.length - 1} (UE 0, ${t.ue.addr}, is the data network's)`);
+  const direction = o.direction ?? 'uplink';
+  const doUl = direction !== 'downlink';
+  const doDl = direction !== 'uplink';
   const pe = labPe(p);
   const movePe = o.movePeSession !== false;
   const at = new Date().toISOString();
@@ -283,39 +443,70 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
   let sessionAtA = true;
   const drops0 = await Promise.all([rcvbufErrors(t.ns.meca), rcvbufErrors(t.ns.mecb), rcvbufErrors(t.ns.ue)]);
   try {
-    const siteA = await pyProc<SiteOut>(t.ns.meca, ['echo', '--bind', t.mec.anycast, '--port', String(PORT), '--reply-port', String(REPLY_PORT), '--site', '1', ...common], 'ready', waitS + 10);
-    procs.push(siteA);
-    const siteB = await pyProc<SiteOut>(t.ns.mecb, ['echo', '--bind', t.mec.anycast, '--port', String(PORT), '--reply-port', String(REPLY_PORT), '--site', '2', ...common], 'ready', waitS + 10);
-    procs.push(siteB);
-    const back = await pyProc<BackOut>(t.ns.ue, ['back', '--port', String(REPLY_PORT), ...common], 'ready', waitS + 10);
-    procs.push(back);
-    o.progress(`stream: ${o.rate} frames/s for ${o.seconds} s from ${mec.length} UEs to ${t.mec.anycast}:${PORT}, echoed by the site that receives; UE ${o.ue} (${u.addr}) moves to mec-b after ${o.switchAfter} s (--pe ${pe})`);
-    const sender = await pyProc<{ sent: number[]; total: number; rate: number; errors: number; end_ns: number }>(
-      t.ns.ue,
-      ['ues', '--ues', addrs, '--dst', t.mec.anycast, '--port', String(PORT), '--rate', String(o.rate), '--seconds', String(o.seconds), '--size', String(o.size)],
-      'started',
-      o.seconds + 30,
+    // The receivers, started together; each is recorded for the cleanup as soon as it is ready.
+    const rx = <T>(ns: string, args: string[]): Promise<Awaited<ReturnType<typeof pyProc<T>>>> =>
+      pyProc<T>(ns, args, 'ready', waitS + 10).then((q) => {
+        procs.push(q);
+        return q;
+      });
+    const settled = await Promise.allSettled([
+      doUl ? rx<SiteOut>(t.ns.meca, ['echo', '--bind', t.mec.anycast, '--port', String(PORT), '--reply-port', String(REPLY_PORT), '--site', '1', ...common]) : null,
+      doUl ? rx<SiteOut>(t.ns.mecb, ['echo', '--bind', t.mec.anycast, '--port', String(PORT), '--reply-port', String(REPLY_PORT), '--site', '2', ...common]) : null,
+      doUl ? rx<BackOut>(t.ns.ue, ['back', '--port', String(REPLY_PORT), ...common]) : null,
+      doDl ? rx<BackOut>(t.ns.ue, ['back', '--port', String(DL_PORT), ...common]) : null,
+    ] as const);
+    for (const x of settled) if (x.status === 'rejected') throw x.reason;
+    const val = <T>(x: PromiseSettledResult<T>): T => (x as PromiseFulfilledResult<T>).value;
+    const [ulA, ulB, ulBack, dlBack] = [val(settled[0]), val(settled[1]), val(settled[2]), val(settled[3])];
+    const ulProcs = ulA !== null && ulB !== null && ulBack !== null ? { a: ulA, b: ulB, back: ulBack } : null;
+    o.progress(
+      `stream: ${o.rate} frames/s for ${o.seconds} s, ${o.size}-byte datagrams, ${mec.length} UEs` +
+        (doUl ? `; uplink to ${t.mec.anycast}:${PORT}, echoed by the site that receives` : '') +
+        (doDl ? `; downlink from the site serving each UE to UE:${DL_PORT}` : '') +
+        `; UE ${o.ue} (${u.addr}) moves to mec-b after ${o.switchAfter} s (--pe ${pe})`,
     );
-    procs.push(sender);
-    await sleep(o.switchAfter * 1000);
+    // Make before break: B's PE learns the UE's session before the streams
+    // start, so that the switch is the policy call alone, at --switch-at (a
+    // session at B changes nothing while the UE's traffic goes to A).
     state = 'moving';
     let sessionAddMs: number | null = null;
+    let tSessionAdd = 0n;
     if (movePe) {
+      tSessionAdd = process.hrtime.bigint();
       sessionAddMs = await timed(() => peSession(t, p, pe, 'add', 'mecb', u));
       sessionAtB = true;
     }
+    // Both senders start together (each prints `started` when it is about to send).
+    const [sender, dlSender] = await Promise.all([
+      doUl
+        ? pyProc<SenderOut>(t.ns.ue, ['ues', '--ues', addrs, '--dst', t.mec.anycast, '--port', String(PORT), '--rate', String(o.rate), '--seconds', String(o.seconds), '--size', String(o.size)], 'started', o.seconds * 10 + 30)
+        : null,
+      doDl
+        ? pyProc<SenderOut>(
+            t.ns.meca,
+            ['dl', '--ues', addrs, '--src', t.mec.anycast, '--other-netns', `/run/netns/${t.ns.mecb}`, '--move', String(o.ue - 1), '--port', String(DL_PORT), '--rate', String(o.rate), '--seconds', String(o.seconds), '--size', String(o.size)],
+            'started',
+            o.seconds * 10 + 30,
+          )
+        : null,
+    ]);
+    if (sender !== null) procs.push(sender);
+    if (dlSender !== null) procs.push(dlSender);
+    await sleep(o.switchAfter * 1000);
     const tPolicy = process.hrtime.bigint();
+    // The MEC application moves with its user: the downlink sender sends the UE's frames from B from now on.
+    dlSender?.signal('SIGUSR1');
     const policyMs = await timed(() => setPolicy(t, p, u, 'mecb'));
     state = 'b';
     let sessionDelMs: number | null = null;
-    const s = await sender.done;
+    const [s, ds] = await Promise.all([sender?.done ?? null, dlSender?.done ?? null]);
     // The sites first: each reads (and echoes) what is still in its socket
     // (a receiver behind on a busy host has a backlog), then the UEs'.
-    o.progress('the sites drain their sockets and stop, then the UEs\' receiver');
+    o.progress('the sites drain their sockets and stop, then the UEs\' receivers');
     await sleep(1000);
-    siteA.stop();
-    siteB.stop();
-    const [ra, rb] = await Promise.all([siteA.done, siteB.done]);
+    ulProcs?.a.stop();
+    ulProcs?.b.stop();
+    const [ra, rb] = ulProcs === null ? [null, null] : await Promise.all([ulProcs.a.done, ulProcs.b.done]);
     // Site A has answered everything it received: now its PE can forget the
     // UE (earlier, A's late echoes would be lost: a site's program answers
     // up to 400 ms after the frame arrived on a host at load 20).
@@ -324,15 +515,35 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
       sessionAtA = false;
     }
     await sleep(1000);
-    back.stop();
-    const rback = await back.done;
-    const ues = perUe(t, o.ue, s.sent, ra, rb, rback);
+    ulProcs?.back.stop();
+    dlBack?.stop();
+    const [rback, rdl] = await Promise.all([ulProcs?.back.done ?? null, dlBack?.done ?? null]);
+    const none: SiteOut = { ue: [], seq: [], t: [], sent: [], malformed: [], unattributed: 0, echo_errors: 0 };
+    const noBack: BackOut = { ue: [], seq: [], t: [], site: [], sent: [], malformed: [], unattributed: 0 };
+    const ulSent = s?.sent ?? mec.map(() => 0);
+    const ues0 = perUe(t, o.ue, ulSent, ra ?? none, rb ?? none, rback ?? noBack);
+    const dlStats = ds !== null && rdl !== null ? dlPerUe(ds.sent, rdl) : null;
+    const ues = ues0.map((r, j) => ({ ...r, dlStream: dlStats?.[j] ?? null }));
     const drops1 = await Promise.all([rcvbufErrors(t.ns.meca), rcvbufErrors(t.ns.mecb), rcvbufErrors(t.ns.ue)]);
     const ms = (ns: number | undefined): number | null => (ns === undefined ? null : Number(BigInt(ns) - tPolicy) / 1e6);
     const j = o.ue - 1;
-    const atA = ra.ue.flatMap((x, i) => (x === j ? [i] : []));
-    const atB = rb.ue.flatMap((x, i) => (x === j ? [i] : []));
-    const fromB = rback.ue.flatMap((x, i) => (x === j && rback.site[i] === 2 ? [i] : []));
+    const idx = <T extends { ue: number[] }>(r: T | null, f: (i: number) => boolean = () => true): number[] => (r === null ? [] : r.ue.flatMap((x, i) => (x === j && f(i) ? [i] : [])));
+    const atA = idx(ra);
+    const atB = idx(rb);
+    const fromB = idx(rback, (i) => rback!.site[i] === 2);
+    let dlMoved: MovedUe['dl'] = null;
+    if (ds !== null && rdl !== null) {
+      const dA = idx(rdl, (i) => rdl.site[i] === 1).sort((x, y) => rdl.t[x]! - rdl.t[y]!);
+      const dB = idx(rdl, (i) => rdl.site[i] === 2).sort((x, y) => rdl.t[x]! - rdl.t[y]!);
+      dlMoved = {
+        senderSwitchMs: ds.switch_ns === null || ds.switch_ns === undefined ? null : ms(ds.switch_ns),
+        firstFromBMs: dB.length > 0 ? ms(rdl.t[dB[0]!]) : null,
+        lastFromAMs: dA.length > 0 ? ms(rdl.t[dA[dA.length - 1]!]) : null,
+        switchSeq: ds.switch_seq ?? null,
+        lastSeqFromA: dA.length > 0 ? Math.max(...dA.map((i) => rdl.seq[i]!)) : null,
+        firstSeqFromB: dB.length > 0 ? Math.min(...dB.map((i) => rdl.seq[i]!)) : null,
+      };
+    }
     const moved: MovedUe = {
       index: o.ue,
       addr: u.addr,
@@ -340,39 +551,103 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
       sessionAddMs,
       policyMs,
       sessionDelMs,
-      firstAtBMs: atB.length > 0 ? ms(rb.t[atB[0]!]) : null,
-      lastAtAMs: atA.length > 0 ? ms(ra.t[atA[atA.length - 1]!]) : null,
-      firstFromBMs: fromB.length > 0 ? ms(Math.min(...fromB.map((i) => rback.t[i]!))) : null,
-      lastSeqAtA: atA.length > 0 ? ra.seq[atA[atA.length - 1]!]! : null,
-      firstSeqAtB: atB.length > 0 ? rb.seq[atB[0]!]! : null,
+      firstAtBMs: atB.length > 0 ? ms(rb!.t[atB[0]!]) : null,
+      lastAtAMs: atA.length > 0 ? ms(ra!.t[atA[atA.length - 1]!]) : null,
+      firstFromBMs: fromB.length > 0 ? ms(Math.min(...fromB.map((i) => rback!.t[i]!))) : null,
+      lastSeqAtA: atA.length > 0 ? ra!.seq[atA[atA.length - 1]!]! : null,
+      firstSeqAtB: atB.length > 0 ? rb!.seq[atB[0]!]! : null,
+      dl: dlMoved,
     };
     const sum = (f: (r: UeRecord) => number): number => ues.reduce((acc, r) => acc + f(r), 0);
-    const unattributed = ra.unattributed + rb.unattributed + rback.unattributed;
+    const unattributed = (ra?.unattributed ?? 0) + (rb?.unattributed ?? 0) + (rback?.unattributed ?? 0) + (rdl?.unattributed ?? 0);
+    const dlc = (r: UeRecord, f: (d: DirStats) => number): number => (r.dlStream === null ? 0 : f(r.dlStream));
     const totals = {
-      lost: sum((r) => r.uplink.lost + r.downlink.lost),
-      duplicated: sum((r) => r.uplink.duplicated + r.downlink.duplicated),
-      reordered: sum((r) => r.uplink.reordered + r.downlink.reordered),
-      malformed: sum((r) => r.uplink.malformed + r.downlink.malformed) + unattributed,
+      lost: sum((r) => r.uplink.lost + r.downlink.lost + dlc(r, (d) => d.lost)),
+      duplicated: sum((r) => r.uplink.duplicated + r.downlink.duplicated + dlc(r, (d) => d.duplicated)),
+      reordered: sum((r) => r.uplink.reordered + r.downlink.reordered + dlc(r, (d) => d.reordered)),
+      malformed: sum((r) => r.uplink.malformed + r.downlink.malformed + dlc(r, (d) => d.malformed)) + unattributed,
     };
-    mkdirSync(resolve(o.out), { recursive: true });
-    const file = join(resolve(o.out), 'lab-relocate.json');
+    const senders = [...(s === null ? [] : [senderRate('uplink', o.rate, s)]), ...(ds === null ? [] : [senderRate('downlink', o.rate, ds)])];
+    const dir = resolve(o.out);
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, 'lab-relocate.json');
+    const csv = join(dir, 'frames.csv');
+    writeFileSync(csv, framesCsv(t, tPolicy, s !== null && ra !== null && rb !== null && rback !== null ? { sender: s, a: ra, b: rb, back: rback } : null, ds !== null && rdl !== null ? { sender: ds, back: rdl } : null));
+    // The timeline: the moved UE's arrivals around the switch, per direction.
+    const rel = (r: { t: number[] } | null, is: number[]): number[] => (r === null ? [] : is.map((i) => Number(BigInt(r.t[i]!) - tPolicy) / 1e6));
+    const starts = [s, ds].filter((x): x is SenderOut => x !== null);
+    // Bins that hold about 3 of the moved UE's frames at the rate its senders
+    // reached (1 ms at least; a busy host's sender is slower than asked), one edge at the call.
+    const perUeRate = Math.min(...starts.map((x) => x.rate)) / mec.length;
+    const binMs = Math.max(1, Math.round((3 * 1000) / Math.max(perUeRate, 1e-3)));
+    // Around the switch: the call and the first frame at B in the middle part
+    // of the window, clipped to the streams (frames.csv has all of them).
+    const span = Math.max(policyMs, moved.firstAtBMs ?? 0, dlMoved?.firstFromBMs ?? 0, dlMoved?.senderSwitchMs ?? 0);
+    const streamFrom = Math.min(...starts.map((x) => Number(BigInt(x.start_ns) - tPolicy) / 1e6));
+    const streamTo = Math.max(...starts.map((x) => Number(BigInt(x.end_ns) - tPolicy) / 1e6)) + 50;
+    const from = Math.floor(Math.max(streamFrom, -Math.max(250, span / 2)) / binMs) * binMs;
+    const to = Math.ceil(Math.min(streamTo, Math.max(500, span * 1.5 + 250)) / binMs) * binMs;
+    const panels = [];
+    if (s !== null) {
+      panels.push({
+        title: `uplink: UE ${o.ue}'s frames at the sites`,
+        series: [
+          { label: 'at A (mec-a)', color: '#1f77b4', t: rel(ra, atA) },
+          { label: 'at B (mec-b)', color: '#ff7f0e', t: rel(rb, atB) },
+        ],
+        marks: moved.firstAtBMs === null ? [] : [{ at: moved.firstAtBMs, label: `first at B ${moved.firstAtBMs.toFixed(1)} ms` }],
+      });
+    }
+    if (ds !== null && rdl !== null) {
+      panels.push({
+        title: `downlink stream: UE ${o.ue}'s frames at the UE, by the site that sent them`,
+        series: [
+          { label: 'from A (mec-a)', color: '#1f77b4', t: rel(rdl, idx(rdl, (i) => rdl.site[i] === 1)) },
+          { label: 'from B (mec-b)', color: '#ff7f0e', t: rel(rdl, idx(rdl, (i) => rdl.site[i] === 2)) },
+        ],
+        marks: dlMoved?.firstFromBMs === null || dlMoved === null ? [] : [{ at: dlMoved.firstFromBMs, label: `first from B ${dlMoved.firstFromBMs.toFixed(1)} ms` }],
+      });
+    }
+    const svg = join(dir, 'timeline.svg');
+    writeFileSync(
+      svg,
+      timelineSvg({
+        title: `MEC relocation of UE ${o.ue} (${u.addr}) from mec-a to mec-b, --pe ${pe}`,
+        subtitle: `${at}, load average ${load.join(' ')}; ${senders.map((x) => `${x.stream} ${x.achieved} of ${x.offered} frames/s`).join(', ')} (all ${mec.length} UEs, ${o.size} B)`,
+        from,
+        to,
+        binMs,
+        spans: [
+          ...(sessionAddMs === null ? [] : [{ from: Number(tSessionAdd - tPolicy) / 1e6, to: Number(tSessionAdd - tPolicy) / 1e6 + sessionAddMs, label: `session add at B's PE (${sessionAddMs.toFixed(0)} ms)`, color: '#2ca02c' }]),
+          { from: 0, to: policyMs, label: `PUT /v1/policies (${policyMs.toFixed(0)} ms)`, color: '#d62728' },
+        ],
+        panels,
+      }),
+    );
     const report: RelocateReport = {
       at,
       loadavg: load,
       pe,
-      sent: s.total,
-      rate: Math.round(s.rate),
+      direction,
+      size: o.size,
+      seconds: o.seconds,
+      switchAfter: o.switchAfter,
+      sent: s?.total ?? 0,
+      rate: Math.round(s?.rate ?? 0),
+      senders,
       ues,
       moved,
       totals,
       unattributed,
-      echoErrors: ra.echo_errors + rb.echo_errors,
+      echoErrors: (ra?.echo_errors ?? 0) + (rb?.echo_errors ?? 0),
       socketDrops: { siteA: drops1[0]! - drops0[0]!, siteB: drops1[1]! - drops0[1]!, ues: drops1[2]! - drops0[2]! },
       notes: [
         ...(pe === 'kernel' ? [KERNEL_PE_NOTE] : []),
-        ...(atB.length === 0 ? [`UE ${o.ue} sent nothing that reached B: the stream ended ${Number(BigInt(s.end_ns) - tPolicy) / 1e6} ms after the policy call began (it took ${policyMs.toFixed(0)} ms); give it more --seconds`] : []),
+        ...(s !== null && atB.length === 0 ? [`UE ${o.ue} sent nothing that reached B: the stream ended ${Number(BigInt(s.end_ns) - tPolicy) / 1e6} ms after the policy call began (it took ${policyMs.toFixed(0)} ms); give it more --seconds`] : []),
+        ...senders.filter((x) => x.short).map((x) => `WARN the ${x.stream} sender reached ${x.achieved} of the ${x.offered} frames/s asked (${((x.achieved / x.offered) * 100).toFixed(1)} %, below ${SHORT_FRACTION * 100} %): the host could not keep up; the run's counts stand, its rate does not`),
       ],
       file,
+      files: { json: file, csv, svg },
     };
     writeFileSync(file, JSON.stringify(report, null, 2) + '\n');
     return report;
@@ -385,8 +660,104 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
   }
 }
 
-/** lab up (unless a lab with this prefix is up), the scenario, lab down (unless kept or it was up before). */
-export async function relocate(o: RelocateOptions): Promise<RelocateReport> {
+/** The summary over the runs of one `mup lab relocate --repeat N`. */
+export interface RelocateSummary {
+  readonly at: string;
+  readonly runs: number;
+  readonly direction: Direction;
+  readonly pe: PeMode;
+  readonly ue: number;
+  readonly offered: number;
+  readonly size: number;
+  readonly seconds: number;
+  readonly switchAfter: number;
+  readonly loadavg: { readonly first: readonly number[]; readonly last: readonly number[] };
+  /** How the intervals are made (docs/lab.md, "Repeats"). */
+  readonly interval: string;
+  /** Per measure: median and order-statistic interval over the runs. */
+  readonly measures: Record<string, MedianCi>;
+  /** Per run: the offered and achieved rates, and whether a sender fell short (> 2 % below the rate asked). */
+  readonly rates: readonly { readonly run: number; readonly senders: readonly SenderRate[] }[];
+  readonly shortRuns: readonly number[];
+  readonly runDirs: readonly string[];
+  readonly file: string;
+}
+
+export const INTERVAL_METHOD =
+  'distribution-free confidence interval for the median from order statistics (the k-th smallest to the k-th largest run, binomial coverage); below 6 runs no interval reaches 95 %: min..max with its coverage';
+
+export function summarize(runs: readonly RelocateReport[], o: RelocateOptions, file: string): RelocateSummary {
+  const r0 = runs[0]!;
+  const moved = (r: RelocateReport): UeRecord => r.ues.find((x) => x.moved)!;
+  const measures: Record<string, MedianCi> = {};
+  const add = (name: string, f: (r: RelocateReport) => number | null): void => {
+    measures[name] = medianCi(runs.map(f));
+  };
+  const doUl = r0.direction !== 'downlink';
+  const doDl = r0.direction !== 'uplink';
+  if (doUl) {
+    add('uplink: first frame at B, ms from the call', (r) => r.moved.firstAtBMs);
+    add('uplink: last frame at A, ms from the call', (r) => r.moved.lastAtAMs);
+    add('uplink: moved UE lost', (r) => moved(r).uplink.lost);
+    add('uplink: moved UE reordered', (r) => moved(r).uplink.reordered);
+    add('echo: moved UE lost', (r) => moved(r).downlink.lost);
+    add('echo: moved UE reordered', (r) => moved(r).downlink.reordered);
+  }
+  if (doDl) {
+    add('downlink: first frame from B at the UE, ms from the call', (r) => r.moved.dl?.firstFromBMs ?? null);
+    add('downlink: last frame from A at the UE, ms from the call', (r) => r.moved.dl?.lastFromAMs ?? null);
+    add('downlink: moved UE lost', (r) => moved(r).dlStream?.lost ?? null);
+    add('downlink: moved UE reordered', (r) => moved(r).dlStream?.reordered ?? null);
+  }
+  add('calls: PUT /v1/policies, ms', (r) => r.moved.policyMs);
+  add('calls: session add at B, ms', (r) => r.moved.sessionAddMs);
+  add('all UEs, all streams: lost', (r) => r.totals.lost);
+  add('all UEs, all streams: reordered', (r) => r.totals.reordered);
+  for (const dir of ['uplink', 'downlink'] as const) {
+    if ((dir === 'uplink' && doUl) || (dir === 'downlink' && doDl)) add(`${dir} sender: achieved frames/s`, (r) => r.senders.find((x) => x.stream === dir)?.achieved ?? null);
+  }
+  const rates = runs.map((r, i) => ({ run: i + 1, senders: r.senders }));
+  return {
+    at: r0.at,
+    runs: runs.length,
+    direction: r0.direction,
+    pe: r0.pe,
+    ue: o.ue,
+    offered: o.rate,
+    size: o.size,
+    seconds: o.seconds,
+    switchAfter: o.switchAfter,
+    loadavg: { first: r0.loadavg, last: runs[runs.length - 1]!.loadavg },
+    interval: INTERVAL_METHOD,
+    measures,
+    rates,
+    shortRuns: rates.filter((x) => x.senders.some((y) => y.short)).map((x) => x.run),
+    runDirs: runs.map((r) => dirname(r.file)),
+    file,
+  };
+}
+
+export function renderSummary(s: RelocateSummary): string {
+  const w = Math.max(...Object.keys(s.measures).map((k) => k.length));
+  return [
+    '',
+    `Relocation summary: ${s.runs} run${s.runs === 1 ? '' : 's'} of UE ${s.ue} to mec-b, --direction ${s.direction}, --pe ${s.pe}, ${s.offered} frames/s asked (all UEs, each direction), ${s.size} B, ${s.seconds} s, switch at ${s.switchAfter} s`,
+    `  load average: ${s.loadavg.first.join(' ')} at the first run, ${s.loadavg.last.join(' ')} at the last`,
+    `  median [interval] (its coverage): ${s.interval}`,
+    ...Object.entries(s.measures).map(([k, c]) => `  ${k.padEnd(w)}  ${fmtCi(c, '', /\bms\b/.test(k) ? 1 : 0)}`),
+    '  offered vs achieved, per run:',
+    ...s.rates.map((r) => `    run ${r.run}: ${r.senders.map((x) => `${x.stream} ${x.achieved} of ${x.offered} frames/s (${((x.achieved / x.offered) * 100).toFixed(1)} %)${x.short ? ' SHORT' : ''}`).join(', ')}`),
+    ...(s.shortRuns.length > 0
+      ? [`  WARN runs ${s.shortRuns.join(', ')}: a sender reached less than ${SHORT_FRACTION * 100} % of the rate asked (SHORT above): the host could not keep up; lower --rate or use a quieter host`]
+      : [`  every sender reached at least ${SHORT_FRACTION * 100} % of the rate asked`]),
+    `  per run (frames.csv, timeline.svg, lab-relocate.json): ${s.runDirs.join(' ')}`,
+    `  written: ${s.file}`,
+    '',
+  ].join('\n');
+}
+
+/** lab up (unless a lab with this prefix is up), the scenario `repeat` times, lab down (unless kept or it was up before). */
+export async function relocate(o: RelocateOptions): Promise<{ runs: RelocateReport[]; summary: RelocateSummary }> {
   const t = labTopology(o.prefix);
   const p = labPaths(t);
   const running = await labApi(p, 'GET', '/v1/status').then(
@@ -402,7 +773,16 @@ export async function relocate(o: RelocateOptions): Promise<RelocateReport> {
     o.progress(`using the running lab "${o.prefix}" (--pe ${pe})`);
   }
   try {
-    return await relocateOnLab(t, p, o);
+    const n = o.repeat ?? 1;
+    const runs: RelocateReport[] = [];
+    for (let k = 1; k <= n; k++) {
+      if (n > 1) o.progress(`run ${k} of ${n}`);
+      runs.push(await relocateOnLab(t, p, { ...o, out: join(o.out, `run-${k}`) }));
+    }
+    const file = join(resolve(o.out), 'lab-relocate-summary.json');
+    const summary = summarize(runs, o, file);
+    writeFileSync(file, JSON.stringify(summary, null, 2) + '\n');
+    return { runs, summary };
   } finally {
     if (running || o.keep) {
       o.progress(`UE ${o.ue} back at mec-a (policy and PE session); lab kept`);
@@ -417,37 +797,51 @@ const pad = (s: string | number, n: number): string => String(s).padStart(n);
 
 /** The per-UE table: the moved UE first, then every other. */
 export function renderUeTable(ues: readonly UeRecord[]): string[] {
-  const head = `  ${'UE'.padEnd(12)} ${pad('UL TEID', 8)} ${pad('DL TEID', 8)} ${pad('QFI', 3)} | uplink ${pad('sent', 5)} ${pad('lost', 4)} ${pad('dup', 4)} ${pad('reord', 5)} ${pad('malf', 4)} ${pad('at A', 5)} ${pad('at B', 5)} | downlink ${pad('lost', 4)} ${pad('dup', 4)} ${pad('reord', 5)} ${pad('malf', 4)} ${pad('from A', 6)} ${pad('from B', 6)}`;
+  const dl = ues.some((r) => r.dlStream !== null);
+  const head = `  ${'UE'.padEnd(12)} ${pad('UL TEID', 8)} ${pad('DL TEID', 8)} ${pad('QFI', 3)} | uplink ${pad('sent', 5)} ${pad('lost', 4)} ${pad('dup', 4)} ${pad('reord', 5)} ${pad('malf', 4)} ${pad('at A', 5)} ${pad('at B', 5)} | echoes ${pad('lost', 4)} ${pad('dup', 4)} ${pad('reord', 5)} ${pad('malf', 4)} ${pad('from A', 6)} ${pad('from B', 6)}${dl ? ` | downlink ${pad('sent', 5)} ${pad('lost', 4)} ${pad('dup', 4)} ${pad('reord', 5)} ${pad('malf', 4)} ${pad('from A', 6)} ${pad('from B', 6)}` : ''}`;
   const row = (r: UeRecord): string =>
-    `  ${`${r.addr}${r.moved ? ' *' : ''}`.padEnd(12)} ${pad(`0x${r.ulTeid.toString(16)}`, 8)} ${pad(`0x${r.dlTeid.toString(16)}`, 8)} ${pad(r.qfi, 3)} | ${' '.repeat(6)} ${pad(r.uplink.sent, 5)} ${pad(r.uplink.lost, 4)} ${pad(r.uplink.duplicated, 4)} ${pad(r.uplink.reordered, 5)} ${pad(r.uplink.malformed, 4)} ${pad(r.uplink.viaA, 5)} ${pad(r.uplink.viaB, 5)} | ${' '.repeat(8)} ${pad(r.downlink.lost, 4)} ${pad(r.downlink.duplicated, 4)} ${pad(r.downlink.reordered, 5)} ${pad(r.downlink.malformed, 4)} ${pad(r.downlink.viaA, 6)} ${pad(r.downlink.viaB, 6)}`;
+    `  ${`${r.addr}${r.moved ? ' *' : ''}`.padEnd(12)} ${pad(`0x${r.ulTeid.toString(16)}`, 8)} ${pad(`0x${r.dlTeid.toString(16)}`, 8)} ${pad(r.qfi, 3)} | ${' '.repeat(6)} ${pad(r.uplink.sent, 5)} ${pad(r.uplink.lost, 4)} ${pad(r.uplink.duplicated, 4)} ${pad(r.uplink.reordered, 5)} ${pad(r.uplink.malformed, 4)} ${pad(r.uplink.viaA, 5)} ${pad(r.uplink.viaB, 5)} | ${' '.repeat(6)} ${pad(r.downlink.lost, 4)} ${pad(r.downlink.duplicated, 4)} ${pad(r.downlink.reordered, 5)} ${pad(r.downlink.malformed, 4)} ${pad(r.downlink.viaA, 6)} ${pad(r.downlink.viaB, 6)}` +
+    (r.dlStream === null ? (dl ? ` | ${' '.repeat(8)} ${'-'.padStart(5)}` : '') : ` | ${' '.repeat(8)} ${pad(r.dlStream.sent, 5)} ${pad(r.dlStream.lost, 4)} ${pad(r.dlStream.duplicated, 4)} ${pad(r.dlStream.reordered, 5)} ${pad(r.dlStream.malformed, 4)} ${pad(r.dlStream.viaA, 6)} ${pad(r.dlStream.viaB, 6)}`);
   return [head, ...ues.filter((r) => r.moved).map(row), ...ues.filter((r) => !r.moved).map(row)];
 }
 
-export function renderRelocate(r: RelocateReport): string {
+export function renderRelocate(r: RelocateReport, o: { table?: boolean } = {}): string {
   const ms = (x: number | null): string => (x === null ? 'never' : `${x.toFixed(3)} ms`);
   const m = r.moved;
   const others = r.ues.filter((x) => !x.moved);
-  const bad = (x: UeRecord): boolean => x.uplink.lost + x.uplink.duplicated + x.uplink.reordered + x.uplink.malformed + x.downlink.lost + x.downlink.duplicated + x.downlink.reordered + x.downlink.malformed > 0;
+  const badUl = (x: UeRecord): boolean => x.uplink.lost + x.uplink.duplicated + x.uplink.reordered + x.uplink.malformed + x.downlink.lost + x.downlink.duplicated + x.downlink.reordered + x.downlink.malformed > 0;
   const mr = r.ues.find((x) => x.moved)!;
   const line = (d: DirStats): string => `lost ${d.lost}, duplicated ${d.duplicated}, reordered ${d.reordered}, malformed ${d.malformed}`;
+  const ul = r.direction !== 'downlink';
+  const dl = m.dl;
+  const dls = mr.dlStream;
+  const bad = (x: UeRecord): boolean => badUl(x) || (x.dlStream !== null && x.dlStream.lost + x.dlStream.duplicated + x.dlStream.reordered + x.dlStream.malformed > 0);
   return [
     '',
-    `MEC relocation of one UE, ${r.at}, load average ${r.loadavg.join(' ')}, --pe ${r.pe}`,
-    `  stream: ${r.sent} frames at ${r.rate} frames/s from ${r.ues.length} UEs to the anycast address, each echoed by the site that received it`,
+    `MEC relocation of one UE, ${r.at}, load average ${r.loadavg.join(' ')}, --pe ${r.pe}, --direction ${r.direction}, ${r.size}-byte datagrams`,
+    ...r.senders.map(
+      (x) =>
+        `  ${x.stream} sender: offered ${x.offered} frames/s, achieved ${x.achieved} (${((x.achieved / x.offered) * 100).toFixed(1)} %)${x.short ? ` SHORT (below ${SHORT_FRACTION * 100} %)` : ''}, ${x.sent} frames from ${r.ues.length} UEs` +
+        (x.stream === 'uplink' ? ' to the anycast address, each echoed by the site that received it' : ', each from the site serving its UE'),
+    ),
     `  moved: UE ${m.index} (${m.addr}): ${m.peSessionMoved ? 'session added at mec-b\'s PE, ' : ''}policy to mec-b's SID (PUT /v1/policies)${m.peSessionMoved ? ", session deleted at mec-a's PE" : ', PE session NOT moved'}`,
-    `    uplink   ${line(mr.uplink)}; ${mr.uplink.viaA} at A (seq ..${m.lastSeqAtA ?? '-'}), ${mr.uplink.viaB} at B (seq ${m.firstSeqAtB ?? '-'}..)`,
-    `    downlink ${line(mr.downlink)}; ${mr.downlink.viaA} echoes from A, ${mr.downlink.viaB} from B`,
+    ...(ul
+      ? [
+          `    uplink   ${line(mr.uplink)}; ${mr.uplink.viaA} at A (seq ..${m.lastSeqAtA ?? '-'}), ${mr.uplink.viaB} at B (seq ${m.firstSeqAtB ?? '-'}..)`,
+          `    echoes   ${line(mr.downlink)}; ${mr.downlink.viaA} echoes from A, ${mr.downlink.viaB} from B`,
+        ]
+      : []),
+    ...(dls !== null && dl !== null ? [`    downlink ${line(dls)}; ${dls.viaA} from A (seq ..${dl.lastSeqFromA ?? '-'}), ${dls.viaB} from B (seq ${dl.firstSeqFromB ?? '-'}..; the sender moved at seq ${dl.switchSeq ?? '-'})`] : []),
     `    calls: session add ${ms(m.sessionAddMs)}, policy ${ms(m.policyMs)}, session delete ${ms(m.sessionDelMs)}`,
-    `    from the policy call: first frame at B ${ms(m.firstAtBMs)}, last at A ${ms(m.lastAtAMs)}, first echo from B at the UE ${ms(m.firstFromBMs)}`,
-    `  the ${others.length} others: ${others.filter(bad).length === 0 ? 'every one 0 lost, 0 duplicated, 0 reordered, 0 malformed both ways' : `${others.filter(bad).length} with a non-zero count (table below)`}`,
-    `  totals (all UEs, both directions): lost ${r.totals.lost}, duplicated ${r.totals.duplicated}, reordered ${r.totals.reordered}, malformed ${r.totals.malformed} (${r.unattributed} unattributed); echo send errors ${r.echoErrors}`,
+    ...(ul ? [`    from the policy call: first frame at B ${ms(m.firstAtBMs)}, last at A ${ms(m.lastAtAMs)}, first echo from B at the UE ${ms(m.firstFromBMs)}`] : []),
+    ...(dl !== null ? [`    downlink, from the policy call: sender moved ${ms(dl.senderSwitchMs)}, first frame from B at the UE ${ms(dl.firstFromBMs)}, last from A ${ms(dl.lastFromAMs)}`] : []),
+    `  the ${others.length} others: ${others.filter(bad).length === 0 ? 'every one 0 lost, 0 duplicated, 0 reordered, 0 malformed in every stream' : `${others.filter(bad).length} with a non-zero count (table below)`}`,
+    `  totals (all UEs, every stream): lost ${r.totals.lost}, duplicated ${r.totals.duplicated}, reordered ${r.totals.reordered}, malformed ${r.totals.malformed} (${r.unattributed} unattributed); echo send errors ${r.echoErrors}`,
     `  of those, dropped by a receiver's full socket buffer (nstat UdpRcvbufErrors: the program fell behind, not the path): site A ${r.socketDrops.siteA}, site B ${r.socketDrops.siteB}, UEs ${r.socketDrops.ues}`,
-    ...r.notes.map((n) => `  note: ${n}`),
+    ...r.notes.map((n) => (n.startsWith('WARN') ? `  ${n}` : `  note: ${n}`)),
+    ...(o.table === false ? [] : ['', '  per UE (* = moved):', ...renderUeTable(r.ues)]),
     '',
-    '  per UE (* = moved):',
-    ...renderUeTable(r.ues),
-    '',
-    `  written: ${r.file}`,
+    `  written: ${r.files.json} ${r.files.csv} ${r.files.svg}`,
     '',
   ].join('\n');
 }

@@ -14,8 +14,17 @@ echo: at a MEC site: records (UE, sequence, arrival ns, send ns) of every
       per-UE datagram and sends it back, with the site's byte set, to the
       UE's address at --reply-port; then one JSON line.
 back: at the UEs: one socket on --port records (UE, sequence, arrival ns,
-      site) of every echo, checking with IP_PKTINFO that it reached the UE
-      its header names; then one JSON line.
+      site, send ns from the payload) of every echo (or downlink-stream
+      datagram), checking with IP_PKTINFO that it reached the UE its header
+      names; then one JSON line.
+dl:   the downlink stream: from a MEC site to every UE (--ues) at --port,
+      round-robin at --rate in total (UE i's sequence numbers count its own
+      datagrams), from the site that serves the UE: site A (the namespace
+      it starts in) for all at first; SIGUSR1 moves UE --move to site B (a
+      socket opened in the network namespace --other-netns, a path under
+      /run/netns) with its sequence numbers continuing, as a MEC
+      application that relocates with its user would; then one JSON line
+      {sent: [per UE], switch_ns, switch_seq, ...}.
 
 echo and back run until SIGTERM and then until their socket is empty (or --seconds, or --idle seconds without a
 datagram once some arrived; --idle 0: never), then print their JSON line.
@@ -254,7 +263,7 @@ def back(a):
     s.bind(("0.0.0.0", a.port))
     s.settimeout(0.05)
     print("ready", flush=True)
-    rec_ue, rec_seq, rec_t, rec_site = [], [], [], []
+    rec_ue, rec_seq, rec_t, rec_site, rec_sent = [], [], [], [], []
     bad = [0] * n_ue
     unattributed = 0
     deadline = time.monotonic() + a.seconds
@@ -278,7 +287,7 @@ def back(a):
         for level, typ, val in anc:
             if level == socket.IPPROTO_IP and typ == IP_PKTINFO and len(val) >= 12:
                 dst = socket.inet_ntoa(val[8:12])  # struct in_pktinfo: ifindex, spec_dst, addr
-        ue, seq, _ts, site, ok = parse_ue(data, a.size, n_ue)
+        ue, seq, ts, site, ok = parse_ue(data, a.size, n_ue)
         if ue < 0:
             unattributed += 1
             continue
@@ -289,7 +298,81 @@ def back(a):
         rec_seq.append(seq)
         rec_t.append(t)
         rec_site.append(site)
-    print(json.dumps({"ue": rec_ue, "seq": rec_seq, "t": rec_t, "site": rec_site, "malformed": bad, "unattributed": unattributed}))
+        rec_sent.append(ts)
+    print(json.dumps({"ue": rec_ue, "seq": rec_seq, "t": rec_t, "site": rec_site, "sent": rec_sent, "malformed": bad, "unattributed": unattributed}))
+
+
+CLONE_NEWNET = 0x40000000
+
+
+def socket_in_netns(path, bind):
+    """A UDP socket created in the network namespace `path` (the thread
+    goes back to its own afterwards; a socket keeps the namespace it was
+    created in). Python 3.11 has no os.setns: libc's setns(2)."""
+    import ctypes
+    import os
+    libc = ctypes.CDLL(None, use_errno=True)
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    other = os.open(path, os.O_RDONLY)
+    try:
+        if libc.setns(other, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {path}")
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            big_buffers(s)
+            s.bind((bind, 0))
+        finally:
+            if libc.setns(own, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back")
+        return s
+    finally:
+        os.close(own)
+        os.close(other)
+
+
+def dl(a):
+    addrs = a.ues.split(",")
+    n_ue = len(addrs)
+    sa = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    big_buffers(sa)
+    sa.bind((a.src, 0))
+    sb = socket_in_netns(a.other_netns, a.src)
+    site_of = [1] * n_ue
+    move = []
+    signal.signal(signal.SIGUSR1, lambda *_: move.append(1))
+    pad = b"\0" * max(0, a.size - UHDR.size)
+    total = int(a.rate * a.seconds)
+    interval = 1e9 / a.rate
+    sent = [0] * n_ue
+    errors = 0
+    mono = time.monotonic_ns
+    pack = UHDR.pack
+    send = {1: sa.sendto, 2: sb.sendto}
+    dsts = [(ad, a.port) for ad in addrs]
+    switch_ns = None
+    switch_seq = None
+    print("started", flush=True)
+    start = mono()
+    n = 0
+    while n < total:
+        now = mono()
+        if now < start + int(n * interval):
+            continue
+        if move and switch_ns is None and 0 <= a.move < n_ue:
+            site_of[a.move] = 2
+            switch_ns = now
+            switch_seq = sent[a.move]
+        i = n % n_ue
+        st = site_of[i]
+        try:
+            send[st](pack(UMAGIC, i, sent[i], now, st) + pad, dsts[i])
+        except OSError:  # counts as sent (and so as lost)
+            errors += 1
+        sent[i] += 1
+        n += 1
+    end = mono()
+    print(json.dumps({"sent": sent, "total": n, "errors": errors, "start_ns": start, "end_ns": end, "rate": n * 1e9 / max(1, end - start),
+                      "switch_ns": switch_ns, "switch_seq": switch_seq}))
 
 
 def main():
@@ -331,8 +414,17 @@ def main():
     bp.add_argument("--seconds", type=float, required=True)
     bp.add_argument("--idle", type=float, default=1.0)
     bp.add_argument("--size", type=int, default=100)
+    dp = sub.add_parser("dl")
+    dp.add_argument("--ues", required=True)
+    dp.add_argument("--src", required=True, help="the sites' (anycast) source address, in both namespaces")
+    dp.add_argument("--other-netns", required=True, help="site B's network namespace, e.g. /run/netns/mlab-mecb")
+    dp.add_argument("--move", type=int, required=True, help="index in --ues of the UE SIGUSR1 moves to site B")
+    dp.add_argument("--port", type=int, required=True)
+    dp.add_argument("--rate", type=float, required=True)
+    dp.add_argument("--seconds", type=float, required=True)
+    dp.add_argument("--size", type=int, default=100)
     a = p.parse_args()
-    {"send": send, "recv": recv, "ues": ues, "echo": echo, "back": back}[a.cmd](a)
+    {"send": send, "recv": recv, "ues": ues, "echo": echo, "back": back, "dl": dl}[a.cmd](a)
 
 
 if __name__ == "__main__":
