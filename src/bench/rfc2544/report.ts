@@ -555,7 +555,7 @@ export function latencySvgs(r: Rfc2544Result): [string, string][] {
   const out: [string, string][] = [];
   for (const size of [...new Set(rows.map((x) => x.size))]) {
     const at = sweepRowsOf(rows.filter((x) => x.size === size));
-    out.push([`latency-wire-${size}.svg`, sweepSvg(at, 'wire', `Wire latency vs load, ${size} B class, ${r.options.probeRate} probes/s (x: % of each case's zero-loss rate)`)]);
+    out.push([`latency-wire-${size}.svg`, sweepSvg(at, 'wire', `Wire latency vs load, ${size} B class, ${r.options.probeRate} probes/s (x: background load reached)`)]);
     const res = at.filter((x) => x.residenceP50 !== null);
     if (res.length > 0) out.push([`latency-residence-${size}.svg`, sweepSvg(res, 'residence', `Translator residence vs load, ${size} B class`)]);
   }
