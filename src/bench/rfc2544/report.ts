@@ -12,6 +12,7 @@ import { LIVE_BATCH } from '../../packet/generator.js';
 import type { CaseResult, Rfc2544Result } from './rfc2544.js';
 import { fmtNs, type LatencyStep } from './latency.js';
 import { sweepSvg, type SweepRow } from '../../probe/sweep.js';
+import { distOfBuckets, latencyFigures } from '../../probe/plots.js';
 import type { Summary } from '../../probe/stats.js';
 
 export interface Machine {
@@ -558,6 +559,24 @@ export function latencySvgs(r: Rfc2544Result): [string, string][] {
     out.push([`latency-wire-${size}.svg`, sweepSvg(at, 'wire', `Wire latency vs load, ${size} B class, ${r.options.probeRate} probes/s (x: background load reached)`)]);
     const res = at.filter((x) => x.residenceP50 !== null);
     if (res.length > 0) out.push([`latency-residence-${size}.svg`, sweepSvg(res, 'residence', `Translator residence vs load, ${size} B class`)]);
+    // The distributions behind the figures (src/probe/plots.ts): a panel per case, a series per load step.
+    for (const what of ['wire', 'residence'] as const) {
+      const panels = r.results
+        .filter((x) => x.rep === 1 && x.size === size)
+        .map((x) => ({
+          title: x.case,
+          series: (x.latency?.steps ?? [])
+            .filter((s) => (s.histograms?.[what] ?? null) !== null)
+            .map((s) => distOfBuckets(`${s.percent} %, reached ${s.background.achievedPps}/s`, s.histograms![what]!, s[what]?.max)),
+        }))
+        .filter((p) => p.series.length > 0);
+      if (panels.length === 0) continue;
+      const f = latencyFigures(panels, {
+        title: `${what === 'wire' ? 'Wire latency' : 'Translator residence'} per load step, ${size} B class`,
+        quantity: what === 'wire' ? 'one-way wire latency' : 'residence time',
+      });
+      out.push([`latency-cdf-${what}-${size}.svg`, f.cdf], [`latency-ccdf-${what}-${size}.svg`, f.ccdf], [`latency-percentiles-${what}-${size}.svg`, f.percentiles]);
+    }
   }
   return out;
 }
