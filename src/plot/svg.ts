@@ -47,6 +47,8 @@ export interface Series {
   readonly dashed?: boolean;
   /** Default: the palette in series order. */
   readonly color?: string;
+  /** A second, smaller legend line under the name (sample count, maximum). */
+  readonly detail?: string;
 }
 
 /** A vertical line at x across the panel, labelled at its top (an event in time). */
@@ -229,7 +231,7 @@ export function figureSvg(f: Figure): string {
     axis('x', p.x, xt);
     axis('y', p.y, yt);
     // Series.
-    const legend: { name: string; color: string; dashed: boolean }[] = [];
+    const legend: { name: string; color: string; dashed: boolean; detail: string | undefined }[] = [];
     for (const s of p.series) {
       const color = s.color ?? PALETTE[colorIndex++ % PALETTE.length]!;
       const v: string[] = [];
@@ -245,7 +247,7 @@ export function figureSvg(f: Figure): string {
         `<polyline class="series" data-series="${esc(s.name)}" data-points="${s.points.length}" fill="none" stroke="${color}" stroke-width="2"${dash} points="${v.join(' ')}"/>`,
       );
       if (s.dots === true) for (const [x, y] of s.points) o.push(`<circle cx="${c(sx(x))}" cy="${c(sy(y))}" r="2.8" fill="${color}"/>`);
-      legend.push({ name: s.name, color, dashed: s.dashed === true });
+      legend.push({ name: s.name, color, dashed: s.dashed === true, detail: s.detail });
     }
     for (const mk of p.markers ?? []) {
       const x = c(sx(mk.x));
@@ -259,13 +261,18 @@ export function figureSvg(f: Figure): string {
     // Legend right of the plot.
     const lx = m.left + pw + 14;
     o.push(`<g class="legend">`);
-    legend.forEach((l, i) => {
-      const ly = top + 8 + i * 16;
+    let ly = top + 8;
+    for (const l of legend) {
       o.push(`<line x1="${lx}" y1="${ly}" x2="${lx + 22}" y2="${ly}" stroke="${l.color}" stroke-width="2"${l.dashed ? ' stroke-dasharray="6 3"' : ''}/>`);
       o.push(`<text x="${lx + 28}" y="${ly + 4}">${esc(l.name)}</text>`);
-    });
+      if (l.detail !== undefined) {
+        ly += 13;
+        o.push(`<text class="detail" x="${lx + 28}" y="${ly + 4}" fill="#555555" font-size="10">${esc(l.detail)}</text>`);
+      }
+      ly += 17;
+    }
     (p.notes ?? []).forEach((n, i) => {
-      o.push(`<text class="note" x="${lx}" y="${top + 8 + (legend.length + i) * 16 + 8}" fill="#555555" font-size="11">${esc(n)}</text>`);
+      o.push(`<text class="note" x="${lx}" y="${ly + i * 15 + 4}" fill="#555555" font-size="11">${esc(n)}</text>`);
     });
     o.push(`</g>`);
     o.push(`</g>`);

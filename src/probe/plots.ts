@@ -106,9 +106,9 @@ export const PERCENTILE_TICKS = [
   { value: 10_000, label: '99.99 %' },
 ] as const;
 
-function legendName(d: Dist, unit: TimeUnit): string {
+function legendDetail(d: Dist, unit: TimeUnit): string {
   const max = d.counts[d.counts.length - 1]?.[0];
-  return `${d.name} (n = ${d.total}${max === undefined ? '' : `, max ${fmtNum(Number((max / UNIT_NS[unit]).toPrecision(4)))} ${unit}`})`;
+  return `n = ${d.total}${max === undefined ? '' : `, max ${fmtNum(Number((max / UNIT_NS[unit]).toPrecision(4)))} ${unit}`}`;
 }
 
 /**
@@ -159,14 +159,15 @@ export function latencyFigures(panels: readonly LatencyPanel[], o: LatencyFigure
   const build = (kind: 'cdf' | 'ccdf' | 'percentiles'): string => {
     const ps: Panel[] = panels.map((p) => {
       const series: Series[] = p.series.map((d) => {
-        const name = legendName(d, unit);
-        if (d.total === 0) return { name, points: [] };
+        const name = d.name;
+        const detail = legendDetail(d, unit);
+        if (d.total === 0) return { name, detail, points: [] };
         const n = d.total;
-        if (kind === 'percentiles') return { name, points: percentileCurve(d).map(([x, v]) => [x, v / div] as [number, number]), style: 'line' };
+        if (kind === 'percentiles') return { name, points: percentileCurve(d).map(([x, v]) => [x, v / div] as [number, number]), style: 'line', detail };
         const ranks = plotRanks(n);
         const vals = atRanks(d, ranks);
         const pts: [number, number][] = ranks.map((r, i) => [vals[i]! / div, kind === 'cdf' ? r / n : (n - r + 1) / n]);
-        return { name, points: pts, style: 'step' };
+        return { name, detail, points: pts, style: 'step' };
       });
       const guides =
         kind === 'cdf' ? [{ y: 0.5, label: 'p50' }, { y: 0.99, label: 'p99' }] : kind === 'ccdf' ? [{ y: 0.01, label: 'p99' }, { y: 0.001, label: 'p99.9' }] : [];
@@ -179,7 +180,7 @@ export function latencyFigures(panels: readonly LatencyPanel[], o: LatencyFigure
       };
     });
     const what = kind === 'cdf' ? 'CDF' : kind === 'ccdf' ? 'CCDF (tail)' : 'latency by percentile';
-    return figureSvg({ title: `${o.title}: ${what}`, panels: ps, width: 900, legendWidth: 270 });
+    return figureSvg({ title: `${o.title}: ${what}`, panels: ps, width: 900, legendWidth: 240 });
   };
   return { cdf: build('cdf'), ccdf: build('ccdf'), percentiles: build('percentiles') };
 }
