@@ -19,6 +19,11 @@ export interface LogSeries {
   /** The log's Tag=: letters, digits, '-', '_', '.' (no comma, no space). */
   readonly tag: string;
   readonly values: readonly TimedValue[];
+  /**
+   * Already counted values ([value ns, count], e.g. HDR buckets), logged as
+   * one interval from 0 to `seconds` (the run's length) besides `values`.
+   */
+  readonly counted?: { readonly counts: readonly (readonly [number, number])[]; readonly seconds: number };
 }
 
 export interface LogOptions {
@@ -58,13 +63,22 @@ export function hdrIntervalLog(series: readonly LogSeries[], o: LogOptions): str
       }
       h.recordValue(Math.round(v.valueNs));
     }
-    for (const [k, h] of [...byInterval].sort((a, b) => a[0] - b[0])) {
+    const put = (h: hdr.Histogram, from: number, to: number): void => {
       h.tag = s.tag;
       let line = '';
       const w = new hdr.HistogramLogWriter((x) => (line += x));
-      w.outputIntervalHistogram(h, k * intervalS, (k + 1) * intervalS, 1000);
-      lines.push({ start: k, tag: s.tag, text: line });
+      w.outputIntervalHistogram(h, from, to, 1000);
+      lines.push({ start: from, tag: s.tag, text: line });
       h.destroy();
+    };
+    for (const [k, h] of [...byInterval].sort((a, b) => a[0] - b[0])) put(h, k * intervalS, (k + 1) * intervalS);
+    if (s.counted !== undefined && s.counted.counts.length > 0) {
+      const h = hdr.build({ numberOfSignificantValueDigits: 3, bitBucketSize: 'packed', useWebAssembly: false });
+      for (const [v, c] of s.counted.counts) {
+        if (!(Number.isFinite(v) && v >= 0 && Number.isInteger(c) && c > 0)) throw new RangeError(`series ${s.tag}: ${c} x ${v} ns is not a count of latencies`);
+        h.recordValueWithCount(Math.round(v), c);
+      }
+      put(h, 0, s.counted.seconds);
     }
   }
   lines.sort((a, b) => a.start - b.start || (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0));

@@ -3,10 +3,11 @@ import { XMLValidator } from 'fast-xml-parser';
 import { describe, expect, it } from 'vitest';
 import type { CaseName } from '../../src/bench/rfc2544/cases.js';
 import type { LatencyStep } from '../../src/bench/rfc2544/latency.js';
-import { latencyRows, latencySvgs, markdown, ratios, svgPlot, targets, terminalTable, type Report } from '../../src/bench/rfc2544/report.js';
+import { latencyLogs, latencyRows, latencySvgs, markdown, ratios, svgPlot, targets, terminalTable, type Report } from '../../src/bench/rfc2544/report.js';
 import type { Summary } from '../../src/probe/stats.js';
 import { HdrHistogram, type HdrBucket } from '../../src/probe/hdr.js';
 import { canRender, inspectSvg, render } from '../helpers/svgcheck.js';
+import { readIntervalLog } from '../../src/probe/hdrlog.js';
 import type { CaseResult, Rfc2544Result } from '../../src/bench/rfc2544/rfc2544.js';
 import { DEFAULTS } from '../../src/bench/rfc2544/rfc2544.js';
 
@@ -206,6 +207,26 @@ describe('RFC 2544 latency steps: the probe\'s distribution figures, from the st
     }
     expect(inspectSvg(svgs.get('latency-percentiles-residence-64.svg')!).panels.map((p) => p.title)).toEqual(['uplink']);
     if (canRender) for (const [n, svg] of svgs) expect(render(svg).inked(), n).toBeGreaterThan(3000);
+  });
+
+  it('an HdrHistogram interval log per frame size, a tag per case, step and quantity, read back by the library', () => {
+    const logs = latencyLogs(r, Date.UTC(2026, 11, 2));
+    expect(logs.map(([n]) => n)).toEqual(['latency-64.hlog']);
+    const back = readIntervalLog(logs[0]![1]);
+    expect([...back.keys()].sort()).toEqual([
+      'kernel-ipv4-10pct-wire', 'uplink-10pct-residence', 'uplink-10pct-wire', 'uplink-90pct-residence', 'uplink-90pct-wire',
+    ]);
+    // The step's own histogram and the log's agree on every percentile, to the bucket.
+    const own = new HdrHistogram(3);
+    for (let i = 0; i < 2000; i++) own.record(i % 100 === 99 ? 2200 * 30 : 2200 + (i % 50) * 10);
+    const h = back.get('uplink-90pct-wire')!;
+    expect(h.totalCount).toBe(2000);
+    for (const p of [50, 95, 99, 99.9]) {
+      const want = own.valueAtPercentile(p);
+      const b = own.bucketRange(own.indexOf(want));
+      expect(h.getValueAtPercentile(p), `p${p}`).toBeGreaterThanOrEqual(b.from);
+      expect(h.getValueAtPercentile(p), `p${p}`).toBeLessThanOrEqual(b.to);
+    }
   });
 
   it('the load-step plot: x = the background load reached', () => {

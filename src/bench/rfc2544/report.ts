@@ -13,6 +13,7 @@ import type { CaseResult, Rfc2544Result } from './rfc2544.js';
 import { fmtNs, type LatencyStep } from './latency.js';
 import { sweepSvg, type SweepRow } from '../../probe/sweep.js';
 import { distOfBuckets, latencyFigures } from '../../probe/plots.js';
+import { hdrIntervalLog, type LogSeries } from '../../probe/hdrlog.js';
 import type { Summary } from '../../probe/stats.js';
 
 export interface Machine {
@@ -576,6 +577,36 @@ export function latencySvgs(r: Rfc2544Result): [string, string][] {
         quantity: what === 'wire' ? 'one-way wire latency' : 'residence time',
       });
       out.push([`latency-cdf-${what}-${size}.svg`, f.cdf], [`latency-ccdf-${what}-${size}.svg`, f.ccdf], [`latency-percentiles-${what}-${size}.svg`, f.percentiles]);
+    }
+  }
+  return out;
+}
+
+/**
+ * The latency steps' histograms as HdrHistogram interval logs, one per
+ * frame size (`latency-SIZE.hlog`): a tag per case, step and quantity
+ * (`uplink-50pct-wire`, `uplink-50pct-residence`), one interval of the
+ * probe's length each. All repetitions: the tag ends in `-repN` past the first.
+ */
+export function latencyLogs(r: Rfc2544Result, startMs = Date.now()): [string, string][] {
+  const out: [string, string][] = [];
+  for (const size of [...new Set(r.results.filter((x) => x.latency !== undefined).map((x) => x.size))]) {
+    const series: LogSeries[] = [];
+    for (const x of r.results.filter((y) => y.size === size && y.latency !== undefined)) {
+      for (const s of x.latency!.steps) {
+        for (const what of ['wire', 'residence'] as const) {
+          const b = s.histograms?.[what] ?? null;
+          if (b === null || b.length === 0) continue;
+          series.push({
+            tag: `${x.case}-${s.percent}pct-${what}${x.rep > 1 ? `-rep${x.rep}` : ''}`,
+            values: [],
+            counted: { counts: b.map((k) => [Math.min(k.to, s[what]?.max ?? k.to), k.count] as [number, number]), seconds: x.latency!.probeSeconds },
+          });
+        }
+      }
+    }
+    if (series.length > 0) {
+      out.push([`latency-${size}.hlog`, hdrIntervalLog(series, { startMs, comment: `mup bench rfc2544: latency steps, ${size} B class; tag = case-load-quantity` })]);
     }
   }
   return out;
