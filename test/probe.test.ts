@@ -11,13 +11,15 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
 import { parseMac } from '../src/packet/probe-frames.js';
 import { runProbe, type DirectionSetup, type ProbeRunResult } from '../src/probe/probe.js';
 import { standaloneSession, type StampSession } from '../src/probe/session.js';
-import { cdfPlots, samplesCsv, SAMPLE_HEADER } from '../src/probe/present.js';
+import { latencyLog, latencyPlots, samplesCsv, SAMPLE_HEADER } from '../src/probe/present.js';
+import { readIntervalLog } from '../src/probe/hdrlog.js';
+import { HdrHistogram } from '../src/probe/hdr.js';
+import { canRender, inspectSvg, render } from './helpers/svgcheck.js';
 import { parseConfig } from '../src/config/load.js';
 import { parseIpv4, parseIpv6 } from '../src/sid/addr.js';
 import { ADDON_PATH } from '../src/probe/native.js';
@@ -26,7 +28,6 @@ import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, N3, UE } from './helpers
 import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
 
 const ready = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT) && existsSync(ADDON_PATH) && process.getuid?.() === 0;
-const resvg = await import('@resvg/resvg-js').catch(() => null);
 const PORT = 47000;
 
 const CONFIG = `
@@ -134,23 +135,49 @@ describe.skipIf(!ready)('mup probe through the translator between namespaces', (
     expect(fns).toEqual(new Set(['uplink', 'downlink']));
   });
 
-  it('writes raw samples and CDF plots that parse (and render where resvg runs)', () => {
+  it('writes raw samples, the latency plots (log axes covering min..max, rendered) and an HdrHistogram log the library reads back', () => {
     const csv = samplesCsv(result.samples).trim().split('\n');
     expect(csv[0]).toBe(SAMPLE_HEADER.join(','));
     expect(csv).toHaveLength(1 + 4000);
     const row = csv[1]!.split(',');
     expect(row[0]).toBe('uplink');
     expect(Number(row[4])).toBeGreaterThan(0); // wire_ns
-    const plots = cdfPlots(result);
-    for (const svg of [plots.wire, plots.residence!]) {
-      expect(XMLValidator.validate(svg)).toBe(true);
-      const doc = new XMLParser({ ignoreAttributes: false }).parse(svg) as { svg: Record<string, unknown> };
-      expect(doc.svg).toBeDefined();
+    // Every latency figure: CDF, CCDF and percentile plot, of the wire latency and of the residence, a panel per direction.
+    const plots = latencyPlots(result);
+    expect(plots.map(([n]) => n)).toEqual([
+      'cdf-wire.svg', 'ccdf-wire.svg', 'percentiles-wire.svg', 'cdf-residence.svg', 'ccdf-residence.svg', 'percentiles-residence.svg',
+    ]);
+    for (const [name, svg] of plots) {
+      const info = inspectSvg(svg);
+      expect(info.panels.map((p) => p.series.length), name).toEqual([1, 1]);
       expect(svg).toMatch(/uplink/);
       expect(svg).toMatch(/downlink/);
-      if (resvg !== null) {
-        const png = new resvg.Resvg(svg).render().asPng();
-        expect(png.subarray(1, 4).toString()).toBe('PNG');
+      const d = result.directions;
+      const sums = name.endsWith('-wire.svg') ? d.map((x) => x.wire!) : d.map((x) => x.residence!);
+      const lo = Math.min(...sums.map((x) => x.min).filter((v) => v > 0));
+      const hi = Math.max(...sums.map((x) => x.max));
+      for (const p of info.panels) {
+        const lat = name.startsWith('percentiles') ? p.y : p.x;
+        expect(lat.scale, name).toBe('log');
+        const unit = /\((ns|µs|ms), log scale\)$/.exec(lat.label)![1]!;
+        const div = { ns: 1, µs: 1e3, ms: 1e6 }[unit]!;
+        expect(lat.min * div, name).toBeLessThanOrEqual(lo);
+        expect(lat.max * div, name).toBeGreaterThanOrEqual(hi);
+      }
+      if (canRender) expect(render(svg).inked(), name).toBeGreaterThan(5000);
+    }
+    // The HdrHistogram log, read back by the library: the table's percentiles within one bucket.
+    const back = readIntervalLog(latencyLog(result));
+    const layout = new HdrHistogram(3);
+    for (const d of result.directions) {
+      for (const [tag, sum] of [[`${d.dir}-wire`, d.wire!], [`${d.dir}-residence`, d.residence!]] as const) {
+        const h = back.get(tag)!;
+        expect(h.totalCount, tag).toBe(sum.count);
+        for (const [k, want] of Object.entries(sum.percentiles)) {
+          const b = layout.bucketRange(layout.indexOf(Math.round(want)));
+          const got = h.getValueAtPercentile(Number(k.slice(1)));
+          expect(got >= b.from && got <= b.to, `${tag} ${k}: table ${want}, log ${got}`).toBe(true);
+        }
       }
     }
   });
@@ -175,7 +202,7 @@ describe.skipIf(!ready)('mup probe through the translator between namespaces', (
     expect(r.stdout).toMatch(/ring vs MAC: 250\/250 within 100 ns/);
     const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as { directions: { dir: string; records: number }[] };
     expect(report.directions.map((d) => d.records)).toEqual([250, 250]);
-    for (const f of ['samples.csv', 'cdf-wire.svg', 'cdf-residence.svg', 'report.txt']) expect(existsSync(join(out, f)), f).toBe(true);
+    for (const f of ['samples.csv', 'latency.hlog', 'cdf-wire.svg', 'ccdf-wire.svg', 'percentiles-wire.svg', 'cdf-residence.svg', 'percentiles-residence.svg', 'report.txt']) expect(existsSync(join(out, f)), f).toBe(true);
     // Nothing left attached by the CLI.
     expect(await lab!.ip('mup', '-d', 'link', 'show')).not.toMatch(/prog\/xdp/);
   });
@@ -210,10 +237,22 @@ describe.skipIf(!ready)('mup probe through the translator between namespaces', (
     }
     for (const f of ['sweep-wire.svg', 'sweep-residence.svg']) {
       const svg = readFileSync(join(out, f), 'utf8');
-      expect(XMLValidator.validate(svg), f).toBe(true);
+      const info = inspectSvg(svg);
       expect(svg).toMatch(/uplink p99/);
-      if (resvg !== null) expect(new resvg.Resvg(svg).render().asPng().subarray(1, 4).toString()).toBe('PNG');
+      // x: the background load reached, so the axis reaches the largest rate the generator got to.
+      const p = info.panels[0]!;
+      expect(p.x.label).toMatch(/^background load reached \((frames|kframes|Mframes)\/s\)$/);
+      const rdiv = p.x.label.includes('kframes') ? 1e3 : p.x.label.includes('Mframes') ? 1e6 : 1;
+      expect(p.x.max * rdiv).toBeGreaterThanOrEqual(Math.max(...sweep.rows.map((x) => x.achievedPps)));
+      expect(p.y.scale).toBe('log');
+      if (canRender) expect(render(svg).inked(), f).toBeGreaterThan(3000);
     }
+    // The distribution figures: a series per step in the direction's panel; a log per step.
+    for (const f of ['sweep-cdf-wire.svg', 'sweep-ccdf-wire.svg', 'sweep-percentiles-wire.svg', 'sweep-cdf-residence.svg']) {
+      const info = inspectSvg(readFileSync(join(out, f), 'utf8'));
+      expect(info.panels.map((p) => p.series.length), f).toEqual([3]);
+    }
+    for (const pct of [0, 50, 100]) expect(readIntervalLog(readFileSync(join(out, `step-${pct}.hlog`), 'utf8')).get('uplink-wire')!.totalCount).toBeGreaterThan(0);
     expect(await lab!.ip('mup', '-d', 'link', 'show')).not.toMatch(/prog\/xdp/);
   });
 

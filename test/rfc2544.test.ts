@@ -112,6 +112,12 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
       expect(s.background.received).toBeGreaterThan(0);
       expect(r.table).toMatch(/uplink\s+64\s+50 %/);
       expect(existsSync(join(out, 'latency-wire-64.svg'))).toBe(true);
+      // The step keeps its histograms: the same distribution figures as `mup probe` (src/probe/plots.ts).
+      expect(s.histograms?.wire?.reduce((a, b) => a + b.count, 0)).toBe(s.wire?.count);
+      expect(s.histograms?.residence?.reduce((a, b) => a + b.count, 0)).toBe(s.residence?.count);
+      for (const f of ['latency-cdf-wire-64.svg', 'latency-ccdf-wire-64.svg', 'latency-percentiles-wire-64.svg', 'latency-cdf-residence-64.svg', 'latency-64.hlog']) {
+        expect(existsSync(join(out, f)), f).toBe(true);
+      }
       expect(readFileSync(join(out, 'report.md'), 'utf8')).toContain('## Latency at load');
     } finally {
       rmSync(out, { recursive: true, force: true });

@@ -32,8 +32,8 @@ export async function runSweepCli(
   // openSession: probe.ts's stampSession for these options, opened once the sweep's own options are checked.
   x: { setups: DirectionSetup[]; size: number; udpPort: number; graceMs: number; openSession: () => Promise<StampSession | undefined> },
 ): Promise<void> {
-  const { runSweep, sweepRows, sweepSvg, formatSweep } = await import('../probe/sweep.js');
-  const { progressLine, reportJson } = await import('../probe/present.js');
+  const { runSweep, sweepRows, sweepSvg, sweepLatencyFigures, formatSweep } = await import('../probe/sweep.js');
+  const { latencyLog, progressLine, reportJson } = await import('../probe/present.js');
   const fullRate = Number(o.sweepRate);
   const stepSeconds = Number(o.sweepSeconds);
   const percents = (o.sweepSteps ?? '').split(',').map((s) => Number(s.trim()));
@@ -64,8 +64,17 @@ export async function runSweepCli(
     writeFileSync(join(o.out, 'sweep.json'), JSON.stringify({ rows, steps: steps.map((s) => ({ ...s, result: JSON.parse(reportJson(s.result)) as unknown })) }, null, 2) + '\n');
     writeFileSync(join(o.out, 'sweep-wire.svg'), sweepSvg(rows, 'wire', `mup probe --sweep: wire latency vs load (${rate} probes/s)`));
     if (session !== undefined) writeFileSync(join(o.out, 'sweep-residence.svg'), sweepSvg(rows, 'residence', 'mup probe --sweep: residence vs load'));
+    for (const what of ['wire', 'residence'] as const) {
+      const f = sweepLatencyFigures(steps, what, `mup probe --sweep: ${what === 'wire' ? 'wire latency' : 'residence'} per load step`);
+      if (f === null) continue;
+      writeFileSync(join(o.out, `sweep-cdf-${what}.svg`), f.cdf);
+      writeFileSync(join(o.out, `sweep-ccdf-${what}.svg`), f.ccdf);
+      writeFileSync(join(o.out, `sweep-percentiles-${what}.svg`), f.percentiles);
+    }
+    // One HdrHistogram interval log per step (tags <dir>-wire, <dir>-residence), as `mup probe --out` writes.
+    for (const s of steps) writeFileSync(join(o.out, `step-${s.percent}.hlog`), latencyLog(s.result));
     writeFileSync(join(o.out, 'sweep.txt'), formatSweep(rows));
-    io.err(`mup probe --sweep: wrote sweep.json, sweep.txt and the plots in ${o.out}\n`);
+    io.err(`mup probe --sweep: wrote sweep.json, sweep.txt, the plots and the step-*.hlog logs in ${o.out}\n`);
   }
   io.out(o.json === true ? JSON.stringify(rows, null, 2) + '\n' : formatSweep(rows));
 }

@@ -237,7 +237,7 @@ export function registerProbe(program: Command, io: Io): void {
     .option('--no-in-band', 'no in-band stamps: wire latency only (no daemon, nothing loaded)')
     .option('--sample <n>', 'the data plane records 1 in N probes', '1')
     .option('--grace <ms>', 'wait this long for late frames after the last probe', '500')
-    .option('--out <dir>', 'write report.json, report.txt, samples.csv, cdf-wire.svg, cdf-residence.svg here')
+    .option('--out <dir>', 'write report.json, report.txt, samples.csv, latency.hlog and the plots (cdf-, ccdf-, percentiles-wire.svg / -residence.svg) here')
     .option('--json', 'print the report as JSON instead of the table')
     .option('--no-progress', 'no progress bar on stderr')
     .option('--sweep', 'latency at 10 %..100 % of --sweep-rate background load (live-frame generator); see below')

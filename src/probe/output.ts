@@ -5,6 +5,7 @@
  */
 import type { TimestampClock } from './native.js';
 import { nearestRank } from './stats.js';
+import { niceTicks } from '../plot/svg.js';
 
 type Cell = string | number | bigint | boolean | null | undefined;
 
@@ -90,23 +91,7 @@ function autoUnit(maxNs: number): TimeUnit {
   return 's';
 }
 
-/** Round ticks (1, 2 or 5 times a power of ten) covering lo..hi. */
-export function niceTicks(lo: number, hi: number, target = 6): number[] {
-  if (!(hi > lo)) {
-    const pad = lo === 0 ? 1 : Math.abs(lo) * 0.1;
-    return niceTicks(lo - pad, hi + pad, target);
-  }
-  const raw = (hi - lo) / target;
-  const mag = 10 ** Math.floor(Math.log10(raw));
-  const norm = raw / mag;
-  const step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
-  // 1.2 / 0.1 is 11.999999999999998: a tolerance keeps it at 12.
-  const first = Math.floor(lo / step + 1e-9);
-  const last = Math.ceil(hi / step - 1e-9);
-  const ticks: number[] = [];
-  for (let k = first; k <= last; k++) ticks.push(Number((k * step).toPrecision(12)));
-  return ticks;
-}
+export { niceTicks };
 
 function fmt(v: number): string {
   return Number(v.toPrecision(6)).toString();

@@ -1,10 +1,13 @@
 /**
  * A probe run for people and programs: the terminal table, JSON, the CSV of
- * raw samples, the CDF plots, and the progress line while it runs.
+ * raw samples, the latency plots, the HdrHistogram log, and the progress line while it runs.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cdfSvg, toCsv, type CdfSeries } from './output.js';
+import { hdrIntervalLog, type LogSeries } from './hdrlog.js';
+import { toCsv } from './output.js';
+import { timeUnit, UNIT_NS, type TimeUnit } from '../plot/svg.js';
+import { distOf, latencyFigures, type Dist } from './plots.js';
 import type { Summary } from './stats.js';
 import type { DirectionResult, Progress, ProbeRunResult, Sample } from './probe.js';
 
@@ -19,10 +22,28 @@ export function fmtNs(ns: number | null | undefined): string {
 
 const STAT_COLS = ['min', 'mean', 'max', 'stddev', 'p5', 'p50', 'p95', 'p99', 'p99.9', 'p99.99', 'jitter'] as const;
 
-function statCells(s: Summary | null): string[] {
-  if (s === null) return STAT_COLS.map(() => '-');
+function statValues(s: Summary | null): (number | null)[] {
+  if (s === null) return STAT_COLS.map(() => null);
   const p = s.percentiles;
-  return [s.min, s.mean, s.max, s.stddev, p.p5, p.p50, p.p95, p.p99, p['p99.9'], p['p99.99'], s.jitter].map((v) => fmtNs(v));
+  return [s.min, s.mean, s.max, s.stddev, p.p5, p.p50, p.p95, p.p99, p['p99.9'], p['p99.99'], s.jitter];
+}
+
+/** A value in a column's unit: whole ns, or 3 decimals in a larger unit. */
+export function fmtIn(ns: number | null | undefined, unit: TimeUnit): string {
+  if (ns === null || ns === undefined || !Number.isFinite(ns)) return '-';
+  return unit === 'ns' ? String(Math.round(ns)) : (ns / UNIT_NS[unit]).toFixed(3);
+}
+
+/**
+ * Columns of ns values with one unit each (the unit of the column's
+ * largest value, in the header): a column never mixes ns and µs.
+ */
+export function unitColumns(names: readonly string[], rows: readonly (readonly (number | null)[])[]): { head: string[]; cells: string[][] } {
+  const units = names.map((_, i) => timeUnit(Math.max(0, ...rows.map((r) => Math.abs(r[i] ?? 0)))));
+  return {
+    head: names.map((n, i) => `${n} (${units[i]})`),
+    cells: rows.map((r) => r.map((v, i) => fmtIn(v, units[i]!))),
+  };
 }
 
 function grid(rows: readonly (readonly string[])[]): string {
@@ -36,14 +57,15 @@ function directionBlock(d: DirectionResult, inBand: boolean): string {
     `${d.dir}: ${d.tx.netns ?? ''}${d.tx.netns === undefined ? '' : '/'}${d.tx.dev} -> ${d.rx.netns ?? ''}${d.rx.netns === undefined ? '' : '/'}${d.rx.dev}` +
     `   sent ${s.sent}, received ${s.received}, lost ${s.lost} (${(s.lossRatio * 100).toFixed(3)} %), duplicated ${s.duplicates}, ` +
     `reordered ${s.reordered}${s.stray > 0 ? `, stray ${s.stray}` : ''}`;
-  const rows: string[][] = [['', 'n', ...STAT_COLS]];
-  rows.push([`wire latency (${d.wireClock} stamps)`, String(d.wire?.count ?? 0), ...statCells(d.wire)]);
+  const named: [string, number, Summary | null][] = [[`wire latency (${d.wireClock} stamps)`, d.wire?.count ?? 0, d.wire]];
   if (inBand) {
-    rows.push(['residence, ring (exit - entry)', String(d.residence?.count ?? 0), ...statCells(d.residence)]);
-    rows.push(['residence, MAC (exit - MAC stamp)', String(d.residenceMac?.count ?? 0), ...statCells(d.residenceMac)]);
-    rows.push(['MAC stamp -> far-side RX', String(d.entryToRx?.count ?? 0), ...statCells(d.entryToRx)]);
+    named.push(['residence, ring (exit - entry)', d.residence?.count ?? 0, d.residence]);
+    named.push(['residence, MAC (exit - MAC stamp)', d.residenceMac?.count ?? 0, d.residenceMac]);
+    named.push(['MAC stamp -> far-side RX', d.entryToRx?.count ?? 0, d.entryToRx]);
   }
-  rows.push(['|IPDV| (RFC 3393, wire)', String(d.ipdv.pairs), ...statCells(d.ipdv.abs)]);
+  named.push(['|IPDV| (RFC 3393, wire)', d.ipdv.pairs, d.ipdv.abs]);
+  const cols = unitColumns(STAT_COLS, named.map((x) => statValues(x[2])));
+  const rows: string[][] = [['', 'n', ...cols.head], ...named.map((x, i) => [x[0], String(x[1]), ...cols.cells[i]!])];
   const lines = [head, grid(rows)];
   const extra: string[] = [`TX stamps ${d.txStamped}/${s.sent}`];
   if (inBand) {
@@ -92,23 +114,50 @@ export function samplesCsv(samples: readonly Sample[]): string {
   );
 }
 
-/** The two CDF plots: wire latency and residence, one series per direction. */
-export function cdfPlots(r: ProbeRunResult): { wire: string; residence: string | null } {
-  const wire: CdfSeries[] = [];
-  const res: CdfSeries[] = [];
-  for (const d of r.directions) {
-    const ws = r.samples.filter((s) => s.dir === d.dir && s.wireNs !== null).map((s) => s.wireNs!);
-    if (ws.length > 0) wire.push({ name: `${d.dir} (${d.wireClock})`, values: ws });
-    const rs = r.samples.filter((s) => s.dir === d.dir && s.residenceNs !== null).map((s) => s.residenceNs!);
-    if (rs.length > 0) res.push({ name: `${d.dir} residence`, values: rs });
-  }
-  return {
-    wire: cdfSvg(wire, { title: `mup probe: one-way wire latency, ${r.rate} probes/s, ${r.size} B`, xLabel: 'one-way wire latency' }),
-    residence: res.length === 0 ? null : cdfSvg(res, { title: 'mup probe: translator residence (XDP entry to exit)', xLabel: 'residence time' }),
-  };
+/** The distribution of one quantity of each direction of a run, from the raw samples. */
+function dists(r: ProbeRunResult, pick: (s: Sample) => number | null, label: (d: DirectionResult) => string): Dist[] {
+  return r.directions
+    .map((d) => distOf(label(d), r.samples.filter((s) => s.dir === d.dir && pick(s) !== null).map((s) => pick(s)!)))
+    .filter((x) => x.total > 0);
 }
 
-/** report.json, samples.csv, cdf-wire.svg, cdf-residence.svg in `dir`; returns the paths. */
+/**
+ * The latency figures of a run (src/probe/plots.ts): CDF, CCDF and
+ * percentile plot of the wire latency and, with in-band stamps, of the
+ * residence; one panel per direction. [file name, SVG] pairs.
+ */
+export function latencyPlots(r: ProbeRunResult): [string, string][] {
+  const out: [string, string][] = [];
+  const add = (what: string, ds: Dist[], title: string, quantity: string): void => {
+    if (ds.length === 0) return;
+    const f = latencyFigures(ds.map((d) => ({ title: d.name, series: [d] })), { title, quantity });
+    out.push([`cdf-${what}.svg`, f.cdf], [`ccdf-${what}.svg`, f.ccdf], [`percentiles-${what}.svg`, f.percentiles]);
+  };
+  add('wire', dists(r, (s) => s.wireNs, (d) => `${d.dir} (${d.wireClock})`), `mup probe: one-way wire latency, ${r.rate} probes/s, ${r.size} B`, 'one-way wire latency');
+  add('residence', dists(r, (s) => s.residenceNs, (d) => `${d.dir} residence`), 'mup probe: translator residence (XDP entry to exit)', 'residence time');
+  return out;
+}
+
+/** The run's histograms as an HdrHistogram interval log (src/probe/hdrlog.ts): tags <dir>-wire, <dir>-residence. */
+export function latencyLog(r: ProbeRunResult): string {
+  const t0 = r.samples.reduce<bigint | null>((m, s) => (s.txNs !== null && (m === null || s.txNs < m) ? s.txNs : m), null);
+  // When a probe was sent: its TX stamp, or (no stamp) its place in the schedule.
+  const at = (s: Sample): number => (s.txNs !== null && t0 !== null ? Number(s.txNs - t0) : (s.seq / r.rate) * 1e9);
+  const series: LogSeries[] = [];
+  for (const d of r.directions) {
+    const mine = r.samples.filter((s) => s.dir === d.dir);
+    for (const [q, pick] of [['wire', (s: Sample) => s.wireNs], ['residence', (s: Sample) => s.residenceNs]] as const) {
+      const values = mine.filter((s) => pick(s) !== null).map((s) => ({ atNs: at(s), valueNs: Math.max(0, pick(s)!) }));
+      if (values.length > 0) series.push({ tag: `${d.dir}-${q}`, values });
+    }
+  }
+  return hdrIntervalLog(series, {
+    startMs: Date.parse(r.startedAt),
+    comment: `mup probe run ${r.run}: ${r.rate} probes/s per direction, ${r.size} B, ${r.durationS} s`,
+  });
+}
+
+/** report.json, report.txt, samples.csv, latency.hlog and the plots of latencyPlots in `dir`; returns the paths. */
 export function writeOutputs(r: ProbeRunResult, dir: string): string[] {
   mkdirSync(dir, { recursive: true });
   const out: string[] = [];
@@ -119,9 +168,8 @@ export function writeOutputs(r: ProbeRunResult, dir: string): string[] {
   };
   put('report.json', reportJson(r));
   put('samples.csv', samplesCsv(r.samples));
-  const plots = cdfPlots(r);
-  put('cdf-wire.svg', plots.wire);
-  if (plots.residence !== null) put('cdf-residence.svg', plots.residence);
+  put('latency.hlog', latencyLog(r));
+  for (const [name, svg] of latencyPlots(r)) put(name, svg);
   put('report.txt', formatReport(r));
   return out;
 }

@@ -7,13 +7,17 @@
  * src/packet/generator.ts) on the probe's sending interface, in a
  * child process (a BPF_PROG_TEST_RUN blocks its thread); the probe runs
  * meanwhile. The result: wire latency and residence p50/p99/jitter per step,
- * and a plot of them against the load.
+ * plotted against the load the background reached (docs/probe.md), and the
+ * distribution figures of each step.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { PROBE_SPORT, setSeq, templateFrame } from '../packet/probe-frames.js';
 import { runProbe, type DirectionSetup, type ProbeRunOptions, type ProbeRunResult } from './probe.js';
 import type { Summary } from './stats.js';
+import { decadeRange, figureSvg, niceTicks, timeUnit, UNIT_NS, type Panel, type Series } from '../plot/svg.js';
+import { distOf, latencyFigures, type LatencyFigures } from './plots.js';
+import { unitColumns } from './present.js';
 
 
 /** The background frames' inner UDP destination port (the probes use another). */
@@ -204,73 +208,72 @@ export function sweepRows(steps: readonly SweepStep[]): SweepRow[] {
   );
 }
 
-const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c]!);
+/** The unit of a frames-per-second axis: frames/s, kframes/s or Mframes/s (numbers below 10,000). */
+function rateUnit(max: number): [string, number] {
+  return max >= 1e7 ? ['Mframes/s', 1e6] : max >= 1e4 ? ['kframes/s', 1e3] : ['frames/s', 1];
+}
 
-/** p50, p99 and jitter against offered load, one line each per direction; ns on a log axis. */
+/**
+ * p50, p99 and jitter against the background load the generator actually
+ * reached (not the load asked for: a busy host falls short), one panel per
+ * direction (or case), latency on a log axis in one unit.
+ */
 export function sweepSvg(rows: readonly SweepRow[], what: 'wire' | 'residence', title: string): string {
-  const W = 760;
-  const H = 460;
-  const m = { left: 80, right: 180, top: 44, bottom: 58 };
-  const pw = W - m.left - m.right;
-  const ph = H - m.top - m.bottom;
   const keys = what === 'wire' ? (['wireP50', 'wireP99', 'wireJitter'] as const) : (['residenceP50', 'residenceP99', 'residenceJitter'] as const);
   const names = ['p50', 'p99', 'jitter (p95 - p5)'];
   const values = rows.flatMap((r) => keys.map((k) => r[k])).filter((v): v is number => v !== null && v > 0);
-  const maxX = Math.max(100, ...rows.map((r) => r.percent));
-  const lo = Math.pow(10, Math.floor(Math.log10(Math.min(...values, 100))));
-  const hi = Math.pow(10, Math.ceil(Math.log10(Math.max(...values, 1000))));
-  const x = (p: number): number => m.left + (p / maxX) * pw;
-  const y = (v: number): number => m.top + ph - ((Math.log10(v) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * ph;
-  // Three lines a series: twelve colours keep four series apart (the RFC 2544 report's cases).
-  const colors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b', '#17becf', '#e377c2', '#7f7f7f', '#bcbd22', '#393b79', '#637939'];
-  const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
-    `<rect width="${W}" height="${H}" fill="white"/>`,
-    `<text x="${W / 2}" y="24" text-anchor="middle" font-size="15">${esc(title)}</text>`,
-    `<line x1="${m.left}" y1="${m.top + ph}" x2="${m.left + pw}" y2="${m.top + ph}" stroke="black"/>`,
-    `<line x1="${m.left}" y1="${m.top}" x2="${m.left}" y2="${m.top + ph}" stroke="black"/>`,
-  ];
-  for (let p = 0; p <= maxX; p += maxX <= 100 ? 10 : 50) {
-    parts.push(`<line x1="${x(p)}" y1="${m.top + ph}" x2="${x(p)}" y2="${m.top + ph + 5}" stroke="black"/>`);
-    parts.push(`<text x="${x(p)}" y="${m.top + ph + 18}" text-anchor="middle">${p}</text>`);
-  }
-  for (let v = lo; v <= hi; v *= 10) {
-    const label = v < 1e3 ? `${v} ns` : v < 1e6 ? `${v / 1e3} µs` : `${v / 1e6} ms`;
-    parts.push(`<line x1="${m.left - 5}" y1="${y(v)}" x2="${m.left + pw}" y2="${y(v)}" stroke="#ddd"/>`);
-    parts.push(`<text x="${m.left - 8}" y="${y(v) + 4}" text-anchor="end">${label}</text>`);
-  }
-  parts.push(`<text x="${m.left + pw / 2}" y="${H - 14}" text-anchor="middle">offered background load (% of the full rate)</text>`);
-  parts.push(`<text transform="translate(18 ${m.top + ph / 2}) rotate(-90)" text-anchor="middle">${what === 'wire' ? 'one-way wire latency' : 'residence time'} (log)</text>`);
-  const dirs = [...new Set(rows.map((r) => r.dir))];
-  let legend = 0;
-  dirs.forEach((dir, di) => {
-    keys.forEach((k, ki) => {
-      const pts = rows.filter((r) => r.dir === dir && r[k] !== null && r[k]! > 0).map((r) => `${x(r.percent).toFixed(1)},${y(r[k]!).toFixed(1)}`);
-      if (pts.length === 0) return;
-      const color = colors[(di * 3 + ki) % colors.length]!;
-      const dash = ki === 2 ? ' stroke-dasharray="5,3"' : '';
-      parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${dash} points="${pts.join(' ')}"/>`);
-      for (const pt of pts) {
-        const [cx, cy] = pt.split(',');
-        parts.push(`<circle cx="${cx}" cy="${cy}" r="3" fill="${color}"/>`);
-      }
-      const ly = m.top + 10 + legend * 18;
-      parts.push(`<line x1="${m.left + pw + 14}" y1="${ly}" x2="${m.left + pw + 38}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`);
-      parts.push(`<text x="${m.left + pw + 44}" y="${ly + 4}">${esc(`${dir} ${names[ki]}`)}</text>`);
-      legend++;
-    });
+  const hiNs = Math.max(1000, ...values);
+  const unit = timeUnit(hiNs);
+  const div = UNIT_NS[unit];
+  const [y0, y1] = decadeRange(Math.min(100, ...values) / div, hiNs / div);
+  const [ru, rdiv] = rateUnit(Math.max(1, ...rows.map((r) => r.achievedPps)));
+  const xTicks = niceTicks(0, Math.max(1, ...rows.map((r) => r.achievedPps)) / rdiv);
+  const x = { label: `background load reached (${ru})`, scale: 'linear' as const, min: 0, max: xTicks[xTicks.length - 1]! };
+  const y = { label: `${what === 'wire' ? 'one-way wire latency' : 'residence time'} (${unit}, log scale)`, scale: 'log' as const, min: y0, max: y1 };
+  const panels: Panel[] = [...new Set(rows.map((r) => r.dir))].map((dir) => {
+    const mine = rows.filter((r) => r.dir === dir);
+    const series: Series[] = keys
+      .map((k, ki) => ({
+        name: `${dir} ${names[ki]}`,
+        points: mine.filter((r) => r[k] !== null && r[k]! > 0).map((r) => [r.achievedPps / rdiv, r[k]! / div] as [number, number]),
+        dots: true,
+        dashed: ki === 2,
+      }))
+      .filter((sr) => sr.points.length > 0);
+    return {
+      title: dir, x, y, series,
+      notes: mine.map((r) => `${r.percent} %: asked ${r.offeredPps}, reached ${r.achievedPps} /s`),
+    };
   });
-  parts.push('</svg>');
-  return parts.join('\n') + '\n';
+  return figureSvg({ title, panels, width: 900, legendWidth: 250, panelHeight: 220 });
 }
 
+/** Per load step, the distribution figures (src/probe/plots.ts): one panel per direction, one series per step. */
+export function sweepLatencyFigures(steps: readonly SweepStep[], what: 'wire' | 'residence', title: string): LatencyFigures | null {
+  const dirs = [...new Set(steps.flatMap((s) => s.result.directions.map((d) => d.dir)))];
+  const panels = dirs.map((dir) => ({
+    title: dir,
+    series: steps
+      .map((s) =>
+        distOf(
+          `${s.percent} %, reached ${s.achievedPps[dir] ?? 0}/s`,
+          s.result.samples.filter((x) => x.dir === dir).map((x) => (what === 'wire' ? x.wireNs : x.residenceNs)).filter((v): v is number => v !== null),
+        ),
+      )
+      .filter((d) => d.total > 0),
+  })).filter((p) => p.series.length > 0);
+  if (panels.length === 0) return null;
+  return latencyFigures(panels, { title, quantity: what === 'wire' ? 'one-way wire latency' : 'residence time' });
+}
+
+/** The sweep table: the load reached next to the load asked, latency columns with one unit each. */
 export function formatSweep(rows: readonly SweepRow[]): string {
-  const f = (v: number | null): string => (v === null ? '-' : v < 10_000 ? `${Math.round(v)} ns` : `${(v / 1000).toFixed(1)} µs`);
-  const head = ['load %', 'offered/s', 'achieved/s', 'dir', 'lost', 'wire p50', 'wire p99', 'wire jitter', 'res p50', 'res p99', 'res jitter'];
-  const body = rows.map((r) => [
-    String(r.percent), String(r.offeredPps), String(r.achievedPps), r.dir, String(r.lost), f(r.wireP50), f(r.wireP99), f(r.wireJitter),
-    f(r.residenceP50), f(r.residenceP99), f(r.residenceJitter),
-  ]);
+  const lat = unitColumns(
+    ['wire p50', 'wire p99', 'wire jitter', 'res p50', 'res p99', 'res jitter'],
+    rows.map((r) => [r.wireP50, r.wireP99, r.wireJitter, r.residenceP50, r.residenceP99, r.residenceJitter]),
+  );
+  const head = ['load %', 'asked/s', 'reached/s', 'dir', 'lost', ...lat.head];
+  const body = rows.map((r, i) => [String(r.percent), String(r.offeredPps), String(r.achievedPps), r.dir, String(r.lost), ...lat.cells[i]!]);
   const all = [head, ...body];
   const w = head.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
   return all.map((r) => r.map((c, i) => c.padStart(w[i]!)).join('  ')).join('\n') + '\n';

@@ -15,14 +15,15 @@ import ts from 'typescript';
 /**
  * Bottom to top. A module may import any module of a lower layer; within a
  * layer only the pairs of SIDEWAYS. `host` is the small OS helpers (default
- * paths, processes, namespace sweeping); sid, config and dataplane form the
+ * paths, processes, namespace sweeping), `plot` the SVG plotting primitives
+ * (src/plot/svg.ts, used by probe, bench and lab); sid, config and dataplane form the
  * bottom of the product, in that order; `packet` is the frame builders and
  * the live-frame generator that probe, bench and lab share; `bgp` is the
  * BGP MUP side (GoBGP process and routes), which the daemon and the lab use;
  * then the middle layer of features, which stand beside each other; the CLI on top.
  */
 export const LAYERS: readonly (readonly string[])[] = [
-  ['host'],
+  ['host', 'plot'],
   ['sid'],
   ['config'],
   ['dataplane'],

@@ -3,8 +3,11 @@ import { XMLValidator } from 'fast-xml-parser';
 import { describe, expect, it } from 'vitest';
 import type { CaseName } from '../../src/bench/rfc2544/cases.js';
 import type { LatencyStep } from '../../src/bench/rfc2544/latency.js';
-import { latencyRows, latencySvgs, markdown, ratios, svgPlot, targets, terminalTable, type Report } from '../../src/bench/rfc2544/report.js';
+import { latencyLogs, latencyRows, latencySvgs, markdown, ratios, svgPlot, targets, terminalTable, type Report } from '../../src/bench/rfc2544/report.js';
 import type { Summary } from '../../src/probe/stats.js';
+import { HdrHistogram, type HdrBucket } from '../../src/probe/hdr.js';
+import { canRender, inspectSvg, render } from '../helpers/svgcheck.js';
+import { readIntervalLog } from '../../src/probe/hdrlog.js';
 import type { CaseResult, Rfc2544Result } from '../../src/bench/rfc2544/rfc2544.js';
 import { DEFAULTS } from '../../src/bench/rfc2544/rfc2544.js';
 
@@ -165,5 +168,71 @@ describe('RFC 2544 report: latency at load', () => {
     const off: Report = { ...report, result: { ...result, options: { ...result.options, latencyLoads: [] }, results: result.results.map((x) => ({ ...x, latencySkipped: 'latency off (--no-latency)' })) } };
     expect(terminalTable(off)).not.toMatch(/latency/i);
     expect(markdown(off)).not.toContain('## Latency at load');
+  });
+});
+
+describe('RFC 2544 latency steps: the probe\'s distribution figures, from the steps\' HDR histograms', () => {
+  // Wire latencies of a step: a bulk near `p50` and a 1 % tail at 30 times it, as HDR buckets (the histograms the run keeps).
+  const hist = (p50: number): HdrBucket[] => {
+    const h = new HdrHistogram(3);
+    for (let i = 0; i < 2000; i++) h.record(i % 100 === 99 ? p50 * 30 : p50 + (i % 50) * 10);
+    return h.buckets();
+  };
+  const withHist = (s: LatencyStep, p50: number): LatencyStep => ({ ...s, histograms: { wire: hist(p50), residence: s.residence === null ? null : hist(180) } });
+  const res = summary(180, 2500, 30_000, 66_000, 1000);
+  const r: Rfc2544Result = {
+    ...result,
+    results: [
+      { ...row('uplink', 64, 2.0), latency: { probeRate: 2000, probeSeconds: 3, probeFrameLen: 104, steps: [withHist(step(10, 2e6, 2900, res), 2900), withHist(step(90, 2e6, 2200, res), 2200)] } },
+      { ...row('kernel-ipv4', 64, 1.0), latency: { probeRate: 2000, probeSeconds: 3, probeFrameLen: 104, steps: [withHist(step(10, 1e6, 2500, null), 2500)] } },
+    ],
+  };
+
+  it('CDF, CCDF and percentile plot per frame size: a panel per case, a series per load step, log latency axes', () => {
+    const svgs = new Map(latencySvgs(r));
+    expect([...svgs.keys()]).toEqual([
+      'latency-wire-64.svg', 'latency-residence-64.svg',
+      'latency-cdf-wire-64.svg', 'latency-ccdf-wire-64.svg', 'latency-percentiles-wire-64.svg',
+      'latency-cdf-residence-64.svg', 'latency-ccdf-residence-64.svg', 'latency-percentiles-residence-64.svg',
+    ]);
+    const cdf = inspectSvg(svgs.get('latency-cdf-wire-64.svg')!);
+    expect(cdf.panels.map((p) => [p.title, p.series.length])).toEqual([['uplink', 2], ['kernel-ipv4', 1]]);
+    expect(cdf.panels[0]!.series[1]!.name).toBe('90 %, reached 1800000/s');
+    expect(svgs.get('latency-cdf-wire-64.svg')).toMatch(/class="detail"[^>]*>n = 2000, max /);
+    for (const p of cdf.panels) {
+      expect(p.x.scale).toBe('log');
+      // 2200 ns .. 87 µs (2900 * 30): µs, 1 .. 100.
+      expect(p.x.label).toBe('one-way wire latency (µs, log scale)');
+      expect([p.x.min, p.x.max]).toEqual([1, 100]);
+    }
+    expect(inspectSvg(svgs.get('latency-percentiles-residence-64.svg')!).panels.map((p) => p.title)).toEqual(['uplink']);
+    if (canRender) for (const [n, svg] of svgs) expect(render(svg).inked(), n).toBeGreaterThan(3000);
+  });
+
+  it('an HdrHistogram interval log per frame size, a tag per case, step and quantity, read back by the library', () => {
+    const logs = latencyLogs(r, Date.UTC(2026, 11, 2));
+    expect(logs.map(([n]) => n)).toEqual(['latency-64.hlog']);
+    const back = readIntervalLog(logs[0]![1]);
+    expect([...back.keys()].sort()).toEqual([
+      'kernel-ipv4-10pct-wire', 'uplink-10pct-residence', 'uplink-10pct-wire', 'uplink-90pct-residence', 'uplink-90pct-wire',
+    ]);
+    // The step's own histogram and the log's agree on every percentile, to the bucket.
+    const own = new HdrHistogram(3);
+    for (let i = 0; i < 2000; i++) own.record(i % 100 === 99 ? 2200 * 30 : 2200 + (i % 50) * 10);
+    const h = back.get('uplink-90pct-wire')!;
+    expect(h.totalCount).toBe(2000);
+    for (const p of [50, 95, 99, 99.9]) {
+      const want = own.valueAtPercentile(p);
+      const b = own.bucketRange(own.indexOf(want));
+      expect(h.getValueAtPercentile(p), `p${p}`).toBeGreaterThanOrEqual(b.from);
+      expect(h.getValueAtPercentile(p), `p${p}`).toBeLessThanOrEqual(b.to);
+    }
+  });
+
+  it('the load-step plot: x = the background load reached', () => {
+    const info = inspectSvg(latencySvgs(r)[0]![1]);
+    expect(info.panels.map((p) => p.title)).toEqual(['uplink', 'kernel-ipv4']);
+    expect(info.panels[0]!.x.label).toBe('background load reached (kframes/s)');
+    expect(info.panels[0]!.x.max).toBeGreaterThanOrEqual(1800);
   });
 });

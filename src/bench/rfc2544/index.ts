@@ -8,7 +8,7 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { CASES, RFC2544_SIZES, type CaseName } from './cases.js';
 import { DEFAULT_CASES, DEFAULT_SIZES } from './defaults.js';
-import { latencySvgs, machineInfo, markdown, svgPlot, terminalTable, type Report } from './report.js';
+import { latencyLogs, latencySvgs, machineInfo, markdown, svgPlot, terminalTable, type Report } from './report.js';
 import { DEFAULTS, runRfc2544, type Rfc2544Options } from './rfc2544.js';
 
 export { CASES, RFC2544_SIZES, DEFAULTS };
@@ -44,6 +44,7 @@ export async function benchRfc2544(o: BenchRfc2544Options): Promise<BenchRfc2544
     ['throughput.svg', svgPlot(result, 'mpps')],
     ['throughput-gbps.svg', svgPlot(result, 'gbps')],
     ...latencySvgs(result),
+    ...latencyLogs(result),
   ];
   for (const [name, text] of files) writeFileSync(join(o.outDir, name), text);
   return { report, table: terminalTable(report), files: files.map(([n]) => join(o.outDir, n)) };

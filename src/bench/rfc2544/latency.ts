@@ -15,6 +15,7 @@
 import { fileURLToPath } from 'node:url';
 import type { Dataplane } from '../../dataplane/index.js';
 import type { Summary } from '../../probe/stats.js';
+import type { HdrBucket } from '../../probe/hdr.js';
 import type { DirectionSetup } from '../../probe/probe.js';
 import type { LoadSpec } from '../../probe/sweep.js';
 import type { StampSession } from '../../probe/session.js';
@@ -45,6 +46,8 @@ export interface LatencyStep {
   wire: Summary | null;
   /** In-program residence from the translator's ring records; null for a baseline. */
   residence: Summary | null;
+  /** The HDR histograms (3 digits) behind wire and residence, for the distribution plots; absent in results from before they were kept. */
+  histograms?: { wire: HdrBucket[] | null; residence: HdrBucket[] | null };
   notes: string[];
 }
 
@@ -175,6 +178,10 @@ export async function measureLatency(x: LatencyContext): Promise<CaseLatency> {
         },
         wire: d.wire,
         residence: session === undefined ? null : d.residence,
+        histograms: {
+          wire: d.wireHistogram.count > 0 ? d.wireHistogram.buckets() : null,
+          residence: session === undefined || d.residenceHistogram.count === 0 ? null : d.residenceHistogram.buckets(),
+        },
         notes: [...result.notes, ...(lost < 0 ? [`the sink counted ${-lost} background frames more than were sent: stray traffic`] : [])],
       };
       if (rate > 0 && step.background.achievedPps < 0.95 * rate) {

@@ -12,6 +12,8 @@ import { LIVE_BATCH } from '../../packet/generator.js';
 import type { CaseResult, Rfc2544Result } from './rfc2544.js';
 import { fmtNs, type LatencyStep } from './latency.js';
 import { sweepSvg, type SweepRow } from '../../probe/sweep.js';
+import { distOfBuckets, latencyFigures } from '../../probe/plots.js';
+import { hdrIntervalLog, type LogSeries } from '../../probe/hdrlog.js';
 import type { Summary } from '../../probe/stats.js';
 
 export interface Machine {
@@ -555,9 +557,57 @@ export function latencySvgs(r: Rfc2544Result): [string, string][] {
   const out: [string, string][] = [];
   for (const size of [...new Set(rows.map((x) => x.size))]) {
     const at = sweepRowsOf(rows.filter((x) => x.size === size));
-    out.push([`latency-wire-${size}.svg`, sweepSvg(at, 'wire', `Wire latency vs load, ${size} B class, ${r.options.probeRate} probes/s (x: % of each case's zero-loss rate)`)]);
+    out.push([`latency-wire-${size}.svg`, sweepSvg(at, 'wire', `Wire latency vs load, ${size} B class, ${r.options.probeRate} probes/s (x: background load reached)`)]);
     const res = at.filter((x) => x.residenceP50 !== null);
     if (res.length > 0) out.push([`latency-residence-${size}.svg`, sweepSvg(res, 'residence', `Translator residence vs load, ${size} B class`)]);
+    // The distributions behind the figures (src/probe/plots.ts): a panel per case, a series per load step.
+    for (const what of ['wire', 'residence'] as const) {
+      const panels = r.results
+        .filter((x) => x.rep === 1 && x.size === size)
+        .map((x) => ({
+          title: x.case,
+          series: (x.latency?.steps ?? [])
+            .filter((s) => (s.histograms?.[what] ?? null) !== null)
+            .map((s) => distOfBuckets(`${s.percent} %, reached ${s.background.achievedPps}/s`, s.histograms![what]!, s[what]?.max)),
+        }))
+        .filter((p) => p.series.length > 0);
+      if (panels.length === 0) continue;
+      const f = latencyFigures(panels, {
+        title: `${what === 'wire' ? 'Wire latency' : 'Translator residence'} per load step, ${size} B class`,
+        quantity: what === 'wire' ? 'one-way wire latency' : 'residence time',
+      });
+      out.push([`latency-cdf-${what}-${size}.svg`, f.cdf], [`latency-ccdf-${what}-${size}.svg`, f.ccdf], [`latency-percentiles-${what}-${size}.svg`, f.percentiles]);
+    }
+  }
+  return out;
+}
+
+/**
+ * The latency steps' histograms as HdrHistogram interval logs, one per
+ * frame size (`latency-SIZE.hlog`): a tag per case, step and quantity
+ * (`uplink-50pct-wire`, `uplink-50pct-residence`), one interval of the
+ * probe's length each. All repetitions: the tag ends in `-repN` past the first.
+ */
+export function latencyLogs(r: Rfc2544Result, startMs = Date.now()): [string, string][] {
+  const out: [string, string][] = [];
+  for (const size of [...new Set(r.results.filter((x) => x.latency !== undefined).map((x) => x.size))]) {
+    const series: LogSeries[] = [];
+    for (const x of r.results.filter((y) => y.size === size && y.latency !== undefined)) {
+      for (const s of x.latency!.steps) {
+        for (const what of ['wire', 'residence'] as const) {
+          const b = s.histograms?.[what] ?? null;
+          if (b === null || b.length === 0) continue;
+          series.push({
+            tag: `${x.case}-${s.percent}pct-${what}${x.rep > 1 ? `-rep${x.rep}` : ''}`,
+            values: [],
+            counted: { counts: b.map((k) => [Math.min(k.to, s[what]?.max ?? k.to), k.count] as [number, number]), seconds: x.latency!.probeSeconds },
+          });
+        }
+      }
+    }
+    if (series.length > 0) {
+      out.push([`latency-${size}.hlog`, hdrIntervalLog(series, { startMs, comment: `mup bench rfc2544: latency steps, ${size} B class; tag = case-load-quantity` })]);
+    }
   }
   return out;
 }
