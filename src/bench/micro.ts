@@ -431,18 +431,52 @@ function spreadOver(bits: number): Vary {
   return { ...TEID_SPREAD, bits, groupBits: bits - 3 };
 }
 
-/** bench_htab: key struct mup_policy_key {plen 64, N3, teidOf(g, j)} for every (g, j) the spread makes. */
-function fillColdTable(h: Harness): void {
+/** bench_htab: key struct mup_policy_key {plen 64, N3, teidOf(g, j)} for every (g, j < perGroup) the spread makes. */
+function fillColdTable(h: Harness, perGroup = TEID_POLICIES_MANY / TEID_LENGTHS.length): void {
   const key = Buffer.alloc(12);
   const value = Buffer.alloc(h.htabValueSize);
   key.writeUInt32LE(64, 0);
   key.writeUInt32BE(N3 >>> 0, 4);
   for (let g = 0; g < TEID_LENGTHS.length; g++) {
-    for (let j = 0; j < TEID_POLICIES_MANY / TEID_LENGTHS.length; j++) {
+    for (let j = 0; j < perGroup; j++) {
       key.writeUInt32BE(teidOf(g, j), 8);
       mapUpdate(h.htabFd, key, value, undefined, 'bench_htab');
     }
   }
+}
+
+/**
+ * The cold-lookup floor's program and table on their own (test/micro-floor.test.ts):
+ * a table of 8 × 2^(bits − 3) keys, `run` through the harness, optionally
+ * spread over all of them; returns the verdict and the hits the program counted.
+ */
+export function openColdFloor(bits: number): {
+  frame(j?: number): Buffer;
+  run(frame: Buffer, repeat: number, spread: boolean): { retval: number; hits: bigint };
+  close(): void;
+} {
+  const per = 2 ** (bits - 3);
+  const h = new Harness(per * TEID_LENGTHS.length);
+  try {
+    fillColdTable(h, per);
+  } catch (e) {
+    h.close();
+    throw e;
+  }
+  return {
+    frame: (j = TEID_FRAME_J % per) => {
+      const f = Buffer.from(teidFrame());
+      f.writeUInt32BE(teidOf(0, j), TEID_OFFSET);
+      return f;
+    },
+    run: (frame, repeat, spread) => {
+      h.select(h.lookupFd, frame, spread ? spreadOver(bits) : undefined);
+      const before = perCpuU64Sum(h.hitsFd);
+      const r = h.run(frame, repeat);
+      return { retval: r.retval, hits: perCpuU64Sum(h.hitsFd) - before };
+    },
+    close: () => h.close(),
+  };
 }
 
 function perCpuU64Sum(fd: number): bigint {
