@@ -1236,7 +1236,7 @@ async function main(): Promise<void> {
   const fwdRows = await runForwarding(o, log);
   const out = fileURLToPath(new URL('../../build/bench/micro.json', import.meta.url));
   mkdirSync(new URL('../../build/bench/', import.meta.url), { recursive: true });
-  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows), memoMiss: memoMissCosts(rows, o.rules, a.harnessOverheadNs), teid: teidCosts(rows, a.harnessOverheadNs), forwarding: { targets: FWD_TARGETS, rows: fwdRows } }, null, 2)}\n`);
+  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows), memoMiss: memoMissCosts(rows, o.rules, a.harnessOverheadNs), teid: teidCosts(rows, a.harnessOverheadNs), coldFloor: coldFloor(rows), forwarding: { targets: FWD_TARGETS, rows: fwdRows } }, null, 2)}\n`);
   process.stdout.write(
     [
       `bench:micro ${date}: ${m.cpuModel}, Linux ${m.kernel}, ${m.nproc} CPUs, ${where}`,
@@ -1262,6 +1262,7 @@ async function main(): Promise<void> {
       '',
       'H.M.GTP4.D with (N3, TEID) policies (match N3/32 + teid), small frame, its TEID under the shortest of the TEID lengths:',
       formatTeid(teidCosts(rows, a.harnessOverheadNs)),
+      formatColdFloor(coldFloor(rows)),
       '',
       'forwarding included (mode fib, verdict redirect; routes and neighbours in a namespace of this bench): ' +
         'FIB lookup (cache empty) vs the next hop cached by src/dataplane/nexthop.ts',
