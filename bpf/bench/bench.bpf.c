@@ -23,6 +23,7 @@
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
+#include "../mup_shared.h"
 
 #define BENCH_RESTORE_MAX 128 /* header bytes a translation may rewrite */
 
@@ -126,6 +127,54 @@ int bench_macswap(struct xdp_md *ctx)
 	__builtin_memcpy(tmp, eth->h_source, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
 	__builtin_memcpy(eth->h_dest, tmp, ETH_ALEN);
+	return XDP_TX;
+}
+
+/* The cold-lookup floor (bench:micro --cold-floor): ONE hash lookup in a
+ * table of the data plane's policy shape (key struct mup_policy_key, value
+ * struct mup_policy, BPF_MAP_TYPE_HASH, preallocated), keyed by the frame's
+ * IPv4 destination and GTP-U TEID at /64, then XDP_TX if found (XDP_DROP
+ * if not, so a run whose keys miss the table shows in its verdict and in
+ * bench_hits). With the harness spreading the TEID over the whole table
+ * every lookup goes to memory (bucket, element, and their page-table walks);
+ * repeating one TEID it stays in the caches. The translator's TEID-spread
+ * row pays this once per prefix length it tries. max_entries is set by user
+ * space before load (1 by default: the rows that do not use it pay nothing). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct mup_policy_key);
+	__type(value, struct mup_policy);
+} bench_htab SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} bench_hits SEC(".maps");
+
+#define BENCH_DADDR_OFF (14 + 16)         /* IPv4 destination (IHL 5) */
+#define BENCH_TEID_OFF (14 + 20 + 8 + 4)  /* GTP-U TEID */
+
+SEC("xdp")
+int bench_lookup(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct mup_policy_key key = { .plen = 64 };
+	__u32 zero = 0;
+	__u64 *hits;
+
+	if (data + BENCH_TEID_OFF + 4 > end)
+		return XDP_ABORTED;
+	__builtin_memcpy(&key.daddr, data + BENCH_DADDR_OFF, 4);
+	__builtin_memcpy(&key.teid, data + BENCH_TEID_OFF, 4);
+	if (!bpf_map_lookup_elem(&bench_htab, &key))
+		return XDP_DROP;
+	hits = bpf_map_lookup_elem(&bench_hits, &zero);
+	if (hits)
+		*hits += 1;
 	return XDP_TX;
 }
 

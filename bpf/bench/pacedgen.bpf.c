@@ -13,7 +13,9 @@
  * A frame that finds the pace more than slack behind (the generator was
  * preempted, or a run's set-up took time) restarts the pace from now
  * rather than sending a catch-up burst; it counts in `late`, and the trial
- * sees it as a lower achieved rate.
+ * sees it as a lower achieved rate. Within slack it catches up: the
+ * batches due go out one after the other (user space bounds slack to a
+ * few batches, well under the DUT's 256-frame ring).
  *
  * Varies the inner UDP source port (flows) and, optionally, a big-endian
  * u32 (the GTP-U TEID: many sessions), one after the other per frame.
@@ -95,18 +97,26 @@ int pgen_xmit(struct xdp_md *ctx)
 		p[3] = v & 0xff;
 	}
 	if (c->interval_ps) {
-		__u64 now_ps = bpf_ktime_get_ns() * 1000;
-		struct spin_ctx s;
+		__u32 pb = c->pace_batch;
 
-		if (st->next_ps == 0 || now_ps > st->next_ps + c->slack_ps) {
-			if (st->next_ps)
-				st->late++;
-			st->next_ps = now_ps;
-		}
-		if (st->next_ps > now_ps) {
-			s.until_ps = st->next_ps;
-			bpf_loop(SPIN_MAX, spin_cb, &s, 0);
-			st->spun_ns += (bpf_ktime_get_ns() * 1000 - now_ps) / 1000;
+		/* With pace_batch, only the first frame of each kernel batch
+		 * waits: the batch is flushed to the DUT at its end anyway, so
+		 * spacing its frames changes nothing the DUT sees, and the clock
+		 * reads (about 28 ns each on this VM) are paid once per batch. */
+		if (!pb || st->seq % pb == 0) {
+			__u64 now_ps = bpf_ktime_get_ns() * 1000;
+			struct spin_ctx s;
+
+			if (st->next_ps == 0 || now_ps > st->next_ps + c->slack_ps) {
+				if (st->next_ps)
+					st->late++;
+				st->next_ps = now_ps;
+			}
+			if (st->next_ps > now_ps) {
+				s.until_ps = st->next_ps;
+				bpf_loop(SPIN_MAX, spin_cb, &s, 0);
+				st->spun_ns += (bpf_ktime_get_ns() * 1000 - now_ps) / 1000;
+			}
 		}
 		st->next_ps += c->interval_ps;
 	}

@@ -59,7 +59,7 @@ struct sink_counters {
 struct pgen_cfg {
 	struct tgen_tmpl t;
 	__u16 teid_off;   /* offset of the varied u32 (big endian), 0: none */
-	__u16 pad2;
+	__u16 pace_batch; /* wait only at every pace_batch-th frame (the kernel's batch), 0: every frame */
 	__u32 teid_base;
 	__u32 nteids;     /* values teid_base .. teid_base + nteids - 1 */
 	__u32 pad3;

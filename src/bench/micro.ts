@@ -20,13 +20,13 @@
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, release } from 'node:os';
+import { cpus, loadavg, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
 import { DEFAULT_SETTINGS } from '../config/load.js';
 import { openDataplane, VERDICTS, type Dataplane } from '../dataplane/index.js';
 import {
-  findMap, findProgram, mapFd, mapUpdate, objectClose, objectLoad, objectOpen, programFd, testRun, type BpfObject,
+  findMap, findProgram, mapFd, mapLookup, mapSetMaxEntries, mapUpdate, mapValueSize, numPossibleCpus, objectClose, objectLoad, objectOpen, programFd, testRun, type BpfObject,
   type TestRunResult,
 } from '../dataplane/libbpf.js';
 import { closeProbeMaps, openProbeMaps, ProbeRing, writeSelector } from '../dataplane/probe-maps.js';
@@ -92,6 +92,8 @@ export interface MicroOptions {
   rules: number;
   /** The data plane object; default build/mup.bpf.o. */
   object?: string;
+  /** `teid`: only the harness rows, the (N3, TEID) rows and the cold-lookup floor (`--only teid`). */
+  only?: 'teid';
 }
 
 export type Fn = 'gtp4d' | 'gtp4e' | 'gtp6d' | 'gtp6e';
@@ -123,12 +125,24 @@ class Harness {
   readonly restoreFd: number;
   readonly txOnlyFd: number;
   readonly macswapFd: number;
+  /** The cold-lookup floor: one hash lookup in bench_htab (bpf/bench/bench.bpf.c). */
+  readonly lookupFd: number;
+  readonly htabFd: number;
+  readonly hitsFd: number;
+  readonly htabValueSize: number;
   private readonly tmplFd: number;
   private readonly targetFd: number;
 
-  constructor() {
+  /** `htabEntries`: room in bench_htab (the cold-lookup floor's table). */
+  constructor(htabEntries = 1) {
     this.obj = objectOpen(BENCH_OBJECT);
+    const htab = findMap(this.obj, 'bench_htab');
+    mapSetMaxEntries(htab, htabEntries, 'bench_htab');
+    this.htabValueSize = mapValueSize(htab);
     objectLoad(this.obj, BENCH_OBJECT);
+    this.lookupFd = programFd(findProgram(this.obj, 'bench_lookup'));
+    this.htabFd = mapFd(htab);
+    this.hitsFd = mapFd(findMap(this.obj, 'bench_hits'));
     this.restoreFd = programFd(findProgram(this.obj, 'bench_restore'));
     this.txOnlyFd = programFd(findProgram(this.obj, 'bench_tx_only'));
     this.macswapFd = programFd(findProgram(this.obj, 'bench_macswap'));
@@ -399,6 +413,123 @@ function teidFrame(): Buffer {
   return gtpuFrame({ src: GNB, dst: N3, teid: teidOf(0, TEID_FRAME_J), qfi: 9, inner });
 }
 
+/** The uplink frame with a TEID that is a key of the floor's table as it is (teidOf(0, TEID_FRAME_J)). */
+function teidFrameExact(): Buffer {
+  return teidFrame();
+}
+
+export const COLD_REPEATED = `cold-lookup floor: 1 hash lookup, ${TEID_POLICIES_MANY} entries, TEID repeated`;
+/** The floor's spreads: over 2^bits of the table's keys (2^20: all of them, as the translator's row). */
+export const COLD_SPREAD_BITS: readonly number[] = [10, 16, 20];
+export function coldSpreadName(bits: number): string {
+  return `cold-lookup floor: 1 hash lookup, ${TEID_POLICIES_MANY} entries, TEID spread over ${2 ** bits}`;
+}
+export const COLD_SPREAD = coldSpreadName(20);
+
+/** TEID_SPREAD over the first 2^(bits - 3) policies of each group: 2^bits keys. */
+function spreadOver(bits: number): Vary {
+  return { ...TEID_SPREAD, bits, groupBits: bits - 3 };
+}
+
+/** bench_htab: key struct mup_policy_key {plen 64, N3, teidOf(g, j)} for every (g, j < perGroup) the spread makes. */
+function fillColdTable(h: Harness, perGroup = TEID_POLICIES_MANY / TEID_LENGTHS.length): void {
+  const key = Buffer.alloc(12);
+  const value = Buffer.alloc(h.htabValueSize);
+  key.writeUInt32LE(64, 0);
+  key.writeUInt32BE(N3 >>> 0, 4);
+  for (let g = 0; g < TEID_LENGTHS.length; g++) {
+    for (let j = 0; j < perGroup; j++) {
+      key.writeUInt32BE(teidOf(g, j), 8);
+      mapUpdate(h.htabFd, key, value, undefined, 'bench_htab');
+    }
+  }
+}
+
+/**
+ * The cold-lookup floor's program and table on their own (test/micro-floor.test.ts):
+ * a table of 8 × 2^(bits − 3) keys, `run` through the harness, optionally
+ * spread over all of them; returns the verdict and the hits the program counted.
+ */
+export function openColdFloor(bits: number): {
+  frame(j?: number): Buffer;
+  run(frame: Buffer, repeat: number, spread: boolean): { retval: number; hits: bigint };
+  close(): void;
+} {
+  const per = 2 ** (bits - 3);
+  const h = new Harness(per * TEID_LENGTHS.length);
+  try {
+    fillColdTable(h, per);
+  } catch (e) {
+    h.close();
+    throw e;
+  }
+  return {
+    frame: (j = TEID_FRAME_J % per) => {
+      const f = Buffer.from(teidFrame());
+      f.writeUInt32BE(teidOf(0, j), TEID_OFFSET);
+      return f;
+    },
+    run: (frame, repeat, spread) => {
+      h.select(h.lookupFd, frame, spread ? spreadOver(bits) : undefined);
+      const before = perCpuU64Sum(h.hitsFd);
+      const r = h.run(frame, repeat);
+      return { retval: r.retval, hits: perCpuU64Sum(h.hitsFd) - before };
+    },
+    close: () => h.close(),
+  };
+}
+
+function perCpuU64Sum(fd: number): bigint {
+  const n = numPossibleCpus();
+  const v = mapLookup(fd, u32(0), 8 * n, 'bench_hits');
+  let sum = 0n;
+  for (let c = 0; v && c < n; c++) sum += v.readBigUInt64LE(c * 8);
+  return sum;
+}
+
+export interface ColdFloor {
+  /** One lookup, the same key every iteration (caches warm). */
+  repeatedNs: number;
+  /** One lookup, every iteration another of the 1,048,576 keys (bucket and element from memory). */
+  spreadNs: number;
+  /** The same spread over fewer keys: [keys, ns]. */
+  smaller: Array<[number, number]>;
+  /** The translator's TEID-spread row. */
+  translatorSpreadNs: number;
+  /** The spreading harness alone. */
+  harnessNs: number;
+  /** (translator spread - harness) / (floor spread - harness): the cold lookups the translator's row is worth. */
+  lookupsWorth: number;
+}
+
+export function coldFloor(rows: readonly Row[]): ColdFloor | undefined {
+  const get = (n: string): Row | undefined => rows.find((r) => r.name === n);
+  const rep = get(COLD_REPEATED);
+  const spr = get(COLD_SPREAD);
+  const tr = get(teidRowName(TEID_POLICIES_MANY, true));
+  const h = get(TEID_SPREAD_HARNESS);
+  if (rep === undefined || spr === undefined || tr === undefined || h === undefined) return undefined;
+  return {
+    repeatedNs: rep.nsMedian, spreadNs: spr.nsMedian,
+    smaller: COLD_SPREAD_BITS.filter((b) => b < 20).flatMap((b): Array<[number, number]> => {
+      const r = get(coldSpreadName(b));
+      return r === undefined ? [] : [[2 ** b, r.nsMedian]];
+    }), translatorSpreadNs: tr.nsMedian, harnessNs: h.nsMedian,
+    lookupsWorth: (tr.nsMedian - h.nsMedian) / Math.max(1, spr.nsMedian - h.nsMedian),
+  };
+}
+
+export function formatColdFloor(c: ColdFloor | undefined): string {
+  if (c === undefined) return '  (cold-lookup floor rows missing)';
+  return [
+    `cold-lookup floor (one hash lookup in a ${TEID_POLICIES_MANY}-entry table of the policies' shape): ` +
+      `TEID repeated ${fmtNs(c.repeatedNs)} ns, ${c.smaller.map(([k, ns]) => `spread over ${k} keys ${fmtNs(ns)} ns, `).join('')}` +
+      `spread over all ${TEID_POLICIES_MANY} ${fmtNs(c.spreadNs)} ns (spreading harness alone ${fmtNs(c.harnessNs)} ns)`,
+    `translator, TEID spread: ${fmtNs(c.translatorSpreadNs)} ns = ${c.lookupsWorth.toFixed(1)} cold lookups ` +
+      `(it tries ${(TEID_LENGTHS.length + 1) / 2} prefix lengths on average: ${TEID_LENGTHS.length} for the /${TEID_LENGTHS[0]} group, 1 for the /${TEID_LENGTHS.at(-1)} group)`,
+  ].join('\n');
+}
+
 export function teidRowName(n: number, spread = false): string {
   return `harness -> gtp4d, ${n} (N3, TEID) polic${n === 1 ? 'y' : 'ies'}${spread ? `, ${TEID_LENGTHS.length} TEID lengths, TEID spread (copy missed)` : n === 1 ? '' : `, ${TEID_LENGTHS.length} TEID lengths`}`;
 }
@@ -461,8 +592,8 @@ interface Case {
   after?: () => void;
   /** The harness rewrites a field every iteration: the frames differ, so only verdict and length are compared. */
   vary?: Vary;
-  /** Counts of this event must grow by the iterations of each run (every spread frame translated). */
-  check?: { dp: Dataplane; event: string };
+  /** This count must grow by the iterations of each run (every spread frame translated / found). */
+  check?: { count: () => bigint; what: string };
 }
 
 function newRow(name: string, fn: Fn | null, rules: number | null, policyLengths: number, size: Size, frame: Buffer): Row {
@@ -476,7 +607,7 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
     gtp6d: { small: uplink6(GTPU6_OVERHEAD + SMALL_INNER), '1400': uplink6(1400) },
     gtp6e: { small: downlink6(SRV6_SRH1_OVERHEAD + SMALL_INNER), '1400': downlink6(1400) },
   };
-  const h = new Harness();
+  const h = new Harness(TEID_POLICIES_MANY);
   const dps: Dataplane[] = [];
   const closers: Array<() => void> = [];
   try {
@@ -487,11 +618,14 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
       { row: newRow('harness -> xdp_tx_only', null, null, 0, 'small', small), frame: small, targetFd: h.txOnlyFd, direct: false },
       { row: newRow('harness -> mac swap', null, null, 0, 'small', small), frame: small, targetFd: h.macswapFd, direct: false },
     ];
-    const sets: Array<[number, number[] | undefined]> = [
-      [1, undefined],
-      [o.rules, undefined],
-      [o.rules, [32, 28, 26, 24]],
-    ];
+    const sets: Array<[number, number[] | undefined]> =
+      o.only === 'teid'
+        ? []
+        : [
+            [1, undefined],
+            [o.rules, undefined],
+            [o.rules, [32, 28, 26, 24]],
+          ];
     for (const [n, lens] of sets) {
       const dp = openDataplane({ config: config(n, lens), ...(o.object === undefined ? {} : { object: o.object }) });
       dps.push(dp);
@@ -507,13 +641,13 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
 
     // Probe rows (issue 4): H.M.GTP4.D and End.M.GTP4.E, 1 rule, small frame,
     // against the same source built without the probe, in the same run.
-    cases.push(...probeCases(o, frames.gtp4d.small, frames.gtp4e.small, dps, closers, log));
+    if (o.only === undefined) cases.push(...probeCases(o, frames.gtp4d.small, frames.gtp4e.small, dps, closers, log));
 
     // The lookup itself: every packet misses its CPU's copy of the last
     // policy / local SID (bpf/lookup.h), so it pays the hash lookups and the
     // copy. The regular rows repeat one frame, which always hits.
-    const missObj = buildVariant('MUP_MEMO_MISS', MEMO_MISS_OBJECT);
-    for (const n of [1, o.rules]) {
+    const missObj = o.only === undefined ? buildVariant('MUP_MEMO_MISS', MEMO_MISS_OBJECT) : '';
+    for (const n of o.only === undefined ? [1, o.rules] : []) {
       const dp = openDataplane({ config: config(n), object: missObj });
       dps.push(dp);
       for (const fn of FNS) {
@@ -521,11 +655,11 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
         cases.push({ row: newRow(memoMissName(fn, n), null, n, 1, 'small', f), frame: f, targetFd: dp.progFd, direct: false });
       }
     }
-    log('loaded the copy-missed rows');
+    if (o.only === undefined) log('loaded the copy-missed rows');
 
     // PE downlink encapsulation (bpf/session.h): 1 session and 1,048,576,
     // the frame to a UE in the middle of the table.
-    for (const n of [1, SESSIONS_MANY]) {
+    for (const n of o.only === undefined ? [1, SESSIONS_MANY] : []) {
       const dp = openDataplane({ config: sessionConfig(n), ...(o.object === undefined ? {} : { object: o.object }) });
       dps.push(dp);
       const f = toUe(n >> 1);
@@ -547,10 +681,23 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
       cases.push({ row: newRow(teidRowName(TEID_POLICIES_MANY), null, TEID_POLICIES_MANY, TEID_LENGTHS.length, 'small', f), frame: f, targetFd: many.progFd, direct: false });
       cases.push({
         row: newRow(teidRowName(TEID_POLICIES_MANY, true), null, TEID_POLICIES_MANY, TEID_LENGTHS.length, 'small', f),
-        frame: f, targetFd: many.progFd, direct: false, vary: TEID_SPREAD, check: { dp: many, event: 'fwd_tx' },
+        frame: f, targetFd: many.progFd, direct: false, vary: TEID_SPREAD,
+        check: { count: () => many.counters(undefined, { rules: 'none' }).events['fwd_tx']?.packets ?? 0n, what: 'fwd_tx' },
       });
       cases.push({ row: newRow(TEID_SPREAD_HARNESS, null, null, 0, 'small', f), frame: f, targetFd: h.txOnlyFd, direct: false, vary: TEID_SPREAD });
       log(`loaded 1 and ${TEID_POLICIES_MANY} (N3, TEID) policies`);
+
+      // The cold-lookup floor: ONE hash lookup per packet in a table of the
+      // policies' shape holding exactly the 1,048,576 keys the spread makes,
+      // the same TEID repeated and spread (what the translator's spread row
+      // pays once per prefix length it tries).
+      fillColdTable(h);
+      const hits = (): bigint => perCpuU64Sum(h.hitsFd);
+      cases.push({ row: newRow(COLD_REPEATED, null, null, 0, 'small', f), frame: teidFrameExact(), targetFd: h.lookupFd, direct: false, check: { count: hits, what: 'a hit' } });
+      for (const bits of COLD_SPREAD_BITS) {
+        cases.push({ row: newRow(coldSpreadName(bits), null, null, 0, 'small', f), frame: teidFrameExact(), targetFd: h.lookupFd, direct: false, vary: spreadOver(bits), check: { count: hits, what: 'a hit' } });
+      }
+      log(`loaded the cold-lookup floor (${TEID_POLICIES_MANY} entries)`);
     }
 
     // The single runs: the reference bytes and verdict of each case.
@@ -566,14 +713,14 @@ export function runMicro(o: MicroOptions, log: (s: string) => void = () => {}): 
       const repeat = c.repeat === undefined ? repeat0 : Math.min(c.repeat, repeat0);
       if (c.direct) return testRun(c.targetFd, { dataIn: c.frame, repeat }).duration;
       h.select(c.targetFd, c.frame, c.vary);
-      const before = c.check === undefined ? 0n : c.check.dp.counters(undefined, { rules: 'none' }).events[c.check.event]?.packets ?? 0n;
+      const before = c.check === undefined ? 0n : c.check.count();
       const r = h.run(c.frame, repeat);
       c.after?.();
       const ref = c.once!;
       if (c.check !== undefined) {
-        const after = c.check.dp.counters(undefined, { rules: 'none' }).events[c.check.event]?.packets ?? 0n;
+        const after = c.check.count();
         if (after - before !== BigInt(repeat)) {
-          throw new Error(`${c.row.name}: ${after - before} of ${repeat} iterations counted ${c.check.event}: not every spread frame was translated`);
+          throw new Error(`${c.row.name}: ${after - before} of ${repeat} iterations counted ${c.check.what}: not every spread frame was translated`);
         }
       }
       if (c.vary !== undefined) {
@@ -1043,6 +1190,11 @@ function parseArgs(args: string[]): MicroOptions {
     return v;
   };
   const o: MicroOptions = { repeat: num('--repeat', 1_000_000), runs: num('--runs', 9), rules: num('--rules', 65536) };
+  const only = args.indexOf('--only');
+  if (only >= 0) {
+    if (args[only + 1] !== 'teid') throw new Error(`--only ${args[only + 1] ?? ''}: expected teid`);
+    o.only = 'teid';
+  }
   const oi = args.indexOf('--object');
   if (oi >= 0) o.object = args[oi + 1];
   return o;
@@ -1059,11 +1211,32 @@ async function main(): Promise<void> {
   log(where);
   const date = new Date().toISOString();
   const rows = runMicro(o, log);
+  if (o.only === 'teid') {
+    const out = fileURLToPath(new URL('../../build/bench/micro-teid.json', import.meta.url));
+    mkdirSync(new URL('../../build/bench/', import.meta.url), { recursive: true });
+    writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, rows, coldFloor: coldFloor(rows) }, null, 2)}\n`);
+    const w = Math.max(...rows.map((r) => r.name.length));
+    process.stdout.write(
+      [
+        `bench:micro --only teid ${date}: ${m.cpuModel}, Linux ${m.kernel}, ${m.nproc} CPUs, ${where}; load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`,
+        `${o.runs} interleaved runs of ${o.repeat} iterations per row (BPF_PROG_TEST_RUN); ns per packet, with the harness`,
+        '',
+        `${'case'.padEnd(w)}  median     min     max`,
+        ...rows.map((r) => `${r.name.padEnd(w)}  ${fmtNs(r.nsMedian).padStart(6)}  ${fmtNs(r.nsMin).padStart(6)}  ${fmtNs(r.nsMax).padStart(6)}`),
+        '',
+        formatColdFloor(coldFloor(rows)),
+        '',
+        `JSON (all runs): ${out}`,
+        '',
+      ].join('\n'),
+    );
+    return;
+  }
   const a = analyse(rows, o.rules);
   const fwdRows = await runForwarding(o, log);
   const out = fileURLToPath(new URL('../../build/bench/micro.json', import.meta.url));
   mkdirSync(new URL('../../build/bench/', import.meta.url), { recursive: true });
-  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows), memoMiss: memoMissCosts(rows, o.rules, a.harnessOverheadNs), teid: teidCosts(rows, a.harnessOverheadNs), forwarding: { targets: FWD_TARGETS, rows: fwdRows } }, null, 2)}\n`);
+  writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows), memoMiss: memoMissCosts(rows, o.rules, a.harnessOverheadNs), teid: teidCosts(rows, a.harnessOverheadNs), coldFloor: coldFloor(rows), forwarding: { targets: FWD_TARGETS, rows: fwdRows } }, null, 2)}\n`);
   process.stdout.write(
     [
       `bench:micro ${date}: ${m.cpuModel}, Linux ${m.kernel}, ${m.nproc} CPUs, ${where}`,
@@ -1089,6 +1262,7 @@ async function main(): Promise<void> {
       '',
       'H.M.GTP4.D with (N3, TEID) policies (match N3/32 + teid), small frame, its TEID under the shortest of the TEID lengths:',
       formatTeid(teidCosts(rows, a.harnessOverheadNs)),
+      formatColdFloor(coldFloor(rows)),
       '',
       'forwarding included (mode fib, verdict redirect; routes and neighbours in a namespace of this bench): ' +
         'FIB lookup (cache empty) vs the next hop cached by src/dataplane/nexthop.ts',

@@ -29,6 +29,8 @@ export interface CpuPlan {
   /** CPU of the device under test's NAPI threads. */
   dut: number;
   threads: NapiThread[];
+  /** SCHED_FIFO priority of the generator's thread (0: not changed). */
+  genPriority?: number;
 }
 
 /** Kernel threads named napi/<dev>-<id> (thread ids). */
@@ -55,8 +57,19 @@ async function sh(ns: string, cmd: string): Promise<void> {
  * to `gen`. The veths need their XDP programs attached first (that is what
  * gives a veth its NAPI). Thread names are not per namespace, so a device's
  * threads are those that appear when its threaded switch is turned on.
+ *
+ * This process's main thread (the generator: its BPF_PROG_TEST_RUN calls
+ * run in it) becomes SCHED_FIFO `genPriority` (default 40, below the NAPI
+ * threads' 50, so the sinks still preempt it; 0 leaves it as it is), with
+ * reset-on-fork so the commands it runs are not real-time: a paced
+ * generator that other processes can preempt falls behind its pace (the
+ * frames due meanwhile are lost to the trial: "generator short"). The
+ * kernel's real-time throttling (sched_rt_runtime_us) still leaves other
+ * work 5 % of the CPU. saveAffinity().restore() puts it back.
  */
-export async function pinLab(lab: BenchLab, gen = 0, dut = cpus().length - 1): Promise<CpuPlan> {
+export const GEN_PRIORITY = 40;
+
+export async function pinLab(lab: BenchLab, gen = 0, dut = cpus().length - 1, genPriority = GEN_PRIORITY): Promise<CpuPlan> {
   if (gen === dut) throw new Error(`generator and device under test on the same CPU ${gen}: the pinned mode needs two CPUs`);
   const threads: NapiThread[] = [];
   for (const [ns, dev, role] of [[lab.dut, 'da', 'dut'], [lab.dut, 'db', 'dut'], [lab.a, 'ea', 'sink'], [lab.b, 'eb', 'sink']] as const) {
@@ -72,7 +85,8 @@ export async function pinLab(lab: BenchLab, gen = 0, dut = cpus().length - 1): P
     }
   }
   await execa('taskset', ['-a', '-p', '-c', String(gen), String(process.pid)], { timeout: 10_000 });
-  return { gen, dut, threads };
+  if (genPriority > 0) await execa('chrt', ['-f', '-R', '-p', String(genPriority), String(process.pid)], { timeout: 10_000 });
+  return { gen, dut, threads, genPriority };
 }
 
 /** This process's CPUs (every thread's), to put back after pinLab: `restore()`. */
@@ -80,6 +94,7 @@ export function saveAffinity(): { restore(): Promise<void> } {
   const list = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
   return {
     restore: async () => {
+      await execa('chrt', ['-o', '-p', '0', String(process.pid)], { timeout: 10_000, reject: false });
       if (list !== undefined) await execa('taskset', ['-a', '-p', '-c', list, String(process.pid)], { timeout: 10_000 });
     },
   };

@@ -28,9 +28,9 @@ export interface PacedIo {
   settle(): Promise<void>;
 }
 
-/** Frames per call: about 100 ms at the rate (full speed: 400,000), at least a batch. */
+/** Frames per call: about 100 ms at the rate (full speed: 400,000), whole batches (the pace waits at batch starts). */
 export function sliceFor(rate: number, batch: number): number {
-  return Number.isFinite(rate) ? Math.max(batch, Math.round(rate * 0.1)) : 400_000;
+  return Number.isFinite(rate) ? Math.max(1, Math.round((rate * 0.1) / batch)) * batch : 400_000;
 }
 
 export interface PacedTrialOptions {
@@ -55,7 +55,8 @@ export async function pacedTrial(io: PacedIo, o: PacedTrialOptions): Promise<Tri
     const el = Number(process.hrtime.bigint() - t0);
     if (el >= durNs) break;
     // The last slice only as long as the trial has left.
-    const left = Number.isFinite(o.rate) ? Math.max(io.streams[0]!.gen.batch, Math.round(((durNs - el) / 1e9) * (o.rate / n))) : slice;
+    const b = io.streams[0]!.gen.batch;
+    const left = Number.isFinite(o.rate) ? Math.max(1, Math.round(((durNs - el) / 1e9) * (o.rate / n) / b)) * b : slice;
     for (const s of io.streams) sent += s.gen.send(Math.min(slice, left));
     o.watch?.sample();
     o.progress?.(el / durNs);

@@ -35,6 +35,17 @@ const BURST_SIZE = (3 + BURST_BUCKETS) * 8;
 
 /** Frames per kernel batch (BPF_PROG_TEST_RUN batch_size, at most 256): the burst the DUT sees. */
 export const PACED_BATCH = 16;
+/**
+ * How far behind its pace the generator may catch up, in frames: after a
+ * preemption (a sink's NAPI thread, another process) the batches due go out
+ * back to back up to this many frames, a quarter of the DUT's 256-frame
+ * ring; beyond it the pace restarts (the frames are not sent: a shorter
+ * trial rate, counted `late`).
+ */
+export const PACED_CATCHUP = 64;
+
+/** Where the program waits for the pace: at each kernel batch (default) or before every frame. */
+export type PaceAt = 'batch' | 'frame';
 
 function loaded(path: string): BpfObject {
   const o = objectOpen(path);
@@ -79,15 +90,19 @@ export class PacedGenerator {
   readonly #cfg: number;
   readonly #state: number;
   readonly batch: number;
+  readonly paceAt: PaceAt;
+  readonly catchUp: number;
   #tmpl: Buffer | undefined;
   #frame: Buffer | undefined;
   #ctx: Buffer | undefined;
   #netns: string | undefined;
   #rate = Infinity;
 
-  constructor(batch = PACED_BATCH) {
+  constructor(batch = PACED_BATCH, o: { paceAt?: PaceAt; catchUp?: number } = {}) {
     if (!Number.isInteger(batch) || batch < 1 || batch > 256) throw new RangeError(`batch ${batch}: 1..256 frames`);
     this.batch = batch;
+    this.paceAt = o.paceAt ?? 'batch';
+    this.catchUp = Math.max(batch, o.catchUp ?? PACED_CATCHUP);
     this.#obj = loaded(PACEDGEN_OBJECT);
     this.#prog = programFd(findProgram(this.#obj, 'pgen_xmit'));
     this.#cfg = mapFd(findMap(this.#obj, 'pgen_cfg_map'));
@@ -109,6 +124,7 @@ export class PacedGenerator {
     t.writeUInt16LE(g.sportBase, 10);
     t.writeUInt16LE(g.flows, 12);
     f.copy(t, 16, 0, head);
+    t.writeUInt16LE(this.paceAt === 'batch' ? this.batch : 0, TMPL_SIZE + 2);
     if (g.teid !== undefined) {
       t.writeUInt16LE(g.teid.off, TMPL_SIZE);
       t.writeUInt32LE(g.teid.base >>> 0, TMPL_SIZE + 4);
@@ -131,8 +147,8 @@ export class PacedGenerator {
     if (this.#tmpl === undefined) return;
     const interval = Number.isFinite(fps) ? BigInt(Math.max(1, Math.round(1e12 / fps))) : 0n;
     this.#tmpl.writeBigUInt64LE(interval, TMPL_SIZE + 16);
-    // A frame may catch up at most one batch behind the pace, no more.
-    this.#tmpl.writeBigUInt64LE(interval * BigInt(this.batch), TMPL_SIZE + 24);
+    // The generator may catch up at most catchUp frames behind the pace, no more.
+    this.#tmpl.writeBigUInt64LE(interval * BigInt(this.catchUp), TMPL_SIZE + 24);
     mapUpdate(this.#cfg, u32(0), this.#tmpl, undefined, 'pgen_cfg_map');
   }
 

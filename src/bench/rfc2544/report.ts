@@ -208,13 +208,13 @@ function pinnedMarkdown(rep: Report): string[] {
   const p = r.cpuPlan;
   L.push('## Where things run (napi pinned)', '');
   if (p !== undefined) {
-    L.push(`- Generator (this process, BPF_PROG_TEST_RUN live frames, bpf/bench/pacedgen.bpf.c) and the sinks' NAPI threads on **CPU ${p.gen}**; the device under test's NAPI threads on **CPU ${p.dut}**, SCHED_FIFO 50:`);
+    L.push(`- Generator (this process, BPF_PROG_TEST_RUN live frames, bpf/bench/pacedgen.bpf.c${p.genPriority ? `, its thread SCHED_FIFO ${p.genPriority}` : ''}) and the sinks' NAPI threads on **CPU ${p.gen}**; the device under test's NAPI threads on **CPU ${p.dut}**, SCHED_FIFO 50:`);
     for (const t of p.threads) L.push(`  - napi/${t.dev} (thread ${t.tid}, ${t.role === 'dut' ? 'device under test' : 'sink'}): pinned to CPU ${t.cpu}`);
     const seen = [...new Set(r.results.flatMap((x) => x.trials.flatMap((t) => t.dut?.cpus ?? [])))];
     L.push(`- Checked during every trial (/proc/<tid>/stat): the DUT's threads ran on CPU ${seen.length > 0 ? seen.join(', ') : '-'}${seen.length === 1 && seen[0] === p.dut ? ' only' : ' (**not only the DUT\'s CPU**)'}; the trials table gives their busy share of that CPU.`);
   }
   L.push(`- Trials of ${o.trialMs / 1000} s${o.trialMs < 60_000 ? ` (**shorter than RFC 2544 §26.1's 60 s**${o.trialMs <= 1000 ? ', --quick' : ''}; \`--full\` runs 60 s trials)` : ' (RFC 2544 §26.1)'}; back-to-back: ${o.b2bTrials} trial(s) per case (RFC 2544 §26.4 asks for 50).`);
-  L.push(`- Pacing: each frame waits in the generator's program until its time (bpf_loop on bpf_ktime_get_ns); the kernel flushes XDP_TX frames once per batch of ${r.pacedBatch ?? '?'}, so the DUT receives bursts of about one batch at the offered rate. A trial's **sent** rate is what the generator achieved; under other load it falls short of the offered rate.`);
+  L.push(`- Pacing: the first frame of each kernel batch of ${r.pacedBatch ?? '?'} waits in the generator's program until its time (bpf_loop on bpf_ktime_get_ns); the kernel flushes XDP_TX frames once per batch, so the DUT receives bursts of about one batch at the offered rate (up to 64 frames when the generator catches up after a preemption; further behind, the pace restarts). A trial's **sent** rate is what the generator achieved; under other load it falls short of the offered rate.`);
   const shortN = r.results.reduce((a, x) => a + x.trials.filter((t) => Number.isFinite(t.offeredRate) && t.achievedRate < 0.95 * t.offeredRate).length, 0);
   const allN = r.results.reduce((a, x) => a + x.trials.length, 0);
   L.push(`- The search bisects on the rates asked for. **${shortN} of ${allN} trials' generator reached less than 95 % of its offered rate** (marked "(short)" in the trials table: its CPU was shared with other work)${shortN > 0 ? '; a throughput from such a search is a lower bound of what a dedicated generator would show' : ''}.`);
