@@ -4,10 +4,12 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import type { DaemonStatus, CountersSnapshot, ReloadResult } from '../daemon/daemon.js';
 import type { RuleKind } from '../daemon/rules.js';
 import { DEFAULT_BPFFS, DEFAULT_OBJECT } from '../host/paths.js';
+import { MAX_PER_RULE_TOP, parsePerRule } from '../config/per-rule.js';
+import type { PerRuleSeries } from '../config/types.js';
 import { ApiError, call, ConnectError, ExitStatus, type Target } from './client.js';
 // The daemon, libbpf and the metrics library load only for the commands that need them.
 
@@ -264,7 +266,11 @@ export function registerOps(program: Command, io: Io): void {
     .option('--replace-tables', 'do not carry the pinned tables and counters over: start with fresh ones, filled before the new program is swapped in (counters start from zero)')
     .addOption(new Option('--log-format <format>', 'log format (default: text on a terminal, json otherwise)').choices(['json', 'text']))
     .addOption(new Option('--log-level <level>', 'least important log level shown').choices(['debug', 'info', 'warn', 'error']).default('info'))
-    .option('--metrics-rule-limit <n>', 'rules with their own Prometheus series (the first N)', int('--metrics-rule-limit'), 1000)
+    .option('--metrics-per-rule <which>', 'per-rule Prometheus series: off, all, or top:N (the N rules with the most packets); default daemon.metrics.per_rule, else off', (v: string) => {
+      const p = parsePerRule(v);
+      if (p === undefined) throw new InvalidArgumentError(`use off, all or top:N (N from 1 to ${MAX_PER_RULE_TOP}), not ${JSON.stringify(v)}`);
+      return p;
+    })
     .option('--link-check-ms <ms>', 'how often links, pins and interfaces are checked and repaired besides on every link event of the kernel', int('--link-check-ms'), 1000)
     .option('--check', 'check the config (and the state file\'s API changes on top of it) and print what would load; start nothing (no root needed); exit 0 when valid')
     .addHelpText(
@@ -288,7 +294,7 @@ export function registerOps(program: Command, io: Io): void {
         replaceTables?: boolean;
         logFormat?: 'json' | 'text';
         logLevel: string;
-        metricsRuleLimit: number;
+        metricsPerRule?: PerRuleSeries;
         linkCheckMs: number;
         check?: boolean;
       }) => {
@@ -308,7 +314,7 @@ export function registerOps(program: Command, io: Io): void {
             bpffs: o.bpffs,
             object: o.object,
             log,
-            metricsRuleLimit: o.metricsRuleLimit,
+            ...(o.metricsPerRule === undefined ? {} : { metricsPerRule: o.metricsPerRule }),
             linkCheckMs: o.linkCheckMs,
             ...(o.socket === undefined ? {} : { socket: o.socket }),
             ...(o.stateFile === undefined ? {} : { stateFile: o.stateFile }),
