@@ -20,7 +20,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Config } from '../config/types.js';
+import type { Config, LocalSid, Policy, Session } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig } from '../config/load.js';
 import { runningConfigYaml } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
@@ -927,14 +927,36 @@ export class Daemon {
   // -------------------------------------------------------------------------
   // Rules through the API
 
-  listRules(kind: RuleKind): (RuleJson & { origin: 'config' | 'api'; rule: number | null })[] {
-    const t = this.dataplane.rules;
+  listRules(kind: RuleKind): ListedRule[] {
+    return [...this.#rules.rules(kind).values()].map((r) => this.listedRule(kind, r));
+  }
+
+  /** The rules of one kind, by key, as they are now (a live view: the API pages and streams from it). */
+  ruleMap(kind: RuleKind): ReadonlyMap<string, Rule> {
+    return this.#rules.rules(kind);
+  }
+
+  /** One rule as GET /v1/policies (...) lists it: its config keys, where it came from, its counter slot. */
+  listedRule(kind: RuleKind, r: Rule): ListedRule {
     const k = RULE_KINDS[kind];
-    return [...this.#rules.rules(kind).values()].map((r) => ({
-      ...k.json(r),
-      origin: this.#rules.source(kind, k.key(r)),
-      rule: k.ruleId(t, r) ?? null,
-    }));
+    return { ...k.json(r), origin: this.#rules.source(kind, k.key(r)), rule: k.ruleId(this.dataplane.rules, r) ?? null };
+  }
+
+  /**
+   * The counters of one rule (GET /v1/counters?rule=, mup stats --rule), by
+   * name or key, from one read of the counter map; undefined when no rule
+   * of that kind has it. The rule's own slot only: no other rule is listed.
+   */
+  ruleCounters(kind: RuleKind, by: { key?: string; name?: string }): { at: string; rule: RuleCounter | null } | undefined {
+    const key = this.#rules.find(kind, by);
+    if (key === undefined) return undefined;
+    const r = this.#rules.rules(kind).get(key)!;
+    const one = { policies: [] as Policy[], localsids: [] as LocalSid[], sessions: [] as Session[] };
+    if (kind === 'policy') one.policies.push(r as Policy);
+    else if (kind === 'localsid') one.localsids.push(r as LocalSid);
+    else one.sessions.push(r as Session);
+    const c = this.dataplane.counters(one, { rules: 'all' });
+    return { at: new Date().toISOString(), rule: c.rules[0] ?? null };
   }
 
   /**
@@ -1161,6 +1183,9 @@ export class Daemon {
     this.unlock();
   }
 }
+
+/** A rule as the API lists it. */
+export type ListedRule = RuleJson & { origin: 'config' | 'api'; rule: number | null };
 
 /** Bytes of per-rule counter state, for sizing notes. */
 export const RULE_COUNTER_BYTES = LAYOUTS.mup_counter.size;
