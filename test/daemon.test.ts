@@ -31,6 +31,8 @@ const NEW_PREFIX = '20010db80003';
 const POLICY = { name: 'n3-uplink', match: `${N3}/32`, sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' };
 const CONFIG = `
 settings: { forwarding: fib, max_policies: 64, max_localsids: 64 }
+# Per-rule series are opt-in: the busiest rules (the ones with traffic here).
+daemon: { metrics: { per_rule: "top:10" } }
 interfaces:
   - { name: to-gnb }
   - { name: to-core }

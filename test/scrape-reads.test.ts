@@ -14,13 +14,14 @@
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Daemon } from '../src/daemon/daemon.js';
 import { createLogger } from '../src/daemon/log.js';
 import { createMetrics } from '../src/daemon/metrics.js';
+import type { PerRuleSeries } from '../src/config/types.js';
 import { COUNTER_STRIDE, LAYOUTS, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
 import { BPF_ANY, mapUpdate, numPossibleCpus, traceMapReads, type MapRead } from '../src/dataplane/libbpf.js';
 
@@ -98,16 +99,37 @@ describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () =
     expect([t.policies.entries, t.localsids.entries]).toEqual([RULES, RULES]);
   });
 
-  it('a /metrics scrape reads the counter range once', async () => {
-    const reg = createMetrics(d!);
+  /** A scrape with the counter-map reads it made, its size and time (printed: the issue's figures, never asserted). */
+  async function scrape(perRule: PerRuleSeries | undefined, label: string): Promise<{ text: string; reads: MapRead[] }> {
+    const reg = createMetrics(d!, perRule === undefined ? {} : { perRule });
     let text = '';
+    const t0 = performance.now();
     const reads = await countedReads(async () => {
       text = await reg.metrics();
     });
-    // The scrape is a real one: every function, the events and the first rules.
+    const ms = performance.now() - t0;
+    console.log(`scrape, ${label}, ${2 * RULES} rules: ${ms.toFixed(1)} ms, ${(Buffer.byteLength(text) / 1024).toFixed(1)} KiB (load average ${loadavg()[0]!.toFixed(2)})`);
+    return { text, reads };
+  }
+  const ruleLines = (text: string): string[] => text.split('\n').filter((l) => l.startsWith('mup_rule_packets_total{'));
+
+  it('a default /metrics scrape reads the counter range once, and has no per-rule series', async () => {
+    const { text, reads } = await scrape(undefined, 'default (per_rule off)');
+    // The scrape is a real one: every function, the events, the tables.
     expect(text).toContain('mup_packets_total{function="End.M.GTP4.E"} 0');
     expect(text).toContain('mup_events_total{event="fwd_tx",class="fwd"} 0');
+    expect(text).toContain(`mup_table_entries{table="policies"} ${RULES}`);
+    expect(ruleLines(text)).toEqual([]);
+    expect(text).toMatch(/^mup_rule_series_truncated 1$/m);
+    expect(reads).toEqual([wholeRange()]);
+  });
+
+  it('per_rule all: one series per rule, from the same single read', async () => {
+    const { text, reads } = await scrape('all', 'per_rule all');
+    expect(ruleLines(text)).toHaveLength(2 * RULES);
     expect(text).toContain('mup_rule_packets_total{kind="policy",key="10.0.0.0/24",name="p0"} 0');
+    expect(text).toContain('mup_rule_bytes_total{kind="localsid",key="2001:db8:ffff::/48",name="l65535"} 0');
+    expect(text).toMatch(/^mup_rule_series_truncated 0$/m);
     expect(reads).toEqual([wholeRange()]);
   });
 
@@ -146,4 +168,37 @@ describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () =
     expect(after.rules).toEqual([]);
     expect(after.functions.end_m_gtp4_e).toEqual({ packets: 0n, bytes: 0n });
   });
+
+  it('per_rule top:N: the N rules with the most packets, busiest first; rules without packets never', async () => {
+    // Counted as the program would count them (no packet here can reach a rule).
+    const rules = { l7: 30n, l9: 50n, p3: 40n };
+    for (const [name, packets] of Object.entries(rules)) setRuleSlot(name, packets);
+    try {
+      const top2 = await scrape({ top: 2 }, 'per_rule top:2');
+      expect(ruleLines(top2.text)).toEqual([
+        'mup_rule_packets_total{kind="localsid",key="2001:db8:9::/48",name="l9"} 50',
+        'mup_rule_packets_total{kind="policy",key="10.0.3.0/24",name="p3"} 40',
+      ]);
+      expect(top2.reads).toEqual([wholeRange()]);
+      const top10 = await scrape({ top: 10 }, 'per_rule top:10');
+      expect(ruleLines(top10.text).map((l) => /name="(\w+)"/.exec(l)?.[1])).toEqual(['l9', 'p3', 'l7']);
+    } finally {
+      for (const name of Object.keys(rules)) setRuleSlot(name, 0n);
+    }
+  });
+
+  /** Write a rule's counter slot (on CPU 0) as the program would count it. */
+  function setRuleSlot(name: string, packets: bigint): void {
+    const dp = d!.dataplane;
+    const c = d!.config;
+    const p = c.policies.find((x) => x.name === name);
+    const l = c.localsids.find((x) => x.name === name);
+    const rule = p !== undefined ? dp.rules.policyRule(p.match) : dp.rules.localsidRule(l!.sid);
+    const v = Buffer.alloc(COUNTER_STRIDE * numPossibleCpus());
+    v.writeBigUInt64LE(packets, LAYOUTS.mup_counter.members.packets.offset);
+    v.writeBigUInt64LE(packets * 100n, LAYOUTS.mup_counter.members.bytes.offset);
+    const key = Buffer.alloc(4);
+    key.writeUInt32LE(MUP_EVENT_SLOTS + rule!);
+    mapUpdate(dp.maps.counters, key, v, BPF_ANY, 'mup_counters');
+  }
 });

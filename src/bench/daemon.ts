@@ -11,8 +11,13 @@
  *       same 10,000 as single requests (DELETE, POST), one at a time;
  * and, for information (no target):
  *   (d) the time of a /metrics scrape and of GET /v1/counters (`mup stats`)
- *       with those tables, --scrapes N of each (default 50), 150 ms apart
- *       (the metrics reuse one counter snapshot for 100 ms).
+ *       with those tables, --scrapes N of each (default 50), 150 ms apart;
+ * and (issue 19):
+ *   (f) /metrics with default settings: under 50 ms median and 200 KB; with
+ *       daemon.metrics.per_rule all (a reload), its time and size reported;
+ *   (g) 4 writers, each on its own kept-alive connection, deleting and
+ *       adding back policies as fast as answered for 10 s: at least 2,000
+ *       changes/s in total, single-change p99 under 5 ms (group commit).
  *
  * It runs the real daemon (bin/mup.js, the compiled dist/: run `make` first)
  * in a network namespace it creates, attached to one veth there, with its
@@ -334,6 +339,132 @@ function logLines(text: string): LogLine[] {
   return out;
 }
 
+// ---------------------------------------------------------------------------
+// (f) bounded /metrics and (g) 4 writers: issue 19's scrape and group-commit targets
+
+const METRICS_TARGETS = { scrapeMs: 50, scrapeKB: 200 } as const;
+const WRITER_TARGETS = { writers: 4, changesPerSecond: 2000, p99Ms: 5 } as const;
+
+/** One request on `agent` (its own kept-alive connection per writer). */
+function apiWith(agent: Agent, socket: string, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { socketPath: socket, agent, method, path, headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }, timeout: 60_000 },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      },
+    );
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within 60 s`)));
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+interface MetricsPhase {
+  /** Default settings (per_rule off): scrape time and size. */
+  readonly byDefault: { readonly ms: Latency; readonly bytes: number };
+  /** per_rule all (set in the config, then mup reload): for information. */
+  readonly all: { readonly ms: Latency; readonly bytes: number; readonly series: number } | undefined;
+}
+
+/** (f): /metrics with the default config, then with daemon.metrics.per_rule all (a reload of the same rules). */
+async function metricsPhase(socket: string, configPath: string, scrapes: number): Promise<MetricsPhase> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const scrape = async (n: number): Promise<{ ms: Latency; bytes: number; text: string }> => {
+    const ms: number[] = [];
+    let text = '';
+    for (let k = 0; k < n; k++) {
+      const t = performance.now();
+      const r = await apiWith(agent, socket, 'GET', '/metrics');
+      ms.push(performance.now() - t);
+      if (r.status !== 200) throw new Error(`GET /metrics: ${r.status} ${r.text.slice(0, 200)}`);
+      text = r.text;
+    }
+    return { ms: summarize(ms), bytes: Buffer.byteLength(text), text };
+  };
+  try {
+    const d = await scrape(scrapes);
+    const yaml = readFileSync(configPath, 'utf8');
+    let all: MetricsPhase['all'];
+    if (!/^daemon:/m.test(yaml)) {
+      writeFileSync(configPath, `${yaml}daemon:\n  metrics:\n    per_rule: all\n`);
+      try {
+        const r = await apiWith(agent, socket, 'POST', '/v1/reload');
+        if (r.status !== 200) throw new Error(`POST /v1/reload (per_rule all): ${r.status} ${r.text.slice(0, 300)}`);
+        const a = await scrape(Math.min(3, scrapes));
+        all = { ms: a.ms, bytes: a.bytes, series: a.text.split('\n').filter((l) => l.startsWith('mup_rule_packets_total{')).length };
+      } finally {
+        writeFileSync(configPath, yaml);
+        await apiWith(agent, socket, 'POST', '/v1/reload');
+      }
+    }
+    return { byDefault: { ms: d.ms, bytes: d.bytes }, all };
+  } finally {
+    agent.destroy();
+  }
+}
+
+interface WritersPhase {
+  readonly writers: number;
+  readonly seconds: number;
+  readonly changes: number;
+  readonly perSecond: number;
+  readonly ms: Latency;
+  readonly failures: number;
+  /** status.state: fdatasyncs and records during the phase (group commit). */
+  readonly syncs: number;
+  readonly records: number;
+}
+
+/**
+ * (g): `writers` clients, each on its own kept-alive connection, each
+ * deleting and adding back rules of its own share of the policies as fast
+ * as its answers come, for `seconds`; every change is timed at the client.
+ */
+async function writersPhase(socket: string, rules: number, writers: number, seconds: number): Promise<WritersPhase> {
+  const state = async (): Promise<{ syncs: number; records: number }> => {
+    const a = new Agent({ keepAlive: false });
+    try {
+      return (JSON.parse((await apiWith(a, socket, 'GET', '/v1/status')).text) as { state: { syncs: number; records: number } }).state;
+    } finally {
+      a.destroy();
+    }
+  };
+  const before = await state();
+  const ms: number[] = [];
+  let failures = 0;
+  const until = performance.now() + seconds * 1000;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: writers }, async (_, w) => {
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      try {
+        // Writer w takes policies w, w + writers, ... (disjoint shares), from the end of the table.
+        for (let k = 0; performance.now() < until; k++) {
+          const i = rules - 1 - ((w + k * writers) % rules);
+          let t = performance.now();
+          let r = await apiWith(agent, socket, 'DELETE', `/v1/policies?match=${encodeURIComponent(policyMatch(i))}`);
+          ms.push(performance.now() - t);
+          if (r.status !== 200) failures++;
+          t = performance.now();
+          r = await apiWith(agent, socket, 'POST', '/v1/policies', policyEntry(i));
+          ms.push(performance.now() - t);
+          if (r.status !== 201) failures++;
+        }
+      } finally {
+        agent.destroy();
+      }
+    }),
+  );
+  const elapsed = (performance.now() - t0) / 1000;
+  const after = await state();
+  return { writers, seconds: elapsed, changes: ms.length, perSecond: ms.length / elapsed, ms: summarize(ms), failures, syncs: after.syncs - before.syncs, records: after.records - before.records };
+}
+
 async function main(): Promise<number> {
   const o = parseArgs(process.argv.slice(2));
   if (process.getuid?.() !== 0) throw new Error('run as root: the bench creates a network namespace and mounts a bpffs');
@@ -512,6 +643,12 @@ async function main(): Promise<number> {
       }
     }
     const scrapes = Object.fromEntries(Object.entries(scrapeMs).map(([p, ms]) => [p, summarize(ms)]));
+    progress('(f) /metrics, default and per_rule all');
+    const metrics = await metricsPhase(env.socket, env.configPath, o.scrapes);
+    progress(`(g) ${WRITER_TARGETS.writers} writers for 10 s`);
+    const loadWriters = loadavg();
+    const writers = await writersPhase(env.socket, o.rules, WRITER_TARGETS.writers, 10);
+    if (writers.failures > 0) failures.push(`(g) ${writers.failures} changes of the writers failed`);
     const rssReads = procStatus(pid);
     const after = JSON.parse((await api(env.socket, 'GET', '/v1/status')).text) as typeof status;
     agent.destroy();
@@ -535,6 +672,8 @@ async function main(): Promise<number> {
     const f2 = (x: number | undefined): string => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(2));
     const rel = (t: number | undefined): string => (t === undefined ? '-' : `${((t - base) / 1000).toFixed(3)} s`);
 
+    const metricsOk = { time: metrics.byDefault.ms.median < METRICS_TARGETS.scrapeMs, size: metrics.byDefault.bytes < METRICS_TARGETS.scrapeKB * 1000 };
+    const writersOk = { rate: writers.perSecond >= WRITER_TARGETS.changesPerSecond, p99: writers.ms.p99 < WRITER_TARGETS.p99Ms };
     const out: string[] = [];
     out.push(
       `bench:daemon  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
@@ -573,11 +712,22 @@ async function main(): Promise<number> {
         const l = scrapes[p]!;
         return `    ${p.padEnd(30)}${f2(l.median).padStart(8)}${f2(l.p99).padStart(8)}${f2(l.min).padStart(8)}${f2(l.max).padStart(8)}`;
       }),
-      '    /metrics: every series, per-rule series for the first 1000 rules (--metrics-rule-limit). /v1/counters: what',
+      '    /metrics: default settings (no per-rule series: daemon.metrics.per_rule off). /v1/counters: what',
       '    `mup stats` asks (?rules=active above 2000 rules; none of these rules has packets); ?rules=all lists every rule',
       '    (JSON of several MB). Wall time at the client: the daemon reading the counter map, building and serialising',
       '    the answer, the socket. With few samples p99 is about the max. Other work on the host (load average at start',
       '    above; other test runs may start during the bench) adds to every figure: compare runs made back to back.',
+      '',
+      `(f) /metrics, ${o.rules * 2} rules, client side, ms: default (per_rule off) median ${f2(metrics.byDefault.ms.median)} p99 ${f2(metrics.byDefault.ms.p99)} max ${f2(metrics.byDefault.ms.max)}, ` +
+        `${(metrics.byDefault.bytes / 1024).toFixed(1)} KiB`,
+      metrics.all === undefined
+        ? '    per_rule all: not measured (the config has a daemon section)'
+        : `    per_rule all (${metrics.all.series} per-rule series): median ${f2(metrics.all.ms.median)} max ${f2(metrics.all.ms.max)} ms, ${(metrics.all.bytes / 1024 / 1024).toFixed(1)} MiB (for information)`,
+      '',
+      `(g) ${writers.writers} writers, ${writers.seconds.toFixed(1)} s, each deleting and adding back policies on its own kept-alive connection ` +
+        `(load average before ${loadWriters.map((x) => x.toFixed(1)).join(' ')})`,
+      `    ${writers.changes} changes, ${writers.perSecond.toFixed(0)}/s; per change ms: median ${f2(writers.ms.median)} p99 ${f2(writers.ms.p99)} max ${f2(writers.ms.max)}; ` +
+        `failed ${writers.failures}; ${writers.syncs} fdatasyncs for ${writers.records} records (group commit: ${(writers.records / Math.max(1, writers.syncs)).toFixed(1)} per sync)`,
       '',
       'target                                          measured   result',
       `load < ${TARGETS.loadSeconds} s (start -> API answers)               ${loadS.toFixed(3).padStart(7)} s   ${pf(loadS < TARGETS.loadSeconds)}`,
@@ -585,6 +735,10 @@ async function main(): Promise<number> {
       `delete < ${TARGETS.medianDelMs} ms median (policies + local SIDs)  ${f2(allDel.median).padStart(7)} ms  ${pf(allDel.median < TARGETS.medianDelMs)}`,
       `VmRSS < ${TARGETS.rssMB} MB with the tables loaded            ${f1(rss).padStart(7)} MB  ${pf(rss < TARGETS.rssMB)}`,
       `${nBatch} ops in one /v1/batch < ${TARGETS.batchMs} ms (worst of 2)  ${f1(batchWorst).padStart(7)} ms  ${pf(batchWorst < TARGETS.batchMs)}`,
+      `/metrics < ${METRICS_TARGETS.scrapeMs} ms median, default settings      ${f2(metrics.byDefault.ms.median).padStart(7)} ms  ${pf(metricsOk.time)}`,
+      `/metrics < ${METRICS_TARGETS.scrapeKB} KB, default settings             ${(metrics.byDefault.bytes / 1000).toFixed(1).padStart(7)} KB  ${pf(metricsOk.size)}`,
+      `${WRITER_TARGETS.writers} writers >= ${WRITER_TARGETS.changesPerSecond} changes/s in total          ${writers.perSecond.toFixed(0).padStart(7)}/s   ${pf(writersOk.rate)}`,
+      `single change p99 < ${WRITER_TARGETS.p99Ms} ms under ${WRITER_TARGETS.writers} writers        ${f2(writers.ms.p99).padStart(7)} ms  ${pf(writersOk.p99)}`,
     );
     if (o.cpuProf !== undefined) out.push('', `daemon CPU profile (.cpuprofile) written to ${o.cpuProf}`);
     process.stdout.write(`${out.join('\n')}\n`);
@@ -594,6 +748,10 @@ async function main(): Promise<number> {
       allDel.median < TARGETS.medianDelMs &&
       rss < TARGETS.rssMB &&
       batchWorst < TARGETS.batchMs &&
+      metricsOk.time &&
+      metricsOk.size &&
+      writersOk.rate &&
+      writersOk.p99 &&
       failures.length === 0;
     if (o.json) {
       process.stdout.write(
@@ -605,6 +763,8 @@ async function main(): Promise<number> {
           reads,
           batch: { operations: nBatch, batchMs, singleOperations: nSingle, singleMs, pass: batchWorst < TARGETS.batchMs },
           scrapesMs: scrapes,
+          metrics,
+          writers,
           memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads },
           failures,
           pass: ok,

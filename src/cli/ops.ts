@@ -4,10 +4,12 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import type { DaemonStatus, CountersSnapshot, ReloadResult } from '../daemon/daemon.js';
 import type { RuleKind } from '../daemon/rules.js';
 import { DEFAULT_BPFFS, DEFAULT_OBJECT } from '../host/paths.js';
+import { MAX_PER_RULE_TOP, parsePerRule } from '../config/per-rule.js';
+import type { PerRuleSeries } from '../config/types.js';
 import { ApiError, call, ConnectError, ExitStatus, type Target } from './client.js';
 // The daemon, libbpf and the metrics library load only for the commands that need them.
 
@@ -264,7 +266,11 @@ export function registerOps(program: Command, io: Io): void {
     .option('--replace-tables', 'do not carry the pinned tables and counters over: start with fresh ones, filled before the new program is swapped in (counters start from zero)')
     .addOption(new Option('--log-format <format>', 'log format (default: text on a terminal, json otherwise)').choices(['json', 'text']))
     .addOption(new Option('--log-level <level>', 'least important log level shown').choices(['debug', 'info', 'warn', 'error']).default('info'))
-    .option('--metrics-rule-limit <n>', 'rules with their own Prometheus series (the first N)', int('--metrics-rule-limit'), 1000)
+    .option('--metrics-per-rule <which>', 'per-rule Prometheus series: off, all, or top:N (the N rules with the most packets); default daemon.metrics.per_rule, else off', (v: string) => {
+      const p = parsePerRule(v);
+      if (p === undefined) throw new InvalidArgumentError(`use off, all or top:N (N from 1 to ${MAX_PER_RULE_TOP}), not ${JSON.stringify(v)}`);
+      return p;
+    })
     .option('--link-check-ms <ms>', 'how often links, pins and interfaces are checked and repaired besides on every link event of the kernel', int('--link-check-ms'), 1000)
     .option('--check', 'check the config (and the state file\'s API changes on top of it) and print what would load; start nothing (no root needed); exit 0 when valid')
     .addHelpText(
@@ -288,7 +294,7 @@ export function registerOps(program: Command, io: Io): void {
         replaceTables?: boolean;
         logFormat?: 'json' | 'text';
         logLevel: string;
-        metricsRuleLimit: number;
+        metricsPerRule?: PerRuleSeries;
         linkCheckMs: number;
         check?: boolean;
       }) => {
@@ -308,7 +314,7 @@ export function registerOps(program: Command, io: Io): void {
             bpffs: o.bpffs,
             object: o.object,
             log,
-            metricsRuleLimit: o.metricsRuleLimit,
+            ...(o.metricsPerRule === undefined ? {} : { metricsPerRule: o.metricsPerRule }),
             linkCheckMs: o.linkCheckMs,
             ...(o.socket === undefined ? {} : { socket: o.socket }),
             ...(o.stateFile === undefined ? {} : { stateFile: o.stateFile }),
@@ -453,11 +459,26 @@ export function registerOps(program: Command, io: Io): void {
     withTarget(group.command('list'))
       .summary(`list the ${c.labels} in the tables`)
       .option('--json', 'print the API answer as JSON')
-      .addHelpText('after', `\nExample:\n  mup ${kind} list\n`)
-      .action(async (o: TargetOpts & { json?: boolean }) => {
-        const r = await call<Record<string, Record<string, unknown>[]>>(target(o), 'GET', path);
-        const list = r[c.listKey] ?? [];
-        if (o.json === true) return io.out(`${JSON.stringify(list, null, 2)}\n`);
+      .option('--limit <n>', `one page of at most N entries, in key order (1 to ${LIST_MAX_PAGE}); the cursor of the next page goes to stderr`, int('--limit'))
+      .option('--after <cursor>', 'the page after this cursor (the `next` a page before printed)')
+      .addHelpText('after', `\nExamples:\n  mup ${kind} list\n  mup ${kind} list --limit 100\n  mup ${kind} list --limit 100 --after <cursor>\n`)
+      .action(async (o: TargetOpts & { json?: boolean; limit?: number; after?: string }) => {
+        const t = target(o);
+        type Page = Record<string, Record<string, unknown>[]> & { next?: string | null };
+        const get = (limit: number, after: string | undefined): Promise<Page> =>
+          call<Page>(t, 'GET', `${path}?limit=${limit}${after === undefined ? '' : `&after=${encodeURIComponent(after)}`}`);
+        let list: Record<string, unknown>[];
+        let next: string | null = null;
+        if (o.limit !== undefined || o.after !== undefined) {
+          const r = await get(o.limit ?? LIST_DEFAULT_PAGE, o.after);
+          list = r[c.listKey] ?? [];
+          next = r.next ?? null;
+        } else {
+          // The whole list in config order, streamed by the daemon rule by rule.
+          list = (await call<Page>(t, 'GET', path))[c.listKey] ?? [];
+        }
+        if (next !== null) io.err(`next page: mup ${kind} list --limit ${o.limit ?? LIST_DEFAULT_PAGE} --after ${next}\n`);
+        if (o.json === true) return io.out(`${JSON.stringify(o.limit !== undefined || o.after !== undefined ? { [c.listKey]: list, next } : list, null, 2)}\n`);
         const cols = c.columns.filter((col) => !(c.optionalColumns ?? []).includes(col) || list.some((e) => e[col] !== undefined));
         // A local SID without a behaviour is End.M.GTP4.E (the config's default).
         const cell = (e: Record<string, unknown>, col: string): string =>
@@ -513,9 +534,22 @@ export function registerOps(program: Command, io: Io): void {
     .option('--watch [seconds]', 'refresh every N seconds (default 1) with rates per second; Ctrl-C stops')
     .option('--top <n>', 'rules shown (busiest first)', int('--top'), 20)
     .option('--reset', 'zero every counter (asks the daemon; Prometheus sees a counter reset)')
-    .addHelpText('after', '\nExamples:\n  mup stats\n  mup stats --watch\n  mup stats --json | jq .events.drop_gtp_bad_length\n')
-    .action(async (o: TargetOpts & { json?: boolean; watch?: string | boolean; top: number; reset?: boolean }) => {
+    .option('--rule <name>', 'the counters of one rule, by name or key (whatever daemon.metrics.per_rule says)')
+    .addOption(new Option('--kind <kind>', 'with --rule: the kind of rule the name is of (when kinds share it)').choices(['policy', 'localsid', 'session']))
+    .addHelpText('after', '\nExamples:\n  mup stats\n  mup stats --watch\n  mup stats --rule n3-uplink\n  mup stats --json | jq .events.drop_gtp_bad_length\n')
+    .action(async (o: TargetOpts & { json?: boolean; watch?: string | boolean; top: number; reset?: boolean; rule?: string; kind?: string }) => {
       const t = target(o);
+      if (o.kind !== undefined && o.rule === undefined) throw new Error('--kind goes with --rule NAME');
+      if (o.rule !== undefined) {
+        if (o.watch !== undefined || o.reset === true) throw new Error('--rule shows one rule once: leave out --watch and --reset');
+        const q = `rule=${encodeURIComponent(o.rule)}${o.kind === undefined ? '' : `&kind=${o.kind}`}`;
+        const r = await call<{ at: string; rule: { kind: string; key: string; name?: string; rule: number; packets: number; bytes: number } | null }>(t, 'GET', `/v1/counters?${q}`);
+        if (o.json === true) return io.out(`${JSON.stringify(r, null, 2)}\n`);
+        if (r.rule === null) return io.out(`counters at ${r.at}\n\n${o.rule}: not in the tables (no counter slot)\n`);
+        const x = r.rule;
+        io.out(`counters at ${r.at}\n\n${table([['rule', 'kind', 'name', 'slot', 'packets', 'bytes'], [x.key, x.kind, x.name ?? '-', String(x.rule), String(x.packets), String(x.bytes)]], new Set([3, 4, 5]))}`);
+        return;
+      }
       if (o.reset === true) {
         await call(t, 'POST', '/v1/counters/reset');
         io.out('counters reset\n');
@@ -738,6 +772,10 @@ function rates(prev: CountersSnapshot, cur: CountersSnapshot): Rates {
   }));
   return { seconds: dt, functions, events, rules };
 }
+
+/** Entries per page of `mup ... list` when only --after is given; the most one page holds (the API's limits). */
+const LIST_DEFAULT_PAGE = 1000;
+const LIST_MAX_PAGE = 10_000;
 
 function fmtRate(x: number): string {
   return x >= 1e6 ? `${(x / 1e6).toFixed(2)} M` : x >= 1e3 ? `${(x / 1e3).toFixed(1)} k` : x.toFixed(0);

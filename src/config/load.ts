@@ -18,6 +18,7 @@ import { ipv6Prefix } from '../sid/addr.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
 import { localSidKey, parseTeidPrefix, policyKey, sessionKey } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
+import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
   Config,
   ContainerMode,
@@ -58,7 +59,8 @@ const XDP_MODES: readonly XdpMode[] = ['native', 'generic'];
 
 const TOP_KEYS = ['settings', 'interfaces', 'daemon', 'policies', 'localsids', 'sessions'] as const;
 const INTERFACE_KEYS = ['name', 'xdp'] as const;
-const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http', 'reload_max_delete_share', 'max_connections', 'stall_timeout'] as const;
+const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http', 'reload_max_delete_share', 'max_connections', 'stall_timeout', 'metrics'] as const;
+const METRICS_KEYS = ['per_rule'] as const;
 const HTTP_KEYS = ['listen', 'token_file', 'open_reads', 'read_token_file'] as const;
 /** Defaults of daemon.max_connections (per listener) and daemon.stall_timeout (seconds). */
 export const DEFAULT_MAX_CONNECTIONS = 64;
@@ -367,6 +369,7 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
     }
     return x;
   });
+  const metrics = optional(m, 'metrics', (x) => readMetrics(src, at('metrics'), x));
   return {
     ...(socket === undefined ? {} : { socket }),
     ...(socketGroup === undefined ? {} : { socketGroup }),
@@ -375,8 +378,21 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
     ...(reloadMaxDeleteShare === undefined ? {} : { reloadMaxDeleteShare }),
     ...(maxConnections === undefined ? {} : { maxConnections }),
     ...(stallTimeout === undefined ? {} : { stallTimeout }),
+    ...(metrics === undefined ? {} : { metrics }),
   };
 }
+
+/** daemon.metrics: per_rule off | all | top:N (docs/metrics.md). */
+function readMetrics(src: Source, path: Path, v: unknown): NonNullable<DaemonSettings['metrics']> {
+  const m = readMapping(src, path, v, METRICS_KEYS, 'in daemon.metrics');
+  const perRule = optional(m, 'per_rule', (x) => {
+    const r = parsePerRule(x);
+    if (r === undefined) src.fail([...path, 'per_rule'], `expected off, all or top:N (N from 1 to ${MAX_PER_RULE_TOP}), got ${describe(x)}`);
+    return r;
+  });
+  return perRule === undefined ? {} : { perRule };
+}
+
 
 function readListen(src: Source, path: Path, v: unknown): { host: string; port: number } {
   const expected = 'HOST:PORT, e.g. 127.0.0.1:9180 or [::1]:9180';

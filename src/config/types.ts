@@ -160,7 +160,12 @@ export interface DaemonSettings {
   readonly maxConnections?: number;
   /** Seconds an answer may make no progress before its connection is closed. Default DEFAULT_STALL_TIMEOUT_S. */
   readonly stallTimeout?: number;
+  /** daemon.metrics: what /metrics exposes besides the bounded series. */
+  readonly metrics?: { readonly perRule?: PerRuleSeries };
 }
+
+/** Per-rule Prometheus series: none (default), every rule, or the N rules with the most packets. */
+export type PerRuleSeries = 'off' | 'all' | { readonly top: number };
 
 export interface Config {
   /** File the config came from, or "<inline>". */

@@ -7,7 +7,8 @@
  *   PUT    /v1/policies  (replace, by match)  DELETE /v1/policies?match=P | ?name=N
  *   GET    /v1/localsids                   POST /v1/localsids   (add)
  *   PUT    /v1/localsids (replace, by sid)    DELETE /v1/localsids?sid=P | ?name=N
- *   GET    /v1/counters[?rules=all|active|none|N]   POST /v1/counters/reset
+ *   GET    /v1/counters[?rules=all|active|none|N | ?rule=NAME-OR-KEY[&kind=K]]   POST /v1/counters/reset
+ *   GET    /v1/policies, /v1/localsids, /v1/sessions [?limit=N[&after=CURSOR]]: pages in key order
  *   POST   /v1/reload[?force=true][&check=true]
  *   GET    /v1/config[?origins=false]      POST /v1/config/save (running config: YAML; into the config file)
  *   GET    /v1/probe                       POST /v1/probe       (latency probe on/off: src/dataplane/probe-control.ts)
@@ -72,6 +73,7 @@ export const ERROR_CODES = {
   not_saved: 'the state file could not be written; the change was undone (503, 507 for a full disk)',
   too_many_connections: 'the listener is at daemon.max_connections; retry (503)',
   internal: 'a bug or an unexpected system error; see the daemon log (500)',
+  bad_cursor: 'a list page asked with an `after` cursor this daemon did not hand out, or for another list (400)',
 } as const;
 export type ErrorCode = keyof typeof ERROR_CODES;
 
@@ -378,6 +380,68 @@ export function readTokenFile(file: string, key = 'daemon.http.token_file'): str
   return token;
 }
 
+/** Entries per list page: the default when `after` is given without `limit`, and the most one page holds. */
+export const DEFAULT_PAGE = 1000;
+export const MAX_PAGE = 10_000;
+
+/**
+ * A list cursor: the last key of a page, and the list it is for, as
+ * base64url JSON (opaque to clients). Keys are compared as strings, so a
+ * cursor keeps its place when rules are added or deleted between pages
+ * (its own key included): no entry present throughout is skipped or given
+ * twice.
+ */
+export function encodeCursor(kind: string, key: string): string {
+  return Buffer.from(JSON.stringify({ k: kind, a: key })).toString('base64url');
+}
+
+export function decodeCursor(kind: string, cursor: string): string {
+  const bad = (why: string): never => {
+    throw new HttpError(400, `after=${JSON.stringify(cursor.length > 64 ? `${cursor.slice(0, 64)}...` : cursor)}: ${why}; pass the \`next\` of the page before, or leave after out to start at the first page`, 'after', 'bad_cursor');
+  };
+  if (!/^[A-Za-z0-9_-]{1,1024}$/.test(cursor)) bad('not a cursor');
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    bad('not a cursor');
+  }
+  const c = v as { k?: unknown; a?: unknown };
+  if (typeof c !== 'object' || c === null || typeof c.k !== 'string' || typeof c.a !== 'string') bad('not a cursor');
+  if (c.k !== kind) bad(`a cursor of the ${String(c.k)} list, not of this one (${kind})`);
+  return c.a as string;
+}
+
+/**
+ * The page after `after` (exclusive): the `limit` smallest keys greater than
+ * it, in one pass over the rules keeping at most `limit` (no sort of every
+ * key, nothing as large as the list built). `more`: keys remain after it.
+ */
+export function pageKeys(keys: Iterable<string>, after: string | undefined, limit: number): { keys: string[]; more: boolean } {
+  const best: string[] = [];
+  let more = false;
+  for (const k of keys) {
+    if (after !== undefined && k <= after) continue;
+    if (best.length === limit) {
+      if (k > best[limit - 1]!) {
+        more = true;
+        continue;
+      }
+      more = true; // the key pushed out below is still to come
+    }
+    let lo = 0;
+    let hi = best.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (best[mid]! < k) lo = mid + 1;
+      else hi = mid;
+    }
+    best.splice(lo, 0, k);
+    if (best.length > limit) best.pop();
+  }
+  return { keys: best, more };
+}
+
 export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const { daemon: d } = o;
   const kinds = new Map<string, RuleKindSpec>(RULE_KIND_LIST.map((k) => [k.apiPath, k]));
@@ -386,6 +450,27 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     if (o.tcp !== undefined) return `token:write (${req.socket.remoteAddress ?? '?'})`;
     const c = peerCred(req.socket);
     return c === undefined ? 'unix socket (peer unknown)' : `uid ${c.uid} (pid ${c.pid})`;
+  };
+  /** GET /v1/counters?rule=: one rule's counters, by name or by key, of any kind unless `kind` says. */
+  const oneRuleCounters = (rule: string, kind: string | null): unknown => {
+    if (rule === '') throw new HttpError(400, 'rule=: give a rule name or key (prefix)', 'rule');
+    const specs = kind === null ? RULE_KIND_LIST : RULE_KIND_LIST.filter((x) => x.kind === kind);
+    if (specs.length === 0) throw new HttpError(400, `kind=${JSON.stringify(kind)}: use one of ${RULE_KIND_LIST.map((x) => x.kind).join(', ')}`, 'kind', 'invalid');
+    const found: { kind: string; at: string; rule: unknown }[] = [];
+    for (const spec of specs) {
+      let c = d.ruleCounters(spec.kind, { name: rule });
+      if (c === undefined) {
+        try {
+          c = d.ruleCounters(spec.kind, { key: rule });
+        } catch {
+          // not a key of this kind
+        }
+      }
+      if (c !== undefined) found.push({ kind: spec.kind, ...c });
+    }
+    if (found.length === 0) throw new HttpError(404, `no rule named or keyed ${JSON.stringify(rule)}${kind === null ? '' : ` among the ${kind} rules`}; list them with mup policy|sid|session list`, 'rule');
+    if (found.length > 1) throw new HttpError(400, `${JSON.stringify(rule)} names rules of several kinds (${found.map((f) => f.kind).join(', ')}); add &kind= (mup stats --rule NAME --kind K)`, 'rule', 'invalid');
+    return { at: found[0]!.at, rule: found[0]!.rule };
   };
   const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (o.tcp !== undefined) {
@@ -459,8 +544,11 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     }
     if (path === '/v1/counters') {
       if (method !== 'GET') allow(['GET']);
-      const extra = [...url.searchParams.keys()].filter((x) => x !== 'rules');
-      if (extra.length > 0) throw new HttpError(400, `unknown query parameter ${extra[0]}; use ?rules=all|active|none|N`);
+      const extra = [...url.searchParams.keys()].filter((x) => x !== 'rules' && x !== 'rule' && x !== 'kind');
+      if (extra.length > 0) throw new HttpError(400, `unknown query parameter ${extra[0]}; use ?rules=all|active|none|N, or ?rule=NAME (one rule)`);
+      const one = url.searchParams.get('rule');
+      if (one !== null) return send(res, 200, oneRuleCounters(one, url.searchParams.get('kind')));
+      if (url.searchParams.has('kind')) throw new HttpError(400, 'kind= goes with rule=NAME (which kind of rule the name is of)', 'kind');
       const r = url.searchParams.get('rules') ?? 'all';
       if (!['all', 'active', 'none'].includes(r) && !/^[0-9]{1,7}$/.test(r)) {
         throw new HttpError(400, `rules=${JSON.stringify(r)}: use all (every rule), active (rules with packets), none, or a number N (the first N rules)`, 'rules');
@@ -504,7 +592,39 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     const k = kinds.get(path);
     if (k !== undefined) {
       if (method === 'GET') {
-        return sendLarge(res, 200, () => ({ [k.section]: d.listRules(k.kind) }));
+        const extra = [...url.searchParams.keys()].filter((x) => x !== 'limit' && x !== 'after');
+        if (extra.length > 0) throw new HttpError(400, `unknown query parameter ${extra[0]}; use ?limit=N (1 to ${MAX_PAGE}) and ?after=CURSOR (the next of the page before)`);
+        const limitText = url.searchParams.get('limit');
+        const afterText = url.searchParams.get('after');
+        if (limitText === null && afterText === null) {
+          // The whole list, streamed rule by rule from the live set: never one array or string of it all.
+          const rules = d.ruleMap(k.kind);
+          return largeAnswers.run(async () => {
+            if (res.destroyed) return;
+            await stream(res, 200, 'application/json', (function* () {
+              yield `{${JSON.stringify(k.section)}:[`;
+              let first = true;
+              for (const r of rules.values()) {
+                yield `${first ? '' : ','}${toJson(d.listedRule(k.kind, r))}`;
+                first = false;
+              }
+              yield ']}\n';
+            })());
+          });
+        }
+        let limit = DEFAULT_PAGE;
+        if (limitText !== null) {
+          if (!/^[0-9]{1,6}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > MAX_PAGE) {
+            throw new HttpError(400, `limit=${JSON.stringify(limitText)}: expected a number from 1 to ${MAX_PAGE} (entries per page)`, 'limit', 'invalid');
+          }
+          limit = Number(limitText);
+        }
+        const after = afterText === null ? undefined : decodeCursor(k.kind, afterText);
+        const rules = d.ruleMap(k.kind);
+        const page = pageKeys(rules.keys(), after, limit);
+        const items = page.keys.map((key) => d.listedRule(k.kind, rules.get(key)!));
+        const last = page.keys.at(-1);
+        return sendLarge(res, 200, () => ({ [k.section]: items, next: page.more && last !== undefined ? encodeCursor(k.kind, last) : null }));
       }
       if (method === 'POST' || method === 'PUT') {
         const body = await readBody(req);

@@ -20,7 +20,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Config } from '../config/types.js';
+import type { Config, LocalSid, Policy, Session } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig } from '../config/load.js';
 import { runningConfigYaml } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
@@ -105,7 +105,8 @@ export interface DaemonStatus {
   readonly program: { readonly id: number; readonly tag: string } | null;
   readonly pins: string;
   readonly config: { readonly file: string; readonly sha256: string; readonly loadedAt: string };
-  readonly state: { readonly file: string; readonly changes: number };
+  /** changes: net API changes on top of the config; syncs: fdatasyncs that made change records durable since start, records: those records (group commit: records / syncs changes per sync). */
+  readonly state: { readonly file: string; readonly changes: number; readonly syncs: number; readonly records: number };
   readonly interfaces: readonly InterfaceStatus[];
   readonly tables: {
     readonly policies: { readonly entries: number; readonly capacity: number };
@@ -612,6 +613,7 @@ export class Daemon {
    */
   reload(o: { force?: boolean; check?: boolean; reason?: string } = {}): Promise<ReloadResult> {
     return this.#serial.run(async () => {
+      await this.#store.idle(); // group commit: every change before the reload acknowledged or refused first
       const t0 = performance.now();
       const reason = o.reason ?? 'api';
       const check = o.check === true;
@@ -795,7 +797,8 @@ export class Daemon {
    * would undo that edit): reload first.
    */
   saveConfig(): Promise<{ file: string; sha256: string; saved: number }> {
-    return this.#serial.run(() => {
+    return this.#serial.run(async () => {
+      await this.#store.idle(); // group commit: the changes being synced settle first
       const file = this.#o.configPath;
       let onDisk: Buffer;
       try {
@@ -900,14 +903,17 @@ export class Daemon {
   }
 
   /**
-   * Make one change durable before the API answers: its record appended and
-   * fdatasync'ed (or the whole file written, when the file is not one for
-   * this config). Throws StateWriteError: the caller undoes the change. A
-   * compaction after it is housekeeping: it cannot undo a durable change.
+   * Group commit (docs/daemon.md): write one change's record now, in the
+   * serial section; the promise resolves once an fdatasync shared with the
+   * changes written meanwhile has made it durable (the API answers then), or
+   * rejects after `undo` ran (newest change first) when that sync failed.
+   * Throws StateWriteError when the record cannot be written at all (the
+   * caller undoes the change).
    */
-  #record(line: StateLine): void {
-    this.#store.commit(line, this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key));
-    if (this.#store.wantsCompaction(this.#rules.overlay)) this.#tidyState('compaction');
+  #recordGrouped(line: StateLine, undo: () => void): Promise<void> {
+    const durable = this.#store.commitGrouped(line, undo, this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key));
+    if (this.#store.wantsCompaction(this.#rules.overlay)) this.#tidyState('compaction'); // a rewrite: every waiting record durable with it
+    return durable;
   }
 
   /** The error for a change that could not be recorded (undone already): 507 / 503, the file and errno named. */
@@ -921,19 +927,45 @@ export class Daemon {
   // -------------------------------------------------------------------------
   // Rules through the API
 
-  listRules(kind: RuleKind): (RuleJson & { origin: 'config' | 'api'; rule: number | null })[] {
-    const t = this.dataplane.rules;
-    const k = RULE_KINDS[kind];
-    return [...this.#rules.rules(kind).values()].map((r) => ({
-      ...k.json(r),
-      origin: this.#rules.source(kind, k.key(r)),
-      rule: k.ruleId(t, r) ?? null,
-    }));
+  listRules(kind: RuleKind): ListedRule[] {
+    return [...this.#rules.rules(kind).values()].map((r) => this.listedRule(kind, r));
   }
 
-  /** Add (op add) or replace (op replace) one rule: tables, then state file; undone if the state cannot be saved. */
-  putRule(kind: RuleKind, body: unknown, op: 'add' | 'replace', by?: string): Promise<RuleJson> {
-    return this.#serial.run(() => {
+  /** The rules of one kind, by key, as they are now (a live view: the API pages and streams from it). */
+  ruleMap(kind: RuleKind): ReadonlyMap<string, Rule> {
+    return this.#rules.rules(kind);
+  }
+
+  /** One rule as GET /v1/policies (...) lists it: its config keys, where it came from, its counter slot. */
+  listedRule(kind: RuleKind, r: Rule): ListedRule {
+    const k = RULE_KINDS[kind];
+    return { ...k.json(r), origin: this.#rules.source(kind, k.key(r)), rule: k.ruleId(this.dataplane.rules, r) ?? null };
+  }
+
+  /**
+   * The counters of one rule (GET /v1/counters?rule=, mup stats --rule), by
+   * name or key, from one read of the counter map; undefined when no rule
+   * of that kind has it. The rule's own slot only: no other rule is listed.
+   */
+  ruleCounters(kind: RuleKind, by: { key?: string; name?: string }): { at: string; rule: RuleCounter | null } | undefined {
+    const key = this.#rules.find(kind, by);
+    if (key === undefined) return undefined;
+    const r = this.#rules.rules(kind).get(key)!;
+    const one = { policies: [] as Policy[], localsids: [] as LocalSid[], sessions: [] as Session[] };
+    if (kind === 'policy') one.policies.push(r as Policy);
+    else if (kind === 'localsid') one.localsids.push(r as LocalSid);
+    else one.sessions.push(r as Session);
+    const c = this.dataplane.counters(one, { rules: 'all' });
+    return { at: new Date().toISOString(), rule: c.rules[0] ?? null };
+  }
+
+  /**
+   * Add (op add) or replace (op replace) one rule: tables, then state file;
+   * undone if the state cannot be saved. Answered once its record is durable
+   * (group commit: the fdatasync is shared with the changes written meanwhile).
+   */
+  async putRule(kind: RuleKind, body: unknown, op: 'add' | 'replace', by?: string): Promise<RuleJson> {
+    const { durable, rule, key, json } = await this.#serial.run(() => {
       const k = RULE_KINDS[kind];
       const rule = this.#rules.check(kind, body, op);
       const key = k.key(rule);
@@ -943,10 +975,8 @@ export class Daemon {
       this.#tables(t, k.put([tagged]));
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.put(kind, tagged);
-      try {
-        this.#record({ put: kind, rule: k.json(tagged), base: this.#rules.base(kind, key) });
-      } catch (e) {
-        // Put the tables and the set back as they were.
+      // Put the tables and the set back as they were.
+      const undo = (): void => {
         if (previous === undefined) {
           t.apply(k.del([rule]));
           this.#rules.delete(kind, key);
@@ -955,15 +985,25 @@ export class Daemon {
           this.#rules.put(kind, previous);
         }
         before();
+      };
+      try {
+        return { durable: this.#recordGrouped({ put: kind, rule: k.json(tagged), base: this.#rules.base(kind, key) }, undo), rule, key, json: k.json(tagged) };
+      } catch (e) {
+        undo();
         throw this.#notSaved(e, `${op} ${kind} ${key}`);
       }
-      this.#log.info({ kind, key, op, name: rule.name, by }, op === 'add' ? 'rule added' : 'rule replaced');
-      return k.json(tagged);
     });
+    try {
+      await durable;
+    } catch (e) {
+      throw this.#notSaved(e, `${op} ${kind} ${key}`);
+    }
+    this.#log.info({ kind, key, op, name: rule.name, by }, op === 'add' ? 'rule added' : 'rule replaced');
+    return json;
   }
 
-  deleteRule(kind: RuleKind, by: { key?: string; name?: string }, who?: string): Promise<RuleJson> {
-    return this.#serial.run(() => {
+  async deleteRule(kind: RuleKind, by: { key?: string; name?: string }, who?: string): Promise<RuleJson> {
+    const { durable, key, previous } = await this.#serial.run(() => {
       const k = RULE_KINDS[kind];
       let key: string | undefined;
       try {
@@ -975,22 +1015,31 @@ export class Daemon {
         const by2 = by.name !== undefined ? `named ${JSON.stringify(by.name)}` : `with ${k.keyName} ${by.key ?? ''}`;
         throw new RuleError(`no ${k.label} ${by2}; list them with mup ${k.cliVerb} list`, 404);
       }
+      const found = key;
       const previous = this.#rules.rules(kind).get(key)!;
       const t = this.dataplane.rules;
       this.#tables(t, k.del([previous]));
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.delete(kind, key);
-      try {
-        this.#record({ del: kind, key, base: this.#rules.base(kind, key) });
-      } catch (e) {
+      const undo = (): void => {
         t.apply(k.put([previous]));
         this.#rules.put(kind, previous);
         before();
+      };
+      try {
+        return { durable: this.#recordGrouped({ del: kind, key, base: this.#rules.base(kind, key) }, undo), key: found, previous };
+      } catch (e) {
+        undo();
         throw this.#notSaved(e, `delete ${kind} ${key}`);
       }
-      this.#log.info({ kind, key, name: previous.name, by: who }, 'rule deleted');
-      return k.json(previous);
     });
+    try {
+      await durable;
+    } catch (e) {
+      throw this.#notSaved(e, `delete ${kind} ${key}`);
+    }
+    this.#log.info({ kind, key, name: previous.name, by: who }, 'rule deleted');
+    return RULE_KINDS[kind].json(previous);
   }
 
   /**
@@ -999,8 +1048,8 @@ export class Daemon {
    * state-file record; a record that cannot be written undoes the tables
    * and the set (src/daemon/batch.ts).
    */
-  applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
-    return this.#serial.run(() => {
+  async applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
+    const { durable, plan } = await this.#serial.run(() => {
       const plan = planBatch(this.#rules, ops);
       const t = this.dataplane.rules;
       this.#tables(t, plan.changes);
@@ -1014,18 +1063,26 @@ export class Daemon {
           else this.#rules.put(kind, r);
         }
       }
-      try {
-        this.#record(plan.line);
-      } catch (e) {
+      const undo = (): void => {
         t.apply(plan.undo);
         // The set first, then the overlay entries as they were (the set's put/delete touch them).
         for (let i = restore.length - 1; i >= 0; i -= 2) restore[i]!();
         for (let i = restore.length - 2; i >= 0; i -= 2) restore[i]!();
+      };
+      try {
+        return { durable: this.#recordGrouped(plan.line, undo), plan };
+      } catch (e) {
+        undo();
         throw this.#notSaved(e, `batch of ${ops.length} operations`);
       }
-      this.#log.info({ operations: ops.length, ...plan.counts, by }, 'batch applied');
-      return { results: plan.results, ...plan.counts };
     });
+    try {
+      await durable;
+    } catch (e) {
+      throw this.#notSaved(e, `batch of ${ops.length} operations`);
+    }
+    this.#log.info({ operations: ops.length, ...plan.counts, by }, 'batch applied');
+    return { results: plan.results, ...plan.counts };
   }
 
   /** Table errors that are the caller's (full, too many lengths) become 409s. */
@@ -1094,7 +1151,7 @@ export class Daemon {
       program: prog,
       pins: this.pins.dir,
       config: { file: this.config.file, sha256: this.#configSha, loadedAt: this.#configLoadedAt.toISOString() },
-      state: { file: this.stateFile, changes: overlaySize(this.#rules.overlay) },
+      state: { file: this.stateFile, changes: overlaySize(this.#rules.overlay), syncs: this.#store.syncs, records: this.#store.records },
       interfaces,
       tables: {
         policies: { entries: dp.rules.policyCount, capacity: s.maxPolicies },
@@ -1126,6 +1183,9 @@ export class Daemon {
     this.unlock();
   }
 }
+
+/** A rule as the API lists it. */
+export type ListedRule = RuleJson & { origin: 'config' | 'api'; rule: number | null };
 
 /** Bytes of per-rule counter state, for sizing notes. */
 export const RULE_COUNTER_BYTES = LAYOUTS.mup_counter.size;

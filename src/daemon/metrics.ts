@@ -7,8 +7,8 @@
  *   mup_bytes_total{function}             their bytes, as received
  *   mup_events_total{event,class}         every packet, by what happened (class pass|fwd|drop)
  *   mup_drops_total{reason}               dropped packets by reason (the drop_* events)
- *   mup_rule_packets_total{kind,key,name} per rule (at most --metrics-rule-limit rules)
- *   mup_rule_bytes_total{kind,key,name}
+ *   mup_rule_packets_total{kind,key,name} per rule, opt-in (daemon.metrics.per_rule:
+ *   mup_rule_bytes_total{kind,key,name}     off by default, all, or top:N by packets)
  *   mup_rule_series_truncated             1 when rules were left out of the per-rule series
  *   mup_table_entries{table}, mup_table_capacity{table}
  *   mup_interface_attached{interface,mode} 1 when our program runs on it
@@ -16,11 +16,49 @@
  *   mup_config_reloads_total{result}
  *   mup_build_info{version,node,object_sha256}
  * plus prom-client's process_* and nodejs_* metrics.
+ *
+ * A scrape takes ONE counter snapshot (one read of the counter map) and one
+ * status, before any collector runs; every series of the scrape comes from
+ * them. Without per-rule series the scrape's size does not grow with the
+ * number of rules (docs/metrics.md, "Cardinality").
  */
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import type { PerRuleSeries } from '../config/types.js';
+import type { RuleCounter } from '../dataplane/dataplane.js';
 import type { Daemon } from './daemon.js';
 
-export const DEFAULT_RULE_SERIES_LIMIT = 1000;
+/** Per-rule series when neither the config nor the command line says: none. */
+export const DEFAULT_PER_RULE: PerRuleSeries = 'off';
+
+export interface MetricsOptions {
+  /** Overrides daemon.metrics.per_rule of the running config (mup daemon --metrics-per-rule). */
+  readonly perRule?: PerRuleSeries;
+}
+
+/** The text of a per-rule setting, as the config spells it. */
+export function perRuleText(p: PerRuleSeries): string {
+  return typeof p === 'string' ? p : `top:${p.top}`;
+}
+
+/** The `n` rules with the most packets (ties: config order), busiest first; rules without packets never. */
+export function topRules(rules: readonly RuleCounter[], n: number): RuleCounter[] {
+  // A bounded selection (not a sort of every rule): `best` is sorted busiest first, at most n long.
+  const best: RuleCounter[] = [];
+  for (const r of rules) {
+    if (r.packets === 0n) continue;
+    if (best.length === n && r.packets <= best[n - 1]!.packets) continue;
+    let lo = 0;
+    let hi = best.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (best[mid]!.packets >= r.packets) lo = mid + 1;
+      else hi = mid;
+    }
+    best.splice(lo, 0, r);
+    if (best.length > n) best.pop();
+  }
+  return best;
+}
 
 const FUNCTION_NAMES = {
   h_m_gtp4_d: 'H.M.GTP4.D',
@@ -40,20 +78,41 @@ function setCounter(c: Counter<string>, labels: Record<string, string>, v: bigin
   c.inc(labels, Number(v));
 }
 
-export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT): Registry {
+export function createMetrics(d: Daemon, o: MetricsOptions = {}): Registry {
   const reg = new Registry();
   collectDefaultMetrics({ register: reg });
-  // One snapshot per scrape, shared by the collectors below: Daemon.counters
-  // reads the whole counter map once (Dataplane.counters).
-  let snap: ReturnType<Daemon['counters']> | undefined;
-  let snapAt = 0;
-  const counters = (): ReturnType<Daemon['counters']> => {
-    if (snap === undefined || Date.now() - snapAt > 100) {
-      // Functions and events are sums over every rule; per-rule series only for the first ruleLimit + 1.
-      snap = d.counters(ruleLimit + 1);
-      snapAt = Date.now();
+  const perRule = (): PerRuleSeries => o.perRule ?? d.config.daemon?.metrics?.perRule ?? DEFAULT_PER_RULE;
+  // One snapshot per scrape, taken in metrics() below before any collector
+  // runs (prom-client calls every collect() in the same tick): the counter
+  // map is read once (Daemon.counters -> Dataplane.counters), the status
+  // (which asks the kernel about the program and links) taken once.
+  interface Scrape {
+    readonly counters: ReturnType<Daemon['counters']>;
+    readonly status: ReturnType<Daemon['status']>;
+    /** The rules with their own series. */
+    readonly rules: readonly RuleCounter[];
+    readonly truncated: boolean;
+  }
+  let current: Scrape | undefined;
+  const take = (): Scrape => {
+    const p = perRule();
+    // Functions and events are sums over every rule's slot, whichever rules are listed.
+    const counters = d.counters(p === 'off' ? 'none' : p === 'all' ? 'all' : 'active');
+    const status = d.status();
+    const total = status.tables.policies.entries + status.tables.localsids.entries + status.tables.sessions.entries;
+    const rules = p === 'off' ? [] : p === 'all' ? counters.rules : topRules(counters.rules, p.top);
+    return { counters, status, rules, truncated: rules.length < total };
+  };
+  const scrape = (): Scrape => (current ??= take());
+  const counters = (): Scrape['counters'] => scrape().counters;
+  const metrics = reg.metrics.bind(reg);
+  reg.metrics = async (): Promise<string> => {
+    current = take();
+    try {
+      return await metrics();
+    } finally {
+      current = undefined;
     }
-    return snap;
   };
 
   new Counter({
@@ -98,34 +157,33 @@ export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT):
       }
     },
   });
-  const ruleLabels = ['kind', 'key', 'name'];
-  new Counter({
-    name: 'mup_rule_packets_total',
-    help: `Packets translated per rule (policy or local SID); the first ${ruleLimit} rules`,
-    labelNames: ruleLabels,
-    registers: [reg],
-    collect() {
-      this.reset();
-      for (const r of counters().rules.slice(0, ruleLimit)) setCounter(this, { kind: r.kind, key: r.key, name: r.name ?? '' }, r.packets);
-    },
-  });
-  new Counter({
-    name: 'mup_rule_bytes_total',
-    help: `Bytes translated per rule; the first ${ruleLimit} rules`,
-    labelNames: ruleLabels,
-    registers: [reg],
-    collect() {
-      this.reset();
-      for (const r of counters().rules.slice(0, ruleLimit)) setCounter(this, { kind: r.kind, key: r.key, name: r.name ?? '' }, r.bytes);
-    },
-  });
+  // The per-rule series: plain metric objects (what a Counter's get() returns) built straight from the snapshot;
+  // a prom-client Counter would hash every label set on each of up to a million inc()s.
+  const ruleSeries = (name: string, help: string, value: (r: RuleCounter) => bigint): void => {
+    reg.registerMetric({
+      name,
+      help,
+      type: 'counter',
+      aggregator: 'sum',
+      get: () =>
+        Promise.resolve({
+          name,
+          help,
+          type: 'counter',
+          aggregator: 'sum',
+          values: scrape().rules.map((r) => ({ labels: { kind: r.kind, key: r.key, name: r.name ?? '' }, value: Number(value(r)) })),
+        }),
+      reset: () => undefined,
+    } as unknown as Parameters<Registry['registerMetric']>[0]);
+  };
+  ruleSeries('mup_rule_packets_total', 'Packets translated per rule (opt-in: daemon.metrics.per_rule all or top:N; mup stats --rule NAME for one rule)', (r) => r.packets);
+  ruleSeries('mup_rule_bytes_total', 'Bytes translated per rule (opt-in: daemon.metrics.per_rule)', (r) => r.bytes);
   new Gauge({
     name: 'mup_rule_series_truncated',
-    help: `1 when there are more rules than the per-rule series limit (${ruleLimit}; mup daemon --metrics-rule-limit)`,
+    help: 'When 1, some rules have no per-rule series (daemon.metrics.per_rule off, the default, or top:N)',
     registers: [reg],
     collect() {
-      const t = d.status().tables;
-      this.set(t.policies.entries + t.localsids.entries > ruleLimit ? 1 : 0);
+      this.set(scrape().truncated ? 1 : 0);
     },
   });
   new Gauge({
@@ -134,20 +192,22 @@ export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT):
     labelNames: ['table'],
     registers: [reg],
     collect() {
-      const t = d.status().tables;
+      const t = scrape().status.tables;
       this.set({ table: 'policies' }, t.policies.entries);
       this.set({ table: 'localsids' }, t.localsids.entries);
+      this.set({ table: 'sessions' }, t.sessions.entries);
     },
   });
   new Gauge({
     name: 'mup_table_capacity',
-    help: 'Capacity of each table (settings.max_policies, max_localsids)',
+    help: 'Capacity of each table (settings.max_policies, max_localsids, max_sessions)',
     labelNames: ['table'],
     registers: [reg],
     collect() {
-      const t = d.status().tables;
+      const t = scrape().status.tables;
       this.set({ table: 'policies' }, t.policies.capacity);
       this.set({ table: 'localsids' }, t.localsids.capacity);
+      this.set({ table: 'sessions' }, t.sessions.capacity);
     },
   });
   new Gauge({
@@ -157,7 +217,7 @@ export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT):
     registers: [reg],
     collect() {
       this.reset();
-      for (const i of d.status().interfaces) this.set({ interface: i.name, mode: i.mode }, i.attached ? 1 : 0);
+      for (const i of scrape().status.interfaces) this.set({ interface: i.name, mode: i.mode }, i.attached ? 1 : 0);
     },
   });
   new Gauge({
@@ -167,7 +227,7 @@ export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT):
     registers: [reg],
     collect() {
       this.reset();
-      const p = d.status().program;
+      const p = scrape().status.program;
       if (p !== null) this.set({ id: String(p.id), tag: p.tag }, 1);
     },
   });
@@ -189,7 +249,7 @@ export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT):
     registers: [reg],
     collect() {
       this.reset();
-      const s = d.status();
+      const s = scrape().status;
       this.set({ version: s.version, node: process.version, object_sha256: s.object.sha256 }, 1);
     },
   });

@@ -19,6 +19,7 @@ import {
   closeSync,
   constants,
   existsSync,
+  fdatasync,
   fdatasyncSync,
   fstatSync,
   fsyncSync,
@@ -674,6 +675,22 @@ export class StateStore {
   #size: number | undefined;
   /** The config hash in the header of the file on disk (undefined: no file of ours, e.g. set aside). */
   #sha: string | undefined;
+  /** Group commit: the records being fdatasync'ed now, and those written since that sync started (the next group). */
+  #inflight: SyncGroup | undefined;
+  #queued: PendingRecord[] = [];
+  /** An fd whose close waits for the fdatasync running on it. */
+  #closeAfterSync = false;
+  /** fdatasync calls that made records durable, and the records they covered (status: state.syncs, state.records). */
+  #syncs = 0;
+  #records = 0;
+  /** Called once no record waits for an fdatasync. */
+  #idle: (() => void)[] = [];
+  get syncs(): number {
+    return this.#syncs;
+  }
+  get records(): number {
+    return this.#records;
+  }
 
   constructor(readonly path: string) {}
 
@@ -759,6 +776,9 @@ export class StateStore {
   }
 
   #replaced(configSha: string, lines: number, size: number): void {
+    // The new file holds the net changes of every record written so far, synced and
+    // not yet synced: the records waiting for a group's fdatasync are durable now.
+    this.#settleAll();
     this.close(); // the old file's fd: appends go to the new file
     this.#lines = lines;
     this.#size = size;
@@ -788,6 +808,8 @@ export class StateStore {
     }
     this.#size = good + data.length;
     this.#lines++;
+    this.#syncs++;
+    this.#records++;
   }
 
   /**
@@ -807,6 +829,127 @@ export class StateStore {
       }
     }
     this.rewrite(instance, configFile, configSha, after, base);
+  }
+
+  /**
+   * Group commit (docs/daemon.md, "Group commit"): write one change's record
+   * now and resolve once an fdatasync that started after the write has
+   * returned. Records written while a sync runs wait for the next one, which
+   * covers them all: N concurrent changes share about N / (changes per sync
+   * time) fsyncs, and none is acknowledged before its record is durable.
+   *
+   * Throws StateWriteError (nothing written; the caller undoes its change)
+   * when the record cannot be written. When the fdatasync fails, the file is
+   * cut back to its last durable record and every record past it (this
+   * group and the one waiting) is refused: their `undo`s run newest first
+   * (each puts back what its change replaced), then their promises reject.
+   * As commit(): a file not (or no longer) for this config is written whole
+   * instead, which makes every waiting record durable at once.
+   */
+  commitGrouped(line: StateLine, undo: () => void, instance: string, configFile: string, configSha: string, after: Overlay, base?: BaseOf): Promise<void> {
+    if (this.isFor(configSha)) {
+      try {
+        return this.#appendGrouped(line, undo);
+      } catch (e) {
+        if (this.isFor(configSha)) throw e;
+        // The file was removed, replaced or cut short under us: write it whole.
+      }
+    }
+    this.rewrite(instance, configFile, configSha, after, base);
+    return Promise.resolve();
+  }
+
+  #appendGrouped(line: StateLine, undo: () => void): Promise<void> {
+    const data = Buffer.from(`${JSON.stringify(line)}\n`);
+    let fd: number;
+    try {
+      fd = this.#open();
+    } catch (e) {
+      throw new StateWriteError(this.path, errnoOf(e), `cannot open the state file ${this.path} (${(e as Error).message})`);
+    }
+    const good = this.#size!;
+    try {
+      writeAll(fd, data);
+    } catch (e) {
+      this.#cutBack(fd, good);
+      throw new StateWriteError(this.path, errnoOf(e), `cannot write the state file ${this.path} (${(e as Error).message})`);
+    }
+    this.#size = good + data.length;
+    this.#lines++;
+    const done = new Promise<void>((resolve, reject) => this.#queued.push({ resolve, reject, undo, bytes: data.length }));
+    if (this.#inflight === undefined) this.#startSync();
+    return done;
+  }
+
+  /** fdatasync the records queued so far, on the threadpool (the event loop takes more changes meanwhile). */
+  #startSync(): void {
+    const fd = this.#fd!;
+    const group: SyncGroup = { fd, records: this.#queued, from: this.#size! - this.#queued.reduce((n, r) => n + r.bytes, 0), settled: false };
+    this.#queued = [];
+    this.#inflight = group;
+    fdatasync(fd, (err) => {
+      this.#inflight = undefined;
+      if (this.#closeAfterSync && this.#fd !== fd) {
+        closeSync(fd);
+      }
+      this.#closeAfterSync = false;
+      if (!group.settled) {
+        group.settled = true;
+        if (err === null) {
+          this.#syncs++;
+          this.#records += group.records.length;
+          for (const r of group.records) r.resolve();
+        } else {
+          this.#failFrom(group, err);
+        }
+      }
+      if (this.#queued.length > 0 && this.#fd !== undefined) this.#startSync();
+      else this.#wake();
+    });
+  }
+
+  /**
+   * Resolves once no record waits for its fdatasync: a reload or a save
+   * (which replace the rule set the records' undos would put back into)
+   * waits for it first.
+   */
+  idle(): Promise<void> {
+    if (this.#inflight === undefined && this.#queued.length === 0) return Promise.resolve();
+    return new Promise((r) => this.#idle.push(r));
+  }
+
+  #wake(): void {
+    if (this.#inflight !== undefined || this.#queued.length > 0) return;
+    const w = this.#idle;
+    this.#idle = [];
+    for (const f of w) f();
+  }
+
+  /** A failed group sync: cut the file back to before the group, undo and refuse it and every record after it. */
+  #failFrom(group: SyncGroup, err: NodeJS.ErrnoException): void {
+    const refused = [...group.records, ...this.#queued];
+    this.#queued = [];
+    if (this.#fd === group.fd) {
+      this.#size = group.from;
+      this.#lines -= refused.length;
+      this.#cutBack(group.fd, group.from);
+    }
+    const e = new StateWriteError(this.path, errnoOf(err), `cannot sync the state file ${this.path} (${err.message})`);
+    for (let i = refused.length - 1; i >= 0; i--) refused[i]!.undo();
+    for (const r of refused) r.reject(e);
+  }
+
+  /** Every waiting record is durable (a whole file was written with them): acknowledge them. */
+  #settleAll(): void {
+    const waiting = [...(this.#inflight?.records ?? []), ...this.#queued];
+    if (this.#inflight !== undefined) this.#inflight.settled = true;
+    this.#queued = [];
+    if (waiting.length > 0) {
+      this.#syncs++;
+      this.#records += waiting.length;
+    }
+    for (const r of waiting) r.resolve();
+    this.#wake();
   }
 
   /** The fd to append to; a tail past the last whole record (a torn line, a failed append) is cut off first. */
@@ -871,7 +1014,29 @@ export class StateStore {
   }
 
   close(): void {
-    if (this.#fd !== undefined) closeSync(this.#fd);
+    // An fdatasync running on the fd: closed when it returns (never reused under it).
+    if (this.#fd !== undefined) {
+      if (this.#inflight?.fd === this.#fd) this.#closeAfterSync = true;
+      else closeSync(this.#fd);
+    }
     this.#fd = undefined;
   }
+}
+
+/** A record written and waiting for the fdatasync that makes it durable. */
+interface PendingRecord {
+  resolve: () => void;
+  reject: (e: Error) => void;
+  /** Puts back what the record's change replaced (tables and rule set). */
+  readonly undo: () => void;
+  readonly bytes: number;
+}
+
+interface SyncGroup {
+  readonly fd: number;
+  readonly records: PendingRecord[];
+  /** Size of the file before the group's first record. */
+  readonly from: number;
+  /** Acknowledged or refused already (a whole-file rewrite can settle it before its sync returns). */
+  settled: boolean;
 }

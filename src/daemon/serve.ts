@@ -12,11 +12,13 @@ import { defaultSocket } from '../host/paths.js';
 import { notifyReady } from '../host/notify.js';
 import { pidAlive } from '../host/process.js';
 import type { Logger } from './log.js';
-import { createMetrics, DEFAULT_RULE_SERIES_LIMIT } from './metrics.js';
+import { createMetrics } from './metrics.js';
+import type { PerRuleSeries } from '../config/types.js';
 
 export interface RunOptions extends Omit<DaemonOptions, 'log'> {
   readonly socket?: string;
-  readonly metricsRuleLimit?: number;
+  /** Overrides daemon.metrics.per_rule (mup daemon --metrics-per-rule). */
+  readonly metricsPerRule?: PerRuleSeries;
   readonly log: Logger;
 }
 
@@ -87,7 +89,7 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
     d.unlock();
     throw e;
   }
-  const metrics = createMetrics(d, o.metricsRuleLimit ?? DEFAULT_RULE_SERIES_LIMIT);
+  const metrics = createMetrics(d, o.metricsPerRule === undefined ? {} : { perRule: o.metricsPerRule });
   const servers: Server[] = [];
   try {
     const limits = { maxConnections: api.maxConnections, stallTimeout: api.stallTimeout, log };

@@ -1,0 +1,74 @@
+/**
+ * List paging (GET /v1/policies?limit=&after=): the page selection and the
+ * cursor, on their own. The daemon's answers: test/paging.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { decodeCursor, encodeCursor, pageKeys } from '../../src/daemon/api.js';
+
+/** Deterministic pseudo-random keys (no Math.random: the failure must be reproducible). */
+function keys(n: number, seed = 7): string[] {
+  let x = seed;
+  const out = new Set<string>();
+  while (out.size < n) {
+    x = (x * 1103515245 + 12345) % 2 ** 31;
+    out.add(`10.${x % 256}.${(x >> 8) % 256}.0/24`);
+  }
+  return [...out];
+}
+
+describe('pageKeys', () => {
+  for (const limit of [1, 3, 7, 100, 1000]) {
+    it(`pages of ${limit} give every key once, in order, and say when there are more`, () => {
+      const all = keys(500);
+      const got: string[] = [];
+      let after: string | undefined;
+      for (let i = 0; i < 1000; i++) {
+        const p = pageKeys(all, after, limit);
+        expect(p.keys.length).toBeLessThanOrEqual(limit);
+        got.push(...p.keys);
+        if (!p.more) break;
+        expect(p.keys).toHaveLength(limit);
+        after = p.keys.at(-1);
+      }
+      expect(got).toEqual([...all].sort());
+    });
+  }
+
+  it('a cursor keeps its place when its own key and others are deleted or added', () => {
+    const all = keys(40).sort();
+    const first = pageKeys(all, undefined, 10);
+    const cursor = first.keys.at(-1)!;
+    // Delete the cursor's key and one before it; add one before and one after.
+    const changed = all.filter((k) => k !== cursor && k !== all[3]).concat(['0.0.0.0/24', '9999']);
+    const rest: string[] = [];
+    let after: string | undefined = cursor;
+    for (;;) {
+      const p = pageKeys(changed, after, 10);
+      rest.push(...p.keys);
+      if (!p.more) break;
+      after = p.keys.at(-1);
+    }
+    // Everything after the cursor that is still there, once, and the new key after it; nothing from before it.
+    expect(rest).toEqual([...all.slice(10), '9999'].sort());
+  });
+
+  it('an empty list or a cursor past the end: an empty last page', () => {
+    expect(pageKeys([], undefined, 5)).toEqual({ keys: [], more: false });
+    expect(pageKeys(['a', 'b'], 'b', 5)).toEqual({ keys: [], more: false });
+  });
+});
+
+describe('cursors', () => {
+  it('round-trip, and are refused for another list or when not one of ours', () => {
+    expect(decodeCursor('policy', encodeCursor('policy', '10.0.0.0/24'))).toBe('10.0.0.0/24');
+    for (const [kind, c] of [
+      ['policy', encodeCursor('localsid', '2001:db8::/48')],
+      ['policy', 'not-a-cursor!'],
+      ['policy', Buffer.from('{"k":"policy"}').toString('base64url')],
+      ['policy', Buffer.from('[1,2]').toString('base64url')],
+      ['policy', 'x'.repeat(2000)],
+    ] as const) {
+      expect(() => decodeCursor(kind, c), c).toThrow(expect.objectContaining({ status: 400, code: 'bad_cursor' }));
+    }
+  });
+});
