@@ -375,6 +375,22 @@ export class RuleSet {
     return this.#digests(kind, key);
   }
 
+  /**
+   * Entries of every structure the set keeps (rules and names per kind, the
+   * file's keys, the overlay): the same rules must keep them the same
+   * however many changes led to them (test/load-scale.test.ts).
+   */
+  footprint(): Record<string, number> {
+    const out: Record<string, number> = { fromConfig: this.#fromConfig.size };
+    for (const k of RULE_KIND_LIST) {
+      out[`${k.kind}.rules`] = this.#rules[k.kind].size;
+      out[`${k.kind}.names`] = this.#names[k.kind].size;
+      out[`overlay.${k.overlay.put}`] = this.overlay[k.overlay.put].size;
+      out[`overlay.${k.overlay.del}`] = this.overlay[k.overlay.del].size;
+    }
+    return out;
+  }
+
   /** The effective config (settings and interfaces from the file). */
   effective(): Config {
     return { ...this.config, policies: [...this.policies.values()], localsids: [...this.localsids.values()], sessions: [...this.sessions.values()] };

@@ -232,6 +232,11 @@ class Mirror {
     else this.#plens[rule - this.first] = -1;
   }
 
+  /** Entries of each of its maps. */
+  footprint(): Record<string, number> {
+    return { keys: this.keys.size, foreign: this.#foreign.size, plenCounts: this.#plenCount.size, teidAddresses: this.teidKeys.size };
+  }
+
   /** A byte of the stored value of `rule`. */
   byteOf(rule: number, offset: number): number {
     return this.#values.readUInt8((rule - this.first) * this.valueSize + offset);
@@ -911,6 +916,25 @@ export class Tables {
   writeSettings(settings: Settings): void {
     this.#settings = settings;
     this.#writeConfig(this.#fields(settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens()));
+  }
+
+  /**
+   * Entries of every structure this object keeps between changes (mirrors,
+   * their per-length and per-address counts, free ids): a fixed set of
+   * rules must keep them the same however many changes led to it
+   * (test/load-scale.test.ts).
+   */
+  footprint(): Record<string, number> {
+    const out: Record<string, number> = { addrOnly: this.#addrOnly.size };
+    for (const [name, m, ids] of [
+      ['policies', this.#policies, this.#policyIds],
+      ['localsids', this.#localsids, this.#localsidIds],
+      ['sessions', this.#sessions, this.#sessionIds],
+    ] as const) {
+      for (const [k, v] of Object.entries(m.footprint())) out[`${name}.${k}`] = v;
+      out[`${name}.freeIds`] = ids.size;
+    }
+    return out;
   }
 
   /** Rule ids in use, per table. */
