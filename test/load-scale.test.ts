@@ -14,6 +14,11 @@
  *   address-only entries, sessions), replace local SIDs, leave every
  *   structure the rule set and the tables keep with the same number of
  *   entries as the first round did (counted, not RSS).
+ * - The path of a million sessions, at 50,000: (N3, TEID) policies and PE
+ *   sessions through POST /v1/batch (10,000 a request) into a real daemon,
+ *   all listed by the API and all in the kernel's maps (the pinned maps
+ *   read back); `npm run bench:daemon -- --sessions 1048576` is the full
+ *   size.
  *
  * Real program (build/mup.bpf.o) loaded with its maps, real `ip` reads of a
  * namespace this test makes.
@@ -28,6 +33,11 @@ import { parsePolicyEntry } from '../src/config/load.js';
 import { planBatch } from '../src/daemon/batch.js';
 import { emptyOverlay, RuleSet } from '../src/daemon/rules.js';
 import { Lab, sweepStaleNamespaces } from './helpers/netns.js';
+import { TestDaemon } from './helpers/daemon.js';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { closeFd, mapDump, objGet } from '../src/dataplane/libbpf.js';
+import { LAYOUTS } from '../src/dataplane/codec.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -162,4 +172,88 @@ describe.skipIf(!existsSync(DEFAULT_OBJECT) || !isRoot)('memory does not grow wi
     expect(set.footprint()).toEqual(rules);
     expect(t.policyCount + t.localsidCount + t.sessionCount).toBe(2 * N);
   }, 120_000);
+});
+
+describe.skipIf(!isRoot)('50,000 rules through POST /v1/batch', () => {
+  const POLICIES = 30_000;
+  const SESSIONS = 20_000;
+  const PER_N3 = 1024;
+  const n3s = Math.ceil(POLICIES / PER_N3);
+  let lab: Lab | undefined;
+  let d: TestDaemon | undefined;
+
+  beforeAll(async () => {
+    lab = await Lab.create(['big']);
+    await lab.ip('big', 'link', 'add', 'big0', 'type', 'veth', 'peer', 'name', 'big1');
+    await lab.ip('big', 'link', 'set', 'big0', 'up');
+    d = new TestDaemon({
+      config: `settings: { forwarding: tx, max_policies: ${POLICIES + n3s}, max_localsids: 16, max_sessions: ${SESSIONS} }\ninterfaces:\n  - { name: big0, xdp: native }\n`,
+      netns: lab.ns('big'),
+      instance: `big${process.pid}`,
+    });
+    await d.start();
+  }, 120_000);
+
+  afterAll(async () => {
+    try {
+      await d?.cleanup();
+    } finally {
+      await lab?.destroy();
+    }
+  });
+
+  const ipv4 = (a: number): string => `${a >>> 24}.${(a >> 16) & 255}.${(a >> 8) & 255}.${a & 255}`;
+  const policy = (i: number): Record<string, unknown> => ({
+    match: `${ipv4(0x64400000 + Math.floor(i / PER_N3))}/32`,
+    teid: `${i % PER_N3}/32`,
+    sr_prefix: '2001:db9:1::/48',
+    src_prefix: '2001:db8:ffff::/64',
+  });
+  const session = (i: number): Record<string, unknown> => ({
+    ue: `${ipv4(0x0a000000 + i)}/32`,
+    teid: `0x${(i + 1).toString(16)}`,
+    qfi: 9,
+    endpoint: '192.0.2.1',
+    source: '198.51.100.1',
+    isd: '2001:db8:2::/48',
+    src_prefix: '2001:db8:ffff::/64',
+  });
+  /** Entries of a pinned map, read back with BPF_MAP_LOOKUP_BATCH. */
+  const inMap = (pin: string, keySize: number, valueSize: number): number => {
+    const fd = objGet(join(d!.bpffs, 'mup', d!.instance, pin), pin);
+    try {
+      return mapDump(fd, keySize, valueSize, pin).count;
+    } finally {
+      closeFd(fd);
+    }
+  };
+
+  it('all land: listed by the API and in the kernel maps, address-only entries included', async () => {
+    for (const [kind, n, entry] of [['policy', POLICIES, policy], ['session', SESSIONS, session]] as const) {
+      for (let at = 0; at < n; at += 10_000) {
+        const ops = Array.from({ length: Math.min(10_000, n - at) }, (_, k) => ({ op: 'add', [kind]: entry(at + k) }));
+        const r = await d!.api('POST', '/v1/batch', { body: { operations: ops } });
+        expect(r.status, r.text.slice(0, 500)).toBe(200);
+        expect((r.body as { added: number }).added).toBe(ops.length);
+      }
+    }
+    const listed = (await d!.api('GET', '/v1/policies')).body as { policies: { rule: number | null }[] };
+    expect(listed.policies.length).toBe(POLICIES);
+    expect(listed.policies.every((p) => p.rule !== null)).toBe(true);
+    const sessions = (await d!.api('GET', '/v1/sessions')).body as { sessions: { rule: number | null }[] };
+    expect(sessions.sessions.length).toBe(SESSIONS);
+    expect(sessions.sessions.every((x) => x.rule !== null)).toBe(true);
+    // Every policy, and one address-only entry per N3 address (it has no /32 policy of its own).
+    expect(inMap('policies', LAYOUTS.mup_policy_key.size, LAYOUTS.mup_policy.size)).toBe(POLICIES + n3s);
+    // The session map has no pin: found through the pinned program's maps.
+    const prog = JSON.parse((await execa('bpftool', ['-j', 'prog', 'show', 'pinned', join(d!.bpffs, 'mup', d!.instance, 'prog')])).stdout) as { map_ids: number[] };
+    let sessionMap: number | undefined;
+    for (const id of prog.map_ids) {
+      const m = JSON.parse((await execa('bpftool', ['-j', 'map', 'show', 'id', String(id)])).stdout) as { name: string };
+      if (m.name === 'mup_sessions') sessionMap = id;
+    }
+    expect(sessionMap, 'the program uses mup_sessions').toBeDefined();
+    const dump = JSON.parse((await execa('bpftool', ['-j', 'map', 'dump', 'id', String(sessionMap)], { maxBuffer: 1 << 30 })).stdout) as unknown[];
+    expect(dump.length).toBe(SESSIONS);
+  }, 300_000);
 });
