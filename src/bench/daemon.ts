@@ -9,6 +9,11 @@
  *   (e) 10,000 operations (deletes, then adds back) through one POST
  *       /v1/batch each: under 500 ms each; next to it, for comparison, the
  *       same 10,000 as single requests (DELETE, POST), one at a time;
+ *   (f) with --sessions N (alone, instead of the rest; N = 1048576 for issue
+ *       19's target): N (N3, TEID) policies + N PE sessions, loaded from a
+ *       JSON config file (spawn -> API answers) and, after a teardown, through
+ *       /v1/batch (10,000 operations a request) into a daemon started with
+ *       none: under 5 s each, VmRSS under 400 MB after each;
  * and, for information (no target):
  *   (d) the time of a /metrics scrape and of GET /v1/counters (`mup stats`)
  *       with those tables, --scrapes N of each (default 50), 150 ms apart;
@@ -54,7 +59,11 @@ const DIST_MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.ur
 /** (d): what a Prometheus scrape and `mup stats` cost with full tables. */
 const SCRAPE_PATHS = ['/metrics', '/v1/counters?rules=none', '/v1/counters?rules=active', '/v1/counters?rules=all'] as const;
 
-const TARGETS = { loadSeconds: 2, medianAddMs: 5, medianDelMs: 5, rssMB: 150, batchMs: 500 } as const;
+const TARGETS = { loadSeconds: 1.5, medianAddMs: 5, medianDelMs: 5, rssMB: 150, batchMs: 500, sessionsLoadSeconds: 5, sessionsRssMB: 400 } as const;
+/** (f): at most this many of each (settings.max_policies / max_sessions allow 2^21 with the address-only entries). */
+const MAX_SESSIONS_BENCH = 1_048_576;
+/** (f): TEID policies per N3 address (each address also takes an address-only entry in the policy table). */
+const TEIDS_PER_N3 = 1024;
 /** (e): operations per batch (at most --rules). */
 const BATCH_OPS = 10_000;
 
@@ -70,6 +79,8 @@ interface Options {
   singleOps?: number;
   /** Config file format: yaml (default) or json (which is YAML too). */
   format?: 'yaml' | 'json';
+  /** (f) only: N (N3, TEID) policies + N PE sessions, from a file and through /v1/batch. */
+  sessions?: number;
 }
 
 function parseArgs(argv: readonly string[]): Options {
@@ -86,6 +97,7 @@ function parseArgs(argv: readonly string[]): Options {
     else if (a === '--scrapes') o.scrapes = Number(next());
     else if (a === '--cpu-prof') o.cpuProf = next();
     else if (a === '--single-ops') o.singleOps = Number(next());
+    else if (a === '--sessions') o.sessions = Number(next());
     else if (a === '--json') o.json = true;
     else if (a === '--format') {
       const f = next();
@@ -94,7 +106,7 @@ function parseArgs(argv: readonly string[]): Options {
     }
     else if (a === '--keep-going') o.keepGoing = true;
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--single-ops N] [--format yaml|json] [--cpu-prof DIR] [--json] [--keep-going]\n');
+      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--single-ops N] [--format yaml|json] [--cpu-prof DIR] [--json] [--keep-going] [--sessions N]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${String(a)}; see --help`);
   }
@@ -102,6 +114,7 @@ function parseArgs(argv: readonly string[]): Options {
   if (!Number.isInteger(o.ops) || o.ops < 1) throw new Error('--ops: a whole number >= 1');
   if (!Number.isInteger(o.scrapes) || o.scrapes < 1) throw new Error('--scrapes: a whole number >= 1');
   if (o.singleOps !== undefined && (!Number.isInteger(o.singleOps) || o.singleOps < 1)) throw new Error('--single-ops: a whole number >= 1');
+  if (o.sessions !== undefined && (!Number.isInteger(o.sessions) || o.sessions < 1 || o.sessions > MAX_SESSIONS_BENCH)) throw new Error(`--sessions: a whole number from 1 to ${MAX_SESSIONS_BENCH}`);
   return o;
 }
 
@@ -495,6 +508,7 @@ async function main(): Promise<number> {
   let log = '';
   try {
     env.makeNamespace();
+    if (o.sessions !== undefined) return await sessionsPhase(o, o.sessions, env, loadAtStart);
     const t0 = performance.now();
     const yaml = o.format === 'json' ? configJson(o.rules, 'mup0') : configText(o.rules, 'mup0');
     writeFileSync(env.configPath, yaml);
@@ -558,6 +572,10 @@ async function main(): Promise<number> {
     const tMounted = at('mounted a bpf filesystem');
     const tLoaded = at('data plane loaded') ?? at('took over the running data plane');
     const tListening = at('control API listening');
+    // The daemon's own breakdown of the load: ms per phase and memory (MB) right after it.
+    const loadedLine = lines.find((x) => x.msg === 'data plane loaded' || x.msg === 'took over the running data plane');
+    const phaseMs = (loadedLine?.['ms'] ?? {}) as Record<string, number>;
+    const memLoaded = (loadedLine?.['memory'] ?? {}) as Record<string, number>;
     // The spawn is the base: /proc/stat's btime has a resolution of 1 s, too coarse here.
     const base = spawnedAt;
     const rssLoaded = procStatus(pid);
@@ -687,6 +705,10 @@ async function main(): Promise<number> {
       `    tables filled + attached ("data plane loaded")          ${rel(tLoaded)}`,
       `    API listening            ("control API listening")      ${rel(tListening)}`,
       `    API answered GET /v1/status                             ${loadS.toFixed(3)} s`,
+      `    daemon's breakdown, ms: ${Object.entries(phaseMs).map(([k, v]) => `${k} ${v}`).join(', ') || '-'} ` +
+        '(config: read + parse + validate; rules: the rule set; load: program + tables; attach)',
+      `    daemon's memory right after the load, MB: ${Object.entries(memLoaded).map(([k, v]) => `${k} ${v}`).join(', ') || '-'} ` +
+        '(heapUsed: JS objects; external/arrayBuffers: buffers and typed arrays)',
       '',
       `(b) one request at a time, tables full, ${o.ops} of each (client side, kept-alive unix socket), ms`,
       '    op                 median     p99     min     max',
@@ -786,6 +808,143 @@ async function main(): Promise<number> {
     const problems = await env.cleanup();
     if (!signalled) for (const p of problems) process.stderr.write(`cleanup: ${p}\n`);
   }
+}
+
+// ---------------------------------------------------------------------------
+// (f) A million sessions
+
+/** (N3, TEID) policy i: N3 address 100.64.0.0 + i / TEIDS_PER_N3, TEID i % TEIDS_PER_N3 (/32). */
+function teidPolicyEntry(i: number): Record<string, unknown> {
+  const a = 0x64400000 + Math.floor(i / TEIDS_PER_N3);
+  return {
+    match: `${a >>> 24}.${(a >> 16) & 255}.${(a >> 8) & 255}.${a & 255}/32`,
+    teid: `${i % TEIDS_PER_N3}/32`,
+    sr_prefix: '2001:db9:1::/48',
+    src_prefix: '2001:db8:ffff::/64',
+  };
+}
+
+/** PE session i: UE 10.0.0.0 + i /32. */
+function sessionEntry(i: number): Record<string, unknown> {
+  const u = 0x0a000000 + i;
+  return {
+    ue: `${u >>> 24}.${(u >> 16) & 255}.${(u >> 8) & 255}.${u & 255}/32`,
+    teid: `0x${(i + 1).toString(16)}`,
+    qfi: 9,
+    endpoint: '192.0.2.1',
+    source: '198.51.100.1',
+    isd: '2001:db8:2::/48',
+    src_prefix: '2001:db8:ffff::/64',
+  };
+}
+
+async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: number[]): Promise<number> {
+  const n3 = Math.ceil(n / TEIDS_PER_N3);
+  const settings = { max_policies: n + n3, max_localsids: 64, max_sessions: n };
+  const writeConfig = (withRules: boolean): number => {
+    // JSON (which is YAML too), written a piece at a time: one string of a million entries is hundreds of MB.
+    const parts: string[] = [`{"interfaces":[{"name":"mup0"}],"settings":${JSON.stringify(settings)},"policies":[`];
+    if (withRules) for (let i = 0; i < n; i++) parts.push(`${i === 0 ? '' : ','}\n${JSON.stringify(teidPolicyEntry(i))}`);
+    parts.push('],"localsids":[],"sessions":[');
+    if (withRules) for (let i = 0; i < n; i++) parts.push(`${i === 0 ? '' : ','}\n${JSON.stringify(sessionEntry(i))}`);
+    parts.push(']}\n');
+    const text = parts.join('');
+    writeFileSync(env.configPath, text);
+    return Buffer.byteLength(text);
+  };
+  let log = '';
+  const start = async (): Promise<{ d: ChildProcess; ms: number }> => {
+    log = '';
+    const args = [MUP_BIN, 'daemon', '--config', env.configPath, '--instance', env.instance, '--netns', env.ns, '--socket', env.socket, '--state-file', env.stateFile, '--bpffs', env.bpffs, '--log-format', 'json'];
+    const s0 = performance.now();
+    const d = spawn('node', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    env.daemon = d;
+    d.stdout!.on('data', (c: Buffer) => (log += c.toString()));
+    d.stderr!.on('data', (c: Buffer) => (log += c.toString()));
+    for (;;) {
+      if (d.exitCode !== null || d.signalCode !== null) throw new Error(`the daemon exited (${d.exitCode ?? d.signalCode}) before serving:\n${log.slice(-4000)}`);
+      try {
+        if ((await api(env.socket, 'GET', '/v1/status')).status === 200) return { d, ms: performance.now() - s0 };
+      } catch {
+        // not listening yet
+      }
+      if (performance.now() - s0 > 600_000) throw new Error(`no answer within 600 s:\n${log.slice(-4000)}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  };
+  const stop = async (d: ChildProcess): Promise<void> => {
+    agent.destroy();
+    d.kill('SIGTERM');
+    await new Promise<void>((r) => (d.exitCode !== null || d.signalCode !== null ? r() : d.once('exit', () => r())));
+    await run('node', [MUP_BIN, 'teardown', '--instance', env.instance, '--bpffs', env.bpffs, '--netns', env.ns]);
+    rmSync(env.stateFile, { force: true });
+  };
+  const tables = async (): Promise<{ policies: number; sessions: number }> => {
+    const st = JSON.parse((await api(env.socket, 'GET', '/v1/status')).text) as { tables: { policies: { entries: number }; sessions?: { entries: number } } };
+    return { policies: st.tables.policies.entries, sessions: st.tables.sessions?.entries ?? NaN };
+  };
+  const breakdown = (): string => {
+    const l = logLines(log).find((x) => x.msg === 'data plane loaded');
+    return `daemon: ms ${JSON.stringify(l?.['ms'] ?? {})}, memory MB ${JSON.stringify(l?.['memory'] ?? {})}`;
+  };
+  const failures: string[] = [];
+  progress0(`(f) writing ${n} (N3, TEID) policies + ${n} sessions as a JSON config`);
+  const bytes = writeConfig(true);
+  // 1. From the file.
+  progress0(`(f) loading them from the file (${(bytes / 1e6).toFixed(0)} MB)`);
+  const file = await start();
+  const fileRss = procStatus(file.d.pid!);
+  const fileTables = await tables();
+  const fileBreakdown = breakdown();
+  await stop(file.d);
+  // 2. Through /v1/batch, into a daemon started with none.
+  writeConfig(false);
+  progress0(`(f) the same through /v1/batch, ${BATCH_OPS} operations a request`);
+  const empty = await start();
+  const t0 = performance.now();
+  for (const [kind, entry] of [['policy', teidPolicyEntry], ['session', sessionEntry]] as const) {
+    for (let at = 0; at < n; at += BATCH_OPS) {
+      const ops = Array.from({ length: Math.min(BATCH_OPS, n - at) }, (_, k) => ({ op: 'add', [kind]: entry(at + k) }));
+      const r = await api(env.socket, 'POST', '/v1/batch', { operations: ops });
+      if (r.status !== 200) {
+        failures.push(`POST /v1/batch (${kind} ${at}..): ${r.status} ${r.text.slice(0, 300)}`);
+        break;
+      }
+    }
+  }
+  const batchS = (performance.now() - t0) / 1000;
+  const batchRss = procStatus(empty.d.pid!);
+  const batchTables = await tables();
+  await stop(empty.d);
+
+  const fileS = file.ms / 1000;
+  const pf = (ok: boolean): string => (ok ? 'PASS' : 'FAIL');
+  const rssF = fileRss['VmRSS'] ?? NaN;
+  const rssB = batchRss['VmRSS'] ?? NaN;
+  const all = (t: { policies: number; sessions: number }): boolean => t.policies === n && t.sessions === n;
+  const out = [
+    `bench:daemon (f)  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
+      `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')}, at the end ${loadavg().map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)`,
+    `${n} (N3, TEID) policies on ${n3} N3 addresses + ${n} PE sessions; settings ${JSON.stringify(settings)}`,
+    `from a ${(bytes / 1e6).toFixed(0)} MB JSON config: API answered after ${fileS.toFixed(3)} s; tables ${JSON.stringify(fileTables)}; VmRSS ${rssF.toFixed(1)} MB (RssAnon ${(fileRss['RssAnon'] ?? NaN).toFixed(1)})`,
+    `    ${fileBreakdown}`,
+    `through /v1/batch (${Math.ceil(n / BATCH_OPS) * 2} requests of up to ${BATCH_OPS}): ${batchS.toFixed(3)} s; tables ${JSON.stringify(batchTables)}; VmRSS ${rssB.toFixed(1)} MB (RssAnon ${(batchRss['RssAnon'] ?? NaN).toFixed(1)})`,
+    `failed requests: ${failures.length}${failures.length > 0 ? ` (first: ${failures[0]})` : ''}`,
+    '',
+    'target                                          measured   result',
+    `load from the file < ${TARGETS.sessionsLoadSeconds} s                      ${fileS.toFixed(3).padStart(8)} s  ${pf(fileS < TARGETS.sessionsLoadSeconds && all(fileTables))}`,
+    `load through /v1/batch < ${TARGETS.sessionsLoadSeconds} s                  ${batchS.toFixed(3).padStart(8)} s  ${pf(batchS < TARGETS.sessionsLoadSeconds && all(batchTables) && failures.length === 0)}`,
+    `VmRSS < ${TARGETS.sessionsRssMB} MB after the file load             ${rssF.toFixed(1).padStart(8)} MB ${pf(rssF < TARGETS.sessionsRssMB)}`,
+    `VmRSS < ${TARGETS.sessionsRssMB} MB after the batch load            ${rssB.toFixed(1).padStart(8)} MB ${pf(rssB < TARGETS.sessionsRssMB)}`,
+  ];
+  process.stdout.write(`${out.join('\n')}\n`);
+  if (o.json) process.stdout.write(`${JSON.stringify({ sessions: n, file: { seconds: fileS, tables: fileTables, memoryMB: fileRss }, batch: { seconds: batchS, tables: batchTables, memoryMB: batchRss }, failures })}\n`);
+  const ok = fileS < TARGETS.sessionsLoadSeconds && batchS < TARGETS.sessionsLoadSeconds && rssF < TARGETS.sessionsRssMB && rssB < TARGETS.sessionsRssMB && all(fileTables) && all(batchTables) && failures.length === 0;
+  return ok ? 0 : 1;
+}
+
+function progress0(what: string): void {
+  process.stderr.write(`bench:daemon: ${what}\n`);
 }
 
 main().then(

@@ -46,8 +46,12 @@ export const DEFAULT_HOP_LIMIT = 64;
 export const DEFAULT_TTL = 64;
 /** settings.max_sessions when absent. */
 export const DEFAULT_MAX_SESSIONS = 65536;
-/** Upper bound of settings.max_policies / max_localsids. */
-export const MAX_TABLE_ENTRIES = 1_048_576;
+/**
+ * Upper bound of settings.max_policies / max_localsids / max_sessions: 2^21,
+ * so that 1,048,576 (N3, TEID) policies fit with the address-only entries of
+ * their N3 addresses (each takes a place of max_policies).
+ */
+export const MAX_TABLE_ENTRIES = 2_097_152;
 
 const FORWARDING_MODES: readonly ForwardingMode[] = ['fib', 'tx', 'kernel'];
 const SRH_MODES: readonly SrhMode[] = ['auto', 'always', 'reduced'];

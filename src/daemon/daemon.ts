@@ -394,6 +394,8 @@ export class Daemon {
         apiChanges: overlaySize(overlay),
         pins: this.pins.dir,
         object: this.objectPath,
+        // Where the bytes are right after the load (bench:daemon prints it): MB.
+        memory: memoryMB(),
       },
       this.#adopted ? 'took over the running data plane' : 'data plane loaded',
     );
@@ -1189,3 +1191,10 @@ export type ListedRule = RuleJson & { origin: 'config' | 'api'; rule: number | n
 
 /** Bytes of per-rule counter state, for sizing notes. */
 export const RULE_COUNTER_BYTES = LAYOUTS.mup_counter.size;
+
+/** process.memoryUsage() in MB, one decimal: the JS heap, buffers and typed arrays outside it, and the whole. */
+function memoryMB(): Record<string, number> {
+  const m = process.memoryUsage();
+  const mb = (x: number): number => Math.round(x / 1e5) / 10;
+  return { rss: mb(m.rss), heapUsed: mb(m.heapUsed), heapTotal: mb(m.heapTotal), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers) };
+}

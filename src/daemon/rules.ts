@@ -259,19 +259,21 @@ export class RuleSet {
   /** Rules by kind, by key, in order; names to keys. */
   readonly #rules = perKind(() => new Map<string, Rule>());
   readonly #names = perKind(() => new Map<string, string>());
-  /** Keys that come from the config file, "<kind> <key>" (for `source` in listings). */
-  readonly #fromConfig = new Set<string>();
+  /** Keys that come from the config file, per kind (for `source` in listings). */
+  readonly #fromConfig = perKind(() => new Set<string>());
 
   constructor(
     readonly config: Config,
     readonly overlay: Overlay,
   ) {
-    for (const k of RULE_KIND_LIST) for (const r of config[k.section] ?? []) this.#fromConfig.add(`${k.kind} ${k.key(r)}`);
     for (const k of RULE_KIND_LIST) {
       const put = overlay[k.overlay.put] as Map<string, Rule>;
       const del = overlay[k.overlay.del];
+      const fromConfig = this.#fromConfig[k.kind];
       for (const r of config[k.section] ?? []) {
+        // The key's own string, shared with the maps: no "<kind> <key>" string per rule.
         const key = k.key(r);
+        fromConfig.add(key);
         if (!del.has(key)) this.#set(k, put.get(key) ?? r);
       }
       for (const [key, r] of put) if (!this.#rules[k.kind].has(key)) this.#set(k, r);
@@ -306,7 +308,7 @@ export class RuleSet {
 
   source(kind: RuleKind, key: string): 'config' | 'api' {
     const overlaid = this.overlay[RULE_KINDS[kind].overlay.put].has(key);
-    return this.#fromConfig.has(`${kind} ${key}`) && !overlaid ? 'config' : 'api';
+    return this.#fromConfig[kind].has(key) && !overlaid ? 'config' : 'api';
   }
 
   #set(k: RuleKindSpec, r: Rule): void {
@@ -366,7 +368,7 @@ export class RuleSet {
     if (old?.name !== undefined) this.#names[kind].delete(old.name);
     this.#rules[kind].delete(key);
     this.overlay[k.overlay.put].delete(key);
-    if (this.#fromConfig.has(`${kind} ${key}`)) this.overlay[k.overlay.del].add(key);
+    if (this.#fromConfig[kind].has(key)) this.overlay[k.overlay.del].add(key);
   }
 
   #digests: ((kind: RuleKind, key: string) => string | null) | undefined;
@@ -374,6 +376,23 @@ export class RuleSet {
   base(kind: RuleKind, key: string): string | null {
     this.#digests ??= configDigests(this.config);
     return this.#digests(kind, key);
+  }
+
+  /**
+   * Entries of every structure the set keeps (rules and names per kind, the
+   * file's keys, the overlay): the same rules must keep them the same
+   * however many changes led to them (test/load-scale.test.ts).
+   */
+  footprint(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const k of RULE_KIND_LIST) {
+      out[`${k.kind}.fromConfig`] = this.#fromConfig[k.kind].size;
+      out[`${k.kind}.rules`] = this.#rules[k.kind].size;
+      out[`${k.kind}.names`] = this.#names[k.kind].size;
+      out[`overlay.${k.overlay.put}`] = this.overlay[k.overlay.put].size;
+      out[`overlay.${k.overlay.del}`] = this.overlay[k.overlay.del].size;
+    }
+    return out;
   }
 
   /** The effective config (settings and interfaces from the file). */

@@ -877,6 +877,33 @@ export function mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: 
   takeLog();
 }
 
+const deleteBatchFn = bind<(fd: number, keys: Buffer, count: Uint32Array, opts: Ptr) => number>(
+  lib,
+  'int bpf_map_delete_batch(int fd, const void *keys, uint32_t *count, const void *opts)',
+);
+
+/**
+ * Delete `count` keys (packed back to back) in as few syscalls as the
+ * kernel allows; a key that is not there (ENOENT stops the kernel's batch)
+ * is skipped and the rest deleted. Returns how many were there.
+ */
+export function mapDeleteBatch(fd: number, keys: Buffer, keySize: number, count: number, what = 'map'): number {
+  let at = 0;
+  let deleted = 0;
+  while (at < count) {
+    const n = new Uint32Array([count - at]);
+    const ret = deleteBatchFn(fd, keys.subarray(at * keySize, count * keySize), n, null);
+    deleted += n[0]!;
+    at += n[0]!;
+    if (ret === 0) break;
+    takeLog();
+    if (-ret !== ENOENT) throw new LibbpfError(`deleting ${count} elements of ${what} (${at} deleted)`, -ret);
+    at++; // the key the kernel did not find
+  }
+  takeLog();
+  return deleted;
+}
+
 const ENOSPC = koffi.os.errno['ENOSPC'] ?? 28;
 
 /**

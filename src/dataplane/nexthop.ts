@@ -814,11 +814,17 @@ export class NextHopWatcher {
    * pointer until the next full resolution: no rule uses the id, and a rule
    * that gets it again is pointed here; the data plane checks the slot's range
    * against the rule's anyway. A route or neighbour change still resolves all.
+   * Also while a resolution runs (reading the kernel's tables, as every
+   * periodic check does): the rules are pointed here against the last
+   * tables, and that run skips its full pass if the tables are the same, or
+   * resolves every rule (these included) if not. Starting a full pass for
+   * every such change kept a client that sends changes one after another
+   * behind full passes of every rule (seconds each at 131,072 rules).
    */
   rulesPut(c: { readonly putPolicies?: Config['policies']; readonly putLocalSids?: Config['localsids'] }): void {
     const dp = this.#o.dataplane();
     if (this.#stopped || dp === undefined) return;
-    if (this.#k === undefined || this.#cache === undefined || this.#cacheFor !== dp || this.#running !== undefined) {
+    if (this.#k === undefined || this.#cache === undefined || this.#cacheFor !== dp) {
       this.rulesChanged();
       return;
     }

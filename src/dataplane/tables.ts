@@ -41,7 +41,7 @@ import {
 } from './codec.js';
 import {
   BPF_ANY,
-  mapDelete,
+  mapDeleteBatch,
   mapDump,
   mapLookup,
   mapLookupArrayRange,
@@ -66,16 +66,25 @@ export const MAP_CONFIG = '.data.cfg';
  * operator's `mup stats --reset`).
  */
 export function zeroCounterSlots(countersFd: number, slots: Iterable<number>, ncpus: number): number {
-  const key = Buffer.alloc(4);
-  const zero = Buffer.alloc(COUNTER_STRIDE * ncpus);
-  let n = 0;
-  for (const slot of slots) {
-    key.writeUInt32LE(slot);
-    mapUpdate(countersFd, key, zero, BPF_ANY, MAP_COUNTERS);
-    n++;
+  // BPF_MAP_UPDATE_BATCH, ZERO_CHUNK slots a call: 65,536 freed ids were
+  // 65,536 syscalls one by one.
+  const list = [...slots];
+  const per = COUNTER_STRIDE * ncpus;
+  const zero = Buffer.alloc(per * Math.min(list.length, ZERO_CHUNK));
+  for (let at = 0; at < list.length; at += ZERO_CHUNK) {
+    const n = Math.min(ZERO_CHUNK, list.length - at);
+    const keys = Buffer.allocUnsafe(4 * n);
+    for (let i = 0; i < n; i++) keys.writeUInt32LE(list[at + i]!, 4 * i);
+    mapUpdateBatch(countersFd, keys, zero.subarray(0, per * n), n, MAP_COUNTERS);
   }
-  return n;
+  return list.length;
 }
+
+/** Counter slots read per BPF_MAP_LOOKUP_BATCH pass when the tables are taken over. */
+const COUNTER_READ_CHUNK = 65536;
+
+/** Counter slots zeroed per BPF_MAP_UPDATE_BATCH call. */
+const ZERO_CHUNK = 8192;
 
 /** File descriptors and offsets of a loaded object's tables. */
 export interface TableFds {
@@ -223,6 +232,11 @@ class Mirror {
     else this.#plens[rule - this.first] = -1;
   }
 
+  /** Entries of each of its maps. */
+  footprint(): Record<string, number> {
+    return { keys: this.keys.size, foreign: this.#foreign.size, plenCounts: this.#plenCount.size, teidAddresses: this.teidKeys.size };
+  }
+
   /** A byte of the stored value of `rule`. */
   byteOf(rule: number, offset: number): number {
     return this.#values.readUInt8((rule - this.first) * this.valueSize + offset);
@@ -248,21 +262,23 @@ class Mirror {
   }
 }
 
-/** Free rule ids of one table, lowest first. */
+/** Free rule ids of one table, lowest first: a stack in a typed array (4 bytes an id, whatever the table's size). */
 class IdPool {
-  readonly #free: number[] = [];
-  constructor(first: number, count: number, used: ReadonlySet<number>) {
-    for (let id = first + count - 1; id >= first; id--) if (!used.has(id)) this.#free.push(id);
+  readonly #free: Uint32Array;
+  #n = 0;
+  constructor(first: number, count: number, used: Uint8Array) {
+    this.#free = new Uint32Array(count);
+    for (let id = first + count - 1; id >= first; id--) if (used[id] !== 1) this.#free[this.#n++] = id;
   }
   take(): number | undefined {
-    return this.#free.pop();
+    return this.#n === 0 ? undefined : this.#free[--this.#n];
   }
   give(ids: readonly number[]): void {
     // Keep lowest-first order for the common case of one id.
-    for (const id of [...ids].sort((a, b) => b - a)) this.#free.push(id);
+    for (const id of [...ids].sort((a, b) => b - a)) this.#free[this.#n++] = id;
   }
   get size(): number {
-    return this.#free.length;
+    return this.#n;
   }
 }
 
@@ -406,7 +422,9 @@ export class Tables {
     this.#policies = new Mirror(0, sizes.maxPolicies, LAYOUTS.mup_policy.size);
     this.#localsids = new Mirror(sizes.maxPolicies, sizes.maxLocalSids, LAYOUTS.mup_localsid.size);
     this.#sessions = new Mirror(sizes.maxPolicies + sizes.maxLocalSids, maxSessionsOf(sizes), LAYOUTS.mup_session.size);
-    const used = new Set<number>();
+    // Rule ids in use: one byte per id (a Set of a million numbers is tens of MB).
+    const total = sizes.maxPolicies + sizes.maxLocalSids + maxSessionsOf(sizes);
+    const used = new Uint8Array(total);
     for (const [fd, keySize, mirror, ruleAt, name] of [
       [fds.policiesFd, LAYOUTS.mup_policy_key.size, this.#policies, LAYOUTS.mup_policy.members.rule.offset, MAP_POLICIES],
       [fds.localsidsFd, LAYOUTS.mup_localsid_key.size, this.#localsids, LAYOUTS.mup_localsid.members.rule.offset, MAP_LOCALSIDS],
@@ -419,12 +437,12 @@ export class Tables {
         const v = values.subarray(i * vs, (i + 1) * vs);
         const rule = v.readUInt32LE(ruleAt);
         const plen = fd === fds.sessionsFd ? sessionPlen(k[0]!, k[1]!) : k.readUInt32LE(0);
-        if (rule < mirror.first || rule >= mirror.first + mirror.count || used.has(rule)) {
+        if (rule < mirror.first || rule >= mirror.first + mirror.count || used[rule] === 1) {
           // Not one of ours, or a table from another layout: rewritten with a fresh id (or deleted) on sync.
           mirror.set(k.toString('latin1'), -1, undefined, plen);
           continue;
         }
-        used.add(rule);
+        used[rule] = 1;
         mirror.set(k.toString('latin1'), rule, v, plen);
         if (mirror === this.#policies && (v.readUInt8(LAYOUTS.mup_policy.members.flags.offset) & POLICY_FLAGS.addrOnly) !== 0) {
           this.#addrOnly.add(k.toString('latin1'));
@@ -436,19 +454,24 @@ export class Tables {
     this.#sessionIds = new IdPool(sizes.maxPolicies + sizes.maxLocalSids, maxSessionsOf(sizes), used);
     // A free id's counter slot is zero (zeroed when its rule went); one that
     // is not (a daemon killed between a delete and the zeroing) is zeroed now.
-    const total = sizes.maxPolicies + sizes.maxLocalSids + maxSessionsOf(sizes);
     const stride = COUNTER_STRIDE * this.#ncpus;
-    const raw = mapLookupArrayRange(fds.countersFd, MUP_EVENT_SLOTS, total, stride, MAP_COUNTERS);
-    for (let rule = 0; rule < total; rule++) {
-      if (used.has(rule)) continue;
-      const at = rule * stride;
-      for (let b = at; b < at + stride; b++) {
-        if (raw[b] !== 0) {
-          this.#zeroCounter(rule);
-          break;
+    // Read in chunks: a million rules' counters at once would be 64 MB and more.
+    const dirty: number[] = [];
+    for (let first = 0; first < total; first += COUNTER_READ_CHUNK) {
+      const n = Math.min(COUNTER_READ_CHUNK, total - first);
+      const raw = mapLookupArrayRange(fds.countersFd, MUP_EVENT_SLOTS + first, n, stride, MAP_COUNTERS);
+      for (let i = 0; i < n; i++) {
+        if (used[first + i] === 1) continue;
+        const at = i * stride;
+        for (let b = at; b < at + stride; b++) {
+          if (raw[b] !== 0) {
+            dirty.push(MUP_EVENT_SLOTS + first + i);
+            break;
+          }
         }
       }
     }
+    zeroCounterSlots(fds.countersFd, dirty, this.#ncpus);
   }
 
   get settings(): Settings {
@@ -712,17 +735,23 @@ export class Tables {
         [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS, freedL],
         [planS, this.#fds.sessionsFd, this.#sessions, MAP_SESSIONS, freedS],
       ] as const) {
+        // A delete takes no element, so deletes need no grace period between
+        // them (only the next write after them does: #dirty): all of a
+        // table's in one BPF_MAP_DELETE_BATCH.
+        if (plan.deletes.length === 0) continue;
+        const ks = plan.deletes[0]!.length;
+        const keys = Buffer.allocUnsafe(ks * plan.deletes.length);
+        plan.deletes.forEach((k, i) => keys.write(k, i * ks, 'latin1'));
+        this.#dirty = true;
+        this.#touch(fd);
+        mapDeleteBatch(fd, keys, ks, plan.deletes.length, name);
         for (const k of plan.deletes) {
-          this.#settle();
           const rule = mirror.keys.get(k);
-          mapDelete(fd, Buffer.from(k, 'latin1'), name);
-          this.#touch(fd);
           mirror.delete(k);
-          this.generation++;
-          this.#dirty = true;
           deleted++;
           if (rule !== undefined && rule >= 0) freed.push(rule);
         }
+        this.generation++;
       }
       // 4. The config with the new lengths only (and the generation + 1 of a
       // table an entry was deleted from).
@@ -744,7 +773,7 @@ export class Tables {
     // 5. No packet holds a deleted entry any more: its counter slot is
     // zeroed and its id may be reused.
     this.#settle();
-    for (const rule of [...freedP, ...freedL, ...freedS]) this.#zeroCounter(rule);
+    zeroCounterSlots(this.#fds.countersFd, [...freedP, ...freedL, ...freedS].map((r) => MUP_EVENT_SLOTS + r), this.#ncpus);
     this.#policyIds.give(freedP);
     this.#localsidIds.give(freedL);
     this.#sessionIds.give(freedS);
@@ -846,11 +875,6 @@ export class Tables {
     this.#dirty = false;
   }
 
-  /** A freed rule id's counter slot starts over at zero (not a counter reset: the rule is gone). */
-  #zeroCounter(rule: number): void {
-    zeroCounterSlots(this.#fds.countersFd, [MUP_EVENT_SLOTS + rule], this.#ncpus);
-  }
-
   /** The configuration the program reads now. */
   readConfig(): ConfigFields {
     const cur = this.#readCfgValue();
@@ -892,6 +916,25 @@ export class Tables {
   writeSettings(settings: Settings): void {
     this.#settings = settings;
     this.#writeConfig(this.#fields(settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens()));
+  }
+
+  /**
+   * Entries of every structure this object keeps between changes (mirrors,
+   * their per-length and per-address counts, free ids): a fixed set of
+   * rules must keep them the same however many changes led to it
+   * (test/load-scale.test.ts).
+   */
+  footprint(): Record<string, number> {
+    const out: Record<string, number> = { addrOnly: this.#addrOnly.size };
+    for (const [name, m, ids] of [
+      ['policies', this.#policies, this.#policyIds],
+      ['localsids', this.#localsids, this.#localsidIds],
+      ['sessions', this.#sessions, this.#sessionIds],
+    ] as const) {
+      for (const [k, v] of Object.entries(m.footprint())) out[`${name}.${k}`] = v;
+      out[`${name}.freeIds`] = ids.size;
+    }
+    return out;
   }
 
   /** Rule ids in use, per table. */
