@@ -469,7 +469,10 @@ export class Daemon {
         const reasons = JSON.stringify([r.cached, r.fib]);
         if (reasons === this.#nhReasons) return;
         this.#nhReasons = reasons;
-        this.#log.info({ cached: r.cached, fib: r.fib, ranges: r.ranges, ms: r.ms }, 'next hops resolved (rules on the FIB lookup, by reason)');
+        this.#log.info(
+          { cached: r.cached, fib: r.fib, ranges: r.ranges, rules: r.rules, full: r.full, ms: r.ms },
+          'next hops resolved (rules on the FIB lookup, by reason; rules: resolved again in this pass)',
+        );
       },
       onStale: (stale) =>
         this.#log.warn(
@@ -1031,8 +1034,10 @@ export class Daemon {
   /** Table errors that are the caller's (full, too many lengths) become 409s. */
   #tables(t: Tables, c: Changes): ApplyResult {
     try {
+      // The next-hop cache re-points only these rules (their ids before the deletes free them).
+      const gone = this.#nh?.deletedRules(c) ?? [];
       const r = t.apply(c);
-      this.#nh?.rulesPut(c);
+      this.#nh?.rulesPut(c, gone);
       return r;
     } catch (e) {
       if (e instanceof TablesFullError || e instanceof RangeError) throw new RuleError(e.message, 409);
