@@ -39,6 +39,7 @@ import { NextHopWatcher } from '../dataplane/nexthop.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
 import { releaseMemory } from './memory.js';
+import { LoopMonitor } from './loop.js';
 import { ensureBpffs, Pins, type MapPin } from './pins.js';
 import { LINK_CHECK_MS, LinkKeeper } from './links.js';
 import { type HeldLock, LockedError, stateLockPath, takeLock } from '../host/lock.js';
@@ -113,6 +114,10 @@ export interface DaemonStatus {
     readonly sessions: { readonly entries: number; readonly capacity: number };
   };
   readonly forwarding: string;
+  /** The event loop's delay (src/daemon/loop.ts), seconds. */
+  readonly eventLoop: ReturnType<LoopMonitor['status']>;
+  /** The next-hop cache (forwarding fib): rules resolved again since start, passes by kind; null when not running. */
+  readonly nexthops: { readonly rulesResolved: number; readonly fullPasses: number; readonly incrementalPasses: number; readonly apiRules: number; readonly cached: number | null } | null;
 }
 
 export interface ReloadResult {
@@ -190,6 +195,8 @@ export class Daemon {
   #prog: { fd: number; info: { id: number; tag: string; name: string } } | undefined;
   /** Reloads by result, for metrics. */
   readonly reloads = { ok: 0, failed: 0 };
+  /** The event loop's delay, for status and metrics. */
+  readonly loop = new LoopMonitor();
 
   constructor(o: DaemonOptions) {
     this.#o = o;
@@ -398,6 +405,7 @@ export class Daemon {
     );
     this.#tidyState('start');
     releaseMemory();
+    this.loop.start();
     this.#nexthops();
     this.#watchLinks();
   }
@@ -1107,7 +1115,17 @@ export class Daemon {
         sessions: { entries: dp.rules.sessionCount, capacity: s.maxSessions ?? DEFAULT_MAX_SESSIONS },
       },
       forwarding: s.forwarding,
+      eventLoop: this.loop.status(),
+      nexthops: this.nexthopTotals(),
     };
+  }
+
+  /** What the next-hop cache did since start (null: forwarding mode is not fib). */
+  nexthopTotals(): DaemonStatus['nexthops'] {
+    const nh = this.#nh;
+    if (nh === undefined) return null;
+    const t = nh.totals;
+    return { rulesResolved: t.rules, fullPasses: t.fullPasses, incrementalPasses: t.incrementalPasses, apiRules: t.apiRules, cached: nh.last?.cached ?? null };
   }
 
   /** Stop: leave the data plane running (default) or take it down (--detach-on-exit). */
@@ -1116,6 +1134,7 @@ export class Daemon {
     this.#stopped = true;
     // The cache's lease ends now: the running program goes back to the FIB lookup.
     this.#nh?.stop();
+    this.loop.stop();
     clearInterval(this.#linkTimer);
     this.#linkMonitor?.kill('SIGKILL');
     if (this.#o.detachOnExit === true) {
