@@ -65,10 +65,13 @@ interface Options {
   singleOps?: number;
   /** Config file format: yaml (default) or json (which is YAML too). */
   format?: 'yaml' | 'json';
+  /** (f): seconds idle and of route churn; 0 churn skips (f). */
+  idleS: number;
+  churnS: number;
 }
 
 function parseArgs(argv: readonly string[]): Options {
-  const o: Options = { rules: 65536, ops: 500, scrapes: 50, json: false, keepGoing: false };
+  const o: Options = { rules: 65536, ops: 500, scrapes: 50, json: false, keepGoing: false, idleS: 15, churnS: 30 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = (): string => {
@@ -88,8 +91,10 @@ function parseArgs(argv: readonly string[]): Options {
       o.format = f;
     }
     else if (a === '--keep-going') o.keepGoing = true;
+    else if (a === '--idle-seconds') o.idleS = Number(next());
+    else if (a === '--churn-seconds') o.churnS = Number(next());
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--single-ops N] [--format yaml|json] [--cpu-prof DIR] [--json] [--keep-going]\n');
+      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--single-ops N] [--format yaml|json] [--idle-seconds N] [--churn-seconds N (0: skip (f))] [--cpu-prof DIR] [--json] [--keep-going]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${String(a)}; see --help`);
   }
@@ -334,6 +339,194 @@ function logLines(text: string): LogLine[] {
   return out;
 }
 
+// ---------------------------------------------------------------------------
+// (f) idle, route churn and next-hop convergence, with the daemon's own
+// event-loop metric (issue 19): functions of their own, called from main.
+
+const LOOP_TARGETS = { loopMaxMs: 50, loopP99Ms: 10, statusP99Ms: 5, statusMaxMs: 50, convergenceP99Ms: 200 } as const;
+
+interface LoopWindow {
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+/** The daemon's event-loop delay since the previous scrape (mup_event_loop_delay_seconds), ms; and the scrape's own time. */
+async function loopWindow(socket: string): Promise<LoopWindow & { scrapeMs: number }> {
+  const t = performance.now();
+  const r = await api(socket, 'GET', '/metrics');
+  const scrapeMs = performance.now() - t;
+  const q = (x: string): number => 1000 * Number(new RegExp(`^mup_event_loop_delay_seconds\\{quantile="${x}"\\} (\\S+)$`, 'm').exec(r.text)?.[1] ?? NaN);
+  return { p50: q('0.5'), p99: q('0.99'), max: q('1'), scrapeMs };
+}
+
+interface NhStatus {
+  nexthops: { rulesResolved: number; fullPasses: number; incrementalPasses: number; cached: number | null; last: { at: string; rules: number; full: boolean; ms: number } | null } | null;
+}
+
+/**
+ * Poll GET /v1/status on its own kept-alive connection, one request after
+ * the other, until stop(): latencies, and connection resets counted (not
+ * retried: a reset is what the issue counts).
+ */
+function statusPoller(socket: string, onStatus?: (s: NhStatus, at: number) => void): { stop: () => Promise<{ ms: number[]; resets: number; errors: string[] }> } {
+  const ag = new Agent({ keepAlive: true, maxSockets: 1 });
+  const ms: number[] = [];
+  const errors: string[] = [];
+  let resets = 0;
+  let stopped = false;
+  const one = (): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const req = request({ socketPath: socket, agent: ag, method: 'GET', path: '/v1/status', timeout: 60_000 }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve(text));
+      });
+      req.on('error', reject);
+      req.on('timeout', () => req.destroy(new Error('GET /v1/status: no answer within 60 s')));
+      req.end();
+    });
+  const loop = (async () => {
+    while (!stopped) {
+      const t = performance.now();
+      try {
+        const text = await one();
+        ms.push(performance.now() - t);
+        onStatus?.(JSON.parse(text) as NhStatus, Date.now());
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ECONNRESET') resets++;
+        else errors.push((e as Error).message);
+      }
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await loop;
+      ag.destroy();
+      return { ms, resets, errors };
+    },
+  };
+}
+
+function ipIn(ns: string, ...args: string[]): void {
+  execFileSync('ip', ['-n', ns, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+/**
+ * (f) With the tables loaded: routes for every rule's range (one /32 over
+ * the policies' 256 SR prefixes, an IPv4 gateway route for the End.M.GTP4.E
+ * local SIDs), then
+ *   idle: status polled for `idleS` s, nothing changing;
+ *   churn: one route change per second for `churnS` s (a /48 inside the /32
+ *   moved to another gateway and back: 256 policies each; every fifth an
+ *   IPv4 route: every End.M.GTP4.E rule), status polled throughout;
+ *   convergence: per change, from just before `ip route` runs to the end of
+ *   the daemon's pass that wrote it (its status `nexthops.last.at`).
+ * Returns report lines, PASS/FAIL lines and whether all passed.
+ */
+async function loopPhases(env: Env, o: { idleS: number; churnS: number }, progress: (what: string) => void): Promise<{ lines: string[]; targets: string[]; ok: boolean; json: unknown }> {
+  const ns = env.ns;
+  const sock = env.socket;
+  execFileSync('ip', ['netns', 'exec', ns, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1', 'net.ipv4.conf.all.forwarding=1', 'net.ipv6.conf.all.accept_dad=0'], { stdio: 'ignore' });
+  ipIn(ns, 'addr', 'add', 'fd00::1/64', 'dev', 'mup0', 'nodad');
+  ipIn(ns, 'addr', 'add', '10.255.0.1/24', 'dev', 'mup0');
+  ipIn(ns, 'neigh', 'replace', 'fd00::2', 'lladdr', '02:00:00:00:00:02', 'dev', 'mup0', 'nud', 'permanent');
+  ipIn(ns, 'neigh', 'replace', 'fd00::3', 'lladdr', '02:00:00:00:00:03', 'dev', 'mup0', 'nud', 'permanent');
+  ipIn(ns, 'neigh', 'replace', '10.255.0.2', 'lladdr', '02:00:00:00:00:04', 'dev', 'mup0', 'nud', 'permanent');
+  ipIn(ns, 'route', 'add', '2001:db9::/32', 'via', 'fd00::2', 'dev', 'mup0');
+  ipIn(ns, 'route', 'add', '192.0.2.0/24', 'via', '10.255.0.2', 'dev', 'mup0');
+  // Settle: the interface and forwarding changes make a full pass; wait until passes stop.
+  progress('(f) routes set; waiting for the next hops to settle');
+  const st = async (): Promise<NhStatus> => JSON.parse((await api(sock, 'GET', '/v1/status')).text) as NhStatus;
+  let lastAt = '';
+  for (let quiet = 0, t0 = performance.now(); quiet < 3 && performance.now() - t0 < 60_000; ) {
+    await new Promise((r) => setTimeout(r, 500));
+    const at = (await st()).nexthops?.last?.at ?? '';
+    quiet = at === lastAt ? quiet + 1 : 0;
+    lastAt = at;
+  }
+  const settled = await st();
+  const load = (): string => loadavg().map((x) => x.toFixed(1)).join(' ');
+
+  // Idle.
+  progress(`(f) idle ${o.idleS} s, status polled`);
+  const idleLoad = load();
+  await loopWindow(sock);
+  let poll = statusPoller(sock);
+  await new Promise((r) => setTimeout(r, o.idleS * 1000));
+  const idle = await poll.stop();
+  const idleLoop = await loopWindow(sock);
+
+  // Churn.
+  progress(`(f) route churn: 1 change/s for ${o.churnS} s, status polled`);
+  const churnLoad = load();
+  const before = (await st()).nexthops;
+  const passes: Array<{ at: number; rules: number; full: boolean }> = [];
+  await loopWindow(sock);
+  poll = statusPoller(sock, (s) => {
+    const l = s.nexthops?.last;
+    if (l !== undefined && l !== null && (passes.length === 0 || Date.parse(l.at) !== passes[passes.length - 1]!.at)) passes.push({ at: Date.parse(l.at), rules: l.rules, full: l.full });
+  });
+  const changes: Array<{ at: number; what: string }> = [];
+  const t0 = performance.now();
+  for (let i = 0; i < o.churnS; i++) {
+    const k = (Math.floor(i / 2) % 256).toString(16);
+    const what =
+      i % 5 === 4 ? ['route', 'replace', `198.18.${i}.0/24`, 'via', '10.255.0.2', 'dev', 'mup0'] : i % 2 === 0 ? ['route', 'replace', `2001:db9:${k}::/48`, 'via', 'fd00::3', 'dev', 'mup0'] : ['route', 'del', `2001:db9:${k}::/48`];
+    if (what[1] === 'del' && changes.length > 0 && !changes[changes.length - 1]!.what.includes(`2001:db9:${k}::/48`)) what.splice(0, what.length, 'route', 'replace', `2001:db9:${k}::/48`, 'via', 'fd00::2', 'dev', 'mup0');
+    const at = Date.now();
+    ipIn(ns, ...what);
+    changes.push({ at, what: what.join(' ') });
+    const next = t0 + (i + 1) * 1000;
+    await new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())));
+  }
+  await new Promise((r) => setTimeout(r, 1000));
+  const churn = await poll.stop();
+  const churnLoop = await loopWindow(sock);
+  const after = (await st()).nexthops;
+  // Convergence: each change to the first pass that ended after it.
+  const conv: number[] = [];
+  let missed = 0;
+  for (const c of changes) {
+    const p = passes.find((x) => x.at >= c.at && x.rules > 0);
+    if (p === undefined) missed++;
+    else conv.push(p.at - c.at);
+  }
+  const idleL = summarize(idle.ms);
+  const churnL = summarize(churn.ms);
+  const convL = summarize(conv);
+  const f2 = (x: number): string => (Number.isNaN(x) ? '-' : x.toFixed(2));
+  const pf = (ok: boolean): string => (ok ? 'PASS' : 'FAIL');
+  const reResolved = (after?.rulesResolved ?? 0) - (before?.rulesResolved ?? 0);
+  const full = (after?.fullPasses ?? 0) - (before?.fullPasses ?? 0);
+  const incr = (after?.incrementalPasses ?? 0) - (before?.incrementalPasses ?? 0);
+  const lines = [
+    `(f) next hops and the event loop: ${settled.nexthops?.cached ?? '-'} rules cached after settling`,
+    `    idle ${o.idleS} s (load average ${idleLoad}): GET /v1/status n=${idleL.n} p50 ${f2(idleL.median)} p99 ${f2(idleL.p99)} max ${f2(idleL.max)} ms, resets ${idle.resets}; ` +
+      `daemon loop delay p99 ${f2(idleLoop.p99)} max ${f2(idleLoop.max)} ms; polls over 20 ms: ${idle.ms.filter((x) => x > 20).length}`,
+    `    churn ${o.churnS} s, 1 route change/s (load average ${churnLoad}): GET /v1/status n=${churnL.n} p50 ${f2(churnL.median)} p99 ${f2(churnL.p99)} max ${f2(churnL.max)} ms, ` +
+      `resets ${churn.resets}, errors ${churn.errors.length}; daemon loop delay p50 ${f2(churnLoop.p50)} p99 ${f2(churnLoop.p99)} max ${f2(churnLoop.max)} ms (/metrics scrape ${f2(churnLoop.scrapeMs)} ms)`,
+    `    passes: ${incr} incremental, ${full} full; rules resolved again ${reResolved} (${changes.length} changes: 256 policies per /48, every End.M.GTP4.E rule per IPv4 route)`,
+    `    convergence (before \`ip route\` -> the pass's map writes done, daemon clock): n=${convL.n} p50 ${f2(convL.median)} p99 ${f2(convL.p99)} max ${f2(convL.max)} ms; changes with no pass seen: ${missed}`,
+  ];
+  const okLoop = churnLoop.max < LOOP_TARGETS.loopMaxMs && churnLoop.p99 < LOOP_TARGETS.loopP99Ms;
+  const okStatus = churnL.p99 < LOOP_TARGETS.statusP99Ms && churnL.max < LOOP_TARGETS.statusMaxMs && churn.resets === 0;
+  const okConv = convL.p99 < LOOP_TARGETS.convergenceP99Ms && missed === 0;
+  const targets = [
+    `churn: loop delay max < ${LOOP_TARGETS.loopMaxMs} ms, p99 < ${LOOP_TARGETS.loopP99Ms} ms       ${f2(churnLoop.max).padStart(7)} / ${f2(churnLoop.p99)} ms  ${pf(okLoop)}`,
+    `churn: status p99 < ${LOOP_TARGETS.statusP99Ms} ms, max < ${LOOP_TARGETS.statusMaxMs} ms, no reset ${f2(churnL.p99).padStart(7)} / ${f2(churnL.max)} ms, ${churn.resets} resets  ${pf(okStatus)}`,
+    `next-hop convergence p99 < ${LOOP_TARGETS.convergenceP99Ms} ms                ${f2(convL.p99).padStart(7)} ms  ${pf(okConv)}`,
+  ];
+  return {
+    lines,
+    targets,
+    ok: okLoop && okStatus && okConv,
+    json: { idle: { status: idleL, resets: idle.resets, loop: idleLoop, load: idleLoad }, churn: { status: churnL, resets: churn.resets, loop: churnLoop, load: churnLoad, passes: { full, incremental: incr }, reResolved }, convergence: { ...convL, missed } },
+  };
+}
+
 async function main(): Promise<number> {
   const o = parseArgs(process.argv.slice(2));
   if (process.getuid?.() !== 0) throw new Error('run as root: the bench creates a network namespace and mounts a bpffs');
@@ -513,6 +706,8 @@ async function main(): Promise<number> {
     }
     const scrapes = Object.fromEntries(Object.entries(scrapeMs).map(([p, ms]) => [p, summarize(ms)]));
     const rssReads = procStatus(pid);
+    // (f) idle, route churn, next-hop convergence (issue 19).
+    const loopRes = o.churnS > 0 ? await loopPhases(env, o, progress) : undefined;
     const after = JSON.parse((await api(env.socket, 'GET', '/v1/status')).text) as typeof status;
     agent.destroy();
 
@@ -586,6 +781,7 @@ async function main(): Promise<number> {
       `VmRSS < ${TARGETS.rssMB} MB with the tables loaded            ${f1(rss).padStart(7)} MB  ${pf(rss < TARGETS.rssMB)}`,
       `${nBatch} ops in one /v1/batch < ${TARGETS.batchMs} ms (worst of 2)  ${f1(batchWorst).padStart(7)} ms  ${pf(batchWorst < TARGETS.batchMs)}`,
     );
+    if (loopRes !== undefined) out.push(...loopRes.targets, '', ...loopRes.lines);
     if (o.cpuProf !== undefined) out.push('', `daemon CPU profile (.cpuprofile) written to ${o.cpuProf}`);
     process.stdout.write(`${out.join('\n')}\n`);
     const ok =
@@ -594,6 +790,7 @@ async function main(): Promise<number> {
       allDel.median < TARGETS.medianDelMs &&
       rss < TARGETS.rssMB &&
       batchWorst < TARGETS.batchMs &&
+      (loopRes?.ok ?? true) &&
       failures.length === 0;
     if (o.json) {
       process.stdout.write(
@@ -607,6 +804,7 @@ async function main(): Promise<number> {
           scrapesMs: scrapes,
           memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads },
           failures,
+          loop: loopRes?.json,
           pass: ok,
         })}\n`,
       );

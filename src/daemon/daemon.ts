@@ -117,7 +117,11 @@ export interface DaemonStatus {
   /** The event loop's delay (src/daemon/loop.ts), seconds. */
   readonly eventLoop: ReturnType<LoopMonitor['status']>;
   /** The next-hop cache (forwarding fib): rules resolved again since start, passes by kind; null when not running. */
-  readonly nexthops: { readonly rulesResolved: number; readonly fullPasses: number; readonly incrementalPasses: number; readonly apiRules: number; readonly cached: number | null } | null;
+  readonly nexthops: { readonly rulesResolved: number; readonly fullPasses: number; readonly incrementalPasses: number; readonly apiRules: number;
+    readonly cached: number | null;
+    /** The last pass: when its writes were done, rules resolved again, full or incremental, ms from its start (after the 50 ms debounce). */
+    readonly last: { readonly at: string; readonly rules: number; readonly full: boolean; readonly ms: number } | null;
+  } | null;
 }
 
 export interface ReloadResult {
@@ -1125,7 +1129,15 @@ export class Daemon {
     const nh = this.#nh;
     if (nh === undefined) return null;
     const t = nh.totals;
-    return { rulesResolved: t.rules, fullPasses: t.fullPasses, incrementalPasses: t.incrementalPasses, apiRules: t.apiRules, cached: nh.last?.cached ?? null };
+    const l = nh.last;
+    return {
+      rulesResolved: t.rules,
+      fullPasses: t.fullPasses,
+      incrementalPasses: t.incrementalPasses,
+      apiRules: t.apiRules,
+      cached: l?.cached ?? null,
+      last: l === undefined ? null : { at: l.at, rules: l.rules, full: l.full, ms: l.ms },
+    };
   }
 
   /** Stop: leave the data plane running (default) or take it down (--detach-on-exit). */

@@ -567,16 +567,17 @@ export class NextHopCache {
   /** Point each rule of `rules` at `slotOf(rule)`; only those that change are written (one batch). */
   pointMany(rules: Iterable<number>, slotOf: (rule: number) => number): number {
     const todo: number[] = [];
-    const want = new Map<number, number>();
+    const want: number[] = [];
     for (const r of rules) {
       if (r < 0 || r >= this.#nRules) continue;
       const slot = slotOf(r);
       if (this.#ruleSlot[r] !== slot) {
         todo.push(r);
-        want.set(r, slot);
+        want.push(slot);
       }
     }
-    return this.#write(todo, (r) => want.get(r)!);
+    let i = 0;
+    return this.#write(todo, () => want[i++]!);
   }
 
   /** Make every rule of `assign` point at its range's next hop (or none); rules not listed: none. */
@@ -1327,21 +1328,28 @@ export class NextHopWatcher {
       resolved.add(dirty[i]!);
     }
     // Synchronous from here: the data plane cannot change under the writes.
-    const slotOf = new Map<number, number>();
+    // Per entry its slot (-1: not resolved in this pass): typed arrays, the loop below runs over every rule id.
+    const slotOf = new Int32Array(this.#entries.length).fill(-1);
     for (const idx of resolved) {
       const e = this.#entries[idx];
-      if (e !== undefined) slotOf.set(idx, cache.slotFor(e.range, e.res));
+      if (e !== undefined) slotOf[idx] = cache.slotFor(e.range, e.res);
     }
     const todo: number[] = [];
     let n = 0;
-    for (let r = 0; r < this.#ruleEntry.length; r++) {
-      const idx = this.#ruleEntry[r]!;
-      if (idx >= 0 && slotOf.has(idx)) {
-        todo.push(r);
-        n++;
-      } else if (all && idx < 0) todo.push(r);
+    const ruleEntry = this.#ruleEntry;
+    for (let r = 0; r < ruleEntry.length; r++) {
+      const idx = ruleEntry[r]!;
+      if (idx >= 0) {
+        if (idx < slotOf.length && slotOf[idx]! >= 0) {
+          todo.push(r);
+          n++;
+        }
+      } else if (all) todo.push(r);
     }
-    const written = cache.pointMany(todo, (r) => slotOf.get(this.#ruleEntry[r]!) ?? 0);
+    const written = cache.pointMany(todo, (r) => {
+      const idx = ruleEntry[r]!;
+      return idx < 0 ? 0 : Math.max(0, slotOf[idx] ?? 0);
+    });
     // The tables were read before an interface was deleted or made again:
     // what was just written may name its old ifindex.
     this.linksChanged();
