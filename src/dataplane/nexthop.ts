@@ -184,6 +184,70 @@ function defaultRulesOnly(rules: ReadonlyArray<Record<string, unknown>>, family:
   return got.every((g) => want.includes(g)) && got.includes('0 local') && got.includes('32766 main');
 }
 
+/**
+ * `ip -json -batch -` children kept running (one per address family, one
+ * for both), each answering one command with one line of JSON. Spawning a
+ * process from the daemon forks it, and the fork copies the page tables of
+ * a heap of hundreds of MB on the event loop's thread: 8 `ip` runs every 5 s
+ * were the daemon's idle stalls (70-160 ms, issue 19), and one per route
+ * change a stall per change. These children are spawned once (again only
+ * if one exits), killed with the daemon (PR_SET_PDEATHSIG).
+ */
+export class IpBatch {
+  readonly #netns: string | undefined;
+  readonly #procs = new Map<'4' | '6' | 'any', { child: ChildProcess; buf: string; queue: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> }>();
+  #closed = false;
+
+  constructor(netns?: string) {
+    this.#netns = netns;
+  }
+
+  #proc(family: '4' | '6' | 'any'): { child: ChildProcess; buf: string; queue: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> } {
+    let p = this.#procs.get(family);
+    if (p !== undefined) return p;
+    const args = [...(this.#netns === undefined ? [] : ['-n', this.#netns]), ...(family === 'any' ? [] : [`-${family}`]), '-json', '-batch', '-'];
+    const child = spawn('setpriv', ['--pdeathsig', 'KILL', 'ip', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const q: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> = [];
+    const proc = { child, buf: '', queue: q };
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      proc.buf += d.toString();
+      let nl: number;
+      while ((nl = proc.buf.indexOf('\n')) >= 0) {
+        const line = proc.buf.slice(0, nl);
+        proc.buf = proc.buf.slice(nl + 1);
+        q.shift()?.resolve(line);
+      }
+    });
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const fail = (why: string): void => {
+      if (this.#procs.get(family) === proc) this.#procs.delete(family);
+      for (const w of q.splice(0)) w.reject(new Error(`ip ${args.join(' ')}: ${why}${err === '' ? '' : `: ${err.trim()}`}`));
+    };
+    child.on('error', (e) => fail(e.message));
+    child.on('exit', (code, signal) => fail(`exited (${signal ?? code})`));
+    child.stdin!.on('error', () => undefined);
+    this.#procs.set(family, proc);
+    return proc;
+  }
+
+  /** One command's JSON (`ip -json [-4|-6] ARGS`). */
+  run<T>(family: '4' | '6' | 'any', args: readonly string[]): Promise<T> {
+    if (this.#closed) return Promise.reject(new Error('ip batch closed'));
+    const p = this.#proc(family);
+    return new Promise<string>((resolve, reject) => {
+      p.queue.push({ resolve, reject });
+      p.child.stdin!.write(`${args.join(' ')}\n`);
+    }).then((line) => (line.trim() === '' ? [] : JSON.parse(line)) as T);
+  }
+
+  close(): void {
+    this.#closed = true;
+    for (const p of this.#procs.values()) p.child.kill('SIGKILL');
+    this.#procs.clear();
+  }
+}
+
 /** The parts of the kernel's state, each read by its own `ip` run(s). */
 export type KernelPart = 'routes4' | 'routes6' | 'rules' | 'neigh' | 'links' | 'netconf';
 export const KERNEL_PARTS: readonly KernelPart[] = ['routes4', 'routes6', 'rules', 'neigh', 'links', 'netconf'];
@@ -197,18 +261,24 @@ const forwardingOn = (l: Netconf): Set<string> => new Set(l.filter((x) => x.forw
  * again (a route event reads the routes of its family, not the neighbours
  * and links); the rest is taken from `prev`.
  */
-export async function readKernelState(netns?: string, parts: ReadonlySet<KernelPart> = new Set(KERNEL_PARTS), prev?: KernelState): Promise<KernelState> {
+export async function readKernelState(netns?: string, parts: ReadonlySet<KernelPart> = new Set(KERNEL_PARTS), prev?: KernelState, batch?: IpBatch): Promise<KernelState> {
   const want = (p: KernelPart): boolean => prev === undefined || parts.has(p);
   const t: string[][] = Array.from({ length: 8 }, () => []);
+  // With `batch`, the long-running `ip -batch` children answer (no fork of this process).
+  const q = <T>(args: string[], into: string[]): Promise<T> => {
+    if (batch === undefined) return ipJson<T>(netns, args, into);
+    const fam = args[0] === '-4' ? '4' : args[0] === '-6' ? '6' : 'any';
+    return batch.run<T>(fam, fam === 'any' ? args : args.slice(1));
+  };
   const [r4, r6, ru4, ru6, neighbours, links, nc4, nc6] = await Promise.all([
-    want('routes4') ? ipJson<IpRoute[]>(netns, ['-4', 'route', 'show', 'table', 'all'], t[0]) : undefined,
-    want('routes6') ? ipJson<IpRoute[]>(netns, ['-6', 'route', 'show', 'table', 'all'], t[1]) : undefined,
-    want('rules') ? ipJson<Array<Record<string, unknown>>>(netns, ['-4', 'rule', 'show'], t[2]) : undefined,
-    want('rules') ? ipJson<Array<Record<string, unknown>>>(netns, ['-6', 'rule', 'show'], t[3]) : undefined,
-    want('neigh') ? ipJson<IpNeigh[]>(netns, ['neigh', 'show'], t[4]) : undefined,
-    want('links') ? ipJson<IpLink[]>(netns, ['link', 'show'], t[5]) : undefined,
-    want('netconf') ? ipJson<Netconf>(netns, ['-4', 'netconf', 'show'], t[6]) : undefined,
-    want('netconf') ? ipJson<Netconf>(netns, ['-6', 'netconf', 'show'], t[7]) : undefined,
+    want('routes4') ? q<IpRoute[]>(['-4', 'route', 'show', 'table', 'all'], t[0]!) : undefined,
+    want('routes6') ? q<IpRoute[]>(['-6', 'route', 'show', 'table', 'all'], t[1]!) : undefined,
+    want('rules') ? q<Array<Record<string, unknown>>>(['-4', 'rule', 'show'], t[2]!) : undefined,
+    want('rules') ? q<Array<Record<string, unknown>>>(['-6', 'rule', 'show'], t[3]!) : undefined,
+    want('neigh') ? q<IpNeigh[]>(['neigh', 'show'], t[4]!) : undefined,
+    want('links') ? q<IpLink[]>(['link', 'show'], t[5]!) : undefined,
+    want('netconf') ? q<Netconf>(['-4', 'netconf', 'show'], t[6]!) : undefined,
+    want('netconf') ? q<Netconf>(['-6', 'netconf', 'show'], t[7]!) : undefined,
   ]);
   const p = prev;
   return {
@@ -917,6 +987,8 @@ export class NextHopWatcher {
   #building = false;
   #pendingPuts: Array<{ c: RuleChanges; gone: readonly number[] }> = [];
   #lineBuf = '';
+  /** The kernel's tables are read through these (spawned at start, while the heap is small). */
+  #batch: IpBatch | undefined;
   last: (PassSummary & { readonly at: string }) | undefined;
   /** Since start: rules resolved again (passes and API changes), and passes by kind. */
   readonly totals = { rules: 0, fullPasses: 0, incrementalPasses: 0, apiRules: 0 };
@@ -930,6 +1002,7 @@ export class NextHopWatcher {
     const periodMs = this.#o.periodMs ?? 5000;
     this.#lease = setInterval(() => this.#renew(), Math.max(100, Math.floor(leaseMs / 3)));
     this.#lease.unref();
+    this.#batch = new IpBatch(this.#o.netns);
     if (this.#o.watch === false) return;
     const args = [...(this.#o.netns === undefined ? [] : ['-n', this.#o.netns]), 'monitor', 'label', 'route', 'neigh', 'link', 'rule', 'netconf'];
     // setpriv sets PR_SET_PDEATHSIG before it execs ip: the kernel kills ip
@@ -1262,7 +1335,7 @@ export class NextHopWatcher {
     this.#rebuild = false;
     let k: KernelState;
     try {
-      k = await readKernelState(this.#o.netns, parts, this.#k);
+      k = await readKernelState(this.#o.netns, parts, this.#k, this.#batch);
     } catch (e) {
       for (const p of parts) this.#parts.add(p);
       this.#events.push(...events);
@@ -1378,6 +1451,7 @@ export class NextHopWatcher {
     this.#stopped = true;
     for (const t of [this.#timer, this.#period, this.#lease]) if (t !== undefined) clearTimeout(t);
     this.#child?.kill('SIGKILL');
+    this.#batch?.close();
     try {
       if (this.#cache !== undefined && this.#cacheFor === this.#o.dataplane()) this.#cache.disable();
     } catch {
