@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { DEFAULT_OBJECT, inNetns, openDataplane, type Dataplane, type RunResult } from '../src/dataplane/index.js';
-import { NextHopWatcher, parseMonitorLine } from '../src/dataplane/nexthop.js';
+import { IpBatch, NextHopWatcher, parseMonitorLine, readKernelState } from '../src/dataplane/nexthop.js';
 import { gtpuFrame, innerUdp4 } from '../src/packet/frames.js';
 import { parseIpv4 } from '../src/sid/addr.js';
 import { Lab, sweepStaleNamespaces } from './helpers/netns.js';
@@ -148,6 +148,22 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('incremental next-hop re
     expect(w.totals.fullPasses, 'still no full pass').toBe(full);
     process.stdout.write(`nexthop-incremental: ${JSON.stringify(w.totals)}\n`);
   }, 90_000);
+
+  it("reads the kernel's tables through long-running ip -batch children, the same as one ip run per table", async () => {
+    const batch = new IpBatch(dut);
+    try {
+      const [a, b] = await Promise.all([readKernelState(dut, undefined, undefined, batch), readKernelState(dut)]);
+      const { text: _t, ...viaRuns } = b;
+      expect(a).toEqual(viaRuns);
+      expect(a.routes[6].filter((r) => r.dst.startsWith('2001:db8:')).length).toBeGreaterThanOrEqual(K);
+      // Asked again (the children stay): only the parts asked for are read, the rest kept.
+      const again = await readKernelState(dut, new Set(['neigh']), a, batch);
+      expect(again.routes[6]).toBe(a.routes[6]);
+      expect(again.neighbours).toEqual(a.neighbours);
+    } finally {
+      batch.close();
+    }
+  });
 });
 
 describe('parseMonitorLine', () => {

@@ -290,7 +290,7 @@ export async function readKernelState(netns?: string, parts: ReadonlySet<KernelP
     neighbours: neighbours ?? p!.neighbours,
     links: links ?? p!.links,
     forwarding: { 4: nc4 === undefined ? p!.forwarding[4] : forwardingOn(nc4), 6: nc6 === undefined ? p!.forwarding[6] : forwardingOn(nc6) },
-    ...(prev === undefined ? { text: t.map((x) => x.join('')).join('\n') } : {}),
+    ...(prev === undefined && batch === undefined ? { text: t.map((x) => x.join('')).join('\n') } : {}),
   };
 }
 
@@ -987,7 +987,7 @@ export class NextHopWatcher {
   #building = false;
   #pendingPuts: Array<{ c: RuleChanges; gone: readonly number[] }> = [];
   #lineBuf = '';
-  /** The kernel's tables are read through these (spawned at start, while the heap is small). */
+  /** The kernel's tables are read through these (spawned at the first read, once). */
   #batch: IpBatch | undefined;
   last: (PassSummary & { readonly at: string }) | undefined;
   /** Since start: rules resolved again (passes and API changes), and passes by kind. */
