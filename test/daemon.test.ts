@@ -149,6 +149,37 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     expect(m.text).toMatch(/^mup_build_info\{version="[^"]+",node="v\d+[^"]*",object_sha256="[0-9a-f]{64}"\} 1$/m);
   });
 
+  it("exports the event loop's delay and the next-hop cache's work (status and /metrics)", async () => {
+    type Delay = { p50: number; p99: number; max: number; samples: number };
+    const s = (await d!.api('GET', '/v1/status')).body as {
+      eventLoop: { resolutionMs: number; sinceStart: Delay; sinceLastScrape: Delay };
+      nexthops: { rulesResolved: number; fullPasses: number; incrementalPasses: number } | null;
+    };
+    const sane = (x: Delay): void => {
+      expect(x.samples).toBeGreaterThan(0);
+      expect(0 <= x.p50 && x.p50 <= x.p99 && x.p99 <= x.max, JSON.stringify(x)).toBe(true);
+      expect(x.max).toBeLessThan(10); // seconds: a daemon stalled this long would not have answered
+    };
+    expect(s.eventLoop.resolutionMs).toBe(10);
+    sane(s.eventLoop.sinceStart);
+    // forwarding fib: the cache ran its first (full) pass over the rules.
+    expect(s.nexthops).not.toBeNull();
+    expect(s.nexthops!.fullPasses).toBeGreaterThanOrEqual(1);
+    expect(s.nexthops!.rulesResolved).toBeGreaterThanOrEqual(1);
+    // Each scrape reads the window since the previous one and starts a new one.
+    const gauge = (text: string, q: string): number => Number(new RegExp(`^mup_event_loop_delay_seconds\\{quantile="${q}"\\} (\\S+)$`, 'm').exec(text)?.[1]);
+    await d!.api('GET', '/metrics');
+    await new Promise((r) => setTimeout(r, 300));
+    const m = (await d!.api('GET', '/metrics')).text;
+    const [p50, p99, max] = ['0.5', '0.99', '1'].map((q) => gauge(m, q)) as [number, number, number];
+    expect(0 < max && max < 10 && p50 <= p99 && p99 <= max, `${p50} ${p99} ${max}`).toBe(true);
+    expect(Number(/^mup_nexthop_rules_resolved_total (\d+)$/m.exec(m)?.[1])).toBeGreaterThanOrEqual(s.nexthops!.rulesResolved);
+    expect(Number(/^mup_nexthop_passes_total\{kind="full"\} (\d+)$/m.exec(m)?.[1])).toBeGreaterThanOrEqual(1);
+    const after = ((await d!.api('GET', '/v1/status')).body as typeof s).eventLoop;
+    sane(after.sinceStart);
+    expect(after.sinceStart.samples).toBeGreaterThan(s.eventLoop.sinceStart.samples);
+  });
+
   it('translates uplink and downlink traffic; the API and /metrics count it', async () => {
     const before = await counters();
     const N = 300;

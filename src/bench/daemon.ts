@@ -9,7 +9,7 @@
  *   (e) 10,000 operations (deletes, then adds back) through one POST
  *       /v1/batch each: under 500 ms each; next to it, for comparison, the
  *       same 10,000 as single requests (DELETE, POST), one at a time;
- *   (f) with --sessions N (alone, instead of the rest; N = 1048576 for issue
+ *   (i) with --sessions N (alone, instead of the rest; N = 1048576 for issue
  *       19's target): N (N3, TEID) policies + N PE sessions, loaded from a
  *       JSON config file (spawn -> API answers) and, after a teardown, through
  *       /v1/batch (10,000 operations a request) into a daemon started with
@@ -22,7 +22,11 @@
  *       daemon.metrics.per_rule all (a reload), its time and size reported;
  *   (g) 4 writers, each on its own kept-alive connection, deleting and
  *       adding back policies as fast as answered for 10 s: at least 2,000
- *       changes/s in total, single-change p99 under 5 ms (group commit).
+ *       changes/s in total, single-change p99 under 5 ms (group commit);
+ *   (h) idle, then route churn of 1 change/s, with the daemon's own
+ *       event-loop metric and GET /v1/status on a kept-alive connection
+ *       (loop max < 50 ms, p99 < 10 ms; status p99 < 5 ms, max < 50 ms),
+ *       and next-hop convergence p99 < 200 ms (--churn-seconds 0 skips it).
  *
  * It runs the real daemon (bin/mup.js, the compiled dist/: run `make` first)
  * in a network namespace it creates, attached to one veth there, with its
@@ -60,9 +64,9 @@ const DIST_MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.ur
 const SCRAPE_PATHS = ['/metrics', '/v1/counters?rules=none', '/v1/counters?rules=active', '/v1/counters?rules=all'] as const;
 
 const TARGETS = { loadSeconds: 1.5, medianAddMs: 5, medianDelMs: 5, rssMB: 150, batchMs: 500, sessionsLoadSeconds: 5, sessionsRssMB: 400 } as const;
-/** (f): at most this many of each (settings.max_policies / max_sessions allow 2^21 with the address-only entries). */
+/** (i): at most this many of each (settings.max_policies / max_sessions allow 2^21 with the address-only entries). */
 const MAX_SESSIONS_BENCH = 1_048_576;
-/** (f): TEID policies per N3 address (each address also takes an address-only entry in the policy table). */
+/** (i): TEID policies per N3 address (each address also takes an address-only entry in the policy table). */
 const TEIDS_PER_N3 = 1024;
 /** (e): operations per batch (at most --rules). */
 const BATCH_OPS = 10_000;
@@ -79,12 +83,15 @@ interface Options {
   singleOps?: number;
   /** Config file format: yaml (default) or json (which is YAML too). */
   format?: 'yaml' | 'json';
-  /** (f) only: N (N3, TEID) policies + N PE sessions, from a file and through /v1/batch. */
+  /** (i) only: N (N3, TEID) policies + N PE sessions, from a file and through /v1/batch. */
   sessions?: number;
+  /** (h): seconds idle and of route churn; 0 churn skips (h). */
+  idleS: number;
+  churnS: number;
 }
 
 function parseArgs(argv: readonly string[]): Options {
-  const o: Options = { rules: 65536, ops: 500, scrapes: 50, json: false, keepGoing: false };
+  const o: Options = { rules: 65536, ops: 500, scrapes: 50, json: false, keepGoing: false, idleS: 15, churnS: 30 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = (): string => {
@@ -105,8 +112,10 @@ function parseArgs(argv: readonly string[]): Options {
       o.format = f;
     }
     else if (a === '--keep-going') o.keepGoing = true;
+    else if (a === '--idle-seconds') o.idleS = Number(next());
+    else if (a === '--churn-seconds') o.churnS = Number(next());
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--single-ops N] [--format yaml|json] [--cpu-prof DIR] [--json] [--keep-going] [--sessions N]\n');
+      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--single-ops N] [--format yaml|json] [--idle-seconds N] [--churn-seconds N (0: skip the loop phase)] [--cpu-prof DIR] [--json] [--keep-going] [--sessions N]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${String(a)}; see --help`);
   }
@@ -478,6 +487,194 @@ async function writersPhase(socket: string, rules: number, writers: number, seco
   return { writers, seconds: elapsed, changes: ms.length, perSecond: ms.length / elapsed, ms: summarize(ms), failures, syncs: after.syncs - before.syncs, records: after.records - before.records };
 }
 
+// ---------------------------------------------------------------------------
+// (h) idle, route churn and next-hop convergence, with the daemon's own
+// event-loop metric (issue 19): functions of their own, called from main.
+
+const LOOP_TARGETS = { loopMaxMs: 50, loopP99Ms: 10, statusP99Ms: 5, statusMaxMs: 50, convergenceP99Ms: 200 } as const;
+
+interface LoopWindow {
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+/** The daemon's event-loop delay since the previous scrape (mup_event_loop_delay_seconds), ms; and the scrape's own time. */
+async function loopWindow(socket: string): Promise<LoopWindow & { scrapeMs: number }> {
+  const t = performance.now();
+  const r = await api(socket, 'GET', '/metrics');
+  const scrapeMs = performance.now() - t;
+  const q = (x: string): number => 1000 * Number(new RegExp(`^mup_event_loop_delay_seconds\\{quantile="${x}"\\} (\\S+)$`, 'm').exec(r.text)?.[1] ?? NaN);
+  return { p50: q('0.5'), p99: q('0.99'), max: q('1'), scrapeMs };
+}
+
+interface NhStatus {
+  nexthops: { rulesResolved: number; fullPasses: number; incrementalPasses: number; cached: number | null; last: { at: string; rules: number; full: boolean; ms: number } | null } | null;
+}
+
+/**
+ * Poll GET /v1/status on its own kept-alive connection, one request after
+ * the other, until stop(): latencies, and connection resets counted (not
+ * retried: a reset is what the issue counts).
+ */
+function statusPoller(socket: string, onStatus?: (s: NhStatus, at: number) => void): { stop: () => Promise<{ ms: number[]; resets: number; errors: string[] }> } {
+  const ag = new Agent({ keepAlive: true, maxSockets: 1 });
+  const ms: number[] = [];
+  const errors: string[] = [];
+  let resets = 0;
+  let stopped = false;
+  const one = (): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const req = request({ socketPath: socket, agent: ag, method: 'GET', path: '/v1/status', timeout: 60_000 }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve(text));
+      });
+      req.on('error', reject);
+      req.on('timeout', () => req.destroy(new Error('GET /v1/status: no answer within 60 s')));
+      req.end();
+    });
+  const loop = (async () => {
+    while (!stopped) {
+      const t = performance.now();
+      try {
+        const text = await one();
+        ms.push(performance.now() - t);
+        onStatus?.(JSON.parse(text) as NhStatus, Date.now());
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ECONNRESET') resets++;
+        else errors.push((e as Error).message);
+      }
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await loop;
+      ag.destroy();
+      return { ms, resets, errors };
+    },
+  };
+}
+
+function ipIn(ns: string, ...args: string[]): void {
+  execFileSync('ip', ['-n', ns, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+/**
+ * (h) With the tables loaded: routes for every rule's range (one /32 over
+ * the policies' 256 SR prefixes, an IPv4 gateway route for the End.M.GTP4.E
+ * local SIDs), then
+ *   idle: status polled for `idleS` s, nothing changing;
+ *   churn: one route change per second for `churnS` s (a /48 inside the /32
+ *   moved to another gateway and back: 256 policies each; every fifth an
+ *   IPv4 route: every End.M.GTP4.E rule), status polled throughout;
+ *   convergence: per change, from just before `ip route` runs to the end of
+ *   the daemon's pass that wrote it (its status `nexthops.last.at`).
+ * Returns report lines, PASS/FAIL lines and whether all passed.
+ */
+async function loopPhases(env: Env, o: { idleS: number; churnS: number }, progress: (what: string) => void): Promise<{ lines: string[]; targets: string[]; ok: boolean; json: unknown }> {
+  const ns = env.ns;
+  const sock = env.socket;
+  execFileSync('ip', ['netns', 'exec', ns, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1', 'net.ipv4.conf.all.forwarding=1', 'net.ipv6.conf.all.accept_dad=0'], { stdio: 'ignore' });
+  ipIn(ns, 'addr', 'add', 'fd00::1/64', 'dev', 'mup0', 'nodad');
+  ipIn(ns, 'addr', 'add', '10.255.0.1/24', 'dev', 'mup0');
+  ipIn(ns, 'neigh', 'replace', 'fd00::2', 'lladdr', '02:00:00:00:00:02', 'dev', 'mup0', 'nud', 'permanent');
+  ipIn(ns, 'neigh', 'replace', 'fd00::3', 'lladdr', '02:00:00:00:00:03', 'dev', 'mup0', 'nud', 'permanent');
+  ipIn(ns, 'neigh', 'replace', '10.255.0.2', 'lladdr', '02:00:00:00:00:04', 'dev', 'mup0', 'nud', 'permanent');
+  ipIn(ns, 'route', 'add', '2001:db9::/32', 'via', 'fd00::2', 'dev', 'mup0');
+  ipIn(ns, 'route', 'add', '192.0.2.0/24', 'via', '10.255.0.2', 'dev', 'mup0');
+  // Settle: the interface and forwarding changes make a full pass; wait until passes stop.
+  progress('(h) routes set; waiting for the next hops to settle');
+  const st = async (): Promise<NhStatus> => JSON.parse((await api(sock, 'GET', '/v1/status')).text) as NhStatus;
+  let lastAt = '';
+  for (let quiet = 0, t0 = performance.now(); quiet < 3 && performance.now() - t0 < 60_000; ) {
+    await new Promise((r) => setTimeout(r, 500));
+    const at = (await st()).nexthops?.last?.at ?? '';
+    quiet = at === lastAt ? quiet + 1 : 0;
+    lastAt = at;
+  }
+  const settled = await st();
+  const load = (): string => loadavg().map((x) => x.toFixed(1)).join(' ');
+
+  // Idle.
+  progress(`(h) idle ${o.idleS} s, status polled`);
+  const idleLoad = load();
+  await loopWindow(sock);
+  let poll = statusPoller(sock);
+  await new Promise((r) => setTimeout(r, o.idleS * 1000));
+  const idle = await poll.stop();
+  const idleLoop = await loopWindow(sock);
+
+  // Churn.
+  progress(`(h) route churn: 1 change/s for ${o.churnS} s, status polled`);
+  const churnLoad = load();
+  const before = (await st()).nexthops;
+  const passes: Array<{ at: number; rules: number; full: boolean }> = [];
+  await loopWindow(sock);
+  poll = statusPoller(sock, (s) => {
+    const l = s.nexthops?.last;
+    if (l !== undefined && l !== null && (passes.length === 0 || Date.parse(l.at) !== passes[passes.length - 1]!.at)) passes.push({ at: Date.parse(l.at), rules: l.rules, full: l.full });
+  });
+  const changes: Array<{ at: number; what: string }> = [];
+  const t0 = performance.now();
+  for (let i = 0; i < o.churnS; i++) {
+    const k = (Math.floor(i / 2) % 256).toString(16);
+    const what =
+      i % 5 === 4 ? ['route', 'replace', `198.18.${i}.0/24`, 'via', '10.255.0.2', 'dev', 'mup0'] : i % 2 === 0 ? ['route', 'replace', `2001:db9:${k}::/48`, 'via', 'fd00::3', 'dev', 'mup0'] : ['route', 'del', `2001:db9:${k}::/48`];
+    if (what[1] === 'del' && changes.length > 0 && !changes[changes.length - 1]!.what.includes(`2001:db9:${k}::/48`)) what.splice(0, what.length, 'route', 'replace', `2001:db9:${k}::/48`, 'via', 'fd00::2', 'dev', 'mup0');
+    const at = Date.now();
+    ipIn(ns, ...what);
+    changes.push({ at, what: what.join(' ') });
+    const next = t0 + (i + 1) * 1000;
+    await new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())));
+  }
+  await new Promise((r) => setTimeout(r, 1000));
+  const churn = await poll.stop();
+  const churnLoop = await loopWindow(sock);
+  const after = (await st()).nexthops;
+  // Convergence: each change to the first pass that ended after it.
+  const conv: number[] = [];
+  let missed = 0;
+  for (const c of changes) {
+    const p = passes.find((x) => x.at >= c.at && x.rules > 0);
+    if (p === undefined) missed++;
+    else conv.push(p.at - c.at);
+  }
+  const idleL = summarize(idle.ms);
+  const churnL = summarize(churn.ms);
+  const convL = summarize(conv);
+  const f2 = (x: number): string => (Number.isNaN(x) ? '-' : x.toFixed(2));
+  const pf = (ok: boolean): string => (ok ? 'PASS' : 'FAIL');
+  const reResolved = (after?.rulesResolved ?? 0) - (before?.rulesResolved ?? 0);
+  const full = (after?.fullPasses ?? 0) - (before?.fullPasses ?? 0);
+  const incr = (after?.incrementalPasses ?? 0) - (before?.incrementalPasses ?? 0);
+  const lines = [
+    `(h) next hops and the event loop: ${settled.nexthops?.cached ?? '-'} rules cached after settling`,
+    `    idle ${o.idleS} s (load average ${idleLoad}): GET /v1/status n=${idleL.n} p50 ${f2(idleL.median)} p99 ${f2(idleL.p99)} max ${f2(idleL.max)} ms, resets ${idle.resets}; ` +
+      `daemon loop delay p99 ${f2(idleLoop.p99)} max ${f2(idleLoop.max)} ms; polls over 20 ms: ${idle.ms.filter((x) => x > 20).length}`,
+    `    churn ${o.churnS} s, 1 route change/s (load average ${churnLoad}): GET /v1/status n=${churnL.n} p50 ${f2(churnL.median)} p99 ${f2(churnL.p99)} max ${f2(churnL.max)} ms, ` +
+      `resets ${churn.resets}, errors ${churn.errors.length}; daemon loop delay p50 ${f2(churnLoop.p50)} p99 ${f2(churnLoop.p99)} max ${f2(churnLoop.max)} ms (/metrics scrape ${f2(churnLoop.scrapeMs)} ms)`,
+    `    passes: ${incr} incremental, ${full} full; rules resolved again ${reResolved} (${changes.length} changes: 256 policies per /48, every End.M.GTP4.E rule per IPv4 route)`,
+    `    convergence (before \`ip route\` -> the pass's map writes done, daemon clock): n=${convL.n} p50 ${f2(convL.median)} p99 ${f2(convL.p99)} max ${f2(convL.max)} ms; changes with no pass seen: ${missed}`,
+  ];
+  const okLoop = churnLoop.max < LOOP_TARGETS.loopMaxMs && churnLoop.p99 < LOOP_TARGETS.loopP99Ms;
+  const okStatus = churnL.p99 < LOOP_TARGETS.statusP99Ms && churnL.max < LOOP_TARGETS.statusMaxMs && churn.resets === 0;
+  const okConv = convL.p99 < LOOP_TARGETS.convergenceP99Ms && missed === 0;
+  const targets = [
+    `churn: loop delay max < ${LOOP_TARGETS.loopMaxMs} ms, p99 < ${LOOP_TARGETS.loopP99Ms} ms       ${f2(churnLoop.max).padStart(7)} / ${f2(churnLoop.p99)} ms  ${pf(okLoop)}`,
+    `churn: status p99 < ${LOOP_TARGETS.statusP99Ms} ms, max < ${LOOP_TARGETS.statusMaxMs} ms, no reset ${f2(churnL.p99).padStart(7)} / ${f2(churnL.max)} ms, ${churn.resets} resets  ${pf(okStatus)}`,
+    `next-hop convergence p99 < ${LOOP_TARGETS.convergenceP99Ms} ms                ${f2(convL.p99).padStart(7)} ms  ${pf(okConv)}`,
+  ];
+  return {
+    lines,
+    targets,
+    ok: okLoop && okStatus && okConv,
+    json: { idle: { status: idleL, resets: idle.resets, loop: idleLoop, load: idleLoad }, churn: { status: churnL, resets: churn.resets, loop: churnLoop, load: churnLoad, passes: { full, incremental: incr }, reResolved }, convergence: { ...convL, missed } },
+  };
+}
+
 async function main(): Promise<number> {
   const o = parseArgs(process.argv.slice(2));
   if (process.getuid?.() !== 0) throw new Error('run as root: the bench creates a network namespace and mounts a bpffs');
@@ -668,6 +865,8 @@ async function main(): Promise<number> {
     const writers = await writersPhase(env.socket, o.rules, WRITER_TARGETS.writers, 10);
     if (writers.failures > 0) failures.push(`(g) ${writers.failures} changes of the writers failed`);
     const rssReads = procStatus(pid);
+    // (h) idle, route churn, next-hop convergence (issue 19).
+    const loopRes = o.churnS > 0 ? await loopPhases(env, o, progress) : undefined;
     const after = JSON.parse((await api(env.socket, 'GET', '/v1/status')).text) as typeof status;
     agent.destroy();
 
@@ -762,6 +961,7 @@ async function main(): Promise<number> {
       `${WRITER_TARGETS.writers} writers >= ${WRITER_TARGETS.changesPerSecond} changes/s in total          ${writers.perSecond.toFixed(0).padStart(7)}/s   ${pf(writersOk.rate)}`,
       `single change p99 < ${WRITER_TARGETS.p99Ms} ms under ${WRITER_TARGETS.writers} writers        ${f2(writers.ms.p99).padStart(7)} ms  ${pf(writersOk.p99)}`,
     );
+    if (loopRes !== undefined) out.push(...loopRes.targets, '', ...loopRes.lines);
     if (o.cpuProf !== undefined) out.push('', `daemon CPU profile (.cpuprofile) written to ${o.cpuProf}`);
     process.stdout.write(`${out.join('\n')}\n`);
     const ok =
@@ -774,6 +974,7 @@ async function main(): Promise<number> {
       metricsOk.size &&
       writersOk.rate &&
       writersOk.p99 &&
+      (loopRes?.ok ?? true) &&
       failures.length === 0;
     if (o.json) {
       process.stdout.write(
@@ -789,6 +990,7 @@ async function main(): Promise<number> {
           writers,
           memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads },
           failures,
+          loop: loopRes?.json,
           pass: ok,
         })}\n`,
       );
@@ -811,7 +1013,7 @@ async function main(): Promise<number> {
 }
 
 // ---------------------------------------------------------------------------
-// (f) A million sessions
+// (i) A million sessions
 
 /** (N3, TEID) policy i: N3 address 100.64.0.0 + i / TEIDS_PER_N3, TEID i % TEIDS_PER_N3 (/32). */
 function teidPolicyEntry(i: number): Record<string, unknown> {
@@ -888,10 +1090,10 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
     return `daemon: ms ${JSON.stringify(l?.['ms'] ?? {})}, memory MB ${JSON.stringify(l?.['memory'] ?? {})}`;
   };
   const failures: string[] = [];
-  progress0(`(f) writing ${n} (N3, TEID) policies + ${n} sessions as a JSON config`);
+  progress0(`(i) writing ${n} (N3, TEID) policies + ${n} sessions as a JSON config`);
   const bytes = writeConfig(true);
   // 1. From the file.
-  progress0(`(f) loading them from the file (${(bytes / 1e6).toFixed(0)} MB)`);
+  progress0(`(i) loading them from the file (${(bytes / 1e6).toFixed(0)} MB)`);
   const file = await start();
   const fileRss = procStatus(file.d.pid!);
   const fileTables = await tables();
@@ -899,7 +1101,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
   await stop(file.d);
   // 2. Through /v1/batch, into a daemon started with none.
   writeConfig(false);
-  progress0(`(f) the same through /v1/batch, ${BATCH_OPS} operations a request`);
+  progress0(`(i) the same through /v1/batch, ${BATCH_OPS} operations a request`);
   const empty = await start();
   const t0 = performance.now();
   for (const [kind, entry] of [['policy', teidPolicyEntry], ['session', sessionEntry]] as const) {
@@ -923,7 +1125,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
   const rssB = batchRss['VmRSS'] ?? NaN;
   const all = (t: { policies: number; sessions: number }): boolean => t.policies === n && t.sessions === n;
   const out = [
-    `bench:daemon (f)  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
+    `bench:daemon (i)  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
       `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')}, at the end ${loadavg().map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)`,
     `${n} (N3, TEID) policies on ${n3} N3 addresses + ${n} PE sessions; settings ${JSON.stringify(settings)}`,
     `from a ${(bytes / 1e6).toFixed(0)} MB JSON config: API answered after ${fileS.toFixed(3)} s; tables ${JSON.stringify(fileTables)}; VmRSS ${rssF.toFixed(1)} MB (RssAnon ${(fileRss['RssAnon'] ?? NaN).toFixed(1)})`,

@@ -39,6 +39,7 @@ import { NextHopWatcher } from '../dataplane/nexthop.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
 import { releaseMemory } from './memory.js';
+import { LoopMonitor } from './loop.js';
 import { ensureBpffs, Pins, type MapPin } from './pins.js';
 import { LINK_CHECK_MS, LinkKeeper } from './links.js';
 import { type HeldLock, LockedError, stateLockPath, takeLock } from '../host/lock.js';
@@ -114,6 +115,14 @@ export interface DaemonStatus {
     readonly sessions: { readonly entries: number; readonly capacity: number };
   };
   readonly forwarding: string;
+  /** The event loop's delay (src/daemon/loop.ts), seconds. */
+  readonly eventLoop: ReturnType<LoopMonitor['status']>;
+  /** The next-hop cache (forwarding fib): rules resolved again since start, passes by kind; null when not running. */
+  readonly nexthops: { readonly rulesResolved: number; readonly fullPasses: number; readonly incrementalPasses: number; readonly apiRules: number;
+    readonly cached: number | null;
+    /** The last pass: when its writes were done, rules resolved again, full or incremental, ms from its start (after the 50 ms debounce). */
+    readonly last: { readonly at: string; readonly rules: number; readonly full: boolean; readonly ms: number } | null;
+  } | null;
 }
 
 export interface ReloadResult {
@@ -191,6 +200,8 @@ export class Daemon {
   #prog: { fd: number; info: { id: number; tag: string; name: string } } | undefined;
   /** Reloads by result, for metrics. */
   readonly reloads = { ok: 0, failed: 0 };
+  /** The event loop's delay, for status and metrics. */
+  readonly loop = new LoopMonitor();
 
   constructor(o: DaemonOptions) {
     this.#o = o;
@@ -401,6 +412,7 @@ export class Daemon {
     );
     this.#tidyState('start');
     releaseMemory();
+    this.loop.start();
     this.#nexthops();
     this.#watchLinks();
   }
@@ -472,7 +484,10 @@ export class Daemon {
         const reasons = JSON.stringify([r.cached, r.fib]);
         if (reasons === this.#nhReasons) return;
         this.#nhReasons = reasons;
-        this.#log.info({ cached: r.cached, fib: r.fib, ranges: r.ranges, ms: r.ms }, 'next hops resolved (rules on the FIB lookup, by reason)');
+        this.#log.info(
+          { cached: r.cached, fib: r.fib, ranges: r.ranges, rules: r.rules, full: r.full, ms: r.ms },
+          'next hops resolved (rules on the FIB lookup, by reason; rules: resolved again in this pass)',
+        );
       },
       onStale: (stale) =>
         this.#log.warn(
@@ -1090,8 +1105,10 @@ export class Daemon {
   /** Table errors that are the caller's (full, too many lengths) become 409s. */
   #tables(t: Tables, c: Changes): ApplyResult {
     try {
+      // The next-hop cache re-points only these rules (their ids before the deletes free them).
+      const gone = this.#nh?.deletedRules(c) ?? [];
       const r = t.apply(c);
-      this.#nh?.rulesPut(c);
+      this.#nh?.rulesPut(c, gone);
       return r;
     } catch (e) {
       if (e instanceof TablesFullError || e instanceof RangeError) throw new RuleError(e.message, 409);
@@ -1161,6 +1178,24 @@ export class Daemon {
         sessions: { entries: dp.rules.sessionCount, capacity: s.maxSessions ?? DEFAULT_MAX_SESSIONS },
       },
       forwarding: s.forwarding,
+      eventLoop: this.loop.status(),
+      nexthops: this.nexthopTotals(),
+    };
+  }
+
+  /** What the next-hop cache did since start (null: forwarding mode is not fib). */
+  nexthopTotals(): DaemonStatus['nexthops'] {
+    const nh = this.#nh;
+    if (nh === undefined) return null;
+    const t = nh.totals;
+    const l = nh.last;
+    return {
+      rulesResolved: t.rules,
+      fullPasses: t.fullPasses,
+      incrementalPasses: t.incrementalPasses,
+      apiRules: t.apiRules,
+      cached: l?.cached ?? null,
+      last: l === undefined ? null : { at: l.at, rules: l.rules, full: l.full, ms: l.ms },
     };
   }
 
@@ -1170,6 +1205,7 @@ export class Daemon {
     this.#stopped = true;
     // The cache's lease ends now: the running program goes back to the FIB lookup.
     this.#nh?.stop();
+    this.loop.stop();
     clearInterval(this.#linkTimer);
     this.#linkMonitor?.kill('SIGKILL');
     if (this.#o.detachOnExit === true) {

@@ -15,6 +15,9 @@
  *   mup_program_info{id,tag}              1, the program the links run
  *   mup_config_reloads_total{result}
  *   mup_build_info{version,node,object_sha256}
+ *   mup_event_loop_delay_seconds{quantile}   the loop's delay since the last scrape (0.5, 0.99, 1 = max)
+ *   mup_nexthop_rules_resolved_total      rules whose next hop was resolved again (forwarding fib)
+ *   mup_nexthop_passes_total{kind}        next-hop resolution passes, full or incremental
  * plus prom-client's process_* and nodejs_* metrics.
  *
  * A scrape takes ONE counter snapshot (one read of the counter map) and one
@@ -251,6 +254,39 @@ export function createMetrics(d: Daemon, o: MetricsOptions = {}): Registry {
       this.reset();
       const s = scrape().status;
       this.set({ version: s.version, node: process.version, object_sha256: s.object.sha256 }, 1);
+    },
+  });
+  new Gauge({
+    name: 'mup_event_loop_delay_seconds',
+    help: 'Delay of the daemon\'s event loop since the previous scrape (perf_hooks.monitorEventLoopDelay, 10 ms resolution); quantile 1 is the max',
+    labelNames: ['quantile'],
+    registers: [reg],
+    collect() {
+      const w = d.loop.takeScrapeWindow();
+      this.set({ quantile: '0.5' }, w.p50);
+      this.set({ quantile: '0.99' }, w.p99);
+      this.set({ quantile: '1' }, w.max);
+    },
+  });
+  new Counter({
+    name: 'mup_nexthop_rules_resolved_total',
+    help: 'Rules whose next hop was resolved again (forwarding fib): by route, neighbour and interface changes, and API changes',
+    registers: [reg],
+    collect() {
+      this.reset();
+      this.inc(d.nexthopTotals()?.rulesResolved ?? 0);
+    },
+  });
+  new Counter({
+    name: 'mup_nexthop_passes_total',
+    help: 'Next-hop resolution passes: full (every range: start, reload, interface changes) or incremental (the ranges a change touched)',
+    labelNames: ['kind'],
+    registers: [reg],
+    collect() {
+      this.reset();
+      const t = d.nexthopTotals();
+      this.inc({ kind: 'full' }, t?.fullPasses ?? 0);
+      this.inc({ kind: 'incremental' }, t?.incrementalPasses ?? 0);
     },
   });
   return reg;

@@ -184,27 +184,113 @@ function defaultRulesOnly(rules: ReadonlyArray<Record<string, unknown>>, family:
   return got.every((g) => want.includes(g)) && got.includes('0 local') && got.includes('32766 main');
 }
 
-/** The routes, rules, neighbours, links and forwarding switches of a namespace (default: this thread's). */
-export async function readKernelState(netns?: string): Promise<KernelState> {
+/**
+ * `ip -json -batch -` children kept running (one per address family, one
+ * for both), each answering one command with one line of JSON. Spawning a
+ * process from the daemon forks it, and the fork copies the page tables of
+ * a heap of hundreds of MB on the event loop's thread: 8 `ip` runs every 5 s
+ * were the daemon's idle stalls (70-160 ms, issue 19), and one per route
+ * change a stall per change. These children are spawned once (again only
+ * if one exits), killed with the daemon (PR_SET_PDEATHSIG).
+ */
+export class IpBatch {
+  readonly #netns: string | undefined;
+  readonly #procs = new Map<'4' | '6' | 'any', { child: ChildProcess; buf: string; queue: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> }>();
+  #closed = false;
+
+  constructor(netns?: string) {
+    this.#netns = netns;
+  }
+
+  #proc(family: '4' | '6' | 'any'): { child: ChildProcess; buf: string; queue: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> } {
+    let p = this.#procs.get(family);
+    if (p !== undefined) return p;
+    const args = [...(this.#netns === undefined ? [] : ['-n', this.#netns]), ...(family === 'any' ? [] : [`-${family}`]), '-json', '-batch', '-'];
+    const child = spawn('setpriv', ['--pdeathsig', 'KILL', 'ip', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const q: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> = [];
+    const proc = { child, buf: '', queue: q };
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      proc.buf += d.toString();
+      let nl: number;
+      while ((nl = proc.buf.indexOf('\n')) >= 0) {
+        const line = proc.buf.slice(0, nl);
+        proc.buf = proc.buf.slice(nl + 1);
+        q.shift()?.resolve(line);
+      }
+    });
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const fail = (why: string): void => {
+      if (this.#procs.get(family) === proc) this.#procs.delete(family);
+      for (const w of q.splice(0)) w.reject(new Error(`ip ${args.join(' ')}: ${why}${err === '' ? '' : `: ${err.trim()}`}`));
+    };
+    child.on('error', (e) => fail(e.message));
+    child.on('exit', (code, signal) => fail(`exited (${signal ?? code})`));
+    child.stdin!.on('error', () => undefined);
+    this.#procs.set(family, proc);
+    return proc;
+  }
+
+  /** One command's JSON (`ip -json [-4|-6] ARGS`). */
+  run<T>(family: '4' | '6' | 'any', args: readonly string[]): Promise<T> {
+    if (this.#closed) return Promise.reject(new Error('ip batch closed'));
+    const p = this.#proc(family);
+    return new Promise<string>((resolve, reject) => {
+      p.queue.push({ resolve, reject });
+      p.child.stdin!.write(`${args.join(' ')}\n`);
+    }).then((line) => (line.trim() === '' ? [] : JSON.parse(line)) as T);
+  }
+
+  close(): void {
+    this.#closed = true;
+    for (const p of this.#procs.values()) p.child.kill('SIGKILL');
+    this.#procs.clear();
+  }
+}
+
+/** The parts of the kernel's state, each read by its own `ip` run(s). */
+export type KernelPart = 'routes4' | 'routes6' | 'rules' | 'neigh' | 'links' | 'netconf';
+export const KERNEL_PARTS: readonly KernelPart[] = ['routes4', 'routes6', 'rules', 'neigh', 'links', 'netconf'];
+
+type Netconf = Array<{ interface: string; forwarding: boolean }>;
+const forwardingOn = (l: Netconf): Set<string> => new Set(l.filter((x) => x.forwarding).map((x) => x.interface));
+
+/**
+ * The routes, rules, neighbours, links and forwarding switches of a
+ * namespace (default: this thread's). With `prev`, only `parts` are read
+ * again (a route event reads the routes of its family, not the neighbours
+ * and links); the rest is taken from `prev`.
+ */
+export async function readKernelState(netns?: string, parts: ReadonlySet<KernelPart> = new Set(KERNEL_PARTS), prev?: KernelState, batch?: IpBatch): Promise<KernelState> {
+  const want = (p: KernelPart): boolean => prev === undefined || parts.has(p);
   const t: string[][] = Array.from({ length: 8 }, () => []);
+  // With `batch`, the long-running `ip -batch` children answer (no fork of this process).
+  const q = <T>(args: string[], into: string[]): Promise<T> => {
+    if (batch === undefined) return ipJson<T>(netns, args, into);
+    const fam = args[0] === '-4' ? '4' : args[0] === '-6' ? '6' : 'any';
+    return batch.run<T>(fam, fam === 'any' ? args : args.slice(1));
+  };
   const [r4, r6, ru4, ru6, neighbours, links, nc4, nc6] = await Promise.all([
-    ipJson<IpRoute[]>(netns, ['-4', 'route', 'show', 'table', 'all'], t[0]),
-    ipJson<IpRoute[]>(netns, ['-6', 'route', 'show', 'table', 'all'], t[1]),
-    ipJson<Array<Record<string, unknown>>>(netns, ['-4', 'rule', 'show'], t[2]),
-    ipJson<Array<Record<string, unknown>>>(netns, ['-6', 'rule', 'show'], t[3]),
-    ipJson<IpNeigh[]>(netns, ['neigh', 'show'], t[4]),
-    ipJson<IpLink[]>(netns, ['link', 'show'], t[5]),
-    ipJson<Array<{ interface: string; forwarding: boolean }>>(netns, ['-4', 'netconf', 'show'], t[6]),
-    ipJson<Array<{ interface: string; forwarding: boolean }>>(netns, ['-6', 'netconf', 'show'], t[7]),
+    want('routes4') ? q<IpRoute[]>(['-4', 'route', 'show', 'table', 'all'], t[0]!) : undefined,
+    want('routes6') ? q<IpRoute[]>(['-6', 'route', 'show', 'table', 'all'], t[1]!) : undefined,
+    want('rules') ? q<Array<Record<string, unknown>>>(['-4', 'rule', 'show'], t[2]!) : undefined,
+    want('rules') ? q<Array<Record<string, unknown>>>(['-6', 'rule', 'show'], t[3]!) : undefined,
+    want('neigh') ? q<IpNeigh[]>(['neigh', 'show'], t[4]!) : undefined,
+    want('links') ? q<IpLink[]>(['link', 'show'], t[5]!) : undefined,
+    want('netconf') ? q<Netconf>(['-4', 'netconf', 'show'], t[6]!) : undefined,
+    want('netconf') ? q<Netconf>(['-6', 'netconf', 'show'], t[7]!) : undefined,
   ]);
-  const on = (l: Array<{ interface: string; forwarding: boolean }>): Set<string> => new Set(l.filter((x) => x.forwarding).map((x) => x.interface));
+  const p = prev;
   return {
-    routes: { 4: r4, 6: r6 },
-    defaultRules: { 4: defaultRulesOnly(ru4, 4), 6: defaultRulesOnly(ru6, 6) },
-    neighbours,
-    links,
-    forwarding: { 4: on(nc4), 6: on(nc6) },
-    text: t.map((x) => x.join('')).join('\n'),
+    routes: { 4: r4 ?? p!.routes[4], 6: r6 ?? p!.routes[6] },
+    defaultRules: {
+      4: ru4 === undefined ? p!.defaultRules[4] : defaultRulesOnly(ru4, 4),
+      6: ru6 === undefined ? p!.defaultRules[6] : defaultRulesOnly(ru6, 6),
+    },
+    neighbours: neighbours ?? p!.neighbours,
+    links: links ?? p!.links,
+    forwarding: { 4: nc4 === undefined ? p!.forwarding[4] : forwardingOn(nc4), 6: nc6 === undefined ? p!.forwarding[6] : forwardingOn(nc6) },
+    ...(prev === undefined && batch === undefined ? { text: t.map((x) => x.join('')).join('\n') } : {}),
   };
 }
 
@@ -225,8 +311,13 @@ export type Resolution =
       readonly route: string;
       /** The range the slot names, when not the rule's own (End.M.GTP4.E: one route's prefix). */
       readonly tag?: Range;
+      /** The neighbour entry it depends on (neighKey): a change to that entry re-resolves it. */
+      readonly neigh?: string;
     }
-  | { readonly ok: false; readonly reason: string };
+  | { readonly ok: false; readonly reason: string; readonly neigh?: string };
+
+/** A neighbour entry as the watcher matches it against `ip monitor neigh` events: device and address. */
+export const neighKey = (dev: string, family: 4 | 6, addr: bigint): string => `${dev} ${family} ${addr.toString(16)}`;
 
 const WIDTH = { 4: 32, 6: 128 } as const;
 
@@ -344,18 +435,19 @@ export function resolveRange(k: KernelState, range: Range, ingress: readonly str
   } else {
     return why('connected: the next hop is each destination itself');
   }
+  const neigh = neighKey(r.dev, f, gw);
   const link = k.links.find((l) => l.ifname === r.dev);
   if (link === undefined) return why(`device ${r.dev} not found`);
   if (!(link.flags ?? []).includes('UP') || !(link.flags ?? []).includes('LOWER_UP')) return why(`${r.dev} is not up`);
   const smac = parseMac(link.address);
   if (smac === undefined) return why(`${r.dev} has no Ethernet address`);
   const n = k.neighbours.find((x) => x.dev === r.dev && parseAddr(x.dst, f) === gw);
-  if (n === undefined) return why(`no neighbour entry for ${gwText} on ${r.dev}`);
+  if (n === undefined) return { ok: false, reason: `route ${r.dst}: no neighbour entry for ${gwText} on ${r.dev}`, neigh };
   const state = (n.state ?? []).find((s) => USABLE_NEIGH.has(s));
   const dmac = parseMac(n.lladdr);
-  if (state === undefined || dmac === undefined) return why(`neighbour ${n.dst} on ${r.dev} is ${(n.state ?? []).join(',') || 'without state'}`);
+  if (state === undefined || dmac === undefined) return { ok: false, reason: `route ${r.dst}: neighbour ${n.dst} on ${r.dev} is ${(n.state ?? []).join(',') || 'without state'}`, neigh };
   const mtu = Math.min(routeMtu(r) ?? link.mtu, link.mtu);
-  return { ok: true, route: r.dst, nh: { ifindex: link.ifindex, ifname: link.ifname, gateway: gwText, mtu, dmac, smac } };
+  return { ok: true, route: r.dst, nh: { ifindex: link.ifindex, ifname: link.ifname, gateway: gwText, mtu, dmac, smac }, neigh };
 }
 
 /** The range of End.M.GTP4.E rules: every IPv4 address (the gNB comes from the SID). */
@@ -443,8 +535,9 @@ export interface CacheSummary {
 
 /**
  * Writes one data plane's next-hop maps. A slot is written once, then only
- * pointed at; a slot no rule points to any more is reused only after an RCU
- * grace period (no packet can still hold it).
+ * pointed at; a slot no rule points to any more (each slot counts the rules
+ * pointing to it) is reused only after an RCU grace period (no packet can
+ * still hold it).
  */
 export class NextHopCache {
   readonly #fds: NextHopFds;
@@ -452,6 +545,12 @@ export class NextHopCache {
   readonly #ruleSlot: Uint32Array;
   /** range+next hop -> slot */
   readonly #slots = new Map<string, number>();
+  /** slot -> its id in #slots (undefined: free or retired) */
+  readonly #slotId: Array<string | undefined>;
+  /** slot -> rules pointing to it */
+  readonly #refs: Uint32Array;
+  /** Slots made since the last write: retired after it if no rule points to them. */
+  #fresh: number[] = [];
   readonly #free: number[] = [];
   #retired: number[] = [];
   #nextSlot = 1;
@@ -464,24 +563,45 @@ export class NextHopCache {
     this.#nRules = nRules;
     this.#nSlots = 2 * nRules + 1;
     this.#ruleSlot = new Uint32Array(nRules);
+    this.#refs = new Uint32Array(this.#nSlots);
+    this.#slotId = new Array<string | undefined>(this.#nSlots);
     // Start from a known state: a reused map may hold pointers from an earlier run.
     this.#writeRules(new Uint32Array(nRules), true);
+  }
+
+  get rules(): number {
+    return this.#nRules;
   }
 
   /** Write the rule entries that differ from `want` (all of them when `force`), in one batch. */
   #writeRules(want: Uint32Array, force = false): number {
     const todo: number[] = [];
     for (let r = 0; r < this.#nRules; r++) if (force || this.#ruleSlot[r] !== want[r]) todo.push(r);
-    if (todo.length === 0) return 0;
-    const keys = Buffer.alloc(4 * todo.length);
-    const values = Buffer.alloc(4 * todo.length);
-    todo.forEach((r, i) => {
-      keys.writeUInt32LE(r, 4 * i);
-      values.writeUInt32LE(want[r]!, 4 * i);
-      this.#ruleSlot[r] = want[r]!;
-    });
-    mapUpdateBatch(this.#fds.rulesFd, keys, values, todo.length, 'mup_nh_rules');
-    return todo.length;
+    return this.#write(todo, (r) => want[r]!);
+  }
+
+  /** Point `rules` at `slotOf(rule)` in one batch; slots left without a rule are retired. */
+  #write(rules: readonly number[], slotOf: (rule: number) => number): number {
+    const dropped: number[] = [];
+    if (rules.length > 0) {
+      const keys = Buffer.alloc(4 * rules.length);
+      const values = Buffer.alloc(4 * rules.length);
+      rules.forEach((r, i) => {
+        const slot = slotOf(r);
+        keys.writeUInt32LE(r, 4 * i);
+        values.writeUInt32LE(slot, 4 * i);
+        const old = this.#ruleSlot[r]!;
+        if (old !== slot) {
+          if (old !== 0 && --this.#refs[old]! === 0) dropped.push(old);
+          if (slot !== 0) this.#refs[slot]!++;
+          this.#ruleSlot[r] = slot;
+        }
+      });
+      mapUpdateBatch(this.#fds.rulesFd, keys, values, rules.length, 'mup_nh_rules');
+    }
+    for (const slot of [...dropped, ...this.#fresh]) if (this.#refs[slot] === 0) this.#retire(slot);
+    this.#fresh = [];
+    return rules.length;
   }
 
   #alloc(): number {
@@ -496,45 +616,65 @@ export class NextHopCache {
     return s;
   }
 
+  /**
+   * The slot for a range's resolution (0: none, the FIB lookup): an equal
+   * one already written, else a new one. A new slot no rule points to after
+   * the next write is retired then.
+   */
+  slotFor(range: Range, res: Resolution | undefined): number {
+    if (res === undefined || !res.ok) return 0;
+    const tag = res.tag ?? range;
+    const id = nhId(tag, res.nh);
+    const known = this.#slots.get(id);
+    if (known !== undefined) return known;
+    const slot = this.#newSlot(tag, res.nh);
+    this.#slots.set(id, slot);
+    this.#slotId[slot] = id;
+    this.#fresh.push(slot);
+    return slot;
+  }
+
+  /** Point each rule of `rules` at `slotOf(rule)`; only those that change are written (one batch). */
+  pointMany(rules: Iterable<number>, slotOf: (rule: number) => number): number {
+    const todo: number[] = [];
+    const want: number[] = [];
+    for (const r of rules) {
+      if (r < 0 || r >= this.#nRules) continue;
+      const slot = slotOf(r);
+      if (this.#ruleSlot[r] !== slot) {
+        todo.push(r);
+        want.push(slot);
+      }
+    }
+    let i = 0;
+    return this.#write(todo, () => want[i++]!);
+  }
+
   /** Make every rule of `assign` point at its range's next hop (or none); rules not listed: none. */
   update(assign: ReadonlyArray<{ rule: number; range: Range }>, resolved: ReadonlyMap<string, Resolution>): CacheSummary {
     const want = new Uint32Array(this.#nRules);
     const fib: Record<string, number> = {};
-    const used = new Map<string, number>();
     let cached = 0;
     // Per range, not per rule: 65,536 rules may share a few ranges, or have one each.
     const slotOf = new Map<string, number>();
     for (const { rule, range } of assign) {
       if (rule < 0 || rule >= this.#nRules) continue;
       const key = rangeKey(range);
-      const known = slotOf.get(key);
-      if (known !== undefined) {
-        want[rule] = known;
-        cached++;
-        continue;
-      }
+      let slot = slotOf.get(key);
       const res = resolved.get(key);
-      if (res === undefined || !res.ok) {
-        const reason = res === undefined ? 'not resolved' : res.reason;
+      if (slot === undefined) {
+        slot = this.slotFor(range, res);
+        slotOf.set(key, slot);
+      }
+      if (slot === 0) {
+        const reason = res === undefined ? 'not resolved' : res.ok ? 'no slot' : res.reason;
         fib[reason] = (fib[reason] ?? 0) + 1;
         continue;
       }
-      const tag = res.tag ?? range;
-      const id = nhId(tag, res.nh);
-      let slot = used.get(id) ?? this.#slots.get(id);
-      if (slot === undefined) {
-        slot = this.#newSlot(tag, res.nh);
-      }
-      used.set(id, slot);
-      slotOf.set(key, slot);
       want[rule] = slot;
       cached++;
     }
     const written = this.#writeRules(want);
-    // Slots no rule points to any more: reusable after a grace period.
-    for (const [id, slot] of this.#slots) if (!used.has(id)) this.#retire(slot);
-    this.#slots.clear();
-    for (const [id, slot] of used) this.#slots.set(id, slot);
     return { cached, fib, ranges: resolved.size, written };
   }
 
@@ -557,7 +697,12 @@ export class NextHopCache {
     return slot;
   }
 
+  /** No rule points to `slot` (any more): reusable after a grace period. */
   #retire(slot: number): void {
+    const id = this.#slotId[slot];
+    if (id === undefined) return;
+    this.#slotId[slot] = undefined;
+    if (this.#slots.get(id) === slot) this.#slots.delete(id);
     this.#retired.push(slot);
     for (const [ifindex, by] of this.#byIf) {
       if (by.slots.delete(slot) && by.slots.size === 0) this.#byIf.delete(ifindex);
@@ -588,32 +733,19 @@ export class NextHopCache {
       info.rules++;
     }
     this.#writeRules(want);
-    for (const [id, slot] of this.#slots) if (stale.has(slot)) this.#slots.delete(id);
+    // Slots nothing points to now (the write retired those with rules).
     for (const slot of stale.keys()) this.#retire(slot);
     return [...new Set(stale.values())];
   }
 
   /**
    * Point one rule at its range's next hop (or none), reusing the slot of an
-   * equal next hop: what update() would write for this rule. Slots are not
-   * retired here; the next update() does that.
+   * equal next hop.
    */
   point(rule: number, range: Range, res: Resolution): void {
     if (rule < 0 || rule >= this.#nRules) return;
-    let slot = 0;
-    if (res.ok) {
-      const tag = res.tag ?? range;
-      const id = nhId(tag, res.nh);
-      const known = this.#slots.get(id);
-      if (known !== undefined) slot = known;
-      else {
-        slot = this.#newSlot(tag, res.nh);
-        this.#slots.set(id, slot);
-      }
-    }
-    if (this.#ruleSlot[rule] === slot) return;
-    mapUpdate(this.#fds.rulesFd, u32(rule), u32(slot), BPF_ANY, 'mup_nh_rules');
-    this.#ruleSlot[rule] = slot;
+    const slot = this.slotFor(range, res);
+    this.pointMany([rule], () => slot);
   }
 
   /** Let the data plane use the cache for `ms` more milliseconds. */
@@ -634,17 +766,22 @@ export class NextHopCache {
    */
   withHints(assign: ReadonlyArray<{ rule: number; range: Range }>): Array<{ rule: number; range: Range }> {
     if (!assign.some((x) => x.range.family === 4 && x.range.len === 0)) return [...assign];
-    const hints = mapLookupArrayRange(this.#fds.hintsFd, 0, this.#nRules, 4, 'mup_nh_hints');
+    const hints = this.hints();
     return assign.map((x) => {
       if (x.range.family !== 4 || x.range.len !== 0 || x.rule >= this.#nRules) return x;
       const h = hints.readUInt32LE(4 * x.rule);
-      return h === 0 ? x : { rule: x.rule, range: { family: 4, addr: BigInt(h), len: 32, near: true } };
+      return h === 0 ? x : { rule: x.rule, range: nearRange(h) };
     });
+  }
+
+  /** Every rule's hint (u32 LE each; 0: none): one batch read. */
+  hints(): Buffer {
+    return mapLookupArrayRange(this.#fds.hintsFd, 0, this.#nRules, 4, 'mup_nh_hints');
   }
 
   /** A digest of the hints (changes when a rule's last miss does). */
   hintsDigest(): string {
-    return createHash('sha1').update(mapLookupArrayRange(this.#fds.hintsFd, 0, this.#nRules, 4, 'mup_nh_hints')).digest('hex');
+    return createHash('sha1').update(this.hints()).digest('hex');
   }
 
   /** The slot rule `rule` points to, as the map holds it (0 = none). */
@@ -652,6 +789,9 @@ export class NextHopCache {
     return mapLookup(this.#fds.rulesFd, u32(rule), 4, 'mup_nh_rules')?.readUInt32LE(0) ?? 0;
   }
 }
+
+/** The range of an End.M.GTP4.E rule whose last miss went to IPv4 address `h`. */
+export const nearRange = (h: number): Range => ({ family: 4, addr: BigInt(h), len: 32, near: true });
 
 function u32(n: number): Buffer {
   const b = Buffer.alloc(4);
@@ -680,6 +820,65 @@ export function resolveOne(k: KernelState, range: Range, ingress: readonly strin
 
 // --- keeping it current --------------------------------------------------------
 
+/**
+ * One line of `ip monitor label route neigh link rule netconf`, as far as it
+ * narrows what must be resolved again:
+ * - route: the ranges overlapping its prefix (family undefined: both; prefix
+ *   undefined: every range of the family);
+ * - neigh: the ranges whose resolution went through that entry (neighKey);
+ * - other (a link, a policy-routing rule, a forwarding switch, or a line not
+ *   understood): `part` of the kernel's state read again and every range
+ *   resolved again (a link going down takes its IPv4 routes with it without
+ *   a route event).
+ * Continuation lines (a link's `link/ether ...`) give undefined.
+ */
+export type MonitorEvent =
+  | { readonly kind: 'route'; readonly family: 4 | 6 | undefined; readonly prefix: { addr: bigint; len: number } | undefined }
+  | { readonly kind: 'neigh'; readonly family: 4 | 6; readonly key: string }
+  | { readonly kind: 'other'; readonly parts: readonly KernelPart[] };
+
+const ROUTE_TYPES = new Set(['unicast', 'local', 'broadcast', 'anycast', 'multicast', 'blackhole', 'unreachable', 'prohibit', 'throw', 'nat']);
+const familyOf = (a: string): 4 | 6 | undefined => (a.includes(':') ? 6 : /^\d+\.\d+\.\d+\.\d+(\/\d+)?$/.test(a) ? 4 : undefined);
+
+export function parseMonitorLine(line: string): MonitorEvent | undefined {
+  if (line.trim() === '' || /^\s/.test(line)) return undefined;
+  const m = /^\[(\w+)\](.*)$/.exec(line);
+  const all: MonitorEvent = { kind: 'other', parts: KERNEL_PARTS };
+  if (m === null) return all;
+  const label = m[1]!;
+  const tokens = m[2]!.trim().split(/\s+/);
+  if (tokens[0] === 'Deleted') tokens.shift();
+  if (label === 'ROUTE') {
+    if (ROUTE_TYPES.has(tokens[0] ?? '')) tokens.shift();
+    const dst = tokens[0] ?? '';
+    let family = familyOf(dst.split('/')[0]!);
+    if (dst === 'default') {
+      const via = tokens.indexOf('via');
+      const gw = via < 0 ? undefined : tokens[via + 1];
+      family = gw === undefined || gw === 'inet' || gw === 'inet6' ? undefined : familyOf(gw);
+    }
+    const prefix = family === undefined ? (dst === 'default' ? undefined : null) : parsePrefix(dst, family);
+    if (prefix === null) return { kind: 'other', parts: ['routes4', 'routes6'] };
+    return { kind: 'route', family, prefix: prefix ?? undefined };
+  }
+  if (label === 'NEIGH') {
+    if (tokens[0] === 'miss') tokens.shift();
+    const dst = tokens[0] ?? '';
+    const d = tokens.indexOf('dev');
+    const family = familyOf(dst);
+    const addr = family === undefined ? undefined : parseAddr(dst, family);
+    if (family === undefined || addr === undefined || d < 0 || tokens[d + 1] === undefined) return { kind: 'other', parts: ['neigh'] };
+    return { kind: 'neigh', family, key: neighKey(tokens[d + 1]!, family, addr) };
+  }
+  if (label === 'LINK') return { kind: 'other', parts: ['links'] };
+  if (label === 'RULE') return { kind: 'other', parts: ['rules'] };
+  if (label === 'NETCONF') return { kind: 'other', parts: ['netconf'] };
+  return all;
+}
+
+/** Ranges overlap: one contains the other (prefixes). */
+const overlaps = (a: { addr: bigint; len: number }, b: { addr: bigint; len: number }, w: number): boolean => contains(a, b, w) || contains(b, a, w);
+
 export interface WatcherOptions {
   /** The data plane now (it changes when a new object is swapped in). */
   readonly dataplane: () => Dataplane | undefined;
@@ -691,23 +890,73 @@ export interface WatcherOptions {
   readonly netns?: string;
   /** After a change, resolve this many ms later (changes come in bursts). Default 50. */
   readonly debounceMs?: number;
-  /** Full resolution at least this often, ms. Default 5000. */
+  /**
+   * How often the End.M.GTP4.E hints are read (one batch read; resolved
+   * again only when one changed), and, if the `ip monitor` child dies, how
+   * often everything is resolved again instead. Default 5000 ms.
+   */
   readonly periodMs?: number;
   /** How long the data plane may use what was written without a renewal, ms. Default 3000 (renewed every 1000). */
   readonly leaseMs?: number;
+  /** The longest a resolution runs without giving the event loop back, ms. Default 5. */
+  readonly sliceMs?: number;
   /**
    * Watch for changes (an `ip monitor` child, a periodic run). Default true;
    * false: resolveNow() only, for a lab whose routes do not change (child
    * processes exiting interrupt a long BPF_PROG_TEST_RUN with EINTR).
    */
   readonly watch?: boolean;
-  readonly onResolved?: (s: CacheSummary & { readonly ms: number }) => void;
+  readonly onResolved?: (s: PassSummary) => void;
   /** Rules sent back to the FIB lookup because their interface was deleted or made again (dropStale). */
   readonly onStale?: (stale: ReadonlyArray<{ ifname: string; ifindex: number; now: number | null; rules: number }>) => void;
   readonly onError?: (e: Error) => void;
 }
 
-/** Runs the cache for a daemon: watch, resolve, write, renew the lease. */
+/** One resolution pass: the cache's state after it, and what it did. */
+export interface PassSummary extends CacheSummary {
+  /** Rules whose range was resolved again in this pass (a full pass: every rule with a range). */
+  readonly rules: number;
+  /** Every range resolved again (start, reload, an interface, rule or forwarding change, resolveNow), not only those a change touched. */
+  readonly full: boolean;
+  readonly ms: number;
+}
+
+/** A distinct destination range, the rules using it, and its last resolution. */
+interface Entry {
+  readonly range: Range;
+  readonly key: string;
+  refs: number;
+  res: Resolution | undefined;
+  /** End.M.GTP4.E (all of IPv4, or near a hint): depends on every IPv4 route and neighbour. */
+  readonly v4any: boolean;
+}
+
+type RuleChanges = {
+  readonly putPolicies?: Config['policies'];
+  readonly putLocalSids?: Config['localsids'];
+  readonly delPolicies?: ReadonlyArray<Config['policies'][number]['match'] | { readonly match: Config['policies'][number]['match']; readonly teid?: Config['policies'][number]['teid'] }>;
+  readonly delLocalSids?: ReadonlyArray<Config['localsids'][number]['sid']>;
+};
+
+const keyOf = (r: Range): string => `${r.family}/${r.addr.toString(16)}/${r.len}${r.near === true ? '~' : ''}`;
+const yieldLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
+/** More `ip monitor` lines than this in one pass: every range is resolved again (cheaper than matching each). */
+const MAX_EVENTS = 256;
+
+/**
+ * Runs the cache for a daemon: watch, resolve, write, renew the lease.
+ *
+ * Incremental (docs/daemon.md "Next hops"): the rules are indexed by their
+ * destination range (one entry per distinct range, a rule id -> entry
+ * array); each `ip monitor` event marks the ranges it can change (a route:
+ * those overlapping its prefix; a neighbour: those resolved through it), and
+ * a pass re-reads only the kernel's tables the events name, resolves those
+ * ranges again and re-points only their rules. A rule put through the API is
+ * resolved alone. Every range is resolved again only at start, on reload,
+ * on an interface, policy-routing rule or forwarding change, and on
+ * resolveNow(); such a pass gives the event loop back every `sliceMs`, and
+ * changes arriving meanwhile make the next pass, an incremental one.
+ */
 export class NextHopWatcher {
   readonly #o: WatcherOptions;
   #child: ChildProcess | undefined;
@@ -717,14 +966,32 @@ export class NextHopWatcher {
   #cache: NextHopCache | undefined;
   #cacheFor: Dataplane | undefined;
   #running: Promise<void> | undefined;
-  /** What the last resolution was made from: skipped when nothing changed (rules part, the rest). */
-  #fingerprint = '';
-  #fpRules = '';
-  /** The kernel's tables of the last resolution: rules put through the API are resolved against them. */
-  #k: KernelState | undefined;
   #again = false;
   #stopped = false;
-  last: (CacheSummary & { readonly ms: number; readonly at: string }) | undefined;
+  /** The kernel's tables as last read: rules put through the API are resolved against them. */
+  #k: KernelState | undefined;
+  /** Work for the next pass. */
+  #parts = new Set<KernelPart>(KERNEL_PARTS);
+  #events: MonitorEvent[] = [];
+  #allRanges = true;
+  #rebuild = true;
+  /** The index: distinct ranges, and per rule id its entry (-1: none). */
+  #entries: Array<Entry | undefined> = [];
+  #freeEntries: number[] = [];
+  #byKey = new Map<string, number>();
+  #ruleEntry = new Int32Array(0);
+  /** End.M.GTP4.E rules (their range follows the hint) and the hints last read. */
+  #gtp4e = new Uint8Array(0);
+  #nGtp4e = 0;
+  #hints: Buffer | undefined;
+  #building = false;
+  #pendingPuts: Array<{ c: RuleChanges; gone: readonly number[] }> = [];
+  #lineBuf = '';
+  /** The kernel's tables are read through these (spawned at the first read, once). */
+  #batch: IpBatch | undefined;
+  last: (PassSummary & { readonly at: string }) | undefined;
+  /** Since start: rules resolved again (passes and API changes), and passes by kind. */
+  readonly totals = { rules: 0, fullPasses: 0, incrementalPasses: 0, apiRules: 0 };
 
   constructor(o: WatcherOptions) {
     this.#o = o;
@@ -732,25 +999,68 @@ export class NextHopWatcher {
 
   start(): void {
     const leaseMs = this.#o.leaseMs ?? 3000;
+    const periodMs = this.#o.periodMs ?? 5000;
     this.#lease = setInterval(() => this.#renew(), Math.max(100, Math.floor(leaseMs / 3)));
     this.#lease.unref();
+    this.#batch = new IpBatch(this.#o.netns);
     if (this.#o.watch === false) return;
-    const args = [...(this.#o.netns === undefined ? [] : ['-n', this.#o.netns]), 'monitor', 'route', 'neigh', 'link', 'rule', 'netconf'];
+    const args = [...(this.#o.netns === undefined ? [] : ['-n', this.#o.netns]), 'monitor', 'label', 'route', 'neigh', 'link', 'rule', 'netconf'];
     // setpriv sets PR_SET_PDEATHSIG before it execs ip: the kernel kills ip
     // when this process dies, however it dies.
     const child = spawn('setpriv', ['--pdeathsig', 'KILL', 'ip', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.#child = child;
-    child.stdout.on('data', () => {
-      this.linksChanged();
-      this.changed();
-    });
+    child.stdout.on('data', (d: Buffer) => this.#onMonitor(d.toString()));
     child.stderr.on('data', (d: Buffer) => this.#o.onError?.(new Error(`ip monitor: ${d.toString().trim()}`)));
     child.on('error', (e) => this.#o.onError?.(e));
     child.on('exit', (code, signal) => {
-      if (!this.#stopped) this.#o.onError?.(new Error(`ip monitor exited (${signal ?? code}); the next hops are resolved every ${this.#o.periodMs ?? 5000} ms only`));
+      if (this.#stopped) return;
+      this.#o.onError?.(new Error(`ip monitor exited (${signal ?? code}); every next hop is resolved again every ${periodMs} ms instead`));
+      clearInterval(this.#period);
+      this.#period = setInterval(() => this.#full(), periodMs);
+      this.#period.unref();
+      this.#full();
     });
-    this.#period = setInterval(() => this.changed(0), this.#o.periodMs ?? 5000);
+    // The hints of End.M.GTP4.E rules: one batch read, compared with the last.
+    this.#period = setInterval(() => this.#hintsTick(), periodMs);
     this.#period.unref();
+    this.changed(0);
+  }
+
+  #onMonitor(text: string): void {
+    const lines = (this.#lineBuf + text).split('\n');
+    this.#lineBuf = lines.pop()!;
+    let links = false;
+    for (const line of lines) {
+      const ev = parseMonitorLine(line);
+      if (ev === undefined) continue;
+      if (ev.kind === 'other') {
+        for (const p of ev.parts) this.#parts.add(p);
+        this.#allRanges = true;
+        if (ev.parts.includes('links')) links = true;
+      } else {
+        if (ev.kind === 'route') this.#parts.add(ev.family === 6 ? 'routes6' : 'routes4').add(ev.family === 4 ? 'routes4' : 'routes6');
+        else this.#parts.add('neigh');
+        if (this.#events.length < MAX_EVENTS) this.#events.push(ev);
+        else this.#allRanges = true;
+      }
+    }
+    if (links) this.linksChanged();
+    this.changed();
+  }
+
+  #hintsTick(): void {
+    try {
+      if (this.#nGtp4e === 0 || this.#cache === undefined || this.#cacheFor !== this.#o.dataplane() || this.#running !== undefined) return;
+      if (this.#hints === undefined || !this.#cache.hints().equals(this.#hints)) this.changed(0);
+    } catch (e) {
+      this.#o.onError?.(e as Error);
+    }
+  }
+
+  /** Everything again: every table read, every range resolved (the index is kept). */
+  #full(): void {
+    for (const p of KERNEL_PARTS) this.#parts.add(p);
+    this.#allRanges = true;
     this.changed(0);
   }
 
@@ -767,14 +1077,14 @@ export class NextHopWatcher {
     if (this.#stopped || this.#timer !== undefined) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
-      void this.resolveNow().catch((e: unknown) => this.#o.onError?.(e as Error));
+      void this.#kick().catch((e: unknown) => this.#o.onError?.(e as Error));
     }, delay);
   }
 
   /**
    * An interface may have been deleted or made again: send the rules whose
    * slot names a dead ifindex back to the FIB lookup now (synchronous, no
-   * `ip` run), and resolve again at once. Called on every monitor event here
+   * `ip` run), and resolve again at once. Called on every link event here
    * and by the daemon on its own link events, whichever comes first.
    */
   linksChanged(): void {
@@ -788,71 +1098,152 @@ export class NextHopWatcher {
         }
       });
       if (stale.length === 0) return;
-      // The tables of the last resolution name the old device: rules put
-      // through the API must not be pointed with them.
+      // The tables of the last read name the old device: nothing is
+      // resolved against them any more (rules put through the API wait for
+      // the next pass, which reads them all again).
       this.#k = undefined;
-      this.#fingerprint = '';
+      for (const e of this.#entries) if (e !== undefined) e.res = undefined;
       this.#o.onStale?.(stale);
-      if (this.#running !== undefined) this.#again = true;
-      else this.changed(0);
+      this.#full();
     } catch (e) {
       this.#o.onError?.(e as Error);
     }
   }
 
-  /** The rules changed (reload): resolve soon, even if the kernel's tables did not change. */
+  /** The rules changed wholesale (reload): index them again and resolve every range. */
   rulesChanged(): void {
-    this.#fingerprint = '';
+    this.#rebuild = true;
+    this.#allRanges = true;
     this.changed();
   }
 
+  /** Rule ids of the rules `c` deletes, as the tables hold them now (ask before applying `c`; give them to rulesPut after). */
+  deletedRules(c: RuleChanges): number[] {
+    const dp = this.#o.dataplane();
+    if (this.#stopped || dp === undefined) return [];
+    const ids: number[] = [];
+    for (const k of c.delPolicies ?? []) {
+      const r = 'match' in k ? dp.rules.policyRule(k.match, k.teid) : dp.rules.policyRule(k);
+      if (r !== undefined) ids.push(r);
+    }
+    for (const sid of c.delLocalSids ?? []) {
+      const r = dp.rules.localsidRule(sid);
+      if (r !== undefined) ids.push(r);
+    }
+    return ids;
+  }
+
   /**
-   * Rules put or deleted one at a time (the API): point just the rules put
-   * at their next hop, resolved against the kernel's tables of the last
-   * resolution, instead of resolving all 65,536 again (half a second of the
-   * event loop at that size, for every request). A deleted rule's id keeps its
-   * pointer until the next full resolution: no rule uses the id, and a rule
-   * that gets it again is pointed here; the data plane checks the slot's range
-   * against the rule's anyway. A route or neighbour change still resolves all.
-   * Also while a resolution runs (reading the kernel's tables, as every
-   * periodic check does): the rules are pointed here against the last
-   * tables, and that run skips its full pass if the tables are the same, or
-   * resolves every rule (these included) if not. Starting a full pass for
-   * every such change kept a client that sends changes one after another
-   * behind full passes of every rule (seconds each at 131,072 rules).
+   * Rules put or deleted one at a time (the API), after the tables took
+   * them: the rules put are resolved alone, against the kernel's tables as
+   * last read, and pointed at their next hop; the deleted ones (`gone`,
+   * from deletedRules) point nowhere. No other rule is looked at. During a
+   * pass that indexes the rules (start, reload) they wait for its end.
    */
-  rulesPut(c: { readonly putPolicies?: Config['policies']; readonly putLocalSids?: Config['localsids'] }): void {
+  rulesPut(c: RuleChanges, gone: readonly number[] = []): void {
     const dp = this.#o.dataplane();
     if (this.#stopped || dp === undefined) return;
-    if (this.#k === undefined || this.#cache === undefined || this.#cacheFor !== dp) {
-      this.rulesChanged();
+    if (this.#building || this.#k === undefined || this.#cache === undefined || this.#cacheFor !== dp || this.#ruleEntry.length === 0) {
+      this.#pendingPuts.push({ c, gone });
+      this.changed();
       return;
     }
+    const touched = this.#applyPuts(dp, c, gone);
     const ingress = this.#o.ingress();
+    const cache = this.#cache;
+    const slots = new Map<number, number>();
+    for (const r of touched) {
+      const idx = this.#ruleEntry[r]!;
+      const e = idx < 0 ? undefined : this.#entries[idx];
+      if (e === undefined) continue;
+      e.res ??= resolveOne(this.#k, e.range, ingress);
+      if (!slots.has(idx)) slots.set(idx, cache.slotFor(e.range, e.res));
+    }
+    cache.pointMany(touched, (r) => slots.get(this.#ruleEntry[r]!) ?? 0);
+    const n = touched.filter((r) => this.#ruleEntry[r]! >= 0).length;
+    this.totals.rules += n;
+    this.totals.apiRules += n;
+  }
+
+  /** Index the rules of `c` (and forget `gone`); the rule ids touched. */
+  #applyPuts(dp: Dataplane, c: RuleChanges, gone: readonly number[]): number[] {
+    const touched: number[] = [...gone];
+    for (const r of gone) this.#forget(r);
     for (const p of c.putPolicies ?? []) {
       const rule = dp.rules.policyRule(p.match, p.teid);
       if (rule === undefined) continue;
-      const range = policyRange(p);
-      this.#cache.point(rule, range, resolveOne(this.#k, range, ingress));
+      this.#setGtp4e(rule, false);
+      this.#assign(rule, policyRange(p));
+      touched.push(rule);
     }
     for (const l of c.putLocalSids ?? []) {
       const rule = dp.rules.localsidRule(l.sid);
-      const range = localSidRange(l);
       if (rule === undefined) continue;
-      if (range === undefined) this.#cache.point(rule, ANY_IPV4, { ok: false, reason: 'no range' });
-      else this.#cache.point(rule, range, resolveOne(this.#k, range, ingress));
+      this.#indexLocalSid(rule, l);
+      touched.push(rule);
     }
-    // The next check sees these rules as resolved, not as a reason to resolve all again.
-    this.#fpRules = this.#rulesPrint(dp);
+    return touched;
   }
 
-  /** Every table change moves the generation; a reload also clears the fingerprint (rulesChanged). */
-  #rulesPrint(dp: Dataplane): string {
-    return String(dp.rules.generation);
+  #indexLocalSid(rule: number, l: Config['localsids'][number]): void {
+    const range = localSidRange(l);
+    const any = range !== undefined && range.family === 4 && range.len === 0;
+    this.#setGtp4e(rule, any);
+    if (range === undefined) this.#forget(rule);
+    else if (any) {
+      const h = this.#hints !== undefined && 4 * rule + 4 <= this.#hints.length ? this.#hints.readUInt32LE(4 * rule) : 0;
+      this.#assign(rule, h === 0 ? ANY_IPV4 : nearRange(h));
+    } else this.#assign(rule, range);
   }
 
-  /** Read the kernel's tables, resolve, write; one at a time (a change during a run runs it again). */
+  #setGtp4e(rule: number, on: boolean): void {
+    if (rule >= this.#gtp4e.length || (this.#gtp4e[rule] === 1) === on) return;
+    this.#gtp4e[rule] = on ? 1 : 0;
+    this.#nGtp4e += on ? 1 : -1;
+  }
+
+  /** Rule `rule` uses `range` now: its entry (made if new, unresolved). */
+  #assign(rule: number, range: Range): number {
+    if (rule < 0 || rule >= this.#ruleEntry.length) return -1;
+    const key = keyOf(range);
+    let idx = this.#byKey.get(key);
+    if (idx === undefined) {
+      idx = this.#freeEntries.pop() ?? this.#entries.length;
+      this.#entries[idx] = { range, key, refs: 0, res: undefined, v4any: range.family === 4 && (range.len === 0 || range.near === true) };
+      this.#byKey.set(key, idx);
+    }
+    const old = this.#ruleEntry[rule]!;
+    if (old === idx) return idx;
+    if (old >= 0) this.#unref(old);
+    this.#entries[idx]!.refs++;
+    this.#ruleEntry[rule] = idx;
+    return idx;
+  }
+
+  #forget(rule: number): void {
+    if (rule < 0 || rule >= this.#ruleEntry.length) return;
+    const old = this.#ruleEntry[rule]!;
+    if (old >= 0) this.#unref(old);
+    this.#ruleEntry[rule] = -1;
+    this.#setGtp4e(rule, false);
+  }
+
+  #unref(idx: number): void {
+    const e = this.#entries[idx]!;
+    if (--e.refs > 0) return;
+    this.#byKey.delete(e.key);
+    this.#entries[idx] = undefined;
+    this.#freeEntries.push(idx);
+  }
+
+  /** Read the kernel's tables the changes name, resolve what they touch, write; one at a time (a change during a run runs it again). */
   async resolveNow(): Promise<void> {
+    for (const p of KERNEL_PARTS) this.#parts.add(p);
+    this.#allRanges = true;
+    return this.#kick();
+  }
+
+  #kick(): Promise<void> {
     if (this.#running !== undefined) {
       this.#again = true;
       return this.#running;
@@ -861,7 +1252,7 @@ export class NextHopWatcher {
       try {
         do {
           this.#again = false;
-          await this.#once();
+          await this.#pass();
         } while (this.#again && !this.#stopped);
       } finally {
         this.#running = undefined;
@@ -870,41 +1261,188 @@ export class NextHopWatcher {
     return this.#running;
   }
 
-  async #once(): Promise<void> {
+  /** A pass was cut short (the data plane changed under it): do it all again. */
+  #redo(): void {
+    this.#rebuild = true;
+    this.#allRanges = true;
+    this.#again = true;
+  }
+
+  /** Index every rule (start, reload, a new data plane), giving the loop back every sliceMs. False: cut short. */
+  async #index(dp: Dataplane, cache: NextHopCache): Promise<boolean> {
+    this.#building = true;
+    try {
+      const n = cache.rules;
+      this.#entries = [];
+      this.#freeEntries = [];
+      this.#byKey = new Map();
+      this.#ruleEntry = new Int32Array(n).fill(-1);
+      this.#gtp4e = new Uint8Array(n);
+      this.#nGtp4e = 0;
+      this.#hints = cache.hints();
+      const config = this.#o.config();
+      const slice = this.#o.sliceMs ?? 5;
+      let t = performance.now();
+      let i = 0;
+      const pause = async (): Promise<boolean> => {
+        if ((++i & 63) !== 0 || performance.now() - t < slice) return true;
+        await yieldLoop();
+        t = performance.now();
+        return !this.#stopped && this.#o.dataplane() === dp;
+      };
+      for (const p of config.policies) {
+        if (!(await pause())) return false;
+        const rule = dp.rules.policyRule(p.match, p.teid);
+        if (rule !== undefined) this.#assign(rule, policyRange(p));
+      }
+      for (const l of config.localsids) {
+        if (!(await pause())) return false;
+        const rule = dp.rules.localsidRule(l.sid);
+        if (rule !== undefined) this.#indexLocalSid(rule, l);
+      }
+      // API changes made while this ran, in their order.
+      for (const { c, gone } of this.#pendingPuts.splice(0)) this.#applyPuts(dp, c, gone);
+      return true;
+    } finally {
+      this.#building = false;
+    }
+  }
+
+  /** End.M.GTP4.E rules whose hint changed move to a range near it (unresolved: the pass resolves it). */
+  #checkHints(cache: NextHopCache): void {
+    if (this.#nGtp4e === 0) return;
+    const h = cache.hints();
+    const old = this.#hints;
+    this.#hints = h;
+    if (old !== undefined && h.equals(old)) return;
+    for (let r = 0; r < this.#gtp4e.length; r++) {
+      if (this.#gtp4e[r] !== 1) continue;
+      const v = h.readUInt32LE(4 * r);
+      if (old !== undefined && old.readUInt32LE(4 * r) === v) continue;
+      this.#assign(r, v === 0 ? ANY_IPV4 : nearRange(v));
+    }
+  }
+
+  async #pass(): Promise<void> {
     const t0 = performance.now();
-    const k = await readKernelState(this.#o.netns);
+    const parts = this.#parts;
+    const events = this.#events;
+    let all = this.#allRanges;
+    let rebuild = this.#rebuild;
+    this.#parts = new Set();
+    this.#events = [];
+    this.#allRanges = false;
+    this.#rebuild = false;
+    let k: KernelState;
+    try {
+      k = await readKernelState(this.#o.netns, parts, this.#k, this.#batch);
+    } catch (e) {
+      for (const p of parts) this.#parts.add(p);
+      this.#events.push(...events);
+      this.#allRanges ||= all;
+      this.#rebuild ||= rebuild;
+      throw e;
+    }
     if (this.#stopped) return;
-    // Synchronous from here: the data plane cannot change under the writes.
     const dp = this.#o.dataplane();
-    if (dp === undefined) return;
-    if (this.#cacheFor !== dp) {
-      this.#fingerprint = '';
+    if (dp === undefined) {
+      this.#redo();
+      this.#again = false;
+      return;
+    }
+    this.#k = k;
+    if (this.#cacheFor !== dp || this.#cache === undefined) {
       const s = dp.config.settings;
       this.#cache = new NextHopCache(dp.nexthop, s.maxPolicies + s.maxLocalSids);
       this.#cacheFor = dp;
+      rebuild = true;
     }
-    const config = this.#o.config();
-    const hints = this.#cache!.hintsDigest();
-    const fpRules = this.#rulesPrint(dp);
-    const fingerprint = `${hints} ${this.#o.ingress().join()}\n${k.text ?? Math.random()}`;
-    if (fingerprint === this.#fingerprint && fpRules === this.#fpRules && this.last !== undefined) {
-      // The same tables, rules and hints: the same answer (65,536 distinct ranges take about a second).
-      this.#cache!.renewLease(this.#o.leaseMs ?? 3000);
-      return;
+    const cache = this.#cache;
+    if (rebuild || this.#ruleEntry.length === 0) {
+      all = true;
+      if (!(await this.#index(dp, cache))) return this.#redo();
+    } else if (this.#pendingPuts.length > 0) {
+      for (const { c, gone } of this.#pendingPuts.splice(0)) this.#applyPuts(dp, c, gone);
     }
-    const assign = this.#cache!.withHints(ruleRanges(config, dp));
-    const resolved = resolveAll(k, assign, this.#o.ingress());
-    const summary = this.#cache!.update(assign, resolved);
-    this.#fingerprint = fingerprint;
-    this.#fpRules = fpRules;
-    this.#k = k;
+    this.#checkHints(cache);
+    // The ranges to resolve again.
+    const dirty: number[] = [];
+    const routes = events.filter((e) => e.kind === 'route');
+    const neighs = new Set(events.flatMap((e) => (e.kind === 'neigh' ? [e.key] : [])));
+    const v4 = events.some((e) => e.kind !== 'other' && e.family !== 6);
+    this.#entries.forEach((e, idx) => {
+      if (e === undefined) return;
+      const r = e.range;
+      const w = WIDTH[r.family];
+      if (
+        all ||
+        e.res === undefined ||
+        (e.v4any && v4) ||
+        (e.res.neigh !== undefined && neighs.has(e.res.neigh)) ||
+        routes.some((ev) => (ev.family === undefined || ev.family === r.family) && (ev.prefix === undefined || overlaps(ev.prefix, r, w)))
+      ) {
+        dirty.push(idx);
+      }
+    });
+    const ingress = this.#o.ingress();
+    const slice = this.#o.sliceMs ?? 5;
+    let t = performance.now();
+    const resolved = new Set<number>();
+    for (let i = 0; i < dirty.length; i++) {
+      if ((i & 15) === 15 && performance.now() - t >= slice) {
+        await yieldLoop();
+        t = performance.now();
+        if (this.#stopped) return;
+        if (this.#o.dataplane() !== dp || this.#k === undefined) return this.#redo();
+      }
+      const e = this.#entries[dirty[i]!];
+      if (e === undefined) continue;
+      e.res = resolveOne(this.#k, e.range, ingress);
+      resolved.add(dirty[i]!);
+    }
+    // Synchronous from here: the data plane cannot change under the writes.
+    // Per entry its slot (-1: not resolved in this pass): typed arrays, the loop below runs over every rule id.
+    const slotOf = new Int32Array(this.#entries.length).fill(-1);
+    for (const idx of resolved) {
+      const e = this.#entries[idx];
+      if (e !== undefined) slotOf[idx] = cache.slotFor(e.range, e.res);
+    }
+    const todo: number[] = [];
+    let n = 0;
+    const ruleEntry = this.#ruleEntry;
+    for (let r = 0; r < ruleEntry.length; r++) {
+      const idx = ruleEntry[r]!;
+      if (idx >= 0) {
+        if (idx < slotOf.length && slotOf[idx]! >= 0) {
+          todo.push(r);
+          n++;
+        }
+      } else if (all) todo.push(r);
+    }
+    const written = cache.pointMany(todo, (r) => {
+      const idx = ruleEntry[r]!;
+      return idx < 0 ? 0 : Math.max(0, slotOf[idx] ?? 0);
+    });
     // The tables were read before an interface was deleted or made again:
     // what was just written may name its old ifindex.
     this.linksChanged();
-    this.#cache!.renewLease(this.#o.leaseMs ?? 3000);
-    const ms = Math.round(performance.now() - t0);
-    this.last = { ...summary, ms, at: new Date().toISOString() };
-    this.#o.onResolved?.({ ...summary, ms });
+    cache.renewLease(this.#o.leaseMs ?? 3000);
+    const fib: Record<string, number> = {};
+    let cached = 0;
+    for (const e of this.#entries) {
+      if (e === undefined) continue;
+      if (e.res?.ok === true) cached += e.refs;
+      else {
+        const reason = e.res === undefined ? 'not resolved' : e.res.reason;
+        fib[reason] = (fib[reason] ?? 0) + e.refs;
+      }
+    }
+    this.totals.rules += n;
+    if (all) this.totals.fullPasses++;
+    else this.totals.incrementalPasses++;
+    const summary: PassSummary = { cached, fib, ranges: resolved.size, written, rules: n, full: all, ms: Math.round(performance.now() - t0) };
+    this.last = { ...summary, at: new Date().toISOString() };
+    this.#o.onResolved?.(summary);
   }
 
   /** Stop watching; the data plane goes back to the FIB lookup (lease 0). */
@@ -913,6 +1451,7 @@ export class NextHopWatcher {
     this.#stopped = true;
     for (const t of [this.#timer, this.#period, this.#lease]) if (t !== undefined) clearTimeout(t);
     this.#child?.kill('SIGKILL');
+    this.#batch?.close();
     try {
       if (this.#cache !== undefined && this.#cacheFor === this.#o.dataplane()) this.#cache.disable();
     } catch {
