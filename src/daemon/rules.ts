@@ -185,11 +185,12 @@ export function localSidJson(l: LocalSid): RuleJson {
   };
   const mtu = l.mtu === undefined ? {} : { mtu: l.mtu };
   const source = l.source === undefined ? {} : { source: formatIpv6(l.source) };
+  const advertise = l.advertise === undefined ? {} : { advertise: { prefixes: [...l.advertise.prefixes], lb: l.advertise.lb, ln: l.advertise.ln, fn: l.advertise.fn } };
   switch (behavior) {
     case 'end.m.gtp4.e':
-      return { ...head, src_prefix_len: l.srcPrefixLen, container: l.container, ttl: l.ttl, ...mtu };
+      return { ...head, src_prefix_len: l.srcPrefixLen, container: l.container, ttl: l.ttl, ...mtu, ...advertise };
     case 'end.m.gtp6.e':
-      return { ...head, ...source, container: l.container, hop_limit: l.ttl, ...mtu };
+      return { ...head, ...source, container: l.container, hop_limit: l.ttl, ...mtu, ...advertise };
     case 'end.m.gtp6.d':
     case 'end.m.gtp6.d.di':
       return {
