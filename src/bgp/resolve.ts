@@ -16,6 +16,7 @@ import { MAX_SID_PREFIX_LEN } from '../sid/mobile.js';
 import { formatIpv4, formatIpv6, formatIpv6Prefix, ipv4Prefix, ipv6Prefix, mask4, mask6 } from '../sid/addr.js';
 import type { Ipv4Addr, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
 import type { Policy, Session, SrhMode } from '../config/types.js';
+import { policyKey, sessionKey } from '../config/keys.js';
 import { formatAddr, type DsdRoute, type IsdRoute, type MupRoute, type RouteType, type Srv6Sid, type T1stRoute, type T2stRoute } from './routes.js';
 
 /** SRv6 endpoint behaviors (IANA "SRv6 Endpoint Behaviors"): what a DSD may carry, what an ISD may. */
@@ -203,7 +204,7 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
       hopLimit: pd.hopLimit,
       ...(pd.mtu === undefined ? {} : { mtu: pd.mtu }),
     };
-    const k = `${formatIpv4(endpoint)}/32${teid === undefined ? '' : ` ${teid.value}/${teid.len}`}`;
+    const k = policyKey(p);
     if (policies.has(k)) {
       from.get(`policy ${k}`)!.push(t.key, dsd.key);
       continue; // first by route key wins
@@ -245,12 +246,13 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
       hopLimit: sd.hopLimit,
       ...(sd.mtu === undefined ? {} : { mtu: sd.mtu }),
     };
-    if (sessions.has(ue)) {
-      from.get(`session ${ue}`)!.push(t.key, hit.r.key);
+    const sk = sessionKey(s);
+    if (sessions.has(sk)) {
+      from.get(`session ${sk}`)!.push(t.key, hit.r.key);
       continue;
     }
-    sessions.set(ue, s);
-    from.set(`session ${ue}`, [t.key, hit.r.key]);
+    sessions.set(sk, s);
+    from.set(`session ${sk}`, [t.key, hit.r.key]);
   }
   return { policies: [...policies.values()], sessions: [...sessions.values()], from, rejected, unresolved, filtered };
 }

@@ -213,14 +213,14 @@ export interface Io {
   err(s: string): void;
 }
 
-interface TargetOpts {
+export interface TargetOpts {
   instance: string;
   socket?: string;
   url?: string;
   tokenFile?: string;
 }
 
-function target(o: TargetOpts): Target {
+export function target(o: TargetOpts): Target {
   return {
     instance: o.instance,
     ...(o.socket === undefined ? {} : { socket: o.socket }),
@@ -230,7 +230,7 @@ function target(o: TargetOpts): Target {
 }
 
 /** The options every API client command takes (defaults from MUP_INSTANCE, MUP_SOCKET, MUP_URL, MUP_TOKEN_FILE). */
-function withTarget(c: Command): Command {
+export function withTarget(c: Command): Command {
   return c
     .addOption(new Option('--instance <name>', 'daemon instance (socket /run/mup/<name>.sock)').env('MUP_INSTANCE').default('default'))
     .addOption(new Option('--socket <path>', 'control socket of the daemon (overrides --instance)').env('MUP_SOCKET'))

@@ -15,6 +15,11 @@
  *   mup_program_info{id,tag}              1, the program the links run
  *   mup_config_reloads_total{result}
  *   mup_build_info{version,node,object_sha256}
+ *   mup_bgp_routes{type,state}            BGP MUP routes (with bgp:): received, installed, rejected, held, unresolved
+ *   mup_bgp_rejected_routes{reason}       routes not installed, by reason (docs/bgp.md)
+ *   mup_bgp_monitor_up                    1 while the sidecar's table is being read
+ *   mup_bgp_last_change_timestamp_seconds
+ *   mup_bgp_route_latency_seconds         histogram: route read from the sidecar -> map written
  * plus prom-client's process_* and nodejs_* metrics.
  */
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
@@ -193,5 +198,56 @@ export function createMetrics(d: Daemon, ruleLimit = DEFAULT_RULE_SERIES_LIMIT):
       this.set({ version: s.version, node: process.version, object_sha256: s.object.sha256 }, 1);
     },
   });
+  const bgp = d.bgp;
+  if (bgp !== undefined) {
+    reg.registerMetric(bgp.latency);
+    let snap: ReturnType<typeof bgp.snapshot> | undefined;
+    let snapAt = 0;
+    const get = (): ReturnType<typeof bgp.snapshot> => {
+      if (snap === undefined || Date.now() - snapAt > 100) {
+        snap = bgp.snapshot();
+        snapAt = Date.now();
+      }
+      return snap;
+    };
+    new Gauge({
+      name: 'mup_bgp_routes',
+      help: 'BGP MUP routes by type and state (received: live; held: withdrawn, in their hold-down)',
+      labelNames: ['type', 'state'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const [type, c] of Object.entries(get().routes)) for (const [state, n] of Object.entries(c)) this.set({ type, state }, n);
+      },
+    });
+    new Gauge({
+      name: 'mup_bgp_rejected_routes',
+      help: 'BGP MUP routes (or learned rules) not installed now, by reason',
+      labelNames: ['reason'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const [reason, n] of Object.entries(get().rejected)) this.set({ reason }, n);
+        this.set({ reason: 'malformed' }, get().malformed);
+      },
+    });
+    new Gauge({
+      name: 'mup_bgp_monitor_up',
+      help: '1 while the sidecar gobgpd table is being read',
+      registers: [reg],
+      collect() {
+        this.set(get().monitor.up ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'mup_bgp_last_change_timestamp_seconds',
+      help: 'When a BGP MUP route last changed (0: never)',
+      registers: [reg],
+      collect() {
+        const t = get().lastChange;
+        this.set(t === null ? 0 : Date.parse(t) / 1000);
+      },
+    });
+  }
   return reg;
 }
