@@ -102,6 +102,7 @@ describe.runIf(isRoot)('BGP MUP: learn from the sidecar gobgpd', () => {
   const speakers: GobgpdProcess[] = [];
   const dir = mkdtempSync(join(tmpdir(), 'mup-bgp-test-'));
   let ns = '';
+  let pins = '';
   const ctl = (args: string[]): Promise<string> => gobgp(CTL_API, args, { netns: ns });
 
   beforeAll(async () => {
@@ -124,6 +125,23 @@ describe.runIf(isRoot)('BGP MUP: learn from the sidecar gobgpd', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /** Run a GTP-U frame to 198.51.100.1 with this TEID through the pinned program; the verdict and the frame out. */
+  const runFrame = async (pins: string, teid: number): Promise<{ verdict: number; out: Buffer }> => {
+    const frameIn = join(dir, `in-${teid}.bin`);
+    const frameOut = join(dir, `out-${teid}.bin`);
+    await execa(PYTHON, [
+      '-c',
+      'import sys\nfrom scapy.all import Ether, IP, UDP, Raw\nfrom scapy.contrib.gtp import GTP_U_Header\n' +
+        'f = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")/IP(src="192.0.2.10", dst="198.51.100.1")/UDP(sport=2152, dport=2152)/' +
+        `GTP_U_Header(teid=${teid})/IP(src="10.60.0.1", dst="203.0.113.1")/UDP(sport=1000, dport=2000)/Raw(b"bgp-test")\n` +
+        'open(sys.argv[1], "wb").write(bytes(f))\n',
+      frameIn,
+    ]);
+    const run = await execa('bpftool', ['prog', 'run', 'pinned', join(pins, 'prog'), 'data_in', frameIn, 'data_out', frameOut]);
+    const m = /Return value: (\d+)/.exec(run.stdout + run.stderr);
+    return { verdict: Number(m?.[1] ?? -1), out: readFileSync(frameOut) };
+  };
+
   const policies = async (): Promise<Record<string, unknown>[]> => ((await d!.api('GET', '/v1/policies')).body as { policies: Record<string, unknown>[] }).policies;
 
   it('the sidecar TOML: first line is the gobgpd command, GR and both MUP families', () => {
@@ -140,20 +158,9 @@ describe.runIf(isRoot)('BGP MUP: learn from the sidecar gobgpd', () => {
     const p = await waitFor('the learned policy', 10_000, async () => (await policies()).find((x) => x['origin'] === 'bgp'), 100);
     expect(p).toMatchObject({ match: '198.51.100.1/32', teid: '0x12345678/32', sid: SID, src_prefix: '2001:db8:ff:2::/64', name: 'bgp:198.51.100.1:0x12345678' });
     // The real program on the real (pinned) tables, through BPF_PROG_TEST_RUN.
-    const pins = ((await d!.api('GET', '/v1/status')).body as { pins: string }).pins;
-    const frameIn = join(dir, 'in.bin');
-    const frameOut = join(dir, 'out.bin');
-    await execa(PYTHON, [
-      '-c',
-      'import sys\nfrom scapy.all import Ether, IP, UDP, Raw\nfrom scapy.contrib.gtp import GTP_U_Header\n' +
-        'f = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")/IP(src="192.0.2.10", dst="198.51.100.1")/UDP(sport=2152, dport=2152)/' +
-        'GTP_U_Header(teid=0x12345678)/IP(src="10.60.0.1", dst="203.0.113.1")/UDP(sport=1000, dport=2000)/Raw(b"bgp-test")\n' +
-        'open(sys.argv[1], "wb").write(bytes(f))\n',
-      frameIn,
-    ]);
-    const run = await execa('bpftool', ['prog', 'run', 'pinned', join(pins, 'prog'), 'data_in', frameIn, 'data_out', frameOut]);
-    expect(run.stdout + run.stderr).toMatch(/Return value: 3\b/); // XDP_TX (forwarding: tx)
-    const out = readFileSync(frameOut);
+    pins = ((await d!.api('GET', '/v1/status')).body as { pins: string }).pins;
+    const { verdict, out } = await runFrame(pins, 0x12345678);
+    expect(verdict).toBe(3); // XDP_TX (forwarding: tx)
     expect(out.readUInt16BE(12)).toBe(0x86dd);
     const da = out.subarray(14 + 24, 14 + 40).toString('hex');
     expect(da).toBe('20010db800d900010000000000000000');
@@ -194,5 +201,21 @@ describe.runIf(isRoot)('BGP MUP: learn from the sidecar gobgpd', () => {
     const gone = await waitFor('the policy gone', 10_000, async () => ((await policies()).some((x) => x['origin'] === 'bgp') ? undefined : Date.now()), 100);
     expect(held).toBe(true);
     expect(gone - t0).toBeGreaterThanOrEqual(900);
+  });
+
+  it('a daemon restart keeps the learned entries; one withdrawn meanwhile goes after the first table read and the hold-down', async () => {
+    const T2 = (teid: number): string[] => T2ST.map((a) => (a === String(0x12345678) ? String(teid) : a));
+    await ctl(['global', 'rib', 'add', ...T2(0x12345678)]);
+    await ctl(['global', 'rib', 'add', ...T2(2)]);
+    await waitFor('two learned policies', 10_000, async () => ((await policies()).filter((x) => x['origin'] === 'bgp').length === 2 ? true : undefined));
+    await d!.stop('SIGTERM');
+    await ctl(['global', 'rib', 'del', ...T2(2)]);
+    // No daemon: the pinned program and tables forward both, the withdrawn one too.
+    expect((await runFrame(pins, 2)).verdict).toBe(3);
+    await d!.start();
+    await waitFor('the sweep', 10_000, async () => (/not learned again are gone/.test(d!.log) ? true : undefined), 100);
+    expect((await runFrame(pins, 2)).verdict).not.toBe(3);
+    expect((await runFrame(pins, 0x12345678)).verdict).toBe(3);
+    expect((await policies()).filter((x) => x['origin'] === 'bgp').map((x) => x['name'])).toEqual(['bgp:198.51.100.1:0x12345678']);
   });
 });
