@@ -54,9 +54,10 @@ bgp:
   rt: "65000:100"
   hold_down: 1
   graceful_restart: 30
-  roles: [gw]
+  roles: [gw, pe]
   nexthop: 2001:db8:ff::2
   policy_defaults: {src_prefix: 2001:db8:ff:2::/64}
+  session_defaults: {src_prefix: 2001:db8:ff:9::/64, source: 198.51.100.1}
 localsids:
   - name: gtp4e
     sid: 2001:db8:a2::/56
@@ -191,6 +192,15 @@ describe.runIf(isRoot)('BGP MUP: learn from the sidecar gobgpd', () => {
     const metrics = (await d!.api('GET', '/metrics')).text;
     expect(metrics).toMatch(/mup_bgp_route_latency_seconds_count [1-9]/);
     expect(metrics).toMatch(/mup_bgp_routes\{type="t2st",state="installed"\} 1/);
+  });
+
+  it('PE role: ISD + T1ST at the controller -> a session with origin bgp, isd = the SID cut to LB+LN+FN', async () => {
+    await ctl(['global', 'rib', 'add', '-a', 'mup-ipv4', 'isd', '192.0.2.0/25', 'rd', '65000:7', 'prefix', '2001:db8:a1::/40', 'locator-node-length', '8', 'function-length', '8',
+      'behavior', 'ENDM_GTP4E', 'rt', '65000:100', 'nexthop', '2001:db8:ff::7']);
+    await ctl(['global', 'rib', 'add', '-a', 'mup-ipv4', 't1st', '10.60.0.1/32', 'rd', '65000:50', 'rt', '65000:100', 'teid', '2271560481', 'qfi', '9', 'endpoint', '192.0.2.10', 'nexthop', '10.255.0.1']);
+    const sessions = async (): Promise<Record<string, unknown>[]> => ((await d!.api('GET', '/v1/sessions')).body as { sessions: Record<string, unknown>[] }).sessions;
+    const x = await waitFor('the learned session', 10_000, async () => (await sessions()).find((y) => y['origin'] === 'bgp'), 100);
+    expect(x).toMatchObject({ name: 'bgp:10.60.0.1/32', ue: '10.60.0.1/32', teid: 2271560481, qfi: 9, endpoint: '192.0.2.10', source: '198.51.100.1', isd: '2001:db8:a1::/56', src_prefix: '2001:db8:ff:9::/64' });
   });
 
   it('a withdrawal keeps the policy for the hold-down, then it goes', async () => {
