@@ -63,7 +63,17 @@ export interface ResolveOptions {
   readonly pe: boolean;
   readonly policyDefaults?: PolicyDefaults;
   readonly sessionDefaults?: SessionDefaults;
+  /**
+   * Rules of the previous resolve, by the routes they came from: an
+   * unchanged rule is the same object again (the daemon then skips it
+   * without comparing; 10,000 learned rules, one change). Replaced by the
+   * rules of this resolve.
+   */
+  readonly memo?: ResolveMemo;
 }
+
+/** See ResolveOptions.memo: per route object (the learner keeps a route's object until it changes), the rule and what it was made from. */
+export type ResolveMemo = WeakMap<MupRoute, { readonly from: MupRoute; readonly rule: Policy | Session }>;
 
 export interface Resolved {
   readonly policies: Policy[];
@@ -177,6 +187,14 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
   for (const list of dsds.values()) list.sort(bySid);
 
   const from = new Map<string, string[]>();
+  // A rule is made of its ST route and the discovery route it resolved to (the defaults are fixed per memo).
+  const remember = <R extends Policy | Session>(st: MupRoute, disc: MupRoute, make: () => R): R => {
+    const m = o.memo?.get(st);
+    if (m !== undefined && m.from === disc) return m.rule as R;
+    const r = make();
+    o.memo?.set(st, { from: disc, rule: r });
+    return r;
+  };
   const policies = new Map<string, Policy>();
   const pd = o.policyDefaults;
   // Sorted by route key: duplicates (the same endpoint and TEID under two RDs) resolve the same way whatever the arrival order.
@@ -191,7 +209,7 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
     const endpoint = (t.endpoint as { addr: Ipv4Addr }).addr;
     const teid = t.teidLen === 0 ? undefined : { value: t.teidLen === 32 ? t.teid : (t.teid & ((0xffffffff << (32 - t.teidLen)) >>> 0)) >>> 0, len: t.teidLen };
     const sid = dsd.sid!.sid;
-    const p: Policy = {
+    const p: Policy = remember(t, dsd, () => ({
       where: `bgp ${t.key}`,
       name: policyName(endpoint, teid?.value ?? 0, t.teidLen),
       match: ipv4Prefix(endpoint, 32),
@@ -203,7 +221,7 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
       srh: pd.srh,
       hopLimit: pd.hopLimit,
       ...(pd.mtu === undefined ? {} : { mtu: pd.mtu }),
-    };
+    }));
     const k = policyKey(p);
     if (policies.has(k)) {
       from.get(`policy ${k}`)!.push(t.key, dsd.key);
@@ -230,7 +248,7 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
     if (sd === undefined) continue;
     const ue = formatAddr(t.prefix);
     const isd = ipv6Prefix(mask6(hit.r.sid!.sid, hit.len), hit.len);
-    const s: Session = {
+    const s: Session = remember(t, hit.r, () => ({
       where: `bgp ${t.key}`,
       name: sessionName(ue),
       ue: t.prefix.family === 4 ? { family: 4, prefix: t.prefix.prefix } : { family: 6, prefix: t.prefix.prefix },
@@ -245,7 +263,7 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
       srh: sd.srh,
       hopLimit: sd.hopLimit,
       ...(sd.mtu === undefined ? {} : { mtu: sd.mtu }),
-    };
+    }));
     const sk = sessionKey(s);
     if (sessions.has(sk)) {
       from.get(`session ${sk}`)!.push(t.key, hit.r.key);

@@ -9,7 +9,7 @@ import { Histogram } from 'prom-client';
 import { reconcileOwn, desiredRoutes } from '../bgp/advertise.js';
 import { gobgp, apiText, type GobgpApi } from '../bgp/gobgpd.js';
 import { Learner } from '../bgp/learner.js';
-import { resolve, REJECT_REASONS, type RejectReason, type Resolved } from '../bgp/resolve.js';
+import { resolve, REJECT_REASONS, type RejectReason, type Resolved, type ResolveMemo } from '../bgp/resolve.js';
 import { ROUTE_TYPES, type RouteType } from '../bgp/routes.js';
 import type { BgpConfig, LocalSid, Policy, Session } from '../config/types.js';
 import type { Logger } from './log.js';
@@ -63,6 +63,7 @@ export class BgpService {
     registers: [],
   });
   #resolved: Resolved | undefined;
+  readonly #memo: ResolveMemo = new WeakMap();
   #applied: LearnedApplied | undefined;
   #busy: Promise<void> = Promise.resolve();
   #dirtyAt: number | undefined;
@@ -144,6 +145,7 @@ export class BgpService {
     const roles = this.#bgp.roles;
     const r = resolve(this.#learner.routes(), {
       importRts: this.#bgp.importRts,
+      memo: this.#memo,
       gw: roles.includes('gw'),
       pe: roles.includes('pe'),
       ...(this.#bgp.policyDefaults === undefined ? {} : { policyDefaults: this.#bgp.policyDefaults }),

@@ -453,7 +453,8 @@ export class Daemon {
           }
           wanted.set(key, r);
           const old = have.get(key);
-          if (old === undefined || JSON.stringify(k.json(old)) !== JSON.stringify(k.json(r))) puts.push(r);
+          // The same object: unchanged (resolve's memo); else compare what the tables get.
+          if (old !== r && (old === undefined || JSON.stringify(k.json(old)) !== JSON.stringify(k.json(r)))) puts.push(r);
         }
         const dels = [...have.entries()].filter(([key]) => !wanted.has(key)).map(([, r]) => r);
         plan.push({ kind, puts, dels });

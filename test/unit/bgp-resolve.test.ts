@@ -203,3 +203,20 @@ describe('ISD split for advertising (gobgpd 3.10 drops received ISDs shorter tha
     expect(() => splitForIsd({ family: 4, addr: p.addr as never, len: 16 })).toThrow(/\/17 or longer/);
   });
 });
+
+describe('memo', () => {
+  it('an unchanged rule is the same object in the next resolve; a changed one is new', () => {
+    const memo = new WeakMap();
+    const t = t2st('198.51.100.1', 1, '10:10');
+    const t2 = t2st('198.51.100.1', 2, '10:10');
+    const d1 = dsd('65000:9', '2001:db8:d9:1::', '10:10');
+    const a = resolve([t, t2, d1], { ...opts, memo });
+    const d2 = dsd('65000:9', '2001:db8:d9:2::', '10:10'); // re-advertised: a new route object
+    const b = resolve([d2, t2, t], { ...opts, memo });
+    expect(b.policies[0]).not.toBe(a.policies[0]);
+    expect(formatIpv6(b.policies[0]!.sid!)).toBe('2001:db8:d9:2::');
+    const c = resolve([t, t2, d2], { ...opts, memo });
+    expect(c.policies[0]).toBe(b.policies[0]);
+    expect(c.policies[1]).toBe(b.policies[1]);
+  });
+});
