@@ -85,6 +85,8 @@ export interface Resolved {
   readonly unresolved: { readonly key: string; readonly type: RouteType; readonly why: string }[];
   /** Routes whose RTs do not intersect the import RTs. */
   readonly filtered: number;
+  /** The same, per route type. */
+  readonly filteredBy: Record<RouteType, number>;
 }
 
 function intersects(a: readonly string[], b: readonly string[]): boolean {
@@ -139,6 +141,7 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
   const rejected: Rejection[] = [];
   const unresolved: Resolved['unresolved'] = [];
   let filtered = 0;
+  const filteredBy: Record<RouteType, number> = { isd: 0, dsd: 0, t1st: 0, t2st: 0 };
   const isds: { r: IsdRoute; len: number }[] = [];
   const dsds = new Map<string, DsdRoute[]>();
   const t1sts: T1stRoute[] = [];
@@ -150,6 +153,7 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
     if (r.withdrawal) continue;
     if (o.importRts.length > 0 && !intersects(r.rts, o.importRts)) {
       filtered++;
+      filteredBy[r.type]++;
       continue;
     }
     switch (r.type) {
@@ -272,7 +276,7 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
     sessions.set(sk, s);
     from.set(`session ${sk}`, [t.key, hit.r.key]);
   }
-  return { policies: [...policies.values()], sessions: [...sessions.values()], from, rejected, unresolved, filtered };
+  return { policies: [...policies.values()], sessions: [...sessions.values()], from, rejected, unresolved, filtered, filteredBy };
 }
 
 /**

@@ -218,6 +218,7 @@ export class BgpService {
         rejected[x.reason]++;
       }
       for (const x of r.unresolved) routes[x.type].unresolved++;
+      for (const t of ROUTE_TYPES) routes[t].filtered = r.filteredBy[t];
       const installed = new Set<string>();
       for (const rule of this.#applied?.installed ?? []) for (const key of r.from.get(rule) ?? []) installed.add(key);
       for (const key of installed) {

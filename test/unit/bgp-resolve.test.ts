@@ -116,6 +116,7 @@ describe('gateway role: T2ST + DSD -> plain-SID policy', () => {
     const f = resolve([t2st('198.51.100.1', 5, '10:10', ['65000:300']), dsd('65000:9', '2001:db8:d9:1::', '10:10')], opts);
     expect(f.policies).toEqual([]);
     expect(f.filtered).toBe(1);
+    expect(f.filteredBy).toEqual({ isd: 0, dsd: 0, t1st: 0, t2st: 1 });
   });
 
   it('DSD withdrawn under live T2STs: their policies go, the T2STs wait again', () => {
