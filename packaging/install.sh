@@ -5,6 +5,7 @@
 #                           node_modules/ (the runtime dependencies only)
 #   $PREFIX/bin/mup         -> ../lib/srv6-mup/bin/mup.js
 #   $UNITDIR/mup@.service   the templated unit (paths filled in)
+#   $UNITDIR/mup-bgp@.service  the BGP MUP sidecar's unit (gobgpd; docs/bgp.md)
 #   $SYSCONFDIR/mup/example.yaml, $PREFIX/share/man/man1/mup.1.gz,
 #   $PREFIX/share/doc/srv6-mup/ (README, docs, example configs)
 # all under $DESTDIR. The layout inside lib/srv6-mup is the checkout's, so
@@ -68,6 +69,8 @@ ln -sfn ../lib/srv6-mup/bin/mup.js "$bin/mup"
 install -d "$DESTDIR$UNITDIR"
 sed -e "s|@BINDIR@|$PREFIX/bin|g" -e "s|@SYSCONFDIR@|$SYSCONFDIR|g" packaging/mup@.service.in > "$DESTDIR$UNITDIR/mup@.service"
 chmod 0644 "$DESTDIR$UNITDIR/mup@.service"
+sed -e "s|@BINDIR@|$PREFIX/bin|g" -e "s|@SYSCONFDIR@|$SYSCONFDIR|g" packaging/mup-bgp@.service.in > "$DESTDIR$UNITDIR/mup-bgp@.service"
+chmod 0644 "$DESTDIR$UNITDIR/mup-bgp@.service"
 
 install -d "$DESTDIR$SYSCONFDIR/mup"
 install -m 0644 config/daemon.example.yaml "$DESTDIR$SYSCONFDIR/mup/example.yaml"

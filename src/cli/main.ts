@@ -11,6 +11,7 @@ import type { Config } from '../config/types.js';
 import { BUILD_INFO, DEFAULT_OBJECT, PACKAGE_ROOT } from '../host/paths.js';
 import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../dataplane/replay.js';
 import { registerBench } from './bench.js';
+import { registerBgp } from './bgp.js';
 import { registerLab } from './lab.js';
 import { registerOps } from './ops.js';
 import { registerProbe } from './probe.js';
@@ -69,6 +70,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
   registerBench(program, io);
   registerProbe(program, io);
   registerLab(program, io);
+  registerBgp(program, io);
 
   program
     .command('replay')

@@ -27,7 +27,7 @@ export interface RuleField {
   readonly flag?: string;
   readonly help: string;
   /** string (default), int, bool (a switch), list (repeatable flag), or one of `choices`. */
-  readonly type?: 'string' | 'int' | 'bool' | 'list';
+  readonly type?: 'string' | 'int' | 'bool' | 'list' | 'json';
   readonly choices?: readonly string[];
   /** The value's placeholder in the help. */
   readonly arg?: string;
@@ -137,6 +137,7 @@ export const RULE_COMMANDS: Readonly<Record<RuleKind, RuleCommands>> = {
       { key: 'srh', arg: 'mode', help: 'gtp6.d, gtp6.d.di: SRH mode', choices: SRH_MODES },
       { key: 'hop_limit', arg: 'n', type: 'int', help: 'gtp6.*: outer IPv6 hop limit' },
       { key: 'mtu', arg: 'n', type: 'int', help: 'largest packet made (1280..65535); larger ones get ICMP errors' },
+      { key: 'advertise', arg: 'json', type: 'json', help: 'gtp4.e, gtp6.e: BGP MUP ISD routes, e.g. \'{"prefixes":["192.0.2.0/25"],"lb":40,"ln":8,"fn":8}\' (docs/bgp.md)' },
     ],
     examples: (op) =>
       `  mup sid ${op} --sid 2001:db8:2::/48 --src-prefix-len 64 --name gnb-n3\n` +
@@ -186,6 +187,15 @@ function fieldOption(f: RuleField): Option {
   if (f.choices !== undefined) o.choices(f.choices);
   if (f.type === 'int') o.argParser(int(flag));
   if (f.type === 'list') o.argParser((v: string, acc: string[] | undefined) => [...(acc ?? []), v]);
+  if (f.type === 'json') {
+    o.argParser((v: string) => {
+      try {
+        return JSON.parse(v) as unknown;
+      } catch (e) {
+        throw new InvalidArgumentError(`${flag}: not JSON (${(e as Error).message}); e.g. '{"prefixes":["192.0.2.0/25"],"lb":40,"ln":8,"fn":8}'`);
+      }
+    });
+  }
   return o;
 }
 
@@ -205,14 +215,14 @@ export interface Io {
   err(s: string): void;
 }
 
-interface TargetOpts {
+export interface TargetOpts {
   instance: string;
   socket?: string;
   url?: string;
   tokenFile?: string;
 }
 
-function target(o: TargetOpts): Target {
+export function target(o: TargetOpts): Target {
   return {
     instance: o.instance,
     ...(o.socket === undefined ? {} : { socket: o.socket }),
@@ -222,7 +232,7 @@ function target(o: TargetOpts): Target {
 }
 
 /** The options every API client command takes (defaults from MUP_INSTANCE, MUP_SOCKET, MUP_URL, MUP_TOKEN_FILE). */
-function withTarget(c: Command): Command {
+export function withTarget(c: Command): Command {
   return c
     .addOption(new Option('--instance <name>', 'daemon instance (socket /run/mup/<name>.sock)').env('MUP_INSTANCE').default('default'))
     .addOption(new Option('--socket <path>', 'control socket of the daemon (overrides --instance)').env('MUP_SOCKET'))

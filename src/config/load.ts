@@ -11,7 +11,7 @@
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
-import { AddressError, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
+import { AddressError, formatIpv4, formatIpv4Prefix, formatIpv6Prefix, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
 import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
 import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
 import { ipv6Prefix } from '../sid/addr.js';
@@ -20,8 +20,12 @@ import { localSidKey, parseTeidPrefix, policyKey, sessionKey } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
+  BgpConfig,
+  BgpDsd,
+  BgpRuleDefaults,
   Config,
   ContainerMode,
+  LocalSidAdvertise,
   DaemonSettings,
   ForwardingMode,
   InterfaceConfig,
@@ -61,7 +65,7 @@ const POLICY_BEHAVIORS = ['h.m.gtp4.d'] as const;
 
 const XDP_MODES: readonly XdpMode[] = ['native', 'generic'];
 
-const TOP_KEYS = ['settings', 'interfaces', 'daemon', 'policies', 'localsids', 'sessions'] as const;
+const TOP_KEYS = ['settings', 'interfaces', 'daemon', 'policies', 'localsids', 'sessions', 'bgp'] as const;
 const INTERFACE_KEYS = ['name', 'xdp'] as const;
 const DAEMON_KEYS = ['socket', 'socket_group', 'state_file', 'http', 'reload_max_delete_share', 'max_connections', 'stall_timeout', 'metrics'] as const;
 const METRICS_KEYS = ['per_rule'] as const;
@@ -75,12 +79,12 @@ const SESSION_KEYS = [
   'name', 'ue', 'teid', 'qfi', 'rqi', 'endpoint', 'source', 'isd', 'src_prefix', 'segments', 'srh', 'hop_limit', 'mtu',
 ] as const;
 const LOCALSID_KEYS = [
-  'name', 'sid', 'src_prefix_len', 'container', 'ttl', 'behavior', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu',
+  'name', 'sid', 'src_prefix_len', 'container', 'ttl', 'behavior', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu', 'advertise',
 ] as const;
 /** The keys each local SID behaviour takes (besides name and behavior). */
 const LOCALSID_KEYS_OF: Readonly<Record<LocalSidBehavior, readonly string[]>> = {
-  'end.m.gtp4.e': ['sid', 'src_prefix_len', 'container', 'ttl', 'mtu'],
-  'end.m.gtp6.e': ['sid', 'source', 'container', 'hop_limit', 'mtu'],
+  'end.m.gtp4.e': ['sid', 'src_prefix_len', 'container', 'ttl', 'mtu', 'advertise'],
+  'end.m.gtp6.e': ['sid', 'source', 'container', 'hop_limit', 'mtu', 'advertise'],
   'end.m.gtp6.d': ['sid', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu'],
   'end.m.gtp6.d.di': ['sid', 'source', 'sr_prefix', 'segments', 'srh', 'hop_limit', 'mtu'],
 };
@@ -147,8 +151,18 @@ export function parseConfig(text: string, file = '<inline>'): Config {
   checkLocalSids(src, localsids);
   const sessions = rawSessions.map((v, i) => readSession(src, ['sessions', i], v));
   checkSessions(src, sessions);
+  const bgp = root['bgp'] === null || root['bgp'] === undefined ? undefined : readBgp(src, ['bgp'], root['bgp']);
+  const advertised = localsids.findIndex((l) => l.advertise !== undefined);
+  if (advertised >= 0 && bgp?.nexthop === undefined) {
+    src.fail(
+      bgp === undefined ? ['localsids', advertised, 'advertise'] : ['bgp', 'nexthop'],
+      bgp === undefined
+        ? 'advertise needs a bgp section (the sidecar that advertises the ISD routes); add one or remove advertise'
+        : 'required when a local SID has advertise: the IPv6 next hop of our ISD routes (gobgp 3.10 takes only IPv6 there), e.g. 2001:db8:ff::2',
+    );
+  }
 
-  return { file, settings, interfaces, daemon, policies, localsids, sessions, warnings: src.warnings };
+  return { file, settings, interfaces, daemon, policies, localsids, sessions, ...(bgp === undefined ? {} : { bgp }), warnings: src.warnings };
 }
 
 /**
@@ -582,6 +596,7 @@ function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
   const container = optional(m, 'container', (x) => readEnum(src, at('container'), x, CONTAINER_MODES)) ?? 'always';
   const ttl = optional(m, 'ttl', (x) => readInt(src, at('ttl'), x, 1, 255)) ?? DEFAULT_TTL;
   const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 68, 65535, 'the translated packet is IPv4'));
+  const advertise = optional(m, 'advertise', (x) => readAdvertise(src, at('advertise'), x, 4, sid.len));
   return {
     ...(mtu === undefined ? {} : { mtu }),
     where: formatPath(path),
@@ -591,6 +606,7 @@ function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
     srcPrefixLen,
     container,
     ttl,
+    ...(advertise === undefined ? {} : { advertise }),
   };
 }
 
@@ -631,7 +647,8 @@ function readLocalSid6(
   };
   if (isE) {
     const container = optional(m, 'container', (x) => readEnum(src, at('container'), x, CONTAINER_MODES)) ?? 'always';
-    return { ...base, container };
+    const advertise = optional(m, 'advertise', (x) => readAdvertise(src, at('advertise'), x, 6, sid.len));
+    return { ...base, container, ...(advertise === undefined ? {} : { advertise }) };
   }
   const srPrefix = required(src, m, path, 'sr_prefix', `the IPv6 prefix of the last SID, length <= ${MAX_GTP6_SID_PREFIX_LEN}, e.g. 2001:db8:1::/64`, (x) =>
     readIpv6Prefix(src, at('sr_prefix'), x, MAX_GTP6_SID_PREFIX_LEN, SID6_LEN_WHY),
@@ -1027,4 +1044,181 @@ class Source {
 
 function start(node: unknown): number | undefined {
   return isNode(node) ? node.range?.[0] : undefined;
+}
+
+// ---------------------------------------------------------------------------
+// bgp: the BGP MUP control plane (docs/bgp.md)
+
+const BGP_KEYS = [
+  'asn', 'router_id', 'listen', 'api', 'neighbors', 'rd', 'rt', 'import_rt', 'hold_down', 'graceful_restart', 'roles',
+  'nexthop', 'policy_defaults', 'session_defaults', 'dsd',
+] as const;
+const BGP_NEIGHBOR_KEYS = ['address', 'port', 'asn'] as const;
+const BGP_DEFAULTS_KEYS = ['src_prefix', 'segments', 'srh', 'hop_limit', 'mtu'] as const;
+const BGP_DSD_KEYS = ['address', 'sid', 'behavior', 'segment_id', 'lb', 'ln', 'fn'] as const;
+const ADVERTISE_KEYS = ['prefixes', 'lb', 'ln', 'fn'] as const;
+/** Default bgp.hold_down (seconds) and bgp.graceful_restart (restart time, seconds). */
+export const DEFAULT_BGP_HOLD_DOWN = 5;
+export const DEFAULT_BGP_GRACEFUL_RESTART = 120;
+/** An advertised prefix is split into at most 2^8 ISDs of /25 (/121). */
+const MAX_ISD_SPLIT_BITS = 8;
+
+/**
+ * A route distinguisher or target as gobgpd 3.10 takes it: ASN:N with a
+ * 2-byte ASN (a 4-byte one is silently clamped to 65535 by 3.10), or
+ * IPv4:N with N < 65536.
+ */
+function readRdRt(src: Source, path: Path, v: unknown, what: string): string {
+  const s = readString(src, path, typeof v === 'number' ? String(v) : v, `a ${what} such as 65000:100 or 10.255.0.2:7`);
+  const m = /^(?:(\d+)|(\d+\.\d+\.\d+\.\d+)):(\d+)$/.exec(s);
+  const ok = m !== null && (m[1] !== undefined ? Number(m[1]) <= 65535 && Number(m[3]) <= 0xffffffff : Number(m[3]) <= 65535 && isIpv4(m[2]!));
+  if (!ok) {
+    src.fail(path, `${JSON.stringify(s)} is not a ${what} gobgpd 3.10 keeps; give ASN:N with a 2-byte ASN (0..65535, N < 2^32) or IPv4:N (N < 65536), e.g. 65000:100 (3.10 silently clamps 4-byte ASNs)`);
+  }
+  return s;
+}
+
+function isIpv4(s: string): boolean {
+  try {
+    parseIpv4(s, '');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function readHostPort(src: Source, path: Path, v: unknown, example: string): { host: string; port: number } {
+  const l = readListen(src, path, v);
+  if (!isIpv4(l.host) && !l.host.includes(':')) src.fail(path, `${JSON.stringify(l.host)} is not an IP address; give e.g. ${example}`);
+  return l;
+}
+
+function readSegmentId(src: Source, path: Path, v: unknown): string {
+  const s = readString(src, path, v, 'a MUP segment id A:B, e.g. "10:10"');
+  const m = /^(\d+):(\d+)$/.exec(s);
+  if (m === null || Number(m[1]) > 65535 || Number(m[2]) > 0xffffffff) src.fail(path, `${JSON.stringify(s)} is not a segment id A:B (A < 65536, B < 2^32), e.g. "10:10"`);
+  return s;
+}
+
+/** A local SID's `advertise:` (ISD routes): prefixes of its family, lb + ln + fn = the SID's length. */
+function readAdvertise(src: Source, path: Path, v: unknown, family: 4 | 6, sidLen: number): LocalSidAdvertise {
+  const m = readMapping(src, path, v, ADVERTISE_KEYS, 'in advertise');
+  const at = (key: string): Path => [...path, key];
+  const list = readList(src, at('prefixes'), m['prefixes'], `a list of ${family === 4 ? 'IPv4' : 'IPv6'} access (gNB) prefixes`);
+  if (list.length === 0) src.fail(at('prefixes'), `required: the ${family === 4 ? 'IPv4' : 'IPv6'} access (gNB) prefixes this SID serves, e.g. [192.0.2.0/25]`);
+  const prefixes = list.map((x, i) => {
+    const p = [...at('prefixes'), i];
+    const min = family === 4 ? 25 : 121;
+    const pf = family === 4 ? readIpv4Prefix(src, p, x) : readIpv6Prefix(src, p, x, 128, '');
+    if (min - pf.len > MAX_ISD_SPLIT_BITS) {
+      src.fail(p, `/${pf.len} would be advertised as ${2 ** (min - pf.len)} ISDs of /${min} (gobgpd 3.10 drops received ISDs shorter than /${min}); give /${min - MAX_ISD_SPLIT_BITS} or longer prefixes`);
+    }
+    return family === 4 ? formatIpv4Prefix(pf as Ipv4Prefix) : formatIpv6Prefix(pf as Ipv6Prefix);
+  });
+  const lb = required(src, m, path, 'lb', 'the locator block length (bits)', (x) => readInt(src, at('lb'), x, 0, 128));
+  const ln = required(src, m, path, 'ln', 'the locator node length (bits)', (x) => readInt(src, at('ln'), x, 0, 128));
+  const fn = required(src, m, path, 'fn', 'the function length (bits)', (x) => readInt(src, at('fn'), x, 0, 128));
+  if (lb + ln + fn !== sidLen) {
+    src.fail(path, `lb ${lb} + ln ${ln} + fn ${fn} = ${lb + ln + fn}, but the SID is /${sidLen}: the structure tells the PEs where the Args start, so lb + ln + fn must equal ${sidLen}`);
+  }
+  return { prefixes, lb, ln, fn };
+}
+
+function readBgpDefaults(src: Source, path: Path, v: unknown, extra: readonly string[]): { d: BgpRuleDefaults; m: Readonly<Record<string, unknown>> } {
+  const m = readMapping(src, path, v, [...BGP_DEFAULTS_KEYS, ...extra], `in ${formatPath(path)}`);
+  const at = (key: string): Path => [...path, key];
+  const srcPrefix = required(src, m, path, 'src_prefix', `the IPv6 source prefix (P <= ${MAX_SRC_PREFIX_LEN}), e.g. 2001:db8:ff:2::/64`, (x) =>
+    readIpv6Prefix(src, at('src_prefix'), x, MAX_SRC_PREFIX_LEN, SRC_LEN_WHY),
+  );
+  const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? [];
+  const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
+  const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
+  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the packet is IPv6'));
+  return { d: { srcPrefix, segments, srh, hopLimit, ...(mtu === undefined ? {} : { mtu }) }, m };
+}
+
+function readBgp(src: Source, path: Path, v: unknown): BgpConfig {
+  const m = readMapping(src, path, v, BGP_KEYS, 'in bgp');
+  const at = (key: string): Path => [...path, key];
+  const asn = required(src, m, path, 'asn', 'our AS number, e.g. 65000', (x) => readInt(src, at('asn'), x, 1, 4294967295));
+  const routerId = required(src, m, path, 'router_id', "the sidecar's BGP router id (an IPv4 address), e.g. 10.255.0.2", (x) =>
+    formatIpv4(readIpv4Address(src, at('router_id'), x)),
+  );
+  const listen = optional(m, 'listen', (x) => readHostPort(src, at('listen'), x, '0.0.0.0:179')) ?? { host: '0.0.0.0', port: 179 };
+  const api = required(src, m, path, 'api', "the sidecar gobgpd's gRPC API on loopback, e.g. 127.0.0.1:50051", (x) => readHostPort(src, at('api'), x, '127.0.0.1:50051'));
+  if (!isLoopbackHost(api.host)) src.fail(at('api'), `${formatListen(api)} is not a loopback address: the sidecar's API changes its routes and has no authentication; give 127.0.0.1:PORT`);
+  const neighbors = readList(src, at('neighbors'), m['neighbors'], 'a list of neighbors ({address, port, asn})').map((x, i) => {
+    const p: Path = [...at('neighbors'), i];
+    const n = readMapping(src, p, x, BGP_NEIGHBOR_KEYS, 'in a neighbor');
+    const address = required(src, n, p, 'address', 'the neighbor (route reflector) address', (y) => {
+      const s = readString(src, [...p, 'address'], y, 'an IP address');
+      if (!isIpv4(s) && !s.includes(':')) src.fail([...p, 'address'], `${JSON.stringify(s)} is not an IP address`);
+      return s;
+    });
+    const port = optional(n, 'port', (y) => readInt(src, [...p, 'port'], y, 1, 65535)) ?? 179;
+    const nasn = optional(n, 'asn', (y) => readInt(src, [...p, 'asn'], y, 1, 4294967295)) ?? asn;
+    return { address, port, asn: nasn };
+  });
+  const rd = required(src, m, path, 'rd', 'the route distinguisher of the routes we advertise, e.g. "65000:2"', (x) => readRdRt(src, at('rd'), x, 'route distinguisher'));
+  const rt = required(src, m, path, 'rt', 'the route target, e.g. "65000:100"', (x) => readRdRt(src, at('rt'), x, 'route target'));
+  const importRts = optional(m, 'import_rt', (x) => readList(src, at('import_rt'), x, 'a list of route targets').map((y, i) => readRdRt(src, [...at('import_rt'), i], y, 'route target'))) ?? [rt];
+  const seconds = (key: string, min: number, max: number) => (x: unknown): number => {
+    if (typeof x !== 'number' || !Number.isFinite(x) || x < min || x > max) src.fail(at(key), `expected seconds from ${min} to ${max}, got ${describe(x)}`);
+    return x;
+  };
+  const holdDown = optional(m, 'hold_down', seconds('hold_down', 0, 3600)) ?? DEFAULT_BGP_HOLD_DOWN;
+  const gracefulRestart = optional(m, 'graceful_restart', (x) => readInt(src, at('graceful_restart'), x, 1, 4095, 'the restart time field is 12 bits')) ?? DEFAULT_BGP_GRACEFUL_RESTART;
+  const roles = optional(m, 'roles', (x) => readList(src, at('roles'), x, 'a list of roles: gw, pe').map((y, i) => readEnum(src, [...at('roles'), i], y, ['gw', 'pe'] as const))) ?? ['gw'];
+  if (roles.length === 0) src.fail(at('roles'), 'give gw and/or pe');
+  const nexthop = optional(m, 'nexthop', (x) => readIpv6Address(src, at('nexthop'), x));
+  const policyDefaults = optional(m, 'policy_defaults', (x) => readBgpDefaults(src, at('policy_defaults'), x, []).d);
+  const sessionDefaults = optional(m, 'session_defaults', (x) => {
+    const { d, m: sm } = readBgpDefaults(src, at('session_defaults'), x, ['source']);
+    const source = required(src, sm, at('session_defaults'), 'source', "the UPF's N3 IPv4 address End.M.GTP4.E restores as the GTP-U source (3.10's T1ST carries none)", (y) =>
+      readIpv4Address(src, [...at('session_defaults'), 'source'], y),
+    );
+    return { ...d, source };
+  });
+  if (roles.includes('gw') && policyDefaults === undefined) {
+    src.fail(at('policy_defaults'), 'required with role gw: the src_prefix (and segments, srh) of the policies learned from T2ST+DSD routes, e.g. {src_prefix: 2001:db8:ff:2::/64}');
+  }
+  if (roles.includes('pe') && sessionDefaults === undefined) {
+    src.fail(at('session_defaults'), 'required with role pe: the src_prefix and source of the sessions learned from T1ST+ISD routes, e.g. {src_prefix: 2001:db8:ff:9::/64, source: 198.51.100.1}');
+  }
+  const dsd = readList(src, at('dsd'), m['dsd'], 'a list of DSD routes to advertise ({sid, behavior, segment_id, lb, ln, fn})').map((x, i): BgpDsd => {
+    const p: Path = [...at('dsd'), i];
+    const d = readMapping(src, p, x, BGP_DSD_KEYS, 'in a dsd entry');
+    const a = (key: string): Path => [...p, key];
+    const address = optional(d, 'address', (y) => {
+      const s = readString(src, a('address'), y, 'an IP address');
+      if (!isIpv4(s) && !s.includes(':')) src.fail(a('address'), `${JSON.stringify(s)} is not an IP address`);
+      return s;
+    }) ?? routerId;
+    const sid = required(src, d, p, 'sid', "the PE's End.DT4/DT6/DT46 SID, e.g. 2001:db8:d9:1::", (y) => readIpv6Address(src, a('sid'), y));
+    const behavior = required(src, d, p, 'behavior', 'end.dt4, end.dt6 or end.dt46', (y) => readEnum(src, a('behavior'), y, ['end.dt4', 'end.dt6', 'end.dt46'] as const));
+    const segmentId = required(src, d, p, 'segment_id', 'the MUP segment id (extended community) the T2STs name, e.g. "10:10"', (y) => readSegmentId(src, a('segment_id'), y));
+    const lb = required(src, d, p, 'lb', 'the locator block length (bits)', (y) => readInt(src, a('lb'), y, 1, 128));
+    const ln = optional(d, 'ln', (y) => readInt(src, a('ln'), y, 0, 128)) ?? 0;
+    const fn = optional(d, 'fn', (y) => readInt(src, a('fn'), y, 0, 128)) ?? 0;
+    if (lb + ln + fn > 128) src.fail(p, `lb ${lb} + ln ${ln} + fn ${fn} > 128`);
+    return { where: formatPath(p), address, sid, behavior, segmentId, lb, ln, fn };
+  });
+  if (dsd.length > 0 && nexthop === undefined) src.fail(at('nexthop'), 'required with dsd: the IPv6 next hop of the routes we advertise (gobgp 3.10 takes only IPv6 for ISD/DSD), e.g. 2001:db8:ff::2');
+  return {
+    asn,
+    routerId,
+    listen,
+    api,
+    neighbors,
+    rd,
+    rt,
+    importRts,
+    holdDown,
+    gracefulRestart,
+    roles,
+    ...(nexthop === undefined ? {} : { nexthop }),
+    ...(policyDefaults === undefined ? {} : { policyDefaults }),
+    ...(sessionDefaults === undefined ? {} : { sessionDefaults }),
+    dsd,
+  };
 }

@@ -80,6 +80,17 @@ export interface LocalSid {
   readonly srh?: SrhMode;
   /** Largest translated packet; larger ones get ICMPv6 Packet Too Big. Absent = not checked. */
   readonly mtu?: number;
+  /** GTP4.E / GTP6.E: advertised as BGP MUP ISD routes (docs/bgp.md); lb + ln + fn = the SID's length. */
+  readonly advertise?: LocalSidAdvertise;
+}
+
+/** The access prefixes a local SID serves, and its SID structure, for its ISD routes. */
+export interface LocalSidAdvertise {
+  /** As configured; the ISDs are these split to /25 (IPv4) or /121 (IPv6) (gobgpd 3.10). */
+  readonly prefixes: readonly string[];
+  readonly lb: number;
+  readonly ln: number;
+  readonly fn: number;
 }
 
 /**
@@ -167,6 +178,53 @@ export interface DaemonSettings {
 /** Per-rule Prometheus series: none (default), every rule, or the N rules with the most packets. */
 export type PerRuleSeries = 'off' | 'all' | { readonly top: number };
 
+/** Defaults of the rules learned from BGP (MUP routes carry no source prefix or transit segments). */
+export interface BgpRuleDefaults {
+  readonly srcPrefix: Ipv6Prefix;
+  readonly segments: readonly Ipv6Addr[];
+  readonly srh: SrhMode;
+  readonly hopLimit: number;
+  readonly mtu?: number;
+}
+
+/** A DSD route the PE advertises for one of its End.DT4/DT6/DT46 SIDs. */
+export interface BgpDsd {
+  readonly where: string;
+  /** The DSD's address (the PE's); default router_id. */
+  readonly address: string;
+  readonly sid: Ipv6Addr;
+  readonly behavior: 'end.dt4' | 'end.dt6' | 'end.dt46';
+  /** The MUP extended community, "A:B" (A 16 bits, B 32 bits). */
+  readonly segmentId: string;
+  readonly lb: number;
+  readonly ln: number;
+  readonly fn: number;
+}
+
+/** `bgp:` (docs/bgp.md): the sidecar gobgpd, what is learned and what is advertised. */
+export interface BgpConfig {
+  readonly asn: number;
+  readonly routerId: string;
+  /** Where the sidecar speaks BGP; default 0.0.0.0:179. */
+  readonly listen: { readonly host: string; readonly port: number };
+  /** The sidecar's gRPC API, loopback only. */
+  readonly api: { readonly host: string; readonly port: number };
+  readonly neighbors: readonly { readonly address: string; readonly port: number; readonly asn: number }[];
+  readonly rd: string;
+  readonly rt: string;
+  readonly importRts: readonly string[];
+  /** Seconds a withdrawn route stays in the data plane (cancelled by a re-advertisement); default 5. */
+  readonly holdDown: number;
+  /** Graceful restart time, seconds; default 120. */
+  readonly gracefulRestart: number;
+  readonly roles: readonly ('gw' | 'pe')[];
+  /** IPv6 next hop of the ISD/DSD routes we advertise (gobgp 3.10 takes only IPv6 there). */
+  readonly nexthop?: Ipv6Addr;
+  readonly policyDefaults?: BgpRuleDefaults;
+  readonly sessionDefaults?: BgpRuleDefaults & { readonly source: Ipv4Addr };
+  readonly dsd: readonly BgpDsd[];
+}
+
 export interface Config {
   /** File the config came from, or "<inline>". */
   readonly file: string;
@@ -178,6 +236,8 @@ export interface Config {
   readonly localsids: readonly LocalSid[];
   /** PE downlink sessions; absent = none. */
   readonly sessions?: readonly Session[];
+  /** BGP MUP (docs/bgp.md); absent = none. */
+  readonly bgp?: BgpConfig;
   /**
    * Things the loader accepted but changed or finds suspicious (e.g. host bits
    * masked off a prefix). Set by load.ts; callers should print them.

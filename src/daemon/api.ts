@@ -14,6 +14,7 @@
  *   GET    /v1/probe                       POST /v1/probe       (latency probe on/off: src/dataplane/probe-control.ts)
  *   POST   /v1/batch                       (many changes, all or nothing: src/daemon/batch.ts)
  *   GET    /v1/health                      (200 ok / 503 degraded: src/daemon/health.ts)
+ *   GET    /v1/bgp                         (BGP MUP status: src/daemon/bgp.ts; 404 without a bgp section)
  *   GET    /metrics                        (Prometheus text format)
  *
  * Errors, one shape: {"error": "<message>", "code": "<machine-readable>",
@@ -74,6 +75,7 @@ export const ERROR_CODES = {
   too_many_connections: 'the listener is at daemon.max_connections; retry (503)',
   internal: 'a bug or an unexpected system error; see the daemon log (500)',
   bad_cursor: 'a list page asked with an `after` cursor this daemon did not hand out, or for another list (400)',
+  learned: 'the rule (its key) was learned from BGP: the config and the API cannot overwrite or delete it (409; docs/bgp.md)',
 } as const;
 export type ErrorCode = keyof typeof ERROR_CODES;
 
@@ -524,6 +526,11 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     if (path === '/v1/status') {
       if (method !== 'GET') allow(['GET']);
       return send(res, 200, d.status());
+    }
+    if (path === '/v1/bgp') {
+      if (method !== 'GET') allow(['GET']);
+      if (d.bgp === undefined) throw new HttpError(404, 'BGP is not configured: the config has no bgp section (docs/bgp.md)', 'not_found');
+      return send(res, 200, await d.bgp.status());
     }
     if (path === '/v1/health') {
       if (method !== 'GET') allow(['GET']);

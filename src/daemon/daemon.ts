@@ -63,7 +63,9 @@ import {
   type RuleJson,
   type RuleKind,
 } from './rules.js';
+import { canonicalKey as canonicalKeyOf } from './rules.js';
 import { planBatch, type BatchResult } from './batch.js';
+import { BgpService, type LearnedApplied } from './bgp.js';
 
 export interface DaemonOptions {
   readonly configPath: string;
@@ -202,6 +204,10 @@ export class Daemon {
   readonly reloads = { ok: 0, failed: 0 };
   /** The event loop's delay, for status and metrics. */
   readonly loop = new LoopMonitor();
+  /** BGP MUP (config bgp:), src/daemon/bgp.ts. */
+  #bgp: BgpService | undefined;
+  /** The first table was read and the entries of an earlier run not learned again are gone. */
+  #bgpSwept = false;
 
   constructor(o: DaemonOptions) {
     this.#o = o;
@@ -375,7 +381,7 @@ export class Daemon {
     this.#objectSha = sha256(readFileSync(this.objectPath));
     const hadPins = this.pins.links().length > 0 || this.pins.hasMaps();
     const t2 = performance.now();
-    const dp = this.#load(this.#rules.effective(), o.replaceTables === true);
+    const dp = this.#load(this.#rules.effective(), o.replaceTables === true, config.bgp !== undefined);
     this.#dp = dp;
     this.#timings.load = Math.round(performance.now() - t2);
     const t3 = performance.now();
@@ -415,6 +421,104 @@ export class Daemon {
     this.loop.start();
     this.#nexthops();
     this.#watchLinks();
+    this.#startBgp();
+  }
+
+  /** The BGP service, when the config has a bgp section. */
+  get bgp(): BgpService | undefined {
+    return this.#bgp;
+  }
+
+  #startBgp(): void {
+    const bgp = this.config.bgp;
+    if (bgp === undefined) return;
+    this.#bgp = new BgpService(bgp, {
+      log: this.#log,
+      applyLearned: (p, s) => this.applyLearned(p, s),
+      sweep: () => this.#sweepUnlisted(),
+      localsids: () => this.#rules.localsids.values(),
+    });
+    this.#bgp.start();
+    this.#log.info({ api: `${bgp.api.host}:${bgp.api.port}`, roles: bgp.roles, holdDown: bgp.holdDown }, 'BGP: learning from the sidecar gobgpd');
+  }
+
+  /**
+   * Make the learned rules these (origin "bgp"): one table write for all
+   * changes; if the tables refuse it (full), rule by rule, each whole or not
+   * at all. A learned rule whose key or name a config/API rule holds is not
+   * installed (docs/bgp.md "Precedence").
+   */
+  applyLearned(policies: readonly Policy[], sessions: readonly Session[]): Promise<LearnedApplied> {
+    return this.#serial.run(() => {
+      const t = this.dataplane.rules;
+      const refused: { rule: string; reason: 'conflict' | 'table'; why: string }[] = [];
+      const plan: { kind: RuleKind; puts: Rule[]; dels: Rule[] }[] = [];
+      for (const [kind, want] of [['policy', policies], ['session', sessions]] as const) {
+        const k = RULE_KINDS[kind];
+        const have = this.#rules.learned(kind);
+        const wanted = new Map<string, Rule>();
+        const puts: Rule[] = [];
+        for (const r of want) {
+          const key = k.key(r);
+          const why = this.#rules.learnedConflict(kind, r);
+          if (why !== undefined) {
+            refused.push({ rule: `${kind} ${key}`, reason: 'conflict', why });
+            continue;
+          }
+          wanted.set(key, r);
+          const old = have.get(key);
+          // The same object: unchanged (resolve's memo); else compare what the tables get.
+          if (old !== r && (old === undefined || JSON.stringify(k.json(old)) !== JSON.stringify(k.json(r)))) puts.push(r);
+        }
+        const dels = [...have.entries()].filter(([key]) => !wanted.has(key)).map(([, r]) => r);
+        plan.push({ kind, puts, dels });
+      }
+      const merged: Changes = Object.assign({}, ...plan.flatMap((x) => [RULE_KINDS[x.kind].put(x.puts), RULE_KINDS[x.kind].del(x.dels)]));
+      let changed = 0;
+      const done = (kind: RuleKind, r: Rule, put: boolean): void => {
+        const key = RULE_KINDS[kind].key(r);
+        this.#rules.setLearned(kind, key, put ? r : undefined);
+        changed++;
+      };
+      try {
+        this.#tables(t, merged);
+        for (const x of plan) {
+          for (const r of x.dels) done(x.kind, r, false);
+          for (const r of x.puts) done(x.kind, r, true);
+        }
+      } catch (e) {
+        // One by one: what fits goes in, what does not is refused whole.
+        for (const x of plan) {
+          const k = RULE_KINDS[x.kind];
+          for (const r of x.dels) {
+            this.#tables(t, k.del([r]));
+            done(x.kind, r, false);
+          }
+          for (const r of x.puts) {
+            try {
+              this.#tables(t, k.put([r]));
+              done(x.kind, r, true);
+            } catch (e2) {
+              refused.push({ rule: `${x.kind} ${k.key(r)}`, reason: 'table', why: (e2 as Error).message });
+            }
+          }
+        }
+        this.#log.warn({ error: (e as Error).message }, 'BGP: the learned rules did not fit in one write; applied one by one');
+      }
+      const installed = new Set<string>();
+      for (const kind of ['policy', 'session'] as const) for (const key of this.#rules.learned(kind).keys()) installed.add(`${kind} ${key}`);
+      if (changed > 0) this.#log.info({ changed, policies: this.#rules.learned('policy').size, sessions: this.#rules.learned('session').size }, 'BGP: learned rules applied');
+      return { installed, refused, changed };
+    });
+  }
+
+  /** Delete the table entries no rule lists (left by an earlier run, not learned again). */
+  #sweepUnlisted(): Promise<number> {
+    return this.#serial.run(() => {
+      const r = this.dataplane.sync(this.#rules.effective());
+      this.#bgpSwept = true;
+      return r.deleted;
+    });
   }
 
   /**
@@ -550,14 +654,14 @@ export class Daemon {
   }
 
   /** Load the object with the pinned tables (unless fresh), pin what is new. */
-  #load(config: Config, fresh: boolean): Dataplane {
+  #load(config: Config, fresh: boolean, keepUnlisted = false): Dataplane {
     let reuse: Record<MapPin, number> | undefined;
     if (!fresh) reuse = this.pins.openMaps();
     try {
       const dp = openDataplane({
         object: this.objectPath,
         config,
-        ...(reuse === undefined ? {} : { reuse }),
+        ...(reuse === undefined ? {} : { reuse, keepUnlisted }),
       });
       if (reuse === undefined) {
         this.pins.pinMaps({ policies: dp.maps.policies, localsids: dp.maps.localsids, counters: dp.maps.counters });
@@ -686,6 +790,7 @@ export class Daemon {
     } catch (e) {
       throw new RuleError(`reload refused: the config file with the API changes on top does not hold together: ${(e as Error).message}. Nothing was changed`, 409);
     }
+    rules.adoptLearned(this.#rules);
     const old = this.dataplane;
     const s = old.config.settings;
     if (config.settings.maxPolicies !== s.maxPolicies || config.settings.maxLocalSids !== s.maxLocalSids) {
@@ -740,7 +845,10 @@ export class Daemon {
       old.close();
       this.#log.info({ object: this.objectPath, sha256: objectSha }, 'new program swapped in on every interface');
     } else {
-      result = old.sync(rules.effective());
+      result = old.sync(rules.effective(), { keep: this.config.bgp !== undefined && !this.#bgpSwept });
+    }
+    if (JSON.stringify(config.bgp ?? null, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) !== JSON.stringify(this.config.bgp ?? null, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))) {
+      this.#log.warn({ file: config.file }, 'the bgp section changed: that takes effect at the next restart (advertised local SIDs are updated now)');
     }
     ifaces ??= this.#attachAll(config);
     this.#rules = rules;
@@ -751,6 +859,7 @@ export class Daemon {
     this.#tidyState('reload');
     releaseMemory();
     this.#nexthops();
+    this.#bgp?.readvertise();
     return {
       ...result,
       configChanged,
@@ -781,7 +890,7 @@ export class Daemon {
       rules: [...this.#rules.rules(k.kind).entries()].map(([key, r]) => ({
         key,
         json: k.json(r),
-        origin: this.#rules.source(k.kind, key),
+        origin: this.#rules.source(k.kind, key) as 'config' | 'api',
         // The file's own entry, when the running rule is it unchanged.
         fileIndex: this.#rules.source(k.kind, key) === 'config' ? this.#fileIndex(k.kind, key) : undefined,
         replacesIndex: this.#rules.source(k.kind, key) === 'api' ? this.#fileIndex(k.kind, key) : undefined,
@@ -833,6 +942,7 @@ export class Daemon {
       const yaml = runningConfigYaml(this.#configText, this.#runningRules(), { origins: false });
       const config = parseConfig(yaml, file);
       const next = new RuleSet(config, emptyOverlay());
+      next.adoptLearned(this.#rules);
       // What the file says now must be what runs: else nothing is written.
       if (ruleSetDiff(this.#rules, next).length > 0) {
         throw new Error(`the saved config would not give the running rules (${ruleSetDiff(this.#rules, next).slice(0, 3).join('; ')}); nothing was saved`);
@@ -945,12 +1055,13 @@ export class Daemon {
   // Rules through the API
 
   listRules(kind: RuleKind): ListedRule[] {
-    return [...this.#rules.rules(kind).values()].map((r) => this.listedRule(kind, r));
+    return [...this.ruleMap(kind).values()].map((r) => this.listedRule(kind, r));
   }
 
-  /** The rules of one kind, by key, as they are now (a live view: the API pages and streams from it). */
+  /** The rules of one kind, by key, as they are now, the learned ones (BGP) after the others (a live view: the API pages and streams from it). */
   ruleMap(kind: RuleKind): ReadonlyMap<string, Rule> {
-    return this.#rules.rules(kind);
+    const learned = this.#rules.learned(kind);
+    return learned.size === 0 ? this.#rules.rules(kind) : new UnionMap(this.#rules.rules(kind), learned);
   }
 
   /** One rule as GET /v1/policies (...) lists it: its config keys, where it came from, its counter slot. */
@@ -1029,6 +1140,10 @@ export class Daemon {
         throw new RuleError((e as Error).message, 400);
       }
       if (key === undefined) {
+        const learned = by.key === undefined ? undefined : this.#rules.learned(kind).has(canonicalKeyOf(kind, by.key)) ? by.key : undefined;
+        if (learned !== undefined || (by.name !== undefined && [...this.#rules.learned(kind).values()].some((r) => r.name === by.name))) {
+          throw new RuleError(`that ${k.label} was learned from BGP; the API cannot delete it: withdraw its route (docs/bgp.md "Precedence")`, 409, 'learned');
+        }
         const by2 = by.name !== undefined ? `named ${JSON.stringify(by.name)}` : `with ${k.keyName} ${by.key ?? ''}`;
         throw new RuleError(`no ${k.label} ${by2}; list them with mup ${k.cliVerb} list`, 404);
       }
@@ -1206,6 +1321,7 @@ export class Daemon {
     // The cache's lease ends now: the running program goes back to the FIB lookup.
     this.#nh?.stop();
     this.loop.stop();
+    this.#bgp?.stop();
     clearInterval(this.#linkTimer);
     this.#linkMonitor?.kill('SIGKILL');
     if (this.#o.detachOnExit === true) {
@@ -1223,7 +1339,42 @@ export class Daemon {
 }
 
 /** A rule as the API lists it. */
-export type ListedRule = RuleJson & { origin: 'config' | 'api'; rule: number | null };
+export type ListedRule = RuleJson & { origin: 'config' | 'api' | 'bgp'; rule: number | null };
+
+/** Two maps with no key in common, read as one (the first's entries, then the second's). */
+class UnionMap<K, V> implements ReadonlyMap<K, V> {
+  constructor(
+    readonly a: ReadonlyMap<K, V>,
+    readonly b: ReadonlyMap<K, V>,
+  ) {}
+  get size(): number {
+    return this.a.size + this.b.size;
+  }
+  get(k: K): V | undefined {
+    return this.a.get(k) ?? this.b.get(k);
+  }
+  has(k: K): boolean {
+    return this.a.has(k) || this.b.has(k);
+  }
+  *entries(): MapIterator<[K, V]> {
+    yield* this.a.entries();
+    yield* this.b.entries();
+  }
+  *keys(): MapIterator<K> {
+    yield* this.a.keys();
+    yield* this.b.keys();
+  }
+  *values(): MapIterator<V> {
+    yield* this.a.values();
+    yield* this.b.values();
+  }
+  [Symbol.iterator](): MapIterator<[K, V]> {
+    return this.entries();
+  }
+  forEach(f: (v: V, k: K, m: ReadonlyMap<K, V>) => void): void {
+    for (const [k, v] of this.entries()) f(v, k, this);
+  }
+}
 
 /** Bytes of per-rule counter state, for sizing notes. */
 export const RULE_COUNTER_BYTES = LAYOUTS.mup_counter.size;

@@ -18,6 +18,11 @@
  *   mup_event_loop_delay_seconds{quantile}   the loop's delay since the last scrape (0.5, 0.99, 1 = max)
  *   mup_nexthop_rules_resolved_total      rules whose next hop was resolved again (forwarding fib)
  *   mup_nexthop_passes_total{kind}        next-hop resolution passes, full or incremental
+ *   mup_bgp_routes{type,state}            BGP MUP routes (with bgp:): received, installed, rejected, held, unresolved
+ *   mup_bgp_rejected_routes{reason}       routes not installed, by reason (docs/bgp.md)
+ *   mup_bgp_monitor_up                    1 while the sidecar's table is being read
+ *   mup_bgp_last_change_timestamp_seconds
+ *   mup_bgp_route_latency_seconds         histogram: route read from the sidecar -> map written
  * plus prom-client's process_* and nodejs_* metrics.
  *
  * A scrape takes ONE counter snapshot (one read of the counter map) and one
@@ -289,5 +294,56 @@ export function createMetrics(d: Daemon, o: MetricsOptions = {}): Registry {
       this.inc({ kind: 'incremental' }, t?.incrementalPasses ?? 0);
     },
   });
+  const bgp = d.bgp;
+  if (bgp !== undefined) {
+    reg.registerMetric(bgp.latency);
+    let snap: ReturnType<typeof bgp.snapshot> | undefined;
+    let snapAt = 0;
+    const get = (): ReturnType<typeof bgp.snapshot> => {
+      if (snap === undefined || Date.now() - snapAt > 100) {
+        snap = bgp.snapshot();
+        snapAt = Date.now();
+      }
+      return snap;
+    };
+    new Gauge({
+      name: 'mup_bgp_routes',
+      help: 'BGP MUP routes by type and state (received: live; held: withdrawn, in their hold-down)',
+      labelNames: ['type', 'state'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const [type, c] of Object.entries(get().routes)) for (const [state, n] of Object.entries(c)) this.set({ type, state }, n);
+      },
+    });
+    new Gauge({
+      name: 'mup_bgp_rejected_routes',
+      help: 'BGP MUP routes (or learned rules) not installed now, by reason',
+      labelNames: ['reason'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const [reason, n] of Object.entries(get().rejected)) this.set({ reason }, n);
+        this.set({ reason: 'malformed' }, get().malformed);
+      },
+    });
+    new Gauge({
+      name: 'mup_bgp_monitor_up',
+      help: '1 while the sidecar gobgpd table is being read',
+      registers: [reg],
+      collect() {
+        this.set(get().monitor.up ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'mup_bgp_last_change_timestamp_seconds',
+      help: 'When a BGP MUP route last changed (0: never)',
+      registers: [reg],
+      collect() {
+        const t = get().lastChange;
+        this.set(t === null ? 0 : Date.parse(t) / 1000);
+      },
+    });
+  }
   return reg;
 }

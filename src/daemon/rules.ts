@@ -186,11 +186,12 @@ export function localSidJson(l: LocalSid): RuleJson {
   };
   const mtu = l.mtu === undefined ? {} : { mtu: l.mtu };
   const source = l.source === undefined ? {} : { source: formatIpv6(l.source) };
+  const advertise = l.advertise === undefined ? {} : { advertise: { prefixes: [...l.advertise.prefixes], lb: l.advertise.lb, ln: l.advertise.ln, fn: l.advertise.fn } };
   switch (behavior) {
     case 'end.m.gtp4.e':
-      return { ...head, src_prefix_len: l.srcPrefixLen, container: l.container, ttl: l.ttl, ...mtu };
+      return { ...head, src_prefix_len: l.srcPrefixLen, container: l.container, ttl: l.ttl, ...mtu, ...advertise };
     case 'end.m.gtp6.e':
-      return { ...head, ...source, container: l.container, hop_limit: l.ttl, ...mtu };
+      return { ...head, ...source, container: l.container, hop_limit: l.ttl, ...mtu, ...advertise };
     case 'end.m.gtp6.d':
     case 'end.m.gtp6.d.di':
       return {
@@ -261,6 +262,13 @@ export class RuleSet {
   readonly #names = perKind(() => new Map<string, string>());
   /** Keys that come from the config file, per kind (for `source` in listings). */
   readonly #fromConfig = perKind(() => new Set<string>());
+  /**
+   * Rules learned from BGP (origin "bgp"; docs/bgp.md "Precedence"): in the
+   * tables, never in the overlay or the state file. Their keys and names are
+   * not the config's or the API's: whichever rule holds a key first keeps it.
+   */
+  #learned = perKind(() => new Map<string, Rule>());
+  #learnedNames = perKind(() => new Map<string, string>());
 
   constructor(
     readonly config: Config,
@@ -306,7 +314,64 @@ export class RuleSet {
     return this.#rules[kind];
   }
 
-  source(kind: RuleKind, key: string): 'config' | 'api' {
+  /** The learned rules of a kind, by key. */
+  learned(kind: RuleKind): ReadonlyMap<string, Rule> {
+    return this.#learned[kind];
+  }
+
+  /** Why a learned rule cannot take its key or name (a config/API rule has it), or undefined. */
+  learnedConflict(kind: RuleKind, r: Rule): string | undefined {
+    const k = RULE_KINDS[kind];
+    const key = k.key(r);
+    if (this.#rules[kind].has(key)) return `the ${this.source(kind, key)} ${k.label} with ${k.keyName} ${key} holds this key`;
+    if (r.name !== undefined) {
+      const owner = this.#names[kind].get(r.name);
+      if (owner !== undefined) return `the ${this.source(kind, owner)} ${k.label} with ${k.keyName} ${owner} is named ${JSON.stringify(r.name)}`;
+      const other = this.#learnedNames[kind].get(r.name);
+      if (other !== undefined && other !== key) return `the learned ${k.label} with ${k.keyName} ${other} is named ${JSON.stringify(r.name)}`;
+    }
+    return undefined;
+  }
+
+  /** Put (rule) or remove (undefined) a learned rule; the caller checked learnedConflict. */
+  setLearned(kind: RuleKind, key: string, r: Rule | undefined): void {
+    const old = this.#learned[kind].get(key);
+    if (old?.name !== undefined) this.#learnedNames[kind].delete(old.name);
+    if (r === undefined) {
+      this.#learned[kind].delete(key);
+      return;
+    }
+    this.#learned[kind].set(key, r);
+    if (r.name !== undefined) this.#learnedNames[kind].set(r.name, key);
+  }
+
+  /**
+   * Take the learned rules of the set this one replaces (a reload, a save).
+   * Throws (409) naming the learned rules whose key or name the new set's
+   * config/API rules take: a reload cannot silently overwrite them.
+   */
+  adoptLearned(from: RuleSet): void {
+    const taken: string[] = [];
+    for (const k of RULE_KIND_LIST) {
+      for (const [key, r] of from.#learned[k.kind]) {
+        const why = this.learnedConflict(k.kind, r);
+        if (why !== undefined) taken.push(`${k.label} ${r.name ?? key} (${why})`);
+      }
+    }
+    if (taken.length > 0) {
+      throw new RuleError(
+        `the config would take the place of rules learned from BGP: ${taken.slice(0, 5).join('; ')}${taken.length > 5 ? ` and ${taken.length - 5} more` : ''}. ` +
+          'Nothing was changed. Withdraw the routes first, or give the rules other keys/names (docs/bgp.md "Precedence")',
+        409,
+        'learned',
+      );
+    }
+    this.#learned = from.#learned;
+    this.#learnedNames = from.#learnedNames;
+  }
+
+  source(kind: RuleKind, key: string): 'config' | 'api' | 'bgp' {
+    if (!this.#rules[kind].has(key) && this.#learned[kind].has(key)) return 'bgp';
     const overlaid = this.overlay[RULE_KINDS[kind].overlay.put].has(key);
     return this.#fromConfig[kind].has(key) && !overlaid ? 'config' : 'api';
   }
@@ -337,6 +402,18 @@ export class RuleSet {
     const what = k.label;
     const keyName = k.keyName;
     const existing = this.#rules[kind].get(key);
+    const learned = this.#learned[kind].get(key);
+    if (learned !== undefined) {
+      throw new RuleError(
+        `a ${what} with ${keyName} ${key} was learned from BGP${learned.name === undefined ? '' : ` (${JSON.stringify(learned.name)})`}; ` +
+          'the config and the API cannot overwrite a learned rule: withdraw its route, or use another key (docs/bgp.md "Precedence")',
+        409,
+        'learned',
+      );
+    }
+    if (rule.name !== undefined && this.#learnedNames[kind].has(rule.name)) {
+      throw new RuleError(`name ${JSON.stringify(rule.name)} is used by a ${what} learned from BGP; names must be unique`, 409, 'name_taken');
+    }
     if (op === 'add' && existing !== undefined) {
       throw new RuleError(`a ${what} with ${keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; replace it with PUT (mup ${k.cliVerb} replace)`, 409, 'exists');
     }
@@ -397,7 +474,14 @@ export class RuleSet {
 
   /** The effective config (settings and interfaces from the file). */
   effective(): Config {
-    return { ...this.config, policies: [...this.policies.values()], localsids: [...this.localsids.values()], sessions: [...this.sessions.values()] };
+    const all = <R extends Rule>(kind: RuleKind, mine: ReadonlyMap<string, R>): R[] =>
+      this.#learned[kind].size === 0 ? [...mine.values()] : [...mine.values(), ...(this.#learned[kind].values() as Iterable<R>)];
+    return {
+      ...this.config,
+      policies: all('policy', this.policies),
+      localsids: all('localsid', this.localsids),
+      sessions: all('session', this.sessions),
+    };
   }
 }
 

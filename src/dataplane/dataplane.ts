@@ -149,6 +149,8 @@ export interface DataplaneOptions {
    * the config's table sizes); openDataplane refuses one that does not.
    */
   readonly reuse?: { readonly policies: number; readonly localsids: number; readonly counters: number };
+  /** Leave the reused tables' entries that the config does not list (BGP-learned ones, until the table is read again). */
+  readonly keepUnlisted?: boolean;
 }
 
 export interface Dataplane {
@@ -169,7 +171,7 @@ export interface Dataplane {
    * Table sizes are fixed at load: a config with other max_policies /
    * max_localsids needs a new openDataplane().
    */
-  sync(config: Config): ApplyResult;
+  sync(config: Config, o?: { keep?: boolean }): ApplyResult;
   /**
    * One BPF_PROG_TEST_RUN of the frame, repeat 1. Throws RangeError for a
    * frame shorter than ETH_HLEN or longer than TEST_RUN_MAX_FRAME bytes.
@@ -305,7 +307,7 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
     };
     const tables = new Tables(fds, s, s);
     tables.writeSettings(s);
-    tables.sync(s, config.policies, config.localsids, config.sessions ?? []);
+    tables.sync(s, config.policies, config.localsids, config.sessions ?? [], { keep: o.keepUnlisted === true });
     return new LoadedDataplane(file, config, obj, progFd, events, fds, tables, nexthop);
   } catch (e) {
     objectClose(obj);
@@ -387,10 +389,10 @@ class LoadedDataplane implements Dataplane {
     return this.#config;
   }
 
-  sync(config: Config): ApplyResult {
+  sync(config: Config, o: { keep?: boolean } = {}): ApplyResult {
     this.#open();
     checkTableSizes(config);
-    const r = this.rules.sync(config.settings, config.policies, config.localsids, config.sessions ?? []);
+    const r = this.rules.sync(config.settings, config.policies, config.localsids, config.sessions ?? [], o);
     this.#config = config;
     return r;
   }

@@ -533,7 +533,7 @@ export class Tables {
    * `settings`: writes only what differs. Throws before writing anything
    * when the result would not fit.
    */
-  sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = []): ApplyResult {
+  sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): ApplyResult {
     const putP = policyPuts(policies);
     const putL = localSidPuts(localsids);
     const putS = sessionPuts(sessions);
@@ -543,9 +543,12 @@ export class Tables {
     const delP: string[] = [];
     const delL: string[] = [];
     const delS: string[] = [];
-    for (const k of this.#policies.keys.keys()) if (!keepP.has(k)) delP.push(k);
-    for (const k of this.#localsids.keys.keys()) if (!keepL.has(k)) delL.push(k);
-    for (const k of this.#sessions.keys.keys()) if (!keepS.has(k)) delS.push(k);
+    // keep: entries not listed stay (a restart with BGP: the learned ones stay until the table is read again).
+    if (o.keep !== true) {
+      for (const k of this.#policies.keys.keys()) if (!keepP.has(k)) delP.push(k);
+      for (const k of this.#localsids.keys.keys()) if (!keepL.has(k)) delL.push(k);
+      for (const k of this.#sessions.keys.keys()) if (!keepS.has(k)) delS.push(k);
+    }
     const [putP2, delP2] = this.#withAddrOnly(putP, delP);
     try {
       return this.#apply(settings, putP2, delP2, putL, delL, putS, delS);

@@ -28,12 +28,14 @@ const FULL: { kind: RuleKind; behavior?: string; args: string[] }[] = [
   {
     kind: 'localsid',
     behavior: 'end.m.gtp4.e',
-    args: ['--behavior', 'end.m.gtp4.e', '--name', 'a', '--sid', '2001:db8:2::/48', '--src-prefix-len', '64', '--container', 'never', '--ttl', '20', '--mtu', '1400'],
+    args: ['--behavior', 'end.m.gtp4.e', '--name', 'a', '--sid', '2001:db8:2::/48', '--src-prefix-len', '64', '--container', 'never', '--ttl', '20', '--mtu', '1400',
+      '--advertise', '{"prefixes":["192.0.2.0/25"],"lb":32,"ln":8,"fn":8}'],
   },
   {
     kind: 'localsid',
     behavior: 'end.m.gtp6.e',
-    args: ['--behavior', 'end.m.gtp6.e', '--name', 'b', '--sid', '2001:db8:6::/64', '--source', '2001:db8:ff::1', '--container', 'always', '--hop-limit', '9', '--mtu', '1400'],
+    args: ['--behavior', 'end.m.gtp6.e', '--name', 'b', '--sid', '2001:db8:6::/64', '--source', '2001:db8:ff::1', '--container', 'always', '--hop-limit', '9', '--mtu', '1400',
+      '--advertise', '{"prefixes":["2001:db8:101::/121"],"lb":48,"ln":8,"fn":8}'],
   },
   ...(['end.m.gtp6.d', 'end.m.gtp6.d.di'] as const).map((behavior) => ({
     kind: 'localsid' as const,

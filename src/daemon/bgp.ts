@@ -1,0 +1,256 @@
+/**
+ * The daemon's BGP MUP wiring (docs/bgp.md): the learner reads the sidecar
+ * gobgpd's table, resolution turns it into policies (gw) and sessions (pe),
+ * the daemon installs them as origin "bgp" rules; the advertiser keeps our
+ * ISD/DSD routes in the sidecar. The daemon never starts gobgpd: when it is
+ * down, the data plane stays as it is and the monitor is retried.
+ */
+import { Histogram } from 'prom-client';
+import { reconcileOwn, desiredRoutes } from '../bgp/advertise.js';
+import { gobgp, apiText, type GobgpApi } from '../bgp/gobgpd.js';
+import { Learner } from '../bgp/learner.js';
+import { resolve, REJECT_REASONS, type RejectReason, type Resolved, type ResolveMemo } from '../bgp/resolve.js';
+import { ROUTE_TYPES, type RouteType } from '../bgp/routes.js';
+import type { BgpConfig, LocalSid, Policy, Session } from '../config/types.js';
+import type { Logger } from './log.js';
+
+/** What the daemon did with one learned set. */
+export interface LearnedApplied {
+  /** "policy <key>" / "session <key>" of the learned rules in the tables now. */
+  readonly installed: ReadonlySet<string>;
+  /** Rules refused: their key or name is a config/API rule's, or the table refused them. */
+  readonly refused: readonly { readonly rule: string; readonly reason: 'conflict' | 'table'; readonly why: string }[];
+  /** Rules written or deleted. */
+  readonly changed: number;
+}
+
+export interface BgpHost {
+  readonly log: Logger;
+  /** Replace the learned rules by these (tables, then the rule set); never half: a rule is in whole or not at all. */
+  applyLearned(policies: readonly Policy[], sessions: readonly Session[]): Promise<LearnedApplied>;
+  /** The pinned tables' entries no rule lists any more go (after the first table was read and its hold-down passed). */
+  sweep(): Promise<number>;
+  localsids(): Iterable<LocalSid>;
+}
+
+export interface BgpStatus {
+  readonly api: string;
+  readonly monitor: { readonly up: boolean; readonly starts: number; readonly lastError: string | null };
+  readonly synced: boolean;
+  readonly sessions: readonly Record<string, unknown>[] | { readonly error: string };
+  readonly routes: Record<RouteType, { received: number; installed: number; rejected: number; held: number; unresolved: number; filtered: number }>;
+  readonly rejected: Record<RejectReason, number>;
+  readonly malformed: number;
+  readonly lastChange: string | null;
+  readonly advertised: { readonly routes: number; readonly errors: readonly string[]; readonly at: string | null };
+  readonly holdDownSeconds: number;
+  readonly roles: readonly string[];
+}
+
+/** Buckets (seconds) of the route-to-data-plane latency. */
+const LATENCY_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5];
+
+export class BgpService {
+  readonly #bgp: BgpConfig;
+  readonly #h: BgpHost;
+  readonly #api: GobgpApi;
+  readonly #learner: Learner;
+  /** monitor line read -> map written, seconds. */
+  readonly latency = new Histogram({
+    name: 'mup_bgp_route_latency_seconds',
+    help: 'Time from a BGP MUP route change read from the sidecar to its data-plane write',
+    buckets: LATENCY_BUCKETS,
+    registers: [],
+  });
+  #resolved: Resolved | undefined;
+  readonly #memo: ResolveMemo = new WeakMap();
+  #applied: LearnedApplied | undefined;
+  #busy: Promise<void> = Promise.resolve();
+  #dirtyAt: number | undefined;
+  #sweepTimer: NodeJS.Timeout | undefined;
+  #advTimer: NodeJS.Timeout | undefined;
+  #advertised: { routes: number; errors: string[]; at: Date | undefined } = { routes: 0, errors: [], at: undefined };
+  #stopped = false;
+  /** Rejections already logged (key + reason): logged once, counted while they last. */
+  readonly #logged = new Set<string>();
+
+  constructor(bgp: BgpConfig, host: BgpHost) {
+    this.#bgp = bgp;
+    this.#h = host;
+    this.#api = { host: bgp.api.host, port: bgp.api.port };
+    this.#learner = new Learner({
+      api: this.#api,
+      holdDownMs: bgp.holdDown * 1000,
+      onChange: (at) => this.#schedule(at),
+      onSynced: () => {
+        // Entries of an earlier run that are not learned again go after the hold-down (as a withdrawal would).
+        this.#sweepTimer = setTimeout(() => {
+          this.#busy = this.#busy.then(async () => {
+            const n = await this.#h.sweep();
+            if (n > 0) this.#h.log.info({ deleted: n }, 'BGP: entries of an earlier run that were not learned again are gone (after the hold-down)');
+          });
+        }, bgp.holdDown * 1000);
+        this.#sweepTimer.unref();
+      },
+      onRejected: (r) => this.#h.log.warn({ reason: r.reason, path: JSON.stringify(r.path).slice(0, 500) }, 'BGP: a MUP path could not be decoded; ignored'),
+      onMonitor: (ev, detail) => {
+        if (ev === 'down') this.#h.log.warn({ api: apiText(this.#api) }, `BGP: ${detail}`);
+        else {
+          this.#h.log.info({ api: apiText(this.#api) }, `BGP: ${detail}`);
+          // gobgpd (re)started: its table of our own routes is gone; advertise again.
+          this.readvertise();
+        }
+      },
+    });
+  }
+
+  start(): void {
+    this.#learner.start();
+    this.#advTimer = setInterval(() => this.readvertise(), 30_000);
+    this.#advTimer.unref();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#sweepTimer);
+    clearInterval(this.#advTimer);
+    this.#learner.stop();
+  }
+
+  /** Bring our ISD/DSD routes in the sidecar to what the config says (at start, when gobgpd comes back, on reload, every 30 s). */
+  readvertise(): void {
+    const want = desiredRoutes(this.#bgp, this.#h.localsids());
+    this.#busy = this.#busy.then(async () => {
+      if (this.#stopped) return;
+      try {
+        const r = await reconcileOwn(this.#api, want);
+        this.#advertised = { routes: want.length, errors: r.errors, at: new Date() };
+        if (r.added.length > 0 || r.deleted.length > 0) this.#h.log.info({ added: r.added, withdrawn: r.deleted }, 'BGP: advertised routes updated');
+        for (const e of r.errors) this.#h.log.warn({ error: e }, 'BGP: could not advertise or withdraw a route; retried in 30 s');
+      } catch (e) {
+        this.#advertised = { ...this.#advertised, errors: [(e as Error).message] };
+      }
+    });
+  }
+
+  #schedule(readAt: number): void {
+    this.#dirtyAt ??= readAt;
+    this.#busy = this.#busy.then(() => this.#apply());
+  }
+
+  async #apply(): Promise<void> {
+    const at = this.#dirtyAt;
+    if (at === undefined || this.#stopped) return;
+    this.#dirtyAt = undefined;
+    const roles = this.#bgp.roles;
+    const r = resolve(this.#learner.routes(), {
+      importRts: this.#bgp.importRts,
+      memo: this.#memo,
+      gw: roles.includes('gw'),
+      pe: roles.includes('pe'),
+      ...(this.#bgp.policyDefaults === undefined ? {} : { policyDefaults: this.#bgp.policyDefaults }),
+      ...(this.#bgp.sessionDefaults === undefined ? {} : { sessionDefaults: this.#bgp.sessionDefaults }),
+    });
+    this.#resolved = r;
+    for (const x of r.rejected) {
+      const id = `${x.key} ${x.reason}`;
+      if (this.#logged.has(id)) continue;
+      this.#logged.add(id);
+      this.#h.log.warn({ route: x.key, type: x.type, reason: x.reason, detail: x.detail }, 'BGP: route not installed');
+    }
+    try {
+      const applied = await this.#h.applyLearned(r.policies, r.sessions);
+      this.#applied = applied;
+      for (const x of applied.refused) {
+        const id = `${x.rule} ${x.reason}`;
+        if (this.#logged.has(id)) continue;
+        this.#logged.add(id);
+        this.#h.log.warn({ rule: x.rule, routes: r.from.get(x.rule), reason: x.reason, detail: x.why }, 'BGP: learned rule not installed');
+      }
+      if (applied.changed > 0) this.latency.observe((performance.now() - at) / 1000);
+    } catch (e) {
+      this.#h.log.error({ error: (e as Error).message }, 'BGP: could not apply the learned rules; retried with the next change');
+    }
+  }
+
+  /** Wait until every change read so far is applied (tests, status). */
+  async settled(): Promise<void> {
+    let b: Promise<void>;
+    do {
+      b = this.#busy;
+      await b;
+    } while (b !== this.#busy);
+  }
+
+  async status(): Promise<BgpStatus> {
+    let sessions: BgpStatus['sessions'];
+    try {
+      const out = await gobgp(this.#api, ['neighbor', '-j'], { timeout: 3000 });
+      const list = JSON.parse(out === '' ? '[]' : out) as Record<string, unknown>[] | null;
+      sessions = (list ?? []).map((n) => {
+        const conf = (n['conf'] ?? {}) as Record<string, unknown>;
+        const state = (n['state'] ?? {}) as Record<string, unknown>;
+        const timers = ((n['timers'] ?? {}) as Record<string, unknown>)['state'] as Record<string, unknown> | undefined;
+        return {
+          address: conf['neighbor_address'] ?? state['neighbor_address'] ?? null,
+          asn: conf['peer_asn'] ?? state['peer_asn'] ?? null,
+          state: sessionState(state['session_state']),
+          uptime: timers?.['uptime'] ?? null,
+        };
+      });
+    } catch (e) {
+      sessions = { error: (e as Error).message };
+    }
+    return { ...this.snapshot(), sessions };
+  }
+
+  /** The counts without asking gobgpd (for metrics). */
+  snapshot(): Omit<BgpStatus, 'sessions'> {
+    const c = this.#learner.counts();
+    const r = this.#resolved;
+    const routes = Object.fromEntries(
+      ROUTE_TYPES.map((t) => [t, { received: c.received[t], installed: 0, rejected: 0, held: c.held[t], unresolved: 0, filtered: 0 }]),
+    ) as BgpStatus['routes'];
+    const rejected = Object.fromEntries(REJECT_REASONS.map((x) => [x, 0])) as Record<RejectReason, number>;
+    if (r !== undefined) {
+      for (const x of r.rejected) {
+        routes[x.type].rejected++;
+        rejected[x.reason]++;
+      }
+      for (const x of r.unresolved) routes[x.type].unresolved++;
+      for (const t of ROUTE_TYPES) routes[t].filtered = r.filteredBy[t];
+      const installed = new Set<string>();
+      for (const rule of this.#applied?.installed ?? []) for (const key of r.from.get(rule) ?? []) installed.add(key);
+      for (const key of installed) {
+        const t = /^\[type:([a-z0-9]+)\]/.exec(key)?.[1] as RouteType | undefined;
+        if (t !== undefined && routes[t] !== undefined) routes[t].installed++;
+      }
+      for (const x of this.#applied?.refused ?? []) {
+        rejected.conflict += x.reason === 'conflict' ? 1 : 0;
+        for (const key of r.from.get(x.rule) ?? []) {
+          const t = /^\[type:([a-z0-9]+)\]/.exec(key)?.[1] as RouteType | undefined;
+          if (t !== undefined && routes[t] !== undefined) routes[t].rejected++;
+        }
+      }
+    }
+    return {
+      api: apiText(this.#api),
+      monitor: { up: this.#learner.stats.up, starts: this.#learner.stats.monitorStarts, lastError: this.#learner.stats.lastError ?? null },
+      synced: this.#learner.synced,
+      routes,
+      rejected,
+      malformed: c.malformed,
+      lastChange: this.#learner.stats.lastChange?.toISOString() ?? null,
+      advertised: { routes: this.#advertised.routes, errors: this.#advertised.errors, at: this.#advertised.at?.toISOString() ?? null },
+      holdDownSeconds: this.#bgp.holdDown,
+      roles: this.#bgp.roles,
+    };
+  }
+}
+
+/** gobgp's session_state: a number (the gRPC enum) or a name. */
+function sessionState(v: unknown): string {
+  const names = ['unknown', 'idle', 'connect', 'active', 'opensent', 'openconfirm', 'established'];
+  if (typeof v === 'number') return names[v] ?? String(v);
+  return typeof v === 'string' ? v.toLowerCase().replace(/^session_state_/, '') : 'unknown';
+}

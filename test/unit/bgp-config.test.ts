@@ -1,0 +1,78 @@
+/**
+ * The bgp: section and advertise: as the loader reads them (errors name the
+ * key and say what to do), and `mup bgp config` (the sidecar's TOML, its
+ * first line the gobgpd command).
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { desiredRoutes } from '../../src/bgp/advertise.js';
+import { main } from '../../src/cli/main.js';
+import { parseConfig } from '../../src/config/load.js';
+
+const BGP = `bgp:
+  asn: 65000
+  router_id: 10.255.0.2
+  listen: 127.0.0.2:10179
+  api: 127.0.0.1:50072
+  neighbors: [{address: 127.0.0.1, port: 10179}]
+  rd: "65000:2"
+  rt: "65000:100"
+  nexthop: 2001:db8:ff::2
+  policy_defaults: {src_prefix: 2001:db8:ff:2::/64}
+`;
+const SID = `localsids:
+  - sid: 2001:db8:a2::/56
+    src_prefix_len: 64
+    advertise: {prefixes: [192.0.2.0/24], lb: 40, ln: 8, fn: 8}
+`;
+const dir = mkdtempSync(join(tmpdir(), 'mup-bgp-config-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('bgp: in the config', () => {
+  it('defaults: hold_down 5, graceful_restart 120, roles [gw], import_rt [rt]', () => {
+    const b = parseConfig(BGP).bgp!;
+    expect([b.holdDown, b.gracefulRestart, b.roles, b.importRts]).toEqual([5, 120, ['gw'], ['65000:100']]);
+    expect(b.neighbors).toEqual([{ address: '127.0.0.1', port: 10179, asn: 65000 }]);
+  });
+
+  it('refuses what gobgpd 3.10 would silently change or cannot do, naming the key', () => {
+    expect(() => parseConfig(BGP.replace('"65000:2"', '"4200000000:2"'))).toThrow(/bgp\.rd.*2-byte ASN/s);
+    expect(() => parseConfig(BGP.replace('127.0.0.1:50072', '10.0.0.1:50072'))).toThrow(/bgp\.api.*loopback/s);
+    expect(() => parseConfig(BGP.replace(/ {2}policy_defaults.*\n/, ''))).toThrow(/policy_defaults.*required with role gw/s);
+    expect(() => parseConfig(BGP + SID.replace('lb: 40', 'lb: 48'))).toThrow(/lb 48 \+ ln 8 \+ fn 8 = 64, but the SID is \/56/);
+    expect(() => parseConfig(BGP + SID.replace('192.0.2.0/24', '10.0.0.0/8'))).toThrow(/\/8 would be advertised as 131072 ISDs/);
+    expect(() => parseConfig(SID)).toThrow(/advertise needs a bgp section/);
+  });
+
+  it('advertise: a /24 becomes two /25 ISDs with the SID structure', () => {
+    const c = parseConfig(BGP + SID);
+    const r = desiredRoutes(c.bgp!, c.localsids);
+    expect(r.map((x) => x.key)).toEqual(['[type:isd][rd:65000:2][prefix:192.0.2.0/25]', '[type:isd][rd:65000:2][prefix:192.0.2.128/25]']);
+    expect(r[0]!.args.join(' ')).toBe(
+      '-a mup-ipv4 isd 192.0.2.0/25 rd 65000:2 prefix 2001:db8:a2::/40 locator-node-length 8 function-length 8 behavior ENDM_GTP4E rt 65000:100 nexthop 2001:db8:ff::2',
+    );
+  });
+});
+
+describe('mup bgp config', () => {
+  it('prints the TOML; first line the gobgpd command', async () => {
+    const f = join(dir, 'mup.yaml');
+    writeFileSync(f, BGP);
+    const out: string[] = [];
+    const code = await main(['node', 'mup', 'bgp', 'config', '--config', f, '--toml-path', '/etc/mup/gobgpd.toml'], { out: (s) => void out.push(s), err: (s) => void out.push(s) });
+    expect(code).toBe(0);
+    const toml = out.join('');
+    expect(toml.split('\n')[0]).toBe('# gobgpd -f /etc/mup/gobgpd.toml --api-hosts 127.0.0.1:50072 --pprof-disable');
+    expect(toml).toMatch(/local-address-list = \["127.0.0.2"\]/);
+    expect(toml).toMatch(/neighbor-address = "127.0.0.1"[\s\S]*remote-port = 10179[\s\S]*restart-time = 120/);
+  });
+  it('a config without bgp: a clear error', async () => {
+    const f = join(dir, 'none.yaml');
+    writeFileSync(f, 'policies: []\n');
+    const out: string[] = [];
+    expect(await main(['node', 'mup', 'bgp', 'config', '--config', f], { out: (s) => void out.push(s), err: (s) => void out.push(s) })).not.toBe(0);
+    expect(out.join('')).toMatch(/has no bgp section/);
+  });
+});
