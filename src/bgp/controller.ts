@@ -437,3 +437,60 @@ export class BgpInjector {
     });
   }
 }
+
+// ---------------------------------------------------------------- speaker configs for labs and benches
+
+export interface TomlNeighbor {
+  readonly address: string;
+  readonly port?: number;
+  /** Our address towards it (transport local-address). */
+  readonly localAddress: string;
+  readonly rrClient?: boolean;
+  /** Wait for it to connect (for injectors, which only connect out). */
+  readonly passive?: boolean;
+  /** Graceful restart time, seconds; omitted: no GR. */
+  readonly gracefulRestart?: number;
+}
+
+/**
+ * A gobgpd 3.10 TOML for a lab or bench speaker: one AS, the MUP families
+ * on every neighbor, GR (restart time + MP GR on both MUP families) where
+ * asked. Until the daemon's `mup bgp config` produces the translators'
+ * sidecar configs, the lab and the bench take theirs from here.
+ */
+export function speakerToml(o: { asn: number; routerId: string; listen: string; port: number; clusterId?: string; neighbors: readonly TomlNeighbor[] }): string {
+  const l: string[] = ['[global.config]', `  as = ${o.asn}`, `  router-id = "${o.routerId}"`, `  port = ${o.port}`, `  local-address-list = ["${o.listen}"]`];
+  for (const n of o.neighbors) {
+    l.push('[[neighbors]]', '  [neighbors.config]', `    neighbor-address = "${n.address}"`, `    peer-as = ${o.asn}`);
+    l.push('  [neighbors.transport.config]', `    local-address = "${n.localAddress}"`, `    remote-port = ${n.port ?? o.port}`);
+    if (n.passive === true) l.push('    passive-mode = true');
+    l.push('  [neighbors.timers.config]', '    connect-retry = 1', '    hold-time = 9', '    keepalive-interval = 3');
+    if (n.gracefulRestart !== undefined) l.push('  [neighbors.graceful-restart.config]', '    enabled = true', `    restart-time = ${n.gracefulRestart}`);
+    if (n.rrClient === true) l.push('  [neighbors.route-reflector.config]', '    route-reflector-client = true', `    route-reflector-cluster-id = "${o.clusterId ?? o.routerId}"`);
+    for (const fam of ['ipv4-mup', 'ipv6-mup']) {
+      l.push('  [[neighbors.afi-safis]]', '    [neighbors.afi-safis.config]', `      afi-safi-name = "${fam}"`);
+      if (n.gracefulRestart !== undefined) l.push('    [neighbors.afi-safis.mp-graceful-restart.config]', '      enabled = true');
+    }
+  }
+  return `${l.join('\n')}\n`;
+}
+
+/** Session state of the neighbor `address` at the speaker behind `api` ("established", "active", ...), or undefined. */
+export async function neighborState(api: GobgpApi, address: string, netns?: string): Promise<string | undefined> {
+  const out = await gobgp(api, ['neighbor', '-j'], netns === undefined ? {} : { netns });
+  const j = JSON.parse(out || '[]') as { conf?: { neighbor_address?: string }; state?: { session_state?: number | string } }[];
+  const n = j.find((x) => x.conf?.neighbor_address === address);
+  const s = n?.state?.session_state;
+  if (s === undefined) return undefined;
+  // 3.10 prints the gRPC enum as a number: 1 idle, 2 connect, 3 active, 4 opensent, 5 openconfirm, 6 established.
+  const names = ['unknown', 'idle', 'connect', 'active', 'opensent', 'openconfirm', 'established'];
+  return typeof s === 'number' ? (names[s] ?? String(s)) : s.toLowerCase();
+}
+
+/** Destinations in the speaker's global MUP table (`gobgp global rib summary`). */
+export async function mupRoutes(api: GobgpApi, o: { family?: 'mup-ipv4' | 'mup-ipv6'; netns?: string } = {}): Promise<number> {
+  const out = await gobgp(api, ['global', 'rib', 'summary', '-a', o.family ?? 'mup-ipv4'], { timeout: 30_000, ...(o.netns === undefined ? {} : { netns: o.netns }) });
+  const m = /Destination: (\d+)/.exec(out);
+  if (m === null) throw new Error(`gobgp global rib summary at ${api.host}:${api.port}: no "Destination:" in ${out.slice(0, 200)}`);
+  return Number(m[1]);
+}
