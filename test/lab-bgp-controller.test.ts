@@ -53,6 +53,10 @@ beforeAll(async () => {
       '  [neighbors.transport.config]',
       '    passive-mode = true',
       `    local-address = "${RR_ADDR}"`,
+      // A short hold time: the injector must keep the session up with keepalives at the negotiated rate.
+      '  [neighbors.timers.config]',
+      '    hold-time = 3',
+      '    keepalive-interval = 1',
       '  [neighbors.route-reflector.config]',
       '    route-reflector-client = true',
       '    route-reflector-cluster-id = "10.255.0.1"',
@@ -168,6 +172,10 @@ describe('controller against gobgpd 3.10', () => {
       const deadline = Date.now() + 15_000;
       while ((await count()) < before + 600 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
       expect(await count()).toBe(before + 600);
+      // Longer than the speaker's hold time (3 s): the session and its routes stay.
+      await new Promise((r) => setTimeout(r, 4500));
+      expect(inj.down).toBeUndefined();
+      expect(await count()).toBe(before + 600);
       const t = await rib();
       const t2 = t['[type:t2st][rd:10.255.0.9:1][endpoint:192.0.2.20][teid:65537]']?.[0];
       expect(t2?.nlri.value).toMatchObject({ endpoint_address: '192.0.2.20', teid: 65537 });
@@ -187,7 +195,7 @@ describe('controller against gobgpd 3.10', () => {
 
   it('an injector the speaker does not know gets a clear error', async () => {
     await expect(BgpInjector.connect({ host: RR_ADDR, port: bgpPort, localAddress: '127.0.0.1', asn: 65000, routerId: '10.255.0.8', timeoutMs: 5000 })).rejects.toThrow(
-      /BGP injector 127\.0\.0\.1 -> .*(closed|NOTIFICATION|no session)/,
+      /BGP injector 127\.0\.0\.1 -> [\d.]+:\d+: (the speaker closed|NOTIFICATION|no session|read ECONNRESET)/,
     );
   }, 20_000);
 });

@@ -318,7 +318,7 @@ export interface InjectorOptions {
   readonly localAddress: string;
   readonly asn: number;
   readonly routerId: string;
-  /** Hold time offered, seconds (default 90); keepalives go every third of it. */
+  /** Hold time offered, seconds (default 90); keepalives go every third of the negotiated one. */
   readonly holdTime?: number;
   /** How long to wait for the session to be established (default 15 s). */
   readonly timeoutMs?: number;
@@ -332,6 +332,8 @@ export interface InjectorOptions {
 export class BgpInjector {
   private keepalive: NodeJS.Timeout | undefined;
   private closedWith: string | undefined;
+  /** The negotiated hold time, seconds. */
+  holdTime = 0;
 
   private constructor(
     private readonly sock: Socket,
@@ -344,6 +346,7 @@ export class BgpInjector {
     const where = `BGP injector ${o.localAddress} -> ${o.host}:${o.port}`;
     const timeoutMs = o.timeoutMs ?? 15_000;
     let buf = Buffer.alloc(0);
+    let negotiated = hold;
     const inj = new BgpInjector(sock, o);
     await new Promise<void>((res, rej) => {
       const t = setTimeout(() => fail(new Error(`${where}: no session within ${timeoutMs} ms (is ${o.localAddress} a neighbor of the speaker, with afi-safi ipv4-mup?)`)), timeoutMs);
@@ -374,6 +377,8 @@ export class BgpInjector {
           }
           if (type === 1) {
             gotOpen = true;
+            // The session's hold time is the smaller of the two offers (RFC 4271 4.2); keepalives every third of it.
+            if (msg.length >= 29) negotiated = Math.min(hold, msg.readUInt16BE(22));
             sock.write(message(4, Buffer.alloc(0)));
           }
           if (type === 4 && gotOpen) {
@@ -384,7 +389,8 @@ export class BgpInjector {
             sock.on('data', () => undefined); // the speaker's UPDATEs and KEEPALIVEs: not ours to learn
             sock.on('error', (e) => (inj.closedWith ??= e.message));
             sock.on('close', () => (inj.closedWith ??= 'closed by the speaker'));
-            inj.keepalive = setInterval(() => sock.write(message(4, Buffer.alloc(0))), Math.max(1, Math.floor(hold / 3)) * 1000);
+            inj.holdTime = negotiated;
+            inj.keepalive = setInterval(() => sock.write(message(4, Buffer.alloc(0))), negotiated === 0 ? 30_000 : Math.max(1, Math.floor(negotiated / 3)) * 1000);
             inj.keepalive.unref();
             return res();
           }
@@ -464,7 +470,7 @@ export function speakerToml(o: { asn: number; routerId: string; listen: string; 
     l.push('[[neighbors]]', '  [neighbors.config]', `    neighbor-address = "${n.address}"`, `    peer-as = ${o.asn}`);
     l.push('  [neighbors.transport.config]', `    local-address = "${n.localAddress}"`, `    remote-port = ${n.port ?? o.port}`);
     if (n.passive === true) l.push('    passive-mode = true');
-    l.push('  [neighbors.timers.config]', '    connect-retry = 1', '    hold-time = 9', '    keepalive-interval = 3');
+    l.push('  [neighbors.timers.config]', '    connect-retry = 1', '    hold-time = 30', '    keepalive-interval = 10');
     if (n.gracefulRestart !== undefined) l.push('  [neighbors.graceful-restart.config]', '    enabled = true', `    restart-time = ${n.gracefulRestart}`);
     if (n.rrClient === true) l.push('  [neighbors.route-reflector.config]', '    route-reflector-client = true', `    route-reflector-cluster-id = "${o.clusterId ?? o.routerId}"`);
     for (const fam of ['ipv4-mup', 'ipv6-mup']) {
