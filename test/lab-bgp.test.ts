@@ -4,14 +4,20 @@
  * sidecar gobgpd, a PE with the kernel's End.DT4 into two MEC sites.
  * Scenarios with small numbers: the controller's sessions reach both
  * translators' speakers and carry traffic end to end, split over both
- * translators; one translator killed -> its flows move to the other.
+ * translators; the route reflector SIGKILLed and restarted under traffic
+ * (0 lost, graceful restart keeps the routes); a translator daemon
+ * restarted (0 lost); one translator killed -> its flows move to the other.
+ * Until the daemon learns BGP routes, the translators' tables are the
+ * static ones bgp-lab.ts writes from the controller's session list.
  * Everything is removed afterwards, also on failure.
  */
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mupRoutes } from '../src/bgp/controller.js';
+import { addSession, mupRoutes } from '../src/bgp/controller.js';
+import { gobgp } from '../src/bgp/gobgpd.js';
 import { listNamespaces } from '../src/host/netns-sweep.js';
-import { bgpLabDown, bgpLabUp, sidecarPid, stream, translatorPackets, TRANSLATORS, type BgpLabPaths, type BgpLabTopology } from '../src/lab/bgp-lab.js';
+import { bgpLabDown, bgpLabUp, labSession, sidecarPid, startSidecar, stream, translatorPackets, TRANSLATORS, type BgpLabPaths, type BgpLabTopology } from '../src/lab/bgp-lab.js';
+import { startDaemon, stopDaemon } from '../src/lab/lab.js';
 import { run } from '../src/lab/sh.js';
 
 const PREFIX = `mbt${process.pid % 100000}`;
@@ -44,6 +50,58 @@ describe('BGP lab', () => {
     expect(share.gw1).toBeGreaterThan(0);
     expect(share.gw2).toBeGreaterThan(0);
     expect(share.gw1 + share.gw2).toBeGreaterThanOrEqual(r.sent.reduce((a, b) => a + b, 0));
+  }, 120_000);
+
+  it('the route reflector SIGKILLed and restarted under traffic: 0 lost, the translators keep their routes (graceful restart) and get them again', async () => {
+    const want = 2 * t.ues.length + 2;
+    let during = { gw1: -1, gw2: -1 };
+    const r = await stream(t, {
+      rate: 400,
+      seconds: 4,
+      during: async () => {
+        process.kill(sidecarPid(p, 'rr'), 'SIGKILL');
+        await new Promise((res) => setTimeout(res, 500));
+        // Stale, not withdrawn: GR keeps them at the translators while the RR is gone.
+        during = { gw1: await mupRoutes(t.api, { netns: t.ns.gw1 }), gw2: await mupRoutes(t.api, { netns: t.ns.gw2 }) };
+        await startSidecar(t, p, 'rr');
+        // The controller's routes lived in the RR: it originates them again (as a controller does on reconnect).
+        for (const u of t.ues) await addSession(t.api, labSession(t, u), { netns: t.ns.rr });
+      },
+    });
+    console.log(`[lab-bgp] route reflector restarted: lost ${r.lost}, reordered ${r.reordered}; routes at gw1/gw2 while it was gone: ${during.gw1}/${during.gw2}`);
+    expect(during).toEqual({ gw1: want, gw2: want });
+    expect(r.lost).toBe(0);
+    expect(r.reordered).toBe(0);
+    // After the restart every route is back and none is left stale.
+    for (const gw of TRANSLATORS) {
+      const deadline = Date.now() + 60_000;
+      let stale = -1;
+      let n = -1;
+      while (Date.now() < deadline) {
+        const out = await gobgp(t.api, ['global', 'rib', '-a', 'mup-ipv4', '-j'], { netns: t.ns[gw], timeout: 30_000 });
+        const paths = Object.values(JSON.parse(out || '{}') as Record<string, { stale?: boolean }[]>).flat();
+        n = paths.length;
+        stale = paths.filter((x) => x.stale === true).length;
+        if (n === want && stale === 0) break;
+        await new Promise((res) => setTimeout(res, 500));
+      }
+      expect({ gw, n, stale }).toEqual({ gw, n: want, stale: 0 });
+    }
+  }, 180_000);
+
+  it('a translator daemon restarted under traffic: 0 lost (the data plane stays while it is away)', async () => {
+    const r = await stream(t, {
+      rate: 400,
+      seconds: 3,
+      during: async () => {
+        await new Promise((res) => setTimeout(res, 500));
+        await stopDaemon(p.daemon.gw2.pidFile, p.daemon.gw2.instance);
+        await startDaemon(t.ns.gw2, p.daemon.gw2);
+      },
+    });
+    console.log(`[lab-bgp] gw2 daemon restarted: lost ${r.lost}, reordered ${r.reordered}`);
+    expect(r.lost).toBe(0);
+    expect(r.reordered).toBe(0);
   }, 120_000);
 
   it('one translator killed (daemon and gobgpd SIGKILLed, its N3 link down): its flows move to the other', async () => {
