@@ -42,9 +42,19 @@ describe('BGP lab', () => {
     const r = await stream(t, { rate: 400, seconds: 2 });
     const after = await translatorPackets(p);
     const share = { gw1: after.gw1 - before.gw1, gw2: after.gw2 - before.gw2 };
-    console.log(`[lab-bgp] per-translator uplink packets: gw1 ${share.gw1}, gw2 ${share.gw2}; lost ${r.lost}, reordered ${r.reordered}`);
+    const dl = await translatorPackets(p, 'end_m_gtp4_e');
+    console.log(
+      `[lab-bgp] per-translator packets: uplink gw1 ${share.gw1}, gw2 ${share.gw2}; downlink (cumulative) gw1 ${dl.gw1}, gw2 ${dl.gw2}; ` +
+        `uplink lost ${r.lost}, reordered ${r.reordered}; downlink lost ${r.dlLost}, reordered ${r.dlReordered}, malformed ${r.dlMalformed}`,
+    );
     expect(r.lost).toBe(0);
     expect(r.reordered).toBe(0);
+    // Every echo came back through a translator's End.M.GTP4.E as GTP-U with the UE's downlink TEID.
+    expect(r.dlLost).toBe(0);
+    expect(r.dlReordered).toBe(0);
+    expect(r.dlMalformed).toBe(0);
+    expect(r.perUe.every((u) => u.dlGot === u.sent)).toBe(true);
+    expect(dl.gw1 + dl.gw2).toBeGreaterThanOrEqual(r.sent.reduce((a, b) => a + b, 0));
     expect(r.perUe.every((u) => u.got === u.sent && u.sent > 0 && Object.keys(u.sites).join() === 'meca')).toBe(true);
     // Layer-4 hashing spreads the 8 flows: both translators carry some.
     expect(share.gw1).toBeGreaterThan(0);
@@ -68,10 +78,9 @@ describe('BGP lab', () => {
         for (const u of t.ues) await addSession(t.api, labSession(t, u), { netns: t.ns.rr });
       },
     });
-    console.log(`[lab-bgp] route reflector restarted: lost ${r.lost}, reordered ${r.reordered}; routes at gw1/gw2 while it was gone: ${during.gw1}/${during.gw2}`);
+    console.log(`[lab-bgp] route reflector restarted: lost ${r.lost}/${r.dlLost} (up/down), reordered ${r.reordered}/${r.dlReordered}; routes at gw1/gw2 while it was gone: ${during.gw1}/${during.gw2}`);
     expect(during).toEqual({ gw1: want, gw2: want });
-    expect(r.lost).toBe(0);
-    expect(r.reordered).toBe(0);
+    expect([r.lost, r.reordered, r.dlLost, r.dlReordered]).toEqual([0, 0, 0, 0]);
     // After the restart every route is back and none is left stale.
     for (const gw of TRANSLATORS) {
       const deadline = Date.now() + 60_000;
@@ -99,12 +108,11 @@ describe('BGP lab', () => {
         await startDaemon(t.ns.gw2, p.daemon.gw2);
       },
     });
-    console.log(`[lab-bgp] gw2 daemon restarted: lost ${r.lost}, reordered ${r.reordered}`);
-    expect(r.lost).toBe(0);
-    expect(r.reordered).toBe(0);
+    console.log(`[lab-bgp] gw2 daemon restarted: lost ${r.lost}/${r.dlLost} (up/down), reordered ${r.reordered}/${r.dlReordered}`);
+    expect([r.lost, r.reordered, r.dlLost, r.dlReordered]).toEqual([0, 0, 0, 0]);
   }, 120_000);
 
-  it('one translator killed (daemon and gobgpd SIGKILLed, its N3 link down): its flows move to the other', async () => {
+  it('one translator killed (daemon and gobgpd SIGKILLed, its links down): its flows move to the other', async () => {
     const before = await translatorPackets(p);
     let atKill = before;
     const r = await stream(t, {
@@ -117,15 +125,16 @@ describe('BGP lab', () => {
         const daemonPid = Number((await run('cat', [p.daemon.gw1.pidFile])).stdout.trim());
         process.kill(daemonPid, 'SIGKILL');
         process.kill(sidecarPid(p, 'gw1'), 'SIGKILL');
-        // The box is gone: its N3 link loses carrier (the pinned XDP program would otherwise go on
-        // translating). The gNB's kernel skips a next hop whose link is down
+        // The box is gone: its links lose carrier (the pinned XDP program would otherwise go on
+        // translating). The gNB's and the PE's kernels skip a next hop whose link is down
         // (ignore_routes_with_linkdown); deleting the link would remove the whole IPv4 multipath route.
         await run('ip', ['-n', t.ns.gw1, 'link', 'set', t.gw.gw1.n3Dev, 'down']);
+        await run('ip', ['-n', t.ns.gw1, 'link', 'set', t.gw.gw1.peDev, 'down']);
       },
     });
     const after = await translatorPackets(p);
     console.log(
-      `[lab-bgp] translator killed: lost ${r.lost} of ${r.sent.reduce((a, b) => a + b, 0)}, per UE max gap ${r.perUe.map((u) => u.gapMs.toFixed(0)).join(',')} ms; ` +
+      `[lab-bgp] translator killed: lost ${r.lost} of ${r.sent.reduce((a, b) => a + b, 0)} (downlink ${r.dlLost}), per UE max gap ${r.perUe.map((u) => u.gapMs.toFixed(0)).join(',')} ms; ` +
         `gw1 carried ${atKill.gw1 - before.gw1} before the kill, gw2 ${after.gw2 - before.gw2} in all`,
     );
     expect(atKill.gw1 - before.gw1).toBeGreaterThanOrEqual(50);
@@ -133,5 +142,8 @@ describe('BGP lab', () => {
     expect(r.perUe.every((u) => u.lastSeq === u.sent - 1)).toBe(true);
     // Only frames in flight at the kill may be lost (well under the 0.25 s the kill step takes at 400/s).
     expect(r.lost).toBeLessThan(100);
+    expect(r.dlLost).toBeLessThan(100);
+    // The downlink of every UE also reaches the end of the stream, through gw2.
+    expect(r.perUe.every((u) => u.dlGot > 0)).toBe(true);
   }, 120_000);
 });

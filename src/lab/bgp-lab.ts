@@ -36,6 +36,8 @@ import { gobgp, startGobgpd, type GobgpApi } from '../bgp/gobgpd.js';
 import { listNamespaces } from '../host/netns-sweep.js';
 import { LAB_RUN_DIR, startDaemon, stopDaemon, type DaemonFiles } from './lab.js';
 import { ipBatch, nsRun, run, sleep } from './sh.js';
+import { formatIpv6, parseIpv4, parseIpv6Prefix } from '../sid/addr.js';
+import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../sid/mobile.js';
 
 export const BGP_LAB_NODES = ['gnb', 'gw1', 'gw2', 'pe', 'meca', 'mecb', 'rr'] as const;
 export type BgpLabNode = (typeof BGP_LAB_NODES)[number];
@@ -107,6 +109,16 @@ export function bgpLabTopology(prefix: string = BGP_DEFAULT_PREFIX, sessions = 8
     bgpPort: 179,
     ues: Array.from({ length: sessions }, (_, i) => ({ index: i, addr: `10.45.0.${2 + i}`, ulTeid: 0x1001 + i, dlTeid: 0x2002 + i, qfi: 9, site: 'meca' as const })),
   };
+}
+
+/** The downlink SID of UE u: End.M.GTP4.E prefix | gNB | QFI | downlink TEID (RFC 9433 6.6). */
+export function dlSid(t: BgpLabTopology, u: BgpLabUe): string {
+  return formatIpv6(encodeGtp4Sid(parseIpv6Prefix(t.dlPrefix, 'lab'), parseIpv4(t.gnb.addr, 'lab'), { qfi: qfi(u.qfi), r: false, u: false, teid: teid(u.dlTeid) }));
+}
+
+/** The PE's encapsulation source: src_prefix | N3, so End.M.GTP4.E's GTP-U comes from N3. */
+export function peTunsrc(t: BgpLabTopology): string {
+  return formatIpv6(encodeGtp4Src(parseIpv6Prefix(t.srcPrefix, 'lab'), parseIpv4(t.gnb.n3, 'lab')));
 }
 
 /** The controller's view of UE u: the PDU session it originates as T1ST + T2ST. */
@@ -247,7 +259,7 @@ export async function bgpLabUp(prefix: string = BGP_DEFAULT_PREFIX, progress: Pr
     }
     // Layer-4 hashing over the translators; a next hop whose link is gone is not used.
     await nsRun(t.ns.gnb, 'sysctl', ['-q', '-w', 'net.ipv4.fib_multipath_hash_policy=1', 'net.ipv4.conf.all.ignore_routes_with_linkdown=1']);
-    await nsRun(t.ns.pe, 'sysctl', ['-q', '-w', 'net.ipv6.fib_multipath_hash_policy=1']);
+    await nsRun(t.ns.pe, 'sysctl', ['-q', '-w', 'net.ipv6.fib_multipath_hash_policy=1', 'net.ipv6.conf.all.ignore_routes_with_linkdown=1']);
     progress('veths, addresses, routes; the kernel End.DX4 in pe');
     for (const gw of TRANSLATORS) {
       await veth(t, 'gnb', t.gnb.links[gw].dev, gw, t.gw[gw].n3Dev);
@@ -288,6 +300,11 @@ export async function bgpLabUp(prefix: string = BGP_DEFAULT_PREFIX, progress: Pr
         `route add ${s.sid}/128 encap seg6local action End.DX4 nh4 ${s.peer} count dev ${s.dev}`,
       );
     }
+    // Downlink: the PE's H.Encaps toward the End.M.GTP4.E SID composed for
+    // each UE (SID | gNB | QFI | downlink TEID), from src_prefix | N3; the
+    // kernel's seg6 encap stands in for the PE's T1ST + ISD resolution.
+    pe.push(`sr tunsrc set ${peTunsrc(t)}`);
+    for (const u of t.ues) pe.push(`route add ${u.addr}/32 encap seg6 mode encap segs ${dlSid(t, u)} dev to-gw1`);
     await ipBatch(t.ns.pe, pe);
     for (const site of ['meca', 'mecb'] as const) {
       const s = t.pe.sids[site];
@@ -308,7 +325,7 @@ export async function bgpLabUp(prefix: string = BGP_DEFAULT_PREFIX, progress: Pr
         await sleep(250);
       }
     }
-    progress('pe advertises its End.DT4 SIDs (DSD, segment ids 10:1 -> MEC-A, 10:2 -> MEC-B)');
+    progress('pe advertises its End.DX4 SIDs (DSD, segment ids 10:1 -> MEC-A, 10:2 -> MEC-B)');
     for (const [i, site] of (['meca', 'mecb'] as const).entries()) {
       const s = t.pe.sids[site];
       await gobgp(t.api, ['global', 'rib', 'add', '-a', 'mup-ipv4', 'dsd', t.pe.mgmt, 'rd', `${t.pe.mgmt}:${i + 1}`, 'prefix', `${s.sid}/48`, 'locator-node-length', '16', 'function-length', '16', 'behavior', 'END_DX4', 'rt', t.rt, 'mup', s.segmentId, 'nexthop', t.gw.gw1.peV6], { netns: t.ns.pe });
@@ -347,23 +364,42 @@ async function warmUp(t: BgpLabTopology): Promise<void> {
 export interface StreamResult {
   readonly sent: readonly number[];
   /** Per UE: datagrams received (unique), lost, reordered (arrived after a later one of the same UE), and at which site. */
-  readonly perUe: readonly { readonly ue: number; readonly sent: number; readonly got: number; readonly lost: number; readonly reordered: number; readonly sites: Readonly<Record<string, number>>; readonly lastSeq: number; readonly gapMs: number }[];
+  readonly perUe: readonly {
+    readonly ue: number;
+    readonly sent: number;
+    readonly got: number;
+    readonly lost: number;
+    readonly reordered: number;
+    readonly sites: Readonly<Record<string, number>>;
+    readonly lastSeq: number;
+    readonly gapMs: number;
+    /** Downlink: echoes that came back to the gNB (GTP-U, the UE's downlink TEID), and echoed ones that did not. */
+    readonly dlGot: number;
+    readonly dlLost: number;
+    readonly dlReordered: number;
+  }[];
   readonly lost: number;
   readonly reordered: number;
+  readonly dlLost: number;
+  readonly dlReordered: number;
+  /** G-PDUs at the gNB that were not ours or carried another TEID than the UE's. */
+  readonly dlMalformed: number;
 }
 
 /** Run the per-UE GTP-U stream from gnb to the MEC anycast; `during` runs while it flows. */
 export async function stream(t: BgpLabTopology, o: { rate: number; seconds: number; during?: () => Promise<void> }): Promise<StreamResult> {
   const { execa } = await import('execa');
   const recv = (['meca', 'mecb'] as const).map((site) =>
-    execa('ip', ['netns', 'exec', t.ns[site], 'python3', BGP_STREAM_PY, 'recv', '--dport', String(t.mec.port), '--site', site], { reject: false, buffer: true }),
+    execa('ip', ['netns', 'exec', t.ns[site], 'python3', BGP_STREAM_PY, 'recv', '--dport', String(t.mec.port), '--site', site, '--echo', String(t.mec.port + 1)], { reject: false, buffer: true }),
   );
+  const gtp = execa('ip', ['netns', 'exec', t.ns.gnb, 'python3', BGP_STREAM_PY, 'gtprecv', '--src', t.gnb.addr], { reject: false, buffer: true });
+  const all = [...recv, gtp];
   // Wait for both receivers' "ready".
   await Promise.all(
-    recv.map(
+    all.map(
       (r) =>
         new Promise<void>((res, rej) => {
-          const to = setTimeout(() => rej(new Error('stream receiver not ready within 10 s')), 10_000);
+          const to = setTimeout(() => rej(new Error('stream receiver not ready within 60 s')), 60_000);
           r.stdout!.on('data', (d: Buffer) => {
             if (d.toString().includes('ready')) {
               clearTimeout(to);
@@ -384,6 +420,9 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
     await send;
     await sleep(300);
     for (const r of recv) r.kill('SIGTERM');
+    await Promise.all(recv);
+    await sleep(300);
+    gtp.kill('SIGTERM');
   }
   const s = await send;
   if (s.exitCode !== 0) throw new Error(`stream sender failed: ${String(s.stderr).trim()}`);
@@ -396,6 +435,9 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
     for (const [ue, seq, ns] of j.got) got.push({ ue, seq, ns, site: j.site });
   }
   got.sort((a, b) => a.ns - b.ns);
+  const g = await gtp;
+  const dl = JSON.parse(String(g.stdout).trim().split('\n').pop() ?? '{}') as { got?: [number, number, number, number][]; malformed?: number };
+  const back = (dl.got ?? []).sort((a, b) => a[2] - b[2]);
   const perUe = t.ues.map((u, i) => {
     const mine = got.filter((g) => g.ue === i);
     const seen = new Set<number>();
@@ -413,13 +455,30 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
       prevNs = g.ns;
     }
     const n = sent[i] ?? 0;
-    return { ue: u.index, sent: n, got: seen.size, lost: n - seen.size, reordered, sites, lastSeq: max, gapMs: gap };
+    // Downlink: what the sites echoed that came back to the gNB as GTP-U with the UE's downlink TEID.
+    const mineBack = back.filter((b) => b[0] === i && b[3] === u.dlTeid);
+    const backSeen = new Set(mineBack.map((b) => b[1]));
+    let dlMax = -1;
+    let dlReordered = 0;
+    for (const b of mineBack) {
+      if (b[1] < dlMax) dlReordered++;
+      dlMax = Math.max(dlMax, b[1]);
+    }
+    return { ue: u.index, sent: n, got: seen.size, lost: n - seen.size, reordered, sites, lastSeq: max, gapMs: gap, dlGot: backSeen.size, dlLost: seen.size - backSeen.size, dlReordered };
   });
-  return { sent, perUe, lost: perUe.reduce((a, x) => a + x.lost, 0), reordered: perUe.reduce((a, x) => a + x.reordered, 0) };
+  return {
+    sent,
+    perUe,
+    lost: perUe.reduce((a, x) => a + x.lost, 0),
+    reordered: perUe.reduce((a, x) => a + x.reordered, 0),
+    dlLost: perUe.reduce((a, x) => a + x.dlLost, 0),
+    dlReordered: perUe.reduce((a, x) => a + x.dlReordered, 0),
+    dlMalformed: (dl.malformed ?? 0) + back.filter((b) => b[3] !== t.ues[b[0]]?.dlTeid).length,
+  };
 }
 
-/** H.M.GTP4.D packets each translator has translated (its counters). */
-export async function translatorPackets(p: BgpLabPaths): Promise<Record<Translator, number>> {
+/** H.M.GTP4.D (uplink) packets each translator has translated (its counters); `fn` end_m_gtp4_e for the downlink. */
+export async function translatorPackets(p: BgpLabPaths, fn: 'h_m_gtp4_d' | 'end_m_gtp4_e' = 'h_m_gtp4_d'): Promise<Record<Translator, number>> {
   const { request } = await import('node:http');
   const one = (socketPath: string): Promise<number> =>
     new Promise((res) => {
@@ -428,7 +487,7 @@ export async function translatorPackets(p: BgpLabPaths): Promise<Record<Translat
         r.on('data', (c: Buffer) => (b += c.toString()));
         r.on('end', () => {
           try {
-            res((JSON.parse(b) as { functions?: { h_m_gtp4_d?: { packets?: number } } }).functions?.h_m_gtp4_d?.packets ?? NaN);
+            res((JSON.parse(b) as { functions?: Record<string, { packets?: number } | undefined> }).functions?.[fn]?.packets ?? NaN);
           } catch {
             res(NaN);
           }

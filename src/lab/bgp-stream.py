@@ -12,7 +12,13 @@ send (in the gNB namespace): for each UE i, one UDP socket bound to the gNB
       JSON line {sent: [per UE], seconds}.
 recv (at a MEC site): records (UE, sequence, arrival ns) of every datagram
       on --dport until SIGTERM (then until the socket is empty), then one
-      JSON line {site, got: [[ue, seq, ns], ...]}.
+      JSON line {site, got: [[ue, seq, ns], ...]}. With --echo PORT it sends
+      each datagram back to its source address at PORT (the downlink).
+gtprecv (in the gNB namespace): a UDP socket on the gNB address port 2152;
+      each G-PDU's header is parsed (extension chain included), the inner
+      IPv4/UDP must carry our payload; records (UE, sequence, arrival ns,
+      TEID) until SIGTERM, then one JSON line {got: [[ue, seq, ns, teid]],
+      malformed}.
 
 Inner payload: 8-byte magic MUPBGP01, 4-byte UE index, 8-byte sequence
 number, 8-byte send time (CLOCK_MONOTONIC ns), zero padding to --size.
@@ -95,19 +101,69 @@ def recv(a):
             if stop[0]:
                 break
             continue
-        d = s.recv(65535)
+        d, src = s.recvfrom(65535)
         now = time.monotonic_ns()
         if len(d) < HDR.size or d[:8] != MAGIC:
             bad += 1
             continue
         _, ue, seq, _ = HDR.unpack_from(d)
         got.append([ue, seq, now])
+        if a.echo:
+            try:
+                s.sendto(d, (src[0], a.echo))
+            except OSError:
+                pass
     print(json.dumps({"site": a.site, "got": got, "malformed": bad}), flush=True)
+
+
+def gtprecv(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.bind((a.src, 2152))
+    stop = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
+    got = []
+    bad = 0
+    print("ready", flush=True)
+    while True:
+        r, _, _ = select.select([s], [], [], 0.05)
+        if not r:
+            if stop[0]:
+                break
+            continue
+        d = s.recv(65535)
+        now = time.monotonic_ns()
+        try:
+            flags, mtype, length, teid = struct.unpack_from("!BBHI", d)
+            if flags >> 5 != 1 or mtype != 0xFF or length != len(d) - 8:
+                raise ValueError
+            off = 8
+            if flags & 0x07:
+                nxt = d[off + 3]
+                off += 4
+                while nxt:
+                    n = d[off] * 4
+                    if n == 0:
+                        raise ValueError
+                    nxt = d[off + n - 1]
+                    off += n
+            ip = d[off:]
+            ihl = (ip[0] & 0x0F) * 4
+            if ip[0] >> 4 != 4 or ip[9] != 17:
+                raise ValueError
+            payload = ip[ihl + 8:]
+            if len(payload) < HDR.size or payload[:8] != MAGIC:
+                raise ValueError
+            _, ue, seq, _ = HDR.unpack_from(payload)
+            got.append([ue, seq, now, teid])
+        except (ValueError, IndexError, struct.error):
+            bad += 1
+    print(json.dumps({"got": got, "malformed": bad}), flush=True)
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["send", "recv"])
+    p.add_argument("mode", choices=["send", "recv", "gtprecv"])
     p.add_argument("--src")
     p.add_argument("--n3")
     p.add_argument("--ues")
@@ -118,8 +174,9 @@ def main():
     p.add_argument("--seconds", type=float, default=2)
     p.add_argument("--size", type=int, default=64)
     p.add_argument("--site", default="")
+    p.add_argument("--echo", type=int, default=0)
     a = p.parse_args()
-    (send if a.mode == "send" else recv)(a)
+    {"send": send, "recv": recv, "gtprecv": gtprecv}[a.mode](a)
 
 
 if __name__ == "__main__":
