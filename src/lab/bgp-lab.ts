@@ -46,7 +46,8 @@ export const TRANSLATORS = ['gw1', 'gw2'] as const;
 export type Translator = (typeof TRANSLATORS)[number];
 
 const XDP_PASS_OBJECT = fileURLToPath(new URL('../../build/testpeer.bpf.o', import.meta.url));
-export const BGP_STREAM_PY = fileURLToPath(new URL('./bgp-stream.py', import.meta.url));
+// From src/lab/ and from the compiled file alike (the .py is not copied at build).
+export const BGP_STREAM_PY = fileURLToPath(new URL('../../src/lab/bgp-stream.py', import.meta.url));
 
 /** One PDU session of the lab: UE i behind the gNB. */
 export interface BgpLabUe {
@@ -400,6 +401,10 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
       (r) =>
         new Promise<void>((res, rej) => {
           const to = setTimeout(() => rej(new Error('stream receiver not ready within 60 s')), 60_000);
+          r.once('exit', (code) => {
+            clearTimeout(to);
+            rej(new Error(`stream receiver (${BGP_STREAM_PY}) exited with ${code} before it was ready`));
+          });
           r.stdout!.on('data', (d: Buffer) => {
             if (d.toString().includes('ready')) {
               clearTimeout(to);
