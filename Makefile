@@ -27,7 +27,7 @@ NATIVE_SRC := native/binding.gyp $(wildcard native/src/*.cc native/src/*.h)
 NATIVE_ADDON := native/build/Release/mup_tstamp.node
 
 # build/build-info.json: the commit `mup --version` names (scripts/build-info.sh).
-.PHONY: all deps bpf ts native build-info deb install pack test demo replay-demo lab-relocate bench bench-micro bench-daemon soak fuzz clean
+.PHONY: all deps bpf ts native build-info deb install pack test demo replay-demo lab-relocate bench bench-micro bench-daemon bench-bgp soak fuzz clean
 
 all: bpf ts native build-info
 
@@ -94,6 +94,12 @@ fuzz: bpf ts
 # add/delete latency, memory. Not part of `make test`.
 bench-daemon: bpf ts
 	npm run bench:daemon
+
+# The BGP MUP control plane (issue 14): bulk origination method, 10,000 T2ST +
+# 10,000 T1ST at a starting translator, 1,000 single T2ST changes, gobgpd RSS;
+# gobgpd processes on loopback only, removed at the end. Not part of `make test`.
+bench-bgp: ts
+	npm run bench:bgp -- $(ARGS)
 
 # The daemon under faults (kill, disk full, pins removed, interface
 # recreated, API churn) while traffic flows both ways: frames lost,

@@ -64,8 +64,23 @@ export function registerLab(program: Command, io: Io): void {
     .summary('build the lab and start its translator (a previous lab with the prefix is removed first)')
     .addOption(prefixOption())
     .addOption(peOption('(default kernel)').default('kernel'))
-    .addHelpText('after', '\nExamples:\n  mup lab up\n  mup lab up --pe mup         # the downlink from our sessions (H.M.Session.Encaps)\n  mup lab up --prefix mlab2   # a second lab beside the first\n')
-    .action(async (o: { prefix: string; pe: 'mup' | 'kernel' }) => {
+    .option('--bgp', 'the BGP MUP lab instead (docs/lab.md "The BGP lab"): route reflector, controller, two translators behind ECMP, PE; prefix mbgp unless --prefix')
+    .option('--sessions <n>', 'with --bgp: PDU sessions the controller originates', '8')
+    .addHelpText('after', '\nExamples:\n  mup lab up\n  mup lab up --pe mup         # the downlink from our sessions (H.M.Session.Encaps)\n  mup lab up --prefix mlab2   # a second lab beside the first\n  mup lab up --bgp            # the BGP MUP lab (mup lab down --bgp removes it)\n')
+    .action(async (o: { prefix: string; pe: 'mup' | 'kernel'; bgp?: boolean; sessions: string }, cmd: Command) => {
+      if (o.bgp === true) {
+        const { bgpLabUp, BGP_DEFAULT_PREFIX } = await import('../lab/bgp-lab.js');
+        const prefix = cmd.getOptionValueSource('prefix') === 'default' ? BGP_DEFAULT_PREFIX : o.prefix;
+        const { topology: t, paths: p } = await bgpLabUp(prefix, progress, { sessions: num(o.sessions, 'sessions', 1, 250) });
+        io.out(
+          `BGP lab "${prefix}" is up: namespaces ${Object.values(t.ns).join(' ')}\n` +
+            `  routes:     ip netns exec ${t.ns.gw1} gobgp global rib -a mup-ipv4\n` +
+            `  a session:  mup bgp session add --netns ${t.ns.rr} --api 127.0.0.1:${t.api.port} --ue 10.45.1.2/32 --teid 8193 --qfi 9 --endpoint ${t.gnb.addr} --n3 ${t.gnb.n3} --segment-id ${t.pe.sids.meca.segmentId} --rd ${t.rr.mgmt}:1 --rt ${t.rt}\n` +
+            `  translator: MUP_SOCKET=${p.daemon.gw1.socket} mup stats\n` +
+            `  remove it:  mup lab down --bgp${prefix === BGP_DEFAULT_PREFIX ? '' : ` --prefix ${prefix}`}\n`,
+        );
+        return;
+      }
       const { labUp } = await import('../lab/lab.js');
       const { topology: t, paths: p } = await withSignals(o.prefix, io, () => labUp(o.prefix, progress, { pe: o.pe }));
       io.out(
@@ -82,8 +97,16 @@ export function registerLab(program: Command, io: Io): void {
     .command('down')
     .summary('remove what a lab with this prefix made: daemon, processes in its namespaces, namespaces, pins')
     .addOption(prefixOption())
-    .addHelpText('after', '\nExamples:\n  mup lab down\n  mup lab down --prefix mlab2\n')
-    .action(async (o: { prefix: string }) => {
+    .option('--bgp', 'remove a BGP lab (prefix mbgp unless --prefix)')
+    .addHelpText('after', '\nExamples:\n  mup lab down\n  mup lab down --prefix mlab2\n  mup lab down --bgp\n')
+    .action(async (o: { prefix: string; bgp?: boolean }, cmd: Command) => {
+      if (o.bgp === true) {
+        const { bgpLabDown, BGP_DEFAULT_PREFIX } = await import('../lab/bgp-lab.js');
+        const prefix = cmd.getOptionValueSource('prefix') === 'default' ? BGP_DEFAULT_PREFIX : o.prefix;
+        const removed = await bgpLabDown(prefix);
+        io.out(removed.length === 0 ? `nothing of BGP lab "${prefix}" was there\n` : removed.map((r) => `removed ${r}\n`).join(''));
+        return;
+      }
       const { labDown } = await import('../lab/lab.js');
       const removed = await labDown(o.prefix);
       io.out(removed.length === 0 ? `nothing of lab "${o.prefix}" was there\n` : removed.map((r) => `removed ${r}\n`).join(''));

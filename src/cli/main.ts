@@ -12,6 +12,7 @@ import { BUILD_INFO, DEFAULT_OBJECT, PACKAGE_ROOT } from '../host/paths.js';
 import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../dataplane/replay.js';
 import { registerBench } from './bench.js';
 import { registerBgp } from './bgp.js';
+import { addSessionCommands } from './bgp-session.js';
 import { registerLab } from './lab.js';
 import { registerOps } from './ops.js';
 import { registerProbe } from './probe.js';
@@ -70,7 +71,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
   registerBench(program, io);
   registerProbe(program, io);
   registerLab(program, io);
-  registerBgp(program, io);
+  addSessionCommands(registerBgp(program, io), io);
 
   program
     .command('replay')

@@ -140,7 +140,7 @@ function daemonPid(pidFile: string, instance: string): number | undefined {
 }
 
 /** Stop one lab daemon (SIGTERM, then SIGKILL after 5 s); true if one ran. */
-async function stopDaemon(pidFile: string, instance: string): Promise<number | undefined> {
+export async function stopDaemon(pidFile: string, instance: string): Promise<number | undefined> {
   const pid = daemonPid(pidFile, instance);
   if (pid === undefined) return undefined;
   process.kill(pid, 'SIGTERM');
@@ -374,7 +374,7 @@ export async function labSetPe(t: LabTopology, p: LabPaths, mode: PeMode, progre
   await startPes(t, p, mode, progress);
 }
 
-interface DaemonFiles {
+export interface DaemonFiles {
   readonly config: string;
   readonly instance: string;
   readonly socket: string;
@@ -384,7 +384,7 @@ interface DaemonFiles {
   readonly pidFile: string;
 }
 
-async function startDaemon(ns: string, p: DaemonFiles): Promise<void> {
+export async function startDaemon(ns: string, p: DaemonFiles): Promise<void> {
   const fd = openSync(p.log, 'a');
   const child = spawn(
     process.execPath,
