@@ -4,23 +4,14 @@
  * startGobgpd throw with the reason, and no gobgpd is left behind.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { gobgp, parseApi, startGobgpd, type GobgpdProcess } from '../src/bgp/gobgpd.js';
 import { pidAlive } from '../src/host/process.js';
+import { freeTcpPort } from '../src/host/net.js';
 
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => res(typeof a === 'object' && a !== null ? a.port : 0));
-    });
-  });
-}
+const freePort = freeTcpPort;
 
 const dir = mkdtempSync(join(tmpdir(), 'mup-gobgpd-'));
 const started: GobgpdProcess[] = [];

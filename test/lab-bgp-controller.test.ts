@@ -6,7 +6,6 @@
  * there to the same routes, in bulk, and are withdrawn again.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command } from 'commander';
@@ -14,17 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BgpInjector, checkSession, encodeT1st, encodeT2st, parseRdRt, parseTeid, updates } from '../src/bgp/controller.js';
 import { gobgp, startGobgpd, type GobgpApi, type GobgpdProcess } from '../src/bgp/gobgpd.js';
 import { addSessionCommands } from '../src/cli/bgp-session.js';
+import { freeTcpPort } from '../src/host/net.js';
 
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => res(typeof a === 'object' && a !== null ? a.port : 0));
-    });
-  });
-}
+const freePort = freeTcpPort;
 
 const dir = mkdtempSync(join(tmpdir(), 'mup-bgpctl-'));
 let rr: GobgpdProcess | undefined;

@@ -25,12 +25,12 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { BgpInjector, checkSession, mupRoutes, neighborState, sessionArgs, speakerToml, type CheckedSession } from '../bgp/controller.js';
 import { gobgp, startGobgpd, type GobgpApi, type GobgpdProcess } from '../bgp/gobgpd.js';
+import { freeTcpPort } from '../host/net.js';
 
 function arg(name: string, def: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -45,16 +45,7 @@ function strArg(name: string, def: string): string {
   return i < 0 ? def : (process.argv[i + 1] ?? def);
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => res(typeof a === 'object' && a !== null ? a.port : 0));
-    });
-  });
-}
+const freePort = freeTcpPort;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 

@@ -6,16 +6,8 @@
 import { Command, Option } from 'commander';
 import { parseApi } from '../bgp/gobgpd.js';
 import { sessionOp, type RouteType } from '../bgp/controller.js';
+import type { Io } from './ops.js';
 
-interface Io {
-  out(s: string): void;
-  err(s: string): void;
-}
-
-const stdio: Io = {
-  out: (s) => void process.stdout.write(s),
-  err: (s) => void process.stderr.write(s),
-};
 
 interface SessionOpts {
   api: string;
@@ -35,7 +27,7 @@ interface SessionOpts {
 }
 
 /** Add `session add` and `session del` under the `bgp` command group. */
-export function addSessionCommands(bgp: Command, io: Io = stdio): Command {
+export function addSessionCommands(bgp: Command, io: Io): Command {
   const session = bgp
     .command('session')
     .summary("originate or withdraw a PDU session's T1ST/T2ST routes at a gobgpd (a MUP controller's job)")
