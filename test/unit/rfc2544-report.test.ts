@@ -136,12 +136,15 @@ describe('RFC 2544 report: latency at load', () => {
 
   it('table and Markdown: a line per step, the baseline next to the translator, what was not measured and why', () => {
     const table = terminalTable(lrep);
-    expect(table).toMatch(/uplink\s+64\s+90 %\s+1\.800 \/ 1\.800\s+7 \(0\.000 %\)\s+1 of 2000\s+2200 ns\s+22\.0 µs\s+44\.0 µs\s+66\.0 µs\s+11\.0 µs\s+180 ns\s+2500 ns\s+30\.0 µs\s+66\.0 µs\s+1000 ns/);
-    expect(table).toMatch(/kernel-ipv4\s+64\s+10 %.*2500 ns.*-\s+-\s+-\s+-\s+-$/m);
+    // One unit per time column, the unit of its largest value, in the header; cells are bare numbers.
+    expect(table).toMatch(/wire p50 \(ns\)\s+p99 \(µs\)\s+p99\.9 \(µs\)\s+max \(µs\)\s+jitter \(µs\)\s+residence p50 \(ns\)\s+p99 \(ns\)\s+p99\.9 \(µs\)\s+max \(µs\)\s+jitter \(ns\)/);
+    expect(table).toMatch(/uplink\s+64\s+90 %\s+1\.800 \/ 1\.800\s+7 \(0\.000 %\)\s+1 of 2000\s+2200\s+22\.000\s+44\.000\s+66\.000\s+11\.000\s+180\s+2500\s+30\.000\s+66\.000\s+1000$/m);
+    expect(table).toMatch(/kernel-ipv4\s+64\s+10 %.*\s2500\s.*-\s+-\s+-\s+-\s+-$/m);
+    expect(table).not.toMatch(/\d (ns|µs)\b/);
     expect(table).toContain('no latency: bidir: two streams from one generator thread (64 B)');
     const md = markdown(lrep);
     expect(md).toContain('## Latency at load');
-    expect(md).toContain('| uplink | 64 | 50 % | 1.000 / 1.000 | 0 (0.000 %) | 1 of 2000 | 2300 ns |');
+    expect(md).toContain('| uplink | 64 | 50 % | 1.000 / 1.000 | 0 (0.000 %) | 1 of 2000 | 2300 | 23.000 |');
     expect(md).toContain('![latency-wire-64.svg](latency-wire-64.svg)');
     expect(md).toContain('- bidir: two streams from one generator thread (64 B)');
     expect(md).not.toMatch(/not measured\*\*/);

@@ -10,11 +10,12 @@ import { CASE_TITLES, CASES, ETH_FCS_OVERHEAD, PLAIN_OVERHEAD, type CaseName } f
 import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../../packet/frames.js';
 import { LIVE_BATCH } from '../../packet/generator.js';
 import type { CaseResult, Rfc2544Result } from './rfc2544.js';
-import { fmtNs, type LatencyStep } from './latency.js';
+import type { LatencyStep } from './latency.js';
 import { sweepSvg, type SweepRow } from '../../probe/sweep.js';
 import { distOfBuckets, latencyFigures } from '../../probe/plots.js';
 import { hdrIntervalLog, type LogSeries } from '../../probe/hdrlog.js';
 import type { Summary } from '../../probe/stats.js';
+import { unitColumns } from '../../probe/present.js';
 
 export interface Machine {
   hostname: string;
@@ -330,14 +331,24 @@ export function latencyRows(r: Rfc2544Result): LatencyRow[] {
   );
 }
 
-const LATENCY_HEAD = ['case', 'frame', 'load', 'bg Mpps offered / sent', 'bg lost', 'probes lost', 'wire p50', 'p99', 'p99.9', 'max', 'jitter', 'residence p50', 'p99', 'p99.9', 'max', 'jitter'];
+const LATENCY_HEAD = ['case', 'frame', 'load', 'bg Mpps offered / sent', 'bg lost', 'probes lost'];
+const LATENCY_TIMES = ['wire p50', 'p99', 'p99.9', 'max', 'jitter', 'residence p50', 'p99', 'p99.9', 'max', 'jitter'];
 
-function latencyCells(x: LatencyRow): string[] {
-  const f = (v: LatencyFigures | null): string[] => (v === null ? ['-', '-', '-', '-', '-'] : [v.p50, v.p99, v.p999, v.max, v.jitter].map(fmtNs));
-  return [
-    x.case, `${x.size}`, `${x.percent} %`, `${mpps(x.offeredPps)} / ${mpps(x.achievedPps)}`, `${x.bgLost} (${(x.bgLossRatio * 100).toFixed(3)} %)`,
-    `${x.probesLost} of ${x.probesSent}`, ...f(x.wire), ...f(x.residence),
-  ];
+/**
+ * The latency table: a row per case, size and step; each time column in one
+ * unit, the unit of its largest value, named in its header (a column never
+ * mixes ns and µs).
+ */
+function latencyTable(lat: readonly LatencyRow[]): { head: string[]; rows: string[][] } {
+  const f = (v: LatencyFigures | null): (number | null)[] => (v === null ? [null, null, null, null, null] : [v.p50, v.p99, v.p999, v.max, v.jitter]);
+  const times = unitColumns(LATENCY_TIMES, lat.map((x) => [...f(x.wire), ...f(x.residence)]));
+  return {
+    head: [...LATENCY_HEAD, ...times.head],
+    rows: lat.map((x, i) => [
+      x.case, `${x.size}`, `${x.percent} %`, `${mpps(x.offeredPps)} / ${mpps(x.achievedPps)}`, `${x.bgLost} (${(x.bgLossRatio * 100).toFixed(3)} %)`,
+      `${x.probesLost} of ${x.probesSent}`, ...times.cells[i]!,
+    ]),
+  };
 }
 
 /** Cases and sizes without latency, and why (one line each, repetitions folded). */
@@ -378,7 +389,8 @@ export function terminalTable(rep: Report): string {
   }
   if (lat.length > 0) {
     out.push('', `Latency at load (% of the zero-loss rate; background lost; one-way wire and in-program residence; ${r.options.probeRate} probes/s for ${r.options.probeSeconds} s a step):`);
-    out.push(...columns(LATENCY_HEAD, lat.map(latencyCells)));
+    const t = latencyTable(lat);
+    out.push(...columns(t.head, t.rows));
   }
   const skipped = latencySkips(r);
   if (skipped.length > 0) out.push('', ...skipped.map((l) => `no latency: ${l}`));
@@ -524,8 +536,9 @@ function latencyMarkdown(r: Rfc2544Result): string[] {
     '',
   );
   if (lat.length > 0) {
-    L.push(`| ${LATENCY_HEAD.join(' | ')} |`, `|${LATENCY_HEAD.map(() => '---').join('|')}|`);
-    for (const x of lat) L.push(`| ${latencyCells(x).join(' | ')} |`);
+    const t = latencyTable(lat);
+    L.push(`| ${t.head.join(' | ')} |`, `|${t.head.map(() => '---').join('|')}|`);
+    for (const row of t.rows) L.push(`| ${row.join(' | ')} |`);
     L.push('');
     for (const [name] of latencySvgs(r)) L.push(`![${name}](${name})`);
     L.push('');
