@@ -176,6 +176,25 @@ describe.skipIf(!isRoot)('stream.py in two namespaces (no lab)', () => {
     }
   }, 60_000);
 
+  it('a site asked to stop the moment it says ready ends with its record, not killed by the SIGTERM (echo and back, 5 times each)', async () => {
+    lab ??= await Lab.create(['a', 'b']);
+    for (const kind of ['echo', 'back'] as const) {
+      for (let i = 0; i < 5; i++) {
+        const port = 7310 + 2 * i;
+        const args = kind === 'echo'
+          ? ['echo', '--ues', '127.0.0.1', '--bind', '127.0.0.1', '--port', String(port), '--reply-port', String(port + 1), '--site', '1', '--size', '64', '--seconds', '20', '--idle', '0']
+          : ['back', '--port', String(port), '--ues', '127.0.0.1', '--size', '64', '--seconds', '20', '--idle', '0'];
+        const site = await pyProc<SiteOut | BackOut>(lab.ns('a'), args, 'ready', 30);
+        try {
+          site.stop();
+          await expect(site.done, `${kind} #${i}`).resolves.toBeDefined();
+        } finally {
+          site.kill();
+        }
+      }
+    }
+  }, 60_000);
+
   it('a receiver asked to stop is not killed while it drains (a busy host takes more than 5 s): its record comes back', async () => {
     lab ??= await Lab.create(['a', 'b']);
     const site = await pyProc<SiteOut>(lab.ns('a'), ['echo', '--ues', '127.0.0.1', '--bind', '127.0.0.1', '--port', '7300', '--reply-port', '7301', '--site', '1', '--size', '64', '--seconds', '60', '--idle', '0'], 'ready', 70);

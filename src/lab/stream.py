@@ -212,6 +212,7 @@ def echo(a):
     big_buffers(s)
     s.bind((a.bind, a.port))
     s.settimeout(0.05)
+    stop_on_sigterm()  # before "ready": the caller may ask it to stop as soon as it reads that
     print("ready", flush=True)
     arrival = kernel_stamps(s)
     space = socket.CMSG_SPACE(TS.size)
@@ -224,7 +225,6 @@ def echo(a):
     deadline = time.monotonic() + a.seconds
     last = None
     mono = time.monotonic_ns
-    stop_on_sigterm()
     while time.monotonic() < deadline:
         if last is not None and a.idle > 0 and time.monotonic() - last > a.idle:
             break
@@ -262,6 +262,7 @@ def back(a):
     s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
     s.bind(("0.0.0.0", a.port))
     s.settimeout(0.05)
+    stop_on_sigterm()  # before "ready": the caller may ask it to stop as soon as it reads that
     print("ready", flush=True)
     rec_ue, rec_seq, rec_t, rec_site, rec_sent = [], [], [], [], []
     bad = [0] * n_ue
@@ -271,7 +272,6 @@ def back(a):
     mono = time.monotonic_ns
     arrival = kernel_stamps(s)
     space = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(TS.size)
-    stop_on_sigterm()
     while time.monotonic() < deadline:
         if last is not None and a.idle > 0 and time.monotonic() - last > a.idle:
             break
