@@ -192,6 +192,10 @@ describe.runIf(isRoot)('BGP MUP: learn from the sidecar gobgpd', () => {
     const metrics = (await d!.api('GET', '/metrics')).text;
     expect(metrics).toMatch(/mup_bgp_route_latency_seconds_count [1-9]/);
     expect(metrics).toMatch(/mup_bgp_routes\{type="t2st",state="installed"\} 1/);
+    // One learned rule's counters, by name and by key, like any other rule's (mup stats --rule).
+    const c = await d!.api('GET', `/v1/counters?rule=${encodeURIComponent('bgp:198.51.100.1:0x12345678')}`);
+    expect(c.status, c.text).toBe(200);
+    expect(c.text).toContain('bgp:198.51.100.1:0x12345678');
   });
 
   it('PE role: ISD + T1ST at the controller -> a session with origin bgp, isd = the SID cut to LB+LN+FN', async () => {

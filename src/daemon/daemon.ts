@@ -1076,9 +1076,10 @@ export class Daemon {
    * of that kind has it. The rule's own slot only: no other rule is listed.
    */
   ruleCounters(kind: RuleKind, by: { key?: string; name?: string }): { at: string; rule: RuleCounter | null } | undefined {
-    const key = this.#rules.find(kind, by);
+    // Config and API rules first, then the learned ones (BGP): their counters are read the same way.
+    const key = this.#rules.find(kind, by) ?? this.#rules.findLearned(kind, by);
     if (key === undefined) return undefined;
-    const r = this.#rules.rules(kind).get(key)!;
+    const r = this.ruleMap(kind).get(key)!;
     const one = { policies: [] as Policy[], localsids: [] as LocalSid[], sessions: [] as Session[] };
     if (kind === 'policy') one.policies.push(r as Policy);
     else if (kind === 'localsid') one.localsids.push(r as LocalSid);

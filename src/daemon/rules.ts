@@ -393,6 +393,14 @@ export class RuleSet {
     return this.#rules[kind].has(k) ? k : undefined;
   }
 
+  /** A learned (BGP) rule's key, by name or key; undefined when no learned rule of that kind has it. */
+  findLearned(kind: RuleKind, by: { key?: string; name?: string }): string | undefined {
+    if (by.name !== undefined) return this.#learnedNames[kind].get(by.name);
+    if (by.key === undefined) return undefined;
+    const k = canonicalKey(kind, by.key);
+    return this.#learned[kind].has(k) ? k : undefined;
+  }
+
   /** Validate an API rule (as the file's entries are) and check it against the set for add or replace. */
   check(kind: RuleKind, body: unknown, op: 'add' | 'replace'): Rule {
     const where = 'request body';
