@@ -902,6 +902,17 @@ export class StateStore {
    * StateWriteError is thrown: the caller undoes the change.
    */
   append(line: StateLine): void {
+    this.#write(line, fdatasyncSync);
+    this.#syncs++;
+    this.#records++;
+  }
+
+  /**
+   * Write one record at the end of the file (and run `then` on its fd, e.g.
+   * fdatasync); on failure the file is cut back to its last whole record
+   * and a StateWriteError is thrown. Returns the record's length.
+   */
+  #write(line: StateLine, then?: (fd: number) => void): number {
     const data = Buffer.from(`${JSON.stringify(line)}\n`);
     let fd: number;
     try {
@@ -912,15 +923,14 @@ export class StateStore {
     const good = this.#size!;
     try {
       writeAll(fd, data);
-      fdatasyncSync(fd);
+      then?.(fd);
     } catch (e) {
       this.#cutBack(fd, good);
       throw new StateWriteError(this.path, errnoOf(e), `cannot write the state file ${this.path} (${(e as Error).message})`);
     }
     this.#size = good + data.length;
     this.#lines++;
-    this.#syncs++;
-    this.#records++;
+    return data.length;
   }
 
   /**
@@ -971,23 +981,8 @@ export class StateStore {
   }
 
   #appendGrouped(line: StateLine, undo: () => void): Promise<void> {
-    const data = Buffer.from(`${JSON.stringify(line)}\n`);
-    let fd: number;
-    try {
-      fd = this.#open();
-    } catch (e) {
-      throw new StateWriteError(this.path, errnoOf(e), `cannot open the state file ${this.path} (${(e as Error).message})`);
-    }
-    const good = this.#size!;
-    try {
-      writeAll(fd, data);
-    } catch (e) {
-      this.#cutBack(fd, good);
-      throw new StateWriteError(this.path, errnoOf(e), `cannot write the state file ${this.path} (${(e as Error).message})`);
-    }
-    this.#size = good + data.length;
-    this.#lines++;
-    const done = new Promise<void>((resolve, reject) => this.#queued.push({ resolve, reject, undo, bytes: data.length }));
+    const bytes = this.#write(line);
+    const done = new Promise<void>((resolve, reject) => this.#queued.push({ resolve, reject, undo, bytes }));
     if (this.#inflight === undefined) this.#startSync();
     return done;
   }
