@@ -1,5 +1,8 @@
-// Print vitest's JSON result as one plain closing line: "tests: N passed, N failed, N skipped".
+// Print vitest's JSON result as plain closing lines: each failed test (file, name, first line of its
+// error), then "tests: N passed, N failed, N skipped". The failures come last so that a CI log cut to
+// its tail still names them.
 import { readFileSync } from 'node:fs';
+import { relative } from 'node:path';
 
 const file = process.argv[2];
 let r;
@@ -8,6 +11,18 @@ try {
 } catch (e) {
   console.log(`tests: 0 passed, 1 failed (no vitest result in ${file}: ${e.message})`);
   process.exit(1);
+}
+const plain = (s) => String(s).replace(/\x1b\[[0-9;]*m/g, '');
+for (const f of r.testResults ?? []) {
+  const where = relative(process.cwd(), f.name ?? '');
+  const failed = (f.assertionResults ?? []).filter((a) => a.status === 'failed');
+  if (failed.length === 0 && f.status === 'failed') {
+    console.log(`FAILED ${where}: ${plain(f.message ?? 'the file failed outside its tests').split('\n')[0]}`);
+  }
+  for (const a of failed) {
+    const msg = plain((a.failureMessages ?? [])[0] ?? '').split('\n').find((l) => l.trim() !== '') ?? '';
+    console.log(`FAILED ${where} > ${a.fullName ?? a.title}: ${msg.slice(0, 300)}`);
+  }
 }
 const skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
 console.log(`tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);
