@@ -16,10 +16,13 @@ export interface FaultWindow {
   readonly startMs: number;
   readonly endMs: number;
   /**
-   * Frames lost here are inherent to the fault, not the translator's: the
-   * interface they leave by does not exist (iface, between delete and
-   * recreate). Reported, not counted against the target. A frame in an
-   * excused window and another (within the grace) is excused.
+   * Frames lost here are inherent to the fault, not the translator's: they
+   * had no wire (iface: from the delete until both ends of the recreated
+   * veth are up again; a frame cannot cross an interface that does not
+   * exist or is down, whatever the daemon does). Reported on a line of
+   * their own ("no wire", with the window's length), not counted against
+   * the target. A frame in an excused window and another (within the
+   * grace) is excused.
    */
   readonly excused?: boolean;
 }
@@ -63,7 +66,7 @@ export interface StreamReport {
   readonly sent: number;
   readonly received: number;
   readonly lost: number;
-  /** Lost in excused windows (interface missing): part of `lost`. */
+  /** Lost in excused windows (no wire: interface missing or not yet up at both ends): part of `lost`. */
   readonly lostExcused: number;
   /** Lost frames that arrived untranslated (never excused): part of `lost`. */
   readonly lostUntranslated: number;
@@ -138,7 +141,7 @@ export function analyzeStream(s: SendResult, r: RecvResult, windows: readonly Fa
       const other = inside.filter((w) => w.fault !== 'churn');
       const hit = other.length > 0 ? other : inside;
       const excused = !untranslated && hit.some((w) => w.excused === true);
-      const key = (hit.length === 0 ? 'none' : [...new Set(hit.map((w) => w.fault))].join('+')) + (excused ? ' (excused)' : untranslated ? ' (untranslated)' : '');
+      const key = (hit.length === 0 ? 'none' : [...new Set(hit.map((w) => w.fault))].join('+')) + (excused ? ' (no wire)' : untranslated ? ' (untranslated)' : '');
       lostBy[key] = (lostBy[key] ?? 0) + 1;
       names.add(key);
       if (excused) lostExcused++;

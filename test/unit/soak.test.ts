@@ -88,7 +88,7 @@ describe('soak frames', () => {
       { fault: 'iface', startMs: 200, endMs: 300, excused: true },
     ], 0, 0);
     expect(r).toMatchObject({ lost: 150, lostExcused: 100 });
-    expect(r.lostBy).toEqual({ 'iface (excused)': 100, none: 50 });
+    expect(r.lostBy).toEqual({ 'iface (no wire)': 100, none: 50 });
   });
 
   it('counts frames that arrived untranslated as lost and never excused, even just after the interface came back', () => {
@@ -98,7 +98,7 @@ describe('soak frames', () => {
       frames: 860, ranges: [[0, 199], [340, 999]], duplicated: 0, reordered: 0, untranslated: 30, untranslatedRanges: [[300, 329]],
     }, [{ fault: 'iface', startMs: 200, endMs: 300, excused: true }, { fault: 'iface', startMs: 300, endMs: 400 }], 0, 300);
     expect(r).toMatchObject({ lost: 140, lostExcused: 100, lostUntranslated: 30 });
-    expect(r.lostBy).toEqual({ 'iface (excused)': 100, 'iface (untranslated)': 30, iface: 10 });
+    expect(r.lostBy).toEqual({ 'iface (no wire)': 100, 'iface (untranslated)': 30, iface: 10 });
   });
 
   it('does not stretch an excused window past its end by the grace', () => {
@@ -106,7 +106,7 @@ describe('soak frames', () => {
       { fault: 'iface', startMs: 200, endMs: 299.5, excused: true },
     ], 0, 300);
     expect(r).toMatchObject({ lost: 150, lostExcused: 100 });
-    expect(r.lostBy).toEqual({ 'iface (excused)': 100, none: 50 });
+    expect(r.lostBy).toEqual({ 'iface (no wire)': 100, none: 50 });
   });
 
   it('counts sequence numbers never sent as unknown, not received', () => {
