@@ -29,7 +29,7 @@ import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../packet/frames.js';
 import { pidAlive } from '../host/process.js';
 import { L3fwd, attachXdp } from '../packet/generator.js';
 import {
-  FAULTS, RSS_MIN_COVERAGE, RSS_MIN_WARM_MS, analyzeStream, minLifeAuto, compareJournal, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
+  FAULTS, RSS_MIN_COVERAGE, RSS_MIN_WARM_MS, analyzeStream, pathDrops, vethDelta, type PathDrops, type VethStats, minLifeAuto, compareJournal, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
   type RssReport, type RssSample, type Rule, type RuleKind, type SendResult, type StreamReport,
 } from './soak-analysis.js';
 
@@ -435,7 +435,45 @@ interface FaultRecord {
   readonly recovered: boolean;
   /** iface: how long frames had no wire (deleted, or not yet up at both ends). */
   readonly noWireMs?: number;
+  /** What the veths' counters say the kernel dropped during the fault, per direction. */
+  readonly drops?: { readonly uplink: PathDrops; readonly downlink: PathDrops };
 }
+
+/** The four veths' drop counters, in their namespaces (ethtool -S; per-queue fields summed). */
+async function vethStats(L: BenchLab): Promise<Record<string, VethStats>> {
+  const out: Record<string, VethStats> = {};
+  await Promise.all(([[L.a, 'ea'], [L.dut, 'da'], [L.dut, 'db'], [L.b, 'eb']] as const).map(async ([ns, dev]) => {
+    const r = await execa('ip', ['netns', 'exec', ns, 'ethtool', '-S', dev], { reject: false });
+    const m: Record<string, number> = {};
+    for (const line of r.stdout.split('\n')) {
+      const x = /^\s*(rx_queue|tx_queue)_\d+_(\w+):\s*(\d+)$/.exec(line);
+      if (x !== null && /drops|errors/.test(x[2]!)) m[`${x[1]}_${x[2]}`] = (m[`${x[1]}_${x[2]}`] ?? 0) + Number(x[3]);
+    }
+    out[dev] = m;
+  }));
+  return out;
+}
+
+/** Drop counters sampled over the run: the deltas between consecutive samples add up across a device made again. */
+class VethLog {
+  #last: Record<string, VethStats> | undefined;
+  readonly total: Record<string, Record<string, number>> = {};
+  constructor(readonly lab: BenchLab) {}
+  /** Sample; returns the drops since the previous sample per device. */
+  async sample(): Promise<Record<string, Record<string, number>>> {
+    const now = await vethStats(this.lab);
+    const d: Record<string, Record<string, number>> = {};
+    for (const [dev, st] of Object.entries(now)) {
+      d[dev] = vethDelta(st, this.#last?.[dev] ?? (this.#last === undefined ? st : {}));
+      for (const [k, v] of Object.entries(d[dev]!)) (this.total[dev] ??= {})[k] = (this.total[dev]?.[k] ?? 0) + v;
+    }
+    this.#last = now;
+    return d;
+  }
+}
+
+const dropsText = (p: PathDrops): string => `ring full into the translator ${p.ringIn}, XDP_DROP ${p.xdpDrop}, redirect out failed ${p.redirectOut}, ring full at the far end ${p.ringFar}`;
+const anyDrops = (p: PathDrops): boolean => p.ringIn + p.xdpDrop + p.redirectOut + p.ringFar > 0;
 
 // --- the run ---------------------------------------------------------------------------
 
@@ -447,6 +485,8 @@ export interface SoakResult {
   readonly finalRead: string | null;
   readonly rss: RssReport;
   readonly faults: readonly FaultRecord[];
+  /** Kernel drops over the whole traffic per direction (veth counters), and the receivers' socket drops. */
+  readonly kernelDrops?: { readonly uplink: PathDrops; readonly downlink: PathDrops; readonly socketUp: number; readonly socketDown: number };
   readonly unexpectedExits: readonly Exit[];
   readonly startFailures: readonly string[];
   readonly churnNotConnected: number;
@@ -576,6 +616,8 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     procs.push(sendUp.proc, sendDown.proc);
     const trafficStart = now();
     const endAt = trafficStart + o.durationMs;
+    const veth = new VethLog(L);
+    await veth.sample();
 
     // RSS every second.
     const rss: RssSample[] = [];
@@ -629,6 +671,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
         f = order.shift()!;
       }
       await ensureDaemon();
+      await veth.sample();
       const start = now();
       let note = '';
       let recovered = true;
@@ -726,7 +769,10 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
           (recovered ? `status attached ${Math.round(seen - up)} ms after up` : `status not attached within ${REATTACH_BOUND_MS / 1000} s`);
         windows.push({ fault: f, startMs: up, endMs: seen });
       }
-      records.push({ fault: f, startMs: Math.round(start), endMs: Math.round(now()), note, recovered, ...(noWireMs === undefined ? {} : { noWireMs: Math.round(noWireMs) }) });
+      const end = now();
+      const dd = await veth.sample();
+      const drops = { uplink: pathDrops('uplink', dd), downlink: pathDrops('downlink', dd) };
+      records.push({ fault: f, startMs: Math.round(start), endMs: Math.round(end), note, recovered, ...(noWireMs === undefined ? {} : { noWireMs: Math.round(noWireMs) }), drops });
       log(`  ${Math.round(start / 1000)} s ${f}: ${note}`);
       await sleep(2000 + rand() * 2000);
     }
@@ -737,12 +783,17 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     await churnLoop;
     await Promise.race([Promise.all([sendUp.done, sendDown.done]), sleep(10_000)]);
     await sleep(1000);
+    await veth.sample();
     for (const r of [recvUp, recvDown]) r.proc.stdin?.write('stop\n');
     await Promise.race([Promise.all([recvUp.done, recvDown.done]), sleep(5000)]);
     clearInterval(sampler);
     if (aborted()) throw new Error('interrupted');
     const upRep = analyzeStream(lastJson<SendResult>(sendUp, 'uplink sender'), lastJson<RecvResult>(recvUp, 'uplink receiver'), windows, t0Ns);
     const downRep = analyzeStream(lastJson<SendResult>(sendDown, 'downlink sender'), lastJson<RecvResult>(recvDown, 'downlink receiver'), windows, t0Ns);
+    const kernelDrops = {
+      uplink: pathDrops('uplink', veth.total), downlink: pathDrops('downlink', veth.total),
+      socketUp: lastJson<RecvResult>(recvUp, 'uplink receiver').socketDrops ?? 0, socketDown: lastJson<RecvResult>(recvDown, 'downlink receiver').socketDrops ?? 0,
+    };
 
     await d.stop('SIGTERM');
     let finalRead: string | null = null;
@@ -776,6 +827,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       finalRead,
       rss: rssSummary(rss, o.warmupMs),
       faults: records,
+      kernelDrops,
       unexpectedExits: d.exits.filter((e) => !e.expected),
       startFailures: d.startFailures,
       churnNotConnected: churn.notConnected,
@@ -868,10 +920,16 @@ export function report(r: SoakResult): string {
     ...streamLines('uplink  ', r.uplink),
     ...streamLines('downlink', r.downlink),
     ...noWireLines(r),
+    ...(r.kernelDrops === undefined ? [] : [
+      'kernel drops (the veths\' counters, ethtool -S; the receivers\' sockets): where frames were dropped on the way, whatever the window:',
+      `  uplink  : ${dropsText(r.kernelDrops.uplink)}; receiver's socket full ${r.kernelDrops.socketUp}`,
+      `  downlink: ${dropsText(r.kernelDrops.downlink)}; receiver's socket full ${r.kernelDrops.socketDown}`,
+    ]),
     '',
     '## faults',
     ...FAULTS.map((f) => `${f}: ${f === 'churn' ? (o.faults.includes('churn') ? `${j.acknowledged + j.refused + j.unanswered} changes` : '0') : `${r.faults.filter((x) => x.fault === f).length} injected`}`),
-    ...r.faults.map((f) => `  ${(f.startMs / 1000).toFixed(1)}-${(f.endMs / 1000).toFixed(1)} s ${f.fault}: ${f.note}`),
+    ...r.faults.map((f) => `  ${(f.startMs / 1000).toFixed(1)}-${(f.endMs / 1000).toFixed(1)} s ${f.fault}: ${f.note}` +
+      (f.drops !== undefined && (anyDrops(f.drops.uplink) || anyDrops(f.drops.downlink)) ? ` [kernel drops meanwhile: uplink ${dropsText(f.drops.uplink)}; downlink ${dropsText(f.drops.downlink)}]` : '')),
     ...r.unexpectedExits.map((e) => `  daemon pid ${e.pid} exited by itself at ${(e.atMs / 1000).toFixed(1)} s: code ${e.code} signal ${e.signal}`),
     ...r.startFailures.map((s) => `  start failed: ${s}`),
     '',

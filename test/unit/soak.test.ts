@@ -6,7 +6,7 @@
  * RSS) and to stay quiet when nothing is lost.
  */
 import { describe, expect, it } from 'vitest';
-import { analyzeStream, compareJournal, minLifeAuto, rssSummary, type JournalEntry, type Rule, type RssSample } from '../../src/bench/soak-analysis.js';
+import { analyzeStream, compareJournal, minLifeAuto, pathDrops, rssSummary, vethDelta, type JournalEntry, type Rule, type RssSample } from '../../src/bench/soak-analysis.js';
 
 const P = (sr: string): Rule => ({ name: 'churn-p1', match: '10.200.1.0/24', sr_prefix: sr, src_prefix: '2001:db8:ff::/64' });
 const KEY = 'policy:10.200.1.0/24';
@@ -179,5 +179,22 @@ describe('soak RSS', () => {
     expect(minLifeAuto(510_000, WARMUP)).toBe(255_000);
     expect(minLifeAuto(509_000, WARMUP)).toBe(0);
     expect(minLifeAuto(60_000, WARMUP)).toBe(0);
+  });
+});
+
+describe('soak kernel drops (veth counters)', () => {
+  it('counts a counter that went down (the device was made again) from 0, and the others as differences', () => {
+    expect(vethDelta({ rx_queue_drops: 5, tx_queue_xdp_xmit_errors: 7 }, { rx_queue_drops: 9, tx_queue_xdp_xmit_errors: 2 })).toEqual({ rx_queue_drops: 5, tx_queue_xdp_xmit_errors: 5 });
+  });
+
+  it('puts each veth counter on the direction whose frames it dropped', () => {
+    const d = {
+      da: { rx_queue_drops: 1, rx_queue_xdp_drops: 2, tx_queue_xdp_xmit_errors: 3 },
+      db: { rx_queue_drops: 10, rx_queue_xdp_drops: 20, tx_queue_xdp_xmit_errors: 30 },
+      ea: { rx_queue_drops: 100 },
+      eb: { rx_queue_drops: 1000 },
+    };
+    expect(pathDrops('uplink', d)).toEqual({ ringIn: 1, xdpDrop: 2, redirectOut: 30, ringFar: 1000 });
+    expect(pathDrops('downlink', d)).toEqual({ ringIn: 10, xdpDrop: 20, redirectOut: 3, ringFar: 100 });
   });
 });
