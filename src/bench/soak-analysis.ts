@@ -25,6 +25,8 @@ export interface FaultWindow {
    * grace) is excused.
    */
   readonly excused?: boolean;
+  /** Name for the losses in this window instead of the fault's ('iface before attach'). */
+  readonly label?: string;
 }
 
 /** What the sender of one direction printed (soak-frames.py send). */
@@ -178,7 +180,7 @@ export function analyzeStream(s: SendResult, r: RecvResult, windows: readonly Fa
       const other = inside.filter((w) => w.fault !== 'churn');
       const hit = other.length > 0 ? other : inside;
       const excused = !untranslated && hit.some((w) => w.excused === true);
-      const key = (hit.length === 0 ? 'none' : [...new Set(hit.map((w) => w.fault))].join('+')) + (excused ? ' (no wire)' : untranslated ? ' (untranslated)' : '');
+      const key = (hit.length === 0 ? 'none' : [...new Set(hit.map((w) => w.label ?? w.fault))].join('+')) + (excused ? ' (no wire)' : untranslated ? ' (untranslated)' : '');
       lostBy[key] = (lostBy[key] ?? 0) + 1;
       names.add(key);
       if (excused) lostExcused++;

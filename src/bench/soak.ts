@@ -51,6 +51,8 @@ const STATE_TMPFS = '2m';
 const START_BOUND_MS = 60_000;
 const REATTACH_BOUND_MS = 10_000;
 const REPIN_BOUND_MS = 15_000;
+/** Label of the losses between an interface up and the daemon's attach (iface). */
+const BEFORE_ATTACH = 'iface before attach';
 const FIRST_START_BOUND_MS = 90_000;
 const CHURN_KEYS = 32;
 /** First fault this long after the traffic starts. */
@@ -435,6 +437,8 @@ interface FaultRecord {
   readonly recovered: boolean;
   /** iface: how long frames had no wire (deleted, or not yet up at both ends). */
   readonly noWireMs?: number;
+  /** iface: how long after the interface was up the daemon attached (its log), when it was after. */
+  readonly lateAttachMs?: number;
   /** What the veths' counters say the kernel dropped during the fault, per direction. */
   readonly drops?: { readonly uplink: PathDrops; readonly downlink: PathDrops };
 }
@@ -676,6 +680,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       let note = '';
       let recovered = true;
       let noWireMs: number | undefined;
+      let lateAttachMs: number | undefined;
       const win = (extra: Partial<FaultWindow> = {}): void => void windows.push({ fault: f, startMs: start, endMs: now(), ...extra });
       if (f === 'kill') {
         await d.stop('SIGKILL');
@@ -768,11 +773,16 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
         note = `no wire for ${Math.round(up - start)} ms (absent ${Math.round(made - start)} ms, made and brought up in ${Math.round(up - made)} ms); daemon ${when}; ` +
           (recovered ? `status attached ${Math.round(seen - up)} ms after up` : `status not attached within ${REATTACH_BOUND_MS / 1000} s`);
         windows.push({ fault: f, startMs: up, endMs: seen });
+        // The daemon attached after the wire was up: what crossed meanwhile went through the kernel untranslated.
+        if (at !== undefined && at > up) {
+          lateAttachMs = at - up;
+          windows.push({ fault: f, startMs: up, endMs: at, label: BEFORE_ATTACH });
+        }
       }
       const end = now();
       const dd = await veth.sample();
       const drops = { uplink: pathDrops('uplink', dd), downlink: pathDrops('downlink', dd) };
-      records.push({ fault: f, startMs: Math.round(start), endMs: Math.round(end), note, recovered, ...(noWireMs === undefined ? {} : { noWireMs: Math.round(noWireMs) }), drops });
+      records.push({ fault: f, startMs: Math.round(start), endMs: Math.round(end), note, recovered, ...(noWireMs === undefined ? {} : { noWireMs: Math.round(noWireMs) }), ...(lateAttachMs === undefined ? {} : { lateAttachMs: Math.round(lateAttachMs) }), drops });
       log(`  ${Math.round(start / 1000)} s ${f}: ${note}`);
       await sleep(2000 + rand() * 2000);
     }
@@ -877,10 +887,18 @@ function streamLines(name: string, s: StreamReport): string[] {
 export function noWireLines(r: SoakResult): string[] {
   const ws = r.faults.filter((f) => f.noWireMs !== undefined);
   if (ws.length === 0) return [];
+  const late = ws.filter((f) => f.lateAttachMs !== undefined);
+  const before = (st: StreamReport): number => Object.entries(st.lostBy).filter(([k]) => k.includes(BEFORE_ATTACH)).reduce((n, [, v]) => n + v, 0);
+  const lateLine = late.length === 0 ? [] : [
+    `BEFORE ATTACH (counted above)  iface: ${late.length} of ${ws.length} times the daemon attached after the interface was up, ${late.reduce((n, f) => n + f.lateAttachMs!, 0)} ms in all` +
+      ` (longest ${Math.max(...late.map((f) => f.lateAttachMs!))} ms): uplink ${before(r.uplink)}, downlink ${before(r.downlink)} frames lost then (through the kernel untranslated;` +
+      ' the daemon reacts to the new device, it cannot hold it down: docs/daemon.md "An interface made again")',
+  ];
   const ms = ws.reduce((n, f) => n + (f.noWireMs ?? 0), 0);
   return [
     `NO WIRE (inherent, not counted above)  iface: ${ws.length} times, ${ms} ms in all (median ${[...ws.map((f) => f.noWireMs!)].sort((a, b) => a - b)[ws.length >> 1]} ms):` +
       ` uplink ${r.uplink.lostExcused} frames, downlink ${r.downlink.lostExcused} frames lost while the interface was deleted or not yet up at both ends (no path to take)`,
+    ...lateLine,
   ];
 }
 

@@ -109,6 +109,13 @@ describe('soak frames', () => {
     expect(r.lostBy).toEqual({ 'iface (no wire)': 100, none: 50 });
   });
 
+  it('names the losses of a labelled window by its label (the daemon attached after the interface was up)', () => {
+    const r = analyzeStream(send, {
+      frames: 970, ranges: [[0, 299], [330, 999]], duplicated: 0, reordered: 0, untranslated: 30, untranslatedRanges: [[300, 329]],
+    }, [{ fault: 'iface', startMs: 300, endMs: 330, label: 'iface before attach' }], 0, 0);
+    expect(r.lostBy).toEqual({ 'iface before attach (untranslated)': 30 });
+  });
+
   it('counts sequence numbers never sent as unknown, not received', () => {
     const r = analyzeStream(send, { frames: 1001, ranges: [[0, 1000]], duplicated: 0, reordered: 0, untranslated: 0 }, [], 0);
     expect(r).toMatchObject({ received: 1000, lost: 0, unknown: 1 });
