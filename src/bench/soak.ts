@@ -17,7 +17,7 @@
  * removed at the end, also on failure and on SIGINT/SIGTERM.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -854,6 +854,8 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       () => lab?.destroy(),
       () => l3?.close(),
       ...mounted.reverse().map((m) => () => execa('umount', [m])),
+      // The daemon's log (every life) next to the report, for digging into a failing window.
+      () => d !== undefined && existsSync(d.logFile) && copyFileSync(d.logFile, `${o.out}.daemon.log`),
       () => rmSync(dir, { recursive: true, force: true }),
     ]);
     if (errors.length > 0) log(`cleanup: ${errors.join('; ')}`);
@@ -1079,7 +1081,7 @@ async function main(): Promise<number> {
   const text = report(r);
   console.log(text);
   writeFileSync(opts.out, JSON.stringify(r, null, 1));
-  console.log(`\n(details: ${opts.out})`);
+  console.log(`\n(details: ${opts.out}; the daemon's log: ${opts.out}.daemon.log)`);
   return verdicts(r).every((x) => x.pass) ? 0 : 1;
 }
 
