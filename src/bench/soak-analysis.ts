@@ -16,12 +16,17 @@ export interface FaultWindow {
   readonly startMs: number;
   readonly endMs: number;
   /**
-   * Frames lost here are inherent to the fault, not the translator's: the
-   * interface they leave by does not exist (iface, between delete and
-   * recreate). Reported, not counted against the target. A frame in an
-   * excused window and another (within the grace) is excused.
+   * Frames lost here are inherent to the fault, not the translator's: they
+   * had no wire (iface: from the delete until both ends of the recreated
+   * veth are up again; a frame cannot cross an interface that does not
+   * exist or is down, whatever the daemon does). Reported on a line of
+   * their own ("no wire", with the window's length), not counted against
+   * the target. A frame in an excused window and another (within the
+   * grace) is excused.
    */
   readonly excused?: boolean;
+  /** Name for the losses in this window instead of the fault's ('iface before attach'). */
+  readonly label?: string;
 }
 
 /** What the sender of one direction printed (soak-frames.py send). */
@@ -48,6 +53,43 @@ export interface RecvResult {
    * receiver never got it translated: lost, and never excused.
    */
   readonly untranslatedRanges?: readonly (readonly [number, number])[];
+  /** Frames the kernel dropped because the receiver's socket buffer was full (it fell behind): lost, but not by the translator. */
+  readonly socketDrops?: number;
+  /** [frames dropped, CLOCK_MONOTONIC ns] as the receiver saw the drop count move. */
+  readonly socketDropMarks?: readonly (readonly [number, number])[];
+}
+
+/** Where the kernel dropped frames of one direction, from the veths' own counters (ethtool -S). */
+export interface PathDrops {
+  /** The veth ring into the translator's interface was full (its XDP program did not run in time: CPU). */
+  readonly ringIn: number;
+  /** XDP_DROP by the translator's program (its own counters say why). */
+  readonly xdpDrop: number;
+  /** The redirect out of the translator failed (the egress veth or its peer could not take it). */
+  readonly redirectOut: number;
+  /** The veth ring at the far end was full (the receiver's side did not run in time: CPU). */
+  readonly ringFar: number;
+}
+
+/** Counters of one veth (ethtool -S, per-queue fields summed: rx_queue_drops, rx_queue_xdp_drops, tx_queue_xdp_xmit_errors, ...). */
+export type VethStats = Readonly<Record<string, number>>;
+
+/** a minus b per field; a counter that went down (the device was made again) counts from 0. */
+export function vethDelta(a: VethStats, b: VethStats): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(a)) out[k] = v >= (b[k] ?? 0) ? v - (b[k] ?? 0) : v;
+  return out;
+}
+
+/**
+ * One direction's kernel drops from deltas of the four veths (ea -- da
+ * [translator] db -- eb): uplink enters at da and leaves by db to eb,
+ * downlink enters at db and leaves by da to ea.
+ */
+export function pathDrops(dir: 'uplink' | 'downlink', d: Readonly<Record<string, Readonly<Record<string, number>>>>): PathDrops {
+  const [inDev, outDev, farDev] = dir === 'uplink' ? ['da', 'db', 'eb'] : ['db', 'da', 'ea'];
+  const f = (dev: string, k: string): number => d[dev]?.[k] ?? 0;
+  return { ringIn: f(inDev, 'rx_queue_drops'), xdpDrop: f(inDev, 'rx_queue_xdp_drops'), redirectOut: f(outDev, 'tx_queue_xdp_xmit_errors'), ringFar: f(farDev, 'rx_queue_drops') };
 }
 
 export interface LostRun {
@@ -63,7 +105,7 @@ export interface StreamReport {
   readonly sent: number;
   readonly received: number;
   readonly lost: number;
-  /** Lost in excused windows (interface missing): part of `lost`. */
+  /** Lost in excused windows (no wire: interface missing or not yet up at both ends): part of `lost`. */
   readonly lostExcused: number;
   /** Lost frames that arrived untranslated (never excused): part of `lost`. */
   readonly lostUntranslated: number;
@@ -138,7 +180,7 @@ export function analyzeStream(s: SendResult, r: RecvResult, windows: readonly Fa
       const other = inside.filter((w) => w.fault !== 'churn');
       const hit = other.length > 0 ? other : inside;
       const excused = !untranslated && hit.some((w) => w.excused === true);
-      const key = (hit.length === 0 ? 'none' : [...new Set(hit.map((w) => w.fault))].join('+')) + (excused ? ' (excused)' : untranslated ? ' (untranslated)' : '');
+      const key = (hit.length === 0 ? 'none' : [...new Set(hit.map((w) => w.label ?? w.fault))].join('+')) + (excused ? ' (no wire)' : untranslated ? ' (untranslated)' : '');
       lostBy[key] = (lostBy[key] ?? 0) + 1;
       names.add(key);
       if (excused) lostExcused++;

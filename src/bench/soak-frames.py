@@ -16,7 +16,10 @@ recv: counts frames carrying --magic that arrive (not outgoing) on any
       frame with the magic but without --ethertype is "untranslated". Prints
       one JSON line: ranges of sequence numbers seen, duplicates, reordered
       (arrived after a higher one), untranslated (a count, and the ranges of
-      their sequence numbers: they crossed the translator untouched).
+      their sequence numbers: they crossed the translator untouched), and
+      socketDrops: frames the kernel dropped because this socket's buffer was
+      full (PACKET_STATISTICS; the receiver fell behind on a loaded host, not
+      a loss of the translator), with socketDropMarks [[drops, ns], ...].
 """
 import argparse
 import json
@@ -29,6 +32,8 @@ import time
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+SOL_PACKET = 263
+PACKET_STATISTICS = 6
 
 
 def send(a):
@@ -96,11 +101,18 @@ def recv(a):
     untranslated = 0
     frames = 0
     top = -1
+    sock_drops = 0
+    drop_marks = []
     print("ready", flush=True)
     deadline = time.monotonic() + a.seconds
     stdin = sys.stdin.fileno()
     while time.monotonic() < deadline:
         r, _, _ = select.select([s, stdin], [], [], 0.2)
+        # Reading the statistics resets them: each read is what was dropped since the last.
+        _, dropped = struct.unpack("II", s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+        if dropped:
+            sock_drops += dropped
+            drop_marks.append([dropped, time.monotonic_ns()])
         if stdin in r:
             line = os.read(stdin, 64)
             if not line or b"stop" in line:
@@ -138,7 +150,8 @@ def recv(a):
             else:
                 top = seq
     print(json.dumps({"frames": frames, "ranges": ranges_of(seen), "duplicated": dup, "reordered": reordered,
-                      "untranslated": untranslated, "untranslatedRanges": ranges_of(utr)}), flush=True)
+                      "untranslated": untranslated, "untranslatedRanges": ranges_of(utr),
+                      "socketDrops": sock_drops, "socketDropMarks": drop_marks}), flush=True)
 
 
 def ranges_of(bits):

@@ -6,7 +6,7 @@
  * RSS) and to stay quiet when nothing is lost.
  */
 import { describe, expect, it } from 'vitest';
-import { analyzeStream, compareJournal, minLifeAuto, rssSummary, type JournalEntry, type Rule, type RssSample } from '../../src/bench/soak-analysis.js';
+import { analyzeStream, compareJournal, minLifeAuto, pathDrops, rssSummary, vethDelta, type JournalEntry, type Rule, type RssSample } from '../../src/bench/soak-analysis.js';
 
 const P = (sr: string): Rule => ({ name: 'churn-p1', match: '10.200.1.0/24', sr_prefix: sr, src_prefix: '2001:db8:ff::/64' });
 const KEY = 'policy:10.200.1.0/24';
@@ -88,7 +88,7 @@ describe('soak frames', () => {
       { fault: 'iface', startMs: 200, endMs: 300, excused: true },
     ], 0, 0);
     expect(r).toMatchObject({ lost: 150, lostExcused: 100 });
-    expect(r.lostBy).toEqual({ 'iface (excused)': 100, none: 50 });
+    expect(r.lostBy).toEqual({ 'iface (no wire)': 100, none: 50 });
   });
 
   it('counts frames that arrived untranslated as lost and never excused, even just after the interface came back', () => {
@@ -98,7 +98,7 @@ describe('soak frames', () => {
       frames: 860, ranges: [[0, 199], [340, 999]], duplicated: 0, reordered: 0, untranslated: 30, untranslatedRanges: [[300, 329]],
     }, [{ fault: 'iface', startMs: 200, endMs: 300, excused: true }, { fault: 'iface', startMs: 300, endMs: 400 }], 0, 300);
     expect(r).toMatchObject({ lost: 140, lostExcused: 100, lostUntranslated: 30 });
-    expect(r.lostBy).toEqual({ 'iface (excused)': 100, 'iface (untranslated)': 30, iface: 10 });
+    expect(r.lostBy).toEqual({ 'iface (no wire)': 100, 'iface (untranslated)': 30, iface: 10 });
   });
 
   it('does not stretch an excused window past its end by the grace', () => {
@@ -106,7 +106,14 @@ describe('soak frames', () => {
       { fault: 'iface', startMs: 200, endMs: 299.5, excused: true },
     ], 0, 300);
     expect(r).toMatchObject({ lost: 150, lostExcused: 100 });
-    expect(r.lostBy).toEqual({ 'iface (excused)': 100, none: 50 });
+    expect(r.lostBy).toEqual({ 'iface (no wire)': 100, none: 50 });
+  });
+
+  it('names the losses of a labelled window by its label (the daemon attached after the interface was up)', () => {
+    const r = analyzeStream(send, {
+      frames: 970, ranges: [[0, 299], [330, 999]], duplicated: 0, reordered: 0, untranslated: 30, untranslatedRanges: [[300, 329]],
+    }, [{ fault: 'iface', startMs: 300, endMs: 330, label: 'iface before attach' }], 0, 0);
+    expect(r.lostBy).toEqual({ 'iface before attach (untranslated)': 30 });
   });
 
   it('counts sequence numbers never sent as unknown, not received', () => {
@@ -179,5 +186,22 @@ describe('soak RSS', () => {
     expect(minLifeAuto(510_000, WARMUP)).toBe(255_000);
     expect(minLifeAuto(509_000, WARMUP)).toBe(0);
     expect(minLifeAuto(60_000, WARMUP)).toBe(0);
+  });
+});
+
+describe('soak kernel drops (veth counters)', () => {
+  it('counts a counter that went down (the device was made again) from 0, and the others as differences', () => {
+    expect(vethDelta({ rx_queue_drops: 5, tx_queue_xdp_xmit_errors: 7 }, { rx_queue_drops: 9, tx_queue_xdp_xmit_errors: 2 })).toEqual({ rx_queue_drops: 5, tx_queue_xdp_xmit_errors: 5 });
+  });
+
+  it('puts each veth counter on the direction whose frames it dropped', () => {
+    const d = {
+      da: { rx_queue_drops: 1, rx_queue_xdp_drops: 2, tx_queue_xdp_xmit_errors: 3 },
+      db: { rx_queue_drops: 10, rx_queue_xdp_drops: 20, tx_queue_xdp_xmit_errors: 30 },
+      ea: { rx_queue_drops: 100 },
+      eb: { rx_queue_drops: 1000 },
+    };
+    expect(pathDrops('uplink', d)).toEqual({ ringIn: 1, xdpDrop: 2, redirectOut: 30, ringFar: 1000 });
+    expect(pathDrops('downlink', d)).toEqual({ ringIn: 10, xdpDrop: 20, redirectOut: 3, ringFar: 100 });
   });
 });
