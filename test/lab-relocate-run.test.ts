@@ -95,8 +95,8 @@ describe.skipIf(!isRoot)('mup lab relocate --repeat 5 --both', () => {
       const img = new Resvg(svg).render();
       expect(img.width).toBe(900);
       expect(svg.match(/<g class="panel"/g)).toHaveLength(2);
-      expect(svg).toMatch(/data-title="uplink: UE 7's frames at the sites"/);
-      expect(svg).toMatch(/data-title="downlink stream: UE 7's frames at the UE, by the site that sent them"/);
+      expect(svg).toMatch(/data-title="uplink: UE 7(?:'|&apos;)s frames at the sites"/);
+      expect(svg).toMatch(/data-title="downlink stream: UE 7(?:'|&apos;)s frames at the UE, by the site that sent them"/);
       expect(svg.match(/<polyline class="series"/g)).toHaveLength(4);
       expect(svg.match(/<line class="marker" data-x="0"/g), 'the API call marked in both panels').toHaveLength(2);
       expect(svg).toContain('PUT /v1/policies');

@@ -4,7 +4,7 @@
  * time on x from the relocation's API call (ms), the calls shaded and
  * marked. Drawn with the shared plot layer (src/plot/svg.ts).
  */
-import { figureSvg, fmtNum, niceTicks, type Panel } from '../plot/svg.js';
+import { figureSvg, fmtNum, niceTicks, type Panel, type Span } from '../plot/svg.js';
 
 export interface TimelineSeries {
   readonly label: string;
@@ -29,7 +29,7 @@ export interface TimelineSpec {
   /** Bin width, ms. */
   readonly binMs: number;
   /** Shaded spans: the API calls, ms from the policy call (which starts at 0). */
-  readonly spans: readonly { readonly from: number; readonly to: number; readonly label: string; readonly color: string }[];
+  readonly spans: readonly Span[];
   readonly panels: readonly TimelinePanel[];
 }
 
