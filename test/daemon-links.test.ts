@@ -122,7 +122,7 @@ describe.skipIf(!isRoot)('links and interfaces under a running daemon', () => {
     rmSync(`${pins()}-gone`, { recursive: true });
     expect(await xdpProg()).toBe(prog);
     await waitUntil('every pin made again', 10_000, async () =>
-      ['prog', 'policies', 'localsids', 'counters', `link_native_${IFACE}`].every((f) => existsSync(join(pins(), f))),
+      ['prog', 'policies', 'localsids', 'counters', 'sessions', `link_native_${IFACE}`].every((f) => existsSync(join(pins(), f))),
     );
     expect(d!.log).toMatch(/the pin directory was removed/);
     expect(instanceLockHolder(d!.instance, d!.bpffs), 'the new directory is locked by the daemon').toBe(d!.pid);

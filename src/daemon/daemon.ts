@@ -40,7 +40,7 @@ import { TablesFullError, type ApplyResult, type Changes, type Tables } from '..
 import type { Logger } from './log.js';
 import { releaseMemory } from './memory.js';
 import { LoopMonitor } from './loop.js';
-import { ensureBpffs, Pins, type MapPin } from './pins.js';
+import { ensureBpffs, Pins, type PinnedMaps } from './pins.js';
 import { LINK_CHECK_MS, LinkKeeper } from './links.js';
 import { type HeldLock, LockedError, stateLockPath, takeLock } from '../host/lock.js';
 import { DEFAULT_BPFFS, defaultStateFile } from '../host/paths.js';
@@ -223,7 +223,7 @@ export class Daemon {
       progId: () => this.#program().id,
       maps: () => {
         const m = this.dataplane.maps;
-        return { policies: m.policies, localsids: m.localsids, counters: m.counters };
+        return { policies: m.policies, localsids: m.localsids, counters: m.counters, sessions: m.sessions };
       },
       dirRecreated: () => this.#relock(),
     });
@@ -655,7 +655,7 @@ export class Daemon {
 
   /** Load the object with the pinned tables (unless fresh), pin what is new. */
   #load(config: Config, fresh: boolean, keepUnlisted = false): Dataplane {
-    let reuse: Record<MapPin, number> | undefined;
+    let reuse: PinnedMaps | undefined;
     if (!fresh) reuse = this.pins.openMaps();
     try {
       const dp = openDataplane({
@@ -663,9 +663,10 @@ export class Daemon {
         config,
         ...(reuse === undefined ? {} : { reuse, keepUnlisted }),
       });
-      if (reuse === undefined) {
-        this.pins.pinMaps({ policies: dp.maps.policies, localsids: dp.maps.localsids, counters: dp.maps.counters });
-      }
+      // Pin what is new: every table, or the sessions table that pins of an older daemon lack.
+      const m = dp.maps;
+      if (reuse === undefined) this.pins.pinMaps({ policies: m.policies, localsids: m.localsids, counters: m.counters, sessions: m.sessions });
+      else if (reuse.sessions === undefined) this.pins.pinMaps({ sessions: m.sessions });
       this.#adopted = reuse !== undefined;
       return dp;
     } finally {
@@ -834,7 +835,7 @@ export class Daemon {
       const dp = openDataplane({
         object: this.objectPath,
         config: rules.effective(),
-        reuse: { policies: old.maps.policies, localsids: old.maps.localsids, counters: old.maps.counters },
+        reuse: { policies: old.maps.policies, localsids: old.maps.localsids, counters: old.maps.counters, sessions: old.maps.sessions },
       });
       result = { added: dp.rules.policyCount + dp.rules.localsidCount - before.policyCount - before.localsidCount, replaced: 0, deleted: 0, unchanged: 0 };
       this.#dp = dp;

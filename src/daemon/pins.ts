@@ -3,6 +3,9 @@
  *
  *   <bpffs>/mup/<instance>/
  *     policies  localsids  counters     the tables (maps), carried over
+ *     sessions                          (pinned since session 8: an older
+ *                                       daemon's pins have none, and the
+ *                                       next start adds it)
  *     prog                              the program the links run now
  *     link_<mode>_<ifname>              one XDP link per interface
  *
@@ -34,8 +37,12 @@ import { pinDir } from '../host/paths.js';
 
 export { DEFAULT_BPFFS } from '../host/paths.js';
 const BPF_FS_MAGIC = 0xcafe4a11;
-export const MAP_PINS = ['policies', 'localsids', 'counters'] as const;
+export const MAP_PINS = ['policies', 'localsids', 'counters', 'sessions'] as const;
 export type MapPin = (typeof MAP_PINS)[number];
+/** The pins an earlier run must have left for its tables to be taken over; 'sessions' may be missing (older daemons). */
+const REQUIRED_MAP_PINS = ['policies', 'localsids', 'counters'] as const satisfies readonly MapPin[];
+/** Open pinned maps: the required ones, and 'sessions' when it is pinned. */
+export type PinnedMaps = Record<(typeof REQUIRED_MAP_PINS)[number], number> & { sessions?: number };
 
 /** Instance names become paths: keep them plain. */
 export function checkInstance(name: string): void {
@@ -107,27 +114,35 @@ export class Pins {
 
   /** Are the tables of an earlier run pinned here? */
   hasMaps(): boolean {
-    return MAP_PINS.every((m) => existsSync(this.mapPath(m)));
+    return REQUIRED_MAP_PINS.every((m) => existsSync(this.mapPath(m)));
   }
 
-  /** Open the pinned maps, if all three are there (fds the caller closes). */
-  openMaps(): Record<MapPin, number> | undefined {
-    if (!MAP_PINS.every((m) => existsSync(this.mapPath(m)))) return undefined;
+  /**
+   * Open the pinned maps, if the required three are there (fds the caller
+   * closes); 'sessions' too when it is pinned.
+   */
+  openMaps(): PinnedMaps | undefined {
+    if (!this.hasMaps()) return undefined;
     const fds: Partial<Record<MapPin, number>> = {};
     try {
-      for (const m of MAP_PINS) fds[m] = objGet(this.mapPath(m), `map ${m}`);
+      for (const m of MAP_PINS) {
+        if (m === 'sessions' && !existsSync(this.mapPath(m))) continue;
+        fds[m] = objGet(this.mapPath(m), `map ${m}`);
+      }
     } catch (e) {
       for (const fd of Object.values(fds)) closeFd(fd);
       throw e;
     }
-    return fds as Record<MapPin, number>;
+    return fds as PinnedMaps;
   }
 
-  /** Pin map fds, replacing whatever is pinned under those names. */
-  pinMaps(fds: Record<MapPin, number>): void {
+  /** Pin map fds, replacing whatever is pinned under those names (only the names given). */
+  pinMaps(fds: Partial<Record<MapPin, number>>): void {
     for (const m of MAP_PINS) {
+      const fd = fds[m];
+      if (fd === undefined) continue;
       rmPin(this.mapPath(m));
-      objPin(fds[m], this.mapPath(m), `map ${m}`);
+      objPin(fd, this.mapPath(m), `map ${m}`);
     }
   }
 

@@ -148,7 +148,7 @@ export interface DataplaneOptions {
    * the object's map in type, key and value size and in max_entries (from
    * the config's table sizes); openDataplane refuses one that does not.
    */
-  readonly reuse?: { readonly policies: number; readonly localsids: number; readonly counters: number };
+  readonly reuse?: { readonly policies: number; readonly localsids: number; readonly counters: number; readonly sessions?: number };
   /** Leave the reused tables' entries that the config does not list (BGP-learned ones, until the table is read again). */
   readonly keepUnlisted?: boolean;
 }
@@ -158,7 +158,7 @@ export interface Dataplane {
   readonly config: Config;
   readonly progFd: number;
   /** Map fds, for pinning. */
-  readonly maps: { readonly policies: number; readonly localsids: number; readonly counters: number; readonly config: number };
+  readonly maps: { readonly policies: number; readonly localsids: number; readonly counters: number; readonly sessions: number; readonly config: number };
   /** The mirror of the tables: rule ids, incremental changes. */
   readonly rules: Tables;
   /** Counter slot -> event name, from the object's BTF. */
@@ -248,11 +248,13 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
     mapSetMaxEntries(sessions, maxSessionsOf(s), MAP_SESSIONS);
     mapSetMaxEntries(counters, counterSlots(config), MAP_COUNTERS);
     if (o.reuse !== undefined) {
-      const want = { [MAP_POLICIES]: s.maxPolicies, [MAP_LOCALSIDS]: s.maxLocalSids, [MAP_COUNTERS]: counterSlots(config) };
+      const want = { [MAP_POLICIES]: s.maxPolicies, [MAP_LOCALSIDS]: s.maxLocalSids, [MAP_COUNTERS]: counterSlots(config), [MAP_SESSIONS]: maxSessionsOf(s) };
       for (const [map, fd, name] of [
         [policies, o.reuse.policies, MAP_POLICIES],
         [localsids, o.reuse.localsids, MAP_LOCALSIDS],
         [counters, o.reuse.counters, MAP_COUNTERS],
+        // Optional: a sessions map that is not given is made new (and empty).
+        ...(o.reuse.sessions === undefined ? [] : [[sessions, o.reuse.sessions, MAP_SESSIONS] as const]),
       ] as const) {
         const info = mapInfo(fd, name);
         if (info.maxEntries !== want[name]) {
@@ -325,7 +327,7 @@ export class TableSizeError extends RangeError {
   ) {
     super(
       `the existing ${map} holds ${has} entries, the config asks for ${wants}: a BPF map cannot be resized in place. ` +
-        'Keep the old settings.max_policies / max_localsids, or start over with fresh tables (mup daemon --replace-tables), ' +
+        'Keep the old settings.max_policies / max_localsids / max_sessions, or start over with fresh tables (mup daemon --replace-tables), ' +
         'which fills new tables before swapping the program in and starts the counters from zero',
     );
   }
@@ -380,7 +382,7 @@ class LoadedDataplane implements Dataplane {
   ) {
     this.#obj = obj;
     this.#config = config;
-    this.maps = { policies: tables.policiesFd, localsids: tables.localsidsFd, counters: tables.countersFd, config: tables.configFd };
+    this.maps = { policies: tables.policiesFd, localsids: tables.localsidsFd, counters: tables.countersFd, sessions: tables.sessionsFd, config: tables.configFd };
   }
 
   readonly maps: Dataplane['maps'];

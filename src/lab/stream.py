@@ -160,22 +160,16 @@ UMAGIC = b"MUPUES01"
 UHDR = struct.Struct("!8sIQQB")
 
 
-def ues(a):
-    addrs = a.ues.split(",")
-    socks = []
-    for ad in addrs:
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind((ad, 0))
-        socks.append(s.sendto)
-    n_ue = len(addrs)
-    pad = b"\0" * max(0, a.size - UHDR.size)
-    dst = (a.dst, a.port)
+def paced(a, n_ue, send_one):
+    """The send loop of ues and dl: round-robin over n_ue UEs at --rate in
+    total for --seconds (busy-wait pacing); send_one(i, sent, now) sends UE
+    i's datagram number sent[i]. An OSError counts as sent (and so as lost).
+    Prints "started" as it starts; returns the JSON line's fields."""
     total = int(a.rate * a.seconds)
     interval = 1e9 / a.rate
     sent = [0] * n_ue
     errors = 0
     mono = time.monotonic_ns
-    pack = UHDR.pack
     print("started", flush=True)
     start = mono()
     n = 0
@@ -185,13 +179,30 @@ def ues(a):
             continue
         i = n % n_ue
         try:
-            socks[i](pack(UMAGIC, i, sent[i], now, 0) + pad, dst)
-        except OSError:  # counts as sent (and so as lost)
+            send_one(i, sent, now)
+        except OSError:
             errors += 1
         sent[i] += 1
         n += 1
     end = mono()
-    print(json.dumps({"sent": sent, "total": n, "errors": errors, "start_ns": start, "end_ns": end, "rate": n * 1e9 / max(1, end - start)}))
+    return {"sent": sent, "total": n, "errors": errors, "start_ns": start, "end_ns": end, "rate": n * 1e9 / max(1, end - start)}
+
+
+def ues(a):
+    addrs = a.ues.split(",")
+    socks = []
+    for ad in addrs:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind((ad, 0))
+        socks.append(s.sendto)
+    pad = b"\0" * max(0, a.size - UHDR.size)
+    dst = (a.dst, a.port)
+    pack = UHDR.pack
+
+    def send_one(i, sent, now):
+        socks[i](pack(UMAGIC, i, sent[i], now, 0) + pad, dst)
+
+    print(json.dumps(paced(a, len(addrs), send_one)))
 
 
 def parse_ue(data, size, n_ue):
@@ -205,23 +216,23 @@ def parse_ue(data, size, n_ue):
     return ue, seq, ts, site, ok
 
 
-def echo(a):
-    addrs = a.ues.split(",")
-    n_ue = len(addrs)
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    big_buffers(s)
-    s.bind((a.bind, a.port))
-    s.settimeout(0.05)
+def receive_ues(a, s, space, accept):
+    """The receive loop of echo and back on socket s (bound, with a
+    timeout): says "ready", then records (UE, sequence, kernel arrival ns,
+    site, send ns) of every per-UE datagram that accept(ue, site, data, anc,
+    src) takes, until --seconds, --idle seconds without a datagram once some
+    arrived (--idle 0: never), or SIGTERM and the socket drained. A datagram
+    that is not a valid per-UE one, or that accept refuses, is counted as
+    malformed (for its UE when the index is valid, else as unattributed).
+    space: the ancillary buffer (timestamp included). Returns the JSON
+    line's fields."""
+    n_ue = len(a.ues.split(","))
+    arrival = kernel_stamps(s)
     stop_on_sigterm()  # before "ready": the caller may ask it to stop as soon as it reads that
     print("ready", flush=True)
-    arrival = kernel_stamps(s)
-    space = socket.CMSG_SPACE(TS.size)
-    rec_ue, rec_seq, rec_t, rec_sent = [], [], [], []
+    rec_ue, rec_seq, rec_t, rec_site, rec_sent = [], [], [], [], []
     bad = [0] * n_ue
     unattributed = 0
-    echo_errors = 0
-    site = bytes([a.site])
-    off = UHDR.size - 1
     deadline = time.monotonic() + a.seconds
     last = None
     mono = time.monotonic_ns
@@ -236,62 +247,11 @@ def echo(a):
             continue
         t = arrival(anc, mono())
         last = time.monotonic()
-        ue, seq, ts, st, ok = parse_ue(data, a.size, n_ue)
-        if ue < 0:
-            unattributed += 1
-            continue
-        if not ok or st != 0 or src[0] != addrs[ue]:
-            bad[ue] += 1
-            continue
-        rec_ue.append(ue)
-        rec_seq.append(seq)
-        rec_t.append(t)
-        rec_sent.append(ts)
-        try:
-            s.sendto(data[:off] + site + data[off + 1:], (addrs[ue], a.reply_port))
-        except OSError:
-            echo_errors += 1
-    print(json.dumps({"ue": rec_ue, "seq": rec_seq, "t": rec_t, "sent": rec_sent, "malformed": bad, "unattributed": unattributed, "echo_errors": echo_errors}))
-
-
-def back(a):
-    addrs = a.ues.split(",")
-    n_ue = len(addrs)
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    big_buffers(s)
-    s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
-    s.bind(("0.0.0.0", a.port))
-    s.settimeout(0.05)
-    stop_on_sigterm()  # before "ready": the caller may ask it to stop as soon as it reads that
-    print("ready", flush=True)
-    rec_ue, rec_seq, rec_t, rec_site, rec_sent = [], [], [], [], []
-    bad = [0] * n_ue
-    unattributed = 0
-    deadline = time.monotonic() + a.seconds
-    last = None
-    mono = time.monotonic_ns
-    arrival = kernel_stamps(s)
-    space = socket.CMSG_SPACE(12) + socket.CMSG_SPACE(TS.size)
-    while time.monotonic() < deadline:
-        if last is not None and a.idle > 0 and time.monotonic() - last > a.idle:
-            break
-        try:
-            data, anc, _flags, _src = s.recvmsg(65535, space)
-        except socket.timeout:
-            if STOP:  # asked to stop, and the socket is drained
-                break
-            continue
-        t = arrival(anc, mono())
-        last = time.monotonic()
-        dst = None
-        for level, typ, val in anc:
-            if level == socket.IPPROTO_IP and typ == IP_PKTINFO and len(val) >= 12:
-                dst = socket.inet_ntoa(val[8:12])  # struct in_pktinfo: ifindex, spec_dst, addr
         ue, seq, ts, site, ok = parse_ue(data, a.size, n_ue)
         if ue < 0:
             unattributed += 1
             continue
-        if not ok or site not in (1, 2) or dst != addrs[ue]:
+        if not ok or not accept(ue, site, data, anc, src):
             bad[ue] += 1
             continue
         rec_ue.append(ue)
@@ -299,7 +259,53 @@ def back(a):
         rec_t.append(t)
         rec_site.append(site)
         rec_sent.append(ts)
-    print(json.dumps({"ue": rec_ue, "seq": rec_seq, "t": rec_t, "site": rec_site, "sent": rec_sent, "malformed": bad, "unattributed": unattributed}))
+    return {"ue": rec_ue, "seq": rec_seq, "t": rec_t, "site": rec_site, "sent": rec_sent, "malformed": bad, "unattributed": unattributed}
+
+
+def udp_socket(bind, port):
+    """A bound UDP socket with big buffers and a 50 ms receive timeout (echo, back)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    big_buffers(s)
+    s.bind((bind, port))
+    s.settimeout(0.05)
+    return s
+
+
+def echo(a):
+    addrs = a.ues.split(",")
+    s = udp_socket(a.bind, a.port)
+    site = bytes([a.site])
+    off = UHDR.size - 1
+    errors = []
+
+    def accept(ue, st, data, _anc, src):
+        if st != 0 or src[0] != addrs[ue]:
+            return False
+        try:
+            s.sendto(data[:off] + site + data[off + 1:], (addrs[ue], a.reply_port))
+        except OSError:
+            errors.append(1)
+        return True
+
+    out = receive_ues(a, s, socket.CMSG_SPACE(TS.size), accept)
+    del out["site"]  # all 0: from the UEs
+    out["echo_errors"] = len(errors)
+    print(json.dumps(out))
+
+
+def back(a):
+    addrs = a.ues.split(",")
+    s = udp_socket("0.0.0.0", a.port)
+    s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+
+    def accept(ue, site, _data, anc, _src):
+        dst = None
+        for level, typ, val in anc:
+            if level == socket.IPPROTO_IP and typ == IP_PKTINFO and len(val) >= 12:
+                dst = socket.inet_ntoa(val[8:12])  # struct in_pktinfo: ifindex, spec_dst, addr
+        return site in (1, 2) and dst == addrs[ue]
+
+    print(json.dumps(receive_ues(a, s, socket.CMSG_SPACE(12) + socket.CMSG_SPACE(TS.size), accept)))
 
 
 CLONE_NEWNET = 0x40000000
@@ -341,38 +347,20 @@ def dl(a):
     move = []
     signal.signal(signal.SIGUSR1, lambda *_: move.append(1))
     pad = b"\0" * max(0, a.size - UHDR.size)
-    total = int(a.rate * a.seconds)
-    interval = 1e9 / a.rate
-    sent = [0] * n_ue
-    errors = 0
-    mono = time.monotonic_ns
     pack = UHDR.pack
     send = {1: sa.sendto, 2: sb.sendto}
     dsts = [(ad, a.port) for ad in addrs]
-    switch_ns = None
-    switch_seq = None
-    print("started", flush=True)
-    start = mono()
-    n = 0
-    while n < total:
-        now = mono()
-        if now < start + int(n * interval):
-            continue
-        if move and switch_ns is None and 0 <= a.move < n_ue:
+    switch = {"switch_ns": None, "switch_seq": None}
+
+    def send_one(i, sent, now):
+        if move and switch["switch_ns"] is None and 0 <= a.move < n_ue:
             site_of[a.move] = 2
-            switch_ns = now
-            switch_seq = sent[a.move]
-        i = n % n_ue
+            switch["switch_ns"] = now
+            switch["switch_seq"] = sent[a.move]
         st = site_of[i]
-        try:
-            send[st](pack(UMAGIC, i, sent[i], now, st) + pad, dsts[i])
-        except OSError:  # counts as sent (and so as lost)
-            errors += 1
-        sent[i] += 1
-        n += 1
-    end = mono()
-    print(json.dumps({"sent": sent, "total": n, "errors": errors, "start_ns": start, "end_ns": end, "rate": n * 1e9 / max(1, end - start),
-                      "switch_ns": switch_ns, "switch_seq": switch_seq}))
+        send[st](pack(UMAGIC, i, sent[i], now, st) + pad, dsts[i])
+
+    print(json.dumps({**paced(a, n_ue, send_one), **switch}))
 
 
 def main():

@@ -2,8 +2,8 @@
  * SVG plotting primitives shared by the probe, the benchmarks and the lab:
  * a figure of stacked panels, each with its own x and y axis (linear or
  * log), step or line series, point markers, vertical markers (an event at
- * a time, e.g. an API call) and horizontal guides, and a legend to the
- * right of each panel. Self-contained SVG 1.1: no script, no embedded
+ * a time, e.g. an API call), shaded x spans (how long a call took) and
+ * horizontal guides, and a legend to the right of each panel. Self-contained SVG 1.1: no script, no embedded
  * fonts (text uses the generic sans-serif family), white background.
  *
  * The markup says what it draws, so tests can check a plot without a
@@ -56,12 +56,22 @@ export interface Marker {
   readonly x: number;
   readonly label: string;
   readonly color?: string;
+  /** 'top' (default): centred above the panel; 'inside': at the bottom of the plot, right of the line (for markers close to another). */
+  readonly labelAt?: 'top' | 'inside';
 }
 
 /** A dashed horizontal line at y with a label at the right (p50, p99, ...). */
 export interface Guide {
   readonly y: number;
   readonly label: string;
+}
+
+/** A shaded stretch of x across the panel (a time an operation took), in the legend under its label. */
+export interface Span {
+  readonly from: number;
+  readonly to: number;
+  readonly label: string;
+  readonly color: string;
 }
 
 export interface Panel {
@@ -72,12 +82,16 @@ export interface Panel {
   readonly series: readonly Series[];
   readonly markers?: readonly Marker[];
   readonly guides?: readonly Guide[];
+  /** Drawn under the grid and the data; clipped to the x range. */
+  readonly spans?: readonly Span[];
   /** Lines of text under the legend (sample counts, notes). */
   readonly notes?: readonly string[];
 }
 
 export interface Figure {
   readonly title: string;
+  /** A smaller line under the title (when and where it was measured). */
+  readonly subtitle?: string;
   readonly panels: readonly Panel[];
   /** Total width (default 820). */
   readonly width?: number;
@@ -175,7 +189,7 @@ export function figureSvg(f: Figure): string {
   const legendW = f.legendWidth ?? 200;
   const m = { left: 78, right: legendW + 16, top: 30, bottom: 52 };
   const pw = W - m.left - m.right;
-  const titleH = 36;
+  const titleH = f.subtitle === undefined ? 36 : 52;
   const panelH = m.top + ph + m.bottom;
   const H = titleH + f.panels.length * panelH + 6;
   const c = (n: number): string => n.toFixed(2);
@@ -185,6 +199,7 @@ export function figureSvg(f: Figure): string {
   o.push(`<title>${esc(f.title)}</title>`);
   o.push(`<rect x="0" y="0" width="${W}" height="${H}" fill="#ffffff"/>`);
   o.push(`<text class="figure-title" x="${W / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold">${esc(f.title)}</text>`);
+  if (f.subtitle !== undefined) o.push(`<text class="figure-subtitle" x="${W / 2}" y="40" text-anchor="middle" fill="#444444" font-size="11">${esc(f.subtitle)}</text>`);
   let colorIndex = 0;
   f.panels.forEach((p, pi) => {
     const top = titleH + pi * panelH + m.top;
@@ -196,6 +211,14 @@ export function figureSvg(f: Figure): string {
     if (p.title !== undefined) o.push(`<text class="panel-title" x="${m.left}" y="${top - 10}" font-weight="bold">${esc(p.title)}</text>`);
     const xt = defaultTicks(p.x);
     const yt = defaultTicks(p.y);
+    for (const sp of p.spans ?? []) {
+      const a = Math.max(p.x.min, sp.from);
+      const b = Math.min(p.x.max, sp.to);
+      if (!(b > a)) continue;
+      o.push(
+        `<rect class="span" data-from="${sp.from}" data-to="${sp.to}" x="${c(sx(a))}" y="${top}" width="${c(Math.max(1, sx(b) - sx(a)))}" height="${ph}" fill="${sp.color}" fill-opacity="0.25"><title>${esc(sp.label)}</title></rect>`,
+      );
+    }
     // Grid first, data over it.
     o.push(`<g class="grid" stroke="#e4e4e4" stroke-width="1">`);
     if (p.x.grid !== false) for (const t of xt) o.push(`<line x1="${c(sx(t.value))}" y1="${top}" x2="${c(sx(t.value))}" y2="${top + ph}"/>`);
@@ -253,7 +276,8 @@ export function figureSvg(f: Figure): string {
       const x = c(sx(mk.x));
       const color = mk.color ?? '#000000';
       o.push(`<line class="marker" data-x="${mk.x}" x1="${x}" y1="${top}" x2="${x}" y2="${top + ph}" stroke="${color}" stroke-width="1.2" stroke-dasharray="2 2"/>`);
-      o.push(`<text class="marker-label" x="${x}" y="${top - 2}" text-anchor="middle" fill="${color}" font-size="10">${esc(mk.label)}</text>`);
+      if (mk.labelAt === 'inside') o.push(`<text class="marker-label" x="${c(sx(mk.x) + 3)}" y="${top + ph - 6}" fill="${color}" font-size="10">${esc(mk.label)}</text>`);
+      else o.push(`<text class="marker-label" x="${x}" y="${top - 2}" text-anchor="middle" fill="${color}" font-size="10">${esc(mk.label)}</text>`);
     }
     if (p.series.every((s) => s.points.length === 0)) {
       o.push(`<text x="${m.left + pw / 2}" y="${top + ph / 2}" text-anchor="middle" fill="#666666">no samples</text>`);
@@ -269,6 +293,11 @@ export function figureSvg(f: Figure): string {
         ly += 13;
         o.push(`<text class="detail" x="${lx + 28}" y="${ly + 4}" fill="#555555" font-size="10">${esc(l.detail)}</text>`);
       }
+      ly += 17;
+    }
+    for (const sp of p.spans ?? []) {
+      o.push(`<rect x="${lx}" y="${ly - 4}" width="22" height="8" fill="${sp.color}" fill-opacity="0.25"/>`);
+      o.push(`<text x="${lx + 28}" y="${ly + 4}">${esc(sp.label)}</text>`);
       ly += 17;
     }
     (p.notes ?? []).forEach((n, i) => {

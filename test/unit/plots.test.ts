@@ -85,6 +85,72 @@ describe('a two-panel figure (a relocation-style timeline and a log-log plot)', 
 });
 
 // ---------------------------------------------------------------------------
+// The relocation timeline of `mup lab relocate` (src/lab/relocate-plot.ts), drawn with figureSvg
+
+import { binRate, timelineSvg } from '../../src/lab/relocate-plot.js';
+
+describe('the relocation timeline (mup lab relocate): frames per ms at A and B, the calls shaded and marked', () => {
+  // The moved UE: 2 frames per ms at A until 10 ms after the call, then 1 per ms at B from 14 ms.
+  const atA = Array.from({ length: 1020 }, (_, i) => -500 + i * 0.5);
+  const atB = Array.from({ length: 486 }, (_, i) => 14 + i);
+  const spec = {
+    title: 'MEC relocation of UE 7',
+    subtitle: 'load average 1 2 3',
+    from: -500,
+    to: 500,
+    binMs: 20,
+    spans: [
+      { from: 2, to: 30, label: 'session add at B (28 ms)', color: '#2ca02c' },
+      { from: 0, to: 16, label: 'PUT /v1/policies (16 ms)', color: '#d62728' },
+    ],
+    panels: [
+      { title: 'uplink', series: [{ label: 'at A', color: '#1f77b4', t: atA }, { label: 'at B', color: '#ff7f0e', t: atB }], marks: [{ at: 13.8, label: 'first at B 13.8 ms' }, { at: 900, label: 'off the range' }] },
+      { title: 'downlink', series: [{ label: 'from A', color: '#1f77b4', t: atA }, { label: 'from B', color: '#ff7f0e', t: atB }] },
+    ],
+  };
+  const svg = timelineSvg(spec);
+  const info = inspectSvg(svg);
+
+  it('a panel a direction; the axes cover the data: x the run, y the busiest bin; a step a bin', () => {
+    expect(info.title).toBe('MEC relocation of UE 7');
+    expect(svg).toContain('load average 1 2 3');
+    expect(info.panels.map((p) => p.title)).toEqual(['uplink', 'downlink']);
+    const peak = Math.max(...binRate(atA, -500, 500, 20), ...binRate(atB, -500, 500, 20));
+    expect(peak).toBe(2);
+    for (const p of info.panels) {
+      expect(p.x).toMatchObject({ scale: 'linear', min: -500, max: 500 });
+      expect(p.x.label).toMatch(/time from the API call.*ms/);
+      expect(p.y.scale).toBe('linear');
+      expect(p.y.min).toBe(0);
+      expect(p.y.max).toBeGreaterThanOrEqual(peak);
+      expect(p.y.label).toBe('frames per ms (20 ms bins)');
+      // The ticks lie on the axis; 0 and the run's ends are among the x ticks.
+      expect(p.x.ticks.every((t) => t.value >= p.x.min && t.value <= p.x.max)).toBe(true);
+      expect(p.x.ticks.map((t) => t.value)).toEqual(expect.arrayContaining([-500, 0, 500]));
+      expect(p.y.ticks.every((t) => t.value >= 0 && t.value <= p.y.max)).toBe(true);
+      // 50 bins and the end: 51 points, a step of two vertices each but the first.
+      expect(p.series.map((q) => [q.name.replace(/^(at|from) /, ''), q.points])).toEqual([['A', 51], ['B', 51]]);
+      for (const q of p.series) expect(q.coords.length).toBe(101);
+    }
+    // Only the call at 0 and the marks in range.
+    expect(info.panels[0]!.markers).toEqual([0, 13.8]);
+    expect(info.panels[1]!.markers).toEqual([0]);
+    expect(svg.match(/<rect class="span" data-from="0" data-to="16"/g)).toHaveLength(2);
+    expect(svg.match(/<rect class="span" data-from="2" data-to="30"/g)).toHaveLength(2);
+    expect(svg).toContain('PUT /v1/policies (16 ms)');
+    expect(svg).toContain('1020 frames');
+  });
+
+  it.skipIf(!canRender)('renders: both sites drawn in their colours', () => {
+    const img = render(svg);
+    expect([img.width, img.height]).toEqual([info.width, info.height]);
+    expect(img.width).toBe(900);
+    expect(img.count('#1f77b4')).toBeGreaterThan(100);
+    expect(img.count('#ff7f0e')).toBeGreaterThan(100);
+  });
+});
+
+// ---------------------------------------------------------------------------
 // Latency figures (src/probe/plots.ts), the sweep plot and table (src/probe/sweep.ts)
 
 import { distOf, distOfBuckets, latencyFigures, percentileCurve, plotRanks } from '../../src/probe/plots.js';
