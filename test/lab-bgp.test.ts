@@ -77,7 +77,8 @@ describe('BGP lab', () => {
     const before = await translatorPackets(p);
     const r = await stream(t, {
       rate: 400,
-      seconds: 6,
+      seconds: 120,
+      tailMs: 1000,
       during: async () => {
         // Move it once the stream flows (the sender's start-up takes its time on a loaded host): ~25 frames of each UE so far.
         const deadline = Date.now() + 30_000;

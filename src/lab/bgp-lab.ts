@@ -179,8 +179,14 @@ export function translatorConfig(t: BgpLabTopology, gw: Translator): string {
   return `# BGP lab translator ${gw} (src/lab/bgp-lab.ts)\n${toYaml(c)}`;
 }
 
-/** Seconds a withdrawn route stays in a translator's data plane (the lab's; the daemon's default is 5). */
-export const BGP_LAB_HOLD_DOWN = 5;
+/**
+ * Seconds a withdrawn route stays in a translator's data plane (the daemon's
+ * default is 5). Longer in the lab: after a route-reflector restart, its
+ * End-of-RIB sweeps the controller's stale T1ST/T2ST at the translators'
+ * sidecars before the lab's controller (the gobgp CLI, a process per route)
+ * has originated them again, which took over 5 s on a loaded 2-core host.
+ */
+export const BGP_LAB_HOLD_DOWN = 30;
 
 /** The sidecar gobgpd TOML of a node: the translators' is what `mup bgp config` makes of their config's bgp section. */
 export function sidecarToml(t: BgpLabTopology, node: 'gw1' | 'gw2' | 'pe' | 'rr', tomlPath?: string): string {
@@ -486,8 +492,12 @@ export interface StreamResult {
   readonly dlMalformed: number;
 }
 
-/** Run the per-UE GTP-U stream from gnb to the MEC anycast; `during` runs while it flows. */
-export async function stream(t: BgpLabTopology, o: { rate: number; seconds: number; during?: () => Promise<void> }): Promise<StreamResult> {
+/**
+ * Run the per-UE GTP-U stream from gnb to the MEC anycast; `during` runs while it flows.
+ * With `tailMs`, `seconds` is only the longest it runs: the sender stops `tailMs` after
+ * `during` is done (a scenario that takes its time on a loaded host still ends under traffic).
+ */
+export async function stream(t: BgpLabTopology, o: { rate: number; seconds: number; during?: () => Promise<void>; tailMs?: number }): Promise<StreamResult> {
   const { execa } = await import('execa');
   const recv = (['meca', 'mecb'] as const).map((site) =>
     execa('ip', ['netns', 'exec', t.ns[site], 'python3', BGP_STREAM_PY, 'recv', '--dport', String(t.mec.port), '--site', site, '--echo', String(t.mec.port + 1)], { reject: false, buffer: true }),
@@ -520,7 +530,10 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
   });
   try {
     if (o.during !== undefined) await o.during();
+    if (o.tailMs !== undefined) await sleep(o.tailMs);
   } finally {
+    // Also when `during` failed: the sender stops now, not after `seconds`.
+    if (o.tailMs !== undefined) send.kill('SIGUSR1');
     await send;
     await sleep(300);
     for (const r of recv) r.kill('SIGTERM');
