@@ -1,7 +1,7 @@
 /**
  * The BGP lab (src/lab/bgp-lab.ts, `mup lab up --bgp`): a route reflector,
  * two translators behind the gNB's layer-4 multipath route, each with its
- * sidecar gobgpd, a PE with the kernel's End.DT4 into two MEC sites.
+ * sidecar gobgpd, a PE with the kernel's End.DX4 into two MEC sites.
  * Scenarios with small numbers: the controller's sessions reach both
  * translators' speakers and carry traffic end to end, split over both
  * translators; the route reflector SIGKILLed and restarted under traffic
