@@ -1,22 +1,23 @@
 /**
  * The BGP lab (src/lab/bgp-lab.ts, `mup lab up --bgp`): a route reflector,
  * two translators behind the gNB's layer-4 multipath route, each with its
- * sidecar gobgpd, a PE with the kernel's End.DT4 into two MEC sites.
+ * sidecar gobgpd, a PE with the kernel's End.DX4 into two MEC sites.
  * Scenarios with small numbers: the controller's sessions reach both
  * translators' speakers and carry traffic end to end, split over both
  * translators; the route reflector SIGKILLed and restarted under traffic
  * (0 lost, graceful restart keeps the routes); a translator daemon
- * restarted (0 lost); one translator killed -> its flows move to the other.
- * Until the daemon learns BGP routes, the translators' tables are the
- * static ones bgp-lab.ts writes from the controller's session list.
- * Everything is removed afterwards, also on failure.
+ * restarted (0 lost); one translator killed -> its flows move to the other;
+ * one UE relocated MEC-A -> MEC-B by a T2ST change under traffic (0 lost,
+ * 0 reordered). The translators' policies are learned over BGP (their
+ * daemons run with a bgp: section, role gw). Everything is removed
+ * afterwards, also on failure.
  */
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addSession, mupRoutes } from '../src/bgp/controller.js';
 import { gobgp } from '../src/bgp/gobgpd.js';
 import { listNamespaces } from '../src/host/netns-sweep.js';
-import { bgpLabDown, bgpLabUp, labSession, sidecarPid, startSidecar, stream, translatorPackets, TRANSLATORS, type BgpLabPaths, type BgpLabTopology } from '../src/lab/bgp-lab.js';
+import { bgpLabDown, bgpLabUp, labSession, learnedPolicies, sidecarPid, startSidecar, stream, translatorPackets, TRANSLATORS, waitLearned, type BgpLabPaths, type BgpLabTopology, type BgpLabUe } from '../src/lab/bgp-lab.js';
 import { startDaemon, stopDaemon } from '../src/lab/lab.js';
 import { ipBatch, run } from '../src/lab/sh.js';
 
@@ -38,6 +39,13 @@ describe('BGP lab', () => {
   it('the controller\'s sessions reach both translators\' speakers and carry traffic end to end over both translators', async () => {
     // 8 T2ST + 8 T1ST from the controller and 2 DSDs from the PE, reflected to each translator.
     for (const gw of TRANSLATORS) expect(await mupRoutes(t.api, { netns: t.ns[gw] })).toBe(2 * t.ues.length + 2);
+    // The translators' policies are the ones BGP resolution gave them (T2ST -> the End.DX4 DSD of its segment id), not configured.
+    for (const gw of TRANSLATORS) {
+      const learned = await learnedPolicies(p, gw);
+      expect(learned.map((x) => [x.match, x.teid, x.sid, x.origin]).sort()).toEqual(
+        t.ues.map((u) => [`${t.gnb.n3}/32`, `0x${u.ulTeid.toString(16).padStart(8, '0')}/32`, t.pe.sids[u.site].sid, 'bgp']).sort(),
+      );
+    }
     const before = await translatorPackets(p);
     const r = await stream(t, { rate: 400, seconds: 2 });
     const after = await translatorPackets(p);
@@ -61,6 +69,48 @@ describe('BGP lab', () => {
     expect(share.gw2).toBeGreaterThan(0);
     expect(share.gw1 + share.gw2).toBeGreaterThanOrEqual(r.sent.reduce((a, b) => a + b, 0));
   }, 120_000);
+
+  it('one UE relocated MEC-A -> MEC-B by a T2ST change under traffic: 0 lost, 0 reordered for it and for the others', async () => {
+    const moved = t.ues[3]!;
+    const site = (u: BgpLabUe): 'meca' | 'mecb' => (u.index === moved.index ? 'mecb' : 'meca');
+    let switchedAfterMs = -1;
+    const before = await translatorPackets(p);
+    const r = await stream(t, {
+      rate: 400,
+      seconds: 120,
+      tailMs: 1000,
+      during: async () => {
+        // Move it once the stream flows (the sender's start-up takes its time on a loaded host): ~25 frames of each UE so far.
+        const deadline = Date.now() + 30_000;
+        for (;;) {
+          const now = await translatorPackets(p);
+          if (now.gw1 + now.gw2 - before.gw1 - before.gw2 >= 200 || Date.now() > deadline) break;
+          await new Promise((res) => setTimeout(res, 50));
+        }
+        const t0 = Date.now();
+        // The controller re-originates the UE's T2ST with MEC-B's direct segment id (same RD, endpoint, TEID: an update, not a withdrawal).
+        await addSession(t.api, labSession(t, moved, 'mecb'), { netns: t.ns.rr });
+        await waitLearned(t, p, { site, timeoutMs: 30_000 });
+        switchedAfterMs = Date.now() - t0;
+      },
+    });
+    const mine = r.perUe[moved.index]!;
+    console.log(
+      `[lab-bgp] ue${moved.index} relocated MEC-A -> MEC-B (T2ST change, both translators' policies rewritten ${switchedAfterMs} ms after the controller's add): ` +
+        `at MEC-A ${mine.sites['meca'] ?? 0}, at MEC-B ${mine.sites['mecb'] ?? 0}; all UEs: lost ${r.lost}/${r.dlLost} (up/down), reordered ${r.reordered}/${r.dlReordered}`,
+    );
+    try {
+      expect([r.lost, r.reordered, r.dlLost, r.dlReordered, r.dlMalformed]).toEqual([0, 0, 0, 0, 0]);
+      // The moved UE's stream went to MEC-A, then to MEC-B; every other UE's stayed at MEC-A.
+      expect(mine.sites['meca'] ?? 0).toBeGreaterThan(0);
+      expect(mine.sites['mecb'] ?? 0).toBeGreaterThan(0);
+      expect(r.perUe.filter((u) => u.ue !== moved.index).every((u) => Object.keys(u.sites).join() === 'meca' && u.got === u.sent)).toBe(true);
+    } finally {
+      // Back to MEC-A for the scenarios after this one.
+      await addSession(t.api, labSession(t, moved, 'meca'), { netns: t.ns.rr });
+      await waitLearned(t, p, { timeoutMs: 60_000 });
+    }
+  }, 180_000);
 
   it('the route reflector SIGKILLed and restarted under traffic: 0 lost, the translators keep their routes (graceful restart) and get them again', async () => {
     const want = 2 * t.ues.length + 2;
@@ -96,6 +146,8 @@ describe('BGP lab', () => {
       }
       expect({ gw, n, stale }).toEqual({ gw, n: want, stale: 0 });
     }
+    // And the daemons' learned policies are still every UE's (nothing lost to the stale sweep or the hold-down).
+    await waitLearned(t, p);
   }, 180_000);
 
   it('a translator daemon restarted under traffic: 0 lost (the data plane stays while it is away)', async () => {
@@ -110,6 +162,8 @@ describe('BGP lab', () => {
     });
     console.log(`[lab-bgp] gw2 daemon restarted: lost ${r.lost}/${r.dlLost} (up/down), reordered ${r.reordered}/${r.dlReordered}`);
     expect([r.lost, r.reordered, r.dlLost, r.dlReordered]).toEqual([0, 0, 0, 0]);
+    // The restarted daemon read its sidecar's table again: every UE's policy, learned.
+    await waitLearned(t, p, { gws: ['gw2'] });
   }, 120_000);
 
   it('one translator killed (daemon and gobgpd SIGKILLed, its links down): its flows move to the other', async () => {

@@ -15,16 +15,28 @@
  *    segment ids): injector -> RR -> translator gobgpd, seen on
  *    `gobgp monitor global rib -j` at the translator: p50 / p99.
  * 4. gobgpd RSS with the 20,000 routes.
- *
- * The legs inside the daemon (UPDATE at its gobgpd -> map write, and the
- * data plane complete after a start) need the daemon to learn BGP routes;
- * until it does they are printed as FAIL "not measured", never as PASS.
+ * 5. The daemon legs: a `mup daemon` (roles gw + pe, its sidecar the
+ *    translator's gobgpd, its pins on a bpffs mounted in the bench's
+ *    temporary directory) learns the 10,000 T2ST + 10,000 T1ST (resolved to
+ *    two DSDs and one ISD the RR originates):
+ *    (a) data plane complete (every policy and session installed, as
+ *        /v1/bgp counts them) after the translator's session comes up: the
+ *        RR holds the session down (`gobgp neighbor <gw> disable`) until the
+ *        daemon is up and reading its sidecar, then enables it;
+ *    (b) the 1,000 single T2ST changes of 3. paced one at a time (the next
+ *        once the daemon has applied the last): each change's route -> map
+ *        write latency is the growth of the daemon's
+ *        mup_bgp_route_latency_seconds_sum (monitor line read -> table
+ *        write), p50 / p99; plus injector -> map write end to end;
+ *    (c) the daemon's RSS with the 20,000 learned routes, next to gobgpd's.
  *
  * Options: --sessions N (10000), --changes N (1000), --cli N (40),
  * --out FILE (JSON report, default build/bench/bgp.json).
  */
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { fileURLToPath } from 'node:url';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -59,6 +71,39 @@ function pct(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
+const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
+
+/** One GET on the daemon's socket: status and body text (status 0: no answer). */
+function daemonGet(socketPath: string, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((res) => {
+    const req = request({ socketPath, path, timeout: 20_000 }, (r) => {
+      let b = '';
+      r.on('data', (c: Buffer) => (b += c.toString()));
+      r.on('end', () => res({ status: r.statusCode ?? 0, body: b }));
+    });
+    req.on('error', () => res({ status: 0, body: '' }));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}
+
+/** The daemon's route -> map write histogram: sum (seconds) and count. */
+async function latencySum(socketPath: string): Promise<{ sum: number; count: number }> {
+  const r = await daemonGet(socketPath, '/metrics');
+  const sum = /^mup_bgp_route_latency_seconds_sum(?:\{[^}]*\})? (\S+)$/m.exec(r.body);
+  const count = /^mup_bgp_route_latency_seconds_count(?:\{[^}]*\})? (\S+)$/m.exec(r.body);
+  if (sum === null || count === null) throw new Error(`GET /metrics: no mup_bgp_route_latency_seconds (status ${r.status})`);
+  return { sum: Number(sum[1]), count: Number(count[1]) };
+}
+
+/** Learned rules installed, by the daemon's /v1/bgp. */
+async function installed(socketPath: string): Promise<{ t2st: number; t1st: number } | undefined> {
+  const r = await daemonGet(socketPath, '/v1/bgp');
+  if (r.status !== 200) return undefined;
+  const j = JSON.parse(r.body) as { routes?: Record<string, { installed?: number }> };
+  return { t2st: j.routes?.['t2st']?.installed ?? 0, t1st: j.routes?.['t1st']?.installed ?? 0 };
+}
+
 const load = (): string => loadavg().map((x) => x.toFixed(2)).join(' ');
 
 async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
@@ -78,6 +123,11 @@ export interface BgpBenchReport {
   readonly bulk: { routes: number; establishedToCompleteS: number; startToEstablishedS: number };
   readonly changes: { n: number; p50Ms: number; p99Ms: number; maxMs: number };
   readonly rssKb: { rr: number; translatorGobgpd: number; daemon: number | null };
+  readonly daemon: {
+    readonly startToReadyS: number;
+    readonly establishedToCompleteS: number;
+    readonly changes: { n: number; p50Ms: number; p99Ms: number; maxMs: number; e2eP50Ms: number; e2eP99Ms: number };
+  };
   readonly lines: readonly string[];
   readonly pass: boolean;
 }
@@ -92,10 +142,18 @@ async function main(): Promise<number> {
   const procs: GobgpdProcess[] = [];
   let injector: BgpInjector | undefined;
   let monitor: ReturnType<typeof spawn> | undefined;
-  const onSignal = (): void => {
+  let daemon: ChildProcess | undefined;
+  const bpffs = join(dir, 'bpffs');
+  let mounted = false;
+  const cleanupSync = (): void => {
     monitor?.kill('SIGKILL');
+    daemon?.kill('SIGKILL');
     for (const p of procs) p.child.kill('SIGKILL');
+    if (mounted) spawnSync('umount', ['-l', bpffs]);
     rmSync(dir, { recursive: true, force: true });
+  };
+  const onSignal = (): void => {
+    cleanupSync();
     process.exit(130);
   };
   process.once('SIGINT', onSignal);
@@ -153,15 +211,22 @@ async function main(): Promise<number> {
     injector = await BgpInjector.connect({ host: RR, port, localAddress: INJ, asn: 65000, routerId: '10.255.0.9' });
     const ss: CheckedSession[] = Array.from({ length: nSessions }, (_, i) =>
       checkSession(
-        { ue: `10.${64 + (i >> 16)}.${(i >> 8) & 0xff}.${i & 0xff}/32`, teid: 0x10000 + i, dlTeid: 0x20000 + i, qfi: 1 + (i % 63), endpoint: `198.51.${100 + ((i >> 8) & 3)}.${1 + (i & 0xff) % 254}`, n3: '192.0.2.10', segmentId: '10:1' },
+        { ue: `10.${64 + (i >> 16)}.${(i >> 8) & 0xff}.${i & 0xff}/32`, teid: 0x10000 + i, dlTeid: 0x20000 + i, qfi: 1 + (i % 63), endpoint: `198.51.100.${1 + (i % 126)}`, n3: '192.0.2.10', segmentId: '10:1' },
         { rd: '10.255.0.9:1', rt: '65000:100' },
       ),
     );
     const total = 2 * nSessions;
+    // What the daemon resolves them with: a DSD per segment id (10:1, 10:2) and an End.M.GTP4.E ISD over the gNBs (a /25: 3.10 drops shorter ones).
+    const discovery = [
+      ['dsd', '10.255.0.91', 'rd', '10.255.0.1:91', 'prefix', '2001:db8:d9:1::/64', 'locator-node-length', '16', 'function-length', '16', 'behavior', 'END_DT4', 'rt', '65000:100', 'mup', '10:1', 'nexthop', '2001:db8:ff::9'],
+      ['dsd', '10.255.0.92', 'rd', '10.255.0.1:92', 'prefix', '2001:db8:d9:2::/64', 'locator-node-length', '16', 'function-length', '16', 'behavior', 'END_DT4', 'rt', '65000:100', 'mup', '10:2', 'nexthop', '2001:db8:ff::9'],
+      ['isd', '198.51.100.0/25', 'rd', '10.255.0.1:93', 'prefix', '2001:db8:a2::/40', 'locator-node-length', '8', 'function-length', '8', 'behavior', 'ENDM_GTP4E', 'rt', '65000:100', 'nexthop', '2001:db8:ff::1'],
+    ];
+    for (const d of discovery) await gobgp(rrApi, ['global', 'rib', 'add', '-a', 'mup-ipv4', ...d]);
     t = performance.now();
     await injector.sessions('t2st', ss, { nexthop: '10.255.0.9' });
     await injector.sessions('t1st', ss, { nexthop: '10.255.0.9' });
-    await waitFor(`${total} routes in the route reflector`, 120_000, async () => ((await mupRoutes(rrApi)) >= total ? true : undefined));
+    await waitFor(`${total} routes in the route reflector`, 120_000, async () => ((await mupRoutes(rrApi)) >= total + discovery.length ? true : undefined));
     const injS = (performance.now() - t) / 1000;
     say(`injector: ${total} routes in the RR's table in ${injS.toFixed(2)} s (${(total / injS).toFixed(0)} routes/s, load ${load()})`);
 
@@ -171,7 +236,7 @@ async function main(): Promise<number> {
     procs.push(gw);
     await waitFor('translator session established', 60_000, async () => ((await neighborState(gwApi, RR)) === 'established' ? true : undefined));
     const tEst = performance.now();
-    await waitFor(`${total} routes at the translator`, 120_000, async () => ((await mupRoutes(gwApi)) >= total ? true : undefined));
+    await waitFor(`${total} routes at the translator`, 120_000, async () => ((await mupRoutes(gwApi)) >= total + discovery.length ? true : undefined));
     const tFull = performance.now();
     const estToFull = (tFull - tEst) / 1000;
     say(`translator gobgpd: established ${((tEst - tStart) / 1000).toFixed(2)} s after start, all ${total} routes ${estToFull.toFixed(2)} s later (load ${load()})`);
@@ -222,6 +287,90 @@ async function main(): Promise<number> {
     const p99 = pct(lat, 99);
     say(`${nChanges} single T2ST changes, injector -> RR -> translator gobgpd: p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${lat[lat.length - 1]!.toFixed(1)} ms (load ${load()})`);
 
+    // 5. The daemon legs. The translator's gobgpd starts again with an empty table, the RR holding its session down.
+    monitor.kill('SIGKILL');
+    monitor = undefined;
+    await gw.stop();
+    procs.splice(procs.indexOf(gw), 1);
+    await gobgp(rrApi, ['neighbor', GW, 'disable']);
+    const gw2 = await startGobgpd({ configFile: join(dir, 'gw.toml'), api: gwApi, logFile: join(dir, 'gw.log') });
+    procs.push(gw2);
+    mkdirSync(bpffs, { recursive: true });
+    const m = spawnSync('mount', ['-t', 'bpf', 'bpf', bpffs], { encoding: 'utf8' });
+    if (m.status !== 0) throw new Error(`mount -t bpf bpf ${bpffs}: ${m.stderr.trim()} (run as root)`);
+    mounted = true;
+    const socket = join(dir, 'daemon.sock');
+    const cap = nSessions + 1024;
+    writeFileSync(
+      join(dir, 'daemon.yaml'),
+      [
+        `settings: {forwarding: tx, max_policies: ${cap}, max_sessions: ${cap}}`,
+        'bgp:',
+        '  asn: 65000',
+        '  router_id: 10.255.0.2',
+        `  listen: ${GW}:${port}`,
+        `  api: ${gwApi.host}:${gwApi.port}`,
+        `  neighbors: [{address: ${RR}, port: ${port}}]`,
+        '  rd: "10.255.0.2:1"',
+        '  rt: "65000:100"',
+        '  roles: [gw, pe]',
+        '  policy_defaults: {src_prefix: 2001:db8:ff:2::/64}',
+        '  session_defaults: {src_prefix: 2001:db8:ff:9::/64, source: 192.0.2.10}',
+        '',
+      ].join('\n'),
+    );
+    const logFd = openSync(join(dir, 'daemon.log'), 'a');
+    const tDaemon = performance.now();
+    daemon = spawn(
+      process.execPath,
+      [MUP_BIN, 'daemon', '--config', join(dir, 'daemon.yaml'), '--instance', `bench-bgp-${process.pid}`, '--socket', socket, '--state-file', join(dir, 'daemon.state.json'), '--bpffs', bpffs, '--log-format', 'json'],
+      { stdio: ['ignore', logFd, logFd] },
+    );
+    closeSync(logFd);
+    const daemonLog = (): string => readFileSync(join(dir, 'daemon.log'), 'utf8').split('\n').slice(-5).join('\n');
+    await waitFor('the daemon reading its sidecar (/v1/bgp monitor up)', 60_000, async () => {
+      if (daemon?.exitCode !== null) throw new Error(`mup daemon exited (${daemon?.exitCode}): ${daemonLog()}`);
+      const r = await daemonGet(socket, '/v1/bgp');
+      return r.status === 200 && (JSON.parse(r.body) as { monitor?: { up?: boolean } }).monitor?.up === true ? true : undefined;
+    });
+    const daemonReadyS = (performance.now() - tDaemon) / 1000;
+    await gobgp(rrApi, ['neighbor', GW, 'enable']);
+    await waitFor('translator session established again', 60_000, async () => ((await neighborState(gwApi, RR)) === 'established' ? true : undefined));
+    const dEst = performance.now();
+    await waitFor(`${nSessions} policies + ${nSessions} sessions installed by the daemon`, 300_000, async () => {
+      const n = await installed(socket);
+      return n !== undefined && n.t2st >= nSessions && n.t1st >= nSessions ? true : undefined;
+    });
+    const dFull = performance.now();
+    const dEstToFull = (dFull - dEst) / 1000;
+    say(`daemon: up and reading its sidecar ${daemonReadyS.toFixed(2)} s after start; session up -> ${nSessions} policies + ${nSessions} sessions installed in ${dEstToFull.toFixed(2)} s (load ${load()})`);
+    const rssDaemon = rssKb(daemon.pid!);
+    const rssGw2 = rssKb(gw2.pid);
+
+    // (b) single T2ST changes, one at a time: each one's latency is the growth of the histogram's sum.
+    const dLat: number[] = [];
+    const e2e: number[] = [];
+    const segNow = new Map<number, string>([...segOf]);
+    for (let i = 0; i < nChanges; i++) {
+      const s = ss[i % Math.min(ss.length, 100)]!;
+      const seg = (segNow.get(s.teid) ?? s.segmentId) === '10:1' ? '10:2' : '10:1';
+      segNow.set(s.teid, seg);
+      const before = await latencySum(socket);
+      const t0 = performance.now();
+      await injector.sessions('t2st', [{ ...s, segmentId: seg }], { nexthop: '10.255.0.9' });
+      const after = await waitFor(`T2ST change ${i} applied by the daemon`, 30_000, async () => {
+        const x = await latencySum(socket);
+        return x.count > before.count ? x : undefined;
+      });
+      e2e.push(performance.now() - t0);
+      if (after.count === before.count + 1) dLat.push((after.sum - before.sum) * 1000);
+    }
+    dLat.sort((a, b) => a - b);
+    e2e.sort((a, b) => a - b);
+    const dP50 = pct(dLat, 50);
+    const dP99 = pct(dLat, 99);
+    say(`${dLat.length} of ${nChanges} single T2ST changes (one per histogram sample): route read -> map write p50 ${dP50.toFixed(2)} ms, p99 ${dP99.toFixed(2)} ms; injector -> map write (polled) p50 ${pct(e2e, 50).toFixed(1)} ms, p99 ${pct(e2e, 99).toFixed(1)} ms (load ${load()})`);
+
     const loadEnd = load();
     const lines: string[] = [];
     const pf = (ok: boolean, s: string): boolean => {
@@ -232,10 +381,11 @@ async function main(): Promise<number> {
     let pass = true;
     pass = pf(total / injS > parPerS, `bulk method: the BGP injector (${(total / injS).toFixed(0)} routes/s) beats the gobgp CLI (${seqPerS.toFixed(1)} routes/s sequential, ${parPerS.toFixed(1)} with 8 processes); 3.10's mrt inject refuses the MUP SAFI`) && pass;
     pass = pf(estToFull < 3, `bulk: ${nSessions} T2ST + ${nSessions} T1ST at the translator's gobgpd ${estToFull.toFixed(2)} s after its session is up (< 3 s; the BGP leg of "data plane complete")`) && pass;
-    pass = pf(false, 'bulk: data plane complete < 3 s after session up: not measured (the daemon in this build does not learn BGP routes)') && pass;
+    pass = pf(dEstToFull < 3, `bulk: the daemon's data plane complete (${nSessions} policies + ${nSessions} sessions installed) ${dEstToFull.toFixed(2)} s after its sidecar's session is up (< 3 s; daemon up ${daemonReadyS.toFixed(2)} s after its start)`) && pass;
     info(`route -> translator gobgpd (injector -> RR -> translator's monitor), ${nChanges} single T2ST changes: p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
-    pass = pf(false, 'route -> data plane p99 < 100 ms (UPDATE at the translator\'s gobgpd -> map write): not measured (needs the daemon learning BGP routes)') && pass;
-    info(`memory with ${total} routes: translator gobgpd RSS ${(rss.gw / 1024).toFixed(1)} MiB, route reflector gobgpd ${(rss.rr / 1024).toFixed(1)} MiB, daemon: not measured`);
+    pass = pf(dLat.length >= nChanges * 0.9 && dP99 < 100, `route -> data plane, ${dLat.length} single T2ST changes (daemon's mup_bgp_route_latency_seconds, route read from its sidecar -> map write): p50 ${dP50.toFixed(2)} ms, p99 ${dP99.toFixed(2)} ms (< 100 ms)`) && pass;
+    info(`injector -> RR -> sidecar -> daemon map write (polled on /metrics, so an upper bound): p50 ${pct(e2e, 50).toFixed(1)} ms, p99 ${pct(e2e, 99).toFixed(1)} ms`);
+    info(`memory with ${total} learned routes: daemon RSS ${(rssDaemon / 1024).toFixed(1)} MiB, its sidecar gobgpd ${(rssGw2 / 1024).toFixed(1)} MiB (${(rss.gw / 1024).toFixed(1)} MiB before, without the daemon), route reflector gobgpd ${(rss.rr / 1024).toFixed(1)} MiB`);
     info(`host: ${cpus().length} CPUs, load average ${loadStart} at start, ${loadEnd} at the end: one sample on a loaded host is no final figure`);
     process.stdout.write(`${lines.join('\n')}\n`);
     const report: BgpBenchReport = {
@@ -244,7 +394,8 @@ async function main(): Promise<number> {
       injector: { routes: total, seconds: injS, perS: total / injS },
       bulk: { routes: total, establishedToCompleteS: estToFull, startToEstablishedS: (tEst - tStart) / 1000 },
       changes: { n: nChanges, p50Ms: p50, p99Ms: p99, maxMs: lat[lat.length - 1]! },
-      rssKb: { rr: rss.rr, translatorGobgpd: rss.gw, daemon: null },
+      rssKb: { rr: rss.rr, translatorGobgpd: rssGw2, daemon: rssDaemon },
+      daemon: { startToReadyS: daemonReadyS, establishedToCompleteS: dEstToFull, changes: { n: dLat.length, p50Ms: dP50, p99Ms: dP99, maxMs: dLat[dLat.length - 1] ?? NaN, e2eP50Ms: pct(e2e, 50), e2eP99Ms: pct(e2e, 99) } },
       lines,
       pass,
     };
@@ -253,8 +404,16 @@ async function main(): Promise<number> {
     return pass ? 0 : 1;
   } finally {
     monitor?.kill('SIGKILL');
+    if (daemon !== undefined && daemon.exitCode === null) {
+      const gone = new Promise((r) => daemon!.once('exit', r));
+      daemon.kill('SIGTERM');
+      const to = setTimeout(() => daemon?.kill('SIGKILL'), 10_000);
+      await gone;
+      clearTimeout(to);
+    }
     await injector?.close().catch(() => undefined);
     for (const p of procs.reverse()) await p.kill();
+    if (mounted) spawnSync('umount', [bpffs]);
     rmSync(dir, { recursive: true, force: true });
   }
 }

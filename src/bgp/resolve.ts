@@ -6,7 +6,7 @@
  * Gateway role (uplink, H.M.GTP4.D): a T2ST (UPF N3 endpoint, TEID) is
  * resolved to a DSD with the same MUP extended community (segment id) and
  * intersecting route targets; the policy (endpoint/32, TEID prefix) sends to
- * the DSD's SID used as is (a plain SID: End.DT4/DT6/DT46 take no Args).
+ * the DSD's SID used as is (a plain SID: End.DT4/DT6/DT46/DX4/DX6 take no Args).
  * PE role (downlink, H.M.Session.Encaps): a T1ST's endpoint (gNB) is looked
  * up by longest match over the ISDs (route targets intersecting); the
  * session encapsulates to ISD SID (L = LB+LN+FN bits) || gNB || Args, which
@@ -20,8 +20,14 @@ import { policyKey, sessionKey } from '../config/keys.js';
 import { formatAddr, type DsdRoute, type IsdRoute, type MupRoute, type RouteType, type Srv6Sid, type T1stRoute, type T2stRoute } from './routes.js';
 
 /** SRv6 endpoint behaviors (IANA "SRv6 Endpoint Behaviors"): what a DSD may carry, what an ISD may. */
-export const BEHAVIOR = { END_DT6: 18, END_DT4: 19, END_DT46: 20, END_M_GTP6_E: 71, END_M_GTP4_E: 72 } as const;
-const DSD_BEHAVIORS: ReadonlySet<number> = new Set([BEHAVIOR.END_DT4, BEHAVIOR.END_DT6, BEHAVIOR.END_DT46]);
+export const BEHAVIOR = { END_DX6: 16, END_DX4: 17, END_DT6: 18, END_DT4: 19, END_DT46: 20, END_M_GTP6_E: 71, END_M_GTP4_E: 72 } as const;
+/**
+ * A DSD's SID ends the direct segment into the DN and takes no Args, so the
+ * gateway uses it as is whatever it does there: a table lookup (End.DT4/DT6/
+ * DT46) or a cross-connect to the DN's next hop (End.DX4/DX6, a PE without
+ * VRFs). docs/bgp.md "Resolution".
+ */
+const DSD_BEHAVIORS: ReadonlySet<number> = new Set([BEHAVIOR.END_DT4, BEHAVIOR.END_DT6, BEHAVIOR.END_DT46, BEHAVIOR.END_DX4, BEHAVIOR.END_DX6]);
 const ISD_BEHAVIORS: ReadonlySet<number> = new Set([BEHAVIOR.END_M_GTP4_E, BEHAVIOR.END_M_GTP6_E]);
 
 /** Why a route cannot be installed (a counter label each; docs/bgp.md). */
@@ -29,7 +35,7 @@ export type RejectReason =
   | 'no_sid' // ISD/DSD without an SRv6 SID (Prefix-SID attribute)
   | 'bad_sid_structure' // LB+LN+FN+AL > 128, or an ISD without a structure / with LB+LN+FN = 0
   | 'sid_too_long' // ISD for End.M.GTP4.E with L + 72 > 128: no room for the gNB address and Args
-  | 'unknown_behavior' // a DSD not End.DT4/DT6/DT46, an ISD not End.M.GTP4.E/GTP6.E
+  | 'unknown_behavior' // a DSD not End.DT4/DT6/DT46/DX4/DX6, an ISD not End.M.GTP4.E/GTP6.E
   | 'no_segment_id' // T2ST or DSD without the MUP extended community
   | 'unsupported' // a T2ST/T1ST with an IPv6 endpoint (GTP-U over IPv6 is not learned)
   | 'conflict'; // the rule's key or name is taken by a config/API rule (they win; docs/bgp.md "Precedence")
@@ -116,7 +122,7 @@ function isdLength(r: IsdRoute): { len: number } | { reason: RejectReason; detai
 
 function dsdCheck(r: DsdRoute): { reason: RejectReason; detail: string } | undefined {
   if (r.sid === undefined) return { reason: 'no_sid', detail: 'no SRv6 SID (Prefix-SID attribute) in the route' };
-  if (!DSD_BEHAVIORS.has(r.sid.behavior)) return { reason: 'unknown_behavior', detail: `behavior ${r.sid.behavior} is not End.DT4 (19), End.DT6 (18) or End.DT46 (20)` };
+  if (!DSD_BEHAVIORS.has(r.sid.behavior)) return { reason: 'unknown_behavior', detail: `behavior ${r.sid.behavior} is not End.DT4 (19), End.DT6 (18), End.DT46 (20), End.DX4 (17) or End.DX6 (16)` };
   const s = r.sid.structure;
   if (s !== undefined && s.lb + s.ln + s.fn + s.al > 128) return { reason: 'bad_sid_structure', detail: `LB ${s.lb} + LN ${s.ln} + FN ${s.fn} + AL ${s.al} > 128` };
   if (r.segmentId === undefined) return { reason: 'no_segment_id', detail: 'no MUP extended community (segment id)' };

@@ -23,18 +23,35 @@ const peOption = (what: string): Option =>
 const prefixOption = (): Option =>
   new Option('--prefix <name>', `namespace prefix: namespaces are <prefix>-{${LAB_NODES.join(',')}}; a second lab needs another`).default(DEFAULT_PREFIX);
 
-/** Remove the lab on Ctrl-C / SIGTERM while `work` runs, then exit 130. */
-async function withSignals<T>(prefix: string, io: Io, work: () => Promise<T>): Promise<T> {
+/**
+ * Remove the lab on Ctrl-C / SIGTERM while `work` runs, then exit 130
+ * (`down`: the BGP lab's teardown instead of the lab's). The teardown starts
+ * at once; the work, whose commands now fail, is waited for, and the
+ * teardown runs once more after it (it may have made something in between,
+ * or raced the first one), so the process never ends half torn down.
+ */
+async function withSignals<T>(prefix: string, io: Io, work: () => Promise<T>, down?: (prefix: string) => Promise<unknown>): Promise<T> {
+  const teardown = (): Promise<unknown> => (down === undefined ? import('../lab/lab.js').then((m) => m.labDown(prefix)) : down(prefix));
+  let first: Promise<unknown> | undefined;
   const onSignal = (sig: string): void => {
+    if (first !== undefined) return;
     io.err(`\nmup lab: ${sig}: removing lab "${prefix}"\n`);
-    void import('../lab/lab.js')
-      .then((m) => m.labDown(prefix))
-      .finally(() => process.exit(130));
+    first = teardown().catch(() => undefined);
   };
   const handlers = (['SIGINT', 'SIGTERM'] as const).map((s) => [s, () => onSignal(s)] as const);
-  for (const [s, h] of handlers) process.once(s, h);
+  for (const [s, h] of handlers) process.on(s, h);
+  const stop = async (): Promise<never> => {
+    await first;
+    await teardown().catch((e: unknown) => io.err(`mup lab: removing lab "${prefix}": ${(e as Error).message}\n`));
+    process.exit(130);
+  };
   try {
-    return await work();
+    const r = await work();
+    if (first !== undefined) return await stop();
+    return r;
+  } catch (e) {
+    if (first !== undefined) return await stop();
+    throw e;
   } finally {
     for (const [s, h] of handlers) process.removeListener(s, h);
   }
@@ -69,9 +86,10 @@ export function registerLab(program: Command, io: Io): void {
     .addHelpText('after', '\nExamples:\n  mup lab up\n  mup lab up --pe mup         # the downlink from our sessions (H.M.Session.Encaps)\n  mup lab up --prefix mlab2   # a second lab beside the first\n  mup lab up --bgp            # the BGP MUP lab (mup lab down --bgp removes it)\n')
     .action(async (o: { prefix: string; pe: 'mup' | 'kernel'; bgp?: boolean; sessions: string }, cmd: Command) => {
       if (o.bgp === true) {
-        const { bgpLabUp, BGP_DEFAULT_PREFIX } = await import('../lab/bgp-lab.js');
+        const { bgpLabUp, bgpLabDown, BGP_DEFAULT_PREFIX } = await import('../lab/bgp-lab.js');
         const prefix = cmd.getOptionValueSource('prefix') === 'default' ? BGP_DEFAULT_PREFIX : o.prefix;
-        const { topology: t, paths: p } = await bgpLabUp(prefix, progress, { sessions: num(o.sessions, 'sessions', 1, 250) });
+        const sessions = num(o.sessions, 'sessions', 1, 250);
+        const { topology: t, paths: p } = await withSignals(prefix, io, () => bgpLabUp(prefix, progress, { sessions }), bgpLabDown);
         io.out(
           `BGP lab "${prefix}" is up: namespaces ${Object.values(t.ns).join(' ')}\n` +
             `  routes:     ip netns exec ${t.ns.gw1} gobgp global rib -a mup-ipv4\n` +

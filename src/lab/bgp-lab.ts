@@ -15,23 +15,26 @@
  *   and a sidecar gobgpd, a route-reflector client with graceful restart.
  * - pe: the kernel's seg6local End.DX4 to MEC-A and to MEC-B (End.DT4 needs
  *   a VRF device, and this kernel has none: CONFIG_NET_VRF is off),
- *   advertised as two DSDs (direct segment ids 10:1 and 10:2, behavior
- *   END_DX4) by its own gobgpd.
+ *   advertised honestly as two DSDs of behavior End.DX4 (direct segment ids
+ *   10:1 and 10:2) by its own gobgpd; the translators accept End.DX4 DSDs
+ *   (docs/bgp.md "Resolution").
  * - rr: the route reflector; the controller originates the sessions' T1ST
  *   and T2ST at its API (`mup bgp session add --netns <prefix>-rr`).
  * - A management bridge in rr (10.255.0.0/24) carries BGP; every gobgpd has
  *   its API on 127.0.0.1:50051 of its own namespace.
  *
- * Until the daemon learns BGP routes (the BGP core), the translators' uplink
- * policies are written statically from the same session list the
- * controller originates (`translatorConfig`), with the PE SID the DSD of
- * each session's segment id names: the tables BGP resolution would install.
+ * The translators' daemons run with a `bgp:` section (role gw) and learn
+ * their uplink policies from their sidecar: T2ST (N3, TEID) resolved to the
+ * DSD of its segment id ("origin": "bgp" in `mup policy list`). Each
+ * sidecar's TOML is what `mup bgp config` makes of that section.
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify as toYaml } from 'yaml';
 import { addSession, speakerToml, mupRoutes, neighborState, type PduSession } from '../bgp/controller.js';
+import { gobgpdToml } from '../bgp/config.js';
+import { parseConfig } from '../config/load.js';
 import { gobgp, startGobgpd, type GobgpApi } from '../bgp/gobgpd.js';
 import { listNamespaces } from '../host/netns-sweep.js';
 import { LAB_RUN_DIR, startDaemon, stopDaemon, type DaemonFiles } from './lab.js';
@@ -149,29 +152,130 @@ export function bgpLabPaths(t: BgpLabTopology): BgpLabPaths {
 }
 
 /**
- * A translator's config. Its policies are what BGP resolution installs for
- * the lab's sessions (T2ST (N3, TEID) -> the DSD's End.DT4 SID, plain),
- * written statically until the daemon learns them from its sidecar.
+ * A translator's config: no policies of its own; a `bgp:` section (role gw)
+ * with which the daemon learns them from its sidecar gobgpd, a
+ * route-reflector client of rr (docs/lab.md "The BGP lab").
  */
 export function translatorConfig(t: BgpLabTopology, gw: Translator): string {
+  const g = t.gw[gw];
   const c = {
-    interfaces: [{ name: t.gw[gw].n3Dev }, { name: t.gw[gw].peDev }],
+    interfaces: [{ name: g.n3Dev }, { name: g.peDev }],
     settings: { forwarding: 'fib', max_policies: 1024, max_localsids: 64 },
-    policies: t.ues.map((u) => ({ name: `ue${u.index}`, match: `${t.gnb.n3}/32`, teid: `0x${u.ulTeid.toString(16)}/32`, sid: t.pe.sids[u.site].sid, src_prefix: t.srcPrefix })),
     localsids: [{ name: 'n3-downlink', sid: t.dlPrefix, src_prefix_len: 64, container: 'always' }],
+    bgp: {
+      asn: t.asn,
+      router_id: g.mgmt,
+      listen: `${g.mgmt}:${t.bgpPort}`,
+      api: `${t.api.host}:${t.api.port}`,
+      neighbors: [{ address: t.rr.mgmt, port: t.bgpPort }],
+      rd: `${g.mgmt}:1`,
+      rt: t.rt,
+      hold_down: BGP_LAB_HOLD_DOWN,
+      graceful_restart: 120,
+      roles: ['gw'],
+      policy_defaults: { src_prefix: t.srcPrefix, segments: [], srh: 'auto' },
+    },
   };
   return `# BGP lab translator ${gw} (src/lab/bgp-lab.ts)\n${toYaml(c)}`;
 }
 
-/** The sidecar gobgpd TOML of a node (the translators' is what `mup bgp config` will produce). */
-export function sidecarToml(t: BgpLabTopology, node: 'gw1' | 'gw2' | 'pe' | 'rr'): string {
-  const mgmt = node === 'rr' ? t.rr.mgmt : node === 'pe' ? t.pe.mgmt : t.gw[node].mgmt;
+/**
+ * Seconds a withdrawn route stays in a translator's data plane (the daemon's
+ * default is 5). Longer in the lab: after a route-reflector restart, its
+ * End-of-RIB sweeps the controller's stale T1ST/T2ST at the translators'
+ * sidecars before the lab's controller (the gobgp CLI, a process per route)
+ * has originated them again, which took over 5 s on a loaded 2-core host.
+ */
+export const BGP_LAB_HOLD_DOWN = 30;
+
+/** The sidecar gobgpd TOML of a node: the translators' is what `mup bgp config` makes of their config's bgp section. */
+export function sidecarToml(t: BgpLabTopology, node: 'gw1' | 'gw2' | 'pe' | 'rr', tomlPath?: string): string {
+  if (node === 'gw1' || node === 'gw2') {
+    const bgp = parseConfig(translatorConfig(t, node), `${node}.yaml`).bgp!;
+    return gobgpdToml(bgp, tomlPath);
+  }
+  const mgmt = node === 'rr' ? t.rr.mgmt : t.pe.mgmt;
   const routerId = mgmt;
   if (node === 'rr') {
     const clients = [t.gw.gw1.mgmt, t.gw.gw2.mgmt, t.pe.mgmt];
     return speakerToml({ asn: t.asn, routerId, listen: mgmt, port: t.bgpPort, neighbors: clients.map((a) => ({ address: a, localAddress: mgmt, rrClient: true, gracefulRestart: 120 })) });
   }
   return speakerToml({ asn: t.asn, routerId, listen: mgmt, port: t.bgpPort, neighbors: [{ address: t.rr.mgmt, localAddress: mgmt, gracefulRestart: 120 }] });
+}
+
+/** One JSON GET to a translator daemon's API (undefined when it does not answer). */
+export async function gwGet<T>(p: BgpLabPaths, gw: Translator, path: string): Promise<T | undefined> {
+  const { request } = await import('node:http');
+  return new Promise((res) => {
+    const req = request({ socketPath: p.daemon[gw].socket, path, timeout: 10_000 }, (r) => {
+      let b = '';
+      r.on('data', (c: Buffer) => (b += c.toString()));
+      r.on('end', () => {
+        try {
+          res(r.statusCode === 200 ? (JSON.parse(b) as T) : undefined);
+        } catch {
+          res(undefined);
+        }
+      });
+    });
+    req.on('error', () => res(undefined));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}
+
+export interface LearnedPolicy {
+  readonly name: string;
+  readonly match: string;
+  readonly teid?: string;
+  readonly sid?: string;
+  readonly origin?: string;
+}
+
+/** A translator daemon's policies learned over BGP (origin "bgp"). */
+export async function learnedPolicies(p: BgpLabPaths, gw: Translator): Promise<LearnedPolicy[]> {
+  const out: LearnedPolicy[] = [];
+  let after: string | undefined;
+  for (;;) {
+    const page = await gwGet<{ policies?: LearnedPolicy[]; next?: string }>(p, gw, `/v1/policies?limit=1000${after === undefined ? '' : `&after=${encodeURIComponent(after)}`}`);
+    if (page === undefined) throw new Error(`${gw}: GET /v1/policies on ${p.daemon[gw].socket} failed; see ${p.daemon[gw].log}`);
+    out.push(...(page.policies ?? []).filter((x) => x.origin === 'bgp'));
+    if (page.next === undefined || page.next === null) return out;
+    after = page.next;
+  }
+}
+
+/** The SID each UE's learned uplink policy sends to at a translator (by UE index; absent: not learned). */
+export async function learnedSids(t: BgpLabTopology, p: BgpLabPaths, gw: Translator): Promise<Map<number, string>> {
+  const byTeid = new Map(t.ues.map((u) => [u.ulTeid, u.index]));
+  const m = new Map<number, string>();
+  for (const x of await learnedPolicies(p, gw)) {
+    const teid = /^0x([0-9a-f]+)/i.exec(x.teid ?? '')?.[1];
+    const i = teid === undefined ? undefined : byTeid.get(parseInt(teid, 16));
+    if (i !== undefined && x.sid !== undefined && x.match.startsWith(`${t.gnb.n3}/`)) m.set(i, x.sid);
+  }
+  return m;
+}
+
+/**
+ * Wait until both translators' data planes hold, for every UE, the policy
+ * BGP gives: its T2ST's segment id -> that site's PE SID (`site(u)`, default
+ * the UE's own). Polled, with a generous deadline (loaded hosts).
+ */
+export async function waitLearned(t: BgpLabTopology, p: BgpLabPaths, o: { site?: (u: BgpLabUe) => 'meca' | 'mecb'; timeoutMs?: number; gws?: readonly Translator[] } = {}): Promise<void> {
+  const site = o.site ?? ((u: BgpLabUe) => u.site);
+  const deadline = Date.now() + (o.timeoutMs ?? 60_000);
+  for (const gw of o.gws ?? TRANSLATORS) {
+    let last = '';
+    for (;;) {
+      const sids = await learnedSids(t, p, gw);
+      const wrong = t.ues.filter((u) => sids.get(u.index) !== t.pe.sids[site(u)].sid);
+      if (wrong.length === 0) break;
+      last = wrong.map((u) => `ue${u.index}: ${sids.get(u.index) ?? 'none'} (want ${t.pe.sids[site(u)].sid})`).join(', ');
+      if (Date.now() > deadline) throw new Error(`${gw}: the policies learned over BGP are not what the routes say within ${Math.round((o.timeoutMs ?? 60_000) / 1000)} s: ${last}; see ${p.daemon[gw].log}`);
+      await sleep(100);
+    }
+  }
 }
 
 async function isMountpoint(dir: string): Promise<boolean> {
@@ -221,7 +325,7 @@ export async function bgpLabDown(prefix: string = BGP_DEFAULT_PREFIX): Promise<s
 
 export async function startSidecar(t: BgpLabTopology, p: BgpLabPaths, node: 'gw1' | 'gw2' | 'pe' | 'rr'): Promise<number> {
   const cfg = join(p.dir, `${node}-gobgpd.toml`);
-  writeFileSync(cfg, sidecarToml(t, node));
+  writeFileSync(cfg, sidecarToml(t, node, cfg));
   const g = await startGobgpd({ configFile: cfg, api: t.api, netns: t.ns[node], logFile: join(p.dir, `${node}-gobgpd.log`), readyTimeoutMs: 30_000 });
   g.child.unref(); // lives with the lab, not with this process: bgpLabDown kills it
   writeFileSync(join(p.dir, `${node}-gobgpd.pid`), `${g.pid}\n`);
@@ -341,9 +445,10 @@ export async function bgpLabUp(prefix: string = BGP_DEFAULT_PREFIX, progress: Pr
         await sleep(250);
       }
     }
-    progress('translators: mup daemon in gw1 and gw2');
+    progress('translators: mup daemon in gw1 and gw2 (bgp: role gw), learning their policies from their sidecars');
     for (const gw of TRANSLATORS) writeFileSync(p.daemon[gw].config, translatorConfig(t, gw));
     await Promise.all(TRANSLATORS.map((gw) => startDaemon(t.ns[gw], p.daemon[gw])));
+    await waitLearned(t, p);
     progress('first packets (neighbours resolved)');
     await warmUp(t);
   } catch (e) {
@@ -387,8 +492,12 @@ export interface StreamResult {
   readonly dlMalformed: number;
 }
 
-/** Run the per-UE GTP-U stream from gnb to the MEC anycast; `during` runs while it flows. */
-export async function stream(t: BgpLabTopology, o: { rate: number; seconds: number; during?: () => Promise<void> }): Promise<StreamResult> {
+/**
+ * Run the per-UE GTP-U stream from gnb to the MEC anycast; `during` runs while it flows.
+ * With `tailMs`, `seconds` is only the longest it runs: the sender stops `tailMs` after
+ * `during` is done (a scenario that takes its time on a loaded host still ends under traffic).
+ */
+export async function stream(t: BgpLabTopology, o: { rate: number; seconds: number; during?: () => Promise<void>; tailMs?: number }): Promise<StreamResult> {
   const { execa } = await import('execa');
   const recv = (['meca', 'mecb'] as const).map((site) =>
     execa('ip', ['netns', 'exec', t.ns[site], 'python3', BGP_STREAM_PY, 'recv', '--dport', String(t.mec.port), '--site', site, '--echo', String(t.mec.port + 1)], { reject: false, buffer: true }),
@@ -421,7 +530,10 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
   });
   try {
     if (o.during !== undefined) await o.during();
+    if (o.tailMs !== undefined) await sleep(o.tailMs);
   } finally {
+    // Also when `during` failed: the sender stops now, not after `seconds`.
+    if (o.tailMs !== undefined) send.kill('SIGUSR1');
     await send;
     await sleep(300);
     for (const r of recv) r.kill('SIGTERM');

@@ -70,8 +70,13 @@ def send(a):
     total = int(a.rate * a.seconds)
     interval = 1e9 / a.rate
     sent = [0] * len(ues)
+    # SIGUSR1: stop early (the caller's scenario is over) and report what was sent.
+    stop = [False]
+    signal.signal(signal.SIGUSR1, lambda *_: stop.__setitem__(0, True))
     start = time.monotonic_ns()
     for k in range(total):
+        if stop[0]:
+            break
         due = start + int(k * interval)
         while time.monotonic_ns() < due:
             pass

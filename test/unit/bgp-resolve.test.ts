@@ -143,6 +143,16 @@ describe('gateway role: T2ST + DSD -> plain-SID policy', () => {
     const r = resolve([dsd('65000:2', '2001:db8:d9:2::', '10:10', undefined, 72), noSeg, noSid, v6], opts);
     expect(r.rejected.map((x) => x.reason).sort()).toEqual(['no_segment_id', 'no_sid', 'unknown_behavior', 'unsupported']);
   });
+
+  it('a DSD of End.DX4 (17) or End.DX6 (16) resolves like End.DT4: its SID used as is (a PE without VRFs); End.X (5) does not', () => {
+    for (const behavior of [17, 16]) {
+      const r = resolve([t2st('198.51.100.1', 1, '10:10'), dsd('65000:9', '2001:db8:d9:7::', '10:10', undefined, behavior)], opts);
+      expect(r.rejected).toEqual([]);
+      expect(r.policies.map((p) => formatIpv6(p.sid!))).toEqual(['2001:db8:d9:7::']);
+    }
+    const x = resolve([t2st('198.51.100.1', 1, '10:10'), dsd('65000:9', '2001:db8:d9:7::', '10:10', undefined, 5)], opts);
+    expect(x.rejected.map((r) => r.reason)).toEqual(['unknown_behavior']);
+  });
 });
 
 describe('PE role: T1ST + ISD -> session', () => {
