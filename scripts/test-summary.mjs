@@ -24,5 +24,11 @@ for (const f of r.testResults ?? []) {
     console.log(`FAILED ${where} > ${a.fullName ?? a.title}: ${msg.slice(0, 300)}`);
   }
 }
+if (r.success === false && (r.numFailedTests ?? 0) === 0) {
+  // Every test passed but vitest failed the run: an error outside the tests, e.g. an unhandled
+  // rejection or "[vitest-worker]: Timeout calling onTaskUpdate" (a worker or the runner starved
+  // past vitest's fixed 60 s RPC timeout on a loaded host). Vitest printed it above "Test Files".
+  console.log('FAILED outside the tests: see "Unhandled Errors" above the totals');
+}
 const skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
 console.log(`tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);

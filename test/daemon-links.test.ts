@@ -271,10 +271,16 @@ localsids:
     return f.toString('hex');
   };
   const sendDown = (): Promise<string> =>
-    lab!.exec('gnb', 'python3', ['-c', 'import socket,sys;s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW);s.bind(("to-mup",0));s.send(bytes.fromhex(sys.argv[1]))', downFrame()]);
-  /** The GTP-U frame End.M.GTP4.E sent back to the gNB arrives on gnb's veth (IPv4 to 10.99.0.2, UDP 2152). */
+    lab!.exec('gnb', 'python3', ['-c', 'import socket,sys;s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW);s.bind(("to-mup",0));s.send(bytes.fromhex(sys.argv[1]))', downFrame()], 30_000);
+  /**
+   * The GTP-U frame End.M.GTP4.E sent back to the gNB arrives on gnb's veth (IPv4 to 10.99.0.2, UDP 2152).
+   * The sniffer's window opens before the sender process starts and must outlast its start: on a loaded
+   * 2-core host \`ip netns exec python3\` took 3.3 s, and a 2 s window closed before the frame was sent
+   * (the data plane had forwarded it: fwd_tx counted). With --count 1 it ends at the frame, so the long
+   * window costs nothing when the frame comes; a lost frame never comes, whatever the window.
+   */
   const downlinkArrives = async (): Promise<boolean> => {
-    const l = await lab!.listen<{ frame: string }>('gnb', ['sniff', '--iface', 'to-mup', '--ethertype', '0x0800', '--count', '1', '--timeout', '2', '--filter', '30=0a630002', '--filter', '36=0868']);
+    const l = await lab!.listen<{ frame: string }>('gnb', ['sniff', '--iface', 'to-mup', '--ethertype', '0x0800', '--count', '1', '--timeout', '25', '--filter', '30=0a630002', '--filter', '36=0868']);
     await sendDown();
     return (await l.done).length === 1;
   };
@@ -321,27 +327,43 @@ localsids:
     // side up in a second \`ip\` run: the first G-PDU can cross one process
     // start after the creation event. (The soak's order, gnb side first and
     // the dut's up last, leaves the daemon more time than this.)
-    const sender = lab!.exec('gnb', 'python3', [
-      '-c',
-      'import socket,sys,time\n' +
+    // The sender says "ready" once it sends and runs until SIGTERM (at most 60 s), not for a fixed
+    // time: on a loaded host the recreation below can outlast any fixed time, and a sender that had
+    // stopped (or not yet started) would leave nothing to check.
+    const sender = execa('ip', ['netns', 'exec', lab!.ns('gnb'), 'python3', '-c',
+      'import signal,socket,sys,time\n' +
+        'stop=[]\n' +
+        'signal.signal(signal.SIGTERM,lambda *_:stop.append(1))\n' +
         's=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.setsockopt(socket.SOL_SOCKET,11,1);s.bind(("0.0.0.0",2152))\n' +
-        'p=bytes.fromhex(sys.argv[1]);end=time.monotonic()+1.5;n=0\n' +
-        'while time.monotonic()<end:\n' +
+        'p=bytes.fromhex(sys.argv[1]);end=time.monotonic()+60;n=0\n' +
+        'print("ready",flush=True)\n' +
+        'while not stop and time.monotonic()<end:\n' +
         ' try:\n  s.sendto(p,(sys.argv[2],2152));n+=1\n' +
         ' except OSError:\n  pass\n' +
         ' time.sleep(0.0005)\n' +
         'print(n)',
       gpdu,
       MUP4,
-    ]);
-    await new Promise((r) => setTimeout(r, 200));
-    const noPortsBefore = await udpNoPorts();
-    const before = await translated('h_m_gtp4_d');
-    await execa('sh', ['-c', [
-      `printf 'link add ${IFACE} address ${MAC_MUP} type veth peer name to-mup address ${MAC_GNB} netns ${lab!.ns('gnb')}\\naddr add ${MUP4}/24 dev ${IFACE}\\nlink set ${IFACE} up\\nneigh replace ${GNB4} lladdr ${MAC_GNB} dev ${IFACE} nud permanent\\n' | ip -n ${lab!.ns('mup')} -batch -`,
-      `printf 'addr add ${GNB4}/24 dev to-mup\\nlink set to-mup up\\nneigh replace ${MUP4} lladdr ${MAC_MUP} dev to-mup nud permanent\\n' | ip -n ${lab!.ns('gnb')} -batch -`,
-    ].join(' && ')]);
-    await sender;
+    ], { reject: false, timeout: 90_000 });
+    let said = '';
+    sender.stdout?.on('data', (c: Buffer) => (said += c.toString()));
+    let noPortsBefore: number;
+    let before: number;
+    try {
+      await waitUntil('the sender in gnb running', 30_000, () => Promise.resolve(said.startsWith('ready\n')));
+      noPortsBefore = await udpNoPorts();
+      before = await translated('h_m_gtp4_d');
+      await execa('sh', ['-c', [
+        `printf 'link add ${IFACE} address ${MAC_MUP} type veth peer name to-mup address ${MAC_GNB} netns ${lab!.ns('gnb')}\\naddr add ${MUP4}/24 dev ${IFACE}\\nlink set ${IFACE} up\\nneigh replace ${GNB4} lladdr ${MAC_GNB} dev ${IFACE} nud permanent\\n' | ip -n ${lab!.ns('mup')} -batch -`,
+        `printf 'addr add ${GNB4}/24 dev to-mup\\nlink set to-mup up\\nneigh replace ${MUP4} lladdr ${MAC_MUP} dev to-mup nud permanent\\n' | ip -n ${lab!.ns('gnb')} -batch -`,
+      ].join(' && ')]);
+      // Frames cross the new interface (or the wait times out and the checks below say so), then the sender stops.
+      await waitUntil('a G-PDU translated on the new interface', 30_000, async () => (await translated('h_m_gtp4_d')) > before).catch(() => undefined);
+    } finally {
+      sender.kill('SIGTERM');
+    }
+    const sent = await sender;
+    expect(sent.exitCode, `the sender: ${sent.stderr}`).toBe(0);
     const untranslated = (await udpNoPorts()) - noPortsBefore;
     const done = (await translated('h_m_gtp4_d')) - before;
     expect(done, 'G-PDUs crossed the new interface and were translated').toBeGreaterThan(0);
@@ -364,5 +386,5 @@ localsids:
     } finally {
       process.kill(mon, 'SIGCONT');
     }
-  });
+  }, 120_000); // a lost frame fails each check after the sniffer's 25 s window, not at the 60 s default
 });

@@ -91,6 +91,19 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
   const sniffInCore = (count: number, timeout: number): Promise<Listener<SeqSummary>> =>
     lab!.listen<SeqSummary>('core', ['seq-sniff', '--iface', 'to-mup', '--port', String(UL_DPORT), '--count', String(count), '--timeout', String(timeout)]);
   const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+  /**
+   * Wait until `n` more uplink frames than `since` are counted (the stream flows through the data plane
+   * now), or the stream has ended: a condition, not a fixed sleep that assumes the sender runs by then.
+   */
+  const flowing = async (since: number, n: number, sending: Promise<unknown>): Promise<void> => {
+    let ended = false;
+    void sending.then(() => (ended = true), () => (ended = true));
+    const deadline = Date.now() + 30_000;
+    while (!ended && (await uplinkPackets()) < since + n) {
+      if (Date.now() > deadline) throw new Error(`the stream did not flow: fewer than ${n} frames counted in 30 s`);
+      await sleep(20);
+    }
+  };
   const xdpOnMup = async (): Promise<string[]> =>
     (await lab!.ip('mup', 'link', 'show')).split('\n').filter((l) => /prog\/xdp/.test(l));
 
@@ -216,7 +229,7 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     const start = await uplinkPackets();
     const rx = await receiveInDn(N, 20);
     const sending = (await stream(N, RATE)).done;
-    await sleep(700);
+    await flowing(start, 500, sending);
 
     // SIGTERM: the daemon exits 0, the pinned links keep the program on the interfaces.
     expect(await d!.stop('SIGTERM'), 'exit status after SIGTERM').toBe(0);
@@ -229,7 +242,7 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     const st = (await d!.api('GET', '/v1/status')).body as { adopted: boolean };
     expect(st.adopted, 'the new daemon took over the pinned tables').toBe(true);
 
-    await sleep(700);
+    await flowing(mid, 500, sending);
     // SIGKILL: no chance to clean up; nothing is lost either.
     await d!.stop('SIGKILL');
     expect(await xdpOnMup()).toHaveLength(2);
@@ -250,8 +263,10 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     const ruleBefore = ((await d!.api('GET', '/v1/policies')).body as { policies: { name: string; rule: number }[] }).policies[0]!.rule;
     const rx = await receiveInDn(N, 20);
     const sniff = await sniffInCore(N, 20);
+    const before = await uplinkPackets();
     const sending = (await stream(N, RATE)).done;
-    await sleep(1000);
+    // Some frames with the old SID, then the replace while most of the stream is still to come.
+    await flowing(before, 200, sending);
     const r = await d!.api('PUT', '/v1/policies', { body: { ...POLICY, sr_prefix: '2001:db8:3::/48' } });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     await sending;
@@ -290,7 +305,7 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
     const start = await uplinkPackets();
     const rx = await receiveInDn(N, 20);
     const sending = (await stream(N, 2000)).done;
-    await sleep(1000);
+    await flowing(start, 500, sending);
     renameSync(next, object);
     const r = await d!.api('POST', '/v1/reload');
     expect(r.status, JSON.stringify(r.body)).toBe(200);
@@ -371,16 +386,19 @@ describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
   it('reloads a changed config on SIGHUP, applying only the difference', async () => {
     d!.writeConfig(CONFIG.replace('\nlocalsids:', `\n  - { name: extra, match: 192.0.2.99/32, sr_prefix: "2001:db8:5::/48", src_prefix: "2001:db8:ff::/64" }\nlocalsids:`));
     process.kill(d!.pid!, 'SIGHUP');
-    const deadline = Date.now() + 10_000;
+    // The table and the log line: two channels (the API, the daemon's stdout), each polled; the log
+    // line read right after the table showed 2 could still be on its way.
+    const reloaded = /"added":1,"replaced":0,"deleted":0,"unchanged":\d+.*"msg":"reloaded"/;
+    const deadline = Date.now() + 30_000;
     let entries = 0;
     while (Date.now() < deadline) {
       const s = (await d!.api('GET', '/v1/status')).body as { tables: { policies: { entries: number } } };
       entries = s.tables.policies.entries;
-      if (entries === 2) break;
+      if (entries === 2 && reloaded.test(d!.log)) break;
       await sleep(50);
     }
     expect(entries, d!.log.split('\n').slice(-5).join('\n')).toBe(2);
-    expect(d!.log).toMatch(/"added":1,"replaced":0,"deleted":0,"unchanged":\d+.*"msg":"reloaded"/);
+    expect(d!.log).toMatch(reloaded);
     d!.writeConfig(CONFIG);
     const r = await d!.api('POST', '/v1/reload');
     expect(r.body).toMatchObject({ added: 0, deleted: 1, replaced: 0 });

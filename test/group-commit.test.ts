@@ -11,7 +11,7 @@
  * change that was answered 2xx is there.
  * The daemon, strace, the bpffs and the directory go in afterEach.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { execa, type ResultPromise } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TestDaemon } from './helpers/daemon.js';
@@ -62,12 +62,17 @@ describe.skipIf(!isRoot)('group commit: concurrent changes share an fdatasync, e
     // strace on every thread of the daemon; ready once it says it attached.
     const out = `${d.dir}/strace.out`;
     strace = execa('strace', ['-f', '-qq', '-e', 'trace=fdatasync,fsync', '-o', out, '-p', String(d.pid)], { reject: false, all: true });
-    await new Promise((r) => setTimeout(r, 300));
-    for (let i = 0; i < 50 && strace.exitCode === null; i++) {
-      const p = await execa('grep', ['TracerPid', `/proc/${d.pid}/status`], { reject: false });
-      if (/TracerPid:\s+[1-9]/.test(String(p.stdout))) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    // Every thread traced (the fdatasyncs run on libuv's pool threads, not the main one), polled to a
+    // 30 s deadline: 50 polls of the main thread alone could end before strace -f got to them all.
+    const traced = (): boolean => {
+      try {
+        return readdirSync(`/proc/${d!.pid}/task`).every((t) => /TracerPid:\s+[1-9]/.test(readFileSync(`/proc/${d!.pid}/task/${t}/status`, 'utf8')));
+      } catch {
+        return false;
+      }
+    };
+    const deadline = Date.now() + 30_000;
+    while (strace.exitCode === null && !traced() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     expect(strace.exitCode, 'strace is running').toBeNull();
 
     const answers = await Promise.all(Array.from({ length: N }, (_, i) => d!.api('POST', '/v1/policies', { body: policy(i) })));

@@ -148,11 +148,15 @@ describe.skipIf(!isRoot)('stream.py in two namespaces (no lab)', () => {
   it("the downlink sender moves a UE's stream to its second namespace on SIGUSR1, the sequence continuing", async () => {
     lab ??= await Lab.create(['a', 'b']);
     const common = ['--ues', '127.0.0.1', '--size', '64', '--seconds', '30', '--idle', '0'];
+    // The move is signalled 0.4 s into a 3 s stream (was 1 s): a test process late by more than the
+    // rest of the stream on a loaded host would signal a sender that had already finished.
+    const SECONDS = 3;
+    const N = 200 * SECONDS;
     const [ba, bb] = await Promise.all([pyProc<BackOut>(lab.ns('a'), ['back', '--port', '7302', ...common], 'ready', 40), pyProc<BackOut>(lab.ns('b'), ['back', '--port', '7302', ...common], 'ready', 40)]);
     try {
       const dl = await pyProc<{ sent: number[]; switch_seq: number | null; switch_ns: number | null }>(
         lab.ns('a'),
-        ['dl', '--ues', '127.0.0.1', '--src', '127.0.0.1', '--other-netns', `/run/netns/${lab.ns('b')}`, '--move', '0', '--port', '7302', '--rate', '200', '--seconds', '1', '--size', '64'],
+        ['dl', '--ues', '127.0.0.1', '--src', '127.0.0.1', '--other-netns', `/run/netns/${lab.ns('b')}`, '--move', '0', '--port', '7302', '--rate', '200', '--seconds', String(SECONDS), '--size', '64'],
         'started',
         30,
       );
@@ -163,11 +167,11 @@ describe.skipIf(!isRoot)('stream.py in two namespaces (no lab)', () => {
       ba.stop();
       bb.stop();
       const [ra, rb] = await Promise.all([ba.done, bb.done]);
-      expect(d.sent).toEqual([200]);
+      expect(d.sent).toEqual([N]);
       expect(d.switch_seq).toBeGreaterThan(0);
       // Site A's namespace got 0..switch-1 from site 1, B's the rest from site 2: one sequence, no gap.
       expect(ra.seq).toEqual(Array.from({ length: d.switch_seq! }, (_, i) => i));
-      expect(rb.seq).toEqual(Array.from({ length: 200 - d.switch_seq! }, (_, i) => d.switch_seq! + i));
+      expect(rb.seq).toEqual(Array.from({ length: N - d.switch_seq! }, (_, i) => d.switch_seq! + i));
       expect(new Set(ra.site)).toEqual(new Set([1]));
       expect(new Set(rb.site)).toEqual(new Set([2]));
     } finally {

@@ -210,7 +210,7 @@ describe.skipIf(!haveObjects || !isRoot)('on a veth pair, the gNB kernel as the 
       "sendp(f, iface='j-mup', verbose=False)",
     ].join('\n');
     await lab!.exec('gnb', '/usr/bin/python3', ['-c', script], 20_000);
-    const deadline = Date.now() + 3_000;
+    const deadline = Date.now() + 15_000;
     let now = before;
     while (Date.now() < deadline) {
       now = dp!.counters().events['drop_too_long']!.packets;

@@ -131,7 +131,8 @@ export class TestDaemon {
     proc.all?.on('data', (c: Buffer) => {
       this.#log += c.toString();
     });
-    const deadline = Date.now() + 20_000;
+    // 60 s: 2-3 s on a quiet host, but a restart took 18 s on a loaded 2-core one (the BPF load alone 6 s).
+    const deadline = Date.now() + 60_000;
     for (;;) {
       if (proc.exitCode !== null) {
         await proc;
@@ -144,14 +145,14 @@ export class TestDaemon {
       } catch {
         // not listening yet
       }
-      if (Date.now() > deadline) throw new Error(`mup daemon did not answer on ${this.socket} within 20 s:\n${this.#log}`);
+      if (Date.now() > deadline) throw new Error(`mup daemon did not answer on ${this.socket} within 60 s:\n${this.#log}`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
 
   /** Start and expect it to fail; resolves with its exit code and output. */
   async startFailing(extra: readonly string[] = []): Promise<{ exitCode: number; output: string }> {
-    const r = await execa('node', [MUP_BIN, ...this.daemonArgs(), ...extra], { reject: false, all: true, timeout: 20_000 });
+    const r = await execa('node', [MUP_BIN, ...this.daemonArgs(), ...extra], { reject: false, all: true, timeout: 60_000 });
     return { exitCode: r.exitCode ?? -1, output: String(r.all ?? '') };
   }
 
