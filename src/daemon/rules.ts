@@ -37,6 +37,7 @@ import { dirname } from 'node:path';
 import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry } from '../config/load.js';
 import { canonicalPolicyKey, formatTeidPrefix, localSidKey, policyKey, sessionKey } from '../config/keys.js';
 import type { Config, LocalSid, Policy, Session } from '../config/types.js';
+import type { Ipv6Prefix } from '../sid/types.js';
 import type { Changes, Tables } from '../dataplane/tables.js';
 import { formatIpv4, formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
 
@@ -144,36 +145,57 @@ export function ruleKind(name: unknown): RuleKindSpec | undefined {
   return typeof name === 'string' && Object.hasOwn(RULE_KINDS, name) ? RULE_KINDS[name as RuleKind] : undefined;
 }
 
+// The API's and the state file's JSON of a rule is built for every listed
+// rule and every change: fields are assigned one by one (in the order the
+// file spells them) rather than spread from temporary objects, and the IPv6
+// prefixes a rule shares with thousands of others (src_prefix, sr_prefix:
+// one object each in a config file, load.ts readIpv6Prefix) are formatted
+// once. The memo is bounded (rules from the API have prefixes of their own:
+// it must not grow with them).
+const prefixText = new Map<Ipv6Prefix, string>();
+const PREFIX_TEXT_MAX = 4096;
+
+function fmt6(p: Ipv6Prefix): string {
+  let s = prefixText.get(p);
+  if (s === undefined) {
+    s = formatIpv6Prefix(p);
+    if (prefixText.size >= PREFIX_TEXT_MAX) prefixText.clear();
+    prefixText.set(p, s);
+  }
+  return s;
+}
+
 export function policyJson(p: Policy): RuleJson {
-  return {
-    ...(p.name === undefined ? {} : { name: p.name }),
-    match: formatIpv4Prefix(p.match),
-    ...(p.teid === undefined ? {} : { teid: formatTeidPrefix(p.teid) }),
-    ...(p.sid === undefined ? { sr_prefix: formatIpv6Prefix(p.srPrefix) } : { sid: formatIpv6(p.sid) }),
-    src_prefix: formatIpv6Prefix(p.srcPrefix),
-    ...(p.segments.length === 0 ? {} : { segments: p.segments.map((s) => formatIpv6(s)) }),
-    srh: p.srh,
-    hop_limit: p.hopLimit,
-    ...(p.mtu === undefined ? {} : { mtu: p.mtu }),
-  };
+  const out: RuleJson = {};
+  if (p.name !== undefined) out['name'] = p.name;
+  out['match'] = formatIpv4Prefix(p.match);
+  if (p.teid !== undefined) out['teid'] = formatTeidPrefix(p.teid);
+  if (p.sid === undefined) out['sr_prefix'] = fmt6(p.srPrefix);
+  else out['sid'] = formatIpv6(p.sid);
+  out['src_prefix'] = fmt6(p.srcPrefix);
+  if (p.segments.length !== 0) out['segments'] = p.segments.map((s) => formatIpv6(s));
+  out['srh'] = p.srh;
+  out['hop_limit'] = p.hopLimit;
+  if (p.mtu !== undefined) out['mtu'] = p.mtu;
+  return out;
 }
 
 export function sessionJson(x: Session): RuleJson {
-  return {
-    ...(x.name === undefined ? {} : { name: x.name }),
-    ue: sessionKey(x),
-    teid: x.teid,
-    qfi: x.qfi,
-    rqi: x.rqi,
-    endpoint: formatIpv4(x.endpoint),
-    source: formatIpv4(x.source),
-    isd: formatIpv6Prefix(x.isd),
-    src_prefix: formatIpv6Prefix(x.srcPrefix),
-    ...(x.segments.length === 0 ? {} : { segments: x.segments.map((s) => formatIpv6(s)) }),
-    srh: x.srh,
-    hop_limit: x.hopLimit,
-    ...(x.mtu === undefined ? {} : { mtu: x.mtu }),
-  };
+  const out: RuleJson = {};
+  if (x.name !== undefined) out['name'] = x.name;
+  out['ue'] = sessionKey(x);
+  out['teid'] = x.teid;
+  out['qfi'] = x.qfi;
+  out['rqi'] = x.rqi;
+  out['endpoint'] = formatIpv4(x.endpoint);
+  out['source'] = formatIpv4(x.source);
+  out['isd'] = fmt6(x.isd);
+  out['src_prefix'] = fmt6(x.srcPrefix);
+  if (x.segments.length !== 0) out['segments'] = x.segments.map((s) => formatIpv6(s));
+  out['srh'] = x.srh;
+  out['hop_limit'] = x.hopLimit;
+  if (x.mtu !== undefined) out['mtu'] = x.mtu;
+  return out;
 }
 
 /** A local SID with the keys its behaviour takes in the config file (load.ts LOCALSID_KEYS_OF). */

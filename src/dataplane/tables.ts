@@ -291,9 +291,15 @@ interface Put {
   readonly key: Buffer;
   readonly keyStr: string;
   readonly plen: number;
-  encode(rule: number, into: Buffer, at: number): Buffer;
+  /** The rule it encodes, and how (no closure per entry: one of these per rule of a sync). */
+  readonly rule: unknown;
+  readonly encodeValue: (r: never, rule: number, into: Buffer, at: number) => Buffer;
   /** Its key is in a buffer of its own, not the batch's (an address-only entry). */
   readonly standalone?: boolean;
+}
+
+function encodePut(p: Put, rule: number, into: Buffer, at: number): Buffer {
+  return (p.encodeValue as (r: unknown, rule: number, into: Buffer, at: number) => Buffer)(p.rule, rule, into, at);
 }
 
 interface Plan {
@@ -327,12 +333,18 @@ function putsOf<R>(
   encodeValue: (r: R, rule: number, into: Buffer, at: number) => Buffer,
 ): Put[] {
   const keys = Buffer.alloc(keySize * list.length);
-  return list.map((r, i) => ({
-    key: encodeKey(r, keys, i * keySize),
-    keyStr: keys.toString('latin1', i * keySize, (i + 1) * keySize),
-    plen: plen(r),
-    encode: (rule: number, into: Buffer, at: number) => encodeValue(r, rule, into, at),
-  }));
+  const out = new Array<Put>(list.length);
+  for (let i = 0; i < list.length; i++) {
+    const r = list[i]!;
+    out[i] = {
+      key: encodeKey(r, keys, i * keySize),
+      keyStr: keys.toString('latin1', i * keySize, (i + 1) * keySize),
+      plen: plen(r),
+      rule: r,
+      encodeValue: encodeValue as Put['encodeValue'],
+    };
+  }
+  return out;
 }
 
 const policyPuts = (list: readonly Policy[]): Put[] =>
@@ -357,8 +369,13 @@ const PK_DADDR = LAYOUTS.mup_policy_key.members.daddr.offset;
 
 /** The plen and DA of a policy key given as its latin1 text. */
 function keyParts(k: string): { plen: number; daddr: number } {
-  const b = Buffer.from(k, 'latin1');
-  return { plen: b.readUInt32LE(PK_PLEN), daddr: b.readUInt32BE(PK_DADDR) };
+  // Read from the text itself (one char a byte): a Buffer per call was one
+  // ArrayBuffer per policy in every sync and batch.
+  const c = (i: number): number => k.charCodeAt(i);
+  return {
+    plen: (c(PK_PLEN) | (c(PK_PLEN + 1) << 8) | (c(PK_PLEN + 2) << 16) | (c(PK_PLEN + 3) << 24)) >>> 0,
+    daddr: ((c(PK_DADDR) << 24) | (c(PK_DADDR + 1) << 16) | (c(PK_DADDR + 2) << 8) | c(PK_DADDR + 3)) >>> 0,
+  };
 }
 
 function addrKey(daddr: number): { key: Buffer; keyStr: string } {
@@ -366,9 +383,11 @@ function addrKey(daddr: number): { key: Buffer; keyStr: string } {
   return { key, keyStr: key.toString('latin1') };
 }
 
+const encodeAddrOnly = (_: unknown, rule: number, into: Buffer, at: number): Buffer => encodeAddrOnlyPolicy(rule, into, at);
+
 function addrOnlyPut(daddr: number): Put {
   const { key, keyStr } = addrKey(daddr);
-  return { key, keyStr, plen: 32, standalone: true, encode: (rule, into, at) => encodeAddrOnlyPolicy(rule, into, at) };
+  return { key, keyStr, plen: 32, standalone: true, rule: undefined, encodeValue: encodeAddrOnly as Put['encodeValue'] };
 }
 
 const localSidPuts = (list: readonly LocalSid[]): Put[] =>
@@ -537,17 +556,22 @@ export class Tables {
     const putP = policyPuts(policies);
     const putL = localSidPuts(localsids);
     const putS = sessionPuts(sessions);
-    const keepP = new Set(putP.map((p) => p.keyStr));
-    const keepL = new Set(putL.map((p) => p.keyStr));
-    const keepS = new Set(putS.map((p) => p.keyStr));
     const delP: string[] = [];
     const delL: string[] = [];
     const delS: string[] = [];
     // keep: entries not listed stay (a restart with BGP: the learned ones stay until the table is read again).
+    // An empty table (a first start) has nothing to delete: no set of the keys to build.
     if (o.keep !== true) {
-      for (const k of this.#policies.keys.keys()) if (!keepP.has(k)) delP.push(k);
-      for (const k of this.#localsids.keys.keys()) if (!keepL.has(k)) delL.push(k);
-      for (const k of this.#sessions.keys.keys()) if (!keepS.has(k)) delS.push(k);
+      for (const [mirror, puts, dels] of [
+        [this.#policies, putP, delP],
+        [this.#localsids, putL, delL],
+        [this.#sessions, putS, delS],
+      ] as const) {
+        if (mirror.size === 0) continue;
+        const keep = new Set<string>();
+        for (const p of puts) keep.add(p.keyStr);
+        for (const k of mirror.keys.keys()) if (!keep.has(k)) dels.push(k);
+      }
     }
     const [putP2, delP2] = this.#withAddrOnly(putP, delP);
     try {
@@ -561,12 +585,14 @@ export class Tables {
   #noteAddrOnly(puts: readonly Put[], dels: readonly string[]): void {
     const m = this.#policies;
     const flags = LAYOUTS.mup_policy.members.flags.offset;
-    for (const k of [...puts.map((p) => p.keyStr), ...dels]) {
-      if (!this.#addrOnly.has(k) && keyParts(k).plen !== 32) continue;
+    const note = (k: string, plen: number): void => {
+      if (plen !== 32 && !this.#addrOnly.has(k)) return;
       const rule = m.keys.get(k);
       if (rule !== undefined && rule >= 0 && (m.byteOf(rule, flags) & POLICY_FLAGS.addrOnly) !== 0) this.#addrOnly.add(k);
       else this.#addrOnly.delete(k);
-    }
+    };
+    for (const p of puts) note(p.keyStr, p.plen);
+    for (const k of dels) note(k, keyParts(k).plen);
   }
 
   /**
@@ -576,7 +602,8 @@ export class Tables {
    */
   #withAddrOnly(puts: readonly Put[], dels: readonly string[]): [Put[], string[]] {
     const mirror = this.#policies;
-    const putKeys = new Map(puts.map((p) => [p.keyStr, p]));
+    const putKeys = new Set<string>();
+    for (const p of puts) putKeys.add(p.keyStr);
     const delSet = new Set(dels.filter((k) => !putKeys.has(k)));
     const teid = new Map<number, number>();
     const touched = new Set<number>();
@@ -588,9 +615,10 @@ export class Tables {
       if (plen >= 32) touched.add(daddr);
     }
     for (const p of puts) {
+      if (p.plen < 32) continue;
       const { plen, daddr } = keyParts(p.keyStr);
       if (plen > 32 && !mirror.keys.has(p.keyStr)) teid.set(daddr, countOf(daddr) + 1);
-      if (plen >= 32) touched.add(daddr);
+      touched.add(daddr);
     }
     const outPuts = [...puts];
     for (const da of touched) {
@@ -814,7 +842,7 @@ export class Tables {
           }
           taken.push(rule);
         }
-        const value = p.encode(rule, values, i * vs);
+        const value = encodePut(p, rule, values, i * vs);
         if (!fresh && mirror.same(rule, value)) {
           unchanged++;
           continue;

@@ -1,0 +1,52 @@
+/**
+ * Bytes of JS heap kept per rule once a config is read and its rule set
+ * built (issue 19 item 2: no per-rule object graph beyond what the API must
+ * answer from). Counted with the garbage collector run before and after, on
+ * a config of N policies + N local SIDs; not a timing, and not RSS (which
+ * the allocator and other tests move).
+ */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { emptyOverlay, RuleSet } from '../../src/daemon/rules.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+function heapAfterGc(): number {
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+}
+
+function configText(n: number): string {
+  const out = ['settings:', `  max_policies: ${n}`, `  max_localsids: ${n}`, 'policies:'];
+  for (let i = 0; i < n; i++) {
+    out.push(`  - name: p${i}`, `    match: 10.${i >> 8}.${i & 255}.0/24`, `    sr_prefix: 2001:db9:${(i & 0xff).toString(16)}::/48`, '    src_prefix: 2001:db8:ffff::/64');
+  }
+  out.push('localsids:');
+  for (let i = 0; i < n; i++) out.push(`  - name: l${i}`, `    sid: 2001:db8:${i.toString(16)}::/48`, '    src_prefix_len: 64');
+  return `${out.join('\n')}\n`;
+}
+
+/** The ceiling this test holds the code to; measured on this code: see docs/design.md "Memory per rule". */
+const MAX_BYTES_PER_RULE = 700;
+
+describe('memory kept per rule', () => {
+  it(`config + rule set keep at most ${MAX_BYTES_PER_RULE} B of heap per rule (20,000 policies + 20,000 local SIDs)`, () => {
+    const n = 20000;
+    const text = configText(n);
+    const before = heapAfterGc();
+    const config = parseConfig(text, 'memory.yaml');
+    const set = new RuleSet(config, emptyOverlay());
+    // What a running daemon builds at once too: the effective config and the rules' keys.
+    set.effective();
+    const after = heapAfterGc();
+    expect(set.policies.size + set.localsids.size).toBe(2 * n);
+    const perRule = (after - before) / (2 * n);
+    process.stdout.write(`memory kept per rule: ${perRule.toFixed(0)} B (${((after - before) / 1e6).toFixed(1)} MB for ${2 * n} rules)\n`);
+    expect(perRule).toBeGreaterThan(0);
+    expect(perRule).toBeLessThan(MAX_BYTES_PER_RULE);
+  });
+});
