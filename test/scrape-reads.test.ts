@@ -187,6 +187,46 @@ describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () =
     }
   });
 
+  it('per-function totals are exact sums over every CPU, past 2^32 and 2^53 (the scrape sums 32-bit halves)', () => {
+    const dp = d!.dataplane;
+    const c = d!.config;
+    const ncpus = numPossibleCpus();
+    const { packets: po, bytes: bo } = LAYOUTS.mup_counter.members;
+    // Per slot and CPU: packets, bytes (values as the program would count them; no packet here reaches a rule).
+    const slots: Array<[string, bigint, bigint]> = [
+      ['p1', 2n ** 40n + 5n, 2n ** 60n + 3n],
+      ['p65535', 2n ** 32n - 1n, 2n ** 53n + 1n],
+      ['l3', 2n ** 33n + 7n, 2n ** 55n + 11n],
+    ];
+    const write = (name: string, packets: bigint, bytes: bigint): void => {
+      const pol = c.policies.find((x) => x.name === name);
+      const rule = pol !== undefined ? dp.rules.policyRule(pol.match) : dp.rules.localsidRule(c.localsids.find((x) => x.name === name)!.sid);
+      const v = Buffer.alloc(COUNTER_STRIDE * ncpus);
+      for (let cpu = 0; cpu < ncpus; cpu++) {
+        v.writeBigUInt64LE(packets + BigInt(cpu), cpu * COUNTER_STRIDE + po.offset);
+        v.writeBigUInt64LE(bytes + BigInt(cpu), cpu * COUNTER_STRIDE + bo.offset);
+      }
+      const key = Buffer.alloc(4);
+      key.writeUInt32LE(MUP_EVENT_SLOTS + rule!);
+      mapUpdate(dp.maps.counters, key, v, BPF_ANY, 'mup_counters');
+    };
+    const cpuSum = (x: bigint): bigint => Array.from({ length: ncpus }, (_, cpu) => x + BigInt(cpu)).reduce((a, b) => a + b, 0n);
+    try {
+      for (const [name, packets, bytes] of slots) write(name, packets, bytes);
+      const want = {
+        h_m_gtp4_d: { packets: cpuSum(slots[0]![1]) + cpuSum(slots[1]![1]), bytes: cpuSum(slots[0]![2]) + cpuSum(slots[1]![2]) },
+        end_m_gtp4_e: { packets: cpuSum(slots[2]![1]), bytes: cpuSum(slots[2]![2]) },
+      };
+      for (const rules of ['none', 'all'] as const) {
+        const f = d!.counters(rules).functions;
+        expect({ h_m_gtp4_d: f.h_m_gtp4_d, end_m_gtp4_e: f.end_m_gtp4_e }, `rules=${rules}`).toEqual(want);
+        expect(f.end_m_gtp6_e, `rules=${rules}`).toEqual({ packets: 0n, bytes: 0n });
+      }
+    } finally {
+      for (const [name] of slots) setRuleSlot(name, 0n);
+    }
+  });
+
   /** Write a rule's counter slot (on CPU 0) as the program would count it. */
   function setRuleSlot(name: string, packets: bigint): void {
     const dp = d!.dataplane;

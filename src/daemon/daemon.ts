@@ -1257,7 +1257,8 @@ export class Daemon {
    * 'none', or at most N rules in config order.
    */
   counters(rules: RuleSelection = 'all'): CountersSnapshot {
-    const c = this.dataplane.counters(this.#rules.effective(), { rules });
+    // A thunk: the rule lists are built only when rules are listed or a local SID has packets (a default /metrics scrape needs neither).
+    const c = this.dataplane.counters(() => this.#rules.effective(), { rules });
     return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
   }
 

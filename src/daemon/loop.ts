@@ -1,15 +1,23 @@
 /**
- * The daemon's event-loop delay (perf_hooks.monitorEventLoopDelay): how long
- * a timer due now waits because the loop is busy, which is what every API
- * request and netlink event waits too. Two windows of the same measure:
+ * The daemon's event-loop delay: how long a timer due now waits because the
+ * loop is busy, which is what every API request and netlink event waits too.
+ * Two windows of the same samples:
  * - since the last /metrics scrape (`mup_event_loop_delay_seconds`, reset by
  *   each scrape: the gauges say what happened between two scrapes);
  * - since the daemon started (GET /v1/status `eventLoop.sinceStart`).
- * docs/metrics.md, docs/daemon.md "Event loop".
+ *
+ * Measured here rather than with perf_hooks.monitorEventLoopDelay, whose
+ * histogram (a) records the whole interval between two ticks of its timer,
+ * resolution included (an idle loop read 10.2 ms at a 10 ms resolution), and
+ * (b) forgets, on reset(), when it last ticked, so the first interval after
+ * a reset (a scrape, and the stall of the scrape's own work) was never
+ * recorded. Here a timer ticks every LOOP_RESOLUTION_MS and records how late
+ * it is (interval minus resolution) into both histograms; resetting one does
+ * not lose a sample. docs/metrics.md, docs/daemon.md "Event loop".
  */
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { createHistogram, type RecordableHistogram } from 'node:perf_hooks';
 
-/** Sampling resolution, ms: a stall shorter than this is not seen. */
+/** Sampling interval, ms: a stall is seen once it is over (a tick late by it). */
 export const LOOP_RESOLUTION_MS = 10;
 
 export interface LoopDelay {
@@ -18,35 +26,48 @@ export interface LoopDelay {
   readonly p99: number;
   readonly max: number;
   readonly mean: number;
-  /** Samples in the window (one per resolution tick the loop was free to take). */
+  readonly min: number;
+  /** Samples in the window (one per tick the loop was free to take). */
   readonly samples: number;
 }
 
-function read(h: IntervalHistogram): LoopDelay {
-  const s = (ns: number): number => (Number.isFinite(ns) ? ns / 1e9 : 0);
+function read(h: RecordableHistogram): LoopDelay {
+  // Recorded in ns, at least 1 (the histogram's lowest value): 1 ns reads as 0.
+  const s = (ns: number): number => (Number.isFinite(ns) && ns > 1 ? ns / 1e9 : 0);
   const n = h.count;
-  if (n === 0) return { p50: 0, p99: 0, max: 0, mean: 0, samples: 0 };
-  return { p50: s(h.percentile(50)), p99: s(h.percentile(99)), max: s(h.max), mean: s(h.mean), samples: n };
+  if (n === 0) return { p50: 0, p99: 0, max: 0, mean: 0, min: 0, samples: 0 };
+  return { p50: s(h.percentile(50)), p99: s(h.percentile(99)), max: s(h.max), mean: s(h.mean), min: s(h.min), samples: n };
 }
 
 export class LoopMonitor {
-  readonly #scrape = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
-  readonly #total = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
+  readonly #scrape = createHistogram();
+  readonly #total = createHistogram();
   #since = new Date();
-  #running = false;
+  #timer: NodeJS.Timeout | undefined;
+  /** performance.now() of the last tick. */
+  #prev = 0;
 
   start(): void {
-    if (this.#running) return;
-    this.#running = true;
+    if (this.#timer !== undefined) return;
     this.#since = new Date();
-    this.#scrape.enable();
-    this.#total.enable();
+    this.#prev = performance.now();
+    this.#timer = setInterval(() => this.#tick(), LOOP_RESOLUTION_MS);
+    // Like monitorEventLoopDelay's timer: it does not keep the process alive.
+    this.#timer.unref();
   }
 
   stop(): void {
-    this.#running = false;
-    this.#scrape.disable();
-    this.#total.disable();
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #tick(): void {
+    const now = performance.now();
+    const lateMs = now - this.#prev - LOOP_RESOLUTION_MS;
+    this.#prev = now;
+    const ns = Math.max(1, Math.round(lateMs * 1e6));
+    this.#scrape.record(ns);
+    this.#total.record(ns);
   }
 
   /** Since the last scrape, and start a new window (the /metrics collector). */

@@ -263,7 +263,7 @@ export function createMetrics(d: Daemon, o: MetricsOptions = {}): Registry {
   });
   new Gauge({
     name: 'mup_event_loop_delay_seconds',
-    help: 'Delay of the daemon\'s event loop since the previous scrape (perf_hooks.monitorEventLoopDelay, 10 ms resolution); quantile 1 is the max',
+    help: 'Delay of the daemon\'s event loop since the previous scrape (how late a 10 ms timer ticks); quantile 1 is the max',
     labelNames: ['quantile'],
     registers: [reg],
     collect() {

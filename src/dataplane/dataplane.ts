@@ -5,6 +5,7 @@
  * its counters; attach it to interfaces (in other network namespaces too).
  */
 import { existsSync } from 'node:fs';
+import { endianness } from 'node:os';
 import type { Config, LocalSidBehavior } from '../config/types.js';
 import { checkLayouts, eventNames } from './btf.js';
 import { localSidKey, policyKey, sessionKey } from '../config/keys.js';
@@ -183,9 +184,11 @@ export interface Dataplane {
    * the per-function totals and the per-rule counters of the rules of
    * `config` (default: the loaded config) that are in the tables.
    * `rules` picks which rules are listed (default 'all'); the totals always
-   * sum every rule.
+   * sum every rule. `config` may be a function returning it: called (once)
+   * only when it is needed, so a scrape without per-rule series and without
+   * local SID packets does not build the rule lists.
    */
-  counters(config?: Pick<Config, 'policies' | 'localsids'>, o?: { readonly rules?: RuleSelection }): Counters;
+  counters(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection }): Counters;
   /**
    * Zero every counter slot that is not zero (events and rules): the
    * operator's reset. Not atomic: a packet counted during the reset may be
@@ -208,6 +211,80 @@ export interface Dataplane {
   readonly attachments: readonly Attachment[];
   /** Detach everything attached with attach(), then unload (closes every fd). Idempotent. */
   close(): void;
+}
+
+/** The rules a counter read lists and sums, or a function returning them (called only if needed). */
+export type RuleConfig = Pick<Config, 'policies' | 'localsids'> & Partial<Pick<Config, 'sessions'>>;
+export type ConfigOrThunk = RuleConfig | (() => RuleConfig);
+
+/** Host byte order: which 32-bit word of a u64 counter is its low half. */
+const LOW_WORD = endianness() === 'LE' ? 0 : 1;
+/** Sums of 32-bit halves flushed to BigInt before they could pass 2^53 (2^32 * 2^20 = 2^52). */
+const FLUSH_EVERY = 1 << 20;
+
+/**
+ * Sums of per-CPU counter slots (struct mup_counter: packets, bytes, u64
+ * each, COUNTER_STRIDE bytes per CPU) of one map read, without a BigInt per
+ * value: the u64s are read as two 32-bit words into Numbers.
+ */
+class SlotSum {
+  readonly #w: Uint32Array;
+  readonly #ncpus: number;
+  /** 32-bit words per slot, and per CPU. */
+  readonly #slotWords: number;
+  readonly #cpuWords: number;
+  readonly #po: number;
+  readonly #bo: number;
+
+  constructor(raw: Buffer, ncpus: number) {
+    // A Uint32Array view needs 4-byte alignment: copy a buffer that is not aligned.
+    const b = raw.byteOffset % 4 === 0 ? raw : Buffer.from(raw);
+    this.#w = new Uint32Array(b.buffer, b.byteOffset, Math.floor(b.length / 4));
+    this.#ncpus = ncpus;
+    this.#cpuWords = COUNTER_STRIDE / 4;
+    this.#slotWords = this.#cpuWords * ncpus;
+    this.#po = LAYOUTS.mup_counter.members.packets.offset / 4;
+    this.#bo = LAYOUTS.mup_counter.members.bytes.offset / 4;
+  }
+
+  /** Packets and bytes of the slot are zero on every CPU. */
+  isZero(slot: number): boolean {
+    const w = this.#w;
+    const at = slot * this.#slotWords;
+    for (let c = 0, o = at; c < this.#ncpus; c++, o += this.#cpuWords) {
+      if ((w[o + this.#po]! | w[o + this.#po + 1]! | w[o + this.#bo]! | w[o + this.#bo + 1]!) !== 0) return false;
+    }
+    return true;
+  }
+
+  /** Add slots first..first+count-1 (every CPU) to `into`. */
+  range(first: number, count: number, into: { packets: bigint; bytes: bigint }): void {
+    const w = this.#w;
+    const lo = LOW_WORD;
+    const hi = 1 - LOW_WORD;
+    let pl = 0;
+    let ph = 0;
+    let bl = 0;
+    let bh = 0;
+    let n = 0;
+    const flush = (): void => {
+      into.packets += BigInt(pl) + (BigInt(ph) << 32n);
+      into.bytes += BigInt(bl) + (BigInt(bh) << 32n);
+      pl = ph = bl = bh = n = 0;
+    };
+    const end = (first + count) * this.#slotWords;
+    for (let o = first * this.#slotWords; o < end; o += this.#cpuWords) {
+      const p = o + this.#po;
+      const b = o + this.#bo;
+      if ((w[p]! | w[p + 1]! | w[b]! | w[b + 1]!) === 0) continue;
+      pl += w[p + lo]!;
+      ph += w[p + hi]!;
+      bl += w[b + lo]!;
+      bh += w[b + hi]!;
+      if (++n === FLUSH_EVERY) flush();
+    }
+    flush();
+  }
 }
 
 /** The next-hop cache (bpf/fwd.h): rule -> slot, the slots, the lease, the GTP4.E hints. */
@@ -463,16 +540,19 @@ class LoadedDataplane implements Dataplane {
     };
   }
 
-  counters(config: Pick<Config, 'policies' | 'localsids' | 'sessions'> = this.config, o: { readonly rules?: RuleSelection } = {}): Counters {
+  counters(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Counters {
     this.#open();
     const s = this.config.settings;
     // The one read: event slots, then policy rule slots, then local SID rule slots, then session rule slots.
     const raw = this.#raw(0, MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids + maxSessionsOf(s));
     const which = o.rules ?? 'all';
+    // A thunk is called at most once, and only when rules are listed or a local SID slot has packets.
+    let got: RuleConfig | undefined;
+    const cfg: ConfigOrThunk = typeof config === 'function' ? () => (got ??= config()) : config;
     return {
       events: this.#events(raw),
-      rules: which === 'none' ? [] : this.#ruleCounters(raw, config, which === 'active' ? { activeOnly: true } : typeof which === 'number' ? { limit: which } : {}),
-      functions: this.#functionTotals(raw, config),
+      rules: which === 'none' ? [] : this.#ruleCounters(raw, typeof cfg === 'function' ? cfg() : cfg, which === 'active' ? { activeOnly: true } : typeof which === 'number' ? { limit: which } : {}),
+      functions: this.#functionTotals(raw, cfg),
     };
   }
 
@@ -514,12 +594,16 @@ class LoadedDataplane implements Dataplane {
    * Translated packets and bytes per function, from a read of slots 0..:
    * the sum of the policy rule slots (every policy is H.M.GTP4.D) and of the
    * local SID rule slots of `config`, by behaviour.
+   *
+   * A scrape sums every rule slot (131,072 and more, times the CPUs): the
+   * slots are read as 32-bit halves into Numbers (exact: flushed to BigInt
+   * before a sum could pass 2^53), a slot that is zero on every CPU (a rule
+   * without packets, a free slot) costs one look at its words, and `config`
+   * (the rule set's local SIDs, to know each one's behaviour) is only asked
+   * for when a local SID slot has packets.
    */
-  #functionTotals(raw: Buffer, config: Pick<Config, 'policies' | 'localsids' | 'sessions'>): Record<TranslationFunction, CounterValue> {
+  #functionTotals(raw: Buffer, config: ConfigOrThunk): Record<TranslationFunction, CounterValue> {
     const s = this.config.settings;
-    const { offset: po } = LAYOUTS.mup_counter.members.packets;
-    const { offset: bo } = LAYOUTS.mup_counter.members.bytes;
-    const stride = this.#ncpus * COUNTER_STRIDE;
     const totals: Record<TranslationFunction, { packets: bigint; bytes: bigint }> = {
       h_m_gtp4_d: { packets: 0n, bytes: 0n },
       end_m_gtp4_e: { packets: 0n, bytes: 0n },
@@ -528,26 +612,32 @@ class LoadedDataplane implements Dataplane {
       end_m_gtp6_d_di: { packets: 0n, bytes: 0n },
       h_m_session_encaps: { packets: 0n, bytes: 0n },
     };
-    const add = (fn: TranslationFunction, rule: number): void => {
-      const t = totals[fn];
-      const at = (MUP_EVENT_SLOTS + rule) * stride;
-      for (let o = at; o < at + stride; o += COUNTER_STRIDE) {
-        t.packets += raw.readBigUInt64LE(o + po);
-        t.bytes += raw.readBigUInt64LE(o + bo);
-      }
-    };
+    const sum = new SlotSum(raw, this.#ncpus);
     // Every policy is H.M.GTP4.D, and a free slot is zero (Tables zeroes a
     // rule's slot when it goes): the policy range sums up as it is.
-    for (let rule = 0; rule < s.maxPolicies; rule++) add('h_m_gtp4_d', rule);
-    const gen = this.rules.generation;
-    for (const l of config.localsids) {
-      const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
-      if (rule !== undefined) add(FUNCTION_OF[l.behavior ?? 'end.m.gtp4.e'], rule);
+    sum.range(MUP_EVENT_SLOTS, s.maxPolicies, totals.h_m_gtp4_d);
+    // Local SIDs: by behaviour, for the slots that have packets.
+    let fnOf: Map<number, TranslationFunction> | undefined;
+    for (let rule = s.maxPolicies; rule < s.maxPolicies + s.maxLocalSids; rule++) {
+      if (sum.isZero(MUP_EVENT_SLOTS + rule)) continue;
+      fnOf ??= this.#localSidFunctions(typeof config === 'function' ? config() : config);
+      const fn = fnOf.get(rule);
+      if (fn !== undefined) sum.range(MUP_EVENT_SLOTS + rule, 1, totals[fn]);
     }
     // Every session is H.M.Session.Encaps, and a free slot is zero: the range sums up as it is.
-    const first = s.maxPolicies + s.maxLocalSids;
-    for (let rule = first; rule < first + maxSessionsOf(s); rule++) add('h_m_session_encaps', rule);
+    sum.range(MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids, maxSessionsOf(s), totals.h_m_session_encaps);
     return totals;
+  }
+
+  /** Rule id -> function of the local SIDs of `config` that are in the tables. */
+  #localSidFunctions(config: Pick<Config, 'localsids'>): Map<number, TranslationFunction> {
+    const gen = this.rules.generation;
+    const out = new Map<number, TranslationFunction>();
+    for (const l of config.localsids) {
+      const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
+      if (rule !== undefined) out.set(rule, FUNCTION_OF[l.behavior ?? 'end.m.gtp4.e']);
+    }
+    return out;
   }
 
   /**
