@@ -34,8 +34,6 @@ export interface BatchResult {
   readonly op: BatchOpName;
   readonly kind: RuleKind;
   readonly key: string;
-  /** The rule as it is now (add, replace) or as it was (delete). */
-  readonly rule: RuleJson;
 }
 
 export interface BatchPlan {
@@ -96,16 +94,6 @@ export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
   };
   const results: BatchResult[] = [];
   const counts = { added: 0, replaced: 0, deleted: 0 };
-  // A rule's JSON goes into its result and its state record: built once.
-  const json = new Map<Rule, RuleJson>();
-  const jsonOf = (kind: RuleKind, r: Rule): RuleJson => {
-    let j = json.get(r);
-    if (j === undefined) {
-      j = RULE_KINDS[kind].json(r);
-      json.set(r, j);
-    }
-    return j;
-  };
   ops.forEach((raw, i) => {
     const at = `operations[${i}]`;
     if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail(i, at, 422, 'invalid', 'expected {"op": "add"|"replace"|"delete", "<kind>": {...}}');
@@ -145,10 +133,9 @@ export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
         key = ownerOf(kind, name);
         if (key === undefined) fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(name)} to delete`);
       }
-      const old = cur(kind, key)!;
       change(kind, key, null);
       counts.deleted++;
-      results.push({ op, kind, key, rule: jsonOf(kind, old) });
+      results.push({ op, kind, key });
       return;
     }
     let rule: Rule;
@@ -179,7 +166,7 @@ export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
     change(kind, key, tagged);
     if (op === 'add') counts.added++;
     else counts.replaced++;
-    results.push({ op, kind, key, rule: jsonOf(kind, tagged) });
+    results.push({ op, kind, key });
   });
 
   // The net effect, per kind: what to write, what to delete; and the way back.
@@ -197,7 +184,7 @@ export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
       const before = base.get(key);
       if (r !== null) {
         puts.push(r);
-        lines.push({ put: kind, rule: jsonOf(kind, r), base: set.base(kind, key) });
+        lines.push({ put: kind, rule: RULE_KINDS[kind].json(r), base: set.base(kind, key) });
         if (before === undefined) undoDels.push(r);
         else undoPuts.push(before);
       } else if (before !== undefined) {

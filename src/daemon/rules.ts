@@ -516,8 +516,16 @@ export class RuleSet {
 }
 
 /** A short digest of a rule as the config spells it (what `base` in a state record holds). */
+const digests = new WeakMap<Rule, string>();
 export function ruleDigest(kind: RuleKind, r: Rule): string {
-  return sha256(JSON.stringify(RULE_KINDS[kind].json(r))).slice(0, 16);
+  // A rule object never changes: its digest is kept with it (a batch that deletes config rules and one
+  // that adds them back both name the same rules' digests as their records' base).
+  let d = digests.get(r);
+  if (d === undefined) {
+    d = sha256(JSON.stringify(RULE_KINDS[kind].json(r))).slice(0, 16);
+    digests.set(r, d);
+  }
+  return d;
 }
 
 /** The config's rules by kind and key, digested (for rebaseOverlay and state records). */
