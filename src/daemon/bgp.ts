@@ -72,6 +72,8 @@ export class BgpService {
   readonly #resolver: IncrementalResolver;
   #resolvedOnce = false;
   #unapplied: LearnedDelta | undefined;
+  /** snapshot()'s per-type counts, for the resolution view and apply they were made from. */
+  #counts: { view: object; applied: LearnedApplied | undefined; routes: BgpStatus['routes']; rejected: Record<RejectReason, number> } | undefined;
   #applied: LearnedApplied | undefined;
   #busy: Promise<void> = Promise.resolve();
   #dirtyAt: number | undefined;
@@ -224,7 +226,12 @@ export class BgpService {
       ROUTE_TYPES.map((t) => [t, { received: c.received[t], installed: 0, rejected: 0, held: c.held[t], unresolved: 0, filtered: 0 }]),
     ) as BgpStatus['routes'];
     const rejected = Object.fromEntries(REJECT_REASONS.map((x) => [x, 0])) as Record<RejectReason, number>;
-    if (r !== undefined) {
+    // The same resolution and apply as the last call: the same counts (metrics scrapes, status polls; 20,000 learned routes).
+    const cached = this.#counts;
+    if (r !== undefined && cached !== undefined && cached.view === r && cached.applied === this.#applied) {
+      for (const t of ROUTE_TYPES) routes[t] = { ...cached.routes[t], received: c.received[t], held: c.held[t] };
+      Object.assign(rejected, cached.rejected);
+    } else if (r !== undefined) {
       for (const x of r.rejected) {
         routes[x.type].rejected++;
         rejected[x.reason]++;
@@ -244,6 +251,7 @@ export class BgpService {
           if (t !== undefined && routes[t] !== undefined) routes[t].rejected++;
         }
       }
+      this.#counts = { view: r, applied: this.#applied, routes: structuredClone(routes), rejected: { ...rejected } };
     }
     return {
       api: apiText(this.#api),

@@ -527,10 +527,21 @@ export class Daemon {
       }
       this.#learnedRefused = refusedNext;
       const refused = [...refusedNext.entries()].map(([rule, x]) => ({ rule, reason: x.reason, why: x.why }));
-      const installed = new Set<string>();
-      for (const kind of ['policy', 'session'] as const) for (const key of this.#rules.learned(kind).keys()) installed.add(`${kind} ${key}`);
       if (changed > 0) this.#log.info({ changed, policies: this.#rules.learned('policy').size, sessions: this.#rules.learned('session').size }, 'BGP: learned rules applied');
-      return { installed, refused, changed };
+      // Built when status or metrics ask, not on every apply (20,000 learned rules; one change).
+      let installed: Set<string> | undefined;
+      const rules = this.#rules;
+      return {
+        get installed(): ReadonlySet<string> {
+          if (installed === undefined) {
+            installed = new Set<string>();
+            for (const kind of ['policy', 'session'] as const) for (const key of rules.learned(kind).keys()) installed.add(`${kind} ${key}`);
+          }
+          return installed;
+        },
+        refused,
+        changed,
+      };
     });
   }
 
