@@ -77,6 +77,9 @@ export class IncrementalResolver {
     this.#o = o;
   }
 
+  /** T1STs/T2STs resolved again by the last update (tests: the work follows the change, not the table). */
+  lastResolved = 0;
+
   /** The routes the resolver holds now (tests). */
   get size(): number {
     return this.#routes.size;
@@ -101,6 +104,7 @@ export class IncrementalResolver {
       if (old?.type === 't1st' || old?.type === 't2st' || now?.type === 't1st' || now?.type === 't2st') dirtySt.add(key);
     }
     const dirtyRules = new Set<string>();
+    this.lastResolved = dirtySt.size;
     for (const key of dirtySt) {
       const prev = this.#st.get(key);
       const next = this.#resolveSt(key, prev);

@@ -170,3 +170,43 @@ describe('incremental resolution equals a full resolve() after every change', ()
     run(13, 400, { ...BOTH, gw: false, importRts: [] });
   });
 });
+
+describe('the work of an update follows the change, not the table', () => {
+  const gwPe = BOTH;
+  const mk = (n: number) => {
+    const routes: MupRoute[] = [];
+    const common = { afi: 1 as const, withdrawal: false, stale: false, rd: '65000:1', rts: ['65000:100'] };
+    for (const seg of ['10:10', '10:20']) {
+      routes.push({ ...common, type: 'dsd', key: `dsd ${seg}`, address: { family: 4, addr: parseIpv4('10.255.0.9', 't') }, segmentId: seg, sid: { sid: parseIpv6('2001:db8:d::', 't'), behavior: 19 } });
+    }
+    routes.push({ ...common, type: 'isd', key: 'isd a', prefix: { family: 4, prefix: parseIpv4Prefix('192.0.2.0/25', 't') }, sid: sid(() => 0, 72, [40, 8, 8]) });
+    routes.push({ ...common, type: 'isd', key: 'isd b', prefix: { family: 4, prefix: parseIpv4Prefix('192.0.2.128/25', 't') }, sid: sid(() => 1, 72, [40, 8, 8]) });
+    for (let i = 0; i < n; i++) {
+      routes.push({ ...common, type: 't2st', key: `t2st ${i}`, endpoint: { family: 4, addr: parseIpv4('198.51.100.1', 't') }, teid: i + 1, teidLen: 32, segmentId: i % 4 === 0 ? '10:20' : '10:10' });
+      routes.push({ ...common, type: 't1st', key: `t1st ${i}`, prefix: { family: 4, prefix: parseIpv4Prefix(`10.${(i >> 8) & 255}.${i & 255}.1/32`, 't') }, teid: i + 1, qfi: 9, endpoint: { family: 4, addr: parseIpv4(i % 5 === 0 ? '192.0.2.200' : '192.0.2.5', 't') } });
+    }
+    return new Map(routes.map((r) => [r.key, r]));
+  };
+  it('2,000 T2ST + 2,000 T1ST: one T2ST -> 1; a DSD -> the T2STs of its segment id; an ISD -> the T1STs inside its prefix', () => {
+    const table = mk(2000);
+    const inc = new IncrementalResolver(gwPe);
+    inc.update(table.keys(), (k) => table.get(k));
+    expect(inc.lastResolved).toBe(4000);
+    const change = (r: MupRoute): void => {
+      table.set(r.key, r);
+      inc.update([r.key], (k) => table.get(k));
+      expect(normal(inc.view())).toEqual(normal(resolve(table.values(), gwPe)));
+    };
+    change({ ...(table.get('t2st 7') as MupRoute & { type: 't2st' }), segmentId: '10:20' });
+    expect(inc.lastResolved).toBe(1);
+    change({ ...table.get('dsd 10:20')!, rd: '65000:9' });
+    expect(inc.lastResolved).toBe(501); // i % 4 === 0 (500) and t2st 7
+    change({ ...table.get('isd b')!, rts: ['65000:300'] });
+    expect(inc.lastResolved).toBe(400); // gNB 192.0.2.200: i % 5 === 0
+    table.delete('isd a');
+    inc.update(['isd a'], (k) => table.get(k));
+    expect(inc.lastResolved).toBe(1600);
+    expect(normal(inc.view())).toEqual(normal(resolve(table.values(), gwPe)));
+    expect(inc.view().unresolved.length).toBe(2000); // the 1,600 of gNB .5 and the 400 of .200 (isd b no longer shares their RT)
+  });
+});
