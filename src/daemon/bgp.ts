@@ -76,6 +76,12 @@ export class BgpService {
   #counts: { view: object; applied: LearnedApplied | undefined; routes: BgpStatus['routes']; rejected: Record<RejectReason, number> } | undefined;
   #applied: LearnedApplied | undefined;
   #busy: Promise<void> = Promise.resolve();
+  /**
+   * Advertising runs on its own chain: its gobgp CLI calls (every 30 s, at
+   * start, on reload) take 100 ms and more on a loaded host, and a learned
+   * change must not wait behind them (route -> map write latency).
+   */
+  #advBusy: Promise<void> = Promise.resolve();
   #dirtyAt: number | undefined;
   #sweepTimer: NodeJS.Timeout | undefined;
   #advTimer: NodeJS.Timeout | undefined;
@@ -137,7 +143,7 @@ export class BgpService {
   /** Bring our ISD/DSD routes in the sidecar to what the config says (at start, when gobgpd comes back, on reload, every 30 s). */
   readvertise(): void {
     const want = desiredRoutes(this.#bgp, this.#h.localsids());
-    this.#busy = this.#busy.then(async () => {
+    this.#advBusy = this.#advBusy.then(async () => {
       if (this.#stopped) return;
       try {
         const r = await reconcileOwn(this.#api, want);
@@ -190,10 +196,12 @@ export class BgpService {
   /** Wait until every change read so far is applied (tests, status). */
   async settled(): Promise<void> {
     let b: Promise<void>;
+    let a: Promise<void>;
     do {
       b = this.#busy;
-      await b;
-    } while (b !== this.#busy);
+      a = this.#advBusy;
+      await Promise.all([b, a]);
+    } while (b !== this.#busy || a !== this.#advBusy);
   }
 
   async status(): Promise<BgpStatus> {
