@@ -34,7 +34,7 @@
  * --out FILE (JSON report, default build/bench/bgp.json).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -414,6 +414,12 @@ async function main(): Promise<number> {
     await injector?.close().catch(() => undefined);
     for (const p of procs.reverse()) await p.kill();
     if (mounted) spawnSync('umount', [bpffs]);
+    // The daemon's log stays for a look at where its time went ("learned rules applied" lines carry the apply's ms).
+    try {
+      copyFileSync(join(dir, 'daemon.log'), join(dirname(outFile), 'bgp-daemon.log'));
+    } catch {
+      // no daemon leg ran
+    }
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -54,6 +54,8 @@ export class Learner {
   #restartTimer: NodeJS.Timeout | undefined;
   #backoff: number;
   #pending: number | undefined;
+  /** Keys whose route changed (came, changed, went) since the last takeChanged(): incremental resolution. */
+  #dirty = new Set<string>();
   /** The monitor started and its first line (the table) is not read yet. */
   #awaitingTable = true;
   #synced = false;
@@ -69,6 +71,18 @@ export class Learner {
   /** The routes as the data plane should see them: advertised ones and withdrawn ones still held. */
   routes(): MupRoute[] {
     return [...this.#table.values()].map((h) => h.route);
+  }
+
+  /** The route of this key now (advertised, or withdrawn and still held), or undefined. */
+  route(key: string): MupRoute | undefined {
+    return this.#table.get(key)?.route;
+  }
+
+  /** The keys whose route changed since the last call (a route's object is kept until it changes). */
+  takeChanged(): Set<string> {
+    const d = this.#dirty;
+    this.#dirty = new Set();
+    return d;
   }
 
   get synced(): boolean {
@@ -165,6 +179,7 @@ export class Learner {
       }
       if (h !== undefined) clearTimeout(h.timer);
       this.#table.set(r.key, { route: r });
+      this.#dirty.add(r.key);
       changed = true;
     }
     if (changed) this.#changed(readAt);
@@ -179,11 +194,13 @@ export class Learner {
     const go = (): void => {
       if (this.#table.get(key) !== h) return;
       this.#table.delete(key);
+      this.#dirty.add(key);
       this.#changed(performance.now());
     };
     h.since = Date.now();
     if (this.#o.holdDownMs <= 0) {
       this.#table.delete(key);
+      this.#dirty.add(key);
       return;
     }
     h.timer = setTimeout(go, this.#o.holdDownMs);

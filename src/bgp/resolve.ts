@@ -100,7 +100,7 @@ function intersects(a: readonly string[], b: readonly string[]): boolean {
 }
 
 /** Order: lowest SID first, then route key (Vinbero breaks ties the same way; any fixed order would do). */
-function bySid(a: { sid?: Srv6Sid; key: string }, b: { sid?: Srv6Sid; key: string }): number {
+export function bySid(a: { sid?: Srv6Sid; key: string }, b: { sid?: Srv6Sid; key: string }): number {
   const x = a.sid?.sid ?? 0n;
   const y = b.sid?.sid ?? 0n;
   return x < y ? -1 : x > y ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
@@ -139,8 +139,114 @@ export function sessionName(ue: string): string {
   return `bgp:${ue}`;
 }
 
+/** What one route is to resolution, on its own (src/bgp/incremental.ts keeps this per route). */
+export type Classified =
+  | { readonly kind: 'skip' } // withdrawn, or of a role we do not have
+  | { readonly kind: 'filtered' }
+  | { readonly kind: 'rejected'; readonly reason: RejectReason; readonly detail: string }
+  | { readonly kind: 'isd'; readonly len: number }
+  | { readonly kind: 'dsd' }
+  | { readonly kind: 't1st' }
+  | { readonly kind: 't2st' };
+
+export function classify(r: MupRoute, o: Pick<ResolveOptions, 'importRts' | 'gw' | 'pe'>): Classified {
+  if (r.withdrawal) return { kind: 'skip' };
+  if (o.importRts.length > 0 && !intersects(r.rts, o.importRts)) return { kind: 'filtered' };
+  switch (r.type) {
+    case 'isd': {
+      if (!o.pe) return { kind: 'skip' };
+      const l = isdLength(r);
+      return 'reason' in l ? { kind: 'rejected', reason: l.reason, detail: l.detail } : { kind: 'isd', len: l.len };
+    }
+    case 'dsd': {
+      if (!o.gw) return { kind: 'skip' };
+      const bad = dsdCheck(r);
+      return bad !== undefined ? { kind: 'rejected', ...bad } : { kind: 'dsd' };
+    }
+    case 't1st':
+      if (!o.pe) return { kind: 'skip' };
+      if (r.endpoint.family !== 4) return { kind: 'rejected', reason: 'unsupported', detail: 'the endpoint (gNB) is IPv6: sessions restore GTP-U over IPv4 only' };
+      return { kind: 't1st' };
+    case 't2st':
+      if (!o.gw) return { kind: 'skip' };
+      if (r.endpoint.family !== 4) return { kind: 'rejected', reason: 'unsupported', detail: 'the endpoint (UPF N3) is IPv6: learned policies match GTP-U over IPv4 only' };
+      if (r.segmentId === undefined) return { kind: 'rejected', reason: 'no_segment_id', detail: 'no MUP extended community (segment id)' };
+      return { kind: 't2st' };
+  }
+}
+
+/** Can this ISD carry sessions for a gNB (End.M.GTP4.E over an IPv4 prefix)? Only such ISDs take part in the longest match. */
+export function isdForGtp4(r: IsdRoute): boolean {
+  return r.prefix.family === 4 && r.sid!.behavior === BEHAVIOR.END_M_GTP4_E;
+}
+
+/** The first DSD (the list sorted by bySid) a T2ST resolves to. */
+export function pickDsd(t: T2stRoute, sameSegment: readonly DsdRoute[]): DsdRoute | undefined {
+  return sameSegment.find((d) => intersects(d.rts, t.rts));
+}
+
+export function rtsMatch(a: MupRoute, b: MupRoute): boolean {
+  return intersects(a.rts, b.rts);
+}
+
+export function t2stUnresolved(t: T2stRoute): string {
+  return `no DSD with segment id ${t.segmentId} and a route target of ${t.rts.join(', ') || '(none)'}`;
+}
+
+export function t1stUnresolved(t: T1stRoute): string {
+  return `no End.M.GTP4.E ISD covering ${formatIpv4((t.endpoint as { addr: Ipv4Addr }).addr)} with a route target of ${t.rts.join(', ') || '(none)'}`;
+}
+
+export function makePolicy(t: T2stRoute, dsd: DsdRoute, pd: PolicyDefaults): Policy {
+  const endpoint = (t.endpoint as { addr: Ipv4Addr }).addr;
+  const teid = t.teidLen === 0 ? undefined : { value: t.teidLen === 32 ? t.teid : (t.teid & ((0xffffffff << (32 - t.teidLen)) >>> 0)) >>> 0, len: t.teidLen };
+  const sid = dsd.sid!.sid;
+  return {
+    where: `bgp ${t.key}`,
+    name: policyName(endpoint, teid?.value ?? 0, t.teidLen),
+    match: ipv4Prefix(endpoint, 32),
+    ...(teid === undefined ? {} : { teid }),
+    srPrefix: ipv6Prefix(sid, 128),
+    sid,
+    srcPrefix: pd.srcPrefix,
+    segments: pd.segments,
+    srh: pd.srh,
+    hopLimit: pd.hopLimit,
+    ...(pd.mtu === undefined ? {} : { mtu: pd.mtu }),
+  };
+}
+
+export function makeSession(t: T1stRoute, isdRoute: IsdRoute, len: number, sd: SessionDefaults): Session {
+  const gnb = (t.endpoint as { addr: Ipv4Addr }).addr;
+  const ue = formatAddr(t.prefix);
+  const isd = ipv6Prefix(mask6(isdRoute.sid!.sid, len), len);
+  return {
+    where: `bgp ${t.key}`,
+    name: sessionName(ue),
+    ue: t.prefix.family === 4 ? { family: 4, prefix: t.prefix.prefix } : { family: 6, prefix: t.prefix.prefix },
+    teid: t.teid,
+    qfi: t.qfi,
+    rqi: false,
+    endpoint: gnb,
+    source: t.source !== undefined && t.source.family === 4 ? t.source.addr : sd.source,
+    isd,
+    srcPrefix: sd.srcPrefix,
+    segments: sd.segments,
+    srh: sd.srh,
+    hopLimit: sd.hopLimit,
+    ...(sd.mtu === undefined ? {} : { mtu: sd.mtu }),
+  };
+}
+
+/** Route key order (duplicates resolve the same way whatever the arrival order: the first by key wins). */
+export function byKey(a: { key: string }, b: { key: string }): number {
+  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+
 /**
- * The rules the live routes give. `routes`: the table as it is (withdrawn
+ * The rules the live routes give, in one pass over the whole table (the
+ * daemon resolves incrementally, src/bgp/incremental.ts; this is the
+ * reference it is tested against). `routes`: the table as it is (withdrawn
  * routes left out, or still in during their hold-down).
  */
 export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved {
@@ -152,45 +258,33 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
   const dsds = new Map<string, DsdRoute[]>();
   const t1sts: T1stRoute[] = [];
   const t2sts: T2stRoute[] = [];
-  const reject = (r: MupRoute, reason: RejectReason, detail: string): void => {
-    rejected.push({ key: r.key, type: r.type, reason, detail });
-  };
   for (const r of routes) {
-    if (r.withdrawal) continue;
-    if (o.importRts.length > 0 && !intersects(r.rts, o.importRts)) {
-      filtered++;
-      filteredBy[r.type]++;
-      continue;
-    }
-    switch (r.type) {
-      case 'isd': {
-        if (!o.pe) break;
-        const l = isdLength(r);
-        if ('reason' in l) reject(r, l.reason, l.detail);
-        else isds.push({ r, len: l.len });
+    const c = classify(r, o);
+    switch (c.kind) {
+      case 'skip':
         break;
-      }
+      case 'filtered':
+        filtered++;
+        filteredBy[r.type]++;
+        break;
+      case 'rejected':
+        rejected.push({ key: r.key, type: r.type, reason: c.reason, detail: c.detail });
+        break;
+      case 'isd':
+        isds.push({ r: r as IsdRoute, len: c.len });
+        break;
       case 'dsd': {
-        if (!o.gw) break;
-        const bad = dsdCheck(r);
-        if (bad !== undefined) reject(r, bad.reason, bad.detail);
-        else {
-          const list = dsds.get(r.segmentId!) ?? [];
-          list.push(r);
-          dsds.set(r.segmentId!, list);
-        }
+        const d = r as DsdRoute;
+        const list = dsds.get(d.segmentId!) ?? [];
+        list.push(d);
+        dsds.set(d.segmentId!, list);
         break;
       }
       case 't1st':
-        if (!o.pe) break;
-        if (r.endpoint.family !== 4) reject(r, 'unsupported', 'the endpoint (gNB) is IPv6: sessions restore GTP-U over IPv4 only');
-        else t1sts.push(r);
+        t1sts.push(r as T1stRoute);
         break;
       case 't2st':
-        if (!o.gw) break;
-        if (r.endpoint.family !== 4) reject(r, 'unsupported', 'the endpoint (UPF N3) is IPv6: learned policies match GTP-U over IPv4 only');
-        else if (r.segmentId === undefined) reject(r, 'no_segment_id', 'no MUP extended community (segment id)');
-        else t2sts.push(r);
+        t2sts.push(r as T2stRoute);
         break;
     }
   }
@@ -208,30 +302,15 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
   const policies = new Map<string, Policy>();
   const pd = o.policyDefaults;
   // Sorted by route key: duplicates (the same endpoint and TEID under two RDs) resolve the same way whatever the arrival order.
-  t2sts.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  t2sts.sort(byKey);
   for (const t of t2sts) {
-    const dsd = (dsds.get(t.segmentId!) ?? []).find((d) => intersects(d.rts, t.rts));
+    const dsd = pickDsd(t, dsds.get(t.segmentId!) ?? []);
     if (dsd === undefined) {
-      unresolved.push({ key: t.key, type: 't2st', why: `no DSD with segment id ${t.segmentId} and a route target of ${t.rts.join(', ') || '(none)'}` });
+      unresolved.push({ key: t.key, type: 't2st', why: t2stUnresolved(t) });
       continue;
     }
     if (pd === undefined) continue;
-    const endpoint = (t.endpoint as { addr: Ipv4Addr }).addr;
-    const teid = t.teidLen === 0 ? undefined : { value: t.teidLen === 32 ? t.teid : (t.teid & ((0xffffffff << (32 - t.teidLen)) >>> 0)) >>> 0, len: t.teidLen };
-    const sid = dsd.sid!.sid;
-    const p: Policy = remember(t, dsd, () => ({
-      where: `bgp ${t.key}`,
-      name: policyName(endpoint, teid?.value ?? 0, t.teidLen),
-      match: ipv4Prefix(endpoint, 32),
-      ...(teid === undefined ? {} : { teid }),
-      srPrefix: ipv6Prefix(sid, 128),
-      sid,
-      srcPrefix: pd.srcPrefix,
-      segments: pd.segments,
-      srh: pd.srh,
-      hopLimit: pd.hopLimit,
-      ...(pd.mtu === undefined ? {} : { mtu: pd.mtu }),
-    }));
+    const p: Policy = remember(t, dsd, () => makePolicy(t, dsd, pd));
     const k = policyKey(p);
     if (policies.has(k)) {
       from.get(`policy ${k}`)!.push(t.key, dsd.key);
@@ -245,35 +324,16 @@ export function resolve(routes: Iterable<MupRoute>, o: ResolveOptions): Resolved
   const sd = o.sessionDefaults;
   // Longest prefix first, then lowest SID: the first covering ISD is the one.
   isds.sort((a, b) => b.r.prefix.prefix.len - a.r.prefix.prefix.len || bySid(a.r, b.r));
-  t1sts.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  t1sts.sort(byKey);
   for (const t of t1sts) {
     const gnb = (t.endpoint as { addr: Ipv4Addr }).addr;
-    const hit = isds.find(
-      ({ r }) => r.prefix.family === 4 && r.sid!.behavior === BEHAVIOR.END_M_GTP4_E && mask4(gnb, r.prefix.prefix.len) === r.prefix.prefix.addr && intersects(r.rts, t.rts),
-    );
+    const hit = isds.find(({ r }) => isdForGtp4(r) && mask4(gnb, r.prefix.prefix.len) === r.prefix.prefix.addr && intersects(r.rts, t.rts));
     if (hit === undefined) {
-      unresolved.push({ key: t.key, type: 't1st', why: `no End.M.GTP4.E ISD covering ${formatIpv4(gnb)} with a route target of ${t.rts.join(', ') || '(none)'}` });
+      unresolved.push({ key: t.key, type: 't1st', why: t1stUnresolved(t) });
       continue;
     }
     if (sd === undefined) continue;
-    const ue = formatAddr(t.prefix);
-    const isd = ipv6Prefix(mask6(hit.r.sid!.sid, hit.len), hit.len);
-    const s: Session = remember(t, hit.r, () => ({
-      where: `bgp ${t.key}`,
-      name: sessionName(ue),
-      ue: t.prefix.family === 4 ? { family: 4, prefix: t.prefix.prefix } : { family: 6, prefix: t.prefix.prefix },
-      teid: t.teid,
-      qfi: t.qfi,
-      rqi: false,
-      endpoint: gnb,
-      source: t.source !== undefined && t.source.family === 4 ? t.source.addr : sd.source,
-      isd,
-      srcPrefix: sd.srcPrefix,
-      segments: sd.segments,
-      srh: sd.srh,
-      hopLimit: sd.hopLimit,
-      ...(sd.mtu === undefined ? {} : { mtu: sd.mtu }),
-    }));
+    const s: Session = remember(t, hit.r, () => makeSession(t, hit.r, hit.len, sd));
     const sk = sessionKey(s);
     if (sessions.has(sk)) {
       from.get(`session ${sk}`)!.push(t.key, hit.r.key);

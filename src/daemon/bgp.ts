@@ -9,9 +9,11 @@ import { Histogram } from 'prom-client';
 import { reconcileOwn, desiredRoutes } from '../bgp/advertise.js';
 import { gobgp, apiText, type GobgpApi } from '../bgp/gobgpd.js';
 import { Learner } from '../bgp/learner.js';
-import { resolve, REJECT_REASONS, type RejectReason, type Resolved, type ResolveMemo } from '../bgp/resolve.js';
+import { IncrementalResolver, type LearnedDelta } from '../bgp/incremental.js';
+import { REJECT_REASONS, type RejectReason } from '../bgp/resolve.js';
 import { ROUTE_TYPES, type RouteType } from '../bgp/routes.js';
 import type { BgpConfig, LocalSid, Policy, Session } from '../config/types.js';
+import { policyKey, sessionKey } from '../config/keys.js';
 import type { Logger } from './log.js';
 
 /** What the daemon did with one learned set. */
@@ -26,8 +28,12 @@ export interface LearnedApplied {
 
 export interface BgpHost {
   readonly log: Logger;
-  /** Replace the learned rules by these (tables, then the rule set); never half: a rule is in whole or not at all. */
-  applyLearned(policies: readonly Policy[], sessions: readonly Session[]): Promise<LearnedApplied>;
+  /**
+   * Change the learned rules by this delta (tables, then the rule set); never
+   * half: a rule is in whole or not at all. Rules refused earlier (a config/API
+   * rule held the key or name, the table was full) are tried again.
+   */
+  applyLearned(delta: LearnedDelta): Promise<LearnedApplied>;
   /** The pinned tables' entries no rule lists any more go (after the first table was read and its hold-down passed). */
   sweep(): Promise<number>;
   localsids(): Iterable<LocalSid>;
@@ -62,10 +68,20 @@ export class BgpService {
     buckets: LATENCY_BUCKETS,
     registers: [],
   });
-  #resolved: Resolved | undefined;
-  readonly #memo: ResolveMemo = new WeakMap();
+  /** Resolution, kept up to date route by route (src/bgp/incremental.ts). */
+  readonly #resolver: IncrementalResolver;
+  #resolvedOnce = false;
+  #unapplied: LearnedDelta | undefined;
+  /** snapshot()'s per-type counts, for the resolution view and apply they were made from. */
+  #counts: { view: object; applied: LearnedApplied | undefined; routes: BgpStatus['routes']; rejected: Record<RejectReason, number> } | undefined;
   #applied: LearnedApplied | undefined;
   #busy: Promise<void> = Promise.resolve();
+  /**
+   * Advertising runs on its own chain: its gobgp CLI calls (every 30 s, at
+   * start, on reload) take 100 ms and more on a loaded host, and a learned
+   * change must not wait behind them (route -> map write latency).
+   */
+  #advBusy: Promise<void> = Promise.resolve();
   #dirtyAt: number | undefined;
   #sweepTimer: NodeJS.Timeout | undefined;
   #advTimer: NodeJS.Timeout | undefined;
@@ -78,6 +94,13 @@ export class BgpService {
     this.#bgp = bgp;
     this.#h = host;
     this.#api = { host: bgp.api.host, port: bgp.api.port };
+    this.#resolver = new IncrementalResolver({
+      importRts: bgp.importRts,
+      gw: bgp.roles.includes('gw'),
+      pe: bgp.roles.includes('pe'),
+      ...(bgp.policyDefaults === undefined ? {} : { policyDefaults: bgp.policyDefaults }),
+      ...(bgp.sessionDefaults === undefined ? {} : { sessionDefaults: bgp.sessionDefaults }),
+    });
     this.#learner = new Learner({
       api: this.#api,
       holdDownMs: bgp.holdDown * 1000,
@@ -120,7 +143,7 @@ export class BgpService {
   /** Bring our ISD/DSD routes in the sidecar to what the config says (at start, when gobgpd comes back, on reload, every 30 s). */
   readvertise(): void {
     const want = desiredRoutes(this.#bgp, this.#h.localsids());
-    this.#busy = this.#busy.then(async () => {
+    this.#advBusy = this.#advBusy.then(async () => {
       if (this.#stopped) return;
       try {
         const r = await reconcileOwn(this.#api, want);
@@ -142,30 +165,27 @@ export class BgpService {
     const at = this.#dirtyAt;
     if (at === undefined || this.#stopped) return;
     this.#dirtyAt = undefined;
-    const roles = this.#bgp.roles;
-    const r = resolve(this.#learner.routes(), {
-      importRts: this.#bgp.importRts,
-      memo: this.#memo,
-      gw: roles.includes('gw'),
-      pe: roles.includes('pe'),
-      ...(this.#bgp.policyDefaults === undefined ? {} : { policyDefaults: this.#bgp.policyDefaults }),
-      ...(this.#bgp.sessionDefaults === undefined ? {} : { sessionDefaults: this.#bgp.sessionDefaults }),
-    });
-    this.#resolved = r;
-    for (const x of r.rejected) {
+    // Only the routes that changed since the last apply, and the ST routes depending on them, are resolved again.
+    const delta = this.#resolver.update(this.#learner.takeChanged(), (key) => this.#learner.route(key));
+    this.#resolvedOnce = true;
+    for (const x of delta.rejected) {
       const id = `${x.key} ${x.reason}`;
       if (this.#logged.has(id)) continue;
       this.#logged.add(id);
       this.#h.log.warn({ route: x.key, type: x.type, reason: x.reason, detail: x.detail }, 'BGP: route not installed');
     }
+    // A delta that could not be applied is applied with the next one (the later change of a rule wins).
+    const todo = this.#unapplied === undefined ? delta : mergeDeltas(this.#unapplied, delta);
+    this.#unapplied = todo;
     try {
-      const applied = await this.#h.applyLearned(r.policies, r.sessions);
+      const applied = await this.#h.applyLearned(todo);
+      this.#unapplied = undefined;
       this.#applied = applied;
       for (const x of applied.refused) {
         const id = `${x.rule} ${x.reason}`;
         if (this.#logged.has(id)) continue;
         this.#logged.add(id);
-        this.#h.log.warn({ rule: x.rule, routes: r.from.get(x.rule), reason: x.reason, detail: x.why }, 'BGP: learned rule not installed');
+        this.#h.log.warn({ rule: x.rule, routes: this.#resolver.view().from.get(x.rule), reason: x.reason, detail: x.why }, 'BGP: learned rule not installed');
       }
       if (applied.changed > 0) this.latency.observe((performance.now() - at) / 1000);
     } catch (e) {
@@ -176,10 +196,12 @@ export class BgpService {
   /** Wait until every change read so far is applied (tests, status). */
   async settled(): Promise<void> {
     let b: Promise<void>;
+    let a: Promise<void>;
     do {
       b = this.#busy;
-      await b;
-    } while (b !== this.#busy);
+      a = this.#advBusy;
+      await Promise.all([b, a]);
+    } while (b !== this.#busy || a !== this.#advBusy);
   }
 
   async status(): Promise<BgpStatus> {
@@ -207,12 +229,17 @@ export class BgpService {
   /** The counts without asking gobgpd (for metrics). */
   snapshot(): Omit<BgpStatus, 'sessions'> {
     const c = this.#learner.counts();
-    const r = this.#resolved;
+    const r = this.#resolvedOnce ? this.#resolver.view() : undefined;
     const routes = Object.fromEntries(
       ROUTE_TYPES.map((t) => [t, { received: c.received[t], installed: 0, rejected: 0, held: c.held[t], unresolved: 0, filtered: 0 }]),
     ) as BgpStatus['routes'];
     const rejected = Object.fromEntries(REJECT_REASONS.map((x) => [x, 0])) as Record<RejectReason, number>;
-    if (r !== undefined) {
+    // The same resolution and apply as the last call: the same counts (metrics scrapes, status polls; 20,000 learned routes).
+    const cached = this.#counts;
+    if (r !== undefined && cached !== undefined && cached.view === r && cached.applied === this.#applied) {
+      for (const t of ROUTE_TYPES) routes[t] = { ...cached.routes[t], received: c.received[t], held: c.held[t] };
+      Object.assign(rejected, cached.rejected);
+    } else if (r !== undefined) {
       for (const x of r.rejected) {
         routes[x.type].rejected++;
         rejected[x.reason]++;
@@ -232,6 +259,7 @@ export class BgpService {
           if (t !== undefined && routes[t] !== undefined) routes[t].rejected++;
         }
       }
+      this.#counts = { view: r, applied: this.#applied, routes: structuredClone(routes), rejected: { ...rejected } };
     }
     return {
       api: apiText(this.#api),
@@ -246,6 +274,21 @@ export class BgpService {
       roles: this.#bgp.roles,
     };
   }
+}
+
+/** `a` then `b`, as one delta: per rule key the later change wins. */
+export function mergeDeltas(a: LearnedDelta, b: LearnedDelta): LearnedDelta {
+  const one = <R extends Policy | Session>(x: { put: R[]; del: R[] }, y: { put: R[]; del: R[] }, key: (r: R) => string): { put: R[]; del: R[] } => {
+    const m = new Map<string, { put: boolean; r: R }>();
+    for (const d of [x, y]) {
+      for (const r of d.del) m.set(key(r), { put: false, r });
+      for (const r of d.put) m.set(key(r), { put: true, r });
+    }
+    const out = { put: [] as R[], del: [] as R[] };
+    for (const v of m.values()) (v.put ? out.put : out.del).push(v.r);
+    return out;
+  };
+  return { policies: one(a.policies, b.policies, policyKey), sessions: one(a.sessions, b.sessions, sessionKey) };
 }
 
 /** gobgp's session_state: a number (the gRPC enum) or a name. */

@@ -66,6 +66,7 @@ import {
 import { canonicalKey as canonicalKeyOf } from './rules.js';
 import { planBatch, type BatchResult } from './batch.js';
 import { BgpService, type LearnedApplied } from './bgp.js';
+import type { LearnedDelta } from '../bgp/incremental.js';
 
 export interface DaemonOptions {
   readonly configPath: string;
@@ -434,7 +435,7 @@ export class Daemon {
     if (bgp === undefined) return;
     this.#bgp = new BgpService(bgp, {
       log: this.#log,
-      applyLearned: (p, s) => this.applyLearned(p, s),
+      applyLearned: (d) => this.applyLearned(d),
       sweep: () => this.#sweepUnlisted(),
       localsids: () => this.#rules.localsids.values(),
     });
@@ -443,34 +444,54 @@ export class Daemon {
   }
 
   /**
-   * Make the learned rules these (origin "bgp"): one table write for all
-   * changes; if the tables refuse it (full), rule by rule, each whole or not
-   * at all. A learned rule whose key or name a config/API rule holds is not
-   * installed (docs/bgp.md "Precedence").
+   * Learned rules (origin "bgp") refused so far, by "<kind> <key>": a
+   * config/API rule holds the key or name, or the table was full. Tried again
+   * at every apply (the rule set changes under them), dropped when their
+   * route goes.
    */
-  applyLearned(policies: readonly Policy[], sessions: readonly Session[]): Promise<LearnedApplied> {
+  #learnedRefused = new Map<string, RefusedLearned>();
+
+  /**
+   * Change the learned rules (origin "bgp") by this delta from the
+   * incremental resolution: one table write for all changes; if the tables
+   * refuse it (full), rule by rule, each whole or not at all. A learned rule
+   * whose key or name a config/API rule holds is not installed (docs/bgp.md
+   * "Precedence"); it is tried again at every apply.
+   */
+  applyLearned(delta: LearnedDelta): Promise<LearnedApplied> {
     return this.#serial.run(() => {
+      const t0 = performance.now();
       const t = this.dataplane.rules;
-      const refused: { rule: string; reason: 'conflict' | 'table'; why: string }[] = [];
       const plan: { kind: RuleKind; puts: Rule[]; dels: Rule[] }[] = [];
-      for (const [kind, want] of [['policy', policies], ['session', sessions]] as const) {
+      const retry = [...this.#learnedRefused.values()];
+      // Kept as it was if this apply throws (tried again at the next one).
+      const refusedNext = new Map<string, RefusedLearned>();
+      for (const [kind, d] of [['policy', delta.policies], ['session', delta.sessions]] as const) {
         const k = RULE_KINDS[kind];
         const have = this.#rules.learned(kind);
-        const wanted = new Map<string, Rule>();
-        const puts: Rule[] = [];
-        for (const r of want) {
+        const gone = new Set<string>();
+        const dels: Rule[] = [];
+        for (const r of d.del as readonly Rule[]) {
           const key = k.key(r);
+          gone.add(key);
+          const old = have.get(key);
+          if (old !== undefined) dels.push(old);
+        }
+        // The delta's puts win over an older refused rule of the same key.
+        const want = new Map<string, Rule>();
+        for (const x of retry) if (x.kind === kind && !gone.has(k.key(x.rule))) want.set(k.key(x.rule), x.rule);
+        for (const r of d.put as readonly Rule[]) want.set(k.key(r), r);
+        const puts: Rule[] = [];
+        for (const [key, r] of want) {
           const why = this.#rules.learnedConflict(kind, r);
           if (why !== undefined) {
-            refused.push({ rule: `${kind} ${key}`, reason: 'conflict', why });
+            refusedNext.set(`${kind} ${key}`, { kind, rule: r, reason: 'conflict', why });
             continue;
           }
-          wanted.set(key, r);
           const old = have.get(key);
-          // The same object: unchanged (resolve's memo); else compare what the tables get.
+          // The same object: unchanged (the resolver keeps a rule's object); else compare what the tables get.
           if (old !== r && (old === undefined || JSON.stringify(k.json(old)) !== JSON.stringify(k.json(r)))) puts.push(r);
         }
-        const dels = [...have.entries()].filter(([key]) => !wanted.has(key)).map(([, r]) => r);
         plan.push({ kind, puts, dels });
       }
       const merged: Changes = Object.assign({}, ...plan.flatMap((x) => [RULE_KINDS[x.kind].put(x.puts), RULE_KINDS[x.kind].del(x.dels)]));
@@ -499,16 +520,32 @@ export class Daemon {
               this.#tables(t, k.put([r]));
               done(x.kind, r, true);
             } catch (e2) {
-              refused.push({ rule: `${x.kind} ${k.key(r)}`, reason: 'table', why: (e2 as Error).message });
+              refusedNext.set(`${x.kind} ${k.key(r)}`, { kind: x.kind as 'policy' | 'session', rule: r, reason: 'table', why: (e2 as Error).message });
             }
           }
         }
         this.#log.warn({ error: (e as Error).message }, 'BGP: the learned rules did not fit in one write; applied one by one');
       }
-      const installed = new Set<string>();
-      for (const kind of ['policy', 'session'] as const) for (const key of this.#rules.learned(kind).keys()) installed.add(`${kind} ${key}`);
-      if (changed > 0) this.#log.info({ changed, policies: this.#rules.learned('policy').size, sessions: this.#rules.learned('session').size }, 'BGP: learned rules applied');
-      return { installed, refused, changed };
+      this.#learnedRefused = refusedNext;
+      const refused = [...refusedNext.entries()].map(([rule, x]) => ({ rule, reason: x.reason, why: x.why }));
+      if (changed > 0) {
+        const ms = Math.round((performance.now() - t0) * 100) / 100;
+        this.#log.info({ changed, policies: this.#rules.learned('policy').size, sessions: this.#rules.learned('session').size, ms }, 'BGP: learned rules applied');
+      }
+      // Built when status or metrics ask, not on every apply (20,000 learned rules; one change).
+      let installed: Set<string> | undefined;
+      const rules = this.#rules;
+      return {
+        get installed(): ReadonlySet<string> {
+          if (installed === undefined) {
+            installed = new Set<string>();
+            for (const kind of ['policy', 'session'] as const) for (const key of rules.learned(kind).keys()) installed.add(`${kind} ${key}`);
+          }
+          return installed;
+        },
+        refused,
+        changed,
+      };
     });
   }
 
@@ -1342,6 +1379,14 @@ export class Daemon {
 }
 
 /** A rule as the API lists it. */
+/** A learned rule not installed (Daemon.applyLearned). */
+interface RefusedLearned {
+  readonly kind: 'policy' | 'session';
+  readonly rule: Rule;
+  readonly reason: 'conflict' | 'table';
+  readonly why: string;
+}
+
 export type ListedRule = RuleJson & { origin: 'config' | 'api' | 'bgp'; rule: number | null };
 
 /** Two maps with no key in common, read as one (the first's entries, then the second's). */
