@@ -585,6 +585,18 @@ function ipIn(ns: string, ...args: string[]): void {
   execFileSync('ip', ['-n', ns, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
+/** Forwarding on, addresses, permanent neighbours and the two routes every rule resolves through ((h) and (j); idempotent). */
+function nextHopRoutes(ns: string): void {
+  execFileSync('ip', ['netns', 'exec', ns, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1', 'net.ipv4.conf.all.forwarding=1', 'net.ipv6.conf.all.accept_dad=0'], { stdio: 'ignore' });
+  ipIn(ns, 'addr', 'replace', 'fd00::1/64', 'dev', 'mup0', 'nodad');
+  ipIn(ns, 'addr', 'replace', '10.255.0.1/24', 'dev', 'mup0');
+  ipIn(ns, 'neigh', 'replace', 'fd00::2', 'lladdr', '02:00:00:00:00:02', 'dev', 'mup0', 'nud', 'permanent');
+  ipIn(ns, 'neigh', 'replace', 'fd00::3', 'lladdr', '02:00:00:00:00:03', 'dev', 'mup0', 'nud', 'permanent');
+  ipIn(ns, 'neigh', 'replace', '10.255.0.2', 'lladdr', '02:00:00:00:00:04', 'dev', 'mup0', 'nud', 'permanent');
+  ipIn(ns, 'route', 'replace', '2001:db9::/32', 'via', 'fd00::2', 'dev', 'mup0');
+  ipIn(ns, 'route', 'replace', '192.0.2.0/24', 'via', '10.255.0.2', 'dev', 'mup0');
+}
+
 /**
  * (h) With the tables loaded: routes for every rule's range (one /32 over
  * the policies' 256 SR prefixes, an IPv4 gateway route for the End.M.GTP4.E
@@ -600,14 +612,7 @@ function ipIn(ns: string, ...args: string[]): void {
 async function loopPhases(env: Env, o: { idleS: number; churnS: number }, progress: (what: string) => void): Promise<{ lines: string[]; targets: string[]; ok: boolean; json: unknown }> {
   const ns = env.ns;
   const sock = env.socket;
-  execFileSync('ip', ['netns', 'exec', ns, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1', 'net.ipv4.conf.all.forwarding=1', 'net.ipv6.conf.all.accept_dad=0'], { stdio: 'ignore' });
-  ipIn(ns, 'addr', 'add', 'fd00::1/64', 'dev', 'mup0', 'nodad');
-  ipIn(ns, 'addr', 'add', '10.255.0.1/24', 'dev', 'mup0');
-  ipIn(ns, 'neigh', 'replace', 'fd00::2', 'lladdr', '02:00:00:00:00:02', 'dev', 'mup0', 'nud', 'permanent');
-  ipIn(ns, 'neigh', 'replace', 'fd00::3', 'lladdr', '02:00:00:00:00:03', 'dev', 'mup0', 'nud', 'permanent');
-  ipIn(ns, 'neigh', 'replace', '10.255.0.2', 'lladdr', '02:00:00:00:00:04', 'dev', 'mup0', 'nud', 'permanent');
-  ipIn(ns, 'route', 'add', '2001:db9::/32', 'via', 'fd00::2', 'dev', 'mup0');
-  ipIn(ns, 'route', 'add', '192.0.2.0/24', 'via', '10.255.0.2', 'dev', 'mup0');
+  nextHopRoutes(ns);
   // Settle: the interface and forwarding changes make a full pass; wait until passes stop.
   progress('(h) routes set; waiting for the next hops to settle');
   const st = async (): Promise<NhStatus> => JSON.parse((await api(sock, 'GET', '/v1/status')).text) as NhStatus;
@@ -720,14 +725,7 @@ async function churnPhase(
   progress: (what: string) => void,
 ): Promise<{ lines: string[]; target: string; ok: boolean; failures: number; json: unknown }> {
   const ns = env.ns;
-  execFileSync('ip', ['netns', 'exec', ns, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1', 'net.ipv4.conf.all.forwarding=1', 'net.ipv6.conf.all.accept_dad=0'], { stdio: 'ignore' });
-  ipIn(ns, 'addr', 'replace', 'fd00::1/64', 'dev', 'mup0', 'nodad');
-  ipIn(ns, 'addr', 'replace', '10.255.0.1/24', 'dev', 'mup0');
-  ipIn(ns, 'neigh', 'replace', 'fd00::2', 'lladdr', '02:00:00:00:00:02', 'dev', 'mup0', 'nud', 'permanent');
-  ipIn(ns, 'neigh', 'replace', 'fd00::3', 'lladdr', '02:00:00:00:00:03', 'dev', 'mup0', 'nud', 'permanent');
-  ipIn(ns, 'neigh', 'replace', '10.255.0.2', 'lladdr', '02:00:00:00:00:04', 'dev', 'mup0', 'nud', 'permanent');
-  ipIn(ns, 'route', 'replace', '2001:db9::/32', 'via', 'fd00::2', 'dev', 'mup0');
-  ipIn(ns, 'route', 'replace', '192.0.2.0/24', 'via', '10.255.0.2', 'dev', 'mup0');
+  nextHopRoutes(ns);
   const load = (): string => loadavg().map((x) => x.toFixed(1)).join(' ');
   const loadStart = load();
   const rssStart = procStatus(pid)['VmRSS'] ?? NaN;
