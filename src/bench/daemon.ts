@@ -60,6 +60,7 @@ import { Agent, request } from 'node:http';
 import { cpus, loadavg, release } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { synchronizeRcu } from '../dataplane/libbpf.js';
 
 const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
 const DIST_MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
@@ -796,6 +797,23 @@ async function churnPhase(
   return { lines, target, ok, failures, json: { minutes, routeChanges, apiChanges, failures, rssAfterLoad, rssStart, rssEnd, ratio, samples, pass: ok } };
 }
 
+/**
+ * How long an RCU grace period takes here. It varies between hosts and boots
+ * (0.02 ms to 10 ms median seen on the same kind of VM), and every change
+ * that flips the configuration or deletes waits for one, so the change
+ * figures below are read against it.
+ */
+function graceMs(n = 30): { n: number; median: number; max: number } {
+  const t: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    synchronizeRcu();
+    t.push(performance.now() - t0);
+  }
+  t.sort((a, b) => a - b);
+  return { n, median: t[Math.floor(n / 2)] ?? NaN, max: t[n - 1] ?? NaN };
+}
+
 async function main(): Promise<number> {
   const o = parseArgs(process.argv.slice(2));
   if (process.getuid?.() !== 0) throw new Error('run as root: the bench creates a network namespace and mounts a bpffs');
@@ -806,6 +824,7 @@ async function main(): Promise<number> {
   }
 
   const loadAtStart = loadavg();
+  const grace = graceMs();
   const env = new Env();
   // `on`, not `once`: Ctrl-C reaches this process twice (from the terminal and
   // relayed by npm/tsx), and a second one without a listener would kill it
@@ -1019,6 +1038,8 @@ async function main(): Promise<number> {
     out.push(
       `bench:daemon  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
         `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)`,
+      `RCU grace period on this host (membarrier(MEMBARRIER_CMD_GLOBAL), ${grace.n} in a row before the bench): ` +
+        `median ${f2(grace.median)} max ${f2(grace.max)} ms; the data path's tables wait for one after a flip or a delete (docs/datapath.md)`,
       `config: ${o.rules} policies + ${o.rules} local SIDs, ${configMB.toFixed(1)} MB of ${o.format === 'json' ? 'JSON' : 'YAML'} (written in ${f1(genMs)} ms); ` +
         `loaded: ${status.tables.policies.entries} policies, ${status.tables.localsids.entries} local SIDs, interface attached: ${status.interfaces.every((i) => i.attached)}`,
       '',
