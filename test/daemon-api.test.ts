@@ -533,7 +533,9 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
       { name: 'HTTP off loopback without token_file', text: () => configText(tokenFile, { http: '    listen: 192.0.2.1:9180\n' }), error: /required when listen \(192\.0\.2\.1:9180\) is not a loopback address/, path: 'daemon.http.token_file', at: '  http:' },
       { name: 'HTTP on [::] without token_file', text: () => configText(tokenFile, { http: '    listen: "[::]:9180"\n' }), error: /required when listen \(\[::\]:9180\) is not a loopback address/, path: 'daemon.http.token_file', at: '  http:' },
       { name: 'a relative token_file', text: () => configText(tokenFile, { http: `    listen: 127.0.0.1:${PORT}\n    token_file: token\n` }), error: /"token" is not an absolute path/, path: 'daemon.http.token_file', at: 'token_file: token' },
-      { name: 'table sizes changed', text: () => configText(tokenFile, { settings: '  max_policies: 8\n  max_localsids: 32\n' }), error: /table sizes changed \(max_policies 4 -> 8, max_localsids 32 -> 32\); a loaded table cannot be resized: restart the daemon with --replace-tables/, path: 'settings' },
+      { name: 'table sizes changed', text: () => configText(tokenFile, { settings: '  max_policies: 8\n  max_localsids: 32\n' }), error: /table sizes changed \(max_policies 4 -> 8, max_localsids 32 -> 32, max_sessions 65536 -> 65536\); a loaded table cannot be resized: restart the daemon with --replace-tables/, path: 'settings' },
+      // A session table cannot be resized either: this reload used to pass, the new size silently ignored.
+      { name: 'session table size changed', text: () => configText(tokenFile, { settings: '  max_policies: 4\n  max_localsids: 32\n  max_sessions: 1024\n' }), error: /table sizes changed \(max_policies 4 -> 4, max_localsids 32 -> 32, max_sessions 65536 -> 1024\); a loaded table cannot be resized/, path: 'settings' },
     ];
 
     it.each(RELOAD_CASES)('$name -> 400, tables unchanged', async (c) => {

@@ -831,11 +831,13 @@ export class Daemon {
     rules.adoptLearned(this.#rules);
     const old = this.dataplane;
     const s = old.config.settings;
-    if (config.settings.maxPolicies !== s.maxPolicies || config.settings.maxLocalSids !== s.maxLocalSids) {
+    const sessions = (x: { maxSessions?: number }): number => x.maxSessions ?? DEFAULT_MAX_SESSIONS;
+    if (config.settings.maxPolicies !== s.maxPolicies || config.settings.maxLocalSids !== s.maxLocalSids || sessions(config.settings) !== sessions(s)) {
       throw new ConfigError(
         config.file,
         'settings',
-        `table sizes changed (max_policies ${s.maxPolicies} -> ${config.settings.maxPolicies}, max_localsids ${s.maxLocalSids} -> ${config.settings.maxLocalSids}); ` +
+        `table sizes changed (max_policies ${s.maxPolicies} -> ${config.settings.maxPolicies}, max_localsids ${s.maxLocalSids} -> ${config.settings.maxLocalSids}, ` +
+          `max_sessions ${sessions(s)} -> ${sessions(config.settings)}); ` +
           'a loaded table cannot be resized: restart the daemon with --replace-tables (the new tables are filled before the program is swapped in; counters start from zero)',
       );
     }
