@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Daemon } from '../src/daemon/daemon.js';
 import { createLogger } from '../src/daemon/log.js';
 import { createMetrics } from '../src/daemon/metrics.js';
-import type { PerRuleSeries } from '../src/config/types.js';
+import type { PerRuleSeries, Session } from '../src/config/types.js';
 import { COUNTER_STRIDE, LAYOUTS, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
 import { BPF_ANY, mapUpdate, numPossibleCpus, traceMapReads, type MapRead } from '../src/dataplane/libbpf.js';
 
@@ -92,7 +92,11 @@ describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () =
     return t.reads.filter((r) => r.fd === counters);
   }
 
-  const wholeRange = (): MapRead => ({ fd: d!.dataplane.maps.counters, op: 'lookup_batch', elements: MUP_EVENT_SLOTS + 2 * RULES + SESSIONS });
+  /**
+   * The one read: the events and every rule slot up to the highest rule id
+   * in use. The session table is empty, so its slots (all zero) are not read.
+   */
+  const wholeRange = (): MapRead => ({ fd: d!.dataplane.maps.counters, op: 'lookup_batch', elements: MUP_EVENT_SLOTS + 2 * RULES });
 
   it('has the tables full', () => {
     const t = d!.status().tables;
@@ -225,6 +229,31 @@ describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () =
     } finally {
       for (const [name] of slots) setRuleSlot(name, 0n);
     }
+  });
+
+  it('a session extends the one read to its slot, and its count reaches the totals; after it goes, its slot is read as zero', async () => {
+    const ue = '10.60.0.1/32';
+    await d!.putRule('session', { name: 's1', ue, teid: 0x12345678, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ffff::/64' }, 'add');
+    try {
+      const s1 = [...d!.ruleMap('session').values()].find((r) => r.name === 's1') as Session;
+      const rule = d!.dataplane.rules.sessionRule(s1.ue);
+      expect(rule).toBeGreaterThanOrEqual(2 * RULES);
+      const v = Buffer.alloc(COUNTER_STRIDE * numPossibleCpus());
+      v.writeBigUInt64LE(3n, LAYOUTS.mup_counter.members.packets.offset);
+      v.writeBigUInt64LE(300n, LAYOUTS.mup_counter.members.bytes.offset);
+      const key = Buffer.alloc(4);
+      key.writeUInt32LE(MUP_EVENT_SLOTS + rule!);
+      mapUpdate(d!.dataplane.maps.counters, key, v, BPF_ANY, 'mup_counters');
+      let c: ReturnType<Daemon['counters']> | undefined;
+      const reads = await countedReads(() => (c = d!.counters('active')));
+      expect(reads).toEqual([{ ...wholeRange(), elements: MUP_EVENT_SLOTS + rule! + 1 }]);
+      expect(c!.functions.h_m_session_encaps).toEqual({ packets: 3n, bytes: 300n });
+      expect(c!.rules.map((r) => [r.name, r.packets])).toEqual([['s1', 3n]]);
+    } finally {
+      await d!.deleteRule('session', { name: 's1' });
+    }
+    const after = d!.counters('all');
+    expect(after.functions.h_m_session_encaps).toEqual({ packets: 0n, bytes: 0n });
   });
 
   /** Write a rule's counter slot (on CPU 0) as the program would count it. */

@@ -266,12 +266,24 @@ class Mirror {
 class IdPool {
   readonly #free: Uint32Array;
   #n = 0;
+  /** The highest id ever in use (first - 1: none yet): no id above it has been taken, so its counter slot is zero. */
+  #high: number;
   constructor(first: number, count: number, used: Uint8Array) {
     this.#free = new Uint32Array(count);
-    for (let id = first + count - 1; id >= first; id--) if (used[id] !== 1) this.#free[this.#n++] = id;
+    this.#high = first - 1;
+    for (let id = first + count - 1; id >= first; id--) {
+      if (used[id] !== 1) this.#free[this.#n++] = id;
+      else if (id > this.#high) this.#high = id;
+    }
   }
   take(): number | undefined {
-    return this.#n === 0 ? undefined : this.#free[--this.#n];
+    if (this.#n === 0) return undefined;
+    const id = this.#free[--this.#n]!;
+    if (id > this.#high) this.#high = id;
+    return id;
+  }
+  get high(): number {
+    return this.#high;
   }
   give(ids: readonly number[]): void {
     // Keep lowest-first order for the common case of one id.
@@ -504,6 +516,17 @@ export class Tables {
 
   get sessionCount(): number {
     return this.#sessions.size;
+  }
+
+  /**
+   * Counter slots from 0 that can hold a count: the events, and the rule
+   * slots up to the highest rule id ever taken. Every slot above is zero (a
+   * slot is zeroed before its id goes back to the pool, and free slots are
+   * zeroed at takeover), so a counter read stops here: with full policy and
+   * local SID tables and no sessions, a third of the range is not read.
+   */
+  get counterSlotsInUse(): number {
+    return MUP_EVENT_SLOTS + 1 + Math.max(this.#policyIds.high, this.#localsidIds.high, this.#sessionIds.high);
   }
 
   /** Policies in the table (address-only entries not counted). */
