@@ -1535,11 +1535,8 @@ export class NextHopWatcher {
     let t = performance.now();
     let yields = 0;
     /** Give the loop back when this turn has run sliceMs; false: the pass must stop (stopped, or redo set). */
-    const pause = async (): Promise<boolean> => {
-      if (performance.now() - t < slice) return true;
-      await yieldLoop();
-      yields++;
-      t = performance.now();
+    /** Still the pass it was (not stopped; same data plane; no interface change dropped the tables read); else redo set. */
+    const current = (): boolean => {
       if (this.#stopped) return false;
       if (this.#o.dataplane() !== dp || this.#cache !== cache || this.#k !== k) {
         this.#redo();
@@ -1547,18 +1544,26 @@ export class NextHopWatcher {
       }
       return true;
     };
+    const pause = async (): Promise<boolean> => {
+      if (performance.now() - t < slice) return true;
+      await yieldLoop();
+      yields++;
+      t = performance.now();
+      return current();
+    };
     if (rebuild || this.#ruleEntry.length === 0) {
       all = true;
       if (!(await this.#index(dp, cache))) return this.#redo();
+      if (!current()) return;
       t = performance.now();
     } else {
       if (this.#pendingPuts.length > 0) for (const { c, gone } of this.#pendingPuts.splice(0)) this.#applyPuts(dp, c, gone);
       // A full pass (and resolveNow) reads the End.M.GTP4.E hints too; otherwise the periodic check does.
       if (all && this.#nGtp4e > 0) {
         const h = await this.#readHints(cache);
-        if (h === undefined) return;
-        if (!(await pause())) return;
+        if (h === undefined || !current()) return;
         this.#newHints = h;
+        t = performance.now();
       }
     }
     this.#applyHints();
