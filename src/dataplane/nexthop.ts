@@ -560,6 +560,20 @@ function near4(k: KernelState, a: bigint, ingress: readonly string[]): { res: Re
   return { res: res.ok ? { ...res, tag } : res, deps };
 }
 
+/**
+ * Can a change to the IPv4 routes of prefix `ev` (undefined: any, e.g. a
+ * default route of either family) change an End.M.GTP4.E resolution that
+ * read `deps` (V4Deps)? False only when it cannot.
+ */
+export function v4RouteMayChange(deps: V4Deps | undefined, ev: { readonly addr: bigint; readonly len: number; readonly bits?: string } | undefined): boolean {
+  if (deps === undefined || ev === undefined) return true;
+  if (deps.better !== undefined && (ev.len < deps.better.len || (ev.len === deps.better.len && ev.addr < deps.better.addr))) return true;
+  const bits = ev.bits ?? bitsOf(ev.addr, ev.len, 32);
+  return deps.watch.some((w) => overlapBits(bits, w));
+}
+
+const overlapBits = (a: string, b: string): boolean => (a.length <= b.length ? b.startsWith(a) : a.startsWith(b));
+
 /** A prefix as the string of its first `len` bits: two prefixes overlap when one string starts with the other. */
 export function bitsOf(addr: bigint, len: number, w: number): string {
   return len === 0 ? '' : addr.toString(2).padStart(w, '0').slice(0, len);
@@ -873,7 +887,7 @@ export function resolveOne(k: KernelState, range: Range, ingress: readonly strin
 }
 
 /** One range's next hop, and for End.M.GTP4.E what it depended on (V4Deps). */
-function resolveWithDeps(k: KernelState, range: Range, ingress: readonly string[]): { res: Resolution; deps: V4Deps | undefined } {
+export function resolveWithDeps(k: KernelState, range: Range, ingress: readonly string[]): { res: Resolution; deps: V4Deps | undefined } {
   if (range.near === true) return near4(k, range.addr, ingress);
   if (range.family === 4 && range.len === 0) return anyIpv4(k, ingress);
   return { res: resolveRange(k, range, ingress), deps: undefined };
@@ -1023,9 +1037,7 @@ interface RouteEv {
   readonly len: number;
   readonly addr: bigint;
 }
-const overlapBits = (a: string, b: string): boolean => (a.length <= b.length ? b.startsWith(a) : a.startsWith(b));
-/** `ev` is an IPv4 prefix tried before `w` by resolveAnyIpv4 (shorter, or as long and lower). */
-const before4 = (ev: RouteEv, w: { addr: bigint; len: number }): boolean => ev.len < w.len || (ev.len === w.len && ev.addr < w.addr);
+
 /** More `ip monitor` lines than this in one pass: every range is resolved again (cheaper than matching each). */
 const MAX_EVENTS = 256;
 
@@ -1588,10 +1600,7 @@ export class NextHopWatcher {
         const d = e.deps;
         if (d === undefined) return neigh4 || routes4.length > 0;
         for (const key of d.neighs) if (neighs.has(key)) return true;
-        for (const ev of routes4) {
-          if (ev.bits === undefined || (d.better !== undefined && before4(ev, d.better))) return true;
-          for (const w of d.watch) if (overlapBits(ev.bits, w)) return true;
-        }
+        for (const ev of routes4) if (v4RouteMayChange(d, ev.bits === undefined ? undefined : ev)) return true;
         return false;
       }
       if (e.res.neigh !== undefined && neighs.has(e.res.neigh)) return true;
