@@ -5,15 +5,18 @@
  * rules under that route only, counted by the watcher (the daemon exports
  * the same count as mup_nexthop_rules_resolved_total), and the data plane
  * must then send those rules' packets to the new next hop and the others'
- * to the old one. An API change resolves its own rule only.
+ * to the old one. An API change resolves its own rule only. End.M.GTP4.E
+ * rules are resolved again for an IPv4 route change only when it can move
+ * their prefix. A pass over many rules gives the event loop back.
  */
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { DEFAULT_OBJECT, inNetns, openDataplane, type Dataplane, type RunResult } from '../src/dataplane/index.js';
-import { IpBatch, NextHopWatcher, parseMonitorLine, readKernelState } from '../src/dataplane/nexthop.js';
-import { gtpuFrame, innerUdp4 } from '../src/packet/frames.js';
-import { parseIpv4 } from '../src/sid/addr.js';
+import { IpBatch, NextHopWatcher, parseMonitorLine, readKernelState, type PassSummary } from '../src/dataplane/nexthop.js';
+import { gtpuFrame, innerUdp4, srv6Frame } from '../src/packet/frames.js';
+import { ipv6Prefix, parseIpv4, parseIpv6 } from '../src/sid/addr.js';
+import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../src/sid/mobile.js';
 import { Lab, sweepStaleNamespaces } from './helpers/netns.js';
 import { isDeepStrictEqual } from 'node:util';
 
@@ -25,7 +28,12 @@ const PER = 16;
 const N = K * PER;
 const policy = (k: number, j: number): string =>
   `  - match: 10.${k}.${j}.0/24\n    sr_prefix: 2001:db8:${k + 1}:${j.toString(16)}00::/56\n    src_prefix: 2001:db8:ff::/64\n`;
-const CONFIG = `settings:\n  forwarding: fib\n  max_policies: ${N + 8}\n  max_localsids: 8\npolicies:\n${Array.from({ length: N }, (_, i) => policy(Math.floor(i / PER), i % PER)).join('')}`;
+/** End.M.GTP4.E local SIDs (all of IPv4: one prefix for all of them, chosen from the IPv4 routes). */
+const G = 4;
+const localsid = (i: number): string => `  - sid: 2001:db8:f${i}::/48\n    src_prefix_len: 64\n`;
+const CONFIG =
+  `settings:\n  forwarding: fib\n  max_policies: ${N + 8}\n  max_localsids: 8\npolicies:\n${Array.from({ length: N }, (_, i) => policy(Math.floor(i / PER), i % PER)).join('')}` +
+  `localsids:\n${Array.from({ length: G }, (_, i) => localsid(i)).join('')}`;
 
 const MAC_A = '02:00:00:00:0a:02';
 const MAC_B = '02:00:00:00:0b:02';
@@ -48,6 +56,17 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('incremental next-hop re
       inner: innerUdp4({ src: parseIpv4('10.45.0.2', 't'), dst: parseIpv4('203.0.113.5', 't'), sport: 40000, dport: 9000, len: 46 }),
     });
   const send = (k: number, j: number): RunResult => inNetns(dut, () => dp!.run(frame(k, j)));
+  /** End.M.GTP4.E through local SID `i` to gNB `gnb`: the event. */
+  const down = (i: number, gnb: string): string =>
+    inNetns(dut, () =>
+      dp!.run(
+        srv6Frame({
+          src: encodeGtp4Src(ipv6Prefix(parseIpv6('2001:db8:ff::', 't'), 64), parseIpv4('203.0.113.5', 't')),
+          dst: encodeGtp4Sid(ipv6Prefix(parseIpv6(`2001:db8:f${i}::`, 't'), 48), parseIpv4(gnb, 't'), { qfi: qfi(9), r: false, u: false, teid: teid(0x1000) }),
+          inner: innerUdp4({ src: parseIpv4('203.0.113.5', 't'), dst: parseIpv4('10.45.0.2', 't'), sport: 9000, dport: 40000, len: 46 }),
+        }),
+      ),
+    ).event;
   /** Destination MAC of each route's first and last policy, when cached; "fib" otherwise. */
   const where = (): string[] =>
     Array.from({ length: K }, (_, k) =>
@@ -73,7 +92,7 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('incremental next-hop re
     dut = lab.ns('dut');
     await lab.ip('dut', 'link', 'add', 'x0', 'type', 'veth', 'peer', 'name', 'y0', 'netns', lab.ns('a'));
     await lab.ip('dut', 'link', 'add', 'x1', 'type', 'veth', 'peer', 'name', 'y1', 'netns', lab.ns('b'));
-    await lab.sysctl('dut', ['net.ipv6.conf.all.forwarding=1', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
+    await lab.sysctl('dut', ['net.ipv6.conf.all.forwarding=1', 'net.ipv4.conf.all.forwarding=1', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
     await lab.batch('dut', [
       'link set x0 up',
       'link set x1 up',
@@ -81,6 +100,9 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('incremental next-hop re
       'addr add fd00:b::1/64 dev x1 nodad',
       `neigh replace fd00:a::2 lladdr ${MAC_A} dev x0 nud permanent`,
       `neigh replace fd00:b::2 lladdr ${MAC_B} dev x1 nud permanent`,
+      'addr add 10.99.0.1/24 dev x0',
+      `neigh replace 10.99.0.2 lladdr ${MAC_A} dev x0 nud permanent`,
+      'route add 192.0.2.0/24 via 10.99.0.2 dev x0',
       ...Array.from({ length: K }, (_, k) => `route add 2001:db8:${k + 1}::/48 via fd00:a::2 dev x0`),
     ]);
     await lab.ip('a', 'link', 'set', 'y0', 'up');
@@ -98,7 +120,7 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('incremental next-hop re
 
   it('a route change re-resolves the rules under that route only; a neighbour change those through it; an API change its own rule', async () => {
     const w = watcher!;
-    await until('first resolution', () => w.last?.cached === N);
+    await until('first resolution', () => w.last?.cached === N + G);
     expect(where()).toEqual(Array(K).fill(`${MAC_A} ${MAC_A}`));
     const full = w.totals.fullPasses;
     let before = w.totals.rules;
@@ -109,7 +131,7 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('incremental next-hop re
     await until('counted', () => w.totals.rules - before >= PER);
     expect(w.totals.rules - before, 'rules re-resolved for one route change').toBe(PER);
     expect(w.totals.fullPasses, 'no full pass').toBe(full);
-    expect(w.last).toMatchObject({ full: false, rules: PER, cached: N });
+    expect(w.last).toMatchObject({ full: false, rules: PER, cached: N + G });
     expect(where()).toEqual([`${MAC_A} ${MAC_A}`, `${MAC_A} ${MAC_A}`, `${MAC_B} ${MAC_B}`, `${MAC_A} ${MAC_A}`]);
 
     // The new gateway's MAC changes: the rules resolved through that neighbour only.
@@ -149,6 +171,48 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('incremental next-hop re
     expect(w.totals.fullPasses, 'still no full pass').toBe(full);
     process.stdout.write(`nexthop-incremental: ${JSON.stringify(w.totals)}\n`);
   }, 90_000);
+
+  it('an IPv4 route change re-resolves the End.M.GTP4.E rules only when it can move their prefix', async () => {
+    const w = watcher!;
+    await until('first resolution', () => w.last !== undefined && w.last.cached >= G);
+    // The one gateway route with nothing inside: every End.M.GTP4.E rule's slot names 192.0.2.0/24.
+    expect(Array.from({ length: G }, (_, i) => down(i, '192.0.2.7'))).toEqual(Array(G).fill('fwd_cached'));
+    const passed = async (what: string, passes: number): Promise<void> => until(what, () => w.totals.incrementalPasses + w.totals.fullPasses > passes);
+    const full = w.totals.fullPasses;
+
+    // As long as 192.0.2.0/24 and higher, nothing of it inside: it cannot be chosen instead. No rule is looked at.
+    let before = w.totals.rules;
+    let passes = w.totals.incrementalPasses + w.totals.fullPasses;
+    await lab!.ip('dut', 'route', 'add', '198.18.0.0/24', 'via', '10.99.0.2', 'dev', 'x0');
+    await passed('a pass for 198.18.0.0/24', passes);
+    expect(w.totals.rules - before, 'rules re-resolved for an IPv4 route that cannot move their prefix').toBe(0);
+    expect(w.last).toMatchObject({ full: false, rules: 0 });
+    expect(down(0, '192.0.2.7')).toBe('fwd_cached');
+
+    // A wider gateway route: every End.M.GTP4.E rule moves to it, and no policy is looked at.
+    // (Counted first, then the packets: a packet that misses the cache leaves a hint, which moves its rule again.)
+    before = w.totals.rules;
+    await lab!.ip('dut', 'route', 'add', '172.16.0.0/12', 'via', '10.99.0.2', 'dev', 'x0');
+    await until('counted', () => w.totals.rules - before >= G);
+    expect(w.totals.rules - before, 'rules re-resolved for a wider IPv4 gateway route').toBe(G);
+    expect(Array.from({ length: G }, (_, i) => down(i, '172.16.5.5'))).toEqual(Array(G).fill('fwd_cached'));
+
+    // A route inside the chosen prefix makes it unsound: of the /24s left the lowest, 172.16.9.0/24; the same G rules.
+    before = w.totals.rules;
+    await lab!.ip('dut', 'route', 'add', '172.16.9.0/24', 'via', '10.99.0.2', 'dev', 'x0');
+    await until('counted', () => w.totals.rules - before >= G);
+    expect(w.totals.rules - before, 'rules re-resolved for a route inside their prefix').toBe(G);
+    expect(Array.from({ length: G }, (_, i) => down(i, '172.16.9.5'))).toEqual(Array(G).fill('fwd_cached'));
+
+    // An IPv6 route: not theirs either.
+    before = w.totals.rules;
+    passes = w.totals.incrementalPasses + w.totals.fullPasses;
+    await lab!.ip('dut', 'route', 'add', '2001:db8:77::/48', 'via', 'fd00:a::2', 'dev', 'x0');
+    await passed('a pass for 2001:db8:77::/48', passes);
+    expect(w.totals.rules - before, 'rules re-resolved for an IPv6 route outside every range').toBe(0);
+    expect(w.totals.fullPasses, 'no full pass').toBe(full);
+    expect(down(0, '172.16.5.5'), 'outside the slot\'s prefix now: the FIB lookup').toBe('fwd_redirect');
+  }, 60_000);
 
   it("reads the kernel's tables through long-running ip -batch children, the same as one ip run per table", async () => {
     const batch = new IpBatch(dut);
@@ -203,4 +267,99 @@ describe('parseMonitorLine', () => {
     expect(parseMonitorLine('[NETCONF]inet x0 forwarding on')).toEqual({ kind: 'other', parts: ['netconf'] });
     expect(parseMonitorLine('something else')).toMatchObject({ kind: 'other' });
   });
+});
+
+/**
+ * A pass over many rules gives the event loop back (issue 19: a route over
+ * 32,768 rules re-pointed them in one synchronous turn): a timer set when
+ * the pass has read the kernel's tables fires before the pass ends.
+ */
+describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('a large pass yields, real routes in a namespace', () => {
+  const M = 32768;
+  let lab: Lab | undefined;
+  let dp: Dataplane | undefined;
+  let watcher: NextHopWatcher | undefined;
+  let dut = '';
+  const policies = Array.from({ length: M }, (_, i) => `  - match: 10.${i >> 8}.${i & 255}.0/24\n    sr_prefix: 2001:db8:1::/48\n    src_prefix: 2001:db8:ff::/64\n`).join('');
+  const config = parseConfig(`settings:\n  forwarding: fib\n  max_policies: ${M + 8}\n  max_localsids: 8\npolicies:\n${policies}`, 'large');
+  let onRead: (() => void) | undefined;
+  let onPass: ((s: PassSummary) => void) | undefined;
+  const send = (i: number): RunResult =>
+    inNetns(dut, () =>
+      dp!.run(
+        gtpuFrame({
+          src: parseIpv4('198.51.100.1', 't'),
+          dst: parseIpv4(`10.${i >> 8}.${i & 255}.10`, 't'),
+          teid: 0x1000,
+          qfi: 9,
+          inner: innerUdp4({ src: parseIpv4('10.45.0.2', 't'), dst: parseIpv4('203.0.113.5', 't'), sport: 40000, dport: 9000, len: 46 }),
+        }),
+      ),
+    );
+
+  beforeAll(async () => {
+    await sweepStaleNamespaces();
+    lab = await Lab.create(['dut', 'a']);
+    dut = lab.ns('dut');
+    await lab.ip('dut', 'link', 'add', 'x0', 'type', 'veth', 'peer', 'name', 'y0', 'netns', lab.ns('a'));
+    await lab.sysctl('dut', ['net.ipv6.conf.all.forwarding=1', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
+    await lab.batch('dut', [
+      'link set x0 up',
+      'addr add fd00:a::1/64 dev x0 nodad',
+      `neigh replace fd00:a::2 lladdr ${MAC_A} dev x0 nud permanent`,
+      `neigh replace fd00:a::3 lladdr ${MAC_B} dev x0 nud permanent`,
+      'route add 2001:db8:1::/48 via fd00:a::2 dev x0',
+    ]);
+    await lab.ip('a', 'link', 'set', 'y0', 'up');
+    dp = openDataplane({ config });
+    watcher = new NextHopWatcher({
+      dataplane: () => dp,
+      config: () => config,
+      ingress: () => ['lo'],
+      netns: dut,
+      sliceMs: 1,
+      onRead: () => onRead?.(),
+      onResolved: (s) => onPass?.(s),
+    });
+    watcher.start();
+  }, 60_000);
+
+  afterAll(async () => {
+    watcher?.stop();
+    dp?.close();
+    await lab?.destroy();
+  });
+
+  it('a route change over 32,768 rules re-points them in slices; a timer set when the pass starts fires before it ends', async () => {
+    const w = watcher!;
+    for (let t0 = performance.now(); w.last?.cached !== M; await new Promise((r) => setTimeout(r, 50))) {
+      if (performance.now() - t0 > 30_000) throw new Error(`first resolution: ${JSON.stringify(w.last)}`);
+    }
+    expect(macOf(send(M - 1).out, 0)).toBe(MAC_A);
+    const before = w.totals.rules;
+    // Each pass, as it starts its work, sets a timer; the pass that re-points the rules must see its own fire.
+    let armed = 0;
+    let fired = 0;
+    let firedBeforeEnd: boolean | undefined;
+    const done = new Promise<PassSummary>((resolve) => {
+      onPass = (s) => {
+        if (s.rules === 0) return; // another pass (nothing of ours changed)
+        firedBeforeEnd = fired === armed;
+        onPass = undefined;
+        onRead = undefined;
+        resolve(s);
+      };
+    });
+    onRead = () => {
+      const mine = ++armed;
+      setTimeout(() => (fired = mine), 0);
+    };
+    await lab!.ip('dut', 'route', 'replace', '2001:db8:1::/48', 'via', 'fd00:a::3', 'dev', 'x0');
+    const s = await done;
+    expect(s).toMatchObject({ full: false, rules: M, written: M });
+    expect(s.yields, 'times the pass gave the loop back').toBeGreaterThan(0);
+    expect(firedBeforeEnd, 'the timer fired before the pass ended').toBe(true);
+    expect(w.totals.rules - before).toBe(M);
+    expect([0, M >> 1, M - 1].map((i) => macOf(send(i).out, 0))).toEqual([MAC_B, MAC_B, MAC_B]);
+  }, 90_000);
 });

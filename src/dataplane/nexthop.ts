@@ -458,39 +458,73 @@ export const ANY_IPV4: Range = { family: 4, addr: 0n, len: 0 };
  * connected subnet), so the slot names one route's prefix instead, and the
  * data plane uses it for destinations inside it. Sound for a route that
  * passes resolveRange() for its own prefix (nothing more specific or local
- * inside, one gateway). Of those, the one that covers the most addresses:
- * the gNBs behind one router (10.10.0.0/16 via R) are the case it serves; a
- * world of /32 routes per gNB serves one gNB per rule, the others use the FIB.
+ * inside, one gateway). Of those, the one that covers the most addresses
+ * (of equal lengths, the lowest prefix): the gNBs behind one router
+ * (10.10.0.0/16 via R) are the case it serves; a world of /32 routes per
+ * gNB serves one gNB per rule, the others use the FIB.
  * Without such a route, one usable neighbour on a connected subnet (a range
  * of one address): the first the kernel lists.
  */
 export function resolveAnyIpv4(k: KernelState, ingress: readonly string[]): Resolution {
-  let best: Resolution | undefined;
-  let bestLen = 33;
+  return anyIpv4(k, ingress).res;
+}
+
+/**
+ * What an End.M.GTP4.E resolution read of the kernel's IPv4 tables: an IPv4
+ * route event can change its answer only when its prefix overlaps one of
+ * `watch` (a prefix it resolved: the winner, and each candidate tried and
+ * refused before it), or, with `better`, when the event's prefix would be
+ * tried before the winner (shorter, or as long and lower: a new candidate);
+ * an IPv4 neighbour event only when it is one of `neighs` (the neighbours
+ * of the prefixes tried). Undefined deps: it read everything (no winner,
+ * the connected-subnet fallback walks every neighbour).
+ */
+export interface V4Deps {
+  readonly watch: readonly string[];
+  readonly better?: { readonly addr: bigint; readonly len: number };
+  readonly neighs: ReadonlySet<string>;
+}
+
+/** More candidates tried than this: the deps say "everything" (a pass tests each event against each). */
+const MAX_WATCH = 64;
+
+/** Main-table IPv4 gateway routes in the order resolveAnyIpv4 tries them (shortest, then lowest). */
+const gatewayRoutes4 = new WeakMap<KernelState, Array<{ addr: bigint; len: number }>>();
+function candidates4(k: KernelState): Array<{ addr: bigint; len: number }> {
+  let v = gatewayRoutes4.get(k);
+  if (v === undefined) {
+    v = [];
+    for (const { r, p } of routesOf(k, 4)) if ((r.table ?? 'main') === 'main' && r.gateway !== undefined && p !== undefined) v.push(p);
+    v.sort((a, b) => a.len - b.len || (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0));
+    gatewayRoutes4.set(k, v);
+  }
+  return v;
+}
+
+function anyIpv4(k: KernelState, ingress: readonly string[]): { res: Resolution; deps: V4Deps | undefined } {
   let why = 'no route of main has a gateway and nothing more specific or local inside';
-  for (const r of k.routes[4]) {
-    if ((r.table ?? 'main') !== 'main' || r.gateway === undefined) continue;
-    const p = parsePrefix(r.dst, 4);
-    if (p === undefined || p.len >= bestLen) continue;
+  const watch: string[] = [];
+  const neighs = new Set<string>();
+  let last: { addr: bigint; len: number } | undefined;
+  for (const p of candidates4(k)) {
+    if (last !== undefined && last.len === p.len && last.addr === p.addr) continue; // the same prefix twice (metrics): refused once
+    last = p;
     const tag: Range = { family: 4, addr: p.addr, len: p.len };
     const res = resolveRange(k, tag, ingress);
-    if (res.ok) {
-      best = { ...res, tag };
-      bestLen = p.len;
-    } else if (best === undefined && !/inside the range|overlaps/.test(res.reason)) {
-      why = res.reason;
-    }
+    watch.push(bitsOf(p.addr, p.len, 32));
+    if (res.neigh !== undefined) neighs.add(res.neigh);
+    if (res.ok) return { res: { ...res, tag }, deps: watch.length > MAX_WATCH ? undefined : { watch, better: p, neighs } };
+    if (!/inside the range|overlaps/.test(res.reason)) why = res.reason;
   }
-  if (best !== undefined) return best;
   // No such route: a gNB on a connected subnet is a range of one address.
   for (const n of k.neighbours) {
     const a = parseAddr(n.dst, 4);
     if (a === undefined) continue;
     const tag: Range = { family: 4, addr: a, len: 32 };
     const res = resolveRange(k, tag, ingress);
-    if (res.ok) return { ...res, tag };
+    if (res.ok) return { res: { ...res, tag }, deps: undefined };
   }
-  return { ok: false, reason: why };
+  return { res: { ok: false, reason: why }, deps: undefined };
 }
 
 /**
@@ -499,22 +533,50 @@ export function resolveAnyIpv4(k: KernelState, ingress: readonly string[]): Reso
  * resolveRange() for its own prefix, the shortest first; else `a` alone.
  */
 export function resolveNear4(k: KernelState, a: bigint, ingress: readonly string[]): Resolution {
+  return near4(k, a, ingress).res;
+}
+
+/**
+ * Every prefix near4 resolves contains `a` and lies inside the widest
+ * gateway route around it (else is a/32): a route event that changes its
+ * answer overlaps that one prefix (a new route around `a` contains `a`).
+ */
+function near4(k: KernelState, a: bigint, ingress: readonly string[]): { res: Resolution; deps: V4Deps } {
   const host = { addr: a, len: 32 };
   const around: Array<{ addr: bigint; len: number }> = [];
-  for (const r of k.routes[4]) {
-    if ((r.table ?? 'main') !== 'main' || r.gateway === undefined) continue;
-    const p = parsePrefix(r.dst, 4);
-    if (p !== undefined && p.len < 32 && contains(p, host, 32)) around.push(p);
-  }
-  around.sort((x, y) => x.len - y.len);
+  for (const p of candidates4(k)) if (p.len < 32 && contains(p, host, 32)) around.push(p);
+  const widest = around[0] ?? host;
+  const neighs = new Set<string>();
+  const deps: V4Deps = { watch: [bitsOf(widest.addr, widest.len, 32)], neighs };
   for (const p of around) {
     const tag: Range = { family: 4, addr: p.addr, len: p.len };
     const res = resolveRange(k, tag, ingress);
-    if (res.ok) return { ...res, tag };
+    if (res.neigh !== undefined) neighs.add(res.neigh);
+    if (res.ok) return { res: { ...res, tag }, deps };
   }
   const tag: Range = { family: 4, addr: a, len: 32 };
   const res = resolveRange(k, tag, ingress);
-  return res.ok ? { ...res, tag } : res;
+  if (res.neigh !== undefined) neighs.add(res.neigh);
+  return { res: res.ok ? { ...res, tag } : res, deps };
+}
+
+/**
+ * Can a change to the IPv4 routes of prefix `ev` (undefined: any, e.g. a
+ * default route of either family) change an End.M.GTP4.E resolution that
+ * read `deps` (V4Deps)? False only when it cannot.
+ */
+export function v4RouteMayChange(deps: V4Deps | undefined, ev: { readonly addr: bigint; readonly len: number; readonly bits?: string } | undefined): boolean {
+  if (deps === undefined || ev === undefined) return true;
+  if (deps.better !== undefined && (ev.len < deps.better.len || (ev.len === deps.better.len && ev.addr < deps.better.addr))) return true;
+  const bits = ev.bits ?? bitsOf(ev.addr, ev.len, 32);
+  return deps.watch.some((w) => overlapBits(bits, w));
+}
+
+const overlapBits = (a: string, b: string): boolean => (a.length <= b.length ? b.startsWith(a) : a.startsWith(b));
+
+/** A prefix as the string of its first `len` bits: two prefixes overlap when one string starts with the other. */
+export function bitsOf(addr: bigint, len: number, w: number): string {
+  return len === 0 ? '' : addr.toString(2).padStart(w, '0').slice(0, len);
 }
 
 // --- the maps -----------------------------------------------------------------
@@ -774,6 +836,11 @@ export class NextHopCache {
     });
   }
 
+  /** The hints of rule ids start .. start+count-1 (u32 LE each): one batch read. */
+  readHints(start: number, count: number): Buffer {
+    return mapLookupArrayRange(this.#fds.hintsFd, start, count, 4, 'mup_nh_hints');
+  }
+
   /** Every rule's hint (u32 LE each; 0: none): one batch read. */
   hints(): Buffer {
     return mapLookupArrayRange(this.#fds.hintsFd, 0, this.#nRules, 4, 'mup_nh_hints');
@@ -782,6 +849,11 @@ export class NextHopCache {
   /** A digest of the hints (changes when a rule's last miss does). */
   hintsDigest(): string {
     return createHash('sha1').update(this.hints()).digest('hex');
+  }
+
+  /** The slot rule `rule` was last pointed at (0 = none), as this cache wrote it. */
+  pointed(rule: number): number {
+    return this.#ruleSlot[rule] ?? 0;
   }
 
   /** The slot rule `rule` points to, as the map holds it (0 = none). */
@@ -811,11 +883,14 @@ export function resolveAll(k: KernelState, assign: ReadonlyArray<{ range: Range 
 
 /** One range's next hop. */
 export function resolveOne(k: KernelState, range: Range, ingress: readonly string[]): Resolution {
-  return range.near === true
-    ? resolveNear4(k, range.addr, ingress)
-    : range.family === 4 && range.len === 0
-      ? resolveAnyIpv4(k, ingress)
-      : resolveRange(k, range, ingress);
+  return resolveWithDeps(k, range, ingress).res;
+}
+
+/** One range's next hop, and for End.M.GTP4.E what it depended on (V4Deps). */
+export function resolveWithDeps(k: KernelState, range: Range, ingress: readonly string[]): { res: Resolution; deps: V4Deps | undefined } {
+  if (range.near === true) return near4(k, range.addr, ingress);
+  if (range.family === 4 && range.len === 0) return anyIpv4(k, ingress);
+  return { res: resolveRange(k, range, ingress), deps: undefined };
 }
 
 // --- keeping it current --------------------------------------------------------
@@ -907,6 +982,8 @@ export interface WatcherOptions {
    */
   readonly watch?: boolean;
   readonly onResolved?: (s: PassSummary) => void;
+  /** A pass has read the kernel's tables; its work (resolve, write) follows. */
+  readonly onRead?: () => void;
   /** Rules sent back to the FIB lookup because their interface was deleted or made again (dropStale). */
   readonly onStale?: (stale: ReadonlyArray<{ ifname: string; ifindex: number; now: number | null; rules: number }>) => void;
   readonly onError?: (e: Error) => void;
@@ -919,6 +996,8 @@ export interface PassSummary extends CacheSummary {
   /** Every range resolved again (start, reload, an interface, rule or forwarding change, resolveNow), not only those a change touched. */
   readonly full: boolean;
   readonly ms: number;
+  /** Times the pass gave the event loop back after reading the kernel's tables (sliceMs). */
+  readonly yields: number;
 }
 
 /** A distinct destination range, the rules using it, and its last resolution. */
@@ -927,8 +1006,14 @@ interface Entry {
   readonly key: string;
   refs: number;
   res: Resolution | undefined;
-  /** End.M.GTP4.E (all of IPv4, or near a hint): depends on every IPv4 route and neighbour. */
+  /** End.M.GTP4.E (all of IPv4, or near a hint): what it depends on is in `deps`. */
   readonly v4any: boolean;
+  /** The range as bits (bitsOf): a route event's prefix overlaps it when one starts with the other. */
+  readonly bits: string;
+  /** v4any: what its last resolution read (undefined: everything IPv4, or not resolved). */
+  deps: V4Deps | undefined;
+  /** The first rule using it (its rules are a list through the watcher's #next / #prev; -1: none). */
+  head: number;
 }
 
 type RuleChanges = {
@@ -940,6 +1025,19 @@ type RuleChanges = {
 
 const keyOf = (r: Range): string => `${r.family}/${r.addr.toString(16)}/${r.len}${r.near === true ? '~' : ''}`;
 const yieldLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
+/** Rules pointed per map write (one BPF_MAP_UPDATE_BATCH) of a pass; the time slice is checked between writes. */
+const WRITE_CHUNK = 2048;
+/** mup_nh_hints elements per read (one BPF_MAP_LOOKUP_BATCH, ~0.5 µs each here); the time slice is checked between reads. */
+const HINTS_CHUNK = 2048;
+/** One route event as a pass matches it against the entries. */
+interface RouteEv {
+  readonly family: 4 | 6 | undefined;
+  /** undefined: every range of the family. */
+  readonly bits: string | undefined;
+  readonly len: number;
+  readonly addr: bigint;
+}
+
 /** More `ip monitor` lines than this in one pass: every range is resolved again (cheaper than matching each). */
 const MAX_EVENTS = 256;
 
@@ -948,10 +1046,12 @@ const MAX_EVENTS = 256;
  *
  * Incremental (docs/daemon.md "Next hops"): the rules are indexed by their
  * destination range (one entry per distinct range, a rule id -> entry
- * array); each `ip monitor` event marks the ranges it can change (a route:
- * those overlapping its prefix; a neighbour: those resolved through it), and
- * a pass re-reads only the kernel's tables the events name, resolves those
- * ranges again and re-points only their rules. A rule put through the API is
+ * array, and per entry the list of its rules); each `ip monitor` event marks
+ * the ranges it can change (a route: those overlapping its prefix, for
+ * End.M.GTP4.E those whose answer it can move (V4Deps); a neighbour: those
+ * resolved through it), and a pass re-reads only the kernel's tables the
+ * events name, resolves those ranges again and re-points only their rules,
+ * in batches, giving the event loop back every `sliceMs`. A rule put through the API is
  * resolved alone. Every range is resolved again only at start, on reload,
  * on an interface, policy-routing rule or forwarding change, and on
  * resolveNow(); such a pass gives the event loop back every `sliceMs`, and
@@ -980,6 +1080,12 @@ export class NextHopWatcher {
   #freeEntries: number[] = [];
   #byKey = new Map<string, number>();
   #ruleEntry = new Int32Array(0);
+  /** Per rule id, the next and previous rule of its entry's list (-1: none). */
+  #next = new Int32Array(0);
+  #prev = new Int32Array(0);
+  /** Hints read by the periodic check that differ from #hints: the next pass applies them. */
+  #newHints: Buffer | undefined;
+  #readingHints = false;
   /** End.M.GTP4.E rules (their range follows the hint) and the hints last read. */
   #gtp4e = new Uint8Array(0);
   #nGtp4e = 0;
@@ -1048,13 +1154,52 @@ export class NextHopWatcher {
     this.changed();
   }
 
+  /**
+   * Every periodMs: read the End.M.GTP4.E hints (in slices, giving the loop
+   * back: one read of 131,072 took 58 ms here, the idle daemon's 75 ms
+   * stall every 5 s) and start a pass when one moved.
+   */
   #hintsTick(): void {
-    try {
-      if (this.#nGtp4e === 0 || this.#cache === undefined || this.#cacheFor !== this.#o.dataplane() || this.#running !== undefined) return;
-      if (this.#hints === undefined || !this.#cache.hints().equals(this.#hints)) this.changed(0);
-    } catch (e) {
-      this.#o.onError?.(e as Error);
+    const cache = this.#cache;
+    const dp = this.#o.dataplane();
+    if (this.#nGtp4e === 0 || cache === undefined || this.#cacheFor !== dp || this.#running !== undefined || this.#readingHints) return;
+    this.#readingHints = true;
+    void this.#readHints(cache)
+      .then((h) => {
+        if (h === undefined || this.#stopped || this.#cache !== cache || this.#cacheFor !== this.#o.dataplane()) return;
+        if (this.#hints === undefined || !h.equals(this.#hints)) {
+          this.#newHints = h;
+          this.changed(0);
+        }
+      })
+      .catch((e: unknown) => this.#o.onError?.(e as Error))
+      .finally(() => (this.#readingHints = false));
+  }
+
+  /**
+   * mup_nh_hints as one buffer (u32 LE per rule id), read HINTS_CHUNK
+   * elements at a time over the rule ids of End.M.GTP4.E rules (the rest
+   * left 0), the loop given back every sliceMs. Undefined: stopped.
+   */
+  async #readHints(cache: NextHopCache): Promise<Buffer | undefined> {
+    const n = cache.rules;
+    const out = Buffer.alloc(4 * n);
+    const g = this.#gtp4e;
+    let lo = g.indexOf(1);
+    if (lo < 0) return out;
+    const hi = g.lastIndexOf(1) + 1;
+    const slice = this.#o.sliceMs ?? 5;
+    let t = performance.now();
+    for (; lo < hi; lo += HINTS_CHUNK) {
+      if (performance.now() - t >= slice) {
+        await yieldLoop();
+        t = performance.now();
+        if (this.#stopped || this.#cache !== cache) return undefined;
+      }
+      const count = Math.min(HINTS_CHUNK, hi - lo);
+      cache.readHints(lo, count).copy(out, 4 * lo);
     }
+    return out;
   }
 
   /** Everything again: every table read, every range resolved (the index is kept). */
@@ -1156,7 +1301,7 @@ export class NextHopWatcher {
       const idx = this.#ruleEntry[r]!;
       const e = idx < 0 ? undefined : this.#entries[idx];
       if (e === undefined) continue;
-      e.res ??= resolveOne(this.#k, e.range, ingress);
+      if (e.res === undefined) this.#resolveEntry(e, this.#k, ingress);
       if (!slots.has(idx)) slots.set(idx, cache.slotFor(e.range, e.res));
     }
     cache.pointMany(touched, (r) => slots.get(this.#ruleEntry[r]!) ?? 0);
@@ -1209,23 +1354,49 @@ export class NextHopWatcher {
     let idx = this.#byKey.get(key);
     if (idx === undefined) {
       idx = this.#freeEntries.pop() ?? this.#entries.length;
-      this.#entries[idx] = { range, key, refs: 0, res: undefined, v4any: range.family === 4 && (range.len === 0 || range.near === true) };
+      const v4any = range.family === 4 && (range.len === 0 || range.near === true);
+      this.#entries[idx] = { range, key, refs: 0, res: undefined, v4any, bits: v4any ? '' : bitsOf(range.addr, range.len, WIDTH[range.family]), deps: undefined, head: -1 };
       this.#byKey.set(key, idx);
     }
     const old = this.#ruleEntry[rule]!;
     if (old === idx) return idx;
-    if (old >= 0) this.#unref(old);
-    this.#entries[idx]!.refs++;
+    if (old >= 0) this.#unlink(rule, old);
+    const e = this.#entries[idx]!;
+    e.refs++;
     this.#ruleEntry[rule] = idx;
+    // Linked at the head of its entry's list.
+    this.#prev[rule] = -1;
+    this.#next[rule] = e.head;
+    if (e.head >= 0) this.#prev[e.head] = rule;
+    e.head = rule;
     return idx;
   }
 
   #forget(rule: number): void {
     if (rule < 0 || rule >= this.#ruleEntry.length) return;
     const old = this.#ruleEntry[rule]!;
-    if (old >= 0) this.#unref(old);
+    if (old >= 0) this.#unlink(rule, old);
     this.#ruleEntry[rule] = -1;
     this.#setGtp4e(rule, false);
+  }
+
+  /** Take `rule` off entry `idx`'s list (and drop the entry when it was the last). */
+  #unlink(rule: number, idx: number): void {
+    const e = this.#entries[idx]!;
+    const p = this.#prev[rule]!;
+    const n = this.#next[rule]!;
+    if (p >= 0) this.#next[p] = n;
+    else e.head = n;
+    if (n >= 0) this.#prev[n] = p;
+    this.#prev[rule] = -1;
+    this.#next[rule] = -1;
+    this.#unref(idx);
+  }
+
+  #resolveEntry(e: Entry, k: KernelState, ingress: readonly string[]): void {
+    const r = resolveWithDeps(k, e.range, ingress);
+    e.res = r.res;
+    e.deps = r.deps;
   }
 
   #unref(idx: number): void {
@@ -1277,9 +1448,17 @@ export class NextHopWatcher {
       this.#freeEntries = [];
       this.#byKey = new Map();
       this.#ruleEntry = new Int32Array(n).fill(-1);
+      this.#next = new Int32Array(n).fill(-1);
+      this.#prev = new Int32Array(n).fill(-1);
       this.#gtp4e = new Uint8Array(n);
       this.#nGtp4e = 0;
-      this.#hints = cache.hints();
+      this.#newHints = undefined;
+      // Every hint (no End.M.GTP4.E rule is known yet to narrow the read), in slices.
+      this.#gtp4e.fill(1);
+      const hints = await this.#readHints(cache);
+      this.#gtp4e.fill(0);
+      if (hints === undefined || this.#stopped || this.#o.dataplane() !== dp) return false;
+      this.#hints = hints;
       const config = this.#o.config();
       const slice = this.#o.sliceMs ?? 5;
       let t = performance.now();
@@ -1308,15 +1487,20 @@ export class NextHopWatcher {
     }
   }
 
-  /** End.M.GTP4.E rules whose hint changed move to a range near it (unresolved: the pass resolves it). */
-  #checkHints(cache: NextHopCache): void {
-    if (this.#nGtp4e === 0) return;
-    const h = cache.hints();
+  /**
+   * End.M.GTP4.E rules whose hint changed (as the periodic check read
+   * them) move to a range near it (unresolved: the pass resolves it).
+   */
+  #applyHints(): void {
+    const h = this.#newHints;
+    this.#newHints = undefined;
+    if (h === undefined || this.#nGtp4e === 0) return;
     const old = this.#hints;
     this.#hints = h;
     if (old !== undefined && h.equals(old)) return;
-    for (let r = 0; r < this.#gtp4e.length; r++) {
-      if (this.#gtp4e[r] !== 1) continue;
+    const g = this.#gtp4e;
+    for (let r = 0; r < g.length && 4 * r + 4 <= h.length; r++) {
+      if (g[r] !== 1) continue;
       const v = h.readUInt32LE(4 * r);
       if (old !== undefined && old.readUInt32LE(4 * r) === v) continue;
       this.#assign(r, v === 0 ? ANY_IPV4 : nearRange(v));
@@ -1351,6 +1535,7 @@ export class NextHopWatcher {
       return;
     }
     this.#k = k;
+    this.#o.onRead?.();
     if (this.#cacheFor !== dp || this.#cache === undefined) {
       const s = dp.config.settings;
       this.#cache = new NextHopCache(dp.nexthop, s.maxPolicies + s.maxLocalSids);
@@ -1358,71 +1543,121 @@ export class NextHopWatcher {
       rebuild = true;
     }
     const cache = this.#cache;
+    const slice = this.#o.sliceMs ?? 5;
+    let t = performance.now();
+    let yields = 0;
+    /** Give the loop back when this turn has run sliceMs; false: the pass must stop (stopped, or redo set). */
+    /** Still the pass it was (not stopped; same data plane; no interface change dropped the tables read); else redo set. */
+    const current = (): boolean => {
+      if (this.#stopped) return false;
+      if (this.#o.dataplane() !== dp || this.#cache !== cache || this.#k !== k) {
+        this.#redo();
+        return false;
+      }
+      return true;
+    };
+    const pause = async (): Promise<boolean> => {
+      if (performance.now() - t < slice) return true;
+      await yieldLoop();
+      yields++;
+      t = performance.now();
+      return current();
+    };
     if (rebuild || this.#ruleEntry.length === 0) {
       all = true;
       if (!(await this.#index(dp, cache))) return this.#redo();
-    } else if (this.#pendingPuts.length > 0) {
-      for (const { c, gone } of this.#pendingPuts.splice(0)) this.#applyPuts(dp, c, gone);
-    }
-    this.#checkHints(cache);
-    // The ranges to resolve again.
-    const dirty: number[] = [];
-    const routes = events.filter((e) => e.kind === 'route');
-    const neighs = new Set(events.flatMap((e) => (e.kind === 'neigh' ? [e.key] : [])));
-    const v4 = events.some((e) => e.kind !== 'other' && e.family !== 6);
-    this.#entries.forEach((e, idx) => {
-      if (e === undefined) return;
-      const r = e.range;
-      const w = WIDTH[r.family];
-      if (
-        all ||
-        e.res === undefined ||
-        (e.v4any && v4) ||
-        (e.res.neigh !== undefined && neighs.has(e.res.neigh)) ||
-        routes.some((ev) => (ev.family === undefined || ev.family === r.family) && (ev.prefix === undefined || overlaps(ev.prefix, r, w)))
-      ) {
-        dirty.push(idx);
-      }
-    });
-    const ingress = this.#o.ingress();
-    const slice = this.#o.sliceMs ?? 5;
-    let t = performance.now();
-    const resolved = new Set<number>();
-    for (let i = 0; i < dirty.length; i++) {
-      if ((i & 15) === 15 && performance.now() - t >= slice) {
-        await yieldLoop();
+      if (!current()) return;
+      t = performance.now();
+    } else {
+      if (this.#pendingPuts.length > 0) for (const { c, gone } of this.#pendingPuts.splice(0)) this.#applyPuts(dp, c, gone);
+      // A full pass (and resolveNow) reads the End.M.GTP4.E hints too; otherwise the periodic check does.
+      if (all && this.#nGtp4e > 0) {
+        const h = await this.#readHints(cache);
+        if (h === undefined || !current()) return;
+        this.#newHints = h;
         t = performance.now();
-        if (this.#stopped) return;
-        if (this.#o.dataplane() !== dp || this.#k === undefined) return this.#redo();
       }
-      const e = this.#entries[dirty[i]!];
-      if (e === undefined) continue;
-      e.res = resolveOne(this.#k, e.range, ingress);
-      resolved.add(dirty[i]!);
     }
-    // Synchronous from here: the data plane cannot change under the writes.
-    // Per entry its slot (-1: not resolved in this pass): typed arrays, the loop below runs over every rule id.
-    const slotOf = new Int32Array(this.#entries.length).fill(-1);
-    for (const idx of resolved) {
-      const e = this.#entries[idx];
-      if (e !== undefined) slotOf[idx] = cache.slotFor(e.range, e.res);
+    this.#applyHints();
+
+    // The entries to resolve again: those a change can affect (docs/daemon.md "Next hops").
+    const routes: RouteEv[] = [];
+    const neighs = new Set<string>();
+    let neigh4 = false;
+    for (const ev of events) {
+      if (ev.kind === 'route') {
+        const w = ev.family === undefined ? 0 : WIDTH[ev.family];
+        routes.push(ev.prefix === undefined || ev.family === undefined ? { family: ev.family, bits: undefined, len: 0, addr: 0n } : { family: ev.family, bits: bitsOf(ev.prefix.addr, ev.prefix.len, w), len: ev.prefix.len, addr: ev.prefix.addr });
+      } else if (ev.kind === 'neigh') {
+        neighs.add(ev.key);
+        if (ev.family === 4) neigh4 = true;
+      }
     }
-    const todo: number[] = [];
+    const routes4 = routes.filter((ev) => ev.family !== 6);
+    const affects = (e: Entry): boolean => {
+      if (all || e.res === undefined) return true;
+      if (e.v4any) {
+        const d = e.deps;
+        if (d === undefined) return neigh4 || routes4.length > 0;
+        for (const key of d.neighs) if (neighs.has(key)) return true;
+        for (const ev of routes4) if (v4RouteMayChange(d, ev.bits === undefined ? undefined : ev)) return true;
+        return false;
+      }
+      if (e.res.neigh !== undefined && neighs.has(e.res.neigh)) return true;
+      const f = e.range.family;
+      for (const ev of routes) if ((ev.family === undefined || ev.family === f) && (ev.bits === undefined || overlapBits(ev.bits, e.bits))) return true;
+      return false;
+    };
+    const dirty: Entry[] = [];
+    const entries = this.#entries;
+    for (let i = 0; i < entries.length; i++) {
+      if ((i & 255) === 255 && !(await pause())) return;
+      const e = entries[i];
+      if (e !== undefined && affects(e)) dirty.push(e);
+    }
+    const ingress = this.#o.ingress();
+    for (let i = 0; i < dirty.length; i++) {
+      if ((i & 15) === 15 && !(await pause())) return;
+      const e = dirty[i]!;
+      // Dropped meanwhile (its last rule deleted through the API): nothing points to it.
+      if (this.#entries[this.#byKey.get(e.key) ?? -1] !== e) continue;
+      this.#resolveEntry(e, k, ingress);
+    }
+
+    // Point the rules of the entries resolved at their next hop, WRITE_CHUNK
+    // rules per batch write, the loop given back between writes. Each rule
+    // is pointed at its entry's answer as it stands at that write: a rule
+    // put through the API meanwhile was pointed at the same (newest) answer
+    // already, so nothing older is written over it.
+    let rules: Int32Array;
     let n = 0;
-    const ruleEntry = this.#ruleEntry;
-    for (let r = 0; r < ruleEntry.length; r++) {
-      const idx = ruleEntry[r]!;
-      if (idx >= 0) {
-        if (idx < slotOf.length && slotOf[idx]! >= 0) {
-          todo.push(r);
-          n++;
-        }
-      } else if (all) todo.push(r);
+    if (all) {
+      rules = new Int32Array(this.#ruleEntry.length);
+      for (let r = 0; r < rules.length; r++) rules[r] = r;
+      for (const e of dirty) n += e.refs;
+    } else {
+      for (const e of dirty) n += e.refs;
+      rules = new Int32Array(n);
+      let i = 0;
+      for (const e of dirty) for (let r = e.head; r >= 0 && i < n; r = this.#next[r]!) rules[i++] = r;
+      rules = rules.subarray(0, i);
     }
-    const written = cache.pointMany(todo, (r) => {
-      const idx = ruleEntry[r]!;
-      return idx < 0 ? 0 : Math.max(0, slotOf[idx] ?? 0);
-    });
+    let written = 0;
+    for (let at = 0; at < rules.length; at += WRITE_CHUNK) {
+      if (at > 0 && !(await pause())) return;
+      const chunk = rules.subarray(at, Math.min(rules.length, at + WRITE_CHUNK));
+      const slots = new Map<number, number>();
+      written += cache.pointMany(chunk, (r) => {
+        const idx = this.#ruleEntry[r]!;
+        const e = idx < 0 ? undefined : this.#entries[idx];
+        if (e === undefined) return 0;
+        // Not resolved (put while the pass read the tables anew, waiting for the next pass): left as it is.
+        if (e.res === undefined) return cache.pointed(r);
+        let slot = slots.get(idx);
+        if (slot === undefined) slots.set(idx, (slot = cache.slotFor(e.range, e.res)));
+        return slot;
+      });
+    }
     // The tables were read before an interface was deleted or made again:
     // what was just written may name its old ifindex.
     this.linksChanged();
@@ -1440,7 +1675,7 @@ export class NextHopWatcher {
     this.totals.rules += n;
     if (all) this.totals.fullPasses++;
     else this.totals.incrementalPasses++;
-    const summary: PassSummary = { cached, fib, ranges: resolved.size, written, rules: n, full: all, ms: Math.round(performance.now() - t0) };
+    const summary: PassSummary = { cached, fib, ranges: dirty.length, written, rules: n, full: all, ms: Math.round(performance.now() - t0), yields };
     this.last = { ...summary, at: new Date().toISOString() };
     this.#o.onResolved?.(summary);
   }
