@@ -137,6 +137,7 @@ interface DaemonWork {
   writeMs: number;
   firstRouteAt: string | null;
   lastLineAt: string | null;
+  firstApplyAt?: string | null;
   lastApplyAt: string | null;
 }
 
@@ -392,6 +393,7 @@ async function main(): Promise<number> {
     const breakdown =
       `session up (polled, +-20 ms) -> first learned route line read ${((wall(work.firstRouteAt) - dEstWall) / 1000).toFixed(2)} s; ` +
       `first -> last line ${((wall(work.lastLineAt) - wall(work.firstRouteAt)) / 1000).toFixed(2)} s (${work.lines} lines, ${work.routes} routes, ${(work.bytes / 1e6).toFixed(1)} MB in ${work.reads} reads); ` +
+      `first apply (the first rules: before it the ST routes wait for their DSD/ISD, or the main thread is busy) ${((wall(work.firstApplyAt ?? null) - dEstWall) / 1000).toFixed(2)} s after session up; ` +
       `last line -> last apply ${((wall(work.lastApplyAt) - wall(work.lastLineAt)) / 1000).toFixed(2)} s; ` +
       `daemon CPU ${(cpuDaemon / 1000).toFixed(2)} s of which decode ${(work.decodeMs / 1000).toFixed(2)} s (reader thread), learner table ${((work.learnMs ?? NaN) / 1000).toFixed(2)} s, resolve ${(work.resolveMs / 1000).toFixed(2)} s, ` +
       `applyLearned ${(work.writeMs / 1000).toFixed(2)} s in ${work.applies} applies (${work.appliesAll} with the empty ones); gobgp monitor CLI CPU ${work.monitorCpuMs === null ? '?' : (work.monitorCpuMs / 1000).toFixed(2)} s`;

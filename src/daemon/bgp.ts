@@ -72,9 +72,10 @@ export interface BgpWork {
   /** ms resolving (incremental), ms in applyLearned (the serial section: table writes and their waits). */
   readonly resolveMs: number;
   readonly writeMs: number;
-  /** Wall clock (ISO, ms) of the first line with a learned route, the last line read, the end of the last apply that changed rules. */
+  /** Wall clock (ISO, ms) of the first line with a learned route, the last line read, the end of the first and of the last apply that changed rules. */
   readonly firstRouteAt: string | null;
   readonly lastLineAt: string | null;
+  readonly firstApplyAt: string | null;
   readonly lastApplyAt: string | null;
 }
 
@@ -108,7 +109,7 @@ export class BgpService {
    */
   #advBusy: Promise<void> = Promise.resolve();
   #dirtyAt: number | undefined;
-  readonly #work = { applies: 0, appliesAll: 0, resolveMs: 0, writeMs: 0, lastApplyAt: undefined as number | undefined };
+  readonly #work = { applies: 0, appliesAll: 0, resolveMs: 0, writeMs: 0, firstApplyAt: undefined as number | undefined, lastApplyAt: undefined as number | undefined };
   #sweepTimer: NodeJS.Timeout | undefined;
   #advTimer: NodeJS.Timeout | undefined;
   #advertised: { routes: number; errors: string[]; at: Date | undefined } = { routes: 0, errors: [], at: undefined };
@@ -212,6 +213,7 @@ export class BgpService {
       if (applied.changed > 0) {
         this.#work.applies++;
         this.#work.lastApplyAt = Date.now();
+        this.#work.firstApplyAt ??= this.#work.lastApplyAt;
       }
       this.#unapplied = undefined;
       this.#applied = applied;
@@ -280,6 +282,7 @@ export class BgpService {
       writeMs: ms(w.writeMs),
       firstRouteAt: iso(l.firstRouteAt),
       lastLineAt: iso(l.lastLineAt),
+      firstApplyAt: iso(w.firstApplyAt),
       lastApplyAt: iso(w.lastApplyAt),
     };
   }
