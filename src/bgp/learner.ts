@@ -13,10 +13,14 @@
  * loop), with the monotonic time its first line was read, for the
  * route-to-data-plane latency.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
+import { readFileSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
 import { apiText, type GobgpApi } from './gobgpd.js';
-import { decodeMonitorLine, describeRoute, ROUTE_TYPES, type MupRoute, type Rejected, type RouteType } from './routes.js';
+import type { FromMonitor } from './monitor-worker.js';
+import { describeRoute, ROUTE_TYPES, type DecodedLine, type MupRoute, type Rejected, type RouteType } from './routes.js';
+
+/** USER_HZ: the unit of /proc/PID/stat's utime and stime (100 on Linux for every architecture the daemon runs on). */
+const CLK_TCK = 100;
 
 export interface LearnerOptions {
   readonly api: GobgpApi;
@@ -49,7 +53,8 @@ export interface LearnerCounts {
 export class Learner {
   readonly #o: LearnerOptions;
   readonly #table = new Map<string, Held>();
-  #child: ChildProcess | undefined;
+  /** The reader thread of the running monitor, and its gobgp's pid. */
+  #child: { worker: Worker; pid?: number } | undefined;
   #stopped = false;
   #restartTimer: NodeJS.Timeout | undefined;
   #backoff: number;
@@ -62,6 +67,14 @@ export class Learner {
   #malformed = 0;
   /** Monitor (re)starts, lines read. */
   readonly stats = { monitorStarts: 0, lines: 0, up: false, lastChange: undefined as Date | undefined, lastError: undefined as string | undefined };
+  /**
+   * Where reading time goes (docs/bgp.md "Where the time goes"), since the
+   * daemon started: stdout reads and bytes of the monitor, routes decoded,
+   * ms decoding lines (the reader thread), ms updating the table with them
+   * (the main thread), wall-clock ms (Date.now) of the first line with a
+   * learned route and of the last line read.
+   */
+  readonly work = { reads: 0, bytes: 0, routes: 0, decodeMs: 0, learnMs: 0, flushes: 0, firstRouteAt: undefined as number | undefined, lastLineAt: undefined as number | undefined };
 
   constructor(o: LearnerOptions) {
     this.#o = o;
@@ -107,30 +120,30 @@ export class Learner {
     this.#stopped = true;
     clearTimeout(this.#restartTimer);
     for (const h of this.#table.values()) clearTimeout(h.timer);
-    this.#child?.kill('SIGKILL');
+    const c = this.#child;
+    if (c !== undefined) {
+      c.worker.postMessage({ t: 'kill' });
+      // Its gobgp dies with the thread too (setpriv --pdeathsig: the thread that started it).
+      setTimeout(() => void c.worker.terminate(), 100).unref();
+    }
   }
 
   #spawn(): void {
     if (this.#stopped) return;
     const bin = this.#o.gobgp ?? 'gobgp';
-    // setpriv: the kernel kills the monitor when the daemon dies, however it dies.
-    const child = spawn('setpriv', ['--pdeathsig', 'KILL', bin, '-u', this.#o.api.host, '-p', String(this.#o.api.port), 'monitor', 'global', 'rib', '-j', '--current'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    this.#child = child;
+    // setpriv: the kernel kills the monitor when its parent thread dies (the reader thread, or the daemon with it), however it dies.
+    const argv = ['setpriv', '--pdeathsig', 'KILL', bin, '-u', this.#o.api.host, '-p', String(this.#o.api.port), 'monitor', 'global', 'rib', '-j', '--current'];
+    // Read and decoded in a thread of its own: the table writes of the main thread do not stop the stream (docs/bgp.md "Where the time goes").
+    const worker = new Worker(new URL('./monitor-worker.js', import.meta.url), { workerData: { argv } });
+    const me: { worker: Worker; pid?: number } = { worker };
+    this.#child = me;
     this.#awaitingTable = true;
     this.stats.monitorStarts++;
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => {
-      stderr = (stderr + d.toString()).slice(-500);
-    });
-    const rl = createInterface({ input: child.stdout });
-    rl.on('line', (line) => this.#line(line));
-    child.on('error', (e) => {
-      stderr += e.message;
-    });
-    child.on('close', (code, signal) => {
-      if (this.#child === child) this.#child = undefined;
+    let ended = false;
+    const end = (code: number | null, signal: string | null, stderr: string): void => {
+      if (ended) return;
+      ended = true;
+      if (this.#child === me) this.#child = undefined;
       const was = this.stats.up;
       this.stats.up = false;
       if (this.#stopped) return;
@@ -140,19 +153,59 @@ export class Learner {
       this.#restartTimer = setTimeout(() => this.#spawn(), this.#backoff);
       this.#restartTimer.unref();
       this.#backoff = Math.min(this.#backoff * 2, this.#o.backoffMs?.[1] ?? 5000);
+    };
+    worker.on('message', (m: FromMonitor) => {
+      if (ended) return;
+      if (m.t === 'spawned') {
+        if (m.pid !== undefined) me.pid = m.pid;
+      } else if (m.t === 'lines') {
+        this.work.reads++;
+        this.work.bytes += m.bytes;
+        this.work.decodeMs += m.decodeMs;
+        // The read time on this thread's clock (route -> map write latency).
+        const readAt = m.readAt - performance.timeOrigin;
+        for (const d of m.lines) this.#line(d, readAt);
+      } else {
+        end(m.code, m.signal, m.stderr);
+      }
     });
+    worker.on('error', (e) => end(null, null, `reader thread: ${e.message}`));
+    worker.on('exit', (code) => end(null, null, `reader thread exited (${code})`));
   }
 
-  #line(line: string): void {
-    const readAt = performance.now();
+  /** CPU ms the running `gobgp monitor` process has used (utime + stime), or undefined. */
+  monitorCpuMs(): number | undefined {
+    const pid = this.#child?.pid;
+    if (pid === undefined) return undefined;
+    try {
+      // setpriv execs gobgp: the same pid. Fields after the command's ")": utime, stime are the 12th and 13th.
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ');
+      return f === undefined ? undefined : ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
+    } catch {
+      return undefined;
+    }
+  }
+
+  #line(d: DecodedLine, readAt: number): void {
+    const t0 = performance.now();
     this.stats.lines++;
-    const d = decodeMonitorLine(line);
+    this.work.lastLineAt = Date.now();
+    try {
+      this.#read(d, readAt);
+    } finally {
+      this.work.learnMs += performance.now() - t0;
+    }
+  }
+
+  #read(d: DecodedLine, readAt: number): void {
     for (const r of d.rejected) {
       this.#malformed++;
       this.#o.onRejected?.(r);
     }
     // Our own routes (locally originated: no source-id) are what we advertise, not what we learn.
     const learned = d.routes.filter((r) => r.sourceId !== undefined || r.neighbor !== undefined);
+    this.work.routes += learned.length;
+    if (learned.length > 0) this.work.firstRouteAt ??= this.work.lastLineAt;
     let changed = false;
     if (this.#awaitingTable) {
       // The first line is the whole table: anything held from before that is not in it is withdrawn (held, then gone).
@@ -218,6 +271,7 @@ export class Learner {
     const at = this.#pending;
     if (at === undefined) return;
     this.#pending = undefined;
+    this.work.flushes++;
     if (!this.#stopped) this.#o.onChange(at);
   }
 

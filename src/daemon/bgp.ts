@@ -51,6 +51,32 @@ export interface BgpStatus {
   readonly advertised: { readonly routes: number; readonly errors: readonly string[]; readonly at: string | null };
   readonly holdDownSeconds: number;
   readonly roles: readonly string[];
+  /** Where the time went since the daemon started (docs/bgp.md "Where the time goes"). */
+  readonly work: BgpWork;
+}
+
+export interface BgpWork {
+  /** The monitor's stdout: reads ('data' chunks), bytes, lines; routes decoded (learned ones). */
+  readonly reads: number;
+  readonly bytes: number;
+  readonly lines: number;
+  readonly routes: number;
+  /** ms decoding monitor lines (the monitor's reader thread), ms updating the learner's table with them (the main thread). */
+  readonly decodeMs: number;
+  readonly learnMs: number;
+  /** CPU ms of the running `gobgp monitor` process (null: not running). */
+  readonly monitorCpuMs: number | null;
+  /** Applies (resolve + table write) that changed at least one rule, and all of them. */
+  readonly applies: number;
+  readonly appliesAll: number;
+  /** ms resolving (incremental), ms in applyLearned (the serial section: table writes and their waits). */
+  readonly resolveMs: number;
+  readonly writeMs: number;
+  /** Wall clock (ISO, ms) of the first line with a learned route, the last line read, the end of the first and of the last apply that changed rules. */
+  readonly firstRouteAt: string | null;
+  readonly lastLineAt: string | null;
+  readonly firstApplyAt: string | null;
+  readonly lastApplyAt: string | null;
 }
 
 /** Buckets (seconds) of the route-to-data-plane latency. */
@@ -83,6 +109,7 @@ export class BgpService {
    */
   #advBusy: Promise<void> = Promise.resolve();
   #dirtyAt: number | undefined;
+  readonly #work = { applies: 0, appliesAll: 0, resolveMs: 0, writeMs: 0, firstApplyAt: undefined as number | undefined, lastApplyAt: undefined as number | undefined };
   #sweepTimer: NodeJS.Timeout | undefined;
   #advTimer: NodeJS.Timeout | undefined;
   #advertised: { routes: number; errors: string[]; at: Date | undefined } = { routes: 0, errors: [], at: undefined };
@@ -166,7 +193,11 @@ export class BgpService {
     if (at === undefined || this.#stopped) return;
     this.#dirtyAt = undefined;
     // Only the routes that changed since the last apply, and the ST routes depending on them, are resolved again.
+    const t0 = performance.now();
     const delta = this.#resolver.update(this.#learner.takeChanged(), (key) => this.#learner.route(key));
+    const t1 = performance.now();
+    this.#work.resolveMs += t1 - t0;
+    this.#work.appliesAll++;
     this.#resolvedOnce = true;
     for (const x of delta.rejected) {
       const id = `${x.key} ${x.reason}`;
@@ -178,7 +209,12 @@ export class BgpService {
     const todo = this.#unapplied === undefined ? delta : mergeDeltas(this.#unapplied, delta);
     this.#unapplied = todo;
     try {
-      const applied = await this.#h.applyLearned(todo);
+      const applied = await this.#h.applyLearned(todo).finally(() => (this.#work.writeMs += performance.now() - t1));
+      if (applied.changed > 0) {
+        this.#work.applies++;
+        this.#work.lastApplyAt = Date.now();
+        this.#work.firstApplyAt ??= this.#work.lastApplyAt;
+      }
       this.#unapplied = undefined;
       this.#applied = applied;
       for (const x of applied.refused) {
@@ -224,6 +260,31 @@ export class BgpService {
       sessions = { error: (e as Error).message };
     }
     return { ...this.snapshot(), sessions };
+  }
+
+  /** Where the time went (reading, decoding, resolving, writing), for status and bench:bgp. */
+  work(): BgpWork {
+    const l = this.#learner.work;
+    const w = this.#work;
+    const iso = (t: number | undefined): string | null => (t === undefined ? null : new Date(t).toISOString());
+    const ms = (x: number): number => Math.round(x * 10) / 10;
+    return {
+      reads: l.reads,
+      bytes: l.bytes,
+      lines: this.#learner.stats.lines,
+      routes: l.routes,
+      decodeMs: ms(l.decodeMs),
+      learnMs: ms(l.learnMs),
+      monitorCpuMs: this.#learner.monitorCpuMs() ?? null,
+      applies: w.applies,
+      appliesAll: w.appliesAll,
+      resolveMs: ms(w.resolveMs),
+      writeMs: ms(w.writeMs),
+      firstRouteAt: iso(l.firstRouteAt),
+      lastLineAt: iso(l.lastLineAt),
+      firstApplyAt: iso(w.firstApplyAt),
+      lastApplyAt: iso(w.lastApplyAt),
+    };
   }
 
   /** The counts without asking gobgpd (for metrics). */
@@ -272,6 +333,7 @@ export class BgpService {
       advertised: { routes: this.#advertised.routes, errors: this.#advertised.errors, at: this.#advertised.at?.toISOString() ?? null },
       holdDownSeconds: this.#bgp.holdDown,
       roles: this.#bgp.roles,
+      work: this.work(),
     };
   }
 }
