@@ -469,6 +469,14 @@ const trend = (xs: readonly number[], ys: readonly number[]): Trend | null => {
 
 const growing = (growthKb: number, medianKb: number): boolean => growthKb > Math.max(RSS_GROWTH_KB, RSS_GROWTH_SHARE * medianKb);
 
+/** How much a judgement needs (the RSS_MIN_* constants; a short real run in a test asks for less). */
+export interface RssLimits {
+  readonly minWarmMs: number;
+  readonly minTroughSpanMs: number;
+  readonly minTroughs: number;
+}
+export const RSS_LIMITS: RssLimits = { minWarmMs: RSS_MIN_WARM_MS, minTroughSpanMs: RSS_MIN_TROUGH_SPAN_MS, minTroughs: RSS_MIN_TROUGHS };
+
 /**
  * RSS per daemon process (each restart starts a new one), judged on the
  * floor it returns to: its RSS right after each major garbage collection
@@ -498,7 +506,8 @@ const growing = (growthKb: number, medianKb: number): boolean => growthKb > Math
  * RSS_MIN_COVERAGE of the sampled time and the pool holds RSS_MIN_TROUGHS
  * troughs; only then flat.
  */
-export function rssSummary(samples: readonly RssSample[], warmupMs: number, troughs: readonly GcTrough[]): RssReport {
+export function rssSummary(samples: readonly RssSample[], warmupMs: number, troughs: readonly GcTrough[], limits: RssLimits = RSS_LIMITS): RssReport {
+  const { minWarmMs, minTroughSpanMs, minTroughs } = limits;
   const lives: RssLife[] = [];
   const pids = [...new Set(samples.map((s) => s.pid))];
   let sampledMs = 0;
@@ -515,10 +524,10 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
     const xs = tr.map((g) => g.tMs);
     const troughRss = trend(xs, tr.map((g) => g.rssKb));
     const span = xs.length < 2 ? 0 : xs.at(-1)! - xs[0]!;
-    const longEnough = warmMs >= RSS_MIN_WARM_MS && ss.length >= RSS_MIN_SAMPLE_SHARE * (warmMs / 1000);
+    const longEnough = warmMs >= minWarmMs && ss.length >= RSS_MIN_SAMPLE_SHARE * (warmMs / 1000);
     const why = !longEnough
-      ? `warm phase ${Math.round(warmMs / 1000)} s with ${ss.length} samples (need ${RSS_MIN_WARM_MS / 1000} s, half of them sampled)`
-      : span < RSS_MIN_TROUGH_SPAN_MS ? `${tr.length} major GCs after warm-up${tr.length >= 2 ? ` over ${Math.round(span / 1000)} s` : ''} (need two ${RSS_MIN_TROUGH_SPAN_MS / 1000} s apart)` : '';
+      ? `warm phase ${Math.round(warmMs / 1000)} s with ${ss.length} samples (need ${minWarmMs / 1000} s, half of them sampled)`
+      : span < minTroughSpanMs ? `${tr.length} major GCs after warm-up${tr.length >= 2 ? ` over ${Math.round(span / 1000)} s` : ''} (need two ${minTroughSpanMs / 1000} s apart)` : '';
     const verdict: LifeVerdict = why !== '' ? 'too short' : growing(troughRss!.riseKb, med) ? 'growing' : 'flat';
     sampledMs += mine.at(-1)!.tMs - mine[0]!.tMs;
     if (verdict !== 'too short') judgedMs += warmMs;
@@ -551,7 +560,7 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
     }
     pooledTroughs += tr.length;
   }
-  const pooledGrowthKb = pooledTroughs < RSS_MIN_TROUGHS || den === 0 ? null : (num / den) * median(judgedLives.map((l) => l.warmMs));
+  const pooledGrowthKb = pooledTroughs < minTroughs || den === 0 ? null : (num / den) * median(judgedLives.map((l) => l.warmMs));
   const pooledVerdict = pooledGrowthKb === null ? 'not judged' : growing(pooledGrowthKb, med) ? 'growing' : 'flat';
   let acrossGrowthKb: number | null = null;
   if (judgedLives.length >= 2) {
@@ -572,9 +581,9 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
     ].join('; ');
   } else if (judgedLives.length < needed || coverage < RSS_MIN_COVERAGE || pooledVerdict === 'not judged') {
     verdict = 'inconclusive';
-    why = `${judgedLives.length} of ${lives.length} lives judged (need ${needed}: a warm phase of ${RSS_MIN_WARM_MS / 1000} s after ${warmupMs / 1000} s warm-up ` +
-      `with two major GCs ${RSS_MIN_TROUGH_SPAN_MS / 1000} s apart), covering ${Math.round(coverage * 100)} % of the sampled time (need ${RSS_MIN_COVERAGE * 100} %), ` +
-      `${pooledTroughs} post-GC troughs (need ${RSS_MIN_TROUGHS})`;
+    why = `${judgedLives.length} of ${lives.length} lives judged (need ${needed}: a warm phase of ${minWarmMs / 1000} s after ${warmupMs / 1000} s warm-up ` +
+      `with two major GCs ${minTroughSpanMs / 1000} s apart), covering ${Math.round(coverage * 100)} % of the sampled time (need ${RSS_MIN_COVERAGE * 100} %), ` +
+      `${pooledTroughs} post-GC troughs (need ${minTroughs})`;
   } else {
     verdict = 'flat';
     why = `${judgedLives.length} of ${lives.length} lives judged on ${pooledTroughs} post-GC troughs, each flat within, pooled ${sign(pooledGrowthKb!)} over a life` +
@@ -582,7 +591,7 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
   }
   return {
     warmupMs, minKb: all.length ? Math.min(...all) : 0, medianKb: med, maxKb: all.length ? Math.max(...all) : 0,
-    lives, judged: judgedLives.length, needed, coverage, pooledTroughs, troughsNeeded: RSS_MIN_TROUGHS, pooledGrowthKb, pooledVerdict,
+    lives, judged: judgedLives.length, needed, coverage, pooledTroughs, troughsNeeded: minTroughs, pooledGrowthKb, pooledVerdict,
     acrossGrowthKb, acrossVerdict, verdict, why,
   };
 }

@@ -5,6 +5,10 @@
  * back, lost and duplicated frames dated into their fault window, a growing
  * RSS) and to stay quiet when nothing is lost.
  */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { analyzeStream, compareJournal, minLifeAuto, parseGcLog, pathDrops, rssSummary, vethDelta, type GcTrough, type JournalEntry, type RssReport, type RssSample, type Rule } from '../../src/bench/soak-analysis.js';
 
@@ -246,6 +250,68 @@ describe('soak RSS', () => {
     expect(minLifeAuto(509_000, WARMUP)).toBe(0);
     expect(minLifeAuto(60_000, WARMUP)).toBe(0);
   });
+});
+
+describe('soak RSS on a real process (soak-preload.mjs)', () => {
+  /**
+   * A node process with the soak's preload and a workload that keeps a bounded set of objects and
+   * replaces it all the time (a major GC every half second or so): once with the preload's test leak
+   * (2 MB/s, kept resident), once without. Its real post-GC log and 1 s VmRSS go through rssSummary,
+   * with limits scaled to a 20 s life: the leak must be called growing; the control must not grow by
+   * anything like it.
+   */
+  const WORK = [
+    'const ring = new Array(20000); let i = 0;',
+    "setInterval(() => { for (let k = 0; k < 2000; k++) ring[i++ % ring.length] = { s: String(i).padEnd(120, '.'), n: [i, k] }; }, 10);",
+    'setTimeout(() => process.exit(0), 20000);',
+  ].join('\n');
+  const PRELOAD = new URL('../../src/bench/soak-preload.mjs', import.meta.url).href;
+  const LIMITS = { minWarmMs: 10_000, minTroughSpanMs: 5000, minTroughs: 6 };
+
+  const run = async (dir: string, name: string, leakKbPerMin: number): Promise<RssReport> => {
+    const gclog = join(dir, `${name}.jsonl`);
+    const t0 = Date.now();
+    const p = spawn(process.execPath, ['--max-semi-space-size=1', '--import', PRELOAD, '-e', WORK], {
+      stdio: 'ignore', env: { ...process.env, MUP_SOAK_GCLOG: gclog, MUP_SOAK_LEAK_KB_PER_MIN: String(leakKbPerMin) },
+    });
+    const samples: RssSample[] = [];
+    const timer = setInterval(() => {
+      try {
+        const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p.pid}/status`, 'utf8'))?.[1]);
+        if (Number.isFinite(kb)) samples.push({ tMs: Date.now() - t0, pid: p.pid!, lifeMs: Date.now() - t0, rssKb: kb });
+      } catch {
+        // exited
+      }
+    }, 1000);
+    try {
+      const code = await new Promise<number | null>((res) => p.once('exit', (c) => res(c)));
+      expect(code).toBe(0);
+    } finally {
+      clearInterval(timer);
+      if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+    }
+    return rssSummary(samples, 3000, parseGcLog(readFileSync(gclog, 'utf8'), t0), LIMITS);
+  };
+
+  it('calls a process that keeps 2 MB a second growing, and one that does not, not so', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-soak-rss-'));
+    try {
+      const [leak, control] = await Promise.all([run(dir, 'leak', 120 * 1024), run(dir, 'control', 0)]);
+      const [l] = leak.lives;
+      const [c] = control.lives;
+      expect(l!.troughs).toBeGreaterThanOrEqual(6);
+      expect(leak.verdict).toBe('growing');
+      // 2 MB/s kept: external (the Buffers) rises by that rate, and RSS after each GC with it.
+      expect(l!.troughExternal!.kbPerMin / 1024).toBeGreaterThan(100);
+      expect(l!.troughExternal!.kbPerMin / 1024).toBeLessThan(140);
+      expect(l!.troughRss!.kbPerMin / 1024).toBeGreaterThan(60);
+      expect(c!.troughs).toBeGreaterThanOrEqual(6);
+      expect(Math.abs(c!.troughExternal!.riseKb)).toBeLessThan(1024);
+      expect(c!.troughRss!.riseKb).toBeLessThan(l!.troughRss!.riseKb / 2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 describe('soak kernel drops (veth counters)', () => {
