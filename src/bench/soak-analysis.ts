@@ -303,28 +303,92 @@ export interface RssSample {
   readonly rssKb: number;
 }
 
+/**
+ * The memory of a daemon process right after one of its major garbage
+ * collections (soak-preload.mjs, PerformanceObserver 'gc', kind major):
+ * a trough of the collector's sawtooth, the floor the process returns to.
+ */
+export interface GcTrough {
+  /** ms since the soak's start. */
+  readonly tMs: number;
+  readonly pid: number;
+  /** ms since that daemon process started. */
+  readonly lifeMs: number;
+  readonly rssKb: number;
+  readonly heapUsedKb: number;
+  /** external (which includes arrayBuffers: Buffers). */
+  readonly externalKb: number;
+}
+
+/**
+ * soak-preload.mjs's JSON lines (pid, lifeMs, wallMs, rss, heapUsed,
+ * external in bytes) as troughs on the soak's clock (`wallAtZero`: Date.now()
+ * at the soak's time 0). A line that does not parse (torn by a kill) is skipped.
+ */
+export function parseGcLog(text: string, wallAtZero: number): GcTrough[] {
+  const out: GcTrough[] = [];
+  for (const l of text.split('\n')) {
+    if (!l.startsWith('{')) continue;
+    try {
+      const o = JSON.parse(l) as Record<string, unknown>;
+      const n = (k: string): number => (typeof o[k] === 'number' ? (o[k] as number) : NaN);
+      const t: GcTrough = {
+        tMs: Math.round(n('wallMs') - wallAtZero), pid: n('pid'), lifeMs: n('lifeMs'),
+        rssKb: Math.round(n('rss') / 1024), heapUsedKb: Math.round(n('heapUsed') / 1024), externalKb: Math.round(n('external') / 1024),
+      };
+      if (Object.values(t).every(Number.isFinite)) out.push(t);
+    } catch {
+      // torn line
+    }
+  }
+  return out;
+}
+
 /** A life too short to judge is reported as such, never as flat. */
 export type LifeVerdict = 'flat' | 'growing' | 'too short';
-/** A run whose judged lives are too few is inconclusive, never flat. */
+/** A run whose judged lives or troughs are too few is inconclusive, never flat. */
 export type RunVerdict = 'flat' | 'growing' | 'inconclusive';
+
+/** A least-squares line through points (x ms, y KB): its slope per minute and its rise from the first point to the last. */
+export interface Trend {
+  readonly n: number;
+  readonly kbPerMin: number;
+  /** Fitted rise over the points' own span, KB. */
+  readonly riseKb: number;
+}
 
 export interface RssLife {
   readonly pid: number;
   /** First and last sample of this process, ms since the soak's start. */
   readonly fromMs: number;
   readonly toMs: number;
-  /** Samples after warm-up, and the time they span. */
+  /** 1 s samples after warm-up, and the time they span. */
   readonly samples: number;
   readonly warmMs: number;
-  /** Over the samples after warm-up (0 when none). */
+  /** Over the 1 s samples after warm-up (0 when none). */
   readonly minKb: number;
   readonly medianKb: number;
   readonly maxKb: number;
-  /** Least-squares slope, KB per minute (reported; noisy under the GC's sawtooth). */
+  /** Least-squares slope of the 1 s samples, KB per minute (reported; it mostly measures the sawtooth's phase). */
   readonly slopeKbPerMin: number;
-  /** The floor (lowest sample) of the last third of the warm phase minus that of the first third: what the verdict uses. */
-  readonly floorGrowthKb: number;
+  /**
+   * Reported, not judged (the judge before session 9): the lowest 1 s sample
+   * of the last third of the warm phase minus that of the first third. A
+   * third shorter than the sawtooth's period may hold no trough at all, so
+   * this measures the phase of the sawtooth as much as a leak.
+   */
+  readonly thirdsGrowthKb: number;
+  /** Major GCs after warm-up (the troughs judged). */
+  readonly troughs: number;
+  /** Lowest RSS right after a major GC after warm-up, KB (0 when none): the life's floor. */
+  readonly troughFloorKb: number;
+  /** The post-GC RSS troughs' trend (null with fewer than two); heapUsed's and external's beside it, to tell which memory moves. */
+  readonly troughRss: Trend | null;
+  readonly troughHeapUsed: Trend | null;
+  readonly troughExternal: Trend | null;
   readonly verdict: LifeVerdict;
+  /** For 'too short': why. */
+  readonly why: string;
 }
 
 export interface RssReport {
@@ -339,10 +403,21 @@ export interface RssReport {
   readonly needed: number;
   /** Share of the sampled time that judged warm phases cover. */
   readonly coverage: number;
+  /** Troughs of the judged lives, and how many the pooled trend needs. */
+  readonly pooledTroughs: number;
+  readonly troughsNeeded: number;
   /**
-   * Across lives: the rise of the warm floor (lowest warm sample) over the
-   * judged lives, from a least-squares line through them (first to last);
-   * null with fewer than two judged lives.
+   * Within lives, pooled: one least-squares slope through the post-GC RSS
+   * troughs of every judged life, each life about its own mean (so a
+   * difference between lives does not count), times the median warm phase:
+   * what a leak common to the lives adds over one life. Null when not judged.
+   */
+  readonly pooledGrowthKb: number | null;
+  readonly pooledVerdict: 'flat' | 'growing' | 'not judged';
+  /**
+   * Across lives: the rise of the trough floor (lowest post-GC RSS after
+   * warm-up) over the judged lives, from a least-squares line through them
+   * (first to last); null with fewer than two judged lives.
    */
   readonly acrossGrowthKb: number | null;
   readonly acrossVerdict: 'flat' | 'growing' | 'not judged';
@@ -355,7 +430,11 @@ export interface RssReport {
 export const RSS_MIN_WARM_MS = 180_000;
 /** ... with at least this share of its 1 s samples (a sampler starved by load does not judge). */
 export const RSS_MIN_SAMPLE_SHARE = 0.5;
-/** Floor growth that counts as growing: more than this many KB and this share of the median. */
+/** ... and at least two major GCs after warm-up this far apart (a trend needs two floors; under churn V8 collects every 50-110 s). */
+export const RSS_MIN_TROUGH_SPAN_MS = 60_000;
+/** The pooled within-life trend needs this many troughs over the judged lives, or the run is inconclusive. */
+export const RSS_MIN_TROUGHS = 6;
+/** Growth that counts as growing: more than this many KB and this share of the median. */
 export const RSS_GROWTH_KB = 4096;
 export const RSS_GROWTH_SHARE = 0.05;
 /** Judged warm phases must cover this share of the sampled time, or the run is inconclusive. */
@@ -382,28 +461,53 @@ export function slope(xs: readonly number[], ys: readonly number[]): number {
   return den === 0 ? 0 : num / den;
 }
 
+const trend = (xs: readonly number[], ys: readonly number[]): Trend | null => {
+  if (xs.length < 2) return null;
+  const k = slope(xs, ys);
+  return { n: xs.length, kbPerMin: k * 60_000, riseKb: k * (Math.max(...xs) - Math.min(...xs)) };
+};
+
 const growing = (growthKb: number, medianKb: number): boolean => growthKb > Math.max(RSS_GROWTH_KB, RSS_GROWTH_SHARE * medianKb);
+
+/** How much a judgement needs (the RSS_MIN_* constants; a short real run in a test asks for less). */
+export interface RssLimits {
+  readonly minWarmMs: number;
+  readonly minTroughSpanMs: number;
+  readonly minTroughs: number;
+}
+export const RSS_LIMITS: RssLimits = { minWarmMs: RSS_MIN_WARM_MS, minTroughSpanMs: RSS_MIN_TROUGH_SPAN_MS, minTroughs: RSS_MIN_TROUGHS };
 
 /**
  * RSS per daemon process (each restart starts a new one), judged on the
- * samples after `warmupMs` of its life, and across processes.
+ * floor it returns to: its RSS right after each major garbage collection
+ * (`troughs`, soak-preload.mjs) after `warmupMs` of its life. The 1 s
+ * `samples` give the warm phase's length, min/median/max and the
+ * sawtooth; they do not judge (their lowest point in a stretch shorter
+ * than the GC's period is the sawtooth's phase, not a floor).
  *
- * Within a life: a garbage-collected heap saws up and down; a leak raises
- * the floor it falls back to, so a life grows when the lowest sample of the
- * last third of its warm phase exceeds that of the first third by more than
- * RSS_GROWTH_KB and RSS_GROWTH_SHARE of its median. A life whose warm phase
- * is shorter than RSS_MIN_WARM_MS is "too short": not judged.
+ * A life is judged when its warm phase spans RSS_MIN_WARM_MS with
+ * RSS_MIN_SAMPLE_SHARE of its 1 s samples and holds two troughs
+ * RSS_MIN_TROUGH_SPAN_MS apart; else it is "too short". A judged life
+ * grows when the least-squares line through its troughs rises over their
+ * span by more than RSS_GROWTH_KB and RSS_GROWTH_SHARE of its median.
+ *
+ * Pooled: with two or three troughs a life, one life sees only a fast
+ * leak; one slope through the troughs of every judged life (each about its
+ * own mean), projected over the median warm phase, sees a slower one that
+ * every life shares; it needs RSS_MIN_TROUGHS troughs.
  *
  * Across lives: a fresh process rebuilds its state from the state file; a
- * leak there (state that only accumulates) shows as warm floors that climb
- * from one life to the next, by the same threshold.
+ * leak there (state that only accumulates) shows as trough floors that
+ * climb from one life to the next, by the same threshold.
  *
- * The run: growing if a judged life grows or the floors climb; otherwise
- * inconclusive unless enough lives were judged (two when the daemon was
- * restarted, else one) and their warm phases cover RSS_MIN_COVERAGE of the
- * sampled time; only then flat.
+ * The run: growing if a judged life grows, the pooled trend grows or the
+ * floors climb; otherwise inconclusive unless enough lives were judged (two
+ * when the daemon was restarted, else one), their warm phases cover
+ * RSS_MIN_COVERAGE of the sampled time and the pool holds RSS_MIN_TROUGHS
+ * troughs; only then flat.
  */
-export function rssSummary(samples: readonly RssSample[], warmupMs: number): RssReport {
+export function rssSummary(samples: readonly RssSample[], warmupMs: number, troughs: readonly GcTrough[], limits: RssLimits = RSS_LIMITS): RssReport {
+  const { minWarmMs, minTroughSpanMs, minTroughs } = limits;
   const lives: RssLife[] = [];
   const pids = [...new Set(samples.map((s) => s.pid))];
   let sampledMs = 0;
@@ -414,50 +518,81 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number): Rss
     const kb = ss.map((s) => s.rssKb);
     const warmMs = ss.length < 2 ? 0 : ss.at(-1)!.lifeMs - ss[0]!.lifeMs;
     const third = Math.floor(kb.length / 3);
-    const floorGrowthKb = third === 0 ? 0 : Math.min(...kb.slice(-third)) - Math.min(...kb.slice(0, third));
+    const thirdsGrowthKb = third === 0 ? 0 : Math.min(...kb.slice(-third)) - Math.min(...kb.slice(0, third));
     const med = median(kb);
-    const enough = warmMs >= RSS_MIN_WARM_MS && ss.length >= RSS_MIN_SAMPLE_SHARE * (warmMs / 1000);
-    const verdict: LifeVerdict = !enough ? 'too short' : growing(floorGrowthKb, med) ? 'growing' : 'flat';
+    const tr = troughs.filter((g) => g.pid === pid && g.lifeMs >= warmupMs).sort((a, b) => a.tMs - b.tMs);
+    const xs = tr.map((g) => g.tMs);
+    const troughRss = trend(xs, tr.map((g) => g.rssKb));
+    const span = xs.length < 2 ? 0 : xs.at(-1)! - xs[0]!;
+    const longEnough = warmMs >= minWarmMs && ss.length >= RSS_MIN_SAMPLE_SHARE * (warmMs / 1000);
+    const why = !longEnough
+      ? `warm phase ${Math.round(warmMs / 1000)} s with ${ss.length} samples (need ${minWarmMs / 1000} s, half of them sampled)`
+      : span < minTroughSpanMs ? `${tr.length} major GCs after warm-up${tr.length >= 2 ? ` over ${Math.round(span / 1000)} s` : ''} (need two ${minTroughSpanMs / 1000} s apart)` : '';
+    const verdict: LifeVerdict = why !== '' ? 'too short' : growing(troughRss!.riseKb, med) ? 'growing' : 'flat';
     sampledMs += mine.at(-1)!.tMs - mine[0]!.tMs;
-    if (enough) judgedMs += warmMs;
+    if (verdict !== 'too short') judgedMs += warmMs;
     lives.push({
       pid, fromMs: mine[0]!.tMs, toMs: mine.at(-1)!.tMs, samples: ss.length, warmMs,
       minKb: kb.length ? Math.min(...kb) : 0, medianKb: med, maxKb: kb.length ? Math.max(...kb) : 0,
-      slopeKbPerMin: slope(ss.map((s) => s.tMs), kb) * 60_000, floorGrowthKb, verdict,
+      slopeKbPerMin: slope(ss.map((s) => s.tMs), kb) * 60_000, thirdsGrowthKb,
+      troughs: tr.length, troughFloorKb: tr.length ? Math.min(...tr.map((g) => g.rssKb)) : 0,
+      troughRss, troughHeapUsed: trend(xs, tr.map((g) => g.heapUsedKb)), troughExternal: trend(xs, tr.map((g) => g.externalKb)),
+      verdict, why,
     });
   }
   lives.sort((a, b) => a.fromMs - b.fromMs);
   const all = samples.filter((s) => s.lifeMs >= warmupMs).map((s) => s.rssKb);
+  const med = median(all);
   const judgedLives = lives.filter((l) => l.verdict !== 'too short');
   const needed = lives.length > 1 ? 2 : 1;
   const coverage = sampledMs === 0 ? 0 : judgedMs / sampledMs;
+  // Pooled within-life slope: each judged life's troughs about their own means.
+  let num = 0;
+  let den = 0;
+  let pooledTroughs = 0;
+  for (const l of judgedLives) {
+    const tr = troughs.filter((g) => g.pid === l.pid && g.lifeMs >= warmupMs);
+    const mx = tr.reduce((a, g) => a + g.tMs, 0) / tr.length;
+    const my = tr.reduce((a, g) => a + g.rssKb, 0) / tr.length;
+    for (const g of tr) {
+      num += (g.tMs - mx) * (g.rssKb - my);
+      den += (g.tMs - mx) ** 2;
+    }
+    pooledTroughs += tr.length;
+  }
+  const pooledGrowthKb = pooledTroughs < minTroughs || den === 0 ? null : (num / den) * median(judgedLives.map((l) => l.warmMs));
+  const pooledVerdict = pooledGrowthKb === null ? 'not judged' : growing(pooledGrowthKb, med) ? 'growing' : 'flat';
   let acrossGrowthKb: number | null = null;
   if (judgedLives.length >= 2) {
     const xs = judgedLives.map((l) => (l.fromMs + l.toMs) / 2);
-    acrossGrowthKb = slope(xs, judgedLives.map((l) => l.minKb)) * (xs.at(-1)! - xs[0]!);
+    acrossGrowthKb = slope(xs, judgedLives.map((l) => l.troughFloorKb)) * (xs.at(-1)! - xs[0]!);
   }
-  const acrossVerdict = acrossGrowthKb === null ? 'not judged' : growing(acrossGrowthKb, median(all)) ? 'growing' : 'flat';
+  const acrossVerdict = acrossGrowthKb === null ? 'not judged' : growing(acrossGrowthKb, med) ? 'growing' : 'flat';
   const grew = judgedLives.filter((l) => l.verdict === 'growing');
+  const sign = (kb: number): string => `${kb >= 0 ? '+' : ''}${(kb / 1024).toFixed(1)} MB`;
   let verdict: RunVerdict;
   let why: string;
-  if (grew.length > 0 || acrossVerdict === 'growing') {
+  if (grew.length > 0 || pooledVerdict === 'growing' || acrossVerdict === 'growing') {
     verdict = 'growing';
     why = [
-      ...(grew.length > 0 ? [`${grew.length} of ${judgedLives.length} judged lives grow within (pid ${grew.map((l) => l.pid).join(', ')})`] : []),
-      ...(acrossVerdict === 'growing' ? [`the warm floor climbs ${(acrossGrowthKb! / 1024).toFixed(1)} MB across ${judgedLives.length} lives`] : []),
+      ...(grew.length > 0 ? [`${grew.length} of ${judgedLives.length} judged lives' post-GC troughs rise (pid ${grew.map((l) => l.pid).join(', ')})`] : []),
+      ...(pooledVerdict === 'growing' ? [`the post-GC troughs of ${judgedLives.length} lives rise ${sign(pooledGrowthKb!)} over a life (pooled)`] : []),
+      ...(acrossVerdict === 'growing' ? [`the trough floor climbs ${sign(acrossGrowthKb!)} across ${judgedLives.length} lives`] : []),
     ].join('; ');
-  } else if (judgedLives.length < needed || coverage < RSS_MIN_COVERAGE) {
+  } else if (judgedLives.length < needed || coverage < RSS_MIN_COVERAGE || pooledVerdict === 'not judged') {
     verdict = 'inconclusive';
-    why = `${judgedLives.length} of ${lives.length} lives judged (need ${needed}: a warm phase of ${RSS_MIN_WARM_MS / 1000} s after ${warmupMs / 1000} s warm-up), ` +
-      `covering ${Math.round(coverage * 100)} % of the sampled time (need ${RSS_MIN_COVERAGE * 100} %)`;
+    why = `${judgedLives.length} of ${lives.length} lives judged (need ${needed}: a warm phase of ${minWarmMs / 1000} s after ${warmupMs / 1000} s warm-up ` +
+      `with two major GCs ${minTroughSpanMs / 1000} s apart), covering ${Math.round(coverage * 100)} % of the sampled time (need ${RSS_MIN_COVERAGE * 100} %), ` +
+      `${pooledTroughs} post-GC troughs (need ${minTroughs})`;
   } else {
     verdict = 'flat';
-    why = `${judgedLives.length} of ${lives.length} lives judged, each flat within${acrossGrowthKb === null ? '' : `, warm floor ${acrossGrowthKb >= 0 ? '+' : ''}${(acrossGrowthKb / 1024).toFixed(1)} MB across them`}; ` +
-      `${Math.round(coverage * 100)} % of the sampled time judged`;
+    why = `${judgedLives.length} of ${lives.length} lives judged on ${pooledTroughs} post-GC troughs, each flat within, pooled ${sign(pooledGrowthKb!)} over a life` +
+      `${acrossGrowthKb === null ? '' : `, trough floor ${sign(acrossGrowthKb)} across them`}; ${Math.round(coverage * 100)} % of the sampled time judged`;
   }
   return {
-    warmupMs, minKb: all.length ? Math.min(...all) : 0, medianKb: median(all), maxKb: all.length ? Math.max(...all) : 0,
-    lives, judged: judgedLives.length, needed, coverage, acrossGrowthKb, acrossVerdict, verdict, why,
+    warmupMs, minKb: all.length ? Math.min(...all) : 0, medianKb: med, maxKb: all.length ? Math.max(...all) : 0,
+    lives, judged: judgedLives.length, needed, coverage, pooledTroughs, troughsNeeded: minTroughs, pooledGrowthKb, pooledVerdict,
+    acrossGrowthKb, acrossVerdict, verdict, why,
   };
 }
 

@@ -1,7 +1,12 @@
 /**
- * Test and diagnosis only: loaded into the daemon with `node --import`
- * before bin/mup.js by `npm run soak` when asked; the daemon's own code is
- * not touched.
+ * Loaded into the daemon with `node --import` before bin/mup.js by every
+ * `npm run soak`; the daemon's own code is not touched.
+ *
+ * MUP_SOAK_GCLOG=FILE (always set by the soak): appends one JSON line at
+ * the end of every major garbage collection (PerformanceObserver 'gc',
+ * kind major: mark-sweep-compact), with process.memoryUsage() then. The
+ * soak's RSS verdict is judged on these post-GC troughs: the floor the
+ * process really returns to, whatever the phase of the GC's sawtooth.
  *
  * MUP_SOAK_LEAK_KB_PER_MIN=N (`--leak-kb-per-min N`): keeps N/60 KB every
  * second, written so that the pages are resident. The soak's RSS verdict
@@ -18,6 +23,7 @@
  */
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { PerformanceObserver, constants, performance } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 
 const kbPerMin = Number(process.env.MUP_SOAK_LEAK_KB_PER_MIN ?? 0);
@@ -25,6 +31,27 @@ if (Number.isFinite(kbPerMin) && kbPerMin > 0) {
   const kept = [];
   const bytes = Math.max(1, Math.round((kbPerMin * 1024) / 60));
   setInterval(() => kept.push(Buffer.alloc(bytes, 0xa5)), 1000).unref();
+}
+
+const gclog = process.env.MUP_SOAK_GCLOG;
+if (gclog !== undefined && gclog !== '') {
+  // lifeMs: ms since this process started (performance's time origin); wallMs to put it on the soak's clock.
+  const obs = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      if (e.detail?.kind !== constants.NODE_PERFORMANCE_GC_MAJOR) continue;
+      const m = process.memoryUsage();
+      try {
+        appendFileSync(gclog, `${JSON.stringify({
+          pid: process.pid, lifeMs: Math.round(performance.now()), wallMs: Date.now(), gcMs: Math.round(e.duration * 10) / 10,
+          forced: (e.detail.flags & constants.NODE_PERFORMANCE_GC_FLAGS_FORCED) !== 0,
+          rss: m.rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers,
+        })}\n`);
+      } catch {
+        // the soak's directory is gone: it is over
+      }
+    }
+  });
+  obs.observe({ entryTypes: ['gc'] });
 }
 
 const memlog = process.env.MUP_SOAK_MEMLOG;

@@ -29,8 +29,8 @@ import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../packet/frames.js';
 import { pidAlive } from '../host/process.js';
 import { L3fwd, attachXdp } from '../packet/generator.js';
 import {
-  FAULTS, RSS_MIN_COVERAGE, RSS_MIN_WARM_MS, analyzeStream, pathDrops, vethDelta, type PathDrops, type VethStats, minLifeAuto, compareJournal, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
-  type RssReport, type RssSample, type Rule, type RuleKind, type SendResult, type StreamReport,
+  FAULTS, RSS_MIN_COVERAGE, RSS_MIN_TROUGHS, RSS_MIN_TROUGH_SPAN_MS, RSS_MIN_WARM_MS, analyzeStream, pathDrops, vethDelta, type PathDrops, type VethStats, minLifeAuto, compareJournal, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
+  type GcTrough, parseGcLog, type RssReport, type Trend, type RssSample, type Rule, type RuleKind, type SendResult, type StreamReport,
 } from './soak-analysis.js';
 
 const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
@@ -193,6 +193,22 @@ class Daemon {
     return join(this.dir, 'memory.jsonl');
   }
 
+  /** soak-preload.mjs appends process.memoryUsage() at the end of every major GC here (every life). */
+  get gclogFile(): string {
+    return join(this.dir, 'gc.jsonl');
+  }
+
+  /** The post-GC records of every life so far, on the soak's clock; [] when none could be read. */
+  gcTroughs(): GcTrough[] {
+    let text = '';
+    try {
+      text = readFileSync(this.gclogFile, 'utf8');
+    } catch {
+      return [];
+    }
+    return parseGcLog(text, this.wallAtZero);
+  }
+
   get socket(): string {
     return join(this.dir, 'mup.sock');
   }
@@ -254,10 +270,13 @@ class Daemon {
     const fd = openSync(this.logFile, 'a');
     const args = [MUP_BIN, 'daemon', '--config', join(this.dir, 'mup.yaml'), '--instance', this.instance, '--socket', this.socket,
       '--state-file', this.stateFile, '--bpffs', this.bpffs, '--netns', this.netns, '--log-format', 'json'];
-    // The test-only leak and the memory log: a module loaded before the daemon (soak-preload.mjs).
-    const preload = this.leakKbPerMin > 0 || this.memoryLog || this.heapSnapshots !== '' || Object.keys(daemonEnv()).length > 0;
-    const env = { ...process.env, ...daemonEnv(), MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin), MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '', MUP_SOAK_HEAPSNAP: this.heapSnapshots };
-    const proc = spawn(process.execPath, preload ? ['--import', PRELOAD_MJS, ...args] : args, { stdio: ['ignore', fd, fd], ...(preload ? { env } : {}) });
+    // A module loaded before the daemon (soak-preload.mjs), always: the post-GC log the RSS verdict judges;
+    // when asked, the test-only leak, the memory log, heap snapshots.
+    const env = {
+      ...process.env, ...daemonEnv(), MUP_SOAK_GCLOG: this.gclogFile, MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin),
+      MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '', MUP_SOAK_HEAPSNAP: this.heapSnapshots,
+    };
+    const proc = spawn(process.execPath, ['--import', PRELOAD_MJS, ...args], { stdio: ['ignore', fd, fd], env });
     closeSync(fd);
     this.#proc = proc;
     this.#startedAt = this.now();
@@ -496,6 +515,8 @@ export interface SoakResult {
   readonly churnNotConnected: number;
   readonly entries: readonly JournalEntry[];
   readonly rssSamples: readonly RssSample[];
+  /** Every major GC of the sampled lives, with the memory right after it (soak-preload.mjs): what the RSS verdict judges. */
+  readonly gcTroughs: readonly GcTrough[];
   /** --memory-log: per life, how each part of the memory moved after warm-up. */
   readonly memory: readonly string[];
 }
@@ -821,6 +842,9 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       [`localsid:${String(MEASURED_DOWN.sid)}`, MEASURED_DOWN],
     ]);
     const journal = compareJournal(initial, churn.journal, final);
+    // The post-GC records of the lives the RSS sampler saw (not the final restart's, after the traffic).
+    const sampled = new Set(rss.map((x) => x.pid));
+    const gcTroughs = d.gcTroughs().filter((g) => sampled.has(g.pid));
     let memory: string[] = [];
     if (o.memoryLog) {
       try {
@@ -835,7 +859,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       downlink: downRep,
       journal,
       finalRead,
-      rss: rssSummary(rss, o.warmupMs),
+      rss: rssSummary(rss, o.warmupMs, gcTroughs),
       faults: records,
       kernelDrops,
       unexpectedExits: d.exits.filter((e) => !e.expected),
@@ -843,6 +867,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       churnNotConnected: churn.notConnected,
       entries: churn.journal,
       rssSamples: rss,
+      gcTroughs,
       memory,
     };
   } finally {
@@ -869,6 +894,11 @@ const pct = (es: readonly JournalEntry[], q: number): number => {
   return t.length === 0 ? 0 : t[Math.min(t.length - 1, Math.floor(q * t.length))]!;
 };
 const mb = (kb: number): string => `${(kb / 1024).toFixed(1)} MB`;
+const sgn = (kb: number): string => `${kb >= 0 ? '+' : ''}${mb(kb)}`;
+const trendText = (t: Trend): string => `${sgn(t.riseKb)} (${(t.kbPerMin / 1024).toFixed(2)} MB/min)`;
+/** One life's post-GC RSS after warm-up, in MB, in order. */
+const troughsText = (gs: readonly GcTrough[], pid: number, warmupMs: number): string =>
+  gs.filter((g) => g.pid === pid && g.lifeMs >= warmupMs).map((g) => (g.rssKb / 1024).toFixed(1)).join(', ') + ' MB';
 
 function streamLines(name: string, s: StreamReport): string[] {
   const by = Object.entries(s.lostBy).map(([k, n]) => `${k} ${n}`).join(', ');
@@ -960,18 +990,26 @@ export function report(r: SoakResult): string {
     ...(r.finalRead !== null ? [] : j.lost).slice(0, 10).map((m) => `  lost: ${m.key}: expected ${JSON.stringify(m.expected)} (change #${m.entry?.n ?? 'config'}), found ${JSON.stringify(m.found)}`),
     ...(r.finalRead !== null ? [] : j.resurrected).slice(0, 10).map((m) => `  refused came back: ${m.key}: found ${JSON.stringify(m.found)}, expected ${JSON.stringify(m.expected)}`),
     '',
-    '## daemon RSS (1 s samples)',
-    `after ${r.rss.warmupMs / 1000} s warm-up per process: min ${mb(r.rss.minKb)}, median ${mb(r.rss.medianKb)}, max ${mb(r.rss.maxKb)}; ${r.rss.verdict}: ${r.rss.why}`,
-    ...r.rss.lives.map((l) => `  pid ${l.pid} (${(l.fromMs / 1000).toFixed(0)}-${(l.toMs / 1000).toFixed(0)} s): ${l.samples} warm samples over ${(l.warmMs / 1000).toFixed(0)} s` +
-      (l.samples === 0 ? '' : `, ${mb(l.minKb)} .. ${mb(l.maxKb)}, floor ${l.floorGrowthKb >= 0 ? '+' : ''}${mb(l.floorGrowthKb)} (last third vs first), slope ${(l.slopeKbPerMin / 1024).toFixed(1)} MB/min`) + `: ${l.verdict}`),
-    `  across judged lives: warm floor ${r.rss.acrossGrowthKb === null ? 'n/a' : `${r.rss.acrossGrowthKb >= 0 ? '+' : ''}${mb(r.rss.acrossGrowthKb)}`} (first to last, least squares): ${r.rss.acrossVerdict}`,
+    '## daemon RSS (judged on the post-GC troughs: RSS at the end of each major GC, soak-preload.mjs; 1 s samples beside them)',
+    `after ${r.rss.warmupMs / 1000} s warm-up per process, 1 s samples: min ${mb(r.rss.minKb)}, median ${mb(r.rss.medianKb)}, max ${mb(r.rss.maxKb)}; ${r.rss.verdict}: ${r.rss.why}`,
+    ...r.rss.lives.flatMap((l) => [
+      `  pid ${l.pid} (${(l.fromMs / 1000).toFixed(0)}-${(l.toMs / 1000).toFixed(0)} s): ${l.verdict}${l.why === '' ? '' : ` (${l.why})`}; ` +
+        `${l.troughs} major GCs after warm-up${l.troughs === 0 ? '' : `, RSS after them ${troughsText(r.gcTroughs, l.pid, r.rss.warmupMs)}`}`,
+      ...(l.troughRss === null ? [] : [`    post-GC trend (least squares over ${l.troughRss.n} troughs): rss ${trendText(l.troughRss)}, heapUsed ${trendText(l.troughHeapUsed!)}, external ${trendText(l.troughExternal!)}`]),
+      `    1 s samples: ${l.samples} warm over ${(l.warmMs / 1000).toFixed(0)} s` +
+        (l.samples === 0 ? '' : `, ${mb(l.minKb)} .. ${mb(l.maxKb)}, slope ${(l.slopeKbPerMin / 1024).toFixed(1)} MB/min, lowest of last third vs first ${sgn(l.thirdsGrowthKb)} (the judge before session 9; not judged: the sawtooth's phase)`),
+    ]),
+    `  within lives, pooled over ${r.rss.pooledTroughs} troughs of the judged lives (need ${r.rss.troughsNeeded}): ${r.rss.pooledGrowthKb === null ? 'n/a' : `${sgn(r.rss.pooledGrowthKb)} over a median warm phase`}: ${r.rss.pooledVerdict}`,
+    `  across judged lives: trough floor ${r.rss.acrossGrowthKb === null ? 'n/a' : sgn(r.rss.acrossGrowthKb)} (first to last, least squares): ${r.rss.acrossVerdict}`,
     ...(r.memory.length > 0 ? ['  memory log (process.memoryUsage() every 5 s, after warm-up):', ...r.memory.map((l) => `    ${l}`)] : []),
     `  MB every 5 s: ${r.rssSamples.filter((_, i) => i % 5 === 0).map((x) => `${Math.round(x.tMs / 1000)}s:${(x.rssKb / 1024).toFixed(0)}${x.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (* warm-up)`,
+    `  major GCs (s: MB after): ${r.gcTroughs.map((g) => `${Math.round(g.tMs / 1000)}s:${(g.rssKb / 1024).toFixed(0)}${g.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (* warm-up)`,
     '',
     'Caveats: loss is dated by the sender\'s clock (marks every 20 ms) and put in every fault window within 300 ms; frames lost while the',
     'recreated interface was deleted or not yet up at both ends had no wire (the NO WIRE line); those sent after it was up count, as does any frame that arrived',
-    `untranslated. RSS is judged per daemon process (each restart starts afresh) on a warm phase of ${RSS_MIN_WARM_MS / 1000} s after warm-up, and across`,
-    `processes (warm floors); with fewer than two judged lives (one without restarts) or under ${RSS_MIN_COVERAGE * 100} % of the time judged: inconclusive.`,
+    `untranslated. RSS is judged on the RSS right after each major GC (the floor the process returns to), per daemon process (each restart starts`,
+    `afresh) on a warm phase of ${RSS_MIN_WARM_MS / 1000} s after warm-up with two major GCs ${RSS_MIN_TROUGH_SPAN_MS / 1000} s apart, pooled over those lives, and across them (trough floors);`,
+    `with fewer than two judged lives (one without restarts), under ${RSS_MIN_COVERAGE * 100} % of the time judged or under ${RSS_MIN_TROUGHS} troughs: inconclusive.`,
     ...(o.minLifeMs > 0 ? [`Kills came only once a daemon had lived ${o.minLifeMs / 1000} s (--min-life).`] : []),
     ...(o.leakKbPerMin > 0 ? [`TEST LEAK: the daemon was made to retain ${o.leakKbPerMin} KB/min (--leak-kb-per-min); the RSS verdict must say growing.`] : []),
     'One run, one host, other load on it: a FAIL names what to rerun, a PASS is one sample.',
@@ -994,25 +1032,34 @@ export function selfCheck(): { lines: string[]; ok: boolean } {
   const s = analyzeStream({ sent: 100, errors: 0, marks: [[0, 0], [100, 1e9]] }, { frames: 90, ranges: [[0, 49], [60, 99]], duplicated: 0, reordered: 0, untranslated: 0 }, [{ fault: 'kill', startMs: 450, endMs: 650 }], 0);
   const u = analyzeStream({ sent: 100, errors: 0, marks: [[0, 0], [100, 1e9]] }, { frames: 70, ranges: [[0, 19], [50, 99]], duplicated: 0, reordered: 0, untranslated: 10, untranslatedRanges: [[40, 49]] },
     [{ fault: 'iface', startMs: 200, endMs: 400, excused: true }], 0);
-  // RSS: 1 s samples of daemon lives (pid, first second, length s) with a heap that climbs for 50 s, then saws (a GC) around a floor.
+  // RSS: daemon lives (pid, first second, length s): 1 s samples and the troughs (major GCs) of a sawtooth of 35 MB with a period of 100 s,
+  // GCs at 70 and 170 s of each 260 s life, over a floor of 80 MB after a 50 s climb; `extra` KB added at second t of life l.
   const warmup = 60_000;
-  const lives = (spec: readonly (readonly [number, number, number])[], kb: (life: number, t: number) => number): RssSample[] =>
-    spec.flatMap(([pid, from, len], li) => Array.from({ length: len }, (_, t) => ({ tMs: (from + t) * 1000, pid, lifeMs: t * 1000, rssKb: kb(li, t) })));
-  const heap = (t: number): number => 70_000 + Math.min(t, 50) * 900 + (t % 7) * 1500;
-  const four = [[1, 0, 300], [2, 301, 300], [3, 602, 300], [4, 903, 300]] as const;
-  const saw = rssSummary(lives(four, (_, t) => heap(t)), warmup);
-  const leak = rssSummary(lives(four, (_, t) => heap(t) + t * 50), warmup);
-  const across = rssSummary(lives(four, (l, t) => heap(t) + l * 8000), warmup);
-  const storm = rssSummary(lives(Array.from({ length: 30 }, (_, i) => [i + 1, i * 41, 40] as const), (_, t) => heap(t)), warmup);
+  const judge = (spec: readonly (readonly [number, number, number])[], extra: (l: number, t: number) => number, period = 100, phase = 30): RssReport => {
+    const base = (t: number): number => 70_000 + Math.min(t, 50) * 200;
+    const samples = spec.flatMap(([pid, from, len], l) => Array.from({ length: len }, (_, t) => ({ tMs: (from + t) * 1000, pid, lifeMs: t * 1000, rssKb: base(t) + ((t + phase) % period) * (35_000 / period) + extra(l, t) })));
+    const troughs = spec.flatMap(([pid, from, len], l) => Array.from({ length: len }, (_, t) => t).filter((t) => t > 0 && (t + phase) % period === 0)
+      .map((t) => ({ tMs: (from + t) * 1000, pid, lifeMs: t * 1000, rssKb: base(t) + extra(l, t), heapUsedKb: 15_000, externalKb: 10_000 })));
+    return rssSummary(samples, warmup, troughs);
+  };
+  const four = [[1, 0, 260], [2, 261, 260], [3, 522, 260], [4, 783, 260]] as const;
+  const saw = judge(four, () => 0);
+  const leak = judge(four, (_, t) => t * 77);
+  const slow = judge(four, (_, t) => t * 33);
+  const across = judge(four, (l) => l * 8000);
+  const storm = judge(Array.from({ length: 30 }, (_, i) => [i + 1, i * 41, 40] as const), () => 0);
+  const rare = judge(four, () => 0, 150);
   const checks = [
     { what: 'an acknowledged add missing from the final tables is a lost change', ok: j2.lost.length === 1 },
     { what: 'a refused replace found in the final tables is a refused change come back', ok: j.resurrected.length === 1 },
     { what: 'frames 50..59 not received are 10 lost, in the kill window', ok: s.lost === 10 && s.lostBy['kill'] === 10 },
     { what: 'frames 40..49 that arrived untranslated just after the interface came back are lost, not excused', ok: u.lost === 30 && u.lostExcused === 20 && u.lostUntranslated === 10 },
-    { what: 'a heap that retains 3 MB/min in each of four 5-minute lives is growing', ok: leak.verdict === 'growing' },
-    { what: 'lives each flat whose warm floors climb 8 MB a life are growing', ok: across.verdict === 'growing' && across.acrossVerdict === 'growing' },
-    { what: 'a garbage collector\'s sawtooth over four 5-minute lives is flat', ok: saw.verdict === 'flat' },
+    { what: 'troughs that rise 20 MB over each of four 260 s lives are growing', ok: leak.verdict === 'growing' },
+    { what: 'troughs that rise 2 MB/min, under the threshold in any one life, are growing pooled over four', ok: slow.verdict === 'growing' && slow.pooledVerdict === 'growing' },
+    { what: 'lives each flat whose trough floors climb 8 MB a life are growing', ok: across.verdict === 'growing' && across.acrossVerdict === 'growing' },
+    { what: 'a sawtooth of period 100 s over flat troughs is flat (the last third of a warm phase is mid-tooth)', ok: saw.verdict === 'flat' },
     { what: '30 lives of 40 s (a kill every 40 s) are inconclusive, not flat', ok: storm.verdict === 'inconclusive' },
+    { what: 'one major GC per warm phase (period 150 s) is inconclusive, not flat', ok: rare.verdict === 'inconclusive' },
   ];
   return { lines: checks.map((c) => `${c.ok ? 'detected' : 'MISSED  '}  ${c.what}`), ok: checks.every((c) => c.ok) };
 }

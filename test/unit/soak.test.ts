@@ -5,8 +5,12 @@
  * back, lost and duplicated frames dated into their fault window, a growing
  * RSS) and to stay quiet when nothing is lost.
  */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { analyzeStream, compareJournal, minLifeAuto, pathDrops, rssSummary, vethDelta, type JournalEntry, type Rule, type RssSample } from '../../src/bench/soak-analysis.js';
+import { analyzeStream, compareJournal, minLifeAuto, parseGcLog, pathDrops, rssSummary, vethDelta, type GcTrough, type JournalEntry, type RssReport, type RssSample, type Rule } from '../../src/bench/soak-analysis.js';
 
 const P = (sr: string): Rule => ({ name: 'churn-p1', match: '10.200.1.0/24', sr_prefix: sr, src_prefix: '2001:db8:ff::/64' });
 const KEY = 'policy:10.200.1.0/24';
@@ -123,62 +127,121 @@ describe('soak frames', () => {
 });
 
 describe('soak RSS', () => {
-  /** 1 s samples of daemon lives [pid, first second, length in s]; kb(life index, second of that life). */
-  const lives = (spec: readonly (readonly [number, number, number])[], kb: (l: number, t: number) => number): RssSample[] =>
-    spec.flatMap(([pid, from, len], l) => Array.from({ length: len }, (_, t) => ({ tMs: (from + t) * 1000, pid, lifeMs: t * 1000, rssKb: kb(l, t) })));
-  /** A V8 heap as the soak saw it: climbs for 50 s after a start, then saws (a GC every 7 s) over a fixed floor. */
-  const heap = (t: number): number => 70_000 + Math.min(t, 50) * 900 + (t % 7) * 1500;
+  /**
+   * Daemon lives [pid, first second, length in s] as the soak records them: 1 s RSS samples and the
+   * troughs (RSS right after each major GC). A V8 heap as session 8's 20-minute soak saw it: a climb
+   * of 10 MB over 50 s after a start, then a sawtooth of 35 MB over that floor whose GC comes every
+   * `period` s (at second t of a life when (t + phase) % period is 0); `extra(l, t)` KB on top
+   * (a leak: it raises the troughs too).
+   */
   const WARMUP = 60_000;
-  const FOUR = [[1, 0, 300], [2, 301, 300], [3, 602, 300], [4, 903, 300]] as const;
+  const base = (t: number): number => 70_000 + Math.min(t, 50) * 200;
+  const record = (spec: readonly (readonly [number, number, number])[], extra: (l: number, t: number) => number = () => 0, period = 100, phase = 30): [RssSample[], GcTrough[]] => {
+    const gc = (t: number): boolean => t > 0 && (t + phase) % period === 0;
+    const samples = spec.flatMap(([pid, from, len], l) =>
+      Array.from({ length: len }, (_, t) => ({ tMs: (from + t) * 1000, pid, lifeMs: t * 1000, rssKb: base(t) + ((t + phase) % period) * (35_000 / period) + extra(l, t) })));
+    const troughs = spec.flatMap(([pid, from, len], l) => Array.from({ length: len }, (_, t) => t).filter(gc)
+      .map((t) => ({ tMs: (from + t) * 1000, pid, lifeMs: t * 1000, rssKb: base(t) + extra(l, t), heapUsedKb: 15_000, externalKb: 10_000 + extra(l, t) })));
+    return [samples, troughs];
+  };
+  const judge = (...a: Parameters<typeof record>): RssReport => {
+    const [samples, troughs] = record(...a);
+    return rssSummary(samples, WARMUP, troughs);
+  };
+  /** Session 8's 20-minute soak: a kill every 260 s, four lives with a warm phase of 199 s each. */
+  const FOUR = [[1, 0, 260], [2, 261, 260], [3, 522, 260], [4, 783, 260]] as const;
 
-  it('calls a garbage collector\'s sawtooth flat, in one long life and across four', () => {
-    const one = rssSummary(lives([[1, 0, 300]], (_, t) => heap(t)), WARMUP);
-    expect(one).toMatchObject({ verdict: 'flat', judged: 1, needed: 1, acrossVerdict: 'not judged' });
-    const four = rssSummary(lives(FOUR, (_, t) => heap(t)), WARMUP);
-    expect(four).toMatchObject({ verdict: 'flat', judged: 4, needed: 2, acrossVerdict: 'flat' });
-    expect(four.lives.map((l) => l.verdict)).toEqual(['flat', 'flat', 'flat', 'flat']);
+  it('calls a sawtooth whose period (100 s) is longer than a third of the warm phase flat when its troughs are flat; the judge before session 9 called it growing', () => {
+    // GCs at 70 and 170 s of each life: the last third of the warm phase (193-259 s) holds no trough, its lowest sample is 8.2 MB up the tooth.
+    const r = judge(FOUR);
+    expect(r.lives.map((l) => l.thirdsGrowthKb)).toEqual([8400, 8400, 8400, 8400]);
+    expect(r.lives.map((l) => l.thirdsGrowthKb > 4096)).toEqual([true, true, true, true]);
+    expect(r.lives.map((l) => [l.troughs, l.verdict])).toEqual([[2, 'flat'], [2, 'flat'], [2, 'flat'], [2, 'flat']]);
+    expect(r).toMatchObject({ verdict: 'flat', judged: 4, needed: 2, pooledTroughs: 8, pooledVerdict: 'flat', acrossVerdict: 'flat' });
+    expect(r.pooledGrowthKb).toBeCloseTo(0, 3);
   });
 
-  it('calls a heap that retains 3 MB/min growing within each life', () => {
-    const r = rssSummary(lives(FOUR, (_, t) => heap(t) + t * 50), WARMUP);
+  it('calls troughs that a leak raises by 20 MB over a 260 s life growing within each life', () => {
+    const r = judge(FOUR, (_, t) => (t * 20_480) / 260);
     expect(r.verdict).toBe('growing');
     expect(r.lives.map((l) => l.verdict)).toEqual(['growing', 'growing', 'growing', 'growing']);
-    expect(r.lives[0]!.floorGrowthKb).toBeGreaterThan(4096);
+    expect(r.lives[0]!.troughRss!.riseKb).toBeCloseTo(7877, -1);
+    expect(r.lives[0]!.troughExternal!.riseKb).toBeCloseTo(7877, -1);
+    expect(r.pooledVerdict).toBe('growing');
   });
 
-  it('calls lives flat within but with warm floors that climb from life to life growing', () => {
-    const r = rssSummary(lives(FOUR, (l, t) => heap(t) + l * 8000), WARMUP);
+  it('calls a leak of 2 MB/min, under the threshold between one life\'s two troughs, growing pooled over four lives', () => {
+    const r = judge(FOUR, (_, t) => t * 34);
     expect(r.lives.map((l) => l.verdict)).toEqual(['flat', 'flat', 'flat', 'flat']);
-    expect(r).toMatchObject({ verdict: 'growing', acrossVerdict: 'growing' });
+    expect(r).toMatchObject({ verdict: 'growing', pooledVerdict: 'growing' });
+    expect(r.pooledGrowthKb).toBeCloseTo(34 * 199, -1);
+  });
+
+  it('calls lives flat within but with trough floors that climb from life to life growing', () => {
+    const r = judge(FOUR, (l) => l * 8000);
+    expect(r.lives.map((l) => l.verdict)).toEqual(['flat', 'flat', 'flat', 'flat']);
+    expect(r).toMatchObject({ verdict: 'growing', acrossVerdict: 'growing', pooledVerdict: 'flat' });
     expect(r.acrossGrowthKb).toBeCloseTo(24_000, -2);
   });
 
-  it('does not judge the climb after a start: a warm-up shorter than it calls the first minutes growing', () => {
-    expect(rssSummary(lives([[1, 0, 300]], (_, t) => heap(t)), 10_000).verdict).toBe('growing');
+  it('calls a flat sawtooth with one GC per warm phase (period 150 s) inconclusive, never flat, each life too short', () => {
+    const r = judge(FOUR, () => 0, 150);
+    expect(r.lives.map((l) => [l.troughs, l.verdict])).toEqual([[1, 'too short'], [1, 'too short'], [1, 'too short'], [1, 'too short']]);
+    expect(r.lives[0]!.why).toContain('1 major GCs after warm-up');
+    expect(r).toMatchObject({ verdict: 'inconclusive', judged: 0 });
+  });
+
+  it('calls a run without any GC record (no post-GC log) inconclusive, never flat', () => {
+    const [samples] = record(FOUR);
+    expect(rssSummary(samples, WARMUP, [])).toMatchObject({ verdict: 'inconclusive', judged: 0, pooledTroughs: 0 });
+  });
+
+  it('calls two judged lives with too few troughs for the pooled trend inconclusive', () => {
+    // Two lives of 260 s (two troughs each) among lives of 40 s: 4 troughs in the pool, 6 needed.
+    const short = Array.from({ length: 4 }, (_, i) => [i + 3, 522 + i * 41, 40] as const);
+    const r = judge([[1, 0, 260], [2, 261, 260], ...short]);
+    expect(r).toMatchObject({ judged: 2, pooledTroughs: 4, pooledVerdict: 'not judged', verdict: 'inconclusive' });
+  });
+
+  it('does not judge the GCs of the warm-up (the climb after a start)', () => {
+    // GCs every 30 s from 20 s of life: 20 and 50 s fall on the climb; with the 60 s warm-up they are left out, with none they are judged.
+    const [samples, troughs] = record([[1, 0, 300]], () => 0, 30, 10);
+    expect(rssSummary(samples, WARMUP, troughs).lives[0]!.troughs).toBe(8);
+    expect(rssSummary(samples, 0, troughs).lives[0]!.troughs).toBe(10);
+    expect(rssSummary(samples, 0, troughs).lives[0]!.troughFloorKb).toBe(74_000);
   });
 
   it('calls a kill every 40 s inconclusive, never flat, and each such life too short', () => {
-    const r = rssSummary(lives(Array.from({ length: 30 }, (_, i) => [i + 1, i * 41, 40] as const), (_, t) => heap(t)), WARMUP);
+    const r = judge(Array.from({ length: 30 }, (_, i) => [i + 1, i * 41, 40] as const), () => 0, 20);
     expect(r).toMatchObject({ verdict: 'inconclusive', judged: 0 });
     expect(new Set(r.lives.map((l) => l.verdict))).toEqual(new Set(['too short']));
   });
 
   it('calls one judged life among restarted short ones inconclusive (a restarted run needs two)', () => {
-    const r = rssSummary(lives([[1, 0, 40], [2, 41, 40], [3, 82, 300], [4, 383, 40]], (_, t) => heap(t)), WARMUP);
+    const r = judge([[1, 0, 40], [2, 41, 40], [3, 82, 600], [4, 683, 40]]);
     expect(r).toMatchObject({ verdict: 'inconclusive', judged: 1, needed: 2 });
   });
 
   it('calls two judged lives that cover too little of the run inconclusive', () => {
-    const short = Array.from({ length: 20 }, (_, i) => [i + 3, 602 + i * 41, 40] as const);
-    const r = rssSummary(lives([[1, 0, 300], [2, 301, 300], ...short], (_, t) => heap(t)), WARMUP);
+    const short = Array.from({ length: 30 }, (_, i) => [i + 3, 1202 + i * 41, 40] as const);
+    const r = judge([[1, 0, 600], [2, 601, 600], ...short]);
     expect(r.judged).toBe(2);
     expect(r.coverage).toBeLessThan(0.5);
     expect(r.verdict).toBe('inconclusive');
   });
 
   it('does not judge a life whose sampler was starved (too few samples over the warm phase)', () => {
-    const sparse = lives([[1, 0, 300]], (_, t) => heap(t)).filter((_, i) => i % 3 === 0);
-    expect(rssSummary(sparse, WARMUP)).toMatchObject({ verdict: 'inconclusive', judged: 0 });
+    const [samples, troughs] = record([[1, 0, 600]]);
+    expect(rssSummary(samples.filter((_, i) => i % 3 === 0), WARMUP, troughs)).toMatchObject({ verdict: 'inconclusive', judged: 0 });
+  });
+
+  it('reads the preload\'s post-GC log onto the soak\'s clock, skipping a torn line', () => {
+    const line = (pid: number, wallMs: number): string => JSON.stringify({ pid, lifeMs: wallMs - 5000, wallMs, gcMs: 3, forced: false, rss: 90 * 1048576, heapTotal: 1, heapUsed: 15 * 1048576, external: 10 * 1048576, arrayBuffers: 0 });
+    const g = parseGcLog(`${line(7, 11_000)}\n${line(7, 12_500)}\n{"pid":7,"lifeMs":9`, 1000);
+    expect(g).toEqual([
+      { tMs: 10_000, pid: 7, lifeMs: 6000, rssKb: 92_160, heapUsedKb: 15_360, externalKb: 10_240 },
+      { tMs: 11_500, pid: 7, lifeMs: 7500, rssKb: 92_160, heapUsedKb: 15_360, externalKb: 10_240 },
+    ]);
   });
 
   it('spaces kills so that each life has a judged warm phase when the run holds two such lives, else leaves them in the schedule', () => {
@@ -187,6 +250,68 @@ describe('soak RSS', () => {
     expect(minLifeAuto(509_000, WARMUP)).toBe(0);
     expect(minLifeAuto(60_000, WARMUP)).toBe(0);
   });
+});
+
+describe('soak RSS on a real process (soak-preload.mjs)', () => {
+  /**
+   * A node process with the soak's preload and a workload that keeps a bounded set of objects and
+   * replaces it all the time (a major GC every half second or so): once with the preload's test leak
+   * (2 MB/s, kept resident), once without. Its real post-GC log and 1 s VmRSS go through rssSummary,
+   * with limits scaled to a 20 s life: the leak must be called growing; the control must not grow by
+   * anything like it.
+   */
+  const WORK = [
+    'const ring = new Array(20000); let i = 0;',
+    "setInterval(() => { for (let k = 0; k < 2000; k++) ring[i++ % ring.length] = { s: String(i).padEnd(120, '.'), n: [i, k] }; }, 10);",
+    'setTimeout(() => process.exit(0), 20000);',
+  ].join('\n');
+  const PRELOAD = new URL('../../src/bench/soak-preload.mjs', import.meta.url).href;
+  const LIMITS = { minWarmMs: 10_000, minTroughSpanMs: 5000, minTroughs: 6 };
+
+  const run = async (dir: string, name: string, leakKbPerMin: number): Promise<RssReport> => {
+    const gclog = join(dir, `${name}.jsonl`);
+    const t0 = Date.now();
+    const p = spawn(process.execPath, ['--max-semi-space-size=1', '--import', PRELOAD, '-e', WORK], {
+      stdio: 'ignore', env: { ...process.env, MUP_SOAK_GCLOG: gclog, MUP_SOAK_LEAK_KB_PER_MIN: String(leakKbPerMin) },
+    });
+    const samples: RssSample[] = [];
+    const timer = setInterval(() => {
+      try {
+        const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p.pid}/status`, 'utf8'))?.[1]);
+        if (Number.isFinite(kb)) samples.push({ tMs: Date.now() - t0, pid: p.pid!, lifeMs: Date.now() - t0, rssKb: kb });
+      } catch {
+        // exited
+      }
+    }, 1000);
+    try {
+      const code = await new Promise<number | null>((res) => p.once('exit', (c) => res(c)));
+      expect(code).toBe(0);
+    } finally {
+      clearInterval(timer);
+      if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+    }
+    return rssSummary(samples, 3000, parseGcLog(readFileSync(gclog, 'utf8'), t0), LIMITS);
+  };
+
+  it('calls a process that keeps 2 MB a second growing, and one that does not, not so', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-soak-rss-'));
+    try {
+      const [leak, control] = await Promise.all([run(dir, 'leak', 120 * 1024), run(dir, 'control', 0)]);
+      const [l] = leak.lives;
+      const [c] = control.lives;
+      expect(l!.troughs).toBeGreaterThanOrEqual(6);
+      expect(leak.verdict).toBe('growing');
+      // 2 MB/s kept: external (the Buffers) rises by that rate, and RSS after each GC with it.
+      expect(l!.troughExternal!.kbPerMin / 1024).toBeGreaterThan(100);
+      expect(l!.troughExternal!.kbPerMin / 1024).toBeLessThan(140);
+      expect(l!.troughRss!.kbPerMin / 1024).toBeGreaterThan(60);
+      expect(c!.troughs).toBeGreaterThanOrEqual(6);
+      expect(Math.abs(c!.troughExternal!.riseKb)).toBeLessThan(1024);
+      expect(c!.troughRss!.riseKb).toBeLessThan(l!.troughRss!.riseKb / 2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 describe('soak kernel drops (veth counters)', () => {
