@@ -11,7 +11,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { checkLayouts, DEFAULT_OBJECT, eventNames, LayoutError, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { decodeConfig, decodePolicy, decodePolicyKey, encodePolicyKey, LAYOUTS } from '../src/dataplane/codec.js';
-import { closeFd, mapKeys, mapLookup, mapUpdate, numPossibleCpus, objectClose, objectOpen } from '../src/dataplane/libbpf.js';
+import { closeFd, mapKeys, mapLookup, mapUpdate, numPossibleCpus, objectClose, objectOpen, traceMapReads } from '../src/dataplane/libbpf.js';
 import { openProgramMaps } from '../src/dataplane/probe-maps.js';
 import { innerUdp4, srv6Frame } from '../src/packet/frames.js';
 import { parseIpv4 } from '../src/sid/addr.js';
@@ -111,6 +111,30 @@ describe.skipIf(!haveObject)(`dataplane with ${OBJECT}`, () => {
     } finally {
       objectClose(obj);
     }
+  });
+
+  it('does not read a counter map it has just created (every slot is zero); a taken-over one is read for slots to zero', () => {
+    const t = traceMapReads();
+    let counters = -1;
+    try {
+      dp = openDataplane({ object: OBJECT, config: CONFIG });
+      counters = dp.maps.counters;
+    } finally {
+      t.stop();
+    }
+    expect(t.reads.filter((r) => r.fd === counters)).toEqual([]);
+    // The same map handed to a second load (as a restarted daemon takes over its pins): scanned.
+    const t2 = traceMapReads();
+    let again: Dataplane | undefined;
+    let countersAgain = -1;
+    try {
+      again = openDataplane({ object: OBJECT, config: CONFIG, reuse: { policies: dp.tables.policiesFd, localsids: dp.tables.localsidsFd, counters } });
+      countersAgain = again.maps.counters; // libbpf's own fd of the reused map
+    } finally {
+      t2.stop();
+      again?.close();
+    }
+    expect(t2.reads.filter((r) => r.fd === countersAgain && r.op === 'lookup_batch').length).toBeGreaterThan(0);
   });
 
   it('fills the tables and mup_cfg from the config', () => {

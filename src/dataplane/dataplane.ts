@@ -384,7 +384,7 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
       leaseFd: mapFd(nh[2]!, NEXTHOP_MAPS[2]),
       hintsFd: mapFd(nh[3]!, NEXTHOP_MAPS[3]),
     };
-    const tables = new Tables(fds, s, s);
+    const tables = new Tables(fds, s, s, { countersNew: o.reuse === undefined });
     tables.writeSettings(s);
     tables.sync(s, config.policies, config.localsids, config.sessions ?? [], { keep: o.keepUnlisted === true });
     return new LoadedDataplane(file, config, obj, progFd, events, fds, tables, nexthop);
