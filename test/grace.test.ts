@@ -126,7 +126,7 @@ describe.skipIf(!haveObject || !isRoot)('grace periods off the change path', () 
     const d = dp;
     d.rules.settle();
     // Long enough that the deletes below run while their grace period is pending.
-    graceClock.testExtraMs = 300;
+    graceClock.testExtraMs = 500;
     d.rules.trace = [];
     const waits = graceClock.waits;
     d.rules.apply({ delPolicies: [policy('10.0.1.0/24', '2001:db8:1::/48').match] });
