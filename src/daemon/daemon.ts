@@ -459,7 +459,8 @@ export class Daemon {
    * "Precedence"); it is tried again at every apply.
    */
   applyLearned(delta: LearnedDelta): Promise<LearnedApplied> {
-    return this.#serial.run(() => {
+    return this.#serial.run(async () => {
+      await this.#dp?.rules.writable('put');
       const t0 = performance.now();
       const t = this.dataplane.rules;
       const plan: { kind: RuleKind; puts: Rule[]; dels: Rule[] }[] = [];
@@ -1134,7 +1135,9 @@ export class Daemon {
    * (group commit: the fdatasync is shared with the changes written meanwhile).
    */
   async putRule(kind: RuleKind, body: unknown, op: 'add' | 'replace', by?: string): Promise<RuleJson> {
-    const { durable, rule, key, json } = await this.#serial.run(() => {
+    const { durable, rule, key, json } = await this.#serial.run(async () => {
+      // The grace period the write needs, awaited here rather than inside the tables (src/dataplane/grace.ts).
+      await this.#dp?.rules.writable('put');
       const k = RULE_KINDS[kind];
       const rule = this.#rules.check(kind, body, op);
       const key = k.key(rule);
@@ -1172,7 +1175,8 @@ export class Daemon {
   }
 
   async deleteRule(kind: RuleKind, by: { key?: string; name?: string }, who?: string): Promise<RuleJson> {
-    const { durable, key, previous } = await this.#serial.run(() => {
+    const { durable, key, previous } = await this.#serial.run(async () => {
+      await this.#dp?.rules.writable('delete');
       const k = RULE_KINDS[kind];
       let key: string | undefined;
       try {
@@ -1222,7 +1226,8 @@ export class Daemon {
    * and the set (src/daemon/batch.ts).
    */
   async applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
-    const { durable, plan } = await this.#serial.run(() => {
+    const { durable, plan } = await this.#serial.run(async () => {
+      await this.#dp?.rules.writable('put');
       const plan = planBatch(this.#rules, ops);
       const t = this.dataplane.rules;
       this.#tables(t, plan.changes);

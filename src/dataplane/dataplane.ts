@@ -749,6 +749,7 @@ class LoadedDataplane implements Dataplane {
       }
     }
     this.#attached.clear();
+    this.rules.close();
     objectClose(this.#obj);
     if (failed.length > 0) {
       throw new Error(`closed the data plane, but could not detach it from: ${failed.join('; ')}`);

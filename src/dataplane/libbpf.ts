@@ -940,3 +940,43 @@ export function mapDump(fd: number, keySize: number, valueSize: number, what = '
   }
   return { keys: Buffer.concat(keyParts), values: Buffer.concat(valueParts), count: total };
 }
+
+// ---------------------------------------------------------------------------
+// Shared mappings of BPF_F_MMAPABLE array maps
+
+/** map_flags bit of an array map whose values user space may mmap. */
+export const BPF_F_MMAPABLE = 0x400;
+
+const mm = {
+  mmap: bind<(addr: Ptr, len: number, prot: number, flags: number, fd: number, off: number) => bigint>(
+    libc,
+    'void *mmap(void *addr, size_t len, int prot, int flags, int fd, long off)',
+  ),
+  munmap: bind<(addr: bigint, len: number) => number>(libc, 'int munmap(void *addr, size_t len)'),
+};
+
+const PROT_READ = 1;
+const PROT_WRITE = 2;
+const MAP_SHARED = 1;
+
+/** A read-write shared mapping of a map's values (an mmapable array map: value i at i * value size). */
+export interface MapMapping {
+  readonly memory: ArrayBuffer;
+  readonly addr: bigint;
+  readonly length: number;
+}
+
+export function mapMmap(fd: number, length: number, what = 'map'): MapMapping {
+  const page = 4096;
+  const len = Math.ceil(length / page) * page;
+  const addr = mm.mmap(null, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // MAP_FAILED is (void *)-1.
+  if (addr === 0n || addr === 0xffffffffffffffffn || addr === -1n) {
+    throw new LibbpfError(`mmap of ${what}`, koffi.errno(), takeLog());
+  }
+  return { memory: koffi.view(addr, len), addr, length: len };
+}
+
+export function mapMunmap(m: MapMapping): void {
+  mm.munmap(m.addr, m.length);
+}

@@ -6,6 +6,7 @@
  */
 import koffi from 'koffi';
 import type { TableFds } from './tables.js';
+import { graceClock } from './grace.js';
 import {
   LibbpfError,
   closeFd,
@@ -97,6 +98,8 @@ export function readSelector(fds: Pick<TableFds, 'configFd' | 'configSize' | 'co
  */
 export function writeSelector(fds: Pick<TableFds, 'configFd' | 'configSize' | 'configOffsets' | 'selOffset'>, s: ProbeSelector): void {
   checkSelector(s);
+  // The table code's last flip may still have packets on the idle copy (src/dataplane/grace.ts).
+  graceClock.waitSync(graceClock.requested);
   const key = Buffer.alloc(4);
   const cur = mapLookup(fds.configFd, key, fds.configSize, 'mup_cfgs');
   if (cur === undefined) throw new Error('the configuration map has no value');

@@ -9,12 +9,20 @@
  *   one step (the hash map links the new element in, then unlinks the old):
  *   a lookup finds the old entry or the new one, never neither, never a mix.
  * - The kernel may hand a deleted or replaced element's memory to the very
- *   next update, while a packet that looked it up a moment earlier still
- *   reads it. So after a replace or delete, the next write first waits for
- *   an RCU grace period (synchronizeRcu), after which no packet holds it.
+ *   next element-allocating update (an insert or a replace), while a packet
+ *   that looked it up a moment earlier still reads it. So such an update
+ *   first waits for an RCU grace period that started after the last replace
+ *   or delete (the allocation debt); deletes and generation stores do not.
  * - mup_cfg has two copies; a packet reads mup_cfg_sel once and uses that
- *   copy. A write fills the other copy, flips the selector, and waits for a
- *   grace period before that copy may be written again.
+ *   copy. A flip fills the other copy and flips the selector; the next flip
+ *   waits for a grace period that started after it (the flip debt). A
+ *   change that leaves prefix lengths and settings as they are only bumps
+ *   policy_gen / localsid_gen in the active copy, in place (one aligned
+ *   32-bit store through the map's mmap), after the map writes: no flip.
+ * - A deleted rule's id is reused, and its counter slot zeroed, only after a
+ *   grace period that started after the delete.
+ * - Grace periods run on a thread (src/dataplane/grace.ts); a write that
+ *   needs one waits for its number (the daemon awaits it before the write).
  * - Prefix lengths: a rule's length is in the config before the rule is
  *   written and leaves the config only after the rule is deleted.
  */
@@ -47,9 +55,14 @@ import {
   mapLookupArrayRange,
   mapUpdate,
   mapUpdateBatch,
+  BPF_F_MMAPABLE,
+  mapInfo,
+  mapMmap,
+  mapMunmap,
   numPossibleCpus,
-  synchronizeRcu,
+  type MapMapping,
 } from './libbpf.js';
+import { graceClock } from './grace.js';
 
 export const MAP_POLICIES = 'mup_policies';
 export const MAP_LOCALSIDS = 'mup_localsids';
@@ -424,8 +437,19 @@ export class Tables {
   readonly #policyIds: IdPool;
   readonly #localsidIds: IdPool;
   readonly #sessionIds: IdPool;
-  /** A replace or delete happened since the last grace period. */
-  #dirty = false;
+  /** Grace period an element-allocating write waits for (after a replace or delete; 0: none). */
+  #allocDebt = 0;
+  /** Grace period the next flip waits for (after the last flip; 0: none). */
+  #flipDebt = 0;
+  /** Rule ids deleted, reusable (and their counter slots zeroed) once grace period `seq` has completed. */
+  readonly #pendingFree: { seq: number; policies: number[]; localsids: number[]; sessions: number[] }[] = [];
+  /** .data.cfg mapped (BPF_F_MMAPABLE), for generation stores in place; undefined: every change flips. */
+  #cfgMap: MapMapping | undefined;
+  /**
+   * Tests: every table write, flip and generation store, with the grace
+   * clock's completed number at the time (or the number a delete owes).
+   */
+  trace: { op: 'insert' | 'replace' | 'delete' | 'flip' | 'gen'; seq: number }[] | undefined;
   /** Keys (latin1) of the address-only entries in the policy table. */
   readonly #addrOnly = new Set<string>();
   #settings: Settings;
@@ -454,6 +478,14 @@ export class Tables {
     this.#fds = fds;
     this.sizes = sizes;
     this.#settings = settings;
+    // Maps taken over from an older daemon may not be mmapable: then every change flips.
+    const gensAligned = fds.configOffsets.every((o) => (o + LAYOUTS.mup_config.members.policy_gen.offset) % 4 === 0 && (o + LAYOUTS.mup_config.members.localsid_gen.offset) % 4 === 0);
+    if (gensAligned && (mapInfo(fds.configFd, MAP_CONFIG).flags & BPF_F_MMAPABLE) !== 0) {
+      this.#cfgMap = mapMmap(fds.configFd, fds.configSize, MAP_CONFIG);
+    }
+    // Another process (an earlier daemon, a CLI load) may have replaced, deleted or
+    // flipped just before exiting, owing a grace period nobody waits for now: owe one here.
+    this.#allocDebt = this.#flipDebt = graceClock.request();
     const active = this.readConfig();
     this.#gens = { policyGen: active.policyGen, localsidGen: active.localsidGen };
     this.#policies = new Mirror(0, sizes.maxPolicies, LAYOUTS.mup_policy.size);
@@ -508,7 +540,11 @@ export class Tables {
         }
       }
     }
-    zeroCounterSlots(fds.countersFd, dirty, this.#ncpus);
+    if (dirty.length > 0) {
+      // Their rules may have been deleted just now: no packet may still count into them.
+      graceClock.waitSync(this.#allocDebt);
+      zeroCounterSlots(fds.countersFd, dirty, this.#ncpus);
+    }
   }
 
   get settings(): Settings {
@@ -752,7 +788,8 @@ export class Tables {
         // replaced ones one by one, with a grace period between them.
         const fresh = plan.writes.filter((w) => w.fresh);
         if (fresh.length > 0) {
-          this.#settle();
+          this.#graceFor(this.#allocDebt);
+          this.trace?.push({ op: 'insert', seq: graceClock.completed });
           const ks = fresh[0]!.key.length;
           const vs = mirror.valueSize;
           let keys: Buffer;
@@ -777,12 +814,13 @@ export class Tables {
         }
         for (const w of plan.writes) {
           if (w.fresh) continue;
-          this.#settle();
+          this.#graceFor(this.#allocDebt);
+          this.trace?.push({ op: 'replace', seq: graceClock.completed });
           mapUpdate(fd, w.key, w.value, BPF_ANY, name);
           this.#touch(fd);
           mirror.set(w.keyStr, w.rule, w.value, w.plen);
           replaced++;
-          this.#dirty = true;
+          this.#allocDebt = graceClock.request();
         }
       }
       // 2. The config with old and new prefix lengths (and the generation + 1
@@ -796,15 +834,19 @@ export class Tables {
         [planS, this.#fds.sessionsFd, this.#sessions, MAP_SESSIONS, freedS],
       ] as const) {
         // A delete takes no element, so deletes need no grace period between
-        // them (only the next write after them does: #dirty): all of a
-        // table's in one BPF_MAP_DELETE_BATCH.
+        // them (only the next element-allocating write after them does:
+        // #allocDebt): all of a table's in one BPF_MAP_DELETE_BATCH.
         if (plan.deletes.length === 0) continue;
         const ks = plan.deletes[0]!.length;
         const keys = Buffer.allocUnsafe(ks * plan.deletes.length);
         plan.deletes.forEach((k, i) => keys.write(k, i * ks, 'latin1'));
-        this.#dirty = true;
         this.#touch(fd);
-        mapDeleteBatch(fd, keys, ks, plan.deletes.length, name);
+        try {
+          mapDeleteBatch(fd, keys, ks, plan.deletes.length, name);
+        } finally {
+          this.#allocDebt = graceClock.request();
+          this.trace?.push({ op: 'delete', seq: this.#allocDebt });
+        }
         for (const k of plan.deletes) {
           const rule = mirror.keys.get(k);
           mirror.delete(k);
@@ -830,13 +872,12 @@ export class Tables {
       throw e;
     }
     this.#settings = settings;
-    // 5. No packet holds a deleted entry any more: its counter slot is
-    // zeroed and its id may be reused.
-    this.#settle();
-    zeroCounterSlots(this.#fds.countersFd, [...freedP, ...freedL, ...freedS].map((r) => MUP_EVENT_SLOTS + r), this.#ncpus);
-    this.#policyIds.give(freedP);
-    this.#localsidIds.give(freedL);
-    this.#sessionIds.give(freedS);
+    // 5. Once no packet holds a deleted entry (a grace period after the
+    // deletes), its counter slot is zeroed and its id may be reused.
+    if (freedP.length + freedL.length + freedS.length > 0) {
+      this.#pendingFree.push({ seq: this.#allocDebt, policies: freedP, localsids: freedL, sessions: freedS });
+    }
+    this.#reclaim(false);
     return { added, replaced, deleted, unchanged };
   }
 
@@ -864,6 +905,11 @@ export class Tables {
         const fresh = rule === undefined;
         if (rule === undefined) {
           rule = ids.take();
+          if (rule === undefined && this.#pendingFree.length > 0) {
+            // Ids freed by deletes whose grace period is still running.
+            this.#reclaim(true);
+            rule = ids.take();
+          }
           if (rule === undefined) {
             throw new TablesFullError(
               `the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables`,
@@ -928,11 +974,52 @@ export class Tables {
     };
   }
 
-  /** Wait for a grace period if a replace or delete happened since the last one. */
-  #settle(): void {
-    if (!this.#dirty) return;
-    synchronizeRcu();
-    this.#dirty = false;
+  /** Block until grace period `seq` has completed (0: none owed). */
+  #graceFor(seq: number): void {
+    graceClock.waitSync(seq);
+  }
+
+  /**
+   * Zero the counter slots of deleted rules and give their ids back, for
+   * every delete whose grace period has completed (`block`: wait for all).
+   */
+  #reclaim(block: boolean): void {
+    while (this.#pendingFree.length > 0) {
+      const p = this.#pendingFree[0]!;
+      if (block) graceClock.waitSync(p.seq);
+      else if (!graceClock.done(p.seq)) return;
+      zeroCounterSlots(this.#fds.countersFd, [...p.policies, ...p.localsids, ...p.sessions].map((r) => MUP_EVENT_SLOTS + r), this.#ncpus);
+      this.#pendingFree.shift();
+      this.#policyIds.give(p.policies);
+      this.#localsidIds.give(p.localsids);
+      this.#sessionIds.give(p.sessions);
+    }
+  }
+
+  /**
+   * The grace period a change must see completed before its writes run
+   * without blocking: `put` (inserts and replaces allocate elements, and any
+   * change may flip), `delete` (only a flip, when lengths change).
+   */
+  graceNeeded(op: 'put' | 'delete'): number {
+    return op === 'put' ? Math.max(this.#allocDebt, this.#flipDebt) : this.#flipDebt;
+  }
+
+  /** Resolve when a change of this kind would not wait for a grace period in apply (the event loop runs meanwhile). */
+  writable(op: 'put' | 'delete'): Promise<void> {
+    return graceClock.wait(this.graceNeeded(op));
+  }
+
+  /** Wait for every grace period owed so far, and reuse the ids it frees. */
+  settle(): void {
+    graceClock.waitSync(Math.max(this.#allocDebt, this.#flipDebt));
+    this.#reclaim(true);
+  }
+
+  /** Unmap the configuration (the data plane is closed). */
+  close(): void {
+    if (this.#cfgMap !== undefined) mapMunmap(this.#cfgMap);
+    this.#cfgMap = undefined;
   }
 
   /** The configuration the program reads now. */
@@ -946,11 +1033,33 @@ export class Tables {
     return mapLookup(this.#fds.configFd, Buffer.alloc(4), this.#fds.configSize, MAP_CONFIG) ?? Buffer.alloc(this.#fds.configSize);
   }
 
-  /** Write the idle copy, flip the selector, wait until no packet uses the old copy. */
+  /**
+   * Make the program read `f`: when only the generations differ from the
+   * active copy (and the map is mapped), store them in place; otherwise
+   * write the idle copy (after the last flip's grace period) and flip.
+   */
   #writeConfig(f: ConfigFields): void {
     const key0 = Buffer.alloc(4);
     const cur = this.#readCfgValue();
     const sel = cur.readUInt32LE(this.#fds.selOffset) & 1;
+    if (this.#cfgMap !== undefined) {
+      const active = decodeConfig(cur, this.#fds.configOffsets[sel]);
+      if (sameFields(active, { ...f, policyGen: active.policyGen, localsidGen: active.localsidGen })) {
+        // One aligned 32-bit store each: a packet reads the old generation
+        // or the new one; the map writes are already visible to it.
+        const words = new Int32Array(this.#cfgMap.memory);
+        const at = this.#fds.configOffsets[sel]!;
+        Atomics.store(words, (at + LAYOUTS.mup_config.members.policy_gen.offset) >> 2, f.policyGen | 0);
+        Atomics.store(words, (at + LAYOUTS.mup_config.members.localsid_gen.offset) >> 2, f.localsidGen | 0);
+        this.#gens = { policyGen: f.policyGen, localsidGen: f.localsidGen };
+        this.#touched = { policy: false, localsid: false };
+        this.trace?.push({ op: 'gen', seq: graceClock.completed });
+        return;
+      }
+    }
+    // No packet reads the idle copy any more.
+    this.#graceFor(this.#flipDebt);
+    this.trace?.push({ op: 'flip', seq: graceClock.completed });
     const next = sel ^ 1;
     encodeConfig(f, cur, this.#fds.configOffsets[next]);
     // The active copy and the selector are rewritten with the bytes they hold.
@@ -959,7 +1068,7 @@ export class Tables {
     mapUpdate(this.#fds.configFd, key0, cur, BPF_ANY, MAP_CONFIG);
     this.#gens = { policyGen: f.policyGen, localsidGen: f.localsidGen };
     this.#touched = { policy: false, localsid: false };
-    synchronizeRcu();
+    this.#flipDebt = graceClock.request();
   }
 
   /**
@@ -985,6 +1094,7 @@ export class Tables {
    * (test/load-scale.test.ts).
    */
   footprint(): Record<string, number> {
+    this.#reclaim(true);
     const out: Record<string, number> = { addrOnly: this.#addrOnly.size };
     for (const [name, m, ids] of [
       ['policies', this.#policies, this.#policyIds],

@@ -1,0 +1,173 @@
+/**
+ * The grace clock: RCU grace periods (membarrier(MEMBARRIER_CMD_GLOBAL),
+ * see synchronizeRcu) run on a thread of their own, so that the event loop
+ * never sits in one (9-24 ms each on some hosts).
+ *
+ * Sequence numbers in a SharedArrayBuffer: `request()` returns n; the
+ * thread reads the highest requested number, then runs one grace period,
+ * then stores that number as completed. So once `completed >= n`, a grace
+ * period has run that started after request() returned n: every BPF program
+ * run that could hold what the caller retired before calling request() has
+ * ended. One grace period pays every request made before it started.
+ *
+ * A writer keeps the number of the grace period it depends on (its "debt",
+ * src/dataplane/tables.ts) and waits for it only before a write that needs
+ * it: `waitSync` (Atomics.wait, the load path and tests) or `wait` (a
+ * promise, the daemon's serial section, which keeps serving meanwhile).
+ *
+ * MUP_TEST_GRACE_EXTRA_MS (tests only) makes the thread sleep that long
+ * before each grace period.
+ */
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+import { synchronizeRcu } from './libbpf.js';
+
+const REQUESTED = 0;
+const COMPLETED = 1;
+const RUNS = 2;
+/** errno of a failed membarrier in the thread (then callers run it themselves). */
+const FAILED = 3;
+/** Tests: milliseconds the thread sleeps before each grace period. */
+const EXTRA_MS = 4;
+
+/** Atomics.waitAsync (Node 16+; in TypeScript's lib from es2024). */
+interface AtomicsWaitAsync {
+  waitAsync(a: Int32Array, i: number, v: number, timeout: number): { async: false; value: string } | { async: true; value: Promise<string> };
+}
+
+const NR_MEMBARRIER: Partial<Record<string, number>> = { x64: 324, arm64: 283 };
+
+// CommonJS, evaluated by the worker: no file of its own to find from dist/ or src/.
+const WORKER = `
+const { workerData } = require('node:worker_threads');
+const koffi = require(workerData.koffi);
+const syscall = koffi.load('libc.so.6').func('long syscall(long number, ...)');
+const s = new Int32Array(workerData.sab);
+const nap = new Int32Array(new SharedArrayBuffer(4));
+for (;;) {
+  const req = Atomics.load(s, ${REQUESTED});
+  if (req === Atomics.load(s, ${COMPLETED})) {
+    Atomics.wait(s, ${REQUESTED}, req);
+    continue;
+  }
+  const extra = Atomics.load(s, ${EXTRA_MS});
+  if (extra > 0) Atomics.wait(nap, 0, 0, extra);
+  const ret = Number(syscall(workerData.nr, 'int', 1, 'unsigned int', 0, 'int', -1));
+  if (ret < 0) {
+    Atomics.store(s, ${FAILED}, koffi.errno() || 1);
+    Atomics.notify(s, ${COMPLETED});
+    break;
+  }
+  Atomics.store(s, ${COMPLETED}, req);
+  Atomics.add(s, ${RUNS}, 1);
+  Atomics.notify(s, ${COMPLETED});
+}
+`;
+
+export class GraceClock {
+  readonly #s = new Int32Array(new SharedArrayBuffer(20));
+  #worker: Worker | undefined;
+  #dead = false;
+  /** Callers that had to wait (synchronously or not) for a grace period: for tests. */
+  waits = 0;
+
+  constructor() {
+    const extra = Number(process.env['MUP_TEST_GRACE_EXTRA_MS'] ?? 0);
+    if (Number.isInteger(extra) && extra > 0) this.testExtraMs = extra;
+  }
+
+  /** Tests: make every grace period at least this much longer (MUP_TEST_GRACE_EXTRA_MS sets it at start). */
+  set testExtraMs(ms: number) {
+    Atomics.store(this.#s, EXTRA_MS, Math.max(0, Math.trunc(ms)));
+  }
+
+  get testExtraMs(): number {
+    return Atomics.load(this.#s, EXTRA_MS);
+  }
+
+  #start(): void {
+    if (this.#worker !== undefined || this.#dead) return;
+    const nr = NR_MEMBARRIER[process.arch];
+    if (nr === undefined) {
+      this.#dead = true;
+      return;
+    }
+    const koffiPath = createRequire(import.meta.url).resolve('koffi');
+    const w = new Worker(WORKER, { eval: true, workerData: { sab: this.#s.buffer, koffi: koffiPath, nr } });
+    w.unref();
+    w.on('error', () => {
+      this.#dead = true;
+      Atomics.notify(this.#s, COMPLETED);
+    });
+    w.on('exit', () => {
+      this.#dead = true;
+    });
+    this.#worker = w;
+  }
+
+  get requested(): number {
+    return Atomics.load(this.#s, REQUESTED);
+  }
+
+  get completed(): number {
+    return Atomics.load(this.#s, COMPLETED);
+  }
+
+  /** Grace periods the thread has run. */
+  get runs(): number {
+    return Atomics.load(this.#s, RUNS);
+  }
+
+  /** Ask for a grace period that starts after now; returns its number. */
+  request(): number {
+    this.#start();
+    const n = Atomics.add(this.#s, REQUESTED, 1) + 1;
+    Atomics.notify(this.#s, REQUESTED);
+    return n;
+  }
+
+  done(n: number): boolean {
+    return this.completed >= n;
+  }
+
+  /** The thread cannot run them: the caller runs one here and marks every request made before as paid. */
+  #fallback(): void {
+    const req = this.requested;
+    synchronizeRcu();
+    if (this.completed < req) Atomics.store(this.#s, COMPLETED, req);
+  }
+
+  #failed(): boolean {
+    return this.#dead || Atomics.load(this.#s, FAILED) !== 0;
+  }
+
+  /** Block until grace period n has completed (0: nothing to wait for). */
+  waitSync(n: number): void {
+    if (this.done(n)) return;
+    this.waits++;
+    while (!this.done(n)) {
+      if (this.#failed()) {
+        this.#fallback();
+        continue;
+      }
+      Atomics.wait(this.#s, COMPLETED, this.completed, 1000);
+    }
+  }
+
+  /** Resolve once grace period n has completed; the event loop runs meanwhile. */
+  async wait(n: number): Promise<void> {
+    if (this.done(n)) return;
+    this.waits++;
+    while (!this.done(n)) {
+      if (this.#failed()) {
+        this.#fallback();
+        continue;
+      }
+      const r = (Atomics as unknown as AtomicsWaitAsync).waitAsync(this.#s, COMPLETED, this.completed, 1000);
+      if (r.async) await r.value;
+    }
+  }
+}
+
+/** The process's clock: one thread, however many table sets. */
+export const graceClock = new GraceClock();
