@@ -154,10 +154,13 @@ export class GraceClock {
     }
   }
 
-  /** Resolve once grace period n has completed; the event loop runs meanwhile. */
-  async wait(n: number): Promise<void> {
+  /**
+   * Resolve once grace period n has completed; the event loop runs meanwhile.
+   * `counted`: false for housekeeping that nothing waits on (it is not in `waits`).
+   */
+  async wait(n: number, counted = true): Promise<void> {
     if (this.done(n)) return;
-    this.waits++;
+    if (counted) this.waits++;
     while (!this.done(n)) {
       if (this.#failed()) {
         this.#fallback();

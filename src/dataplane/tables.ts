@@ -442,6 +442,7 @@ export class Tables {
   /** Grace period the next flip waits for (after the last flip; 0: none). */
   #flipDebt = 0;
   /** Rule ids deleted, reusable (and their counter slots zeroed) once grace period `seq` has completed. */
+  #closed = false;
   readonly #pendingFree: { seq: number; policies: number[]; localsids: number[]; sessions: number[] }[] = [];
   /** .data.cfg mapped (BPF_F_MMAPABLE), for generation stores in place; undefined: every change flips. */
   #cfgMap: MapMapping | undefined;
@@ -875,7 +876,16 @@ export class Tables {
     // 5. Once no packet holds a deleted entry (a grace period after the
     // deletes), its counter slot is zeroed and its id may be reused.
     if (freedP.length + freedL.length + freedS.length > 0) {
-      this.#pendingFree.push({ seq: this.#allocDebt, policies: freedP, localsids: freedL, sessions: freedS });
+      const seq = this.#allocDebt;
+      this.#pendingFree.push({ seq, policies: freedP, localsids: freedL, sessions: freedS });
+      // Zeroed as soon as that grace period is over, not at the next change:
+      // until then the per-function totals still hold the deleted rules' counts.
+      graceClock.wait(seq, false).then(
+        () => {
+          if (!this.#closed) this.#reclaim(false);
+        },
+        () => undefined, // the next change reclaims them (blocking if need be)
+      );
     }
     this.#reclaim(false);
     return { added, replaced, deleted, unchanged };
@@ -1018,6 +1028,7 @@ export class Tables {
 
   /** Unmap the configuration (the data plane is closed). */
   close(): void {
+    this.#closed = true;
     if (this.#cfgMap !== undefined) mapMunmap(this.#cfgMap);
     this.#cfgMap = undefined;
   }
