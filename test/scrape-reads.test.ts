@@ -1,7 +1,8 @@
 /**
  * What one /metrics scrape and one GET /v1/counters read from the kernel,
  * with full tables (65,536 policies + 65,536 local SIDs): the counter map
- * range once, in one BPF_MAP_LOOKUP_BATCH, and no element of it one by one.
+ * range once (one BPF_MAP_LOOKUP_BATCH; a scrape's pass in slices, the
+ * event loop running between them), and no element of it one by one.
  *
  * The daemon runs in this process (the real Daemon, data plane and
  * Prometheus registry of src/daemon/, on the compiled build/mup.bpf.o, its
@@ -24,6 +25,7 @@ import { createMetrics } from '../src/daemon/metrics.js';
 import type { PerRuleSeries, Session } from '../src/config/types.js';
 import { COUNTER_STRIDE, LAYOUTS, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
 import { BPF_ANY, mapUpdate, numPossibleCpus, traceMapReads, type MapRead } from '../src/dataplane/libbpf.js';
+import { COUNTER_SLICE } from '../src/dataplane/dataplane.js';
 
 const isRoot = process.getuid?.() === 0;
 const RULES = 65536;
@@ -97,6 +99,13 @@ describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () =
    * in use. The session table is empty, so its slots (all zero) are not read.
    */
   const wholeRange = (): MapRead => ({ fd: d!.dataplane.maps.counters, op: 'lookup_batch', elements: MUP_EVENT_SLOTS + 2 * RULES });
+  /** A scrape's pass over the same range: in order, COUNTER_SLICE slots a read (the event loop runs between them). */
+  const slicedRange = (): MapRead[] => {
+    const n = wholeRange().elements;
+    const out: MapRead[] = [];
+    for (let first = 0; first < n; first += COUNTER_SLICE) out.push({ ...wholeRange(), elements: Math.min(COUNTER_SLICE, n - first) });
+    return out;
+  };
 
   it('has the tables full', () => {
     const t = d!.status().tables;
@@ -125,7 +134,17 @@ describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () =
     expect(text).toContain(`mup_table_entries{table="policies"} ${RULES}`);
     expect(ruleLines(text)).toEqual([]);
     expect(text).toMatch(/^mup_rule_series_truncated 1$/m);
-    expect(reads).toEqual([wholeRange()]);
+    expect(reads).toEqual(slicedRange());
+  });
+
+  it('a scrape lets the event loop run while it reads the counters (a timer set before it fires before it ends)', async () => {
+    const reg = createMetrics(d!);
+    let fired = false;
+    const timer = setTimeout(() => (fired = true), 0);
+    let firedBeforeEnd: boolean | undefined;
+    await reg.metrics().then(() => (firedBeforeEnd = fired));
+    clearTimeout(timer);
+    expect(firedBeforeEnd).toBe(true);
   });
 
   it('per_rule all: one series per rule, from the same single read', async () => {
@@ -134,7 +153,7 @@ describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () =
     expect(text).toContain('mup_rule_packets_total{kind="policy",key="10.0.0.0/24",name="p0"} 0');
     expect(text).toContain('mup_rule_bytes_total{kind="localsid",key="2001:db8:ffff::/48",name="l65535"} 0');
     expect(text).toMatch(/^mup_rule_series_truncated 0$/m);
-    expect(reads).toEqual([wholeRange()]);
+    expect(reads).toEqual(slicedRange());
   });
 
   it('GET /v1/counters (mup stats) reads it once too, whichever rules it lists', async () => {
@@ -183,7 +202,7 @@ describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () =
         'mup_rule_packets_total{kind="localsid",key="2001:db8:9::/48",name="l9"} 50',
         'mup_rule_packets_total{kind="policy",key="10.0.3.0/24",name="p3"} 40',
       ]);
-      expect(top2.reads).toEqual([wholeRange()]);
+      expect(top2.reads).toEqual(slicedRange());
       const top10 = await scrape({ top: 10 }, 'per_rule top:10');
       expect(ruleLines(top10.text).map((l) => /name="(\w+)"/.exec(l)?.[1])).toEqual(['l9', 'p3', 'l7']);
     } finally {

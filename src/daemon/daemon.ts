@@ -1306,6 +1306,12 @@ export class Daemon {
     return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
   }
 
+  /** The same, the counter map read in slices with the event loop running between them (a /metrics scrape). */
+  async countersAsync(rules: RuleSelection = 'all'): Promise<CountersSnapshot> {
+    const c = await this.dataplane.countersAsync(() => this.#rules.effective(), { rules });
+    return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
+  }
+
   /** Zero every counter slot (events and rules). */
   resetCounters(): Promise<void> {
     return this.#serial.run(() => {

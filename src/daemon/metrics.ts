@@ -32,7 +32,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { PerRuleSeries } from '../config/types.js';
-import type { RuleCounter } from '../dataplane/dataplane.js';
+import type { RuleCounter, RuleSelection } from '../dataplane/dataplane.js';
 import type { Daemon } from './daemon.js';
 
 /** Per-rule series when neither the config nor the command line says: none. */
@@ -102,20 +102,25 @@ export function createMetrics(d: Daemon, o: MetricsOptions = {}): Registry {
     readonly truncated: boolean;
   }
   let current: Scrape | undefined;
-  const take = (): Scrape => {
+  const selection = (p: PerRuleSeries): RuleSelection => (p === 'off' ? 'none' : p === 'all' ? 'all' : 'active');
+  // The counter map read in slices, the event loop running between them.
+  const take = async (): Promise<Scrape> => {
     const p = perRule();
+    return snapshot(p, await d.countersAsync(selection(p)));
+  };
+  const snapshot = (p: PerRuleSeries, counters: Scrape['counters']): Scrape => {
     // Functions and events are sums over every rule's slot, whichever rules are listed.
-    const counters = d.counters(p === 'off' ? 'none' : p === 'all' ? 'all' : 'active');
     const status = d.status();
     const total = status.tables.policies.entries + status.tables.localsids.entries + status.tables.sessions.entries;
     const rules = p === 'off' ? [] : p === 'all' ? counters.rules : topRules(counters.rules, p.top);
     return { counters, status, rules, truncated: rules.length < total };
   };
-  const scrape = (): Scrape => (current ??= take());
+  // Collected outside metrics() (another prom-client entry point): one synchronous read.
+  const scrape = (): Scrape => (current ??= snapshot(perRule(), d.counters(selection(perRule()))));
   const counters = (): Scrape['counters'] => scrape().counters;
   const metrics = reg.metrics.bind(reg);
   reg.metrics = async (): Promise<string> => {
-    current = take();
+    current = await take();
     try {
       return await metrics();
     } finally {
