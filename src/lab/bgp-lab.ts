@@ -337,6 +337,9 @@ export function sidecarPid(p: BgpLabPaths, node: 'gw1' | 'gw2' | 'pe' | 'rr'): n
   return Number(readFileSync(join(p.dir, `${node}-gobgpd.pid`), 'utf8').trim());
 }
 
+/** The PE's nexthop ids: the downlink group, then one per translator (gw1 +1, gw2 +2). */
+export const PE_NH_BASE = 90;
+
 const QUIET = ['net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.default.rp_filter=0', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0'];
 const ROUTER = ['net.ipv4.ip_forward=1', 'net.ipv6.conf.all.forwarding=1'];
 
@@ -394,8 +397,17 @@ export async function bgpLabUp(prefix: string = BGP_DEFAULT_PREFIX, progress: Pr
     }
     const pe: string[] = [`addr add ${t.pe.mgmt}/24 dev mgmt`, 'link set mgmt up'];
     for (const gw of TRANSLATORS) pe.push(`addr add ${t.gw[gw].peV6}/64 dev to-${gw}`, `link set to-${gw} up`);
-    // Downlink to either translator's End.M.GTP4.E.
-    pe.push(`route add ${t.dlPrefix} ${TRANSLATORS.map((gw) => `nexthop via ${t.gw[gw].v6} dev to-${gw}`).join(' ')}`);
+    // Downlink to either translator's End.M.GTP4.E, over a nexthop group (one
+    // nexthop object per translator), not a route's own `nexthop via` list:
+    // every UE's seg6 encap below caches the IPv6 route it resolved, and a
+    // next hop that loses carrier is only flagged linkdown in a multipath
+    // route, which leaves those cached routes valid (the downlink of a dead
+    // translator's UEs went on into its link to the end of the stream). A
+    // nexthop object is removed when its link loses carrier, and that drops
+    // the cached routes through it (docs/lab.md "The BGP lab").
+    pe.push(...TRANSLATORS.map((gw, i) => `nexthop add id ${PE_NH_BASE + 1 + i} via ${t.gw[gw].v6} dev to-${gw}`));
+    pe.push(`nexthop add id ${PE_NH_BASE} group ${TRANSLATORS.map((_, i) => PE_NH_BASE + 1 + i).join('/')}`);
+    pe.push(`route add ${t.dlPrefix} nhid ${PE_NH_BASE}`);
     for (const site of ['meca', 'mecb'] as const) {
       const s = t.pe.sids[site];
       // End.DX4 to the site (this kernel has no VRF device, CONFIG_NET_VRF, which End.DT4's vrftable needs).
