@@ -495,7 +495,12 @@ export interface StreamResult {
     readonly dlGot: number;
     readonly dlLost: number;
     readonly dlReordered: number;
+    /** Highest sequence number whose echo came back to the gNB (-1: none). */
+    readonly dlLastSeq: number;
   }[];
+  /** Every datagram that reached a site (uplink) and every echo back at the gNB (downlink): UE, sequence, and the sender's send time (CLOCK_MONOTONIC ns, the clock of `process.hrtime.bigint()`). */
+  readonly ul: readonly { readonly ue: number; readonly seq: number; readonly sentNs: bigint }[];
+  readonly dl: readonly { readonly ue: number; readonly seq: number; readonly sentNs: bigint }[];
   readonly lost: number;
   readonly reordered: number;
   readonly dlLost: number;
@@ -556,16 +561,16 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
   const s = await send;
   if (s.exitCode !== 0) throw new Error(`stream sender failed: ${String(s.stderr).trim()}`);
   const sent = (JSON.parse(String(s.stdout).trim().split('\n').pop()!) as { sent: number[] }).sent;
-  const got: { ue: number; seq: number; ns: number; site: string }[] = [];
+  const got: { ue: number; seq: number; ns: number; site: string; sentNs: bigint }[] = [];
   for (const r of recv) {
     const out = await r;
     const line = String(out.stdout).trim().split('\n').pop() ?? '';
-    const j = JSON.parse(line) as { site: string; got: [number, number, number][] };
-    for (const [ue, seq, ns] of j.got) got.push({ ue, seq, ns, site: j.site });
+    const j = JSON.parse(line) as { site: string; got: [number, number, number, number][] };
+    for (const [ue, seq, ns, sent] of j.got) got.push({ ue, seq, ns, site: j.site, sentNs: BigInt(sent) });
   }
   got.sort((a, b) => a.ns - b.ns);
   const g = await gtp;
-  const dl = JSON.parse(String(g.stdout).trim().split('\n').pop() ?? '{}') as { got?: [number, number, number, number][]; malformed?: number };
+  const dl = JSON.parse(String(g.stdout).trim().split('\n').pop() ?? '{}') as { got?: [number, number, number, number, number][]; malformed?: number };
   const back = (dl.got ?? []).sort((a, b) => a[2] - b[2]);
   const perUe = t.ues.map((u, i) => {
     const mine = got.filter((g) => g.ue === i);
@@ -593,7 +598,7 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
       if (b[1] < dlMax) dlReordered++;
       dlMax = Math.max(dlMax, b[1]);
     }
-    return { ue: u.index, sent: n, got: seen.size, lost: n - seen.size, reordered, sites, lastSeq: max, gapMs: gap, dlGot: backSeen.size, dlLost: seen.size - backSeen.size, dlReordered };
+    return { ue: u.index, sent: n, got: seen.size, lost: n - seen.size, reordered, sites, lastSeq: max, gapMs: gap, dlGot: backSeen.size, dlLost: seen.size - backSeen.size, dlReordered, dlLastSeq: dlMax };
   });
   return {
     sent,
@@ -603,6 +608,8 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
     dlLost: perUe.reduce((a, x) => a + x.dlLost, 0),
     dlReordered: perUe.reduce((a, x) => a + x.dlReordered, 0),
     dlMalformed: (dl.malformed ?? 0) + back.filter((b) => b[3] !== t.ues[b[0]]?.dlTeid).length,
+    ul: got.map((x) => ({ ue: x.ue, seq: x.seq, sentNs: x.sentNs })),
+    dl: back.filter((b) => b[3] === t.ues[b[0]]?.dlTeid).map((b) => ({ ue: b[0], seq: b[1], sentNs: BigInt(b[4]) })),
   };
 }
 
