@@ -168,7 +168,10 @@ describe('BGP lab', () => {
 
   it('one translator killed (daemon and gobgpd SIGKILLed, its links down): its flows move to the other', async () => {
     const before = await translatorPackets(p);
+    const dlBefore = await translatorPackets(p, 'end_m_gtp4_e');
     let atKill = before;
+    let dlAtKill = dlBefore;
+    let downNs = -1n;
     const r = await stream(t, {
       rate: 400,
       seconds: 4,
@@ -176,31 +179,48 @@ describe('BGP lab', () => {
         // Kill once gw1 is carrying its share of the stream.
         const deadline = Date.now() + 20_000;
         while ((atKill = await translatorPackets(p)).gw1 < before.gw1 + 50 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
+        dlAtKill = await translatorPackets(p, 'end_m_gtp4_e');
         const daemonPid = Number((await run('cat', [p.daemon.gw1.pidFile])).stdout.trim());
         process.kill(daemonPid, 'SIGKILL');
         process.kill(sidecarPid(p, 'gw1'), 'SIGKILL');
         // The box is gone: its links lose carrier (the pinned XDP program would otherwise go on
-        // translating). The gNB's and the PE's kernels skip a next hop whose link is down
-        // (ignore_routes_with_linkdown); deleting the link would remove the whole IPv4 multipath route.
+        // translating). The gNB's kernel skips a next hop whose link is down
+        // (ignore_routes_with_linkdown), the PE's removes its nexthop object; deleting the link
+        // would remove the whole IPv4 multipath route.
         // Both links in one batch: two commands on a loaded host were 0.6 s apart, and the PE
         // went on sending gw1's downlink into a box whose N3 link was already down.
         await ipBatch(t.ns.gw1, [`link set ${t.gw.gw1.peDev} down`, `link set ${t.gw.gw1.n3Dev} down`]);
+        downNs = process.hrtime.bigint();
       },
     });
     const after = await translatorPackets(p);
+    const dlAfter = await translatorPackets(p, 'end_m_gtp4_e');
+    // Frames the gNB sent once both of gw1's links were down, that reached a site (uplink) and
+    // whose echo came back to the gNB (downlink): gw1 can have carried none of them.
+    const ulLate = r.ul.filter((x) => x.sentNs > downNs).length;
+    const dlLate = r.dl.filter((x) => x.sentNs > downNs).length;
+    const total = r.sent.reduce((a, b) => a + b, 0);
     console.log(
-      `[lab-bgp] translator killed: lost ${r.lost} of ${r.sent.reduce((a, b) => a + b, 0)} (downlink ${r.dlLost}), per UE max gap ${r.perUe.map((u) => u.gapMs.toFixed(0)).join(',')} ms; ` +
-        `gw1 carried ${atKill.gw1 - before.gw1} before the kill, gw2 ${after.gw2 - before.gw2} in all`,
+      `[lab-bgp] translator killed: lost ${r.lost} of ${total} (downlink ${r.dlLost}), per UE max gap ${r.perUe.map((u) => u.gapMs.toFixed(0)).join(',')} ms; ` +
+        `gw1 carried ${atKill.gw1 - before.gw1} before the kill, gw2 ${after.gw2 - before.gw2} in all; sent after the links went down: ` +
+        `${ulLate} reached a site (gw2 translated ${after.gw2 - atKill.gw2} uplink since the kill), ${dlLate} came back (gw2 ${dlAfter.gw2 - dlAtKill.gw2} downlink)`,
     );
     expect(atKill.gw1 - before.gw1).toBeGreaterThanOrEqual(50);
-    // Every UE's stream reaches its end: the flows that went to gw1 continue through gw2.
-    expect(r.perUe.every((u) => u.lastSeq === u.sent - 1)).toBe(true);
-    // Only frames in flight at the kill may be lost (well under the 0.25 s the kill step takes at 400/s).
-    // Only gw1's flows may lose anything, for the loss window (0 to ~1 s seen here: see docs/lab.md).
-    const total = r.sent.reduce((a, b) => a + b, 0);
+    expect(downNs).toBeGreaterThan(0n);
+    // Every UE's stream reaches its end both ways: the flows that went to gw1 continue through gw2,
+    // and the echo of every UE's last frame came back (the PE moved gw1's downlink to gw2 as well).
+    expect(r.perUe.map((u) => u.lastSeq)).toEqual(r.perUe.map((u) => u.sent - 1));
+    expect(r.perUe.map((u) => u.dlLastSeq)).toEqual(r.perUe.map((u) => u.lastSeq));
+    // ... through gw2: everything sent after the links went down went through it, both ways.
+    expect(ulLate).toBeGreaterThan(0);
+    expect(dlLate).toBeGreaterThan(0);
+    expect(after.gw2 - atKill.gw2).toBeGreaterThanOrEqual(ulLate);
+    expect(dlAfter.gw2 - dlAtKill.gw2).toBeGreaterThanOrEqual(dlLate);
+    // Only frames sent before the gNB's and the PE's kernels have acted on the carrier loss may
+    // be lost: gw1's flows' frames of that window. The kernel acts on a carrier change at once or,
+    // when it has handled one less than a second before, up to a second later (docs/lab.md:
+    // 0 or ~1 s here). A second of the whole stream is a quarter of it.
     expect(r.lost).toBeLessThan(total / 4);
     expect(r.dlLost).toBeLessThan(total / 4);
-    // The downlink of every UE also reaches the end of the stream, through gw2.
-    expect(r.perUe.every((u) => u.dlGot > 0)).toBe(true);
   }, 120_000);
 });

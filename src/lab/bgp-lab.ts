@@ -337,6 +337,9 @@ export function sidecarPid(p: BgpLabPaths, node: 'gw1' | 'gw2' | 'pe' | 'rr'): n
   return Number(readFileSync(join(p.dir, `${node}-gobgpd.pid`), 'utf8').trim());
 }
 
+/** The PE's nexthop ids: the downlink group, then one per translator (gw1 +1, gw2 +2). */
+export const PE_NH_BASE = 90;
+
 const QUIET = ['net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.default.rp_filter=0', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0'];
 const ROUTER = ['net.ipv4.ip_forward=1', 'net.ipv6.conf.all.forwarding=1'];
 
@@ -394,8 +397,17 @@ export async function bgpLabUp(prefix: string = BGP_DEFAULT_PREFIX, progress: Pr
     }
     const pe: string[] = [`addr add ${t.pe.mgmt}/24 dev mgmt`, 'link set mgmt up'];
     for (const gw of TRANSLATORS) pe.push(`addr add ${t.gw[gw].peV6}/64 dev to-${gw}`, `link set to-${gw} up`);
-    // Downlink to either translator's End.M.GTP4.E.
-    pe.push(`route add ${t.dlPrefix} ${TRANSLATORS.map((gw) => `nexthop via ${t.gw[gw].v6} dev to-${gw}`).join(' ')}`);
+    // Downlink to either translator's End.M.GTP4.E, over a nexthop group (one
+    // nexthop object per translator), not a route's own `nexthop via` list:
+    // every UE's seg6 encap below caches the IPv6 route it resolved, and a
+    // next hop that loses carrier is only flagged linkdown in a multipath
+    // route, which leaves those cached routes valid (the downlink of a dead
+    // translator's UEs went on into its link to the end of the stream). A
+    // nexthop object is removed when its link loses carrier, and that drops
+    // the cached routes through it (docs/lab.md "The BGP lab").
+    pe.push(...TRANSLATORS.map((gw, i) => `nexthop add id ${PE_NH_BASE + 1 + i} via ${t.gw[gw].v6} dev to-${gw}`));
+    pe.push(`nexthop add id ${PE_NH_BASE} group ${TRANSLATORS.map((_, i) => PE_NH_BASE + 1 + i).join('/')}`);
+    pe.push(`route add ${t.dlPrefix} nhid ${PE_NH_BASE}`);
     for (const site of ['meca', 'mecb'] as const) {
       const s = t.pe.sids[site];
       // End.DX4 to the site (this kernel has no VRF device, CONFIG_NET_VRF, which End.DT4's vrftable needs).
@@ -483,7 +495,12 @@ export interface StreamResult {
     readonly dlGot: number;
     readonly dlLost: number;
     readonly dlReordered: number;
+    /** Highest sequence number whose echo came back to the gNB (-1: none). */
+    readonly dlLastSeq: number;
   }[];
+  /** Every datagram that reached a site (uplink) and every echo back at the gNB (downlink): UE, sequence, and the sender's send time (CLOCK_MONOTONIC ns, the clock of `process.hrtime.bigint()`). */
+  readonly ul: readonly { readonly ue: number; readonly seq: number; readonly sentNs: bigint }[];
+  readonly dl: readonly { readonly ue: number; readonly seq: number; readonly sentNs: bigint }[];
   readonly lost: number;
   readonly reordered: number;
   readonly dlLost: number;
@@ -544,16 +561,16 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
   const s = await send;
   if (s.exitCode !== 0) throw new Error(`stream sender failed: ${String(s.stderr).trim()}`);
   const sent = (JSON.parse(String(s.stdout).trim().split('\n').pop()!) as { sent: number[] }).sent;
-  const got: { ue: number; seq: number; ns: number; site: string }[] = [];
+  const got: { ue: number; seq: number; ns: number; site: string; sentNs: bigint }[] = [];
   for (const r of recv) {
     const out = await r;
     const line = String(out.stdout).trim().split('\n').pop() ?? '';
-    const j = JSON.parse(line) as { site: string; got: [number, number, number][] };
-    for (const [ue, seq, ns] of j.got) got.push({ ue, seq, ns, site: j.site });
+    const j = JSON.parse(line) as { site: string; got: [number, number, number, number][] };
+    for (const [ue, seq, ns, sent] of j.got) got.push({ ue, seq, ns, site: j.site, sentNs: BigInt(sent) });
   }
   got.sort((a, b) => a.ns - b.ns);
   const g = await gtp;
-  const dl = JSON.parse(String(g.stdout).trim().split('\n').pop() ?? '{}') as { got?: [number, number, number, number][]; malformed?: number };
+  const dl = JSON.parse(String(g.stdout).trim().split('\n').pop() ?? '{}') as { got?: [number, number, number, number, number][]; malformed?: number };
   const back = (dl.got ?? []).sort((a, b) => a[2] - b[2]);
   const perUe = t.ues.map((u, i) => {
     const mine = got.filter((g) => g.ue === i);
@@ -581,7 +598,7 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
       if (b[1] < dlMax) dlReordered++;
       dlMax = Math.max(dlMax, b[1]);
     }
-    return { ue: u.index, sent: n, got: seen.size, lost: n - seen.size, reordered, sites, lastSeq: max, gapMs: gap, dlGot: backSeen.size, dlLost: seen.size - backSeen.size, dlReordered };
+    return { ue: u.index, sent: n, got: seen.size, lost: n - seen.size, reordered, sites, lastSeq: max, gapMs: gap, dlGot: backSeen.size, dlLost: seen.size - backSeen.size, dlReordered, dlLastSeq: dlMax };
   });
   return {
     sent,
@@ -591,6 +608,8 @@ export async function stream(t: BgpLabTopology, o: { rate: number; seconds: numb
     dlLost: perUe.reduce((a, x) => a + x.dlLost, 0),
     dlReordered: perUe.reduce((a, x) => a + x.dlReordered, 0),
     dlMalformed: (dl.malformed ?? 0) + back.filter((b) => b[3] !== t.ues[b[0]]?.dlTeid).length,
+    ul: got.map((x) => ({ ue: x.ue, seq: x.seq, sentNs: x.sentNs })),
+    dl: back.filter((b) => b[3] === t.ues[b[0]]?.dlTeid).map((b) => ({ ue: b[0], seq: b[1], sentNs: BigInt(b[4]) })),
   };
 }
 

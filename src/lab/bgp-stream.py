@@ -12,13 +12,14 @@ send (in the gNB namespace): for each UE i, one UDP socket bound to the gNB
       JSON line {sent: [per UE], seconds}.
 recv (at a MEC site): records (UE, sequence, arrival ns) of every datagram
       on --dport until SIGTERM (then until the socket is empty), then one
-      JSON line {site, got: [[ue, seq, ns], ...]}. With --echo PORT it sends
+      JSON line {site, got: [[ue, seq, ns, sent_ns], ...]} (sent_ns: the
+      send time the sender wrote into the payload). With --echo PORT it sends
       each datagram back to its source address at PORT (the downlink).
 gtprecv (in the gNB namespace): a UDP socket on the gNB address port 2152;
       each G-PDU's header is parsed (extension chain included), the inner
       IPv4/UDP must carry our payload; records (UE, sequence, arrival ns,
-      TEID) until SIGTERM, then one JSON line {got: [[ue, seq, ns, teid]],
-      malformed}.
+      TEID, the uplink send time in the payload) until SIGTERM, then one
+      JSON line {got: [[ue, seq, ns, teid, sent_ns]], malformed}.
 
 Inner payload: 8-byte magic MUPBGP01, 4-byte UE index, 8-byte sequence
 number, 8-byte send time (CLOCK_MONOTONIC ns), zero padding to --size.
@@ -111,8 +112,8 @@ def recv(a):
         if len(d) < HDR.size or d[:8] != MAGIC:
             bad += 1
             continue
-        _, ue, seq, _ = HDR.unpack_from(d)
-        got.append([ue, seq, now])
+        _, ue, seq, sent_ns = HDR.unpack_from(d)
+        got.append([ue, seq, now, sent_ns])
         if a.echo:
             try:
                 s.sendto(d, (src[0], a.echo))
@@ -159,8 +160,8 @@ def gtprecv(a):
             payload = ip[ihl + 8:]
             if len(payload) < HDR.size or payload[:8] != MAGIC:
                 raise ValueError
-            _, ue, seq, _ = HDR.unpack_from(payload)
-            got.append([ue, seq, now, teid])
+            _, ue, seq, sent_ns = HDR.unpack_from(payload)
+            got.append([ue, seq, now, teid, sent_ns])
         except (ValueError, IndexError, struct.error):
             bad += 1
     print(json.dumps({"got": got, "malformed": bad}), flush=True)
