@@ -27,7 +27,7 @@ NATIVE_SRC := native/binding.gyp $(wildcard native/src/*.cc native/src/*.h)
 NATIVE_ADDON := native/build/Release/mup_tstamp.node
 
 # build/build-info.json: the commit `mup --version` names (scripts/build-info.sh).
-.PHONY: all deps bpf ts native build-info deb install pack test demo replay-demo lab-relocate bench bench-micro bench-daemon bench-bgp soak fuzz clean
+.PHONY: all deps bpf ts native build-info deb install pack test demo replay-demo lab-relocate bench bench-micro bench-daemon bench-bgp soak fuzz stalls clean
 
 all: bpf ts native build-info
 
@@ -86,6 +86,11 @@ bench: bpf ts
 
 bench-micro: bpf ts
 	npm run bench:micro
+
+# How long each CPU stops running a never-yielding thread (the hypervisor):
+# what sets the RFC 2544 zero-loss rate on a VM (docs/bench.md "vCPU stalls").
+stalls:
+	scripts/vcpu-stalls.sh $(or $(ARGS),60)
 
 fuzz: bpf ts
 	npm run fuzz

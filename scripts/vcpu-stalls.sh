@@ -1,0 +1,28 @@
+#!/bin/sh
+# Gaps in a never-yielding thread on each CPU (scripts/vcpu-stalls.c), with the
+# kernel's real-time throttle lifted for the run and put back after it, even
+# on Ctrl-C. Usage: scripts/vcpu-stalls.sh [SECONDS per CPU, default 60]
+set -eu
+secs=${1:-60}
+dir=$(dirname "$0")
+bin=${TMPDIR:-/tmp}/mup-vcpu-stalls.$$
+cc -O2 -Wall -o "$bin" "$dir/vcpu-stalls.c"
+old=$(cat /proc/sys/kernel/sched_rt_runtime_us)
+child=
+restore() {
+	[ -n "$child" ] && kill "$child" 2>/dev/null || true
+	echo "$old" > /proc/sys/kernel/sched_rt_runtime_us
+	rm -f "$bin"
+}
+trap restore EXIT
+trap 'exit 130' INT TERM
+echo -1 > /proc/sys/kernel/sched_rt_runtime_us
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg); steal before: $(awk '/^cpu /{print $9}' /proc/stat) ticks"
+for cpu in $(seq 0 $(($(nproc) - 1))); do
+	# In the background and waited for: a signal ends the wait at once (the trap runs).
+	"$bin" "$cpu" "$secs" &
+	child=$!
+	wait "$child"
+	child=
+done
+echo "steal after: $(awk '/^cpu /{print $9}' /proc/stat) ticks (USER_HZ); a veth ring holds 256 frames: at R frames/s a gap longer than 256/R s overflows it (0.77 ms at 0.33 Mpps)"
