@@ -18,19 +18,10 @@ import { parseConfig } from '../src/config/load.js';
 import { udp6ChecksumOk } from './model/rfc9433.js';
 import { openDataplane } from '../src/dataplane/index.js';
 import { CASES6_SCRIPT, loadCases } from './helpers/scapy.js';
+import { xorshift32 } from './helpers/rng.js';
 
 /** xorshift32: the same frames every run. */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x;
-  };
-}
+const rng = xorshift32;
 
 function sum16(b: Buffer, from: number, to: number, start = 0): number {
   let s = start;

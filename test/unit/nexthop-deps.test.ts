@@ -10,18 +10,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ANY_IPV4, nearRange, resolveOne, resolveWithDeps, v4RouteMayChange, type IpRoute, type KernelState, type Range } from '../../src/dataplane/nexthop.js';
+import { xorshift32 } from '../helpers/rng.js';
 
 /** xorshift32: the same tables on every run. */
+/** Fractions in [0, 1) from a seeded xorshift32. */
 function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 2 ** 32;
-  };
+  const next = xorshift32(seed);
+  return () => next() / 2 ** 32;
 }
 
 const BASES = [0x0a000000, 0xac100000, 0xc0000200, 0xc6120000];

@@ -1,0 +1,12 @@
+/** A seeded xorshift32: the same uint32 sequence on every run, for randomised tests that must be repeatable. */
+export function xorshift32(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x;
+  };
+}
