@@ -493,22 +493,44 @@ class LoadedDataplane implements Dataplane {
     return this.events.get(slot) ?? `slot_${slot}`;
   }
 
-  /** Raw per-CPU values of counter slots start..start+count-1. */
   /**
-   * Slots 0..total-1 in one read of those that can hold a count
-   * (Tables.counterSlotsInUse), the rest zeros: reading a percpu slot costs
-   * the kernel about 0.3 µs, and a default scrape of 131,072 rules read
-   * 65,536 empty session slots besides.
+   * The counter map's slots (total: events, then policy, local SID and
+   * session rule slots) and how many from 0 can hold a count
+   * (Tables.counterSlotsInUse: the rest are zero). Reading a percpu slot
+   * costs the kernel about 0.3 µs, and a default scrape of 131,072 rules
+   * read 65,536 empty session slots besides.
    */
-  #rawInUse(total: number): Buffer {
-    const n = Math.min(total, this.rules.counterSlotsInUse);
-    const raw = this.#raw(0, n);
-    if (n === total) return raw;
+  #extent(): { total: number; inUse: number } {
+    const total = counterSlots(this.config);
+    return { total, inUse: Math.min(total, this.rules.counterSlotsInUse) };
+  }
+
+  /** Slots 0..total-1, read in slices of `slice` up to the last one in use (the rest zeros), the event loop let run between slices. */
+  async #rawInUse(slice: number): Promise<Buffer> {
+    const { total, inUse } = this.#extent();
+    const stride = COUNTER_STRIDE * this.#ncpus;
+    const raw = Buffer.alloc(total * stride);
+    for (let first = 0; first < inUse; first += slice) {
+      if (first > 0) {
+        await new Promise<void>((r) => setImmediate(r));
+        this.#open(); // closed meanwhile (a reload that replaced the tables): refused, not read from a closed fd
+      }
+      this.#raw(first, Math.min(slice, inUse - first)).copy(raw, first * stride);
+    }
+    return raw;
+  }
+
+  /** The same in one read, synchronously. */
+  #rawInUseSync(): Buffer {
+    const { total, inUse } = this.#extent();
+    const raw = this.#raw(0, inUse);
+    if (inUse === total) return raw;
     const all = Buffer.alloc(total * COUNTER_STRIDE * this.#ncpus);
     raw.copy(all);
     return all;
   }
 
+  /** Raw per-CPU values of counter slots start..start+count-1. */
   #raw(start: number, count: number): Buffer {
     return mapLookupArrayRange(this.tables.countersFd, start, count, COUNTER_STRIDE * this.#ncpus, MAP_COUNTERS);
   }
@@ -566,26 +588,13 @@ class LoadedDataplane implements Dataplane {
 
   counters(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Counters {
     this.#open();
-    const s = this.config.settings;
     // The one read: event slots, then policy rule slots, then local SID rule slots, then session rule slots.
-    return this.#countersFrom(this.#rawInUse(MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids + maxSessionsOf(s)), config, o);
+    return this.#countersFrom(this.#rawInUseSync(), config, o);
   }
 
   async countersAsync(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Promise<Counters> {
     this.#open();
-    const s = this.config.settings;
-    const total = MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids + maxSessionsOf(s);
-    const n = Math.min(total, this.rules.counterSlotsInUse);
-    const stride = COUNTER_STRIDE * this.#ncpus;
-    const raw = Buffer.alloc(total * stride);
-    for (let first = 0; first < n; first += COUNTER_SLICE) {
-      if (first > 0) {
-        await new Promise<void>((r) => setImmediate(r));
-        this.#open(); // closed meanwhile (a reload that replaced the tables): refused, not read from a closed fd
-      }
-      this.#raw(first, Math.min(COUNTER_SLICE, n - first)).copy(raw, first * stride);
-    }
-    return this.#countersFrom(raw, config, o);
+    return this.#countersFrom(await this.#rawInUse(COUNTER_SLICE), config, o);
   }
 
   #countersFrom(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }): Counters {
@@ -602,8 +611,7 @@ class LoadedDataplane implements Dataplane {
 
   resetCounters(): number {
     this.#open();
-    const s = this.config.settings;
-    const n = Math.min(this.rules.counterSlotsInUse, MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids + maxSessionsOf(s));
+    const n = this.#extent().inUse;
     const raw = this.#raw(0, n);
     const stride = COUNTER_STRIDE * this.#ncpus;
     // Only slots that are not zero already: writing all 131,136 slots of full tables takes ~0.3 s.
