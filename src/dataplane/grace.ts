@@ -20,7 +20,7 @@
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import { synchronizeRcu } from './libbpf.js';
+import { NR_MEMBARRIER, synchronizeRcu } from './libbpf.js';
 
 const REQUESTED = 0;
 const COMPLETED = 1;
@@ -35,7 +35,6 @@ interface AtomicsWaitAsync {
   waitAsync(a: Int32Array, i: number, v: number, timeout: number): { async: false; value: string } | { async: true; value: Promise<string> };
 }
 
-const NR_MEMBARRIER: Partial<Record<string, number>> = { x64: 324, arm64: 283 };
 
 // CommonJS, evaluated by the worker: no file of its own to find from dist/ or src/.
 const WORKER = `

@@ -841,7 +841,8 @@ export function mountBpffs(target: string): void {
   checkLibc(pins.mount('bpf', target, 'bpf', 0, 'mode=0700'), `mounting a bpf filesystem on ${target}`);
 }
 
-const NR_MEMBARRIER: Partial<Record<string, number>> = { x64: 324, arm64: 283 };
+/** membarrier(2)'s syscall number per architecture (also for the grace clock's thread, src/dataplane/grace.ts). */
+export const NR_MEMBARRIER: Partial<Record<string, number>> = { x64: 324, arm64: 283 };
 const MEMBARRIER_CMD_GLOBAL = 1;
 
 /**
