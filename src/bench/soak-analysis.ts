@@ -34,7 +34,7 @@ export interface SendResult {
   readonly sent: number;
   /** Sends refused by the kernel (interface missing): no sequence number used. */
   readonly errors: number;
-  /** [sequence number, CLOCK_MONOTONIC ns] every 20 ms, at the first send after failed ones, and (third element 1) before and after every burst while the soak asks for it. */
+  /** [sequence number, CLOCK_MONOTONIC ns] every 20 ms, at the first send after failed ones, and (third element 1) every frame as it is sent while the soak asks for it (around a recreation). */
   readonly marks: readonly (readonly [number, number, 1?])[];
 }
 

@@ -1030,7 +1030,7 @@ export function report(r: SoakResult): string {
     `  MB every 5 s: ${r.rssSamples.filter((_, i) => i % 5 === 0).map((x) => `${Math.round(x.tMs / 1000)}s:${(x.rssKb / 1024).toFixed(0)}${x.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (* warm-up)`,
     `  major GCs (s: MB after): ${r.gcTroughs.map((g) => `${Math.round(g.tMs / 1000)}s:${(g.rssKb / 1024).toFixed(0)}${g.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (* warm-up)`,
     '',
-    'Caveats: loss is dated by the sender\'s clock (marks every 20 ms) and put in every fault window within 300 ms; frames lost while the',
+    'Caveats: loss is dated by the sender\'s clock (marks every 20 ms, every frame around a recreation) and put in every fault window within 300 ms; frames lost while the',
     'recreated interface was deleted or not yet up at both ends had no wire (the NO WIRE line); those sent after it was up count, as does any frame that arrived',
     `untranslated. RSS is judged on the RSS right after each major GC (the floor the process returns to), per daemon process (each restart starts`,
     `afresh) on a warm phase of ${RSS_MIN_WARM_MS / 1000} s after warm-up with two major GCs ${RSS_MIN_TROUGH_SPAN_MS / 1000} s apart, pooled over those lives, and across them (trough floors);`,
