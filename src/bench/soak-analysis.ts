@@ -34,8 +34,8 @@ export interface SendResult {
   readonly sent: number;
   /** Sends refused by the kernel (interface missing): no sequence number used. */
   readonly errors: number;
-  /** [sequence number, CLOCK_MONOTONIC ns] every 100 ms. */
-  readonly marks: readonly (readonly [number, number])[];
+  /** [sequence number, CLOCK_MONOTONIC ns] every 20 ms, at the first send after failed ones, and (third element 1) every frame as it is sent while the soak asks for it (around a recreation). */
+  readonly marks: readonly (readonly [number, number, 1?])[];
 }
 
 /** What the receiver of one direction printed (soak-frames.py recv). */
@@ -59,19 +59,33 @@ export interface RecvResult {
   readonly socketDropMarks?: readonly (readonly [number, number])[];
 }
 
-/** Where the kernel dropped frames of one direction, from the veths' own counters (ethtool -S). */
+/**
+ * Where the kernel dropped frames of one direction, from the veths' own
+ * counters. What each veth counter counts (drivers/net/veth.c): a frame
+ * sent into a veth whose peer's ring is full (or whose peer is down or gone)
+ * is dropped by the SENDING device and counted in its tx dropped, not in
+ * any per-queue counter of the receiving one; the receiving veth's
+ * `rx_queue_N_drops` counts frames its XDP program redirected or sent back
+ * when that failed (xdp_do_redirect: the target interface gone or down;
+ * XDP_TX), and copies that could not be allocated; `tx_queue_N_xdp_xmit_errors`
+ * counts frames redirected out of a veth that its peer's ring refused.
+ * (Before session 10 the soak printed `rx_queue_N_drops` as "ring full";
+ * in the iface fault they were redirects to the deleted interface.)
+ */
 export interface PathDrops {
-  /** The veth ring into the translator's interface was full (its XDP program did not run in time: CPU). */
+  /** Not taken into the translator's interface: the veth ring in front of its program full, or the interface down or gone (the sending veth's tx dropped). */
   readonly ringIn: number;
+  /** The translator's redirect failed in the kernel (xdp_do_redirect: the target gone or down), or XDP_TX did (rx_queue_N_drops of its ingress). */
+  readonly redirectFailed: number;
   /** XDP_DROP by the translator's program (its own counters say why). */
   readonly xdpDrop: number;
-  /** The redirect out of the translator failed (the egress veth or its peer could not take it). */
+  /** Redirected out of the translator's egress veth but not taken by its peer: ring full, or the peer not up (the egress veth's tx dropped). */
   readonly redirectOut: number;
-  /** The veth ring at the far end was full (the receiver's side did not run in time: CPU). */
-  readonly ringFar: number;
+  /** Dropped by the far end's veth on arrival (its rx_queue_N_drops: its XDP_PASS program's frame could not be copied). */
+  readonly farEnd: number;
 }
 
-/** Counters of one veth (ethtool -S, per-queue fields summed: rx_queue_drops, rx_queue_xdp_drops, tx_queue_xdp_xmit_errors, ...). */
+/** Counters of one veth (ethtool -S, per-queue fields summed: rx_queue_drops, rx_queue_xdp_drops, tx_queue_xdp_xmit_errors, ...; and tx_dropped from the device's stats). */
 export type VethStats = Readonly<Record<string, number>>;
 
 /** a minus b per field; a counter that went down (the device was made again) counts from 0. */
@@ -83,13 +97,19 @@ export function vethDelta(a: VethStats, b: VethStats): Record<string, number> {
 
 /**
  * One direction's kernel drops from deltas of the four veths (ea -- da
- * [translator] db -- eb): uplink enters at da and leaves by db to eb,
- * downlink enters at db and leaves by da to ea.
+ * [translator] db -- eb): uplink is sent by ea, enters at da and leaves by
+ * db to eb; downlink is sent by eb, enters at db and leaves by da to ea.
  */
 export function pathDrops(dir: 'uplink' | 'downlink', d: Readonly<Record<string, Readonly<Record<string, number>>>>): PathDrops {
-  const [inDev, outDev, farDev] = dir === 'uplink' ? ['da', 'db', 'eb'] : ['db', 'da', 'ea'];
+  const [sendDev, inDev, outDev, farDev] = dir === 'uplink' ? ['ea', 'da', 'db', 'eb'] : ['eb', 'db', 'da', 'ea'];
   const f = (dev: string, k: string): number => d[dev]?.[k] ?? 0;
-  return { ringIn: f(inDev, 'rx_queue_drops'), xdpDrop: f(inDev, 'rx_queue_xdp_drops'), redirectOut: f(outDev, 'tx_queue_xdp_xmit_errors'), ringFar: f(farDev, 'rx_queue_drops') };
+  return {
+    ringIn: f(sendDev, 'tx_dropped'),
+    redirectFailed: f(inDev, 'rx_queue_drops'),
+    xdpDrop: f(inDev, 'rx_queue_xdp_drops'),
+    redirectOut: f(outDev, 'tx_dropped'),
+    farEnd: f(farDev, 'rx_queue_drops'),
+  };
 }
 
 export interface LostRun {

@@ -11,6 +11,11 @@ send: writes a template frame (hex on stdin's first line) out of --dev at
       JSON line: sent, errors, marks [[seq, CLOCK_MONOTONIC ns], ...] every
       20 ms and at the first send that works after failed ones (to date each
       sequence number: the one that ends an interface's absence exactly).
+      It prints "sending" first. Between SIGUSR1 and SIGUSR2 it also marks every frame as it sends it
+      ([seq, ns, 1]): the soak asks for it around the moment a recreated
+      interface comes up, where a frame dated by interpolation between marks
+      20 ms apart can be off by milliseconds (the sender sleeps 1 ms ticks,
+      sends late frames in a burst, and may be preempted within one).
 recv: counts frames carrying --magic that arrive (not outgoing) on any
       interface of the namespace, until "stop" on stdin or --seconds. A
       frame with the magic but without --ethertype is "untranslated". Prints
@@ -25,6 +30,7 @@ import argparse
 import json
 import os
 import select
+import signal
 import socket
 import struct
 import sys
@@ -53,6 +59,10 @@ def send(a):
     burst = max(1, int(a.rate * 0.02))  # behind more than 20 ms: start again from now, no burst
     seq_at = a.off + 16
     failing = False
+    dense = [False]
+    signal.signal(signal.SIGUSR1, lambda *_: dense.__setitem__(0, True))
+    signal.signal(signal.SIGUSR2, lambda *_: dense.__setitem__(0, False))
+    print("sending", flush=True)  # the signals are safe from now on (before, SIGUSR1 would end the process)
     while True:
         now = time.monotonic_ns()
         if now >= end:
@@ -65,6 +75,8 @@ def send(a):
             base_seq, base_t, due = seq, now, seq + 1
         while seq < due:
             struct.pack_into("!II", tmpl, seq_at, seq, seq ^ 0xFFFFFFFF)
+            if dense[0]:
+                marks.append([seq, time.monotonic_ns(), 1])
             try:
                 s.sendto(tmpl, (a.dev, 0))
                 if failing:

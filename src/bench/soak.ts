@@ -466,8 +466,17 @@ interface FaultRecord {
 async function vethStats(L: BenchLab): Promise<Record<string, VethStats>> {
   const out: Record<string, VethStats> = {};
   await Promise.all(([[L.a, 'ea'], [L.dut, 'da'], [L.dut, 'db'], [L.b, 'eb']] as const).map(async ([ns, dev]) => {
-    const r = await execa('ip', ['netns', 'exec', ns, 'ethtool', '-S', dev], { reject: false });
+    const [r, l] = await Promise.all([
+      execa('ip', ['netns', 'exec', ns, 'ethtool', '-S', dev], { reject: false }),
+      execa('ip', ['-n', ns, '-s', '-j', 'link', 'show', 'dev', dev], { reject: false }),
+    ]);
     const m: Record<string, number> = {};
+    try {
+      const tx = (JSON.parse(l.stdout) as { stats64?: { tx?: { dropped?: number } } }[])[0]?.stats64?.tx?.dropped;
+      if (typeof tx === 'number') m.tx_dropped = tx;
+    } catch {
+      // the device is gone (iface fault): no counters this time
+    }
     for (const line of r.stdout.split('\n')) {
       const x = /^\s*(rx_queue|tx_queue)_\d+_(\w+):\s*(\d+)$/.exec(line);
       if (x !== null && /drops|errors/.test(x[2]!)) m[`${x[1]}_${x[2]}`] = (m[`${x[1]}_${x[2]}`] ?? 0) + Number(x[3]);
@@ -495,8 +504,10 @@ class VethLog {
   }
 }
 
-const dropsText = (p: PathDrops): string => `ring full into the translator ${p.ringIn}, XDP_DROP ${p.xdpDrop}, redirect out failed ${p.redirectOut}, ring full at the far end ${p.ringFar}`;
-const anyDrops = (p: PathDrops): boolean => p.ringIn + p.xdpDrop + p.redirectOut + p.ringFar > 0;
+const dropsText = (p: PathDrops): string =>
+  `not taken in (ring full or interface down) ${p.ringIn}, redirect failed (target gone or down) ${p.redirectFailed}, XDP_DROP ${p.xdpDrop}, ` +
+  `not taken out (far ring full or down) ${p.redirectOut}, dropped at the far end ${p.farEnd}`;
+const anyDrops = (p: PathDrops): boolean => p.ringIn + p.redirectFailed + p.xdpDrop + p.redirectOut + p.farEnd > 0;
 
 // --- the run ---------------------------------------------------------------------------
 
@@ -512,6 +523,10 @@ export interface SoakResult {
   readonly kernelDrops?: { readonly uplink: PathDrops; readonly downlink: PathDrops; readonly socketUp: number; readonly socketDown: number };
   readonly unexpectedExits: readonly Exit[];
   readonly startFailures: readonly string[];
+  /** The senders' marks ([seq, ns, 1?]) from 100 ms before to 500 ms after each iface fault: how the frames around a recreation were dated. */
+  readonly senderMarks?: { readonly uplink: SendResult['marks']; readonly downlink: SendResult['marks'] };
+  /** The soak's clock origin (CLOCK_MONOTONIC ns): every `…Ms` of the result is after it, so kernel traces (perf -k mono) line up. */
+  readonly t0Ns?: number;
   readonly churnNotConnected: number;
   readonly entries: readonly JournalEntry[];
   readonly rssSamples: readonly RssSample[];
@@ -775,6 +790,9 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
         // line of its own); after it, every lost frame counts.
         await ip(['-n', L.dut, 'link', 'del', 'da']);
         await sleep(1000);
+        // Where the excused window ends a frame must be dated to the sub-ms: the senders mark every burst
+        // until the interface is back (soak-frames.py; 20 ms apart the interpolation misdated frames by ms).
+        for (const p of [sendUp, sendDown]) if (p.out().includes('sending')) p.proc.kill('SIGUSR1');
         const made = now();
         await ip(['-n', L.a, 'link', 'add', 'ea', 'address', MAC.ea, 'mtu', String(MTU), 'type', 'veth', 'peer', 'name', 'da', 'address', MAC.da, 'mtu', String(MTU), 'netns', L.dut]);
         attachXdp(pass, 'ea', L.a);
@@ -787,6 +805,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
         recovered = false;
         while (Date.now() < until && !aborted() && !(recovered = await attached('da'))) await sleep(200);
         const seen = now();
+        for (const p of [sendUp, sendDown]) if (p.out().includes('sending')) p.proc.kill('SIGUSR2');
         // When the daemon attached, by its own log (it logs the re-attach as it happens).
         const at = d.eventMs('attached our program again', 'da', made);
         const when = at === undefined ? 'no re-attach in its log'
@@ -819,8 +838,12 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     await Promise.race([Promise.all([recvUp.done, recvDown.done]), sleep(5000)]);
     clearInterval(sampler);
     if (aborted()) throw new Error('interrupted');
-    const upRep = analyzeStream(lastJson<SendResult>(sendUp, 'uplink sender'), lastJson<RecvResult>(recvUp, 'uplink receiver'), windows, t0Ns);
-    const downRep = analyzeStream(lastJson<SendResult>(sendDown, 'downlink sender'), lastJson<RecvResult>(recvDown, 'downlink receiver'), windows, t0Ns);
+    const sentUp = lastJson<SendResult>(sendUp, 'uplink sender');
+    const sentDown = lastJson<SendResult>(sendDown, 'downlink sender');
+    const upRep = analyzeStream(sentUp, lastJson<RecvResult>(recvUp, 'uplink receiver'), windows, t0Ns);
+    const downRep = analyzeStream(sentDown, lastJson<RecvResult>(recvDown, 'downlink receiver'), windows, t0Ns);
+    const nearIface = (m: SendResult['marks']): SendResult['marks'] => m.filter(([, ns]) => records.some((f) => f.fault === 'iface' && (ns - t0Ns) / 1e6 >= f.startMs - 100 && (ns - t0Ns) / 1e6 <= f.endMs + 500));
+    const senderMarks = { uplink: nearIface(sentUp.marks), downlink: nearIface(sentDown.marks) };
     const kernelDrops = {
       uplink: pathDrops('uplink', veth.total), downlink: pathDrops('downlink', veth.total),
       socketUp: lastJson<RecvResult>(recvUp, 'uplink receiver').socketDrops ?? 0, socketDown: lastJson<RecvResult>(recvDown, 'downlink receiver').socketDrops ?? 0,
@@ -864,6 +887,8 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
       kernelDrops,
       unexpectedExits: d.exits.filter((e) => !e.expected),
       startFailures: d.startFailures,
+      t0Ns,
+      senderMarks,
       churnNotConnected: churn.notConnected,
       entries: churn.journal,
       rssSamples: rss,
@@ -1005,7 +1030,7 @@ export function report(r: SoakResult): string {
     `  MB every 5 s: ${r.rssSamples.filter((_, i) => i % 5 === 0).map((x) => `${Math.round(x.tMs / 1000)}s:${(x.rssKb / 1024).toFixed(0)}${x.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (* warm-up)`,
     `  major GCs (s: MB after): ${r.gcTroughs.map((g) => `${Math.round(g.tMs / 1000)}s:${(g.rssKb / 1024).toFixed(0)}${g.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (* warm-up)`,
     '',
-    'Caveats: loss is dated by the sender\'s clock (marks every 20 ms) and put in every fault window within 300 ms; frames lost while the',
+    'Caveats: loss is dated by the sender\'s clock (marks every 20 ms, every frame around a recreation) and put in every fault window within 300 ms; frames lost while the',
     'recreated interface was deleted or not yet up at both ends had no wire (the NO WIRE line); those sent after it was up count, as does any frame that arrived',
     `untranslated. RSS is judged on the RSS right after each major GC (the floor the process returns to), per daemon process (each restart starts`,
     `afresh) on a warm phase of ${RSS_MIN_WARM_MS / 1000} s after warm-up with two major GCs ${RSS_MIN_TROUGH_SPAN_MS / 1000} s apart, pooled over those lives, and across them (trough floors);`,

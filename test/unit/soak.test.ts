@@ -321,12 +321,19 @@ describe('soak kernel drops (veth counters)', () => {
 
   it('puts each veth counter on the direction whose frames it dropped', () => {
     const d = {
-      da: { rx_queue_drops: 1, rx_queue_xdp_drops: 2, tx_queue_xdp_xmit_errors: 3 },
-      db: { rx_queue_drops: 10, rx_queue_xdp_drops: 20, tx_queue_xdp_xmit_errors: 30 },
-      ea: { rx_queue_drops: 100 },
-      eb: { rx_queue_drops: 1000 },
+      da: { rx_queue_drops: 1, rx_queue_xdp_drops: 2, tx_queue_xdp_xmit_errors: 3, tx_dropped: 4 },
+      db: { rx_queue_drops: 10, rx_queue_xdp_drops: 20, tx_queue_xdp_xmit_errors: 30, tx_dropped: 40 },
+      ea: { rx_queue_drops: 100, tx_dropped: 400 },
+      eb: { rx_queue_drops: 1000, tx_dropped: 4000 },
     };
-    expect(pathDrops('uplink', d)).toEqual({ ringIn: 1, xdpDrop: 2, redirectOut: 30, ringFar: 1000 });
-    expect(pathDrops('downlink', d)).toEqual({ ringIn: 10, xdpDrop: 20, redirectOut: 3, ringFar: 100 });
+    expect(pathDrops('uplink', d)).toEqual({ ringIn: 400, redirectFailed: 1, xdpDrop: 2, redirectOut: 40, farEnd: 1000 });
+    expect(pathDrops('downlink', d)).toEqual({ ringIn: 4000, redirectFailed: 10, xdpDrop: 20, redirectOut: 4, farEnd: 100 });
+  });
+
+  it('does not call a failed redirect a full ring (rx_queue_N_drops of the ingress veth counts xdp_do_redirect failures)', () => {
+    // The iface fault: db's program redirecting to the deleted da (xdp_do_redirect -EINVAL), nothing sent into a full ring.
+    const p = pathDrops('downlink', { db: { rx_queue_drops: 46 }, eb: { tx_dropped: 0 } });
+    expect(p.ringIn).toBe(0);
+    expect(p.redirectFailed).toBe(46);
   });
 });
