@@ -43,6 +43,7 @@ import { createInterface } from 'node:readline';
 import { BgpInjector, checkSession, mupRoutes, neighborState, sessionArgs, speakerToml, type CheckedSession } from '../bgp/controller.js';
 import { gobgp, startGobgpd, type GobgpApi, type GobgpdProcess } from '../bgp/gobgpd.js';
 import { freeTcpPort } from '../host/net.js';
+import { DAEMON_NODE_FLAGS } from '../host/node-flags.js';
 
 function arg(name: string, def: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -358,7 +359,7 @@ async function main(): Promise<number> {
     const tDaemon = performance.now();
     daemon = spawn(
       process.execPath,
-      [MUP_BIN, 'daemon', '--config', join(dir, 'daemon.yaml'), '--instance', `bench-bgp-${process.pid}`, '--socket', socket, '--state-file', join(dir, 'daemon.state.json'), '--bpffs', bpffs, '--log-format', 'json'],
+      [...DAEMON_NODE_FLAGS, MUP_BIN, 'daemon', '--config', join(dir, 'daemon.yaml'), '--instance', `bench-bgp-${process.pid}`, '--socket', socket, '--state-file', join(dir, 'daemon.state.json'), '--bpffs', bpffs, '--log-format', 'json'],
       { stdio: ['ignore', logFd, logFd] },
     );
     closeSync(logFd);

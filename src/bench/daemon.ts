@@ -61,6 +61,7 @@ import { cpus, loadavg, release } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { synchronizeRcu } from '../dataplane/libbpf.js';
+import { DAEMON_NODE_FLAGS } from '../host/node-flags.js';
 
 const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
 const DIST_MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
@@ -869,6 +870,7 @@ async function main(): Promise<number> {
     const nodeArgs = o.cpuProf === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', o.cpuProf, '--cpu-prof-interval', '20000'];
     if (o.cpuProf !== undefined) mkdirSync(o.cpuProf, { recursive: true });
     const args = [
+      ...DAEMON_NODE_FLAGS,
       ...nodeArgs,
       MUP_BIN,
       'daemon',
@@ -1217,7 +1219,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
   let log = '';
   const start = async (): Promise<{ d: ChildProcess; ms: number }> => {
     log = '';
-    const args = [MUP_BIN, 'daemon', '--config', env.configPath, '--instance', env.instance, '--netns', env.ns, '--socket', env.socket, '--state-file', env.stateFile, '--bpffs', env.bpffs, '--log-format', 'json'];
+    const args = [...DAEMON_NODE_FLAGS, MUP_BIN, 'daemon', '--config', env.configPath, '--instance', env.instance, '--netns', env.ns, '--socket', env.socket, '--state-file', env.stateFile, '--bpffs', env.bpffs, '--log-format', 'json'];
     const s0 = performance.now();
     const d = spawn('node', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     env.daemon = d;

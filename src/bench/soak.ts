@@ -24,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { execa } from 'execa';
 import { BenchLab, GNB, MAC, MTU, ip, sweepStale } from './rfc2544/lab.js';
+import { DAEMON_NODE_FLAGS } from '../host/node-flags.js';
 import { downlinkFrame, uplinkFrame } from './rfc2544/cases.js';
 import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../packet/frames.js';
 import { pidAlive } from '../host/process.js';
@@ -276,7 +277,7 @@ class Daemon {
       ...process.env, ...daemonEnv(), MUP_SOAK_GCLOG: this.gclogFile, MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin),
       MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '', MUP_SOAK_HEAPSNAP: this.heapSnapshots,
     };
-    const proc = spawn(process.execPath, ['--import', PRELOAD_MJS, ...args], { stdio: ['ignore', fd, fd], env });
+    const proc = spawn(process.execPath, [...DAEMON_NODE_FLAGS, '--import', PRELOAD_MJS, ...args], { stdio: ['ignore', fd, fd], env });
     closeSync(fd);
     this.#proc = proc;
     this.#startedAt = this.now();

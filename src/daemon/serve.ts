@@ -13,6 +13,7 @@ import { notifyReady } from '../host/notify.js';
 import { pidAlive } from '../host/process.js';
 import type { Logger } from './log.js';
 import { createMetrics } from './metrics.js';
+import { DAEMON_NODE_FLAGS, missingDaemonNodeFlags } from '../host/node-flags.js';
 import type { PerRuleSeries } from '../config/types.js';
 
 export interface RunOptions extends Omit<DaemonOptions, 'log'> {
@@ -119,6 +120,11 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
     d.stop();
     release();
     throw e;
+  }
+
+  const missing = missingDaemonNodeFlags();
+  if (missing.length > 0) {
+    log.warn({ missing, want: DAEMON_NODE_FLAGS }, `node was started without ${missing.join(' ')}: the young generation may grow to 32 MB and the resident memory with it (run \`node ${DAEMON_NODE_FLAGS.join(' ')} bin/mup.js daemon\`, or the installed mup)`);
   }
 
   let stopping: Promise<void> | undefined;

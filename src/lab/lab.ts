@@ -16,6 +16,7 @@ import { startGnb } from './gnb.js';
 import { corePoolBlackhole, PE_MODES, PE_SITES, peDaemonPaths, startKernelPes, stopKernelPes, writePeConfigs, type PeMode, type PeSite } from './pe.js';
 import { ipBatch, nsRun, run, sleep } from './sh.js';
 import { LAB_NODES, labTopology, type LabTopology, type LabUe } from './topology.js';
+import { DAEMON_NODE_FLAGS } from '../host/node-flags.js';
 
 export const LAB_CONFIG = fileURLToPath(new URL('../../config/lab.yaml', import.meta.url));
 const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
@@ -388,7 +389,7 @@ export async function startDaemon(ns: string, p: DaemonFiles): Promise<void> {
   const fd = openSync(p.log, 'a');
   const child = spawn(
     process.execPath,
-    [MUP_BIN, 'daemon', '--config', p.config, '--instance', p.instance, '--socket', p.socket, '--state-file', p.stateFile, '--bpffs', p.bpffs, '--netns', ns, '--log-format', 'json'],
+    [...DAEMON_NODE_FLAGS, MUP_BIN, 'daemon', '--config', p.config, '--instance', p.instance, '--socket', p.socket, '--state-file', p.stateFile, '--bpffs', p.bpffs, '--netns', ns, '--log-format', 'json'],
     { detached: true, stdio: ['ignore', fd, fd] },
   );
   closeSync(fd);

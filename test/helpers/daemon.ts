@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
+import { DAEMON_NODE_FLAGS } from '../../src/host/node-flags.js';
 
 export const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
 
@@ -126,7 +127,7 @@ export class TestDaemon {
   /** Start a daemon process and wait until its API answers. */
   async start(extra: readonly string[] = []): Promise<void> {
     if (this.#proc !== undefined) throw new Error('a daemon of this TestDaemon is running already');
-    const proc = execa('node', [MUP_BIN, ...this.daemonArgs(), ...extra], { reject: false, all: true });
+    const proc = execa('node', [...DAEMON_NODE_FLAGS, MUP_BIN, ...this.daemonArgs(), ...extra], { reject: false, all: true });
     this.#proc = proc;
     proc.all?.on('data', (c: Buffer) => {
       this.#log += c.toString();
@@ -152,7 +153,7 @@ export class TestDaemon {
 
   /** Start and expect it to fail; resolves with its exit code and output. */
   async startFailing(extra: readonly string[] = []): Promise<{ exitCode: number; output: string }> {
-    const r = await execa('node', [MUP_BIN, ...this.daemonArgs(), ...extra], { reject: false, all: true, timeout: 60_000 });
+    const r = await execa('node', [...DAEMON_NODE_FLAGS, MUP_BIN, ...this.daemonArgs(), ...extra], { reject: false, all: true, timeout: 60_000 });
     return { exitCode: r.exitCode ?? -1, output: String(r.all ?? '') };
   }
 
