@@ -338,6 +338,8 @@ export interface GcTrough {
   readonly heapUsedKb: number;
   /** external (which includes arrayBuffers: Buffers). */
   readonly externalKb: number;
+  /** V8's heap as committed (new, old, code and large-object spaces): what a growing young generation or old space shows in (absent in older logs). */
+  readonly heapTotalKb?: number;
 }
 
 /**
@@ -356,7 +358,7 @@ export function parseGcLog(text: string, wallAtZero: number): GcTrough[] {
         tMs: Math.round(n('wallMs') - wallAtZero), pid: n('pid'), lifeMs: n('lifeMs'),
         rssKb: Math.round(n('rss') / 1024), heapUsedKb: Math.round(n('heapUsed') / 1024), externalKb: Math.round(n('external') / 1024),
       };
-      if (Object.values(t).every(Number.isFinite)) out.push(t);
+      if (Object.values(t).every(Number.isFinite)) out.push(Number.isFinite(n('heapTotal')) ? { ...t, heapTotalKb: Math.round(n('heapTotal') / 1024) } : t);
     } catch {
       // torn line
     }
@@ -406,6 +408,9 @@ export interface RssLife {
   readonly troughRss: Trend | null;
   readonly troughHeapUsed: Trend | null;
   readonly troughExternal: Trend | null;
+  /** heapTotal and native (rss - heapTotal - external) at the troughs; null when the log has no heapTotal. */
+  readonly troughHeapTotal?: Trend | null;
+  readonly troughNative?: Trend | null;
   readonly verdict: LifeVerdict;
   /** For 'too short': why. */
   readonly why: string;
@@ -557,6 +562,9 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
       slopeKbPerMin: slope(ss.map((s) => s.tMs), kb) * 60_000, thirdsGrowthKb,
       troughs: tr.length, troughFloorKb: tr.length ? Math.min(...tr.map((g) => g.rssKb)) : 0,
       troughRss, troughHeapUsed: trend(xs, tr.map((g) => g.heapUsedKb)), troughExternal: trend(xs, tr.map((g) => g.externalKb)),
+      ...(tr.every((g) => g.heapTotalKb !== undefined)
+        ? { troughHeapTotal: trend(xs, tr.map((g) => g.heapTotalKb!)), troughNative: trend(xs, tr.map((g) => g.rssKb - g.heapTotalKb! - g.externalKb)) }
+        : {}),
       verdict, why,
     });
   }

@@ -236,12 +236,25 @@ describe('soak RSS', () => {
   });
 
   it('reads the preload\'s post-GC log onto the soak\'s clock, skipping a torn line', () => {
-    const line = (pid: number, wallMs: number): string => JSON.stringify({ pid, lifeMs: wallMs - 5000, wallMs, gcMs: 3, forced: false, rss: 90 * 1048576, heapTotal: 1, heapUsed: 15 * 1048576, external: 10 * 1048576, arrayBuffers: 0 });
+    const line = (pid: number, wallMs: number): string => JSON.stringify({ pid, lifeMs: wallMs - 5000, wallMs, gcMs: 3, forced: false, rss: 90 * 1048576, heapTotal: 20 * 1048576, heapUsed: 15 * 1048576, external: 10 * 1048576, arrayBuffers: 0 });
     const g = parseGcLog(`${line(7, 11_000)}\n${line(7, 12_500)}\n{"pid":7,"lifeMs":9`, 1000);
     expect(g).toEqual([
-      { tMs: 10_000, pid: 7, lifeMs: 6000, rssKb: 92_160, heapUsedKb: 15_360, externalKb: 10_240 },
-      { tMs: 11_500, pid: 7, lifeMs: 7500, rssKb: 92_160, heapUsedKb: 15_360, externalKb: 10_240 },
+      { tMs: 10_000, pid: 7, lifeMs: 6000, rssKb: 92_160, heapUsedKb: 15_360, externalKb: 10_240, heapTotalKb: 20_480 },
+      { tMs: 11_500, pid: 7, lifeMs: 7500, rssKb: 92_160, heapUsedKb: 15_360, externalKb: 10_240, heapTotalKb: 20_480 },
     ]);
+  });
+
+  it('says which memory the troughs gained: a young generation grown by 30 MB shows in heapTotal, not in native memory', () => {
+    // Session 10's soak before the daemon's young generation was fixed: RSS and heapTotal step up together, heapUsed flat.
+    const step = (t: number): number => (t >= 150 ? 30_720 : 0);
+    const [samples, troughs] = record(FOUR, (_, t) => step(t));
+    const withTotal = troughs.map((g) => ({ ...g, externalKb: 10_000, heapTotalKb: 20_000 + step(g.lifeMs / 1000) }));
+    const l = rssSummary(samples, WARMUP, withTotal).lives[0]!;
+    expect(l.troughHeapTotal!.riseKb).toBeCloseTo(l.troughRss!.riseKb, 0);
+    expect(l.troughRss!.riseKb).toBeGreaterThan(20_000);
+    expect(Math.abs(l.troughNative!.riseKb)).toBeLessThan(1);
+    // An older log without heapTotal: no such trends, the rest as before.
+    expect(rssSummary(samples, WARMUP, troughs).lives[0]!.troughHeapTotal).toBeUndefined();
   });
 
   it('spaces kills so that each life has a judged warm phase when the run holds two such lives, else leaves them in the schedule', () => {
