@@ -126,6 +126,8 @@ export interface DaemonStatus {
     /** The last pass: when its writes were done, rules resolved again, full or incremental, ms from its start (after the 50 ms debounce). */
     readonly last: { readonly at: string; readonly rules: number; readonly full: boolean; readonly ms: number } | null;
   } | null;
+  /** process.memoryUsage() now, MB (docs/bench.md "Daemon memory"): rss, heapUsed, heapTotal, external, arrayBuffers. */
+  readonly memory: Record<string, number>;
 }
 
 export interface ReloadResult {
@@ -1348,6 +1350,7 @@ export class Daemon {
       forwarding: s.forwarding,
       eventLoop: this.loop.status(),
       nexthops: this.nexthopTotals(),
+      memory: memoryMB(),
     };
   }
 
