@@ -31,6 +31,11 @@ export class KeptText {
     }
   }
 
+  /** Bytes held now: the string's characters, or the deflated bytes. */
+  get held(): number {
+    return this.#deflated?.length ?? this.#text.length;
+  }
+
   get(): string {
     return this.#deflated === undefined ? this.#text : inflateRawSync(this.#deflated).toString('utf8');
   }

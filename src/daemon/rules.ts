@@ -150,16 +150,16 @@ export function ruleKind(name: unknown): RuleKindSpec | undefined {
 // file spells them) rather than spread from temporary objects, and the IPv6
 // prefixes a rule shares with thousands of others (src_prefix, sr_prefix:
 // one object each in a config file, load.ts readIpv6Prefix) are formatted
-// once. The memo is bounded (rules from the API have prefixes of their own:
-// it must not grow with them).
-const prefixText = new Map<Ipv6Prefix, string>();
-const PREFIX_TEXT_MAX = 4096;
+// once. The memo holds its prefixes weakly: rules from the API have prefixes
+// of their own, and an entry goes with its prefix (a Map bounded to 4,096
+// entries kept the prefixes of deleted API rules alive: ~100 B per change,
+// test/change-memory.test.ts).
+const prefixText = new WeakMap<Ipv6Prefix, string>();
 
 function fmt6(p: Ipv6Prefix): string {
   let s = prefixText.get(p);
   if (s === undefined) {
     s = formatIpv6Prefix(p);
-    if (prefixText.size >= PREFIX_TEXT_MAX) prefixText.clear();
     prefixText.set(p, s);
   }
   return s;
