@@ -39,6 +39,7 @@ import { NextHopWatcher } from '../dataplane/nexthop.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
 import { releaseMemory } from './memory.js';
+import { KeptText } from './kept-text.js';
 import { LoopMonitor } from './loop.js';
 import { ensureBpffs, Pins, type PinnedMaps } from './pins.js';
 import { LINK_CHECK_MS, LinkKeeper } from './links.js';
@@ -126,6 +127,8 @@ export interface DaemonStatus {
     /** The last pass: when its writes were done, rules resolved again, full or incremental, ms from its start (after the 50 ms debounce). */
     readonly last: { readonly at: string; readonly rules: number; readonly full: boolean; readonly ms: number } | null;
   } | null;
+  /** process.memoryUsage() now, MB (docs/bench.md "Daemon memory"): rss, heapUsed, heapTotal, external, arrayBuffers. */
+  readonly memory: Record<string, number>;
 }
 
 export interface ReloadResult {
@@ -353,7 +356,7 @@ export class Daemon {
     this.#rules = new RuleSet(config, overlay);
     this.#timings.rules = Math.round(performance.now() - t1);
     this.#configSha = sha;
-    this.#configText = text;
+    this.#configText.set(text);
     for (const i of config.interfaces ?? []) {
       try {
         ifIndex(i.name);
@@ -364,7 +367,7 @@ export class Daemon {
   }
 
   /** The config file's text as last loaded (or saved): what `config show` and `config save` build on. */
-  #configText = '';
+  readonly #configText = new KeptText();
   /** The state file read at start ended with a torn line (cut off at takeover). */
   #tornState = false;
   /** ms per start phase, logged with the start line. */
@@ -895,7 +898,7 @@ export class Daemon {
     this.#rules = rules;
     this.#configLoadedAt = new Date();
     this.#configSha = sha;
-    this.#configText = text;
+    this.#configText.set(text);
     // The state file now names this file (and the records' bases are its rules).
     this.#tidyState('reload');
     releaseMemory();
@@ -921,7 +924,7 @@ export class Daemon {
    * a comment (src/config/running.ts).
    */
   runningConfig(o: { origins?: boolean } = {}): { file: string; sha256: string; apiChanges: number; yaml: string } {
-    const yaml = runningConfigYaml(this.#configText, this.#runningRules(), { origins: o.origins === true });
+    const yaml = runningConfigYaml(this.#configText.get(), this.#runningRules(), { origins: o.origins === true });
     return { file: this.config.file, sha256: this.#configSha, apiChanges: overlaySize(this.#rules.overlay), yaml };
   }
 
@@ -980,7 +983,7 @@ export class Daemon {
         );
       }
       const saved = overlaySize(this.#rules.overlay);
-      const yaml = runningConfigYaml(this.#configText, this.#runningRules(), { origins: false });
+      const yaml = runningConfigYaml(this.#configText.get(), this.#runningRules(), { origins: false });
       const config = parseConfig(yaml, file);
       const next = new RuleSet(config, emptyOverlay());
       next.adoptLearned(this.#rules);
@@ -1002,7 +1005,7 @@ export class Daemon {
       const sha = sha256(yaml);
       this.#rules = next;
       this.#configSha = sha;
-      this.#configText = yaml;
+      this.#configText.set(yaml);
       this.#configLoadedAt = new Date();
       // Step 2; if it fails the old state file stays, and is absorbed at the next start or rewritten with the next change.
       this.#tidyState('save');
@@ -1348,6 +1351,7 @@ export class Daemon {
       forwarding: s.forwarding,
       eventLoop: this.loop.status(),
       nexthops: this.nexthopTotals(),
+      memory: memoryMB(),
     };
   }
 

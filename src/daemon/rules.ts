@@ -150,16 +150,16 @@ export function ruleKind(name: unknown): RuleKindSpec | undefined {
 // file spells them) rather than spread from temporary objects, and the IPv6
 // prefixes a rule shares with thousands of others (src_prefix, sr_prefix:
 // one object each in a config file, load.ts readIpv6Prefix) are formatted
-// once. The memo is bounded (rules from the API have prefixes of their own:
-// it must not grow with them).
-const prefixText = new Map<Ipv6Prefix, string>();
-const PREFIX_TEXT_MAX = 4096;
+// once. The memo holds its prefixes weakly: rules from the API have prefixes
+// of their own, and an entry goes with its prefix (a Map bounded to 4,096
+// entries kept the prefixes of deleted API rules alive: ~100 B per change,
+// test/change-memory.test.ts).
+const prefixText = new WeakMap<Ipv6Prefix, string>();
 
 function fmt6(p: Ipv6Prefix): string {
   let s = prefixText.get(p);
   if (s === undefined) {
     s = formatIpv6Prefix(p);
-    if (prefixText.size >= PREFIX_TEXT_MAX) prefixText.clear();
     prefixText.set(p, s);
   }
   return s;
@@ -282,8 +282,13 @@ export class RuleSet {
   /** Rules by kind, by key, in order; names to keys. */
   readonly #rules = perKind(() => new Map<string, Rule>());
   readonly #names = perKind(() => new Map<string, string>());
-  /** Keys that come from the config file, per kind (for `source` in listings). */
-  readonly #fromConfig = perKind(() => new Set<string>());
+  /**
+   * The config file's rules by key, per kind: `source` in listings, and the
+   * file's rule a change's state record names as its base (one map for
+   * both: a second map of every file rule, built at the first change, held
+   * 3.7 MB with 65,536 + 65,536 rules).
+   */
+  readonly #fromConfig = perKind(() => new Map<string, Rule>());
   /**
    * Rules learned from BGP (origin "bgp"; docs/bgp.md "Precedence"): in the
    * tables, never in the overlay or the state file. Their keys and names are
@@ -303,7 +308,7 @@ export class RuleSet {
       for (const r of config[k.section] ?? []) {
         // The key's own string, shared with the maps: no "<kind> <key>" string per rule.
         const key = k.key(r);
-        fromConfig.add(key);
+        fromConfig.set(key, r);
         if (!del.has(key)) this.#set(k, put.get(key) ?? r);
       }
       for (const [key, r] of put) if (!this.#rules[k.kind].has(key)) this.#set(k, r);
@@ -478,11 +483,10 @@ export class RuleSet {
     if (this.#fromConfig[kind].has(key)) this.overlay[k.overlay.del].add(key);
   }
 
-  #digests: ((kind: RuleKind, key: string) => string | null) | undefined;
   /** Digest of the file's rule at this key (null: the file has none): a state record's `base`. */
   base(kind: RuleKind, key: string): string | null {
-    this.#digests ??= configDigests(this.config);
-    return this.#digests(kind, key);
+    const r = this.#fromConfig[kind].get(key);
+    return r === undefined ? null : ruleDigest(kind, r);
   }
 
   /**

@@ -763,13 +763,12 @@ export class Tables {
     }
     const before = this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens());
     const after = this.#fields(settings, planP.plensAfter, planL.plensAfter, planS.plensAfter);
-    const widened: ConfigFields = {
-      ...after,
+    const widened = withFields(after, {
       policyPlens: union(before.policyPlens, after.policyPlens),
       localsidPlens: union(before.localsidPlens, after.localsidPlens),
       session4Plens: union(before.session4Plens ?? [], after.session4Plens ?? []),
       session6Plens: union(before.session6Plens ?? [], after.session6Plens ?? []),
-    };
+    });
 
     let added = 0;
     let replaced = 0;
@@ -826,7 +825,7 @@ export class Tables {
       }
       // 2. The config with old and new prefix lengths (and the generation + 1
       // of a table that was written).
-      const widenedNow = { ...widened, ...this.#nextGens() };
+      const widenedNow = withFields(widened, this.#nextGens());
       if (!sameFields(before, widenedNow)) this.#writeConfig(widenedNow);
       // 3. Stale entries.
       for (const [plan, fd, mirror, name, freed] of [
@@ -858,14 +857,14 @@ export class Tables {
       }
       // 4. The config with the new lengths only (and the generation + 1 of a
       // table an entry was deleted from).
-      const afterNow = { ...after, ...this.#nextGens() };
+      const afterNow = withFields(after, this.#nextGens());
       if (!sameFields(widenedNow, afterNow)) this.#writeConfig(afterNow);
     } catch (e) {
       // An entry written but its generation not yet changed: change it now,
       // or CPUs could keep a copy of the entry that was replaced.
       if (this.#touched.policy || this.#touched.localsid) {
         try {
-          this.#writeConfig({ ...this.readConfig(), ...this.#nextGens() });
+          this.#writeConfig(withFields(this.readConfig(), this.#nextGens()));
         } catch {
           // The first error is the one to report.
         }
@@ -972,16 +971,21 @@ export class Tables {
   }
 
   #fields(s: Settings, policyPlens: readonly number[], localsidPlens: readonly number[], sessionPlens: readonly number[]): ConfigFields {
-    return {
-      ...splitSessionPlens(sessionPlens),
-      ...this.#nextGens(),
-      forwarding: s.forwarding,
-      hashSeed: s.hashSeed,
-      sportBase: s.sourcePortMin,
-      sportSpan: s.sourcePortMax - s.sourcePortMin + 1,
-      policyPlens: prefixLengths(policyPlens, 'policies'),
-      localsidPlens: prefixLengths(localsidPlens, 'localsids'),
-    };
+    const sessions = splitSessionPlens(sessionPlens);
+    const g = this.#nextGens();
+    return withFields(
+      {
+        forwarding: s.forwarding,
+        hashSeed: s.hashSeed,
+        sportBase: s.sourcePortMin,
+        sportSpan: s.sourcePortMax - s.sourcePortMin + 1,
+        policyPlens: prefixLengths(policyPlens, 'policies'),
+        localsidPlens: prefixLengths(localsidPlens, 'localsids'),
+        policyGen: g.policyGen,
+        localsidGen: g.localsidGen,
+      },
+      sessions,
+    );
   }
 
   /** Block until grace period `seq` has completed (0: none owed). */
@@ -1055,7 +1059,7 @@ export class Tables {
     const sel = cur.readUInt32LE(this.#fds.selOffset) & 1;
     if (this.#cfgMap !== undefined) {
       const active = decodeConfig(cur, this.#fds.configOffsets[sel]);
-      if (sameFields(active, { ...f, policyGen: active.policyGen, localsidGen: active.localsidGen })) {
+      if (sameFields(active, withFields(f, { policyGen: active.policyGen, localsidGen: active.localsidGen }))) {
         // One aligned 32-bit store each: a packet reads the old generation
         // or the new one; the map writes are already visible to it.
         const words = new Int32Array(this.#cfgMap.memory);
@@ -1089,7 +1093,7 @@ export class Tables {
    */
   refreshCopies(): void {
     this.#touched = { policy: true, localsid: true };
-    this.#writeConfig({ ...this.readConfig(), ...this.#nextGens() });
+    this.#writeConfig(withFields(this.readConfig(), this.#nextGens()));
   }
 
   /** Write the settings to the config even if nothing else changed (after load). */
@@ -1134,6 +1138,29 @@ function union(a: readonly number[], b: readonly number[]): readonly number[] {
   const all = [...new Set([...a, ...b])].sort((x, y) => y - x);
   // More than the program looks up: a length that goes away may miss for a moment.
   return all.length > MUP_MAX_PLENS ? b : all;
+}
+
+/**
+ * `f` with the fields of `p` in its place, built as one object literal of a
+ * fixed shape. Every change builds several of these; built with object
+ * spreads (`{ ...f, ...g }`) they left ~4 KB per change in V8's old
+ * generation (promoted, not garbage of the young one), the largest part of
+ * what a single API change added to the heap until the next full collection
+ * (docs/bench.md "Daemon memory").
+ */
+function withFields(f: ConfigFields, p: Partial<ConfigFields>): ConfigFields {
+  return {
+    forwarding: p.forwarding ?? f.forwarding,
+    hashSeed: p.hashSeed ?? f.hashSeed,
+    sportBase: p.sportBase ?? f.sportBase,
+    sportSpan: p.sportSpan ?? f.sportSpan,
+    policyPlens: p.policyPlens ?? f.policyPlens,
+    localsidPlens: p.localsidPlens ?? f.localsidPlens,
+    policyGen: p.policyGen ?? f.policyGen,
+    localsidGen: p.localsidGen ?? f.localsidGen,
+    session4Plens: p.session4Plens ?? f.session4Plens,
+    session6Plens: p.session6Plens ?? f.session6Plens,
+  };
 }
 
 function sameFields(a: ConfigFields, b: ConfigFields): boolean {

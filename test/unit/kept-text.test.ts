@@ -1,0 +1,26 @@
+/**
+ * The config text the daemon keeps for `config show` / `config save`
+ * (src/daemon/kept-text.ts): a large one is held deflated and read back
+ * whole; a small one as it is; a new text replaces the old.
+ */
+import { describe, expect, it } from 'vitest';
+import { KeptText } from '../../src/daemon/kept-text.js';
+
+describe('KeptText', () => {
+  it('gives back a large text exactly (deflated in between) and a small one as it was', () => {
+    const lines = ['# a comment: ünïcode kept', 'policies:'];
+    for (let i = 0; i < 20000; i++) lines.push(`  - name: p${i}`, `    match: 10.${i >> 8}.${i & 255}.0/24`);
+    const big = `${lines.join('\n')}\n`;
+    const k = new KeptText();
+    expect(k.get()).toBe('');
+    k.set(big);
+    expect(big.length).toBeGreaterThan(64 * 1024);
+    expect(k.get()).toBe(big);
+    expect(k.held).toBeLessThan(big.length / 5);
+    k.set('settings: {}\n');
+    expect(k.get()).toBe('settings: {}\n');
+    expect(k.held).toBe('settings: {}\n'.length);
+    k.set(big + '# edited\n');
+    expect(k.get()).toBe(`${big}# edited\n`);
+  });
+});
