@@ -114,8 +114,12 @@ export async function loadConfigFile(path: string): Promise<Config> {
   return parseConfig(text, path);
 }
 
-/** Validate YAML text; `file` is used in messages only. */
-export function parseConfig(text: string, file = '<inline>'): Config {
+/**
+ * Validate YAML text; `file` is used in messages only. `onSettings` is
+ * called once the settings are read and the rule counts checked against
+ * them, before the rules are (the daemon starts loading the program then).
+ */
+export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Settings) => void): Config {
   const src = new Source(file, text);
   let top: unknown = fastJson(src, text);
   if (top === NOT_JSON) try {
@@ -144,6 +148,7 @@ export function parseConfig(text: string, file = '<inline>'): Config {
   checkCount(src, ['localsids'], rawLocalSids.length, settings.maxLocalSids, 'local SIDs', 'max_localsids');
   const rawSessions = readList(src, ['sessions'], root['sessions'], 'a list of sessions (each with ue, teid, qfi, endpoint, source, isd, src_prefix)');
   checkCount(src, ['sessions'], rawSessions.length, settings.maxSessions ?? DEFAULT_MAX_SESSIONS, 'sessions', 'max_sessions');
+  onSettings?.(settings);
 
   const policies = rawPolicies.map((v, i) => readPolicy(src, ['policies', i], v));
   const localsids = rawLocalSids.map((v, i) => readLocalSid(src, ['localsids', i], v));
