@@ -159,7 +159,7 @@ describe.skipIf(!isRoot)('the program loaded while the config is read', () => {
     const { d, log } = daemon(BAD_RULE);
     await expect(d.prepare()).rejects.toThrow(/policies\[1\]\.match/);
     // The load did begin (so the test shows what it claims), and it is all given back.
-    expect(msgs(log)).toContain('loading the program while the rules are read');
+    expect(log.find((l) => l['msg'] === 'loading the program while the rules are read')?.['settings']).toBe('read ahead');
     expect(bpfFds()).toEqual(before);
     expect(existsSync(bpffs)).toBe(false);
   });
@@ -209,6 +209,21 @@ describe.skipIf(!isRoot)('the program loaded while the config is read', () => {
     const l3 = startLine(third.log);
     expect(l3?.['programLoad']).toMatch(/^plain \(the pinned tables changed/);
     expect(mapInfo(third.d.dataplane.maps.policies).id).toBe(fresh.policies);
+  });
+
+  it('settings read ahead wrongly (a column-0 "settings:" inside a quoted string): the program is loaded again for the file\'s, the other one unloaded', async () => {
+    const tricky = `daemon:\n  state_file: "/tmp/x\nsettings: { max_policies: 8, max_localsids: 8 }\n"\n${GOOD}`;
+    const before = bpfFds();
+    const { d, log } = daemon(tricky, { detachOnExit: true });
+    await d.start();
+    expect(log.filter((l) => l['msg'] === 'loading the program while the rules are read').map((l) => l['settings'])).toEqual(['read ahead', 'parsed']);
+    expect(msgs(log)).toContain('the settings read ahead were not the file\'s: loading the program again');
+    expect(startLine(log)?.['programLoad']).toBe('early (settings parsed)');
+    expect(mapInfo(d.dataplane.maps.policies).maxEntries).toBe(16);
+    expect(bpfFds().progs).toBe(before.progs + 1);
+    d.stop();
+    daemons.splice(daemons.indexOf(d), 1);
+    expect(bpfFds()).toEqual(before);
   });
 
   it('a program the verifier refuses: the start fails with the verifier\'s words, nothing left open', async () => {

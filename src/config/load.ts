@@ -206,6 +206,30 @@ export function checkRuleSet(file: string, policies: readonly Policy[], localsid
   checkSessions(src, sessions);
 }
 
+/**
+ * The settings read ahead of the whole file, to start loading the program
+ * before the (long) parse: the top-level `settings:` block (block style, or
+ * flow style on its line) cut out of the text and read alone. A guess, not
+ * a check: undefined when nothing can be cut out cheaply (JSON, anchors,
+ * errors); parseConfig's settings decide, and the caller compares them.
+ */
+export function peekSettings(text: string): Settings | undefined {
+  const m = /^settings:/m.exec(text);
+  if (m === null) return undefined;
+  // The block: its first line and the following indented, blank or comment lines.
+  const block = /\n(?:[ \t][^\n]*|#[^\n]*)?(?=\n|$)/y;
+  let end = text.indexOf('\n', m.index);
+  if (end < 0) end = text.length;
+  for (block.lastIndex = end; block.exec(text) !== null; ) end = block.lastIndex;
+  try {
+    const top = jsyaml.load(text.slice(m.index, end), { schema: jsyaml.CORE_SCHEMA });
+    if (top === null || typeof top !== 'object' || !('settings' in top)) return undefined;
+    return readSettings(new Source('<settings read ahead>', undefined), ['settings'], (top as { settings: unknown }).settings);
+  } catch {
+    return undefined;
+  }
+}
+
 const NOT_JSON = Symbol('not JSON');
 
 /**

@@ -21,7 +21,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
-import { DEFAULT_MAX_SESSIONS, parseConfig } from '../config/load.js';
+import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings } from '../config/load.js';
 import { runningConfigYaml } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
@@ -185,6 +185,9 @@ class Serial {
 interface EarlyLoad {
   /** sha256 of the object file it was loaded from. */
   readonly sha: string;
+  /** The settings it was loaded for, and where they came from. */
+  readonly settings: Settings;
+  readonly from: 'read ahead' | 'parsed';
   /** Resolves (never rejects) once the load has ended: `program` or `error` is set. */
   readonly settled: Promise<void>;
   program?: LoadedProgram;
@@ -365,7 +368,7 @@ export class Daemon {
       await this.#prepare();
     } catch (e) {
       // Refused: the program loaded meanwhile (never pinned nor attached) goes too.
-      await this.#early?.settled;
+      await Promise.all([this.#early?.settled, ...this.#dropping]);
       this.dropPrepared();
       throw e;
     }
@@ -375,7 +378,18 @@ export class Daemon {
     const o = this.#o;
     if (o.netns !== undefined) enterNetns(o.netns);
     const t0 = performance.now();
-    const { config, sha, text } = await this.#readConfig(o.earlyLoad === false ? undefined : (s) => this.#loadEarly(s));
+    const { config, sha, text } = await this.#readConfig(
+      o.earlyLoad === false
+        ? undefined
+        : {
+            // The settings block read ahead of the parse, then the file's own settings (the same: nothing to do).
+            text: (t) => {
+              const s = peekSettings(t);
+              if (s !== undefined) this.#loadEarly(s, 'read ahead');
+            },
+            settings: (s) => this.#loadEarly(s, 'parsed'),
+          },
+    );
     this.#timings.config = Math.round(performance.now() - t0);
     if (o.stateFile === undefined && config.daemon?.stateFile !== undefined) {
       this.#stateFile = config.daemon.stateFile;
@@ -396,7 +410,7 @@ export class Daemon {
     }
     if (this.#early !== undefined) {
       const t = performance.now();
-      await this.#early.settled;
+      await Promise.all([this.#early.settled, ...this.#dropping.splice(0)]);
       this.#timings.wait = Math.round(performance.now() - t);
     }
   }
@@ -407,6 +421,8 @@ export class Daemon {
    * file and the pinned tables are still those, else loads again.
    */
   #early: EarlyLoad | undefined;
+  /** Early loads replaced (settings read ahead wrongly), unloaded once they end. */
+  readonly #dropping: Promise<void>[] = [];
   /** How the program was loaded, for the start line: 'early' (while the rules were read) or 'plain' (after the lock), and why. */
   #loadOrder: { order: 'early' | 'plain'; why?: string } = { order: 'plain', why: 'not tried' };
 
@@ -416,7 +432,15 @@ export class Daemon {
    * With the tables pinned now (a restart), on those: takeOver() checks
    * they are still the pinned ones once the instance is ours.
    */
-  #loadEarly(settings: Settings): void {
+  #loadEarly(settings: Settings, from: 'read ahead' | 'parsed'): void {
+    const had = this.#early;
+    if (had !== undefined) {
+      if (JSON.stringify(had.settings) === JSON.stringify(settings)) return;
+      // Read ahead wrongly: that program goes once its load has ended, a new one starts.
+      this.#early = undefined;
+      this.#dropping.push(had.settled.then(() => had.program?.close()));
+      this.#log.info({ readAhead: had.settings, parsed: settings }, 'the settings read ahead were not the file\'s: loading the program again');
+    }
     let reuse: PinnedMaps | undefined;
     let sha: string;
     try {
@@ -427,9 +451,11 @@ export class Daemon {
       this.#log.warn({ why: this.#loadOrder.why }, 'the program is loaded after the lock (not while the config is read)');
       return;
     }
-    this.#log.debug({ object: this.objectPath, reuse: reuse !== undefined }, 'loading the program while the rules are read');
+    this.#log.debug({ object: this.objectPath, reuse: reuse !== undefined, settings: from }, 'loading the program while the rules are read');
     const early: EarlyLoad = {
       sha,
+      settings,
+      from,
       settled: loadProgramAsync({ object: this.objectPath, settings, ...(reuse === undefined ? {} : { reuse }) }).then(
         (p) => {
           early.program = p;
@@ -478,7 +504,7 @@ export class Daemon {
     if (reuse === undefined ? had !== undefined : !same(had, now)) {
       return plain('the pinned tables changed between the config read and the lock');
     }
-    this.#loadOrder = { order: 'early' };
+    this.#loadOrder = { order: 'early', why: `settings ${early.from}` };
     return early.program;
   }
 
@@ -525,7 +551,7 @@ export class Daemon {
     this.#log.info(
       {
         ms: this.#timings,
-        programLoad: this.#loadOrder.order === 'early' ? 'early (verified while the rules were read)' : `plain (${this.#loadOrder.why ?? ''})`,
+        programLoad: `${this.#loadOrder.order} (${this.#loadOrder.why ?? ''})`,
         adopted: this.#adopted,
         policies: t.policyCount,
         localsids: t.localsidCount,
@@ -761,14 +787,16 @@ export class Daemon {
     this.#nh.start();
   }
 
-  async #readConfig(onSettings?: (s: Settings) => void): Promise<{ config: Config; sha: string; text: string }> {
+  async #readConfig(hooks?: { readonly text: (t: string) => void; readonly settings: (s: Settings) => void }): Promise<{ config: Config; sha: string; text: string }> {
     let text: Buffer;
     try {
       text = readFileSync(this.#o.configPath);
     } catch (e) {
       throw new ConfigError(this.#o.configPath, '', `cannot read the config file: ${(e as Error).message}`);
     }
-    const config = parseConfig(text.toString('utf8'), this.#o.configPath, onSettings);
+    const utf8 = text.toString('utf8');
+    hooks?.text(utf8);
+    const config = parseConfig(utf8, this.#o.configPath, hooks?.settings);
     for (const w of config.warnings ?? []) this.#log.warn({ file: w.file, path: w.path, line: w.line }, w.reason);
     if ((config.interfaces ?? []).length === 0) {
       this.#log.warn({ file: config.file }, 'no interfaces in the config: the program is loaded and the tables filled, but it sees no traffic');

@@ -286,12 +286,18 @@ export function objectLoad(obj: BpfObject, what: string): void {
  * and a failure carries no libbpf log: the caller that needs the verifier's
  * words loads again with objectLoad. Touch nothing of `obj` until it settles.
  */
+/** objectLoadAsync calls not ended: libbpf's printer is back when none is left. */
+let asyncLoads = 0;
+
 export function objectLoadAsync(obj: BpfObject, what: string): Promise<void> {
   takeLog();
-  c.setPrint(null);
+  if (asyncLoads++ === 0) c.setPrint(null);
+  const printAgain = (): void => {
+    if (--asyncLoads === 0) c.setPrint(printer);
+  };
   return new Promise<void>((resolve, reject) => {
     const done = (err: unknown, ret: number): void => {
-      c.setPrint(printer);
+      printAgain();
       if (err !== null && err !== undefined) reject(err instanceof Error ? err : new Error(String(err)));
       else if (ret < 0) reject(new LibbpfError(`loading ${what}`, -ret, takeLog()));
       else resolve();
@@ -299,7 +305,7 @@ export function objectLoadAsync(obj: BpfObject, what: string): Promise<void> {
     try {
       (c.objLoad as unknown as { async: (o: BpfObject, cb: typeof done) => void }).async(obj, done);
     } catch (e) {
-      c.setPrint(printer);
+      printAgain();
       reject(e instanceof Error ? e : new Error(String(e)));
     }
   });
