@@ -10,6 +10,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
+import { NOT_BLOCK, parseBlockYaml } from './block-yaml.js';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { AddressError, formatIpv4, formatIpv4Prefix, formatIpv6Prefix, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
 import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
@@ -122,7 +123,8 @@ export async function loadConfigFile(path: string): Promise<Config> {
 export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Settings) => void): Config {
   const src = new Source(file, text);
   let top: unknown = fastJson(src, text);
-  if (top === NOT_JSON) try {
+  if (top === NOT_JSON) top = parseBlockYaml(text);
+  if (top === NOT_BLOCK) try {
     top = jsyaml.load(text, {
       schema: jsyaml.CORE_SCHEMA,
       filename: file,
