@@ -277,6 +277,9 @@ export function objectLoad(obj: BpfObject, what: string): void {
   check(c.objLoad(obj), `loading ${what}`);
 }
 
+/** objectLoadAsync calls not ended: libbpf's printer is back when none is left. */
+let asyncLoads = 0;
+
 /**
  * bpf_object__load on one of libuv's worker threads (koffi's .async): the
  * kernel's verifier runs there while this thread goes on. libbpf's printer
@@ -286,9 +289,6 @@ export function objectLoad(obj: BpfObject, what: string): void {
  * and a failure carries no libbpf log: the caller that needs the verifier's
  * words loads again with objectLoad. Touch nothing of `obj` until it settles.
  */
-/** objectLoadAsync calls not ended: libbpf's printer is back when none is left. */
-let asyncLoads = 0;
-
 export function objectLoadAsync(obj: BpfObject, what: string): Promise<void> {
   takeLog();
   if (asyncLoads++ === 0) c.setPrint(null);
