@@ -114,7 +114,9 @@ class Reader {
       const key = t.slice(this.start, colon - 1);
       // A key given twice is an error js-yaml words; __proto__ it stores its own way.
       if (key === '__proto__' || Object.prototype.hasOwnProperty.call(out, key)) throw new NotBlock();
-      const rest = stripComment(t.slice(colon, this.end).trimStart());
+      let v = colon;
+      while (v < this.end && t.charCodeAt(v) === 0x20) v++;
+      const rest = stripComment(t.slice(v, this.end));
       this.next();
       if (rest !== '') {
         out[key] = scalar(rest);
@@ -156,10 +158,17 @@ function isAlpha(c: number): boolean {
   return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a);
 }
 
+/**
+ * The scalar before a " #" comment, trailing spaces cut. Only spaces: YAML's
+ * white space is space and tab (tabs are declined), and String#trim would
+ * also cut U+00A0, U+3000, U+FEFF and the like, which js-yaml keeps.
+ */
 function stripComment(s: string): string {
   if (s.startsWith('#')) return '';
   const c = s.indexOf(' #');
-  return (c < 0 ? s : s.slice(0, c)).trimEnd();
+  let end = c < 0 ? s.length : c;
+  while (end > 0 && s.charCodeAt(end - 1) === 0x20) end--;
+  return end === s.length ? s : s.slice(0, end);
 }
 
 function scalar(s: string): unknown {
