@@ -114,6 +114,9 @@ class Reader {
       const key = t.slice(this.start, colon - 1);
       // A key given twice is an error js-yaml words; __proto__ it stores its own way.
       if (key === '__proto__' || Object.prototype.hasOwnProperty.call(out, key)) throw new NotBlock();
+      // A key that resolves to null or a bool (Null, TRUE, ...) js-yaml stores as
+      // String(value) ("null", "true"): left to it, duplicates of that form too.
+      if ('nNtTfF'.includes(key[0]!) && !(typeof scalar(key) === 'string')) throw new NotBlock();
       let v = colon;
       while (v < this.end && t.charCodeAt(v) === 0x20) v++;
       const rest = stripComment(t.slice(v, this.end));

@@ -278,6 +278,8 @@ function show(v: unknown): string {
 const REGRESSIONS: readonly string[] = [
   // String#trim cut non-ASCII white space that js-yaml keeps as the scalar (or part of it).
   's: \u00a0\n', 'k: \ufeff\n', '- \u3000\n', 'a: x\u2003\n', 'a: \u00a0x # c\n',
+  // A key that resolves to null or a bool js-yaml stores as String(value): "Null" -> "null", "TRUE" -> "true".
+  'True:\n', 'Null: 1\n', 'a:\n  FALSE: x\n', '- NULL: 1\n  b: 2\n', 'null: 1\nNull: 2\n',
 ];
 
 describe('block YAML fast reader, differential fuzz against js-yaml (core schema)', () => {
