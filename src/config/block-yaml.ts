@@ -141,7 +141,9 @@ class Reader {
       // "- " then the item: a mapping whose first key is on this line, or a scalar.
       let j = this.start + 1;
       while (j < this.end && t.charCodeAt(j) === 0x20) j++;
-      if (j === this.end || this.item(j)) throw new NotBlock();
+      // An item of only a comment ("- # c") js-yaml reads on into the next lines,
+      // where a less indented "- " can become this sequence's next item: left to it.
+      if (j === this.end || this.item(j) || t.charCodeAt(j) === 0x23 /* # */) throw new NotBlock();
       if (this.key(j) >= 0) {
         // The item's mapping: this line read as if it began at the key's column.
         this.indent += j - this.start;
