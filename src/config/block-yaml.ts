@@ -116,7 +116,7 @@ class Reader {
       if (key === '__proto__' || Object.prototype.hasOwnProperty.call(out, key)) throw new NotBlock();
       // A key that resolves to null or a bool (Null, TRUE, ...) js-yaml stores as
       // String(value) ("null", "true"): left to it, duplicates of that form too.
-      if ('nNtTfF'.includes(key[0]!) && !(typeof scalar(key) === 'string')) throw new NotBlock();
+      if ((key.length === 4 || key.length === 5) && (types.null.resolve(key) || types.bool.resolve(key))) throw new NotBlock();
       let v = colon;
       while (v < this.end && t.charCodeAt(v) === 0x20) v++;
       const rest = stripComment(t.slice(v, this.end));
