@@ -3,8 +3,11 @@
  * of plain scalars, one entry a line, as a generator writes a config of
  * 131,072 rules (the bench's: js-yaml takes about 0.35 s over its 11.6 MB,
  * this about a third of that). Anything else (flow style, quotes, anchors,
- * tags, block scalars, multi-line scalars, a key given twice, tabs, CR,
- * control characters, directives) is left to js-yaml: NOT_BLOCK. A plain scalar is resolved by
+ * tags, block scalars, multi-line scalars, a key given twice, a key that is
+ * not [A-Za-z_][A-Za-z0-9_]* or resolves to null or a bool, an item of only
+ * a comment, tabs, CR, control characters, directives, document markers) is
+ * left to js-yaml: NOT_BLOCK. test/unit/block-yaml-fuzz.test.ts compares the
+ * two on generated documents and near-misses. A plain scalar is resolved by
  * js-yaml's own core-schema types (null, bool, int, float, else a string),
  * so what comes out is what js-yaml.load(text, CORE_SCHEMA) gives.
  */
@@ -17,6 +20,9 @@ const types = (jsyaml as unknown as { types: Record<'null' | 'bool' | 'int' | 'f
 const IMPLICIT = [types.null, types.bool, types.int, types.float];
 
 class NotBlock extends Error {}
+
+/** Containers nested deeper than this are left to js-yaml (its limit is 100 nodes, scalars included). */
+const MAX_DEPTH = 50;
 
 /** First characters that make a scalar something other than a plain one. */
 const INDICATORS = new Set(['?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', "'", '"', '%', '@', '`']);
@@ -52,6 +58,8 @@ class Reader {
   end = -1;
   indent = 0;
   eof = false;
+  /** Mappings and sequences open around the current line. */
+  depth = 0;
   constructor(readonly text: string) {
     this.next();
   }
@@ -103,7 +111,17 @@ class Reader {
     return this.item() ? this.seq(indent) : this.map(indent);
   }
 
+  /**
+   * js-yaml refuses nesting deeper than its maxDepth (100 nodes), and this
+   * reader's recursion would overflow the stack some thousands deep: past
+   * MAX_DEPTH containers it declines, and js-yaml words the error.
+   */
+  enter(): void {
+    if (++this.depth > MAX_DEPTH) throw new NotBlock();
+  }
+
   map(indent: number): Record<string, unknown> {
+    this.enter();
     const out: Record<string, unknown> = {};
     const t = this.text;
     while (!this.eof) {
@@ -129,10 +147,12 @@ class Reader {
       else if (!this.eof && this.indent === indent && this.item()) out[key] = this.seq(indent);
       else out[key] = null;
     }
+    this.depth--;
     return out;
   }
 
   seq(indent: number): unknown[] {
+    this.enter();
     const out: unknown[] = [];
     const t = this.text;
     while (!this.eof) {
@@ -155,6 +175,7 @@ class Reader {
         out.push(scalar(rest));
       }
     }
+    this.depth--;
     return out;
   }
 }

@@ -281,6 +281,21 @@ function show(v: unknown): string {
   return (JSON.stringify(v) ?? String(v)).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
+/**
+ * Containers nested `depth` deep with `leaf` at the bottom: mappings
+ * ("a:" one column further in each line), or mappings and compact
+ * sequences taking turns ("- a:" two columns in each line).
+ */
+function nested(shape: 'map' | 'alternate', depth: number, leaf: string): string {
+  const out: string[] = [];
+  if (shape === 'map') for (let i = 0; i < depth; i++) out.push(`${' '.repeat(i)}a:${i === depth - 1 ? ` ${leaf}` : ''}`);
+  else {
+    out.push('a:');
+    for (let i = 1; i < depth; i += 2) out.push(`${' '.repeat(i - 1)}- a:${i + 2 >= depth ? ` ${leaf}` : ''}`);
+  }
+  return `${out.join('\n')}\n`;
+}
+
 /** Shrunk divergences the fuzz found, each fixed in the reader: it must now agree or decline. */
 const REGRESSIONS: readonly string[] = [
   // String#trim cut non-ASCII white space that js-yaml keeps as the scalar (or part of it).
@@ -289,6 +304,9 @@ const REGRESSIONS: readonly string[] = [
   'True:\n', 'Null: 1\n', 'a:\n  FALSE: x\n', '- NULL: 1\n  b: 2\n', 'null: 1\nNull: 2\n',
   // An item of only a comment: js-yaml takes the next, less indented "- " into the inner sequence.
   'k:\n - e:\n   - #\n - #', 'k:\n - e:\n   - # c\n - 2\n', '- #\n- 1\n',
+  // Nesting past js-yaml's maxDepth (100): read where js-yaml throws, and some thousands deep (8,000 in vitest's
+  // worker) a RangeError from the reader's recursion (stack overflow), which parseConfig would not have worded.
+  nested('map', 101, 'x'), nested('alternate', 12_000, '1'),
 ];
 
 /** Line shapes for the small exhaustive grammar: every indent of each, every order, up to a few lines. */
@@ -316,6 +334,17 @@ function small(lines: number, g?: Gen, count = 0): string[] {
 }
 
 describe('block YAML fast reader, differential fuzz against js-yaml (core schema)', () => {
+  it("nesting from 1 to 130 deep, across js-yaml's maxDepth", () => {
+    let read = 0;
+    for (let d = 1; d <= 130; d++) {
+      for (const t of [nested('map', d, 'x'), nested('map', d, ''), nested('alternate', d, '1'), `${nested('alternate', d, '')}b: 2\n`]) {
+        expect(divergence(t), `${d} deep`).toBeUndefined();
+        if (parseBlockYaml(t) !== NOT_BLOCK) read++;
+      }
+    }
+    expect(read).toBeGreaterThan(100);
+  });
+
   it('every document of up to two lines, and a sample of three to five, over a small grammar of line shapes', () => {
     const g = new Gen(0x3_11e5 + SEED);
     const docs = [small(1), small(2), process.env.BLOCK_YAML_FUZZ_SCALE === undefined ? [] : small(3), ...[3, 4, 5].map((n) => small(n, g, 4000 * SCALE))].flat();
