@@ -10,6 +10,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
+import { NOT_BLOCK, parseBlockYaml } from './block-yaml.js';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { AddressError, formatIpv4, formatIpv4Prefix, formatIpv6Prefix, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
 import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
@@ -114,11 +115,16 @@ export async function loadConfigFile(path: string): Promise<Config> {
   return parseConfig(text, path);
 }
 
-/** Validate YAML text; `file` is used in messages only. */
-export function parseConfig(text: string, file = '<inline>'): Config {
+/**
+ * Validate YAML text; `file` is used in messages only. `onSettings` is
+ * called once the settings are read and the rule counts checked against
+ * them, before the rules are (the daemon starts loading the program then).
+ */
+export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Settings) => void): Config {
   const src = new Source(file, text);
   let top: unknown = fastJson(src, text);
-  if (top === NOT_JSON) try {
+  if (top === NOT_JSON) top = parseBlockYaml(text);
+  if (top === NOT_BLOCK) try {
     top = jsyaml.load(text, {
       schema: jsyaml.CORE_SCHEMA,
       filename: file,
@@ -144,6 +150,7 @@ export function parseConfig(text: string, file = '<inline>'): Config {
   checkCount(src, ['localsids'], rawLocalSids.length, settings.maxLocalSids, 'local SIDs', 'max_localsids');
   const rawSessions = readList(src, ['sessions'], root['sessions'], 'a list of sessions (each with ue, teid, qfi, endpoint, source, isd, src_prefix)');
   checkCount(src, ['sessions'], rawSessions.length, settings.maxSessions ?? DEFAULT_MAX_SESSIONS, 'sessions', 'max_sessions');
+  onSettings?.(settings);
 
   const policies = rawPolicies.map((v, i) => readPolicy(src, ['policies', i], v));
   const localsids = rawLocalSids.map((v, i) => readLocalSid(src, ['localsids', i], v));
@@ -199,6 +206,30 @@ export function checkRuleSet(file: string, policies: readonly Policy[], localsid
   checkPolicies(src, policies);
   checkLocalSids(src, localsids);
   checkSessions(src, sessions);
+}
+
+/**
+ * The settings read ahead of the whole file, to start loading the program
+ * before the (long) parse: the top-level `settings:` block (block style, or
+ * flow style on its line) cut out of the text and read alone. A guess, not
+ * a check: undefined when nothing can be cut out cheaply (JSON, anchors,
+ * errors); parseConfig's settings decide, and the caller compares them.
+ */
+export function peekSettings(text: string): Settings | undefined {
+  const m = /^settings:/m.exec(text);
+  if (m === null) return undefined;
+  // The block: its first line and the following indented, blank or comment lines.
+  const block = /\n(?:[ \t][^\n]*|#[^\n]*)?(?=\n|$)/y;
+  let end = text.indexOf('\n', m.index);
+  if (end < 0) end = text.length;
+  for (block.lastIndex = end; block.exec(text) !== null; ) end = block.lastIndex;
+  try {
+    const top = jsyaml.load(text.slice(m.index, end), { schema: jsyaml.CORE_SCHEMA });
+    if (top === null || typeof top !== 'object' || !('settings' in top)) return undefined;
+    return readSettings(new Source('<settings read ahead>', undefined), ['settings'], (top as { settings: unknown }).settings);
+  } catch {
+    return undefined;
+  }
 }
 
 const NOT_JSON = Symbol('not JSON');

@@ -20,20 +20,22 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Config, LocalSid, Policy, Session } from '../config/types.js';
-import { DEFAULT_MAX_SESSIONS, parseConfig } from '../config/load.js';
+import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
+import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings } from '../config/load.js';
 import { runningConfigYaml } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
 import {
   DEFAULT_OBJECT,
+  loadProgramAsync,
   openDataplane,
   type Dataplane,
+  type LoadedProgram,
   type RuleCounter,
   type RuleSelection,
   type TranslationFunction,
 } from '../dataplane/dataplane.js';
-import { closeFd, progInfo } from '../dataplane/libbpf.js';
+import { closeFd, mapInfo, progInfo } from '../dataplane/libbpf.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher } from '../dataplane/nexthop.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
@@ -83,6 +85,11 @@ export interface DaemonOptions {
   readonly netns?: string;
   /** How often links and interfaces are checked and repaired (ms; default LINK_CHECK_MS). */
   readonly linkCheckMs?: number;
+  /**
+   * Load (verify) the program on a worker thread while prepare() reads the
+   * rules (default true); false: in takeOver(), after the lock, as before.
+   */
+  readonly earlyLoad?: boolean;
   readonly log: Logger;
 }
 
@@ -177,6 +184,19 @@ class Serial {
   }
 }
 
+/** The program loading while prepare() reads the rules (Daemon.#loadEarly). */
+interface EarlyLoad {
+  /** sha256 of the object file it was loaded from. */
+  readonly sha: string;
+  /** The settings it was loaded for, and where they came from. */
+  readonly settings: Settings;
+  readonly from: 'read ahead' | 'parsed';
+  /** Resolves (never rejects) once the load has ended: `program` or `error` is set. */
+  readonly settled: Promise<void>;
+  program?: LoadedProgram;
+  error?: Error;
+}
+
 export class Daemon {
   readonly #o: DaemonOptions;
   readonly #log: Logger;
@@ -261,7 +281,12 @@ export class Daemon {
   /** prepare(), lock(), takeOver(). */
   async start(): Promise<void> {
     await this.prepare();
-    this.lock();
+    try {
+      this.lock();
+    } catch (e) {
+      this.dropPrepared();
+      throw e;
+    }
     try {
       this.takeOver();
     } catch (e) {
@@ -342,10 +367,32 @@ export class Daemon {
    * daemon for the instance) has changed nothing.
    */
   async prepare(): Promise<void> {
+    try {
+      await this.#prepare();
+    } catch (e) {
+      // Refused: the program loaded meanwhile (never pinned nor attached) goes too.
+      await Promise.all([this.#early?.settled, ...this.#dropping]);
+      this.dropPrepared();
+      throw e;
+    }
+  }
+
+  async #prepare(): Promise<void> {
     const o = this.#o;
     if (o.netns !== undefined) enterNetns(o.netns);
     const t0 = performance.now();
-    const { config, sha, text } = await this.#readConfig();
+    const { config, sha, text } = await this.#readConfig(
+      o.earlyLoad === false
+        ? undefined
+        : {
+            // The settings block read ahead of the parse, then the file's own settings (the same: nothing to do).
+            text: (t) => {
+              const s = peekSettings(t);
+              if (s !== undefined) this.#loadEarly(s, 'read ahead');
+            },
+            settings: (s) => this.#loadEarly(s, 'parsed'),
+          },
+    );
     this.#timings.config = Math.round(performance.now() - t0);
     if (o.stateFile === undefined && config.daemon?.stateFile !== undefined) {
       this.#stateFile = config.daemon.stateFile;
@@ -364,6 +411,104 @@ export class Daemon {
         throw new ConfigError(config.file, i.where, `${(e as Error).message}; create it or remove it from the config`);
       }
     }
+    if (this.#early !== undefined) {
+      const t = performance.now();
+      await Promise.all([this.#early.settled, ...this.#dropping.splice(0)]);
+      this.#timings.wait = Math.round(performance.now() - t);
+    }
+  }
+
+  /**
+   * The program loading on a worker thread since the settings were read
+   * (prepare), with what it was loaded for: takeOver() uses it if the object
+   * file and the pinned tables are still those, else loads again.
+   */
+  #early: EarlyLoad | undefined;
+  /** Early loads replaced (settings read ahead wrongly), unloaded once they end. */
+  readonly #dropping: Promise<void>[] = [];
+  /** How the program was loaded, for the start line: 'early' (while the rules were read) or 'plain' (after the lock), and why. */
+  #loadOrder: { order: 'early' | 'plain'; why?: string } = { order: 'plain', why: 'not tried' };
+
+  /**
+   * Start loading the program for these settings (parseConfig's hook): the
+   * kernel's verifier works on another thread while the rules are read.
+   * With the tables pinned now (a restart), on those: takeOver() checks
+   * they are still the pinned ones once the instance is ours.
+   */
+  #loadEarly(settings: Settings, from: 'read ahead' | 'parsed'): void {
+    const had = this.#early;
+    if (had !== undefined) {
+      if (JSON.stringify(had.settings) === JSON.stringify(settings)) return;
+      // Read ahead wrongly: that program goes once its load has ended, a new one starts.
+      this.#early = undefined;
+      this.#dropping.push(had.settled.then(() => had.program?.close()));
+      this.#log.info({ readAhead: had.settings, parsed: settings }, 'the settings read ahead were not the file\'s: loading the program again');
+    }
+    let reuse: PinnedMaps | undefined;
+    let sha: string;
+    try {
+      sha = sha256(readFileSync(this.objectPath));
+      if (this.#o.replaceTables !== true) reuse = this.pins.openMaps();
+    } catch (e) {
+      this.#loadOrder = { order: 'plain', why: `the early load did not start: ${(e as Error).message}` };
+      this.#log.warn({ why: this.#loadOrder.why }, 'the program is loaded after the lock (not while the config is read)');
+      return;
+    }
+    this.#log.debug({ object: this.objectPath, reuse: reuse !== undefined, settings: from }, 'loading the program while the rules are read');
+    const early: EarlyLoad = {
+      sha,
+      settings,
+      from,
+      settled: loadProgramAsync({ object: this.objectPath, settings, ...(reuse === undefined ? {} : { reuse }) }).then(
+        (p) => {
+          early.program = p;
+        },
+        (e: unknown) => {
+          early.error = e instanceof Error ? e : new Error(String(e));
+        },
+      ),
+    };
+    // The object holds its own duplicates of the reused maps' fds.
+    for (const fd of Object.values(reuse ?? {})) closeFd(fd);
+    this.#early = early;
+  }
+
+  /** Unload the program prepare() loaded, if takeOver() has not taken it (a start refused after prepare()). */
+  dropPrepared(): void {
+    this.#early?.program?.close();
+    this.#early = undefined;
+  }
+
+  /**
+   * The early program if it was loaded from the object file as it is now
+   * and on these tables (`reuse`: the pins now; undefined: fresh ones); else
+   * undefined, it is unloaded and #loadOrder says why.
+   */
+  #takeEarly(reuse: PinnedMaps | undefined): LoadedProgram | undefined {
+    const early = this.#early;
+    this.#early = undefined;
+    if (early === undefined) {
+      if (this.#o.earlyLoad === false) this.#loadOrder = { order: 'plain', why: 'early load off' };
+      return undefined;
+    }
+    const plain = (why: string): undefined => {
+      early.program?.close();
+      this.#loadOrder = { order: 'plain', why };
+      this.#log.warn({ why }, 'the program loaded while the config was read is not used: loading it again now');
+      return undefined;
+    };
+    if (early.program === undefined) return plain(`the early load failed (${early.error?.message ?? 'not settled'})`);
+    if (early.sha !== this.#objectSha) return plain(`${this.objectPath} changed while the config was read`);
+    const now: Record<string, number> = {};
+    for (const [pin, fd] of Object.entries(reuse ?? {})) now[pin] = mapInfo(fd, pin).id;
+    const had = early.program.reusedIds;
+    const same = (a: Readonly<Record<string, number>> | undefined, b: Readonly<Record<string, number>>): boolean =>
+      a !== undefined && Object.keys(a).length === Object.keys(b).length && Object.entries(b).every(([k, v]) => a[k] === v);
+    if (reuse === undefined ? had !== undefined : !same(had, now)) {
+      return plain('the pinned tables changed between the config read and the lock');
+    }
+    this.#loadOrder = { order: 'early', why: `settings ${early.from}` };
+    return early.program;
   }
 
   /** The config file's text as last loaded (or saved): what `config show` and `config save` build on. */
@@ -409,6 +554,7 @@ export class Daemon {
     this.#log.info(
       {
         ms: this.#timings,
+        programLoad: `${this.#loadOrder.order} (${this.#loadOrder.why ?? ''})`,
         adopted: this.#adopted,
         policies: t.policyCount,
         localsids: t.localsidCount,
@@ -644,14 +790,16 @@ export class Daemon {
     this.#nh.start();
   }
 
-  async #readConfig(): Promise<{ config: Config; sha: string; text: string }> {
+  async #readConfig(hooks?: { readonly text: (t: string) => void; readonly settings: (s: Settings) => void }): Promise<{ config: Config; sha: string; text: string }> {
     let text: Buffer;
     try {
       text = readFileSync(this.#o.configPath);
     } catch (e) {
       throw new ConfigError(this.#o.configPath, '', `cannot read the config file: ${(e as Error).message}`);
     }
-    const config = parseConfig(text.toString('utf8'), this.#o.configPath);
+    const utf8 = text.toString('utf8');
+    hooks?.text(utf8);
+    const config = parseConfig(utf8, this.#o.configPath, hooks?.settings);
     for (const w of config.warnings ?? []) this.#log.warn({ file: w.file, path: w.path, line: w.line }, w.reason);
     if ((config.interfaces ?? []).length === 0) {
       this.#log.warn({ file: config.file }, 'no interfaces in the config: the program is loaded and the tables filled, but it sees no traffic');
@@ -699,11 +847,14 @@ export class Daemon {
     let reuse: PinnedMaps | undefined;
     if (!fresh) reuse = this.pins.openMaps();
     try {
-      const dp = openDataplane({
-        object: this.objectPath,
-        config,
-        ...(reuse === undefined ? {} : { reuse, keepUnlisted }),
-      });
+      const early = this.#takeEarly(reuse);
+      const dp =
+        early?.fill(config, { keepUnlisted: reuse !== undefined && keepUnlisted }) ??
+        openDataplane({
+          object: this.objectPath,
+          config,
+          ...(reuse === undefined ? {} : { reuse, keepUnlisted }),
+        });
       // Pin what is new: every table, or the sessions table that pins of an older daemon lack.
       const m = dp.maps;
       if (reuse === undefined) this.pins.pinMaps({ policies: m.policies, localsids: m.localsids, counters: m.counters, sessions: m.sessions });
@@ -1390,6 +1541,7 @@ export class Daemon {
     // Without pins (detach-on-exit) the links go with our descriptors.
     this.#links.releaseAll();
     this.#store.close();
+    this.dropPrepared();
     this.#dp?.close();
     this.unlock();
   }

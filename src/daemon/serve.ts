@@ -64,31 +64,47 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
   // Nothing below touches the running data plane until the instance is ours
   // and the whole config (token file included) has been checked.
   await d.prepare();
-  const api = d.config.daemon ?? {};
-  const socket = o.socket ?? api.socket ?? defaultSocket(o.instance);
-  // The loader has checked listen/token_file/open_reads together; the file itself is read (and its mode checked) here.
-  const token = api.http?.tokenFile === undefined ? undefined : readTokenFile(api.http.tokenFile);
-  const readToken = api.http?.readTokenFile === undefined ? undefined : readTokenFile(api.http.readTokenFile, 'daemon.http.read_token_file');
-  if (readToken !== undefined && readToken === token) {
-    throw new Error('daemon.http.read_token_file holds the same token as token_file: the read-only token must differ; write another (openssl rand -hex 16)');
-  }
-  const group = api.socketGroup === undefined ? undefined : ([api.socketGroup, groupId(api.socketGroup)] as const);
+  // A start refused from here on unloads the program prepare() loaded (never pinned nor attached).
+  const refused: (e: unknown) => never = (e) => {
+    d.dropPrepared();
+    throw e;
+  };
+  const { api, socket, token, readToken, group } = (() => {
+    try {
+      const api = d.config.daemon ?? {};
+      const socket = o.socket ?? api.socket ?? defaultSocket(o.instance);
+      // The loader has checked listen/token_file/open_reads together; the file itself is read (and its mode checked) here.
+      const token = api.http?.tokenFile === undefined ? undefined : readTokenFile(api.http.tokenFile);
+      const readToken = api.http?.readTokenFile === undefined ? undefined : readTokenFile(api.http.readTokenFile, 'daemon.http.read_token_file');
+      if (readToken !== undefined && readToken === token) {
+        throw new Error('daemon.http.read_token_file holds the same token as token_file: the read-only token must differ; write another (openssl rand -hex 16)');
+      }
+      const group = api.socketGroup === undefined ? undefined : ([api.socketGroup, groupId(api.socketGroup)] as const);
+      return { api, socket, token, readToken, group };
+    } catch (e) {
+      return refused(e);
+    }
+  })();
   // One daemon per instance and per state file (flocks, held for life):
   // a second daemon is refused here, naming the first's pid.
-  d.lock();
+  try {
+    d.lock();
+  } catch (e) {
+    refused(e);
+  }
   let release: () => void;
   try {
     release = await claimSocket(socket, o.instance);
   } catch (e) {
     d.unlock();
-    throw e;
+    refused(e);
   }
   try {
     d.takeOver();
   } catch (e) {
     release();
     d.unlock();
-    throw e;
+    refused(e);
   }
   const metrics = createMetrics(d, o.metricsPerRule === undefined ? {} : { perRule: o.metricsPerRule });
   const servers: Server[] = [];

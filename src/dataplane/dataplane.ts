@@ -6,7 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import { endianness } from 'node:os';
-import type { Config, LocalSidBehavior } from '../config/types.js';
+import type { Config, LocalSidBehavior, Settings } from '../config/types.js';
 import { checkLayouts, eventNames } from './btf.js';
 import { localSidKey, policyKey, sessionKey } from '../config/keys.js';
 import {
@@ -33,6 +33,7 @@ import {
   objectBtf,
   objectClose,
   objectLoad,
+  objectLoadAsync,
   objectOpen,
   programFd,
   testRun,
@@ -41,6 +42,7 @@ import {
   XDP_FLAGS_DRV_MODE,
   XDP_FLAGS_SKB_MODE,
   XDP_FLAGS_UPDATE_IF_NOEXIST,
+  type BpfMap,
   type BpfObject,
 } from './libbpf.js';
 import { ifIndex, inNetns, NetnsError } from './netns.js';
@@ -316,10 +318,73 @@ export function counterSlots(config: Config): number {
 export function openDataplane(o: DataplaneOptions): Dataplane {
   const file = o.object ?? DEFAULT_OBJECT;
   if (!existsSync(file)) throw new ObjectNotFoundError(file);
-  const { config } = o;
-  const s = config.settings;
-  checkTableSizes(config);
+  checkTableSizes(o.config);
+  const opened = openObject(file, o.config.settings, o.reuse);
+  try {
+    objectLoad(opened.obj, file);
+  } catch (e) {
+    objectClose(opened.obj);
+    throw e;
+  }
+  return new Program(opened).fill(o.config, { keepUnlisted: o.keepUnlisted === true });
+}
 
+/**
+ * openDataplane in two steps: the program loaded (verified) with its maps
+ * made (or the reused ones), before the rules are known; then fill() with
+ * the config. The kernel's verifier needs only the table sizes (settings),
+ * so it can run while the rules are still being read and checked. Nothing
+ * is pinned or attached: close() gives it all back.
+ */
+export interface LoadedProgram {
+  readonly object: string;
+  /** The settings it was sized and configured for. */
+  readonly settings: Settings;
+  /** Ids of the reused maps (by pin name), or undefined: all made new. */
+  readonly reusedIds: Readonly<Record<string, number>> | undefined;
+  /** Write the settings and fill the tables with config's rules (its table sizes must be these settings'). Once; closes the program on failure. */
+  fill(config: Config, o?: { readonly keepUnlisted?: boolean }): Dataplane;
+  /** Unload (closes every fd); idempotent, a no-op after fill(). */
+  close(): void;
+}
+
+/**
+ * Load the program for these settings on a libuv worker thread
+ * (objectLoadAsync: without libbpf's log; a caller that needs the
+ * verifier's words on failure loads again with openDataplane).
+ */
+export async function loadProgramAsync(o: {
+  readonly object?: string;
+  readonly settings: Settings;
+  readonly reuse?: DataplaneOptions['reuse'];
+}): Promise<LoadedProgram> {
+  const file = o.object ?? DEFAULT_OBJECT;
+  if (!existsSync(file)) throw new ObjectNotFoundError(file);
+  const opened = openObject(file, o.settings, o.reuse);
+  try {
+    await objectLoadAsync(opened.obj, file);
+  } catch (e) {
+    objectClose(opened.obj);
+    throw e;
+  }
+  return new Program(opened);
+}
+
+/** An object opened, sized and configured, not loaded yet. */
+interface Opened {
+  readonly file: string;
+  readonly obj: BpfObject;
+  readonly settings: Settings;
+  readonly events: ReadonlyMap<number, string>;
+  readonly maps: { readonly policies: BpfMap; readonly localsids: BpfMap; readonly sessions: BpfMap; readonly counters: BpfMap; readonly config: BpfMap; readonly nh: readonly BpfMap[] };
+  readonly configSize: number;
+  readonly configOffsets: [number, number];
+  readonly selOffset: number;
+  readonly reusedIds: Readonly<Record<string, number>> | undefined;
+}
+
+/** Open `file`, size its maps for `s`, take the reused maps, set mup_cfg's initial value. Closes the object on failure. */
+function openObject(file: string, s: Settings, reuse: DataplaneOptions['reuse']): Opened {
   const obj = objectOpen(file);
   try {
     checkLayouts(obj, file);
@@ -329,24 +394,28 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
     const localsids = findMap(obj, MAP_LOCALSIDS);
     const sessions = findMap(obj, MAP_SESSIONS);
     const counters = findMap(obj, MAP_COUNTERS);
+    const slots = Tables.counterSlots(s);
     mapSetMaxEntries(policies, s.maxPolicies, MAP_POLICIES);
     mapSetMaxEntries(localsids, s.maxLocalSids, MAP_LOCALSIDS);
     mapSetMaxEntries(sessions, maxSessionsOf(s), MAP_SESSIONS);
-    mapSetMaxEntries(counters, counterSlots(config), MAP_COUNTERS);
-    if (o.reuse !== undefined) {
-      const want = { [MAP_POLICIES]: s.maxPolicies, [MAP_LOCALSIDS]: s.maxLocalSids, [MAP_COUNTERS]: counterSlots(config), [MAP_SESSIONS]: maxSessionsOf(s) };
-      for (const [map, fd, name] of [
-        [policies, o.reuse.policies, MAP_POLICIES],
-        [localsids, o.reuse.localsids, MAP_LOCALSIDS],
-        [counters, o.reuse.counters, MAP_COUNTERS],
+    mapSetMaxEntries(counters, slots, MAP_COUNTERS);
+    let reusedIds: Record<string, number> | undefined;
+    if (reuse !== undefined) {
+      reusedIds = {};
+      const want = { [MAP_POLICIES]: s.maxPolicies, [MAP_LOCALSIDS]: s.maxLocalSids, [MAP_COUNTERS]: slots, [MAP_SESSIONS]: maxSessionsOf(s) };
+      for (const [map, fd, name, pin] of [
+        [policies, reuse.policies, MAP_POLICIES, 'policies'],
+        [localsids, reuse.localsids, MAP_LOCALSIDS, 'localsids'],
+        [counters, reuse.counters, MAP_COUNTERS, 'counters'],
         // Optional: a sessions map that is not given is made new (and empty).
-        ...(o.reuse.sessions === undefined ? [] : [[sessions, o.reuse.sessions, MAP_SESSIONS] as const]),
+        ...(reuse.sessions === undefined ? [] : [[sessions, reuse.sessions, MAP_SESSIONS, 'sessions'] as const]),
       ] as const) {
         const info = mapInfo(fd, name);
         if (info.maxEntries !== want[name]) {
           throw new TableSizeError(name, info.maxEntries, want[name]);
         }
         mapReuseFd(map, fd, name);
+        reusedIds[pin] = info.id;
       }
     }
 
@@ -373,33 +442,90 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
     encodeConfig(fields, initial, configOffsets[0]);
     encodeConfig(fields, initial, configOffsets[1]);
     mapSetInitialValue(cfgMap, initial, MAP_CONFIG);
-
-    objectLoad(obj, file);
-
-    const progFd = programFd(findProgram(obj, PROGRAM_NAME), PROGRAM_NAME);
-    const fds: TableFds = {
-      policiesFd: mapFd(policies, MAP_POLICIES),
-      localsidsFd: mapFd(localsids, MAP_LOCALSIDS),
-      sessionsFd: mapFd(sessions, MAP_SESSIONS),
-      countersFd: mapFd(counters, MAP_COUNTERS),
-      configFd: mapFd(cfgMap, MAP_CONFIG),
+    return {
+      file,
+      obj,
+      settings: s,
+      events,
+      maps: { policies, localsids, sessions, counters, config: cfgMap, nh },
       configSize,
       configOffsets,
       selOffset: selVar.offset,
+      reusedIds,
     };
-    const nexthop: NextHopFds = {
-      rulesFd: mapFd(nh[0]!, NEXTHOP_MAPS[0]),
-      slotsFd: mapFd(nh[1]!, NEXTHOP_MAPS[1]),
-      leaseFd: mapFd(nh[2]!, NEXTHOP_MAPS[2]),
-      hintsFd: mapFd(nh[3]!, NEXTHOP_MAPS[3]),
-    };
-    const tables = new Tables(fds, s, s, { countersNew: o.reuse === undefined });
-    tables.writeSettings(s);
-    tables.sync(s, config.policies, config.localsids, config.sessions ?? [], { keep: o.keepUnlisted === true });
-    return new LoadedDataplane(file, config, obj, progFd, events, fds, tables, nexthop);
   } catch (e) {
     objectClose(obj);
     throw e;
+  }
+}
+
+/** A loaded object waiting for its rules (LoadedProgram). */
+class Program implements LoadedProgram {
+  readonly #o: Opened;
+  /** Filled (the Dataplane owns the object now) or closed. */
+  #done = false;
+
+  constructor(o: Opened) {
+    this.#o = o;
+  }
+
+  get object(): string {
+    return this.#o.file;
+  }
+
+  get settings(): Settings {
+    return this.#o.settings;
+  }
+
+  get reusedIds(): Readonly<Record<string, number>> | undefined {
+    return this.#o.reusedIds;
+  }
+
+  fill(config: Config, o: { readonly keepUnlisted?: boolean } = {}): Dataplane {
+    if (this.#done) throw new Error(`the program of ${this.#o.file} was filled or closed already`);
+    this.#done = true;
+    const { obj, file, maps: m, settings: loaded } = this.#o;
+    try {
+      const s = config.settings;
+      if (s.maxPolicies !== loaded.maxPolicies || s.maxLocalSids !== loaded.maxLocalSids || maxSessionsOf(s) !== maxSessionsOf(loaded)) {
+        throw new RangeError(
+          `${config.file}: the program was loaded for max_policies ${loaded.maxPolicies} / max_localsids ${loaded.maxLocalSids} / max_sessions ${maxSessionsOf(loaded)}, ` +
+            `the config asks for ${s.maxPolicies} / ${s.maxLocalSids} / ${maxSessionsOf(s)}`,
+        );
+      }
+      checkTableSizes(config);
+      const progFd = programFd(findProgram(obj, PROGRAM_NAME), PROGRAM_NAME);
+      const fds: TableFds = {
+        policiesFd: mapFd(m.policies, MAP_POLICIES),
+        localsidsFd: mapFd(m.localsids, MAP_LOCALSIDS),
+        sessionsFd: mapFd(m.sessions, MAP_SESSIONS),
+        countersFd: mapFd(m.counters, MAP_COUNTERS),
+        configFd: mapFd(m.config, MAP_CONFIG),
+        configSize: this.#o.configSize,
+        configOffsets: this.#o.configOffsets,
+        selOffset: this.#o.selOffset,
+      };
+      const nexthop: NextHopFds = {
+        rulesFd: mapFd(m.nh[0]!, NEXTHOP_MAPS[0]),
+        slotsFd: mapFd(m.nh[1]!, NEXTHOP_MAPS[1]),
+        leaseFd: mapFd(m.nh[2]!, NEXTHOP_MAPS[2]),
+        hintsFd: mapFd(m.nh[3]!, NEXTHOP_MAPS[3]),
+      };
+      const reused = this.#o.reusedIds !== undefined;
+      const tables = new Tables(fds, s, s, { countersNew: !reused });
+      tables.writeSettings(s);
+      tables.sync(s, config.policies, config.localsids, config.sessions ?? [], { keep: o.keepUnlisted === true });
+      return new LoadedDataplane(file, config, obj, progFd, this.#o.events, fds, tables, nexthop);
+    } catch (e) {
+      objectClose(obj);
+      throw e;
+    }
+  }
+
+  close(): void {
+    if (this.#done) return;
+    this.#done = true;
+    objectClose(this.#o.obj);
   }
 }
 

@@ -277,6 +277,40 @@ export function objectLoad(obj: BpfObject, what: string): void {
   check(c.objLoad(obj), `loading ${what}`);
 }
 
+/** objectLoadAsync calls not ended: libbpf's printer is back when none is left. */
+let asyncLoads = 0;
+
+/**
+ * bpf_object__load on one of libuv's worker threads (koffi's .async): the
+ * kernel's verifier runs there while this thread goes on. libbpf's printer
+ * is a JS callback, which koffi runs on this thread only: called from the
+ * worker it would wait for the event loop (a busy main thread stalls the
+ * load). So nothing is printed during the call (libbpf_set_print(NULL)),
+ * and a failure carries no libbpf log: the caller that needs the verifier's
+ * words loads again with objectLoad. Touch nothing of `obj` until it settles.
+ */
+export function objectLoadAsync(obj: BpfObject, what: string): Promise<void> {
+  takeLog();
+  if (asyncLoads++ === 0) c.setPrint(null);
+  const printAgain = (): void => {
+    if (--asyncLoads === 0) c.setPrint(printer);
+  };
+  return new Promise<void>((resolve, reject) => {
+    const done = (err: unknown, ret: number): void => {
+      printAgain();
+      if (err !== null && err !== undefined) reject(err instanceof Error ? err : new Error(String(err)));
+      else if (ret < 0) reject(new LibbpfError(`loading ${what}`, -ret, takeLog()));
+      else resolve();
+    };
+    try {
+      (c.objLoad as unknown as { async: (o: BpfObject, cb: typeof done) => void }).async(obj, done);
+    } catch (e) {
+      printAgain();
+      reject(e instanceof Error ? e : new Error(String(e)));
+    }
+  });
+}
+
 export function objectClose(obj: BpfObject): void {
   c.objClose(obj);
   takeLog();
