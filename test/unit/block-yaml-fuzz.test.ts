@@ -263,6 +263,36 @@ function generated(g: Gen): string {
   return text;
 }
 
+/** Strings js-yaml's dump writes plain (unquoted), which the reader takes. */
+const DUMP_PLAIN = MILD_SCALARS.filter((s) => !/['"]/.test(jsyaml.dump(s, { schema: jsyaml.CORE_SCHEMA })));
+
+/** A random value of mappings, sequences and scalars, to be written by js-yaml's dump. */
+function randomValue(g: Gen, depth: number, inSeq = false): unknown {
+  const r = depth > 5 ? 0 : g.int(4);
+  if (r === 0 || (r === 1 && inSeq && g.mild)) {
+    const v = g.int(8);
+    if (v === 0) return null;
+    if (v === 1) return g.chance(0.5);
+    if (v === 2) return g.chance(0.5) ? g.int(100_000) - 50_000 : (g.int(2_000_001) - 1_000_000) / 1000;
+    if (v === 3) return `2001:db8:${g.int(0x10000).toString(16)}::/${g.int(129)}`;
+    return g.mild ? g.pick(DUMP_PLAIN) : randomScalar(g);
+  }
+  // Empty ones (dumped as [] and {}) and sequences in sequences ("- - ") only in the
+  // other half: the reader declines flow style and "- - ".
+  if (r === 1) return Array.from({ length: g.int(g.mild ? 4 : 5) + (g.mild ? 1 : 0) }, () => randomValue(g, depth + 1, true));
+  const o: Record<string, unknown> = {};
+  for (let i = g.int(5) + (g.mild ? 1 : 0); i > 0; i--) o[g.mild || g.chance(0.9) ? g.pick(KEYS) : g.pick(NASTY_KEYS)] = randomValue(g, depth + 1);
+  return o;
+}
+
+/** js-yaml's own block output of a random value: indents 1 to 4, sequences at the key's indent or deeper. */
+function dumped(g: Gen): string {
+  g.mild = g.chance(0.7);
+  const v = randomValue(g, 0);
+  const top = typeof v === 'object' && v !== null ? v : { k: v };
+  return jsyaml.dump(top, { schema: jsyaml.CORE_SCHEMA, indent: 1 + g.int(4), noArrayIndent: g.chance(0.5), lineWidth: -1 });
+}
+
 /** A config of the bench's shape (block mappings and sequences, comments, IPv6 prefixes). */
 function benchShaped(n: number): string {
   const out = ['# generated', 'interfaces:', '  - name: eth1', '    xdp: native', 'settings:', '  max_policies: 1024', '  max_localsids: 1024', '', 'policies:'];
@@ -388,6 +418,11 @@ describe('block YAML fast reader, differential fuzz against js-yaml (core schema
     // The generator is not so nasty that the reader never reads.
     expect(read).toBeGreaterThan(5000 * SCALE);
     expect(declined).toBeGreaterThan(5000 * SCALE);
+  });
+
+  it("js-yaml's own dump of random values, as written and with line edits", () => {
+    const { read } = campaign(10000 * SCALE, (g) => (g.chance(0.7) ? dumped(g) : mutate(g, dumped(g))), 0xd0_19 + SEED);
+    expect(read).toBeGreaterThan(2500 * SCALE);
   });
 
   it("random line edits of the repo's configs and of a bench-shaped config", () => {
