@@ -28,8 +28,11 @@ const PREFIX = `mlr${process.pid}`;
 const RUNS = 5;
 const RATE = 1000;
 // 3 s a run, the UE moved at 1 s: the moved UE (1 frame in 100) has ~10 frames before the call and 2 s after it for
-// frames to reach B. With 2 s and the move at 0.4 s, a fresh-clone run on a quiet host once saw the moved UE's
-// uplink at one site only (one policy call in five has taken 1.1 s: docs/lab.md).
+// frames to reach B. The call (a replace) waits for an RCU grace period, and while the lab's busy-wait senders and
+// the XDP path keep both vCPUs busy, a grace period can last until the streams end (membarrier measured up to 2.1 s
+// during runs, with rcu_expedited too; calls of 2.0 s with 3 s runs, 3.0 s with 4 s runs, on the code before
+// session 10 as well: docs/lab.md). A run whose call returned only after its stream's end has the moved UE at A only;
+// each such run must say so (the call's time covers the rest of the stream), and at least one run must split.
 const SECS = 3;
 
 describe.skipIf(!isRoot)('mup lab relocate --repeat 5 --both', () => {
@@ -54,6 +57,7 @@ describe.skipIf(!isRoot)('mup lab relocate --repeat 5 --both', () => {
     expect(summary.direction).toBe('both');
     expect(JSON.parse(readFileSync(join(out, 'lab-relocate-summary.json'), 'utf8'))).toEqual(summary);
 
+    let splitRuns = 0;
     for (const [k, run] of runs.entries()) {
       const dir = join(out, `run-${k + 1}`);
       expect(run.files).toEqual({ json: join(dir, 'lab-relocate.json'), csv: join(dir, 'frames.csv'), svg: join(dir, 'timeline.svg') });
@@ -68,7 +72,12 @@ describe.skipIf(!isRoot)('mup lab relocate --repeat 5 --both', () => {
       const m = run.ues.find((u) => u.moved)!;
       expect(m.index).toBe(7);
       // The moved UE's uplink and its downlink stream each split between A and B; the downlink in sequence.
-      expect(m.uplink.viaA * m.uplink.viaB, 'uplink frames at A and at B').toBeGreaterThan(0);
+      // (The uplink moves when the call has landed. A call that lasts most of the stream can leave every uplink frame
+      // at A; the relocation itself is checked by the runs that split, at least one.)
+      const left = (SECS - 1) * 1000;
+      expect(m.uplink.viaA, 'uplink frames at A before the call').toBeGreaterThan(0);
+      if (m.uplink.viaB > 0) splitRuns++;
+      else expect(run.moved.policyMs, `no uplink frame at B: the call (${run.moved.policyMs.toFixed(0)} ms) must have taken most of the ${left} ms left`).toBeGreaterThan(left / 2);
       expect(m.dlStream, 'the downlink stream ran').not.toBeNull();
       expect(m.dlStream!.viaA * m.dlStream!.viaB, 'downlink frames from A and from B').toBeGreaterThan(0);
       expect(run.moved.dl!.firstSeqFromB).toBe(run.moved.dl!.switchSeq);
@@ -106,6 +115,7 @@ describe.skipIf(!isRoot)('mup lab relocate --repeat 5 --both', () => {
       expect(svg).toContain('PUT /v1/policies');
       expect(svg).toContain(`load average ${run.loadavg.join(' ')}`);
     }
+    expect(splitRuns, 'runs whose call landed while the stream ran (the UE split between A and B)').toBeGreaterThan(0);
 
     // The summary: medians and intervals computed from the runs here, independently.
     const check = (name: string, f: (r: RelocateReport) => number | null): void => {
@@ -119,7 +129,7 @@ describe.skipIf(!isRoot)('mup lab relocate --repeat 5 --both', () => {
     check('downlink: first frame from B at the UE, ms from the call', (x) => x.moved.dl?.firstFromBMs ?? null);
     check('uplink: moved UE lost', (x) => x.ues.find((u) => u.moved)!.uplink.lost);
     check('downlink: moved UE reordered', (x) => x.ues.find((u) => u.moved)!.dlStream!.reordered);
-    expect(summary.measures['uplink: first frame at B, ms from the call']!.n).toBe(RUNS);
+    expect(summary.measures['uplink: first frame at B, ms from the call']!.n).toBe(splitRuns);
     expect(summary.rates.map((x) => x.run)).toEqual([1, 2, 3, 4, 5]);
     expect(summary.shortRuns).toEqual(runs.flatMap((x, i) => (x.senders.some((y) => y.short) ? [i + 1] : [])));
     expect(summary.interval).toMatch(/order statistics/);
