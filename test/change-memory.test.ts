@@ -23,16 +23,12 @@
  * test mounts in a temporary directory; no interfaces, nothing attached).
  * Pins, mount and directory are removed in afterAll.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Writable } from 'node:stream';
+import { loadavg } from 'node:os';
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Daemon } from '../src/daemon/daemon.js';
-import { createLogger } from '../src/daemon/log.js';
+import type { Daemon } from '../src/daemon/daemon.js';
+import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
 import { parseLocalSidEntry, parsePolicyEntry } from '../src/config/load.js';
 import { RULE_KINDS } from '../src/daemon/rules.js';
 
@@ -97,43 +93,16 @@ function heapAfterGc(): number {
 }
 
 describe.skipIf(!isRoot)(`memory per single change, ${RULES} + ${RULES} rules`, () => {
-  let dir: string | undefined;
-  let bpffs: string | undefined;
+  let run: InProcDaemon | undefined;
   let d: Daemon | undefined;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'mup-change-memory-'));
-    bpffs = join(dir, 'bpffs');
-    const configPath = join(dir, 'mup.yaml');
-    writeFileSync(configPath, configText());
-    const quiet = new Writable({ write: (_c, _e, cb) => cb() });
-    d = new Daemon({
-      configPath,
-      instance: `chmem${process.pid}`,
-      bpffs,
-      stateFile: join(dir, 'state.json'),
-      detachOnExit: true,
-      log: createLogger({ instance: 'test', level: 'warn', json: true, stream: quiet }),
-    });
-    await d.start();
+    run = await startInProcDaemon('chmem', configText());
+    d = run.daemon;
   }, 120_000);
 
   afterAll(() => {
-    const problems: string[] = [];
-    try {
-      d?.stop(); // detachOnExit: removes the pins
-    } catch (e) {
-      problems.push(`stop: ${(e as Error).message}`);
-    }
-    if (bpffs !== undefined) {
-      try {
-        execFileSync('umount', [bpffs], { stdio: ['ignore', 'ignore', 'pipe'] });
-      } catch {
-        // not mounted (the daemon did not get that far)
-      }
-    }
-    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-    if (problems.length > 0) throw new Error(problems.join('; '));
+    run?.stop();
   });
 
   /** One round: ROUND policies and ROUND local SIDs (from `from`), each deleted and added back, one change at a time. */

@@ -13,14 +13,10 @@
  * every slot that was not zero is zero after it.
  * The pins, the mount and the directory are removed in afterAll.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Writable } from 'node:stream';
+import { loadavg } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Daemon } from '../src/daemon/daemon.js';
-import { createLogger } from '../src/daemon/log.js';
+import type { Daemon } from '../src/daemon/daemon.js';
+import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
 import { createMetrics } from '../src/daemon/metrics.js';
 import type { PerRuleSeries, Session } from '../src/config/types.js';
 import { COUNTER_STRIDE, LAYOUTS, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
@@ -43,43 +39,16 @@ function configText(): string {
 }
 
 describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () => {
-  let dir: string | undefined;
-  let bpffs: string | undefined;
+  let run: InProcDaemon | undefined;
   let d: Daemon | undefined;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'mup-scrape-'));
-    bpffs = join(dir, 'bpffs');
-    const configPath = join(dir, 'mup.yaml');
-    writeFileSync(configPath, configText());
-    const quiet = new Writable({ write: (_c, _e, cb) => cb() });
-    d = new Daemon({
-      configPath,
-      instance: `scrape${process.pid}`,
-      bpffs,
-      stateFile: join(dir, 'state.json'),
-      detachOnExit: true,
-      log: createLogger({ instance: 'test', level: 'warn', json: true, stream: quiet }),
-    });
-    await d.start();
+    run = await startInProcDaemon('scrape', configText());
+    d = run.daemon;
   }, 120_000);
 
   afterAll(() => {
-    const problems: string[] = [];
-    try {
-      d?.stop(); // detachOnExit: removes the pins
-    } catch (e) {
-      problems.push(`stop: ${(e as Error).message}`);
-    }
-    if (bpffs !== undefined) {
-      try {
-        execFileSync('umount', [bpffs], { stdio: ['ignore', 'ignore', 'pipe'] });
-      } catch {
-        // not mounted (the daemon did not get that far)
-      }
-    }
-    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-    if (problems.length > 0) throw new Error(problems.join('; '));
+    run?.stop();
   });
 
   /** Reads of the counter map during `fn`. */

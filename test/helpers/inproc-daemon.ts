@@ -1,0 +1,64 @@
+/**
+ * A daemon run inside the test process (no child, no API socket): for
+ * tests that count what the daemon's own code reads or allocates. Its
+ * tables live on a bpffs it mounts in a temporary directory; stop() removes
+ * the pins (detachOnExit), unmounts it and removes the directory, and
+ * reports whatever of that failed.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { Daemon } from '../../src/daemon/daemon.js';
+import { createLogger } from '../../src/daemon/log.js';
+
+export interface InProcDaemon {
+  readonly daemon: Daemon;
+  readonly dir: string;
+  /** Stop it and remove what it made; throws if any of that failed. */
+  stop(): void;
+}
+
+/** Start a daemon on `config` (YAML text), instance `<name><pid>`, warnings and worse logged nowhere. */
+export async function startInProcDaemon(name: string, config: string): Promise<InProcDaemon> {
+  const dir = mkdtempSync(join(tmpdir(), `mup-${name}-`));
+  const bpffs = join(dir, 'bpffs');
+  const configPath = join(dir, 'mup.yaml');
+  writeFileSync(configPath, config);
+  const quiet = new Writable({ write: (_c, _e, cb) => cb() });
+  const daemon = new Daemon({
+    configPath,
+    instance: `${name}${process.pid}`,
+    bpffs,
+    stateFile: join(dir, 'state.json'),
+    detachOnExit: true,
+    log: createLogger({ instance: 'test', level: 'warn', json: true, stream: quiet }),
+  });
+  const stop = (): void => {
+    const problems: string[] = [];
+    try {
+      daemon.stop(); // detachOnExit: removes the pins
+    } catch (e) {
+      problems.push(`stop: ${(e as Error).message}`);
+    }
+    try {
+      execFileSync('umount', [bpffs], { stdio: ['ignore', 'ignore', 'pipe'] });
+    } catch {
+      // not mounted (the daemon did not get that far)
+    }
+    rmSync(dir, { recursive: true, force: true });
+    if (problems.length > 0) throw new Error(problems.join('; '));
+  };
+  try {
+    await daemon.start();
+  } catch (e) {
+    try {
+      stop();
+    } catch {
+      // the start's error is the one to report
+    }
+    throw e;
+  }
+  return { daemon, dir, stop };
+}
