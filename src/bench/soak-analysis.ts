@@ -340,6 +340,8 @@ export interface GcTrough {
   readonly externalKb: number;
   /** V8's heap as committed (new, old, code and large-object spaces): what a growing young generation or old space shows in (absent in older logs). */
   readonly heapTotalKb?: number;
+  /** A collection the soak asked for (soak-preload.mjs, `--gc-every`), not one V8 chose. */
+  readonly forced?: boolean;
 }
 
 /**
@@ -358,7 +360,9 @@ export function parseGcLog(text: string, wallAtZero: number): GcTrough[] {
         tMs: Math.round(n('wallMs') - wallAtZero), pid: n('pid'), lifeMs: n('lifeMs'),
         rssKb: Math.round(n('rss') / 1024), heapUsedKb: Math.round(n('heapUsed') / 1024), externalKb: Math.round(n('external') / 1024),
       };
-      if (Object.values(t).every(Number.isFinite)) out.push(Number.isFinite(n('heapTotal')) ? { ...t, heapTotalKb: Math.round(n('heapTotal') / 1024) } : t);
+      if (Object.values(t).every(Number.isFinite)) {
+        out.push({ ...t, ...(Number.isFinite(n('heapTotal')) ? { heapTotalKb: Math.round(n('heapTotal') / 1024) } : {}), ...(o.forced === true ? { forced: true } : {}) });
+      }
     } catch {
       // torn line
     }
@@ -400,8 +404,10 @@ export interface RssLife {
    * this measures the phase of the sawtooth as much as a leak.
    */
   readonly thirdsGrowthKb: number;
-  /** Major GCs after warm-up (the troughs judged). */
+  /** Major GCs after warm-up judged: the forced ones when the life has any, else all. */
   readonly troughs: number;
+  /** How many of them the soak forced (`--gc-every`). */
+  readonly forcedTroughs: number;
   /** Lowest RSS right after a major GC after warm-up, KB (0 when none): the life's floor. */
   readonly troughFloorKb: number;
   /** The post-GC RSS troughs' trend (null with fewer than two); heapUsed's and external's beside it, to tell which memory moves. */
@@ -503,9 +509,21 @@ export interface RssLimits {
 export const RSS_LIMITS: RssLimits = { minWarmMs: RSS_MIN_WARM_MS, minTroughSpanMs: RSS_MIN_TROUGH_SPAN_MS, minTroughs: RSS_MIN_TROUGHS };
 
 /**
+ * The troughs a life is judged on, in order: after warm-up; when the soak
+ * forced collections (`--gc-every`), those alone. Each is a full, atomic
+ * collection at a fixed time; V8's own (incremental, started by allocation)
+ * are listed in the report but may keep what died while they marked.
+ */
+function judgedTroughs(troughs: readonly GcTrough[], pid: number, warmupMs: number): GcTrough[] {
+  const after = troughs.filter((g) => g.pid === pid && g.lifeMs >= warmupMs).sort((a, b) => a.tMs - b.tMs);
+  return after.some((g) => g.forced === true) ? after.filter((g) => g.forced === true) : after;
+}
+
+/**
  * RSS per daemon process (each restart starts a new one), judged on the
  * floor it returns to: its RSS right after each major garbage collection
- * (`troughs`, soak-preload.mjs) after `warmupMs` of its life. The 1 s
+ * (`troughs`, soak-preload.mjs) after `warmupMs` of its life, the forced
+ * ones alone when there are any (judgedTroughs). The 1 s
  * `samples` give the warm phase's length, min/median/max and the
  * sawtooth; they do not judge (their lowest point in a stretch shorter
  * than the GC's period is the sawtooth's phase, not a floor).
@@ -545,7 +563,7 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
     const third = Math.floor(kb.length / 3);
     const thirdsGrowthKb = third === 0 ? 0 : Math.min(...kb.slice(-third)) - Math.min(...kb.slice(0, third));
     const med = median(kb);
-    const tr = troughs.filter((g) => g.pid === pid && g.lifeMs >= warmupMs).sort((a, b) => a.tMs - b.tMs);
+    const tr = judgedTroughs(troughs, pid, warmupMs);
     const xs = tr.map((g) => g.tMs);
     const troughRss = trend(xs, tr.map((g) => g.rssKb));
     const span = xs.length < 2 ? 0 : xs.at(-1)! - xs[0]!;
@@ -560,7 +578,7 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
       pid, fromMs: mine[0]!.tMs, toMs: mine.at(-1)!.tMs, samples: ss.length, warmMs,
       minKb: kb.length ? Math.min(...kb) : 0, medianKb: med, maxKb: kb.length ? Math.max(...kb) : 0,
       slopeKbPerMin: slope(ss.map((s) => s.tMs), kb) * 60_000, thirdsGrowthKb,
-      troughs: tr.length, troughFloorKb: tr.length ? Math.min(...tr.map((g) => g.rssKb)) : 0,
+      troughs: tr.length, forcedTroughs: tr.filter((g) => g.forced === true).length, troughFloorKb: tr.length ? Math.min(...tr.map((g) => g.rssKb)) : 0,
       troughRss, troughHeapUsed: trend(xs, tr.map((g) => g.heapUsedKb)), troughExternal: trend(xs, tr.map((g) => g.externalKb)),
       ...(tr.every((g) => g.heapTotalKb !== undefined)
         ? { troughHeapTotal: trend(xs, tr.map((g) => g.heapTotalKb!)), troughNative: trend(xs, tr.map((g) => g.rssKb - g.heapTotalKb! - g.externalKb)) }
@@ -579,7 +597,7 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
   let den = 0;
   let pooledTroughs = 0;
   for (const l of judgedLives) {
-    const tr = troughs.filter((g) => g.pid === l.pid && g.lifeMs >= warmupMs);
+    const tr = judgedTroughs(troughs, l.pid, warmupMs);
     const mx = tr.reduce((a, g) => a + g.tMs, 0) / tr.length;
     const my = tr.reduce((a, g) => a + g.rssKb, 0) / tr.length;
     for (const g of tr) {

@@ -8,6 +8,14 @@
  * soak's RSS verdict is judged on these post-GC troughs: the floor the
  * process really returns to, whatever the phase of the GC's sawtooth.
  *
+ * MUP_SOAK_GC_EVERY_MS=N (`--gc-every`, 30 s by default): a full, non-incremental
+ * collection every N ms of the process's life (V8's `gc()`, reached through
+ * a new context after `--expose-gc` is set at run time). Its post-GC line is
+ * marked `forced`. A process that only collects when V8 decides to may do so
+ * once in a four-minute life (the young generation is capped at 8 MB); these
+ * give the verdict a floor at fixed times, and a full collection leaves only
+ * what is still referenced, so a leak shows in them and garbage does not.
+ *
  * MUP_SOAK_LEAK_KB_PER_MIN=N (`--leak-kb-per-min N`): keeps N/60 KB every
  * second, written so that the pages are resident. The soak's RSS verdict
  * must call such a run growing; a verdict that cannot proves nothing.
@@ -24,7 +32,8 @@
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PerformanceObserver, constants, performance } from 'node:perf_hooks';
-import { writeHeapSnapshot } from 'node:v8';
+import { setFlagsFromString, writeHeapSnapshot } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 
 const kbPerMin = Number(process.env.MUP_SOAK_LEAK_KB_PER_MIN ?? 0);
 if (Number.isFinite(kbPerMin) && kbPerMin > 0) {
@@ -52,6 +61,13 @@ if (gclog !== undefined && gclog !== '') {
     }
   });
   obs.observe({ entryTypes: ['gc'] });
+}
+
+const gcEvery = Number(process.env.MUP_SOAK_GC_EVERY_MS ?? 0);
+if (Number.isFinite(gcEvery) && gcEvery > 0) {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc');
+  setInterval(() => gc(), gcEvery).unref();
 }
 
 const memlog = process.env.MUP_SOAK_MEMLOG;

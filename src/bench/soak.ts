@@ -77,6 +77,8 @@ export interface SoakOptions {
   readonly minLifeMs: number;
   /** Test only: the daemon retains this many KB per minute (a leak the RSS verdict must see). */
   readonly leakKbPerMin: number;
+  /** The daemon collects its heap in full every this many ms of its life (soak-preload.mjs); 0: only when V8 decides. */
+  readonly gcEveryMs: number;
   /** Diagnosis: the daemon logs process.memoryUsage() every 5 s (soak-preload.mjs); the report sums it up per life. */
   readonly memoryLog: boolean;
   /** Diagnosis: the daemon writes V8 heap snapshots into this directory (soak-preload.mjs); '' none. */
@@ -183,6 +185,7 @@ class Daemon {
     readonly leakKbPerMin = 0,
     readonly memoryLog = false,
     readonly heapSnapshots = '',
+    readonly gcEveryMs = 0,
   ) {
     this.wallAtZero = Date.now() - now();
   }
@@ -275,7 +278,7 @@ class Daemon {
     // when asked, the test-only leak, the memory log, heap snapshots.
     const env = {
       ...process.env, ...daemonEnv(), MUP_SOAK_GCLOG: this.gclogFile, MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin),
-      MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '', MUP_SOAK_HEAPSNAP: this.heapSnapshots,
+      MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '', MUP_SOAK_HEAPSNAP: this.heapSnapshots, MUP_SOAK_GC_EVERY_MS: String(this.gcEveryMs),
     };
     const proc = spawn(process.execPath, [...DAEMON_NODE_FLAGS, '--import', PRELOAD_MJS, ...args], { stdio: ['ignore', fd, fd], env });
     closeSync(fd);
@@ -633,7 +636,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     attachXdp(pass, 'ea', L.a);
     attachXdp(pass, 'eb', L.b);
     writeFileSync(join(dir, 'mup.yaml'), daemonConfig());
-    const d = new Daemon(dir, L.dut, `soak${process.pid}`, now, o.leakKbPerMin, o.memoryLog, o.heapSnapshots);
+    const d = new Daemon(dir, L.dut, `soak${process.pid}`, now, o.leakKbPerMin, o.memoryLog, o.heapSnapshots, o.gcEveryMs);
     daemon = d;
     // The first start, before any traffic or fault, is not a fault's recovery: it may take longer on a loaded host.
     if (!(await d.start(FIRST_START_BOUND_MS))) throw new Error(`the daemon did not start: ${d.startFailures.join('; ')}`);
@@ -923,8 +926,8 @@ const mb = (kb: number): string => `${(kb / 1024).toFixed(1)} MB`;
 const sgn = (kb: number): string => `${kb >= 0 ? '+' : ''}${mb(kb)}`;
 const trendText = (t: Trend): string => `${sgn(t.riseKb)} (${(t.kbPerMin / 1024).toFixed(2)} MB/min)`;
 /** One life's post-GC RSS after warm-up, in MB, in order. */
-const troughsText = (gs: readonly GcTrough[], pid: number, warmupMs: number): string =>
-  gs.filter((g) => g.pid === pid && g.lifeMs >= warmupMs).map((g) => (g.rssKb / 1024).toFixed(1)).join(', ') + ' MB';
+const troughsText = (gs: readonly GcTrough[], pid: number, warmupMs: number, forcedOnly: boolean): string =>
+  gs.filter((g) => g.pid === pid && g.lifeMs >= warmupMs && (!forcedOnly || g.forced === true)).map((g) => (g.rssKb / 1024).toFixed(1)).join(', ') + ' MB';
 
 function streamLines(name: string, s: StreamReport): string[] {
   const by = Object.entries(s.lostBy).map(([k, n]) => `${k} ${n}`).join(', ');
@@ -1016,11 +1019,11 @@ export function report(r: SoakResult): string {
     ...(r.finalRead !== null ? [] : j.lost).slice(0, 10).map((m) => `  lost: ${m.key}: expected ${JSON.stringify(m.expected)} (change #${m.entry?.n ?? 'config'}), found ${JSON.stringify(m.found)}`),
     ...(r.finalRead !== null ? [] : j.resurrected).slice(0, 10).map((m) => `  refused came back: ${m.key}: found ${JSON.stringify(m.found)}, expected ${JSON.stringify(m.expected)}`),
     '',
-    '## daemon RSS (judged on the post-GC troughs: RSS at the end of each major GC, soak-preload.mjs; 1 s samples beside them)',
+    `## daemon RSS (judged on the post-GC troughs: RSS at the end of ${o.gcEveryMs > 0 ? `the full collections the soak forced every ${o.gcEveryMs / 1000} s` : 'each major GC'}, soak-preload.mjs; 1 s samples beside them)`,
     `after ${r.rss.warmupMs / 1000} s warm-up per process, 1 s samples: min ${mb(r.rss.minKb)}, median ${mb(r.rss.medianKb)}, max ${mb(r.rss.maxKb)}; ${r.rss.verdict}: ${r.rss.why}`,
     ...r.rss.lives.flatMap((l) => [
       `  pid ${l.pid} (${(l.fromMs / 1000).toFixed(0)}-${(l.toMs / 1000).toFixed(0)} s): ${l.verdict}${l.why === '' ? '' : ` (${l.why})`}; ` +
-        `${l.troughs} major GCs after warm-up${l.troughs === 0 ? '' : `, RSS after them ${troughsText(r.gcTroughs, l.pid, r.rss.warmupMs)}`}`,
+        `${l.troughs} ${l.forcedTroughs > 0 ? 'forced ' : ''}major GCs after warm-up judged${l.troughs === 0 ? '' : `, RSS after them ${troughsText(r.gcTroughs, l.pid, r.rss.warmupMs, l.forcedTroughs > 0)}`}`,
       ...(l.troughRss === null ? [] : [`    post-GC trend (least squares over ${l.troughRss.n} troughs): rss ${trendText(l.troughRss)}, heapUsed ${trendText(l.troughHeapUsed!)}, external ${trendText(l.troughExternal!)}` +
         (l.troughHeapTotal != null && l.troughNative != null ? `, heapTotal ${trendText(l.troughHeapTotal)}, native (rss - heapTotal - external) ${trendText(l.troughNative)}` : '')]),
       `    1 s samples: ${l.samples} warm over ${(l.warmMs / 1000).toFixed(0)} s` +
@@ -1030,13 +1033,15 @@ export function report(r: SoakResult): string {
     `  across judged lives: trough floor ${r.rss.acrossGrowthKb === null ? 'n/a' : sgn(r.rss.acrossGrowthKb)} (first to last, least squares): ${r.rss.acrossVerdict}`,
     ...(r.memory.length > 0 ? ['  memory log (process.memoryUsage() every 5 s, after warm-up):', ...r.memory.map((l) => `    ${l}`)] : []),
     `  MB every 5 s: ${r.rssSamples.filter((_, i) => i % 5 === 0).map((x) => `${Math.round(x.tMs / 1000)}s:${(x.rssKb / 1024).toFixed(0)}${x.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (* warm-up)`,
-    `  major GCs (s: MB after): ${r.gcTroughs.map((g) => `${Math.round(g.tMs / 1000)}s:${(g.rssKb / 1024).toFixed(0)}${g.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (* warm-up)`,
+    `  major GCs (s: MB after): ${r.gcTroughs.map((g) => `${Math.round(g.tMs / 1000)}s:${(g.rssKb / 1024).toFixed(0)}${g.forced === true ? 'f' : ''}${g.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (f forced, * warm-up)`,
     '',
     'Caveats: loss is dated by the sender\'s clock (marks every 20 ms, every frame around a recreation) and put in every fault window within 300 ms; frames lost while the',
     'recreated interface was deleted or not yet up at both ends had no wire (the NO WIRE line); those sent after it was up count, as does any frame that arrived',
     `untranslated. RSS is judged on the RSS right after each major GC (the floor the process returns to), per daemon process (each restart starts`,
     `afresh) on a warm phase of ${RSS_MIN_WARM_MS / 1000} s after warm-up with two major GCs ${RSS_MIN_TROUGH_SPAN_MS / 1000} s apart, pooled over those lives, and across them (trough floors);`,
     `with fewer than two judged lives (one without restarts), under ${RSS_MIN_COVERAGE * 100} % of the time judged or under ${RSS_MIN_TROUGHS} troughs: inconclusive.`,
+    ...(o.gcEveryMs > 0 ? [`Here the troughs judged are those of the full collections the soak forced every ${o.gcEveryMs / 1000} s of a life (--gc-every): what stays after one is`,
+      'still referenced. They also keep V8 from sizing its heap as it would alone: a heap V8 grows for speed shows in the 1 s samples, not in the verdict.'] : []),
     ...(o.minLifeMs > 0 ? [`Kills came only once a daemon had lived ${o.minLifeMs / 1000} s (--min-life).`] : []),
     ...(o.leakKbPerMin > 0 ? [`TEST LEAK: the daemon was made to retain ${o.leakKbPerMin} KB/min (--leak-kb-per-min); the RSS verdict must say growing.`] : []),
     'One run, one host, other load on it: a FAIL names what to rerun, a PASS is one sample.',
@@ -1107,13 +1112,14 @@ async function main(): Promise<number> {
       'leak-kb-per-min': { type: 'string', default: '0' },
       'memory-log': { type: 'boolean', default: false },
       'heap-snapshots': { type: 'string', default: '' },
+      'gc-every': { type: 'string', default: '30s' },
       out: { type: 'string', default: 'build/soak.json' },
       'self-check': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
-    console.log('npm run soak -- [--duration 60s] [--seed 1] [--faults kill,disk,pins,iface,churn] [--rate 5000] [--churn-rate 20] [--warmup 60s] [--min-life auto|0|4m] [--out build/soak.json] [--self-check] [--memory-log] [--heap-snapshots DIR] [--leak-kb-per-min N]');
+    console.log('npm run soak -- [--duration 60s] [--seed 1] [--faults kill,disk,pins,iface,churn] [--rate 5000] [--churn-rate 20] [--warmup 60s] [--min-life auto|0|4m] [--gc-every 30s|0] [--out build/soak.json] [--self-check] [--memory-log] [--heap-snapshots DIR] [--leak-kb-per-min N]');
     return 0;
   }
   if (values['self-check']) {
@@ -1139,10 +1145,12 @@ async function main(): Promise<number> {
     leakKbPerMin: num(values['leak-kb-per-min'], '--leak-kb-per-min', 0, 1024 * 1024),
     memoryLog: values['memory-log'],
     heapSnapshots: values['heap-snapshots'] === '' ? '' : resolve(values['heap-snapshots']),
+    gcEveryMs: parseDuration(values['gc-every']),
     out: values.out,
   };
   const minLife = values['min-life'] === 'auto' ? minLifeAuto(o.durationMs, o.warmupMs) : parseDuration(values['min-life']);
   if (o.durationMs < 15_000 || o.durationMs > 24 * 3600_000) throw new Error('--duration: 15s to 24h');
+  if (o.gcEveryMs !== 0 && o.gcEveryMs < 5000) throw new Error('--gc-every: 0 (only the collections V8 decides on) or at least 5s (each is a full stop of the daemon)');
   const opts: SoakOptions = { ...o, minLifeMs: minLife };
   if (process.getuid?.() !== 0) throw new Error('the soak needs root (namespaces, mounts, XDP)');
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {

@@ -6,7 +6,7 @@
  * RSS) and to stay quiet when nothing is lost.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -161,6 +161,19 @@ describe('soak RSS', () => {
     expect(r.pooledGrowthKb).toBeCloseTo(0, 3);
   });
 
+  it('judges a life with forced collections on those alone: V8\'s own, taken mid-tooth, neither judge nor dilute them', () => {
+    // Forced every 30 s from 60 s: flat at the floor; V8's own major GCs (period 100 s) land 20 MB up, as an incremental GC that kept what died while it marked.
+    const [samples, natural] = record(FOUR);
+    const forced = FOUR.flatMap(([pid, from, len]) => Array.from({ length: Math.floor(len / 30) }, (_, i) => (i + 1) * 30)
+      .map((t) => ({ tMs: (from + t) * 1000, pid, lifeMs: t * 1000, rssKb: base(t), heapUsedKb: 15_000, externalKb: 10_000, forced: true })));
+    const high = natural.map((g) => ({ ...g, rssKb: g.rssKb + 20_000 * (g.lifeMs > 100_000 ? 1 : 0) }));
+    const r = rssSummary(samples, WARMUP, [...high, ...forced]);
+    expect(r.lives.map((l) => [l.troughs, l.forcedTroughs, l.verdict])).toEqual(Array(4).fill([7, 7, 'flat']));
+    expect(r).toMatchObject({ verdict: 'flat', pooledTroughs: 28 });
+    // The same natural troughs alone: growing.
+    expect(rssSummary(samples, WARMUP, high).verdict).toBe('growing');
+  });
+
   it('calls troughs that a leak raises by 20 MB over a 260 s life growing within each life', () => {
     const r = judge(FOUR, (_, t) => (t * 20_480) / 260);
     expect(r.verdict).toBe('growing');
@@ -281,11 +294,11 @@ describe('soak RSS on a real process (soak-preload.mjs)', () => {
   const PRELOAD = new URL('../../src/bench/soak-preload.mjs', import.meta.url).href;
   const LIMITS = { minWarmMs: 10_000, minTroughSpanMs: 5000, minTroughs: 6 };
 
-  const run = async (dir: string, name: string, leakKbPerMin: number): Promise<RssReport> => {
+  const run = async (dir: string, name: string, leakKbPerMin: number, work = WORK, gcEveryMs = 0): Promise<RssReport> => {
     const gclog = join(dir, `${name}.jsonl`);
     const t0 = Date.now();
-    const p = spawn(process.execPath, ['--max-semi-space-size=1', '--import', PRELOAD, '-e', WORK], {
-      stdio: 'ignore', env: { ...process.env, MUP_SOAK_GCLOG: gclog, MUP_SOAK_LEAK_KB_PER_MIN: String(leakKbPerMin) },
+    const p = spawn(process.execPath, ['--max-semi-space-size=1', '--import', PRELOAD, '-e', work], {
+      stdio: 'ignore', env: { ...process.env, MUP_SOAK_GCLOG: gclog, MUP_SOAK_LEAK_KB_PER_MIN: String(leakKbPerMin), MUP_SOAK_GC_EVERY_MS: String(gcEveryMs) },
     });
     const samples: RssSample[] = [];
     const timer = setInterval(() => {
@@ -303,7 +316,8 @@ describe('soak RSS on a real process (soak-preload.mjs)', () => {
       clearInterval(timer);
       if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
     }
-    return rssSummary(samples, 3000, parseGcLog(readFileSync(gclog, 'utf8'), t0), LIMITS);
+    // No file: the process had no major GC at all.
+    return rssSummary(samples, 3000, parseGcLog(existsSync(gclog) ? readFileSync(gclog, 'utf8') : '', t0), LIMITS);
   };
 
   it('calls a process that keeps 2 MB a second growing, and one that does not, not so', async () => {
@@ -321,6 +335,42 @@ describe('soak RSS on a real process (soak-preload.mjs)', () => {
       expect(c!.troughs).toBeGreaterThanOrEqual(6);
       expect(Math.abs(c!.troughExternal!.riseKb)).toBeLessThan(1024);
       expect(c!.troughRss!.riseKb).toBeLessThan(l!.troughRss!.riseKb / 2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  /**
+   * A process whose garbage dies young and whose old generation stays small, so that V8 alone would
+   * not collect it in full once in 20 s (the daemon with its 8 MB young generation: one major GC in a
+   * four-minute life). With `--gc-every` (MUP_SOAK_GC_EVERY_MS) the preload collects it every second:
+   * the judge then has troughs, only forced ones, and calls the leak growing and the control not.
+   */
+  const QUIET = [
+    'let keep = [];',
+    "setInterval(() => { keep = []; for (let k = 0; k < 200; k++) keep.push({ s: String(k).padEnd(64, '.') }); }, 10);",
+    'setTimeout(() => process.exit(0), 20000);',
+  ].join('\n');
+
+  it('judges a process V8 rarely collects on the collections the soak forces, and tells the leak from the control', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-soak-gc-'));
+    try {
+      const [leak, control, alone] = await Promise.all([
+        run(dir, 'leak', 120 * 1024, QUIET, 1000), run(dir, 'control', 0, QUIET, 1000), run(dir, 'alone', 0, QUIET, 0),
+      ]);
+      const [l] = leak.lives;
+      const [c] = control.lives;
+      // Without forcing, too few major GCs for a verdict: the case this option exists for.
+      expect(alone.lives[0]!.forcedTroughs).toBe(0);
+      expect(alone.verdict).toBe('inconclusive');
+      expect(l!.forcedTroughs).toBeGreaterThanOrEqual(10);
+      expect(l!.troughs).toBe(l!.forcedTroughs);
+      expect(leak.verdict).toBe('growing');
+      expect(l!.troughExternal!.kbPerMin / 1024).toBeGreaterThan(100);
+      expect(l!.troughExternal!.kbPerMin / 1024).toBeLessThan(140);
+      expect(c!.forcedTroughs).toBeGreaterThanOrEqual(10);
+      expect(control.verdict).toBe('flat');
+      expect(Math.abs(c!.troughExternal!.riseKb)).toBeLessThan(1024);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
