@@ -340,6 +340,8 @@ export interface GcTrough {
   readonly externalKb: number;
   /** V8's heap as committed (new, old, code and large-object spaces): what a growing young generation or old space shows in (absent in older logs). */
   readonly heapTotalKb?: number;
+  /** VmRSS's file-backed part (RssFile, /proc/self/status): node's and the libraries' pages paged in (absent in older logs). */
+  readonly rssFileKb?: number;
   /** A collection the soak asked for (soak-preload.mjs, `--gc-every`), not one V8 chose. */
   readonly forced?: boolean;
 }
@@ -361,7 +363,7 @@ export function parseGcLog(text: string, wallAtZero: number): GcTrough[] {
         rssKb: Math.round(n('rss') / 1024), heapUsedKb: Math.round(n('heapUsed') / 1024), externalKb: Math.round(n('external') / 1024),
       };
       if (Object.values(t).every(Number.isFinite)) {
-        out.push({ ...t, ...(Number.isFinite(n('heapTotal')) ? { heapTotalKb: Math.round(n('heapTotal') / 1024) } : {}), ...(o.forced === true ? { forced: true } : {}) });
+        out.push({ ...t, ...(Number.isFinite(n('heapTotal')) ? { heapTotalKb: Math.round(n('heapTotal') / 1024) } : {}), ...(Number.isFinite(n('rssFileKb')) ? { rssFileKb: n('rssFileKb') } : {}), ...(o.forced === true ? { forced: true } : {}) });
       }
     } catch {
       // torn line
@@ -417,6 +419,8 @@ export interface RssLife {
   /** heapTotal and native (rss - heapTotal - external) at the troughs; null when the log has no heapTotal. */
   readonly troughHeapTotal?: Trend | null;
   readonly troughNative?: Trend | null;
+  /** The file-backed part of RSS at the troughs (RssFile); null when the log has none. */
+  readonly troughFile?: Trend | null;
   readonly verdict: LifeVerdict;
   /** For 'too short': why. */
   readonly why: string;
@@ -583,6 +587,7 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
       ...(tr.every((g) => g.heapTotalKb !== undefined)
         ? { troughHeapTotal: trend(xs, tr.map((g) => g.heapTotalKb!)), troughNative: trend(xs, tr.map((g) => g.rssKb - g.heapTotalKb! - g.externalKb)) }
         : {}),
+      ...(tr.every((g) => g.rssFileKb !== undefined) ? { troughFile: trend(xs, tr.map((g) => g.rssFileKb!)) } : {}),
       verdict, why,
     });
   }

@@ -29,7 +29,7 @@
  * of life and every 120 s after, DIR/<pid>-<s>.heapsnapshot, to diff which
  * objects accumulate (a snapshot stops the daemon for a moment).
  */
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PerformanceObserver, constants, performance } from 'node:perf_hooks';
 import { setFlagsFromString, writeHeapSnapshot } from 'node:v8';
@@ -50,7 +50,12 @@ if (gclog !== undefined && gclog !== '') {
       if (e.detail?.kind !== constants.NODE_PERFORMANCE_GC_MAJOR) continue;
       const m = process.memoryUsage();
       try {
+        // VmRSS = RssAnon (heaps, malloc, stacks: what a leak grows) + RssFile (pages of node, the libraries and
+        // other mapped files, paged in as code runs for the first time) + RssShmem.
+        const st = readFileSync('/proc/self/status', 'utf8');
+        const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st)?.[1] ?? NaN);
         appendFileSync(gclog, `${JSON.stringify({
+          rssAnonKb: kb('RssAnon'), rssFileKb: kb('RssFile'), rssShmemKb: kb('RssShmem'),
           pid: process.pid, lifeMs: Math.round(performance.now()), wallMs: Date.now(), gcMs: Math.round(e.duration * 10) / 10,
           forced: (e.detail.flags & constants.NODE_PERFORMANCE_GC_FLAGS_FORCED) !== 0,
           rss: m.rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers,

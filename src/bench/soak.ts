@@ -1025,7 +1025,8 @@ export function report(r: SoakResult): string {
       `  pid ${l.pid} (${(l.fromMs / 1000).toFixed(0)}-${(l.toMs / 1000).toFixed(0)} s): ${l.verdict}${l.why === '' ? '' : ` (${l.why})`}; ` +
         `${l.troughs} ${l.forcedTroughs > 0 ? 'forced ' : ''}major GCs after warm-up judged${l.troughs === 0 ? '' : `, RSS after them ${troughsText(r.gcTroughs, l.pid, r.rss.warmupMs, l.forcedTroughs > 0)}`}`,
       ...(l.troughRss === null ? [] : [`    post-GC trend (least squares over ${l.troughRss.n} troughs): rss ${trendText(l.troughRss)}, heapUsed ${trendText(l.troughHeapUsed!)}, external ${trendText(l.troughExternal!)}` +
-        (l.troughHeapTotal != null && l.troughNative != null ? `, heapTotal ${trendText(l.troughHeapTotal)}, native (rss - heapTotal - external) ${trendText(l.troughNative)}` : '')]),
+        (l.troughHeapTotal != null && l.troughNative != null ? `, heapTotal ${trendText(l.troughHeapTotal)}, native (rss - heapTotal - external) ${trendText(l.troughNative)}` : '') +
+        (l.troughFile != null ? `; of rss, file-backed (RssFile) ${trendText(l.troughFile)}` : '')]),
       `    1 s samples: ${l.samples} warm over ${(l.warmMs / 1000).toFixed(0)} s` +
         (l.samples === 0 ? '' : `, ${mb(l.minKb)} .. ${mb(l.maxKb)}, slope ${(l.slopeKbPerMin / 1024).toFixed(1)} MB/min, lowest of last third vs first ${sgn(l.thirdsGrowthKb)} (the judge before session 9; not judged: the sawtooth's phase)`),
     ]),
