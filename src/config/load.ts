@@ -6,12 +6,13 @@
  * Two YAML parsers, one schema (YAML 1.2 core): js-yaml reads the file (about
  * 10x faster: a config of 65,536 policies and 65,536 local SIDs parses in
  * 0.6 s, where `yaml` takes 6 s), and `yaml`, which keeps source positions,
- * is run only when a message needs a line number.
+ * is loaded and run only when a message needs a line number (yaml-doc.ts).
  */
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
 import { NOT_BLOCK, parseBlockYaml } from './block-yaml.js';
-import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import type { Document, LineCounter } from 'yaml';
+import { yamlDoc } from './yaml-doc.js';
 import { AddressError, formatIpv4, formatIpv4Prefix, formatIpv6Prefix, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
 import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
 import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
@@ -1054,6 +1055,7 @@ class Source {
   #parsed(): { doc: Document; lines: LineCounter } | undefined {
     if (this.text === undefined) return undefined;
     if (this.#doc === undefined) {
+      const { LineCounter, parseDocument } = yamlDoc();
       const lines = new LineCounter();
       const doc = parseDocument(this.text, { lineCounter: lines, prettyErrors: false });
       this.#doc = { doc, lines };
@@ -1097,6 +1099,7 @@ class Source {
   lineOf(path: Path): number | undefined {
     const p = this.#parsed();
     if (p === undefined) return undefined;
+    const { isMap, isScalar, isSeq } = yamlDoc();
     let node: unknown = p.doc.contents;
     let offset = start(node);
     for (const seg of path) {
@@ -1120,7 +1123,7 @@ class Source {
 const IN_GUARD = '';
 
 function start(node: unknown): number | undefined {
-  return isNode(node) ? node.range?.[0] : undefined;
+  return yamlDoc().isNode(node) ? node.range?.[0] : undefined;
 }
 
 // ---------------------------------------------------------------------------
