@@ -21,6 +21,9 @@ const IMPLICIT = [types.null, types.bool, types.int, types.float];
 
 class NotBlock extends Error {}
 
+/** How many distinct keys Reader.keyText keeps to give back (a config has about 40 in all). */
+const KEYS_KEPT = 64;
+
 /** Containers nested deeper than this are left to js-yaml (its limit is 100 nodes, scalars included). */
 const MAX_DEPTH = 50;
 
@@ -60,8 +63,24 @@ class Reader {
   eof = false;
   /** Mappings and sequences open around the current line. */
   depth = 0;
+  /**
+   * The keys read so far, up to KEYS_KEPT: a config repeats a handful on
+   * every rule, and giving back the same string (internalized by its first
+   * use as a property name) spares a new string per key line and V8's
+   * lookup of it in its string table at each property store.
+   */
+  readonly #keys: string[] = [];
   constructor(readonly text: string) {
     this.next();
+  }
+
+  /** The key text from `start` to `end`: a string read before if it is one. */
+  keyText(start: number, end: number): string {
+    const n = end - start;
+    for (const k of this.#keys) if (k.length === n && this.text.startsWith(k, start)) return k;
+    const k = this.text.slice(start, end);
+    if (this.#keys.length < KEYS_KEPT) this.#keys.push(k);
+    return k;
   }
 
   next(): void {
@@ -129,7 +148,7 @@ class Reader {
       if (this.indent > indent || this.item()) throw new NotBlock();
       const colon = this.key();
       if (colon < 0) throw new NotBlock();
-      const key = t.slice(this.start, colon - 1);
+      const key = this.keyText(this.start, colon - 1);
       // A key given twice is an error js-yaml words; __proto__ it stores its own way.
       if (key === '__proto__' || Object.prototype.hasOwnProperty.call(out, key)) throw new NotBlock();
       // A key that resolves to null or a bool (Null, TRUE, ...) js-yaml stores as
@@ -197,6 +216,13 @@ function stripComment(s: string): string {
   return end === s.length ? s : s.slice(0, end);
 }
 
+/**
+ * Every character js-yaml 4's core-schema null, bool, int and float
+ * resolvers accept (~, the words, 0b / 0o / 0x digits, signs, points,
+ * exponents, .inf, .nan): a scalar with any other is a string.
+ */
+const NOT_STRING = /^[0-9A-Za-z.+~_-]*$/;
+
 function scalar(s: string): unknown {
   if (s === '') return null;
   if (INDICATORS.has(s[0]!) || (s[0] === '-' && (s.length === 1 || s[1] === ' '))) throw new NotBlock();
@@ -205,6 +231,8 @@ function scalar(s: string): unknown {
   // Core-schema nulls, bools, ints and floats begin with one of ~ n N t T f F, a digit, + - or .: any other letter begins a string.
   const c = s.charCodeAt(0);
   if (isAlpha(c) && !'nNtTfF'.includes(s[0]!)) return s;
+  // Nor does any of them take a character outside NOT_STRING's (a prefix's / or :).
+  if (!NOT_STRING.test(s)) return s;
   for (const t of IMPLICIT) {
     if (t.resolve(s)) return t.construct(s);
   }

@@ -8,7 +8,8 @@
  * with its comments; everything outside the rule sections is untouched.
  * Docs: docs/config.md, "Running, saved and API config".
  */
-import { isSeq, parseDocument, type Node, type YAMLSeq } from 'yaml';
+import type { Node, YAMLSeq } from 'yaml';
+import { yamlDoc } from './yaml-doc.js';
 
 export interface RunningRule {
   readonly key: string;
@@ -47,6 +48,7 @@ function setOrigin(node: Node, origin: string): void {
 }
 
 export function runningConfigYaml(fileText: string, sections: readonly RunningSection[], o: { origins: boolean }): string {
+  const { isSeq, parseDocument } = yamlDoc();
   const doc = parseDocument(fileText);
   if (doc.errors.length > 0) throw new Error(`the loaded config no longer parses as a document: ${doc.errors[0]!.message}`);
   if (doc.contents === null) doc.contents = doc.createNode({}) as never;

@@ -381,7 +381,7 @@ export class Daemon {
     const o = this.#o;
     if (o.netns !== undefined) enterNetns(o.netns);
     const t0 = performance.now();
-    const { config, sha, text } = await this.#readConfig(
+    const { config, sha, bytes } = await this.#readConfig(
       o.earlyLoad === false
         ? undefined
         : {
@@ -403,7 +403,7 @@ export class Daemon {
     this.#rules = new RuleSet(config, overlay);
     this.#timings.rules = Math.round(performance.now() - t1);
     this.#configSha = sha;
-    this.#configText.set(text);
+    this.#configText.set(bytes);
     for (const i of config.interfaces ?? []) {
       try {
         ifIndex(i.name);
@@ -790,21 +790,22 @@ export class Daemon {
     this.#nh.start();
   }
 
-  async #readConfig(hooks?: { readonly text: (t: string) => void; readonly settings: (s: Settings) => void }): Promise<{ config: Config; sha: string; text: string }> {
-    let text: Buffer;
+  /** The config file read and checked; `bytes`, the file as read, is what #configText keeps (deflated from the bytes, not the string: ~3 x faster). */
+  async #readConfig(hooks?: { readonly text: (t: string) => void; readonly settings: (s: Settings) => void }): Promise<{ config: Config; sha: string; bytes: Buffer }> {
+    let bytes: Buffer;
     try {
-      text = readFileSync(this.#o.configPath);
+      bytes = readFileSync(this.#o.configPath);
     } catch (e) {
       throw new ConfigError(this.#o.configPath, '', `cannot read the config file: ${(e as Error).message}`);
     }
-    const utf8 = text.toString('utf8');
+    const utf8 = bytes.toString('utf8');
     hooks?.text(utf8);
     const config = parseConfig(utf8, this.#o.configPath, hooks?.settings);
     for (const w of config.warnings ?? []) this.#log.warn({ file: w.file, path: w.path, line: w.line }, w.reason);
     if ((config.interfaces ?? []).length === 0) {
       this.#log.warn({ file: config.file }, 'no interfaces in the config: the program is loaded and the tables filled, but it sees no traffic');
     }
-    return { config, sha: sha256(text), text: text.toString('utf8') };
+    return { config, sha: sha256(bytes), bytes };
   }
 
   /**
@@ -959,7 +960,7 @@ export class Daemon {
   }
 
   async #reload(force: boolean, check: boolean): Promise<ReloadResult> {
-    const { config, sha, text } = await this.#readConfig();
+    const { config, sha, bytes } = await this.#readConfig();
     const configChanged = sha !== this.#configSha;
     let overlay = this.#rules.overlay;
     let absorbed: string[] = [];
@@ -1049,7 +1050,7 @@ export class Daemon {
     this.#rules = rules;
     this.#configLoadedAt = new Date();
     this.#configSha = sha;
-    this.#configText.set(text);
+    this.#configText.set(bytes);
     // The state file now names this file (and the records' bases are its rules).
     this.#tidyState('reload');
     releaseMemory();

@@ -19,15 +19,23 @@ export class KeptText {
   #text = '';
   #deflated: Buffer | undefined;
 
-  set(text: string): void {
+  /**
+   * The text, or its UTF-8 bytes (a file as read): a Buffer is deflated as
+   * it is, a string is encoded first (for the 11.6 MB file 15 ms against 56,
+   * most of it the encoding).
+   */
+  set(text: string | Buffer): void {
     this.#deflated = undefined;
-    this.#text = text;
-    if (text.length < DEFLATE_FROM) return;
+    this.#text = '';
+    if (text.length < DEFLATE_FROM) {
+      this.#text = text.toString();
+      return;
+    }
     try {
       this.#deflated = deflateRawSync(text, { level: 1 });
-      this.#text = '';
     } catch {
       // Out of memory for zlib's state: keep the string (nothing lost but the saving).
+      this.#text = text.toString();
     }
   }
 

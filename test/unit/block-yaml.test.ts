@@ -62,6 +62,12 @@ describe('block YAML fast reader', () => {
     expect(read).toBeGreaterThan(100);
   });
 
+  it('keys repeated from item to item, of equal lengths, and more distinct keys than it keeps to reuse', () => {
+    expect(same('- ab: 1\n  cd: 2\n  ac: 3\n- cd: 4\n  ab: 5\n  ca: 6\n- abc: 7\n  a: 8\n')).toBe('read');
+    const many = Array.from({ length: 150 }, (_, i) => `  k${i}: ${i}\n  x${i}y: v${i}\n`).join('');
+    expect(same(`a:\n${many}b:\n${many}c:\n  - ${many.slice(2).replaceAll('\n  ', '\n    ')}`)).toBe('read');
+  });
+
   it('structures: nesting, null values, compact sequences, comments and blank lines', () => {
     expect(same('a:\nb: 1\n')).toBe('read');
     expect(parseBlockYaml('a:\nb: 1\n')).toStrictEqual({ a: null, b: 1 });

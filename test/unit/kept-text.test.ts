@@ -23,4 +23,16 @@ describe('KeptText', () => {
     k.set(big + '# edited\n');
     expect(k.get()).toBe(`${big}# edited\n`);
   });
+
+  it('takes the file as read (its UTF-8 bytes) as well as a string, large or small', () => {
+    const lines = ['# ünïcode', 'localsids:'];
+    for (let i = 0; i < 20000; i++) lines.push(`  - sid: 2001:db8:${i.toString(16)}::/48`);
+    const big = `${lines.join('\n')}\n`;
+    const k = new KeptText();
+    k.set(Buffer.from(big, 'utf8'));
+    expect(k.held).toBeLessThan(big.length / 5);
+    expect(k.get()).toBe(big);
+    k.set(Buffer.from('settings: {} # é\n', 'utf8'));
+    expect(k.get()).toBe('settings: {} # é\n');
+  });
 });
