@@ -1,6 +1,7 @@
 /**
  * The loaded tables as user space keeps them in step with a config: a mirror
- * of every entry (key -> rule id and encoded value), stable rule ids (a rule
+ * of every entry (key -> rule id and prefix length; the values stay in the
+ * map, read back when a change puts an existing key again), stable rule ids (a rule
  * keeps its counter slot for as long as its key exists, across reloads and
  * daemon restarts), and the double-buffered configuration.
  *
