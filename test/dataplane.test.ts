@@ -421,6 +421,47 @@ describe.skipIf(!haveObject)('live table changes (Tables.apply)', () => {
   });
 });
 
+describe.skipIf(!haveObject)('unchanged entries: compared with the map, not with a copy', () => {
+  let dp: Dataplane | undefined;
+  afterEach(() => dp?.close());
+
+  // User space keeps no copy of the values (docs/bench.md, session 11): a
+  // put of an existing key is compared with what the map holds now, read
+  // back one lookup a key for a few, in one dump of the table for many. An
+  // entry written behind the daemon's back (bpftool on the pins) is
+  // therefore rewritten by the next put of its rule; a copy would have
+  // called it unchanged.
+  it.each([
+    ['a few puts (one lookup each)', 3],
+    ['many puts (one dump of the table)', 300],
+  ])('%s: an equal entry is left alone, one changed behind its back is rewritten', (_name, n) => {
+    const lines = Array.from({ length: 300 }, (_, i) => `  - { match: 10.${i >> 8}.${i & 255}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ffff::/64" }`);
+    const config = parseConfig(`settings: { forwarding: tx, max_policies: 512, max_localsids: 4 }\npolicies:\n${lines.join('\n')}\n`, 'unchanged.yaml');
+    dp = openDataplane({ object: OBJECT, config });
+    const fd = dp.tables.policiesFd;
+    const keyOf = (i: number): Buffer => encodePolicyKey(config.policies[i]!.match);
+    const valueOf = (i: number): Buffer => mapLookup(fd, keyOf(i), LAYOUTS.mup_policy.size)!;
+    const puts = config.policies.slice(0, n);
+    expect(dp.rules.apply({ putPolicies: puts })).toEqual({ added: 0, replaced: 0, deleted: 0, unchanged: n });
+    const was = valueOf(1);
+    const other = Buffer.from(was);
+    other.writeUInt8(was.readUInt8(LAYOUTS.mup_policy.members.hop_limit.offset) ^ 1, LAYOUTS.mup_policy.members.hop_limit.offset);
+    mapUpdate(fd, keyOf(1), other, 0);
+    expect(dp.rules.apply({ putPolicies: puts })).toEqual({ added: 0, replaced: 1, deleted: 0, unchanged: n - 1 });
+    expect(valueOf(1).equals(was)).toBe(true);
+    // A whole sync (a reload) reads the table once, and finds nothing to do.
+    const t = traceMapReads();
+    let r;
+    try {
+      r = dp.sync(config);
+    } finally {
+      t.stop();
+    }
+    expect(r).toEqual({ added: 0, replaced: 0, deleted: 0, unchanged: 300 });
+    expect(t.reads.filter((x) => x.fd === fd).map((x) => x.op)).not.toContain('lookup');
+  });
+});
+
 describe.skipIf(!clang)('checkLayouts on compiled probes', () => {
   const dir = mkdtempSync(join(tmpdir(), 'mup-btf-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));

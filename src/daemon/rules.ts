@@ -283,12 +283,14 @@ export class RuleSet {
   readonly #rules = perKind(() => new Map<string, Rule>());
   readonly #names = perKind(() => new Map<string, string>());
   /**
-   * The config file's rules by key, per kind: `source` in listings, and the
-   * file's rule a change's state record names as its base (one map for
-   * both: a second map of every file rule, built at the first change, held
-   * 3.7 MB with 65,536 + 65,536 rules).
+   * The config file's rule (null: none) at each key the overlay has, or had
+   * since this set was made: `source` in listings, and the base a change's
+   * state record names. A key the overlay never touched holds the file's
+   * rule in #rules (or the file has none): no map of every file rule (one
+   * was 2 x 1.8 MB with 65,536 + 65,536 rules, 2 x 3.7 after the first
+   * change). Entries stay once made (an undo puts overlay entries back).
    */
-  readonly #fromConfig = perKind(() => new Map<string, Rule>());
+  readonly #fileRules = perKind(() => new Map<string, Rule | null>());
   /**
    * Rules learned from BGP (origin "bgp"; docs/bgp.md "Precedence"): in the
    * tables, never in the overlay or the state file. Their keys and names are
@@ -304,14 +306,19 @@ export class RuleSet {
     for (const k of RULE_KIND_LIST) {
       const put = overlay[k.overlay.put] as Map<string, Rule>;
       const del = overlay[k.overlay.del];
-      const fromConfig = this.#fromConfig[k.kind];
+      const fileRules = this.#fileRules[k.kind];
       for (const r of config[k.section] ?? []) {
         // The key's own string, shared with the maps: no "<kind> <key>" string per rule.
         const key = k.key(r);
-        fromConfig.set(key, r);
-        if (!del.has(key)) this.#set(k, put.get(key) ?? r);
+        const over = put.get(key);
+        if (over !== undefined || del.has(key)) fileRules.set(key, r);
+        if (!del.has(key)) this.#set(k, over ?? r);
       }
-      for (const [key, r] of put) if (!this.#rules[k.kind].has(key)) this.#set(k, r);
+      for (const [key, r] of put) {
+        if (!fileRules.has(key)) fileRules.set(key, null);
+        if (!this.#rules[k.kind].has(key)) this.#set(k, r);
+      }
+      for (const key of del) if (!fileRules.has(key)) fileRules.set(key, null);
     }
     // The overlay was checked rule by rule when it was made; the whole must
     // still hold together (names unique across file and API, lengths). The
@@ -400,7 +407,21 @@ export class RuleSet {
   source(kind: RuleKind, key: string): 'config' | 'api' | 'bgp' {
     if (!this.#rules[kind].has(key) && this.#learned[kind].has(key)) return 'bgp';
     const overlaid = this.overlay[RULE_KINDS[kind].overlay.put].has(key);
-    return this.#fromConfig[kind].has(key) && !overlaid ? 'config' : 'api';
+    return !overlaid && this.#fileRule(kind, key) !== undefined ? 'config' : 'api';
+  }
+
+  /** The config file's rule at this key, if it has one. */
+  #fileRule(kind: RuleKind, key: string): Rule | undefined {
+    const known = this.#fileRules[kind].get(key);
+    if (known !== undefined) return known ?? undefined;
+    // Never overlaid: the set holds the file's rule, or the file has none.
+    return this.#rules[kind].get(key);
+  }
+
+  /** Note the file's rule at a key before the overlay takes it. */
+  #keepFileRule(kind: RuleKind, key: string): void {
+    const fileRules = this.#fileRules[kind];
+    if (!fileRules.has(key)) fileRules.set(key, this.#rules[kind].get(key) ?? null);
   }
 
   #set(k: RuleKindSpec, r: Rule): void {
@@ -468,6 +489,7 @@ export class RuleSet {
   put(kind: RuleKind, rule: Rule): void {
     const k = RULE_KINDS[kind];
     const key = k.key(rule);
+    this.#keepFileRule(kind, key);
     this.#set(k, rule);
     (this.overlay[k.overlay.put] as Map<string, Rule>).set(key, rule);
     this.overlay[k.overlay.del].delete(key);
@@ -476,16 +498,17 @@ export class RuleSet {
   /** Record a delete (by key) in the set and the overlay. */
   delete(kind: RuleKind, key: string): void {
     const k = RULE_KINDS[kind];
+    this.#keepFileRule(kind, key);
     const old = this.#rules[kind].get(key);
     if (old?.name !== undefined) this.#names[kind].delete(old.name);
     this.#rules[kind].delete(key);
     this.overlay[k.overlay.put].delete(key);
-    if (this.#fromConfig[kind].has(key)) this.overlay[k.overlay.del].add(key);
+    if (this.#fileRule(kind, key) !== undefined) this.overlay[k.overlay.del].add(key);
   }
 
   /** Digest of the file's rule at this key (null: the file has none): a state record's `base`. */
   base(kind: RuleKind, key: string): string | null {
-    const r = this.#fromConfig[kind].get(key);
+    const r = this.#fileRule(kind, key);
     return r === undefined ? null : ruleDigest(kind, r);
   }
 
@@ -497,7 +520,7 @@ export class RuleSet {
   footprint(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const k of RULE_KIND_LIST) {
-      out[`${k.kind}.fromConfig`] = this.#fromConfig[k.kind].size;
+      out[`${k.kind}.fileRules`] = this.#fileRules[k.kind].size;
       out[`${k.kind}.rules`] = this.#rules[k.kind].size;
       out[`${k.kind}.names`] = this.#names[k.kind].size;
       out[`overlay.${k.overlay.put}`] = this.overlay[k.overlay.put].size;

@@ -1,6 +1,7 @@
 /**
  * The loaded tables as user space keeps them in step with a config: a mirror
- * of every entry (key -> rule id and encoded value), stable rule ids (a rule
+ * of every entry (key -> rule id and prefix length; the values stay in the
+ * map, read back when a change puts an existing key again), stable rule ids (a rule
  * keeps its counter slot for as long as its key exists, across reloads and
  * daemon restarts), and the double-buffered configuration.
  *
@@ -172,14 +173,18 @@ export interface ApplyResult {
 
 /**
  * What user space knows of one table, without an object per entry: key
- * (latin1 string) -> rule id, and the encoded value and prefix length of
- * each rule id in flat arrays (rule ids are dense, first..first+count-1).
+ * (latin1 string) -> rule id, and the prefix length of each rule id in a
+ * flat array (rule ids are dense, first..first+count-1). Not the values:
+ * the map holds them, and a change reads back the few it replaces (see
+ * StoredValues). A copy of every value was 15 MB resident with 65,536
+ * policies and 65,536 local SIDs (docs/bench.md, session 11).
  */
 class Mirror {
   /** Key -> rule id; -1 for an entry found in the map that is not ours (rewritten or deleted on sync). */
   readonly keys = new Map<string, number>();
-  readonly #values: Buffer;
   readonly #plens: Int16Array;
+  /** Policies only: each rule's flags byte (address-only entries). */
+  readonly #flags: Uint8Array;
   /** Prefix lengths of the -1 entries. */
   readonly #foreign = new Map<string, number>();
   /** How many entries have each prefix length: the length list without a walk of the table. */
@@ -188,12 +193,19 @@ class Mirror {
   readonly teidKeys = new Map<number, number>();
 
   constructor(
+    /** The map and its name (in messages). */
+    readonly fd: number,
+    readonly name: string,
     readonly first: number,
     readonly count: number,
     readonly valueSize: number,
+    /** Offset of the rule id in a value. */
+    readonly ruleAt: number,
+    /** Offset of the flags byte in a value: policies only. */
+    readonly flagsAt?: number,
   ) {
-    this.#values = Buffer.alloc(count * valueSize);
     this.#plens = new Int16Array(count).fill(-1);
+    this.#flags = new Uint8Array(flagsAt === undefined ? 0 : count);
   }
 
   get size(): number {
@@ -204,7 +216,7 @@ class Mirror {
     const n = (this.#plenCount.get(plen) ?? 0) + by;
     if (n <= 0) this.#plenCount.delete(plen);
     else this.#plenCount.set(plen, n);
-    if (plen > 32 && key !== undefined && this.valueSize === LAYOUTS.mup_policy.size) {
+    if (plen > 32 && key !== undefined && this.flagsAt !== undefined) {
       const da = keyParts(key).daddr;
       const t = (this.teidKeys.get(da) ?? 0) + by;
       if (t <= 0) this.teidKeys.delete(da);
@@ -231,7 +243,7 @@ class Mirror {
       return;
     }
     this.#foreign.delete(key);
-    value?.copy(this.#values, (rule - this.first) * this.valueSize);
+    if (value !== undefined && this.flagsAt !== undefined) this.#flags[rule - this.first] = value[this.flagsAt]!;
     this.#plens[rule - this.first] = plen;
   }
 
@@ -250,15 +262,9 @@ class Mirror {
     return { keys: this.keys.size, foreign: this.#foreign.size, plenCounts: this.#plenCount.size, teidAddresses: this.teidKeys.size };
   }
 
-  /** A byte of the stored value of `rule`. */
-  byteOf(rule: number, offset: number): number {
-    return this.#values.readUInt8((rule - this.first) * this.valueSize + offset);
-  }
-
-  /** Is the stored value of `rule` equal to `value`? */
-  same(rule: number, value: Buffer): boolean {
-    const at = (rule - this.first) * this.valueSize;
-    return value.compare(this.#values, at, at + this.valueSize) === 0;
+  /** The flags byte of the value last written for `rule` (policies). */
+  flagsOf(rule: number): number {
+    return this.#flags[rule - this.first] ?? 0;
   }
 
   /** Distinct prefix lengths, without the entries of `except`, longest first. */
@@ -273,6 +279,38 @@ class Mirror {
     }
     return [...counts.keys()].sort((a, b) => b - a);
   }
+}
+
+/** Replaced entries a change reads back one lookup each up to this many; more: the whole table in one dump. */
+const READ_BACK_ONE_BY_ONE = 256;
+
+/**
+ * What the table holds now for the keys a change puts again (`existing` of
+ * them): an entry equal to its put is left alone (no write, no grace
+ * period). One lookup per key for a few (an API replace), one dump of the
+ * table for many (a reload or a restart with most rules as they were): the
+ * dump is garbage once the change is planned.
+ */
+function storedValues(mirror: Mirror, existing: number): (rule: number, key: Buffer) => Buffer | undefined {
+  const vs = mirror.valueSize;
+  if (existing <= READ_BACK_ONE_BY_ONE) return (_rule, key) => mapLookup(mirror.fd, key, vs, mirror.name);
+  let dump: { keys: Buffer; values: Buffer; at: Int32Array; ks: number } | undefined;
+  return (rule, key) => {
+    const ks = key.length;
+    if (dump === undefined) {
+      const { keys, values, count } = mapDump(mirror.fd, ks, vs, mirror.name);
+      // Where each rule id's entry is in the dump (the id is in the value).
+      const at = new Int32Array(mirror.count).fill(-1);
+      for (let i = 0; i < count; i++) {
+        const r = values.readUInt32LE(i * vs + mirror.ruleAt) - mirror.first;
+        if (r >= 0 && r < mirror.count) at[r] = i;
+      }
+      dump = { keys, values, at, ks };
+    }
+    const i = dump.at[rule - mirror.first]!;
+    if (i < 0 || dump.keys.compare(key, 0, ks, i * ks, (i + 1) * ks) !== 0) return undefined;
+    return dump.values.subarray(i * vs, (i + 1) * vs);
+  };
 }
 
 /** Free rule ids of one table, lowest first: a stack in a typed array (4 bytes an id, whatever the table's size). */
@@ -489,9 +527,17 @@ export class Tables {
     this.#allocDebt = this.#flipDebt = graceClock.request();
     const active = this.readConfig();
     this.#gens = { policyGen: active.policyGen, localsidGen: active.localsidGen };
-    this.#policies = new Mirror(0, sizes.maxPolicies, LAYOUTS.mup_policy.size);
-    this.#localsids = new Mirror(sizes.maxPolicies, sizes.maxLocalSids, LAYOUTS.mup_localsid.size);
-    this.#sessions = new Mirror(sizes.maxPolicies + sizes.maxLocalSids, maxSessionsOf(sizes), LAYOUTS.mup_session.size);
+    const pl = LAYOUTS.mup_policy;
+    this.#policies = new Mirror(fds.policiesFd, MAP_POLICIES, 0, sizes.maxPolicies, pl.size, pl.members.rule.offset, pl.members.flags.offset);
+    this.#localsids = new Mirror(fds.localsidsFd, MAP_LOCALSIDS, sizes.maxPolicies, sizes.maxLocalSids, LAYOUTS.mup_localsid.size, LAYOUTS.mup_localsid.members.rule.offset);
+    this.#sessions = new Mirror(
+      fds.sessionsFd,
+      MAP_SESSIONS,
+      sizes.maxPolicies + sizes.maxLocalSids,
+      maxSessionsOf(sizes),
+      LAYOUTS.mup_session.size,
+      LAYOUTS.mup_session.members.rule.offset,
+    );
     // Rule ids in use: one byte per id (a Set of a million numbers is tens of MB).
     const total = sizes.maxPolicies + sizes.maxLocalSids + maxSessionsOf(sizes);
     const used = new Uint8Array(total);
@@ -650,11 +696,10 @@ export class Tables {
   /** After a batch (whole or not): which /32 keys it touched are address-only entries now. */
   #noteAddrOnly(puts: readonly Put[], dels: readonly string[]): void {
     const m = this.#policies;
-    const flags = LAYOUTS.mup_policy.members.flags.offset;
     const note = (k: string, plen: number): void => {
       if (plen !== 32 && !this.#addrOnly.has(k)) return;
       const rule = m.keys.get(k);
-      if (rule !== undefined && rule >= 0 && (m.byteOf(rule, flags) & POLICY_FLAGS.addrOnly) !== 0) this.#addrOnly.add(k);
+      if (rule !== undefined && rule >= 0 && (m.flagsOf(rule) & POLICY_FLAGS.addrOnly) !== 0) this.#addrOnly.add(k);
       else this.#addrOnly.delete(k);
     };
     for (const p of puts) note(p.keyStr, p.plen);
@@ -905,6 +950,9 @@ export class Tables {
     const vs = mirror.valueSize;
     const values = Buffer.alloc(vs * puts.length);
     let unchanged = 0;
+    let existing = 0;
+    for (const p of puts) if ((mirror.keys.get(p.keyStr) ?? -1) >= 0) existing++;
+    const stored = storedValues(mirror, existing);
     try {
       for (const [i, p] of puts.entries()) {
         if (putKeys.has(p.keyStr)) throw new RangeError(`the same ${what} key is given twice in one change`);
@@ -927,7 +975,7 @@ export class Tables {
           taken.push(rule);
         }
         const value = encodePut(p, rule, values, i * vs);
-        if (!fresh && mirror.same(rule, value)) {
+        if (!fresh && stored(rule, p.key)?.equals(value) === true) {
           unchanged++;
           continue;
         }
