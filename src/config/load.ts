@@ -473,7 +473,7 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   );
   const teid = optional(m, 'teid', (x) => {
     const s = readString(src, at('teid'), x, 'a TEID prefix VALUE/BITS such as 0x12340000/16');
-    return src.guard(at('teid'), () => parseTeidPrefix(s, IN_GUARD));
+    return src.guard(at('teid'), () => parseTeidPrefix(s, formatPath(at('teid'))));
   });
   if (teid !== undefined && match.len !== 32) {
     src.fail(at('teid'), `teid needs a single-address match (/32), but match is /${match.len}: the key is the N3 address and the TEID prefix; give the GTP-U endpoint address as a /32`);
@@ -508,8 +508,8 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
   const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
   const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the translated packet is IPv6'));
-  return located(path, {
-    [INDEX]: path[1],
+  return {
+    where: formatPath(path),
     ...(name === undefined ? {} : { name }),
     match,
     ...(teid === undefined ? {} : { teid }),
@@ -520,7 +520,7 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
     srh,
     hopLimit,
     ...(mtu === undefined ? {} : { mtu }),
-  });
+  };
 }
 
 function optionalField<K extends string, T>(key: K, v: T | undefined): { [k in K]?: T } {
@@ -553,8 +553,8 @@ function readSession(src: Source, path: Path, v: unknown): Session {
   const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
   const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
   const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the encapsulated packet is IPv6'));
-  return located(path, {
-    [INDEX]: path[1],
+  return {
+    where: formatPath(path),
     ...(name === undefined ? {} : { name }),
     ue,
     teid,
@@ -568,13 +568,13 @@ function readSession(src: Source, path: Path, v: unknown): Session {
     srh,
     hopLimit,
     ...(mtu === undefined ? {} : { mtu }),
-  });
+  };
 }
 
 function readUePrefix(src: Source, path: Path, v: unknown): Session['ue'] {
   const s = readString(src, path, v, 'an IPv4 or IPv6 prefix such as 10.60.0.1/32 or 2001:db8:60::/64');
-  if (s.includes(':')) return { family: 6, prefix: src.guard(path, (warn) => parseIpv6Prefix(s, IN_GUARD, warn)) };
-  return { family: 4, prefix: src.guard(path, (warn) => parseIpv4Prefix(s, IN_GUARD, warn)) };
+  if (s.includes(':')) return { family: 6, prefix: src.guard(path, (warn) => parseIpv6Prefix(s, formatPath(path), warn)) };
+  return { family: 4, prefix: src.guard(path, (warn) => parseIpv4Prefix(s, formatPath(path), warn)) };
 }
 
 function readTeid(src: Source, path: Path, v: unknown): number {
@@ -595,7 +595,7 @@ function readBool(src: Source, path: Path, v: unknown): boolean {
 
 function readIpv4Address(src: Source, path: Path, v: unknown): Ipv4Addr {
   const s = readString(src, path, v, 'an IPv4 address such as 192.0.2.1');
-  return src.guard(path, () => parseIpv4(s, IN_GUARD));
+  return src.guard(path, () => parseIpv4(s, formatPath(path)));
 }
 
 function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
@@ -629,9 +629,9 @@ function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
   const ttl = optional(m, 'ttl', (x) => readInt(src, at('ttl'), x, 1, 255)) ?? DEFAULT_TTL;
   const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 68, 65535, 'the translated packet is IPv4'));
   const advertise = optional(m, 'advertise', (x) => readAdvertise(src, at('advertise'), x, 4, sid.len));
-  return located(path, {
-    [INDEX]: path[1],
+  return {
     ...(mtu === undefined ? {} : { mtu }),
+    where: formatPath(path),
     ...(name === undefined ? {} : { name }),
     ...(given === undefined ? {} : { behavior: given }),
     sid,
@@ -639,7 +639,7 @@ function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
     container,
     ttl,
     ...(advertise === undefined ? {} : { advertise }),
-  });
+  };
 }
 
 /** End.M.GTP6.E, End.M.GTP6.D and End.M.GTP6.D.Di (RFC 9433 §6.3-6.5). */
@@ -668,8 +668,8 @@ function readLocalSid6(
   const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
   const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the translated packet is IPv6'));
   const base = {
-    [INDEX]: path[1],
     ...(mtu === undefined ? {} : { mtu }),
+    where: formatPath(path),
     ...(name === undefined ? {} : { name }),
     behavior,
     sid,
@@ -680,14 +680,14 @@ function readLocalSid6(
   if (isE) {
     const container = optional(m, 'container', (x) => readEnum(src, at('container'), x, CONTAINER_MODES)) ?? 'always';
     const advertise = optional(m, 'advertise', (x) => readAdvertise(src, at('advertise'), x, 6, sid.len));
-    return located(path, { ...base, container, ...(advertise === undefined ? {} : { advertise }) });
+    return { ...base, container, ...(advertise === undefined ? {} : { advertise }) };
   }
   const srPrefix = required(src, m, path, 'sr_prefix', `the IPv6 prefix of the last SID, length <= ${MAX_GTP6_SID_PREFIX_LEN}, e.g. 2001:db8:1::/64`, (x) =>
     readIpv6Prefix(src, at('sr_prefix'), x, MAX_GTP6_SID_PREFIX_LEN, SID6_LEN_WHY),
   );
   const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? [];
   const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
-  return located(path, { ...base, container: 'always' as const, srPrefix, segments, srh });
+  return { ...base, container: 'always', srPrefix, segments, srh };
 }
 
 // ---------------------------------------------------------------------------
@@ -780,7 +780,7 @@ function checkSessions(src: Source, sessions: readonly Session[]): void {
 
 function readIpv4Prefix(src: Source, path: Path, v: unknown): Ipv4Prefix {
   const s = readString(src, path, v, 'an IPv4 prefix such as 192.0.2.0/24');
-  return src.guard(path, (warn) => parseIpv4Prefix(s, IN_GUARD, warn));
+  return src.guard(path, (warn) => parseIpv4Prefix(s, formatPath(path), warn));
 }
 
 /** Policies share one empty segment list. */
@@ -799,7 +799,7 @@ function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why
   } else {
     let warned = false;
     p = src.guard(path, (warn) =>
-      parseIpv6Prefix(s, IN_GUARD, (w, r) => {
+      parseIpv6Prefix(s, formatPath(path), (w, r) => {
         warned = true;
         warn(w, r);
       }),
@@ -812,7 +812,7 @@ function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why
 
 function readIpv6Address(src: Source, path: Path, v: unknown): Ipv6Addr {
   const s = readString(src, path, v, 'an IPv6 address such as 2001:db8::1');
-  return src.guard(path, () => parseIpv6(s, IN_GUARD));
+  return src.guard(path, () => parseIpv6(s, formatPath(path)));
 }
 
 function readSegments(src: Source, path: Path, v: unknown): Policy['segments'] {
@@ -823,7 +823,7 @@ function readSegments(src: Source, path: Path, v: unknown): Policy['segments'] {
   return list.map((x, i) => {
     const p = [...path, i];
     const s = readString(src, p, x, 'an IPv6 address such as 2001:db8::1');
-    return src.guard(p, () => parseIpv6(s, IN_GUARD));
+    return src.guard(p, () => parseIpv6(s, formatPath(p)));
   });
 }
 
@@ -985,42 +985,6 @@ function editDistance(a: string, b: string): number {
 
 type Path = readonly (string | number)[];
 
-/** A file rule's index in its section (policies[3]: 3), from which its `where` is made. */
-const INDEX = Symbol('index in its section');
-
-/**
- * The prototypes of the file's rules, one per section: `where`
- * ("policies[3]", what formatPath gives for [section, index]) is made when
- * something reads it (a message, a counter listing), not kept. A string per
- * rule was about 7 MB of the heap after loading 131,072 rules, and building
- * them a part of the checks' time (docs/bench.md, issue 19, session 11).
- */
-const FILE_RULES = new Map<string, object>(
-  ['policies', 'localsids', 'sessions'].map((section) => [
-    section,
-    Object.defineProperty({}, 'where', {
-      get(this: { readonly [INDEX]: number }): string {
-        return `${section}[${this[INDEX]}]`;
-      },
-    }),
-  ]),
-);
-
-/**
- * The rule (a literal whose first property is `[INDEX]: path[1]`) with its
- * key path: a rule of the file ([section, index]) gets it from its
- * prototype, any other (an API body, path []) as its own `where`. The index
- * is in the literal, not added here: a property added to the objects the
- * rules' spreads make moves each to a new, larger layout (3 x the time and
- * the bytes, measured).
- */
-function located<T extends { readonly [INDEX]: Path[number] | undefined }>(path: Path, rule: T): T & { readonly where: string } {
-  const [section, index] = path;
-  const proto = path.length === 2 && typeof section === 'string' && typeof index === 'number' ? FILE_RULES.get(section) : undefined;
-  if (proto === undefined) return { ...rule, where: formatPath(path) };
-  return Object.setPrototypeOf(rule, proto) as T & { readonly where: string };
-}
-
 /** ['policies', 2, 'sr_prefix'] -> "policies[2].sr_prefix". */
 function formatPath(path: Path): string {
   let out = '';
@@ -1081,11 +1045,7 @@ class Source {
     this.warnings.push(configWarning(this.file, formatPath(path), reason, this.lineOf(path)));
   }
 
-  /**
-   * Run an addr.ts parser: its AddressError becomes a ConfigError, it and its
-   * warnings located at `path` (so the parser's own `where` is not read: give
-   * it IN_GUARD, not a key path built for every value checked).
-   */
+  /** Run an addr.ts parser: its AddressError becomes a ConfigError, it and its warnings located at `path`. */
   guard<T>(path: Path, parse: (warn: WarnFn) => T): T {
     try {
       return parse((_where, reason) => this.warn(path, reason));
@@ -1118,9 +1078,6 @@ class Source {
     return offset === undefined ? undefined : p.lines.linePos(offset).line;
   }
 }
-
-/** The `where` given to a parser run by Source.guard, which locates its errors and warnings itself. */
-const IN_GUARD = '';
 
 function start(node: unknown): number | undefined {
   return yamlDoc().isNode(node) ? node.range?.[0] : undefined;
