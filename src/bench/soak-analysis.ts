@@ -518,7 +518,7 @@ export const RSS_LIMITS: RssLimits = { minWarmMs: RSS_MIN_WARM_MS, minTroughSpan
  * collection at a fixed time; V8's own (incremental, started by allocation)
  * are listed in the report but may keep what died while they marked.
  */
-function judgedTroughs(troughs: readonly GcTrough[], pid: number, warmupMs: number): GcTrough[] {
+export function judgedTroughs(troughs: readonly GcTrough[], pid: number, warmupMs: number): GcTrough[] {
   const after = troughs.filter((g) => g.pid === pid && g.lifeMs >= warmupMs).sort((a, b) => a.tMs - b.tMs);
   return after.some((g) => g.forced === true) ? after.filter((g) => g.forced === true) : after;
 }

@@ -30,7 +30,7 @@ import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../packet/frames.js';
 import { pidAlive } from '../host/process.js';
 import { L3fwd, attachXdp } from '../packet/generator.js';
 import {
-  FAULTS, RSS_MIN_COVERAGE, RSS_MIN_TROUGHS, RSS_MIN_TROUGH_SPAN_MS, RSS_MIN_WARM_MS, analyzeStream, pathDrops, vethDelta, type PathDrops, type VethStats, minLifeAuto, compareJournal, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
+  FAULTS, RSS_MIN_COVERAGE, RSS_MIN_TROUGHS, RSS_MIN_TROUGH_SPAN_MS, RSS_MIN_WARM_MS, analyzeStream, pathDrops, vethDelta, type PathDrops, type VethStats, minLifeAuto, compareJournal, judgedTroughs, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
   type GcTrough, parseGcLog, type RssReport, type Trend, type RssSample, type Rule, type RuleKind, type SendResult, type StreamReport,
 } from './soak-analysis.js';
 
@@ -925,9 +925,9 @@ const pct = (es: readonly JournalEntry[], q: number): number => {
 const mb = (kb: number): string => `${(kb / 1024).toFixed(1)} MB`;
 const sgn = (kb: number): string => `${kb >= 0 ? '+' : ''}${mb(kb)}`;
 const trendText = (t: Trend): string => `${sgn(t.riseKb)} (${(t.kbPerMin / 1024).toFixed(2)} MB/min)`;
-/** One life's post-GC RSS after warm-up, in MB, in order. */
-const troughsText = (gs: readonly GcTrough[], pid: number, warmupMs: number, forcedOnly: boolean): string =>
-  gs.filter((g) => g.pid === pid && g.lifeMs >= warmupMs && (!forcedOnly || g.forced === true)).map((g) => (g.rssKb / 1024).toFixed(1)).join(', ') + ' MB';
+/** The post-GC RSS a life is judged on (judgedTroughs), in MB, in order. */
+const troughsText = (gs: readonly GcTrough[], pid: number, warmupMs: number): string =>
+  judgedTroughs(gs, pid, warmupMs).map((g) => (g.rssKb / 1024).toFixed(1)).join(', ') + ' MB';
 
 function streamLines(name: string, s: StreamReport): string[] {
   const by = Object.entries(s.lostBy).map(([k, n]) => `${k} ${n}`).join(', ');
@@ -1023,7 +1023,7 @@ export function report(r: SoakResult): string {
     `after ${r.rss.warmupMs / 1000} s warm-up per process, 1 s samples: min ${mb(r.rss.minKb)}, median ${mb(r.rss.medianKb)}, max ${mb(r.rss.maxKb)}; ${r.rss.verdict}: ${r.rss.why}`,
     ...r.rss.lives.flatMap((l) => [
       `  pid ${l.pid} (${(l.fromMs / 1000).toFixed(0)}-${(l.toMs / 1000).toFixed(0)} s): ${l.verdict}${l.why === '' ? '' : ` (${l.why})`}; ` +
-        `${l.troughs} ${l.forcedTroughs > 0 ? 'forced ' : ''}major GCs after warm-up judged${l.troughs === 0 ? '' : `, RSS after them ${troughsText(r.gcTroughs, l.pid, r.rss.warmupMs, l.forcedTroughs > 0)}`}`,
+        `${l.troughs} ${l.forcedTroughs > 0 ? 'forced ' : ''}major GCs after warm-up judged${l.troughs === 0 ? '' : `, RSS after them ${troughsText(r.gcTroughs, l.pid, r.rss.warmupMs)}`}`,
       ...(l.troughRss === null ? [] : [`    post-GC trend (least squares over ${l.troughRss.n} troughs): rss ${trendText(l.troughRss)}, heapUsed ${trendText(l.troughHeapUsed!)}, external ${trendText(l.troughExternal!)}` +
         (l.troughHeapTotal != null && l.troughNative != null ? `, heapTotal ${trendText(l.troughHeapTotal)}, native (rss - heapTotal - external) ${trendText(l.troughNative)}` : '') +
         (l.troughFile != null ? `; of rss, file-backed (RssFile) ${trendText(l.troughFile)}` : '')]),

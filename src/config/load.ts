@@ -849,7 +849,7 @@ function readName(src: Source, path: Path, v: unknown): string {
 export const RULE_NAME_MAX = 64;
 const RULE_NAME_CHAR = /[A-Za-z0-9._:/@+-]/u;
 /** A name of those characters only: one test per name, the per-character walk only for a name it refuses. */
-const RULE_NAME_OK = /^[A-Za-z0-9._:/@+-]*$/;
+const RULE_NAME_OK = new RegExp(`^${RULE_NAME_CHAR.source}*$`, RULE_NAME_CHAR.flags);
 
 /**
  * A policy's or local SID's name: it goes as it is into `policy list`, logs
