@@ -344,6 +344,11 @@ export interface GcTrough {
   readonly rssFileKb?: number;
   /** A collection the soak asked for (soak-preload.mjs, `--gc-every`), not one V8 chose. */
   readonly forced?: boolean;
+  /** With `--malloc-trim`: VmRSS after the forced collection and before malloc_trim(0); rssKb is after it. */
+  readonly rssUntrimmedKb?: number;
+  /** glibc's mallinfo2 at the trough: bytes malloc has handed out (in use), and free bytes its arenas keep. */
+  readonly mallocInUseKb?: number;
+  readonly mallocFreeKb?: number;
 }
 
 /**
@@ -363,7 +368,11 @@ export function parseGcLog(text: string, wallAtZero: number): GcTrough[] {
         rssKb: Math.round(n('rss') / 1024), heapUsedKb: Math.round(n('heapUsed') / 1024), externalKb: Math.round(n('external') / 1024),
       };
       if (Object.values(t).every(Number.isFinite)) {
-        out.push({ ...t, ...(Number.isFinite(n('heapTotal')) ? { heapTotalKb: Math.round(n('heapTotal') / 1024) } : {}), ...(Number.isFinite(n('rssFileKb')) ? { rssFileKb: n('rssFileKb') } : {}), ...(o.forced === true ? { forced: true } : {}) });
+        const kbIf = (k: 'rssFileKb' | 'rssUntrimmedKb' | 'mallocInUseKb' | 'mallocFreeKb'): Partial<GcTrough> => (Number.isFinite(n(k)) ? { [k]: n(k) } : {});
+        out.push({
+          ...t, ...(Number.isFinite(n('heapTotal')) ? { heapTotalKb: Math.round(n('heapTotal') / 1024) } : {}), ...kbIf('rssFileKb'), ...(o.forced === true ? { forced: true } : {}),
+          ...kbIf('rssUntrimmedKb'), ...kbIf('mallocInUseKb'), ...kbIf('mallocFreeKb'),
+        });
       }
     } catch {
       // torn line
@@ -421,6 +430,11 @@ export interface RssLife {
   readonly troughNative?: Trend | null;
   /** The file-backed part of RSS at the troughs (RssFile); null when the log has none. */
   readonly troughFile?: Trend | null;
+  /** With `--malloc-trim`: the troughs' VmRSS before the trim (not judged), its floor, and malloc's bytes in use and free at the troughs. */
+  readonly troughUntrimmed?: Trend | null;
+  readonly untrimmedFloorKb?: number;
+  readonly troughMallocInUse?: Trend | null;
+  readonly troughMallocFree?: Trend | null;
   readonly verdict: LifeVerdict;
   /** For 'too short': why. */
   readonly why: string;
@@ -456,6 +470,8 @@ export interface RssReport {
    */
   readonly acrossGrowthKb: number | null;
   readonly acrossVerdict: 'flat' | 'growing' | 'not judged';
+  /** With `--malloc-trim`, for information (not judged): the same rise of the floor of the troughs before the trim. */
+  readonly acrossUntrimmedKb?: number | null;
   readonly verdict: RunVerdict;
   /** Why, one line. */
   readonly why: string;
@@ -588,6 +604,12 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
         ? { troughHeapTotal: trend(xs, tr.map((g) => g.heapTotalKb!)), troughNative: trend(xs, tr.map((g) => g.rssKb - g.heapTotalKb! - g.externalKb)) }
         : {}),
       ...(tr.every((g) => g.rssFileKb !== undefined) ? { troughFile: trend(xs, tr.map((g) => g.rssFileKb!)) } : {}),
+      ...(tr.length > 0 && tr.every((g) => g.rssUntrimmedKb !== undefined)
+        ? { troughUntrimmed: trend(xs, tr.map((g) => g.rssUntrimmedKb!)), untrimmedFloorKb: Math.min(...tr.map((g) => g.rssUntrimmedKb!)) }
+        : {}),
+      ...(tr.length > 0 && tr.every((g) => g.mallocInUseKb !== undefined && g.mallocFreeKb !== undefined)
+        ? { troughMallocInUse: trend(xs, tr.map((g) => g.mallocInUseKb!)), troughMallocFree: trend(xs, tr.map((g) => g.mallocFreeKb!)) }
+        : {}),
       verdict, why,
     });
   }
@@ -619,6 +641,12 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
     acrossGrowthKb = slope(xs, judgedLives.map((l) => l.troughFloorKb)) * (xs.at(-1)! - xs[0]!);
   }
   const acrossVerdict = acrossGrowthKb === null ? 'not judged' : growing(acrossGrowthKb, med) ? 'growing' : 'flat';
+  const untrimmed = judgedLives.filter((l) => l.untrimmedFloorKb !== undefined);
+  let acrossUntrimmedKb: number | null | undefined;
+  if (untrimmed.length > 0) {
+    const xs = untrimmed.map((l) => (l.fromMs + l.toMs) / 2);
+    acrossUntrimmedKb = untrimmed.length < 2 ? null : slope(xs, untrimmed.map((l) => l.untrimmedFloorKb!)) * (xs.at(-1)! - xs[0]!);
+  }
   const grew = judgedLives.filter((l) => l.verdict === 'growing');
   const sign = (kb: number): string => `${kb >= 0 ? '+' : ''}${(kb / 1024).toFixed(1)} MB`;
   let verdict: RunVerdict;
@@ -643,7 +671,7 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
   return {
     warmupMs, minKb: all.length ? Math.min(...all) : 0, medianKb: med, maxKb: all.length ? Math.max(...all) : 0,
     lives, judged: judgedLives.length, needed, coverage, pooledTroughs, troughsNeeded: minTroughs, pooledGrowthKb, pooledVerdict,
-    acrossGrowthKb, acrossVerdict, verdict, why,
+    acrossGrowthKb, acrossVerdict, ...(acrossUntrimmedKb === undefined ? {} : { acrossUntrimmedKb }), verdict, why,
   };
 }
 

@@ -16,6 +16,18 @@
  * give the verdict a floor at fixed times, and a full collection leaves only
  * what is still referenced, so a leak shows in them and garbage does not.
  *
+ * MUP_SOAK_MALLOC_TRIM=1 (`--malloc-trim on`, the default with `--gc-every`):
+ * right after each forced collection, glibc's malloc_trim(0), which hands
+ * the free pages inside malloc's arenas back to the kernel. Each thread that
+ * mallocs (V8's compiler and GC threads, libuv's pool) gets an arena that
+ * keeps the free memory of its busiest moment; which moment that was differs
+ * from one process to the next, so without the trim the troughs carry a few
+ * MB of free memory that says nothing about what the process holds. The
+ * line of a trimmed trough also has the VmRSS read before the trim
+ * (rssUntrimmedKb), and every line malloc's own count (mallinfo2: bytes in
+ * use, and free bytes it keeps). A leak of malloc'd memory is in use, so
+ * the trim cannot hide it.
+ *
  * MUP_SOAK_LEAK_KB_PER_MIN=N (`--leak-kb-per-min N`): keeps N/60 KB every
  * second, written so that the pages are resident. The soak's RSS verdict
  * must call such a run growing; a verdict that cannot proves nothing.
@@ -35,6 +47,44 @@ import { PerformanceObserver, constants, performance } from 'node:perf_hooks';
 import { setFlagsFromString, writeHeapSnapshot } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
+/** VmRSS and its parts from /proc/self/status, KB. */
+const statusKb = () => {
+  const st = readFileSync('/proc/self/status', 'utf8');
+  const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st)?.[1] ?? NaN);
+  return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile'), shmem: kb('RssShmem') };
+};
+
+/** glibc's malloc statistics and malloc_trim through koffi (the daemon loads koffi too); undefined where there is no glibc. */
+const malloc = await (async () => {
+  const gclogSet = (process.env.MUP_SOAK_GCLOG ?? '') !== '';
+  const trim = process.env.MUP_SOAK_MALLOC_TRIM === '1';
+  if (!gclogSet && !trim) return undefined;
+  try {
+    const { default: koffi } = await import('koffi');
+    const libc = koffi.load('libc.so.6');
+    const size = 'size_t';
+    const info = libc.func('mallinfo2', koffi.struct('soak_mallinfo2', {
+      arena: size, ordblks: size, smblks: size, hblks: size, hblkhd: size, usmblks: size, fsmblks: size, uordblks: size, fordblks: size, keepcost: size,
+    }), []);
+    const mallocTrim = libc.func('malloc_trim', 'int', ['size_t']);
+    return {
+      trim,
+      // In use: small and large chunks handed out (uordblks) plus chunks mmapped on their own (hblkhd); free: kept in the arenas (fordblks).
+      info: () => {
+        const m = info();
+        return { inUseKb: Math.round((Number(m.uordblks) + Number(m.hblkhd)) / 1024), freeKb: Math.round(Number(m.fordblks) / 1024) };
+      },
+      trimNow: () => mallocTrim(0),
+    };
+  } catch (e) {
+    // The trim changes what is judged: without it the soak must not pretend it ran.
+    if (trim) throw new Error(`soak-preload: MUP_SOAK_MALLOC_TRIM=1 but glibc's malloc_trim cannot be reached through koffi: ${e.message}`);
+    return undefined;
+  }
+})();
+/** VmRSS read between a forced collection and its trim, for the post-GC line that follows. */
+let untrimmedKb;
+
 const kbPerMin = Number(process.env.MUP_SOAK_LEAK_KB_PER_MIN ?? 0);
 if (Number.isFinite(kbPerMin) && kbPerMin > 0) {
   const kept = [];
@@ -49,15 +99,20 @@ if (gclog !== undefined && gclog !== '') {
     for (const e of list.getEntries()) {
       if (e.detail?.kind !== constants.NODE_PERFORMANCE_GC_MAJOR) continue;
       const m = process.memoryUsage();
+      const forced = (e.detail.flags & constants.NODE_PERFORMANCE_GC_FLAGS_FORCED) !== 0;
+      // The trim ran in the same turn as the forced collection, before this callback: m.rss is after it.
+      const before = forced ? untrimmedKb : undefined;
+      if (forced) untrimmedKb = undefined;
       try {
         // VmRSS = RssAnon (heaps, malloc, stacks: what a leak grows) + RssFile (pages of node, the libraries and
         // other mapped files, paged in as code runs for the first time) + RssShmem.
-        const st = readFileSync('/proc/self/status', 'utf8');
-        const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st)?.[1] ?? NaN);
+        const kb = statusKb();
+        const mi = malloc?.info();
         appendFileSync(gclog, `${JSON.stringify({
-          rssAnonKb: kb('RssAnon'), rssFileKb: kb('RssFile'), rssShmemKb: kb('RssShmem'),
+          rssAnonKb: kb.anon, rssFileKb: kb.file, rssShmemKb: kb.shmem,
           pid: process.pid, lifeMs: Math.round(performance.now()), wallMs: Date.now(), gcMs: Math.round(e.duration * 10) / 10,
-          forced: (e.detail.flags & constants.NODE_PERFORMANCE_GC_FLAGS_FORCED) !== 0,
+          forced, ...(before === undefined ? {} : { rssUntrimmedKb: before }),
+          ...(mi === undefined ? {} : { mallocInUseKb: mi.inUseKb, mallocFreeKb: mi.freeKb }),
           rss: m.rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers,
         })}\n`);
       } catch {
@@ -72,7 +127,13 @@ const gcEvery = Number(process.env.MUP_SOAK_GC_EVERY_MS ?? 0);
 if (Number.isFinite(gcEvery) && gcEvery > 0) {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc');
-  setInterval(() => gc(), gcEvery).unref();
+  setInterval(() => {
+    gc();
+    if (malloc?.trim === true) {
+      untrimmedKb = statusKb().rss;
+      malloc.trimNow();
+    }
+  }, gcEvery).unref();
 }
 
 const memlog = process.env.MUP_SOAK_MEMLOG;

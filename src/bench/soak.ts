@@ -79,6 +79,8 @@ export interface SoakOptions {
   readonly leakKbPerMin: number;
   /** The daemon collects its heap in full every this many ms of its life (soak-preload.mjs); 0: only when V8 decides. */
   readonly gcEveryMs: number;
+  /** After each forced collection, glibc's malloc_trim(0) (soak-preload.mjs): the troughs judged leave out the free memory malloc's arenas keep. */
+  readonly mallocTrim: boolean;
   /** Diagnosis: the daemon logs process.memoryUsage() every 5 s (soak-preload.mjs); the report sums it up per life. */
   readonly memoryLog: boolean;
   /** Diagnosis: the daemon writes V8 heap snapshots into this directory (soak-preload.mjs); '' none. */
@@ -186,6 +188,7 @@ class Daemon {
     readonly memoryLog = false,
     readonly heapSnapshots = '',
     readonly gcEveryMs = 0,
+    readonly mallocTrim = false,
   ) {
     this.wallAtZero = Date.now() - now();
   }
@@ -279,6 +282,7 @@ class Daemon {
     const env = {
       ...process.env, ...daemonEnv(), MUP_SOAK_GCLOG: this.gclogFile, MUP_SOAK_LEAK_KB_PER_MIN: String(this.leakKbPerMin),
       MUP_SOAK_MEMLOG: this.memoryLog ? this.memlogFile : '', MUP_SOAK_HEAPSNAP: this.heapSnapshots, MUP_SOAK_GC_EVERY_MS: String(this.gcEveryMs),
+      MUP_SOAK_MALLOC_TRIM: this.gcEveryMs > 0 && this.mallocTrim ? '1' : '',
     };
     const proc = spawn(process.execPath, [...DAEMON_NODE_FLAGS, '--import', PRELOAD_MJS, ...args], { stdio: ['ignore', fd, fd], env });
     closeSync(fd);
@@ -636,7 +640,7 @@ export async function soak(o: SoakOptions, log: (s: string) => void): Promise<So
     attachXdp(pass, 'ea', L.a);
     attachXdp(pass, 'eb', L.b);
     writeFileSync(join(dir, 'mup.yaml'), daemonConfig());
-    const d = new Daemon(dir, L.dut, `soak${process.pid}`, now, o.leakKbPerMin, o.memoryLog, o.heapSnapshots, o.gcEveryMs);
+    const d = new Daemon(dir, L.dut, `soak${process.pid}`, now, o.leakKbPerMin, o.memoryLog, o.heapSnapshots, o.gcEveryMs, o.mallocTrim);
     daemon = d;
     // The first start, before any traffic or fault, is not a fault's recovery: it may take longer on a loaded host.
     if (!(await d.start(FIRST_START_BOUND_MS))) throw new Error(`the daemon did not start: ${d.startFailures.join('; ')}`);
@@ -1027,14 +1031,17 @@ export function report(r: SoakResult): string {
       ...(l.troughRss === null ? [] : [`    post-GC trend (least squares over ${l.troughRss.n} troughs): rss ${trendText(l.troughRss)}, heapUsed ${trendText(l.troughHeapUsed!)}, external ${trendText(l.troughExternal!)}` +
         (l.troughHeapTotal != null && l.troughNative != null ? `, heapTotal ${trendText(l.troughHeapTotal)}, native (rss - heapTotal - external) ${trendText(l.troughNative)}` : '') +
         (l.troughFile != null ? `; of rss, file-backed (RssFile) ${trendText(l.troughFile)}` : '')]),
+      ...(l.troughUntrimmed == null ? [] : [`    before malloc_trim (not judged): rss ${trendText(l.troughUntrimmed)}, floor ${mb(l.untrimmedFloorKb!)}` +
+        (l.troughMallocInUse == null ? '' : `; malloc's bytes in use ${trendText(l.troughMallocInUse)}, free in its arenas ${trendText(l.troughMallocFree!)}`)]),
       `    1 s samples: ${l.samples} warm over ${(l.warmMs / 1000).toFixed(0)} s` +
         (l.samples === 0 ? '' : `, ${mb(l.minKb)} .. ${mb(l.maxKb)}, slope ${(l.slopeKbPerMin / 1024).toFixed(1)} MB/min, lowest of last third vs first ${sgn(l.thirdsGrowthKb)} (the judge before session 9; not judged: the sawtooth's phase)`),
     ]),
     `  within lives, pooled over ${r.rss.pooledTroughs} troughs of the judged lives (need ${r.rss.troughsNeeded}): ${r.rss.pooledGrowthKb === null ? 'n/a' : `${sgn(r.rss.pooledGrowthKb)} over a median warm phase`}: ${r.rss.pooledVerdict}`,
-    `  across judged lives: trough floor ${r.rss.acrossGrowthKb === null ? 'n/a' : sgn(r.rss.acrossGrowthKb)} (first to last, least squares): ${r.rss.acrossVerdict}`,
+    `  across judged lives: trough floor ${r.rss.acrossGrowthKb === null ? 'n/a' : sgn(r.rss.acrossGrowthKb)} (first to last, least squares): ${r.rss.acrossVerdict}` +
+      (r.rss.acrossUntrimmedKb == null ? '' : `; before malloc_trim ${sgn(r.rss.acrossUntrimmedKb)} (not judged)`),
     ...(r.memory.length > 0 ? ['  memory log (process.memoryUsage() every 5 s, after warm-up):', ...r.memory.map((l) => `    ${l}`)] : []),
     `  MB every 5 s: ${r.rssSamples.filter((_, i) => i % 5 === 0).map((x) => `${Math.round(x.tMs / 1000)}s:${(x.rssKb / 1024).toFixed(0)}${x.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (* warm-up)`,
-    `  major GCs (s: MB after): ${r.gcTroughs.map((g) => `${Math.round(g.tMs / 1000)}s:${(g.rssKb / 1024).toFixed(0)}${g.forced === true ? 'f' : ''}${g.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (f forced, * warm-up)`,
+    `  major GCs (s: MB after): ${r.gcTroughs.map((g) => `${Math.round(g.tMs / 1000)}s:${(g.rssKb / 1024).toFixed(0)}${g.rssUntrimmedKb === undefined ? '' : `(${(g.rssUntrimmedKb / 1024).toFixed(0)})`}${g.forced === true ? 'f' : ''}${g.lifeMs < r.rss.warmupMs ? '*' : ''}`).join(' ')} (f forced, (n) before malloc_trim, * warm-up)`,
     '',
     'Caveats: loss is dated by the sender\'s clock (marks every 20 ms, every frame around a recreation) and put in every fault window within 300 ms; frames lost while the',
     'recreated interface was deleted or not yet up at both ends had no wire (the NO WIRE line); those sent after it was up count, as does any frame that arrived',
@@ -1043,6 +1050,9 @@ export function report(r: SoakResult): string {
     `with fewer than two judged lives (one without restarts), under ${RSS_MIN_COVERAGE * 100} % of the time judged or under ${RSS_MIN_TROUGHS} troughs: inconclusive.`,
     ...(o.gcEveryMs > 0 ? [`Here the troughs judged are those of the full collections the soak forced every ${o.gcEveryMs / 1000} s of a life (--gc-every): what stays after one is`,
       'still referenced. They also keep V8 from sizing its heap as it would alone: a heap V8 grows for speed shows in the 1 s samples, not in the verdict.'] : []),
+    ...(o.gcEveryMs > 0 && o.mallocTrim ? ['After each forced collection glibc\'s malloc_trim(0) gave the free pages of malloc\'s arenas back (--malloc-trim): each thread\'s arena keeps the free',
+      'memory of its busiest moment, a level that differs from one process to the next; memory malloc has handed out and not got back is not trimmed, so a',
+      'native leak still shows. The troughs before the trim are listed and their floor across lives given, not judged.'] : []),
     ...(o.minLifeMs > 0 ? [`Kills came only once a daemon had lived ${o.minLifeMs / 1000} s (--min-life).`] : []),
     ...(o.leakKbPerMin > 0 ? [`TEST LEAK: the daemon was made to retain ${o.leakKbPerMin} KB/min (--leak-kb-per-min); the RSS verdict must say growing.`] : []),
     'One run, one host, other load on it: a FAIL names what to rerun, a PASS is one sample.',
@@ -1114,13 +1124,14 @@ async function main(): Promise<number> {
       'memory-log': { type: 'boolean', default: false },
       'heap-snapshots': { type: 'string', default: '' },
       'gc-every': { type: 'string', default: '30s' },
+      'malloc-trim': { type: 'string' },
       out: { type: 'string', default: 'build/soak.json' },
       'self-check': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
-    console.log('npm run soak -- [--duration 60s] [--seed 1] [--faults kill,disk,pins,iface,churn] [--rate 5000] [--churn-rate 20] [--warmup 60s] [--min-life auto|0|4m] [--gc-every 30s|0] [--out build/soak.json] [--self-check] [--memory-log] [--heap-snapshots DIR] [--leak-kb-per-min N]');
+    console.log('npm run soak -- [--duration 60s] [--seed 1] [--faults kill,disk,pins,iface,churn] [--rate 5000] [--churn-rate 20] [--warmup 60s] [--min-life auto|0|4m] [--gc-every 30s|0] [--malloc-trim on|off (default: on with --gc-every)] [--out build/soak.json] [--self-check] [--memory-log] [--heap-snapshots DIR] [--leak-kb-per-min N]');
     return 0;
   }
   if (values['self-check']) {
@@ -1130,6 +1141,10 @@ async function main(): Promise<number> {
   }
   const faults = new Set(values.faults.split(',').map((s) => s.trim()).filter((s) => s !== ''));
   for (const f of faults) if (!(FAULTS as readonly string[]).includes(f)) throw new Error(`--faults: unknown fault '${f}' (${FAULTS.join(', ')})`);
+  const onOff = (s: string, what: string): boolean => {
+    if (s !== 'on' && s !== 'off') throw new Error(`${what} ${s}: on or off`);
+    return s === 'on';
+  };
   const num = (s: string, what: string, min: number, max: number): number => {
     const n = Number(s);
     if (!Number.isFinite(n) || n < min || n > max) throw new Error(`${what} ${s}: a number from ${min} to ${max}`);
@@ -1147,8 +1162,11 @@ async function main(): Promise<number> {
     memoryLog: values['memory-log'],
     heapSnapshots: values['heap-snapshots'] === '' ? '' : resolve(values['heap-snapshots']),
     gcEveryMs: parseDuration(values['gc-every']),
+    // Default: with forced collections (it runs after each), and only then.
+    mallocTrim: values['malloc-trim'] === undefined ? parseDuration(values['gc-every']) > 0 : onOff(values['malloc-trim'], '--malloc-trim'),
     out: values.out,
   };
+  if (o.mallocTrim && o.gcEveryMs === 0) throw new Error('--malloc-trim on needs --gc-every (it runs after each forced collection)');
   const minLife = values['min-life'] === 'auto' ? minLifeAuto(o.durationMs, o.warmupMs) : parseDuration(values['min-life']);
   if (o.durationMs < 15_000 || o.durationMs > 24 * 3600_000) throw new Error('--duration: 15s to 24h');
   if (o.gcEveryMs !== 0 && o.gcEveryMs < 5000) throw new Error('--gc-every: 0 (only the collections V8 decides on) or at least 5s (each is a full stop of the daemon)');

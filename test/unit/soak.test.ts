@@ -294,11 +294,15 @@ describe('soak RSS on a real process (soak-preload.mjs)', () => {
   const PRELOAD = new URL('../../src/bench/soak-preload.mjs', import.meta.url).href;
   const LIMITS = { minWarmMs: 10_000, minTroughSpanMs: 5000, minTroughs: 6 };
 
-  const run = async (dir: string, name: string, leakKbPerMin: number, work = WORK, gcEveryMs = 0): Promise<RssReport> => {
+  const run = async (dir: string, name: string, leakKbPerMin: number, work = WORK, gcEveryMs = 0, mallocTrim = false): Promise<RssReport> =>
+    rssSummary(...(await runLog(dir, name, leakKbPerMin, work, gcEveryMs, mallocTrim)), LIMITS);
+
+  /** The process's 1 s VmRSS samples, the soak's warm-up (3 s) and its post-GC log. */
+  const runLog = async (dir: string, name: string, leakKbPerMin: number, work: string, gcEveryMs: number, mallocTrim: boolean): Promise<[RssSample[], number, GcTrough[]]> => {
     const gclog = join(dir, `${name}.jsonl`);
     const t0 = Date.now();
     const p = spawn(process.execPath, ['--max-semi-space-size=1', '--import', PRELOAD, '-e', work], {
-      stdio: 'ignore', env: { ...process.env, MUP_SOAK_GCLOG: gclog, MUP_SOAK_LEAK_KB_PER_MIN: String(leakKbPerMin), MUP_SOAK_GC_EVERY_MS: String(gcEveryMs) },
+      stdio: 'ignore', env: { ...process.env, MUP_SOAK_GCLOG: gclog, MUP_SOAK_LEAK_KB_PER_MIN: String(leakKbPerMin), MUP_SOAK_GC_EVERY_MS: String(gcEveryMs), MUP_SOAK_MALLOC_TRIM: mallocTrim ? '1' : '' },
     });
     const samples: RssSample[] = [];
     const timer = setInterval(() => {
@@ -317,7 +321,7 @@ describe('soak RSS on a real process (soak-preload.mjs)', () => {
       if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
     }
     // No file: the process had no major GC at all.
-    return rssSummary(samples, 3000, parseGcLog(existsSync(gclog) ? readFileSync(gclog, 'utf8') : '', t0), LIMITS);
+    return [samples, 3000, parseGcLog(existsSync(gclog) ? readFileSync(gclog, 'utf8') : '', t0)];
   };
 
   it('calls a process that keeps 2 MB a second growing, and one that does not, not so', async () => {
@@ -356,7 +360,7 @@ describe('soak RSS on a real process (soak-preload.mjs)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'mup-soak-gc-'));
     try {
       const [leak, control, alone] = await Promise.all([
-        run(dir, 'leak', 120 * 1024, QUIET, 1000), run(dir, 'control', 0, QUIET, 1000), run(dir, 'alone', 0, QUIET, 0),
+        run(dir, 'leak', 120 * 1024, QUIET, 1000, true), run(dir, 'control', 0, QUIET, 1000, true), run(dir, 'alone', 0, QUIET, 0),
       ]);
       const [l] = leak.lives;
       const [c] = control.lives;
@@ -365,14 +369,64 @@ describe('soak RSS on a real process (soak-preload.mjs)', () => {
       expect(alone.verdict).toBe('inconclusive');
       expect(l!.forcedTroughs).toBeGreaterThanOrEqual(10);
       expect(l!.troughs).toBe(l!.forcedTroughs);
+      // malloc_trim after each forced collection (on in both) does not hide a leak: what is kept is in use, as malloc counts it.
       expect(leak.verdict).toBe('growing');
       expect(l!.troughExternal!.kbPerMin / 1024).toBeGreaterThan(100);
       expect(l!.troughExternal!.kbPerMin / 1024).toBeLessThan(140);
+      expect(l!.troughMallocInUse!.kbPerMin / 1024).toBeGreaterThan(100);
+      expect(l!.troughUntrimmed?.n).toBe(l!.troughs);
       expect(c!.forcedTroughs).toBeGreaterThanOrEqual(10);
       expect(control.verdict).toBe('flat');
       // The log splits RSS: its file-backed part (node's pages) is read at every trough.
       expect(c!.troughFile?.n).toBe(c!.troughs);
       expect(Math.abs(c!.troughExternal!.riseKb)).toBeLessThan(1024);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+describe('soak RSS: malloc_trim after the forced collections (soak-preload.mjs, --malloc-trim)', () => {
+  /**
+   * 160 MB of 8 KB Buffers (malloc'd), one in 64 kept, the rest dropped after 2 s: the free chunks lie between
+   * kept ones, so malloc cannot give them back from the top of its heap and keeps them. Without the trim every
+   * later trough still carries them (and mallinfo2 calls them free); with it they go back to the kernel.
+   */
+  const FRAG = [
+    'let all = []; const kept = [];',
+    'for (let i = 0; i < 20000; i++) { const b = Buffer.alloc(8192, 1); all.push(b); if (i % 64 === 0) kept.push(b); }',
+    'setTimeout(() => { all = null; }, 2000);',
+    'setInterval(() => kept.length, 1000);',
+    'setTimeout(() => process.exit(0), 9000);',
+  ].join('\n');
+  const PRELOAD = new URL('../../src/bench/soak-preload.mjs', import.meta.url).href;
+  const troughs = async (dir: string, name: string, mallocTrim: boolean): Promise<GcTrough[]> => {
+    const gclog = join(dir, `${name}.jsonl`);
+    const p = spawn(process.execPath, ['--import', PRELOAD, '-e', FRAG], {
+      stdio: 'ignore', env: { ...process.env, MUP_SOAK_GCLOG: gclog, MUP_SOAK_GC_EVERY_MS: '1000', MUP_SOAK_MALLOC_TRIM: mallocTrim ? '1' : '' },
+    });
+    try {
+      expect(await new Promise<number | null>((res) => p.once('exit', (c) => res(c)))).toBe(0);
+    } finally {
+      if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+    }
+    return parseGcLog(readFileSync(gclog, 'utf8'), 0).filter((g) => g.forced === true);
+  };
+
+  it('gives the free memory malloc keeps back before the trough is read, and logs the reading before the trim', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-soak-trim-'));
+    try {
+      const [trimmed, kept] = await Promise.all([troughs(dir, 'trim', true), troughs(dir, 'keep', false)]);
+      const MB = 1024;
+      // Without the trim: the last troughs still hold the dropped 157 MB, which malloc counts as free.
+      const last = kept.at(-1)!;
+      expect(last.rssUntrimmedKb).toBeUndefined();
+      expect(last.mallocFreeKb!).toBeGreaterThan(100 * MB);
+      expect(last.rssKb).toBeGreaterThan(last.mallocInUseKb! + 100 * MB);
+      // With it: one trough read before the trim carried them, and the ones after it do not.
+      expect(trimmed.every((g) => g.rssUntrimmedKb !== undefined)).toBe(true);
+      expect(Math.max(...trimmed.map((g) => g.rssUntrimmedKb! - g.rssKb))).toBeGreaterThan(100 * MB);
+      expect(trimmed.at(-1)!.rssKb).toBeLessThan(last.rssKb - 100 * MB);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
