@@ -82,8 +82,12 @@ const malloc = await (async () => {
     return undefined;
   }
 })();
-/** VmRSS read between a forced collection and its trim, for the post-GC line that follows. */
-let untrimmedKb;
+/**
+ * Read in the same turn as a forced collection and its trim, for the post-GC line that follows (the observer
+ * runs later, after other callbacks may have allocated): VmRSS before the trim, /proc/self/status and
+ * process.memoryUsage() after it.
+ */
+let trimmed;
 
 const kbPerMin = Number(process.env.MUP_SOAK_LEAK_KB_PER_MIN ?? 0);
 if (Number.isFinite(kbPerMin) && kbPerMin > 0) {
@@ -98,22 +102,22 @@ if (gclog !== undefined && gclog !== '') {
   const obs = new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
       if (e.detail?.kind !== constants.NODE_PERFORMANCE_GC_MAJOR) continue;
-      const m = process.memoryUsage();
       const forced = (e.detail.flags & constants.NODE_PERFORMANCE_GC_FLAGS_FORCED) !== 0;
-      // The trim ran in the same turn as the forced collection, before this callback: m.rss is after it.
-      const before = forced ? untrimmedKb : undefined;
-      if (forced) untrimmedKb = undefined;
+      const t = forced ? trimmed : undefined;
+      if (forced) trimmed = undefined;
       try {
+        const m = t?.m ?? process.memoryUsage();
         // VmRSS = RssAnon (heaps, malloc, stacks: what a leak grows) + RssFile (pages of node, the libraries and
         // other mapped files, paged in as code runs for the first time) + RssShmem.
-        const kb = statusKb();
-        const mi = malloc?.info();
+        const kb = t?.kb ?? statusKb();
+        const before = t?.beforeKb;
+        const mi = t?.mi ?? malloc?.info();
         appendFileSync(gclog, `${JSON.stringify({
           rssAnonKb: kb.anon, rssFileKb: kb.file, rssShmemKb: kb.shmem,
           pid: process.pid, lifeMs: Math.round(performance.now()), wallMs: Date.now(), gcMs: Math.round(e.duration * 10) / 10,
           forced, ...(before === undefined ? {} : { rssUntrimmedKb: before }),
           ...(mi === undefined ? {} : { mallocInUseKb: mi.inUseKb, mallocFreeKb: mi.freeKb }),
-          rss: m.rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers,
+          rss: t === undefined ? m.rss : kb.rss * 1024, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers,
         })}\n`);
       } catch {
         // the soak's directory is gone: it is over
@@ -130,8 +134,9 @@ if (Number.isFinite(gcEvery) && gcEvery > 0) {
   setInterval(() => {
     gc();
     if (malloc?.trim === true) {
-      untrimmedKb = statusKb().rss;
+      const beforeKb = statusKb().rss;
       malloc.trimNow();
+      trimmed = { beforeKb, kb: statusKb(), m: process.memoryUsage(), mi: malloc.info() };
     }
   }, gcEvery).unref();
 }
