@@ -157,12 +157,26 @@ export const LARGE_ANSWERS_AT_ONCE = 4;
 /** Requests queued on one connection (pipelined) before it is closed. */
 const MAX_PIPELINED = 32;
 
+/** Array elements per piece where jsonPieces stringifies them whole. */
+const ARRAY_RUN = 256;
+
 /**
  * JSON text of `v` in pieces: arrays element by element and objects member
  * by member down to `depth` levels, below that JSON.stringify whole (as
  * toJson). Joined, the pieces are toJson(v).
  */
 export function* jsonPieces(v: unknown, depth = 2): Generator<string> {
+  if (depth === 1 && Array.isArray(v)) {
+    // Elements stringified whole: a run of them per JSON.stringify (one call per element cost the
+    // answer to a 10,000-operation batch 10 times what one call for all of it does).
+    yield '[';
+    for (let i = 0; i < v.length; i += ARRAY_RUN) {
+      const run = toJson(v.slice(i, i + ARRAY_RUN));
+      yield `${i > 0 ? ',' : ''}${run.slice(1, -1)}`;
+    }
+    yield ']';
+    return;
+  }
   if (depth > 0 && Array.isArray(v)) {
     yield '[';
     for (let i = 0; i < v.length; i++) {
