@@ -483,11 +483,21 @@ export function pageKeys(keys: Iterable<string>, after: string | undefined, limi
 export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const { daemon: d } = o;
   const kinds = new Map<string, RuleKindSpec>(RULE_KIND_LIST.map((k) => [k.apiPath, k]));
-  /** Who sent a request, for the log of rule changes: the unix peer's uid, or the token's name. */
+  /**
+   * Who sent a request, for the log of rule changes: the unix peer's uid, or
+   * the token's name. Read once per connection (the kernel fixes a unix
+   * peer's credentials at connect), not once per change.
+   */
+  const peers = new WeakMap<Socket, string>();
   const who = (req: IncomingMessage): string => {
     if (o.tcp !== undefined) return `token:write (${req.socket.remoteAddress ?? '?'})`;
-    const c = peerCred(req.socket);
-    return c === undefined ? 'unix socket (peer unknown)' : `uid ${c.uid} (pid ${c.pid})`;
+    let w = peers.get(req.socket);
+    if (w === undefined) {
+      const c = peerCred(req.socket);
+      w = c === undefined ? 'unix socket (peer unknown)' : `uid ${c.uid} (pid ${c.pid})`;
+      peers.set(req.socket, w);
+    }
+    return w;
   };
   /** GET /v1/counters?rule=: one rule's counters, by name or by key, of any kind unless `kind` says. */
   const oneRuleCounters = (rule: string, kind: string | null): unknown => {
