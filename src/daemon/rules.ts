@@ -850,6 +850,8 @@ export class StateStore {
   /** Group commit: the records being fdatasync'ed now, and those written since that sync started (the next group). */
   #inflight: SyncGroup | undefined;
   #queued: PendingRecord[] = [];
+  /** A sync of the queued records is to start after this turn of the event loop. */
+  #syncSoon = false;
   /** An fd whose close waits for the fdatasync running on it. */
   #closeAfterSync = false;
   /** fdatasync calls that made records durable, and the records they covered (status: state.syncs, state.records). */
@@ -1044,7 +1046,15 @@ export class StateStore {
   #appendGrouped(line: StateLine, undo: () => void): Promise<void> {
     const bytes = this.#write(line);
     const done = new Promise<void>((resolve, reject) => this.#queued.push({ resolve, reject, undo, bytes }));
-    if (this.#inflight === undefined) this.#startSync();
+    if (this.#inflight === undefined && !this.#syncSoon) {
+      // Not at once: after the I/O this turn of the event loop has read, so
+      // that the changes it brings share the sync (setImmediate: no timer wait).
+      this.#syncSoon = true;
+      setImmediate(() => {
+        this.#syncSoon = false;
+        if (this.#inflight === undefined && this.#queued.length > 0 && this.#fd !== undefined) this.#startSync();
+      });
+    }
     return done;
   }
 
