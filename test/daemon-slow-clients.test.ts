@@ -107,6 +107,9 @@ describe('jsonPieces: the streamed answer is the JSON of the whole', () => {
     ['holes and functions', { a: undefined, b: () => 1, c: [undefined, () => 1, 3], d: new Date(0), e: [] }],
     ['scalars', 'text'],
     ['an empty object', {}],
+    // Longer than a run of elements stringified at once (ARRAY_RUN), holes and odd ones at the edges of runs.
+    ['a long list', { applied: 600, results: Array.from({ length: 600 }, (_, i) => (i % 255 === 0 ? undefined : i % 256 === 0 ? () => i : i % 7 === 0 ? 2n ** 60n + BigInt(i) : { index: i, key: `10.0.${i & 255}.0/24`, at: new Date(i) })) }],
+    ['a long list at the top', Array.from({ length: 700 }, (_, i) => ({ i, l: [i, { n: i % 3 === 0 ? undefined : i }] }))],
   ])('%s', (_name, v) => {
     expect([...jsonPieces(v)].join('')).toBe(toJson(v));
   });

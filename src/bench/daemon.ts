@@ -56,7 +56,7 @@
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { Agent, request } from 'node:http';
+import { Agent, request, type IncomingMessage } from 'node:http';
 import { cpus, loadavg, release } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -299,6 +299,21 @@ async function api(socket: string, method: string, path: string, body?: unknown)
   }
 }
 
+/**
+ * Read an answer to its end. An answer cut off (the daemon closed the
+ * connection, e.g. its stall_timeout on a bench starved by a loaded host)
+ * rejects: without this, 'end' never comes and the bench waited forever.
+ */
+function collectAnswer(res: IncomingMessage, what: string, resolve: (r: { status: number; text: string }) => void, reject: (e: Error) => void): void {
+  const chunks: Buffer[] = [];
+  res.on('data', (c: Buffer) => chunks.push(c));
+  res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+  res.on('error', reject);
+  res.on('close', () => {
+    if (!res.complete) reject(new Error(`${what}: the connection closed before the whole answer came`));
+  });
+}
+
 function apiOnce(socket: string, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
@@ -311,11 +326,7 @@ function apiOnce(socket: string, method: string, path: string, body?: unknown): 
         headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
         timeout: 60_000,
       },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-      },
+      (res) => collectAnswer(res, `${method} ${path}`, resolve, reject),
     );
     req.on('error', (e) => reject(Object.assign(e, { reusedSocket: req.reusedSocket })));
     req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within 60 s`)));
@@ -386,11 +397,7 @@ function apiWith(agent: Agent, socket: string, method: string, path: string, bod
   return new Promise((resolve, reject) => {
     const req = request(
       { socketPath: socket, agent, method, path, headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }, timeout: 60_000 },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-      },
+      (res) => collectAnswer(res, `${method} ${path}`, resolve, reject),
     );
     req.on('error', reject);
     req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within 60 s`)));

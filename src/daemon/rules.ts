@@ -32,6 +32,7 @@ import {
   statSync,
   unlinkSync,
   writeSync,
+  type Stats,
 } from 'node:fs';
 import { dirname } from 'node:path';
 import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry } from '../config/load.js';
@@ -837,6 +838,9 @@ export interface StateRead {
 
 export class StateStore {
   #fd: number | undefined;
+  /** Inode and device of #fd, to tell whether the path still names it. */
+  #ino = 0;
+  #dev = 0;
   /** Change lines in the file. */
   #lines = 0;
   /** Bytes of the file up to its last whole record (undefined: not read or written by this store yet). */
@@ -846,6 +850,8 @@ export class StateStore {
   /** Group commit: the records being fdatasync'ed now, and those written since that sync started (the next group). */
   #inflight: SyncGroup | undefined;
   #queued: PendingRecord[] = [];
+  /** A sync of the queued records is to start after this turn of the event loop. */
+  #syncSoon = false;
   /** An fd whose close waits for the fdatasync running on it. */
   #closeAfterSync = false;
   /** fdatasync calls that made records durable, and the records they covered (status: state.syncs, state.records). */
@@ -1040,7 +1046,15 @@ export class StateStore {
   #appendGrouped(line: StateLine, undo: () => void): Promise<void> {
     const bytes = this.#write(line);
     const done = new Promise<void>((resolve, reject) => this.#queued.push({ resolve, reject, undo, bytes }));
-    if (this.#inflight === undefined) this.#startSync();
+    if (this.#inflight === undefined && !this.#syncSoon) {
+      // Not at once: after the I/O this turn of the event loop has read, so
+      // that the changes it brings share the sync (setImmediate: no timer wait).
+      this.#syncSoon = true;
+      setImmediate(() => {
+        this.#syncSoon = false;
+        if (this.#inflight === undefined && this.#queued.length > 0 && this.#fd !== undefined) this.#startSync();
+      });
+    }
     return done;
   }
 
@@ -1119,9 +1133,11 @@ export class StateStore {
   #open(): number {
     if (this.#fd !== undefined) {
       // Still the file at the path (not removed or moved aside under us: appends would go nowhere)?
+      // One stat of the path per record; the open fd's inode does not change.
       let same = false;
       try {
-        same = statSync(this.path).ino === fstatSync(this.#fd).ino;
+        const at = statSync(this.path, { throwIfNoEntry: false });
+        same = at !== undefined && at.ino === this.#ino && at.dev === this.#dev;
       } catch {
         same = false;
       }
@@ -1138,8 +1154,10 @@ export class StateStore {
       this.#sha = undefined;
       throw Object.assign(new Error('it was removed under the daemon'), { code: 'ESTALE' });
     }
+    let st: Stats;
     try {
-      const size = fstatSync(fd).size;
+      st = fstatSync(fd);
+      const size = st.size;
       if (this.#size === undefined) this.#size = size;
       if (size > this.#size) {
         ftruncateSync(fd, this.#size);
@@ -1153,6 +1171,8 @@ export class StateStore {
       throw e;
     }
     this.#fd = fd;
+    this.#ino = st.ino;
+    this.#dev = st.dev;
     return fd;
   }
 
