@@ -1269,6 +1269,8 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
   const fileRss = procStatus(file.d.pid!);
   const fileTables = await tables();
   const fileBreakdown = breakdown();
+  // Said now: the batch load that follows can fail and end the run before the report.
+  progress0(`(i) from the file: API answered after ${(file.ms / 1000).toFixed(3)} s; tables ${JSON.stringify(fileTables)}; VmRSS ${(fileRss['VmRSS'] ?? NaN).toFixed(1)} MB; ${fileBreakdown}`);
   await stop(file.d);
   // 2. Through /v1/batch, into a daemon started with none.
   writeConfig(false);
