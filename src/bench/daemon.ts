@@ -872,10 +872,7 @@ async function main(): Promise<number> {
     const genMs = performance.now() - t0;
     const configMB = Buffer.byteLength(yaml) / 1e6;
 
-    // A coarse sampling interval: every SIGPROF sample interrupts the verifier, and
-    // BPF_PROG_LOAD gives up with EAGAIN after libbpf's 5 retries at node's default 1 ms.
-    const nodeArgs = o.cpuProf === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', o.cpuProf, '--cpu-prof-interval', '20000'];
-    if (o.cpuProf !== undefined) mkdirSync(o.cpuProf, { recursive: true });
+    const nodeArgs = cpuProfArgs(o);
     const args = [
       ...DAEMON_NODE_FLAGS,
       ...nodeArgs,
@@ -1182,6 +1179,18 @@ async function main(): Promise<number> {
 }
 
 // ---------------------------------------------------------------------------
+/**
+ * node's flags for --cpu-prof DIR (none without it). A coarse sampling
+ * interval: every SIGPROF sample interrupts the verifier, and
+ * BPF_PROG_LOAD gives up with EAGAIN after libbpf's 5 retries at node's
+ * default 1 ms.
+ */
+function cpuProfArgs(o: Options): string[] {
+  if (o.cpuProf === undefined) return [];
+  mkdirSync(o.cpuProf, { recursive: true });
+  return ['--cpu-prof', '--cpu-prof-dir', o.cpuProf, '--cpu-prof-interval', '20000'];
+}
+
 // (i) A million sessions
 
 /** (N3, TEID) policy i: N3 address 100.64.0.0 + i / TEIDS_PER_N3, TEID i % TEIDS_PER_N3 (/32). */
@@ -1226,7 +1235,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
   let log = '';
   const start = async (): Promise<{ d: ChildProcess; ms: number }> => {
     log = '';
-    const args = [...DAEMON_NODE_FLAGS, MUP_BIN, 'daemon', '--config', env.configPath, '--instance', env.instance, '--netns', env.ns, '--socket', env.socket, '--state-file', env.stateFile, '--bpffs', env.bpffs, '--log-format', 'json'];
+    const args = [...DAEMON_NODE_FLAGS, ...cpuProfArgs(o), MUP_BIN, 'daemon', '--config', env.configPath, '--instance', env.instance, '--netns', env.ns, '--socket', env.socket, '--state-file', env.stateFile, '--bpffs', env.bpffs, '--log-format', 'json'];
     const s0 = performance.now();
     const d = spawn('node', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     env.daemon = d;
@@ -1267,6 +1276,8 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
   const fileRss = procStatus(file.d.pid!);
   const fileTables = await tables();
   const fileBreakdown = breakdown();
+  // Said now: the batch load that follows can fail and end the run before the report.
+  progress0(`(i) from the file: API answered after ${(file.ms / 1000).toFixed(3)} s; tables ${JSON.stringify(fileTables)}; VmRSS ${(fileRss['VmRSS'] ?? NaN).toFixed(1)} MB; ${fileBreakdown}`);
   await stop(file.d);
   // 2. Through /v1/batch, into a daemon started with none.
   writeConfig(false);

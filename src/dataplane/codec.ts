@@ -166,10 +166,15 @@ export const POLICY_FLAGS = { plainSid: 1, addrOnly: 2 } as const;
  */
 export function encodePolicyKey(match: Ipv4Prefix, into?: Buffer, at = 0, teid?: TeidPrefix): Buffer {
   const b = target(LAYOUTS.mup_policy_key.size, into, at);
-  b.writeUInt32LE(teid === undefined ? match.len : 32 + teid.len, PK.plen.offset);
-  b.writeUInt32BE(match.addr, PK.daddr.offset);
-  b.writeUInt32BE(teid?.value ?? 0, PK.teid.offset);
+  writePolicyKey(match, teid, b, 0);
   return b;
+}
+
+/** encodePolicyKey into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
+export function writePolicyKey(match: Ipv4Prefix, teid: TeidPrefix | undefined, b: Buffer, o: number): void {
+  b.writeUInt32LE(teid === undefined ? match.len : 32 + teid.len, o + PK.plen.offset);
+  b.writeUInt32BE(match.addr, o + PK.daddr.offset);
+  b.writeUInt32BE(teid?.value ?? 0, o + PK.teid.offset);
 }
 
 /**
@@ -178,9 +183,14 @@ export function encodePolicyKey(match: Ipv4Prefix, into?: Buffer, at = 0, teid?:
  */
 export function encodeAddrOnlyPolicy(rule: number, into?: Buffer, at = 0): Buffer {
   const b = target(LAYOUTS.mup_policy.size, into, at);
-  b.writeUInt32LE(rule, P.rule.offset);
-  b.writeUInt8(POLICY_FLAGS.addrOnly, P.flags.offset);
+  writeAddrOnlyPolicy(rule, b, 0);
   return b;
+}
+
+/** encodeAddrOnlyPolicy into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
+export function writeAddrOnlyPolicy(rule: number, b: Buffer, o: number): void {
+  b.writeUInt32LE(rule, o + P.rule.offset);
+  b.writeUInt8(POLICY_FLAGS.addrOnly, o + P.flags.offset);
 }
 
 export function decodePolicyKey(b: Buffer): PolicyKeyFields {
@@ -207,23 +217,28 @@ export interface PolicyFields {
 
 /** `p` comes from src/config/load.ts, which refuses more than MUP_MAX_SEGS segments. */
 export function encodePolicy(p: Policy, rule: number, into?: Buffer, at = 0): Buffer {
+  const b = target(LAYOUTS.mup_policy.size, into, at);
+  writePolicy(p, rule, b, 0);
+  return b;
+}
+
+/** encodePolicy into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
+export function writePolicy(p: Policy, rule: number, b: Buffer, o: number): void {
   if (p.segments.length > MUP_MAX_SEGS) {
     // Would overwrite the fields after segs[].
     throw new Error(`internal: ${p.where} has ${p.segments.length} segments; config validation should have refused it`);
   }
-  const b = target(LAYOUTS.mup_policy.size, into, at);
-  putIpv6(b, P.sr_prefix.offset, p.srPrefix.addr);
-  putIpv6(b, P.src_prefix.offset, p.srcPrefix.addr);
-  p.segments.forEach((s, i) => putIpv6(b, P.segs.offset + 16 * i, s));
-  b.writeUInt32LE(rule, P.rule.offset);
-  b.writeUInt8(p.srPrefix.len, P.sr_plen.offset);
-  b.writeUInt8(p.srcPrefix.len, P.src_plen.offset);
-  b.writeUInt8(p.segments.length, P.nsegs.offset);
-  b.writeUInt8(SRH_MODES[p.srh], P.srh_mode.offset);
-  b.writeUInt8(p.hopLimit, P.hop_limit.offset);
-  b.writeUInt8(p.sid !== undefined ? POLICY_FLAGS.plainSid : 0, P.flags.offset);
-  b.writeUInt16LE(p.mtu ?? 0, P.mtu.offset);
-  return b;
+  putIpv6(b, o + P.sr_prefix.offset, p.srPrefix.addr);
+  putIpv6(b, o + P.src_prefix.offset, p.srcPrefix.addr);
+  p.segments.forEach((s, i) => putIpv6(b, o + P.segs.offset + 16 * i, s));
+  b.writeUInt32LE(rule, o + P.rule.offset);
+  b.writeUInt8(p.srPrefix.len, o + P.sr_plen.offset);
+  b.writeUInt8(p.srcPrefix.len, o + P.src_plen.offset);
+  b.writeUInt8(p.segments.length, o + P.nsegs.offset);
+  b.writeUInt8(SRH_MODES[p.srh], o + P.srh_mode.offset);
+  b.writeUInt8(p.hopLimit, o + P.hop_limit.offset);
+  b.writeUInt8(p.sid !== undefined ? POLICY_FLAGS.plainSid : 0, o + P.flags.offset);
+  b.writeUInt16LE(p.mtu ?? 0, o + P.mtu.offset);
 }
 
 export function decodePolicy(b: Buffer): PolicyFields {
@@ -250,39 +265,49 @@ export function decodePolicy(b: Buffer): PolicyFields {
 
 export function encodeLocalSidKey(sid: Ipv6Prefix, into?: Buffer, at = 0): Buffer {
   const b = target(LAYOUTS.mup_localsid_key.size, into, at);
-  b.writeUInt32LE(sid.len, LK.plen.offset);
-  putIpv6(b, LK.addr.offset, sid.addr);
+  writeLocalSidKey(sid, b, 0);
   return b;
+}
+
+/** encodeLocalSidKey into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
+export function writeLocalSidKey(sid: Ipv6Prefix, b: Buffer, o: number): void {
+  b.writeUInt32LE(sid.len, o + LK.plen.offset);
+  putIpv6(b, o + LK.addr.offset, sid.addr);
 }
 
 export function encodeLocalSid(s: LocalSid, rule: number, into?: Buffer, at = 0): Buffer {
   const b = target(LAYOUTS.mup_localsid.size, into, at);
-  b.writeUInt32LE(rule, L.rule.offset);
-  b.writeUInt8(s.sid.len, L.sid_plen.offset);
-  b.writeUInt8(s.srcPrefixLen, L.src_plen.offset);
-  b.writeUInt8(CONTAINER_MODES[s.container], L.container.offset);
-  b.writeUInt8(s.ttl, L.ttl.offset);
-  b.writeUInt8(BEHAVIORS[s.behavior ?? 'end.m.gtp4.e'], L.behavior.offset);
-  b.writeUInt16LE(s.mtu ?? 0, L.mtu.offset);
+  writeLocalSid(s, rule, b, 0);
+  return b;
+}
+
+/** encodeLocalSid into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
+export function writeLocalSid(s: LocalSid, rule: number, b: Buffer, o: number): void {
+  b.writeUInt32LE(rule, o + L.rule.offset);
+  b.writeUInt8(s.sid.len, o + L.sid_plen.offset);
+  b.writeUInt8(s.srcPrefixLen, o + L.src_plen.offset);
+  b.writeUInt8(CONTAINER_MODES[s.container], o + L.container.offset);
+  b.writeUInt8(s.ttl, o + L.ttl.offset);
+  b.writeUInt8(BEHAVIORS[s.behavior ?? 'end.m.gtp4.e'], o + L.behavior.offset);
+  b.writeUInt16LE(s.mtu ?? 0, o + L.mtu.offset);
   // The GTP6 functions' SR policy and source address, in an embedded
   // struct mup_policy (match, rule and src_plen unused there).
   const pol = L.pol.offset;
-  if (s.source !== undefined) putIpv6(b, pol + P.src_prefix.offset, s.source);
-  b.writeUInt8(128, pol + P.src_plen.offset);
+  if (s.source !== undefined) putIpv6(b, o + pol + P.src_prefix.offset, s.source);
+  b.writeUInt8(128, o + pol + P.src_plen.offset);
   if (s.srPrefix !== undefined) {
-    putIpv6(b, pol + P.sr_prefix.offset, s.srPrefix.addr);
-    b.writeUInt8(s.srPrefix.len, pol + P.sr_plen.offset);
+    putIpv6(b, o + pol + P.sr_prefix.offset, s.srPrefix.addr);
+    b.writeUInt8(s.srPrefix.len, o + pol + P.sr_plen.offset);
   }
   const segs = s.segments ?? [];
   if (segs.length > MUP_MAX_SEGS) {
     throw new Error(`internal: ${s.where} has ${segs.length} segments; config validation should have refused it`);
   }
-  segs.forEach((x, i) => putIpv6(b, pol + P.segs.offset + 16 * i, x));
-  b.writeUInt8(segs.length, pol + P.nsegs.offset);
-  b.writeUInt8(SRH_MODES[s.srh ?? 'auto'], pol + P.srh_mode.offset);
-  b.writeUInt8(s.ttl, pol + P.hop_limit.offset);
-  b.writeUInt32LE(rule, pol + P.rule.offset);
-  return b;
+  segs.forEach((x, i) => putIpv6(b, o + pol + P.segs.offset + 16 * i, x));
+  b.writeUInt8(segs.length, o + pol + P.nsegs.offset);
+  b.writeUInt8(SRH_MODES[s.srh ?? 'auto'], o + pol + P.srh_mode.offset);
+  b.writeUInt8(s.ttl, o + pol + P.hop_limit.offset);
+  b.writeUInt32LE(rule, o + pol + P.rule.offset);
 }
 
 // ---------------------------------------------------------------------------
@@ -293,11 +318,16 @@ const S = LAYOUTS.mup_session.members;
 
 export function encodeSessionKey(ue: Session['ue'], into?: Buffer, at = 0): Buffer {
   const b = target(LAYOUTS.mup_session_key.size, into, at);
-  b.writeUInt8(ue.family, SK.family.offset);
-  b.writeUInt8(ue.prefix.len, SK.plen.offset);
-  if (ue.family === 4) b.writeUInt32BE(ue.prefix.addr, SK.addr.offset);
-  else putIpv6(b, SK.addr.offset, ue.prefix.addr);
+  writeSessionKey(ue, b, 0);
   return b;
+}
+
+/** encodeSessionKey into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
+export function writeSessionKey(ue: Session['ue'], b: Buffer, o: number): void {
+  b.writeUInt8(ue.family, o + SK.family.offset);
+  b.writeUInt8(ue.prefix.len, o + SK.plen.offset);
+  if (ue.family === 4) b.writeUInt32BE(ue.prefix.addr, o + SK.addr.offset);
+  else putIpv6(b, o + SK.addr.offset, ue.prefix.addr);
 }
 
 /**
@@ -314,20 +344,25 @@ export function sessionAddresses(s: Session): { da: bigint; sa: bigint } {
 }
 
 export function encodeSession(s: Session, rule: number, into?: Buffer, at = 0): Buffer {
+  const b = target(LAYOUTS.mup_session.size, into, at);
+  writeSession(s, rule, b, 0);
+  return b;
+}
+
+/** encodeSession into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
+export function writeSession(s: Session, rule: number, b: Buffer, o: number): void {
   if (s.segments.length > MUP_MAX_SEGS) {
     throw new Error(`internal: ${s.where} has ${s.segments.length} segments; config validation should have refused it`);
   }
-  const b = target(LAYOUTS.mup_session.size, into, at);
   const { da, sa } = sessionAddresses(s);
-  putIpv6(b, S.da.offset, da);
-  putIpv6(b, S.sa.offset, sa);
-  s.segments.forEach((x, i) => putIpv6(b, S.segs.offset + 16 * i, x));
-  b.writeUInt32LE(rule, S.rule.offset);
-  b.writeUInt8(s.segments.length, S.nsegs.offset);
-  b.writeUInt8(SRH_MODES[s.srh], S.srh_mode.offset);
-  b.writeUInt8(s.hopLimit, S.hop_limit.offset);
-  b.writeUInt16LE(s.mtu ?? 0, S.mtu.offset);
-  return b;
+  putIpv6(b, o + S.da.offset, da);
+  putIpv6(b, o + S.sa.offset, sa);
+  s.segments.forEach((x, i) => putIpv6(b, o + S.segs.offset + 16 * i, x));
+  b.writeUInt32LE(rule, o + S.rule.offset);
+  b.writeUInt8(s.segments.length, o + S.nsegs.offset);
+  b.writeUInt8(SRH_MODES[s.srh], o + S.srh_mode.offset);
+  b.writeUInt8(s.hopLimit, o + S.hop_limit.offset);
+  b.writeUInt16LE(s.mtu ?? 0, o + S.mtu.offset);
 }
 
 // ---------------------------------------------------------------------------

@@ -36,16 +36,19 @@ import {
   MUP_EVENT_SLOTS,
   MUP_MAX_PLENS,
   decodeConfig,
-  encodeAddrOnlyPolicy,
   encodeConfig,
-  encodeLocalSid,
   encodeLocalSidKey,
-  encodePolicy,
   encodePolicyKey,
-  encodeSession,
   encodeSessionKey,
   POLICY_FLAGS,
   prefixLengths,
+  writeAddrOnlyPolicy,
+  writeLocalSid,
+  writeLocalSidKey,
+  writePolicy,
+  writePolicyKey,
+  writeSession,
+  writeSessionKey,
   type ConfigFields,
 } from './codec.js';
 import {
@@ -231,7 +234,8 @@ class Mirror {
     return rule < 0 ? this.#foreign.get(key) : this.#plens[rule - this.first];
   }
 
-  set(key: string, rule: number, value: Buffer | undefined, plen: number): void {
+  /** `value` (from byte `at`): the value written, for its flags byte (policies). */
+  set(key: string, rule: number, value: Buffer | undefined, plen: number, at = 0): void {
     const was = this.plenOf(key);
     if (was !== undefined && was >= 0) this.#count(was, -1, key);
     this.#count(plen, +1, key);
@@ -243,7 +247,18 @@ class Mirror {
       return;
     }
     this.#foreign.delete(key);
-    if (value !== undefined && this.flagsAt !== undefined) this.#flags[rule - this.first] = value[this.flagsAt]!;
+    this.#ours(rule, value, plen, at);
+  }
+
+  /** set() of a key the mirror does not have (a plan's fresh put): no look-ups of an old entry. */
+  add(key: string, rule: number, value: Buffer, plen: number, at: number): void {
+    this.#count(plen, +1, key);
+    this.keys.set(key, rule);
+    this.#ours(rule, value, plen, at);
+  }
+
+  #ours(rule: number, value: Buffer | undefined, plen: number, at: number): void {
+    if (value !== undefined && this.flagsAt !== undefined) this.#flags[rule - this.first] = value[at + this.flagsAt]!;
     this.#plens[rule - this.first] = plen;
   }
 
@@ -349,24 +364,47 @@ export class TablesFullError extends RangeError {
   override readonly name = 'TablesFullError';
 }
 
-/** One entry to put: its key (and as text), prefix length, and its value for a rule id (written into `into` at `at`). */
+/**
+ * One entry to put: its key (the key's bytes in `keys` from `at`: a batch's
+ * keys share one buffer, no view per entry), as text, its prefix length,
+ * and its value for a rule id (written into `into` at `at`).
+ */
 interface Put {
-  readonly key: Buffer;
+  readonly keys: Buffer;
+  readonly at: number;
   readonly keyStr: string;
   readonly plen: number;
   /** The rule it encodes, and how (no closure per entry: one of these per rule of a sync). */
   readonly rule: unknown;
-  readonly encodeValue: (r: never, rule: number, into: Buffer, at: number) => Buffer;
+  readonly writeValue: (r: never, rule: number, into: Buffer, at: number) => void;
   /** Its key is in a buffer of its own, not the batch's (an address-only entry). */
   readonly standalone?: boolean;
 }
 
-function encodePut(p: Put, rule: number, into: Buffer, at: number): Buffer {
-  return (p.encodeValue as (r: unknown, rule: number, into: Buffer, at: number) => Buffer)(p.rule, rule, into, at);
+function writePut(p: Put, rule: number, into: Buffer, at: number): void {
+  (p.writeValue as (r: unknown, rule: number, into: Buffer, at: number) => void)(p.rule, rule, into, at);
 }
 
+/** A put's key as a view (a lookup or a single write: not per entry of a bulk write). */
+function putKey(p: Put): Buffer {
+  return p.keys.subarray(p.at, p.at + p.keyStr.length);
+}
+
+/**
+ * What a change writes to one table, without an object per entry (a
+ * million-rule load made two objects and two Buffer views per entry, alive
+ * until the end of the load: promoted, and collected with the whole heap).
+ */
 interface Plan {
-  readonly writes: Write[];
+  readonly puts: readonly Put[];
+  /** Every put's value for its rule id, in put order (valueSize bytes each). */
+  readonly values: Buffer;
+  /** Each put's rule id. */
+  readonly rules: Uint32Array;
+  /** Puts (indexes) of keys not in the table: inserted in one batch, in put order. */
+  readonly fresh: number[];
+  /** Puts (indexes) of keys in the table whose value changes: replaced one by one. */
+  readonly replace: number[];
   /** Every put is a fresh write, in put order (keys and values lie back to back). */
   readonly contiguous: boolean;
   readonly deletes: string[];
@@ -375,36 +413,31 @@ interface Plan {
   readonly taken: number[];
 }
 
-interface Write {
-  readonly key: Buffer;
-  readonly keyStr: string;
-  readonly value: Buffer;
-  readonly rule: number;
-  readonly fresh: boolean;
-  readonly plen: number;
-}
-
 // Keys and values of a batch are encoded into one buffer each: a Buffer of
 // its own per entry costs an ArrayBuffer, and 131,072 of them cost the
-// garbage collector more than the syscalls.
+// garbage collector more than the syscalls; a view per entry (subarray)
+// costs an object, which a load keeps alive to its end.
 
 function putsOf<R>(
   list: readonly R[],
   keySize: number,
   plen: (r: R) => number,
-  encodeKey: (r: R, into: Buffer, at: number) => Buffer,
-  encodeValue: (r: R, rule: number, into: Buffer, at: number) => Buffer,
+  writeKey: (r: R, into: Buffer, at: number) => void,
+  writeValue: (r: R, rule: number, into: Buffer, at: number) => void,
 ): Put[] {
   const keys = Buffer.alloc(keySize * list.length);
   const out = new Array<Put>(list.length);
   for (let i = 0; i < list.length; i++) {
     const r = list[i]!;
+    const at = i * keySize;
+    writeKey(r, keys, at);
     out[i] = {
-      key: encodeKey(r, keys, i * keySize),
-      keyStr: keys.toString('latin1', i * keySize, (i + 1) * keySize),
+      keys,
+      at,
+      keyStr: keys.toString('latin1', at, at + keySize),
       plen: plen(r),
       rule: r,
-      encodeValue: encodeValue as Put['encodeValue'],
+      writeValue: writeValue as Put['writeValue'],
     };
   }
   return out;
@@ -415,8 +448,8 @@ const policyPuts = (list: readonly Policy[]): Put[] =>
     list,
     LAYOUTS.mup_policy_key.size,
     (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len),
-    (p, into, at) => encodePolicyKey(p.match, into, at, p.teid),
-    encodePolicy,
+    (p, into, at) => writePolicyKey(p.match, p.teid, into, at),
+    writePolicy,
   );
 
 // Address-only entries (bpf/lookup.h, MUP_POL_ADDR_ONLY): an N3 address with
@@ -446,23 +479,23 @@ function addrKey(daddr: number): { key: Buffer; keyStr: string } {
   return { key, keyStr: key.toString('latin1') };
 }
 
-const encodeAddrOnly = (_: unknown, rule: number, into: Buffer, at: number): Buffer => encodeAddrOnlyPolicy(rule, into, at);
+const writeAddrOnly = (_: unknown, rule: number, into: Buffer, at: number): void => writeAddrOnlyPolicy(rule, into, at);
 
 function addrOnlyPut(daddr: number): Put {
   const { key, keyStr } = addrKey(daddr);
-  return { key, keyStr, plen: 32, standalone: true, rule: undefined, encodeValue: encodeAddrOnly as Put['encodeValue'] };
+  return { keys: key, at: 0, keyStr, plen: 32, standalone: true, rule: undefined, writeValue: writeAddrOnly as Put['writeValue'] };
 }
 
 const localSidPuts = (list: readonly LocalSid[]): Put[] =>
-  putsOf(list, LAYOUTS.mup_localsid_key.size, (l) => l.sid.len, (l, into, at) => encodeLocalSidKey(l.sid, into, at), encodeLocalSid);
+  putsOf(list, LAYOUTS.mup_localsid_key.size, (l) => l.sid.len, (l, into, at) => writeLocalSidKey(l.sid, into, at), writeLocalSid);
 
 const sessionPuts = (list: readonly Session[]): Put[] =>
   putsOf(
     list,
     LAYOUTS.mup_session_key.size,
     (x) => sessionPlen(x.ue.family, x.ue.prefix.len),
-    (x, into, at) => encodeSessionKey(x.ue, into, at),
-    encodeSession,
+    (x, into, at) => writeSessionKey(x.ue, into, at),
+    writeSession,
   );
 
 export class Tables {
@@ -831,39 +864,25 @@ export class Tables {
       ] as const) {
         // New keys in one syscall (nothing replaced, so nothing to wait for);
         // replaced ones one by one, with a grace period between them.
-        const fresh = plan.writes.filter((w) => w.fresh);
+        const { puts, values: planned, rules, fresh } = plan;
+        const vs = mirror.valueSize;
         if (fresh.length > 0) {
           this.#graceFor(this.#allocDebt);
           this.trace?.push({ op: 'insert', seq: graceClock.completed });
-          const ks = fresh[0]!.key.length;
-          const vs = mirror.valueSize;
-          let keys: Buffer;
-          let values: Buffer;
-          if (plan.contiguous) {
-            // Every put is a new key, in order: the batch is the encoding buffers themselves.
-            keys = Buffer.from(fresh[0]!.key.buffer, fresh[0]!.key.byteOffset, ks * fresh.length);
-            values = Buffer.from(fresh[0]!.value.buffer, fresh[0]!.value.byteOffset, vs * fresh.length);
-          } else {
-            keys = Buffer.allocUnsafe(ks * fresh.length);
-            values = Buffer.allocUnsafe(vs * fresh.length);
-            fresh.forEach((w, i) => {
-              w.key.copy(keys, i * ks);
-              w.value.copy(values, i * vs);
-            });
-          }
+          const { keys, values } = plan.contiguous ? { keys: puts[0]!.keys.subarray(puts[0]!.at, puts[0]!.at + puts[0]!.keyStr.length * fresh.length), values: planned } : gather(plan, vs);
           mapUpdateBatch(fd, keys, values, fresh.length, name);
           this.#touch(fd);
           this.generation++;
-          for (const w of fresh) mirror.set(w.keyStr, w.rule, w.value, w.plen);
+          for (const i of fresh) mirror.add(puts[i]!.keyStr, rules[i]!, planned, puts[i]!.plen, i * vs);
           added += fresh.length;
         }
-        for (const w of plan.writes) {
-          if (w.fresh) continue;
+        for (const i of plan.replace) {
+          const p = puts[i]!;
           this.#graceFor(this.#allocDebt);
           this.trace?.push({ op: 'replace', seq: graceClock.completed });
-          mapUpdate(fd, w.key, w.value, BPF_ANY, name);
+          mapUpdate(fd, putKey(p), planned.subarray(i * vs, (i + 1) * vs), BPF_ANY, name);
           this.#touch(fd);
-          mirror.set(w.keyStr, w.rule, w.value, w.plen);
+          mirror.set(p.keyStr, rules[i]!, planned, p.plen, i * vs);
           replaced++;
           this.#allocDebt = graceClock.request();
         }
@@ -944,22 +963,25 @@ export class Tables {
     setting: string,
     max: number,
   ): Plan {
-    const writes: Write[] = [];
+    const fresh: number[] = [];
+    const replace: number[] = [];
     const putKeys = new Set<string>();
     const taken: number[] = [];
     const vs = mirror.valueSize;
     const values = Buffer.alloc(vs * puts.length);
+    const rules = new Uint32Array(puts.length);
     let unchanged = 0;
     let existing = 0;
     for (const p of puts) if ((mirror.keys.get(p.keyStr) ?? -1) >= 0) existing++;
     const stored = storedValues(mirror, existing);
     try {
-      for (const [i, p] of puts.entries()) {
+      for (let i = 0; i < puts.length; i++) {
+        const p = puts[i]!;
         if (putKeys.has(p.keyStr)) throw new RangeError(`the same ${what} key is given twice in one change`);
         putKeys.add(p.keyStr);
         const old = mirror.keys.get(p.keyStr);
         let rule = old !== undefined && old >= 0 ? old : undefined;
-        const fresh = rule === undefined;
+        const isNew = rule === undefined;
         if (rule === undefined) {
           rule = ids.take();
           if (rule === undefined && this.#pendingFree.length > 0) {
@@ -974,18 +996,20 @@ export class Tables {
           }
           taken.push(rule);
         }
-        const value = encodePut(p, rule, values, i * vs);
-        if (!fresh && stored(rule, p.key)?.equals(value) === true) {
+        writePut(p, rule, values, i * vs);
+        rules[i] = rule;
+        if (!isNew && stored(rule, putKey(p))?.equals(values.subarray(i * vs, (i + 1) * vs)) === true) {
           unchanged++;
           continue;
         }
         // A foreign entry (rule -1) with this key is overwritten by the update: not "fresh" for the batch.
-        writes.push({ key: p.key, keyStr: p.keyStr, value, rule, fresh: fresh && old === undefined, plen: p.plen });
+        (isNew && old === undefined ? fresh : replace).push(i);
       }
       const deletes = dels.filter((k) => mirror.keys.has(k) && !putKeys.has(k));
       const gone = new Set(deletes);
       const lens = new Set<number>(mirror.plens(gone));
-      for (const w of writes) lens.add(w.plen);
+      for (const i of fresh) lens.add(puts[i]!.plen);
+      for (const i of replace) lens.add(puts[i]!.plen);
       const plensAfter = [...lens].sort((a, b) => b - a);
       // Sessions: two lists (IPv4, IPv6 UE prefixes), each of at most MUP_MAX_PLENS.
       const perList = mirror === this.#sessions ? Math.max(...[4, 6].map((f) => plensAfter.filter((p) => p >> 8 === f).length)) : plensAfter.length;
@@ -995,8 +1019,8 @@ export class Tables {
             `the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
         );
       }
-      const contiguous = writes.length === puts.length && writes.every((w) => w.fresh) && !puts.some((p) => p.standalone === true);
-      return { writes, contiguous, deletes, unchanged, plensAfter, taken };
+      const contiguous = fresh.length === puts.length && !puts.some((p) => p.standalone === true);
+      return { puts, values, rules, fresh, replace, contiguous, deletes, unchanged, plensAfter, taken };
     } catch (e) {
       ids.give(taken);
       throw e;
@@ -1177,6 +1201,32 @@ export class Tables {
       .filter(([k, r]) => r >= 0 && !(kind === 'policy' && this.#addrOnly.has(k)))
       .map(([k, rule]) => ({ key: Buffer.from(k, 'latin1'), rule }));
   }
+}
+
+/**
+ * The keys and values of a plan's fresh puts back to back, for one batch
+ * write: one copy per run of puts whose keys lie back to back in one
+ * buffer (a sync's rules and the few address-only entries after them: two
+ * runs and a few), not one per entry.
+ */
+function gather(plan: Plan, vs: number): { keys: Buffer; values: Buffer } {
+  const { puts, fresh, values: planned } = plan;
+  const ks = puts[fresh[0]!]!.keyStr.length;
+  const keys = Buffer.allocUnsafe(ks * fresh.length);
+  const values = Buffer.allocUnsafe(vs * fresh.length);
+  for (let j = 0; j < fresh.length; ) {
+    const first = fresh[j]!;
+    const p = puts[first]!;
+    let n = 1;
+    for (; j + n < fresh.length; n++) {
+      const q = puts[fresh[j + n]!]!;
+      if (fresh[j + n] !== first + n || q.keys !== p.keys || q.at !== p.at + n * ks) break;
+    }
+    p.keys.copy(keys, j * ks, p.at, p.at + n * ks);
+    planned.copy(values, j * vs, first * vs, (first + n) * vs);
+    j += n;
+  }
+  return { keys, values };
 }
 
 /** Where single keys are encoded for a lookup in the mirror (no Buffer per lookup). */
