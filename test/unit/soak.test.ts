@@ -423,9 +423,9 @@ describe('soak RSS: malloc_trim after the forced collections (soak-preload.mjs, 
       expect(last.rssUntrimmedKb).toBeUndefined();
       expect(last.mallocFreeKb!).toBeGreaterThan(100 * MB);
       expect(last.rssKb).toBeGreaterThan(last.mallocInUseKb! + 100 * MB);
-      // With it: one trough read before the trim carried them, and the ones after it do not.
+      // With it: the troughs read before their trims carried them (one or, as the Buffers are freed, a few), the last does not.
       expect(trimmed.every((g) => g.rssUntrimmedKb !== undefined)).toBe(true);
-      expect(Math.max(...trimmed.map((g) => g.rssUntrimmedKb! - g.rssKb))).toBeGreaterThan(100 * MB);
+      expect(trimmed.reduce((a, g) => a + Math.max(0, g.rssUntrimmedKb! - g.rssKb), 0)).toBeGreaterThan(100 * MB);
       expect(trimmed.at(-1)!.rssKb).toBeLessThan(last.rssKb - 100 * MB);
     } finally {
       rmSync(dir, { recursive: true, force: true });
