@@ -124,7 +124,10 @@ export async function loadConfigFile(path: string): Promise<Config> {
 export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Settings) => void): Config {
   const src = new Source(file, text);
   let top: unknown = fastJson(src, text);
-  if (top === NOT_JSON) top = parseBlockYaml(text);
+  let asRead = new RulesAsRead(src);
+  if (top === NOT_JSON) top = parseBlockYaml(text, (key) => asRead.hook(key));
+  // js-yaml reads it all again: nothing read during the block reader's try counts.
+  if (top === NOT_BLOCK) asRead = new RulesAsRead(src);
   if (top === NOT_BLOCK) try {
     top = jsyaml.load(text, {
       schema: jsyaml.CORE_SCHEMA,
@@ -153,11 +156,11 @@ export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Se
   checkCount(src, ['sessions'], rawSessions.length, settings.maxSessions ?? DEFAULT_MAX_SESSIONS, 'sessions', 'max_sessions');
   onSettings?.(settings);
 
-  const policies = rawPolicies.map((v, i) => readPolicy(src, ['policies', i], v));
-  const localsids = rawLocalSids.map((v, i) => readLocalSid(src, ['localsids', i], v));
+  const policies = asRead.policies.finish(src, rawPolicies);
+  const localsids = asRead.localsids.finish(src, rawLocalSids);
   checkPolicies(src, policies);
   checkLocalSids(src, localsids);
-  const sessions = rawSessions.map((v, i) => readSession(src, ['sessions', i], v));
+  const sessions = asRead.sessions.finish(src, rawSessions);
   checkSessions(src, sessions);
   const bgp = root['bgp'] === null || root['bgp'] === undefined ? undefined : readBgp(src, ['bgp'], root['bgp']);
   const advertised = localsids.findIndex((l) => l.advertise !== undefined);
@@ -171,6 +174,71 @@ export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Se
   }
 
   return { file, settings, interfaces, daemon, policies, localsids, sessions, ...(bgp === undefined ? {} : { bgp }), warnings: src.warnings };
+}
+
+/**
+ * One section's rules read as the block reader reaches them: each item's
+ * mapping is garbage at once (a young object) instead of part of a tree of
+ * 131,072 that the collector copies and promotes before any is read. Errors
+ * keep the file's order (settings and the other top-level checks first,
+ * then policies, local SIDs, sessions): the first item refused here and
+ * all after it are kept as read and read again, in parseConfig's order, by
+ * finish(), which throws the same error there. Warnings are kept apart
+ * (fork) and added at that point too.
+ */
+class Section<R> {
+  /** Items read into rules: the first `done` of the list. */
+  done = 0;
+  #refused = false;
+  readonly #src: Source;
+
+  constructor(
+    src: Source,
+    readonly name: 'policies' | 'localsids' | 'sessions',
+    readonly read: (src: Source, path: Path, v: unknown) => R,
+  ) {
+    this.#src = src.fork();
+  }
+
+  item(v: unknown, i: number): unknown {
+    if (this.#refused || i !== this.done) return v;
+    const warned = this.#src.warnings.length;
+    try {
+      const r = this.read(this.#src, [this.name, i], v);
+      this.done++;
+      return r;
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      this.#refused = true;
+      this.#src.warnings.length = warned;
+      return v;
+    }
+  }
+
+  /** The section's rules: those read already, then the rest read now. */
+  finish(src: Source, list: readonly unknown[]): R[] {
+    src.warnings.push(...this.#src.warnings);
+    return list.map((v, i) => (i < this.done ? (v as R) : this.read(src, [this.name, i], v)));
+  }
+}
+
+/** The rule sections read during the block reader's parse (for JSON and js-yaml, finish() reads them all). */
+class RulesAsRead {
+  readonly policies: Section<Policy>;
+  readonly localsids: Section<LocalSid>;
+  readonly sessions: Section<Session>;
+
+  constructor(src: Source) {
+    this.policies = new Section(src, 'policies', readPolicy);
+    this.localsids = new Section(src, 'localsids', readLocalSid);
+    this.sessions = new Section(src, 'sessions', readSession);
+  }
+
+  hook(key: string): ((item: unknown, index: number) => unknown) | undefined {
+    if (key !== 'policies' && key !== 'localsids' && key !== 'sessions') return undefined;
+    const s = this[key];
+    return (v, i) => s.item(v, i);
+  }
 }
 
 /**
@@ -1019,24 +1087,32 @@ function firstLine(s: string): string {
  */
 class Source {
   readonly warnings: ConfigWarning[] = [];
-  /** Parsed IPv6 prefixes by text (readIpv6Prefix). */
-  readonly v6Prefixes = new Map<string, Ipv6Prefix>();
-  #doc: { doc: Document; lines: LineCounter } | undefined;
 
   constructor(
     readonly file: string,
     private readonly text: string | undefined,
+    /** Parsed IPv6 prefixes by text (readIpv6Prefix), and the positions' parse: shared with fork()s. */
+    private readonly shared: { readonly v6Prefixes: Map<string, Ipv6Prefix>; doc?: { doc: Document; lines: LineCounter } } = { v6Prefixes: new Map() },
   ) {}
+
+  get v6Prefixes(): Map<string, Ipv6Prefix> {
+    return this.shared.v6Prefixes;
+  }
+
+  /** The same text with warnings of its own (the rules read during the parse: see RulesAsRead). */
+  fork(): Source {
+    return new Source(this.file, this.text, this.shared);
+  }
 
   #parsed(): { doc: Document; lines: LineCounter } | undefined {
     if (this.text === undefined) return undefined;
-    if (this.#doc === undefined) {
+    if (this.shared.doc === undefined) {
       const { LineCounter, parseDocument } = yamlDoc();
       const lines = new LineCounter();
       const doc = parseDocument(this.text, { lineCounter: lines, prettyErrors: false });
-      this.#doc = { doc, lines };
+      this.shared.doc = { doc, lines };
     }
-    return this.#doc;
+    return this.shared.doc;
   }
 
   /** Throw the `yaml` parser's first error, worded with its line and column, if it finds one. */
