@@ -784,17 +784,45 @@ function pathOf(r: Rule, key: string): Path {
   return m?.[1] !== undefined && m[2] !== undefined ? [m[1], Number(m[2]), key] : [key];
 }
 
-function checkUnique<R extends Rule>(src: Source, rules: readonly R[], key: string, id: (r: R) => string | undefined, why: string, quote = false): void {
-  const seen = new Map<string, R>();
+/**
+ * The file's rules by key and their names' keys, as the uniqueness checks
+ * built them: the daemon's rule set takes these maps (src/daemon/rules.ts)
+ * instead of building the same again (3 x 65,536 entries a kind). Held
+ * weakly by the rule list, and given out once.
+ */
+export interface RuleIndex<R> {
+  readonly byKey: Map<string, R>;
+  readonly names: Map<string, string>;
+}
+
+const ruleIndexes = new WeakMap<readonly Rule[], RuleIndex<Rule>>();
+
+/** The maps checkRules built for this list of rules (once: the taker owns them), if it did. */
+export function takeRuleIndex<R extends Rule>(rules: readonly R[]): RuleIndex<R> | undefined {
+  const index = ruleIndexes.get(rules);
+  ruleIndexes.delete(rules);
+  return index as RuleIndex<R> | undefined;
+}
+
+/** Names unique (the first repeated one is the error), then keys unique. */
+function checkRules<R extends Rule>(src: Source, rules: readonly R[], keyName: string, key: (r: R) => string, nameWhy: string, keyWhy: string): void {
+  const names = new Map<string, string>();
   for (const r of rules) {
-    const k = id(r);
-    if (k === undefined) continue;
-    const prev = seen.get(k);
-    if (prev !== undefined) {
-      src.fail(pathOf(r, key), `${quote ? JSON.stringify(k) : k} is already used by ${label(prev)}; ${why}`);
+    if (r.name === undefined) continue;
+    if (names.has(r.name)) {
+      const first = rules.find((x) => x.name === r.name) ?? r;
+      src.fail(pathOf(r, 'name'), `${JSON.stringify(r.name)} is already used by ${label(first)}; ${nameWhy}`);
     }
-    seen.set(k, r);
+    names.set(r.name, key(r));
   }
+  const byKey = new Map<string, R>();
+  for (const r of rules) {
+    const k = key(r);
+    const prev = byKey.get(k);
+    if (prev !== undefined) src.fail(pathOf(r, keyName), `${k} is already used by ${label(prev)}; ${keyWhy}`);
+    byKey.set(k, r);
+  }
+  ruleIndexes.set(rules, { byKey, names } as RuleIndex<Rule>);
 }
 
 function checkPrefixLengths<R extends Rule>(src: Source, rules: readonly R[], key: string, len: (r: R) => number): void {
@@ -812,8 +840,7 @@ function checkPrefixLengths<R extends Rule>(src: Source, rules: readonly R[], ke
 }
 
 function checkPolicies(src: Source, policies: readonly Policy[]): void {
-  checkUnique(src, policies, 'name', (p) => p.name, 'policy names must be unique', true);
-  checkUnique(src, policies, 'match', policyKey, 'each match prefix (with its teid, if any) may appear in one policy only (after masking host bits; teid 0/0 is the same as none)');
+  checkRules(src, policies, 'match', policyKey, 'policy names must be unique', 'each match prefix (with its teid, if any) may appear in one policy only (after masking host bits; teid 0/0 is the same as none)');
   // A TEID prefix is a key of 32 + its length bits; an N3 address with TEID
   // policies also has a /32 entry (its own policy or an address-only one).
   const lens = (p: Policy): number => (p.teid === undefined ? p.match.len : 32 + p.teid.len);
@@ -831,14 +858,12 @@ function checkPolicies(src: Source, policies: readonly Policy[]): void {
 }
 
 function checkLocalSids(src: Source, sids: readonly LocalSid[]): void {
-  checkUnique(src, sids, 'name', (s) => s.name, 'local SID names must be unique', true);
-  checkUnique(src, sids, 'sid', localSidKey, 'each SID prefix may appear in one local SID only (after masking host bits)');
+  checkRules(src, sids, 'sid', localSidKey, 'local SID names must be unique', 'each SID prefix may appear in one local SID only (after masking host bits)');
   checkPrefixLengths(src, sids, 'sid', (s) => s.sid.len);
 }
 
 function checkSessions(src: Source, sessions: readonly Session[]): void {
-  checkUnique(src, sessions, 'name', (s) => s.name, 'session names must be unique', true);
-  checkUnique(src, sessions, 'ue', sessionKey, 'each UE prefix may appear in one session only (after masking host bits)');
+  checkRules(src, sessions, 'ue', sessionKey, 'session names must be unique', 'each UE prefix may appear in one session only (after masking host bits)');
   checkPrefixLengths(src, sessions.filter((s) => s.ue.family === 4), 'ue', (s) => s.ue.prefix.len);
   checkPrefixLengths(src, sessions.filter((s) => s.ue.family === 6), 'ue', (s) => s.ue.prefix.len);
 }
