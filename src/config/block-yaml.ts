@@ -37,9 +37,17 @@ const INDICATORS = new Set(['?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!
  */
 const UNUSUAL = /[\x00-\x09\x0B-\x1F\x7F-\x9F\uD800-\uDFFF\u2028\u2029\uFFFE\uFFFF]/;
 
-export function parseBlockYaml(text: string): unknown {
+/**
+ * What becomes of each item of a top-level list, by the list's key: the
+ * function's result is stored in the item's place (a caller reading rules
+ * as they are reached, so their parsed mappings die young instead of living
+ * in a tree until the whole file is read). Undefined: the item as read.
+ */
+export type ItemHook = (key: string) => ((item: unknown, index: number) => unknown) | undefined;
+
+export function parseBlockYaml(text: string, items?: ItemHook): unknown {
   if (UNUSUAL.test(text)) return NOT_BLOCK;
-  const r = new Reader(text);
+  const r = new Reader(text, items);
   if (r.eof || r.indent !== 0) return NOT_BLOCK;
   try {
     const top = r.node(0);
@@ -70,7 +78,10 @@ class Reader {
    * lookup of it in its string table at each property store.
    */
   readonly #keys: string[] = [];
-  constructor(readonly text: string) {
+  constructor(
+    readonly text: string,
+    readonly items?: ItemHook,
+  ) {
     this.next();
   }
 
@@ -125,9 +136,9 @@ class Reader {
     return i === this.end || t.charCodeAt(i) === 0x20 ? i : -1;
   }
 
-  node(indent: number): unknown {
+  node(indent: number, each?: (item: unknown, index: number) => unknown): unknown {
     if (this.indent !== indent) throw new NotBlock();
-    return this.item() ? this.seq(indent) : this.map(indent);
+    return this.item() ? this.seq(indent, each) : this.map(indent);
   }
 
   /**
@@ -162,15 +173,16 @@ class Reader {
         out[key] = scalar(rest);
         continue;
       }
-      if (!this.eof && this.indent > indent) out[key] = this.node(this.indent);
-      else if (!this.eof && this.indent === indent && this.item()) out[key] = this.seq(indent);
+      const each = this.depth === 1 ? this.items?.(key) : undefined;
+      if (!this.eof && this.indent > indent) out[key] = this.node(this.indent, each);
+      else if (!this.eof && this.indent === indent && this.item()) out[key] = this.seq(indent, each);
       else out[key] = null;
     }
     this.depth--;
     return out;
   }
 
-  seq(indent: number): unknown[] {
+  seq(indent: number, each?: (item: unknown, index: number) => unknown): unknown[] {
     this.enter();
     const out: unknown[] = [];
     const t = this.text;
@@ -187,11 +199,13 @@ class Reader {
         // The item's mapping: this line read as if it began at the key's column.
         this.indent += j - this.start;
         this.start = j;
-        out.push(this.map(this.indent));
+        const m = this.map(this.indent);
+        out.push(each === undefined ? m : each(m, out.length));
       } else {
         const rest = stripComment(t.slice(j, this.end));
         this.next();
-        out.push(scalar(rest));
+        const v = scalar(rest);
+        out.push(each === undefined ? v : each(v, out.length));
       }
     }
     this.depth--;

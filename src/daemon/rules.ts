@@ -35,7 +35,7 @@ import {
   type Stats,
 } from 'node:fs';
 import { dirname } from 'node:path';
-import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry } from '../config/load.js';
+import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, takeRuleIndex } from '../config/load.js';
 import { canonicalPolicyKey, formatTeidPrefix, localSidKey, policyKey, sessionKey } from '../config/keys.js';
 import type { Config, LocalSid, Policy, Session } from '../config/types.js';
 import type { Ipv6Prefix } from '../sid/types.js';
@@ -307,6 +307,13 @@ export class RuleSet {
     for (const k of RULE_KIND_LIST) {
       const put = overlay[k.overlay.put] as Map<string, Rule>;
       const del = overlay[k.overlay.del];
+      // The file's checks built these maps (config/load.ts): taken, not built again.
+      const checked = takeRuleIndex<Rule>(config[k.section] ?? []);
+      if (checked !== undefined && put.size === 0 && del.size === 0) {
+        this.#rules[k.kind] = checked.byKey;
+        this.#names[k.kind] = checked.names;
+        continue;
+      }
       const fileRules = this.#fileRules[k.kind];
       for (const r of config[k.section] ?? []) {
         // The key's own string, shared with the maps: no "<kind> <key>" string per rule.

@@ -67,10 +67,17 @@ export function mask4(addr: Ipv4Addr, len: number): Ipv4Addr {
   return ((addr & (U32_MAX << (32 - len))) >>> 0) as Ipv4Addr;
 }
 
+/** mask6's masks by length, made once (each was four BigInts a call). */
+const MASKS6: bigint[] = [];
+
 /** Keep the top `len` bits of an IPv6 address (0..128). */
 export function mask6(addr: Ipv6Addr, len: number): Ipv6Addr {
   checkLen(len, 128, 'IPv6');
-  const keep = ((1n << BigInt(len)) - 1n) << BigInt(128 - len);
+  let keep = MASKS6[len];
+  if (keep === undefined) {
+    keep = ((1n << BigInt(len)) - 1n) << BigInt(128 - len);
+    MASKS6[len] = keep;
+  }
   return (addr & keep) as Ipv6Addr;
 }
 
@@ -98,7 +105,6 @@ function libReason(e: unknown): string {
 }
 
 const V4_FAST = /^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})$/;
-const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
 
 /**
  * The plain forms (dotted quad without leading zeros; hex groups with at most
@@ -119,36 +125,66 @@ function fastV4(s: string): number | undefined {
   return n;
 }
 
+/** hex digit value of a character code, or -1. */
+function hexDigit(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  if (c >= 0x61 && c <= 0x66) return c - 0x57;
+  if (c >= 0x41 && c <= 0x46) return c - 0x37;
+  return -1;
+}
+
+/** The 16-bit groups of the address being parsed or formatted (one at a time: no array per address). */
+const GROUPS = new Uint16Array(8);
+
+/**
+ * Groups of 1-4 hex digits separated by ":", at most one "::", read in one
+ * pass over the characters (no split, no array of groups, four BigInts at
+ * most): a config of 65,536 local SIDs parses 65,536 of them.
+ */
 function fastV6(s: string): bigint | undefined {
-  const dbl = s.indexOf('::');
-  if (dbl >= 0 && s.indexOf('::', dbl + 1) >= 0) return undefined;
-  const groups = (part: string): number[] | undefined => {
-    if (part === '') return [];
-    const out: number[] = [];
-    for (const g of part.split(':')) {
-      if (!HEX_GROUP.test(g)) return undefined;
-      out.push(parseInt(g, 16));
-    }
-    return out;
-  };
-  let all: number[];
-  if (dbl < 0) {
-    const g = groups(s);
-    if (g === undefined || g.length !== 8) return undefined;
-    all = g;
-  } else {
-    const head = groups(s.slice(0, dbl));
-    const tail = groups(s.slice(dbl + 2));
-    if (head === undefined || tail === undefined || head.length + tail.length > 7) return undefined;
-    all = [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail];
+  const len = s.length;
+  let i = 0;
+  let n = 0; // groups read
+  let dbl = -1; // groups before the "::", if any
+  if (len >= 2 && s.charCodeAt(0) === 0x3a && s.charCodeAt(1) === 0x3a) {
+    dbl = 0;
+    i = 2;
   }
-  let hi = 0n;
-  for (let i = 0; i < 4; i++) hi = (hi << 16n) | BigInt(all[i] ?? 0);
-  let lo = 0;
-  let lo2 = 0;
-  lo = (all[4] ?? 0) * 0x10000 + (all[5] ?? 0);
-  lo2 = (all[6] ?? 0) * 0x10000 + (all[7] ?? 0);
-  return (hi << 64n) | (BigInt(lo) << 32n) | BigInt(lo2);
+  while (i < len) {
+    let v = 0;
+    const from = i;
+    for (; i < len && i - from <= 4; i++) {
+      const h = hexDigit(s.charCodeAt(i));
+      if (h < 0) break;
+      v = v * 16 + h;
+    }
+    const digits = i - from;
+    if (digits === 0 || digits > 4 || n === 8) return undefined;
+    GROUPS[n++] = v;
+    if (i === len) break;
+    if (s.charCodeAt(i) !== 0x3a) return undefined;
+    i++;
+    if (i < len && s.charCodeAt(i) === 0x3a) {
+      if (dbl >= 0) return undefined;
+      dbl = n;
+      i++;
+    } else if (i === len) {
+      return undefined;
+    }
+  }
+  if (dbl < 0 ? n !== 8 : n > 7) return undefined;
+  if (dbl >= 0) {
+    // The groups after the "::" move to the end; zeros in between.
+    const tail = n - dbl;
+    GROUPS.copyWithin(8 - tail, dbl, n);
+    GROUPS.fill(0, dbl, 8 - tail);
+  }
+  let out = 0n;
+  for (let w = 0; w < 4; w++) {
+    const word = (GROUPS[2 * w] ?? 0) * 0x10000 + (GROUPS[2 * w + 1] ?? 0);
+    if (word !== 0) out |= BigInt(word) << BigInt(96 - 32 * w);
+  }
+  return out;
 }
 
 /** Parse the address part `s`; messages quote `shown` (the whole input). */
@@ -247,29 +283,47 @@ export function formatIpv4(addr: Ipv4Addr): string {
  * addresses are printed in hex too (no dotted-quad tail), which is what SIDs want.
  */
 export function formatIpv6(addr: Ipv6Addr): string {
-  const groups: number[] = [];
-  for (let shift = 112n; shift >= 0n; shift -= 16n) {
-    groups.push(Number((addr >> shift) & 0xffffn));
+  // The groups from the hex digits (one string, no BigInt per group).
+  const hex = addr.toString(16);
+  const pad = 32 - hex.length;
+  GROUPS.fill(0);
+  for (let i = 0; i < hex.length; i++) {
+    const at = pad + i;
+    GROUPS[at >> 2] = ((GROUPS[at >> 2] ?? 0) << 4) | hexDigit(hex.charCodeAt(i));
   }
   let bestStart = -1;
   let bestLen = 1; // a single zero group is never shortened
   for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) {
+    if (GROUPS[i] !== 0) {
       i++;
       continue;
     }
     let j = i;
-    while (j < 8 && groups[j] === 0) j++;
+    while (j < 8 && GROUPS[j] === 0) j++;
     if (j - i > bestLen) {
       bestStart = i;
       bestLen = j - i;
     }
     i = j;
   }
-  const hex = (g: number[]): string => g.map((x) => x.toString(16)).join(':');
-  if (bestStart < 0) return hex(groups);
-  return `${hex(groups.slice(0, bestStart))}::${hex(groups.slice(bestStart + bestLen))}`;
+  // Joined, not added up: a string made by + is a tree of parts (more bytes kept a key).
+  const parts = PARTS;
+  parts.length = 0;
+  for (let i = 0; i < 8; i++) {
+    if (i === bestStart) {
+      // An empty part where the run was ("a::b"), and one more at either end ("::b", "a::").
+      if (i === 0) parts.push('');
+      parts.push('');
+      i += bestLen - 1;
+      if (i === 7) parts.push('');
+      continue;
+    }
+    parts.push((GROUPS[i] ?? 0).toString(16));
+  }
+  return parts.join(':');
 }
+
+const PARTS: string[] = [];
 
 export function formatIpv4Prefix(p: Ipv4Prefix): string {
   return `${formatIpv4(p.addr)}/${p.len}`;

@@ -144,3 +144,28 @@ describe('runningConfigYaml', () => {
     expect(parseConfig(yaml).policies.map((p) => p.name)).toEqual(['a1']);
   });
 });
+
+describe('the rule set takes the maps the config checks built', () => {
+  it('takes them once: a second rule set of the same config has rules and names of its own', () => {
+    const config = parseConfig(file(pol('c1', 1), pol('c2', 2), pol('c3', 3)));
+    const first = new RuleSet(config, emptyOverlay());
+    expect([...first.policies.keys()]).toEqual(['10.0.1.0/24', '10.0.2.0/24', '10.0.3.0/24']);
+    expect(first.find('policy', { name: 'c2' })).toBe('10.0.2.0/24');
+    first.delete('policy', '10.0.2.0/24');
+    first.put('policy', policy('c9', 9));
+    const second = new RuleSet(config, emptyOverlay());
+    expect([...second.policies.keys()]).toEqual(['10.0.1.0/24', '10.0.2.0/24', '10.0.3.0/24']);
+    expect(second.find('policy', { name: 'c2' })).toBe('10.0.2.0/24');
+    expect(second.find('policy', { name: 'c9' })).toBeUndefined();
+    expect(first.find('policy', { name: 'c2' })).toBeUndefined();
+    expect(first.footprint()).toMatchObject({ 'policy.rules': 3, 'policy.names': 3 });
+    expect(second.footprint()).toMatchObject({ 'policy.rules': 3, 'policy.names': 3 });
+  });
+
+  it('with an overlay of that kind, builds its own (the overlay applied)', () => {
+    const first = new RuleSet(BASE, changes());
+    expect([...first.policies.keys()]).toEqual(['10.0.1.0/24', '10.0.2.0/24', '10.0.4.0/24', '10.0.11.0/24']);
+    expect(first.find('policy', { name: 'c3' })).toBeUndefined();
+    expect(first.find('policy', { name: 'a1' })).toBe('10.0.11.0/24');
+  });
+});

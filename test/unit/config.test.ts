@@ -493,3 +493,50 @@ describe('rule names (issue 16: no terminal escapes or 60 KB strings in policy l
     expect(c.localsids[0]!.name).toBe('dl_site-1@edge:2/b+c');
   });
 });
+
+describe('rules read during the block reader\'s parse (their parsed mappings die young)', () => {
+  /**
+   * The same config read as block YAML (the block reader, which reads each
+   * rule as it reaches it) and as JSON (JSON.parse: the whole tree first,
+   * the rules after, as before): the same rules, warnings and errors (lines
+   * aside: the two texts have their own).
+   */
+  function both(o: Obj): { streamed: unknown; whole: unknown } {
+    const outcome = (text: string): unknown => {
+      try {
+        const c = parseConfig(text, FILE);
+        return { ...c, warnings: c.warnings?.map((w) => `${w.path}: ${w.reason}`) };
+      } catch (e) {
+        if (!(e instanceof ConfigError)) throw e;
+        return `${e.path}: ${e.reason}`;
+      }
+    };
+    return { streamed: outcome(doc(o)), whole: outcome(JSON.stringify(o)) };
+  }
+
+  const hostBits = (i: number): Obj => policy({ match: `10.0.${i}.1/24` });
+  const sidHostBits = (i: number): Obj => localsid({ sid: `2001:db8:${i}::1/48` });
+
+  it.each([
+    ['warnings in file order within a section, policies before local SIDs whatever the file order', { localsids: [sidHostBits(1), sidHostBits(2)], policies: [hostBits(1), hostBits(2)] }],
+    ['a settings error after a bad policy: the settings error', { policies: [policy({ match: 'x' })], settings: { max_policies: 0 } }],
+    ['a bad local SID before a bad policy in the file: the policy error', { localsids: [localsid({ sid: 'y' })], policies: [policy(), policy({ match: 'x' })] }],
+    ['an unknown top-level key after a bad policy: the top-level error', { policies: [policy({ match: 'x' })], polices: [] }],
+    ['more policies than max_policies, one bad: the count error', { settings: { max_policies: 1 }, policies: [policy({ match: 'x' }), policy()] }],
+    ['a bad session and a duplicate policy: the duplicate', { policies: [policy(), policy()], sessions: [{ ue: 'z' }] }],
+    ['a refused policy after policies with warnings', { policies: [hostBits(1), hostBits(2), policy({ sr_prefix: 'q' })] }],
+    ['an item that is not a mapping', { policies: [hostBits(1), 'p'] }],
+    ['a valid config with a session', { policies: [hostBits(3)], sessions: [{ ue: '10.60.0.1/32', teid: 1, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ffff::/64' }] }],
+  ])('%s', (_what, o) => {
+    const { streamed, whole } = both(o);
+    expect(streamed).toEqual(whole);
+  });
+
+  it('a file the block reader gives up on after some rules: each warning once', () => {
+    // The flow-style list at the end sends the file to js-yaml after the policies were read.
+    const text = `${doc({ policies: [hostBits(1), hostBits(2)] })}interfaces: [{name: eth0}]\n`;
+    const c = parseConfig(text, FILE);
+    expect(c.warnings?.map((w) => w.path)).toEqual(['policies[0].match', 'policies[1].match']);
+    expect(c.interfaces?.map((i) => i.name)).toEqual(['eth0']);
+  });
+});
