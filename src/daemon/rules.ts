@@ -1206,6 +1206,9 @@ export class StateStore {
   close(): void {
     // An fdatasync running on the fd: closed when it returns (never reused under it).
     if (this.#fd !== undefined) {
+      // Records written to it wait for the sync the end of this turn would start (group commit): start it
+      // now, on their fd, so that each is made durable or refused, never left waiting for a next change.
+      if (this.#inflight === undefined && this.#queued.length > 0) this.#startSync();
       if (this.#inflight?.fd === this.#fd) this.#closeAfterSync = true;
       else closeSync(this.#fd);
     }

@@ -78,4 +78,18 @@ describe('StateStore', () => {
     expect(new StateStore(path).read()!.overlay.policies.get('10.45.0.0/16')!.name).toBe('n1099');
     s.close();
   });
+
+  it('syncs a grouped change written just before the file is closed in the same turn: it settles, and is there after', async () => {
+    const s = new StateStore(path);
+    const sha = 'cd'.repeat(32);
+    s.rewrite('t', 'c.yaml', sha, emptyOverlay());
+    let undone = false;
+    // commitGrouped defers the fdatasync to the end of this turn; close() comes first (a failed cut-back, a stop).
+    const acked = s.commitGrouped({ put: 'policy', rule: POLICY }, () => (undone = true), 't', 'c.yaml', sha, emptyOverlay());
+    s.close();
+    const settled = await Promise.race([acked.then(() => 'acknowledged', () => 'refused'), new Promise((r) => setTimeout(() => r('still waiting after 5 s'), 5000))]);
+    expect(settled).toBe('acknowledged');
+    expect(undone).toBe(false);
+    expect([...new StateStore(path).read()!.overlay.policies.keys()]).toEqual(['10.45.0.0/16']);
+  });
 });
