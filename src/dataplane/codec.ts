@@ -179,15 +179,9 @@ export function writePolicyKey(match: Ipv4Prefix, teid: TeidPrefix | undefined, 
 
 /**
  * The value of an address-only entry (MUP_POL_ADDR_ONLY): the /32 of an N3
- * address with TEID policies but no policy of its own (bpf/lookup.h).
+ * address with TEID policies but no policy of its own (bpf/lookup.h),
+ * written into `b` at byte `o` (bytes there zero).
  */
-export function encodeAddrOnlyPolicy(rule: number, into?: Buffer, at = 0): Buffer {
-  const b = target(LAYOUTS.mup_policy.size, into, at);
-  writeAddrOnlyPolicy(rule, b, 0);
-  return b;
-}
-
-/** encodeAddrOnlyPolicy into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
 export function writeAddrOnlyPolicy(rule: number, b: Buffer, o: number): void {
   b.writeUInt32LE(rule, o + P.rule.offset);
   b.writeUInt8(POLICY_FLAGS.addrOnly, o + P.flags.offset);
@@ -215,14 +209,7 @@ export interface PolicyFields {
   readonly flags: number;
 }
 
-/** `p` comes from src/config/load.ts, which refuses more than MUP_MAX_SEGS segments. */
-export function encodePolicy(p: Policy, rule: number, into?: Buffer, at = 0): Buffer {
-  const b = target(LAYOUTS.mup_policy.size, into, at);
-  writePolicy(p, rule, b, 0);
-  return b;
-}
-
-/** encodePolicy into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
+/** A policy's value for rule id `rule`, written into `b` at byte `o` (bytes there zero). `p` comes from src/config/load.ts, which refuses more than MUP_MAX_SEGS segments. */
 export function writePolicy(p: Policy, rule: number, b: Buffer, o: number): void {
   if (p.segments.length > MUP_MAX_SEGS) {
     // Would overwrite the fields after segs[].
@@ -275,13 +262,7 @@ export function writeLocalSidKey(sid: Ipv6Prefix, b: Buffer, o: number): void {
   putIpv6(b, o + LK.addr.offset, sid.addr);
 }
 
-export function encodeLocalSid(s: LocalSid, rule: number, into?: Buffer, at = 0): Buffer {
-  const b = target(LAYOUTS.mup_localsid.size, into, at);
-  writeLocalSid(s, rule, b, 0);
-  return b;
-}
-
-/** encodeLocalSid into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
+/** A local SID's value for rule id `rule`, written into `b` at byte `o` (bytes there zero). */
 export function writeLocalSid(s: LocalSid, rule: number, b: Buffer, o: number): void {
   b.writeUInt32LE(rule, o + L.rule.offset);
   b.writeUInt8(s.sid.len, o + L.sid_plen.offset);
@@ -343,13 +324,7 @@ export function sessionAddresses(s: Session): { da: bigint; sa: bigint } {
   };
 }
 
-export function encodeSession(s: Session, rule: number, into?: Buffer, at = 0): Buffer {
-  const b = target(LAYOUTS.mup_session.size, into, at);
-  writeSession(s, rule, b, 0);
-  return b;
-}
-
-/** encodeSession into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
+/** A session's value for rule id `rule`, written into `b` at byte `o` (bytes there zero). */
 export function writeSession(s: Session, rule: number, b: Buffer, o: number): void {
   if (s.segments.length > MUP_MAX_SEGS) {
     throw new Error(`internal: ${s.where} has ${s.segments.length} segments; config validation should have refused it`);
