@@ -574,6 +574,13 @@ function isGone(e: unknown): boolean {
   return e instanceof NetnsError && (e.code === 'ENOENT' || e.code === 'ENODEV');
 }
 
+/** A buffer for counter reads: see LoadedDataplane.#kept. */
+interface CounterBuffer {
+  readonly raw: Buffer;
+  readonly keys: Buffer;
+  filled: number;
+}
+
 class LoadedDataplane implements Dataplane {
   readonly #obj: BpfObject;
   readonly #ncpus = numPossibleCpus();
@@ -631,29 +638,76 @@ class LoadedDataplane implements Dataplane {
     return { total, inUse: Math.min(total, this.rules.counterSlotsInUse) };
   }
 
-  /** Slots 0..total-1, read in slices of `slice` up to the last one in use (the rest zeros), the event loop let run between slices. */
-  async #rawInUse(slice: number): Promise<Buffer> {
-    const { total, inUse } = this.#extent();
-    const stride = COUNTER_STRIDE * this.#ncpus;
-    const raw = Buffer.alloc(total * stride);
-    for (let first = 0; first < inUse; first += slice) {
-      if (first > 0) {
-        await new Promise<void>((r) => setImmediate(r));
-        this.#open(); // closed meanwhile (a reload that replaced the tables): refused, not read from a closed fd
-      }
-      this.#raw(first, Math.min(slice, inUse - first)).copy(raw, first * stride);
-    }
-    return raw;
+  /**
+   * The buffer counter reads fill, kept between them: a default scrape of
+   * 131,072 rules reads 6 MB, and a fresh buffer each time costs a page
+   * fault per 4 KB once glibc maps every large block afresh (the daemon
+   * holds its trim threshold: docs/daemon.md "Memory"). `filled`: bytes
+   * from its start that may not be zero. A read while another one holds it
+   * (an async read between slices) gets a buffer of its own.
+   */
+  #kept: CounterBuffer | undefined;
+  #keptBusy = false;
+
+  #acquire(bytes: number): CounterBuffer {
+    const fresh = (): CounterBuffer => ({ raw: Buffer.alloc(bytes), keys: Buffer.alloc((4 * bytes) / (COUNTER_STRIDE * this.#ncpus)), filled: 0 });
+    if (this.#keptBusy) return fresh();
+    if (this.#kept?.raw.length !== bytes) this.#kept = fresh();
+    this.#keptBusy = true;
+    return this.#kept;
   }
 
-  /** The same in one read, synchronously. */
-  #rawInUseSync(): Buffer {
+  #release(b: CounterBuffer): void {
+    if (b === this.#kept) this.#keptBusy = false;
+  }
+
+  /**
+   * Slots 0..total-1 into a buffer from #acquire (release it after use),
+   * read in slices of COUNTER_SLICE up to the last one in use (the rest
+   * zeros); `yieldBetween`: the event loop runs between slices.
+   */
+  async #rawInUse(yieldBetween: boolean): Promise<CounterBuffer> {
     const { total, inUse } = this.#extent();
-    const raw = this.#raw(0, inUse);
-    if (inUse === total) return raw;
-    const all = Buffer.alloc(total * COUNTER_STRIDE * this.#ncpus);
-    raw.copy(all);
-    return all;
+    const stride = COUNTER_STRIDE * this.#ncpus;
+    const b = this.#acquire(total * stride);
+    try {
+      for (let first = 0; first < inUse; first += COUNTER_SLICE) {
+        if (first > 0 && yieldBetween) {
+          await new Promise<void>((r) => setImmediate(r));
+          this.#open(); // closed meanwhile (a reload that replaced the tables): refused, not read from a closed fd
+        }
+        this.#readSlots(b, first, Math.min(COUNTER_SLICE, inUse - first), stride);
+      }
+      if (b.filled > inUse * stride) b.raw.fill(0, inUse * stride, b.filled);
+      b.filled = inUse * stride;
+      return b;
+    } catch (e) {
+      this.#release(b);
+      throw e;
+    }
+  }
+
+  /** The same synchronously, in one read. */
+  #rawInUseSync(): CounterBuffer {
+    const { total, inUse } = this.#extent();
+    const stride = COUNTER_STRIDE * this.#ncpus;
+    const b = this.#acquire(total * stride);
+    try {
+      this.#readSlots(b, 0, inUse, stride);
+      if (b.filled > inUse * stride) b.raw.fill(0, inUse * stride, b.filled);
+      b.filled = inUse * stride;
+      return b;
+    } catch (e) {
+      this.#release(b);
+      throw e;
+    }
+  }
+
+  #readSlots(b: CounterBuffer, first: number, count: number, stride: number): void {
+    if (count === 0) return;
+    // Counted as filled before the read: one that fails leaves the slice in an unknown state.
+    b.filled = Math.max(b.filled, (first + count) * stride);
+    mapLookupArrayRange(this.tables.countersFd, first, count, stride, MAP_COUNTERS, { values: b.raw.subarray(first * stride), keys: b.keys });
   }
 
   /** Raw per-CPU values of counter slots start..start+count-1. */
@@ -715,12 +769,22 @@ class LoadedDataplane implements Dataplane {
   counters(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Counters {
     this.#open();
     // The one read: event slots, then policy rule slots, then local SID rule slots, then session rule slots.
-    return this.#countersFrom(this.#rawInUseSync(), config, o);
+    const b = this.#rawInUseSync();
+    try {
+      return this.#countersFrom(b.raw, config, o);
+    } finally {
+      this.#release(b);
+    }
   }
 
   async countersAsync(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Promise<Counters> {
     this.#open();
-    return this.#countersFrom(await this.#rawInUse(COUNTER_SLICE), config, o);
+    const b = await this.#rawInUse(true);
+    try {
+      return this.#countersFrom(b.raw, config, o);
+    } finally {
+      this.#release(b);
+    }
   }
 
   #countersFrom(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }): Counters {
@@ -738,17 +802,22 @@ class LoadedDataplane implements Dataplane {
   resetCounters(): number {
     this.#open();
     const n = this.#extent().inUse;
-    const raw = this.#raw(0, n);
     const stride = COUNTER_STRIDE * this.#ncpus;
     // Only slots that are not zero already: writing all 131,136 slots of full tables takes ~0.3 s.
     const nonzero: number[] = [];
-    for (let slot = 0; slot < n; slot++) {
-      for (let b = slot * stride; b < (slot + 1) * stride; b++) {
-        if (raw[b] !== 0) {
-          nonzero.push(slot);
-          break;
+    const read = this.#rawInUseSync();
+    try {
+      const raw = read.raw;
+      for (let slot = 0; slot < n; slot++) {
+        for (let b = slot * stride; b < (slot + 1) * stride; b++) {
+          if (raw[b] !== 0) {
+            nonzero.push(slot);
+            break;
+          }
         }
       }
+    } finally {
+      this.#release(read);
     }
     return zeroCounterSlots(this.tables.countersFd, nonzero, this.#ncpus);
   }
@@ -912,6 +981,7 @@ class LoadedDataplane implements Dataplane {
       }
     }
     this.#attached.clear();
+    this.#kept = undefined;
     this.rules.close();
     objectClose(this.#obj);
     if (failed.length > 0) {

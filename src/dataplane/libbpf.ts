@@ -441,12 +441,24 @@ export function mapKeys(fd: number, keySize: number, what = 'map'): Buffer[] {
  * Values of keys start..start+count-1 of an array map (per-CPU arrays:
  * `valueSize` is round_up(value_size, 8) * possible CPUs) in one
  * BPF_MAP_LOOKUP_BATCH call, concatenated in key order. For array maps the
- * kernel's in_batch is the key *before* the first one returned.
+ * kernel's in_batch is the key *before* the first one returned. `into`:
+ * read into these buffers (values at their start, the returned Buffer a
+ * view of them) instead of new ones.
  */
-export function mapLookupArrayRange(fd: number, start: number, count: number, valueSize: number, what = 'map'): Buffer {
+export function mapLookupArrayRange(
+  fd: number,
+  start: number,
+  count: number,
+  valueSize: number,
+  what = 'map',
+  into?: { readonly values: Buffer; readonly keys: Buffer },
+): Buffer {
   if (count === 0) return Buffer.alloc(0);
-  const keys = Buffer.alloc(4 * count);
-  const values = Buffer.alloc(valueSize * count);
+  if (into !== undefined && (into.values.length < valueSize * count || into.keys.length < 4 * count)) {
+    throw new RangeError(`reading ${count} elements of ${what}: the buffers given hold ${into.values.length} value and ${into.keys.length} key bytes`);
+  }
+  const keys = into?.keys ?? Buffer.alloc(4 * count);
+  const values = into === undefined ? Buffer.alloc(valueSize * count) : into.values.subarray(0, valueSize * count);
   const inBatch = start > 0 ? Buffer.from(new Uint32Array([start - 1]).buffer) : null;
   const outBatch = Buffer.alloc(4);
   const n = new Uint32Array([count]);
