@@ -7,6 +7,28 @@
  * resident memory.
  */
 import koffi from 'koffi';
+
+/** mallopt(3)'s M_TRIM_THRESHOLD (malloc.h). */
+const M_TRIM_THRESHOLD = -1;
+/** glibc's own starting value: free memory above this at the top of an arena goes back to the kernel. */
+export const MALLOC_TRIM_THRESHOLD = 128 * 1024;
+
+/**
+ * Fix glibc's trim threshold at its starting value, first thing in the
+ * daemon. Left alone, glibc raises it (with the mmap threshold) each time a
+ * block it had mmapped is freed, up to 64 MB: after that no arena gives free
+ * memory at its top back. The daemon's threads (V8's compiler and GC, libuv's
+ * pool) each have an arena; the soak found them keeping 11-12 MB free in
+ * every daemon whose start freed a large block early, 3-6 MB in one that did
+ * not, in the same run: its RSS after a full collection 88-94 MB against
+ * 79-85 (docs/bench.md, issue 16, session 12). Setting it also stops the
+ * raising of the mmap threshold (blocks over 128 KB stay mmapped, and are
+ * unmapped when freed). False when glibc refused (the caller warns).
+ */
+export function holdMallocTrimThreshold(): boolean {
+  const mallopt = koffi.load('libc.so.6').func('int mallopt(int param, int value)') as (param: number, value: number) => number;
+  return mallopt(M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD) === 1;
+}
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 

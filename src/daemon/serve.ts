@@ -13,6 +13,7 @@ import { notifyReady } from '../host/notify.js';
 import { pidAlive } from '../host/process.js';
 import type { Logger } from './log.js';
 import { createMetrics } from './metrics.js';
+import { holdMallocTrimThreshold } from './memory.js';
 import { DAEMON_NODE_FLAGS, missingDaemonNodeFlags } from '../host/node-flags.js';
 import type { PerRuleSeries } from '../config/types.js';
 
@@ -60,6 +61,7 @@ async function claimSocket(socket: string, instance: string): Promise<() => void
 /** Start everything; resolves once serving, with a function that stops it all. */
 export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: () => Promise<void> }> {
   const log = o.log;
+  if (!holdMallocTrimThreshold()) log.warn('mallopt(M_TRIM_THRESHOLD) refused: glibc keeps its dynamic trim threshold, and the free memory of its arenas with it');
   const d = new Daemon(o);
   // Nothing below touches the running data plane until the instance is ours
   // and the whole config (token file included) has been checked.
