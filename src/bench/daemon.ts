@@ -9,6 +9,9 @@
  *   (e) 10,000 operations (deletes, then adds back) through one POST
  *       /v1/batch each: under 500 ms each; next to it, for comparison, the
  *       same 10,000 as single requests (DELETE, POST), one at a time;
+ *       during the two batches, issue 19's loop targets as in (h): the
+ *       daemon's loop delay max < 50 ms, p99 < 10 ms, and GET /v1/status on
+ *       a kept-alive connection p99 < 5 ms, max < 50 ms, no reset;
  *   (i) with --sessions N (alone, instead of the rest; N = 1048576 for issue
  *       19's target): N (N3, TEID) policies + N PE sessions, loaded from a
  *       JSON config file (spawn -> API answers) and, after a teardown, through
@@ -23,6 +26,7 @@
  *   (g) 4 writers, each on its own kept-alive connection, deleting and
  *       adding back policies as fast as answered for 10 s: at least 2,000
  *       changes/s in total, single-change p99 under 5 ms (group commit);
+ *       the loop and status targets of (e) during it;
  *   (h) idle, then route churn of 1 change/s, with the daemon's own
  *       event-loop metric and GET /v1/status on a kept-alive connection
  *       (loop max < 50 ms, p99 < 10 ms; status p99 < 5 ms, max < 50 ms),
@@ -590,6 +594,53 @@ function statusPoller(socket: string, onStatus?: (s: NhStatus, at: number) => vo
   };
 }
 
+/** What watchLoop saw: the daemon's loop delay over the window, and a status poller's latencies and resets. */
+interface LoopSeen {
+  readonly loop: LoopWindow;
+  readonly status: Latency;
+  readonly resets: number;
+  readonly errors: number;
+}
+
+/**
+ * Issue 19's event-loop targets during another phase ((e) the batch load,
+ * (g) the writers): a /metrics scrape starts the daemon's window (its
+ * loop-delay quantiles are since the previous scrape), a status poller runs
+ * on its own kept-alive connection until stop(), which scrapes again.
+ */
+async function watchLoop(socket: string): Promise<{ stop: () => Promise<LoopSeen> }> {
+  await loopWindow(socket);
+  const poller = statusPoller(socket);
+  return {
+    stop: async () => {
+      const polled = await poller.stop();
+      const loop = await loopWindow(socket);
+      return { loop, status: summarize(polled.ms), resets: polled.resets, errors: polled.errors.length };
+    },
+  };
+}
+
+function loopSeenOk(s: LoopSeen | undefined): boolean {
+  if (s === undefined) return false;
+  const t = LOOP_TARGETS;
+  return s.loop.max < t.loopMaxMs && s.loop.p99 < t.loopP99Ms && s.status.p99 < t.statusP99Ms && s.status.max < t.statusMaxMs && s.resets === 0 && s.errors === 0;
+}
+
+/** PASS/FAIL lines of one watchLoop window, as the churn lines of (h). */
+function loopTargetLines(phase: string, s: LoopSeen | undefined): string[] {
+  const t = LOOP_TARGETS;
+  const f2 = (x: number | undefined): string => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(2));
+  const pf = (ok: boolean): string => (ok ? 'PASS' : 'FAIL');
+  if (s === undefined) return [`${phase}: loop and status not measured (the phase failed)            FAIL`];
+  const loopOk = s.loop.max < t.loopMaxMs && s.loop.p99 < t.loopP99Ms;
+  const statusOk = s.status.p99 < t.statusP99Ms && s.status.max < t.statusMaxMs && s.resets === 0 && s.errors === 0;
+  return [
+    `${`${phase}: loop delay max < ${t.loopMaxMs} ms, p99 < ${t.loopP99Ms} ms`.padEnd(44)}${f2(s.loop.max).padStart(9)} / ${f2(s.loop.p99)} ms  ${pf(loopOk)}`,
+    `${`${phase}: status p99 < ${t.statusP99Ms} ms, max < ${t.statusMaxMs} ms, no reset`.padEnd(44)}${f2(s.status.p99).padStart(9)} / ${f2(s.status.max)} ms, ${s.resets} resets` +
+      `${s.errors > 0 ? `, ${s.errors} errors` : ''} (n=${s.status.n})  ${pf(statusOk)}`,
+  ];
+}
+
 function ipIn(ns: string, ...args: string[]): void {
   execFileSync('ip', ['-n', ns, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
 }
@@ -964,17 +1015,22 @@ async function main(): Promise<number> {
     const nSingle = Math.min(nBatch, o.singleOps ?? nBatch);
     progress(`(e) ${nBatch} operations through /v1/batch, then as single requests`);
     const batchMs = { del: NaN, add: NaN };
+    let batchLoop: { stop: () => Promise<LoopSeen> } | undefined;
+    let batchSeen: LoopSeen | undefined;
     const singleMs = { del: NaN, add: NaN };
     {
       const ids = Array.from({ length: nBatch }, (_, k) => (k * Math.max(1, Math.floor(o.rules / nBatch))) % o.rules);
       const dels = { operations: ids.map((i) => ({ op: 'delete', policy: { match: policyMatch(i) } })) };
       const adds = { operations: ids.map((i) => ({ op: 'add', policy: policyEntry(i) })) };
+      // The daemon's loop and a status poller while the batches go in: a large load is chunked, never one long stall.
+      batchLoop = await watchLoop(env.socket);
       for (const [what, doc] of [['del', dels], ['add', adds]] as const) {
         const t = performance.now();
         const r = await api(env.socket, 'POST', '/v1/batch', doc);
         batchMs[what] = performance.now() - t;
         if (r.status !== 200) failures.push(`POST /v1/batch (${nBatch} ${what}): ${r.status} ${r.text.slice(0, 300)}`);
       }
+      batchSeen = await batchLoop.stop();
       progress(`(e) /v1/batch of ${nBatch}: deletes ${batchMs.del.toFixed(1)} ms, adds ${batchMs.add.toFixed(1)} ms; now ${nSingle} of each as single requests`);
       const singles = ids.slice(0, nSingle);
       let t = performance.now();
@@ -1020,7 +1076,9 @@ async function main(): Promise<number> {
     const metrics = await metricsPhase(env.socket, env.configPath, o.scrapes, o.skipPerRuleAll);
     progress(`(g) ${WRITER_TARGETS.writers} writers for 10 s`);
     const loadWriters = loadavg();
+    const writersLoop = await watchLoop(env.socket);
     const writers = await writersPhase(env.socket, o.rules, WRITER_TARGETS.writers, 10);
+    const writersSeen = await writersLoop.stop();
     if (writers.failures > 0) failures.push(`(g) ${writers.failures} changes of the writers failed`);
     const rssReads = procStatus(pid);
     // (h) idle, route churn, next-hop convergence (issue 19).
@@ -1123,6 +1181,8 @@ async function main(): Promise<number> {
       `/metrics < ${METRICS_TARGETS.scrapeKB} KB, default settings             ${(metrics.byDefault.bytes / 1000).toFixed(1).padStart(7)} KB  ${pf(metricsOk.size)}`,
       `${WRITER_TARGETS.writers} writers >= ${WRITER_TARGETS.changesPerSecond} changes/s in total          ${writers.perSecond.toFixed(0).padStart(7)}/s   ${pf(writersOk.rate)}`,
       `single change p99 < ${WRITER_TARGETS.p99Ms} ms under ${WRITER_TARGETS.writers} writers        ${f2(writers.ms.p99).padStart(7)} ms  ${pf(writersOk.p99)}`,
+      ...loopTargetLines('batch', batchSeen),
+      ...loopTargetLines('writers', writersSeen),
     );
     if (loopRes !== undefined) out.push(...loopRes.targets, '', ...loopRes.lines);
     if (churnRes !== undefined) out.push('', ...churnRes.lines, churnRes.target);
@@ -1138,6 +1198,8 @@ async function main(): Promise<number> {
       metricsOk.size &&
       writersOk.rate &&
       writersOk.p99 &&
+      loopSeenOk(batchSeen) &&
+      loopSeenOk(writersSeen) &&
       (loopRes?.ok ?? true) &&
       (churnRes?.ok ?? true) &&
       failures.length === 0;
@@ -1153,6 +1215,7 @@ async function main(): Promise<number> {
           scrapesMs: scrapes,
           metrics,
           writers,
+          loopDuring: { batch: batchSeen, writers: writersSeen },
           memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads },
           failures,
           loop: loopRes?.json,
