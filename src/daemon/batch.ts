@@ -73,28 +73,68 @@ export function batchOperations(body: unknown): unknown[] {
   return ops;
 }
 
+/**
+ * Plan a batch against the rule set (throws BatchError at the first
+ * operation that does not hold; nothing is written). planBatchYielding is
+ * the same, letting the event loop run between slices of operations.
+ */
 export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
-  const delta = new Map<RuleKind, Map<string, Rule | null>>(KIND_NAMES.map((k) => [k, new Map()]));
-  const names = new Map<RuleKind, Map<string, string | null>>(KIND_NAMES.map((k) => [k, new Map()]));
-  const cur = (kind: RuleKind, key: string): Rule | undefined => {
-    const d = delta.get(kind)!;
+  const p = new Planner(set);
+  ops.forEach((raw, i) => p.step(raw, i));
+  return p.finish();
+}
+
+/** Operations planned between two turns of the event loop: about 10 ms of validation here. */
+export const PLAN_SLICE = 500;
+
+/**
+ * planBatch in slices of `slice` operations, the event loop running between
+ * them (reads are answered meanwhile). The caller holds the daemon's serial
+ * section, so the rule set does not change under the plan.
+ */
+export async function planBatchYielding(set: RuleSet, ops: readonly unknown[], slice = PLAN_SLICE): Promise<BatchPlan> {
+  const p = new Planner(set);
+  for (let i = 0; i < ops.length; i++) {
+    if (i > 0 && i % slice === 0) await new Promise<void>((r) => setImmediate(r));
+    p.step(ops[i], i);
+  }
+  return p.finish();
+}
+
+/** The state of a plan after operations 0..i: see planBatch. */
+class Planner {
+  readonly #set: RuleSet;
+  readonly #delta = new Map<RuleKind, Map<string, Rule | null>>(KIND_NAMES.map((k) => [k, new Map()]));
+  readonly #names = new Map<RuleKind, Map<string, string | null>>(KIND_NAMES.map((k) => [k, new Map()]));
+  readonly #results: BatchResult[] = [];
+  readonly #counts = { added: 0, replaced: 0, deleted: 0 };
+
+  constructor(set: RuleSet) {
+    this.#set = set;
+  }
+
+  #cur(kind: RuleKind, key: string): Rule | undefined {
+    const d = this.#delta.get(kind)!;
     if (d.has(key)) return d.get(key) ?? undefined;
-    return set.rules(kind).get(key);
-  };
-  const ownerOf = (kind: RuleKind, name: string): string | undefined => {
-    const n = names.get(kind)!;
+    return this.#set.rules(kind).get(key);
+  }
+
+  #ownerOf(kind: RuleKind, name: string): string | undefined {
+    const n = this.#names.get(kind)!;
     if (n.has(name)) return n.get(name) ?? undefined;
-    return set.find(kind, { name });
-  };
-  const change = (kind: RuleKind, key: string, rule: Rule | null): void => {
-    const old = cur(kind, key);
-    if (old?.name !== undefined) names.get(kind)!.set(old.name, null);
-    if (rule?.name !== undefined) names.get(kind)!.set(rule.name, key);
-    delta.get(kind)!.set(key, rule);
-  };
-  const results: BatchResult[] = [];
-  const counts = { added: 0, replaced: 0, deleted: 0 };
-  ops.forEach((raw, i) => {
+    return this.#set.find(kind, { name });
+  }
+
+  #change(kind: RuleKind, key: string, rule: Rule | null): void {
+    const old = this.#cur(kind, key);
+    if (old?.name !== undefined) this.#names.get(kind)!.set(old.name, null);
+    if (rule?.name !== undefined) this.#names.get(kind)!.set(rule.name, key);
+    this.#delta.get(kind)!.set(key, rule);
+  }
+
+  step(raw: unknown, i: number): void {
+    const results = this.#results;
+    const counts = this.#counts;
     const at = `operations[${i}]`;
     if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail(i, at, 422, 'invalid', 'expected {"op": "add"|"replace"|"delete", "<kind>": {...}}');
     const o = raw as Record<string, unknown>;
@@ -127,13 +167,13 @@ export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
         } catch (err) {
           fail(i, `${where}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: ${(err as Error).message}`);
         }
-        if (cur(kind, key) === undefined) fail(i, `${where}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to delete`);
+        if (this.#cur(kind, key) === undefined) fail(i, `${where}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to delete`);
       } else {
         if (typeof name !== 'string') fail(i, `${where}.name`, 422, 'invalid', `${kind}.name: expected a string`);
-        key = ownerOf(kind, name);
+        key = this.#ownerOf(kind, name);
         if (key === undefined) fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(name)} to delete`);
       }
-      change(kind, key, null);
+      this.#change(kind, key, null);
       counts.deleted++;
       results.push({ op, kind, key });
       return;
@@ -149,7 +189,7 @@ export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
       fail(i, where, 422, 'invalid', `${kind}: ${(err as Error).message}`);
     }
     const key = k.key(rule);
-    const existing = cur(kind, key);
+    const existing = this.#cur(kind, key);
     if (op === 'add' && existing !== undefined) {
       fail(i, `${where}.${k.keyName}`, 409, 'exists', `a ${k.label} with ${k.keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; use op "replace"`);
     }
@@ -157,46 +197,51 @@ export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
       fail(i, `${where}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to replace; use op "add"`);
     }
     if (rule.name !== undefined) {
-      const owner = ownerOf(kind, rule.name);
+      const owner = this.#ownerOf(kind, rule.name);
       if (owner !== undefined && owner !== key) {
         fail(i, `${where}.name`, 409, 'name_taken', `name ${JSON.stringify(rule.name)} is already used by the ${k.label} with ${k.keyName} ${owner}; names must be unique`);
       }
     }
     const tagged: Rule = { ...rule, where: `${k.section}[${key}]` };
-    change(kind, key, tagged);
+    this.#change(kind, key, tagged);
     if (op === 'add') counts.added++;
     else counts.replaced++;
     results.push({ op, kind, key });
-  });
-
-  // The net effect, per kind: what to write, what to delete; and the way back.
-  const changes: Record<string, unknown> = {};
-  const undo: Record<string, unknown> = {};
-  const lines: StateChange[] = [];
-  for (const [kind, d] of delta) {
-    const k = RULE_KINDS[kind];
-    const base = set.rules(kind);
-    const puts: Rule[] = [];
-    const dels: Rule[] = [];
-    const undoPuts: Rule[] = [];
-    const undoDels: Rule[] = [];
-    for (const [key, r] of d) {
-      const before = base.get(key);
-      if (r !== null) {
-        puts.push(r);
-        lines.push({ put: kind, rule: RULE_KINDS[kind].json(r), base: set.base(kind, key) });
-        if (before === undefined) undoDels.push(r);
-        else undoPuts.push(before);
-      } else if (before !== undefined) {
-        dels.push(before);
-        lines.push({ del: kind, key, base: set.base(kind, key) });
-        undoPuts.push(before);
-      }
-    }
-    if (puts.length > 0) Object.assign(changes, k.put(puts));
-    if (dels.length > 0) Object.assign(changes, k.del(dels));
-    if (undoPuts.length > 0) Object.assign(undo, k.put(undoPuts));
-    if (undoDels.length > 0) Object.assign(undo, k.del(undoDels));
   }
-  return { results, delta, changes: changes as Changes, undo: undo as Changes, line: { batch: lines }, counts };
+
+  /** The plan of every operation stepped: the net effect per kind, the way back, the record. */
+  finish(): BatchPlan {
+    const set = this.#set;
+    const delta = this.#delta;
+    // The net effect, per kind: what to write, what to delete; and the way back.
+    const changes: Record<string, unknown> = {};
+    const undo: Record<string, unknown> = {};
+    const lines: StateChange[] = [];
+    for (const [kind, d] of delta) {
+      const k = RULE_KINDS[kind];
+      const base = set.rules(kind);
+      const puts: Rule[] = [];
+      const dels: Rule[] = [];
+      const undoPuts: Rule[] = [];
+      const undoDels: Rule[] = [];
+      for (const [key, r] of d) {
+        const before = base.get(key);
+        if (r !== null) {
+          puts.push(r);
+          lines.push({ put: kind, rule: RULE_KINDS[kind].json(r), base: set.base(kind, key) });
+          if (before === undefined) undoDels.push(r);
+          else undoPuts.push(before);
+        } else if (before !== undefined) {
+          dels.push(before);
+          lines.push({ del: kind, key, base: set.base(kind, key) });
+          undoPuts.push(before);
+        }
+      }
+      if (puts.length > 0) Object.assign(changes, k.put(puts));
+      if (dels.length > 0) Object.assign(changes, k.del(dels));
+      if (undoPuts.length > 0) Object.assign(undo, k.put(undoPuts));
+      if (undoDels.length > 0) Object.assign(undo, k.del(undoDels));
+    }
+    return { results: this.#results, delta, changes: changes as Changes, undo: undo as Changes, line: { batch: lines }, counts: this.#counts };
+  }
 }

@@ -67,7 +67,7 @@ import {
   type RuleKind,
 } from './rules.js';
 import { canonicalKey as canonicalKeyOf } from './rules.js';
-import { planBatch, type BatchResult } from './batch.js';
+import { planBatchYielding, type BatchResult } from './batch.js';
 import { BgpService, type LearnedApplied } from './bgp.js';
 import type { LearnedDelta } from '../bgp/incremental.js';
 
@@ -1383,7 +1383,7 @@ export class Daemon {
   async applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
     const { durable, plan } = await this.#serial.run(async () => {
       await this.#dp?.rules.writable('put');
-      const plan = planBatch(this.#rules, ops);
+      const plan = await planBatchYielding(this.#rules, ops);
       const t = this.dataplane.rules;
       this.#tables(t, plan.changes);
       const restore: (() => void)[] = [];
