@@ -649,12 +649,17 @@ class LoadedDataplane implements Dataplane {
   #kept: CounterBuffer | undefined;
   #keptBusy = false;
 
-  #acquire(bytes: number): CounterBuffer {
-    const fresh = (): CounterBuffer => ({ raw: Buffer.alloc(bytes), keys: Buffer.alloc((4 * bytes) / (COUNTER_STRIDE * this.#ncpus)), filled: 0 });
+  /** A buffer for `total` slots whose bytes past slot `inUse` are zero (reads fill the rest). */
+  #acquire(total: number, inUse: number): CounterBuffer {
+    const stride = COUNTER_STRIDE * this.#ncpus;
+    const fresh = (): CounterBuffer => ({ raw: Buffer.alloc(total * stride), keys: Buffer.alloc(4 * total), filled: 0 });
     if (this.#keptBusy) return fresh();
-    if (this.#kept?.raw.length !== bytes) this.#kept = fresh();
+    if (this.#kept?.raw.length !== total * stride) this.#kept = fresh();
+    const b = this.#kept;
+    if (b.filled > inUse * stride) b.raw.fill(0, inUse * stride, b.filled);
+    b.filled = Math.min(b.filled, inUse * stride);
     this.#keptBusy = true;
-    return this.#kept;
+    return b;
   }
 
   #release(b: CounterBuffer): void {
@@ -668,18 +673,15 @@ class LoadedDataplane implements Dataplane {
    */
   async #rawInUse(yieldBetween: boolean): Promise<CounterBuffer> {
     const { total, inUse } = this.#extent();
-    const stride = COUNTER_STRIDE * this.#ncpus;
-    const b = this.#acquire(total * stride);
+    const b = this.#acquire(total, inUse);
     try {
       for (let first = 0; first < inUse; first += COUNTER_SLICE) {
         if (first > 0 && yieldBetween) {
           await new Promise<void>((r) => setImmediate(r));
           this.#open(); // closed meanwhile (a reload that replaced the tables): refused, not read from a closed fd
         }
-        this.#readSlots(b, first, Math.min(COUNTER_SLICE, inUse - first), stride);
+        this.#readSlots(b, first, Math.min(COUNTER_SLICE, inUse - first));
       }
-      if (b.filled > inUse * stride) b.raw.fill(0, inUse * stride, b.filled);
-      b.filled = inUse * stride;
       return b;
     } catch (e) {
       this.#release(b);
@@ -690,21 +692,19 @@ class LoadedDataplane implements Dataplane {
   /** The same synchronously, in one read. */
   #rawInUseSync(): CounterBuffer {
     const { total, inUse } = this.#extent();
-    const stride = COUNTER_STRIDE * this.#ncpus;
-    const b = this.#acquire(total * stride);
+    const b = this.#acquire(total, inUse);
     try {
-      this.#readSlots(b, 0, inUse, stride);
-      if (b.filled > inUse * stride) b.raw.fill(0, inUse * stride, b.filled);
-      b.filled = inUse * stride;
-      return b;
+      this.#readSlots(b, 0, inUse);
     } catch (e) {
       this.#release(b);
       throw e;
     }
+    return b;
   }
 
-  #readSlots(b: CounterBuffer, first: number, count: number, stride: number): void {
+  #readSlots(b: CounterBuffer, first: number, count: number): void {
     if (count === 0) return;
+    const stride = COUNTER_STRIDE * this.#ncpus;
     // Counted as filled before the read: one that fails leaves the slice in an unknown state.
     b.filled = Math.max(b.filled, (first + count) * stride);
     mapLookupArrayRange(this.tables.countersFd, first, count, stride, MAP_COUNTERS, { values: b.raw.subarray(first * stride), keys: b.keys });
