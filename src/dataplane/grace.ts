@@ -140,16 +140,22 @@ export class GraceClock {
     return this.#dead || Atomics.load(this.#s, FAILED) !== 0;
   }
 
-  /** Block until grace period n has completed (0: nothing to wait for). */
+  /**
+   * Block until grace period n has completed (0: nothing to wait for).
+   * The waits compare against the value that was checked, read once: read
+   * again for the wait, a completion between the check and the wait would
+   * be the value waited on, and only the next grace period (or the 1 s
+   * timeout) would end it.
+   */
   waitSync(n: number): void {
     if (this.done(n)) return;
     this.waits++;
-    while (!this.done(n)) {
+    for (let c = this.completed; c < n; c = this.completed) {
       if (this.#failed()) {
         this.#fallback();
         continue;
       }
-      Atomics.wait(this.#s, COMPLETED, this.completed, 1000);
+      Atomics.wait(this.#s, COMPLETED, c, 1000);
     }
   }
 
@@ -160,12 +166,12 @@ export class GraceClock {
   async wait(n: number, counted = true): Promise<void> {
     if (this.done(n)) return;
     if (counted) this.waits++;
-    while (!this.done(n)) {
+    for (let c = this.completed; c < n; c = this.completed) {
       if (this.#failed()) {
         this.#fallback();
         continue;
       }
-      const r = (Atomics as unknown as AtomicsWaitAsync).waitAsync(this.#s, COMPLETED, this.completed, 1000);
+      const r = (Atomics as unknown as AtomicsWaitAsync).waitAsync(this.#s, COMPLETED, c, 1000);
       if (r.async) await r.value;
     }
   }
