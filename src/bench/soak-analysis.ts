@@ -342,6 +342,9 @@ export interface GcTrough {
   readonly heapTotalKb?: number;
   /** VmRSS's file-backed part (RssFile, /proc/self/status): node's and the libraries' pages paged in (absent in older logs). */
   readonly rssFileKb?: number;
+  /** heapTotal's new space (the young generation, two semi-spaces) and old space as committed (absent in older logs). */
+  readonly newSpaceKb?: number;
+  readonly oldSpaceKb?: number;
   /** A collection the soak asked for (soak-preload.mjs, `--gc-every`), not one V8 chose. */
   readonly forced?: boolean;
   /** With `--malloc-trim`: VmRSS after the forced collection and before malloc_trim(0); rssKb is after it. */
@@ -368,10 +371,10 @@ export function parseGcLog(text: string, wallAtZero: number): GcTrough[] {
         rssKb: Math.round(n('rss') / 1024), heapUsedKb: Math.round(n('heapUsed') / 1024), externalKb: Math.round(n('external') / 1024),
       };
       if (Object.values(t).every(Number.isFinite)) {
-        const kbIf = (k: 'rssFileKb' | 'rssUntrimmedKb' | 'mallocInUseKb' | 'mallocFreeKb'): Partial<GcTrough> => (Number.isFinite(n(k)) ? { [k]: n(k) } : {});
+        const kbIf = (k: 'rssFileKb' | 'rssUntrimmedKb' | 'mallocInUseKb' | 'mallocFreeKb' | 'newSpaceKb' | 'oldSpaceKb'): Partial<GcTrough> => (Number.isFinite(n(k)) ? { [k]: n(k) } : {});
         out.push({
           ...t, ...(Number.isFinite(n('heapTotal')) ? { heapTotalKb: Math.round(n('heapTotal') / 1024) } : {}), ...kbIf('rssFileKb'), ...(o.forced === true ? { forced: true } : {}),
-          ...kbIf('rssUntrimmedKb'), ...kbIf('mallocInUseKb'), ...kbIf('mallocFreeKb'),
+          ...kbIf('rssUntrimmedKb'), ...kbIf('mallocInUseKb'), ...kbIf('mallocFreeKb'), ...kbIf('newSpaceKb'), ...kbIf('oldSpaceKb'),
         });
       }
     } catch {
@@ -419,10 +422,12 @@ export interface RssLife {
   readonly troughs: number;
   /** How many of them the soak forced (`--gc-every`). */
   readonly forcedTroughs: number;
-  /** Lowest RSS right after a major GC after warm-up, KB (0 when none): the life's floor. */
+  /** Lowest judged trough (judgedKb) after warm-up, KB (0 when none): the life's floor. */
   readonly troughFloorKb: number;
-  /** The post-GC RSS troughs' trend (null with fewer than two); heapUsed's and external's beside it, to tell which memory moves. */
+  /** The post-GC troughs' trend as judged (judgedKb; null with fewer than two); heapUsed's and external's beside it, to tell which memory moves. */
   readonly troughRss: Trend | null;
+  /** The troughs' VmRSS itself, new space included (when the log has the new space, so that troughRss is less it). */
+  readonly troughRssRaw?: Trend | null;
   readonly troughHeapUsed: Trend | null;
   readonly troughExternal: Trend | null;
   /** heapTotal and native (rss - heapTotal - external) at the troughs; null when the log has no heapTotal. */
@@ -430,6 +435,10 @@ export interface RssLife {
   readonly troughNative?: Trend | null;
   /** The file-backed part of RSS at the troughs (RssFile); null when the log has none. */
   readonly troughFile?: Trend | null;
+  /** heapTotal's new and old space at the troughs, and the new space's size at the first and last (absent when the log has none). */
+  readonly troughNewSpace?: Trend | null;
+  readonly troughOldSpace?: Trend | null;
+  readonly newSpaceKb?: { readonly first: number; readonly last: number };
   /** With `--malloc-trim`: the troughs' VmRSS before the trim (not judged), its floor, and malloc's bytes in use and free at the troughs. */
   readonly troughUntrimmed?: Trend | null;
   readonly untrimmedFloorKb?: number;
@@ -520,6 +529,17 @@ const trend = (xs: readonly number[], ys: readonly number[]): Trend | null => {
 
 const growing = (growthKb: number, medianKb: number): boolean => growthKb > Math.max(RSS_GROWTH_KB, RSS_GROWTH_SHARE * medianKb);
 
+/**
+ * What a trough is judged on: its RSS less V8's new space as committed, when
+ * the log has it. The new space (the young generation) is bounded by the
+ * daemon's --max-semi-space-size (8 MB); V8 commits it up to that under
+ * allocation and gives part of it back when the process looks idle (its
+ * memory reducer), so a life's troughs rise or fall by up to 7 MB with the
+ * phase of the API churn, whatever the daemon holds. The raw RSS trend is
+ * reported beside it (RssLife.troughRssRaw).
+ */
+export const judgedKb = (g: GcTrough): number => g.rssKb - (g.newSpaceKb ?? 0);
+
 /** How much a judgement needs (the RSS_MIN_* constants; a short real run in a test asks for less). */
 export interface RssLimits {
   readonly minWarmMs: number;
@@ -585,7 +605,7 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
     const med = median(kb);
     const tr = judgedTroughs(troughs, pid, warmupMs);
     const xs = tr.map((g) => g.tMs);
-    const troughRss = trend(xs, tr.map((g) => g.rssKb));
+    const troughRss = trend(xs, tr.map(judgedKb));
     const span = xs.length < 2 ? 0 : xs.at(-1)! - xs[0]!;
     const longEnough = warmMs >= minWarmMs && ss.length >= RSS_MIN_SAMPLE_SHARE * (warmMs / 1000);
     const why = !longEnough
@@ -598,12 +618,20 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
       pid, fromMs: mine[0]!.tMs, toMs: mine.at(-1)!.tMs, samples: ss.length, warmMs,
       minKb: kb.length ? Math.min(...kb) : 0, medianKb: med, maxKb: kb.length ? Math.max(...kb) : 0,
       slopeKbPerMin: slope(ss.map((s) => s.tMs), kb) * 60_000, thirdsGrowthKb,
-      troughs: tr.length, forcedTroughs: tr.filter((g) => g.forced === true).length, troughFloorKb: tr.length ? Math.min(...tr.map((g) => g.rssKb)) : 0,
+      troughs: tr.length, forcedTroughs: tr.filter((g) => g.forced === true).length, troughFloorKb: tr.length ? Math.min(...tr.map(judgedKb)) : 0,
+      ...(tr.some((g) => g.newSpaceKb !== undefined) ? { troughRssRaw: trend(xs, tr.map((g) => g.rssKb)) } : {}),
       troughRss, troughHeapUsed: trend(xs, tr.map((g) => g.heapUsedKb)), troughExternal: trend(xs, tr.map((g) => g.externalKb)),
       ...(tr.every((g) => g.heapTotalKb !== undefined)
         ? { troughHeapTotal: trend(xs, tr.map((g) => g.heapTotalKb!)), troughNative: trend(xs, tr.map((g) => g.rssKb - g.heapTotalKb! - g.externalKb)) }
         : {}),
       ...(tr.every((g) => g.rssFileKb !== undefined) ? { troughFile: trend(xs, tr.map((g) => g.rssFileKb!)) } : {}),
+      ...(tr.length > 0 && tr.every((g) => g.newSpaceKb !== undefined && g.oldSpaceKb !== undefined)
+        ? {
+            troughNewSpace: trend(xs, tr.map((g) => g.newSpaceKb!)),
+            troughOldSpace: trend(xs, tr.map((g) => g.oldSpaceKb!)),
+            newSpaceKb: { first: tr[0]!.newSpaceKb!, last: tr.at(-1)!.newSpaceKb! },
+          }
+        : {}),
       ...(tr.length > 0 && tr.every((g) => g.rssUntrimmedKb !== undefined)
         ? { troughUntrimmed: trend(xs, tr.map((g) => g.rssUntrimmedKb!)), untrimmedFloorKb: Math.min(...tr.map((g) => g.rssUntrimmedKb!)) }
         : {}),
@@ -626,9 +654,9 @@ export function rssSummary(samples: readonly RssSample[], warmupMs: number, trou
   for (const l of judgedLives) {
     const tr = judgedTroughs(troughs, l.pid, warmupMs);
     const mx = tr.reduce((a, g) => a + g.tMs, 0) / tr.length;
-    const my = tr.reduce((a, g) => a + g.rssKb, 0) / tr.length;
+    const my = tr.reduce((a, g) => a + judgedKb(g), 0) / tr.length;
     for (const g of tr) {
-      num += (g.tMs - mx) * (g.rssKb - my);
+      num += (g.tMs - mx) * (judgedKb(g) - my);
       den += (g.tMs - mx) ** 2;
     }
     pooledTroughs += tr.length;

@@ -4,7 +4,8 @@
  *
  * MUP_SOAK_GCLOG=FILE (always set by the soak): appends one JSON line at
  * the end of every major garbage collection (PerformanceObserver 'gc',
- * kind major: mark-sweep-compact), with process.memoryUsage() then. The
+ * kind major: mark-sweep-compact), with process.memoryUsage() then and the
+ * committed size of V8's heap spaces (new, old, code, large objects). The
  * soak's RSS verdict is judged on these post-GC troughs: the floor the
  * process really returns to, whatever the phase of the GC's sawtooth.
  *
@@ -44,7 +45,7 @@
 import { appendFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PerformanceObserver, constants, performance } from 'node:perf_hooks';
-import { setFlagsFromString, writeHeapSnapshot } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString, writeHeapSnapshot } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 /** VmRSS and its parts from /proc/self/status, KB. */
@@ -52,6 +53,16 @@ const statusKb = () => {
   const st = readFileSync('/proc/self/status', 'utf8');
   const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st)?.[1] ?? NaN);
   return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile'), shmem: kb('RssShmem') };
+};
+
+/** V8's heap spaces as committed (space_size), KB: which space a growing heapTotal is. */
+const spacesKb = () => {
+  const out = {};
+  for (const sp of getHeapSpaceStatistics()) {
+    const name = { new_space: 'newSpaceKb', old_space: 'oldSpaceKb', code_space: 'codeSpaceKb', large_object_space: 'largeObjectSpaceKb' }[sp.space_name];
+    if (name !== undefined) out[name] = Math.round(sp.space_size / 1024);
+  }
+  return out;
 };
 
 /** glibc's malloc statistics and malloc_trim through koffi (the daemon loads koffi too); undefined where there is no glibc. */
@@ -118,6 +129,7 @@ if (gclog !== undefined && gclog !== '') {
           forced, ...(before === undefined ? {} : { rssUntrimmedKb: before }),
           ...(mi === undefined ? {} : { mallocInUseKb: mi.inUseKb, mallocFreeKb: mi.freeKb }),
           rss: t === undefined ? m.rss : kb.rss * 1024, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers,
+          ...(t?.spaces ?? spacesKb()),
         })}\n`);
       } catch {
         // the soak's directory is gone: it is over
@@ -136,7 +148,7 @@ if (Number.isFinite(gcEvery) && gcEvery > 0) {
     if (malloc?.trim === true) {
       const beforeKb = statusKb().rss;
       malloc.trimNow();
-      trimmed = { beforeKb, kb: statusKb(), m: process.memoryUsage(), mi: malloc.info() };
+      trimmed = { beforeKb, kb: statusKb(), m: process.memoryUsage(), mi: malloc.info(), spaces: spacesKb() };
     }
   }, gcEvery).unref();
 }
@@ -147,7 +159,7 @@ if (memlog !== undefined && memlog !== '') {
   setInterval(() => {
     const m = process.memoryUsage();
     try {
-      appendFileSync(memlog, `${JSON.stringify({ pid: process.pid, lifeMs: Date.now() - t0, rss: m.rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers })}\n`);
+      appendFileSync(memlog, `${JSON.stringify({ pid: process.pid, lifeMs: Date.now() - t0, rss: m.rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers, ...spacesKb() })}\n`);
     } catch {
       // the soak's directory is gone: it is over
     }

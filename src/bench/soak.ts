@@ -30,7 +30,7 @@ import { GTPU_OVERHEAD, SRV6_OVERHEAD } from '../packet/frames.js';
 import { pidAlive } from '../host/process.js';
 import { L3fwd, attachXdp } from '../packet/generator.js';
 import {
-  FAULTS, RSS_MIN_COVERAGE, RSS_MIN_TROUGHS, RSS_MIN_TROUGH_SPAN_MS, RSS_MIN_WARM_MS, analyzeStream, pathDrops, vethDelta, type PathDrops, type VethStats, minLifeAuto, compareJournal, judgedTroughs, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
+  FAULTS, RSS_MIN_COVERAGE, RSS_MIN_TROUGHS, RSS_MIN_TROUGH_SPAN_MS, RSS_MIN_WARM_MS, analyzeStream, pathDrops, vethDelta, type PathDrops, type VethStats, minLifeAuto, compareJournal, judgedTroughs, judgedKb, ok2xx, rssSummary, type Fault, type FaultWindow, type JournalEntry, type JournalReport, type RecvResult,
   type GcTrough, parseGcLog, type RssReport, type Trend, type RssSample, type Rule, type RuleKind, type SendResult, type StreamReport,
 } from './soak-analysis.js';
 
@@ -929,9 +929,11 @@ const pct = (es: readonly JournalEntry[], q: number): number => {
 const mb = (kb: number): string => `${(kb / 1024).toFixed(1)} MB`;
 const sgn = (kb: number): string => `${kb >= 0 ? '+' : ''}${mb(kb)}`;
 const trendText = (t: Trend): string => `${sgn(t.riseKb)} (${(t.kbPerMin / 1024).toFixed(2)} MB/min)`;
-/** The post-GC RSS a life is judged on (judgedTroughs), in MB, in order. */
+/** The post-GC RSS of the troughs a life is judged on (judgedTroughs), in MB, in order; with the new space, what is judged (less it) after each. */
 const troughsText = (gs: readonly GcTrough[], pid: number, warmupMs: number): string =>
-  judgedTroughs(gs, pid, warmupMs).map((g) => (g.rssKb / 1024).toFixed(1)).join(', ') + ' MB';
+  judgedTroughs(gs, pid, warmupMs)
+    .map((g) => `${(g.rssKb / 1024).toFixed(1)}${g.newSpaceKb === undefined ? '' : ` [${(judgedKb(g) / 1024).toFixed(1)}]`}`)
+    .join(', ') + ' MB';
 
 function streamLines(name: string, s: StreamReport): string[] {
   const by = Object.entries(s.lostBy).map(([k, n]) => `${k} ${n}`).join(', ');
@@ -1028,9 +1030,12 @@ export function report(r: SoakResult): string {
     ...r.rss.lives.flatMap((l) => [
       `  pid ${l.pid} (${(l.fromMs / 1000).toFixed(0)}-${(l.toMs / 1000).toFixed(0)} s): ${l.verdict}${l.why === '' ? '' : ` (${l.why})`}; ` +
         `${l.troughs} ${l.forcedTroughs > 0 ? 'forced ' : ''}major GCs after warm-up judged${l.troughs === 0 ? '' : `, RSS after them ${troughsText(r.gcTroughs, l.pid, r.rss.warmupMs)}`}`,
-      ...(l.troughRss === null ? [] : [`    post-GC trend (least squares over ${l.troughRss.n} troughs): rss ${trendText(l.troughRss)}, heapUsed ${trendText(l.troughHeapUsed!)}, external ${trendText(l.troughExternal!)}` +
+      ...(l.troughRss === null ? [] : [`    post-GC trend (least squares over ${l.troughRss.n} troughs): ${l.troughRssRaw == null ? `rss ${trendText(l.troughRss)}` : `rss less new space (judged) ${trendText(l.troughRss)}, rss ${trendText(l.troughRssRaw)}`}, heapUsed ${trendText(l.troughHeapUsed!)}, external ${trendText(l.troughExternal!)}` +
         (l.troughHeapTotal != null && l.troughNative != null ? `, heapTotal ${trendText(l.troughHeapTotal)}, native (rss - heapTotal - external) ${trendText(l.troughNative)}` : '') +
         (l.troughFile != null ? `; of rss, file-backed (RssFile) ${trendText(l.troughFile)}` : '')]),
+      ...(l.troughNewSpace == null || l.troughOldSpace == null
+        ? []
+        : [`    of heapTotal: new space ${trendText(l.troughNewSpace)} (${mb(l.newSpaceKb!.first)} at the first trough, ${mb(l.newSpaceKb!.last)} at the last), old space ${trendText(l.troughOldSpace)}`]),
       ...(l.troughUntrimmed == null ? [] : [`    before malloc_trim (not judged): rss ${trendText(l.troughUntrimmed)}, floor ${mb(l.untrimmedFloorKb!)}` +
         (l.troughMallocInUse == null ? '' : `; malloc's bytes in use ${trendText(l.troughMallocInUse)}, free in its arenas ${trendText(l.troughMallocFree!)}`)]),
       `    1 s samples: ${l.samples} warm over ${(l.warmMs / 1000).toFixed(0)} s` +
@@ -1048,6 +1053,9 @@ export function report(r: SoakResult): string {
     `untranslated. RSS is judged on the RSS right after each major GC (the floor the process returns to), per daemon process (each restart starts`,
     `afresh) on a warm phase of ${RSS_MIN_WARM_MS / 1000} s after warm-up with two major GCs ${RSS_MIN_TROUGH_SPAN_MS / 1000} s apart, pooled over those lives, and across them (trough floors);`,
     `with fewer than two judged lives (one without restarts), under ${RSS_MIN_COVERAGE * 100} % of the time judged or under ${RSS_MIN_TROUGHS} troughs: inconclusive.`,
+    'Where the log has the new space (V8\'s young generation, capped at 8 MB by the daemon\'s --max-semi-space-size), a trough is judged on its RSS less the new',
+    'space as committed ([MB] after each trough\'s RSS): V8 commits it under allocation and gives part of it back when the process looks idle, so the',
+    'troughs of a life rise or fall by up to 7 MB with the phase of the API churn; the RSS trend itself is listed beside the judged one.',
     ...(o.gcEveryMs > 0 ? [`Here the troughs judged are those of the full collections the soak forced every ${o.gcEveryMs / 1000} s of a life (--gc-every): what stays after one is`,
       'still referenced. They also keep V8 from sizing its heap as it would alone: a heap V8 grows for speed shows in the 1 s samples, not in the verdict.'] : []),
     ...(o.gcEveryMs > 0 && o.mallocTrim ? ['After each forced collection glibc\'s malloc_trim(0) gave the free pages of malloc\'s arenas back (--malloc-trim): each thread\'s arena keeps the free',

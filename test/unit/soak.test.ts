@@ -270,6 +270,38 @@ describe('soak RSS', () => {
     expect(rssSummary(samples, WARMUP, troughs).lives[0]!.troughHeapTotal).toBeUndefined();
   });
 
+  /** The troughs of `record` as soak-preload.mjs writes them, with the new space at `newKb(lifeS)` KB and RSS raised by it. */
+  const withSpaces = (troughs: ReturnType<typeof record>[1], newKb: (lifeS: number) => number): string =>
+    troughs
+      .map((g) =>
+        JSON.stringify({
+          pid: g.pid, lifeMs: g.lifeMs, wallMs: g.tMs + 1000, forced: true, rss: (g.rssKb + newKb(g.lifeMs / 1000)) * 1024, heapTotal: (15_000 + newKb(g.lifeMs / 1000)) * 1024,
+          heapUsed: g.heapUsedKb * 1024, external: g.externalKb * 1024, arrayBuffers: 0, newSpaceKb: newKb(g.lifeMs / 1000), oldSpaceKb: 15_000,
+        }),
+      )
+      .join('\n');
+
+  it('judges a trough on its RSS less the new space: a young generation V8 grew from 2 to 8 MB is not growth, and the raw RSS trend is listed beside', () => {
+    const [samples, troughs] = record(FOUR);
+    const parsed = parseGcLog(withSpaces(troughs, (t) => (t >= 150 ? 8192 : 2048)), 1000);
+    expect(parsed[0]).toMatchObject({ newSpaceKb: 2048, oldSpaceKb: 15_000 });
+    const r = rssSummary(samples, WARMUP, parsed);
+    const l = r.lives[0]!;
+    expect(l.troughRssRaw!.riseKb).toBeGreaterThan(4096); // growing, judged on RSS alone
+    expect(l.troughNewSpace!.riseKb).toBeCloseTo(l.troughRssRaw!.riseKb, 0);
+    expect(Math.abs(l.troughRss!.riseKb)).toBeLessThan(1);
+    expect(Math.abs(l.troughOldSpace!.riseKb)).toBeLessThan(1);
+    expect(l.newSpaceKb).toEqual({ first: 2048, last: 8192 });
+    expect(r.verdict).toBe('flat');
+  });
+
+  it('still calls a leak growing when the new space is logged and stays the same', () => {
+    const [samples, troughs] = record(FOUR, (_, t) => t * 40); // 40 KB a second: 7 MB over a judged phase
+    const r = rssSummary(samples, WARMUP, parseGcLog(withSpaces(troughs, () => 8192), 1000));
+    expect(r.verdict).toBe('growing');
+    expect(r.lives.every((l) => l.troughRss!.riseKb === l.troughRssRaw!.riseKb)).toBe(true);
+  });
+
   it('spaces kills so that each life has a judged warm phase when the run holds two such lives, else leaves them in the schedule', () => {
     expect(minLifeAuto(20 * 60_000, WARMUP)).toBe(255_000);
     expect(minLifeAuto(510_000, WARMUP)).toBe(255_000);
