@@ -325,12 +325,19 @@ export function formatIpv6(addr: Ipv6Addr): string {
 
 const PARTS: string[] = [];
 
+/*
+ * Prefix texts are joined, not built with a template: V8 makes a string of
+ * 13 characters or more built by `+` or a template a cons string (a node of
+ * 32 bytes pointing at its parts, the parts kept besides), and a prefix text
+ * is kept for every rule as its key. Joined, it is one flat string: 431 ->
+ * 389 B of heap per rule (test/unit/rule-memory.test.ts).
+ */
 export function formatIpv4Prefix(p: Ipv4Prefix): string {
-  return `${formatIpv4(p.addr)}/${p.len}`;
+  return [formatIpv4(p.addr), p.len].join('/');
 }
 
 export function formatIpv6Prefix(p: Ipv6Prefix): string {
-  return `${formatIpv6(p.addr)}/${p.len}`;
+  return [formatIpv6(p.addr), p.len].join('/');
 }
 
 // ---------------------------------------------------------------------------
