@@ -529,6 +529,10 @@ async function writersPhase(socket: string, rules: number, writers: number, seco
 // (h) idle, route churn and next-hop convergence, with the daemon's own
 // event-loop metric (issue 19): functions of their own, called from main.
 
+/** A figure with two decimals ('-' when not measured) and a target's verdict, as every PASS/FAIL line prints them. */
+const f2 = (x: number | undefined): string => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(2));
+const pf = (ok: boolean): string => (ok ? 'PASS' : 'FAIL');
+
 const LOOP_TARGETS = { loopMaxMs: 50, loopP99Ms: 10, statusP99Ms: 5, statusMaxMs: 50, convergenceP99Ms: 200 } as const;
 
 interface LoopWindow {
@@ -622,20 +626,26 @@ async function watchLoop(socket: string): Promise<{ stop: () => Promise<LoopSeen
   };
 }
 
+/** The loop and status targets of one window (LOOP_TARGETS), for (e), (g) and (h)'s churn alike. */
+function loopVerdict(loop: LoopWindow, status: Pick<Latency, 'p99' | 'max'>, resets: number, errors: number): { loopOk: boolean; statusOk: boolean } {
+  const t = LOOP_TARGETS;
+  return {
+    loopOk: loop.max < t.loopMaxMs && loop.p99 < t.loopP99Ms,
+    statusOk: status.p99 < t.statusP99Ms && status.max < t.statusMaxMs && resets === 0 && errors === 0,
+  };
+}
+
 function loopSeenOk(s: LoopSeen | undefined): boolean {
   if (s === undefined) return false;
-  const t = LOOP_TARGETS;
-  return s.loop.max < t.loopMaxMs && s.loop.p99 < t.loopP99Ms && s.status.p99 < t.statusP99Ms && s.status.max < t.statusMaxMs && s.resets === 0 && s.errors === 0;
+  const v = loopVerdict(s.loop, s.status, s.resets, s.errors);
+  return v.loopOk && v.statusOk;
 }
 
 /** PASS/FAIL lines of one watchLoop window, as the churn lines of (h). */
 function loopTargetLines(phase: string, s: LoopSeen | undefined): string[] {
   const t = LOOP_TARGETS;
-  const f2 = (x: number | undefined): string => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(2));
-  const pf = (ok: boolean): string => (ok ? 'PASS' : 'FAIL');
   if (s === undefined) return [`${phase}: loop and status not measured (the phase failed)            FAIL`];
-  const loopOk = s.loop.max < t.loopMaxMs && s.loop.p99 < t.loopP99Ms;
-  const statusOk = s.status.p99 < t.statusP99Ms && s.status.max < t.statusMaxMs && s.resets === 0 && s.errors === 0;
+  const { loopOk, statusOk } = loopVerdict(s.loop, s.status, s.resets, s.errors);
   return [
     `${`${phase}: loop delay max < ${t.loopMaxMs} ms, p99 < ${t.loopP99Ms} ms`.padEnd(44)}${f2(s.loop.max).padStart(9)} / ${f2(s.loop.p99)} ms  ${pf(loopOk)}`,
     `${`${phase}: status p99 < ${t.statusP99Ms} ms, max < ${t.statusMaxMs} ms, no reset`.padEnd(44)}${f2(s.status.p99).padStart(9)} / ${f2(s.status.max)} ms, ${s.resets} resets` +
@@ -738,8 +748,6 @@ async function loopPhases(env: Env, o: { idleS: number; churnS: number }, progre
   const idleL = summarize(idle.ms);
   const churnL = summarize(churn.ms);
   const convL = summarize(conv);
-  const f2 = (x: number): string => (Number.isNaN(x) ? '-' : x.toFixed(2));
-  const pf = (ok: boolean): string => (ok ? 'PASS' : 'FAIL');
   const reResolved = (after?.rulesResolved ?? 0) - (before?.rulesResolved ?? 0);
   const full = (after?.fullPasses ?? 0) - (before?.fullPasses ?? 0);
   const incr = (after?.incrementalPasses ?? 0) - (before?.incrementalPasses ?? 0);
@@ -752,8 +760,7 @@ async function loopPhases(env: Env, o: { idleS: number; churnS: number }, progre
     `    passes: ${incr} incremental, ${full} full; rules resolved again ${reResolved} (${changes.length} changes: 256 policies per /48; an IPv4 route resolves the End.M.GTP4.E rules again only if it can move their prefix, these cannot)`,
     `    convergence (before \`ip route\` -> the pass's map writes done, daemon clock): n=${convL.n} p50 ${f2(convL.median)} p99 ${f2(convL.p99)} max ${f2(convL.max)} ms; changes with no pass seen: ${missed}`,
   ];
-  const okLoop = churnLoop.max < LOOP_TARGETS.loopMaxMs && churnLoop.p99 < LOOP_TARGETS.loopP99Ms;
-  const okStatus = churnL.p99 < LOOP_TARGETS.statusP99Ms && churnL.max < LOOP_TARGETS.statusMaxMs && churn.resets === 0;
+  const { loopOk: okLoop, statusOk: okStatus } = loopVerdict(churnLoop, churnL, churn.resets, 0);
   const okConv = convL.p99 < LOOP_TARGETS.convergenceP99Ms && missed === 0;
   const targets = [
     `churn: loop delay max < ${LOOP_TARGETS.loopMaxMs} ms, p99 < ${LOOP_TARGETS.loopP99Ms} ms       ${f2(churnLoop.max).padStart(7)} / ${f2(churnLoop.p99)} ms  ${pf(okLoop)}`,
@@ -1017,7 +1024,6 @@ async function main(): Promise<number> {
     const nSingle = Math.min(nBatch, o.singleOps ?? nBatch);
     progress(`(e) ${nBatch} operations through /v1/batch, then as single requests`);
     const batchMs = { del: NaN, add: NaN };
-    let batchLoop: { stop: () => Promise<LoopSeen> } | undefined;
     let batchSeen: LoopSeen | undefined;
     const singleMs = { del: NaN, add: NaN };
     {
@@ -1032,7 +1038,7 @@ async function main(): Promise<number> {
       }
       // The same two batches again with the daemon's loop and a status poller watched (a large load must not be
       // one long stall); apart from the timed ones above, whose time the poller's requests would lengthen.
-      batchLoop = await watchLoop(env.socket);
+      const batchLoop = await watchLoop(env.socket);
       for (const doc of [dels, adds]) {
         const r = await api(env.socket, 'POST', '/v1/batch', doc);
         if (r.status !== 200) failures.push(`POST /v1/batch (${nBatch}, watched): ${r.status} ${r.text.slice(0, 300)}`);
@@ -1124,9 +1130,7 @@ async function main(): Promise<number> {
     const allAdd = summarize([...addMs.policy, ...addMs.localsid]);
     const allDel = summarize([...delMs.policy, ...delMs.localsid]);
     const rss = Math.max(rssLoaded['VmRSS'] ?? NaN, rssAfter['VmRSS'] ?? NaN);
-    const pf = (ok: boolean): string => (ok ? 'PASS' : 'FAIL');
     const f1 = (x: number | undefined): string => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(1));
-    const f2 = (x: number | undefined): string => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(2));
     const rel = (t: number | undefined): string => (t === undefined ? '-' : `${((t - base) / 1000).toFixed(3)} s`);
 
     const metricsOk = { time: metrics.byDefault.ms.median < METRICS_TARGETS.scrapeMs, size: metrics.byDefault.bytes < METRICS_TARGETS.scrapeKB * 1000 };
@@ -1390,7 +1394,6 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
   await stop(empty.d);
 
   const fileS = file.ms / 1000;
-  const pf = (ok: boolean): string => (ok ? 'PASS' : 'FAIL');
   const rssF = fileRss['VmRSS'] ?? NaN;
   const rssB = batchRss['VmRSS'] ?? NaN;
   const all = (t: { policies: number; sessions: number }): boolean => t.policies === n && t.sessions === n;

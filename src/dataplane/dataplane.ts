@@ -669,14 +669,14 @@ class LoadedDataplane implements Dataplane {
   /**
    * Slots 0..total-1 into a buffer from #acquire (release it after use),
    * read in slices of COUNTER_SLICE up to the last one in use (the rest
-   * zeros); `yieldBetween`: the event loop runs between slices.
+   * zeros), the event loop running between slices.
    */
-  async #rawInUse(yieldBetween: boolean): Promise<CounterBuffer> {
+  async #rawInUse(): Promise<CounterBuffer> {
     const { total, inUse } = this.#extent();
     const b = this.#acquire(total, inUse);
     try {
       for (let first = 0; first < inUse; first += COUNTER_SLICE) {
-        if (first > 0 && yieldBetween) {
+        if (first > 0) {
           await new Promise<void>((r) => setImmediate(r));
           this.#open(); // closed meanwhile (a reload that replaced the tables): refused, not read from a closed fd
         }
@@ -779,7 +779,7 @@ class LoadedDataplane implements Dataplane {
 
   async countersAsync(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Promise<Counters> {
     this.#open();
-    const b = await this.#rawInUse(true);
+    const b = await this.#rawInUse();
     try {
       return this.#countersFrom(b.raw, config, o);
     } finally {
