@@ -1277,6 +1277,25 @@ export class Daemon {
     }
   }
 
+  /** Compaction in the background (StateStore.compactSoon): logged when it fails, retried at a later change. */
+  #compactState(): void {
+    const t0 = performance.now();
+    const lines = this.#store.lines;
+    this.#store.compactSoon(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key), (e) => {
+      if (e === 'compacted' || e === 'dropped') {
+        this.#log.debug({ stateFile: this.stateFile, ms: Math.round(performance.now() - t0), linesBefore: lines, lines: this.#store.lines }, `state file compaction ${e}`);
+        return;
+      }
+      const errno = e.errno;
+      this.#log.warn(
+        { stateFile: this.stateFile, when: 'compaction', errno, error: e.message },
+        this.#store.isFor(this.#configSha)
+          ? 'could not rewrite (compact) the state file; it is whole and holds every acknowledged change as it is; tried again later'
+          : 'could not write the state file for this config; the next API change writes it (and fails until it can)',
+      );
+    });
+  }
+
   /**
    * Group commit (docs/daemon.md): write one change's record now, in the
    * serial section; the promise resolves once an fdatasync shared with the
@@ -1287,7 +1306,7 @@ export class Daemon {
    */
   #recordGrouped(line: StateLine, undo: () => void): Promise<void> {
     const durable = this.#store.commitGrouped(line, undo, this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key));
-    if (this.#store.wantsCompaction(this.#rules.overlay)) this.#tidyState('compaction'); // a rewrite: every waiting record durable with it
+    if (this.#store.wantsCompaction(this.#rules.overlay)) this.#compactState();
     return durable;
   }
 
@@ -1433,10 +1452,12 @@ export class Daemon {
    * and the set (src/daemon/batch.ts).
    */
   async applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
-    const ms = { plan: 0, tables: 0, rules: 0, record: 0 };
+    const ms = { wait: 0, plan: 0, tables: 0, rules: 0, record: 0, durable: 0 };
+    const tIn = performance.now();
     const { durable, plan } = await this.#serial.run(async () => {
       await this.#dp?.rules.writable('put');
       const t0 = performance.now();
+      ms.wait = t0 - tIn;
       const plan = await planBatchYielding(this.#rules, ops);
       const t = this.dataplane.rules;
       const t1 = performance.now();
@@ -1468,11 +1489,13 @@ export class Daemon {
         Object.assign(ms, { plan: t1 - t0, tables: t2 - t1, rules: t3 - t2, record: performance.now() - t3 });
       }
     });
+    const tRecorded = performance.now();
     try {
       await durable;
     } catch (e) {
       throw this.#notSaved(e, `batch of ${ops.length} operations`);
     }
+    ms.durable = performance.now() - tRecorded;
     this.#log.info({ operations: ops.length, ...plan.counts, by, ms: roundAll(ms) }, 'batch applied');
     return { results: plan.results, ...plan.counts };
   }
