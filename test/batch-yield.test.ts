@@ -12,7 +12,9 @@
  * batch is under way.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PLAN_SLICE } from '../src/daemon/batch.js';
+import { readFileSync } from 'node:fs';
+import { FINISH_SLICE, PLAN_SLICE } from '../src/daemon/batch.js';
+import { StateStore } from '../src/daemon/rules.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -31,9 +33,10 @@ describe.skipIf(!isRoot)('a large batch and the event loop', () => {
   }, 60_000);
   afterAll(() => run?.stop());
 
-  it(`${N} adds in one batch: timers run while it is planned (before its table write), and it applies whole`, async () => {
+  it(`${N} adds in one batch: timers run while it is planned and its record made (before its table write), and it applies whole`, async () => {
     const d = run!.daemon;
     expect(N / PLAN_SLICE).toBeGreaterThanOrEqual(4);
+    expect(N / FINISH_SLICE).toBeGreaterThanOrEqual(4);
     const seen: number[] = [];
     const timer = setInterval(() => seen.push(d.status().tables.policies.entries), 1);
     try {
@@ -43,6 +46,12 @@ describe.skipIf(!isRoot)('a large batch and the event loop', () => {
       clearInterval(timer);
     }
     expect(d.status().tables.policies.entries).toBe(N);
+    // One record for the batch (its lines serialised in slices too), which replays to the N rules.
+    const lines = readFileSync(d.stateFile, 'utf8').trimEnd().split('\n');
+    const record = JSON.parse(lines.at(-1)!) as { batch: { put: string; rule: { name: string } }[] };
+    expect(record.batch).toHaveLength(N);
+    expect(record.batch[N - 1]).toMatchObject({ put: 'policy', rule: { name: `p${N - 1}` }, base: null });
+    expect(new StateStore(d.stateFile).read()!.overlay.policies.size).toBe(N);
     // Samples taken while the plan ran see the table as it was (empty); a plan in one piece gives none.
     const during = seen.filter((n) => n === 0).length;
     expect(during, `policy table sizes seen by a 1 ms timer during the batch: ${JSON.stringify(seen.slice(0, 20))}`).toBeGreaterThanOrEqual(2);

@@ -250,7 +250,7 @@ export function parsePolicyEntry(v: unknown, where: string, warnings: ConfigWarn
   const src = new Source(where, undefined);
   const p = readPolicy(src, [], v);
   warnings.push(...src.warnings);
-  return { ...p, where };
+  return placed(p, where);
 }
 
 /** Validate one local SID given as an object with the config file's keys. */
@@ -258,7 +258,7 @@ export function parseLocalSidEntry(v: unknown, where: string, warnings: ConfigWa
   const src = new Source(where, undefined);
   const l = readLocalSid(src, [], v);
   warnings.push(...src.warnings);
-  return { ...l, where };
+  return placed(l, where);
 }
 
 /** Validate one session given as an object with the config file's keys. */
@@ -266,7 +266,17 @@ export function parseSessionEntry(v: unknown, where: string, warnings: ConfigWar
   const src = new Source(where, undefined);
   const s = readSession(src, [], v);
   warnings.push(...src.warnings);
-  return { ...s, where };
+  return placed(s, where);
+}
+
+/**
+ * A rule just read, named `where`: set in place, not copied (a copy is a
+ * second object per rule, and loses the key kept for the first). Only for
+ * an object no one else holds yet.
+ */
+export function placed<R extends { readonly where: string }>(r: R, where: string): R {
+  (r as { where: string }).where = where;
+  return r;
 }
 
 /** Check a whole rule set as the file's cross checks do (unique keys and names, prefix lengths). */

@@ -9,8 +9,9 @@
  * add twice is a conflict). Nothing is written until the whole plan holds.
  */
 import { ConfigError } from '../config/errors.js';
+import { placed } from '../config/load.js';
 import type { Changes } from '../dataplane/tables.js';
-import { RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet, type StateChange, type StateLine } from './rules.js';
+import { JsonLine, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
 
 /** Operations per request, at most. */
 export const MAX_BATCH_OPERATIONS = 10_000;
@@ -44,8 +45,8 @@ export interface BatchPlan {
   readonly changes: Changes;
   /** The table changes that undo it. */
   readonly undo: Changes;
-  /** The state-file record. */
-  readonly line: StateLine;
+  /** The state-file record, serialised (its lines are made in slices too). */
+  readonly line: JsonLine;
   readonly counts: { added: number; replaced: number; deleted: number };
 }
 
@@ -81,7 +82,8 @@ export function batchOperations(body: unknown): unknown[] {
 export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
   const p = new Planner(set);
   ops.forEach((raw, i) => p.step(raw, i));
-  return p.finish();
+  const f = p.finish();
+  for (let r = f.next(); ; r = f.next()) if (r.done === true) return r.value;
 }
 
 /** Operations planned between two turns of the event loop: about 10 ms of validation here. */
@@ -94,12 +96,21 @@ export const PLAN_SLICE = 500;
  */
 export async function planBatchYielding(set: RuleSet, ops: readonly unknown[], slice = PLAN_SLICE): Promise<BatchPlan> {
   const p = new Planner(set);
+  const turn = (): Promise<void> => new Promise<void>((r) => setImmediate(r));
   for (let i = 0; i < ops.length; i++) {
-    if (i > 0 && i % slice === 0) await new Promise<void>((r) => setImmediate(r));
+    if (i > 0 && i % slice === 0) await turn();
     p.step(ops[i], i);
   }
-  return p.finish();
+  // The plan's table changes and its record: FINISH_SLICE changes a turn.
+  const f = p.finish();
+  for (let r = f.next(); ; r = f.next()) {
+    if (r.done === true) return r.value;
+    await turn();
+  }
 }
+
+/** Changes (keys of the net effect) finish() turns into state lines between two turns of the event loop. */
+export const FINISH_SLICE = 1000;
 
 /** The state of a plan after operations 0..i: see planBatch. */
 class Planner {
@@ -202,21 +213,27 @@ class Planner {
         fail(i, `${where}.name`, 409, 'name_taken', `name ${JSON.stringify(rule.name)} is already used by the ${k.label} with ${k.keyName} ${owner}; names must be unique`);
       }
     }
-    const tagged: Rule = { ...rule, where: `${k.section}[${key}]` };
+    // The rule parsed just now, held by no one else: named in place.
+    const tagged: Rule = placed(rule, `${k.section}[${key}]`);
     this.#change(kind, key, tagged);
     if (op === 'add') counts.added++;
     else counts.replaced++;
     results.push({ op, kind, key });
   }
 
-  /** The plan of every operation stepped: the net effect per kind, the way back, the record. */
-  finish(): BatchPlan {
+  /**
+   * The plan of every operation stepped: the net effect per kind, the way
+   * back, the record (each change's state line serialised here, the
+   * costly part: it yields after every FINISH_SLICE of them).
+   */
+  *finish(): Generator<void, BatchPlan> {
     const set = this.#set;
     const delta = this.#delta;
     // The net effect, per kind: what to write, what to delete; and the way back.
     const changes: Record<string, unknown> = {};
     const undo: Record<string, unknown> = {};
-    const lines: StateChange[] = [];
+    const lines: string[] = [];
+    let made = 0;
     for (const [kind, d] of delta) {
       const k = RULE_KINDS[kind];
       const base = set.rules(kind);
@@ -226,14 +243,15 @@ class Planner {
       const undoDels: Rule[] = [];
       for (const [key, r] of d) {
         const before = base.get(key);
+        if (++made % FINISH_SLICE === 0) yield;
         if (r !== null) {
           puts.push(r);
-          lines.push({ put: kind, rule: RULE_KINDS[kind].json(r), base: set.base(kind, key) });
+          lines.push(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base: set.base(kind, key) }));
           if (before === undefined) undoDels.push(r);
           else undoPuts.push(before);
         } else if (before !== undefined) {
           dels.push(before);
-          lines.push({ del: kind, key, base: set.base(kind, key) });
+          lines.push(JSON.stringify({ del: kind, key, base: set.base(kind, key) }));
           undoPuts.push(before);
         }
       }
@@ -242,6 +260,8 @@ class Planner {
       if (undoPuts.length > 0) Object.assign(undo, k.put(undoPuts));
       if (undoDels.length > 0) Object.assign(undo, k.del(undoDels));
     }
-    return { results: this.#results, delta, changes: changes as Changes, undo: undo as Changes, line: { batch: lines }, counts: this.#counts };
+    // JSON.stringify({ batch: [...] }), from the lines serialised above.
+    const line = new JsonLine(`{"batch":[${lines.join(',')}]}`);
+    return { results: this.#results, delta, changes: changes as Changes, undo: undo as Changes, line, counts: this.#counts };
   }
 }

@@ -21,7 +21,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
-import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings } from '../config/load.js';
+import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed } from '../config/load.js';
 import { runningConfigYaml } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
@@ -60,6 +60,7 @@ import {
   StateStore,
   StateWriteError,
   writeFileAtomic,
+  type JsonLine,
   type StateLine,
   type Overlay,
   type Rule,
@@ -1304,7 +1305,7 @@ export class Daemon {
    * Throws StateWriteError when the record cannot be written at all (the
    * caller undoes the change).
    */
-  #recordGrouped(line: StateLine, undo: () => void): Promise<void> {
+  #recordGrouped(line: StateLine | JsonLine, undo: () => void): Promise<void> {
     const durable = this.#store.commitGrouped(line, undo, this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key));
     if (this.#store.wantsCompaction(this.#rules.overlay)) this.#compactState();
     return durable;
@@ -1367,7 +1368,7 @@ export class Daemon {
       const k = RULE_KINDS[kind];
       const rule = this.#rules.check(kind, body, op);
       const key = k.key(rule);
-      const tagged: Rule = { ...rule, where: `${k.section}[${key}]` };
+      const tagged: Rule = placed(rule, `${k.section}[${key}]`);
       const previous = this.#rules.rules(kind).get(key);
       const t = this.dataplane.rules;
       this.#tables(t, k.put([tagged]));
@@ -1463,12 +1464,15 @@ export class Daemon {
       const t1 = performance.now();
       this.#tables(t, plan.changes);
       const t2 = performance.now();
-      const restore: (() => void)[] = [];
+      // Each key as it was (rule set and overlay entries), to put back if the record cannot be written.
+      const was: { kind: RuleKind; key: string; rule: Rule | undefined; put: Rule | undefined; del: boolean }[] = [];
+      const overlay = this.#rules.overlay;
       for (const [kind, d] of plan.delta) {
+        const set = this.#rules.rules(kind);
+        const puts = overlay[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
+        const dels = overlay[RULE_KINDS[kind].overlay.del];
         for (const [key, r] of d) {
-          restore.push(this.#snapshotOverlay(kind, key));
-          const previous = this.#rules.rules(kind).get(key);
-          restore.push(() => (previous === undefined ? this.#rules.delete(kind, key) : this.#rules.put(kind, previous)));
+          was.push({ kind, key, rule: set.get(key), put: puts.get(key), del: dels.has(key) });
           if (r === null) this.#rules.delete(kind, key);
           else this.#rules.put(kind, r);
         }
@@ -1476,8 +1480,20 @@ export class Daemon {
       const undo = (): void => {
         t.apply(plan.undo);
         // The set first, then the overlay entries as they were (the set's put/delete touch them).
-        for (let i = restore.length - 1; i >= 0; i -= 2) restore[i]!();
-        for (let i = restore.length - 2; i >= 0; i -= 2) restore[i]!();
+        for (let i = was.length - 1; i >= 0; i--) {
+          const w = was[i]!;
+          if (w.rule === undefined) this.#rules.delete(w.kind, w.key);
+          else this.#rules.put(w.kind, w.rule);
+        }
+        for (let i = was.length - 1; i >= 0; i--) {
+          const w = was[i]!;
+          const puts = overlay[RULE_KINDS[w.kind].overlay.put] as Map<string, Rule>;
+          const dels = overlay[RULE_KINDS[w.kind].overlay.del];
+          if (w.put === undefined) puts.delete(w.key);
+          else puts.set(w.key, w.put);
+          if (w.del) dels.add(w.key);
+          else dels.delete(w.key);
+        }
       };
       const t3 = performance.now();
       try {

@@ -717,6 +717,11 @@ export type StateChange = { put: RuleKind; rule: RuleJson; base?: string | null 
 /** One record: a change, or several applied together (all or none: one line, one fdatasync). */
 export type StateLine = StateChange | { batch: StateChange[] };
 
+/** A state line serialised already (JSON.stringify of a StateLine): a batch's record, made in slices (src/daemon/batch.ts). */
+export class JsonLine {
+  constructor(readonly json: string) {}
+}
+
 export function sha256(text: string | Buffer): string {
   return createHash('sha256').update(text).digest('hex');
 }
@@ -1026,8 +1031,8 @@ export class StateStore {
    * fdatasync); on failure the file is cut back to its last whole record
    * and a StateWriteError is thrown. Returns the record's length.
    */
-  #write(line: StateLine, then?: (fd: number) => void): number {
-    const data = Buffer.from(`${JSON.stringify(line)}\n`);
+  #write(line: StateLine | JsonLine, then?: (fd: number) => void): number {
+    const data = Buffer.from(`${line instanceof JsonLine ? line.json : JSON.stringify(line)}\n`);
     const compacting = this.#compacting;
     let fd: number;
     try {
@@ -1177,7 +1182,7 @@ export class StateStore {
    * As commit(): a file not (or no longer) for this config is written whole
    * instead, which makes every waiting record durable at once.
    */
-  commitGrouped(line: StateLine, undo: () => void, instance: string, configFile: string, configSha: string, after: Overlay, base?: BaseOf): Promise<void> {
+  commitGrouped(line: StateLine | JsonLine, undo: () => void, instance: string, configFile: string, configSha: string, after: Overlay, base?: BaseOf): Promise<void> {
     if (this.isFor(configSha)) {
       try {
         return this.#appendGrouped(line, undo);
@@ -1190,7 +1195,7 @@ export class StateStore {
     return Promise.resolve();
   }
 
-  #appendGrouped(line: StateLine, undo: () => void): Promise<void> {
+  #appendGrouped(line: StateLine | JsonLine, undo: () => void): Promise<void> {
     const bytes = this.#write(line);
     const done = new Promise<void>((resolve, reject) => this.#queued.push({ resolve, reject, undo, bytes }));
     if (this.#inflight === undefined && !this.#syncSoon) {
