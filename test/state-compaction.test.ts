@@ -13,7 +13,8 @@
  * leaves the file whole and appendable, and is not retried at once; a file
  * moved aside meanwhile is not written back.
  */
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, unlinkSync, writeFileSync } from 'node:fs';
+import { execa } from 'execa';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -53,6 +54,11 @@ function net(o: Overlay): { puts: [string, unknown][]; dels: string[] } {
   return { puts: [...o.policies].map(([key, r]) => [key, k.json(r)] as [string, unknown]).sort(), dels: [...o.delPolicies].sort() };
 }
 
+/** The file's change lines as they are on disk (the header left out). */
+function linesOnDisk(path: string): number {
+  return readFileSync(path, 'utf8').trimEnd().split('\n').length - 1;
+}
+
 function compacted(s: StateStore, o: Overlay): Promise<End> {
   return new Promise((resolve) => s.compactSoon('t', 'c.yaml', SHA, o, undefined, resolve));
 }
@@ -61,6 +67,7 @@ describe('state file compaction in the background', () => {
   let dir: string;
   let path: string;
   let s: StateStore;
+  const temps = (): string[] => readdirSync(dir).filter((n) => n.includes('.compacting-'));
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'mup-compact-'));
     path = join(dir, 'state.json');
@@ -83,6 +90,7 @@ describe('state file compaction in the background', () => {
     const timer = setInterval(() => {
       if (s.compacting) ticks++;
     }, 0);
+    const rewrites = s.rewrites;
     const ended = compacted(s, o);
     expect(s.compacting).toBe(true);
     // Changes while it runs: new keys, replaced ones, deletes.
@@ -90,24 +98,36 @@ describe('state file compaction in the background', () => {
     for (let i = 0; i < 50; i++) meanwhile.push(put(s, o, N + i));
     meanwhile.push(put(s, o, 0, 3), del(s, o, 1));
     await Promise.all(meanwhile);
-    const more: Promise<void>[] = [];
-    for (let i = 50; i < 60; i++) more.push(put(s, o, N + i));
-    await Promise.all(more);
+    // And one change every turn of the loop, not waiting for their syncs, until it has ended: a record is
+    // appended at any point of it, between its rename and the store taking the new file too, if there is one.
+    let ended2: End | undefined;
+    void ended.then((e) => (ended2 = e));
+    let extra = 0;
+    const pending: Promise<void>[] = [];
+    while (ended2 === undefined) {
+      pending.push(put(s, o, N + 50 + (extra++ % 10)));
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    await Promise.all(pending);
     const end = await ended;
     clearInterval(timer);
     expect(end).toBe('compacted');
+    // What the store counts is what the file holds (the next append's check of the file's size relies on it),
+    // and no change meanwhile had to write the whole file on the loop (as one appended after the rename but
+    // before the store took the new file would: the path naming another file than the one it appends to).
+    expect(s.lines).toBe(linesOnDisk(path));
+    expect(s.rewrites, 'whole-file rewrites during the compaction').toBe(rewrites);
     expect(ticks, 'timer turns seen while the compaction was under way').toBeGreaterThanOrEqual(2);
     expect(s.compacting).toBe(false);
-    expect(existsSync(`${path}.compacting`), 'no temp file left').toBe(false);
-    // The snapshot's N lines and the 62 records appended after it.
-    expect(s.lines).toBe(N + 62);
+    expect(temps(), 'no temp file left').toEqual([]);
     const got = new StateStore(path).read()!;
     expect(got.torn).toBe(false);
     expect(net(got.overlay)).toEqual(net(o));
-    expect(overlaySize(got.overlay)).toBe(N + 60); // N - 1 + 60 puts, 1 delete
+    expect(overlaySize(got.overlay)).toBe(N + 50 + Math.min(extra, 10)); // N - 1 + 50 + the extra keys put, 1 delete
     // Appends go on to the new file.
     await put(s, o, 99_999 & 0xffff);
     expect(net(new StateStore(path).read()!.overlay)).toEqual(net(o));
+    expect(s.lines).toBe(linesOnDisk(path));
   });
 
   it('a rewrite meanwhile (reload, save) drops it: the rewrite stands, no temp file left', async () => {
@@ -117,7 +137,7 @@ describe('state file compaction in the background', () => {
     const other = emptyOverlay();
     s.rewrite('t', 'c.yaml', SHA, other);
     expect(await ended).toBe('dropped');
-    expect(existsSync(`${path}.compacting`)).toBe(false);
+    expect(temps()).toEqual([]);
     expect(overlaySize(new StateStore(path).read()!.overlay)).toBe(0);
   });
 
@@ -128,7 +148,7 @@ describe('state file compaction in the background', () => {
     const ended = compacted(s, o);
     s.close();
     expect(await ended).toBe('dropped');
-    expect(existsSync(`${path}.compacting`)).toBe(false);
+    expect(temps()).toEqual([]);
     const got = new StateStore(path).read()!;
     expect(overlaySize(got.overlay)).toBe(3 * COMPACT_SLICE);
     expect(got.torn).toBe(false);
@@ -142,28 +162,51 @@ describe('state file compaction in the background', () => {
     renameSync(path, `${path}.aside`);
     expect(await ended).toBe('dropped');
     expect(existsSync(path), 'the file stays aside').toBe(false);
-    expect(existsSync(`${path}.compacting`)).toBe(false);
+    expect(temps()).toEqual([]);
   });
 
-  it('a compaction that fails leaves the file whole and appendable, and the next is not started at once', async () => {
-    const o = emptyOverlay();
-    for (let i = 0; i < 2 * COMPACT_SLICE; i++) await put(s, o, i);
-    // The temp file's name taken by a directory: its open fails (EISDIR).
-    mkdirSync(`${path}.compacting`);
-    const end = await compacted(s, o);
-    expect(end).not.toBe('compacted');
-    expect(end).not.toBe('dropped');
-    expect((end as StateWriteError).message).toContain(path);
-    expect(s.compacting).toBe(false);
-    await put(s, o, 5000);
-    expect(net(new StateStore(path).read()!.overlay)).toEqual(net(o));
-    // Retried later, not at the next change.
-    let called = false;
-    s.compactSoon('t', 'c.yaml', SHA, o, undefined, () => {
-      called = true;
-    });
-    expect(s.compacting).toBe(false);
-    await new Promise((r) => setTimeout(r, 20));
-    expect(called).toBe(false);
+  it('a compaction that fails (a full disk) leaves the file whole and appendable, and the next is not started at once', async () => {
+    if (process.getuid?.() !== 0) return; // a tmpfs of its own needs root
+    const mnt = mkdtempSync(join(tmpdir(), 'mup-compact-full-'));
+    await execa('mount', ['-t', 'tmpfs', '-o', 'size=512k,mode=0700', 'tmpfs', mnt]);
+    const small = new StateStore(join(mnt, 'state.json'));
+    try {
+      small.rewrite('t', 'c.yaml', SHA, emptyOverlay());
+      const o = emptyOverlay();
+      for (let i = 0; i < 2 * COMPACT_SLICE; i++) await put(small, o, i);
+      // The disk full but for 16 KB: room for records, not for the compaction's file (about 150 KB).
+      const filler = join(mnt, 'filler');
+      const st = statfsSync(mnt);
+      writeFileSync(filler, Buffer.alloc(st.bavail * st.bsize - 16 * 1024, 0x2e));
+      const end = await compacted(small, o);
+      expect(end).not.toBe('compacted');
+      expect(end).not.toBe('dropped');
+      expect((end as StateWriteError).message).toContain(join(mnt, 'state.json'));
+      expect(small.compacting).toBe(false);
+      expect(readdirSync(mnt).filter((n) => n.includes('.compacting-')), 'its temp file removed').toEqual([]);
+      unlinkSync(filler);
+      await put(small, o, 5000);
+      expect(net(new StateStore(join(mnt, 'state.json')).read()!.overlay)).toEqual(net(o));
+      expect(small.lines).toBe(linesOnDisk(join(mnt, 'state.json')));
+      // Retried later, not at the next change.
+      let called = false;
+      small.compactSoon('t', 'c.yaml', SHA, o, undefined, () => {
+        called = true;
+      });
+      expect(small.compacting).toBe(false);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(called).toBe(false);
+    } finally {
+      small.close();
+      await execa('umount', [mnt], { reject: false });
+      rmSync(mnt, { recursive: true, force: true });
+    }
+  });
+
+  it('a temp file a killed daemon left is removed when the file is read at start', () => {
+    const stale = `${path}.compacting-1-1`;
+    writeFileSync(stale, 'half a compaction');
+    expect(new StateStore(path).read()).toBeDefined();
+    expect(existsSync(stale)).toBe(false);
   });
 });

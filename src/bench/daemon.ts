@@ -153,11 +153,16 @@ function parseArgs(argv: readonly string[]): Options {
 const policyMatch = (i: number): string => `10.${i >> 8}.${i & 255}.0/24`;
 const localSid = (i: number): string => `2001:db8:${i.toString(16)}::/48`;
 
-/** (e)'s reload of an edit: policy p0 with this SID prefix instead. */
+/**
+ * (e)'s reload of an edit: policy EDITED with this SID prefix instead. A
+ * policy no API change of (b) or (e) touches (they take every 6th and every
+ * (rules / ops)th): an edit of a rule the API changed is refused (409).
+ */
+const EDITED = 1;
 const EDITED_SR_PREFIX = '2001:db9:ff00::/48';
 
 function policyEntry(i: number, edited = false): Record<string, unknown> {
-  const srPrefix = edited && i === 0 ? EDITED_SR_PREFIX : `2001:db9:${(i & 0xff).toString(16)}::/48`;
+  const srPrefix = edited && i === EDITED ? EDITED_SR_PREFIX : `2001:db9:${(i & 0xff).toString(16)}::/48`;
   return { name: `p${i}`, match: policyMatch(i), sr_prefix: srPrefix, src_prefix: '2001:db8:ffff::/64' };
 }
 
@@ -1075,7 +1080,7 @@ async function main(): Promise<number> {
       reloadMs.same = performance.now() - t;
       if (r.status !== 200 || !r.text.includes('"configChanged":false')) failures.push(`POST /v1/reload (same file): ${r.status} ${r.text.slice(0, 300)}`);
     }
-    // A reload of an edit (policy p0 given another SID prefix), the loop and a status poller watched: the whole
+    // A reload of an edit (policy EDITED given another SID prefix), the loop and a status poller watched: the whole
     // file is read, parsed and checked again, the rule set diffed against the running one, one rule replaced.
     writeFileSync(env.configPath, o.format === 'json' ? configJson(o.rules, 'mup0', true) : configText(o.rules, 'mup0', true));
     const reloadLoop = await watchLoop(env.socket);
@@ -1184,7 +1189,7 @@ async function main(): Promise<number> {
       `    ${nBatch} deletes: /v1/batch ${f1(batchMs.del).padStart(8)} ms   ${nSingle} single requests ${f1(singleMs.del).padStart(9)} ms (${f2(singleMs.del / nSingle)} ms each)`,
       `    ${nBatch} adds:    /v1/batch ${f1(batchMs.add).padStart(8)} ms   ${nSingle} single requests ${f1(singleMs.add).padStart(9)} ms (${f2(singleMs.add / nSingle)} ms each)`,
       `    POST /v1/reload, the file unchanged (the running rule set kept, nothing parsed again): ${f1(reloadMs.same)} ms`,
-      `    POST /v1/reload, policy p0 edited (${o.rules * 2} rules read, checked and diffed again, 1 replaced): ${f1(reloadMs.edited)} ms`,
+      `    POST /v1/reload, policy p${EDITED} edited (${o.rules * 2} rules read, checked and diffed again, 1 replaced): ${f1(reloadMs.edited)} ms`,
       '',
       `(c) memory, MB: VmRSS ${f1(rssLoaded['VmRSS'])} loaded, ${f1(rssAfter['VmRSS'])} after the adds and deletes ` +
         `(RssAnon ${f1(rssAfter['RssAnon'])}, RssFile ${f1(rssAfter['RssFile'])}), ${f1(rssReads['VmRSS'])} after the reads; VmHWM (peak) ${f1(rssReads['VmHWM'])}`,

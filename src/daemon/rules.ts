@@ -27,6 +27,7 @@ import {
   linkSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   renameSync,
   statSync,
@@ -35,7 +36,7 @@ import {
   type Stats,
 } from 'node:fs';
 import { open as openFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, takeRuleIndex } from '../config/load.js';
 import { canonicalPolicyKey, formatTeidPrefix, localSidKey, policyKey, sessionKey } from '../config/keys.js';
 import type { Config, LocalSid, Policy, Session } from '../config/types.js';
@@ -811,6 +812,10 @@ export type BaseOf = (kind: RuleKind, key: string) => string | null;
 /** Entries of the overlay whose state lines compactSoon makes in one turn of the event loop. */
 export const COMPACT_SLICE = 500;
 
+/** The temp files of background compactions: `<state file>.compacting-<pid>-<n>` (one name each: a dropped one's removal never takes a later one's file). */
+const COMPACTING = '.compacting-';
+let compactions = 0;
+
 /** After a background compaction failed, the next starts no sooner than this (ms): a full disk is not retried at every change. */
 const COMPACT_RETRY_MS = 5000;
 
@@ -905,6 +910,7 @@ export class StateStore {
   #records = 0;
   /** Called once no record waits for an fdatasync. */
   #idle: (() => void)[] = [];
+  #rewrites = 0;
   /** The background compaction under way (compactSoon), if one is. */
   #compacting: Compaction | undefined;
   /** No background compaction starts before this (performance.now() ms): one failed. */
@@ -919,6 +925,11 @@ export class StateStore {
   /** Change lines in the file now. */
   get lines(): number {
     return this.#lines;
+  }
+
+  /** Whole-file rewrites (rewrite(): start, reload, save, a file not for this config), on the event loop; compactSoon's are not counted. */
+  get rewrites(): number {
+    return this.#rewrites;
   }
 
   constructor(readonly path: string) {}
@@ -969,6 +980,7 @@ export class StateStore {
     this.#lines = changes;
     this.#size = whole;
     this.#sha = header.config.sha256;
+    this.#removeStaleCompactions();
     const torn = whole < buf.length;
     return { header, overlay, bases, torn, ...(torn ? { tornAt: { line: lines.length + 1, bytes: buf.length - whole } } : {}) };
   }
@@ -985,6 +997,7 @@ export class StateStore {
    * place; throws without one).
    */
   rewrite(instance: string, configFile: string, configSha: string, o: Overlay, base?: BaseOf, onDirSync?: (e: Error) => void): void {
+    this.#rewrites++;
     this.#dropCompaction();
     const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
     const body = overlayLines(o, base);
@@ -1077,7 +1090,7 @@ export class StateStore {
    */
   compactSoon(instance: string, configFile: string, configSha: string, o: Overlay, base: BaseOf | undefined, done: (end: 'compacted' | 'dropped' | StateWriteError) => void): void {
     if (this.#compacting !== undefined || !this.isFor(configSha) || performance.now() < this.#compactAfter) return;
-    const c: Compaction = { tmp: `${this.path}.compacting`, configSha, tail: [], dropped: false };
+    const c: Compaction = { tmp: `${this.path}${COMPACTING}${process.pid}-${++compactions}`, configSha, tail: [], dropped: false };
     this.#compacting = c;
     const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
     const entries = RULE_KIND_LIST.flatMap((k) => [
@@ -1097,11 +1110,15 @@ export class StateStore {
       }
       const data = Buffer.from(text.join(''));
       const fh = await openFile(c.tmp, 'w', 0o600);
+      let renamed = false;
+      let dirError: Error | undefined;
       try {
         await fh.writeFile(data);
         await fh.datasync();
-        // One turn from here: the records appended meanwhile, then the rename (unless the file at the path is no
-        // longer the one appended to: moved aside or replaced under the daemon, the next record writes it whole).
+        // One turn from here to #replaced, no await in it (a record appended after the rename but before
+        // #replaced would find the path naming another file and write the whole file): the records appended
+        // meanwhile, then the rename; unless the file at the path is no longer the one appended to (moved
+        // aside or replaced under the daemon: the next record writes it whole).
         const at = statSync(this.path, { throwIfNoEntry: false });
         if (at === undefined || this.#fd === undefined || at.ino !== this.#ino || at.dev !== this.#dev) c.dropped = true;
         if (c.dropped) return 'dropped';
@@ -1111,18 +1128,18 @@ export class StateStore {
           fdatasyncSync(fh.fd);
         }
         renameSync(c.tmp, this.path);
+        renamed = true;
+        try {
+          syncDir(dirname(this.path));
+        } catch (e) {
+          dirError = e as Error;
+        }
+        this.#compacting = undefined;
+        this.#replaced(configSha, entries.length + c.tail.length, data.length + tail.length);
       } finally {
         await fh.close();
-        if (c.dropped || this.#compacting !== c) unlinkQuiet(c.tmp);
+        if (!renamed) unlinkQuiet(c.tmp);
       }
-      let dirError: Error | undefined;
-      try {
-        syncDir(dirname(this.path));
-      } catch (e) {
-        dirError = e as Error;
-      }
-      this.#compacting = undefined;
-      this.#replaced(configSha, entries.length + c.tail.length, data.length + c.tail.reduce((n, b) => n + b.length, 0));
       if (dirError !== undefined) throw new StateWriteError(this.path, errnoOf(dirError), `state file rewritten, but the fsync of its directory failed (${dirError.message})`);
       return 'compacted';
     };
@@ -1134,11 +1151,23 @@ export class StateStore {
       (e: unknown) => {
         if (this.#compacting === c) this.#compacting = undefined;
         c.dropped = true;
-        unlinkQuiet(c.tmp);
         this.#compactAfter = performance.now() + COMPACT_RETRY_MS;
         done(e instanceof StateWriteError ? e : new StateWriteError(this.path, errnoOf(e), `cannot compact the state file ${this.path} (${(e as Error).message})`));
       },
     );
+  }
+
+  /** Temp files of background compactions a daemon killed meanwhile left behind (read() at start). */
+  #removeStaleCompactions(): void {
+    const dir = dirname(this.path);
+    const prefix = `${basename(this.path)}${COMPACTING}`;
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const n of names) if (n.startsWith(prefix)) unlinkQuiet(join(dir, n));
   }
 
   /** A background compaction is superseded: it renames nothing (its run removes its temp file). */
