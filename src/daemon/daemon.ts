@@ -51,6 +51,7 @@ import {
   emptyOverlay,
   overlaySize,
   rebaseOverlay,
+  ruleSetChanges,
   ruleSetDiff,
   RULE_KIND_LIST,
   RULE_KINDS,
@@ -236,8 +237,6 @@ export class Daemon {
   readonly loop = new LoopMonitor();
   /** BGP MUP (config bgp:), src/daemon/bgp.ts. */
   #bgp: BgpService | undefined;
-  /** The first table was read and the entries of an earlier run not learned again are gone. */
-  #bgpSwept = false;
 
   constructor(o: DaemonOptions) {
     this.#o = o;
@@ -708,9 +707,7 @@ export class Daemon {
   /** Delete the table entries no rule lists (left by an earlier run, not learned again). */
   #sweepUnlisted(): Promise<number> {
     return this.#serial.run(() => {
-      const r = this.dataplane.sync(this.#rules.effective());
-      this.#bgpSwept = true;
-      return r.deleted;
+      return this.dataplane.sync(this.#rules.effective()).deleted;
     });
   }
 
@@ -955,6 +952,7 @@ export class Daemon {
             reason,
             force: o.force === true,
             ms: Math.round(performance.now() - t0),
+            phases: this.#reloadMs,
             ...rest,
             ...(diff === undefined ? {} : { changes: diff.length }),
             ...(r.interfaces.missing.length > 0 ? { missingInterfaces: r.interfaces.missing } : {}),
@@ -973,12 +971,25 @@ export class Daemon {
     });
   }
 
+  /** ms per phase of the last reload (its log line). */
+  #reloadMs: Record<string, number> = {};
+
   async #reload(force: boolean, check: boolean): Promise<ReloadResult> {
+    let t = performance.now();
+    const ms: Record<string, number> = {};
+    this.#reloadMs = ms;
+    const lap = (phase: string): void => {
+      const now = performance.now();
+      ms[phase] = Math.round(now - t);
+      t = now;
+    };
     const bytes = this.#readConfigBytes();
     const sha = sha256(bytes);
+    lap('read');
     if (sha === this.#configSha) return this.#reloadSame(check);
     const config = parseConfig(bytes.toString('utf8'), this.#o.configPath);
     this.#logConfigWarnings(config);
+    lap('parse');
     // The file's own changes since the last load, on top of the API's.
     const current = this.#rules;
     const rebased = rebaseOverlay(current.overlay, (kind, key) => current.base(kind, key), config);
@@ -997,6 +1008,7 @@ export class Daemon {
       throw new RuleError(`reload refused: the config file with the API changes on top does not hold together: ${(e as Error).message}. Nothing was changed`, 409);
     }
     rules.adoptLearned(this.#rules);
+    lap('rules');
     const old = this.dataplane;
     const s = old.config.settings;
     const sessions = (x: { maxSessions?: number }): number => x.maxSessions ?? DEFAULT_MAX_SESSIONS;
@@ -1040,8 +1052,13 @@ export class Daemon {
       result = swapped.result;
       ifaces = swapped.ifaces;
     } else {
-      result = old.sync(rules.effective(), { keep: this.config.bgp !== undefined && !this.#bgpSwept });
+      // Only what the edit changed is written (sameRule); the rest of the tables already hold this set's rules.
+      const { changes, same } = ruleSetChanges(this.#rules, rules);
+      const learned = RULE_KIND_LIST.reduce((n, k) => n + rules.learned(k.kind).size, 0);
+      const r = old.update(rules.effective(), changes);
+      result = { ...r, unchanged: r.unchanged + same + learned };
     }
+    lap('tables');
     if (JSON.stringify(config.bgp ?? null, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) !== JSON.stringify(this.config.bgp ?? null, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))) {
       this.#log.warn({ file: config.file }, 'the bgp section changed: that takes effect at the next restart (advertised local SIDs are updated now)');
     }
@@ -1052,9 +1069,11 @@ export class Daemon {
     this.#configText.set(bytes);
     // The state file now names this file (and the records' bases are its rules).
     this.#tidyState('reload');
+    lap('state');
     releaseMemory();
     this.#nexthops();
     this.#bgp?.readvertise();
+    lap('rest');
     return {
       ...result,
       configChanged: true,

@@ -634,6 +634,68 @@ function fieldChanges(a: Record<string, unknown>, b: Record<string, unknown>): s
  * setting: `+ policy NAME {...}`, `- policy NAME`, `~ policy NAME: key old
  * -> new, ...` (NAME: the rule's name, else its key). `mup reload --check`.
  */
+/**
+ * The same rule, `where` aside (a file rule at another index is the same
+ * rule): every other own field equal, compared as data (numbers, strings,
+ * bigints, booleans, arrays, typed arrays, plain objects) whatever fields a
+ * kind has, so a field added to a rule is compared without a word here.
+ */
+export function sameRule(a: Rule, b: Rule): boolean {
+  if (a === b) return true;
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  for (const k of ka) {
+    if (k === 'where') continue;
+    if (!Object.hasOwn(b, k) || !sameData((a as unknown as Record<string, unknown>)[k], (b as unknown as Record<string, unknown>)[k])) return false;
+  }
+  return true;
+}
+
+function sameData(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!sameData(a[i], b[i])) return false;
+    return true;
+  }
+  if (ArrayBuffer.isView(a)) {
+    if (!ArrayBuffer.isView(b) || a.byteLength !== b.byteLength) return false;
+    return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+  }
+  if (Array.isArray(b) || ArrayBuffer.isView(b)) return false;
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  for (const k of ka) if (!Object.hasOwn(b, k) || !sameData((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])) return false;
+  return true;
+}
+
+/**
+ * The table changes that take the tables from rule set `a` to `b` (a
+ * reload): the rules of `b` that `a` has not, or has otherwise (sameRule),
+ * and the keys of `a` that `b` has not; and how many rules are the same.
+ * Learned rules are neither (both sets hold the same ones: adoptLearned).
+ */
+export function ruleSetChanges(a: RuleSet, b: RuleSet): { changes: Changes; same: number } {
+  const changes: Record<string, unknown> = {};
+  let same = 0;
+  for (const k of RULE_KIND_LIST) {
+    const ra = a.rules(k.kind);
+    const rb = b.rules(k.kind);
+    const puts: Rule[] = [];
+    const dels: Rule[] = [];
+    for (const [key, r] of rb) {
+      const was = ra.get(key);
+      if (was !== undefined && sameRule(was, r)) same++;
+      else puts.push(r);
+    }
+    for (const [key, r] of ra) if (!rb.has(key)) dels.push(r);
+    if (puts.length > 0) Object.assign(changes, k.put(puts));
+    if (dels.length > 0) Object.assign(changes, k.del(dels));
+  }
+  return { changes: changes as Changes, same };
+}
+
 export function ruleSetDiff(a: RuleSet, b: RuleSet): string[] {
   const out: string[] = [];
   const ia = new Map((a.config.interfaces ?? []).map((i) => [i.name, i.xdp]));

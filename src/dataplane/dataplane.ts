@@ -46,7 +46,7 @@ import {
   type BpfObject,
 } from './libbpf.js';
 import { ifIndex, inNetns, NetnsError } from './netns.js';
-import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, maxSessionsOf, zeroCounterSlots, type ApplyResult, type TableFds } from './tables.js';
+import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, maxSessionsOf, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
 
 export { DEFAULT_OBJECT } from '../host/paths.js';
 import { DEFAULT_OBJECT } from '../host/paths.js';
@@ -175,6 +175,13 @@ export interface Dataplane {
    * max_localsids needs a new openDataplane().
    */
   sync(config: Config, o?: { keep?: boolean }): ApplyResult;
+  /**
+   * The tables taken from the loaded config to `config` by `changes`, the
+   * caller's diff of the two rule sets (a reload: only what differs is
+   * encoded and written, where sync() encodes every rule and reads the
+   * tables back); `config` becomes the loaded one.
+   */
+  update(config: Config, changes: Changes): ApplyResult;
   /**
    * One BPF_PROG_TEST_RUN of the frame, repeat 1. Throws RangeError for a
    * frame shorter than ETH_HLEN or longer than TEST_RUN_MAX_FRAME bytes.
@@ -614,6 +621,14 @@ class LoadedDataplane implements Dataplane {
     this.#open();
     checkTableSizes(config);
     const r = this.rules.sync(config.settings, config.policies, config.localsids, config.sessions ?? [], o);
+    this.#config = config;
+    return r;
+  }
+
+  update(config: Config, changes: Changes): ApplyResult {
+    this.#open();
+    checkTableSizes(config);
+    const r = this.rules.apply({ ...changes, settings: config.settings });
     this.#config = config;
     return r;
   }
