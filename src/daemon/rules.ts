@@ -380,7 +380,7 @@ export class RuleSet {
   /** Put (rule) or remove (undefined) a learned rule; the caller checked learnedConflict. */
   setLearned(kind: RuleKind, key: string, r: Rule | undefined): void {
     const old = this.#learned[kind].get(key);
-    if (old?.name !== undefined) this.#learnedNames[kind].delete(old.name);
+    if (old?.name !== undefined && this.#learnedNames[kind].get(old.name) === key) this.#learnedNames[kind].delete(old.name);
     if (r === undefined) {
       this.#learned[kind].delete(key);
       return;
@@ -438,7 +438,8 @@ export class RuleSet {
     const key = k.key(r);
     const names = this.#names[k.kind];
     const old = this.#rules[k.kind].get(key);
-    if (old?.name !== undefined) names.delete(old.name);
+    // Its old name, unless another rule has it now (taken in the same batch, put before this one).
+    if (old?.name !== undefined && names.get(old.name) === key) names.delete(old.name);
     this.#rules[k.kind].set(key, r);
     if (r.name !== undefined) names.set(r.name, key);
   }
@@ -510,7 +511,7 @@ export class RuleSet {
     const k = RULE_KINDS[kind];
     this.#keepFileRule(kind, key);
     const old = this.#rules[kind].get(key);
-    if (old?.name !== undefined) this.#names[kind].delete(old.name);
+    if (old?.name !== undefined && this.#names[kind].get(old.name) === key) this.#names[kind].delete(old.name);
     this.#rules[kind].delete(key);
     this.overlay[k.overlay.put].delete(key);
     if (this.#fileRule(kind, key) !== undefined) this.overlay[k.overlay.del].add(key);
