@@ -157,6 +157,36 @@ describe.skipIf(!isRoot)('links and interfaces under a running daemon', () => {
     expect(d!.log).toMatch(/the interface came back \(a new device\): attached our program again/);
     await expectTranslation();
   });
+
+  it('a reload whose attach fails puts the tables back (a reload of the old file then finds them as they were)', async () => {
+    // A bridge takes no native XDP: the edit's attach fails after its rules were written.
+    await lab!.ip('mup', 'link', 'add', 'dum0', 'type', 'bridge');
+    const policies = async (): Promise<number> => ((await d!.api('GET', '/v1/status')).body as { tables: { policies: { entries: number } } }).tables.policies.entries;
+    const before = await policies();
+    const good = config('  - { name: n3b, match: 10.98.0.0/16, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n');
+    try {
+      d!.writeConfig(
+        config('  - { name: n3b, match: 10.98.0.0/16, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n  - { name: n3c, match: 10.97.0.0/16, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n').replace(
+          `  - { name: ${IFACE}, xdp: native }`,
+          `  - { name: ${IFACE}, xdp: native }\n  - { name: dum0, xdp: native }`,
+        ),
+      );
+      const r = await d!.api('POST', '/v1/reload');
+      expect(r.status, r.text).not.toBe(200);
+      expect(await policies(), 'the edit\'s policy n3c is not left in the tables').toBe(before);
+      // The file as it was: the same as loaded, so the daemon keeps its rules; the tables must hold just those.
+      d!.writeConfig(good);
+      const back = await d!.api('POST', '/v1/reload');
+      expect(back.status, back.text).toBe(200);
+      expect(back.body).toMatchObject({ configChanged: false });
+      expect(await policies()).toBe(before);
+      const list = (await d!.api('GET', '/v1/policies')).body as { policies: { name: string }[] };
+      expect(list.policies.map((p) => p.name).sort()).toEqual(['n3', 'n3b']);
+    } finally {
+      d!.writeConfig(good);
+      await lab!.ip('mup', 'link', 'del', 'dum0');
+    }
+  });
 });
 
 /**

@@ -971,6 +971,23 @@ export class Daemon {
     });
   }
 
+  /** A failed reload could not put the tables back as they were: the next reload writes them whole (sync). */
+  #tablesDirty = false;
+
+  /**
+   * A reload failed after (part of) its table write (`from`'s rules): the
+   * tables back to the running rules by the reverse of its diff; if even
+   * that fails, the next reload writes them whole.
+   */
+  #restoreTables(from: RuleSet): void {
+    try {
+      this.dataplane.update(this.#rules.effective(), ruleSetChanges(from, this.#rules).changes);
+    } catch (e) {
+      this.#tablesDirty = true;
+      this.#log.error({ error: (e as Error).message }, 'a failed reload could not put the tables back as they were; the next reload writes them whole');
+    }
+  }
+
   /** ms per phase of the last reload (its log line). */
   #reloadMs: Record<string, number> = {};
 
@@ -986,7 +1003,7 @@ export class Daemon {
     const bytes = this.#readConfigBytes();
     const sha = sha256(bytes);
     lap('read');
-    if (sha === this.#configSha) return this.#reloadSame(check);
+    if (sha === this.#configSha && !this.#tablesDirty) return this.#reloadSame(check);
     const config = parseConfig(bytes.toString('utf8'), this.#o.configPath);
     this.#logConfigWarnings(config);
     lap('parse');
@@ -1051,18 +1068,33 @@ export class Daemon {
     if (swapped !== undefined) {
       result = swapped.result;
       ifaces = swapped.ifaces;
+    } else if (this.#tablesDirty) {
+      // A failed reload could not put the tables back: written whole (keeping entries no rule lists while BGP may learn them again).
+      result = old.sync(rules.effective(), { keep: this.config.bgp !== undefined });
+      this.#tablesDirty = false;
     } else {
       // Only what the edit changed is written (sameRule); the rest of the tables already hold this set's rules.
       const { changes, same } = ruleSetChanges(this.#rules, rules);
       const learned = RULE_KIND_LIST.reduce((n, k) => n + rules.learned(k.kind).size, 0);
-      const r = old.update(rules.effective(), changes);
+      let r: { added: number; replaced: number; deleted: number; unchanged: number };
+      try {
+        r = old.update(rules.effective(), changes);
+      } catch (e) {
+        this.#restoreTables(rules); // part of it may be in
+        throw e;
+      }
       result = { ...r, unchanged: r.unchanged + same + learned };
     }
     lap('tables');
     if (JSON.stringify(config.bgp ?? null, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) !== JSON.stringify(this.config.bgp ?? null, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))) {
       this.#log.warn({ file: config.file }, 'the bgp section changed: that takes effect at the next restart (advertised local SIDs are updated now)');
     }
-    ifaces ??= this.#attachAll(config);
+    try {
+      ifaces ??= this.#attachAll(config);
+    } catch (e) {
+      if (swapped === undefined) this.#restoreTables(rules);
+      throw e;
+    }
     this.#rules = rules;
     this.#configLoadedAt = new Date();
     this.#configSha = sha;
