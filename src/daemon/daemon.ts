@@ -1333,7 +1333,8 @@ export class Daemon {
   #compactState(): void {
     const t0 = performance.now();
     const lines = this.#store.lines;
-    this.#store.compactSoon(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key), (e) => {
+    this.#store.compactSoon(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key), (e, dirError) => {
+      if (dirError !== undefined) this.#log.warn({ stateFile: this.stateFile, error: dirError.message }, 'state file rewritten, but the fsync of its directory failed');
       if (e === 'compacted' || e === 'dropped') {
         this.#log.debug({ stateFile: this.stateFile, ms: Math.round(performance.now() - t0), linesBefore: lines, lines: this.#store.lines }, `state file compaction ${e}`);
         return;

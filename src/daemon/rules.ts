@@ -35,7 +35,7 @@ import {
   writeSync,
   type Stats,
 } from 'node:fs';
-import { open as openFile } from 'node:fs/promises';
+import { open as openFile, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, takeRuleIndex } from '../config/load.js';
 import { canonicalPolicyKey, formatTeidPrefix, localSidKey, policyKey, sessionKey } from '../config/keys.js';
@@ -879,6 +879,9 @@ export const COMPACT_SLICE = 500;
 const COMPACTING = '.compacting-';
 let compactions = 0;
 
+/** Free bytes a background compaction leaves besides twice its file, at least. */
+const COMPACT_SPARE = 1 << 20;
+
 /** After a background compaction failed, the next starts no sooner than this (ms): a full disk is not retried at every change. */
 const COMPACT_RETRY_MS = 5000;
 
@@ -1003,6 +1006,7 @@ export class StateStore {
    * to start rather than guess). A last line cut short is ignored (`torn`).
    */
   read(): StateRead | undefined {
+    this.#removeStaleCompactions();
     let buf: Buffer;
     try {
       buf = readFileSync(this.path);
@@ -1043,7 +1047,6 @@ export class StateStore {
     this.#lines = changes;
     this.#size = whole;
     this.#sha = header.config.sha256;
-    this.#removeStaleCompactions();
     const torn = whole < buf.length;
     return { header, overlay, bases, torn, ...(torn ? { tornAt: { line: lines.length + 1, bytes: buf.length - whole } } : {}) };
   }
@@ -1147,11 +1150,14 @@ export class StateStore {
    * synced; records still waiting for their group's fdatasync are durable
    * with it (as after rewrite()). A rewrite() meanwhile (reload, save), a
    * failed group sync, or close() drops it (its temp file removed, nothing
-   * renamed). `done` is told how it ended: 'compacted', 'dropped', or the
-   * error (after which none starts for COMPACT_RETRY_MS). Does nothing when one is under way or the
+   * renamed). `done` is told how it ended: 'compacted' (with the error of
+   * the directory's fsync after the rename, if it failed: logged only),
+   * 'dropped', or the error (after which none starts for COMPACT_RETRY_MS).
+   * It is not started without free space for twice the new file and
+   * COMPACT_SPARE (an error too): records must still find room meanwhile. Does nothing when one is under way or the
    * file is not one for this config (the next record rewrites it whole).
    */
-  compactSoon(instance: string, configFile: string, configSha: string, o: Overlay, base: BaseOf | undefined, done: (end: 'compacted' | 'dropped' | StateWriteError) => void): void {
+  compactSoon(instance: string, configFile: string, configSha: string, o: Overlay, base: BaseOf | undefined, done: (end: 'compacted' | 'dropped' | StateWriteError, dirError?: Error) => void): void {
     if (this.#compacting !== undefined || !this.isFor(configSha) || performance.now() < this.#compactAfter) return;
     const c: Compaction = { tmp: `${this.path}${COMPACTING}${process.pid}-${++compactions}`, configSha, tail: [], dropped: false };
     this.#compacting = c;
@@ -1172,9 +1178,16 @@ export class StateStore {
         }
       }
       const data = Buffer.from(text.join(''));
+      // Room for the new file and as much again: records appended meanwhile must not find the disk full
+      // because of it (a rewrite on the loop removed its temp file in the same turn; this one holds it a while).
+      const fs = await statfs(dirname(this.path));
+      const free = fs.bavail * fs.bsize;
+      const need = 2 * data.length + COMPACT_SPARE;
+      if (free < need) {
+        throw new StateWriteError(this.path, 'ENOSPC', `not compacting the state file ${this.path}: ${free} bytes free, ${need} wanted (the new file and as much again)`);
+      }
       const fh = await openFile(c.tmp, 'w', 0o600);
       let renamed = false;
-      let dirError: Error | undefined;
       try {
         await fh.writeFile(data);
         await fh.datasync();
@@ -1195,21 +1208,23 @@ export class StateStore {
         try {
           syncDir(dirname(this.path));
         } catch (e) {
+          // Logged only, as rewrite()'s: the new file is in place, whole and synced.
           dirError = e as Error;
         }
         this.#compacting = undefined;
         this.#replaced(configSha, entries.length + c.tail.length, data.length + tail.length);
       } finally {
-        await fh.close();
+        // Its space given back at once (the name first: a failed close must not leave the file).
         if (!renamed) unlinkQuiet(c.tmp);
+        await fh.close().catch(() => undefined);
       }
-      if (dirError !== undefined) throw new StateWriteError(this.path, errnoOf(dirError), `state file rewritten, but the fsync of its directory failed (${dirError.message})`);
       return 'compacted';
     };
+    let dirError: Error | undefined;
     run().then(
       (end) => {
         if (this.#compacting === c) this.#compacting = undefined;
-        done(end);
+        done(end, dirError);
       },
       (e: unknown) => {
         if (this.#compacting === c) this.#compacting = undefined;
