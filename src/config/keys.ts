@@ -94,3 +94,10 @@ export function sessionKey(s: Session): string {
   }
   return k;
 }
+
+/** A rule's key as computed elsewhere (parseConfigOffLoop's thread): kept as if computed here. */
+export function seedRuleKey(kind: 'policy' | 'localsid' | 'session', r: Policy & LocalSid & Session, key: string): void {
+  if (kind === 'policy') policyKeys.set(r, key);
+  else if (kind === 'localsid') localSidKeys.set(r, key);
+  else sessionKeys.set(r, key);
+}

@@ -807,6 +807,11 @@ export interface RuleIndex<R> {
 
 const ruleIndexes = new WeakMap<readonly Rule[], RuleIndex<Rule>>();
 
+/** Give a list of rules the maps checkRules would have built (parseConfigOffLoop builds them from its thread's keys). */
+export function keepRuleIndex<R extends Rule>(rules: readonly R[], index: RuleIndex<R>): void {
+  ruleIndexes.set(rules, index as unknown as RuleIndex<Rule>);
+}
+
 /** The maps checkRules built for this list of rules (once: the taker owns them), if it did. */
 export function takeRuleIndex<R extends Rule>(rules: readonly R[]): RuleIndex<R> | undefined {
   const index = ruleIndexes.get(rules);

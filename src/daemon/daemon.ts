@@ -19,9 +19,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed } from '../config/load.js';
+import { parseConfigOffLoop } from '../config/parse-async.js';
 import { runningConfigYaml } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
@@ -52,6 +54,7 @@ import {
   overlaySize,
   rebaseOverlay,
   ruleSetChanges,
+  ruleSetChangesAsync,
   ruleSetDiff,
   RULE_KIND_LIST,
   RULE_KINDS,
@@ -803,6 +806,14 @@ export class Daemon {
     return { config, sha: sha256(bytes), bytes };
   }
 
+  async #readConfigBytesAsync(): Promise<Buffer> {
+    try {
+      return await readFile(this.#o.configPath);
+    } catch (e) {
+      throw new ConfigError(this.#o.configPath, '', `cannot read the config file: ${(e as Error).message}`);
+    }
+  }
+
   #readConfigBytes(): Buffer {
     try {
       return readFileSync(this.#o.configPath);
@@ -1000,11 +1011,12 @@ export class Daemon {
       ms[phase] = Math.round(now - t);
       t = now;
     };
-    const bytes = this.#readConfigBytes();
+    const bytes = await this.#readConfigBytesAsync();
     const sha = sha256(bytes);
     lap('read');
     if (sha === this.#configSha && !this.#tablesDirty) return this.#reloadSame(check);
-    const config = parseConfig(bytes.toString('utf8'), this.#o.configPath);
+    // Read and checked on a thread of its own: the daemon answers meanwhile (the serial section holds other changes).
+    const config = await parseConfigOffLoop(bytes, this.#o.configPath);
     this.#logConfigWarnings(config);
     lap('parse');
     // The file's own changes since the last load, on top of the API's.
@@ -1074,7 +1086,7 @@ export class Daemon {
       this.#tablesDirty = false;
     } else {
       // Only what the edit changed is written (sameRule); the rest of the tables already hold this set's rules.
-      const { changes, same } = ruleSetChanges(this.#rules, rules);
+      const { changes, same } = await ruleSetChangesAsync(this.#rules, rules);
       const learned = RULE_KIND_LIST.reduce((n, k) => n + rules.learned(k.kind).size, 0);
       let r: { added: number; replaced: number; deleted: number; unchanged: number };
       try {
@@ -1102,7 +1114,8 @@ export class Daemon {
     // The state file now names this file (and the records' bases are its rules).
     this.#tidyState('reload');
     lap('state');
-    releaseMemory();
+    // No forced collection (releaseMemory, as after the start's load): the parse's garbage went with its
+    // thread; the old rules are collected in V8's own time, not in a 100+ ms pause of the serving daemon.
     this.#nexthops();
     this.#bgp?.readvertise();
     lap('rest');

@@ -1,10 +1,11 @@
 /**
  * Give back the memory a big load leaves behind. Reading a config of
  * 131,072 rules builds about 150 MB of short-lived objects (the YAML tree);
- * V8 and glibc keep most of that address space until much later. After a
- * load or reload the daemon runs a full collection and asks glibc to return
+ * V8 and glibc keep most of that address space until much later. After the
+ * start's load the daemon runs a full collection and asks glibc to return
  * free pages (malloc_trim): measured with bench:daemon, about 100 MB less
- * resident memory.
+ * resident memory. (A reload parses on a thread of its own, whose heap goes
+ * with it: no forced collection there, a pause of 100 ms and more.)
  */
 import koffi from 'koffi';
 

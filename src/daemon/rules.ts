@@ -593,7 +593,9 @@ export interface Rebased {
  * conflict. Pure: the overlay given is not changed.
  */
 export function rebaseOverlay(overlay: Overlay, base: (kind: RuleKind, key: string) => string | null | undefined, next: Config): Rebased {
-  const now = configDigests(next);
+  // The file's rules by key, made when the overlay has a change to check (not for the 131,072 rules of a reload without any).
+  let digests: ((kind: RuleKind, key: string) => string | null) | undefined;
+  const now = (kind: RuleKind, key: string): string | null => (digests ??= configDigests(next))(kind, key);
   const out = emptyOverlay();
   const absorbed: string[] = [];
   const conflicts: string[] = [];
@@ -678,19 +680,41 @@ function sameData(a: unknown, b: unknown): boolean {
  * Learned rules are neither (both sets hold the same ones: adoptLearned).
  */
 export function ruleSetChanges(a: RuleSet, b: RuleSet): { changes: Changes; same: number } {
+  const g = ruleSetChanging(a, b);
+  for (let r = g.next(); ; r = g.next()) if (r.done === true) return r.value;
+}
+
+/** Rules ruleSetChangesAsync compares between two turns of the event loop. */
+export const DIFF_SLICE = 16_384;
+
+/** ruleSetChanges in slices of DIFF_SLICE rules, the event loop running between them (the caller holds the sets still). */
+export async function ruleSetChangesAsync(a: RuleSet, b: RuleSet): Promise<{ changes: Changes; same: number }> {
+  const g = ruleSetChanging(a, b);
+  for (let r = g.next(); ; r = g.next()) {
+    if (r.done === true) return r.value;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+}
+
+function* ruleSetChanging(a: RuleSet, b: RuleSet): Generator<void, { changes: Changes; same: number }> {
   const changes: Record<string, unknown> = {};
   let same = 0;
+  let n = 0;
   for (const k of RULE_KIND_LIST) {
     const ra = a.rules(k.kind);
     const rb = b.rules(k.kind);
     const puts: Rule[] = [];
     const dels: Rule[] = [];
     for (const [key, r] of rb) {
+      if (++n % DIFF_SLICE === 0) yield;
       const was = ra.get(key);
       if (was !== undefined && sameRule(was, r)) same++;
       else puts.push(r);
     }
-    for (const [key, r] of ra) if (!rb.has(key)) dels.push(r);
+    for (const [key, r] of ra) {
+      if (++n % DIFF_SLICE === 0) yield;
+      if (!rb.has(key)) dels.push(r);
+    }
     if (puts.length > 0) Object.assign(changes, k.put(puts));
     if (dels.length > 0) Object.assign(changes, k.del(dels));
   }

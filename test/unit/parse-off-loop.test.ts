@@ -1,0 +1,85 @@
+/**
+ * parseConfigOffLoop: a reload's parse and checks on a thread of their own
+ * (issue 19: 11.6 MB of YAML held the daemon's event loop 1.0-1.2 s). What
+ * it gives is what parseConfig gives, rule by rule, warnings and all, with
+ * the checks' index (takeRuleIndex) and the rules' keys as parseConfig
+ * leaves them; a refused file is the same ConfigError (file, key path,
+ * line); the loop turns while a large file is parsed.
+ */
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../src/config/errors.js';
+import { localSidKey, policyKey, sessionKey } from '../../src/config/keys.js';
+import { parseConfig, takeRuleIndex } from '../../src/config/load.js';
+import { parseConfigOffLoop } from '../../src/config/parse-async.js';
+
+const SMALL = `# a config with every section
+interfaces:
+  - { name: eth0, xdp: generic }
+settings: { max_policies: 64, max_localsids: 16, max_sessions: 16 }
+policies:
+  - { name: p0, match: 10.0.0.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }
+  - { name: p1, match: 192.0.2.10/32, teid: 0x12340000/16, sr_prefix: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64", segments: ["2001:db8:10::1"], srh: always, mtu: 1400 }
+  - { match: 10.0.1.7/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }
+localsids:
+  - { name: l0, sid: "2001:db8:e::/48", src_prefix_len: 64 }
+  - { name: g6, behavior: end.m.gtp6.d, sid: "2001:db8:700::/64", source: "2001:db8:ffff::6d", sr_prefix: "2001:db8:800::/64" }
+sessions:
+  - { name: s0, ue: 10.60.0.1/32, teid: 0x12345678, qfi: 9, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }
+`;
+
+function big(n: number): string {
+  const out = ['settings: { max_policies: 65536, max_localsids: 65536 }', 'policies:'];
+  for (let i = 0; i < n; i++) out.push(`  - name: p${i}`, `    match: 10.${i >> 8}.${i & 255}.0/24`, '    sr_prefix: 2001:db9:1::/48', '    src_prefix: 2001:db8:ffff::/64');
+  out.push('localsids:');
+  for (let i = 0; i < n; i++) out.push(`  - name: l${i}`, `    sid: 2001:db8:${i.toString(16)}::/48`, '    src_prefix_len: 64');
+  return `${out.join('\n')}\n`;
+}
+
+describe('parseConfigOffLoop', () => {
+  it('gives what parseConfig gives: every section, the rules, the warnings (host bits masked)', async () => {
+    const want = parseConfig(SMALL, 'small.yaml');
+    const got = await parseConfigOffLoop(Buffer.from(SMALL), 'small.yaml');
+    expect(got).toEqual(want);
+    expect(got.warnings?.length, 'the masked host bits of 10.0.1.7/24').toBe(1);
+    // The checks' index and the keys, as parseConfig leaves them.
+    const index = takeRuleIndex(got.policies)!;
+    expect([...index.byKey.keys()]).toEqual(got.policies.map((p) => policyKey(p)));
+    expect([...index.names]).toEqual([['p0', '10.0.0.0/24'], ['p1', '192.0.2.10/32 teid 0x12340000/16']]);
+    expect(index.byKey.get('10.0.0.0/24')).toBe(got.policies[0]);
+    expect(takeRuleIndex(got.localsids)!.byKey.size).toBe(2);
+    expect(takeRuleIndex(got.sessions!)!.byKey.get(sessionKey(got.sessions![0]!))).toBe(got.sessions![0]);
+    expect(localSidKey(got.localsids[1]!)).toBe('2001:db8:700::/64');
+  });
+
+  it('a refused file is the same ConfigError: file, key path, line', async () => {
+    const bad = SMALL.replace('sr_prefix: "2001:db8:2::/48"', 'sr_prefix: "2001:db8:zz::/48"');
+    let want: ConfigError | undefined;
+    try {
+      parseConfig(bad, 'bad.yaml');
+    } catch (e) {
+      want = e as ConfigError;
+    }
+    expect(want).toBeInstanceOf(ConfigError);
+    const got = await parseConfigOffLoop(Buffer.from(bad), 'bad.yaml').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(got).toBeInstanceOf(ConfigError);
+    expect({ ...(got as ConfigError), message: (got as ConfigError).message }).toEqual({ ...want!, message: want!.message });
+  });
+
+  it('lets the event loop run while a large file is read and checked, and takes its rules in pieces', async () => {
+    const text = big(20_000);
+    let turns = 0;
+    const timer = setInterval(() => turns++, 1);
+    try {
+      const got = await parseConfigOffLoop(Buffer.from(text), 'big.yaml');
+      expect(got.policies).toHaveLength(20_000);
+      expect(got.localsids).toHaveLength(20_000);
+    } finally {
+      clearInterval(timer);
+    }
+    // parseConfig on this thread: no turn at all until it returns.
+    expect(turns, 'timer turns during the parse').toBeGreaterThanOrEqual(10);
+  });
+});
