@@ -42,7 +42,7 @@ import { DEFAULT_MAX_CONNECTIONS, DEFAULT_STALL_TIMEOUT_S } from '../config/load
 import { AddressError } from '../sid/addr.js';
 import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
-import { releaseMemory } from './memory.js';
+import { releaseMemorySoon } from './memory.js';
 import { RULE_KIND_LIST, RuleError, type RuleKindSpec } from './rules.js';
 import { BatchError, batchOperations } from './batch.js';
 import { health } from './health.js';
@@ -852,23 +852,6 @@ export interface ServerLimits {
   readonly log?: Logger;
 }
 
-/**
- * After stalled connections are closed, give their memory back (a full
- * collection and malloc_trim, as after a config load): at most once every
- * 2 s, 1 s after a closing.
- */
-let releasePending = false;
-let releasedAt = 0;
-function scheduleRelease(): void {
-  if (releasePending) return;
-  releasePending = true;
-  const wait = Math.max(1000, releasedAt + 2000 - Date.now());
-  setTimeout(() => {
-    releasePending = false;
-    releasedAt = Date.now();
-    releaseMemory();
-  }, wait).unref();
-}
 
 /**
  * The HTTP server of a listener, with its limits: a connection cap (the
@@ -941,7 +924,7 @@ class ApiServer extends Server {
         );
         s.destroy();
         this.#conns.delete(s);
-        scheduleRelease();
+        releaseMemorySoon();
       }
     }
   }

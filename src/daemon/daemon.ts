@@ -42,7 +42,7 @@ import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher } from '../dataplane/nexthop.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
-import { releaseMemory } from './memory.js';
+import { releaseMemory, releaseMemorySoon } from './memory.js';
 import { KeptText } from './kept-text.js';
 import { LoopMonitor } from './loop.js';
 import { ensureBpffs, Pins, type PinnedMaps } from './pins.js';
@@ -1114,8 +1114,9 @@ export class Daemon {
     // The state file now names this file (and the records' bases are its rules).
     this.#tidyState('reload');
     lap('state');
-    // No forced collection (releaseMemory, as after the start's load): the parse's garbage went with its
-    // thread; the old rules are collected in V8's own time, not in a 100+ ms pause of the serving daemon.
+    // The replaced rules given back a second after the answer (a full collection, as after the start's load),
+    // not in the reload's own time; the parse's garbage went with its thread.
+    releaseMemorySoon();
     this.#nexthops();
     this.#bgp?.readvertise();
     lap('rest');
