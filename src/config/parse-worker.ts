@@ -18,7 +18,7 @@ import type { Config } from './types.js';
 export const RULES_PER_MESSAGE = 4096;
 
 export type FromParser =
-  | { readonly t: 'head'; readonly config: Omit<Config, 'policies' | 'localsids' | 'sessions'>; readonly counts: Record<Section, number> }
+  | { readonly t: 'head'; readonly config: Omit<Config, 'policies' | 'localsids' | 'sessions'> }
   | { readonly t: 'rules'; readonly section: Section; readonly rules: unknown[]; readonly keys: string[] }
   | { readonly t: 'done' }
   | { readonly t: 'refused'; readonly file: string; readonly path: string; readonly reason: string; readonly line?: number }
@@ -53,7 +53,7 @@ if (port !== null) {
       if (r.done !== true) port.postMessage(r.value);
       if (r.done === true || r.value.t === 'done') port.close();
     });
-    port.postMessage({ t: 'head', config: head, counts: { policies: policies.length, localsids: localsids.length, sessions: (sessions ?? []).length } } satisfies FromParser);
+    port.postMessage({ t: 'head', config: head } satisfies FromParser);
   } catch (e) {
     if (e instanceof ConfigError) {
       port.postMessage({ t: 'refused', file: e.file, path: e.path, reason: e.reason, ...(e.line === undefined ? {} : { line: e.line }) } satisfies FromParser);

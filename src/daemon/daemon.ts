@@ -806,20 +806,23 @@ export class Daemon {
     return { config, sha: sha256(bytes), bytes };
   }
 
-  async #readConfigBytesAsync(): Promise<Buffer> {
-    try {
-      return await readFile(this.#o.configPath);
-    } catch (e) {
-      throw new ConfigError(this.#o.configPath, '', `cannot read the config file: ${(e as Error).message}`);
-    }
+  /** The config file's bytes, read on the threadpool (a reload: the daemon is serving). */
+  #readConfigBytesAsync(): Promise<Buffer> {
+    return readFile(this.#o.configPath).catch((e: unknown) => {
+      throw this.#unreadable(e);
+    });
   }
 
   #readConfigBytes(): Buffer {
     try {
       return readFileSync(this.#o.configPath);
     } catch (e) {
-      throw new ConfigError(this.#o.configPath, '', `cannot read the config file: ${(e as Error).message}`);
+      throw this.#unreadable(e);
     }
+  }
+
+  #unreadable(e: unknown): ConfigError {
+    return new ConfigError(this.#o.configPath, '', `cannot read the config file: ${(e as Error).message}`);
   }
 
   /** What a parse of the file says besides errors (logged at every read, so a reload of the same file says it again). */

@@ -644,17 +644,11 @@ function fieldChanges(a: Record<string, unknown>, b: Record<string, unknown>): s
  * kind has, so a field added to a rule is compared without a word here.
  */
 export function sameRule(a: Rule, b: Rule): boolean {
-  if (a === b) return true;
-  const ka = Object.keys(a);
-  if (ka.length !== Object.keys(b).length) return false;
-  for (const k of ka) {
-    if (k === 'where') continue;
-    if (!Object.hasOwn(b, k) || !sameData((a as unknown as Record<string, unknown>)[k], (b as unknown as Record<string, unknown>)[k])) return false;
-  }
-  return true;
+  return sameData(a, b, 'where');
 }
 
-function sameData(a: unknown, b: unknown): boolean {
+/** a and b equal as data; `skip`: a key of theirs (not of nested objects) left out. */
+function sameData(a: unknown, b: unknown, skip?: string): boolean {
   if (a === b) return true;
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
   if (Array.isArray(a)) {
@@ -669,7 +663,10 @@ function sameData(a: unknown, b: unknown): boolean {
   if (Array.isArray(b) || ArrayBuffer.isView(b)) return false;
   const ka = Object.keys(a);
   if (ka.length !== Object.keys(b).length) return false;
-  for (const k of ka) if (!Object.hasOwn(b, k) || !sameData((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])) return false;
+  for (const k of ka) {
+    if (k === skip) continue;
+    if (!Object.hasOwn(b, k) || !sameData((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])) return false;
+  }
   return true;
 }
 
