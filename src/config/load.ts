@@ -287,6 +287,14 @@ export function checkRuleSet(file: string, policies: readonly Policy[], localsid
   checkSessions(src, sessions);
 }
 
+/** The prefix-length part of checkRuleSet alone, for the kinds given (keys and names known unique). */
+export function checkRuleSetLengths(file: string, rules: { policies?: readonly Policy[]; localsids?: readonly LocalSid[]; sessions?: readonly Session[] }): void {
+  const src = new Source(file, undefined);
+  if (rules.policies !== undefined) checkPolicyLengths(src, rules.policies);
+  if (rules.localsids !== undefined) checkLocalSidLengths(src, rules.localsids);
+  if (rules.sessions !== undefined) checkSessionLengths(src, rules.sessions);
+}
+
 /**
  * The settings read ahead of the whole file, to start loading the program
  * before the (long) parse: the top-level `settings:` block (block style, or
@@ -812,6 +820,11 @@ export function keepRuleIndex<R extends Rule>(rules: readonly R[], index: RuleIn
   ruleIndexes.set(rules, index as unknown as RuleIndex<Rule>);
 }
 
+/** The maps checkRules built for this list of rules, left for the taker (a reload's rebase reads them first). */
+export function peekRuleIndex<R extends Rule>(rules: readonly R[]): RuleIndex<R> | undefined {
+  return ruleIndexes.get(rules) as RuleIndex<R> | undefined;
+}
+
 /** The maps checkRules built for this list of rules (once: the taker owns them), if it did. */
 export function takeRuleIndex<R extends Rule>(rules: readonly R[]): RuleIndex<R> | undefined {
   const index = ruleIndexes.get(rules);
@@ -856,6 +869,10 @@ function checkPrefixLengths<R extends Rule>(src: Source, rules: readonly R[], ke
 
 function checkPolicies(src: Source, policies: readonly Policy[]): void {
   checkRules(src, policies, 'match', policyKey, 'policy names must be unique', 'each match prefix (with its teid, if any) may appear in one policy only (after masking host bits; teid 0/0 is the same as none)');
+  checkPolicyLengths(src, policies);
+}
+
+function checkPolicyLengths(src: Source, policies: readonly Policy[]): void {
   // A TEID prefix is a key of 32 + its length bits; an N3 address with TEID
   // policies also has a /32 entry (its own policy or an address-only one).
   const lens = (p: Policy): number => (p.teid === undefined ? p.match.len : 32 + p.teid.len);
@@ -874,11 +891,19 @@ function checkPolicies(src: Source, policies: readonly Policy[]): void {
 
 function checkLocalSids(src: Source, sids: readonly LocalSid[]): void {
   checkRules(src, sids, 'sid', localSidKey, 'local SID names must be unique', 'each SID prefix may appear in one local SID only (after masking host bits)');
+  checkLocalSidLengths(src, sids);
+}
+
+function checkLocalSidLengths(src: Source, sids: readonly LocalSid[]): void {
   checkPrefixLengths(src, sids, 'sid', (s) => s.sid.len);
 }
 
 function checkSessions(src: Source, sessions: readonly Session[]): void {
   checkRules(src, sessions, 'ue', sessionKey, 'session names must be unique', 'each UE prefix may appear in one session only (after masking host bits)');
+  checkSessionLengths(src, sessions);
+}
+
+function checkSessionLengths(src: Source, sessions: readonly Session[]): void {
   checkPrefixLengths(src, sessions.filter((s) => s.ue.family === 4), 'ue', (s) => s.ue.prefix.len);
   checkPrefixLengths(src, sessions.filter((s) => s.ue.family === 6), 'ue', (s) => s.ue.prefix.len);
 }

@@ -12,6 +12,7 @@ import { ConfigError } from '../config/errors.js';
 import { placed } from '../config/load.js';
 import type { Changes } from '../dataplane/tables.js';
 import { JsonLine, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
+import { nextTurn, runNow, runYielding } from './slices.js';
 
 /** Operations per request, at most. */
 export const MAX_BATCH_OPERATIONS = 10_000;
@@ -82,8 +83,7 @@ export function batchOperations(body: unknown): unknown[] {
 export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
   const p = new Planner(set);
   ops.forEach((raw, i) => p.step(raw, i));
-  const f = p.finish();
-  for (let r = f.next(); ; r = f.next()) if (r.done === true) return r.value;
+  return runNow(p.finish());
 }
 
 /** Operations planned between two turns of the event loop: about 10 ms of validation here. */
@@ -96,17 +96,12 @@ export const PLAN_SLICE = 500;
  */
 export async function planBatchYielding(set: RuleSet, ops: readonly unknown[], slice = PLAN_SLICE): Promise<BatchPlan> {
   const p = new Planner(set);
-  const turn = (): Promise<void> => new Promise<void>((r) => setImmediate(r));
   for (let i = 0; i < ops.length; i++) {
-    if (i > 0 && i % slice === 0) await turn();
+    if (i > 0 && i % slice === 0) await nextTurn();
     p.step(ops[i], i);
   }
   // The plan's table changes and its record: FINISH_SLICE changes a turn.
-  const f = p.finish();
-  for (let r = f.next(); ; r = f.next()) {
-    if (r.done === true) return r.value;
-    await turn();
-  }
+  return runYielding(p.finish());
 }
 
 /** Changes (keys of the net effect) finish() turns into state lines between two turns of the event loop. */

@@ -53,8 +53,10 @@ import {
   emptyOverlay,
   overlaySize,
   rebaseOverlay,
+  rebaseOverlayAsync,
   ruleSetChanges,
   ruleSetChangesAsync,
+  type RuleSetChanges,
   ruleSetDiff,
   RULE_KIND_LIST,
   RULE_KINDS,
@@ -1024,7 +1026,7 @@ export class Daemon {
     lap('parse');
     // The file's own changes since the last load, on top of the API's.
     const current = this.#rules;
-    const rebased = rebaseOverlay(current.overlay, (kind, key) => current.base(kind, key), config);
+    const rebased = await rebaseOverlayAsync(current.overlay, (kind, key) => current.base(kind, key), config);
     if (rebased.conflicts.length > 0) {
       throw new RuleError(
         `reload refused: the config file's edit and API changes touch the same rules: ${rebased.conflicts.join(', ')}. Nothing was changed. ` +
@@ -1053,9 +1055,12 @@ export class Daemon {
           'a loaded table cannot be resized: restart the daemon with --replace-tables (the new tables are filled before the program is swapped in; counters start from zero)',
       );
     }
+    // What differs, rule by rule (sameRule), in slices: the deletions' guard counts from it, the tables write only it.
+    const diffed = await ruleSetChangesAsync(this.#rules, rules);
+    lap('diff');
     // A configured interface that does not exist now is no reason to refuse:
     // the reload applies, the result names it, the link check attaches it when it appears.
-    this.#deletionGuard(rules, force);
+    this.#deletionGuard(diffed, force);
     if (check) {
       const diff = ruleSetDiff(this.#rules, rules);
       const count = (c: string): number => diff.filter((l) => l.startsWith(c) && !/^. (interface|settings)/.test(l)).length;
@@ -1088,8 +1093,8 @@ export class Daemon {
       result = old.sync(rules.effective(), { keep: this.config.bgp !== undefined });
       this.#tablesDirty = false;
     } else {
-      // Only what the edit changed is written (sameRule); the rest of the tables already hold this set's rules.
-      const { changes, same } = await ruleSetChangesAsync(this.#rules, rules);
+      // Only what the edit changed is written; the rest of the tables already hold this set's rules.
+      const { changes, same } = diffed;
       const learned = RULE_KIND_LIST.reduce((n, k) => n + rules.learned(k.kind).size, 0);
       let r: { added: number; replaced: number; deleted: number; unchanged: number };
       try {
@@ -1293,24 +1298,17 @@ export class Daemon {
    * applies from the next start) of the rules out of the tables: a
    * half-written file is valid YAML more often than not.
    */
-  #deletionGuard(next: RuleSet, force: boolean): void {
+  #deletionGuard(d: RuleSetChanges, force: boolean): void {
     const share = this.config.daemon?.reloadMaxDeleteShare ?? DEFAULT_RELOAD_MAX_DELETE_SHARE;
-    let total = 0;
-    const gone: string[] = [];
-    for (const k of RULE_KIND_LIST) {
-      const now = this.#rules.rules(k.kind);
-      total += now.size;
-      for (const [key, r] of now) if (!next.rules(k.kind).has(key)) gone.push(`${k.label} ${key}${r.name === undefined ? '' : ` (${r.name})`}`);
-    }
-    if (total === 0 || gone.length <= share * total) return;
-    const shown = gone.slice(0, 10).join(', ');
-    const more = gone.length > 10 ? ` and ${gone.length - 10} more` : '';
+    const { gone, of: total } = d;
+    if (total === 0 || gone <= share * total) return;
+    const more = gone > d.goneShown.length ? ` and ${gone - d.goneShown.length} more` : '';
     const msg =
-      `reload refused: the config file would delete ${gone.length} of the ${total} rules (${Math.round((gone.length / total) * 100)}%, ` +
-      `more than daemon.reload_max_delete_share ${share}): ${shown}${more}. Nothing was changed. A file cut short or half-written? ` +
+      `reload refused: the config file would delete ${gone} of the ${total} rules (${Math.round((gone / total) * 100)}%, ` +
+      `more than daemon.reload_max_delete_share ${share}): ${d.goneShown.join(', ')}${more}. Nothing was changed. A file cut short or half-written? ` +
       'Check it; if the deletions are meant, run mup reload --force (POST /v1/reload?force=true)';
     if (force) {
-      this.#log.warn({ deleted: gone.length, of: total, share }, 'reload deletes more than daemon.reload_max_delete_share of the rules (forced)');
+      this.#log.warn({ deleted: gone, of: total, share }, 'reload deletes more than daemon.reload_max_delete_share of the rules (forced)');
       return;
     }
     throw new RuleError(msg, 409);

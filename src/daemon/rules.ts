@@ -37,7 +37,8 @@ import {
 } from 'node:fs';
 import { open as openFile, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { checkRuleSet, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, takeRuleIndex } from '../config/load.js';
+import { checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, takeRuleIndex } from '../config/load.js';
+import { runNow, runYielding } from './slices.js';
 import { canonicalPolicyKey, formatTeidPrefix, localSidKey, policyKey, sessionKey } from '../config/keys.js';
 import type { Config, LocalSid, Policy, Session } from '../config/types.js';
 import type { Ipv6Prefix } from '../sid/types.js';
@@ -306,14 +307,20 @@ export class RuleSet {
     readonly config: Config,
     readonly overlay: Overlay,
   ) {
+    // Whether the whole must be checked again (names unique across file and API, lengths): see #applyOverlay.
+    let recheck = false;
+    const lengths: { policies?: Policy[]; localsids?: LocalSid[]; sessions?: Session[] } = {};
     for (const k of RULE_KIND_LIST) {
       const put = overlay[k.overlay.put] as Map<string, Rule>;
       const del = overlay[k.overlay.del];
       // The file's checks built these maps (config/load.ts): taken, not built again.
       const checked = takeRuleIndex<Rule>(config[k.section] ?? []);
-      if (checked !== undefined && put.size === 0 && del.size === 0) {
+      if (checked !== undefined) {
         this.#rules[k.kind] = checked.byKey;
         this.#names[k.kind] = checked.names;
+        if (put.size === 0 && del.size === 0) continue;
+        if (this.#applyOverlay(k, put, del)) recheck = true;
+        if (put.size > 0) (lengths as Record<string, Rule[]>)[k.section] = [...this.#rules[k.kind].values()];
         continue;
       }
       const fileRules = this.#fileRules[k.kind];
@@ -329,13 +336,48 @@ export class RuleSet {
         if (!this.#rules[k.kind].has(key)) this.#set(k, r);
       }
       for (const key of del) if (!fileRules.has(key)) fileRules.set(key, null);
+      if (put.size > 0 || del.size > 0) recheck = true;
     }
-    // The overlay was checked rule by rule when it was made; the whole must
-    // still hold together (names unique across file and API, lengths). The
-    // file alone was checked when it was read.
-    if (overlaySize(overlay) > 0) {
-      checkRuleSet('the config with the state file applied', [...this.policies.values()], [...this.localsids.values()], [...this.sessions.values()]);
+    // The overlay was checked rule by rule when it was made, the file when it
+    // was read; the whole must still hold together. Worded as the file's checks word it.
+    const file = 'the config with the state file applied';
+    if (recheck) checkRuleSet(file, [...this.policies.values()], [...this.localsids.values()], [...this.sessions.values()]);
+    else if (Object.keys(lengths).length > 0) checkRuleSetLengths(file, lengths);
+  }
+
+  /**
+   * The overlay applied in place to the file's maps (the rules' order as a
+   * rebuild gives it: file rules where they were, the API's new keys after
+   * them in the overlay's order; a key in both lists, never made so, is
+   * deleted first and put after the file's rules). True when a name may be held twice now
+   * (an API rule took a name another rule still has): the caller checks the
+   * whole set then, for the error's words.
+   */
+  #applyOverlay(k: RuleKindSpec, put: ReadonlyMap<string, Rule>, del: ReadonlySet<string>): boolean {
+    const rules = this.#rules[k.kind];
+    const names = this.#names[k.kind];
+    const fileRules = this.#fileRules[k.kind];
+    for (const key of del) {
+      const r = rules.get(key);
+      fileRules.set(key, r ?? null);
+      if (r === undefined) continue;
+      if (r.name !== undefined && names.get(r.name) === key) names.delete(r.name);
+      rules.delete(key);
     }
+    const displaced: string[] = [];
+    for (const [key, r] of put) {
+      if (!fileRules.has(key)) fileRules.set(key, rules.get(key) ?? null);
+      if (r.name !== undefined) {
+        const owner = names.get(r.name);
+        if (owner !== undefined && owner !== key) displaced.push(owner);
+      }
+      this.#set(k, r);
+    }
+    // A rule whose name a put took, still called so: two rules, one name.
+    return displaced.some((owner) => {
+      const name = rules.get(owner)?.name;
+      return name !== undefined && names.get(name) !== owner;
+    });
   }
 
   /** The policies, by key, in order. */
@@ -585,6 +627,9 @@ export interface Rebased {
   readonly conflicts: string[];
 }
 
+/** Overlay entries rebaseOverlayAsync checks between two turns of the event loop. */
+export const REBASE_SLICE = 2000;
+
 /**
  * Move the API changes (`overlay`, made on top of an older file whose rule
  * digests `base` gives; undefined: not known) onto the file `next`. Per
@@ -593,17 +638,34 @@ export interface Rebased {
  * conflict. Pure: the overlay given is not changed.
  */
 export function rebaseOverlay(overlay: Overlay, base: (kind: RuleKind, key: string) => string | null | undefined, next: Config): Rebased {
-  // The file's rules by key, made when the overlay has a change to check (not for the 131,072 rules of a reload without any).
-  let digests: ((kind: RuleKind, key: string) => string | null) | undefined;
-  const now = (kind: RuleKind, key: string): string | null => (digests ??= configDigests(next))(kind, key);
+  return runNow(rebasing(overlay, base, next));
+}
+
+/** rebaseOverlay in slices of REBASE_SLICE entries, the event loop running between them (a reload). */
+export function rebaseOverlayAsync(overlay: Overlay, base: (kind: RuleKind, key: string) => string | null | undefined, next: Config): Promise<Rebased> {
+  return runYielding(rebasing(overlay, base, next));
+}
+
+function* rebasing(overlay: Overlay, base: (kind: RuleKind, key: string) => string | null | undefined, next: Config): Generator<void, Rebased> {
   const out = emptyOverlay();
   const absorbed: string[] = [];
   const conflicts: string[] = [];
+  let n = 0;
   for (const k of RULE_KIND_LIST) {
     const put = overlay[k.overlay.put] as Map<string, Rule>;
     const del = overlay[k.overlay.del];
+    if (put.size === 0 && del.size === 0) continue;
+    // The file's rules by key: the map its checks built (not taken: the rule set takes it), else made here.
+    const rules = next[k.section] ?? [];
+    const byKey: ReadonlyMap<string, Rule> = peekRuleIndex<Rule>(rules)?.byKey ?? new Map(rules.map((r: Rule) => [k.key(r), r]));
     const check = (key: string, wanted: Rule | undefined): boolean => {
-      const file = now(k.kind, key);
+      const fileRule = byKey.get(key);
+      // The same rule as data needs no digest (the digest of a file rule is a sha256 of its JSON).
+      if (fileRule === undefined ? wanted === undefined : wanted !== undefined && sameRule(fileRule, wanted)) {
+        absorbed.push(`${k.kind} ${key}`);
+        return false;
+      }
+      const file = fileRule === undefined ? null : ruleDigest(k.kind, fileRule);
       const want = wanted === undefined ? null : ruleDigest(k.kind, wanted);
       if (file === want) {
         absorbed.push(`${k.kind} ${key}`);
@@ -612,13 +674,18 @@ export function rebaseOverlay(overlay: Overlay, base: (kind: RuleKind, key: stri
       // No recorded base (a state file of an older version): a rule the file does not have is taken as one it never had.
       const was = base(k.kind, key) ?? (file === null ? null : undefined);
       if (was !== undefined && file === was) return true;
-      const fileName = next[k.section]?.find((r) => k.key(r) === key)?.name;
-      const names = [...new Set([wanted?.name, fileName].filter((x): x is string => x !== undefined))];
+      const names = [...new Set([wanted?.name, fileRule?.name].filter((x): x is string => x !== undefined))];
       conflicts.push(`${k.label} ${names.length === 0 ? key : `${names.join(' / ')} (${key})`}`);
       return false;
     };
-    for (const [key, r] of put) if (check(key, r)) (out[k.overlay.put] as Map<string, Rule>).set(key, r);
-    for (const key of del) if (check(key, undefined)) out[k.overlay.del].add(key);
+    for (const [key, r] of put) {
+      if (++n % REBASE_SLICE === 0) yield;
+      if (check(key, r)) (out[k.overlay.put] as Map<string, Rule>).set(key, r);
+    }
+    for (const key of del) {
+      if (++n % REBASE_SLICE === 0) yield;
+      if (check(key, undefined)) out[k.overlay.del].add(key);
+    }
   }
   return { overlay: out, absorbed, conflicts };
 }
@@ -676,27 +743,38 @@ function sameData(a: unknown, b: unknown, skip?: string): boolean {
  * and the keys of `a` that `b` has not; and how many rules are the same.
  * Learned rules are neither (both sets hold the same ones: adoptLearned).
  */
-export function ruleSetChanges(a: RuleSet, b: RuleSet): { changes: Changes; same: number } {
-  const g = ruleSetChanging(a, b);
-  for (let r = g.next(); ; r = g.next()) if (r.done === true) return r.value;
+export function ruleSetChanges(a: RuleSet, b: RuleSet): RuleSetChanges {
+  return runNow(ruleSetChanging(a, b));
 }
 
 /** Rules ruleSetChangesAsync compares between two turns of the event loop. */
 export const DIFF_SLICE = 16_384;
 
 /** ruleSetChanges in slices of DIFF_SLICE rules, the event loop running between them (the caller holds the sets still). */
-export async function ruleSetChangesAsync(a: RuleSet, b: RuleSet): Promise<{ changes: Changes; same: number }> {
-  const g = ruleSetChanging(a, b);
-  for (let r = g.next(); ; r = g.next()) {
-    if (r.done === true) return r.value;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-  }
+export function ruleSetChangesAsync(a: RuleSet, b: RuleSet): Promise<RuleSetChanges> {
+  return runYielding(ruleSetChanging(a, b));
 }
 
-function* ruleSetChanging(a: RuleSet, b: RuleSet): Generator<void, { changes: Changes; same: number }> {
+/** What ruleSetChanges finds between two rule sets. */
+export interface RuleSetChanges {
+  /** The table changes from the first set to the second. */
+  readonly changes: Changes;
+  /** Rules of the second set the first has the same (sameRule). */
+  readonly same: number;
+  /** The first set's rules (learned ones aside) the second has no rule for: how many, of how many. */
+  readonly gone: number;
+  readonly of: number;
+  /** The first ten of them, "policy KEY (NAME)", for a message. */
+  readonly goneShown: readonly string[];
+}
+
+function* ruleSetChanging(a: RuleSet, b: RuleSet): Generator<void, RuleSetChanges> {
   const changes: Record<string, unknown> = {};
+  const goneShown: string[] = [];
   let same = 0;
   let n = 0;
+  let gone = 0;
+  let of = 0;
   for (const k of RULE_KIND_LIST) {
     const ra = a.rules(k.kind);
     const rb = b.rules(k.kind);
@@ -710,12 +788,16 @@ function* ruleSetChanging(a: RuleSet, b: RuleSet): Generator<void, { changes: Ch
     }
     for (const [key, r] of ra) {
       if (++n % DIFF_SLICE === 0) yield;
-      if (!rb.has(key)) dels.push(r);
+      if (rb.has(key)) continue;
+      dels.push(r);
+      if (goneShown.length < 10) goneShown.push(`${k.label} ${key}${r.name === undefined ? '' : ` (${r.name})`}`);
     }
+    gone += dels.length;
+    of += ra.size;
     if (puts.length > 0) Object.assign(changes, k.put(puts));
     if (dels.length > 0) Object.assign(changes, k.del(dels));
   }
-  return { changes: changes as Changes, same };
+  return { changes: changes as Changes, same, gone, of, goneShown };
 }
 
 export function ruleSetDiff(a: RuleSet, b: RuleSet): string[] {
