@@ -8,20 +8,24 @@ import { AddressError, formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix } fro
 import type { Ipv4Prefix } from '../sid/types.js';
 import type { LocalSid, Policy, Session, TeidPrefix } from './types.js';
 
-const policyKeys = new WeakMap<Policy, string>();
-const localSidKeys = new WeakMap<LocalSid, string>();
+const KEY = Symbol('rule key');
+
+/** The key kept on a rule, if any. */
+function kept(r: object): string | undefined {
+  return (r as { [KEY]?: string })[KEY];
+}
+
+function keep(r: object, key: string): string {
+  Object.defineProperty(r, KEY, { value: key, configurable: true });
+  return key;
+}
 
 /**
  * "192.0.2.0/24": the policy's match prefix; with a TEID prefix
  * "192.0.2.10/32 teid 0x12340000/16".
  */
 export function policyKey(p: Policy): string {
-  let k = policyKeys.get(p);
-  if (k === undefined) {
-    k = p.teid === undefined ? formatIpv4Prefix(p.match) : `${formatIpv4Prefix(p.match)} teid ${formatTeidPrefix(p.teid)}`;
-    policyKeys.set(p, k);
-  }
-  return k;
+  return kept(p) ?? keep(p, p.teid === undefined ? formatIpv4Prefix(p.match) : `${formatIpv4Prefix(p.match)} teid ${formatTeidPrefix(p.teid)}`);
 }
 
 /** "0x12340000/16" (8 hex digits). */
@@ -75,29 +79,15 @@ export function canonicalPolicyKey(text: string, where = 'match'): string {
 
 /** "2001:db8:2::/48": the local SID's prefix. */
 export function localSidKey(l: LocalSid): string {
-  let k = localSidKeys.get(l);
-  if (k === undefined) {
-    k = formatIpv6Prefix(l.sid);
-    localSidKeys.set(l, k);
-  }
-  return k;
+  return kept(l) ?? keep(l, formatIpv6Prefix(l.sid));
 }
-
-const sessionKeys = new WeakMap<Session, string>();
 
 /** "10.60.0.1/32" or "2001:db8:60::/64": the session's UE prefix (masked, so two spellings of one prefix are one key). */
 export function sessionKey(s: Session): string {
-  let k = sessionKeys.get(s);
-  if (k === undefined) {
-    k = s.ue.family === 4 ? formatIpv4Prefix(s.ue.prefix) : formatIpv6Prefix(s.ue.prefix);
-    sessionKeys.set(s, k);
-  }
-  return k;
+  return kept(s) ?? keep(s, s.ue.family === 4 ? formatIpv4Prefix(s.ue.prefix) : formatIpv6Prefix(s.ue.prefix));
 }
 
 /** A rule's key as computed elsewhere (parseConfigOffLoop's thread): kept as if computed here. */
-export function seedRuleKey(kind: 'policy' | 'localsid' | 'session', r: Policy & LocalSid & Session, key: string): void {
-  if (kind === 'policy') policyKeys.set(r, key);
-  else if (kind === 'localsid') localSidKeys.set(r, key);
-  else sessionKeys.set(r, key);
+export function seedRuleKey(r: Policy | LocalSid | Session, key: string): void {
+  keep(r, key);
 }

@@ -6,7 +6,9 @@
  * file's checks built (names and keys, takeRuleIndex) is built from them
  * here, so the rule set is made from it as after parseConfig. The result is
  * what parseConfig gives (test/unit/parse-off-loop.test.ts); a refused file
- * is the same ConfigError.
+ * is the same ConfigError. Bytes over a SharedArrayBuffer
+ * (src/host/read-shared.ts) are shared with the thread; others are copied
+ * to it.
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -27,8 +29,6 @@ function workerUrl(): URL {
   if (existsSync(fileURLToPath(here))) return here;
   return new URL('../../dist/config/parse-worker.js', import.meta.url);
 }
-
-const KIND_OF: Record<Section, 'policy' | 'localsid' | 'session'> = { policies: 'policy', localsids: 'localsid', sessions: 'session' };
 
 export function parseConfigOffLoop(bytes: Uint8Array, file: string): Promise<Config> {
   return new Promise((resolve, reject) => {
@@ -57,14 +57,13 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string): Promise<Con
         case 'rules': {
           const list = lists[m.section];
           const { byKey, names } = indexes[m.section];
-          const kind = KIND_OF[m.section];
           for (let i = 0; i < m.rules.length; i++) {
             const r = m.rules[i] as { name?: string };
             const key = m.keys[i]!;
             list.push(r);
             byKey.set(key, r);
             if (r.name !== undefined) names.set(r.name, key);
-            seedRuleKey(kind, r as never, key);
+            seedRuleKey(r as never, key);
           }
           // The next piece in a later turn: reads are answered between the pieces.
           setImmediate(() => {
