@@ -19,7 +19,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed } from '../config/load.js';
@@ -49,6 +48,7 @@ import { ensureBpffs, Pins, type PinnedMaps } from './pins.js';
 import { LINK_CHECK_MS, LinkKeeper } from './links.js';
 import { type HeldLock, LockedError, stateLockPath, takeLock } from '../host/lock.js';
 import { DEFAULT_BPFFS, defaultStateFile } from '../host/paths.js';
+import { readFileShared } from '../host/read-shared.js';
 import {
   emptyOverlay,
   overlaySize,
@@ -63,6 +63,7 @@ import {
   RuleError,
   RuleSet,
   sha256,
+  sha256Async,
   StateStore,
   StateWriteError,
   writeFileAtomic,
@@ -808,9 +809,9 @@ export class Daemon {
     return { config, sha: sha256(bytes), bytes };
   }
 
-  /** The config file's bytes, read on the threadpool (a reload: the daemon is serving). */
+  /** The config file's bytes, read on the threadpool (a reload: the daemon is serving), shared with the parser's thread. */
   #readConfigBytesAsync(): Promise<Buffer> {
-    return readFile(this.#o.configPath).catch((e: unknown) => {
+    return readFileShared(this.#o.configPath).catch((e: unknown) => {
       throw this.#unreadable(e);
     });
   }
@@ -1017,7 +1018,7 @@ export class Daemon {
       t = now;
     };
     const bytes = await this.#readConfigBytesAsync();
-    const sha = sha256(bytes);
+    const sha = await sha256Async(bytes);
     lap('read');
     if (sha === this.#configSha && !this.#tablesDirty) return this.#reloadSame(check);
     // Read and checked on a thread of its own: the daemon answers meanwhile (the serial section holds other changes).
@@ -1118,7 +1119,7 @@ export class Daemon {
     this.#rules = rules;
     this.#configLoadedAt = new Date();
     this.#configSha = sha;
-    this.#configText.set(bytes);
+    void this.#configText.setSoon(bytes);
     // The state file now names this file (and the records' bases are its rules).
     this.#tidyState('reload');
     lap('state');

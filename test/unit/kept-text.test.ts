@@ -35,4 +35,26 @@ describe('KeptText', () => {
     k.set(Buffer.from('settings: {} # é\n', 'utf8'));
     expect(k.get()).toBe('settings: {} # é\n');
   });
+
+  it('setSoon (a reload): the bytes readable at once, deflated on the threadpool, a later set winning over a deflate still running', async () => {
+    const lines = ['# ünïcode', 'policies:'];
+    for (let i = 0; i < 20000; i++) lines.push(`  - name: p${i}`);
+    const big = `${lines.join('\n')}\n`;
+    const bytes = Buffer.from(big, 'utf8');
+    const k = new KeptText();
+    const done = k.setSoon(bytes);
+    expect(k.get()).toBe(big);
+    expect(k.held).toBe(bytes.length);
+    await done;
+    expect(k.held).toBeLessThan(big.length / 5);
+    expect(k.get()).toBe(big);
+    // A save (set) while a reload's deflate runs: the save's text stays.
+    const late = k.setSoon(Buffer.from(`${big}# older\n`, 'utf8'));
+    k.set('settings: {}\n');
+    await late;
+    expect(k.get()).toBe('settings: {}\n');
+    // A small file is kept as it is at once.
+    await k.setSoon(Buffer.from('settings: {} # é\n', 'utf8'));
+    expect(k.get()).toBe('settings: {} # é\n');
+  });
 });
