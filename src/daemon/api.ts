@@ -42,7 +42,7 @@ import { DEFAULT_MAX_CONNECTIONS, DEFAULT_STALL_TIMEOUT_S } from '../config/load
 import { AddressError } from '../sid/addr.js';
 import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
-import { releaseMemorySoon } from './memory.js';
+import { releaseMemorySoon, requestEnded, requestStarted } from './memory.js';
 import { RULE_KIND_LIST, RuleError, type RuleKindSpec } from './rules.js';
 import { BatchError, batchOperations } from './batch.js';
 import { health } from './health.js';
@@ -891,6 +891,10 @@ class ApiServer extends Server {
       }
       this.#conns.set(socket, { done: 0, since: Date.now() });
       socket.once('close', () => this.#conns.delete(socket));
+    } else if (event === 'request') {
+      // Counted for releaseMemorySoon, which runs its collection between requests.
+      requestStarted();
+      (args[1] as ServerResponse).once('close', requestEnded);
     }
     return super.emit(event as string, ...args);
   }

@@ -5,8 +5,8 @@
  * start's load the daemon runs a full collection and asks glibc to return
  * free pages (malloc_trim): measured with bench:daemon, about 100 MB less
  * resident memory. A reload parses on a thread of its own, whose heap goes
- * with it; the rules it replaced are given back a second after it answered
- * (releaseMemorySoon), not in the reload's own time.
+ * with it; the rules it replaced are given back after it answered, once
+ * the API is quiet (releaseMemorySoon), not in the reload's own time.
  */
 import koffi from 'koffi';
 
@@ -50,20 +50,59 @@ export function releaseMemory(): void {
 
 let releasePending = false;
 let releasedAt = 0;
+let inFlight = 0;
+let lastRequestAt = 0;
+const released = { done: 0, gaveUp: 0 };
+
+/** The API's requests (src/daemon/api.ts): releaseMemorySoon waits for a quiet spell between them. */
+export function requestStarted(): void {
+  inFlight++;
+}
+
+export function requestEnded(): void {
+  inFlight = Math.max(0, inFlight - 1);
+  lastRequestAt = Date.now();
+}
+
+/** No request for this long: a collection's pause holds up no one. */
+export const QUIET_MS = 1000;
+/** Never that quiet for this long: no forced collection (V8's own, in small steps, gives the memory back). */
+export const GIVE_UP_MS = 60_000;
+
+/** Collections releaseMemorySoon ran, and those it gave up (never quiet): for tests and the log. */
+export function releaseCounts(): { readonly done: number; readonly gaveUp: number } {
+  return { ...released };
+}
 
 /**
- * releaseMemory in a second or so, at most once every 2 s: after stalled
- * connections are closed (their buffers), and after a reload (the rules it
- * replaced), away from the request itself. The collection is a full one: a
- * pause of about 100 ms with 131,072 rules.
+ * releaseMemory a second or so from now, at most once every 2 s, and only
+ * once the API has had no request for QUIET_MS: after stalled connections
+ * are closed (their buffers), and after a reload (the rules it replaced).
+ * The collection is a full one, a pause of 70-150 ms with 131,072 rules:
+ * run while requests come, it was the longest stall a reload left behind
+ * (issue 19). Given up after GIVE_UP_MS without such a spell.
  */
 export function releaseMemorySoon(): void {
   if (releasePending) return;
   releasePending = true;
-  const wait = Math.max(1000, releasedAt + 2000 - Date.now());
-  setTimeout(() => {
-    releasePending = false;
-    releasedAt = Date.now();
-    releaseMemory();
-  }, wait).unref();
+  const asked = Date.now();
+  const attempt = (): void => {
+    const now = Date.now();
+    const quietFor = inFlight > 0 ? 0 : now - lastRequestAt;
+    const wait = Math.max(releasedAt + 2000 - now, QUIET_MS - quietFor);
+    if (wait <= 0) {
+      releasePending = false;
+      releasedAt = now;
+      released.done++;
+      releaseMemory();
+      return;
+    }
+    if (now - asked >= GIVE_UP_MS) {
+      releasePending = false;
+      released.gaveUp++;
+      return;
+    }
+    setTimeout(attempt, Math.min(Math.max(wait, 50), 1000)).unref();
+  };
+  setTimeout(attempt, 1000).unref();
 }
