@@ -17,9 +17,9 @@ import type { Config } from './types.js';
 /**
  * Rules per message. The main thread takes a message in one turn (its
  * deserialisation and the index entries): 4,096 rules held it 25-70 ms,
- * 512 at most ~15 ms (11.6 MB of YAML, 131,072 rules), for the same total.
+ * 128 a few ms (11.6 MB of YAML, 131,072 rules), for the same total.
  */
-export const RULES_PER_MESSAGE = 512;
+export const RULES_PER_MESSAGE = 128;
 
 export type FromParser =
   | { readonly t: 'head'; readonly config: Omit<Config, 'policies' | 'localsids' | 'sessions'> }

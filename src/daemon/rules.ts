@@ -628,7 +628,7 @@ export interface Rebased {
 }
 
 /** Overlay entries rebaseOverlayAsync checks between two turns of the event loop. */
-export const REBASE_SLICE = 500;
+export const REBASE_SLICE = 250;
 
 /**
  * Move the API changes (`overlay`, made on top of an older file whose rule
@@ -748,7 +748,7 @@ export function ruleSetChanges(a: RuleSet, b: RuleSet): RuleSetChanges {
 }
 
 /** Rules ruleSetChangesAsync compares between two turns of the event loop. */
-export const DIFF_SLICE = 2048;
+export const DIFF_SLICE = 1024;
 
 /** ruleSetChanges in slices of DIFF_SLICE rules, the event loop running between them (the caller holds the sets still). */
 export function ruleSetChangesAsync(a: RuleSet, b: RuleSet): Promise<RuleSetChanges> {
