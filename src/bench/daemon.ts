@@ -62,7 +62,7 @@
  * first failed request).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { Agent, request, type IncomingMessage } from 'node:http';
 import { cpus, loadavg, release } from 'node:os';
 import { join } from 'node:path';
@@ -895,6 +895,32 @@ function graceMs(n = 30): { n: number; median: number; max: number } {
   return { n, median: t[Math.floor(n / 2)] ?? NaN, max: t[n - 1] ?? NaN };
 }
 
+/**
+ * The disk's own fdatasync time in `dir` (the state file's filesystem): a
+ * 200-byte append and its fdatasync, n in a row. An API change is answered
+ * after the fdatasync that makes its record durable (shared by the changes
+ * of a group): this is the floor under the writers' per-change times.
+ */
+function fdatasyncMs(dir: string, n = 1000): { n: number; median: number; p99: number; max: number } {
+  const file = join(dir, 'fdatasync-probe');
+  const fd = openSync(file, 'a');
+  const t: number[] = [];
+  try {
+    const line = `${'x'.repeat(199)}\n`;
+    for (let i = 0; i < n; i++) {
+      writeSync(fd, line);
+      const t0 = performance.now();
+      fdatasyncSync(fd);
+      t.push(performance.now() - t0);
+    }
+  } finally {
+    closeSync(fd);
+    rmSync(file, { force: true });
+  }
+  t.sort((a, b) => a - b);
+  return { n, median: t[Math.floor(n / 2)] ?? NaN, p99: t[Math.floor(n * 0.99)] ?? NaN, max: t[n - 1] ?? NaN };
+}
+
 /** The host's /sys/kernel/rcu_expedited (1: every grace period expedited, microseconds instead of milliseconds). */
 function rcuExpedited(): string {
   try {
@@ -1117,6 +1143,7 @@ async function main(): Promise<number> {
     const metrics = await metricsPhase(env.socket, env.configPath, o.scrapes, o.skipPerRuleAll);
     progress(`(g) ${WRITER_TARGETS.writers} writers for 10 s`);
     const loadWriters = loadavg();
+    const disk = fdatasyncMs(env.dir);
     const writers = await writersPhase(env.socket, o.rules, WRITER_TARGETS.writers, 10);
     // Again with the daemon's loop and a status poller watched: apart from the run above, whose rate and
     // latencies the poller's requests (one every ~2 ms, a fifth client) would lower.
@@ -1218,6 +1245,8 @@ async function main(): Promise<number> {
         `failed ${writers.failures}; ${writers.syncs} fdatasyncs for ${writers.records} records (group commit: ${(writers.records / Math.max(1, writers.syncs)).toFixed(1)} per sync)`,
       `    watched run (a status poller beside them, for the loop and status lines): ${watchedWriters.changes} changes, ${watchedWriters.perSecond.toFixed(0)}/s; ` +
         `per change ms: median ${f2(watchedWriters.ms.median)} p99 ${f2(watchedWriters.ms.p99)} max ${f2(watchedWriters.ms.max)}`,
+      `    this disk alone, right before: a 200-byte append and its fdatasync, ${disk.n} in a row: median ${f2(disk.median)} p99 ${f2(disk.p99)} max ${f2(disk.max)} ms ` +
+        '(a change is answered after the fdatasync of its group: a floor under its p99)',
       '',
       'target                                          measured   result',
       `load < ${TARGETS.loadSeconds} s (start -> API answers)               ${loadS.toFixed(3).padStart(7)} s   ${pf(loadS < TARGETS.loadSeconds)}`,
@@ -1265,6 +1294,7 @@ async function main(): Promise<number> {
           scrapesMs: scrapes,
           metrics,
           writers,
+          fdatasyncMs: disk,
           reloadMs,
           loopDuring: { batch: batchSeen, writers: writersSeen, reload: reloadSeen },
           memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads },
