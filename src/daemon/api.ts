@@ -892,9 +892,19 @@ class ApiServer extends Server {
       this.#conns.set(socket, { done: 0, since: Date.now() });
       socket.once('close', () => this.#conns.delete(socket));
     } else if (event === 'request') {
-      // Counted for releaseMemorySoon, which runs its collection between requests.
+      // Counted for releaseMemorySoon, which runs its collection between requests. Ended once: when its
+      // answer is done, or when its connection closes first (a pipelined request still queued then never
+      // gets its answer's 'close').
+      const res = args[1] as ServerResponse;
+      const socket = (args[0] as IncomingMessage).socket;
+      const end = (): void => {
+        res.off('close', end);
+        socket.off('close', end);
+        requestEnded();
+      };
       requestStarted();
-      (args[1] as ServerResponse).once('close', requestEnded);
+      res.once('close', end);
+      socket.once('close', end);
     }
     return super.emit(event as string, ...args);
   }
@@ -928,7 +938,9 @@ class ApiServer extends Server {
         );
         s.destroy();
         this.#conns.delete(s);
-        releaseMemorySoon();
+        releaseMemorySoon(() =>
+          this.#o.log?.info({ listener: this.#o.name }, 'no second without API requests in a minute: the full collection after closing a stalled connection was not run (V8 collects by itself)'),
+        );
       }
     }
   }

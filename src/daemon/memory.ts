@@ -69,6 +69,11 @@ export const QUIET_MS = 1000;
 /** Never that quiet for this long: no forced collection (V8's own, in small steps, gives the memory back). */
 export const GIVE_UP_MS = 60_000;
 
+/** API requests in flight now (test/unit/release-quiet.test.ts). */
+export function requestsInFlight(): number {
+  return inFlight;
+}
+
 /** Collections releaseMemorySoon ran, and those it gave up (never quiet): for tests and the log. */
 export function releaseCounts(): { readonly done: number; readonly gaveUp: number } {
   return { ...released };
@@ -80,9 +85,10 @@ export function releaseCounts(): { readonly done: number; readonly gaveUp: numbe
  * are closed (their buffers), and after a reload (the rules it replaced).
  * The collection is a full one, a pause of 70-150 ms with 131,072 rules:
  * run while requests come, it was the longest stall a reload left behind
- * (issue 19). Given up after GIVE_UP_MS without such a spell.
+ * (issue 19). Given up after GIVE_UP_MS without such a spell (`gaveUp`
+ * is called: the caller logs it).
  */
-export function releaseMemorySoon(): void {
+export function releaseMemorySoon(gaveUp?: () => void): void {
   if (releasePending) return;
   releasePending = true;
   const asked = Date.now();
@@ -100,6 +106,7 @@ export function releaseMemorySoon(): void {
     if (now - asked >= GIVE_UP_MS) {
       releasePending = false;
       released.gaveUp++;
+      gaveUp?.();
       return;
     }
     setTimeout(attempt, Math.min(Math.max(wait, 50), 1000)).unref();

@@ -6,7 +6,12 @@
  * small steps). Before, it ran a second after the reload whatever came.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { GIVE_UP_MS, QUIET_MS, releaseCounts, releaseMemorySoon, requestEnded, requestStarted } from '../../src/daemon/memory.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { makeServer } from '../../src/daemon/api.js';
+import { GIVE_UP_MS, QUIET_MS, releaseCounts, releaseMemorySoon, requestEnded, requestStarted, requestsInFlight } from '../../src/daemon/memory.js';
 
 describe('releaseMemorySoon', () => {
   // Each test's clock well past the one before (its "at most once every 2 s", its last request).
@@ -54,5 +59,29 @@ describe('releaseMemorySoon', () => {
     releaseMemorySoon();
     vi.advanceTimersByTime(1100);
     expect(releaseCounts().done).toBe(done + 1);
+  });
+});
+
+describe('the API server counts its requests in flight', () => {
+  it('pipelined requests still queued when their connection closes are ended too (found in review: the count stayed up for good)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-inflight-'));
+    const path = join(dir, 'sock');
+    // Answers each request after 300 ms: the pipelined ones queue behind the first.
+    const server = makeServer((_req, res) => void setTimeout(() => res.end('ok\n'), 300));
+    try {
+      await new Promise<void>((resolve) => server.listen(path, resolve));
+      const before = requestsInFlight();
+      const c = connect(path);
+      await new Promise<void>((resolve) => c.once('connect', resolve));
+      c.write('GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\nGET /c HTTP/1.1\r\nHost: x\r\n\r\n');
+      await new Promise((r) => setTimeout(r, 100));
+      expect(requestsInFlight() - before, 'the three pipelined requests are in flight').toBeGreaterThanOrEqual(1);
+      c.destroy();
+      await new Promise((r) => setTimeout(r, 700));
+      expect(requestsInFlight()).toBe(before);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
