@@ -8,22 +8,33 @@
  */
 import { open } from 'node:fs/promises';
 
-/** The file's bytes, over a SharedArrayBuffer; a file that grows while read is read again whole. */
+/** Reads of a regular file whose size changes while it is read, before the plain read is used. */
+const TRIES = 3;
+
+/**
+ * The file's bytes, over a SharedArrayBuffer. A file that grows while read
+ * is read again whole; one that is not a regular file, says it is empty
+ * (procfs, sysfs) or keeps changing is read as readFile reads it (an
+ * ordinary Buffer, copied to a thread it is given to).
+ */
 export async function readFileShared(path: string): Promise<Buffer> {
   const fh = await open(path, 'r');
   try {
-    for (;;) {
-      const { size } = await fh.stat();
+    for (let attempt = 0; attempt < TRIES; attempt++) {
+      const st = await fh.stat();
+      if (!st.isFile() || st.size === 0) break;
       // One byte more than the size: a read that fills it means the file grew meanwhile.
-      const bytes = Buffer.from(new SharedArrayBuffer(size + 1));
+      const bytes = Buffer.from(new SharedArrayBuffer(st.size + 1));
       let n = 0;
       while (n < bytes.length) {
         const { bytesRead } = await fh.read(bytes, n, bytes.length - n, n);
         if (bytesRead === 0) break;
         n += bytesRead;
       }
-      if (n <= size) return bytes.subarray(0, n);
+      if (n <= st.size) return bytes.subarray(0, n);
     }
+    // Positional reads leave the file position at the start.
+    return await fh.readFile();
   } finally {
     await fh.close();
   }
