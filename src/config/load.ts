@@ -1122,7 +1122,8 @@ function editDistance(a: string, b: string): number {
  * and a rule's fields each get one.
  */
 function child(path: Path, seg: string | number): Path {
-  return path.concat(seg);
+  // A spread, not concat: concat's generic path was ~60 ms of a 131,072-rule start (five paths a rule).
+  return [...path, seg];
 }
 
 /** The `where` given to a parser run by Source.guard, which locates its errors and warnings itself. */
