@@ -834,22 +834,24 @@ export function takeRuleIndex<R extends Rule>(rules: readonly R[]): RuleIndex<R>
 
 /** Names unique (the first repeated one is the error), then keys unique. */
 function checkRules<R extends Rule>(src: Source, rules: readonly R[], keyName: string, key: (r: R) => string, nameWhy: string, keyWhy: string): void {
+  // One pass for both maps; a repeated name is the error before any repeated key, as two passes would have it.
   const names = new Map<string, string>();
-  for (const r of rules) {
-    if (r.name === undefined) continue;
-    if (names.has(r.name)) {
-      const first = rules.find((x) => x.name === r.name) ?? r;
-      src.fail(pathOf(r, 'name'), `${JSON.stringify(r.name)} is already used by ${label(first)}; ${nameWhy}`);
-    }
-    names.set(r.name, key(r));
-  }
   const byKey = new Map<string, R>();
+  let keyTwice: { r: R; k: string; prev: R } | undefined;
   for (const r of rules) {
     const k = key(r);
+    if (r.name !== undefined) {
+      if (names.has(r.name)) {
+        const first = rules.find((x) => x.name === r.name) ?? r;
+        src.fail(pathOf(r, 'name'), `${JSON.stringify(r.name)} is already used by ${label(first)}; ${nameWhy}`);
+      }
+      names.set(r.name, k);
+    }
     const prev = byKey.get(k);
-    if (prev !== undefined) src.fail(pathOf(r, keyName), `${k} is already used by ${label(prev)}; ${keyWhy}`);
-    byKey.set(k, r);
+    if (prev === undefined) byKey.set(k, r);
+    else keyTwice ??= { r, k, prev };
   }
+  if (keyTwice !== undefined) src.fail(pathOf(keyTwice.r, keyName), `${keyTwice.k} is already used by ${label(keyTwice.prev)}; ${keyWhy}`);
   ruleIndexes.set(rules, { byKey, names } as RuleIndex<Rule>);
 }
 

@@ -293,6 +293,20 @@ const errors: { name: string; text: string; path: string; msg: RegExp }[] = [
     msg: /already used by policies\[0\].*unique/,
   },
   {
+    // A repeated name is the error before a repeated key met earlier in the file (checkRules reads both in one pass).
+    name: 'policy_duplicate_key_then_name',
+    text: doc({ policies: [policy({ name: 'a' }), policy({ name: 'b' }), policy({ name: 'a', match: '10.0.1.0/24' })] }),
+    path: 'policies[2].name',
+    msg: /already used by policies\[0\].*unique/,
+  },
+  {
+    // Of two repeated keys, the first one met is the error.
+    name: 'policy_duplicate_keys_first',
+    text: doc({ policies: [policy({ match: '10.0.1.0/24' }), policy(), policy({ match: '10.0.1.7/24' }), policy({ match: '10.0.0.9/24' })] }),
+    path: 'policies[2].match',
+    msg: /10\.0\.1\.0\/24 is already used by policies\[0\]/,
+  },
+  {
     name: 'policy_count',
     text: doc({ settings: { max_policies: 2 }, policies: many(3, (i) => policy({ match: `10.0.${i}.0/24` })) }),
     path: 'policies',
