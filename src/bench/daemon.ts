@@ -1154,6 +1154,9 @@ async function main(): Promise<number> {
     if (watchedWriters.failures > 0) failures.push(`(g) ${watchedWriters.failures} changes of the watched writers failed`);
     if (writers.failures > 0) failures.push(`(g) ${writers.failures} changes of the writers failed`);
     const rssReads = procStatus(pid);
+    // At rest: the daemon's full collection after a reload waits for a second without requests (memory.ts).
+    await new Promise((r) => setTimeout(r, 2500));
+    const rssRest = procStatus(pid);
     // (h) idle, route churn, next-hop convergence (issue 19).
     const loopRes = o.churnS > 0 ? await loopPhases(env, o, progress) : undefined;
     // (j) RSS over minutes of churn and changes (issue 19).
@@ -1218,8 +1221,9 @@ async function main(): Promise<number> {
       `    POST /v1/reload, the file unchanged (the running rule set kept, nothing parsed again): ${f1(reloadMs.same)} ms`,
       `    POST /v1/reload, policy p${EDITED} edited (${o.rules * 2} rules read, checked and diffed again, 1 replaced): ${f1(reloadMs.edited)} ms`,
       '',
-      `(c) memory, MB: VmRSS ${f1(rssLoaded['VmRSS'])} loaded, ${f1(rssAfter['VmRSS'])} after the adds and deletes ` +
-        `(RssAnon ${f1(rssAfter['RssAnon'])}, RssFile ${f1(rssAfter['RssFile'])}), ${f1(rssReads['VmRSS'])} after the reads; VmHWM (peak) ${f1(rssReads['VmHWM'])}`,
+      `(c) memory, MB: VmRSS ${f1(rssLoaded['VmRSS'])} loaded, ${f1(rssAfter['VmRSS'])} right after (e) (its batches, single changes and two reloads) ` +
+        `(RssAnon ${f1(rssAfter['RssAnon'])}, RssFile ${f1(rssAfter['RssFile'])}), ${f1(rssReads['VmRSS'])} after the reads and writers, ` +
+        `${f1(rssRest['VmRSS'])} after 2.5 s more without a request (the daemon's collection waits for a quiet second); VmHWM (peak) ${f1(rssReads['VmHWM'])}`,
       '',
       `(d) scrapes, full tables: ${o.scrapes} of each, one at a time 150 ms apart (client side, kept-alive unix socket), ms`,
       '    GET                              median     p99     min     max',
@@ -1297,7 +1301,7 @@ async function main(): Promise<number> {
           fdatasyncMs: disk,
           reloadMs,
           loopDuring: { batch: batchSeen, writers: writersSeen, reload: reloadSeen },
-          memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads },
+          memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads, atRest: rssRest },
           failures,
           loop: loopRes?.json,
           churn: churnRes?.json,
