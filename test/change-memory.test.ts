@@ -109,12 +109,14 @@ describe.skipIf(!isRoot)(`memory per single change, ${RULES} + ${RULES} rules`, 
   async function round(from: number): Promise<number> {
     for (let k = 0; k < ROUND; k++) {
       const i = (from + k) % RULES;
+      // Added back other than the file has them (a hop limit, a source length): API rules in the overlay.
+      // (Added back the same, a rule is the file's again and leaves no API copy: rule-set-overlay.test.ts.)
       const p = policy(i);
       await d!.deleteRule('policy', { key: String(p['match']) });
-      await d!.putRule('policy', p, 'add');
+      await d!.putRule('policy', { ...p, hop_limit: 63 }, 'add');
       const l = localsid(i);
       await d!.deleteRule('localsid', { key: String(l['sid']) });
-      await d!.putRule('localsid', l, 'add');
+      await d!.putRule('localsid', { ...l, src_prefix_len: 56 }, 'add');
     }
     return 4 * ROUND;
   }

@@ -151,9 +151,10 @@ describe.skipIf(!existsSync(DEFAULT_OBJECT) || !isRoot)('memory does not grow wi
         ...Array.from({ length: 16 }, (_, i) => ({ op: 'add', session: session(i) })),
         ...Array.from({ length: 8 }, (_, i) => ({ op: 'replace', localsid: { name: `l${i}`, sid: `fd00:${i.toString(16)}::/48`, src_prefix_len: 56 + (r % 2) * 8 } })),
       ]);
-      // And back: the file's policies added again (now API rules), the rest deleted.
+      // And back: the file's policies added again, one hop limit off the file's (so API rules, in the
+      // overlay), the rest deleted.
       batch([
-        ...Array.from({ length: N / 2 }, (_, i) => ({ op: 'add', policy: { name: `f${i}`, match: `10.1.${i}.0/24`, sr_prefix: '2001:db8:1::/48', src_prefix: SRC } })),
+        ...Array.from({ length: N / 2 }, (_, i) => ({ op: 'add', policy: { name: `f${i}`, match: `10.1.${i}.0/24`, sr_prefix: '2001:db8:1::/48', src_prefix: SRC, hop_limit: 63 } })),
         ...Array.from({ length: 32 }, (_, i) => ({ op: 'delete', policy: { name: `t${i}` } })),
         ...Array.from({ length: 16 }, (_, i) => ({ op: 'delete', session: { name: `s${i}` } })),
       ]);

@@ -327,8 +327,9 @@ export class RuleSet {
       for (const r of config[k.section] ?? []) {
         // The key's own string, shared with the maps: no "<kind> <key>" string per rule.
         const key = k.key(r);
-        const over = put.get(key);
+        let over = put.get(key);
         if (over !== undefined || del.has(key)) fileRules.set(key, r);
+        if (over !== undefined && this.#sameAsFile(k, key, over, put, del)) over = undefined;
         if (!del.has(key)) this.#set(k, over ?? r);
       }
       for (const [key, r] of put) {
@@ -353,7 +354,7 @@ export class RuleSet {
    * (an API rule took a name another rule still has): the caller checks the
    * whole set then, for the error's words.
    */
-  #applyOverlay(k: RuleKindSpec, put: ReadonlyMap<string, Rule>, del: ReadonlySet<string>): boolean {
+  #applyOverlay(k: RuleKindSpec, put: Map<string, Rule>, del: Set<string>): boolean {
     const rules = this.#rules[k.kind];
     const names = this.#names[k.kind];
     const fileRules = this.#fileRules[k.kind];
@@ -367,6 +368,7 @@ export class RuleSet {
     const displaced: string[] = [];
     for (const [key, r] of put) {
       if (!fileRules.has(key)) fileRules.set(key, rules.get(key) ?? null);
+      if (this.#sameAsFile(k, key, r, put, del)) continue;
       if (r.name !== undefined) {
         const owner = names.get(r.name);
         if (owner !== undefined && owner !== key) displaced.push(owner);
@@ -378,6 +380,18 @@ export class RuleSet {
       const name = rules.get(owner)?.name;
       return name !== undefined && names.get(name) !== owner;
     });
+  }
+
+  /**
+   * An API rule the same as the file's at its key (a state file's records
+   * of a delete and an add back): not an API change. Its overlay entry goes
+   * (the set owns its overlay) and the file's rule stays, as put() does.
+   */
+  #sameAsFile(k: RuleKindSpec, key: string, r: Rule, put: Map<string, Rule>, del: Set<string>): boolean {
+    const file = this.#fileRules[k.kind].get(key);
+    if (file == null || del.has(key) || !sameRule(file, r)) return false;
+    put.delete(key);
+    return true;
   }
 
   /** The policies, by key, in order. */
@@ -543,6 +557,15 @@ export class RuleSet {
     const k = RULE_KINDS[kind];
     const key = k.key(rule);
     this.#keepFileRule(kind, key);
+    const file = this.#fileRules[kind].get(key);
+    if (file != null && sameRule(file, rule)) {
+      // The file's own rule again (deleted and added back, or replaced back): no API change at this key,
+      // and the file's object is kept, not a second one (docs/config.md "Running, saved and API config").
+      this.#set(k, file);
+      this.overlay[k.overlay.put].delete(key);
+      this.overlay[k.overlay.del].delete(key);
+      return;
+    }
     this.#set(k, rule);
     (this.overlay[k.overlay.put] as Map<string, Rule>).set(key, rule);
     this.overlay[k.overlay.del].delete(key);

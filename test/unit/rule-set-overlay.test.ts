@@ -66,13 +66,23 @@ function view(set: RuleSet): unknown {
   return { ...out, footprint: set.footprint() };
 }
 
+/** A copy of an overlay (a rule set owns its overlay: it drops the entries that are the file's rules). */
+function copy(o: Overlay): Overlay {
+  const c = emptyOverlay();
+  for (const k of RULE_KIND_LIST) {
+    for (const [key, r] of o[k.overlay.put]) (c[k.overlay.put] as Map<string, unknown>).set(key, r);
+    for (const key of o[k.overlay.del]) c[k.overlay.del].add(key);
+  }
+  return c;
+}
+
 /** The set made both ways: [incremental, rebuilt], or the error each threw. */
 function both(overlay: Overlay): [unknown, unknown] {
   const make = (drop: boolean): unknown => {
     const config = parseConfig(TEXT, 'file.yaml');
     if (drop) for (const k of RULE_KIND_LIST) takeRuleIndex(config[k.section] ?? []);
     try {
-      return view(new RuleSet(config, overlay));
+      return view(new RuleSet(config, copy(overlay)));
     } catch (e) {
       return `threw: ${(e as Error).message}`;
     }
@@ -108,11 +118,37 @@ describe('a rule set with API changes on a checked config', () => {
     ['a key both put and deleted', (o: Overlay) => (o.delPolicies.add('10.1.0.0/24'), o.policies.set('10.1.0.0/24', policy(1, 'p1', 24, 7)))],
     ['a ninth prefix length', (o: Overlay) => [16, 17, 18, 19, 20, 21, 22, 23].forEach((l, j) => o.policies.set(`10.${60 + j}.0.0/${l}`, policy(60 + j, undefined, l)))],
     ['a local SID renamed to a taken name', (o: Overlay) => o.localsids.set('2001:db8:2::/48', localsid(2, 's2'))],
+    ['an API rule the same as the file\'s (a delete and an add back)', (o: Overlay) => (o.policies.set('10.1.0.0/24', policy(1, 'p1')), o.policies.set('10.2.0.0/24', policy(2, undefined, 24, 9)))],
   ] as [string, (o: Overlay) => unknown][])('%s: as a rebuild has it', (_what, change) => {
     const o = emptyOverlay();
     change(o);
     const [inPlace, rebuilt] = both(o);
     expect(inPlace).toEqual(rebuilt);
+  });
+
+  it("takes an API rule the same as the file's as the file's: no overlay entry, the file's object, source config", () => {
+    const config = parseConfig(TEXT, 'file.yaml');
+    const fileRule = config.policies[1]!;
+    const o = emptyOverlay();
+    o.policies.set('10.1.0.0/24', policy(1, 'p1'));
+    const set = new RuleSet(config, o);
+    expect(set.overlay.policies.size).toBe(0);
+    expect(set.rules('policy').get('10.1.0.0/24')).toBe(fileRule);
+    // Through the API: deleted, then added back the same; then replaced, then replaced back.
+    set.delete('policy', '10.1.0.0/24');
+    expect(set.overlay.delPolicies.has('10.1.0.0/24')).toBe(true);
+    set.put('policy', policy(1, 'p1'));
+    expect(set.overlay.policies.size + set.overlay.delPolicies.size).toBe(0);
+    expect(set.rules('policy').get('10.1.0.0/24')).toBe(fileRule);
+    expect(set.source('policy', '10.1.0.0/24')).toBe('config');
+    set.put('policy', policy(1, 'p1', 24, 7));
+    expect(set.source('policy', '10.1.0.0/24')).toBe('api');
+    set.put('policy', policy(1, 'p1'));
+    expect(set.overlay.policies.size).toBe(0);
+    expect(set.find('policy', { name: 'p1' })).toBe('10.1.0.0/24');
+    // A new key is an API rule whatever it says.
+    set.put('policy', policy(77, 'n77'));
+    expect(set.overlay.policies.size).toBe(1);
   });
 
   it('the same as a rebuild over 400 random overlays (rules, order, names, sources, bases, refusals)', () => {
