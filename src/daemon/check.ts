@@ -51,7 +51,8 @@ export function checkDaemonConfig(o: { configPath: string; instance: string; sta
     return { lines };
   }
   let overlay = got.overlay;
-  if (got.header.config.sha256 !== sha256(text)) {
+  const edited = got.header.config.sha256 !== sha256(text);
+  if (edited) {
     const r = rebaseOverlay(got.overlay, (kind, key) => got.bases.get(`${kind} ${key}`), config);
     if (r.conflicts.length > 0) {
       throw new CheckError(
@@ -64,16 +65,16 @@ export function checkDaemonConfig(o: { configPath: string; instance: string; sta
       `state file ${stateFile}: made on an earlier version of the file; ${overlaySize(r.overlay)} API changes apply on top of this one` +
         `${r.absorbed.length > 0 ? `, ${r.absorbed.length} are in the file already` : ''}`,
     );
-  } else {
-    lines.push(`state file ${stateFile}: ${overlaySize(overlay)} API changes apply on top of the file`);
   }
-  if (got.torn) lines.push(`warning: state file ${stateFile}: its last line was cut short (never acknowledged); a daemon drops it`);
   let rules: RuleSet;
   try {
     rules = new RuleSet(config, overlay);
   } catch (e) {
     throw new CheckError(`the config file with the API changes of ${stateFile} on top does not hold together: ${(e as Error).message}`);
   }
+  // Counted in the set: a rule the API put back as the file has it is not an API change (RuleSet).
+  if (!edited) lines.push(`state file ${stateFile}: ${overlaySize(rules.overlay)} API changes apply on top of the file`);
+  if (got.torn) lines.push(`warning: state file ${stateFile}: its last line was cut short (never acknowledged); a daemon drops it`);
   lines.push(...ruleSetDiff(fileOnly, rules));
   return { lines };
 }

@@ -697,6 +697,12 @@ function* rebasing(overlay: Overlay, base: (kind: RuleKind, key: string) => stri
       // No recorded base (a state file of an older version): a rule the file does not have is taken as one it never had.
       const was = base(k.kind, key) ?? (file === null ? null : undefined);
       if (was !== undefined && file === was) return true;
+      // The API put back what the file said then (records of a delete and an add back, not yet compacted):
+      // no change of its own, as a running daemon's rule set has it (RuleSet.put); the file's edit applies.
+      if (was !== undefined && want === was) {
+        absorbed.push(`${k.kind} ${key}`);
+        return false;
+      }
       const names = [...new Set([wanted?.name, fileRule?.name].filter((x): x is string => x !== undefined))];
       conflicts.push(`${k.label} ${names.length === 0 ? key : `${names.join(' / ')} (${key})`}`);
       return false;

@@ -4,13 +4,14 @@
  * diff `mup reload --check` prints, batch records in the state file, and the
  * running config as YAML (comments kept, origins, loads as it is).
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { runningConfigYaml } from '../../src/config/running.js';
-import { configDigests, emptyOverlay, rebaseOverlay, RULE_KINDS, RuleSet, ruleSetDiff, StateStore, type Overlay } from '../../src/daemon/rules.js';
+import { checkDaemonConfig } from '../../src/daemon/check.js';
+import { configDigests, emptyOverlay, rebaseOverlay, RULE_KINDS, RuleSet, ruleSetDiff, sha256, StateStore, type Overlay } from '../../src/daemon/rules.js';
 import type { Policy } from '../../src/config/types.js';
 
 const pol = (name: string, i: number, hop = 64): string =>
@@ -102,6 +103,52 @@ describe('state file batch records', () => {
 
       s.commit({ batch: [{ put: 'policy', rule: j(policy('b3', 23)) }, { put: 'policy', rule: { match: 'nope' } }] }, 't', 'c.yaml', sha, emptyOverlay());
       expect(() => new StateStore(path).read()).toThrow(/:3: batch\[1\]/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('an API rule put back as the file had it, on an edited file (found in review, session 15)', () => {
+  // The running daemon keeps no API change for it (RuleSet.put); the state file still has the records of the
+  // delete and the add back until it is compacted. A start (or daemon --check) on an edited file must not
+  // call that a conflict: a reload of the running daemon applies the edit.
+  const old = parseConfig(file(pol('c1', 1), pol('c2', 2)));
+  const edited = parseConfig(file(pol('c1', 1), pol('c2', 2, 9)));
+  const putBack = (): Overlay => {
+    const o = emptyOverlay();
+    o.policies.set('10.0.2.0/24', policy('c2', 2));
+    return o;
+  };
+
+  it('rebaseOverlay takes it as no change: the edit applies, no conflict', () => {
+    const r = rebaseOverlay(putBack(), configDigests(old), edited);
+    expect(r.conflicts).toEqual([]);
+    expect(r.absorbed).toEqual(['policy 10.0.2.0/24']);
+    expect(r.overlay.policies.size).toBe(0);
+    // A put that differs from what the file said then is still a conflict with the edit.
+    const o = emptyOverlay();
+    o.policies.set('10.0.2.0/24', policy('c2', 2, 32));
+    expect(rebaseOverlay(o, configDigests(old), edited).conflicts).toEqual(['policy c2 (10.0.2.0/24)']);
+  });
+
+  it('daemon --check agrees with the start, and counts no API change for it on the same file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-putback-'));
+    try {
+      const cfg = join(dir, 'c.yaml');
+      const state = join(dir, 'state.json');
+      const oldText = file(pol('c1', 1), pol('c2', 2));
+      writeFileSync(cfg, oldText);
+      const s = new StateStore(state);
+      s.rewrite('t', cfg, sha256(oldText), emptyOverlay());
+      const base = configDigests(old)('policy', '10.0.2.0/24');
+      s.commit({ del: 'policy', key: '10.0.2.0/24', base }, 't', cfg, sha256(oldText), emptyOverlay());
+      s.commit({ put: 'policy', rule: RULE_KINDS.policy.json(policy('c2', 2)), base }, 't', cfg, sha256(oldText), emptyOverlay());
+      const same = checkDaemonConfig({ configPath: cfg, instance: 't', stateFile: state });
+      expect(same.lines.join('\n')).toMatch(/: 0 API changes apply on top of the file/);
+      writeFileSync(cfg, file(pol('c1', 1), pol('c2', 2, 9)));
+      const after = checkDaemonConfig({ configPath: cfg, instance: 't', stateFile: state });
+      expect(after.lines.join('\n')).toMatch(/0 API changes apply on top of this one, 1 are in the file already/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
