@@ -939,7 +939,7 @@ class ApiServer extends Server {
         s.destroy();
         this.#conns.delete(s);
         releaseMemorySoon(() =>
-          this.#o.log?.info({ listener: this.#o.name }, 'no second without API requests in a minute: the full collection after closing a stalled connection was not run (V8 collects by itself)'),
+          this.#o.log?.info({ listener: this.#o.name }, 'no second without API requests in 5 s: the full collection after closing a stalled connection ran between requests'),
         );
       }
     }

@@ -1123,9 +1123,9 @@ export class Daemon {
     // The state file now names this file (and the records' bases are its rules).
     this.#tidyState('reload');
     lap('state');
-    // The replaced rules given back after the answer, in a second without requests (a full collection, as after the start's load),
+    // The replaced rules given back after the answer, in a second without requests if one comes within 5 s (a full collection),
     // not in the reload's own time; the parse's garbage went with its thread.
-    releaseMemorySoon(() => this.#log.info({}, 'no second without API requests in a minute: the full collection after the reload was not run (V8 collects by itself)'));
+    releaseMemorySoon(() => this.#log.info({}, 'no second without API requests in 5 s: the full collection after the reload ran between requests'));
     this.#nexthops();
     this.#bgp?.readvertise();
     lap('rest');
