@@ -383,9 +383,10 @@ export class RuleSet {
   }
 
   /**
-   * An API rule the same as the file's at its key (a state file's records
-   * of a delete and an add back): not an API change. Its overlay entry goes
-   * (the set owns its overlay) and the file's rule stays, as put() does.
+   * An API rule the same as the file's at its key (put back through the
+   * API, or a state file's records of a delete and an add back): not an API
+   * change. Its overlay entry goes (the set owns its overlay); the caller
+   * keeps the file's rule.
    */
   #sameAsFile(k: RuleKindSpec, key: string, r: Rule, put: Map<string, Rule>, del: Set<string>): boolean {
     const file = this.#fileRules[k.kind].get(key);
@@ -557,18 +558,17 @@ export class RuleSet {
     const k = RULE_KINDS[kind];
     const key = k.key(rule);
     this.#keepFileRule(kind, key);
-    const file = this.#fileRules[kind].get(key);
-    if (file != null && sameRule(file, rule)) {
-      // The file's own rule again (deleted and added back, or replaced back): no API change at this key,
-      // and the file's object is kept, not a second one (docs/config.md "Running, saved and API config").
-      this.#set(k, file);
-      this.overlay[k.overlay.put].delete(key);
-      this.overlay[k.overlay.del].delete(key);
+    const put = this.overlay[k.overlay.put] as Map<string, Rule>;
+    const del = this.overlay[k.overlay.del];
+    del.delete(key);
+    if (this.#sameAsFile(k, key, rule, put, del)) {
+      // The file's own rule again (deleted and added back, or replaced back): its object is kept, not a
+      // second one (docs/config.md "Running, saved and API config").
+      this.#set(k, this.#fileRules[kind].get(key)!);
       return;
     }
     this.#set(k, rule);
-    (this.overlay[k.overlay.put] as Map<string, Rule>).set(key, rule);
-    this.overlay[k.overlay.del].delete(key);
+    put.set(key, rule);
   }
 
   /** Record a delete (by key) in the set and the overlay. */
@@ -631,16 +631,6 @@ export function ruleDigest(kind: RuleKind, r: Rule): string {
   return d;
 }
 
-/** The config's rules by kind and key, digested (for rebaseOverlay and state records). */
-export function configDigests(config: Config): (kind: RuleKind, key: string) => string | null {
-  const byKind = perKind(() => new Map<string, Rule>());
-  for (const k of RULE_KIND_LIST) for (const r of config[k.section] ?? []) byKind[k.kind].set(k.key(r), r);
-  return (kind, key) => {
-    const r = byKind[kind].get(key);
-    return r === undefined ? null : ruleDigest(kind, r);
-  };
-}
-
 export interface Rebased {
   /** The overlay to run on top of the new file: the API changes the file left alone. */
   readonly overlay: Overlay;
@@ -649,6 +639,9 @@ export interface Rebased {
   /** Rules both the file's edit and an API change touch, differently: "policy p3 (10.0.3.0/24)". Empty: none. */
   readonly conflicts: string[];
 }
+
+/** What the file said at a changed key when the change was made: its rule's digest, null (no rule), undefined (not recorded). */
+export type RecordedBase = (kind: RuleKind, key: string) => string | null | undefined;
 
 /** Overlay entries rebaseOverlayAsync checks between two turns of the event loop. */
 export const REBASE_SLICE = 250;
@@ -660,16 +653,16 @@ export const REBASE_SLICE = 250;
  * absorbed; the new file says what the old one said -> kept; else a
  * conflict. Pure: the overlay given is not changed.
  */
-export function rebaseOverlay(overlay: Overlay, base: (kind: RuleKind, key: string) => string | null | undefined, next: Config): Rebased {
+export function rebaseOverlay(overlay: Overlay, base: RecordedBase, next: Config): Rebased {
   return runNow(rebasing(overlay, base, next));
 }
 
 /** rebaseOverlay in slices of REBASE_SLICE entries, the event loop running between them (a reload). */
-export function rebaseOverlayAsync(overlay: Overlay, base: (kind: RuleKind, key: string) => string | null | undefined, next: Config): Promise<Rebased> {
+export function rebaseOverlayAsync(overlay: Overlay, base: RecordedBase, next: Config): Promise<Rebased> {
   return runYielding(rebasing(overlay, base, next));
 }
 
-function* rebasing(overlay: Overlay, base: (kind: RuleKind, key: string) => string | null | undefined, next: Config): Generator<void, Rebased> {
+function* rebasing(overlay: Overlay, base: RecordedBase, next: Config): Generator<void, Rebased> {
   const out = emptyOverlay();
   const absorbed: string[] = [];
   const conflicts: string[] = [];

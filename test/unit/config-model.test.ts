@@ -11,8 +11,17 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { runningConfigYaml } from '../../src/config/running.js';
 import { checkDaemonConfig } from '../../src/daemon/check.js';
-import { configDigests, emptyOverlay, rebaseOverlay, RULE_KINDS, RuleSet, ruleSetDiff, sha256, StateStore, type Overlay } from '../../src/daemon/rules.js';
-import type { Policy } from '../../src/config/types.js';
+import { emptyOverlay, rebaseOverlay, ruleDigest, RULE_KINDS, RuleSet, ruleSetDiff, sha256, StateStore, type Overlay, type RuleKind } from '../../src/daemon/rules.js';
+import type { Config, Policy } from '../../src/config/types.js';
+
+/** The digest of the file's rule at each key (null: none), as a state record's `base` names it. */
+const configDigests =
+  (c: Config) =>
+  (kind: RuleKind, key: string): string | null => {
+    const k = RULE_KINDS[kind];
+    const r = (c[k.section] ?? []).find((x) => k.key(x) === key);
+    return r === undefined ? null : ruleDigest(kind, r);
+  };
 
 const pol = (name: string, i: number, hop = 64): string =>
   `  - { name: ${name}, match: 10.0.${i}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64", hop_limit: ${hop} }\n`;
