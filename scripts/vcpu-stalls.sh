@@ -8,9 +8,12 @@ dir=$(dirname "$0")
 bin=${TMPDIR:-/tmp}/mup-vcpu-stalls.$$
 cc -O2 -Wall -o "$bin" "$dir/vcpu-stalls.c"
 old=$(cat /proc/sys/kernel/sched_rt_runtime_us)
-child=
 restore() {
-	[ -n "$child" ] && kill "$child" 2>/dev/null || true
+	# Kill and reap every child of this shell: the measuring thread, also one
+	# started just before the signal came and one that is stopped. Reaped here,
+	# not left to init, it is gone by the time this script has exited.
+	pkill -KILL -P $$ 2>/dev/null || true
+	wait
 	echo "$old" > /proc/sys/kernel/sched_rt_runtime_us
 	rm -f "$bin"
 }
@@ -21,8 +24,6 @@ echo "load average $(cut -d' ' -f1-3 /proc/loadavg); steal before: $(awk '/^cpu 
 for cpu in $(seq 0 $(($(nproc) - 1))); do
 	# In the background and waited for: a signal ends the wait at once (the trap runs).
 	"$bin" "$cpu" "$secs" &
-	child=$!
-	wait "$child"
-	child=
+	wait $!
 done
 echo "steal after: $(awk '/^cpu /{print $9}' /proc/stat) ticks (USER_HZ); a veth ring holds 256 frames: at R frames/s a gap longer than 256/R s overflows it (0.77 ms at 0.33 Mpps)"

@@ -37,4 +37,49 @@ describe.skipIf(!isRoot)('scripts/vcpu-stalls.sh', () => {
     expect(out).not.toMatch(/^cpu \d+, 30 s/m);
     expect(() => execFileSync('pgrep', ['-f', 'mup-vcpu-stalls'])).toThrow();
   }, 60_000);
+
+  // The script must reap the thread it stops before it exits itself: left to init, the
+  // killed thread lingered as a process that pgrep still matched (a CI run failed the
+  // check above so), and a signal just after "&" left it running its 30 s at real-time
+  // priority. Under a child subreaper, whatever the script leaves behind, dead or alive,
+  // becomes the subreaper's child and is counted. The first run stops the measuring
+  // thread (SIGSTOP) before the interrupt, so that it cannot die before the script exits;
+  // the others interrupt at 0-28 ms after the throttle is lifted.
+  it('reaps the measuring thread it stops, leaving no orphan, whenever the interrupt comes', () => {
+    const reaper = String.raw`
+import ctypes, os, signal, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+T = '/proc/sys/kernel/sched_rt_runtime_us'
+def children(of, named=''):
+    out = []
+    for d in os.listdir('/proc'):
+        if d.isdigit():
+            try: stat = open(f'/proc/{d}/stat').read()
+            except OSError: continue
+            name, rest = stat.rsplit(')', 1)
+            if int(rest.split()[1]) == of and named in name: out.append(int(d))
+    return out
+left = 0
+for i in range(8):
+    pid = os.spawnv(os.P_NOWAIT, sys.argv[1], [sys.argv[1], '30'])
+    while open(T).read().strip() != '-1': time.sleep(0.001)
+    if i == 0:
+        deadline = time.time() + 10
+        while not children(pid, 'mup-vcpu-stall') and time.time() < deadline: time.sleep(0.001)
+        for c in children(pid, 'mup-vcpu-stall'): os.kill(c, signal.SIGSTOP)
+    time.sleep(0.004 * i)
+    os.kill(pid, signal.SIGINT)
+    os.waitpid(pid, 0)
+    time.sleep(0.05)
+    for c in children(os.getpid()):
+        left += 1
+        os.kill(c, signal.SIGKILL)
+        os.waitpid(c, 0)
+print(left)
+`;
+    const out = execFileSync('python3', ['-c', reaper, SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    expect(out.trim().split('\n').at(-1)).toBe('0');
+    expect(readFileSync(THROTTLE, 'utf8').trim()).not.toBe('-1');
+    expect(() => execFileSync('pgrep', ['-f', 'mup-vcpu-stalls'])).toThrow();
+  }, 120_000);
 });
