@@ -58,6 +58,8 @@
  * Options: --rules N (each table, default 65536) --ops N (default 500)
  * --scrapes N (default 50) --single-ops N ((e): how many operations also go as single requests; default all 10,000)
  * --cpu-prof DIR (profile the daemon with node --cpu-prof into DIR)
+ * --node-flag FLAG (repeatable: one more node/V8 flag for the daemon, after
+ * its own, e.g. --node-flag --heap-growing-percent=20; printed in the report)
  * --json (print the result as JSON too) --keep-going (do not stop at the
  * first failed request).
  */
@@ -90,6 +92,8 @@ interface Options {
   /** (d): how many of each scrape. */
   scrapes: number;
   cpuProf?: string;
+  /** --node-flag: more node/V8 flags for the daemon (experiments), after DAEMON_NODE_FLAGS. */
+  nodeFlags: string[];
   json: boolean;
   keepGoing: boolean;
   /** (e): how many of the batch's operations are also sent as single requests (default all; fewer on a busy host). */
@@ -108,7 +112,7 @@ interface Options {
 }
 
 function parseArgs(argv: readonly string[]): Options {
-  const o: Options = { rules: 65536, ops: 500, scrapes: 50, json: false, keepGoing: false, idleS: 15, churnS: 30, churnMinutes: 0, skipPerRuleAll: false };
+  const o: Options = { rules: 65536, ops: 500, scrapes: 50, json: false, keepGoing: false, idleS: 15, churnS: 30, churnMinutes: 0, skipPerRuleAll: false, nodeFlags: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = (): string => {
@@ -120,6 +124,7 @@ function parseArgs(argv: readonly string[]): Options {
     else if (a === '--ops') o.ops = Number(next());
     else if (a === '--scrapes') o.scrapes = Number(next());
     else if (a === '--cpu-prof') o.cpuProf = next();
+    else if (a === '--node-flag') o.nodeFlags.push(next());
     else if (a === '--single-ops') o.singleOps = Number(next());
     else if (a === '--sessions') o.sessions = Number(next());
     else if (a === '--json') o.json = true;
@@ -134,7 +139,7 @@ function parseArgs(argv: readonly string[]): Options {
     else if (a === '--churn-minutes') o.churnMinutes = Number(next());
     else if (a === '--skip-per-rule-all') o.skipPerRuleAll = true;
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--single-ops N] [--format yaml|json] [--idle-seconds N] [--churn-seconds N (0: skip the loop phase)] [--churn-minutes N ((j): RSS over N minutes of churn and changes; issue 19 asks 10)] [--skip-per-rule-all] [--cpu-prof DIR] [--json] [--keep-going] [--sessions N]\n');
+      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--single-ops N] [--format yaml|json] [--idle-seconds N] [--churn-seconds N (0: skip the loop phase)] [--churn-minutes N ((j): RSS over N minutes of churn and changes; issue 19 asks 10)] [--skip-per-rule-all] [--cpu-prof DIR] [--node-flag FLAG]... [--json] [--keep-going] [--sessions N]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${String(a)}; see --help`);
   }
@@ -1187,7 +1192,8 @@ async function main(): Promise<number> {
     const out: string[] = [];
     out.push(
       `bench:daemon  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
-        `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)`,
+        `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)` +
+        (o.nodeFlags.length > 0 ? `  daemon's extra node flags: ${o.nodeFlags.join(' ')}` : ''),
       `RCU grace period on this host (membarrier(MEMBARRIER_CMD_GLOBAL), ${grace.n} in a row before the bench): ` +
         `median ${f2(grace.median)} max ${f2(grace.max)} ms, /sys/kernel/rcu_expedited ${rcuExpedited()}; an insert after a delete waits for one (docs/datapath.md, docs/daemon.md)`,
       `config: ${o.rules} policies + ${o.rules} local SIDs, ${configMB.toFixed(1)} MB of ${o.format === 'json' ? 'JSON' : 'YAML'} (written in ${f1(genMs)} ms); ` +
@@ -1334,9 +1340,9 @@ async function main(): Promise<number> {
  * default 1 ms.
  */
 function cpuProfArgs(o: Options): string[] {
-  if (o.cpuProf === undefined) return [];
+  if (o.cpuProf === undefined) return [...o.nodeFlags];
   mkdirSync(o.cpuProf, { recursive: true });
-  return ['--cpu-prof', '--cpu-prof-dir', o.cpuProf, '--cpu-prof-interval', '20000'];
+  return ['--cpu-prof', '--cpu-prof-dir', o.cpuProf, '--cpu-prof-interval', '20000', ...o.nodeFlags];
 }
 
 // (i) A million sessions
