@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import type { Config } from '../config/types.js';
 import { BUILD_INFO, DEFAULT_OBJECT, PACKAGE_ROOT } from '../host/paths.js';
+import { runningVersion } from '../host/version.js';
 import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } from '../dataplane/replay.js';
 import { registerBench } from './bench.js';
 import { registerBgp } from './bgp.js';
@@ -117,11 +118,6 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
   return status;
 }
 
-function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
-  return pkg.version ?? 'unknown';
-}
-
 /** `mup --version`: what runs, from which commit, with which data plane. */
 function versionText(): string {
   let commit = 'unknown';
@@ -136,7 +132,7 @@ function versionText(): string {
   } catch (e) {
     object = `missing (${(e as NodeJS.ErrnoException).code ?? 'unreadable'}): run make`;
   }
-  return `mup ${packageVersion()}\ncommit ${commit}\nbpf object ${DEFAULT_OBJECT} ${object}\ninstalled in ${PACKAGE_ROOT}\n`;
+  return `mup ${runningVersion()}\ncommit ${commit}\nbpf object ${DEFAULT_OBJECT} ${object}\ninstalled in ${PACKAGE_ROOT}\n`;
 }
 
 // Capability bits (linux/capability.h) and what each command needs: the

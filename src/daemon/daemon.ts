@@ -49,6 +49,7 @@ import { LINK_CHECK_MS, LinkKeeper } from './links.js';
 import { type HeldLock, LockedError, stateLockPath, takeLock } from '../host/lock.js';
 import { DEFAULT_BPFFS, defaultStateFile } from '../host/paths.js';
 import { readFileShared } from '../host/read-shared.js';
+import { runningVersion } from '../host/version.js';
 import {
   emptyOverlay,
   overlaySize,
@@ -170,11 +171,6 @@ export interface CountersSnapshot {
   readonly events: Record<string, CounterValue>;
   readonly functions: Record<TranslationFunction, CounterValue>;
   readonly rules: RuleCounter[];
-}
-
-export function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
-  return pkg.version ?? 'unknown';
 }
 
 export { defaultSocket, defaultStateFile } from '../host/paths.js';
@@ -539,6 +535,8 @@ export class Daemon {
     this.pins.prepare();
 
     this.#objectSha = sha256(readFileSync(this.objectPath));
+    // What this process runs, read as it starts: a package upgraded under it changes nothing it says.
+    runningVersion();
     const hadPins = this.pins.links().length > 0 || this.pins.hasMaps();
     const t2 = performance.now();
     const dp = this.#load(this.#rules.effective(), o.replaceTables === true, config.bgp !== undefined);
@@ -1650,7 +1648,7 @@ export class Daemon {
     const s = dp.config.settings;
     return {
       instance: this.#o.instance,
-      version: packageVersion(),
+      version: runningVersion(),
       pid: process.pid,
       startedAt: this.startedAt.toISOString(),
       uptimeSeconds: Math.round((Date.now() - this.startedAt.getTime()) / 1000),
