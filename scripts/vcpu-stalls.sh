@@ -6,15 +6,18 @@ set -eu
 secs=${1:-60}
 dir=$(dirname "$0")
 bin=${TMPDIR:-/tmp}/mup-vcpu-stalls.$$
+command -v pkill >/dev/null || { echo "vcpu-stalls: needs pkill (Debian package procps)" >&2; exit 1; }
 cc -O2 -Wall -o "$bin" "$dir/vcpu-stalls.c"
 old=$(cat /proc/sys/kernel/sched_rt_runtime_us)
 restore() {
+	# Ignore a second Ctrl-C: it would end the shell here, before anything is put back.
+	trap '' INT TERM
+	echo "$old" > /proc/sys/kernel/sched_rt_runtime_us
 	# Kill and reap every child of this shell: the measuring thread, also one
 	# started just before the signal came and one that is stopped. Reaped here,
 	# not left to init, it is gone by the time this script has exited.
-	pkill -KILL -P $$ 2>/dev/null || true
+	pkill -KILL -P $$ || true
 	wait
-	echo "$old" > /proc/sys/kernel/sched_rt_runtime_us
 	rm -f "$bin"
 }
 trap restore EXIT

@@ -973,7 +973,7 @@ async function main(): Promise<number> {
     const genMs = performance.now() - t0;
     const configMB = Buffer.byteLength(yaml) / 1e6;
 
-    const nodeArgs = cpuProfArgs(o);
+    const nodeArgs = daemonNodeArgs(o);
     const args = [
       ...DAEMON_NODE_FLAGS,
       ...nodeArgs,
@@ -1192,8 +1192,7 @@ async function main(): Promise<number> {
     const out: string[] = [];
     out.push(
       `bench:daemon  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
-        `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)` +
-        (o.nodeFlags.length > 0 ? `  daemon's extra node flags: ${o.nodeFlags.join(' ')}` : ''),
+        `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)${nodeFlagsNote(o)}`,
       `RCU grace period on this host (membarrier(MEMBARRIER_CMD_GLOBAL), ${grace.n} in a row before the bench): ` +
         `median ${f2(grace.median)} max ${f2(grace.max)} ms, /sys/kernel/rcu_expedited ${rcuExpedited()}; an insert after a delete waits for one (docs/datapath.md, docs/daemon.md)`,
       `config: ${o.rules} policies + ${o.rules} local SIDs, ${configMB.toFixed(1)} MB of ${o.format === 'json' ? 'JSON' : 'YAML'} (written in ${f1(genMs)} ms); ` +
@@ -1297,6 +1296,7 @@ async function main(): Promise<number> {
         `${JSON.stringify({
           rules: o.rules,
           ops: o.ops,
+          nodeFlags: o.nodeFlags,
           load: { seconds: loadS, configValidated: tMounted === undefined ? null : (tMounted - base) / 1000, tablesFilled: tLoaded === undefined ? null : (tLoaded - base) / 1000, listening: tListening === undefined ? null : (tListening - base) / 1000 },
           latencyMs: { policy: pol, localsid: sid, add: allAdd, del: allDel },
           reads,
@@ -1333,13 +1333,19 @@ async function main(): Promise<number> {
 }
 
 // ---------------------------------------------------------------------------
+/** What a --node-flag run says of itself, after the report's first line ('' without). */
+function nodeFlagsNote(o: Options): string {
+  return o.nodeFlags.length > 0 ? `  daemon's extra node flags: ${o.nodeFlags.join(' ')}` : '';
+}
+
 /**
- * node's flags for --cpu-prof DIR (none without it). A coarse sampling
+ * node's flags for the daemon beyond its own: --cpu-prof DIR's, then the
+ * --node-flag ones (none without either). A coarse sampling
  * interval: every SIGPROF sample interrupts the verifier, and
  * BPF_PROG_LOAD gives up with EAGAIN after libbpf's 5 retries at node's
  * default 1 ms.
  */
-function cpuProfArgs(o: Options): string[] {
+function daemonNodeArgs(o: Options): string[] {
   if (o.cpuProf === undefined) return [...o.nodeFlags];
   mkdirSync(o.cpuProf, { recursive: true });
   return ['--cpu-prof', '--cpu-prof-dir', o.cpuProf, '--cpu-prof-interval', '20000', ...o.nodeFlags];
@@ -1389,7 +1395,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
   let log = '';
   const start = async (): Promise<{ d: ChildProcess; ms: number }> => {
     log = '';
-    const args = [...DAEMON_NODE_FLAGS, ...cpuProfArgs(o), MUP_BIN, 'daemon', '--config', env.configPath, '--instance', env.instance, '--netns', env.ns, '--socket', env.socket, '--state-file', env.stateFile, '--bpffs', env.bpffs, '--log-format', 'json'];
+    const args = [...DAEMON_NODE_FLAGS, ...daemonNodeArgs(o), MUP_BIN, 'daemon', '--config', env.configPath, '--instance', env.instance, '--netns', env.ns, '--socket', env.socket, '--state-file', env.stateFile, '--bpffs', env.bpffs, '--log-format', 'json'];
     const s0 = performance.now();
     const d = spawn('node', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     env.daemon = d;
@@ -1459,7 +1465,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
   const all = (t: { policies: number; sessions: number }): boolean => t.policies === n && t.sessions === n;
   const out = [
     `bench:daemon (i)  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
-      `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')}, at the end ${loadavg().map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)`,
+      `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')}, at the end ${loadavg().map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)${nodeFlagsNote(o)}`,
     `${n} (N3, TEID) policies on ${n3} N3 addresses + ${n} PE sessions; settings ${JSON.stringify(settings)}`,
     `from a ${(bytes / 1e6).toFixed(0)} MB JSON config: API answered after ${fileS.toFixed(3)} s; tables ${JSON.stringify(fileTables)}; VmRSS ${rssF.toFixed(1)} MB (RssAnon ${(fileRss['RssAnon'] ?? NaN).toFixed(1)})`,
     `    ${fileBreakdown}`,
@@ -1473,7 +1479,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
     `VmRSS < ${TARGETS.sessionsRssMB} MB after the batch load            ${rssB.toFixed(1).padStart(8)} MB ${pf(rssB < TARGETS.sessionsRssMB)}`,
   ];
   process.stdout.write(`${out.join('\n')}\n`);
-  if (o.json) process.stdout.write(`${JSON.stringify({ sessions: n, file: { seconds: fileS, tables: fileTables, memoryMB: fileRss }, batch: { seconds: batchS, tables: batchTables, memoryMB: batchRss }, failures })}\n`);
+  if (o.json) process.stdout.write(`${JSON.stringify({ sessions: n, nodeFlags: o.nodeFlags, file: { seconds: fileS, tables: fileTables, memoryMB: fileRss }, batch: { seconds: batchS, tables: batchTables, memoryMB: batchRss }, failures })}\n`);
   const ok = fileS < TARGETS.sessionsLoadSeconds && batchS < TARGETS.sessionsLoadSeconds && rssF < TARGETS.sessionsRssMB && rssB < TARGETS.sessionsRssMB && all(fileTables) && all(batchTables) && failures.length === 0;
   return ok ? 0 : 1;
 }

@@ -243,6 +243,8 @@ export class Daemon {
   constructor(o: DaemonOptions) {
     this.#o = o;
     this.#log = o.log;
+    // What this process runs, read as it starts: a package upgraded under it changes nothing it says.
+    runningVersion();
     this.pins = new Pins(o.bpffs ?? DEFAULT_BPFFS, o.instance);
     this.#stateFile = o.stateFile ?? defaultStateFile(o.instance);
     this.#store = new StateStore(this.#stateFile);
@@ -535,8 +537,6 @@ export class Daemon {
     this.pins.prepare();
 
     this.#objectSha = sha256(readFileSync(this.objectPath));
-    // What this process runs, read as it starts: a package upgraded under it changes nothing it says.
-    runningVersion();
     const hadPins = this.pins.links().length > 0 || this.pins.hasMaps();
     const t2 = performance.now();
     const dp = this.#load(this.#rules.effective(), o.replaceTables === true, config.bgp !== undefined);

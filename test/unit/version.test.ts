@@ -20,11 +20,14 @@ afterEach(() => {
   dir = undefined;
 });
 
-function packageCopy(version: unknown): string {
+/** The build's version module in a temp package whose package.json is `text` (none: undefined). */
+function packageCopy(text: string | undefined): string {
   dir = mkdtempSync(join(tmpdir(), 'mup-version-'));
   mkdirSync(join(dir, 'dist', 'host'), { recursive: true });
   for (const f of ['version.js', 'paths.js']) copyFileSync(join(DIST_HOST, f), join(dir, 'dist', 'host', f));
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', ...(version === undefined ? {} : { version }) }));
+  // What makes the copies ES modules, whatever the package's own file holds.
+  writeFileSync(join(dir, 'dist', 'package.json'), '{"type":"module"}');
+  if (text !== undefined) writeFileSync(join(dir, 'package.json'), text);
   return dir;
 }
 
@@ -34,19 +37,23 @@ function beforeAndAfterUpgrade(root: string): [string, string] {
     import { writeFileSync } from 'node:fs';
     import { runningVersion } from ${JSON.stringify(join(root, 'dist', 'host', 'version.js'))};
     const before = runningVersion();
-    writeFileSync(${JSON.stringify(join(root, 'package.json'))}, JSON.stringify({ type: 'module', version: '9.9.9' }));
+    writeFileSync(${JSON.stringify(join(root, 'package.json'))}, JSON.stringify({ version: '9.9.9' }));
     process.stdout.write(JSON.stringify([before, runningVersion()]));`;
   return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' })) as [string, string];
 }
 
 describe('runningVersion', () => {
   it('is read once: an upgrade on disk under a running process does not change it', () => {
-    expect(beforeAndAfterUpgrade(packageCopy('1.2.3'))).toEqual(['1.2.3', '1.2.3']);
+    expect(beforeAndAfterUpgrade(packageCopy('{"version":"1.2.3"}'))).toEqual(['1.2.3', '1.2.3']);
   });
 
-  it("says 'unknown' for a package.json without a version, or with one that is not a string", () => {
-    expect(beforeAndAfterUpgrade(packageCopy(undefined))).toEqual(['unknown', 'unknown']);
-    rmSync(dir!, { recursive: true, force: true });
-    expect(beforeAndAfterUpgrade(packageCopy(7))).toEqual(['unknown', 'unknown']);
+  it.each([
+    ['no version', '{}'],
+    ['a version that is not a string', '{"version":7}'],
+    ['null', 'null'],
+    ['not JSON', '{"version":'],
+    ['no package.json', undefined],
+  ])("says 'unknown', never throws, for %s", (_what, text) => {
+    expect(beforeAndAfterUpgrade(packageCopy(text))).toEqual(['unknown', 'unknown']);
   });
 });
