@@ -973,20 +973,7 @@ async function main(): Promise<number> {
     const genMs = performance.now() - t0;
     const configMB = Buffer.byteLength(yaml) / 1e6;
 
-    const nodeArgs = daemonNodeArgs(o);
-    const args = [
-      ...DAEMON_NODE_FLAGS,
-      ...nodeArgs,
-      MUP_BIN,
-      'daemon',
-      '--config', env.configPath,
-      '--instance', env.instance,
-      '--netns', env.ns,
-      '--socket', env.socket,
-      '--state-file', env.stateFile,
-      '--bpffs', env.bpffs,
-      '--log-format', 'json',
-    ];
+    const args = daemonArgv(o, env);
 
     // Node's own start, for scale: `node bin/mup.js --version`.
     const v0 = performance.now();
@@ -1339,16 +1326,29 @@ function nodeFlagsNote(o: Options): string {
 }
 
 /**
- * node's flags for the daemon beyond its own: --cpu-prof DIR's, then the
- * --node-flag ones (none without either). A coarse sampling
- * interval: every SIGPROF sample interrupts the verifier, and
+ * node's command line for the daemon under test: its own flags, then
+ * --cpu-prof DIR's, then the --node-flag ones. A coarse sampling interval
+ * for --cpu-prof: every SIGPROF sample interrupts the verifier, and
  * BPF_PROG_LOAD gives up with EAGAIN after libbpf's 5 retries at node's
  * default 1 ms.
  */
-function daemonNodeArgs(o: Options): string[] {
-  if (o.cpuProf === undefined) return [...o.nodeFlags];
-  mkdirSync(o.cpuProf, { recursive: true });
-  return ['--cpu-prof', '--cpu-prof-dir', o.cpuProf, '--cpu-prof-interval', '20000', ...o.nodeFlags];
+function daemonArgv(o: Options, env: Env): string[] {
+  const prof = o.cpuProf === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', o.cpuProf, '--cpu-prof-interval', '20000'];
+  if (o.cpuProf !== undefined) mkdirSync(o.cpuProf, { recursive: true });
+  return [
+    ...DAEMON_NODE_FLAGS,
+    ...prof,
+    ...o.nodeFlags,
+    MUP_BIN,
+    'daemon',
+    '--config', env.configPath,
+    '--instance', env.instance,
+    '--netns', env.ns,
+    '--socket', env.socket,
+    '--state-file', env.stateFile,
+    '--bpffs', env.bpffs,
+    '--log-format', 'json',
+  ];
 }
 
 // (i) A million sessions
@@ -1395,7 +1395,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
   let log = '';
   const start = async (): Promise<{ d: ChildProcess; ms: number }> => {
     log = '';
-    const args = [...DAEMON_NODE_FLAGS, ...daemonNodeArgs(o), MUP_BIN, 'daemon', '--config', env.configPath, '--instance', env.instance, '--netns', env.ns, '--socket', env.socket, '--state-file', env.stateFile, '--bpffs', env.bpffs, '--log-format', 'json'];
+    const args = daemonArgv(o, env);
     const s0 = performance.now();
     const d = spawn('node', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     env.daemon = d;

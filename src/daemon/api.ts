@@ -42,7 +42,7 @@ import { DEFAULT_MAX_CONNECTIONS, DEFAULT_STALL_TIMEOUT_S } from '../config/load
 import { AddressError } from '../sid/addr.js';
 import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
-import { releaseMemorySoon, requestEnded, requestStarted } from './memory.js';
+import { forcedReleaseNote, releaseMemorySoon, requestEnded, requestStarted } from './memory.js';
 import { RULE_KIND_LIST, RuleError, type RuleKindSpec } from './rules.js';
 import { BatchError, batchOperations } from './batch.js';
 import { health } from './health.js';
@@ -939,7 +939,7 @@ class ApiServer extends Server {
         s.destroy();
         this.#conns.delete(s);
         releaseMemorySoon(() =>
-          this.#o.log?.info({ listener: this.#o.name }, 'no second without API requests in 5 s: the full collection after closing a stalled connection ran between requests'),
+          this.#o.log?.info({ listener: this.#o.name }, forcedReleaseNote('closing a stalled connection')),
         );
       }
     }

@@ -41,7 +41,7 @@ import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher } from '../dataplane/nexthop.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
-import { releaseMemory, releaseMemorySoon } from './memory.js';
+import { forcedReleaseNote, releaseMemory, releaseMemorySoon } from './memory.js';
 import { KeptText } from './kept-text.js';
 import { LoopMonitor } from './loop.js';
 import { ensureBpffs, Pins, type PinnedMaps } from './pins.js';
@@ -240,11 +240,12 @@ export class Daemon {
   /** BGP MUP (config bgp:), src/daemon/bgp.ts. */
   #bgp: BgpService | undefined;
 
+  /** What this process runs, read as it starts: a package upgraded under it changes nothing it says. */
+  readonly #version = runningVersion();
+
   constructor(o: DaemonOptions) {
     this.#o = o;
     this.#log = o.log;
-    // What this process runs, read as it starts: a package upgraded under it changes nothing it says.
-    runningVersion();
     this.pins = new Pins(o.bpffs ?? DEFAULT_BPFFS, o.instance);
     this.#stateFile = o.stateFile ?? defaultStateFile(o.instance);
     this.#store = new StateStore(this.#stateFile);
@@ -1123,7 +1124,7 @@ export class Daemon {
     lap('state');
     // The replaced rules given back after the answer, in a second without requests if one comes within 5 s (a full collection),
     // not in the reload's own time; the parse's garbage went with its thread.
-    releaseMemorySoon(() => this.#log.info({}, 'no second without API requests in 5 s: the full collection after the reload ran between requests'));
+    releaseMemorySoon(() => this.#log.info({}, forcedReleaseNote('the reload')));
     this.#nexthops();
     this.#bgp?.readvertise();
     lap('rest');
@@ -1648,7 +1649,7 @@ export class Daemon {
     const s = dp.config.settings;
     return {
       instance: this.#o.instance,
-      version: runningVersion(),
+      version: this.#version,
       pid: process.pid,
       startedAt: this.startedAt.toISOString(),
       uptimeSeconds: Math.round((Date.now() - this.startedAt.getTime()) / 1000),

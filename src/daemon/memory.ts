@@ -75,6 +75,11 @@ export const QUIET_MS = 1000;
  */
 export const MAX_WAIT_MS = 5000;
 
+/** The log line when the collection after `what` ran without a quiet second (MAX_WAIT_MS passed). */
+export function forcedReleaseNote(what: string): string {
+  return `no second without API requests in ${MAX_WAIT_MS / 1000} s: the full collection after ${what} ran between requests`;
+}
+
 /** API requests in flight now (test/unit/release-quiet.test.ts). */
 export function requestsInFlight(): number {
   return inFlight;
