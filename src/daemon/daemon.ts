@@ -77,6 +77,8 @@ import {
 } from './rules.js';
 import { canonicalKey as canonicalKeyOf } from './rules.js';
 import { planBatchYielding, type BatchResult } from './batch.js';
+import { nextTurn } from './slices.js';
+import { SliceClock } from '../host/slice-clock.js';
 import { BgpService, type LearnedApplied } from './bgp.js';
 import type { LearnedDelta } from '../bgp/incremental.js';
 
@@ -1529,16 +1531,18 @@ export class Daemon {
       const plan = await planBatchYielding(this.#rules, ops);
       const t = this.dataplane.rules;
       const t1 = performance.now();
-      this.#tables(t, plan.changes);
+      await this.#tablesYielding(t, plan.changes);
       const t2 = performance.now();
       // Each key as it was (rule set and overlay entries), to put back if the record cannot be written.
       const was: { kind: RuleKind; key: string; rule: Rule | undefined; put: Rule | undefined; del: boolean }[] = [];
       const overlay = this.#rules.overlay;
+      const slice = new SliceClock();
       for (const [kind, d] of plan.delta) {
         const set = this.#rules.rules(kind);
         const puts = overlay[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
         const dels = overlay[RULE_KINDS[kind].overlay.del];
         for (const [key, r] of d) {
+          if ((was.length & 127) === 127 && slice.due()) await nextTurn();
           was.push({ kind, key, rule: set.get(key), put: puts.get(key), del: dels.has(key) });
           if (r === null) this.#rules.delete(kind, key);
           else this.#rules.put(kind, r);
@@ -1592,8 +1596,34 @@ export class Daemon {
       this.#nh?.rulesPut(c, gone);
       return r;
     } catch (e) {
-      if (e instanceof TablesFullError || e instanceof RangeError) throw new RuleError(e.message, 409);
-      throw e;
+      throw tablesError(e);
+    }
+  }
+
+  /**
+   * #tables with the event loop running between slices of the write, during
+   * its grace periods and between pieces of the next-hop cache's
+   * bookkeeping (NH_CHUNK rules a piece): a batch.
+   */
+  async #tablesYielding(t: Tables, c: Changes): Promise<ApplyResult> {
+    try {
+      const nh = this.#nh;
+      const clock = new SliceClock();
+      const gone: number[] = [];
+      for (const piece of changePieces(c, NH_CHUNK)) {
+        if (clock.due()) await nextTurn();
+        if (nh !== undefined) for (const id of nh.deletedRules(piece)) gone.push(id);
+      }
+      const r = await t.applyYielding(c);
+      let first = true;
+      for (const piece of changePieces(c, NH_CHUNK)) {
+        if (clock.due()) await nextTurn();
+        nh?.rulesPut(piece, first ? gone : []);
+        first = false;
+      }
+      return r;
+    } catch (e) {
+      throw tablesError(e);
     }
   }
 
@@ -1711,6 +1741,29 @@ export class Daemon {
     this.#dp?.close();
     this.unlock();
   }
+}
+
+/** Rules of a change the next-hop cache takes between two checks of the time slice (about 1 ms of work here). */
+const NH_CHUNK = 512;
+
+/** A change's lists in pieces of at most n entries each (every piece a Changes of its own; at least one piece). */
+function* changePieces(c: Changes, n: number): Generator<Changes> {
+  const lists = ['putPolicies', 'delPolicies', 'putLocalSids', 'delLocalSids', 'putSessions', 'delSessions'] as const;
+  let any = false;
+  for (const name of lists) {
+    const list = c[name] as readonly unknown[] | undefined;
+    if (list === undefined) continue;
+    for (let at = 0; at < list.length; at += n) {
+      any = true;
+      yield { [name]: list.slice(at, at + n) } as Changes;
+    }
+  }
+  if (!any) yield {};
+}
+
+/** A table error that is the caller's (full, too many lengths) as a 409; others as they are. */
+function tablesError(e: unknown): unknown {
+  return e instanceof TablesFullError || e instanceof RangeError ? new RuleError(e.message, 409) : e;
 }
 
 /** A rule as the API lists it. */

@@ -67,6 +67,7 @@ import {
   type MapMapping,
 } from './libbpf.js';
 import { graceClock } from './grace.js';
+import { SliceClock } from '../host/slice-clock.js';
 
 export const MAP_POLICIES = 'mup_policies';
 export const MAP_LOCALSIDS = 'mup_localsids';
@@ -102,6 +103,64 @@ const COUNTER_READ_CHUNK = 65536;
 
 /** Counter slots zeroed per BPF_MAP_UPDATE_BATCH call. */
 const ZERO_CHUNK = 8192;
+
+/**
+ * What a change's writes stop at: a grace period's number (the next write
+ * needs it completed) or undefined (a slice of work done). Tables.apply
+ * runs through them at once, waiting for grace periods with Atomics.wait;
+ * applyYielding lets the event loop run at each (a large
+ * batch must not hold the loop for its whole write).
+ */
+type TableStep = number | undefined;
+
+/** New entries one BPF_MAP_UPDATE_BATCH writes at most. */
+const INSERT_CHUNK = 2048;
+
+/** Counter slots of deleted rules zeroed between two checks of the time slice. */
+const RECLAIM_CHUNK = 2048;
+
+/** Stop for grace period `seq` unless it is over; then it is (Atomics.wait when run at once). */
+function* graceStep(seq: number): Generator<TableStep, void> {
+  if (!graceClock.done(seq)) yield seq;
+  graceClock.waitSync(seq);
+}
+
+/** Keys to delete as the mirror's latin1 texts, the slice checked every 256. */
+function* keyTexts<K>(list: readonly K[], encode: (k: K) => Buffer, clock: SliceClock): Generator<TableStep, string[]> {
+  const out = new Array<string>(list.length);
+  for (let i = 0; i < list.length; i++) {
+    if ((i & 255) === 255 && clock.due()) yield;
+    out[i] = encode(list[i]!).toString('latin1');
+  }
+  return out;
+}
+
+/** A change run at once (graceStep blocks). */
+function runSteps<T>(g: Generator<TableStep, T>): T {
+  for (let r = g.next(); ; r = g.next()) if (r.done === true) return r.value;
+}
+
+/**
+ * A change with the event loop running at its steps: a turn (setImmediate)
+ * after a slice, the grace clock's promise for a grace period. Tables
+ * closed meanwhile (the daemon stopping): the change ends with an error at
+ * its next step, its own error handling run (nothing more is written).
+ */
+async function runStepsYielding<T>(g: Generator<TableStep, T>, closed: () => boolean): Promise<T> {
+  let r = g.next();
+  for (;;) {
+    if (r.done === true) return r.value;
+    try {
+      if (r.value === undefined) await new Promise<void>((resolve) => setImmediate(resolve));
+      else await graceClock.wait(r.value);
+      if (closed()) throw new Error('the data plane was closed during the change; it was not finished');
+    } catch (e) {
+      r = g.throw(e);
+      continue;
+    }
+    r = g.next();
+  }
+}
 
 /** File descriptors and offsets of a loaded object's tables. */
 export interface TableFds {
@@ -306,9 +365,9 @@ const READ_BACK_ONE_BY_ONE = 256;
  * table for many (a reload or a restart with most rules as they were): the
  * dump is garbage once the change is planned.
  */
-function storedValues(mirror: Mirror, existing: number): (rule: number, key: Buffer) => Buffer | undefined {
+function storedValues(mirror: Mirror, existing: number, oneByOne = READ_BACK_ONE_BY_ONE): (rule: number, key: Buffer) => Buffer | undefined {
   const vs = mirror.valueSize;
-  if (existing <= READ_BACK_ONE_BY_ONE) return (_rule, key) => mapLookup(mirror.fd, key, vs, mirror.name);
+  if (existing <= oneByOne) return (_rule, key) => mapLookup(mirror.fd, key, vs, mirror.name);
   let dump: { keys: Buffer; values: Buffer; at: Int32Array; ks: number } | undefined;
   return (rule, key) => {
     const ks = key.length;
@@ -418,16 +477,18 @@ interface Plan {
 // garbage collector more than the syscalls; a view per entry (subarray)
 // costs an object, which a load keeps alive to its end.
 
-function putsOf<R>(
+function* putsOf<R>(
   list: readonly R[],
   keySize: number,
   plen: (r: R) => number,
   writeKey: (r: R, into: Buffer, at: number) => void,
   writeValue: (r: R, rule: number, into: Buffer, at: number) => void,
-): Put[] {
+  clock?: SliceClock,
+): Generator<TableStep, Put[]> {
   const keys = Buffer.alloc(keySize * list.length);
   const out = new Array<Put>(list.length);
   for (let i = 0; i < list.length; i++) {
+    if (clock !== undefined && (i & 255) === 255 && clock.due()) yield;
     const r = list[i]!;
     const at = i * keySize;
     writeKey(r, keys, at);
@@ -443,13 +504,14 @@ function putsOf<R>(
   return out;
 }
 
-const policyPuts = (list: readonly Policy[]): Put[] =>
+const policyPuts = (list: readonly Policy[], clock?: SliceClock): Generator<TableStep, Put[]> =>
   putsOf(
     list,
     LAYOUTS.mup_policy_key.size,
     (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len),
     (p, into, at) => writePolicyKey(p.match, p.teid, into, at),
     writePolicy,
+    clock,
   );
 
 // Address-only entries (bpf/lookup.h, MUP_POL_ADDR_ONLY): an N3 address with
@@ -486,16 +548,17 @@ function addrOnlyPut(daddr: number): Put {
   return { keys: key, at: 0, keyStr, plen: 32, standalone: true, rule: undefined, writeValue: writeAddrOnly as Put['writeValue'] };
 }
 
-const localSidPuts = (list: readonly LocalSid[]): Put[] =>
-  putsOf(list, LAYOUTS.mup_localsid_key.size, (l) => l.sid.len, (l, into, at) => writeLocalSidKey(l.sid, into, at), writeLocalSid);
+const localSidPuts = (list: readonly LocalSid[], clock?: SliceClock): Generator<TableStep, Put[]> =>
+  putsOf(list, LAYOUTS.mup_localsid_key.size, (l) => l.sid.len, (l, into, at) => writeLocalSidKey(l.sid, into, at), writeLocalSid, clock);
 
-const sessionPuts = (list: readonly Session[]): Put[] =>
+const sessionPuts = (list: readonly Session[], clock?: SliceClock): Generator<TableStep, Put[]> =>
   putsOf(
     list,
     LAYOUTS.mup_session_key.size,
     (x) => sessionPlen(x.ue.family, x.ue.prefix.len),
     (x, into, at) => writeSessionKey(x.ue, into, at),
     writeSession,
+    clock,
   );
 
 export class Tables {
@@ -698,9 +761,9 @@ export class Tables {
    * when the result would not fit.
    */
   sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): ApplyResult {
-    const putP = policyPuts(policies);
-    const putL = localSidPuts(localsids);
-    const putS = sessionPuts(sessions);
+    const putP = runSteps(policyPuts(policies));
+    const putL = runSteps(localSidPuts(localsids));
+    const putS = runSteps(sessionPuts(sessions));
     const delP: string[] = [];
     const delL: string[] = [];
     const delS: string[] = [];
@@ -718,9 +781,9 @@ export class Tables {
         for (const k of mirror.keys.keys()) if (!keep.has(k)) dels.push(k);
       }
     }
-    const [putP2, delP2] = this.#withAddrOnly(putP, delP);
+    const [putP2, delP2] = runSteps(this.#withAddrOnly(putP, delP));
     try {
-      return this.#apply(settings, putP2, delP2, putL, delL, putS, delS);
+      return runSteps(this.#applying(settings, putP2, delP2, putL, delL, putS, delS));
     } finally {
       this.#noteAddrOnly(putP2, delP2);
     }
@@ -744,21 +807,25 @@ export class Tables {
    * needed or stale (see addrOnlyPut): an address with TEID keys after the
    * change and no /32 policy of its own has one; no other has.
    */
-  #withAddrOnly(puts: readonly Put[], dels: readonly string[]): [Put[], string[]] {
+  *#withAddrOnly(puts: readonly Put[], dels: readonly string[], clock?: SliceClock): Generator<TableStep, [Put[], string[]]> {
     const mirror = this.#policies;
     const putKeys = new Set<string>();
     for (const p of puts) putKeys.add(p.keyStr);
+    if (clock?.due() === true) yield;
     const delSet = new Set(dels.filter((k) => !putKeys.has(k)));
     const teid = new Map<number, number>();
     const touched = new Set<number>();
     const countOf = (da: number): number => teid.get(da) ?? mirror.teidKeys.get(da) ?? 0;
+    let n = 0;
     for (const k of delSet) {
+      if ((++n & 255) === 0 && clock?.due() === true) yield;
       if (!mirror.keys.has(k)) continue;
       const { plen, daddr } = keyParts(k);
       if (plen > 32) teid.set(daddr, countOf(daddr) - 1);
       if (plen >= 32) touched.add(daddr);
     }
     for (const p of puts) {
+      if ((++n & 255) === 0 && clock?.due() === true) yield;
       if (p.plen < 32) continue;
       const { plen, daddr } = keyParts(p.keyStr);
       if (plen > 32 && !mirror.keys.has(p.keyStr)) teid.set(daddr, countOf(daddr) + 1);
@@ -782,28 +849,46 @@ export class Tables {
     return [outPuts, [...delSet]];
   }
 
-  /** Apply a batch of puts (add or replace, by key) and deletes (by key). */
+  /** Apply a batch of puts (add or replace, by key) and deletes (by key), at once (grace periods waited for with Atomics.wait). */
   apply(c: Changes): ApplyResult {
-    const [putP, delP] = this.#withAddrOnly(
-      policyPuts(c.putPolicies ?? []),
-      (c.delPolicies ?? []).map((m) => policyKeyBuf(m).toString('latin1')).filter((k) => !this.#addrOnly.has(k)),
+    return runSteps(this.#applyingChanges(c));
+  }
+
+  /**
+   * apply, the event loop running between slices of about SLICE_MS
+   * (the plan, INSERT_CHUNK new entries a write) and while a write waits
+   * for a grace period (a replace after a replace, a flip after a flip):
+   * a large API batch (src/daemon/daemon.ts). The caller holds the
+   * daemon's serial section: nothing else writes the tables meanwhile.
+   * Packets see each entry change in one step, as with apply; reads of
+   * the tables meanwhile (status, rule ids) see the change part done.
+   */
+  applyYielding(c: Changes): Promise<ApplyResult> {
+    // Replaced values read back one lookup each (sliced), not in one dump of the table (60-90 ms at 65,536).
+    return runStepsYielding(this.#applyingChanges(c, Infinity), () => this.#closed);
+  }
+
+  *#applyingChanges(c: Changes, oneByOne = READ_BACK_ONE_BY_ONE): Generator<TableStep, ApplyResult> {
+    const clock = new SliceClock();
+    const policies = yield* policyPuts(c.putPolicies ?? [], clock);
+    const localsids = yield* localSidPuts(c.putLocalSids ?? [], clock);
+    const sessions = yield* sessionPuts(c.putSessions ?? [], clock);
+    const delPolicies = yield* keyTexts(c.delPolicies ?? [], (m) => policyKeyBuf(m), clock);
+    const delLocalSids = yield* keyTexts(c.delLocalSids ?? [], (s) => encodeLocalSidKey(s), clock);
+    const delSessions = yield* keyTexts(c.delSessions ?? [], (u) => encodeSessionKey(u), clock);
+    const [putP, delP] = yield* this.#withAddrOnly(
+      policies,
+      delPolicies.filter((k) => !this.#addrOnly.has(k)),
+      clock,
     );
     try {
-      return this.#apply(
-        c.settings ?? this.#settings,
-        putP,
-        delP,
-        localSidPuts(c.putLocalSids ?? []),
-        (c.delLocalSids ?? []).map((s) => encodeLocalSidKey(s).toString('latin1')),
-        sessionPuts(c.putSessions ?? []),
-        (c.delSessions ?? []).map((u) => encodeSessionKey(u).toString('latin1')),
-      );
+      return yield* this.#applying(c.settings ?? this.#settings, putP, delP, localsids, delLocalSids, sessions, delSessions, clock, oneByOne);
     } finally {
       this.#noteAddrOnly(putP, delP);
     }
   }
 
-  #apply(
+  *#applying(
     settings: Settings,
     putP: readonly Put[],
     delP: readonly string[],
@@ -811,7 +896,9 @@ export class Tables {
     delL: readonly string[],
     putS: readonly Put[] = [],
     delS: readonly string[] = [],
-  ): ApplyResult {
+    clock = new SliceClock(),
+    oneByOne = READ_BACK_ONE_BY_ONE,
+  ): Generator<TableStep, ApplyResult> {
     if (
       settings.maxPolicies !== this.sizes.maxPolicies ||
       settings.maxLocalSids !== this.sizes.maxLocalSids ||
@@ -823,17 +910,17 @@ export class Tables {
       );
     }
     // Plan everything first, so that a batch that does not fit writes nothing.
-    const planP = this.#plan(putP, delP, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies);
+    const planP = yield* this.#plan(putP, delP, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies, clock, oneByOne);
     let planL: Plan;
     let planS: Plan;
     try {
-      planL = this.#plan(putL, delL, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids);
+      planL = yield* this.#plan(putL, delL, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids, clock, oneByOne);
     } catch (e) {
       this.#policyIds.give(planP.taken);
       throw e;
     }
     try {
-      planS = this.#plan(putS, delS, this.#sessions, this.#sessionIds, 'sessions', 'max_sessions', maxSessionsOf(this.sizes));
+      planS = yield* this.#plan(putS, delS, this.#sessions, this.#sessionIds, 'sessions', 'max_sessions', maxSessionsOf(this.sizes), clock, oneByOne);
     } catch (e) {
       this.#policyIds.give(planP.taken);
       this.#localsidIds.give(planL.taken);
@@ -867,18 +954,28 @@ export class Tables {
         const { puts, values: planned, rules, fresh } = plan;
         const vs = mirror.valueSize;
         if (fresh.length > 0) {
-          this.#graceFor(this.#allocDebt);
+          yield* graceStep(this.#allocDebt);
           this.trace?.push({ op: 'insert', seq: graceClock.completed });
           const { keys, values } = plan.contiguous ? { keys: puts[0]!.keys.subarray(puts[0]!.at, puts[0]!.at + puts[0]!.keyStr.length * fresh.length), values: planned } : gather(plan, vs);
-          mapUpdateBatch(fd, keys, values, fresh.length, name);
-          this.#touch(fd);
+          const ks = puts[fresh[0]!]!.keyStr.length;
+          // INSERT_CHUNK a write; inserts free nothing, so none waits for a grace period.
+          for (let at = 0; at < fresh.length; at += INSERT_CHUNK) {
+            if (at > 0 && clock.due()) yield;
+            const n = Math.min(INSERT_CHUNK, fresh.length - at);
+            mapUpdateBatch(fd, keys.subarray(at * ks, (at + n) * ks), values.subarray(at * vs, (at + n) * vs), n, name);
+            this.#touch(fd);
+            for (let j = at; j < at + n; j++) {
+              const i = fresh[j]!;
+              mirror.add(puts[i]!.keyStr, rules[i]!, planned, puts[i]!.plen, i * vs);
+            }
+            added += n;
+          }
           this.generation++;
-          for (const i of fresh) mirror.add(puts[i]!.keyStr, rules[i]!, planned, puts[i]!.plen, i * vs);
-          added += fresh.length;
         }
         for (const i of plan.replace) {
           const p = puts[i]!;
-          this.#graceFor(this.#allocDebt);
+          if (clock.due()) yield;
+          yield* graceStep(this.#allocDebt);
           this.trace?.push({ op: 'replace', seq: graceClock.completed });
           mapUpdate(fd, putKey(p), planned.subarray(i * vs, (i + 1) * vs), BPF_ANY, name);
           this.#touch(fd);
@@ -890,7 +987,7 @@ export class Tables {
       // 2. The config with old and new prefix lengths (and the generation + 1
       // of a table that was written).
       const widenedNow = withFields(widened, this.#nextGens());
-      if (!sameFields(before, widenedNow)) this.#writeConfig(widenedNow);
+      if (!sameFields(before, widenedNow)) yield* this.#writingConfig(widenedNow);
       // 3. Stale entries.
       for (const [plan, fd, mirror, name, freed] of [
         [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES, freedP],
@@ -901,6 +998,7 @@ export class Tables {
         // them (only the next element-allocating write after them does:
         // #allocDebt): all of a table's in one BPF_MAP_DELETE_BATCH.
         if (plan.deletes.length === 0) continue;
+        if (clock.due()) yield;
         const ks = plan.deletes[0]!.length;
         const keys = Buffer.allocUnsafe(ks * plan.deletes.length);
         plan.deletes.forEach((k, i) => keys.write(k, i * ks, 'latin1'));
@@ -922,7 +1020,7 @@ export class Tables {
       // 4. The config with the new lengths only (and the generation + 1 of a
       // table an entry was deleted from).
       const afterNow = withFields(after, this.#nextGens());
-      if (!sameFields(widenedNow, afterNow)) this.#writeConfig(afterNow);
+      if (!sameFields(widenedNow, afterNow)) yield* this.#writingConfig(afterNow);
     } catch (e) {
       // An entry written but its generation not yet changed: change it now,
       // or CPUs could keep a copy of the entry that was replaced.
@@ -943,18 +1041,17 @@ export class Tables {
       this.#pendingFree.push({ seq, policies: freedP, localsids: freedL, sessions: freedS });
       // Zeroed as soon as that grace period is over, not at the next change:
       // until then the per-function totals still hold the deleted rules' counts.
+      // In slices: 10,000 slots zeroed at once held the loop 10-20 ms.
       graceClock.wait(seq, false).then(
-        () => {
-          if (!this.#closed) this.#reclaim(false);
-        },
+        () => (this.#closed ? undefined : runStepsYielding(this.#reclaiming(new SliceClock()), () => this.#closed)),
         () => undefined, // the next change reclaims them (blocking if need be)
-      );
+      ).catch(() => undefined); // the tables closed meanwhile: nothing to reclaim for
     }
-    this.#reclaim(false);
+    yield* this.#reclaiming(clock);
     return { added, replaced, deleted, unchanged };
   }
 
-  #plan(
+  *#plan(
     puts: readonly Put[],
     dels: readonly string[],
     mirror: Mirror,
@@ -962,7 +1059,9 @@ export class Tables {
     what: string,
     setting: string,
     max: number,
-  ): Plan {
+    clock: SliceClock,
+    oneByOne: number,
+  ): Generator<TableStep, Plan> {
     const fresh: number[] = [];
     const replace: number[] = [];
     const putKeys = new Set<string>();
@@ -973,9 +1072,10 @@ export class Tables {
     let unchanged = 0;
     let existing = 0;
     for (const p of puts) if ((mirror.keys.get(p.keyStr) ?? -1) >= 0) existing++;
-    const stored = storedValues(mirror, existing);
+    const stored = storedValues(mirror, existing, oneByOne);
     try {
       for (let i = 0; i < puts.length; i++) {
+        if ((i & 255) === 255 && clock.due()) yield;
         const p = puts[i]!;
         if (putKeys.has(p.keyStr)) throw new RangeError(`the same ${what} key is given twice in one change`);
         putKeys.add(p.keyStr);
@@ -986,7 +1086,7 @@ export class Tables {
           rule = ids.take();
           if (rule === undefined && this.#pendingFree.length > 0) {
             // Ids freed by deletes whose grace period is still running.
-            this.#reclaim(true);
+            this.#reclaimAll();
             rule = ids.take();
           }
           if (rule === undefined) {
@@ -1060,26 +1160,42 @@ export class Tables {
     );
   }
 
-  /** Block until grace period `seq` has completed (0: none owed). */
-  #graceFor(seq: number): void {
-    graceClock.waitSync(seq);
-  }
-
   /**
    * Zero the counter slots of deleted rules and give their ids back, for
-   * every delete whose grace period has completed (`block`: wait for all).
+   * every delete whose grace period has completed, the slice checked
+   * between pieces of RECLAIM_CHUNK slots. A delete's ids are given back
+   * only after all its slots are zeroed; if another reclaim finished that
+   * delete while this one waited, this one goes on to the next.
    */
-  #reclaim(block: boolean): void {
+  *#reclaiming(clock: SliceClock): Generator<TableStep, void> {
     while (this.#pendingFree.length > 0) {
       const p = this.#pendingFree[0]!;
-      if (block) graceClock.waitSync(p.seq);
-      else if (!graceClock.done(p.seq)) return;
-      zeroCounterSlots(this.#fds.countersFd, [...p.policies, ...p.localsids, ...p.sessions].map((r) => MUP_EVENT_SLOTS + r), this.#ncpus);
+      if (!graceClock.done(p.seq)) return;
+      const slots = [...p.policies, ...p.localsids, ...p.sessions].map((r) => MUP_EVENT_SLOTS + r);
+      let mine = true;
+      for (let at = 0; at < slots.length; at += RECLAIM_CHUNK) {
+        if (at > 0 && clock.due()) {
+          yield;
+          if (this.#pendingFree[0] !== p) {
+            mine = false;
+            break;
+          }
+        }
+        zeroCounterSlots(this.#fds.countersFd, slots.slice(at, at + RECLAIM_CHUNK), this.#ncpus);
+      }
+      if (!mine) continue;
       this.#pendingFree.shift();
       this.#policyIds.give(p.policies);
       this.#localsidIds.give(p.localsids);
       this.#sessionIds.give(p.sessions);
     }
+  }
+
+  /** Wait for every delete's grace period, then zero their slots and give their ids back. */
+  #reclaimAll(): void {
+    const last = this.#pendingFree.at(-1);
+    if (last !== undefined) graceClock.waitSync(last.seq);
+    runSteps(this.#reclaiming(new SliceClock(Infinity)));
   }
 
   /**
@@ -1099,7 +1215,7 @@ export class Tables {
   /** Wait for every grace period owed so far, and reuse the ids it frees. */
   settle(): void {
     graceClock.waitSync(Math.max(this.#allocDebt, this.#flipDebt));
-    this.#reclaim(true);
+    this.#reclaimAll();
   }
 
   /** Unmap the configuration (the data plane is closed). */
@@ -1126,6 +1242,10 @@ export class Tables {
    * write the idle copy (after the last flip's grace period) and flip.
    */
   #writeConfig(f: ConfigFields): void {
+    runSteps(this.#writingConfig(f));
+  }
+
+  *#writingConfig(f: ConfigFields): Generator<TableStep, void> {
     const key0 = Buffer.alloc(4);
     const cur = this.#readCfgValue();
     const sel = cur.readUInt32LE(this.#fds.selOffset) & 1;
@@ -1145,7 +1265,7 @@ export class Tables {
       }
     }
     // No packet reads the idle copy any more.
-    this.#graceFor(this.#flipDebt);
+    yield* graceStep(this.#flipDebt);
     this.trace?.push({ op: 'flip', seq: graceClock.completed });
     const next = sel ^ 1;
     encodeConfig(f, cur, this.#fds.configOffsets[next]);
@@ -1181,7 +1301,7 @@ export class Tables {
    * (test/load-scale.test.ts).
    */
   footprint(): Record<string, number> {
-    this.#reclaim(true);
+    this.#reclaimAll();
     const out: Record<string, number> = { addrOnly: this.#addrOnly.size };
     for (const [name, m, ids] of [
       ['policies', this.#policies, this.#policyIds],
