@@ -385,6 +385,13 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
     await refused(() => raw('POST', '/v1/policies', { 'content-type': 'application/json' }, [Buffer.from(padded)]), { status: 409, error: /table is full/ });
   });
 
+  it('a batch body over 128 KiB (read and checked over several turns) with a key given twice near its end: 400 naming it', async () => {
+    const ops = Array.from({ length: 2400 }, (_, i) => ({ op: 'add', policy: { ...NEW_POLICY, name: `big${i}`, match: `10.${100 + (i >> 8)}.${i & 255}.0/24` } }));
+    const twice = JSON.stringify({ operations: ops }).replace('"name":"big2399"', '"name":"big2399","name":"again"');
+    expect(Buffer.byteLength(twice)).toBeGreaterThan(2 * 128 * 1024);
+    await refused(() => raw('POST', '/v1/batch', { 'content-type': 'application/json' }, [Buffer.from(twice)]), { status: 400, path: 'operations[2399].policy.name', error: /^request body: operations\[2399\]\.policy\.name: key given twice/ });
+  });
+
   // ----------------------------------------------------------------------- DELETE
   const DELETE_CASES: (Expect & { name: string; url: string })[] = [
     { name: 'a match not in the table', url: '/v1/policies?match=10.0.9.0/24', status: 404, error: /no policy with match 10\.0\.9\.0\/24; list them with mup policy list/ },

@@ -45,6 +45,8 @@ import type { Logger } from './log.js';
 import { forcedReleaseNote, releaseMemorySoon, requestEnded, requestStarted } from './memory.js';
 import { RULE_KIND_LIST, RuleError, type RuleKindSpec } from './rules.js';
 import { BatchError, batchOperations } from './batch.js';
+import { nextTurn, runNow, runYielding } from './slices.js';
+import { SliceClock } from '../host/slice-clock.js';
 import { health } from './health.js';
 import koffi from 'koffi';
 import { probeStatus, ProbeRequestError, setProbe } from '../dataplane/probe-control.js';
@@ -226,6 +228,8 @@ async function stream(res: ServerResponse, status: number, contentType: string, 
   res.writeHead(status, { 'content-type': contentType });
   let parts: string[] = [];
   let size = 0;
+  // A client that takes everything at once (a local socket) still gets it over several turns of the loop.
+  const clock = new SliceClock();
   for (const p of pieces) {
     parts.push(p);
     size += p.length;
@@ -235,6 +239,7 @@ async function stream(res: ServerResponse, status: number, contentType: string, 
     parts = [];
     size = 0;
     if (!more) await writable(res);
+    else if (clock.due()) await nextTurn();
   }
   if (!res.destroyed) res.end(parts.join(''));
 }
@@ -293,7 +298,12 @@ async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<unknown
     if (size > limit) throw new HttpError(413, `body is over the ${limit}-byte limit; ${hint}`);
     chunks.push(c as Buffer);
   }
-  const text = Buffer.concat(chunks).toString('utf8');
+  // A large body (a batch: up to 16 MiB) is read in a few turns of the event loop, not one.
+  const large = size > LARGE_BODY;
+  const bytes = Buffer.concat(chunks);
+  if (large) await nextTurn();
+  const text = bytes.toString('utf8');
+  if (large) await nextTurn();
   let body: unknown;
   try {
     body = JSON.parse(text) as unknown;
@@ -302,7 +312,7 @@ async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<unknown
   }
   // JSON.parse keeps the last of a repeated key without a word; the config
   // file refuses repeated keys, and so does the API (one rule, one meaning).
-  const twice = repeatedKey(text);
+  const twice = large ? await runYielding(repeatedKeys(text)) : repeatedKey(text);
   if (twice !== undefined) throw new HttpError(400, `request body: ${twice}: key given twice; give each key once`, twice);
   return body;
 }
@@ -314,6 +324,17 @@ async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<unknown
  * 10,000-operation batch is 1.3 MB).
  */
 export function repeatedKey(text: string): string | undefined {
+  return runNow(repeatedKeys(text));
+}
+
+/** Bytes of a request body over which it is read in several turns of the event loop. */
+const LARGE_BODY = 128 * 1024;
+
+/** Characters repeatedKeys scans between two yields (about 2 ms here). */
+const SCAN_SLICE = 128 * 1024;
+
+/** repeatedKey, yielding after every SCAN_SLICE characters. */
+function* repeatedKeys(text: string): Generator<void, string | undefined> {
   interface Frame {
     /** undefined: an array. A short list (most objects have a few keys), a Set past SMALL keys. */
     keys: string[] | Set<string> | undefined;
@@ -331,7 +352,12 @@ export function repeatedKey(text: string): string | undefined {
     return path;
   };
   const n = text.length;
+  let pause = SCAN_SLICE;
   for (let i = 0; i < n; i++) {
+    if (i >= pause) {
+      pause = i + SCAN_SLICE;
+      yield;
+    }
     const c = text.charCodeAt(i);
     if (c === 0x22 /* " */) {
       // The closing quote: the next one not escaped (an odd run of backslashes before it escapes it).

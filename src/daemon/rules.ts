@@ -906,9 +906,13 @@ export type StateChange = { put: RuleKind; rule: RuleJson; base?: string | null 
 /** One record: a change, or several applied together (all or none: one line, one fdatasync). */
 export type StateLine = StateChange | { batch: StateChange[] };
 
-/** A state line serialised already (JSON.stringify of a StateLine): a batch's record, made in slices (src/daemon/batch.ts). */
+/** A state line serialised already (JSON.stringify of a StateLine and its newline, as UTF-8): a batch's record, made in slices (src/daemon/batch.ts). */
 export class JsonLine {
-  constructor(readonly json: string) {}
+  constructor(readonly bytes: Buffer) {}
+  /** The JSON text (without the newline). */
+  get json(): string {
+    return this.bytes.toString('utf8', 0, this.bytes.length - 1);
+  }
 }
 
 export function sha256(text: string | Buffer): string {
@@ -1249,7 +1253,7 @@ export class StateStore {
    * and a StateWriteError is thrown. Returns the record's length.
    */
   #write(line: StateLine | JsonLine, then?: (fd: number) => void): number {
-    const data = Buffer.from(`${line instanceof JsonLine ? line.json : JSON.stringify(line)}\n`);
+    const data = line instanceof JsonLine ? line.bytes : Buffer.from(`${JSON.stringify(line)}\n`);
     const compacting = this.#compacting;
     let fd: number;
     try {

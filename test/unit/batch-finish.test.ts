@@ -23,8 +23,8 @@ describe('a batch plan finished in slices', () => {
     const timer = setInterval(() => turns++, 0);
     let plan;
     try {
-      // All operations in one validation slice: any turn of the loop is finish()'s.
-      plan = await planBatchYielding(set, ops, ops.length);
+      // All operations in one validation slice (no count, no time limit): any turn of the loop is finish()'s.
+      plan = await planBatchYielding(set, ops, ops.length, Infinity);
     } finally {
       clearInterval(timer);
     }
