@@ -79,6 +79,16 @@ describe.skipIf(!isRoot)('a large batch and the event loop', () => {
       longest = Math.max(longest, now - last);
       last = now;
     }, 1);
+    // A table write between two slices of the batch's is refused, not run under its plan.
+    let second = 'not tried';
+    const tryWrite = setTimeout(() => {
+      try {
+        d.dataplane.rules.apply({});
+        second = 'written';
+      } catch (e) {
+        second = (e as Error).message;
+      }
+    }, 200);
     const t0 = performance.now();
     graceClock.testExtraMs = EXTRA;
     try {
@@ -87,7 +97,9 @@ describe.skipIf(!isRoot)('a large batch and the event loop', () => {
     } finally {
       graceClock.testExtraMs = was;
       clearInterval(timer);
+      clearTimeout(tryWrite);
     }
+    expect(second).toMatch(/a batch is being written to the tables; a second write must wait for it/);
     const took = performance.now() - t0;
     // M grace periods one after the other: the write took at least M x EXTRA ms ...
     expect(took).toBeGreaterThan(M * EXTRA);

@@ -727,9 +727,11 @@ export class Daemon {
    * it is up: XDP attaches to a down device), so frames that arrive once it
    * is up are translated, not routed by the kernel untouched; and the
    * next-hop cache lets go of the old device's ifindex (linksChanged).
-   * Safe outside the queue: every queued operation is synchronous from the
-   * moment it touches tables or links (reload awaits only its file read,
-   * before), so the check never runs in the middle of one.
+   * Safe outside the queue: it touches links and the next-hop cache, never
+   * the tables or the rule set; a queued operation that touches links is
+   * synchronous from then on, and a batch, which gives the loop turns
+   * while it writes, touches only tables, rules and the next-hop cache's
+   * rule index (rulesPut, which a pass takes as pending).
    */
   #watchLinks(): void {
     if (this.#linkTimer !== undefined) return;
@@ -1526,12 +1528,21 @@ export class Daemon {
     const tIn = performance.now();
     const { durable, plan } = await this.#serial.run(async () => {
       await this.#dp?.rules.writable('put');
+      // Group commit: no earlier change's fdatasync may fail (and run its undo, a table write) in the middle of this write.
+      await this.#store.idle();
       const t0 = performance.now();
       ms.wait = t0 - tIn;
       const plan = await planBatchYielding(this.#rules, ops);
+      this.#stillRunning();
       const t = this.dataplane.rules;
       const t1 = performance.now();
-      await this.#tablesYielding(t, plan.changes);
+      // The next-hop cache's ids of the rules deleted, before the deletes free them; its new rules after the rule set has them.
+      const gone = await this.#nhDeleted(plan.changes);
+      try {
+        await t.applyYielding(plan.changes);
+      } catch (e) {
+        throw tablesError(e);
+      }
       const t2 = performance.now();
       // Each key as it was (rule set and overlay entries), to put back if the record cannot be written.
       const was: { kind: RuleKind; key: string; rule: Rule | undefined; put: Rule | undefined; del: boolean }[] = [];
@@ -1548,6 +1559,7 @@ export class Daemon {
           else this.#rules.put(kind, r);
         }
       }
+      await this.#nhPut(plan.changes, gone);
       const undo = (): void => {
         t.apply(plan.undo);
         // The set first, then the overlay entries as they were (the set's put/delete touch them).
@@ -1567,6 +1579,8 @@ export class Daemon {
         }
       };
       const t3 = performance.now();
+      // Stopped during the write (the state file closed, its lock let go): not recorded, so not acknowledged; the next start writes the tables from the state file.
+      this.#stillRunning();
       try {
         return { durable: this.#recordGrouped(plan.line, undo), plan };
       } catch (e) {
@@ -1600,31 +1614,41 @@ export class Daemon {
     }
   }
 
-  /**
-   * #tables with the event loop running between slices of the write, during
-   * its grace periods and between pieces of the next-hop cache's
-   * bookkeeping (NH_CHUNK rules a piece): a batch.
-   */
-  async #tablesYielding(t: Tables, c: Changes): Promise<ApplyResult> {
-    try {
-      const nh = this.#nh;
-      const clock = new SliceClock();
-      const gone: number[] = [];
-      for (const piece of changePieces(c, NH_CHUNK)) {
-        if (clock.due()) await nextTurn();
-        if (nh !== undefined) for (const id of nh.deletedRules(piece)) gone.push(id);
-      }
-      const r = await t.applyYielding(c);
-      let first = true;
-      for (const piece of changePieces(c, NH_CHUNK)) {
-        if (clock.due()) await nextTurn();
-        nh?.rulesPut(piece, first ? gone : []);
-        first = false;
-      }
-      return r;
-    } catch (e) {
-      throw tablesError(e);
+  /** A batch's half of #tables before the write: the next-hop cache's ids of the rules it deletes, NH_CHUNK rules between two checks of the slice. */
+  async #nhDeleted(c: Changes): Promise<number[]> {
+    const gone: number[] = [];
+    const nh = this.#nh;
+    if (nh === undefined) return gone;
+    const clock = new SliceClock();
+    for (const piece of changePieces(c, NH_CHUNK)) {
+      if (clock.due()) await nextTurn();
+      for (const id of nh.deletedRules(piece)) gone.push(id);
     }
+    return gone;
+  }
+
+  /**
+   * A batch's half of #tables after the write and the rule set's update: its
+   * rules pointed at their next hops (`gone` at none), in pieces. After the
+   * rule set, so that a full pass starting meanwhile indexes the batch's
+   * rules from the set (or takes these as pending); until then a new rule
+   * points nowhere: the kernel's FIB lookup forwards its packets.
+   */
+  async #nhPut(c: Changes, gone: readonly number[]): Promise<void> {
+    const nh = this.#nh;
+    if (nh === undefined) return;
+    const clock = new SliceClock();
+    let first = true;
+    for (const piece of changePieces(c, NH_CHUNK)) {
+      if (clock.due()) await nextTurn();
+      nh.rulesPut(piece, first ? gone : []);
+      first = false;
+    }
+  }
+
+  /** Throws if the daemon was stopped (during a turn a batch gave the event loop). */
+  #stillRunning(): void {
+    if (this.#stopped) throw new Error('the daemon stopped during the change; it was not saved');
   }
 
   /** A function that restores the overlay entries of one key as they are now. */

@@ -135,6 +135,8 @@ function* keyTexts<K>(list: readonly K[], encode: (k: K) => Buffer, clock: Slice
   return out;
 }
 
+const CLOSED = 'the data plane was closed during the change; it was not finished';
+
 /** A change run at once (graceStep blocks). */
 function runSteps<T>(g: Generator<TableStep, T>): T {
   for (let r = g.next(); ; r = g.next()) if (r.done === true) return r.value;
@@ -147,13 +149,14 @@ function runSteps<T>(g: Generator<TableStep, T>): T {
  * its next step, its own error handling run (nothing more is written).
  */
 async function runStepsYielding<T>(g: Generator<TableStep, T>, closed: () => boolean): Promise<T> {
+  if (closed()) throw new Error(CLOSED);
   let r = g.next();
   for (;;) {
     if (r.done === true) return r.value;
     try {
       if (r.value === undefined) await new Promise<void>((resolve) => setImmediate(resolve));
       else await graceClock.wait(r.value);
-      if (closed()) throw new Error('the data plane was closed during the change; it was not finished');
+      if (closed()) throw new Error(CLOSED);
     } catch (e) {
       r = g.throw(e);
       continue;
@@ -573,6 +576,8 @@ export class Tables {
   readonly #sessionIds: IdPool;
   /** Grace period an element-allocating write waits for (after a replace or delete; 0: none). */
   #allocDebt = 0;
+  /** An applyYielding is under way (between its slices). */
+  #yielding = false;
   /** Grace period the next flip waits for (after the last flip; 0: none). */
   #flipDebt = 0;
   /** Rule ids deleted, reusable (and their counter slots zeroed) once grace period `seq` has completed. */
@@ -761,6 +766,7 @@ export class Tables {
    * when the result would not fit.
    */
   sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): ApplyResult {
+    this.#mayWrite();
     const putP = runSteps(policyPuts(policies));
     const putL = runSteps(localSidPuts(localsids));
     const putS = runSteps(sessionPuts(sessions));
@@ -782,11 +788,14 @@ export class Tables {
       }
     }
     const [putP2, delP2] = runSteps(this.#withAddrOnly(putP, delP));
+    let r: ApplyResult;
     try {
-      return runSteps(this.#applying(settings, putP2, delP2, putL, delL, putS, delS));
+      r = runSteps(this.#applying(settings, putP2, delP2, putL, delL, putS, delS));
     } finally {
       this.#noteAddrOnly(putP2, delP2);
     }
+    this.#reclaimDone();
+    return r;
   }
 
   /** After a batch (whole or not): which /32 keys it touched are address-only entries now. */
@@ -851,7 +860,25 @@ export class Tables {
 
   /** Apply a batch of puts (add or replace, by key) and deletes (by key), at once (grace periods waited for with Atomics.wait). */
   apply(c: Changes): ApplyResult {
-    return runSteps(this.#applyingChanges(c));
+    this.#mayWrite();
+    const r = runSteps(this.#applyingChanges(c));
+    this.#reclaimDone();
+    return r;
+  }
+
+  /**
+   * Throws unless a write may start now: the tables are open, and no
+   * applyYielding is under way (a write between two of its slices would
+   * move the mirror, the ids and the grace debts under its plan).
+   */
+  #mayWrite(): void {
+    if (this.#closed) throw new Error('the data plane is closed; nothing was written');
+    if (this.#yielding) throw new Error("a batch is being written to the tables; a second write must wait for it (the daemon's serial section)");
+  }
+
+  /** Deletes whose grace period is over: their slots zeroed and ids given back now. */
+  #reclaimDone(): void {
+    runSteps(this.#reclaiming(new SliceClock(Infinity)));
   }
 
   /**
@@ -859,13 +886,23 @@ export class Tables {
    * (the plan, INSERT_CHUNK new entries a write) and while a write waits
    * for a grace period (a replace after a replace, a flip after a flip):
    * a large API batch (src/daemon/daemon.ts). The caller holds the
-   * daemon's serial section: nothing else writes the tables meanwhile.
+   * daemon's serial section, after every earlier change's fdatasync (whose
+   * failure would undo it with a table write); any other write meanwhile
+   * throws (#mayWrite).
    * Packets see each entry change in one step, as with apply; reads of
    * the tables meanwhile (status, rule ids) see the change part done.
    */
-  applyYielding(c: Changes): Promise<ApplyResult> {
-    // Replaced values read back one lookup each (sliced), not in one dump of the table (60-90 ms at 65,536).
-    return runStepsYielding(this.#applyingChanges(c, Infinity), () => this.#closed);
+  async applyYielding(c: Changes): Promise<ApplyResult> {
+    this.#mayWrite();
+    this.#yielding = true;
+    try {
+      // Replaced values read back one lookup each (sliced), not in one dump of the table (60-90 ms at 65,536).
+      return await runStepsYielding(this.#applyingChanges(c, Infinity), () => this.#closed);
+    } finally {
+      this.#yielding = false;
+      // Deletes whose grace period is over, in slices of their own after the change (it is whole already).
+      if (!this.#closed) runStepsYielding(this.#reclaiming(new SliceClock()), () => this.#closed).catch(() => undefined);
+    }
   }
 
   *#applyingChanges(c: Changes, oneByOne = READ_BACK_ONE_BY_ONE): Generator<TableStep, ApplyResult> {
@@ -964,13 +1001,13 @@ export class Tables {
             const n = Math.min(INSERT_CHUNK, fresh.length - at);
             mapUpdateBatch(fd, keys.subarray(at * ks, (at + n) * ks), values.subarray(at * vs, (at + n) * vs), n, name);
             this.#touch(fd);
+            this.generation++;
             for (let j = at; j < at + n; j++) {
               const i = fresh[j]!;
               mirror.add(puts[i]!.keyStr, rules[i]!, planned, puts[i]!.plen, i * vs);
             }
             added += n;
           }
-          this.generation++;
         }
         for (const i of plan.replace) {
           const p = puts[i]!;
@@ -1024,7 +1061,7 @@ export class Tables {
     } catch (e) {
       // An entry written but its generation not yet changed: change it now,
       // or CPUs could keep a copy of the entry that was replaced.
-      if (this.#touched.policy || this.#touched.localsid) {
+      if ((this.#touched.policy || this.#touched.localsid) && !this.#closed) {
         try {
           this.#writeConfig(withFields(this.readConfig(), this.#nextGens()));
         } catch {
@@ -1047,7 +1084,6 @@ export class Tables {
         () => undefined, // the next change reclaims them (blocking if need be)
       ).catch(() => undefined); // the tables closed meanwhile: nothing to reclaim for
     }
-    yield* this.#reclaiming(clock);
     return { added, replaced, deleted, unchanged };
   }
 
@@ -1284,12 +1320,14 @@ export class Tables {
    * CPU looks its next packet's entry up again (bpf/lookup.h).
    */
   refreshCopies(): void {
+    this.#mayWrite();
     this.#touched = { policy: true, localsid: true };
     this.#writeConfig(withFields(this.readConfig(), this.#nextGens()));
   }
 
   /** Write the settings to the config even if nothing else changed (after load). */
   writeSettings(settings: Settings): void {
+    this.#mayWrite();
     this.#settings = settings;
     this.#writeConfig(this.#fields(settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens()));
   }
