@@ -1,7 +1,8 @@
 /**
  * POST /v1/batch (docs/api.md, "Batch"): many rule changes validated as a
  * whole against the running rule set, then applied all together (one table
- * write, one configuration flip, one state-file record) or not at all.
+ * write, in slices with the event loop running between them; one
+ * state-file record) or not at all.
  *
  * planBatch() only reads the rule set: it works on a delta (key -> the rule
  * after the batch, or null for deleted) on top of it, so that operation i

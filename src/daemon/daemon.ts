@@ -1519,9 +1519,11 @@ export class Daemon {
 
   /**
    * POST /v1/batch: validate every operation against the rule set (nothing
-   * touched), then one table write (one configuration flip), then one
-   * state-file record; a record that cannot be written undoes the tables
-   * and the set (src/daemon/batch.ts).
+   * touched), then one table write (Tables.applyYielding: in slices, each
+   * replace's grace period awaited), the rule set's update and the next-hop
+   * cache's, then one state-file record; a record that cannot be written
+   * undoes the tables and the set (src/daemon/batch.ts). Between slices
+   * the daemon answers reads, which see the batch part done.
    */
   async applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
     const ms = { wait: 0, plan: 0, tables: 0, rules: 0, record: 0, durable: 0 };
