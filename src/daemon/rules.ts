@@ -625,7 +625,9 @@ export function ruleDigest(kind: RuleKind, r: Rule): string {
   // that adds them back both name the same rules' digests as their records' base).
   let d = digests.get(r);
   if (d === undefined) {
-    d = sha256(JSON.stringify(RULE_KINDS[kind].json(r))).slice(0, 16);
+    // The first 8 bytes as 16 hex digits, a string of their own: a slice of the 64-digit text kept it alive
+    // beside it (112 bytes a kept digest instead of 32; 10,000 after a batch that touched 10,000 file rules).
+    d = createHash('sha256').update(JSON.stringify(RULE_KINDS[kind].json(r))).digest().toString('hex', 0, 8);
     digests.set(r, d);
   }
   return d;
