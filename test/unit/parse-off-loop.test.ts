@@ -51,6 +51,28 @@ describe('parseConfigOffLoop', () => {
     expect(localSidKey(got.localsids[1]!)).toBe('2001:db8:700::/64');
   });
 
+  it('shares the prefix objects many rules have in common, as parseConfig does, across the thread\'s messages', async () => {
+    // 600 policies (several messages), 256 sr_prefixes in turn (no two alike within a message) and one
+    // src_prefix; 300 sessions with 3 ISDs. Before: one prefix object (and BigInt) per rule and field.
+    const lines = ['settings: { max_policies: 1024, max_localsids: 16, max_sessions: 512 }', 'policies:'];
+    for (let i = 0; i < 600; i++) lines.push(`  - { name: p${i}, match: 10.${i >> 8}.${i & 255}.0/24, sr_prefix: "2001:db9:${(i & 255).toString(16)}::/48", src_prefix: "2001:db8:ffff::/64" }`);
+    lines.push('sessions:');
+    for (let i = 0; i < 300; i++) {
+      lines.push(`  - { name: s${i}, ue: 10.60.${i >> 8}.${i & 255}/32, teid: ${i + 1}, qfi: 9, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:${i % 3}::/48", src_prefix: "2001:db8:ff::/64" }`);
+    }
+    const text = `${lines.join('\n')}\n`;
+    const want = parseConfig(text, 'shared.yaml');
+    const got = await parseConfigOffLoop(Buffer.from(text), 'shared.yaml');
+    expect(got).toEqual(want);
+    const distinct = <T>(xs: readonly T[]): number => new Set(xs).size;
+    expect(distinct(got.policies.map((p) => p.srPrefix)), 'sr_prefix objects').toBe(256);
+    expect(distinct(got.policies.map((p) => p.srcPrefix)), 'src_prefix objects').toBe(1);
+    expect(distinct(got.sessions!.map((x) => x.isd)), 'isd objects').toBe(3);
+    expect(distinct(got.sessions!.map((x) => x.srcPrefix)), 'session src_prefix objects').toBe(1);
+    // parseConfig shares them the same way.
+    expect(distinct(want.policies.map((p) => p.srPrefix))).toBe(256);
+  });
+
   it('a refused file is the same ConfigError: file, key path, line', async () => {
     const bad = SMALL.replace('sr_prefix: "2001:db8:2::/48"', 'sr_prefix: "2001:db8:zz::/48"');
     let want: ConfigError | undefined;
