@@ -44,7 +44,7 @@ export interface BatchPlan {
   readonly results: BatchResult[];
   /** Per kind: key -> the rule after the batch (null: deleted), in first-touched order. */
   readonly delta: ReadonlyMap<RuleKind, ReadonlyMap<string, Rule | null>>;
-  /** The table changes that make the batch (one Tables.apply). */
+  /** The table changes that make the batch (one Tables.applyYielding). */
   readonly changes: Changes;
   /** The table changes that undo it. */
   readonly undo: Changes;

@@ -1517,7 +1517,14 @@ export class StateStore {
       this.#cutBack(group.fd, group.from);
     }
     const e = new StateWriteError(this.path, errnoOf(err), `cannot sync the state file ${this.path} (${err.message})`);
-    for (let i = refused.length - 1; i >= 0; i--) refused[i]!.undo();
+    for (let i = refused.length - 1; i >= 0; i--) {
+      try {
+        refused[i]!.undo();
+      } catch {
+        // Tables closed (the daemon stopping): nothing to put back; the next start writes them from the file.
+        // The other undos and every refusal still run.
+      }
+    }
     for (const r of refused) r.reject(e);
   }
 

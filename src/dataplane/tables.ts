@@ -580,8 +580,8 @@ export class Tables {
   #yielding = false;
   /** Grace period the next flip waits for (after the last flip; 0: none). */
   #flipDebt = 0;
-  /** Rule ids deleted, reusable (and their counter slots zeroed) once grace period `seq` has completed. */
   #closed = false;
+  /** Rule ids deleted, reusable (and their counter slots zeroed) once grace period `seq` has completed. */
   readonly #pendingFree: { seq: number; policies: number[]; localsids: number[]; sessions: number[] }[] = [];
   /** .data.cfg mapped (BPF_F_MMAPABLE), for generation stores in place; undefined: every change flips. */
   #cfgMap: MapMapping | undefined;
@@ -878,7 +878,11 @@ export class Tables {
 
   /** Deletes whose grace period is over: their slots zeroed and ids given back now. */
   #reclaimDone(): void {
-    runSteps(this.#reclaiming(new SliceClock(Infinity)));
+    try {
+      runSteps(this.#reclaiming(new SliceClock(Infinity)));
+    } catch {
+      // The change is written; a delete left in #pendingFree is reclaimed by the next change or its grace callback.
+    }
   }
 
   /**
