@@ -39,6 +39,7 @@ import { open as openFile, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, takeRuleIndex } from '../config/load.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
+import { SliceClock } from '../host/slice-clock.js';
 import { canonicalPolicyKey, formatTeidPrefix, localSidKey, policyKey, sessionKey } from '../config/keys.js';
 import type { Config, LocalSid, Policy, Session } from '../config/types.js';
 import type { Ipv6Prefix } from '../sid/types.js';
@@ -771,7 +772,7 @@ export function ruleSetChanges(a: RuleSet, b: RuleSet): RuleSetChanges {
   return runNow(ruleSetChanging(a, b));
 }
 
-/** Rules ruleSetChangesAsync compares between two turns of the event loop. */
+/** Rules ruleSetChangesAsync compares between two turns of the event loop, at most (fewer when SLICE_MS is up first). */
 export const DIFF_SLICE = 1024;
 
 /** ruleSetChanges in slices of DIFF_SLICE rules, the event loop running between them (the caller holds the sets still). */
@@ -797,6 +798,9 @@ function* ruleSetChanging(a: RuleSet, b: RuleSet): Generator<void, RuleSetChange
   const goneShown: string[] = [];
   let same = 0;
   let n = 0;
+  // By time as well: 1,024 comparisons of a reload's rules with the running ones took 29-38 ms a turn on a busy host.
+  const clock = new SliceClock();
+  const due = (): boolean => ++n % DIFF_SLICE === 0 || ((n & 63) === 0 && clock.due());
   let gone = 0;
   let of = 0;
   for (const k of RULE_KIND_LIST) {
@@ -805,13 +809,13 @@ function* ruleSetChanging(a: RuleSet, b: RuleSet): Generator<void, RuleSetChange
     const puts: Rule[] = [];
     const dels: Rule[] = [];
     for (const [key, r] of rb) {
-      if (++n % DIFF_SLICE === 0) yield;
+      if (due()) yield;
       const was = ra.get(key);
       if (was !== undefined && sameRule(was, r)) same++;
       else puts.push(r);
     }
     for (const [key, r] of ra) {
-      if (++n % DIFF_SLICE === 0) yield;
+      if (due()) yield;
       if (rb.has(key)) continue;
       dels.push(r);
       if (goneShown.length < 10) goneShown.push(`${k.label} ${key}${r.name === undefined ? '' : ` (${r.name})`}`);
