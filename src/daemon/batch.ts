@@ -100,7 +100,7 @@ export async function planBatchYielding(set: RuleSet, ops: readonly unknown[], s
   const p = new Planner(set);
   const clock = new SliceClock(sliceMs);
   for (let i = 0; i < ops.length; i++) {
-    if (i > 0 && (i % slice === 0 || ((i & 31) === 0 && clock.due()))) await nextTurn();
+    if (i > 0 && (i % slice === 0 || clock.tick())) await nextTurn();
     p.step(ops[i], i);
   }
   // The plan's table changes and its record: FINISH_SLICE changes a turn.
@@ -250,7 +250,7 @@ class Planner {
       const undoDels: Rule[] = [];
       for (const [key, r] of d) {
         const before = base.get(key);
-        if (++made % FINISH_SLICE === 0 || ((made & 63) === 0 && clock.due())) {
+        if (++made % FINISH_SLICE === 0 || clock.tick()) {
           flush();
           yield;
         }

@@ -1555,7 +1555,7 @@ export class Daemon {
         const puts = overlay[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
         const dels = overlay[RULE_KINDS[kind].overlay.del];
         for (const [key, r] of d) {
-          if ((was.length & 127) === 127 && slice.due()) await nextTurn();
+          if (slice.tick()) await nextTurn();
           was.push({ kind, key, rule: set.get(key), put: puts.get(key), del: dels.has(key) });
           if (r === null) this.#rules.delete(kind, key);
           else this.#rules.put(kind, r);

@@ -6,10 +6,9 @@
  * The caller holds what the computation reads still (the serial section).
  */
 
-/** One turn of the event loop: I/O callbacks (requests) run, then this resolves. */
-export function nextTurn(): Promise<void> {
-  return new Promise<void>((resolve) => setImmediate(resolve));
-}
+import { nextTurn } from '../host/slice-clock.js';
+
+export { nextTurn };
 
 /** The generator's result, computed at once. */
 export function runNow<T>(g: Generator<void, T>): T {

@@ -60,6 +60,7 @@ import { AF_INET, AF_INET6, LAYOUTS, encodeNextHop, type NextHopFields } from '.
 import type { Dataplane, NextHopFds } from './dataplane.js';
 import { BPF_ANY, mapLookup, mapLookupArrayRange, mapUpdate, mapUpdateBatch, synchronizeRcu } from './libbpf.js';
 import { ifIndex } from './netns.js';
+import { nextTurn } from '../host/slice-clock.js';
 
 const run = promisify(execFile);
 
@@ -1024,7 +1025,6 @@ type RuleChanges = {
 };
 
 const keyOf = (r: Range): string => `${r.family}/${r.addr.toString(16)}/${r.len}${r.near === true ? '~' : ''}`;
-const yieldLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
 /** Rules pointed per map write (one BPF_MAP_UPDATE_BATCH) of a pass; the time slice is checked between writes. */
 const WRITE_CHUNK = 2048;
 /** mup_nh_hints elements per read (one BPF_MAP_LOOKUP_BATCH, ~0.5 µs each here); the time slice is checked between reads. */
@@ -1192,7 +1192,7 @@ export class NextHopWatcher {
     let t = performance.now();
     for (; lo < hi; lo += HINTS_CHUNK) {
       if (performance.now() - t >= slice) {
-        await yieldLoop();
+        await nextTurn();
         t = performance.now();
         if (this.#stopped || this.#cache !== cache) return undefined;
       }
@@ -1465,7 +1465,7 @@ export class NextHopWatcher {
       let i = 0;
       const pause = async (): Promise<boolean> => {
         if ((++i & 63) !== 0 || performance.now() - t < slice) return true;
-        await yieldLoop();
+        await nextTurn();
         t = performance.now();
         return !this.#stopped && this.#o.dataplane() === dp;
       };
@@ -1558,7 +1558,7 @@ export class NextHopWatcher {
     };
     const pause = async (): Promise<boolean> => {
       if (performance.now() - t < slice) return true;
-      await yieldLoop();
+      await nextTurn();
       yields++;
       t = performance.now();
       return current();

@@ -67,7 +67,7 @@ import {
   type MapMapping,
 } from './libbpf.js';
 import { graceClock } from './grace.js';
-import { SliceClock } from '../host/slice-clock.js';
+import { nextTurn, SliceClock } from '../host/slice-clock.js';
 
 export const MAP_POLICIES = 'mup_policies';
 export const MAP_LOCALSIDS = 'mup_localsids';
@@ -129,7 +129,7 @@ function* graceStep(seq: number): Generator<TableStep, void> {
 function* keyTexts<K>(list: readonly K[], encode: (k: K) => Buffer, clock: SliceClock): Generator<TableStep, string[]> {
   const out = new Array<string>(list.length);
   for (let i = 0; i < list.length; i++) {
-    if ((i & 255) === 255 && clock.due()) yield;
+    if (clock.tick()) yield;
     out[i] = encode(list[i]!).toString('latin1');
   }
   return out;
@@ -154,7 +154,7 @@ async function runStepsYielding<T>(g: Generator<TableStep, T>, closed: () => boo
   for (;;) {
     if (r.done === true) return r.value;
     try {
-      if (r.value === undefined) await new Promise<void>((resolve) => setImmediate(resolve));
+      if (r.value === undefined) await nextTurn();
       else await graceClock.wait(r.value);
       if (closed()) throw new Error(CLOSED);
     } catch (e) {
@@ -491,7 +491,7 @@ function* putsOf<R>(
   const keys = Buffer.alloc(keySize * list.length);
   const out = new Array<Put>(list.length);
   for (let i = 0; i < list.length; i++) {
-    if (clock !== undefined && (i & 255) === 255 && clock.due()) yield;
+    if (clock?.tick() === true) yield;
     const r = list[i]!;
     const at = i * keySize;
     writeKey(r, keys, at);
@@ -825,16 +825,15 @@ export class Tables {
     const teid = new Map<number, number>();
     const touched = new Set<number>();
     const countOf = (da: number): number => teid.get(da) ?? mirror.teidKeys.get(da) ?? 0;
-    let n = 0;
     for (const k of delSet) {
-      if ((++n & 255) === 0 && clock?.due() === true) yield;
+      if (clock?.tick() === true) yield;
       if (!mirror.keys.has(k)) continue;
       const { plen, daddr } = keyParts(k);
       if (plen > 32) teid.set(daddr, countOf(daddr) - 1);
       if (plen >= 32) touched.add(daddr);
     }
     for (const p of puts) {
-      if ((++n & 255) === 0 && clock?.due() === true) yield;
+      if (clock?.tick() === true) yield;
       if (p.plen < 32) continue;
       const { plen, daddr } = keyParts(p.keyStr);
       if (plen > 32 && !mirror.keys.has(p.keyStr)) teid.set(daddr, countOf(daddr) + 1);
@@ -1115,7 +1114,7 @@ export class Tables {
     const stored = storedValues(mirror, existing, oneByOne);
     try {
       for (let i = 0; i < puts.length; i++) {
-        if ((i & 255) === 255 && clock.due()) yield;
+        if (clock.tick()) yield;
         const p = puts[i]!;
         if (putKeys.has(p.keyStr)) throw new RangeError(`the same ${what} key is given twice in one change`);
         putKeys.add(p.keyStr);
