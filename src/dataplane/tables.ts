@@ -1272,6 +1272,8 @@ export class Tables {
   }
 
   #readCfgValue(): Buffer {
+    // Mapped: a copy of the value's bytes (this object is their only writer): no lookup syscall per change.
+    if (this.#cfgMap !== undefined) return Buffer.from(new Uint8Array(this.#cfgMap.memory, 0, this.#fds.configSize));
     return mapLookup(this.#fds.configFd, Buffer.alloc(4), this.#fds.configSize, MAP_CONFIG) ?? Buffer.alloc(this.#fds.configSize);
   }
 
