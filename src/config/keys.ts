@@ -6,9 +6,14 @@
  */
 import { AddressError, formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix } from '../sid/addr.js';
 import type { Ipv4Prefix } from '../sid/types.js';
-import type { LocalSid, Policy, Session, TeidPrefix } from './types.js';
+import type { LocalSid, Policy, Session, TeidPrefix, Where } from './types.js';
 
 const KEY = Symbol('rule key');
+
+/** A rule's `where` as messages and listings spell it: "policies[3]" for a file rule (in `section`), else the text it has. */
+export function whereText(section: 'policies' | 'localsids' | 'sessions', where: Where): string {
+  return typeof where === 'number' ? `${section}[${where}]` : where;
+}
 
 /** The key kept on a rule, if any. */
 function kept(r: object): string | undefined {

@@ -18,7 +18,7 @@ import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from 
 import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
 import { ipv6Prefix } from '../sid/addr.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
-import { localSidKey, parseTeidPrefix, policyKey, sessionKey } from './keys.js';
+import { localSidKey, parseTeidPrefix, policyKey, sessionKey, whereText } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
@@ -35,6 +35,7 @@ import type {
   LocalSidBehavior,
   Policy,
   Session,
+  Where,
   Settings,
   SrhMode,
   XdpMode,
@@ -274,8 +275,8 @@ export function parseSessionEntry(v: unknown, where: string, warnings: ConfigWar
  * second object per rule, and loses the key kept for the first). Only for
  * an object no one else holds yet.
  */
-export function placed<R extends { readonly where: string }>(r: R, where: string): R {
-  (r as { where: string }).where = where;
+export function placed<R extends { readonly where: Where }>(r: R, where: string): R {
+  (r as { where: Where }).where = where;
   return r;
 }
 
@@ -595,7 +596,7 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
   const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the translated packet is IPv6'));
   return {
-    where: formatPath(path),
+    where: ruleWhere(path),
     ...(name === undefined ? {} : { name }),
     match,
     ...(teid === undefined ? {} : { teid }),
@@ -640,7 +641,7 @@ function readSession(src: Source, path: Path, v: unknown): Session {
   const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
   const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the encapsulated packet is IPv6'));
   return {
-    where: formatPath(path),
+    where: ruleWhere(path),
     ...(name === undefined ? {} : { name }),
     ue,
     teid,
@@ -717,7 +718,7 @@ function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
   const advertise = optional(m, 'advertise', (x) => readAdvertise(src, at('advertise'), x, 4, sid.len));
   return {
     ...(mtu === undefined ? {} : { mtu }),
-    where: formatPath(path),
+    where: ruleWhere(path),
     ...(name === undefined ? {} : { name }),
     ...(given === undefined ? {} : { behavior: given }),
     sid,
@@ -755,7 +756,7 @@ function readLocalSid6(
   const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the translated packet is IPv6'));
   const base = {
     ...(mtu === undefined ? {} : { mtu }),
-    where: formatPath(path),
+    where: ruleWhere(path),
     ...(name === undefined ? {} : { name }),
     behavior,
     sid,
@@ -789,15 +790,19 @@ function checkCount(src: Source, path: Path, n: number, max: number, what: strin
 }
 
 interface Rule {
-  readonly where: string;
+  readonly where: Where;
   readonly name?: string;
 }
 
-function label(r: Rule): string {
-  return r.name === undefined ? r.where : `${r.where} (${JSON.stringify(r.name)})`;
+type RuleList = 'policies' | 'localsids' | 'sessions';
+
+function label(r: Rule, section: RuleList): string {
+  const w = whereText(section, r.where);
+  return r.name === undefined ? w : `${w} (${JSON.stringify(r.name)})`;
 }
 
-function pathOf(r: Rule, key: string): Path {
+function pathOf(r: Rule, section: RuleList, key: string): Path {
+  if (typeof r.where === 'number') return [section, r.where, key];
   const m = /^(\w+)\[(\d+)\]$/.exec(r.where);
   return m?.[1] !== undefined && m[2] !== undefined ? [m[1], Number(m[2]), key] : [key];
 }
@@ -833,7 +838,7 @@ export function takeRuleIndex<R extends Rule>(rules: readonly R[]): RuleIndex<R>
 }
 
 /** Names unique (the first repeated one is the error), then keys unique. */
-function checkRules<R extends Rule>(src: Source, rules: readonly R[], keyName: string, key: (r: R) => string, nameWhy: string, keyWhy: string): void {
+function checkRules<R extends Rule>(src: Source, section: RuleList, rules: readonly R[], keyName: string, key: (r: R) => string, nameWhy: string, keyWhy: string): void {
   // One pass for both maps; a repeated name is the error before any repeated key, as two passes would have it.
   const names = new Map<string, string>();
   const byKey = new Map<string, R>();
@@ -843,7 +848,7 @@ function checkRules<R extends Rule>(src: Source, rules: readonly R[], keyName: s
     if (r.name !== undefined) {
       if (names.has(r.name)) {
         const first = rules.find((x) => x.name === r.name) ?? r;
-        src.fail(pathOf(r, 'name'), `${JSON.stringify(r.name)} is already used by ${label(first)}; ${nameWhy}`);
+        src.fail(pathOf(r, section, 'name'), `${JSON.stringify(r.name)} is already used by ${label(first, section)}; ${nameWhy}`);
       }
       names.set(r.name, k);
     }
@@ -851,18 +856,18 @@ function checkRules<R extends Rule>(src: Source, rules: readonly R[], keyName: s
     if (prev === undefined) byKey.set(k, r);
     else keyTwice ??= { r, k, prev };
   }
-  if (keyTwice !== undefined) src.fail(pathOf(keyTwice.r, keyName), `${keyTwice.k} is already used by ${label(keyTwice.prev)}; ${keyWhy}`);
+  if (keyTwice !== undefined) src.fail(pathOf(keyTwice.r, section, keyName), `${keyTwice.k} is already used by ${label(keyTwice.prev, section)}; ${keyWhy}`);
   ruleIndexes.set(rules, { byKey, names } as RuleIndex<Rule>);
 }
 
-function checkPrefixLengths<R extends Rule>(src: Source, rules: readonly R[], key: string, len: (r: R) => number): void {
+function checkPrefixLengths<R extends Rule>(src: Source, section: RuleList, rules: readonly R[], key: string, len: (r: R) => number): void {
   const lens = new Set<number>();
   for (const r of rules) {
     lens.add(len(r));
     if (lens.size > MUP_MAX_PLENS) {
       const list = [...lens].sort((a, b) => b - a).map((l) => `/${l}`).join(' ');
       src.fail(
-        pathOf(r, key),
+        pathOf(r, section, key),
         `this is the ${lens.size}th distinct prefix length among the ${key} prefixes (${list}); the data path does one lookup per length and supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
       );
     }
@@ -870,7 +875,7 @@ function checkPrefixLengths<R extends Rule>(src: Source, rules: readonly R[], ke
 }
 
 function checkPolicies(src: Source, policies: readonly Policy[]): void {
-  checkRules(src, policies, 'match', policyKey, 'policy names must be unique', 'each match prefix (with its teid, if any) may appear in one policy only (after masking host bits; teid 0/0 is the same as none)');
+  checkRules(src, 'policies', policies, 'match', policyKey, 'policy names must be unique', 'each match prefix (with its teid, if any) may appear in one policy only (after masking host bits; teid 0/0 is the same as none)');
   checkPolicyLengths(src, policies);
 }
 
@@ -878,13 +883,13 @@ function checkPolicyLengths(src: Source, policies: readonly Policy[]): void {
   // A TEID prefix is a key of 32 + its length bits; an N3 address with TEID
   // policies also has a /32 entry (its own policy or an address-only one).
   const lens = (p: Policy): number => (p.teid === undefined ? p.match.len : 32 + p.teid.len);
-  checkPrefixLengths(src, policies, 'match', lens);
+  checkPrefixLengths(src, 'policies', policies, 'match', lens);
   const teidFirst = policies.find((p) => p.teid !== undefined);
   if (teidFirst !== undefined) {
     const all = new Set(policies.map(lens));
     if (!all.has(32) && all.size + 1 > MUP_MAX_PLENS) {
       src.fail(
-        pathOf(teidFirst, 'teid'),
+        pathOf(teidFirst, 'policies', 'teid'),
         `the policies use ${all.size} distinct key lengths, and an N3 address with teid policies needs the /32 one too (${all.size + 1}); the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
       );
     }
@@ -892,22 +897,22 @@ function checkPolicyLengths(src: Source, policies: readonly Policy[]): void {
 }
 
 function checkLocalSids(src: Source, sids: readonly LocalSid[]): void {
-  checkRules(src, sids, 'sid', localSidKey, 'local SID names must be unique', 'each SID prefix may appear in one local SID only (after masking host bits)');
+  checkRules(src, 'localsids', sids, 'sid', localSidKey, 'local SID names must be unique', 'each SID prefix may appear in one local SID only (after masking host bits)');
   checkLocalSidLengths(src, sids);
 }
 
 function checkLocalSidLengths(src: Source, sids: readonly LocalSid[]): void {
-  checkPrefixLengths(src, sids, 'sid', (s) => s.sid.len);
+  checkPrefixLengths(src, 'localsids', sids, 'sid', (s) => s.sid.len);
 }
 
 function checkSessions(src: Source, sessions: readonly Session[]): void {
-  checkRules(src, sessions, 'ue', sessionKey, 'session names must be unique', 'each UE prefix may appear in one session only (after masking host bits)');
+  checkRules(src, 'sessions', sessions, 'ue', sessionKey, 'session names must be unique', 'each UE prefix may appear in one session only (after masking host bits)');
   checkSessionLengths(src, sessions);
 }
 
 function checkSessionLengths(src: Source, sessions: readonly Session[]): void {
-  checkPrefixLengths(src, sessions.filter((s) => s.ue.family === 4), 'ue', (s) => s.ue.prefix.len);
-  checkPrefixLengths(src, sessions.filter((s) => s.ue.family === 6), 'ue', (s) => s.ue.prefix.len);
+  checkPrefixLengths(src, 'sessions', sessions.filter((s) => s.ue.family === 4), 'ue', (s) => s.ue.prefix.len);
+  checkPrefixLengths(src, 'sessions', sessions.filter((s) => s.ue.family === 6), 'ue', (s) => s.ue.prefix.len);
 }
 
 // ---------------------------------------------------------------------------
@@ -1132,6 +1137,11 @@ function child(path: Path, seg: string | number): Path {
 const IN_GUARD = '';
 
 type Path = readonly (string | number)[];
+
+/** A rule's `where`: its index when it is an item of a top-level list (['policies', 3] -> 3), else its path spelled out. */
+function ruleWhere(path: Path): Where {
+  return path.length === 2 && typeof path[1] === 'number' ? path[1] : formatPath(path);
+}
 
 /** ['policies', 2, 'sr_prefix'] -> "policies[2].sr_prefix". */
 function formatPath(path: Path): string {

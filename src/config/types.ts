@@ -23,10 +23,18 @@ export interface TeidPrefix {
   readonly len: number;
 }
 
+/**
+ * Where a rule came from, for messages: a file rule's index in its list (3
+ * for "policies[3]"; a number, not a string per rule: 4-6 MB and ~150 ms of
+ * a 131,072-rule start), else a text such as "request body". `whereText`
+ * (src/config/keys.ts) spells it.
+ */
+export type Where = string | number;
+
 /** H.M.GTP4.D: GTP-U/IPv4 in, SRv6 out. */
 export interface Policy {
-  /** Key path in the config, e.g. "policies[3]", for messages. */
-  readonly where: string;
+  /** Where it came from (index in `policies`, or a text), for messages. */
+  readonly where: Where;
   readonly name?: string;
   /** IPv4 destination prefix of the GTP-U packets. */
   readonly match: Ipv4Prefix;
@@ -56,7 +64,7 @@ export interface Policy {
  * to this SID in, SRv6 out (the gtp6 fields below).
  */
 export interface LocalSid {
-  readonly where: string;
+  readonly where: Where;
   readonly name?: string;
   /** Absent = end.m.gtp4.e (configs from before GTP-U over IPv6). */
   readonly behavior?: LocalSidBehavior;
@@ -100,7 +108,7 @@ export interface LocalSidAdvertise {
  * src_prefix | source (docs/spec.md "PE downlink: H.M.Session.Encaps").
  */
 export interface Session {
-  readonly where: string;
+  readonly where: Where;
   readonly name?: string;
   /** The UE prefix, IPv4 or IPv6 (longest match within its family). */
   readonly ue: { readonly family: 4; readonly prefix: Ipv4Prefix } | { readonly family: 6; readonly prefix: Ipv6Prefix };

@@ -9,6 +9,7 @@
  * (__u8[16]) are network order by nature.
  */
 import { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS } from '../config/limits.js';
+import { whereText } from '../config/keys.js';
 import type { ContainerMode, ForwardingMode, LocalSid, LocalSidBehavior, Policy, Session, Settings, SrhMode, TeidPrefix } from '../config/types.js';
 import { encodeGtp4Sid, encodeGtp4Src } from '../sid/mobile.js';
 import type { Ipv4Addr, Teid, Qfi } from '../sid/types.js';
@@ -213,7 +214,7 @@ export interface PolicyFields {
 export function writePolicy(p: Policy, rule: number, b: Buffer, o: number): void {
   if (p.segments.length > MUP_MAX_SEGS) {
     // Would overwrite the fields after segs[].
-    throw new Error(`internal: ${p.where} has ${p.segments.length} segments; config validation should have refused it`);
+    throw new Error(`internal: ${whereText('policies', p.where)} has ${p.segments.length} segments; config validation should have refused it`);
   }
   putIpv6(b, o + P.sr_prefix.offset, p.srPrefix.addr);
   putIpv6(b, o + P.src_prefix.offset, p.srcPrefix.addr);
@@ -282,7 +283,7 @@ export function writeLocalSid(s: LocalSid, rule: number, b: Buffer, o: number): 
   }
   const segs = s.segments ?? [];
   if (segs.length > MUP_MAX_SEGS) {
-    throw new Error(`internal: ${s.where} has ${segs.length} segments; config validation should have refused it`);
+    throw new Error(`internal: ${whereText('localsids', s.where)} has ${segs.length} segments; config validation should have refused it`);
   }
   segs.forEach((x, i) => putIpv6(b, o + pol + P.segs.offset + 16 * i, x));
   b.writeUInt8(segs.length, o + pol + P.nsegs.offset);
@@ -327,7 +328,7 @@ export function sessionAddresses(s: Session): { da: bigint; sa: bigint } {
 /** A session's value for rule id `rule`, written into `b` at byte `o` (bytes there zero). */
 export function writeSession(s: Session, rule: number, b: Buffer, o: number): void {
   if (s.segments.length > MUP_MAX_SEGS) {
-    throw new Error(`internal: ${s.where} has ${s.segments.length} segments; config validation should have refused it`);
+    throw new Error(`internal: ${whereText('sessions', s.where)} has ${s.segments.length} segments; config validation should have refused it`);
   }
   const { da, sa } = sessionAddresses(s);
   putIpv6(b, o + S.da.offset, da);

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { endianness } from 'node:os';
 import type { Config, LocalSidBehavior, Settings } from '../config/types.js';
 import { checkLayouts, eventNames } from './btf.js';
-import { localSidKey, policyKey, sessionKey } from '../config/keys.js';
+import { localSidKey, policyKey, sessionKey, whereText } from '../config/keys.js';
 import {
   COUNTER_STRIDE,
   MUP_EVENT_SLOTS,
@@ -921,17 +921,17 @@ class LoadedDataplane implements Dataplane {
     for (const p of config.policies) {
       if (out.length >= limit) break;
       const rule = this.#ruleOf(p, gen, () => this.rules.policyRule(p.match, p.teid));
-      if (rule !== undefined) push(rule, 'policy', p.where, policyKey(p), p.name);
+      if (rule !== undefined) push(rule, 'policy', whereText('policies', p.where), policyKey(p), p.name);
     }
     for (const l of config.localsids) {
       if (out.length >= limit) break;
       const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
-      if (rule !== undefined) push(rule, 'localsid', l.where, localSidKey(l), l.name);
+      if (rule !== undefined) push(rule, 'localsid', whereText('localsids', l.where), localSidKey(l), l.name);
     }
     for (const x of config.sessions ?? []) {
       if (out.length >= limit) break;
       const rule = this.#ruleOf(x, gen, () => this.rules.sessionRule(x.ue));
-      if (rule !== undefined) push(rule, 'session', x.where, sessionKey(x), x.name);
+      if (rule !== undefined) push(rule, 'session', whereText('sessions', x.where), sessionKey(x), x.name);
     }
     return out;
   }

@@ -1,4 +1,4 @@
-import { canonicalPolicyKey, policyKey } from '../../src/config/keys.js';
+import { canonicalPolicyKey, policyKey, whereText } from '../../src/config/keys.js';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -61,14 +61,16 @@ describe('valid configs', () => {
     });
     const [p] = c.policies;
     expect(p).toBeDefined();
-    expect(p?.where).toBe('policies[0]');
+    // A file rule keeps its index (no string per rule); messages spell it.
+    expect(p?.where).toBe(0);
+    expect(whereText('policies', p!.where)).toBe('policies[0]');
     expect(p?.name).toBeUndefined();
     expect(formatIpv4Prefix(p!.match)).toBe('10.0.0.0/24');
     expect(formatIpv6Prefix(p!.srPrefix)).toBe('2001:db8:1::/48');
     expect(formatIpv6Prefix(p!.srcPrefix)).toBe('2001:db8:ffff::/64');
     expect(p).toMatchObject({ segments: [], srh: 'auto', hopLimit: 64 });
     const [l] = c.localsids;
-    expect(l?.where).toBe('localsids[0]');
+    expect(whereText('localsids', l!.where)).toBe('localsids[0]');
     expect(formatIpv6Prefix(l!.sid)).toBe('2001:db8:2::/48');
     expect(l).toMatchObject({ srcPrefixLen: 64, container: 'always', ttl: 64 });
     expect(c.warnings).toEqual([]);
