@@ -11,12 +11,28 @@ export interface RunResult {
   readonly exitCode: number;
 }
 
+/**
+ * A command's stderr, trimmed, with what a known kernel refusal means added
+ * to its first line (the line a failed lab start prints): iproute2 says
+ * "lwt encapsulation type not supported" for a seg6 or seg6local route on a
+ * kernel built without CONFIG_IPV6_SEG6_LWTUNNEL, and the lab's SRv6 peers
+ * are exactly such routes. Any other stderr comes back as it was (trimmed).
+ */
+export function explainKernelError(stderr: string): string {
+  const t = stderr.trim();
+  if (!/lwt encapsulation type not supported/i.test(t)) return t;
+  const hint =
+    ' (this kernel has no SRv6 routes: it was built without CONFIG_IPV6_SEG6_LWTUNNEL, see /proc/config.gz if it has one; the lab\'s peers are the kernel\'s seg6 and seg6local routes, so it needs a kernel with them)';
+  const nl = t.indexOf('\n');
+  return nl < 0 ? t + hint : t.slice(0, nl) + hint + t.slice(nl);
+}
+
 /** Run a command; throws (command, exit status, stderr) unless it succeeds. */
 export async function run(cmd: string, args: readonly string[], o: { input?: string; timeout?: number; allowFail?: boolean } = {}): Promise<RunResult> {
   const r = await execa(cmd, args, { reject: false, timeout: o.timeout ?? 20_000, ...(o.input === undefined ? {} : { input: o.input }) });
   const res = { stdout: String(r.stdout ?? ''), stderr: String(r.stderr ?? ''), exitCode: r.exitCode ?? -1 };
   if (res.exitCode !== 0 && o.allowFail !== true) {
-    throw new Error(`${cmd} ${args.join(' ')} failed (exit ${r.exitCode ?? (r.timedOut ? 'timeout' : '?')}): ${res.stderr.trim() || res.stdout.trim()}`);
+    throw new Error(`${cmd} ${args.join(' ')} failed (exit ${r.exitCode ?? (r.timedOut ? 'timeout' : '?')}): ${explainKernelError(res.stderr) || res.stdout.trim()}`);
   }
   return res;
 }

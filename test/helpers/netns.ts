@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 import { PYTHON } from './scapy.js';
 import { listNamespaces, sweepStale } from '../../src/host/netns-sweep.js';
+import { explainKernelError } from '../../src/lab/sh.js';
 
 /** Every namespace a test creates starts with this. */
 export const NETNS_TEST_PREFIX = 'mupt-';
@@ -85,7 +86,7 @@ export class Lab {
     const args = ['-n', this.ns(name), ...(family === undefined ? [] : [family]), '-batch', '-'];
     const r = await execa('ip', args, { input, reject: false, timeout: 10_000 });
     if (r.exitCode !== 0) {
-      throw new Error(`ip ${args.join(' ')} failed (exit ${r.exitCode}): ${r.stderr.trim()}\ninput:\n${input}`);
+      throw new Error(`ip ${args.join(' ')} failed (exit ${r.exitCode}): ${explainKernelError(r.stderr)}\ninput:\n${input}`);
     }
   }
 
