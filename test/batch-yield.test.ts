@@ -21,6 +21,7 @@ import { readFileSync } from 'node:fs';
 import { FINISH_SLICE, PLAN_SLICE } from '../src/daemon/batch.js';
 import { StateStore } from '../src/daemon/rules.js';
 import { graceClock } from '../src/dataplane/grace.js';
+import { readSelector, writeSelector } from '../src/dataplane/probe-maps.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -128,6 +129,43 @@ describe.skipIf(!isRoot)('a large batch and the event loop', () => {
     expect(d.status().tables.policies.entries).toBe(before);
   });
   // Last: it stops the daemon.
+  it('a probe switched on while a batch waits for the grace period of its second config flip stays on, and the flips land (found in review)', async () => {
+    const d = run!.daemon;
+    const tables = d.dataplane.rules;
+    const was = graceClock.testExtraMs;
+    const wait = graceClock.wait.bind(graceClock);
+    let fired = false;
+    graceClock.testExtraMs = 40;
+    try {
+      await d.applyBatch([{ op: 'add', policy: { ...policy(0), name: 'flip26', match: '10.251.0.0/26' } }]);
+      // The next batch adds a /25 and deletes the /26: the config is written twice, widened (26 and 25) then
+      // narrowed (25), and the second flip waits for the first one's grace period, a turn of the event loop.
+      tables.trace = [];
+      graceClock.wait = async (n: number, counted?: boolean): Promise<void> => {
+        if (!fired && tables.trace?.some((t) => t.op === 'flip') === true) {
+          fired = true;
+          writeSelector(d.dataplane.tables, { enabled: true, udpPort: 4242, sample: 1 });
+        }
+        return wait(n, counted);
+      };
+      await d.applyBatch([
+        { op: 'add', policy: { ...policy(0), name: 'flip25', match: '10.252.0.0/25' } },
+        { op: 'delete', policy: { match: '10.251.0.0/26' } },
+      ]);
+    } finally {
+      graceClock.wait = wait;
+      graceClock.testExtraMs = was;
+      tables.trace = undefined;
+    }
+    expect(fired, 'the second flip waited in a turn of its own').toBe(true);
+    // Before: the batch wrote back the value it had read before that wait, and the probe's setting was gone.
+    expect(readSelector(d.dataplane.tables)).toMatchObject({ enabled: true, udpPort: 4242 });
+    const plens = tables.readConfig().policyPlens;
+    expect(plens).toContain(25);
+    expect(plens).not.toContain(26);
+    writeSelector(d.dataplane.tables, { enabled: false });
+  });
+
   it('a daemon stopped while a batch is written: the batch ends with an error at its next step', async () => {
     const d = run!.daemon;
     const M = 200;

@@ -1272,7 +1272,7 @@ export class Tables {
   }
 
   #readCfgValue(): Buffer {
-    // Mapped: a copy of the value's bytes (this object is their only writer): no lookup syscall per change.
+    // Mapped: a copy of the value's bytes (the mapping is the map's value itself): no lookup syscall per change.
     if (this.#cfgMap !== undefined) return Buffer.from(new Uint8Array(this.#cfgMap.memory, 0, this.#fds.configSize));
     return mapLookup(this.#fds.configFd, Buffer.alloc(4), this.#fds.configSize, MAP_CONFIG) ?? Buffer.alloc(this.#fds.configSize);
   }
@@ -1308,12 +1308,16 @@ export class Tables {
     // No packet reads the idle copy any more.
     yield* graceStep(this.#flipDebt);
     this.trace?.push({ op: 'flip', seq: graceClock.completed });
-    const next = sel ^ 1;
-    encodeConfig(f, cur, this.#fds.configOffsets[next]);
+    // Read again after the wait: in a sliced write (applyYielding) the event loop ran meanwhile, and
+    // the probe's selector (POST /v1/probe, writeSelector) may have flipped the value; written back
+    // as read before, its setting was lost and the copy it made active rewritten with no grace period.
+    const now = this.#readCfgValue();
+    const next = (now.readUInt32LE(this.#fds.selOffset) & 1) ^ 1;
+    encodeConfig(f, now, this.#fds.configOffsets[next]);
     // The active copy and the selector are rewritten with the bytes they hold.
-    mapUpdate(this.#fds.configFd, key0, cur, BPF_ANY, MAP_CONFIG);
-    cur.writeUInt32LE(next, this.#fds.selOffset);
-    mapUpdate(this.#fds.configFd, key0, cur, BPF_ANY, MAP_CONFIG);
+    mapUpdate(this.#fds.configFd, key0, now, BPF_ANY, MAP_CONFIG);
+    now.writeUInt32LE(next, this.#fds.selOffset);
+    mapUpdate(this.#fds.configFd, key0, now, BPF_ANY, MAP_CONFIG);
     this.#gens = { policyGen: f.policyGen, localsidGen: f.localsidGen };
     this.#touched = { policy: false, localsid: false };
     this.#flipDebt = graceClock.request();
