@@ -25,9 +25,10 @@ export interface TeidPrefix {
 
 /**
  * Where a rule came from, for messages: a file rule's index in its list (3
- * for "policies[3]"; a number, not a string per rule: 4-6 MB and ~150 ms of
- * a 131,072-rule start), else a text such as "request body". `whereText`
- * (src/config/keys.ts) spells it.
+ * for "policies[3]"; a number, not a string per rule: 4.8 MB and ~150 ms of
+ * a 131,072-rule start), else a text: an API rule's "policies[<key>]", a
+ * state file record's "<file>:<line>", a BGP route's "bgp ...".
+ * `whereText` (src/config/keys.ts) spells it.
  */
 export type Where = string | number;
 

@@ -119,14 +119,17 @@ export function releaseMemorySoon(forced?: () => void): void {
     }
     releasePending = false;
     releasedAt = now;
-    if (wait > 0) {
-      released.forced++;
-      tell();
-    } else {
-      released.quiet++;
+    try {
+      if (wait > 0) {
+        released.forced++;
+        tell();
+      } else {
+        released.quiet++;
+      }
+    } finally {
+      note = undefined;
+      releaseMemory();
     }
-    note = undefined;
-    releaseMemory();
   };
   setTimeout(attempt, 1000).unref();
 }

@@ -13,18 +13,20 @@ export interface RunResult {
 
 /**
  * A command's stderr, trimmed, with what a known kernel refusal means added
- * to its first line (the line a failed lab start prints): iproute2 says
- * "lwt encapsulation type not supported" for a seg6 or seg6local route on a
- * kernel built without CONFIG_IPV6_SEG6_LWTUNNEL, and the lab's SRv6 peers
- * are exactly such routes. Any other stderr comes back as it was (trimmed).
+ * to the line that says it (a failed lab start prints the first line, and
+ * iproute2 prints it first): "lwt encapsulation type not supported" is
+ * iproute2's answer to a seg6 or seg6local route on a kernel built without
+ * CONFIG_IPV6_SEG6_LWTUNNEL, and the SRv6 peers of the lab and of the tests
+ * are such routes. Any other stderr comes back as it was (trimmed).
  */
 export function explainKernelError(stderr: string): string {
-  const t = stderr.trim();
-  if (!/lwt encapsulation type not supported/i.test(t)) return t;
   const hint =
-    ' (this kernel has no SRv6 routes: it was built without CONFIG_IPV6_SEG6_LWTUNNEL, see /proc/config.gz if it has one; the lab\'s peers are the kernel\'s seg6 and seg6local routes, so it needs a kernel with them)';
-  const nl = t.indexOf('\n');
-  return nl < 0 ? t + hint : t.slice(0, nl) + hint + t.slice(nl);
+    ' (this kernel has no SRv6 routes: it was built without CONFIG_IPV6_SEG6_LWTUNNEL, see /proc/config.gz if it has one; the kernel SRv6 peers of the lab and of the tests need them)';
+  return stderr
+    .trim()
+    .split('\n')
+    .map((l) => (/lwt encapsulation type not supported/i.test(l) ? l + hint : l))
+    .join('\n');
 }
 
 /** Run a command; throws (command, exit status, stderr) unless it succeeds. */

@@ -16,6 +16,11 @@ describe('explainKernelError', () => {
     expect(first).toMatch(/^Error: lwt encapsulation type not supported\. \(this kernel has no SRv6 routes: .*CONFIG_IPV6_SEG6_LWTUNNEL/);
     expect(second).toBe('Command failed -:7');
   });
+  it('adds it to the line that says it, wherever it is', () => {
+    const [first, second] = explainKernelError('Warning: something else\nError: lwt encapsulation type not supported.').split('\n');
+    expect(first).toBe('Warning: something else');
+    expect(second).toMatch(/^Error: lwt encapsulation type not supported\. \(this kernel has no SRv6 routes: .*CONFIG_IPV6_SEG6_LWTUNNEL/);
+  });
   it('leaves other errors as they are (trimmed)', () => {
     expect(explainKernelError('RTNETLINK answers: File exists\n')).toBe('RTNETLINK answers: File exists');
     expect(explainKernelError('Error: Unknown device type.')).toBe('Error: Unknown device type.');
