@@ -6,12 +6,12 @@
  */
 import { AddressError, formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix } from '../sid/addr.js';
 import type { Ipv4Prefix } from '../sid/types.js';
-import type { LocalSid, Policy, Session, TeidPrefix, Where } from './types.js';
+import type { LocalSid, Policy, Session, RuleSection, TeidPrefix, Where } from './types.js';
 
 const KEY = Symbol('rule key');
 
 /** A rule's `where` as messages and listings spell it: "policies[3]" for a file rule (in `section`), else the text it has. */
-export function whereText(section: 'policies' | 'localsids' | 'sessions', where: Where): string {
+export function whereText(section: RuleSection, where: Where): string {
   return typeof where === 'number' ? `${section}[${where}]` : where;
 }
 

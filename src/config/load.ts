@@ -36,6 +36,7 @@ import type {
   Policy,
   Session,
   Where,
+  RuleSection,
   Settings,
   SrhMode,
   XdpMode,
@@ -195,7 +196,7 @@ class Section<R> {
 
   constructor(
     src: Source,
-    readonly name: 'policies' | 'localsids' | 'sessions',
+    readonly name: RuleSection,
     readonly read: (src: Source, path: Path, v: unknown) => R,
   ) {
     this.#src = src.fork();
@@ -794,14 +795,12 @@ interface Rule {
   readonly name?: string;
 }
 
-type RuleList = 'policies' | 'localsids' | 'sessions';
-
-function label(r: Rule, section: RuleList): string {
+function label(r: Rule, section: RuleSection): string {
   const w = whereText(section, r.where);
   return r.name === undefined ? w : `${w} (${JSON.stringify(r.name)})`;
 }
 
-function pathOf(r: Rule, section: RuleList, key: string): Path {
+function pathOf(r: Rule, section: RuleSection, key: string): Path {
   if (typeof r.where === 'number') return [section, r.where, key];
   const m = /^(\w+)\[(\d+)\]$/.exec(r.where);
   return m?.[1] !== undefined && m[2] !== undefined ? [m[1], Number(m[2]), key] : [key];
@@ -838,7 +837,7 @@ export function takeRuleIndex<R extends Rule>(rules: readonly R[]): RuleIndex<R>
 }
 
 /** Names unique (the first repeated one is the error), then keys unique. */
-function checkRules<R extends Rule>(src: Source, section: RuleList, rules: readonly R[], keyName: string, key: (r: R) => string, nameWhy: string, keyWhy: string): void {
+function checkRules<R extends Rule>(src: Source, section: RuleSection, rules: readonly R[], keyName: string, key: (r: R) => string, nameWhy: string, keyWhy: string): void {
   // One pass for both maps; a repeated name is the error before any repeated key, as two passes would have it.
   const names = new Map<string, string>();
   const byKey = new Map<string, R>();
@@ -860,7 +859,7 @@ function checkRules<R extends Rule>(src: Source, section: RuleList, rules: reado
   ruleIndexes.set(rules, { byKey, names } as RuleIndex<Rule>);
 }
 
-function checkPrefixLengths<R extends Rule>(src: Source, section: RuleList, rules: readonly R[], key: string, len: (r: R) => number): void {
+function checkPrefixLengths<R extends Rule>(src: Source, section: RuleSection, rules: readonly R[], key: string, len: (r: R) => number): void {
   const lens = new Set<number>();
   for (const r of rules) {
     lens.add(len(r));

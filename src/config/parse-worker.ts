@@ -12,7 +12,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { ConfigError } from './errors.js';
 import { localSidKey, policyKey, sessionKey } from './keys.js';
 import { parseConfig } from './load.js';
-import type { Config } from './types.js';
+import type { Config, RuleSection } from './types.js';
 
 /**
  * Rules per message. The main thread takes a message in one turn (its
@@ -28,7 +28,7 @@ export type FromParser =
   | { readonly t: 'refused'; readonly file: string; readonly path: string; readonly reason: string; readonly line?: number }
   | { readonly t: 'failed'; readonly message: string };
 
-export type Section = 'policies' | 'localsids' | 'sessions';
+export type Section = RuleSection;
 
 const port = parentPort;
 if (port !== null) {

@@ -32,6 +32,9 @@ export interface TeidPrefix {
  */
 export type Where = string | number;
 
+/** The config's rule lists, by their key. */
+export type RuleSection = 'policies' | 'localsids' | 'sessions';
+
 /** H.M.GTP4.D: GTP-U/IPv4 in, SRv6 out. */
 export interface Policy {
   /** Where it came from (index in `policies`, or a text), for messages. */

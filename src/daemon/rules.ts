@@ -41,7 +41,7 @@ import { checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
 import { canonicalPolicyKey, formatTeidPrefix, localSidKey, policyKey, sessionKey } from '../config/keys.js';
-import type { Config, LocalSid, Policy, Session } from '../config/types.js';
+import type { Config, LocalSid, Policy, RuleSection, Session } from '../config/types.js';
 import type { Ipv6Prefix } from '../sid/types.js';
 import type { Changes, Tables } from '../dataplane/tables.js';
 import { formatIpv4, formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
@@ -67,7 +67,7 @@ export interface RuleKindSpec {
    * The config file's section, the API's list key (GET /v1/policies ->
    * {"policies": [...]}) and the head of a rule's key path ("policies[10.45.0.0/16]").
    */
-  readonly section: 'policies' | 'localsids' | 'sessions';
+  readonly section: RuleSection;
   /** The API's collection. */
   readonly apiPath: string;
   /** `mup <verb> list|add|replace|del`. */
