@@ -36,6 +36,12 @@ export interface LabExtras {
   /** More `ip -batch` lines for mup (routes) and core (routes, seg6local). */
   readonly mupBatch?: readonly string[];
   readonly coreBatch?: readonly string[];
+  /**
+   * The core's kernel SRv6 routes (End.DX4 uplink, seg6 encap downlink); on by
+   * default. Off for a test whose SRv6 is all the translator's, so that it
+   * runs on a kernel without SRv6 routes.
+   */
+  readonly kernelSrv6?: boolean;
 }
 
 /** Build the four-namespace topology above in `lab` (namespaces gnb, mup, core, dn). */
@@ -85,11 +91,15 @@ export async function buildLab(lab: Lab, extras: LabExtras = {}): Promise<void> 
     `addr add ${CORE_DN_LINK}/24 dev to-dn`,
     'link set to-mup up',
     'link set to-dn up',
-    // Uplink: End.DX4 for every SID under the translator's sr_prefix.
-    `route add 2001:db8:1::/48 encap seg6local action End.DX4 nh4 ${DN} dev to-dn`,
-    // Downlink: H.Encaps of the UE's traffic to the SID that names gNB, QFI, TEID.
-    `sr tunsrc set ${DL_TUNSRC}`,
-    `route add ${UE_POOL} encap seg6 mode encap segs ${DL_SID} dev to-mup`,
+    ...(extras.kernelSrv6 === false
+      ? []
+      : [
+          // Uplink: End.DX4 for every SID under the translator's sr_prefix.
+          `route add 2001:db8:1::/48 encap seg6local action End.DX4 nh4 ${DN} dev to-dn`,
+          // Downlink: H.Encaps of the UE's traffic to the SID that names gNB, QFI, TEID.
+          `sr tunsrc set ${DL_TUNSRC}`,
+          `route add ${UE_POOL} encap seg6 mode encap segs ${DL_SID} dev to-mup`,
+        ]),
     `route add 2001:db8:2::/48 via ${MUP_V6} dev to-mup`,
     ...(extras.coreBatch ?? []),
   ]);

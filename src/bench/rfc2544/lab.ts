@@ -15,6 +15,7 @@
  */
 import { execa } from 'execa';
 import { listNamespaces, sweepStale as sweepStaleNs } from '../../host/netns-sweep.js';
+import { explainKernelError, NO_SRV6_ROUTES } from '../../lab/sh.js';
 
 export const BENCH_NETNS_PREFIX = 'mup2544-';
 
@@ -46,7 +47,7 @@ export const PE_ISD_ROUTE = '2001:db8:2::/48';
 
 export async function ip(args: readonly string[], input?: string): Promise<string> {
   const r = await execa('ip', args, { reject: false, timeout: 10_000, ...(input === undefined ? {} : { input }) });
-  if (r.exitCode !== 0) throw new Error(`ip ${args.join(' ')} failed (exit ${r.exitCode}): ${r.stderr.trim()}${input ? `\ninput:\n${input}` : ''}`);
+  if (r.exitCode !== 0) throw new Error(`ip ${args.join(' ')} failed (exit ${r.exitCode}): ${explainKernelError(r.stderr)}${input ? `\ninput:\n${input}` : ''}`);
   return r.stdout;
 }
 
@@ -59,24 +60,38 @@ export class BenchLab {
   readonly a: string;
   readonly dut: string;
   readonly b: string;
-  readonly seg6Mode: 'encap.red' | 'encap';
+  /**
+   * How the kernel-seg6 baseline's route encapsulates; 'none' on a kernel
+   * without SRv6 routes (`noSeg6` says the kernel's refusal), where that
+   * baseline cannot run and every other case can.
+   */
+  readonly seg6Mode: 'encap.red' | 'encap' | 'none';
+  readonly noSeg6: string | undefined;
 
   private constructor(prefix: string, seg6Mode: 'encap.red' | 'encap') {
     this.a = `${prefix}a`;
     this.dut = `${prefix}dut`;
     this.b = `${prefix}b`;
     this.seg6Mode = seg6Mode;
+    this.noSeg6 = undefined;
   }
 
   get names(): string[] {
     return [this.a, this.dut, this.b];
   }
 
-  /** Build the topology. On failure, removes what it made. `tag` makes the prefix unique within a process. */
-  static async create(tag = ''): Promise<BenchLab> {
+  /**
+   * Build the topology. On failure, removes what it made. `tag` makes the
+   * prefix unique within a process. `o.seg6`: the kernel-seg6 baseline will
+   * run, so a kernel without SRv6 routes is an error here, before anything
+   * is measured; without it such a kernel leaves only that route out.
+   */
+  static async create(tag = '', o: { seg6?: boolean } = {}): Promise<BenchLab> {
     const lab = new BenchLab(`${BENCH_NETNS_PREFIX}${process.pid}-${tag}`, 'encap.red');
     try {
-      return await lab.#build();
+      await lab.#build();
+      if (o.seg6 === true && lab.noSeg6 !== undefined) throw new Error(`the kernel-seg6 case cannot run here: ${lab.noSeg6}`);
+      return lab;
     } catch (e) {
       await lab.destroy().catch(() => undefined);
       throw e;
@@ -101,7 +116,7 @@ export class BenchLab {
     await ip(['-n', this.b, 'link', 'add', 'eb', 'address', MAC.eb, 'mtu', String(MTU), 'type', 'veth', 'peer', 'name', 'db', 'address', MAC.db, 'mtu', String(MTU), 'netns', this.dut]);
     await ip(['-n', this.a, 'link', 'set', 'ea', 'up']);
     await ip(['-n', this.b, 'link', 'set', 'eb', 'up']);
-    const lines = (mode: string): string =>
+    const lines =
       [
         'addr add 198.51.100.254/24 dev da',
         'addr add 10.99.0.1/24 dev db',
@@ -121,14 +136,23 @@ export class BenchLab {
         `route add ${SR_PREFIX} via ${B_V6} dev db`,
         // Kernel seg6 baseline: the inner IPv4 of the uplink, encapsulated.
         'sr tunsrc set 2001:db8:ff::c633:6401',
-        `route add 203.0.113.0/24 encap seg6 mode ${mode} segs ${SEG6_SID} dev db`,
       ].join('\n') + '\n';
+    await ip(['-n', this.dut, '-batch', '-'], lines);
+    const seg6 = (mode: string): Promise<string> => ip(['-n', this.dut, 'route', 'add', '203.0.113.0/24', 'encap', 'seg6', 'mode', mode, 'segs', SEG6_SID, 'dev', 'db']);
+    const set = (mode: BenchLab['seg6Mode'], why?: string): void => {
+      Object.assign(this, { seg6Mode: mode, noSeg6: why });
+    };
     try {
-      await ip(['-n', this.dut, '-batch', '-'], lines('encap.red'));
-    } catch {
+      await seg6('encap.red');
+    } catch (e) {
+      const said = (e as Error).message;
+      if (NO_SRV6_ROUTES.test(said)) {
+        set('none', said.slice(said.search(NO_SRV6_ROUTES)));
+        return this;
+      }
       // An iproute2 without encap.red: plain encap (one segment: an SRH with one SID).
-      await ip(['-n', this.dut, 'route', 'add', '203.0.113.0/24', 'encap', 'seg6', 'mode', 'encap', 'segs', SEG6_SID, 'dev', 'db']);
-      (this as { seg6Mode: string }).seg6Mode = 'encap';
+      await seg6('encap');
+      set('encap');
     }
     return this;
   }

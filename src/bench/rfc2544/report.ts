@@ -437,7 +437,8 @@ export function markdown(rep: Report): string {
   }
   L.push('', '## Cases', '');
   for (const c of cs) L.push(`- **${c}**: ${CASE_TITLES[c]}${c === 'bidir' ? ' (uplink and downlink streams from one generator thread, alternating batches; the rate is their sum)' : ''}`);
-  L.push(`- kernel-seg6 uses \`encap seg6 mode ${r.seg6Mode}\` with one segment; kernel-ipv4 and xdp-l3fwd forward the uplink GTP-U frames unchanged (TTL − 1).`);
+  if (cs.includes('kernel-seg6')) L.push(`- kernel-seg6 uses \`encap seg6 mode ${r.seg6Mode}\` with one segment.`);
+  L.push('- kernel-ipv4 and xdp-l3fwd forward the uplink GTP-U frames unchanged (TTL − 1).');
   if (r.nexthops !== undefined) {
     const fib = Object.entries(r.nexthops.fib).map(([k, n]) => `${n} by FIB lookup (${k})`);
     L.push(

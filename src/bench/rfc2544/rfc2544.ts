@@ -180,7 +180,7 @@ export async function runRfc2544(opts: Rfc2544Options): Promise<Rfc2544Result> {
   const genOnly: GenOnly[] = [];
   let interrupted = false;
   await sweepStale();
-  const lab = await BenchLab.create();
+  const lab = await BenchLab.create('', { seg6: o.cases.includes('kernel-seg6') });
   let sinks: Record<'a' | 'b', Sink> | undefined;
   let gens: Record<'a' | 'b', Generator> | undefined;
   let l3: L3fwd | undefined;
@@ -465,7 +465,7 @@ async function runPinned(o: Rfc2544Options): Promise<Rfc2544Result> {
   const bursts: BurstSizes[] = [];
   let interrupted = false;
   await sweepStale();
-  const lab = await BenchLab.create();
+  const lab = await BenchLab.create('', { seg6: o.cases.includes('kernel-seg6') });
   const closers: { close(): void }[] = [];
   const make = <T extends { close(): void }>(x: T): T => (closers.push(x), x);
   let nh: NextHopWatcher | undefined;
