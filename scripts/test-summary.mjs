@@ -1,5 +1,6 @@
 // Print vitest's JSON result as plain closing lines: each failed test (file, name, first line of its
-// error), then "tests: N passed, N failed, N skipped". The failures come last so that a CI log cut to
+// error), the tests not run for want of something the machine lacks, then "tests: N passed, N failed,
+// N skipped". The failures come last so that a CI log cut to
 // its tail still names them.
 import { readFileSync } from 'node:fs';
 import { relative } from 'node:path';
@@ -29,6 +30,23 @@ if (r.success === false && (r.numFailedTests ?? 0) === 0) {
   // rejection or "[vitest-worker]: Timeout calling onTaskUpdate" (a worker or the runner starved
   // past vitest's fixed 60 s RPC timeout on a loaded host). Vitest printed it above "Test Files".
   console.log('FAILED outside the tests: see "Unhandled Errors" above the totals');
+}
+// Suites skipped for want of something this machine lacks carry "[NOT RUN: reason]" in their title
+// (test/helpers/kernel-srv6.ts): one line per reason, with the count and the files, so a kernel that
+// cannot run them is plain in the log and not folded into the plain skips.
+const notRun = new Map();
+for (const f of r.testResults ?? []) {
+  for (const a of f.assertionResults ?? []) {
+    const m = /\[NOT RUN: (.*?)\]/.exec(a.fullName ?? '');
+    if (m === null || a.status === 'passed' || a.status === 'failed') continue;
+    const e = notRun.get(m[1]) ?? { tests: 0, files: new Set() };
+    e.tests += 1;
+    e.files.add(relative(process.cwd(), f.name ?? ''));
+    notRun.set(m[1], e);
+  }
+}
+for (const [reason, e] of notRun) {
+  console.log(`NOT RUN: ${e.tests} tests in ${e.files.size} files (${[...e.files].join(', ')}): ${reason}`);
 }
 const skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
 console.log(`tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);

@@ -18,6 +18,7 @@ import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
 import { Lab, listNamespaces, sweepStaleNamespaces, type Listener } from './helpers/netns.js';
 import { buildLab, CORE_V6, DN, GNB, N3, UE } from './helpers/topology.js';
 import { bpfCflags } from '../src/dataplane/cflags.js';
+import { needsKernelSrv6, noKernelSrv6 } from './helpers/kernel-srv6.js';
 
 const isRoot = process.getuid?.() === 0;
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -59,7 +60,7 @@ interface Counters {
   rules: { rule: number; kind: string; key: string; name?: string; packets: number }[];
 }
 
-describe.skipIf(!isRoot)('mup daemon on veths between namespaces', () => {
+describe.skipIf(!isRoot || noKernelSrv6 !== undefined)(needsKernelSrv6('mup daemon on veths between namespaces'), () => {
   let lab: Lab | undefined;
   let d: TestDaemon | undefined;
 

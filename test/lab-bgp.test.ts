@@ -20,22 +20,23 @@ import { listNamespaces } from '../src/host/netns-sweep.js';
 import { bgpLabDown, bgpLabUp, labSession, learnedPolicies, sidecarPid, startSidecar, stream, translatorPackets, TRANSLATORS, waitLearned, type BgpLabPaths, type BgpLabTopology, type BgpLabUe } from '../src/lab/bgp-lab.js';
 import { startDaemon, stopDaemon } from '../src/lab/lab.js';
 import { ipBatch, run } from '../src/lab/sh.js';
+import { needsKernelSrv6, noKernelSrv6 } from './helpers/kernel-srv6.js';
 
 const PREFIX = `mbt${process.pid % 100000}`;
 let t: BgpLabTopology;
 let p: BgpLabPaths;
 
-beforeAll(async () => {
-  ({ topology: t, paths: p } = await bgpLabUp(PREFIX, () => undefined, { sessions: 8 }));
-}, 240_000);
+describe.skipIf(noKernelSrv6 !== undefined)(needsKernelSrv6('BGP lab'), () => {
+  beforeAll(async () => {
+    ({ topology: t, paths: p } = await bgpLabUp(PREFIX, () => undefined, { sessions: 8 }));
+  }, 240_000);
 
-afterAll(async () => {
-  await bgpLabDown(PREFIX);
-  expect((await listNamespaces()).filter((n) => n.startsWith(`${PREFIX}-`))).toEqual([]);
-  expect(existsSync(p?.dir ?? '/nonexistent')).toBe(false);
-}, 60_000);
+  afterAll(async () => {
+    await bgpLabDown(PREFIX);
+    expect((await listNamespaces()).filter((n) => n.startsWith(`${PREFIX}-`))).toEqual([]);
+    expect(existsSync(p?.dir ?? '/nonexistent')).toBe(false);
+  }, 60_000);
 
-describe('BGP lab', () => {
   it('the controller\'s sessions reach both translators\' speakers and carry traffic end to end over both translators', async () => {
     // 8 T2ST + 8 T1ST from the controller and 2 DSDs from the PE, reflected to each translator.
     for (const gw of TRANSLATORS) expect(await mupRoutes(t.api, { netns: t.ns[gw] })).toBe(2 * t.ues.length + 2);

@@ -21,6 +21,7 @@ import { binRate } from '../src/lab/relocate-plot.js';
 import { binomHalfCdf, medianCi } from '../src/lab/relocate-stats.js';
 import { listNamespaces } from '../src/host/netns-sweep.js';
 import { Lab } from './helpers/netns.js';
+import { needsKernelSrv6, noKernelSrv6 } from './helpers/kernel-srv6.js';
 
 const isRoot = process.getuid?.() === 0;
 const MUP_BIN = fileURLToPath(new URL('../bin/mup.js', import.meta.url));
@@ -35,7 +36,7 @@ const RATE = 1000;
 // each such run must say so (the call's time covers the rest of the stream), and at least one run must split.
 const SECS = 3;
 
-describe.skipIf(!isRoot)('mup lab relocate --repeat 5 --both', () => {
+describe.skipIf(!isRoot || noKernelSrv6 !== undefined)(needsKernelSrv6('mup lab relocate --repeat 5 --both'), () => {
   const out = mkdtempSync(join(tmpdir(), 'mup-relocate-'));
   afterAll(async () => {
     // The CLI removes the lab it built; this is for a run that failed half-way.

@@ -29,6 +29,7 @@ import { relocateOnLab, type RelocateOptions, type RelocateReport } from '../src
 import { labTopology, type LabTopology } from '../src/lab/topology.js';
 import { listNamespaces } from '../src/host/netns-sweep.js';
 import { pidAlive } from '../src/host/process.js';
+import { needsKernelSrv6, noKernelSrv6 } from './helpers/kernel-srv6.js';
 
 const isRoot = process.getuid?.() === 0;
 const PREFIX = `mlt${process.pid}`;
@@ -43,7 +44,7 @@ interface RecvOut {
   malformed: number;
 }
 
-describe.skipIf(!isRoot)('mup lab: the whole user plane in namespaces', () => {
+describe.skipIf(!isRoot || noKernelSrv6 !== undefined)(needsKernelSrv6('mup lab: the whole user plane in namespaces'), () => {
   let t: LabTopology;
   let p: LabPaths;
   let out: string;

@@ -28,6 +28,7 @@ import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/
 import { Lab, listNamespaces, sweepStaleNamespaces, TESTPEER_OBJECT, waitFor, type Listener } from './helpers/netns.js';
 import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, MUP_V6, N3, UE } from './helpers/topology.js';
 import { decodeWithScapy } from './helpers/scapy.js';
+import { needsKernelSrv6, noKernelSrv6 } from './helpers/kernel-srv6.js';
 
 const haveObjects = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT);
 const isRoot = process.getuid?.() === 0;
@@ -167,7 +168,7 @@ function checkDownlinkGtpu(data: Buffer, body: Buffer): void {
 
 // ---------------------------------------------------------------------------
 
-describe.skipIf(!haveObjects || !isRoot)('srv6-mup on veths between namespaces, Linux SRv6 as the peer', () => {
+describe.skipIf(!haveObjects || !isRoot || noKernelSrv6 !== undefined)(needsKernelSrv6('srv6-mup on veths between namespaces, Linux SRv6 as the peer'), () => {
   let lab: Lab | undefined;
   let dp: Dataplane | undefined;
   const gpdu = new Map<string, Buffer>();

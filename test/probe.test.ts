@@ -26,6 +26,7 @@ import { ADDON_PATH } from '../src/probe/native.js';
 import { Lab, sweepStaleNamespaces, TESTPEER_OBJECT } from './helpers/netns.js';
 import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, N3, UE } from './helpers/topology.js';
 import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
+import { needsKernelSrv6, noKernelSrv6 } from './helpers/kernel-srv6.js';
 
 const ready = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT) && existsSync(ADDON_PATH) && process.getuid?.() === 0;
 const PORT = 47000;
@@ -38,7 +39,7 @@ localsids:
   - { name: n3-downlink, sid: "2001:db8:2::/48", src_prefix_len: 64 }
 `;
 
-describe.skipIf(!ready)('mup probe through the translator between namespaces', () => {
+describe.skipIf(!ready || noKernelSrv6 !== undefined)(needsKernelSrv6('mup probe through the translator between namespaces'), () => {
   let lab: Lab | undefined;
   let session: StampSession | undefined;
   let setups: DirectionSetup[];

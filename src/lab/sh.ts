@@ -11,6 +11,9 @@ export interface RunResult {
   readonly exitCode: number;
 }
 
+/** iproute2's answer to a seg6 or seg6local route on a kernel without them. */
+export const NO_SRV6_ROUTES = /lwt encapsulation type not supported/i;
+
 /**
  * A command's stderr, trimmed, with what a known kernel refusal means added
  * to the line that says it (a failed lab start prints the first line, and
@@ -25,7 +28,7 @@ export function explainKernelError(stderr: string): string {
   return stderr
     .trim()
     .split('\n')
-    .map((l) => (/lwt encapsulation type not supported/i.test(l) ? l + hint : l))
+    .map((l) => (NO_SRV6_ROUTES.test(l) ? l + hint : l))
     .join('\n');
 }
 

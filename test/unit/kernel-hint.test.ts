@@ -3,9 +3,18 @@
  * missing kernel option on the line a failed start prints (found on a
  * machine whose kernel lacked CONFIG_IPV6_SEG6_LWTUNNEL: `make demo` stopped
  * at "Error: lwt encapsulation type not supported.", which does not say
- * what to change).
+ * what to change). Asking the kernel the same question up front, as the
+ * suites that need its SRv6 do, and the NOT RUN line `make test` prints
+ * when they are skipped.
  */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
+import { listNamespaces } from '../../src/host/netns-sweep.js';
+import { kernelSrv6 } from '../../src/lab/kernel-srv6.js';
 import { explainKernelError } from '../../src/lab/sh.js';
 
 describe('explainKernelError', () => {
@@ -24,5 +33,49 @@ describe('explainKernelError', () => {
   it('leaves other errors as they are (trimmed)', () => {
     expect(explainKernelError('RTNETLINK answers: File exists\n')).toBe('RTNETLINK answers: File exists');
     expect(explainKernelError('Error: Unknown device type.')).toBe('Error: Unknown device type.');
+  });
+});
+
+const isRoot = process.getuid?.() === 0;
+
+describe.skipIf(!isRoot)('kernelSrv6: asking the kernel whether it takes SRv6 routes', () => {
+  it('agrees with the kernel\'s own build config where it has one, and leaves no namespace behind', async () => {
+    const answer = await kernelSrv6();
+    expect(await kernelSrv6(), 'asked once per process').toBe(answer);
+    expect((await listNamespaces()).filter((n) => n.startsWith('msr6-'))).toEqual([]);
+    let config = '';
+    try {
+      config = gunzipSync(readFileSync('/proc/config.gz')).toString();
+    } catch {
+      // No /proc/config.gz: only the answer's shape can be checked.
+    }
+    const line = /^(CONFIG_IPV6_SEG6_LWTUNNEL=y|# CONFIG_IPV6_SEG6_LWTUNNEL is not set)$/m.exec(config)?.[1];
+    if (line === 'CONFIG_IPV6_SEG6_LWTUNNEL=y') expect(answer).toEqual({ ok: true });
+    else if (line !== undefined) {
+      expect(answer).toMatchObject({ ok: false, why: 'missing' });
+      expect((answer as { reason: string }).reason).toMatch(/lwt encapsulation type not supported.*CONFIG_IPV6_SEG6_LWTUNNEL/);
+    } else expect(answer.ok || (answer as { reason: string }).reason.length > 0).toBe(true);
+  });
+});
+
+describe('test-summary.mjs: suites not run for want of kernel SRv6', () => {
+  it('prints one NOT RUN line per reason, with the count and the files, and leaves them out of neither total', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-summary-'));
+    try {
+      const why = 'Error: lwt encapsulation type not supported. (this kernel has no SRv6 routes: ...)';
+      const t = (fullName: string, status: string): object => ({ fullName, title: fullName, status, failureMessages: [] });
+      const result = {
+        success: true, numPassedTests: 1, numFailedTests: 0, numPendingTests: 3, numTodoTests: 0,
+        testResults: [
+          { name: join(process.cwd(), 'test/a.test.ts'), status: 'passed', assertionResults: [t(`lab [NOT RUN: ${why}] one`, 'skipped'), t(`lab [NOT RUN: ${why}] two`, 'skipped'), t('plain', 'passed')] },
+          { name: join(process.cwd(), 'test/b.test.ts'), status: 'passed', assertionResults: [t(`daemon [NOT RUN: ${why}] three`, 'skipped')] },
+        ],
+      };
+      writeFileSync(join(dir, 'r.json'), JSON.stringify(result));
+      const out = execFileSync('node', ['scripts/test-summary.mjs', join(dir, 'r.json')]).toString().trim().split('\n');
+      expect(out).toEqual([`NOT RUN: 3 tests in 2 files (test/a.test.ts, test/b.test.ts): ${why}`, 'tests: 1 passed, 0 failed, 3 skipped']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,0 +1,46 @@
+/**
+ * Whether this kernel takes SRv6 routes: `encap seg6` (H.Encaps) and
+ * `encap seg6local` (End, End.DX4, End.DT4 ...), the lightweight tunnels
+ * of CONFIG_IPV6_SEG6_LWTUNNEL. The lab's core and PE, the RFC 2544
+ * bench's kernel-seg6 baseline and the tests whose peer is the kernel's
+ * SRv6 need them; a kernel built without them answers every such route
+ * with "lwt encapsulation type not supported".
+ *
+ * Asked the way the lab asks: one route of each kind in a namespace of its
+ * own, removed again. Once per process.
+ */
+import { execa } from 'execa';
+import { explainKernelError, NO_SRV6_ROUTES } from './sh.js';
+
+export type KernelSrv6 =
+  | { readonly ok: true }
+  /** `missing`: the kernel refused the routes (the reason says so); `unknown`: the question could not be asked. */
+  | { readonly ok: false; readonly why: 'missing' | 'unknown'; readonly reason: string };
+
+let asked: Promise<KernelSrv6> | undefined;
+
+/** The answer, asked once per process. */
+export function kernelSrv6(): Promise<KernelSrv6> {
+  asked ??= ask();
+  return asked;
+}
+
+async function ask(): Promise<KernelSrv6> {
+  const ns = `msr6-${process.pid}`;
+  const made = await execa('ip', ['netns', 'add', ns], { reject: false, timeout: 10_000 });
+  if (made.exitCode !== 0) return { ok: false, why: 'unknown', reason: `could not make namespace ${ns} to ask: ${String(made.stderr).trim()}` };
+  try {
+    const lines = [
+      'link set lo up',
+      'route add 2001:db8:ffff::1/128 encap seg6local action End dev lo',
+      'route add 2001:db8:ffff::2/128 encap seg6 mode encap segs 2001:db8:ffff::3 dev lo',
+    ];
+    const r = await execa('ip', ['-6', '-n', ns, '-batch', '-'], { input: lines.join('\n') + '\n', reject: false, timeout: 10_000 });
+    if (r.exitCode === 0) return { ok: true };
+    const said = String(r.stderr).trim();
+    if (NO_SRV6_ROUTES.test(said)) return { ok: false, why: 'missing', reason: explainKernelError(said).split('\n')[0]! };
+    return { ok: false, why: 'unknown', reason: `a seg6 route in ${ns} failed: ${said}` };
+  } finally {
+    await execa('ip', ['netns', 'delete', ns], { reject: false, timeout: 10_000 });
+  }
+}
