@@ -4,32 +4,12 @@
  * failed and where.
  */
 import { execa } from 'execa';
+import { explainKernelError } from '../host/kernel-srv6.js';
 
 export interface RunResult {
   readonly stdout: string;
   readonly stderr: string;
   readonly exitCode: number;
-}
-
-/** iproute2's answer to a seg6 or seg6local route on a kernel without them. */
-export const NO_SRV6_ROUTES = /lwt encapsulation type not supported/i;
-
-/**
- * A command's stderr, trimmed, with what a known kernel refusal means added
- * to the line that says it (a failed lab start prints the first line, and
- * iproute2 prints it first): "lwt encapsulation type not supported" is
- * iproute2's answer to a seg6 or seg6local route on a kernel built without
- * CONFIG_IPV6_SEG6_LWTUNNEL, and the SRv6 peers of the lab and of the tests
- * are such routes. Any other stderr comes back as it was (trimmed).
- */
-export function explainKernelError(stderr: string): string {
-  const hint =
-    ' (this kernel has no SRv6 routes: it was built without CONFIG_IPV6_SEG6_LWTUNNEL, see /proc/config.gz if it has one; the kernel SRv6 peers of the lab and of the tests need them)';
-  return stderr
-    .trim()
-    .split('\n')
-    .map((l) => (NO_SRV6_ROUTES.test(l) ? l + hint : l))
-    .join('\n');
 }
 
 /** Run a command; throws (command, exit status, stderr) unless it succeeds. */

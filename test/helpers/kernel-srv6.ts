@@ -10,7 +10,7 @@
  * to ask (say, no namespace could be made) lets the tests run and fail
  * with their own errors.
  */
-import { kernelSrv6 } from '../../src/lab/kernel-srv6.js';
+import { kernelSrv6 } from '../../src/host/kernel-srv6.js';
 
 const isRoot = process.getuid?.() === 0;
 const answer = isRoot && process.env.MUP_REQUIRE_KERNEL_SRV6 !== '1' ? await kernelSrv6() : ({ ok: true } as const);

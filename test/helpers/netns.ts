@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 import { PYTHON } from './scapy.js';
 import { listNamespaces, sweepStale } from '../../src/host/netns-sweep.js';
-import { explainKernelError } from '../../src/lab/sh.js';
+import { explainKernelError } from '../../src/host/kernel-srv6.js';
 
 /** Every namespace a test creates starts with this. */
 export const NETNS_TEST_PREFIX = 'mupt-';

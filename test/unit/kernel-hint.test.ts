@@ -14,8 +14,7 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { listNamespaces } from '../../src/host/netns-sweep.js';
-import { kernelSrv6 } from '../../src/lab/kernel-srv6.js';
-import { explainKernelError } from '../../src/lab/sh.js';
+import { explainKernelError, kernelSrv6 } from '../../src/host/kernel-srv6.js';
 
 describe('explainKernelError', () => {
   it("names CONFIG_IPV6_SEG6_LWTUNNEL on the first line of iproute2's refusal of a seg6 or seg6local route", () => {

@@ -15,7 +15,7 @@
  */
 import { execa } from 'execa';
 import { listNamespaces, sweepStale as sweepStaleNs } from '../../host/netns-sweep.js';
-import { explainKernelError, NO_SRV6_ROUTES } from '../../lab/sh.js';
+import { explainKernelError, NO_SRV6_ROUTES } from '../../host/kernel-srv6.js';
 
 export const BENCH_NETNS_PREFIX = 'mup2544-';
 

@@ -10,7 +10,27 @@
  * own, removed again. Once per process.
  */
 import { execa } from 'execa';
-import { explainKernelError, NO_SRV6_ROUTES } from './sh.js';
+
+/** iproute2's answer to a seg6 or seg6local route on a kernel without them. */
+export const NO_SRV6_ROUTES = /lwt encapsulation type not supported/i;
+
+/**
+ * A command's stderr, trimmed, with what a known kernel refusal means added
+ * to the line that says it (a failed lab start prints the first line, and
+ * iproute2 prints it first): "lwt encapsulation type not supported" is
+ * iproute2's answer to a seg6 or seg6local route on a kernel built without
+ * CONFIG_IPV6_SEG6_LWTUNNEL, and the SRv6 peers of the lab and of the tests
+ * are such routes. Any other stderr comes back as it was (trimmed).
+ */
+export function explainKernelError(stderr: string): string {
+  const hint =
+    ' (this kernel has no SRv6 routes: it was built without CONFIG_IPV6_SEG6_LWTUNNEL, see /proc/config.gz if it has one; the kernel SRv6 peers of the lab and of the tests need them)';
+  return stderr
+    .trim()
+    .split('\n')
+    .map((l) => (NO_SRV6_ROUTES.test(l) ? l + hint : l))
+    .join('\n');
+}
 
 export type KernelSrv6 =
   | { readonly ok: true }
