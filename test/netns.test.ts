@@ -28,6 +28,7 @@ import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/
 import { Lab, listNamespaces, sweepStaleNamespaces, TESTPEER_OBJECT, waitFor, type Listener } from './helpers/netns.js';
 import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, MUP_V6, N3, UE } from './helpers/topology.js';
 import { decodeWithScapy } from './helpers/scapy.js';
+import { checkDownlinkGpdu, ipv4Text, ipv6Text } from './helpers/wire.js';
 import { needsKernelSrv6, noKernelSrv6 } from './helpers/kernel-srv6.js';
 
 const haveObjects = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT);
@@ -107,63 +108,12 @@ function payload(tag: string): Buffer {
   return Buffer.from(`srv6-mup netns ${tag} ${'x'.repeat(24)}`);
 }
 
-/** A 16-byte GTP-U header with a PDU Session Container, as End.M.GTP4.E writes it (docs/datapath.md). */
-function gtpuDlHeader(teid: number, qfi: number, innerLength: number): Buffer {
-  const h = Buffer.from('34ff0000000000000000008501000000', 'hex');
-  h.writeUInt16BE(8 + innerLength, 2);
-  h.writeUInt32BE(teid, 4);
-  h[14] = qfi; // R = 0
-  return h;
-}
-
-function ipv4Text(b: Buffer, at: number): string {
-  return [...b.subarray(at, at + 4)].join('.');
-}
-
-function ipv6Text(b: Buffer, at: number): string {
-  const groups: string[] = [];
-  for (let i = 0; i < 16; i += 2) groups.push(b.readUInt16BE(at + i).toString(16));
-  // The URL parser writes IPv6 hosts in the RFC 5952 form, as the constants above are.
-  return new URL(`http://[${groups.join(':')}]`).hostname.slice(1, -1);
-}
-
-function csum16(b: Buffer, init = 0): number {
-  let s = init;
-  for (let i = 0; i < b.length; i += 2) s += (b[i]! << 8) | (b[i + 1] ?? 0);
-  while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
-  return s;
-}
-
-/** The UDP checksum of an IPv4/UDP packet verifies (or is 0, "none"). */
-function udpChecksumOk(ip: Buffer): boolean {
-  const ihl = (ip[0]! & 0x0f) * 4;
-  const udp = ip.subarray(ihl, ip.readUInt16BE(2));
-  if (udp.readUInt16BE(6) === 0) return true;
-  const pseudo = Buffer.concat([ip.subarray(12, 20), Buffer.from([0, 17]), Buffer.from([udp.length >> 8, udp.length & 0xff])]);
-  return csum16(udp, csum16(pseudo)) === 0xffff;
-}
-
 /** Check a downlink GTP-U datagram (UDP payload) as the gNB received it. */
 function checkDownlinkGtpu(data: Buffer, body: Buffer): void {
-  const innerLength = data.length - 16;
-  expect(data.subarray(0, 16).toString('hex'), 'GTP-U header + PDU Session Container').toBe(
-    gtpuDlHeader(DL.teid, DL.qfi, innerLength).toString('hex'),
-  );
-  const inner = data.subarray(16);
-  expect(inner[0], 'inner IPv4, IHL 5').toBe(0x45);
-  expect(inner.readUInt16BE(2), 'inner total length').toBe(innerLength);
   // The core's seg6 encap of a forwarded IPv4 packet runs as the route's
   // input handler (lwtunnel input redirect), before ip_forward(): the inner
   // TTL the data network sent (64) is not decremented, and we leave it alone.
-  expect(inner[8], 'inner TTL: as sent by the data network').toBe(64);
-  expect(inner[9]).toBe(17);
-  expect(ipv4Text(inner, 12)).toBe(DN);
-  expect(ipv4Text(inner, 16)).toBe(UE);
-  expect(csum16(inner.subarray(0, 20)), 'inner IPv4 header checksum').toBe(0xffff);
-  expect(inner.readUInt16BE(20)).toBe(DL.sport);
-  expect(inner.readUInt16BE(22)).toBe(DL.dport);
-  expect(inner.subarray(28).toString(), 'inner payload').toBe(body.toString());
-  expect(udpChecksumOk(inner), 'inner UDP checksum').toBe(true);
+  checkDownlinkGpdu(data, body, { teid: DL.teid, qfi: DL.qfi, src: DN, dst: UE, sport: DL.sport, dport: DL.dport, ttl: 64 });
 }
 
 // ---------------------------------------------------------------------------
