@@ -16,9 +16,9 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
 import { Lab, listNamespaces, sweepStaleNamespaces, type Listener } from './helpers/netns.js';
-import { buildLab, CORE_V6, DN, GNB, N3, UE } from './helpers/topology.js';
+import { buildLab, CORE_V6, DN, GNB, N3, sendDownlink, sidToDn, UE } from './helpers/topology.js';
 import { bpfCflags } from '../src/dataplane/cflags.js';
-import { needsKernelSrv6, noKernelSrv6 } from './helpers/kernel-srv6.js';
+import { corePeer, peerTitle } from './helpers/kernel-srv6.js';
 
 const isRoot = process.getuid?.() === 0;
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -29,7 +29,8 @@ const UL_DPORT = 5000;
 const OLD_PREFIX = '20010db80001';
 const NEW_PREFIX = '20010db80003';
 
-const POLICY = { name: 'n3-uplink', match: `${N3}/32`, sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' };
+/** With the kernel's SRH endpoint as core (corePeer 'srh'), the uplink must carry an SRH for it to decapsulate. */
+const POLICY = { name: 'n3-uplink', match: `${N3}/32`, sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64', ...(corePeer === 'srh' ? { srh: 'always' } : {}) };
 const CONFIG = `
 settings: { forwarding: fib, max_policies: 64, max_localsids: 64 }
 # Per-rule series are opt-in: the busiest rules (the ones with traffic here).
@@ -38,7 +39,7 @@ interfaces:
   - { name: to-gnb }
   - { name: to-core }
 policies:
-  - { name: ${POLICY.name}, match: ${POLICY.match}, sr_prefix: "${POLICY.sr_prefix}", src_prefix: "${POLICY.src_prefix}" }
+  - { name: ${POLICY.name}, match: ${POLICY.match}, sr_prefix: "${POLICY.sr_prefix}", src_prefix: "${POLICY.src_prefix}"${POLICY.srh === undefined ? '' : `, srh: ${POLICY.srh}`} }
 localsids:
   - { name: n3-downlink, sid: "2001:db8:2::/48", src_prefix_len: 64 }
 `;
@@ -60,7 +61,7 @@ interface Counters {
   rules: { rule: number; kind: string; key: string; name?: string; packets: number }[];
 }
 
-describe.skipIf(!isRoot || noKernelSrv6 !== undefined)(needsKernelSrv6('mup daemon on veths between namespaces'), () => {
+describe.skipIf(!isRoot)(peerTitle('mup daemon on veths between namespaces'), () => {
   let lab: Lab | undefined;
   let d: TestDaemon | undefined;
 
@@ -112,9 +113,10 @@ describe.skipIf(!isRoot || noKernelSrv6 !== undefined)(needsKernelSrv6('mup daem
     await sweepStaleNamespaces();
     lab = await Lab.create(['gnb', 'mup', 'core', 'dn']);
     await buildLab(lab, {
-      // The replace test's new SID prefix is routed to the core and ends in End.DX4 too.
+      core: corePeer,
+      // The replace test's new SID prefix is routed to the core and ends in the data network too.
       mupBatch: [`route add 2001:db8:3::/48 via ${CORE_V6} dev to-core`],
-      coreBatch: [`route add 2001:db8:3::/48 encap seg6local action End.DX4 nh4 ${DN} dev to-dn`],
+      coreBatch: [sidToDn('2001:db8:3::/48', corePeer)],
     });
     d = new TestDaemon({ config: CONFIG, netns: lab.ns('mup') });
     await d.start();
@@ -202,10 +204,10 @@ describe.skipIf(!isRoot || noKernelSrv6 !== undefined)(needsKernelSrv6('mup daem
     const got = (await rx.done)[0]!;
     expect(got.unique, `the data network got every uplink packet (missing ${JSON.stringify(got.missing)})`).toBe(N);
 
-    // Downlink: the data network answers; the core's seg6 encap hands it to our End.M.GTP4.E.
+    // Downlink: the data network answers; the core's kernel encapsulates it to our End.M.GTP4.E.
     const DL_N = 50;
     const gnbRx = await lab!.listen<{ data: string }>('gnb', ['udp-recv', '--bind', GNB, '--port', '2152', '--count', String(DL_N), '--timeout', '10']);
-    await lab!.peer('dn', ['udp-send', '--bind', DN, '--sport', '5001', '--to', UE, '--port', '6000', '--hex', Buffer.from('downlink').toString('hex'), '--count', String(DL_N), '--interval', '0.002']);
+    await sendDownlink(lab!, corePeer, { sport: 5001, dport: 6000, hex: Buffer.from('downlink').toString('hex'), count: DL_N, interval: 0.002 });
     const dl = await gnbRx.done;
     expect(dl.length, 'the gNB got every downlink packet as GTP-U').toBe(DL_N);
 

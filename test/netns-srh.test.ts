@@ -28,7 +28,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { Lab, listNamespaces, sweepStaleNamespaces, TESTPEER_OBJECT, type Listener } from './helpers/netns.js';
-import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, N3, UE } from './helpers/topology.js';
+import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, N3, sendDownlink, sidToDn, UE } from './helpers/topology.js';
 import { checkDownlinkGpdu, ipv6Text } from './helpers/wire.js';
 
 const ready = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT) && process.getuid?.() === 0;
@@ -86,18 +86,10 @@ describe.skipIf(!ready)("srv6-mup on veths, the kernel's SRH endpoint and SRH so
     if (swept.length > 0) console.warn(`removed stale namespaces of earlier runs: ${swept.join(', ')}`);
     lab = await Lab.create(['gnb', 'mup', 'core', 'dn']);
     await buildLab(lab, {
-      kernelSrv6: false,
+      core: 'srh',
       mupBatch: [`route add 2001:db8:e::/64 via ${CORE_V6} dev to-core`],
-      coreBatch: [
-        'link set lo up',
-        // The SIDs are core's own addresses: local routes, as a router's locator is.
-        'route add local 2001:db8:1::/48 dev lo',
-        'route add local 2001:db8:e::/64 dev lo',
-        // The downlink's IPv6 source (its low bits carry N3 for End.M.GTP4.E).
-        `addr add ${DL_TUNSRC}/128 dev lo`,
-      ],
+      coreBatch: [sidToDn('2001:db8:e::/64', 'srh')],
     });
-    await seg6Enabled(true);
     dp = openDataplane({ config: parseConfig(configText(ROWS[0].extra), 'srh.yaml') });
     dp.attach('to-gnb', { netns: lab.ns('mup'), mode: 'native' });
     dp.attach('to-core', { netns: lab.ns('mup'), mode: 'native' });
@@ -176,10 +168,7 @@ describe.skipIf(!ready)("srv6-mup on veths, the kernel's SRH endpoint and SRH so
     const payload = body('down');
     const rx = await lab!.listen<Datagram>('gnb', ['udp-recv', '--bind', GNB, '--port', '2152', '--count', String(N), '--timeout', '5']);
     const before = counted('localsids[0]');
-    await lab!.peer('core', [
-      'srh-send', '--bind', DL_TUNSRC, '--segments', DL_SID, '--inner-src', DN, '--inner-dst', UE,
-      '--sport', String(DL.sport), '--dport', String(DL.dport), '--hex', payload.toString('hex'), '--count', String(N),
-    ]);
+    await sendDownlink(lab!, 'srh', { sport: DL.sport, dport: DL.dport, hex: payload.toString('hex'), count: N });
     const got = await rx.done;
     expect(got.length, 'G-PDUs at the gNB').toBe(N);
     for (const d of got) {

@@ -88,7 +88,7 @@ describe.skipIf(!isRoot)('PE sessions across daemon restarts (pinned sessions ta
     lab = await Lab.create(['gnb', 'mup', 'core', 'dn']);
     await buildLab(lab, {
       // The PE downlink is the translator's, the core only captures it: no kernel SRv6 route.
-      kernelSrv6: false,
+      core: 'none',
       mupBatch: [`route add ${ISD} via ${CORE_V6} dev to-core`],
       coreBatch: [`route add 10.60.0.0/24 via inet6 ${MUP_V6} dev to-mup`, `route add blackhole ${ISD}`],
     });

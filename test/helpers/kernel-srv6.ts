@@ -5,6 +5,10 @@
  * refusal, explained>]", and scripts/test-summary.mjs prints one NOT RUN
  * line with the count, the files and the reason at the end of `make test`.
  *
+ * Suites that only need an independent SRv6 peer run on either kernel:
+ * `corePeer` gives them the kernel's SRH code where the routes are missing,
+ * and `peerTitle` says so in their title.
+ *
  * MUP_REQUIRE_KERNEL_SRV6=1 runs them anyway, to fail where the kernel
  * should have it. Only the kernel's own refusal skips: any other failure
  * to ask (say, no namespace could be made) lets the tests run and fail
@@ -21,4 +25,15 @@ export const noKernelSrv6: string | undefined = !answer.ok && answer.why === 'mi
 /** A suite title that says, when the suite is skipped for want of kernel SRv6, why. */
 export function needsKernelSrv6(title: string): string {
   return noKernelSrv6 === undefined ? title : `${title} [NOT RUN: ${noKernelSrv6}]`;
+}
+
+/**
+ * The SRv6 peer core can be for a suite that can use either (topology.ts
+ * CorePeer): the kernel's SRv6 routes where it has them, else its SRH code.
+ */
+export const corePeer: 'routes' | 'srh' = noKernelSrv6 === undefined ? 'routes' : 'srh';
+
+/** A suite title that names the peer when it is not the kernel's SRv6 routes, and why. */
+export function peerTitle(title: string): string {
+  return corePeer === 'routes' ? title : `${title} [peer: the kernel's SRH endpoint, as this kernel has no seg6 routes]`;
 }

@@ -32,16 +32,73 @@ export const DL_SID = '2001:db8:2:c633:6401:1411:2233:4400';
 /** The core's H.Encaps source: 2001:db8:ff::/64 (P = 64) | 192.0.2.10, so the GTP-U comes from N3. */
 export const DL_TUNSRC = '2001:db8:ff:0:c000:20a::';
 
+/**
+ * How core is the SRv6 peer.
+ * - 'routes': the kernel's SRv6 routes, seg6local End.DX4 for the uplink and
+ *   seg6 encap for the downlink (CONFIG_IPV6_SEG6_LWTUNNEL).
+ * - 'srh': the kernel's SRH code, in every IPv6 kernel: the SID prefixes are
+ *   local routes and seg6_enabled is on, so an uplink with an SRH is taken
+ *   to its last segment and decapsulated to dn (the translator must write
+ *   one: srh: always); the downlink is written by a raw socket's SRH
+ *   option in core (sendDownlink).
+ * - 'none': core only forwards (a test whose SRv6 is all the translator's).
+ */
+export type CorePeer = 'routes' | 'srh' | 'none';
+
+/** core's `ip -batch` line for a SID prefix whose uplink ends in the data network. */
+export function sidToDn(prefix: string, core: CorePeer): string {
+  if (core === 'routes') return `route add ${prefix} encap seg6local action End.DX4 nh4 ${DN} dev to-dn`;
+  if (core === 'srh') return `route add local ${prefix} dev lo`;
+  throw new Error(`core '${core}' ends no SID`);
+}
+
+/**
+ * The data network's downlink to the UE through core: with 'routes' dn sends
+ * it and core's seg6 encap takes it to DL_SID; with 'srh' core's kernel writes
+ * the same SRv6 packet (IPv6 from DL_TUNSRC to DL_SID, SRH [DL_SID] with
+ * Segments Left 0, inner IPv4/UDP from DN to the UE) from a raw socket.
+ */
+export async function sendDownlink(lab: Lab, core: CorePeer, o: { sport: number; dport: number; hex: string; count: number; interval?: number }): Promise<void> {
+  const every = ['--count', String(o.count), '--interval', String(o.interval ?? 0.02)];
+  if (core === 'srh') {
+    await lab.peer('core', [
+      'srh-send', '--bind', DL_TUNSRC, '--segments', DL_SID, '--inner-src', DN, '--inner-dst', UE,
+      '--sport', String(o.sport), '--dport', String(o.dport), '--hex', o.hex, ...every,
+    ]);
+  } else {
+    await lab.peer('dn', ['udp-send', '--bind', DN, '--sport', String(o.sport), '--to', UE, '--port', String(o.dport), '--hex', o.hex, ...every]);
+  }
+}
+
 export interface LabExtras {
   /** More `ip -batch` lines for mup (routes) and core (routes, seg6local). */
   readonly mupBatch?: readonly string[];
   readonly coreBatch?: readonly string[];
-  /**
-   * The core's kernel SRv6 routes (End.DX4 uplink, seg6 encap downlink); on by
-   * default. Off for a test whose SRv6 is all the translator's, so that it
-   * runs on a kernel without SRv6 routes.
-   */
-  readonly kernelSrv6?: boolean;
+  /** How core is the SRv6 peer (CorePeer); 'routes' by default. */
+  readonly core?: CorePeer;
+}
+
+/** core's SRv6 peer lines for the uplink SIDs under 2001:db8:1::/48 and the downlink to the UEs. */
+function coreLines(core: CorePeer): string[] {
+  if (core === 'routes') {
+    return [
+      // Uplink: End.DX4 for every SID under the translator's sr_prefix.
+      sidToDn('2001:db8:1::/48', core),
+      // Downlink: H.Encaps of the UE's traffic to the SID that names gNB, QFI, TEID.
+      `sr tunsrc set ${DL_TUNSRC}`,
+      `route add ${UE_POOL} encap seg6 mode encap segs ${DL_SID} dev to-mup`,
+    ];
+  }
+  if (core === 'srh') {
+    return [
+      'link set lo up',
+      // The SIDs are core's own addresses, as a router's locator is.
+      sidToDn('2001:db8:1::/48', core),
+      // The downlink's IPv6 source (its low bits carry N3 for End.M.GTP4.E), bound by sendDownlink.
+      `addr add ${DL_TUNSRC}/128 dev lo`,
+    ];
+  }
+  return [];
 }
 
 /** Build the four-namespace topology above in `lab` (namespaces gnb, mup, core, dn). */
@@ -91,18 +148,11 @@ export async function buildLab(lab: Lab, extras: LabExtras = {}): Promise<void> 
     `addr add ${CORE_DN_LINK}/24 dev to-dn`,
     'link set to-mup up',
     'link set to-dn up',
-    ...(extras.kernelSrv6 === false
-      ? []
-      : [
-          // Uplink: End.DX4 for every SID under the translator's sr_prefix.
-          `route add 2001:db8:1::/48 encap seg6local action End.DX4 nh4 ${DN} dev to-dn`,
-          // Downlink: H.Encaps of the UE's traffic to the SID that names gNB, QFI, TEID.
-          `sr tunsrc set ${DL_TUNSRC}`,
-          `route add ${UE_POOL} encap seg6 mode encap segs ${DL_SID} dev to-mup`,
-        ]),
+    ...coreLines(extras.core ?? 'routes'),
     `route add 2001:db8:2::/48 via ${MUP_V6} dev to-mup`,
     ...(extras.coreBatch ?? []),
   ]);
+  if ((extras.core ?? 'routes') === 'srh') await lab.sysctl('core', ['net.ipv6.conf.all.seg6_enabled=1', 'net.ipv6.conf.to-mup.seg6_enabled=1']);
   await lab.batch('dn', [`addr add ${DN}/24 dev to-core`, 'link set to-core up', `route add default via ${CORE_DN_LINK}`]);
   // The data network's UDP must leave with a complete checksum, as from a
   // real host. With the veth's checksum offload on, the packet carries only
