@@ -46,7 +46,8 @@ for (const f of r.testResults ?? []) {
   }
 }
 for (const [reason, e] of notRun) {
-  console.log(`NOT RUN: ${e.tests} tests in ${e.files.size} files (${[...e.files].join(', ')}): ${reason}`);
+  const n = (k, what) => `${k} ${what}${k === 1 ? '' : 's'}`;
+  console.log(`NOT RUN: ${n(e.tests, 'test')} in ${n(e.files.size, 'file')} (${[...e.files].join(', ')}): ${reason}`);
 }
 const skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
 console.log(`tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);

@@ -10,6 +10,12 @@
  * Downlink: dn UDP to the UE 10.45.0.2 -> core seg6 encap to 2001:db8:2::/48 -> End.M.GTP4.E
  *           -> GTP-U to 198.51.100.1 -> gNB.
  *
+ * On a kernel without seg6 routes core is the kernel's SRH code instead
+ * (test/helpers/topology.ts CorePeer 'srh'): the uplink policy writes an SRH
+ * [B] (srh: always), which core's SRH endpoint decapsulates, and core's kernel
+ * writes the downlink SRv6 from a socket's SRH. The rows that test
+ * seg6local itself (End.DT6, End.DT4) need the routes and are skipped there.
+ *
  * mup_xdp is loaded from the root namespace (openDataplane) and attached in
  * mup's namespace with setns(); the gNB's and the core's veths get an
  * XDP_PASS program, without which frames redirected (or XDP_TXed) into a
@@ -26,10 +32,10 @@ import { parseConfig } from '../src/config/load.js';
 import type { Config, ForwardingMode } from '../src/config/types.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { Lab, listNamespaces, sweepStaleNamespaces, TESTPEER_OBJECT, waitFor, type Listener } from './helpers/netns.js';
-import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, MUP_V6, N3, UE } from './helpers/topology.js';
+import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, MUP_V6, N3, sendDownlink as sendToUe, UE } from './helpers/topology.js';
 import { decodeWithScapy } from './helpers/scapy.js';
 import { checkDownlinkGpdu, ipv4Text, ipv6Text } from './helpers/wire.js';
-import { needsKernelSrv6, noKernelSrv6 } from './helpers/kernel-srv6.js';
+import { corePeer, needsKernelSrv6, peerTitle } from './helpers/kernel-srv6.js';
 
 const haveObjects = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT);
 const isRoot = process.getuid?.() === 0;
@@ -71,12 +77,18 @@ function configText(forwarding: ForwardingMode): string {
   return `
 settings: { forwarding: ${forwarding}, max_policies: 8, max_localsids: 4 }
 policies:
-  - { name: n3-uplink, match: ${N3}/32, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }
+  - { name: n3-uplink, match: ${N3}/32, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64"${SRH ? ', srh: always' : ''} }
 ${failPolicies.join('\n')}
 localsids:
   - { name: n3-downlink, sid: "2001:db8:2::/48", src_prefix_len: 64 }
 `;
 }
+/** Core is the kernel's SRH endpoint (no seg6 routes here): the uplink carries an SRH [B], 24 bytes before the inner packet. */
+const SRH = corePeer === 'srh';
+/** Where the inner packet of an uplink frame starts, and the IPv6 next header before it (Routing, or IPv4). */
+const UL_INNER = 14 + 40 + (SRH ? 24 : 0);
+const UL_NH = SRH ? '2b' : '04';
+
 const config = (forwarding: ForwardingMode): Config => parseConfig(configText(forwarding), `netns-${forwarding}.yaml`);
 
 // ---------------------------------------------------------------------------
@@ -118,7 +130,7 @@ function checkDownlinkGtpu(data: Buffer, body: Buffer): void {
 
 // ---------------------------------------------------------------------------
 
-describe.skipIf(!haveObjects || !isRoot || noKernelSrv6 !== undefined)(needsKernelSrv6('srv6-mup on veths between namespaces, Linux SRv6 as the peer'), () => {
+describe.skipIf(!haveObjects || !isRoot)(peerTitle('srv6-mup on veths between namespaces, Linux SRv6 as the peer'), () => {
   let lab: Lab | undefined;
   let dp: Dataplane | undefined;
   const gpdu = new Map<string, Buffer>();
@@ -152,12 +164,9 @@ describe.skipIf(!haveObjects || !isRoot || noKernelSrv6 !== undefined)(needsKern
   /** The gNB sends G-PDU `name` (count times) to `to`:2152 from a plain UDP socket. */
   const sendUplink = (name: string, count = 1, to = N3): Promise<string> =>
     lab!.peer('gnb', ['udp-send', '--bind', GNB, '--to', to, '--port', '2152', '--hex', gpdu.get(name)!.toString('hex'), '--count', String(count)]);
-  /** The data network sends `body` (count times) to the UE. */
-  const sendDownlink = (body: Buffer, count = 1): Promise<string> =>
-    lab!.peer('dn', [
-      'udp-send', '--bind', DN, '--sport', String(DL.sport), '--to', UE, '--port', String(DL.dport),
-      '--hex', body.toString('hex'), '--count', String(count),
-    ]);
+  /** The data network sends `body` (count times) to the UE, through core's kernel SRv6. */
+  const sendDownlink = (body: Buffer, count = 1): Promise<void> =>
+    sendToUe(lab!, corePeer, { sport: DL.sport, dport: DL.dport, hex: body.toString('hex'), count });
   const receiveInDn = (count: number): Promise<Listener<Datagram>> =>
     lab!.listen<Datagram>('dn', ['udp-recv', '--bind', DN, '--port', String(UL.dport), '--count', String(count), '--timeout', '5']);
   const receiveInGnb = (count: number): Promise<Listener<Datagram>> =>
@@ -174,6 +183,7 @@ describe.skipIf(!haveObjects || !isRoot || noKernelSrv6 !== undefined)(needsKern
     if (swept.length > 0) console.warn(`removed stale namespaces of earlier runs: ${swept.join(', ')}`);
     lab = await Lab.create(['gnb', 'mup', 'core', 'dn']);
     await buildLab(lab, {
+      core: corePeer,
       mupBatch: FIB_FAIL_ROWS.filter((r) => r.route !== null).map((r) => `route add ${r.route} ${r.prefix}`),
     });
 
@@ -232,7 +242,7 @@ describe.skipIf(!haveObjects || !isRoot || noKernelSrv6 !== undefined)(needsKern
       const sniff = r.sniff
         ? await lab!.listen<Frame>('core', [
             'sniff', '--iface', 'to-mup', '--ethertype', '0x86dd', '--count', String(r.count), '--timeout', '5',
-            '--filter', '20=04', // IPv6 next header IPv4: not neighbour discovery
+            '--filter', `20=${UL_NH}`, // IPv6 next header IPv4 (or SRH): not neighbour discovery
           ])
         : undefined;
       await sendUplink(r.body, r.count);
@@ -248,7 +258,7 @@ describe.skipIf(!haveObjects || !isRoot || noKernelSrv6 !== undefined)(needsKern
           expect(ipv6Text(f, 14 + 8), 'IPv6 SA').toBe(UL_SA);
           expect(ipv6Text(f, 14 + 24), 'IPv6 DA = last SID').toBe(UL_SID);
           expect(f[14 + 7], 'hop limit').toBe(64);
-          expect(f.subarray(14 + 40).toString('hex'), 'inner packet').toBe(gpdu.get(r.body)!.subarray(16).toString('hex'));
+          expect(f.subarray(UL_INNER).toString('hex'), 'inner packet').toBe(gpdu.get(r.body)!.subarray(16).toString('hex'));
         }
       }
       expect(got.length, `${r.body}: datagrams delivered to ${DN}:${UL.dport}`).toBe(r.count);
@@ -280,7 +290,7 @@ describe.skipIf(!haveObjects || !isRoot || noKernelSrv6 !== undefined)(needsKern
   const DN6 = '2001:db8:dd::5';
   const UE6 = '2001:db8:ee::2';
 
-  it.each(DT_ROWS)('uplink to a plain SID: (N3, TEID) policy -> H.M.GTP4.D -> kernel $name -> data network', async (row) => {
+  it.skipIf(SRH).each(DT_ROWS)(needsKernelSrv6('uplink to a plain SID: (N3, TEID) policy -> H.M.GTP4.D -> kernel $name -> data network'), async (row) => {
     // SIDs under mup's route to the core, more specific than the core's End.DX4 /48.
     const core: string[] = [];
     if (row.v6) {
@@ -462,7 +472,7 @@ describe.skipIf(!haveObjects || !isRoot || noKernelSrv6 !== undefined)(needsKern
         // XDP_TX: back out of to-gnb, MACs swapped, to the gNB.
         const sniff = await lab!.listen<Frame>('gnb', [
           'sniff', '--iface', 'to-mup', '--ethertype', '0x86dd', '--count', '1', '--timeout', '5',
-          '--filter', '20=04', // IPv6 next header IPv4: not neighbour discovery
+          '--filter', `20=${UL_NH}`, // IPv6 next header IPv4 (or SRH): not neighbour discovery
         ]);
         await sendUplink(body);
         const frames = (await sniff.done).map((f) => Buffer.from(f.frame, 'hex'));
@@ -472,9 +482,9 @@ describe.skipIf(!haveObjects || !isRoot || noKernelSrv6 !== undefined)(needsKern
         expect(f.subarray(6, 12).toString('hex'), 'source MAC: the receiver (swapped)').toBe(await mac('mup', 'to-gnb'));
         expect(ipv6Text(f, 14 + 8), 'IPv6 SA').toBe(UL_SA);
         expect(ipv6Text(f, 14 + 24), 'IPv6 DA = last SID').toBe(UL_SID);
-        expect(f[14 + 6], 'next header: IPv4, no SRH').toBe(4);
+        expect(f[14 + 6], 'next header: IPv4, no SRH (or the SRH)').toBe(SRH ? 43 : 4);
         // The inner packet is the G-PDU's, after the 16 bytes of GTP-U header and container.
-        expect(f.subarray(14 + 40).toString('hex')).toBe(gpdu.get(body)!.subarray(16).toString('hex'));
+        expect(f.subarray(UL_INNER).toString('hex')).toBe(gpdu.get(body)!.subarray(16).toString('hex'));
       }
       const d = await waitCounters(before, { [event]: 1, 'policies[0]': 1 });
       expect(d['fwd_redirect'] ?? 0).toBe(0);

@@ -22,7 +22,7 @@ const answer = isRoot && process.env.MUP_REQUIRE_KERNEL_SRV6 !== '1' ? await ker
 /** The kernel's refusal, explained, when this kernel has no SRv6 routes; undefined when it has them (or is not asked). */
 export const noKernelSrv6: string | undefined = !answer.ok && answer.why === 'missing' ? answer.reason : undefined;
 
-/** A suite title that says, when the suite is skipped for want of kernel SRv6, why. */
+/** A suite's (or test's) title that says, when it is skipped for want of kernel SRv6, why. */
 export function needsKernelSrv6(title: string): string {
   return noKernelSrv6 === undefined ? title : `${title} [NOT RUN: ${noKernelSrv6}]`;
 }
