@@ -6,7 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import { endianness } from 'node:os';
-import type { Config, LocalSidBehavior, Settings } from '../config/types.js';
+import type { Config, LocalSidBehavior, RuleSection, Settings, Where } from '../config/types.js';
 import { checkLayouts, eventNames } from './btf.js';
 import { localSidKey, policyKey, sessionKey, whereText } from '../config/keys.js';
 import {
@@ -921,19 +921,36 @@ class LoadedDataplane implements Dataplane {
     for (const p of config.policies) {
       if (out.length >= limit) break;
       const rule = this.#ruleOf(p, gen, () => this.rules.policyRule(p.match, p.teid));
-      if (rule !== undefined) push(rule, 'policy', whereText('policies', p.where), policyKey(p), p.name);
+      if (rule !== undefined) push(rule, 'policy', this.#whereOf(p, 'policies'), policyKey(p), p.name);
     }
     for (const l of config.localsids) {
       if (out.length >= limit) break;
       const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
-      if (rule !== undefined) push(rule, 'localsid', whereText('localsids', l.where), localSidKey(l), l.name);
+      if (rule !== undefined) push(rule, 'localsid', this.#whereOf(l, 'localsids'), localSidKey(l), l.name);
     }
     for (const x of config.sessions ?? []) {
       if (out.length >= limit) break;
       const rule = this.#ruleOf(x, gen, () => this.rules.sessionRule(x.ue));
-      if (rule !== undefined) push(rule, 'session', whereText('sessions', x.where), sessionKey(x), x.name);
+      if (rule !== undefined) push(rule, 'session', this.#whereOf(x, 'sessions'), sessionKey(x), x.name);
     }
     return out;
+  }
+
+  /**
+   * A rule's `where` as text, spelled once per rule object: a file rule keeps
+   * only its index, and a listing of every rule's counters, asked again and
+   * again (a dashboard, clients that pipeline it), would otherwise make a new
+   * string per rule per answer. Kept as long as the rule object is.
+   */
+  readonly #whereTexts = new WeakMap<object, string>();
+  #whereOf(r: { readonly where: Where }, section: RuleSection): string {
+    if (typeof r.where === 'string') return r.where;
+    let w = this.#whereTexts.get(r);
+    if (w === undefined) {
+      w = whereText(section, r.where);
+      this.#whereTexts.set(r, w);
+    }
+    return w;
   }
 
   /** Rule ids by rule object, valid for one generation of the tables. */
