@@ -20,6 +20,13 @@ function num(s: string, what: string, min: number, max: number): number {
 const peOption = (what: string): Option =>
   new Option('--pe <who>', `who builds the core's PE downlink ${what}: mup (our sessions, a mup daemon per PE) or kernel (seg6 encap)`).choices(['mup', 'kernel']);
 
+const coreOption = (what: string): Option =>
+  new Option(
+    '--core <how>',
+    `how core ends the uplink ${what}: routes (the kernel's seg6local End.DX4 per site) or srh (the kernel's SRH endpoint in each site, ` +
+      'for a kernel built without SRv6 routes; the PEs are then mup daemons). Default: routes, or srh on such a kernel, said in a progress line',
+  ).choices(['routes', 'srh']);
+
 const prefixOption = (): Option =>
   new Option('--prefix <name>', `namespace prefix: namespaces are <prefix>-{${LAB_NODES.join(',')}}; a second lab needs another`).default(DEFAULT_PREFIX);
 
@@ -65,7 +72,9 @@ export function registerLab(program: Command, io: Io): void {
     .description(
       'Build, measure and remove the lab (as root): namespaces <prefix>-ue, -gnb (gNB emulator, TC BPF), -mup ' +
         '(mup daemon with config/lab.yaml), -core (Linux kernel SRv6: End.DX4 uplink, seg6 encap downlink), -dn ' +
-        '(data network), -meca and -mecb (two MEC sites). Addresses and SIDs: README "The lab", src/lab/topology.ts.',
+        '(data network), -meca and -mecb (two MEC sites). Addresses and SIDs: README "The lab", src/lab/topology.ts. ' +
+        "On a kernel built without SRv6 routes the sites' SRH endpoints end the uplink and the PEs are mup daemons " +
+        '(--core srh --pe mup, chosen and said at lab up; docs/lab.md).',
     )
     .addHelpText(
       'after',
@@ -80,11 +89,12 @@ export function registerLab(program: Command, io: Io): void {
     .command('up')
     .summary('build the lab and start its translator (a previous lab with the prefix is removed first)')
     .addOption(prefixOption())
-    .addOption(peOption('(default kernel)').default('kernel'))
+    .addOption(peOption('(default kernel; mup with --core srh)'))
+    .addOption(coreOption('(docs/lab.md)'))
     .option('--bgp', 'the BGP MUP lab instead (docs/lab.md "The BGP lab"): route reflector, controller, two translators behind ECMP, PE; prefix mbgp unless --prefix')
     .option('--sessions <n>', 'with --bgp: PDU sessions the controller originates', '8')
-    .addHelpText('after', '\nExamples:\n  mup lab up\n  mup lab up --pe mup         # the downlink from our sessions (H.M.Session.Encaps)\n  mup lab up --prefix mlab2   # a second lab beside the first\n  mup lab up --bgp            # the BGP MUP lab (mup lab down --bgp removes it)\n')
-    .action(async (o: { prefix: string; pe: 'mup' | 'kernel'; bgp?: boolean; sessions: string }, cmd: Command) => {
+    .addHelpText('after', '\nExamples:\n  mup lab up\n  mup lab up --pe mup         # the downlink from our sessions (H.M.Session.Encaps)\n  mup lab up --core srh       # core without seg6 routes: the kernel\'s SRH endpoint\n  mup lab up --prefix mlab2   # a second lab beside the first\n  mup lab up --bgp            # the BGP MUP lab (mup lab down --bgp removes it)\n')
+    .action(async (o: { prefix: string; pe?: 'mup' | 'kernel'; core?: 'routes' | 'srh'; bgp?: boolean; sessions: string }, cmd: Command) => {
       if (o.bgp === true) {
         const { bgpLabUp, bgpLabDown, BGP_DEFAULT_PREFIX } = await import('../lab/bgp-lab.js');
         const prefix = cmd.getOptionValueSource('prefix') === 'default' ? BGP_DEFAULT_PREFIX : o.prefix;
@@ -99,10 +109,11 @@ export function registerLab(program: Command, io: Io): void {
         );
         return;
       }
-      const { labUp } = await import('../lab/lab.js');
-      const { topology: t, paths: p } = await withSignals(o.prefix, io, () => labUp(o.prefix, progress, { pe: o.pe }));
+      const { labCore, labPe, labUp } = await import('../lab/lab.js');
+      const modes = { ...(o.pe === undefined ? {} : { pe: o.pe }), ...(o.core === undefined ? {} : { core: o.core }) };
+      const { topology: t, paths: p } = await withSignals(o.prefix, io, () => labUp(o.prefix, progress, modes));
       io.out(
-        `lab "${o.prefix}" is up (--pe ${o.pe}): namespaces ${Object.values(t.ns).join(' ')}\n` +
+        `lab "${o.prefix}" is up (--core ${labCore(p)} --pe ${labPe(p)}): namespaces ${Object.values(t.ns).join(' ')}\n` +
           `  translated: ip netns exec ${t.ns.ue} ping -I ${t.ue.addr} ${t.dn.addr}\n` +
           `  MEC user:   ip netns exec ${t.ns.ue} ping -I ${t.ues[1]!.addr} ${t.mec.anycast}   (${t.ues.length - 1} of them: ${t.ues[1]!.addr}..${t.ues[t.ues.length - 1]!.addr})\n` +
           `  plain:      ip netns exec ${t.ns.ue} ping -I ${t.ue.plainAddr} ${t.dn.addr}\n` +
@@ -187,7 +198,8 @@ export function registerLab(program: Command, io: Io): void {
         'garbled a frame.',
     )
     .addOption(prefixOption())
-    .addOption(peOption('of a lab it builds (default kernel; a running lab keeps its own)'))
+    .addOption(peOption('of a lab it builds (default kernel, mup with --core srh; a running lab keeps its own)'))
+    .addOption(coreOption('of a lab it builds (a running lab keeps its own)'))
     .option('--ue <n>', 'which UE moves: 1 to 100 (10.45.0.3 is 1)', '1')
     .option('--keep', 'leave a lab it built up afterwards')
     .option('--rate <pps>', 'frames per second of each stream, all UEs together', '10000')
@@ -204,7 +216,7 @@ export function registerLab(program: Command, io: Io): void {
       '\nExamples:\n  mup lab relocate\n  mup lab relocate --pe mup --ue 42\n  mup lab relocate --both --repeat 5 --rate 20000 --size 1200 --seconds 6 --switch-at 2\n  mup lab relocate --direction downlink --json | jq .summary.measures\n',
     )
     .action(
-      async (o: { prefix: string; pe?: 'mup' | 'kernel'; ue: string; keep?: boolean; rate: string; size: string; seconds: string; switchAt?: string; direction: 'uplink' | 'downlink' | 'both'; both?: boolean; repeat: string; out: string; json?: boolean }) => {
+      async (o: { prefix: string; pe?: 'mup' | 'kernel'; core?: 'routes' | 'srh'; ue: string; keep?: boolean; rate: string; size: string; seconds: string; switchAt?: string; direction: 'uplink' | 'downlink' | 'both'; both?: boolean; repeat: string; out: string; json?: boolean }) => {
         const { relocate, renderRelocate, renderSummary, RELOCATE_SIZE } = await import('../lab/relocate.js');
         const t = labTopology(o.prefix);
         const seconds = num(o.seconds, 'seconds', 1, 600);
@@ -231,6 +243,7 @@ export function registerLab(program: Command, io: Io): void {
             direction,
             repeat,
             ...(o.pe === undefined ? {} : { pe: o.pe }),
+            ...(o.core === undefined ? {} : { core: o.core }),
             progress,
           }),
         );

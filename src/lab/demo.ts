@@ -8,7 +8,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { gnbCounters, gnbDelta, type GnbCounters } from './gnb.js';
-import { labApi, labDown, labUp, type LabPaths, type Progress } from './lab.js';
+import { labApi, labCore, labDown, labPe, labUp, type CoreMode, type LabPaths, type Progress } from './lab.js';
+import type { PeMode } from './pe.js';
 import { captureWires, iperfServer, ping, pingOneHop, tcp, udp, type PathName, type PingResult, type TcpResult, type UdpResult, type WireCapture } from './measure.js';
 import type { LabTopology } from './topology.js';
 
@@ -45,6 +46,9 @@ export interface LabReport {
   readonly at: string;
   readonly host: { readonly loadavg: readonly number[]; readonly loadavgAfter: readonly number[]; readonly cpus: number };
   readonly mtu: { readonly ue: number; readonly transit: number };
+  /** How core ends the uplink and who builds the PE downlink (docs/lab.md). */
+  readonly core: CoreMode;
+  readonly pe: PeMode;
   readonly translated: PathResults;
   readonly plain: PathResults;
   /** The same ping over one plain veth hop (dn to core): this host's floor. */
@@ -96,6 +100,8 @@ export async function measureLab(t: LabTopology, paths: LabPaths, o: RunOptions)
       at: new Date(started).toISOString(),
       host: { loadavg: load0.map((x) => Math.round(x * 100) / 100), loadavgAfter: loadavg().map((x) => Math.round(x * 100) / 100), cpus: (await import('node:os')).cpus().length },
       mtu: { ue: t.ue.mtu, transit: t.mup.mtu },
+      core: labCore(paths),
+      pe: labPe(paths),
       translated,
       plain,
       oneHop,
@@ -115,6 +121,12 @@ export async function measureLab(t: LabTopology, paths: LabPaths, o: RunOptions)
   } finally {
     await server.stop();
   }
+}
+
+/** Which kernel SRv6 the run had (--core, --pe), in a sentence. */
+function coreLine(r: Pick<LabReport, 'core' | 'pe'>): string {
+  const core = r.core === 'routes' ? "core: the kernel's seg6local End.DX4 (--core routes)" : "core: the kernel's SRH endpoint in each site, this kernel having no SRv6 routes (--core srh)";
+  return `${core}; PE downlink: ${r.pe === 'kernel' ? "the kernel's seg6 encap" : 'mup daemon sessions'} (--pe ${r.pe}).`;
 }
 
 /** lab up, measure, lab down (unless keep). */
@@ -165,7 +177,7 @@ export function table(rows: string[][]): string {
 
 export function renderText(r: LabReport, wires?: readonly WireCapture[]): string {
   const lines: string[] = [];
-  lines.push(`\nsrv6-mup lab, ${r.at}, load average ${r.host.loadavg.join(' ')} -> ${r.host.loadavgAfter.join(' ')} (${r.host.cpus} CPUs), MTU ${r.mtu.ue} (UE, DN) / ${r.mtu.transit} (N3, SRv6); iperf3 UDP -w ${r.translated.udp.socketBuffer}\n`);
+  lines.push(`\nsrv6-mup lab, ${r.at}, load average ${r.host.loadavg.join(' ')} -> ${r.host.loadavgAfter.join(' ')} (${r.host.cpus} CPUs), MTU ${r.mtu.ue} (UE, DN) / ${r.mtu.transit} (N3, SRv6); iperf3 UDP -w ${r.translated.udp.socketBuffer}\n${coreLine(r)}\n`);
   lines.push(table(resultRows(r)));
   lines.push(`translated/plain: TCP ${f(r.ratio.tcp)}, UDP received ${f(r.ratio.udpReceived)}\n`);
   lines.push(`one veth hop (dn -> core, no XDP, no TC), ping -c ${r.oneHop.sent} -i 0.05: ${pingCell(r.oneHop)}: this host's wake-up floor\n`);
@@ -190,7 +202,7 @@ function renderMarkdown(r: LabReport, wires: readonly WireCapture[]): string {
   const md = [
     `# srv6-mup lab run, ${r.at}`,
     '',
-    `Load average ${r.host.loadavg.join(' ')} at the start, ${r.host.loadavgAfter.join(' ')} at the end, ${r.host.cpus} CPUs. MTU ${r.mtu.ue} on the UE and data network links, ${r.mtu.transit} on N3 and the SRv6 link.`,
+    `Load average ${r.host.loadavg.join(' ')} at the start, ${r.host.loadavgAfter.join(' ')} at the end, ${r.host.cpus} CPUs. MTU ${r.mtu.ue} on the UE and data network links, ${r.mtu.transit} on N3 and the SRv6 link. ${coreLine(r)}`,
     '',
     `| ${rows[0]!.join(' | ')} |`,
     `|${rows[0]!.map(() => '---').join('|')}|`,

@@ -10,10 +10,11 @@ import { request } from 'node:http';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
+import { kernelSrv6 } from '../host/kernel-srv6.js';
 import { listNamespaces } from '../host/netns-sweep.js';
 import { pidAlive } from '../host/process.js';
 import { startGnb } from './gnb.js';
-import { corePoolBlackhole, PE_MODES, PE_SITES, peDaemonPaths, startKernelPes, stopKernelPes, writePeConfigs, type PeMode, type PeSite } from './pe.js';
+import { corePoolBlackhole, PE_MODES, PE_SITES, peDaemonPaths, peDev, startKernelPes, stopKernelPes, writePeConfigs, type PeMode, type PeSite } from './pe.js';
 import { ipBatch, nsRun, run, sleep } from './sh.js';
 import { LAB_NODES, labTopology, type LabTopology, type LabUe } from './topology.js';
 import { DAEMON_NODE_FLAGS } from '../host/node-flags.js';
@@ -24,6 +25,21 @@ const XDP_PASS_OBJECT = fileURLToPath(new URL('../../build/testpeer.bpf.o', impo
 export const LAB_RUN_DIR = '/run/mup-lab';
 
 export type Progress = (msg: string) => void;
+
+/**
+ * How core ends the uplink (`mup lab up --core`):
+ * - `routes`: the kernel's SRv6 routes, seg6local End.DX4 per site and End
+ *   for a policy segment (CONFIG_IPV6_SEG6_LWTUNNEL);
+ * - `srh`: for a kernel without them, the kernel's SRH code, which every
+ *   IPv6 kernel has: core routes each site's SID prefix to the site over an
+ *   IPv6 link, the site owns the prefix (a local route, seg6_enabled on) and
+ *   its SRH endpoint decapsulates to itself; core's End for a policy segment
+ *   is the same endpoint on a local /128. The translator writes an SRH on
+ *   every policy (srh: always) so that there is one to process, and the PEs
+ *   are ours (--pe mup): the kernel's seg6 encap is a route too.
+ */
+export type CoreMode = 'routes' | 'srh';
+export const CORE_MODES: readonly CoreMode[] = ['routes', 'srh'];
 
 /** Where a lab keeps its own files (bpffs mount, daemon socket, state, log, pid). */
 export interface LabPaths {
@@ -38,6 +54,8 @@ export interface LabPaths {
   readonly config: string;
   /** Which PE builds the downlink (`mup` or `kernel`), written by lab up. */
   readonly peFile: string;
+  /** How core ends the uplink (CoreMode), written by lab up. */
+  readonly coreFile: string;
 }
 
 export function labPaths(t: LabTopology): LabPaths {
@@ -46,6 +64,7 @@ export function labPaths(t: LabTopology): LabPaths {
     dir,
     config: join(dir, 'gateway.yaml'),
     peFile: join(dir, 'pe'),
+    coreFile: join(dir, 'core'),
     bpffs: join(dir, 'bpffs'),
     socket: join(dir, 'mup.sock'),
     stateFile: join(dir, 'state.json'),
@@ -70,6 +89,13 @@ export function labPe(p: LabPaths): PeMode {
   const m = existsSync(p.peFile) ? readFileSync(p.peFile, 'utf8').trim() : '';
   if (!(PE_MODES as readonly string[]).includes(m)) throw new Error(`${p.peFile}: no PE mode recorded (is the lab up? mup lab up)`);
   return m as PeMode;
+}
+
+/** The core mode of a lab that is up (what lab up wrote). */
+export function labCore(p: LabPaths): CoreMode {
+  const m = existsSync(p.coreFile) ? readFileSync(p.coreFile, 'utf8').trim() : '';
+  if (!(CORE_MODES as readonly string[]).includes(m)) throw new Error(`${p.coreFile}: no core mode recorded (is the lab up? mup lab up)`);
+  return m as CoreMode;
 }
 
 function socketApi<T>(socketPath: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
@@ -203,31 +229,91 @@ async function veth(t: LabTopology, a: keyof LabTopology['ns'], devA: string, b:
   await run('ip', ['-n', t.ns[a], 'link', 'add', devA, 'mtu', String(mtu), 'type', 'veth', 'peer', 'name', devB, 'mtu', String(mtu), 'netns', t.ns[b]]);
 }
 
+/** What a policy of the gateway adds for `core`: with the SRH endpoint as core, an SRH to process. */
+const srhFor = (core: CoreMode): Record<string, unknown> => (core === 'srh' ? { srh: 'always' } : {});
+
 /** The gateway's (N3, TEID/32) policy for one MEC user: its uplink to a MEC site's plain PE SID. */
-export function uePolicy(t: LabTopology, u: LabUe, site: 'meca' | 'mecb'): Record<string, unknown> {
-  return { name: `ue${u.index}`, match: `${t.mup.n3Addr}/32`, teid: `0x${u.ulTeid.toString(16)}/32`, sid: t.peSids[site], src_prefix: t.sids.srcPrefix };
+export function uePolicy(t: LabTopology, u: LabUe, site: 'meca' | 'mecb', core: CoreMode): Record<string, unknown> {
+  return { name: `ue${u.index}`, match: `${t.mup.n3Addr}/32`, teid: `0x${u.ulTeid.toString(16)}/32`, sid: t.peSids[site], src_prefix: t.sids.srcPrefix, ...srhFor(core) };
 }
 
 /** config/lab.yaml plus one (N3, TEID) policy per MEC user (to mec-a's PE), room for them. */
-function writeGatewayConfig(t: LabTopology, p: LabPaths): void {
-  const c = parseYaml(readFileSync(LAB_CONFIG, 'utf8')) as { settings?: Record<string, unknown>; policies?: unknown[] };
+function writeGatewayConfig(t: LabTopology, p: LabPaths, core: CoreMode): void {
+  const c = parseYaml(readFileSync(LAB_CONFIG, 'utf8')) as { settings?: Record<string, unknown>; policies?: Record<string, unknown>[] };
   c.settings = { ...(c.settings ?? {}), max_policies: 1024 };
-  c.policies = [...(c.policies ?? []), ...t.ues.slice(1).map((u) => uePolicy(t, u, 'meca'))];
+  c.policies = [...(c.policies ?? []).map((x) => ({ ...x, ...srhFor(core) })), ...t.ues.slice(1).map((u) => uePolicy(t, u, 'meca', core))];
   writeFileSync(p.config, `# ${LAB_CONFIG} and the MEC users' (N3, TEID) policies (written by mup lab up, src/lab/lab.ts)\n${toYaml(c)}`);
 }
 
 export interface LabUpOptions {
-  /** Who builds the core's PE downlink: our sessions (`mup daemon` per PE) or the kernel's seg6 encap. */
+  /** Who builds the core's PE downlink: our sessions (`mup daemon` per PE) or the kernel's seg6 encap. Default: kernel, mup with core srh. */
   readonly pe?: PeMode;
+  /** How core ends the uplink. Default: routes, or srh on a kernel without SRv6 routes (said in a progress line). */
+  readonly core?: CoreMode;
+}
+
+/** --core srh: the IPv6 link between core and each site, over which core routes the site's SID prefix. */
+const SRH_LINK: Record<PeSite, { readonly core: string; readonly site: string }> = {
+  dn: { core: 'fd00:5e6:1::1', site: 'fd00:5e6:1::2' },
+  meca: { core: 'fd00:5e6:2::1', site: 'fd00:5e6:2::2' },
+  mecb: { core: 'fd00:5e6:3::1', site: 'fd00:5e6:3::2' },
+};
+
+/** The core mode asked for, or the one this kernel can run. */
+async function chooseCore(o: LabUpOptions, progress: Progress): Promise<CoreMode> {
+  if (o.core !== undefined) return o.core;
+  const k = await kernelSrv6();
+  if (k.ok || k.why === 'unknown') return 'routes';
+  progress(`${k.reason.replace(/^Error: /, '')}: core is the kernel's SRH endpoint instead (--core srh), the PEs are mup daemons (--pe mup); docs/lab.md`);
+  return 'srh';
+}
+
+/** core's part of the uplink: End.DX4 per site and an End (routes), or the sites' SID prefixes routed to them (srh). */
+function coreUplink(t: LabTopology, core: CoreMode): string[] {
+  if (core === 'routes') {
+    return [
+      // Uplink: End.DX4 for every SID under each sr_prefix. The data-network
+      // host owns the inner destination (End.DX4 resolves it by ARP on the link).
+      `route add ${t.sids.dnPrefix} encap seg6local action End.DX4 nh4 ${t.dn.addr} count dev ${t.core.toDn}`,
+      `route add ${t.sids.mecaPrefix} encap seg6local action End.DX4 nh4 ${t.mec.aAddr} count dev ${t.core.toMeca}`,
+      `route add ${t.sids.mecbPrefix} encap seg6local action End.DX4 nh4 ${t.mec.bAddr} count dev ${t.core.toMecb}`,
+      // End for a policy with segments: SRH [B, coreEnd], SL 1 -> End -> B's End.DX4.
+      `route add ${t.sids.coreEnd}/128 encap seg6local action End count dev ${t.core.toMup}`,
+    ];
+  }
+  return [
+    ...PE_SITES.flatMap((site) => [
+      `addr add ${SRH_LINK[site].core}/64 dev ${peDev(t, site)} nodad`,
+      `route add ${sitePrefix(t, site)} via ${SRH_LINK[site].site} dev ${peDev(t, site)}`,
+    ]),
+    // End for a policy with segments: the SRH endpoint on a local /128 moves SRH [B, coreEnd] on to B.
+    `route add local ${t.sids.coreEnd}/128 dev lo`,
+  ];
+}
+
+const sitePrefix = (t: LabTopology, site: PeSite): string => (site === 'dn' ? t.sids.dnPrefix : site === 'meca' ? t.sids.mecaPrefix : t.sids.mecbPrefix);
+
+/** --core srh: each site owns its SID prefix and decapsulates with its SRH endpoint; core's End likewise. */
+async function srhEndpoints(t: LabTopology): Promise<void> {
+  const seg6 = (dev: string): string[] => ['net.ipv6.conf.all.seg6_enabled=1', `net.ipv6.conf.${dev}.seg6_enabled=1`];
+  await nsRun(t.ns.core, 'sysctl', ['-q', '-w', ...seg6(t.core.toMup)]);
+  for (const site of PE_SITES) {
+    const ns = t.ns[site];
+    const dev = site === 'dn' ? t.dn.dev : t.mec.dev;
+    await nsRun(ns, 'sysctl', ['-q', '-w', ...seg6(dev)]);
+    await ipBatch(ns, [`addr add ${SRH_LINK[site].site}/64 dev ${dev} nodad`, `route add local ${sitePrefix(t, site)} dev lo`]);
+  }
 }
 
 /** Build the lab (after removing whatever a previous lab with this prefix left). */
 export async function labUp(prefix: string, progress: Progress = () => undefined, o: LabUpOptions = {}): Promise<{ topology: LabTopology; paths: LabPaths }> {
-  const pe = o.pe ?? 'kernel';
   const t = labTopology(prefix);
   const p = labPaths(t);
   if (process.getuid?.() !== 0) throw new Error('mup lab builds network namespaces, veths, XDP and TC attachments and a bpffs mount: run it as root');
   checkConfig(t, LAB_CONFIG);
+  const core = await chooseCore(o, progress);
+  const pe = o.pe ?? (core === 'srh' ? 'mup' : 'kernel');
+  if (core === 'srh' && pe === 'kernel') throw new Error("--pe kernel is the kernel's seg6 encap, a route, which --core srh does without: use --pe mup with --core srh");
   for (const f of [XDP_PASS_OBJECT, MUP_BIN]) if (!existsSync(f)) throw new Error(`${f} is missing: build first (make bpf ts)`);
   await labDown(prefix, progress);
   try {
@@ -240,13 +326,18 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
       await run('ip', ['-n', t.ns[node], 'link', 'set', 'lo', 'up']);
       await nsRun(t.ns[node], 'sysctl', ['-q', '-w', ...QUIET, ...(['gnb', 'mup', 'core'].includes(node) ? ROUTER : [])]);
     }
-    progress('veths, addresses, routes, the kernel SRv6 in core');
+    progress(`veths, addresses, routes, the kernel SRv6 in core (${core === 'routes' ? 'seg6local routes' : 'its SRH endpoint, and in the sites'})`);
     await veth(t, 'ue', t.ue.dev, 'gnb', t.gnb.toUe, t.ue.mtu);
     await veth(t, 'gnb', t.gnb.n3, 'mup', t.mup.n3, t.gnb.mtu);
     await veth(t, 'mup', t.mup.core, 'core', t.core.toMup, t.mup.mtu);
-    await veth(t, 'core', t.core.toDn, 'dn', t.dn.dev, t.dn.mtu);
-    await veth(t, 'core', t.core.toMeca, 'meca', t.mec.dev, t.dn.mtu);
-    await veth(t, 'core', t.core.toMecb, 'mecb', t.mec.dev, t.dn.mtu);
+    // --core srh: the SRv6 packet itself crosses core's links to the sites
+    // (the site decapsulates), so they take the transit MTU; the sites' own
+    // IPv4 keeps the data network's MTU on its route (siteRoute).
+    const siteLink = core === 'srh' ? t.mup.mtu : t.dn.mtu;
+    const siteRoute = (gw: string): string => `route add default via ${gw}${core === 'srh' ? ` mtu ${t.dn.mtu}` : ''}`;
+    await veth(t, 'core', t.core.toDn, 'dn', t.dn.dev, siteLink);
+    await veth(t, 'core', t.core.toMeca, 'meca', t.mec.dev, siteLink);
+    await veth(t, 'core', t.core.toMecb, 'mecb', t.mec.dev, siteLink);
     // End.M.GTP4.E output comes from N3, a local address of mup: when the
     // kernel forwards it (a FIB miss), it arrives from to-core with a local source.
     await nsRun(t.ns.mup, 'sysctl', ['-q', '-w', `net.ipv4.conf.${t.mup.core}.accept_local=1`]);
@@ -286,13 +377,7 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
       `addr add ${t.core.mecaLink}/24 dev ${t.core.toMeca}`,
       `addr add ${t.core.mecbLink}/24 dev ${t.core.toMecb}`,
       ...[t.core.toMup, t.core.toDn, t.core.toMeca, t.core.toMecb].map((d) => `link set ${d} up`),
-      // Uplink: End.DX4 for every SID under each sr_prefix. The data-network
-      // host owns the inner destination (End.DX4 resolves it by ARP on the link).
-      `route add ${t.sids.dnPrefix} encap seg6local action End.DX4 nh4 ${t.dn.addr} count dev ${t.core.toDn}`,
-      `route add ${t.sids.mecaPrefix} encap seg6local action End.DX4 nh4 ${t.mec.aAddr} count dev ${t.core.toMeca}`,
-      `route add ${t.sids.mecbPrefix} encap seg6local action End.DX4 nh4 ${t.mec.bAddr} count dev ${t.core.toMecb}`,
-      // End for a policy with segments: SRH [B, coreEnd], SL 1 -> End -> B's End.DX4.
-      `route add ${t.sids.coreEnd}/128 encap seg6local action End count dev ${t.core.toMup}`,
+      ...coreUplink(t, core),
       // Downlink: the PEs (src/lab/pe.ts) encapsulate to the SID naming gNB,
       // QFI and TEID of each UE; the kernel's PEs take this source.
       `sr tunsrc set ${t.core.tunsrc}`,
@@ -300,7 +385,7 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
       // The plain baseline: routed IPv4 to the UE's second address.
       `route add ${t.plainPool} via ${t.mup.plainV4} dev ${t.core.toMup}`,
     ]);
-    await ipBatch(t.ns.dn, [`addr add ${t.dn.addr}/24 dev ${t.dn.dev}`, `link set ${t.dn.dev} up`, `route add default via ${t.core.dnLink}`]);
+    await ipBatch(t.ns.dn, [`addr add ${t.dn.addr}/24 dev ${t.dn.dev}`, `link set ${t.dn.dev} up`, siteRoute(t.core.dnLink)]);
     for (const [node, own, gw] of [
       ['meca', t.mec.aAddr, t.core.mecaLink],
       ['mecb', t.mec.bAddr, t.core.mecbLink],
@@ -309,9 +394,10 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
         `addr add ${own}/24 dev ${t.mec.dev}`,
         `addr add ${t.mec.anycast}/32 dev ${t.mec.dev}`,
         `link set ${t.mec.dev} up`,
-        `route add default via ${gw}`,
+        siteRoute(gw),
       ]);
     }
+    if (core === 'srh') await srhEndpoints(t);
     // Hosts send with complete checksums (no CHECKSUM_PARTIAL left for a
     // "NIC" to finish): XDP translates bytes, and a veth never finishes them.
     // This also turns TSO off there, so no GSO packet reaches the gNB emulator.
@@ -332,7 +418,8 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
     }
     progress(`gNB emulator (TC BPF) in gnb, ${t.ues.length} UEs`);
     await startGnb(t, p.bpffs);
-    writeGatewayConfig(t, p);
+    writeGatewayConfig(t, p, core);
+    writeFileSync(p.coreFile, `${core}\n`);
     progress(`translator: mup daemon --config ${p.config} --netns ${t.ns.mup} (${LAB_CONFIG} and ${t.ues.length - 1} (N3, TEID) policies)`);
     await corePoolBlackhole(t);
     await Promise.all([startDaemon(t.ns.mup, p), startPes(t, p, pe, progress)]);
@@ -363,6 +450,7 @@ async function startPes(t: LabTopology, p: LabPaths, mode: PeMode, progress: Pro
 export async function labSetPe(t: LabTopology, p: LabPaths, mode: PeMode, progress: Progress = () => undefined): Promise<void> {
   const now = labPe(p);
   if (now === mode) return;
+  if (mode === 'kernel' && labCore(p) === 'srh') throw new Error("--pe kernel is the kernel's seg6 encap, a route, which this lab's core (--core srh) does without");
   if (now === 'kernel') await stopKernelPes(t);
   else {
     // A stopped daemon leaves its data plane running (pinned XDP links): teardown detaches it.

@@ -23,7 +23,7 @@ import { loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
-import { labApi, labDown, labPe, labUp, labPaths, peApi, uePolicy, type LabPaths, type Progress } from './lab.js';
+import { labApi, labCore, labDown, labPe, labUp, labPaths, peApi, uePolicy, type CoreMode, type LabPaths, type Progress } from './lab.js';
 import { kernelPeAdd, kernelPeDel, ueSession, type PeMode } from './pe.js';
 import { nsRun, sleep } from './sh.js';
 import { labTopology, type LabTopology, type LabUe } from './topology.js';
@@ -55,6 +55,8 @@ export interface RelocateOptions {
   readonly ue: number;
   /** The PE mode of a lab this builds (a running lab keeps its own). */
   readonly pe?: PeMode;
+  /** How core ends the uplink, for a lab it builds. */
+  readonly core?: CoreMode;
   /** Which streams run (default uplink). */
   readonly direction?: Direction;
   /** Runs on the same lab (relocate only; default 1). */
@@ -230,7 +232,7 @@ async function peSession(t: LabTopology, p: LabPaths, pe: PeMode, op: 'add' | 'd
 }
 
 async function setPolicy(t: LabTopology, p: LabPaths, u: LabUe, site: 'meca' | 'mecb'): Promise<void> {
-  const r = await labApi<{ error?: string }>(p, 'PUT', '/v1/policies', uePolicy(t, u, site));
+  const r = await labApi<{ error?: string }>(p, 'PUT', '/v1/policies', uePolicy(t, u, site, labCore(p)));
   if (r.status !== 200) throw new Error(`PUT /v1/policies (UE ${u.addr} to ${site}): HTTP ${r.status} ${r.body.error ?? ''}`);
 }
 
@@ -766,7 +768,7 @@ export async function relocate(o: RelocateOptions): Promise<{ runs: RelocateRepo
   );
   if (!running) {
     o.progress(`lab up (prefix ${o.prefix}, --pe ${o.pe ?? 'kernel'})`);
-    await labUp(o.prefix, o.progress, o.pe === undefined ? {} : { pe: o.pe });
+    await labUp(o.prefix, o.progress, { ...(o.pe === undefined ? {} : { pe: o.pe }), ...(o.core === undefined ? {} : { core: o.core }) });
   } else {
     const pe = labPe(p);
     if (o.pe !== undefined && o.pe !== pe) throw new Error(`lab "${o.prefix}" is up with --pe ${pe}, not ${o.pe}: mup lab up --pe ${o.pe}${o.prefix === 'mlab' ? '' : ` --prefix ${o.prefix}`} first, or leave --pe out`);
