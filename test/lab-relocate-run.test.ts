@@ -21,7 +21,7 @@ import { binRate } from '../src/lab/relocate-plot.js';
 import { binomHalfCdf, medianCi } from '../src/lab/relocate-stats.js';
 import { listNamespaces } from '../src/host/netns-sweep.js';
 import { Lab } from './helpers/netns.js';
-import { peerTitle } from './helpers/kernel-srv6.js';
+import { corePeer, peerTitle } from './helpers/kernel-srv6.js';
 
 const isRoot = process.getuid?.() === 0;
 const MUP_BIN = fileURLToPath(new URL('../bin/mup.js', import.meta.url));
@@ -36,7 +36,7 @@ const RATE = 1000;
 // each such run must say so (the call's time covers the rest of the stream), and at least one run must split.
 const SECS = 3;
 
-// The lab it builds is what this kernel can run: --core srh and --pe mup without SRv6 routes (docs/lab.md).
+// The lab it builds is what this kernel can run: --core srh (and with it --pe mup) without SRv6 routes (docs/lab.md).
 describe.skipIf(!isRoot)(peerTitle('mup lab relocate --repeat 5 --both'), () => {
   const out = mkdtempSync(join(tmpdir(), 'mup-relocate-'));
   afterAll(async () => {
@@ -49,7 +49,7 @@ describe.skipIf(!isRoot)(peerTitle('mup lab relocate --repeat 5 --both'), () => 
   it('writes per run frames.csv, timeline.svg and lab-relocate.json, and a summary over the runs; offered vs achieved printed', async () => {
     const r = await execa(
       'node',
-      [MUP_BIN, 'lab', 'relocate', '--prefix', PREFIX, '--both', '--repeat', String(RUNS), '--rate', String(RATE), '--seconds', String(SECS), '--switch-at', '1', '--size', '200', '--ue', '7', '--out', out, '--json'],
+      [MUP_BIN, 'lab', 'relocate', '--prefix', PREFIX, '--core', corePeer, '--both', '--repeat', String(RUNS), '--rate', String(RATE), '--seconds', String(SECS), '--switch-at', '1', '--size', '200', '--ue', '7', '--out', out, '--json'],
       { reject: false, timeout: 230_000 },
     );
     expect(r.exitCode, String(r.stderr)).toBe(0);

@@ -12,6 +12,7 @@
  */
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seg6Enabled } from '../src/host/kernel-srv6.js';
 import { listNamespaces } from '../src/host/netns-sweep.js';
 import { pidAlive } from '../src/host/process.js';
 import { labApi, labCore, labDown, labPaths, labPe, labUp, type LabPaths } from '../src/lab/lab.js';
@@ -38,7 +39,7 @@ describe.skipIf(!isRoot)("mup lab --core srh: the kernel's SRH endpoint ends the
   const functions = async (): Promise<Record<string, Fn>> => (await labApi<{ functions: Record<string, Fn> }>(p, 'GET', '/v1/counters?rules=none')).body.functions;
   const seg6 = (node: 'dn' | 'core', on: boolean): Promise<unknown> => {
     const dev = node === 'dn' ? t.dn.dev : t.core.toMup;
-    return nsRun(t.ns[node], 'sysctl', ['-q', '-w', `net.ipv6.conf.all.seg6_enabled=${on ? 1 : 0}`, `net.ipv6.conf.${dev}.seg6_enabled=${on ? 1 : 0}`]);
+    return nsRun(t.ns[node], 'sysctl', ['-q', '-w', ...seg6Enabled(dev, on)]);
   };
   const UPLINK = (): Record<string, unknown> => ({ name: 'n3-uplink', match: `${t.mup.n3Addr}/32`, sr_prefix: t.sids.dnPrefix, src_prefix: t.sids.srcPrefix, srh: 'always' });
 

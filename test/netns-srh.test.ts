@@ -26,6 +26,7 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
+import { seg6Enabled } from '../src/host/kernel-srv6.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { Lab, listNamespaces, sweepStaleNamespaces, TESTPEER_OBJECT, type Listener } from './helpers/netns.js';
 import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, N3, sendDownlink, sidToDn, UE } from './helpers/topology.js';
@@ -78,8 +79,7 @@ describe.skipIf(!ready)("srv6-mup on veths, the kernel's SRH endpoint and SRH so
   const sendUplink = async (tag: string, count: number): Promise<void> => {
     await lab!.peer('gnb', ['udp-send', '--bind', GNB, '--to', N3, '--port', '2152', '--hex', await gpdu(tag), '--count', String(count)]);
   };
-  const seg6Enabled = (on: boolean): Promise<void> =>
-    lab!.sysctl('core', [`net.ipv6.conf.all.seg6_enabled=${on ? 1 : 0}`, `net.ipv6.conf.to-mup.seg6_enabled=${on ? 1 : 0}`]);
+  const seg6 = (on: boolean): Promise<void> => lab!.sysctl('core', seg6Enabled('to-mup', on));
 
   beforeAll(async () => {
     const swept = await sweepStaleNamespaces();
@@ -151,7 +151,7 @@ describe.skipIf(!ready)("srv6-mup on veths, the kernel's SRH endpoint and SRH so
 
   it('control: with seg6_enabled off in core the same packets are not delivered (what arrived above was the SRH code)', async () => {
     dp!.sync(parseConfig(configText(ROWS[0].extra), 'srh.yaml'));
-    await seg6Enabled(false);
+    await seg6(false);
     try {
       const rx = await receiveInDn(1, 1.5);
       const before = counted('policies[0]');
@@ -159,7 +159,7 @@ describe.skipIf(!ready)("srv6-mup on veths, the kernel's SRH endpoint and SRH so
       expect(await rx.done, 'nothing reaches the data network').toEqual([]);
       expect(counted('policies[0]') - before, 'the translator did send them').toBe(3n);
     } finally {
-      await seg6Enabled(true);
+      await seg6(true);
     }
   });
 

@@ -10,6 +10,7 @@
  * own, removed again. Once per process.
  */
 import { execa } from 'execa';
+import { sweepStale } from './netns-sweep.js';
 
 /** iproute2's answer to a seg6 or seg6local route on a kernel without them. */
 export const NO_SRV6_ROUTES = /lwt encapsulation type not supported/i;
@@ -24,7 +25,7 @@ export const NO_SRV6_ROUTES = /lwt encapsulation type not supported/i;
  */
 export function explainKernelError(stderr: string): string {
   const hint =
-    ' (this kernel has no SRv6 routes: it was built without CONFIG_IPV6_SEG6_LWTUNNEL, see /proc/config.gz if it has one; the kernel SRv6 peers of the lab and of the tests need them)';
+    ' (this kernel has no SRv6 routes: it was built without CONFIG_IPV6_SEG6_LWTUNNEL, see /proc/config.gz if it has one)';
   return stderr
     .trim()
     .split('\n')
@@ -45,8 +46,21 @@ export function kernelSrv6(): Promise<KernelSrv6> {
   return asked;
 }
 
+/** The throwaway namespaces' prefix: msr6-<pid>-ask. */
+export const ASK_NETNS_PREFIX = 'msr6-';
+
+/**
+ * The sysctls that let a namespace's SRH endpoint process packets arriving
+ * on `dev` (the kernel takes the lower of `all` and the device's value).
+ */
+export function seg6Enabled(dev: string, on = true): string[] {
+  return [`net.ipv6.conf.all.seg6_enabled=${on ? 1 : 0}`, `net.ipv6.conf.${dev}.seg6_enabled=${on ? 1 : 0}`];
+}
+
 async function ask(): Promise<KernelSrv6> {
-  const ns = `msr6-${process.pid}`;
+  // One left by a process killed while it asked (its pid is gone).
+  await sweepStale(ASK_NETNS_PREFIX);
+  const ns = `${ASK_NETNS_PREFIX}${process.pid}-ask`;
   const made = await execa('ip', ['netns', 'add', ns], { reject: false, timeout: 10_000 });
   if (made.exitCode !== 0) return { ok: false, why: 'unknown', reason: `could not make namespace ${ns} to ask: ${String(made.stderr).trim()}` };
   try {

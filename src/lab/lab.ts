@@ -10,7 +10,7 @@ import { request } from 'node:http';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
-import { kernelSrv6 } from '../host/kernel-srv6.js';
+import { kernelSrv6, seg6Enabled } from '../host/kernel-srv6.js';
 import { listNamespaces } from '../host/netns-sweep.js';
 import { pidAlive } from '../host/process.js';
 import { startGnb } from './gnb.js';
@@ -262,6 +262,8 @@ const SRH_LINK: Record<PeSite, { readonly core: string; readonly site: string }>
 /** The core mode asked for, or the one this kernel can run. */
 async function chooseCore(o: LabUpOptions, progress: Progress): Promise<CoreMode> {
   if (o.core !== undefined) return o.core;
+  // The kernel's PE is a seg6 route: asked for, the routes are what it gets (and, without them, the kernel's refusal).
+  if (o.pe === 'kernel') return 'routes';
   const k = await kernelSrv6();
   if (k.ok || k.why === 'unknown') return 'routes';
   progress(`${k.reason.replace(/^Error: /, '')}: core is the kernel's SRH endpoint instead (--core srh), the PEs are mup daemons (--pe mup); docs/lab.md`);
@@ -295,12 +297,11 @@ const sitePrefix = (t: LabTopology, site: PeSite): string => (site === 'dn' ? t.
 
 /** --core srh: each site owns its SID prefix and decapsulates with its SRH endpoint; core's End likewise. */
 async function srhEndpoints(t: LabTopology): Promise<void> {
-  const seg6 = (dev: string): string[] => ['net.ipv6.conf.all.seg6_enabled=1', `net.ipv6.conf.${dev}.seg6_enabled=1`];
-  await nsRun(t.ns.core, 'sysctl', ['-q', '-w', ...seg6(t.core.toMup)]);
+  await nsRun(t.ns.core, 'sysctl', ['-q', '-w', ...seg6Enabled(t.core.toMup)]);
   for (const site of PE_SITES) {
     const ns = t.ns[site];
     const dev = site === 'dn' ? t.dn.dev : t.mec.dev;
-    await nsRun(ns, 'sysctl', ['-q', '-w', ...seg6(dev)]);
+    await nsRun(ns, 'sysctl', ['-q', '-w', ...seg6Enabled(dev)]);
     await ipBatch(ns, [`addr add ${SRH_LINK[site].site}/64 dev ${dev} nodad`, `route add local ${sitePrefix(t, site)} dev lo`]);
   }
 }

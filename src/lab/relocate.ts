@@ -231,8 +231,8 @@ async function peSession(t: LabTopology, p: LabPaths, pe: PeMode, op: 'add' | 'd
   if (r.status !== (op === 'add' ? 201 : 200)) throw new Error(`PE ${site}: ${op === 'add' ? 'POST' : 'DELETE'} /v1/sessions (UE ${u.addr}): HTTP ${r.status} ${r.body.error ?? ''}`);
 }
 
-async function setPolicy(t: LabTopology, p: LabPaths, u: LabUe, site: 'meca' | 'mecb'): Promise<void> {
-  const r = await labApi<{ error?: string }>(p, 'PUT', '/v1/policies', uePolicy(t, u, site, labCore(p)));
+async function setPolicy(t: LabTopology, p: LabPaths, u: LabUe, site: 'meca' | 'mecb', core: CoreMode): Promise<void> {
+  const r = await labApi<{ error?: string }>(p, 'PUT', '/v1/policies', uePolicy(t, u, site, core));
   if (r.status !== 200) throw new Error(`PUT /v1/policies (UE ${u.addr} to ${site}): HTTP ${r.status} ${r.body.error ?? ''}`);
 }
 
@@ -431,6 +431,7 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
   const doUl = direction !== 'downlink';
   const doDl = direction !== 'uplink';
   const pe = labPe(p);
+  const core = labCore(p);
   const movePe = o.movePeSession !== false;
   const at = new Date().toISOString();
   const load = loadavg().map((x) => Math.round(x * 100) / 100);
@@ -498,7 +499,7 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
     const tPolicy = process.hrtime.bigint();
     // The MEC application moves with its user: the downlink sender sends the UE's frames from B from now on.
     dlSender?.signal('SIGUSR1');
-    const policyMs = await timed(() => setPolicy(t, p, u, 'mecb'));
+    const policyMs = await timed(() => setPolicy(t, p, u, 'mecb', core));
     state = 'b';
     let sessionDelMs: number | null = null;
     const [s, ds] = await Promise.all([sender?.done ?? null, dlSender?.done ?? null]);
@@ -656,7 +657,7 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
   } finally {
     for (const q of procs) q.kill();
     // Put the UE back at A (policy and session), as lab up left it.
-    if (state !== 'a') await setPolicy(t, p, u, 'meca').catch(() => undefined);
+    if (state !== 'a') await setPolicy(t, p, u, 'meca', core).catch(() => undefined);
     if (!sessionAtA) await peSession(t, p, pe, 'add', 'meca', u).catch(() => undefined);
     if (sessionAtB) await peSession(t, p, pe, 'del', 'mecb', u).catch(() => undefined);
   }
@@ -767,12 +768,16 @@ export async function relocate(o: RelocateOptions): Promise<{ runs: RelocateRepo
     () => false,
   );
   if (!running) {
-    o.progress(`lab up (prefix ${o.prefix}, --pe ${o.pe ?? 'kernel'})`);
+    o.progress(`lab up (prefix ${o.prefix})`);
     await labUp(o.prefix, o.progress, { ...(o.pe === undefined ? {} : { pe: o.pe }), ...(o.core === undefined ? {} : { core: o.core }) });
+    o.progress(`lab up with --core ${labCore(p)} --pe ${labPe(p)}`);
   } else {
     const pe = labPe(p);
-    if (o.pe !== undefined && o.pe !== pe) throw new Error(`lab "${o.prefix}" is up with --pe ${pe}, not ${o.pe}: mup lab up --pe ${o.pe}${o.prefix === 'mlab' ? '' : ` --prefix ${o.prefix}`} first, or leave --pe out`);
-    o.progress(`using the running lab "${o.prefix}" (--pe ${pe})`);
+    const core = labCore(p);
+    const again = `mup lab up --pe ${o.pe ?? pe} --core ${o.core ?? core}${o.prefix === 'mlab' ? '' : ` --prefix ${o.prefix}`} first`;
+    if (o.pe !== undefined && o.pe !== pe) throw new Error(`lab "${o.prefix}" is up with --pe ${pe}, not ${o.pe}: ${again}, or leave --pe out`);
+    if (o.core !== undefined && o.core !== core) throw new Error(`lab "${o.prefix}" is up with --core ${core}, not ${o.core}: ${again}, or leave --core out`);
+    o.progress(`using the running lab "${o.prefix}" (--core ${core} --pe ${pe})`);
   }
   try {
     const n = o.repeat ?? 1;

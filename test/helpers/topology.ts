@@ -15,6 +15,7 @@
  * gNB's and the core's veths get an XDP_PASS program, without which frames
  * redirected (or XDP_TXed) into a veth are dropped (docs/platform.md).
  */
+import { seg6Enabled } from '../../src/host/kernel-srv6.js';
 import { Lab, TESTPEER_OBJECT } from './netns.js';
 
 export const GNB = '198.51.100.1';
@@ -152,7 +153,7 @@ export async function buildLab(lab: Lab, extras: LabExtras = {}): Promise<void> 
     `route add 2001:db8:2::/48 via ${MUP_V6} dev to-mup`,
     ...(extras.coreBatch ?? []),
   ]);
-  if ((extras.core ?? 'routes') === 'srh') await lab.sysctl('core', ['net.ipv6.conf.all.seg6_enabled=1', 'net.ipv6.conf.to-mup.seg6_enabled=1']);
+  if ((extras.core ?? 'routes') === 'srh') await lab.sysctl('core', seg6Enabled('to-mup'));
   await lab.batch('dn', [`addr add ${DN}/24 dev to-core`, 'link set to-core up', `route add default via ${CORE_DN_LINK}`]);
   // The data network's UDP must leave with a complete checksum, as from a
   // real host. With the veth's checksum offload on, the packet carries only

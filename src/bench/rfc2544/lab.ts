@@ -142,17 +142,23 @@ export class BenchLab {
     const set = (mode: BenchLab['seg6Mode'], why?: string): void => {
       Object.assign(this, { seg6Mode: mode, noSeg6: why });
     };
+    const refused = (e: unknown): boolean => {
+      const said = (e as Error).message;
+      if (!NO_SRV6_ROUTES.test(said)) return false;
+      set('none', said.slice(said.search(NO_SRV6_ROUTES)));
+      return true;
+    };
     try {
       await seg6('encap.red');
     } catch (e) {
-      const said = (e as Error).message;
-      if (NO_SRV6_ROUTES.test(said)) {
-        set('none', said.slice(said.search(NO_SRV6_ROUTES)));
-        return this;
-      }
+      if (refused(e)) return this;
       // An iproute2 without encap.red: plain encap (one segment: an SRH with one SID).
-      await seg6('encap');
-      set('encap');
+      try {
+        await seg6('encap');
+        set('encap');
+      } catch (e2) {
+        if (!refused(e2)) throw e2;
+      }
     }
     return this;
   }
