@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { testRun } from '../src/dataplane/libbpf.js';
-import { Lab, listNamespaces, sweepStaleNamespaces, TESTPEER_OBJECT } from './helpers/netns.js';
+import { closeLab, Lab, sweepStaleNamespaces, TESTPEER_OBJECT } from './helpers/netns.js';
 import { CASES6_SCRIPT, loadCases } from './helpers/scapy.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -153,27 +153,7 @@ describe.skipIf(!haveObjects || !isRoot)('on a veth pair, the gNB kernel as the 
     dp.attach('to-gnb', { netns: lab.ns('mup'), mode: 'native' });
   });
 
-  afterAll(async () => {
-    const problems: string[] = [];
-    try {
-      for (const a of dp?.attachments ?? []) dp!.detach(a.ifname, a.netns === undefined ? {} : { netns: a.netns });
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    try {
-      dp?.close();
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    try {
-      await lab?.destroy();
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    const left = (await listNamespaces()).filter((n) => lab !== undefined && n.startsWith(lab.prefix));
-    if (left.length > 0) problems.push(`namespaces left: ${left.join(', ')}`);
-    if (problems.length > 0) throw new Error(problems.join('\n'));
-  });
+  afterAll(() => closeLab(dp, lab));
 
   const routeMtu = async (args: string[]): Promise<number | undefined> => {
     const out = await lab!.ip('gnb', ...args);

@@ -28,7 +28,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { seg6Enabled } from '../src/host/kernel-srv6.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
-import { Lab, listNamespaces, sweepStaleNamespaces, TESTPEER_OBJECT, type Listener } from './helpers/netns.js';
+import { closeLab, Lab, type Listener, sweepStaleNamespaces, TESTPEER_OBJECT } from './helpers/netns.js';
 import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, N3, sendDownlink, sidToDn, UE } from './helpers/topology.js';
 import { checkDownlinkGpdu, ipv6Text } from './helpers/wire.js';
 
@@ -95,23 +95,7 @@ describe.skipIf(!ready)("srv6-mup on veths, the kernel's SRH endpoint and SRH so
     dp.attach('to-core', { netns: lab.ns('mup'), mode: 'native' });
   }, 60_000);
 
-  afterAll(async () => {
-    const problems: string[] = [];
-    try {
-      for (const a of dp?.attachments ?? []) dp!.detach(a.ifname, a.netns === undefined ? {} : { netns: a.netns });
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    try {
-      dp?.close();
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    await lab?.destroy().catch((e: Error) => problems.push(e.message));
-    const left = (await listNamespaces()).filter((n) => lab !== undefined && n.startsWith(lab.prefix));
-    if (left.length > 0) problems.push(`namespaces left: ${left.join(', ')}`);
-    if (problems.length > 0) throw new Error(problems.join('\n'));
-  });
+  afterAll(() => closeLab(dp, lab));
 
   it.each(ROWS)('uplink, $form: the kernel decapsulates every packet and forwards it to the data network', async (row) => {
     dp!.sync(parseConfig(configText(row.extra), 'srh.yaml'));

@@ -16,7 +16,7 @@ import { parseConfig } from '../src/config/load.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { closeProbeMaps, openProbeMaps, readProbeCounters, writeSelector, type ProbeMaps } from '../src/dataplane/probe-maps.js';
 import { macStamp } from '../src/dataplane/probe-layout.js';
-import { Lab, listNamespaces, sweepStaleNamespaces, TESTPEER_OBJECT } from './helpers/netns.js';
+import { closeLab, Lab, sweepStaleNamespaces, TESTPEER_OBJECT } from './helpers/netns.js';
 
 const isRoot = process.getuid?.() === 0;
 const haveObjects = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT);
@@ -68,24 +68,7 @@ describe.skipIf(!haveObjects || !isRoot)('probe on every frame, through a Linux 
     } catch (e) {
       problems.push((e as Error).message);
     }
-    try {
-      for (const a of dp?.attachments ?? []) dp!.detach(a.ifname, a.netns === undefined ? {} : { netns: a.netns });
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    try {
-      dp?.close();
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    try {
-      await lab?.destroy();
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    const left = (await listNamespaces()).filter((n) => lab !== undefined && n.startsWith(lab.prefix));
-    if (left.length > 0) problems.push(`namespaces left: ${left.join(', ')}`);
-    if (problems.length > 0) throw new Error(problems.join('; '));
+    await closeLab(dp, lab, problems);
   });
 
   it(`${COUNT} stamped frames all cross the bridge, each with a unicast, locally administered source MAC`, async () => {

@@ -194,3 +194,33 @@ export async function waitFor<T>(what: string, ms: number, check: () => T | unde
     await new Promise((r) => setTimeout(r, every));
   }
 }
+
+/** What closeLab undoes of a data plane a test opened and attached. */
+export interface AttachedDataplane {
+  readonly attachments: readonly { readonly ifname: string; readonly netns?: string }[];
+  detach(ifname: string, o?: { netns?: string }): void;
+  close(): void;
+}
+
+/**
+ * A test's teardown of its data plane and lab: detach every attachment,
+ * close the object, delete the namespaces, check none is left. Each step
+ * runs even when one before it failed; every failure (with `problems`, a
+ * caller's own) is thrown once at the end.
+ */
+export async function closeLab(dp: AttachedDataplane | undefined, lab: Lab | undefined, problems: string[] = []): Promise<void> {
+  try {
+    for (const a of dp?.attachments ?? []) dp!.detach(a.ifname, a.netns === undefined ? {} : { netns: a.netns });
+  } catch (e) {
+    problems.push((e as Error).message);
+  }
+  try {
+    dp?.close();
+  } catch (e) {
+    problems.push((e as Error).message);
+  }
+  await lab?.destroy().catch((e: Error) => problems.push(e.message));
+  const left = (await listNamespaces()).filter((n) => lab !== undefined && n.startsWith(lab.prefix));
+  if (left.length > 0) problems.push(`namespaces left: ${left.join(', ')}`);
+  if (problems.length > 0) throw new Error(problems.join('\n'));
+}
