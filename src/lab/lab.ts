@@ -252,13 +252,6 @@ export interface LabUpOptions {
   readonly core?: CoreMode;
 }
 
-/** --core srh: the IPv6 link between core and each site, over which core routes the site's SID prefix. */
-const SRH_LINK: Record<PeSite, { readonly core: string; readonly site: string }> = {
-  dn: { core: 'fd00:5e6:1::1', site: 'fd00:5e6:1::2' },
-  meca: { core: 'fd00:5e6:2::1', site: 'fd00:5e6:2::2' },
-  mecb: { core: 'fd00:5e6:3::1', site: 'fd00:5e6:3::2' },
-};
-
 /** The core mode asked for, or the one this kernel can run. */
 async function chooseCore(o: LabUpOptions, progress: Progress): Promise<CoreMode> {
   if (o.core !== undefined) return o.core;
@@ -285,8 +278,8 @@ function coreUplink(t: LabTopology, core: CoreMode): string[] {
   }
   return [
     ...PE_SITES.flatMap((site) => [
-      `addr add ${SRH_LINK[site].core}/64 dev ${peDev(t, site)} nodad`,
-      `route add ${sitePrefix(t, site)} via ${SRH_LINK[site].site} dev ${peDev(t, site)}`,
+      `addr add ${t.srhLinks[site].core}/64 dev ${peDev(t, site)} nodad`,
+      `route add ${sitePrefix(t, site)} via ${t.srhLinks[site].site} dev ${peDev(t, site)}`,
     ]),
     // End for a policy with segments: the SRH endpoint on a local /128 moves SRH [B, coreEnd] on to B.
     `route add local ${t.sids.coreEnd}/128 dev lo`,
@@ -302,7 +295,7 @@ async function srhEndpoints(t: LabTopology): Promise<void> {
     const ns = t.ns[site];
     const dev = site === 'dn' ? t.dn.dev : t.mec.dev;
     await nsRun(ns, 'sysctl', ['-q', '-w', ...seg6Enabled(dev)]);
-    await ipBatch(ns, [`addr add ${SRH_LINK[site].site}/64 dev ${dev} nodad`, `route add local ${sitePrefix(t, site)} dev lo`]);
+    await ipBatch(ns, [`addr add ${t.srhLinks[site].site}/64 dev ${dev} nodad`, `route add local ${sitePrefix(t, site)} dev lo`]);
   }
 }
 

@@ -99,6 +99,8 @@ export interface LabTopology {
   readonly ues: readonly LabUe[];
   /** Plain PE SIDs (End.DX4 in core: each lies in its site's /48). */
   readonly peSids: { readonly meca: string; readonly mecb: string };
+  /** --core srh: the IPv6 link between core and each site, over which core routes the site's SID prefix (src/lab/lab.ts). */
+  readonly srhLinks: Readonly<Record<'dn' | 'meca' | 'mecb', { readonly core: string; readonly site: string }>>;
 }
 
 export interface LabUe {
@@ -173,5 +175,10 @@ export function labTopology(prefix: string = DEFAULT_PREFIX): LabTopology {
     plainPool: '10.99.0.0/24',
     ues,
     peSids: { meca: '2001:db8:a::d4', mecb: '2001:db8:b::d4' },
+    srhLinks: {
+      dn: { core: 'fd00:5e6:1::1', site: 'fd00:5e6:1::2' },
+      meca: { core: 'fd00:5e6:2::1', site: 'fd00:5e6:2::2' },
+      mecb: { core: 'fd00:5e6:3::1', site: 'fd00:5e6:3::2' },
+    },
   };
 }
