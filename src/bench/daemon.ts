@@ -57,7 +57,7 @@
  *
  * Options: --rules N (each table, default 65536) --ops N (default 500)
  * --scrapes N (default 50) --single-ops N ((e): how many operations also go as single requests; default all 10,000)
- * --cpu-prof DIR (profile the daemon with node --cpu-prof into DIR)
+ * --cpu-prof DIR (profile the daemon once it serves: MUP_CPU_PROFILE, a .cpuprofile per daemon in DIR)
  * --node-flag FLAG (repeatable: one more node/V8 flag for the daemon, after
  * its own, e.g. --node-flag --heap-growing-percent=20; printed in the report)
  * --json (print the result as JSON too) --keep-going (do not stop at the
@@ -983,7 +983,7 @@ async function main(): Promise<number> {
     // (a) load
     const spawnedAt = Date.now();
     const s0 = performance.now();
-    const d = spawn('node', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const d = spawn('node', args, { stdio: ['ignore', 'pipe', 'pipe'], env: daemonEnv(o) });
     env.daemon = d;
     d.stdout!.on('data', (c: Buffer) => (log += c.toString()));
     d.stderr!.on('data', (c: Buffer) => (log += c.toString()));
@@ -1326,18 +1326,21 @@ function nodeFlagsNote(o: Options): string {
 }
 
 /**
- * node's command line for the daemon under test: its own flags, then
- * --cpu-prof DIR's, then the --node-flag ones. A coarse sampling interval
- * for --cpu-prof: every SIGPROF sample interrupts the verifier, and
- * BPF_PROG_LOAD gives up with EAGAIN after libbpf's 5 retries at node's
- * default 1 ms.
+ * node's command line for the daemon under test: its own flags, then the
+ * --node-flag ones. --cpu-prof is not node's (its SIGPROF interrupts the
+ * verifier and BPF_PROG_LOAD gives up with EAGAIN): daemonEnv asks the
+ * daemon to profile itself once it serves.
  */
+/** The daemon's environment: with --cpu-prof, MUP_CPU_PROFILE names its profile (src/daemon/profile.ts). */
+function daemonEnv(o: Options): NodeJS.ProcessEnv {
+  if (o.cpuProf === undefined) return process.env;
+  mkdirSync(o.cpuProf, { recursive: true });
+  return { ...process.env, MUP_CPU_PROFILE: join(o.cpuProf, `daemon-${Date.now()}-${process.pid}.cpuprofile`) };
+}
+
 function daemonArgv(o: Options, env: Env): string[] {
-  const prof = o.cpuProf === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', o.cpuProf, '--cpu-prof-interval', '20000'];
-  if (o.cpuProf !== undefined) mkdirSync(o.cpuProf, { recursive: true });
   return [
     ...DAEMON_NODE_FLAGS,
-    ...prof,
     ...o.nodeFlags,
     MUP_BIN,
     'daemon',
@@ -1397,7 +1400,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
     log = '';
     const args = daemonArgv(o, env);
     const s0 = performance.now();
-    const d = spawn('node', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const d = spawn('node', args, { stdio: ['ignore', 'pipe', 'pipe'], env: daemonEnv(o) });
     env.daemon = d;
     d.stdout!.on('data', (c: Buffer) => (log += c.toString()));
     d.stderr!.on('data', (c: Buffer) => (log += c.toString()));

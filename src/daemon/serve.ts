@@ -13,6 +13,7 @@ import { notifyReady } from '../host/notify.js';
 import { pidAlive } from '../host/process.js';
 import type { Logger } from './log.js';
 import { createMetrics } from './metrics.js';
+import { startServingProfile } from './profile.js';
 import { holdMallocTrimThreshold } from './memory.js';
 import { DAEMON_NODE_FLAGS, missingDaemonNodeFlags } from '../host/node-flags.js';
 import type { PerRuleSeries } from '../config/types.js';
@@ -161,10 +162,11 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
 export async function daemonMain(o: RunOptions): Promise<number> {
   const { daemon, stop } = await runDaemon(o);
   notifyReady(o.log); // systemd (Type=notify): attached and serving
+  const profile = startServingProfile(process.env['MUP_CPU_PROFILE']);
   return new Promise<number>((resolve) => {
     const onStop = (sig: string): void => {
       o.log.info({ signal: sig }, 'stopping');
-      stop().then(
+      Promise.all([profile?.stop(), stop()]).then(
         () => resolve(0),
         (e: unknown) => {
           o.log.error({ err: e }, 'error while stopping');
