@@ -45,6 +45,7 @@ import type { Logger } from './log.js';
 import { forcedReleaseNote, releaseMemorySoon, requestEnded, requestStarted } from './memory.js';
 import { RULE_KIND_LIST, RuleError, type RuleKindSpec } from './rules.js';
 import { BatchError, batchOperations } from './batch.js';
+import { parseJsonSliced } from './json-slices.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
 import { health } from './health.js';
@@ -306,7 +307,8 @@ async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<unknown
   if (large) await nextTurn();
   let body: unknown;
   try {
-    body = JSON.parse(text) as unknown;
+    // A batch's 1.3-2 MB took 8-23 ms of the loop in one JSON.parse: read member by member, element by element.
+    body = large ? await runYielding(parseJsonSliced(text)) : (JSON.parse(text) as unknown);
   } catch (e) {
     throw new HttpError(400, `body is not valid JSON: ${(e as Error).message}`);
   }
