@@ -8,6 +8,7 @@
  * 0.6 s, where `yaml` takes 6 s), and `yaml`, which keeps source positions,
  * is loaded and run only when a message needs a line number (yaml-doc.ts).
  */
+import { ShardedMap } from '../host/sharded-map.js';
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
 import { NOT_BLOCK, parseBlockYaml } from './block-yaml.js';
@@ -839,7 +840,7 @@ export function takeRuleIndex<R extends Rule>(rules: readonly R[]): RuleIndex<R>
 /** Names unique (the first repeated one is the error), then keys unique. */
 function checkRules<R extends Rule>(src: Source, section: RuleSection, rules: readonly R[], keyName: string, key: (r: R) => string, nameWhy: string, keyWhy: string): void {
   // One pass for both maps; a repeated name is the error before any repeated key, as two passes would have it.
-  const names = new Map<string, string>();
+  const names: Map<string, string> = new ShardedMap<string>();
   const byKey = new Map<string, R>();
   let keyTwice: { r: R; k: string; prev: R } | undefined;
   for (const r of rules) {

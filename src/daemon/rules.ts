@@ -14,6 +14,8 @@
  * said when an API change was made, each state record carries `base`: a
  * digest of the file's rule at that key then (null: none).
  */
+import { sameData } from '../config/same.js';
+import { ShardedMap } from '../host/sharded-map.js';
 import { createHash } from 'node:crypto';
 import {
   closeSync,
@@ -286,7 +288,7 @@ export function canonicalKey(kind: RuleKind, text: string): string {
 export class RuleSet {
   /** Rules by kind, by key, in order; names to keys. */
   readonly #rules = perKind(() => new Map<string, Rule>());
-  readonly #names = perKind(() => new Map<string, string>());
+  readonly #names = perKind((): Map<string, string> => new ShardedMap<string>());
   /**
    * The config file's rule (null: none) at each key the overlay has, or had
    * since this set was made: `source` in listings, and the base a change's
@@ -295,14 +297,14 @@ export class RuleSet {
    * was 2 x 1.8 MB with 65,536 + 65,536 rules, 2 x 3.7 after the first
    * change). Entries stay once made (an undo puts overlay entries back).
    */
-  readonly #fileRules = perKind(() => new Map<string, Rule | null>());
+  readonly #fileRules = perKind((): Map<string, Rule | null> => new ShardedMap<Rule | null>());
   /**
    * Rules learned from BGP (origin "bgp"; docs/bgp.md "Precedence"): in the
    * tables, never in the overlay or the state file. Their keys and names are
    * not the config's or the API's: whichever rule holds a key first keeps it.
    */
   #learned = perKind(() => new Map<string, Rule>());
-  #learnedNames = perKind(() => new Map<string, string>());
+  #learnedNames = perKind((): Map<string, string> => new ShardedMap<string>());
 
   constructor(
     readonly config: Config,
@@ -739,28 +741,6 @@ export function sameRule(a: Rule, b: Rule): boolean {
   return sameData(a, b, 'where');
 }
 
-/** a and b equal as data; `skip`: a key of theirs (not of nested objects) left out. */
-function sameData(a: unknown, b: unknown, skip?: string): boolean {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a)) {
-    if (!Array.isArray(b) || a.length !== b.length) return false;
-    for (let i = 0; i < a.length; i++) if (!sameData(a[i], b[i])) return false;
-    return true;
-  }
-  if (ArrayBuffer.isView(a)) {
-    if (!ArrayBuffer.isView(b) || a.byteLength !== b.byteLength) return false;
-    return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
-  }
-  if (Array.isArray(b) || ArrayBuffer.isView(b)) return false;
-  const ka = Object.keys(a);
-  if (ka.length !== Object.keys(b).length) return false;
-  for (const k of ka) {
-    if (k === skip) continue;
-    if (!Object.hasOwn(b, k) || !sameData((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])) return false;
-  }
-  return true;
-}
 
 /**
  * The table changes that take the tables from rule set `a` to `b` (a

@@ -52,6 +52,7 @@
  * the new ifindex. Before that, frames kept being redirected to the dead
  * ifindex and dropped (issue 16, soak fault iface).
  */
+import { ShardedMap } from '../host/sharded-map.js';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
@@ -1078,7 +1079,7 @@ export class NextHopWatcher {
   /** The index: distinct ranges, and per rule id its entry (-1: none). */
   #entries: Array<Entry | undefined> = [];
   #freeEntries: number[] = [];
-  #byKey = new Map<string, number>();
+  #byKey: Map<string, number> = new ShardedMap<number>();
   #ruleEntry = new Int32Array(0);
   /** Per rule id, the next and previous rule of its entry's list (-1: none). */
   #next = new Int32Array(0);
@@ -1446,7 +1447,7 @@ export class NextHopWatcher {
       const n = cache.rules;
       this.#entries = [];
       this.#freeEntries = [];
-      this.#byKey = new Map();
+      this.#byKey = new ShardedMap();
       this.#ruleEntry = new Int32Array(n).fill(-1);
       this.#next = new Int32Array(n).fill(-1);
       this.#prev = new Int32Array(n).fill(-1);

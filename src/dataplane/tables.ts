@@ -27,6 +27,7 @@
  * - Prefix lengths: a rule's length is in the config before the rule is
  *   written and leaves the config only after the rule is deleted.
  */
+import { ShardedMap, ShardedSet } from '../host/sharded-map.js';
 import { DEFAULT_MAX_SESSIONS } from '../config/load.js';
 import type { LocalSid, Policy, Session, Settings, TeidPrefix } from '../config/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
@@ -245,8 +246,12 @@ export interface ApplyResult {
  * policies and 65,536 local SIDs (docs/bench.md, session 11).
  */
 class Mirror {
-  /** Key -> rule id; -1 for an entry found in the map that is not ours (rewritten or deleted on sync). */
-  readonly keys = new Map<string, number>();
+  /**
+   * Key -> rule id; -1 for an entry found in the map that is not ours
+   * (rewritten or deleted on sync). Sharded: a Map of every key rebuilt
+   * itself in one step under churn (src/host/sharded-map.ts).
+   */
+  readonly keys: Map<string, number> = new ShardedMap<number>();
   readonly #plens: Int16Array;
   /** Policies only: each rule's flags byte (address-only entries). */
   readonly #flags: Uint8Array;
@@ -591,7 +596,7 @@ export class Tables {
    */
   trace: { op: 'insert' | 'replace' | 'delete' | 'flip' | 'gen'; seq: number }[] | undefined;
   /** Keys (latin1) of the address-only entries in the policy table. */
-  readonly #addrOnly = new Set<string>();
+  readonly #addrOnly: Set<string> = new ShardedSet();
   #settings: Settings;
   /** policy_gen and localsid_gen of the active configuration (ConfigFields). */
   #gens: { policyGen: number; localsidGen: number };

@@ -1,0 +1,181 @@
+/**
+ * A Map (and a Set) of string keys split into SHARDS Maps by a hash of the
+ * key, for the daemon's indexes of every rule (131,072 in the bench, two
+ * million at issue 19's scale). V8's Map is a hash table that keeps deleted
+ * entries until it is full and then rebuilds itself in one step: under a
+ * steady delete-and-add churn, a 65,536-entry Map held the event loop 7-13
+ * ms at each rebuild, 131,072 entries 10-23 ms, 1,048,576 entries 200 ms
+ * (docs/daemon.md "Event loop"). Here a rebuild is one shard's, a
+ * SHARDS-th of that.
+ *
+ * The same methods as Map and Set, with one difference: iteration goes
+ * shard by shard, each in insertion order, so it is deterministic but not
+ * the order of insertion overall. Shards are made when first written to.
+ */
+
+/** Shards per map: at 2,097,152 entries a shard holds about 8,192 (a rebuild well under a millisecond). */
+export const SHARDS = 256;
+
+/** FNV-1a of the key's UTF-16 units, to a shard. */
+export function shardOf(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return ((h >>> 24) ^ (h >>> 16) ^ (h >>> 8) ^ h) & (SHARDS - 1);
+}
+
+/** The shards' iterators one after another, without a generator's cost per step. */
+function chained<S, T>(shards: readonly (S | undefined)[], iter: (s: S) => Iterator<T>): IterableIterator<T> {
+  let at = 0;
+  let cur: Iterator<T> | undefined;
+  const it: IterableIterator<T> = {
+    next(): IteratorResult<T> {
+      for (;;) {
+        if (cur !== undefined) {
+          const r = cur.next();
+          if (r.done !== true) return r;
+          cur = undefined;
+        }
+        while (at < shards.length && shards[at] === undefined) at++;
+        if (at >= shards.length) return { done: true, value: undefined };
+        cur = iter(shards[at++]!);
+      }
+    },
+    [Symbol.iterator]() {
+      return it;
+    },
+  };
+  return it;
+}
+
+export class ShardedMap<V> implements Map<string, V> {
+  readonly #shards: (Map<string, V> | undefined)[] = new Array<Map<string, V> | undefined>(SHARDS).fill(undefined);
+  #size = 0;
+
+  constructor(entries?: Iterable<readonly [string, V]>) {
+    if (entries !== undefined) for (const [k, v] of entries) this.set(k, v);
+  }
+
+  get size(): number {
+    return this.#size;
+  }
+
+  get(key: string): V | undefined {
+    return this.#shards[shardOf(key)]?.get(key);
+  }
+
+  has(key: string): boolean {
+    return this.#shards[shardOf(key)]?.has(key) ?? false;
+  }
+
+  set(key: string, value: V): this {
+    const i = shardOf(key);
+    let s = this.#shards[i];
+    if (s === undefined) this.#shards[i] = s = new Map();
+    const n = s.size;
+    s.set(key, value);
+    this.#size += s.size - n;
+    return this;
+  }
+
+  delete(key: string): boolean {
+    const s = this.#shards[shardOf(key)];
+    if (s === undefined || !s.delete(key)) return false;
+    this.#size--;
+    return true;
+  }
+
+  clear(): void {
+    this.#shards.fill(undefined);
+    this.#size = 0;
+  }
+
+  forEach(f: (value: V, key: string, map: Map<string, V>) => void, thisArg?: unknown): void {
+    for (const s of this.#shards) s?.forEach((v, k) => f.call(thisArg, v, k, this));
+  }
+
+  keys(): MapIterator<string> {
+    return chained(this.#shards, (s) => s.keys()) as MapIterator<string>;
+  }
+
+  values(): MapIterator<V> {
+    return chained(this.#shards, (s) => s.values()) as MapIterator<V>;
+  }
+
+  entries(): MapIterator<[string, V]> {
+    return chained(this.#shards, (s) => s.entries()) as MapIterator<[string, V]>;
+  }
+
+  [Symbol.iterator](): MapIterator<[string, V]> {
+    return this.entries();
+  }
+
+  get [Symbol.toStringTag](): string {
+    return 'ShardedMap';
+  }
+}
+
+export class ShardedSet implements Set<string> {
+  readonly #shards: (Set<string> | undefined)[] = new Array<Set<string> | undefined>(SHARDS).fill(undefined);
+  #size = 0;
+
+  constructor(values?: Iterable<string>) {
+    if (values !== undefined) for (const v of values) this.add(v);
+  }
+
+  get size(): number {
+    return this.#size;
+  }
+
+  has(key: string): boolean {
+    return this.#shards[shardOf(key)]?.has(key) ?? false;
+  }
+
+  add(key: string): this {
+    const i = shardOf(key);
+    let s = this.#shards[i];
+    if (s === undefined) this.#shards[i] = s = new Set();
+    const n = s.size;
+    s.add(key);
+    this.#size += s.size - n;
+    return this;
+  }
+
+  delete(key: string): boolean {
+    const s = this.#shards[shardOf(key)];
+    if (s === undefined || !s.delete(key)) return false;
+    this.#size--;
+    return true;
+  }
+
+  clear(): void {
+    this.#shards.fill(undefined);
+    this.#size = 0;
+  }
+
+  forEach(f: (value: string, key: string, set: Set<string>) => void, thisArg?: unknown): void {
+    for (const s of this.#shards) s?.forEach((v) => f.call(thisArg, v, v, this));
+  }
+
+  keys(): SetIterator<string> {
+    return this.values();
+  }
+
+  values(): SetIterator<string> {
+    return chained(this.#shards, (s) => s.values()) as SetIterator<string>;
+  }
+
+  entries(): SetIterator<[string, string]> {
+    return chained(this.#shards, (s) => s.entries()) as SetIterator<[string, string]>;
+  }
+
+  [Symbol.iterator](): SetIterator<string> {
+    return this.values();
+  }
+
+  get [Symbol.toStringTag](): string {
+    return 'ShardedSet';
+  }
+}
