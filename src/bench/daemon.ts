@@ -1106,6 +1106,9 @@ async function main(): Promise<number> {
     const reloaded = await api(env.socket, 'POST', '/v1/reload');
     reloadMs.edited = performance.now() - tReload;
     const reloadSeen = await reloadLoop.stop();
+    // The daemon's own account of that reload: its phases and how many rule objects it kept.
+    const reloadLog = logLines(log).filter((x) => x.msg === 'reloaded').at(-1);
+    const reloadPhases = reloadLog === undefined ? 'not in its log' : `${Object.entries((reloadLog['phases'] ?? {}) as Record<string, number>).map(([k, v]) => `${k} ${v}`).join(', ')}; rule objects kept ${String(reloadLog['rulesKept'] ?? '?')}`;
     if (reloaded.status !== 200 || !/"replaced":1\b/.test(reloaded.text)) failures.push(`POST /v1/reload (edited): ${reloaded.status} ${reloaded.text.slice(0, 300)}`);
     const rssAfter = procStatus(pid);
     // Reads with full tables, for information (no target): what a scrape and `mup stats` cost.
@@ -1212,6 +1215,7 @@ async function main(): Promise<number> {
       `    ${nBatch} adds:    /v1/batch ${f1(batchMs.add).padStart(8)} ms   ${nSingle} single requests ${f1(singleMs.add).padStart(9)} ms (${f2(singleMs.add / nSingle)} ms each)`,
       `    POST /v1/reload, the file unchanged (the running rule set kept, nothing parsed again): ${f1(reloadMs.same)} ms`,
       `    POST /v1/reload, policy p${EDITED} edited (${o.rules * 2} rules read, checked and diffed again, 1 replaced): ${f1(reloadMs.edited)} ms`,
+      `      daemon's phases, ms: ${reloadPhases}`,
       '',
       `(c) memory, MB: VmRSS ${f1(rssLoaded['VmRSS'])} loaded, ${f1(rssAfter['VmRSS'])} right after (e) (its batches, single changes and two reloads) ` +
         `(RssAnon ${f1(rssAfter['RssAnon'])}, RssFile ${f1(rssAfter['RssFile'])}), ${f1(rssReads['VmRSS'])} after the reads and writers, ` +

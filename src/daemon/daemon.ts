@@ -22,7 +22,7 @@ import { mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed } from '../config/load.js';
-import { parseConfigOffLoop } from '../config/parse-async.js';
+import { parseConfigOffLoop, rulesKept } from '../config/parse-async.js';
 import { runningConfigYaml } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
@@ -973,6 +973,7 @@ export class Daemon {
             force: o.force === true,
             ms: Math.round(performance.now() - t0),
             phases: this.#reloadMs,
+            rulesKept: this.#reloadKept,
             ...rest,
             ...(diff === undefined ? {} : { changes: diff.length }),
             ...(r.interfaces.missing.length > 0 ? { missingInterfaces: r.interfaces.missing } : {}),
@@ -1010,11 +1011,14 @@ export class Daemon {
 
   /** ms per phase of the last reload (its log line). */
   #reloadMs: Record<string, number> = {};
+  /** Rules of the last reload's parse that are the running rule objects (the file says the same there). */
+  #reloadKept = 0;
 
   async #reload(force: boolean, check: boolean): Promise<ReloadResult> {
     let t = performance.now();
     const ms: Record<string, number> = {};
     this.#reloadMs = ms;
+    this.#reloadKept = 0;
     const lap = (phase: string): void => {
       const now = performance.now();
       ms[phase] = Math.round(now - t);
@@ -1025,9 +1029,10 @@ export class Daemon {
     lap('read');
     if (sha === this.#configSha && !this.#tablesDirty) return this.#reloadSame(check);
     // Read and checked on a thread of its own: the daemon answers meanwhile (the serial section holds other changes).
-    const config = await parseConfigOffLoop(bytes, this.#o.configPath);
+    const config = await parseConfigOffLoop(bytes, this.#o.configPath, this.config);
     this.#logConfigWarnings(config);
     lap('parse');
+    this.#reloadKept = rulesKept(config);
     // The file's own changes since the last load, on top of the API's.
     const current = this.#rules;
     const rebased = await rebaseOverlayAsync(current.overlay, (kind, key) => current.base(kind, key), config);

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/errors.js';
 import { localSidKey, policyKey, sessionKey } from '../../src/config/keys.js';
 import { parseConfig, takeRuleIndex } from '../../src/config/load.js';
-import { parseConfigOffLoop } from '../../src/config/parse-async.js';
+import { parseConfigOffLoop, rulesKept } from '../../src/config/parse-async.js';
 
 const SMALL = `# a config with every section
 interfaces:
@@ -103,5 +103,28 @@ describe('parseConfigOffLoop', () => {
     }
     // parseConfig on this thread: no turn at all until it returns.
     expect(turns, 'timer turns during the parse').toBeGreaterThanOrEqual(10);
+  });
+
+  it('keeps the previous config\'s rule objects where the file says the same at the same place, and only there', async () => {
+    const before = await parseConfigOffLoop(Buffer.from(big(3_000)), 'big.yaml');
+    // Policy 5 edited, policy 7 given a name another rule does not have, one local SID more at the end.
+    const edited = big(3_000)
+      .replace('    match: 10.0.5.0/24\n    sr_prefix: 2001:db9:1::/48', '    match: 10.0.5.0/24\n    sr_prefix: 2001:db9:2::/48')
+      .replace('  - name: p7\n', '  - name: p7b\n')
+      .concat('  - name: lx\n    sid: 2001:dbf::/48\n    src_prefix_len: 64\n');
+    const after = await parseConfigOffLoop(Buffer.from(edited), 'big.yaml', before);
+    // What a parse without the previous config gives, as data.
+    expect(after).toEqual(parseConfig(edited, 'big.yaml'));
+    expect(rulesKept(after)).toBe(3_000 + 3_000 - 2);
+    after.policies.forEach((p, i) => expect(p === before.policies[i], `policies[${i}]`).toBe(i !== 5 && i !== 7));
+    after.localsids.forEach((l, i) => expect(l === before.localsids[i], `localsids[${i}]`).toBe(i < 3_000));
+    expect(after.policies[5]!.srPrefix).not.toEqual(before.policies[5]!.srPrefix);
+
+    // A rule moved to another place is a new object (its place is in it: where).
+    const dropped = big(3_000).replace('  - name: p0\n    match: 10.0.0.0/24\n    sr_prefix: 2001:db9:1::/48\n    src_prefix: 2001:db8:ffff::/64\n', '');
+    const shifted = await parseConfigOffLoop(Buffer.from(dropped), 'big.yaml', before);
+    expect(shifted).toEqual(parseConfig(dropped, 'big.yaml'));
+    expect(shifted.policies.some((p) => before.policies.includes(p))).toBe(false);
+    expect(rulesKept(shifted)).toBe(3_000);
   });
 });
