@@ -50,62 +50,72 @@ function chained<S, T>(shards: readonly (S | undefined)[], iter: (s: S) => Itera
   return it;
 }
 
-export class ShardedMap<V> implements Map<string, V> {
-  readonly #shards: (Map<string, V> | undefined)[] = new Array<Map<string, V> | undefined>(SHARDS).fill(undefined);
-  #size = 0;
-
-  constructor(entries?: Iterable<readonly [string, V]>) {
-    if (entries !== undefined) for (const [k, v] of entries) this.set(k, v);
-  }
+/** What ShardedMap and ShardedSet share: the shards, the count, has/delete/clear. */
+abstract class Sharded<S extends Map<string, unknown> | Set<string>> {
+  protected readonly shards: (S | undefined)[] = new Array<S | undefined>(SHARDS).fill(undefined);
+  protected count = 0;
 
   get size(): number {
-    return this.#size;
-  }
-
-  get(key: string): V | undefined {
-    return this.#shards[shardOf(key)]?.get(key);
+    return this.count;
   }
 
   has(key: string): boolean {
-    return this.#shards[shardOf(key)]?.has(key) ?? false;
-  }
-
-  set(key: string, value: V): this {
-    const i = shardOf(key);
-    let s = this.#shards[i];
-    if (s === undefined) this.#shards[i] = s = new Map();
-    const n = s.size;
-    s.set(key, value);
-    this.#size += s.size - n;
-    return this;
+    return this.shards[shardOf(key)]?.has(key) ?? false;
   }
 
   delete(key: string): boolean {
-    const s = this.#shards[shardOf(key)];
+    const s = this.shards[shardOf(key)];
     if (s === undefined || !s.delete(key)) return false;
-    this.#size--;
+    this.count--;
     return true;
   }
 
   clear(): void {
-    this.#shards.fill(undefined);
-    this.#size = 0;
+    this.shards.fill(undefined);
+    this.count = 0;
+  }
+
+  /** The key's shard, made if it is not there yet. */
+  protected shardFor(key: string, make: () => S): S {
+    const i = shardOf(key);
+    let s = this.shards[i];
+    if (s === undefined) this.shards[i] = s = make();
+    return s;
+  }
+}
+
+export class ShardedMap<V> extends Sharded<Map<string, V>> implements Map<string, V> {
+  constructor(entries?: Iterable<readonly [string, V]>) {
+    super();
+    if (entries !== undefined) for (const [k, v] of entries) this.set(k, v);
+  }
+
+  get(key: string): V | undefined {
+    return this.shards[shardOf(key)]?.get(key);
+  }
+
+  set(key: string, value: V): this {
+    const s = this.shardFor(key, () => new Map());
+    const n = s.size;
+    s.set(key, value);
+    this.count += s.size - n;
+    return this;
   }
 
   forEach(f: (value: V, key: string, map: Map<string, V>) => void, thisArg?: unknown): void {
-    for (const s of this.#shards) s?.forEach((v, k) => f.call(thisArg, v, k, this));
+    for (const s of this.shards) s?.forEach((v, k) => f.call(thisArg, v, k, this));
   }
 
   keys(): MapIterator<string> {
-    return chained(this.#shards, (s) => s.keys()) as MapIterator<string>;
+    return chained(this.shards, (s) => s.keys()) as MapIterator<string>;
   }
 
   values(): MapIterator<V> {
-    return chained(this.#shards, (s) => s.values()) as MapIterator<V>;
+    return chained(this.shards, (s) => s.values()) as MapIterator<V>;
   }
 
   entries(): MapIterator<[string, V]> {
-    return chained(this.#shards, (s) => s.entries()) as MapIterator<[string, V]>;
+    return chained(this.shards, (s) => s.entries()) as MapIterator<[string, V]>;
   }
 
   [Symbol.iterator](): MapIterator<[string, V]> {
@@ -117,46 +127,22 @@ export class ShardedMap<V> implements Map<string, V> {
   }
 }
 
-export class ShardedSet implements Set<string> {
-  readonly #shards: (Set<string> | undefined)[] = new Array<Set<string> | undefined>(SHARDS).fill(undefined);
-  #size = 0;
-
+export class ShardedSet extends Sharded<Set<string>> implements Set<string> {
   constructor(values?: Iterable<string>) {
+    super();
     if (values !== undefined) for (const v of values) this.add(v);
   }
 
-  get size(): number {
-    return this.#size;
-  }
-
-  has(key: string): boolean {
-    return this.#shards[shardOf(key)]?.has(key) ?? false;
-  }
-
   add(key: string): this {
-    const i = shardOf(key);
-    let s = this.#shards[i];
-    if (s === undefined) this.#shards[i] = s = new Set();
+    const s = this.shardFor(key, () => new Set());
     const n = s.size;
     s.add(key);
-    this.#size += s.size - n;
+    this.count += s.size - n;
     return this;
   }
 
-  delete(key: string): boolean {
-    const s = this.#shards[shardOf(key)];
-    if (s === undefined || !s.delete(key)) return false;
-    this.#size--;
-    return true;
-  }
-
-  clear(): void {
-    this.#shards.fill(undefined);
-    this.#size = 0;
-  }
-
   forEach(f: (value: string, key: string, set: Set<string>) => void, thisArg?: unknown): void {
-    for (const s of this.#shards) s?.forEach((v) => f.call(thisArg, v, v, this));
+    for (const s of this.shards) s?.forEach((v) => f.call(thisArg, v, v, this));
   }
 
   keys(): SetIterator<string> {
@@ -164,11 +150,11 @@ export class ShardedSet implements Set<string> {
   }
 
   values(): SetIterator<string> {
-    return chained(this.#shards, (s) => s.values()) as SetIterator<string>;
+    return chained(this.shards, (s) => s.values()) as SetIterator<string>;
   }
 
   entries(): SetIterator<[string, string]> {
-    return chained(this.#shards, (s) => s.entries()) as SetIterator<[string, string]>;
+    return chained(this.shards, (s) => s.entries()) as SetIterator<[string, string]>;
   }
 
   [Symbol.iterator](): SetIterator<string> {
