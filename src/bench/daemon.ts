@@ -641,6 +641,7 @@ const errors = [];
 let resets = 0;
 let stopped = false;
 parentPort.on('message', () => { stopped = true; });
+parentPort.postMessage('ready');
 const one = () => new Promise((resolve, reject) => {
   const req = request({ socketPath: workerData.socket, agent: ag, method: 'GET', path: '/v1/status', timeout: 60000 }, (res) => {
     res.on('data', () => {});
@@ -668,13 +669,21 @@ const one = () => new Promise((resolve, reject) => {
 })();
 `;
 
-function statusPollerThread(socket: string): { stop: () => Promise<{ ms: number[]; resets: number; errors: string[] }> } {
-  const w = new Worker(POLLER_THREAD, { eval: true, workerData: { socket } });
-  const done = new Promise<{ ms: number[]; resets: number; errors: string[] }>((resolve, reject) => {
-    w.once('message', (m: { ms: number[]; resets: number; errors: string[] }) => resolve(m));
+async function statusPollerThread(socket: string): Promise<{ stop: () => Promise<{ ms: number[]; resets: number; errors: string[] }> }> {
+  // execArgv []: the thread is plain JavaScript; it inherits no --import tsx (nor --cpu-prof).
+  const w = new Worker(POLLER_THREAD, { eval: true, workerData: { socket }, execArgv: [] });
+  type Polled = { ms: number[]; resets: number; errors: string[] };
+  let ready: () => void = () => {};
+  const started = new Promise<void>((resolve) => (ready = resolve));
+  const done = new Promise<Polled>((resolve, reject) => {
+    w.on('message', (m: 'ready' | Polled) => (m === 'ready' ? ready() : resolve(m)));
     w.once('error', reject);
     w.once('exit', (code) => reject(new Error(`the status poller's thread exited (${code}) before it answered`)));
   });
+  // A thread that fails before stop() is awaited must not be an unhandled rejection; stop() still throws it.
+  done.catch(() => {});
+  // Its first poll goes out before the watched phase starts (a thread takes ~45 ms to start).
+  await Promise.race([started, done]);
   return {
     stop: async () => {
       w.postMessage('stop');
@@ -694,7 +703,7 @@ function statusPollerThread(socket: string): { stop: () => Promise<{ ms: number[
  */
 async function watchLoop(socket: string): Promise<{ stop: () => Promise<LoopSeen> }> {
   await loopWindow(socket);
-  const poller = statusPollerThread(socket);
+  const poller = await statusPollerThread(socket);
   return {
     stop: async () => {
       const polled = await poller.stop();
@@ -1170,7 +1179,10 @@ async function main(): Promise<number> {
     reloadMs.edited = performance.now() - tReload;
     const reloadSeen = await reloadLoop.stop();
     // The daemon's own account of that reload: its phases and how many rule objects it kept.
-    const reloadLog = logLines(log).filter((x) => x.msg === 'reloaded').at(-1);
+    // The edited reload's line (configChanged), not the same-file one before it: its pipe may lag the answer a little.
+    const editedLog = (): LogLine | undefined => logLines(log).filter((x) => x.msg === 'reloaded' && x['configChanged'] === true).at(-1);
+    for (let i = 0; i < 40 && editedLog() === undefined; i++) await new Promise((r) => setTimeout(r, 50));
+    const reloadLog = editedLog();
     const reloadPhases = reloadLog === undefined ? 'not in its log' : `${Object.entries((reloadLog['phases'] ?? {}) as Record<string, number>).map(([k, v]) => `${k} ${v}`).join(', ')}; rule objects kept ${String(reloadLog['rulesKept'] ?? '?')}`;
     if (reloaded.status !== 200 || !/"replaced":1\b/.test(reloaded.text)) failures.push(`POST /v1/reload (edited): ${reloaded.status} ${reloaded.text.slice(0, 300)}`);
     const rssAfter = procStatus(pid);
@@ -1392,12 +1404,6 @@ function nodeFlagsNote(o: Options): string {
   return o.nodeFlags.length > 0 ? `  daemon's extra node flags: ${o.nodeFlags.join(' ')}` : '';
 }
 
-/**
- * node's command line for the daemon under test: its own flags, then the
- * --node-flag ones. --cpu-prof is not node's (its SIGPROF interrupts the
- * verifier and BPF_PROG_LOAD gives up with EAGAIN): daemonEnv asks the
- * daemon to profile itself once it serves.
- */
 /** The daemon's environment: with --cpu-prof, MUP_CPU_PROFILE names its profile (src/daemon/profile.ts). */
 function daemonEnv(o: Options): NodeJS.ProcessEnv {
   if (o.cpuProf === undefined) return process.env;
@@ -1405,6 +1411,12 @@ function daemonEnv(o: Options): NodeJS.ProcessEnv {
   return { ...process.env, MUP_CPU_PROFILE: join(o.cpuProf, `daemon-${Date.now()}-${process.pid}.cpuprofile`) };
 }
 
+/**
+ * node's command line for the daemon under test: its own flags, then the
+ * --node-flag ones. --cpu-prof is not node's (its SIGPROF interrupts the
+ * verifier and BPF_PROG_LOAD gives up with EAGAIN): daemonEnv asks the
+ * daemon to profile itself once it serves.
+ */
 function daemonArgv(o: Options, env: Env): string[] {
   return [
     ...DAEMON_NODE_FLAGS,

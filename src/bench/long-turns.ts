@@ -11,6 +11,7 @@
  * known to within about that, and a frame with few samples is noise.
  */
 import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
 
 interface Node {
   id: number;
@@ -25,17 +26,25 @@ interface Profile {
 }
 
 function main(argv: string[]): void {
-  const file = argv.find((a) => !a.startsWith('--'));
-  if (file === undefined) {
-    process.stderr.write('usage: long-turns FILE.cpuprofile [--over MS] [--top N]\n');
+  const usage = (why: string): never => {
+    process.stderr.write(`long-turns: ${why}\nusage: long-turns FILE.cpuprofile [--over MS] [--top N]\n`);
     process.exit(2);
-  }
-  const opt = (name: string, d: number): number => {
-    const i = argv.indexOf(name);
-    return i < 0 ? d : Number(argv[i + 1]);
   };
-  const overMs = opt('--over', 10);
-  const top = opt('--top', 8);
+  let parsed: ReturnType<typeof parseArgs<{ options: { over: { type: 'string' }; top: { type: 'string' } }; allowPositionals: true }>>;
+  try {
+    parsed = parseArgs({ args: argv, options: { over: { type: 'string' }, top: { type: 'string' } }, allowPositionals: true });
+  } catch (e) {
+    return usage((e as Error).message);
+  }
+  const num = (name: string, v: string | undefined, d: number): number => {
+    if (v === undefined) return d;
+    const n = Number(v);
+    return Number.isFinite(n) && n >= 0 ? n : usage(`--${name} ${v}: not a number`);
+  };
+  if (parsed.positionals.length !== 1) usage('one profile file, please');
+  const file = parsed.positionals[0]!;
+  const overMs = num('over', parsed.values.over, 10);
+  const top = num('top', parsed.values.top, 8);
   const p = JSON.parse(readFileSync(file, 'utf8')) as Profile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();

@@ -10,8 +10,8 @@ import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 
 export interface ServingProfile {
-  /** Stop sampling and write the file. */
-  stop(): Promise<void>;
+  /** Stop sampling and write the file; a failure is returned, not thrown (a profile never fails the daemon's stop). */
+  stop(): Promise<Error | undefined>;
 }
 
 export function startServingProfile(file: string | undefined, intervalUs = 500): ServingProfile | undefined {
@@ -20,15 +20,26 @@ export function startServingProfile(file: string | undefined, intervalUs = 500):
   s.connect();
   const post = (method: string, params?: object): Promise<unknown> =>
     new Promise((resolve, reject) => s.post(method, params, (e, r) => (e === null ? resolve(r) : reject(e))));
-  const started = post('Profiler.enable')
+  const started: Promise<Error | undefined> = post('Profiler.enable')
     .then(() => post('Profiler.setSamplingInterval', { interval: intervalUs }))
-    .then(() => post('Profiler.start'));
+    .then(() => post('Profiler.start'))
+    .then(
+      () => undefined,
+      (e: unknown) => new Error(`MUP_CPU_PROFILE: the profiler did not start: ${(e as Error).message}`),
+    );
   return {
     async stop() {
-      await started;
-      const r = (await post('Profiler.stop')) as { profile: unknown };
-      writeFileSync(file, JSON.stringify(r.profile));
-      s.disconnect();
+      const notStarted = await started;
+      try {
+        if (notStarted !== undefined) return notStarted;
+        const r = (await post('Profiler.stop')) as { profile: unknown };
+        writeFileSync(file, JSON.stringify(r.profile));
+        return undefined;
+      } catch (e) {
+        return new Error(`MUP_CPU_PROFILE: ${file} not written: ${(e as Error).message}`);
+      } finally {
+        s.disconnect();
+      }
     },
   };
 }

@@ -166,7 +166,10 @@ export async function daemonMain(o: RunOptions): Promise<number> {
   return new Promise<number>((resolve) => {
     const onStop = (sig: string): void => {
       o.log.info({ signal: sig }, 'stopping');
-      Promise.all([profile?.stop(), stop()]).then(
+      const profiled = profile?.stop().then((e) => {
+        if (e !== undefined) o.log.warn({ error: e.message }, 'the CPU profile is lost; the daemon stops as usual');
+      });
+      Promise.all([profiled, stop()]).then(
         () => resolve(0),
         (e: unknown) => {
           o.log.error({ err: e }, 'error while stopping');

@@ -3,10 +3,10 @@
  * key, for the daemon's indexes of every rule (131,072 in the bench, two
  * million at issue 19's scale). V8's Map is a hash table that keeps deleted
  * entries until it is full and then rebuilds itself in one step: under a
- * steady delete-and-add churn, a 65,536-entry Map held the event loop 7-13
- * ms at each rebuild, 131,072 entries 10-23 ms, 1,048,576 entries 200 ms
- * (docs/daemon.md "Event loop"). Here a rebuild is one shard's, a
- * SHARDS-th of that.
+ * steady delete-and-add churn, a 65,536-entry Map held the event loop 7-18
+ * ms at each rebuild, 131,072 entries 10-25 ms, 1,048,576 entries 200 ms
+ * (docs/daemon.md "Rule changes at scale"). Here a rebuild is one
+ * shard's, a SHARDS-th of that.
  *
  * The same methods as Map and Set, with one difference: iteration goes
  * shard by shard, each in insertion order, so it is deterministic but not

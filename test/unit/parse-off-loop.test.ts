@@ -44,7 +44,8 @@ describe('parseConfigOffLoop', () => {
     // The checks' index and the keys, as parseConfig leaves them.
     const index = takeRuleIndex(got.policies)!;
     expect([...index.byKey.keys()]).toEqual(got.policies.map((p) => policyKey(p)));
-    expect([...index.names]).toEqual([['p0', '10.0.0.0/24'], ['p1', '192.0.2.10/32 teid 0x12340000/16']]);
+    // A ShardedMap: compared as a set of entries (its iteration is shard by shard).
+    expect(new Map(index.names)).toEqual(new Map([['p0', '10.0.0.0/24'], ['p1', '192.0.2.10/32 teid 0x12340000/16']]));
     expect(index.byKey.get('10.0.0.0/24')).toBe(got.policies[0]);
     expect(takeRuleIndex(got.localsids)!.byKey.size).toBe(2);
     expect(takeRuleIndex(got.sessions!)!.byKey.get(sessionKey(got.sessions![0]!))).toBe(got.sessions![0]);
