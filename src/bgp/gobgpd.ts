@@ -8,7 +8,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
-import { execa } from 'execa';
 
 /** host:port of a gobgpd gRPC API. */
 export interface GobgpApi {
@@ -38,6 +37,8 @@ export function gobgpdArgv(configFile: string, api: GobgpApi): string[] {
 export async function gobgp(api: GobgpApi, args: readonly string[], o: { timeout?: number; netns?: string } = {}): Promise<string> {
   const argv = ['gobgp', '-u', api.host, '-p', String(api.port), ...args];
   const full = o.netns === undefined ? argv : ['ip', 'netns', 'exec', o.netns, ...argv];
+  // Imported when first used: execa and what it pulls in cost every `mup` command and the daemon's start 100-130 ms.
+  const { execa } = await import('execa');
   const r = await execa(full[0]!, full.slice(1), { reject: false, timeout: o.timeout ?? 20_000 });
   if (r.exitCode !== 0) {
     throw new Error(`${full.join(' ')} failed (exit ${r.exitCode ?? (r.timedOut ? 'timeout' : '?')}): ${String(r.stderr || r.stdout).trim()}`);
