@@ -823,6 +823,8 @@ export class Tables {
    */
   *#withAddrOnly(puts: readonly Put[], dels: readonly string[], clock?: SliceClock): Generator<TableStep, [Put[], string[]]> {
     const mirror = this.#policies;
+    // No /32 or longer key put and nothing deleted (a fill of match prefixes): no address is touched.
+    if (dels.length === 0 && !puts.some((p) => p.plen >= 32)) return [[...puts], []];
     const putKeys = new Set<string>();
     for (const p of puts) putKeys.add(p.keyStr);
     if (clock?.due() === true) yield;
@@ -1115,7 +1117,9 @@ export class Tables {
     const rules = new Uint32Array(puts.length);
     let unchanged = 0;
     let existing = 0;
-    for (const p of puts) if ((mirror.keys.get(p.keyStr) ?? -1) >= 0) existing++;
+    // An empty table (a first start's fill) has no key to look up.
+    const empty = mirror.size === 0;
+    if (!empty) for (const p of puts) if ((mirror.keys.get(p.keyStr) ?? -1) >= 0) existing++;
     const stored = storedValues(mirror, existing, oneByOne);
     try {
       for (let i = 0; i < puts.length; i++) {
@@ -1123,7 +1127,7 @@ export class Tables {
         const p = puts[i]!;
         if (putKeys.has(p.keyStr)) throw new RangeError(`the same ${what} key is given twice in one change`);
         putKeys.add(p.keyStr);
-        const old = mirror.keys.get(p.keyStr);
+        const old = empty ? undefined : mirror.keys.get(p.keyStr);
         let rule = old !== undefined && old >= 0 ? old : undefined;
         const isNew = rule === undefined;
         if (rule === undefined) {
