@@ -26,6 +26,7 @@ import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs'
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jsonPieces, toJson } from '../src/daemon/api.js';
+import { ROWS, type Rows } from '../src/host/rows.js';
 import { TestDaemon } from './helpers/daemon.js';
 import { Lab } from './helpers/netns.js';
 
@@ -112,6 +113,27 @@ describe('jsonPieces: the streamed answer is the JSON of the whole', () => {
     ['a long list at the top', Array.from({ length: 700 }, (_, i) => ({ i, l: [i, { n: i % 3 === 0 ? undefined : i }] }))],
   ])('%s', (_name, v) => {
     expect([...jsonPieces(v)].join('')).toBe(toJson(v));
+  });
+
+  it.each([0, 1, 255, 256, 257, 700])('rows made when iterated (%i of them), as a member and at the top', (n) => {
+    const made = Array.from({ length: n }, (_, i) => ({ rule: i, key: `10.0.${i & 255}.0/24`, ...(i % 3 === 0 ? { name: `p${i}` } : {}), packets: BigInt(i), bytes: 2n ** 60n + BigInt(i) }));
+    let iterated = 0;
+    const rows: Rows<unknown> = {
+      [ROWS]: true,
+      length: n,
+      *[Symbol.iterator]() {
+        for (const x of made) {
+          iterated++;
+          yield x;
+        }
+      },
+      toJSON: () => [...made],
+    };
+    const v = { at: 'x', rules: rows, functions: { f: { packets: 1n } } };
+    expect([...jsonPieces(v)].join('')).toBe(toJson({ ...v, rules: made }));
+    expect([...jsonPieces(rows)].join('')).toBe(toJson(made));
+    // Streamed from the iterator (twice above), not from toJSON.
+    expect(iterated).toBe(2 * n);
   });
 });
 

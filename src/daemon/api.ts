@@ -48,6 +48,7 @@ import { BatchError, batchOperations } from './batch.js';
 import { parseJsonSliced } from './json-slices.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
+import { isRows } from '../host/rows.js';
 import { health } from './health.js';
 import koffi from 'koffi';
 import { probeStatus, ProbeRequestError, setProbe } from '../dataplane/probe-control.js';
@@ -169,6 +170,25 @@ const ARRAY_RUN = 256;
  * toJson). Joined, the pieces are toJson(v).
  */
 export function* jsonPieces(v: unknown, depth = 2): Generator<string> {
+  if (depth >= 1 && isRows(v)) {
+    // Made as they are reached, ARRAY_RUN at a time: each run's objects die young (src/host/rows.ts).
+    yield '[';
+    let run: unknown[] = [];
+    let first = true;
+    const flush = function* (): Generator<string> {
+      const text = toJson(run);
+      yield `${first ? '' : ','}${text.slice(1, -1)}`;
+      first = false;
+      run = [];
+    };
+    for (const x of v) {
+      run.push(x);
+      if (run.length === ARRAY_RUN) yield* flush();
+    }
+    if (run.length > 0) yield* flush();
+    yield ']';
+    return;
+  }
   if (depth === 1 && Array.isArray(v)) {
     // Elements stringified whole: a run of them per JSON.stringify (one call per element cost the
     // answer to a 10,000-operation batch 10 times what one call for all of it does).
@@ -634,7 +654,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       if (!['all', 'active', 'none'].includes(r) && !/^[0-9]{1,7}$/.test(r)) {
         throw new HttpError(400, `rules=${JSON.stringify(r)}: use all (every rule), active (rules with packets), none, or a number N (the first N rules)`, 'rules');
       }
-      return sendLarge(res, 200, () => d.counters(/^[0-9]+$/.test(r) ? Number(r) : (r as 'all' | 'active' | 'none')));
+      return sendLarge(res, 200, () => d.countersRows(/^[0-9]+$/.test(r) ? Number(r) : (r as 'all' | 'active' | 'none')));
     }
     if (path === '/v1/counters/reset') {
       if (method !== 'POST') allow(['POST']);

@@ -33,6 +33,7 @@ import {
   type Dataplane,
   type LoadedProgram,
   type RuleCounter,
+  type RuleCounterRows,
   type RuleSelection,
   type TranslationFunction,
 } from '../dataplane/dataplane.js';
@@ -1684,6 +1685,16 @@ export class Daemon {
   counters(rules: RuleSelection = 'all'): CountersSnapshot {
     // A thunk: the rule lists are built only when rules are listed or a local SID has packets (a default /metrics scrape needs neither).
     const c = this.dataplane.counters(() => this.#rules.effective(), { rules });
+    return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
+  }
+
+  /**
+   * counters() for an answer streamed row by row (GET /v1/counters): the
+   * rules' figures are read now, each rule's object made as the answer
+   * reaches it (src/host/rows.ts).
+   */
+  countersRows(rules: RuleSelection = 'all'): Omit<CountersSnapshot, 'rules'> & { readonly rules: RuleCounterRows } {
+    const c = this.dataplane.countersRows(() => this.#rules.effective(), { rules });
     return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
   }
 

@@ -6,9 +6,10 @@
  */
 import { existsSync } from 'node:fs';
 import { endianness } from 'node:os';
-import type { Config, LocalSidBehavior, RuleSection, Settings, Where } from '../config/types.js';
+import type { Config, LocalSid, LocalSidBehavior, Policy, RuleSection, Session, Settings, Where } from '../config/types.js';
 import { checkLayouts, eventNames } from './btf.js';
 import { localSidKey, policyKey, sessionKey, whereText } from '../config/keys.js';
+import { ROWS, type Rows } from '../host/rows.js';
 import {
   COUNTER_STRIDE,
   MUP_EVENT_SLOTS,
@@ -90,6 +91,53 @@ export interface RuleCounter extends CounterValue {
   /** The rule's key: match prefix (policy) or SID prefix (local SID). */
   readonly key: string;
   readonly name?: string;
+}
+
+type CountedRule = { readonly where: Where; readonly name?: string };
+const KINDS = ['policy', 'localsid', 'session'] as const;
+const SECTIONS: readonly RuleSection[] = ['policies', 'localsids', 'sessions'];
+
+/**
+ * The per-rule counters of one read as columns (rule id, kind, the rule
+ * object, packets, bytes); a RuleCounter is made for each as the list is
+ * iterated, so an answer streamed from it makes young objects only
+ * (src/host/rows.ts).
+ */
+export class RuleCounterRows implements Rows<RuleCounter> {
+  readonly [ROWS] = true as const;
+  readonly #ids: Uint32Array;
+  readonly #kinds: Uint8Array;
+  readonly #rules: readonly CountedRule[];
+  readonly #packets: BigUint64Array;
+  readonly #bytes: BigUint64Array;
+  readonly length: number;
+
+  constructor(ids: Uint32Array, kinds: Uint8Array, rules: readonly CountedRule[], packets: BigUint64Array, bytes: BigUint64Array, length: number) {
+    this.#ids = ids;
+    this.#kinds = kinds;
+    this.#rules = rules;
+    this.#packets = packets;
+    this.#bytes = bytes;
+    this.length = length;
+  }
+
+  *[Symbol.iterator](): Iterator<RuleCounter> {
+    for (let i = 0; i < this.length; i++) {
+      const k = this.#kinds[i]!;
+      const r = this.#rules[i]!;
+      const kind = KINDS[k]!;
+      const where = whereText(SECTIONS[k]!, r.where);
+      const key = k === 0 ? policyKey(r as Policy) : k === 1 ? localSidKey(r as LocalSid) : sessionKey(r as Session);
+      const rule = this.#ids[i]!;
+      const packets = this.#packets[i]!;
+      const bytes = this.#bytes[i]!;
+      yield r.name === undefined ? { rule, kind, where, key, packets, bytes } : { rule, kind, where, key, name: r.name, packets, bytes };
+    }
+  }
+
+  toJSON(): RuleCounter[] {
+    return [...this];
+  }
 }
 
 /**
@@ -198,6 +246,8 @@ export interface Dataplane {
    * local SID packets does not build the rule lists.
    */
   counters(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection }): Counters;
+  /** counters(), the rules as RuleCounterRows: a RuleCounter made for each as they are iterated (an answer streamed from them). */
+  countersRows(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection }): Omit<Counters, 'rules'> & { readonly rules: RuleCounterRows };
   /**
    * The same, with the counter map read in slices of COUNTER_SLICE slots
    * with the event loop let run between them (a /metrics scrape of 131,072
@@ -792,6 +842,17 @@ class LoadedDataplane implements Dataplane {
     }
   }
 
+  /** counters(), its rule list as RuleCounterRows (made row by row when iterated): an answer streamed from it. */
+  countersRows(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Omit<Counters, 'rules'> & { readonly rules: RuleCounterRows } {
+    this.#open();
+    const b = this.#rawInUseSync();
+    try {
+      return this.#countersFrom(b.raw, config, o, true);
+    } finally {
+      this.#release(b);
+    }
+  }
+
   async countersAsync(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Promise<Counters> {
     this.#open();
     const b = await this.#rawInUse();
@@ -802,14 +863,18 @@ class LoadedDataplane implements Dataplane {
     }
   }
 
-  #countersFrom(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }): Counters {
+  #countersFrom(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }): Counters;
+  #countersFrom(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }, rows: true): Omit<Counters, 'rules'> & { readonly rules: RuleCounterRows };
+  #countersFrom(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }, rows = false): Omit<Counters, 'rules'> & { readonly rules: RuleCounter[] | RuleCounterRows } {
     const which = o.rules ?? 'all';
     // A thunk is called at most once, and only when rules are listed or a local SID slot has packets.
     let got: RuleConfig | undefined;
     const cfg: ConfigOrThunk = typeof config === 'function' ? () => (got ??= config()) : config;
+    const none = { policies: [], localsids: [], sessions: [] };
+    const list = this.#ruleCounters(raw, which === 'none' ? none : typeof cfg === 'function' ? cfg() : cfg, which === 'active' ? { activeOnly: true } : typeof which === 'number' ? { limit: which } : {});
     return {
       events: this.#events(raw),
-      rules: which === 'none' ? [] : this.#ruleCounters(raw, typeof cfg === 'function' ? cfg() : cfg, which === 'active' ? { activeOnly: true } : typeof which === 'number' ? { limit: which } : {}),
+      rules: rows ? list : [...list],
       functions: this.#functionTotals(raw, cfg),
     };
   }
@@ -904,53 +969,48 @@ class LoadedDataplane implements Dataplane {
 
   /**
    * Per-rule counters, from a read of slots 0..: the rules of `config` that
-   * are in the tables, in config order (policies, then local SIDs);
-   * `activeOnly`: rules with packets only; `limit`: at most that many.
+   * are in the tables, in config order (policies, then local SIDs, then
+   * sessions); `activeOnly`: rules with packets only; `limit`: at most that
+   * many. Columns (RuleCounterRows): the read's figures are taken now, the
+   * rows' objects made when the list is iterated.
    */
-  #ruleCounters(raw: Buffer, config: Pick<Config, 'policies' | 'localsids' | 'sessions'>, o: { activeOnly?: boolean; limit?: number }): RuleCounter[] {
+  #ruleCounters(raw: Buffer, config: Pick<Config, 'policies' | 'localsids' | 'sessions'>, o: { activeOnly?: boolean; limit?: number }): RuleCounterRows {
     const stride = COUNTER_STRIDE * this.#ncpus;
     const gen = this.rules.generation;
-    const limit = o.limit ?? Infinity;
-    const out: RuleCounter[] = [];
-    const push = (rule: number, kind: RuleCounter['kind'], where: string, key: string, name: string | undefined): void => {
-      if (out.length >= limit) return;
+    const total = Math.min(o.limit ?? Infinity, config.policies.length + config.localsids.length + (config.sessions?.length ?? 0));
+    const ids = new Uint32Array(total);
+    const kinds = new Uint8Array(total);
+    const rules: CountedRule[] = [];
+    const packets = new BigUint64Array(total);
+    const bytes = new BigUint64Array(total);
+    let n = 0;
+    const push = (rule: number, kind: number, r: CountedRule): void => {
+      if (n >= total) return;
       const v = decodePercpuCounter(raw, this.#ncpus, (MUP_EVENT_SLOTS + rule) * stride);
       if (o.activeOnly === true && v.packets === 0n) return;
-      out.push(name === undefined ? { rule, kind, where, key, packets: v.packets, bytes: v.bytes } : { rule, kind, where, key, name, packets: v.packets, bytes: v.bytes });
+      ids[n] = rule;
+      kinds[n] = kind;
+      rules.push(r);
+      packets[n] = v.packets;
+      bytes[n] = v.bytes;
+      n++;
     };
     for (const p of config.policies) {
-      if (out.length >= limit) break;
+      if (n >= total) break;
       const rule = this.#ruleOf(p, gen, () => this.rules.policyRule(p.match, p.teid));
-      if (rule !== undefined) push(rule, 'policy', this.#whereOf(p, 'policies'), policyKey(p), p.name);
+      if (rule !== undefined) push(rule, 0, p);
     }
     for (const l of config.localsids) {
-      if (out.length >= limit) break;
+      if (n >= total) break;
       const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
-      if (rule !== undefined) push(rule, 'localsid', this.#whereOf(l, 'localsids'), localSidKey(l), l.name);
+      if (rule !== undefined) push(rule, 1, l);
     }
     for (const x of config.sessions ?? []) {
-      if (out.length >= limit) break;
+      if (n >= total) break;
       const rule = this.#ruleOf(x, gen, () => this.rules.sessionRule(x.ue));
-      if (rule !== undefined) push(rule, 'session', this.#whereOf(x, 'sessions'), sessionKey(x), x.name);
+      if (rule !== undefined) push(rule, 2, x);
     }
-    return out;
-  }
-
-  /**
-   * A rule's `where` as text, spelled once per rule object: a file rule keeps
-   * only its index, and a listing of every rule's counters, asked again and
-   * again (a dashboard, clients that pipeline it), would otherwise make a new
-   * string per rule per answer. Kept as long as the rule object is.
-   */
-  readonly #whereTexts = new WeakMap<object, string>();
-  #whereOf(r: { readonly where: Where }, section: RuleSection): string {
-    if (typeof r.where === 'string') return r.where;
-    let w = this.#whereTexts.get(r);
-    if (w === undefined) {
-      w = whereText(section, r.where);
-      this.#whereTexts.set(r, w);
-    }
-    return w;
+    return new RuleCounterRows(ids, kinds, rules, packets, bytes, n);
   }
 
   /** Rule ids by rule object, valid for one generation of the tables. */
