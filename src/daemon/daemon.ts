@@ -1412,7 +1412,11 @@ export class Daemon {
   /** One rule as GET /v1/policies (...) lists it: its config keys, where it came from, its counter slot. */
   listedRule(kind: RuleKind, r: Rule): ListedRule {
     const k = RULE_KINDS[kind];
-    return { ...k.json(r), origin: this.#rules.source(kind, k.key(r)), rule: k.ruleId(this.dataplane.rules, r) ?? null };
+    // k.json makes a fresh object: the two fields go on it (a spread into another object doubled what a listing allocates).
+    const j = k.json(r) as ListedRule;
+    j.origin = this.#rules.source(kind, k.key(r));
+    j.rule = k.ruleId(this.dataplane.rules, r) ?? null;
+    return j;
   }
 
   /**
