@@ -207,31 +207,38 @@ export function sessionJson(x: Session): RuleJson {
 
 /** A local SID with the keys its behaviour takes in the config file (load.ts LOCALSID_KEYS_OF). */
 export function localSidJson(l: LocalSid): RuleJson {
+  // Fields set on one object in the order the spreads of the first version
+  // gave (answers and the state file keep their key order): objects spread
+  // into others were promoted in a listing (see listedRule in daemon.ts).
   const behavior = l.behavior ?? 'end.m.gtp4.e';
-  const head = {
-    ...(l.name === undefined ? {} : { name: l.name }),
-    ...(l.behavior === undefined ? {} : { behavior }),
-    sid: localSidKey(l),
+  const out: RuleJson = {};
+  if (l.name !== undefined) out['name'] = l.name;
+  if (l.behavior !== undefined) out['behavior'] = behavior;
+  out['sid'] = localSidKey(l);
+  const tail = (advertise: boolean): RuleJson => {
+    if (l.mtu !== undefined) out['mtu'] = l.mtu;
+    if (advertise && l.advertise !== undefined) out['advertise'] = { prefixes: [...l.advertise.prefixes], lb: l.advertise.lb, ln: l.advertise.ln, fn: l.advertise.fn };
+    return out;
   };
-  const mtu = l.mtu === undefined ? {} : { mtu: l.mtu };
-  const source = l.source === undefined ? {} : { source: formatIpv6(l.source) };
-  const advertise = l.advertise === undefined ? {} : { advertise: { prefixes: [...l.advertise.prefixes], lb: l.advertise.lb, ln: l.advertise.ln, fn: l.advertise.fn } };
   switch (behavior) {
     case 'end.m.gtp4.e':
-      return { ...head, src_prefix_len: l.srcPrefixLen, container: l.container, ttl: l.ttl, ...mtu, ...advertise };
+      out['src_prefix_len'] = l.srcPrefixLen;
+      out['container'] = l.container;
+      out['ttl'] = l.ttl;
+      return tail(true);
     case 'end.m.gtp6.e':
-      return { ...head, ...source, container: l.container, hop_limit: l.ttl, ...mtu, ...advertise };
+      if (l.source !== undefined) out['source'] = formatIpv6(l.source);
+      out['container'] = l.container;
+      out['hop_limit'] = l.ttl;
+      return tail(true);
     case 'end.m.gtp6.d':
     case 'end.m.gtp6.d.di':
-      return {
-        ...head,
-        ...source,
-        ...(l.srPrefix === undefined ? {} : { sr_prefix: formatIpv6Prefix(l.srPrefix) }),
-        ...((l.segments ?? []).length === 0 ? {} : { segments: (l.segments ?? []).map((x) => formatIpv6(x)) }),
-        srh: l.srh ?? 'auto',
-        hop_limit: l.ttl,
-        ...mtu,
-      };
+      if (l.source !== undefined) out['source'] = formatIpv6(l.source);
+      if (l.srPrefix !== undefined) out['sr_prefix'] = formatIpv6Prefix(l.srPrefix);
+      if ((l.segments ?? []).length !== 0) out['segments'] = (l.segments ?? []).map((x) => formatIpv6(x));
+      out['srh'] = l.srh ?? 'auto';
+      out['hop_limit'] = l.ttl;
+      return tail(false);
   }
 }
 
