@@ -170,33 +170,24 @@ const ARRAY_RUN = 256;
  * toJson). Joined, the pieces are toJson(v).
  */
 export function* jsonPieces(v: unknown, depth = 2): Generator<string> {
-  if (depth >= 1 && isRows(v)) {
-    // Made as they are reached, ARRAY_RUN at a time: each run's objects die young (src/host/rows.ts).
+  if ((depth >= 1 && isRows(v)) || (depth === 1 && Array.isArray(v))) {
+    // Elements stringified whole, a run of ARRAY_RUN per JSON.stringify (one call per element cost the
+    // answer to a 10,000-operation batch 10 times what one call for all of it does). Rows are made as
+    // their run is reached, so each run's objects die young (src/host/rows.ts).
     yield '[';
     let run: unknown[] = [];
     let first = true;
-    const flush = function* (): Generator<string> {
-      const text = toJson(run);
-      yield `${first ? '' : ','}${text.slice(1, -1)}`;
+    const text = (): string => {
+      const t = `${first ? '' : ','}${toJson(run).slice(1, -1)}`;
       first = false;
       run = [];
+      return t;
     };
-    for (const x of v) {
+    for (const x of v as Iterable<unknown>) {
       run.push(x);
-      if (run.length === ARRAY_RUN) yield* flush();
+      if (run.length === ARRAY_RUN) yield text();
     }
-    if (run.length > 0) yield* flush();
-    yield ']';
-    return;
-  }
-  if (depth === 1 && Array.isArray(v)) {
-    // Elements stringified whole: a run of them per JSON.stringify (one call per element cost the
-    // answer to a 10,000-operation batch 10 times what one call for all of it does).
-    yield '[';
-    for (let i = 0; i < v.length; i += ARRAY_RUN) {
-      const run = toJson(v.slice(i, i + ARRAY_RUN));
-      yield `${i > 0 ? ',' : ''}${run.slice(1, -1)}`;
-    }
+    if (run.length > 0) yield text();
     yield ']';
     return;
   }

@@ -1687,9 +1687,8 @@ export class Daemon {
    * 'none', or at most N rules in config order.
    */
   counters(rules: RuleSelection = 'all'): CountersSnapshot {
-    // A thunk: the rule lists are built only when rules are listed or a local SID has packets (a default /metrics scrape needs neither).
-    const c = this.dataplane.counters(() => this.#rules.effective(), { rules });
-    return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
+    const c = this.countersRows(rules);
+    return { at: c.at, events: c.events, rules: [...c.rules], functions: c.functions };
   }
 
   /**
@@ -1698,6 +1697,7 @@ export class Daemon {
    * reaches it (src/host/rows.ts).
    */
   countersRows(rules: RuleSelection = 'all'): Omit<CountersSnapshot, 'rules'> & { readonly rules: RuleCounterRows } {
+    // A thunk: the rule lists are built only when rules are listed or a local SID has packets (a default /metrics scrape needs neither).
     const c = this.dataplane.countersRows(() => this.#rules.effective(), { rules });
     return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
   }

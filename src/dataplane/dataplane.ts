@@ -140,6 +140,14 @@ export class RuleCounterRows implements Rows<RuleCounter> {
   }
 }
 
+/** Counters whose rule list is made row by row when iterated. */
+export type CountersRows = Omit<Counters, 'rules'> & { readonly rules: RuleCounterRows };
+
+/** The counters with their rule list made whole (callers that keep, index or filter it). */
+function withRuleArray(c: CountersRows): Counters {
+  return { events: c.events, rules: [...c.rules], functions: c.functions };
+}
+
 /**
  * Which rules a counter read lists: 'all', 'active' (rules that have
  * translated packets), 'none', or at most N (in config order).
@@ -247,7 +255,7 @@ export interface Dataplane {
    */
   counters(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection }): Counters;
   /** counters(), the rules as RuleCounterRows: a RuleCounter made for each as they are iterated (an answer streamed from them). */
-  countersRows(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection }): Omit<Counters, 'rules'> & { readonly rules: RuleCounterRows };
+  countersRows(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection }): CountersRows;
   /**
    * The same, with the counter map read in slices of COUNTER_SLICE slots
    * with the event loop let run between them (a /metrics scrape of 131,072
@@ -832,6 +840,11 @@ class LoadedDataplane implements Dataplane {
   }
 
   counters(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Counters {
+    return withRuleArray(this.countersRows(config, o));
+  }
+
+  /** counters(), its rule list as RuleCounterRows (made row by row when iterated): an answer streamed from it. */
+  countersRows(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): CountersRows {
     this.#open();
     // The one read: event slots, then policy rule slots, then local SID rule slots, then session rule slots.
     const b = this.#rawInUseSync();
@@ -842,39 +855,25 @@ class LoadedDataplane implements Dataplane {
     }
   }
 
-  /** counters(), its rule list as RuleCounterRows (made row by row when iterated): an answer streamed from it. */
-  countersRows(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Omit<Counters, 'rules'> & { readonly rules: RuleCounterRows } {
-    this.#open();
-    const b = this.#rawInUseSync();
-    try {
-      return this.#countersFrom(b.raw, config, o, true);
-    } finally {
-      this.#release(b);
-    }
-  }
-
   async countersAsync(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Promise<Counters> {
     this.#open();
     const b = await this.#rawInUse();
     try {
-      return this.#countersFrom(b.raw, config, o);
+      return withRuleArray(this.#countersFrom(b.raw, config, o));
     } finally {
       this.#release(b);
     }
   }
 
-  #countersFrom(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }): Counters;
-  #countersFrom(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }, rows: true): Omit<Counters, 'rules'> & { readonly rules: RuleCounterRows };
-  #countersFrom(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }, rows = false): Omit<Counters, 'rules'> & { readonly rules: RuleCounter[] | RuleCounterRows } {
+  #countersFrom(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }): CountersRows {
     const which = o.rules ?? 'all';
     // A thunk is called at most once, and only when rules are listed or a local SID slot has packets.
     let got: RuleConfig | undefined;
     const cfg: ConfigOrThunk = typeof config === 'function' ? () => (got ??= config()) : config;
     const none = { policies: [], localsids: [], sessions: [] };
-    const list = this.#ruleCounters(raw, which === 'none' ? none : typeof cfg === 'function' ? cfg() : cfg, which === 'active' ? { activeOnly: true } : typeof which === 'number' ? { limit: which } : {});
     return {
       events: this.#events(raw),
-      rules: rows ? list : [...list],
+      rules: this.#ruleCounters(raw, which === 'none' ? none : typeof cfg === 'function' ? cfg() : cfg, which === 'active' ? { activeOnly: true } : typeof which === 'number' ? { limit: which } : {}),
       functions: this.#functionTotals(raw, cfg),
     };
   }
