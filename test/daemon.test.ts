@@ -386,7 +386,13 @@ describe.skipIf(!isRoot)(peerTitle('mup daemon on veths between namespaces'), ()
     await d!.start(['--replace-tables']);
   }, 60_000);
 
-  it('reloads a changed config on SIGHUP, applying only the difference', async () => {
+  it('reloads a changed config on SIGHUP, applying only the difference; the next-hop cache re-points only the rules the edit changed', async () => {
+    type Nh = { rulesResolved: number; fullPasses: number; apiRules: number; last: unknown };
+    const nexthops = async (): Promise<Nh> => ((await d!.api('GET', '/v1/status')).body as { nexthops: Nh }).nexthops;
+    // The start's full pass done (this daemon was restarted by the tests before).
+    for (let i = 0; i < 200 && (await nexthops()).last === null; i++) await sleep(50);
+    const nh0 = await nexthops();
+    expect(nh0.fullPasses, JSON.stringify(nh0)).toBeGreaterThanOrEqual(1);
     d!.writeConfig(CONFIG.replace('\nlocalsids:', `\n  - { name: extra, match: 192.0.2.99/32, sr_prefix: "2001:db8:5::/48", src_prefix: "2001:db8:ff::/64" }\nlocalsids:`));
     process.kill(d!.pid!, 'SIGHUP');
     // The table and the log line: two channels (the API, the daemon's stdout), each polled; the log
@@ -402,9 +408,18 @@ describe.skipIf(!isRoot)(peerTitle('mup daemon on veths between namespaces'), ()
     }
     expect(entries, d!.log.split('\n').slice(-5).join('\n')).toBe(2);
     expect(d!.log).toMatch(reloaded);
+    // A full pass would start within the cache's 50 ms debounce of the reload.
+    await sleep(500);
+    const nh1 = await nexthops();
+    expect(nh1.fullPasses - nh0.fullPasses, `no pass over every rule for a one-rule edit: ${JSON.stringify([nh0, nh1])}`).toBe(0);
+    expect(nh1.rulesResolved - nh0.rulesResolved, 'the added policy alone pointed at its next hop').toBe(1);
     d!.writeConfig(CONFIG);
     const r = await d!.api('POST', '/v1/reload');
     expect(r.body).toMatchObject({ added: 0, deleted: 1, replaced: 0 });
+    await sleep(500);
+    const nh2 = await nexthops();
+    expect(nh2.fullPasses - nh0.fullPasses, `no pass over every rule for a one-rule delete: ${JSON.stringify([nh0, nh2])}`).toBe(0);
+    expect(nh2.rulesResolved, 'a deleted rule is resolved for nothing').toBe(nh1.rulesResolved);
   });
 });
 

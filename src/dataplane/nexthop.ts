@@ -1106,7 +1106,7 @@ export class NextHopWatcher {
   /** The kernel's tables are read through these (spawned at the first read, once). */
   #batch: IpBatch | undefined;
   last: (PassSummary & { readonly at: string }) | undefined;
-  /** Since start: rules resolved again (passes and API changes), and passes by kind. */
+  /** Since start: rules resolved again (passes, and rules put by API changes and reload edits: apiRules), and passes by kind. */
   readonly totals = { rules: 0, fullPasses: 0, incrementalPasses: 0, apiRules: 0 };
 
   constructor(o: WatcherOptions) {
@@ -1265,7 +1265,7 @@ export class NextHopWatcher {
     }
   }
 
-  /** The rules changed wholesale (reload): index them again and resolve every range. */
+  /** The rules changed wholesale (a reload that swapped the program or the interfaces, or wrote the tables whole): index them again and resolve every range. */
   rulesChanged(): void {
     this.#rebuild = true;
     this.#allRanges = true;
@@ -1449,7 +1449,7 @@ export class NextHopWatcher {
     this.#again = true;
   }
 
-  /** Index every rule (start, reload, a new data plane), giving the loop back every sliceMs. False: cut short. */
+  /** Index every rule (start, rulesChanged, a new data plane), giving the loop back every sliceMs. False: cut short. */
   async #index(dp: Dataplane, cache: NextHopCache): Promise<boolean> {
     this.#building = true;
     try {
