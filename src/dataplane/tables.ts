@@ -27,6 +27,7 @@
  * - Prefix lengths: a rule's length is in the config before the rule is
  *   written and leaves the config only after the rule is deleted.
  */
+import { KeyIndex } from '../host/key-index.js';
 import { ShardedMap, ShardedSet } from '../host/sharded-map.js';
 import { DEFAULT_MAX_SESSIONS } from '../config/load.js';
 import type { LocalSid, Policy, Session, Settings, TeidPrefix } from '../config/types.js';
@@ -248,10 +249,11 @@ export interface ApplyResult {
 class Mirror {
   /**
    * Key -> rule id; -1 for an entry found in the map that is not ours
-   * (rewritten or deleted on sync). Sharded: a Map of every key rebuilt
-   * itself in one step under churn (src/host/sharded-map.ts).
+   * (rewritten or deleted on sync). Typed (src/host/key-index.ts): a Map
+   * of the key texts held a string and a Map entry a key (79 bytes of
+   * heap), and rebuilt itself in one step under churn.
    */
-  readonly keys: Map<string, number> = new ShardedMap<number>();
+  readonly keys: KeyIndex;
   readonly #plens: Int16Array;
   /** Policies only: each rule's flags byte (address-only entries). */
   readonly #flags: Uint8Array;
@@ -266,6 +268,7 @@ class Mirror {
     /** The map and its name (in messages). */
     readonly fd: number,
     readonly name: string,
+    keySize: number,
     readonly first: number,
     readonly count: number,
     readonly valueSize: number,
@@ -274,6 +277,8 @@ class Mirror {
     /** Offset of the flags byte in a value: policies only. */
     readonly flagsAt?: number,
   ) {
+    // Sized for the map's max_entries: it never grows (a step over every key) in service.
+    this.keys = new KeyIndex(keySize, count);
     this.#plens = new Int16Array(count).fill(-1);
     this.#flags = new Uint8Array(flagsAt === undefined ? 0 : count);
   }
@@ -634,11 +639,20 @@ export class Tables {
     const active = this.readConfig();
     this.#gens = { policyGen: active.policyGen, localsidGen: active.localsidGen };
     const pl = LAYOUTS.mup_policy;
-    this.#policies = new Mirror(fds.policiesFd, MAP_POLICIES, 0, sizes.maxPolicies, pl.size, pl.members.rule.offset, pl.members.flags.offset);
-    this.#localsids = new Mirror(fds.localsidsFd, MAP_LOCALSIDS, sizes.maxPolicies, sizes.maxLocalSids, LAYOUTS.mup_localsid.size, LAYOUTS.mup_localsid.members.rule.offset);
+    this.#policies = new Mirror(fds.policiesFd, MAP_POLICIES, LAYOUTS.mup_policy_key.size, 0, sizes.maxPolicies, pl.size, pl.members.rule.offset, pl.members.flags.offset);
+    this.#localsids = new Mirror(
+      fds.localsidsFd,
+      MAP_LOCALSIDS,
+      LAYOUTS.mup_localsid_key.size,
+      sizes.maxPolicies,
+      sizes.maxLocalSids,
+      LAYOUTS.mup_localsid.size,
+      LAYOUTS.mup_localsid.members.rule.offset,
+    );
     this.#sessions = new Mirror(
       fds.sessionsFd,
       MAP_SESSIONS,
+      LAYOUTS.mup_session_key.size,
       sizes.maxPolicies + sizes.maxLocalSids,
       maxSessionsOf(sizes),
       LAYOUTS.mup_session.size,

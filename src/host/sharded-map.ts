@@ -16,13 +16,19 @@
 /** Shards per map: at 2,097,152 entries a shard holds about 8,192 (a rebuild well under a millisecond). */
 export const SHARDS = 256;
 
-/** FNV-1a of the key's UTF-16 units, to a shard. */
-export function shardOf(key: string): number {
+/** FNV-1a of the text's UTF-16 units (32 bits, as a signed integer). */
+export function fnv1a(text: string): number {
   let h = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) {
-    h ^= key.charCodeAt(i);
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }
+  return h;
+}
+
+/** FNV-1a of the key, to a shard. */
+export function shardOf(key: string): number {
+  const h = fnv1a(key);
   return ((h >>> 24) ^ (h >>> 16) ^ (h >>> 8) ^ h) & (SHARDS - 1);
 }
 

@@ -1,0 +1,122 @@
+/**
+ * KeyIndex (src/host/key-index.ts), the tables' typed index of every
+ * entry's key: it must answer as a Map of the same latin1 key texts does
+ * (model-based, seeded), through growth and through deletes whose backward
+ * shift wraps around the end of the slots, and refuse what no table key is.
+ */
+import { describe, expect, it } from 'vitest';
+import { KeyIndex } from '../../src/host/key-index.js';
+import { encodeLocalSidKey, encodePolicyKey } from '../../src/dataplane/codec.js';
+
+function prng(seed: number): (n: number) => number {
+  let x = seed;
+  return (n) => {
+    x = (x * 1103515245 + 12345) % 2 ** 31;
+    return x % n;
+  };
+}
+
+/** A key of `len` bytes, as the tables give it (latin1 text), from a small number: many share bytes. */
+const keyOf = (i: number, len: number): string => {
+  const b = Buffer.alloc(len);
+  b.writeUInt32BE(i >>> 0, len - 4);
+  b[0] = i & 0xff;
+  return b.toString('latin1');
+};
+
+function check(got: KeyIndex, want: Map<string, number>): void {
+  expect(got.size).toBe(want.size);
+  expect(new Map(got.entries())).toEqual(want);
+  expect(new Set(got.keys())).toEqual(new Set(want.keys()));
+}
+
+describe('KeyIndex answers as a Map of the key texts', () => {
+  for (const [len, seed, space] of [
+    [12, 7, 3_000],
+    [20, 8, 3_000],
+    [4, 9, 60],
+  ] as const) {
+    it(`random sets, deletes, gets and clears (${len}-byte keys, ${space} distinct)`, () => {
+      const rnd = prng(seed);
+      const want = new Map<string, number>();
+      const got = new KeyIndex(len);
+      for (let step = 0; step < 30_000; step++) {
+        const key = keyOf(rnd(space), len);
+        const op = rnd(100);
+        if (op < 45) {
+          const v = rnd(2) === 0 ? -1 : step;
+          expect(got.set(key, v)).toBe(got);
+          want.set(key, v);
+        } else if (op < 85) expect(got.delete(key)).toBe(want.delete(key));
+        else if (op < 99) {
+          expect(got.get(key)).toBe(want.get(key));
+          expect(got.has(key)).toBe(want.has(key));
+        } else if (rnd(20) === 0) {
+          got.clear();
+          want.clear();
+        }
+        expect(got.size).toBe(want.size);
+        if (step % 2_500 === 0) check(got, want);
+      }
+      check(got, want);
+    });
+  }
+
+  it('deletes in a full cluster that wraps around the last slot: every other key still found', () => {
+    // 16 slots hold at most 12 keys; with 12 keys in 16 slots clusters are long and wrap.
+    for (let round = 0; round < 200; round++) {
+      const rnd = prng(round + 1);
+      const got = new KeyIndex(8);
+      const want = new Map<string, number>();
+      while (want.size < 12) {
+        const k = keyOf(rnd(1_000_000), 8);
+        got.set(k, want.size);
+        want.set(k, want.size);
+      }
+      const order = [...want.keys()].sort(() => rnd(3) - 1);
+      for (const k of order) {
+        expect(got.delete(k)).toBe(true);
+        want.delete(k);
+        for (const [kk, v] of want) expect(got.get(kk), `after deleting, round ${round}`).toBe(v);
+        expect(got.get(k)).toBeUndefined();
+      }
+      expect(got.size).toBe(0);
+    }
+  });
+
+  it('grows from a small start to 100,000 keys of the tables (policy and local SID keys) and finds each', () => {
+    const pol = new KeyIndex(encodePolicyKey({ addr: 0, len: 0 } as never).length);
+    const sid = new KeyIndex(encodeLocalSidKey({ addr: 0n, len: 0 } as never).length);
+    const N = 100_000;
+    for (let i = 0; i < N; i++) {
+      pol.set(encodePolicyKey({ addr: (0x0a000000 + i * 256) >>> 0, len: 24 } as never).toString('latin1'), i);
+      sid.set(encodeLocalSidKey({ addr: (0x20010db8n << 96n) | (BigInt(i) << 64n), len: 64 } as never).toString('latin1'), i);
+    }
+    expect([pol.size, sid.size]).toEqual([N, N]);
+    for (let i = 0; i < N; i += 97) {
+      expect(pol.get(encodePolicyKey({ addr: (0x0a000000 + i * 256) >>> 0, len: 24 } as never).toString('latin1'))).toBe(i);
+      expect(sid.get(encodeLocalSidKey({ addr: (0x20010db8n << 96n) | (BigInt(i) << 64n), len: 64 } as never).toString('latin1'))).toBe(i);
+    }
+    // At most three slots in four used: 100,000 keys in 2^18 slots at 12 + 8 bytes a slot.
+    expect(pol.bytes).toBe(2 ** 18 * (12 + 8));
+  });
+
+  it('sized for its entries, it does not grow up to them', () => {
+    const t = new KeyIndex(12, 65_536);
+    const bytes = t.bytes;
+    for (let i = 0; i < 65_536; i++) t.set(keyOf(i, 12), i);
+    expect(t.bytes).toBe(bytes);
+  });
+
+  it('refuses a key of another length (set) and answers "none" for it (get, has, delete); refuses a value past 32 bits', () => {
+    const t = new KeyIndex(12);
+    expect(() => t.set('short', 1)).toThrow(/a key of 5 bytes in a table of 12-byte keys/);
+    expect(t.get('short')).toBeUndefined();
+    expect(t.has('short')).toBe(false);
+    expect(t.delete('short')).toBe(false);
+    expect(() => t.set(keyOf(1, 12), 2 ** 31)).toThrow(/not a 32-bit integer/);
+    expect(() => t.set(keyOf(1, 12), 1.5)).toThrow(/not a 32-bit integer/);
+    expect(() => new KeyIndex(0)).toThrow(/key length 0/);
+    expect(t.size).toBe(0);
+  });
+});
