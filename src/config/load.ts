@@ -926,13 +926,25 @@ function readIpv4Prefix(src: Source, path: Path, v: unknown): Ipv4Prefix {
 /** Policies share one empty segment list. */
 const NO_SEGMENTS: Policy['segments'] = Object.freeze([]);
 
+/**
+ * Shared prefixes of the rules read one at a time (the API, a batch's
+ * operations: each has a Source of its own), by text: a million policies
+ * added through /v1/batch had a million sr_prefix and src_prefix objects of
+ * their own (an object and a BigInt each, about 128 bytes a rule) where a
+ * file's had one. Prefix objects are never changed, so any rule may hold
+ * one. Bounded: past SHARED_TEXTS texts it starts again (rules keep the
+ * objects they have).
+ */
+const sharedPrefixes = new Map<string, Ipv6Prefix>();
+export const SHARED_TEXTS = 4096;
+
 function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why: string, shared = false): Ipv6Prefix {
   const s = readString(src, path, v, 'an IPv6 prefix such as 2001:db8:1::/48');
   // `shared`: the same text (a source prefix common to thousands of
   // policies) is parsed once and its prefix object shared; text that drew a
   // warning is parsed again each time, so each occurrence is reported. Keys
   // (local SIDs) are unique: nothing to share.
-  const cached = shared ? src.v6Prefixes.get(s) : undefined;
+  const cached = shared ? (src.v6Prefixes.get(s) ?? sharedPrefixes.get(s)) : undefined;
   let p: Ipv6Prefix;
   if (cached !== undefined) {
     p = cached;
@@ -944,7 +956,11 @@ function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why
         warn(w, r);
       }),
     );
-    if (!warned && shared) src.v6Prefixes.set(s, p);
+    if (!warned && shared) {
+      src.v6Prefixes.set(s, p);
+      if (sharedPrefixes.size >= SHARED_TEXTS) sharedPrefixes.clear();
+      sharedPrefixes.set(s, p);
+    }
   }
   if (p.len > maxLen) src.fail(path, `${s}: prefix length /${p.len} is too long; ${why}`);
   return p;

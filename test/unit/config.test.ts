@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { ConfigError } from '../../src/config/errors.js';
-import { DEFAULT_SETTINGS, loadConfigFile, parseConfig, parseLocalSidEntry, parsePolicyEntry, repeatedJsonKey } from '../../src/config/load.js';
+import { ConfigError, type ConfigWarning } from '../../src/config/errors.js';
+import { DEFAULT_SETTINGS, loadConfigFile, parseConfig, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, repeatedJsonKey, SHARED_TEXTS } from '../../src/config/load.js';
 import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix } from '../../src/sid/addr.js';
 
 const FILE = 'test.yaml';
@@ -554,5 +554,45 @@ describe('rules read during the block reader\'s parse (their parsed mappings die
     const c = parseConfig(text, FILE);
     expect(c.warnings?.map((w) => w.path)).toEqual(['policies[0].match', 'policies[1].match']);
     expect(c.interfaces?.map((i) => i.name)).toEqual(['eth0']);
+  });
+});
+
+describe('prefixes shared by the rules read one at a time (the API, a batch)', () => {
+  // Each API rule is read with a Source of its own: before, a million policies added through /v1/batch had a
+  // million sr_prefix and src_prefix objects (an object and a BigInt each) where a file's had one.
+  const body = (i: number, sr = '2001:db8:1::/48'): Record<string, unknown> => ({ match: `10.9.${i}.0/24`, sr_prefix: sr, src_prefix: '2001:db8:ff::/64' });
+
+  it('two policies read apart hold one sr_prefix object and one src_prefix object', () => {
+    const a = parsePolicyEntry(body(1), 'operations[0].policy');
+    const b = parsePolicyEntry(body(2), 'operations[1].policy');
+    expect(b.srPrefix).toBe(a.srPrefix);
+    expect(b.srcPrefix).toBe(a.srcPrefix);
+    expect(formatIpv6Prefix(b.srPrefix)).toBe('2001:db8:1::/48');
+  });
+
+  it('two sessions read apart hold one isd object and one src_prefix object', () => {
+    const s = (i: number): Record<string, unknown> => ({
+      ue: `10.60.0.${i}/32`, teid: i, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ffff::/64',
+    });
+    const a = parseSessionEntry(s(1), 'operations[0].session');
+    const b = parseSessionEntry(s(2), 'operations[1].session');
+    expect(b.isd).toBe(a.isd);
+    expect(b.srcPrefix).toBe(a.srcPrefix);
+  });
+
+  it('a prefix with host bits set is read again each time: each rule gets its warning', () => {
+    for (let i = 0; i < 2; i++) {
+      const warnings: ConfigWarning[] = [];
+      const p = parsePolicyEntry(body(3 + i, '2001:db8:1::1/48'), `operations[${i}].policy`, warnings);
+      expect(formatIpv6Prefix(p.srPrefix)).toBe('2001:db8:1::/48');
+      expect(warnings.map((w) => w.message).join('\n')).toMatch(/host bits set/);
+    }
+  });
+
+  it('distinct texts are distinct objects, whatever the number of texts read before', () => {
+    const seen = new Set<unknown>();
+    for (let i = 0; i < SHARED_TEXTS + 10; i++) seen.add(parsePolicyEntry(body(0, `2001:db8:${(i + 16).toString(16)}::/48`), 'x').srPrefix);
+    expect(seen.size).toBe(SHARED_TEXTS + 10);
+    expect(formatIpv6Prefix(parsePolicyEntry(body(0, '2001:db8:20::/48'), 'x').srPrefix)).toBe('2001:db8:20::/48');
   });
 });
