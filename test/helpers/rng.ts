@@ -10,3 +10,12 @@ export function xorshift32(seed: number): () => number {
     return x;
   };
 }
+
+/** A seeded linear congruential generator: `below(n)` gives 0..n-1, the same sequence on every run. */
+export function lcgBelow(seed: number): (n: number) => number {
+  let x = seed;
+  return (n) => {
+    x = (x * 1103515245 + 12345) % 2 ** 31;
+    return x % n;
+  };
+}

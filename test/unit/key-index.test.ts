@@ -7,14 +7,9 @@
 import { describe, expect, it } from 'vitest';
 import { KeyIndex } from '../../src/host/key-index.js';
 import { encodeLocalSidKey, encodePolicyKey } from '../../src/dataplane/codec.js';
+import { runMapModel } from '../helpers/map-model.js';
+import { lcgBelow } from '../helpers/rng.js';
 
-function prng(seed: number): (n: number) => number {
-  let x = seed;
-  return (n) => {
-    x = (x * 1103515245 + 12345) % 2 ** 31;
-    return x % n;
-  };
-}
 
 /** A key of `len` bytes, as the tables give it (latin1 text), from a small number: many share bytes. */
 const keyOf = (i: number, len: number): string => {
@@ -37,35 +32,23 @@ describe('KeyIndex answers as a Map of the key texts', () => {
     [4, 9, 60],
   ] as const) {
     it(`random sets, deletes, gets and clears (${len}-byte keys, ${space} distinct)`, () => {
-      const rnd = prng(seed);
-      const want = new Map<string, number>();
-      const got = new KeyIndex(len);
-      for (let step = 0; step < 30_000; step++) {
-        const key = keyOf(rnd(space), len);
-        const op = rnd(100);
-        if (op < 45) {
-          const v = rnd(2) === 0 ? -1 : step;
-          expect(got.set(key, v)).toBe(got);
-          want.set(key, v);
-        } else if (op < 85) expect(got.delete(key)).toBe(want.delete(key));
-        else if (op < 99) {
-          expect(got.get(key)).toBe(want.get(key));
-          expect(got.has(key)).toBe(want.has(key));
-        } else if (rnd(20) === 0) {
-          got.clear();
-          want.clear();
-        }
-        expect(got.size).toBe(want.size);
-        if (step % 2_500 === 0) check(got, want);
-      }
-      check(got, want);
+      const rnd = lcgBelow(seed);
+      runMapModel(new KeyIndex(len), {
+        steps: 30_000,
+        rnd,
+        key: () => keyOf(rnd(space), len),
+        value: (step) => (rnd(2) === 0 ? -1 : step),
+        deletesBelow: 85,
+        every: 2_500,
+        check,
+      });
     });
   }
 
   it('deletes in a full cluster that wraps around the last slot: every other key still found', () => {
     // 16 slots hold at most 12 keys; with 12 keys in 16 slots clusters are long and wrap.
     for (let round = 0; round < 200; round++) {
-      const rnd = prng(round + 1);
+      const rnd = lcgBelow(round + 1);
       const got = new KeyIndex(8);
       const want = new Map<string, number>();
       while (want.size < 12) {

@@ -9,36 +9,20 @@
 import { describe, expect, it } from 'vitest';
 import { SHARDS, ShardedMap, ShardedSet, shardOf } from '../../src/host/sharded-map.js';
 import { encodePolicyKey, encodeSessionKey } from '../../src/dataplane/codec.js';
+import { runMapModel } from '../helpers/map-model.js';
+import { lcgBelow } from '../helpers/rng.js';
 
-function prng(seed: number): (n: number) => number {
-  let x = seed;
-  return (n) => {
-    x = (x * 1103515245 + 12345) % 2 ** 31;
-    return x % n;
-  };
-}
 
 describe('ShardedMap answers as Map', () => {
   it('random sets, deletes, gets and clears', () => {
-    const rnd = prng(11);
-    const want = new Map<string, number>();
-    const got = new ShardedMap<number>();
-    for (let step = 0; step < 20_000; step++) {
-      const key = `k${rnd(3_000)}`;
-      const op = rnd(100);
-      if (op < 45) {
-        expect(got.set(key, step)).toBe(got);
-        want.set(key, step);
-      } else if (op < 80) expect(got.delete(key)).toBe(want.delete(key));
-      else if (op < 99) {
-        expect(got.get(key)).toBe(want.get(key));
-        expect(got.has(key)).toBe(want.has(key));
-      } else if (rnd(20) === 0) {
-        got.clear();
-        want.clear();
-      }
-      expect(got.size).toBe(want.size);
-      if (step % 1000 === 0) {
+    const rnd = lcgBelow(11);
+    runMapModel(new ShardedMap<number>(), {
+      steps: 20_000,
+      rnd,
+      key: () => `k${rnd(3_000)}`,
+      deletesBelow: 80,
+      every: 1000,
+      check: (got, want) => {
         expect(new Map(got)).toStrictEqual(want);
         expect([...got.keys()].sort()).toStrictEqual([...want.keys()].sort());
         expect([...got.values()].sort()).toStrictEqual([...want.values()].sort());
@@ -48,8 +32,8 @@ describe('ShardedMap answers as Map', () => {
           seen.push([k, v]);
         });
         expect(new Map(seen)).toStrictEqual(want);
-      }
-    }
+      },
+    });
   });
 
   it('iterates each key once, shard by shard, each shard in insertion order', () => {
@@ -68,7 +52,7 @@ describe('ShardedMap answers as Map', () => {
 
 describe('ShardedSet answers as Set', () => {
   it('random adds, deletes and looks', () => {
-    const rnd = prng(5);
+    const rnd = lcgBelow(5);
     const want = new Set<string>();
     const got = new ShardedSet();
     for (let step = 0; step < 20_000; step++) {
