@@ -277,8 +277,7 @@ class Mirror {
     /** Offset of the flags byte in a value: policies only. */
     readonly flagsAt?: number,
   ) {
-    // Sized for the map's max_entries: it never grows (a step over every key) in service.
-    this.keys = new KeyIndex(keySize, count);
+    this.keys = new KeyIndex(keySize);
     this.#plens = new Int16Array(count).fill(-1);
     this.#flags = new Uint8Array(flagsAt === undefined ? 0 : count);
   }
@@ -1019,6 +1018,8 @@ export class Tables {
           this.trace?.push({ op: 'insert', seq: graceClock.completed });
           const { keys, values } = plan.contiguous ? { keys: puts[0]!.keys.subarray(puts[0]!.at, puts[0]!.at + puts[0]!.keyStr.length * fresh.length), values: planned } : gather(plan, vs);
           const ks = puts[fresh[0]!]!.keyStr.length;
+          // The index grown once for all of them (a start's fill from empty, a large batch), not shard by shard as they come.
+          mirror.keys.reserve(mirror.size + fresh.length);
           // INSERT_CHUNK a write; inserts free nothing, so none waits for a grace period.
           for (let at = 0; at < fresh.length; at += INSERT_CHUNK) {
             if (at > 0 && clock.due()) yield;

@@ -8,24 +8,28 @@
  * the Map's entry, 79 bytes of heap a key (10.3 MB for 65,536 policy keys
  * and 65,536 local-SID keys) that every full collection traced; here it is
  * the key's bytes, the value and the hash, 20-28 bytes a slot with at most
- * three slots in four used (6 MB for the same, off the heap), and a start's
- * 131,072 inserts take 60 ms against 130-160 (docs/daemon.md "Memory").
+ * three slots in four used (6.3 MB for the same, off the heap). 131,072
+ * inserts take 97-101 ms against 157-186 in isolation; a start of that
+ * config is no faster (docs/bench.md, session 22): the gain is memory.
  *
  * Open addressing with linear probing; a delete shifts the entries after it
  * back (no tombstones), so churn never degrades the probes nor calls for a
- * rebuild. The table doubles when three slots in four would be used: one
- * step over every entry, written at random places of the new arrays, so it
- * is bound by memory, not by the CPU: 13 ms at 49,152 keys, 25 ms at
- * 98,304, 200 ms at 786,432 (20-byte keys, this host). The tables make it
- * for their map's max_entries (`expected`), so it never grows in service;
- * its pages are touched as keys land, so a sparse table of a million slots
- * costs resident memory for the keys it holds, not for its slots.
+ * rebuild. SHARDS tables, chosen by the hash's top bits, each doubling on
+ * its own when three slots in four would be used: a growth is a pass over
+ * one shard's keys, written at random places of its new arrays (bound by
+ * memory: one table of 786,432 keys took 200 ms to double; the worst
+ * step while inserting two million keys here is 14 ms), and memory follows the keys held, not
+ * the map's max_entries (a table sized for two million slots would keep
+ * most of its pages resident with a few thousand keys spread over them).
  * Iteration order is the slots' order, not insertion order.
  */
-
 import { fnv1a } from './sharded-map.js';
 
-/** Slots a table starts with at least (a power of two). */
+/** Shards (a power of two), by the hash's top bits. */
+const SHARD_BITS = 6;
+export const KEY_INDEX_SHARDS = 1 << SHARD_BITS;
+
+/** Slots a shard starts with (a power of two). */
 const MIN_SLOTS = 16;
 
 /** FNV-1a of the key's characters (each a byte), its high bits folded in, never 0: a slot's stored hash 0 means "empty". */
@@ -35,116 +39,86 @@ function hashText(key: string): number {
   return h === 0 ? 1 : h;
 }
 
-function slotsFor(entries: number): number {
-  let n = MIN_SLOTS;
-  while (n * 3 < entries * 4) n *= 2;
-  return n;
+/** The shard a key goes to (tests build clusters in one shard with it). */
+export function keyShard(key: string): number {
+  return hashText(key) >>> (32 - SHARD_BITS);
 }
 
-export class KeyIndex {
-  readonly keyLength: number;
-  #slots = 0;
-  #mask = 0;
-  #keys: Buffer = Buffer.alloc(0);
-  #values: Int32Array = new Int32Array(0);
+/** One shard: open addressing over typed arrays. */
+class Shard {
+  slots = 0;
+  mask = 0;
+  keys: Uint8Array = new Uint8Array(0);
+  values: Int32Array = new Int32Array(0);
   /** Each slot's key hash; 0: the slot is empty. */
-  #hashes: Uint32Array = new Uint32Array(0);
-  #count = 0;
+  hashes: Uint32Array = new Uint32Array(0);
+  count = 0;
 
-  /** `expected`: entries it is sized for (grows past them). */
-  constructor(keyLength: number, expected = 0) {
-    if (!Number.isInteger(keyLength) || keyLength <= 0) throw new RangeError(`key length ${keyLength}: a positive integer`);
-    this.keyLength = keyLength;
-    this.#make(slotsFor(expected));
+  constructor(readonly len: number) {
+    this.make(MIN_SLOTS);
   }
 
-  #make(slots: number): void {
-    this.#slots = slots;
-    this.#mask = slots - 1;
-    this.#keys = Buffer.alloc(slots * this.keyLength);
-    this.#values = new Int32Array(slots);
-    this.#hashes = new Uint32Array(slots);
+  make(slots: number): void {
+    this.slots = slots;
+    this.mask = slots - 1;
+    this.keys = new Uint8Array(slots * this.len);
+    this.values = new Int32Array(slots);
+    this.hashes = new Uint32Array(slots);
   }
 
-  get size(): number {
-    return this.#count;
-  }
-
-  /** Bytes held (the typed arrays), for the footprint. */
-  get bytes(): number {
-    return this.#keys.length + this.#values.byteLength + this.#hashes.byteLength;
-  }
-
-  #same(slot: number, key: string): boolean {
-    const b = this.#keys;
-    const at = slot * this.keyLength;
+  same(slot: number, key: string): boolean {
+    const b = this.keys;
+    const at = slot * this.len;
     for (let i = 0; i < key.length; i++) if (b[at + i] !== key.charCodeAt(i)) return false;
     return true;
   }
 
-  /** The key's slot, or -1. A text of another length is no key of this table. */
-  #find(key: string): number {
-    if (key.length !== this.keyLength) return -1;
-    const h = hashText(key);
-    const hashes = this.#hashes;
-    for (let s = h & this.#mask; ; s = (s + 1) & this.#mask) {
+  /** The key's slot, or -1. */
+  find(h: number, key: string): number {
+    const hashes = this.hashes;
+    for (let s = h & this.mask; ; s = (s + 1) & this.mask) {
       const x = hashes[s]!;
       if (x === 0) return -1;
-      if (x === h && this.#same(s, key)) return s;
+      if (x === h && this.same(s, key)) return s;
     }
   }
 
-  get(key: string): number | undefined {
-    const s = this.#find(key);
-    return s < 0 ? undefined : this.#values[s];
-  }
-
-  has(key: string): boolean {
-    return this.#find(key) >= 0;
-  }
-
-  set(key: string, value: number): this {
-    if (key.length !== this.keyLength) throw new RangeError(`a key of ${key.length} bytes in a table of ${this.keyLength}-byte keys`);
-    if ((value | 0) !== value) throw new RangeError(`${value} is not a 32-bit integer`);
-    const h = hashText(key);
-    let s = h & this.#mask;
-    for (; ; s = (s + 1) & this.#mask) {
-      const x = this.#hashes[s]!;
+  /** Set the key's value; true when it was not there. */
+  put(h: number, key: string, value: number): boolean {
+    let s = h & this.mask;
+    for (; ; s = (s + 1) & this.mask) {
+      const x = this.hashes[s]!;
       if (x === 0) break;
-      if (x === h && this.#same(s, key)) {
-        this.#values[s] = value;
-        return this;
+      if (x === h && this.same(s, key)) {
+        this.values[s] = value;
+        return false;
       }
     }
-    if ((this.#count + 1) * 4 > this.#slots * 3) {
-      this.#grow();
-      for (s = h & this.#mask; this.#hashes[s] !== 0; s = (s + 1) & this.#mask);
+    if ((this.count + 1) * 4 > this.slots * 3) {
+      this.grow();
+      for (s = h & this.mask; this.hashes[s] !== 0; s = (s + 1) & this.mask);
     }
-    const b = this.#keys;
-    const at = s * this.keyLength;
+    const b = this.keys;
+    const at = s * this.len;
     for (let i = 0; i < key.length; i++) b[at + i] = key.charCodeAt(i);
-    this.#hashes[s] = h;
-    this.#values[s] = value;
-    this.#count++;
-    return this;
+    this.hashes[s] = h;
+    this.values[s] = value;
+    this.count++;
+    return true;
   }
 
-  /** Twice the slots, every entry placed again from its stored hash (no key text made). */
-  #grow(): void {
-    this.#resize(this.#slots * 2);
+  grow(): void {
+    this.resize(this.slots * 2);
   }
 
-  #resize(slots: number): void {
-    const keys = this.#keys;
-    const values = this.#values;
-    const hashes = this.#hashes;
-    const n = this.#slots;
-    const len = this.keyLength;
-    this.#make(slots);
-    const to = this.#keys;
-    const toHashes = this.#hashes;
-    const toValues = this.#values;
-    const mask = this.#mask;
+  /** `slots` slots (a power of two, room for every entry), every entry placed again from its stored hash (no key text made). */
+  resize(slots: number): void {
+    const { keys, values, hashes, slots: n, len } = this;
+    this.make(slots);
+    const to = this.keys;
+    const toHashes = this.hashes;
+    const toValues = this.values;
+    const mask = this.mask;
     for (let from = 0; from < n; from++) {
       const h = hashes[from]!;
       if (h === 0) continue;
@@ -156,37 +130,125 @@ export class KeyIndex {
     }
   }
 
-  delete(key: string): boolean {
-    let hole = this.#find(key);
-    if (hole < 0) return false;
-    const hashes = this.#hashes;
-    const mask = this.#mask;
-    const len = this.keyLength;
-    // Backward shift: each entry after the hole, up to the next empty slot,
-    // moves into the hole unless its home slot lies cyclically in (hole, its slot].
+  /** Empty slot `hole`: each entry after it, up to the next empty slot, moves back into it unless its home lies cyclically in (hole, its slot]. */
+  remove(hole: number): void {
+    const hashes = this.hashes;
+    const mask = this.mask;
+    const len = this.len;
     for (let s = (hole + 1) & mask; hashes[s] !== 0; s = (s + 1) & mask) {
       const home = hashes[s]! & mask;
       const stays = hole <= s ? hole < home && home <= s : hole < home || home <= s;
       if (stays) continue;
-      this.#keys.copy(this.#keys, hole * len, s * len, s * len + len);
+      this.keys.copyWithin(hole * len, s * len, s * len + len);
       hashes[hole] = hashes[s]!;
-      this.#values[hole] = this.#values[s]!;
+      this.values[hole] = this.values[s]!;
       hole = s;
     }
     hashes[hole] = 0;
+    this.count--;
+  }
+
+  /** The keys' bytes as a Buffer, for their texts (one view per iteration, not per key). */
+  view(): Buffer {
+    return Buffer.from(this.keys.buffer, this.keys.byteOffset, this.keys.byteLength);
+  }
+}
+
+export class KeyIndex {
+  readonly keyLength: number;
+  readonly #shards: Shard[];
+  #count = 0;
+
+  constructor(keyLength: number) {
+    if (!Number.isInteger(keyLength) || keyLength <= 0) throw new RangeError(`key length ${keyLength}: a positive integer`);
+    this.keyLength = keyLength;
+    this.#shards = Array.from({ length: KEY_INDEX_SHARDS }, () => new Shard(keyLength));
+  }
+
+  get size(): number {
+    return this.#count;
+  }
+
+  /** Bytes held (the typed arrays), for the footprint. */
+  get bytes(): number {
+    let n = 0;
+    for (const s of this.#shards) n += s.keys.byteLength + s.values.byteLength + s.hashes.byteLength;
+    return n;
+  }
+
+  /** Slots of the largest shard (tests: a growth is a pass over one shard). */
+  get largestShard(): number {
+    return Math.max(...this.#shards.map((s) => s.slots));
+  }
+
+  /**
+   * Room for `entries` keys in all, spread as the hash spreads them (a
+   * shard gets 1/SHARDS of them, with a margin for the spread): a fill of
+   * many keys grows each shard once, to its size, instead of doubling it
+   * several times over.
+   */
+  reserve(entries: number): void {
+    const perShard = Math.ceil((entries / KEY_INDEX_SHARDS) * 1.25) + 8;
+    let slots = MIN_SLOTS;
+    while (slots * 3 < perShard * 4) slots *= 2;
+    for (const t of this.#shards) if (t.slots < slots) t.resize(slots);
+  }
+
+  #shard(h: number): Shard {
+    return this.#shards[h >>> (32 - SHARD_BITS)]!;
+  }
+
+  get(key: string): number | undefined {
+    if (key.length !== this.keyLength) return undefined;
+    const h = hashText(key);
+    const t = this.#shard(h);
+    const s = t.find(h, key);
+    return s < 0 ? undefined : t.values[s];
+  }
+
+  has(key: string): boolean {
+    if (key.length !== this.keyLength) return false;
+    const h = hashText(key);
+    return this.#shard(h).find(h, key) >= 0;
+  }
+
+  set(key: string, value: number): this {
+    if (key.length !== this.keyLength) throw new RangeError(`a key of ${key.length} bytes in a table of ${this.keyLength}-byte keys`);
+    for (let i = 0; i < key.length; i++) {
+      if (key.charCodeAt(i) > 0xff) throw new RangeError(`character ${i} of the key is not a byte (${key.charCodeAt(i)}): keys are latin1 text`);
+    }
+    if ((value | 0) !== value) throw new RangeError(`${value} is not a 32-bit integer`);
+    const h = hashText(key);
+    if (this.#shard(h).put(h, key, value)) this.#count++;
+    return this;
+  }
+
+  delete(key: string): boolean {
+    if (key.length !== this.keyLength) return false;
+    const h = hashText(key);
+    const t = this.#shard(h);
+    const s = t.find(h, key);
+    if (s < 0) return false;
+    t.remove(s);
     this.#count--;
     return true;
   }
 
   clear(): void {
-    this.#hashes.fill(0);
+    for (const s of this.#shards) {
+      s.make(MIN_SLOTS);
+      s.count = 0;
+    }
     this.#count = 0;
   }
 
   /** The keys, as latin1 texts, in slot order (a text made per key: not for a hot path). The table must not change meanwhile. */
   *keys(): Generator<string> {
     const len = this.keyLength;
-    for (let s = 0; s < this.#slots; s++) if (this.#hashes[s] !== 0) yield this.#keys.toString('latin1', s * len, s * len + len);
+    for (const t of this.#shards) {
+      const b = t.view();
+      for (let s = 0; s < t.slots; s++) if (t.hashes[s] !== 0) yield b.toString('latin1', s * len, s * len + len);
+    }
   }
 
   [Symbol.iterator](): Generator<[string, number]> {
@@ -195,6 +257,9 @@ export class KeyIndex {
 
   *entries(): Generator<[string, number]> {
     const len = this.keyLength;
-    for (let s = 0; s < this.#slots; s++) if (this.#hashes[s] !== 0) yield [this.#keys.toString('latin1', s * len, s * len + len), this.#values[s]!];
+    for (const t of this.#shards) {
+      const b = t.view();
+      for (let s = 0; s < t.slots; s++) if (t.hashes[s] !== 0) yield [b.toString('latin1', s * len, s * len + len), t.values[s]!];
+    }
   }
 }

@@ -5,10 +5,10 @@
  * shift wraps around the end of the slots, and refuse what no table key is.
  */
 import { describe, expect, it } from 'vitest';
-import { KeyIndex } from '../../src/host/key-index.js';
+import { KEY_INDEX_SHARDS, KeyIndex, keyShard } from '../../src/host/key-index.js';
 import { encodeLocalSidKey, encodePolicyKey } from '../../src/dataplane/codec.js';
 import { runMapModel } from '../helpers/map-model.js';
-import { lcgBelow } from '../helpers/rng.js';
+import { seededBelow } from '../helpers/rng.js';
 
 
 /** A key of `len` bytes, as the tables give it (latin1 text), from a small number: many share bytes. */
@@ -32,7 +32,7 @@ describe('KeyIndex answers as a Map of the key texts', () => {
     [4, 9, 60],
   ] as const) {
     it(`random sets, deletes, gets and clears (${len}-byte keys, ${space} distinct)`, () => {
-      const rnd = lcgBelow(seed);
+      const rnd = seededBelow(seed);
       runMapModel(new KeyIndex(len), {
         steps: 30_000,
         rnd,
@@ -46,13 +46,15 @@ describe('KeyIndex answers as a Map of the key texts', () => {
   }
 
   it('deletes in a full cluster that wraps around the last slot: every other key still found', () => {
-    // 16 slots hold at most 12 keys; with 12 keys in 16 slots clusters are long and wrap.
+    // A shard's 16 slots hold at most 12 keys: keys of one shard (the hash's top 6 bits), 12 of them, make long
+    // clusters that wrap. The keys are picked by the shard the table puts them in.
     for (let round = 0; round < 200; round++) {
-      const rnd = lcgBelow(round + 1);
+      const rnd = seededBelow(round + 1);
       const got = new KeyIndex(8);
       const want = new Map<string, number>();
       while (want.size < 12) {
         const k = keyOf(rnd(1_000_000), 8);
+        if (keyShard(k) !== round % KEY_INDEX_SHARDS) continue;
         got.set(k, want.size);
         want.set(k, want.size);
       }
@@ -64,6 +66,8 @@ describe('KeyIndex answers as a Map of the key texts', () => {
         expect(got.get(k)).toBeUndefined();
       }
       expect(got.size).toBe(0);
+      // One shard of 16 slots held them all: it never grew.
+      expect(got.largestShard).toBe(16);
     }
   });
 
@@ -80,18 +84,38 @@ describe('KeyIndex answers as a Map of the key texts', () => {
       expect(pol.get(encodePolicyKey({ addr: (0x0a000000 + i * 256) >>> 0, len: 24 } as never).toString('latin1'))).toBe(i);
       expect(sid.get(encodeLocalSidKey({ addr: (0x20010db8n << 96n) | (BigInt(i) << 64n), len: 64 } as never).toString('latin1'))).toBe(i);
     }
-    // At most three slots in four used: 100,000 keys in 2^18 slots at 12 + 8 bytes a slot.
-    expect(pol.bytes).toBe(2 ** 18 * (12 + 8));
+    // Between three slots in eight and three in four used, at 12 + 8 bytes a slot.
+    const slots = pol.bytes / (12 + 8);
+    expect(slots).toBeGreaterThanOrEqual((N * 4) / 3);
+    expect(slots).toBeLessThanOrEqual((N * 8) / 3);
+    // A growth is a pass over one shard: the keys spread over the shards (1/64th each, 1,563 on average).
+    expect(pol.largestShard).toBeLessThanOrEqual(4096);
+    expect(sid.largestShard).toBeLessThanOrEqual(4096);
   });
 
-  it('sized for its entries, it does not grow up to them', () => {
-    const t = new KeyIndex(12, 65_536);
+  it('reserve: room for N keys at once, answers unchanged, no shard grows while they go in', () => {
+    const t = new KeyIndex(12);
+    for (let i = 0; i < 100; i++) t.set(keyOf(i, 12), i);
+    t.reserve(100 + 65_536);
     const bytes = t.bytes;
-    for (let i = 0; i < 65_536; i++) t.set(keyOf(i, 12), i);
-    expect(t.bytes).toBe(bytes);
+    for (let i = 0; i < 100; i++) expect(t.get(keyOf(i, 12))).toBe(i);
+    for (let i = 100; i < 100 + 65_536; i++) t.set(keyOf(i, 12), i);
+    expect(t.bytes, 'no growth after the reserve').toBe(bytes);
+    expect(t.size).toBe(100 + 65_536);
+    for (let i = 0; i < 100 + 65_536; i += 7) expect(t.get(keyOf(i, 12))).toBe(i);
+    t.reserve(10);
+    expect(t.bytes, 'a reserve below the size shrinks nothing').toBe(bytes);
   });
 
-  it('refuses a key of another length (set) and answers "none" for it (get, has, delete); refuses a value past 32 bits', () => {
+  it('holds memory for the keys it has, not for more (a table of a million slots with a few keys would keep most pages)', () => {
+    const t = new KeyIndex(20);
+    for (let i = 0; i < 1000; i++) t.set(keyOf(i, 20), i);
+    // 64 shards of at most 64 slots (1,000 keys, about 16 a shard) at 28 bytes a slot.
+    expect(t.bytes).toBeLessThanOrEqual(64 * 64 * 28);
+    for (let i = 0; i < 1000; i++) expect(t.get(keyOf(i, 20))).toBe(i);
+  });
+
+  it('refuses a key of another length (set) and answers "none" for it (get, has, delete); refuses a value past 32 bits and a character past a byte', () => {
     const t = new KeyIndex(12);
     expect(() => t.set('short', 1)).toThrow(/a key of 5 bytes in a table of 12-byte keys/);
     expect(t.get('short')).toBeUndefined();
@@ -100,6 +124,8 @@ describe('KeyIndex answers as a Map of the key texts', () => {
     expect(() => t.set(keyOf(1, 12), 2 ** 31)).toThrow(/not a 32-bit integer/);
     expect(() => t.set(keyOf(1, 12), 1.5)).toThrow(/not a 32-bit integer/);
     expect(() => new KeyIndex(0)).toThrow(/key length 0/);
+    // Keys are bytes: a character past 255 would be stored cut and never found again.
+    expect(() => t.set(`${'a'.repeat(11)}\u0100`, 1)).toThrow(/character 11 of the key is not a byte \(256\)/);
     expect(t.size).toBe(0);
   });
 });

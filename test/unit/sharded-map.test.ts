@@ -10,12 +10,12 @@ import { describe, expect, it } from 'vitest';
 import { SHARDS, ShardedMap, ShardedSet, shardOf } from '../../src/host/sharded-map.js';
 import { encodePolicyKey, encodeSessionKey } from '../../src/dataplane/codec.js';
 import { runMapModel } from '../helpers/map-model.js';
-import { lcgBelow } from '../helpers/rng.js';
+import { seededBelow } from '../helpers/rng.js';
 
 
 describe('ShardedMap answers as Map', () => {
   it('random sets, deletes, gets and clears', () => {
-    const rnd = lcgBelow(11);
+    const rnd = seededBelow(11);
     runMapModel(new ShardedMap<number>(), {
       steps: 20_000,
       rnd,
@@ -52,7 +52,7 @@ describe('ShardedMap answers as Map', () => {
 
 describe('ShardedSet answers as Set', () => {
   it('random adds, deletes and looks', () => {
-    const rnd = lcgBelow(5);
+    const rnd = seededBelow(5);
     const want = new Set<string>();
     const got = new ShardedSet();
     for (let step = 0; step < 20_000; step++) {
