@@ -1125,7 +1125,11 @@ export class Daemon {
       const learned = RULE_KIND_LIST.reduce((n, k) => n + rules.learned(k.kind).size, 0);
       let r: { added: number; replaced: number; deleted: number; unchanged: number };
       // Before the deletes free their ids (a read only: nothing to undo if the write fails).
-      if (this.#nhIncremental(config)) nhGone = await this.#nhDeleted(changes);
+      if (this.#nhIncremental(config)) {
+        nhGone = await this.#nhDeleted(changes);
+        // It gave the loop turns: a stop meanwhile closed the data plane.
+        this.#stillRunning();
+      }
       try {
         r = old.update(rules.effective(), changes);
       } catch (e) {
@@ -1156,7 +1160,14 @@ export class Daemon {
     releaseMemorySoon(() => this.#log.info({}, forcedReleaseNote('the reload')));
     if (nhGone !== undefined) {
       // As for an API change: the edit's rules re-pointed, in pieces; the other rules keep their next hops.
-      await this.#nhPut(diffed.changes, nhGone);
+      // The reload is done (rule set, tables, state file): a cache that cannot take the edit (its slots
+      // exhausted, a map write refused) indexes every rule again instead of failing it.
+      try {
+        await this.#nhPut(diffed.changes, nhGone);
+      } catch (e) {
+        this.#log.warn({ error: (e as Error).message }, 'next-hop cache: the reload\'s rules could not be re-pointed alone; resolving every rule again');
+        this.#nexthops();
+      }
     } else this.#nexthops();
     this.#bgp?.readvertise();
     lap('rest');

@@ -157,10 +157,11 @@ export function ruleKind(name: unknown): RuleKindSpec | undefined {
 // file spells them) rather than spread from temporary objects, and the IPv6
 // prefixes a rule shares with thousands of others (src_prefix, sr_prefix:
 // one object each in a config file, load.ts readIpv6Prefix) are formatted
-// once. The memo holds its prefixes weakly: rules from the API have prefixes
-// of their own, and an entry goes with its prefix (a Map bounded to 4,096
-// entries kept the prefixes of deleted API rules alive: ~100 B per change,
-// test/change-memory.test.ts).
+// once. The memo holds its prefixes weakly: an entry goes with its prefix (a
+// Map bounded to 4,096 entries kept the prefixes of deleted API rules alive:
+// ~100 B per change, test/change-memory.test.ts). API rules share their
+// prefixes by text too now (load.ts, sharedPrefixes: at most 4,096 texts
+// kept, whatever the number of changes).
 const prefixText = new WeakMap<Ipv6Prefix, string>();
 
 function fmt6(p: Ipv6Prefix): string {

@@ -563,8 +563,10 @@ describe('prefixes shared by the rules read one at a time (the API, a batch)', (
   const body = (i: number, sr = '2001:db8:1::/48'): Record<string, unknown> => ({ match: `10.9.${i}.0/24`, sr_prefix: sr, src_prefix: '2001:db8:ff::/64' });
 
   it('two policies read apart hold one sr_prefix object and one src_prefix object', () => {
-    const a = parsePolicyEntry(body(1), 'operations[0].policy');
-    const b = parsePolicyEntry(body(2), 'operations[1].policy');
+    // A first read fills the map (were it full, the second text's entry would start it again).
+    parsePolicyEntry(body(0), 'operations[0].policy');
+    const a = parsePolicyEntry(body(1), 'operations[1].policy');
+    const b = parsePolicyEntry(body(2), 'operations[2].policy');
     expect(b.srPrefix).toBe(a.srPrefix);
     expect(b.srcPrefix).toBe(a.srcPrefix);
     expect(formatIpv6Prefix(b.srPrefix)).toBe('2001:db8:1::/48');
@@ -574,8 +576,9 @@ describe('prefixes shared by the rules read one at a time (the API, a batch)', (
     const s = (i: number): Record<string, unknown> => ({
       ue: `10.60.0.${i}/32`, teid: i, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ffff::/64',
     });
-    const a = parseSessionEntry(s(1), 'operations[0].session');
-    const b = parseSessionEntry(s(2), 'operations[1].session');
+    parseSessionEntry(s(0), 'operations[0].session');
+    const a = parseSessionEntry(s(1), 'operations[1].session');
+    const b = parseSessionEntry(s(2), 'operations[2].session');
     expect(b.isd).toBe(a.isd);
     expect(b.srcPrefix).toBe(a.srcPrefix);
   });
