@@ -17,10 +17,11 @@
  * rebuild. SHARDS tables, chosen by the hash's top bits, each doubling on
  * its own when three slots in four would be used: a growth is a pass over
  * one shard's keys, written at random places of its new arrays (bound by
- * memory: one table of 786,432 keys took 200 ms to double; the worst
- * step while inserting two million keys here is 14 ms), and memory follows the keys held, not
- * the map's max_entries (a table sized for two million slots would keep
- * most of its pages resident with a few thousand keys spread over them).
+ * memory: one table of 786,432 keys took 200 ms to double; the worst step
+ * while inserting two million keys here is 14 ms), and memory follows the
+ * keys held, not the map's max_entries (a table sized for two million
+ * slots would keep most of its pages resident with a few thousand keys
+ * spread over them).
  * Iteration order is the slots' order, not insertion order.
  */
 import { fnv1a } from './sharded-map.js';
@@ -31,6 +32,13 @@ export const KEY_INDEX_SHARDS = 1 << SHARD_BITS;
 
 /** Slots a shard starts with (a power of two). */
 const MIN_SLOTS = 16;
+
+/** The slots (a power of two, at least MIN_SLOTS) that hold `entries` with at most three slots in four used. */
+function slotsFor(entries: number): number {
+  let slots = MIN_SLOTS;
+  while (slots * 3 < entries * 4) slots *= 2;
+  return slots;
+}
 
 /** FNV-1a of the key's characters (each a byte), its high bits folded in, never 0: a slot's stored hash 0 means "empty". */
 function hashText(key: string): number {
@@ -83,32 +91,35 @@ class Shard {
     }
   }
 
-  /** Set the key's value; true when it was not there. */
-  put(h: number, key: string, value: number): boolean {
+  /** The first empty slot from hash `h`'s home (where a key not in the shard goes). */
+  emptySlot(h: number): number {
+    const hashes = this.hashes;
     let s = h & this.mask;
-    for (; ; s = (s + 1) & this.mask) {
-      const x = this.hashes[s]!;
-      if (x === 0) break;
-      if (x === h && this.same(s, key)) {
-        this.values[s] = value;
-        return false;
-      }
+    while (hashes[s] !== 0) s = (s + 1) & this.mask;
+    return s;
+  }
+
+  /** Set the key's value; true when it was not there. A key character past a byte is refused (RangeError) before the key is stored. */
+  put(h: number, key: string, value: number): boolean {
+    const found = this.find(h, key);
+    if (found >= 0) {
+      this.values[found] = value;
+      return false;
     }
-    if ((this.count + 1) * 4 > this.slots * 3) {
-      this.grow();
-      for (s = h & this.mask; this.hashes[s] !== 0; s = (s + 1) & this.mask);
-    }
+    // The key's bytes are checked as they are copied: the slot is taken (its hash set) only after.
+    if (slotsFor(this.count + 1) > this.slots) this.resize(this.slots * 2);
+    const s = this.emptySlot(h);
     const b = this.keys;
     const at = s * this.len;
-    for (let i = 0; i < key.length; i++) b[at + i] = key.charCodeAt(i);
+    for (let i = 0; i < key.length; i++) {
+      const c = key.charCodeAt(i);
+      if (c > 0xff) throw new RangeError(`character ${i} of the key is not a byte (${c}): keys are latin1 text`);
+      b[at + i] = c;
+    }
     this.hashes[s] = h;
     this.values[s] = value;
     this.count++;
     return true;
-  }
-
-  grow(): void {
-    this.resize(this.slots * 2);
   }
 
   /** `slots` slots (a power of two, room for every entry), every entry placed again from its stored hash (no key text made). */
@@ -116,17 +127,13 @@ class Shard {
     const { keys, values, hashes, slots: n, len } = this;
     this.make(slots);
     const to = this.keys;
-    const toHashes = this.hashes;
-    const toValues = this.values;
-    const mask = this.mask;
     for (let from = 0; from < n; from++) {
       const h = hashes[from]!;
       if (h === 0) continue;
-      let s = h & mask;
-      while (toHashes[s] !== 0) s = (s + 1) & mask;
+      const s = this.emptySlot(h);
       for (let i = 0, a = s * len, b = from * len; i < len; i++) to[a + i] = keys[b + i]!;
-      toHashes[s] = h;
-      toValues[s] = values[from]!;
+      this.hashes[s] = h;
+      this.values[s] = values[from]!;
     }
   }
 
@@ -188,9 +195,7 @@ export class KeyIndex {
    * several times over.
    */
   reserve(entries: number): void {
-    const perShard = Math.ceil((entries / KEY_INDEX_SHARDS) * 1.25) + 8;
-    let slots = MIN_SLOTS;
-    while (slots * 3 < perShard * 4) slots *= 2;
+    const slots = slotsFor(Math.ceil((entries / KEY_INDEX_SHARDS) * 1.25) + 8);
     for (const t of this.#shards) if (t.slots < slots) t.resize(slots);
   }
 
@@ -214,9 +219,6 @@ export class KeyIndex {
 
   set(key: string, value: number): this {
     if (key.length !== this.keyLength) throw new RangeError(`a key of ${key.length} bytes in a table of ${this.keyLength}-byte keys`);
-    for (let i = 0; i < key.length; i++) {
-      if (key.charCodeAt(i) > 0xff) throw new RangeError(`character ${i} of the key is not a byte (${key.charCodeAt(i)}): keys are latin1 text`);
-    }
     if ((value | 0) !== value) throw new RangeError(`${value} is not a 32-bit integer`);
     const h = hashText(key);
     if (this.#shard(h).put(h, key, value)) this.#count++;
