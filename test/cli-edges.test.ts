@@ -93,6 +93,18 @@ describe('fatal errors', () => {
     expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toMatchObject({ level: 'fatal', msg: 'daemon failed' });
   });
 
+  it('a --bpffs where no directory can be made: the reason, not a hang', async () => {
+    // mkdir(2) under /proc says ENOENT, as /sys/fs/bpf does before a bpffs is
+    // mounted there: Node's recursive mkdirSync spun at 100 % CPU for ever on it.
+    const config = join(dir, 'no-iface.yaml');
+    writeFileSync(config, 'interfaces: []\n');
+    const bpffs = `/proc/mup-edges-${process.pid}/bpffs`;
+    const r = await execa('node', [BIN, 'daemon', '--config', config, '--instance', `edges${process.pid}`, '--bpffs', bpffs, '--socket', join(dir, 'b.sock'), '--state-file', join(dir, 'b.state.json'), '--log-format', 'json'], { reject: false, cwd: ROOT, timeout: 20_000 });
+    expect(r.timedOut).toBe(false);
+    expect(r.exitCode).not.toBe(0);
+    expect(`${r.stdout}\n${r.stderr}`).toContain(`cannot make directory /proc/mup-edges-${process.pid}: the filesystem of /proc does not allow new directories there`);
+  });
+
   it('without root: one line naming the capabilities, no errno, nothing on stdout', async () => {
     chmodSync(dir, 0o755);
     chmodSync(IN, 0o644);

@@ -34,7 +34,7 @@
  * --out FILE (JSON report, default build/bench/bgp.json).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -44,6 +44,7 @@ import { BgpInjector, checkSession, mupRoutes, neighborState, sessionArgs, speak
 import { gobgp, startGobgpd, type GobgpApi, type GobgpdProcess } from '../bgp/gobgpd.js';
 import { freeTcpPort } from '../host/net.js';
 import { DAEMON_NODE_FLAGS } from '../host/node-flags.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 function arg(name: string, def: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -331,7 +332,7 @@ async function main(): Promise<number> {
     await gobgp(rrApi, ['neighbor', GW, 'disable']);
     const gw2 = await startGobgpd({ configFile: join(dir, 'gw.toml'), api: gwApi, logFile: join(dir, 'gw.log') });
     procs.push(gw2);
-    mkdirSync(bpffs, { recursive: true });
+    makeDirs(bpffs);
     const m = spawnSync('mount', ['-t', 'bpf', 'bpf', bpffs], { encoding: 'utf8' });
     if (m.status !== 0) throw new Error(`mount -t bpf bpf ${bpffs}: ${m.stderr.trim()} (run as root)`);
     mounted = true;
@@ -456,7 +457,7 @@ async function main(): Promise<number> {
       lines,
       pass,
     };
-    mkdirSync(dirname(outFile), { recursive: true });
+    makeDirs(dirname(outFile));
     writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
     return pass ? 0 : 1;
   } finally {

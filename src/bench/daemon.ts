@@ -64,7 +64,7 @@
  * first failed request).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { Agent, request, type IncomingMessage } from 'node:http';
 import { cpus, loadavg, release } from 'node:os';
 import { join } from 'node:path';
@@ -72,6 +72,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { synchronizeRcu } from '../dataplane/libbpf.js';
 import { DAEMON_NODE_FLAGS } from '../host/node-flags.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
 const DIST_MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
@@ -227,7 +228,7 @@ class Env {
 
   constructor() {
     // Under /var/tmp (disk, like /var/lib/mup), so the state file's fsync costs what it would in service.
-    mkdirSync('/var/tmp', { recursive: true });
+    makeDirs('/var/tmp');
     this.dir = mkdtempSync(join('/var/tmp', 'mup-bench-daemon-'));
     this.ns = `mupb-${process.pid}`;
     this.bpffs = join(this.dir, 'bpffs');
@@ -1407,7 +1408,7 @@ function nodeFlagsNote(o: Options): string {
 /** The daemon's environment: with --cpu-prof, MUP_CPU_PROFILE names its profile (src/daemon/profile.ts). */
 function daemonEnv(o: Options): NodeJS.ProcessEnv {
   if (o.cpuProf === undefined) return process.env;
-  mkdirSync(o.cpuProf, { recursive: true });
+  makeDirs(o.cpuProf);
   return { ...process.env, MUP_CPU_PROFILE: join(o.cpuProf, `daemon-${Date.now()}-${process.pid}.cpuprofile`) };
 }
 

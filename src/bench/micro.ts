@@ -19,7 +19,7 @@
  * single run is an error, and so is a translation row whose verdict is not tx.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
@@ -40,6 +40,7 @@ import { encodeGtp4Sid, encodeGtp4Src, encodeGtp6Sid, qfi, teid } from '../sid/m
 import {
   GTPU6_OVERHEAD, GTPU_OVERHEAD, SRV6_OVERHEAD, SRV6_SRH1_OVERHEAD, gtpu6Frame, gtpuFrame, innerUdp4, srv6Frame, srv6ReducedFrame,
 } from '../packet/frames.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 const BENCH_OBJECT = fileURLToPath(new URL('../../build/bench.bpf.o', import.meta.url));
 const MUP_SOURCE = fileURLToPath(new URL('../../bpf/mup.bpf.c', import.meta.url));
@@ -1213,7 +1214,7 @@ async function main(): Promise<void> {
   const rows = runMicro(o, log);
   if (o.only === 'teid') {
     const out = fileURLToPath(new URL('../../build/bench/micro-teid.json', import.meta.url));
-    mkdirSync(new URL('../../build/bench/', import.meta.url), { recursive: true });
+    makeDirs(fileURLToPath(new URL('../../build/bench/', import.meta.url)));
     writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, rows, coldFloor: coldFloor(rows) }, null, 2)}\n`);
     const w = Math.max(...rows.map((r) => r.name.length));
     process.stdout.write(
@@ -1235,7 +1236,7 @@ async function main(): Promise<void> {
   const a = analyse(rows, o.rules);
   const fwdRows = await runForwarding(o, log);
   const out = fileURLToPath(new URL('../../build/bench/micro.json', import.meta.url));
-  mkdirSync(new URL('../../build/bench/', import.meta.url), { recursive: true });
+  makeDirs(fileURLToPath(new URL('../../build/bench/', import.meta.url)));
   writeFileSync(out, `${JSON.stringify({ date, machine: m, options: o, targets: TARGETS, rows, analysis: a, probe: probeCosts(rows), memoMiss: memoMissCosts(rows, o.rules, a.harnessOverheadNs), teid: teidCosts(rows, a.harnessOverheadNs), coldFloor: coldFloor(rows), forwarding: { targets: FWD_TARGETS, rows: fwdRows } }, null, 2)}\n`);
   process.stdout.write(
     [

@@ -2,12 +2,13 @@
  * `mup probe --sweep` and the hidden `mup probe-loadgen` it starts for the
  * background load (src/probe/sweep.ts).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import type { TimestampMode } from '../probe/native.js';
 import type { DirectionSetup } from '../probe/probe.js';
 import type { StampSession } from '../probe/session.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 interface Io {
   out(s: string): void;
@@ -60,7 +61,7 @@ export async function runSweepCli(
   }
   const rows = sweepRows(steps);
   if (o.out !== undefined) {
-    mkdirSync(o.out, { recursive: true });
+    makeDirs(o.out);
     writeFileSync(join(o.out, 'sweep.json'), JSON.stringify({ rows, steps: steps.map((s) => ({ ...s, result: JSON.parse(reportJson(s.result)) as unknown })) }, null, 2) + '\n');
     writeFileSync(join(o.out, 'sweep-wire.svg'), sweepSvg(rows, 'wire', `mup probe --sweep: wire latency vs load (${rate} probes/s)`));
     if (session !== undefined) writeFileSync(join(o.out, 'sweep-residence.svg'), sweepSvg(rows, 'residence', 'mup probe --sweep: residence vs load'));

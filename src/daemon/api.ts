@@ -31,7 +31,7 @@
  * daemon.stall_timeout seconds closes its connection; each listener takes at
  * most daemon.max_connections connections.
  */
-import { chmodSync, chownSync, existsSync, fstatSync, mkdirSync, readFileSync, unlinkSync, openSync, closeSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, fstatSync, readFileSync, unlinkSync, openSync, closeSync } from 'node:fs';
 import { Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, isIP, type Socket } from 'node:net';
 import { dirname } from 'node:path';
@@ -52,6 +52,7 @@ import { isRows } from '../host/rows.js';
 import { health } from './health.js';
 import koffi from 'koffi';
 import { probeStatus, ProbeRequestError, setProbe } from '../dataplane/probe-control.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 export const MAX_BODY = 64 * 1024;
 /** POST /v1/batch: 10,000 operations of a few hundred bytes each. */
@@ -840,7 +841,7 @@ export function groupId(name: string): number {
 /** Listen on `path` (mode 660, group `group` = [name, gid] when given; look the gid up with groupId before anything is touched). */
 export async function listenUnix(server: Server, path: string, group: readonly [string, number] | undefined): Promise<void> {
   const gid = group?.[1];
-  mkdirSync(dirname(path), { recursive: true, mode: 0o755 });
+  makeDirs(dirname(path), 0o755);
   if (existsSync(path)) {
     if (await socketAlive(path)) {
       throw new Error(`${path} is answered by a running daemon: stop it first, or give this one another --instance or daemon.socket`);

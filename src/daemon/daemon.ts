@@ -18,7 +18,7 @@
  * --detach-on-exit removes the links and pins.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
+import { readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed } from '../config/load.js';
@@ -78,6 +78,7 @@ import {
 } from './rules.js';
 import { canonicalKey as canonicalKeyOf } from './rules.js';
 import { planBatchYielding, type BatchResult } from './batch.js';
+import { makeDirs } from '../host/mkdirs.js';
 import { nextTurn } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
 import { BgpService, type LearnedApplied } from './bgp.js';
@@ -332,7 +333,7 @@ export class Daemon {
       );
     }
     try {
-      mkdirSync(dirname(this.stateFile), { recursive: true, mode: 0o755 });
+      makeDirs(dirname(this.stateFile), 0o755);
       this.#stateLock = takeLock(stateLockPath(this.stateFile), `state file ${this.stateFile}`, `instance ${instance}`);
     } catch (e) {
       this.unlock();

@@ -14,12 +14,13 @@
  * Cost per check and interface: if_nametoindex, one BPF_OBJ_GET_INFO_BY_FD,
  * one stat.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import type { InterfaceConfig as Interface, XdpMode } from '../config/types.js';
 import { closeFd, linkInfo, linkUpdate, objGet, objPin } from '../dataplane/libbpf.js';
 import { ifIndex } from '../dataplane/netns.js';
 import type { Logger } from './log.js';
 import { MAP_PINS, type MapPin, type Pins } from './pins.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 /** How often the links and interfaces are checked (ms). */
 export const LINK_CHECK_MS = 1000;
@@ -128,7 +129,7 @@ export class LinkKeeper {
   repin(): void {
     const { pins, log } = this.#c;
     if (!pins.exists()) {
-      mkdirSync(pins.dir, { recursive: true, mode: 0o700 });
+      makeDirs(pins.dir, 0o700);
       this.#c.dirRecreated();
       log.warn({ pins: pins.dir }, 'the pin directory was removed: made it again; pinning everything again');
     }

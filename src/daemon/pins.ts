@@ -15,7 +15,7 @@
  * A link stays attached as long as its pin exists, whatever happens to the
  * process that made it; bpf_link_update swaps its program in one step.
  */
-import { existsSync, mkdirSync, readdirSync, rmdirSync, statfsSync, unlinkSync } from 'node:fs';
+import { existsSync, readdirSync, rmdirSync, statfsSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { XdpMode } from '../config/types.js';
 import {
@@ -34,6 +34,7 @@ import {
 } from '../dataplane/libbpf.js';
 import { ifIndex } from '../dataplane/netns.js';
 import { pinDir } from '../host/paths.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 export { DEFAULT_BPFFS } from '../host/paths.js';
 const BPF_FS_MAGIC = 0xcafe4a11;
@@ -62,7 +63,7 @@ export function isBpffs(dir: string): boolean {
 /** Make sure `dir` is a bpf filesystem, mounting one there if it is not. Returns true if it mounted. */
 export function ensureBpffs(dir: string): boolean {
   if (isBpffs(dir)) return false;
-  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (!existsSync(dir)) makeDirs(dir, 0o700);
   try {
     mountBpffs(dir);
   } catch (e) {
@@ -93,7 +94,7 @@ export class Pins {
 
   /** Create the instance directory (the bpffs must be mounted). */
   prepare(): void {
-    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    makeDirs(this.dir, 0o700);
   }
 
   exists(): boolean {

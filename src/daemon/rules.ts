@@ -27,7 +27,6 @@ import {
   fsyncSync,
   ftruncateSync,
   linkSync,
-  mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
@@ -47,6 +46,7 @@ import type { Config, LocalSid, Policy, RuleSection, Session } from '../config/t
 import type { Ipv6Prefix } from '../sid/types.js';
 import type { Changes, Tables } from '../dataplane/tables.js';
 import { formatIpv4, formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 export type RuleKind = 'policy' | 'localsid' | 'session';
 
@@ -1206,7 +1206,7 @@ export class StateStore {
     const data = Buffer.from([header, ...body].map((x) => `${JSON.stringify(x)}\n`).join(''));
     let dirError: Error | undefined;
     try {
-      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+      makeDirs(dirname(this.path), 0o700);
       writeFileAtomic(this.path, data, (e) => {
         dirError = e;
       });

@@ -3,7 +3,7 @@
  * (and HTTP if configured), handle signals. SIGHUP reloads; SIGTERM and
  * SIGINT stop (leaving the data plane forwarding unless --detach-on-exit).
  */
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Server } from 'node:http';
 import { apiHandler, groupId, listenTcp, listenUnix, makeServer, readTokenFile, socketAlive } from './api.js';
@@ -17,6 +17,7 @@ import { startServingProfile } from './profile.js';
 import { holdMallocTrimThreshold } from './memory.js';
 import { DAEMON_NODE_FLAGS, missingDaemonNodeFlags } from '../host/node-flags.js';
 import type { PerRuleSeries } from '../config/types.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 export interface RunOptions extends Omit<DaemonOptions, 'log'> {
   readonly socket?: string;
@@ -35,7 +36,7 @@ async function claimSocket(socket: string, instance: string): Promise<() => void
     throw new Error(`instance ${instance}: ${socket} is answered by a running daemon; stop it first, or start this one with another --instance / --socket`);
   }
   const lock = `${socket}.lock`;
-  mkdirSync(dirname(lock), { recursive: true, mode: 0o755 });
+  makeDirs(dirname(lock), 0o755);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       writeFileSync(lock, `${process.pid}\n`, { flag: 'wx', mode: 0o644 });

@@ -28,7 +28,7 @@
  * DSD of its segment id ("origin": "bgp" in `mup policy list`). Each
  * sidecar's TOML is what `mup bgp config` makes of that section.
  */
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, rmdirSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify as toYaml } from 'yaml';
@@ -41,6 +41,7 @@ import { LAB_RUN_DIR, startDaemon, stopDaemon, type DaemonFiles } from './lab.js
 import { ipBatch, nsRun, run, sleep } from './sh.js';
 import { formatIpv6, parseIpv4, parseIpv6Prefix } from '../sid/addr.js';
 import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../sid/mobile.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 export const BGP_LAB_NODES = ['gnb', 'gw1', 'gw2', 'pe', 'meca', 'mecb', 'rr'] as const;
 export type BgpLabNode = (typeof BGP_LAB_NODES)[number];
@@ -358,7 +359,7 @@ export async function bgpLabUp(prefix: string = BGP_DEFAULT_PREFIX, progress: Pr
   await bgpLabDown(prefix);
   try {
     progress(`namespaces ${prefix}-{${BGP_LAB_NODES.join(',')}}`);
-    mkdirSync(p.bpffs, { recursive: true });
+    makeDirs(p.bpffs);
     await run('mount', ['-t', 'bpf', 'bpf', p.bpffs]);
     for (const node of BGP_LAB_NODES) {
       await run('ip', ['netns', 'add', t.ns[node]]);

@@ -4,7 +4,7 @@
  * emulator's counters, one decoded frame per wire; JSON and Markdown
  * written; lab down unless kept.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { gnbCounters, gnbDelta, type GnbCounters } from './gnb.js';
@@ -12,6 +12,7 @@ import { labApi, labCore, labDown, labPe, labUp, type CoreMode, type LabPaths, t
 import type { PeMode } from './pe.js';
 import { captureWires, iperfServer, ping, pingOneHop, tcp, udp, type PathName, type PingResult, type TcpResult, type UdpResult, type WireCapture } from './measure.js';
 import type { LabTopology } from './topology.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 export interface RunOptions {
   readonly prefix: string;
@@ -80,7 +81,7 @@ export async function measureLab(t: LabTopology, paths: LabPaths, o: RunOptions)
   const started = Date.now();
   const load0 = loadavg();
   const out = resolve(o.out);
-  mkdirSync(out, { recursive: true });
+  makeDirs(out);
   const server = await iperfServer(t);
   try {
     const reset = await labApi(paths, 'POST', '/v1/counters/reset');

@@ -5,7 +5,7 @@
  * /run/mup-lab/<prefix>/), and remove exactly that again.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, closeSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, openSync, closeSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,6 +18,7 @@ import { corePoolBlackhole, PE_MODES, PE_SITES, peDaemonPaths, peDev, startKerne
 import { ipBatch, nsRun, run, sleep } from './sh.js';
 import { LAB_NODES, labTopology, type LabTopology, type LabUe } from './topology.js';
 import { DAEMON_NODE_FLAGS } from '../host/node-flags.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 export const LAB_CONFIG = fileURLToPath(new URL('../../config/lab.yaml', import.meta.url));
 const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
@@ -312,8 +313,8 @@ export async function labUp(prefix: string, progress: Progress = () => undefined
   await labDown(prefix, progress);
   try {
     progress(`namespaces ${t.prefix}-{${LAB_NODES.join(',')}}`);
-    mkdirSync(p.dir, { recursive: true });
-    mkdirSync(p.bpffs, { recursive: true });
+    makeDirs(p.dir);
+    makeDirs(p.bpffs);
     await run('mount', ['-t', 'bpf', 'bpf', p.bpffs]);
     for (const node of LAB_NODES) {
       await run('ip', ['netns', 'add', t.ns[node]]);

@@ -18,7 +18,7 @@
  * to the first frame at B. Per run: frames.csv and timeline.svg besides the
  * JSON; over --repeat runs a summary (relocate-stats.ts). docs/lab.md.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +29,7 @@ import { nsRun, sleep } from './sh.js';
 import { labTopology, type LabTopology, type LabUe } from './topology.js';
 import { timelineSvg } from './relocate-plot.js';
 import { fmtCi, medianCi, type MedianCi } from './relocate-stats.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 const STREAM_PY = fileURLToPath(new URL('../../src/lab/stream.py', import.meta.url));
 const PYTHON = '/usr/bin/python3';
@@ -572,7 +573,7 @@ export async function relocateOnLab(t: LabTopology, p: LabPaths, o: RelocateOpti
     };
     const senders = [...(s === null ? [] : [senderRate('uplink', o.rate, s)]), ...(ds === null ? [] : [senderRate('downlink', o.rate, ds)])];
     const dir = resolve(o.out);
-    mkdirSync(dir, { recursive: true });
+    makeDirs(dir);
     const file = join(dir, 'lab-relocate.json');
     const csv = join(dir, 'frames.csv');
     writeFileSync(csv, framesCsv(t, tPolicy, s !== null && ra !== null && rb !== null && rback !== null ? { sender: s, a: ra, b: rb, back: rback } : null, ds !== null && rdl !== null ? { sender: ds, back: rdl } : null));

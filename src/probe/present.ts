@@ -2,7 +2,7 @@
  * A probe run for people and programs: the terminal table, JSON, the CSV of
  * raw samples, the latency plots, the HdrHistogram log, and the progress line while it runs.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { hdrIntervalLog, type LogSeries } from './hdrlog.js';
 import { toCsv } from './output.js';
@@ -10,6 +10,7 @@ import { timeUnit, UNIT_NS, type TimeUnit } from '../plot/svg.js';
 import { distOf, latencyFigures, type Dist } from './plots.js';
 import type { Summary } from './stats.js';
 import type { DirectionResult, Progress, ProbeRunResult, Sample } from './probe.js';
+import { makeDirs } from '../host/mkdirs.js';
 
 /** ns with a unit people read: 812 ns, 3.41 µs, 1.20 ms. */
 export function fmtNs(ns: number | null | undefined): string {
@@ -159,7 +160,7 @@ export function latencyLog(r: ProbeRunResult): string {
 
 /** report.json, report.txt, samples.csv, latency.hlog and the plots of latencyPlots in `dir`; returns the paths. */
 export function writeOutputs(r: ProbeRunResult, dir: string): string[] {
-  mkdirSync(dir, { recursive: true });
+  makeDirs(dir);
   const out: string[] = [];
   const put = (name: string, text: string): void => {
     const p = join(dir, name);

@@ -3,13 +3,14 @@
  * Markdown and SVG into a directory, return the report and the terminal
  * table. The CLI (src/cli/bench.ts) parses options and prints.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { CASES, RFC2544_SIZES, type CaseName } from './cases.js';
 import { DEFAULT_CASES, DEFAULT_SIZES } from './defaults.js';
 import { latencyLogs, latencySvgs, machineInfo, markdown, svgPlot, terminalTable, type Report } from './report.js';
 import { DEFAULTS, runRfc2544, type Rfc2544Options } from './rfc2544.js';
+import { makeDirs } from '../../host/mkdirs.js';
 
 export { CASES, RFC2544_SIZES, DEFAULTS };
 export type { CaseName, Report };
@@ -37,7 +38,7 @@ export async function benchRfc2544(o: BenchRfc2544Options): Promise<BenchRfc2544
   } as Rfc2544Options);
   machine.loadEnd = loadavg().map((x) => Math.round(x * 100) / 100);
   const report: Report = { machine, result };
-  mkdirSync(o.outDir, { recursive: true });
+  makeDirs(o.outDir);
   const files: [string, string][] = [
     ['report.json', JSON.stringify(report, (_k, v: unknown) => (v === Infinity ? 'max' : v), 2) + '\n'],
     ['report.md', markdown(report)],
