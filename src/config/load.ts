@@ -8,6 +8,7 @@
  * 0.6 s, where `yaml` takes 6 s), and `yaml`, which keeps source positions,
  * is loaded and run only when a message needs a line number (yaml-doc.ts).
  */
+import { ownCopy } from '../host/own-copy.js';
 import { ShardedMap } from '../host/sharded-map.js';
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
@@ -561,7 +562,7 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
     readIpv4Prefix(src, at('match'), x),
   );
   const teid = optional(m, 'teid', (x) => {
-    const s = readString(src, at('teid'), x, 'a TEID prefix VALUE/BITS such as 0x12340000/16');
+    const s = readText(src, at('teid'), x, 'a TEID prefix VALUE/BITS such as 0x12340000/16');
     return src.guard(at('teid'), () => parseTeidPrefix(s, IN_GUARD));
   });
   if (teid !== undefined && match.len !== 32) {
@@ -579,7 +580,7 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   let srPrefix: Ipv6Prefix;
   let sid: Ipv6Addr | undefined;
   if (hasSid) {
-    const text = readString(src, at('sid'), m['sid'], 'an IPv6 address such as 2001:db8:e::d4');
+    const text = readText(src, at('sid'), m['sid'], 'an IPv6 address such as 2001:db8:e::d4');
     if (text.includes('/')) {
       src.fail(at('sid'), `${text}: a policy's sid is an address (the last SID, used as is), not a prefix; drop the /length (a local SID's sid is a prefix)`);
     }
@@ -661,7 +662,7 @@ function readSession(src: Source, path: Path, v: unknown): Session {
 }
 
 function readUePrefix(src: Source, path: Path, v: unknown): Session['ue'] {
-  const s = readString(src, path, v, 'an IPv4 or IPv6 prefix such as 10.60.0.1/32 or 2001:db8:60::/64');
+  const s = readText(src, path, v, 'an IPv4 or IPv6 prefix such as 10.60.0.1/32 or 2001:db8:60::/64');
   if (s.includes(':')) return { family: 6, prefix: src.guard(path, (warn) => parseIpv6Prefix(s, IN_GUARD, warn)) };
   return { family: 4, prefix: src.guard(path, (warn) => parseIpv4Prefix(s, IN_GUARD, warn)) };
 }
@@ -683,7 +684,7 @@ function readBool(src: Source, path: Path, v: unknown): boolean {
 }
 
 function readIpv4Address(src: Source, path: Path, v: unknown): Ipv4Addr {
-  const s = readString(src, path, v, 'an IPv4 address such as 192.0.2.1');
+  const s = readText(src, path, v, 'an IPv4 address such as 192.0.2.1');
   return src.guard(path, () => parseIpv4(s, IN_GUARD));
 }
 
@@ -919,7 +920,7 @@ function checkSessionLengths(src: Source, sessions: readonly Session[]): void {
 // Values
 
 function readIpv4Prefix(src: Source, path: Path, v: unknown): Ipv4Prefix {
-  const s = readString(src, path, v, 'an IPv4 prefix such as 192.0.2.0/24');
+  const s = readText(src, path, v, 'an IPv4 prefix such as 192.0.2.0/24');
   return src.guard(path, (warn) => parseIpv4Prefix(s, IN_GUARD, warn));
 }
 
@@ -939,7 +940,7 @@ const sharedPrefixes = new Map<string, Ipv6Prefix>();
 export const SHARED_TEXTS = 4096;
 
 function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why: string, shared = false): Ipv6Prefix {
-  const s = readString(src, path, v, 'an IPv6 prefix such as 2001:db8:1::/48');
+  const s = readText(src, path, v, 'an IPv6 prefix such as 2001:db8:1::/48');
   // `shared`: the same text (a source prefix common to thousands of
   // policies) is parsed once and its prefix object shared; text that drew a
   // warning is parsed again each time, so each occurrence is reported. Keys
@@ -959,7 +960,7 @@ function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why
     if (!warned && shared) {
       src.v6Prefixes.set(s, p);
       if (sharedPrefixes.size >= SHARED_TEXTS) sharedPrefixes.clear();
-      sharedPrefixes.set(s, p);
+      sharedPrefixes.set(ownCopy(s), p);
     }
   }
   if (p.len > maxLen) src.fail(path, `${s}: prefix length /${p.len} is too long; ${why}`);
@@ -967,7 +968,7 @@ function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why
 }
 
 function readIpv6Address(src: Source, path: Path, v: unknown): Ipv6Addr {
-  const s = readString(src, path, v, 'an IPv6 address such as 2001:db8::1');
+  const s = readText(src, path, v, 'an IPv6 address such as 2001:db8::1');
   return src.guard(path, () => parseIpv6(s, IN_GUARD));
 }
 
@@ -978,14 +979,14 @@ function readSegments(src: Source, path: Path, v: unknown): Policy['segments'] {
   }
   return list.map((x, i) => {
     const p = child(path, i);
-    const s = readString(src, p, x, 'an IPv6 address such as 2001:db8::1');
+    const s = readText(src, p, x, 'an IPv6 address such as 2001:db8::1');
     return src.guard(p, () => parseIpv6(s, IN_GUARD));
   });
 }
 
 function readPortRange(src: Source, path: Path, v: unknown): [number, number] {
   const expected = 'a string "MIN-MAX" with 1 <= MIN <= MAX <= 65535, e.g. "49152-65535"';
-  const s = readString(src, path, v, expected);
+  const s = readText(src, path, v, expected);
   const m = /^([0-9]{1,5})-([0-9]{1,5})$/.exec(s);
   const min = Number(m?.[1]);
   const max = Number(m?.[2]);
@@ -1031,7 +1032,13 @@ function readRuleName(src: Source, path: Path, v: unknown): string {
   return s;
 }
 
+/** A string the config keeps (a name, a path): a copy of its own, not a slice of the file's text (src/host/own-copy.ts). */
 function readString(src: Source, path: Path, v: unknown, expected: string): string {
+  return ownCopy(readText(src, path, v, expected));
+}
+
+/** A string only parsed into something else (an address, a prefix), as the file gave it. */
+function readText(src: Source, path: Path, v: unknown, expected: string): string {
   if (typeof v !== 'string') src.fail(path, `expected ${expected}, got ${describe(v)}`);
   return v;
 }
@@ -1048,7 +1055,8 @@ function readEnum<T extends string>(src: Source, path: Path, v: unknown, allowed
   if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
     src.fail(path, `expected one of ${allowed.join(', ')}, got ${describe(v)}`);
   }
-  return v as T;
+  // The list's own string, not the file's (src/host/own-copy.ts).
+  return allowed.find((a) => a === v)!;
 }
 
 function readList(src: Source, path: Path, v: unknown, expected: string): readonly unknown[] {

@@ -3,10 +3,13 @@ import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { ConfigError, type ConfigWarning } from '../../src/config/errors.js';
 import { DEFAULT_SETTINGS, loadConfigFile, parseConfig, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, repeatedJsonKey, SHARED_TEXTS } from '../../src/config/load.js';
+import type { Config } from '../../src/config/types.js';
 import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix } from '../../src/sid/addr.js';
 
 const FILE = 'test.yaml';
@@ -597,5 +600,57 @@ describe('prefixes shared by the rules read one at a time (the API, a batch)', (
     for (let i = 0; i < SHARED_TEXTS + 10; i++) seen.add(parsePolicyEntry(body(0, `2001:db8:${(i + 16).toString(16)}::/48`), 'x').srPrefix);
     expect(seen.size).toBe(SHARED_TEXTS + 10);
     expect(formatIpv6Prefix(parsePolicyEntry(body(0, '2001:db8:20::/48'), 'x').srPrefix)).toBe('2001:db8:20::/48');
+  });
+});
+
+describe('what a config read keeps of the text', () => {
+  // V8 makes a substring of 13 characters or more a slice that keeps its
+  // whole parent alive: a prefix map key, a name or a warning sliced from the
+  // file kept each config's text (11.6 MB for bench:daemon's) for the
+  // daemon's life. Each case keeps its Config; the 16 MB text must go.
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const pad = `#${'x'.repeat(79)}\n`.repeat(200_000);
+  const sr = `2001:db8:${(0x1000 + (process.pid & 0xfff)).toString(16)}:ab00::/56`;
+  const policy = (extra = ''): string => `policies:\n  - match: 10.9.0.0/24\n    sr_prefix: 2001:db8:1::/48\n    src_prefix: 2001:db8:ff::/64\n${extra}`;
+  const kept: Config[] = [];
+  it.each([
+    ['a shared prefix (its map key)', `policies:\n  - match: 10.9.0.0/24\n    sr_prefix: ${sr}\n    src_prefix: 2001:db8:ff::/64\n`],
+    ['a long rule name', policy('    name: a-long-policy-name-of-gnb-1\n')],
+    ['an interface name of 13 characters or more', `interfaces:\n  - name: enp129s0f1np10\n${policy()}`],
+    ['a warning', `policies:\n  - match: 10.9.0.1/24\n    sr_prefix: 2001:db8:1::/48\n    src_prefix: 2001:db8:ff::/64\n`],
+    ['an enum of 13 characters or more', 'localsids:\n  - behavior: end.m.gtp6.d.di\n    sid: 2001:db8:701::/64\n    source: 2001:db8:ffff::6d\n    sr_prefix: 2001:db8:600::/64\n'],
+    ['a local SID\'s name', 'localsids:\n  - name: a-long-localsid-name-1\n    sid: 2001:db8:abcd::/48\n    src_prefix_len: 64\n'],
+    ['a session\'s name', 'sessions:\n  - name: a-long-session-name-1\n    ue: 10.60.0.1/32\n    teid: 1\n    qfi: 9\n    endpoint: 192.0.2.1\n    source: 198.51.100.1\n    isd: 2001:db8:2::/48\n    src_prefix: 2001:db8:ffff::/64\n'],
+  ])('not through %s', (_what, body) => {
+    // The text is made and read in a frame of its own: one still running would hold it.
+    const read = (): void => {
+      kept.push(parseConfig(`${body}${pad}`, FILE));
+    };
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    read();
+    gc();
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(4e6);
+  });
+
+  it('the refusal of a file: its reason and message keep nothing of the text', () => {
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    let error: ConfigError | undefined;
+    const read = (): void => {
+      try {
+        parseConfig(`${policy().replace('2001:db8:1::/48', '2001:db8:1234:5678::/64')}${pad}`, FILE);
+      } catch (e) {
+        error = e as ConfigError;
+      }
+    };
+    read();
+    // Until its stack is formatted an Error keeps its frames' receivers (the
+    // reader's Source, with the text); the daemon keeps messages, not errors.
+    void error?.stack;
+    expect(error?.reason).toMatch(/^2001:db8:1234:5678::\/64: prefix length \/64 is too long/);
+    gc();
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(4e6);
   });
 });
