@@ -102,7 +102,9 @@ describe('fatal errors', () => {
     const r = await execa('node', [BIN, 'daemon', '--config', config, '--instance', `edges${process.pid}`, '--bpffs', bpffs, '--socket', join(dir, 'b.sock'), '--state-file', join(dir, 'b.state.json'), '--log-format', 'json'], { reject: false, cwd: ROOT, timeout: 20_000 });
     expect(r.timedOut).toBe(false);
     expect(r.exitCode).not.toBe(0);
-    expect(`${r.stdout}\n${r.stderr}`).toContain(`cannot make directory /proc/mup-edges-${process.pid}: the filesystem of /proc does not allow new directories there`);
+    const all = `${r.stdout}\n${r.stderr}`;
+    expect(all).toContain(`cannot make directory /proc/mup-edges-${process.pid}: the filesystem of /proc does not allow new directories there`);
+    expect(all).toContain('mount -t bpf bpf DIR');
   });
 
   it('without root: one line naming the capabilities, no errno, nothing on stdout', async () => {

@@ -347,6 +347,7 @@ function fastJson(src: Source, text: string): unknown {
     src.syntaxError();
     throw new ConfigError(src.file, '', `YAML syntax error: key ${JSON.stringify(dup.key)} is given twice in one mapping; give each key once`, line);
   }
+  src.freshStrings();
   return v;
 }
 
@@ -960,7 +961,7 @@ function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why
     if (!warned && shared) {
       src.v6Prefixes.set(s, p);
       if (sharedPrefixes.size >= SHARED_TEXTS) sharedPrefixes.clear();
-      sharedPrefixes.set(ownCopy(s), p);
+      sharedPrefixes.set(src.kept(s), p);
     }
   }
   if (p.len > maxLen) src.fail(path, `${s}: prefix length /${p.len} is too long; ${why}`);
@@ -1032,9 +1033,9 @@ function readRuleName(src: Source, path: Path, v: unknown): string {
   return s;
 }
 
-/** A string the config keeps (a name, a path): a copy of its own, not a slice of the file's text (src/host/own-copy.ts). */
+/** A string the config keeps (a name, a path): not a slice of the file's text (src/host/own-copy.ts). */
 function readString(src: Source, path: Path, v: unknown, expected: string): string {
-  return ownCopy(readText(src, path, v, expected));
+  return src.kept(readText(src, path, v, expected));
 }
 
 /** A string only parsed into something else (an address, a prefix), as the file gave it. */
@@ -1055,8 +1056,7 @@ function readEnum<T extends string>(src: Source, path: Path, v: unknown, allowed
   if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
     src.fail(path, `expected one of ${allowed.join(', ')}, got ${describe(v)}`);
   }
-  // The list's own string, not the file's (src/host/own-copy.ts).
-  return allowed.find((a) => a === v)!;
+  return v as T;
 }
 
 function readList(src: Source, path: Path, v: unknown, expected: string): readonly unknown[] {
@@ -1194,9 +1194,27 @@ class Source {
   constructor(
     readonly file: string,
     private readonly text: string | undefined,
-    /** Parsed IPv6 prefixes by text (readIpv6Prefix), and the positions' parse: shared with fork()s. */
-    private readonly shared: { readonly v6Prefixes: Map<string, Ipv6Prefix>; doc?: { doc: Document; lines: LineCounter } } = { v6Prefixes: new Map() },
+    /**
+     * Parsed IPv6 prefixes by text (readIpv6Prefix), the positions' parse,
+     * and whether the tree's strings are slices of the text: shared with fork()s.
+     */
+    private readonly shared: { readonly v6Prefixes: Map<string, Ipv6Prefix>; doc?: { doc: Document; lines: LineCounter }; fresh?: boolean } = { v6Prefixes: new Map() },
   ) {}
+
+  /** The tree came from JSON.parse (the file was JSON): its strings are its own, not slices of the text. */
+  freshStrings(): void {
+    this.shared.fresh = true;
+  }
+
+  /**
+   * A string read from the tree, to be kept (a name, a map key, a warning):
+   * a copy of its own when it may be a slice of a YAML text, which it would
+   * keep whole (src/host/own-copy.ts). API input (no text) and JSON come
+   * from JSON.parse, whose strings are their own.
+   */
+  kept(s: string): string {
+    return this.text === undefined || this.shared.fresh === true ? s : ownCopy(s);
+  }
 
   get v6Prefixes(): Map<string, Ipv6Prefix> {
     return this.shared.v6Prefixes;
@@ -1229,11 +1247,11 @@ class Source {
   }
 
   fail(path: Path, reason: string): never {
-    throw new ConfigError(this.file, formatPath(path), reason, this.lineOf(path));
+    throw new ConfigError(this.file, formatPath(path), this.kept(reason), this.lineOf(path));
   }
 
   warn(path: Path, reason: string): void {
-    this.warnings.push(configWarning(this.file, formatPath(path), reason, this.lineOf(path)));
+    this.warnings.push(configWarning(this.file, formatPath(path), this.kept(reason), this.lineOf(path)));
   }
 
   /**

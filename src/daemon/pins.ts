@@ -63,7 +63,14 @@ export function isBpffs(dir: string): boolean {
 /** Make sure `dir` is a bpf filesystem, mounting one there if it is not. Returns true if it mounted. */
 export function ensureBpffs(dir: string): boolean {
   if (isBpffs(dir)) return false;
-  if (!existsSync(dir)) makeDirs(dir, 0o700);
+  if (!existsSync(dir)) {
+    try {
+      makeDirs(dir, 0o700);
+    } catch (e) {
+      // /sys/fs/bpf/NAME before a bpffs is mounted on /sys/fs/bpf: nothing can be made there.
+      throw new Error(`${(e as Error).message}; give --bpffs a directory that can be made, or mount a bpf filesystem first (mount -t bpf bpf DIR)`, { cause: e });
+    }
+  }
   try {
     mountBpffs(dir);
   } catch (e) {

@@ -15,6 +15,16 @@ function code(e: unknown): string | undefined {
   return (e as NodeJS.ErrnoException).code;
 }
 
+/** The refusal, worded, keeping the system error's code, errno, syscall and path (callers map ENOSPC and EDQUOT to their own answers). */
+function refusal(message: string, cause: NodeJS.ErrnoException | { code: string; path: string }): NodeJS.ErrnoException {
+  const e: NodeJS.ErrnoException = new Error(message, { cause });
+  e.code = cause.code;
+  if ('errno' in cause && cause.errno !== undefined) e.errno = cause.errno;
+  if ('syscall' in cause && cause.syscall !== undefined) e.syscall = cause.syscall;
+  if (cause.path !== undefined) e.path = cause.path;
+  return e;
+}
+
 /** Is `p` a directory (true), something else (false), or missing (undefined)? */
 function isDir(p: string): boolean | undefined {
   try {
@@ -27,8 +37,9 @@ function isDir(p: string): boolean | undefined {
 
 /**
  * Make `dir` and every missing parent, each with `mode` (as mkdir(2): less
- * the umask). Returns the first directory it made, or undefined if `dir`
- * was there already (as mkdirSync's recursive form).
+ * the umask). Returns the first directory it made (absolute), or undefined
+ * if `dir` was there already. A refusal is an Error with the system's
+ * `code` (ENOTDIR for a component that is a file).
  */
 export function makeDirs(dir: string, mode = 0o777): string | undefined {
   const target = resolve(dir);
@@ -36,7 +47,7 @@ export function makeDirs(dir: string, mode = 0o777): string | undefined {
   for (let p = target; ; p = dirname(p)) {
     const d = isDir(p);
     if (d === true) break;
-    if (d === false) throw new Error(`cannot make directory ${target}: ${p} exists and is not a directory`);
+    if (d === false) throw refusal(`cannot make directory ${target}: ${p} exists and is not a directory`, { code: 'ENOTDIR', path: p });
     missing.push(p);
     if (dirname(p) === p) break;
   }
@@ -50,7 +61,7 @@ export function makeDirs(dir: string, mode = 0o777): string | undefined {
         code(e) === 'ENOENT'
           ? `the filesystem of ${dirname(p)} does not allow new directories there (mkdir: ENOENT)`
           : (e as Error).message;
-      throw new Error(`cannot make directory ${p}: ${why}`);
+      throw refusal(`cannot make directory ${p}: ${why}`, e as NodeJS.ErrnoException);
     }
   }
   return missing.at(-1);

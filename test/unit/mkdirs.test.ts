@@ -12,6 +12,15 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { makeDirs } from '../../src/host/mkdirs.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'mup-mkdirs-'));
+
+function codeOf(f: () => unknown): string | undefined {
+  try {
+    f();
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code;
+  }
+  return undefined;
+}
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('makeDirs', () => {
@@ -36,15 +45,19 @@ describe('makeDirs', () => {
     writeFileSync(file, '');
     expect(() => makeDirs(join(file, 'x', 'y'))).toThrow(`cannot make directory ${join(file, 'x', 'y')}: ${file} exists and is not a directory`);
     expect(() => makeDirs(file)).toThrow('exists and is not a directory');
+    expect(codeOf(() => makeDirs(join(file, 'x')))).toBe('ENOTDIR');
   });
 
   it('ends with an error where mkdir(2) says ENOENT under an existing parent (Node\'s recursive mkdirSync never returns there)', () => {
     const where = `/proc/mup-mkdirs-${process.pid}`;
     expect(() => makeDirs(join(where, 'bpffs'))).toThrow(`cannot make directory ${where}: the filesystem of /proc does not allow new directories there (mkdir: ENOENT)`);
+    // The system's code stays: a caller tells a full disk (ENOSPC) from the rest by it.
+    expect(codeOf(() => makeDirs(join(where, 'bpffs')))).toBe('ENOENT');
   });
 
   it('passes other refusals on with the directory and the system\'s words', () => {
-    // sysfs answers EPERM (root or not): no directory of our own there.
-    expect(() => makeDirs('/sys/mup-mkdirs-test/x')).toThrow(/^cannot make directory \/sys\/mup-mkdirs-test: .*(EPERM|EACCES)/);
+    // sysfs answers EPERM (root or not; EROFS where /sys is mounted read-only): no directory of our own there.
+    expect(() => makeDirs('/sys/mup-mkdirs-test/x')).toThrow(/^cannot make directory \/sys\/mup-mkdirs-test: .*(EPERM|EACCES|EROFS)/);
+    expect(codeOf(() => makeDirs('/sys/mup-mkdirs-test/x'))).toMatch(/^(EPERM|EACCES|EROFS)$/);
   });
 });
