@@ -17,7 +17,7 @@
  * Stop: by default nothing is detached (the pins keep it all running);
  * --detach-on-exit removes the links and pins.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
@@ -39,7 +39,8 @@ import {
 } from '../dataplane/dataplane.js';
 import { closeFd, mapInfo, progInfo } from '../dataplane/libbpf.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
-import { NextHopWatcher } from '../dataplane/nexthop.js';
+import { NextHopWatcher, spawnNextHopChildrenEarly } from '../dataplane/nexthop.js';
+import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
 import { forcedReleaseNote, releaseMemory, releaseMemorySoon } from './memory.js';
@@ -84,6 +85,10 @@ import { SliceClock } from '../host/slice-clock.js';
 import { BgpService, type LearnedApplied } from './bgp.js';
 import type { LearnedDelta } from '../bgp/incremental.js';
 
+/** `ip monitor link` under setpriv: PR_SET_PDEATHSIG before the exec, so the kernel kills it with the daemon. */
+const LINK_MONITOR_ARGS = ['--pdeathsig', 'KILL', 'ip', 'monitor', 'link'];
+const LINK_MONITOR_STDIO: ChildStdio = ['ignore', 'pipe', 'pipe'];
+
 export interface DaemonOptions {
   readonly configPath: string;
   readonly instance: string;
@@ -103,6 +108,8 @@ export interface DaemonOptions {
    * rules (default true); false: in takeOver(), after the lock, as before.
    */
   readonly earlyLoad?: boolean;
+  /** Spawn the `ip` children in prepare(), before the config makes the daemon big (default true; src/host/spawn-early.ts). */
+  readonly spawnEarly?: boolean;
   readonly log: Logger;
 }
 
@@ -394,6 +401,11 @@ export class Daemon {
   async #prepare(): Promise<void> {
     const o = this.#o;
     if (o.netns !== undefined) enterNetns(o.netns);
+    // While the daemon is small: the start takes them after the load (src/host/spawn-early.ts).
+    if (o.spawnEarly !== false) {
+      spawnEarly('setpriv', LINK_MONITOR_ARGS, LINK_MONITOR_STDIO);
+      spawnNextHopChildrenEarly();
+    }
     const t0 = performance.now();
     const { config, sha, bytes } = await this.#readConfig(
       o.earlyLoad === false
@@ -489,6 +501,7 @@ export class Daemon {
 
   /** Unload the program prepare() loaded, if takeOver() has not taken it (a start refused after prepare()). */
   dropPrepared(): void {
+    dropEarly();
     this.#early?.program?.close();
     this.#early = undefined;
   }
@@ -586,6 +599,9 @@ export class Daemon {
     this.#nexthops();
     this.#watchLinks();
     this.#startBgp();
+    // The next-hop children when forwarding is not fib: nobody takes them.
+    const dropped = dropEarly();
+    if (dropped > 0) this.#log.debug({ children: dropped }, 'children spawned early and not used: killed');
   }
 
   /** The BGP service, when the config has a bgp section. */
@@ -750,7 +766,7 @@ export class Daemon {
     // setpriv sets PR_SET_PDEATHSIG before it execs ip: the kernel kills ip
     // when the daemon dies, however it dies. The child inherits the daemon's
     // network namespace.
-    const child = spawn('setpriv', ['--pdeathsig', 'KILL', 'ip', 'monitor', 'link'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawnChild('setpriv', LINK_MONITOR_ARGS, LINK_MONITOR_STDIO);
     this.#linkMonitor = child;
     child.stdout.on('data', () => {
       // At once (no debounce: a 20 ms wait let the soak bring the new
@@ -1808,6 +1824,7 @@ export class Daemon {
     this.#bgp?.stop();
     clearInterval(this.#linkTimer);
     this.#linkMonitor?.kill('SIGKILL');
+    dropEarly();
     if (this.#o.detachOnExit === true) {
       const removed = this.pins.removeAll();
       this.#log.info({ removed }, 'detached from every interface and removed the pins');

@@ -53,7 +53,7 @@
  * ifindex and dropped (issue 16, soak fault iface).
  */
 import { ShardedMap } from '../host/sharded-map.js';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { Config } from '../config/types.js';
@@ -62,6 +62,7 @@ import type { Dataplane, NextHopFds } from './dataplane.js';
 import { BPF_ANY, mapLookup, mapLookupArrayRange, mapUpdate, mapUpdateBatch, synchronizeRcu } from './libbpf.js';
 import { ifIndex } from './netns.js';
 import { nextTurn } from '../host/slice-clock.js';
+import { spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
 
 const run = promisify(execFile);
 
@@ -186,6 +187,28 @@ function defaultRulesOnly(rules: ReadonlyArray<Record<string, unknown>>, family:
   return got.every((g) => want.includes(g)) && got.includes('0 local') && got.includes('32766 main');
 }
 
+const IP_BATCH_FAMILIES = ['4', '6', 'any'] as const;
+const IP_BATCH_STDIO: ChildStdio = ['pipe', 'pipe', 'pipe'];
+const MONITOR_STDIO: ChildStdio = ['ignore', 'pipe', 'pipe'];
+
+function ipBatchArgs(netns: string | undefined, family: '4' | '6' | 'any'): string[] {
+  return [...(netns === undefined ? [] : ['-n', netns]), ...(family === 'any' ? [] : [`-${family}`]), '-json', '-batch', '-'];
+}
+
+function monitorArgs(netns: string | undefined): string[] {
+  return [...(netns === undefined ? [] : ['-n', netns]), 'monitor', 'label', 'route', 'neigh', 'link', 'rule', 'netconf'];
+}
+
+/**
+ * Spawn the `ip` children a NextHopWatcher of `netns` starts (its monitor
+ * and IpBatch's readers) now, while the daemon is small: its start takes
+ * them (src/host/spawn-early.ts).
+ */
+export function spawnNextHopChildrenEarly(netns?: string): void {
+  spawnEarly('setpriv', ['--pdeathsig', 'KILL', 'ip', ...monitorArgs(netns)], MONITOR_STDIO);
+  for (const f of IP_BATCH_FAMILIES) spawnEarly('setpriv', ['--pdeathsig', 'KILL', 'ip', ...ipBatchArgs(netns, f)], IP_BATCH_STDIO);
+}
+
 /**
  * `ip -json -batch -` children kept running (one per address family, one
  * for both), each answering one command with one line of JSON. Spawning a
@@ -204,11 +227,16 @@ export class IpBatch {
     this.#netns = netns;
   }
 
+  /** Its three readers now (those spawned early, if parked: src/host/spawn-early.ts), not at the first read. */
+  startAll(): void {
+    for (const f of IP_BATCH_FAMILIES) this.#proc(f);
+  }
+
   #proc(family: '4' | '6' | 'any'): { child: ChildProcess; buf: string; queue: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> } {
     let p = this.#procs.get(family);
     if (p !== undefined) return p;
-    const args = [...(this.#netns === undefined ? [] : ['-n', this.#netns]), ...(family === 'any' ? [] : [`-${family}`]), '-json', '-batch', '-'];
-    const child = spawn('setpriv', ['--pdeathsig', 'KILL', 'ip', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const args = ipBatchArgs(this.#netns, family);
+    const child = spawnChild('setpriv', ['--pdeathsig', 'KILL', 'ip', ...args], IP_BATCH_STDIO);
     const q: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> = [];
     const proc = { child, buf: '', queue: q };
     let err = '';
@@ -1119,11 +1147,11 @@ export class NextHopWatcher {
     this.#lease = setInterval(() => this.#renew(), Math.max(100, Math.floor(leaseMs / 3)));
     this.#lease.unref();
     this.#batch = new IpBatch(this.#o.netns);
+    this.#batch.startAll();
     if (this.#o.watch === false) return;
-    const args = [...(this.#o.netns === undefined ? [] : ['-n', this.#o.netns]), 'monitor', 'label', 'route', 'neigh', 'link', 'rule', 'netconf'];
     // setpriv sets PR_SET_PDEATHSIG before it execs ip: the kernel kills ip
     // when this process dies, however it dies.
-    const child = spawn('setpriv', ['--pdeathsig', 'KILL', 'ip', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawnChild('setpriv', ['--pdeathsig', 'KILL', 'ip', ...monitorArgs(this.#o.netns)], MONITOR_STDIO);
     this.#child = child;
     child.stdout.on('data', (d: Buffer) => this.#onMonitor(d.toString()));
     child.stderr.on('data', (d: Buffer) => this.#o.onError?.(new Error(`ip monitor: ${d.toString().trim()}`)));
