@@ -39,7 +39,7 @@ import {
 } from '../dataplane/dataplane.js';
 import { closeFd, mapInfo, progInfo } from '../dataplane/libbpf.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
-import { NextHopWatcher, spawnNextHopChildrenEarly } from '../dataplane/nexthop.js';
+import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.js';
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
@@ -108,7 +108,7 @@ export interface DaemonOptions {
    * rules (default true); false: in takeOver(), after the lock, as before.
    */
   readonly earlyLoad?: boolean;
-  /** Spawn the `ip` children in prepare(), before the config makes the daemon big (default true; src/host/spawn-early.ts). */
+  /** Spawn `ip` children (the link monitor, the next-hop readers) in prepare(), before the config makes the daemon big (default true; src/host/spawn-early.ts). */
   readonly spawnEarly?: boolean;
   readonly log: Logger;
 }
@@ -312,6 +312,7 @@ export class Daemon {
       this.takeOver();
     } catch (e) {
       this.unlock();
+      dropEarly(this);
       throw e;
     }
   }
@@ -403,8 +404,8 @@ export class Daemon {
     if (o.netns !== undefined) enterNetns(o.netns);
     // While the daemon is small: the start takes them after the load (src/host/spawn-early.ts).
     if (o.spawnEarly !== false) {
-      spawnEarly('setpriv', LINK_MONITOR_ARGS, LINK_MONITOR_STDIO);
-      spawnNextHopChildrenEarly();
+      spawnEarly('setpriv', LINK_MONITOR_ARGS, LINK_MONITOR_STDIO, this);
+      spawnNextHopReadersEarly(undefined, this);
     }
     const t0 = performance.now();
     const { config, sha, bytes } = await this.#readConfig(
@@ -501,7 +502,7 @@ export class Daemon {
 
   /** Unload the program prepare() loaded, if takeOver() has not taken it (a start refused after prepare()). */
   dropPrepared(): void {
-    dropEarly();
+    dropEarly(this);
     this.#early?.program?.close();
     this.#early = undefined;
   }
@@ -599,8 +600,8 @@ export class Daemon {
     this.#nexthops();
     this.#watchLinks();
     this.#startBgp();
-    // The next-hop children when forwarding is not fib: nobody takes them.
-    const dropped = dropEarly();
+    // The next-hop readers when forwarding is not fib: nobody takes them.
+    const dropped = dropEarly(this);
     if (dropped > 0) this.#log.debug({ children: dropped }, 'children spawned early and not used: killed');
   }
 
@@ -1824,7 +1825,7 @@ export class Daemon {
     this.#bgp?.stop();
     clearInterval(this.#linkTimer);
     this.#linkMonitor?.kill('SIGKILL');
-    dropEarly();
+    dropEarly(this);
     if (this.#o.detachOnExit === true) {
       const removed = this.pins.removeAll();
       this.#log.info({ removed }, 'detached from every interface and removed the pins');

@@ -68,7 +68,10 @@ export function ensureBpffs(dir: string): boolean {
       makeDirs(dir, 0o700);
     } catch (e) {
       // /sys/fs/bpf/NAME before a bpffs is mounted on /sys/fs/bpf: nothing can be made there.
-      throw new Error(`${(e as Error).message}; give --bpffs a directory that can be made, or mount a bpf filesystem first (mount -t bpf bpf DIR)`, { cause: e });
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      const err: NodeJS.ErrnoException = new Error(`${(e as Error).message}; give --bpffs a directory that can be made, or mount a bpf filesystem first (mount -t bpf bpf DIR)`, { cause: e });
+      err.code = 'ENOENT';
+      throw err;
     }
   }
   try {

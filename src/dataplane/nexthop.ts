@@ -200,13 +200,15 @@ function monitorArgs(netns: string | undefined): string[] {
 }
 
 /**
- * Spawn the `ip` children a NextHopWatcher of `netns` starts (its monitor
- * and IpBatch's readers) now, while the daemon is small: its start takes
- * them (src/host/spawn-early.ts).
+ * Spawn the table readers a NextHopWatcher of `netns` starts (IpBatch's
+ * three) now, while the daemon is small: its start takes them
+ * (src/host/spawn-early.ts). Not the monitor: spawned early it would hand
+ * over the link events of the start's own attach, and a link event makes
+ * the next pass a full one (a second full pass of every rule right after
+ * the start's first).
  */
-export function spawnNextHopChildrenEarly(netns?: string): void {
-  spawnEarly('setpriv', ['--pdeathsig', 'KILL', 'ip', ...monitorArgs(netns)], MONITOR_STDIO);
-  for (const f of IP_BATCH_FAMILIES) spawnEarly('setpriv', ['--pdeathsig', 'KILL', 'ip', ...ipBatchArgs(netns, f)], IP_BATCH_STDIO);
+export function spawnNextHopReadersEarly(netns: string | undefined, owner: object): void {
+  for (const f of IP_BATCH_FAMILIES) spawnEarly('setpriv', ['--pdeathsig', 'KILL', 'ip', ...ipBatchArgs(netns, f)], IP_BATCH_STDIO, owner);
 }
 
 /**

@@ -7,8 +7,10 @@
  * after filling the tables, its largest moment, in the way of the API's
  * first answers. Spawned early they wait, parked, until their user takes
  * them (same command, same arguments); what nobody takes is killed
- * (dropEarly). Output a parked child writes waits in its pipe: nothing is
- * lost.
+ * (dropEarly). Output a parked child writes waits in its pipe (up to the
+ * pipe's size; a child that writes more blocks until taken): for children
+ * that write nothing before they are asked, or whose early output would be
+ * replayed to no harm.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
@@ -20,6 +22,8 @@ export type PipedChild = ChildProcess & { readonly stdout: Readable; readonly st
 
 interface Parked {
   readonly child: ChildProcess;
+  /** Whose it is: dropEarly(owner) kills only those (several daemons may run in one process: tests). */
+  readonly owner: object | undefined;
   /** Listens while parked: an 'error' event with no listener would end the process. */
   readonly onError: (e: Error) => void;
   failed: boolean;
@@ -44,11 +48,21 @@ function keyOf(cmd: string, args: readonly string[], stdio: ChildStdio): string 
   return JSON.stringify([netnsNow(), cmd, args, stdio]);
 }
 
-/** Spawn `cmd args` now, for a later spawnChild of the same command to take. */
-export function spawnEarly(cmd: string, args: readonly string[], stdio: ChildStdio): void {
-  const child = spawn(cmd, [...args], { stdio });
+/**
+ * Spawn `cmd args` now, for a later spawnChild of the same command to take.
+ * Best effort: a spawn that fails now (ENOMEM, EAGAIN) parks nothing, and
+ * the taker spawns then. Returns the child, or undefined.
+ */
+export function spawnEarly(cmd: string, args: readonly string[], stdio: ChildStdio, owner?: object): ChildProcess | undefined {
+  let child: ChildProcess;
+  try {
+    child = spawn(cmd, [...args], { stdio });
+  } catch {
+    return undefined;
+  }
   const p: Parked = {
     child,
+    owner,
     onError: () => {
       p.failed = true;
     },
@@ -57,6 +71,7 @@ export function spawnEarly(cmd: string, args: readonly string[], stdio: ChildStd
   child.on('error', p.onError);
   const key = keyOf(cmd, args, stdio);
   parked.set(key, [...(parked.get(key) ?? []), p]);
+  return child;
 }
 
 /**
@@ -79,16 +94,19 @@ export function spawnChild(cmd: string, args: readonly string[], stdio: ChildStd
   return spawn(cmd, [...args], { stdio }) as PipedChild;
 }
 
-/** Kill every parked child nobody took; returns how many. */
-export function dropEarly(): number {
+/** Kill the parked children of `owner` (every one: undefined) that nobody took; returns how many. */
+export function dropEarly(owner?: object): number {
   let n = 0;
-  for (const list of parked.values()) {
+  for (const [key, list] of parked) {
+    const keep = list.filter((p) => owner !== undefined && p.owner !== owner);
     for (const p of list) {
+      if (keep.includes(p)) continue;
       p.child.kill('SIGKILL');
       n++;
     }
+    if (keep.length === 0) parked.delete(key);
+    else parked.set(key, keep);
   }
-  parked.clear();
   return n;
 }
 
