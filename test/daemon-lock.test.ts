@@ -12,7 +12,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
+import { cleanupAll, MUP_BIN, TestDaemon } from './helpers/daemon.js';
 import { Lab } from './helpers/netns.js';
 import { instanceLockHolder, stateLockHolder } from '../src/host/lock.js';
 
@@ -91,22 +91,7 @@ describe.skipIf(!isRoot)('one daemon per instance', () => {
     await first.start();
   });
 
-  afterAll(async () => {
-    const problems: string[] = [];
-    for (const t of [...others, first]) {
-      try {
-        await t?.cleanup();
-      } catch (e) {
-        problems.push((e as Error).message);
-      }
-    }
-    try {
-      await lab?.destroy();
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    if (problems.length > 0) throw new Error(problems.join('\n'));
-  });
+  afterAll(() => cleanupAll([...others, first], lab));
 
   it('names the running daemon: instanceLockHolder and stateLockHolder', () => {
     expect(instanceLockHolder(first!.instance, first!.bpffs)).toBe(first!.pid);

@@ -8,7 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestDaemon } from './helpers/daemon.js';
+import { cleanupAll, TestDaemon } from './helpers/daemon.js';
 import { Lab } from './helpers/netns.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -50,22 +50,7 @@ describe.skipIf(!isRoot)('ip children spawned early', () => {
     await lab.ip('mup', 'link', 'set', `${IFACE}p`, 'up');
   });
 
-  afterAll(async () => {
-    const problems: string[] = [];
-    for (const t of daemons) {
-      try {
-        await t.cleanup();
-      } catch (e) {
-        problems.push((e as Error).message);
-      }
-    }
-    try {
-      await lab?.destroy();
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    if (problems.length > 0) throw new Error(problems.join('\n'));
-  });
+  afterAll(() => cleanupAll(daemons, lab));
 
   const start = async (forwarding: string): Promise<TestDaemon> => {
     const t = new TestDaemon({ config: config(forwarding), netns: lab!.ns('mup'), instance: `se${forwarding}${process.pid}` });

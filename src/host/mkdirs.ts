@@ -15,13 +15,11 @@ function code(e: unknown): string | undefined {
   return (e as NodeJS.ErrnoException).code;
 }
 
-/** The refusal, worded, keeping the system error's code, errno, syscall and path (callers map ENOSPC and EDQUOT to their own answers). */
-function refusal(message: string, cause: NodeJS.ErrnoException | { code: string; path: string }): NodeJS.ErrnoException {
-  const e: NodeJS.ErrnoException = new Error(message, { cause });
-  e.code = cause.code;
-  if ('errno' in cause && cause.errno !== undefined) e.errno = cause.errno;
-  if ('syscall' in cause && cause.syscall !== undefined) e.syscall = cause.syscall;
-  if (cause.path !== undefined) e.path = cause.path;
+/** The refusal, worded, with the system error's code, errno, syscall and path (callers map ENOSPC and EDQUOT to their own answers). */
+function refusal(message: string, from: Pick<NodeJS.ErrnoException, 'code' | 'errno' | 'syscall' | 'path'>, cause?: Error): NodeJS.ErrnoException {
+  const e: NodeJS.ErrnoException = new Error(message, cause === undefined ? undefined : { cause });
+  const { code: c, errno, syscall, path } = from;
+  Object.assign(e, { code: c }, errno === undefined ? {} : { errno }, syscall === undefined ? {} : { syscall }, path === undefined ? {} : { path });
   return e;
 }
 
@@ -61,7 +59,7 @@ export function makeDirs(dir: string, mode = 0o777): string | undefined {
         code(e) === 'ENOENT'
           ? `the filesystem of ${dirname(p)} does not allow new directories there (mkdir: ENOENT)`
           : (e as Error).message;
-      throw refusal(`cannot make directory ${p}: ${why}`, e as NodeJS.ErrnoException);
+      throw refusal(`cannot make directory ${p}: ${why}`, e as NodeJS.ErrnoException, e as Error);
     }
   }
   return missing.at(-1);

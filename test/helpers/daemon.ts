@@ -202,3 +202,25 @@ export class TestDaemon {
     if (errors.length > 0) throw new Error(errors.join('\n'));
   }
 }
+
+/**
+ * A test file's afterAll: every daemon cleaned up (stopped, torn down,
+ * unmounted), then the namespaces destroyed, each step tried whatever the
+ * others did; one error naming every problem.
+ */
+export async function cleanupAll(daemons: readonly (TestDaemon | undefined)[], lab: { destroy(): Promise<void> } | undefined): Promise<void> {
+  const problems: string[] = [];
+  for (const t of daemons) {
+    try {
+      await t?.cleanup();
+    } catch (e) {
+      problems.push((e as Error).message);
+    }
+  }
+  try {
+    await lab?.destroy();
+  } catch (e) {
+    problems.push((e as Error).message);
+  }
+  if (problems.length > 0) throw new Error(problems.join('\n'));
+}
