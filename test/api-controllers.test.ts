@@ -28,7 +28,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../src/daemon/api.js';
 import { LAYOUTS } from '../src/dataplane/codec.js';
 import { closeFd, mapNextKey, objGet } from '../src/dataplane/libbpf.js';
-import { MUP_BIN, TestDaemon, type ApiAnswer } from './helpers/daemon.js';
+import { cleanupAll, MUP_BIN, TestDaemon, type ApiAnswer } from './helpers/daemon.js';
 import { Lab } from './helpers/netns.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -138,19 +138,11 @@ describe.skipIf(!isRoot)('API for controllers: batch, health, scoped tokens, err
   });
 
   afterAll(async () => {
-    const problems: string[] = [];
     try {
-      await d?.cleanup();
-    } catch (e) {
-      problems.push((e as Error).message);
+      await cleanupAll([d], lab);
+    } finally {
+      if (userMade) await execa('userdel', [USER], { reject: false });
     }
-    try {
-      await lab?.destroy();
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    if (userMade) await execa('userdel', [USER], { reject: false });
-    if (problems.length > 0) throw new Error(problems.join('\n'));
   });
 
   it('a healthy daemon: /v1/health 200 ok, mup status exits 0', async () => {
