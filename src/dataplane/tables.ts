@@ -287,15 +287,24 @@ class Mirror {
   }
 
   #count(plen: number, by: number, key?: string): void {
+    this.#countDa(plen, by, plen > 32 && key !== undefined && this.flagsAt !== undefined ? keyParts(key).daddr : undefined);
+  }
+
+  /** #count with the key's DA (policies, keys longer than 32 bits) given as a number. */
+  #countDa(plen: number, by: number, da: number | undefined): void {
     const n = (this.#plenCount.get(plen) ?? 0) + by;
     if (n <= 0) this.#plenCount.delete(plen);
     else this.#plenCount.set(plen, n);
-    if (plen > 32 && key !== undefined && this.flagsAt !== undefined) {
-      const da = keyParts(key).daddr;
+    if (plen > 32 && da !== undefined && this.flagsAt !== undefined) {
       const t = (this.teidKeys.get(da) ?? 0) + by;
       if (t <= 0) this.teidKeys.delete(da);
       else this.teidKeys.set(da, t);
     }
+  }
+
+  /** The DA of the policy key at `keys[at, ...)` when its length is over 32 bits (TEID keys), else undefined. */
+  #daAt(plen: number, keys: Buffer, at: number): number | undefined {
+    return plen > 32 && this.flagsAt !== undefined ? keys.readUInt32BE(at + PK_DADDR) : undefined;
   }
 
   /** Prefix length of the entry with this key, if any. */
@@ -326,6 +335,26 @@ class Mirror {
     this.#count(plen, +1, key);
     this.keys.set(key, rule);
     this.#ours(rule, value, plen, at);
+  }
+
+  /**
+   * add() of the key whose bytes are `keys[at, at + key size)`, made no
+   * text of (a fill of an empty table); false, and nothing changed, when
+   * the mirror has that key.
+   */
+  addBytes(keys: Buffer, at: number, rule: number, value: Buffer, plen: number, vat: number): boolean {
+    if (!this.keys.addBytes(keys, at, rule)) return false;
+    this.#countDa(plen, +1, this.#daAt(plen, keys, at));
+    this.#ours(rule, value, plen, vat);
+    return true;
+  }
+
+  /** Take back an addBytes of rule `rule` (a fill's entries that were not written). */
+  deleteBytes(keys: Buffer, at: number, rule: number): void {
+    if (!this.keys.deleteBytes(keys, at)) return;
+    const plen = this.#plens[rule - this.first]!;
+    this.#countDa(plen, -1, this.#daAt(plen, keys, at));
+    this.#plens[rule - this.first] = -1;
   }
 
   #ours(rule: number, value: Buffer | undefined, plen: number, at: number): void {
@@ -482,6 +511,26 @@ interface Plan {
   readonly unchanged: number;
   readonly plensAfter: number[];
   readonly taken: number[];
+}
+
+/** One table's part of a fill of empty tables (Tables.#filling): entries 0..n-1 of its buffers. */
+interface Fill {
+  n: number;
+  readonly ks: number;
+  readonly vs: number;
+  readonly fd: number;
+  readonly name: string;
+  keys: Buffer;
+  values: Buffer;
+  /** Each entry's rule id. */
+  rules: Uint32Array;
+  plensAfter: number[];
+  /** Entries written to the map (0..written-1). */
+  written: number;
+  /** Key texts of the address-only entries (policies). */
+  readonly addrOnly: string[];
+  /** Take the entries from `from` on out of the mirror and give their ids back. */
+  readonly undo: (from: number) => void;
 }
 
 // Keys and values of a batch are encoded into one buffer each: a Buffer of
@@ -785,6 +834,12 @@ export class Tables {
    */
   sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): ApplyResult {
     this.#mayWrite();
+    if (this.#policies.size === 0 && this.#localsids.size === 0 && this.#sessions.size === 0 && this.#pendingFree.length === 0) {
+      // Every table empty (no entry of ours or another's): a fill, no Put per rule.
+      const r = runSteps(this.#filling(settings, policies, localsids, sessions));
+      this.#reclaimDone();
+      return r;
+    }
     const putP = runSteps(policyPuts(policies));
     const putL = runSteps(localSidPuts(localsids));
     const putS = runSteps(sessionPuts(sessions));
@@ -959,16 +1014,7 @@ export class Tables {
     clock = new SliceClock(),
     oneByOne = READ_BACK_ONE_BY_ONE,
   ): Generator<TableStep, ApplyResult> {
-    if (
-      settings.maxPolicies !== this.sizes.maxPolicies ||
-      settings.maxLocalSids !== this.sizes.maxLocalSids ||
-      maxSessionsOf(settings) !== maxSessionsOf(this.sizes)
-    ) {
-      throw new RangeError(
-        `table sizes are fixed once loaded (max_policies ${this.sizes.maxPolicies}, max_localsids ${this.sizes.maxLocalSids}); ` +
-          'restart the data plane with --replace-tables to change them',
-      );
-    }
+    this.#checkSizes(settings);
     // Plan everything first, so that a batch that does not fit writes nothing.
     const planP = yield* this.#plan(putP, delP, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies, clock, oneByOne);
     let planL: Plan;
@@ -1112,6 +1158,192 @@ export class Tables {
     return { added, replaced, deleted, unchanged };
   }
 
+  #checkSizes(settings: Settings): void {
+    if (
+      settings.maxPolicies !== this.sizes.maxPolicies ||
+      settings.maxLocalSids !== this.sizes.maxLocalSids ||
+      maxSessionsOf(settings) !== maxSessionsOf(this.sizes)
+    ) {
+      throw new RangeError(
+        `table sizes are fixed once loaded (max_policies ${this.sizes.maxPolicies}, max_localsids ${this.sizes.maxLocalSids}); ` +
+          'restart the data plane with --replace-tables to change them',
+      );
+    }
+  }
+
+  /**
+   * sync() into three empty tables (a first start, --replace-tables): what
+   * #applying does for puts that are all new, without a Put object, a key
+   * text or a Set entry per rule. Each key is encoded into the batch's
+   * buffer and goes into the mirror's index from its bytes (a key given
+   * twice is found there); the ids are taken in list order, the
+   * address-only entries after the policies, as #withAddrOnly gives them.
+   * Nothing is written before every rule has its id and the prefix lengths
+   * are checked; a failed write leaves the mirror holding what was written.
+   * 524,288 rules: the plan's 4.0 s was 1.9 s of Put objects, key texts and
+   * Sets (docs/bench.md, session 24).
+   */
+  *#filling(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[]): Generator<TableStep, ApplyResult> {
+    this.#checkSizes(settings);
+    const before = this.#fields(this.#settings, [], [], []);
+    const fills = [
+      this.#fillPlan(policies, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies, this.#fds.policiesFd, MAP_POLICIES,
+        (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len), (p, b, o) => writePolicyKey(p.match, p.teid, b, o), writePolicy),
+    ];
+    try {
+      fills.push(
+        this.#fillPlan(localsids, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids, this.#fds.localsidsFd, MAP_LOCALSIDS,
+          (l) => l.sid.len, (l, b, o) => writeLocalSidKey(l.sid, b, o), writeLocalSid),
+        this.#fillPlan(sessions, this.#sessions, this.#sessionIds, 'sessions', 'max_sessions', maxSessionsOf(this.sizes), this.#fds.sessionsFd, MAP_SESSIONS,
+          (x) => sessionPlen(x.ue.family, x.ue.prefix.len), (x, b, o) => writeSessionKey(x.ue, b, o), writeSession),
+      );
+    } catch (e) {
+      for (const f of fills) f.undo(0);
+      throw e;
+    }
+    const after = this.#fields(settings, fills[0]!.plensAfter, fills[1]!.plensAfter, fills[2]!.plensAfter);
+    let added = 0;
+    let k = 0;
+    try {
+      yield* graceStep(this.#allocDebt);
+      const clock = new SliceClock();
+      for (; k < fills.length; k++) {
+        const f = fills[k]!;
+        if (f.n === 0) continue;
+        this.trace?.push({ op: 'insert', seq: graceClock.completed });
+        for (let at = 0; at < f.n; at += INSERT_CHUNK) {
+          if (at > 0 && clock.due()) yield;
+          const n = Math.min(INSERT_CHUNK, f.n - at);
+          mapUpdateBatch(f.fd, f.keys.subarray(at * f.ks, (at + n) * f.ks), f.values.subarray(at * f.vs, (at + n) * f.vs), n, f.name);
+          this.#touch(f.fd);
+          this.generation++;
+          f.written = at + n;
+          added += n;
+        }
+      }
+      const afterNow = withFields(after, this.#nextGens());
+      if (!sameFields(before, afterNow)) yield* this.#writingConfig(afterNow);
+    } catch (e) {
+      for (; k < fills.length; k++) fills[k]!.undo(fills[k]!.written);
+      if ((this.#touched.policy || this.#touched.localsid) && !this.#closed) {
+        try {
+          this.#writeConfig(withFields(this.readConfig(), this.#nextGens()));
+        } catch {
+          // The first error is the one to report.
+        }
+      }
+      throw e;
+    }
+    this.#settings = settings;
+    return { added, replaced: 0, deleted: 0, unchanged: 0 };
+  }
+
+  /**
+   * One table's part of #filling: every rule's key and value encoded, its
+   * id taken and its key in the (empty) mirror; for policies, then the
+   * address-only entries the TEID keys call for.
+   */
+  #fillPlan<R>(
+    list: readonly R[],
+    mirror: Mirror,
+    ids: IdPool,
+    what: string,
+    setting: string,
+    max: number,
+    fd: number,
+    name: string,
+    plenOf: (r: R) => number,
+    writeKey: (r: R, into: Buffer, at: number) => void,
+    writeValue: (r: R, rule: number, into: Buffer, at: number) => void,
+  ): Fill {
+    const ks = mirror.keys.keyLength;
+    const vs = mirror.valueSize;
+    const policies = mirror === this.#policies;
+    // Address-only entries: at most one per N3 address with TEID keys, counted after the rules.
+    let room = list.length;
+    const keys0 = Buffer.alloc(ks * room);
+    const values0 = Buffer.alloc(vs * room);
+    const rules0 = new Uint32Array(room);
+    const fill: Fill = {
+      n: 0,
+      ks,
+      vs,
+      fd,
+      name,
+      keys: keys0,
+      values: values0,
+      rules: rules0,
+      plensAfter: [],
+      written: 0,
+      addrOnly: [],
+      undo: (from: number): void => {
+        for (let i = from; i < fill.n; i++) mirror.deleteBytes(fill.keys, i * ks, fill.rules[i]!);
+        for (const k of fill.addrOnly) if (!mirror.keys.has(k)) this.#addrOnly.delete(k);
+        ids.give(Array.from(fill.rules.subarray(from, fill.n)));
+        fill.n = from;
+      },
+    };
+    const full = (): never => {
+      throw new TablesFullError(`the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables`);
+    };
+    try {
+      mirror.keys.reserve(list.length);
+      // N3 addresses in the order their first TEID key comes (as #withAddrOnly orders its address-only puts).
+      const teidAddrs: number[] = [];
+      for (let i = 0; i < list.length; i++) {
+        const r = list[i]!;
+        const plen = plenOf(r);
+        writeKey(r, fill.keys, i * ks);
+        const rule = ids.take() ?? full();
+        writeValue(r, rule, fill.values, i * vs);
+        if (policies && plen > 32) {
+          const da = fill.keys.readUInt32BE(i * ks + PK_DADDR);
+          if (!mirror.teidKeys.has(da)) teidAddrs.push(da);
+        }
+        if (!mirror.addBytes(fill.keys, i * ks, rule, fill.values, plen, i * vs)) {
+          ids.give([rule]);
+          throw new RangeError(`the same ${what} key is given twice in one change`);
+        }
+        fill.rules[i] = rule;
+        fill.n = i + 1;
+      }
+      if (teidAddrs.length > 0) {
+        room = list.length + teidAddrs.length;
+        const keys = Buffer.alloc(ks * room);
+        const values = Buffer.alloc(vs * room);
+        const rules = new Uint32Array(room);
+        keys.set(fill.keys);
+        values.set(fill.values);
+        rules.set(fill.rules);
+        Object.assign(fill, { keys, values, rules });
+        for (const da of teidAddrs) {
+          const at = fill.n;
+          encodePolicyKey({ addr: da, len: 32 } as Ipv4Prefix, fill.keys, at * ks);
+          const rule = ids.take() ?? full();
+          writeAddrOnlyPolicy(rule, fill.values, at * vs);
+          // A real /32 policy of the address: no address-only entry.
+          if (!mirror.addBytes(fill.keys, at * ks, rule, fill.values, 32, at * vs)) {
+            ids.give([rule]);
+            fill.keys.fill(0, at * ks, (at + 1) * ks);
+            fill.values.fill(0, at * vs, (at + 1) * vs);
+            continue;
+          }
+          const k = fill.keys.toString('latin1', at * ks, (at + 1) * ks);
+          this.#addrOnly.add(k);
+          fill.addrOnly.push(k);
+          fill.rules[at] = rule;
+          fill.n = at + 1;
+        }
+      }
+      fill.plensAfter = mirror.plens();
+      checkPlens(what, fill.plensAfter, mirror === this.#sessions);
+      return fill;
+    } catch (e) {
+      fill.undo(0);
+      throw e;
+    }
+  }
+
   *#plan(
     puts: readonly Put[],
     dels: readonly string[],
@@ -1174,14 +1406,7 @@ export class Tables {
       for (const i of fresh) lens.add(puts[i]!.plen);
       for (const i of replace) lens.add(puts[i]!.plen);
       const plensAfter = [...lens].sort((a, b) => b - a);
-      // Sessions: two lists (IPv4, IPv6 UE prefixes), each of at most MUP_MAX_PLENS.
-      const perList = mirror === this.#sessions ? Math.max(...[4, 6].map((f) => plensAfter.filter((p) => p >> 8 === f).length)) : plensAfter.length;
-      if (perList > MUP_MAX_PLENS) {
-        throw new RangeError(
-          `${what} would use ${plensAfter.length} distinct prefix lengths (${plensAfter.map((l) => `/${l}`).join(' ')}); ` +
-            `the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
-        );
-      }
+      checkPlens(what, plensAfter, mirror === this.#sessions);
       const contiguous = fresh.length === puts.length && !puts.some((p) => p.standalone === true);
       return { puts, values, rules, fresh, replace, contiguous, deletes, unchanged, plensAfter, taken };
     } catch (e) {
@@ -1400,6 +1625,17 @@ export class Tables {
  * buffer (a sync's rules and the few address-only entries after them: two
  * runs and a few), not one per entry.
  */
+/** Refuses more distinct prefix lengths than the data path looks up (sessions: two lists, IPv4 and IPv6 UE prefixes, each of at most MUP_MAX_PLENS). */
+function checkPlens(what: string, plensAfter: readonly number[], sessions: boolean): void {
+  const perList = sessions ? Math.max(...[4, 6].map((f) => plensAfter.filter((p) => p >> 8 === f).length)) : plensAfter.length;
+  if (perList > MUP_MAX_PLENS) {
+    throw new RangeError(
+      `${what} would use ${plensAfter.length} distinct prefix lengths (${plensAfter.map((l) => `/${l}`).join(' ')}); ` +
+        `the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
+    );
+  }
+}
+
 function gather(plan: Plan, vs: number): { keys: Buffer; values: Buffer } {
   const { puts, fresh, values: planned } = plan;
   const ks = puts[fresh[0]!]!.keyStr.length;

@@ -47,6 +47,17 @@ function hashText(key: string): number {
   return h === 0 ? 1 : h;
 }
 
+/** hashText of the key whose bytes are `b[at, at + len)` (the same number for the same key). */
+function hashBytes(b: Uint8Array, at: number, len: number): number {
+  let f = 0x811c9dc5;
+  for (let i = at; i < at + len; i++) {
+    f ^= b[i]!;
+    f = Math.imul(f, 0x01000193);
+  }
+  const h = (f ^ (f >>> 15)) >>> 0;
+  return h === 0 ? 1 : h;
+}
+
 /** The shard a key goes to (tests build clusters in one shard with it). */
 export function keyShard(key: string): number {
   return hashText(key) >>> (32 - SHARD_BITS);
@@ -78,6 +89,35 @@ class Shard {
     const b = this.keys;
     const at = slot * this.len;
     for (let i = 0; i < key.length; i++) if (b[at + i] !== key.charCodeAt(i)) return false;
+    return true;
+  }
+
+  sameBytes(slot: number, k: Uint8Array, kat: number): boolean {
+    const b = this.keys;
+    const at = slot * this.len;
+    for (let i = 0; i < this.len; i++) if (b[at + i] !== k[kat + i]) return false;
+    return true;
+  }
+
+  /** The slot of the key at `k[kat, kat + len)`, or -1. */
+  findBytes(h: number, k: Uint8Array, kat: number): number {
+    const hashes = this.hashes;
+    for (let s = h & this.mask; ; s = (s + 1) & this.mask) {
+      const x = hashes[s]!;
+      if (x === 0) return -1;
+      if (x === h && this.sameBytes(s, k, kat)) return s;
+    }
+  }
+
+  /** Add the key at `k[kat, kat + len)` with its value; false (nothing changed) when it is there. */
+  addBytes(h: number, k: Uint8Array, kat: number, value: number): boolean {
+    if (this.findBytes(h, k, kat) >= 0) return false;
+    if (slotsFor(this.count + 1) > this.slots) this.resize(this.slots * 2);
+    const s = this.emptySlot(h);
+    this.keys.set(k.subarray(kat, kat + this.len), s * this.len);
+    this.hashes[s] = h;
+    this.values[s] = value;
+    this.count++;
     return true;
   }
 
@@ -223,6 +263,32 @@ export class KeyIndex {
     const h = hashText(key);
     if (this.#shard(h).put(h, key, value)) this.#count++;
     return this;
+  }
+
+  /**
+   * Add the key whose bytes are `keys[at, at + keyLength)` (no text made:
+   * a fill of an empty table, src/dataplane/tables.ts); false, and nothing
+   * changed, when the key is there already.
+   */
+  addBytes(keys: Uint8Array, at: number, value: number): boolean {
+    if (at < 0 || at + this.keyLength > keys.length) throw new RangeError(`no ${this.keyLength}-byte key at byte ${at} of ${keys.length}`);
+    if ((value | 0) !== value) throw new RangeError(`${value} is not a 32-bit integer`);
+    const h = hashBytes(keys, at, this.keyLength);
+    if (!this.#shard(h).addBytes(h, keys, at, value)) return false;
+    this.#count++;
+    return true;
+  }
+
+  /** Remove the key whose bytes are `keys[at, at + keyLength)`; false when it is not there. */
+  deleteBytes(keys: Uint8Array, at: number): boolean {
+    if (at < 0 || at + this.keyLength > keys.length) throw new RangeError(`no ${this.keyLength}-byte key at byte ${at} of ${keys.length}`);
+    const h = hashBytes(keys, at, this.keyLength);
+    const t = this.#shard(h);
+    const s = t.findBytes(h, keys, at);
+    if (s < 0) return false;
+    t.remove(s);
+    this.#count--;
+    return true;
   }
 
   delete(key: string): boolean {

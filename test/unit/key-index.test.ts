@@ -128,4 +128,32 @@ describe('KeyIndex answers as a Map of the key texts', () => {
     expect(() => t.set(`${'a'.repeat(11)}\u0100`, 1)).toThrow(/character 11 of the key is not a byte \(256\)/);
     expect(t.size).toBe(0);
   });
+  it('addBytes and deleteBytes (keys read from a buffer, no text) answer as set and delete of the same key texts', () => {
+    const rnd = seededBelow(11);
+    const len = 12;
+    const t = new KeyIndex(len);
+    const want = new Map<string, number>();
+    // Keys at odd offsets of a larger buffer, many of them repeated: the bytes at [at, at + len) only.
+    const buf = Buffer.alloc(len * 4000 + 3, 0xee);
+    for (let step = 0; step < 20_000; step++) {
+      const i = rnd(4000);
+      const k = keyOf(rnd(2_000), len);
+      const at = 3 + i * len - (i > 0 ? 1 : 0);
+      buf.write(k, at, 'latin1');
+      if (rnd(100) < 70) {
+        const added = t.addBytes(buf, at, step);
+        expect(added, `step ${step}: added only when absent`).toBe(!want.has(k));
+        if (added) want.set(k, step);
+      } else {
+        expect(t.deleteBytes(buf, at)).toBe(want.delete(k));
+      }
+      if (step % 2_500 === 0) check(t, want);
+    }
+    check(t, want);
+    // Found by their texts too: the same hash and bytes.
+    for (const [k, v] of want) expect(t.get(k)).toBe(v);
+    expect(() => t.addBytes(buf, buf.length - len + 1, 1)).toThrow(/no 12-byte key at byte/);
+    expect(() => t.deleteBytes(buf, -1)).toThrow(/no 12-byte key at byte -1/);
+    expect(() => t.addBytes(buf, 0, 2 ** 31)).toThrow(/not a 32-bit integer/);
+  });
 });

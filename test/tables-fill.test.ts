@@ -1,0 +1,167 @@
+/**
+ * A fill of empty tables (Tables.sync on a first start: src/dataplane/tables.ts
+ * #filling, no Put object or key text per rule) must leave the kernel maps,
+ * the configuration and the mirror exactly as the general change path
+ * (Tables.apply, the path of every API change) leaves them for the same
+ * rules: every entry byte for byte, the rule ids, the address-only entries
+ * of N3 addresses with TEID policies, the prefix-length lists. A fill that
+ * cannot be done (a key twice, a full table, too many prefix lengths)
+ * writes nothing and takes no id.
+ */
+import { existsSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/load.js';
+import type { Config, Policy } from '../src/config/types.js';
+import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
+import { LAYOUTS } from '../src/dataplane/codec.js';
+import { mapDump } from '../src/dataplane/libbpf.js';
+import { TablesFullError } from '../src/dataplane/tables.js';
+
+const haveObject = existsSync(DEFAULT_OBJECT);
+
+const SETTINGS = 'settings: { forwarding: tx, max_policies: 1024, max_localsids: 256, max_sessions: 512 }\n';
+
+/**
+ * Rules of every kind and shape: prefix policies with and without segments,
+ * (N3, TEID) policies on five N3 addresses (one of them with a /32 policy
+ * of its own, listed after its TEID policies), local SIDs of each
+ * behaviour, IPv4 and IPv6 sessions.
+ */
+function rulesYaml(): string {
+  const out = ['policies:'];
+  for (let i = 0; i < 300; i++) {
+    const seg = i % 7 === 0 ? `, segments: ["2001:db8:a::${i.toString(16)}", "2001:db8:b::1"]` : '';
+    out.push(`  - { match: 10.${i >> 8}.${i & 255}.0/${i % 3 === 0 ? 24 : 23 + (i % 2)}, sr_prefix: "2001:db8:${(i % 50).toString(16)}::/48", src_prefix: "2001:db8:ff::/64", hop_limit: ${32 + (i % 9)}${seg} }`);
+  }
+  for (let n3 = 1; n3 <= 5; n3++) {
+    for (let t = 0; t < 40; t++) {
+      const teid = t % 4 === 0 ? `"${t << 8}/24"` : `"${t}/32"`;
+      out.push(`  - { match: 100.64.0.${n3}/32, teid: ${teid}, sid: "fc00:${n3}::${t.toString(16)}", src_prefix: "2001:db8:ff::/64" }`);
+    }
+  }
+  out.push('  - { match: 100.64.0.3/32, sr_prefix: "2001:db8:32::/48", src_prefix: "2001:db8:ff::/64" }');
+  out.push('localsids:');
+  for (let i = 0; i < 60; i++) out.push(`  - { sid: "2001:db8:e${i.toString(16)}::/${i % 2 === 0 ? 48 : 56}", src_prefix_len: 64, ttl: ${10 + i} }`);
+  out.push('  - { sid: "2001:db8:6::/64", behavior: end.m.gtp6.d, source: "2001:db8:ff::1", sr_prefix: "2001:db8:1::/64", mtu: 1400 }');
+  out.push('  - { sid: "2001:db8:7::/64", behavior: end.m.gtp6.e, source: "2001:db8:ff::2" }');
+  out.push('sessions:');
+  for (let i = 0; i < 150; i++) {
+    out.push(`  - { ue: 10.60.${i >> 8}.${i & 255}/32, teid: ${i + 1}, qfi: ${i % 64}, rqi: ${i % 2 === 0}, endpoint: 192.0.2.${1 + (i % 200)}, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }`);
+  }
+  for (let i = 0; i < 20; i++) {
+    out.push(`  - { ue: "2001:db8:60:${i.toString(16)}::/64", teid: ${0xffff0000 + i}, qfi: 9, endpoint: 192.0.2.9, source: 198.51.100.2, isd: "2001:db8:3::/56", src_prefix: "2001:db8:ff::/96", segments: ["2001:db8:c::1"] }`);
+  }
+  return `${out.join('\n')}\n`;
+}
+
+/** Every entry of a map as "key value" in hex, sorted. */
+function entries(fd: number, ks: number, vs: number, name: string): string[] {
+  const { keys, values, count } = mapDump(fd, ks, vs, name);
+  const rows: string[] = [];
+  for (let i = 0; i < count; i++) rows.push(`${keys.subarray(i * ks, (i + 1) * ks).toString('hex')} ${values.subarray(i * vs, (i + 1) * vs).toString('hex')}`);
+  return rows.sort();
+}
+
+/** The three tables, the configuration's prefix-length lists and the mirror's counts. */
+function state(dp: Dataplane): Record<string, unknown> {
+  const t = dp.tables;
+  const c = dp.rules.readConfig();
+  return {
+    policies: entries(t.policiesFd, LAYOUTS.mup_policy_key.size, LAYOUTS.mup_policy.size, 'mup_policies'),
+    localsids: entries(t.localsidsFd, LAYOUTS.mup_localsid_key.size, LAYOUTS.mup_localsid.size, 'mup_localsids'),
+    sessions: entries(t.sessionsFd, LAYOUTS.mup_session_key.size, LAYOUTS.mup_session.size, 'mup_sessions'),
+    plens: [c.policyPlens, c.localsidPlens, c.session4Plens, c.session6Plens],
+    counts: [dp.rules.policyCount, dp.rules.addrOnlyCount, dp.rules.localsidCount, dp.rules.sessionCount],
+    footprint: dp.rules.footprint(),
+  };
+}
+
+describe.skipIf(!haveObject)('a fill of empty tables', () => {
+  const open: Dataplane[] = [];
+  afterEach(() => {
+    for (const d of open.splice(0)) d.close();
+  });
+  const dataplane = (config: Config): Dataplane => {
+    const d = openDataplane({ config });
+    open.push(d);
+    return d;
+  };
+
+  it('leaves the maps, the rule ids, the address-only entries and the prefix lengths as the change path does', () => {
+    const full = parseConfig(SETTINGS + rulesYaml(), 'fill.yaml');
+    // The change path: empty tables, then every rule in one apply.
+    const byChange = dataplane(parseConfig(SETTINGS, 'empty.yaml'));
+    byChange.rules.apply({ putPolicies: full.policies, putLocalSids: full.localsids, putSessions: full.sessions });
+    // The fill: openDataplane syncs the config into the new, empty tables.
+    const byFill = dataplane(full);
+    const want = state(byChange);
+    const got = state(byFill);
+    expect(got).toEqual(want);
+    // What the comparison covers: 501 policies and 4 address-only entries (100.64.0.3 has its own /32).
+    expect(got['counts']).toEqual([501, 4, 62, 170]);
+    // Rule ids as the change path gave them, each key to the same id.
+    for (const p of full.policies) expect(byFill.rules.policyRule(p.match, p.teid)).toBe(byChange.rules.policyRule(p.match, p.teid));
+    for (const l of full.localsids) expect(byFill.rules.localsidRule(l.sid)).toBe(byChange.rules.localsidRule(l.sid));
+    for (const x of full.sessions ?? []) expect(byFill.rules.sessionRule(x.ue)).toBe(byChange.rules.sessionRule(x.ue));
+    // And the filled tables take changes as the others do.
+    const drop = full.policies.filter((p) => p.teid !== undefined && p.match.addr === ((100 << 24) | (64 << 16) | 1) >>> 0);
+    for (const d of [byChange, byFill]) d.rules.apply({ delPolicies: drop.map((p) => ({ match: p.match, teid: p.teid })) });
+    expect(state(byFill)).toEqual(state(byChange));
+    expect(byFill.rules.addrOnlyCount).toBe(3);
+  });
+
+  it('a key given twice: nothing written, no id taken, the tables still empty and fillable', () => {
+    const one = parseConfig(`${SETTINGS}policies:\n  - { match: 10.0.0.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n  - { match: 100.64.0.1/32, teid: "7/32", sid: "fc00::1", src_prefix: "2001:db8:ff::/64" }\n`, 'one.yaml');
+    const d = dataplane(parseConfig(SETTINGS, 'empty.yaml'));
+    const empty = state(d);
+    const twice: Policy[] = [...one.policies, one.policies[1]!];
+    expect(() => d.rules.sync(one.settings, twice, [], [])).toThrow(/the same policies key is given twice in one change/);
+    expect(state(d)).toEqual(empty);
+    // The same ids as a fresh fill gives: none was kept.
+    d.rules.sync(one.settings, one.policies, [], []);
+    const fresh = dataplane(one);
+    expect(state(d)).toEqual(state(fresh));
+    // A local SID twice, after policies that were fine: their entries are taken back too.
+    const d2 = dataplane(parseConfig(SETTINGS, 'empty.yaml'));
+    const sids = parseConfig(`${SETTINGS}localsids:\n  - { sid: "2001:db8:e::/48", src_prefix_len: 64 }\n`, 's.yaml').localsids;
+    expect(() => d2.rules.sync(one.settings, one.policies, [sids[0]!, sids[0]!], [])).toThrow(/the same local SIDs key is given twice/);
+    expect(state(d2)).toEqual(empty);
+  });
+
+  it('a table too small (with the address-only entries counted) or too many prefix lengths: refused before any write', () => {
+    const small = 'settings: { forwarding: tx, max_policies: 8 }\n';
+    const d = dataplane(parseConfig(small, 'empty.yaml'));
+    const empty = state(d);
+    // 8 TEID policies on one N3 address fit max_policies 8, their address-only entry does not.
+    const teids = parseConfig(
+      `${small}policies:\n${Array.from({ length: 8 }, (_, t) => `  - { match: 100.64.0.1/32, teid: "${t}/32", sid: "fc00::${t}", src_prefix: "2001:db8:ff::/64" }`).join('\n')}\n`,
+      't.yaml',
+    );
+    const e = (() => {
+      try {
+        d.rules.sync(teids.settings, teids.policies, [], []);
+      } catch (x) {
+        return x;
+      }
+      return undefined;
+    })();
+    expect(e).toBeInstanceOf(TablesFullError);
+    expect((e as Error).message).toMatch(/the policies table is full \(settings\.max_policies = 8\)/);
+    expect(state(d)).toEqual(empty);
+    // Seven of them fit with their address-only entry.
+    d.rules.sync(teids.settings, teids.policies.slice(0, 7), [], []);
+    expect([d.rules.policyCount, d.rules.addrOnlyCount]).toEqual([7, 1]);
+
+    // 17 distinct prefix lengths: one more than the data path looks up.
+    // (The config refuses them too: two configs' policies put together.)
+    const lensOf = (from: number, n: number): readonly Policy[] =>
+      parseConfig(
+        `${SETTINGS}policies:\n${Array.from({ length: n }, (_, i) => `  - { match: 10.${from + i}.0.0/${8 + from + i}, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }`).join('\n')}\n`,
+        'l.yaml',
+      ).policies;
+    const d2 = dataplane(parseConfig(SETTINGS, 'empty.yaml'));
+    const empty2 = state(d2);
+    expect(() => d2.rules.sync(d2.config.settings, [...lensOf(0, 9), ...lensOf(9, 8)], [], [])).toThrow(/policies would use 17 distinct prefix lengths/);
+    expect(state(d2)).toEqual(empty2);
+  });
+});
