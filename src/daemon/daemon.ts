@@ -22,6 +22,7 @@ import { readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed } from '../config/load.js';
+import { apiWhere } from '../config/keys.js';
 import { parseConfigOffLoop, rulesKept } from '../config/parse-async.js';
 import { runningConfigYaml } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
@@ -1500,7 +1501,7 @@ export class Daemon {
       const k = RULE_KINDS[kind];
       const rule = this.#rules.check(kind, body, op);
       const key = k.key(rule);
-      const tagged: Rule = placed(rule, `${k.section}[${key}]`);
+      const tagged: Rule = placed(rule, apiWhere(k.section, key));
       const previous = this.#rules.rules(kind).get(key);
       const t = this.dataplane.rules;
       this.#tables(t, k.put([tagged]));
