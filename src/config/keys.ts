@@ -10,6 +10,11 @@ import type { LocalSid, Policy, Session, RuleSection, TeidPrefix, Where } from '
 
 const KEY = Symbol('rule key');
 
+/** A rule read from the config file (its `where` is its index in its list; other rules' are texts). */
+export function fromFile(r: { readonly where: Where }): boolean {
+  return typeof r.where === 'number';
+}
+
 /** A rule's `where` as messages and listings spell it: "policies[3]" for a file rule (in `section`), else the text it has. */
 export function whereText(section: RuleSection, where: Where): string {
   return typeof where === 'number' ? `${section}[${where}]` : where;

@@ -41,7 +41,7 @@ import { basename, dirname, join } from 'node:path';
 import { checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, takeRuleIndex } from '../config/load.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
-import { canonicalPolicyKey, formatTeidPrefix, localSidKey, policyKey, sessionKey } from '../config/keys.js';
+import { canonicalPolicyKey, formatTeidPrefix, fromFile, localSidKey, policyKey, sessionKey } from '../config/keys.js';
 import type { Config, LocalSid, Policy, RuleSection, Session } from '../config/types.js';
 import type { Ipv6Prefix } from '../sid/types.js';
 import type { Changes, Tables } from '../dataplane/tables.js';
@@ -298,14 +298,17 @@ export class RuleSet {
   readonly #rules = perKind(() => new Map<string, Rule>());
   readonly #names = perKind((): Map<string, string> => new ShardedMap<string>());
   /**
-   * The config file's rule (null: none) at each key the overlay has, or had
-   * since this set was made: `source` in listings, and the base a change's
-   * state record names. A key the overlay never touched holds the file's
-   * rule in #rules (or the file has none): no map of every file rule (one
-   * was 2 x 1.8 MB with 65,536 + 65,536 rules, 2 x 3.7 after the first
-   * change). Entries stay once made (an undo puts overlay entries back).
+   * The config file's rule at each key whose file rule the
+   * overlay took the place of, or did since this set was made: `source` in
+   * listings, and the base a change's state record names. Elsewhere #rules
+   * holds the file's rule, or no rule of the file (an API rule, whose
+   * `where` is a text, or none): no map of every file rule (one was 2 x 1.8
+   * MB with 65,536 + 65,536 rules, 2 x 3.7 after the first change), and no
+   * entry per key the API added (a million sessions through /v1/batch made
+   * a million entries of null). Entries stay once made (an undo puts
+   * overlay entries back).
    */
-  readonly #fileRules = perKind((): Map<string, Rule | null> => new ShardedMap<Rule | null>());
+  readonly #fileRules = perKind((): Map<string, Rule> => new ShardedMap<Rule>());
   /**
    * Rules learned from BGP (origin "bgp"; docs/bgp.md "Precedence"): in the
    * tables, never in the overlay or the state file. Their keys and names are
@@ -343,11 +346,7 @@ export class RuleSet {
         if (over !== undefined && this.#sameAsFile(k, key, over, put, del)) over = undefined;
         if (!del.has(key)) this.#set(k, over ?? r);
       }
-      for (const [key, r] of put) {
-        if (!fileRules.has(key)) fileRules.set(key, null);
-        if (!this.#rules[k.kind].has(key)) this.#set(k, r);
-      }
-      for (const key of del) if (!fileRules.has(key)) fileRules.set(key, null);
+      for (const [key, r] of put) if (!this.#rules[k.kind].has(key)) this.#set(k, r);
       if (put.size > 0 || del.size > 0) recheck = true;
     }
     // The overlay was checked rule by rule when it was made, the file when it
@@ -371,14 +370,17 @@ export class RuleSet {
     const fileRules = this.#fileRules[k.kind];
     for (const key of del) {
       const r = rules.get(key);
-      fileRules.set(key, r ?? null);
       if (r === undefined) continue;
+      fileRules.set(key, r);
       if (r.name !== undefined && names.get(r.name) === key) names.delete(r.name);
       rules.delete(key);
     }
     const displaced: string[] = [];
     for (const [key, r] of put) {
-      if (!fileRules.has(key)) fileRules.set(key, rules.get(key) ?? null);
+      if (!fileRules.has(key)) {
+        const file = rules.get(key);
+        if (file !== undefined) fileRules.set(key, file);
+      }
       if (this.#sameAsFile(k, key, r, put, del)) continue;
       if (r.name !== undefined) {
         const owner = names.get(r.name);
@@ -491,15 +493,18 @@ export class RuleSet {
   /** The config file's rule at this key, if it has one. */
   #fileRule(kind: RuleKind, key: string): Rule | undefined {
     const known = this.#fileRules[kind].get(key);
-    if (known !== undefined) return known ?? undefined;
-    // Never overlaid: the set holds the file's rule, or the file has none.
-    return this.#rules[kind].get(key);
+    if (known !== undefined) return known;
+    // Never taken by the overlay: the set holds the file's rule, or an API rule, or none.
+    const r = this.#rules[kind].get(key);
+    return r !== undefined && fromFile(r) ? r : undefined;
   }
 
-  /** Note the file's rule at a key before the overlay takes it. */
+  /** Note the file's rule at a key before the overlay takes it (nothing to note where the set holds none of the file's). */
   #keepFileRule(kind: RuleKind, key: string): void {
     const fileRules = this.#fileRules[kind];
-    if (!fileRules.has(key)) fileRules.set(key, this.#rules[kind].get(key) ?? null);
+    if (fileRules.has(key)) return;
+    const r = this.#rules[kind].get(key);
+    if (r !== undefined && fromFile(r)) fileRules.set(key, r);
   }
 
   #set(k: RuleKindSpec, r: Rule): void {

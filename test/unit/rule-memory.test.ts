@@ -57,3 +57,38 @@ describe('memory kept per rule', () => {
     expect(perRule).toBeLessThan(MAX_BYTES_PER_RULE);
   });
 });
+
+describe('rules put through the API keep no entry of the file', () => {
+  it('20,000 API sessions: no file-rule entry for their keys; a file rule displaced keeps its own, and source and base stay right', () => {
+    const config = parseConfig(
+      'settings: { max_sessions: 32768 }\nsessions:\n  - { name: f1, ue: 10.9.0.1/32, teid: 1, qfi: 9, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }\n',
+      'api.yaml',
+    );
+    const set = new RuleSet(config, emptyOverlay());
+    const body = (ue: string, teid: number): Record<string, unknown> => ({ ue, teid, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' });
+    for (let i = 0; i < 20000; i++) set.put('session', set.check('session', body(`10.60.${i >> 8}.${i & 255}/32`, i + 1), 'add'));
+    // Before: one entry (of null) per key the API added, 20,000 here, a million at issue 19's scale.
+    expect(set.footprint()['session.fileRules']).toBe(0);
+    expect(set.source('session', '10.60.1.2/32')).toBe('api');
+    expect(set.base('session', '10.60.1.2/32')).toBeNull();
+    expect(set.source('session', '10.9.0.1/32')).toBe('config');
+    const fileBase = set.base('session', '10.9.0.1/32');
+    expect(fileBase).toMatch(/^[0-9a-f]{16}$/);
+    // The file's rule replaced through the API: it is kept (the base of the change), the key is the API's now.
+    set.put('session', set.check('session', body('10.9.0.1/32', 7), 'replace'));
+    expect(set.footprint()['session.fileRules']).toBe(1);
+    expect(set.source('session', '10.9.0.1/32')).toBe('api');
+    expect(set.base('session', '10.9.0.1/32')).toBe(fileBase);
+    // Deleted through the API, the file's rule still the base; put back as the file says: the file's again.
+    set.delete('session', '10.9.0.1/32');
+    expect(set.base('session', '10.9.0.1/32')).toBe(fileBase);
+    set.put('session', set.check('session', { ...body('10.9.0.1/32', 1), name: 'f1' }, 'add'));
+    expect(set.source('session', '10.9.0.1/32')).toBe('config');
+    expect(set.overlay.sessions.size).toBe(20000);
+    expect(set.overlay.delSessions.size).toBe(0);
+    // An API rule deleted: no delete record kept (the file has none there).
+    set.delete('session', '10.60.0.5/32');
+    expect(set.overlay.delSessions.size).toBe(0);
+    expect(set.overlay.sessions.size).toBe(19999);
+  });
+});
