@@ -231,14 +231,15 @@ class Planner {
     // The net effect, per kind: what to write, what to delete; and the way back.
     const changes: Record<string, unknown> = {};
     const undo: Record<string, unknown> = {};
-    // The record's bytes, a slice's lines encoded at a time (one string of
-    // the whole record, encoded at once, held the loop 6-19 ms at 10,000).
-    const parts: Buffer[] = [Buffer.from('{"batch":[')];
-    let lines: string[] = [];
-    const flush = (): void => {
-      if (lines.length === 0) return;
-      parts.push(Buffer.from(`${parts.length > 1 ? ',' : ''}${lines.join(',')}`));
-      lines = [];
+    // The record's bytes, each line encoded into them as it is made (one
+    // string of the whole record, encoded at once, held the loop 6-19 ms at
+    // 10,000; a slice's lines joined, then encoded, copied each byte twice).
+    const record = new RecordBytes('{"batch":[');
+    let first = true;
+    const line = (text: string): void => {
+      if (!first) record.byte(0x2c /* , */);
+      first = false;
+      record.text(text);
     };
     let made = 0;
     const clock = new SliceClock();
@@ -251,18 +252,15 @@ class Planner {
       const undoDels: Rule[] = [];
       for (const [key, r] of d) {
         const before = base.get(key);
-        if (++made % FINISH_SLICE === 0 || clock.tick()) {
-          flush();
-          yield;
-        }
+        if (++made % FINISH_SLICE === 0 || clock.tick()) yield;
         if (r !== null) {
           puts.push(r);
-          lines.push(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base: set.base(kind, key) }));
+          line(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base: set.base(kind, key) }));
           if (before === undefined) undoDels.push(r);
           else undoPuts.push(before);
         } else if (before !== undefined) {
           dels.push(before);
-          lines.push(JSON.stringify({ del: kind, key, base: set.base(kind, key) }));
+          line(JSON.stringify({ del: kind, key, base: set.base(kind, key) }));
           undoPuts.push(before);
         }
       }
@@ -272,9 +270,43 @@ class Planner {
       if (undoDels.length > 0) Object.assign(undo, k.del(undoDels));
     }
     // JSON.stringify({ batch: [...] }) and its newline, from the lines serialised above.
-    flush();
-    parts.push(Buffer.from(']}\n'));
-    const line = new JsonLine(Buffer.concat(parts));
-    return { results: this.#results, delta, changes: changes as Changes, undo: undo as Changes, line, counts: this.#counts };
+    record.text(']}\n');
+    return { results: this.#results, delta, changes: changes as Changes, undo: undo as Changes, line: new JsonLine(record.done()), counts: this.#counts };
+  }
+}
+
+/** A record's UTF-8 bytes, written as they come into a buffer that doubles when full. */
+class RecordBytes {
+  #buf: Buffer;
+  #at = 0;
+
+  constructor(start: string) {
+    this.#buf = Buffer.allocUnsafe(16 * 1024);
+    this.text(start);
+  }
+
+  #room(n: number): void {
+    if (this.#at + n <= this.#buf.length) return;
+    let size = this.#buf.length * 2;
+    while (size < this.#at + n) size *= 2;
+    const next = Buffer.allocUnsafe(size);
+    this.#buf.copy(next, 0, 0, this.#at);
+    this.#buf = next;
+  }
+
+  byte(b: number): void {
+    this.#room(1);
+    this.#buf[this.#at++] = b;
+  }
+
+  text(s: string): void {
+    // At most three bytes a UTF-16 unit.
+    this.#room(s.length * 3);
+    this.#at += this.#buf.write(s, this.#at, 'utf8');
+  }
+
+  /** The bytes written, in a buffer of their own size (the record is kept until its fdatasync). */
+  done(): Buffer {
+    return Buffer.from(this.#buf.subarray(0, this.#at));
   }
 }

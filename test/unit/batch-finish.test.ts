@@ -45,4 +45,14 @@ describe('a batch plan finished in slices', () => {
     expect(record.batch).toEqual(expected);
     expect(plan.line.json).toBe(JSON.stringify({ batch: expected }));
   });
+  it('makes the same bytes across the record buffer\'s growth (bytes = Buffer.from of the text)', () => {
+    const set = new RuleSet(config, emptyOverlay());
+    // 2,000 rules with names of different lengths (rule names are ASCII): the record grows past its first buffer several times.
+    const named = Array.from({ length: 2000 }, (_, i) => ({ op: 'add', policy: { ...policy(i), name: `p${i}-${'x.@+'.repeat(i % 14)}` } }));
+    const plan = planBatch(set, named);
+    const k = RULE_KINDS.policy;
+    const text = JSON.stringify({ batch: named.map((o) => ({ put: 'policy', rule: k.json(k.parse(o.policy, 't')), base: null })) });
+    expect(plan.line.json).toBe(text);
+    expect(plan.line.bytes.equals(Buffer.from(`${text}\n`))).toBe(true);
+  });
 });
