@@ -5,16 +5,19 @@
  * (Tables.apply, the path of every API change) leaves them for the same
  * rules: every entry byte for byte, the rule ids, the address-only entries
  * of N3 addresses with TEID policies, the prefix-length lists. A fill that
- * cannot be done (a key twice, a full table, too many prefix lengths)
- * writes nothing and takes no id.
+ * cannot be done (a key twice, in any of the three tables; a full table;
+ * too many prefix lengths) writes nothing and takes no id. A write the
+ * kernel refuses part way leaves the mirror holding what it wrote, on
+ * either path (the map filled behind the tables' back, so that the kernel
+ * runs out of room).
  */
 import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import type { Config, Policy } from '../src/config/types.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
-import { LAYOUTS } from '../src/dataplane/codec.js';
-import { mapDump } from '../src/dataplane/libbpf.js';
+import { encodePolicyKey, LAYOUTS } from '../src/dataplane/codec.js';
+import { BatchWriteError, mapDelete, mapDump, mapInfo, mapUpdate } from '../src/dataplane/libbpf.js';
 import { TablesFullError } from '../src/dataplane/tables.js';
 
 const haveObject = existsSync(DEFAULT_OBJECT);
@@ -163,5 +166,69 @@ describe.skipIf(!haveObject)('a fill of empty tables', () => {
     const empty2 = state(d2);
     expect(() => d2.rules.sync(d2.config.settings, [...lensOf(0, 9), ...lensOf(9, 8)], [], [])).toThrow(/policies would use 17 distinct prefix lengths/);
     expect(state(d2)).toEqual(empty2);
+  });
+  it('a refusal in the last table (a session twice) takes back the policies and local SIDs planned before it', () => {
+    const good = parseConfig(
+      `${SETTINGS}policies:\n  - { match: 10.0.0.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\nlocalsids:\n  - { sid: "2001:db8:e::/48", src_prefix_len: 64 }\nsessions:\n  - { ue: 10.60.0.1/32, teid: 1, qfi: 9, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }\n`,
+      'g.yaml',
+    );
+    const d = dataplane(parseConfig(SETTINGS, 'empty.yaml'));
+    const empty = state(d);
+    const s = good.sessions ?? [];
+    expect(() => d.rules.sync(good.settings, good.policies, good.localsids, [s[0]!, s[0]!])).toThrow(/the same sessions key is given twice/);
+    expect(state(d)).toEqual(empty);
+    d.rules.sync(good.settings, good.policies, good.localsids, s);
+    expect(state(d)).toEqual(state(dataplane(good)));
+  });
+
+  it('every id of the table used, by rules and no address-only entry (the N3 address has its own /32): it fits', () => {
+    const cfg = parseConfig(
+      'settings: { forwarding: tx, max_policies: 3 }\npolicies:\n  - { match: 100.64.0.1/32, teid: "1/32", sid: "fc00::1", src_prefix: "2001:db8:ff::/64" }\n  - { match: 100.64.0.1/32, teid: "2/32", sid: "fc00::2", src_prefix: "2001:db8:ff::/64" }\n  - { match: 100.64.0.1/32, sr_prefix: "2001:db8:32::/48", src_prefix: "2001:db8:ff::/64" }\n',
+      'three.yaml',
+    );
+    const byFill = dataplane(cfg);
+    expect([byFill.rules.policyCount, byFill.rules.addrOnlyCount]).toEqual([3, 0]);
+    const byChange = dataplane(parseConfig('settings: { forwarding: tx, max_policies: 3 }\n', 'e.yaml'));
+    byChange.rules.apply({ putPolicies: cfg.policies });
+    expect(state(byFill)).toEqual(state(byChange));
+  });
+
+  it.each([
+    ['the fill (sync into empty tables)', 'sync'],
+    ['the change path (apply)', 'apply'],
+  ] as const)('a write the kernel refuses part way, through %s: the mirror keeps what was written (their ids stay taken), and only that', (_what, how) => {
+    const d = dataplane(parseConfig(SETTINGS, 'empty.yaml'));
+    const fd = d.tables.policiesFd;
+    const vs = LAYOUTS.mup_policy.size;
+    // Entries written behind the daemon's back, after the tables were taken over: all but 5 places of the map.
+    const max = mapInfo(fd).maxEntries;
+    const foreign = Array.from({ length: max - 5 }, (_, i) => encodePolicyKey({ addr: (0xc0000000 + i * 256) >>> 0, len: 24 } as never));
+    for (const k of foreign) mapUpdate(fd, k, Buffer.alloc(vs));
+    const eight = parseConfig(
+      `${SETTINGS}policies:\n${Array.from({ length: 8 }, (_, i) => `  - { match: 10.1.${i}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }`).join('\n')}\n`,
+      'eight.yaml',
+    );
+    let error: unknown;
+    try {
+      if (how === 'sync') d.rules.sync(eight.settings, eight.policies, [], []);
+      else d.rules.apply({ putPolicies: eight.policies });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(BatchWriteError);
+    expect((error as BatchWriteError).written).toBe(5);
+    expect(d.rules.policyCount, 'the five the kernel wrote').toBe(5);
+    for (const k of foreign) mapDelete(fd, k);
+    // Other rules now: the five written go (the mirror knows them), the three new ones take ids of their own.
+    const three = parseConfig(
+      `${SETTINGS}policies:\n${Array.from({ length: 3 }, (_, i) => `  - { match: 10.2.${i}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }`).join('\n')}\n`,
+      'three.yaml',
+    );
+    d.rules.sync(three.settings, three.policies, [], []);
+    const rows = (state(d)['policies'] as string[]).map((r) => r.split(' '));
+    expect(rows).toHaveLength(3);
+    const ruleAt = LAYOUTS.mup_policy.members.rule.offset;
+    const ids = rows.map(([, v]) => Buffer.from(v!, 'hex').readUInt32LE(ruleAt));
+    expect(new Set(ids).size).toBe(3);
   });
 });

@@ -920,8 +920,15 @@ export function mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: 
   if (count === 0) return;
   const n = new Uint32Array([count]);
   const ret = batchFns.updateBatch(fd, keys, values, n, null);
-  if (ret < 0) throw new LibbpfError(`writing ${count} elements of ${what} (${n[0]} written)`, -ret, takeLog());
+  if (ret < 0) throw new BatchWriteError(`writing ${count} elements of ${what} (${n[0]} written)`, -ret, takeLog(), n[0]!);
   takeLog();
+}
+
+/** A BPF_MAP_UPDATE_BATCH that failed part way: the first `written` elements are in the map. */
+export class BatchWriteError extends LibbpfError {
+  constructor(op: string, errno: number, log: readonly string[], readonly written: number) {
+    super(op, errno, log);
+  }
 }
 
 const deleteBatchFn = bind<(fd: number, keys: Buffer, count: Uint32Array, opts: Ptr) => number>(

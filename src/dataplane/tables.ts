@@ -61,6 +61,7 @@ import {
   mapLookupArrayRange,
   mapUpdate,
   mapUpdateBatch,
+  BatchWriteError,
   BPF_F_MMAPABLE,
   mapInfo,
   mapMmap,
@@ -1070,7 +1071,15 @@ export class Tables {
           for (let at = 0; at < fresh.length; at += INSERT_CHUNK) {
             if (at > 0 && clock.due()) yield;
             const n = Math.min(INSERT_CHUNK, fresh.length - at);
-            mapUpdateBatch(fd, keys.subarray(at * ks, (at + n) * ks), values.subarray(at * vs, (at + n) * vs), n, name);
+            try {
+              mapUpdateBatch(fd, keys.subarray(at * ks, (at + n) * ks), values.subarray(at * vs, (at + n) * vs), n, name);
+            } catch (e) {
+              // The entries the kernel wrote before it failed are in the mirror too (their ids stay taken).
+              const written = e instanceof BatchWriteError ? e.written : 0;
+              for (let j = at; j < at + written; j++) mirror.add(puts[fresh[j]!]!.keyStr, rules[fresh[j]!]!, planned, puts[fresh[j]!]!.plen, fresh[j]! * vs);
+              if (written > 0) this.#touch(fd);
+              throw e;
+            }
             this.#touch(fd);
             this.generation++;
             for (let j = at; j < at + n; j++) {
@@ -1179,29 +1188,35 @@ export class Tables {
    * twice is found there); the ids are taken in list order, the
    * address-only entries after the policies, as #withAddrOnly gives them.
    * Nothing is written before every rule has its id and the prefix lengths
-   * are checked; a failed write leaves the mirror holding what was written.
+   * are checked; a failed write leaves the mirror holding what the kernel
+   * wrote (BatchWriteError.written), and only that.
    * 524,288 rules: the plan's 4.0 s was 1.9 s of Put objects, key texts and
    * Sets (docs/bench.md, session 24).
    */
   *#filling(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[]): Generator<TableStep, ApplyResult> {
     this.#checkSizes(settings);
     const before = this.#fields(this.#settings, [], [], []);
-    const fills = [
-      this.#fillPlan(policies, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies, this.#fds.policiesFd, MAP_POLICIES,
-        (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len), (p, b, o) => writePolicyKey(p.match, p.teid, b, o), writePolicy),
-    ];
+    // One table after the other, each kept as soon as it is planned: a refusal in a later one takes them all back.
+    const fills: Fill[] = [];
+    let after: ConfigFields;
     try {
+      fills.push(
+        this.#fillPlan(policies, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies, this.#fds.policiesFd, MAP_POLICIES,
+          (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len), (p, b, o) => writePolicyKey(p.match, p.teid, b, o), writePolicy),
+      );
       fills.push(
         this.#fillPlan(localsids, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids, this.#fds.localsidsFd, MAP_LOCALSIDS,
           (l) => l.sid.len, (l, b, o) => writeLocalSidKey(l.sid, b, o), writeLocalSid),
+      );
+      fills.push(
         this.#fillPlan(sessions, this.#sessions, this.#sessionIds, 'sessions', 'max_sessions', maxSessionsOf(this.sizes), this.#fds.sessionsFd, MAP_SESSIONS,
           (x) => sessionPlen(x.ue.family, x.ue.prefix.len), (x, b, o) => writeSessionKey(x.ue, b, o), writeSession),
       );
+      after = this.#fields(settings, fills[0]!.plensAfter, fills[1]!.plensAfter, fills[2]!.plensAfter);
     } catch (e) {
       for (const f of fills) f.undo(0);
       throw e;
     }
-    const after = this.#fields(settings, fills[0]!.plensAfter, fills[1]!.plensAfter, fills[2]!.plensAfter);
     let added = 0;
     let k = 0;
     try {
@@ -1214,7 +1229,15 @@ export class Tables {
         for (let at = 0; at < f.n; at += INSERT_CHUNK) {
           if (at > 0 && clock.due()) yield;
           const n = Math.min(INSERT_CHUNK, f.n - at);
-          mapUpdateBatch(f.fd, f.keys.subarray(at * f.ks, (at + n) * f.ks), f.values.subarray(at * f.vs, (at + n) * f.vs), n, f.name);
+          try {
+            mapUpdateBatch(f.fd, f.keys.subarray(at * f.ks, (at + n) * f.ks), f.values.subarray(at * f.vs, (at + n) * f.vs), n, f.name);
+          } catch (e) {
+            // The kernel wrote the chunk's first `written` entries: they stay in the mirror with their ids
+            // (taken back, their ids would be handed out again while the map still has them).
+            f.written = at + (e instanceof BatchWriteError ? e.written : n);
+            if (f.written > at) this.#touch(f.fd);
+            throw e;
+          }
           this.#touch(f.fd);
           this.generation++;
           f.written = at + n;
@@ -1295,7 +1318,12 @@ export class Tables {
         const plen = plenOf(r);
         writeKey(r, fill.keys, i * ks);
         const rule = ids.take() ?? full();
-        writeValue(r, rule, fill.values, i * vs);
+        try {
+          writeValue(r, rule, fill.values, i * vs);
+        } catch (e) {
+          ids.give([rule]);
+          throw e;
+        }
         if (policies && plen > 32) {
           const da = fill.keys.readUInt32BE(i * ks + PK_DADDR);
           if (!mirror.teidKeys.has(da)) teidAddrs.push(da);
@@ -1319,15 +1347,14 @@ export class Tables {
         for (const da of teidAddrs) {
           const at = fill.n;
           encodePolicyKey({ addr: da, len: 32 } as Ipv4Prefix, fill.keys, at * ks);
-          const rule = ids.take() ?? full();
-          writeAddrOnlyPolicy(rule, fill.values, at * vs);
-          // A real /32 policy of the address: no address-only entry.
-          if (!mirror.addBytes(fill.keys, at * ks, rule, fill.values, 32, at * vs)) {
-            ids.give([rule]);
+          // A real /32 policy of the address: no address-only entry (and no id taken for one).
+          if (mirror.keys.hasBytes(fill.keys, at * ks)) {
             fill.keys.fill(0, at * ks, (at + 1) * ks);
-            fill.values.fill(0, at * vs, (at + 1) * vs);
             continue;
           }
+          const rule = ids.take() ?? full();
+          writeAddrOnlyPolicy(rule, fill.values, at * vs);
+          mirror.addBytes(fill.keys, at * ks, rule, fill.values, 32, at * vs);
           const k = fill.keys.toString('latin1', at * ks, (at + 1) * ks);
           this.#addrOnly.add(k);
           fill.addrOnly.push(k);

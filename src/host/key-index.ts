@@ -114,7 +114,8 @@ class Shard {
     if (this.findBytes(h, k, kat) >= 0) return false;
     if (slotsFor(this.count + 1) > this.slots) this.resize(this.slots * 2);
     const s = this.emptySlot(h);
-    this.keys.set(k.subarray(kat, kat + this.len), s * this.len);
+    // Byte by byte: a view of the key (subarray) would be an object per key.
+    for (let i = 0, a = s * this.len; i < this.len; i++) this.keys[a + i] = k[kat + i]!;
     this.hashes[s] = h;
     this.values[s] = value;
     this.count++;
@@ -277,6 +278,13 @@ export class KeyIndex {
     if (!this.#shard(h).addBytes(h, keys, at, value)) return false;
     this.#count++;
     return true;
+  }
+
+  /** Whether the key whose bytes are `keys[at, at + keyLength)` is there. */
+  hasBytes(keys: Uint8Array, at: number): boolean {
+    if (at < 0 || at + this.keyLength > keys.length) throw new RangeError(`no ${this.keyLength}-byte key at byte ${at} of ${keys.length}`);
+    const h = hashBytes(keys, at, this.keyLength);
+    return this.#shard(h).findBytes(h, keys, at) >= 0;
   }
 
   /** Remove the key whose bytes are `keys[at, at + keyLength)`; false when it is not there. */

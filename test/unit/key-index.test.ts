@@ -128,7 +128,7 @@ describe('KeyIndex answers as a Map of the key texts', () => {
     expect(() => t.set(`${'a'.repeat(11)}\u0100`, 1)).toThrow(/character 11 of the key is not a byte \(256\)/);
     expect(t.size).toBe(0);
   });
-  it('addBytes and deleteBytes (keys read from a buffer, no text) answer as set and delete of the same key texts', () => {
+  it('addBytes, hasBytes and deleteBytes (keys read from a buffer, no text) answer as set, has and delete of the same key texts', () => {
     const rnd = seededBelow(11);
     const len = 12;
     const t = new KeyIndex(len);
@@ -140,6 +140,7 @@ describe('KeyIndex answers as a Map of the key texts', () => {
       const k = keyOf(rnd(2_000), len);
       const at = 3 + i * len - (i > 0 ? 1 : 0);
       buf.write(k, at, 'latin1');
+      expect(t.hasBytes(buf, at)).toBe(want.has(k));
       if (rnd(100) < 70) {
         const added = t.addBytes(buf, at, step);
         expect(added, `step ${step}: added only when absent`).toBe(!want.has(k));
