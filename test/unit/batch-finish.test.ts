@@ -55,4 +55,24 @@ describe('a batch plan finished in slices', () => {
     expect(plan.line.json).toBe(text);
     expect(plan.line.bytes.equals(Buffer.from(`${text}\n`))).toBe(true);
   });
+  it('writes session names outside ASCII (3- and 4-byte UTF-8) as JSON.stringify does, across the buffer\'s growth', () => {
+    const set = new RuleSet(parseConfig('settings: { max_sessions: 4096 }\n', 's.yaml'), emptyOverlay());
+    const session = (i: number): Record<string, unknown> => ({
+      name: `ue-${i}-é€𝄞${'ü'.repeat(i % 20)}`,
+      ue: `10.60.${i >> 8}.${i & 255}/32`,
+      teid: i + 1,
+      qfi: 9,
+      endpoint: '192.0.2.1',
+      source: '198.51.100.1',
+      isd: '2001:db8:2::/48',
+      src_prefix: '2001:db8:ff::/64',
+    });
+    const named = Array.from({ length: 1500 }, (_, i) => ({ op: 'add', session: session(i) }));
+    const plan = planBatch(set, named);
+    const k = RULE_KINDS.session;
+    const text = JSON.stringify({ batch: named.map((o) => ({ put: 'session', rule: k.json(k.parse(o.session, 't')), base: null })) });
+    expect(text).toContain('é€𝄞');
+    expect(plan.line.json).toBe(text);
+    expect(plan.line.bytes.equals(Buffer.from(`${text}\n`))).toBe(true);
+  });
 });
