@@ -1139,15 +1139,7 @@ export class Tables {
       const afterNow = withFields(after, this.#nextGens());
       if (!sameFields(widenedNow, afterNow)) yield* this.#writingConfig(afterNow);
     } catch (e) {
-      // An entry written but its generation not yet changed: change it now,
-      // or CPUs could keep a copy of the entry that was replaced.
-      if ((this.#touched.policy || this.#touched.localsid) && !this.#closed) {
-        try {
-          this.#writeConfig(withFields(this.readConfig(), this.#nextGens()));
-        } catch {
-          // The first error is the one to report.
-        }
-      }
+      this.#generationAfterFailure();
       throw e;
     }
     this.#settings = settings;
@@ -1165,6 +1157,22 @@ export class Tables {
       ).catch(() => undefined); // the tables closed meanwhile: nothing to reclaim for
     }
     return { added, replaced, deleted, unchanged };
+  }
+
+  /**
+   * After a change failed part way: an entry written but its generation not
+   * yet changed gets it changed now, or CPUs could keep a copy of the entry
+   * that was replaced. A failure here leaves the change's own error the one
+   * reported.
+   */
+  #generationAfterFailure(): void {
+    if ((this.#touched.policy || this.#touched.localsid) && !this.#closed) {
+      try {
+        this.#writeConfig(withFields(this.readConfig(), this.#nextGens()));
+      } catch {
+        // The first error is the one to report.
+      }
+    }
   }
 
   #checkSizes(settings: Settings): void {
@@ -1248,13 +1256,7 @@ export class Tables {
       if (!sameFields(before, afterNow)) yield* this.#writingConfig(afterNow);
     } catch (e) {
       for (; k < fills.length; k++) fills[k]!.undo(fills[k]!.written);
-      if ((this.#touched.policy || this.#touched.localsid) && !this.#closed) {
-        try {
-          this.#writeConfig(withFields(this.readConfig(), this.#nextGens()));
-        } catch {
-          // The first error is the one to report.
-        }
-      }
+      this.#generationAfterFailure();
       throw e;
     }
     this.#settings = settings;
