@@ -1241,8 +1241,9 @@ export class Tables {
             mapUpdateBatch(f.fd, f.keys.subarray(at * f.ks, (at + n) * f.ks), f.values.subarray(at * f.vs, (at + n) * f.vs), n, f.name);
           } catch (e) {
             // The kernel wrote the chunk's first `written` entries: they stay in the mirror with their ids
-            // (taken back, their ids would be handed out again while the map still has them).
-            f.written = at + (e instanceof BatchWriteError ? e.written : n);
+            // (taken back, their ids would be handed out again while the map still has them). Any other
+            // error comes before the syscall: nothing of the chunk was written.
+            f.written = at + (e instanceof BatchWriteError ? e.written : 0);
             if (f.written > at) this.#touch(f.fd);
             throw e;
           }
