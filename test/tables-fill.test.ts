@@ -1,10 +1,13 @@
 /**
- * A fill of empty tables (Tables.sync on a first start: src/dataplane/tables.ts
- * #filling, no Put object or key text per rule) must leave the kernel maps,
- * the configuration and the mirror exactly as the general change path
- * (Tables.apply, the path of every API change) leaves them for the same
- * rules: every entry byte for byte, the rule ids, the address-only entries
- * of N3 addresses with TEID policies, the prefix-length lists. A fill that
+ * A change of new keys only (a fill of empty tables on a first start, an
+ * API batch of new rules: src/dataplane/tables.ts #inserting, no Put
+ * object or key text per rule) must leave the kernel maps, the
+ * configuration and the mirror exactly as the general change path leaves
+ * them for the same rules: every entry byte for byte, the rule ids, the
+ * address-only entries of N3 addresses with TEID policies, the
+ * prefix-length lists. (A change with a delete in it always takes the
+ * general path: GENERAL below, a delete of a key no table has, is how the
+ * tests take it.) A fill that
  * cannot be done (a key twice, in any of the three tables; a full table;
  * too many prefix lengths) writes nothing and takes no id. A write the
  * kernel refuses part way leaves the mirror holding what it wrote, on
@@ -23,6 +26,9 @@ import { TablesFullError } from '../src/dataplane/tables.js';
 const haveObject = existsSync(DEFAULT_OBJECT);
 
 const SETTINGS = 'settings: { forwarding: tx, max_policies: 1024, max_localsids: 256, max_sessions: 512 }\n';
+
+/** Added to a change, takes it through the general change path (a delete of a key no table has: nothing changes). */
+const GENERAL = { delPolicies: [{ addr: 0xfffffff0, len: 28 } as never] };
 
 /**
  * Rules of every kind and shape: prefix policies with and without segments,
@@ -79,7 +85,7 @@ function state(dp: Dataplane): Record<string, unknown> {
   };
 }
 
-describe.skipIf(!haveObject)('a fill of empty tables', () => {
+describe.skipIf(!haveObject)('changes of new keys only (a first fill, API batches of new rules)', () => {
   const open: Dataplane[] = [];
   afterEach(() => {
     for (const d of open.splice(0)) d.close();
@@ -94,7 +100,7 @@ describe.skipIf(!haveObject)('a fill of empty tables', () => {
     const full = parseConfig(SETTINGS + rulesYaml(), 'fill.yaml');
     // The change path: empty tables, then every rule in one apply.
     const byChange = dataplane(parseConfig(SETTINGS, 'empty.yaml'));
-    byChange.rules.apply({ putPolicies: full.policies, putLocalSids: full.localsids, putSessions: full.sessions });
+    byChange.rules.apply({ putPolicies: full.policies, putLocalSids: full.localsids, putSessions: full.sessions, ...GENERAL });
     // The fill: openDataplane syncs the config into the new, empty tables.
     const byFill = dataplane(full);
     const want = state(byChange);
@@ -189,13 +195,14 @@ describe.skipIf(!haveObject)('a fill of empty tables', () => {
     const byFill = dataplane(cfg);
     expect([byFill.rules.policyCount, byFill.rules.addrOnlyCount]).toEqual([3, 0]);
     const byChange = dataplane(parseConfig('settings: { forwarding: tx, max_policies: 3 }\n', 'e.yaml'));
-    byChange.rules.apply({ putPolicies: cfg.policies });
+    byChange.rules.apply({ putPolicies: cfg.policies, ...GENERAL });
     expect(state(byFill)).toEqual(state(byChange));
   });
 
   it.each([
     ['the fill (sync into empty tables)', 'sync'],
-    ['the change path (apply)', 'apply'],
+    ['a change of new keys (apply)', 'insert'],
+    ['the change path (apply with a delete)', 'general'],
   ] as const)('a write the kernel refuses part way, through %s: the mirror keeps what was written (their ids stay taken), and only that', (_what, how) => {
     const d = dataplane(parseConfig(SETTINGS, 'empty.yaml'));
     const fd = d.tables.policiesFd;
@@ -211,7 +218,8 @@ describe.skipIf(!haveObject)('a fill of empty tables', () => {
     let error: unknown;
     try {
       if (how === 'sync') d.rules.sync(eight.settings, eight.policies, [], []);
-      else d.rules.apply({ putPolicies: eight.policies });
+      else if (how === 'insert') d.rules.apply({ putPolicies: eight.policies });
+      else d.rules.apply({ putPolicies: eight.policies, ...GENERAL });
     } catch (e) {
       error = e;
     }
@@ -230,5 +238,65 @@ describe.skipIf(!haveObject)('a fill of empty tables', () => {
     const ruleAt = LAYOUTS.mup_policy.members.rule.offset;
     const ids = rows.map(([, v]) => Buffer.from(v!, 'hex').readUInt32LE(ruleAt));
     expect(new Set(ids).size).toBe(3);
+  });
+  it('new keys into tables that have rules (an API batch): the same as the change path, through apply and applyYielding', async () => {
+    const base = parseConfig(SETTINGS + rulesYaml(), 'base.yaml');
+    // New: TEID keys on an N3 address with TEID keys already (its address-only entry stays), on one with
+    // only its own /32 (100.64.0.3 has both: its TEID keys), on new addresses, one of which gets its /32
+    // later in the same batch; a new prefix length; local SIDs and sessions.
+    const batch = parseConfig(
+      `${SETTINGS}policies:\n` +
+        [
+          '  - { match: 100.64.0.1/32, teid: "0x70000000/16", sid: "fc00:9::1", src_prefix: "2001:db8:ff::/64" }',
+          '  - { match: 100.64.0.3/32, teid: "0x70010000/16", sid: "fc00:9::2", src_prefix: "2001:db8:ff::/64" }',
+          '  - { match: 100.64.1.1/32, teid: "1/32", sid: "fc00:9::3", src_prefix: "2001:db8:ff::/64" }',
+          '  - { match: 100.64.1.2/32, teid: "1/32", sid: "fc00:9::4", src_prefix: "2001:db8:ff::/64" }',
+          '  - { match: 100.64.1.1/32, teid: "2/32", sid: "fc00:9::5", src_prefix: "2001:db8:ff::/64" }',
+          '  - { match: 100.64.1.2/32, sr_prefix: "2001:db8:33::/48", src_prefix: "2001:db8:ff::/64" }',
+          '  - { match: 10.200.0.0/16, sr_prefix: "2001:db8:34::/48", src_prefix: "2001:db8:ff::/64" }',
+        ].join('\n') +
+        '\nlocalsids:\n  - { sid: "2001:db8:f0::/48", src_prefix_len: 64 }\n  - { sid: "2001:db8:f1::/40", src_prefix_len: 64 }\n' +
+        'sessions:\n  - { ue: 10.61.0.1/32, teid: 1, qfi: 9, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }\n' +
+        '  - { ue: "2001:db8:61::/48", teid: 2, qfi: 9, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }\n',
+      'batch.yaml',
+    );
+    const change = { putPolicies: batch.policies, putLocalSids: batch.localsids, putSessions: batch.sessions };
+    const general = dataplane(base);
+    general.rules.apply({ ...change, ...GENERAL });
+    const inserted = dataplane(base);
+    expect(inserted.rules.apply(change)).toEqual({ added: 7 + 1 + 2 + 2, replaced: 0, deleted: 0, unchanged: 0 });
+    expect(state(inserted)).toEqual(state(general));
+    // 100.64.1.1 got an address-only entry; 100.64.1.2 did not (its /32 came in the same batch).
+    expect(inserted.rules.addrOnlyCount).toBe(5);
+    const yielding = dataplane(base);
+    await yielding.rules.applyYielding(change);
+    expect(state(yielding)).toEqual(state(general));
+    // A key the tables have among new ones (a replace): the change path does it all, with the same result.
+    const replace = [...batch.policies, base.policies[0]!];
+    const g2 = dataplane(base);
+    g2.rules.apply({ putPolicies: replace, ...GENERAL });
+    const i2 = dataplane(base);
+    i2.rules.apply({ putPolicies: replace });
+    expect(state(i2)).toEqual(state(g2));
+    // A key twice among new ones: refused as the change path words it, nothing changed.
+    const before = state(i2);
+    expect(() => i2.rules.apply({ putSessions: [...(batch.sessions ?? []), { ...batch.sessions![0]!, teid: 99 }].map((x) => ({ ...x, ue: { family: 4, prefix: { addr: 0x0a3e0001, len: 32 } } }) as never) })).toThrow(/given twice/);
+    expect(state(i2)).toEqual(before);
+  });
+  it('a full table: a change that replaces a rule (no id needed) is not refused as full', () => {
+    const four = parseConfig(
+      `settings: { forwarding: tx, max_policies: 4 }\npolicies:\n${Array.from({ length: 4 }, (_, i) => `  - { match: 10.3.${i}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }`).join('\n')}\n`,
+      'four.yaml',
+    );
+    const d = dataplane(four);
+    const edited = parseConfig(
+      `settings: { forwarding: tx, max_policies: 4 }\npolicies:\n  - { match: 10.3.3.0/24, sr_prefix: "2001:db8:4::/48", src_prefix: "2001:db8:ff::/64" }\n`,
+      'edit.yaml',
+    );
+    expect(d.rules.apply({ putPolicies: edited.policies })).toEqual({ added: 0, replaced: 1, deleted: 0, unchanged: 0 });
+    // A new key in a full table is refused as full.
+    const more = parseConfig('settings: { forwarding: tx, max_policies: 4 }\npolicies:\n  - { match: 10.3.9.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n', 'more.yaml');
+    expect(() => d.rules.apply({ putPolicies: more.policies })).toThrow(TablesFullError);
+    expect(d.rules.policyCount).toBe(4);
   });
 });

@@ -514,7 +514,7 @@ interface Plan {
   readonly taken: number[];
 }
 
-/** One table's part of a fill of empty tables (Tables.#filling): entries 0..n-1 of its buffers. */
+/** One table's part of a change of new keys only (Tables.#inserting): entries 0..n-1 of its buffers. */
 interface Fill {
   n: number;
   readonly ks: number;
@@ -835,11 +835,14 @@ export class Tables {
    */
   sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): ApplyResult {
     this.#mayWrite();
-    if (this.#policies.size === 0 && this.#localsids.size === 0 && this.#sessions.size === 0 && this.#pendingFree.length === 0) {
-      // Every table empty (no entry of ours or another's): a fill, no Put per rule.
-      const r = runSteps(this.#filling(settings, policies, localsids, sessions));
-      this.#reclaimDone();
-      return r;
+    if (this.#policies.size === 0 && this.#localsids.size === 0 && this.#sessions.size === 0) {
+      // Every table empty (no entry of ours or another's): nothing to delete, every key new; no Put per rule.
+      // Undefined: a key given twice, which the change path below refuses in its words.
+      const r = runSteps(this.#inserting(settings, policies, localsids, sessions));
+      if (r !== undefined) {
+        this.#reclaimDone();
+        return r;
+      }
     }
     const putP = runSteps(policyPuts(policies));
     const putL = runSteps(localSidPuts(localsids));
@@ -986,6 +989,11 @@ export class Tables {
 
   *#applyingChanges(c: Changes, oneByOne = READ_BACK_ONE_BY_ONE): Generator<TableStep, ApplyResult> {
     const clock = new SliceClock();
+    if ((c.delPolicies ?? []).length + (c.delLocalSids ?? []).length + (c.delSessions ?? []).length === 0) {
+      // Only puts: new keys go in without a Put per rule; a key the tables have (a replace) makes it the change path's.
+      const r = yield* this.#inserting(c.settings ?? this.#settings, c.putPolicies ?? [], c.putLocalSids ?? [], c.putSessions ?? [], clock);
+      if (r !== undefined) return r;
+    }
     const policies = yield* policyPuts(c.putPolicies ?? [], clock);
     const localsids = yield* localSidPuts(c.putLocalSids ?? [], clock);
     const sessions = yield* sessionPuts(c.putSessions ?? [], clock);
@@ -1189,47 +1197,66 @@ export class Tables {
   }
 
   /**
-   * sync() into three empty tables (a first start, --replace-tables): what
-   * #applying does for puts that are all new, without a Put object, a key
-   * text or a Set entry per rule. Each key is encoded into the batch's
-   * buffer and goes into the mirror's index from its bytes (a key given
-   * twice is found there); the ids are taken in list order, the
-   * address-only entries after the policies, as #withAddrOnly gives them.
-   * Nothing is written before every rule has its id and the prefix lengths
-   * are checked; a failed write leaves the mirror holding what the kernel
-   * wrote (BatchWriteError.written), and only that.
-   * 524,288 rules: the plan's 4.0 s was 1.9 s of Put objects, key texts and
-   * Sets (docs/bench.md, session 24).
+   * A change that only puts keys the tables do not have (a first start's
+   * fill into empty tables, an API batch of new rules, one new rule): what
+   * #applying does for it, without a Put object, a key text or a Set
+   * entry per rule. Each key is encoded into the batch's buffer and goes
+   * into the mirror's index from its bytes; the ids are taken in list
+   * order, the address-only entries after the policies, as #withAddrOnly
+   * gives them. Undefined, with nothing changed, when a key is in the
+   * tables already or given twice, or the ids run out while deletes wait
+   * for their grace period: the change path does it then (and words the
+   * error). Nothing is written before every rule has its id and the
+   * prefix lengths are checked; a failed write leaves the mirror holding
+   * what the kernel wrote (BatchWriteError.written), and only that.
+   * 524,288 rules into empty tables: the change path's plan took 4.0 s, of
+   * which 1.9 s went to Put objects, key texts and Sets (docs/bench.md,
+   * session 24).
    */
-  *#filling(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[]): Generator<TableStep, ApplyResult> {
+  *#inserting(
+    settings: Settings,
+    policies: readonly Policy[],
+    localsids: readonly LocalSid[],
+    sessions: readonly Session[],
+    clock = new SliceClock(),
+  ): Generator<TableStep, ApplyResult | undefined> {
     this.#checkSizes(settings);
-    const before = this.#fields(this.#settings, [], [], []);
+    const before = this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens());
     // One table after the other, each kept as soon as it is planned: a refusal in a later one takes them all back.
     const fills: Fill[] = [];
     let after: ConfigFields;
     try {
-      fills.push(
-        this.#fillPlan(policies, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies, this.#fds.policiesFd, MAP_POLICIES,
-          (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len), (p, b, o) => writePolicyKey(p.match, p.teid, b, o), writePolicy),
-      );
-      fills.push(
-        this.#fillPlan(localsids, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids, this.#fds.localsidsFd, MAP_LOCALSIDS,
-          (l) => l.sid.len, (l, b, o) => writeLocalSidKey(l.sid, b, o), writeLocalSid),
-      );
-      fills.push(
-        this.#fillPlan(sessions, this.#sessions, this.#sessionIds, 'sessions', 'max_sessions', maxSessionsOf(this.sizes), this.#fds.sessionsFd, MAP_SESSIONS,
-          (x) => sessionPlen(x.ue.family, x.ue.prefix.len), (x, b, o) => writeSessionKey(x.ue, b, o), writeSession),
-      );
+      const plans = [
+        () => this.#insertPlan(policies, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies, this.#fds.policiesFd, MAP_POLICIES,
+          (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len), (p, b, o) => writePolicyKey(p.match, p.teid, b, o), writePolicy, clock),
+        () => this.#insertPlan(localsids, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids, this.#fds.localsidsFd, MAP_LOCALSIDS,
+          (l) => l.sid.len, (l, b, o) => writeLocalSidKey(l.sid, b, o), writeLocalSid, clock),
+        () => this.#insertPlan(sessions, this.#sessions, this.#sessionIds, 'sessions', 'max_sessions', maxSessionsOf(this.sizes), this.#fds.sessionsFd, MAP_SESSIONS,
+          (x) => sessionPlen(x.ue.family, x.ue.prefix.len), (x, b, o) => writeSessionKey(x.ue, b, o), writeSession, clock),
+      ];
+      for (const plan of plans) {
+        const f = yield* plan();
+        if (f === undefined) {
+          for (const g of fills) g.undo(0);
+          return undefined;
+        }
+        fills.push(f);
+      }
       after = this.#fields(settings, fills[0]!.plensAfter, fills[1]!.plensAfter, fills[2]!.plensAfter);
     } catch (e) {
       for (const f of fills) f.undo(0);
       throw e;
     }
+    const widened = withFields(after, {
+      policyPlens: union(before.policyPlens, after.policyPlens),
+      localsidPlens: union(before.localsidPlens, after.localsidPlens),
+      session4Plens: union(before.session4Plens ?? [], after.session4Plens ?? []),
+      session6Plens: union(before.session6Plens ?? [], after.session6Plens ?? []),
+    });
     let added = 0;
     let k = 0;
     try {
-      yield* graceStep(this.#allocDebt);
-      const clock = new SliceClock();
+      if (fills.some((f) => f.n > 0)) yield* graceStep(this.#allocDebt);
       for (; k < fills.length; k++) {
         const f = fills[k]!;
         if (f.n === 0) continue;
@@ -1253,8 +1280,11 @@ export class Tables {
           added += n;
         }
       }
+      // As #applying: the config with old and new prefix lengths, then with the new ones (the same here: nothing was deleted).
+      const widenedNow = withFields(widened, this.#nextGens());
+      if (!sameFields(before, widenedNow)) yield* this.#writingConfig(widenedNow);
       const afterNow = withFields(after, this.#nextGens());
-      if (!sameFields(before, afterNow)) yield* this.#writingConfig(afterNow);
+      if (!sameFields(widenedNow, afterNow)) yield* this.#writingConfig(afterNow);
     } catch (e) {
       for (; k < fills.length; k++) fills[k]!.undo(fills[k]!.written);
       this.#generationAfterFailure();
@@ -1265,11 +1295,13 @@ export class Tables {
   }
 
   /**
-   * One table's part of #filling: every rule's key and value encoded, its
-   * id taken and its key in the (empty) mirror; for policies, then the
-   * address-only entries the TEID keys call for.
+   * One table's part of #inserting: every rule's key and value encoded,
+   * its id taken and its key in the mirror; for policies, then the
+   * address-only entries the TEID keys of N3 addresses new to TEID keys
+   * call for. Undefined (all taken back) when a key is there already or
+   * given twice, or the ids run out while deletes wait for their grace.
    */
-  #fillPlan<R>(
+  *#insertPlan<R>(
     list: readonly R[],
     mirror: Mirror,
     ids: IdPool,
@@ -1281,24 +1313,20 @@ export class Tables {
     plenOf: (r: R) => number,
     writeKey: (r: R, into: Buffer, at: number) => void,
     writeValue: (r: R, rule: number, into: Buffer, at: number) => void,
-  ): Fill {
+    clock: SliceClock,
+  ): Generator<TableStep, Fill | undefined> {
     const ks = mirror.keys.keyLength;
     const vs = mirror.valueSize;
     const policies = mirror === this.#policies;
-    // Address-only entries: at most one per N3 address with TEID keys, counted after the rules.
-    let room = list.length;
-    const keys0 = Buffer.alloc(ks * room);
-    const values0 = Buffer.alloc(vs * room);
-    const rules0 = new Uint32Array(room);
     const fill: Fill = {
       n: 0,
       ks,
       vs,
       fd,
       name,
-      keys: keys0,
-      values: values0,
-      rules: rules0,
+      keys: Buffer.alloc(ks * list.length),
+      values: Buffer.alloc(vs * list.length),
+      rules: new Uint32Array(list.length),
       plensAfter: [],
       written: 0,
       addrOnly: [],
@@ -1309,37 +1337,46 @@ export class Tables {
         fill.n = from;
       },
     };
-    const full = (): never => {
+    /** An id, or undefined when the change path should do it (ids freed by deletes whose grace period runs); throws when the table is full. */
+    const take = (): number | undefined => {
+      const id = ids.take();
+      if (id !== undefined || this.#pendingFree.length > 0) return id;
       throw new TablesFullError(`the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables`);
     };
     try {
-      mirror.keys.reserve(list.length);
-      // N3 addresses in the order their first TEID key comes (as #withAddrOnly orders its address-only puts).
+      mirror.keys.reserve(mirror.size + list.length);
+      // N3 addresses with no TEID key yet, in the order their first one comes (as #withAddrOnly orders its address-only puts).
       const teidAddrs: number[] = [];
       for (let i = 0; i < list.length; i++) {
+        if (clock.tick()) yield;
         const r = list[i]!;
         const plen = plenOf(r);
         writeKey(r, fill.keys, i * ks);
-        const rule = ids.take() ?? full();
+        // In the tables already (a replace, which takes no id), or twice in the list: the change path's.
+        if (mirror.keys.hasBytes(fill.keys, i * ks)) {
+          fill.undo(0);
+          return undefined;
+        }
+        const rule = take();
+        if (rule === undefined) {
+          fill.undo(0);
+          return undefined;
+        }
         try {
           writeValue(r, rule, fill.values, i * vs);
         } catch (e) {
           ids.give([rule]);
           throw e;
         }
-        if (policies && plen > 32) {
-          const da = fill.keys.readUInt32BE(i * ks + PK_DADDR);
-          if (!mirror.teidKeys.has(da)) teidAddrs.push(da);
-        }
-        if (!mirror.addBytes(fill.keys, i * ks, rule, fill.values, plen, i * vs)) {
-          ids.give([rule]);
-          throw new RangeError(`the same ${what} key is given twice in one change`);
-        }
+        const da = policies && plen > 32 ? fill.keys.readUInt32BE(i * ks + PK_DADDR) : undefined;
+        const firstOfDa = da !== undefined && !mirror.teidKeys.has(da);
+        mirror.addBytes(fill.keys, i * ks, rule, fill.values, plen, i * vs);
+        if (firstOfDa) teidAddrs.push(da);
         fill.rules[i] = rule;
         fill.n = i + 1;
       }
       if (teidAddrs.length > 0) {
-        room = list.length + teidAddrs.length;
+        const room = list.length + teidAddrs.length;
         const keys = Buffer.alloc(ks * room);
         const values = Buffer.alloc(vs * room);
         const rules = new Uint32Array(room);
@@ -1350,12 +1387,16 @@ export class Tables {
         for (const da of teidAddrs) {
           const at = fill.n;
           encodePolicyKey({ addr: da, len: 32 } as Ipv4Prefix, fill.keys, at * ks);
-          // A real /32 policy of the address: no address-only entry (and no id taken for one).
+          // A real /32 policy of the address (in the tables or put now): no address-only entry, and no id taken for one.
           if (mirror.keys.hasBytes(fill.keys, at * ks)) {
             fill.keys.fill(0, at * ks, (at + 1) * ks);
             continue;
           }
-          const rule = ids.take() ?? full();
+          const rule = take();
+          if (rule === undefined) {
+            fill.undo(0);
+            return undefined;
+          }
           writeAddrOnlyPolicy(rule, fill.values, at * vs);
           mirror.addBytes(fill.keys, at * ks, rule, fill.values, 32, at * vs);
           const k = fill.keys.toString('latin1', at * ks, (at + 1) * ks);
