@@ -1043,12 +1043,7 @@ export class Tables {
     }
     const before = this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens());
     const after = this.#fields(settings, planP.plensAfter, planL.plensAfter, planS.plensAfter);
-    const widened = withFields(after, {
-      policyPlens: union(before.policyPlens, after.policyPlens),
-      localsidPlens: union(before.localsidPlens, after.localsidPlens),
-      session4Plens: union(before.session4Plens ?? [], after.session4Plens ?? []),
-      session6Plens: union(before.session6Plens ?? [], after.session6Plens ?? []),
-    });
+    const widened = widenedFields(before, after);
 
     let added = 0;
     let replaced = 0;
@@ -1247,12 +1242,7 @@ export class Tables {
       for (const f of fills) f.undo(0);
       throw e;
     }
-    const widened = withFields(after, {
-      policyPlens: union(before.policyPlens, after.policyPlens),
-      localsidPlens: union(before.localsidPlens, after.localsidPlens),
-      session4Plens: union(before.session4Plens ?? [], after.session4Plens ?? []),
-      session6Plens: union(before.session6Plens ?? [], after.session6Plens ?? []),
-    });
+    const widened = widenedFields(before, after);
     let added = 0;
     let k = 0;
     try {
@@ -1705,6 +1695,16 @@ function checkPlens(what: string, plensAfter: readonly number[], sessions: boole
         `the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
     );
   }
+}
+
+/** `after` with the prefix lengths of `before` and `after` together: the config while a change's entries come and go. */
+function widenedFields(before: ConfigFields, after: ConfigFields): ConfigFields {
+  return withFields(after, {
+    policyPlens: union(before.policyPlens, after.policyPlens),
+    localsidPlens: union(before.localsidPlens, after.localsidPlens),
+    session4Plens: union(before.session4Plens ?? [], after.session4Plens ?? []),
+    session6Plens: union(before.session6Plens ?? [], after.session6Plens ?? []),
+  });
 }
 
 function gather(plan: Plan, vs: number): { keys: Buffer; values: Buffer } {
