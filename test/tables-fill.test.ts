@@ -299,4 +299,66 @@ describe.skipIf(!haveObject)('changes of new keys only (a first fill, API batche
     expect(() => d.rules.apply({ putPolicies: more.policies })).toThrow(TablesFullError);
     expect(d.rules.policyCount).toBe(4);
   });
+  it('an address-only entry a failed write left out is made by the next TEID key of its address, as the change path does', () => {
+    const twin = (): Dataplane => dataplane(parseConfig(SETTINGS, 'empty.yaml'));
+    const teids = (from: number, n: number): readonly Policy[] =>
+      parseConfig(`${SETTINGS}policies:\n${Array.from({ length: n }, (_, t) => `  - { match: 100.64.7.1/32, teid: "${from + t}/32", sid: "fc00::${from + t}", src_prefix: "2001:db8:ff::/64" }`).join('\n')}\n`, 't.yaml').policies;
+    const results: Record<string, unknown>[] = [];
+    for (const how of ['insert', 'general'] as const) {
+      const d = twin();
+      const fd = d.tables.policiesFd;
+      // Room for the three TEID policies, not for their address-only entry (written last).
+      const max = mapInfo(fd).maxEntries;
+      const foreign = Array.from({ length: max - 3 }, (_, i) => encodePolicyKey({ addr: (0xc0000000 + i * 256) >>> 0, len: 24 } as never));
+      for (const k of foreign) mapUpdate(fd, k, Buffer.alloc(LAYOUTS.mup_policy.size));
+      expect(() => d.rules.apply({ putPolicies: teids(1, 3) })).toThrow(BatchWriteError);
+      expect([d.rules.policyCount, d.rules.addrOnlyCount]).toEqual([3, 0]);
+      for (const k of foreign) mapDelete(fd, k);
+      d.rules.apply(how === 'insert' ? { putPolicies: teids(10, 1) } : { putPolicies: teids(10, 1), ...GENERAL });
+      expect([d.rules.policyCount, d.rules.addrOnlyCount], how).toEqual([4, 1]);
+      results.push(state(d));
+    }
+    expect(results[0]).toEqual(results[1]);
+  });
+
+  it('a change written in slices says so (Tables.changing, which health reads) until it ends', async () => {
+    const d = dataplane(parseConfig(SETTINGS.replace('max_sessions: 512', 'max_sessions: 8192'), 'big.yaml'));
+    const many = parseConfig(
+      `${SETTINGS.replace('max_sessions: 512', 'max_sessions: 8192')}sessions:\n${Array.from({ length: 6000 }, (_, i) => `  - { ue: 10.62.${i >> 8}.${i & 255}/32, teid: ${i + 1}, qfi: 9, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }`).join('\n')}\n`,
+      'many.yaml',
+    );
+    expect(d.rules.changing).toBe(false);
+    const seen: boolean[] = [];
+    let on = true;
+    const watch = (): void => {
+      seen.push(d.rules.changing);
+      if (on) setImmediate(watch);
+    };
+    setImmediate(watch);
+    await d.rules.applyYielding({ putSessions: many.sessions });
+    on = false;
+    expect(d.rules.changing).toBe(false);
+    expect(d.rules.sessionCount).toBe(6000);
+    // The loop ran while the change was written (6,000 keys: more than one slice on any host this runs on).
+    expect(seen).toContain(true);
+  });
+
+  it('a change that goes to the change path after all takes its ids in the same order as the change path alone', () => {
+    const cfg = (n: number, from: number): readonly Policy[] =>
+      parseConfig(`${SETTINGS}policies:\n${Array.from({ length: n }, (_, i) => `  - { match: 10.5.${from + i}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }`).join('\n')}\n`, 'p.yaml').policies;
+    const out: string[][] = [];
+    for (const how of ['insert', 'general'] as const) {
+      const d = dataplane(parseConfig(SETTINGS, 'empty.yaml'));
+      d.rules.apply({ putPolicies: cfg(8, 0), ...GENERAL });
+      // Free two ids in two changes (the pool's stack is then not lowest first), their grace periods over.
+      d.rules.apply({ delPolicies: [cfg(8, 0)[3]!.match] });
+      d.rules.apply({ delPolicies: [cfg(8, 0)[6]!.match] });
+      d.rules.settle();
+      // New keys, then one the tables have: the insert path takes ids, gives them back, the change path takes them.
+      const change = [...cfg(3, 20), cfg(8, 0)[0]!];
+      d.rules.apply(how === 'insert' ? { putPolicies: change } : { putPolicies: change, ...GENERAL });
+      out.push(state(d)['policies'] as string[]);
+    }
+    expect(out[0]).toEqual(out[1]);
+  });
 });

@@ -452,6 +452,10 @@ class IdPool {
   get high(): number {
     return this.#high;
   }
+  /** Give back ids taken last, in the order they were taken: the pool as it was before (a change that goes another way). */
+  untake(ids: ArrayLike<number>): void {
+    for (let i = ids.length - 1; i >= 0; i--) this.#free[this.#n++] = ids[i]!;
+  }
   give(ids: readonly number[]): void {
     // Keep lowest-first order for the common case of one id.
     for (const id of [...ids].sort((a, b) => b - a)) this.#free[this.#n++] = id;
@@ -642,6 +646,15 @@ export class Tables {
   #closed = false;
   /** Rule ids deleted, reusable (and their counter slots zeroed) once grace period `seq` has completed. */
   readonly #pendingFree: { seq: number; policies: number[]; localsids: number[]; sessions: number[] }[] = [];
+  /**
+   * A change is being written in slices (applyYielding): until it ends, the
+   * mirror, the kernel's maps and the daemon's rule set may each be ahead
+   * of the others (health compares them only between changes).
+   */
+  get changing(): boolean {
+    return this.#yielding;
+  }
+
   /** .data.cfg mapped (BPF_F_MMAPABLE), for generation stores in place; undefined: every change flips. */
   #cfgMap: MapMapping | undefined;
   /**
@@ -1323,7 +1336,7 @@ export class Tables {
       undo: (from: number): void => {
         for (let i = from; i < fill.n; i++) mirror.deleteBytes(fill.keys, i * ks, fill.rules[i]!);
         for (const k of fill.addrOnly) if (!mirror.keys.has(k)) this.#addrOnly.delete(k);
-        ids.give(Array.from(fill.rules.subarray(from, fill.n)));
+        ids.untake(fill.rules.subarray(from, fill.n));
         fill.n = from;
       },
     };
@@ -1334,9 +1347,11 @@ export class Tables {
       throw new TablesFullError(`the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables`);
     };
     try {
-      mirror.keys.reserve(mirror.size + list.length);
-      // N3 addresses with no TEID key yet, in the order their first one comes (as #withAddrOnly orders its address-only puts).
+      // N3 addresses of the change's TEID keys, in the order their first one comes (as #withAddrOnly orders its
+      // address-only puts): each gets an address-only entry unless it has a /32 entry (its own policy, or one
+      // already), whether or not it had TEID keys before (an entry a failed write left out is made again).
       const teidAddrs: number[] = [];
+      const seen = new Set<number>();
       for (let i = 0; i < list.length; i++) {
         if (clock.tick()) yield;
         const r = list[i]!;
@@ -1347,6 +1362,8 @@ export class Tables {
           fill.undo(0);
           return undefined;
         }
+        // Room for all at once (one growth of each shard), once the first key is known to be new.
+        if (i === 0) mirror.keys.reserve(mirror.size + list.length);
         const rule = take();
         if (rule === undefined) {
           fill.undo(0);
@@ -1359,9 +1376,11 @@ export class Tables {
           throw e;
         }
         const da = policies && plen > 32 ? fill.keys.readUInt32BE(i * ks + PK_DADDR) : undefined;
-        const firstOfDa = da !== undefined && !mirror.teidKeys.has(da);
         mirror.addBytes(fill.keys, i * ks, rule, fill.values, plen, i * vs);
-        if (firstOfDa) teidAddrs.push(da);
+        if (da !== undefined && !seen.has(da)) {
+          seen.add(da);
+          teidAddrs.push(da);
+        }
         fill.rules[i] = rule;
         fill.n = i + 1;
       }
