@@ -266,15 +266,20 @@ export class KeyIndex {
     return this;
   }
 
+  /** The hash of the key at `keys[at, at + keyLength)`; a RangeError when the buffer has no key there. */
+  #hashAt(keys: Uint8Array, at: number): number {
+    if (at < 0 || at + this.keyLength > keys.length) throw new RangeError(`no ${this.keyLength}-byte key at byte ${at} of ${keys.length}`);
+    return hashBytes(keys, at, this.keyLength);
+  }
+
   /**
    * Add the key whose bytes are `keys[at, at + keyLength)` (no text made:
    * a fill of an empty table, src/dataplane/tables.ts); false, and nothing
    * changed, when the key is there already.
    */
   addBytes(keys: Uint8Array, at: number, value: number): boolean {
-    if (at < 0 || at + this.keyLength > keys.length) throw new RangeError(`no ${this.keyLength}-byte key at byte ${at} of ${keys.length}`);
     if ((value | 0) !== value) throw new RangeError(`${value} is not a 32-bit integer`);
-    const h = hashBytes(keys, at, this.keyLength);
+    const h = this.#hashAt(keys, at);
     if (!this.#shard(h).addBytes(h, keys, at, value)) return false;
     this.#count++;
     return true;
@@ -282,15 +287,13 @@ export class KeyIndex {
 
   /** Whether the key whose bytes are `keys[at, at + keyLength)` is there. */
   hasBytes(keys: Uint8Array, at: number): boolean {
-    if (at < 0 || at + this.keyLength > keys.length) throw new RangeError(`no ${this.keyLength}-byte key at byte ${at} of ${keys.length}`);
-    const h = hashBytes(keys, at, this.keyLength);
+    const h = this.#hashAt(keys, at);
     return this.#shard(h).findBytes(h, keys, at) >= 0;
   }
 
   /** Remove the key whose bytes are `keys[at, at + keyLength)`; false when it is not there. */
   deleteBytes(keys: Uint8Array, at: number): boolean {
-    if (at < 0 || at + this.keyLength > keys.length) throw new RangeError(`no ${this.keyLength}-byte key at byte ${at} of ${keys.length}`);
-    const h = hashBytes(keys, at, this.keyLength);
+    const h = this.#hashAt(keys, at);
     const t = this.#shard(h);
     const s = t.findBytes(h, keys, at);
     if (s < 0) return false;
