@@ -200,6 +200,15 @@ function monitorArgs(netns: string | undefined): string[] {
 }
 
 /**
+ * setpriv's arguments to run `ip ARGS` killed with the daemon
+ * (PR_SET_PDEATHSIG). One place for the early spawn and the spawn that
+ * takes it: a parked child is taken only when the arguments are the same.
+ */
+function underSetpriv(ipArgs: readonly string[]): string[] {
+  return ['--pdeathsig', 'KILL', 'ip', ...ipArgs];
+}
+
+/**
  * Spawn the table readers a NextHopWatcher of `netns` starts (IpBatch's
  * three) now, while the daemon is small: its start takes them
  * (src/host/spawn-early.ts). Not the monitor: spawned early it would hand
@@ -208,7 +217,7 @@ function monitorArgs(netns: string | undefined): string[] {
  * the start's first).
  */
 export function spawnNextHopReadersEarly(netns: string | undefined, owner: object): void {
-  for (const f of IP_BATCH_FAMILIES) spawnEarly('setpriv', ['--pdeathsig', 'KILL', 'ip', ...ipBatchArgs(netns, f)], IP_BATCH_STDIO, owner);
+  for (const f of IP_BATCH_FAMILIES) spawnEarly('setpriv', underSetpriv(ipBatchArgs(netns, f)), IP_BATCH_STDIO, owner);
 }
 
 /**
@@ -238,7 +247,7 @@ export class IpBatch {
     let p = this.#procs.get(family);
     if (p !== undefined) return p;
     const args = ipBatchArgs(this.#netns, family);
-    const child = spawnChild('setpriv', ['--pdeathsig', 'KILL', 'ip', ...args], IP_BATCH_STDIO);
+    const child = spawnChild('setpriv', underSetpriv(args), IP_BATCH_STDIO);
     const q: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> = [];
     const proc = { child, buf: '', queue: q };
     let err = '';
@@ -1153,7 +1162,7 @@ export class NextHopWatcher {
     if (this.#o.watch === false) return;
     // setpriv sets PR_SET_PDEATHSIG before it execs ip: the kernel kills ip
     // when this process dies, however it dies.
-    const child = spawnChild('setpriv', ['--pdeathsig', 'KILL', 'ip', ...monitorArgs(this.#o.netns)], MONITOR_STDIO);
+    const child = spawnChild('setpriv', underSetpriv(monitorArgs(this.#o.netns)), MONITOR_STDIO);
     this.#child = child;
     child.stdout.on('data', (d: Buffer) => this.#onMonitor(d.toString()));
     child.stderr.on('data', (d: Buffer) => this.#o.onError?.(new Error(`ip monitor: ${d.toString().trim()}`)));
