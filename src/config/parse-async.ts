@@ -15,7 +15,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ConfigError } from './errors.js';
-import { seedRuleKey } from './keys.js';
+import { localSidKey, policyKey, seedRuleKey, sessionKey } from './keys.js';
 import { keepRuleIndex } from './load.js';
 import type { FromParser, Section } from './parse-worker.js';
 import { sameData } from './same.js';
@@ -75,6 +75,13 @@ function shareSharedPrefixes(r: Policy | Session, pool: PrefixPool): void {
  */
 type Rule = Policy | LocalSid | Session;
 
+/** Each section's key of a rule (kept on the rule object once computed: src/config/keys.ts). */
+const KEY_OF: Record<Section, (r: never) => string> = {
+  policies: policyKey as (r: never) => string,
+  localsids: localSidKey as (r: never) => string,
+  sessions: sessionKey as (r: never) => string,
+};
+
 /** Rules of a config from parseConfigOffLoop that are the previous config's objects (for the reload's log line). */
 const keptRules = new WeakMap<Config, number>();
 export function rulesKept(config: Config): number {
@@ -117,13 +124,19 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
             const old = was[list.length];
             // The running rule, where the file still says the same at the same place (its key is the same then).
             const r = old !== undefined && old.where === fresh.where && sameData(old, fresh) ? old : fresh;
+            // A kept rule is indexed by the key text it holds already: the message's copy dies young
+            // with the fresh rule, instead of 131,072 new strings promoted into the new index.
+            let k = key;
             if (r === fresh) {
               if (m.section !== 'localsids') shareSharedPrefixes(r as Policy | Session, shared);
               seedRuleKey(r as never, key);
-            } else kept++;
+            } else {
+              kept++;
+              k = KEY_OF[m.section](r as never);
+            }
             list.push(r);
-            byKey.set(key, r);
-            if (r.name !== undefined) names.set(r.name, key);
+            byKey.set(k, r);
+            if (r.name !== undefined) names.set(r.name, k);
           }
           // The next piece in a later turn: reads are answered between the pieces.
           setImmediate(() => {
