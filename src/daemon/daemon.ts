@@ -44,7 +44,7 @@ import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.j
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
-import { forcedReleaseNote, releaseMemory, releaseMemorySoon } from './memory.js';
+import { forcedReleaseNote, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
 import { KeptText } from './kept-text.js';
 import { LoopMonitor } from './loop.js';
 import { ensureBpffs, Pins, type PinnedMaps } from './pins.js';
@@ -204,6 +204,9 @@ class Serial {
     return next;
   }
 }
+
+/** A batch of at least this many operations asks for a full collection in the next quiet second (releaseMemoryWhenQuiet). */
+export const RELEASE_AFTER_BATCH_OPS = 1000;
 
 /** The program loading while prepare() reads the rules (Daemon.#loadEarly). */
 interface EarlyLoad {
@@ -1662,6 +1665,8 @@ export class Daemon {
     }
     ms.durable = performance.now() - tRecorded;
     this.#log.info({ operations: ops.length, ...plan.counts, by, ms: roundAll(ms) }, 'batch applied');
+    // Its garbage (the body, the plan, the record) given back in the next quiet second.
+    if (ops.length >= RELEASE_AFTER_BATCH_OPS) releaseMemoryWhenQuiet();
     return { results: plan.results, ...plan.counts };
   }
 

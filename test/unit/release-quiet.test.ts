@@ -12,7 +12,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeServer } from '../../src/daemon/api.js';
-import { MAX_WAIT_MS, QUIET_MS, releaseCounts, releaseMemorySoon, requestEnded, requestStarted, requestsInFlight } from '../../src/daemon/memory.js';
+import { MAX_WAIT_MS, QUIET_MS, releaseCounts, releaseMemorySoon, releaseMemoryWhenQuiet, requestEnded, requestStarted, requestsInFlight } from '../../src/daemon/memory.js';
 
 describe('releaseMemorySoon', () => {
   // Each test's clock well past the one before (its "at most once every 2 s", its last request).
@@ -67,6 +67,46 @@ describe('releaseMemorySoon', () => {
     releaseMemorySoon();
     vi.advanceTimersByTime(2100);
     expect(releaseCounts().quiet).toBe(before.quiet + 1);
+  });
+});
+
+describe('releaseMemoryWhenQuiet (after a large batch)', () => {
+  let clock = Date.now() + 10_000_000;
+  beforeEach(() => {
+    vi.useFakeTimers();
+    clock += 60_000;
+    vi.setSystemTime(clock);
+  });
+  afterEach(() => vi.useRealTimers());
+  const busy = (ms: number): void => {
+    for (let t = 0; t < ms; t += 200) {
+      requestStarted();
+      vi.advanceTimersByTime(100);
+      requestEnded();
+      vi.advanceTimersByTime(100);
+    }
+  };
+
+  it('never runs between requests, however long they keep coming; runs in the first quiet second', () => {
+    const before = releaseCounts();
+    releaseMemoryWhenQuiet();
+    busy(4 * MAX_WAIT_MS);
+    expect(releaseCounts(), 'requests all along: no collection, not even a forced one').toEqual(before);
+    vi.advanceTimersByTime(QUIET_MS + 1100);
+    expect(releaseCounts()).toEqual({ ...before, quiet: before.quiet + 1 });
+  });
+
+  it('a reload\'s ask while it waits is still forced MAX_WAIT_MS after that ask', () => {
+    const before = releaseCounts();
+    releaseMemoryWhenQuiet();
+    busy(3 * MAX_WAIT_MS);
+    let forcedSeen = 0;
+    releaseMemorySoon(() => forcedSeen++);
+    busy(MAX_WAIT_MS - 600);
+    expect(releaseCounts(), 'not before MAX_WAIT_MS from the forced ask').toEqual(before);
+    busy(1200);
+    expect(releaseCounts()).toEqual({ ...before, forced: before.forced + 1 });
+    expect(forcedSeen).toBe(1);
   });
 });
 
