@@ -1591,6 +1591,15 @@ export class Daemon {
    * the daemon answers reads, which see the batch part done.
    */
   async applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
+    try {
+      return await this.#applyBatch(ops, by);
+    } finally {
+      // Its garbage (the body, the plan, the record; a refused batch's too) given back in the next quiet second.
+      if (ops.length >= RELEASE_AFTER_BATCH_OPS) releaseMemoryWhenQuiet();
+    }
+  }
+
+  async #applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
     const ms = { wait: 0, plan: 0, tables: 0, rules: 0, record: 0, durable: 0 };
     const tIn = performance.now();
     const { durable, plan } = await this.#serial.run(async () => {
@@ -1665,8 +1674,6 @@ export class Daemon {
     }
     ms.durable = performance.now() - tRecorded;
     this.#log.info({ operations: ops.length, ...plan.counts, by, ms: roundAll(ms) }, 'batch applied');
-    // Its garbage (the body, the plan, the record) given back in the next quiet second.
-    if (ops.length >= RELEASE_AFTER_BATCH_OPS) releaseMemoryWhenQuiet();
     return { results: plan.results, ...plan.counts };
   }
 

@@ -59,12 +59,19 @@ let forceAt: number | undefined;
  * 131,072 rules kept through the collection meant to give them back).
  */
 let forcedNote: (() => void) | undefined;
+/**
+ * Not before this (a forced ask + 1 s): a forced ask joining a pending
+ * quiet-only one must not run the collection at that one's next look, a
+ * moment after the ask, while the caller (a reload, in its last steps)
+ * still holds what the collection is meant to give back.
+ */
+let notBefore = 0;
 let releasedAt = 0;
 let inFlight = 0;
 let lastRequestAt = 0;
 const released = { quiet: 0, forced: 0 };
 
-/** The API's requests (src/daemon/api.ts): releaseMemorySoon waits for a quiet spell between them. */
+/** The API's requests (src/daemon/api.ts): releaseMemorySoon and releaseMemoryWhenQuiet wait for a quiet spell between them. */
 export function requestStarted(): void {
   inFlight++;
 }
@@ -94,7 +101,7 @@ export function requestsInFlight(): number {
   return inFlight;
 }
 
-/** Collections releaseMemorySoon ran: in a quiet second, or at MAX_WAIT_MS without one (for tests and the log). */
+/** Collections run for releaseMemorySoon and releaseMemoryWhenQuiet: in a quiet second, or (a forced ask) at MAX_WAIT_MS without one (for tests and the log). */
 export function releaseCounts(): { readonly quiet: number; readonly forced: number } {
   return { ...released };
 }
@@ -109,10 +116,12 @@ export function releaseCounts(): { readonly quiet: number; readonly forced: numb
  * when it runs without a quiet second (the caller logs it).
  */
 export function releaseMemorySoon(forced?: () => void): void {
+  const now = Date.now();
   if (forceAt === undefined) {
-    forceAt = Date.now() + MAX_WAIT_MS;
+    forceAt = now + MAX_WAIT_MS;
     forcedNote = forced;
   }
+  notBefore = Math.max(notBefore, now + 1000);
   ask();
 }
 
@@ -137,7 +146,7 @@ function ask(): void {
 function attempt(): void {
   const now = Date.now();
   const quietFor = inFlight > 0 ? 0 : now - lastRequestAt;
-  const wait = Math.max(releasedAt + 2000 - now, QUIET_MS - quietFor);
+  const wait = Math.max(releasedAt + 2000 - now, QUIET_MS - quietFor, notBefore - now);
   const late = forceAt !== undefined && now >= forceAt;
   if (wait > 0 && !late) {
     setTimeout(attempt, Math.min(Math.max(wait, 50), 1000, forceAt === undefined ? 1000 : forceAt - now)).unref();

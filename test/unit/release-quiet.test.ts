@@ -96,6 +96,19 @@ describe('releaseMemoryWhenQuiet (after a large batch)', () => {
     expect(releaseCounts()).toEqual({ ...before, quiet: before.quiet + 1 });
   });
 
+  it('a reload\'s ask joining it waits a second from that ask, like an ask of its own (found in review)', () => {
+    // Before: the pending ask's next look, up to a second after it, ran the collection a moment after the
+    // reload's ask, while the reload still held the rule set it replaced.
+    const before = releaseCounts();
+    releaseMemoryWhenQuiet();
+    vi.advanceTimersByTime(900);
+    releaseMemorySoon();
+    vi.advanceTimersByTime(150);
+    expect(releaseCounts(), '150 ms after the reload\'s ask').toEqual(before);
+    vi.advanceTimersByTime(1000);
+    expect(releaseCounts()).toEqual({ ...before, quiet: before.quiet + 1 });
+  });
+
   it('a reload\'s ask while it waits is still forced MAX_WAIT_MS after that ask', () => {
     const before = releaseCounts();
     releaseMemoryWhenQuiet();
