@@ -14,6 +14,16 @@ import { join } from 'node:path';
 import { makeServer } from '../../src/daemon/api.js';
 import { MAX_WAIT_MS, QUIET_MS, releaseCounts, releaseMemorySoon, releaseMemoryWhenQuiet, requestEnded, requestStarted, requestsInFlight } from '../../src/daemon/memory.js';
 
+/** A request every 200 ms, each 100 ms in flight, for `ms` of the fake clock: never a quiet second. */
+function busy(ms: number): void {
+  for (let t = 0; t < ms; t += 200) {
+    requestStarted();
+    vi.advanceTimersByTime(100);
+    requestEnded();
+    vi.advanceTimersByTime(100);
+  }
+}
+
 describe('releaseMemorySoon', () => {
   // Each test's clock well past the one before (its "at most once every 2 s", its last request).
   let clock = Date.now();
@@ -50,14 +60,6 @@ describe('releaseMemorySoon', () => {
     const before = releaseCounts();
     let forcedSeen = 0;
     releaseMemorySoon(() => forcedSeen++);
-    const busy = (ms: number): void => {
-      for (let t = 0; t < ms; t += 200) {
-        requestStarted();
-        vi.advanceTimersByTime(100);
-        requestEnded();
-        vi.advanceTimersByTime(100);
-      }
-    };
     busy(MAX_WAIT_MS - 600);
     expect(releaseCounts(), 'not before MAX_WAIT_MS').toEqual(before);
     busy(1200);
@@ -78,14 +80,6 @@ describe('releaseMemoryWhenQuiet (after a large batch)', () => {
     vi.setSystemTime(clock);
   });
   afterEach(() => vi.useRealTimers());
-  const busy = (ms: number): void => {
-    for (let t = 0; t < ms; t += 200) {
-      requestStarted();
-      vi.advanceTimersByTime(100);
-      requestEnded();
-      vi.advanceTimersByTime(100);
-    }
-  };
 
   it('never runs between requests, however long they keep coming; runs in the first quiet second', () => {
     const before = releaseCounts();
