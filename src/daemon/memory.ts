@@ -147,9 +147,10 @@ function attempt(): void {
   const now = Date.now();
   const quietFor = inFlight > 0 ? 0 : now - lastRequestAt;
   const wait = Math.max(releasedAt + 2000 - now, QUIET_MS - quietFor, notBefore - now);
-  const late = forceAt !== undefined && now >= forceAt;
-  if (wait > 0 && !late) {
-    setTimeout(attempt, Math.min(Math.max(wait, 50), 1000, forceAt === undefined ? 1000 : forceAt - now)).unref();
+  // Forced: MAX_WAIT_MS after the first forced ask, and never within a second of the latest one.
+  const due = forceAt === undefined ? Infinity : Math.max(forceAt, notBefore);
+  if (wait > 0 && now < due) {
+    setTimeout(attempt, Math.min(Math.max(wait, 50), 1000, due - now)).unref();
     return;
   }
   let note = forcedNote;

@@ -103,6 +103,17 @@ describe('releaseMemoryWhenQuiet (after a large batch)', () => {
     expect(releaseCounts()).toEqual({ ...before, quiet: before.quiet + 1 });
   });
 
+  it('a second forced ask late in the wait of a first is not forced within a second of its own', () => {
+    const before = releaseCounts();
+    releaseMemorySoon();
+    busy(MAX_WAIT_MS - 400);
+    releaseMemorySoon();
+    busy(600);
+    expect(releaseCounts(), 'MAX_WAIT_MS after the first ask, 600 ms after the second').toEqual(before);
+    busy(600);
+    expect(releaseCounts()).toEqual({ ...before, forced: before.forced + 1 });
+  });
+
   it('a reload\'s ask while it waits is still forced MAX_WAIT_MS after that ask', () => {
     const before = releaseCounts();
     releaseMemoryWhenQuiet();
