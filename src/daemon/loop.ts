@@ -43,6 +43,16 @@ export class LoopMonitor {
   readonly #scrape = createHistogram();
   readonly #total = createHistogram();
   #since = new Date();
+  /**
+   * Each histogram as last read, until the next record or reset: GET
+   * /v1/status read both on every request (two percentiles each, about
+   * 170 µs together on this host, 60 % of the answer's cost), though they
+   * change only once a tick. A status poller asking every 2 ms beside 4
+   * writers took about 7 % of the daemon's time. The readings are the same
+   * numbers, read once per tick at most.
+   */
+  #scrapeRead: LoopDelay | undefined;
+  #totalRead: LoopDelay | undefined;
   #timer: NodeJS.Timeout | undefined;
   /** performance.now() of the last tick. */
   #prev = 0;
@@ -68,19 +78,24 @@ export class LoopMonitor {
     const ns = Math.max(1, Math.round(lateMs * 1e6));
     this.#scrape.record(ns);
     this.#total.record(ns);
+    this.#scrapeRead = undefined;
+    this.#totalRead = undefined;
   }
 
   /** Since the last scrape, and start a new window (the /metrics collector). */
   takeScrapeWindow(): LoopDelay & { readonly seconds: number } {
-    const d = read(this.#scrape);
+    const d = this.#scrapeRead ?? read(this.#scrape);
     const seconds = (Date.now() - this.#since.getTime()) / 1000;
     this.#scrape.reset();
+    this.#scrapeRead = undefined;
     this.#since = new Date();
     return { ...d, seconds };
   }
 
   /** For GET /v1/status: since start, and since the last scrape (not reset). */
   status(): { readonly resolutionMs: number; readonly sinceStart: LoopDelay; readonly sinceLastScrape: LoopDelay & { readonly since: string } } {
-    return { resolutionMs: LOOP_RESOLUTION_MS, sinceStart: read(this.#total), sinceLastScrape: { ...read(this.#scrape), since: this.#since.toISOString() } };
+    this.#totalRead ??= read(this.#total);
+    this.#scrapeRead ??= read(this.#scrape);
+    return { resolutionMs: LOOP_RESOLUTION_MS, sinceStart: this.#totalRead, sinceLastScrape: { ...this.#scrapeRead, since: this.#since.toISOString() } };
   }
 }

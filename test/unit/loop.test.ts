@@ -55,4 +55,24 @@ describe('LoopMonitor', () => {
     expect(w.max).toBeGreaterThanOrEqual((100 - LOOP_RESOLUTION_MS) / 1000);
     expect(m.status().sinceStart.max).toBeGreaterThanOrEqual((100 - LOOP_RESOLUTION_MS) / 1000);
   });
+
+  it('status reads each histogram once a tick: the same numbers until a tick records or a scrape resets', async () => {
+    m = new LoopMonitor();
+    m.start();
+    await samples(m, 2);
+    // A scrape's reset is seen at once: the window since it is empty (a reading kept past the reset would not be).
+    m.status();
+    m.takeScrapeWindow();
+    expect(m.status().sinceLastScrape.samples).toBe(0);
+    const a = m.status();
+    const until = performance.now() + 60;
+    while (performance.now() < until) {
+      // block the loop: no tick runs, the reading stands
+    }
+    expect(m.status().sinceStart).toEqual(a.sinceStart);
+    // The next tick records the stall, and the next status shows it.
+    await samples(m, a.sinceStart.samples + 1);
+    expect(m.status().sinceStart.max).toBeGreaterThanOrEqual((60 - LOOP_RESOLUTION_MS) / 1000);
+    expect(m.status().sinceLastScrape.max).toBeGreaterThanOrEqual((60 - LOOP_RESOLUTION_MS) / 1000);
+  });
 });
