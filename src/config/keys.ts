@@ -122,3 +122,10 @@ export function sessionKey(s: Session): string {
 export function seedRuleKey(r: Policy | LocalSid | Session, key: string): void {
   keep(r, key);
 }
+
+/** Each rule section's key function (the thread that parses a reload and the main thread that takes its rules agree on it). */
+export const SECTION_KEY: Readonly<Record<RuleSection, (r: never) => string>> = {
+  policies: policyKey as (r: never) => string,
+  localsids: localSidKey as (r: never) => string,
+  sessions: sessionKey as (r: never) => string,
+};

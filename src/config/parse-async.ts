@@ -15,7 +15,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ConfigError } from './errors.js';
-import { localSidKey, policyKey, seedRuleKey, sessionKey } from './keys.js';
+import { SECTION_KEY, seedRuleKey } from './keys.js';
 import { keepRuleIndex } from './load.js';
 import type { FromParser, Section } from './parse-worker.js';
 import { sameData } from './same.js';
@@ -75,13 +75,6 @@ function shareSharedPrefixes(r: Policy | Session, pool: PrefixPool): void {
  */
 type Rule = Policy | LocalSid | Session;
 
-/** Each section's key of a rule (kept on the rule object once computed: src/config/keys.ts). */
-const KEY_OF: Record<Section, (r: never) => string> = {
-  policies: policyKey as (r: never) => string,
-  localsids: localSidKey as (r: never) => string,
-  sessions: sessionKey as (r: never) => string,
-};
-
 /** Rules of a config from parseConfigOffLoop that are the previous config's objects (for the reload's log line). */
 const keptRules = new WeakMap<Config, number>();
 export function rulesKept(config: Config): number {
@@ -132,7 +125,7 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
               seedRuleKey(r as never, key);
             } else {
               kept++;
-              k = KEY_OF[m.section](r as never);
+              k = SECTION_KEY[m.section](r as never);
             }
             list.push(r);
             byKey.set(k, r);

@@ -10,7 +10,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { ConfigError } from './errors.js';
-import { localSidKey, policyKey, sessionKey } from './keys.js';
+import { SECTION_KEY } from './keys.js';
 import { parseConfig } from './load.js';
 import type { Config, RuleSection } from './types.js';
 
@@ -36,15 +36,16 @@ if (port !== null) {
   try {
     const config = parseConfig(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'), file);
     const { policies, localsids, sessions, ...head } = config;
-    const lists: [Section, readonly unknown[], (r: never) => string][] = [
-      ['policies', policies, policyKey as (r: never) => string],
-      ['localsids', localsids, localSidKey as (r: never) => string],
-      ['sessions', sessions ?? [], sessionKey as (r: never) => string],
+    const lists: [Section, readonly unknown[]][] = [
+      ['policies', policies],
+      ['localsids', localsids],
+      ['sessions', sessions ?? []],
     ];
     // One piece per {t: 'next'}: the main thread asks for the next when it has taken one in (posted all at
     // once, they would be taken in one turn of its event loop, as one object graph would).
     const pieces = (function* (): Generator<FromParser> {
-      for (const [section, list, key] of lists) {
+      for (const [section, list] of lists) {
+        const key = SECTION_KEY[section];
         for (let at = 0; at < list.length; at += RULES_PER_MESSAGE) {
           const rules = list.slice(at, at + RULES_PER_MESSAGE);
           yield { t: 'rules', section, rules, keys: rules.map((r) => key(r as never)) };
