@@ -14,6 +14,17 @@ import { join } from 'node:path';
 import { makeServer } from '../../src/daemon/api.js';
 import { MAX_WAIT_MS, QUIET_MS, releaseCounts, releaseMemorySoon, releaseMemoryWhenQuiet, requestEnded, requestStarted, requestsInFlight } from '../../src/daemon/memory.js';
 
+/** The fake clock of every test, each well past the one before (its "at most once every 2 s", its last request). */
+let clock = Date.now();
+function fakeClockPerTest(): void {
+  beforeEach(() => {
+    vi.useFakeTimers();
+    clock += 60_000;
+    vi.setSystemTime(clock);
+  });
+  afterEach(() => vi.useRealTimers());
+}
+
 /** A request every 200 ms, each 100 ms in flight, for `ms` of the fake clock: never a quiet second. */
 function busy(ms: number): void {
   for (let t = 0; t < ms; t += 200) {
@@ -24,15 +35,19 @@ function busy(ms: number): void {
   }
 }
 
+/** A forced ask now, under steady requests: no collection until MAX_WAIT_MS, then one forced, its note called once. */
+function forcedAtMaxWait(before: ReturnType<typeof releaseCounts>, notYet: string): void {
+  let forcedSeen = 0;
+  releaseMemorySoon(() => forcedSeen++);
+  busy(MAX_WAIT_MS - 600);
+  expect(releaseCounts(), notYet).toEqual(before);
+  busy(1200);
+  expect(releaseCounts()).toEqual({ ...before, forced: before.forced + 1 });
+  expect(forcedSeen).toBe(1);
+}
+
 describe('releaseMemorySoon', () => {
-  // Each test's clock well past the one before (its "at most once every 2 s", its last request).
-  let clock = Date.now();
-  beforeEach(() => {
-    vi.useFakeTimers();
-    clock += 60_000;
-    vi.setSystemTime(clock);
-  });
-  afterEach(() => vi.useRealTimers());
+  fakeClockPerTest();
 
   it('waits while a request is in flight, then for a quiet spell after it', () => {
     const before = releaseCounts();
@@ -58,13 +73,7 @@ describe('releaseMemorySoon', () => {
   it('runs anyway MAX_WAIT_MS after it was asked when requests never leave a quiet second', () => {
     vi.advanceTimersByTime(5000);
     const before = releaseCounts();
-    let forcedSeen = 0;
-    releaseMemorySoon(() => forcedSeen++);
-    busy(MAX_WAIT_MS - 600);
-    expect(releaseCounts(), 'not before MAX_WAIT_MS').toEqual(before);
-    busy(1200);
-    expect(releaseCounts()).toEqual({ ...before, forced: before.forced + 1 });
-    expect(forcedSeen).toBe(1);
+    forcedAtMaxWait(before, 'not before MAX_WAIT_MS');
     // And a later ask starts again.
     releaseMemorySoon();
     vi.advanceTimersByTime(2100);
@@ -73,13 +82,7 @@ describe('releaseMemorySoon', () => {
 });
 
 describe('releaseMemoryWhenQuiet (after a large batch)', () => {
-  let clock = Date.now() + 10_000_000;
-  beforeEach(() => {
-    vi.useFakeTimers();
-    clock += 60_000;
-    vi.setSystemTime(clock);
-  });
-  afterEach(() => vi.useRealTimers());
+  fakeClockPerTest();
 
   it('never runs between requests, however long they keep coming; runs in the first quiet second', () => {
     const before = releaseCounts();
@@ -118,13 +121,7 @@ describe('releaseMemoryWhenQuiet (after a large batch)', () => {
     const before = releaseCounts();
     releaseMemoryWhenQuiet();
     busy(3 * MAX_WAIT_MS);
-    let forcedSeen = 0;
-    releaseMemorySoon(() => forcedSeen++);
-    busy(MAX_WAIT_MS - 600);
-    expect(releaseCounts(), 'not before MAX_WAIT_MS from the forced ask').toEqual(before);
-    busy(1200);
-    expect(releaseCounts()).toEqual({ ...before, forced: before.forced + 1 });
-    expect(forcedSeen).toBe(1);
+    forcedAtMaxWait(before, 'not before MAX_WAIT_MS from the forced ask');
   });
 });
 
