@@ -47,6 +47,7 @@ import {
   type BpfObject,
 } from './libbpf.js';
 import { ifIndex, inNetns, NetnsError } from './netns.js';
+import { markNewNextHopMaps } from './nexthop-fresh.js';
 import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, maxSessionsOf, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
 
 export { DEFAULT_OBJECT } from '../host/paths.js';
@@ -576,6 +577,8 @@ class Program implements LoadedProgram {
         leaseFd: mapFd(m.nh[2]!, NEXTHOP_MAPS[2]),
         hintsFd: mapFd(m.nh[3]!, NEXTHOP_MAPS[3]),
       };
+      // Made with the object just loaded (openObject takes no next-hop map from pins): all zero.
+      markNewNextHopMaps(nexthop);
       const reused = this.#o.reusedIds !== undefined;
       const tables = new Tables(fds, s, s, { countersNew: !reused });
       tables.writeSettings(s);

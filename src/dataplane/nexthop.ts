@@ -60,6 +60,7 @@ import type { Config } from '../config/types.js';
 import { AF_INET, AF_INET6, LAYOUTS, encodeNextHop, type NextHopFields } from './codec.js';
 import type { Dataplane, NextHopFds } from './dataplane.js';
 import { BPF_ANY, mapLookup, mapLookupArrayRange, mapUpdate, mapUpdateBatch, synchronizeRcu } from './libbpf.js';
+import { takeNewNextHopMaps } from './nexthop-fresh.js';
 import { ifIndex } from './netns.js';
 import { nextTurn } from '../host/slice-clock.js';
 import { spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
@@ -668,9 +669,12 @@ export class NextHopCache {
     this.#ruleSlot = new Uint32Array(nRules);
     this.#refs = new Uint32Array(this.#nSlots);
     this.#slotId = new Array<string | undefined>(this.#nSlots);
-    // Start from a known state: a reused map may hold pointers from an earlier run.
-    this.#writeRules(new Uint32Array(nRules), true);
+    // Start from a known state: maps a cache wrote before hold its pointers; maps new with their object are zero.
+    this.startWrites = takeNewNextHopMaps(fds) ? 0 : this.#writeRules(new Uint32Array(nRules), true);
   }
+
+  /** Rule entries the constructor wrote to zero (none on maps new with their object). */
+  readonly startWrites: number;
 
   get rules(): number {
     return this.#nRules;
