@@ -84,11 +84,48 @@ describe('rules put through the API keep no entry of the file', () => {
     expect(set.base('session', '10.9.0.1/32')).toBe(fileBase);
     set.put('session', set.check('session', { ...body('10.9.0.1/32', 1), name: 'f1' }, 'add'));
     expect(set.source('session', '10.9.0.1/32')).toBe('config');
+    // The set holds the file's rule again: no entry of its own kept for the key (one per key the API
+    // ever touched before), and the base is still the file's.
+    expect(set.footprint()['session.fileRules']).toBe(0);
+    expect(set.base('session', '10.9.0.1/32')).toBe(fileBase);
+    set.put('session', set.check('session', body('10.9.0.1/32', 8), 'replace'));
+    expect(set.base('session', '10.9.0.1/32')).toBe(fileBase);
+    set.put('session', set.check('session', { ...body('10.9.0.1/32', 1), name: 'f1' }, 'replace'));
+    expect(set.footprint()['session.fileRules']).toBe(0);
+    expect(set.source('session', '10.9.0.1/32')).toBe('config');
     expect(set.overlay.sessions.size).toBe(20000);
     expect(set.overlay.delSessions.size).toBe(0);
     // An API rule deleted: no delete record kept (the file has none there).
     set.delete('session', '10.60.0.5/32');
     expect(set.overlay.delSessions.size).toBe(0);
     expect(set.overlay.sessions.size).toBe(19999);
+  });
+
+  it('a state file whose records put a file rule back as the file has it: no entry kept for its key, whichever way the set is built', () => {
+    const text =
+      'settings: { max_sessions: 64 }\nsessions:\n' +
+      Array.from({ length: 4 }, (_, i) => `  - { name: f${i}, ue: 10.9.0.${i}/32, teid: ${i + 1}, qfi: 9, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }\n`).join('');
+    const config = parseConfig(text, 'replay.yaml');
+    const same = (i: number): Record<string, unknown> => ({ name: `f${i}`, ue: `10.9.0.${i}/32`, teid: i + 1, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' });
+    const overlay = (): ReturnType<typeof emptyOverlay> => {
+      const scratch = new RuleSet(parseConfig(text, 'scratch.yaml'), emptyOverlay());
+      const o = emptyOverlay();
+      // Records of a delete and an add back of the same rule (key 0), a replace by another (key 1), a delete (key 2).
+      o.sessions.set('10.9.0.0/32', scratch.check('session', same(0), 'replace'));
+      o.sessions.set('10.9.0.1/32', scratch.check('session', { ...same(1), teid: 99 }, 'replace'));
+      o.delSessions.add('10.9.0.2/32');
+      return o;
+    };
+    // The first set on a config takes the index its checks built; a second one builds its maps from the rules.
+    for (const set of [new RuleSet(config, overlay()), new RuleSet(config, overlay())]) {
+      expect(set.footprint()['session.fileRules']).toBe(2);
+      expect(set.overlay.sessions.size).toBe(1);
+      expect([0, 1, 3].map((i) => set.source('session', `10.9.0.${i}/32`))).toEqual(['config', 'api', 'config']);
+      expect(set.sessions.has('10.9.0.2/32')).toBe(false);
+      expect(set.base('session', '10.9.0.0/32')).toMatch(/^[0-9a-f]{16}$/);
+      expect(set.base('session', '10.9.0.1/32')).toMatch(/^[0-9a-f]{16}$/);
+      expect(set.base('session', '10.9.0.2/32')).toMatch(/^[0-9a-f]{16}$/);
+      expect(set.sessions.get('10.9.0.0/32')).toBe(config.sessions![0]);
+    }
   });
 });
