@@ -157,6 +157,8 @@ describe.skipIf(!isRoot)('a large batch and the event loop', () => {
     await expect(d.applyBatch(refused)).rejects.toThrow(/no policy named "nope"/);
     expect(await quietAfter(before.quiet)).toBe(before.quiet + 1);
     expect(releaseCounts().forced).toBe(before.forced);
+    // A collection that compacts the heap and gives its free pages back (test/unit/compact-heap.test.ts).
+    expect(releaseCounts().compacted).toBe(before.compacted + 1);
   });
   // Last: it stops the daemon.
   it('a probe switched on while a batch waits for the grace period of its second config flip stays on, and the flips land (found in review)', async () => {

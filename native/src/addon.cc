@@ -5,6 +5,7 @@
 // NODE_ADDON_API_CPP_EXCEPTIONS_ALL turns any other C++ exception thrown in
 // a callback into a JavaScript Error instead of std::terminate).
 #include <napi.h>
+#include <v8.h>
 
 #include <cstdio>
 #include <cstring>
@@ -487,6 +488,20 @@ Napi::Value errnoName(const Napi::CallbackInfo& info) {
   }
 }
 
+// V8's own API, not N-API (which has no call for it): a full collection that
+// also compacts the heap and gives its free pages back (Isolate::
+// LowMemoryNotification). A plain full collection (global.gc()) frees the
+// objects but keeps most pages they were on: after large batches, single
+// changes and a reload, the daemon's heap kept ~45 MB of committed, unused
+// pages through it.
+// On the calling (JavaScript) thread; it blocks for the collection.
+Napi::Value compactHeap(const Napi::CallbackInfo& info) {
+  v8::Isolate* isolate = v8::Isolate::GetCurrent();
+  if (isolate == nullptr) throw Napi::Error::New(info.Env(), "compactHeap: no V8 isolate on this thread");
+  isolate->LowMemoryNotification();
+  return info.Env().Undefined();
+}
+
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   auto* data = new AddonData();
   data->socketClass = Napi::Persistent(SocketWrap::define(env));
@@ -495,6 +510,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("sampleClocks", Napi::Function::New<sampleClocks>(env, "sampleClocks"));
   exports.Set("errnoName", Napi::Function::New<errnoName>(env, "errnoName"));
   exports.Set("parseControl", Napi::Function::New<parseControl>(env, "parseControl"));
+  exports.Set("compactHeap", Napi::Function::New<compactHeap>(env, "compactHeap"));
   return exports;
 }
 

@@ -44,7 +44,7 @@ import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.j
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
-import { forcedReleaseNote, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
+import { forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
 import { KeptText } from './kept-text.js';
 import { LoopMonitor } from './loop.js';
 import { ensureBpffs, Pins, type PinnedMaps } from './pins.js';
@@ -600,6 +600,13 @@ export class Daemon {
     );
     this.#tidyState('start');
     releaseMemory();
+    const noCompaction = heapCompactionUnavailable();
+    if (noCompaction !== undefined) {
+      this.#log.warn(
+        { why: noCompaction },
+        'the collections after reloads and large batches cannot compact the heap: V8 keeps the pages they free (tens of MB of resident memory); build the native addon (make native)',
+      );
+    }
     this.loop.start();
     this.#nexthops();
     this.#watchLinks();

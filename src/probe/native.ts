@@ -192,6 +192,8 @@ interface Addon {
   errnoName(errno: number): string;
   parseControl(control: Buffer, kind: 'rx'): { software: bigint | null; hardware: bigint | null };
   parseControl(control: Buffer, kind: 'errqueue'): ParsedErrqueue;
+  /** A full collection that compacts V8's heap and gives its free pages back (src/daemon/memory.ts). */
+  compactHeap(): void;
 }
 
 /** What the addon's error-queue parser makes of one message's control bytes. */

@@ -1,0 +1,34 @@
+/**
+ * The native addon's compactHeap (V8's LowMemoryNotification), which the
+ * daemon's collections after reloads and large batches run
+ * (src/daemon/memory.ts): unlike a plain full collection it gives back the
+ * pages of a heap whose survivors are spread thin. Counted in bytes of
+ * V8's heap, never timed.
+ */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { describe, expect, it } from 'vitest';
+import { loadAddon } from '../../src/probe/native.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+const MB = 1e6;
+
+describe('compactHeap', () => {
+  it('gives back the heap pages a plain full collection keeps', () => {
+    const addon = loadAddon();
+    // About 70 MB of small objects, one in 16 kept: every page keeps a few survivors.
+    let objects: { i: number; s: string }[] | undefined = Array.from({ length: 1_000_000 }, (_, i) => ({ i, s: `x${i}` }));
+    const kept = objects.filter((_, i) => i % 16 === 0);
+    objects = undefined;
+    gc();
+    const plain = process.memoryUsage();
+    addon.compactHeap();
+    const compacted = process.memoryUsage();
+    // Measured: committed 100.4 MB for 12.8 used after the plain collection, 14.2 after compactHeap.
+    expect(kept.length).toBe(62_500);
+    expect(plain.heapTotal - plain.heapUsed, 'committed and unused after a plain collection').toBeGreaterThan(30 * MB);
+    expect(compacted.heapTotal, 'committed after compactHeap').toBeLessThan(plain.heapTotal - 25 * MB);
+    expect(compacted.heapUsed).toBeLessThanOrEqual(plain.heapUsed + 1 * MB);
+  });
+});
