@@ -58,16 +58,25 @@ export function releaseMemory(): void {
  * The native addon's compactHeap (V8's LowMemoryNotification), or why it
  * cannot be had; looked up once.
  */
-let compactor: { readonly run: () => void } | { readonly why: string } | undefined;
-function compactorOf(): { readonly run: () => void } | { readonly why: string } {
-  if (compactor !== undefined) return compactor;
-  try {
-    const addon = loadAddon();
-    compactor = { run: () => addon.compactHeap() };
-  } catch (e) {
-    compactor = { why: (e as Error).message };
-  }
+type Compactor = { readonly run: () => void } | { readonly why: string };
+let compactor: Compactor | undefined;
+function compactorOf(): Compactor {
+  compactor ??= compactorFrom(loadAddon);
   return compactor;
+}
+
+/** The compactor of the addon `load` gives (tests: src/daemon/memory.ts's own is the built addon's). */
+export function compactorFrom(load: () => { compactHeap?: unknown }): Compactor {
+  let addon: { compactHeap?: unknown };
+  try {
+    addon = load();
+  } catch (e) {
+    return { why: (e as Error).message };
+  }
+  const compactHeap = addon.compactHeap;
+  // An addon built before compactHeap was (a build of the TypeScript alone): said at start, never a crash later.
+  if (typeof compactHeap !== 'function') return { why: 'the native addon was built before it had compactHeap: rebuild it (make native)' };
+  return { run: () => void (compactHeap as () => unknown).call(addon) };
 }
 
 /**
@@ -94,14 +103,21 @@ export function heapCompactionUnavailable(): string | undefined {
  */
 function compactMemory(): void {
   const c = compactorOf();
-  if ('run' in c) {
-    trim ??= koffi.load('libc.so.6').func('int malloc_trim(size_t pad)') as (pad: number) => number;
-    c.run();
-    trim(0);
-    released.compacted++;
-  } else {
+  if (!('run' in c)) {
     releaseMemory();
+    return;
   }
+  try {
+    c.run();
+  } catch (e) {
+    // Not expected (a V8 API call); a plain collection instead, and none of these tried again.
+    compactor = { why: `compactHeap failed: ${(e as Error).message}` };
+    releaseMemory();
+    return;
+  }
+  trim ??= koffi.load('libc.so.6').func('int malloc_trim(size_t pad)') as (pad: number) => number;
+  trim(0);
+  released.compacted++;
 }
 
 let releasePending = false;
@@ -168,10 +184,13 @@ export function releaseCounts(): { readonly quiet: number; readonly forced: numb
  * releaseMemory a second or so from now, at most once every 2 s, in a
  * second without API requests if one comes within MAX_WAIT_MS: after
  * stalled connections are closed (their buffers), and after a reload (the
- * rules it replaced). The collection is a full one, a pause of 70-150 ms
- * with 131,072 rules: run a second after a reload whatever came, it was
- * the longest stall a reload left behind (issue 19). `forced` is called
- * when it runs without a quiet second (the caller logs it).
+ * rules it replaced). In a quiet second the collection compacts the heap
+ * (compactMemory: a pause of about 200 ms with 131,072 rules); without
+ * one, at MAX_WAIT_MS, it is a plain full collection (a shorter pause)
+ * and the compacting one follows in the next quiet second. Run a second after a reload whatever
+ * came, the collection was the longest stall a reload left behind (issue
+ * 19). `forced` is called when it runs without a quiet second (the caller
+ * logs it).
  */
 export function releaseMemorySoon(forced?: () => void): void {
   const now = Date.now();
@@ -230,5 +249,5 @@ function attempt(): void {
     if (forced) releaseMemory();
     else compactMemory();
   }
-  if (forced) ask();
+  if (forced && 'run' in compactorOf()) ask();
 }

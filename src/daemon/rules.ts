@@ -298,9 +298,9 @@ export class RuleSet {
   readonly #rules = perKind(() => new Map<string, Rule>());
   readonly #names = perKind((): Map<string, string> => new ShardedMap<string>());
   /**
-   * The config file's rule at each key whose file rule the
-   * overlay took the place of, or did since this set was made: `source` in
-   * listings, and the base a change's state record names. Elsewhere #rules
+   * The config file's rule at each key whose file rule the overlay holds
+   * the place of (an API rule, or a delete): `source` in listings, and the
+   * base a change's state record names. Elsewhere #rules
    * holds the file's rule, or no rule of the file (an API rule, whose
    * `where` is a text, or none): no map of every file rule (one was 2 x 1.8
    * MB with 65,536 + 65,536 rules, 2 x 3.7 after the first change), and no

@@ -14,7 +14,7 @@ import { pidAlive } from '../host/process.js';
 import type { Logger } from './log.js';
 import { createMetrics } from './metrics.js';
 import { startServingProfile } from './profile.js';
-import { holdMallocTrimThreshold } from './memory.js';
+import { holdMallocTrimThreshold, requestEnded, requestStarted } from './memory.js';
 import { DAEMON_NODE_FLAGS, missingDaemonNodeFlags } from '../host/node-flags.js';
 import type { PerRuleSeries } from '../config/types.js';
 import { makeDirs } from '../host/mkdirs.js';
@@ -181,8 +181,13 @@ export async function daemonMain(o: RunOptions): Promise<number> {
     process.once('SIGTERM', () => onStop('SIGTERM'));
     process.once('SIGINT', () => onStop('SIGINT'));
     process.on('SIGHUP', () => {
-      // Daemon.reload logs every reload, applied or refused.
-      daemon.reload({ reason: 'SIGHUP' }).catch(() => undefined);
+      // Daemon.reload logs every reload, applied or refused. Counted as a request, as POST /v1/reload is:
+      // the collection waiting for a quiet second does not run in its middle (the replaced rules still held).
+      requestStarted();
+      daemon
+        .reload({ reason: 'SIGHUP' })
+        .catch(() => undefined)
+        .finally(requestEnded);
     });
   });
 }

@@ -8,6 +8,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
+import { compactorFrom } from '../../src/daemon/memory.js';
 import { loadAddon } from '../../src/probe/native.js';
 
 setFlagsFromString('--expose-gc');
@@ -30,5 +31,19 @@ describe('compactHeap', () => {
     expect(plain.heapTotal - plain.heapUsed, 'committed and unused after a plain collection').toBeGreaterThan(30 * MB);
     expect(compacted.heapTotal, 'committed after compactHeap').toBeLessThan(plain.heapTotal - 25 * MB);
     expect(compacted.heapUsed).toBeLessThanOrEqual(plain.heapUsed + 1 * MB);
+  });
+
+  it('an addon without it (built before it was) or that cannot load is a reason the daemon states, never a crash later', () => {
+    expect(compactorFrom(() => ({}))).toEqual({ why: expect.stringMatching(/built before it had compactHeap: rebuild it \(make native\)/) });
+    expect(
+      compactorFrom(() => {
+        throw new Error('the timestamping addon is not built');
+      }),
+    ).toEqual({ why: 'the timestamping addon is not built' });
+    let ran = 0;
+    const c = compactorFrom(() => ({ compactHeap: () => ran++ }));
+    expect('run' in c).toBe(true);
+    if ('run' in c) c.run();
+    expect(ran).toBe(1);
   });
 });
