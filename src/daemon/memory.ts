@@ -65,7 +65,7 @@ function compactorOf(): Compactor {
   return compactor;
 }
 
-/** The compactor of the addon `load` gives (tests: src/daemon/memory.ts's own is the built addon's). */
+/** The compactor of the addon `load` returns (the daemon's: the built addon; tests pass others). */
 export function compactorFrom(load: () => { compactHeap?: unknown }): Compactor {
   let addon: { compactHeap?: unknown };
   try {
@@ -187,10 +187,10 @@ export function releaseCounts(): { readonly quiet: number; readonly forced: numb
  * rules it replaced). In a quiet second the collection compacts the heap
  * (compactMemory: a pause of about 200 ms with 131,072 rules); without
  * one, at MAX_WAIT_MS, it is a plain full collection (a shorter pause)
- * and the compacting one follows in the next quiet second. Run a second after a reload whatever
- * came, the collection was the longest stall a reload left behind (issue
- * 19). `forced` is called when it runs without a quiet second (the caller
- * logs it).
+ * and the compacting one follows in the next quiet second. Run a second
+ * after a reload whatever came, the collection was the longest stall a
+ * reload left behind (issue 19). `forced` is called when it runs without
+ * a quiet second (the caller logs it).
  */
 export function releaseMemorySoon(forced?: () => void): void {
   const now = Date.now();
