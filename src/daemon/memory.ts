@@ -37,7 +37,7 @@ export function holdMallocTrimThreshold(): boolean {
 }
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { loadAddon } from '../probe/native.js';
+import { loadNativeAddon } from '../host/native-addon.js';
 
 let gc: (() => void) | undefined;
 let trim: ((pad: number) => number) | undefined;
@@ -61,7 +61,7 @@ export function releaseMemory(): void {
 type Compactor = { readonly run: () => void } | { readonly why: string };
 let compactor: Compactor | undefined;
 function compactorOf(): Compactor {
-  compactor ??= compactorFrom(loadAddon);
+  compactor ??= compactorFrom(() => loadNativeAddon() as { compactHeap?: unknown });
   return compactor;
 }
 

@@ -16,13 +16,11 @@
  * the event loop keeps running. close() wakes the calls still waiting.
  */
 import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { checkNetnsName, NETNS_DIR } from '../dataplane/netns.js';
+import { ADDON_PATH, loadNativeAddon } from '../host/native-addon.js';
 
-/** Where `make native` puts the addon (from src/probe or dist/probe alike). */
-export const ADDON_PATH = fileURLToPath(new URL('../../native/build/Release/mup_tstamp.node', import.meta.url));
+export { ADDON_PATH };
 
 export type TimestampClock = 'hardware' | 'software';
 /** auto: hardware when the driver accepts SIOCSHWTSTAMP, else software (the reason is in info().hardware). */
@@ -208,19 +206,15 @@ export interface ParsedErrqueue {
   readonly otherErrno: number;
 }
 
-let addon: Addon | undefined;
-
 /** The addon, loaded once. Throws NativeError (code ENOENT) with `make native` as the fix when it is not built. */
 export function loadAddon(): Addon {
-  if (addon !== undefined) return addon;
   if (!existsSync(ADDON_PATH)) {
     throw new NativeError(
       `the timestamping addon is not built (${ADDON_PATH} is missing): run \`make native\` (needs python3, make, g++)`,
       'ENOENT',
     );
   }
-  addon = createRequire(import.meta.url)(ADDON_PATH) as Addon;
-  return addon;
+  return loadNativeAddon() as Addon;
 }
 
 /** Re-throw an addon failure as NativeError (TypeErrors for bad arguments stay TypeErrors). */
