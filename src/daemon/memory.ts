@@ -42,6 +42,12 @@ import { loadNativeAddon } from '../host/native-addon.js';
 let gc: (() => void) | undefined;
 let trim: ((pad: number) => number) | undefined;
 
+/** glibc's free pages back to the kernel (malloc_trim(0)). */
+function trimMalloc(): void {
+  trim ??= koffi.load('libc.so.6').func('int malloc_trim(size_t pad)') as (pad: number) => number;
+  trim(0);
+}
+
 /** A full collection, then glibc's free pages back: after the start's load (its garbage is the parse's, in whole pages). */
 export function releaseMemory(): void {
   if (gc === undefined) {
@@ -49,9 +55,8 @@ export function releaseMemory(): void {
     setFlagsFromString('--expose-gc');
     gc = runInNewContext('gc') as () => void;
   }
-  trim ??= koffi.load('libc.so.6').func('int malloc_trim(size_t pad)') as (pad: number) => number;
   gc();
-  trim(0);
+  trimMalloc();
 }
 
 /**
@@ -115,8 +120,7 @@ function compactMemory(): void {
     releaseMemory();
     return;
   }
-  trim ??= koffi.load('libc.so.6').func('int malloc_trim(size_t pad)') as (pad: number) => number;
-  trim(0);
+  trimMalloc();
   released.compacted++;
 }
 

@@ -348,10 +348,7 @@ export class RuleSet {
         const key = k.key(r);
         let over = put.get(key);
         if (over !== undefined || del.has(key)) fileRules.set(key, r);
-        if (over !== undefined && this.#sameAsFile(k, key, over, put, del)) {
-          over = undefined;
-          fileRules.delete(key); // the set holds the file's rule: nothing to keep for the key
-        }
+        if (over !== undefined && this.#sameAsFile(k, key, over, put, del) !== undefined) over = undefined;
         if (!del.has(key)) this.#set(k, over ?? r);
       }
       for (const [key, r] of put) if (!this.#rules[k.kind].has(key)) this.#set(k, r);
@@ -389,10 +386,7 @@ export class RuleSet {
         const file = rules.get(key);
         if (file !== undefined) fileRules.set(key, file);
       }
-      if (this.#sameAsFile(k, key, r, put, del)) {
-        fileRules.delete(key); // the file's rule stays in the set: nothing to keep for the key
-        continue;
-      }
+      if (this.#sameAsFile(k, key, r, put, del) !== undefined) continue;
       if (r.name !== undefined) {
         const owner = names.get(r.name);
         if (owner !== undefined && owner !== key) displaced.push(owner);
@@ -409,14 +403,17 @@ export class RuleSet {
   /**
    * An API rule the same as the file's at its key (put back through the
    * API, or a state file's records of a delete and an add back): not an API
-   * change. Its overlay entry goes (the set owns its overlay); the caller
-   * keeps the file's rule.
+   * change. Its overlay entry goes (the set owns its overlay), and so does
+   * its #fileRules entry: the caller keeps the file's rule, returned, in the
+   * set, where #fileRule finds it. Undefined when `r` is not the file's.
    */
-  #sameAsFile(k: RuleKindSpec, key: string, r: Rule, put: Map<string, Rule>, del: Set<string>): boolean {
-    const file = this.#fileRules[k.kind].get(key);
-    if (file == null || del.has(key) || !sameRule(file, r)) return false;
+  #sameAsFile(k: RuleKindSpec, key: string, r: Rule, put: Map<string, Rule>, del: Set<string>): Rule | undefined {
+    const fileRules = this.#fileRules[k.kind];
+    const file = fileRules.get(key);
+    if (file == null || del.has(key) || !sameRule(file, r)) return undefined;
     put.delete(key);
-    return true;
+    fileRules.delete(key);
+    return file;
   }
 
   /** The policies, by key, in order. */
@@ -588,12 +585,11 @@ export class RuleSet {
     const put = this.overlay[k.overlay.put] as Map<string, Rule>;
     const del = this.overlay[k.overlay.del];
     del.delete(key);
-    if (this.#sameAsFile(k, key, rule, put, del)) {
+    const file = this.#sameAsFile(k, key, rule, put, del);
+    if (file !== undefined) {
       // The file's own rule again (deleted and added back, or replaced back): its object is kept, not a
-      // second one (docs/config.md "Running, saved and API config"); the set holds it, so no entry of
-      // the file's is kept for the key (#fileRule finds it in the set).
-      this.#set(k, this.#fileRules[kind].get(key)!);
-      this.#fileRules[kind].delete(key);
+      // second one (docs/config.md "Running, saved and API config").
+      this.#set(k, file);
       return;
     }
     this.#set(k, rule);

@@ -15,12 +15,11 @@
  * Every call that waits (send, recv, txStamps) runs on libuv's thread pool:
  * the event loop keeps running. close() wakes the calls still waiting.
  */
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { checkNetnsName, NETNS_DIR } from '../dataplane/netns.js';
-import { ADDON_PATH, loadNativeAddon } from '../host/native-addon.js';
+import { loadNativeAddon } from '../host/native-addon.js';
 
-export { ADDON_PATH };
+export { ADDON_PATH } from '../host/native-addon.js';
 
 export type TimestampClock = 'hardware' | 'software';
 /** auto: hardware when the driver accepts SIOCSHWTSTAMP, else software (the reason is in info().hardware). */
@@ -208,13 +207,12 @@ export interface ParsedErrqueue {
 
 /** The addon, loaded once. Throws NativeError (code ENOENT) with `make native` as the fix when it is not built. */
 export function loadAddon(): Addon {
-  if (!existsSync(ADDON_PATH)) {
-    throw new NativeError(
-      `the timestamping addon is not built (${ADDON_PATH} is missing): run \`make native\` (needs python3, make, g++)`,
-      'ENOENT',
-    );
+  try {
+    return loadNativeAddon() as Addon;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new NativeError((e as Error).message, 'ENOENT');
+    throw e;
   }
-  return loadNativeAddon() as Addon;
 }
 
 /** Re-throw an addon failure as NativeError (TypeErrors for bad arguments stay TypeErrors). */
