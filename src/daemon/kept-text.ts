@@ -10,12 +10,17 @@
  * A read inflates it again (~40-80 ms for that file: a show or a save,
  * never a rule change).
  *
- * A reload keeps its file with setSoon: deflated on the threadpool (the
- * 15-25 ms deflate was a long turn of a reload; its collection runs a
- * second after it, when the deflate is long done), the bytes as they are
- * kept until then.
+ * A reload keeps its file as its parser's thread deflated it (setDeflated):
+ * a deflate on the main thread, even on the threadpool, held the event loop
+ * 10-25 ms (the stream's chunks joined at its end). setSoon deflates on the
+ * threadpool, the bytes as they are kept until then.
+ *
+ * Each text is set with its owner (the config read from it): source(owner)
+ * gives what is held only to that owner, so a reload compares its file
+ * with the text of the config that runs, never with another's.
  */
 import { deflateRaw, deflateRawSync, inflateRawSync } from 'node:zlib';
+import type { HeldText } from '../config/parse-pieces.js';
 
 /** Below this many characters the text is kept as it is. */
 const DEFLATE_FROM = 64 * 1024;
@@ -23,16 +28,18 @@ const DEFLATE_FROM = 64 * 1024;
 export class KeptText {
   #text = '';
   #deflated: Buffer | undefined;
+  #owner: object | undefined;
 
   /**
    * The text, or its UTF-8 bytes (a file as read): a Buffer is deflated as
    * it is, a string is encoded first (for the 11.6 MB file 15 ms against 56,
    * most of it the encoding).
    */
-  set(text: string | Buffer): void {
+  set(text: string | Buffer, owner?: object): void {
     this.#deflated = undefined;
     this.#text = '';
     this.#bytes = undefined;
+    this.#owner = owner;
     if (text.length < DEFLATE_FROM) {
       this.#text = text.toString();
       return;
@@ -50,12 +57,12 @@ export class KeptText {
    * (get() reads them). A later set or setSoon wins over a deflate still
    * running. Resolves once the bytes are deflated (or kept as they are).
    */
-  setSoon(bytes: Buffer): Promise<void> {
+  setSoon(bytes: Buffer, owner?: object): Promise<void> {
     if (bytes.length < DEFLATE_FROM) {
-      this.set(bytes);
+      this.set(bytes, owner);
       return Promise.resolve();
     }
-    this.set('');
+    this.set('', owner);
     this.#bytes = bytes;
     return new Promise((resolve) => {
       deflateRaw(bytes, { level: 1 }, (e, out) => {
@@ -67,6 +74,19 @@ export class KeptText {
         resolve();
       });
     });
+  }
+
+  /** Bytes deflated elsewhere (deflateRaw of the text's UTF-8 bytes). */
+  setDeflated(deflated: Buffer, owner?: object): void {
+    this.set('', owner);
+    this.#deflated = deflated;
+  }
+
+  /** What is held, if it was set with this owner. */
+  source(owner: object): HeldText | undefined {
+    if (owner !== this.#owner) return undefined;
+    if (this.#bytes !== undefined) return { bytes: this.#bytes };
+    return this.#deflated === undefined ? { text: this.#text } : { deflated: this.#deflated };
   }
 
   #bytes: Buffer | undefined;

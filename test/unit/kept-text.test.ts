@@ -4,6 +4,7 @@
  * whole; a small one as it is; a new text replaces the old.
  */
 import { describe, expect, it } from 'vitest';
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { KeptText } from '../../src/daemon/kept-text.js';
 
 describe('KeptText', () => {
@@ -56,5 +57,29 @@ describe('KeptText', () => {
     // A small file is kept as it is at once.
     await k.setSoon(Buffer.from('settings: {} # é\n', 'utf8'));
     expect(k.get()).toBe('settings: {} # é\n');
+  });
+
+  it("gives what it holds only to the text's owner (the config read from it), in the form it holds it", async () => {
+    const big = `${Array.from({ length: 20000 }, (_, i) => `  - name: p${i}`).join('\n')}\n`;
+    const bytes = Buffer.from(big, 'utf8');
+    const a = {};
+    const b = {};
+    const k = new KeptText();
+    k.set(bytes, a);
+    const held = k.source(a);
+    expect(held !== undefined && 'deflated' in held && inflateRawSync(held.deflated).toString('utf8')).toBe(big);
+    expect(k.source(b)).toBeUndefined();
+    // A reload's file as its parser's thread deflated it.
+    k.setDeflated(deflateRawSync(Buffer.from(`${big}# b\n`)), b);
+    expect(k.source(a)).toBeUndefined();
+    expect(k.get()).toBe(`${big}# b\n`);
+    // Not deflated yet: the bytes; a small text: the string; no owner given: no one's.
+    const soon = k.setSoon(bytes, a);
+    expect(k.source(a)).toEqual({ bytes });
+    await soon;
+    k.set('settings: {}\n', b);
+    expect(k.source(b)).toEqual({ text: 'settings: {}\n' });
+    k.set('settings: {}\n');
+    expect(k.source(b)).toBeUndefined();
   });
 });
