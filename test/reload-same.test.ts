@@ -19,13 +19,16 @@ import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js
 const isRoot = process.getuid?.() === 0;
 const N = 2000;
 
-function configText(srPrefixOfP7: string): string {
-  const lines = ['settings: { max_policies: 4096, max_localsids: 4096 }', 'policies:'];
+function configText(srPrefixOfP7: string, mtuOfL3?: number): string {
+  const lines = ['settings:', '  max_policies: 4096', '  max_localsids: 4096', 'policies:'];
   for (let i = 0; i < N; i++) {
     lines.push(`  - name: p${i}`, `    match: 10.${i >> 8}.${i & 255}.0/24`, `    sr_prefix: ${i === 7 ? srPrefixOfP7 : '2001:db8:1::/48'}`, '    src_prefix: 2001:db8:ff::/64');
   }
   lines.push('localsids:');
-  for (let i = 0; i < N; i++) lines.push(`  - name: l${i}`, `    sid: 2001:db8:${(i + 16).toString(16)}::/48`, '    src_prefix_len: 64');
+  for (let i = 0; i < N; i++) {
+    lines.push(`  - name: l${i}`, `    sid: 2001:db8:${(i + 16).toString(16)}::/48`, '    src_prefix_len: 64');
+    if (i === 3 && mtuOfL3 !== undefined) lines.push(`    mtu: ${mtuOfL3}`);
+  }
   return `${lines.join('\n')}\n`;
 }
 
@@ -74,5 +77,27 @@ describe.skipIf(!isRoot)('a reload of the same file', () => {
     const p7 = d.ruleMap('policy').get('10.0.7.0/24');
     expect(await d.reload({ reason: 'test' })).toMatchObject({ configChanged: false, replaced: 0 });
     expect(d.ruleMap('policy').get('10.0.7.0/24')).toBe(p7);
+  });
+
+  it('only the rules whose text changed cross from the parser\'s thread, reload after reload; the file kept is the one read', async () => {
+    const d = run!.daemon;
+    const file = join(run!.dir, 'mup.yaml');
+    const l3was = d.ruleMap('localsid').get('2001:db8:13::/48');
+    const p8 = d.ruleMap('policy').get('10.0.8.0/24');
+    writeFileSync(file, configText('2001:db8:7::/48', 1400));
+    expect(await d.reload({ reason: 'test' })).toMatchObject({ configChanged: true, replaced: 1 });
+    // One rule's text changed: one rule crossed; the others are the running objects, not copies compared there.
+    expect(d.lastReloadRules).toEqual({ kept: 2 * N - 1, crossed: 1 });
+    expect(d.ruleMap('localsid').get('2001:db8:13::/48')).not.toBe(l3was);
+    expect(d.ruleMap('localsid').get('2001:db8:13::/48')).toMatchObject({ mtu: 1400 });
+    expect(d.ruleMap('policy').get('10.0.8.0/24')).toBe(p8);
+    // What `mup config show` builds on: this file (the API's policy api1 on top).
+    expect(d.runningConfig().yaml).toContain('    src_prefix_len: 64\n    mtu: 1400\n');
+    // The next reload compares with this file (its text and where its rules are came back with it).
+    writeFileSync(file, configText('2001:db8:9::/48', 1400));
+    expect(await d.reload({ reason: 'test' })).toMatchObject({ configChanged: true, replaced: 1 });
+    expect(d.lastReloadRules).toEqual({ kept: 2 * N - 1, crossed: 1 });
+    expect(d.ruleMap('policy').get('10.0.7.0/24')).toMatchObject({ srPrefix: { len: 48 } });
+    expect(d.runningConfig().yaml).toContain('    sr_prefix: 2001:db8:9::/48\n');
   });
 });

@@ -42,8 +42,14 @@ const UNUSUAL = /[\x00-\x09\x0B-\x1F\x7F-\x9F\uD800-\uDFFF\u2028\u2029\uFFFE\uFF
  * function's result is stored in the item's place (a caller reading rules
  * as they are reached, so their parsed mappings die young instead of living
  * in a tree until the whole file is read). Undefined: the item as read.
+ * `start` and `end` are the item's text: from the start of its "- " line
+ * to the start of the line that holds the next thing read (the next item,
+ * or what follows the list), blank and comment lines between included, so
+ * one item's end is the next one's start. The same text at the same place
+ * in a list reads as the same item.
  */
-export type ItemHook = (key: string) => ((item: unknown, index: number) => unknown) | undefined;
+export type ItemHook = (key: string) => ItemRead | undefined;
+export type ItemRead = (item: unknown, index: number, start: number, end: number) => unknown;
 
 export function parseBlockYaml(text: string, items?: ItemHook): unknown {
   if (UNUSUAL.test(text)) return NOT_BLOCK;
@@ -136,7 +142,7 @@ class Reader {
     return i === this.end || t.charCodeAt(i) === 0x20 ? i : -1;
   }
 
-  node(indent: number, each?: (item: unknown, index: number) => unknown): unknown {
+  node(indent: number, each?: ItemRead): unknown {
     if (this.indent !== indent) throw new NotBlock();
     return this.item() ? this.seq(indent, each) : this.map(indent);
   }
@@ -182,7 +188,7 @@ class Reader {
     return out;
   }
 
-  seq(indent: number, each?: (item: unknown, index: number) => unknown): unknown[] {
+  seq(indent: number, each?: ItemRead): unknown[] {
     this.enter();
     const out: unknown[] = [];
     const t = this.text;
@@ -195,18 +201,19 @@ class Reader {
       // An item of only a comment ("- # c") js-yaml reads on into the next lines,
       // where a less indented "- " can become this sequence's next item: left to it.
       if (j === this.end || this.item(j) || t.charCodeAt(j) === 0x23 /* # */) throw new NotBlock();
+      const from = this.start - this.indent;
+      let v: unknown;
       if (this.key(j) >= 0) {
         // The item's mapping: this line read as if it began at the key's column.
         this.indent += j - this.start;
         this.start = j;
-        const m = this.map(this.indent);
-        out.push(each === undefined ? m : each(m, out.length));
+        v = this.map(this.indent);
       } else {
         const rest = stripComment(t.slice(j, this.end));
         this.next();
-        const v = scalar(rest);
-        out.push(each === undefined ? v : each(v, out.length));
+        v = scalar(rest);
       }
+      out.push(each === undefined ? v : each(v, out.length, from, this.eof ? t.length : this.start - this.indent));
     }
     this.depth--;
     return out;

@@ -12,7 +12,7 @@ import { ownCopy } from '../host/own-copy.js';
 import { ShardedMap } from '../host/sharded-map.js';
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
-import { NOT_BLOCK, parseBlockYaml } from './block-yaml.js';
+import { NOT_BLOCK, parseBlockYaml, type ItemRead } from './block-yaml.js';
 import type { Document, LineCounter } from 'yaml';
 import { yamlDoc } from './yaml-doc.js';
 import { AddressError, formatIpv4, formatIpv4Prefix, formatIpv6Prefix, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
@@ -177,7 +177,33 @@ export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Se
     );
   }
 
-  return { file, settings, interfaces, daemon, policies, localsids, sessions, ...(bgp === undefined ? {} : { bgp }), warnings: src.warnings };
+  const config: Config = { file, settings, interfaces, daemon, policies, localsids, sessions, ...(bgp === undefined ? {} : { bgp }), warnings: src.warnings };
+  const spans: ItemSpans = {};
+  for (const [k, list] of [['policies', policies], ['localsids', localsids], ['sessions', sessions]] as const) {
+    const s = asRead[k].spans(list.length);
+    if (s !== undefined) spans[k] = s;
+  }
+  if (Object.keys(spans).length > 0) keepItemSpans(config, spans);
+  return config;
+}
+
+/**
+ * Where each rule of a list was in the text the config was read from: rule
+ * i of `policies` is text[policies[i], policies[i + 1]) (ItemHook in
+ * src/config/block-yaml.ts). A list read otherwise (JSON, js-yaml) or empty
+ * has none. A reload reads a rule as the running one when its text is the
+ * same at the same place (src/config/parse-async.ts).
+ */
+export type ItemSpans = Partial<Record<RuleSection, Uint32Array>>;
+
+const itemSpans = new WeakMap<Config, ItemSpans>();
+
+export function keepItemSpans(config: Config, spans: ItemSpans): void {
+  itemSpans.set(config, spans);
+}
+
+export function itemSpansOf(config: Config): ItemSpans | undefined {
+  return itemSpans.get(config);
 }
 
 /**
@@ -204,7 +230,24 @@ class Section<R> {
     this.#src = src.fork();
   }
 
-  item(v: unknown, i: number): unknown {
+  /** Where the items read so far begin in the text, and where the last one ends (ItemHook): see spans(). */
+  #starts = new Uint32Array(1024);
+  #count = 0;
+  #end = 0;
+  #spansOk = true;
+
+  item(v: unknown, i: number, start: number, end: number): unknown {
+    if (i !== this.#count || (i > 0 && start !== this.#end)) this.#spansOk = false;
+    else {
+      if (i === this.#starts.length) {
+        const grown = new Uint32Array(i * 2);
+        grown.set(this.#starts);
+        this.#starts = grown;
+      }
+      this.#starts[i] = start;
+      this.#count++;
+      this.#end = end;
+    }
     if (this.#refused || i !== this.done) return v;
     const warned = this.#src.warnings.length;
     try {
@@ -217,6 +260,19 @@ class Section<R> {
       this.#src.warnings.length = warned;
       return v;
     }
+  }
+
+  /**
+   * Item i's text is text[spans[i], spans[i + 1]): `count` + 1 offsets, if
+   * the block reader read every one of the `count` items (not for JSON or
+   * js-yaml, nor for an empty list).
+   */
+  spans(count: number): Uint32Array | undefined {
+    if (!this.#spansOk || count === 0 || this.#count !== count) return undefined;
+    const out = new Uint32Array(count + 1);
+    out.set(this.#starts.subarray(0, count));
+    out[count] = this.#end;
+    return out;
   }
 
   /** The section's rules: those read already, then the rest read now. */
@@ -238,10 +294,10 @@ class RulesAsRead {
     this.sessions = new Section(src, 'sessions', readSession);
   }
 
-  hook(key: string): ((item: unknown, index: number) => unknown) | undefined {
+  hook(key: string): ItemRead | undefined {
     if (key !== 'policies' && key !== 'localsids' && key !== 'sessions') return undefined;
     const s = this[key];
-    return (v, i) => s.item(v, i);
+    return (v, i, start, end) => s.item(v, i, start, end);
   }
 }
 

@@ -6,7 +6,10 @@
  * file's checks built (names and keys, takeRuleIndex) is built from them
  * here, so the rule set is made from it as after parseConfig. The result is
  * what parseConfig gives (test/unit/parse-off-loop.test.ts); a refused file
- * is the same ConfigError. Bytes over a SharedArrayBuffer
+ * is the same ConfigError. Given the text the running config was read
+ * from, the thread sends a rule whose text is the same at the same place
+ * as KEPT (src/config/parse-pieces.ts) and the running rule is taken: a
+ * reload of one edit sends one rule. Bytes over a SharedArrayBuffer
  * (src/host/read-shared.ts) are shared with the thread; others are copied
  * to it.
  */
@@ -16,8 +19,8 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ConfigError } from './errors.js';
 import { SECTION_KEY, seedRuleKey } from './keys.js';
-import { keepRuleIndex } from './load.js';
-import type { FromParser, Section } from './parse-worker.js';
+import { itemSpansOf, keepItemSpans, keepRuleIndex } from './load.js';
+import { KEPT, type FromParser, type HeldText, type PreviousText, type Section } from './parse-pieces.js';
 import { sameData } from './same.js';
 import type { Config, LocalSid, Policy, Session } from './types.js';
 import type { Ipv6Prefix } from '../sid/types.js';
@@ -75,15 +78,36 @@ function shareSharedPrefixes(r: Policy | Session, pool: PrefixPool): void {
  */
 type Rule = Policy | LocalSid | Session;
 
-/** Rules of a config from parseConfigOffLoop that are the previous config's objects (for the reload's log line). */
-const keptRules = new WeakMap<Config, number>();
+/**
+ * Of a config from parseConfigOffLoop (for the reload's log line): its rules
+ * that are the previous config's objects, and the rules that crossed from
+ * the thread (the others were sent as KEPT).
+ */
+const counts = new WeakMap<Config, { readonly kept: number; readonly crossed: number }>();
 export function rulesKept(config: Config): number {
-  return keptRules.get(config) ?? 0;
+  return counts.get(config)?.kept ?? 0;
+}
+export function rulesCrossed(config: Config): number {
+  return counts.get(config)?.crossed ?? 0;
 }
 
-export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: Config): Promise<Config> {
+/** The file of a config from parseConfigOffLoop, deflated by the thread (for KeptText.setDeflated). */
+const deflatedFiles = new WeakMap<Config, Buffer>();
+export function deflatedFile(config: Config): Buffer | undefined {
+  return deflatedFiles.get(config);
+}
+
+/**
+ * `previousText`: the text `previous` was read from, as the daemon holds
+ * it. With it (and where each of its rules was: itemSpansOf), the thread
+ * sends a rule whose text is the same at the same place as KEPT, and the
+ * running rule is taken without a copy crossing or a comparison.
+ */
+export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: Config, previousText?: HeldText): Promise<Config> {
+  const spans = previous === undefined ? undefined : itemSpansOf(previous);
+  const prev: PreviousText | undefined = spans === undefined || previousText === undefined ? undefined : { held: previousText, spans };
   return new Promise((resolve, reject) => {
-    const worker = new Worker(workerUrl(), { workerData: { bytes, file } });
+    const worker = new Worker(workerUrl(), { workerData: { bytes, file, ...(prev === undefined ? {} : { previous: prev }) } });
     let head: Omit<Config, 'policies' | 'localsids' | 'sessions'> | undefined;
     const lists: Record<Section, unknown[]> = { policies: [], localsids: [], sessions: [] };
     const indexes: Record<Section, { byKey: Map<string, unknown>; names: Map<string, string> }> = {
@@ -93,6 +117,7 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
     };
     const shared = new PrefixPool();
     let kept = 0;
+    let crossed = 0;
     let settled = false;
     const settle = (f: () => void): void => {
       if (settled) return;
@@ -112,9 +137,22 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
           const { byKey, names } = indexes[m.section];
           const was = (previous?.[m.section] ?? []) as readonly Rule[];
           for (let i = 0; i < m.rules.length; i++) {
+            const old = was[list.length];
+            if (m.rules[i] === KEPT) {
+              if (old === undefined) {
+                settle(() => reject(new Error(`the config parser's thread kept ${m.section}[${list.length}], which the running config does not have`)));
+                return;
+              }
+              kept++;
+              const k = SECTION_KEY[m.section](old as never);
+              list.push(old);
+              byKey.set(k, old);
+              if (old.name !== undefined) names.set(old.name, k);
+              continue;
+            }
             const fresh = m.rules[i] as Rule;
             const key = m.keys[i]!;
-            const old = was[list.length];
+            crossed++;
             // The running rule, where the file still says the same at the same place (its key is the same then).
             const r = old !== undefined && old.where === fresh.where && sameData(old, fresh) ? old : fresh;
             // A kept rule is indexed by the key text it holds already: the message's copy dies young
@@ -147,7 +185,9 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
               sessions: lists.sessions as Session[],
             };
             for (const s of ['policies', 'localsids', 'sessions'] as const) keepRuleIndex(lists[s] as never[], indexes[s] as never);
-            keptRules.set(config, kept);
+            counts.set(config, { kept, crossed });
+            if (m.spans !== undefined) keepItemSpans(config, m.spans);
+            if (m.deflated !== undefined) deflatedFiles.set(config, Buffer.from(m.deflated.buffer, m.deflated.byteOffset, m.deflated.byteLength));
             resolve(config);
           });
           break;

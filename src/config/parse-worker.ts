@@ -6,57 +6,44 @@
  * time the main thread asks), so that the daemon's event loop takes each
  * piece in a turn of its own instead of one 131,072-rule object graph at
  * once. A refused file is one message with
- * the ConfigError's fields.
+ * the ConfigError's fields. With the running config's file (`previous`),
+ * a rule whose text is the same at the same place crosses as KEPT: the
+ * main thread takes the running rule (a reload of one edit in 131,072
+ * rules sends one).
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import { deflateRaw } from 'node:zlib';
 import { ConfigError } from './errors.js';
-import { SECTION_KEY } from './keys.js';
-import { parseConfig } from './load.js';
-import type { Config, RuleSection } from './types.js';
-
-/**
- * Rules per message. The main thread takes a message in one turn (its
- * deserialisation and the index entries): 4,096 rules held it 25-70 ms,
- * 128 a few ms (11.6 MB of YAML, 131,072 rules), for the same total.
- */
-export const RULES_PER_MESSAGE = 128;
-
-export type FromParser =
-  | { readonly t: 'head'; readonly config: Omit<Config, 'policies' | 'localsids' | 'sessions'> }
-  | { readonly t: 'rules'; readonly section: Section; readonly rules: unknown[]; readonly keys: string[] }
-  | { readonly t: 'done' }
-  | { readonly t: 'refused'; readonly file: string; readonly path: string; readonly reason: string; readonly line?: number }
-  | { readonly t: 'failed'; readonly message: string };
-
-export type Section = RuleSection;
+import { itemSpansOf, parseConfig } from './load.js';
+import { pieces, type FromParser, type PreviousText } from './parse-pieces.js';
 
 const port = parentPort;
 if (port !== null) {
-  const { bytes, file } = workerData as { bytes: Uint8Array; file: string };
+  const { bytes, file, previous } = workerData as { bytes: Uint8Array; file: string; previous?: PreviousText };
   try {
-    const config = parseConfig(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'), file);
-    const { policies, localsids, sessions, ...head } = config;
-    const lists: [Section, readonly unknown[]][] = [
-      ['policies', policies],
-      ['localsids', localsids],
-      ['sessions', sessions ?? []],
-    ];
+    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const text = buf.toString('utf8');
+    const config = parseConfig(text, file);
+    const { policies: _policies, localsids: _localsids, sessions: _sessions, ...head } = config;
+    // Deflated here, meanwhile, as the daemon keeps it: on the main thread its end alone was a 10 ms turn.
+    const deflated = new Promise<Buffer | undefined>((resolve) => deflateRaw(buf, { level: 1 }, (e, out) => resolve(e === null ? out : undefined)));
     // One piece per {t: 'next'}: the main thread asks for the next when it has taken one in (posted all at
     // once, they would be taken in one turn of its event loop, as one object graph would).
-    const pieces = (function* (): Generator<FromParser> {
-      for (const [section, list] of lists) {
-        const key = SECTION_KEY[section];
-        for (let at = 0; at < list.length; at += RULES_PER_MESSAGE) {
-          const rules = list.slice(at, at + RULES_PER_MESSAGE);
-          yield { t: 'rules', section, rules, keys: rules.map((r) => key(r as never)) };
-        }
-      }
-      yield { t: 'done' };
-    })();
+    const it = pieces(config, text, previous);
     port.on('message', () => {
-      const r = pieces.next();
-      if (r.done !== true) port.postMessage(r.value);
-      if (r.done === true || r.value.t === 'done') port.close();
+      const r = it.next();
+      if (r.done !== true) {
+        port.postMessage(r.value);
+        return;
+      }
+      void deflated.then((d) => {
+        const spans = itemSpansOf(config);
+        const done: FromParser = { t: 'done', ...(d === undefined ? {} : { deflated: d }), ...(spans === undefined ? {} : { spans }) };
+        // Moved, not copied: a Buffer of its own (not a slice of the pool) can give its memory away.
+        const moved = [...(d !== undefined && d.byteOffset === 0 && d.byteLength === d.buffer.byteLength ? [d.buffer] : []), ...Object.values(spans ?? {}).map((s) => s.buffer)];
+        port.postMessage(done, moved as ArrayBuffer[]);
+        port.close();
+      });
     });
     port.postMessage({ t: 'head', config: head } satisfies FromParser);
   } catch (e) {

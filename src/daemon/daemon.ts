@@ -23,7 +23,7 @@ import { dirname } from 'node:path';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed } from '../config/load.js';
 import { apiWhere } from '../config/keys.js';
-import { parseConfigOffLoop, rulesKept } from '../config/parse-async.js';
+import { deflatedFile, parseConfigOffLoop, rulesCrossed, rulesKept } from '../config/parse-async.js';
 import { runningConfigYaml } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
@@ -434,7 +434,7 @@ export class Daemon {
     this.#rules = new RuleSet(config, overlay);
     this.#timings.rules = Math.round(performance.now() - t1);
     this.#configSha = sha;
-    this.#configText.set(bytes);
+    this.#configText.set(bytes, config);
     for (const i of config.interfaces ?? []) {
       try {
         ifIndex(i.name);
@@ -1019,6 +1019,7 @@ export class Daemon {
             ms: Math.round(performance.now() - t0),
             phases: this.#reloadMs,
             rulesKept: this.#reloadKept,
+            rulesCrossed: this.#reloadCrossed,
             ...rest,
             ...(diff === undefined ? {} : { changes: diff.length }),
             ...(r.interfaces.missing.length > 0 ? { missingInterfaces: r.interfaces.missing } : {}),
@@ -1058,12 +1059,19 @@ export class Daemon {
   #reloadMs: Record<string, number> = {};
   /** Rules of the last reload's parse that are the running rule objects (the file says the same there). */
   #reloadKept = 0;
+  /** The last reload's rules: how many are the running objects (kept), how many crossed from the parser's thread. */
+  get lastReloadRules(): { readonly kept: number; readonly crossed: number } {
+    return { kept: this.#reloadKept, crossed: this.#reloadCrossed };
+  }
+  /** Of the last reload's rules, how many crossed from the parser's thread (the rest were the running rules, their text unchanged). */
+  #reloadCrossed = 0;
 
   async #reload(force: boolean, check: boolean): Promise<ReloadResult> {
     let t = performance.now();
     const ms: Record<string, number> = {};
     this.#reloadMs = ms;
     this.#reloadKept = 0;
+    this.#reloadCrossed = 0;
     const lap = (phase: string): void => {
       const now = performance.now();
       ms[phase] = Math.round(now - t);
@@ -1074,10 +1082,11 @@ export class Daemon {
     lap('read');
     if (sha === this.#configSha && !this.#tablesDirty) return this.#reloadSame(check);
     // Read and checked on a thread of its own: the daemon answers meanwhile (the serial section holds other changes).
-    const config = await parseConfigOffLoop(bytes, this.#o.configPath, this.config);
+    const config = await parseConfigOffLoop(bytes, this.#o.configPath, this.config, this.#configText.source(this.config));
     this.#logConfigWarnings(config);
     lap('parse');
     this.#reloadKept = rulesKept(config);
+    this.#reloadCrossed = rulesCrossed(config);
     // The file's own changes since the last load, on top of the API's.
     const current = this.#rules;
     const rebased = await rebaseOverlayAsync(current.overlay, (kind, key) => current.base(kind, key), config);
@@ -1180,7 +1189,9 @@ export class Daemon {
     this.#rules = rules;
     this.#configLoadedAt = new Date();
     this.#configSha = sha;
-    void this.#configText.setSoon(bytes);
+    const deflated = deflatedFile(config);
+    if (deflated !== undefined) this.#configText.setDeflated(deflated, config);
+    else void this.#configText.setSoon(bytes, config);
     // The state file now names this file (and the records' bases are its rules).
     this.#tidyState('reload');
     lap('state');
@@ -1355,7 +1366,7 @@ export class Daemon {
       const sha = sha256(yaml);
       this.#rules = next;
       this.#configSha = sha;
-      this.#configText.set(yaml);
+      this.#configText.set(yaml, config);
       this.#configLoadedAt = new Date();
       // Step 2; if it fails the old state file stays, and is absorbed at the next start or rewritten with the next change.
       this.#tidyState('save');

@@ -9,10 +9,13 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
+import { inflateRawSync } from 'node:zlib';
 import { ConfigError } from '../../src/config/errors.js';
 import { localSidKey, policyKey, sessionKey } from '../../src/config/keys.js';
 import { parseConfig, takeRuleIndex } from '../../src/config/load.js';
-import { parseConfigOffLoop, rulesKept } from '../../src/config/parse-async.js';
+import { deflateRawSync } from 'node:zlib';
+import { deflatedFile, parseConfigOffLoop, rulesCrossed, rulesKept } from '../../src/config/parse-async.js';
+import { ENTRIES_PER_MESSAGE } from '../../src/config/parse-pieces.js';
 
 const SMALL = `# a config with every section
 interfaces:
@@ -36,6 +39,8 @@ function big(n: number): string {
   for (let i = 0; i < n; i++) out.push(`  - name: l${i}`, `    sid: 2001:db8:${i.toString(16)}::/48`, '    src_prefix_len: 64');
   return `${out.join('\n')}\n`;
 }
+
+const inflated = (b: Buffer): string => inflateRawSync(b).toString('utf8');
 
 describe('parseConfigOffLoop', () => {
   it('gives what parseConfig gives: every section, the rules, the warnings (host bits masked)', async () => {
@@ -129,6 +134,44 @@ describe('parseConfigOffLoop', () => {
     expect(shifted).toEqual(parseConfig(dropped, 'big.yaml'));
     expect(shifted.policies.some((p) => before.policies.includes(p))).toBe(false);
     expect(rulesKept(shifted)).toBe(3_000);
+  });
+
+  it("with the running file's text, sends only the rules whose text changed: the others are the running objects", async () => {
+    // Block style throughout, as a generator writes it (the block reader's: it knows where each rule was).
+    const text = big(3_000).replace('settings: { max_policies: 65536, max_localsids: 65536 }', 'settings:\n  max_policies: 65536\n  max_localsids: 65536');
+    const before = await parseConfigOffLoop(Buffer.from(text), 'big.yaml');
+    // Policy 5 edited; a comment after local SID 9 (its text changed, its data did not); one local SID more.
+    const edited = text
+      .replace('    match: 10.0.5.0/24\n    sr_prefix: 2001:db9:1::/48', '    match: 10.0.5.0/24\n    sr_prefix: 2001:db9:2::/48')
+      .replace('  - name: l10\n', '  # before l10\n  - name: l10\n')
+      .concat('  - name: lx\n    sid: 2001:dbf::/48\n    src_prefix_len: 64\n');
+    for (const held of [{ text }, { bytes: Buffer.from(text) }, { deflated: deflateRawSync(Buffer.from(text)) }]) {
+      const after = await parseConfigOffLoop(Buffer.from(edited), 'big.yaml', before, held);
+      expect(after).toEqual(parseConfig(edited, 'big.yaml'));
+      expect(rulesCrossed(after), Object.keys(held)[0]).toBe(3);
+      expect(rulesKept(after)).toBe(6_000 - 1);
+      after.policies.forEach((p, i) => expect(p === before.policies[i], `policies[${i}]`).toBe(i !== 5));
+      after.localsids.forEach((l, i) => expect(l === before.localsids[i], `localsids[${i}]`).toBe(i < 3_000));
+      expect(takeRuleIndex(after.policies)!.byKey.get(policyKey(before.policies[9]!))).toBe(before.policies[9]);
+      expect(takeRuleIndex(after.localsids)!.names.get('l9')).toBe(localSidKey(before.localsids[9]!));
+      // Its own file, deflated by the thread, for the daemon to keep.
+      expect(inflated(deflatedFile(after)!)).toBe(edited);
+    }
+    // Without the text every rule crosses (and is compared there).
+    const plain = await parseConfigOffLoop(Buffer.from(edited), 'big.yaml', before);
+    expect(rulesCrossed(plain)).toBe(6_001);
+    expect(rulesKept(plain)).toBe(6_000 - 1);
+    // The first policy gone: every policy after it is at another place and crosses; the local SIDs are where they were.
+    const dropped = text.replace('  - name: p0\n    match: 10.0.0.0/24\n    sr_prefix: 2001:db9:1::/48\n    src_prefix: 2001:db8:ffff::/64\n', '');
+    const shifted = await parseConfigOffLoop(Buffer.from(dropped), 'big.yaml', before, { text });
+    expect(shifted).toEqual(parseConfig(dropped, 'big.yaml'));
+    expect(rulesCrossed(shifted)).toBe(2_999);
+    expect(shifted.localsids.every((l, i) => l === before.localsids[i])).toBe(true);
+    // The next reload compares with the file this one read (its spans came back from the thread).
+    const again = await parseConfigOffLoop(Buffer.from(dropped), 'big.yaml', shifted, { text: dropped });
+    expect(rulesCrossed(again)).toBe(0);
+    expect(again.policies.every((p, i) => p === shifted.policies[i])).toBe(true);
+    expect(ENTRIES_PER_MESSAGE).toBeGreaterThan(1);
   });
 
   it('indexes a kept rule by the key text the rule holds, not a copy from the thread', async () => {
