@@ -23,6 +23,7 @@ import { RELEASE_AFTER_BATCH_OPS } from '../src/daemon/daemon.js';
 import { releaseCounts } from '../src/daemon/memory.js';
 import { StateStore } from '../src/daemon/rules.js';
 import { graceClock } from '../src/dataplane/grace.js';
+import { DELETE_CHUNK } from '../src/dataplane/tables.js';
 import { readSelector, writeSelector } from '../src/dataplane/probe-maps.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
 
@@ -128,6 +129,33 @@ describe.skipIf(!isRoot)('a large batch and the event loop', () => {
     const ops: unknown[] = Array.from({ length: N }, (_, i) => ({ op: 'delete', policy: { name: `p${i}` } }));
     ops[N - 1] = { op: 'delete', policy: { name: 'nope' } };
     await expect(d.applyBatch(ops)).rejects.toThrow(/operations\[9999\].*no policy named "nope"/);
+    expect(d.status().tables.policies.entries).toBe(before);
+  });
+
+  it('deletes leave the tables in slices too: the table shrinks while timers run, a DELETE_CHUNK a write', async () => {
+    // All of a table's deletes were one BPF_MAP_DELETE_BATCH with the mirror's deletes after it: 10,000 held
+    // the loop 45 ms (bench:daemon's batch line, its loop maximum).
+    const d = run!.daemon;
+    const t = d.dataplane.rules;
+    const before = d.status().tables.policies.entries;
+    const M = 5_000;
+    const seen: number[] = [];
+    const timer = setInterval(() => seen.push(d.status().tables.policies.entries), 1);
+    t.trace = [];
+    try {
+      const r = await d.applyBatch(Array.from({ length: M }, (_, i) => ({ op: 'delete', policy: { name: `p${N - M + i}` } })));
+      expect(r.deleted).toBe(M);
+      expect(t.trace.filter((e) => e.op === 'delete')).toHaveLength(Math.ceil(M / DELETE_CHUNK));
+    } finally {
+      clearInterval(timer);
+      t.trace = undefined;
+    }
+    expect(d.status().tables.policies.entries).toBe(before - M);
+    expect(d.ruleMap('policy').size).toBe(before - M);
+    const between = seen.filter((n) => n < before && n > before - M);
+    expect(between.length, `policy table sizes seen by a 1 ms timer during the batch: ${JSON.stringify(seen)}`).toBeGreaterThanOrEqual(1);
+    // Back for the tests after this one.
+    await d.applyBatch(Array.from({ length: M }, (_, i) => ({ op: 'add', policy: policy(N - M + i) })));
     expect(d.status().tables.policies.entries).toBe(before);
   });
   it(`a batch of ${RELEASE_AFTER_BATCH_OPS} operations or more, applied or refused, has its garbage collected in the next quiet second; a smaller one asks for nothing`, async () => {

@@ -119,6 +119,9 @@ type TableStep = number | undefined;
 /** New entries one BPF_MAP_UPDATE_BATCH writes at most. */
 const INSERT_CHUNK = 2048;
 
+/** Keys one BPF_MAP_DELETE_BATCH deletes at most (with the mirror's deletes after it: about 4 ms on this host). */
+export const DELETE_CHUNK = 1024;
+
 /** Counter slots of deleted rules zeroed between two checks of the time slice. */
 const RECLAIM_CHUNK = 2048;
 
@@ -1129,24 +1132,29 @@ export class Tables {
       ] as const) {
         // A delete takes no element, so deletes need no grace period between
         // them (only the next element-allocating write after them does:
-        // #allocDebt): all of a table's in one BPF_MAP_DELETE_BATCH.
+        // #allocDebt): DELETE_CHUNK keys a BPF_MAP_DELETE_BATCH, the mirror
+        // following each, the slice checked between them (10,000 deletes in
+        // one step, the mirror's included, held the loop 45 ms).
         if (plan.deletes.length === 0) continue;
-        if (clock.due()) yield;
         const ks = plan.deletes[0]!.length;
-        const keys = Buffer.allocUnsafe(ks * plan.deletes.length);
-        plan.deletes.forEach((k, i) => keys.write(k, i * ks, 'latin1'));
-        this.#touch(fd);
-        try {
-          mapDeleteBatch(fd, keys, ks, plan.deletes.length, name);
-        } finally {
-          this.#allocDebt = graceClock.request();
-          this.trace?.push({ op: 'delete', seq: this.#allocDebt });
-        }
-        for (const k of plan.deletes) {
-          const rule = mirror.keys.get(k);
-          mirror.delete(k);
-          deleted++;
-          if (rule !== undefined && rule >= 0) freed.push(rule);
+        const keys = Buffer.allocUnsafe(ks * Math.min(DELETE_CHUNK, plan.deletes.length));
+        for (let at = 0; at < plan.deletes.length; at += DELETE_CHUNK) {
+          if (clock.due()) yield;
+          const chunk = plan.deletes.slice(at, at + DELETE_CHUNK);
+          chunk.forEach((k, i) => keys.write(k, i * ks, 'latin1'));
+          this.#touch(fd);
+          try {
+            mapDeleteBatch(fd, keys, ks, chunk.length, name);
+          } finally {
+            this.#allocDebt = graceClock.request();
+            this.trace?.push({ op: 'delete', seq: this.#allocDebt });
+          }
+          for (const k of chunk) {
+            const rule = mirror.keys.get(k);
+            mirror.delete(k);
+            deleted++;
+            if (rule !== undefined && rule >= 0) freed.push(rule);
+          }
         }
         this.generation++;
       }
