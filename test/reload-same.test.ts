@@ -68,6 +68,8 @@ describe.skipIf(!isRoot)('a reload of the same file', () => {
     writeFileSync(join(run!.dir, 'mup.yaml'), configText('2001:db8:7::/48'));
     const r = await d.reload({ reason: 'test' });
     expect(r).toMatchObject({ configChanged: true, added: 0, replaced: 1, deleted: 0, apiChanges: 1 });
+    // The first reload after the start compares with the file the start read: one rule crossed from the parser's thread.
+    expect(d.lastReloadRules).toEqual({ kept: 2 * N - 1, crossed: 1 });
     // Unchanged in the file, at the same place: the running object (a reload of one edit no longer makes every rule anew).
     expect(d.ruleMap('policy').get('10.0.0.0/24')).toBe(p0);
     expect(d.ruleMap('policy').get('10.0.7.0/24')).not.toBe(p7was);

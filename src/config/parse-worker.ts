@@ -14,7 +14,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { deflateRaw } from 'node:zlib';
 import { ConfigError } from './errors.js';
-import { itemSpansOf, parseConfig } from './load.js';
+import { itemSpansOf, parseConfig, type ItemSpans } from './load.js';
 import { pieces, type FromParser, type PreviousText } from './parse-pieces.js';
 
 const port = parentPort;
@@ -26,7 +26,14 @@ if (port !== null) {
     const config = parseConfig(text, file);
     const { policies: _policies, localsids: _localsids, sessions: _sessions, ...head } = config;
     // Deflated here, meanwhile, as the daemon keeps it: on the main thread its end alone was a 10 ms turn.
-    const deflated = new Promise<Buffer | undefined>((resolve) => deflateRaw(buf, { level: 1 }, (e, out) => resolve(e === null ? out : undefined)));
+    // Without it (zlib out of memory) the daemon deflates the file itself.
+    const deflated = new Promise<Buffer | undefined>((resolve) => {
+      try {
+        deflateRaw(buf, { level: 1 }, (e, out) => resolve(e === null ? out : undefined));
+      } catch {
+        resolve(undefined);
+      }
+    });
     // One piece per {t: 'next'}: the main thread asks for the next when it has taken one in (posted all at
     // once, they would be taken in one turn of its event loop, as one object graph would).
     const it = pieces(config, text, previous);
@@ -36,12 +43,19 @@ if (port !== null) {
         port.postMessage(r.value);
         return;
       }
-      void deflated.then((d) => {
-        const spans = itemSpansOf(config);
+      const finish = (d: Buffer | undefined, spans: ItemSpans | undefined): void => {
         const done: FromParser = { t: 'done', ...(d === undefined ? {} : { deflated: d }), ...(spans === undefined ? {} : { spans }) };
         // Moved, not copied: a Buffer of its own (not a slice of the pool) can give its memory away.
         const moved = [...(d !== undefined && d.byteOffset === 0 && d.byteLength === d.buffer.byteLength ? [d.buffer] : []), ...Object.values(spans ?? {}).map((s) => s.buffer)];
         port.postMessage(done, moved as ArrayBuffer[]);
+      };
+      void deflated.then((d) => {
+        try {
+          finish(d, itemSpansOf(config));
+        } catch {
+          // What could not be posted the daemon does without: it deflates the file itself, the next reload sends every rule.
+          finish(undefined, undefined);
+        }
         port.close();
       });
     });

@@ -131,7 +131,7 @@ describe('item spans', () => {
     expect(same(a.replace('10.0.1.0/24\n', '10.0.1.0/24\n  # note\n'))).toEqual([1, 0, 1]);
     expect(same(a.replace('  - match: 10.0.0.0/24\n', ''))).toEqual([0, 0]);
     // The last item's end moves with what follows the list (here: nothing, then a key).
-    expect(same(`${a}settings: {}\n`)).toEqual([1, 1, 1]);
+    expect(same(`${a}settings:\n  max_policies: 1\n`)).toEqual([1, 1, 1]);
     expect(same(a.replace(/\n$/, ''))).toEqual([1, 1, 0]);
     expect([...sameText(a, undefined, a, spansOf(a))]).toEqual([]);
   });

@@ -12,10 +12,10 @@ import { describe, expect, it } from 'vitest';
 import { inflateRawSync } from 'node:zlib';
 import { ConfigError } from '../../src/config/errors.js';
 import { localSidKey, policyKey, sessionKey } from '../../src/config/keys.js';
-import { parseConfig, takeRuleIndex } from '../../src/config/load.js';
+import { itemSpansOf, parseConfig, takeRuleIndex } from '../../src/config/load.js';
 import { deflateRawSync } from 'node:zlib';
 import { deflatedFile, parseConfigOffLoop, rulesCrossed, rulesKept } from '../../src/config/parse-async.js';
-import { ENTRIES_PER_MESSAGE } from '../../src/config/parse-pieces.js';
+import { ENTRIES_PER_MESSAGE, KEPT, RULES_PER_MESSAGE, pieces } from '../../src/config/parse-pieces.js';
 
 const SMALL = `# a config with every section
 interfaces:
@@ -171,7 +171,29 @@ describe('parseConfigOffLoop', () => {
     const again = await parseConfigOffLoop(Buffer.from(dropped), 'big.yaml', shifted, { text: dropped });
     expect(rulesCrossed(again)).toBe(0);
     expect(again.policies.every((p, i) => p === shifted.policies[i])).toBe(true);
-    expect(ENTRIES_PER_MESSAGE).toBeGreaterThan(1);
+  });
+
+  it('cuts a config into messages of ENTRIES_PER_MESSAGE entries at most, RULES_PER_MESSAGE rules that cross at most, in order', () => {
+    const text = big(3_000).replace('settings: { max_policies: 65536, max_localsids: 65536 }', 'settings:\n  max_policies: 65536\n  max_localsids: 65536');
+    const before = parseConfig(text, 'big.yaml');
+    // Every 7th policy edited: runs of kept rules between rules that cross.
+    const edited = text
+      .split('\n  - name: ')
+      .map((item) => (/^p(\d+)\n/.exec(item) !== null && Number(/^p(\d+)/.exec(item)![1]) % 7 === 0 ? item.replace('db9:1::', 'db9:2::') : item))
+      .join('\n  - name: ');
+    const after = parseConfig(edited, 'big.yaml');
+    const msgs = [...pieces(after, edited, { held: { text }, spans: itemSpansOf(before)! })].filter((m) => m.t === 'rules');
+    let crossed = 0;
+    for (const m of msgs) {
+      expect(m.rules.length).toBeLessThanOrEqual(ENTRIES_PER_MESSAGE);
+      const fresh = m.rules.filter((r) => r !== KEPT);
+      expect(fresh.length).toBeLessThanOrEqual(RULES_PER_MESSAGE);
+      m.rules.forEach((r, i) => expect(m.keys[i] === '', 'a kept rule has no key in the message').toBe(r === KEPT));
+      crossed += fresh.length;
+    }
+    expect(msgs.filter((m) => m.section === 'policies').flatMap((m) => m.rules).map((r) => r === KEPT)).toEqual(after.policies.map((_p, i) => i % 7 !== 0));
+    expect(crossed).toBe(Math.ceil(3_000 / 7));
+    expect(msgs.filter((m) => m.section === 'localsids').flatMap((m) => m.rules).every((r) => r === KEPT)).toBe(true);
   });
 
   it('indexes a kept rule by the key text the rule holds, not a copy from the thread', async () => {
