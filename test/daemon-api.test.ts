@@ -392,6 +392,13 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
     await refused(() => raw('POST', '/v1/batch', { 'content-type': 'application/json' }, [Buffer.from(twice)]), { status: 400, path: 'operations[2399].policy.name', error: /^request body: operations\[2399\]\.policy\.name: key given twice/ });
   });
 
+  it('a body whose UTF-8 character is split between two pieces reads whole (each piece decoded as it comes)', async () => {
+    const body = Buffer.from(JSON.stringify({ operations: [{ op: 'delete', policy: { name: 'zürich' } }] }));
+    const at = body.indexOf(Buffer.from('ü')) + 1; // between the character's two bytes
+    const r = await raw('POST', '/v1/batch', { 'content-type': 'application/json' }, [body.subarray(0, at), body.subarray(at)]);
+    expect(r.text).toContain('no policy named \\"zürich\\"');
+  });
+
   // ----------------------------------------------------------------------- DELETE
   const DELETE_CASES: (Expect & { name: string; url: string })[] = [
     { name: 'a match not in the table', url: '/v1/policies?match=10.0.9.0/24', status: 404, error: /no policy with match 10\.0\.9\.0\/24; list them with mup policy list/ },

@@ -3,7 +3,8 @@
  * main thread (src/config/parse-async.ts), and how it cuts a parsed config
  * into those pieces.
  */
-import { inflateRawSync } from 'node:zlib';
+import { isAscii } from 'node:buffer';
+import { createInflateRaw, inflateRawSync } from 'node:zlib';
 import { SECTION_KEY } from './keys.js';
 import { itemSpansOf, type ItemSpans } from './load.js';
 import type { Config, RuleSection } from './types.js';
@@ -45,17 +46,16 @@ export type FromParser =
   | { readonly t: 'refused'; readonly file: string; readonly path: string; readonly reason: string; readonly line?: number }
   | { readonly t: 'failed'; readonly message: string };
 
-/** The text a KeptText holds, as a string. */
-function textOf(held: HeldText): string {
-  if ('text' in held) return held.text;
-  const b = 'bytes' in held ? held.bytes : inflateRawSync(held.deflated);
-  return Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8');
-}
+/** Per list, which rules have the same text at the same place as in the previous file (1), or not (0). */
+export type SameRules = Partial<Record<Section, Uint8Array>>;
+
+const SECTIONS: readonly Section[] = ['policies', 'localsids', 'sessions'];
 
 /**
  * Which rules of a list have the same text, at the same place, as in the
  * previous file: their data is the same (a rule is read from its item's
- * text alone), so the running rule stands for them.
+ * text alone), so the running rule stands for them. The texts as strings
+ * (spans in characters).
  */
 export function sameText(text: string, spans: Uint32Array | undefined, prevText: string, prevSpans: Uint32Array | undefined): Uint8Array {
   if (spans === undefined || prevSpans === undefined) return new Uint8Array(0);
@@ -70,10 +70,104 @@ export function sameText(text: string, spans: Uint32Array | undefined, prevText:
   return same;
 }
 
-/** The pieces of a parsed config, in the order the main thread takes them (its head is posted first). */
-export function* pieces(config: Config, text: string, previous: PreviousText | undefined): Generator<FromParser, void, undefined> {
+/**
+ * The previous file's items compared with the new file's bytes as the
+ * previous file is inflated, a piece at a time: no copy of it whole (its
+ * 11.6 MB inflated at once were still resident right after the reload,
+ * +15 MB). Both texts ASCII: a span's character offsets are its byte
+ * offsets. Undefined when a piece of the previous file is not ASCII.
+ */
+class StreamCompare {
+  /** The items of every list, in the previous file's order: list, index. */
+  readonly #order: { section: Section; i: number }[] = [];
+  #at = 0;
+  #ok = true;
+  readonly same: SameRules = {};
+  notAscii = false;
+
+  constructor(
+    readonly own: Buffer,
+    readonly spans: ItemSpans,
+    readonly prev: ItemSpans,
+  ) {
+    const lists = SECTIONS.filter((s) => spans[s] !== undefined && prev[s] !== undefined).sort((a, b) => prev[a]![0]! - prev[b]![0]!);
+    for (const section of lists) {
+      const n = Math.min(spans[section]!.length, prev[section]!.length) - 1;
+      this.same[section] = new Uint8Array(Math.max(n, 0));
+      for (let i = 0; i < n; i++) this.#order.push({ section, i });
+    }
+  }
+
+  /** The previous file's bytes [pos, pos + c.length). */
+  take(c: Buffer, pos: number): void {
+    if (this.notAscii) return;
+    if (!isAscii(c)) {
+      this.notAscii = true;
+      return;
+    }
+    const end = pos + c.length;
+    while (this.#at < this.#order.length) {
+      const { section, i } = this.#order[this.#at]!;
+      const ps = this.prev[section]!;
+      const ns = this.spans[section]!;
+      const from = ps[i]!;
+      const to = ps[i + 1]!;
+      if (from >= end) return;
+      const len = to - from;
+      const a = Math.max(from, pos);
+      const b = Math.min(to, end);
+      if (this.#ok && (len !== ns[i + 1]! - ns[i]! || this.own.compare(c, a - pos, b - pos, ns[i]! + (a - from), ns[i]! + (b - from)) !== 0)) this.#ok = false;
+      if (to > end) return;
+      if (this.#ok) this.same[section]![i] = 1;
+      this.#ok = true;
+      this.#at++;
+    }
+  }
+}
+
+async function streamed(own: Buffer, spans: ItemSpans, prev: ItemSpans, deflated: Uint8Array): Promise<SameRules | undefined> {
+  const cmp = new StreamCompare(own, spans, prev);
+  let pos = 0;
+  await new Promise<void>((resolve, reject) => {
+    const inflate = createInflateRaw({ chunkSize: 64 * 1024 });
+    inflate.on('data', (c: Buffer) => {
+      cmp.take(c, pos);
+      pos += c.length;
+      if (cmp.notAscii) {
+        inflate.destroy();
+        resolve();
+      }
+    });
+    inflate.on('end', () => resolve());
+    inflate.on('error', reject);
+    inflate.end(deflated);
+  });
+  return cmp.notAscii ? undefined : cmp.same;
+}
+
+/**
+ * Which rules of the new file (`text`, its bytes `bytes`) have the same
+ * text at the same place as in the previous one. ASCII files (generated
+ * ones) are compared byte by byte, the previous one inflated a piece at a
+ * time; others as strings.
+ */
+export async function sameAsBefore(config: Config, text: string, bytes: Uint8Array, previous: PreviousText): Promise<SameRules> {
   const spans = itemSpansOf(config);
-  const prevText = previous === undefined || spans === undefined ? undefined : textOf(previous.held);
+  if (spans === undefined) return {};
+  const own = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const held = previous.held;
+  if ('deflated' in held && own.length === text.length && isAscii(own)) {
+    const same = await streamed(own, spans, previous.spans, held.deflated);
+    if (same !== undefined) return same;
+  }
+  const prevText = 'text' in held ? held.text : Buffer.from('bytes' in held ? held.bytes : inflateRawSync(held.deflated)).toString('utf8');
+  const same: SameRules = {};
+  for (const s of SECTIONS) same[s] = sameText(text, spans[s], prevText, previous.spans[s]);
+  return same;
+}
+
+/** The pieces of a parsed config, in the order the main thread takes them (its head is posted first); `same` from sameAsBefore. */
+export function* pieces(config: Config, same: SameRules = {}): Generator<FromParser, void, undefined> {
   const lists: [Section, readonly unknown[]][] = [
     ['policies', config.policies],
     ['localsids', config.localsids],
@@ -81,12 +175,12 @@ export function* pieces(config: Config, text: string, previous: PreviousText | u
   ];
   for (const [section, list] of lists) {
     const key = SECTION_KEY[section];
-    const same = prevText === undefined ? new Uint8Array(0) : sameText(text, spans?.[section], prevText, previous?.spans[section]);
+    const kept = same[section] ?? new Uint8Array(0);
     let rules: unknown[] = [];
     let keys: string[] = [];
     let fresh = 0;
     for (let i = 0; i < list.length; i++) {
-      if (same[i] === 1) {
+      if (kept[i] === 1) {
         rules.push(KEPT);
         keys.push('');
       } else {

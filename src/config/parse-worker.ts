@@ -15,7 +15,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { deflateRaw } from 'node:zlib';
 import { ConfigError } from './errors.js';
 import { itemSpansOf, parseConfig, type ItemSpans } from './load.js';
-import { pieces, type FromParser, type PreviousText } from './parse-pieces.js';
+import { pieces, sameAsBefore, type FromParser, type PreviousText } from './parse-pieces.js';
 
 const port = parentPort;
 if (port !== null) {
@@ -36,8 +36,11 @@ if (port !== null) {
     });
     // One piece per {t: 'next'}: the main thread asks for the next when it has taken one in (posted all at
     // once, they would be taken in one turn of its event loop, as one object graph would).
-    const it = pieces(config, text, previous);
-    port.on('message', () => {
+    // Which rules are unchanged, before the first piece is asked for.
+    const same = previous === undefined ? Promise.resolve({}) : sameAsBefore(config, text, bytes, previous).catch(() => ({}));
+    let it: ReturnType<typeof pieces> | undefined;
+    port.on('message', async () => {
+      it ??= pieces(config, await same);
       const r = it.next();
       if (r.done !== true) {
         port.postMessage(r.value);

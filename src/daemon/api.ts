@@ -35,6 +35,7 @@ import { chmodSync, chownSync, existsSync, fstatSync, readFileSync, unlinkSync, 
 import { Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, isIP, type Socket } from 'node:net';
 import { dirname } from 'node:path';
+import { StringDecoder } from 'node:string_decoder';
 import { timingSafeEqual } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import { ConfigError } from '../config/errors.js';
@@ -304,18 +305,21 @@ async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<unknown
   const declared = Number(req.headers['content-length'] ?? NaN);
   const hint = limit === MAX_BODY ? 'send one rule per request (many at once: POST /v1/batch)' : 'split the batch';
   if (declared > limit) throw new HttpError(413, `body of ${declared} bytes is over the ${limit}-byte limit; ${hint}`);
-  const chunks: Buffer[] = [];
+  // Each piece decoded as it comes (a character split between two pieces is joined by the decoder), and the
+  // texts joined once: a batch's 1.3-2 MB copied into one Buffer and decoded from it took two turns of 18-24
+  // ms (the pages of both copies touched for the first time).
+  const decoder = new StringDecoder('utf8');
+  const parts: string[] = [];
   let size = 0;
   for await (const c of req) {
     size += (c as Buffer).length;
     if (size > limit) throw new HttpError(413, `body is over the ${limit}-byte limit; ${hint}`);
-    chunks.push(c as Buffer);
+    parts.push(decoder.write(c as Buffer));
   }
+  parts.push(decoder.end());
   // A large body (a batch: up to 16 MiB) is read in a few turns of the event loop, not one.
   const large = size > LARGE_BODY;
-  const bytes = Buffer.concat(chunks);
-  if (large) await nextTurn();
-  const text = bytes.toString('utf8');
+  const text = parts.length === 1 ? parts[0]! : parts.join('');
   if (large) await nextTurn();
   let body: unknown;
   try {

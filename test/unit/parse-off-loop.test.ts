@@ -15,7 +15,7 @@ import { localSidKey, policyKey, sessionKey } from '../../src/config/keys.js';
 import { itemSpansOf, parseConfig, takeRuleIndex } from '../../src/config/load.js';
 import { deflateRawSync } from 'node:zlib';
 import { deflatedFile, parseConfigOffLoop, rulesCrossed, rulesKept } from '../../src/config/parse-async.js';
-import { ENTRIES_PER_MESSAGE, KEPT, RULES_PER_MESSAGE, pieces } from '../../src/config/parse-pieces.js';
+import { ENTRIES_PER_MESSAGE, KEPT, RULES_PER_MESSAGE, pieces, sameAsBefore } from '../../src/config/parse-pieces.js';
 
 const SMALL = `# a config with every section
 interfaces:
@@ -157,6 +157,22 @@ describe('parseConfigOffLoop', () => {
       // Its own file, deflated by the thread, for the daemon to keep.
       expect(inflated(deflatedFile(after)!)).toBe(edited);
     }
+    // A text that is not ASCII (compared as strings: a span's offsets are in characters), before or after.
+    const accented = (t: string): string => `# café\n${t}`;
+    const before2 = await parseConfigOffLoop(Buffer.from(accented(text)), 'big.yaml');
+    for (const [prevText, newText] of [[accented(text), accented(edited)], [accented(text), edited], [text, accented(edited)]] as const) {
+      const base = prevText === text ? before : before2;
+      const after = await parseConfigOffLoop(Buffer.from(newText), 'big.yaml', base, { deflated: deflateRawSync(Buffer.from(prevText)) });
+      expect(after).toEqual(parseConfig(newText, 'big.yaml'));
+      // The comment moves every offset: the same text at another offset is still the same text at the same place in its list.
+      expect(rulesCrossed(after), `${prevText === text ? 'ASCII' : 'accented'} -> ${newText === edited ? 'ASCII' : 'accented'}`).toBe(3);
+    }
+    // Not ASCII only at its end (a comment after the last local SID, part of its text): the previous file,
+    // compared as it is inflated, is compared again as a string from there.
+    const tail = await parseConfigOffLoop(Buffer.from(`${text}# café\n`), 'big.yaml');
+    const fromTail = await parseConfigOffLoop(Buffer.from(edited), 'big.yaml', tail, { deflated: deflateRawSync(Buffer.from(`${text}# café\n`)) });
+    expect(fromTail).toEqual(parseConfig(edited, 'big.yaml'));
+    expect(rulesCrossed(fromTail)).toBe(4);
     // Without the text every rule crosses (and is compared there).
     const plain = await parseConfigOffLoop(Buffer.from(edited), 'big.yaml', before);
     expect(rulesCrossed(plain)).toBe(6_001);
@@ -173,7 +189,7 @@ describe('parseConfigOffLoop', () => {
     expect(again.policies.every((p, i) => p === shifted.policies[i])).toBe(true);
   });
 
-  it('cuts a config into messages of ENTRIES_PER_MESSAGE entries at most, RULES_PER_MESSAGE rules that cross at most, in order', () => {
+  it('cuts a config into messages of ENTRIES_PER_MESSAGE entries at most, RULES_PER_MESSAGE rules that cross at most, in order', async () => {
     const text = big(3_000).replace('settings: { max_policies: 65536, max_localsids: 65536 }', 'settings:\n  max_policies: 65536\n  max_localsids: 65536');
     const before = parseConfig(text, 'big.yaml');
     // Every 7th policy edited: runs of kept rules between rules that cross.
@@ -182,7 +198,8 @@ describe('parseConfigOffLoop', () => {
       .map((item) => (/^p(\d+)\n/.exec(item) !== null && Number(/^p(\d+)/.exec(item)![1]) % 7 === 0 ? item.replace('db9:1::', 'db9:2::') : item))
       .join('\n  - name: ');
     const after = parseConfig(edited, 'big.yaml');
-    const msgs = [...pieces(after, edited, { held: { text }, spans: itemSpansOf(before)! })].filter((m) => m.t === 'rules');
+    const same = await sameAsBefore(after, edited, Buffer.from(edited), { held: { deflated: deflateRawSync(Buffer.from(text)) }, spans: itemSpansOf(before)! });
+    const msgs = [...pieces(after, same)].filter((m) => m.t === 'rules');
     let crossed = 0;
     for (const m of msgs) {
       expect(m.rules.length).toBeLessThanOrEqual(ENTRIES_PER_MESSAGE);
