@@ -131,6 +131,16 @@ function* graceStep(seq: number): Generator<TableStep, void> {
   graceClock.waitSync(seq);
 }
 
+/** list.filter(keep), the slice checked as it goes (10,000 keys looked up in one step: 5-11 ms of a batch's turn). */
+function* filtering<T>(list: readonly T[], keep: (x: T) => boolean, clock?: SliceClock): Generator<TableStep, T[]> {
+  const out: T[] = [];
+  for (const x of list) {
+    if (clock?.tick() === true) yield;
+    if (keep(x)) out.push(x);
+  }
+  return out;
+}
+
 /** Keys to delete as the mirror's latin1 texts, the slice checked every 256. */
 function* keyTexts<K>(list: readonly K[], encode: (k: K) => Buffer, clock: SliceClock): Generator<TableStep, string[]> {
   const out = new Array<string>(list.length);
@@ -387,9 +397,15 @@ class Mirror {
   }
 
   /** Distinct prefix lengths, without the entries of `except`, longest first. */
-  plens(except?: ReadonlySet<string>): number[] {
+  plens(): number[] {
+    return [...this.#plenCount.keys()].sort((a, b) => b - a);
+  }
+
+  /** The prefix lengths left once the keys `gone` (each once, all in the table) are deleted, the slice checked as it goes. */
+  *plensWithout(gone: readonly string[], clock?: SliceClock): Generator<TableStep, number[]> {
     const counts = new Map(this.#plenCount);
-    for (const k of except ?? []) {
+    for (const k of gone) {
+      if (clock?.tick() === true) yield;
       const p = this.plenOf(k);
       if (p === undefined || p < 0) continue;
       const n = (counts.get(p) ?? 0) - 1;
@@ -916,7 +932,7 @@ export class Tables {
     const putKeys = new Set<string>();
     for (const p of puts) putKeys.add(p.keyStr);
     if (clock?.due() === true) yield;
-    const delSet = new Set(dels.filter((k) => !putKeys.has(k)));
+    const delSet = new Set(yield* filtering(dels, (k) => !putKeys.has(k), clock));
     const teid = new Map<number, number>();
     const touched = new Set<number>();
     const countOf = (da: number): number => teid.get(da) ?? mirror.teidKeys.get(da) ?? 0;
@@ -1018,7 +1034,7 @@ export class Tables {
     const delSessions = yield* keyTexts(c.delSessions ?? [], (u) => encodeSessionKey(u), clock);
     const [putP, delP] = yield* this.#withAddrOnly(
       policies,
-      delPolicies.filter((k) => !this.#addrOnly.has(k)),
+      yield* filtering(delPolicies, (k) => !this.#addrOnly.has(k), clock),
       clock,
     );
     try {
@@ -1454,7 +1470,12 @@ export class Tables {
     let existing = 0;
     // An empty table (a first start's fill) has no key to look up.
     const empty = mirror.size === 0;
-    if (!empty) for (const p of puts) if ((mirror.keys.get(p.keyStr) ?? -1) >= 0) existing++;
+    if (!empty) {
+      for (const p of puts) {
+        if (clock.tick()) yield;
+        if ((mirror.keys.get(p.keyStr) ?? -1) >= 0) existing++;
+      }
+    }
     const stored = storedValues(mirror, existing, oneByOne);
     try {
       for (let i = 0; i < puts.length; i++) {
@@ -1488,9 +1509,10 @@ export class Tables {
         // A foreign entry (rule -1) with this key is overwritten by the update: not "fresh" for the batch.
         (isNew && old === undefined ? fresh : replace).push(i);
       }
-      const deletes = dels.filter((k) => mirror.keys.has(k) && !putKeys.has(k));
-      const gone = new Set(deletes);
-      const lens = new Set<number>(mirror.plens(gone));
+      // Each key once: a key given twice would count its prefix length out twice.
+      const gone = new Set<string>();
+      const deletes = yield* filtering(dels, (k) => mirror.keys.has(k) && !putKeys.has(k) && !gone.has(k) && gone.add(k) !== undefined, clock);
+      const lens = new Set<number>(yield* mirror.plensWithout(deletes, clock));
       for (const i of fresh) lens.add(puts[i]!.plen);
       for (const i of replace) lens.add(puts[i]!.plen);
       const plensAfter = [...lens].sort((a, b) => b - a);
