@@ -1184,7 +1184,7 @@ async function main(): Promise<number> {
     const editedLog = (): LogLine | undefined => logLines(log).filter((x) => x.msg === 'reloaded' && x['configChanged'] === true).at(-1);
     for (let i = 0; i < 40 && editedLog() === undefined; i++) await new Promise((r) => setTimeout(r, 50));
     const reloadLog = editedLog();
-    const reloadPhases = reloadLog === undefined ? 'not in its log' : `${Object.entries((reloadLog['phases'] ?? {}) as Record<string, number>).map(([k, v]) => `${k} ${v}`).join(', ')}; rule objects kept ${String(reloadLog['rulesKept'] ?? '?')}`;
+    const reloadPhases = reloadLog === undefined ? 'not in its log' : `${Object.entries((reloadLog['phases'] ?? {}) as Record<string, number>).map(([k, v]) => `${k} ${v}`).join(', ')}; rule objects kept ${String(reloadLog['rulesKept'] ?? '?')}, rules that crossed from the parser's thread ${String(reloadLog['rulesCrossed'] ?? '?')}`;
     if (reloaded.status !== 200 || !/"replaced":1\b/.test(reloaded.text)) failures.push(`POST /v1/reload (edited): ${reloaded.status} ${reloaded.text.slice(0, 300)}`);
     const rssAfter = procStatus(pid);
     // Reads with full tables, for information (no target): what a scrape and `mup stats` cost.

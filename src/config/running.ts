@@ -48,7 +48,7 @@ function setOrigin(node: Node, origin: string): void {
 }
 
 export function runningConfigYaml(fileText: string, sections: readonly RunningSection[], o: { origins: boolean }): string {
-  const { isSeq, parseDocument } = yamlDoc();
+  const { isMap, isSeq, parseDocument } = yamlDoc();
   const doc = parseDocument(fileText);
   if (doc.errors.length > 0) throw new Error(`the loaded config no longer parses as a document: ${doc.errors[0]!.message}`);
   if (doc.contents === null) doc.contents = doc.createNode({}) as never;
@@ -62,13 +62,17 @@ export function runningConfigYaml(fileText: string, sections: readonly RunningSe
     if (!o.origins) for (const n of oldItems) stripOrigin(n);
     // Comments read best above block entries: a flow sequence becomes a block one when annotated.
     if (o.origins) seq.flow = false;
+    // An API rule is written as the file writes its entries: block mappings among block mappings (what a
+    // generator writes, and what the daemon's fast reader reads, so a reload of a saved file stays fast),
+    // else one flow mapping a line.
+    const block = !seq.flow && oldItems.length > 0 && oldItems.every((n) => isMap(n) && n.flow !== true);
     seq.items = s.rules.map((r) => {
       const mine = r.fileIndex === undefined ? undefined : oldItems[r.fileIndex];
       let node: Node;
       if (mine !== undefined) {
         node = mine;
       } else {
-        node = doc.createNode(r.json, { flow: true }) as Node;
+        node = doc.createNode(r.json, { flow: !block }) as Node;
         const was = r.replacesIndex === undefined ? undefined : oldItems[r.replacesIndex];
         if (was?.commentBefore != null) node.commentBefore = was.commentBefore;
         if (was?.comment != null) node.comment = was.comment;

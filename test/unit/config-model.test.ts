@@ -8,7 +8,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config/load.js';
+import { itemSpansOf, parseConfig } from '../../src/config/load.js';
+import { parseIpv6 } from '../../src/sid/addr.js';
 import { runningConfigYaml } from '../../src/config/running.js';
 import { checkDaemonConfig } from '../../src/daemon/check.js';
 import { emptyOverlay, rebaseOverlay, ruleDigest, RULE_KINDS, RuleSet, ruleSetDiff, sha256, StateStore, type Overlay, type RuleKind } from '../../src/daemon/rules.js';
@@ -193,6 +194,20 @@ describe('runningConfigYaml', () => {
     const saved = runningConfigYaml(text, sections, { origins: false });
     expect(saved).not.toMatch(/origin/);
     expect(ruleSetDiff(rules, new RuleSet(parseConfig(saved), emptyOverlay()))).toEqual([]);
+  });
+
+  it('writes an API rule in block style among block entries (the fast reader reads the saved file, and a reload compares by item), in flow style among flow ones', () => {
+    const block = ['settings:', '  max_policies: 64', '  max_localsids: 16', 'policies:', '  - name: c1', '    match: 10.0.1.0/24', '    sr_prefix: 2001:db8:1::/48', '    src_prefix: 2001:db8:ff::/64', ''].join('\n');
+    const api = { key: 'k', json: RULE_KINDS.policy.json({ ...policy('a1', 11), segments: [parseIpv6('2001:db8:10::1', 's')] }), origin: 'api' as const };
+    const kept = { key: '10.0.1.0/24', json: {}, origin: 'config' as const, fileIndex: 0 };
+    const saved = runningConfigYaml(block, [{ section: 'policies', rules: [kept, api] }], { origins: false });
+    expect(saved).toMatch(/\n {2}- name: a1\n {4}match: 10\.0\.11\.0\/24\n/);
+    const back = parseConfig(saved);
+    expect(back.policies.map((p) => p.name)).toEqual(['c1', 'a1']);
+    expect(back.policies[1]!.segments).toHaveLength(1);
+    expect(itemSpansOf(back)?.policies, 'read by the block reader').toHaveLength(3);
+    // The flow-style file of the test above: a flow mapping a line, as before.
+    expect(runningConfigYaml(text, sections, { origins: false })).toMatch(/\n {2}- \{ name: a1,/);
   });
 
   it('adds a section the file did not have', () => {
