@@ -160,7 +160,8 @@ export async function sameAsBefore(config: Config, text: string, bytes: Uint8Arr
     const same = await streamed(own, spans, previous.spans, held.deflated);
     if (same !== undefined) return same;
   }
-  const prevText = 'text' in held ? held.text : Buffer.from('bytes' in held ? held.bytes : inflateRawSync(held.deflated)).toString('utf8');
+  const raw = 'text' in held ? undefined : 'bytes' in held ? held.bytes : inflateRawSync(held.deflated);
+  const prevText = raw === undefined ? (held as { text: string }).text : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('utf8');
   const same: SameRules = {};
   for (const s of SECTIONS) same[s] = sameText(text, spans[s], prevText, previous.spans[s]);
   return same;

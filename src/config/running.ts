@@ -65,7 +65,9 @@ export function runningConfigYaml(fileText: string, sections: readonly RunningSe
     // An API rule is written as the file writes its entries: block mappings among block mappings (what a
     // generator writes, and what the daemon's fast reader reads, so a reload of a saved file stays fast),
     // else one flow mapping a line.
-    const block = !seq.flow && oldItems.length > 0 && oldItems.every((n) => isMap(n) && n.flow !== true);
+    // A section with no entry yet: block (YAML's default, and the fast reader's) unless the file writes its
+    // sequences in flow style.
+    const block = oldItems.length > 0 ? !seq.flow && oldItems.every((n) => isMap(n) && n.flow !== true) : !seq.flow;
     seq.items = s.rules.map((r) => {
       const mine = r.fileIndex === undefined ? undefined : oldItems[r.fileIndex];
       let node: Node;

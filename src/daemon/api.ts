@@ -297,7 +297,8 @@ function sendLarge(res: ServerResponse, status: number, build: () => unknown): P
   });
 }
 
-async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<unknown> {
+/** A request's JSON body, checked (type, size, repeated keys). Exported for tests. */
+export async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<unknown> {
   const type = req.headers['content-type'] ?? '';
   if (!/^application\/json\b/i.test(type)) {
     throw new HttpError(415, `send the body as JSON with Content-Type: application/json (got ${JSON.stringify(type || 'none')})`);
@@ -316,7 +317,8 @@ async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<unknown
     if (size > limit) throw new HttpError(413, `body is over the ${limit}-byte limit; ${hint}`);
     parts.push(decoder.write(c as Buffer));
   }
-  parts.push(decoder.end());
+  const tail = decoder.end();
+  if (tail !== '') parts.push(tail);
   // A large body (a batch: up to 16 MiB) is read in a few turns of the event loop, not one.
   const large = size > LARGE_BODY;
   const text = parts.length === 1 ? parts[0]! : parts.join('');

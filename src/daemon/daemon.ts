@@ -1873,7 +1873,6 @@ export class Daemon {
 /** Rules of a change the next-hop cache takes between two checks of the time slice (about 1 ms of work here). */
 const NH_CHUNK = 512;
 
-/** A change's lists in pieces of at most n entries each (every piece a Changes of its own; at least one piece). */
 /**
  * What #nhPut hands the next-hop cache, a call each: the deleted ids
  * first, then the changes, `n` rules a piece at most (a batch's 10,000
@@ -1884,6 +1883,7 @@ export function* nhPutPieces(c: Changes, gone: readonly number[], n: number): Ge
   for (const piece of changePieces(c, n)) yield [piece, []];
 }
 
+/** A change's lists in pieces of at most n entries each (every piece a Changes of its own; at least one piece). */
 function* changePieces(c: Changes, n: number): Generator<Changes> {
   const lists = ['putPolicies', 'delPolicies', 'putLocalSids', 'delLocalSids', 'putSessions', 'delSessions'] as const;
   let any = false;

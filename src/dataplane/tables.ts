@@ -396,7 +396,7 @@ class Mirror {
     return this.#flags[rule - this.first] ?? 0;
   }
 
-  /** Distinct prefix lengths, without the entries of `except`, longest first. */
+  /** Distinct prefix lengths, longest first. */
   plens(): number[] {
     return [...this.#plenCount.keys()].sort((a, b) => b - a);
   }
@@ -1149,13 +1149,14 @@ export class Tables {
         // A delete takes no element, so deletes need no grace period between
         // them (only the next element-allocating write after them does:
         // #allocDebt): DELETE_CHUNK keys a BPF_MAP_DELETE_BATCH, the mirror
-        // following each, the slice checked between them (10,000 deletes in
-        // one step, the mirror's included, held the loop 45 ms).
+        // following each (and the generation: a key went), a turn of the
+        // loop between them (10,000 deletes in one step, the mirror's
+        // included, held the loop 45 ms).
         if (plan.deletes.length === 0) continue;
         const ks = plan.deletes[0]!.length;
         const keys = Buffer.allocUnsafe(ks * Math.min(DELETE_CHUNK, plan.deletes.length));
         for (let at = 0; at < plan.deletes.length; at += DELETE_CHUNK) {
-          if (clock.due()) yield;
+          if (at > 0 || clock.due()) yield;
           const chunk = plan.deletes.slice(at, at + DELETE_CHUNK);
           chunk.forEach((k, i) => keys.write(k, i * ks, 'latin1'));
           this.#touch(fd);
@@ -1171,8 +1172,8 @@ export class Tables {
             deleted++;
             if (rule !== undefined && rule >= 0) freed.push(rule);
           }
+          this.generation++;
         }
-        this.generation++;
       }
       // 4. The config with the new lengths only (and the generation + 1 of a
       // table an entry was deleted from).
@@ -1180,23 +1181,30 @@ export class Tables {
       if (!sameFields(widenedNow, afterNow)) yield* this.#writingConfig(afterNow);
     } catch (e) {
       this.#generationAfterFailure();
+      // The ids of entries deleted before the failure (the chunks written) are free all the same.
+      this.#freeAfterGrace(freedP, freedL, freedS);
       throw e;
     }
     this.#settings = settings;
-    // 5. Once no packet holds a deleted entry (a grace period after the
-    // deletes), its counter slot is zeroed and its id may be reused.
-    if (freedP.length + freedL.length + freedS.length > 0) {
-      const seq = this.#allocDebt;
-      this.#pendingFree.push({ seq, policies: freedP, localsids: freedL, sessions: freedS });
-      // Zeroed as soon as that grace period is over, not at the next change:
-      // until then the per-function totals still hold the deleted rules' counts.
-      // In slices: 10,000 slots zeroed at once held the loop 10-20 ms.
-      graceClock.wait(seq, false).then(
-        () => (this.#closed ? undefined : runStepsYielding(this.#reclaiming(new SliceClock()), () => this.#closed)),
-        () => undefined, // the next change reclaims them (blocking if need be)
-      ).catch(() => undefined); // the tables closed meanwhile: nothing to reclaim for
-    }
+    this.#freeAfterGrace(freedP, freedL, freedS);
     return { added, replaced, deleted, unchanged };
+  }
+
+  /**
+   * 5. Once no packet holds a deleted entry (a grace period after the
+   * deletes), its counter slot is zeroed and its id may be reused.
+   */
+  #freeAfterGrace(policies: number[], localsids: number[], sessions: number[]): void {
+    if (policies.length + localsids.length + sessions.length === 0) return;
+    const seq = this.#allocDebt;
+    this.#pendingFree.push({ seq, policies, localsids, sessions });
+    // Zeroed as soon as that grace period is over, not at the next change:
+    // until then the per-function totals still hold the deleted rules' counts.
+    // In slices: 10,000 slots zeroed at once held the loop 10-20 ms.
+    graceClock.wait(seq, false).then(
+      () => (this.#closed ? undefined : runStepsYielding(this.#reclaiming(new SliceClock()), () => this.#closed)),
+      () => undefined, // the next change reclaims them (blocking if need be)
+    ).catch(() => undefined); // the tables closed meanwhile: nothing to reclaim for
   }
 
   /**

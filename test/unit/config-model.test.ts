@@ -206,6 +206,10 @@ describe('runningConfigYaml', () => {
     expect(back.policies.map((p) => p.name)).toEqual(['c1', 'a1']);
     expect(back.policies[1]!.segments).toHaveLength(1);
     expect(itemSpansOf(back)?.policies, 'read by the block reader').toHaveLength(3);
+    // A section the file does not have yet: block too (a flow list `policies: []` keeps flow mappings).
+    const fresh = runningConfigYaml('settings:\n  max_policies: 64\n', [{ section: 'policies', rules: [api] }], { origins: false });
+    expect(itemSpansOf(parseConfig(fresh))?.policies, fresh).toHaveLength(2);
+    expect(runningConfigYaml('settings:\n  max_policies: 64\npolicies: []\n', [{ section: 'policies', rules: [api] }], { origins: false })).toMatch(/\{ name: a1,/);
     // The flow-style file of the test above: a flow mapping a line, as before.
     expect(runningConfigYaml(text, sections, { origins: false })).toMatch(/\n {2}- \{ name: a1,/);
   });
