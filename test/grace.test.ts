@@ -15,6 +15,7 @@ import type { Policy } from '../src/config/types.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { LAYOUTS } from '../src/dataplane/codec.js';
 import { graceClock } from '../src/dataplane/grace.js';
+import { DELETE_CHUNK } from '../src/dataplane/tables.js';
 import { closeFd, mapLookup, numPossibleCpus } from '../src/dataplane/libbpf.js';
 import { openProgramMaps } from '../src/dataplane/probe-maps.js';
 import { gtpuFrame, innerUdp4 } from '../src/packet/frames.js';
@@ -144,6 +145,29 @@ describe.skipIf(!haveObject || !isRoot)('grace periods off the change path', () 
     expect(insert.seq, 'the insert wrote after the grace period of the last delete').toBeGreaterThanOrEqual(dels[1]!);
     expect(outcome(d, frame('10.0.4.5'))).toBe('20010db80004');
     expect(outcome(d, frame('10.0.3.5'))).toBe('20010db80003');
+  });
+
+  it('the ids of entries a change deleted before one of its delete writes failed are freed all the same', () => {
+    // Found in review: the chunks written before the failure had left the kernel and the mirror, but their
+    // ids never went back to the pool (the failure skipped #pendingFree): a full table stayed full.
+    const N = 2 * DELETE_CHUNK + 10;
+    const lines = (n: number, b: number): string =>
+      Array.from({ length: n }, (_, i) => `  - { match: ${b}.${i >> 8}.${i & 255}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ffff::/64" }`).join('\n');
+    const config = parseConfig(`settings: { forwarding: tx, max_policies: ${N} }\npolicies:\n${lines(N, 10)}\n`, 'g.yaml');
+    dp = openDataplane({ config });
+    const t = dp.rules;
+    t.testFailDeletesFrom = 1;
+    try {
+      expect(() => t.apply({ delPolicies: config.policies.map((p) => p.match) })).toThrow(/delete write refused/);
+    } finally {
+      t.testFailDeletesFrom = undefined;
+    }
+    expect(t.policyCount).toBe(N - DELETE_CHUNK);
+    // Room for exactly the entries deleted before the failure: their ids came back after their grace period.
+    const more = parseConfig(`policies:\n${lines(DELETE_CHUNK, 11)}\n`, 'g.yaml').policies;
+    t.apply({ putPolicies: more });
+    expect(t.policyCount).toBe(N);
+    expect(outcome(dp, frame('11.0.5.5'))).toBe('20010db80001');
   });
 
   it('a deleted rule id is reused only after its grace period, with its counter slot zeroed', () => {

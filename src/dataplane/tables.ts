@@ -681,6 +681,8 @@ export class Tables {
    * clock's completed number at the time (or the number a delete owes).
    */
   trace: { op: 'insert' | 'replace' | 'delete' | 'flip' | 'gen'; seq: number }[] | undefined;
+  /** Tests: a change's delete writes fail from this one on (0: the first), as a refused BPF_MAP_DELETE_BATCH would. */
+  testFailDeletesFrom: number | undefined;
   /** Keys (latin1) of the address-only entries in the policy table. */
   readonly #addrOnly: Set<string> = new ShardedSet();
   #settings: Settings;
@@ -1161,6 +1163,7 @@ export class Tables {
           chunk.forEach((k, i) => keys.write(k, i * ks, 'latin1'));
           this.#touch(fd);
           try {
+            if (this.testFailDeletesFrom !== undefined && at / DELETE_CHUNK >= this.testFailDeletesFrom) throw new Error('delete write refused (injected by a test)');
             mapDeleteBatch(fd, keys, ks, chunk.length, name);
           } finally {
             this.#allocDebt = graceClock.request();
