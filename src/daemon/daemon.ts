@@ -1053,6 +1053,8 @@ export class Daemon {
       this.#tablesDirty = true;
       this.#log.error({ error: (e as Error).message }, 'a failed reload could not put the tables back as they were; the next reload writes them whole');
     }
+    // Entries deleted and written back have other ids now, and freed ids may be taken: every rule indexed again.
+    this.#nexthops();
   }
 
   /** ms per phase of the last reload (its log line). */
@@ -1635,6 +1637,9 @@ export class Daemon {
       try {
         await t.applyYielding(plan.changes);
       } catch (e) {
+        // The deletes written before the failure freed their ids (after their grace period): the next-hop
+        // cache, which still points them at the deleted rules' next hops, indexes every rule again.
+        this.#nexthops();
         throw tablesError(e);
       }
       const t2 = performance.now();
