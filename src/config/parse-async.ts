@@ -138,29 +138,23 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
           const was = (previous?.[m.section] ?? []) as readonly Rule[];
           for (let i = 0; i < m.rules.length; i++) {
             const old = was[list.length];
-            if (m.rules[i] === KEPT) {
-              if (old === undefined) {
-                settle(() => reject(new Error(`the config parser's thread kept ${m.section}[${list.length}], which the running config does not have`)));
-                return;
-              }
-              kept++;
-              const k = SECTION_KEY[m.section](old as never);
-              list.push(old);
-              byKey.set(k, old);
-              if (old.name !== undefined) names.set(old.name, k);
-              continue;
+            const sent = m.rules[i];
+            if (sent === KEPT && old === undefined) {
+              settle(() => reject(new Error(`the config parser's thread kept ${m.section}[${list.length}], which the running config does not have`)));
+              return;
             }
-            const fresh = m.rules[i] as Rule;
-            const key = m.keys[i]!;
-            crossed++;
-            // The running rule, where the file still says the same at the same place (its key is the same then).
-            const r = old !== undefined && old.where === fresh.where && sameData(old, fresh) ? old : fresh;
+            const fresh = sent === KEPT ? undefined : (sent as Rule);
+            if (fresh !== undefined) crossed++;
+            // The running rule where its text is the same (KEPT), or where the file still says the same at
+            // the same place (its key is the same then).
+            const r = fresh === undefined ? old! : old !== undefined && old.where === fresh.where && sameData(old, fresh) ? old : fresh;
             // A kept rule is indexed by the key text it holds already: the message's copy dies young
             // with the fresh rule, instead of 131,072 new strings promoted into the new index.
-            let k = key;
+            let k: string;
             if (r === fresh) {
+              k = m.keys[i]!;
               if (m.section !== 'localsids') shareSharedPrefixes(r as Policy | Session, shared);
-              seedRuleKey(r as never, key);
+              seedRuleKey(r as never, k);
             } else {
               kept++;
               k = SECTION_KEY[m.section](r as never);
