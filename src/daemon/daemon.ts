@@ -1527,7 +1527,8 @@ export class Daemon {
       const tagged: Rule = placed(rule, apiWhere(k.section, key));
       const previous = this.#rules.rules(kind).get(key);
       const t = this.dataplane.rules;
-      this.#tables(t, k.put([tagged]));
+      const back = (): ApplyResult => t.apply(previous === undefined ? k.del([rule]) : k.put([previous]));
+      this.#tables(t, k.put([tagged]), back, `${op} ${kind} ${key}`);
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.put(kind, tagged);
       // Put the tables and the set back as they were.
@@ -1578,7 +1579,7 @@ export class Daemon {
       const found = key;
       const previous = this.#rules.rules(kind).get(key)!;
       const t = this.dataplane.rules;
-      this.#tables(t, k.del([previous]));
+      this.#tables(t, k.del([previous]), () => t.apply(k.put([previous])), `delete ${kind} ${key}`);
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.delete(kind, key);
       const undo = (): void => {
@@ -1637,9 +1638,7 @@ export class Daemon {
       try {
         await t.applyYielding(plan.changes);
       } catch (e) {
-        // The deletes written before the failure freed their ids (after their grace period): the next-hop
-        // cache, which still points them at the deleted rules' next hops, indexes every rule again.
-        this.#nexthops();
+        this.#writeFailed(e, () => t.apply(plan.undo), `batch of ${ops.length} operations`);
         throw tablesError(e);
       }
       const t2 = performance.now();
@@ -1700,8 +1699,12 @@ export class Daemon {
     return { results: plan.results, ...plan.counts };
   }
 
-  /** Table errors that are the caller's (full, too many lengths) become 409s. */
-  #tables(t: Tables, c: Changes): ApplyResult {
+  /**
+   * Table errors that are the caller's (full, too many lengths) become 409s.
+   * `back` (an API change): the tables put back as they were if the write
+   * fails part way (#writeFailed).
+   */
+  #tables(t: Tables, c: Changes, back?: () => ApplyResult, what = 'change'): ApplyResult {
     try {
       // The next-hop cache re-points only these rules (their ids before the deletes free them).
       const gone = this.#nh?.deletedRules(c) ?? [];
@@ -1709,8 +1712,37 @@ export class Daemon {
       this.#nh?.rulesPut(c, gone);
       return r;
     } catch (e) {
+      if (back !== undefined) this.#writeFailed(e, back, what);
       throw tablesError(e);
     }
+  }
+
+  /**
+   * An API change's table write failed (`e`). A refusal before anything was
+   * written (a full table, too many prefix lengths, a key given twice) has
+   * nothing to put back. Any other failure (the kernel refusing a write) may
+   * come after part of the change is in: the entries deleted before it
+   * (a batch's earlier delete chunks) and the entries added. The rule set
+   * does not take the change, so `back` puts the tables back to it: the
+   * change's reverse, written as a change (a key the failed write never
+   * reached is unchanged, and is not written again). Entries written back
+   * have other rule ids, and the ids of those deleted may be taken: the
+   * next-hop cache indexes every rule again (forwarding fib). If `back`
+   * fails too, the next reload writes the tables whole.
+   */
+  #writeFailed(e: unknown, back: () => ApplyResult, what: string): void {
+    if (e instanceof TablesFullError || e instanceof RangeError) return;
+    try {
+      const r = back();
+      this.#log.warn({ change: what, error: (e as Error).message, putBack: { added: r.added, replaced: r.replaced, deleted: r.deleted } }, 'API change refused: its table write failed part way; the tables are back as they were');
+    } catch (e2) {
+      this.#tablesDirty = true;
+      this.#log.error(
+        { change: what, error: (e as Error).message, putBack: (e2 as Error).message },
+        'API change refused: its table write failed part way, and putting the tables back failed too; the next reload writes them whole',
+      );
+    }
+    this.#nexthops();
   }
 
   /** A batch's half of #tables before the write: the next-hop cache's ids of the rules it deletes, NH_CHUNK rules between two checks of the slice. */

@@ -1,0 +1,111 @@
+/**
+ * An API change whose table write fails part way is refused, and the
+ * tables are put back to the running rules. A batch's deletes go to the
+ * kernel DELETE_CHUNK keys a write, after its adds: when the second delete
+ * write fails (a test hook, Tables.testFailDeletesFrom), the first chunk's
+ * entries have left the tables and the adds are in, while the rule set
+ * does not take the batch. Before the fix those entries stayed missing
+ * (the daemon listed rules the data plane no longer translated) and the
+ * adds stayed in (entries no rule lists), until a restart.
+ *
+ * The daemon runs in this process (startInProcDaemon: the real Daemon on
+ * build/mup.bpf.o, its pins on a bpffs the test mounts in a temporary
+ * directory and removes in afterAll); frames go through the real program
+ * (BPF_PROG_TEST_RUN).
+ */
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
+import { DELETE_CHUNK } from '../src/dataplane/tables.js';
+import { gtpuFrame, innerUdp4 } from '../src/packet/frames.js';
+import { parseIpv4, parseIpv4Prefix } from '../src/sid/addr.js';
+import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
+
+const isRoot = process.getuid?.() === 0;
+
+/** Policies in the file: two delete chunks and some. */
+const N = 2 * DELETE_CHUNK + 10;
+/** Policies a batch adds. */
+const ADDS = 20;
+const match = (b: number, i: number): string => `${b}.${i >> 8}.${i & 255}.0/24`;
+const CONFIG =
+  `settings: { forwarding: tx, max_policies: ${N + ADDS + 8}, max_localsids: 8 }\npolicies:\n` +
+  Array.from({ length: N }, (_, i) => `  - { name: p${i}, match: ${match(10, i)}, sr_prefix: 2001:db8:1::/48, src_prefix: 2001:db8:ff::/64 }\n`).join('');
+const added = (i: number): Record<string, string> => ({ name: `a${i}`, match: match(11, i), sr_prefix: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' });
+
+/** A G-PDU to the first address of `prefix`'s .5. */
+const frame = (prefix: string): Buffer =>
+  gtpuFrame({
+    src: parseIpv4('198.51.100.1', 't'),
+    dst: parseIpv4(prefix.replace(/0\/24$/, '5'), 't'),
+    teid: 0x1234,
+    qfi: 9,
+    inner: innerUdp4({ src: parseIpv4('10.45.0.2', 't'), dst: parseIpv4('203.0.113.5', 't'), sport: 1, dport: 2, len: 40 }),
+  });
+
+describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('an API change whose table write fails part way', () => {
+  let run: InProcDaemon | undefined;
+  beforeAll(async () => {
+    run = await startInProcDaemon('writefail', CONFIG);
+  }, 60_000);
+  afterAll(() => run?.stop());
+
+  /** The first 6 bytes of the translated frame's IPv6 destination, or the verdict and event. */
+  const outcome = (prefix: string): string => {
+    const r = run!.daemon.dataplane.run(frame(prefix));
+    return r.verdict === 'tx' ? r.out.subarray(38, 44).toString('hex') : `${r.verdict} ${r.event}`;
+  };
+  const inTables = (prefix: string): boolean => run!.daemon.dataplane.rules.policyRule(parseIpv4Prefix(prefix, 't')) !== undefined;
+
+  it('a batch whose second delete write fails is refused, and the tables hold the running rules again', async () => {
+    const d = run!.daemon;
+    const t = d.dataplane.rules;
+    expect(t.policyCount).toBe(N);
+    const ops = [
+      ...Array.from({ length: ADDS }, (_, i) => ({ op: 'add', policy: added(i) })),
+      ...Array.from({ length: N }, (_, i) => ({ op: 'delete', policy: { match: match(10, i) } })),
+    ];
+    t.testFailDeletesFrom = 1;
+    try {
+      await expect(d.applyBatch(ops)).rejects.toThrow(/delete write refused/);
+    } finally {
+      t.testFailDeletesFrom = undefined;
+    }
+    // The rule set did not take the batch, and the tables say the same: every file rule, none of the adds.
+    expect(d.listRules('policy')).toHaveLength(N);
+    expect(t.policyCount).toBe(N);
+    for (const i of [0, 1, DELETE_CHUNK - 1, DELETE_CHUNK, N - 1]) {
+      expect(inTables(match(10, i)), `policy ${i} in the tables`).toBe(true);
+      expect(outcome(match(10, i)), `policy ${i} translates`).toBe('20010db80001');
+    }
+    for (const i of [0, ADDS - 1]) {
+      expect(inTables(match(11, i)), `add ${i} not in the tables`).toBe(false);
+      expect(outcome(match(11, i))).toBe('pass pass_no_policy');
+    }
+    // The next batch writes on tables that agree with the rule set: it applies whole.
+    const r = await d.applyBatch(ops);
+    expect(r).toMatchObject({ added: ADDS, deleted: N });
+    expect(t.policyCount).toBe(ADDS);
+    expect(outcome(match(11, ADDS - 1))).toBe('20010db80002');
+    expect(outcome(match(10, 0))).toBe('pass pass_no_policy');
+  });
+
+  it('a single delete whose write fails is refused, and its rule stays in the rule set and the tables', async () => {
+    const d = run!.daemon;
+    const t = d.dataplane.rules;
+    await d.putRule('policy', added(ADDS + 1), 'add');
+    const before = t.policyCount;
+    t.testFailDeletesFrom = 0;
+    try {
+      await expect(d.deleteRule('policy', { key: match(11, ADDS + 1) })).rejects.toThrow(/delete write refused/);
+    } finally {
+      t.testFailDeletesFrom = undefined;
+    }
+    expect(t.policyCount).toBe(before);
+    expect(d.listRules('policy').some((r) => r.name === `a${ADDS + 1}`)).toBe(true);
+    expect(outcome(match(11, ADDS + 1))).toBe('20010db80002');
+    // And it goes with the next delete.
+    await d.deleteRule('policy', { key: match(11, ADDS + 1) });
+    expect(outcome(match(11, ADDS + 1))).toBe('pass pass_no_policy');
+  });
+});
