@@ -20,8 +20,13 @@ export interface InProcDaemon {
   stop(): void;
 }
 
-/** Start a daemon on `config` (YAML text), instance `<name><pid>`, warnings and worse logged nowhere. */
-export async function startInProcDaemon(name: string, config: string): Promise<InProcDaemon> {
+/**
+ * Start a daemon on `config` (YAML text), instance `<name><pid>`, warnings
+ * and worse logged nowhere. `netns`: the daemon's --netns, which moves this
+ * thread into that namespace for good (a test file of its own: vitest runs
+ * each file in a process of its own).
+ */
+export async function startInProcDaemon(name: string, config: string, o: { netns?: string } = {}): Promise<InProcDaemon> {
   const dir = mkdtempSync(join(tmpdir(), `mup-${name}-`));
   const bpffs = join(dir, 'bpffs');
   const configPath = join(dir, 'mup.yaml');
@@ -33,6 +38,7 @@ export async function startInProcDaemon(name: string, config: string): Promise<I
     bpffs,
     stateFile: join(dir, 'state.json'),
     detachOnExit: true,
+    ...(o.netns === undefined ? {} : { netns: o.netns }),
     log: createLogger({ instance: 'test', level: 'warn', json: true, stream: quiet }),
   });
   const stop = (): void => {
