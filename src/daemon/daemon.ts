@@ -717,6 +717,9 @@ export class Daemon {
           }
         }
         this.#log.warn({ error: (e as Error).message }, 'BGP: the learned rules did not fit in one write; applied one by one');
+        // A write that failed part way (not a refusal before writing: full) deleted entries whose ids the
+        // next-hop cache still holds (#writeFailed): it indexes every rule again.
+        if (!(e instanceof RuleError && e.status === 409)) this.#nexthops();
       }
       this.#learnedRefused = refusedNext;
       const refused = [...refusedNext.entries()].map(([rule, x]) => ({ rule, reason: x.reason, why: x.why }));
