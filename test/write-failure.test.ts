@@ -16,6 +16,7 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
+import { health } from '../src/daemon/health.js';
 import { DELETE_CHUNK } from '../src/dataplane/tables.js';
 import { gtpuFrame, innerUdp4 } from '../src/packet/frames.js';
 import { parseIpv4, parseIpv4Prefix } from '../src/sid/addr.js';
@@ -74,6 +75,8 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('an API change whose tab
     // The rule set did not take the batch, and the tables say the same: every file rule, none of the adds.
     expect(d.listRules('policy')).toHaveLength(N);
     expect(t.policyCount).toBe(N);
+    // What an operator sees (GET /v1/health): before, tables_mismatch (1,024 policies not in the tables).
+    expect(health(d).problems).toEqual([]);
     for (const i of [0, 1, DELETE_CHUNK - 1, DELETE_CHUNK, N - 1]) {
       expect(inTables(match(10, i)), `policy ${i} in the tables`).toBe(true);
       expect(outcome(match(10, i)), `policy ${i} translates`).toBe('20010db80001');
