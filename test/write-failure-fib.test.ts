@@ -58,8 +58,9 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('forwarding fib: rules w
   beforeAll(async () => {
     await sweepStaleNamespaces();
     lab = await Lab.create(['dut', 'a']);
-    await lab.ip('dut', 'link', 'add', 'x0', 'type', 'veth', 'peer', 'name', 'y0', 'netns', lab.ns('a'));
+    // Before the link exists: no duplicate address detection on it (fewer netlink events for the cache to see).
     await lab.sysctl('dut', ['net.ipv6.conf.all.forwarding=1', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
+    await lab.ip('dut', 'link', 'add', 'x0', 'type', 'veth', 'peer', 'name', 'y0', 'netns', lab.ns('a'));
     await lab.batch('dut', [
       'link set x0 up',
       'addr add fd00:a::1/64 dev x0 nodad',
@@ -111,14 +112,19 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('forwarding fib: rules w
       t.testFailDeletesFrom = undefined;
     }
     expect(t.policyCount).toBe(N);
+    // Right away (before the cache's pass, which waits 50 ms for more events): no policy goes to the other route's
+    // neighbour, some to the kernel's FIB lookup. The daemon points the deleted rules' ids at nothing, and the data
+    // path would not use a slot of another range anyway (bpf/fwd.h checks the slot's prefix against the packet's).
+    const wrong = Array.from({ length: N }, (_, i) => i).filter((i) => where(i) === macOf(i + 1));
+    expect(wrong.slice(0, 8), 'policies sent to the other route\'s neighbour').toEqual([]);
     const after = ids();
     const owner = new Map(before.map((id, i) => [id, i]));
-    const crossed = after.filter((id, i) => id !== before[i] && owner.get(id)! % 2 !== i % 2).length;
+    const crossed = after.filter((id, i) => id !== before[i] && owner.has(id) && owner.get(id)! % 2 !== i % 2).length;
     expect(crossed, 'rules written back on an id a rule of the other route had').toBeGreaterThan(DELETE_CHUNK / 4);
     // The pass after the failure (a few ms); without one, the packets show where the stale cache sends them.
     const t0 = performance.now();
-    while (fullPasses() === passes && performance.now() - t0 < 5_000) await new Promise((r) => setTimeout(r, 20));
+    while (astray().length > 0 && performance.now() - t0 < 5_000) await new Promise((r) => setTimeout(r, 20));
     expect(astray().slice(0, 8), 'policies not forwarded through their own route').toEqual([]);
-    expect(fullPasses()).toBe(passes + 1);
+    expect(fullPasses()).toBeGreaterThan(passes);
   });
 });

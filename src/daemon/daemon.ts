@@ -700,6 +700,9 @@ export class Daemon {
           for (const r of x.puts) done(x.kind, r, true);
         }
       } catch (e) {
+        // A write that failed part way (not a refusal before writing: full) deleted entries whose ids the
+        // next-hop cache still holds (#writeFailed): it indexes every rule again, whatever happens below.
+        if (!(e instanceof RuleError && e.status === 409)) this.#nexthops();
         // One by one: what fits goes in, what does not is refused whole.
         for (const x of plan) {
           const k = RULE_KINDS[x.kind];
@@ -717,9 +720,6 @@ export class Daemon {
           }
         }
         this.#log.warn({ error: (e as Error).message }, 'BGP: the learned rules did not fit in one write; applied one by one');
-        // A write that failed part way (not a refusal before writing: full) deleted entries whose ids the
-        // next-hop cache still holds (#writeFailed): it indexes every rule again.
-        if (!(e instanceof RuleError && e.status === 409)) this.#nexthops();
       }
       this.#learnedRefused = refusedNext;
       const refused = [...refusedNext.entries()].map(([rule, x]) => ({ rule, reason: x.reason, why: x.why }));
@@ -1530,8 +1530,7 @@ export class Daemon {
       const tagged: Rule = placed(rule, apiWhere(k.section, key));
       const previous = this.#rules.rules(kind).get(key);
       const t = this.dataplane.rules;
-      const back = (): ApplyResult => t.apply(previous === undefined ? k.del([rule]) : k.put([previous]));
-      this.#tables(t, k.put([tagged]), back, `${op} ${kind} ${key}`);
+      this.#tables(t, k.put([tagged]), previous === undefined ? k.del([rule]) : k.put([previous]), `${op} ${kind} ${key}`);
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.put(kind, tagged);
       // Put the tables and the set back as they were.
@@ -1582,7 +1581,7 @@ export class Daemon {
       const found = key;
       const previous = this.#rules.rules(kind).get(key)!;
       const t = this.dataplane.rules;
-      this.#tables(t, k.del([previous]), () => t.apply(k.put([previous])), `delete ${kind} ${key}`);
+      this.#tables(t, k.del([previous]), k.put([previous]), `delete ${kind} ${key}`);
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.delete(kind, key);
       const undo = (): void => {
@@ -1638,10 +1637,11 @@ export class Daemon {
       const t1 = performance.now();
       // The next-hop cache's ids of the rules deleted, before the deletes free them; its new rules after the rule set has them.
       const gone = await this.#nhDeleted(plan.changes);
+      const writes = t.writes;
       try {
         await t.applyYielding(plan.changes);
       } catch (e) {
-        this.#writeFailed(e, () => t.apply(plan.undo), `batch of ${ops.length} operations`);
+        await this.#writeFailed(e, t, writes, plan.undo, gone, `batch of ${ops.length} operations`);
         throw tablesError(e);
       }
       const t2 = performance.now();
@@ -1660,7 +1660,13 @@ export class Daemon {
           else this.#rules.put(kind, r);
         }
       }
-      await this.#nhPut(plan.changes, gone);
+      // The batch is in (tables and rule set): a cache that cannot take it indexes every rule again, as after a reload.
+      try {
+        await this.#nhPut(plan.changes, gone);
+      } catch (e) {
+        this.#log.warn({ error: (e as Error).message }, "next-hop cache: the batch's rules could not be re-pointed alone; resolving every rule again");
+        this.#nexthops();
+      }
       const undo = (): void => {
         t.apply(plan.undo);
         // The set first, then the overlay entries as they were (the set's put/delete touch them).
@@ -1704,46 +1710,69 @@ export class Daemon {
 
   /**
    * Table errors that are the caller's (full, too many lengths) become 409s.
-   * `back` (an API change): the tables put back as they were if the write
-   * fails part way (#writeFailed).
+   * `reverse` (an API change): what puts the tables back as they were if the
+   * write fails part way (#writeFailed).
    */
-  #tables(t: Tables, c: Changes, back?: () => ApplyResult, what = 'change'): ApplyResult {
+  #tables(t: Tables, c: Changes, reverse?: Changes, what = 'change'): ApplyResult {
+    // The next-hop cache re-points only these rules (their ids before the deletes free them).
+    const gone = this.#nh?.deletedRules(c) ?? [];
+    const writes = t.writes;
+    let r: ApplyResult;
     try {
-      // The next-hop cache re-points only these rules (their ids before the deletes free them).
-      const gone = this.#nh?.deletedRules(c) ?? [];
-      const r = t.apply(c);
-      this.#nh?.rulesPut(c, gone);
-      return r;
+      r = t.apply(c);
     } catch (e) {
-      if (back !== undefined) this.#writeFailed(e, back, what);
+      // Not yielding: the put-back (one rule's reverse) is done when this returns, before the throw.
+      if (reverse !== undefined) void this.#writeFailed(e, t, writes, reverse, gone, what, false);
       throw tablesError(e);
     }
+    // The change is in: a cache that cannot take it indexes every rule again instead of failing it.
+    try {
+      this.#nh?.rulesPut(c, gone);
+    } catch (e) {
+      this.#log.warn({ change: what, error: (e as Error).message }, 'next-hop cache: the rules of a change could not be re-pointed alone; resolving every rule again');
+      this.#nexthops();
+    }
+    return r;
   }
 
   /**
-   * An API change's table write failed (`e`). A refusal before anything was
-   * written (a full table, too many prefix lengths, a key given twice) has
-   * nothing to put back. Any other failure (the kernel refusing a write) may
-   * come after part of the change is in: the entries deleted before it
-   * (a batch's earlier delete chunks) and the entries added. The rule set
-   * does not take the change, so `back` puts the tables back to it: the
-   * change's reverse, written as a change (a key the failed write never
-   * reached is unchanged, and is not written again). Entries written back
-   * have other rule ids, and the ids of those deleted may be taken: the
-   * next-hop cache indexes every rule again (forwarding fib). If `back`
-   * fails too, the next reload writes the tables whole.
+   * An API change's table write failed (`e`). One that wrote nothing (the
+   * tables' write count is still `writesBefore`: a full table, too many
+   * prefix lengths, a key given twice, tables closed) has nothing to put
+   * back, nor one whose tables were closed meanwhile (the daemon stopping:
+   * the next start writes them from the state file). Any other failure (the
+   * kernel refusing a write) may come after part of the change is in: the
+   * entries deleted before it (a batch's earlier delete chunks) and the
+   * entries added. The rule set does not take the change, so `reverse` puts
+   * the tables back to it, written as a change (a key the failed write
+   * never reached is unchanged and is not written again; for a batch in
+   * slices, its grace periods awaited with the loop running). Entries
+   * written back get other rule ids (their counters start at zero), and the
+   * deleted rules' ids may be among them: those ids point at no next hop
+   * first (the kernel's FIB lookup; the data path would not use a deleted
+   * rule's next hop for them anyway, it checks the slot's range against the
+   * packet's: bpf/fwd.h), then the next-hop cache indexes every rule again
+   * (forwarding fib). If the reverse fails too, the next reload writes the
+   * tables whole.
    */
-  #writeFailed(e: unknown, back: () => ApplyResult, what: string): void {
-    if (e instanceof TablesFullError || e instanceof RangeError) return;
+  async #writeFailed(e: unknown, t: Tables, writesBefore: number, reverse: Changes, gone: readonly number[], what: string, yielding = true): Promise<void> {
+    if (t.writes === writesBefore || t.closed) return;
     try {
-      const r = back();
+      this.#nh?.rulesPut({}, gone);
+    } catch {
+      // The full pass below points every rule anew.
+    }
+    try {
+      const r = yielding ? await t.applyYielding(reverse) : t.apply(reverse);
       this.#log.warn({ change: what, error: (e as Error).message, putBack: { added: r.added, replaced: r.replaced, deleted: r.deleted } }, 'API change refused: its table write failed part way; the tables are back as they were');
     } catch (e2) {
-      this.#tablesDirty = true;
-      this.#log.error(
-        { change: what, error: (e as Error).message, putBack: (e2 as Error).message },
-        'API change refused: its table write failed part way, and putting the tables back failed too; the next reload writes them whole',
-      );
+      if (!t.closed) {
+        this.#tablesDirty = true;
+        this.#log.error(
+          { change: what, error: (e as Error).message, putBack: (e2 as Error).message },
+          'API change refused: its table write failed part way, and putting the tables back failed too; the next reload writes them whole',
+        );
+      }
     }
     this.#nexthops();
   }

@@ -674,6 +674,21 @@ export class Tables {
     return this.#yielding;
   }
 
+  /**
+   * Map writes tried so far (entries inserted, replaced or deleted, the
+   * configuration written), counted before each: a change that failed with
+   * this unchanged wrote nothing (the daemon has nothing to put back).
+   */
+  get writes(): number {
+    return this.#writes;
+  }
+  #writes = 0;
+
+  /** close() was called (the daemon stopping): nothing is written any more. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
   /** .data.cfg mapped (BPF_F_MMAPABLE), for generation stores in place; undefined: every change flips. */
   #cfgMap: MapMapping | undefined;
   /**
@@ -1109,6 +1124,7 @@ export class Tables {
             if (at > 0 && clock.due()) yield;
             const n = Math.min(INSERT_CHUNK, fresh.length - at);
             try {
+              this.#writes++;
               mapUpdateBatch(fd, keys.subarray(at * ks, (at + n) * ks), values.subarray(at * vs, (at + n) * vs), n, name);
             } catch (e) {
               // The entries the kernel wrote before it failed are in the mirror too (their ids stay taken).
@@ -1131,6 +1147,7 @@ export class Tables {
           if (clock.due()) yield;
           yield* graceStep(this.#allocDebt);
           this.trace?.push({ op: 'replace', seq: graceClock.completed });
+          this.#writes++;
           mapUpdate(fd, putKey(p), planned.subarray(i * vs, (i + 1) * vs), BPF_ANY, name);
           this.#touch(fd);
           mirror.set(p.keyStr, rules[i]!, planned, p.plen, i * vs);
@@ -1163,6 +1180,7 @@ export class Tables {
           chunk.forEach((k, i) => keys.write(k, i * ks, 'latin1'));
           this.#touch(fd);
           try {
+            this.#writes++;
             if (this.testFailDeletesFrom !== undefined && at / DELETE_CHUNK >= this.testFailDeletesFrom) throw new Error('delete write refused (injected by a test)');
             mapDeleteBatch(fd, keys, ks, chunk.length, name);
           } finally {
@@ -1303,6 +1321,7 @@ export class Tables {
           if (at > 0 && clock.due()) yield;
           const n = Math.min(INSERT_CHUNK, f.n - at);
           try {
+            this.#writes++;
             mapUpdateBatch(f.fd, f.keys.subarray(at * f.ks, (at + n) * f.ks), f.values.subarray(at * f.vs, (at + n) * f.vs), n, f.name);
           } catch (e) {
             // The kernel wrote the chunk's first `written` entries: they stay in the mirror with their ids
@@ -1665,6 +1684,7 @@ export class Tables {
       if (sameFields(active, withFields(f, { policyGen: active.policyGen, localsidGen: active.localsidGen }))) {
         // One aligned 32-bit store each: a packet reads the old generation
         // or the new one; the map writes are already visible to it.
+        this.#writes++;
         const words = new Int32Array(this.#cfgMap.memory);
         const at = this.#fds.configOffsets[sel]!;
         Atomics.store(words, (at + LAYOUTS.mup_config.members.policy_gen.offset) >> 2, f.policyGen | 0);
@@ -1685,6 +1705,7 @@ export class Tables {
     const next = (now.readUInt32LE(this.#fds.selOffset) & 1) ^ 1;
     encodeConfig(f, now, this.#fds.configOffsets[next]);
     // The active copy and the selector are rewritten with the bytes they hold.
+    this.#writes++;
     mapUpdate(this.#fds.configFd, key0, now, BPF_ANY, MAP_CONFIG);
     now.writeUInt32LE(next, this.#fds.selOffset);
     mapUpdate(this.#fds.configFd, key0, now, BPF_ANY, MAP_CONFIG);
