@@ -652,6 +652,31 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
     });
   });
 
+  it('GET /metrics: mup_api_request_duration_seconds counts each answer in its class', async () => {
+    const counts = (text: string): Record<string, number> =>
+      Object.fromEntries([...text.matchAll(/^mup_api_request_duration_seconds_count\{class="(\w+)"\} (\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]));
+    const m0 = await d!.api('GET', '/metrics');
+    expect(m0.status).toBe(200);
+    expect(Object.keys(counts(m0.text)).sort()).toEqual(['batch', 'change', 'other', 'read', 'reload']);
+    expect((await d!.api('GET', '/v1/status')).status).toBe(200);
+    expect((await d!.api('POST', '/v1/localsids', { body: NEW_LOCALSID })).status).toBe(201);
+    expect((await d!.api('DELETE', `/v1/localsids?sid=${encodeURIComponent(NEW_LOCALSID.sid)}`)).status).toBe(200);
+    expect((await d!.api('DELETE', `/v1/localsids?sid=${encodeURIComponent(NEW_LOCALSID.sid)}`)).status).toBe(404); // refused: counted all the same
+    expect((await d!.api('POST', '/v1/batch', { body: { operations: [{ op: 'add', localsid: NEW_LOCALSID }] } })).status).toBe(200);
+    expect((await d!.api('POST', '/v1/batch', { body: { operations: [{ op: 'delete', localsid: { sid: NEW_LOCALSID.sid } }] } })).status).toBe(200);
+    expect((await d!.api('POST', '/v1/reload')).status).toBe(200);
+    expect((await d!.api('POST', '/v1/counters/reset')).status).toBe(200);
+    const m1 = await d!.api('GET', '/metrics');
+    const [a, b] = [counts(m0.text), counts(m1.text)];
+    // read: the first scrape (observed once answered) and the status.
+    expect(Object.fromEntries(Object.keys(b).map((k) => [k, b[k]! - a[k]!]))).toEqual({ read: 2, change: 3, batch: 2, reload: 1, other: 1 });
+    // Cumulative buckets, the last one the count.
+    const buckets = [...m1.text.matchAll(/^mup_api_request_duration_seconds_bucket\{le="([^"]+)",class="change"\} (\d+)$/gm)].map((m) => Number(m[2]));
+    expect(buckets.length).toBe(17);
+    expect(buckets.every((n, i) => i === 0 || n >= buckets[i - 1]!)).toBe(true);
+    expect(buckets.at(-1)).toBe(b['change']);
+  });
+
   it('answered every bad request itself: no 500, no crash, still attached', async () => {
     const st = (await d!.api('GET', '/v1/status')).body as Status;
     expect(st.pid).toBe(d!.pid);

@@ -29,7 +29,10 @@
  *       adding back policies as fast as answered for 10 s: at least 2,000
  *       changes/s in total, single-change p99 under 5 ms (group commit);
  *       the loop and status targets of (e) during 10 s more of the same
- *       (apart: the status poller is a fifth client);
+ *       (apart: the status poller is a fifth client); beside the client's
+ *       times, the daemon's own (mup_api_request_duration_seconds, read
+ *       from a /metrics scrape before and one after: what of a slow answer
+ *       is the daemon's, what the host's);
  *   (h) idle, then route churn of 1 change/s, with the daemon's own
  *       event-loop metric and GET /v1/status on a kept-alive connection
  *       (loop max < 50 ms, p99 < 10 ms; status p99 < 5 ms, max < 50 ms),
@@ -71,6 +74,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { synchronizeRcu } from '../dataplane/libbpf.js';
+import { quantileBetween, type QuantileBetween } from './histogram-delta.js';
 import { DAEMON_NODE_FLAGS } from '../host/node-flags.js';
 import { makeDirs } from '../host/mkdirs.js';
 
@@ -384,6 +388,19 @@ interface Latency {
   max: number;
 }
 
+/**
+ * The daemon's own answer times of a phase, as read from its histogram
+ * (mup_api_request_duration_seconds: from a request's headers read to its
+ * answer handed to the socket): p50 and p99 interpolated inside their
+ * bucket (as histogram_quantile does), the bucket's bounds after them.
+ */
+function ownText(d: OwnTimes | undefined, what = 'change'): string {
+  const ms = (s: number): string => String(Math.round(s * 1e4) / 10);
+  const one = (x: QuantileBetween): string => `${f2(x.value * 1000)} ms (bucket ${ms(x.bucket[0])}-${Number.isFinite(x.bucket[1]) ? ms(x.bucket[1]) : 'inf'})`;
+  if (d === undefined) return 'not read';
+  return d.count === 0 ? `no ${what}` : `${d.count} ${what}s, p50 ${one(d.p50)}, p99 ${one(d.p99)}`;
+}
+
 function summarize(ms: number[]): Latency {
   const s = [...ms].sort((a, b) => a - b);
   return { n: s.length, median: quantile(s, 0.5), p99: quantile(s, 0.99), min: s[0] ?? NaN, max: s[s.length - 1] ?? NaN };
@@ -495,6 +512,24 @@ interface WritersPhase {
   /** status.state: fdatasyncs and records during the phase (group commit). */
   readonly syncs: number;
   readonly records: number;
+  /**
+   * The daemon's own time per change in the phase (mup_api_request_duration_seconds{class="change"}
+   * from a scrape before and one after: headers read to answer handed to the socket), ms.
+   */
+  readonly daemon?: OwnTimes;
+}
+
+/** The daemon's own answer times of one class between two scrapes: count, p50, p99 (seconds). */
+interface OwnTimes {
+  readonly count: number;
+  readonly p50: QuantileBetween;
+  readonly p99: QuantileBetween;
+}
+
+function ownTimes(before: string, after: string, cls: 'change' | 'read'): OwnTimes {
+  const q = (x: number): QuantileBetween => quantileBetween(before, after, 'mup_api_request_duration_seconds', { class: cls }, x);
+  const p99 = q(0.99);
+  return { count: p99.count, p50: q(0.5), p99 };
 }
 
 /**
@@ -502,7 +537,7 @@ interface WritersPhase {
  * deleting and adding back rules of its own share of the policies as fast
  * as its answers come, for `seconds`; every change is timed at the client.
  */
-async function writersPhase(socket: string, rules: number, writers: number, seconds: number): Promise<WritersPhase> {
+async function writersPhase(socket: string, rules: number, writers: number, seconds: number, o: { scrapes?: boolean } = {}): Promise<WritersPhase> {
   const state = async (): Promise<{ syncs: number; records: number }> => {
     const a = new Agent({ keepAlive: false });
     try {
@@ -511,7 +546,18 @@ async function writersPhase(socket: string, rules: number, writers: number, seco
       a.destroy();
     }
   };
+  const scrape = async (): Promise<string> => {
+    const a = new Agent({ keepAlive: false });
+    try {
+      return (await apiWith(a, socket, 'GET', '/metrics')).text;
+    } finally {
+      a.destroy();
+    }
+  };
   const before = await state();
+  // Scraped around the phase unless told not to (a watchLoop around it: a scrape starts its loop window anew).
+  const scrapes = o.scrapes !== false;
+  const metricsBefore = scrapes ? await scrape() : undefined;
   const ms: number[] = [];
   let failures = 0;
   const until = performance.now() + seconds * 1000;
@@ -538,8 +584,19 @@ async function writersPhase(socket: string, rules: number, writers: number, seco
     }),
   );
   const elapsed = (performance.now() - t0) / 1000;
+  const metricsAfter = scrapes ? await scrape() : undefined;
   const after = await state();
-  return { writers, seconds: elapsed, changes: ms.length, perSecond: ms.length / elapsed, ms: summarize(ms), failures, syncs: after.syncs - before.syncs, records: after.records - before.records };
+  return {
+    writers,
+    seconds: elapsed,
+    changes: ms.length,
+    perSecond: ms.length / elapsed,
+    ms: summarize(ms),
+    failures,
+    syncs: after.syncs - before.syncs,
+    records: after.records - before.records,
+    ...(metricsBefore === undefined || metricsAfter === undefined ? {} : { daemon: ownTimes(metricsBefore, metricsAfter, 'change') }),
+  };
 }
 
 // ---------------------------------------------------------------------------
@@ -560,11 +617,16 @@ interface LoopWindow {
 
 /** The daemon's event-loop delay since the previous scrape (mup_event_loop_delay_seconds), ms; and the scrape's own time. */
 async function loopWindow(socket: string): Promise<LoopWindow & { scrapeMs: number }> {
+  return (await loopWindowText(socket)).window;
+}
+
+/** loopWindow, and the scrape's text. */
+async function loopWindowText(socket: string): Promise<{ window: LoopWindow & { scrapeMs: number }; text: string }> {
   const t = performance.now();
   const r = await api(socket, 'GET', '/metrics');
   const scrapeMs = performance.now() - t;
   const q = (x: string): number => 1000 * Number(new RegExp(`^mup_event_loop_delay_seconds\\{quantile="${x}"\\} (\\S+)$`, 'm').exec(r.text)?.[1] ?? NaN);
-  return { p50: q('0.5'), p99: q('0.99'), max: q('1'), scrapeMs };
+  return { window: { p50: q('0.5'), p99: q('0.99'), max: q('1'), scrapeMs }, text: r.text };
 }
 
 interface NhStatus {
@@ -623,6 +685,8 @@ interface LoopSeen {
   readonly status: Latency;
   readonly resets: number;
   readonly errors: number;
+  /** The window's two /metrics scrapes (the daemon's own answer times between them: ownTimes). */
+  readonly metrics: { readonly before: string; readonly after: string };
 }
 
 /**
@@ -703,13 +767,13 @@ async function statusPollerThread(socket: string): Promise<{ stop: () => Promise
  * (statusPollerThread), until stop(), which scrapes again.
  */
 async function watchLoop(socket: string): Promise<{ stop: () => Promise<LoopSeen> }> {
-  await loopWindow(socket);
+  const before = (await loopWindowText(socket)).text;
   const poller = await statusPollerThread(socket);
   return {
     stop: async () => {
       const polled = await poller.stop();
-      const loop = await loopWindow(socket);
-      return { loop, status: summarize(polled.ms), resets: polled.resets, errors: polled.errors.length };
+      const { window: loop, text: after } = await loopWindowText(socket);
+      return { loop, status: summarize(polled.ms), resets: polled.resets, errors: polled.errors.length, metrics: { before, after } };
     },
   };
 }
@@ -721,6 +785,11 @@ function loopVerdict(loop: LoopWindow, status: Pick<Latency, 'p99' | 'max'>, res
     loopOk: loop.max < t.loopMaxMs && loop.p99 < t.loopP99Ms,
     statusOk: status.p99 < t.statusP99Ms && status.max < t.statusMaxMs && resets === 0 && errors === 0,
   };
+}
+
+/** A LoopSeen for the JSON report: its figures, not the scrapes' texts. */
+function seenJson(s: LoopSeen | undefined): Omit<LoopSeen, 'metrics'> | undefined {
+  return s === undefined ? undefined : { loop: s.loop, status: s.status, resets: s.resets, errors: s.errors };
 }
 
 function loopSeenOk(s: LoopSeen | undefined): boolean {
@@ -1220,8 +1289,10 @@ async function main(): Promise<number> {
     // latencies the poller's requests (one every ~2 ms, a fifth client) would lower.
     progress(`(g) ${WRITER_TARGETS.writers} writers for 10 s more, loop and status watched`);
     const writersLoop = await watchLoop(env.socket);
-    const watchedWriters = await writersPhase(env.socket, o.rules, WRITER_TARGETS.writers, 10);
+    const watchedWriters = await writersPhase(env.socket, o.rules, WRITER_TARGETS.writers, 10, { scrapes: false });
     const writersSeen = await writersLoop.stop();
+    // The daemon's own times in the watched window: the writers' changes, and the poller's status reads.
+    const watchedOwn = { change: ownTimes(writersSeen.metrics.before, writersSeen.metrics.after, 'change'), read: ownTimes(writersSeen.metrics.before, writersSeen.metrics.after, 'read') };
     if (watchedWriters.failures > 0) failures.push(`(g) ${watchedWriters.failures} changes of the watched writers failed`);
     if (writers.failures > 0) failures.push(`(g) ${writers.failures} changes of the writers failed`);
     const rssReads = procStatus(pid);
@@ -1292,6 +1363,9 @@ async function main(): Promise<number> {
       `    POST /v1/reload, the file unchanged (the running rule set kept, nothing parsed again): ${f1(reloadMs.same)} ms`,
       `    POST /v1/reload, policy p${EDITED} edited (${o.rules * 2} rules read, checked and diffed again, 1 replaced): ${f1(reloadMs.edited)} ms`,
       `      daemon's phases, ms: ${reloadPhases}`,
+      `    the daemon's own time for the status reads beside them (mup_api_request_duration_seconds; the client's are the batch and reload status lines):`,
+      `      batches: ${ownText(batchSeen === undefined ? undefined : ownTimes(batchSeen.metrics.before, batchSeen.metrics.after, 'read'), 'status read')}; ` +
+        `reloads: ${ownText(ownTimes(reloadSeen.metrics.before, reloadSeen.metrics.after, 'read'), 'status read')}`,
       '',
       `(c) memory, MB: VmRSS ${f1(rssLoaded['VmRSS'])} loaded, ${f1(rssAfter['VmRSS'])} right after (e) (its batches, single changes and two reloads) ` +
         `(RssAnon ${f1(rssAfter['RssAnon'])}, RssFile ${f1(rssAfter['RssFile'])}), ${f1(rssReads['VmRSS'])} after the reads and writers, ` +
@@ -1319,8 +1393,10 @@ async function main(): Promise<number> {
         `(load average before ${loadWriters.map((x) => x.toFixed(1)).join(' ')})`,
       `    ${writers.changes} changes, ${writers.perSecond.toFixed(0)}/s; per change ms: median ${f2(writers.ms.median)} p99 ${f2(writers.ms.p99)} max ${f2(writers.ms.max)}; ` +
         `failed ${writers.failures}; ${writers.syncs} fdatasyncs for ${writers.records} records (group commit: ${(writers.records / Math.max(1, writers.syncs)).toFixed(1)} per sync)`,
+      `    the daemon's own time (mup_api_request_duration_seconds, from a request's headers read to its answer handed to the socket): ${ownText(writers.daemon)}`,
       `    watched run (a status poller beside them, for the loop and status lines): ${watchedWriters.changes} changes, ${watchedWriters.perSecond.toFixed(0)}/s; ` +
         `per change ms: median ${f2(watchedWriters.ms.median)} p99 ${f2(watchedWriters.ms.p99)} max ${f2(watchedWriters.ms.max)}`,
+      `    the daemon's own time in the watched run: ${ownText(watchedOwn.change)}; ${ownText(watchedOwn.read, 'status read')}`,
       `    this disk alone, right before: a 200-byte append and its fdatasync, ${disk.n} in a row: median ${f2(disk.median)} p99 ${f2(disk.p99)} max ${f2(disk.max)} ms ` +
         '(a change is answered after the fdatasync of its group: a floor under its p99)',
       '',
@@ -1373,7 +1449,9 @@ async function main(): Promise<number> {
           writers,
           fdatasyncMs: disk,
           reloadMs,
-          loopDuring: { batch: batchSeen, writers: writersSeen, reload: reloadSeen },
+          // Without the scrapes' texts (the own times from them are in writers.daemon and watchedOwn).
+          loopDuring: { batch: seenJson(batchSeen), writers: seenJson(writersSeen), reload: seenJson(reloadSeen) },
+          watchedOwn,
           memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads, atRest: rssRest },
           failures,
           loop: loopRes?.json,

@@ -51,6 +51,7 @@ import { nextTurn, runNow, runYielding } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
 import { isRows } from '../host/rows.js';
 import { health } from './health.js';
+import { requestClass } from './request-time.js';
 import koffi from 'koffi';
 import { probeStatus, ProbeRequestError, setProbe } from '../dataplane/probe-control.js';
 import { makeDirs } from '../host/mkdirs.js';
@@ -802,6 +803,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       res.once('close', () => resolve());
     });
   return (req, res) => {
+    const arrived = performance.now();
     const socket = req.socket;
     const q = queues.get(socket) ?? { tail: Promise.resolve(), depth: 0 };
     queues.set(socket, q);
@@ -815,6 +817,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
         if (socket.destroyed) return;
         await handle(req, res);
         await answered(res);
+        d.requests.observe({ class: requestClass(req.method, req.url) }, (performance.now() - arrived) / 1000);
       } finally {
         q.depth--;
       }

@@ -47,6 +47,7 @@ import type { Logger } from './log.js';
 import { forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
 import { KeptText } from './kept-text.js';
 import { LoopMonitor } from './loop.js';
+import { requestHistogram } from './request-time.js';
 import { ensureBpffs, Pins, type PinnedMaps } from './pins.js';
 import { LINK_CHECK_MS, LinkKeeper } from './links.js';
 import { type HeldLock, LockedError, stateLockPath, takeLock } from '../host/lock.js';
@@ -252,6 +253,8 @@ export class Daemon {
   readonly reloads = { ok: 0, failed: 0 };
   /** The event loop's delay, for status and metrics. */
   readonly loop = new LoopMonitor();
+  /** The control API's answer times by class (GET /metrics: mup_api_request_duration_seconds; src/daemon/request-time.ts). */
+  readonly requests = requestHistogram();
   /** BGP MUP (config bgp:), src/daemon/bgp.ts. */
   #bgp: BgpService | undefined;
 

@@ -16,6 +16,7 @@
  *   mup_config_reloads_total{result}
  *   mup_build_info{version,node,object_sha256}
  *   mup_event_loop_delay_seconds{quantile}   the loop's delay since the last scrape (0.5, 0.99, 1 = max)
+ *   mup_api_request_duration_seconds{class}  histogram: control API answer times (read, change, batch, reload, other)
  *   mup_nexthop_rules_resolved_total      rules whose next hop was resolved again (forwarding fib)
  *   mup_nexthop_passes_total{kind}        next-hop resolution passes, full or incremental
  *   mup_bgp_routes{type,state}            BGP MUP routes (with bgp:): received, installed, rejected, held, unresolved
@@ -278,6 +279,7 @@ export function createMetrics(d: Daemon, o: MetricsOptions = {}): Registry {
       this.set({ quantile: '1' }, w.max);
     },
   });
+  reg.registerMetric(d.requests);
   new Counter({
     name: 'mup_nexthop_rules_resolved_total',
     help: 'Rules whose next hop was resolved again (forwarding fib): by route, neighbour and interface changes, and API changes',
