@@ -56,6 +56,11 @@ export interface BatchPlan {
 
 const KIND_NAMES = Object.keys(RULE_KINDS) as RuleKind[];
 
+/** A delete of a learned rule's key or name: refused as a single DELETE is (src/daemon/daemon.ts). */
+function learnedDelete(label: string): string {
+  return `that ${label} was learned from BGP; the API cannot delete it: withdraw its route (docs/bgp.md "Precedence")`;
+}
+
 function fail(i: number, path: string, status: 409 | 422, code: string, message: string): never {
   throw new BatchError(`operations[${i}]${message.startsWith(':') ? '' : ': '}${message}`, status, code, i, path);
 }
@@ -177,11 +182,17 @@ class Planner {
         } catch (err) {
           fail(i, `${where}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: ${(err as Error).message}`);
         }
-        if (this.#cur(kind, key) === undefined) fail(i, `${where}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to delete`);
+        if (this.#cur(kind, key) === undefined) {
+          if (this.#set.learned(kind).has(key)) fail(i, `${where}.${k.keyName}`, 409, 'learned', learnedDelete(k.label));
+          fail(i, `${where}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to delete`);
+        }
       } else {
         if (typeof name !== 'string') fail(i, `${where}.name`, 422, 'invalid', `${kind}.name: expected a string`);
         key = this.#ownerOf(kind, name);
-        if (key === undefined) fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(name)} to delete`);
+        if (key === undefined) {
+          if (this.#set.findLearned(kind, { name }) !== undefined) fail(i, `${where}.name`, 409, 'learned', learnedDelete(k.label));
+          fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(name)} to delete`);
+        }
       }
       this.#change(kind, key, null);
       counts.deleted++;
@@ -199,6 +210,21 @@ class Planner {
       fail(i, where, 422, 'invalid', `${kind}: ${(err as Error).message}`);
     }
     const key = k.key(rule);
+    // Learned (BGP) rules keep their keys and names against the API, as for a single change (RuleSet.check).
+    const learned = this.#set.learned(kind).get(key);
+    if (learned !== undefined) {
+      fail(
+        i,
+        `${where}.${k.keyName}`,
+        409,
+        'learned',
+        `a ${k.label} with ${k.keyName} ${key} was learned from BGP${learned.name === undefined ? '' : ` (${JSON.stringify(learned.name)})`}; ` +
+          'the API cannot overwrite a learned rule: withdraw its route, or use another key (docs/bgp.md "Precedence")',
+      );
+    }
+    if (rule.name !== undefined && this.#set.findLearned(kind, { name: rule.name }) !== undefined) {
+      fail(i, `${where}.name`, 409, 'name_taken', `name ${JSON.stringify(rule.name)} is used by a ${k.label} learned from BGP; names must be unique`);
+    }
     const existing = this.#cur(kind, key);
     if (op === 'add' && existing !== undefined) {
       fail(i, `${where}.${k.keyName}`, 409, 'exists', `a ${k.label} with ${k.keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; use op "replace"`);
