@@ -93,6 +93,31 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('an API change whose tab
     expect(outcome(match(10, 0))).toBe('pass pass_no_policy');
   });
 
+  it('a put-back that fails too: health says so, until a reload of the same file writes the tables whole', async () => {
+    const d = run!.daemon;
+    const t = d.dataplane.rules;
+    const before = d.listRules('policy').length;
+    expect(health(d).problems).toEqual([]);
+    // The batch's first delete write fails after its adds; so does the put-back's (it deletes those adds).
+    t.testFailDeletesFrom = 0;
+    try {
+      const ops = [...[30, 31, 32].map((i) => ({ op: 'add', policy: added(i) })), { op: 'delete', policy: { match: match(11, 0) } }];
+      await expect(d.applyBatch(ops)).rejects.toThrow(/delete write refused/);
+    } finally {
+      t.testFailDeletesFrom = undefined;
+    }
+    expect(d.listRules('policy')).toHaveLength(before);
+    const h = health(d);
+    expect(h.status).toBe('degraded');
+    expect(h.problems.map((p) => p.message).join('\n')).toMatch(/could not be put back.*mup reload/);
+    // The adds are still in the tables, the rule set does not have them.
+    expect(inTables(match(11, 30))).toBe(true);
+    await d.reload();
+    expect(health(d).problems).toEqual([]);
+    expect(inTables(match(11, 30))).toBe(false);
+    expect(outcome(match(11, 0))).toBe('20010db80002');
+  });
+
   // A guard rather than a proof: a delete refused at its first write has nothing in yet (it passed before the fix too).
   it('a single delete whose write fails is refused, and its rule stays in the rule set and the tables', async () => {
     const d = run!.daemon;

@@ -1044,8 +1044,13 @@ export class Daemon {
     });
   }
 
-  /** A failed reload could not put the tables back as they were: the next reload writes them whole (sync). */
+  /** A failed reload or API change could not put the tables back as they were: the next reload writes them whole (sync). */
   #tablesDirty = false;
+
+  /** The tables may not hold the running rules (a failed write not put back) until the next reload: health says so. */
+  get tablesOutOfStep(): boolean {
+    return this.#tablesDirty;
+  }
 
   /**
    * A reload failed after (part of) its table write (`from`'s rules): the

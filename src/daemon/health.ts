@@ -77,6 +77,9 @@ export function health(d: Daemon): Health {
     if (missing > 0) problems.push({ code: 'tables_mismatch', message: `${missing} of ${set.size} ${k.section} are not in the tables (first: ${first})` });
     if (inTables[k.kind] > set.size) problems.push({ code: 'tables_mismatch', message: `the ${k.section} table holds ${inTables[k.kind]} rules, the running config ${set.size}` });
   }
+  if (d.tablesOutOfStep) {
+    problems.push({ code: 'tables_mismatch', message: 'a table write failed and could not be put back: the tables may not hold the running rules; a reload (mup reload) writes them whole' });
+  }
   const maps = d.dataplane.maps;
   const kernelKeys = {
     policies: countKeys(maps.policies, LAYOUTS.mup_policy_key.size, 'mup_policies'),
