@@ -30,9 +30,10 @@
  *       changes/s in total, single-change p99 under 5 ms (group commit);
  *       the loop and status targets of (e) during 10 s more of the same
  *       (apart: the status poller is a fifth client); beside the client's
- *       times, the daemon's own (mup_api_request_duration_seconds, read
- *       from a /metrics scrape before and one after: what of a slow answer
- *       is the daemon's, what the host's);
+ *       times, here and for (e)'s batches and reloads, the daemon's own
+ *       (mup_api_request_duration_seconds, read from a /metrics scrape
+ *       before and one after: what of a slow answer is the daemon's, what
+ *       the host's);
  *   (h) idle, then route churn of 1 change/s, with the daemon's own
  *       event-loop metric and GET /v1/status on a kept-alive connection
  *       (loop max < 50 ms, p99 < 10 ms; status p99 < 5 ms, max < 50 ms),
@@ -549,7 +550,9 @@ async function writersPhase(socket: string, rules: number, writers: number, seco
   const scrape = async (): Promise<string> => {
     const a = new Agent({ keepAlive: false });
     try {
-      return (await apiWith(a, socket, 'GET', '/metrics')).text;
+      const r = await apiWith(a, socket, 'GET', '/metrics');
+      if (r.status !== 200) throw new Error(`(g) GET /metrics: ${r.status} ${r.text.slice(0, 200)}`);
+      return r.text;
     } finally {
       a.destroy();
     }
@@ -1248,6 +1251,11 @@ async function main(): Promise<number> {
     const reloaded = await api(env.socket, 'POST', '/v1/reload');
     reloadMs.edited = performance.now() - tReload;
     const reloadSeen = await reloadLoop.stop();
+    // The daemon's own answer times of the reads in the two windows (the poller's status, the opening scrape).
+    const eOwn = {
+      batch: batchSeen === undefined ? undefined : ownTimes(batchSeen.metrics.before, batchSeen.metrics.after, 'read'),
+      reload: ownTimes(reloadSeen.metrics.before, reloadSeen.metrics.after, 'read'),
+    };
     // The daemon's own account of that reload: its phases and how many rule objects it kept.
     // The edited reload's line (configChanged), not the same-file one before it: its pipe may lag the answer a little.
     const editedLog = (): LogLine | undefined => logLines(log).filter((x) => x.msg === 'reloaded' && x['configChanged'] === true).at(-1);
@@ -1363,9 +1371,8 @@ async function main(): Promise<number> {
       `    POST /v1/reload, the file unchanged (the running rule set kept, nothing parsed again): ${f1(reloadMs.same)} ms`,
       `    POST /v1/reload, policy p${EDITED} edited (${o.rules * 2} rules read, checked and diffed again, 1 replaced): ${f1(reloadMs.edited)} ms`,
       `      daemon's phases, ms: ${reloadPhases}`,
-      `    the daemon's own time for the status reads beside them (mup_api_request_duration_seconds; the client's are the batch and reload status lines):`,
-      `      batches: ${ownText(batchSeen === undefined ? undefined : ownTimes(batchSeen.metrics.before, batchSeen.metrics.after, 'read'), 'status read')}; ` +
-        `reloads: ${ownText(ownTimes(reloadSeen.metrics.before, reloadSeen.metrics.after, 'read'), 'status read')}`,
+      `    the daemon's own time for the reads beside them (mup_api_request_duration_seconds{class="read"}: the poller's GET /v1/status, and the`,
+      `    window's opening /metrics scrape; the client's times are the batch and reload status lines): batches: ${ownText(eOwn.batch, 'read')}; reloads: ${ownText(eOwn.reload, 'read')}`,
       '',
       `(c) memory, MB: VmRSS ${f1(rssLoaded['VmRSS'])} loaded, ${f1(rssAfter['VmRSS'])} right after (e) (its batches, single changes and two reloads) ` +
         `(RssAnon ${f1(rssAfter['RssAnon'])}, RssFile ${f1(rssAfter['RssFile'])}), ${f1(rssReads['VmRSS'])} after the reads and writers, ` +
@@ -1396,7 +1403,7 @@ async function main(): Promise<number> {
       `    the daemon's own time (mup_api_request_duration_seconds, from a request's headers read to its answer handed to the socket): ${ownText(writers.daemon)}`,
       `    watched run (a status poller beside them, for the loop and status lines): ${watchedWriters.changes} changes, ${watchedWriters.perSecond.toFixed(0)}/s; ` +
         `per change ms: median ${f2(watchedWriters.ms.median)} p99 ${f2(watchedWriters.ms.p99)} max ${f2(watchedWriters.ms.max)}`,
-      `    the daemon's own time in the watched run: ${ownText(watchedOwn.change)}; ${ownText(watchedOwn.read, 'status read')}`,
+      `    the daemon's own time in the watched run: ${ownText(watchedOwn.change)}; ${ownText(watchedOwn.read, 'read')} (the poller's status and the opening scrape)`,
       `    this disk alone, right before: a 200-byte append and its fdatasync, ${disk.n} in a row: median ${f2(disk.median)} p99 ${f2(disk.p99)} max ${f2(disk.max)} ms ` +
         '(a change is answered after the fdatasync of its group: a floor under its p99)',
       '',
@@ -1452,6 +1459,7 @@ async function main(): Promise<number> {
           // Without the scrapes' texts (the own times from them are in writers.daemon and watchedOwn).
           loopDuring: { batch: seenJson(batchSeen), writers: seenJson(writersSeen), reload: seenJson(reloadSeen) },
           watchedOwn,
+          ownReadsDuring: eOwn,
           memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads, atRest: rssRest },
           failures,
           loop: loopRes?.json,

@@ -36,8 +36,10 @@ export function bucketsOf(text: string, name: string, labels: Readonly<Record<st
 
 /** Quantile `q` (0..1) of the observations between scrape `before` and scrape `after`. */
 export function quantileBetween(before: string, after: string, name: string, labels: Readonly<Record<string, string>>, q: number): QuantileBetween {
-  const a = bucketsOf(before, name, labels);
   const b = bucketsOf(after, name, labels);
+  let a = bucketsOf(before, name, labels);
+  // A count that went down: the histogram started again in between (a restarted daemon): all of `after` is the window.
+  if ([...b].some(([le, n]) => n < (a.get(le) ?? 0))) a = new Map();
   const bounds = [...b.keys()].sort((x, y) => x - y);
   const delta = bounds.map((le) => (b.get(le) ?? 0) - (a.get(le) ?? 0));
   const count = delta.length === 0 ? 0 : delta[delta.length - 1]!;

@@ -817,7 +817,8 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
         if (socket.destroyed) return;
         await handle(req, res);
         await answered(res);
-        d.requests.observe({ class: requestClass(req.method, req.url) }, (performance.now() - arrived) / 1000);
+        // Answers handed to the socket; one cut off (the client gone, a stalled answer closed) is not an answer time.
+        if (res.writableFinished) d.requests.observe({ class: requestClass(req.method, req.url) }, (performance.now() - arrived) / 1000);
       } finally {
         q.depth--;
       }

@@ -691,6 +691,7 @@ export class Daemon {
       }
       const merged: Changes = Object.assign({}, ...plan.flatMap((x) => [RULE_KINDS[x.kind].put(x.puts), RULE_KINDS[x.kind].del(x.dels)]));
       let changed = 0;
+      const writes = t.writes;
       const done = (kind: RuleKind, r: Rule, put: boolean): void => {
         const key = RULE_KINDS[kind].key(r);
         this.#rules.setLearned(kind, key, put ? r : undefined);
@@ -705,7 +706,7 @@ export class Daemon {
       } catch (e) {
         // A write that failed part way (not a refusal before writing: full) deleted entries whose ids the
         // next-hop cache still holds (#writeFailed): it indexes every rule again, whatever happens below.
-        if (!(e instanceof RuleError && e.status === 409)) this.#nexthops();
+        if (t.writes !== writes) this.#resolveAllNextHops('BGP learned rules');
         // One by one: what fits goes in, what does not is refused whole.
         for (const x of plan) {
           const k = RULE_KINDS[x.kind];
@@ -1649,7 +1650,7 @@ export class Daemon {
       try {
         await t.applyYielding(plan.changes);
       } catch (e) {
-        await this.#writeFailed(e, t, writes, plan.undo, gone, `batch of ${ops.length} operations`);
+        await this.#writeFailedSliced(e, t, writes, plan.undo, gone, `batch of ${ops.length} operations`);
         throw tablesError(e);
       }
       const t2 = performance.now();
@@ -1673,7 +1674,7 @@ export class Daemon {
         await this.#nhPut(plan.changes, gone);
       } catch (e) {
         this.#log.warn({ error: (e as Error).message }, "next-hop cache: the batch's rules could not be re-pointed alone; resolving every rule again");
-        this.#nexthops();
+        this.#resolveAllNextHops(`batch of ${ops.length} operations`);
       }
       const undo = (): void => {
         t.apply(plan.undo);
@@ -1729,8 +1730,7 @@ export class Daemon {
     try {
       r = t.apply(c);
     } catch (e) {
-      // Not yielding: the put-back (one rule's reverse) is done when this returns, before the throw.
-      if (reverse !== undefined) void this.#writeFailed(e, t, writes, reverse, gone, what, false);
+      if (reverse !== undefined) this.#writeFailed(e, t, writes, reverse, gone, what);
       throw tablesError(e);
     }
     // The change is in: a cache that cannot take it indexes every rule again instead of failing it.
@@ -1738,7 +1738,7 @@ export class Daemon {
       this.#nh?.rulesPut(c, gone);
     } catch (e) {
       this.#log.warn({ change: what, error: (e as Error).message }, 'next-hop cache: the rules of a change could not be re-pointed alone; resolving every rule again');
-      this.#nexthops();
+      this.#resolveAllNextHops(what);
     }
     return r;
   }
@@ -1753,36 +1753,84 @@ export class Daemon {
    * entries deleted before it (a batch's earlier delete chunks) and the
    * entries added. The rule set does not take the change, so `reverse` puts
    * the tables back to it, written as a change (a key the failed write
-   * never reached is unchanged and is not written again; for a batch in
-   * slices, its grace periods awaited with the loop running). Entries
-   * written back get other rule ids (their counters start at zero), and the
-   * deleted rules' ids may be among them: those ids point at no next hop
-   * first (the kernel's FIB lookup; the data path would not use a deleted
-   * rule's next hop for them anyway, it checks the slot's range against the
+   * never reached is unchanged and is not written again). Entries written
+   * back get other rule ids (their counters start at zero), and the ids of
+   * the rules the change was to delete may be among them: those ids point
+   * at no next hop first (the kernel's FIB lookup, also for such a rule the
+   * write never reached; the data path would not use a deleted rule's next
+   * hop for another rule anyway, it checks the slot's range against the
    * packet's: bpf/fwd.h), then the next-hop cache indexes every rule again
    * (forwarding fib). If the reverse fails too, the next reload writes the
-   * tables whole.
+   * tables whole. Never throws: the change's own error is the one to answer.
+   *
+   * This one for a single change (a rule or two), at once, before its
+   * error is thrown; #writeFailedSliced for a batch.
    */
-  async #writeFailed(e: unknown, t: Tables, writesBefore: number, reverse: Changes, gone: readonly number[], what: string, yielding = true): Promise<void> {
+  #writeFailed(e: unknown, t: Tables, writesBefore: number, reverse: Changes, gone: readonly number[], what: string): void {
     if (t.writes === writesBefore || t.closed) return;
     try {
       this.#nh?.rulesPut({}, gone);
     } catch {
-      // The full pass below points every rule anew.
+      // The full pass after the put-back points every rule anew.
     }
+    let r: ApplyResult | undefined;
+    let e2: unknown;
     try {
-      const r = yielding ? await t.applyYielding(reverse) : t.apply(reverse);
-      this.#log.warn({ change: what, error: (e as Error).message, putBack: { added: r.added, replaced: r.replaced, deleted: r.deleted } }, 'API change refused: its table write failed part way; the tables are back as they were');
-    } catch (e2) {
-      if (!t.closed) {
+      r = t.apply(reverse);
+    } catch (x) {
+      e2 = x;
+    }
+    this.#putBackDone(e, t, r, e2, what);
+  }
+
+  /** #writeFailed for a batch: the next-hop pointers and the reverse written in slices, the event loop running (its grace periods awaited). Never rejects. */
+  async #writeFailedSliced(e: unknown, t: Tables, writesBefore: number, reverse: Changes, gone: readonly number[], what: string): Promise<void> {
+    if (t.writes === writesBefore || t.closed) return;
+    try {
+      await this.#nhPut({}, gone);
+    } catch {
+      // The full pass after the put-back points every rule anew.
+    }
+    let r: ApplyResult | undefined;
+    let e2: unknown;
+    try {
+      r = await t.applyYielding(reverse);
+    } catch (x) {
+      e2 = x;
+    }
+    this.#putBackDone(e, t, r, e2, what);
+  }
+
+  /** The put-back's end: logged, the tables marked for a whole write if it failed, every rule's next hop resolved again. Never throws. */
+  #putBackDone(e: unknown, t: Tables, r: ApplyResult | undefined, e2: unknown, what: string): void {
+    const text = (x: unknown): string => (x instanceof Error ? x.message : String(x));
+    try {
+      if (r !== undefined) {
+        this.#log.warn({ change: what, error: text(e), putBack: { added: r.added, replaced: r.replaced, deleted: r.deleted } }, 'API change refused: its table write failed part way; the tables are back as they were');
+      } else if (!t.closed) {
         this.#tablesDirty = true;
         this.#log.error(
-          { change: what, error: (e as Error).message, putBack: (e2 as Error).message },
+          { change: what, error: text(e), putBack: text(e2) },
           'API change refused: its table write failed part way, and putting the tables back failed too; the next reload writes them whole',
         );
       }
+    } catch {
+      // A log that cannot be written: the change's error is still answered.
     }
-    this.#nexthops();
+    this.#resolveAllNextHops(what);
+  }
+
+  /** #nexthops() on a failure path: its own failure logged, never thrown over the error being handled. */
+  #resolveAllNextHops(what: string): void {
+    try {
+      this.#nexthops();
+    } catch (x) {
+      try {
+        this.#log.error({ change: what, error: x instanceof Error ? x.message : String(x) }, 'next-hop cache: could not start resolving every rule again');
+      } catch {
+        // nothing more to do
+      }
+    }
   }
 
   /** A batch's half of #tables before the write: the next-hop cache's ids of the rules it deletes, NH_CHUNK rules between two checks of the slice. */

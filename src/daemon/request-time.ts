@@ -2,7 +2,8 @@
  * How long the control API takes to answer, seen from the daemon: a
  * histogram by class of request (GET /metrics:
  * `mup_api_request_duration_seconds{class}`), from the moment the daemon
- * has a request's headers to the moment its answer is handed to the socket.
+ * has a request's headers to the moment its answer is handed to the socket
+ * (an answer cut off, its client gone, is not counted).
  * A change is answered once its state record is durable (group commit), so
  * its time includes that fdatasync; a pipelined request's includes the wait
  * for the answer before it. Not in it: the time a request waits for a busy
@@ -29,13 +30,16 @@ export const REQUEST_BUCKETS = [0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01
 
 const RULE_PATHS = new Set(RULE_KIND_LIST.map((k) => k.apiPath));
 
-/** The class of a request by its method and URL (as the API routes it: trailing slashes and the query left out). */
+/** The class of a request by its method and URL (its path as the API routes it: resolved as a URL, trailing slashes left out). */
 export function requestClass(method: string | undefined, url: string | undefined): RequestClass {
   const m = method ?? 'GET';
   if (m === 'GET' || m === 'HEAD') return 'read';
-  const u = url ?? '/';
-  const q = u.indexOf('?');
-  const path = (q < 0 ? u : u.slice(0, q)).replace(/\/+$/, '') || '/';
+  let path: string;
+  try {
+    path = new URL(url ?? '/', 'http://mup').pathname.replace(/\/+$/, '') || '/';
+  } catch {
+    return 'other';
+  }
   if (path === '/v1/batch') return 'batch';
   if (path === '/v1/reload') return 'reload';
   if (RULE_PATHS.has(path) && (m === 'POST' || m === 'PUT' || m === 'DELETE')) return 'change';

@@ -61,6 +61,16 @@ describe('histogram quantile between two scrapes', () => {
     expect(quantileBetween(mid, after, NAME, { class: 'change' }, 0.99)).toEqual({ count: 1, value: 10, bucket: [10, Infinity] });
   });
 
+  it('a histogram started again between the scrapes (a restarted daemon): the window is all of the second scrape', async () => {
+    const first = histogram();
+    for (let i = 0; i < 50; i++) first.h.observe({ class: 'change' }, 0.004);
+    const before = await first.reg.metrics();
+    const second = histogram();
+    for (let i = 0; i < 10; i++) second.h.observe({ class: 'change' }, 0.0008);
+    const after = await second.reg.metrics();
+    expect(quantileBetween(before, after, NAME, { class: 'change' }, 0.5)).toMatchObject({ count: 10, bucket: [0.0005, 0.001] });
+  });
+
   it('no observation between the scrapes, or no such series: count 0, NaN', async () => {
     const { reg, h } = histogram();
     h.observe({ class: 'change' }, 0.001);

@@ -25,6 +25,10 @@ describe('requestClass', () => {
     ['POST', '/v1/config/save', 'other'],
     ['POST', '/v1/policiesx', 'other'],
     ['DELETE', '/', 'other'],
+    ['POST', '/v1/./batch', 'batch'],
+    ['POST', '/v1/policies/../batch', 'batch'],
+    ['POST', 'http://mup/v1/reload', 'reload'],
+    ['PUT', '/v1//policies', 'other'],
   ])('%s %s: %s', (method, url, cls) => {
     expect(requestClass(method, url)).toBe(cls);
   });
