@@ -18,9 +18,8 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
 import { DELETE_CHUNK } from '../src/dataplane/tables.js';
-import { gtpuFrame, innerUdp4 } from '../src/packet/frames.js';
-import { parseIpv4 } from '../src/sid/addr.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
+import { uplinkFrame } from './helpers/packets.js';
 import { Lab, sweepStaleNamespaces } from './helpers/netns.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -42,14 +41,7 @@ const CONFIG =
  */
 const order = Array.from({ length: N }, (_, i) => (i * 1021) % N);
 
-const frame = (i: number): Buffer =>
-  gtpuFrame({
-    src: parseIpv4('198.51.100.1', 't'),
-    dst: parseIpv4(`10.${i >> 8}.${i & 255}.5`, 't'),
-    teid: 0x1234,
-    qfi: 9,
-    inner: innerUdp4({ src: parseIpv4('10.45.0.2', 't'), dst: parseIpv4('203.0.113.5', 't'), sport: 1, dport: 2, len: 40 }),
-  });
+const frame = (i: number): Buffer => uplinkFrame(`10.${i >> 8}.${i & 255}.5`);
 
 describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('forwarding fib: rules written back after a failed batch write point at their next hop', () => {
   let lab: Lab | undefined;

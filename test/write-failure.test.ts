@@ -18,9 +18,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
 import { health } from '../src/daemon/health.js';
 import { DELETE_CHUNK } from '../src/dataplane/tables.js';
-import { gtpuFrame, innerUdp4 } from '../src/packet/frames.js';
-import { parseIpv4, parseIpv4Prefix } from '../src/sid/addr.js';
+import { parseIpv4Prefix } from '../src/sid/addr.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
+import { uplinkFrame } from './helpers/packets.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -34,15 +34,8 @@ const CONFIG =
   Array.from({ length: N }, (_, i) => `  - { name: p${i}, match: ${match(10, i)}, sr_prefix: 2001:db8:1::/48, src_prefix: 2001:db8:ff::/64 }\n`).join('');
 const added = (i: number): Record<string, string> => ({ name: `a${i}`, match: match(11, i), sr_prefix: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' });
 
-/** A G-PDU to the first address of `prefix`'s .5. */
-const frame = (prefix: string): Buffer =>
-  gtpuFrame({
-    src: parseIpv4('198.51.100.1', 't'),
-    dst: parseIpv4(prefix.replace(/0\/24$/, '5'), 't'),
-    teid: 0x1234,
-    qfi: 9,
-    inner: innerUdp4({ src: parseIpv4('10.45.0.2', 't'), dst: parseIpv4('203.0.113.5', 't'), sport: 1, dport: 2, len: 40 }),
-  });
+/** A G-PDU to address .5 of a /24 policy's prefix. */
+const frame = (prefix: string): Buffer => uplinkFrame(prefix.replace(/0\/24$/, '5'));
 
 describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('an API change whose table write fails part way', () => {
   let run: InProcDaemon | undefined;

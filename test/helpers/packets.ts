@@ -4,6 +4,8 @@
  */
 import type { Dataplane, RunResult } from '../../src/dataplane/index.js';
 import { describeMismatch, type PacketCase, type Verdict } from './scapy.js';
+import { gtpuFrame, innerUdp4 } from '../../src/packet/frames.js';
+import { parseIpv4 } from '../../src/sid/addr.js';
 
 export interface Expectation {
   readonly verdict: Verdict;
@@ -121,4 +123,19 @@ export function parseGtpu(f: Buffer): GtpuFields {
     container,
     inner: f.subarray(p, g + 8 + len),
   };
+}
+
+/**
+ * A G-PDU to `dst` (uplink: the gNB 198.51.100.1 to an N3 address), TEID
+ * 0x1234, QFI 9, carrying a small UDP datagram: the frame tests send to
+ * see where a policy's packets go.
+ */
+export function uplinkFrame(dst: string): Buffer {
+  return gtpuFrame({
+    src: parseIpv4('198.51.100.1', 't'),
+    dst: parseIpv4(dst, 't'),
+    teid: 0x1234,
+    qfi: 9,
+    inner: innerUdp4({ src: parseIpv4('10.45.0.2', 't'), dst: parseIpv4('203.0.113.5', 't'), sport: 1, dport: 2, len: 40 }),
+  });
 }
