@@ -15,7 +15,7 @@ import type { Policy } from '../src/config/types.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { LAYOUTS } from '../src/dataplane/codec.js';
 import { graceClock } from '../src/dataplane/grace.js';
-import { DELETE_CHUNK } from '../src/dataplane/tables.js';
+import { DELETE_CHUNK, INSERT_CHUNK } from '../src/dataplane/tables.js';
 import { closeFd, mapLookup, numPossibleCpus } from '../src/dataplane/libbpf.js';
 import { openProgramMaps } from '../src/dataplane/probe-maps.js';
 import { gtpuFrame, innerUdp4 } from '../src/packet/frames.js';
@@ -167,6 +167,33 @@ describe.skipIf(!haveObject || !isRoot)('grace periods off the change path', () 
     const more = parseConfig(`policies:\n${lines(DELETE_CHUNK, 11)}\n`, 'g.yaml').policies;
     t.apply({ putPolicies: more });
     expect(t.policyCount).toBe(N);
+    expect(outcome(dp, frame('11.0.5.5'))).toBe('20010db80001');
+  });
+
+  it('the ids taken for entries an insert write of a change never put in go back to the pool', () => {
+    // Found in review: a change with deletes writes its new entries INSERT_CHUNK at a time; when a chunk
+    // failed, the ids taken for that chunk and the ones after it stayed taken: each failure shrank the pool.
+    const FIRST = INSERT_CHUNK;
+    const LATE = 100;
+    const lines = (n: number, b: number): string =>
+      Array.from({ length: n }, (_, i) => `  - { match: ${b}.${i >> 8}.${i & 255}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ffff::/64" }`).join('\n');
+    const max = 1 + FIRST + LATE;
+    const config = parseConfig(`settings: { forwarding: tx, max_policies: ${max} }\npolicies:\n${lines(1, 9)}\n`, 'g.yaml');
+    dp = openDataplane({ config });
+    const t = dp.rules;
+    const fresh = parseConfig(`policies:\n${lines(FIRST + LATE, 10)}\n`, 'g.yaml').policies;
+    t.testFailInsertsFrom = 1;
+    try {
+      // A delete with the puts: the change goes through the general write (inserts, then deletes), not the fill.
+      expect(() => t.apply({ putPolicies: fresh, delPolicies: config.policies.map((p) => p.match) })).toThrow(/insert write refused/);
+    } finally {
+      t.testFailInsertsFrom = undefined;
+    }
+    // The first chunk is in (the delete never ran): room for exactly the LATE entries never written.
+    expect(t.policyCount).toBe(1 + FIRST);
+    const more = parseConfig(`policies:\n${lines(LATE, 11)}\n`, 'g.yaml').policies;
+    t.apply({ putPolicies: more });
+    expect(t.policyCount).toBe(max);
     expect(outcome(dp, frame('11.0.5.5'))).toBe('20010db80001');
   });
 

@@ -117,13 +117,32 @@ const ZERO_CHUNK = 8192;
 type TableStep = number | undefined;
 
 /** New entries one BPF_MAP_UPDATE_BATCH writes at most. */
-const INSERT_CHUNK = 2048;
+export const INSERT_CHUNK = 2048;
 
 /** Keys one BPF_MAP_DELETE_BATCH deletes at most (with the mirror's deletes after it: about 4 ms on this host). */
 export const DELETE_CHUNK = 1024;
 
 /** Counter slots of deleted rules zeroed between two checks of the time slice. */
 const RECLAIM_CHUNK = 2048;
+
+/**
+ * Of a plan whose write failed: the ids it took for new entries that the
+ * failed write never put in (the mirror holds another id, or none, for
+ * their key). Before, they stayed taken: each such failure shrank the pool
+ * until a restart.
+ */
+function unwrittenIds(plan: Plan, mirror: Mirror): number[] {
+  if (plan.taken.length === 0) return [];
+  const taken = new Set(plan.taken);
+  const out: number[] = [];
+  for (const list of [plan.fresh, plan.replace]) {
+    for (const i of list) {
+      const id = plan.rules[i]!;
+      if (taken.has(id) && mirror.keys.get(plan.puts[i]!.keyStr) !== id) out.push(id);
+    }
+  }
+  return out;
+}
 
 /** Stop for grace period `seq` unless it is over; then it is (Atomics.wait when run at once). */
 function* graceStep(seq: number): Generator<TableStep, void> {
@@ -698,6 +717,8 @@ export class Tables {
   trace: { op: 'insert' | 'replace' | 'delete' | 'flip' | 'gen'; seq: number }[] | undefined;
   /** Tests: a change's delete writes fail from this one on (0: the first), as a refused BPF_MAP_DELETE_BATCH would. */
   testFailDeletesFrom: number | undefined;
+  /** Tests: a change's insert writes (of #applying: a change with deletes) fail from this one on, as a refused BPF_MAP_UPDATE_BATCH would. */
+  testFailInsertsFrom: number | undefined;
   /** Keys (latin1) of the address-only entries in the policy table. */
   readonly #addrOnly: Set<string> = new ShardedSet();
   #settings: Settings;
@@ -1125,6 +1146,7 @@ export class Tables {
             const n = Math.min(INSERT_CHUNK, fresh.length - at);
             try {
               this.#writes++;
+              if (this.testFailInsertsFrom !== undefined && at / INSERT_CHUNK >= this.testFailInsertsFrom) throw new Error('insert write refused (injected by a test)');
               mapUpdateBatch(fd, keys.subarray(at * ks, (at + n) * ks), values.subarray(at * vs, (at + n) * vs), n, name);
             } catch (e) {
               // The entries the kernel wrote before it failed are in the mirror too (their ids stay taken).
@@ -1204,6 +1226,10 @@ export class Tables {
       this.#generationAfterFailure();
       // The ids of entries deleted before the failure (the chunks written) are free all the same.
       this.#freeAfterGrace(freedP, freedL, freedS);
+      // And the ids taken for entries never written go back now (no packet ever saw them).
+      this.#policyIds.give(unwrittenIds(planP, this.#policies));
+      this.#localsidIds.give(unwrittenIds(planL, this.#localsids));
+      this.#sessionIds.give(unwrittenIds(planS, this.#sessions));
       throw e;
     }
     this.#settings = settings;
