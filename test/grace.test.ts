@@ -15,7 +15,7 @@ import type { Policy } from '../src/config/types.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { LAYOUTS } from '../src/dataplane/codec.js';
 import { graceClock } from '../src/dataplane/grace.js';
-import { DELETE_CHUNK, INSERT_CHUNK } from '../src/dataplane/tables.js';
+import { DELETE_CHUNK, INSERT_CHUNK, TablesFullError } from '../src/dataplane/tables.js';
 import { closeFd, mapLookup, numPossibleCpus } from '../src/dataplane/libbpf.js';
 import { openProgramMaps } from '../src/dataplane/probe-maps.js';
 import { gtpuFrame, innerUdp4 } from '../src/packet/frames.js';
@@ -195,6 +195,11 @@ describe.skipIf(!haveObject || !isRoot)('grace periods off the change path', () 
     t.apply({ putPolicies: more });
     expect(t.policyCount).toBe(max);
     expect(outcome(dp, frame('11.0.5.5'))).toBe('20010db80001');
+    // Exactly those: every entry has an id of its own (an id still held by a written entry given back would be taken twice), and the table is full.
+    const ids = [...config.policies, ...fresh.slice(0, FIRST), ...more].map((p) => t.policyRule(p.match));
+    expect(ids.every((id) => id !== undefined)).toBe(true);
+    expect(new Set(ids).size).toBe(max);
+    expect(() => t.apply({ putPolicies: parseConfig(`policies:\n${lines(1, 12)}\n`, 'g.yaml').policies })).toThrow(TablesFullError);
   });
 
   it('a deleted rule id is reused only after its grace period, with its counter slot zeroed', () => {

@@ -717,7 +717,7 @@ export class Tables {
   trace: { op: 'insert' | 'replace' | 'delete' | 'flip' | 'gen'; seq: number }[] | undefined;
   /** Tests: a change's delete writes fail from this one on (0: the first), as a refused BPF_MAP_DELETE_BATCH would. */
   testFailDeletesFrom: number | undefined;
-  /** Tests: a change's insert writes (of #applying: a change with deletes) fail from this one on, as a refused BPF_MAP_UPDATE_BATCH would. */
+  /** Tests: the insert writes of #applying (every change but a puts-only one of new keys, which #inserting writes) fail from this one on, as a refused BPF_MAP_UPDATE_BATCH would. */
   testFailInsertsFrom: number | undefined;
   /** Keys (latin1) of the address-only entries in the policy table. */
   readonly #addrOnly: Set<string> = new ShardedSet();
