@@ -119,4 +119,23 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('forwarding fib: rules w
     expect(astray().slice(0, 8), 'policies not forwarded through their own route').toEqual([]);
     expect(fullPasses()).toBeGreaterThan(passes);
   });
+
+  it('a delete whose state record cannot be made durable is undone, and the rule forwards through its next hop again', async () => {
+    // The undo writes the rule back (on another id, or the same one pointed at nothing by the delete) without the
+    // next-hop cache: before, it stayed on the kernel's FIB lookup (fwd_redirect) until a full pass for another reason.
+    const d = run!.daemon;
+    expect(where(1)).toBe(MAC_B);
+    const passes = fullPasses();
+    d.testFailSyncs = 'EIO';
+    try {
+      await expect(d.deleteRule('policy', { name: 'p1' })).rejects.toThrow(/fdatasync refused.*the change was not saved, so it was undone/);
+    } finally {
+      d.testFailSyncs = undefined;
+    }
+    expect(d.listRules('policy').some((r) => r.name === 'p1')).toBe(true);
+    const t0 = performance.now();
+    while (where(1) !== MAC_B && performance.now() - t0 < 5_000) await new Promise((r) => setTimeout(r, 20));
+    expect(where(1), 'policy p1 after the undo').toBe(MAC_B);
+    expect(fullPasses()).toBeGreaterThan(passes);
+  });
 });

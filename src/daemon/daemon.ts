@@ -1048,6 +1048,11 @@ export class Daemon {
   /** A failed reload or API change could not put the tables back as they were: the next reload writes them whole (sync). */
   #tablesDirty = false;
 
+  /** Tests: the state file's group-commit fdatasyncs fail with this errno (StateStore.testFailSyncs). */
+  set testFailSyncs(code: string | undefined) {
+    this.#store.testFailSyncs = code;
+  }
+
   /** The tables may not hold the running rules (a failed write not put back) until the next reload: health says so. */
   get tablesOutOfStep(): boolean {
     return this.#tablesDirty;
@@ -1477,6 +1482,8 @@ export class Daemon {
 
   /** The error for a change that could not be recorded (undone already): 507 / 503, the file and errno named. */
   #notSaved(e: unknown, what: string): Error {
+    // Its undo wrote the tables back (rules on other ids, ids freed) without the next-hop cache: every rule indexed again.
+    this.#resolveAllNextHops(what);
     if (!(e instanceof StateWriteError)) return new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
     this.#log.warn({ stateFile: e.file, errno: e.errno, change: what, error: e.message }, 'API change refused: the state file could not be written; undone');
     const hint = e.status === 507 ? 'free space on its filesystem and try again' : 'check the file and its filesystem, then try again';

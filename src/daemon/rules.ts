@@ -1104,6 +1104,8 @@ export interface StateRead {
 }
 
 export class StateStore {
+  /** Tests: the group commit's fdatasyncs fail with this errno (EIO), as a disk that refuses them would. */
+  testFailSyncs: string | undefined;
   #fd: number | undefined;
   /** Inode and device of #fd, to tell whether the path still names it. */
   #ino = 0;
@@ -1473,7 +1475,13 @@ export class StateStore {
     const group: SyncGroup = { fd, records: this.#queued, from: this.#size! - this.#queued.reduce((n, r) => n + r.bytes, 0), settled: false };
     this.#queued = [];
     this.#inflight = group;
-    fdatasync(fd, (err) => {
+    const code = this.testFailSyncs;
+    const sync =
+      code === undefined
+        ? fdatasync
+        : (_fd: number, cb: (e: NodeJS.ErrnoException | null) => void): void =>
+            void setImmediate(() => cb(Object.assign(new Error(`${code}: fdatasync refused (injected by a test)`), { code })));
+    sync(fd, (err) => {
       this.#inflight = undefined;
       if (this.#closeAfterSync && this.#fd !== fd) {
         closeSync(fd);
