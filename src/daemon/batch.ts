@@ -13,7 +13,7 @@ import { ConfigError } from '../config/errors.js';
 import { placed } from '../config/load.js';
 import { apiWhere } from '../config/keys.js';
 import type { Changes } from '../dataplane/tables.js';
-import { JsonLine, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
+import { JsonLine, learnedDeleteText, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SLICE_MS, SliceClock } from '../host/slice-clock.js';
 
@@ -55,11 +55,6 @@ export interface BatchPlan {
 }
 
 const KIND_NAMES = Object.keys(RULE_KINDS) as RuleKind[];
-
-/** A delete of a learned rule's key or name: refused as a single DELETE is (src/daemon/daemon.ts). */
-function learnedDelete(label: string): string {
-  return `that ${label} was learned from BGP; the API cannot delete it: withdraw its route (docs/bgp.md "Precedence")`;
-}
 
 function fail(i: number, path: string, status: 409 | 422, code: string, message: string): never {
   throw new BatchError(`operations[${i}]${message.startsWith(':') ? '' : ': '}${message}`, status, code, i, path);
@@ -183,14 +178,14 @@ class Planner {
           fail(i, `${where}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: ${(err as Error).message}`);
         }
         if (this.#cur(kind, key) === undefined) {
-          if (this.#set.learned(kind).has(key)) fail(i, `${where}.${k.keyName}`, 409, 'learned', learnedDelete(k.label));
+          if (this.#set.learned(kind).has(key)) fail(i, `${where}.${k.keyName}`, 409, 'learned', learnedDeleteText(kind));
           fail(i, `${where}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to delete`);
         }
       } else {
         if (typeof name !== 'string') fail(i, `${where}.name`, 422, 'invalid', `${kind}.name: expected a string`);
         key = this.#ownerOf(kind, name);
         if (key === undefined) {
-          if (this.#set.findLearned(kind, { name }) !== undefined) fail(i, `${where}.name`, 409, 'learned', learnedDelete(k.label));
+          if (this.#set.findLearned(kind, { name }) !== undefined) fail(i, `${where}.name`, 409, 'learned', learnedDeleteText(kind));
           fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(name)} to delete`);
         }
       }
@@ -212,18 +207,9 @@ class Planner {
     const key = k.key(rule);
     // Learned (BGP) rules keep their keys and names against the API, as for a single change (RuleSet.check).
     const learned = this.#set.learned(kind).get(key);
-    if (learned !== undefined) {
-      fail(
-        i,
-        `${where}.${k.keyName}`,
-        409,
-        'learned',
-        `a ${k.label} with ${k.keyName} ${key} was learned from BGP${learned.name === undefined ? '' : ` (${JSON.stringify(learned.name)})`}; ` +
-          'the API cannot overwrite a learned rule: withdraw its route, or use another key (docs/bgp.md "Precedence")',
-      );
-    }
+    if (learned !== undefined) fail(i, `${where}.${k.keyName}`, 409, 'learned', learnedKeyText(kind, key, learned));
     if (rule.name !== undefined && this.#set.findLearned(kind, { name: rule.name }) !== undefined) {
-      fail(i, `${where}.name`, 409, 'name_taken', `name ${JSON.stringify(rule.name)} is used by a ${k.label} learned from BGP; names must be unique`);
+      fail(i, `${where}.name`, 409, 'name_taken', learnedNameText(kind, rule.name));
     }
     const existing = this.#cur(kind, key);
     if (op === 'add' && existing !== undefined) {

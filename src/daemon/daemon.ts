@@ -67,6 +67,7 @@ import {
   RULE_KINDS,
   RuleError,
   RuleSet,
+  learnedDeleteText,
   sha256,
   sha256Async,
   StateStore,
@@ -1071,7 +1072,7 @@ export class Daemon {
       this.#log.error({ error: (e as Error).message }, 'a failed reload could not put the tables back as they were; the next reload writes them whole');
     }
     // Entries deleted and written back have other ids now, and freed ids may be taken: every rule indexed again.
-    this.#nexthops();
+    this.#resolveAllNextHops('reload');
   }
 
   /** ms per phase of the last reload (its log line). */
@@ -1589,7 +1590,7 @@ export class Daemon {
       if (key === undefined) {
         const learned = by.key === undefined ? undefined : this.#rules.learned(kind).has(canonicalKeyOf(kind, by.key)) ? by.key : undefined;
         if (learned !== undefined || (by.name !== undefined && [...this.#rules.learned(kind).values()].some((r) => r.name === by.name))) {
-          throw new RuleError(`that ${k.label} was learned from BGP; the API cannot delete it: withdraw its route (docs/bgp.md "Precedence")`, 409, 'learned');
+          throw new RuleError(learnedDeleteText(kind), 409, 'learned');
         }
         const by2 = by.name !== undefined ? `named ${JSON.stringify(by.name)}` : `with ${k.keyName} ${by.key ?? ''}`;
         throw new RuleError(`no ${k.label} ${by2}; list them with mup ${k.cliVerb} list`, 404);

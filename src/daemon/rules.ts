@@ -293,6 +293,23 @@ export function canonicalKey(kind: RuleKind, text: string): string {
  * The effective rule set: config rules with the overlay applied, indexed by
  * key and by name, in a stable order (config order, then API additions).
  */
+/** The API's refusals around rules learned from BGP (docs/bgp.md "Precedence"), one wording for single changes and batches. */
+export function learnedKeyText(kind: RuleKind, key: string, learned: Rule): string {
+  const k = RULE_KINDS[kind];
+  return (
+    `a ${k.label} with ${k.keyName} ${key} was learned from BGP${learned.name === undefined ? '' : ` (${JSON.stringify(learned.name)})`}; ` +
+    'the config and the API cannot overwrite a learned rule: withdraw its route, or use another key (docs/bgp.md "Precedence")'
+  );
+}
+
+export function learnedNameText(kind: RuleKind, name: string): string {
+  return `name ${JSON.stringify(name)} is used by a ${RULE_KINDS[kind].label} learned from BGP; names must be unique`;
+}
+
+export function learnedDeleteText(kind: RuleKind): string {
+  return `that ${RULE_KINDS[kind].label} was learned from BGP; the API cannot delete it: withdraw its route (docs/bgp.md "Precedence")`;
+}
+
 export class RuleSet {
   /** Rules by kind, by key, in order; names to keys. */
   readonly #rules = perKind(() => new Map<string, Rule>());
@@ -551,16 +568,9 @@ export class RuleSet {
     const keyName = k.keyName;
     const existing = this.#rules[kind].get(key);
     const learned = this.#learned[kind].get(key);
-    if (learned !== undefined) {
-      throw new RuleError(
-        `a ${what} with ${keyName} ${key} was learned from BGP${learned.name === undefined ? '' : ` (${JSON.stringify(learned.name)})`}; ` +
-          'the config and the API cannot overwrite a learned rule: withdraw its route, or use another key (docs/bgp.md "Precedence")',
-        409,
-        'learned',
-      );
-    }
+    if (learned !== undefined) throw new RuleError(learnedKeyText(kind, key, learned), 409, 'learned');
     if (rule.name !== undefined && this.#learnedNames[kind].has(rule.name)) {
-      throw new RuleError(`name ${JSON.stringify(rule.name)} is used by a ${what} learned from BGP; names must be unique`, 409, 'name_taken');
+      throw new RuleError(learnedNameText(kind, rule.name), 409, 'name_taken');
     }
     if (op === 'add' && existing !== undefined) {
       throw new RuleError(`a ${what} with ${keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; replace it with PUT (mup ${k.cliVerb} replace)`, 409, 'exists');

@@ -703,6 +703,17 @@ export class Tables {
   }
   #writes = 0;
 
+  /**
+   * Before a chunked write (the `chunk`-th of a change): counted in
+   * `writes`, and refused from chunk `failFrom` on when a test asks
+   * (testFailInsertsFrom, testFailDeletesFrom), as the kernel refusing it
+   * would be.
+   */
+  #beforeWrite(failFrom: number | undefined, chunk: number, what: string): void {
+    this.#writes++;
+    if (failFrom !== undefined && chunk >= failFrom) throw new Error(`${what} write refused (injected by a test)`);
+  }
+
   /** close() was called (the daemon stopping): nothing is written any more. */
   get closed(): boolean {
     return this.#closed;
@@ -1145,8 +1156,7 @@ export class Tables {
             if (at > 0 && clock.due()) yield;
             const n = Math.min(INSERT_CHUNK, fresh.length - at);
             try {
-              this.#writes++;
-              if (this.testFailInsertsFrom !== undefined && at / INSERT_CHUNK >= this.testFailInsertsFrom) throw new Error('insert write refused (injected by a test)');
+              this.#beforeWrite(this.testFailInsertsFrom, at / INSERT_CHUNK, 'insert');
               mapUpdateBatch(fd, keys.subarray(at * ks, (at + n) * ks), values.subarray(at * vs, (at + n) * vs), n, name);
             } catch (e) {
               // The entries the kernel wrote before it failed are in the mirror too (their ids stay taken).
@@ -1202,8 +1212,7 @@ export class Tables {
           chunk.forEach((k, i) => keys.write(k, i * ks, 'latin1'));
           this.#touch(fd);
           try {
-            this.#writes++;
-            if (this.testFailDeletesFrom !== undefined && at / DELETE_CHUNK >= this.testFailDeletesFrom) throw new Error('delete write refused (injected by a test)');
+            this.#beforeWrite(this.testFailDeletesFrom, at / DELETE_CHUNK, 'delete');
             mapDeleteBatch(fd, keys, ks, chunk.length, name);
           } finally {
             this.#allocDebt = graceClock.request();
