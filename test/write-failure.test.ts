@@ -111,6 +111,40 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('an API change whose tab
     expect(outcome(match(11, 0))).toBe('20010db80002');
   });
 
+  it('a delete write the kernel fails part way: the keys it went through are written back, address-only entries included', async () => {
+    const d = run!.daemon;
+    const t = d.dataplane.rules;
+    // Two N3 addresses with (N3, TEID) policies and no /32 policy of their own: an address-only entry each.
+    const teidPolicy = (name: string, n3: string, teid: number): Record<string, string> => ({ name, match: `${n3}/32`, teid: `${teid}/32`, sid: 'fc00::1', src_prefix: '2001:db8:ff::/64' });
+    const tp = [teidPolicy('t1', '10.250.0.1', 1), teidPolicy('t2', '10.250.0.1', 2), teidPolicy('t3', '10.250.0.2', 1)];
+    for (const p of tp) await d.putRule('policy', p, 'add');
+    expect(t.addrOnlyCount).toBe(2);
+    const kernelKeys = health(d).checked.kernelKeys.policies;
+    const translated = (n3: string, teid: number): string => run!.daemon.dataplane.run(uplinkFrame(n3, teid)).verdict;
+    expect(translated('10.250.0.1', 2)).toBe('tx');
+    // One delete write: the three policies' keys, then the two address-only entries; the kernel goes
+    // through four of the five (the first address-only entry among them) and fails.
+    t.testFailDeletesFrom = 0;
+    t.testFailDeletesAfter = 4;
+    try {
+      await expect(d.applyBatch(tp.map((p) => ({ op: 'delete', policy: { name: p.name } })))).rejects.toThrow(/delete write refused after 4 of 5 keys/);
+    } finally {
+      t.testFailDeletesFrom = undefined;
+      t.testFailDeletesAfter = undefined;
+    }
+    // Put back whole. Before the fix the mirror still held the four keys: the policies were written back
+    // one by one, but the address-only entry of 10.250.0.1 stayed out of the kernel's map.
+    expect(health(d).problems).toEqual([]);
+    expect(health(d).checked.kernelKeys.policies).toBe(kernelKeys);
+    expect(t.addrOnlyCount).toBe(2);
+    for (const [n3, teid] of [['10.250.0.1', 1], ['10.250.0.1', 2], ['10.250.0.2', 1]] as const) expect(translated(n3, teid), `${n3} teid ${teid}`).toBe('tx');
+    // And they go with the next batch, address-only entries too.
+    await d.applyBatch(tp.map((p) => ({ op: 'delete', policy: { name: p.name } })));
+    expect(t.addrOnlyCount).toBe(0);
+    expect(health(d).checked.kernelKeys.policies).toBe(kernelKeys - 5);
+    expect(health(d).problems).toEqual([]);
+  });
+
   // A guard rather than a proof: a delete refused at its first write has nothing in yet (it passed before the fix too).
   it('a single delete whose write fails is refused, and its rule stays in the rule set and the tables', async () => {
     const d = run!.daemon;

@@ -939,7 +939,10 @@ const deleteBatchFn = bind<(fd: number, keys: Buffer, count: Uint32Array, opts: 
 /**
  * Delete `count` keys (packed back to back) in as few syscalls as the
  * kernel allows; a key that is not there (ENOENT stops the kernel's batch)
- * is skipped and the rest deleted. Returns how many were there.
+ * is skipped and the rest deleted. Returns how many were there. Any other
+ * error throws a BatchWriteError whose `written` is how many of the keys,
+ * from the first, the kernel went through (deleted, or found missing):
+ * those are gone from the map, the rest are as they were.
  */
 export function mapDeleteBatch(fd: number, keys: Buffer, keySize: number, count: number, what = 'map'): number {
   let at = 0;
@@ -950,8 +953,8 @@ export function mapDeleteBatch(fd: number, keys: Buffer, keySize: number, count:
     deleted += n[0]!;
     at += n[0]!;
     if (ret === 0) break;
-    takeLog();
-    if (-ret !== ENOENT) throw new LibbpfError(`deleting ${count} elements of ${what} (${at} deleted)`, -ret);
+    const log = takeLog();
+    if (-ret !== ENOENT) throw new BatchWriteError(`deleting ${count} elements of ${what} (${deleted} deleted)`, -ret, log, at);
     at++; // the key the kernel did not find
   }
   takeLog();

@@ -122,6 +122,9 @@ export const INSERT_CHUNK = 2048;
 /** Keys one BPF_MAP_DELETE_BATCH deletes at most (with the mirror's deletes after it: about 4 ms on this host). */
 export const DELETE_CHUNK = 1024;
 
+/** errno of a delete write a test refuses part way (testFailDeletesAfter). */
+const EIO = 5;
+
 /** Counter slots of deleted rules zeroed between two checks of the time slice. */
 const RECLAIM_CHUNK = 2048;
 
@@ -714,6 +717,19 @@ export class Tables {
     if (failFrom !== undefined && chunk >= failFrom) throw new Error(`${what} write refused (injected by a test)`);
   }
 
+  /** #beforeWrite for a delete chunk; with testFailDeletesAfter, the refused write deletes that many of its keys first. */
+  #beforeDelete(chunk: number, fd: number, keys: Buffer, ks: number, n: number, what: string): void {
+    const part = this.testFailDeletesAfter;
+    if (part === undefined || this.testFailDeletesFrom === undefined || chunk < this.testFailDeletesFrom) {
+      this.#beforeWrite(this.testFailDeletesFrom, chunk, 'delete');
+      return;
+    }
+    this.#writes++;
+    const k = Math.min(part, n);
+    mapDeleteBatch(fd, keys, ks, k, what);
+    throw new BatchWriteError(`delete write refused after ${k} of ${n} keys (injected by a test)`, EIO, [], k);
+  }
+
   /** close() was called (the daemon stopping): nothing is written any more. */
   get closed(): boolean {
     return this.#closed;
@@ -728,6 +744,8 @@ export class Tables {
   trace: { op: 'insert' | 'replace' | 'delete' | 'flip' | 'gen'; seq: number }[] | undefined;
   /** Tests: a change's delete writes fail from this one on (0: the first), as a refused BPF_MAP_DELETE_BATCH would. */
   testFailDeletesFrom: number | undefined;
+  /** Tests: the first refused delete write (testFailDeletesFrom) deletes this many of its keys before it fails, as a kernel that fails part way. */
+  testFailDeletesAfter: number | undefined;
   /** Tests: the insert writes of #applying (every change but a puts-only one of new keys, which #inserting writes) fail from this one on, as a refused BPF_MAP_UPDATE_BATCH would. */
   testFailInsertsFrom: number | undefined;
   /** Keys (latin1) of the address-only entries in the policy table. */
@@ -1206,25 +1224,34 @@ export class Tables {
         if (plan.deletes.length === 0) continue;
         const ks = plan.deletes[0]!.length;
         const keys = Buffer.allocUnsafe(ks * Math.min(DELETE_CHUNK, plan.deletes.length));
-        for (let at = 0; at < plan.deletes.length; at += DELETE_CHUNK) {
-          if (at > 0 || clock.due()) yield;
-          const chunk = plan.deletes.slice(at, at + DELETE_CHUNK);
-          chunk.forEach((k, i) => keys.write(k, i * ks, 'latin1'));
-          this.#touch(fd);
-          try {
-            this.#beforeWrite(this.testFailDeletesFrom, at / DELETE_CHUNK, 'delete');
-            mapDeleteBatch(fd, keys, ks, chunk.length, name);
-          } finally {
-            this.#allocDebt = graceClock.request();
-            this.trace?.push({ op: 'delete', seq: this.#allocDebt });
-          }
-          for (const k of chunk) {
+        /** The mirror follows the kernel: these keys left the map. */
+        const gone = (left: readonly string[]): void => {
+          for (const k of left) {
             const rule = mirror.keys.get(k);
             mirror.delete(k);
             deleted++;
             if (rule !== undefined && rule >= 0) freed.push(rule);
           }
           this.generation++;
+        };
+        for (let at = 0; at < plan.deletes.length; at += DELETE_CHUNK) {
+          if (at > 0 || clock.due()) yield;
+          const chunk = plan.deletes.slice(at, at + DELETE_CHUNK);
+          chunk.forEach((k, i) => keys.write(k, i * ks, 'latin1'));
+          this.#touch(fd);
+          try {
+            this.#beforeDelete(at / DELETE_CHUNK, fd, keys, ks, chunk.length, name);
+            mapDeleteBatch(fd, keys, ks, chunk.length, name);
+          } catch (e) {
+            // A write that failed part way went through the chunk's first keys: they are gone from the
+            // map, so from the mirror too (a put-back must write them again, address-only entries included).
+            if (e instanceof BatchWriteError && e.written > 0) gone(chunk.slice(0, e.written));
+            throw e;
+          } finally {
+            this.#allocDebt = graceClock.request();
+            this.trace?.push({ op: 'delete', seq: this.#allocDebt });
+          }
+          gone(chunk);
         }
       }
       // 4. The config with the new lengths only (and the generation + 1 of a

@@ -127,14 +127,14 @@ export function parseGtpu(f: Buffer): GtpuFields {
 
 /**
  * A G-PDU to `dst` (uplink: the gNB 198.51.100.1 to an N3 address), TEID
- * 0x1234, QFI 9, carrying a small UDP datagram: the frame tests send to
+ * `teid` (0x1234 unless given), QFI 9, carrying a small UDP datagram: the frame tests send to
  * see where a policy's packets go.
  */
-export function uplinkFrame(dst: string): Buffer {
+export function uplinkFrame(dst: string, teid = 0x1234): Buffer {
   return gtpuFrame({
     src: parseIpv4('198.51.100.1', 't'),
     dst: parseIpv4(dst, 't'),
-    teid: 0x1234,
+    teid,
     qfi: 9,
     inner: innerUdp4({ src: parseIpv4('10.45.0.2', 't'), dst: parseIpv4('203.0.113.5', 't'), sport: 1, dport: 2, len: 40 }),
   });
