@@ -6,7 +6,11 @@
  * entries have left the tables and the adds are in, while the rule set
  * does not take the batch. Before the fix those entries stayed missing
  * (the daemon listed rules the data plane no longer translated) and the
- * adds stayed in (entries no rule lists), until a restart.
+ * adds stayed in (entries no rule lists), until a restart. The same for a
+ * delete write the kernel fails part way (Tables.testFailDeletesAfter:
+ * the keys it went through are gone) and for a single change whose
+ * configuration write fails after its entry is in
+ * (Tables.testFailConfigWrites).
  *
  * The daemon runs in this process (startInProcDaemon: the real Daemon on
  * build/mup.bpf.o, its pins on a bpffs the test mounts in a temporary
@@ -143,6 +147,29 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('an API change whose tab
     expect(t.addrOnlyCount).toBe(0);
     expect(health(d).checked.kernelKeys.policies).toBe(kernelKeys - 5);
     expect(health(d).problems).toEqual([]);
+  });
+
+  it('a single add whose configuration write fails after its entry is in is refused, and the entry taken out', async () => {
+    const d = run!.daemon;
+    const t = d.dataplane.rules;
+    const before = t.policyCount;
+    // The entry goes in (its insert write), then the write of the table's new generation fails.
+    t.testFailConfigWrites = 1;
+    try {
+      await expect(d.putRule('policy', added(ADDS + 2), 'add')).rejects.toThrow(/configuration write refused/);
+    } finally {
+      t.testFailConfigWrites = undefined;
+    }
+    // Without the put-back the entry stays: translated, with no rule listing it, and health says tables_mismatch.
+    expect(inTables(match(11, ADDS + 2))).toBe(false);
+    expect(outcome(match(11, ADDS + 2))).toBe('pass pass_no_policy');
+    expect(t.policyCount).toBe(before);
+    expect(d.listRules('policy').some((r) => r.name === `a${ADDS + 2}`)).toBe(false);
+    expect(health(d).problems).toEqual([]);
+    // The next try goes in.
+    await d.putRule('policy', added(ADDS + 2), 'add');
+    expect(outcome(match(11, ADDS + 2))).toBe('20010db80002');
+    await d.deleteRule('policy', { key: match(11, ADDS + 2) });
   });
 
   // A guard rather than a proof: a delete refused at its first write has nothing in yet (it passed before the fix too).

@@ -744,6 +744,8 @@ export class Tables {
   trace: { op: 'insert' | 'replace' | 'delete' | 'flip' | 'gen'; seq: number }[] | undefined;
   /** Tests: a change's delete writes fail from this one on (0: the first), as a refused BPF_MAP_DELETE_BATCH would. */
   testFailDeletesFrom: number | undefined;
+  /** Tests: the next this many writes of the configuration (generations, prefix lengths) a change makes are refused, as a refused map write would be. */
+  testFailConfigWrites: number | undefined;
   /** Tests: the first refused delete write (testFailDeletesFrom) deletes this many of its keys before it fails, as a kernel that fails part way. */
   testFailDeletesAfter: number | undefined;
   /** Tests: the insert writes of #applying (every change but a puts-only one of new keys, which #inserting writes) fail from this one on, as a refused BPF_MAP_UPDATE_BATCH would. */
@@ -1738,6 +1740,10 @@ export class Tables {
   }
 
   *#writingConfig(f: ConfigFields): Generator<TableStep, void> {
+    if ((this.testFailConfigWrites ?? 0) > 0) {
+      this.testFailConfigWrites!--;
+      this.#beforeWrite(0, 0, 'configuration');
+    }
     const key0 = Buffer.alloc(4);
     const cur = this.#readCfgValue();
     const sel = cur.readUInt32LE(this.#fds.selOffset) & 1;
