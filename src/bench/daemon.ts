@@ -22,6 +22,9 @@
  * and, for information (no target):
  *   (d) the time of a /metrics scrape and of GET /v1/counters (`mup stats`)
  *       with those tables, --scrapes N of each (default 50), 150 ms apart;
+ *       then (with (e)'s loop and status targets) the largest reads, GET
+ *       /v1/counters?rules=all and GET /v1/policies, 3 of each in turn with
+ *       the loop and a status poller watched;
  * and (issue 19):
  *   (f) /metrics with default settings: under 50 ms median and 200 KB; with
  *       daemon.metrics.per_rule all (a reload), its time and size reported;
@@ -81,6 +84,10 @@ import { makeDirs } from '../host/mkdirs.js';
 
 const MUP_BIN = fileURLToPath(new URL('../../bin/mup.js', import.meta.url));
 const DIST_MAIN = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+
+/** (d): the largest reads, one at a time with the loop and a status poller watched (LARGE_READS_EACH of each). */
+const LARGE_READS = ['/v1/counters?rules=all', '/v1/policies'] as const;
+const LARGE_READS_EACH = 3;
 
 /** (d): what a Prometheus scrape and `mup stats` cost with full tables. */
 const SCRAPE_PATHS = ['/metrics', '/v1/counters?rules=none', '/v1/counters?rules=active', '/v1/counters?rules=all'] as const;
@@ -1287,6 +1294,17 @@ async function main(): Promise<number> {
       }
     }
     const scrapes = Object.fromEntries(Object.entries(scrapeMs).map(([p, ms]) => [p, summarize(ms)]));
+    // The largest reads an operator makes (`mup stats` of every rule, a full listing), the loop and a status
+    // poller watched: a read must not stall the daemon either (before session 29 each held the loop 100-440 ms).
+    progress(`(d) ${LARGE_READS_EACH} x each of ${LARGE_READS.join(', ')}, loop and status watched`);
+    const readsLoop = await watchLoop(env.socket);
+    for (let k = 0; k < LARGE_READS_EACH; k++) {
+      for (const path of LARGE_READS) {
+        const r = await api(env.socket, 'GET', path);
+        if (r.status !== 200) failures.push(`GET ${path} (watched): ${r.status}`);
+      }
+    }
+    const readsSeen = await readsLoop.stop();
     progress('(f) /metrics, default and per_rule all');
     const metrics = await metricsPhase(env.socket, env.configPath, o.scrapes, o.skipPerRuleAll);
     progress(`(g) ${WRITER_TARGETS.writers} writers for 10 s`);
@@ -1420,6 +1438,7 @@ async function main(): Promise<number> {
       ...loopTargetLines('batch', batchSeen),
       ...loopTargetLines('writers', writersSeen),
       ...loopTargetLines('reload', reloadSeen),
+      ...loopTargetLines('reads', readsSeen),
     );
     if (loopRes !== undefined) out.push(...loopRes.targets, '', ...loopRes.lines);
     if (churnRes !== undefined) out.push('', ...churnRes.lines, churnRes.target);
@@ -1438,6 +1457,7 @@ async function main(): Promise<number> {
       loopSeenOk(batchSeen) &&
       loopSeenOk(writersSeen) &&
       loopSeenOk(reloadSeen) &&
+      loopSeenOk(readsSeen) &&
       (loopRes?.ok ?? true) &&
       (churnRes?.ok ?? true) &&
       failures.length === 0;
@@ -1457,7 +1477,7 @@ async function main(): Promise<number> {
           fdatasyncMs: disk,
           reloadMs,
           // Without the scrapes' texts (the own times from them are in writers.daemon and watchedOwn).
-          loopDuring: { batch: seenJson(batchSeen), writers: seenJson(writersSeen), reload: seenJson(reloadSeen) },
+          loopDuring: { batch: seenJson(batchSeen), writers: seenJson(writersSeen), reload: seenJson(reloadSeen), reads: seenJson(readsSeen) },
           watchedOwn,
           ownReadsDuring: eOwn,
           memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads, atRest: rssRest },
