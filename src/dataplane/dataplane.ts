@@ -982,10 +982,9 @@ class LoadedDataplane implements Dataplane {
 
   /** Rule id -> function of the local SIDs of `config` that are in the tables. */
   #localSidFunctions(config: Pick<Config, 'localsids'>): Map<number, TranslationFunction> {
-    const gen = this.rules.generation;
     const out = new Map<number, TranslationFunction>();
     for (const l of config.localsids) {
-      const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
+      const rule = this.rules.localsidRule(l.sid);
       if (rule !== undefined) out.set(rule, FUNCTION_OF[l.behavior ?? 'end.m.gtp4.e']);
     }
     return out;
@@ -1000,7 +999,6 @@ class LoadedDataplane implements Dataplane {
    */
   *#ruleCounters(raw: Buffer, config: Pick<Config, 'policies' | 'localsids' | 'sessions'>, o: { activeOnly?: boolean; limit?: number }, clock: SliceClock): Generator<void, RuleCounterRows> {
     const stride = COUNTER_STRIDE * this.#ncpus;
-    const gen = this.rules.generation;
     const total = Math.min(o.limit ?? Infinity, config.policies.length + config.localsids.length + (config.sessions?.length ?? 0));
     const ids = new Uint32Array(total);
     const kinds = new Uint8Array(total);
@@ -1022,33 +1020,24 @@ class LoadedDataplane implements Dataplane {
     for (const p of config.policies) {
       if (n >= total) break;
       if (clock.tick()) yield;
-      const rule = this.#ruleOf(p, gen, () => this.rules.policyRule(p.match, p.teid));
+      const rule = this.rules.policyRule(p.match, p.teid);
       if (rule !== undefined) push(rule, 0, p);
     }
     for (const l of config.localsids) {
       if (n >= total) break;
       if (clock.tick()) yield;
-      const rule = this.#ruleOf(l, gen, () => this.rules.localsidRule(l.sid));
+      const rule = this.rules.localsidRule(l.sid);
       if (rule !== undefined) push(rule, 1, l);
     }
     for (const x of config.sessions ?? []) {
       if (n >= total) break;
       if (clock.tick()) yield;
-      const rule = this.#ruleOf(x, gen, () => this.rules.sessionRule(x.ue));
+      const rule = this.rules.sessionRule(x.ue);
       if (rule !== undefined) push(rule, 2, x);
     }
     return new RuleCounterRows(ids, kinds, rules, packets, bytes, n);
   }
 
-  /** Rule ids by rule object, valid for one generation of the tables. */
-  readonly #ruleIds = new WeakMap<object, { gen: number; rule: number | undefined }>();
-  #ruleOf(o: object, gen: number, lookup: () => number | undefined): number | undefined {
-    const c = this.#ruleIds.get(o);
-    if (c !== undefined && c.gen === gen) return c.rule;
-    const rule = lookup();
-    this.#ruleIds.set(o, { gen, rule });
-    return rule;
-  }
 
   get attachments(): readonly Attachment[] {
     return [...this.#attached.values()];
