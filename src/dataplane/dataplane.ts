@@ -303,6 +303,9 @@ export type ConfigOrThunk = RuleConfig | (() => RuleConfig);
 /** Counter slots per read of countersAsync: about 4 ms of the kernel's copying each here. */
 export const COUNTER_SLICE = 16384;
 
+/** Counter slots summed between two looks at the slice clock (a scrape sums every rule slot: 131,072 and more). */
+const SUM_SLICE = 8192;
+
 /** Host byte order: which 32-bit word of a u64 counter is its low half. */
 const LOW_WORD = endianness() === 'LE' ? 0 : 1;
 /** Sums of 32-bit halves flushed to BigInt before they could pass 2^53 (2^32 * 2^20 = 2^52). */
@@ -900,7 +903,8 @@ class LoadedDataplane implements Dataplane {
     const none = { policies: [], localsids: [], sessions: [] };
     const events = this.#events(raw);
     const rules = yield* this.#ruleCounters(raw, which === 'none' ? none : typeof cfg === 'function' ? cfg() : cfg, which === 'active' ? { activeOnly: true } : typeof which === 'number' ? { limit: which } : {}, clock);
-    return { events, rules, functions: this.#functionTotals(raw, cfg) };
+    const functions = yield* this.#functionTotals(raw, cfg, clock);
+    return { events, rules, functions };
   }
 
   resetCounters(): number {
@@ -953,7 +957,7 @@ class LoadedDataplane implements Dataplane {
    * (the rule set's local SIDs, to know each one's behaviour) is only asked
    * for when a local SID slot has packets.
    */
-  #functionTotals(raw: Buffer, config: ConfigOrThunk): Record<TranslationFunction, CounterValue> {
+  *#functionTotals(raw: Buffer, config: ConfigOrThunk, clock: SliceClock): Generator<void, Record<TranslationFunction, CounterValue>> {
     const s = this.config.settings;
     const totals: Record<TranslationFunction, { packets: bigint; bytes: bigint }> = {
       h_m_gtp4_d: { packets: 0n, bytes: 0n },
@@ -964,19 +968,27 @@ class LoadedDataplane implements Dataplane {
       h_m_session_encaps: { packets: 0n, bytes: 0n },
     };
     const sum = new SlotSum(raw, this.#ncpus);
+    /** sum.range, SUM_SLICE slots at a time, a turn of the loop between them when the clock says so. */
+    const ranged = function* (first: number, count: number, into: { packets: bigint; bytes: bigint }): Generator<void> {
+      for (let at = 0; at < count; at += SUM_SLICE) {
+        if (at > 0 && clock.due()) yield;
+        sum.range(first + at, Math.min(SUM_SLICE, count - at), into);
+      }
+    };
     // Every policy is H.M.GTP4.D, and a free slot is zero (Tables zeroes a
     // rule's slot when it goes): the policy range sums up as it is.
-    sum.range(MUP_EVENT_SLOTS, s.maxPolicies, totals.h_m_gtp4_d);
+    yield* ranged(MUP_EVENT_SLOTS, s.maxPolicies, totals.h_m_gtp4_d);
     // Local SIDs: by behaviour, for the slots that have packets.
     let fnOf: Map<number, TranslationFunction> | undefined;
     for (let rule = s.maxPolicies; rule < s.maxPolicies + s.maxLocalSids; rule++) {
+      if (clock.tick()) yield;
       if (sum.isZero(MUP_EVENT_SLOTS + rule)) continue;
       fnOf ??= this.#localSidFunctions(typeof config === 'function' ? config() : config);
       const fn = fnOf.get(rule);
       if (fn !== undefined) sum.range(MUP_EVENT_SLOTS + rule, 1, totals[fn]);
     }
     // Every session is H.M.Session.Encaps, and a free slot is zero: the range sums up as it is.
-    sum.range(MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids, maxSessionsOf(s), totals.h_m_session_encaps);
+    yield* ranged(MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids, maxSessionsOf(s), totals.h_m_session_encaps);
     return totals;
   }
 
