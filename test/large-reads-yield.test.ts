@@ -62,6 +62,16 @@ describe('a streamed answer', () => {
     // One write per piece (each is a whole PIECE), a turn after each: before, none (drain came at once).
     expect(turns).toBeGreaterThanOrEqual(pieces.length - 1);
   });
+
+  it('sends what it has made when the slice is up, before a whole piece is made', async () => {
+    const pieces = Array.from({ length: 50 }, (_, i) => `${i},`.repeat(300));
+    const res = new DrainingAtOnce();
+    const { turns } = await turnsDuring(() => stream(res as unknown as ServerResponse, 200, 'text/plain', pieces, 0));
+    expect(res.written.join('')).toBe(pieces.join(''));
+    // Each small piece written and followed by a turn: before, they waited for 64 KB (all of them, one write, no turn).
+    expect(res.written.length).toBeGreaterThanOrEqual(pieces.length);
+    expect(turns).toBeGreaterThanOrEqual(pieces.length - 1);
+  });
 });
 
 describe.skipIf(!isRoot)('a counter listing of every rule', () => {
