@@ -99,6 +99,32 @@ describe.skipIf(!isRoot)('a counter listing of every rule', () => {
     expect(turns).toBeGreaterThanOrEqual(Math.floor((RULES + 40) / 64) - 1);
   });
 
+  it('is read again in one go when a deleted rule\'s id went back to its pool meanwhile', async () => {
+    const dp = run!.daemon.dataplane;
+    const t = dp.rules;
+    const cfg = (): ReturnType<typeof run.daemon.rules.effective> => run!.daemon.rules.effective();
+    // The tables' count of ids given back, as if a reclaim ran between the read's slices.
+    const real = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(t) as object, 'idsReclaimed')!;
+    let looks = 0;
+    Object.defineProperty(t, 'idsReclaimed', { configurable: true, get: () => (real.get!.call(t) as number) + (looks++ > 0 ? 1 : 0) });
+    const once = dp.countersRows.bind(dp);
+    let again = 0;
+    Object.assign(dp, { countersRows: (...a: Parameters<typeof once>) => (again++, once(...a)) });
+    try {
+      const rows = await dp.countersRowsAsync(cfg, { rules: 'all', sliceMs: 0 });
+      expect(again).toBe(1);
+      expect([...rows.rules]).toEqual([...once(cfg, { rules: 'all' }).rules]);
+      delete (t as unknown as Record<string, unknown>)['idsReclaimed'];
+      // Without a reclaim meanwhile, no second read.
+      again = 0;
+      await dp.countersRowsAsync(cfg, { rules: 'all', sliceMs: 0 });
+      expect(again).toBe(0);
+    } finally {
+      delete (t as unknown as Record<string, unknown>)['idsReclaimed'];
+      delete (dp as unknown as Record<string, unknown>)['countersRows'];
+    }
+  });
+
   it('through the daemon (GET /v1/counters): the same rows as counters()', async () => {
     const d = run!.daemon;
     const rows = await d.countersRowsAsync('all');

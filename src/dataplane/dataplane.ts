@@ -259,11 +259,13 @@ export interface Dataplane {
   /** counters(), the rules as RuleCounterRows: a RuleCounter made for each as they are iterated (an answer streamed from them). */
   countersRows(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection }): CountersRows;
   /**
-   * countersRows, with the counter map read in slices (as countersAsync) and
-   * the listed rules' ids looked up in slices of about SLICE_MS, the event
-   * loop let run between them: GET /v1/counters of 131,072 rules held the
-   * loop 100-440 ms in one turn. The caller keeps the rule set and the
-   * tables still meanwhile (the daemon's serial section).
+   * countersRows, with the counter map read in slices and the listed
+   * rules' ids looked up in slices of about SLICE_MS, the event loop let
+   * run between them: GET /v1/counters of 131,072 rules held the loop
+   * 100-440 ms in one turn. Changes may run between the slices (a listing
+   * sees them part done, as the rule listings do); if one gave a deleted
+   * rule's id back to its pool meanwhile, the read is made again in one go
+   * (an id looked up after it could name another rule's slot as read).
    */
   countersRowsAsync(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection; readonly sliceMs?: number }): Promise<CountersRows>;
   /**
@@ -872,17 +874,26 @@ class LoadedDataplane implements Dataplane {
 
   async countersRowsAsync(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection; readonly sliceMs?: number } = {}): Promise<CountersRows> {
     this.#open();
+    const reclaimed = this.rules.idsReclaimed;
     const b = await this.#rawInUse();
+    let rows: CountersRows;
     try {
       const steps = this.#countersSteps(b.raw, config, o, new SliceClock(o.sliceMs));
       for (let r = steps.next(); ; r = steps.next()) {
-        if (r.done === true) return r.value;
+        if (r.done === true) {
+          rows = r.value;
+          break;
+        }
         await nextTurn();
         this.#open(); // closed meanwhile (the daemon stopping, a reload that replaced the tables): refused
       }
     } finally {
       this.#release(b);
     }
+    // A deleted rule's id given back to its pool meanwhile may have been taken by a rule looked up after it,
+    // which would list the slot's figures of the rule before: read again, in one go (rare: a delete's grace
+    // period and the reclaim both ended within the read).
+    return this.rules.idsReclaimed === reclaimed ? rows : this.countersRows(config, o);
   }
 
   async countersAsync(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Promise<Counters> {

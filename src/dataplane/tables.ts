@@ -701,6 +701,16 @@ export class Tables {
    * configuration written), counted before each: a change that failed with
    * this unchanged wrote nothing (the daemon has nothing to put back).
    */
+  /**
+   * Ids of deleted rules given back to the pools so far (after their grace
+   * period, their counter slots zeroed): an id looked up before may name
+   * another rule after it changes (Dataplane.countersRowsAsync).
+   */
+  get idsReclaimed(): number {
+    return this.#idsReclaimed;
+  }
+  #idsReclaimed = 0;
+
   get writes(): number {
     return this.#writes;
   }
@@ -1680,6 +1690,7 @@ export class Tables {
       this.#policyIds.give(p.policies);
       this.#localsidIds.give(p.localsids);
       this.#sessionIds.give(p.sessions);
+      this.#idsReclaimed += p.policies.length + p.localsids.length + p.sessions.length;
     }
   }
 
