@@ -267,6 +267,14 @@ export async function stream(res: ServerResponse, status: number, contentType: s
   if (!res.destroyed) res.end(parts.join(''));
 }
 
+/** UTF-8 bytes as text, PIECE bytes at a time (a character cut between two pieces is joined by the decoder). */
+export function* textPieces(bytes: Buffer): Generator<string> {
+  const decoder = new StringDecoder('utf8');
+  for (let at = 0; at < bytes.length; at += PIECE) yield decoder.write(bytes.subarray(at, at + PIECE));
+  const tail = decoder.end();
+  if (tail !== '') yield tail;
+}
+
 function* slices(text: string): Generator<string> {
   for (let i = 0; i < text.length; i += PIECE) yield text.slice(i, i + PIECE);
 }
@@ -686,7 +694,18 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       if (method !== 'GET') allow(['GET']);
       const origins = url.searchParams.get('origins');
       if (origins !== null && origins !== 'true' && origins !== 'false') throw new HttpError(400, `origins=${JSON.stringify(origins)}: use origins=false or leave it out`, 'origins');
-      return send(res, 200, d.runningConfig({ origins: origins !== 'false' }));
+      return largeAnswers.run(async () => {
+        if (res.destroyed) return;
+        const c = await d.runningConfig({ origins: origins !== 'false' });
+        if (res.destroyed) return;
+        // The YAML comes as its JSON string's bytes; the answer is streamed around them.
+        const head = `{"file":${toJson(c.file)},"sha256":${toJson(c.sha256)},"apiChanges":${c.apiChanges},"yaml":`;
+        await stream(res, 200, 'application/json', (function* () {
+          yield head;
+          yield* textPieces(c.yamlJson);
+          yield '}\n';
+        })());
+      });
     }
     if (path === '/v1/config/save') {
       if (method !== 'POST') allow(['POST']);

@@ -24,7 +24,9 @@ import type { Config, LocalSid, Policy, Session, Settings } from '../config/type
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed } from '../config/load.js';
 import { apiWhere } from '../config/keys.js';
 import { deflatedFile, parseConfigOffLoop, rulesCrossed, rulesKept } from '../config/parse-async.js';
-import { runningConfigYaml } from '../config/running.js';
+import { runningConfigOffLoop, type CompactSection } from '../config/running-async.js';
+import type { RunningRule } from '../config/running.js';
+import type { HeldText } from '../config/parse-pieces.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
 import {
@@ -1304,36 +1306,63 @@ export class Daemon {
    * kept where its entries still are; with `origins`, each rule's origin as
    * a comment (src/config/running.ts).
    */
-  runningConfig(o: { origins?: boolean } = {}): { file: string; sha256: string; apiChanges: number; yaml: string } {
-    const yaml = runningConfigYaml(this.#configText.get(), this.#runningRules(), { origins: o.origins === true });
-    return { file: this.config.file, sha256: this.#configSha, apiChanges: overlaySize(this.#rules.overlay), yaml };
-  }
-
-  #runningRules(): Parameters<typeof runningConfigYaml>[1] {
-    return RULE_KIND_LIST.map((k) => ({
-      section: k.section,
-      rules: [...this.#rules.rules(k.kind).entries()].map(([key, r]) => ({
-        key,
-        json: k.json(r),
-        origin: this.#rules.source(k.kind, key) as 'config' | 'api',
-        // The file's own entry, when the running rule is it unchanged.
-        fileIndex: this.#rules.source(k.kind, key) === 'config' ? this.#fileIndex(k.kind, key) : undefined,
-        replacesIndex: this.#rules.source(k.kind, key) === 'api' ? this.#fileIndex(k.kind, key) : undefined,
-      })),
+  /**
+   * The running config as YAML (`mup config show`: GET /v1/config), the
+   * YAML given as the bytes of its JSON string (the answer's `yaml`). The
+   * rules are gathered in slices in the serial section (a change waits for
+   * them, a read does not), the document built on a thread of its own
+   * (src/config/running-async.ts: 8 s of the `yaml` package for 131,072
+   * rules, which held the event loop in one turn).
+   */
+  async runningConfig(o: { origins?: boolean } = {}): Promise<{ file: string; sha256: string; apiChanges: number; yamlJson: Buffer }> {
+    const { held, sections, file, sha256, apiChanges } = await this.#serial.run(async () => ({
+      held: this.#heldConfigText(),
+      sections: await this.#runningSections(),
+      file: this.config.file,
+      sha256: this.#configSha,
+      apiChanges: overlaySize(this.#rules.overlay),
     }));
+    const yamlJson = await runningConfigOffLoop(held, sections, { origins: o.origins === true, asJsonString: true });
+    return { file, sha256, apiChanges, yamlJson };
   }
 
-  #fileIndexes: Map<string, number> | undefined;
-  #fileIndexesOf: Config | undefined;
-  /** Position of the file's rule with this key in its section (config order), or undefined. */
-  #fileIndex(kind: RuleKind, key: string): number | undefined {
-    const config = this.#rules.config;
-    if (this.#fileIndexesOf !== config) {
-      this.#fileIndexes = new Map();
-      for (const k of RULE_KIND_LIST) (config[k.section] ?? []).forEach((r, i) => this.#fileIndexes!.set(`${k.kind} ${k.key(r)}`, i));
-      this.#fileIndexesOf = config;
+  /** The loaded config file's text as the daemon keeps it (for the running config's thread). */
+  #heldConfigText(): HeldText {
+    return this.#configText.heldText();
+  }
+
+  /**
+   * The running rules for the running config's thread, in slices of about
+   * SLICE_MS (the caller holds the rule set still: the serial section): a
+   * rule that is the file's entry unchanged is its index in the file's
+   * section (its `where`), any other its JSON.
+   */
+  async #runningSections(): Promise<CompactSection[]> {
+    const clock = new SliceClock();
+    const out: CompactSection[] = [];
+    for (const k of RULE_KIND_LIST) {
+      const set = this.#rules.rules(k.kind);
+      const order = new Int32Array(set.size);
+      const rules: RunningRule[] = [];
+      const indexOf = (r: Rule | undefined): number | undefined => (typeof r?.where === 'number' ? r.where : undefined);
+      let i = 0;
+      // Keys and rules first: the set's iterator is not held across the turns.
+      const entries = [...set.entries()];
+      for (const [key, r] of entries) {
+        if (clock.tick()) await nextTurn();
+        const origin = this.#rules.source(k.kind, key) as 'config' | 'api';
+        // The file's own entry, when the running rule is it unchanged.
+        const fileIndex = origin === 'config' ? indexOf(this.#rules.fileRule(k.kind, key)) : undefined;
+        if (fileIndex !== undefined) {
+          order[i++] = fileIndex;
+          continue;
+        }
+        order[i++] = -1 - rules.length;
+        rules.push({ key, json: k.json(r), origin, fileIndex: undefined, replacesIndex: origin === 'api' ? indexOf(this.#rules.fileRule(k.kind, key)) : undefined });
+      }
+      out.push({ section: k.section, order, rules });
     }
-    return this.#fileIndexes!.get(`${kind} ${key}`);
+    return out;
   }
 
   /**
@@ -1364,8 +1393,10 @@ export class Daemon {
         );
       }
       const saved = overlaySize(this.#rules.overlay);
-      const yaml = runningConfigYaml(this.#configText.get(), this.#runningRules(), { origins: false });
-      const config = parseConfig(yaml, file);
+      // Built and read again on threads of their own (the event loop serves meanwhile; changes wait for the save).
+      const yamlBytes = await runningConfigOffLoop(this.#heldConfigText(), await this.#runningSections(), { origins: false, asJsonString: false });
+      const config = await parseConfigOffLoop(yamlBytes, file);
+      const yaml = yamlBytes;
       const next = new RuleSet(config, emptyOverlay());
       next.adoptLearned(this.#rules);
       // What the file says now must be what runs: else nothing is written.

@@ -91,6 +91,12 @@ export class KeptText {
 
   #bytes: Buffer | undefined;
 
+  /** What is held now, whoever it was set for (the running config's thread reads it: src/config/running-async.ts). */
+  heldText(): HeldText {
+    if (this.#bytes !== undefined) return { bytes: this.#bytes };
+    return this.#deflated === undefined ? { text: this.#text } : { deflated: this.#deflated };
+  }
+
   /** Bytes held now: the string's characters, the bytes not deflated yet, or the deflated bytes. */
   get held(): number {
     return this.#deflated?.length ?? this.#bytes?.length ?? this.#text.length;

@@ -515,7 +515,11 @@ export class RuleSet {
     return !overlaid && this.#fileRule(kind, key) !== undefined ? 'config' : 'api';
   }
 
-  /** The config file's rule at this key, if it has one. */
+  /** The config file's rule at this key, if it has one (its `where` is its index in the file's section). */
+  fileRule(kind: RuleKind, key: string): Rule | undefined {
+    return this.#fileRule(kind, key);
+  }
+
   #fileRule(kind: RuleKind, key: string): Rule | undefined {
     const known = this.#fileRules[kind].get(key);
     if (known !== undefined) return known;

@@ -1,0 +1,85 @@
+/**
+ * runningConfigYaml on a thread of its own (src/config/running-worker.ts),
+ * for a daemon that is serving: with bench:daemon's 11.6 MB config
+ * (131,072 rules) the `yaml` package's document took 8 s to parse and
+ * print, and GET /v1/config held the event loop 9-13 s in one turn (no
+ * status, change, netlink or BGP event served meanwhile), after which the
+ * stalled-connection watchdog closed the client's connection. The thread
+ * gets the file as the daemon keeps it (deflated) and the running rules
+ * compactly: a file entry the API left alone is its index in the file's
+ * section (one number), only the other rules cross as objects. It answers
+ * with the YAML's UTF-8 bytes (or, for an API answer, the bytes of its
+ * JSON string), moved, not copied.
+ */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { inflateRawSync } from 'node:zlib';
+import type { HeldText } from './parse-pieces.js';
+import type { RunningRule, RunningSection } from './running.js';
+
+/**
+ * A section's running rules, in order: `order[i] >= 0` is the file's entry
+ * at that index, unchanged (origin config); `order[i] = -1 - j` is
+ * `rules[j]` (an API rule, or a rule not found in the file).
+ */
+export interface CompactSection {
+  readonly section: string;
+  readonly order: Int32Array;
+  readonly rules: readonly RunningRule[];
+}
+
+/** What the thread is given. */
+export interface RunningJob {
+  readonly held: HeldText;
+  readonly sections: readonly CompactSection[];
+  readonly origins: boolean;
+  /** The YAML as a JSON string's bytes (an API answer's member) rather than as itself. */
+  readonly asJsonString: boolean;
+}
+
+export type FromRunning = { readonly ok: true; readonly bytes: Uint8Array } | { readonly ok: false; readonly message: string };
+
+/** The sections as runningConfigYaml takes them. */
+export function expandSections(sections: readonly CompactSection[]): RunningSection[] {
+  return sections.map((s) => ({
+    section: s.section,
+    rules: Array.from(s.order, (v): RunningRule => (v >= 0 ? { key: '', json: {}, origin: 'config', fileIndex: v } : s.rules[-1 - v]!)),
+  }));
+}
+
+/** The text a HeldText holds. */
+export function heldText(held: HeldText): string {
+  if ('text' in held) return held.text;
+  const bytes = 'bytes' in held ? held.bytes : inflateRawSync(held.deflated);
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+}
+
+/** The thread's script: beside this module, or the build's when this is the TypeScript source (tests). */
+function workerUrl(): URL {
+  const here = new URL('./running-worker.js', import.meta.url);
+  if (existsSync(fileURLToPath(here))) return here;
+  return new URL('../../dist/config/running-worker.js', import.meta.url);
+}
+
+/** runningConfigYaml(heldText(held), expandSections(sections), o) as UTF-8 bytes, made on a thread of its own. */
+export function runningConfigOffLoop(held: HeldText, sections: readonly CompactSection[], o: { origins: boolean; asJsonString: boolean }): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const job: RunningJob = { held, sections, origins: o.origins, asJsonString: o.asJsonString };
+    const worker = new Worker(workerUrl(), { workerData: job });
+    let settled = false;
+    worker.once('message', (m: FromRunning) => {
+      settled = true;
+      if (m.ok) resolve(Buffer.from(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength));
+      else reject(new Error(m.message));
+    });
+    worker.once('error', (e) => {
+      if (!settled) reject(e);
+      settled = true;
+    });
+    worker.once('exit', (code) => {
+      if (!settled) reject(new Error(`the running config's thread exited (${code}) before it answered`));
+      settled = true;
+    });
+  });
+}

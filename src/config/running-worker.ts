@@ -1,0 +1,23 @@
+/**
+ * The running config's thread (runningConfigOffLoop, src/config/running-async.ts):
+ * builds the YAML exactly as runningConfigYaml does on the main thread, and
+ * posts its bytes (moved) or the error's message.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { expandSections, heldText, type FromRunning, type RunningJob } from './running-async.js';
+import { runningConfigYaml } from './running.js';
+
+const port = parentPort;
+if (port !== null) {
+  const job = workerData as RunningJob;
+  try {
+    const yaml = runningConfigYaml(heldText(job.held), expandSections(job.sections), { origins: job.origins });
+    const text = job.asJsonString ? JSON.stringify(yaml) : yaml;
+    // A buffer of its own (not a slice of the pool), so that it moves.
+    const bytes = new Uint8Array(Buffer.byteLength(text));
+    Buffer.from(bytes.buffer).write(text);
+    port.postMessage({ ok: true, bytes } satisfies FromRunning, [bytes.buffer]);
+  } catch (e) {
+    port.postMessage({ ok: false, message: (e as Error).message } satisfies FromRunning);
+  }
+}
