@@ -14,13 +14,13 @@
  * either path (the map filled behind the tables' back, so that the kernel
  * runs out of room).
  */
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import type { Config, Policy } from '../src/config/types.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { encodePolicyKey, LAYOUTS } from '../src/dataplane/codec.js';
-import { BatchWriteError, mapDelete, mapDump, mapInfo, mapUpdate } from '../src/dataplane/libbpf.js';
+import { BatchWriteError, mapDelete, mapDeleteBatch, mapDump, mapInfo, mapUpdate, mapUpdateBatch } from '../src/dataplane/libbpf.js';
 import { TablesFullError } from '../src/dataplane/tables.js';
 
 const haveObject = existsSync(DEFAULT_OBJECT);
@@ -239,6 +239,26 @@ describe.skipIf(!haveObject)('changes of new keys only (a first fill, API batche
     const ids = rows.map(([, v]) => Buffer.from(v!, 'hex').readUInt32LE(ruleAt));
     expect(new Set(ids).size).toBe(3);
   });
+  it('a batch write the kernel refuses before it starts went through none of its elements (not the count as asked)', () => {
+    // A descriptor that is no map: the kernel refuses the call at once and never writes the count back.
+    const fd = openSync('/dev/null', 'r');
+    try {
+      for (const call of [() => mapUpdateBatch(fd, Buffer.alloc(5 * 16), Buffer.alloc(5 * 16), 5, 'not a map'), () => mapDeleteBatch(fd, Buffer.alloc(5 * 16), 16, 5, 'not a map')]) {
+        let error: unknown;
+        try {
+          call();
+        } catch (e) {
+          error = e;
+        }
+        expect(error).toBeInstanceOf(BatchWriteError);
+        // Before: 5, and the tables took every key of the chunk as written (or as deleted).
+        expect((error as BatchWriteError).written).toBe(0);
+      }
+    } finally {
+      closeSync(fd);
+    }
+  });
+
   it('new keys into tables that have rules (an API batch): the same as the change path, through apply and applyYielding', async () => {
     const base = parseConfig(SETTINGS + rulesYaml(), 'base.yaml');
     // New: TEID keys on an N3 address with TEID keys already (its address-only entry stays), on one with

@@ -920,11 +920,25 @@ export function mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: 
   if (count === 0) return;
   const n = new Uint32Array([count]);
   const ret = batchFns.updateBatch(fd, keys, values, n, null);
-  if (ret < 0) throw new BatchWriteError(`writing ${count} elements of ${what} (${n[0]} written)`, -ret, takeLog(), n[0]!);
+  if (ret < 0) {
+    const written = wentThrough(n[0]!, count);
+    throw new BatchWriteError(`writing ${count} elements of ${what} (${written} written)`, -ret, takeLog(), written);
+  }
   takeLog();
 }
 
 /** A BPF_MAP_UPDATE_BATCH that failed part way: the first `written` elements are in the map. */
+/**
+ * How many elements a batch call that failed went through, from the count
+ * it gave back. The kernel reports the elements done before the one that
+ * failed (fewer than asked); a call it refuses before it starts (EINVAL,
+ * EPERM, EBADF...) leaves the count as it was asked, which is not "all of
+ * them": then none.
+ */
+function wentThrough(reported: number, asked: number): number {
+  return reported >= asked ? 0 : reported;
+}
+
 export class BatchWriteError extends LibbpfError {
   constructor(op: string, errno: number, log: readonly string[], readonly written: number) {
     super(op, errno, log);
@@ -950,8 +964,9 @@ export function mapDeleteBatch(fd: number, keys: Buffer, keySize: number, count:
   while (at < count) {
     const n = new Uint32Array([count - at]);
     const ret = deleteBatchFn(fd, keys.subarray(at * keySize, count * keySize), n, null);
-    deleted += n[0]!;
-    at += n[0]!;
+    const done = ret === 0 ? n[0]! : wentThrough(n[0]!, count - at);
+    deleted += done;
+    at += done;
     if (ret === 0) break;
     const log = takeLog();
     if (-ret !== ENOENT) throw new BatchWriteError(`deleting ${count} elements of ${what} (${deleted} deleted)`, -ret, log, at);
