@@ -912,11 +912,6 @@ export class Tables {
     return this.#localsids.size;
   }
 
-  /**
-   * Bumped whenever a key comes or goes: a rule id looked up for a rule
-   * object stays valid while the generation is the same.
-   */
-  generation = 0;
 
   /** Rule id of the policy with this match prefix (and TEID prefix), if present. */
   policyRule(match: Ipv4Prefix, teid?: TeidPrefix): number | undefined {
@@ -1196,7 +1191,6 @@ export class Tables {
               throw e;
             }
             this.#touch(fd);
-            this.generation++;
             for (let j = at; j < at + n; j++) {
               const i = fresh[j]!;
               mirror.add(puts[i]!.keyStr, rules[i]!, planned, puts[i]!.plen, i * vs);
@@ -1230,7 +1224,7 @@ export class Tables {
         // A delete takes no element, so deletes need no grace period between
         // them (only the next element-allocating write after them does:
         // #allocDebt): DELETE_CHUNK keys a BPF_MAP_DELETE_BATCH, the mirror
-        // following each (and the generation: a key went), a turn of the
+        // following each, a turn of the
         // loop between them (10,000 deletes in one step, the mirror's
         // included, held the loop 45 ms).
         if (plan.deletes.length === 0) continue;
@@ -1244,7 +1238,6 @@ export class Tables {
             deleted++;
             if (rule !== undefined && rule >= 0) freed.push(rule);
           }
-          this.generation++;
         };
         for (let at = 0; at < plan.deletes.length; at += DELETE_CHUNK) {
           if (at > 0 || clock.due()) yield;
@@ -1406,7 +1399,6 @@ export class Tables {
             throw e;
           }
           this.#touch(f.fd);
-          this.generation++;
           f.written = at + n;
           added += n;
         }
