@@ -17,6 +17,7 @@ import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stream } from '../src/daemon/api.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
+import { uplinkFrame } from './helpers/packets.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -75,11 +76,12 @@ describe('a streamed answer', () => {
   });
 });
 
-describe.skipIf(!isRoot)('large reads of 3,000 rules', () => {
-  const RULES = 3000;
+describe.skipIf(!isRoot)('large reads of 9,000 rules', () => {
+  const RULES = 9000;
   let run: InProcDaemon | undefined;
   beforeAll(async () => {
-    const lines = [`settings: { max_policies: ${RULES + 8}, max_localsids: 64 }`, 'policies:'];
+    // More policy places than one block of the per-function sums (SUM_SLICE, 8,192 slots): the sums are split.
+    const lines = [`settings: { forwarding: tx, max_policies: 20000, max_localsids: 64 }`, 'policies:'];
     for (let i = 0; i < RULES; i++) lines.push(`  - { name: p${i}, match: 10.${i >> 8}.${i & 255}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }`);
     lines.push('localsids:');
     for (let i = 0; i < 40; i++) lines.push(`  - { sid: "fc00:${i.toString(16)}::/48", src_prefix_len: 64 }`);
@@ -91,11 +93,17 @@ describe.skipIf(!isRoot)('large reads of 3,000 rules', () => {
     const d = run!.daemon;
     const dp = d.dataplane;
     const cfg = (): ReturnType<typeof d.rules.effective> => d.rules.effective();
+    // Packets on a few policies, the last of them past the first block of the sums.
+    for (const i of [0, 1, RULES - 1]) expect(dp.run(uplinkFrame(`10.${i >> 8}.${i & 255}.5`)).verdict).toBe('tx');
     const { value, turns } = await turnsDuring(() => dp.countersRowsAsync(cfg, { rules: 'all', sliceMs: 0 }));
     const once = dp.countersRows(cfg, { rules: 'all' });
     expect(value.rules).toHaveLength(RULES + 40);
     expect([...value.rules]).toEqual([...once.rules]);
     expect(value.functions).toEqual(once.functions);
+    // The sums cover every block (the last policy's id is past the first 8,192 slots).
+    const perRule = [...value.rules].reduce((a, r) => a + r.packets, 0n);
+    expect(perRule).toBe(3n);
+    expect(value.functions.h_m_gtp4_d.packets).toBe(perRule);
     // The clock is looked at every 64 rules; with a slice of 0 ms each look gives a turn.
     expect(turns).toBeGreaterThanOrEqual(Math.floor((RULES + 40) / 64) - 1);
   });

@@ -22,9 +22,10 @@
  * and, for information (no target):
  *   (d) the time of a /metrics scrape and of GET /v1/counters (`mup stats`)
  *       with those tables, --scrapes N of each (default 50), 150 ms apart;
- *       then (with (e)'s loop and status targets) the largest reads, GET
- *       /v1/counters?rules=all and GET /v1/policies, 3 of each in turn with
- *       the loop and a status poller watched;
+ *       then, with (e)'s loop and status targets (issue 19: nothing holds
+ *       the loop for long), the largest reads, GET /v1/counters?rules=all
+ *       and GET /v1/policies, 3 of each in turn with the loop and a status
+ *       poller watched;
  * and (issue 19):
  *   (f) /metrics with default settings: under 50 ms median and 200 KB; with
  *       daemon.metrics.per_rule all (a reload), its time and size reported;
