@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stream } from '../src/daemon/api.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
 import { uplinkFrame } from './helpers/packets.js';
+import { parseIpv4Prefix } from '../src/sid/addr.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -108,28 +109,41 @@ describe.skipIf(!isRoot)('large reads of 9,000 rules', () => {
     expect(turns).toBeGreaterThanOrEqual(Math.floor((RULES + 40) / 64) - 1);
   });
 
-  it('is read again in one go when a deleted rule\'s id went back to its pool meanwhile', async () => {
-    const dp = run!.daemon.dataplane;
+  it('is read again in one go when a listed rule has an id given back meanwhile (and only then)', async () => {
+    const d = run!.daemon;
+    const dp = d.dataplane;
     const t = dp.rules;
-    const cfg = (): ReturnType<typeof run.daemon.rules.effective> => run!.daemon.rules.effective();
-    // The tables' count of ids given back, as if a reclaim ran between the read's slices.
-    const real = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(t) as object, 'idsReclaimed')!;
-    let looks = 0;
-    Object.defineProperty(t, 'idsReclaimed', { configurable: true, get: () => (real.get!.call(t) as number) + (looks++ > 0 ? 1 : 0) });
+    const cfg = (): ReturnType<typeof d.rules.effective> => d.rules.effective();
+    // The tables keep the ids they give back: a real delete, its grace period and reclaim.
+    const victim = { name: 'gone1', match: '10.251.0.0/24', sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' };
+    await d.putRule('policy', victim, 'add');
+    const id = t.policyRule(parseIpv4Prefix(victim.match, 't'))!;
+    const mark = t.idsReclaimed;
+    await d.deleteRule('policy', { name: 'gone1' });
+    for (let i = 0; i < 500 && t.idsReclaimed === mark; i++) await new Promise((r) => setTimeout(r, 2));
+    expect(t.reclaimedSince(mark)).toContain(id);
+    expect(t.reclaimedSince(mark - 1_000_000)).toBeUndefined();
+    // Whether a read is made again, as if these ids had been given back during it.
     const once = dp.countersRows.bind(dp);
     let again = 0;
     Object.assign(dp, { countersRows: (...a: Parameters<typeof once>) => (again++, once(...a)) });
+    const listedId = once(cfg, { rules: 1 }).rules.hasAnyId(new Set([t.policyRule(parseIpv4Prefix('10.0.0.0/24', 't'))!]));
+    expect(listedId).toBe(true);
     try {
-      const rows = await dp.countersRowsAsync(cfg, { rules: 'all', sliceMs: 0 });
-      expect(again).toBe(1);
-      expect([...rows.rules]).toEqual([...once(cfg, { rules: 'all' }).rules]);
-      delete (t as unknown as Record<string, unknown>)['idsReclaimed'];
-      // Without a reclaim meanwhile, no second read.
-      again = 0;
-      await dp.countersRowsAsync(cfg, { rules: 'all', sliceMs: 0 });
-      expect(again).toBe(0);
+      for (const [since, reads] of [
+        [[t.policyRule(parseIpv4Prefix('10.0.0.0/24', 't'))!], 1], // a listed rule's id: read again
+        [[19_999], 0], // an id no listed rule has: the read stands
+        [[], 0],
+        [undefined, 1], // more given back than the tables keep: read again
+      ] as const) {
+        Object.assign(t, { reclaimedSince: () => since });
+        again = 0;
+        const rows = await dp.countersRowsAsync(cfg, { rules: 'all', sliceMs: 0 });
+        expect(again, JSON.stringify(since)).toBe(reads);
+        expect([...rows.rules]).toEqual([...once(cfg, { rules: 'all' }).rules]);
+      }
     } finally {
-      delete (t as unknown as Record<string, unknown>)['idsReclaimed'];
+      delete (t as unknown as Record<string, unknown>)['reclaimedSince'];
       delete (dp as unknown as Record<string, unknown>)['countersRows'];
     }
   });

@@ -1952,7 +1952,15 @@ export class Daemon {
    * changes run between the slices (Dataplane.countersRowsAsync).
    */
   async countersRowsAsync(rules: RuleSelection = 'all'): Promise<Omit<CountersSnapshot, 'rules'> & { readonly rules: RuleCounterRows }> {
-    const c = await this.dataplane.countersRowsAsync(() => this.#rules.effective(), { rules });
+    const dp = this.dataplane;
+    let c: Awaited<ReturnType<Dataplane['countersRowsAsync']>>;
+    try {
+      c = await dp.countersRowsAsync(() => this.#rules.effective(), { rules });
+    } catch (e) {
+      // A reload that loaded a new program closed the data plane the read began on: read the new one.
+      if (this.#stopped || this.#dp === undefined || this.#dp === dp) throw e;
+      c = await this.#dp.countersRowsAsync(() => this.#rules.effective(), { rules });
+    }
     return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
   }
 

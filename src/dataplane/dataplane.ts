@@ -123,6 +123,12 @@ export class RuleCounterRows implements Rows<RuleCounter> {
     this.length = length;
   }
 
+  /** Whether a row has one of these rule ids. */
+  hasAnyId(ids: ReadonlySet<number>): boolean {
+    for (let i = 0; i < this.length; i++) if (ids.has(this.#ids[i]!)) return true;
+    return false;
+  }
+
   *[Symbol.iterator](): Iterator<RuleCounter> {
     for (let i = 0; i < this.length; i++) {
       const k = this.#kinds[i]!;
@@ -264,8 +270,9 @@ export interface Dataplane {
    * run between them: GET /v1/counters of 131,072 rules held the loop
    * 100-440 ms in one turn. Changes may run between the slices (a listing
    * sees them part done, as the rule listings do); if one gave a deleted
-   * rule's id back to its pool meanwhile, the read is made again in one go
-   * (an id looked up after it could name another rule's slot as read).
+   * rule's id back to its pool meanwhile and a listed rule has that id now
+   * (it would be listed with the slot's figures of the rule before), the
+   * read is made again in one go.
    */
   countersRowsAsync(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection; readonly sliceMs?: number }): Promise<CountersRows>;
   /**
@@ -891,9 +898,11 @@ class LoadedDataplane implements Dataplane {
       this.#release(b);
     }
     // A deleted rule's id given back to its pool meanwhile may have been taken by a rule looked up after it,
-    // which would list the slot's figures of the rule before: read again, in one go (rare: a delete's grace
-    // period and the reclaim both ended within the read).
-    return this.rules.idsReclaimed === reclaimed ? rows : this.countersRows(config, o);
+    // which would be listed with the figures the slot had for the rule before: if a listed row has such an
+    // id, read again in one go (rare: a new rule took a just-reclaimed id within the read).
+    const since = this.rules.reclaimedSince(reclaimed);
+    if (since === undefined || (since.length > 0 && rows.rules.hasAnyId(new Set(since)))) return this.countersRows(config, o);
+    return rows;
   }
 
   async countersAsync(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Promise<Counters> {

@@ -927,7 +927,6 @@ export function mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: 
   takeLog();
 }
 
-/** A BPF_MAP_UPDATE_BATCH that failed part way: the first `written` elements are in the map. */
 /**
  * How many elements a batch call that failed went through, from the count
  * it gave back. The kernel reports the elements done before the one that
@@ -939,6 +938,7 @@ function wentThrough(reported: number, asked: number): number {
   return reported >= asked ? 0 : reported;
 }
 
+/** A batch write (BPF_MAP_UPDATE_BATCH or BPF_MAP_DELETE_BATCH) that failed part way: the first `written` elements went through. */
 export class BatchWriteError extends LibbpfError {
   constructor(op: string, errno: number, log: readonly string[], readonly written: number) {
     super(op, errno, log);

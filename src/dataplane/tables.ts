@@ -122,6 +122,9 @@ export const INSERT_CHUNK = 2048;
 /** Keys one BPF_MAP_DELETE_BATCH deletes at most (with the mirror's deletes after it: about 4 ms on this host). */
 export const DELETE_CHUNK = 1024;
 
+/** Reclaimed ids kept for reclaimedSince (a counter listing's read of 131,072 rules takes about a second). */
+const RECLAIMED_KEPT = 65536;
+
 /** errno of a delete write a test refuses part way (testFailDeletesAfter). */
 const EIO = 5;
 
@@ -697,20 +700,41 @@ export class Tables {
   }
 
   /**
+   * Ids of deleted rules given back to the pools so far (after their grace
+   * period, their counter slots zeroed): a mark for reclaimedSince.
+   */
+  get idsReclaimed(): number {
+    return this.#reclaimedBase + this.#reclaimed.length;
+  }
+
+  /**
+   * The ids given back since `mark` (an idsReclaimed), or undefined when
+   * that many are no longer kept: an id taken meanwhile names another rule
+   * than it did at the mark (Dataplane.countersRowsAsync).
+   */
+  reclaimedSince(mark: number): readonly number[] | undefined {
+    const from = mark - this.#reclaimedBase;
+    return from < 0 ? undefined : this.#reclaimed.slice(from);
+  }
+
+  /** The last ids given back (at most RECLAIMED_KEPT), and how many went before them. */
+  #reclaimed: number[] = [];
+  #reclaimedBase = 0;
+
+  #noteReclaimed(...lists: readonly number[][]): void {
+    for (const ids of lists) for (const id of ids) this.#reclaimed.push(id);
+    if (this.#reclaimed.length > RECLAIMED_KEPT) {
+      const drop = this.#reclaimed.length - RECLAIMED_KEPT / 2;
+      this.#reclaimed = this.#reclaimed.slice(drop);
+      this.#reclaimedBase += drop;
+    }
+  }
+
+  /**
    * Map writes tried so far (entries inserted, replaced or deleted, the
    * configuration written), counted before each: a change that failed with
    * this unchanged wrote nothing (the daemon has nothing to put back).
    */
-  /**
-   * Ids of deleted rules given back to the pools so far (after their grace
-   * period, their counter slots zeroed): an id looked up before may name
-   * another rule after it changes (Dataplane.countersRowsAsync).
-   */
-  get idsReclaimed(): number {
-    return this.#idsReclaimed;
-  }
-  #idsReclaimed = 0;
-
   get writes(): number {
     return this.#writes;
   }
@@ -911,7 +935,6 @@ export class Tables {
   get localsidCount(): number {
     return this.#localsids.size;
   }
-
 
   /** Rule id of the policy with this match prefix (and TEID prefix), if present. */
   policyRule(match: Ipv4Prefix, teid?: TeidPrefix): number | undefined {
@@ -1682,7 +1705,7 @@ export class Tables {
       this.#policyIds.give(p.policies);
       this.#localsidIds.give(p.localsids);
       this.#sessionIds.give(p.sessions);
-      this.#idsReclaimed += p.policies.length + p.localsids.length + p.sessions.length;
+      this.#noteReclaimed(p.policies, p.localsids, p.sessions);
     }
   }
 
