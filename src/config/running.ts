@@ -70,6 +70,8 @@ export function runningConfigYaml(fileText: string, sections: readonly RunningSe
     const block = oldItems.length > 0 ? !seq.flow && oldItems.every((n) => isMap(n) && n.flow !== true) : !seq.flow;
     seq.items = s.rules.map((r) => {
       const mine = r.fileIndex === undefined ? undefined : oldItems[r.fileIndex];
+      // A file entry the thread was given as its index only (src/config/running-async.ts) must be there.
+      if (r.fileIndex !== undefined && mine === undefined) throw new Error(`the loaded config file has no entry ${s.section}[${r.fileIndex}], which the running rules name: its text and the rules disagree`);
       let node: Node;
       if (mine !== undefined) {
         node = mine;

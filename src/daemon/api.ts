@@ -301,6 +301,8 @@ class Slots {
 
 /** Shared by every listener of the process: the memory they bound is the process's. */
 const largeAnswers = new Slots(LARGE_ANSWERS_AT_ONCE);
+/** Running configs (GET /v1/config) being built, daemon-wide. */
+const configBuilds = new Slots(1);
 
 /** A large answer: JSON streamed, built only once a slot is free (and only if the client is still there). */
 function sendLarge(res: ServerResponse, status: number, build: () => unknown): Promise<void> {
@@ -694,17 +696,21 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       if (method !== 'GET') allow(['GET']);
       const origins = url.searchParams.get('origins');
       if (origins !== null && origins !== 'true' && origins !== 'false') throw new HttpError(400, `origins=${JSON.stringify(origins)}: use origins=false or leave it out`, 'origins');
-      return largeAnswers.run(async () => {
+      // One build at a time, daemon-wide (each is seconds of a thread for a large file), outside the slots of
+      // the large answers (a build waiting for changes or another build does not hold one).
+      return configBuilds.run(async () => {
         if (res.destroyed) return;
         const c = await d.runningConfig({ origins: origins !== 'false' });
-        if (res.destroyed) return;
-        // The YAML comes as its JSON string's bytes; the answer is streamed around them.
-        const head = `{"file":${toJson(c.file)},"sha256":${toJson(c.sha256)},"apiChanges":${c.apiChanges},"yaml":`;
-        await stream(res, 200, 'application/json', (function* () {
-          yield head;
-          yield* textPieces(c.yamlJson);
-          yield '}\n';
-        })());
+        await largeAnswers.run(async () => {
+          if (res.destroyed) return;
+          // The YAML comes as its JSON string's bytes; the answer is streamed around them.
+          const head = `{"file":${toJson(c.file)},"sha256":${toJson(c.sha256)},"apiChanges":${c.apiChanges},"yaml":`;
+          await stream(res, 200, 'application/json', (function* () {
+            yield head;
+            yield* textPieces(c.yamlJson);
+            yield '}\n';
+          })());
+        });
       });
     }
     if (path === '/v1/config/save') {

@@ -1394,9 +1394,19 @@ export class Daemon {
       }
       const saved = overlaySize(this.#rules.overlay);
       // Built and read again on threads of their own (the event loop serves meanwhile; changes wait for the save).
-      const yamlBytes = await runningConfigOffLoop(this.#heldConfigText(), await this.#runningSections(), { origins: false, asJsonString: false });
-      const config = await parseConfigOffLoop(yamlBytes, file);
-      const yaml = yamlBytes;
+      const yaml = await runningConfigOffLoop(this.#heldConfigText(), await this.#runningSections(), { origins: false, asJsonString: false });
+      const config = await parseConfigOffLoop(yaml, file);
+      // Seconds may have passed: stopped meanwhile, nothing is written; the file edited meanwhile, the same refusal.
+      this.#stillRunning();
+      let now: Buffer;
+      try {
+        now = readFileSync(file);
+      } catch (e) {
+        throw new RuleError(`cannot read ${file} (${(e as Error).message}); nothing was saved`, 409);
+      }
+      if (sha256(now) !== this.#configSha) {
+        throw new RuleError(`${file} was edited while the running config was being saved into it; nothing was saved: reload it first (mup reload), or save elsewhere (mup config save --to FILE)`, 409);
+      }
       const next = new RuleSet(config, emptyOverlay());
       next.adoptLearned(this.#rules);
       // What the file says now must be what runs: else nothing is written.
@@ -1417,7 +1427,10 @@ export class Daemon {
       const sha = sha256(yaml);
       this.#rules = next;
       this.#configSha = sha;
-      this.#configText.set(yaml, config);
+      // Kept as the parser's thread deflated it (a deflate here was a turn of its own), else deflated here.
+      const deflated = deflatedFile(config);
+      if (deflated !== undefined) this.#configText.setDeflated(deflated, config);
+      else this.#configText.set(yaml, config);
       this.#configLoadedAt = new Date();
       // Step 2; if it fails the old state file stays, and is absorbed at the next start or rewritten with the next change.
       this.#tidyState('save');

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { itemSpansOf, parseConfig } from '../../src/config/load.js';
 import { parseIpv6 } from '../../src/sid/addr.js';
-import { runningConfigYaml } from '../../src/config/running.js';
+import { runningConfigYaml, type RunningRule } from '../../src/config/running.js';
+import { expandSections, type CompactSection } from '../../src/config/running-async.js';
 import { checkDaemonConfig } from '../../src/daemon/check.js';
 import { emptyOverlay, rebaseOverlay, ruleDigest, RULE_KINDS, RuleSet, ruleSetDiff, sha256, StateStore, type Overlay, type RuleKind } from '../../src/daemon/rules.js';
 import type { Config, Policy } from '../../src/config/types.js';
@@ -194,6 +195,25 @@ describe('runningConfigYaml', () => {
     const saved = runningConfigYaml(text, sections, { origins: false });
     expect(saved).not.toMatch(/origin/);
     expect(ruleSetDiff(rules, new RuleSet(parseConfig(saved), emptyOverlay()))).toEqual([]);
+  });
+
+  it('the thread\'s compact form (a file entry as its index) gives the same YAML, and an index the file lacks is an error, not an empty entry', () => {
+    // What the daemon sends the running config's thread: a file entry unchanged as its index only.
+    const compact: CompactSection[] = sections.map((s) => {
+      const order = new Int32Array(s.rules.length);
+      const rest: RunningRule[] = [];
+      s.rules.forEach((r, i) => {
+        if (r.fileIndex !== undefined) order[i] = r.fileIndex;
+        else {
+          order[i] = -1 - rest.length;
+          rest.push(r);
+        }
+      });
+      return { section: s.section, order, rules: rest };
+    });
+    expect(runningConfigYaml(text, expandSections(compact), { origins: true })).toBe(runningConfigYaml(text, sections, { origins: true }));
+    const beyond: CompactSection[] = [{ section: 'policies', order: Int32Array.of(0, 99), rules: [] }];
+    expect(() => runningConfigYaml(text, expandSections(beyond), { origins: true })).toThrow(/no entry policies\[99\]/);
   });
 
   it('writes an API rule in block style among block entries (the fast reader reads the saved file, and a reload compares by item), in flow style among flow ones', () => {
