@@ -1380,33 +1380,29 @@ export class Daemon {
     return this.#serial.run(async () => {
       await this.#store.idle(); // group commit: the changes being synced settle first
       const file = this.#o.configPath;
-      let onDisk: Buffer;
-      try {
-        onDisk = readFileSync(file);
-      } catch (e) {
-        throw new RuleError(`cannot read ${file} (${(e as Error).message}); nothing was saved`, 409);
-      }
-      if (sha256(onDisk) !== this.#configSha) {
-        throw new RuleError(
-          `${file} was edited since the daemon loaded it; saving would undo that edit. Nothing was saved: reload it first (mup reload), or save elsewhere (mup config save --to FILE)`,
-          409,
-        );
-      }
+      /** Refused (409) unless the file is still the one loaded: saving would undo an edit of it. */
+      const unedited = (when: string): void => {
+        let onDisk: Buffer;
+        try {
+          onDisk = readFileSync(file);
+        } catch (e) {
+          throw new RuleError(`cannot read ${file} (${(e as Error).message}); nothing was saved`, 409);
+        }
+        if (sha256(onDisk) !== this.#configSha) {
+          throw new RuleError(
+            `${file} was edited ${when}; saving would undo that edit. Nothing was saved: reload it first (mup reload), or save elsewhere (mup config save --to FILE)`,
+            409,
+          );
+        }
+      };
+      unedited('since the daemon loaded it');
       const saved = overlaySize(this.#rules.overlay);
       // Built and read again on threads of their own (the event loop serves meanwhile; changes wait for the save).
       const yaml = await runningConfigOffLoop(this.#heldConfigText(), await this.#runningSections(), { origins: false, asJsonString: false });
       const config = await parseConfigOffLoop(yaml, file);
       // Seconds may have passed: stopped meanwhile, nothing is written; the file edited meanwhile, the same refusal.
       this.#stillRunning();
-      let now: Buffer;
-      try {
-        now = readFileSync(file);
-      } catch (e) {
-        throw new RuleError(`cannot read ${file} (${(e as Error).message}); nothing was saved`, 409);
-      }
-      if (sha256(now) !== this.#configSha) {
-        throw new RuleError(`${file} was edited while the running config was being saved into it; nothing was saved: reload it first (mup reload), or save elsewhere (mup config save --to FILE)`, 409);
-      }
+      unedited('while the running config was being made');
       const next = new RuleSet(config, emptyOverlay());
       next.adoptLearned(this.#rules);
       // What the file says now must be what runs: else nothing is written.
