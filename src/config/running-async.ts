@@ -9,7 +9,8 @@
  * compactly: a file entry the API left alone is its index in the file's
  * section (one number), only the other rules cross as objects. It answers
  * with the YAML's UTF-8 bytes (or, for an API answer, the bytes of its
- * JSON string), moved, not copied.
+ * JSON string) over a SharedArrayBuffer: not copied, and shared again with
+ * the parser's thread when a save reads them back (parseConfigOffLoop).
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

@@ -64,7 +64,7 @@ import {
   ruleSetChanges,
   ruleSetChangesAsync,
   type RuleSetChanges,
-  ruleSetDiff,
+  ruleSetDiffAsync,
   RULE_KIND_LIST,
   RULE_KINDS,
   RuleError,
@@ -1147,7 +1147,7 @@ export class Daemon {
     // the reload applies, the result names it, the link check attaches it when it appears.
     this.#deletionGuard(diffed, force);
     if (check) {
-      const diff = ruleSetDiff(this.#rules, rules);
+      const diff = await ruleSetDiffAsync(this.#rules, rules);
       const count = (c: string): number => diff.filter((l) => l.startsWith(c) && !/^. (interface|settings)/.test(l)).length;
       return {
         added: count('+'),
@@ -1380,34 +1380,35 @@ export class Daemon {
     return this.#serial.run(async () => {
       await this.#store.idle(); // group commit: the changes being synced settle first
       const file = this.#o.configPath;
-      /** Refused (409) unless the file is still the one loaded: saving would undo an edit of it. */
-      const unedited = (when: string): void => {
+      /** Refused (409) unless the file is still the one loaded: saving would undo an edit of it. Read and hashed off the loop. */
+      const unedited = async (when: string): Promise<void> => {
         let onDisk: Buffer;
         try {
-          onDisk = readFileSync(file);
+          onDisk = await readFileShared(file);
         } catch (e) {
           throw new RuleError(`cannot read ${file} (${(e as Error).message}); nothing was saved`, 409);
         }
-        if (sha256(onDisk) !== this.#configSha) {
+        if ((await sha256Async(onDisk)) !== this.#configSha) {
           throw new RuleError(
             `${file} was edited ${when}; saving would undo that edit. Nothing was saved: reload it first (mup reload), or save elsewhere (mup config save --to FILE)`,
             409,
           );
         }
       };
-      unedited('since the daemon loaded it');
+      await unedited('since the daemon loaded it');
       const saved = overlaySize(this.#rules.overlay);
       // Built and read again on threads of their own (the event loop serves meanwhile; changes wait for the save).
       const yaml = await runningConfigOffLoop(this.#heldConfigText(), await this.#runningSections(), { origins: false, asJsonString: false });
       const config = await parseConfigOffLoop(yaml, file);
       // Seconds may have passed: stopped meanwhile, nothing is written; the file edited meanwhile, the same refusal.
       this.#stillRunning();
-      unedited('while the running config was being made');
+      await unedited('while the running config was being made');
       const next = new RuleSet(config, emptyOverlay());
       next.adoptLearned(this.#rules);
       // What the file says now must be what runs: else nothing is written.
-      if (ruleSetDiff(this.#rules, next).length > 0) {
-        throw new Error(`the saved config would not give the running rules (${ruleSetDiff(this.#rules, next).slice(0, 3).join('; ')}); nothing was saved`);
+      const differs = await ruleSetDiffAsync(this.#rules, next);
+      if (differs.length > 0) {
+        throw new Error(`the saved config would not give the running rules (${differs.slice(0, 3).join('; ')}); nothing was saved`);
       }
       let mode = 0o644;
       try {

@@ -845,6 +845,16 @@ function* ruleSetChanging(a: RuleSet, b: RuleSet): Generator<void, RuleSetChange
 }
 
 export function ruleSetDiff(a: RuleSet, b: RuleSet): string[] {
+  return runNow(ruleSetDiffing(a, b));
+}
+
+/** ruleSetDiff in slices of about SLICE_MS, the event loop running between them (the caller holds the sets still). */
+export function ruleSetDiffAsync(a: RuleSet, b: RuleSet): Promise<string[]> {
+  return runYielding(ruleSetDiffing(a, b));
+}
+
+function* ruleSetDiffing(a: RuleSet, b: RuleSet): Generator<void, string[]> {
+  const clock = new SliceClock();
   const out: string[] = [];
   const ia = new Map((a.config.interfaces ?? []).map((i) => [i.name, i.xdp]));
   const ib = new Map((b.config.interfaces ?? []).map((i) => [i.name, i.xdp]));
@@ -860,6 +870,7 @@ export function ruleSetDiff(a: RuleSet, b: RuleSet): string[] {
     const rb = b.rules(k.kind);
     const id = (key: string, r: Rule): string => r.name ?? key;
     for (const [key, r] of rb) {
+      if (clock.tick()) yield;
       const was = ra.get(key);
       const now = k.json(r);
       if (was === undefined) out.push(`+ ${k.kind} ${id(key, r)} ${JSON.stringify(now)}`);
@@ -868,7 +879,10 @@ export function ruleSetDiff(a: RuleSet, b: RuleSet): string[] {
         if (d !== '') out.push(`~ ${k.kind} ${id(key, was)}: ${d}`);
       }
     }
-    for (const [key, r] of ra) if (!rb.has(key)) out.push(`- ${k.kind} ${id(key, r)}`);
+    for (const [key, r] of ra) {
+      if (clock.tick()) yield;
+      if (!rb.has(key)) out.push(`- ${k.kind} ${id(key, r)}`);
+    }
   }
   return out;
 }

@@ -13,7 +13,7 @@ import { parseIpv6 } from '../../src/sid/addr.js';
 import { runningConfigYaml, type RunningRule } from '../../src/config/running.js';
 import { expandSections, type CompactSection } from '../../src/config/running-async.js';
 import { checkDaemonConfig } from '../../src/daemon/check.js';
-import { emptyOverlay, rebaseOverlay, ruleDigest, RULE_KINDS, RuleSet, ruleSetDiff, sha256, StateStore, type Overlay, type RuleKind } from '../../src/daemon/rules.js';
+import { emptyOverlay, rebaseOverlay, ruleDigest, RULE_KINDS, RuleSet, ruleSetDiff, ruleSetDiffAsync, sha256, StateStore, type Overlay, type RuleKind } from '../../src/daemon/rules.js';
 import type { Config, Policy } from '../../src/config/types.js';
 
 /** The digest of the file's rule at each key (null: none), as a state record's `base` names it. */
@@ -92,6 +92,18 @@ describe('ruleSetDiff', () => {
       '- policy c3',
     ]);
     expect(ruleSetDiff(a, new RuleSet(BASE, emptyOverlay()))).toEqual([]);
+  });
+
+  it('in slices (ruleSetDiffAsync: the check of a save, a reload --check), the same lines', async () => {
+    // 3,000 policies (10.<i/250>.<i%250>.0/24), every 7th with another hop limit, 10 fewer in the second.
+    const line = (i: number, hop: number): string =>
+      `  - { name: m${i}, match: 10.${Math.floor(i / 250)}.${i % 250}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64", hop_limit: ${i % 7 === 0 ? hop : 64} }\n`;
+    const many = (n: number, hop: number): string => `settings: { max_policies: 4096, max_localsids: 16 }\npolicies:\n${Array.from({ length: n }, (_, i) => line(i, hop)).join('')}`;
+    const a = new RuleSet(parseConfig(many(3000, 10)), emptyOverlay());
+    const b = new RuleSet(parseConfig(many(2990, 20)), emptyOverlay());
+    const lines = ruleSetDiff(a, b);
+    expect(lines.length).toBeGreaterThan(400);
+    expect(await ruleSetDiffAsync(a, b)).toEqual(lines);
   });
 });
 
