@@ -1,7 +1,7 @@
 /**
  * The running config's thread (runningConfigOffLoop, src/config/running-async.ts):
  * builds the YAML exactly as runningConfigYaml does on the main thread, and
- * posts its bytes (moved) or the error's message.
+ * posts its bytes (over a SharedArrayBuffer) or the error's message.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { expandSections, heldText, type FromRunning, type RunningJob } from './running-async.js';

@@ -26,7 +26,6 @@ import { apiWhere } from '../config/keys.js';
 import { deflatedFile, parseConfigOffLoop, rulesCrossed, rulesKept } from '../config/parse-async.js';
 import { runningConfigOffLoop, type CompactSection } from '../config/running-async.js';
 import type { RunningRule } from '../config/running.js';
-import type { HeldText } from '../config/parse-pieces.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
 import {
@@ -1316,7 +1315,7 @@ export class Daemon {
    */
   async runningConfig(o: { origins?: boolean } = {}): Promise<{ file: string; sha256: string; apiChanges: number; yamlJson: Buffer }> {
     const { held, sections, file, sha256, apiChanges } = await this.#serial.run(async () => ({
-      held: this.#heldConfigText(),
+      held: this.#configText.heldText(),
       sections: await this.#runningSections(),
       file: this.config.file,
       sha256: this.#configSha,
@@ -1324,11 +1323,6 @@ export class Daemon {
     }));
     const yamlJson = await runningConfigOffLoop(held, sections, { origins: o.origins === true, asJsonString: true });
     return { file, sha256, apiChanges, yamlJson };
-  }
-
-  /** The loaded config file's text as the daemon keeps it (for the running config's thread). */
-  #heldConfigText(): HeldText {
-    return this.#configText.heldText();
   }
 
   /**
@@ -1346,9 +1340,7 @@ export class Daemon {
       const rules: RunningRule[] = [];
       const indexOf = (r: Rule | undefined): number | undefined => (typeof r?.where === 'number' ? r.where : undefined);
       let i = 0;
-      // Keys and rules first: the set's iterator is not held across the turns.
-      const entries = [...set.entries()];
-      for (const [key, r] of entries) {
+      for (const [key, r] of set) {
         if (clock.tick()) await nextTurn();
         const origin = this.#rules.source(k.kind, key) as 'config' | 'api';
         // The file's own entry, when the running rule is it unchanged.
@@ -1398,7 +1390,7 @@ export class Daemon {
       await unedited('since the daemon loaded it');
       const saved = overlaySize(this.#rules.overlay);
       // Built and read again on threads of their own (the event loop serves meanwhile; changes wait for the save).
-      const yaml = await runningConfigOffLoop(this.#heldConfigText(), await this.#runningSections(), { origins: false, asJsonString: false });
+      const yaml = await runningConfigOffLoop(this.#configText.heldText(), await this.#runningSections(), { origins: false, asJsonString: false });
       const config = await parseConfigOffLoop(yaml, file);
       // Seconds may have passed: stopped meanwhile, nothing is written; the file edited meanwhile, the same refusal.
       this.#stillRunning();

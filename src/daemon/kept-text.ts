@@ -84,9 +84,7 @@ export class KeptText {
 
   /** What is held, if it was set with this owner. */
   source(owner: object): HeldText | undefined {
-    if (owner !== this.#owner) return undefined;
-    if (this.#bytes !== undefined) return { bytes: this.#bytes };
-    return this.#deflated === undefined ? { text: this.#text } : { deflated: this.#deflated };
+    return owner === this.#owner ? this.heldText() : undefined;
   }
 
   #bytes: Buffer | undefined;

@@ -6,19 +6,4 @@
  * The caller holds what the computation reads still (the serial section).
  */
 
-import { nextTurn } from '../host/slice-clock.js';
-
-export { nextTurn };
-
-/** The generator's result, computed at once. */
-export function runNow<T>(g: Generator<void, T>): T {
-  for (let r = g.next(); ; r = g.next()) if (r.done === true) return r.value;
-}
-
-/** The generator's result, the event loop running at each of its yields. */
-export async function runYielding<T>(g: Generator<void, T>): Promise<T> {
-  for (let r = g.next(); ; r = g.next()) {
-    if (r.done === true) return r.value;
-    await nextTurn();
-  }
-}
+export { nextTurn, runNow, runYielding } from '../host/slice-clock.js';

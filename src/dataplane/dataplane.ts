@@ -10,7 +10,7 @@ import type { Config, LocalSid, LocalSidBehavior, Policy, RuleSection, Session, 
 import { checkLayouts, eventNames } from './btf.js';
 import { localSidKey, policyKey, sessionKey, whereText } from '../config/keys.js';
 import { ROWS, type Rows } from '../host/rows.js';
-import { nextTurn, SliceClock } from '../host/slice-clock.js';
+import { runNow, runYielding, SliceClock } from '../host/slice-clock.js';
 import {
   COUNTER_STRIDE,
   MUP_EVENT_SLOTS,
@@ -276,12 +276,6 @@ export interface Dataplane {
    */
   countersRowsAsync(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection; readonly sliceMs?: number }): Promise<CountersRows>;
   /**
-   * The same, with the counter map read in slices of COUNTER_SLICE slots
-   * with the event loop let run between them (a /metrics scrape of 131,072
-   * rules read them in one 30-40 ms call); still one pass over the range.
-   */
-  countersAsync(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection }): Promise<Counters>;
-  /**
    * Zero every counter slot that is not zero (events and rules): the
    * operator's reset. Not atomic: a packet counted during the reset may be
    * lost or kept. Returns the number of slots written.
@@ -309,7 +303,7 @@ export interface Dataplane {
 export type RuleConfig = Pick<Config, 'policies' | 'localsids'> & Partial<Pick<Config, 'sessions'>>;
 export type ConfigOrThunk = RuleConfig | (() => RuleConfig);
 
-/** Counter slots per read of countersAsync: about 4 ms of the kernel's copying each here. */
+/** Counter slots per read of countersRowsAsync (the sliced read of the counter map): about 4 ms of the kernel's copying each here. */
 export const COUNTER_SLICE = 16384;
 
 /** Counter slots summed between two looks at the slice clock (a scrape sums every rule slot: 131,072 and more). */
@@ -873,7 +867,7 @@ class LoadedDataplane implements Dataplane {
     // The one read: event slots, then policy rule slots, then local SID rule slots, then session rule slots.
     const b = this.#rawInUseSync();
     try {
-      return this.#countersFrom(b.raw, config, o);
+      return runNow(this.#countersSteps(b.raw, config, o, new SliceClock(Infinity)));
     } finally {
       this.#release(b);
     }
@@ -885,15 +879,8 @@ class LoadedDataplane implements Dataplane {
     const b = await this.#rawInUse();
     let rows: CountersRows;
     try {
-      const steps = this.#countersSteps(b.raw, config, o, new SliceClock(o.sliceMs));
-      for (let r = steps.next(); ; r = steps.next()) {
-        if (r.done === true) {
-          rows = r.value;
-          break;
-        }
-        await nextTurn();
-        this.#open(); // closed meanwhile (the daemon stopping, a reload that replaced the tables): refused
-      }
+      // Closed meanwhile (the daemon stopping, a reload that replaced the tables): refused.
+      rows = await runYielding(this.#countersSteps(b.raw, config, o, new SliceClock(o.sliceMs)), () => this.#open());
     } finally {
       this.#release(b);
     }
@@ -905,16 +892,7 @@ class LoadedDataplane implements Dataplane {
     return rows;
   }
 
-  async countersAsync(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection } = {}): Promise<Counters> {
-    return withRuleArray(await this.countersRowsAsync(config, o));
-  }
-
-  #countersFrom(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }): CountersRows {
-    const steps = this.#countersSteps(raw, config, o, new SliceClock(Infinity));
-    for (let r = steps.next(); ; r = steps.next()) if (r.done === true) return r.value;
-  }
-
-  /** #countersFrom, yielding where a turn of the event loop may run (every SLICE_MS of listed rules; countersRowsAsync). */
+  /** The counters of one read of the counter map, yielding where a turn of the event loop may run (every SLICE_MS of listed rules: countersRowsAsync). */
   *#countersSteps(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }, clock: SliceClock): Generator<void, CountersRows> {
     const which = o.rules ?? 'all';
     // A thunk is called at most once, and only when rules are listed or a local SID slot has packets.

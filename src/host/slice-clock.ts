@@ -31,3 +31,21 @@ export class SliceClock {
 export function nextTurn(): Promise<void> {
   return new Promise<void>((resolve) => setImmediate(resolve));
 }
+
+/** A generator of slices (it yields between them) run to its end in one go: a start, a check, a test. */
+export function runNow<T>(g: Generator<void, T>): T {
+  for (let r = g.next(); ; r = g.next()) if (r.done === true) return r.value;
+}
+
+/**
+ * The same, the event loop running a turn at each of its yields; `between`
+ * runs after each turn (it throws to stop: what the slices read is gone).
+ * The caller holds what the computation reads still.
+ */
+export async function runYielding<T>(g: Generator<void, T>, between?: () => void): Promise<T> {
+  for (let r = g.next(); ; r = g.next()) {
+    if (r.done === true) return r.value;
+    await nextTurn();
+    between?.();
+  }
+}
