@@ -13,9 +13,15 @@
  * gives a turn at every look at the clock.
  */
 import { EventEmitter } from 'node:events';
-import type { ServerResponse } from 'node:http';
+import { request, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stream } from '../src/daemon/api.js';
+import { apiHandler, makeServer, stream } from '../src/daemon/api.js';
+import { runningConfigThreads } from '../src/config/running-async.js';
+import { createMetrics } from '../src/daemon/metrics.js';
+import { createLogger } from '../src/daemon/log.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
 import { uplinkFrame } from './helpers/packets.js';
 import { parseIpv4Prefix } from '../src/sid/addr.js';
@@ -162,6 +168,50 @@ describe.skipIf(!isRoot)('large reads of 9,000 rules', () => {
       expect(value.apiChanges).toBe(1);
     } finally {
       await d.deleteRule('policy', { name: 'api1' });
+    }
+  });
+
+  it('GET /v1/config whose client goes away stops the build, and the next one is answered', async () => {
+    const d = run!.daemon;
+    const logged: string[] = [];
+    const log = createLogger({ instance: 'test', level: 'warn', json: true, stream: new Writable({ write: (c, _e, cb) => (logged.push(String(c)), cb()) }) });
+    const server = makeServer(apiHandler({ daemon: d, metrics: createMetrics(d), log }));
+    const socket = join(run!.dir, 'api.sock');
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    const get = (): Promise<{ status: number | undefined; body: string }> =>
+      new Promise((resolve, reject) => {
+        const r = request({ socketPath: socket, path: '/v1/config' }, (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (b: string) => (body += b));
+          res.on('end', () => resolve({ status: res.statusCode, body }));
+        });
+        r.on('error', reject);
+        r.end();
+      });
+    const until = async (cond: () => boolean, what: string): Promise<void> => {
+      for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));
+      if (!cond()) throw new Error(`timed out waiting for ${what}`);
+    };
+    try {
+      // An earlier build's thread exits a moment after its answer.
+      await until(() => runningConfigThreads().live === 0, 'earlier threads to go');
+      const before = runningConfigThreads();
+      const client = connect(socket);
+      client.on('error', () => undefined);
+      client.write('GET /v1/config HTTP/1.1\r\nHost: x\r\n\r\n');
+      // The build of 9,000 rules takes a second or so on its thread: gone while it runs.
+      await until(() => runningConfigThreads().live > 0, 'the build to start');
+      client.destroy();
+      await until(() => runningConfigThreads().live === 0, 'the thread to go');
+      // Before: the thread built on to its end (live back to before only then) and was never counted abandoned.
+      expect(runningConfigThreads().abandoned).toBe(before.abandoned + 1);
+      const answer = await get();
+      expect(answer.status).toBe(200);
+      expect((JSON.parse(answer.body) as { yaml: string }).yaml.match(/origin: config/g)).toHaveLength(RULES + 40);
+      expect(logged.filter((l) => l.includes('API request failed'))).toEqual([]);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 

@@ -40,6 +40,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import { ConfigError } from '../config/errors.js';
 import { DEFAULT_MAX_CONNECTIONS, DEFAULT_STALL_TIMEOUT_S } from '../config/load.js';
+import { RunningConfigAbandoned } from '../config/running-async.js';
 import { AddressError } from '../sid/addr.js';
 import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
@@ -698,9 +699,20 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       if (origins !== null && origins !== 'true' && origins !== 'false') throw new HttpError(400, `origins=${JSON.stringify(origins)}: use origins=false or leave it out`, 'origins');
       // One build at a time, daemon-wide (each is seconds of a thread for a large file), outside the slots of
       // the large answers (a build waiting for changes or another build does not hold one).
+      // A client that goes away stops the build (seconds of a thread the next build would wait behind).
+      const wanted = new AbortController();
+      res.once('close', () => {
+        if (!res.writableFinished) wanted.abort();
+      });
       return configBuilds.run(async () => {
         if (res.destroyed) return;
-        const c = await d.runningConfig({ origins: origins !== 'false' });
+        let c: Awaited<ReturnType<typeof d.runningConfig>>;
+        try {
+          c = await d.runningConfig({ origins: origins !== 'false', signal: wanted.signal });
+        } catch (e) {
+          if (e instanceof RunningConfigAbandoned) return; // no one to answer
+          throw e;
+        }
         await largeAnswers.run(async () => {
           if (res.destroyed) return;
           // The YAML comes as its JSON string's bytes; the answer is streamed around them.

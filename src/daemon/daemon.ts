@@ -1311,9 +1311,10 @@ export class Daemon {
    * rules are gathered in slices in the serial section (a change waits for
    * them, a read does not), the document built on a thread of its own
    * (src/config/running-async.ts: 8 s of the `yaml` package for 131,072
-   * rules, which held the event loop in one turn).
+   * rules, which held the event loop in one turn). `signal`: the caller
+   * went away; the thread is stopped (RunningConfigAbandoned).
    */
-  async runningConfig(o: { origins?: boolean } = {}): Promise<{ file: string; sha256: string; apiChanges: number; yamlJson: Buffer }> {
+  async runningConfig(o: { origins?: boolean; signal?: AbortSignal } = {}): Promise<{ file: string; sha256: string; apiChanges: number; yamlJson: Buffer }> {
     const { held, sections, file, sha256, apiChanges } = await this.#serial.run(async () => ({
       held: this.#configText.heldText(),
       sections: await this.#runningSections(),
@@ -1321,7 +1322,7 @@ export class Daemon {
       sha256: this.#configSha,
       apiChanges: overlaySize(this.#rules.overlay),
     }));
-    const yamlJson = await runningConfigOffLoop(held, sections, { origins: o.origins === true, asJsonString: true });
+    const yamlJson = await runningConfigOffLoop(held, sections, { origins: o.origins === true, asJsonString: true, ...(o.signal === undefined ? {} : { signal: o.signal }) });
     return { file, sha256, apiChanges, yamlJson };
   }
 
