@@ -12,7 +12,7 @@ import { ownCopy } from '../host/own-copy.js';
 import { ShardedMap } from '../host/sharded-map.js';
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
-import { NOT_BLOCK, parseBlockYaml, type ItemRead } from './block-yaml.js';
+import { NOT_BLOCK, parseBlockYaml, type ItemHook, type ItemRead } from './block-yaml.js';
 import type { Document, LineCounter } from 'yaml';
 import { yamlDoc } from './yaml-doc.js';
 import { AddressError, formatIpv4, formatIpv4Prefix, formatIpv6Prefix, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
@@ -121,14 +121,33 @@ export async function loadConfigFile(path: string): Promise<Config> {
 }
 
 /**
- * Validate YAML text; `file` is used in messages only. `onSettings` is
+ * Validate YAML text (or JSON, which is YAML: read streamed, rule by rule,
+ * jsonRulesAsRead); `file` is used in messages only. `onSettings` is
  * called once the settings are read and the rule counts checked against
  * them, before the rules are (the daemon starts loading the program then).
  */
 export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Settings) => void): Config {
+  return parseConfigText(text, file, onSettings, true);
+}
+
+/**
+ * parseConfig with a JSON text read whole (JSON.parse's tree, then the
+ * rules), as before the streamed read: the reference that read is held to
+ * (tests).
+ */
+export function parseConfigReadWhole(text: string, file = '<inline>'): Config {
+  return parseConfigText(text, file, undefined, false);
+}
+
+function parseConfigText(text: string, file: string, onSettings: ((s: Settings) => void) | undefined, streamJson: boolean): Config {
   const src = new Source(file, text);
-  let top: unknown = fastJson(src, text);
   let asRead = new RulesAsRead(src);
+  let top: unknown = streamJson ? jsonRulesAsRead(src, text, (key) => asRead.hook(key)) : NOT_STREAMED;
+  // Anything the streamed read does not take (or refuses) is read whole, as before: errors worded there.
+  if (top === NOT_STREAMED) {
+    asRead = new RulesAsRead(src);
+    top = fastJson(src, text);
+  }
   if (top === NOT_JSON) top = parseBlockYaml(text, (key) => asRead.hook(key));
   // js-yaml reads it all again: nothing read during the block reader's try counts.
   if (top === NOT_BLOCK) asRead = new RulesAsRead(src);
@@ -190,9 +209,10 @@ export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Se
 /**
  * Where each rule of a list was in the text the config was read from: rule
  * i of `policies` is text[policies[i], policies[i + 1]) (ItemHook in
- * src/config/block-yaml.ts). A list read otherwise (JSON, js-yaml) or empty
- * has none. A reload reads a rule as the running one when its text is the
- * same at the same place (src/config/parse-async.ts).
+ * src/config/block-yaml.ts; and jsonRulesAsRead's for JSON). A list read
+ * otherwise (JSON read whole, js-yaml) or empty has none. A reload reads a
+ * rule as the running one when its text is the same at the same place
+ * (src/config/parse-async.ts).
  */
 export type ItemSpans = Partial<Record<RuleSection, Uint32Array>>;
 
@@ -264,8 +284,8 @@ class Section<R> {
 
   /**
    * Item i's text is text[spans[i], spans[i + 1]): `count` + 1 offsets, if
-   * the block reader read every one of the `count` items (not for JSON or
-   * js-yaml, nor for an empty list).
+   * the block reader (or the streamed JSON read) read every one of the
+   * `count` items (not for js-yaml or JSON read whole, nor for an empty list).
    */
   spans(count: number): Uint32Array | undefined {
     if (!this.#spansOk || count === 0 || this.#count !== count) return undefined;
@@ -282,7 +302,7 @@ class Section<R> {
   }
 }
 
-/** The rule sections read during the block reader's parse (for JSON and js-yaml, finish() reads them all). */
+/** The rule sections read during the block reader's or the streamed JSON read's parse (for js-yaml and JSON read whole, finish() reads them all). */
 class RulesAsRead {
   readonly policies: Section<Policy>;
   readonly localsids: Section<LocalSid>;
@@ -405,6 +425,183 @@ function fastJson(src: Source, text: string): unknown {
   }
   src.freshStrings();
   return v;
+}
+
+const NOT_STREAMED = Symbol('not read streamed');
+
+/**
+ * A JSON config read without its whole tree: the top-level object member
+ * by member, and the rule lists (policies, localsids, sessions) item by
+ * item, each item JSON.parse'd from its own text and read into its rule at
+ * once (`hook`, as the block YAML reader does), so that its objects are
+ * young garbage instead of part of a tree of every rule that the collector
+ * copies and promotes before any is read (at 262,144 + 262,144 sessions the
+ * collector took 28 % of the read). Each item's place in the text is
+ * recorded as the block reader's are (from the end of the item before), so
+ * a reload of a JSON file keeps the rules whose text did not change.
+ *
+ * The text is valid JSON if every piece given to JSON.parse is and the
+ * skeleton around them (checked here) is. A key given twice in any object
+ * is looked for as the pieces are delimited. NOT_STREAMED for anything else
+ * (not an object, a syntax error, a repeated key, a `__proto__` member):
+ * the caller then reads it whole with JSON.parse, which words the errors.
+ */
+function jsonRulesAsRead(src: Source, text: string, hook: ItemHook): unknown {
+  let i = jsonSpace(text, 0);
+  if (text.charCodeAt(i) !== 0x7b /* { */) return NOT_STREAMED;
+  src.freshStrings();
+  const top: Record<string, unknown> = {};
+  const got = jsonMembers(text, i, top, hook);
+  if (got < 0 || jsonSpace(text, got) !== text.length) {
+    src.freshStrings(false);
+    return NOT_STREAMED;
+  }
+  return top;
+}
+
+const CONTROL = /[\u0000-\u001f]/;
+
+/** JSON's whitespace from `i` on: the first index past it. */
+function jsonSpace(text: string, i: number): number {
+  for (; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
+  }
+  return i;
+}
+
+/** The top-level object at `i` (its `{`) read into `top`; the index past its `}`, or -1. */
+function jsonMembers(text: string, i: number, top: Record<string, unknown>, hook: ItemHook): number {
+  i = jsonSpace(text, i + 1);
+  if (text.charCodeAt(i) === 0x7d /* } */) return i + 1;
+  for (;;) {
+    if (text.charCodeAt(i) !== 0x22 /* " */) return -1;
+    const keyEnd = jsonStringEnd(text, i);
+    if (keyEnd < 0) return -1;
+    // A key with a control character is not JSON (a value's keys are checked by JSON.parse of the value).
+    const key = jsonKey(text, i, keyEnd);
+    if (key === undefined || CONTROL.test(key) || key === '__proto__' || Object.hasOwn(top, key)) return -1;
+    i = jsonSpace(text, keyEnd);
+    if (text.charCodeAt(i) !== 0x3a /* : */) return -1;
+    i = jsonSpace(text, i + 1);
+    const each = hook(key);
+    const end = each !== undefined && text.charCodeAt(i) === 0x5b /* [ */ ? jsonItems(text, i, each, (list) => (top[key] = list)) : jsonPiece(text, i, (v) => (top[key] = v));
+    if (end < 0) return -1;
+    i = jsonSpace(text, end);
+    const c = text.charCodeAt(i);
+    if (c === 0x7d /* } */) return i + 1;
+    if (c !== 0x2c /* , */) return -1;
+    i = jsonSpace(text, i + 1);
+  }
+}
+
+/** A rule list at `i` (its `[`), each item parsed alone and given to `each`; the index past its `]`, or -1. */
+function jsonItems(text: string, i: number, each: ItemRead, done: (list: unknown[]) => void): number {
+  const list: unknown[] = [];
+  i = jsonSpace(text, i + 1);
+  if (text.charCodeAt(i) === 0x5d /* ] */) {
+    done(list);
+    return i + 1;
+  }
+  let before = i;
+  for (;;) {
+    let item: unknown;
+    const end = jsonPiece(text, i, (v) => (item = v));
+    if (end < 0) return -1;
+    list.push(each(item, list.length, before, end));
+    before = end;
+    i = jsonSpace(text, end);
+    const c = text.charCodeAt(i);
+    if (c === 0x5d /* ] */) {
+      done(list);
+      return i + 1;
+    }
+    if (c !== 0x2c /* , */) return -1;
+    i = jsonSpace(text, i + 1);
+  }
+}
+
+/** The JSON value at `i`, JSON.parse'd alone and given to `take`; the index past it, or -1 (invalid, or a key repeated in one of its objects). */
+function jsonPiece(text: string, i: number, take: (v: unknown) => void): number {
+  const end = jsonValueEnd(text, i);
+  if (end < 0) return -1;
+  try {
+    take(JSON.parse(text.slice(i, end)));
+  } catch {
+    return -1;
+  }
+  return end;
+}
+
+/** The index past the string whose `"` is at `i`, or -1. */
+function jsonStringEnd(text: string, i: number): number {
+  for (let j = i + 1; j < text.length; j++) {
+    const d = text.charCodeAt(j);
+    if (d === 0x5c /* \ */) j++;
+    else if (d === 0x22) return j + 1;
+  }
+  return -1;
+}
+
+/** The key text[i, end) (a JSON string) as a string; undefined if it does not parse. */
+function jsonKey(text: string, i: number, end: number): string | undefined {
+  const raw = text.slice(i + 1, end - 1);
+  if (!raw.includes('\\')) return raw;
+  try {
+    return JSON.parse(text.slice(i, end)) as string;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Where the JSON value at `i` ends (the index past it), matching brackets
+ * outside strings; -1 when it does not end, or when one of its objects
+ * gives a key twice (YAML refuses that, JSON.parse would keep the last).
+ * Not a validator: JSON.parse of the piece is.
+ */
+function jsonValueEnd(text: string, i: number): number {
+  const first = text.charCodeAt(i);
+  if (first === 0x22) return jsonStringEnd(text, i);
+  if (first !== 0x7b && first !== 0x5b) {
+    // A number, true, false or null: up to the next delimiter.
+    let j = i;
+    for (; j < text.length; j++) {
+      const c = text.charCodeAt(j);
+      if (c === 0x2c || c === 0x5d || c === 0x7d || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) break;
+    }
+    return j > i ? j : -1;
+  }
+  // Objects hold the keys seen so far, arrays null.
+  const stack: (Set<string> | null)[] = [];
+  let keyNext = false;
+  for (let j = i; j < text.length; j++) {
+    const c = text.charCodeAt(j);
+    if (c === 0x22) {
+      const end = jsonStringEnd(text, j);
+      if (end < 0) return -1;
+      const top = stack[stack.length - 1];
+      if (keyNext && top) {
+        const key = jsonKey(text, j, end);
+        if (key === undefined || top.has(key)) return -1;
+        top.add(key);
+        keyNext = false;
+      }
+      j = end - 1;
+    } else if (c === 0x7b) {
+      stack.push(new Set());
+      keyNext = true;
+    } else if (c === 0x5b) {
+      stack.push(null);
+      keyNext = false;
+    } else if (c === 0x7d || c === 0x5d) {
+      stack.pop();
+      if (stack.length === 0) return j + 1;
+    } else if (c === 0x2c) {
+      keyNext = stack[stack.length - 1] !== null;
+    }
+  }
+  return -1;
 }
 
 /** The first key repeated within one object of valid JSON text, and where. */
@@ -1258,8 +1455,8 @@ class Source {
   ) {}
 
   /** The tree came from JSON.parse (the file was JSON): its strings are its own, not slices of the text. */
-  freshStrings(): void {
-    this.shared.fresh = true;
+  freshStrings(fresh = true): void {
+    this.shared.fresh = fresh;
   }
 
   /**

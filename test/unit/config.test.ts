@@ -8,7 +8,7 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { ConfigError, type ConfigWarning } from '../../src/config/errors.js';
-import { DEFAULT_SETTINGS, loadConfigFile, parseConfig, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, repeatedJsonKey, SHARED_TEXTS } from '../../src/config/load.js';
+import { DEFAULT_SETTINGS, loadConfigFile, parseConfig, parseConfigReadWhole, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, repeatedJsonKey, SHARED_TEXTS } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
 import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix } from '../../src/sid/addr.js';
 
@@ -439,7 +439,7 @@ describe('config errors', () => {
   });
 });
 
-describe('JSON configs (JSON is YAML; read by JSON.parse)', () => {
+describe('JSON configs (JSON is YAML; read with JSON.parse, rule by rule)', () => {
   const FILE = 'test.json';
   const policy = { match: '10.0.0.0/24', sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' };
 
@@ -516,21 +516,21 @@ describe('rule names (issue 16: no terminal escapes or 60 KB strings in policy l
 describe('rules read during the block reader\'s parse (their parsed mappings die young)', () => {
   /**
    * The same config read as block YAML (the block reader, which reads each
-   * rule as it reaches it) and as JSON (JSON.parse: the whole tree first,
-   * the rules after, as before): the same rules, warnings and errors (lines
-   * aside: the two texts have their own).
+   * rule as it reaches it) and as JSON read whole (JSON.parse: the whole
+   * tree first, the rules after: parseConfigReadWhole): the same rules,
+   * warnings and errors (lines aside: the two texts have their own).
    */
   function both(o: Obj): { streamed: unknown; whole: unknown } {
-    const outcome = (text: string): unknown => {
+    const outcome = (text: string, read = parseConfig): unknown => {
       try {
-        const c = parseConfig(text, FILE);
+        const c = read(text, FILE);
         return { ...c, warnings: c.warnings?.map((w) => `${w.path}: ${w.reason}`) };
       } catch (e) {
         if (!(e instanceof ConfigError)) throw e;
         return `${e.path}: ${e.reason}`;
       }
     };
-    return { streamed: outcome(doc(o)), whole: outcome(JSON.stringify(o)) };
+    return { streamed: outcome(doc(o)), whole: outcome(JSON.stringify(o), parseConfigReadWhole) };
   }
 
   const hostBits = (i: number): Obj => policy({ match: `10.0.${i}.1/24` });

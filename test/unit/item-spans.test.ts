@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import jsyaml from 'js-yaml';
 import { describe, expect, it } from 'vitest';
 import { NOT_BLOCK, parseBlockYaml } from '../../src/config/block-yaml.js';
-import { itemSpansOf, parseConfig } from '../../src/config/load.js';
+import { itemSpansOf, parseConfig, parseConfigReadWhole } from '../../src/config/load.js';
 import { sameText } from '../../src/config/parse-pieces.js';
 import { xorshift32 } from '../helpers/rng.js';
 
@@ -107,7 +107,7 @@ describe('item spans', () => {
     expect(n).toBeGreaterThan(3000);
   });
 
-  it('a config keeps its rules\' spans (n + 1 offsets a list), not for JSON or a file js-yaml reads', () => {
+  it('a config keeps its rules\' spans (n + 1 offsets a list), not for a file js-yaml reads (nor JSON read whole)', () => {
     const text = 'policies:\n  - { match: 10.0.0.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n';
     expect(itemSpansOf(parseConfig(text))).toBeUndefined(); // flow style: js-yaml's
     const block = ['policies:', '  - match: 10.0.0.0/24', '    sr_prefix: 2001:db8:1::/48', '    src_prefix: 2001:db8:ff::/64', '  # between', '  - match: 10.0.1.0/24', '    sr_prefix: 2001:db8:1::/48', '    src_prefix: 2001:db8:ff::/64', 'localsids:', '  - sid: 2001:db8:e::/48', '    src_prefix_len: 64', ''].join('\n');
@@ -115,7 +115,10 @@ describe('item spans', () => {
     expect([...spans.policies!]).toEqual([block.indexOf('  - match: 10.0.0'), block.indexOf('  - match: 10.0.1'), block.indexOf('localsids:')]);
     expect([...spans.localsids!]).toEqual([block.indexOf('  - sid'), block.length]);
     expect(spans.sessions).toBeUndefined();
-    expect(itemSpansOf(parseConfig(JSON.stringify(jsyaml.load(block))))).toBeUndefined();
+    // JSON is read streamed, item by item, with the items' places (test/unit/config-json-stream.test.ts).
+    const json = JSON.stringify(jsyaml.load(block));
+    expect(itemSpansOf(parseConfig(json))?.policies).toHaveLength(3);
+    expect(itemSpansOf(parseConfigReadWhole(json))).toBeUndefined();
   });
 
   it('sameText: the same text at the same place, and nothing else', () => {

@@ -189,6 +189,19 @@ describe('parseConfigOffLoop', () => {
     expect(again.policies.every((p, i) => p === shifted.policies[i])).toBe(true);
   });
 
+  it('a JSON file too: only the rules whose item text changed cross (each item read alone, its place kept)', async () => {
+    const policies = Array.from({ length: 2_000 }, (_, i) => ({ name: `p${i}`, match: `10.${i >> 8}.${i & 255}.0/24`, sr_prefix: '2001:db9:1::/48', src_prefix: '2001:db8:ffff::/64' }));
+    const text = `${JSON.stringify({ settings: { max_policies: 65536 }, policies }, null, 2)}\n`;
+    const before = await parseConfigOffLoop(Buffer.from(text), 'big.json');
+    const edited = text.replace('"10.0.5.0/24",\n      "sr_prefix": "2001:db9:1::/48"', '"10.0.5.0/24",\n      "sr_prefix": "2001:db9:2::/48"');
+    expect(edited).not.toBe(text);
+    const after = await parseConfigOffLoop(Buffer.from(edited), 'big.json', before, { text });
+    expect(after).toEqual(parseConfig(edited, 'big.json'));
+    // Before: a JSON file had no item places, and all 2,000 crossed.
+    expect(rulesCrossed(after)).toBe(1);
+    after.policies.forEach((p, i) => expect(p === before.policies[i], `policies[${i}]`).toBe(i !== 5));
+  });
+
   it('cuts a config into messages of ENTRIES_PER_MESSAGE entries at most, RULES_PER_MESSAGE rules that cross at most, in order', async () => {
     const text = big(3_000).replace('settings: { max_policies: 65536, max_localsids: 65536 }', 'settings:\n  max_policies: 65536\n  max_localsids: 65536');
     const before = parseConfig(text, 'big.yaml');
