@@ -200,7 +200,8 @@ describe.skipIf(!isRoot)('large reads of 9,000 rules', () => {
       const client = connect(socket);
       client.on('error', () => undefined);
       client.write('GET /v1/config HTTP/1.1\r\nHost: x\r\n\r\n');
-      // The build of 9,000 rules takes a second or so on its thread: gone while it runs.
+      // The build of 9,000 rules takes a second or so on its thread (flow-style entries: the `yaml` package's
+      // document, not the splice): gone while it runs.
       await until(() => runningConfigThreads().live > 0, 'the build to start');
       client.destroy();
       await until(() => runningConfigThreads().live === 0, 'the thread to go');

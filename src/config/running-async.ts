@@ -1,5 +1,7 @@
 /**
- * runningConfigYaml on a thread of its own (src/config/running-worker.ts),
+ * The running config's YAML (splicedRunningYaml where the file's entries'
+ * places are known, else runningConfigYaml) on a thread of its own
+ * (src/config/running-worker.ts),
  * for a daemon that is serving: with bench:daemon's 11.6 MB config
  * (131,072 rules) the `yaml` package's document took 8 s to parse and
  * print, and GET /v1/config held the event loop 9-13 s in one turn (no
@@ -16,6 +18,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { inflateRawSync } from 'node:zlib';
+import type { ItemSpans } from './load.js';
 import type { HeldText } from './parse-pieces.js';
 import type { RunningRule, RunningSection } from './running.js';
 
@@ -33,6 +36,8 @@ export interface CompactSection {
 /** What the thread is given. */
 export interface RunningJob {
   readonly held: HeldText;
+  /** Where each file entry is in the held text (the config read from it): the YAML is spliced from the text (src/config/running-splice.ts). */
+  readonly spans?: ItemSpans | undefined;
   readonly sections: readonly CompactSection[];
   readonly origins: boolean;
   /** The YAML as a JSON string's bytes (an API answer's member) rather than as itself. */
@@ -79,20 +84,21 @@ export class RunningConfigAbandoned extends Error {
 }
 
 /**
- * runningConfigYaml(heldText(held), expandSections(sections), o) as UTF-8
- * bytes, made on a thread of its own. `signal`: its abort (the client
+ * The running config's YAML (spliced with `o.spans`, the places of the
+ * held text's entries, else runningConfigYaml(heldText(held),
+ * expandSections(sections), o)) as UTF-8 bytes, made on a thread of its own. `signal`: its abort (the client
  * went away) stops the thread, which would otherwise build for seconds
  * more (13-18 s at 131,072 rules) while the next build waits behind it;
  * the promise then rejects with RunningConfigAbandoned once the thread
  * has exited.
  */
-export function runningConfigOffLoop(held: HeldText, sections: readonly CompactSection[], o: { origins: boolean; asJsonString: boolean; signal?: AbortSignal }): Promise<Buffer> {
+export function runningConfigOffLoop(held: HeldText, sections: readonly CompactSection[], o: { origins: boolean; asJsonString: boolean; signal?: AbortSignal; spans?: ItemSpans | undefined }): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     if (o.signal?.aborted === true) {
       reject(new RunningConfigAbandoned());
       return;
     }
-    const job: RunningJob = { held, sections, origins: o.origins, asJsonString: o.asJsonString };
+    const job: RunningJob = { held, sections, origins: o.origins, asJsonString: o.asJsonString, spans: o.spans };
     const worker = new Worker(workerUrl(), { workerData: job });
     threads.live++;
     let settled = false;

@@ -6,6 +6,9 @@
  * left alone is the file's own node, comments and all; an entry the API
  * replaced keeps the comments of the one it replaces; a deleted entry goes
  * with its comments; everything outside the rule sections is untouched.
+ * For a file whose entries' places are known (block YAML) the thread
+ * splices the text instead (src/config/running-splice.ts: 13-15 s -> about
+ * 1 s at 131,072 rules); this is the way for the others (JSON, flow style).
  * Docs: docs/config.md, "Running, saved and API config".
  */
 import type { Node, YAMLSeq } from 'yaml';

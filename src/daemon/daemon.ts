@@ -21,7 +21,7 @@ import type { ChildProcess } from 'node:child_process';
 import { readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
-import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed } from '../config/load.js';
+import { DEFAULT_MAX_SESSIONS, itemSpansOf, parseConfig, peekSettings, placed, type ItemSpans } from '../config/load.js';
 import { apiWhere } from '../config/keys.js';
 import { deflatedFile, parseConfigOffLoop, rulesCrossed, rulesKept } from '../config/parse-async.js';
 import { runningConfigOffLoop, type CompactSection } from '../config/running-async.js';
@@ -1315,15 +1315,22 @@ export class Daemon {
    * went away; the thread is stopped (RunningConfigAbandoned).
    */
   async runningConfig(o: { origins?: boolean; signal?: AbortSignal } = {}): Promise<{ file: string; sha256: string; apiChanges: number; yamlJson: Buffer }> {
-    const { held, sections, file, sha256, apiChanges } = await this.#serial.run(async () => ({
+    const { held, spans, sections, file, sha256, apiChanges } = await this.#serial.run(async () => ({
       held: this.#configText.heldText(),
+      spans: this.#heldSpans(),
       sections: await this.#runningSections(),
       file: this.config.file,
       sha256: this.#configSha,
       apiChanges: overlaySize(this.#rules.overlay),
     }));
-    const yamlJson = await runningConfigOffLoop(held, sections, { origins: o.origins === true, asJsonString: true, ...(o.signal === undefined ? {} : { signal: o.signal }) });
+    const yamlJson = await runningConfigOffLoop(held, sections, { origins: o.origins === true, asJsonString: true, spans, ...(o.signal === undefined ? {} : { signal: o.signal }) });
     return { file, sha256, apiChanges, yamlJson };
+  }
+
+  /** Where each entry of the held config text is (the config read from it), when its reader knew. */
+  #heldSpans(): ItemSpans | undefined {
+    const owner = this.#configText.owner;
+    return owner === undefined ? undefined : itemSpansOf(owner as Config);
   }
 
   /**
@@ -1391,7 +1398,7 @@ export class Daemon {
       await unedited('since the daemon loaded it');
       const saved = overlaySize(this.#rules.overlay);
       // Built and read again on threads of their own (the event loop serves meanwhile; changes wait for the save).
-      const yaml = await runningConfigOffLoop(this.#configText.heldText(), await this.#runningSections(), { origins: false, asJsonString: false });
+      const yaml = await runningConfigOffLoop(this.#configText.heldText(), await this.#runningSections(), { origins: false, asJsonString: false, spans: this.#heldSpans() });
       const config = await parseConfigOffLoop(yaml, file);
       // Seconds may have passed: stopped meanwhile, nothing is written; the file edited meanwhile, the same refusal.
       this.#stillRunning();

@@ -82,6 +82,11 @@ export class KeptText {
     this.#deflated = deflated;
   }
 
+  /** The config the held text was read into (set with it). */
+  get owner(): object | undefined {
+    return this.#owner;
+  }
+
   /** What is held, if it was set with this owner. */
   source(owner: object): HeldText | undefined {
     return owner === this.#owner ? this.heldText() : undefined;
