@@ -148,6 +148,20 @@ describe.skipIf(!isRoot)('large reads of 9,000 rules', () => {
         expect(again, JSON.stringify(since)).toBe(reads);
         expect([...rows.rules]).toEqual([...once(cfg, { rules: 'all' }).rules]);
       }
+      // No rule listed (/metrics' default read): a local SID's id given back reads again (its packets would be
+      // summed under the function of the local SID that took the id); a policy's does not.
+      const localSidId = t.localsidRule(d.rules.effective().localsids[0]!.sid)!;
+      expect(localSidId).toBeGreaterThanOrEqual(20_000);
+      for (const [since, reads] of [
+        [[localSidId], 1],
+        [[t.policyRule(parseIpv4Prefix('10.0.0.0/24', 't'))!], 0],
+      ] as const) {
+        Object.assign(t, { reclaimedSince: () => since });
+        again = 0;
+        const none = await dp.countersRowsAsync(cfg, { rules: 'none', sliceMs: 0 });
+        expect(again, `rules none, ${JSON.stringify(since)}`).toBe(reads);
+        expect(none.functions).toEqual(once(cfg, { rules: 'none' }).functions);
+      }
     } finally {
       delete (t as unknown as Record<string, unknown>)['reclaimedSince'];
       delete (dp as unknown as Record<string, unknown>)['countersRows'];

@@ -886,10 +886,19 @@ class LoadedDataplane implements Dataplane {
     }
     // A deleted rule's id given back to its pool meanwhile may have been taken by a rule looked up after it,
     // which would be listed with the figures the slot had for the rule before: if a listed row has such an
-    // id, read again in one go (rare: a new rule took a just-reclaimed id within the read).
+    // id, read again in one go (rare: a new rule took a just-reclaimed id within the read). So would a local
+    // SID's packets be summed under the function of the local SID that took its id (the per-function totals
+    // look the local SIDs up when a slot has packets, after the map was read): a local SID id given back
+    // meanwhile reads again too, whatever is listed.
     const since = this.rules.reclaimedSince(reclaimed);
-    if (since === undefined || (since.length > 0 && rows.rules.hasAnyId(new Set(since)))) return this.countersRows(config, o);
+    if (since === undefined || (since.length > 0 && (rows.rules.hasAnyId(new Set(since)) || this.#anyLocalSidId(since)))) return this.countersRows(config, o);
     return rows;
+  }
+
+  /** Whether any of these rule ids is a local SID's (their ids follow the policies'). */
+  #anyLocalSidId(ids: readonly number[]): boolean {
+    const s = this.config.settings;
+    return ids.some((id) => id >= s.maxPolicies && id < s.maxPolicies + s.maxLocalSids);
   }
 
   /** The counters of one read of the counter map, yielding where a turn of the event loop may run (every SLICE_MS of listed rules: countersRowsAsync). */
