@@ -148,7 +148,9 @@ function parseConfigText(text: string, file: string, onSettings: ((s: Settings) 
     asRead = new RulesAsRead(src);
     top = fastJson(src, text);
   }
-  if (top === NOT_JSON) top = parseBlockYaml(text, (key) => asRead.hook(key));
+  const tryBlock = top === NOT_JSON;
+  if (tryBlock) top = parseBlockYaml(text, (key) => asRead.hook(key));
+  const readByBlock = tryBlock && top !== NOT_BLOCK;
   // js-yaml reads it all again: nothing read during the block reader's try counts.
   if (top === NOT_BLOCK) asRead = new RulesAsRead(src);
   if (top === NOT_BLOCK) try {
@@ -203,7 +205,26 @@ function parseConfigText(text: string, file: string, onSettings: ((s: Settings) 
     if (s !== undefined) spans[k] = s;
   }
   if (Object.keys(spans).length > 0) keepItemSpans(config, spans);
+  if (readByBlock) blockRead.add(config);
   return config;
+}
+
+const blockRead = new WeakSet<Config>();
+
+/**
+ * Whether the config was read from its text by the block YAML reader (the
+ * whole file: its top-level keys unquoted at the first column, each rule
+ * section's entries located by its item spans, none if the section is
+ * empty): what the running config's splice needs of the text
+ * (src/config/running-splice.ts).
+ */
+export function readByBlockReader(config: Config): boolean {
+  return blockRead.has(config);
+}
+
+/** The same mark, for a config the parser's thread read (src/config/parse-async.ts). */
+export function markReadByBlockReader(config: Config): void {
+  blockRead.add(config);
 }
 
 /**

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ConfigError } from './errors.js';
 import { SECTION_KEY, seedRuleKey } from './keys.js';
-import { itemSpansOf, keepItemSpans, keepRuleIndex } from './load.js';
+import { itemSpansOf, keepItemSpans, keepRuleIndex, markReadByBlockReader } from './load.js';
 import { KEPT, type FromParser, type HeldText, type PreviousText, type Section } from './parse-pieces.js';
 import { sameData } from './same.js';
 import type { Config, LocalSid, Policy, Session } from './types.js';
@@ -181,6 +181,7 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
             for (const s of ['policies', 'localsids', 'sessions'] as const) keepRuleIndex(lists[s] as never[], indexes[s] as never);
             counts.set(config, { kept, crossed });
             if (m.spans !== undefined) keepItemSpans(config, m.spans);
+            if (m.block === true) markReadByBlockReader(config);
             if (m.deflated !== undefined) deflatedFiles.set(config, Buffer.from(m.deflated.buffer, m.deflated.byteOffset, m.deflated.byteLength));
             resolve(config);
           });

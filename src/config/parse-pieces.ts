@@ -42,7 +42,7 @@ export type FromParser =
   /** A rule, or KEPT (its key then ''). */
   | { readonly t: 'rules'; readonly section: Section; readonly rules: unknown[]; readonly keys: string[] }
   /** The file deflated (as KeptText keeps it), and where its rules are (for the next reload). */
-  | { readonly t: 'done'; readonly deflated?: Uint8Array; readonly spans?: ItemSpans }
+  | { readonly t: 'done'; readonly deflated?: Uint8Array; readonly spans?: ItemSpans; /** read by the block YAML reader (readByBlockReader) */ readonly block?: true }
   | { readonly t: 'refused'; readonly file: string; readonly path: string; readonly reason: string; readonly line?: number }
   | { readonly t: 'failed'; readonly message: string };
 

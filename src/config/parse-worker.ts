@@ -14,7 +14,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { deflateRaw } from 'node:zlib';
 import { ConfigError } from './errors.js';
-import { itemSpansOf, parseConfig, type ItemSpans } from './load.js';
+import { itemSpansOf, parseConfig, readByBlockReader, type ItemSpans } from './load.js';
 import { pieces, sameAsBefore, type FromParser, type PreviousText } from './parse-pieces.js';
 
 const port = parentPort;
@@ -47,7 +47,7 @@ if (port !== null) {
         return;
       }
       const finish = (d: Buffer | undefined, spans: ItemSpans | undefined): void => {
-        const done: FromParser = { t: 'done', ...(d === undefined ? {} : { deflated: d }), ...(spans === undefined ? {} : { spans }) };
+        const done: FromParser = { t: 'done', ...(d === undefined ? {} : { deflated: d }), ...(spans === undefined ? {} : { spans }), ...(readByBlockReader(config) ? { block: true as const } : {}) };
         // Moved, not copied: a Buffer of its own (not a slice of the pool) can give its memory away.
         const moved = [...(d !== undefined && d.byteOffset === 0 && d.byteLength === d.buffer.byteLength ? [d.buffer] : []), ...Object.values(spans ?? {}).map((s) => s.buffer)];
         port.postMessage(done, moved as ArrayBuffer[]);

@@ -7,9 +7,9 @@
  * and everything else is the file's text as it is. With 131,072 rules the
  * `yaml` package's document (runningConfigYaml, src/config/running.ts)
  * took 13-18 s to parse and print the file; this takes well under a
- * second. undefined when it cannot be used (JSON or flow style, a section
- * the file has but whose entries were not located): the caller builds the
- * document then.
+ * second. undefined when it cannot be used (a text the block reader did
+ * not read, a section the file lists without entries): the caller builds
+ * the document then.
  *
  * Comments, as the document does: an entry kept is its own lines; the
  * comment lines between two entries go with the entry after them (a
@@ -19,7 +19,8 @@
  * saved from `config show` output has them); with `origins`, each entry
  * gets its own.
  */
-import type { ItemSpans } from './load.js';
+import { itemSpansOf, readByBlockReader, type ItemSpans } from './load.js';
+import type { Config } from './types.js';
 import type { CompactSection } from './running-async.js';
 import { yamlDoc } from './yaml-doc.js';
 
@@ -64,16 +65,30 @@ function originLine(indent: string, origin: string): string {
   return `${indent}# origin: ${origin}\n`;
 }
 
+/**
+ * What splicedRunningYaml needs of the config read from the text: its item
+ * spans if the block YAML reader read it ({} when it has no rules), else
+ * undefined (the document is built then).
+ */
+export function spansForSplice(config: Config): ItemSpans | undefined {
+  return readByBlockReader(config) ? (itemSpansOf(config) ?? {}) : undefined;
+}
+
+/**
+ * `spans`: the item spans of the config the block YAML reader read from
+ * `text` ({} when it has no rules); undefined for any other text (JSON,
+ * flow style, a file js-yaml read, whose sections it cannot find by their
+ * keys): the caller builds the document.
+ */
 export function splicedRunningYaml(text: string, spans: ItemSpans | undefined, sections: readonly CompactSection[], o: { origins: boolean }): string | undefined {
-  const first = /\S/.exec(text);
-  if (first !== null && (first[0] === '{' || first[0] === '[')) return undefined;
+  if (spans === undefined) return undefined;
   // The sections' regions in the text, replaced from the last so the offsets before stay good.
   const edits: { from: number; to: number; text: string }[] = [];
   const appended: string[] = [];
   for (const s of sections) {
-    const sp = spans?.[s.section as keyof ItemSpans];
+    const sp = spans[s.section as keyof ItemSpans];
     if (sp === undefined) {
-      // A section the file lists with no entry the reader located (empty, or read otherwise): the document's way.
+      // A section the file lists without entries (the block reader's keys are unquoted, at the first column): the document's way.
       if (new RegExp(`^${s.section}[ \\t]*:`, 'm').test(text)) return undefined;
       if (s.order.length === 0) continue;
       const indent = '  ';
@@ -121,8 +136,8 @@ export function splicedRunningYaml(text: string, spans: ItemSpans | undefined, s
 function leadingComments(text: string, at: number): { from: number; to: number } {
   let from = at;
   while (from > 0) {
-    const start = text.lastIndexOf('\n', from - 2) + 1;
-    if (isContent(text.slice(start, from))) break;
+    const start = from >= 2 ? text.lastIndexOf('\n', from - 2) + 1 : 0;
+    if (start >= from || isContent(text.slice(start, from))) break;
     from = start;
   }
   return { from, to: at };

@@ -21,10 +21,11 @@ import type { ChildProcess } from 'node:child_process';
 import { readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
-import { DEFAULT_MAX_SESSIONS, itemSpansOf, parseConfig, peekSettings, placed, type ItemSpans } from '../config/load.js';
+import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed, type ItemSpans } from '../config/load.js';
+import { spansForSplice } from '../config/running-splice.js';
 import { apiWhere } from '../config/keys.js';
 import { deflatedFile, parseConfigOffLoop, rulesCrossed, rulesKept } from '../config/parse-async.js';
-import { runningConfigOffLoop, type CompactSection } from '../config/running-async.js';
+import { RunningConfigAbandoned, runningConfigOffLoop, type CompactSection } from '../config/running-async.js';
 import type { RunningRule } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
@@ -1315,22 +1316,32 @@ export class Daemon {
    * went away; the thread is stopped (RunningConfigAbandoned).
    */
   async runningConfig(o: { origins?: boolean; signal?: AbortSignal } = {}): Promise<{ file: string; sha256: string; apiChanges: number; yamlJson: Buffer }> {
-    const { held, spans, sections, file, sha256, apiChanges } = await this.#serial.run(async () => ({
+    const { held, spans, sections, file, sha256, apiChanges } = await this.#serial.run(async () => {
+      // Gone while waiting for the changes before it: nothing to gather.
+      if (o.signal?.aborted === true) throw new RunningConfigAbandoned();
+      return {
       held: this.#configText.heldText(),
       spans: this.#heldSpans(),
       sections: await this.#runningSections(),
       file: this.config.file,
       sha256: this.#configSha,
       apiChanges: overlaySize(this.#rules.overlay),
-    }));
+      };
+    });
     const yamlJson = await runningConfigOffLoop(held, sections, { origins: o.origins === true, asJsonString: true, spans, ...(o.signal === undefined ? {} : { signal: o.signal }) });
     return { file, sha256, apiChanges, yamlJson };
   }
 
-  /** Where each entry of the held config text is (the config read from it), when its reader knew. */
+  /**
+   * Where each entry of the held config text is, when the block YAML
+   * reader read it (the config read from it: its owner): {} for such a
+   * file without rules. Undefined for any other text (JSON, flow style, a
+   * file js-yaml read): the running config is then the document's
+   * (src/config/running.ts), not spliced.
+   */
   #heldSpans(): ItemSpans | undefined {
-    const owner = this.#configText.owner;
-    return owner === undefined ? undefined : itemSpansOf(owner as Config);
+    const owner = this.#configText.owner as Config | undefined;
+    return owner === undefined ? undefined : spansForSplice(owner);
   }
 
   /**
