@@ -222,7 +222,7 @@ export function readByBlockReader(config: Config): boolean {
   return blockRead.has(config);
 }
 
-/** The same mark, for a config the parser's thread read (src/config/parse-async.ts). */
+/** The same mark, for a config the parser's thread read (src/config/parse-async.ts only: the thread read the text). */
 export function markReadByBlockReader(config: Config): void {
   blockRead.add(config);
 }

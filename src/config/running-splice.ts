@@ -71,7 +71,11 @@ function originLine(indent: string, origin: string): string {
  * undefined (the document is built then).
  */
 export function spansForSplice(config: Config): ItemSpans | undefined {
-  return readByBlockReader(config) ? (itemSpansOf(config) ?? {}) : undefined;
+  if (!readByBlockReader(config)) return undefined;
+  const spans = itemSpansOf(config);
+  if (spans !== undefined) return spans;
+  // None kept for a config with rules (lost on the way from the parser's thread): the document.
+  return config.policies.length + config.localsids.length + (config.sessions?.length ?? 0) === 0 ? {} : undefined;
 }
 
 /**

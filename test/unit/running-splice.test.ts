@@ -8,7 +8,7 @@
  * comment an entry with `origins`, none from the file.
  */
 import { describe, expect, it } from 'vitest';
-import { itemSpansOf, parseConfig, readByBlockReader, type ItemSpans } from '../../src/config/load.js';
+import { itemSpansOf, markReadByBlockReader, parseConfig, readByBlockReader, type ItemSpans } from '../../src/config/load.js';
 import { parseConfigOffLoop } from '../../src/config/parse-async.js';
 import { expandSections, type CompactSection } from '../../src/config/running-async.js';
 import { runningConfigYaml, type RunningRule } from '../../src/config/running.js';
@@ -144,6 +144,14 @@ describe('the running config spliced from the file', () => {
     const { spliced, doc } = both(text, [{ section: 'policies', order: Int32Array.of(-1), rules: [api(1)] }], false);
     expect(spliced.startsWith(text)).toBe(true);
     expect(readBack(spliced)).toEqual(readBack(doc));
+  });
+
+  it('a marked config with rules but no spans kept (lost on the way): the document', () => {
+    const c = parseConfig(text, FILE);
+    expect(spansForSplice({ ...c })).toBeUndefined(); // a copy: neither the mark nor the spans
+    const marked = { ...c };
+    markReadByBlockReader(marked);
+    expect(spansForSplice(marked)).toBeUndefined();
   });
 
   it('the mark crosses from the parser\'s thread (a reload): block YAML marked, JSON not', async () => {
