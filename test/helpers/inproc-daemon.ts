@@ -22,11 +22,11 @@ export interface InProcDaemon {
 
 /**
  * Start a daemon on `config` (YAML text), instance `<name><pid>`, warnings
- * and worse logged nowhere. `netns`: the daemon's --netns, which moves this
+ * and worse logged nowhere. `object`: the daemon's --object. `netns`: the daemon's --netns, which moves this
  * thread into that namespace for good (a test file of its own: vitest runs
  * each file in a process of its own).
  */
-export async function startInProcDaemon(name: string, config: string, o: { netns?: string } = {}): Promise<InProcDaemon> {
+export async function startInProcDaemon(name: string, config: string, o: { netns?: string; object?: string } = {}): Promise<InProcDaemon> {
   const dir = mkdtempSync(join(tmpdir(), `mup-${name}-`));
   const bpffs = join(dir, 'bpffs');
   const configPath = join(dir, 'mup.yaml');
@@ -39,6 +39,7 @@ export async function startInProcDaemon(name: string, config: string, o: { netns
     stateFile: join(dir, 'state.json'),
     detachOnExit: true,
     ...(o.netns === undefined ? {} : { netns: o.netns }),
+    ...(o.object === undefined ? {} : { object: o.object }),
     log: createLogger({ instance: 'test', level: 'warn', json: true, stream: quiet }),
   });
   const stop = (): void => {
