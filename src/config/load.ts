@@ -544,7 +544,7 @@ function jsonItems(text: string, i: number, each: ItemRead, done: (list: unknown
 
 /** The JSON value at `i`, JSON.parse'd alone and given to `take`; the index past it, or -1 (invalid, or a key repeated in one of its objects). */
 function jsonPiece(text: string, i: number, take: (v: unknown) => void): number {
-  const end = jsonValueEnd(text, i);
+  const end = jsonValueScan(text, i);
   if (end < 0) return -1;
   try {
     take(JSON.parse(text.slice(i, end)));
@@ -578,10 +578,11 @@ function jsonKey(text: string, i: number, end: number): string | undefined {
 /**
  * Where the JSON value at `i` ends (the index past it), matching brackets
  * outside strings; -1 when it does not end, or when one of its objects
- * gives a key twice (YAML refuses that, JSON.parse would keep the last).
- * Not a validator: JSON.parse of the piece is.
+ * gives a key twice (YAML refuses that, JSON.parse would keep the last):
+ * that key and where, in `repeated` if given. Not a validator: JSON.parse
+ * of the piece is.
  */
-function jsonValueEnd(text: string, i: number): number {
+function jsonValueScan(text: string, i: number, repeated?: { key?: string; offset?: number }): number {
   const first = text.charCodeAt(i);
   if (first === 0x22) return jsonStringEnd(text, i);
   if (first !== 0x7b && first !== 0x5b) {
@@ -604,7 +605,11 @@ function jsonValueEnd(text: string, i: number): number {
       const top = stack[stack.length - 1];
       if (keyNext && top) {
         const key = jsonKey(text, j, end);
-        if (key === undefined || top.has(key)) return -1;
+        if (key === undefined) return -1;
+        if (top.has(key)) {
+          if (repeated !== undefined) Object.assign(repeated, { key, offset: j });
+          return -1;
+        }
         top.add(key);
         keyNext = false;
       }
@@ -627,44 +632,9 @@ function jsonValueEnd(text: string, i: number): number {
 
 /** The first key repeated within one object of valid JSON text, and where. */
 export function repeatedJsonKey(text: string): { key: string; offset: number } | undefined {
-  // Objects hold the keys seen so far, arrays null.
-  const stack: (Set<string> | null)[] = [];
-  let keyNext = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22 /* " */) {
-      let j = i + 1;
-      let escaped = false;
-      for (; j < text.length; j++) {
-        const d = text.charCodeAt(j);
-        if (d === 0x5c /* \ */) {
-          escaped = true;
-          j++;
-        } else if (d === 0x22) {
-          break;
-        }
-      }
-      const top = stack[stack.length - 1];
-      if (keyNext && top) {
-        const key = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
-        if (top.has(key)) return { key, offset: i };
-        top.add(key);
-        keyNext = false;
-      }
-      i = j;
-    } else if (c === 0x7b /* { */) {
-      stack.push(new Set());
-      keyNext = true;
-    } else if (c === 0x5b /* [ */) {
-      stack.push(null);
-      keyNext = false;
-    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
-      stack.pop();
-    } else if (c === 0x2c /* , */) {
-      keyNext = stack[stack.length - 1] !== null;
-    }
-  }
-  return undefined;
+  const repeated: { key?: string; offset?: number } = {};
+  jsonValueScan(text, jsonSpace(text, 0), repeated);
+  return repeated.key === undefined ? undefined : { key: repeated.key, offset: repeated.offset! };
 }
 
 // ---------------------------------------------------------------------------

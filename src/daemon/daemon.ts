@@ -25,6 +25,7 @@ import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed, type ItemSpans
 import { spansForSplice } from '../config/running-splice.js';
 import { apiWhere } from '../config/keys.js';
 import { deflatedFile, parseConfigOffLoop, rulesCrossed, rulesKept } from '../config/parse-async.js';
+import type { HeldText } from '../config/parse-pieces.js';
 import { RunningConfigAbandoned, runningConfigOffLoop, type CompactSection } from '../config/running-async.js';
 import type { RunningRule } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
@@ -1316,32 +1317,27 @@ export class Daemon {
    * went away; the thread is stopped (RunningConfigAbandoned).
    */
   async runningConfig(o: { origins?: boolean; signal?: AbortSignal } = {}): Promise<{ file: string; sha256: string; apiChanges: number; yamlJson: Buffer }> {
-    const { held, spans, sections, file, sha256, apiChanges } = await this.#serial.run(async () => {
+    const { running, file, sha256, apiChanges } = await this.#serial.run(async () => {
       // Gone while waiting for the changes before it: nothing to gather.
       if (o.signal?.aborted === true) throw new RunningConfigAbandoned();
-      return {
-      held: this.#configText.heldText(),
-      spans: this.#heldSpans(),
-      sections: await this.#runningSections(),
-      file: this.config.file,
-      sha256: this.#configSha,
-      apiChanges: overlaySize(this.#rules.overlay),
-      };
+      return { running: await this.#running(), file: this.config.file, sha256: this.#configSha, apiChanges: overlaySize(this.#rules.overlay) };
     });
-    const yamlJson = await runningConfigOffLoop(held, sections, { origins: o.origins === true, asJsonString: true, spans, ...(o.signal === undefined ? {} : { signal: o.signal }) });
+    const yamlJson = await runningConfigOffLoop(running.held, running.sections, { origins: o.origins === true, asJsonString: true, spans: running.spans, ...(o.signal === undefined ? {} : { signal: o.signal }) });
     return { file, sha256, apiChanges, yamlJson };
   }
 
   /**
-   * Where each entry of the held config text is, when the block YAML
-   * reader read it (the config read from it: its owner): {} for such a
-   * file without rules. Undefined for any other text (JSON, flow style, a
-   * file js-yaml read): the running config is then the document's
-   * (src/config/running.ts), not spliced.
+   * What the running config's thread builds from (the caller holds the
+   * serial section): the config text held, the running rules
+   * (#runningSections), and where each entry of that text is when the
+   * block YAML reader read it (the config read from it: its owner; {} for
+   * such a file without rules). No spans for any other text (JSON, flow
+   * style, a file js-yaml read): the running config is then the
+   * document's (src/config/running.ts), not spliced.
    */
-  #heldSpans(): ItemSpans | undefined {
+  async #running(): Promise<{ held: HeldText; spans: ItemSpans | undefined; sections: CompactSection[] }> {
     const owner = this.#configText.owner as Config | undefined;
-    return owner === undefined ? undefined : spansForSplice(owner);
+    return { held: this.#configText.heldText(), spans: owner === undefined ? undefined : spansForSplice(owner), sections: await this.#runningSections() };
   }
 
   /**
@@ -1409,7 +1405,8 @@ export class Daemon {
       await unedited('since the daemon loaded it');
       const saved = overlaySize(this.#rules.overlay);
       // Built and read again on threads of their own (the event loop serves meanwhile; changes wait for the save).
-      const yaml = await runningConfigOffLoop(this.#configText.heldText(), await this.#runningSections(), { origins: false, asJsonString: false, spans: this.#heldSpans() });
+      const running = await this.#running();
+      const yaml = await runningConfigOffLoop(running.held, running.sections, { origins: false, asJsonString: false, spans: running.spans });
       const config = await parseConfigOffLoop(yaml, file);
       // Seconds may have passed: stopped meanwhile, nothing is written; the file edited meanwhile, the same refusal.
       this.#stillRunning();
