@@ -7,11 +7,13 @@
 
 #include "maps.h"
 
-/* Keep enum mup_event and enum mup_limits in the object's BTF, where user
- * space reads the event names and checks the limits: clang emits a type only
- * when something uses it by name. */
+/* Keep enum mup_event, enum mup_limits and enum mup_function in the object's
+ * BTF, where user space reads the event names and checks the limits and the
+ * retired slots' order: clang emits a type only when something uses it by
+ * name. */
 const volatile enum mup_event mup_event_names __attribute__((used)) = MUP_EV_MAX;
 const volatile enum mup_limits mup_limits_btf __attribute__((used)) = MUP_MAX_SEGS;
+const volatile enum mup_function mup_function_btf __attribute__((used)) = MUP_FN_COUNT;
 
 static __always_inline void mup_count(__u32 slot, __u32 bytes)
 {

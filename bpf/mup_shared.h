@@ -16,6 +16,7 @@ enum mup_limits {
 	MUP_MAX_SEGS = 4,      /* policy segments S1..Sk before the last SID */
 	MUP_MAX_PLENS = 16,    /* distinct prefix lengths per table */
 	MUP_EVENT_SLOTS = 64,  /* counter slots before the per-rule ones */
+	MUP_RETIRED_SLOT = 58, /* first of the MUP_FN_COUNT slots of rules gone (enum mup_function) */
 	MUP_GTPU_PORT = 2152,
 };
 
@@ -261,6 +262,32 @@ enum mup_event {
 	MUP_EV_DROP_ECHO_BAD_CHECKSUM = 56,    /* Echo Request, UDP checksum wrong (or 0 over IPv6): not answered (echo.h) */
 	MUP_EV_MAX = 57,
 };
+
+/*
+ * Translation functions, in the order of their "retired" counter slots
+ * MUP_RETIRED_SLOT + fn (58..63, after the events). Each holds what the
+ * rules of that function that are gone had counted. The program never
+ * writes them: user space adds a deleted rule's counts there when it zeroes
+ * the rule's slot, and moves a local SID's counts when its behaviour
+ * changes, so that a function's total (its retired slot plus its rules'
+ * slots, modulo 2^64) never goes down (src/dataplane/tables.ts). A local
+ * SID's function is MUP_FN_END_M_GTP4_E + its enum mup_behavior.
+ */
+enum mup_function {
+	MUP_FN_H_M_GTP4_D = 0,
+	MUP_FN_END_M_GTP4_E = 1,
+	MUP_FN_END_M_GTP6_E = 2,
+	MUP_FN_END_M_GTP6_D = 3,
+	MUP_FN_END_M_GTP6_D_DI = 4,
+	MUP_FN_H_M_SESSION_ENCAPS = 5,
+	MUP_FN_COUNT = 6,
+};
+_Static_assert(MUP_EV_MAX <= MUP_RETIRED_SLOT, "event slots run into the retired slots");
+_Static_assert(MUP_RETIRED_SLOT + MUP_FN_COUNT <= MUP_EVENT_SLOTS, "retired slots run into the rule slots");
+_Static_assert(MUP_FN_END_M_GTP4_E + MUP_BEH_GTP6E == MUP_FN_END_M_GTP6_E &&
+	       MUP_FN_END_M_GTP4_E + MUP_BEH_GTP6D == MUP_FN_END_M_GTP6_D &&
+	       MUP_FN_END_M_GTP4_E + MUP_BEH_GTP6D_DI == MUP_FN_END_M_GTP6_D_DI,
+	       "a local SID's function is MUP_FN_END_M_GTP4_E + its behaviour");
 
 /* ------------------------------------------------------------------------
  * Latency probe (bpf/probe.h, src/probe/). With mup_config.probe_flags set,

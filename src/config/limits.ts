@@ -13,8 +13,10 @@ export const MUP_LIMITS = {
   MUP_MAX_PLENS: 16,
   /** Counter slots before the per-rule ones (one per `enum mup_event` value). */
   MUP_EVENT_SLOTS: 64,
+  /** First of the slots, one per `enum mup_function`, holding the counts of rules that are gone (src/dataplane/tables.ts). */
+  MUP_RETIRED_SLOT: 58,
   /** GTP-U UDP port (3GPP TS 29.281). */
   MUP_GTPU_PORT: 2152,
 } as const;
 
-export const { MUP_MAX_SEGS, MUP_MAX_PLENS, MUP_EVENT_SLOTS } = MUP_LIMITS;
+export const { MUP_MAX_SEGS, MUP_MAX_PLENS, MUP_EVENT_SLOTS, MUP_RETIRED_SLOT } = MUP_LIMITS;

@@ -4,7 +4,7 @@
  * MUP_LIMITS), and eventNames() reads the counter event names from
  * `enum mup_event`.
  */
-import { ENUMS, LAYOUTS, MUP_EVENT_SLOTS, MUP_LIMITS, type StructLayout } from './codec.js';
+import { ENUMS, LAYOUTS, MUP_EVENT_SLOTS, MUP_LIMITS, MUP_RETIRED_SLOT, type StructLayout } from './codec.js';
 import { btfEnum, btfStruct, objectBtf, type BpfObject, type Btf } from './libbpf.js';
 import { PROBE_ENUMS, PROBE_LAYOUTS } from './probe-layout.js';
 
@@ -84,8 +84,8 @@ export function checkLayouts(obj: BpfObject, what = 'the BPF object'): void {
   problems.push(...probeProblems(btf, false));
   const events = btfEnum(btf, 'mup_event');
   for (const [k, v] of events ?? []) {
-    if (k !== 'MUP_EV_MAX' && (v < 0 || v >= MUP_EVENT_SLOTS)) {
-      problems.push(`${k} = ${v} is outside the ${MUP_EVENT_SLOTS} event slots`);
+    if (k !== 'MUP_EV_MAX' && (v < 0 || v >= MUP_RETIRED_SLOT)) {
+      problems.push(`${k} = ${v} is outside the event slots 0..${MUP_RETIRED_SLOT - 1} (the ${MUP_EVENT_SLOTS - MUP_RETIRED_SLOT} after them hold the counts of rules that are gone)`);
     }
   }
   if (problems.length > 0) throw new LayoutError(what, problems);

@@ -8,7 +8,7 @@
  * except mup_policy_key.daddr and .teid, which are network order. Addresses
  * (__u8[16]) are network order by nature.
  */
-import { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS } from '../config/limits.js';
+import { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS, MUP_RETIRED_SLOT } from '../config/limits.js';
 import { whereText } from '../config/keys.js';
 import type { ContainerMode, ForwardingMode, LocalSid, LocalSidBehavior, Policy, Session, Settings, SrhMode, TeidPrefix } from '../config/types.js';
 import { encodeGtp4Sid, encodeGtp4Src } from '../sid/mobile.js';
@@ -16,7 +16,7 @@ import type { Ipv4Addr, Teid, Qfi } from '../sid/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 
 /** `enum mup_limits`, defined once in src/config/limits.ts; checked against BTF by checkLayouts(). */
-export { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS };
+export { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS, MUP_RETIRED_SLOT };
 
 export interface MemberLayout {
   readonly offset: number;
@@ -120,6 +120,15 @@ export const ENUMS = {
   mup_behavior: { MUP_BEH_GTP4E: 0, MUP_BEH_GTP6E: 1, MUP_BEH_GTP6D: 2, MUP_BEH_GTP6D_DI: 3 },
   mup_session_family: { MUP_SESSION_V4: 4, MUP_SESSION_V6: 6 },
   mup_policy_flag: { MUP_POL_PLAIN_SID: 1, MUP_POL_ADDR_ONLY: 2 },
+  mup_function: {
+    MUP_FN_H_M_GTP4_D: 0,
+    MUP_FN_END_M_GTP4_E: 1,
+    MUP_FN_END_M_GTP6_E: 2,
+    MUP_FN_END_M_GTP6_D: 3,
+    MUP_FN_END_M_GTP6_D_DI: 4,
+    MUP_FN_H_M_SESSION_ENCAPS: 5,
+    MUP_FN_COUNT: 6,
+  },
 } as const satisfies Record<string, Record<string, number>>;
 
 const P = LAYOUTS.mup_policy.members;

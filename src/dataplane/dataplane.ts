@@ -13,7 +13,9 @@ import { ROWS, type Rows } from '../host/rows.js';
 import { runNow, runYielding, SliceClock } from '../host/slice-clock.js';
 import {
   COUNTER_STRIDE,
+  ENUMS,
   MUP_EVENT_SLOTS,
+  MUP_RETIRED_SLOT,
   configFields,
   decodePercpuCounter,
   encodeConfig,
@@ -182,6 +184,19 @@ export const FUNCTION_OF: Readonly<Record<LocalSidBehavior, TranslationFunction>
   'end.m.gtp6.d.di': 'end_m_gtp6_d_di',
 };
 
+/** Each function's index in enum mup_function (bpf/mup_shared.h): its retired counter slot is MUP_RETIRED_SLOT + this. */
+const FUNCTION_SLOT: Readonly<Record<TranslationFunction, number>> = {
+  h_m_gtp4_d: ENUMS.mup_function.MUP_FN_H_M_GTP4_D,
+  end_m_gtp4_e: ENUMS.mup_function.MUP_FN_END_M_GTP4_E,
+  end_m_gtp6_e: ENUMS.mup_function.MUP_FN_END_M_GTP6_E,
+  end_m_gtp6_d: ENUMS.mup_function.MUP_FN_END_M_GTP6_D,
+  end_m_gtp6_d_di: ENUMS.mup_function.MUP_FN_END_M_GTP6_D_DI,
+  h_m_session_encaps: ENUMS.mup_function.MUP_FN_H_M_SESSION_ENCAPS,
+};
+/** enum mup_function -> function. */
+const SLOT_FUNCTION: readonly TranslationFunction[] = (Object.entries(FUNCTION_SLOT) as [TranslationFunction, number][]).sort((a, b) => a[1] - b[1]).map(([f]) => f);
+const U64_MASK = (1n << 64n) - 1n;
+
 /**
  * XDP attach mode. native: in the driver, the fast path (veth supports it).
  * generic: after the kernel has built an skb, for drivers without XDP
@@ -257,9 +272,11 @@ export interface Dataplane {
    * the per-function totals and the per-rule counters of the rules of
    * `config` (default: the loaded config) that are in the tables.
    * `rules` picks which rules are listed (default 'all'); the totals always
-   * sum every rule. `config` may be a function returning it: called (once)
-   * only when it is needed, so a scrape without per-rule series and without
-   * local SID packets does not build the rule lists.
+   * sum every rule, and the rules that are gone (a function's total never
+   * goes down when one of its rules is deleted, or when a local SID changes
+   * behaviour). `config` may be a function returning it: called (once) only
+   * when rules are listed, so a scrape without per-rule series does not
+   * build the rule lists.
    */
   counters(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection }): Counters;
   /** counters(), the rules as RuleCounterRows: a RuleCounter made for each as they are iterated (an answer streamed from them). */
@@ -271,8 +288,8 @@ export interface Dataplane {
    * 100-440 ms in one turn. Changes may run between the slices (a listing
    * sees them part done, as the rule listings do); if one gave a deleted
    * rule's id back to its pool meanwhile and a listed rule has that id now
-   * (it would be listed with the slot's figures of the rule before), the
-   * read is made again in one go.
+   * (it would be listed with the slot's figures of the rule before), or
+   * moved counts into the retired slots, the read is made again in one go.
    */
   countersRowsAsync(config?: ConfigOrThunk, o?: { readonly rules?: RuleSelection; readonly sliceMs?: number }): Promise<CountersRows>;
   /**
@@ -876,6 +893,7 @@ class LoadedDataplane implements Dataplane {
   async countersRowsAsync(config: ConfigOrThunk = this.config, o: { readonly rules?: RuleSelection; readonly sliceMs?: number } = {}): Promise<CountersRows> {
     this.#open();
     const reclaimed = this.rules.idsReclaimed;
+    const moved = this.rules.countsMoved;
     const b = await this.#rawInUse();
     let rows: CountersRows;
     try {
@@ -886,31 +904,24 @@ class LoadedDataplane implements Dataplane {
     }
     // A deleted rule's id given back to its pool meanwhile may have been taken by a rule looked up after it,
     // which would be listed with the figures the slot had for the rule before: if a listed row has such an
-    // id, read again in one go (rare: a new rule took a just-reclaimed id within the read). So would a local
-    // SID's packets be summed under the function of the local SID that took its id (the per-function totals
-    // look the local SIDs up when a slot has packets, after the map was read): a local SID id given back
-    // meanwhile reads again too, whatever is listed.
+    // id, read again in one go (rare: a new rule took a just-reclaimed id within the read). Counts moved
+    // into the retired slots meanwhile (a deleted rule's slot zeroed, a local SID's behaviour changed) may
+    // have been read twice or not at all (the retired slots are read first, the rule slots after; a local
+    // SID's function is looked up after the read): read again too, whatever is listed. A local SID id
+    // given back with a zero slot moves nothing: its new rule's packets are read under its new function.
     const since = this.rules.reclaimedSince(reclaimed);
-    if (since === undefined || (since.length > 0 && (rows.rules.hasAnyId(new Set(since)) || this.#anyLocalSidId(since)))) return this.countersRows(config, o);
+    if (since === undefined || this.rules.countsMoved !== moved || (since.length > 0 && rows.rules.hasAnyId(new Set(since)))) return this.countersRows(config, o);
     return rows;
-  }
-
-  /** Whether any of these rule ids is a local SID's (their ids follow the policies'). */
-  #anyLocalSidId(ids: readonly number[]): boolean {
-    const s = this.config.settings;
-    return ids.some((id) => id >= s.maxPolicies && id < s.maxPolicies + s.maxLocalSids);
   }
 
   /** The counters of one read of the counter map, yielding where a turn of the event loop may run (every SLICE_MS of listed rules: countersRowsAsync). */
   *#countersSteps(raw: Buffer, config: ConfigOrThunk, o: { readonly rules?: RuleSelection }, clock: SliceClock): Generator<void, CountersRows> {
     const which = o.rules ?? 'all';
-    // A thunk is called at most once, and only when rules are listed or a local SID slot has packets.
-    let got: RuleConfig | undefined;
-    const cfg: ConfigOrThunk = typeof config === 'function' ? () => (got ??= config()) : config;
+    // A thunk is called only when rules are listed (the totals take each local SID's function from the tables).
     const none = { policies: [], localsids: [], sessions: [] };
     const events = this.#events(raw);
-    const rules = yield* this.#ruleCounters(raw, which === 'none' ? none : typeof cfg === 'function' ? cfg() : cfg, which === 'active' ? { activeOnly: true } : typeof which === 'number' ? { limit: which } : {}, clock);
-    const functions = yield* this.#functionTotals(raw, cfg, clock);
+    const rules = yield* this.#ruleCounters(raw, which === 'none' ? none : typeof config === 'function' ? config() : config, which === 'active' ? { activeOnly: true } : typeof which === 'number' ? { limit: which } : {}, clock);
+    const functions = yield* this.#functionTotals(raw, clock);
     return { events, rules, functions };
   }
 
@@ -947,6 +958,8 @@ class LoadedDataplane implements Dataplane {
       events[name] = slots[slot] ?? { packets: 0n, bytes: 0n };
     }
     slots.forEach((v, slot) => {
+      // The retired slots after the events are not events (Tables: the counts of rules that are gone).
+      if (slot >= MUP_RETIRED_SLOT) return;
       if (!this.events.has(slot) && v.packets !== 0n) events[this.#slotName(slot)] = v;
     });
     return events;
@@ -954,25 +967,28 @@ class LoadedDataplane implements Dataplane {
 
   /**
    * Translated packets and bytes per function, from a read of slots 0..:
-   * the sum of the policy rule slots (every policy is H.M.GTP4.D) and of the
-   * local SID rule slots of `config`, by behaviour.
+   * its retired slot (what its rules that are gone counted, so the total
+   * never goes down when a rule goes), plus the sum of the policy rule slots
+   * (every policy is H.M.GTP4.D), of the local SID rule slots by the
+   * behaviour the tables wrote for each, and of the session slots.
    *
    * A scrape sums every rule slot (131,072 and more, times the CPUs): the
    * slots are read as 32-bit halves into Numbers (exact: flushed to BigInt
-   * before a sum could pass 2^53), a slot that is zero on every CPU (a rule
-   * without packets, a free slot) costs one look at its words, and `config`
-   * (the rule set's local SIDs, to know each one's behaviour) is only asked
-   * for when a local SID slot has packets.
+   * before a sum could pass 2^53), and a slot that is zero on every CPU (a
+   * rule without packets, a free slot) costs one look at its words.
    */
-  *#functionTotals(raw: Buffer, config: ConfigOrThunk, clock: SliceClock): Generator<void, Record<TranslationFunction, CounterValue>> {
+  *#functionTotals(raw: Buffer, clock: SliceClock): Generator<void, Record<TranslationFunction, CounterValue>> {
     const s = this.config.settings;
+    // Each function starts from its retired slot: what its rules that are gone counted (Tables.#retire).
+    const stride = COUNTER_STRIDE * this.#ncpus;
+    const retired = (fn: TranslationFunction): { packets: bigint; bytes: bigint } => decodePercpuCounter(raw, this.#ncpus, (MUP_RETIRED_SLOT + FUNCTION_SLOT[fn]) * stride);
     const totals: Record<TranslationFunction, { packets: bigint; bytes: bigint }> = {
-      h_m_gtp4_d: { packets: 0n, bytes: 0n },
-      end_m_gtp4_e: { packets: 0n, bytes: 0n },
-      end_m_gtp6_e: { packets: 0n, bytes: 0n },
-      end_m_gtp6_d: { packets: 0n, bytes: 0n },
-      end_m_gtp6_d_di: { packets: 0n, bytes: 0n },
-      h_m_session_encaps: { packets: 0n, bytes: 0n },
+      h_m_gtp4_d: retired('h_m_gtp4_d'),
+      end_m_gtp4_e: retired('end_m_gtp4_e'),
+      end_m_gtp6_e: retired('end_m_gtp6_e'),
+      end_m_gtp6_d: retired('end_m_gtp6_d'),
+      end_m_gtp6_d_di: retired('end_m_gtp6_d_di'),
+      h_m_session_encaps: retired('h_m_session_encaps'),
     };
     const sum = new SlotSum(raw, this.#ncpus);
     /** sum.range, SUM_SLICE slots at a time, a turn of the loop between them when the clock says so. */
@@ -985,28 +1001,20 @@ class LoadedDataplane implements Dataplane {
     // Every policy is H.M.GTP4.D, and a free slot is zero (Tables zeroes a
     // rule's slot when it goes): the policy range sums up as it is.
     yield* ranged(MUP_EVENT_SLOTS, s.maxPolicies, totals.h_m_gtp4_d);
-    // Local SIDs: by behaviour, for the slots that have packets.
-    let fnOf: Map<number, TranslationFunction> | undefined;
+    // Local SIDs: by the behaviour the tables wrote for each (a deleted one's until its slot is zeroed), for the slots that have packets.
     for (let rule = s.maxPolicies; rule < s.maxPolicies + s.maxLocalSids; rule++) {
       if (clock.tick()) yield;
       if (sum.isZero(MUP_EVENT_SLOTS + rule)) continue;
-      fnOf ??= this.#localSidFunctions(typeof config === 'function' ? config() : config);
-      const fn = fnOf.get(rule);
-      if (fn !== undefined) sum.range(MUP_EVENT_SLOTS + rule, 1, totals[fn]);
+      sum.range(MUP_EVENT_SLOTS + rule, 1, totals[SLOT_FUNCTION[this.rules.functionOf(rule)]!]);
     }
     // Every session is H.M.Session.Encaps, and a free slot is zero: the range sums up as it is.
     yield* ranged(MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids, maxSessionsOf(s), totals.h_m_session_encaps);
-    return totals;
-  }
-
-  /** Rule id -> function of the local SIDs of `config` that are in the tables. */
-  #localSidFunctions(config: Pick<Config, 'localsids'>): Map<number, TranslationFunction> {
-    const out = new Map<number, TranslationFunction>();
-    for (const l of config.localsids) {
-      const rule = this.rules.localsidRule(l.sid);
-      if (rule !== undefined) out.set(rule, FUNCTION_OF[l.behavior ?? 'end.m.gtp4.e']);
+    // A retired slot that gave counts back (a local SID's change of behaviour) holds them modulo 2^64, as the program's slots count.
+    for (const t of Object.values(totals)) {
+      t.packets &= U64_MASK;
+      t.bytes &= U64_MASK;
     }
-    return out;
+    return totals;
   }
 
   /**

@@ -34,10 +34,13 @@ import type { LocalSid, Policy, Session, Settings, TeidPrefix } from '../config/
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 import {
   COUNTER_STRIDE,
+  ENUMS,
   LAYOUTS,
   MUP_EVENT_SLOTS,
   MUP_MAX_PLENS,
+  MUP_RETIRED_SLOT,
   decodeConfig,
+  decodePercpuCounter,
   encodeConfig,
   encodeLocalSidKey,
   encodePolicyKey,
@@ -99,6 +102,66 @@ export function zeroCounterSlots(countersFd: number, slots: Iterable<number>, nc
     mapUpdateBatch(countersFd, keys, zero.subarray(0, per * n), n, MAP_COUNTERS);
   }
   return list.length;
+}
+
+const FN = ENUMS.mup_function;
+const U64_MASK = (1n << 64n) - 1n;
+
+/** Packets and bytes of a counter slot, summed over the CPUs. */
+export interface SlotCounts {
+  packets: bigint;
+  bytes: bigint;
+}
+
+/** Slots this close together are read in one BPF_MAP_LOOKUP_BATCH (the kernel copies those between them too). */
+const SLOT_RUN_GAP = 16;
+
+/**
+ * The counts of each of `slots` (any order), summed over the CPUs: nearby
+ * slots read in one batch lookup, so a delete of 10,000 rules whose ids
+ * follow each other reads their slots in a few calls, not 10,000.
+ */
+export function readSlotCounts(countersFd: number, slots: readonly number[], ncpus: number): SlotCounts[] {
+  const stride = COUNTER_STRIDE * ncpus;
+  const order = slots.map((_, i) => i).sort((a, b) => slots[a]! - slots[b]!);
+  const out: SlotCounts[] = new Array<SlotCounts>(slots.length);
+  for (let k = 0; k < order.length; ) {
+    const first = slots[order[k]!]!;
+    let end = k + 1;
+    while (end < order.length && slots[order[end]!]! - slots[order[end - 1]!]! <= SLOT_RUN_GAP && slots[order[end]!]! - first < ZERO_CHUNK) end++;
+    const raw = mapLookupArrayRange(countersFd, first, slots[order[end - 1]!]! - first + 1, stride, MAP_COUNTERS);
+    for (let j = k; j < end; j++) out[order[j]!] = decodePercpuCounter(raw, ncpus, (slots[order[j]!]! - first) * stride);
+    k = end;
+  }
+  return out;
+}
+
+/**
+ * Add `delta` (per enum mup_function; negative counts allowed, the slots
+ * count modulo 2^64) to the retired slots MUP_RETIRED_SLOT + fn, on CPU 0's
+ * copy (the program never writes them, so nothing races this read and
+ * write). Returns the slots as they were, for a put-back.
+ */
+function addRetired(countersFd: number, ncpus: number, delta: ReadonlyMap<number, SlotCounts>): Buffer {
+  const stride = COUNTER_STRIDE * ncpus;
+  const n = FN.MUP_FN_COUNT;
+  const before = mapLookupArrayRange(countersFd, MUP_RETIRED_SLOT, n, stride, MAP_COUNTERS);
+  const after = Buffer.from(before);
+  const { packets, bytes } = LAYOUTS.mup_counter.members;
+  for (const [fn, d] of delta) {
+    const at = fn * stride;
+    after.writeBigUInt64LE((after.readBigUInt64LE(at + packets.offset) + d.packets) & U64_MASK, at + packets.offset);
+    after.writeBigUInt64LE((after.readBigUInt64LE(at + bytes.offset) + d.bytes) & U64_MASK, at + bytes.offset);
+  }
+  writeRetired(countersFd, after);
+  return before;
+}
+
+function writeRetired(countersFd: number, values: Buffer): void {
+  const n = FN.MUP_FN_COUNT;
+  const keys = Buffer.allocUnsafe(4 * n);
+  for (let i = 0; i < n; i++) keys.writeUInt32LE(MUP_RETIRED_SLOT + i, 4 * i);
+  mapUpdateBatch(countersFd, keys, values, n, MAP_COUNTERS);
 }
 
 /** Counter slots read per BPF_MAP_LOOKUP_BATCH pass when the tables are taken over. */
@@ -296,6 +359,12 @@ class Mirror {
   readonly #plens: Int16Array;
   /** Policies only: each rule's flags byte (address-only entries). */
   readonly #flags: Uint8Array;
+  /**
+   * Local SIDs only: each rule's behaviour byte, kept after the entry is
+   * deleted until its id is reused (the per-function totals and the
+   * retired slots: Tables.functionOf).
+   */
+  readonly #behaviors: Uint8Array;
   /** Prefix lengths of the -1 entries. */
   readonly #foreign = new Map<string, number>();
   /** How many entries have each prefix length: the length list without a walk of the table. */
@@ -315,10 +384,13 @@ class Mirror {
     readonly ruleAt: number,
     /** Offset of the flags byte in a value: policies only. */
     readonly flagsAt?: number,
+    /** Offset of the behaviour byte in a value: local SIDs only. */
+    readonly behaviorAt?: number,
   ) {
     this.keys = new KeyIndex(keySize);
     this.#plens = new Int16Array(count).fill(-1);
     this.#flags = new Uint8Array(flagsAt === undefined ? 0 : count);
+    this.#behaviors = new Uint8Array(behaviorAt === undefined ? 0 : count);
   }
 
   get size(): number {
@@ -398,6 +470,7 @@ class Mirror {
 
   #ours(rule: number, value: Buffer | undefined, plen: number, at: number): void {
     if (value !== undefined && this.flagsAt !== undefined) this.#flags[rule - this.first] = value[at + this.flagsAt]!;
+    if (value !== undefined && this.behaviorAt !== undefined) this.#behaviors[rule - this.first] = value[at + this.behaviorAt]!;
     this.#plens[rule - this.first] = plen;
   }
 
@@ -419,6 +492,11 @@ class Mirror {
   /** The flags byte of the value last written for `rule` (policies). */
   flagsOf(rule: number): number {
     return this.#flags[rule - this.first] ?? 0;
+  }
+
+  /** The behaviour byte of the value last written for `rule` (local SIDs), also once it is deleted. */
+  behaviorOf(rule: number): number {
+    return this.#behaviors[rule - this.first] ?? 0;
   }
 
   /** Distinct prefix lengths, longest first. */
@@ -832,6 +910,8 @@ export class Tables {
       sizes.maxLocalSids,
       LAYOUTS.mup_localsid.size,
       LAYOUTS.mup_localsid.members.rule.offset,
+      undefined,
+      LAYOUTS.mup_localsid.members.behavior.offset,
     );
     this.#sessions = new Mirror(
       fds.sessionsFd,
@@ -894,8 +974,96 @@ export class Tables {
     if (dirty.length > 0) {
       // Their rules may have been deleted just now: no packet may still count into them.
       graceClock.waitSync(this.#allocDebt);
-      zeroCounterSlots(fds.countersFd, dirty, this.#ncpus);
+      // A policy's or a session's counts go to its function's retired slot, as at a reclaim. A local
+      // SID's function went with the daemon that deleted it (its behaviour byte): zeroed only.
+      const localFirst = MUP_EVENT_SLOTS + sizes.maxPolicies;
+      const isLocal = (slot: number): boolean => slot >= localFirst && slot < localFirst + sizes.maxLocalSids;
+      this.#retire(dirty.filter((slot) => !isLocal(slot)));
+      zeroCounterSlots(fds.countersFd, dirty.filter(isLocal), this.#ncpus);
     }
+  }
+
+  /**
+   * Times counts were moved into the retired slots: a deleted rule's when
+   * its slot was zeroed, a local SID's when its behaviour changed. A
+   * counter read made in slices while one happened may have seen a slot
+   * before the move and the retired slot after it, or the other way round:
+   * Dataplane.countersRowsAsync reads again in one go.
+   */
+  get countsMoved(): number {
+    return this.#countsMoved;
+  }
+
+  #countsMoved = 0;
+
+  /**
+   * The translation function (enum mup_function) rule id `rule` counts
+   * for: by its table; a local SID by the behaviour last written for it,
+   * also after its delete until its id is reused.
+   */
+  functionOf(rule: number): number {
+    if (rule < this.sizes.maxPolicies) return FN.MUP_FN_H_M_GTP4_D;
+    if (rule < this.sizes.maxPolicies + this.sizes.maxLocalSids) return FN.MUP_FN_END_M_GTP4_E + this.#localsids.behaviorOf(rule);
+    return FN.MUP_FN_H_M_SESSION_ENCAPS;
+  }
+
+  /**
+   * Zero these rule slots (no packet counts into them any more), their
+   * counts first added to their functions' retired slots, so that no
+   * function's total goes down when a rule goes. If the zeroing fails the
+   * retired slots are put back (the slots are retired again at the next try).
+   */
+  #retire(slots: readonly number[]): void {
+    if (slots.length === 0) return;
+    const fd = this.#fds.countersFd;
+    const counts = readSlotCounts(fd, slots, this.#ncpus);
+    const delta = new Map<number, SlotCounts>();
+    for (let i = 0; i < slots.length; i++) {
+      const c = counts[i]!;
+      if (c.packets === 0n && c.bytes === 0n) continue;
+      const fn = this.functionOf(slots[i]! - MUP_EVENT_SLOTS);
+      const d = delta.get(fn);
+      if (d === undefined) delta.set(fn, { packets: c.packets, bytes: c.bytes });
+      else {
+        d.packets += c.packets;
+        d.bytes += c.bytes;
+      }
+    }
+    if (delta.size === 0) {
+      zeroCounterSlots(fd, slots, this.#ncpus);
+      return;
+    }
+    const before = addRetired(fd, this.#ncpus, delta);
+    this.#countsMoved++;
+    try {
+      zeroCounterSlots(fd, slots, this.#ncpus);
+    } catch (e) {
+      try {
+        writeRetired(fd, before);
+      } catch {
+        // the zeroing's error is the one to report
+      }
+      throw e;
+    }
+  }
+
+  /**
+   * A local SID whose behaviour changed keeps its id and slot: what the slot
+   * counted so far moves from the old function's total to the new one's
+   * (the old retired slot gains it, the new one's gives it back), so that
+   * neither total goes down and the new one does not start with the old
+   * function's packets. Packets the old entry counted after this read (in
+   * flight through the write) land under the new function.
+   */
+  #behaviorChanged(rule: number, was: number, now: number): void {
+    const fd = this.#fds.countersFd;
+    const c = readSlotCounts(fd, [MUP_EVENT_SLOTS + rule], this.#ncpus)[0]!;
+    if (c.packets === 0n && c.bytes === 0n) return;
+    addRetired(fd, this.#ncpus, new Map([
+      [FN.MUP_FN_END_M_GTP4_E + was, c],
+      [FN.MUP_FN_END_M_GTP4_E + now, { packets: -c.packets, bytes: -c.bytes }],
+    ]));
+    this.#countsMoved++;
   }
 
   get settings(): Settings {
@@ -1227,10 +1395,13 @@ export class Tables {
           yield* graceStep(this.#allocDebt);
           this.trace?.push({ op: 'replace', seq: graceClock.completed });
           this.#writes++;
+          // A local SID of ours replaced in place: its behaviour before (its counts may change function).
+          const was = mirror === this.#localsids && mirror.keys.get(p.keyStr) === rules[i] ? mirror.behaviorOf(rules[i]!) : undefined;
           mapUpdate(fd, putKey(p), planned.subarray(i * vs, (i + 1) * vs), BPF_ANY, name);
           this.#touch(fd);
           mirror.set(p.keyStr, rules[i]!, planned, p.plen, i * vs);
           replaced++;
+          if (was !== undefined && mirror.behaviorOf(rules[i]!) !== was) this.#behaviorChanged(rules[i]!, was, mirror.behaviorOf(rules[i]!));
           this.#allocDebt = graceClock.request();
         }
       }
@@ -1698,7 +1869,7 @@ export class Tables {
             break;
           }
         }
-        zeroCounterSlots(this.#fds.countersFd, slots.slice(at, at + RECLAIM_CHUNK), this.#ncpus);
+        this.#retire(slots.slice(at, at + RECLAIM_CHUNK));
       }
       if (!mine) continue;
       this.#pendingFree.shift();
