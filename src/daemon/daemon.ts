@@ -1283,6 +1283,10 @@ export class Daemon {
     if (objectSha === this.#objectSha) return undefined;
     const old = this.dataplane;
     const before = old.rules;
+    // Deletes still in their grace period: their slots retired under their functions now. The new tables
+    // would find them non-zero and zero them, a local SID's without knowing its function (its packets
+    // gone from the totals).
+    this.#settleTables(old);
     const dp = openDataplane({
       object: this.objectPath,
       config: rules.effective(),
@@ -1959,7 +1963,7 @@ export class Daemon {
    * reaches it (src/host/rows.ts).
    */
   countersRows(rules: RuleSelection = 'all'): Omit<CountersSnapshot, 'rules'> & { readonly rules: RuleCounterRows } {
-    // A thunk: the rule lists are built only when rules are listed or a local SID has packets (a default /metrics scrape needs neither).
+    // A thunk: the rule lists are built only when rules are listed (a default /metrics scrape lists none).
     const c = this.dataplane.countersRows(() => this.#rules.effective(), { rules });
     return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
   }
@@ -2065,8 +2069,24 @@ export class Daemon {
     this.#links.releaseAll();
     this.#store.close();
     this.dropPrepared();
+    // The tables stay for the next daemon: deletes still in their grace period are settled now, as before a swap.
+    if (this.#o.detachOnExit !== true && this.#dp !== undefined) this.#settleTables(this.#dp);
     this.#dp?.close();
     this.unlock();
+  }
+
+  /**
+   * Wait for the grace periods the tables owe, and zero the deleted rules'
+   * slots (their counts retired under their functions, docs/metrics.md)
+   * before other tables take the maps over. A failure is logged: the next
+   * tables zero what is left, and a local SID's packets leave its total.
+   */
+  #settleTables(dp: Dataplane): void {
+    try {
+      dp.rules.settle();
+    } catch (e) {
+      this.#log.warn({ err: e }, "deleted rules' counter slots not settled before the tables were handed over: a deleted local SID's packets may leave its function's total");
+    }
   }
 }
 

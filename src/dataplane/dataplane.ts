@@ -195,7 +195,6 @@ const FUNCTION_SLOT: Readonly<Record<TranslationFunction, number>> = {
 };
 /** enum mup_function -> function. */
 const SLOT_FUNCTION: readonly TranslationFunction[] = (Object.entries(FUNCTION_SLOT) as [TranslationFunction, number][]).sort((a, b) => a[1] - b[1]).map(([f]) => f);
-const U64_MASK = (1n << 64n) - 1n;
 
 /**
  * XDP attach mode. native: in the driver, the fast path (veth supports it).
@@ -894,6 +893,7 @@ class LoadedDataplane implements Dataplane {
     this.#open();
     const reclaimed = this.rules.idsReclaimed;
     const moved = this.rules.countsMoved;
+    const resets = this.#resets;
     const b = await this.#rawInUse();
     let rows: CountersRows;
     try {
@@ -910,7 +910,10 @@ class LoadedDataplane implements Dataplane {
     // SID's function is looked up after the read): read again too, whatever is listed. A local SID id
     // given back with a zero slot moves nothing: its new rule's packets are read under its new function.
     const since = this.rules.reclaimedSince(reclaimed);
-    if (since === undefined || this.rules.countsMoved !== moved || (since.length > 0 && rows.rules.hasAnyId(new Set(since)))) return this.countersRows(config, o);
+    // So may a reset (the retired slots read before it, the rule slots after).
+    if (since === undefined || this.rules.countsMoved !== moved || this.#resets !== resets || (since.length > 0 && rows.rules.hasAnyId(new Set(since)))) {
+      return this.countersRows(config, o);
+    }
     return rows;
   }
 
@@ -925,8 +928,12 @@ class LoadedDataplane implements Dataplane {
     return { events, rules, functions };
   }
 
+  /** resetCounters() calls so far: a counter read made in slices across one reads again. */
+  #resets = 0;
+
   resetCounters(): number {
     this.#open();
+    this.#resets++;
     const n = this.#extent().inUse;
     const stride = COUNTER_STRIDE * this.#ncpus;
     // Only slots that are not zero already: writing all 131,136 slots of full tables takes ~0.3 s.
@@ -1005,15 +1012,11 @@ class LoadedDataplane implements Dataplane {
     for (let rule = s.maxPolicies; rule < s.maxPolicies + s.maxLocalSids; rule++) {
       if (clock.tick()) yield;
       if (sum.isZero(MUP_EVENT_SLOTS + rule)) continue;
-      sum.range(MUP_EVENT_SLOTS + rule, 1, totals[SLOT_FUNCTION[this.rules.functionOf(rule)]!]);
+      const fn = this.rules.functionOf(rule);
+      if (fn !== undefined) sum.range(MUP_EVENT_SLOTS + rule, 1, totals[SLOT_FUNCTION[fn]!]);
     }
     // Every session is H.M.Session.Encaps, and a free slot is zero: the range sums up as it is.
     yield* ranged(MUP_EVENT_SLOTS + s.maxPolicies + s.maxLocalSids, maxSessionsOf(s), totals.h_m_session_encaps);
-    // A retired slot that gave counts back (a local SID's change of behaviour) holds them modulo 2^64, as the program's slots count.
-    for (const t of Object.values(totals)) {
-      t.packets &= U64_MASK;
-      t.bytes &= U64_MASK;
-    }
     return totals;
   }
 

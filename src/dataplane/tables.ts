@@ -129,6 +129,15 @@ export function readSlotCounts(countersFd: number, slots: readonly number[], ncp
     const first = slots[order[k]!]!;
     let end = k + 1;
     while (end < order.length && slots[order[end]!]! - slots[order[end - 1]!]! <= SLOT_RUN_GAP && slots[order[end]!]! - first < ZERO_CHUNK) end++;
+    if (end === k + 1) {
+      // Alone: one lookup (about 3 us; a batch read of one element costs about 12 with its buffers).
+      const key = Buffer.allocUnsafe(4);
+      key.writeUInt32LE(first);
+      const v = mapLookup(countersFd, key, stride, MAP_COUNTERS);
+      out[order[k]!] = v === undefined ? { packets: 0n, bytes: 0n } : decodePercpuCounter(v, ncpus);
+      k = end;
+      continue;
+    }
     const raw = mapLookupArrayRange(countersFd, first, slots[order[end - 1]!]! - first + 1, stride, MAP_COUNTERS);
     for (let j = k; j < end; j++) out[order[j]!] = decodePercpuCounter(raw, ncpus, (slots[order[j]!]! - first) * stride);
     k = end;
@@ -137,10 +146,11 @@ export function readSlotCounts(countersFd: number, slots: readonly number[], ncp
 }
 
 /**
- * Add `delta` (per enum mup_function; negative counts allowed, the slots
- * count modulo 2^64) to the retired slots MUP_RETIRED_SLOT + fn, on CPU 0's
- * copy (the program never writes them, so nothing races this read and
- * write). Returns the slots as they were, for a put-back.
+ * Add `delta` (per enum mup_function) to the retired slots
+ * MUP_RETIRED_SLOT + fn, on CPU 0's copy (the program never writes them,
+ * so nothing races this read and write). Returns the slots as they were,
+ * for a put-back. Only ever added to: a retired slot never goes down
+ * (but for `mup stats --reset`).
  */
 function addRetired(countersFd: number, ncpus: number, delta: ReadonlyMap<number, SlotCounts>): Buffer {
   const stride = COUNTER_STRIDE * ncpus;
@@ -191,8 +201,13 @@ const RECLAIMED_KEPT = 65536;
 /** errno of a delete write a test refuses part way (testFailDeletesAfter). */
 const EIO = 5;
 
-/** Counter slots of deleted rules zeroed between two checks of the time slice. */
-const RECLAIM_CHUNK = 2048;
+/**
+ * Counter slots of deleted rules retired (read, added to their functions'
+ * retired slots, zeroed) between two checks of the time slice: 512 slots
+ * far apart are 512 lookups, 2-3 ms (2,048 took 25-37 ms when each was a
+ * batch read of its own).
+ */
+const RECLAIM_CHUNK = 512;
 
 /**
  * Of a plan whose write failed: the ids it took for new entries that the
@@ -632,6 +647,12 @@ interface Plan {
   readonly fresh: number[];
   /** Puts (indexes) of keys in the table whose value changes: replaced one by one. */
   readonly replace: number[];
+  /**
+   * Replaces (put index -> the id it had) of local SIDs that change
+   * behaviour: they take a new id, so that their slot counts for one
+   * function only, and the old id is freed once written (docs/metrics.md).
+   */
+  readonly renumbered: ReadonlyMap<number, number>;
   /** Every put is a fresh write, in put order (keys and values lie back to back). */
   readonly contiguous: boolean;
   readonly deletes: string[];
@@ -984,11 +1005,10 @@ export class Tables {
   }
 
   /**
-   * Times counts were moved into the retired slots: a deleted rule's when
-   * its slot was zeroed, a local SID's when its behaviour changed. A
-   * counter read made in slices while one happened may have seen a slot
-   * before the move and the retired slot after it, or the other way round:
-   * Dataplane.countersRowsAsync reads again in one go.
+   * Times counts were moved into the retired slots (a deleted rule's when
+   * its slot was zeroed). A counter read made in slices while one happened
+   * may have seen a slot before the move and the retired slot after it, or
+   * the other way round: Dataplane.countersRowsAsync reads again in one go.
    */
   get countsMoved(): number {
     return this.#countsMoved;
@@ -998,37 +1018,49 @@ export class Tables {
 
   /**
    * The translation function (enum mup_function) rule id `rule` counts
-   * for: by its table; a local SID by the behaviour last written for it,
-   * also after its delete until its id is reused.
+   * for: by its table; a local SID by the behaviour written for it (an id
+   * keeps one behaviour: a local SID that changes behaviour takes a new id),
+   * also after its delete until its id is reused. Undefined for a local SID
+   * whose behaviour byte names none (an entry not written by us: the
+   * program counts no rule for it).
    */
-  functionOf(rule: number): number {
+  functionOf(rule: number): number | undefined {
     if (rule < this.sizes.maxPolicies) return FN.MUP_FN_H_M_GTP4_D;
-    if (rule < this.sizes.maxPolicies + this.sizes.maxLocalSids) return FN.MUP_FN_END_M_GTP4_E + this.#localsids.behaviorOf(rule);
+    if (rule < this.sizes.maxPolicies + this.sizes.maxLocalSids) {
+      const b = this.#localsids.behaviorOf(rule);
+      return b <= FN.MUP_FN_END_M_GTP6_D_DI - FN.MUP_FN_END_M_GTP4_E ? FN.MUP_FN_END_M_GTP4_E + b : undefined;
+    }
     return FN.MUP_FN_H_M_SESSION_ENCAPS;
   }
 
   /**
    * Zero these rule slots (no packet counts into them any more), their
    * counts first added to their functions' retired slots, so that no
-   * function's total goes down when a rule goes. If the zeroing fails the
-   * retired slots are put back (the slots are retired again at the next try).
+   * function's total goes down when a rule goes. If the zeroing fails (part
+   * way, perhaps), the retired slots get the counts of the slots it zeroed
+   * only: the others are retired at the next try.
    */
   #retire(slots: readonly number[]): void {
     if (slots.length === 0) return;
     const fd = this.#fds.countersFd;
     const counts = readSlotCounts(fd, slots, this.#ncpus);
-    const delta = new Map<number, SlotCounts>();
-    for (let i = 0; i < slots.length; i++) {
-      const c = counts[i]!;
-      if (c.packets === 0n && c.bytes === 0n) continue;
-      const fn = this.functionOf(slots[i]! - MUP_EVENT_SLOTS);
-      const d = delta.get(fn);
-      if (d === undefined) delta.set(fn, { packets: c.packets, bytes: c.bytes });
-      else {
-        d.packets += c.packets;
-        d.bytes += c.bytes;
+    const sums = (which: (i: number) => boolean): Map<number, SlotCounts> => {
+      const delta = new Map<number, SlotCounts>();
+      for (let i = 0; i < slots.length; i++) {
+        const c = counts[i]!;
+        if ((c.packets === 0n && c.bytes === 0n) || !which(i)) continue;
+        const fn = this.functionOf(slots[i]! - MUP_EVENT_SLOTS);
+        if (fn === undefined) continue;
+        const d = delta.get(fn);
+        if (d === undefined) delta.set(fn, { packets: c.packets, bytes: c.bytes });
+        else {
+          d.packets += c.packets;
+          d.bytes += c.bytes;
+        }
       }
-    }
+      return delta;
+    };
+    const delta = sums(() => true);
     if (delta.size === 0) {
       zeroCounterSlots(fd, slots, this.#ncpus);
       return;
@@ -1039,7 +1071,11 @@ export class Tables {
       zeroCounterSlots(fd, slots, this.#ncpus);
     } catch (e) {
       try {
+        // The retired slots as they were, plus the slots that are zero now (no packet counts into them).
         writeRetired(fd, before);
+        const now = readSlotCounts(fd, slots, this.#ncpus);
+        const zeroed = sums((i) => now[i]!.packets === 0n && now[i]!.bytes === 0n);
+        if (zeroed.size > 0) addRetired(fd, this.#ncpus, zeroed);
       } catch {
         // the zeroing's error is the one to report
       }
@@ -1047,24 +1083,6 @@ export class Tables {
     }
   }
 
-  /**
-   * A local SID whose behaviour changed keeps its id and slot: what the slot
-   * counted so far moves from the old function's total to the new one's
-   * (the old retired slot gains it, the new one's gives it back), so that
-   * neither total goes down and the new one does not start with the old
-   * function's packets. Packets the old entry counted after this read (in
-   * flight through the write) land under the new function.
-   */
-  #behaviorChanged(rule: number, was: number, now: number): void {
-    const fd = this.#fds.countersFd;
-    const c = readSlotCounts(fd, [MUP_EVENT_SLOTS + rule], this.#ncpus)[0]!;
-    if (c.packets === 0n && c.bytes === 0n) return;
-    addRetired(fd, this.#ncpus, new Map([
-      [FN.MUP_FN_END_M_GTP4_E + was, c],
-      [FN.MUP_FN_END_M_GTP4_E + now, { packets: -c.packets, bytes: -c.bytes }],
-    ]));
-    this.#countsMoved++;
-  }
 
   get settings(): Settings {
     return this.#settings;
@@ -1351,10 +1369,10 @@ export class Tables {
     const unchanged = planP.unchanged + planL.unchanged + planS.unchanged;
     try {
       // 1. New and changed entries.
-      for (const [plan, fd, mirror, name] of [
-        [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES],
-        [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS],
-        [planS, this.#fds.sessionsFd, this.#sessions, MAP_SESSIONS],
+      for (const [plan, fd, mirror, name, freed] of [
+        [planP, this.#fds.policiesFd, this.#policies, MAP_POLICIES, freedP],
+        [planL, this.#fds.localsidsFd, this.#localsids, MAP_LOCALSIDS, freedL],
+        [planS, this.#fds.sessionsFd, this.#sessions, MAP_SESSIONS, freedS],
       ] as const) {
         // New keys in one syscall (nothing replaced, so nothing to wait for);
         // replaced ones one by one, with a grace period between them.
@@ -1395,13 +1413,13 @@ export class Tables {
           yield* graceStep(this.#allocDebt);
           this.trace?.push({ op: 'replace', seq: graceClock.completed });
           this.#writes++;
-          // A local SID of ours replaced in place: its behaviour before (its counts may change function).
-          const was = mirror === this.#localsids && mirror.keys.get(p.keyStr) === rules[i] ? mirror.behaviorOf(rules[i]!) : undefined;
           mapUpdate(fd, putKey(p), planned.subarray(i * vs, (i + 1) * vs), BPF_ANY, name);
           this.#touch(fd);
           mirror.set(p.keyStr, rules[i]!, planned, p.plen, i * vs);
           replaced++;
-          if (was !== undefined && mirror.behaviorOf(rules[i]!) !== was) this.#behaviorChanged(rules[i]!, was, mirror.behaviorOf(rules[i]!));
+          // A local SID that changed behaviour has a new id: its old one is freed (and its slot retired) as a delete's.
+          const was = plan.renumbered.get(i);
+          if (was !== undefined) freed.push(was);
           this.#allocDebt = graceClock.request();
         }
       }
@@ -1751,6 +1769,7 @@ export class Tables {
   ): Generator<TableStep, Plan> {
     const fresh: number[] = [];
     const replace: number[] = [];
+    const renumbered = new Map<number, number>();
     const putKeys = new Set<string>();
     const taken: number[] = [];
     const vs = mirror.valueSize;
@@ -1767,6 +1786,22 @@ export class Tables {
       }
     }
     const stored = storedValues(mirror, existing, oneByOne);
+    /** A free id, taken (given back if the plan fails); `why` follows the message of a full table. */
+    const takeId = (why: string): number => {
+      let rule = ids.take();
+      if (rule === undefined && this.#pendingFree.length > 0) {
+        // Ids freed by deletes whose grace period is still running.
+        this.#reclaimAll();
+        rule = ids.take();
+      }
+      if (rule === undefined) {
+        throw new TablesFullError(
+          `the ${what} table is full (settings.${setting} = ${max})${why}; delete entries, or raise settings.${setting} and restart with --replace-tables`,
+        );
+      }
+      taken.push(rule);
+      return rule;
+    };
     try {
       for (let i = 0; i < puts.length; i++) {
         if (clock.tick()) yield;
@@ -1776,21 +1811,18 @@ export class Tables {
         const old = empty ? undefined : mirror.keys.get(p.keyStr);
         let rule = old !== undefined && old >= 0 ? old : undefined;
         const isNew = rule === undefined;
-        if (rule === undefined) {
-          rule = ids.take();
-          if (rule === undefined && this.#pendingFree.length > 0) {
-            // Ids freed by deletes whose grace period is still running.
-            this.#reclaimAll();
-            rule = ids.take();
-          }
-          if (rule === undefined) {
-            throw new TablesFullError(
-              `the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables`,
-            );
-          }
-          taken.push(rule);
-        }
+        rule ??= takeId('');
         writePut(p, rule, values, i * vs);
+        if (!isNew && mirror.behaviorAt !== undefined && values[i * vs + mirror.behaviorAt] !== mirror.behaviorOf(rule)) {
+          // A local SID that changes behaviour counts for another function from now on: a slot of its own,
+          // from zero; the old one's packets stay with the old function (retired when its id is freed).
+          renumbered.set(i, rule);
+          rule = takeId(': a local SID that changes behaviour takes a new rule id (its counters start again under its new function)');
+          writePut(p, rule, values, i * vs);
+          rules[i] = rule;
+          replace.push(i);
+          continue;
+        }
         rules[i] = rule;
         if (!isNew && stored(rule, putKey(p))?.equals(values.subarray(i * vs, (i + 1) * vs)) === true) {
           unchanged++;
@@ -1808,7 +1840,7 @@ export class Tables {
       const plensAfter = [...lens].sort((a, b) => b - a);
       checkPlens(what, plensAfter, mirror === this.#sessions);
       const contiguous = fresh.length === puts.length && !puts.some((p) => p.standalone === true);
-      return { puts, values, rules, fresh, replace, contiguous, deletes, unchanged, plensAfter, taken };
+      return { puts, values, rules, fresh, replace, renumbered, contiguous, deletes, unchanged, plensAfter, taken };
     } catch (e) {
       ids.give(taken);
       throw e;
