@@ -5,7 +5,9 @@
  * (Daemon.countersRowsAsync) rather than failing. Real daemon in this
  * process on a copy of the object; the second build differs by its
  * MUP_BUILD_ID. The old data plane's read is held until the swap is done,
- * so that the swap always lands inside it.
+ * so that the swap always lands inside it. And the swap settles the old
+ * tables' pending deletes first (test/function-totals.test.ts shows what
+ * that keeps).
  */
 import { copyFileSync, existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -58,5 +60,20 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('a counter read across a
     const rows = await counting;
     expect([...rows.rules]).toEqual(d.counters('all').rules);
     expect([...rows.rules]).toHaveLength(20);
+  }, 120_000);
+
+  it('settles the old tables before the new ones take the maps over (a deleted local SID keeps its packets in its total)', async () => {
+    const d = run!.daemon;
+    const next = join(dirname(object), 'next8.bpf.o');
+    await execa('clang', [...bpfCflags(), '-DMUP_BUILD_ID=8', '-c', join(REPO, 'bpf/mup.bpf.c'), '-o', next], { cwd: REPO });
+    const old = d.dataplane;
+    const settle = old.rules.settle.bind(old.rules);
+    const calls: boolean[] = [];
+    // Called while the old data plane is still the daemon's: before openDataplane takes its maps over.
+    Object.assign(old.rules, { settle: () => (calls.push(d.dataplane === old), settle()) });
+    renameSync(next, object);
+    const r = await d.reload({ reason: 'test' });
+    expect(r).toMatchObject({ programReplaced: true });
+    expect(calls).toEqual([true]); // before the fix: [] (the new tables zeroed a pending delete's slot, a local SID's unretired)
   }, 120_000);
 });

@@ -123,8 +123,15 @@ const SLOT_RUN_GAP = 16;
  */
 export function readSlotCounts(countersFd: number, slots: readonly number[], ncpus: number): SlotCounts[] {
   const stride = COUNTER_STRIDE * ncpus;
-  const order = slots.map((_, i) => i).sort((a, b) => slots[a]! - slots[b]!);
+  let ascending = true;
+  for (let i = 1; i < slots.length && ascending; i++) ascending = slots[i]! > slots[i - 1]!;
+  const order = ascending ? slots.map((_, i) => i) : slots.map((_, i) => i).sort((a, b) => slots[a]! - slots[b]!);
   const out: SlotCounts[] = new Array<SlotCounts>(slots.length);
+  /** The slot at byte `at` of `raw`: its words looked at before any BigInt is made (a deleted rule often has no packets). */
+  const decode = (raw: Buffer, at: number): SlotCounts => {
+    for (let b = at; b < at + stride; b++) if (raw[b] !== 0) return decodePercpuCounter(raw, ncpus, at);
+    return { packets: 0n, bytes: 0n };
+  };
   for (let k = 0; k < order.length; ) {
     const first = slots[order[k]!]!;
     let end = k + 1;
@@ -134,12 +141,12 @@ export function readSlotCounts(countersFd: number, slots: readonly number[], ncp
       const key = Buffer.allocUnsafe(4);
       key.writeUInt32LE(first);
       const v = mapLookup(countersFd, key, stride, MAP_COUNTERS);
-      out[order[k]!] = v === undefined ? { packets: 0n, bytes: 0n } : decodePercpuCounter(v, ncpus);
+      out[order[k]!] = v === undefined ? { packets: 0n, bytes: 0n } : decode(v, 0);
       k = end;
       continue;
     }
     const raw = mapLookupArrayRange(countersFd, first, slots[order[end - 1]!]! - first + 1, stride, MAP_COUNTERS);
-    for (let j = k; j < end; j++) out[order[j]!] = decodePercpuCounter(raw, ncpus, (slots[order[j]!]! - first) * stride);
+    for (let j = k; j < end; j++) out[order[j]!] = decode(raw, (slots[order[j]!]! - first) * stride);
     k = end;
   }
   return out;
@@ -1891,7 +1898,10 @@ export class Tables {
     while (this.#pendingFree.length > 0) {
       const p = this.#pendingFree[0]!;
       if (!graceClock.done(p.seq)) return;
-      const slots = [...p.policies, ...p.localsids, ...p.sessions].map((r) => MUP_EVENT_SLOTS + r);
+      // In slot order: nearby slots are read together (#retire). A batch's deletes come in key order,
+      // their ids anywhere in the table: 10,000 slots read in 512-slot pieces as they came took 21-24 ms
+      // (about 150 reads a piece) against 3-5 sorted.
+      const slots = Array.from(Uint32Array.from([...p.policies, ...p.localsids, ...p.sessions], (r) => MUP_EVENT_SLOTS + r).sort());
       let mine = true;
       for (let at = 0; at < slots.length; at += RECLAIM_CHUNK) {
         if (at > 0 && clock.due()) {
