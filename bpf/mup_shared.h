@@ -268,9 +268,9 @@ enum mup_event {
  * MUP_RETIRED_SLOT + fn (58..63, after the events). Each holds what the
  * rules of that function that are gone had counted. The program never
  * writes them: user space adds a deleted rule's counts there when it zeroes
- * the rule's slot, and moves a local SID's counts when its behaviour
- * changes, so that a function's total (its retired slot plus its rules'
- * slots, modulo 2^64) never goes down (src/dataplane/tables.ts). A local
+ * the rule's slot, so that a function's total (its retired slot plus its
+ * rules' slots) does not go down when a rule goes (src/dataplane/tables.ts;
+ * a local SID that changes behaviour takes a new rule id). A local
  * SID's function is MUP_FN_END_M_GTP4_E + its enum mup_behavior.
  */
 enum mup_function {

@@ -17,6 +17,10 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bpfCflags } from '../src/dataplane/cflags.js';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
+import { COUNTER_STRIDE, decodePercpuCounter, LAYOUTS, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
+import { graceClock } from '../src/dataplane/grace.js';
+import { BPF_ANY, mapLookup, mapUpdate, numPossibleCpus } from '../src/dataplane/libbpf.js';
+import { parseIpv6Prefix } from '../src/sid/addr.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -62,18 +66,36 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('a counter read across a
     expect([...rows.rules]).toHaveLength(20);
   }, 120_000);
 
-  it('settles the old tables before the new ones take the maps over (a deleted local SID keeps its packets in its total)', async () => {
+  it('settles the old tables before the new ones take the maps over: a deleted local SID keeps its packets in its total', async () => {
     const d = run!.daemon;
     const next = join(dirname(object), 'next8.bpf.o');
     await execa('clang', [...bpfCflags(), '-DMUP_BUILD_ID=8', '-c', join(REPO, 'bpf/mup.bpf.c'), '-o', next], { cwd: REPO });
-    const old = d.dataplane;
-    const settle = old.rules.settle.bind(old.rules);
-    const calls: boolean[] = [];
-    // Called while the old data plane is still the daemon's: before openDataplane takes its maps over.
-    Object.assign(old.rules, { settle: () => (calls.push(d.dataplane === old), settle()) });
+    await d.putRule('localsid', { name: 'ls1', sid: '2001:db8:9::/48', src_prefix_len: 64 }, 'add');
+    const dp = d.dataplane;
+    const key = Buffer.alloc(4);
+    key.writeUInt32LE(MUP_EVENT_SLOTS + dp.rules.localsidRule(parseIpv6Prefix('2001:db8:9::/48', 't'))!);
+    // Its packets, as the program counts them (CPU 0's copy).
+    const v = Buffer.alloc(COUNTER_STRIDE * numPossibleCpus());
+    v.writeBigUInt64LE(5n, LAYOUTS.mup_counter.members.packets.offset);
+    v.writeBigUInt64LE(500n, LAYOUTS.mup_counter.members.bytes.offset);
+    mapUpdate(dp.maps.counters, key, v, BPF_ANY, 'mup_counters');
+    const before = d.counters('none').functions.end_m_gtp4_e;
+    expect(before.packets).toBeGreaterThanOrEqual(5n);
+    // Its delete's reclaim held back, as when a reload comes within the delete's grace period.
+    Object.assign(graceClock, { done: () => false });
+    try {
+      await d.deleteRule('localsid', { name: 'ls1' });
+      await new Promise((r) => setTimeout(r, 100)); // the reclaim's wake-up has come and gone
+    } finally {
+      delete (graceClock as unknown as Record<string, unknown>)['done'];
+    }
+    const slot = (): bigint => decodePercpuCounter(mapLookup(dp.maps.counters, key, COUNTER_STRIDE * numPossibleCpus(), 'mup_counters')!, numPossibleCpus()).packets;
+    expect(slot()).toBe(5n);
     renameSync(next, object);
     const r = await d.reload({ reason: 'test' });
     expect(r).toMatchObject({ programReplaced: true });
-    expect(calls).toEqual([true]); // before the fix: [] (the new tables zeroed a pending delete's slot, a local SID's unretired)
+    expect(d.dataplane).not.toBe(dp);
+    // Before the fix: 5 packets fewer (the new tables zeroed the slot, not knowing the local SID's function).
+    expect(d.counters('none').functions.end_m_gtp4_e).toEqual(before);
   }, 120_000);
 });

@@ -28,6 +28,7 @@ import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/
 import { COUNTER_STRIDE, decodePercpuCounter, encodePolicyKey, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
 import { graceClock } from '../src/dataplane/grace.js';
 import { mapDelete, mapLookup, numPossibleCpus } from '../src/dataplane/libbpf.js';
+import { NextHopWatcher } from '../src/dataplane/nexthop.js';
 import { innerUdp4, srv6Frame, srv6ReducedFrame } from '../src/packet/frames.js';
 import { ipv6Prefix, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix } from '../src/sid/addr.js';
 import { encodeGtp4Sid, encodeGtp4Src, qfi, teid } from '../src/sid/mobile.js';
@@ -163,6 +164,12 @@ describe.skipIf(!isRoot || !existsSync(OBJECT))('per-function totals when rules 
     expect(slotPackets(dp, asGtp6e)).toBe(2n);
     expect(packets(dp)).toMatchObject({ end_m_gtp4_e: 3n, end_m_gtp6_e: 2n });
 
+    // The next-hop cache is told the old id goes, as a delete's (it would keep indexing it until reused).
+    const watcher = new NextHopWatcher({ dataplane: () => dp } as unknown as ConstructorParameters<typeof NextHopWatcher>[0]);
+    const back = config([P2], [L1, L2]).localsids;
+    expect(watcher.deletedRules({ putLocalSids: back })).toEqual([asGtp6e]); // l1 keeps its behaviour, so its id
+    expect(watcher.deletedRules({ putLocalSids: config([P2], [L1, L2_GTP6E]).localsids })).toEqual([]);
+
     // And back: each function keeps what it counted.
     dp.sync(config([P2], [L1, L2]));
     expect(dp.rules.localsidRule(sid)).not.toBe(asGtp6e);
@@ -170,6 +177,31 @@ describe.skipIf(!isRoot || !existsSync(OBJECT))('per-function totals when rules 
     send(dp, downlinkFrame('2001:db8:3::'), 1);
     expect(packets(dp)).toMatchObject({ end_m_gtp4_e: 4n, end_m_gtp6_e: 2n });
     expect(await asyncPackets(dp)).toMatchObject({ end_m_gtp4_e: 4n, end_m_gtp6_e: 2n });
+  });
+
+  it('with no free id for a new one, a local SID changes behaviour in place (counted, and told), and a change that fits is never refused', () => {
+    // 3 of 4 local SIDs, 2 of them changing behaviour in one change: one free id (the old ones are freed
+    // only a grace period after their write). Before: refused (the table is full), a restart on such a
+    // config too.
+    const L3 = '{ name: l3, sid: "2001:db8:4::/48", src_prefix_len: 64 }';
+    const L3_GTP6E = '{ name: l3, sid: "2001:db8:4::/48", behavior: end.m.gtp6.e, source: "2001:db8:ff::6e" }';
+    const c = (ls: string[]): Config => parseConfig(`settings: { forwarding: tx, max_policies: 8, max_localsids: 4 }\npolicies: []\nlocalsids:\n${ls.map((l) => `  - ${l}`).join('\n')}\n`, 'f.yaml');
+    const dp = load(c([L1, L2, L3]));
+    const told: number[] = [];
+    dp.rules.onBehaviorsChangedInPlace = (n) => told.push(n);
+    const ids = ['2001:db8:3::/48', '2001:db8:4::/48'].map((x) => dp.rules.localsidRule(parseIpv6Prefix(x, 't'))!);
+    send(dp, downlinkFrame('2001:db8:3::'), 2);
+    send(dp, downlinkFrame('2001:db8:4::'), 3);
+    expect(dp.sync(c([L1, L2_GTP6E, L3_GTP6E]))).toMatchObject({ replaced: 2 });
+    const after = ['2001:db8:3::/48', '2001:db8:4::/48'].map((x) => dp.rules.localsidRule(parseIpv6Prefix(x, 't'))!);
+    // The first took the free id, the second kept its own (and its slot's packets went to End.M.GTP6.E).
+    expect(after[0]).not.toBe(ids[0]);
+    expect(after[1]).toBe(ids[1]);
+    expect([dp.rules.behaviorsChangedInPlace, told]).toEqual([1, [1]]);
+    expect(packets(dp)).toMatchObject({ end_m_gtp4_e: 2n, end_m_gtp6_e: 3n });
+    // A restart that takes these tables over on the config before (both change back): not refused either.
+    const again = load(c([L1, L2, L3]), dp);
+    expect(again.rules.localsidCount).toBe(3);
   });
 
   it('tables settled before a takeover keep a deleted local SID in its total (a daemon stopping, a program swap)', () => {

@@ -571,6 +571,7 @@ export class Daemon {
     const t2 = performance.now();
     const dp = this.#load(this.#rules.effective(), o.replaceTables === true, config.bgp !== undefined);
     this.#dp = dp;
+    this.#watchTables(dp);
     this.#timings.load = Math.round(performance.now() - t2);
     const t3 = performance.now();
     try {
@@ -1294,6 +1295,7 @@ export class Daemon {
     });
     const result = { added: dp.rules.policyCount + dp.rules.localsidCount - before.policyCount - before.localsidCount, replaced: 0, deleted: 0, unchanged: 0 };
     this.#dp = dp;
+    this.#watchTables(dp);
     this.#objectSha = objectSha;
     const ifaces = { ...this.#attachAll(config), attached: [], detached: [] };
     this.pins.pinProg(dp.progFd);
@@ -2073,6 +2075,21 @@ export class Daemon {
     if (this.#o.detachOnExit !== true && this.#dp !== undefined) this.#settleTables(this.#dp);
     this.#dp?.close();
     this.unlock();
+  }
+
+  /**
+   * Warn of local SIDs that changed behaviour in place (no free rule id for
+   * a new one): so far (a start's or a swap's fill), and from now on.
+   */
+  #watchTables(dp: Dataplane): void {
+    const warn = (n: number): void =>
+      this.#log.warn(
+        { localsids: n },
+        'local SIDs changed behaviour in place, keeping their rule id (the local SID table had no free id for a new one): ' +
+          "the packets they counted before now count under their new function's total; raise settings.max_localsids to keep them apart",
+      );
+    if (dp.rules.behaviorsChangedInPlace > 0) warn(dp.rules.behaviorsChangedInPlace);
+    dp.rules.onBehaviorsChangedInPlace = warn;
   }
 
   /**

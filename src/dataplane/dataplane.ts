@@ -905,10 +905,10 @@ class LoadedDataplane implements Dataplane {
     // A deleted rule's id given back to its pool meanwhile may have been taken by a rule looked up after it,
     // which would be listed with the figures the slot had for the rule before: if a listed row has such an
     // id, read again in one go (rare: a new rule took a just-reclaimed id within the read). Counts moved
-    // into the retired slots meanwhile (a deleted rule's slot zeroed, a local SID's behaviour changed) may
-    // have been read twice or not at all (the retired slots are read first, the rule slots after; a local
-    // SID's function is looked up after the read): read again too, whatever is listed. A local SID id
-    // given back with a zero slot moves nothing: its new rule's packets are read under its new function.
+    // into the retired slots meanwhile (a deleted rule's slot zeroed) may have been read twice or not at
+    // all (the retired slots are read first, the rule slots after; a local SID's function is looked up
+    // after the read): read again too, whatever is listed. A local SID id given back with a zero slot
+    // moves nothing: its new rule's packets are read under its new function.
     const since = this.rules.reclaimedSince(reclaimed);
     // So may a reset (the retired slots read before it, the rule slots after).
     if (since === undefined || this.rules.countsMoved !== moved || this.#resets !== resets || (since.length > 0 && rows.rules.hasAnyId(new Set(since)))) {

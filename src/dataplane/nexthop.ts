@@ -1328,6 +1328,12 @@ export class NextHopWatcher {
       const r = dp.rules.localsidRule(sid);
       if (r !== undefined) ids.push(r);
     }
+    // A local SID put with another behaviour takes a new id: its old one goes as a delete's.
+    for (const l of c.putLocalSids ?? []) {
+      if (!dp.rules.localsidRenumbers(l.sid, l.behavior)) continue;
+      const r = dp.rules.localsidRule(l.sid);
+      if (r !== undefined) ids.push(r);
+    }
     return ids;
   }
 

@@ -33,6 +33,7 @@ import { DEFAULT_MAX_SESSIONS } from '../config/load.js';
 import type { LocalSid, Policy, Session, Settings, TeidPrefix } from '../config/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 import {
+  BEHAVIORS,
   COUNTER_STRIDE,
   ENUMS,
   LAYOUTS,
@@ -660,6 +661,8 @@ interface Plan {
    * function only, and the old id is freed once written (docs/metrics.md).
    */
   readonly renumbered: ReadonlyMap<number, number>;
+  /** Local SIDs that change behaviour in place, keeping their id: the table had no free id for them. */
+  readonly inPlace: number;
   /** Every put is a fresh write, in put order (keys and values lie back to back). */
   readonly contiguous: boolean;
   readonly deletes: string[];
@@ -1022,6 +1025,28 @@ export class Tables {
   }
 
   #countsMoved = 0;
+
+  /**
+   * Local SIDs that changed behaviour in place so far (the table had no free
+   * id for a new one): their packets before the change count under their new
+   * function. onBehaviorsChangedInPlace is told of each such change.
+   */
+  get behaviorsChangedInPlace(): number {
+    return this.#behaviorsChangedInPlace;
+  }
+
+  #behaviorsChangedInPlace = 0;
+  onBehaviorsChangedInPlace: ((n: number) => void) | undefined;
+
+  /**
+   * Whether a put of local SID `sid` with `behavior` would give it a new
+   * rule id (it is in the table with another behaviour): the next-hop cache
+   * forgets its id as a delete's.
+   */
+  localsidRenumbers(sid: Ipv6Prefix, behavior: LocalSid['behavior']): boolean {
+    const rule = this.localsidRule(sid);
+    return rule !== undefined && this.#localsids.behaviorOf(rule) !== BEHAVIORS[behavior ?? 'end.m.gtp4.e'];
+  }
 
   /**
    * The translation function (enum mup_function) rule id `rule` counts
@@ -1494,6 +1519,10 @@ export class Tables {
     }
     this.#settings = settings;
     this.#freeAfterGrace(freedP, freedL, freedS);
+    if (planL.inPlace > 0) {
+      this.#behaviorsChangedInPlace += planL.inPlace;
+      this.onBehaviorsChangedInPlace?.(planL.inPlace);
+    }
     return { added, replaced, deleted, unchanged };
   }
 
@@ -1503,7 +1532,10 @@ export class Tables {
    */
   #freeAfterGrace(policies: number[], localsids: number[], sessions: number[]): void {
     if (policies.length + localsids.length + sessions.length === 0) return;
-    const seq = this.#allocDebt;
+    // A grace period from now, after the change's generation bump: the program keeps a copy of a local
+    // SID or policy entry per CPU until the generation changes, and a packet that read one before it
+    // may still count into the rule's slot (the deletes' own grace period can end before the bump).
+    const seq = graceClock.request();
     this.#pendingFree.push({ seq, policies, localsids, sessions });
     // Zeroed as soon as that grace period is over, not at the next change:
     // until then the per-function totals still hold the deleted rules' counts.
@@ -1793,22 +1825,18 @@ export class Tables {
       }
     }
     const stored = storedValues(mirror, existing, oneByOne);
-    /** A free id, taken (given back if the plan fails); `why` follows the message of a full table. */
-    const takeId = (why: string): number => {
+    /** A free id, taken (given back if the plan fails); undefined when the table has none. */
+    const takeId = (): number | undefined => {
       let rule = ids.take();
       if (rule === undefined && this.#pendingFree.length > 0) {
         // Ids freed by deletes whose grace period is still running.
         this.#reclaimAll();
         rule = ids.take();
       }
-      if (rule === undefined) {
-        throw new TablesFullError(
-          `the ${what} table is full (settings.${setting} = ${max})${why}; delete entries, or raise settings.${setting} and restart with --replace-tables`,
-        );
-      }
-      taken.push(rule);
+      if (rule !== undefined) taken.push(rule);
       return rule;
     };
+    let inPlace = 0;
     try {
       for (let i = 0; i < puts.length; i++) {
         if (clock.tick()) yield;
@@ -1818,17 +1846,27 @@ export class Tables {
         const old = empty ? undefined : mirror.keys.get(p.keyStr);
         let rule = old !== undefined && old >= 0 ? old : undefined;
         const isNew = rule === undefined;
-        rule ??= takeId('');
+        rule ??= takeId();
+        if (rule === undefined) {
+          throw new TablesFullError(
+            `the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables`,
+          );
+        }
         writePut(p, rule, values, i * vs);
         if (!isNew && mirror.behaviorAt !== undefined && values[i * vs + mirror.behaviorAt] !== mirror.behaviorOf(rule)) {
           // A local SID that changes behaviour counts for another function from now on: a slot of its own,
           // from zero; the old one's packets stay with the old function (retired when its id is freed).
-          renumbered.set(i, rule);
-          rule = takeId(': a local SID that changes behaviour takes a new rule id (its counters start again under its new function)');
-          writePut(p, rule, values, i * vs);
-          rules[i] = rule;
-          replace.push(i);
-          continue;
+          // With no free id (the old ones are freed only a grace period after their write) it changes in
+          // place, its slot's packets going with it to the new function: counted, and logged by the daemon.
+          const fresh = takeId();
+          if (fresh !== undefined) {
+            renumbered.set(i, rule);
+            writePut(p, fresh, values, i * vs);
+            rules[i] = fresh;
+            replace.push(i);
+            continue;
+          }
+          inPlace++;
         }
         rules[i] = rule;
         if (!isNew && stored(rule, putKey(p))?.equals(values.subarray(i * vs, (i + 1) * vs)) === true) {
@@ -1847,7 +1885,7 @@ export class Tables {
       const plensAfter = [...lens].sort((a, b) => b - a);
       checkPlens(what, plensAfter, mirror === this.#sessions);
       const contiguous = fresh.length === puts.length && !puts.some((p) => p.standalone === true);
-      return { puts, values, rules, fresh, replace, renumbered, contiguous, deletes, unchanged, plensAfter, taken };
+      return { puts, values, rules, fresh, replace, renumbered, inPlace, contiguous, deletes, unchanged, plensAfter, taken };
     } catch (e) {
       ids.give(taken);
       throw e;
