@@ -1388,7 +1388,10 @@ export class Tables {
       this.#localsidIds.give(planL.taken);
       throw e;
     }
-    const before = this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens());
+    // As the map holds it: the generations written last, not the next ones (#fields). After a change
+    // whose configuration write and generation write both failed, #touched stays set, the next
+    // generations were already "before", and no later change wrote a generation again.
+    const before = withFields(this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens()), this.#gens);
     const after = this.#fields(settings, planP.plensAfter, planL.plensAfter, planS.plensAfter);
     const widened = widenedFields(before, after);
 
@@ -1600,7 +1603,7 @@ export class Tables {
     clock = new SliceClock(),
   ): Generator<TableStep, ApplyResult | undefined> {
     this.#checkSizes(settings);
-    const before = this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens());
+    const before = withFields(this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens()), this.#gens);
     // One table after the other, each kept as soon as it is planned: a refusal in a later one takes them all back.
     const fills: Fill[] = [];
     let after: ConfigFields;
