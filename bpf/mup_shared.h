@@ -186,10 +186,12 @@ struct mup_counter {
  * malformed packet for anyone else is passed to the kernel, which keeps its
  * own error counters for it.
  *
- * Counter slots 0..MUP_EVENT_SLOTS-1 are events: what happened to a packet.
+ * Counter slots 0..MUP_EV_MAX-1 are events: what happened to a packet.
  * Every packet the program sees lands in exactly one of them, so their sum is
- * the number of packets seen. Slots MUP_EVENT_SLOTS + rule count packets per
- * rule (policy or local SID) in addition. User space takes the event names
+ * the number of packets seen (slots MUP_RETIRED_SLOT.. before
+ * MUP_EVENT_SLOTS are the retired slots, enum mup_function below). Slots
+ * MUP_EVENT_SLOTS + rule count packets per rule (policy, local SID or
+ * session) in addition. User space takes the event names
  * from this enum's BTF (src/dataplane/btf.ts): lower case, without MUP_EV_.
  */
 enum mup_event {

@@ -204,6 +204,20 @@ describe.skipIf(!isRoot || !existsSync(OBJECT))('per-function totals when rules 
     expect(again.rules.localsidCount).toBe(3);
   });
 
+  it('a new local SID takes the last free id before a local SID that changes behaviour in the same change', () => {
+    // 3 of 4, then l2 changes behaviour and l4 is new: 4 of 4 fit. Before: l2 took the free id first, and
+    // l4 was refused (the table is full).
+    const L4 = '{ name: l4, sid: "2001:db8:5::/48", src_prefix_len: 64 }';
+    const c = (ls: string[]): Config => parseConfig(`settings: { forwarding: tx, max_policies: 8, max_localsids: 4 }\npolicies: []\nlocalsids:\n${ls.map((l) => `  - ${l}`).join('\n')}\n`, 'f.yaml');
+    const dp = load(c([L1, L2]));
+    dp.sync(c([L1, L2, '{ name: l3, sid: "2001:db8:4::/48", src_prefix_len: 64 }']));
+    const l2 = dp.rules.localsidRule(parseIpv6Prefix('2001:db8:3::/48', 't'));
+    expect(dp.sync(c([L1, L2_GTP6E, '{ name: l3, sid: "2001:db8:4::/48", src_prefix_len: 64 }', L4]))).toMatchObject({ added: 1, replaced: 1 });
+    expect(dp.rules.localsidCount).toBe(4);
+    expect(dp.rules.localsidRule(parseIpv6Prefix('2001:db8:3::/48', 't'))).toBe(l2); // in place: no id left
+    expect(dp.rules.behaviorsChangedInPlace).toBe(1);
+  });
+
   it('tables settled before a takeover keep a deleted local SID in its total (a daemon stopping, a program swap)', () => {
     const first = load(config([P2], [L1, L2]));
     const l1 = first.rules.localsidRule(parseIpv6Prefix('2001:db8:2::/48', 't'))!;

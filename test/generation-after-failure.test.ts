@@ -6,7 +6,7 @@
  * the failure failed too, left the tables believing a new generation was
  * due already: every later change compared the configuration it wanted
  * with that belief, found them the same, and wrote no generation again
- * (found by the review of session 31: the generation stayed at 1, 1, 1).
+ * (found by the review of session 31: the generations stayed at 1, 1, 1, 1).
  * CPUs then kept translating with entries that had been replaced.
  */
 import { existsSync } from 'node:fs';

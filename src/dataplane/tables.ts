@@ -83,10 +83,11 @@ export const MAP_COUNTERS = 'mup_counters';
 export const MAP_CONFIG = '.data.cfg';
 
 /**
- * Write zero to counter slots (events are slots 0..MUP_EVENT_SLOTS-1, rule r
- * is slot MUP_EVENT_SLOTS + r), every CPU's copy, one update per slot. Two
- * callers with two reasons: Tables zeroes a rule's slot when its id is freed
- * (so the next rule given that id starts at zero: table bookkeeping), and
+ * Write zero to counter slots (events and the retired slots are slots
+ * 0..MUP_EVENT_SLOTS-1, rule r is slot MUP_EVENT_SLOTS + r), every CPU's
+ * copy, one update per slot. Two callers with two reasons: Tables zeroes a
+ * rule's slot when its id is freed, its counts retired first (so the next
+ * rule given that id starts at zero: table bookkeeping), and
  * Dataplane.resetCounters zeroes every slot that is not zero (the
  * operator's `mup stats --reset`).
  */
@@ -1840,6 +1841,7 @@ export class Tables {
       return rule;
     };
     let inPlace = 0;
+    const behaviorChanges: number[] = [];
     try {
       for (let i = 0; i < puts.length; i++) {
         if (clock.tick()) yield;
@@ -1856,28 +1858,35 @@ export class Tables {
           );
         }
         writePut(p, rule, values, i * vs);
-        if (!isNew && mirror.behaviorAt !== undefined && values[i * vs + mirror.behaviorAt] !== mirror.behaviorOf(rule)) {
-          // A local SID that changes behaviour counts for another function from now on: a slot of its own,
-          // from zero; the old one's packets stay with the old function (retired when its id is freed).
-          // With no free id (the old ones are freed only a grace period after their write) it changes in
-          // place, its slot's packets going with it to the new function: counted, and logged by the daemon.
-          const fresh = takeId();
-          if (fresh !== undefined) {
-            renumbered.set(i, rule);
-            writePut(p, fresh, values, i * vs);
-            rules[i] = fresh;
-            replace.push(i);
-            continue;
-          }
-          inPlace++;
-        }
         rules[i] = rule;
+        if (!isNew && mirror.behaviorAt !== undefined && values[i * vs + mirror.behaviorAt] !== mirror.behaviorOf(rule)) {
+          // A local SID that changes behaviour: given a new id after the loop, once the new keys have theirs.
+          behaviorChanges.push(i);
+          replace.push(i);
+          continue;
+        }
         if (!isNew && stored(rule, putKey(p))?.equals(values.subarray(i * vs, (i + 1) * vs)) === true) {
           unchanged++;
           continue;
         }
         // A foreign entry (rule -1) with this key is overwritten by the update: not "fresh" for the batch.
         (isNew && old === undefined ? fresh : replace).push(i);
+      }
+      // A local SID that changes behaviour counts for another function from now on: a slot of its own,
+      // from zero; the old one's packets stay with the old function (retired when its id is freed). With
+      // no free id left (an old id is freed only a grace period after its write) it changes in place, its
+      // slot's packets going with it to the new function: counted, and logged by the daemon. After the
+      // new keys: a change that fits the table is never refused for it.
+      for (const i of behaviorChanges) {
+        if (clock.tick()) yield;
+        const id = takeId();
+        if (id === undefined) {
+          inPlace++;
+          continue;
+        }
+        renumbered.set(i, rules[i]!);
+        writePut(puts[i]!, id, values, i * vs);
+        rules[i] = id;
       }
       // Each key once: a key given twice would count its prefix length out twice.
       const gone = new Set<string>();
@@ -1976,7 +1985,12 @@ export class Tables {
    * change may flip), `delete` (only a flip, when lengths change).
    */
   graceNeeded(op: 'put' | 'delete'): number {
-    return op === 'put' ? Math.max(this.#allocDebt, this.#flipDebt) : this.#flipDebt;
+    if (op === 'delete') return this.#flipDebt;
+    // A table with no free id takes one freed by a delete, whose grace period is requested after that
+    // change's generation bump (#freeAfterGrace): waited for here, or the put would block on it (#reclaimAll).
+    const full = this.#policyIds.size === 0 || this.#localsidIds.size === 0 || this.#sessionIds.size === 0;
+    const freeing = full ? (this.#pendingFree.at(-1)?.seq ?? 0) : 0;
+    return Math.max(this.#allocDebt, this.#flipDebt, freeing);
   }
 
   /** Resolve when a change of this kind would not wait for a grace period in apply (the event loop runs meanwhile). */
