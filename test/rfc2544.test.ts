@@ -215,7 +215,9 @@ describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
       // Up to 60 s (a tsx child starts in seconds on a loaded host), not 200 polls of 50 ms.
       const deadline = Date.now() + 60_000;
       while (loadChildren(owner!).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      expect(loadChildren(owner!)).not.toEqual([]);
+      // On failure, what the benchmark printed: a clean-clone run in session 31 saw no child within 60 s, on a
+      // loaded host, and told nothing more (the cause was not found: the same run alone passed in 4 s).
+      expect(loadChildren(owner!), `no load child within 60 s; the benchmark's stderr so far:\n${err}`).not.toEqual([]);
     }
     process.kill(Number(owner), 'SIGINT');
     const r = await proc;
