@@ -51,7 +51,7 @@ import {
 } from './libbpf.js';
 import { ifIndex, inNetns, NetnsError } from './netns.js';
 import { markNewNextHopMaps } from './nexthop-fresh.js';
-import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, maxSessionsOf, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
+import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, maxSessionsOf, slotIsZero, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
 
 export { DEFAULT_OBJECT } from '../host/paths.js';
 import { DEFAULT_OBJECT } from '../host/paths.js';
@@ -941,14 +941,7 @@ class LoadedDataplane implements Dataplane {
     const read = this.#rawInUseSync();
     try {
       const raw = read.raw;
-      for (let slot = 0; slot < n; slot++) {
-        for (let b = slot * stride; b < (slot + 1) * stride; b++) {
-          if (raw[b] !== 0) {
-            nonzero.push(slot);
-            break;
-          }
-        }
-      }
+      for (let slot = 0; slot < n; slot++) if (!slotIsZero(raw, slot * stride, stride)) nonzero.push(slot);
     } finally {
       this.#release(read);
     }

@@ -1330,8 +1330,7 @@ export class NextHopWatcher {
     }
     // A local SID put with another behaviour takes a new id: its old one goes as a delete's.
     for (const l of c.putLocalSids ?? []) {
-      if (!dp.rules.localsidRenumbers(l.sid, l.behavior)) continue;
-      const r = dp.rules.localsidRule(l.sid);
+      const r = dp.rules.localsidRenumbered(l.sid, l.behavior);
       if (r !== undefined) ids.push(r);
     }
     return ids;

@@ -115,6 +115,12 @@ export interface SlotCounts {
   bytes: bigint;
 }
 
+/** Whether the counter slot at byte `at` of `raw` (`stride` bytes: every CPU's copy) is zero. */
+export function slotIsZero(raw: Buffer, at: number, stride: number): boolean {
+  for (let b = at; b < at + stride; b++) if (raw[b] !== 0) return false;
+  return true;
+}
+
 /** Slots this close together are read in one BPF_MAP_LOOKUP_BATCH (the kernel copies those between them too). */
 const SLOT_RUN_GAP = 16;
 
@@ -130,10 +136,7 @@ export function readSlotCounts(countersFd: number, slots: readonly number[], ncp
   const order = ascending ? slots.map((_, i) => i) : slots.map((_, i) => i).sort((a, b) => slots[a]! - slots[b]!);
   const out: SlotCounts[] = new Array<SlotCounts>(slots.length);
   /** The slot at byte `at` of `raw`: its words looked at before any BigInt is made (a deleted rule often has no packets). */
-  const decode = (raw: Buffer, at: number): SlotCounts => {
-    for (let b = at; b < at + stride; b++) if (raw[b] !== 0) return decodePercpuCounter(raw, ncpus, at);
-    return { packets: 0n, bytes: 0n };
-  };
+  const decode = (raw: Buffer, at: number): SlotCounts => (slotIsZero(raw, at, stride) ? { packets: 0n, bytes: 0n } : decodePercpuCounter(raw, ncpus, at));
   for (let k = 0; k < order.length; ) {
     const first = slots[order[k]!]!;
     let end = k + 1;
@@ -993,14 +996,7 @@ export class Tables {
       const n = Math.min(COUNTER_READ_CHUNK, total - first);
       const raw = mapLookupArrayRange(fds.countersFd, MUP_EVENT_SLOTS + first, n, stride, MAP_COUNTERS);
       for (let i = 0; i < n; i++) {
-        if (used[first + i] === 1) continue;
-        const at = i * stride;
-        for (let b = at; b < at + stride; b++) {
-          if (raw[b] !== 0) {
-            dirty.push(MUP_EVENT_SLOTS + first + i);
-            break;
-          }
-        }
+        if (used[first + i] !== 1 && !slotIsZero(raw, i * stride, stride)) dirty.push(MUP_EVENT_SLOTS + first + i);
       }
     }
     if (dirty.length > 0) {
@@ -1040,13 +1036,13 @@ export class Tables {
   onBehaviorsChangedInPlace: ((n: number) => void) | undefined;
 
   /**
-   * Whether a put of local SID `sid` with `behavior` would give it a new
-   * rule id (it is in the table with another behaviour): the next-hop cache
-   * forgets its id as a delete's.
+   * The rule id a put of local SID `sid` with `behavior` would take from it
+   * (it is in the table with another behaviour: it gets a new id), or
+   * undefined: the next-hop cache forgets that id as a delete's.
    */
-  localsidRenumbers(sid: Ipv6Prefix, behavior: LocalSid['behavior']): boolean {
+  localsidRenumbered(sid: Ipv6Prefix, behavior: LocalSid['behavior']): number | undefined {
     const rule = this.localsidRule(sid);
-    return rule !== undefined && this.#localsids.behaviorOf(rule) !== BEHAVIORS[behavior ?? 'end.m.gtp4.e'];
+    return rule !== undefined && this.#localsids.behaviorOf(rule) !== BEHAVIORS[behavior ?? 'end.m.gtp4.e'] ? rule : undefined;
   }
 
   /**
@@ -1115,7 +1111,6 @@ export class Tables {
       throw e;
     }
   }
-
 
   get settings(): Settings {
     return this.#settings;
@@ -1389,10 +1384,7 @@ export class Tables {
       this.#localsidIds.give(planL.taken);
       throw e;
     }
-    // As the map holds it: the generations written last, not the next ones (#fields). After a change
-    // whose configuration write and generation write both failed, #touched stays set, the next
-    // generations were already "before", and no later change wrote a generation again.
-    const before = withFields(this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens()), this.#gens);
+    const before = this.#fieldsWritten();
     const after = this.#fields(settings, planP.plensAfter, planL.plensAfter, planS.plensAfter);
     const widened = widenedFields(before, after);
 
@@ -1604,7 +1596,7 @@ export class Tables {
     clock = new SliceClock(),
   ): Generator<TableStep, ApplyResult | undefined> {
     this.#checkSizes(settings);
-    const before = withFields(this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens()), this.#gens);
+    const before = this.#fieldsWritten();
     // One table after the other, each kept as soon as it is planned: a refusal in a later one takes them all back.
     const fills: Fill[] = [];
     let after: ConfigFields;
@@ -1917,6 +1909,17 @@ export class Tables {
     if (fd === this.#fds.policiesFd) this.#touched.policy = true;
     else if (fd === this.#fds.localsidsFd) this.#touched.localsid = true;
     // Sessions: no per-CPU copy (bpf/session.h), no generation.
+  }
+
+  /**
+   * The configuration as last written: the tables' settings and lengths, and
+   * the generations written last, not the next ones (#fields). With the next
+   * ones, after a change whose configuration write and generation write both
+   * failed (#touched left set), a change's "before" held the generations it
+   * would write, and no later change wrote a generation again.
+   */
+  #fieldsWritten(): ConfigFields {
+    return withFields(this.#fields(this.#settings, this.#policies.plens(), this.#localsids.plens(), this.#sessions.plens()), this.#gens);
   }
 
   #fields(s: Settings, policyPlens: readonly number[], localsidPlens: readonly number[], sessionPlens: readonly number[]): ConfigFields {
