@@ -35,6 +35,7 @@ import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { PerRuleSeries } from '../config/types.js';
 import type { RuleCounter, RuleSelection } from '../dataplane/dataplane.js';
 import type { Daemon } from './daemon.js';
+import { runNow, runYielding, SliceClock } from '../host/slice-clock.js';
 
 /** Per-rule series when neither the config nor the command line says: none. */
 export const DEFAULT_PER_RULE: PerRuleSeries = 'off';
@@ -50,23 +51,75 @@ export function perRuleText(p: PerRuleSeries): string {
 }
 
 /** The `n` rules with the most packets (ties: config order), busiest first; rules without packets never. */
-export function topRules(rules: readonly RuleCounter[], n: number): RuleCounter[] {
-  // A bounded selection (not a sort of every rule): `best` is sorted busiest first, at most n long.
-  const best: RuleCounter[] = [];
-  for (const r of rules) {
-    if (r.packets === 0n) continue;
-    if (best.length === n && r.packets <= best[n - 1]!.packets) continue;
-    let lo = 0;
-    let hi = best.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (best[mid]!.packets >= r.packets) lo = mid + 1;
-      else hi = mid;
+export function topRules(rules: Iterable<RuleCounter>, n: number): RuleCounter[] {
+  return runNow(topRulesSlices(rules, n));
+}
+
+/**
+ * topRules in slices: it yields when `clock` says a slice is over (the
+ * scrape runs it with the event loop turning between slices). The n best
+ * so far are a min-heap, the worst at its root: a rule that does not beat
+ * the root costs one comparison, one that does about log2(n); the n are
+ * then taken off the root worst first, in slices too. (A sorted
+ * array with an insertion per rule moved up to n entries each time:
+ * top:100000 over a million rules held the loop 34-103 s a scrape.)
+ */
+export function* topRulesSlices(rules: Iterable<RuleCounter>, n: number, clock = new SliceClock()): Generator<void, RuleCounter[]> {
+  const heap: RuleCounter[] = [];
+  /** Each heap entry's place in `rules`: the later of two equal counts is the worse. */
+  const seq: number[] = [];
+  const worse = (i: number, j: number): boolean => heap[i]!.packets < heap[j]!.packets || (heap[i]!.packets === heap[j]!.packets && seq[i]! > seq[j]!);
+  const swap = (i: number, j: number): void => {
+    const r = heap[i]!;
+    heap[i] = heap[j]!;
+    heap[j] = r;
+    const q = seq[i]!;
+    seq[i] = seq[j]!;
+    seq[j] = q;
+  };
+  /** Down from `i` while a child (of the first `len`) is worse. */
+  const down = (i: number, len: number): void => {
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= len) return;
+      const c = l + 1 < len && worse(l + 1, l) ? l + 1 : l;
+      if (!worse(c, i)) return;
+      swap(i, c);
+      i = c;
     }
-    best.splice(lo, 0, r);
-    if (best.length > n) best.pop();
+  };
+  let at = -1;
+  if (n > 0) {
+    for (const r of rules) {
+      at++;
+      if (clock.tick()) yield;
+      if (r.packets === 0n) continue;
+      if (heap.length < n) {
+        // Up from the new leaf while it is worse than its parent.
+        heap.push(r);
+        seq.push(at);
+        for (let i = heap.length - 1; i > 0; ) {
+          const up = (i - 1) >> 1;
+          if (!worse(i, up)) break;
+          swap(i, up);
+          i = up;
+        }
+        continue;
+      }
+      // Full: only a rule with more packets than the worst kept gets in (a tie keeps the earlier rule).
+      if (r.packets <= heap[0]!.packets) continue;
+      heap[0] = r;
+      seq[0] = at;
+      down(0, heap.length);
+    }
   }
-  return best;
+  // Worst first off the root, each put after the heap's end: the array ends busiest first.
+  for (let end = heap.length - 1; end > 0; end--) {
+    if (clock.tick()) yield;
+    swap(0, end);
+    down(0, end);
+  }
+  return heap;
 }
 
 const FUNCTION_NAMES = {
@@ -107,13 +160,18 @@ export function createMetrics(d: Daemon, o: MetricsOptions = {}): Registry {
   // The counter map read in slices, the event loop running between them.
   const take = async (): Promise<Scrape> => {
     const p = perRule();
-    return snapshot(p, await d.countersAsync(selection(p)));
+    if (typeof p !== 'object') return snapshot(p, await d.countersAsync(selection(p)));
+    // top:N: the active rules' rows made one at a time as the selection takes them, in slices too
+    // (no array of every active rule; the rows are the read's, whatever changes meanwhile).
+    const c = await d.countersRowsAsync('active');
+    const top = await runYielding(topRulesSlices(c.rules, p.top));
+    return snapshot(p, { at: c.at, events: c.events, functions: c.functions, rules: top }, top);
   };
-  const snapshot = (p: PerRuleSeries, counters: Scrape['counters']): Scrape => {
+  const snapshot = (p: PerRuleSeries, counters: Scrape['counters'], top?: readonly RuleCounter[]): Scrape => {
     // Functions and events are sums over every rule's slot, whichever rules are listed.
     const status = d.status();
     const total = status.tables.policies.entries + status.tables.localsids.entries + status.tables.sessions.entries;
-    const rules = p === 'off' ? [] : p === 'all' ? counters.rules : topRules(counters.rules, p.top);
+    const rules = p === 'off' ? [] : p === 'all' ? counters.rules : (top ?? topRules(counters.rules, p.top));
     return { counters, status, rules, truncated: rules.length < total };
   };
   // Collected outside metrics() (another prom-client entry point): one synchronous read.
