@@ -14,6 +14,7 @@ import { leaves, replay, SKIP_REASONS, type ReplayFrame, type ReplayResult } fro
 import { registerBench } from './bench.js';
 import { registerBgp } from './bgp.js';
 import { addSessionCommands } from './bgp-session.js';
+import { columnWidths } from './column-widths.js';
 import { registerLab } from './lab.js';
 import { registerOps } from './ops.js';
 import { registerProbe } from './probe.js';
@@ -224,7 +225,7 @@ function counterTable(r: ReplayResult): string {
   const rows: [string, string, string][] = [['translated by', 'packets', 'bytes']];
   for (const [fn, v] of Object.entries(r.counters.functions)) rows.push([fn, String(v.packets), String(v.bytes)]);
   for (const rule of r.counters.rules) rows.push([`  ${rule.where} (${rule.kind})`, String(rule.packets), String(rule.bytes)]);
-  const w = [0, 1, 2].map((i) => Math.max(...rows.map((row) => row[i]!.length)));
+  const w = columnWidths(rows);
   return rows.map(([a, b, c]) => `${a.padEnd(w[0]!)}  ${b.padStart(w[1]!)}  ${c.padStart(w[2]!)}`).join('\n');
 }
 

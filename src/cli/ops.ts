@@ -11,6 +11,7 @@ import { DEFAULT_BPFFS, DEFAULT_OBJECT } from '../host/paths.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from '../config/per-rule.js';
 import type { PerRuleSeries } from '../config/types.js';
 import { ApiError, call, ConnectError, ExitStatus, type Target } from './client.js';
+import { columnWidths } from './column-widths.js';
 // The daemon, libbpf and the metrics library load only for the commands that need them.
 
 /**
@@ -231,6 +232,26 @@ export function target(o: TargetOpts): Target {
   };
 }
 
+/**
+ * The target options of a command line as flags, for a command printed to
+ * be pasted (the next page's): a cursor is a key, not tied to one daemon,
+ * so the next page asked of another daemon would list its rules after that
+ * key without an error.
+ */
+export function targetFlags(o: TargetOpts): string {
+  const flags: string[] = [];
+  if (o.socket !== undefined) flags.push('--socket', shellWord(o.socket));
+  else if (o.url === undefined && o.instance !== 'default') flags.push('--instance', shellWord(o.instance));
+  if (o.url !== undefined) flags.push('--url', shellWord(o.url));
+  if (o.tokenFile !== undefined) flags.push('--token-file', shellWord(o.tokenFile));
+  return flags.length === 0 ? '' : ` ${flags.join(' ')}`;
+}
+
+/** A word the shell reads back as it is: quoted when it holds anything but [A-Za-z0-9_./:@%+=,-]. */
+function shellWord(w: string): string {
+  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`;
+}
+
 /** The options every API client command takes (defaults from MUP_INSTANCE, MUP_SOCKET, MUP_URL, MUP_TOKEN_FILE). */
 export function withTarget(c: Command): Command {
   return c
@@ -242,7 +263,7 @@ export function withTarget(c: Command): Command {
 
 function table(rows: readonly (readonly string[])[], right: ReadonlySet<number> = new Set()): string {
   if (rows.length === 0) return '';
-  const w = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  const w = columnWidths(rows);
   return rows.map((r) => r.map((c, i) => (right.has(i) ? c.padStart(w[i]!) : c.padEnd(w[i]!))).join('  ').trimEnd()).join('\n') + '\n';
 }
 
@@ -487,7 +508,7 @@ export function registerOps(program: Command, io: Io): void {
           // The whole list in config order, streamed by the daemon rule by rule.
           list = (await call<Page>(t, 'GET', path))[c.listKey] ?? [];
         }
-        if (next !== null) io.err(`next page: mup ${kind} list --limit ${o.limit ?? LIST_DEFAULT_PAGE} --after ${next}\n`);
+        if (next !== null) io.err(`next page: mup ${kind} list${targetFlags(o)} --limit ${o.limit ?? LIST_DEFAULT_PAGE} --after ${next}\n`);
         if (o.json === true) return io.out(`${JSON.stringify(o.limit !== undefined || o.after !== undefined ? { [c.listKey]: list, next } : list, null, 2)}\n`);
         const cols = c.columns.filter((col) => !(c.optionalColumns ?? []).includes(col) || list.some((e) => e[col] !== undefined));
         // A local SID without a behaviour is End.M.GTP4.E (the config's default).
@@ -565,18 +586,18 @@ export function registerOps(program: Command, io: Io): void {
         io.out('counters reset\n');
         return;
       }
+      // With big tables only rules that have packets are fetched (an idle
+      // rule has no rate, and is not among the busiest); small tables whole.
+      const st = await call<DaemonStatus>(t, 'GET', '/v1/status');
+      const which = ruleCount(st) > STATS_ALL_RULES ? 'active' : 'all';
       if (o.watch === undefined || o.watch === false) {
-        const c = await call<CountersSnapshot>(t, 'GET', '/v1/counters');
+        const c = await call<CountersSnapshot>(t, 'GET', `/v1/counters?rules=${which}`);
         if (o.json === true) return io.out(`${JSON.stringify(c, null, 2)}\n`);
-        io.out(statsText(c, undefined, o.top));
+        io.out(statsText(c, undefined, o.top, which === 'active'));
         return;
       }
       const secs = o.watch === true ? 1 : Number(o.watch);
       if (!(secs > 0)) throw new Error(`--watch: expected a number of seconds, got ${JSON.stringify(o.watch)}`);
-      // With big tables, only rules that have packets are fetched (an idle
-      // rule has no rate); small tables are shown whole.
-      const st = await call<DaemonStatus>(t, 'GET', '/v1/status');
-      const which = st.tables.policies.entries + st.tables.localsids.entries > 2000 ? 'active' : 'all';
       let prev = await call<CountersSnapshot>(t, 'GET', `/v1/counters?rules=${which}`);
       const tty = process.stdout.isTTY;
       let stop = false;
@@ -587,7 +608,7 @@ export function registerOps(program: Command, io: Io): void {
         await new Promise((r) => setTimeout(r, secs * 1000));
         if (stop) break;
         const cur = await call<CountersSnapshot>(t, 'GET', `/v1/counters?rules=${which}`);
-        const text = o.json === true ? `${JSON.stringify({ at: cur.at, ...rates(prev, cur) })}\n` : statsText(cur, prev, o.top);
+        const text = o.json === true ? `${JSON.stringify({ at: cur.at, ...rates(prev, cur) })}\n` : statsText(cur, prev, o.top, which === 'active');
         io.out(o.json === true ? text : tty ? `\x1b[H\x1b[2J${text}` : `${text}\n`); // --json: one line per interval, no blank ones
         prev = cur;
       }
@@ -792,7 +813,16 @@ function fmtRate(x: number): string {
 }
 
 /** The counters as tables; with `prev`, rates per second since then. */
-function statsText(cur: CountersSnapshot, prev: CountersSnapshot | undefined, top: number): string {
+/** Above this many rules `mup stats` fetches only the rules that have packets. */
+export const STATS_ALL_RULES = 2000;
+
+/** Every rule in the tables: policies, local SIDs and sessions. */
+function ruleCount(st: DaemonStatus): number {
+  const t = st.tables;
+  return t.policies.entries + t.localsids.entries + (t.sessions?.entries ?? 0);
+}
+
+function statsText(cur: CountersSnapshot, prev: CountersSnapshot | undefined, top: number, activeOnly = false): string {
   const r = prev === undefined ? undefined : rates(prev, cur);
   const out: string[] = [`counters at ${cur.at}${r === undefined ? '' : ` (rates over ${r.seconds.toFixed(1)} s)`}`, ''];
   const fnRows = [['function', 'packets', 'bytes', ...(r === undefined ? [] : ['pkt/s', 'bit/s'])]];
@@ -811,6 +841,6 @@ function statsText(cur: CountersSnapshot, prev: CountersSnapshot | undefined, to
   const ruleRows = [['rule', 'kind', 'name', 'packets', ...(r === undefined ? [] : ['pkt/s'])]];
   for (const x of busiest) ruleRows.push([x.key, x.kind, x.name ?? '-', String(x.packets), ...(r === undefined ? [] : [fmtRate(x.pps)])]);
   out.push(table(ruleRows, new Set([3, 4])));
-  if (ruleList.length > top) out.push(`(${ruleList.length - top} more rules; --top N shows more)\n`);
+  if (ruleList.length > top) out.push(`(${ruleList.length - top} more rules${activeOnly ? ' with packets' : ''}; --top N shows more)\n`);
   return out.join('\n');
 }
