@@ -191,6 +191,9 @@ describe.skipIf(!isRoot)(peerTitle('mup daemon on veths between namespaces'), ()
     expect(0 <= p50 && p50 <= p99 && p99 <= max && max < 10, `${p50} ${p99} ${max}`).toBe(true); // NaN (no gauge) fails; an idle loop may read 0
     expect(Number(/^mup_nexthop_rules_resolved_total (\d+)$/m.exec(m)?.[1])).toBeGreaterThanOrEqual(s.nexthops!.rulesResolved);
     expect(Number(/^mup_nexthop_passes_total\{kind="full"\} (\d+)$/m.exec(m)?.[1])).toBeGreaterThanOrEqual(1);
+    // Nothing lost by ip monitor and no failed pass on a quiet start: both series there, at 0.
+    expect(m).toMatch(/^mup_nexthop_lost_event_resyncs_total 0$/m);
+    expect(m).toMatch(/^mup_nexthop_failed_passes_total 0$/m);
     const after = ((await d!.api('GET', '/v1/status')).body as typeof s).eventLoop;
     sane(after.sinceStart);
     expect(after.sinceStart.samples).toBeGreaterThan(s.eventLoop.sinceStart.samples);

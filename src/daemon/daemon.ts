@@ -156,6 +156,9 @@ export interface DaemonStatus {
   readonly eventLoop: ReturnType<LoopMonitor['status']>;
   /** The next-hop cache (forwarding fib): rules resolved again since start, passes by kind; null when not running. */
   readonly nexthops: { readonly rulesResolved: number; readonly fullPasses: number; readonly incrementalPasses: number; readonly apiRules: number;
+    /** Full passes because ip monitor said it lost events (netlink ENOBUFS); passes that failed (each tried again). */
+    readonly lostEventResyncs: number;
+    readonly failedPasses: number;
     readonly cached: number | null;
     /** The last pass: when its writes were done, rules resolved again, full or incremental, ms from its start (after the 50 ms debounce). */
     readonly last: { readonly at: string; readonly rules: number; readonly full: boolean; readonly ms: number } | null;
@@ -2045,6 +2048,8 @@ export class Daemon {
       fullPasses: t.fullPasses,
       incrementalPasses: t.incrementalPasses,
       apiRules: t.apiRules,
+      lostEventResyncs: t.lostEventResyncs,
+      failedPasses: t.failedPasses,
       cached: l?.cached ?? null,
       last: l === undefined ? null : { at: l.at, rules: l.rules, full: l.full, ms: l.ms },
     };

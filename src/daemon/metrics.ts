@@ -359,6 +359,24 @@ export function createMetrics(d: Daemon, o: MetricsOptions = {}): Registry {
       this.inc({ kind: 'incremental' }, t?.incrementalPasses ?? 0);
     },
   });
+  new Counter({
+    name: 'mup_nexthop_lost_event_resyncs_total',
+    help: 'Full next-hop passes run because ip monitor lost route or neighbour events (netlink ENOBUFS: a burst faster than it reads)',
+    registers: [reg],
+    collect() {
+      this.reset();
+      this.inc(d.nexthopTotals()?.lostEventResyncs ?? 0);
+    },
+  });
+  new Counter({
+    name: 'mup_nexthop_failed_passes_total',
+    help: 'Next-hop passes that failed (a kernel read or a map write); each is tried again, after 100 ms doubling to 5 s while they fail',
+    registers: [reg],
+    collect() {
+      this.reset();
+      this.inc(d.nexthopTotals()?.failedPasses ?? 0);
+    },
+  });
   const bgp = d.bgp;
   if (bgp !== undefined) {
     reg.registerMetric(bgp.latency);

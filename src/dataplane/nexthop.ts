@@ -37,16 +37,19 @@
  *
  * Kept current: a child `ip monitor route neigh link rule netconf` (killed
  * with the daemon, also on SIGKILL: PR_SET_PDEATHSIG through setpriv) wakes
- * a re-resolution 50 ms after a change, and a full one runs every few
- * seconds anyway. Resolution reads the kernel's tables once (`ip -json`) and
- * resolves each distinct range once, not each rule.
+ * a re-resolution 50 ms after a change, of what the change can touch. No
+ * full one runs on a timer while the monitor lives: one runs when it says
+ * the kernel dropped events (ENOBUFS), after a pass that failed part way,
+ * and every few seconds only if the monitor died; a failed pass is tried
+ * again, backing off. Resolution reads the kernel's tables (`ip -json`)
+ * and resolves each distinct range once, not each rule.
  *
  * An interface deleted or made again (a new ifindex under a name a slot was
  * resolved through) is not left to that re-resolution, which reads the
- * kernel's tables with eight `ip` processes and takes hundreds of ms on a
- * loaded host: on every event (and after every resolution, which may have
- * read the tables before the change) each slot's interface name is looked up
- * again (if_nametoindex, one per distinct interface), and the rules of slots
+ * kernel's tables and may take hundreds of ms on a loaded host: on every
+ * event (and after every resolution, which may have read the tables before
+ * the change) each slot's interface name is looked up again
+ * (if_nametoindex, one per distinct interface), and the rules of slots
  * whose ifindex is no longer that name's go back to the FIB lookup at once
  * (which finds the new device), until the re-resolution gives them a slot on
  * the new ifindex. Before that, frames kept being redirected to the dead
@@ -55,11 +58,12 @@
 import { ShardedMap } from '../host/sharded-map.js';
 import { execFile, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { StringDecoder } from 'node:string_decoder';
 import { promisify } from 'node:util';
 import type { Config } from '../config/types.js';
 import { AF_INET, AF_INET6, LAYOUTS, encodeNextHop, type NextHopFields } from './codec.js';
 import type { Dataplane, NextHopFds } from './dataplane.js';
-import { BPF_ANY, mapLookup, mapLookupArrayRange, mapUpdate, mapUpdateBatch, synchronizeRcu } from './libbpf.js';
+import { BPF_ANY, BatchWriteError, mapLookup, mapLookupArrayRange, mapUpdate, mapUpdateBatch, synchronizeRcu } from './libbpf.js';
 import { takeNewNextHopMaps } from './nexthop-fresh.js';
 import { ifIndex } from './netns.js';
 import { nextTurn } from '../host/slice-clock.js';
@@ -222,6 +226,19 @@ export function spawnNextHopReadersEarly(netns: string | undefined, owner: objec
 }
 
 /**
+ * One `ip -batch` child and what it owes: `parts` hold the line begun and
+ * not yet ended, decoded chunk by chunk (`decoder` keeps a character whose
+ * UTF-8 bytes straddle two chunks), `queue` the commands waiting for their
+ * line, in order.
+ */
+interface BatchProc {
+  readonly child: ChildProcess;
+  readonly decoder: StringDecoder;
+  parts: string[];
+  readonly queue: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }>;
+}
+
+/**
  * `ip -json -batch -` children kept running (one per address family, one
  * for both), each answering one command with one line of JSON. Spawning a
  * process from the daemon forks it, and the fork copies the page tables of
@@ -232,7 +249,7 @@ export function spawnNextHopReadersEarly(netns: string | undefined, owner: objec
  */
 export class IpBatch {
   readonly #netns: string | undefined;
-  readonly #procs = new Map<'4' | '6' | 'any', { child: ChildProcess; buf: string; queue: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> }>();
+  readonly #procs = new Map<'4' | '6' | 'any', BatchProc>();
   #closed = false;
 
   constructor(netns?: string) {
@@ -244,22 +261,31 @@ export class IpBatch {
     for (const f of IP_BATCH_FAMILIES) this.#proc(f);
   }
 
-  #proc(family: '4' | '6' | 'any'): { child: ChildProcess; buf: string; queue: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> } {
+  #proc(family: '4' | '6' | 'any'): BatchProc {
     let p = this.#procs.get(family);
     if (p !== undefined) return p;
     const args = ipBatchArgs(this.#netns, family);
     const child = spawnChild('setpriv', underSetpriv(args), IP_BATCH_STDIO);
-    const q: Array<{ resolve: (s: string) => void; reject: (e: Error) => void }> = [];
-    const proc = { child, buf: '', queue: q };
+    const q: BatchProc['queue'] = [];
+    const proc: BatchProc = { child, decoder: new StringDecoder('utf8'), parts: [], queue: q };
     let err = '';
+    // A route table's answer is one line of many 64 KiB chunks: only the
+    // new chunk is searched for its end, and the line is joined once.
+    // Appending to one string and searching all of it per chunk was
+    // quadratic: 200,000 routes (19 MB, 297 chunks) took 9.5 s of the
+    // event loop; now about 130 ms, most of it the join at the end.
     child.stdout!.on('data', (d: Buffer) => {
-      proc.buf += d.toString();
+      const text = proc.decoder.write(d);
+      let from = 0;
       let nl: number;
-      while ((nl = proc.buf.indexOf('\n')) >= 0) {
-        const line = proc.buf.slice(0, nl);
-        proc.buf = proc.buf.slice(nl + 1);
+      while ((nl = text.indexOf('\n', from)) >= 0) {
+        proc.parts.push(text.slice(from, nl));
+        const line = proc.parts.length === 1 ? proc.parts[0]! : proc.parts.join('');
+        proc.parts = [];
+        from = nl + 1;
         q.shift()?.resolve(line);
       }
+      if (from < text.length) proc.parts.push(from === 0 ? text : text.slice(from));
     });
     child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
     const fail = (why: string): void => {
@@ -694,29 +720,44 @@ export class NextHopCache {
    * host's order, built as Uint32Arrays: with Buffer writes and a closure
    * per rule, the start's write of 131,072 entries held the event loop
    * about 60 ms before the API's first answer.
+   *
+   * What each rule points to (and each slot's count) is taken as written
+   * only for the entries the kernel took: when the batch fails part way,
+   * the rules after it still hold their old slot in the map, and so here,
+   * so the next write that wants the new slot writes it again. Counted
+   * before the write, they looked written: a later pass skipped them and
+   * their slot could be retired and reused under them.
    */
   #write(rules: ArrayLike<number>, slotOf: (rule: number) => number): number {
-    const dropped: number[] = [];
     const n = rules.length;
-    if (n > 0) {
-      const keys = new Uint32Array(n);
-      const values = new Uint32Array(n);
-      for (let i = 0; i < n; i++) {
-        const r = rules[i]!;
-        const slot = slotOf(r);
-        keys[i] = r;
-        values[i] = slot;
-        const old = this.#ruleSlot[r]!;
-        if (old !== slot) {
-          if (old !== 0 && --this.#refs[old]! === 0) dropped.push(old);
-          if (slot !== 0) this.#refs[slot]!++;
-          this.#ruleSlot[r] = slot;
-        }
-      }
-      mapUpdateBatch(this.#fds.rulesFd, Buffer.from(keys.buffer), Buffer.from(values.buffer), n, 'mup_nh_rules');
+    const keys = new Uint32Array(n);
+    const values = new Uint32Array(n);
+    for (let i = 0; i < n; i++) {
+      const r = rules[i]!;
+      keys[i] = r;
+      values[i] = slotOf(r);
     }
-    for (const slot of [...dropped, ...this.#fresh]) if (this.#refs[slot] === 0) this.#retire(slot);
-    this.#fresh = [];
+    let done = 0;
+    try {
+      if (n > 0) mapUpdateBatch(this.#fds.rulesFd, Buffer.from(keys.buffer), Buffer.from(values.buffer), n, 'mup_nh_rules');
+      done = n;
+    } catch (e) {
+      if (e instanceof BatchWriteError) done = Math.min(e.written, n);
+      throw e;
+    } finally {
+      const dropped: number[] = [];
+      for (let i = 0; i < done; i++) {
+        const r = keys[i]!;
+        const slot = values[i]!;
+        const old = this.#ruleSlot[r]!;
+        if (old === slot) continue;
+        if (old !== 0 && --this.#refs[old]! === 0) dropped.push(old);
+        if (slot !== 0) this.#refs[slot]!++;
+        this.#ruleSlot[r] = slot;
+      }
+      for (const slot of [...dropped, ...this.#fresh]) if (this.#refs[slot] === 0) this.#retire(slot);
+      this.#fresh = [];
+    }
     return n;
   }
 
@@ -1021,8 +1062,9 @@ export interface WatcherOptions {
   readonly debounceMs?: number;
   /**
    * How often the End.M.GTP4.E hints are read (one batch read; resolved
-   * again only when one changed), and, if the `ip monitor` child dies, how
-   * often everything is resolved again instead. Default 5000 ms.
+   * again only when one changed); if the `ip monitor` child dies, how
+   * often everything is resolved again instead; and the longest wait
+   * before a failed pass is tried again. Default 5000 ms.
    */
   readonly periodMs?: number;
   /** How long the data plane may use what was written without a renewal, ms. Default 3000 (renewed every 1000). */
@@ -1045,7 +1087,7 @@ export interface WatcherOptions {
 
 /** One resolution pass: the cache's state after it, and what it did. */
 export interface PassSummary extends CacheSummary {
-  /** Rules whose range was resolved again in this pass (a full pass: every rule with a range). */
+  /** Rules whose range was resolved again in this pass (a full pass: every rule with a range), and rules a hint moved into an entry not resolved again. */
   readonly rules: number;
   /** Every range resolved again (start, reload, an interface, rule or forwarding change, resolveNow), not only those a change touched. */
   readonly full: boolean;
@@ -1094,6 +1136,9 @@ interface RouteEv {
 /** More `ip monitor` lines than this in one pass: every range is resolved again (cheaper than matching each). */
 const MAX_EVENTS = 256;
 
+/** An `ip monitor` stderr line saying the kernel dropped notifications (ENOBUFS, errno 105 on Linux; the text may be translated). */
+const LOST_EVENTS = /No buffer space available|ENOBUFS|receive error.*\(105\)/;
+
 /**
  * Runs the cache for a daemon: watch, resolve, write, renew the lease.
  *
@@ -1106,7 +1151,8 @@ const MAX_EVENTS = 256;
  * events name, resolves those ranges again and re-points only their rules,
  * in batches, giving the event loop back every `sliceMs`. A rule put through the API is
  * resolved alone. Every range is resolved again only at start, on reload,
- * on an interface, policy-routing rule or forwarding change, and on
+ * on an interface, policy-routing rule or forwarding change, when `ip
+ * monitor` says events were lost, after a pass that failed, and on
  * resolveNow(); such a pass gives the event loop back every `sliceMs`, and
  * changes arriving meanwhile make the next pass, an incremental one.
  */
@@ -1149,8 +1195,15 @@ export class NextHopWatcher {
   /** The kernel's tables are read through these (spawned at the first read, once). */
   #batch: IpBatch | undefined;
   last: (PassSummary & { readonly at: string }) | undefined;
-  /** Since start: rules resolved again (passes, and rules put by API changes and reload edits: apiRules), and passes by kind. */
-  readonly totals = { rules: 0, fullPasses: 0, incrementalPasses: 0, apiRules: 0 };
+  /**
+   * Since start: rules resolved again (passes, and rules put by API changes
+   * and reload edits: apiRules), passes by kind, full passes asked for
+   * because `ip monitor` said events were lost (lostEventResyncs), and
+   * passes that failed (failedPasses: each is tried again, #retry).
+   */
+  readonly totals = { rules: 0, fullPasses: 0, incrementalPasses: 0, apiRules: 0, lostEventResyncs: 0, failedPasses: 0 };
+  /** Passes failed in a row: the retry waits longer each time (#retry). */
+  #failures = 0;
 
   constructor(o: WatcherOptions) {
     this.#o = o;
@@ -1169,10 +1222,16 @@ export class NextHopWatcher {
     const child = spawnChild('setpriv', underSetpriv(monitorArgs(this.#o.netns)), MONITOR_STDIO);
     this.#child = child;
     child.stdout.on('data', (d: Buffer) => this.#onMonitor(d.toString()));
-    child.stderr.on('data', (d: Buffer) => this.#o.onError?.(new Error(`ip monitor: ${d.toString().trim()}`)));
+    let errLine = '';
+    child.stderr.on('data', (d: Buffer) => {
+      const lines = (errLine + d.toString()).split('\n');
+      errLine = lines.pop()!;
+      for (const line of lines) this.#onMonitorError(line);
+    });
     child.on('error', (e) => this.#o.onError?.(e));
     child.on('exit', (code, signal) => {
       if (this.#stopped) return;
+      this.#onMonitorError(errLine);
       this.#o.onError?.(new Error(`ip monitor exited (${signal ?? code}); every next hop is resolved again every ${periodMs} ms instead`));
       clearInterval(this.#period);
       this.#period = setInterval(() => this.#full(), periodMs);
@@ -1183,6 +1242,24 @@ export class NextHopWatcher {
     this.#period = setInterval(() => this.#hintsTick(), periodMs);
     this.#period.unref();
     this.changed(0);
+  }
+
+  /**
+   * A line `ip monitor` wrote on stderr: logged; and when it says the
+   * kernel dropped notifications (its netlink socket overflowed: iproute2
+   * prints `netlink receive error No buffer space available (105)` and
+   * reads on), the changes they told of are unknown, so the next pass is a
+   * full one. Nothing else would ever apply them: no pass runs on a timer
+   * while the monitor lives.
+   */
+  #onMonitorError(line: string): void {
+    const text = line.trim();
+    if (text === '') return;
+    const lost = LOST_EVENTS.test(text);
+    this.#o.onError?.(new Error(`ip monitor: ${text}${lost ? ' (events were lost: every next hop is resolved again)' : ''}`));
+    if (!lost || this.#stopped) return;
+    this.totals.lostEventResyncs++;
+    this.#full(this.#o.debounceMs ?? 50);
   }
 
   #onMonitor(text: string): void {
@@ -1256,10 +1333,10 @@ export class NextHopWatcher {
   }
 
   /** Everything again: every table read, every range resolved (the index is kept). */
-  #full(): void {
+  #full(delay = 0): void {
     for (const p of KERNEL_PARTS) this.#parts.add(p);
     this.#allRanges = true;
-    this.changed(0);
+    this.changed(delay);
   }
 
   #renew(): void {
@@ -1483,11 +1560,34 @@ export class NextHopWatcher {
           this.#again = false;
           await this.#pass();
         } while (this.#again && !this.#stopped);
+        this.#failures = 0;
+      } catch (e) {
+        this.#retry();
+        throw e;
       } finally {
         this.#running = undefined;
       }
     })();
     return this.#running;
+  }
+
+  /**
+   * A pass failed (a table reader killed, a map write refused): it left
+   * its work for the next pass (#pass), and that pass must come even if no
+   * change wakes one (a change that came during the failed pass, #again,
+   * was waiting for its end). Tried again after twice the debounce,
+   * doubling while passes keep failing, at most periodMs apart.
+   */
+  #retry(): void {
+    this.totals.failedPasses++;
+    if (this.#stopped) return;
+    this.#failures++;
+    const base = Math.max(1, this.#o.debounceMs ?? 50);
+    const delay = Math.min(this.#o.periodMs ?? 5000, base * 2 ** Math.min(this.#failures, 20));
+    // The retry's wait, not a change's debounce: a change during it waits too.
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.changed(delay);
   }
 
   /** A pass was cut short (the data plane changed under it): do it all again. */
@@ -1500,6 +1600,7 @@ export class NextHopWatcher {
   /** Index every rule (start, rulesChanged, a new data plane), giving the loop back every sliceMs. False: cut short. */
   async #index(dp: Dataplane, cache: NextHopCache): Promise<boolean> {
     this.#building = true;
+    let made = false;
     try {
       const n = cache.rules;
       this.#entries = [];
@@ -1539,17 +1640,23 @@ export class NextHopWatcher {
       }
       // API changes made while this ran, in their order.
       for (const { c, gone } of this.#pendingPuts.splice(0)) this.#applyPuts(dp, c, gone);
+      made = true;
       return true;
     } finally {
       this.#building = false;
+      // Cut short or failed: the index is half made, and the next pass makes it again.
+      if (!made) this.#rebuild = true;
     }
   }
 
   /**
    * End.M.GTP4.E rules whose hint changed (as the periodic check read
-   * them) move to a range near it (unresolved: the pass resolves it).
+   * them) move to a range near it (unresolved: the pass resolves it), and
+   * go into `moved`: the pass writes them whether their new entry is one it
+   * resolves or one that exists already (another rule's hint, resolved and
+   * current, so not resolved again).
    */
-  #applyHints(): void {
+  #applyHints(moved: Set<number>): void {
     const h = this.#newHints;
     this.#newHints = undefined;
     if (h === undefined || this.#nGtp4e === 0) return;
@@ -1562,6 +1669,7 @@ export class NextHopWatcher {
       const v = h.readUInt32LE(4 * r);
       if (old !== undefined && old.readUInt32LE(4 * r) === v) continue;
       this.#assign(r, v === 0 ? ANY_IPV4 : nearRange(v));
+      moved.add(r);
     }
   }
 
@@ -1593,6 +1701,21 @@ export class NextHopWatcher {
       return;
     }
     this.#k = k;
+    try {
+      await this.#work(dp, k, events, all, rebuild, t0);
+    } catch (e) {
+      // Part of the work may be done (entries resolved again, some rules
+      // written) and the events are spent: the next pass resolves every
+      // range against the tables just read, and writes each rule whose
+      // entry in the map is not its answer (#write counts only what the
+      // kernel took). An index left half made is made again (#index).
+      this.#allRanges = true;
+      throw e;
+    }
+  }
+
+  /** A pass's work after its read of the kernel's tables `k`: index if asked, resolve what the events touch, write. */
+  async #work(dp: Dataplane, k: KernelState, events: readonly MonitorEvent[], all: boolean, rebuild: boolean, t0: number): Promise<void> {
     this.#o.onRead?.();
     if (this.#cacheFor !== dp || this.#cache === undefined) {
       const s = dp.config.settings;
@@ -1621,13 +1744,16 @@ export class NextHopWatcher {
       t = performance.now();
       return current();
     };
+    /** Rules that changed entry before anything was resolved (a hint, a put that waited): written by this pass. */
+    const moved = new Set<number>();
     if (rebuild || this.#ruleEntry.length === 0) {
       all = true;
       if (!(await this.#index(dp, cache))) return this.#redo();
       if (!current()) return;
       t = performance.now();
     } else {
-      if (this.#pendingPuts.length > 0) for (const { c, gone } of this.#pendingPuts.splice(0)) this.#applyPuts(dp, c, gone);
+      // Put while the tables were unread (after an interface change): written by this pass, whatever entry they joined.
+      if (this.#pendingPuts.length > 0) for (const { c, gone } of this.#pendingPuts.splice(0)) for (const r of this.#applyPuts(dp, c, gone)) moved.add(r);
       // A full pass (and resolveNow) reads the End.M.GTP4.E hints too; otherwise the periodic check does.
       if (all && this.#nGtp4e > 0) {
         const h = await this.#readHints(cache);
@@ -1636,7 +1762,7 @@ export class NextHopWatcher {
         t = performance.now();
       }
     }
-    this.#applyHints();
+    this.#applyHints(moved);
 
     // The entries to resolve again: those a change can affect (docs/daemon.md "Next hops").
     const routes: RouteEv[] = [];
@@ -1695,9 +1821,24 @@ export class NextHopWatcher {
       for (const e of dirty) n += e.refs;
     } else {
       for (const e of dirty) n += e.refs;
-      rules = new Int32Array(n);
+      rules = new Int32Array(n + moved.size);
       let i = 0;
       for (const e of dirty) for (let r = e.head; r >= 0 && i < n; r = this.#next[r]!) rules[i++] = r;
+      // A moved rule in an entry not resolved again (it joined one that
+      // exists, or left for none) is written too; the others are in their
+      // entry's list already. Without this it kept its old slot in the map
+      // while no entry listed it there: no later change of the old range
+      // re-pointed it, only a full pass.
+      if (moved.size > 0) {
+        const resolved = new Set(dirty);
+        for (const r of moved) {
+          const idx = this.#ruleEntry[r]!;
+          const e = idx < 0 ? undefined : this.#entries[idx];
+          if (e !== undefined && resolved.has(e)) continue;
+          rules[i++] = r;
+          n++;
+        }
+      }
       rules = rules.subarray(0, i);
     }
     let written = 0;
