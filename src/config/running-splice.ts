@@ -22,7 +22,7 @@
 import { itemSpansOf, readByBlockReader, type ItemSpans } from './load.js';
 import type { Config } from './types.js';
 import type { CompactSection } from './running-async.js';
-import { yamlDoc } from './yaml-doc.js';
+import { stringifyForReader } from './quote-scalars.js';
 
 const ORIGIN_LINE = /^[ \t]*# ?origin: (?:api|config)[ \t]*\r?$/;
 
@@ -53,9 +53,13 @@ function cut(entry: string): { body: string; trail: string } {
   return { body: body.endsWith('\n') ? body : `${body}\n`, trail: ls.slice(last + 1).join('') };
 }
 
-/** `json` as a block sequence entry at `indent`. */
+/**
+ * `json` as a block sequence entry at `indent`. Its strings that the config
+ * reader would take for a number, bool or null (a name 0b1) quoted, or the
+ * output would not load back (src/config/quote-scalars.ts).
+ */
 function entryText(json: Record<string, unknown>, indent: string): string {
-  const text = yamlDoc().stringify(json, { lineWidth: 0 });
+  const text = stringifyForReader(json, { lineWidth: 0 });
   return lines(text)
     .map((l, i) => `${indent}${i === 0 ? '- ' : '  '}${l}`)
     .join('');

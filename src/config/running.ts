@@ -12,6 +12,7 @@
  * Docs: docs/config.md, "Running, saved and API config".
  */
 import type { Node, YAMLSeq } from 'yaml';
+import { quoteNonStringLookalikes } from './quote-scalars.js';
 import { yamlDoc } from './yaml-doc.js';
 
 export interface RunningRule {
@@ -80,6 +81,8 @@ export function runningConfigYaml(fileText: string, sections: readonly RunningSe
         node = mine;
       } else {
         node = doc.createNode(r.json, { flow: !block }) as Node;
+        // The `yaml` package writes 0b1 or +0x1F plain (strings in YAML 1.2), which the reader takes for numbers.
+        quoteNonStringLookalikes(node);
         const was = r.replacesIndex === undefined ? undefined : oldItems[r.replacesIndex];
         if (was?.commentBefore != null) node.commentBefore = was.commentBefore;
         if (was?.comment != null) node.comment = was.comment;
