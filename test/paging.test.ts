@@ -132,6 +132,14 @@ describe.skipIf(!isRoot)('list paging and per-rule counters through the API and 
     const page2 = await d!.cli(['policy', 'list', '--limit', '2']);
     expect(page2.exitCode, page2.stderr).toBe(0);
     expect(page2.stdout.trim().split('\n')).toHaveLength(3);
-    expect(page2.stderr).toMatch(/^next page: mup policy list --limit 2 --after \S+$/m);
+    // The next page's command names the daemon it came from (here MUP_SOCKET's), and run as printed it lists the next page.
+    const hint = /^next page: mup (policy list --socket (\S+) --limit 2 --after \S+)$/m.exec(page2.stderr);
+    expect(hint, page2.stderr).not.toBeNull();
+    expect(hint![2]).toBe(d!.socket);
+    const page3 = await d!.cli(hint![1]!.split(' '));
+    expect(page3.exitCode, page3.stderr).toBe(0);
+    const rows = (out: string): string[] => out.trim().split('\n').slice(1);
+    expect(rows(page3.stdout)).toHaveLength(2);
+    expect(rows(page3.stdout).some((r) => rows(page2.stdout).includes(r))).toBe(false);
   });
 });

@@ -528,28 +528,63 @@ export function decodeCursor(kind: string, cursor: string): string {
  * key, nothing as large as the list built). `more`: keys remain after it.
  */
 export function pageKeys(keys: Iterable<string>, after: string | undefined, limit: number): { keys: string[]; more: boolean } {
-  const best: string[] = [];
+  return runNow(pageKeysSlices(keys, after, limit));
+}
+
+/**
+ * pageKeys in slices (it yields when `clock` says a slice is over). The
+ * `limit` smallest keys so far are a max-heap, the largest at its root: a
+ * key that is not smaller than the root costs one comparison, one that is
+ * about log2(limit); they are then taken off the root largest first. (A
+ * sorted array with an insertion per key moved up to `limit` keys each
+ * time, in one turn: a page of 10,000 of a million rules whose keys come in
+ * descending order held the loop 3-6 s.)
+ */
+export function* pageKeysSlices(keys: Iterable<string>, after: string | undefined, limit: number, clock = new SliceClock()): Generator<void, { keys: string[]; more: boolean }> {
+  const heap: string[] = [];
   let more = false;
+  const swap = (i: number, j: number): void => {
+    const k = heap[i]!;
+    heap[i] = heap[j]!;
+    heap[j] = k;
+  };
+  /** Down from `i` while a child (of the first `len`) is larger. */
+  const down = (i: number, len: number): void => {
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= len) return;
+      const c = l + 1 < len && heap[l + 1]! > heap[l]! ? l + 1 : l;
+      if (!(heap[c]! > heap[i]!)) return;
+      swap(i, c);
+      i = c;
+    }
+  };
   for (const k of keys) {
+    if (clock.tick()) yield;
     if (after !== undefined && k <= after) continue;
-    if (best.length === limit) {
-      if (k > best[limit - 1]!) {
-        more = true;
-        continue;
+    if (heap.length < limit) {
+      heap.push(k);
+      for (let i = heap.length - 1; i > 0; ) {
+        const up = (i - 1) >> 1;
+        if (!(heap[i]! > heap[up]!)) break;
+        swap(i, up);
+        i = up;
       }
-      more = true; // the key pushed out below is still to come
+      continue;
     }
-    let lo = 0;
-    let hi = best.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (best[mid]! < k) lo = mid + 1;
-      else hi = mid;
-    }
-    best.splice(lo, 0, k);
-    if (best.length > limit) best.pop();
+    // Full: this key or the largest kept is after the page.
+    more = true;
+    if (!(k < heap[0]!)) continue;
+    heap[0] = k;
+    down(0, heap.length);
   }
-  return { keys: best, more };
+  // Largest first off the root, each put after the heap's end: the array ends in key order.
+  for (let end = heap.length - 1; end > 0; end--) {
+    if (clock.tick()) yield;
+    swap(0, end);
+    down(0, end);
+  }
+  return { keys: heap, more };
 }
 
 export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerResponse) => void {
@@ -772,8 +807,14 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
         }
         const after = afterText === null ? undefined : decodeCursor(k.kind, afterText);
         const rules = d.ruleMap(k.kind);
-        const page = pageKeys(rules.keys(), after, limit);
-        const items = page.keys.map((key) => d.listedRule(k.kind, rules.get(key)!));
+        // In slices: rules may change between them, as they may between two pages; a key of the page
+        // deleted meanwhile is left out of it (the next page still starts after the page's last key).
+        const page = await runYielding(pageKeysSlices(rules.keys(), after, limit));
+        const items: unknown[] = [];
+        for (const key of page.keys) {
+          const r = rules.get(key);
+          if (r !== undefined) items.push(d.listedRule(k.kind, r));
+        }
         const last = page.keys.at(-1);
         return sendLarge(res, 200, () => ({ [k.section]: items, next: page.more && last !== undefined ? encodeCursor(k.kind, last) : null }));
       }

@@ -3,7 +3,8 @@
  * cursor, on their own. The daemon's answers: test/paging.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { decodeCursor, encodeCursor, pageKeys } from '../../src/daemon/api.js';
+import { decodeCursor, encodeCursor, pageKeys, pageKeysSlices } from '../../src/daemon/api.js';
+import { runNow, SliceClock } from '../../src/host/slice-clock.js';
 
 /** Deterministic pseudo-random keys (no Math.random: the failure must be reproducible). */
 function keys(n: number, seed = 7): string[] {
@@ -14,6 +15,14 @@ function keys(n: number, seed = 7): string[] {
     out.add(`10.${x % 256}.${(x >> 8) % 256}.0/24`);
   }
   return [...out];
+}
+
+/** `n` distinct keys in a scrambled order (a multiplicative step over 0..65535). */
+function spread(n: number): string[] {
+  return Array.from({ length: n }, (_, i) => {
+    const x = (i * 40503) & 0xffff;
+    return `10.${x >> 8}.${x & 255}.0/24`;
+  });
 }
 
 describe('pageKeys', () => {
@@ -50,6 +59,33 @@ describe('pageKeys', () => {
     }
     // Everything after the cursor that is still there, once, and the new key after it; nothing from before it.
     expect(rest).toEqual([...all.slice(10), '9999'].sort());
+  });
+
+  for (const [order, sortKeys] of [
+    ['ascending', (a: string[]) => a.sort()],
+    ['descending', (a: string[]) => a.sort().reverse()],
+    ['random', (a: string[]) => a],
+  ] as const) {
+    it(`keys in ${order} order: the same pages as a sort of every key`, () => {
+      const all = sortKeys(spread(3000));
+      const sorted = [...all].sort();
+      for (const [after, limit] of [[undefined, 1], [undefined, 1000], [sorted[1499], 700], [sorted[2990], 50], [sorted[2999], 5]] as const) {
+        const from = after === undefined ? 0 : sorted.indexOf(after) + 1;
+        const want = sorted.slice(from, from + limit);
+        expect(pageKeys(all, after, limit)).toEqual({ keys: want, more: from + limit < sorted.length });
+      }
+    });
+  }
+
+  it('yields between slices (a page of a million rules is made in many turns), and the page does not depend on where', () => {
+    const all = spread(20_000).sort().reverse();
+    const g = pageKeysSlices(all, undefined, 5000, new SliceClock(0));
+    let yields = 0;
+    let r = g.next();
+    for (; r.done !== true; r = g.next()) yields++;
+    expect(yields).toBeGreaterThanOrEqual(Math.floor(20_000 / 64) - 1);
+    expect(r.value).toEqual({ keys: [...all].sort().slice(0, 5000), more: true });
+    expect(runNow(pageKeysSlices(all, undefined, 5000, new SliceClock(Infinity)))).toEqual(r.value);
   });
 
   it('an empty list or a cursor past the end: an empty last page', () => {
