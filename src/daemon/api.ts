@@ -662,6 +662,13 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       }
     }
     const url = new URL(req.url ?? '/', 'http://mup');
+    // A parameter given twice would be read once (the first) and the other
+    // ignored unchecked: ?limit=2&limit=abc was a page of 2, the reverse 400.
+    const given = new Set<string>();
+    for (const k of url.searchParams.keys()) {
+      if (given.has(k)) throw new HttpError(400, `query parameter ${k} is given twice; give it once`, k);
+      given.add(k);
+    }
     const method = req.method ?? 'GET';
     const path = url.pathname.replace(/\/+$/, '') || '/';
     const allow = (methods: string[]): never => {
@@ -707,6 +714,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       const extra = [...url.searchParams.keys()].filter((x) => x !== 'rules' && x !== 'rule' && x !== 'kind');
       if (extra.length > 0) throw new HttpError(400, `unknown query parameter ${extra[0]}; use ?rules=all|active|none|N, or ?rule=NAME (one rule)`);
       const one = url.searchParams.get('rule');
+      if (one !== null && url.searchParams.has('rules')) throw new HttpError(400, 'rule=NAME (one rule) and rules= (which rules of the listing) do not go together; give one', 'rules');
       if (one !== null) return send(res, 200, oneRuleCounters(one, url.searchParams.get('kind')));
       if (url.searchParams.has('kind')) throw new HttpError(400, 'kind= goes with rule=NAME (which kind of rule the name is of)', 'kind');
       const r = url.searchParams.get('rules') ?? 'all';
