@@ -167,6 +167,9 @@ class Planner {
       const keyText = e[k.keyName];
       const name = e['name'];
       if ((keyText === undefined) === (name === undefined)) fail(i, where, 422, 'invalid', `${kind}: give ${k.keyName} or name (one of them)`);
+      // teid is part of a key (match + teid), never of a name: with a name it was ignored, and the
+      // name's rule deleted whatever its TEID prefix.
+      if (name !== undefined && e['teid'] !== undefined) fail(i, `${where}.teid`, 422, 'invalid', `${kind}.teid: goes with ${k.keyName} (the key is the match and the TEID prefix); a delete by name names the rule alone`);
       let key: string | undefined;
       if (keyText !== undefined) {
         if (typeof keyText !== 'string') fail(i, `${where}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: expected a prefix as a string`);
