@@ -137,6 +137,20 @@ describe.skipIf(!isRoot || !existsSync(OBJECT))('per-function totals when rules 
     expect(Object.values(packets(dp))).toEqual(Object.values(packets(dp)).map(() => 0n));
   });
 
+  it("one rule's counters (mup stats --rule) are its row of the whole read, from its slot alone", () => {
+    const c = config([P1, P2], [L1, L2]);
+    const dp = load(c);
+    send(dp, uplinkFrame('10.0.1.5'), 3);
+    send(dp, uplinkFrame('10.0.2.5'), 1);
+    send(dp, downlinkFrame('2001:db8:3::'), 2);
+    const rows = dp.counters().rules;
+    const one = [...c.policies.map((r) => dp.ruleCounter('policy', r)), ...c.localsids.map((r) => dp.ruleCounter('localsid', r))];
+    expect(one).toEqual(rows);
+    expect(one.map((r) => r?.packets)).toEqual([3n, 1n, 0n, 2n]);
+    // A rule the tables do not hold has no counter.
+    expect(dp.ruleCounter('policy', config([P3], []).policies[0]!)).toBeUndefined();
+  });
+
   it('a local SID that changes behaviour takes a new slot: its packets so far stay under the function that counted them', async () => {
     const dp = load(config([P2], [L1, L2]));
     const sid = parseIpv6Prefix('2001:db8:3::/48', 't');

@@ -1575,19 +1575,14 @@ export class Daemon {
   /**
    * The counters of one rule (GET /v1/counters?rule=, mup stats --rule), by
    * name or key, from one read of the counter map; undefined when no rule
-   * of that kind has it. The rule's own slot only: no other rule is listed.
+   * of that kind has it. The rule's own slot only (one lookup).
    */
   ruleCounters(kind: RuleKind, by: { key?: string; name?: string }): { at: string; rule: RuleCounter | null } | undefined {
     // Config and API rules first, then the learned ones (BGP): their counters are read the same way.
     const key = this.#rules.find(kind, by) ?? this.#rules.findLearned(kind, by);
     if (key === undefined) return undefined;
     const r = this.ruleMap(kind).get(key)!;
-    const one = { policies: [] as Policy[], localsids: [] as LocalSid[], sessions: [] as Session[] };
-    if (kind === 'policy') one.policies.push(r as Policy);
-    else if (kind === 'localsid') one.localsids.push(r as LocalSid);
-    else one.sessions.push(r as Session);
-    const c = this.dataplane.counters(one, { rules: 'all' });
-    return { at: new Date().toISOString(), rule: c.rules[0] ?? null };
+    return { at: new Date().toISOString(), rule: this.dataplane.ruleCounter(kind, r) ?? null };
   }
 
   /**
