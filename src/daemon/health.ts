@@ -6,8 +6,8 @@
  * What "the tables hold the running rule set" compares (cheap: no value is
  * read back, one key walk per kernel table):
  *   - per kind (policies, local SIDs, sessions): every rule of the rule set
- *     (config file + API changes) has a rule id in the tables' mirror, and
- *     the mirror holds no more rules than the set;
+ *     (config file + API changes, and the rules learned from BGP) has a rule
+ *     id in the tables' mirror, and the mirror holds no more rules than that;
  *   - the kernel's policy and local SID maps hold exactly as many keys as
  *     the mirror says (policies: plus the address-only entries), counted by
  *     walking the keys (BPF_MAP_GET_NEXT_KEY): an entry removed or added
@@ -62,20 +62,26 @@ export function health(d: Daemon): Health {
   const rules: Record<string, { wanted: number; inTables: number }> = {};
   const inTables = { policy: t.policyCount, localsid: t.localsidCount, session: t.sessionCount };
   for (const k of RULE_KIND_LIST) {
+    // The config's and API's rules, and those learned from BGP (installed: a refused one is not in the set).
     const set = d.rules.rules(k.kind);
+    const learned = d.rules.learned(k.kind);
+    const wanted = set.size + learned.size;
     let missing = 0;
     let first: string | undefined;
-    for (const [key, r] of set) {
-      if (k.ruleId(t, r) === undefined) {
-        missing++;
-        first ??= key;
+    for (const m of [set, learned]) {
+      for (const [key, r] of m) {
+        if (k.ruleId(t, r) === undefined) {
+          missing++;
+          first ??= key;
+        }
       }
     }
-    rules[k.section] = { wanted: set.size, inTables: inTables[k.kind] };
+    rules[k.section] = { wanted, inTables: inTables[k.kind] };
     // A batch being written in slices: the tables and the rule set meet only when it ends.
     if (t.changing) continue;
-    if (missing > 0) problems.push({ code: 'tables_mismatch', message: `${missing} of ${set.size} ${k.section} are not in the tables (first: ${first})` });
-    if (inTables[k.kind] > set.size) problems.push({ code: 'tables_mismatch', message: `the ${k.section} table holds ${inTables[k.kind]} rules, the running config ${set.size}` });
+    const of = learned.size === 0 ? `${wanted}` : `${wanted} (${learned.size} learned from BGP)`;
+    if (missing > 0) problems.push({ code: 'tables_mismatch', message: `${missing} of ${of} ${k.section} are not in the tables (first: ${first})` });
+    if (inTables[k.kind] > wanted) problems.push({ code: 'tables_mismatch', message: `the ${k.section} table holds ${inTables[k.kind]} rules, the running rules are ${of}` });
   }
   if (d.tablesOutOfStep) {
     problems.push({ code: 'tables_mismatch', message: 'a table write failed and could not be put back: the tables may not hold the running rules; a reload (mup reload) writes them whole' });
