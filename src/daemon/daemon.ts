@@ -216,6 +216,13 @@ class Serial {
 /** A batch of at least this many operations asks for a full collection in the next quiet second (releaseMemoryWhenQuiet). */
 export const RELEASE_AFTER_BATCH_OPS = 1000;
 
+/** A reload's new object file: its program loaded on the running tables, not filled yet (Daemon.#loadNewObject). */
+interface NewObject {
+  readonly program: LoadedProgram;
+  /** sha256 of the object file it was loaded from. */
+  readonly sha: string;
+}
+
 /** The program loading while prepare() reads the rules (Daemon.#loadEarly). */
 interface EarlyLoad {
   /** sha256 of the object file it was loaded from. */
@@ -244,6 +251,13 @@ export class Daemon {
   #nhReasons = '';
   #rules!: RuleSet;
   #configSha = '';
+  /**
+   * daemon.reload_max_delete_share as the daemon started with it: like the
+   * rest of the daemon section, a new value in the file takes effect at the
+   * next start, not at the reload that reads it (else one reload could turn
+   * the guard off for the next one, without --force).
+   */
+  #reloadMaxDeleteShare = DEFAULT_RELOAD_MAX_DELETE_SHARE;
   #configLoadedAt = new Date();
   #objectSha = '';
   #adopted = false;
@@ -435,6 +449,7 @@ export class Daemon {
           },
     );
     this.#timings.config = Math.round(performance.now() - t0);
+    this.#reloadMaxDeleteShare = config.daemon?.reloadMaxDeleteShare ?? DEFAULT_RELOAD_MAX_DELETE_SHARE;
     if (o.stateFile === undefined && config.daemon?.stateFile !== undefined) {
       this.#stateFile = config.daemon.stateFile;
       this.#store = new StateStore(this.#stateFile);
@@ -557,6 +572,7 @@ export class Daemon {
   readonly #configText = new KeptText();
   /** The state file read at start ended with a torn line (cut off at takeover). */
   #tornState = false;
+
   /** ms per start phase, logged with the start line. */
   readonly #timings: Record<string, number> = {};
 
@@ -959,12 +975,18 @@ export class Daemon {
   }
 
   /**
-   * Attach to every configured interface that exists (the missing ones are
-   * returned, and attached by the link check when they appear); detach from
-   * pinned interfaces no longer configured.
+   * Attach `progFd` (default: the running program) to every configured
+   * interface that exists (the missing ones are returned, and attached by
+   * the link check when they appear); detach from pinned interfaces no
+   * longer configured. An interface that refuses the program throws, unless
+   * `failed` is given (links being put back): then it is told, and the
+   * other interfaces are done.
    */
-  #attachAll(config: Config): { attached: string[]; detached: string[]; missing: string[] } {
-    const dp = this.dataplane;
+  #attachAll(
+    config: Config,
+    progFd: number = this.dataplane.progFd,
+    failed?: (i: { readonly name: string; readonly xdp: string }, e: Error) => void,
+  ): { attached: string[]; detached: string[]; missing: string[] } {
     const attached: string[] = [];
     const detached: string[] = [];
     const missing: string[] = [];
@@ -981,7 +1003,15 @@ export class Daemon {
         this.#log.warn({ interface: i.name, mode: i.xdp }, 'the interface does not exist: not attached; it is attached when it appears');
         continue;
       }
-      const how = this.pins.attach(i.name, i.xdp, dp.progFd);
+      let how: 'updated' | 'attached';
+      try {
+        how = this.pins.attach(i.name, i.xdp, progFd);
+      } catch (e) {
+        // Putting links back (failed given): the other interfaces are still put back.
+        if (failed === undefined) throw e;
+        failed(i, e as Error);
+        continue;
+      }
       if (how === 'attached') attached.push(i.name);
       this.#log.info({ interface: i.name, mode: i.xdp }, how === 'updated' ? 'program swapped on the running link' : 'attached');
     }
@@ -1169,18 +1199,37 @@ export class Daemon {
       };
     }
     if (JSON.stringify(config.daemon ?? {}) !== JSON.stringify(this.config.daemon ?? {})) {
-      this.#log.warn({ file: config.file }, 'the daemon section changed (socket, group, state file, http): that takes effect at the next restart');
+      this.#log.warn({ file: config.file }, 'the daemon section changed (socket, group, state file, http, reload_max_delete_share): that takes effect at the next restart');
     }
-    const swapped = this.#swapProgram(rules, config);
+    // A new object file (an upgrade): its program loaded and verified before anything is written, so that
+    // one the kernel refuses changes nothing. Unloaded below unless it is swapped in.
+    const next = await this.#loadNewObject(config.settings);
+    try {
+      return await this.#reloadWrite(rules, config, diffed, next, { sha, bytes, overlay, absorbed, lap });
+    } finally {
+      next?.program.close(); // a no-op once filled (#swapProgram)
+    }
+  }
+
+  /** #reload from the table write on: the tables, the links (and a new program), then the rule set and the state file. */
+  async #reloadWrite(
+    rules: RuleSet,
+    config: Config,
+    diffed: RuleSetChanges,
+    next: NewObject | undefined,
+    o: { sha: string; bytes: Buffer; overlay: Overlay; absorbed: string[]; lap: (phase: string) => void },
+  ): Promise<ReloadResult> {
+    const { sha, bytes, overlay, absorbed, lap } = o;
+    // The object file was read (and a new one loaded) in turns of the loop: a stop meanwhile closed the data plane.
+    this.#stillRunning();
+    const old = this.dataplane;
     let result: { added: number; replaced: number; deleted: number; unchanged: number };
-    let ifaces: ReloadResult['interfaces'] | undefined;
-    const programReplaced = swapped !== undefined;
     /** The next-hop cache's ids of the rules the edit deletes (set when only the edit is written: the cache then re-points only its rules). */
     let nhGone: number[] | undefined;
-    if (swapped !== undefined) {
-      result = swapped.result;
-      ifaces = swapped.ifaces;
-    } else if (this.#tablesDirty) {
+    // The tables are written by the running data plane, also when a new program is swapped in below: the
+    // new program then finds them as they should be, and if an interface refuses it, the running data
+    // plane, whose view of the tables this write kept true, puts them back (#restoreTables).
+    if (this.#tablesDirty) {
       // A failed reload could not put the tables back: written whole (keeping entries no rule lists while BGP may learn them again).
       result = old.sync(rules.effective(), { keep: this.config.bgp !== undefined });
       this.#tablesDirty = false;
@@ -1207,12 +1256,20 @@ export class Daemon {
     if (JSON.stringify(config.bgp ?? null, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) !== JSON.stringify(this.config.bgp ?? null, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))) {
       this.#log.warn({ file: config.file }, 'the bgp section changed: that takes effect at the next restart (advertised local SIDs are updated now)');
     }
+    let ifaces: ReloadResult['interfaces'];
+    let programReplaced: boolean;
     try {
-      ifaces ??= this.#attachAll(config);
+      // A new object file (an upgrade) is loaded on these tables and swapped in on every link; else the same
+      // program goes on the interfaces the edit adds. Refused on an interface (it does not take native XDP,
+      // another program is on it): the links, the program and (below) the tables are put back as they were.
+      programReplaced = next !== undefined;
+      ifaces = next === undefined ? this.#attachOrPutBack(config, old.progFd) : this.#swapProgram(next, rules, config);
     } catch (e) {
-      if (swapped === undefined) this.#restoreTables(rules);
+      this.#restoreTables(rules);
       throw e;
     }
+    // The new program's next-hop cache maps are new: every rule is indexed again (#nexthops below).
+    if (programReplaced) nhGone = undefined;
     this.#rules = rules;
     this.#configLoadedAt = new Date();
     this.#configSha = sha;
@@ -1255,7 +1312,7 @@ export class Daemon {
    * new object file is still swapped in, configured interfaces that have
    * appeared are attached, the state file is tidied.
    */
-  #reloadSame(check: boolean): ReloadResult {
+  async #reloadSame(check: boolean): Promise<ReloadResult> {
     const rules = this.#rules;
     const config = rules.config;
     this.#logConfigWarnings(config);
@@ -1266,45 +1323,113 @@ export class Daemon {
       const missing = (config.interfaces ?? []).filter((i) => !this.#ifExists(i.name)).map((i) => i.name);
       return { ...same, unchanged: RULE_KIND_LIST.reduce((n, k) => n + rules.rules(k.kind).size, 0), programReplaced: false, checked: true, diff: [], interfaces: { attached: [], detached: [], missing } };
     }
-    const swapped = this.#swapProgram(rules, config);
-    const ifaces = swapped?.ifaces ?? this.#attachAll(config);
+    const next = await this.#loadNewObject(config.settings);
+    let swapped: ReloadResult['interfaces'] | undefined;
+    try {
+      this.#stillRunning(); // read (and loaded) in turns of the loop
+      swapped = next === undefined ? undefined : this.#swapProgram(next, rules, config);
+    } finally {
+      next?.program.close(); // a no-op once filled
+    }
+    const ifaces = swapped ?? this.#attachOrPutBack(config, this.dataplane.progFd);
     this.#configLoadedAt = new Date();
     this.#tidyState('reload');
     if (swapped !== undefined) {
       this.#nexthops();
       this.#bgp?.readvertise();
     }
-    return { ...same, ...(swapped === undefined ? {} : swapped.result), programReplaced: swapped !== undefined, interfaces: ifaces };
+    return { ...same, programReplaced: swapped !== undefined, interfaces: ifaces };
   }
 
   /**
-   * A reload's new object file (its sha256 not the running program's):
-   * loaded on the same tables with these rules and swapped in on every link.
-   * Undefined when the object is the running one.
+   * The object file's program if the file is not the running program's (its
+   * sha256): loaded (the kernel's verifier) on a thread of its own, on the
+   * running tables, not filled yet. Undefined when the object is the running
+   * one. A load the kernel refuses throws, with the verifier's words.
    */
-  #swapProgram(rules: RuleSet, config: Config): { result: { added: number; replaced: number; deleted: number; unchanged: number }; ifaces: ReloadResult['interfaces'] } | undefined {
-    const objectSha = sha256(readFileSync(this.objectPath));
-    if (objectSha === this.#objectSha) return undefined;
+  async #loadNewObject(settings: Settings): Promise<NewObject | undefined> {
+    const sha = sha256(await readFileShared(this.objectPath));
+    if (sha === this.#objectSha) return undefined;
     const old = this.dataplane;
-    const before = old.rules;
+    const reuse = { policies: old.maps.policies, localsids: old.maps.localsids, counters: old.maps.counters, sessions: old.maps.sessions };
+    let program: LoadedProgram;
+    try {
+      program = await loadProgramAsync({ object: this.objectPath, settings, reuse });
+    } catch (e) {
+      this.#stillRunning();
+      // The worker's load has no libbpf log: loaded again here for the verifier's words. On the running
+      // rules, which the tables hold, so its fill writes nothing (not tried while they may not: #tablesDirty).
+      if (this.#tablesDirty) throw e;
+      openDataplane({ object: this.objectPath, config: this.#rules.effective(), reuse, keepUnlisted: true }).close();
+      throw e;
+    }
+    if (this.#stopped) {
+      program.close();
+      this.#stillRunning();
+    }
+    return { program, sha };
+  }
+
+  /**
+   * A reload's new object file (#loadNewObject), filled on the running
+   * tables, which hold `rules` already (the running data plane wrote them),
+   * and swapped in on every link. Refused on an interface: every link runs
+   * the running program again, as the running config has them, the new
+   * program is unloaded, and the running data plane stays (the error is
+   * thrown).
+   */
+  #swapProgram(next: NewObject, rules: RuleSet, config: Config): ReloadResult['interfaces'] {
+    const old = this.dataplane;
     // Deletes still in their grace period: their slots retired under their functions now. The new tables
     // would find them non-zero and zero them, a local SID's without knowing its function (its packets
     // gone from the totals).
     this.#settleTables(old);
-    const dp = openDataplane({
-      object: this.objectPath,
-      config: rules.effective(),
-      reuse: { policies: old.maps.policies, localsids: old.maps.localsids, counters: old.maps.counters, sessions: old.maps.sessions },
-    });
-    const result = { added: dp.rules.policyCount + dp.rules.localsidCount - before.policyCount - before.localsidCount, replaced: 0, deleted: 0, unchanged: 0 };
+    // The fill finds every entry as the running data plane wrote it and writes none (keepUnlisted: also
+    // not a delete of an entry no rule lists, which BGP may learn again; the sweep sees to those). So
+    // the running data plane's view of the tables stays true if the new program is refused below.
+    const dp = next.program.fill(rules.effective(), { keepUnlisted: true });
+    const objectSha = next.sha;
+    let ifaces: ReloadResult['interfaces'];
+    try {
+      ifaces = this.#attachOrPutBack(config, dp.progFd, old.progFd);
+    } catch (e) {
+      // Nothing runs it now: unloaded; the running data plane keeps the tables.
+      dp.close();
+      throw e;
+    }
     this.#dp = dp;
     this.#watchTables(dp);
     this.#objectSha = objectSha;
-    const ifaces = { ...this.#attachAll(config), attached: [], detached: [] };
     this.pins.pinProg(dp.progFd);
     old.close();
     this.#log.info({ object: this.objectPath, sha256: objectSha }, 'new program swapped in on every interface');
-    return { result, ifaces };
+    return ifaces;
+  }
+
+  /**
+   * #attachAll(config) with program `progFd`. If an interface refuses it
+   * (no native XDP in its driver, another program on it, an MTU too large),
+   * the links are put back as the running config has them, running
+   * `runningFd` (the running data plane's program), and the error thrown:
+   * the interfaces attached before it are detached again, the links swapped
+   * to the new program get the running one back, a link remade in another
+   * mode is made again in its own. What cannot be put back is logged; the
+   * link check tries it again every second.
+   */
+  #attachOrPutBack(config: Config, progFd: number, runningFd: number = progFd): ReloadResult['interfaces'] {
+    try {
+      return this.#attachAll(config, progFd);
+    } catch (e) {
+      this.#log.warn({ error: (e as Error).message }, 'an interface refused the program: putting the links back as the running config has them');
+      try {
+        this.#attachAll(this.config, runningFd, (i, e2) =>
+          this.#log.error({ interface: i.name, mode: i.xdp, error: e2.message }, 'could not put this link back as it was; the link check tries again'),
+        );
+      } catch (e2) {
+        this.#log.error({ error: (e2 as Error).message }, 'could not put the links back as they were; the link check tries again');
+      }
+      throw e;
+    }
   }
 
   // -------------------------------------------------------------------------
@@ -1455,12 +1580,13 @@ export class Daemon {
 
   /**
    * Refuse a reload that would take more than daemon.reload_max_delete_share
-   * (of the running config: like the rest of the daemon section, a new value
-   * applies from the next start) of the rules out of the tables: a
-   * half-written file is valid YAML more often than not.
+   * (the value the daemon started with: like the rest of the daemon section,
+   * a new value applies from the next start) of the rules out of the
+   * tables: a half-written file is valid YAML more often than not.
    */
   #deletionGuard(d: RuleSetChanges, force: boolean): void {
-    const share = this.config.daemon?.reloadMaxDeleteShare ?? DEFAULT_RELOAD_MAX_DELETE_SHARE;
+    // Not this.config: that is the file of the last reload, and a reload that set 1 would have turned the guard off for the next.
+    const share = this.#reloadMaxDeleteShare;
     const { gone, of: total } = d;
     if (total === 0 || gone <= share * total) return;
     const more = gone > d.goneShown.length ? ` and ${gone - d.goneShown.length} more` : '';
