@@ -243,4 +243,28 @@ describe.skipIf(!isRoot)('the program loaded while the config is read', () => {
     expect(w?.['why']).toMatch(/^the early load failed \(loading .*\(EACCES\)\)/);
     expect(bpfFds().progs).toBe(before.progs);
   });
+
+  it('changes the daemon before acknowledged after this one read the state file (before the lock) are read again at takeover', async () => {
+    const policy = (name: string, match: string): Record<string, string> => ({ name, match, sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' });
+    const first = daemon(GOOD);
+    await first.d.start();
+    const stateFile = first.d.stateFile;
+    await first.d.putRule('policy', policy('a1', '10.2.0.0/16'), 'add');
+    // `kill PID; mup daemon ...`: the next daemon reads the state file while the one before still answers a change.
+    const second = daemon(GOOD, { stateFile });
+    await second.d.prepare();
+    await first.d.putRule('policy', policy('a2', '10.3.0.0/16'), 'add');
+    // And a compaction's temp file it left (a compaction killed part way) is not the reader's to remove.
+    const temp = `${stateFile}.compacting-1-1`;
+    writeFileSync(temp, 'half a compaction');
+    first.d.stop();
+    daemons.splice(daemons.indexOf(first.d), 1);
+    expect(existsSync(temp)).toBe(true);
+    second.d.lock();
+    second.d.takeOver();
+    expect([...second.d.ruleMap('policy').keys()].sort()).toEqual(['10.1.0.0/16', '10.2.0.0/16', '10.3.0.0/16']);
+    expect(second.d.dataplane.rules.policyCount).toBe(3);
+    expect(msgs(second.log)).toContain('the state file changed after it was read (the daemon before this one answered changes as it stopped): read again');
+    expect(existsSync(temp)).toBe(false);
+  });
 });

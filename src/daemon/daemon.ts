@@ -216,6 +216,17 @@ class Serial {
 /** A batch of at least this many operations asks for a full collection in the next quiet second (releaseMemoryWhenQuiet). */
 export const RELEASE_AFTER_BATCH_OPS = 1000;
 
+/** A file's identity and size as one text ("" when it does not exist): any write or rename shows as another. */
+function fileStamp(path: string): string {
+  try {
+    const st = statSync(path, { bigint: true });
+    return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return '';
+    throw e;
+  }
+}
+
 /** A reload's new object file: its program loaded on the running tables, not filled yet (Daemon.#loadNewObject). */
 interface NewObject {
   readonly program: LoadedProgram;
@@ -454,6 +465,9 @@ export class Daemon {
       this.#stateFile = config.daemon.stateFile;
       this.#store = new StateStore(this.#stateFile);
     }
+    // Read before the instance lock (the rule set is built while the program loads): a daemon still
+    // stopping may acknowledge changes after this read; takeOver() looks again once the lock is ours.
+    this.#stateRead = fileStamp(this.stateFile);
     const overlay = this.#loadOverlay(sha, config);
     const t1 = performance.now();
     this.#rules = new RuleSet(config, overlay);
@@ -572,13 +586,15 @@ export class Daemon {
   readonly #configText = new KeptText();
   /** The state file read at start ended with a torn line (cut off at takeover). */
   #tornState = false;
-
+  /** The state file as prepare() read it (before the lock): takeOver() reads it again if it changed since. */
+  #stateRead: string | undefined;
   /** ms per start phase, logged with the start line. */
   readonly #timings: Record<string, number> = {};
 
   /** Load (or take over) the data plane and attach it: after prepare(), and after the instance is known to be ours. */
   takeOver(): void {
     const o = this.#o;
+    this.#readStateAgain();
     const overlay = this.#rules.overlay;
     const config = this.#rules.config;
     const bpffs = o.bpffs ?? DEFAULT_BPFFS;
@@ -921,6 +937,24 @@ export class Daemon {
    * and a start refused, naming the rules, where the file's edit and an API
    * change touch the same rule.
    */
+  /**
+   * With the state file's lock held (lock()): what a compaction killed part
+   * way left is removed, and the file is read again if it changed since
+   * prepare() read it. `kill PID; mup daemon ...` starts this daemon while
+   * the one before still answers the changes it had in hand, each
+   * acknowledged once its record was durable; read before them, this
+   * daemon took them out of the tables and its start rewrote the file
+   * without them.
+   */
+  #readStateAgain(): void {
+    this.#store.removeStaleCompactions();
+    if (fileStamp(this.stateFile) === this.#stateRead) return;
+    const config = this.#rules.config;
+    this.#log.info({ stateFile: this.stateFile }, 'the state file changed after it was read (the daemon before this one answered changes as it stopped): read again');
+    this.#tornState = false;
+    this.#rules = new RuleSet(config, this.#loadOverlay(this.#configSha, config));
+  }
+
   #loadOverlay(configSha: string, config: Config): Overlay {
     const got = this.#store.read();
     if (got === undefined) return emptyOverlay();

@@ -1186,7 +1186,6 @@ export class StateStore {
    * to start rather than guess). A last line cut short is ignored (`torn`).
    */
   read(): StateRead | undefined {
-    this.#removeStaleCompactions();
     let buf: Buffer;
     try {
       buf = readFileSync(this.path);
@@ -1416,7 +1415,13 @@ export class StateStore {
   }
 
   /** Temp files of background compactions a daemon killed meanwhile left behind (read() at start). */
-  #removeStaleCompactions(): void {
+  /**
+   * Remove what a compaction killed part way left (`<file>.compacting.*`).
+   * Only by the daemon that holds the state file's lock: a reader that
+   * does not (a daemon that will be refused, `mup daemon --check`) removed
+   * the running daemon's compaction under it.
+   */
+  removeStaleCompactions(): void {
     const dir = dirname(this.path);
     const prefix = `${basename(this.path)}${COMPACTING}`;
     let names: string[];
