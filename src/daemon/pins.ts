@@ -22,6 +22,7 @@ import {
   BPF_LINK_TYPE_XDP,
   closeFd,
   LibbpfError,
+  linkDetach,
   linkInfo,
   linkUpdate,
   mountBpffs,
@@ -37,6 +38,7 @@ import { pinDir } from '../host/paths.js';
 import { makeDirs } from '../host/mkdirs.js';
 
 export { DEFAULT_BPFFS } from '../host/paths.js';
+
 const BPF_FS_MAGIC = 0xcafe4a11;
 export const MAP_PINS = ['policies', 'localsids', 'counters', 'sessions'] as const;
 export type MapPin = (typeof MAP_PINS)[number];
@@ -189,24 +191,55 @@ export class Pins {
    * link when there is one for this very interface (atomic: every packet
    * sees the old program or the new), otherwise create and pin a link.
    * Returns what was done.
+   *
+   * A link of the other mode must go before the new one can be made (the
+   * kernel runs one XDP program per interface, and cannot tell whether a
+   * driver takes native XDP while another mode runs), so it is detached
+   * first. If the kernel then refuses the new mode (a driver without native
+   * XDP), a link of the old mode is made again, with the program it ran, so
+   * that the interface keeps translating; the error says so, and says
+   * loudly when even that failed.
    */
   attach(ifname: string, mode: XdpMode, progFd: number): 'updated' | 'attached' {
     const ifindex = ifIndex(ifname);
-    for (const l of this.links().filter((x) => x.ifname === ifname)) {
-      const fd = objGet(l.path, `link ${l.path}`);
-      try {
-        const info = linkInfo(fd, `link ${l.path}`);
-        if (l.mode === mode && info.type === BPF_LINK_TYPE_XDP && info.ifindex === ifindex) {
-          linkUpdate(fd, progFd, `${ifname} (${mode})`);
-          return 'updated';
+    // The live link of the other mode this call removes, and a descriptor of
+    // the program it ran (taken while the link still holds the program).
+    let previous: { mode: XdpMode; progId: number; progFd: number | undefined } | undefined;
+    try {
+      for (const l of this.links().filter((x) => x.ifname === ifname)) {
+        const fd = objGet(l.path, `link ${l.path}`);
+        try {
+          const info = linkInfo(fd, `link ${l.path}`);
+          const live = info.type === BPF_LINK_TYPE_XDP && info.ifindex === ifindex;
+          if (live && l.mode === mode) {
+            linkUpdate(fd, progFd, `${ifname} (${mode})`);
+            return 'updated';
+          }
+          if (live) {
+            previous = { mode: l.mode, progId: info.progId, progFd: this.#openProg(info.progId) };
+            linkDetach(fd, `detaching the ${l.mode} XDP link of ${ifname}`);
+          }
+        } finally {
+          closeFd(fd);
         }
-      } finally {
-        closeFd(fd);
+        // Other mode, or the interface was deleted and made again: the old
+        // link is defunct or must go before a link of the other mode can exist.
+        rmPin(l.path);
       }
-      // Other mode, or the interface was deleted and made again: the old
-      // link is defunct or must go before a link of the other mode can exist.
-      rmPin(l.path);
+      try {
+        this.#link(ifname, ifindex, mode, progFd);
+      } catch (e) {
+        if (previous === undefined) throw e;
+        throw this.#putBack(ifname, ifindex, previous, progFd, e as Error);
+      }
+      return 'attached';
+    } finally {
+      if (previous?.progFd !== undefined) closeFd(previous.progFd);
     }
+  }
+
+  /** Create and pin a link; if the pin fails, the link goes with its descriptor. */
+  #link(ifname: string, ifindex: number, mode: XdpMode, progFd: number): void {
     let fd: number;
     try {
       fd = xdpLinkCreate(progFd, ifindex, mode === 'native' ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE, `${ifname} (${mode})`);
@@ -218,7 +251,45 @@ export class Pins {
     } finally {
       closeFd(fd);
     }
-    return 'attached';
+  }
+
+  /**
+   * A descriptor of the program `progId`, through the program pin when that
+   * is the one (it is at a takeover and between reloads). The kernel's
+   * get-by-id needs CAP_SYS_ADMIN, which the systemd unit does not give.
+   */
+  #openProg(progId: number): number | undefined {
+    try {
+      if (!existsSync(this.progPath)) return undefined;
+      const fd = objGet(this.progPath, 'program');
+      if (progInfo(fd).id === progId) return fd;
+      closeFd(fd);
+    } catch {
+      // Not there: the program being attached is put back instead.
+    }
+    return undefined;
+  }
+
+  /**
+   * The new mode was refused after the old mode's link went: make the old
+   * one again, with the program it ran (else with the new one, on the same
+   * tables at a takeover). Returns the error to throw.
+   */
+  #putBack(ifname: string, ifindex: number, previous: { mode: XdpMode; progId: number; progFd: number | undefined }, progFd: number, refused: Error): Error {
+    const what = previous.progFd === undefined ? 'the program being attached' : `the program it ran (id ${previous.progId})`;
+    try {
+      this.#link(ifname, ifindex, previous.mode, previous.progFd ?? progFd);
+    } catch (e) {
+      return new Error(
+        `${refused.message}. Putting back the ${previous.mode} link it had failed too (${(e as Error).message}): ` +
+          `${ifname} NOW RUNS NO XDP PROGRAM and its GTP-U and SRv6 traffic is not translated; ` +
+          `the mode that ran (xdp: ${previous.mode}) attaches it again`,
+        { cause: refused },
+      );
+    }
+    return new Error(`${refused.message}. ${ifname} is back in ${previous.mode} mode, running ${what} (its ${previous.mode} link was made again)`, {
+      cause: refused,
+    });
   }
 
   /** Remove a link pin: the link goes, and with it the program from the interface. */

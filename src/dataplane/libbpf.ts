@@ -761,6 +761,7 @@ const pins = {
     lib,
     'int bpf_link_update(int link_fd, int new_prog_fd, const void *opts)',
   ),
+  linkDetach: bind<(linkFd: number) => number>(lib, 'int bpf_link_detach(int link_fd)'),
   infoByFd: bind<(fd: number, info: Buffer, len: Uint32Array) => number>(
     lib,
     'int bpf_obj_get_info_by_fd(int bpf_fd, void *info, uint32_t *info_len)',
@@ -817,6 +818,16 @@ export function xdpLinkCreate(progFd: number, ifindex: number, xdpFlags: number,
 /** Replace the program of a link, atomically for the packets. */
 export function linkUpdate(linkFd: number, progFd: number, what: string): void {
   check(pins.linkUpdate(linkFd, progFd, null), `replacing the program of the XDP link on ${what}`);
+}
+
+/**
+ * BPF_LINK_DETACH: the link's program off the interface now. Removing the
+ * last pin of a link does it too, but the kernel may do it later (the pin's
+ * inode is freed after an RCU grace period), and a link made at once in the
+ * other mode, or again in the same one, is then refused (EEXIST, EBUSY).
+ */
+export function linkDetach(linkFd: number, what: string): void {
+  check(pins.linkDetach(linkFd), what);
 }
 
 function objInfo(fd: number, size: number, what: string): Buffer {
