@@ -542,6 +542,12 @@ export function pageKeys(keys: Iterable<string>, after: string | undefined, limi
  */
 export function* pageKeysSlices(keys: Iterable<string>, after: string | undefined, limit: number, clock = new SliceClock()): Generator<void, { keys: string[]; more: boolean }> {
   const heap: string[] = [];
+  /**
+   * The keys in the heap: a live map iterated across turns visits a key
+   * deleted and added again meanwhile a second time (at its shard's end),
+   * which would list its rule twice on one page.
+   */
+  const inHeap = new Set<string>();
   let more = false;
   const swap = (i: number, j: number): void => {
     const k = heap[i]!;
@@ -561,9 +567,10 @@ export function* pageKeysSlices(keys: Iterable<string>, after: string | undefine
   };
   for (const k of keys) {
     if (clock.tick()) yield;
-    if (after !== undefined && k <= after) continue;
+    if ((after !== undefined && k <= after) || inHeap.has(k)) continue;
     if (heap.length < limit) {
       heap.push(k);
+      inHeap.add(k);
       for (let i = heap.length - 1; i > 0; ) {
         const up = (i - 1) >> 1;
         if (!(heap[i]! > heap[up]!)) break;
@@ -575,7 +582,9 @@ export function* pageKeysSlices(keys: Iterable<string>, after: string | undefine
     // Full: this key or the largest kept is after the page.
     more = true;
     if (!(k < heap[0]!)) continue;
+    inHeap.delete(heap[0]!);
     heap[0] = k;
+    inHeap.add(k);
     down(0, heap.length);
   }
   // Largest first off the root, each put after the heap's end: the array ends in key order.
