@@ -32,6 +32,7 @@ import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
 import {
   DEFAULT_OBJECT,
+  loadProgram,
   loadProgramAsync,
   openDataplane,
   type Dataplane,
@@ -1384,6 +1385,7 @@ export class Daemon {
   async #loadNewObject(settings: Settings): Promise<NewObject | undefined> {
     const sha = sha256(await readFileShared(this.objectPath));
     if (sha === this.#objectSha) return undefined;
+    this.#stillRunning(); // read in turns of the loop: a stop meanwhile closed the tables
     const old = this.dataplane;
     const reuse = { policies: old.maps.policies, localsids: old.maps.localsids, counters: old.maps.counters, sessions: old.maps.sessions };
     let program: LoadedProgram;
@@ -1391,10 +1393,9 @@ export class Daemon {
       program = await loadProgramAsync({ object: this.objectPath, settings, reuse });
     } catch (e) {
       this.#stillRunning();
-      // The worker's load has no libbpf log: loaded again here for the verifier's words. On the running
-      // rules, which the tables hold, so its fill writes nothing (not tried while they may not: #tablesDirty).
-      if (this.#tablesDirty) throw e;
-      openDataplane({ object: this.objectPath, config: this.#rules.effective(), reuse, keepUnlisted: true }).close();
+      // The worker's load has no libbpf log: loaded again here for the verifier's words (loaded only: no
+      // table is filled, so no counter slot of the running tables is touched).
+      loadProgram({ object: this.objectPath, settings, reuse }).close();
       throw e;
     }
     if (this.#stopped) {
@@ -1434,8 +1435,13 @@ export class Daemon {
     this.#dp = dp;
     this.#watchTables(dp);
     this.#objectSha = objectSha;
-    this.pins.pinProg(dp.progFd);
     old.close();
+    // Every link runs it now: a pin that cannot be replaced does not undo the swap (a restart finds the program through the links).
+    try {
+      this.pins.pinProg(dp.progFd);
+    } catch (e) {
+      this.#log.error({ error: (e as Error).message, pin: this.pins.progPath }, 'the new program runs on every interface, but its pin could not be replaced');
+    }
     this.#log.info({ object: this.objectPath, sha256: objectSha }, 'new program swapped in on every interface');
     return ifaces;
   }

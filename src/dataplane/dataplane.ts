@@ -469,6 +469,24 @@ export async function loadProgramAsync(o: {
   return new Program(opened);
 }
 
+/**
+ * loadProgramAsync on this thread: libbpf's log printer runs, so a program
+ * the verifier refuses throws with the verifier's own words (the worker's
+ * load carries none). Nothing is filled: no table is written or read.
+ */
+export function loadProgram(o: { readonly object?: string; readonly settings: Settings; readonly reuse?: DataplaneOptions['reuse'] }): LoadedProgram {
+  const file = o.object ?? DEFAULT_OBJECT;
+  if (!existsSync(file)) throw new ObjectNotFoundError(file);
+  const opened = openObject(file, o.settings, o.reuse);
+  try {
+    objectLoad(opened.obj, file);
+  } catch (e) {
+    objectClose(opened.obj);
+    throw e;
+  }
+  return new Program(opened);
+}
+
 /** An object opened, sized and configured, not loaded yet. */
 interface Opened {
   readonly file: string;
