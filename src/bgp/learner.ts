@@ -35,7 +35,16 @@ export interface LearnerOptions {
   readonly backoffMs?: readonly [number, number];
   /** The gobgp binary; default gobgp. */
   readonly gobgp?: string;
+  /**
+   * Starts the reader of one monitor run (default: the monitor-worker.ts
+   * thread). Tests give a fake that posts decoded lines, so the learner is
+   * tested without gobgp or a thread.
+   */
+  readonly reader?: (argv: string[]) => MonitorReader;
 }
+
+/** What the learner uses of the reader thread of a monitor run (a Worker; a fake in tests). */
+export type MonitorReader = Pick<Worker, 'on' | 'postMessage' | 'terminate'>;
 
 interface Held {
   route: MupRoute;
@@ -54,7 +63,7 @@ export class Learner {
   readonly #o: LearnerOptions;
   readonly #table = new Map<string, Held>();
   /** The reader thread of the running monitor, and its gobgp's pid. */
-  #child: { worker: Worker; pid?: number } | undefined;
+  #child: { worker: MonitorReader; pid?: number } | undefined;
   #stopped = false;
   #restartTimer: NodeJS.Timeout | undefined;
   #backoff: number;
@@ -134,8 +143,8 @@ export class Learner {
     // setpriv: the kernel kills the monitor when its parent thread dies (the reader thread, or the daemon with it), however it dies.
     const argv = ['setpriv', '--pdeathsig', 'KILL', bin, '-u', this.#o.api.host, '-p', String(this.#o.api.port), 'monitor', 'global', 'rib', '-j', '--current'];
     // Read and decoded in a thread of its own: the table writes of the main thread do not stop the stream (docs/bgp.md "Where the time goes").
-    const worker = new Worker(new URL('./monitor-worker.js', import.meta.url), { workerData: { argv } });
-    const me: { worker: Worker; pid?: number } = { worker };
+    const worker = this.#o.reader?.(argv) ?? new Worker(new URL('./monitor-worker.js', import.meta.url), { workerData: { argv } });
+    const me: { worker: MonitorReader; pid?: number } = { worker };
     this.#child = me;
     this.#awaitingTable = true;
     this.stats.monitorStarts++;
@@ -198,9 +207,14 @@ export class Learner {
   }
 
   #read(d: DecodedLine, readAt: number): void {
+    // A learned path rejected with its key (only fields outside the key are bad) has replaced or withdrawn the
+    // route of that key in gobgpd: it is that route's withdrawal here too, else the old route's rule would stay
+    // installed until the monitor restarts (its later withdrawal carries the same bad fields).
+    let gone: string[] | undefined;
     for (const r of d.rejected) {
       this.#malformed++;
       this.#o.onRejected?.(r);
+      if (r.key !== undefined && r.learned === true) (gone ??= []).push(r.key);
     }
     // Our own routes (locally originated: no source-id) are what we advertise, not what we learn.
     const learned = d.routes.filter((r) => r.sourceId !== undefined || r.neighbor !== undefined);
@@ -219,6 +233,14 @@ export class Learner {
           this.#withdraw(key, h);
           changed = true;
         }
+      }
+    }
+    // Before the line's routes, so that a good path of the same key in the same line wins.
+    for (const key of gone ?? []) {
+      const h = this.#table.get(key);
+      if (h !== undefined && h.timer === undefined) {
+        this.#withdraw(key, h);
+        changed = true;
       }
     }
     for (const r of learned) {

@@ -7,7 +7,10 @@
  * arch_type 1 (3GPP 5G) and route_type 1..4, and the MP_REACH (type 14)
  * attribute's afi 1/2 and safi 85. Anything else is skipped (not ours);
  * a MUP path with a field missing or malformed is rejected with a reason
- * (counted by the caller), never half decoded.
+ * (counted by the caller), never half decoded. When the fields of its key
+ * (RD and the type's key fields) decode, the rejection carries the key: the
+ * path still replaces or withdraws the route of that key in gobgpd, so the
+ * learner takes it as that route's withdrawal.
  */
 import { formatIpv4 as formatA4, formatIpv6 as formatA6, ipv6FromBytes, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix } from '../sid/addr.js';
 import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
@@ -85,6 +88,17 @@ export interface Rejected {
   readonly reason: string;
   /** The path as read, for the log. */
   readonly path: unknown;
+  /**
+   * The path's key, when the fields that make it decoded and only others did
+   * not (a T1ST's QFI of 64..255, which gobgpd 3.10 passes through): the
+   * path still replaced or withdrew the route of that key in gobgpd, so the
+   * learner withdraws it. Absent when the key itself could not be read.
+   */
+  readonly key?: string;
+  /** With key: a learned path (source-id or neighbor), not one of our own. */
+  readonly learned?: boolean;
+  /** With key: the path is a withdrawal. */
+  readonly withdrawal?: boolean;
 }
 
 export interface DecodedLine {
@@ -98,6 +112,17 @@ export interface DecodedLine {
 type Json = Record<string, unknown>;
 
 class Bad extends Error {}
+/** A path whose key decoded, rejected for another field. */
+class BadKeyed extends Bad {
+  constructor(
+    message: string,
+    readonly key: string,
+    readonly learned: boolean,
+    readonly withdrawal: boolean,
+  ) {
+    super(message);
+  }
+}
 
 function obj(v: unknown, what: string): Json {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Bad(`${what} is not an object`);
@@ -184,9 +209,39 @@ function fmt(a: Addr | Prefix): string {
   return a.family === 4 ? `${formatA4(a.prefix.addr)}/${a.prefix.len}` : `${formatA6(a.prefix.addr)}/${a.prefix.len}`;
 }
 
+/** The fields of a route's key (GoBGP's NLRI string form), decoded from the NLRI before anything else. */
+type KeyOf =
+  | { readonly type: 'isd'; readonly key: string; readonly prefix: Prefix }
+  | { readonly type: 'dsd'; readonly key: string; readonly address: Addr }
+  | { readonly type: 't1st'; readonly key: string; readonly prefix: Prefix }
+  | { readonly type: 't2st'; readonly key: string; readonly endpoint: Addr; readonly teid: number };
+
+function keyOf(type: RouteType, rd: string, v: Json): KeyOf {
+  switch (type) {
+    case 'isd': {
+      const pf = prefix(v['prefix'], 'prefix');
+      return { type, key: `[type:isd][rd:${rd}][prefix:${fmt(pf)}]`, prefix: pf };
+    }
+    case 'dsd': {
+      const a = addr(v['address'], 'address');
+      return { type, key: `[type:dsd][rd:${rd}][prefix:${fmt(a)}]`, address: a };
+    }
+    case 't1st': {
+      const pf = prefix(v['prefix'], 'prefix');
+      return { type, key: `[type:t1st][rd:${rd}][prefix:${fmt(pf)}]`, prefix: pf };
+    }
+    case 't2st': {
+      const endpoint = addr(v['endpoint_address'], 'endpoint_address');
+      const t = teid(v['teid'], 'teid');
+      return { type, key: `[type:t2st][rd:${rd}][endpoint:${fmt(endpoint)}][teid:${t}]`, endpoint, teid: t };
+    }
+  }
+}
+
 /**
  * Decode one path object. Returns undefined for a path that is not a MUP
- * route (another family); throws Bad with the reason for a malformed one.
+ * route (another family); throws Bad with the reason for a malformed one,
+ * BadKeyed when its key decoded and another field did not.
  */
 function decodePath(p: Json): MupRoute | undefined {
   const nlri = obj(p['nlri'], 'nlri');
@@ -199,6 +254,19 @@ function decodePath(p: Json): MupRoute | undefined {
   if (type === undefined) throw new Bad(`unknown MUP route_type ${JSON.stringify(nlri['route_type'])}`);
   const v = obj(nlri['value'], 'nlri.value');
   const rd = rdText(v['rd']);
+  const k = keyOf(type, rd, v);
+  const withdrawal = p['withdrawal'] === true;
+  try {
+    return decodeFields(p, k, v, attrs, mp, afi, rd, withdrawal);
+  } catch (e) {
+    // The key is known: gobgpd holds this path under it, replacing (or withdrawing) the route the learner has there.
+    if (e instanceof Bad) throw new BadKeyed(e.message, k.key, typeof p['source-id'] === 'string' || typeof p['neighbor-ip'] === 'string', withdrawal);
+    throw e;
+  }
+}
+
+/** The rest of a path whose key decoded: its attributes and the NLRI fields outside the key. */
+function decodeFields(p: Json, k: KeyOf, v: Json, attrs: Json[], mp: Json, afi: 1 | 2, rd: string, withdrawal: boolean): MupRoute {
   const rts: string[] = [];
   let segmentId: string | undefined;
   let sid: Srv6Sid | undefined;
@@ -217,35 +285,30 @@ function decodePath(p: Json): MupRoute | undefined {
     if (a['type'] === 40) sid = sidOf(a);
   }
   const common = {
-    afi: afi as 1 | 2,
+    key: k.key,
+    afi,
     rd,
     rts,
     ...(typeof mp['nexthop'] === 'string' ? { nexthop: mp['nexthop'] } : {}),
-    withdrawal: p['withdrawal'] === true,
+    withdrawal,
     stale: p['stale'] === true,
     ...(typeof p['source-id'] === 'string' ? { sourceId: p['source-id'] } : {}),
     ...(typeof p['neighbor-ip'] === 'string' ? { neighbor: p['neighbor-ip'] } : {}),
   };
-  switch (type) {
-    case 'isd': {
-      const pf = prefix(v['prefix'], 'prefix');
-      return { type, key: `[type:isd][rd:${rd}][prefix:${fmt(pf)}]`, ...common, prefix: pf, ...(sid === undefined ? {} : { sid }) };
-    }
-    case 'dsd': {
-      const a = addr(v['address'], 'address');
-      return { type, key: `[type:dsd][rd:${rd}][prefix:${fmt(a)}]`, ...common, address: a, ...(segmentId === undefined ? {} : { segmentId }), ...(sid === undefined ? {} : { sid }) };
-    }
+  switch (k.type) {
+    case 'isd':
+      return { type: k.type, ...common, prefix: k.prefix, ...(sid === undefined ? {} : { sid }) };
+    case 'dsd':
+      return { type: k.type, ...common, address: k.address, ...(segmentId === undefined ? {} : { segmentId }), ...(sid === undefined ? {} : { sid }) };
     case 't1st': {
-      const pf = prefix(v['prefix'], 'prefix');
       const t = teid(v['teid'], 'teid');
       const qfi = uint(v['qfi'], 'qfi', 63);
       const endpoint = addr(v['endpoint_address'], 'endpoint_address');
       const source = v['source_address'] === undefined || v['source_address'] === '' ? undefined : addr(v['source_address'], 'source_address');
       return {
-        type,
-        key: `[type:t1st][rd:${rd}][prefix:${fmt(pf)}]`,
+        type: k.type,
         ...common,
-        prefix: pf,
+        prefix: k.prefix,
         teid: t,
         qfi,
         endpoint,
@@ -253,17 +316,15 @@ function decodePath(p: Json): MupRoute | undefined {
       };
     }
     case 't2st': {
-      const endpoint = addr(v['endpoint_address'], 'endpoint_address');
-      const t = teid(v['teid'], 'teid');
+      const { endpoint } = k;
       const bits = endpoint.family === 4 ? 32 : 128;
       const eal = v['endpoint_address_length'] === undefined ? bits + 32 : uint(v['endpoint_address_length'], 'endpoint_address_length', bits + 32);
       if (eal < bits) throw new Bad(`endpoint_address_length ${eal} is shorter than the ${bits}-bit endpoint`);
       return {
-        type,
-        key: `[type:t2st][rd:${rd}][endpoint:${fmt(endpoint)}][teid:${t}]`,
+        type: k.type,
         ...common,
         endpoint,
-        teid: t,
+        teid: k.teid,
         teidLen: eal - bits,
         ...(segmentId === undefined ? {} : { segmentId }),
       };
@@ -295,7 +356,7 @@ export function decodeMonitorLine(line: string): DecodedLine {
       else out.routes.push(r);
     } catch (e) {
       if (!(e instanceof Bad)) throw e;
-      out.rejected.push({ reason: e.message, path: p });
+      out.rejected.push(e instanceof BadKeyed ? { reason: e.message, path: p, key: e.key, learned: e.learned, withdrawal: e.withdrawal } : { reason: e.message, path: p });
     }
   }
   return { ...out, skipped };

@@ -8,9 +8,9 @@
 import { Histogram } from 'prom-client';
 import { reconcileOwn, desiredRoutes } from '../bgp/advertise.js';
 import { gobgp, apiText, type GobgpApi } from '../bgp/gobgpd.js';
-import { Learner } from '../bgp/learner.js';
+import { Learner, type LearnerOptions } from '../bgp/learner.js';
 import { IncrementalResolver, type LearnedDelta } from '../bgp/incremental.js';
-import { REJECT_REASONS, type RejectReason } from '../bgp/resolve.js';
+import { REJECT_REASONS, type RejectReason, type Rejection } from '../bgp/resolve.js';
 import { ROUTE_TYPES, type RouteType } from '../bgp/routes.js';
 import type { BgpConfig, LocalSid, Policy, Session } from '../config/types.js';
 import { policyKey, sessionKey } from '../config/keys.js';
@@ -82,11 +82,27 @@ export interface BgpWork {
 /** Buckets (seconds) of the route-to-data-plane latency. */
 const LATENCY_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5];
 
+/**
+ * Refused learned rules and a delta that could not be applied are tried
+ * again after this wait (ms) when no route change does it first; the wait
+ * doubles, up to the second figure, while the retries change nothing (a
+ * full table refuses the same rules, one by one, at every try).
+ */
+const RETRY_MS: readonly [number, number] = [5_000, 60_000];
+
+/** Knobs for tests: the sidecar faked (its monitor's reader, the reconciliation of our own routes), the retry's waits. */
+export interface BgpServiceOptions {
+  readonly reader?: LearnerOptions['reader'];
+  readonly reconcile?: typeof reconcileOwn;
+  readonly retryMs?: readonly [number, number];
+}
+
 export class BgpService {
   readonly #bgp: BgpConfig;
   readonly #h: BgpHost;
   readonly #api: GobgpApi;
   readonly #learner: Learner;
+  readonly #reconcile: typeof reconcileOwn;
   /** monitor line read -> map written, seconds. */
   readonly latency = new Histogram({
     name: 'mup_bgp_route_latency_seconds',
@@ -114,13 +130,29 @@ export class BgpService {
   #advTimer: NodeJS.Timeout | undefined;
   #advertised: { routes: number; errors: string[]; at: Date | undefined } = { routes: 0, errors: [], at: undefined };
   #stopped = false;
-  /** Rejections already logged (key + reason): logged once, counted while they last. */
-  readonly #logged = new Set<string>();
+  /**
+   * Rejected routes already logged, by route key: the reason. Logged once,
+   * counted while they last; forgotten when the route changes to something
+   * not rejected for that reason or goes, so this holds no more than the
+   * rejected routes in the learner's table (and a route rejected again
+   * later is logged again).
+   */
+  readonly #loggedRoutes = new Map<string, string>();
+  /** The refused learned rules of the last apply, all logged: "<kind> <key>" -> reason. */
+  #refusedLogged = new Map<string, string>();
+  readonly #retryMs: readonly [number, number];
+  #retryTimer: NodeJS.Timeout | undefined;
+  #retryWait: number;
+  /** A retry is queued: the next apply runs even if no route changed. */
+  #retryDue = false;
 
-  constructor(bgp: BgpConfig, host: BgpHost) {
+  constructor(bgp: BgpConfig, host: BgpHost, opts: BgpServiceOptions = {}) {
     this.#bgp = bgp;
     this.#h = host;
     this.#api = { host: bgp.api.host, port: bgp.api.port };
+    this.#reconcile = opts.reconcile ?? reconcileOwn;
+    this.#retryMs = opts.retryMs ?? RETRY_MS;
+    this.#retryWait = this.#retryMs[0];
     this.#resolver = new IncrementalResolver({
       importRts: bgp.importRts,
       gw: bgp.roles.includes('gw'),
@@ -131,6 +163,7 @@ export class BgpService {
     this.#learner = new Learner({
       api: this.#api,
       holdDownMs: bgp.holdDown * 1000,
+      ...(opts.reader === undefined ? {} : { reader: opts.reader }),
       onChange: (at) => this.#schedule(at),
       onSynced: () => {
         // Entries of an earlier run that are not learned again go after the hold-down (as a withdrawal would).
@@ -142,7 +175,11 @@ export class BgpService {
         }, bgp.holdDown * 1000);
         this.#sweepTimer.unref();
       },
-      onRejected: (r) => this.#h.log.warn({ reason: r.reason, path: JSON.stringify(r.path).slice(0, 500) }, 'BGP: a MUP path could not be decoded; ignored'),
+      onRejected: (r) =>
+        this.#h.log.warn(
+          { reason: r.reason, ...(r.key === undefined ? {} : { route: r.key }), path: JSON.stringify(r.path).slice(0, 500) },
+          r.key !== undefined && r.learned === true ? 'BGP: a MUP path could not be decoded; taken as a withdrawal of its route' : 'BGP: a MUP path could not be decoded; ignored',
+        ),
       onMonitor: (ev, detail) => {
         if (ev === 'down') this.#h.log.warn({ api: apiText(this.#api) }, `BGP: ${detail}`);
         else {
@@ -163,6 +200,7 @@ export class BgpService {
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#sweepTimer);
+    clearTimeout(this.#retryTimer);
     clearInterval(this.#advTimer);
     this.#learner.stop();
   }
@@ -173,7 +211,7 @@ export class BgpService {
     this.#advBusy = this.#advBusy.then(async () => {
       if (this.#stopped) return;
       try {
-        const r = await reconcileOwn(this.#api, want);
+        const r = await this.#reconcile(this.#api, want);
         this.#advertised = { routes: want.length, errors: r.errors, at: new Date() };
         if (r.added.length > 0 || r.deleted.length > 0) this.#h.log.info({ added: r.added, withdrawn: r.deleted }, 'BGP: advertised routes updated');
         for (const e of r.errors) this.#h.log.warn({ error: e }, 'BGP: could not advertise or withdraw a route; retried in 30 s');
@@ -188,45 +226,115 @@ export class BgpService {
     this.#busy = this.#busy.then(() => this.#apply());
   }
 
+  /**
+   * The config/API rules changed (an API change, a reload): a learned rule
+   * they refused may fit now. Tries the refused rules (and a delta not
+   * applied) again at once; does nothing when none waits.
+   */
+  rulesChanged(): void {
+    if (!this.#waiting()) return;
+    this.#retryWait = this.#retryMs[0];
+    this.#retryNow();
+  }
+
+  /** The wait of the retry armed now, ms; undefined when none is (nothing waits). */
+  get retryWaitMs(): number | undefined {
+    return this.#retryTimer === undefined ? undefined : this.#retryWait;
+  }
+
+  /** Refused learned rules or a delta not applied wait for a retry. */
+  #waiting(): boolean {
+    return this.#unapplied !== undefined || this.#refusedLogged.size > 0;
+  }
+
+  #retryNow(): void {
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
+    if (this.#stopped || this.#retryDue) return;
+    this.#retryDue = true;
+    this.#busy = this.#busy.then(() => this.#apply());
+  }
+
+  /**
+   * After an apply: while something waits, try again after a while, so that
+   * a learned rule refused because an API rule held its key is installed
+   * once that rule is gone, without waiting for another route to change.
+   * `idle`: a retry that changed nothing (the wait doubles).
+   */
+  #armRetry(idle: boolean): void {
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
+    if (this.#stopped || !this.#waiting()) {
+      this.#retryWait = this.#retryMs[0];
+      return;
+    }
+    this.#retryWait = idle ? Math.min(this.#retryWait * 2, this.#retryMs[1]) : this.#retryMs[0];
+    this.#retryTimer = setTimeout(() => this.#retryNow(), this.#retryWait);
+    this.#retryTimer.unref();
+  }
+
   async #apply(): Promise<void> {
     const at = this.#dirtyAt;
-    if (at === undefined || this.#stopped) return;
+    const retry = this.#retryDue;
+    if ((at === undefined && !retry) || this.#stopped) return;
     this.#dirtyAt = undefined;
+    this.#retryDue = false;
     // Only the routes that changed since the last apply, and the ST routes depending on them, are resolved again.
     const t0 = performance.now();
-    const delta = this.#resolver.update(this.#learner.takeChanged(), (key) => this.#learner.route(key));
+    const keys = this.#learner.takeChanged();
+    // A retry with no route changed has nothing to resolve (and keeps the resolution view the counts are made from).
+    const delta = keys.size === 0 ? { policies: { put: [], del: [] }, sessions: { put: [], del: [] }, rejected: [] } : this.#resolver.update(keys, (key) => this.#learner.route(key));
     const t1 = performance.now();
     this.#work.resolveMs += t1 - t0;
     this.#work.appliesAll++;
     this.#resolvedOnce = true;
-    for (const x of delta.rejected) {
-      const id = `${x.key} ${x.reason}`;
-      if (this.#logged.has(id)) continue;
-      this.#logged.add(id);
-      this.#h.log.warn({ route: x.key, type: x.type, reason: x.reason, detail: x.detail }, 'BGP: route not installed');
-    }
+    this.#logRejected(keys, delta.rejected);
     // A delta that could not be applied is applied with the next one (the later change of a rule wins).
     const todo = this.#unapplied === undefined ? delta : mergeDeltas(this.#unapplied, delta);
     this.#unapplied = todo;
+    let changed = 0;
     try {
       const applied = await this.#h.applyLearned(todo).finally(() => (this.#work.writeMs += performance.now() - t1));
+      changed = applied.changed;
       if (applied.changed > 0) {
         this.#work.applies++;
         this.#work.lastApplyAt = Date.now();
         this.#work.firstApplyAt ??= this.#work.lastApplyAt;
       }
       this.#unapplied = undefined;
-      this.#applied = applied;
+      // The refused are the whole list each time: what is logged is exactly what is refused now, so a rule
+      // refused again after it was installed (or its route went) is logged again.
+      const before = this.#refusedLogged;
+      const now = new Map<string, string>();
       for (const x of applied.refused) {
-        const id = `${x.rule} ${x.reason}`;
-        if (this.#logged.has(id)) continue;
-        this.#logged.add(id);
-        this.#h.log.warn({ rule: x.rule, routes: this.#resolver.view().from.get(x.rule), reason: x.reason, detail: x.why }, 'BGP: learned rule not installed');
+        if (before.get(x.rule) !== x.reason) this.#h.log.warn({ rule: x.rule, routes: this.#resolver.view().from.get(x.rule), reason: x.reason, detail: x.why }, 'BGP: learned rule not installed');
+        now.set(x.rule, x.reason);
       }
-      if (applied.changed > 0) this.latency.observe((performance.now() - at) / 1000);
+      this.#refusedLogged = now;
+      // Nothing changed and the same rules refused (a retry that found the same): the last result stands, and the counts made from it.
+      const same = applied.changed === 0 && now.size === before.size && [...now].every(([k, v]) => before.get(k) === v);
+      if (!same || this.#applied === undefined) this.#applied = applied;
+      if (applied.changed > 0 && at !== undefined) this.latency.observe((performance.now() - at) / 1000);
     } catch (e) {
-      this.#h.log.error({ error: (e as Error).message }, 'BGP: could not apply the learned rules; retried with the next change');
+      this.#h.log.error({ error: (e as Error).message }, 'BGP: could not apply the learned rules; retried with the next change, or after a few seconds');
     }
+    this.#armRetry(at === undefined && keys.size === 0 && changed === 0);
+  }
+
+  /**
+   * Log each rejected route once while it lasts. `keys`: the routes this
+   * apply resolved again; one of them not rejected now (installed,
+   * unresolved, gone) is forgotten.
+   */
+  #logRejected(keys: ReadonlySet<string>, rejected: readonly Rejection[]): void {
+    for (const x of rejected) {
+      if (this.#loggedRoutes.get(x.key) === x.reason) continue;
+      this.#loggedRoutes.set(x.key, x.reason);
+      this.#h.log.warn({ route: x.key, type: x.type, reason: x.reason, detail: x.detail }, 'BGP: route not installed');
+    }
+    if (this.#loggedRoutes.size === 0) return;
+    const still = rejected.length === 0 ? undefined : new Set(rejected.map((x) => x.key));
+    for (const k of keys) if (still?.has(k) !== true) this.#loggedRoutes.delete(k);
   }
 
   /** Wait until every change read so far is applied (tests, status). */

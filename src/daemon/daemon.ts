@@ -1329,6 +1329,7 @@ export class Daemon {
       }
     } else this.#nexthops();
     this.#bgp?.readvertise();
+    this.#bgp?.rulesChanged();
     lap('rest');
     return {
       ...result,
@@ -1793,6 +1794,7 @@ export class Daemon {
       throw this.#notSaved(e, `${op} ${kind} ${key}`);
     }
     this.#log.info({ kind, key, op, name: rule.name, by }, op === 'add' ? 'rule added' : 'rule replaced');
+    this.#bgp?.rulesChanged(); // a replace may free a name a refused learned rule wants
     return json;
   }
 
@@ -1838,6 +1840,7 @@ export class Daemon {
       throw this.#notSaved(e, `delete ${kind} ${key}`);
     }
     this.#log.info({ kind, key, name: previous.name, by: who }, 'rule deleted');
+    this.#bgp?.rulesChanged(); // its key and name are free for a refused learned rule
     return RULE_KINDS[kind].json(previous);
   }
 
@@ -1941,6 +1944,7 @@ export class Daemon {
     }
     ms.durable = performance.now() - tRecorded;
     this.#log.info({ operations: ops.length, ...plan.counts, by, ms: roundAll(ms) }, 'batch applied');
+    this.#bgp?.rulesChanged();
     return { results: plan.results, ...plan.counts };
   }
 
