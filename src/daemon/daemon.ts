@@ -1469,7 +1469,8 @@ export class Daemon {
       } catch (e2) {
         this.#log.error({ error: (e2 as Error).message }, 'could not put the links back as they were; the link check tries again');
       }
-      throw e;
+      // The kernel's refusal of what the edit asks (EBUSY, no native XDP) is the request's to fix: a 409, not a 500.
+      throw new RuleError(`an interface refused the program, so the reload was not applied: ${(e as Error).message}`, 409);
     }
   }
 
