@@ -585,6 +585,8 @@ export class Daemon {
 
   /** The config file's text as last loaded (or saved): what `config show` and `config save` build on. */
   readonly #configText = new KeptText();
+  /** takeOver() found no pins: nothing ran before this daemon (a start refused after it leaves nothing). */
+  #firstStart = false;
   /** The state file read at start ended with a torn line (cut off at takeover). */
   #tornState = false;
   /** The state file as prepare() read it (before the lock): takeOver() reads it again if it changed since. */
@@ -604,6 +606,7 @@ export class Daemon {
 
     this.#objectSha = sha256(readFileSync(this.objectPath));
     const hadPins = this.pins.links().length > 0 || this.pins.hasMaps();
+    this.#firstStart = !hadPins;
     const t2 = performance.now();
     const dp = this.#load(this.#rules.effective(), o.replaceTables === true, config.bgp !== undefined);
     this.#dp = dp;
@@ -2222,6 +2225,23 @@ export class Daemon {
   }
 
   /** Stop: leave the data plane running (default) or take it down (--detach-on-exit). */
+  /**
+   * Stop after a start refused once takeOver() had run (the HTTP address
+   * cannot be bound, the API socket's group): a first start leaves nothing
+   * behind (no XDP attached, no pin), as one refused at attach does; a
+   * takeover leaves running what ran. Before, a first start refused there
+   * left the program attached and pinned with no daemon to answer for it.
+   */
+  stopRefusedStart(): void {
+    if (!this.#stopped && this.#firstStart && this.#dp !== undefined) {
+      const removed = this.pins.removeAll();
+      this.#dp.close();
+      this.#dp = undefined;
+      this.#log.info({ removed }, 'the start was refused after the data plane was loaded: detached from every interface and removed the pins (nothing ran before it)');
+    }
+    this.stop();
+  }
+
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;

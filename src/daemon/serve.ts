@@ -137,7 +137,7 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
     }
   } catch (e) {
     for (const s of servers) s.close();
-    d.stop();
+    d.stopRefusedStart();
     release();
     throw e;
   }
