@@ -699,6 +699,9 @@ export class Daemon {
   applyLearned(delta: LearnedDelta): Promise<LearnedApplied> {
     return this.#serial.run(async () => {
       await this.#dp?.rules.writable('put');
+      // Group commit: an API change whose fdatasync fails is undone (its key taken again) after its section;
+      // a learned rule must not take that key in between (it would then be both a learned and an API rule).
+      await this.#store.idle();
       const t0 = performance.now();
       const t = this.dataplane.rules;
       const plan: { kind: RuleKind; puts: Rule[]; dels: Rule[] }[] = [];
