@@ -471,7 +471,7 @@ export class Daemon {
     this.#stateRead = fileStamp(this.stateFile);
     const overlay = this.#loadOverlay(sha, config);
     const t1 = performance.now();
-    this.#rules = new RuleSet(config, overlay);
+    this.#rules = this.#ruleSetWithState(config, overlay);
     this.#timings.rules = Math.round(performance.now() - t1);
     this.#configSha = sha;
     this.#configText.set(bytes, config);
@@ -959,7 +959,29 @@ export class Daemon {
     const config = this.#rules.config;
     this.#log.info({ stateFile: this.stateFile }, 'the state file changed after it was read (the daemon before this one answered changes as it stopped): read again');
     this.#tornState = false;
-    this.#rules = new RuleSet(config, this.#loadOverlay(this.#configSha, config));
+    this.#rules = this.#ruleSetWithState(config, this.#loadOverlay(this.#configSha, config));
+  }
+
+  /**
+   * The file's rules with the state file's API changes on top. A file
+   * edited while the daemon was down can clash with them as a whole (an API
+   * rule and a file rule of another key given one name): the checks then
+   * word it as a file's error ("the config with the state file applied:
+   * name ... is already used by policies[1]"), which named neither the
+   * state file nor a way out. Said here, with both.
+   */
+  #ruleSetWithState(config: Config, overlay: Overlay): RuleSet {
+    try {
+      return new RuleSet(config, overlay);
+    } catch (e) {
+      if (!(e instanceof ConfigError) || overlaySize(overlay) === 0) throw e;
+      throw new RuleError(
+        `${this.#o.configPath} and the API changes in ${this.stateFile} do not hold together: ${e.message}. ` +
+          'Nothing was changed (a pinned data plane keeps running). Make the file say what you want (rename or remove one of the two; ' +
+          'the API changes are the JSON lines of the state file, one a change), or move the state file aside to let the file win',
+        409,
+      );
+    }
   }
 
   #loadOverlay(configSha: string, config: Config): Overlay {
@@ -977,8 +999,8 @@ export class Daemon {
     if (r.conflicts.length > 0) {
       throw new RuleError(
         `${this.#o.configPath} was edited since the API changes in ${this.stateFile} were made, and both change the same rules: ${r.conflicts.join(', ')}. ` +
-          'Nothing was changed (the pinned data plane keeps running). Make the file say what you want for these rules (mup config show on a running daemon prints ' +
-          'the API\'s version), or move the state file aside to let the file win',
+          'Nothing was changed (the pinned data plane keeps running). Make the file say what you want for these rules (the API\'s version is in the ' +
+          'state file\'s JSON lines, one a change), or move the state file aside to let the file win',
         409,
       );
     }
