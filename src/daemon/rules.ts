@@ -1516,9 +1516,7 @@ export class StateStore {
             void setImmediate(() => cb(Object.assign(new Error(`${code}: fdatasync refused (injected by a test)`), { code })));
     sync(fd, (err) => {
       this.#inflight = undefined;
-      if (this.#closeAfterSync && this.#fd !== fd) {
-        closeSync(fd);
-      }
+      const closing = this.#closeAfterSync && this.#fd !== fd;
       this.#closeAfterSync = false;
       if (!group.settled) {
         group.settled = true;
@@ -1530,9 +1528,32 @@ export class StateStore {
           this.#failFrom(group, err);
         }
       }
+      if (closing) {
+        // close() came while this group was in flight, with records written to this fd after it: no
+        // next append would sync them (the fd is gone), and everything awaiting idle() (a batch, a
+        // reload, a BGP apply, in the serial section) would wait for ever. Synced here, once.
+        if (this.#fd === undefined && this.#queued.length > 0) this.#syncLate(fd);
+        closeSync(fd);
+      }
       if (this.#queued.length > 0 && this.#fd !== undefined) this.#startSync();
       else this.#wake();
     });
+  }
+
+  /** The records queued on `fd`, being closed: one fdatasync on this thread, then acknowledged or refused. */
+  #syncLate(fd: number): void {
+    const group: SyncGroup = { fd, records: this.#queued, from: 0, settled: true };
+    this.#queued = [];
+    try {
+      if (this.testFailSyncs !== undefined) throw Object.assign(new Error(`${this.testFailSyncs}: fdatasync refused (injected by a test)`), { code: this.testFailSyncs });
+      fdatasyncSync(fd);
+    } catch (e) {
+      this.#failFrom(group, e as NodeJS.ErrnoException);
+      return;
+    }
+    this.#syncs++;
+    this.#records += group.records.length;
+    for (const r of group.records) r.resolve();
   }
 
   /**

@@ -92,4 +92,22 @@ describe('StateStore', () => {
     expect(undone).toBe(false);
     expect([...new StateStore(path).read()!.overlay.policies.keys()]).toEqual(['10.45.0.0/16']);
   });
+
+  it('a change queued behind a sync in flight when the file is closed: synced with it gone, not left waiting (idle() resolves)', async () => {
+    const s = new StateStore(path);
+    const sha = 'cd'.repeat(32);
+    s.rewrite('t', 'c.yaml', sha, emptyOverlay());
+    const a = s.commitGrouped({ del: 'policy', key: '10.0.0.0/24' }, () => undefined, 't', 'c.yaml', sha, emptyOverlay());
+    await new Promise((r) => setImmediate(r)); // a's fdatasync is in flight
+    let undone = false;
+    const b = s.commitGrouped({ put: 'policy', rule: POLICY }, () => (undone = true), 't', 'c.yaml', sha, emptyOverlay()); // queued behind it
+    s.close(); // as a failed cut-back's fallback does
+    const idle = s.idle().then(() => 'idle');
+    const timeout = (what: string): Promise<string> => new Promise((r) => setTimeout(() => r(`${what} still waiting after 5 s`), 5000).unref());
+    await a;
+    expect(await Promise.race([b.then(() => 'acknowledged', () => 'refused'), timeout('b')])).toBe('acknowledged');
+    expect(await Promise.race([idle, timeout('idle()')])).toBe('idle');
+    expect(undone).toBe(false);
+    expect([...new StateStore(path).read()!.overlay.policies.keys()]).toEqual(['10.45.0.0/16']);
+  });
 });
