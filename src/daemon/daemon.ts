@@ -42,7 +42,7 @@ import {
   type RuleSelection,
   type TranslationFunction,
 } from '../dataplane/dataplane.js';
-import { closeFd, mapInfo, progInfo } from '../dataplane/libbpf.js';
+import { closeFd, LibbpfError, mapInfo, progInfo } from '../dataplane/libbpf.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.js';
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
@@ -216,6 +216,11 @@ class Serial {
 
 /** A batch of at least this many operations asks for a full collection in the next quiet second (releaseMemoryWhenQuiet). */
 export const RELEASE_AFTER_BATCH_OPS = 1000;
+
+/** A LibbpfError, or an error caused by one (through its `cause` chain). */
+function fromKernel(e: unknown, depth = 0): boolean {
+  return e instanceof LibbpfError || (e instanceof Error && depth < 8 && e.cause !== undefined && fromKernel(e.cause, depth + 1));
+}
 
 /** A file's identity and size as one text ("" when it does not exist): any write or rename shows as another. */
 function fileStamp(path: string): string {
@@ -1490,15 +1495,23 @@ export class Daemon {
       return this.#attachAll(config, progFd);
     } catch (e) {
       this.#log.warn({ error: (e as Error).message }, 'an interface refused the program: putting the links back as the running config has them');
+      let putBack = true;
       try {
-        this.#attachAll(this.config, runningFd, (i, e2) =>
-          this.#log.error({ interface: i.name, mode: i.xdp, error: e2.message }, 'could not put this link back as it was; the link check tries again'),
-        );
+        this.#attachAll(this.config, runningFd, (i, e2) => {
+          putBack = false;
+          this.#log.error({ interface: i.name, mode: i.xdp, error: e2.message }, 'could not put this link back as it was; the link check tries again');
+        });
       } catch (e2) {
+        putBack = false;
         this.#log.error({ error: (e2 as Error).message }, 'could not put the links back as they were; the link check tries again');
       }
-      // The kernel's refusal of what the edit asks (EBUSY, no native XDP) is the request's to fix: a 409, not a 500.
-      throw new RuleError(`an interface refused the program, so the reload was not applied: ${(e as Error).message}`, 409);
+      // The kernel refusing what the edit asks (EBUSY, no native XDP: a LibbpfError, or Pins' error that
+      // carries one when it put the old mode back) is the request's to fix: a 409. Anything else stays a 500.
+      if (!fromKernel(e)) throw e;
+      throw new RuleError(
+        `an interface refused the program, so the reload was not applied${putBack ? '' : ' (some links could not be put back as they were: see the log; the link check tries again)'}: ${(e as Error).message}`,
+        409,
+      );
     }
   }
 
@@ -2254,17 +2267,27 @@ export class Daemon {
    * Stop after a start refused once takeOver() had run (the HTTP address
    * cannot be bound, the API socket's group): a first start leaves nothing
    * behind (no XDP attached, no pin), as one refused at attach does; a
-   * takeover leaves running what ran. Before, a first start refused there
+   * takeover leaves the pinned data plane running (with the program the
+   * takeover swapped in), as a stop does. Before, a first start refused there
    * left the program attached and pinned with no daemon to answer for it.
    */
   stopRefusedStart(): void {
-    if (!this.#stopped && this.#firstStart && this.#dp !== undefined) {
-      const removed = this.pins.removeAll();
-      this.#dp.close();
-      this.#dp = undefined;
-      this.#log.info({ removed }, 'the start was refused after the data plane was loaded: detached from every interface and removed the pins (nothing ran before it)');
+    try {
+      if (!this.#stopped && this.#firstStart && this.#dp !== undefined) {
+        const dp = this.#dp;
+        this.#dp = undefined;
+        try {
+          const removed = this.pins.removeAll();
+          this.#log.info({ removed }, 'the start was refused after the data plane was loaded: detached from every interface and removed the pins (nothing ran before it)');
+        } finally {
+          dp.close();
+        }
+      }
+    } catch (e) {
+      this.#log.error({ error: (e as Error).message, pins: this.pins.dir }, 'the start was refused after the data plane was loaded, and its pins could not all be removed');
+    } finally {
+      this.stop();
     }
-    this.stop();
   }
 
   stop(): void {

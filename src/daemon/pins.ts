@@ -355,5 +355,6 @@ function attachError(e: unknown, ifname: string, mode: XdpMode): Error {
   };
   // errno 95 is both EOPNOTSUPP and ENOTSUP on Linux; the binding names it either way.
   const hint = hints[e.code === 'ENOTSUP' ? 'EOPNOTSUPP' : e.code];
-  return new Error(hint === undefined ? e.message : `${e.message}; ${hint}`);
+  // The kernel's error as the cause: a reload answers a kernel refusal 409 (Daemon.#attachOrPutBack).
+  return new Error(hint === undefined ? e.message : `${e.message}; ${hint}`, { cause: e });
 }
