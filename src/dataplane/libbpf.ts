@@ -994,66 +994,64 @@ const ENOSPC = koffi.os.errno['ENOSPC'] ?? 28;
  * a time (the batch token is a bucket index, u32). Returns them packed.
  */
 export function mapDump(fd: number, keySize: number, valueSize: number, what = 'map'): { keys: Buffer; values: Buffer; count: number } {
-  let chunk = 4096;
   const keyParts: Buffer[] = [];
   const valueParts: Buffer[] = [];
   let total = 0;
-  let inBatch: Buffer | null = null;
-  for (;;) {
-    const keys = Buffer.alloc(keySize * chunk);
-    const values = Buffer.alloc(valueSize * chunk);
-    const outBatch = Buffer.alloc(4);
-    const n = new Uint32Array([chunk]);
-    mapReadLog?.push({ fd, op: 'lookup_batch', elements: chunk });
-    const ret = c.lookupBatch(fd, inBatch, outBatch, keys, values, n, null);
-    if (ret === -ENOSPC && (n[0] ?? 0) === 0) {
-      // One bucket holds more entries than fit: ask for more at once.
-      takeLog();
-      chunk *= 4;
-      continue;
-    }
-    if (ret < 0 && ret !== -ENOENT) check(ret, `reading the elements of ${what}`);
-    takeLog();
-    const got = n[0] ?? 0;
+  lookupBatches(fd, keySize, valueSize, `reading the elements of ${what}`, false, (keys, values, got) => {
     keyParts.push(keys.subarray(0, got * keySize));
     valueParts.push(values.subarray(0, got * valueSize));
     total += got;
-    if (ret === -ENOENT) break;
-    inBatch = outBatch;
-  }
+  });
   return { keys: Buffer.concat(keyParts), values: Buffer.concat(valueParts), count: total };
 }
 
 /**
- * How many elements the map holds, by batch reads of `chunk` elements into
+ * How many elements the map holds, by batch reads of 4,096 elements into
  * buffers used again each time (nothing kept): a million elements in about
  * 250 system calls, where a key walk (BPF_MAP_GET_NEXT_KEY) makes one call
  * and one Buffer per key (about 1.5 s of the event loop per million keys
  * here, for `mup status`'s health check).
  */
-export function mapCount(fd: number, keySize: number, valueSize: number, what = 'map', chunk = 4096): number {
-  let keys = Buffer.alloc(keySize * chunk);
-  let values = Buffer.alloc(valueSize * chunk);
-  const outBatch = Buffer.alloc(4);
-  let inBatch: Buffer | null = null;
+export function mapCount(fd: number, keySize: number, valueSize: number, what = 'map'): number {
   let total = 0;
+  lookupBatches(fd, keySize, valueSize, `counting the elements of ${what}`, true, (_k, _v, got) => {
+    total += got;
+  });
+  return total;
+}
+
+/**
+ * BPF_MAP_LOOKUP_BATCH from the map's start to its end, 4,096 elements a
+ * call (more when one bucket holds more: ENOSPC), `each` given every
+ * call's key and value buffers and how many it filled. The buffers are new
+ * for each call (a caller may keep them) unless `reuse`.
+ */
+function lookupBatches(fd: number, keySize: number, valueSize: number, op: string, reuse: boolean, each: (keys: Buffer, values: Buffer, got: number) => void): void {
+  let chunk = 4096;
+  let keys: Buffer | undefined;
+  let values = Buffer.alloc(0);
+  let inBatch: Buffer | null = null;
   for (;;) {
+    if (keys === undefined || !reuse) {
+      keys = Buffer.alloc(keySize * chunk);
+      values = Buffer.alloc(valueSize * chunk);
+    }
+    const outBatch = Buffer.alloc(4);
     const n = new Uint32Array([chunk]);
     mapReadLog?.push({ fd, op: 'lookup_batch', elements: chunk });
     const ret = c.lookupBatch(fd, inBatch, outBatch, keys, values, n, null);
     if (ret === -ENOSPC && (n[0] ?? 0) === 0) {
-      // One bucket holds more entries than fit: ask for more at once.
+      // One bucket holds more entries than fit: ask for more at once (the same position: inBatch kept).
       takeLog();
       chunk *= 4;
-      keys = Buffer.alloc(keySize * chunk);
-      values = Buffer.alloc(valueSize * chunk);
+      keys = undefined;
       continue;
     }
-    if (ret < 0 && ret !== -ENOENT) check(ret, `counting the elements of ${what}`);
+    if (ret < 0 && ret !== -ENOENT) check(ret, op);
     takeLog();
-    total += n[0] ?? 0;
-    if (ret === -ENOENT) return total;
-    inBatch = Buffer.from(outBatch);
+    each(keys, values, n[0] ?? 0);
+    if (ret === -ENOENT) return;
+    inBatch = outBatch;
   }
 }
 
