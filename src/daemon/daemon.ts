@@ -20,7 +20,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Config, LocalSid, Policy, Session, Settings } from '../config/types.js';
+import type { Config, Settings } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed, type ItemSpans } from '../config/load.js';
 import { spansForSplice } from '../config/running-splice.js';
 import { apiWhere } from '../config/keys.js';
