@@ -410,6 +410,11 @@ function ownText(d: OwnTimes | undefined, what = 'change'): string {
   return d.count === 0 ? `no ${what}` : `${d.count} ${what}s, p50 ${one(d.p50)}, p99 ${one(d.p99)}`;
 }
 
+/** A phase's 2-s windows as `n/p99` pairs. */
+function windowsText(ws: readonly { n: number; p99: number }[]): string {
+  return ws.map((w) => `${w.n}/${f2(w.p99)}`).join(' ');
+}
+
 function summarize(ms: number[]): Latency {
   const s = [...ms].sort((a, b) => a - b);
   return { n: s.length, median: quantile(s, 0.5), p99: quantile(s, 0.99), min: s[0] ?? NaN, max: s[s.length - 1] ?? NaN };
@@ -518,6 +523,8 @@ interface WritersPhase {
   readonly perSecond: number;
   readonly ms: Latency;
   readonly failures: number;
+  /** Each 2-s window of the phase in order: changes answered in it and their p99, ms (a warm-up or a stall shows as a window apart). */
+  readonly windows: readonly { n: number; p99: number }[];
   /** status.state: fdatasyncs and records during the phase (group commit). */
   readonly syncs: number;
   readonly records: number;
@@ -570,6 +577,7 @@ async function writersPhase(socket: string, rules: number, writers: number, seco
   const scrapes = o.scrapes !== false;
   const metricsBefore = scrapes ? await scrape() : undefined;
   const ms: number[] = [];
+  const ends: number[] = [];
   let failures = 0;
   const until = performance.now() + seconds * 1000;
   const t0 = performance.now();
@@ -583,10 +591,12 @@ async function writersPhase(socket: string, rules: number, writers: number, seco
           let t = performance.now();
           let r = await apiWith(agent, socket, 'DELETE', `/v1/policies?match=${encodeURIComponent(policyMatch(i))}`);
           ms.push(performance.now() - t);
+          ends.push(performance.now() - t0);
           if (r.status !== 200) failures++;
           t = performance.now();
           r = await apiWith(agent, socket, 'POST', '/v1/policies', policyEntry(i));
           ms.push(performance.now() - t);
+          ends.push(performance.now() - t0);
           if (r.status !== 201) failures++;
         }
       } finally {
@@ -604,6 +614,10 @@ async function writersPhase(socket: string, rules: number, writers: number, seco
     perSecond: ms.length / elapsed,
     ms: summarize(ms),
     failures,
+    windows: Array.from({ length: Math.ceil(elapsed / 2) }, (_, w) => {
+      const s = summarize(ms.filter((_, i) => (ends[i] ?? -1) >= w * 2000 && (ends[i] ?? -1) < (w + 1) * 2000));
+      return { n: s.n, p99: s.p99 };
+    }),
     syncs: after.syncs - before.syncs,
     records: after.records - before.records,
     ...(metricsBefore === undefined || metricsAfter === undefined ? {} : { daemon: ownTimes(metricsBefore, metricsAfter, 'change') }),
@@ -1420,8 +1434,10 @@ async function main(): Promise<number> {
       `    ${writers.changes} changes, ${writers.perSecond.toFixed(0)}/s; per change ms: median ${f2(writers.ms.median)} p99 ${f2(writers.ms.p99)} max ${f2(writers.ms.max)}; ` +
         `failed ${writers.failures}; ${writers.syncs} fdatasyncs for ${writers.records} records (group commit: ${(writers.records / Math.max(1, writers.syncs)).toFixed(1)} per sync)`,
       `    the daemon's own time (mup_api_request_duration_seconds, from a request's headers read to its answer handed to the socket): ${ownText(writers.daemon)}`,
+      `    each 2 s in turn, changes/p99 ms: ${windowsText(writers.windows)}`,
       `    watched run (a status poller beside them, for the loop and status lines): ${watchedWriters.changes} changes, ${watchedWriters.perSecond.toFixed(0)}/s; ` +
         `per change ms: median ${f2(watchedWriters.ms.median)} p99 ${f2(watchedWriters.ms.p99)} max ${f2(watchedWriters.ms.max)}`,
+      `    each 2 s of the watched run in turn, changes/p99 ms: ${windowsText(watchedWriters.windows)}`,
       `    the daemon's own time in the watched run: ${ownText(watchedOwn.change)}; ${ownText(watchedOwn.read, 'read')} (the poller's status and the opening scrape)`,
       `    this disk alone, right before: a 200-byte append and its fdatasync, ${disk.n} in a row: median ${f2(disk.median)} p99 ${f2(disk.p99)} max ${f2(disk.max)} ms ` +
         '(a change is answered after the fdatasync of its group: a floor under its p99)',
