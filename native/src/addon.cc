@@ -502,6 +502,22 @@ Napi::Value compactHeap(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// V8's own API too: moderate memory pressure (Isolate::
+// MemoryPressureNotification). V8 starts incremental marking that frees
+// memory (and compacts) as it ends, in steps between the caller's tasks and
+// on its helper threads, where a full collection is one pause: 57-84 ms with
+// 131,072 rules after a reload. Returns at once; does nothing if marking is
+// already under way.
+Napi::Value startHeapCollection(const Napi::CallbackInfo& info) {
+  v8::Isolate* isolate = v8::Isolate::GetCurrent();
+  if (isolate == nullptr) throw Napi::Error::New(info.Env(), "startHeapCollection: no V8 isolate on this thread");
+  isolate->MemoryPressureNotification(v8::MemoryPressureLevel::kModerate);
+  // The level stays until V8 reads it (at once, on this thread); a later
+  // call must start marking again, so it is not left at moderate.
+  isolate->MemoryPressureNotification(v8::MemoryPressureLevel::kNone);
+  return info.Env().Undefined();
+}
+
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   auto* data = new AddonData();
   data->socketClass = Napi::Persistent(SocketWrap::define(env));
@@ -511,6 +527,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("errnoName", Napi::Function::New<errnoName>(env, "errnoName"));
   exports.Set("parseControl", Napi::Function::New<parseControl>(env, "parseControl"));
   exports.Set("compactHeap", Napi::Function::New<compactHeap>(env, "compactHeap"));
+  exports.Set("startHeapCollection", Napi::Function::New<startHeapCollection>(env, "startHeapCollection"));
   return exports;
 }
 

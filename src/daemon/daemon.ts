@@ -656,7 +656,7 @@ export class Daemon {
     if (noCompaction !== undefined) {
       this.#log.warn(
         { why: noCompaction },
-        'the collections after reloads and large batches cannot compact the heap: V8 keeps the pages they free (tens of MB of resident memory); build the native addon (make native)',
+        'the collections after reloads and large batches cannot compact the heap: V8 keeps the pages they free (tens of MB of resident memory), and one that cannot wait for a second without requests is a full pause (50-80 ms with 131,072 rules); build the native addon (make native)',
       );
     }
     this.loop.start();

@@ -10,7 +10,9 @@
  * not in the reload's own time. After a large batch only in such a second
  * (releaseMemoryWhenQuiet). Those later collections also compact V8's heap
  * and give its free pages back (the native addon's compactHeap): a plain
- * one frees the objects of a reload or a batch but keeps the pages.
+ * one frees the objects of a reload or a batch but keeps the pages. One that
+ * cannot wait for a quiet second any longer is V8's incremental marking
+ * (the addon's startHeapCollection), not a pause between requests.
  */
 import koffi from 'koffi';
 
@@ -60,10 +62,11 @@ export function releaseMemory(): void {
 }
 
 /**
- * The native addon's compactHeap (V8's LowMemoryNotification), or why it
- * cannot be had; looked up once.
+ * The native addon's compactHeap (V8's LowMemoryNotification) and
+ * startHeapCollection (V8's incremental marking, started by moderate memory
+ * pressure), or why they cannot be had; looked up once.
  */
-type Compactor = { readonly run: () => void } | { readonly why: string };
+type Compactor = { readonly run: () => void; readonly start: () => void } | { readonly why: string };
 let compactor: Compactor | undefined;
 function compactorOf(): Compactor {
   compactor ??= compactorFrom(() => loadNativeAddon() as { compactHeap?: unknown });
@@ -71,17 +74,19 @@ function compactorOf(): Compactor {
 }
 
 /** The compactor of the addon `load` returns (the daemon's: the built addon; tests pass others). */
-export function compactorFrom(load: () => { compactHeap?: unknown }): Compactor {
-  let addon: { compactHeap?: unknown };
+export function compactorFrom(load: () => { compactHeap?: unknown; startHeapCollection?: unknown }): Compactor {
+  let addon: { compactHeap?: unknown; startHeapCollection?: unknown };
   try {
     addon = load();
   } catch (e) {
     return { why: (e as Error).message };
   }
-  const compactHeap = addon.compactHeap;
-  // An addon built before compactHeap was (a build of the TypeScript alone): said at start, never a crash later.
-  if (typeof compactHeap !== 'function') return { why: 'the native addon was built before it had compactHeap: rebuild it (make native)' };
-  return { run: () => void (compactHeap as () => unknown).call(addon) };
+  const { compactHeap, startHeapCollection } = addon;
+  // An addon built before these were (a build of the TypeScript alone): said at start, never a crash later.
+  for (const [name, f] of [['compactHeap', compactHeap], ['startHeapCollection', startHeapCollection]] as const) {
+    if (typeof f !== 'function') return { why: `the native addon was built before it had ${name}: rebuild it (make native)` };
+  }
+  return { run: () => void (compactHeap as () => unknown).call(addon), start: () => void (startHeapCollection as () => unknown).call(addon) };
 }
 
 /**
@@ -103,7 +108,8 @@ export function heapCompactionUnavailable(): string | undefined {
  * 61.5 for 58.9, VmRSS 136, with this (the loaded daemon: 140). Its pause
  * is longer (two collections, 81 + 124 ms there, against 24-41 ms for a
  * plain one on a heap of 131,072 rules): only in a quiet second. A forced
- * collection (between requests) is a plain one, and asks for this one in
+ * collection (between requests) is V8's incremental marking
+ * (startCollection), and asks for this one in
  * the next quiet second.
  */
 function compactMemory(): void {
@@ -122,6 +128,31 @@ function compactMemory(): void {
   }
   trimMalloc();
   released.compacted++;
+}
+
+/**
+ * The collection that cannot wait for a quiet second any longer: V8's
+ * incremental marking, started at once (the addon's startHeapCollection:
+ * moderate memory pressure). It marks in steps between the requests and on
+ * V8's helper threads and frees (and compacts) as it ends: after a reload
+ * of bench:daemon's config under 4 writers, a pause of 5 ms at its end and
+ * marking steps of at most 2.6 ms, where the plain full collection it
+ * replaces was one pause of 51-57 ms (and changes waited 62-70 ms behind
+ * it; docs/daemon.md). Without the addon, that plain collection.
+ */
+function startCollection(): void {
+  const c = compactorOf();
+  if ('start' in c) {
+    try {
+      c.start();
+      released.incremental++;
+      return;
+    } catch (e) {
+      // Not expected (a V8 API call): plain collections from here on, said by heapCompactionUnavailable.
+      compactor = { why: `startHeapCollection failed: ${(e as Error).message}` };
+    }
+  }
+  releaseMemory();
 }
 
 let releasePending = false;
@@ -143,7 +174,7 @@ let notBefore = 0;
 let releasedAt = 0;
 let inFlight = 0;
 let lastRequestAt = 0;
-const released = { quiet: 0, forced: 0, compacted: 0 };
+const released = { quiet: 0, forced: 0, compacted: 0, incremental: 0 };
 
 /** The API's requests (src/daemon/api.ts): releaseMemorySoon and releaseMemoryWhenQuiet wait for a quiet spell between them. */
 export function requestStarted(): void {
@@ -167,7 +198,7 @@ export const MAX_WAIT_MS = 5000;
 
 /** The log line when the collection after `what` ran without a quiet second (MAX_WAIT_MS passed). */
 export function forcedReleaseNote(what: string): string {
-  return `no second without API requests in ${MAX_WAIT_MS / 1000} s: the full collection after ${what} ran between requests`;
+  return `no second without API requests in ${MAX_WAIT_MS / 1000} s: the collection after ${what} was started between requests (V8's incremental marking; the compacting one waits for a quiet second)`;
 }
 
 /** API requests in flight now (test/unit/release-quiet.test.ts). */
@@ -178,9 +209,10 @@ export function requestsInFlight(): number {
 /**
  * Collections run for releaseMemorySoon and releaseMemoryWhenQuiet: in a
  * quiet second, or (a forced ask) at MAX_WAIT_MS without one; `compacted`:
- * those that compacted the heap (for tests and the log).
+ * those that compacted the heap; `incremental`: forced ones that were V8's
+ * incremental marking, not a plain full collection (for tests and the log).
  */
-export function releaseCounts(): { readonly quiet: number; readonly forced: number; readonly compacted: number } {
+export function releaseCounts(): { readonly quiet: number; readonly forced: number; readonly compacted: number; readonly incremental: number } {
   return { ...released };
 }
 
@@ -190,8 +222,8 @@ export function releaseCounts(): { readonly quiet: number; readonly forced: numb
  * stalled connections are closed (their buffers), and after a reload (the
  * rules it replaced). In a quiet second the collection compacts the heap
  * (compactMemory: a pause of about 200 ms with 131,072 rules); without
- * one, at MAX_WAIT_MS, it is a plain full collection (a shorter pause)
- * and the compacting one follows in the next quiet second. Run a second
+ * one, at MAX_WAIT_MS, it is V8's incremental marking (startCollection:
+ * no long pause) and the compacting one follows in the next quiet second. Run a second
  * after a reload whatever came, the collection was the longest stall a
  * reload left behind (issue 19). `forced` is called when it runs without
  * a quiet second (the caller logs it).
@@ -249,8 +281,8 @@ function attempt(): void {
     }
   } finally {
     note = undefined;
-    // Between requests the shorter pause (a plain collection); the pages it keeps go in a quiet second.
-    if (forced) releaseMemory();
+    // Between requests no long pause (incremental marking); the pages it keeps go in a quiet second.
+    if (forced) startCollection();
     else compactMemory();
   }
   if (forced && 'run' in compactorOf()) ask();

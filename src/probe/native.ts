@@ -191,6 +191,8 @@ interface Addon {
   parseControl(control: Buffer, kind: 'errqueue'): ParsedErrqueue;
   /** A full collection that compacts V8's heap and gives its free pages back (src/daemon/memory.ts). */
   compactHeap(): void;
+  /** V8's incremental marking, started now (moderate memory pressure); returns at once (src/daemon/memory.ts). */
+  startHeapCollection(): void;
 }
 
 /** What the addon's error-queue parser makes of one message's control bytes. */
