@@ -511,10 +511,9 @@ Napi::Value compactHeap(const Napi::CallbackInfo& info) {
 Napi::Value startHeapCollection(const Napi::CallbackInfo& info) {
   v8::Isolate* isolate = v8::Isolate::GetCurrent();
   if (isolate == nullptr) throw Napi::Error::New(info.Env(), "startHeapCollection: no V8 isolate on this thread");
+  // On the isolate's thread V8 acts on it at once and sets the level back
+  // to none, so the next call starts marking again.
   isolate->MemoryPressureNotification(v8::MemoryPressureLevel::kModerate);
-  // The level stays until V8 reads it (at once, on this thread); a later
-  // call must start marking again, so it is not left at moderate.
-  isolate->MemoryPressureNotification(v8::MemoryPressureLevel::kNone);
   return info.Env().Undefined();
 }
 
