@@ -126,6 +126,20 @@ class HttpError extends Error {
   }
 }
 
+/**
+ * 400 `malformed` for a query parameter this route does not take. Ignored
+ * before: `POST /v1/batch?check=true` applied the batch, and
+ * `POST /v1/counters/reset?rule=NAME` reset every counter. `why` says more
+ * for one parameter (what to use instead).
+ */
+function onlyParams(url: URL, route: string, allowed: readonly string[], why: Readonly<Record<string, string>> = {}): void {
+  for (const k of url.searchParams.keys()) {
+    if (allowed.includes(k)) continue;
+    const takes = allowed.length === 0 ? 'takes none' : `takes only ${allowed.map((a) => `?${a}=`).join(' and ')}`;
+    throw new HttpError(400, `unknown query parameter ${k}: ${route} ${takes}${why[k] === undefined ? '' : `; ${why[k]}`}`, k, 'malformed');
+  }
+}
+
 let getsockopt: ((fd: number, level: number, name: number, out: { pid?: number; uid?: number; gid?: number }, len: number[]) => number) | undefined;
 
 /** The peer of a unix socket connection (SO_PEERCRED), or undefined when it cannot be read. */
@@ -694,20 +708,27 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     }
     if (path === '/v1/status') {
       if (method !== 'GET') allow(['GET']);
+      onlyParams(url, 'GET /v1/status', []);
       return send(res, 200, d.status());
     }
     if (path === '/v1/bgp') {
       if (method !== 'GET') allow(['GET']);
+      onlyParams(url, 'GET /v1/bgp', []);
       if (d.bgp === undefined) throw new HttpError(404, 'BGP is not configured: the config has no bgp section (docs/bgp.md)', 'not_found');
       return send(res, 200, await d.bgp.status());
     }
     if (path === '/v1/health') {
       if (method !== 'GET') allow(['GET']);
+      onlyParams(url, 'GET /v1/health', []);
       const h = health(d);
       return send(res, h.status === 'ok' ? 200 : 503, h);
     }
     if (path === '/v1/batch') {
       if (method !== 'POST') allow(['POST']);
+      onlyParams(url, 'POST /v1/batch', [], {
+        check: 'a batch has no dry run (it is applied whole or not at all); POST /v1/reload?check=true checks a config file without applying it',
+        dry_run: 'a batch has no dry run (it is applied whole or not at all)',
+      });
       const ops = batchOperations(await readBody(req, MAX_BATCH_BODY));
       const r = await d.applyBatch(ops, who(req));
       return sendLarge(res, 200, () => ({
@@ -734,11 +755,13 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     }
     if (path === '/v1/counters/reset') {
       if (method !== 'POST') allow(['POST']);
+      onlyParams(url, 'POST /v1/counters/reset', [], { rule: 'it resets every counter; one rule cannot be reset alone' });
       await d.resetCounters();
       return send(res, 200, { reset: true });
     }
     if (path === '/v1/reload') {
       if (method !== 'POST') allow(['POST']);
+      onlyParams(url, 'POST /v1/reload', ['force', 'check'], { dry_run: 'use check=true (validate and answer the diff; apply nothing)' });
       const force = url.searchParams.get('force'); // past the deletion guard (daemon.reload_max_delete_share)
       if (force !== null && force !== 'true' && force !== 'false') throw new HttpError(400, `force=${JSON.stringify(force)}: use force=true or leave it out`, 'force');
       const check = url.searchParams.get('check'); // validate and answer the diff; apply nothing
@@ -747,6 +770,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     }
     if (path === '/v1/config') {
       if (method !== 'GET') allow(['GET']);
+      onlyParams(url, 'GET /v1/config', ['origins']);
       const origins = url.searchParams.get('origins');
       if (origins !== null && origins !== 'true' && origins !== 'false') throw new HttpError(400, `origins=${JSON.stringify(origins)}: use origins=false or leave it out`, 'origins');
       // One build at a time, daemon-wide (each is seconds of a thread for a large file), outside the slots of
@@ -779,9 +803,11 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     }
     if (path === '/v1/config/save') {
       if (method !== 'POST') allow(['POST']);
+      onlyParams(url, 'POST /v1/config/save', [], { path: 'it writes the config file the daemon was started with (mup config save --to FILE writes a copy elsewhere)' });
       return send(res, 200, await d.saveConfig());
     }
     if (path === '/v1/probe') {
+      onlyParams(url, `${method} /v1/probe`, []);
       if (method === 'GET') return send(res, 200, { probe: probeStatus(d.dataplane) });
       if (method !== 'POST') allow(['GET', 'POST']);
       const body = await readBody(req);
@@ -836,6 +862,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
         return sendLarge(res, 200, () => ({ [k.section]: items, next: page.more && last !== undefined ? encodeCursor(k.kind, last) : null }));
       }
       if (method === 'POST' || method === 'PUT') {
+        onlyParams(url, `${method} ${path}`, []);
         const body = await readBody(req);
         const rule = await d.putRule(k.kind, body, method === 'POST' ? 'add' : 'replace', who(req));
         return send(res, method === 'POST' ? 201 : 200, { [k.kind]: rule });
