@@ -1153,6 +1153,7 @@ export class Daemon {
 
   /** A failed reload or API change could not put the tables back as they were: the next reload writes them whole (sync). */
   #tablesDirty = false;
+  #batchUnderWay = false;
 
   /** Tests: the state file's group-commit fdatasyncs fail with this errno (StateStore.testFailSyncs). */
   set testFailSyncs(code: string | undefined) {
@@ -1162,6 +1163,16 @@ export class Daemon {
   /** The tables may not hold the running rules (a failed write not put back) until the next reload: health says so. */
   get tablesOutOfStep(): boolean {
     return this.#tablesDirty;
+  }
+
+  /**
+   * A batch is between its table write and the last slice of its rule set's
+   * update: the tables hold the batch, the rule set only part of it, and
+   * health does not compare them (it reported tables_mismatch, 503, during
+   * every large batch).
+   */
+  get batchUnderWay(): boolean {
+    return this.#batchUnderWay;
   }
 
   /**
@@ -1919,27 +1930,33 @@ export class Daemon {
       // The next-hop cache's ids of the rules deleted, before the deletes free them; its new rules after the rule set has them.
       const gone = await this.#nhDeleted(plan.changes);
       const writes = t.writes;
-      try {
-        await t.applyYielding(plan.changes);
-      } catch (e) {
-        await this.#writeFailedSliced(e, t, writes, plan.undo, gone, `batch of ${ops.length} operations`);
-        throw tablesError(e);
-      }
-      const t2 = performance.now();
       // Each key as it was (rule set and overlay entries), to put back if the record cannot be written.
       const was: { kind: RuleKind; key: string; rule: Rule | undefined; put: Rule | undefined; del: boolean }[] = [];
       const overlay = this.#rules.overlay;
-      const slice = new SliceClock();
-      for (const [kind, d] of plan.delta) {
-        const set = this.#rules.rules(kind);
-        const puts = overlay[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
-        const dels = overlay[RULE_KINDS[kind].overlay.del];
-        for (const [key, r] of d) {
-          if (slice.tick()) await nextTurn();
-          was.push({ kind, key, rule: set.get(key), put: puts.get(key), del: dels.has(key) });
-          if (r === null) this.#rules.delete(kind, key);
-          else this.#rules.put(kind, r);
+      let t2: number;
+      this.#batchUnderWay = true;
+      try {
+        try {
+          await t.applyYielding(plan.changes);
+        } catch (e) {
+          await this.#writeFailedSliced(e, t, writes, plan.undo, gone, `batch of ${ops.length} operations`);
+          throw tablesError(e, plan.changes);
         }
+        t2 = performance.now();
+        const slice = new SliceClock();
+        for (const [kind, d] of plan.delta) {
+          const set = this.#rules.rules(kind);
+          const puts = overlay[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
+          const dels = overlay[RULE_KINDS[kind].overlay.del];
+          for (const [key, r] of d) {
+            if (slice.tick()) await nextTurn();
+            was.push({ kind, key, rule: set.get(key), put: puts.get(key), del: dels.has(key) });
+            if (r === null) this.#rules.delete(kind, key);
+            else this.#rules.put(kind, r);
+          }
+        }
+      } finally {
+        this.#batchUnderWay = false;
       }
       // The batch is in (tables and rule set): a cache that cannot take it indexes every rule again, as after a reload.
       try {
@@ -2375,8 +2392,16 @@ function* changePieces(c: Changes, n: number): Generator<Changes> {
 }
 
 /** A table error that is the caller's (full, too many lengths) as a 409; others as they are. */
-function tablesError(e: unknown): unknown {
-  return e instanceof TablesFullError || e instanceof RangeError ? new RuleError(e.message, 409) : e;
+function tablesError(e: unknown, changes?: Changes): unknown {
+  if (!(e instanceof TablesFullError || e instanceof RangeError)) return e;
+  // The puts are written before the deletes (a key's new entry is in before its old one goes), so a batch that
+  // deletes some rules and adds others into a full table is refused though its result would fit.
+  const deletes = changes === undefined ? 0 : (changes.delPolicies?.length ?? 0) + (changes.delLocalSids?.length ?? 0) + (changes.delSessions?.length ?? 0);
+  const hint =
+    e instanceof TablesFullError && deletes > 0
+      ? `; a batch's deletes free their entries only after its adds are written, so at a full table send the deletes first (a batch of their own), then the adds`
+      : '';
+  return new RuleError(`${e.message}${hint}`, 409);
 }
 
 /** A rule as the API lists it. */

@@ -55,6 +55,9 @@ export function health(d: Daemon): Health {
     }
   }
   const t = d.dataplane.rules;
+  // A batch being written in slices: the tables and the rule set meet only when it ends (its table write,
+  // then its rule set's update, each giving the loop turns).
+  const changing = t.changing || d.batchUnderWay;
   const rules: Record<string, { wanted: number; inTables: number }> = {};
   const inTables = { policy: t.policyCount, localsid: t.localsidCount, session: t.sessionCount };
   for (const k of RULE_KIND_LIST) {
@@ -73,8 +76,7 @@ export function health(d: Daemon): Health {
       }
     }
     rules[k.section] = { wanted, inTables: inTables[k.kind] };
-    // A batch being written in slices: the tables and the rule set meet only when it ends.
-    if (t.changing) continue;
+    if (changing) continue;
     const of = learned.size === 0 ? `${wanted}` : `${wanted} (${learned.size} learned from BGP)`;
     if (missing > 0) problems.push({ code: 'tables_mismatch', message: `${missing} of ${of} ${k.section} are not in the tables (first: ${first})` });
     if (inTables[k.kind] > wanted) problems.push({ code: 'tables_mismatch', message: `the ${k.section} table holds ${inTables[k.kind]} rules, the running rules are ${of}` });
@@ -89,10 +91,10 @@ export function health(d: Daemon): Health {
   };
   const mirrorPolicies = t.policyCount + t.addrOnlyCount;
   // Mid-batch the mirror holds the keys planned, the kernel's maps those written so far.
-  if (!t.changing && kernelKeys.policies !== mirrorPolicies) {
+  if (!changing && kernelKeys.policies !== mirrorPolicies) {
     problems.push({ code: 'tables_mismatch', message: `the kernel's policy map holds ${kernelKeys.policies} entries, the daemon wrote ${mirrorPolicies}` });
   }
-  if (!t.changing && kernelKeys.localsids !== t.localsidCount) {
+  if (!changing && kernelKeys.localsids !== t.localsidCount) {
     problems.push({ code: 'tables_mismatch', message: `the kernel's local SID map holds ${kernelKeys.localsids} entries, the daemon wrote ${t.localsidCount}` });
   }
   return {
@@ -100,6 +102,6 @@ export function health(d: Daemon): Health {
     instance: st.instance,
     pid: st.pid,
     problems,
-    checked: { interfaces: st.interfaces.length, rules, kernelKeys, ...(t.changing ? { tables: 'not compared: a batch is being written' } : {}) },
+    checked: { interfaces: st.interfaces.length, rules, kernelKeys, ...(changing ? { tables: 'not compared: a batch is being written' } : {}) },
   };
 }
