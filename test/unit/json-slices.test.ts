@@ -84,6 +84,16 @@ describe('parseJsonSliced answers as JSON.parse', () => {
     expect(yields).toBeGreaterThanOrEqual(Math.floor(10_000 / 64) - 1);
   });
 
+  it('many top-level members: the same value, read over many slices (found in review: one turn before)', () => {
+    const text = `{${Array.from({ length: 10_000 }, (_, i) => `"k${i}":[]`).join(',')}}`;
+    const g = parseJsonSliced(text, 0);
+    let r = g.next();
+    let yields = 0;
+    for (; r.done !== true; r = g.next()) yields++;
+    expect(r.value).toEqual(JSON.parse(text));
+    expect(yields).toBeGreaterThanOrEqual(Math.floor(10_000 / 64) - 1);
+  });
+
   it('mutations of a batch: dropped, doubled and replaced characters', () => {
     const text = batch(20);
     const swaps = ['[', ']', '{', '}', ',', ':', '"', '\\', ' ', 'x', '1'];
