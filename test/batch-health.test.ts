@@ -1,6 +1,6 @@
 /**
- * Health while a large batch is written, and a batch refused at a full
- * table (found in review, session 33).
+ * Health while a large batch is written, a batch refused at a full table,
+ * an empty batch (found in review, session 33).
  *
  * A batch writes the tables in slices, then updates the rule set in slices,
  * giving the event loop turns in both. Health skipped its comparison of the
@@ -13,6 +13,7 @@
  * test runs on its event loop and calls health() while the batch is under
  * way.
  */
+import { existsSync, statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { health, type Health } from '../src/daemon/health.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
@@ -64,6 +65,23 @@ describe.skipIf(!isRoot)('health while a large batch is written', () => {
     expect(dels.degraded.slice(0, 3), `${dels.degraded.length} degraded samples`).toEqual([]);
     expect(dels.notCompared).toBeGreaterThan(0);
     expect(health(d)).toMatchObject({ status: 'ok', checked: { rules: { policies: { wanted: 0, inTables: 0 } } } });
+  });
+});
+
+describe.skipIf(!isRoot)('an empty batch', () => {
+  let run: InProcDaemon | undefined;
+  beforeAll(async () => {
+    run = await startInProcDaemon('batchempty', 'settings: { max_policies: 4, max_localsids: 4 }\npolicies: []\nlocalsids: []\n');
+  }, 60_000);
+  afterAll(() => run?.stop());
+
+  it('answers that nothing changed, and writes no record (before: a {"batch":[]} record and its fdatasync)', async () => {
+    const d = run!.daemon;
+    const records = d.status().state.records;
+    const size = existsSync(d.stateFile) ? statSync(d.stateFile).size : 0;
+    await expect(d.applyBatch([])).resolves.toEqual({ results: [], added: 0, replaced: 0, deleted: 0 });
+    expect(d.status().state.records).toBe(records);
+    expect(existsSync(d.stateFile) ? statSync(d.stateFile).size : 0).toBe(size);
   });
 });
 

@@ -1906,6 +1906,8 @@ export class Daemon {
    * the daemon answers reads, which see the batch part done.
    */
   async applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
+    // Nothing to do: no record and no fdatasync (an empty {"batch":[]} record was written and synced before).
+    if (ops.length === 0) return { results: [], added: 0, replaced: 0, deleted: 0 };
     try {
       return await this.#applyBatch(ops, by);
     } finally {
