@@ -605,6 +605,7 @@ async function writersPhase(socket: string, rules: number, writers: number, seco
     }),
   );
   const elapsed = (performance.now() - t0) / 1000;
+  const windowCount = Math.max(1, Math.floor(elapsed / 2));
   const metricsAfter = scrapes ? await scrape() : undefined;
   const after = await state();
   return {
@@ -614,8 +615,9 @@ async function writersPhase(socket: string, rules: number, writers: number, seco
     perSecond: ms.length / elapsed,
     ms: summarize(ms),
     failures,
-    windows: Array.from({ length: Math.ceil(elapsed / 2) }, (_, w) => {
-      const s = summarize(ms.filter((_, i) => (ends[i] ?? -1) >= w * 2000 && (ends[i] ?? -1) < (w + 1) * 2000));
+    // The changes still in flight when the time is up end just after it: counted in the last window.
+    windows: Array.from({ length: windowCount }, (_, w) => {
+      const s = summarize(ms.filter((_, i) => (ends[i] ?? -1) >= w * 2000 && (w === windowCount - 1 || (ends[i] ?? -1) < (w + 1) * 2000)));
       return { n: s.n, p99: s.p99 };
     }),
     syncs: after.syncs - before.syncs,
