@@ -505,7 +505,7 @@ Napi::Value compactHeap(const Napi::CallbackInfo& info) {
 // V8's own API too: moderate memory pressure (Isolate::
 // MemoryPressureNotification). V8 starts incremental marking that frees
 // memory (and compacts) as it ends, in steps between the caller's tasks and
-// on its helper threads, where a full collection is one pause: 57-84 ms with
+// on its helper threads, where a full collection is one pause: 51-84 ms with
 // 131,072 rules after a reload. Returns at once; does nothing if marking is
 // already under way.
 Napi::Value startHeapCollection(const Napi::CallbackInfo& info) {

@@ -807,9 +807,9 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       return send(res, 200, await d.saveConfig());
     }
     if (path === '/v1/probe') {
+      if (method !== 'GET' && method !== 'POST') allow(['GET', 'POST']);
       onlyParams(url, `${method} /v1/probe`, []);
       if (method === 'GET') return send(res, 200, { probe: probeStatus(d.dataplane) });
-      if (method !== 'POST') allow(['GET', 'POST']);
       const body = await readBody(req);
       try {
         return send(res, 200, { probe: setProbe(d.dataplane, body) });

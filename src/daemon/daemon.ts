@@ -656,7 +656,7 @@ export class Daemon {
     if (noCompaction !== undefined) {
       this.#log.warn(
         { why: noCompaction },
-        'the collections after reloads and large batches cannot compact the heap: V8 keeps the pages they free (tens of MB of resident memory), and one that cannot wait for a second without requests is a full pause (50-80 ms with 131,072 rules); build the native addon (make native)',
+        'the collections after reloads and large batches cannot compact the heap: V8 keeps the pages they free (tens of MB of resident memory), and one that cannot wait for a second without requests is a full pause (51-84 ms with 131,072 rules); build the native addon (make native)',
       );
     }
     this.loop.start();
@@ -1906,8 +1906,12 @@ export class Daemon {
    * the daemon answers reads, which see the batch part done.
    */
   async applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
-    // Nothing to do: no record and no fdatasync (an empty {"batch":[]} record was written and synced before).
-    if (ops.length === 0) return { results: [], added: 0, replaced: 0, deleted: 0 };
+    // Nothing to do: no record and no fdatasync (an empty {"batch":[]} record was written and synced before);
+    // a daemon that is stopping says so, as for any batch.
+    if (ops.length === 0) {
+      this.#stillRunning();
+      return { results: [], added: 0, replaced: 0, deleted: 0 };
+    }
     try {
       return await this.#applyBatch(ops, by);
     } finally {
@@ -1942,7 +1946,7 @@ export class Daemon {
           await t.applyYielding(plan.changes);
         } catch (e) {
           await this.#writeFailedSliced(e, t, writes, plan.undo, gone, `batch of ${ops.length} operations`);
-          throw tablesError(e, plan.changes);
+          throw tablesError(e);
         }
         t2 = performance.now();
         const slice = new SliceClock();
@@ -2394,16 +2398,8 @@ function* changePieces(c: Changes, n: number): Generator<Changes> {
 }
 
 /** A table error that is the caller's (full, too many lengths) as a 409; others as they are. */
-function tablesError(e: unknown, changes?: Changes): unknown {
-  if (!(e instanceof TablesFullError || e instanceof RangeError)) return e;
-  // The puts are written before the deletes (a key's new entry is in before its old one goes), so a batch that
-  // deletes some rules and adds others into a full table is refused though its result would fit.
-  const deletes = changes === undefined ? 0 : (changes.delPolicies?.length ?? 0) + (changes.delLocalSids?.length ?? 0) + (changes.delSessions?.length ?? 0);
-  const hint =
-    e instanceof TablesFullError && deletes > 0
-      ? `; a batch's deletes free their entries only after its adds are written, so at a full table send the deletes first (a batch of their own), then the adds`
-      : '';
-  return new RuleError(`${e.message}${hint}`, 409);
+function tablesError(e: unknown): unknown {
+  return e instanceof TablesFullError || e instanceof RangeError ? new RuleError(e.message, 409) : e;
 }
 
 /** A rule as the API lists it. */

@@ -37,6 +37,7 @@ export function holdMallocTrimThreshold(): boolean {
   const mallopt = koffi.load('libc.so.6').func('int mallopt(int param, int value)') as (param: number, value: number) => number;
   return mallopt(M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD) === 1;
 }
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { loadNativeAddon } from '../host/native-addon.js';
@@ -136,16 +137,19 @@ function compactMemory(): void {
  * moderate memory pressure). It marks in steps between the requests and on
  * V8's helper threads and frees (and compacts) as it ends: after a reload
  * of bench:daemon's config under 4 writers, a pause of 5 ms at its end and
- * marking steps of at most 2.6 ms, where the plain full collection it
- * replaces was one pause of 51-57 ms (and changes waited 62-70 ms behind
- * it; docs/daemon.md). Without the addon, that plain collection.
+ * marking steps of at most 1.5-8 ms, where the plain full collection it
+ * replaces was one pause of 51-84 ms (and changes waited 62-70 ms behind
+ * it; docs/daemon.md). glibc's free pages go back when that collection
+ * ends (trimAfterNextMajor), as they did after the plain one. Without the
+ * addon, that plain collection. Exported for tests.
  */
-function startCollection(): void {
+export function startCollection(): void {
   const c = compactorOf();
   if ('start' in c) {
     try {
       c.start();
       released.incremental++;
+      trimAfterNextMajor();
       return;
     } catch (e) {
       // Not expected (a V8 API call): plain collections from here on, said by heapCompactionUnavailable.
@@ -153,6 +157,31 @@ function startCollection(): void {
     }
   }
   releaseMemory();
+}
+
+let trimWatch: PerformanceObserver | undefined;
+/**
+ * malloc_trim once the next full collection has ended (a gc performance
+ * entry of the major kind), or in 10 s if none comes: what the collection
+ * freed of malloc's memory (buffers' backing stores) goes back to the
+ * kernel, not only at the next quiet second's compacting collection (a
+ * daemon under steady requests may never have one).
+ */
+function trimAfterNextMajor(): void {
+  if (trimWatch !== undefined) return;
+  const done = (): void => {
+    trimWatch?.disconnect();
+    trimWatch = undefined;
+    clearTimeout(fallback);
+    trimMalloc();
+    released.trimmedAfterIncremental++;
+  };
+  const watch = new PerformanceObserver((list) => {
+    if (list.getEntries().some((e) => ((e as { detail?: { kind?: number } }).detail)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR)) done();
+  });
+  watch.observe({ entryTypes: ['gc'] });
+  trimWatch = watch;
+  const fallback = setTimeout(done, 10_000).unref();
 }
 
 let releasePending = false;
@@ -174,7 +203,7 @@ let notBefore = 0;
 let releasedAt = 0;
 let inFlight = 0;
 let lastRequestAt = 0;
-const released = { quiet: 0, forced: 0, compacted: 0, incremental: 0 };
+const released = { quiet: 0, forced: 0, compacted: 0, incremental: 0, trimmedAfterIncremental: 0 };
 
 /** The API's requests (src/daemon/api.ts): releaseMemorySoon and releaseMemoryWhenQuiet wait for a quiet spell between them. */
 export function requestStarted(): void {
@@ -210,9 +239,16 @@ export function requestsInFlight(): number {
  * Collections run for releaseMemorySoon and releaseMemoryWhenQuiet: in a
  * quiet second, or (a forced ask) at MAX_WAIT_MS without one; `compacted`:
  * those that compacted the heap; `incremental`: forced ones that were V8's
- * incremental marking, not a plain full collection (for tests and the log).
+ * incremental marking, not a plain full collection; `trimmedAfterIncremental`:
+ * malloc_trim runs after those ended (for tests and the log).
  */
-export function releaseCounts(): { readonly quiet: number; readonly forced: number; readonly compacted: number; readonly incremental: number } {
+export function releaseCounts(): {
+  readonly quiet: number;
+  readonly forced: number;
+  readonly compacted: number;
+  readonly incremental: number;
+  readonly trimmedAfterIncremental: number;
+} {
   return { ...released };
 }
 

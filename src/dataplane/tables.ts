@@ -240,6 +240,26 @@ function unwrittenIds(plan: Plan, mirror: Mirror): number[] {
   return out;
 }
 
+/**
+ * Of a change refused at a full table: when its own deletes would make room
+ * for its new keys, say so. Its new entries are written before its deletes
+ * (a key's new entry is in before an old one goes), so such a change is
+ * refused though its result fits (found in review, session 33). `taken`:
+ * the ids the plan had taken when the table ran out (all of them free ids).
+ */
+function deletesFirstHint(puts: readonly Put[], dels: readonly string[], mirror: Mirror, taken: number): string {
+  const putKeys = new Set<string>();
+  let fresh = 0;
+  for (const p of puts) {
+    putKeys.add(p.keyStr);
+    if (!((mirror.keys.get(p.keyStr) ?? -1) >= 0)) fresh++;
+  }
+  const freed = new Set<string>();
+  for (const k of dels) if (!putKeys.has(k) && (mirror.keys.get(k) ?? -1) >= 0) freed.add(k);
+  if (freed.size === 0 || fresh > taken + freed.size) return '';
+  return `; this change's ${freed.size} deletes would make room, but its new entries are written before its deletes: delete first (through the API, a batch of its own), then add`;
+}
+
 /** Stop for grace period `seq` unless it is over; then it is (Atomics.wait when run at once). */
 function* graceStep(seq: number): Generator<TableStep, void> {
   if (!graceClock.done(seq)) yield seq;
@@ -1846,7 +1866,7 @@ export class Tables {
         rule ??= takeId();
         if (rule === undefined) {
           throw new TablesFullError(
-            `the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables`,
+            `the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables${deletesFirstHint(puts, dels, mirror, taken.length)}`,
           );
         }
         writePut(p, rule, values, i * vs);

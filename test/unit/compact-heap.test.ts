@@ -9,7 +9,7 @@ import { constants, PerformanceObserver, type PerformanceEntry } from 'node:perf
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { compactorFrom } from '../../src/daemon/memory.js';
+import { compactorFrom, releaseCounts, startCollection } from '../../src/daemon/memory.js';
 import { loadAddon } from '../../src/probe/native.js';
 
 setFlagsFromString('--expose-gc');
@@ -62,6 +62,21 @@ describe('compactHeap', () => {
       }
       expect(process.memoryUsage().heapUsed, `round ${round}: the garbage is freed`).toBeLessThan(withGarbage - 40 * MB);
     }
+  });
+
+  it("the daemon's forced collection: V8's marking started, and malloc_trim once the full collection has ended", async () => {
+    const before = releaseCounts();
+    let garbage: { i: number }[] | undefined = Array.from({ length: 200_000 }, (_, i) => ({ i }));
+    expect(garbage.length).toBe(200_000);
+    garbage = undefined;
+    startCollection();
+    expect(releaseCounts()).toMatchObject({ incremental: before.incremental + 1, trimmedAfterIncremental: before.trimmedAfterIncremental });
+    // Turns of the loop (bounded by count: 1,000 of at least 5 ms, so under the 10-s fallback's time) until the
+    // collection's end is seen.
+    for (let turn = 0; turn < 1000 && releaseCounts().trimmedAfterIncremental === before.trimmedAfterIncremental; turn++) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(releaseCounts().trimmedAfterIncremental).toBe(before.trimmedAfterIncremental + 1);
   });
 
   it('an addon without it (built before it was) or that cannot load is a reason the daemon states, never a crash later', () => {

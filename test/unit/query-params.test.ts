@@ -121,6 +121,11 @@ describe('a query parameter the route does not take', () => {
     });
   }
 
+  it('a method a route does not take is 405 before its parameters are looked at (DELETE /v1/probe?x=1)', async () => {
+    const r = await get('/v1/probe?x=1', 'DELETE');
+    expect(r.status, JSON.stringify(r.body)).toBe(405);
+  });
+
   it('the parameters a route takes still act', async () => {
     acted.length = 0;
     expect((await get('/v1/reload?check=true', 'POST')).status).toBe(200);
