@@ -357,6 +357,12 @@ describe.skipIf(!isRoot)('mup daemon: invalid input gets a clear error and chang
     { name: 'body is YAML', headers: { 'content-type': 'application/json' }, chunks: [Buffer.from('match: 10.0.9.0/24\n')], status: 400, error: /^body is not valid JSON/ },
     { name: 'Content-Type text/plain', headers: { 'content-type': 'text/plain' }, chunks: [Buffer.from(policyText)], status: 415, path: null, error: /send the body as JSON with Content-Type: application\/json \(got "text\/plain"\)/ },
     { name: 'no Content-Type', headers: {}, chunks: [Buffer.from(policyText)], status: 415, error: /Content-Type: application\/json \(got "none"\)/ },
+    // Found in review: application/json-seq went through as JSON.
+    { name: 'Content-Type application/json-seq', headers: { 'content-type': 'application/json-seq' }, chunks: [Buffer.from(policyText)], status: 415, error: /\(got "application\/json-seq"\)/ },
+    { name: 'Content-Type application/jsonx', headers: { 'content-type': 'application/jsonx' }, chunks: [Buffer.from(policyText)], status: 415, error: /\(got "application\/jsonx"\)/ },
+    // With a parameter, or in capitals: JSON (the body gets through: the table is full).
+    { name: 'Content-Type application/json; charset=utf-8', headers: { 'content-type': 'application/json; charset=utf-8' }, chunks: [Buffer.from(policyText)], status: 409, error: /table is full/ },
+    { name: 'Content-Type APPLICATION/JSON', headers: { 'content-type': 'APPLICATION/JSON' }, chunks: [Buffer.from(policyText)], status: 409, error: /table is full/ },
     {
       name: 'body over 64 KiB (Content-Length)',
       headers: { 'content-type': 'application/json', 'content-length': String(70_000) },

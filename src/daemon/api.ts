@@ -335,7 +335,8 @@ function sendLarge(res: ServerResponse, status: number, build: () => unknown): P
 /** A request's JSON body, checked (type, size, repeated keys). Exported for tests. */
 export async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<unknown> {
   const type = req.headers['content-type'] ?? '';
-  if (!/^application\/json\b/i.test(type)) {
+  // application/json, with parameters or none; not application/json-seq and the like (\b let those through).
+  if (!/^application\/json\s*(;|$)/i.test(type)) {
     throw new HttpError(415, `send the body as JSON with Content-Type: application/json (got ${JSON.stringify(type || 'none')})`);
   }
   const declared = Number(req.headers['content-length'] ?? NaN);
