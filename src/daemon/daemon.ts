@@ -944,12 +944,6 @@ export class Daemon {
   }
 
   /**
-   * The state file's changes, on top of this config: as they are when the
-   * file is the one they were made on; else moved onto it (rebaseOverlay),
-   * and a start refused, naming the rules, where the file's edit and an API
-   * change touch the same rule.
-   */
-  /**
    * With the state file's lock held (lock()): what a compaction killed part
    * way left is removed, and the file is read again if it changed since
    * prepare() read it. `kill PID; mup daemon ...` starts this daemon while
@@ -989,6 +983,12 @@ export class Daemon {
     }
   }
 
+  /**
+   * The state file's changes, on top of this config: as they are when the
+   * file is the one they were made on; else moved onto it (rebaseOverlay),
+   * and a start refused, naming the rules, where the file's edit and an API
+   * change touch the same rule.
+   */
   #loadOverlay(configSha: string, config: Config): Overlay {
     const got = this.#store.read();
     if (got === undefined) return emptyOverlay();
@@ -2285,7 +2285,6 @@ export class Daemon {
     };
   }
 
-  /** Stop: leave the data plane running (default) or take it down (--detach-on-exit). */
   /**
    * Stop after a start refused once takeOver() had run (the HTTP address
    * cannot be bound, the API socket's group): a first start leaves nothing
@@ -2313,6 +2312,7 @@ export class Daemon {
     }
   }
 
+  /** Stop: leave the data plane running (default) or take it down (--detach-on-exit). */
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;

@@ -40,7 +40,6 @@ export interface Health {
   };
 }
 
-
 export function health(d: Daemon): Health {
   const problems: HealthProblem[] = [];
   const st = d.status();

@@ -110,8 +110,7 @@ export function heapCompactionUnavailable(): string | undefined {
  * is longer (two collections, 81 + 124 ms there, against 24-41 ms for a
  * plain one on a heap of 131,072 rules): only in a quiet second. A forced
  * collection (between requests) is V8's incremental marking
- * (startCollection), and asks for this one in
- * the next quiet second.
+ * (startCollection), and asks for this one in the next quiet second.
  */
 function compactMemory(): void {
   const c = compactorOf();
@@ -259,8 +258,8 @@ export function releaseCounts(): {
  * rules it replaced). In a quiet second the collection compacts the heap
  * (compactMemory: a pause of about 200 ms with 131,072 rules); without
  * one, at MAX_WAIT_MS, it is V8's incremental marking (startCollection:
- * no long pause) and the compacting one follows in the next quiet second. Run a second
- * after a reload whatever came, the collection was the longest stall a
+ * no long pause) and the compacting one follows in the next quiet second.
+ * Run a second after a reload whatever came, the collection was the longest stall a
  * reload left behind (issue 19). `forced` is called when it runs without
  * a quiet second (the caller logs it).
  */

@@ -1414,7 +1414,6 @@ export class StateStore {
     );
   }
 
-  /** Temp files of background compactions a daemon killed meanwhile left behind (read() at start). */
   /**
    * Remove what a compaction killed part way left (`<file>.compacting.*`).
    * Only by the daemon that holds the state file's lock: a reader that
