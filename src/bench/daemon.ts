@@ -1223,6 +1223,8 @@ async function main(): Promise<number> {
     const batchMs = { del: NaN, add: NaN };
     let batchSeen: LoopSeen | undefined;
     const singleMs = { del: NaN, add: NaN };
+    // VmRSS at each step of (e), MB: where the memory right after it comes from.
+    const rssSteps = { batches: NaN, singles: NaN, sameReload: NaN, editedReload: NaN };
     {
       const ids = Array.from({ length: nBatch }, (_, k) => (k * Math.max(1, Math.floor(o.rules / nBatch))) % o.rules);
       const dels = { operations: ids.map((i) => ({ op: 'delete', policy: { match: policyMatch(i) } })) };
@@ -1241,6 +1243,7 @@ async function main(): Promise<number> {
         if (r.status !== 200) failures.push(`POST /v1/batch (${nBatch}, watched): ${r.status} ${r.text.slice(0, 300)}`);
       }
       batchSeen = await batchLoop.stop();
+      rssSteps.batches = procStatus(pid)['VmRSS'] ?? NaN;
       progress(`(e) /v1/batch of ${nBatch}: deletes ${batchMs.del.toFixed(1)} ms, adds ${batchMs.add.toFixed(1)} ms; now ${nSingle} of each as single requests`);
       const singles = ids.slice(0, nSingle);
       let t = performance.now();
@@ -1255,6 +1258,7 @@ async function main(): Promise<number> {
         if (r.status !== 201) failures.push(`POST policy ${i}: ${r.status}`);
       }
       singleMs.add = performance.now() - t;
+      rssSteps.singles = procStatus(pid)['VmRSS'] ?? NaN;
       if (failures.length > 0 && !o.keepGoing) throw new Error(`request failed: ${failures[0]}\n${log.slice(-4000)}`);
     }
     const batchWorst = Math.max(batchMs.del, batchMs.add);
@@ -1266,6 +1270,7 @@ async function main(): Promise<number> {
       const r = await api(env.socket, 'POST', '/v1/reload');
       reloadMs.same = performance.now() - t;
       if (r.status !== 200 || !r.text.includes('"configChanged":false')) failures.push(`POST /v1/reload (same file): ${r.status} ${r.text.slice(0, 300)}`);
+      rssSteps.sameReload = procStatus(pid)['VmRSS'] ?? NaN;
     }
     // A reload of an edit (policy EDITED given another SID prefix), the loop and a status poller watched: the whole
     // file is read, parsed and checked again, the rule set diffed against the running one, one rule replaced.
@@ -1274,6 +1279,7 @@ async function main(): Promise<number> {
     const tReload = performance.now();
     const reloaded = await api(env.socket, 'POST', '/v1/reload');
     reloadMs.edited = performance.now() - tReload;
+    rssSteps.editedReload = procStatus(pid)['VmRSS'] ?? NaN;
     const reloadSeen = await reloadLoop.stop();
     // The daemon's own answer times of the reads in the two windows (the poller's status, the opening scrape).
     const eOwn = {
@@ -1412,6 +1418,7 @@ async function main(): Promise<number> {
       `(c) memory, MB: VmRSS ${f1(rssLoaded['VmRSS'])} loaded, ${f1(rssAfter['VmRSS'])} right after (e) (its batches, single changes and two reloads) ` +
         `(RssAnon ${f1(rssAfter['RssAnon'])}, RssFile ${f1(rssAfter['RssFile'])}), ${f1(rssReads['VmRSS'])} after the reads and writers, ` +
         `${f1(rssRest['VmRSS'])} after 2.5 s more without a request (the daemon's collection waits for a quiet second); VmHWM (peak) ${f1(rssReads['VmHWM'])}`,
+      `    VmRSS at each step of (e), MB: ${f1(rssSteps.batches)} after the batches, ${f1(rssSteps.singles)} after the single requests, ${f1(rssSteps.sameReload)} after the reload of the same file, ${f1(rssSteps.editedReload)} as the edited reload answered`,
       '',
       `(d) scrapes, full tables: ${o.scrapes} of each, one at a time 150 ms apart (client side, kept-alive unix socket), ms`,
       '    GET                              median     p99     min     max',
@@ -1499,7 +1506,7 @@ async function main(): Promise<number> {
           loopDuring: { batch: seenJson(batchSeen), writers: seenJson(writersSeen), reload: seenJson(reloadSeen), reads: seenJson(readsSeen) },
           watchedOwn,
           ownReadsDuring: eOwn,
-          memoryMB: { loaded: rssLoaded, after: rssAfter, afterReads: rssReads, atRest: rssRest },
+          memoryMB: { loaded: rssLoaded, after: rssAfter, steps: rssSteps, afterReads: rssReads, atRest: rssRest },
           failures,
           loop: loopRes?.json,
           churn: churnRes?.json,
