@@ -165,7 +165,7 @@ describe.skipIf(!isRoot)('a large batch and the event loop', () => {
     await d.applyBatch(Array.from({ length: M }, (_, i) => ({ op: 'add', policy: policy(N - M + i) })));
     expect(d.status().tables.policies.entries).toBe(before);
   });
-  it(`a batch of ${RELEASE_AFTER_BATCH_OPS} operations or more, applied or refused, has its garbage collected in the next quiet second; a smaller one asks for nothing`, async () => {
+  it(`a batch of ${RELEASE_AFTER_BATCH_OPS} operations or more, applied or refused, has its garbage marked and freed once no batch follows, and compacted in the next quiet second; a smaller one asks for nothing`, async () => {
     // Before, only a reload asked: four batches of 10,000 on bench:daemon's config left the daemon 60 MB larger 27 s later.
     const d = run!.daemon;
     const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -194,6 +194,8 @@ describe.skipIf(!isRoot)('a large batch and the event loop', () => {
     expect(releaseCounts().forced).toBe(before.forced);
     // A collection that compacts the heap and gives its free pages back (test/unit/compact-heap.test.ts).
     expect(releaseCounts().compacted).toBe(before.compacted + 1);
+    // And, before it, V8's incremental marking once no batch followed (collectAfterBatches): under requests too.
+    expect(releaseCounts().afterBatches).toBe(before.afterBatches + 1);
   });
   // Last: it stops the daemon.
   it('a probe switched on while a batch waits for the grace period of its second config flip stays on, and the flips land (found in review)', async () => {

@@ -48,7 +48,7 @@ import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.j
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
-import { forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
+import { collectAfterBatches, forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
 import { KeptText } from './kept-text.js';
 import { LoopMonitor } from './loop.js';
 import { requestHistogram } from './request-time.js';
@@ -214,7 +214,7 @@ class Serial {
   }
 }
 
-/** A batch of at least this many operations asks for a full collection in the next quiet second (releaseMemoryWhenQuiet). */
+/** A batch of at least this many operations asks for a collection after it (collectAfterBatches) and a compacting one in the next quiet second (releaseMemoryWhenQuiet). */
 export const RELEASE_AFTER_BATCH_OPS = 1000;
 
 /** A LibbpfError, or an error caused by one (through its `cause` chain). */
@@ -1154,6 +1154,8 @@ export class Daemon {
   /** A failed reload or API change could not put the tables back as they were: the next reload writes them whole (sync). */
   #tablesDirty = false;
   #batchUnderWay = false;
+  /** Batches from applyBatch's call to its end (waiting for the ones before them included). */
+  #batchesInFlight = 0;
 
   /** Tests: the state file's group-commit fdatasyncs fail with this errno (StateStore.testFailSyncs). */
   set testFailSyncs(code: string | undefined) {
@@ -1912,11 +1914,17 @@ export class Daemon {
       this.#stillRunning();
       return { results: [], added: 0, replaced: 0, deleted: 0 };
     }
+    this.#batchesInFlight++;
     try {
       return await this.#applyBatch(ops, by);
     } finally {
-      // Its garbage (the body, the plan, the record; a refused batch's too) given back in the next quiet second.
-      if (ops.length >= RELEASE_AFTER_BATCH_OPS) releaseMemoryWhenQuiet();
+      this.#batchesInFlight--;
+      // Its garbage (the body, the plan, the record; a refused batch's too): marked and freed once no batch
+      // follows closely, compacted in the next quiet second.
+      if (ops.length >= RELEASE_AFTER_BATCH_OPS) {
+        collectAfterBatches(() => this.#batchesInFlight > 0);
+        releaseMemoryWhenQuiet();
+      }
     }
   }
 

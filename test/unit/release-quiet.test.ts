@@ -15,7 +15,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeServer } from '../../src/daemon/api.js';
-import { MAX_WAIT_MS, QUIET_MS, releaseCounts, releaseMemorySoon, releaseMemoryWhenQuiet, requestEnded, requestStarted, requestsInFlight } from '../../src/daemon/memory.js';
+import { BATCH_GAP_MS, collectAfterBatches, MAX_WAIT_MS, QUIET_MS, releaseCounts, releaseMemorySoon, releaseMemoryWhenQuiet, requestEnded, requestStarted, requestsInFlight } from '../../src/daemon/memory.js';
 
 /** The fake clock of every test, each well past the one before (its "at most once every 2 s", its last request). */
 let clock = Date.now();
@@ -152,6 +152,42 @@ describe('releaseMemoryWhenQuiet (after a large batch)', () => {
     releaseMemoryWhenQuiet();
     busy(3 * MAX_WAIT_MS);
     forcedAtMaxWait(before, 'not before MAX_WAIT_MS from the forced ask');
+  });
+});
+
+describe('collectAfterBatches (after a run of large batches)', () => {
+  fakeClockPerTest();
+  /** V8's incremental marking started once more than in `c`, for a run of batches. */
+  const oneMore = (c: Counts): Counts => ({ ...c, afterBatches: c.afterBatches + 1, incremental: c.incremental + 1 });
+
+  it('starts V8\'s incremental marking BATCH_GAP_MS after the last batch of a run, under requests too; once for the run', () => {
+    // Before, a batch's garbage waited for a quiet second: under single requests after it, 60-80 MB for good.
+    const before = releaseCounts();
+    const idle = (): boolean => false;
+    collectAfterBatches(idle);
+    // The next batch of the run within the gap: none between them (marking beside a batch slows it).
+    vi.advanceTimersByTime(BATCH_GAP_MS - 50);
+    collectAfterBatches(idle);
+    vi.advanceTimersByTime(BATCH_GAP_MS - 50);
+    expect(releaseCounts(), 'within the gap after the second batch').toEqual(before);
+    busy(200);
+    expect(releaseCounts()).toEqual(oneMore(before));
+    busy(3 * MAX_WAIT_MS);
+    // glibc's free pages back when that collection ends (10 s on at the latest); nothing else started.
+    expect(releaseCounts()).toEqual({ ...oneMore(before), trimmedAfterIncremental: before.trimmedAfterIncremental + 1 });
+  });
+
+  it('not while a batch is under way: when none is', () => {
+    const before = releaseCounts();
+    let underWay = true;
+    collectAfterBatches(() => underWay);
+    vi.advanceTimersByTime(5 * BATCH_GAP_MS);
+    expect(releaseCounts(), 'a batch under way all along').toEqual(before);
+    // A small batch ends (it does not ask): the next look finds none under way.
+    underWay = false;
+    vi.advanceTimersByTime(BATCH_GAP_MS);
+    expect(releaseCounts()).toEqual(oneMore(before));
+    vi.advanceTimersByTime(10_000);
   });
 });
 
