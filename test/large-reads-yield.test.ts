@@ -20,7 +20,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiHandler, makeServer, stream } from '../src/daemon/api.js';
 import { runningConfigThreads } from '../src/config/running-async.js';
-import { createMetrics } from '../src/daemon/metrics.js';
+import { createMetrics, RULE_LINES_PER_PIECE } from '../src/daemon/metrics.js';
 import { createLogger } from '../src/daemon/log.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
 import { uplinkFrame } from './helpers/packets.js';
@@ -235,6 +235,26 @@ describe.skipIf(!isRoot)('large reads of 9,000 rules', () => {
     } finally {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
+  });
+
+  it('a /metrics scrape with per_rule all makes its per-rule series in pieces as they are sent, the loop turning between them', async () => {
+    // Before, prom-client made every series at once (and the scrape listed every rule's object first): with
+    // 131,072 rules a turn of 1.2-1.3 s, and the daemon at 525 MB resident.
+    const d = run!.daemon;
+    const reg = createMetrics(d, { perRule: 'all' });
+    const whole = await reg.metrics();
+    const pieces = await reg.metricsPieces();
+    const res = new DrainingAtOnce();
+    const { turns } = await turnsDuring(() => stream(res as unknown as ServerResponse, 200, reg.contentType, pieces, 0));
+    const text = res.written.join('');
+    const ruleLines = (t: string): string[] => t.split('\n').filter((l) => /^mup_rule_(packets|bytes)_total\{/.test(l));
+    // Every rule twice (packets, bytes), as the whole text has them, each metric's HELP and TYPE before its lines.
+    expect(ruleLines(text)).toHaveLength(2 * (RULES + 40));
+    expect(ruleLines(text)).toEqual(ruleLines(whole));
+    expect(text).toContain('# TYPE mup_rule_packets_total counter\nmup_rule_packets_total{kind="policy",key="10.0.0.0/24",name="p0"} ');
+    expect(text).toMatch(/^mup_rule_bytes_total\{kind="localsid",key="fc00:27::\/48",name=""\} 0$/m);
+    // A turn after each piece of RULE_LINES_PER_PIECE lines (a slice of 0 ms).
+    expect(turns).toBeGreaterThanOrEqual(Math.floor((2 * (RULES + 40)) / RULE_LINES_PER_PIECE) - 1);
   });
 
   it('through the daemon (GET /v1/counters): the same rows as counters()', async () => {

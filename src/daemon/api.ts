@@ -37,7 +37,7 @@ import { connect, isIP, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { timingSafeEqual } from 'node:crypto';
-import type { Registry } from 'prom-client';
+import type { MupRegistry } from './metrics.js';
 import { ConfigError } from '../config/errors.js';
 import { DEFAULT_MAX_CONNECTIONS, DEFAULT_STALL_TIMEOUT_S } from '../config/load.js';
 import { RunningConfigAbandoned } from '../config/running-async.js';
@@ -290,10 +290,6 @@ export function* textPieces(bytes: Buffer): Generator<string> {
   if (tail !== '') yield tail;
 }
 
-function* slices(text: string): Generator<string> {
-  for (let i = 0; i < text.length; i += PIECE) yield text.slice(i, i + PIECE);
-}
-
 /** A counting semaphore: at most `n` holders; the rest wait in order. */
 class Slots {
   #free: number;
@@ -461,7 +457,7 @@ function* repeatedKeys(text: string): Generator<void, string | undefined> {
 
 export interface ApiOptions {
   readonly daemon: Daemon;
-  readonly metrics: Registry;
+  readonly metrics: MupRegistry;
   readonly log: Logger;
   /**
    * The TCP listener's access. Absent: the unix socket, where the socket
@@ -704,7 +700,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       if (method !== 'GET') allow(['GET']);
       return largeAnswers.run(async () => {
         if (res.destroyed) return;
-        await stream(res, 200, o.metrics.contentType, slices(await o.metrics.metrics()));
+        await stream(res, 200, o.metrics.contentType, await o.metrics.metricsPieces());
       });
     }
     if (path === '/v1/status') {

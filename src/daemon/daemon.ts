@@ -2229,12 +2229,6 @@ export class Daemon {
     return { at: new Date().toISOString(), events: c.events, rules: c.rules, functions: c.functions };
   }
 
-  /** The same, the rules as an array (a /metrics scrape; with per-rule series off it lists none). */
-  async countersAsync(rules: RuleSelection = 'all'): Promise<CountersSnapshot> {
-    const c = await this.countersRowsAsync(rules);
-    return { at: c.at, events: c.events, rules: [...c.rules], functions: c.functions };
-  }
-
   /** Zero every counter slot (events and rules). */
   resetCounters(): Promise<void> {
     return this.#serial.run(() => {
