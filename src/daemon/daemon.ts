@@ -1769,7 +1769,7 @@ export class Daemon {
    * Throws StateWriteError when the record cannot be written at all (the
    * caller undoes the change).
    */
-  #recordGrouped(line: StateLine | JsonLine, undo: () => void): Promise<void> {
+  #recordGrouped(line: StateLine | JsonLine, undo: () => void | Promise<void>): Promise<void> {
     const durable = this.#store.commitGrouped(line, undo, this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key));
     if (this.#store.wantsCompaction(this.#rules.overlay)) this.#compactState();
     return durable;
@@ -1822,6 +1822,24 @@ export class Daemon {
   }
 
   /**
+   * A single change may write now: no failed sync's undo runs (a batch's
+   * writes back in slices: a write between two would land under its plan
+   * and be put back by it), and the grace period its write needs is over.
+   * The undo may start during the grace wait: looked at again after it.
+   */
+  async #writable(op: 'put' | 'delete'): Promise<void> {
+    do {
+      await this.#store.undone();
+      await this.#dp?.rules.writable(op);
+    } while (this.#store.undoing);
+  }
+
+  /** A failed sync's records are being undone (StateStore.undoing): health does not compare tables and rules meanwhile. */
+  get undoing(): boolean {
+    return this.#store.undoing;
+  }
+
+  /**
    * Add (op add) or replace (op replace) one rule: tables, then state file;
    * undone if the state cannot be saved. Answered once its record is durable
    * (group commit: the fdatasync is shared with the changes written meanwhile).
@@ -1829,7 +1847,7 @@ export class Daemon {
   async putRule(kind: RuleKind, body: unknown, op: 'add' | 'replace', by?: string): Promise<RuleJson> {
     const { durable, rule, key, json } = await this.#serial.run(async () => {
       // The grace period the write needs, awaited here rather than inside the tables (src/dataplane/grace.ts).
-      await this.#dp?.rules.writable('put');
+      await this.#writable('put');
       const k = RULE_KINDS[kind];
       const rule = this.#rules.check(kind, body, op);
       const key = k.key(rule);
@@ -1869,7 +1887,7 @@ export class Daemon {
 
   async deleteRule(kind: RuleKind, by: { key?: string; name?: string }, who?: string): Promise<RuleJson> {
     const { durable, key, previous } = await this.#serial.run(async () => {
-      await this.#dp?.rules.writable('delete');
+      await this.#writable('delete');
       const k = RULE_KINDS[kind];
       let key: string | undefined;
       try {
@@ -1993,8 +2011,9 @@ export class Daemon {
         this.#log.warn({ error: (e as Error).message }, "next-hop cache: the batch's rules could not be re-pointed alone; resolving every rule again");
         this.#resolveAllNextHops(`batch of ${ops.length} operations`);
       }
-      const undo = (): void => {
-        t.apply(plan.undo);
+      // In slices, its grace periods waited for with the loop running (StateStore: no other write meanwhile).
+      const undo = async (): Promise<void> => {
+        await t.applyYielding(plan.undo);
         // The set first, then the overlay entries as they were (the set's put/delete touch them).
         for (let i = was.length - 1; i >= 0; i--) {
           const w = was[i]!;
@@ -2017,7 +2036,7 @@ export class Daemon {
       try {
         return { durable: this.#recordGrouped(plan.line, undo), plan };
       } catch (e) {
-        undo();
+        await undo();
         throw this.#notSaved(e, `batch of ${ops.length} operations`);
       } finally {
         Object.assign(ms, { plan: t1 - t0, tables: t2 - t1, rules: t3 - t2, record: performance.now() - t3 });

@@ -55,8 +55,8 @@ export function health(d: Daemon): Health {
   }
   const t = d.dataplane.rules;
   // A batch being written in slices: the tables and the rule set meet only when it ends (its table write,
-  // then its rule set's update, each giving the loop turns).
-  const changing = t.changing || d.batchUnderWay;
+  // then its rule set's update, each giving the loop turns); so do they while a failed sync's batch is undone.
+  const changing = t.changing || d.batchUnderWay || d.undoing;
   const rules: Record<string, { wanted: number; inTables: number }> = {};
   const inTables = { policy: t.policyCount, localsid: t.localsidCount, session: t.sessionCount };
   for (const k of RULE_KIND_LIST) {

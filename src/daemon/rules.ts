@@ -1181,8 +1181,10 @@ export class StateStore {
   /** fdatasync calls that made records durable, and the records they covered (status: state.syncs, state.records). */
   #syncs = 0;
   #records = 0;
-  /** Called once no record waits for an fdatasync. */
+  /** Called once no record waits for an fdatasync (and no refused record's undo runs). */
   #idle: (() => void)[] = [];
+  /** The undos of a failed sync's records, while they run (#failFrom): newest first, each awaited. */
+  #undoing: Promise<void> | undefined;
   #rewrites = 0;
   /** The background compaction under way (compactSoon), if one is. */
   #compacting: Compaction | undefined;
@@ -1500,7 +1502,7 @@ export class StateStore {
    * As commit(): a file not (or no longer) for this config is written whole
    * instead, which makes every waiting record durable at once.
    */
-  commitGrouped(line: StateLine | JsonLine, undo: () => void, instance: string, configFile: string, configSha: string, after: Overlay, base?: BaseOf): Promise<void> {
+  commitGrouped(line: StateLine | JsonLine, undo: () => void | Promise<void>, instance: string, configFile: string, configSha: string, after: Overlay, base?: BaseOf): Promise<void> {
     if (this.isFor(configSha)) {
       try {
         return this.#appendGrouped(line, undo);
@@ -1513,7 +1515,7 @@ export class StateStore {
     return Promise.resolve();
   }
 
-  #appendGrouped(line: StateLine | JsonLine, undo: () => void): Promise<void> {
+  #appendGrouped(line: StateLine | JsonLine, undo: () => void | Promise<void>): Promise<void> {
     const bytes = this.#write(line);
     const done = new Promise<void>((resolve, reject) => this.#queued.push({ resolve, reject, undo, bytes }));
     if (this.#inflight === undefined && !this.#syncSoon) {
@@ -1588,12 +1590,27 @@ export class StateStore {
    * waits for it first.
    */
   idle(): Promise<void> {
-    if (this.#inflight === undefined && this.#queued.length === 0) return Promise.resolve();
+    if (this.#inflight === undefined && this.#queued.length === 0 && this.#undoing === undefined) return Promise.resolve();
     return new Promise((r) => this.#idle.push(r));
   }
 
+  /**
+   * A failed sync's records are being undone (an undo may write in slices,
+   * the event loop running): no other change may write the tables or the
+   * rule set meanwhile (the undos put back what each record's change
+   * found), and health does not compare them.
+   */
+  get undoing(): boolean {
+    return this.#undoing !== undefined;
+  }
+
+  /** Resolves once no undo runs (at once when none does). */
+  async undone(): Promise<void> {
+    while (this.#undoing !== undefined) await this.#undoing;
+  }
+
   #wake(): void {
-    if (this.#inflight !== undefined || this.#queued.length > 0) return;
+    if (this.#inflight !== undefined || this.#queued.length > 0 || this.#undoing !== undefined) return;
     const w = this.#idle;
     this.#idle = [];
     for (const f of w) f();
@@ -1611,15 +1628,25 @@ export class StateStore {
       this.#cutBack(group.fd, group.from);
     }
     const e = new StateWriteError(this.path, errnoOf(err), `cannot sync the state file ${this.path} (${err.message})`);
-    for (let i = refused.length - 1; i >= 0; i--) {
-      try {
-        refused[i]!.undo();
-      } catch {
-        // Tables closed (the daemon stopping): nothing to put back; the next start writes them from the file.
-        // The other undos and every refusal still run.
+    // Each undo awaited in turn: a batch's writes back in slices, waiting for its grace periods with the loop
+    // running (in one turn, with Atomics.wait, 10,000 replaces were some 80 s at 8 ms grace periods). The
+    // promises are refused once every undo has run, so an answer finds the tables as they were.
+    const undos = (async (): Promise<void> => {
+      for (let i = refused.length - 1; i >= 0; i--) {
+        try {
+          await refused[i]!.undo();
+        } catch {
+          // Tables closed (the daemon stopping): nothing to put back; the next start writes them from the file.
+          // The other undos and every refusal still run.
+        }
       }
-    }
-    for (const r of refused) r.reject(e);
+    })();
+    const undoing = undos.finally(() => {
+      if (this.#undoing === undoing) this.#undoing = undefined;
+      for (const r of refused) r.reject(e);
+      this.#wake();
+    });
+    this.#undoing = undoing;
   }
 
   /** Every waiting record is durable (a whole file was written with them): acknowledge them. */
@@ -1720,8 +1747,8 @@ export class StateStore {
 interface PendingRecord {
   resolve: () => void;
   reject: (e: Error) => void;
-  /** Puts back what the record's change replaced (tables and rule set). */
-  readonly undo: () => void;
+  /** Puts back what the record's change replaced (tables and rule set); a batch's in slices. */
+  readonly undo: () => void | Promise<void>;
   readonly bytes: number;
 }
 
