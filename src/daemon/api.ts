@@ -44,7 +44,7 @@ import { RunningConfigAbandoned } from '../config/running-async.js';
 import { AddressError } from '../sid/addr.js';
 import type { Daemon } from './daemon.js';
 import type { Logger } from './log.js';
-import { forcedReleaseNote, releaseMemorySoon, requestEnded, requestStarted } from './memory.js';
+import { batchEnded, batchStarted, forcedReleaseNote, releaseMemorySoon, requestEnded, requestStarted } from './memory.js';
 import { RULE_KIND_LIST, RuleError, type RuleKindSpec } from './rules.js';
 import { BatchError, batchOperations } from './batch.js';
 import { parseJsonSliced } from './json-slices.js';
@@ -726,15 +726,21 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
         check: 'a batch has no dry run (it is applied whole or not at all); POST /v1/reload?check=true checks a config file without applying it',
         dry_run: 'a batch has no dry run (it is applied whole or not at all)',
       });
-      const ops = batchOperations(await readBody(req, MAX_BATCH_BODY));
-      const r = await d.applyBatch(ops, who(req));
-      return sendLarge(res, 200, () => ({
-        applied: ops.length,
-        added: r.added,
-        replaced: r.replaced,
-        deleted: r.deleted,
-        results: r.results.map((x, index) => ({ index, op: x.op, kind: x.kind, key: x.key })),
-      }));
+      // Under way from here (its body's read and parse too): no collection starts beside it (collectAfterBatches).
+      batchStarted();
+      try {
+        const ops = batchOperations(await readBody(req, MAX_BATCH_BODY));
+        const r = await d.applyBatch(ops, who(req));
+        return await sendLarge(res, 200, () => ({
+          applied: ops.length,
+          added: r.added,
+          replaced: r.replaced,
+          deleted: r.deleted,
+          results: r.results.map((x, index) => ({ index, op: x.op, kind: x.kind, key: x.key })),
+        }));
+      } finally {
+        batchEnded();
+      }
     }
     if (path === '/v1/counters') {
       if (method !== 'GET') allow(['GET']);

@@ -48,7 +48,7 @@ import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.j
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
 import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
-import { collectAfterBatches, forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
+import { batchEnded, batchStarted, collectAfterBatches, forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
 import { KeptText } from './kept-text.js';
 import { LoopMonitor } from './loop.js';
 import { requestHistogram } from './request-time.js';
@@ -1161,8 +1161,6 @@ export class Daemon {
   /** A failed reload or API change could not put the tables back as they were: the next reload writes them whole (sync). */
   #tablesDirty = false;
   #batchUnderWay = false;
-  /** Batches from applyBatch's call to its end (waiting for the ones before them included). */
-  #batchesInFlight = 0;
 
   /** Tests: the state file's group-commit fdatasyncs fail with this errno (StateStore.testFailSyncs). */
   set testFailSyncs(code: string | undefined) {
@@ -1946,15 +1944,15 @@ export class Daemon {
       this.#stillRunning();
       return { results: [], added: 0, replaced: 0, deleted: 0 };
     }
-    this.#batchesInFlight++;
+    batchStarted();
     try {
       return await this.#applyBatch(ops, by);
     } finally {
-      this.#batchesInFlight--;
+      batchEnded();
       // Its garbage (the body, the plan, the record; a refused batch's too): marked and freed once no batch
       // follows closely, compacted in the next quiet second.
       if (ops.length >= RELEASE_AFTER_BATCH_OPS) {
-        collectAfterBatches(() => this.#batchesInFlight > 0);
+        collectAfterBatches();
         releaseMemoryWhenQuiet();
       }
     }

@@ -292,7 +292,8 @@ export function releaseMemoryWhenQuiet(): void {
 
 /**
  * After a run of large batches: V8's incremental marking, BATCH_GAP_MS
- * after the last one ended, when no batch is under way (`batchUnderWay`).
+ * after the last one ended, when no batch is under way (batchStarted: a
+ * batch whose body is still being read counts).
  * A batch's body, plan and record live across its slices, so they are
  * promoted and stay until a full collection: bench:daemon's four batches
  * of 10,000 left the daemon 70-80 MB larger (216 MB) until the quiet
@@ -304,11 +305,25 @@ export function releaseMemoryWhenQuiet(): void {
  */
 export const BATCH_GAP_MS = 300;
 let afterBatchesTimer: ReturnType<typeof setTimeout> | undefined;
-export function collectAfterBatches(batchUnderWay: () => boolean): void {
+let batches = 0;
+/**
+ * A batch under way, from its request's first byte (POST /v1/batch: the
+ * body's read and parse, the apply, the answer) or Daemon.applyBatch's
+ * call to its end: collectAfterBatches does not start while one is.
+ */
+export function batchStarted(): void {
+  batches++;
+}
+
+export function batchEnded(): void {
+  batches = Math.max(0, batches - 1);
+}
+
+export function collectAfterBatches(): void {
   clearTimeout(afterBatchesTimer);
   const fire = (): void => {
     // A batch under way asks again when it ends (if large); a small one does not, so look again later.
-    if (batchUnderWay()) {
+    if (batches > 0) {
       afterBatchesTimer = setTimeout(fire, BATCH_GAP_MS).unref();
       return;
     }

@@ -15,7 +15,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeServer } from '../../src/daemon/api.js';
-import { BATCH_GAP_MS, collectAfterBatches, MAX_WAIT_MS, QUIET_MS, releaseCounts, releaseMemorySoon, releaseMemoryWhenQuiet, requestEnded, requestStarted, requestsInFlight } from '../../src/daemon/memory.js';
+import { BATCH_GAP_MS, batchEnded, batchStarted, collectAfterBatches, MAX_WAIT_MS, QUIET_MS, releaseCounts, releaseMemorySoon, releaseMemoryWhenQuiet, requestEnded, requestStarted, requestsInFlight } from '../../src/daemon/memory.js';
 
 /** The fake clock of every test, each well past the one before (its "at most once every 2 s", its last request). */
 let clock = Date.now();
@@ -163,11 +163,10 @@ describe('collectAfterBatches (after a run of large batches)', () => {
   it('starts V8\'s incremental marking BATCH_GAP_MS after the last batch of a run, under requests too; once for the run', () => {
     // Before, a batch's garbage waited for a quiet second: under single requests after it, 60-80 MB for good.
     const before = releaseCounts();
-    const idle = (): boolean => false;
-    collectAfterBatches(idle);
+    collectAfterBatches();
     // The next batch of the run within the gap: none between them (marking beside a batch slows it).
     vi.advanceTimersByTime(BATCH_GAP_MS - 50);
-    collectAfterBatches(idle);
+    collectAfterBatches();
     vi.advanceTimersByTime(BATCH_GAP_MS - 50);
     expect(releaseCounts(), 'within the gap after the second batch').toEqual(before);
     busy(200);
@@ -177,14 +176,16 @@ describe('collectAfterBatches (after a run of large batches)', () => {
     expect(releaseCounts()).toEqual({ ...oneMore(before), trimmedAfterIncremental: before.trimmedAfterIncremental + 1 });
   });
 
-  it('not while a batch is under way: when none is', () => {
+  it('not while a batch is under way (its body still being read counts): when none is', () => {
     const before = releaseCounts();
-    let underWay = true;
-    collectAfterBatches(() => underWay);
+    collectAfterBatches();
+    // The next batch's request arrives within the gap; its body is read and parsed for longer than the gap.
+    vi.advanceTimersByTime(BATCH_GAP_MS - 50);
+    batchStarted();
     vi.advanceTimersByTime(5 * BATCH_GAP_MS);
     expect(releaseCounts(), 'a batch under way all along').toEqual(before);
     // A small batch ends (it does not ask): the next look finds none under way.
-    underWay = false;
+    batchEnded();
     vi.advanceTimersByTime(BATCH_GAP_MS);
     expect(releaseCounts()).toEqual(oneMore(before));
     vi.advanceTimersByTime(10_000);
