@@ -169,8 +169,13 @@ export class BgpService {
         // Entries of an earlier run that are not learned again go after the hold-down (as a withdrawal would).
         this.#sweepTimer = setTimeout(() => {
           this.#busy = this.#busy.then(async () => {
-            const n = await this.#h.sweep();
-            if (n > 0) this.#h.log.info({ deleted: n }, 'BGP: entries of an earlier run that were not learned again are gone (after the hold-down)');
+            try {
+              const n = await this.#h.sweep();
+              if (n > 0) this.#h.log.info({ deleted: n }, 'BGP: entries of an earlier run that were not learned again are gone (after the hold-down)');
+            } catch (e) {
+              // Never a rejected #busy: every later apply chains on it (and an unhandled rejection ends the process).
+              this.#h.log.warn({ error: (e as Error).message }, 'BGP: the sweep of the entries an earlier run left failed; they stay in the tables');
+            }
           });
         }, bgp.holdDown * 1000);
         this.#sweepTimer.unref();

@@ -704,10 +704,13 @@ export class Daemon {
    */
   applyLearned(delta: LearnedDelta): Promise<LearnedApplied> {
     return this.#serial.run(async () => {
-      await this.#dp?.rules.writable('put');
       // Group commit: an API change whose fdatasync fails is undone (its key taken again) after its section;
       // a learned rule must not take that key in between (it would then be both a learned and an API rule).
-      await this.#store.idle();
+      // idle() after the grace wait: an undo's writes may owe a grace period of their own.
+      do {
+        await this.#store.idle();
+        await this.#dp?.rules.writable('put');
+      } while (!this.#store.isIdle);
       const t0 = performance.now();
       const t = this.dataplane.rules;
       const plan: { kind: RuleKind; puts: Rule[]; dels: Rule[] }[] = [];
@@ -803,7 +806,9 @@ export class Daemon {
 
   /** Delete the table entries no rule lists (left by an earlier run, not learned again). */
   #sweepUnlisted(): Promise<number> {
-    return this.#serial.run(() => {
+    return this.#serial.run(async () => {
+      // Not between two slices of a failed sync's undo (its write would be refused, and it must not land under it).
+      await this.#store.idle();
       return this.dataplane.sync(this.#rules.effective()).deleted;
     });
   }
@@ -1837,6 +1842,16 @@ export class Daemon {
     return this.#store.undoing;
   }
 
+  /** Resolves once no undo runs, or after `ms` (a stop waits for it: serve.ts). */
+  async undone(ms: number): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      await Promise.race([this.#store.undone(), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /**
    * Add (op add) or replace (op replace) one rule: tables, then state file;
    * undone if the state cannot be saved. Answered once its record is durable
@@ -2011,7 +2026,19 @@ export class Daemon {
       }
       // In slices, its grace periods waited for with the loop running (StateStore: no other write meanwhile).
       const undo = async (): Promise<void> => {
-        await t.applyYielding(plan.undo);
+        try {
+          await t.applyYielding(plan.undo);
+        } catch (e) {
+          // The rule set is put back all the same (below: it is what the state file says); tables that refused
+          // their write back are out of step with it until the next reload writes them whole.
+          if (!t.closed) {
+            this.#tablesDirty = true;
+            this.#log.error(
+              { change: `batch of ${ops.length} operations`, error: (e as Error).message },
+              'API change refused (its record could not be made durable), and writing the tables back failed; the next reload writes them whole',
+            );
+          }
+        }
         // The set first, then the overlay entries as they were (the set's put/delete touch them).
         for (let i = was.length - 1; i >= 0; i--) {
           const w = was[i]!;

@@ -1604,6 +1604,11 @@ export class StateStore {
     return this.#undoing !== undefined;
   }
 
+  /** No record waits for its fdatasync and no undo runs (what idle() waits for). */
+  get isIdle(): boolean {
+    return this.#inflight === undefined && this.#queued.length === 0 && this.#undoing === undefined;
+  }
+
   /** Resolves once no undo runs (at once when none does). */
   async undone(): Promise<void> {
     while (this.#undoing !== undefined) await this.#undoing;
@@ -1631,13 +1636,18 @@ export class StateStore {
     // Each undo awaited in turn: a batch's writes back in slices, waiting for its grace periods with the loop
     // running (in one turn, with Atomics.wait, 10,000 replaces were some 80 s at 8 ms grace periods). The
     // promises are refused once every undo has run, so an answer finds the tables as they were.
+    // After an undo still running (none can be today: every writer waits for it, so no record is refused
+    // meanwhile), never beside it.
+    const before = this.#undoing ?? Promise.resolve();
     const undos = (async (): Promise<void> => {
+      await before;
       for (let i = refused.length - 1; i >= 0; i--) {
         try {
           await refused[i]!.undo();
         } catch {
           // Tables closed (the daemon stopping): nothing to put back; the next start writes them from the file.
-          // The other undos and every refusal still run.
+          // An undo whose table write failed otherwise says so itself (the daemon's: the tables marked out of
+          // step, the rule set put back). The other undos and every refusal still run.
         }
       }
     })();

@@ -151,6 +151,9 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
+      // A failed sync's undo under way (a batch's, in slices) ends first, so that the pinned tables are not
+      // left with part of it (the next start would put them right, from the state file); 10 s at most.
+      await d.undone(UNDO_WAIT_ON_STOP_MS);
       d.stop();
       release();
     })();
@@ -158,6 +161,9 @@ export async function runDaemon(o: RunOptions): Promise<{ daemon: Daemon; stop: 
   };
   return { daemon: d, stop };
 }
+
+/** How long a stop waits for a failed sync's undo to end (Daemon.undone). */
+const UNDO_WAIT_ON_STOP_MS = 10_000;
 
 /** For `mup daemon`: run until a signal; the exit status. */
 export async function daemonMain(o: RunOptions): Promise<number> {
