@@ -1441,7 +1441,7 @@ async function main(): Promise<number> {
         `${(metrics.byDefault.bytes / 1024).toFixed(1)} KiB`,
       metrics.all === undefined
         ? `    per_rule all: not measured (${metrics.allError ?? 'the config has a daemon section'})`
-        : `    per_rule all (${metrics.all.series} per-rule series): median ${f2(metrics.all.ms.median)} max ${f2(metrics.all.ms.max)} ms, ${(metrics.all.bytes / 1024 / 1024).toFixed(1)} MiB; the daemon's loop delay max through them ${f2(metrics.all.loopMaxMs)} ms (for information)`,
+        : `    per_rule all (${metrics.all.series} per-rule series): median ${f2(metrics.all.ms.median)} max ${f2(metrics.all.ms.max)} ms, ${(metrics.all.bytes / 1024 / 1024).toFixed(1)} MiB; the daemon's loop delay max through them ${Number.isNaN(metrics.all.loopMaxMs) ? 'not measured (one scrape: --scrapes 2 or more)' : `${f2(metrics.all.loopMaxMs)} ms`} (for information)`,
       '',
       `(g) ${writers.writers} writers, ${writers.seconds.toFixed(1)} s, each deleting and adding back policies on its own kept-alive connection ` +
         `(load average before ${loadWriters.map((x) => x.toFixed(1)).join(' ')})`,
