@@ -1590,7 +1590,7 @@ export class StateStore {
    * waits for it first.
    */
   idle(): Promise<void> {
-    if (this.#inflight === undefined && this.#queued.length === 0 && this.#undoing === undefined) return Promise.resolve();
+    if (this.isIdle) return Promise.resolve();
     return new Promise((r) => this.#idle.push(r));
   }
 
@@ -1615,7 +1615,7 @@ export class StateStore {
   }
 
   #wake(): void {
-    if (this.#inflight !== undefined || this.#queued.length > 0 || this.#undoing !== undefined) return;
+    if (!this.isIdle) return;
     const w = this.#idle;
     this.#idle = [];
     for (const f of w) f();
