@@ -23,21 +23,11 @@ import { gobgp, startGobgpd, type GobgpdProcess } from '../src/bgp/gobgpd.js';
 import { parseConfig } from '../src/config/load.js';
 import { pidAlive } from '../src/host/process.js';
 import { TestDaemon } from './helpers/daemon.js';
-import { Lab } from './helpers/netns.js';
+import { Lab, waitFor } from './helpers/netns.js';
 import { PYTHON } from './helpers/scapy.js';
 
 const isRoot = process.getuid?.() === 0;
 
-/** Poll an async check until it gives a value. */
-async function waitFor<T>(what: string, ms: number, check: () => Promise<T | undefined>, every = 50): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, every));
-  }
-}
 const CTL_API = { host: '127.0.0.1', port: 50061 };
 const SIDE_API = { host: '127.0.0.1', port: 50062 };
 const SID = '2001:db8:d9:1::';

@@ -11,7 +11,7 @@ import type { BgpConfig, LocalSid } from '../config/types.js';
 import { formatIpv6, parseIpv4Prefix, parseIpv6Prefix } from '../sid/addr.js';
 import { gobgp, type GobgpApi } from './gobgpd.js';
 import { BEHAVIOR, splitForIsd } from './resolve.js';
-import { decodeMonitorLine, formatAddr, type MupRoute } from './routes.js';
+import { decodePaths, formatAddr, type MupRoute } from './routes.js';
 
 /** gobgp CLI behavior names (GoBGP's SRv6Behavior enum). */
 const BEHAVIOR_NAME: Readonly<Record<number, string>> = {
@@ -158,7 +158,7 @@ export async function ownRoutes(api: GobgpApi): Promise<OwnRoute[]> {
     const text = await gobgp(api, ['global', 'rib', '-a', family, '-j']);
     const table = text.trim() === '' ? {} : (JSON.parse(text) as Record<string, unknown[]> | null);
     const paths = Object.values(table ?? {}).flat();
-    for (const r of decodeMonitorLine(JSON.stringify(paths)).routes) {
+    for (const r of decodePaths(paths).routes) {
       if (r.sourceId !== undefined || r.neighbor !== undefined) continue;
       const o = ownOf(r);
       if (o !== undefined) out.push(o);

@@ -7,13 +7,20 @@
  * - each (re)start of the monitor begins with the whole table (--current,
  *   the first line): routes held from before that are not in it are
  *   withdrawn the same way (held, then gone);
+ * - a table too large for one gRPC message (gobgp's 4 MiB limit: about
+ *   6,000 MUP routes) cannot come with --current: from then on the monitor
+ *   runs without it, and once it is connected the table is read with
+ *   `gobgp global rib -a mup-ipv4|mup-ipv6 -j` (streamed per destination);
+ *   the monitor's lines of meanwhile are applied after the table;
+ * - gobgp's own failure line (`{"error": ...}` on stdout) is a reason, not
+ *   a table: nothing is withdrawn for it;
  * - the monitor dying (gobgpd stopped or restarted) changes nothing: the
  *   routes stay, the monitor is started again with backoff.
  * Every change calls `onChange` (coalesced: one call per turn of the event
  * loop), with the monotonic time its first line was read, for the
  * route-to-data-plane latency.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { apiText, type GobgpApi } from './gobgpd.js';
 import type { FromMonitor } from './monitor-worker.js';
@@ -36,15 +43,47 @@ export interface LearnerOptions {
   /** The gobgp binary; default gobgp. */
   readonly gobgp?: string;
   /**
-   * Starts the reader of one monitor run (default: the monitor-worker.ts
-   * thread). Tests give a fake that posts decoded lines, so the learner is
-   * tested without gobgp or a thread.
+   * Starts the reader of one monitor run, or of one table read (default:
+   * the monitor-worker.ts thread). Tests give a fake that posts decoded
+   * lines, so the learner is tested without gobgp or a thread.
    */
-  readonly reader?: (argv: string[]) => MonitorReader;
+  readonly reader?: (argv: string[], format: ReaderFormat) => MonitorReader;
+  /** Is the monitor process `pid` connected to gobgpd's API (default: its TCP socket, from /proc)? Tests fake it. */
+  readonly monitorWatching?: (pid: number, api: GobgpApi) => boolean;
+  /** ms from the monitor's connection to the table read (its watch registered in gobgpd meanwhile); default TABLE_DELAY_MS. */
+  readonly tableDelayMs?: number;
 }
 
 /** What the learner uses of the reader thread of a monitor run (a Worker; a fake in tests). */
 export type MonitorReader = Pick<Worker, 'on' | 'postMessage' | 'terminate'>;
+/** 'lines': `gobgp monitor` (a JSON array of paths per line); 'rib': `gobgp global rib -j` (one object of destinations). */
+export type ReaderFormat = 'lines' | 'rib';
+
+/** The MUP families a table read covers, in turn. */
+const TABLE_FAMILIES = ['mup-ipv4', 'mup-ipv6'] as const;
+/**
+ * From the monitor's TCP connection to the table read. gobgp sends its
+ * WatchEvent request as soon as it is connected, and gobgpd registers the
+ * watch when it takes the request; a change between that and the read is
+ * in the table, one after it on the monitor. A watch registered later than
+ * this after the connection would miss a change made in between (gobgp
+ * gives no sign of the registration without --current).
+ */
+export const TABLE_DELAY_MS = 250;
+/** How long the monitor may take to connect before its run is given up. */
+const CONNECT_TIMEOUT_MS = 10_000;
+/** gobgp's message when the table does not fit one gRPC message (client's 4 MiB, or gobgpd's 256 MiB send limit). */
+const TOO_LARGE = /ResourceExhausted|message larger than max/;
+
+/** A monitor run, and (without --current) the reading of its table. */
+interface Run {
+  readonly worker: MonitorReader;
+  pid?: number;
+  /** gobgp's error line, or the table read's failure: the reason given when the run ends. */
+  error?: string;
+  /** Without --current: the table is read; lines of the monitor wait here until it is. */
+  table?: { readonly buffered: { d: DecodedLine; readAt: number }[]; readonly present: Set<string>; reader?: MonitorReader; connectTimer?: NodeJS.Timeout; startedAt?: number };
+}
 
 interface Held {
   route: MupRoute;
@@ -62,8 +101,10 @@ export interface LearnerCounts {
 export class Learner {
   readonly #o: LearnerOptions;
   readonly #table = new Map<string, Held>();
-  /** The reader thread of the running monitor, and its gobgp's pid. */
-  #child: { worker: MonitorReader; pid?: number } | undefined;
+  /** The running monitor: its reader thread, its gobgp's pid, its table read. */
+  #child: Run | undefined;
+  /** The table came too large for --current once: read it with `global rib` from then on. */
+  #largeTable = false;
   #stopped = false;
   #restartTimer: NodeJS.Timeout | undefined;
   #backoff: number;
@@ -131,20 +172,29 @@ export class Learner {
     for (const h of this.#table.values()) clearTimeout(h.timer);
     const c = this.#child;
     if (c !== undefined) {
+      this.#stopTable(c);
       c.worker.postMessage({ t: 'kill' });
       // Its gobgp dies with the thread too (setpriv --pdeathsig: the thread that started it).
       setTimeout(() => void c.worker.terminate(), 100).unref();
     }
   }
 
+  /** setpriv: the kernel kills gobgp when its parent thread dies (the reader thread, or the daemon with it), however it dies. */
+  #gobgpArgv(...args: string[]): string[] {
+    return ['setpriv', '--pdeathsig', 'KILL', this.#o.gobgp ?? 'gobgp', '-u', this.#o.api.host, '-p', String(this.#o.api.port), ...args];
+  }
+
+  #reader(argv: string[], format: ReaderFormat): MonitorReader {
+    // Read and decoded in a thread of its own: the table writes of the main thread do not stop the stream (docs/bgp.md "Where the time goes").
+    return this.#o.reader?.(argv, format) ?? new Worker(new URL('./monitor-worker.js', import.meta.url), { workerData: { argv, format } });
+  }
+
   #spawn(): void {
     if (this.#stopped) return;
-    const bin = this.#o.gobgp ?? 'gobgp';
-    // setpriv: the kernel kills the monitor when its parent thread dies (the reader thread, or the daemon with it), however it dies.
-    const argv = ['setpriv', '--pdeathsig', 'KILL', bin, '-u', this.#o.api.host, '-p', String(this.#o.api.port), 'monitor', 'global', 'rib', '-j', '--current'];
-    // Read and decoded in a thread of its own: the table writes of the main thread do not stop the stream (docs/bgp.md "Where the time goes").
-    const worker = this.#o.reader?.(argv) ?? new Worker(new URL('./monitor-worker.js', import.meta.url), { workerData: { argv } });
-    const me: { worker: MonitorReader; pid?: number } = { worker };
+    const argv = this.#gobgpArgv('monitor', 'global', 'rib', '-j', ...(this.#largeTable ? [] : ['--current']));
+    const me: Run = { worker: this.#reader(argv, 'lines') };
+    if (this.#largeTable) me.table = { buffered: [], present: new Set() };
+    const worker = me.worker;
     this.#child = me;
     this.#awaitingTable = true;
     this.stats.monitorStarts++;
@@ -152,12 +202,23 @@ export class Learner {
     const end = (code: number | null, signal: string | null, stderr: string): void => {
       if (ended) return;
       ended = true;
+      this.#stopTable(me);
       if (this.#child === me) this.#child = undefined;
       const was = this.stats.up;
       this.stats.up = false;
       if (this.#stopped) return;
-      const why = `gobgp monitor against ${apiText(this.#o.api)} exited (${signal ?? `code ${code}`})${stderr.trim() === '' ? '' : `: ${stderr.trim().split('\n').pop()}`}`;
+      // gobgp -j prints its failure on stdout, not stderr.
+      const detail = [stderr.trim().split('\n').pop() ?? '', me.error ?? ''].filter((x) => x !== '').join('; ');
+      const why = `gobgp monitor against ${apiText(this.#o.api)} exited (${signal ?? `code ${code}`})${detail === '' ? '' : `: ${detail}`}`;
       this.stats.lastError = why;
+      if (!this.#largeTable && TOO_LARGE.test(detail)) {
+        // Not a failure to back off from: the same monitor would fail the same way.
+        this.#largeTable = true;
+        this.#o.onMonitor?.('down', `${why}; the table is too large for one message: reading it with \`gobgp global rib -j\` beside a monitor without --current from now on`);
+        this.#restartTimer = setTimeout(() => this.#spawn(), 0);
+        this.#restartTimer.unref();
+        return;
+      }
       if (was || this.stats.monitorStarts === 1) this.#o.onMonitor?.('down', `${why}; the data plane is kept as it is, retrying`);
       this.#restartTimer = setTimeout(() => this.#spawn(), this.#backoff);
       this.#restartTimer.unref();
@@ -167,19 +228,114 @@ export class Learner {
       if (ended) return;
       if (m.t === 'spawned') {
         if (m.pid !== undefined) me.pid = m.pid;
+        if (me.table !== undefined) this.#readTableOnceWatching(me);
       } else if (m.t === 'lines') {
         this.work.reads++;
         this.work.bytes += m.bytes;
         this.work.decodeMs += m.decodeMs;
         // The read time on this thread's clock (route -> map write latency).
         const readAt = m.readAt - performance.timeOrigin;
-        for (const d of m.lines) this.#line(d, readAt);
+        for (const d of m.lines) {
+          if (d.error !== undefined) me.error = d.error;
+          else if (me.table !== undefined) me.table.buffered.push({ d, readAt });
+          else this.#line(d, readAt);
+        }
       } else {
         end(m.code, m.signal, m.stderr);
       }
     });
     worker.on('error', (e) => end(null, null, `reader thread: ${e.message}`));
     worker.on('exit', (code) => end(null, null, `reader thread exited (${code})`));
+  }
+
+  /** Give the run up (its monitor killed): `why` is the reason its end gives. */
+  #abandon(me: Run, why: string): void {
+    me.error = why;
+    this.#stopTable(me);
+    me.worker.postMessage({ t: 'kill' });
+  }
+
+  #stopTable(me: Run): void {
+    const t = me.table;
+    if (t === undefined) return;
+    clearTimeout(t.connectTimer);
+    const r = t.reader;
+    t.reader = undefined;
+    if (r !== undefined) {
+      r.postMessage({ t: 'kill' });
+      setTimeout(() => void r.terminate(), 100).unref();
+    }
+  }
+
+  /** Without --current: once the monitor is connected (and a moment more), read the table, family by family. */
+  #readTableOnceWatching(me: Run): void {
+    const t = me.table!;
+    const watching = this.#o.monitorWatching ?? monitorConnected;
+    const since = performance.now();
+    const poll = (): void => {
+      if (this.#child !== me || this.#stopped) return;
+      if (me.pid !== undefined && watching(me.pid, this.#o.api)) {
+        t.connectTimer = setTimeout(() => this.#readFamily(me, 0), this.#o.tableDelayMs ?? TABLE_DELAY_MS);
+      } else if (performance.now() - since > CONNECT_TIMEOUT_MS) {
+        this.#abandon(me, `the monitor did not connect to ${apiText(this.#o.api)} within ${CONNECT_TIMEOUT_MS / 1000} s`);
+      } else {
+        t.connectTimer = setTimeout(poll, 20);
+      }
+      t.connectTimer?.unref();
+    };
+    poll();
+  }
+
+  #readFamily(me: Run, i: number): void {
+    const t = me.table!;
+    if (this.#child !== me || this.#stopped) return;
+    if (i === TABLE_FAMILIES.length) {
+      this.#tableRead(me);
+      return;
+    }
+    t.startedAt ??= performance.now();
+    const family = TABLE_FAMILIES[i]!;
+    const reader = this.#reader(this.#gobgpArgv('global', 'rib', '-a', family, '-j'), 'rib');
+    t.reader = reader;
+    let error: string | undefined;
+    let done = false;
+    const finish = (why: string | undefined): void => {
+      if (done) return;
+      done = true;
+      if (t.reader !== reader || this.#child !== me) return; // the run ended meanwhile
+      t.reader = undefined;
+      if (why === undefined) this.#readFamily(me, i + 1);
+      else this.#abandon(me, `reading the table (gobgp global rib -a ${family} -j) failed: ${why}`);
+    };
+    reader.on('message', (m: FromMonitor) => {
+      if (done || t.reader !== reader) return;
+      if (m.t === 'lines') {
+        this.work.reads++;
+        this.work.bytes += m.bytes;
+        this.work.decodeMs += m.decodeMs;
+        const readAt = m.readAt - performance.timeOrigin;
+        for (const d of m.lines) {
+          if (d.error !== undefined) error = d.error;
+          else this.#line(d, readAt, t.present);
+        }
+      } else if (m.t === 'exit') {
+        const detail = [m.stderr.trim().split('\n').pop() ?? '', error ?? ''].filter((x) => x !== '').join('; ');
+        finish(m.code === 0 && error === undefined ? undefined : `exited (${m.signal ?? `code ${m.code}`})${detail === '' ? '' : `: ${detail}`}`);
+      }
+    });
+    reader.on('error', (e) => finish(`reader thread: ${e.message}`));
+    reader.on('exit', (code) => finish(`reader thread exited (${code}) before gobgp did`));
+  }
+
+  /** The whole table is read: what it lacks is withdrawn, then the monitor's lines of meanwhile apply, and from now on as they come. */
+  #tableRead(me: Run): void {
+    const t = me.table!;
+    me.table = undefined;
+    const ms = performance.now() - (t.startedAt ?? performance.now());
+    const how = `with \`gobgp global rib -j\` (${t.present.size} learned routes in ${ms.toFixed(0)} ms; ${t.buffered.length} monitor lines of meanwhile applied after them)`;
+    if (this.#tableComplete(t.present, how)) this.#changed(performance.now());
+    for (const { d, readAt } of t.buffered) this.#line(d, readAt);
+    this.#afterRead();
   }
 
   /** CPU ms the running `gobgp monitor` process has used (utime + stime), or undefined. */
@@ -195,18 +351,19 @@ export class Learner {
     }
   }
 
-  #line(d: DecodedLine, readAt: number): void {
+  /** `present`: the line is part of a table being read; its learned routes go there. */
+  #line(d: DecodedLine, readAt: number, present?: Set<string>): void {
     const t0 = performance.now();
     this.stats.lines++;
     this.work.lastLineAt = Date.now();
     try {
-      this.#read(d, readAt);
+      this.#read(d, readAt, present);
     } finally {
       this.work.learnMs += performance.now() - t0;
     }
   }
 
-  #read(d: DecodedLine, readAt: number): void {
+  #read(d: DecodedLine, readAt: number, present?: Set<string>): void {
     // A learned path rejected with its key (only fields outside the key are bad) has replaced or withdrawn the
     // route of that key in gobgpd: it is that route's withdrawal here too, else the old route's rule would stay
     // installed until the monitor restarts (its later withdrawal carries the same bad fields).
@@ -221,19 +378,11 @@ export class Learner {
     this.work.routes += learned.length;
     if (learned.length > 0) this.work.firstRouteAt ??= this.work.lastLineAt;
     let changed = false;
-    if (this.#awaitingTable) {
+    if (present !== undefined) {
+      for (const r of learned) if (!r.withdrawal) present.add(r.key);
+    } else if (this.#awaitingTable) {
       // The first line is the whole table: anything held from before that is not in it is withdrawn (held, then gone).
-      this.#awaitingTable = false;
-      this.stats.up = true;
-      this.#backoff = this.#o.backoffMs?.[0] ?? 200;
-      this.#o.onMonitor?.('up', `reading the table of ${apiText(this.#o.api)}`);
-      const present = new Set(learned.filter((r) => !r.withdrawal).map((r) => r.key));
-      for (const [key, h] of this.#table) {
-        if (!present.has(key) && h.timer === undefined) {
-          this.#withdraw(key, h);
-          changed = true;
-        }
-      }
+      changed = this.#tableComplete(new Set(learned.filter((r) => !r.withdrawal).map((r) => r.key)));
     }
     // Before the line's routes, so that a good path of the same key in the same line wins.
     for (const key of gone ?? []) {
@@ -258,11 +407,31 @@ export class Learner {
       changed = true;
     }
     if (changed) this.#changed(readAt);
-    if (!this.#synced) {
-      this.#synced = true;
-      this.#flush();
-      this.#o.onSynced?.();
+    if (present === undefined) this.#afterRead();
+  }
+
+  /** The table is read whole (`present`: its learned routes): the monitor is up, and what was held from before and is not there is withdrawn. */
+  #tableComplete(present: ReadonlySet<string>, how?: string): boolean {
+    this.#awaitingTable = false;
+    this.stats.up = true;
+    this.#backoff = this.#o.backoffMs?.[0] ?? 200;
+    this.#o.onMonitor?.('up', how === undefined ? `reading the table of ${apiText(this.#o.api)}` : `read the table of ${apiText(this.#o.api)} ${how}`);
+    let changed = false;
+    for (const [key, h] of this.#table) {
+      if (!present.has(key) && h.timer === undefined) {
+        this.#withdraw(key, h);
+        changed = true;
+      }
     }
+    return changed;
+  }
+
+  /** After a line outside a table read, or a table read whole: the first time, the learner is synced. */
+  #afterRead(): void {
+    if (this.#synced || this.#awaitingTable) return;
+    this.#synced = true;
+    this.#flush();
+    this.#o.onSynced?.();
   }
 
   #withdraw(key: string, h: Held): void {
@@ -301,4 +470,40 @@ export class Learner {
   heldRoutes(): string[] {
     return [...this.#table.values()].filter((h) => h.timer !== undefined).map((h) => describeRoute(h.route));
   }
+}
+
+/**
+ * Is process `pid` connected to the API's TCP port (an established socket
+ * of its own in /proc/PID/net/tcp or tcp6)? The monitor's sign that its
+ * WatchEvent request is on its way.
+ */
+export function monitorConnected(pid: number, api: GobgpApi): boolean {
+  try {
+    const inodes = new Set<string>();
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        if (m !== null) inodes.add(m[1]!);
+      } catch {
+        // closed meanwhile
+      }
+    }
+    const port = api.port.toString(16).toUpperCase().padStart(4, '0');
+    for (const f of ['tcp', 'tcp6']) {
+      let text: string;
+      try {
+        text = readFileSync(`/proc/${pid}/net/${f}`, 'utf8');
+      } catch {
+        continue;
+      }
+      for (const line of text.split('\n').slice(1)) {
+        // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+        const c = line.trim().split(/\s+/);
+        if (c.length > 9 && c[3] === '01' && c[2]!.endsWith(`:${port}`) && inodes.has(c[9]!)) return true;
+      }
+    }
+  } catch {
+    // the process is gone: not connected
+  }
+  return false;
 }

@@ -11,7 +11,8 @@
  * tables (docs/bgp.md "Where the time goes").
  */
 import { StringDecoder } from 'node:string_decoder';
-import { decodeMonitorLine, type DecodedLine } from './routes.js';
+import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OPEN_ARRAY, OPEN_OBJECT, QUOTE } from '../host/json-chars.js';
+import { decodeMonitorLine, decodePaths, type DecodedLine } from './routes.js';
 
 export class MonitorLines {
   readonly #decoder = new StringDecoder('utf8');
@@ -52,5 +53,121 @@ export class MonitorLines {
   #decode(line: string): DecodedLine {
     this.lines++;
     return decodeMonitorLine(line.endsWith('\r') ? line.slice(0, -1) : line);
+  }
+}
+
+/**
+ * The stdout of `gobgp global rib -a FAMILY -j` as decoded destinations:
+ * one JSON object, `{"<destination>": [paths], ...}` (or `null` for an
+ * empty table), printed as one line however large the table (about 700
+ * bytes a path: a million routes would be longer than a V8 string). Read
+ * as it comes: each destination's array is cut out and decoded alone, and
+ * only its best path is kept (the object lists every path of a
+ * destination; the monitor's events carry only the best). gobgp's failure
+ * (`{"error": "..."}`) comes out as a line with `error`; output that is no
+ * such object at all, as an error too.
+ */
+export class RibDump {
+  readonly #decoder = new StringDecoder('utf8');
+  /** Nesting depth outside strings: 1 inside the top-level object, 2 inside a destination's array. */
+  #depth = 0;
+  #inString = false;
+  #escaped = false;
+  /** At depth 1: the next string is a key (after { or ,), else a value (after :). */
+  #expectKey = true;
+  /** The text of the array or depth-1 string being read, in pieces. */
+  #parts: string[] = [];
+  #capturing: 'array' | 'key' | 'value' | undefined;
+  #key = '';
+  #error: string | undefined;
+  /** Something other than an object or null was seen at the top. */
+  #head = '';
+  #sawObject = false;
+  /** Destinations decoded so far. */
+  destinations = 0;
+
+  push(chunk: Buffer): DecodedLine[] {
+    return this.#scan(this.#decoder.write(chunk));
+  }
+
+  /** The output ended: an error line if it was gobgp's failure or no table. */
+  end(): DecodedLine[] {
+    const out = this.#scan(this.#decoder.end());
+    const head = this.#head.trim();
+    if (this.#error !== undefined) out.push({ routes: [], rejected: [], skipped: 0, error: this.#error });
+    else if (!this.#sawObject && head !== 'null') out.push({ routes: [], rejected: [], skipped: 0, error: `not a table: ${JSON.stringify(head.slice(0, 200))}` });
+    else if (this.#depth !== 0) out.push({ routes: [], rejected: [], skipped: 0, error: 'the table ended before its closing brace' });
+    return out;
+  }
+
+  #scan(s: string): DecodedLine[] {
+    const out: DecodedLine[] = [];
+    let from = 0; // start of the piece being captured in s
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (this.#inString) {
+        if (this.#escaped) this.#escaped = false;
+        else if (c === BACKSLASH) this.#escaped = true;
+        else if (c === QUOTE) {
+          this.#inString = false;
+          if (this.#depth === 1 && this.#capturing !== 'array') {
+            const text = this.#take(s, from, i + 1);
+            if (this.#capturing === 'key') this.#key = JSON.parse(text) as string;
+            else if (this.#key === 'error') this.#error = JSON.parse(text) as string;
+            this.#capturing = undefined;
+          }
+        }
+        continue;
+      }
+      if (c === QUOTE) {
+        this.#inString = true;
+        if (this.#depth === 1 && this.#sawObject && this.#capturing === undefined) {
+          this.#capturing = this.#expectKey ? 'key' : 'value';
+          from = i;
+        }
+      } else if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
+        if (this.#depth === 0) {
+          if (c === OPEN_OBJECT) this.#sawObject = true;
+          else this.#head += '[';
+        } else if (this.#depth === 1 && this.#sawObject && c === OPEN_ARRAY) {
+          this.#capturing = 'array';
+          from = i;
+        }
+        this.#depth++;
+      } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
+        this.#depth--;
+        if (this.#depth === 1 && c === CLOSE_ARRAY && this.#capturing === 'array') {
+          this.#capturing = undefined;
+          out.push(this.#destination(this.#take(s, from, i + 1)));
+        }
+      } else if (this.#depth === 1) {
+        if (c === COLON) this.#expectKey = false;
+        else if (c === COMMA) this.#expectKey = true;
+      } else if (this.#depth === 0 && this.#head.length < 256) {
+        this.#head += s[i];
+      }
+    }
+    if (this.#capturing !== undefined) this.#parts.push(s.slice(from));
+    return out;
+  }
+
+  /** The captured text from its earlier pieces and s[from, to). */
+  #take(s: string, from: number, to: number): string {
+    const piece = s.slice(from, to);
+    if (this.#parts.length === 0) return piece;
+    const text = this.#parts.join('') + piece;
+    this.#parts = [];
+    return text;
+  }
+
+  #destination(text: string): DecodedLine {
+    this.destinations++;
+    let paths: unknown;
+    try {
+      paths = JSON.parse(text);
+    } catch (e) {
+      return { routes: [], rejected: [{ reason: `not JSON (${(e as Error).message})`, path: text.slice(0, 200) }], skipped: 0 };
+    }
+    return decodePaths(paths as unknown[], true);
   }
 }

@@ -1,8 +1,10 @@
 /**
  * The monitor's reader thread (a worker_threads Worker the learner starts,
- * one per monitor run): runs `gobgp monitor ...` (the argv it is given),
- * reads and decodes its stdout as it comes and posts the decoded lines to
- * the learner, one message per chunk read. The daemon's main thread writes
+ * one per monitor run, and one per table read): runs `gobgp monitor ...`
+ * (the argv it is given; format 'lines') or `gobgp global rib -j` (format
+ * 'rib': the table as one JSON object, cut into destinations), reads and
+ * decodes its stdout as it comes and posts the decoded lines to the
+ * learner, one message per chunk read. The daemon's main thread writes
  * the tables synchronously; reading here keeps gobgp streaming meanwhile, and
  * the lines read during one apply come to the next as one batch
  * (docs/bgp.md "Where the time goes").
@@ -13,7 +15,7 @@
  */
 import { spawn } from 'node:child_process';
 import { parentPort, workerData } from 'node:worker_threads';
-import { MonitorLines } from './monitor-stream.js';
+import { MonitorLines, RibDump } from './monitor-stream.js';
 import type { DecodedLine } from './routes.js';
 
 export type FromMonitor =
@@ -31,12 +33,12 @@ export type FromMonitor =
 
 const port = parentPort;
 if (port === null) throw new Error('monitor-worker.ts runs as a worker thread of the learner');
-const { argv } = workerData as { argv: string[] };
+const { argv, format } = workerData as { argv: string[]; format?: 'lines' | 'rib' };
 const post = (m: FromMonitor): void => port.postMessage(m);
 
 const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
 post({ t: 'spawned', pid: child.pid });
-const reader = new MonitorLines();
+const reader = format === 'rib' ? new RibDump() : new MonitorLines();
 let stderr = '';
 const now = (): number => performance.timeOrigin + performance.now();
 const chunk = (lines: DecodedLine[], readAt: number, bytes: number): void => {

@@ -107,6 +107,11 @@ export interface DecodedLine {
   readonly rejected: Rejected[];
   /** Paths of other families (the monitor ignores -a). */
   readonly skipped: number;
+  /**
+   * gobgp's own failure, which it prints with -j as one object on stdout
+   * (`{"error": "..."}`, then exit 1): not paths, and not a table.
+   */
+  readonly error?: string;
 }
 
 type Json = Record<string, unknown>;
@@ -344,12 +349,35 @@ export function decodeMonitorLine(line: string): DecodedLine {
     out.rejected.push({ reason: `not JSON (${(e as Error).message})`, path: text.slice(0, 200) });
     return out;
   }
+  const error = gobgpError(paths);
+  if (error !== undefined) return { ...out, error };
   if (!Array.isArray(paths)) {
     out.rejected.push({ reason: 'not a JSON array of paths', path: paths });
     return out;
   }
+  return decodePaths(paths);
+}
+
+/** The text of gobgp's `{"error": "..."}` (its -j form of a failure), or undefined. */
+export function gobgpError(v: unknown): string | undefined {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
+  const e = (v as Json)['error'];
+  return typeof e === 'string' ? e : undefined;
+}
+
+/**
+ * Paths (parsed JSON, as gobgp prints them) decoded. `bestOnly`: only those
+ * marked best (a `gobgp global rib -j` destination lists every path it has;
+ * the monitor's best-path events carry only the best, unmarked).
+ */
+export function decodePaths(paths: readonly unknown[], bestOnly = false): DecodedLine {
+  const out: DecodedLine = { routes: [], rejected: [], skipped: 0 };
   let skipped = 0;
   for (const p of paths) {
+    if (bestOnly && (typeof p !== 'object' || p === null || (p as Json)['best'] !== true)) {
+      skipped++;
+      continue;
+    }
     try {
       const r = decodePath(obj(p, 'path'));
       if (r === undefined) skipped++;

@@ -13,16 +13,8 @@
  * which gives its own value or its own SyntaxError
  * (test/unit/json-slices.test.ts compares the two).
  */
+import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OPEN_ARRAY, OPEN_OBJECT, QUOTE } from '../host/json-chars.js';
 import { SliceClock } from '../host/slice-clock.js';
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_ARRAY = 0x5b;
-const CLOSE_ARRAY = 0x5d;
-const OPEN_OBJECT = 0x7b;
-const CLOSE_OBJECT = 0x7d;
-const COMMA = 0x2c;
-const COLON = 0x3a;
 
 class NotPlain extends Error {}
 

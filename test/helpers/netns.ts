@@ -184,11 +184,11 @@ export class Lab {
   }
 }
 
-/** Poll `check` until it returns a value other than undefined, or fail after `ms`. */
-export async function waitFor<T>(what: string, ms: number, check: () => T | undefined, every = 20): Promise<T> {
+/** Poll `check` (sync or async) until it gives a value other than undefined, or fail after `ms`. */
+export async function waitFor<T>(what: string, ms: number, check: () => T | undefined | Promise<T | undefined>, every = 20): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
-    const v = check();
+    const v = await check();
     if (v !== undefined) return v;
     if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, every));

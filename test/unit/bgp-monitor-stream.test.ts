@@ -4,11 +4,15 @@
  * as decoding each captured line whole (test/fixtures/bgp, real gobgp 3.10
  * monitor output): lines split across chunks, a UTF-8 character split across
  * them, the empty first line of an empty table, a last line without newline.
+ * And the table read (`gobgp global rib -a mup-ipv4 -j`, one JSON object,
+ * rib-mup-ipv4.json captured from gobgpd 3.10 with one destination holding
+ * two paths) cut the same way: each destination's best path decoded, gobgp's
+ * error object and output that is no table given as errors.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { MonitorLines } from '../../src/bgp/monitor-stream.js';
-import { decodeMonitorLine, type DecodedLine } from '../../src/bgp/routes.js';
+import { MonitorLines, RibDump } from '../../src/bgp/monitor-stream.js';
+import { decodeMonitorLine, decodePaths, type DecodedLine } from '../../src/bgp/routes.js';
 
 const fixture = (name: string): string => readFileSync(new URL(`../fixtures/bgp/${name}`, import.meta.url), 'utf8');
 
@@ -67,5 +71,64 @@ describe('MonitorLines: chunks in, decoded lines out', () => {
     expect(chunked(`${lines[0]}\r\n${lines[1]}`, 50)).toEqual([decodeMonitorLine(lines[0]!), decodeMonitorLine(lines[1]!)]);
     const bad = chunked('{"not": "an array"}\n[{\n', 5);
     expect(bad.map((d) => d.rejected.length)).toEqual([1, 1]);
+  });
+});
+
+/** A table read fed in chunks of `size` bytes: its decoded destinations (and error lines), in order. */
+function dumped(text: string | Buffer, size: number): DecodedLine[] {
+  const buf = Buffer.isBuffer(text) ? text : Buffer.from(text, 'utf8');
+  const r = new RibDump();
+  const out: DecodedLine[] = [];
+  for (let i = 0; i < buf.length; i += size) out.push(...r.push(buf.subarray(i, i + size)));
+  out.push(...r.end());
+  return out;
+}
+
+describe('RibDump: a `gobgp global rib -j` table in chunks, destinations out', () => {
+  it('rib-mup-ipv4.json: every chunk size gives each destination decoded whole, its best path only', () => {
+    const text = fixture('rib-mup-ipv4.json');
+    const table = JSON.parse(text) as Record<string, unknown[]>;
+    const want = Object.values(table).map((paths) => decodePaths(paths, true));
+    expect(want).toHaveLength(7);
+    for (const size of [1, 2, 3, 7, 64, 333, 4096, 65536]) expect(dumped(text, size)).toEqual(want);
+    const routes = want.flatMap((d) => d.routes);
+    // The T2ST of TEID 65536 has two paths: ours (best) and the injector's (not best, not read).
+    const t2 = routes.filter((r) => r.key === '[type:t2st][rd:10.255.0.9:1][endpoint:192.0.2.10][teid:65536]');
+    expect(t2).toHaveLength(1);
+    expect(t2[0]!.sourceId).toBeUndefined();
+    expect(want.reduce((n, d) => n + d.skipped, 0)).toBe(1);
+    expect(routes.filter((r) => r.sourceId === '10.255.0.9')).toHaveLength(5);
+  });
+
+  it('keys with brackets, braces and escaped quotes, split at every byte', () => {
+    const paths = (JSON.parse(fixture('rib-mup-ipv4.json')) as Record<string, unknown[]>)['[type:t1st][rd:10.255.0.9:1][prefix:10.64.0.0/32]']!;
+    const text = JSON.stringify({ 'a[{"]}\\': paths, '[x]': paths, 'b': [] }) + '\n';
+    const want = [decodePaths(paths, true), decodePaths(paths, true), decodePaths([], true)];
+    expect(want[0]!.routes).toHaveLength(1);
+    for (let size = 1; size <= 17; size++) expect(dumped(text, size)).toEqual(want);
+  });
+
+  it('an empty table ({} or null) is no destination and no error', () => {
+    for (const t of ['{}\n', 'null\n', ' { } ']) expect(dumped(t, 1)).toEqual([]);
+  });
+
+  it("gobgp's failure and output that is no table are errors, not an empty table", () => {
+    expect(dumped('{"error":"context deadline exceeded"}\n', 5)).toEqual([{ routes: [], rejected: [], skipped: 0, error: 'context deadline exceeded' }]);
+    expect(dumped('Network not in table\n', 4)[0]!.error).toMatch(/^not a table: "Network not in table"/);
+    expect(dumped('', 4)[0]!.error).toMatch(/^not a table/);
+    expect(dumped('[[]]', 1)[0]!.error).toMatch(/^not a table/);
+    const text = fixture('rib-mup-ipv4.json');
+    const cut = dumped(text.slice(0, Math.floor(text.length / 2)), 100);
+    expect(cut.at(-1)!.error).toMatch(/ended before its closing brace/);
+  });
+
+  it('a monitor line of gobgp\'s failure decodes as an error, not as paths', () => {
+    expect(decodeMonitorLine('{"error":"rpc error: code = ResourceExhausted desc = grpc: received message larger than max (6188240 vs. 4194304)"}')).toEqual({
+      routes: [],
+      rejected: [],
+      skipped: 0,
+      error: 'rpc error: code = ResourceExhausted desc = grpc: received message larger than max (6188240 vs. 4194304)',
+    });
+    expect(decodeMonitorLine('{"other":1}').rejected[0]!.reason).toBe('not a JSON array of paths');
   });
 });

@@ -1,0 +1,242 @@
+/**
+ * The learner across monitor runs (src/bgp/learner.ts), against fake readers:
+ * - gobgp prints its failures as one JSON line on stdout (`{"error": ...}`,
+ *   exit 1: gobgpd not answering, a table too large for one gRPC message).
+ *   Taken as the first line of a run, that line was "the whole table": every
+ *   route learned before was withdrawn, and after the hold-down deleted from
+ *   the data plane, although the monitor had read nothing;
+ * - a table larger than gRPC's 4 MiB message limit (about 6,000 MUP routes
+ *   in a sidecar behind a reflector) cannot come with `--current`: the
+ *   learner then starts the monitor without it and reads the table with
+ *   `gobgp global rib -j` per MUP family, the monitor's lines of meanwhile
+ *   applied after the table.
+ */
+import { EventEmitter, once } from 'node:events';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Learner, monitorConnected, type MonitorReader, type ReaderFormat } from '../../src/bgp/learner.js';
+import { decodeMonitorLine, type DecodedLine } from '../../src/bgp/routes.js';
+
+type Json = Record<string, unknown>;
+const rdJ = (assigned: number): Json => ({ type: 0, admin: 65000, assigned });
+const t1st = (teid: number, o: { withdrawal?: boolean; ue?: string } = {}): Json => {
+  const nlri = { arch_type: 1, route_type: 3, value: { rd: rdJ(50), prefix: o.ue ?? `10.60.0.${teid & 0xff}/32`, teid, qfi: 9, endpoint_address: '192.0.2.10' } };
+  return {
+    nlri,
+    age: 1,
+    best: true,
+    attrs: [{ type: 1, value: 2 }, { type: 16, value: [{ type: 0, subtype: 2, value: '65000:100' }] }, { type: 14, nexthop: '10.255.0.1', afi: 1, safi: 85, value: [nlri] }],
+    stale: false,
+    ...(o.withdrawal === true ? { withdrawal: true } : {}),
+    'source-id': '10.255.0.21',
+    'neighbor-ip': '127.0.0.21',
+  };
+};
+
+/** One reader run: what the learner started it with, and lines posted as the reader thread posts them. */
+class FakeReader extends EventEmitter {
+  killed = false;
+  constructor(
+    readonly argv: string[],
+    readonly format: ReaderFormat,
+  ) {
+    super();
+  }
+  postMessage(m: { t?: string }): void {
+    if (m.t === 'kill' && !this.killed) {
+      this.killed = true;
+      setImmediate(() => this.exit(null, 'SIGKILL'));
+    }
+  }
+  terminate(): Promise<number> {
+    return Promise.resolve(0);
+  }
+  spawned(pid = 4242): void {
+    this.emit('message', { t: 'spawned', pid });
+  }
+  post(...lines: DecodedLine[]): void {
+    this.emit('message', { t: 'lines', lines, readAt: performance.timeOrigin + performance.now(), bytes: 0, decodeMs: 0 });
+  }
+  line(...paths: Json[]): void {
+    this.post(decodeMonitorLine(JSON.stringify(paths)));
+  }
+  text(s: string): void {
+    this.post(decodeMonitorLine(s));
+  }
+  exit(code: number | null, signal: string | null = null, stderr = ''): void {
+    this.emit('message', { t: 'exit', code, signal, stderr });
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+async function until(what: string, ms: number, ok: () => boolean): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+const running: Learner[] = [];
+afterEach(() => {
+  for (const l of running.splice(0)) l.stop();
+});
+
+function learner(o: { holdDownMs?: number } = {}): { l: Learner; runs: FakeReader[]; events: string[]; synced: { n: number } } {
+  const runs: FakeReader[] = [];
+  const events: string[] = [];
+  const synced = { n: 0 };
+  const l = new Learner({
+    api: { host: '127.0.0.1', port: 50999 },
+    holdDownMs: o.holdDownMs ?? 50,
+    onChange: () => undefined,
+    onMonitor: (e, detail) => events.push(`${e}: ${detail}`),
+    onSynced: () => synced.n++,
+    backoffMs: [5, 20],
+    reader: (argv, format) => {
+      const r = new FakeReader(argv, format);
+      runs.push(r);
+      return r as unknown as MonitorReader;
+    },
+    monitorWatching: () => true,
+    tableDelayMs: 1,
+  });
+  running.push(l);
+  l.start();
+  return { l, runs, events, synced };
+}
+const teids = (l: Learner): number[] =>
+  l
+    .routes()
+    .map((r) => (r.type === 't1st' ? r.teid : -1))
+    .sort((a, b) => a - b);
+
+describe('a gobgp error line is not a table', () => {
+  it('at the first run (a daemon start): not synced, so the sweep of the entries an earlier run left does not start', async () => {
+    const { l, runs, synced } = learner();
+    runs[0]!.text('{"error":"context deadline exceeded"}');
+    runs[0]!.exit(1);
+    await until('the monitor to be started again', 1000, () => runs.length === 2);
+    expect(synced.n).toBe(0);
+    expect(l.synced).toBe(false);
+    runs[1]!.line(t1st(1));
+    expect(synced.n).toBe(1);
+  });
+
+  it('gobgpd not answering at a restart of the monitor: the routes learned stay, the error is the reason given', async () => {
+    const { l, runs } = learner();
+    runs[0]!.line(t1st(1), t1st(2));
+    expect(teids(l)).toEqual([1, 2]);
+    runs[0]!.exit(1);
+    await until('the monitor to be started again', 1000, () => runs.length === 2);
+    runs[1]!.text('{"error":"context deadline exceeded"}');
+    runs[1]!.exit(1);
+    await until('a third run', 1000, () => runs.length === 3);
+    await sleep(100); // past the hold-down
+    expect(teids(l)).toEqual([1, 2]);
+    expect(l.counts().held.t1st).toBe(0);
+    expect(l.counts().malformed).toBe(0);
+    expect(l.stats.lastError).toMatch(/context deadline exceeded/);
+    expect(l.stats.up).toBe(false);
+    // The next run's table is the table.
+    runs[2]!.line(t1st(2));
+    expect(l.stats.up).toBe(true);
+    await until('route 1 to go after its hold-down', 1000, () => teids(l).length === 1);
+    expect(teids(l)).toEqual([2]);
+  });
+});
+
+describe('a table too large for --current', () => {
+  const TOO_LARGE = '{"error":"rpc error: code = ResourceExhausted desc = grpc: received message larger than max (164117261 vs. 4194304)"}';
+
+  it('is read with `global rib -j` per family while the monitor (without --current) runs; lines of meanwhile come after it', async () => {
+    const { l, runs, events, synced } = learner();
+    expect(runs[0]!.argv).toContain('--current');
+    runs[0]!.line(t1st(1), t1st(2), t1st(3));
+    runs[0]!.exit(1);
+    await until('a second run', 1000, () => runs.length === 2);
+    runs[1]!.text(TOO_LARGE);
+    runs[1]!.exit(1);
+    await until('the monitor without --current', 1000, () => runs.length === 3);
+    const mon = runs[2]!;
+    expect(mon.format).toBe('lines');
+    expect(mon.argv).not.toContain('--current');
+    expect(mon.argv.slice(-4)).toEqual(['monitor', 'global', 'rib', '-j']);
+    mon.spawned();
+    await until('the first table read', 1000, () => runs.length === 4);
+    const v4 = runs[3]!;
+    expect(v4.format).toBe('rib');
+    expect(v4.argv.slice(-5)).toEqual(['global', 'rib', '-a', 'mup-ipv4', '-j']);
+    // While the table is read: a change on the monitor (route 4 comes, route 2 goes) waits for it.
+    mon.line(t1st(4));
+    mon.line(t1st(2, { withdrawal: true }));
+    v4.line(t1st(2));
+    v4.line(t1st(3));
+    expect(teids(l)).toEqual([1, 2, 3]);
+    expect(l.stats.up).toBe(false);
+    expect(synced.n).toBe(1); // from the first run's table; the sweep's start is not repeated
+    v4.exit(0);
+    await until('the second table read', 1000, () => runs.length === 5);
+    const v6 = runs[4]!;
+    expect(v6.argv.slice(-5)).toEqual(['global', 'rib', '-a', 'mup-ipv6', '-j']);
+    v6.text('null');
+    v6.exit(0);
+    await until('the monitor up', 1000, () => l.stats.up);
+    // Route 1 was not in the table: held. Route 2: in the table, then withdrawn by the later line. Route 4: learned.
+    expect(l.counts().held.t1st).toBe(2);
+    await until('the hold-downs', 1000, () => l.counts().held.t1st === 0);
+    expect(teids(l)).toEqual([3, 4]);
+    expect(events.some((e) => /too large for one message/.test(e))).toBe(true);
+    // Later lines apply as they come.
+    mon.line(t1st(5));
+    expect(teids(l)).toEqual([3, 4, 5]);
+    expect(l.stats.monitorStarts).toBe(3);
+  });
+
+  it('a table read that fails ends the run: nothing is withdrawn, and the next run reads the table again', async () => {
+    const { l, runs } = learner();
+    runs[0]!.text(TOO_LARGE);
+    runs[0]!.exit(1);
+    await until('the monitor without --current', 1000, () => runs.length === 2);
+    // Learned before? Nothing yet: give the first table a route through a good run later.
+    runs[1]!.spawned();
+    await until('the table read', 1000, () => runs.length === 3);
+    runs[2]!.line(t1st(7));
+    runs[2]!.text('{"error":"rpc error: code = Unavailable desc = connection refused"}');
+    runs[2]!.exit(1);
+    await until('the monitor killed and started again', 1000, () => runs.length === 4);
+    expect(runs[1]!.killed).toBe(true);
+    expect(l.stats.up).toBe(false);
+    expect(l.stats.lastError).toMatch(/connection refused/);
+    expect(runs[3]!.argv).not.toContain('--current');
+    runs[3]!.spawned();
+    await until('the table read again', 1000, () => runs.length === 5);
+    runs[4]!.line(t1st(7), t1st(8));
+    runs[4]!.exit(0);
+    await until('the v6 table read', 1000, () => runs.length === 6);
+    runs[5]!.exit(0);
+    await until('up', 1000, () => l.stats.up);
+    expect(teids(l)).toEqual([7, 8]);
+  });
+});
+
+describe('monitorConnected: a process with an established TCP connection to the API port', () => {
+  it('this process, connected to a server of its own: true for that port only, and false for a process that is gone', async () => {
+    const server = createServer((s) => s.on('error', () => undefined));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = (server.address() as AddressInfo).port;
+    const api = { host: '127.0.0.1', port };
+    expect(monitorConnected(process.pid, api)).toBe(false);
+    const c = connect(port, '127.0.0.1');
+    await once(c, 'connect');
+    try {
+      expect(monitorConnected(process.pid, api)).toBe(true);
+      expect(monitorConnected(process.pid, { host: '127.0.0.1', port: port === 65535 ? 1 : port + 1 })).toBe(false);
+      expect(monitorConnected(2 ** 22 + 7, api)).toBe(false);
+    } finally {
+      c.destroy();
+      server.close();
+    }
+  });
+});
