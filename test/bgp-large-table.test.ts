@@ -12,6 +12,13 @@
  * tables was deleted (the sweep of entries not learned again), while the
  * monitor failed the same way for ever. Now the learner reads such a table
  * with `gobgp global rib -j` beside a monitor without --current.
+ *
+ * Then the sidecar gobgpd itself restarts: its table is empty until its
+ * session to the reflector is back (about 6 s here, against a hold-down of
+ * 1 s). Before, that empty table was taken as the whole table: every
+ * learned entry was withdrawn and deleted after the hold-down, then learned
+ * again. Now the routes it lacks are kept until the sidecar's peers have
+ * sent End-of-RIB.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -133,4 +140,26 @@ describe.runIf(isRoot)('BGP MUP: a sidecar table larger than one gRPC message', 
     await injector.sessions('t2st', [ss[5]!], { nexthop: '10.255.0.9' });
     await waitFor('the route back', 30_000, async () => ((await bgpStatus()).routes['t2st']?.installed === N ? true : undefined), 250);
   }, 400_000);
+
+  it('a sidecar gobgpd restart: the learned entries stay while its session to the reflector comes back', async () => {
+    expect(await learnedPolicies()).toBe(N);
+    const starts = (await bgpStatus()).monitor.starts;
+    await speakers[1]!.kill();
+    speakers.splice(1, 1);
+    speakers.push(await startGobgpd({ configFile: join(dir, 'side.toml'), api: sideApi, logFile: join(dir, 'side2.log') }));
+    // Watched every 200 ms until the sidecar has its table again and the daemon's monitor read it.
+    let least = N;
+    let kept = 0;
+    await waitFor('the sidecar full again and read', 120_000, async () => {
+      least = Math.min(least, await learnedPolicies());
+      const s = await bgpStatus();
+      kept = Math.max(kept, s.monitor.keptForPeers ?? 0); // (absent before session 35)
+      return s.monitor.starts > starts && s.monitor.up && (s.monitor.keptForPeers ?? 0) === 0 && (await mupRoutes(sideApi)) >= N + 1 ? true : undefined;
+    }, 200);
+    await new Promise((r) => setTimeout(r, 1500)); // past the hold-down
+    least = Math.min(least, await learnedPolicies());
+    expect(least).toBe(N);
+    expect(kept).toBeGreaterThan(0); // the wait was seen: the table read came before the session was back
+    expect(d!.log).toMatch(/does not have every peer's table yet/);
+  }, 200_000);
 });

@@ -14,6 +14,12 @@
  *   the monitor's lines of meanwhile are applied after the table;
  * - gobgp's own failure line (`{"error": ...}` on stdout) is a reason, not
  *   a table: nothing is withdrawn for it;
+ * - a table read while the sidecar has not every peer's table yet (gobgpd
+ *   just restarted: empty until its sessions are back) is not the whole
+ *   table: the routes it lacks are kept until the peers have sent
+ *   End-of-RIB (`peersReady`) or the graceful-restart time has passed, and
+ *   only those still missing then are withdrawn (held, then gone); the
+ *   learner is synced only then;
  * - the monitor dying (gobgpd stopped or restarted) changes nothing: the
  *   routes stay, the monitor is started again with backoff.
  * Every change calls `onChange` (coalesced: one call per turn of the event
@@ -52,6 +58,18 @@ export interface LearnerOptions {
   readonly monitorWatching?: (pid: number, api: GobgpApi) => boolean;
   /** ms from the monitor's connection to the table read (its watch registered in gobgpd meanwhile); default TABLE_DELAY_MS. */
   readonly tableDelayMs?: number;
+  /**
+   * Has the sidecar every peer's table: each neighbor established, and
+   * End-of-RIB received in each family with graceful restart? Asked after
+   * each table read, every PEERS_POLL_MS while it says no: until then (or
+   * `peersWaitMs`) the routes the table lacks are kept. Absent: they are
+   * withdrawn at once.
+   */
+  readonly peersReady?: () => Promise<boolean>;
+  /** The longest wait for peersReady (the sidecar's graceful-restart time), ms. */
+  readonly peersWaitMs?: number;
+  /** What the learner has to say besides up and down (the wait for the peers). */
+  readonly onNote?: (msg: string) => void;
 }
 
 /** What the learner uses of the reader thread of a monitor run (a Worker; a fake in tests). */
@@ -70,6 +88,8 @@ const TABLE_FAMILIES = ['mup-ipv4', 'mup-ipv6'] as const;
  * gives no sign of the registration without --current).
  */
 export const TABLE_DELAY_MS = 250;
+/** How often peersReady is asked while it says no. */
+export const PEERS_POLL_MS = 500;
 /** How long the monitor may take to connect before its run is given up. */
 const CONNECT_TIMEOUT_MS = 10_000;
 /** gobgp's message when the table does not fit one gRPC message (client's 4 MiB, or gobgpd's 256 MiB send limit). */
@@ -83,6 +103,15 @@ interface Run {
   error?: string;
   /** Without --current: the table is read; lines of the monitor wait here until it is. */
   table?: { readonly buffered: { d: DecodedLine; readAt: number }[]; readonly present: Set<string>; reader?: MonitorReader; connectTimer?: NodeJS.Timeout; startedAt?: number };
+}
+
+/** The routes a table lacked, while the sidecar waits for its peers' tables. */
+interface AbsentWait {
+  readonly keys: Set<string>;
+  readonly since: number;
+  timer?: NodeJS.Timeout;
+  /** peersReady answers so far. */
+  asked: number;
 }
 
 interface Held {
@@ -115,8 +144,10 @@ export class Learner {
   #awaitingTable = true;
   #synced = false;
   #malformed = 0;
-  /** Monitor (re)starts, lines read. */
-  readonly stats = { monitorStarts: 0, lines: 0, up: false, lastChange: undefined as Date | undefined, lastError: undefined as string | undefined };
+  /** Routes a table lacked, kept until the sidecar has every peer's table (see peersReady). */
+  #absent: AbsentWait | undefined;
+  /** Monitor (re)starts, lines read; routes kept while the sidecar waits for its peers' tables. */
+  readonly stats = { monitorStarts: 0, lines: 0, up: false, lastChange: undefined as Date | undefined, lastError: undefined as string | undefined, keptForPeers: 0 };
   /**
    * Where reading time goes (docs/bgp.md "Where the time goes"), since the
    * daemon started: stdout reads and bytes of the monitor, routes decoded,
@@ -169,6 +200,7 @@ export class Learner {
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#restartTimer);
+    clearTimeout(this.#absent?.timer);
     for (const h of this.#table.values()) clearTimeout(h.timer);
     const c = this.#child;
     if (c !== undefined) {
@@ -403,6 +435,7 @@ export class Learner {
       }
       if (h !== undefined) clearTimeout(h.timer);
       this.#table.set(r.key, { route: r });
+      this.#absent?.keys.delete(r.key);
       this.#dirty.add(r.key);
       changed = true;
     }
@@ -410,15 +443,37 @@ export class Learner {
     if (present === undefined) this.#afterRead();
   }
 
-  /** The table is read whole (`present`: its learned routes): the monitor is up, and what was held from before and is not there is withdrawn. */
+  /**
+   * The table is read whole (`present`: its learned routes): the monitor is
+   * up, and what was learned before and is not there is withdrawn, at once
+   * or once the sidecar has every peer's table (peersReady).
+   */
   #tableComplete(present: ReadonlySet<string>, how?: string): boolean {
     this.#awaitingTable = false;
     this.stats.up = true;
     this.#backoff = this.#o.backoffMs?.[0] ?? 200;
     this.#o.onMonitor?.('up', how === undefined ? `reading the table of ${apiText(this.#o.api)}` : `read the table of ${apiText(this.#o.api)} ${how}`);
+    const absent = new Set<string>();
+    for (const [key, h] of this.#table) if (!present.has(key) && h.timer === undefined) absent.add(key);
+    // A wait of an earlier table is replaced: what it kept and this table lacks too is in `absent` (never withdrawn).
+    clearTimeout(this.#absent?.timer);
+    this.#absent = undefined;
+    this.stats.keptForPeers = 0;
+    // Asked even when the table lacks nothing: at a daemon start the pinned entries of the earlier run are
+    // not in this table of routes, and the sweep of those not learned again waits for the sync.
+    if (this.#o.peersReady === undefined) return this.#withdrawAbsent(absent);
+    const wait = { keys: absent, since: performance.now(), asked: 0 };
+    this.#absent = wait;
+    this.stats.keptForPeers = absent.size;
+    void this.#askPeers(wait);
+    return false;
+  }
+
+  #withdrawAbsent(keys: Iterable<string>): boolean {
     let changed = false;
-    for (const [key, h] of this.#table) {
-      if (!present.has(key) && h.timer === undefined) {
+    for (const key of keys) {
+      const h = this.#table.get(key);
+      if (h !== undefined && h.timer === undefined) {
         this.#withdraw(key, h);
         changed = true;
       }
@@ -426,9 +481,45 @@ export class Learner {
     return changed;
   }
 
+  /** Ask whether the sidecar has its peers' tables; again later while it has not, until peersWaitMs. */
+  async #askPeers(wait: AbsentWait): Promise<void> {
+    let ready: boolean;
+    try {
+      ready = await this.#o.peersReady!();
+    } catch {
+      ready = false;
+    }
+    if (this.#absent !== wait || this.#stopped) return; // a newer table, or stopped
+    wait.asked++;
+    const waited = performance.now() - wait.since;
+    const limit = this.#o.peersWaitMs ?? 120_000;
+    if (!ready && waited < limit) {
+      if (wait.asked === 1) {
+        this.#o.onNote?.(
+          `the sidecar does not have every peer's table yet (a session down, or no End-of-RIB): the ${wait.keys.size} learned routes its table lacks (and, at a start, the entries of the earlier run) are kept until it has, at most ${limit / 1000} s (graceful_restart)`,
+        );
+      }
+      wait.timer = setTimeout(() => void this.#askPeers(wait), PEERS_POLL_MS);
+      wait.timer.unref();
+      return;
+    }
+    this.#absent = undefined;
+    this.stats.keptForPeers = 0;
+    const n = wait.keys.size;
+    if (wait.asked > 1 || !ready) {
+      this.#o.onNote?.(
+        ready
+          ? `the sidecar has every peer's table (${(waited / 1000).toFixed(1)} s): ${n} routes still missing from it are withdrawn (held for the hold-down)`
+          : `no End-of-RIB from every peer of the sidecar within ${limit / 1000} s: the ${n} routes still missing are withdrawn (held for the hold-down)`,
+      );
+    }
+    if (this.#withdrawAbsent(wait.keys)) this.#changed(performance.now());
+    this.#afterRead();
+  }
+
   /** After a line outside a table read, or a table read whole: the first time, the learner is synced. */
   #afterRead(): void {
-    if (this.#synced || this.#awaitingTable) return;
+    if (this.#synced || this.#awaitingTable || this.#absent !== undefined) return;
     this.#synced = true;
     this.#flush();
     this.#o.onSynced?.();

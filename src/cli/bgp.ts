@@ -45,7 +45,8 @@ export function registerBgp(program: Command, io: Io): Command {
         return;
       }
       const lines: string[] = [];
-      lines.push(`sidecar ${s.api}: table ${s.monitor.up ? 'being read' : `not read (${s.monitor.lastError ?? 'starting'})`}; hold-down ${s.holdDownSeconds} s; roles ${s.roles.join(', ')}`);
+      const kept = s.monitor.keptForPeers > 0 ? `, ${s.monitor.keptForPeers} routes it lacks kept until its peers have sent their tables` : '';
+      lines.push(`sidecar ${s.api}: table ${s.monitor.up ? `being read${kept}` : `not read (${s.monitor.lastError ?? 'starting'})`}; hold-down ${s.holdDownSeconds} s; roles ${s.roles.join(', ')}`);
       if ('error' in s.sessions) lines.push(`sessions: ${s.sessions.error}`);
       else for (const n of s.sessions) lines.push(`neighbor ${String(n['address'])} AS ${String(n['asn'])}: ${String(n['state'])}`);
       lines.push('type   received  installed  rejected  held  unresolved  filtered');

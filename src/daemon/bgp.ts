@@ -41,7 +41,8 @@ export interface BgpHost {
 
 export interface BgpStatus {
   readonly api: string;
-  readonly monitor: { readonly up: boolean; readonly starts: number; readonly lastError: string | null };
+  /** keptForPeers: learned routes the last table read lacked, kept until the sidecar has its peers' tables (docs/bgp.md "Hold-down"). */
+  readonly monitor: { readonly up: boolean; readonly starts: number; readonly lastError: string | null; readonly keptForPeers: number };
   readonly synced: boolean;
   readonly sessions: readonly Record<string, unknown>[] | { readonly error: string };
   readonly routes: Record<RouteType, { received: number; installed: number; rejected: number; held: number; unresolved: number; filtered: number }>;
@@ -93,6 +94,8 @@ const RETRY_MS: readonly [number, number] = [5_000, 60_000];
 /** Knobs for tests: the sidecar faked (its monitor's reader, the reconciliation of our own routes), the retry's waits. */
 export interface BgpServiceOptions {
   readonly reader?: LearnerOptions['reader'];
+  /** Default: the sidecar's `gobgp neighbor -j` (sidecarHasPeersTables). */
+  readonly peersReady?: LearnerOptions['peersReady'];
   readonly reconcile?: typeof reconcileOwn;
   readonly retryMs?: readonly [number, number];
 }
@@ -164,6 +167,9 @@ export class BgpService {
       api: this.#api,
       holdDownMs: bgp.holdDown * 1000,
       ...(opts.reader === undefined ? {} : { reader: opts.reader }),
+      peersReady: opts.peersReady ?? (async () => sidecarHasPeersTables(JSON.parse((await gobgp(this.#api, ['neighbor', '-j'], { timeout: 3000 })) || '[]'))),
+      peersWaitMs: bgp.gracefulRestart * 1000,
+      onNote: (msg) => this.#h.log.info({ api: apiText(this.#api) }, `BGP: ${msg}`),
       onChange: (at) => this.#schedule(at),
       onSynced: () => {
         // Entries of an earlier run that are not learned again go after the hold-down (as a withdrawal would).
@@ -437,7 +443,7 @@ export class BgpService {
     }
     return {
       api: apiText(this.#api),
-      monitor: { up: this.#learner.stats.up, starts: this.#learner.stats.monitorStarts, lastError: this.#learner.stats.lastError ?? null },
+      monitor: { up: this.#learner.stats.up, starts: this.#learner.stats.monitorStarts, lastError: this.#learner.stats.lastError ?? null, keptForPeers: this.#learner.stats.keptForPeers },
       synced: this.#learner.synced,
       routes,
       rejected,
@@ -467,6 +473,27 @@ export function mergeDeltas(a: LearnedDelta, b: LearnedDelta): LearnedDelta {
 }
 
 /** gobgp's session_state: a number (the gRPC enum) or a name. */
+/**
+ * Has the sidecar every peer's table, by its `gobgp neighbor -j`: each
+ * neighbor established, and in each family whose graceful restart the peer
+ * negotiated (`mp_graceful_restart.state.received`), End-of-RIB received.
+ * A peer without graceful restart sends no End-of-RIB: established is all
+ * there is to go by.
+ */
+export function sidecarHasPeersTables(neighbors: unknown): boolean {
+  if (neighbors === null) return true;
+  if (!Array.isArray(neighbors)) return false;
+  for (const n of neighbors as Record<string, unknown>[]) {
+    const state = (n?.['state'] ?? {}) as Record<string, unknown>;
+    if (sessionState(state['session_state']) !== 'established') return false;
+    for (const a of (n['afi_safis'] ?? []) as Record<string, unknown>[]) {
+      const gr = ((a?.['mp_graceful_restart'] ?? {}) as Record<string, unknown>)['state'] as Record<string, unknown> | undefined;
+      if (gr?.['received'] === true && gr['end_of_rib_received'] !== true) return false;
+    }
+  }
+  return true;
+}
+
 function sessionState(v: unknown): string {
   const names = ['unknown', 'idle', 'connect', 'active', 'opensent', 'openconfirm', 'established'];
   if (typeof v === 'number') return names[v] ?? String(v);

@@ -9,13 +9,19 @@
  *   in a sidecar behind a reflector) cannot come with `--current`: the
  *   learner then starts the monitor without it and reads the table with
  *   `gobgp global rib -j` per MUP family, the monitor's lines of meanwhile
- *   applied after the table.
+ *   applied after the table;
+ * - a table read while the sidecar lacks its peers' tables (gobgpd just
+ *   restarted: its table is empty until its sessions are back, about 6 s
+ *   against a reflector here) was taken whole: every learned route went
+ *   after the hold-down (5 s) and came back a second later. The routes it
+ *   lacks are now kept until the sidecar has its peers' tables.
  */
 import { EventEmitter, once } from 'node:events';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Learner, monitorConnected, type MonitorReader, type ReaderFormat } from '../../src/bgp/learner.js';
 import { decodeMonitorLine, type DecodedLine } from '../../src/bgp/routes.js';
+import { sidecarHasPeersTables } from '../../src/daemon/bgp.js';
 
 type Json = Record<string, unknown>;
 const rdJ = (assigned: number): Json => ({ type: 0, admin: 65000, assigned });
@@ -82,7 +88,7 @@ afterEach(() => {
   for (const l of running.splice(0)) l.stop();
 });
 
-function learner(o: { holdDownMs?: number } = {}): { l: Learner; runs: FakeReader[]; events: string[]; synced: { n: number } } {
+function learner(o: { holdDownMs?: number; peersReady?: () => Promise<boolean>; peersWaitMs?: number } = {}): { l: Learner; runs: FakeReader[]; events: string[]; synced: { n: number } } {
   const runs: FakeReader[] = [];
   const events: string[] = [];
   const synced = { n: 0 };
@@ -100,6 +106,8 @@ function learner(o: { holdDownMs?: number } = {}): { l: Learner; runs: FakeReade
     },
     monitorWatching: () => true,
     tableDelayMs: 1,
+    ...(o.peersReady === undefined ? {} : { peersReady: o.peersReady, onNote: (msg: string) => events.push(`note: ${msg}`) }),
+    ...(o.peersWaitMs === undefined ? {} : { peersWaitMs: o.peersWaitMs }),
   });
   running.push(l);
   l.start();
@@ -217,6 +225,84 @@ describe('a table too large for --current', () => {
     runs[5]!.exit(0);
     await until('up', 1000, () => l.stats.up);
     expect(teids(l)).toEqual([7, 8]);
+  });
+});
+
+describe("a table read before the sidecar has its peers' tables", () => {
+  it('the routes it lacks are kept (past the hold-down) until the peers are in, then only those still missing go', async () => {
+    let ready = true;
+    const { l, runs, events, synced } = learner({ holdDownMs: 30, peersReady: () => Promise.resolve(ready) });
+    runs[0]!.line(t1st(1), t1st(2), t1st(3));
+    await until('synced', 1000, () => synced.n === 1);
+    runs[0]!.exit(null, 'SIGKILL');
+    await until('the monitor to be started again', 1000, () => runs.length === 2);
+    // gobgpd restarted: its table is empty, its session to the reflector not up yet.
+    ready = false;
+    runs[1]!.line();
+    expect(l.stats.up).toBe(true);
+    await sleep(700); // past the hold-down, and one PEERS_POLL_MS
+    expect(teids(l)).toEqual([1, 2, 3]);
+    expect(l.counts().held.t1st).toBe(0);
+    expect(l.stats.keptForPeers).toBe(3);
+    // The reflector sends its table again, but without route 3.
+    runs[1]!.line(t1st(1));
+    runs[1]!.line(t1st(2));
+    ready = true;
+    await until('the wait to end', 2000, () => l.stats.keptForPeers === 0);
+    expect(l.counts().held.t1st).toBe(1);
+    await until('route 3 to go after its hold-down', 1000, () => teids(l).length === 2);
+    expect(teids(l)).toEqual([1, 2]);
+    expect(events.filter((e) => e.startsWith('note: '))).toHaveLength(2);
+    expect(events.at(-1)).toMatch(/1 routes still missing from it are withdrawn/);
+  });
+
+  it('at a start: not synced (no sweep) until the peers are in; without them, the graceful-restart time ends the wait', async () => {
+    let ready = true;
+    const { l, runs, events, synced } = learner({ holdDownMs: 10, peersReady: () => Promise.resolve(ready), peersWaitMs: 300 });
+    runs[0]!.line(t1st(1));
+    await until('synced', 1000, () => synced.n === 1);
+    ready = false;
+    runs[0]!.exit(null, 'SIGKILL');
+    await until('the monitor to be started again', 1000, () => runs.length === 2);
+    runs[1]!.line();
+    await sleep(100);
+    expect(teids(l)).toEqual([1]);
+    await until('the graceful-restart time', 2000, () => teids(l).length === 0);
+    expect(events.at(-1)).toMatch(/no End-of-RIB from every peer of the sidecar within 0\.3 s: the 1 routes still missing are withdrawn/);
+    expect(synced.n).toBe(1);
+    // A daemon start (nothing learned yet, its pinned entries not the learner's): synced only when the wait ends.
+    const second = learner({ holdDownMs: 10, peersReady: () => Promise.resolve(false), peersWaitMs: 300 });
+    second.runs[0]!.line();
+    await sleep(100);
+    expect(second.synced.n).toBe(0);
+    await until('the sync at the end of the wait', 2000, () => second.synced.n === 1);
+  });
+
+  it('a table read while the peers are in withdraws what it lacks at once, as before', async () => {
+    const { l, runs, events } = learner({ holdDownMs: 10, peersReady: () => Promise.resolve(true) });
+    runs[0]!.line(t1st(1), t1st(2));
+    runs[0]!.exit(null, 'SIGKILL');
+    await until('the monitor to be started again', 1000, () => runs.length === 2);
+    runs[1]!.line(t1st(2));
+    await until('route 1 to go', 1000, () => teids(l).length === 1);
+    expect(events.filter((e) => e.startsWith('note: '))).toEqual([]);
+  });
+});
+
+describe("sidecarHasPeersTables: `gobgp neighbor -j` of gobgpd 3.10 (fields as it prints them)", () => {
+  const gr = (o: Json): Json => ({ mp_graceful_restart: { state: { enabled: true, advertised: true, ...o } } });
+  const peer = (state: number | string, afis: Json[]): Json => ({ conf: { neighbor_address: '127.0.0.1' }, state: { session_state: state }, afi_safis: afis });
+  it('established with End-of-RIB in each family whose graceful restart was received: yes', () => {
+    expect(sidecarHasPeersTables([peer(6, [gr({ received: true, end_of_rib_received: true }), gr({ received: true, end_of_rib_received: true })])])).toBe(true);
+    expect(sidecarHasPeersTables([peer('ESTABLISHED', [gr({})])])).toBe(true); // no graceful restart from the peer: established is all
+    expect(sidecarHasPeersTables(null)).toBe(true); // no neighbor at all
+    expect(sidecarHasPeersTables([])).toBe(true);
+  });
+  it('a session not up (3: active, after a gobgpd restart), or one family without End-of-RIB: no', () => {
+    expect(sidecarHasPeersTables([peer(3, [gr({}), gr({})])])).toBe(false);
+    expect(sidecarHasPeersTables([peer(6, [gr({ received: true, end_of_rib_received: true }), gr({ received: true })])])).toBe(false);
+    expect(sidecarHasPeersTables([peer(6, [gr({ received: true, end_of_rib_received: true })]), peer(1, [])])).toBe(false);
+    expect(sidecarHasPeersTables({ error: 'x' })).toBe(false);
   });
 });
 

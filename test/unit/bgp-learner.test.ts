@@ -158,6 +158,7 @@ function harness(o: { holdDown?: number; retryMs?: readonly [number, number] } =
   const reader = new FakeReader();
   const svc = new BgpService(config(o.holdDown ?? 0), { log, applyLearned, sweep: () => Promise.resolve(0), localsids: () => [] }, {
     reader: () => reader as unknown as MonitorReader,
+    peersReady: () => Promise.resolve(true),
     reconcile: () => Promise.resolve({ added: [], deleted: [], errors: [] }),
     ...(o.retryMs === undefined ? {} : { retryMs: o.retryMs }),
   });
