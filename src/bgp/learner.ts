@@ -66,6 +66,8 @@ export interface LearnerOptions {
    * withdrawn at once.
    */
   readonly peersReady?: () => Promise<boolean>;
+  /** Tests: TABLE_READ_TIMEOUT_MS. */
+  readonly tableReadTimeoutMs?: number;
   /** The longest wait for peersReady (the sidecar's graceful-restart time), ms. */
   readonly peersWaitMs?: number;
   /** What the learner has to say besides up and down (the wait for the peers). */
@@ -90,6 +92,10 @@ const TABLE_FAMILIES = ['mup-ipv4', 'mup-ipv6'] as const;
 export const TABLE_DELAY_MS = 250;
 /** How often peersReady is asked while it says no. */
 export const PEERS_POLL_MS = 500;
+/** The longest a table read of one family may take (a million routes: about 700 MB of JSON from the CLI). */
+export const TABLE_READ_TIMEOUT_MS = 600_000;
+/** gobgpd's answer for a family it does not carry (GoBGP's getRib: "address family: ... not supported"). */
+const NOT_CARRIED = /address family: .* not supported/;
 /** How long the monitor may take to connect before its run is given up. */
 const CONNECT_TIMEOUT_MS = 10_000;
 /** gobgp's message when the table does not fit one gRPC message (client's 4 MiB, or gobgpd's 256 MiB send limit). */
@@ -257,7 +263,8 @@ export class Learner {
       this.#backoff = Math.min(this.#backoff * 2, this.#o.backoffMs?.[1] ?? 5000);
     };
     worker.on('message', (m: FromMonitor) => {
-      if (ended) return;
+      // After stop(): a line still on its way is not a table (it would sync, and start the daemon's sweep after its stop).
+      if (ended || this.#stopped) return;
       if (m.t === 'spawned') {
         if (m.pid !== undefined) me.pid = m.pid;
         if (me.table !== undefined) this.#readTableOnceWatching(me);
@@ -285,6 +292,10 @@ export class Learner {
     me.error = why;
     this.#stopTable(me);
     me.worker.postMessage({ t: 'kill' });
+    // Its thread ended too if the kill was not taken: then the run ends by the thread's 'exit'.
+    setTimeout(() => {
+      if (this.#child === me) void me.worker.terminate();
+    }, 1000).unref();
   }
 
   #stopTable(me: Run): void {
@@ -330,14 +341,24 @@ export class Learner {
     const reader = this.#reader(this.#gobgpArgv('global', 'rib', '-a', family, '-j'), 'rib');
     t.reader = reader;
     let error: string | undefined;
+    let notCarried = false;
     let done = false;
+    // A read that hangs would leave the learner never up and never synced, the monitor's lines piling up.
+    const limit = this.#o.tableReadTimeoutMs ?? TABLE_READ_TIMEOUT_MS;
+    const deadline = setTimeout(() => finish(`no end within ${limit / 1000} s`), limit);
+    deadline.unref();
     const finish = (why: string | undefined): void => {
       if (done) return;
       done = true;
+      clearTimeout(deadline);
       if (t.reader !== reader || this.#child !== me) return; // the run ended meanwhile
-      t.reader = undefined;
-      if (why === undefined) this.#readFamily(me, i + 1);
-      else this.#abandon(me, `reading the table (gobgp global rib -a ${family} -j) failed: ${why}`);
+      if (why === undefined) {
+        t.reader = undefined;
+        this.#readFamily(me, i + 1);
+      } else {
+        // The reader still held: #abandon kills it (a read that hangs is still running).
+        this.#abandon(me, `reading the table (gobgp global rib -a ${family} -j) failed: ${why}`);
+      }
     };
     reader.on('message', (m: FromMonitor) => {
       if (done || t.reader !== reader) return;
@@ -347,12 +368,14 @@ export class Learner {
         this.work.decodeMs += m.decodeMs;
         const readAt = m.readAt - performance.timeOrigin;
         for (const d of m.lines) {
-          if (d.error !== undefined) error = d.error;
+          // A family the sidecar does not carry (global afi-safis without it) has no routes: an empty table, not a failure.
+          if (d.error !== undefined && NOT_CARRIED.test(d.error)) notCarried = true;
+          else if (d.error !== undefined) error ??= d.error;
           else this.#line(d, readAt, t.present);
         }
       } else if (m.t === 'exit') {
         const detail = [m.stderr.trim().split('\n').pop() ?? '', error ?? ''].filter((x) => x !== '').join('; ');
-        finish(m.code === 0 && error === undefined ? undefined : `exited (${m.signal ?? `code ${m.code}`})${detail === '' ? '' : `: ${detail}`}`);
+        finish((m.code === 0 || notCarried) && error === undefined ? undefined : `exited (${m.signal ?? `code ${m.code}`})${detail === '' ? '' : `: ${detail}`}`);
       }
     });
     reader.on('error', (e) => finish(`reader thread: ${e.message}`));

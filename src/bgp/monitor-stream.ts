@@ -11,7 +11,7 @@
  * tables (docs/bgp.md "Where the time goes").
  */
 import { StringDecoder } from 'node:string_decoder';
-import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OPEN_ARRAY, OPEN_OBJECT, QUOTE } from '../host/json-chars.js';
+import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, isSpace, OPEN_ARRAY, OPEN_OBJECT, QUOTE } from '../host/json-chars.js';
 import { decodeMonitorLine, decodePaths, type DecodedLine } from './routes.js';
 
 export class MonitorLines {
@@ -65,7 +65,9 @@ export class MonitorLines {
  * only its best path is kept (the object lists every path of a
  * destination; the monitor's events carry only the best). gobgp's failure
  * (`{"error": "..."}`) comes out as a line with `error`; output that is no
- * such object at all, as an error too.
+ * such object (a value that is no array of paths, text after it, no object
+ * at all), as an error too: taken as an empty table, it would withdraw every
+ * learned route.
  */
 export class RibDump {
   readonly #decoder = new StringDecoder('utf8');
@@ -83,6 +85,12 @@ export class RibDump {
   /** Something other than an object or null was seen at the top. */
   #head = '';
   #sawObject = false;
+  /** The top-level object has ended. */
+  #closed = false;
+  /** A depth-1 value that is not an array of paths, null, or the error's text; or text after the object. */
+  #bad: string | undefined;
+  /** A literal value at depth 1 (only null is one). */
+  #literal = '';
   /** Destinations decoded so far. */
   destinations = 0;
 
@@ -95,6 +103,7 @@ export class RibDump {
     const out = this.#scan(this.#decoder.end());
     const head = this.#head.trim();
     if (this.#error !== undefined) out.push({ routes: [], rejected: [], skipped: 0, error: this.#error });
+    else if (this.#bad !== undefined) out.push({ routes: [], rejected: [], skipped: 0, error: `not a table: ${this.#bad}` });
     else if (!this.#sawObject && head !== 'null') out.push({ routes: [], rejected: [], skipped: 0, error: `not a table: ${JSON.stringify(head.slice(0, 200))}` });
     else if (this.#depth !== 0) out.push({ routes: [], rejected: [], skipped: 0, error: 'the table ended before its closing brace' });
     return out;
@@ -110,10 +119,11 @@ export class RibDump {
         else if (c === BACKSLASH) this.#escaped = true;
         else if (c === QUOTE) {
           this.#inString = false;
-          if (this.#depth === 1 && this.#capturing !== 'array') {
+          if (this.#depth === 1 && this.#capturing !== undefined && this.#capturing !== 'array') {
             const text = this.#take(s, from, i + 1);
             if (this.#capturing === 'key') this.#key = JSON.parse(text) as string;
             else if (this.#key === 'error') this.#error = JSON.parse(text) as string;
+            else this.#bad ??= `${JSON.stringify(this.#key)} is a string, not an array of paths`;
             this.#capturing = undefined;
           }
         }
@@ -127,28 +137,53 @@ export class RibDump {
         }
       } else if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
         if (this.#depth === 0) {
-          if (c === OPEN_OBJECT) this.#sawObject = true;
+          if (this.#closed) this.#bad ??= 'text after the table';
+          else if (c === OPEN_OBJECT) this.#sawObject = true;
           else this.#head += '[';
-        } else if (this.#depth === 1 && this.#sawObject && c === OPEN_ARRAY) {
-          this.#capturing = 'array';
-          from = i;
+        } else if (this.#depth === 1 && this.#sawObject) {
+          if (c === OPEN_ARRAY) {
+            this.#capturing = 'array';
+            from = i;
+          } else {
+            this.#bad ??= `${JSON.stringify(this.#key)} is an object, not an array of paths`;
+          }
         }
         this.#depth++;
       } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
+        if (this.#depth === 1) this.#endLiteral();
         this.#depth--;
         if (this.#depth === 1 && c === CLOSE_ARRAY && this.#capturing === 'array') {
           this.#capturing = undefined;
           out.push(this.#destination(this.#take(s, from, i + 1)));
+        } else if (this.#depth === 0 && this.#sawObject) {
+          this.#closed = true;
         }
       } else if (this.#depth === 1) {
-        if (c === COLON) this.#expectKey = false;
-        else if (c === COMMA) this.#expectKey = true;
-      } else if (this.#depth === 0 && this.#head.length < 256) {
-        this.#head += s[i];
+        if (c === COLON) {
+          this.#expectKey = false;
+          this.#literal = '';
+        } else if (c === COMMA) {
+          this.#endLiteral();
+          this.#expectKey = true;
+        } else if (!isSpace(c) && this.#literal.length < 16) {
+          this.#literal += s[i];
+        }
+      } else if (this.#depth === 0) {
+        if (this.#closed) {
+          if (!isSpace(c)) this.#bad ??= 'text after the table';
+        } else if (this.#head.length < 256) {
+          this.#head += s[i];
+        }
       }
     }
     if (this.#capturing !== undefined) this.#parts.push(s.slice(from));
     return out;
+  }
+
+  /** A depth-1 value ended: a literal other than null is not a destination. */
+  #endLiteral(): void {
+    if (this.#literal !== '' && this.#literal !== 'null') this.#bad ??= `${JSON.stringify(this.#key)} is ${JSON.stringify(this.#literal)}, not an array of paths`;
+    this.#literal = '';
   }
 
   /** The captured text from its earlier pieces and s[from, to). */

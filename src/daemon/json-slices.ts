@@ -13,14 +13,10 @@
  * which gives its own value or its own SyntaxError
  * (test/unit/json-slices.test.ts compares the two).
  */
-import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OPEN_ARRAY, OPEN_OBJECT, QUOTE } from '../host/json-chars.js';
+import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, isSpace, OPEN_ARRAY, OPEN_OBJECT, QUOTE } from '../host/json-chars.js';
 import { SliceClock } from '../host/slice-clock.js';
 
 class NotPlain extends Error {}
-
-function isSpace(c: number): boolean {
-  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
-}
 
 /** JSON.parse(text), yielding between slices of the work (runYielding runs it). */
 export function* parseJsonSliced(text: string, sliceMs?: number): Generator<void, unknown> {

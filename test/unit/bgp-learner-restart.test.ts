@@ -17,7 +17,8 @@
  *   lacks are now kept until the sidecar has its peers' tables.
  */
 import { EventEmitter, once } from 'node:events';
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { spawn } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Learner, monitorConnected, type MonitorReader, type ReaderFormat } from '../../src/bgp/learner.js';
 import { decodeMonitorLine, type DecodedLine } from '../../src/bgp/routes.js';
@@ -88,7 +89,7 @@ afterEach(() => {
   for (const l of running.splice(0)) l.stop();
 });
 
-function learner(o: { holdDownMs?: number; peersReady?: () => Promise<boolean>; peersWaitMs?: number } = {}): { l: Learner; runs: FakeReader[]; events: string[]; synced: { n: number } } {
+function learner(o: { holdDownMs?: number; peersReady?: () => Promise<boolean>; peersWaitMs?: number; tableReadTimeoutMs?: number } = {}): { l: Learner; runs: FakeReader[]; events: string[]; synced: { n: number } } {
   const runs: FakeReader[] = [];
   const events: string[] = [];
   const synced = { n: 0 };
@@ -108,6 +109,7 @@ function learner(o: { holdDownMs?: number; peersReady?: () => Promise<boolean>; 
     tableDelayMs: 1,
     ...(o.peersReady === undefined ? {} : { peersReady: o.peersReady, onNote: (msg: string) => events.push(`note: ${msg}`) }),
     ...(o.peersWaitMs === undefined ? {} : { peersWaitMs: o.peersWaitMs }),
+    ...(o.tableReadTimeoutMs === undefined ? {} : { tableReadTimeoutMs: o.tableReadTimeoutMs }),
   });
   running.push(l);
   l.start();
@@ -201,30 +203,96 @@ describe('a table too large for --current', () => {
     expect(l.stats.monitorStarts).toBe(3);
   });
 
+  /** Routes 1..3 learned in a --current run, then the too-large failure: the third run is the monitor without --current. */
+  async function largeTableRun(o: Parameters<typeof learner>[0] = {}): Promise<ReturnType<typeof learner> & { mon: FakeReader }> {
+    const h = learner(o);
+    h.runs[0]!.line(t1st(1), t1st(2), t1st(3));
+    h.runs[0]!.exit(1);
+    await until('a second run', 1000, () => h.runs.length === 2);
+    h.runs[1]!.text(TOO_LARGE);
+    h.runs[1]!.exit(1);
+    await until('the monitor without --current', 1000, () => h.runs.length === 3);
+    const mon = h.runs[2]!;
+    mon.spawned();
+    await until('the table read', 1000, () => h.runs.length === 4);
+    return { ...h, mon };
+  }
+
   it('a table read that fails ends the run: nothing is withdrawn, and the next run reads the table again', async () => {
-    const { l, runs } = learner();
-    runs[0]!.text(TOO_LARGE);
-    runs[0]!.exit(1);
-    await until('the monitor without --current', 1000, () => runs.length === 2);
-    // Learned before? Nothing yet: give the first table a route through a good run later.
-    runs[1]!.spawned();
-    await until('the table read', 1000, () => runs.length === 3);
-    runs[2]!.line(t1st(7));
-    runs[2]!.text('{"error":"rpc error: code = Unavailable desc = connection refused"}');
-    runs[2]!.exit(1);
-    await until('the monitor killed and started again', 1000, () => runs.length === 4);
-    expect(runs[1]!.killed).toBe(true);
+    const { l, runs, mon } = await largeTableRun();
+    runs[3]!.line(t1st(7));
+    runs[3]!.text('{"error":"rpc error: code = Unavailable desc = connection refused"}');
+    runs[3]!.exit(1);
+    await until('the monitor killed and started again', 1000, () => runs.length === 5);
+    expect(mon.killed).toBe(true);
     expect(l.stats.up).toBe(false);
     expect(l.stats.lastError).toMatch(/connection refused/);
-    expect(runs[3]!.argv).not.toContain('--current');
-    runs[3]!.spawned();
-    await until('the table read again', 1000, () => runs.length === 5);
-    runs[4]!.line(t1st(7), t1st(8));
-    runs[4]!.exit(0);
-    await until('the v6 table read', 1000, () => runs.length === 6);
+    await sleep(100); // past the hold-down
+    expect(l.counts().held.t1st).toBe(0);
+    expect(teids(l)).toEqual([1, 2, 3, 7]);
+    expect(runs[4]!.argv).not.toContain('--current');
+    runs[4]!.spawned();
+    await until('the table read again', 1000, () => runs.length === 6);
+    runs[5]!.line(t1st(7), t1st(8));
     runs[5]!.exit(0);
+    await until('the v6 table read', 1000, () => runs.length === 7);
+    // A family gobgpd does not carry is an empty one, not a failure.
+    runs[6]!.text('{"error":"rpc error: code = Unknown desc = address family: mup-ipv6 not supported"}');
+    runs[6]!.exit(1);
     await until('up', 1000, () => l.stats.up);
+    await until('routes 1-3 gone after their hold-down', 1000, () => teids(l).length === 2);
     expect(teids(l)).toEqual([7, 8]);
+  });
+
+  it('the monitor ending during the table read: the read is killed, its later lines count for nothing', async () => {
+    const { l, runs, mon } = await largeTableRun();
+    const v4 = runs[3]!;
+    v4.line(t1st(9));
+    mon.exit(1);
+    await until('the next run', 1000, () => runs.length === 5);
+    expect(v4.killed).toBe(true);
+    v4.line(t1st(10));
+    v4.exit(0);
+    await sleep(100);
+    expect(runs).toHaveLength(5); // no v6 read of the ended run
+    expect(l.stats.up).toBe(false);
+    expect(l.counts().held.t1st).toBe(0);
+    expect(teids(l)).toEqual([1, 2, 3, 9]);
+  });
+
+  it('stop() during the table read kills both, and no run follows', async () => {
+    const { l, runs, mon, synced } = await largeTableRun();
+    l.stop();
+    await sleep(50);
+    expect(mon.killed).toBe(true);
+    expect(runs[3]!.killed).toBe(true);
+    runs[3]!.line(t1st(11));
+    mon.line(t1st(12));
+    await sleep(100);
+    expect(runs).toHaveLength(4);
+    expect(teids(l)).toEqual([1, 2, 3]);
+    expect(synced.n).toBe(1);
+  });
+
+  it('a table read that never ends is given up (tableReadTimeoutMs), and tried again', async () => {
+    const { l, runs, mon } = await largeTableRun({ tableReadTimeoutMs: 50 });
+    await until('the run given up', 2000, () => runs.length === 5);
+    expect(mon.killed).toBe(true);
+    expect(runs[3]!.killed).toBe(true);
+    expect(l.stats.lastError).toMatch(/no end within 0\.05 s/);
+    expect(teids(l)).toEqual([1, 2, 3]);
+  });
+});
+
+describe('after stop()', () => {
+  it('a first line still on its way is not a table: no sync (the daemon has stopped its sweep)', async () => {
+    const { l, runs, synced, events } = learner();
+    l.stop();
+    runs[0]!.line(t1st(1));
+    await sleep(20);
+    expect(synced.n).toBe(0);
+    expect(events).toEqual([]);
+    expect(teids(l)).toEqual([]);
   });
 });
 
@@ -307,22 +375,25 @@ describe("sidecarHasPeersTables: `gobgp neighbor -j` of gobgpd 3.10 (fields as i
 });
 
 describe('monitorConnected: a process with an established TCP connection to the API port', () => {
-  it('this process, connected to a server of its own: true for that port only, and false for a process that is gone', async () => {
-    const server = createServer((s) => s.on('error', () => undefined));
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const port = (server.address() as AddressInfo).port;
-    const api = { host: '127.0.0.1', port };
-    expect(monitorConnected(process.pid, api)).toBe(false);
-    const c = connect(port, '127.0.0.1');
-    await once(c, 'connect');
-    try {
-      expect(monitorConnected(process.pid, api)).toBe(true);
-      expect(monitorConnected(process.pid, { host: '127.0.0.1', port: port === 65535 ? 1 : port + 1 })).toBe(false);
-      expect(monitorConnected(2 ** 22 + 7, api)).toBe(false);
-    } finally {
-      c.destroy();
-      server.close();
-    }
-  });
+  for (const host of ['127.0.0.1', '::1']) {
+    it(`${host}: the connecting process yes, the server (whose own end has the port as its local one) no, a process gone no`, async () => {
+      const server = createServer((sock) => sock.on('error', () => undefined));
+      server.listen(0, host);
+      await once(server, 'listening');
+      const port = (server.address() as AddressInfo).port;
+      const api = { host, port };
+      const child = spawn(process.execPath, ['-e', `require('net').connect(${port}, '${host}', () => console.log('connected')); setInterval(() => {}, 1000)`], { stdio: ['ignore', 'pipe', 'inherit'] });
+      try {
+        await once(child.stdout!, 'data');
+        expect(monitorConnected(child.pid!, api)).toBe(true);
+        expect(monitorConnected(child.pid!, { host, port: port === 65535 ? 1 : port + 1 })).toBe(false);
+        expect(monitorConnected(process.pid, api)).toBe(false);
+      } finally {
+        child.kill('SIGKILL');
+        await once(child, 'exit');
+        server.close();
+      }
+      expect(monitorConnected(child.pid!, api)).toBe(false);
+    });
+  }
 });

@@ -117,6 +117,18 @@ describe('RibDump: a `gobgp global rib -j` table in chunks, destinations out', (
     expect(dumped('Network not in table\n', 4)[0]!.error).toMatch(/^not a table: "Network not in table"/);
     expect(dumped('', 4)[0]!.error).toMatch(/^not a table/);
     expect(dumped('[[]]', 1)[0]!.error).toMatch(/^not a table/);
+    // Objects that are not tables of destinations (each would have been an empty table: every learned route withdrawn).
+    for (const [t, why] of [
+      ['{"a":"x"}', /"a" is a string/],
+      ['{"error":{"m":1}}', /"error" is an object/],
+      ['{"a":1}', /"a" is "1"/],
+      ['{"a":true,"b":[]}', /"a" is "true"/],
+      ['{} junk', /text after the table/],
+      ['{}{}', /text after the table/],
+    ] as const) {
+      for (const size of [1, 3, 100]) expect(dumped(t, size).at(-1)!.error, t).toMatch(why);
+    }
+    expect(dumped('{"x":null}', 1)).toEqual([]); // a destination without paths (Go's nil slice)
     const text = fixture('rib-mup-ipv4.json');
     const cut = dumped(text.slice(0, Math.floor(text.length / 2)), 100);
     expect(cut.at(-1)!.error).toMatch(/ended before its closing brace/);
