@@ -170,6 +170,25 @@ describe.runIf(isRoot)('BGP MUP: learn from the sidecar gobgpd', () => {
     expect(rib.sort()).toEqual(['[type:isd][rd:65000:2][prefix:192.0.2.0/25]', '[type:isd][rd:65000:2][prefix:192.0.2.128/25]']);
   });
 
+  it('one of our ISDs deleted at the sidecar behind our back is advertised again at the next re-advertisement (a reload)', async () => {
+    // What the sidecar has of ours comes from the daemon's monitor, not from a read of its whole table.
+    const side = (args: string[]): Promise<string> => gobgp(SIDE_API, args, { netns: ns });
+    const isds = async (): Promise<string[]> =>
+      Object.keys(JSON.parse((await ctl(['global', 'rib', '-a', 'mup-ipv4', '-j'])) || '{}') as Record<string, unknown>).filter((k) => k.startsWith('[type:isd][rd:65000:2]'));
+    await side(['global', 'rib', 'del', '-a', 'mup-ipv4', 'isd', '192.0.2.0/25', 'rd', '65000:2', 'prefix', '2001:db8:a2::/40', 'locator-node-length', '8', 'function-length', '8',
+      'behavior', 'ENDM_GTP4E', 'rt', '65000:100', 'nexthop', '2001:db8:ff::2']);
+    await waitFor('the ISD gone at the controller', 10_000, async () => ((await isds()).length === 1 ? true : undefined), 200);
+    d!.writeConfig(`${CONFIG}# edited: a reload re-advertises\n`);
+    const r = await d!.api('POST', '/v1/reload');
+    expect(r.status, r.text).toBe(200);
+    const back = await waitFor('the ISD back at the controller', 10_000, async () => {
+      const k = await isds();
+      return k.length === 2 ? k : undefined;
+    }, 200);
+    expect(back.sort()).toEqual(['[type:isd][rd:65000:2][prefix:192.0.2.0/25]', '[type:isd][rd:65000:2][prefix:192.0.2.128/25]']);
+    expect(d!.log).toMatch(/advertised routes updated/);
+  });
+
   it('status and metrics: received and installed per type; the API cannot overwrite a learned rule', async () => {
     const s = (await d!.api('GET', '/v1/bgp')).body as { routes: Record<string, { received: number; installed: number }>; sessions: { state: string }[]; synced: boolean };
     expect(s.synced).toBe(true);

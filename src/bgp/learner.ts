@@ -150,6 +150,14 @@ export class Learner {
   #awaitingTable = true;
   #synced = false;
   #malformed = 0;
+  /**
+   * Our own routes (locally originated: no source-id) as the monitor shows
+   * them, by key: what the sidecar advertises for us, for the 30-s
+   * re-advertisement (no read of the whole table). Valid once a table is
+   * read whole, until the run ends.
+   */
+  readonly #own = new Map<string, MupRoute>();
+  #ownValid = false;
   /** Routes a table lacked, kept until the sidecar has every peer's table (see peersReady). */
   #absent: AbsentWait | undefined;
   /** Monitor (re)starts, lines read; routes kept while the sidecar waits for its peers' tables. */
@@ -176,6 +184,11 @@ export class Learner {
   /** The route of this key now (advertised, or withdrawn and still held), or undefined. */
   route(key: string): MupRoute | undefined {
     return this.#table.get(key)?.route;
+  }
+
+  /** Our own routes in the sidecar as the monitor shows them; undefined while no table has been read in this run. */
+  ownRoutes(): MupRoute[] | undefined {
+    return this.#ownValid ? [...this.#own.values()] : undefined;
   }
 
   /** The keys whose route changed since the last call (a route's object is kept until it changes). */
@@ -242,6 +255,7 @@ export class Learner {
       ended = true;
       this.#stopTable(me);
       if (this.#child === me) this.#child = undefined;
+      this.#ownValid = false;
       const was = this.stats.up;
       this.stats.up = false;
       if (this.#stopped) return;
@@ -336,7 +350,10 @@ export class Learner {
       this.#tableRead(me);
       return;
     }
-    t.startedAt ??= performance.now();
+    if (t.startedAt === undefined) {
+      t.startedAt = performance.now();
+      this.#own.clear();
+    }
     const family = TABLE_FAMILIES[i]!;
     const reader = this.#reader(this.#gobgpArgv('global', 'rib', '-a', family, '-j'), 'rib');
     t.reader = reader;
@@ -430,6 +447,14 @@ export class Learner {
     }
     // Our own routes (locally originated: no source-id) are what we advertise, not what we learn.
     const learned = d.routes.filter((r) => r.sourceId !== undefined || r.neighbor !== undefined);
+    if (present === undefined && this.#awaitingTable) this.#own.clear(); // the --current table: ours are in it
+    if (learned.length < d.routes.length) {
+      for (const r of d.routes) {
+        if (r.sourceId !== undefined || r.neighbor !== undefined) continue;
+        if (r.withdrawal) this.#own.delete(r.key);
+        else this.#own.set(r.key, r);
+      }
+    }
     this.work.routes += learned.length;
     if (learned.length > 0) this.work.firstRouteAt ??= this.work.lastLineAt;
     let changed = false;
@@ -473,6 +498,7 @@ export class Learner {
    */
   #tableComplete(present: ReadonlySet<string>, how?: string): boolean {
     this.#awaitingTable = false;
+    this.#ownValid = true;
     this.stats.up = true;
     this.#backoff = this.#o.backoffMs?.[0] ?? 200;
     this.#o.onMonitor?.('up', how === undefined ? `reading the table of ${apiText(this.#o.api)}` : `read the table of ${apiText(this.#o.api)} ${how}`);

@@ -26,7 +26,7 @@ import { sidecarHasPeersTables } from '../../src/daemon/bgp.js';
 
 type Json = Record<string, unknown>;
 const rdJ = (assigned: number): Json => ({ type: 0, admin: 65000, assigned });
-const t1st = (teid: number, o: { withdrawal?: boolean; ue?: string } = {}): Json => {
+const t1st = (teid: number, o: { withdrawal?: boolean; ue?: string; own?: boolean } = {}): Json => {
   const nlri = { arch_type: 1, route_type: 3, value: { rd: rdJ(50), prefix: o.ue ?? `10.60.0.${teid & 0xff}/32`, teid, qfi: 9, endpoint_address: '192.0.2.10' } };
   return {
     nlri,
@@ -35,8 +35,8 @@ const t1st = (teid: number, o: { withdrawal?: boolean; ue?: string } = {}): Json
     attrs: [{ type: 1, value: 2 }, { type: 16, value: [{ type: 0, subtype: 2, value: '65000:100' }] }, { type: 14, nexthop: '10.255.0.1', afi: 1, safi: 85, value: [nlri] }],
     stale: false,
     ...(o.withdrawal === true ? { withdrawal: true } : {}),
-    'source-id': '10.255.0.21',
-    'neighbor-ip': '127.0.0.21',
+    // Ours (locally originated) have neither.
+    ...(o.own === true ? {} : { 'source-id': '10.255.0.21', 'neighbor-ip': '127.0.0.21' }),
   };
 };
 
@@ -281,6 +281,44 @@ describe('a table too large for --current', () => {
     expect(runs[3]!.killed).toBe(true);
     expect(l.stats.lastError).toMatch(/no end within 0\.05 s/);
     expect(teids(l)).toEqual([1, 2, 3]);
+  });
+});
+
+describe('ownRoutes: what the sidecar advertises for us, from the monitor (the 30-s re-advertisement reads no table)', () => {
+  const own = (l: Learner): number[] | undefined => l.ownRoutes()?.map((r) => (r.type === 't1st' ? r.teid : -1)).sort((a, b) => a - b);
+
+  it('from the --current table, then its lines; none while no table is read; a new table replaces them', async () => {
+    const { l, runs } = learner();
+    expect(l.ownRoutes()).toBeUndefined();
+    runs[0]!.line(t1st(1), t1st(50, { own: true }), t1st(51, { own: true }));
+    expect(own(l)).toEqual([50, 51]);
+    expect(teids(l)).toEqual([1]);
+    runs[0]!.line(t1st(51, { own: true, withdrawal: true }));
+    runs[0]!.line(t1st(52, { own: true }));
+    expect(own(l)).toEqual([50, 52]);
+    runs[0]!.exit(1);
+    expect(l.ownRoutes()).toBeUndefined();
+    await until('the monitor to be started again', 1000, () => runs.length === 2);
+    runs[1]!.line(t1st(1), t1st(53, { own: true }));
+    expect(own(l)).toEqual([53]);
+  });
+
+  it('from a table read (`global rib -j`) and the monitor lines of meanwhile', async () => {
+    const { l, runs } = learner();
+    runs[0]!.line(t1st(50, { own: true }));
+    runs[0]!.text('{"error":"rpc error: code = ResourceExhausted desc = grpc: received message larger than max (6188240 vs. 4194304)"}');
+    runs[0]!.exit(1);
+    await until('the monitor without --current', 1000, () => runs.length === 2);
+    runs[1]!.spawned();
+    await until('the table read', 1000, () => runs.length === 3);
+    expect(l.ownRoutes()).toBeUndefined();
+    runs[1]!.line(t1st(55, { own: true }));
+    runs[2]!.line(t1st(54, { own: true }));
+    runs[2]!.exit(0);
+    await until('the v6 read', 1000, () => runs.length === 4);
+    runs[3]!.exit(0);
+    await until('up', 1000, () => l.stats.up);
+    expect(own(l)).toEqual([54, 55]);
   });
 });
 

@@ -20,7 +20,7 @@ import type { LearnedDelta } from '../../src/bgp/incremental.js';
 import { decodeMonitorLine } from '../../src/bgp/routes.js';
 import { policyKey, sessionKey } from '../../src/config/keys.js';
 import type { BgpConfig, Policy, Session } from '../../src/config/types.js';
-import { BgpService, type LearnedApplied } from '../../src/daemon/bgp.js';
+import { BgpService, type BgpServiceOptions, type LearnedApplied } from '../../src/daemon/bgp.js';
 import type { Logger } from '../../src/daemon/log.js';
 import { parseIpv4, parseIpv6Prefix } from '../../src/sid/addr.js';
 
@@ -48,7 +48,7 @@ const sidAttr = (sid: string, behavior: number, lb: number, ln: number, fn: numb
 });
 
 /** ISD 192.0.2.0/25, End.M.GTP4.E 2001:db8:a2::/56 (40/8/8). */
-const isd = (o: { withdrawal?: boolean } = {}): Json => path(1, { rd: rdJ(2), prefix: '192.0.2.0/25' }, [rtAttr(), sidAttr('IAENuACiAAAAAAAAAAAAAA==', 72, 40, 8, 8)], '2001:db8:ff::2', o);
+const isd = (o: { withdrawal?: boolean; own?: boolean } = {}): Json => path(1, { rd: rdJ(2), prefix: '192.0.2.0/25' }, [rtAttr(), sidAttr('IAENuACiAAAAAAAAAAAAAA==', 72, 40, 8, 8)], '2001:db8:ff::2', o);
 /** DSD 10.255.0.9, End.DT4 2001:db8:d9:1::, segment id 10:10. */
 const dsd = (o: { withdrawal?: boolean } = {}): Json =>
   path(2, { rd: rdJ(9), address: '10.255.0.9' }, [rtAttr([{ type: 12, subtype: 0, segmend_id: '10:10' }]), sidAttr('IAENuADZAAEAAAAAAAAAAA==', 19, 64, 16, 16)], '2001:db8:ff::9', o);
@@ -109,7 +109,7 @@ afterEach(() => {
 });
 
 /** A service with a fake host: applyLearned refuses what `held` lists and tries the refused again at every call (the daemon's applyLearned). */
-function harness(o: { holdDown?: number; retryMs?: readonly [number, number] } = {}): Harness {
+function harness(o: { holdDown?: number; retryMs?: readonly [number, number]; reconcile?: BgpServiceOptions['reconcile'] } = {}): Harness {
   const policies = new Map<string, Policy>();
   const sessions = new Map<string, Session>();
   const held = new Set<string>();
@@ -159,7 +159,7 @@ function harness(o: { holdDown?: number; retryMs?: readonly [number, number] } =
   const svc = new BgpService(config(o.holdDown ?? 0), { log, applyLearned, sweep: () => Promise.resolve(0), localsids: () => [] }, {
     reader: () => reader as unknown as MonitorReader,
     peersReady: () => Promise.resolve(true),
-    reconcile: () => Promise.resolve({ added: [], deleted: [], errors: [] }),
+    reconcile: o.reconcile ?? (() => Promise.resolve({ added: [], deleted: [], errors: [] })),
     ...(o.retryMs === undefined ? {} : { retryMs: o.retryMs }),
   });
   running.push(svc);
@@ -352,5 +352,29 @@ describe('rejections are logged once while they last, and forgotten when their r
     h.reader.line(t2st({ ep: '198.51.100.2', teid: 7 }));
     await settle(h);
     expect(ruleRefused(h)).toBe(2);
+  });
+});
+
+describe('the re-advertisement takes what the sidecar has of ours from the monitor', () => {
+  it('reconcile gets our routes as the monitor showed them (no read of the whole table), and is not run while no table is read', async () => {
+    const calls: (readonly string[] | undefined)[] = [];
+    const h = harness({
+      reconcile: (_api, _want, have) => {
+        calls.push(have?.map((r) => r.key));
+        return Promise.resolve({ added: [], deleted: [], errors: [] });
+      },
+    });
+    h.svc.readvertise();
+    await settle(h);
+    expect(calls).toEqual([]); // no table read yet
+    // The table: one learned route and our own ISD; the monitor's 'up' re-advertises.
+    h.reader.line(isd(), isd({ own: true }));
+    await settle(h);
+    expect(calls).toEqual([['[type:isd][rd:65000:2][prefix:192.0.2.0/25]']]);
+    // Ours withdrawn behind our back (gobgp global rib del at the sidecar): the next re-advertisement knows it.
+    h.reader.line(isd({ own: true, withdrawal: true }));
+    h.svc.readvertise();
+    await settle(h);
+    expect(calls.at(-1)).toEqual([]);
   });
 });
