@@ -16,6 +16,7 @@ import type { Policy, Session } from '../config/types.js';
 import { policyKey, sessionKey } from '../config/keys.js';
 import type { DsdRoute, IsdRoute, MupRoute, RouteType, T1stRoute, T2stRoute } from './routes.js';
 import {
+  REJECT_REASONS,
   bySid,
   classify,
   isdForGtp4,
@@ -26,6 +27,7 @@ import {
   t1stUnresolved,
   t2stUnresolved,
   type Classified,
+  type RejectReason,
   type Rejection,
   type ResolveOptions,
   type Resolved,
@@ -47,6 +49,26 @@ interface StResult {
   readonly rule?: Policy | Session;
   readonly unresolved?: string;
 }
+
+/**
+ * Running counts of the resolver's state, kept as it changes (status and
+ * metrics read them after every change; made from view() they cost a pass
+ * over every route: 1.4 s at 200,000 learned policies).
+ */
+export interface ResolverCounts {
+  /** Routes classified rejected, per type and per reason; filtered (RTs), per type. */
+  readonly rejected: Record<RouteType, number>;
+  readonly rejectedBy: Record<RejectReason, number>;
+  readonly filtered: Record<RouteType, number>;
+  /** T1STs/T2STs waiting for their ISD/DSD. */
+  readonly unresolved: Record<RouteType, number>;
+  /** T1STs/T2STs that give a rule. */
+  readonly ruled: Record<RouteType, number>;
+  /** Discovery routes (ISD/DSD) that at least one ruled T1ST/T2ST resolved to. */
+  readonly discUsed: Record<RouteType, number>;
+}
+
+const perType = (): Record<RouteType, number> => ({ isd: 0, dsd: 0, t1st: 0, t2st: 0 });
 
 interface IsdEntry {
   readonly r: IsdRoute;
@@ -72,6 +94,16 @@ export class IncrementalResolver {
   readonly #contrib = new Map<string, Set<string>>();
   readonly #rules = new Map<string, Policy | Session>();
   #view: Resolved | undefined;
+  readonly #counts: ResolverCounts = {
+    rejected: perType(),
+    rejectedBy: Object.fromEntries(REJECT_REASONS.map((r) => [r, 0])) as Record<RejectReason, number>,
+    filtered: perType(),
+    unresolved: perType(),
+    ruled: perType(),
+    discUsed: perType(),
+  };
+  /** Ruled T1STs/T2STs per discovery route key (discUsed counts the keys here). */
+  readonly #discUsers = new Map<string, { type: RouteType; n: number }>();
 
   constructor(o: Omit<ResolveOptions, 'memo'>) {
     this.#o = o;
@@ -108,6 +140,8 @@ export class IncrementalResolver {
     for (const key of dirtySt) {
       const prev = this.#st.get(key);
       const next = this.#resolveSt(key, prev);
+      if (prev !== undefined) this.#countSt(prev, -1);
+      if (next !== undefined) this.#countSt(next, 1);
       if (prev?.ruleKey !== undefined && prev.ruleKey !== next?.ruleKey) {
         const set = this.#contrib.get(prev.ruleKey)!;
         set.delete(key);
@@ -149,10 +183,63 @@ export class IncrementalResolver {
     return delta;
   }
 
+  /** A route's classification entered (+1) or left (-1) the counts. */
+  #countCls(r: MupRoute, c: Classified, d: 1 | -1): void {
+    if (c.kind === 'rejected') {
+      this.#counts.rejected[r.type] += d;
+      this.#counts.rejectedBy[c.reason] += d;
+    } else if (c.kind === 'filtered') this.#counts.filtered[r.type] += d;
+  }
+
+  /** A T1ST/T2ST result entered (+1) or left (-1) the counts. */
+  #countSt(x: StResult, d: 1 | -1): void {
+    if (x.unresolved !== undefined) this.#counts.unresolved[x.route.type] += d;
+    if (x.ruleKey === undefined) return;
+    this.#counts.ruled[x.route.type] += d;
+    const disc = x.disc!;
+    let u = this.#discUsers.get(disc.key);
+    if (u === undefined) this.#discUsers.set(disc.key, (u = { type: disc.type, n: 0 }));
+    u.n += d;
+    if (u.n === 0) {
+      this.#discUsers.delete(disc.key);
+      this.#counts.discUsed[u.type]--;
+    } else if (u.n === 1 && d === 1) this.#counts.discUsed[u.type]++;
+  }
+
+  /** The running counts (a copy). */
+  counts(): ResolverCounts {
+    return structuredClone(this.#counts);
+  }
+
+  /** Ruled T1STs/T2STs using this discovery route. */
+  discUsers(key: string): number {
+    return this.#discUsers.get(key)?.n ?? 0;
+  }
+
+  /** The routes a rule came from (its T1STs/T2STs and each one's ISD/DSD), as view().from gives them, without the view. */
+  from(ruleKey: string): string[] | undefined {
+    const set = this.#contrib.get(ruleKey);
+    if (set === undefined) return undefined;
+    const list: string[] = [];
+    for (const k of [...set].sort()) list.push(k, this.#st.get(k)!.disc!.key);
+    return list;
+  }
+
+  /** The route's key and type, and its discovery route's, of a ruled T1ST/T2ST (for counts per refused rule). */
+  contributors(ruleKey: string): { readonly route: MupRoute; readonly disc: MupRoute }[] {
+    const out: { route: MupRoute; disc: MupRoute }[] = [];
+    for (const k of this.#contrib.get(ruleKey) ?? []) {
+      const x = this.#st.get(k)!;
+      out.push({ route: x.route, disc: x.disc! });
+    }
+    return out;
+  }
+
   #add(r: MupRoute, dirtySt: Set<string>): Classified {
     const c = classify(r, this.#o);
     this.#routes.set(r.key, r);
     this.#cls.set(r.key, c);
+    this.#countCls(r, c, 1);
     if (c.kind === 'dsd') {
       const d = r as DsdRoute;
       const list = this.#dsds.get(d.segmentId!) ?? [];
@@ -193,6 +280,7 @@ export class IncrementalResolver {
     const c = this.#cls.get(r.key)!;
     this.#routes.delete(r.key);
     this.#cls.delete(r.key);
+    this.#countCls(r, c, -1);
     if (c.kind === 'dsd') {
       const d = r as DsdRoute;
       const list = this.#dsds.get(d.segmentId!)!.filter((x) => x !== d);
@@ -281,11 +369,7 @@ export class IncrementalResolver {
     }
     for (const [key, s] of this.#st) if (s.unresolved !== undefined) unresolved.push({ key, type: s.route.type, why: s.unresolved });
     const from = new Map<string, string[]>();
-    for (const [rk, set] of this.#contrib) {
-      const list: string[] = [];
-      for (const k of [...set].sort()) list.push(k, this.#st.get(k)!.disc!.key);
-      from.set(rk, list);
-    }
+    for (const rk of this.#contrib.keys()) from.set(rk, this.from(rk)!);
     const policies: Policy[] = [];
     const sessions: Session[] = [];
     for (const [rk, rule] of this.#rules) (rk.startsWith('policy ') ? (policies as unknown[]) : (sessions as unknown[])).push(rule);

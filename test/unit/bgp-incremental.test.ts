@@ -5,12 +5,16 @@
  * filtered or not, bad SIDs) is applied incrementally; after every step the
  * incremental state (rules, their routes, rejections, unresolved, filtered)
  * equals a full resolve() of the same table, and the deltas applied in turn
- * give exactly resolve()'s rules.
+ * give exactly resolve()'s rules. And the status/metrics counts kept as the
+ * resolver changes (ruleCounts, with a random part of the rules refused as
+ * the daemon refuses them) equal those made from the whole view, as they
+ * were made until session 35 (1.4 s at 200,000 policies).
  */
 import { describe, expect, it } from 'vitest';
 import { IncrementalResolver } from '../../src/bgp/incremental.js';
-import { resolve, type ResolveOptions, type Resolved } from '../../src/bgp/resolve.js';
-import type { MupRoute } from '../../src/bgp/routes.js';
+import { REJECT_REASONS, resolve, type RejectReason, type ResolveOptions, type Resolved } from '../../src/bgp/resolve.js';
+import { ROUTE_TYPES, type MupRoute, type RouteType } from '../../src/bgp/routes.js';
+import { ruleCounts, type LearnedApplied, type RuleCounts } from '../../src/daemon/bgp.js';
 import { policyKey, sessionKey } from '../../src/config/keys.js';
 import type { Policy, Session } from '../../src/config/types.js';
 import { parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix } from '../../src/sid/addr.js';
@@ -116,6 +120,28 @@ function normal(r: Resolved) {
   };
 }
 
+/** The counts as status and metrics made them from the whole view (the definition ruleCounts keeps to). */
+function countsFromView(r: Resolved, refused: LearnedApplied['refused']): RuleCounts {
+  const routes = Object.fromEntries(ROUTE_TYPES.map((t) => [t, { installed: 0, rejected: 0, unresolved: 0, filtered: r.filteredBy[t] }])) as RuleCounts['routes'];
+  const rejected = Object.fromEntries(REJECT_REASONS.map((x) => [x, 0])) as Record<RejectReason, number>;
+  const typeOf = (key: string): RouteType => /^\[type:([a-z0-9]+)\]/.exec(key)![1] as RouteType;
+  for (const x of r.rejected) {
+    routes[x.type].rejected++;
+    rejected[x.reason]++;
+  }
+  for (const x of r.unresolved) routes[x.type].unresolved++;
+  const no = new Set(refused.map((x) => x.rule));
+  const installed = new Set<string>();
+  const rules = [...r.policies.map((p) => `policy ${policyKey(p)}`), ...r.sessions.map((x) => `session ${sessionKey(x)}`)];
+  for (const rule of rules) if (!no.has(rule)) for (const key of r.from.get(rule) ?? []) installed.add(key);
+  for (const key of installed) routes[typeOf(key)].installed++;
+  for (const x of refused) {
+    rejected.conflict += x.reason === 'conflict' ? 1 : 0;
+    for (const key of r.from.get(x.rule) ?? []) routes[typeOf(key)].rejected++;
+  }
+  return { routes, rejected };
+}
+
 const defaults = { srcPrefix: parseIpv6Prefix('2001:db8:ff:2::/64', 't'), segments: [], srh: 'auto' as const, hopLimit: 64 };
 const BOTH: Omit<ResolveOptions, 'memo'> = {
   importRts: ['65000:100', '65000:300'],
@@ -125,12 +151,12 @@ const BOTH: Omit<ResolveOptions, 'memo'> = {
   sessionDefaults: { ...defaults, source: parseIpv4('198.51.100.1', 't') },
 };
 
-function run(seed: number, steps: number, o: Omit<ResolveOptions, 'memo'>): { rules: number; unresolved: number; rejected: number } {
+function run(seed: number, steps: number, o: Omit<ResolveOptions, 'memo'>): { rules: number; unresolved: number; rejected: number; refused: number } {
   const pick = rng(seed);
   const table = new Map<string, MupRoute>();
   const inc = new IncrementalResolver(o);
   const installed = { policies: new Map<string, Policy>(), sessions: new Map<string, Session>() };
-  const seen = { rules: 0, unresolved: 0, rejected: 0 };
+  const seen = { rules: 0, unresolved: 0, rejected: 0, refused: 0 };
   for (let step = 0; step < steps; step++) {
     // One to four changes per batch: adds/replacements and withdrawals (a withdrawal of a key not in the table is a no-op).
     const changed: string[] = [];
@@ -149,6 +175,11 @@ function run(seed: number, steps: number, o: Omit<ResolveOptions, 'memo'>): { ru
     const want = normal(full);
     expect(normal(inc.view()), `step ${step} (seed ${seed})`).toEqual(want);
     expect(normal({ ...full, policies: [...installed.policies.values()], sessions: [...installed.sessions.values()] }), `step ${step}: the deltas applied in turn`).toEqual(want);
+    // Some of the rules refused (an API rule holds the key, the table is full), as the daemon would.
+    const ruleKeys = [...installed.policies.keys()].map((k) => `policy ${k}`).concat([...installed.sessions.keys()].map((k) => `session ${k}`));
+    const refused = ruleKeys.filter(() => pick(5) === 0).map((rule) => ({ rule, reason: pick(2) === 0 ? ('conflict' as const) : ('table' as const), why: 'test' }));
+    if (refused.length > 0) seen.refused++;
+    expect(ruleCounts(inc, refused), `step ${step}: the counts (${refused.length} refused)`).toEqual(countsFromView(inc.view(), refused));
     seen.rules = Math.max(seen.rules, full.policies.length + full.sessions.length);
     seen.unresolved = Math.max(seen.unresolved, full.unresolved.length);
     seen.rejected = Math.max(seen.rejected, full.rejected.length);
@@ -163,6 +194,7 @@ describe('incremental resolution equals a full resolve() after every change', ()
     expect(seen.rules).toBeGreaterThan(5);
     expect(seen.unresolved).toBeGreaterThan(0);
     expect(seen.rejected).toBeGreaterThan(0);
+    expect(seen.refused).toBeGreaterThan(100);
   });
   it('no defaults (resolved, no rules), import all RTs, one role at a time', () => {
     run(7, 400, { importRts: [], gw: true, pe: true });
