@@ -136,6 +136,9 @@ export interface LearnerCounts {
 export class Learner {
   readonly #o: LearnerOptions;
   readonly #table = new Map<string, Held>();
+  /** #table's entries without and with a hold-down timer, per type (counts()). */
+  readonly #received = Object.fromEntries(ROUTE_TYPES.map((t) => [t, 0])) as Record<RouteType, number>;
+  readonly #held = Object.fromEntries(ROUTE_TYPES.map((t) => [t, 0])) as Record<RouteType, number>;
   /** The running monitor: its reader thread, its gobgp's pid, its table read. */
   #child: Run | undefined;
   /** The table came too large for --current once: read it with `global rib` from then on. */
@@ -202,14 +205,9 @@ export class Learner {
     return this.#synced;
   }
 
+  /** Routes received (advertised) and held (withdrawn, in their hold-down) per type: kept as the table changes (a scrape reads them). */
   counts(): LearnerCounts {
-    const received = Object.fromEntries(ROUTE_TYPES.map((t) => [t, 0])) as Record<RouteType, number>;
-    const held = Object.fromEntries(ROUTE_TYPES.map((t) => [t, 0])) as Record<RouteType, number>;
-    for (const h of this.#table.values()) {
-      if (h.timer === undefined) received[h.route.type]++;
-      else held[h.route.type]++;
-    }
-    return { received, held, malformed: this.#malformed };
+    return { received: { ...this.#received }, held: { ...this.#held }, malformed: this.#malformed };
   }
 
   start(): void {
@@ -481,8 +479,12 @@ export class Learner {
         }
         continue;
       }
-      if (h !== undefined) clearTimeout(h.timer);
+      if (h !== undefined) {
+        clearTimeout(h.timer);
+        (h.timer === undefined ? this.#received : this.#held)[h.route.type]--;
+      }
       this.#table.set(r.key, { route: r });
+      this.#received[r.type]++;
       this.#absent?.keys.delete(r.key);
       this.#dirty.add(r.key);
       changed = true;
@@ -578,10 +580,12 @@ export class Learner {
     const go = (): void => {
       if (this.#table.get(key) !== h) return;
       this.#table.delete(key);
+      this.#held[h.route.type]--;
       this.#dirty.add(key);
       this.#changed(performance.now());
     };
     h.since = Date.now();
+    this.#received[h.route.type]--;
     if (this.#o.holdDownMs <= 0) {
       this.#table.delete(key);
       this.#dirty.add(key);
@@ -589,6 +593,7 @@ export class Learner {
     }
     h.timer = setTimeout(go, this.#o.holdDownMs);
     h.timer.unref();
+    this.#held[h.route.type]++;
   }
 
   #changed(readAt: number): void {

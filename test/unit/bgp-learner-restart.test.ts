@@ -322,6 +322,37 @@ describe('ownRoutes: what the sidecar advertises for us, from the monitor (the 3
   });
 });
 
+describe('counts(): received and held kept as the table changes (a scrape read every route before)', () => {
+  it('a random run of adds, withdrawals, hold-downs passing and new tables: always the recount of the table', async () => {
+    let seed = 0x1234;
+    const pick = (n: number): number => {
+      seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
+      return Math.floor((seed / 2 ** 32) * n);
+    };
+    const { l, runs } = learner({ holdDownMs: 15 });
+    const recount = (): { received: number; held: number } => {
+      const held = l.heldRoutes().length;
+      return { received: l.routes().length - held, held };
+    };
+    for (let step = 0; step < 300; step++) {
+      const run = runs.at(-1)!;
+      const k = pick(6);
+      if (k === 0 && step > 0) {
+        run.exit(1);
+        await until('the next run', 1000, () => runs.at(-1) !== run);
+        runs.at(-1)!.line(...Array.from({ length: pick(4) }, () => t1st(pick(8) + 1)));
+      } else if (k === 1) {
+        await sleep(20); // hold-downs pass
+      } else {
+        run.line(...Array.from({ length: pick(3) + 1 }, () => t1st(pick(8) + 1, { withdrawal: pick(3) === 0 })));
+      }
+      const c = l.counts();
+      expect({ received: c.received.t1st, held: c.held.t1st }, `step ${step}`).toEqual(recount());
+      expect(c.received.t2st + c.held.t2st + c.received.isd + c.held.dsd).toBe(0);
+    }
+  });
+});
+
 describe('after stop()', () => {
   it('a first line still on its way is not a table: no sync (the daemon has stopped its sweep)', async () => {
     const { l, runs, synced, events } = learner();
