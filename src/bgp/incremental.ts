@@ -44,6 +44,8 @@ interface StResult {
   readonly route: MupRoute;
   /** The discovery route (DSD / ISD) it resolved to. */
   readonly disc?: MupRoute;
+  /** An ISD's length (LB + LN + FN) the session's isd was cut to. */
+  readonly discLen?: number;
   /** "policy <key>" / "session <key>", when it makes a rule. */
   readonly ruleKey?: string;
   readonly rule?: Policy | Session;
@@ -332,7 +334,9 @@ export class IncrementalResolver {
       if (dsd === undefined) return { route: t, unresolved: t2stUnresolved(t) };
       const pd = this.#o.policyDefaults;
       if (pd === undefined) return { route: t, disc: dsd };
-      const rule = prev !== undefined && prev.route === t && prev.disc === dsd && prev.rule !== undefined ? prev.rule : makePolicy(t, dsd, pd);
+      // The policy takes only the DSD's SID: a DSD advertised again with the same SID (a new route object) changes no rule.
+      const same = prev !== undefined && prev.route === t && prev.rule !== undefined && (prev.disc === dsd || (prev.disc as DsdRoute | undefined)?.sid?.sid === dsd.sid!.sid);
+      const rule = same ? prev.rule! : makePolicy(t, dsd, pd);
       return { route: t, disc: dsd, rule, ruleKey: `policy ${policyKey(rule as Policy)}` };
     }
     if (c.kind === 't1st') {
@@ -346,8 +350,11 @@ export class IncrementalResolver {
       if (hit === undefined) return { route: t, unresolved: t1stUnresolved(t) };
       const sd = this.#o.sessionDefaults;
       if (sd === undefined) return { route: t, disc: hit.r };
-      const rule = prev !== undefined && prev.route === t && prev.disc === hit.r && prev.rule !== undefined ? prev.rule : makeSession(t, hit.r, hit.len, sd);
-      return { route: t, disc: hit.r, rule, ruleKey: `session ${sessionKey(rule as Session)}` };
+      // The session takes the ISD's SID cut to its length: the same SID and length from a new route object change no rule.
+      const same =
+        prev !== undefined && prev.route === t && prev.rule !== undefined && (prev.disc === hit.r || ((prev.disc as IsdRoute | undefined)?.sid?.sid === hit.r.sid!.sid && prev.discLen === hit.len));
+      const rule = same ? prev.rule! : makeSession(t, hit.r, hit.len, sd);
+      return { route: t, disc: hit.r, discLen: hit.len, rule, ruleKey: `session ${sessionKey(rule as Session)}` };
     }
     return undefined; // rejected, filtered or skipped: no result
   }

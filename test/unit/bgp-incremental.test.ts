@@ -241,4 +241,37 @@ describe('the work of an update follows the change, not the table', () => {
     expect(normal(inc.view())).toEqual(normal(resolve(table.values(), gwPe)));
     expect(inc.view().unresolved.length).toBe(2000); // the 1,600 of gNB .5 and the 400 of .200 (isd b no longer shares their RT)
   });
+
+  it('a DSD or ISD refreshed with the same SID (a new route object, other attributes) changes no rule; a new SID changes them all', () => {
+    const table = mk(2000);
+    const inc = new IncrementalResolver(gwPe);
+    inc.update(table.keys(), (k) => table.get(k));
+    const change = (r: MupRoute) => {
+      table.set(r.key, r);
+      const d = inc.update([r.key], (k) => table.get(k));
+      expect(normal(inc.view())).toEqual(normal(resolve(table.values(), gwPe)));
+      return d;
+    };
+    // The PE advertises its DSD again (another RT added, say): the 1,500 policies of segment 10:10 are as they were.
+    let d = change({ ...table.get('dsd 10:10')!, rts: ['65000:100', '65000:300'] });
+    expect(inc.lastResolved).toBe(1500);
+    expect(d.policies.put.length + d.policies.del.length).toBe(0);
+    // Its SID changes: every one of them changes.
+    d = change({ ...(table.get('dsd 10:10') as MupRoute & { type: 'dsd' }), sid: { sid: parseIpv6('2001:db8:e::', 't'), behavior: 19 } });
+    expect(d.policies.put.length).toBe(1500);
+    // The same for an ISD and the sessions of the gNBs inside it.
+    d = change({ ...table.get('isd a')!, rts: ['65000:100', '65000:300'] });
+    expect(inc.lastResolved).toBe(1600);
+    expect(d.sessions.put.length + d.sessions.del.length).toBe(0);
+    d = change({ ...(table.get('isd a') as MupRoute & { type: 'isd' }), sid: sid(() => 2, 72, [40, 8, 8]) });
+    expect(d.sessions.put.length).toBe(1600);
+    // A different DSD of the segment (another RD) with the same SID takes over: the rules stay, their route list follows.
+    const other = { ...(table.get('dsd 10:20') as MupRoute & { type: 'dsd' }), key: 'dsd 10:20 b', rd: '65000:0' };
+    table.delete('dsd 10:20');
+    d = inc.update(['dsd 10:20'], (k) => table.get(k));
+    expect(d.policies.del.length).toBe(500);
+    d = change(other);
+    expect(d.policies.put.length).toBe(500);
+    expect(inc.from(`policy ${policyKey(d.policies.put[0]!)}`)?.[1]).toBe('dsd 10:20 b');
+  });
 });
