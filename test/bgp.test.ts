@@ -187,6 +187,14 @@ describe.runIf(isRoot)('BGP MUP: learn from the sidecar gobgpd', () => {
     }, 200);
     expect(back.sort()).toEqual(['[type:isd][rd:65000:2][prefix:192.0.2.0/25]', '[type:isd][rd:65000:2][prefix:192.0.2.128/25]']);
     expect(d!.log).toMatch(/advertised routes updated/);
+    // Once the monitor has shown it, the next re-advertisement finds nothing to do (it would add it again if the
+    // monitor's view of our routes were not kept).
+    await new Promise((res) => setTimeout(res, 500));
+    const at = d!.log.length;
+    d!.writeConfig(`${CONFIG}# edited again\n`);
+    expect((await d!.api('POST', '/v1/reload')).status).toBe(200);
+    await new Promise((res) => setTimeout(res, 1000));
+    expect(d!.log.slice(at)).not.toMatch(/advertised routes updated/);
   });
 
   it('status and metrics: received and installed per type; the API cannot overwrite a learned rule', async () => {

@@ -111,6 +111,12 @@ export class IncrementalResolver {
     this.#o = o;
   }
 
+  #version = 0;
+  /** Grows with every update that changed a route (a cache of what is made from the state can tell it is stale). */
+  get version(): number {
+    return this.#version;
+  }
+
   /** T1STs/T2STs resolved again by the last update (tests: the work follows the change, not the table). */
   lastResolved = 0;
 
@@ -182,6 +188,7 @@ export class IncrementalResolver {
       }
     }
     this.#view = undefined;
+    this.#version++;
     return delta;
   }
 
@@ -323,7 +330,7 @@ export class IncrementalResolver {
     for (const [gnb, keys] of this.#t1stByGnb) if (mask4(gnb as Ipv4Addr, len) === addr) for (const k of keys) dirtySt.add(k);
   }
 
-  /** Resolve one T1ST/T2ST again; reuses the previous rule object when neither it nor its discovery route changed. */
+  /** Resolve one T1ST/T2ST again; reuses the previous rule object when neither it nor what the rule takes of its discovery route (SID, ISD length) changed. */
   #resolveSt(key: string, prev: StResult | undefined): StResult | undefined {
     const r = this.#routes.get(key);
     if (r === undefined) return undefined;

@@ -115,6 +115,8 @@ interface Run {
 interface AbsentWait {
   readonly keys: Set<string>;
   readonly since: number;
+  /** ms waited before this wait by waits it replaced. */
+  readonly spent: number;
   timer?: NodeJS.Timeout;
   /** peersReady answers so far. */
   asked: number;
@@ -163,8 +165,10 @@ export class Learner {
   #ownValid = false;
   /** Routes a table lacked, kept until the sidecar has every peer's table (see peersReady). */
   #absent: AbsentWait | undefined;
-  /** Monitor (re)starts, lines read; routes kept while the sidecar waits for its peers' tables. */
-  readonly stats = { monitorStarts: 0, lines: 0, up: false, lastChange: undefined as Date | undefined, lastError: undefined as string | undefined, keptForPeers: 0 };
+  /** ms waited by waits that were cut short (a run's end, a newer table) and not completed since: counted against the next wait's limit. */
+  #absentSpent: number | undefined;
+  /** Monitor (re)starts, lines read. */
+  readonly stats = { monitorStarts: 0, lines: 0, up: false, lastChange: undefined as Date | undefined, lastError: undefined as string | undefined };
   /**
    * Where reading time goes (docs/bgp.md "Where the time goes"), since the
    * daemon started: stdout reads and bytes of the monitor, routes decoded,
@@ -187,6 +191,11 @@ export class Learner {
   /** The route of this key now (advertised, or withdrawn and still held), or undefined. */
   route(key: string): MupRoute | undefined {
     return this.#table.get(key)?.route;
+  }
+
+  /** Learned routes a table lacked, kept now while the sidecar waits for its peers' tables (relearned or withdrawn ones leave the count). */
+  get keptForPeers(): number {
+    return this.#absent?.keys.size ?? 0;
   }
 
   /** Our own routes in the sidecar as the monitor shows them; undefined while no table has been read in this run. */
@@ -254,6 +263,13 @@ export class Learner {
       this.#stopTable(me);
       if (this.#child === me) this.#child = undefined;
       this.#ownValid = false;
+      // A wait for the peers belongs to its run: ended here, it would withdraw what it kept with no monitor
+      // running (or in the middle of the next run's table read). The next table counts them absent again.
+      if (this.#absent !== undefined) {
+        clearTimeout(this.#absent.timer);
+        this.#absentSpent = this.#absent.spent + (performance.now() - this.#absent.since);
+        this.#absent = undefined;
+      }
       const was = this.stats.up;
       this.stats.up = false;
       if (this.#stopped) return;
@@ -506,16 +522,18 @@ export class Learner {
     this.#o.onMonitor?.('up', how === undefined ? `reading the table of ${apiText(this.#o.api)}` : `read the table of ${apiText(this.#o.api)} ${how}`);
     const absent = new Set<string>();
     for (const [key, h] of this.#table) if (!present.has(key) && h.timer === undefined) absent.add(key);
-    // A wait of an earlier table is replaced: what it kept and this table lacks too is in `absent` (never withdrawn).
+    // A wait of an earlier table is replaced: what it kept and this table lacks too is in `absent` (never
+    // withdrawn). The time it waited counts against the limit: a sidecar restarting over and over keeps
+    // nothing for good (the time with no monitor running does not count: the data plane stays as it is then).
+    const spent = this.#absent === undefined ? (this.#absentSpent ?? 0) : this.#absent.spent + (performance.now() - this.#absent.since);
     clearTimeout(this.#absent?.timer);
     this.#absent = undefined;
-    this.stats.keptForPeers = 0;
+    this.#absentSpent = undefined;
     // Asked even when the table lacks nothing: at a daemon start the pinned entries of the earlier run are
     // not in this table of routes, and the sweep of those not learned again waits for the sync.
     if (this.#o.peersReady === undefined) return this.#withdrawAbsent(absent);
-    const wait = { keys: absent, since: performance.now(), asked: 0 };
+    const wait = { keys: absent, since: performance.now(), spent, asked: 0 };
     this.#absent = wait;
-    this.stats.keptForPeers = absent.size;
     void this.#askPeers(wait);
     return false;
   }
@@ -542,7 +560,7 @@ export class Learner {
     }
     if (this.#absent !== wait || this.#stopped) return; // a newer table, or stopped
     wait.asked++;
-    const waited = performance.now() - wait.since;
+    const waited = wait.spent + (performance.now() - wait.since);
     const limit = this.#o.peersWaitMs ?? 120_000;
     if (!ready && waited < limit) {
       if (wait.asked === 1) {
@@ -555,7 +573,6 @@ export class Learner {
       return;
     }
     this.#absent = undefined;
-    this.stats.keptForPeers = 0;
     const n = wait.keys.size;
     if (wait.asked > 1 || !ready) {
       this.#o.onNote?.(
@@ -585,6 +602,7 @@ export class Learner {
       this.#changed(performance.now());
     };
     h.since = Date.now();
+    this.#absent?.keys.delete(key); // withdrawn on its own: no longer kept for the peers
     this.#received[h.route.type]--;
     if (this.#o.holdDownMs <= 0) {
       this.#table.delete(key);

@@ -10,7 +10,7 @@ import { desiredRoutes, ownOf, reconcileOwn, type OwnRoute } from '../bgp/advert
 import { gobgp, apiText, type GobgpApi } from '../bgp/gobgpd.js';
 import { Learner, type LearnerOptions } from '../bgp/learner.js';
 import { IncrementalResolver, type LearnedDelta } from '../bgp/incremental.js';
-import { REJECT_REASONS, type RejectReason, type Rejection } from '../bgp/resolve.js';
+import type { RejectReason, Rejection } from '../bgp/resolve.js';
 import { ROUTE_TYPES, type RouteType } from '../bgp/routes.js';
 import type { BgpConfig, LocalSid, Policy, Session } from '../config/types.js';
 import { policyKey, sessionKey } from '../config/keys.js';
@@ -122,10 +122,10 @@ export class BgpService {
   /** Resolution, kept up to date route by route (src/bgp/incremental.ts). */
   readonly #resolver: IncrementalResolver;
   #unapplied: LearnedDelta | undefined;
-  /** snapshot()'s per-type counts, for the resolution view and apply they were made from. */
-  /** The counts of status and metrics as of the last apply (#countsNow), without received and held (the learner's, read fresh). */
-  #counts: RuleCounts | undefined;
-  #applied: LearnedApplied | undefined;
+  /** The rules the daemon refused at the last apply that went through (ruleCounts corrects the resolver's counts with them). */
+  #refused: LearnedApplied['refused'] = [];
+  /** snapshot()'s counts, for the resolver state (its version) and refused list they were made from. */
+  #counts: { readonly version: number; readonly refused: LearnedApplied['refused']; readonly counts: RuleCounts } | undefined;
   #busy: Promise<void> = Promise.resolve();
   /**
    * Advertising runs on its own chain: its gobgp CLI calls (every 30 s, at
@@ -338,10 +338,7 @@ export class BgpService {
         now.set(x.rule, x.reason);
       }
       this.#refusedLogged = now;
-      // Nothing changed and the same rules refused (a retry that found the same): the last result stands, and the counts made from it.
-      const same = applied.changed === 0 && now.size === before.size && [...now].every(([k, v]) => before.get(k) === v);
-      if (!same || this.#applied === undefined) this.#applied = applied;
-      this.#counts = ruleCounts(this.#resolver, applied.refused);
+      this.#refused = applied.refused;
       if (applied.changed > 0 && at !== undefined) this.latency.observe((performance.now() - at) / 1000);
     } catch (e) {
       this.#h.log.error({ error: (e as Error).message }, 'BGP: could not apply the learned rules; retried with the next change, or after a few seconds');
@@ -426,14 +423,19 @@ export class BgpService {
   /** The counts without asking gobgpd (for metrics). */
   snapshot(): Omit<BgpStatus, 'sessions'> {
     const c = this.#learner.counts();
-    const k = this.#counts;
+    // Made again only when the resolver changed or an apply refused other rules: nothing per learned route.
+    let cached = this.#counts;
+    if (cached === undefined || cached.version !== this.#resolver.version || cached.refused !== this.#refused) {
+      cached = this.#counts = { version: this.#resolver.version, refused: this.#refused, counts: ruleCounts(this.#resolver, this.#refused) };
+    }
+    const k = cached.counts;
     const routes = Object.fromEntries(
-      ROUTE_TYPES.map((t) => [t, { received: c.received[t], installed: k?.routes[t].installed ?? 0, rejected: k?.routes[t].rejected ?? 0, held: c.held[t], unresolved: k?.routes[t].unresolved ?? 0, filtered: k?.routes[t].filtered ?? 0 }]),
+      ROUTE_TYPES.map((t) => [t, { received: c.received[t], installed: k.routes[t].installed, rejected: k.routes[t].rejected, held: c.held[t], unresolved: k.routes[t].unresolved, filtered: k.routes[t].filtered }]),
     ) as BgpStatus['routes'];
-    const rejected = k === undefined ? (Object.fromEntries(REJECT_REASONS.map((x) => [x, 0])) as Record<RejectReason, number>) : { ...k.rejected };
+    const rejected = { ...k.rejected };
     return {
       api: apiText(this.#api),
-      monitor: { up: this.#learner.stats.up, starts: this.#learner.stats.monitorStarts, lastError: this.#learner.stats.lastError ?? null, keptForPeers: this.#learner.stats.keptForPeers },
+      monitor: { up: this.#learner.stats.up, starts: this.#learner.stats.monitorStarts, lastError: this.#learner.stats.lastError ?? null, keptForPeers: this.#learner.keptForPeers },
       synced: this.#learner.synced,
       routes,
       rejected,
@@ -462,7 +464,6 @@ export function mergeDeltas(a: LearnedDelta, b: LearnedDelta): LearnedDelta {
   return { policies: one(a.policies, b.policies, policyKey), sessions: one(a.sessions, b.sessions, sessionKey) };
 }
 
-/** gobgp's session_state: a number (the gRPC enum) or a name. */
 /**
  * Has the sidecar every peer's table, by its `gobgp neighbor -j`: each
  * neighbor established, and in each family whose graceful restart the peer
@@ -485,10 +486,13 @@ export function sidecarHasPeersTables(neighbors: unknown): boolean {
 }
 
 /**
- * The counts after an apply, from the resolver's running counts and the
- * rules the daemon refused: nothing per learned route (made from the
- * resolution view, they were a pass over every route at the first scrape
- * or status after each change: 1.4 s at 200,000 policies). A rule's routes
+ * The counts of status and metrics, from the resolver's running counts and
+ * the rules the daemon refused at its last apply: nothing per learned
+ * route (made from the resolution view, they were a pass over every route
+ * at the first scrape or status after each change: 1.4 s at 200,000
+ * policies). Rejected, unresolved and filtered follow the resolver even
+ * while applies fail; installed is what the resolver gives less what the
+ * last apply refused. A rule's routes
  * are its T1STs/T2STs and each one's ISD/DSD: installed when the rule is (a
  * discovery route when any rule using it is), rejected once per refused
  * rule they feed. test/unit/bgp-incremental.test.ts holds it to the
@@ -516,6 +520,7 @@ export function ruleCounts(resolver: IncrementalResolver, refused: LearnedApplie
   return { routes, rejected };
 }
 
+/** gobgp's session_state: a number (the gRPC enum) or a name. */
 function sessionState(v: unknown): string {
   const names = ['unknown', 'idle', 'connect', 'active', 'opensent', 'openconfirm', 'established'];
   if (typeof v === 'number') return names[v] ?? String(v);

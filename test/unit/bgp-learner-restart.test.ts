@@ -380,12 +380,13 @@ describe("a table read before the sidecar has its peers' tables", () => {
     await sleep(700); // past the hold-down, and one PEERS_POLL_MS
     expect(teids(l)).toEqual([1, 2, 3]);
     expect(l.counts().held.t1st).toBe(0);
-    expect(l.stats.keptForPeers).toBe(3);
-    // The reflector sends its table again, but without route 3.
+    expect(l.keptForPeers).toBe(3);
+    // The reflector sends its table again, but without route 3: the count of what is kept follows.
     runs[1]!.line(t1st(1));
     runs[1]!.line(t1st(2));
+    expect(l.keptForPeers).toBe(1);
     ready = true;
-    await until('the wait to end', 2000, () => l.stats.keptForPeers === 0);
+    await until('the wait to end', 2000, () => l.keptForPeers === 0);
     expect(l.counts().held.t1st).toBe(1);
     await until('route 3 to go after its hold-down', 1000, () => teids(l).length === 2);
     expect(teids(l)).toEqual([1, 2]);
@@ -413,6 +414,38 @@ describe("a table read before the sidecar has its peers' tables", () => {
     await sleep(100);
     expect(second.synced.n).toBe(0);
     await until('the sync at the end of the wait', 2000, () => second.synced.n === 1);
+  });
+
+  it('the monitor ending during the wait ends the wait: nothing is withdrawn with no monitor running', async () => {
+    let ready = true;
+    const { l, runs, synced } = learner({ holdDownMs: 10, peersReady: () => Promise.resolve(ready), peersWaitMs: 300 });
+    runs[0]!.line(t1st(1), t1st(2));
+    await until('synced', 1000, () => synced.n === 1);
+    runs[0]!.exit(null, 'SIGKILL');
+    await until('a second run', 1000, () => runs.length === 2);
+    ready = false;
+    runs[1]!.line(t1st(2));
+    expect(l.keptForPeers).toBe(1);
+    runs[1]!.exit(1); // gobgpd went again
+    expect(l.keptForPeers).toBe(0);
+    await sleep(500); // past the wait's limit and the hold-down, no monitor
+    expect(teids(l)).toEqual([1, 2]);
+    expect(l.counts().held.t1st).toBe(0);
+  });
+
+  it('tables again and again while the peers never come: the limit counts the time waited in all of them', async () => {
+    const { l, runs } = learner({ holdDownMs: 10, peersReady: () => Promise.resolve(false), peersWaitMs: 400 });
+    runs[0]!.line(t1st(1), t1st(2));
+    for (let i = 0; i < 3; i++) {
+      runs.at(-1)!.exit(null, 'SIGKILL');
+      const n = runs.length;
+      await until('the next run', 1000, () => runs.length === n + 1);
+      runs.at(-1)!.line(t1st(2));
+      await sleep(150);
+    }
+    // 3 x 150 ms of waits > 400 ms: route 1 went although no single wait reached the limit.
+    await until('route 1 to go', 1000, () => teids(l).length === 1);
+    expect(teids(l)).toEqual([2]);
   });
 
   it('a table read while the peers are in withdraws what it lacks at once, as before', async () => {
