@@ -28,7 +28,16 @@
  *        write latency is the growth of the daemon's
  *        mup_bgp_route_latency_seconds_sum (monitor line read -> table
  *        write), p50 / p99; plus injector -> map write end to end;
- *    (c) the daemon's RSS with the 20,000 learned routes, next to gobgpd's.
+ *    (c) the daemon's RSS with the 20,000 learned routes, next to gobgpd's;
+ *    (d) the daemon's own event-loop delay over 31 s (one 30-s
+ *        re-advertisement in it) with the routes learned;
+ *    (e) the daemon restarted: its sidecar's table (about 14 MB) is beyond
+ *        --current's 4 MiB gRPC message and is read with `gobgp global rib
+ *        -j`; time to synced, and the learned entries its sweep took out of
+ *        the data plane (none may be);
+ *    (f) the sidecar gobgpd restarted (SIGKILL, started again): its table is
+ *        empty until its session to the reflector is back; the daemon's
+ *        installed learned rules, polled, may never drop.
  *
  * Options: --sessions N (10000), --changes N (1000), --cli N (40),
  * --out FILE (JSON report, default build/bench/bgp.json).
@@ -98,6 +107,14 @@ async function latencySum(socketPath: string): Promise<{ sum: number; count: num
   return { sum: Number(sum[1]), count: Number(count[1]) };
 }
 
+/** The daemon's own event-loop delay since its last /metrics scrape (GET /v1/status), seconds. */
+async function loopSinceScrape(socketPath: string): Promise<{ max: number; p99: number }> {
+  const r = await daemonGet(socketPath, '/v1/status');
+  const l = (JSON.parse(r.body) as { eventLoop?: { sinceLastScrape?: { max?: number; p99?: number } } }).eventLoop?.sinceLastScrape;
+  if (r.status !== 200 || l?.max === undefined || l.p99 === undefined) throw new Error(`GET /v1/status: no eventLoop.sinceLastScrape (status ${r.status})`);
+  return { max: l.max, p99: l.p99 };
+}
+
 /** Learned rules installed, by the daemon's /v1/bgp. */
 async function installed(socketPath: string): Promise<{ t2st: number; t1st: number } | undefined> {
   const r = await daemonGet(socketPath, '/v1/bgp');
@@ -157,6 +174,8 @@ export interface BgpBenchReport {
   readonly bulk: { routes: number; establishedToCompleteS: number; startToEstablishedS: number };
   readonly changes: { n: number; p50Ms: number; p99Ms: number; maxMs: number };
   readonly rssKb: { rr: number; translatorGobgpd: number; daemon: number | null };
+  /** (d)-(f): the loop over a re-advertisement, a daemon restart, a sidecar restart. */
+  readonly restarts: { loopMaxMs: number; daemonSyncedS: number; daemonSwept: number; daemonInstalledAfter: number; tableReadWithRib: boolean; sidecarReadAgainS: number; sidecarLeastInstalled: number; keptForPeersMax: number };
   readonly daemon: {
     readonly startToReadyS: number;
     readonly establishedToCompleteS: number;
@@ -356,14 +375,18 @@ async function main(): Promise<number> {
         '',
       ].join('\n'),
     );
-    const logFd = openSync(join(dir, 'daemon.log'), 'a');
+    const startDaemon = (): ChildProcess => {
+      const logFd = openSync(join(dir, 'daemon.log'), 'a');
+      const child = spawn(
+        process.execPath,
+        [...DAEMON_NODE_FLAGS, MUP_BIN, 'daemon', '--config', join(dir, 'daemon.yaml'), '--instance', `bench-bgp-${process.pid}`, '--socket', socket, '--state-file', join(dir, 'daemon.state.json'), '--bpffs', bpffs, '--log-format', 'json'],
+        { stdio: ['ignore', logFd, logFd] },
+      );
+      closeSync(logFd);
+      return child;
+    };
     const tDaemon = performance.now();
-    daemon = spawn(
-      process.execPath,
-      [...DAEMON_NODE_FLAGS, MUP_BIN, 'daemon', '--config', join(dir, 'daemon.yaml'), '--instance', `bench-bgp-${process.pid}`, '--socket', socket, '--state-file', join(dir, 'daemon.state.json'), '--bpffs', bpffs, '--log-format', 'json'],
-      { stdio: ['ignore', logFd, logFd] },
-    );
-    closeSync(logFd);
+    daemon = startDaemon();
     const daemonLog = (): string => readFileSync(join(dir, 'daemon.log'), 'utf8').split('\n').slice(-5).join('\n');
     await waitFor('the daemon reading its sidecar (/v1/bgp monitor up)', 60_000, async () => {
       if (daemon?.exitCode !== null) throw new Error(`mup daemon exited (${daemon?.exitCode}): ${daemonLog()}`);
@@ -428,6 +451,64 @@ async function main(): Promise<number> {
     const dP99 = pct(dLat, 99);
     say(`${dLat.length} of ${nChanges} single T2ST changes (one per histogram sample): route read -> map write p50 ${dP50.toFixed(2)} ms, p99 ${dP99.toFixed(2)} ms; injector -> map write (polled) p50 ${pct(e2e, 50).toFixed(1)} ms, p99 ${pct(e2e, 99).toFixed(1)} ms (load ${load()})`);
 
+    // (d) The daemon's event loop over 31 s with the learned routes: one 30-s re-advertisement falls in it (before
+    // session 35 it read the sidecar's whole table on the loop: 0.2 s with 7,000 routes, 0.8 s with 20,000).
+    await daemonGet(socket, '/metrics'); // the daemon's "since the last scrape" window starts here
+    await sleep(31_000);
+    const loopReadv = await loopSinceScrape(socket);
+    say(`event loop over 31 s with ${total} learned routes (one re-advertisement): max ${(loopReadv.max * 1000).toFixed(2)} ms, p99 ${(loopReadv.p99 * 1000).toFixed(2)} ms (load ${load()})`);
+
+    // (e) The daemon restarts: its sidecar's table (${total} routes, about 14 MB) is too large for --current's one
+    // gRPC message, so it is read with `gobgp global rib -j` beside the monitor. Watched: learned rules installed
+    // (none may leave the data plane), time to the table read whole and the learner synced.
+    const before = await installed(socket);
+    const logAt = readFileSync(join(dir, 'daemon.log'), 'utf8').length;
+    const gone = new Promise((r) => daemon!.once('exit', r));
+    daemon.kill('SIGTERM');
+    await gone;
+    const tRestart = performance.now();
+    daemon = startDaemon();
+    // A restarted daemon's /v1/bgp counts start from nothing while its pinned tables keep forwarding; what would
+    // take learned entries out of the data plane is the sweep of the entries not learned again (hold_down, 5 s,
+    // after the sync): its log line says how many it deleted.
+    await waitFor('the restarted daemon synced with its sidecar', 300_000, async () => {
+      if (daemon?.exitCode !== null) throw new Error(`mup daemon exited (${daemon?.exitCode}): ${daemonLog()}`);
+      const r = await daemonGet(socket, '/v1/bgp');
+      if (r.status !== 200) return undefined;
+      const j = JSON.parse(r.body) as { synced?: boolean; monitor?: { up?: boolean; keptForPeers?: number } };
+      return j.synced === true && j.monitor?.up === true && j.monitor.keptForPeers === 0 ? true : undefined;
+    }, 200);
+    const restartS = (performance.now() - tRestart) / 1000;
+    await sleep(7000); // the hold-down (5 s) and the sweep after it
+    const afterRestart = await installed(socket);
+    const restartLog = readFileSync(join(dir, 'daemon.log'), 'utf8').slice(logAt);
+    const tooLarge = /too large for one message/.test(restartLog);
+    const swept = [...restartLog.matchAll(/"deleted":(\d+)[^\n]*not learned again are gone/g)].reduce((n, m) => n + Number(m[1]), 0);
+    const restartAfter = (afterRestart?.t2st ?? 0) + (afterRestart?.t1st ?? 0);
+    say(`daemon restart: synced ${restartS.toFixed(2)} s after its start (table read with global rib: ${tooLarge}); T2ST+T1ST installed before ${(before?.t2st ?? 0) + (before?.t1st ?? 0)}, after ${restartAfter}; entries swept as not learned again: ${swept} (load ${load()})`);
+
+    // (f) The sidecar gobgpd restarts (SIGKILL, started again): its table is empty until its session to the route
+    // reflector is back; the daemon keeps what it learned until the sidecar's peers have sent End-of-RIB.
+    const gwOld = procs.find((p) => p.pid === gw2.pid)!;
+    await gwOld.kill();
+    procs.splice(procs.indexOf(gwOld), 1);
+    const tSide = performance.now();
+    const gw3 = await startGobgpd({ configFile: join(dir, 'gw.toml'), api: gwApi, logFile: join(dir, 'gw3.log') });
+    procs.push(gw3);
+    let sideMin = Infinity;
+    let keptMax = 0;
+    await waitFor('the sidecar full again and read by the daemon', 300_000, async () => {
+      const r = await daemonGet(socket, '/v1/bgp');
+      if (r.status !== 200) return undefined;
+      const j = JSON.parse(r.body) as { monitor?: { up?: boolean; keptForPeers?: number }; routes?: Record<string, { installed?: number; received?: number }> };
+      sideMin = Math.min(sideMin, (j.routes?.['t2st']?.installed ?? 0) + (j.routes?.['t1st']?.installed ?? 0));
+      keptMax = Math.max(keptMax, j.monitor?.keptForPeers ?? 0);
+      const received = (j.routes?.['t2st']?.received ?? 0) + (j.routes?.['t1st']?.received ?? 0);
+      return j.monitor?.up === true && j.monitor.keptForPeers === 0 && received >= total ? true : undefined;
+    }, 200);
+    const sideS = (performance.now() - tSide) / 1000;
+    say(`sidecar gobgpd restart: its table full and read again ${sideS.toFixed(2)} s after its start; learned routes kept while waiting for its peers, at most ${keptMax}; T2ST+T1ST installed, least seen ${sideMin} (load ${load()})`);
+
     const loadEnd = load();
     const lines: string[] = [];
     const pf = (ok: boolean, s: string): boolean => {
@@ -443,6 +524,9 @@ async function main(): Promise<number> {
     info(`route -> translator gobgpd (injector -> RR -> translator's monitor), ${nChanges} single T2ST changes: p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
     pass = pf(dLat.length >= nChanges * 0.9 && dP99 < 100, `route -> data plane, ${dLat.length} single T2ST changes (daemon's mup_bgp_route_latency_seconds, route read from its sidecar -> map write): p50 ${dP50.toFixed(2)} ms, p99 ${dP99.toFixed(2)} ms (< 100 ms)`) && pass;
     info(`injector -> RR -> sidecar -> daemon map write (polled on /metrics, so an upper bound): p50 ${pct(e2e, 50).toFixed(1)} ms, p99 ${pct(e2e, 99).toFixed(1)} ms`);
+    pass = pf(loopReadv.max < 0.05, `event loop with ${total} learned routes over 31 s (one re-advertisement): max ${(loopReadv.max * 1000).toFixed(2)} ms, p99 ${(loopReadv.p99 * 1000).toFixed(2)} ms (max < 50 ms)`) && pass;
+    pass = pf(tooLarge && swept === 0 && restartAfter >= total, `daemon restart against its sidecar's ${total} routes (beyond --current's 4 MiB: read with global rib ${tooLarge ? 'yes' : 'NO'}): synced in ${restartS.toFixed(2)} s, ${swept} learned entries swept from the data plane (0), ${restartAfter} installed after (${total})`) && pass;
+    pass = pf(sideMin >= total && keptMax > 0, `sidecar gobgpd restart: learned rules installed never below ${total} (least ${sideMin}; up to ${keptMax} kept while its peers' tables came back); full and read again in ${sideS.toFixed(2)} s`) && pass;
     info(`memory with ${total} learned routes: daemon RSS ${(rssDaemon / 1024).toFixed(1)} MiB, its sidecar gobgpd ${(rssGw2 / 1024).toFixed(1)} MiB (${(rss.gw / 1024).toFixed(1)} MiB before, without the daemon), route reflector gobgpd ${(rss.rr / 1024).toFixed(1)} MiB`);
     info(`host: ${cpus().length} CPUs, load average ${loadStart} at start, ${loadEnd} at the end: one sample on a loaded host is no final figure`);
     process.stdout.write(`${lines.join('\n')}\n`);
@@ -453,6 +537,7 @@ async function main(): Promise<number> {
       bulk: { routes: total, establishedToCompleteS: estToFull, startToEstablishedS: (tEst - tStart) / 1000 },
       changes: { n: nChanges, p50Ms: p50, p99Ms: p99, maxMs: lat[lat.length - 1]! },
       rssKb: { rr: rss.rr, translatorGobgpd: rssGw2, daemon: rssDaemon },
+      restarts: { loopMaxMs: loopReadv.max * 1000, daemonSyncedS: restartS, daemonSwept: swept, daemonInstalledAfter: restartAfter, tableReadWithRib: tooLarge, sidecarReadAgainS: sideS, sidecarLeastInstalled: sideMin, keptForPeersMax: keptMax },
       daemon: { startToReadyS: daemonReadyS, establishedToCompleteS: dEstToFull, polledS: dPolled, cpuMs: cpuDaemon, work, changes: { n: dLat.length, p50Ms: dP50, p99Ms: dP99, maxMs: dLat[dLat.length - 1] ?? NaN, e2eP50Ms: pct(e2e, 50), e2eP99Ms: pct(e2e, 99) } },
       lines,
       pass,
