@@ -61,7 +61,7 @@ export interface LearnerOptions {
   /**
    * Has the sidecar every peer's table: each neighbor established, and
    * End-of-RIB received in each family with graceful restart? Asked after
-   * each table read, every PEERS_POLL_MS while it says no: until then (or
+   * each table read, again while it says no (PEERS_POLL_MS, doubling): until then (or
    * `peersWaitMs`) the routes the table lacks are kept. Absent: they are
    * withdrawn at once.
    */
@@ -90,8 +90,15 @@ const TABLE_FAMILIES = ['mup-ipv4', 'mup-ipv6'] as const;
  * gives no sign of the registration without --current).
  */
 export const TABLE_DELAY_MS = 250;
-/** How often peersReady is asked while it says no. */
+/**
+ * peersReady is asked again after PEERS_POLL_MS while it says no, the wait
+ * doubling up to PEERS_POLL_MAX_MS: each ask is a `gobgp neighbor -j`
+ * process, and a wait can last the whole bulk load of a starting sidecar
+ * (15 s in bench:bgp's leg 5, where asking every 500 ms took CPU from the
+ * load on this 2-core host).
+ */
 export const PEERS_POLL_MS = 500;
+export const PEERS_POLL_MAX_MS = 4000;
 /** The longest a table read of one family may take (a million routes: about 700 MB of JSON from the CLI). */
 export const TABLE_READ_TIMEOUT_MS = 600_000;
 /** gobgpd's answer for a family it does not carry (GoBGP's getRib: "address family: ... not supported"). */
@@ -568,7 +575,7 @@ export class Learner {
           `the sidecar does not have every peer's table yet (a session down, or no End-of-RIB): the ${wait.keys.size} learned routes its table lacks (and, at a start, the entries of the earlier run) are kept until it has, at most ${limit / 1000} s (graceful_restart)`,
         );
       }
-      wait.timer = setTimeout(() => void this.#askPeers(wait), PEERS_POLL_MS);
+      wait.timer = setTimeout(() => void this.#askPeers(wait), Math.min(PEERS_POLL_MS * 2 ** (wait.asked - 1), PEERS_POLL_MAX_MS));
       wait.timer.unref();
       return;
     }
