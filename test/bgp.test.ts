@@ -198,6 +198,8 @@ describe.runIf(isRoot)('BGP MUP: learn from the sidecar gobgpd', () => {
   });
 
   it('status and metrics: received and installed per type; the API cannot overwrite a learned rule', async () => {
+    // Synced once the sidecar's peers are in: asked again after 0.5, 1, 2, 4 s... (PEERS_POLL_MS), so up to 4 s after they are.
+    await waitFor('the learner synced', 15_000, async () => (((await d!.api('GET', '/v1/bgp')).body as { synced?: boolean }).synced === true ? true : undefined), 100);
     const s = (await d!.api('GET', '/v1/bgp')).body as { routes: Record<string, { received: number; installed: number }>; sessions: { state: string }[]; synced: boolean };
     expect(s.synced).toBe(true);
     expect(s.routes['t2st']).toMatchObject({ received: 1, installed: 1 });
