@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gobgpdToml } from '../src/bgp/config.js';
-import { BgpInjector, checkSession, mupRoutes, neighborState, speakerToml, type CheckedSession } from '../src/bgp/controller.js';
+import { BgpInjector, checkSession, mupRoutes, neighborState, reflectorToml, type CheckedSession } from '../src/bgp/controller.js';
 import { gobgp, startGobgpd, type GobgpApi, type GobgpdProcess } from '../src/bgp/gobgpd.js';
 import { parseConfig } from '../src/config/load.js';
 import { freeTcpPort } from '../src/host/net.js';
@@ -65,19 +65,7 @@ describe.runIf(isRoot)('BGP MUP: a sidecar table larger than one gRPC message', 
     const port = (bgpPort = await freeTcpPort());
     rrApi = { host: '127.0.0.1', port: await freeTcpPort() };
     sideApi = { host: '127.0.0.1', port: await freeTcpPort() };
-    writeFileSync(
-      join(dir, 'rr.toml'),
-      speakerToml({
-        asn: 65000,
-        routerId: '10.255.0.1',
-        listen: RR,
-        port,
-        neighbors: [
-          { address: INJ, localAddress: RR, rrClient: true, passive: true },
-          { address: SIDE, localAddress: RR, rrClient: true, gracefulRestart: 120 },
-        ],
-      }),
-    );
+    writeFileSync(join(dir, 'rr.toml'), reflectorToml({ listen: RR, port, injector: INJ, sidecar: SIDE }));
     const config = [
       `settings: {forwarding: tx, max_policies: ${N + 1024}}`,
       'bgp:',

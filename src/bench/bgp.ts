@@ -49,7 +49,7 @@ import { fileURLToPath } from 'node:url';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { BgpInjector, checkSession, mupRoutes, neighborState, sessionArgs, speakerToml, type CheckedSession } from '../bgp/controller.js';
+import { BgpInjector, checkSession, mupRoutes, neighborState, reflectorToml, sessionArgs, speakerToml, type CheckedSession } from '../bgp/controller.js';
 import { gobgp, startGobgpd, type GobgpApi, type GobgpdProcess } from '../bgp/gobgpd.js';
 import { freeTcpPort } from '../host/net.js';
 import { DAEMON_NODE_FLAGS } from '../host/node-flags.js';
@@ -223,19 +223,7 @@ async function main(): Promise<number> {
     const port = await freePort();
     const rrApi: GobgpApi = { host: '127.0.0.1', port: await freePort() };
     const gwApi: GobgpApi = { host: '127.0.0.1', port: await freePort() };
-    writeFileSync(
-      join(dir, 'rr.toml'),
-      speakerToml({
-        asn: 65000,
-        routerId: '10.255.0.1',
-        listen: RR,
-        port,
-        neighbors: [
-          { address: INJ, localAddress: RR, rrClient: true, passive: true },
-          { address: GW, localAddress: RR, rrClient: true, gracefulRestart: 120 },
-        ],
-      }),
-    );
+    writeFileSync(join(dir, 'rr.toml'), reflectorToml({ listen: RR, port, injector: INJ, sidecar: GW }));
     writeFileSync(join(dir, 'gw.toml'), speakerToml({ asn: 65000, routerId: '10.255.0.2', listen: GW, port, neighbors: [{ address: RR, localAddress: GW, gracefulRestart: 120 }] }));
     say(`load ${loadStart}; route reflector ${RR}:${port} (API ${rrApi.port}), translator gobgpd ${GW} (API ${gwApi.port})`);
     const rr = await startGobgpd({ configFile: join(dir, 'rr.toml'), api: rrApi, logFile: join(dir, 'rr.log') });

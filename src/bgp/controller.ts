@@ -481,6 +481,24 @@ export function speakerToml(o: { asn: number; routerId: string; listen: string; 
   return `${l.join('\n')}\n`;
 }
 
+/**
+ * The route reflector of bench:bgp and the large-table test: AS 65000,
+ * router id 10.255.0.1 on `listen`; its clients our injector (passive: the
+ * injector connects) and a translator's sidecar (graceful restart 120 s).
+ */
+export function reflectorToml(o: { listen: string; port: number; injector: string; sidecar: string }): string {
+  return speakerToml({
+    asn: 65000,
+    routerId: '10.255.0.1',
+    listen: o.listen,
+    port: o.port,
+    neighbors: [
+      { address: o.injector, localAddress: o.listen, rrClient: true, passive: true },
+      { address: o.sidecar, localAddress: o.listen, rrClient: true, gracefulRestart: 120 },
+    ],
+  });
+}
+
 /** Session state of the neighbor `address` at the speaker behind `api` ("established", "active", ...), or undefined. */
 export async function neighborState(api: GobgpApi, address: string, netns?: string): Promise<string | undefined> {
   const out = await gobgp(api, ['neighbor', '-j'], netns === undefined ? {} : { netns });

@@ -165,11 +165,10 @@ export class Learner {
   /**
    * Our own routes (locally originated: no source-id) as the monitor shows
    * them, by key: what the sidecar advertises for us, for the 30-s
-   * re-advertisement (no read of the whole table). Valid once a table is
-   * read whole, until the run ends.
+   * re-advertisement (no read of the whole table). Valid while the monitor
+   * is up: from a table read whole to the end of its run.
    */
   readonly #own = new Map<string, MupRoute>();
-  #ownValid = false;
   /** Routes a table lacked, kept until the sidecar has every peer's table (see peersReady). */
   #absent: AbsentWait | undefined;
   /** ms waited by waits that were cut short (a run's end, a newer table) and not completed since: counted against the next wait's limit. */
@@ -207,7 +206,7 @@ export class Learner {
 
   /** Our own routes in the sidecar as the monitor shows them; undefined while no table has been read in this run. */
   ownRoutes(): MupRoute[] | undefined {
-    return this.#ownValid ? [...this.#own.values()] : undefined;
+    return this.stats.up ? [...this.#own.values()] : undefined;
   }
 
   /** The keys whose route changed since the last call (a route's object is kept until it changes). */
@@ -238,9 +237,7 @@ export class Learner {
     const c = this.#child;
     if (c !== undefined) {
       this.#stopTable(c);
-      c.worker.postMessage({ t: 'kill' });
-      // Its gobgp dies with the thread too (setpriv --pdeathsig: the thread that started it).
-      setTimeout(() => void c.worker.terminate(), 100).unref();
+      kill(c.worker);
     }
   }
 
@@ -269,19 +266,13 @@ export class Learner {
       ended = true;
       this.#stopTable(me);
       if (this.#child === me) this.#child = undefined;
-      this.#ownValid = false;
       // A wait for the peers belongs to its run: ended here, it would withdraw what it kept with no monitor
       // running (or in the middle of the next run's table read). The next table counts them absent again.
-      if (this.#absent !== undefined) {
-        clearTimeout(this.#absent.timer);
-        this.#absentSpent = this.#absent.spent + (performance.now() - this.#absent.since);
-        this.#absent = undefined;
-      }
+      if (this.#absent !== undefined) this.#absentSpent = this.#endWait();
       const was = this.stats.up;
       this.stats.up = false;
       if (this.#stopped) return;
-      // gobgp -j prints its failure on stdout, not stderr.
-      const detail = [stderr.trim().split('\n').pop() ?? '', me.error ?? ''].filter((x) => x !== '').join('; ');
+      const detail = exitDetail(stderr, me.error);
       const why = `gobgp monitor against ${apiText(this.#o.api)} exited (${signal ?? `code ${code}`})${detail === '' ? '' : `: ${detail}`}`;
       this.stats.lastError = why;
       if (!this.#largeTable && TOO_LARGE.test(detail)) {
@@ -304,11 +295,7 @@ export class Learner {
         if (m.pid !== undefined) me.pid = m.pid;
         if (me.table !== undefined) this.#readTableOnceWatching(me);
       } else if (m.t === 'lines') {
-        this.work.reads++;
-        this.work.bytes += m.bytes;
-        this.work.decodeMs += m.decodeMs;
-        // The read time on this thread's clock (route -> map write latency).
-        const readAt = m.readAt - performance.timeOrigin;
+        const readAt = this.#counted(m);
         for (const d of m.lines) {
           if (d.error !== undefined) me.error = d.error;
           else if (me.table !== undefined) me.table.buffered.push({ d, readAt });
@@ -320,6 +307,14 @@ export class Learner {
     });
     worker.on('error', (e) => end(null, null, `reader thread: ${e.message}`));
     worker.on('exit', (code) => end(null, null, `reader thread exited (${code})`));
+  }
+
+  /** A reader's chunk counted in `work`; its read time on this thread's clock (route -> map write latency). */
+  #counted(m: Extract<FromMonitor, { t: 'lines' }>): number {
+    this.work.reads++;
+    this.work.bytes += m.bytes;
+    this.work.decodeMs += m.decodeMs;
+    return m.readAt - performance.timeOrigin;
   }
 
   /** Give the run up (its monitor killed): `why` is the reason its end gives. */
@@ -339,10 +334,7 @@ export class Learner {
     clearTimeout(t.connectTimer);
     const r = t.reader;
     t.reader = undefined;
-    if (r !== undefined) {
-      r.postMessage({ t: 'kill' });
-      setTimeout(() => void r.terminate(), 100).unref();
-    }
+    if (r !== undefined) kill(r);
   }
 
   /** Without --current: once the monitor is connected (and a moment more), read the table, family by family. */
@@ -401,10 +393,7 @@ export class Learner {
     reader.on('message', (m: FromMonitor) => {
       if (done || t.reader !== reader) return;
       if (m.t === 'lines') {
-        this.work.reads++;
-        this.work.bytes += m.bytes;
-        this.work.decodeMs += m.decodeMs;
-        const readAt = m.readAt - performance.timeOrigin;
+        const readAt = this.#counted(m);
         for (const d of m.lines) {
           // A family the sidecar does not carry (global afi-safis without it) has no routes: an empty table, not a failure.
           if (d.error !== undefined && NOT_CARRIED.test(d.error)) notCarried = true;
@@ -412,7 +401,7 @@ export class Learner {
           else this.#line(d, readAt, t.present);
         }
       } else if (m.t === 'exit') {
-        const detail = [m.stderr.trim().split('\n').pop() ?? '', error ?? ''].filter((x) => x !== '').join('; ');
+        const detail = exitDetail(m.stderr, error);
         finish((m.code === 0 || notCarried) && error === undefined ? undefined : `exited (${m.signal ?? `code ${m.code}`})${detail === '' ? '' : `: ${detail}`}`);
       }
     });
@@ -523,7 +512,6 @@ export class Learner {
    */
   #tableComplete(present: ReadonlySet<string>, how?: string): boolean {
     this.#awaitingTable = false;
-    this.#ownValid = true;
     this.stats.up = true;
     this.#backoff = this.#o.backoffMs?.[0] ?? 200;
     this.#o.onMonitor?.('up', how === undefined ? `reading the table of ${apiText(this.#o.api)}` : `read the table of ${apiText(this.#o.api)} ${how}`);
@@ -532,9 +520,7 @@ export class Learner {
     // A wait of an earlier table is replaced: what it kept and this table lacks too is in `absent` (never
     // withdrawn). The time it waited counts against the limit: a sidecar restarting over and over keeps
     // nothing for good (the time with no monitor running does not count: the data plane stays as it is then).
-    const spent = this.#absent === undefined ? (this.#absentSpent ?? 0) : this.#absent.spent + (performance.now() - this.#absent.since);
-    clearTimeout(this.#absent?.timer);
-    this.#absent = undefined;
+    const spent = this.#absent === undefined ? (this.#absentSpent ?? 0) : this.#endWait();
     this.#absentSpent = undefined;
     // Asked even when the table lacks nothing: at a daemon start the pinned entries of the earlier run are
     // not in this table of routes, and the sweep of those not learned again waits for the sync.
@@ -543,6 +529,14 @@ export class Learner {
     this.#absent = wait;
     void this.#askPeers(wait);
     return false;
+  }
+
+  /** End the wait for the peers without withdrawing anything; the ms it (and those it replaced) waited. */
+  #endWait(): number {
+    const w = this.#absent!;
+    clearTimeout(w.timer);
+    this.#absent = undefined;
+    return w.spent + (performance.now() - w.since);
   }
 
   #withdrawAbsent(keys: Iterable<string>): boolean {
@@ -640,6 +634,17 @@ export class Learner {
   heldRoutes(): string[] {
     return [...this.#table.values()].filter((h) => h.timer !== undefined).map((h) => describeRoute(h.route));
   }
+}
+
+/** gobgp's last stderr line and its error line (gobgp -j prints its failure on stdout, not stderr), for a reason. */
+function exitDetail(stderr: string, error: string | undefined): string {
+  return [stderr.trim().split('\n').pop() ?? '', error ?? ''].filter((x) => x !== '').join('; ');
+}
+
+/** Kill a reader's gobgp, and the thread 100 ms later (its gobgp dies with it too: setpriv --pdeathsig). */
+function kill(r: MonitorReader): void {
+  r.postMessage({ t: 'kill' });
+  setTimeout(() => void r.terminate(), 100).unref();
 }
 
 /**

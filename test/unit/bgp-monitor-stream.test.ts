@@ -16,15 +16,17 @@ import { decodeMonitorLine, decodePaths, type DecodedLine } from '../../src/bgp/
 
 const fixture = (name: string): string => readFileSync(new URL(`../fixtures/bgp/${name}`, import.meta.url), 'utf8');
 
-/** Feed `text` in chunks of `size` bytes; the decoded lines, in order. */
-function chunked(text: string | Buffer, size: number): DecodedLine[] {
+/** Feed `text` to a reader in chunks of `size` bytes; what it decoded, in order. */
+function fed(reader: MonitorLines | RibDump, text: string | Buffer, size: number): DecodedLine[] {
   const buf = Buffer.isBuffer(text) ? text : Buffer.from(text, 'utf8');
-  const m = new MonitorLines();
   const out: DecodedLine[] = [];
-  for (let i = 0; i < buf.length; i += size) out.push(...m.push(buf.subarray(i, i + size)));
-  out.push(...m.end());
+  for (let i = 0; i < buf.length; i += size) out.push(...reader.push(buf.subarray(i, i + size)));
+  out.push(...reader.end());
   return out;
 }
+
+/** The monitor's stdout in chunks: the decoded lines. */
+const chunked = (text: string | Buffer, size: number): DecodedLine[] => fed(new MonitorLines(), text, size);
 
 const whole = (text: string): DecodedLine[] => text.split('\n').slice(0, text.endsWith('\n') ? -1 : undefined).map((l) => decodeMonitorLine(l));
 
@@ -74,15 +76,8 @@ describe('MonitorLines: chunks in, decoded lines out', () => {
   });
 });
 
-/** A table read fed in chunks of `size` bytes: its decoded destinations (and error lines), in order. */
-function dumped(text: string | Buffer, size: number): DecodedLine[] {
-  const buf = Buffer.isBuffer(text) ? text : Buffer.from(text, 'utf8');
-  const r = new RibDump();
-  const out: DecodedLine[] = [];
-  for (let i = 0; i < buf.length; i += size) out.push(...r.push(buf.subarray(i, i + size)));
-  out.push(...r.end());
-  return out;
-}
+/** A table read in chunks: its decoded destinations (and error lines). */
+const dumped = (text: string | Buffer, size: number): DecodedLine[] => fed(new RibDump(), text, size);
 
 describe('RibDump: a `gobgp global rib -j` table in chunks, destinations out', () => {
   it('rib-mup-ipv4.json: every chunk size gives each destination decoded whole, its best path only', () => {
