@@ -382,3 +382,83 @@ describe.skipIf(!haveObject)('changes of new keys only (a first fill, API batche
     expect(out[0]).toEqual(out[1]);
   });
 });
+
+describe.skipIf(!haveObject)('the sweep of entries no rule lists (Tables.sweepYielding: a restarted daemon, BGP rules not learned again)', () => {
+  const open: Dataplane[] = [];
+  afterEach(() => {
+    for (const d of open.splice(0)) d.close();
+  });
+  const dataplane = (config: Config): Dataplane => {
+    const d = openDataplane({ config });
+    open.push(d);
+    return d;
+  };
+  const n3 = (i: number): number => ((100 << 24) | (64 << 16) | i) >>> 0;
+
+  it('leaves the tables as sync leaves them for the same rules: deletes, address-only entries, prefix lengths', async () => {
+    const full = parseConfig(SETTINGS + rulesYaml(), 'full.yaml');
+    // Kept: two thirds of the prefix policies; every TEID policy of 100.64.0.1 and .5, half of .4's, none of
+    // .2's (its address-only entry goes); .3's TEID policies without its own /32 (which becomes address-only).
+    let teid4 = 0;
+    const policies = full.policies.filter((p, i) => {
+      if (p.match.len < 32) return i % 3 !== 0;
+      if (p.match.addr === n3(2)) return false;
+      if (p.match.addr === n3(3)) return p.teid !== undefined;
+      if (p.match.addr === n3(4)) return teid4++ % 2 === 0;
+      return true;
+    });
+    const localsids = full.localsids.filter((_, i) => i % 4 !== 1);
+    const sessions = (full.sessions ?? []).filter((_, i) => i % 5 !== 0);
+    const bySync = dataplane(full);
+    const bySweep = dataplane(full);
+    expect(bySweep.rules.addrOnlyCount).toBe(4);
+    const synced = bySync.rules.sync(full.settings, policies, localsids, sessions);
+    const swept = await bySweep.rules.sweepYielding(policies, localsids, sessions);
+    expect(state(bySweep)).toEqual(state(bySync));
+    expect(swept.deleted).toBe(synced.deleted);
+    // What the comparison covers: .2's address-only entry gone, .3's /32 now one; the deletes of every kind.
+    expect(bySweep.rules.policyRule({ addr: n3(3), len: 32 })).toBeUndefined();
+    expect(bySweep.rules.addrOnlyCount).toBe(4);
+    expect(state(bySweep)['counts']).toEqual([policies.length, 4, localsids.length, sessions.length]);
+    expect(swept.deleted).toBeGreaterThan(100 + 40 + 20 + 15 + 34);
+    // A second sweep with the same rules finds nothing.
+    expect((await bySweep.rules.sweepYielding(policies, localsids, sessions)).deleted).toBe(0);
+    expect(state(bySweep)).toEqual(state(bySync));
+  });
+
+  it('runs in slices: the event loop turns while it deletes (Tables.changing meanwhile), and no other write lands between them', async () => {
+    const big = SETTINGS.replace('max_sessions: 512', 'max_sessions: 8192');
+    const many = parseConfig(
+      `${big}sessions:\n${Array.from({ length: 6000 }, (_, i) => `  - { ue: 10.62.${i >> 8}.${i & 255}/32, teid: ${i + 1}, qfi: 9, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }`).join('\n')}\n`,
+      'many.yaml',
+    );
+    const d = dataplane(many);
+    expect(d.rules.sessionCount).toBe(6000);
+    const seen: boolean[] = [];
+    const refused: string[] = [];
+    let on = true;
+    const watch = (): void => {
+      seen.push(d.rules.changing);
+      if (d.rules.changing) {
+        try {
+          d.rules.apply({ putSessions: many.sessions!.slice(0, 1) });
+        } catch (e) {
+          refused.push((e as Error).message);
+        }
+      }
+      if (on) setImmediate(watch);
+    };
+    setImmediate(watch);
+    const r = await d.rules.sweepYielding([], [], many.sessions!.slice(3000));
+    on = false;
+    expect(r.deleted).toBe(3000);
+    expect(d.rules.sessionCount).toBe(3000);
+    expect(d.rules.changing).toBe(false);
+    // 6,000 keys looked up and 3,000 deleted: more than one slice on any host this runs on.
+    expect(seen).toContain(true);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(refused[0]).toMatch(/a batch is being written to the tables/);
+    for (const s of many.sessions!.slice(0, 3000)) expect(d.rules.sessionRule(s.ue)).toBeUndefined();
+    for (const s of many.sessions!.slice(3000)) expect(d.rules.sessionRule(s.ue)).toBeDefined();
+  });
+});

@@ -34,8 +34,11 @@ export interface BgpHost {
    * rule held the key or name, the table was full) are tried again.
    */
   applyLearned(delta: LearnedDelta): Promise<LearnedApplied>;
-  /** The pinned tables' entries no rule lists any more go (after the first table was read and its hold-down passed). */
-  sweep(): Promise<number>;
+  /**
+   * The pinned tables' entries no rule lists any more go (after the first table was read and its hold-down
+   * passed): how many; undefined when there was nothing to sweep (tables this daemon made).
+   */
+  sweep(): Promise<number | undefined>;
   localsids(): Iterable<LocalSid>;
 }
 
@@ -182,8 +185,11 @@ export class BgpService {
         this.#sweepTimer = setTimeout(() => {
           this.#busy = this.#busy.then(async () => {
             try {
+              const t0 = performance.now();
               const n = await this.#h.sweep();
-              if (n > 0) this.#h.log.info({ deleted: n }, 'BGP: entries of an earlier run that were not learned again are gone (after the hold-down)');
+              const ms = Math.round(performance.now() - t0);
+              if (n !== undefined && n > 0) this.#h.log.info({ deleted: n, ms }, 'BGP: entries of an earlier run that were not learned again are gone (after the hold-down)');
+              else if (n === 0) this.#h.log.info({ deleted: 0, ms }, 'BGP: every entry of an earlier run was learned again (the sweep after the hold-down deleted none)');
             } catch (e) {
               // Never a rejected #busy: every later apply chains on it (and an unhandled rejection ends the process).
               this.#h.log.warn({ error: (e as Error).message }, 'BGP: the sweep of the entries an earlier run left failed; they stay in the tables');

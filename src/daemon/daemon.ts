@@ -805,16 +805,16 @@ export class Daemon {
   }
 
   /** Delete the table entries no rule lists (left by an earlier run, not learned again). */
-  #sweepUnlisted(): Promise<number> {
+  #sweepUnlisted(): Promise<number | undefined> {
     // Tables this daemon made (no earlier run's pins taken over) hold only what its rules wrote: nothing to sweep.
-    // The sweep is one pass over every rule in one turn (dataplane.sync: 247 ms at 20,000 learned rules), and
-    // since the learner syncs only once the sidecar's peers are in (session 35) it came after a first start's
-    // bulk load, not before it.
-    if (!this.#adopted) return Promise.resolve(0);
+    // Else the earlier run's entries that no rule lists now go, in slices (Tables.sweepYielding): as one
+    // dataplane.sync it held the event loop 247 ms at 20,000 learned rules.
+    if (!this.#adopted) return Promise.resolve(undefined);
     return this.#serial.run(async () => {
       // Not between two slices of a failed sync's undo (its write would be refused, and it must not land under it).
       await this.#store.idle();
-      return this.dataplane.sync(this.#rules.effective()).deleted;
+      const e = this.#rules.effective();
+      return (await this.dataplane.rules.sweepYielding(e.policies, e.localsids, e.sessions ?? [])).deleted;
     });
   }
 
