@@ -1086,23 +1086,30 @@ export function takeRuleIndex<R extends Rule>(rules: readonly R[]): RuleIndex<R>
 /** Names unique (the first repeated one is the error), then keys unique. */
 function checkRules<R extends Rule>(src: Source, section: RuleSection, rules: readonly R[], keyName: string, key: (r: R) => string, nameWhy: string, keyWhy: string): void {
   // One pass for both maps; a repeated name is the error before any repeated key, as two passes would have it.
+  // A repeat is seen by the size not growing: one hash and one lookup a rule and map, not two (has, then set).
+  // The maps are garbage once a repeat is found, so the repeat's overwrite does not matter.
   const names: Map<string, string> = new ShardedMap<string>();
   const byKey = new Map<string, R>();
-  let keyTwice: { r: R; k: string; prev: R } | undefined;
+  let keyTwice: { r: R; k: string } | undefined;
   for (const r of rules) {
     const k = key(r);
     if (r.name !== undefined) {
-      if (names.has(r.name)) {
+      const n = names.size;
+      names.set(r.name, k);
+      if (names.size === n) {
         const first = rules.find((x) => x.name === r.name) ?? r;
         src.fail(pathOf(r, section, 'name'), `${JSON.stringify(r.name)} is already used by ${label(first, section)}; ${nameWhy}`);
       }
-      names.set(r.name, k);
     }
-    const prev = byKey.get(k);
-    if (prev === undefined) byKey.set(k, r);
-    else keyTwice ??= { r, k, prev };
+    const n = byKey.size;
+    byKey.set(k, r);
+    if (byKey.size === n) keyTwice ??= { r, k };
   }
-  if (keyTwice !== undefined) src.fail(pathOf(keyTwice.r, section, keyName), `${keyTwice.k} is already used by ${label(keyTwice.prev, section)}; ${keyWhy}`);
+  if (keyTwice !== undefined) {
+    const { r, k } = keyTwice;
+    const prev = rules.find((x) => key(x) === k) ?? r;
+    src.fail(pathOf(r, section, keyName), `${k} is already used by ${label(prev, section)}; ${keyWhy}`);
+  }
   ruleIndexes.set(rules, { byKey, names } as RuleIndex<Rule>);
 }
 
