@@ -68,6 +68,8 @@ export interface LearnerOptions {
   readonly peersReady?: () => Promise<boolean>;
   /** Tests: TABLE_READ_TIMEOUT_MS. */
   readonly tableReadTimeoutMs?: number;
+  /** Tests: CONNECT_TIMEOUT_MS. */
+  readonly connectTimeoutMs?: number;
   /** The longest wait for peersReady (the sidecar's graceful-restart time), ms. */
   readonly peersWaitMs?: number;
   /** What the learner has to say besides up and down (the wait for the peers). */
@@ -341,13 +343,14 @@ export class Learner {
   #readTableOnceWatching(me: Run): void {
     const t = me.table!;
     const watching = this.#o.monitorWatching ?? monitorConnected;
+    const limit = this.#o.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
     const since = performance.now();
     const poll = (): void => {
       if (this.#child !== me || this.#stopped) return;
       if (me.pid !== undefined && watching(me.pid, this.#o.api)) {
         t.connectTimer = setTimeout(() => this.#readFamily(me, 0), this.#o.tableDelayMs ?? TABLE_DELAY_MS);
-      } else if (performance.now() - since > CONNECT_TIMEOUT_MS) {
-        this.#abandon(me, `the monitor did not connect to ${apiText(this.#o.api)} within ${CONNECT_TIMEOUT_MS / 1000} s`);
+      } else if (performance.now() - since > limit) {
+        this.#abandon(me, `the monitor did not connect to ${apiText(this.#o.api)} within ${limit / 1000} s`);
       } else {
         t.connectTimer = setTimeout(poll, 20);
       }

@@ -89,7 +89,9 @@ afterEach(() => {
   for (const l of running.splice(0)) l.stop();
 });
 
-function learner(o: { holdDownMs?: number; peersReady?: () => Promise<boolean>; peersWaitMs?: number; tableReadTimeoutMs?: number } = {}): { l: Learner; runs: FakeReader[]; events: string[]; synced: { n: number } } {
+function learner(
+  o: { holdDownMs?: number; peersReady?: () => Promise<boolean>; peersWaitMs?: number; tableReadTimeoutMs?: number; connectTimeoutMs?: number; monitorWatching?: () => boolean } = {},
+): { l: Learner; runs: FakeReader[]; events: string[]; synced: { n: number } } {
   const runs: FakeReader[] = [];
   const events: string[] = [];
   const synced = { n: 0 };
@@ -105,11 +107,12 @@ function learner(o: { holdDownMs?: number; peersReady?: () => Promise<boolean>; 
       runs.push(r);
       return r as unknown as MonitorReader;
     },
-    monitorWatching: () => true,
+    monitorWatching: o.monitorWatching ?? (() => true),
     tableDelayMs: 1,
     ...(o.peersReady === undefined ? {} : { peersReady: o.peersReady, onNote: (msg: string) => events.push(`note: ${msg}`) }),
     ...(o.peersWaitMs === undefined ? {} : { peersWaitMs: o.peersWaitMs }),
     ...(o.tableReadTimeoutMs === undefined ? {} : { tableReadTimeoutMs: o.tableReadTimeoutMs }),
+    ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
   });
   running.push(l);
   l.start();
@@ -281,6 +284,32 @@ describe('a table too large for --current', () => {
     expect(runs[3]!.killed).toBe(true);
     expect(l.stats.lastError).toMatch(/no end within 0\.05 s/);
     expect(teids(l)).toEqual([1, 2, 3]);
+  });
+});
+
+describe('a monitor without --current that does not connect', () => {
+  it('is given up (connectTimeoutMs): no table read, nothing withdrawn; the next run reads the table once it connects', async () => {
+    let connected = false;
+    const { l, runs } = learner({ connectTimeoutMs: 60, monitorWatching: () => connected });
+    runs[0]!.line(t1st(1), t1st(2));
+    runs[0]!.exit(1);
+    await until('a second run', 1000, () => runs.length === 2);
+    runs[1]!.text('{"error":"rpc error: code = ResourceExhausted desc = grpc: received message larger than max (6188240 vs. 4194304)"}');
+    runs[1]!.exit(1);
+    await until('the monitor without --current', 1000, () => runs.length === 3);
+    const mon = runs[2]!;
+    mon.spawned();
+    await until('the run given up and a new monitor started', 2000, () => runs.length === 4);
+    expect(mon.killed).toBe(true);
+    expect(runs[3]!.format).toBe('lines');
+    expect(runs[3]!.argv).not.toContain('--current');
+    expect(l.stats.lastError).toMatch(/the monitor did not connect to 127\.0\.0\.1:50999 within 0\.06 s/);
+    expect(l.stats.up).toBe(false);
+    expect(teids(l)).toEqual([1, 2]);
+    connected = true;
+    runs[3]!.spawned();
+    await until('the table read', 1000, () => runs.length === 5);
+    expect(runs[4]!.format).toBe('rib');
   });
 });
 
