@@ -124,6 +124,8 @@ interface Options {
   churnMinutes: number;
   /** (f): leave out the per_rule all scrapes (for information; two reloads and 19 MB answers). */
   skipPerRuleAll: boolean;
+  /** Write the daemon's log (JSON lines, its whole life) to this file at the end. */
+  daemonLog?: string;
 }
 
 function parseArgs(argv: readonly string[]): Options {
@@ -153,8 +155,9 @@ function parseArgs(argv: readonly string[]): Options {
     else if (a === '--churn-seconds') o.churnS = Number(next());
     else if (a === '--churn-minutes') o.churnMinutes = Number(next());
     else if (a === '--skip-per-rule-all') o.skipPerRuleAll = true;
+    else if (a === '--daemon-log') o.daemonLog = next();
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--single-ops N] [--format yaml|json] [--idle-seconds N] [--churn-seconds N (0: skip the loop phase)] [--churn-minutes N ((j): RSS over N minutes of churn and changes; issue 19 asks 10)] [--skip-per-rule-all] [--cpu-prof DIR] [--node-flag FLAG]... [--json] [--keep-going] [--sessions N]\n');
+      process.stdout.write('usage: npm run bench:daemon -- [--rules N] [--ops N] [--scrapes N] [--single-ops N] [--format yaml|json] [--idle-seconds N] [--churn-seconds N (0: skip the loop phase)] [--churn-minutes N ((j): RSS over N minutes of churn and changes; issue 19 asks 10)] [--skip-per-rule-all] [--daemon-log FILE] [--cpu-prof DIR] [--node-flag FLAG]... [--json] [--keep-going] [--sessions N]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${String(a)}; see --help`);
   }
@@ -1530,6 +1533,7 @@ async function main(): Promise<number> {
     }
     return 2;
   } finally {
+    if (o.daemonLog !== undefined) writeFileSync(o.daemonLog, log);
     // After a signal, the handler reports and exits; wait for the same cleanup here.
     const problems = await env.cleanup();
     if (!signalled) for (const p of problems) process.stderr.write(`cleanup: ${p}\n`);
