@@ -479,7 +479,8 @@ export function registerOps(program: Command, io: Io): void {
       const doc = await readOperations(o.file);
       const r = await call<BatchAnswer>(target(o), 'POST', '/v1/batch', doc);
       if (o.json === true) return io.out(`${JSON.stringify(r, null, 2)}\n`);
-      io.out(`applied ${r.applied} operations: ${r.added} added, ${r.replaced} replaced, ${r.deleted} deleted\n`);
+      const order = r.deletesFirst === true ? ' (a table was full: its deletes were written first, to make room)' : '';
+      io.out(`applied ${r.applied} operations: ${r.added} added, ${r.replaced} replaced, ${r.deleted} deleted${order}\n`);
     });
 
   // ---------------------------------------------------------------- rules
@@ -697,6 +698,8 @@ interface BatchAnswer {
   readonly added: number;
   readonly replaced: number;
   readonly deleted: number;
+  /** A table was full and the batch's own deletes made the room: written deletes first. */
+  readonly deletesFirst?: true;
   readonly results: readonly { index: number; op: string; kind: string; key: string }[];
 }
 

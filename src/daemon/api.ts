@@ -736,6 +736,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
           added: r.added,
           replaced: r.replaced,
           deleted: r.deleted,
+          ...(r.deletesFirst === true ? { deletesFirst: true } : {}),
           results: r.results.map((x, index) => ({ index, op: x.op, kind: x.kind, key: x.key })),
         }));
       } finally {

@@ -184,6 +184,8 @@ export interface ReloadResult {
   readonly checked?: boolean;
   /** One line per rule (and interface, setting) that changes: `+ policy NAME {...}`, `- policy NAME`, `~ policy NAME: key old -> new`. */
   readonly diff?: string[];
+  /** A table was full and the edit's own deletes made the room: its deletes were written before its puts. */
+  readonly deletesFirst?: true;
   /** `missing`: configured interfaces that do not exist now (not attached; attached when they appear). */
   readonly interfaces: { readonly attached: string[]; readonly detached: string[]; readonly missing: string[] };
 }
@@ -1326,7 +1328,7 @@ export class Daemon {
     // The object file was read (and a new one loaded) in turns of the loop: a stop meanwhile closed the data plane.
     this.#stillRunning();
     const old = this.dataplane;
-    let result: { added: number; replaced: number; deleted: number; unchanged: number };
+    let result: { added: number; replaced: number; deleted: number; unchanged: number; split?: boolean };
     /** The next-hop cache's ids of the rules the edit deletes (set when only the edit is written: the cache then re-points only its rules). */
     let nhGone: number[] | undefined;
     // The tables are written by the running data plane, also when a new program is swapped in below: the
@@ -1340,7 +1342,7 @@ export class Daemon {
       // Only what the edit changed is written; the rest of the tables already hold this set's rules.
       const { changes, same } = diffed;
       const learned = RULE_KIND_LIST.reduce((n, k) => n + rules.learned(k.kind).size, 0);
-      let r: { added: number; replaced: number; deleted: number; unchanged: number };
+      let r: { added: number; replaced: number; deleted: number; unchanged: number; split: boolean };
       // Before the deletes free their ids (a read only: nothing to undo if the write fails).
       if (this.#nhIncremental(config)) {
         nhGone = await this.#nhDeleted(changes);
@@ -1351,7 +1353,8 @@ export class Daemon {
         r = old.update(rules.effective(), changes);
       } catch (e) {
         this.#restoreTables(rules); // part of it may be in
-        throw e;
+        // A full table, too many prefix lengths: the file's, 409 (before: 500, "internal").
+        throw tablesError(e);
       }
       result = { ...r, unchanged: r.unchanged + same + learned };
     }
@@ -1399,13 +1402,15 @@ export class Daemon {
     this.#bgp?.readvertise();
     this.#bgp?.rulesChanged();
     lap('rest');
+    const { split, ...counts } = result;
     return {
-      ...result,
+      ...counts,
       configChanged: true,
       programReplaced,
       apiChanges: overlaySize(overlay),
       absorbed,
       interfaces: ifaces,
+      ...(split === true ? { deletesFirst: true as const } : {}),
     };
   }
 
@@ -1957,7 +1962,7 @@ export class Daemon {
    * undoes the tables and the set (src/daemon/batch.ts). Between slices
    * the daemon answers reads, which see the batch part done.
    */
-  async applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
+  async applyBatch(ops: readonly unknown[], by?: string): Promise<BatchAnswer> {
     // Nothing to do: no record and no fdatasync (an empty {"batch":[]} record was written and synced before);
     // a daemon that is stopping says so, as for any batch.
     if (ops.length === 0) {
@@ -1978,8 +1983,9 @@ export class Daemon {
     }
   }
 
-  async #applyBatch(ops: readonly unknown[], by?: string): Promise<{ results: BatchResult[]; added: number; replaced: number; deleted: number }> {
+  async #applyBatch(ops: readonly unknown[], by?: string): Promise<BatchAnswer> {
     const ms = { wait: 0, plan: 0, tables: 0, rules: 0, record: 0, durable: 0 };
+    let deletesFirst = false;
     const tIn = performance.now();
     const { durable, plan } = await this.#serial.run(async () => {
       await this.#dp?.rules.writable('put');
@@ -2001,7 +2007,8 @@ export class Daemon {
       this.#batchUnderWay = true;
       try {
         try {
-          await t.applyYielding(plan.changes);
+          // At a full table whose room the batch's own deletes make: its deletes first, then its puts.
+          deletesFirst = (await t.applyYieldingRoomFirst(plan.changes)).split;
         } catch (e) {
           await this.#writeFailedSliced(e, t, writes, plan.undo, gone, `batch of ${ops.length} operations`);
           throw tablesError(e);
@@ -2032,7 +2039,7 @@ export class Daemon {
       // In slices, its grace periods waited for with the loop running (StateStore: no other write meanwhile).
       const undo = async (): Promise<void> => {
         try {
-          await t.applyYielding(plan.undo);
+          await t.applyYieldingRoomFirst(plan.undo);
         } catch (e) {
           // The rule set is put back all the same (below: it is what the state file says); tables that refused
           // their write back are out of step with it until the next reload writes them whole.
@@ -2079,9 +2086,9 @@ export class Daemon {
       throw this.#notSaved(e, `batch of ${ops.length} operations`);
     }
     ms.durable = performance.now() - tRecorded;
-    this.#log.info({ operations: ops.length, ...plan.counts, by, ms: roundAll(ms) }, 'batch applied');
+    this.#log.info({ operations: ops.length, ...plan.counts, by, ...(deletesFirst ? { deletesFirst } : {}), ms: roundAll(ms) }, 'batch applied');
     this.#bgp?.rulesChanged();
-    return { results: plan.results, ...plan.counts };
+    return { results: plan.results, ...plan.counts, ...(deletesFirst ? { deletesFirst } : {}) };
   }
 
   /**
@@ -2161,7 +2168,7 @@ export class Daemon {
     let r: ApplyResult | undefined;
     let e2: unknown;
     try {
-      r = await t.applyYielding(reverse);
+      r = await t.applyYieldingRoomFirst(reverse);
     } catch (x) {
       e2 = x;
     }
@@ -2463,6 +2470,19 @@ function* changePieces(c: Changes, n: number): Generator<Changes> {
 }
 
 /** A table error that is the caller's (full, too many lengths) as a 409; others as they are. */
+/**
+ * POST /v1/batch's answer. `deletesFirst`: a table was full and the
+ * batch's own deletes made the room its new rules needed, so its deletes
+ * were written before its puts (Tables.applyYieldingRoomFirst).
+ */
+export interface BatchAnswer {
+  readonly results: BatchResult[];
+  readonly added: number;
+  readonly replaced: number;
+  readonly deleted: number;
+  readonly deletesFirst?: true;
+}
+
 function tablesError(e: unknown): unknown {
   return e instanceof TablesFullError || e instanceof RangeError ? new RuleError(e.message, 409) : e;
 }

@@ -286,6 +286,25 @@ function* keyTexts<K>(list: readonly K[], encode: (k: K) => Buffer, clock: Slice
   return out;
 }
 
+/** A change refused before any write (a full table) whose own deletes free the room it lacks, and that has puts to write after them. */
+function roomAfterDeletes(e: unknown, c: Changes): boolean {
+  const puts = (c.putPolicies?.length ?? 0) + (c.putLocalSids?.length ?? 0) + (c.putSessions?.length ?? 0);
+  return e instanceof TablesFullError && e.roomAfterDeletes && puts > 0;
+}
+
+/** A change as two: its deletes, then its puts (both with its settings). */
+function roomFirst(c: Changes): [Changes, Changes] {
+  const settings = c.settings === undefined ? {} : { settings: c.settings };
+  return [
+    { ...settings, delPolicies: c.delPolicies ?? [], delLocalSids: c.delLocalSids ?? [], delSessions: c.delSessions ?? [] },
+    { ...settings, putPolicies: c.putPolicies ?? [], putLocalSids: c.putLocalSids ?? [], putSessions: c.putSessions ?? [] },
+  ];
+}
+
+function splitResult(a: ApplyResult, b: ApplyResult): ApplyResult & { readonly split: true } {
+  return { added: a.added + b.added, replaced: a.replaced + b.replaced, deleted: a.deleted + b.deleted, unchanged: a.unchanged + b.unchanged, split: true };
+}
+
 /**
  * The mirror's keys that none of `listed` has (`key`: a rule's key bytes,
  * in a scratch buffer) and `skip` does not take out, the slice checked as it goes.
@@ -655,6 +674,16 @@ class IdPool {
 
 export class TablesFullError extends RangeError {
   override readonly name = 'TablesFullError';
+  /**
+   * @param roomAfterDeletes the change's own deletes would make the room its
+   * new entries lack in the table that ran out (they are written after them).
+   */
+  constructor(
+    message: string,
+    readonly roomAfterDeletes = false,
+  ) {
+    super(message);
+  }
 }
 
 /**
@@ -1406,6 +1435,38 @@ export class Tables {
     }
   }
 
+  /**
+   * applyYielding, with room made first when a table is full: a change
+   * refused because a table lacks ids for its new entries, which its own
+   * deletes would free (TablesFullError.roomAfterDeletes; refused in the
+   * plan, nothing written), is written in two: its deletes, then its puts,
+   * each an applyYielding. Between the two, its deleted entries are gone
+   * and its new ones not in yet (a packet sees neither). `split` says so.
+   * A second part that fails leaves the first written: the caller puts the
+   * tables back (its reverse, through this method too: a reverse at a full
+   * table is the same shape).
+   */
+  async applyYieldingRoomFirst(c: Changes): Promise<ApplyResult & { readonly split: boolean }> {
+    try {
+      return { ...(await this.applyYielding(c)), split: false };
+    } catch (e) {
+      if (!roomAfterDeletes(e, c)) throw e;
+    }
+    const [deletes, puts] = roomFirst(c);
+    return splitResult(await this.applyYielding(deletes), await this.applyYielding(puts));
+  }
+
+  /** applyYieldingRoomFirst at once (apply): a reload's table write, and its put-back. */
+  applyRoomFirst(c: Changes): ApplyResult & { readonly split: boolean } {
+    try {
+      return { ...this.apply(c), split: false };
+    } catch (e) {
+      if (!roomAfterDeletes(e, c)) throw e;
+    }
+    const [deletes, puts] = roomFirst(c);
+    return splitResult(this.apply(deletes), this.apply(puts));
+  }
+
   *#applyingChanges(c: Changes, oneByOne = READ_BACK_ONE_BY_ONE): Generator<TableStep, ApplyResult> {
     const clock = new SliceClock();
     if ((c.delPolicies ?? []).length + (c.delLocalSids ?? []).length + (c.delSessions ?? []).length === 0) {
@@ -1921,9 +1982,8 @@ export class Tables {
         const isNew = rule === undefined;
         rule ??= takeId();
         if (rule === undefined) {
-          throw new TablesFullError(
-            `the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables${deletesFirstHint(puts, dels, mirror, taken.length)}`,
-          );
+          const hint = deletesFirstHint(puts, dels, mirror, taken.length);
+          throw new TablesFullError(`the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables${hint}`, hint !== '');
         }
         writePut(p, rule, values, i * vs);
         rules[i] = rule;
