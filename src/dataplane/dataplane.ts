@@ -257,9 +257,10 @@ export interface Dataplane {
    * The tables taken from the loaded config to `config` by `changes`, the
    * caller's diff of the two rule sets (a reload: only what differs is
    * encoded and written, where sync() encodes every rule and reads the
-   * tables back); `config` becomes the loaded one.
+   * tables back); `config` becomes the loaded one. At a full table whose
+   * room the change's own deletes make, written deletes first (`split`).
    */
-  update(config: Config, changes: Changes): ApplyResult;
+  update(config: Config, changes: Changes): ApplyResult & { readonly split: boolean };
   /**
    * One BPF_PROG_TEST_RUN of the frame, repeat 1. Throws RangeError for a
    * frame shorter than ETH_HLEN or longer than TEST_RUN_MAX_FRAME bytes.
@@ -737,10 +738,11 @@ class LoadedDataplane implements Dataplane {
     return r;
   }
 
-  update(config: Config, changes: Changes): ApplyResult {
+  update(config: Config, changes: Changes): ApplyResult & { readonly split: boolean } {
     this.#open();
     checkTableSizes(config);
-    const r = this.rules.apply({ ...changes, settings: config.settings });
+    // At a full table whose room the change's own deletes make: its deletes first (Tables.applyRoomFirst).
+    const r = this.rules.applyRoomFirst({ ...changes, settings: config.settings });
     this.#config = config;
     return r;
   }
