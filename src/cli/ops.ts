@@ -642,7 +642,7 @@ export function registerOps(program: Command, io: Io): void {
       }
       io.out(
         `reloaded: ${r.added} added, ${r.replaced} replaced, ${r.deleted} deleted, ${r.unchanged} unchanged` +
-          `${r.programReplaced ? '; new program swapped in' : ''}${missing}${kept}${absorbed}\n`,
+          `${r.programReplaced ? '; new program swapped in' : ''}${r.deletesFirst === true ? '; a table was full: its deletes were written first, to make room' : ''}${missing}${kept}${absorbed}\n`,
       );
     });
 
