@@ -426,6 +426,30 @@ describe.skipIf(!haveObject)('the sweep of entries no rule lists (Tables.sweepYi
     expect(state(bySweep)).toEqual(state(bySync));
   });
 
+  it('an address-only entry a killed write left without its TEID keys goes, as sync deletes it (found in review)', async () => {
+    const full = parseConfig(SETTINGS + rulesYaml(), 'full.yaml');
+    const teid2 = full.policies.filter((p) => p.teid !== undefined && p.match.addr === n3(2));
+    const rest = full.policies.filter((p) => !teid2.includes(p));
+    const bySync = dataplane(full);
+    const bySweep = dataplane(full);
+    for (const d of [bySync, bySweep]) {
+      // The delete of .2's TEID keys stops before its last key, the address-only entry (deleted last).
+      d.rules.testFailDeletesFrom = 0;
+      d.rules.testFailDeletesAfter = teid2.length;
+      try {
+        expect(() => d.rules.apply({ delPolicies: teid2.map((p) => ({ match: p.match, teid: p.teid })) })).toThrow(/injected by a test/);
+      } finally {
+        d.rules.testFailDeletesFrom = undefined;
+        d.rules.testFailDeletesAfter = undefined;
+      }
+      expect(d.rules.addrOnlyCount).toBe(4);
+    }
+    bySync.rules.sync(full.settings, rest, full.localsids, full.sessions ?? []);
+    await bySweep.rules.sweepYielding(rest, full.localsids, full.sessions ?? []);
+    expect(state(bySweep)).toEqual(state(bySync));
+    expect(bySweep.rules.addrOnlyCount).toBe(3);
+  });
+
   it('runs in slices: the event loop turns while it deletes (Tables.changing meanwhile), and no other write lands between them', async () => {
     const big = SETTINGS.replace('max_sessions: 512', 'max_sessions: 8192');
     const many = parseConfig(
@@ -460,5 +484,66 @@ describe.skipIf(!haveObject)('the sweep of entries no rule lists (Tables.sweepYi
     expect(refused[0]).toMatch(/a batch is being written to the tables/);
     for (const s of many.sessions!.slice(0, 3000)) expect(d.rules.sessionRule(s.ue)).toBeUndefined();
     for (const s of many.sessions!.slice(3000)) expect(d.rules.sessionRule(s.ue)).toBeDefined();
+  });
+});
+
+describe.skipIf(!haveObject)('a change at a full table whose own deletes make the room (Tables.applyRoomFirst, applyYieldingRoomFirst)', () => {
+  const open: Dataplane[] = [];
+  afterEach(() => {
+    for (const d of open.splice(0)) d.close();
+  });
+  /** 17 policies in a table of 17: lengths /8 to /22 (15), and two /24s (the first one `first24`). */
+  const fullConfig = (first24 = '10.0.1.0/24'): Config => {
+    const lines = ['settings: { forwarding: tx, max_policies: 17, max_localsids: 4 }', 'policies:'];
+    for (let len = 8; len <= 22; len++) lines.push(`  - { match: ${len + 100}.0.0.0/${len}, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }`);
+    lines.push(`  - { match: ${first24}, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }`);
+    lines.push('  - { match: 10.0.2.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }');
+    return parseConfig(`${lines.join('\n')}\n`, 'full.yaml');
+  };
+  const full = (): Dataplane => {
+    const d = openDataplane({ config: fullConfig() });
+    open.push(d);
+    expect(d.rules.policyCount).toBe(17);
+    return d;
+  };
+  const one = (match: string): Policy => parseConfig(`${SETTINGS}policies:\n  - { match: ${match}, sr_prefix: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }\n`, 'p.yaml').policies[0]!;
+  const del24 = { addr: ((10 << 24) | (1 << 8)) >>> 0, len: 24 };
+
+  it('a /24 replaced by another /24: refused whole (adds first), written deletes first by both', async () => {
+    for (const how of ['at once', 'in slices'] as const) {
+      const d = full();
+      const c = { delPolicies: [del24], putPolicies: [one('10.0.3.0/24')] };
+      expect(() => d.rules.apply(c)).toThrow(TablesFullError);
+      const r = how === 'at once' ? d.rules.applyRoomFirst(c) : await d.rules.applyYieldingRoomFirst(c);
+      expect(r).toMatchObject({ added: 1, deleted: 1, split: true });
+      expect(d.rules.policyCount).toBe(17);
+      expect(d.rules.policyRule(del24)).toBeUndefined();
+      expect(d.rules.policyRule({ addr: ((10 << 24) | (3 << 8)) >>> 0, len: 24 })).toBeDefined();
+    }
+  });
+
+  it('a /24 replaced by a /23 (a 17th prefix length): refused for the lengths, before any write (found in review)', async () => {
+    for (const how of ['at once', 'in slices'] as const) {
+      const d = full();
+      const writes = d.rules.writes;
+      const c = { delPolicies: [del24], putPolicies: [one('10.0.4.0/23')] };
+      const r = how === 'at once' ? Promise.resolve().then(() => d.rules.applyRoomFirst(c)) : d.rules.applyYieldingRoomFirst(c);
+      await expect(r).rejects.toThrow(/policies would use 17 distinct prefix lengths/);
+      expect(d.rules.writes).toBe(writes);
+      expect(d.rules.policyCount).toBe(17);
+      expect(d.rules.policyRule(del24)).toBeDefined();
+      // And the pool as it was: a change that fits takes the ids it would have.
+      expect(d.rules.applyRoomFirst({ delPolicies: [del24], putPolicies: [one('10.0.5.0/24')] })).toMatchObject({ split: true, added: 1 });
+    }
+  });
+
+  it('sync at a full table (a reload that writes the tables whole): the unlisted entries deleted first, then the rules', () => {
+    const d = full();
+    const want = fullConfig('10.0.3.0/24');
+    const r = d.rules.sync(want.settings, want.policies, want.localsids, want.sessions ?? []);
+    expect(r).toMatchObject({ added: 1, deleted: 1, split: true });
+    expect(d.rules.policyCount).toBe(17);
+    expect(d.rules.policyRule(del24)).toBeUndefined();
+    for (const p of want.policies) expect(d.rules.policyRule(p.match)).toBeDefined();
   });
 });

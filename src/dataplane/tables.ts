@@ -286,6 +286,41 @@ function* keyTexts<K>(list: readonly K[], encode: (k: K) => Buffer, clock: Slice
   return out;
 }
 
+/**
+ * An id pool that, once the real one is empty, lends `lend` ids more
+ * (numbers past any table's): a plan made as if deletes had freed them
+ * (Tables.#plansRoomFirst). Lent ids are never given back to the real pool.
+ */
+class LendingIds {
+  static readonly FIRST_LENT = 0x8000_0000;
+  #lent = 0;
+  constructor(
+    readonly real: IdPool,
+    readonly lend: number,
+  ) {}
+  take(): number | undefined {
+    const id = this.real.take();
+    if (id !== undefined) return id;
+    return this.#lent < this.lend ? LendingIds.FIRST_LENT + this.#lent++ : undefined;
+  }
+  give(ids: readonly number[]): void {
+    this.real.give(ids.filter((id) => id < LendingIds.FIRST_LENT));
+  }
+  /** The real ids of a plan, in the order taken: the real pool as it was. */
+  untake(ids: readonly number[]): void {
+    this.real.untake(ids.filter((id) => id < LendingIds.FIRST_LENT));
+  }
+}
+
+/** Ids a change's deletes free in one table: its entries (ours: a rule id) deleted and not put again. */
+function freedBy(puts: readonly Put[], dels: readonly string[], mirror: Mirror): number {
+  const putKeys = new Set<string>();
+  for (const p of puts) putKeys.add(p.keyStr);
+  let n = 0;
+  for (const k of new Set(dels)) if (!putKeys.has(k) && (mirror.keys.get(k) ?? -1) >= 0) n++;
+  return n;
+}
+
 /** A change refused before any write (a full table) whose own deletes free the room it lacks, and that has puts to write after them. */
 function roomAfterDeletes(e: unknown, c: Changes): boolean {
   const puts = (c.putPolicies?.length ?? 0) + (c.putLocalSids?.length ?? 0) + (c.putSessions?.length ?? 0);
@@ -307,9 +342,9 @@ function splitResult(a: ApplyResult, b: ApplyResult): ApplyResult & { readonly s
 
 /**
  * The mirror's keys that none of `listed` has (`key`: a rule's key bytes,
- * in a scratch buffer) and `skip` does not take out, the slice checked as it goes.
+ * in a scratch buffer), the slice checked as it goes.
  */
-function* unlisted<R>(mirror: Mirror, listed: Iterable<R>, key: (r: R) => Buffer, skip: (k: string) => boolean, clock: SliceClock): Generator<TableStep, string[]> {
+function* unlisted<R>(mirror: Mirror, listed: Iterable<R>, key: (r: R) => Buffer, clock: SliceClock): Generator<TableStep, string[]> {
   const out: string[] = [];
   if (mirror.size === 0) return out;
   const keep = new Set<string>();
@@ -319,7 +354,7 @@ function* unlisted<R>(mirror: Mirror, listed: Iterable<R>, key: (r: R) => Buffer
   }
   for (const k of mirror.keys.keys()) {
     if (clock.tick()) yield;
-    if (!keep.has(k) && !skip(k)) out.push(k);
+    if (!keep.has(k)) out.push(k);
   }
   return out;
 }
@@ -1242,9 +1277,11 @@ export class Tables {
   /**
    * Make the tables hold exactly `policies` and `localsids` (by key), with
    * `settings`: writes only what differs. Throws before writing anything
-   * when the result would not fit.
+   * when the result would not fit. At a full table whose room the unlisted
+   * entries' deletes make, those are written first (`split`), as
+   * applyRoomFirst writes a change.
    */
-  sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): ApplyResult {
+  sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): ApplyResult & { readonly split?: boolean } {
     this.#mayWrite();
     if (this.#policies.size === 0 && this.#localsids.size === 0 && this.#sessions.size === 0) {
       // Every table empty (no entry of ours or another's): nothing to delete, every key new; no Put per rule.
@@ -1279,6 +1316,16 @@ export class Tables {
     let r: ApplyResult;
     try {
       r = runSteps(this.#applying(settings, putP2, delP2, putL, delL, putS, delS));
+    } catch (e) {
+      // A full table whose room the unlisted entries' deletes make: those first (the sweep's writes), then the
+      // rules, as a batch at a full table is written (applyRoomFirst). Only if the whole plans so.
+      if (!(e instanceof TablesFullError) || !e.roomAfterDeletes) throw e;
+      const refused = runSteps(this.#plansTables([putP2, delP2, putL, delL, putS, delS], new SliceClock(Infinity)));
+      if (refused !== undefined) throw refused;
+      const a = runSteps(this.#sweeping(policies, localsids, sessions, new SliceClock(Infinity)));
+      this.#reclaimAll();
+      const b = this.sync(settings, policies, localsids, sessions, o);
+      return splitResult(a, b);
     } finally {
       this.#noteAddrOnly(putP2, delP2);
     }
@@ -1311,10 +1358,11 @@ export class Tables {
     const P = LAYOUTS.mup_policy_key.size;
     const L = LAYOUTS.mup_localsid_key.size;
     const S = LAYOUTS.mup_session_key.size;
-    // Address-only entries are not rules: #withAddrOnly deletes those whose address loses its last TEID key here.
-    const delP = yield* unlisted(this.#policies, policies, (p) => encodePolicyKey(p.match, scratch.fill(0, 0, P), 0, p.teid), (k) => this.#addrOnly.has(k), clock);
-    const delL = yield* unlisted(this.#localsids, localsids, (l) => encodeLocalSidKey(l.sid, scratch.fill(0, 0, L), 0), () => false, clock);
-    const delS = yield* unlisted(this.#sessions, sessions, (s) => encodeSessionKey(s.ue, scratch.fill(0, 0, S), 0), () => false, clock);
+    // Address-only entries are no rule's, so all are among the unlisted keys, as in sync: #withAddrOnly keeps
+    // those whose address still has a TEID key (one a killed write left behind goes).
+    const delP = yield* unlisted(this.#policies, policies, (p) => encodePolicyKey(p.match, scratch.fill(0, 0, P), 0, p.teid), clock);
+    const delL = yield* unlisted(this.#localsids, localsids, (l) => encodeLocalSidKey(l.sid, scratch.fill(0, 0, L), 0), clock);
+    const delS = yield* unlisted(this.#sessions, sessions, (s) => encodeSessionKey(s.ue, scratch.fill(0, 0, S), 0), clock);
     const [putP, delP2] = yield* this.#withAddrOnly([], delP, clock);
     try {
       return yield* this.#applying(this.#settings, putP, delP2, [], delL, [], delS, clock, Infinity);
@@ -1447,24 +1495,86 @@ export class Tables {
    * table is the same shape).
    */
   async applyYieldingRoomFirst(c: Changes): Promise<ApplyResult & { readonly split: boolean }> {
+    this.#mayWrite();
+    this.#yielding = true;
     try {
-      return { ...(await this.applyYielding(c)), split: false };
-    } catch (e) {
-      if (!roomAfterDeletes(e, c)) throw e;
+      return await runStepsYielding(this.#roomFirst(c, new SliceClock(), Infinity), () => this.#closed);
+    } finally {
+      this.#yielding = false;
+      if (!this.#closed) runStepsYielding(this.#reclaiming(new SliceClock()), () => this.#closed).catch(() => undefined);
     }
-    const [deletes, puts] = roomFirst(c);
-    return splitResult(await this.applyYielding(deletes), await this.applyYielding(puts));
   }
 
   /** applyYieldingRoomFirst at once (apply): a reload's table write, and its put-back. */
   applyRoomFirst(c: Changes): ApplyResult & { readonly split: boolean } {
+    this.#mayWrite();
+    const r = runSteps(this.#roomFirst(c, new SliceClock(Infinity), READ_BACK_ONE_BY_ONE));
+    this.#reclaimDone();
+    return r;
+  }
+
+  *#roomFirst(c: Changes, clock: SliceClock, oneByOne: number): Generator<TableStep, ApplyResult & { readonly split: boolean }> {
     try {
-      return { ...this.apply(c), split: false };
+      return { ...(yield* this.#applyingChanges(c, oneByOne)), split: false };
     } catch (e) {
+      // Refused in its plan (nothing written). Split only when the whole change plans with the deletes' ids
+      // lent (every table, the prefix lengths): a split whose second part is refused would churn for nothing.
+      // Refused then, it is for what that plan found (another table full, too many prefix lengths).
       if (!roomAfterDeletes(e, c)) throw e;
+      const refused = yield* this.#plansRoomFirst(c, clock);
+      if (refused !== undefined) throw refused;
     }
     const [deletes, puts] = roomFirst(c);
-    return splitResult(this.apply(deletes), this.apply(puts));
+    const a = yield* this.#applyingChanges(deletes, oneByOne);
+    // The ids the deletes freed are taken again once their grace period is over: waited for with the loop
+    // running (sliced), their counter slots zeroed in slices.
+    const last = this.#pendingFree.at(-1);
+    if (last !== undefined) yield* graceStep(last.seq);
+    yield* this.#reclaiming(clock);
+    const b = yield* this.#applyingChanges(puts, oneByOne);
+    return splitResult(a, b);
+  }
+
+  /**
+   * Would this change plan if its deletes were written first? Each table's
+   * pool lends as many more ids as the change's deletes there free (taken
+   * in the plan, never written); the prefix lengths are checked as after
+   * the whole change. Nothing is written; every real id taken goes back.
+   * Undefined: it plans; else the error of the plan that refused it.
+   */
+  *#plansRoomFirst(c: Changes, clock: SliceClock): Generator<TableStep, RangeError | undefined> {
+    const policies = yield* policyPuts(c.putPolicies ?? [], clock);
+    const localsids = yield* localSidPuts(c.putLocalSids ?? [], clock);
+    const sessions = yield* sessionPuts(c.putSessions ?? [], clock);
+    const delPolicies = yield* keyTexts(c.delPolicies ?? [], (m) => policyKeyBuf(m), clock);
+    const delL = yield* keyTexts(c.delLocalSids ?? [], (s) => encodeLocalSidKey(s), clock);
+    const delS = yield* keyTexts(c.delSessions ?? [], (u) => encodeSessionKey(u), clock);
+    const [putP, delP] = yield* this.#withAddrOnly(policies, yield* filtering(delPolicies, (k) => !this.#addrOnly.has(k), clock), clock);
+    return yield* this.#plansTables([putP, delP, localsids, delL, sessions, delS], clock);
+  }
+
+  /** #plansRoomFirst of a change's puts and deletes as the tables' plans take them (address-only entries in). */
+  *#plansTables(
+    [putP, delP, localsids, delL, sessions, delS]: readonly [readonly Put[], readonly string[], readonly Put[], readonly string[], readonly Put[], readonly string[]],
+    clock: SliceClock,
+  ): Generator<TableStep, RangeError | undefined> {
+    const tables = [
+      [putP, delP, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies],
+      [localsids, delL, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids],
+      [sessions, delS, this.#sessions, this.#sessionIds, 'sessions', 'max_sessions', maxSessionsOf(this.sizes)],
+    ] as const;
+    for (const [puts, dels, mirror, ids, what, setting, max] of tables) {
+      const pool = new LendingIds(ids, freedBy(puts, dels, mirror));
+      let plan: Plan;
+      try {
+        plan = yield* this.#plan(puts, dels, mirror, pool, what, setting, max, clock, Infinity);
+      } catch (e) {
+        if (e instanceof RangeError) return e;
+        throw e;
+      }
+      pool.untake(plan.taken);
+    }
+    return undefined;
   }
 
   *#applyingChanges(c: Changes, oneByOne = READ_BACK_ONE_BY_ONE): Generator<TableStep, ApplyResult> {
@@ -1932,7 +2042,7 @@ export class Tables {
     puts: readonly Put[],
     dels: readonly string[],
     mirror: Mirror,
-    ids: IdPool,
+    ids: Pick<IdPool, 'take' | 'give'>,
     what: string,
     setting: string,
     max: number,
