@@ -816,6 +816,12 @@ export class Daemon {
       // Not between two slices of a failed sync's undo (its write would be refused, and it must not land under it).
       await this.#store.idle();
       const e = this.#rules.effective();
+      if (this.#tablesDirty) {
+        // A put-back failed since the start: the tables are out of step with the rules; written whole (as the next reload would).
+        const r = this.dataplane.sync(e);
+        this.#tablesDirty = false;
+        return r.deleted;
+      }
       return (await this.dataplane.rules.sweepYielding(e.policies, e.localsids, e.sessions ?? [])).deleted;
     });
   }
@@ -1336,7 +1342,12 @@ export class Daemon {
     // plane, whose view of the tables this write kept true, puts them back (#restoreTables).
     if (this.#tablesDirty) {
       // A failed reload could not put the tables back: written whole (keeping entries no rule lists while BGP may learn them again).
-      result = old.sync(rules.effective(), { keep: this.config.bgp !== undefined });
+      try {
+        result = old.sync(rules.effective(), { keep: this.config.bgp !== undefined });
+      } catch (e) {
+        // The tables stay out of step (the next reload tries again); a full table is the file's, 409.
+        throw tablesError(e);
+      }
       this.#tablesDirty = false;
     } else {
       // Only what the edit changed is written; the rest of the tables already hold this set's rules.
@@ -2469,7 +2480,6 @@ function* changePieces(c: Changes, n: number): Generator<Changes> {
   if (!any) yield {};
 }
 
-/** A table error that is the caller's (full, too many lengths) as a 409; others as they are. */
 /**
  * POST /v1/batch's answer. `deletesFirst`: a table was full and the
  * batch's own deletes made the room its new rules needed, so its deletes
@@ -2483,6 +2493,7 @@ export interface BatchAnswer {
   readonly deletesFirst?: true;
 }
 
+/** A table error that is the caller's (full, too many lengths) as a 409; others as they are. */
 function tablesError(e: unknown): unknown {
   return e instanceof TablesFullError || e instanceof RangeError ? new RuleError(e.message, 409) : e;
 }

@@ -252,7 +252,7 @@ export interface Dataplane {
    * Table sizes are fixed at load: a config with other max_policies /
    * max_localsids needs a new openDataplane().
    */
-  sync(config: Config, o?: { keep?: boolean }): ApplyResult;
+  sync(config: Config, o?: { keep?: boolean }): ApplyResult & { readonly split?: boolean };
   /**
    * The tables taken from the loaded config to `config` by `changes`, the
    * caller's diff of the two rule sets (a reload: only what differs is
@@ -730,7 +730,7 @@ class LoadedDataplane implements Dataplane {
     return this.#config;
   }
 
-  sync(config: Config, o: { keep?: boolean } = {}): ApplyResult {
+  sync(config: Config, o: { keep?: boolean } = {}): ApplyResult & { readonly split?: boolean } {
     this.#open();
     checkTableSizes(config);
     const r = this.rules.sync(config.settings, config.policies, config.localsids, config.sessions ?? [], o);
