@@ -173,6 +173,15 @@ describe.skipIf(!isRoot)('a batch at a full table', () => {
       [{ op: 'add', policy: policy('m', 10) }],
       [{ op: 'delete', policy: { name: 'n' } }, { op: 'add', policy: policy('m', 10) }, { op: 'add', policy: policy('k', 11) }],
       [{ op: 'delete', policy: { name: 'n' } }, { op: 'add', localsid: sid('s9', 9) }],
+      // Room in the policies, not in the local SIDs (one delete, two adds): the plan with the deletes counted
+      // refuses it for the local SIDs, and says nothing of deleting first (found in review: it counted the delete twice).
+      [
+        { op: 'delete', policy: { name: 'n' } },
+        { op: 'add', policy: policy('m', 10) },
+        { op: 'delete', localsid: { name: 's0' } },
+        { op: 'add', localsid: sid('s8', 8) },
+        { op: 'add', localsid: sid('s9', 9) },
+      ],
     ]) {
       const r = d.applyBatch(ops);
       await expect(r, JSON.stringify(ops)).rejects.toThrow(/table is full \(settings.max_(policies|localsids) = 2\); delete entries, or raise settings/);

@@ -545,5 +545,14 @@ describe.skipIf(!haveObject)('a change at a full table whose own deletes make th
     expect(d.rules.policyCount).toBe(17);
     expect(d.rules.policyRule(del24)).toBeUndefined();
     for (const p of want.policies) expect(d.rules.policyRule(p.match)).toBeDefined();
+    // Not when the whole would still not fit (the local SIDs full, a fifth one asked): refused for that, nothing written.
+    const sids = parseConfig(`${SETTINGS}localsids:\n${[1, 2, 3, 4, 5].map((i) => `  - { sid: "2001:db8:${i}::/48", src_prefix_len: 64 }`).join('\n')}\n`, 's.yaml').localsids;
+    d.rules.apply({ putLocalSids: sids.slice(0, 4) });
+    expect(d.rules.localsidCount).toBe(4);
+    const writes = d.rules.writes;
+    const back = fullConfig();
+    expect(() => d.rules.sync(back.settings, back.policies, sids, [])).toThrow(/the local SIDs table is full/);
+    expect(d.rules.writes).toBe(writes);
+    expect(d.rules.policyRule({ addr: ((10 << 24) | (3 << 8)) >>> 0, len: 24 })).toBeDefined();
   });
 });

@@ -298,13 +298,18 @@ class LendingIds {
     readonly real: IdPool,
     readonly lend: number,
   ) {}
+  /** How many ids were lent so far. */
+  get lent(): number {
+    return this.#lent;
+  }
   take(): number | undefined {
     const id = this.real.take();
     if (id !== undefined) return id;
     return this.#lent < this.lend ? LendingIds.FIRST_LENT + this.#lent++ : undefined;
   }
+  /** #plan's give-back on a refusal: its ids in the order taken, so the real pool is as it was (not re-sorted). */
   give(ids: readonly number[]): void {
-    this.real.give(ids.filter((id) => id < LendingIds.FIRST_LENT));
+    this.untake(ids);
   }
   /** The real ids of a plan, in the order taken: the real pool as it was. */
   untake(ids: readonly number[]): void {
@@ -1282,6 +1287,11 @@ export class Tables {
    * applyRoomFirst writes a change.
    */
   sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): ApplyResult & { readonly split?: boolean } {
+    return this.#sync(settings, policies, localsids, sessions, o, true);
+  }
+
+  /** sync; `roomFirst` false: its second part after a split (it has nothing left to delete). */
+  #sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[], o: { keep?: boolean }, roomFirst: boolean): ApplyResult & { readonly split?: boolean } {
     this.#mayWrite();
     if (this.#policies.size === 0 && this.#localsids.size === 0 && this.#sessions.size === 0) {
       // Every table empty (no entry of ours or another's): nothing to delete, every key new; no Put per rule.
@@ -1319,12 +1329,13 @@ export class Tables {
     } catch (e) {
       // A full table whose room the unlisted entries' deletes make: those first (the sweep's writes), then the
       // rules, as a batch at a full table is written (applyRoomFirst). Only if the whole plans so.
-      if (!(e instanceof TablesFullError) || !e.roomAfterDeletes) throw e;
+      // Not with `keep` (entries not listed stay: the sweep would delete them).
+      if (!roomFirst || o.keep === true || !(e instanceof TablesFullError) || !e.roomAfterDeletes) throw e;
       const refused = runSteps(this.#plansTables([putP2, delP2, putL, delL, putS, delS], new SliceClock(Infinity)));
       if (refused !== undefined) throw refused;
       const a = runSteps(this.#sweeping(policies, localsids, sessions, new SliceClock(Infinity)));
       this.#reclaimAll();
-      const b = this.sync(settings, policies, localsids, sessions, o);
+      const b = this.#sync(settings, policies, localsids, sessions, o, false);
       return splitResult(a, b);
     } finally {
       this.#noteAddrOnly(putP2, delP2);
@@ -2042,13 +2053,14 @@ export class Tables {
     puts: readonly Put[],
     dels: readonly string[],
     mirror: Mirror,
-    ids: Pick<IdPool, 'take' | 'give'>,
+    ids: Pick<IdPool, 'take' | 'give'> & { readonly lent?: number },
     what: string,
     setting: string,
     max: number,
     clock: SliceClock,
     oneByOne: number,
   ): Generator<TableStep, Plan> {
+    // A dry run (#plansRoomFirst: ids lent) asks only whether the change fits: no value is read back to find it unchanged.
     const fresh: number[] = [];
     const replace: number[] = [];
     const renumbered = new Map<number, number>();
@@ -2067,7 +2079,7 @@ export class Tables {
         if ((mirror.keys.get(p.keyStr) ?? -1) >= 0) existing++;
       }
     }
-    const stored = storedValues(mirror, existing, oneByOne);
+    const stored = ids.lent === undefined ? storedValues(mirror, existing, oneByOne) : (): undefined => undefined;
     /** A free id, taken (given back if the plan fails); undefined when the table has none. */
     const takeId = (): number | undefined => {
       let rule = ids.take();
@@ -2092,7 +2104,8 @@ export class Tables {
         const isNew = rule === undefined;
         rule ??= takeId();
         if (rule === undefined) {
-          const hint = deletesFirstHint(puts, dels, mirror, taken.length);
+          // Lent ids stand for the deletes already: not counted again as free ones.
+          const hint = deletesFirstHint(puts, dels, mirror, taken.length - (ids.lent ?? 0));
           throw new TablesFullError(`the ${what} table is full (settings.${setting} = ${max}); delete entries, or raise settings.${setting} and restart with --replace-tables${hint}`, hint !== '');
         }
         writePut(p, rule, values, i * vs);
