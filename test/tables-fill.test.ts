@@ -85,16 +85,21 @@ function state(dp: Dataplane): Record<string, unknown> {
   };
 }
 
-describe.skipIf(!haveObject)('changes of new keys only (a first fill, API batches of new rules)', () => {
+/** Dataplanes a describe block opens (on the compiled object), each closed after the test that opened it. */
+function dataplanes(): (config: Config) => Dataplane {
   const open: Dataplane[] = [];
   afterEach(() => {
     for (const d of open.splice(0)) d.close();
   });
-  const dataplane = (config: Config): Dataplane => {
+  return (config) => {
     const d = openDataplane({ config });
     open.push(d);
     return d;
   };
+}
+
+describe.skipIf(!haveObject)('changes of new keys only (a first fill, API batches of new rules)', () => {
+  const dataplane = dataplanes();
 
   it('leaves the maps, the rule ids, the address-only entries and the prefix lengths as the change path does', () => {
     const full = parseConfig(SETTINGS + rulesYaml(), 'fill.yaml');
@@ -384,15 +389,7 @@ describe.skipIf(!haveObject)('changes of new keys only (a first fill, API batche
 });
 
 describe.skipIf(!haveObject)('the sweep of entries no rule lists (Tables.sweepYielding: a restarted daemon, BGP rules not learned again)', () => {
-  const open: Dataplane[] = [];
-  afterEach(() => {
-    for (const d of open.splice(0)) d.close();
-  });
-  const dataplane = (config: Config): Dataplane => {
-    const d = openDataplane({ config });
-    open.push(d);
-    return d;
-  };
+  const dataplane = dataplanes();
   const n3 = (i: number): number => ((100 << 24) | (64 << 16) | i) >>> 0;
 
   it('leaves the tables as sync leaves them for the same rules: deletes, address-only entries, prefix lengths', async () => {
@@ -488,10 +485,7 @@ describe.skipIf(!haveObject)('the sweep of entries no rule lists (Tables.sweepYi
 });
 
 describe.skipIf(!haveObject)('a change at a full table whose own deletes make the room (Tables.applyRoomFirst, applyYieldingRoomFirst)', () => {
-  const open: Dataplane[] = [];
-  afterEach(() => {
-    for (const d of open.splice(0)) d.close();
-  });
+  const dataplane = dataplanes();
   /** 17 policies in a table of 17: lengths /8 to /22 (15), and two /24s (the first one `first24`). */
   const fullConfig = (first24 = '10.0.1.0/24'): Config => {
     const lines = ['settings: { forwarding: tx, max_policies: 17, max_localsids: 4 }', 'policies:'];
@@ -501,8 +495,7 @@ describe.skipIf(!haveObject)('a change at a full table whose own deletes make th
     return parseConfig(`${lines.join('\n')}\n`, 'full.yaml');
   };
   const full = (): Dataplane => {
-    const d = openDataplane({ config: fullConfig() });
-    open.push(d);
+    const d = dataplane(fullConfig());
     expect(d.rules.policyCount).toBe(17);
     return d;
   };
