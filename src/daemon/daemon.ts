@@ -1180,6 +1180,11 @@ export class Daemon {
   #tablesDirty = false;
   #batchUnderWay = false;
 
+  /** Tests: the fsync of the state file's directory after a rewrite fails with this errno (StateStore.testFailDirSyncs). */
+  set testFailDirSyncs(code: string | undefined) {
+    this.#store.testFailDirSyncs = code;
+  }
+
   /** Tests: the state file's group-commit fdatasyncs fail with this errno (StateStore.testFailSyncs). */
   set testFailSyncs(code: string | undefined) {
     this.#store.testFailSyncs = code;
@@ -1799,10 +1804,32 @@ export class Daemon {
     return durable;
   }
 
+  /**
+   * A refused change's rewrite renamed the state file into place before the
+   * fsync of its directory failed: the file holds the change the API refuses
+   * and undid, and a restart would replay it. Written again now from the
+   * rules as they are (the change undone); if that cannot be done either,
+   * the next change writes the file whole (and fails until it can).
+   */
+  #rewriteRefused(what: string): void {
+    try {
+      this.#store.rewrite(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key), (e) =>
+        this.#log.error({ stateFile: this.stateFile, change: what, error: e.message }, 'state file written again without the refused change, but the fsync of its directory failed again'),
+      );
+    } catch (e) {
+      this.#store.forgetFile();
+      this.#log.error(
+        { stateFile: this.stateFile, change: what, error: (e as Error).message },
+        'the state file holds a change that was refused (its directory could not be synced), and could not be written again without it; the next API change writes it whole',
+      );
+    }
+  }
+
   /** The error for a change that could not be recorded (undone already): 507 / 503, the file and errno named. */
   #notSaved(e: unknown, what: string): Error {
     // Its undo wrote the tables back (rules on other ids, ids freed) without the next-hop cache: every rule indexed again.
     this.#resolveAllNextHops(what);
+    if (e instanceof StateWriteError && e.inFile) this.#rewriteRefused(what);
     if (!(e instanceof StateWriteError)) return new Error(`could not save the state file ${this.stateFile} (${(e as Error).message}); the change was undone`);
     this.#log.warn({ stateFile: e.file, errno: e.errno, change: what, error: e.message }, 'API change refused: the state file could not be written; undone');
     const hint = e.status === 507 ? 'free space on its filesystem and try again' : 'check the file and its filesystem, then try again';

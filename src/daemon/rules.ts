@@ -1002,6 +1002,12 @@ export class StateWriteError extends RuleError {
     /** errno name (ENOSPC, EIO, ...). */
     readonly errno: string,
     message: string,
+    /**
+     * The file at the path holds the change all the same: a rewrite renamed
+     * into place whose directory could not be synced. The caller, having
+     * undone the change, writes the file again without it (Daemon.#notSaved).
+     */
+    readonly inFile = false,
   ) {
     super(message, errno === 'ENOSPC' || errno === 'EDQUOT' ? 507 : 503);
   }
@@ -1161,6 +1167,8 @@ export interface StateRead {
 export class StateStore {
   /** Tests: the group commit's fdatasyncs fail with this errno (EIO), as a disk that refuses them would. */
   testFailSyncs: string | undefined;
+  /** Tests: the fsync of the directory after a rewrite's rename fails with this errno (EIO). */
+  testFailDirSyncs: string | undefined;
   #fd: number | undefined;
   /** Inode and device of #fd, to tell whether the path still names it. */
   #ino = 0;
@@ -1264,11 +1272,17 @@ export class StateStore {
     return this.#sha === configSha;
   }
 
+  /** The file on disk does not replay to what the daemon holds: the next change writes it whole (rewrite), not an append. */
+  forgetFile(): void {
+    this.close();
+    this.#sha = undefined;
+  }
+
   /**
    * Replace the file with a header and the net changes of `o` (atomic).
    * Throws StateWriteError; the file is then as it was. A failed fsync of
    * the directory after the rename goes to `onDirSync` (the new file is in
-   * place; throws without one).
+   * place; throws without one, a StateWriteError with `inFile`).
    */
   rewrite(instance: string, configFile: string, configSha: string, o: Overlay, base?: BaseOf, onDirSync?: (e: Error) => void): void {
     this.#rewrites++;
@@ -1285,9 +1299,12 @@ export class StateStore {
     } catch (e) {
       throw new StateWriteError(this.path, errnoOf(e), `cannot write the state file ${this.path} (${(e as Error).message})`);
     }
+    if (this.testFailDirSyncs !== undefined) dirError ??= Object.assign(new Error(`${this.testFailDirSyncs}: fsync of the directory refused (injected by a test)`), { code: this.testFailDirSyncs });
     this.#replaced(configSha, body.length, data.length);
     if (dirError !== undefined) {
-      if (onDirSync === undefined) throw new StateWriteError(this.path, errnoOf(dirError), `cannot sync the directory of the state file ${this.path} (${dirError.message})`);
+      if (onDirSync === undefined) {
+        throw new StateWriteError(this.path, errnoOf(dirError), `cannot sync the directory of the state file ${this.path} (${dirError.message})`, true);
+      }
       onDirSync(dirError);
     }
   }
