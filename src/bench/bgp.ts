@@ -475,7 +475,7 @@ async function main(): Promise<number> {
     const loopSweep = await loopSinceScrape(socket);
     const afterRestart = await installed(socket);
     const restartLog = readFileSync(join(dir, 'daemon.log'), 'utf8').slice(logAt);
-    const sweepMs = Number(/"ms":(\d+)[^\n]*(?:not learned again are gone|the sweep after the hold-down deleted none)/.exec(restartLog)?.[1] ?? NaN);
+    const sweepMs = Number(new RegExp(`"ms":(\\d+)[^\\n]*(?:${sweepLine.source})`).exec(restartLog)?.[1] ?? NaN);
     const tooLarge = /too large for one message/.test(restartLog);
     const swept = [...restartLog.matchAll(/"deleted":(\d+)[^\n]*not learned again are gone/g)].reduce((n, m) => n + Number(m[1]), 0);
     const restartAfter = (afterRestart?.t2st ?? 0) + (afterRestart?.t1st ?? 0);

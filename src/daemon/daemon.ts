@@ -1756,9 +1756,7 @@ export class Daemon {
       }
     }
     try {
-      this.#store.rewrite(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key), (e) =>
-        this.#log.warn({ stateFile: this.stateFile, error: e.message }, 'state file rewritten, but the fsync of its directory failed'),
-      );
+      this.#rewriteState((e) => this.#log.warn({ stateFile: this.stateFile, error: e.message }, 'state file rewritten, but the fsync of its directory failed'));
     } catch (e) {
       const current = this.#store.isFor(this.#configSha);
       this.#log.warn(
@@ -1804,6 +1802,11 @@ export class Daemon {
     return durable;
   }
 
+  /** The state file written whole from the rules as they are (a failed fsync of its directory to `onDirSync`). */
+  #rewriteState(onDirSync: (e: Error) => void): void {
+    this.#store.rewrite(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key), onDirSync);
+  }
+
   /**
    * A refused change's rewrite renamed the state file into place before the
    * fsync of its directory failed: the file holds the change the API refuses
@@ -1813,7 +1816,7 @@ export class Daemon {
    */
   #rewriteRefused(what: string): void {
     try {
-      this.#store.rewrite(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key), (e) =>
+      this.#rewriteState((e) =>
         this.#log.error({ stateFile: this.stateFile, change: what, error: e.message }, 'state file written again without the refused change, but the fsync of its directory failed again'),
       );
     } catch (e) {

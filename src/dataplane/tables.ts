@@ -248,16 +248,11 @@ function unwrittenIds(plan: Plan, mirror: Mirror): number[] {
  * the ids the plan had taken when the table ran out (all of them free ids).
  */
 function deletesFirstHint(puts: readonly Put[], dels: readonly string[], mirror: Mirror, taken: number): string {
-  const putKeys = new Set<string>();
   let fresh = 0;
-  for (const p of puts) {
-    putKeys.add(p.keyStr);
-    if (!((mirror.keys.get(p.keyStr) ?? -1) >= 0)) fresh++;
-  }
-  const freed = new Set<string>();
-  for (const k of dels) if (!putKeys.has(k) && (mirror.keys.get(k) ?? -1) >= 0) freed.add(k);
-  if (freed.size === 0 || fresh > taken + freed.size) return '';
-  return `; this change's ${freed.size} deletes would make room, but its new entries are written before its deletes: delete first (through the API, a batch of its own), then add`;
+  for (const p of puts) if (!((mirror.keys.get(p.keyStr) ?? -1) >= 0)) fresh++;
+  const freed = freedBy(puts, dels, mirror);
+  if (freed === 0 || fresh > taken + freed) return '';
+  return `; this change's ${freed} deletes would make room, but its new entries are written before its deletes: delete first (through the API, a batch of its own), then add`;
 }
 
 /** Stop for grace period `seq` unless it is over; then it is (Atomics.wait when run at once). */
@@ -285,6 +280,9 @@ function* keyTexts<K>(list: readonly K[], encode: (k: K) => Buffer, clock: Slice
   }
   return out;
 }
+
+/** Each table's puts and deleted key texts, as a change's plans take them: policies, local SIDs, sessions. */
+type PutsAndDeletes = readonly [readonly Put[], readonly string[], readonly Put[], readonly string[], readonly Put[], readonly string[]];
 
 /**
  * An id pool that, once the real one is empty, lends `lend` ids more
@@ -1354,11 +1352,20 @@ export class Tables {
    * at 20,000 learned rules (docs/daemon.md). The caller holds the
    * daemon's serial section, as for applyYielding.
    */
-  async sweepYielding(policies: Iterable<Policy>, localsids: Iterable<LocalSid>, sessions: Iterable<Session>): Promise<ApplyResult> {
+  sweepYielding(policies: Iterable<Policy>, localsids: Iterable<LocalSid>, sessions: Iterable<Session>): Promise<ApplyResult> {
+    return this.#writeYielding(() => this.#sweeping(policies, localsids, sessions, new SliceClock()));
+  }
+
+  /**
+   * A write run in slices, the event loop turning between them: no other
+   * write meanwhile (#mayWrite), and the deletes whose grace period is over
+   * reclaimed after it, in slices of their own (the change is whole already).
+   */
+  async #writeYielding<T>(write: () => Generator<TableStep, T>): Promise<T> {
     this.#mayWrite();
     this.#yielding = true;
     try {
-      return await runStepsYielding(this.#sweeping(policies, localsids, sessions, new SliceClock()), () => this.#closed);
+      return await runStepsYielding(write(), () => this.#closed);
     } finally {
       this.#yielding = false;
       if (!this.#closed) runStepsYielding(this.#reclaiming(new SliceClock()), () => this.#closed).catch(() => undefined);
@@ -1481,17 +1488,9 @@ export class Tables {
    * Packets see each entry change in one step, as with apply; reads of
    * the tables meanwhile (status, rule ids) see the change part done.
    */
-  async applyYielding(c: Changes): Promise<ApplyResult> {
-    this.#mayWrite();
-    this.#yielding = true;
-    try {
-      // Replaced values read back one lookup each (sliced), not in one dump of the table (60-90 ms at 65,536).
-      return await runStepsYielding(this.#applyingChanges(c, Infinity), () => this.#closed);
-    } finally {
-      this.#yielding = false;
-      // Deletes whose grace period is over, in slices of their own after the change (it is whole already).
-      if (!this.#closed) runStepsYielding(this.#reclaiming(new SliceClock()), () => this.#closed).catch(() => undefined);
-    }
+  applyYielding(c: Changes): Promise<ApplyResult> {
+    // Replaced values read back one lookup each (sliced), not in one dump of the table (60-90 ms at 65,536).
+    return this.#writeYielding(() => this.#applyingChanges(c, Infinity));
   }
 
   /**
@@ -1505,15 +1504,8 @@ export class Tables {
    * tables back (its reverse, through this method too: a reverse at a full
    * table is the same shape).
    */
-  async applyYieldingRoomFirst(c: Changes): Promise<ApplyResult & { readonly split: boolean }> {
-    this.#mayWrite();
-    this.#yielding = true;
-    try {
-      return await runStepsYielding(this.#roomFirst(c, new SliceClock(), Infinity), () => this.#closed);
-    } finally {
-      this.#yielding = false;
-      if (!this.#closed) runStepsYielding(this.#reclaiming(new SliceClock()), () => this.#closed).catch(() => undefined);
-    }
+  applyYieldingRoomFirst(c: Changes): Promise<ApplyResult & { readonly split: boolean }> {
+    return this.#writeYielding(() => this.#roomFirst(c, new SliceClock(), Infinity));
   }
 
   /** applyYieldingRoomFirst at once (apply): a reload's table write, and its put-back. */
@@ -1554,6 +1546,15 @@ export class Tables {
    * Undefined: it plans; else the error of the plan that refused it.
    */
   *#plansRoomFirst(c: Changes, clock: SliceClock): Generator<TableStep, RangeError | undefined> {
+    return yield* this.#plansTables(yield* this.#putsAndDeletes(c, clock), clock);
+  }
+
+  /**
+   * A change as the tables' plans take it: each table's puts and deleted
+   * key texts, the policies' with the address-only entries it makes needed
+   * or stale (#withAddrOnly).
+   */
+  *#putsAndDeletes(c: Changes, clock: SliceClock): Generator<TableStep, PutsAndDeletes> {
     const policies = yield* policyPuts(c.putPolicies ?? [], clock);
     const localsids = yield* localSidPuts(c.putLocalSids ?? [], clock);
     const sessions = yield* sessionPuts(c.putSessions ?? [], clock);
@@ -1561,14 +1562,11 @@ export class Tables {
     const delL = yield* keyTexts(c.delLocalSids ?? [], (s) => encodeLocalSidKey(s), clock);
     const delS = yield* keyTexts(c.delSessions ?? [], (u) => encodeSessionKey(u), clock);
     const [putP, delP] = yield* this.#withAddrOnly(policies, yield* filtering(delPolicies, (k) => !this.#addrOnly.has(k), clock), clock);
-    return yield* this.#plansTables([putP, delP, localsids, delL, sessions, delS], clock);
+    return [putP, delP, localsids, delL, sessions, delS];
   }
 
   /** #plansRoomFirst of a change's puts and deletes as the tables' plans take them (address-only entries in). */
-  *#plansTables(
-    [putP, delP, localsids, delL, sessions, delS]: readonly [readonly Put[], readonly string[], readonly Put[], readonly string[], readonly Put[], readonly string[]],
-    clock: SliceClock,
-  ): Generator<TableStep, RangeError | undefined> {
+  *#plansTables([putP, delP, localsids, delL, sessions, delS]: PutsAndDeletes, clock: SliceClock): Generator<TableStep, RangeError | undefined> {
     const tables = [
       [putP, delP, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies],
       [localsids, delL, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids],
@@ -1595,17 +1593,7 @@ export class Tables {
       const r = yield* this.#inserting(c.settings ?? this.#settings, c.putPolicies ?? [], c.putLocalSids ?? [], c.putSessions ?? [], clock);
       if (r !== undefined) return r;
     }
-    const policies = yield* policyPuts(c.putPolicies ?? [], clock);
-    const localsids = yield* localSidPuts(c.putLocalSids ?? [], clock);
-    const sessions = yield* sessionPuts(c.putSessions ?? [], clock);
-    const delPolicies = yield* keyTexts(c.delPolicies ?? [], (m) => policyKeyBuf(m), clock);
-    const delLocalSids = yield* keyTexts(c.delLocalSids ?? [], (s) => encodeLocalSidKey(s), clock);
-    const delSessions = yield* keyTexts(c.delSessions ?? [], (u) => encodeSessionKey(u), clock);
-    const [putP, delP] = yield* this.#withAddrOnly(
-      policies,
-      yield* filtering(delPolicies, (k) => !this.#addrOnly.has(k), clock),
-      clock,
-    );
+    const [putP, delP, localsids, delLocalSids, sessions, delSessions] = yield* this.#putsAndDeletes(c, clock);
     try {
       return yield* this.#applying(c.settings ?? this.#settings, putP, delP, localsids, delLocalSids, sessions, delSessions, clock, oneByOne);
     } finally {
