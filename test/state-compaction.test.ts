@@ -130,6 +130,36 @@ describe('state file compaction in the background', () => {
     expect(s.lines).toBe(linesOnDisk(path));
   });
 
+  it('a directory fsync that fails after its rename: the records waiting then are synced in the old file before they are acknowledged', async () => {
+    const o = emptyOverlay();
+    for (let i = 0; i < 3 * COMPACT_SLICE; i++) await put(s, o, i);
+    for (let i = 0; i < 3 * COMPACT_SLICE; i++) await put(s, o, i, 2);
+    s.testFailDirSyncs = 'EIO';
+    let dirError: Error | undefined;
+    const ended = new Promise<End>((resolve) =>
+      s.compactSoon('t', 'c.yaml', SHA, o, undefined, (end, e) => {
+        dirError = e;
+        resolve(end);
+      }),
+    );
+    // A change every turn until it has ended, not waiting for their syncs: some wait for theirs at its rename.
+    let end: End | undefined;
+    void ended.then((e) => (end = e));
+    const pending: Promise<void>[] = [];
+    let i = 0;
+    while (end === undefined) {
+      pending.push(put(s, o, 3 * COMPACT_SLICE + i++));
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    s.testFailDirSyncs = undefined;
+    expect(end).toBe('compacted');
+    expect(dirError?.message).toMatch(/EIO: fsync of the directory refused/);
+    const settled = await Promise.allSettled(pending);
+    expect(settled.filter((r) => r.status === 'rejected'), 'every record acknowledged (its fdatasync in the old file worked)').toEqual([]);
+    expect(net(new StateStore(path).read()!.overlay)).toEqual(net(o));
+    expect(s.lines).toBe(linesOnDisk(path));
+  });
+
   it('a rewrite meanwhile (reload, save) drops it: the rewrite stands, no temp file left', async () => {
     const o = emptyOverlay();
     for (let i = 0; i < 3 * COMPACT_SLICE; i++) await put(s, o, i);

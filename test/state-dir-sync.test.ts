@@ -60,4 +60,39 @@ describe.skipIf(!isRoot)('a rewrite of the state file whose directory cannot be 
     await d.putRule('policy', policy(3), 'add');
     expect(keysInFile(d.stateFile)).toEqual(['10.9.1.0/24', '10.9.3.0/24']);
   });
+
+  it('refuses a change still waiting for its fdatasync when such a rewrite takes it along (it was acknowledged, durable nowhere)', async () => {
+    const d = run!.daemon;
+    const before = keysInFile(d.stateFile);
+    // Change 4's record is appended and waits for the group's fdatasync, which starts after this turn
+    // (setImmediate): the loop below runs microtasks only, so change 2 comes in before that sync.
+    const p4 = d.putRule('policy', policy(4), 'add');
+    let appended = false;
+    for (let i = 0; i < 10_000 && !appended; i++) {
+      await Promise.resolve();
+      appended = readFileSync(d.stateFile, 'utf8').includes('10.9.4.0/24');
+    }
+    expect(appended, "change 4's record appended in this turn").toBe(true);
+    // Removed under the daemon (change 4's record with it): change 2 writes the file whole, 4 in it.
+    rmSync(d.stateFile);
+    d.testFailDirSyncs = 'EIO';
+    let r4: unknown;
+    let r2: unknown;
+    try {
+      const p2 = d.putRule('policy', policy(2), 'add');
+      [r4, r2] = await Promise.allSettled([p4, p2]);
+    } finally {
+      d.testFailDirSyncs = undefined;
+    }
+    expect(r2).toMatchObject({ status: 'rejected', reason: { status: 503 } });
+    // Before: change 4 was acknowledged with the rewrite, though the only file holding it might not survive a crash.
+    expect(r4).toMatchObject({ status: 'rejected', reason: { status: 503 } });
+    expect(String((r4 as PromiseRejectedResult).reason)).toMatch(/rewritten with the change, but its directory could not be synced/);
+    expect(d.ruleMap('policy').has('10.9.4.0/24')).toBe(false);
+    expect(d.ruleMap('policy').has('10.9.2.0/24')).toBe(false);
+    // Written again once change 4 was undone: neither refused change in it.
+    expect(keysInFile(d.stateFile)).toEqual(before);
+    await d.putRule('policy', policy(5), 'add');
+    expect(keysInFile(d.stateFile)).toEqual([...before, '10.9.5.0/24'].sort());
+  });
 });

@@ -1167,8 +1167,13 @@ export interface StateRead {
 export class StateStore {
   /** Tests: the group commit's fdatasyncs fail with this errno (EIO), as a disk that refuses them would. */
   testFailSyncs: string | undefined;
-  /** Tests: the fsync of the directory after a rewrite's rename fails with this errno (EIO). */
+  /** Tests: the fsync of the directory after a rewrite's or a compaction's rename fails with this errno (EIO). */
   testFailDirSyncs: string | undefined;
+
+  #injectedDirError(): Error | undefined {
+    const code = this.testFailDirSyncs;
+    return code === undefined ? undefined : Object.assign(new Error(`${code}: fsync of the directory refused (injected by a test)`), { code });
+  }
   #fd: number | undefined;
   /** Inode and device of #fd, to tell whether the path still names it. */
   #ino = 0;
@@ -1299,7 +1304,9 @@ export class StateStore {
     } catch (e) {
       throw new StateWriteError(this.path, errnoOf(e), `cannot write the state file ${this.path} (${(e as Error).message})`);
     }
-    if (this.testFailDirSyncs !== undefined) dirError ??= Object.assign(new Error(`${this.testFailDirSyncs}: fsync of the directory refused (injected by a test)`), { code: this.testFailDirSyncs });
+    dirError ??= this.#injectedDirError();
+    if (dirError === undefined) this.#settleAll();
+    else this.#refuseWaiting(dirError);
     this.#replaced(configSha, body.length, data.length);
     if (dirError !== undefined) {
       if (onDirSync === undefined) {
@@ -1309,10 +1316,8 @@ export class StateStore {
     }
   }
 
+  /** The file at the path is a new one (its records settled or refused by the caller): appends go to it. */
   #replaced(configSha: string, lines: number, size: number): void {
-    // The new file holds the net changes of every record written so far, synced and
-    // not yet synced: the records waiting for a group's fdatasync are durable now.
-    this.#settleAll();
     this.close(); // the old file's fd: appends go to the new file
     this.#lines = lines;
     this.#size = size;
@@ -1373,7 +1378,8 @@ export class StateStore {
    * in one turn: the records appended since the snapshot are written after
    * it and synced, the temp file renamed over the file, the directory
    * synced; records still waiting for their group's fdatasync are durable
-   * with it (as after rewrite()). A rewrite() meanwhile (reload, save), a
+   * with it (as after rewrite()), or, if the directory's fsync failed, once
+   * the old file they were appended to is synced (#settleInOldFile). A rewrite() meanwhile (reload, save), a
    * failed group sync, or close() drops it (its temp file removed, nothing
    * renamed). `done` is told how it ended: 'compacted' (with the error of
    * the directory's fsync after the rename, if it failed: logged only),
@@ -1436,7 +1442,11 @@ export class StateStore {
           // Logged only, as rewrite()'s: the new file is in place, whole and synced.
           dirError = e as Error;
         }
+        dirError ??= this.#injectedDirError();
         this.#compacting = undefined;
+        // The records appended meanwhile are in both files; the old one is what a crash may leave at the path.
+        if (dirError === undefined) this.#settleAll();
+        else this.#settleInOldFile(dirError);
         this.#replaced(configSha, entries.length + c.tail.length, data.length + tail.length);
       } finally {
         // Its space given back at once (the name first: a failed close must not leave the file).
@@ -1638,8 +1648,52 @@ export class StateStore {
     for (const f of w) f();
   }
 
+  /**
+   * A rewrite renamed into place whose directory could not be synced: the
+   * records waiting for a group's fdatasync are in the new file, which a
+   * crash may take back (the old one, removed under the daemon or for another
+   * config, holds them nowhere durable), so none is acknowledged. They are
+   * undone and refused as a failed sync's are, with `inFile`: the file holds
+   * them, and the daemon writes it again without them once they are undone.
+   * Before, they were settled as durable with the rewrite.
+   */
+  #refuseWaiting(dirError: Error): void {
+    const inflight = this.#inflight;
+    if (inflight === undefined && this.#queued.length === 0) return;
+    if (inflight !== undefined) inflight.settled = true; // its fdatasync's answer no longer decides them
+    // fd -1: nothing to cut back (the file at the path is the new one).
+    const group: SyncGroup = { fd: -1, records: inflight?.records ?? [], from: 0, settled: true };
+    this.#failFrom(
+      group,
+      Object.assign(new Error(`the file was rewritten with the change, but its directory could not be synced: ${dirError.message}`), { code: errnoOf(dirError) }),
+      true,
+    );
+  }
+
+  /**
+   * A compaction renamed into place whose directory could not be synced: a
+   * crash may leave the old file at the path, to which the waiting records
+   * were appended. They are made durable there (one fdatasync of each fd
+   * they were written to, on this thread) before they are acknowledged; if
+   * that fails they are refused as in #refuseWaiting (the new file holds
+   * them).
+   */
+  #settleInOldFile(dirError: Error): void {
+    const fds = new Set<number>();
+    if (this.#inflight !== undefined) fds.add(this.#inflight.fd);
+    if (this.#fd !== undefined && this.#queued.length > 0) fds.add(this.#fd);
+    try {
+      if (fds.size > 0 && this.testFailSyncs !== undefined) throw Object.assign(new Error(`${this.testFailSyncs}: fdatasync refused (injected by a test)`), { code: this.testFailSyncs });
+      for (const fd of fds) fdatasyncSync(fd);
+    } catch (e) {
+      this.#refuseWaiting(Object.assign(new Error(`${dirError.message}; the old file's fdatasync failed too: ${(e as Error).message}`), { code: errnoOf(e) }));
+      return;
+    }
+    this.#settleAll();
+  }
+
   /** A failed group sync: cut the file back to before the group, undo and refuse it and every record after it. */
-  #failFrom(group: SyncGroup, err: NodeJS.ErrnoException): void {
+  #failFrom(group: SyncGroup, err: NodeJS.ErrnoException, inFile = false): void {
     // A compaction under way would copy the refused records after its snapshot.
     this.#dropCompaction();
     const refused = [...group.records, ...this.#queued];
@@ -1649,7 +1703,7 @@ export class StateStore {
       this.#lines -= refused.length;
       this.#cutBack(group.fd, group.from);
     }
-    const e = new StateWriteError(this.path, errnoOf(err), `cannot sync the state file ${this.path} (${err.message})`);
+    const e = new StateWriteError(this.path, errnoOf(err), `cannot sync the state file ${this.path} (${err.message})`, inFile);
     // Each undo awaited in turn: a batch's writes back in slices, waiting for its grace periods with the loop
     // running (in one turn, with Atomics.wait, 10,000 replaces were some 80 s at 8 ms grace periods). The
     // promises are refused once every undo has run, so an answer finds the tables as they were.
