@@ -71,4 +71,31 @@ describe.skipIf(!isRoot)('a reload at a full table', () => {
     expect(d.tablesOutOfStep).toBe(false);
     expect(health(d).status).toBe('ok');
   });
+
+  it("a table write that fails for another reason (a RangeError of V8's, an allocation) is not called the request's: not 409", async () => {
+    const d = run!.daemon;
+    write([0, 1, 2, 5]);
+    await d.reload({ reason: 'test', force: true });
+    const t = d.dataplane.rules;
+    const apply = t.apply;
+    let failed = 0;
+    // Once, then the real write (the change's put-back goes through it).
+    t.apply = function (this: typeof t, ...a: Parameters<typeof apply>) {
+      if (failed++ === 0) throw new RangeError('Array buffer allocation failed');
+      return apply.apply(this, a);
+    };
+    try {
+      const r = d.putRule('policy', { name: 'p6', match: '10.1.6.0/24', sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' }, 'add');
+      await expect(r).rejects.toThrow(/Array buffer allocation failed/);
+      // Before: a RuleError with 409 ("conflict": the client told its change does not fit).
+      await expect(r).rejects.not.toHaveProperty('status', 409);
+    } finally {
+      t.apply = apply;
+    }
+    // A refusal of the tables' own is still 409 (the table of 4 is full).
+    await expect(d.putRule('policy', { name: 'p6', match: '10.1.6.0/24', sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' }, 'add')).rejects.toMatchObject({
+      status: 409,
+    });
+    expect(inTables()).toEqual([0, 1, 2, 5]);
+  });
 });

@@ -46,7 +46,7 @@ import { closeFd, LibbpfError, mapInfo, progInfo } from '../dataplane/libbpf.js'
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.js';
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
-import { TablesFullError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
+import { TablesRefusedError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
 import { batchEnded, batchStarted, collectAfterBatches, forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
 import { KeptText } from './kept-text.js';
@@ -2525,7 +2525,7 @@ export interface BatchAnswer {
 
 /** A table error that is the caller's (full, too many lengths) as a 409; others as they are. */
 function tablesError(e: unknown): unknown {
-  return e instanceof TablesFullError || e instanceof RangeError ? new RuleError(e.message, 409) : e;
+  return e instanceof TablesRefusedError ? new RuleError(e.message, 409) : e;
 }
 
 /** A rule as the API lists it. */

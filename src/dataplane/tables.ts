@@ -710,7 +710,17 @@ class IdPool {
   }
 }
 
-export class TablesFullError extends RangeError {
+/**
+ * The tables refuse a change as it is: a full table, more prefix lengths
+ * than the data path looks up, a key given twice, other table sizes. The
+ * request's doing (409 at the API); any other error of a write, a plain
+ * RangeError of V8's among them (an allocation that failed), is not.
+ */
+export class TablesRefusedError extends RangeError {
+  override readonly name: string = 'TablesRefusedError';
+}
+
+export class TablesFullError extends TablesRefusedError {
   override readonly name = 'TablesFullError';
   /**
    * @param roomAfterDeletes the change's own deletes would make the room its
@@ -1545,7 +1555,7 @@ export class Tables {
    * the whole change. Nothing is written; every real id taken goes back.
    * Undefined: it plans; else the error of the plan that refused it.
    */
-  *#plansRoomFirst(c: Changes, clock: SliceClock): Generator<TableStep, RangeError | undefined> {
+  *#plansRoomFirst(c: Changes, clock: SliceClock): Generator<TableStep, TablesRefusedError | undefined> {
     return yield* this.#plansTables(yield* this.#putsAndDeletes(c, clock), clock);
   }
 
@@ -1566,7 +1576,7 @@ export class Tables {
   }
 
   /** #plansRoomFirst of a change's puts and deletes as the tables' plans take them (address-only entries in). */
-  *#plansTables([putP, delP, localsids, delL, sessions, delS]: PutsAndDeletes, clock: SliceClock): Generator<TableStep, RangeError | undefined> {
+  *#plansTables([putP, delP, localsids, delL, sessions, delS]: PutsAndDeletes, clock: SliceClock): Generator<TableStep, TablesRefusedError | undefined> {
     const tables = [
       [putP, delP, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies],
       [localsids, delL, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids],
@@ -1578,7 +1588,7 @@ export class Tables {
       try {
         plan = yield* this.#plan(puts, dels, mirror, pool, what, setting, max, clock, Infinity);
       } catch (e) {
-        if (e instanceof RangeError) return e;
+        if (e instanceof TablesRefusedError) return e;
         throw e;
       }
       pool.untake(plan.taken);
@@ -1810,7 +1820,7 @@ export class Tables {
       settings.maxLocalSids !== this.sizes.maxLocalSids ||
       maxSessionsOf(settings) !== maxSessionsOf(this.sizes)
     ) {
-      throw new RangeError(
+      throw new TablesRefusedError(
         `table sizes are fixed once loaded (max_policies ${this.sizes.maxPolicies}, max_localsids ${this.sizes.maxLocalSids}); ` +
           'restart the data plane with --replace-tables to change them',
       );
@@ -2085,7 +2095,7 @@ export class Tables {
       for (let i = 0; i < puts.length; i++) {
         if (clock.tick()) yield;
         const p = puts[i]!;
-        if (putKeys.has(p.keyStr)) throw new RangeError(`the same ${what} key is given twice in one change`);
+        if (putKeys.has(p.keyStr)) throw new TablesRefusedError(`the same ${what} key is given twice in one change`);
         putKeys.add(p.keyStr);
         const old = empty ? undefined : mirror.keys.get(p.keyStr);
         let rule = old !== undefined && old >= 0 ? old : undefined;
@@ -2383,7 +2393,7 @@ export class Tables {
 function checkPlens(what: string, plensAfter: readonly number[], sessions: boolean): void {
   const perList = sessions ? Math.max(...[4, 6].map((f) => plensAfter.filter((p) => p >> 8 === f).length)) : plensAfter.length;
   if (perList > MUP_MAX_PLENS) {
-    throw new RangeError(
+    throw new TablesRefusedError(
       `${what} would use ${plensAfter.length} distinct prefix lengths (${plensAfter.map((l) => `/${l}`).join(' ')}); ` +
         `the data path supports at most ${MUP_MAX_PLENS}: use fewer distinct lengths`,
     );
