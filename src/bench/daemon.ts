@@ -42,6 +42,9 @@
  *       event-loop metric and GET /v1/status on a kept-alive connection
  *       (loop max < 50 ms, p99 < 10 ms; status p99 < 5 ms, max < 50 ms),
  *       and next-hop convergence p99 < 200 ms (--churn-seconds 0 skips it);
+ *       between them, for information, the host's floor: status polled
+ *       beside the idle daemon with every CPU kept busy by a spinning
+ *       process (busyFloor);
  *   (j) with --churn-minutes N (issue 19 asks 10): N minutes of route churn
  *       (1 change/s, as in (h)) plus API changes (one writer deleting and
  *       adding back policies, 50 changes/s), VmRSS sampled every 30 s:
@@ -861,11 +864,40 @@ function nextHopRoutes(ns: string): void {
   ipIn(ns, 'route', 'replace', '192.0.2.0/24', 'via', '10.255.0.2', 'dev', 'mup0');
 }
 
+/** How long busyFloor polls. */
+const FLOOR_SECONDS = 5;
+
+/**
+ * GET /v1/status against the idle daemon (polled as watchLoop polls: the
+ * same thread, the same connection reuse) while one process per CPU spins:
+ * the latency this host's scheduler alone adds when every CPU is busy. On
+ * this 2-vCPU machine an idle daemon with 2 rules answered p99 2.6-3.3 ms,
+ * max 15 ms, with nothing beside it; 4.6 / 21 ms beside one spinning
+ * process; 6.3 / 35.5 ms beside two (session 37). The spinners are killed
+ * whatever happens (they also end on their own after the window).
+ */
+async function busyFloor(sock: string): Promise<{ spinners: number; seen: LoopSeen }> {
+  const n = cpus().length;
+  const spinners: ChildProcess[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      spinners.push(spawn(process.execPath, ['-e', `const end = Date.now() + ${(FLOOR_SECONDS + 5) * 1000}; while (Date.now() < end);`], { stdio: 'ignore' }));
+    }
+    const w = await watchLoop(sock);
+    await new Promise((r) => setTimeout(r, FLOOR_SECONDS * 1000));
+    return { spinners: n, seen: await w.stop() };
+  } finally {
+    for (const c of spinners) c.kill('SIGKILL');
+  }
+}
+
 /**
  * (h) With the tables loaded: routes for every rule's range (one /32 over
  * the policies' 256 SR prefixes, an IPv4 gateway route for the End.M.GTP4.E
  * local SIDs), then
  *   idle: status polled for `idleS` s, nothing changing;
+ *   the host's floor: status polled FLOOR_SECONDS s more, one spinning
+ *   process per CPU beside the idle daemon (busyFloor);
  *   churn: one route change per second for `churnS` s (a /48 inside the /32
  *   moved to another gateway and back: 256 policies each; every fifth an
  *   IPv4 /24 that cannot move the End.M.GTP4.E rules' prefix: a pass that
@@ -899,6 +931,11 @@ async function loopPhases(env: Env, o: { idleS: number; churnS: number }, progre
   await new Promise((r) => setTimeout(r, o.idleS * 1000));
   const idle = await poll.stop();
   const idleLoop = await loopWindow(sock);
+
+  // The host's floor: the same idle daemon, every CPU kept busy by a spinning process (as a batch or a
+  // reload with its client keeps a 2-CPU host busy), polled as (e), (d) and (g) poll (watchLoop's thread).
+  progress(`(h) the host's floor: ${FLOOR_SECONDS} s, the daemon idle, ${cpus().length} spinning processes beside it`);
+  const floor = await busyFloor(sock);
 
   // Churn.
   progress(`(h) route churn: 1 change/s for ${o.churnS} s, status polled`);
@@ -947,6 +984,9 @@ async function loopPhases(env: Env, o: { idleS: number; churnS: number }, progre
     `(h) next hops and the event loop: ${settled.nexthops?.cached ?? '-'} rules cached after settling`,
     `    idle ${o.idleS} s (load average ${idleLoad}): GET /v1/status n=${idleL.n} p50 ${f2(idleL.median)} p99 ${f2(idleL.p99)} max ${f2(idleL.max)} ms, resets ${idle.resets}; ` +
       `daemon loop delay p99 ${f2(idleLoop.p99)} max ${f2(idleLoop.max)} ms; polls over 20 ms: ${idle.ms.filter((x) => x > 20).length}`,
+    `    the host's floor, ${FLOOR_SECONDS} s: the daemon idle, every CPU kept busy by a spinning process (${floor.spinners}): GET /v1/status n=${floor.seen.status.n} ` +
+      `p50 ${f2(floor.seen.status.median)} p99 ${f2(floor.seen.status.p99)} max ${f2(floor.seen.status.max)} ms; daemon loop delay p99 ${f2(floor.seen.loop.p99)} max ${f2(floor.seen.loop.max)} ms ` +
+      '(what the scheduler alone adds to a status poll when both CPUs are busy, as in the batch, reload and reads windows: for information)',
     `    churn ${o.churnS} s, 1 route change/s (load average ${churnLoad}): GET /v1/status n=${churnL.n} p50 ${f2(churnL.median)} p99 ${f2(churnL.p99)} max ${f2(churnL.max)} ms, ` +
       `resets ${churn.resets}, errors ${churn.errors.length}; daemon loop delay p50 ${f2(churnLoop.p50)} p99 ${f2(churnLoop.p99)} max ${f2(churnLoop.max)} ms (/metrics scrape ${f2(churnLoop.scrapeMs)} ms)`,
     `    passes: ${incr} incremental, ${full} full; rules resolved again ${reResolved} (${changes.length} changes: 256 policies per /48; an IPv4 route resolves the End.M.GTP4.E rules again only if it can move their prefix, these cannot)`,
@@ -963,7 +1003,7 @@ async function loopPhases(env: Env, o: { idleS: number; churnS: number }, progre
     lines,
     targets,
     ok: okLoop && okStatus && okConv,
-    json: { idle: { status: idleL, resets: idle.resets, loop: idleLoop, load: idleLoad }, churn: { status: churnL, resets: churn.resets, loop: churnLoop, load: churnLoad, passes: { full, incremental: incr }, reResolved }, convergence: { ...convL, missed } },
+    json: { idle: { status: idleL, resets: idle.resets, loop: idleLoop, load: idleLoad }, floor: { spinners: floor.spinners, ...seenJson(floor.seen) }, churn: { status: churnL, resets: churn.resets, loop: churnLoop, load: churnLoad, passes: { full, incremental: incr }, reResolved }, convergence: { ...convL, missed } },
   };
 }
 
