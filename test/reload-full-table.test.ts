@@ -98,4 +98,19 @@ describe.skipIf(!isRoot)('a reload at a full table', () => {
     });
     expect(inTables()).toEqual([0, 1, 2, 5]);
   });
+
+  it('an edit that fits the file\'s limit but not with the API\'s rules on top: 409 (the tables\' refusal), not 500', async () => {
+    const d = run!.daemon;
+    write([0, 1, 2]);
+    await d.reload({ reason: 'test', force: true });
+    await d.putRule('policy', { name: 'p6', match: '10.1.6.0/24', sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' }, 'add');
+    expect(inTables()).toEqual([0, 1, 2, 6]);
+    // Four policies in the file (its limit), five with the API's.
+    write([0, 1, 2, 3]);
+    const r = d.reload({ reason: 'test' });
+    await expect(r).rejects.toMatchObject({ status: 409 });
+    await expect(r).rejects.toThrow(/5 policies .* do not fit settings\.max_policies = 4/);
+    expect(inTables()).toEqual([0, 1, 2, 6]);
+    expect(health(d).status).toBe('ok');
+  });
 });

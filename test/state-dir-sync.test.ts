@@ -95,4 +95,62 @@ describe.skipIf(!isRoot)('a rewrite of the state file whose directory cannot be 
     await d.putRule('policy', policy(5), 'add');
     expect(keysInFile(d.stateFile)).toEqual([...before, '10.9.5.0/24'].sort());
   });
+
+  it('a change whose fdatasync is in flight stays refused when the file is written again without it (not acknowledged, then undone)', async () => {
+    const d = run!.daemon;
+    const before = keysInFile(d.stateFile);
+    let open: () => void = () => {};
+    d.testSyncGate = new Promise<void>((r) => (open = r));
+    let r6: PromiseSettledResult<unknown> | undefined;
+    try {
+      const p6 = d.putRule('policy', policy(6), 'add');
+      void p6.then(
+        (v) => (r6 = { status: 'fulfilled', value: v }),
+        (e: unknown) => (r6 = { status: 'rejected', reason: e }),
+      );
+      // Its group's fdatasync started (a turn later) and is held in flight by the gate.
+      for (let i = 0; i < 50 && !readFileSync(d.stateFile, 'utf8').includes('10.9.6.0/24'); i++) await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+      rmSync(d.stateFile);
+      // One directory fsync fails (change 7's rewrite); the file written again without 7 and 6 syncs its directory.
+      d.testFailDirSyncs = 'EIO';
+      d.testFailDirSyncsLeft = 1;
+      await expect(d.putRule('policy', policy(7), 'add')).rejects.toMatchObject({ status: 503 });
+      for (let i = 0; i < 50 && r6 === undefined; i++) await new Promise((r) => setImmediate(r));
+    } finally {
+      open();
+      d.testSyncGate = undefined;
+      d.testFailDirSyncs = undefined;
+      d.testFailDirSyncsLeft = undefined;
+    }
+    for (let i = 0; i < 50 && r6 === undefined; i++) await new Promise((r) => setImmediate(r));
+    // Before: the rewrite that worked acknowledged change 6 (in flight, already refused), whose undo then took it out.
+    expect(r6).toMatchObject({ status: 'rejected', reason: { status: 503 } });
+    expect(d.ruleMap('policy').has('10.9.6.0/24')).toBe(false);
+    expect(keysInFile(d.stateFile)).toEqual(before);
+  });
+
+  it('after a rename whose directory fsync failed, the next record is acknowledged only once the directory is synced', async () => {
+    const d = run!.daemon;
+    const before = keysInFile(d.stateFile);
+    rmSync(d.stateFile);
+    d.testFailDirSyncs = 'EIO';
+    try {
+      // Refused; the file written again without it stands, its directory not synced.
+      await expect(d.putRule('policy', policy(8), 'add')).rejects.toMatchObject({ status: 503 });
+      expect(keysInFile(d.stateFile)).toEqual(before);
+      // Appended to that file and fdatasync'ed, but the rename under it may not survive a crash: refused, cut back.
+      // Before: acknowledged after the new file's fdatasync alone.
+      const r9 = d.putRule('policy', policy(9), 'add');
+      await expect(r9).rejects.toMatchObject({ status: 503 });
+      await expect(r9).rejects.toThrow(/owed since a rename, failed again/);
+      expect(d.ruleMap('policy').has('10.9.9.0/24')).toBe(false);
+      expect(keysInFile(d.stateFile)).toEqual(before);
+    } finally {
+      d.testFailDirSyncs = undefined;
+    }
+    await d.putRule('policy', policy(10), 'add');
+    expect(keysInFile(d.stateFile)).toEqual([...before, '10.9.10.0/24'].sort());
+  });
 });

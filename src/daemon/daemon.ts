@@ -1185,6 +1185,16 @@ export class Daemon {
     this.#store.testFailDirSyncs = code;
   }
 
+  /** Tests: only this many of the directory fsyncs fail (StateStore.testFailDirSyncsLeft). */
+  set testFailDirSyncsLeft(n: number | undefined) {
+    this.#store.testFailDirSyncsLeft = n;
+  }
+
+  /** Tests: the group commit's fdatasyncs answer only once this resolves (StateStore.testSyncGate). */
+  set testSyncGate(gate: Promise<void> | undefined) {
+    this.#store.testSyncGate = gate;
+  }
+
   /** Tests: the state file's group-commit fdatasyncs fail with this errno (StateStore.testFailSyncs). */
   set testFailSyncs(code: string | undefined) {
     this.#store.testFailSyncs = code;
@@ -1810,11 +1820,31 @@ export class Daemon {
   /**
    * A refused change's rewrite renamed the state file into place before the
    * fsync of its directory failed: the file holds the change the API refuses
-   * and undid, and a restart would replay it. Written again now from the
-   * rules as they are (the change undone); if that cannot be done either,
-   * the next change writes the file whole (and fails until it can).
+   * and undid, and a restart would replay it. Written again from the rules as
+   * they are (the change undone), once for all the refusals of this turn (a
+   * microtask later: the records that waited for their fdatasync are refused
+   * with it, after their undos); if that cannot be done either, the next
+   * change writes the file whole (and fails until it can).
    */
   #rewriteRefused(what: string): void {
+    // Once for every refusal of this turn: the records waiting for their group's fdatasync when a rewrite
+    // failed are refused together, each with inFile, after their undos (a rewrite each was N whole files).
+    if (this.#refusedInFile !== undefined) {
+      this.#refusedInFile.push(what);
+      return;
+    }
+    this.#refusedInFile = [what];
+    queueMicrotask(() => {
+      const all = this.#refusedInFile ?? [what];
+      this.#refusedInFile = undefined;
+      this.#rewriteRefusedNow(all.join('; '));
+    });
+  }
+
+  /** The refusals #rewriteRefused writes the file again for, once this turn's microtasks have run. */
+  #refusedInFile: string[] | undefined;
+
+  #rewriteRefusedNow(what: string): void {
     try {
       this.#rewriteState((e) =>
         this.#log.error({ stateFile: this.stateFile, change: what, error: e.message }, 'state file written again without the refused change, but the fsync of its directory failed again'),

@@ -1170,9 +1170,42 @@ export class StateStore {
   /** Tests: the fsync of the directory after a rewrite's or a compaction's rename fails with this errno (EIO). */
   testFailDirSyncs: string | undefined;
 
+  /** Tests: with testFailDirSyncs, only this many fail (then it is cleared). */
+  testFailDirSyncsLeft: number | undefined;
+  /** Tests: a group's fdatasync answers only once this resolves (its group stays in flight meanwhile). */
+  testSyncGate: Promise<void> | undefined;
+
   #injectedDirError(): Error | undefined {
     const code = this.testFailDirSyncs;
-    return code === undefined ? undefined : Object.assign(new Error(`${code}: fsync of the directory refused (injected by a test)`), { code });
+    if (code === undefined) return undefined;
+    if (this.testFailDirSyncsLeft !== undefined && --this.testFailDirSyncsLeft <= 0) {
+      this.testFailDirSyncs = undefined;
+      this.testFailDirSyncsLeft = undefined;
+    }
+    return Object.assign(new Error(`${code}: fsync of the directory refused (injected by a test)`), { code });
+  }
+
+  /**
+   * A rename of the file (a rewrite that stood, a compaction) whose
+   * directory's fsync failed: a crash may take the rename back, and with it
+   * every record appended to the new file since. The next record's sync
+   * syncs the directory too before it is acknowledged (#dirOwed), and is
+   * refused if that fails again.
+   */
+  #dirUnsynced = false;
+
+  /** The directory's fsync a failed one left owed, now: undefined when none is owed or it worked. */
+  #dirOwed(): NodeJS.ErrnoException | undefined {
+    if (!this.#dirUnsynced) return undefined;
+    try {
+      const injected = this.#injectedDirError();
+      if (injected !== undefined) throw injected;
+      syncDir(dirname(this.path));
+    } catch (e) {
+      return Object.assign(new Error(`the fsync of its directory, owed since a rename, failed again: ${(e as Error).message}`), { code: errnoOf(e) });
+    }
+    this.#dirUnsynced = false;
+    return undefined;
   }
   #fd: number | undefined;
   /** Inode and device of #fd, to tell whether the path still names it. */
@@ -1308,6 +1341,7 @@ export class StateStore {
     if (dirError === undefined) this.#settleAll();
     else this.#refuseWaiting(dirError);
     this.#replaced(configSha, body.length, data.length);
+    this.#dirUnsynced = dirError !== undefined;
     if (dirError !== undefined) {
       if (onDirSync === undefined) {
         throw new StateWriteError(this.path, errnoOf(dirError), `cannot sync the directory of the state file ${this.path} (${dirError.message})`, true);
@@ -1330,7 +1364,11 @@ export class StateStore {
    * StateWriteError is thrown: the caller undoes the change.
    */
   append(line: StateLine): void {
-    this.#write(line, fdatasyncSync);
+    this.#write(line, (fd) => {
+      fdatasyncSync(fd);
+      const owed = this.#dirOwed();
+      if (owed !== undefined) throw owed;
+    });
     this.#syncs++;
     this.#records++;
   }
@@ -1448,6 +1486,7 @@ export class StateStore {
         if (dirError === undefined) this.#settleAll();
         else this.#settleInOldFile(dirError);
         this.#replaced(configSha, entries.length + c.tail.length, data.length + tail.length);
+        this.#dirUnsynced = dirError !== undefined;
       } finally {
         // Its space given back at once (the name first: a failed close must not leave the file).
         if (!renamed) unlinkQuiet(c.tmp);
@@ -1564,17 +1603,21 @@ export class StateStore {
     this.#queued = [];
     this.#inflight = group;
     const code = this.testFailSyncs;
+    const gate = this.testSyncGate;
     const sync =
-      code === undefined
-        ? fdatasync
-        : (_fd: number, cb: (e: NodeJS.ErrnoException | null) => void): void =>
-            void setImmediate(() => cb(Object.assign(new Error(`${code}: fdatasync refused (injected by a test)`), { code })));
-    sync(fd, (err) => {
+      code !== undefined
+        ? (_fd: number, cb: (e: NodeJS.ErrnoException | null) => void): void =>
+            void setImmediate(() => cb(Object.assign(new Error(`${code}: fdatasync refused (injected by a test)`), { code })))
+        : gate !== undefined
+          ? (f: number, cb: (e: NodeJS.ErrnoException | null) => void): void => fdatasync(f, (e) => void gate.then(() => cb(e)))
+          : fdatasync;
+    sync(fd, (synced) => {
       this.#inflight = undefined;
       const closing = this.#closeAfterSync && this.#fd !== fd;
       this.#closeAfterSync = false;
       if (!group.settled) {
         group.settled = true;
+        const err = synced ?? this.#dirOwed() ?? null;
         if (err === null) {
           this.#syncs++;
           this.#records += group.records.length;
@@ -1602,6 +1645,8 @@ export class StateStore {
     try {
       if (this.testFailSyncs !== undefined) throw Object.assign(new Error(`${this.testFailSyncs}: fdatasync refused (injected by a test)`), { code: this.testFailSyncs });
       fdatasyncSync(fd);
+      const owed = this.#dirOwed();
+      if (owed !== undefined) throw owed;
     } catch (e) {
       this.#failFrom(group, e as NodeJS.ErrnoException);
       return;
@@ -1658,7 +1703,7 @@ export class StateStore {
    * Before, they were settled as durable with the rewrite.
    */
   #refuseWaiting(dirError: Error): void {
-    const inflight = this.#inflight;
+    const inflight = this.#waitingGroup();
     if (inflight === undefined && this.#queued.length === 0) return;
     if (inflight !== undefined) inflight.settled = true; // its fdatasync's answer no longer decides them
     // fd -1: nothing to cut back (the file at the path is the new one).
@@ -1680,7 +1725,8 @@ export class StateStore {
    */
   #settleInOldFile(dirError: Error): void {
     const fds = new Set<number>();
-    if (this.#inflight !== undefined) fds.add(this.#inflight.fd);
+    const inflight = this.#waitingGroup();
+    if (inflight !== undefined) fds.add(inflight.fd);
     if (this.#fd !== undefined && this.#queued.length > 0) fds.add(this.#fd);
     try {
       if (fds.size > 0 && this.testFailSyncs !== undefined) throw Object.assign(new Error(`${this.testFailSyncs}: fdatasync refused (injected by a test)`), { code: this.testFailSyncs });
@@ -1730,10 +1776,22 @@ export class StateStore {
     this.#undoing = undoing;
   }
 
+  /**
+   * The group whose fdatasync is in flight, unless its records were decided
+   * already (acknowledged by a rewrite, or refused and being undone: an undo
+   * runs a turn later, and its records must not be acknowledged meanwhile by
+   * a rewrite that works, nor refused and undone twice).
+   */
+  #waitingGroup(): SyncGroup | undefined {
+    const g = this.#inflight;
+    return g === undefined || g.settled ? undefined : g;
+  }
+
   /** Every waiting record is durable (a whole file was written with them): acknowledge them. */
   #settleAll(): void {
-    const waiting = [...(this.#inflight?.records ?? []), ...this.#queued];
-    if (this.#inflight !== undefined) this.#inflight.settled = true;
+    const inflight = this.#waitingGroup();
+    const waiting = [...(inflight?.records ?? []), ...this.#queued];
+    if (inflight !== undefined) inflight.settled = true;
     this.#queued = [];
     if (waiting.length > 0) {
       this.#syncs++;

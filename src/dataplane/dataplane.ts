@@ -51,7 +51,7 @@ import {
 } from './libbpf.js';
 import { ifIndex, inNetns, NetnsError } from './netns.js';
 import { markNewNextHopMaps } from './nexthop-fresh.js';
-import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, maxSessionsOf, readSlotCounts, slotIsZero, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
+import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, TablesRefusedError, maxSessionsOf, readSlotCounts, slotIsZero, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
 
 export { DEFAULT_OBJECT } from '../host/paths.js';
 import { DEFAULT_OBJECT } from '../host/paths.js';
@@ -665,14 +665,19 @@ export class TableSizeError extends RangeError {
   }
 }
 
-/** Config validation refuses this; a Config built in code (benchmarks, tests) might not. */
+/**
+ * Config validation refuses this for a file; the running rules (the file's,
+ * the API's and the learned ones: `effective()`) can still exceed a table at
+ * a reload, and a Config built in code (benchmarks, tests) might. A refusal
+ * of the request (409 at the API), as a full table is.
+ */
 function checkTableSizes(config: Config): void {
   const s = config.settings;
   if ((config.sessions ?? []).length > maxSessionsOf(s)) {
-    throw new RangeError(`${config.file}: ${(config.sessions ?? []).length} sessions do not fit settings.max_sessions = ${maxSessionsOf(s)}: raise the setting`);
+    throw new TablesRefusedError(`${config.file}: ${(config.sessions ?? []).length} sessions do not fit settings.max_sessions = ${maxSessionsOf(s)}: raise the setting`);
   }
   if (config.policies.length > s.maxPolicies || config.localsids.length > s.maxLocalSids) {
-    throw new RangeError(
+    throw new TablesRefusedError(
       `${config.file}: ${config.policies.length} policies / ${config.localsids.length} local SIDs do not fit ` +
         `settings.max_policies = ${s.maxPolicies} / max_localsids = ${s.maxLocalSids}: raise the settings`,
     );
