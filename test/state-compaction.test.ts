@@ -160,6 +160,40 @@ describe('state file compaction in the background', () => {
     expect(s.lines).toBe(linesOnDisk(path));
   });
 
+  it('... and refused, the new file holding them (inFile), when the old file cannot be synced either', async () => {
+    const o = emptyOverlay();
+    for (let i = 0; i < 3 * COMPACT_SLICE; i++) await put(s, o, i);
+    for (let i = 0; i < 3 * COMPACT_SLICE; i++) await put(s, o, i, 2);
+    let open: () => void = () => {};
+    s.testSyncGate = new Promise<void>((r) => (open = r));
+    try {
+      // One record whose group's fdatasync is held in flight, one queued behind it.
+      const held = put(s, o, 3 * COMPACT_SLICE);
+      await new Promise<void>((r) => setImmediate(r));
+      await new Promise<void>((r) => setImmediate(r));
+      const queued = put(s, o, 3 * COMPACT_SLICE + 1);
+      s.testFailSyncs = 'EIO';
+      s.testFailDirSyncs = 'EIO';
+      let dirError: Error | undefined;
+      const end = await new Promise<End>((resolve) =>
+        s.compactSoon('t', 'c.yaml', SHA, o, undefined, (e, d) => {
+          dirError = d;
+          resolve(e);
+        }),
+      );
+      expect(end).toBe('compacted');
+      expect(dirError?.message).toMatch(/EIO/);
+      // Before: both acknowledged with the rename (#settleAll), synced nowhere.
+      const settled = await Promise.allSettled([held, queued]);
+      for (const r of settled) expect(r).toMatchObject({ status: 'rejected', reason: { inFile: true, status: 503 } });
+    } finally {
+      open();
+      s.testSyncGate = undefined;
+      s.testFailSyncs = undefined;
+      s.testFailDirSyncs = undefined;
+    }
+  });
+
   it('a rewrite meanwhile (reload, save) drops it: the rewrite stands, no temp file left', async () => {
     const o = emptyOverlay();
     for (let i = 0; i < 3 * COMPACT_SLICE; i++) await put(s, o, i);
