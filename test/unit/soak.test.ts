@@ -356,7 +356,9 @@ describe('soak RSS on a real process (soak-preload.mjs)', () => {
     return [samples, 3000, parseGcLog(existsSync(gclog) ? readFileSync(gclog, 'utf8') : '', t0)];
   };
 
-  it('calls a process that keeps 2 MB a second growing, and one that does not, not so', async () => {
+  // The two cases side by side (it.concurrent): each waits 20 s of real time for its processes' lives,
+  // and one after the other they were 40 s of a make test that must stay under 15 minutes on this host.
+  it.concurrent('calls a process that keeps 2 MB a second growing, and one that does not, not so', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mup-soak-rss-'));
     try {
       const [leak, control] = await Promise.all([run(dir, 'leak', 120 * 1024), run(dir, 'control', 0)]);
@@ -388,7 +390,7 @@ describe('soak RSS on a real process (soak-preload.mjs)', () => {
     'setTimeout(() => process.exit(0), 20000);',
   ].join('\n');
 
-  it('judges a process V8 rarely collects on the collections the soak forces, and tells the leak from the control', async () => {
+  it.concurrent('judges a process V8 rarely collects on the collections the soak forces, and tells the leak from the control', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mup-soak-gc-'));
     try {
       const [leak, control, alone] = await Promise.all([
