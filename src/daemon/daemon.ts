@@ -1834,8 +1834,8 @@ export class Daemon {
       return;
     }
     this.#refusedInFile = [what];
+    const all = this.#refusedInFile;
     queueMicrotask(() => {
-      const all = this.#refusedInFile ?? [what];
       this.#refusedInFile = undefined;
       this.#rewriteRefusedNow(all.join('; '));
     });

@@ -1175,6 +1175,12 @@ export class StateStore {
   /** Tests: a group's fdatasync answers only once this resolves (its group stays in flight meanwhile). */
   testSyncGate: Promise<void> | undefined;
 
+  /** testFailSyncs's refusal of an fdatasync, or undefined. */
+  #injectedSyncError(): NodeJS.ErrnoException | undefined {
+    const code = this.testFailSyncs;
+    return code === undefined ? undefined : Object.assign(new Error(`${code}: fdatasync refused (injected by a test)`), { code });
+  }
+
   #injectedDirError(): Error | undefined {
     const code = this.testFailDirSyncs;
     if (code === undefined) return undefined;
@@ -1340,8 +1346,7 @@ export class StateStore {
     dirError ??= this.#injectedDirError();
     if (dirError === undefined) this.#settleAll();
     else this.#refuseWaiting(dirError);
-    this.#replaced(configSha, body.length, data.length);
-    this.#dirUnsynced = dirError !== undefined;
+    this.#replaced(configSha, body.length, data.length, dirError === undefined);
     if (dirError !== undefined) {
       if (onDirSync === undefined) {
         throw new StateWriteError(this.path, errnoOf(dirError), `cannot sync the directory of the state file ${this.path} (${dirError.message})`, true);
@@ -1350,8 +1355,13 @@ export class StateStore {
     }
   }
 
-  /** The file at the path is a new one (its records settled or refused by the caller): appends go to it. */
-  #replaced(configSha: string, lines: number, size: number): void {
+  /**
+   * The file at the path is a new one (its records settled or refused by the
+   * caller): appends go to it. `dirSynced` false: its rename may not survive
+   * a crash, and the next record's sync syncs the directory first (#dirOwed).
+   */
+  #replaced(configSha: string, lines: number, size: number, dirSynced: boolean): void {
+    this.#dirUnsynced = !dirSynced;
     this.close(); // the old file's fd: appends go to the new file
     this.#lines = lines;
     this.#size = size;
@@ -1485,8 +1495,7 @@ export class StateStore {
         // The records appended meanwhile are in both files; the old one is what a crash may leave at the path.
         if (dirError === undefined) this.#settleAll();
         else this.#settleInOldFile(dirError);
-        this.#replaced(configSha, entries.length + c.tail.length, data.length + tail.length);
-        this.#dirUnsynced = dirError !== undefined;
+        this.#replaced(configSha, entries.length + c.tail.length, data.length + tail.length, dirError === undefined);
       } finally {
         // Its space given back at once (the name first: a failed close must not leave the file).
         if (!renamed) unlinkQuiet(c.tmp);
@@ -1602,12 +1611,11 @@ export class StateStore {
     const group: SyncGroup = { fd, records: this.#queued, from: this.#size! - this.#queued.reduce((n, r) => n + r.bytes, 0), settled: false };
     this.#queued = [];
     this.#inflight = group;
-    const code = this.testFailSyncs;
+    const injected = this.#injectedSyncError();
     const gate = this.testSyncGate;
     const sync =
-      code !== undefined
-        ? (_fd: number, cb: (e: NodeJS.ErrnoException | null) => void): void =>
-            void setImmediate(() => cb(Object.assign(new Error(`${code}: fdatasync refused (injected by a test)`), { code })))
+      injected !== undefined
+        ? (_fd: number, cb: (e: NodeJS.ErrnoException | null) => void): void => void setImmediate(() => cb(injected))
         : gate !== undefined
           ? (f: number, cb: (e: NodeJS.ErrnoException | null) => void): void => fdatasync(f, (e) => void gate.then(() => cb(e)))
           : fdatasync;
@@ -1643,7 +1651,8 @@ export class StateStore {
     const group: SyncGroup = { fd, records: this.#queued, from: 0, settled: true };
     this.#queued = [];
     try {
-      if (this.testFailSyncs !== undefined) throw Object.assign(new Error(`${this.testFailSyncs}: fdatasync refused (injected by a test)`), { code: this.testFailSyncs });
+      const injected = this.#injectedSyncError();
+      if (injected !== undefined) throw injected;
       fdatasyncSync(fd);
       const owed = this.#dirOwed();
       if (owed !== undefined) throw owed;
@@ -1729,7 +1738,8 @@ export class StateStore {
     if (inflight !== undefined) fds.add(inflight.fd);
     if (this.#fd !== undefined && this.#queued.length > 0) fds.add(this.#fd);
     try {
-      if (fds.size > 0 && this.testFailSyncs !== undefined) throw Object.assign(new Error(`${this.testFailSyncs}: fdatasync refused (injected by a test)`), { code: this.testFailSyncs });
+      const injected = fds.size > 0 ? this.#injectedSyncError() : undefined;
+      if (injected !== undefined) throw injected;
       for (const fd of fds) fdatasyncSync(fd);
     } catch (e) {
       this.#refuseWaiting(Object.assign(new Error(`${dirError.message}; the old file's fdatasync failed too: ${(e as Error).message}`), { code: errnoOf(e) }));
