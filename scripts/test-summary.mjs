@@ -1,18 +1,34 @@
-// Print vitest's JSON result as plain closing lines: each failed test (file, name, first line of its
+// Print vitest's JSON results (one file per run: `make test` runs the unit project, then the rest) as
+// plain closing lines: each failed test (file, name, first line of its
 // error), the tests not run for want of something the machine lacks, then "tests: N passed, N failed,
 // N skipped". The failures come last so that a CI log cut to
 // its tail still names them.
 import { readFileSync } from 'node:fs';
 import { relative } from 'node:path';
 
-const file = process.argv[2];
-let r;
-try {
-  r = JSON.parse(readFileSync(file, 'utf8'));
-} catch (e) {
-  console.log(`tests: 0 passed, 1 failed (no vitest result in ${file}: ${e.message})`);
-  process.exit(1);
+if (process.argv.length < 3) {
+  console.log('usage: node scripts/test-summary.mjs VITEST.json...');
+  process.exit(2);
 }
+// A run that wrote no result (vitest crashed, or was killed) counts as one failed test, named last.
+const results = [];
+const missing = [];
+for (const file of process.argv.slice(2)) {
+  try {
+    results.push(JSON.parse(readFileSync(file, 'utf8')));
+  } catch (e) {
+    missing.push(`FAILED no vitest result in ${file}: ${e.message}`);
+  }
+}
+const sum = (k) => results.reduce((a, x) => a + (x[k] ?? 0), 0);
+const r = {
+  testResults: results.flatMap((x) => x.testResults ?? []),
+  success: results.every((x) => x.success !== false),
+  numPassedTests: sum('numPassedTests'),
+  numFailedTests: sum('numFailedTests') + missing.length,
+  numPendingTests: sum('numPendingTests'),
+  numTodoTests: sum('numTodoTests'),
+};
 const plain = (s) => String(s).replace(/\x1b\[[0-9;]*m/g, '');
 for (const f of r.testResults ?? []) {
   const where = relative(process.cwd(), f.name ?? '');
@@ -49,5 +65,6 @@ for (const [reason, e] of notRun) {
   const n = (k, what) => `${k} ${what}${k === 1 ? '' : 's'}`;
   console.log(`NOT RUN: ${n(e.tests, 'test')} in ${n(e.files.size, 'file')} (${[...e.files].join(', ')}): ${reason}`);
 }
+for (const line of missing) console.log(line);
 const skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
 console.log(`tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);

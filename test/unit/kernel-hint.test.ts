@@ -60,7 +60,7 @@ describe.skipIf(!isRoot)('kernelSrv6: asking the kernel whether it takes SRv6 ro
   });
 });
 
-describe('test-summary.mjs: suites not run for want of kernel SRv6', () => {
+describe('test-summary.mjs: the closing lines of make test', () => {
   it('prints one NOT RUN line per reason, with the count and the files, and leaves them out of neither total', () => {
     const dir = mkdtempSync(join(tmpdir(), 'mup-summary-'));
     try {
@@ -76,6 +76,31 @@ describe('test-summary.mjs: suites not run for want of kernel SRv6', () => {
       writeFileSync(join(dir, 'r.json'), JSON.stringify(result));
       const out = execFileSync('node', ['scripts/test-summary.mjs', join(dir, 'r.json')]).toString().trim().split('\n');
       expect(out).toEqual([`NOT RUN: 3 tests in 2 files (test/a.test.ts, test/b.test.ts): ${why}`, 'tests: 1 passed, 0 failed, 3 skipped']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  it('sums the runs it is given (make test runs two) and counts a run that wrote no result as a failure', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-summary-'));
+    try {
+      const t = (title: string, status: string, failureMessages: string[] = []): object => ({ fullName: title, title, status, failureMessages });
+      const unit = {
+        success: true, numPassedTests: 2, numFailedTests: 0, numPendingTests: 1, numTodoTests: 0,
+        testResults: [{ name: join(process.cwd(), 'test/unit/u.test.ts'), status: 'passed', assertionResults: [t('a', 'passed'), t('b', 'passed'), t('c', 'skipped')] }],
+      };
+      const system = {
+        success: false, numPassedTests: 1, numFailedTests: 1, numPendingTests: 0, numTodoTests: 0,
+        testResults: [{ name: join(process.cwd(), 'test/s.test.ts'), status: 'failed', assertionResults: [t('d', 'passed'), t('e', 'failed', ['AssertionError: expected 1 to be 2'])] }],
+      };
+      writeFileSync(join(dir, 'unit.json'), JSON.stringify(unit));
+      writeFileSync(join(dir, 'system.json'), JSON.stringify(system));
+      const run = (...files: string[]): string[] =>
+        execFileSync('node', ['scripts/test-summary.mjs', ...files.map((f) => join(dir, f))]).toString().trim().split('\n');
+      expect(run('unit.json', 'system.json')).toEqual(['FAILED test/s.test.ts > e: AssertionError: expected 1 to be 2', 'tests: 3 passed, 1 failed, 1 skipped']);
+      const out = run('gone.json', 'unit.json');
+      expect(out).toHaveLength(2);
+      expect(out[0]).toMatch(/^FAILED no vitest result in .*gone\.json: ENOENT/);
+      expect(out[1]).toBe('tests: 2 passed, 1 failed, 1 skipped');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
