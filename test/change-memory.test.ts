@@ -22,8 +22,8 @@
  *
  * The daemon runs in this process (the real Daemon, data plane and state
  * file of src/daemon/ on the compiled build/mup.bpf.o, pins in a bpffs the
- * test mounts in a temporary directory; no interfaces, nothing attached).
- * Pins, mount and directory are removed in afterAll.
+ * test mounts in a temporary directory on a tmpfs; no interfaces, nothing
+ * attached). Pins, mounts and directory are removed in afterAll.
  */
 import { loadavg } from 'node:os';
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
@@ -109,7 +109,8 @@ describe.skipIf(!isRoot)(`memory per single change, ${RULES} + ${RULES} rules`, 
   let d: Daemon | undefined;
 
   beforeAll(async () => {
-    run = await startInProcDaemon('chmem', configText());
+    // The state file on a tmpfs: 28,000 changes, each with its fdatasync, measured in heap bytes.
+    run = await startInProcDaemon('chmem', configText(), { tmpfs: true });
     d = run.daemon;
   }, 120_000);
 
