@@ -117,6 +117,22 @@ describe.skipIf(!haveObject || !isRoot)('grace periods off the change path', () 
     }
   });
 
+  it('tables made with their program owe no grace period (no program run has seen them); tables taken over owe one', () => {
+    // No rules: a fill with a new prefix length flips, and the flip owes a grace period of its own.
+    const config = parseConfig('settings: { forwarding: tx, max_policies: 8 }\n', 'g.yaml');
+    dp = openDataplane({ config });
+    expect(dp.rules.graceNeeded('put'), 'made new').toBe(0);
+    expect(dp.rules.graceNeeded('delete')).toBe(0);
+    // As a restarted daemon takes over its pins: an earlier writer may have retired entries just before.
+    const again = openDataplane({ config, reuse: { policies: dp.tables.policiesFd, localsids: dp.tables.localsidsFd, counters: dp.maps.counters } });
+    try {
+      expect(again.rules.graceNeeded('delete')).toBeGreaterThan(0);
+      expect(again.rules.graceNeeded('put')).toBeGreaterThan(0);
+    } finally {
+      again.close();
+    }
+  });
+
   it('an insert after a delete waits for a grace period that started after the delete; deletes do not wait', () => {
     const config = parseConfig(
       'settings: { forwarding: tx, max_policies: 8 }\npolicies:\n' +

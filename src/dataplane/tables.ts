@@ -1032,10 +1032,11 @@ export class Tables {
    * filled by an earlier run): reads every entry into the mirror.
    */
   /**
-   * `o.countersNew`: the counter map was created with these tables (not a
-   * pinned one taken over), so every slot is zero and the scan for free
-   * slots left non-zero is skipped (it reads every slot: 196,672 here take
-   * about 60 ms, two million sessions' ten times that).
+   * `o.countersNew`: every map was created with these tables (none is a
+   * pinned one taken over). Then every counter slot is zero, so the scan for
+   * free slots left non-zero is skipped (it reads every slot: 196,672 here
+   * take about 60 ms, two million sessions' ten times that), and no grace
+   * period is owed.
    */
   constructor(fds: TableFds, sizes: TableSizes, settings: Settings, o: { readonly countersNew?: boolean } = {}) {
     this.#fds = fds;
@@ -1048,7 +1049,9 @@ export class Tables {
     }
     // Another process (an earlier daemon, a CLI load) may have replaced, deleted or
     // flipped just before exiting, owing a grace period nobody waits for now: owe one here.
-    this.#allocDebt = this.#flipDebt = graceClock.request();
+    // Maps made with these tables were never seen by a program run: nothing is owed (the
+    // first grace period also starts the clock's thread, 100-120 ms of every fresh start).
+    this.#allocDebt = this.#flipDebt = o.countersNew === true ? 0 : graceClock.request();
     const active = this.readConfig();
     this.#gens = { policyGen: active.policyGen, localsidGen: active.localsidGen };
     const pl = LAYOUTS.mup_policy;
