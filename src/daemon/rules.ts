@@ -1363,6 +1363,7 @@ export class StateStore {
   #replaced(configSha: string, lines: number, size: number, dirSynced: boolean): void {
     this.#dirUnsynced = !dirSynced;
     this.close(); // the old file's fd: appends go to the new file
+    this.#ino = this.#dev = 0; // the old file's: #appendsTo never takes it for the new one
     this.#lines = lines;
     this.#size = size;
     this.#sha = configSha;
@@ -1648,7 +1649,9 @@ export class StateStore {
 
   /** The records queued on `fd`, being closed: one fdatasync on this thread, then acknowledged or refused. */
   #syncLate(fd: number): void {
-    const group: SyncGroup = { fd, records: this.#queued, from: 0, settled: true };
+    // Appended to this file (through `fd`, or an fd opened on it since): the last ones in it.
+    const from = this.#size! - this.#queued.reduce((n, r) => n + r.bytes, 0);
+    const group: SyncGroup = { fd, records: this.#queued, from, settled: true };
     this.#queued = [];
     try {
       const injected = this.#injectedSyncError();
@@ -1754,7 +1757,9 @@ export class StateStore {
     this.#dropCompaction();
     const refused = [...group.records, ...this.#queued];
     this.#queued = [];
-    if (this.#fd === group.fd) {
+    // Through the group's own fd, also when the store has closed it since (a failed cut-back, close())
+    // and appends to the same file through another: every refused record is past `from`.
+    if (this.#appendsTo(group.fd)) {
       this.#size = group.from;
       this.#lines -= refused.length;
       this.#cutBack(group.fd, group.from);
@@ -1856,6 +1861,22 @@ export class StateStore {
     this.#ino = st.ino;
     this.#dev = st.dev;
     return fd;
+  }
+
+  /**
+   * `fd` (the store's, or one it closed with a sync still in flight) is open
+   * on the file the store appends to; false for -1 (a group renamed over)
+   * and for a file replaced or moved aside since.
+   */
+  #appendsTo(fd: number): boolean {
+    if (fd < 0) return false;
+    if (fd === this.#fd) return true;
+    try {
+      const st = fstatSync(fd);
+      return st.ino === this.#ino && st.dev === this.#dev;
+    } catch {
+      return false;
+    }
   }
 
   /** After a failed append: back to the last whole record; if even that fails, close, and #open cuts it at the next append. */

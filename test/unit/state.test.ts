@@ -110,4 +110,58 @@ describe('StateStore', () => {
     expect(undone).toBe(false);
     expect([...new StateStore(path).read()!.overlay.policies.keys()]).toEqual(['10.45.0.0/16']);
   });
+
+  it('a group whose fdatasync fails after the file was closed and opened again: its records and the ones after it are cut off the file, not only refused', async () => {
+    const s = new StateStore(path);
+    const sha = 'cd'.repeat(32);
+    s.rewrite('t', 'c.yaml', sha, emptyOverlay());
+    const undone: string[] = [];
+    s.testFailSyncs = 'EIO'; // a's fdatasync, started at the end of this turn, fails a turn later
+    const a = s.commitGrouped({ put: 'policy', rule: POLICY }, () => void undone.push('a'), 't', 'c.yaml', sha, emptyOverlay());
+    a.catch(() => undefined);
+    await new Promise((r) => setImmediate(r)); // a's group is in flight
+    s.close(); // as a failed cut-back's fallback does: the next record opens the file again
+    s.testFailSyncs = undefined;
+    const other = { ...POLICY, match: '10.46.0.0/16' };
+    const b = s.commitGrouped({ put: 'policy', rule: other }, () => void undone.push('b'), 't', 'c.yaml', sha, emptyOverlay());
+    b.catch(() => undefined);
+    const outcome = (p: Promise<void>): Promise<string> => p.then(() => 'acknowledged', (e: Error) => `refused: ${e.message}`);
+    expect(await outcome(a)).toMatch(/^refused: cannot sync the state file .*EIO/);
+    expect(await outcome(b)).toMatch(/^refused: /);
+    expect(undone).toEqual(['b', 'a']);
+    // Before: both stayed in the file (only the group's own fd was cut back, and it was no longer the store's), so a
+    // restart replayed two changes the API had refused.
+    expect([...new StateStore(path).read()!.overlay.policies.keys()], 'the file after the refusal').toEqual([]);
+    const c = s.commitGrouped({ del: 'policy', key: '10.47.0.0/16' }, () => void undone.push('c'), 't', 'c.yaml', sha, emptyOverlay());
+    expect(await outcome(c)).toBe('acknowledged');
+    const after = new StateStore(path).read()!;
+    expect([...after.overlay.policies.keys()]).toEqual([]);
+    expect([...after.overlay.delPolicies]).toEqual(['10.47.0.0/16']);
+    expect(after.torn).toBe(false);
+  });
+
+  it('records synced late on a closed fd whose fdatasync fails: cut off the file after the last acknowledged record, not the whole file', async () => {
+    const s = new StateStore(path);
+    const sha = 'cd'.repeat(32);
+    s.rewrite('t', 'c.yaml', sha, emptyOverlay());
+    let open: () => void = () => undefined;
+    s.testSyncGate = new Promise<void>((r) => (open = r));
+    const a = s.commitGrouped({ put: 'policy', rule: POLICY }, () => undefined, 't', 'c.yaml', sha, emptyOverlay());
+    a.catch(() => undefined);
+    await new Promise((r) => setImmediate(r)); // a's fdatasync is in flight, held
+    s.testSyncGate = undefined;
+    let undone = false;
+    const b = s.commitGrouped({ put: 'policy', rule: { ...POLICY, match: '10.46.0.0/16' } }, () => void (undone = true), 't', 'c.yaml', sha, emptyOverlay());
+    b.catch(() => undefined);
+    s.close(); // b waits on the closed fd: a's answer syncs it late, on this thread
+    s.testFailSyncs = 'EIO'; // and that late sync fails
+    open();
+    const outcome = (p: Promise<void>): Promise<string> => p.then(() => 'acknowledged', (e: Error) => `refused: ${e.message}`);
+    expect(await outcome(a)).toBe('acknowledged');
+    expect(await outcome(b)).toMatch(/^refused: cannot sync the state file .*EIO/);
+    expect(undone).toBe(true);
+    s.testFailSyncs = undefined;
+    // Before: b stayed in the file (the closed fd was not cut back), so a restart replayed a refused change.
+    expect([...new StateStore(path).read()!.overlay.policies.keys()]).toEqual(['10.45.0.0/16']);
+  });
 });
