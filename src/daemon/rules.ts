@@ -1907,7 +1907,13 @@ export class StateStore {
       // now, on their fd, so that each is made durable or refused, never left waiting for a next change.
       if (this.#inflight === undefined && this.#queued.length > 0) this.#startSync();
       if (this.#inflight?.fd === this.#fd) this.#closeAfterSync = true;
-      else closeSync(this.#fd);
+      else {
+        // Records queued on this fd behind a group in flight on an older one (the file replaced since, then
+        // this close): no sync of this fd would come, and the older fd's is another file's. Synced here.
+        if (this.#queued.length > 0) this.#syncLate(this.#fd);
+        // (#syncLate's refusal may have closed it already, through a failed cut-back.)
+        if (this.#fd !== undefined) closeSync(this.#fd);
+      }
     }
     this.#fd = undefined;
   }

@@ -7,6 +7,7 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { parsePolicyEntry } from '../../src/config/load.js';
 import { emptyOverlay, StateStore } from '../../src/daemon/rules.js';
 
 const POLICY = { match: '10.45.0.0/16', sr_prefix: '2001:db8:a::/48', src_prefix: '2001:db8:ff::/64' };
@@ -162,6 +163,38 @@ describe('StateStore', () => {
     expect(undone).toBe(true);
     s.testFailSyncs = undefined;
     // Before: b stayed in the file (the closed fd was not cut back), so a restart replayed a refused change.
+    expect([...new StateStore(path).read()!.overlay.policies.keys()]).toEqual(['10.45.0.0/16']);
+  });
+
+  it('a change queued on a new file behind a sync in flight on the replaced one, then closed: synced on its own file, not judged by the old file\'s sync', async () => {
+    const s = new StateStore(path);
+    const sha = 'cd'.repeat(32);
+    s.rewrite('t', 'c.yaml', sha, emptyOverlay());
+    let open: () => void = () => undefined;
+    s.testSyncGate = new Promise<void>((r) => (open = r));
+    const a = s.commitGrouped({ put: 'policy', rule: POLICY }, () => undefined, 't', 'c.yaml', sha, emptyOverlay());
+    a.catch(() => undefined);
+    await new Promise((r) => setImmediate(r)); // a's fdatasync is in flight on the old file, held
+    s.testSyncGate = undefined;
+    // The file written whole meanwhile (as after a file moved aside under the daemon): a is in it, acknowledged.
+    const withA = emptyOverlay();
+    withA.policies.set(POLICY.match, parsePolicyEntry(POLICY, 'a'));
+    s.rewrite('t', 'c.yaml', sha, withA);
+    let undone = false;
+    const other = { ...POLICY, match: '10.46.0.0/16' };
+    const r1 = s.commitGrouped({ put: 'policy', rule: other }, () => void (undone = true), 't', 'c.yaml', sha, emptyOverlay()); // on the new file
+    r1.catch(() => undefined);
+    s.testFailSyncs = 'EIO'; // r1's sync fails, wherever it is made
+    s.close(); // as a failed cut-back's fallback does
+    open();
+    const outcome = (p: Promise<void>): Promise<string> => p.then(() => 'acknowledged', (e: Error) => `refused: ${e.message}`);
+    expect(await outcome(a)).toBe('acknowledged');
+    expect(await outcome(r1)).toMatch(/^refused: cannot sync the state file .*EIO/);
+    expect(undone).toBe(true);
+    s.testFailSyncs = undefined;
+    // Before: close() closed the new file's fd at once and left r1 to the old file's sync, which judged it (an
+    // fdatasync of the other file: acknowledged without being durable; here refused), and could not cut it off
+    // the new file, so a restart replayed it.
     expect([...new StateStore(path).read()!.overlay.policies.keys()]).toEqual(['10.45.0.0/16']);
   });
 });
