@@ -1304,6 +1304,7 @@ export class StateStore {
       }
     });
     this.close();
+    this.#ino = this.#dev = 0; // the file read is the one the next #open takes
     this.#lines = changes;
     this.#size = whole;
     this.#sha = header.config.sha256;
@@ -1844,6 +1845,11 @@ export class StateStore {
     let st: Stats;
     try {
       st = fstatSync(fd);
+      // Opened again after a close() (a failed cut-back): still the file this store wrote? (0: none known yet.)
+      if (this.#ino !== 0 && (st.ino !== this.#ino || st.dev !== this.#dev)) {
+        this.#sha = undefined;
+        throw Object.assign(new Error('it was replaced under the daemon'), { code: 'ESTALE' });
+      }
       const size = st.size;
       if (this.#size === undefined) this.#size = size;
       if (size > this.#size) {

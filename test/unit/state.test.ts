@@ -3,7 +3,7 @@
  * one per line, a torn last line ignored, invalid lines named by file:line,
  * and the atomic rewrite that compacts it.
  */
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -196,5 +196,25 @@ describe('StateStore', () => {
     // fdatasync of the other file: acknowledged without being durable; here refused), and could not cut it off
     // the new file, so a restart replayed it.
     expect([...new StateStore(path).read()!.overlay.policies.keys()]).toEqual(['10.45.0.0/16']);
+  });
+
+  it('a file put at the path by something else while the store had it closed is not appended to: the next change writes the file whole', async () => {
+    const s = new StateStore(path);
+    const sha = 'cd'.repeat(32);
+    s.rewrite('t', 'c.yaml', sha, emptyOverlay());
+    await s.commitGrouped({ del: 'policy', key: '10.1.0.0/16' }, () => undefined, 't', 'c.yaml', sha, emptyOverlay());
+    s.close(); // as a failed cut-back's fallback does
+    // Another state file for the same config, longer than this store's, renamed into place (a restored copy).
+    const foreign = new StateStore(join(dir, 'other.json'));
+    foreign.rewrite('t', 'c.yaml', sha, emptyOverlay());
+    for (let i = 0; i < 4; i++) foreign.append({ del: 'policy', key: `10.9.${i}.0/24` });
+    foreign.close();
+    renameSync(join(dir, 'other.json'), path);
+    const after = emptyOverlay();
+    after.delPolicies.add('10.1.0.0/16');
+    after.delPolicies.add('10.2.0.0/16');
+    await s.commitGrouped({ del: 'policy', key: '10.2.0.0/16' }, () => undefined, 't', 'c.yaml', sha, after);
+    // Before: the foreign file was cut to this store's length and appended to: half its records and ours.
+    expect([...new StateStore(path).read()!.overlay.delPolicies].sort()).toEqual(['10.1.0.0/16', '10.2.0.0/16']);
   });
 });
