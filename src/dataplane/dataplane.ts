@@ -50,6 +50,7 @@ import {
   type BpfObject,
 } from './libbpf.js';
 import { ifIndex, inNetns, NetnsError } from './netns.js';
+import { graceClock } from './grace.js';
 import { markNewNextHopMaps } from './nexthop-fresh.js';
 import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, TablesRefusedError, maxSessionsOf, readSlotCounts, slotIsZero, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
 
@@ -503,6 +504,8 @@ interface Opened {
 
 /** Open `file`, size its maps for `s`, take the reused maps, set mup_cfg's initial value. Closes the object on failure. */
 function openObject(file: string, s: Settings, reuse: DataplaneOptions['reuse']): Opened {
+  // The grace clock's thread loads while the verifier runs: the fill's first request (a flip) finds it ready.
+  graceClock.start();
   const obj = objectOpen(file);
   try {
     checkLayouts(obj, file);

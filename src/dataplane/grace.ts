@@ -16,7 +16,8 @@
  * promise, the daemon's serial section, which keeps serving meanwhile).
  *
  * MUP_TEST_GRACE_EXTRA_MS (tests only) makes the thread sleep that long
- * before each grace period.
+ * before each grace period, MUP_TEST_GRACE_LOAD_DELAY_MS before it loads
+ * koffi.
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
@@ -29,6 +30,12 @@ const RUNS = 2;
 const FAILED = 3;
 /** Tests: milliseconds the thread sleeps before each grace period. */
 const EXTRA_MS = 4;
+/** The thread: not started (0), loading koffi (3), loaded it (1), failed to (2); the process exiting first (4). */
+const LOADED = 5;
+const LOADING = 3;
+const EXITING = 4;
+/** How long an exiting process waits for the thread to finish loading koffi. */
+const EXIT_WAIT_MS = 5000;
 
 /** Atomics.waitAsync (Node 16+; in TypeScript's lib from es2024). */
 interface AtomicsWaitAsync {
@@ -39,9 +46,19 @@ interface AtomicsWaitAsync {
 // CommonJS, evaluated by the worker: no file of its own to find from dist/ or src/.
 const WORKER = `
 const { workerData } = require('node:worker_threads');
-const koffi = require(workerData.koffi);
-const syscall = koffi.load('libc.so.6').func('long syscall(long number, ...)');
 const s = new Int32Array(workerData.sab);
+// The process began to exit before this thread started: never load koffi (it would be stopped in it).
+if (Atomics.compareExchange(s, ${LOADED}, 0, ${LOADING}) !== 0) for (;;) Atomics.wait(s, ${REQUESTED}, Atomics.load(s, ${REQUESTED}));
+let koffi;
+let syscall;
+try {
+  if (workerData.loadDelayMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, workerData.loadDelayMs);
+  koffi = require(workerData.koffi);
+  syscall = koffi.load('libc.so.6').func('long syscall(long number, ...)');
+} finally {
+  Atomics.store(s, ${LOADED}, syscall === undefined ? 2 : 1);
+  Atomics.notify(s, ${LOADED});
+}
 const nap = new Int32Array(new SharedArrayBuffer(4));
 for (;;) {
   const req = Atomics.load(s, ${REQUESTED});
@@ -64,7 +81,7 @@ for (;;) {
 `;
 
 export class GraceClock {
-  readonly #s = new Int32Array(new SharedArrayBuffer(20));
+  readonly #s = new Int32Array(new SharedArrayBuffer(24));
   #worker: Worker | undefined;
   #dead = false;
   /** Callers that had to wait (synchronously or not) for a grace period: for tests. */
@@ -92,7 +109,9 @@ export class GraceClock {
       return;
     }
     const koffiPath = createRequire(import.meta.url).resolve('koffi');
-    const w = new Worker(WORKER, { eval: true, workerData: { sab: this.#s.buffer, koffi: koffiPath, nr } });
+    // Tests: MUP_TEST_GRACE_LOAD_DELAY_MS holds the thread that long before it loads koffi.
+    const loadDelayMs = Number(process.env['MUP_TEST_GRACE_LOAD_DELAY_MS'] ?? 0) || 0;
+    const w = new Worker(WORKER, { eval: true, workerData: { sab: this.#s.buffer, koffi: koffiPath, nr, loadDelayMs } });
     w.unref();
     w.on('error', () => {
       this.#dead = true;
@@ -100,6 +119,14 @@ export class GraceClock {
     });
     w.on('exit', () => {
       this.#dead = true;
+    });
+    // A process that exits while the thread is in koffi's module init aborts (node-addon-api's fatal
+    // "Error::ThrowAsJavaScriptException napi_throw": the init throws into the terminating thread): 2 in
+    // 400 runs that asked for a grace period and ended 0-150 ms later, on this host. The exit waits for
+    // the load to end (tens of ms; the thread is stopped after the 'exit' handlers). A thread that has
+    // not started by then (it may not start while the process exits) is told not to load it.
+    process.once('exit', () => {
+      if (Atomics.compareExchange(this.#s, LOADED, 0, EXITING) === LOADING) Atomics.wait(this.#s, LOADED, LOADING, EXIT_WAIT_MS);
     });
     this.#worker = w;
   }
@@ -110,6 +137,20 @@ export class GraceClock {
 
   get completed(): number {
     return Atomics.load(this.#s, COMPLETED);
+  }
+
+  /** The thread: not started (0), loading koffi (3), loaded it (1), failed to (2); the process exiting before it started (4). */
+  get loaded(): number {
+    return Atomics.load(this.#s, LOADED);
+  }
+
+  /**
+   * Start the thread now, without asking for a grace period: a program load
+   * does, so that the thread (a worker loading koffi, ~100 ms) is ready by
+   * the time the first change asks for one, which then does not wait for it.
+   */
+  start(): void {
+    this.#start();
   }
 
   /** Grace periods the thread has run. */

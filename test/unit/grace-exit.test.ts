@@ -1,0 +1,48 @@
+/**
+ * A process that exits while the grace clock's thread is loading koffi
+ * (src/dataplane/grace.ts) aborted now and then: node-addon-api's fatal
+ * "Error::ThrowAsJavaScriptException napi_throw" from koffi's module init
+ * in the terminating thread. `mup replay` met it twice in a clean clone's
+ * `make test` (its fill flips and asks for a grace period nobody waits for,
+ * and the command ends soon after); `request()` then an exit 0-150 ms later
+ * aborted 2 times in 400 on this host. The exit now waits for the load.
+ *
+ * Made certain here: the thread is held 400 ms before it loads koffi
+ * (MUP_TEST_GRACE_LOAD_DELAY_MS); the child waits until the thread has
+ * started, then ends; an 'exit' handler registered after the clock's reads
+ * whether the load had finished. The child is a file module running the
+ * compiled dist/ (make test builds it), as the CLI is.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const GRACE = join(ROOT, 'dist/dataplane/grace.js');
+
+describe('the grace clock at exit', () => {
+  it('a process that ends while the thread loads koffi waits for the load to end', () => {
+    if (!existsSync(GRACE)) throw new Error('dist/ is missing: run `make` (make test builds it)');
+    const dir = mkdtempSync(join(tmpdir(), 'mup-grace-exit-'));
+    try {
+      const child = join(dir, 'child.mjs');
+      writeFileSync(
+        child,
+        `import { graceClock } from ${JSON.stringify(pathToFileURL(GRACE).href)};
+graceClock.request();
+const nap = new Int32Array(new SharedArrayBuffer(4));
+for (let t = Date.now(); graceClock.loaded === 0 && Date.now() - t < 20000; ) Atomics.wait(nap, 0, 0, 5);
+process.on('exit', () => process.stdout.write('at exit: ' + graceClock.loaded + '\\n'));
+`,
+      );
+      const out = execFileSync(process.execPath, [child], { env: { ...process.env, MUP_TEST_GRACE_LOAD_DELAY_MS: '400' }, encoding: 'utf8', timeout: 30_000 });
+      // 1: loaded. Before the fix 3: the thread was stopped in its delay (or, unlucky, in koffi's init).
+      expect(out).toBe('at exit: 1\n');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
