@@ -111,7 +111,9 @@ export class GraceClock {
     const koffiPath = createRequire(import.meta.url).resolve('koffi');
     // Tests: MUP_TEST_GRACE_LOAD_DELAY_MS holds the thread that long before it loads koffi.
     const loadDelayMs = Number(process.env['MUP_TEST_GRACE_LOAD_DELAY_MS'] ?? 0) || 0;
-    const w = new Worker(WORKER, { eval: true, workerData: { sab: this.#s.buffer, koffi: koffiPath, nr, loadDelayMs } });
+    // execArgv []: not the process's flags (--input-type=module made the CommonJS above an ES module, which
+    // failed at its first require; --import tsx, profilers): the thread needs none.
+    const w = new Worker(WORKER, { eval: true, execArgv: [], workerData: { sab: this.#s.buffer, koffi: koffiPath, nr, loadDelayMs } });
     w.unref();
     w.on('error', () => {
       this.#dead = true;
@@ -124,7 +126,7 @@ export class GraceClock {
     // "Error::ThrowAsJavaScriptException napi_throw": the init throws into the terminating thread): 2 in
     // 400 runs that asked for a grace period and ended 0-150 ms later, on this host. The exit waits for
     // the load to end (tens of ms; the thread is stopped after the 'exit' handlers). A thread that has
-    // not started by then (it may not start while the process exits) is told not to load it.
+    // not started by then is told not to load it (then the clock has no thread: #failed).
     process.once('exit', () => {
       if (Atomics.compareExchange(this.#s, LOADED, 0, EXITING) === LOADING) Atomics.wait(this.#s, LOADED, LOADING, EXIT_WAIT_MS);
     });
@@ -178,7 +180,7 @@ export class GraceClock {
   }
 
   #failed(): boolean {
-    return this.#dead || Atomics.load(this.#s, FAILED) !== 0;
+    return this.#dead || Atomics.load(this.#s, FAILED) !== 0 || Atomics.load(this.#s, LOADED) === EXITING;
   }
 
   /**

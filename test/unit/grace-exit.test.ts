@@ -45,4 +45,30 @@ process.on('exit', () => process.stdout.write('at exit: ' + graceClock.loaded + 
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('a process that ends before the thread has started tells it not to load koffi, and a grace period asked for then runs on the exiting thread', () => {
+    if (!existsSync(GRACE)) throw new Error('dist/ is missing: run `make` (make test builds it)');
+    const dir = mkdtempSync(join(tmpdir(), 'mup-grace-exit-'));
+    try {
+      const child = join(dir, 'child.mjs');
+      // The exit comes microseconds after the thread is asked for; a thread takes milliseconds to start.
+      writeFileSync(
+        child,
+        `import { graceClock } from ${JSON.stringify(pathToFileURL(GRACE).href)};
+graceClock.start();
+process.on('exit', () => {
+  const state = graceClock.loaded;
+  graceClock.waitSync(graceClock.request()); // an 'exit' listener that settles tables: must not hang
+  process.stdout.write('at exit: ' + state + ', grace period ' + (graceClock.done(1) ? 'done' : 'not done') + '\\n');
+});
+`,
+      );
+      const out = execFileSync(process.execPath, [child], { encoding: 'utf8', timeout: 30_000 });
+      // 4: told not to load. Without the exit's compare-and-swap: 0 (nobody told it); with it but without #failed's
+      // check of it, the clock has no thread and the wait hangs.
+      expect(out).toBe('at exit: 4, grace period done\n');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
