@@ -23,52 +23,44 @@ import { describe, expect, it } from 'vitest';
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const GRACE = join(ROOT, 'dist/dataplane/grace.js');
 
+/** Run `source` as a file module in a child node (env added to this one's); its stdout. */
+function runChild(source: string, env: Record<string, string> = {}): string {
+  if (!existsSync(GRACE)) throw new Error('dist/ is missing: run `make` (make test builds it)');
+  const dir = mkdtempSync(join(tmpdir(), 'mup-grace-exit-'));
+  try {
+    const child = join(dir, 'child.mjs');
+    writeFileSync(child, `import { graceClock } from ${JSON.stringify(pathToFileURL(GRACE).href)};\n${source}`);
+    return execFileSync(process.execPath, [child], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 30_000 });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 describe('the grace clock at exit', () => {
   it('a process that ends while the thread loads koffi waits for the load to end', () => {
-    if (!existsSync(GRACE)) throw new Error('dist/ is missing: run `make` (make test builds it)');
-    const dir = mkdtempSync(join(tmpdir(), 'mup-grace-exit-'));
-    try {
-      const child = join(dir, 'child.mjs');
-      writeFileSync(
-        child,
-        `import { graceClock } from ${JSON.stringify(pathToFileURL(GRACE).href)};
-graceClock.request();
+    const out = runChild(
+      `graceClock.request();
 const nap = new Int32Array(new SharedArrayBuffer(4));
 for (let t = Date.now(); graceClock.loaded === 0 && Date.now() - t < 20000; ) Atomics.wait(nap, 0, 0, 5);
 process.on('exit', () => process.stdout.write('at exit: ' + graceClock.loaded + '\\n'));
 `,
-      );
-      const out = execFileSync(process.execPath, [child], { env: { ...process.env, MUP_TEST_GRACE_LOAD_DELAY_MS: '400' }, encoding: 'utf8', timeout: 30_000 });
-      // 1: loaded. Before the fix 3: the thread was stopped in its delay (or, unlucky, in koffi's init).
-      expect(out).toBe('at exit: 1\n');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+      { MUP_TEST_GRACE_LOAD_DELAY_MS: '400' },
+    );
+    // 1: loaded. Before the fix 3: the thread was stopped in its delay (or, unlucky, in koffi's init).
+    expect(out).toBe('at exit: 1\n');
   });
 
   it('a process that ends before the thread has started tells it not to load koffi, and a grace period asked for then runs on the exiting thread', () => {
-    if (!existsSync(GRACE)) throw new Error('dist/ is missing: run `make` (make test builds it)');
-    const dir = mkdtempSync(join(tmpdir(), 'mup-grace-exit-'));
-    try {
-      const child = join(dir, 'child.mjs');
-      // The exit comes microseconds after the thread is asked for; a thread takes milliseconds to start.
-      writeFileSync(
-        child,
-        `import { graceClock } from ${JSON.stringify(pathToFileURL(GRACE).href)};
-graceClock.start();
+    // The exit comes microseconds after the thread is asked for; a thread takes milliseconds to start.
+    const out = runChild(`graceClock.start();
 process.on('exit', () => {
   const state = graceClock.loaded;
   graceClock.waitSync(graceClock.request()); // an 'exit' listener that settles tables: must not hang
   process.stdout.write('at exit: ' + state + ', grace period ' + (graceClock.done(1) ? 'done' : 'not done') + '\\n');
 });
-`,
-      );
-      const out = execFileSync(process.execPath, [child], { encoding: 'utf8', timeout: 30_000 });
-      // 4: told not to load. Without the exit's compare-and-swap: 0 (nobody told it); with it but without #failed's
-      // check of it, the clock has no thread and the wait hangs.
-      expect(out).toBe('at exit: 4, grace period done\n');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+`);
+    // 4: told not to load. Without the exit's compare-and-swap: 0 (nobody told it); with it but without #failed's
+    // check of it, the clock has no thread and the wait hangs.
+    expect(out).toBe('at exit: 4, grace period done\n');
   });
 });

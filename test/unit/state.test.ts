@@ -12,6 +12,21 @@ import { emptyOverlay, StateStore } from '../../src/daemon/rules.js';
 
 const POLICY = { match: '10.45.0.0/16', sr_prefix: '2001:db8:a::/48', src_prefix: '2001:db8:ff::/64' };
 
+const OUTCOME = (p: Promise<void>): Promise<string> => p.then(() => 'acknowledged', (e: Error) => `refused: ${e.message}`);
+
+/** A store on a new file (config hash `sha`) whose first change (POLICY) has its group's fdatasync in flight, held until open(). */
+async function heldGroup(path: string, sha: string): Promise<{ s: StateStore; a: Promise<void>; open: () => void }> {
+  const s = new StateStore(path);
+  s.rewrite('t', 'c.yaml', sha, emptyOverlay());
+  let open: () => void = () => undefined;
+  s.testSyncGate = new Promise<void>((r) => (open = r));
+  const a = s.commitGrouped({ put: 'policy', rule: POLICY }, () => undefined, 't', 'c.yaml', sha, emptyOverlay());
+  a.catch(() => undefined);
+  await new Promise((r) => setImmediate(r)); // a's fdatasync is in flight, held
+  s.testSyncGate = undefined;
+  return { s, a, open };
+}
+
 describe('StateStore', () => {
   let dir = '';
   let path = '';
@@ -126,15 +141,14 @@ describe('StateStore', () => {
     const other = { ...POLICY, match: '10.46.0.0/16' };
     const b = s.commitGrouped({ put: 'policy', rule: other }, () => void undone.push('b'), 't', 'c.yaml', sha, emptyOverlay());
     b.catch(() => undefined);
-    const outcome = (p: Promise<void>): Promise<string> => p.then(() => 'acknowledged', (e: Error) => `refused: ${e.message}`);
-    expect(await outcome(a)).toMatch(/^refused: cannot sync the state file .*EIO/);
-    expect(await outcome(b)).toMatch(/^refused: /);
+    expect(await OUTCOME(a)).toMatch(/^refused: cannot sync the state file .*EIO/);
+    expect(await OUTCOME(b)).toMatch(/^refused: /);
     expect(undone).toEqual(['b', 'a']);
     // Before: both stayed in the file (only the group's own fd was cut back, and it was no longer the store's), so a
     // restart replayed two changes the API had refused.
     expect([...new StateStore(path).read()!.overlay.policies.keys()], 'the file after the refusal').toEqual([]);
     const c = s.commitGrouped({ del: 'policy', key: '10.47.0.0/16' }, () => void undone.push('c'), 't', 'c.yaml', sha, emptyOverlay());
-    expect(await outcome(c)).toBe('acknowledged');
+    expect(await OUTCOME(c)).toBe('acknowledged');
     const after = new StateStore(path).read()!;
     expect([...after.overlay.policies.keys()]).toEqual([]);
     expect([...after.overlay.delPolicies]).toEqual(['10.47.0.0/16']);
@@ -142,24 +156,16 @@ describe('StateStore', () => {
   });
 
   it('records synced late on a closed fd whose fdatasync fails: cut off the file after the last acknowledged record, not the whole file', async () => {
-    const s = new StateStore(path);
     const sha = 'cd'.repeat(32);
-    s.rewrite('t', 'c.yaml', sha, emptyOverlay());
-    let open: () => void = () => undefined;
-    s.testSyncGate = new Promise<void>((r) => (open = r));
-    const a = s.commitGrouped({ put: 'policy', rule: POLICY }, () => undefined, 't', 'c.yaml', sha, emptyOverlay());
-    a.catch(() => undefined);
-    await new Promise((r) => setImmediate(r)); // a's fdatasync is in flight, held
-    s.testSyncGate = undefined;
+    const { s, a, open } = await heldGroup(path, sha);
     let undone = false;
     const b = s.commitGrouped({ put: 'policy', rule: { ...POLICY, match: '10.46.0.0/16' } }, () => void (undone = true), 't', 'c.yaml', sha, emptyOverlay());
     b.catch(() => undefined);
     s.close(); // b waits on the closed fd: a's answer syncs it late, on this thread
     s.testFailSyncs = 'EIO'; // and that late sync fails
     open();
-    const outcome = (p: Promise<void>): Promise<string> => p.then(() => 'acknowledged', (e: Error) => `refused: ${e.message}`);
-    expect(await outcome(a)).toBe('acknowledged');
-    expect(await outcome(b)).toMatch(/^refused: cannot sync the state file .*EIO/);
+    expect(await OUTCOME(a)).toBe('acknowledged');
+    expect(await OUTCOME(b)).toMatch(/^refused: cannot sync the state file .*EIO/);
     expect(undone).toBe(true);
     s.testFailSyncs = undefined;
     // Before: b stayed in the file (the closed fd was not cut back), so a restart replayed a refused change.
@@ -167,15 +173,8 @@ describe('StateStore', () => {
   });
 
   it('a change queued on a new file behind a sync in flight on the replaced one, then closed: synced on its own file, not judged by the old file\'s sync', async () => {
-    const s = new StateStore(path);
     const sha = 'cd'.repeat(32);
-    s.rewrite('t', 'c.yaml', sha, emptyOverlay());
-    let open: () => void = () => undefined;
-    s.testSyncGate = new Promise<void>((r) => (open = r));
-    const a = s.commitGrouped({ put: 'policy', rule: POLICY }, () => undefined, 't', 'c.yaml', sha, emptyOverlay());
-    a.catch(() => undefined);
-    await new Promise((r) => setImmediate(r)); // a's fdatasync is in flight on the old file, held
-    s.testSyncGate = undefined;
+    const { s, a, open } = await heldGroup(path, sha); // on the old file
     // The file written whole meanwhile (as after a file moved aside under the daemon): a is in it, acknowledged.
     const withA = emptyOverlay();
     withA.policies.set(POLICY.match, parsePolicyEntry(POLICY, 'a'));
@@ -187,9 +186,8 @@ describe('StateStore', () => {
     s.testFailSyncs = 'EIO'; // r1's sync fails, wherever it is made
     s.close(); // as a failed cut-back's fallback does
     open();
-    const outcome = (p: Promise<void>): Promise<string> => p.then(() => 'acknowledged', (e: Error) => `refused: ${e.message}`);
-    expect(await outcome(a)).toBe('acknowledged');
-    expect(await outcome(r1)).toMatch(/^refused: cannot sync the state file .*EIO/);
+    expect(await OUTCOME(a)).toBe('acknowledged');
+    expect(await OUTCOME(r1)).toMatch(/^refused: cannot sync the state file .*EIO/);
     expect(undone).toBe(true);
     s.testFailSyncs = undefined;
     // Before: close() closed the new file's fd at once and left r1 to the old file's sync, which judged it (an
