@@ -1,4 +1,4 @@
-// Print vitest's JSON results (one file per run: `make test` runs the unit project, then the rest) as
+// Print vitest's JSON results (one file per run: `make test` runs the parallel project, then the serial one) as
 // plain closing lines: each failed test (file, name, first line of its
 // error), the tests not run for want of something the machine lacks, then "tests: N passed, N failed,
 // N skipped". The failures come last so that a CI log cut to

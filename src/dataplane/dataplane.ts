@@ -635,7 +635,7 @@ class Program implements LoadedProgram {
       // Made with the object just loaded (openObject takes no next-hop map from pins): all zero.
       markNewNextHopMaps(nexthop);
       const reused = this.#o.reusedIds !== undefined;
-      const tables = new Tables(fds, s, s, { countersNew: !reused });
+      const tables = new Tables(fds, s, s, { fresh: !reused });
       tables.writeSettings(s);
       tables.sync(s, config.policies, config.localsids, config.sessions ?? [], { keep: o.keepUnlisted === true });
       return new LoadedDataplane(file, config, obj, progFd, this.#o.events, fds, tables, nexthop);

@@ -30,8 +30,10 @@ const RUNS = 2;
 const FAILED = 3;
 /** Tests: milliseconds the thread sleeps before each grace period. */
 const EXTRA_MS = 4;
-/** The thread: not started (0), loading koffi (3), loaded it (1), failed to (2); the process exiting first (4). */
+/** Where the thread's load of koffi is: 0 (not started), LOAD_OK, LOAD_FAILED, LOADING, or EXITING (the process exiting first). */
 const LOADED = 5;
+const LOAD_OK = 1;
+const LOAD_FAILED = 2;
 const LOADING = 3;
 const EXITING = 4;
 /** How long an exiting process waits for the thread to finish loading koffi. */
@@ -56,7 +58,7 @@ try {
   koffi = require(workerData.koffi);
   syscall = koffi.load('libc.so.6').func('long syscall(long number, ...)');
 } finally {
-  Atomics.store(s, ${LOADED}, syscall === undefined ? 2 : 1);
+  Atomics.store(s, ${LOADED}, syscall === undefined ? ${LOAD_FAILED} : ${LOAD_OK});
   Atomics.notify(s, ${LOADED});
 }
 const nap = new Int32Array(new SharedArrayBuffer(4));
@@ -101,7 +103,13 @@ export class GraceClock {
     return Atomics.load(this.#s, EXTRA_MS);
   }
 
-  #start(): void {
+  /**
+   * Start the thread now (once), without asking for a grace period: a
+   * program load does, so that the thread (a worker loading koffi, ~100 ms)
+   * is ready by the time the first change asks for one, which then does not
+   * wait for it.
+   */
+  start(): void {
     if (this.#worker !== undefined || this.#dead) return;
     const nr = NR_MEMBARRIER[process.arch];
     if (nr === undefined) {
@@ -141,18 +149,9 @@ export class GraceClock {
     return Atomics.load(this.#s, COMPLETED);
   }
 
-  /** The thread: not started (0), loading koffi (3), loaded it (1), failed to (2); the process exiting before it started (4). */
+  /** The thread's load of koffi: 0 (not started), 1 (loaded), 2 (failed), 3 (loading), 4 (the process exited before it started). */
   get loaded(): number {
     return Atomics.load(this.#s, LOADED);
-  }
-
-  /**
-   * Start the thread now, without asking for a grace period: a program load
-   * does, so that the thread (a worker loading koffi, ~100 ms) is ready by
-   * the time the first change asks for one, which then does not wait for it.
-   */
-  start(): void {
-    this.#start();
   }
 
   /** Grace periods the thread has run. */
@@ -162,7 +161,7 @@ export class GraceClock {
 
   /** Ask for a grace period that starts after now; returns its number. */
   request(): number {
-    this.#start();
+    this.start();
     const n = Atomics.add(this.#s, REQUESTED, 1) + 1;
     Atomics.notify(this.#s, REQUESTED);
     return n;

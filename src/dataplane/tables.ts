@@ -1030,15 +1030,14 @@ export class Tables {
   /**
    * Take over tables as they are (freshly created and empty, or pinned and
    * filled by an earlier run): reads every entry into the mirror.
-   */
-  /**
-   * `o.countersNew`: every map was created with these tables (none is a
+   *
+   * `o.fresh`: every map was created with these tables (none is a
    * pinned one taken over). Then every counter slot is zero, so the scan for
    * free slots left non-zero is skipped (it reads every slot: 196,672 here
    * take about 60 ms, two million sessions' ten times that), and no grace
    * period is owed.
    */
-  constructor(fds: TableFds, sizes: TableSizes, settings: Settings, o: { readonly countersNew?: boolean } = {}) {
+  constructor(fds: TableFds, sizes: TableSizes, settings: Settings, o: { readonly fresh?: boolean } = {}) {
     this.#fds = fds;
     this.sizes = sizes;
     this.#settings = settings;
@@ -1051,7 +1050,7 @@ export class Tables {
     // flipped just before exiting, owing a grace period nobody waits for now: owe one here.
     // Maps made with these tables were never seen by a program run: nothing is owed (the
     // first grace period also starts the clock's thread, 100-120 ms of every fresh start).
-    this.#allocDebt = this.#flipDebt = o.countersNew === true ? 0 : graceClock.request();
+    this.#allocDebt = this.#flipDebt = o.fresh === true ? 0 : graceClock.request();
     const active = this.readConfig();
     this.#gens = { policyGen: active.policyGen, localsidGen: active.localsidGen };
     const pl = LAYOUTS.mup_policy;
@@ -1111,7 +1110,7 @@ export class Tables {
     const stride = COUNTER_STRIDE * this.#ncpus;
     // Read in chunks: a million rules' counters at once would be 64 MB and more.
     const dirty: number[] = [];
-    for (let first = 0; o.countersNew !== true && first < total; first += COUNTER_READ_CHUNK) {
+    for (let first = 0; o.fresh !== true && first < total; first += COUNTER_READ_CHUNK) {
       const n = Math.min(COUNTER_READ_CHUNK, total - first);
       const raw = mapLookupArrayRange(fds.countersFd, MUP_EVENT_SLOTS + first, n, stride, MAP_COUNTERS);
       for (let i = 0; i < n; i++) {
