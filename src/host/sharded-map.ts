@@ -81,11 +81,14 @@ abstract class Sharded<S extends Map<string, unknown> | Set<string>> {
     this.count = 0;
   }
 
-  /** The key's shard, made if it is not there yet. */
-  protected shardFor(key: string, make: () => S): S {
+  /** A new, empty shard. */
+  protected abstract make(): S;
+
+  /** The key's shard, made if it is not there yet (no closure per call: a set is on every rule's load path). */
+  protected shardFor(key: string): S {
     const i = shardOf(key);
     let s = this.shards[i];
-    if (s === undefined) this.shards[i] = s = make();
+    if (s === undefined) this.shards[i] = s = this.make();
     return s;
   }
 }
@@ -96,12 +99,16 @@ export class ShardedMap<V> extends Sharded<Map<string, V>> implements Map<string
     if (entries !== undefined) for (const [k, v] of entries) this.set(k, v);
   }
 
+  protected make(): Map<string, V> {
+    return new Map();
+  }
+
   get(key: string): V | undefined {
     return this.shards[shardOf(key)]?.get(key);
   }
 
   set(key: string, value: V): this {
-    const s = this.shardFor(key, () => new Map());
+    const s = this.shardFor(key);
     const n = s.size;
     s.set(key, value);
     this.count += s.size - n;
@@ -139,8 +146,12 @@ export class ShardedSet extends Sharded<Set<string>> implements Set<string> {
     if (values !== undefined) for (const v of values) this.add(v);
   }
 
+  protected make(): Set<string> {
+    return new Set();
+  }
+
   add(key: string): this {
-    const s = this.shardFor(key, () => new Set());
+    const s = this.shardFor(key);
     const n = s.size;
     s.add(key);
     this.count += s.size - n;
