@@ -41,6 +41,7 @@ import type {
   RuleSection,
   Settings,
   SrhMode,
+  TeidPrefix,
   XdpMode,
 } from './types.js';
 
@@ -663,14 +664,14 @@ function readInterfaces(src: Source, path: Path, v: unknown): readonly Interface
   return list.map((x, i) => {
     const p = child(path, i);
     const m = readMapping(src, p, x, INTERFACE_KEYS, 'in an interface');
-    const name = required(src, m, p, 'name', 'the interface name, e.g. eth1', (y) => readString(src, [...p, 'name'], y, 'an interface name such as eth1'));
+    const name = required(src, m, p, 'name', 'the interface name, e.g. eth1', (y) => readString(src, child(p, 'name'), y, 'an interface name such as eth1'));
     if (!/^[^\s/:]{1,15}$/.test(name)) {
-      src.fail([...p, 'name'], `${JSON.stringify(name)} is not a Linux interface name (1 to 15 characters, no spaces, '/' or ':')`);
+      src.fail(child(p, 'name'), `${JSON.stringify(name)} is not a Linux interface name (1 to 15 characters, no spaces, '/' or ':')`);
     }
     const prev = seen.get(name);
-    if (prev !== undefined) src.fail([...p, 'name'], `${name} is already listed as interfaces[${prev}]; list each interface once`);
+    if (prev !== undefined) src.fail(child(p, 'name'), `${name} is already listed as interfaces[${prev}]; list each interface once`);
     seen.set(name, i);
-    const xdp = optional(m, 'xdp', (y) => readEnum(src, [...p, 'xdp'], y, XDP_MODES)) ?? 'native';
+    const xdp = optional(m, 'xdp', (y) => readEnum(src, child(p, 'xdp'), y, XDP_MODES)) ?? 'native';
     return { where: formatPath(p), name, xdp };
   });
 }
@@ -691,21 +692,21 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
     const hp = at('http');
     const h = readMapping(src, hp, x, HTTP_KEYS, 'in daemon.http');
     const listen = required(src, h, hp, 'listen', 'HOST:PORT to serve the API and /metrics on, e.g. 127.0.0.1:9180', (y) =>
-      readListen(src, [...hp, 'listen'], y),
+      readListen(src, child(hp, 'listen'), y),
     );
     const tokenFile = optional(h, 'token_file', (y) => {
-      const s = readString(src, [...hp, 'token_file'], y, 'an absolute path');
-      if (!s.startsWith('/')) src.fail([...hp, 'token_file'], `${JSON.stringify(s)} is not an absolute path; give one starting with /`);
+      const s = readString(src, child(hp, 'token_file'), y, 'an absolute path');
+      if (!s.startsWith('/')) src.fail(child(hp, 'token_file'), `${JSON.stringify(s)} is not an absolute path; give one starting with /`);
       return s;
     });
     const readTokenFile = optional(h, 'read_token_file', (y) => {
-      const s = readString(src, [...hp, 'read_token_file'], y, 'an absolute path');
-      if (!s.startsWith('/')) src.fail([...hp, 'read_token_file'], `${JSON.stringify(s)} is not an absolute path; give one starting with /`);
-      if (s === tokenFile) src.fail([...hp, 'read_token_file'], 'is the same file as token_file: the read-only token must differ from the write token; give another file');
+      const s = readString(src, child(hp, 'read_token_file'), y, 'an absolute path');
+      if (!s.startsWith('/')) src.fail(child(hp, 'read_token_file'), `${JSON.stringify(s)} is not an absolute path; give one starting with /`);
+      if (s === tokenFile) src.fail(child(hp, 'read_token_file'), 'is the same file as token_file: the read-only token must differ from the write token; give another file');
       return s;
     });
     const openReads = optional(h, 'open_reads', (y) => {
-      if (typeof y !== 'boolean') src.fail([...hp, 'open_reads'], `expected true or false, got ${describe(y)}`);
+      if (typeof y !== 'boolean') src.fail(child(hp, 'open_reads'), `expected true or false, got ${describe(y)}`);
       return y;
     });
     // Checked here rather than when the listener opens, so that `mup reload`
@@ -715,20 +716,20 @@ function readDaemon(src: Source, path: Path, v: unknown): DaemonSettings {
     const loopback = isLoopbackHost(listen.host);
     if (tokenFile === undefined && readTokenFile === undefined && !loopback) {
       src.fail(
-        [...hp, 'token_file'],
+        child(hp, 'token_file'),
         `required when listen (${formatListen(listen)}) is not a loopback address: the API changes the tables, so it is not served ` +
           'unauthenticated beyond this host; give a file with the bearer token (e.g. openssl rand -hex 16 > /etc/mup/token) or listen on 127.0.0.1',
       );
     }
     if (openReads === true && !loopback) {
       src.fail(
-        [...hp, 'open_reads'],
+        child(hp, 'open_reads'),
         `serves reads without a token, so it is only allowed on a loopback address, not on ${formatListen(listen)}; remove it (clients send the token) or listen on 127.0.0.1`,
       );
     }
     if (tokenFile === undefined && readTokenFile === undefined && openReads !== true) {
       src.fail(
-        [...hp, 'token_file'],
+        child(hp, 'token_file'),
         `required: changes over TCP need a bearer token, on loopback (${formatListen(listen)}) too, since every local user can connect there; ` +
           'give a file with the token (install -m 600 /dev/null /etc/mup/token && openssl rand -hex 16 > /etc/mup/token), ' +
           'or set daemon.http.open_reads: true for a read-only listener (changes answered 403; use the unix socket for them)',
@@ -798,53 +799,62 @@ function formatListen(l: { host: string; port: number }): string {
   return l.host.includes(':') ? `[${l.host}]:${l.port}` : `${l.host}:${l.port}`;
 }
 
+/**
+ * The rule readers below read each key in turn (the order decides which
+ * error a rule with several gets) without a closure per key: a closure, a
+ * key path per key were most of what a 131,072-rule parse allocated. The
+ * rule itself is still made with spreads: V8 gives such an object room for
+ * the key kept on it later (src/config/keys.ts), where a plain literal's
+ * key costs 16 bytes more a rule.
+ */
+const MATCH_WHAT = 'the IPv4 destination prefix of the GTP-U packets, e.g. 192.0.2.0/24';
+const SR_PREFIX_WHAT = `the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48`;
+const SRC_PREFIX_WHAT = `the IPv6 source prefix, length <= ${MAX_SRC_PREFIX_LEN}, e.g. 2001:db8:ffff::/64`;
+
 function readPolicy(src: Source, path: Path, v: unknown): Policy {
   const m = readMapping(src, path, v, POLICY_KEYS, 'in a policy');
-  const at = (key: string): Path => child(path, key);
-  const name = optional(m, 'name', (x) => readRuleName(src, at('name'), x));
-  optional(m, 'behavior', (x) => readEnum(src, at('behavior'), x, POLICY_BEHAVIORS));
-  const match = required(src, m, path, 'match', 'the IPv4 destination prefix of the GTP-U packets, e.g. 192.0.2.0/24', (x) =>
-    readIpv4Prefix(src, at('match'), x),
-  );
-  const teid = optional(m, 'teid', (x) => {
-    const s = readText(src, at('teid'), x, 'a TEID prefix VALUE/BITS such as 0x12340000/16');
-    return src.guard(at('teid'), () => parseTeidPrefix(s, IN_GUARD));
-  });
-  if (teid !== undefined && match.len !== 32) {
-    src.fail(at('teid'), `teid needs a single-address match (/32), but match is /${match.len}: the key is the N3 address and the TEID prefix; give the GTP-U endpoint address as a /32`);
+  let x = present(m, 'name');
+  const name = x === undefined ? undefined : readRuleName(src, child(path, 'name'), x);
+  x = present(m, 'behavior');
+  if (x !== undefined) readEnum(src, child(path, 'behavior'), x, POLICY_BEHAVIORS);
+  const match = readIpv4Prefix(src, child(path, 'match'), need(src, m, path, 'match', MATCH_WHAT));
+  x = present(m, 'teid');
+  let teid: TeidPrefix | undefined;
+  if (x !== undefined) {
+    const at = child(path, 'teid');
+    const s = readText(src, at, x, 'a TEID prefix VALUE/BITS such as 0x12340000/16');
+    teid = src.guard(at, () => parseTeidPrefix(s, IN_GUARD));
+    if (match.len !== 32) {
+      src.fail(at, `teid needs a single-address match (/32), but match is /${match.len}: the key is the N3 address and the TEID prefix; give the GTP-U endpoint address as a /32`);
+    }
   }
   // Either sr_prefix (RFC 9433 embedding) or sid (a last SID used as is).
-  const hasSr = optional(m, 'sr_prefix', () => true) ?? false;
-  const hasSid = optional(m, 'sid', () => true) ?? false;
-  if (hasSr && hasSid) {
-    src.fail(at('sid'), 'give sr_prefix (the last SID embeds the IPv4 DA and Args.Mob.Session, RFC 9433) or sid (a last SID used as is, e.g. a PE\'s End.DT4), not both');
+  const hasSr = present(m, 'sr_prefix') !== undefined;
+  const sidV = present(m, 'sid');
+  if (hasSr && sidV !== undefined) {
+    src.fail(child(path, 'sid'), 'give sr_prefix (the last SID embeds the IPv4 DA and Args.Mob.Session, RFC 9433) or sid (a last SID used as is, e.g. a PE\'s End.DT4), not both');
   }
-  if (!hasSr && !hasSid) {
-    src.fail(at('sr_prefix'), `required key missing; give the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48 (or instead sid: a last SID used as is, e.g. 2001:db8:e::d4)`);
+  if (!hasSr && sidV === undefined) {
+    src.fail(child(path, 'sr_prefix'), `required key missing; give the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48 (or instead sid: a last SID used as is, e.g. 2001:db8:e::d4)`);
   }
   let srPrefix: Ipv6Prefix;
   let sid: Ipv6Addr | undefined;
-  if (hasSid) {
-    const text = readText(src, at('sid'), m['sid'], 'an IPv6 address such as 2001:db8:e::d4');
+  if (sidV !== undefined) {
+    const at = child(path, 'sid');
+    const text = readText(src, at, sidV, 'an IPv6 address such as 2001:db8:e::d4');
     if (text.includes('/')) {
-      src.fail(at('sid'), `${text}: a policy's sid is an address (the last SID, used as is), not a prefix; drop the /length (a local SID's sid is a prefix)`);
+      src.fail(at, `${text}: a policy's sid is an address (the last SID, used as is), not a prefix; drop the /length (a local SID's sid is a prefix)`);
     }
-    sid = readIpv6Address(src, at('sid'), text);
+    sid = readIpv6Address(src, at, text);
     srPrefix = ipv6Prefix(sid, 128);
   } else {
-    srPrefix = required(src, m, path, 'sr_prefix', `the IPv6 prefix of the last SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:1::/48`, (x) =>
-      readIpv6Prefix(src, at('sr_prefix'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY, true),
-    );
+    srPrefix = readIpv6Prefix(src, child(path, 'sr_prefix'), need(src, m, path, 'sr_prefix', SR_PREFIX_WHAT), MAX_SID_PREFIX_LEN, SID_LEN_WHY, true);
   }
-  const srcPrefix = required(src, m, path, 'src_prefix', `the IPv6 source prefix, length <= ${MAX_SRC_PREFIX_LEN}, e.g. 2001:db8:ffff::/64`, (x) =>
-    readIpv6Prefix(src, at('src_prefix'), x, MAX_SRC_PREFIX_LEN, SRC_LEN_WHY, true),
-  );
-  const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? NO_SEGMENTS;
-  const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
-  const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
-  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the translated packet is IPv6'));
+  const srcPrefix = readIpv6Prefix(src, child(path, 'src_prefix'), need(src, m, path, 'src_prefix', SRC_PREFIX_WHAT), MAX_SRC_PREFIX_LEN, SRC_LEN_WHY, true);
+  const { segments, srh, hopLimit, mtu } = readPath6(src, path, m, 'the translated packet is IPv6');
+  const where = ruleWhere(path);
   return {
-    where: ruleWhere(path),
+    where,
     ...(name === undefined ? {} : { name }),
     match,
     ...(teid === undefined ? {} : { teid }),
@@ -858,38 +868,47 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   };
 }
 
+/** The keys a policy and a session share, after their source prefix, in this order: segments, srh, hop_limit, mtu. */
+function readPath6(src: Source, path: Path, m: Readonly<Record<string, unknown>>, mtuWhy: string): { segments: Policy['segments']; srh: SrhMode; hopLimit: number; mtu: number | undefined } {
+  let x = present(m, 'segments');
+  const segments = x === undefined ? NO_SEGMENTS : readSegments(src, child(path, 'segments'), x);
+  x = present(m, 'srh');
+  const srh = x === undefined ? 'auto' : readEnum(src, child(path, 'srh'), x, SRH_MODES);
+  x = present(m, 'hop_limit');
+  const hopLimit = x === undefined ? DEFAULT_HOP_LIMIT : readInt(src, child(path, 'hop_limit'), x, 1, 255);
+  x = present(m, 'mtu');
+  const mtu = x === undefined ? undefined : readInt(src, child(path, 'mtu'), x, 1280, 65535, mtuWhy);
+  return { segments, srh, hopLimit, mtu };
+}
+
 function optionalField<K extends string, T>(key: K, v: T | undefined): { [k in K]?: T } {
   return (v === undefined ? {} : { [key]: v }) as { [k in K]?: T };
 }
 
+const UE_WHAT = 'the UE prefix, IPv4 or IPv6, e.g. 10.60.0.1/32';
+const TEID_WHAT = 'the TEID of the gNB, an integer from 0 to 4294967295 (decimal or 0x hex), e.g. 0x12345678';
+const QFI_WHAT = 'the QoS Flow Identifier, an integer from 0 to 63';
+const ENDPOINT_WHAT = "the gNB's N3 IPv4 address, e.g. 192.0.2.1";
+const SOURCE_WHAT = "the UPF's N3 IPv4 address (the GTP-U source), e.g. 198.51.100.1";
+const ISD_WHAT = `the gateway's End.M.GTP4.E SID prefix, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:2::/48`;
+
 function readSession(src: Source, path: Path, v: unknown): Session {
   const m = readMapping(src, path, v, SESSION_KEYS, 'in a session');
-  const at = (key: string): Path => child(path, key);
-  const name = optional(m, 'name', (x) => readName(src, at('name'), x));
-  const ue = required(src, m, path, 'ue', 'the UE prefix, IPv4 or IPv6, e.g. 10.60.0.1/32', (x) => readUePrefix(src, at('ue'), x));
-  const teid = required(src, m, path, 'teid', 'the TEID of the gNB, an integer from 0 to 4294967295 (decimal or 0x hex), e.g. 0x12345678', (x) =>
-    readTeid(src, at('teid'), x),
-  );
-  const qfi = required(src, m, path, 'qfi', 'the QoS Flow Identifier, an integer from 0 to 63', (x) =>
-    readInt(src, at('qfi'), x, 0, 63, 'QFI is a 6-bit field of Args.Mob.Session'),
-  );
-  const rqi = optional(m, 'rqi', (x) => readBool(src, at('rqi'), x)) ?? false;
-  const endpoint = required(src, m, path, 'endpoint', "the gNB's N3 IPv4 address, e.g. 192.0.2.1", (x) => readIpv4Address(src, at('endpoint'), x));
-  const source = required(src, m, path, 'source', "the UPF's N3 IPv4 address (the GTP-U source), e.g. 198.51.100.1", (x) =>
-    readIpv4Address(src, at('source'), x),
-  );
-  const isd = required(src, m, path, 'isd', `the gateway's End.M.GTP4.E SID prefix, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:2::/48`, (x) =>
-    readIpv6Prefix(src, at('isd'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY, true),
-  );
-  const srcPrefix = required(src, m, path, 'src_prefix', `the IPv6 source prefix, length <= ${MAX_SRC_PREFIX_LEN}, e.g. 2001:db8:ffff::/64`, (x) =>
-    readIpv6Prefix(src, at('src_prefix'), x, MAX_SRC_PREFIX_LEN, SRC_LEN_WHY, true),
-  );
-  const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? NO_SEGMENTS;
-  const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
-  const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
-  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the encapsulated packet is IPv6'));
+  let x = present(m, 'name');
+  const name = x === undefined ? undefined : readName(src, child(path, 'name'), x);
+  const ue = readUePrefix(src, child(path, 'ue'), need(src, m, path, 'ue', UE_WHAT));
+  const teid = readTeid(src, child(path, 'teid'), need(src, m, path, 'teid', TEID_WHAT));
+  const qfi = readInt(src, child(path, 'qfi'), need(src, m, path, 'qfi', QFI_WHAT), 0, 63, 'QFI is a 6-bit field of Args.Mob.Session');
+  x = present(m, 'rqi');
+  const rqi = x === undefined ? false : readBool(src, child(path, 'rqi'), x);
+  const endpoint = readIpv4Address(src, child(path, 'endpoint'), need(src, m, path, 'endpoint', ENDPOINT_WHAT));
+  const source = readIpv4Address(src, child(path, 'source'), need(src, m, path, 'source', SOURCE_WHAT));
+  const isd = readIpv6Prefix(src, child(path, 'isd'), need(src, m, path, 'isd', ISD_WHAT), MAX_SID_PREFIX_LEN, SID_LEN_WHY, true);
+  const srcPrefix = readIpv6Prefix(src, child(path, 'src_prefix'), need(src, m, path, 'src_prefix', SRC_PREFIX_WHAT), MAX_SRC_PREFIX_LEN, SRC_LEN_WHY, true);
+  const { segments, srh, hopLimit, mtu } = readPath6(src, path, m, 'the encapsulated packet is IPv6');
+  const where = ruleWhere(path);
   return {
-    where: ruleWhere(path),
+    where,
     ...(name === undefined ? {} : { name }),
     ue,
     teid,
@@ -933,40 +952,48 @@ function readIpv4Address(src: Source, path: Path, v: unknown): Ipv4Addr {
   return src.guard(path, () => parseIpv4(s, IN_GUARD));
 }
 
+const LOCALSID_WHAT = `the IPv6 prefix of the local SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:2::/48`;
+const SRC_PREFIX_LEN_WHAT = `P, the length of the sender's IPv6 source prefix (the IPv4 source follows it), an integer from 0 to ${MAX_SRC_PREFIX_LEN}, e.g. 64`;
+
 function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
   const m = readMapping(src, path, v, LOCALSID_KEYS, 'in a local SID');
-  const at = (key: string): Path => child(path, key);
-  const name = optional(m, 'name', (x) => readRuleName(src, at('name'), x));
-  const given = optional(m, 'behavior', (x) => readEnum(src, at('behavior'), x, LOCALSID_BEHAVIORS));
+  let x = present(m, 'name');
+  const name = x === undefined ? undefined : readRuleName(src, child(path, 'name'), x);
+  x = present(m, 'behavior');
+  const given = x === undefined ? undefined : readEnum(src, child(path, 'behavior'), x, LOCALSID_BEHAVIORS);
   const behavior = given ?? 'end.m.gtp4.e';
   const allowed = LOCALSID_KEYS_OF[behavior];
   for (const key of Object.keys(m)) {
     if (key !== 'name' && key !== 'behavior' && !allowed.includes(key)) {
-      src.fail(at(key), `not a key of behavior ${behavior}; it takes ${allowed.join(', ')}`);
+      src.fail(child(path, key), `not a key of behavior ${behavior}; it takes ${allowed.join(', ')}`);
     }
   }
   if (behavior !== 'end.m.gtp4.e') return readLocalSid6(src, path, m, behavior, name);
-  const sid = required(src, m, path, 'sid', `the IPv6 prefix of the local SID, length <= ${MAX_SID_PREFIX_LEN}, e.g. 2001:db8:2::/48`, (x) =>
-    readIpv6Prefix(src, at('sid'), x, MAX_SID_PREFIX_LEN, SID_LEN_WHY),
-  );
+  const sidAt = child(path, 'sid');
+  const sid = readIpv6Prefix(src, sidAt, need(src, m, path, 'sid', LOCALSID_WHAT), MAX_SID_PREFIX_LEN, SID_LEN_WHY);
   if (sid.len === 0) {
-    src.warn(at('sid'), '::/0 matches every IPv6 destination: all IPv6 traffic on the interface is treated as addressed to this SID');
+    src.warn(sidAt, '::/0 matches every IPv6 destination: all IPv6 traffic on the interface is treated as addressed to this SID');
   }
-  const srcPrefixLen = required(
+  const srcPrefixLen = readInt(
     src,
-    m,
-    path,
-    'src_prefix_len',
-    `P, the length of the sender's IPv6 source prefix (the IPv4 source follows it), an integer from 0 to ${MAX_SRC_PREFIX_LEN}, e.g. 64`,
-    (x) => readInt(src, at('src_prefix_len'), x, 0, MAX_SRC_PREFIX_LEN, 'P plus the 32-bit IPv4 source must fit in 128 bits'),
+    child(path, 'src_prefix_len'),
+    need(src, m, path, 'src_prefix_len', SRC_PREFIX_LEN_WHAT),
+    0,
+    MAX_SRC_PREFIX_LEN,
+    'P plus the 32-bit IPv4 source must fit in 128 bits',
   );
-  const container = optional(m, 'container', (x) => readEnum(src, at('container'), x, CONTAINER_MODES)) ?? 'always';
-  const ttl = optional(m, 'ttl', (x) => readInt(src, at('ttl'), x, 1, 255)) ?? DEFAULT_TTL;
-  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 68, 65535, 'the translated packet is IPv4'));
-  const advertise = optional(m, 'advertise', (x) => readAdvertise(src, at('advertise'), x, 4, sid.len));
+  x = present(m, 'container');
+  const container = x === undefined ? 'always' : readEnum(src, child(path, 'container'), x, CONTAINER_MODES);
+  x = present(m, 'ttl');
+  const ttl = x === undefined ? DEFAULT_TTL : readInt(src, child(path, 'ttl'), x, 1, 255);
+  x = present(m, 'mtu');
+  const mtu = x === undefined ? undefined : readInt(src, child(path, 'mtu'), x, 68, 65535, 'the translated packet is IPv4');
+  x = present(m, 'advertise');
+  const advertise = x === undefined ? undefined : readAdvertise(src, child(path, 'advertise'), x, 4, sid.len);
+  const where = ruleWhere(path);
   return {
     ...(mtu === undefined ? {} : { mtu }),
-    where: ruleWhere(path),
+    where,
     ...(name === undefined ? {} : { name }),
     ...(given === undefined ? {} : { behavior: given }),
     sid,
@@ -1337,6 +1364,19 @@ function readMapping(
   return m;
 }
 
+/** The value of a key; null counts as absent (undefined). */
+function present(m: Readonly<Record<string, unknown>>, key: string): unknown {
+  const v = Object.hasOwn(m, key) ? m[key] : undefined;
+  return v === null ? undefined : v;
+}
+
+/** The value of a required key; its absence is an error that says `what` to give. */
+function need(src: Source, m: Readonly<Record<string, unknown>>, path: Path, key: string, what: string): unknown {
+  const v = present(m, key);
+  if (v === undefined) src.fail(child(path, key), `required key missing; give ${what}`);
+  return v;
+}
+
 /** The value of an optional key; null counts as absent. */
 function optional<T>(m: Readonly<Record<string, unknown>>, key: string, read: (v: unknown) => T): T | undefined {
   const v = Object.hasOwn(m, key) ? m[key] : undefined;
@@ -1399,29 +1439,46 @@ function editDistance(a: string, b: string): number {
 // Key paths and source positions
 
 /**
- * ['policies', 2] + 'match': a key path one deeper. concat, not a spread: a
- * spread's array is allocated with room to grow (~210 B against 72 here),
- * and a rule's fields each get one.
+ * A key path one deeper: ['policies', 2] + 'match'. Spelled out only when a
+ * reader reports it (an error or a warning): a path array for every field
+ * read was ~110 MB of the 500 MB a 131,072-rule parse allocated.
  */
+class Under {
+  constructor(
+    readonly parent: Path,
+    readonly seg: string | number,
+  ) {}
+}
+
 function child(path: Path, seg: string | number): Path {
-  // A spread, not concat: concat's generic path was ~60 ms of a 131,072-rule start (five paths a rule).
-  return [...path, seg];
+  return new Under(path, seg);
 }
 
 /** The `where` given to a parser run by Source.guard, which locates its errors and warnings itself. */
 const IN_GUARD = '';
 
-type Path = readonly (string | number)[];
+/** Where a value is in the config: its keys and indexes from the top. */
+type Path = readonly (string | number)[] | Under;
+
+/** The path's keys and indexes, from the top. */
+function segmentsOf(path: Path): readonly (string | number)[] {
+  if (!(path instanceof Under)) return path;
+  const out: (string | number)[] = [];
+  let p: Path = path;
+  for (; p instanceof Under; p = p.parent) out.push(p.seg);
+  for (let i = p.length - 1; i >= 0; i--) out.push(p[i]!);
+  return out.reverse();
+}
 
 /** A rule's `where`: its index when it is an item of a top-level list (['policies', 3] -> 3), else its path spelled out. */
 function ruleWhere(path: Path): Where {
-  return path.length === 2 && typeof path[1] === 'number' ? path[1] : formatPath(path);
+  return !(path instanceof Under) && path.length === 2 && typeof path[1] === 'number' ? path[1] : formatPath(path);
 }
 
 /** ['policies', 2, 'sr_prefix'] -> "policies[2].sr_prefix". */
 function formatPath(path: Path): string {
   const parts: string[] = [];
-  for (const seg of path) {
+  for (const seg of segmentsOf(path)) {
     if (typeof seg === 'number') parts.push(`[${seg}]`);
     else if (/^[A-Za-z_][A-Za-z0-9_-]*$/.test(seg)) parts.push(parts.length === 0 ? seg : `.${seg}`);
     else parts.push(`[${JSON.stringify(seg)}]`);
@@ -1526,7 +1583,7 @@ class Source {
     const { isMap, isScalar, isSeq } = yamlDoc();
     let node: unknown = p.doc.contents;
     let offset = start(node);
-    for (const seg of path) {
+    for (const seg of segmentsOf(path)) {
       if (isMap(node)) {
         const pair = node.items.find((q) => isScalar(q.key) && String(q.key.value) === String(seg));
         if (pair === undefined) break;
@@ -1608,7 +1665,7 @@ function readAdvertise(src: Source, path: Path, v: unknown, family: 4 | 6, sidLe
   const list = readList(src, at('prefixes'), m['prefixes'], `a list of ${family === 4 ? 'IPv4' : 'IPv6'} access (gNB) prefixes`);
   if (list.length === 0) src.fail(at('prefixes'), `required: the ${family === 4 ? 'IPv4' : 'IPv6'} access (gNB) prefixes this SID serves, e.g. [192.0.2.0/25]`);
   const prefixes = list.map((x, i) => {
-    const p = [...at('prefixes'), i];
+    const p = child(at('prefixes'), i);
     const min = family === 4 ? 25 : 121;
     const pf = family === 4 ? readIpv4Prefix(src, p, x) : readIpv6Prefix(src, p, x, 128, '');
     if (min - pf.len > MAX_ISD_SPLIT_BITS) {
@@ -1649,34 +1706,34 @@ function readBgp(src: Source, path: Path, v: unknown): BgpConfig {
   const api = required(src, m, path, 'api', "the sidecar gobgpd's gRPC API on loopback, e.g. 127.0.0.1:50051", (x) => readHostPort(src, at('api'), x, '127.0.0.1:50051'));
   if (!isLoopbackHost(api.host)) src.fail(at('api'), `${formatListen(api)} is not a loopback address: the sidecar's API changes its routes and has no authentication; give 127.0.0.1:PORT`);
   const neighbors = readList(src, at('neighbors'), m['neighbors'], 'a list of neighbors ({address, port, asn})').map((x, i) => {
-    const p: Path = [...at('neighbors'), i];
+    const p: Path = child(at('neighbors'), i);
     const n = readMapping(src, p, x, BGP_NEIGHBOR_KEYS, 'in a neighbor');
     const address = required(src, n, p, 'address', 'the neighbor (route reflector) address', (y) => {
-      const s = readString(src, [...p, 'address'], y, 'an IP address');
-      if (!isIpv4(s) && !s.includes(':')) src.fail([...p, 'address'], `${JSON.stringify(s)} is not an IP address`);
+      const s = readString(src, child(p, 'address'), y, 'an IP address');
+      if (!isIpv4(s) && !s.includes(':')) src.fail(child(p, 'address'), `${JSON.stringify(s)} is not an IP address`);
       return s;
     });
-    const port = optional(n, 'port', (y) => readInt(src, [...p, 'port'], y, 1, 65535)) ?? 179;
-    const nasn = optional(n, 'asn', (y) => readInt(src, [...p, 'asn'], y, 1, 4294967295)) ?? asn;
+    const port = optional(n, 'port', (y) => readInt(src, child(p, 'port'), y, 1, 65535)) ?? 179;
+    const nasn = optional(n, 'asn', (y) => readInt(src, child(p, 'asn'), y, 1, 4294967295)) ?? asn;
     return { address, port, asn: nasn };
   });
   const rd = required(src, m, path, 'rd', 'the route distinguisher of the routes we advertise, e.g. "65000:2"', (x) => readRdRt(src, at('rd'), x, 'route distinguisher'));
   const rt = required(src, m, path, 'rt', 'the route target, e.g. "65000:100"', (x) => readRdRt(src, at('rt'), x, 'route target'));
-  const importRts = optional(m, 'import_rt', (x) => readList(src, at('import_rt'), x, 'a list of route targets').map((y, i) => readRdRt(src, [...at('import_rt'), i], y, 'route target'))) ?? [rt];
+  const importRts = optional(m, 'import_rt', (x) => readList(src, at('import_rt'), x, 'a list of route targets').map((y, i) => readRdRt(src, child(at('import_rt'), i), y, 'route target'))) ?? [rt];
   const seconds = (key: string, min: number, max: number) => (x: unknown): number => {
     if (typeof x !== 'number' || !Number.isFinite(x) || x < min || x > max) src.fail(at(key), `expected seconds from ${min} to ${max}, got ${describe(x)}`);
     return x;
   };
   const holdDown = optional(m, 'hold_down', seconds('hold_down', 0, 3600)) ?? DEFAULT_BGP_HOLD_DOWN;
   const gracefulRestart = optional(m, 'graceful_restart', (x) => readInt(src, at('graceful_restart'), x, 1, 4095, 'the restart time field is 12 bits')) ?? DEFAULT_BGP_GRACEFUL_RESTART;
-  const roles = optional(m, 'roles', (x) => readList(src, at('roles'), x, 'a list of roles: gw, pe').map((y, i) => readEnum(src, [...at('roles'), i], y, ['gw', 'pe'] as const))) ?? ['gw'];
+  const roles = optional(m, 'roles', (x) => readList(src, at('roles'), x, 'a list of roles: gw, pe').map((y, i) => readEnum(src, child(at('roles'), i), y, ['gw', 'pe'] as const))) ?? ['gw'];
   if (roles.length === 0) src.fail(at('roles'), 'give gw and/or pe');
   const nexthop = optional(m, 'nexthop', (x) => readIpv6Address(src, at('nexthop'), x));
   const policyDefaults = optional(m, 'policy_defaults', (x) => readBgpDefaults(src, at('policy_defaults'), x, []).d);
   const sessionDefaults = optional(m, 'session_defaults', (x) => {
     const { d, m: sm } = readBgpDefaults(src, at('session_defaults'), x, ['source']);
     const source = required(src, sm, at('session_defaults'), 'source', "the UPF's N3 IPv4 address End.M.GTP4.E restores as the GTP-U source (3.10's T1ST carries none)", (y) =>
-      readIpv4Address(src, [...at('session_defaults'), 'source'], y),
+      readIpv4Address(src, child(at('session_defaults'), 'source'), y),
     );
     return { ...d, source };
   });
@@ -1687,9 +1744,9 @@ function readBgp(src: Source, path: Path, v: unknown): BgpConfig {
     src.fail(at('session_defaults'), 'required with role pe: the src_prefix and source of the sessions learned from T1ST+ISD routes, e.g. {src_prefix: 2001:db8:ff:9::/64, source: 198.51.100.1}');
   }
   const dsd = readList(src, at('dsd'), m['dsd'], 'a list of DSD routes to advertise ({sid, behavior, segment_id, lb, ln, fn})').map((x, i): BgpDsd => {
-    const p: Path = [...at('dsd'), i];
+    const p: Path = child(at('dsd'), i);
     const d = readMapping(src, p, x, BGP_DSD_KEYS, 'in a dsd entry');
-    const a = (key: string): Path => [...p, key];
+    const a = (key: string): Path => child(p, key);
     const address = optional(d, 'address', (y) => {
       const s = readString(src, a('address'), y, 'an IP address');
       if (!isIpv4(s) && !s.includes(':')) src.fail(a('address'), `${JSON.stringify(s)} is not an IP address`);
