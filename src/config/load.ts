@@ -824,7 +824,7 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
     const at = child(path, 'teid');
     const s = readText(src, at, x, 'a TEID prefix VALUE/BITS such as 0x12340000/16');
     teid = src.guard(at, () => parseTeidPrefix(s, IN_GUARD));
-    if (match.len !== 32) {
+    if (teid !== undefined && match.len !== 32) {
       src.fail(at, `teid needs a single-address match (/32), but match is /${match.len}: the key is the N3 address and the TEID prefix; give the GTP-U endpoint address as a /32`);
     }
   }

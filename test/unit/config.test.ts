@@ -113,6 +113,8 @@ describe('valid configs', () => {
           policy({ match: '10.0.0.1/32', teid: '0x12340000/16', sr_prefix: MISSING, sid: '2001:db8:e::d4' }),
           policy({ match: '10.0.0.1/32', teid: '4294967295/32' }),
           policy({ match: '10.0.0.2/32', teid: '0/0' }),
+          // 0/0 is no TEID prefix at all, so it asks for no /32 either (as canonicalPolicyKey reads it).
+          policy({ match: '10.0.1.0/24', teid: '0/0' }),
         ],
       }),
       FILE,
@@ -122,7 +124,9 @@ describe('valid configs', () => {
     expect(c.policies[1]).toMatchObject({ teid: { value: 0xffffffff, len: 32 } });
     expect(c.policies[1]!.sid).toBeUndefined();
     expect(c.policies[2]!.teid).toBeUndefined();
-    expect(c.policies.map(policyKey)).toEqual(['10.0.0.1/32 teid 0x12340000/16', '10.0.0.1/32 teid 0xffffffff/32', '10.0.0.2/32']);
+    expect(c.policies[3]!.teid).toBeUndefined();
+    expect(c.policies.map(policyKey)).toEqual(['10.0.0.1/32 teid 0x12340000/16', '10.0.0.1/32 teid 0xffffffff/32', '10.0.0.2/32', '10.0.1.0/24']);
+    expect(canonicalPolicyKey('10.0.1.0/24 teid 0/0')).toBe('10.0.1.0/24');
   });
 
   it('canonical policy key text (API DELETE, state file): with and without teid', () => {
