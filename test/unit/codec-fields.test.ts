@@ -3,12 +3,13 @@
  * byte by byte (not through Buffer.writeUInt*, a start's fill writes about
  * twenty a rule): each field must be the bytes Buffer.writeUInt* would
  * write, little- or big-endian as the layout says, at its offset in a
- * larger buffer, nothing outside the entry touched; a value out of its
- * field's range, or an entry that does not fit the buffer, is refused
- * with a RangeError, as Buffer.writeUInt* refuses it.
+ * larger buffer, nothing outside the entry touched; a value that is not
+ * an integer in its field's range, or a field outside the buffer or at a
+ * fractional offset, is refused with a RangeError (Buffer.writeUInt*
+ * refused the out-of-range ones, and wrote 1 for 1.5).
  */
 import { describe, expect, it } from 'vitest';
-import { LAYOUTS, writeLocalSid, writeLocalSidKey, writePolicy, writePolicyKey, writeSession, writeSessionKey } from '../../src/dataplane/codec.js';
+import { LAYOUTS, writeAddrOnlyPolicy, writeLocalSid, writeLocalSidKey, writePolicy, writePolicyKey, writeSession, writeSessionKey } from '../../src/dataplane/codec.js';
 import type { LocalSid, Policy, Session } from '../../src/config/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../../src/sid/types.js';
 import { xorshift32 } from '../helpers/rng.js';
@@ -104,6 +105,9 @@ describe('codec: integer fields of the bulk writers', () => {
     const l = written(LAYOUTS.mup_localsid_key.size, 2, (b, o) => writeLocalSidKey(v6(0x20010db8n << 96n, 128), b, o));
     expect(l.around).toBe(true);
     expect(l.bytes.readUInt32LE(0)).toBe(128);
+    const a = written(LAYOUTS.mup_policy.size, 6, (b, o) => writeAddrOnlyPolicy(0x01020304, b, o));
+    expect(a.around).toBe(true);
+    expect([a.bytes.readUInt32LE(P.rule.offset), a.bytes[P.flags.offset]]).toEqual([0x01020304, 2]);
     const s = written(LAYOUTS.mup_session_key.size, 1, (b, o) => writeSessionKey({ family: 4, prefix: v4(0x0a3c0001, 31) }, b, o));
     expect(s.around).toBe(true);
     expect([s.bytes[SK.family.offset], s.bytes[SK.plen.offset], s.bytes.readUInt32BE(SK.addr.offset)]).toEqual([4, 31, 0x0a3c0001]);
@@ -117,7 +121,13 @@ describe('codec: integer fields of the bulk writers', () => {
     ['a 32-bit field over 2^32 - 1', () => writePolicy(policy(64, undefined, 48), 2 ** 32, Buffer.alloc(LAYOUTS.mup_policy.size), 0)],
     ['a 32-bit field negative', () => writeLocalSid(localSid(64, undefined, 64), -1, Buffer.alloc(LAYOUTS.mup_localsid.size), 0)],
     ['an IPv4 address over 32 bits', () => writePolicyKey(v4(2 ** 32, 32), undefined, Buffer.alloc(LAYOUTS.mup_policy_key.size), 0)],
-    ['an entry past the buffer end', () => writePolicyKey(v4(1, 32), undefined, Buffer.alloc(LAYOUTS.mup_policy_key.size), 1)],
+    ['an IPv4 address negative', () => writePolicyKey(v4(-1, 32), undefined, Buffer.alloc(LAYOUTS.mup_policy_key.size), 0)],
+    // Each helper's bounds, through the last field it writes in its entry: one byte short of the entry's size.
+    ['a 32-bit big-endian field past the buffer end', () => writePolicyKey(v4(1, 32), undefined, Buffer.alloc(PK.teid.offset + 3), 0)],
+    ['a 32-bit little-endian field past the buffer end', () => writeAddrOnlyPolicy(1, Buffer.alloc(P.rule.offset + 3), 0)],
+    ['a 16-bit field past the buffer end', () => writePolicy(policy(64, undefined, 48), 1, Buffer.alloc(P.mtu.offset + 1), 0)],
+    ['an 8-bit field past the buffer end', () => writeSessionKey({ family: 4, prefix: v4(1, 32) }, Buffer.alloc(SK.plen.offset), 0)],
+    ['a fractional offset', () => writeAddrOnlyPolicy(1, Buffer.alloc(LAYOUTS.mup_policy.size + 1), 0.5)],
   ])('%s: a RangeError', (_what, write) => {
     expect(write).toThrow(RangeError);
   });
