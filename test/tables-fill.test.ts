@@ -21,7 +21,7 @@ import type { Config, Policy } from '../src/config/types.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { encodePolicyKey, LAYOUTS } from '../src/dataplane/codec.js';
 import { BatchWriteError, mapDelete, mapDeleteBatch, mapDump, mapInfo, mapUpdate, mapUpdateBatch } from '../src/dataplane/libbpf.js';
-import { TablesFullError } from '../src/dataplane/tables.js';
+import { INSERT_CHUNK, TablesFullError } from '../src/dataplane/tables.js';
 
 const haveObject = existsSync(DEFAULT_OBJECT);
 
@@ -122,6 +122,27 @@ describe.skipIf(!haveObject)('changes of new keys only (a first fill, API batche
     for (const d of [byChange, byFill]) d.rules.apply({ delPolicies: drop.map((p) => ({ match: p.match, teid: p.teid })) });
     expect(state(byFill)).toEqual(state(byChange));
     expect(byFill.rules.addrOnlyCount).toBe(3);
+  });
+
+  it('more rules than one chunk: each written chunk holds its own values, none of the chunk before (the fill encodes them a chunk at a time)', () => {
+    // Entries of the first chunk carry every optional field (segments, a plain SID, mtu, srh, a hop limit);
+    // those at the same places in the next chunks carry none: a chunk's buffer not cleared would leak them.
+    const n = 2 * INSERT_CHUNK + 77;
+    const out = [`settings: { forwarding: tx, max_policies: ${n}, max_localsids: 8, max_sessions: 8 }`, 'policies:'];
+    for (let i = 0; i < n; i++) {
+      const full = i < INSERT_CHUNK;
+      const last = full
+        ? `sid: "fc00::${i.toString(16)}", segments: ["2001:db8:a::1", "2001:db8:b::2", "2001:db8:c::3", "2001:db8:d::4"], srh: always, mtu: ${1280 + i}, hop_limit: 7`
+        : `sr_prefix: "2001:db8:${(i % 97).toString(16)}::/48"`;
+      out.push(`  - { match: 10.${i >> 8}.${i & 255}.0/24, ${last}, src_prefix: "2001:db8:ff::/64" }`);
+    }
+    const big = parseConfig(`${out.join('\n')}\n`, 'chunks.yaml');
+    const byChange = dataplane(parseConfig(`settings: { forwarding: tx, max_policies: ${n}, max_localsids: 8, max_sessions: 8 }\n`, 'empty.yaml'));
+    byChange.rules.apply({ putPolicies: big.policies, ...GENERAL });
+    const byFill = dataplane(big);
+    const got = state(byFill);
+    expect(got['counts']).toEqual([n, 0, 0, 0]);
+    expect(got).toEqual(state(byChange));
   });
 
   it('a key given twice: nothing written, no id taken, the tables still empty and fillable', () => {

@@ -275,6 +275,11 @@ export interface PolicyFields {
   readonly flags: number;
 }
 
+/** mup_policy.flags of a policy's value (what writePolicy writes there). */
+export function policyFlags(p: Policy): number {
+  return p.sid !== undefined ? POLICY_FLAGS.plainSid : 0;
+}
+
 /** A policy's value for rule id `rule`, written into `b` at byte `o` (bytes there zero). `p` comes from src/config/load.ts, which refuses more than MUP_MAX_SEGS segments. */
 export function writePolicy(p: Policy, rule: number, b: Buffer, o: number): void {
   if (p.segments.length > MUP_MAX_SEGS) {
@@ -290,7 +295,7 @@ export function writePolicy(p: Policy, rule: number, b: Buffer, o: number): void
   u8(b, o + P.nsegs.offset, p.segments.length);
   u8(b, o + P.srh_mode.offset, SRH_MODES[p.srh]);
   u8(b, o + P.hop_limit.offset, p.hopLimit);
-  u8(b, o + P.flags.offset, p.sid !== undefined ? POLICY_FLAGS.plainSid : 0);
+  u8(b, o + P.flags.offset, policyFlags(p));
   u16le(b, o + P.mtu.offset, p.mtu ?? 0);
 }
 
@@ -328,6 +333,11 @@ export function writeLocalSidKey(sid: Ipv6Prefix, b: Buffer, o: number): void {
   putIpv6(b, o + LK.addr.offset, sid.addr);
 }
 
+/** mup_localsid.behavior of a local SID's value (what writeLocalSid writes there). */
+export function localSidBehavior(s: LocalSid): number {
+  return BEHAVIORS[s.behavior ?? 'end.m.gtp4.e'];
+}
+
 /** A local SID's value for rule id `rule`, written into `b` at byte `o` (bytes there zero). */
 export function writeLocalSid(s: LocalSid, rule: number, b: Buffer, o: number): void {
   u32le(b, o + L.rule.offset, rule);
@@ -335,7 +345,7 @@ export function writeLocalSid(s: LocalSid, rule: number, b: Buffer, o: number): 
   u8(b, o + L.src_plen.offset, s.srcPrefixLen);
   u8(b, o + L.container.offset, CONTAINER_MODES[s.container]);
   u8(b, o + L.ttl.offset, s.ttl);
-  u8(b, o + L.behavior.offset, BEHAVIORS[s.behavior ?? 'end.m.gtp4.e']);
+  u8(b, o + L.behavior.offset, localSidBehavior(s));
   u16le(b, o + L.mtu.offset, s.mtu ?? 0);
   // The GTP6 functions' SR policy and source address, in an embedded
   // struct mup_policy (match, rule and src_plen unused there).

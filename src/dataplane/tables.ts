@@ -46,7 +46,9 @@ import {
   encodeLocalSidKey,
   encodePolicyKey,
   encodeSessionKey,
+  localSidBehavior,
   POLICY_FLAGS,
+  policyFlags,
   prefixLengths,
   writeAddrOnlyPolicy,
   writeLocalSid,
@@ -573,13 +575,17 @@ class Mirror {
 
   /**
    * add() of the key whose bytes are `keys[at, at + key size)`, made no
-   * text of (a fill of an empty table); false, and nothing changed, when
-   * the mirror has that key.
+   * text of (a fill of an empty table), with the one byte of its value the
+   * mirror keeps given (`kept`: the flags of a policy, the behaviour of a
+   * local SID; nothing of a session's), the value itself not encoded yet;
+   * false, and nothing changed, when the mirror has that key.
    */
-  addBytes(keys: Buffer, at: number, rule: number, value: Buffer, plen: number, vat: number): boolean {
+  addBytes(keys: Buffer, at: number, rule: number, plen: number, kept: number): boolean {
     if (!this.keys.addBytes(keys, at, rule)) return false;
     this.#countDa(plen, +1, this.#daAt(plen, keys, at));
-    this.#ours(rule, value, plen, vat);
+    if (this.flagsAt !== undefined) this.#flags[rule - this.first] = kept;
+    if (this.behaviorAt !== undefined) this.#behaviors[rule - this.first] = kept;
+    this.#plens[rule - this.first] = plen;
     return true;
   }
 
@@ -799,7 +805,8 @@ interface Fill {
   readonly fd: number;
   readonly name: string;
   keys: Buffer;
-  values: Buffer;
+  /** Encode entry i's value into `into` at byte `at` (bytes there zero): done chunk by chunk as the entries are written. */
+  readonly value: (i: number, into: Buffer, at: number) => void;
   /** Each entry's rule id. */
   rules: Uint32Array;
   plensAfter: number[];
@@ -1861,11 +1868,11 @@ export class Tables {
     try {
       const plans = [
         () => this.#insertPlan(policies, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies, this.#fds.policiesFd, MAP_POLICIES,
-          (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len), (p, b, o) => writePolicyKey(p.match, p.teid, b, o), writePolicy, clock),
+          (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len), (p, b, o) => writePolicyKey(p.match, p.teid, b, o), writePolicy, policyFlags, clock),
         () => this.#insertPlan(localsids, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids, this.#fds.localsidsFd, MAP_LOCALSIDS,
-          (l) => l.sid.len, (l, b, o) => writeLocalSidKey(l.sid, b, o), writeLocalSid, clock),
+          (l) => l.sid.len, (l, b, o) => writeLocalSidKey(l.sid, b, o), writeLocalSid, localSidBehavior, clock),
         () => this.#insertPlan(sessions, this.#sessions, this.#sessionIds, 'sessions', 'max_sessions', maxSessionsOf(this.sizes), this.#fds.sessionsFd, MAP_SESSIONS,
-          (x) => sessionPlen(x.ue.family, x.ue.prefix.len), (x, b, o) => writeSessionKey(x.ue, b, o), writeSession, clock),
+          (x) => sessionPlen(x.ue.family, x.ue.prefix.len), (x, b, o) => writeSessionKey(x.ue, b, o), writeSession, () => 0, clock),
       ];
       for (const plan of plans) {
         const f = yield* plan();
@@ -1889,12 +1896,20 @@ export class Tables {
         const f = fills[k]!;
         if (f.n === 0) continue;
         this.trace?.push({ op: 'insert', seq: graceClock.completed });
+        // The values are encoded a chunk at a time into one buffer, not all at once: a fill of 131,072 rules
+        // touched 17 MB of new pages for them (a million sessions and a million policies, 240 MB), at about
+        // 4 ms a MB on this host (docs/bench.md, session 39).
+        const values = Buffer.alloc(Math.min(INSERT_CHUNK, f.n) * f.vs);
         for (let at = 0; at < f.n; at += INSERT_CHUNK) {
           if (at > 0 && clock.due()) yield;
           const n = Math.min(INSERT_CHUNK, f.n - at);
+          if (at > 0) values.fill(0);
+          // An entry the writer refuses (an internal error: the config's checks refuse what it would) fails the
+          // change here, as a refused write would: the chunks before it stay written and in the mirror.
+          for (let j = 0; j < n; j++) f.value(at + j, values, j * f.vs);
           try {
             this.#writes++;
-            mapUpdateBatch(f.fd, f.keys.subarray(at * f.ks, (at + n) * f.ks), f.values.subarray(at * f.vs, (at + n) * f.vs), n, f.name);
+            mapUpdateBatch(f.fd, f.keys.subarray(at * f.ks, (at + n) * f.ks), values.subarray(0, n * f.vs), n, f.name);
           } catch (e) {
             // The kernel wrote the chunk's first `written` entries: they stay in the mirror with their ids
             // (taken back, their ids would be handed out again while the map still has them). Any other
@@ -1941,6 +1956,8 @@ export class Tables {
     plenOf: (r: R) => number,
     writeKey: (r: R, into: Buffer, at: number) => void,
     writeValue: (r: R, rule: number, into: Buffer, at: number) => void,
+    /** The byte of its value the mirror keeps (Mirror.addBytes). */
+    kept: (r: R) => number,
     clock: SliceClock,
   ): Generator<TableStep, Fill | undefined> {
     const ks = mirror.keys.keyLength;
@@ -1953,7 +1970,8 @@ export class Tables {
       fd,
       name,
       keys: Buffer.alloc(ks * list.length),
-      values: Buffer.alloc(vs * list.length),
+      // The list's rules, then the address-only entries (policies).
+      value: (i, into, at) => (i < list.length ? writeValue(list[i]!, fill.rules[i]!, into, at) : writeAddrOnlyPolicy(fill.rules[i]!, into, at)),
       rules: new Uint32Array(list.length),
       plensAfter: [],
       written: 0,
@@ -1994,14 +2012,8 @@ export class Tables {
           fill.undo(0);
           return undefined;
         }
-        try {
-          writeValue(r, rule, fill.values, i * vs);
-        } catch (e) {
-          ids.give([rule]);
-          throw e;
-        }
         const da = policies && plen > 32 ? fill.keys.readUInt32BE(i * ks + PK_DADDR) : undefined;
-        mirror.addBytes(fill.keys, i * ks, rule, fill.values, plen, i * vs);
+        mirror.addBytes(fill.keys, i * ks, rule, plen, kept(r));
         if (da !== undefined && !seen.has(da)) {
           seen.add(da);
           teidAddrs.push(da);
@@ -2012,12 +2024,10 @@ export class Tables {
       if (teidAddrs.length > 0) {
         const room = list.length + teidAddrs.length;
         const keys = Buffer.alloc(ks * room);
-        const values = Buffer.alloc(vs * room);
         const rules = new Uint32Array(room);
         keys.set(fill.keys);
-        values.set(fill.values);
         rules.set(fill.rules);
-        Object.assign(fill, { keys, values, rules });
+        Object.assign(fill, { keys, rules });
         for (const da of teidAddrs) {
           const at = fill.n;
           encodePolicyKey({ addr: da, len: 32 } as Ipv4Prefix, fill.keys, at * ks);
@@ -2031,8 +2041,7 @@ export class Tables {
             fill.undo(0);
             return undefined;
           }
-          writeAddrOnlyPolicy(rule, fill.values, at * vs);
-          mirror.addBytes(fill.keys, at * ks, rule, fill.values, 32, at * vs);
+          mirror.addBytes(fill.keys, at * ks, rule, 32, POLICY_FLAGS.addrOnly);
           const k = fill.keys.toString('latin1', at * ks, (at + 1) * ks);
           this.#addrOnly.add(k);
           fill.addrOnly.push(k);
