@@ -868,7 +868,7 @@ function readPolicy(src: Source, path: Path, v: unknown): Policy {
   };
 }
 
-/** The keys a policy and a session share, after their source prefix, in this order: segments, srh, hop_limit, mtu. */
+/** The keys a policy, a session and the BGP rule defaults share, after their source prefix, in this order: segments, srh, hop_limit, mtu. */
 function readPath6(src: Source, path: Path, m: Readonly<Record<string, unknown>>, mtuWhy: string): { segments: Policy['segments']; srh: SrhMode; hopLimit: number; mtu: number | undefined } {
   let x = present(m, 'segments');
   const segments = x === undefined ? NO_SEGMENTS : readSegments(src, child(path, 'segments'), x);
@@ -1684,14 +1684,10 @@ function readAdvertise(src: Source, path: Path, v: unknown, family: 4 | 6, sidLe
 
 function readBgpDefaults(src: Source, path: Path, v: unknown, extra: readonly string[]): { d: BgpRuleDefaults; m: Readonly<Record<string, unknown>> } {
   const m = readMapping(src, path, v, [...BGP_DEFAULTS_KEYS, ...extra], `in ${formatPath(path)}`);
-  const at = (key: string): Path => child(path, key);
   const srcPrefix = required(src, m, path, 'src_prefix', `the IPv6 source prefix (P <= ${MAX_SRC_PREFIX_LEN}), e.g. 2001:db8:ff:2::/64`, (x) =>
-    readIpv6Prefix(src, at('src_prefix'), x, MAX_SRC_PREFIX_LEN, SRC_LEN_WHY),
+    readIpv6Prefix(src, child(path, 'src_prefix'), x, MAX_SRC_PREFIX_LEN, SRC_LEN_WHY),
   );
-  const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? [];
-  const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
-  const hopLimit = optional(m, 'hop_limit', (x) => readInt(src, at('hop_limit'), x, 1, 255)) ?? DEFAULT_HOP_LIMIT;
-  const mtu = optional(m, 'mtu', (x) => readInt(src, at('mtu'), x, 1280, 65535, 'the packet is IPv6'));
+  const { segments, srh, hopLimit, mtu } = readPath6(src, path, m, 'the packet is IPv6');
   return { d: { srcPrefix, segments, srh, hopLimit, ...(mtu === undefined ? {} : { mtu }) }, m };
 }
 

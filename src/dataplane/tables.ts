@@ -563,14 +563,14 @@ class Mirror {
       return;
     }
     this.#foreign.delete(key);
-    this.#ours(rule, value, plen, at);
+    this.#ours(rule, plen, value === undefined ? undefined : this.#keptOf(value, at));
   }
 
   /** set() of a key the mirror does not have (a plan's fresh put): no look-ups of an old entry. */
   add(key: string, rule: number, value: Buffer, plen: number, at: number): void {
     this.#count(plen, +1, key);
     this.keys.set(key, rule);
-    this.#ours(rule, value, plen, at);
+    this.#ours(rule, plen, value === undefined ? undefined : this.#keptOf(value, at));
   }
 
   /**
@@ -583,9 +583,7 @@ class Mirror {
   addBytes(keys: Buffer, at: number, rule: number, plen: number, kept: number): boolean {
     if (!this.keys.addBytes(keys, at, rule)) return false;
     this.#countDa(plen, +1, this.#daAt(plen, keys, at));
-    if (this.flagsAt !== undefined) this.#flags[rule - this.first] = kept;
-    if (this.behaviorAt !== undefined) this.#behaviors[rule - this.first] = kept;
-    this.#plens[rule - this.first] = plen;
+    this.#ours(rule, plen, kept);
     return true;
   }
 
@@ -597,9 +595,16 @@ class Mirror {
     this.#plens[rule - this.first] = -1;
   }
 
-  #ours(rule: number, value: Buffer | undefined, plen: number, at: number): void {
-    if (value !== undefined && this.flagsAt !== undefined) this.#flags[rule - this.first] = value[at + this.flagsAt]!;
-    if (value !== undefined && this.behaviorAt !== undefined) this.#behaviors[rule - this.first] = value[at + this.behaviorAt]!;
+  /** The byte of the value at `at` the mirror keeps: a policy's flags, a local SID's behaviour (none of a session's). */
+  #keptOf(value: Buffer, at: number): number | undefined {
+    const offset = this.flagsAt ?? this.behaviorAt;
+    return offset === undefined ? undefined : value[at + offset];
+  }
+
+  /** Rule `rule` is ours now: its prefix length and, when given, the byte of its value kept. */
+  #ours(rule: number, plen: number, kept: number | undefined): void {
+    if (kept !== undefined && this.flagsAt !== undefined) this.#flags[rule - this.first] = kept;
+    if (kept !== undefined && this.behaviorAt !== undefined) this.#behaviors[rule - this.first] = kept;
     this.#plens[rule - this.first] = plen;
   }
 
