@@ -106,6 +106,10 @@ export function deflatedFile(config: Config): Buffer | undefined {
 export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: Config, previousText?: HeldText): Promise<Config> {
   const spans = previous === undefined ? undefined : itemSpansOf(previous);
   const prev: PreviousText | undefined = spans === undefined || previousText === undefined ? undefined : { held: previousText, spans };
+  // The running config, until the answer; no closure here names `previous` itself. The thread's
+  // listeners live until it has exited (tens of ms after terminate()), and a collection meanwhile
+  // kept the config a reload replaced (test/reload-collect.test.ts).
+  const running: { config?: Config } = { config: previous };
   return new Promise((resolve, reject) => {
     const worker = new Worker(workerUrl(), { workerData: { bytes, file, ...(prev === undefined ? {} : { previous: prev }) } });
     let head: Omit<Config, 'policies' | 'localsids' | 'sessions'> | undefined;
@@ -122,10 +126,12 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
     const settle = (f: () => void): void => {
       if (settled) return;
       settled = true;
+      running.config = undefined;
+      worker.off('message', onMessage);
       f();
       void worker.terminate();
     };
-    worker.on('message', (m: FromParser) => {
+    const onMessage = (m: FromParser): void => {
       if (settled) return;
       switch (m.t) {
         case 'head':
@@ -135,7 +141,7 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
         case 'rules': {
           const list = lists[m.section];
           const { byKey, names } = indexes[m.section];
-          const was = (previous?.[m.section] ?? []) as readonly Rule[];
+          const was = (running.config?.[m.section] ?? []) as readonly Rule[];
           for (let i = 0; i < m.rules.length; i++) {
             const old = was[list.length];
             const sent = m.rules[i];
@@ -193,7 +199,8 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
           settle(() => reject(new Error(`the config parser's thread failed: ${m.message}`)));
           break;
       }
-    });
+    };
+    worker.on('message', onMessage);
     worker.on('error', (e) => settle(() => reject(e)));
     worker.on('exit', (code) => settle(() => reject(new Error(`the config parser's thread exited (code ${code}) before it answered`))));
   });

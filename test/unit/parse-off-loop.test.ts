@@ -136,6 +136,24 @@ describe('parseConfigOffLoop', () => {
     expect(rulesKept(shifted)).toBe(3_000);
   });
 
+  it('lets the previous config go as it answers, before its thread has exited (a reload collects what it replaced at once)', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    // Made and dropped in a function of its own: no frame of the test holds the previous config.
+    const reparse = async (): Promise<{ weak: WeakRef<object>; after: object }> => {
+      const previous = parseConfig(big(500), 'big.yaml');
+      const after = await parseConfigOffLoop(Buffer.from(big(500).replace('2001:db9:1::/48', '2001:db9:2::/48')), 'big.yaml', previous);
+      return { weak: new WeakRef(previous), after };
+    };
+    const { weak, after } = await reparse();
+    // A later turn (a WeakRef keeps its target for the rest of the job that made it), long before the
+    // thread has exited: its listeners held the previous config until then.
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+    expect(weak.deref(), 'the previous config, still reachable after the answer').toBeUndefined();
+    expect(after).toEqual(parseConfig(big(500).replace('2001:db9:1::/48', '2001:db9:2::/48'), 'big.yaml'));
+  });
+
   it("with the running file's text, sends only the rules whose text changed: the others are the running objects", async () => {
     // Block style throughout, as a generator writes it (the block reader's: it knows where each rule was).
     const text = big(3_000).replace('settings: { max_policies: 65536, max_localsids: 65536 }', 'settings:\n  max_policies: 65536\n  max_localsids: 65536');
