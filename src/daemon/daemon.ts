@@ -48,7 +48,7 @@ import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.j
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
 import { TablesRefusedError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
-import { batchEnded, batchStarted, collectAfterBatches, forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
+import { batchEnded, batchStarted, collectAfterBatches, collectBeforeAnswer, forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
 import { KeptText } from './kept-text.js';
 import { LoopMonitor } from './loop.js';
 import { requestHistogram } from './request-time.js';
@@ -1149,6 +1149,14 @@ export class Daemon {
       try {
         const r = await this.#reload(o.force === true, check);
         if (!check) this.reloads.ok++;
+        // The rule set and config it replaced, garbage now, collected before the answer (about 30 ms with
+        // 131,072 rules, V8's incremental marking): they were held until a quiet second (+27-30 MB resident).
+        if (!check && r.configChanged) {
+          const t = performance.now();
+          const collected = await collectBeforeAnswer();
+          this.#reloadMs['collect'] = Math.round(performance.now() - t);
+          if (!collected && heapCompactionUnavailable() === undefined) this.#log.warn({ ms: this.#reloadMs['collect'] }, 'the collection after the reload did not end in time; answered without it');
+        }
         const { diff, ...rest } = r;
         this.#log.info(
           {
@@ -1411,8 +1419,9 @@ export class Daemon {
     // The state file now names this file (and the records' bases are its rules).
     this.#tidyState('reload');
     lap('state');
-    // The replaced rules given back after the answer, in a second without requests if one comes within 5 s (a full collection),
-    // not in the reload's own time; the parse's garbage went with its thread.
+    // The replaced rules are collected before the answer (reload(): V8's incremental marking); the compacting
+    // collection, which gives V8's free pages back too, in a second without requests if one comes within 5 s.
+    // The parse's garbage went with its thread.
     releaseMemorySoon(() => this.#log.info({}, forcedReleaseNote('the reload')));
     if (nhGone !== undefined) {
       // As for an API change: the edit's rules re-pointed, in pieces; the other rules keep their next hops.

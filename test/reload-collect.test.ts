@@ -1,0 +1,68 @@
+/**
+ * A reload that applies an edit answers once what it replaced is collected.
+ * The running config (its rule lists, its indexes by key and by name) is
+ * garbage once the reload is applied; it was held until the next second
+ * without API requests (up to 5 s under steady requests), so a daemon that
+ * had just answered an edited reload of bench:daemon's 131,072 rules was
+ * 27-30 MB larger than before it. The answer now waits for V8's incremental
+ * marking, started when the reload is applied, to end (about 30 ms there).
+ *
+ * The daemon runs in this process (startInProcDaemon), so the test holds a
+ * WeakRef to the config the reload replaces and looks at it as soon as the
+ * reload has resolved (a later turn: a WeakRef keeps its target for the
+ * rest of the job that made or read it).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { heapCompactionUnavailable, releaseCounts } from '../src/daemon/memory.js';
+import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
+
+const isRoot = process.getuid?.() === 0;
+const RULES = 2000;
+
+function configText(srPrefixOfP1: string): string {
+  const lines = ['settings: { max_policies: 4096, max_localsids: 16 }', 'policies:'];
+  for (let i = 0; i < RULES; i++) {
+    lines.push(`  - name: p${i}`, `    match: 10.${i >> 8}.${i & 255}.0/24`, `    sr_prefix: ${i === 1 ? srPrefixOfP1 : '2001:db8:1::/48'}`, '    src_prefix: 2001:db8:ff::/64');
+  }
+  lines.push('localsids: []', '');
+  return lines.join('\n');
+}
+
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+describe.skipIf(!isRoot)('the collection before a reload answers', () => {
+  let run: InProcDaemon | undefined;
+  beforeAll(async () => {
+    run = await startInProcDaemon('reloadcollect', configText('2001:db8:1::/48'));
+  }, 60_000);
+  afterAll(() => run?.stop());
+
+  /** The running config, held weakly: made in a function of its own so that no frame of the test keeps it. */
+  const weakConfig = (): WeakRef<object> => new WeakRef(run!.daemon.config);
+
+  it('the config an edited reload replaced is gone when the reload resolves; the file unchanged collects nothing', async () => {
+    expect(heapCompactionUnavailable(), 'the native addon (make native) starts the incremental marking').toBeUndefined();
+    const d = run!.daemon;
+    const file = join(run!.dir, 'mup.yaml');
+    const before = releaseCounts();
+    const replaced = weakConfig();
+    writeFileSync(file, configText('2001:db8:2::/48'));
+    const r = await d.reload();
+    expect(r.replaced).toBe(1);
+    await nextTurn();
+    expect(replaced.deref(), 'the replaced config still on the heap as the reload answered').toBeUndefined();
+    expect(releaseCounts().beforeAnswer).toBe(before.beforeAnswer + 1);
+    expect(d.config.policies).toHaveLength(RULES);
+    expect(readFileSync(file, 'utf8')).toContain('2001:db8:2::/48');
+
+    // Nothing replaced, nothing to wait for: the running config stays.
+    const kept = weakConfig();
+    const same = await d.reload();
+    expect(same.configChanged).toBe(false);
+    await nextTurn();
+    expect(kept.deref()).toBe(d.config);
+    expect(releaseCounts().beforeAnswer).toBe(before.beforeAnswer + 1);
+  });
+});
