@@ -110,8 +110,15 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
   // listeners live until it has exited (tens of ms after terminate()), and a collection meanwhile
   // kept the config a reload replaced (test/reload-collect.test.ts).
   const running: { config?: Config } = { config: previous };
+  // Made here, not in the promise's executor: the closures below would keep `prev` (the running file's
+  // text, the running rules' places) as long as the thread's listeners, past the answer.
+  let worker: Worker;
+  try {
+    worker = new Worker(workerUrl(), { workerData: { bytes, file, ...(prev === undefined ? {} : { previous: prev }) } });
+  } catch (e) {
+    return Promise.reject(e);
+  }
   return new Promise((resolve, reject) => {
-    const worker = new Worker(workerUrl(), { workerData: { bytes, file, ...(prev === undefined ? {} : { previous: prev }) } });
     let head: Omit<Config, 'policies' | 'localsids' | 'sessions'> | undefined;
     const lists: Record<Section, unknown[]> = { policies: [], localsids: [], sessions: [] };
     const indexes: Record<Section, { byKey: Map<string, unknown>; names: Map<string, string> }> = {

@@ -48,7 +48,7 @@ import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.j
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
 import { TablesRefusedError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
 import type { Logger } from './log.js';
-import { batchEnded, batchStarted, collectAfterBatches, collectBeforeAnswer, forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
+import { batchEnded, batchStarted, collectAfterBatches, collectBeforeAnswer, COLLECT_WAIT_MS, forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
 import { KeptText } from './kept-text.js';
 import { LoopMonitor } from './loop.js';
 import { requestHistogram } from './request-time.js';
@@ -1140,23 +1140,18 @@ export class Daemon {
    * `check`: do all of that, apply nothing, answer the diff. Every reload
    * is one log line, applied or refused, with who asked (`reason`).
    */
-  reload(o: { force?: boolean; check?: boolean; reason?: string } = {}): Promise<ReloadResult> {
-    return this.#serial.run(async () => {
+  async reload(o: { force?: boolean; check?: boolean; reason?: string } = {}): Promise<ReloadResult> {
+    const check = o.check === true;
+    /** The rule set this reload replaces, if it applies an edit (made in a job before the collection: a WeakRef keeps its target for the rest of the job that made it). */
+    let replaced: WeakRef<RuleSet> | undefined;
+    const r = await this.#serial.run(async () => {
       await this.#store.idle(); // group commit: every change before the reload acknowledged or refused first
       const t0 = performance.now();
       const reason = o.reason ?? 'api';
-      const check = o.check === true;
+      replaced = new WeakRef(this.#rules);
       try {
         const r = await this.#reload(o.force === true, check);
         if (!check) this.reloads.ok++;
-        // The rule set and config it replaced, garbage now, collected before the answer (about 30 ms with
-        // 131,072 rules, V8's incremental marking): they were held until a quiet second (+27-30 MB resident).
-        if (!check && r.configChanged) {
-          const t = performance.now();
-          const collected = await collectBeforeAnswer();
-          this.#reloadMs['collect'] = Math.round(performance.now() - t);
-          if (!collected && heapCompactionUnavailable() === undefined) this.#log.warn({ ms: this.#reloadMs['collect'] }, 'the collection after the reload did not end in time; answered without it');
-        }
         const { diff, ...rest } = r;
         this.#log.info(
           {
@@ -1182,6 +1177,17 @@ export class Daemon {
         throw e;
       }
     });
+    // The rule set and config it replaced, garbage now, collected before the answer (V8's incremental
+    // marking, 35-76 ms with 131,072 rules): they were held until a quiet second (+27-30 MB resident).
+    // Outside the serial section: changes sent meanwhile do not wait for it.
+    if (!check && r.configChanged && replaced !== undefined) {
+      const t = performance.now();
+      const freed = await collectBeforeAnswer(replaced);
+      const ms = Math.round(performance.now() - t);
+      if (freed) this.#log.debug({ ms }, 'the rules the reload replaced were collected before its answer');
+      else if (heapCompactionUnavailable() === undefined) this.#log.warn({ ms }, `the rules the reload replaced were still on the heap after ${COLLECT_WAIT_MS / 1000} s of collections; answered without waiting longer`);
+    }
+    return r;
   }
 
   /** A failed reload or API change could not put the tables back as they were: the next reload writes them whole (sync). */
@@ -1238,6 +1244,13 @@ export class Daemon {
     // Entries deleted and written back have other ids now, and freed ids may be taken: every rule indexed again.
     this.#resolveAllNextHops('reload');
   }
+
+  /**
+   * The log line of the collection after a reload run without a quiet second. Made here, where it holds
+   * `this` only: an arrow made in #reloadWrite held that function's scope, with the rule set the reload
+   * made, until the collection ran (a second and more later), past the next reload that replaced it.
+   */
+  readonly #reloadReleaseNote = (): void => this.#log.info({}, forcedReleaseNote('the reload'));
 
   /** ms per phase of the last reload (its log line). */
   #reloadMs: Record<string, number> = {};
@@ -1422,7 +1435,7 @@ export class Daemon {
     // The replaced rules are collected before the answer (reload(): V8's incremental marking); the compacting
     // collection, which gives V8's free pages back too, in a second without requests if one comes within 5 s.
     // The parse's garbage went with its thread.
-    releaseMemorySoon(() => this.#log.info({}, forcedReleaseNote('the reload')));
+    releaseMemorySoon(this.#reloadReleaseNote);
     if (nhGone !== undefined) {
       // As for an API change: the edit's rules re-pointed, in pieces; the other rules keep their next hops.
       // The reload is done (rule set, tables, state file): a cache that cannot take the edit (its slots

@@ -165,39 +165,43 @@ export function startCollection(): void {
 export const COLLECT_WAIT_MS = 1000;
 
 /**
- * V8's incremental marking started now (as startCollection), resolved once
- * a full collection has ended (a gc performance entry of the major kind)
- * and glibc's free pages are back: true; false when none ended within
- * `waitMs` or the addon cannot start one (then nothing is started: a plain
- * full collection would be a pause of 24-84 ms between requests, left to a
- * quiet second). For a reload's answer: the rule set it replaced is
- * garbage once it is applied, and was held until the next quiet second
- * (+27-30 MB resident as it answered, bench:daemon's edited reload of
- * 131,072 rules); collected at once, the answer comes about 30 ms later
- * and the daemon is back at its size. Best effort: a marking already under
- * way (after a run of batches) ends first and may keep some of it.
+ * V8's incremental marking started in the next turn (as startCollection),
+ * resolved once a full collection has ended (a gc performance entry of the
+ * major kind) with `replaced` gone and glibc's free pages back: true; false
+ * when that did not happen within `waitMs`, or the addon cannot start a
+ * marking (then nothing is started: a plain full collection would be a
+ * pause of 24-84 ms between requests, left to a quiet second). A marking
+ * already under way as it asks (V8's own during a reload's parse, or one
+ * after a run of batches) keeps what was reachable as it began: when
+ * `replaced` outlives a collection, another marking is started, until
+ * `waitMs`. For a reload's answer: the rule set it replaced was held until
+ * the next quiet second (+27-30 MB resident as bench:daemon's edited
+ * reload of 131,072 rules answered); collected at once, the answer comes
+ * 35-76 ms later.
  */
-export function collectBeforeAnswer(waitMs = COLLECT_WAIT_MS): Promise<boolean> {
+export function collectBeforeAnswer(replaced?: WeakRef<object>, waitMs = COLLECT_WAIT_MS): Promise<boolean> {
   const c = compactorOf();
   if (!('start' in c)) return Promise.resolve(false);
   return new Promise((resolve) => {
-    const end = (ended: boolean): void => {
+    let done = false;
+    const end = (freed: boolean): void => {
+      if (done) return;
+      done = true;
       watch.disconnect();
       clearTimeout(timer);
-      if (ended) {
-        trimMalloc();
-        released.beforeAnswer++;
+      try {
+        if (freed) {
+          trimMalloc();
+          released.beforeAnswer++;
+        }
+      } finally {
+        resolve(freed);
       }
-      resolve(ended);
     };
-    const watch = new PerformanceObserver((list) => {
-      if (list.getEntries().some((e) => ((e as { detail?: { kind?: number } }).detail)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR)) end(true);
-    });
-    watch.observe({ entryTypes: ['gc'] });
-    const timer = setTimeout(() => end(false), waitMs);
-    // In the next turn: marking keeps what is reachable as it starts, and in this one the caller's
+    // In a turn of its own: marking keeps what is reachable as it starts, and in the caller's turn its
     // finished async frames (a reload's, holding the rule set it replaced) may still be.
-    setImmediate(() => {
+    const start = (): void => {
+      if (done) return;
       try {
         c.start();
         released.incremental++;
@@ -206,7 +210,16 @@ export function collectBeforeAnswer(waitMs = COLLECT_WAIT_MS): Promise<boolean> 
         compactor = { why: `startHeapCollection failed: ${(e as Error).message}` };
         end(false);
       }
+    };
+    const watch = new PerformanceObserver((list) => {
+      if (done || !list.getEntries().some((e) => ((e as { detail?: { kind?: number } }).detail)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR)) return;
+      // deref() keeps it for the rest of this job only: the next marking starts in a later turn.
+      if (replaced?.deref() !== undefined) setImmediate(start);
+      else end(true);
     });
+    watch.observe({ entryTypes: ['gc'] });
+    const timer = setTimeout(() => end(false), waitMs);
+    setImmediate(start);
   });
 }
 

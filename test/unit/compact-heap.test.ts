@@ -9,7 +9,7 @@ import { constants, PerformanceObserver, type PerformanceEntry } from 'node:perf
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { compactorFrom, releaseCounts, startCollection } from '../../src/daemon/memory.js';
+import { collectBeforeAnswer, compactorFrom, releaseCounts, startCollection } from '../../src/daemon/memory.js';
 import { loadAddon } from '../../src/probe/native.js';
 
 setFlagsFromString('--expose-gc');
@@ -77,6 +77,41 @@ describe('compactHeap', () => {
       await new Promise((r) => setTimeout(r, 5));
     }
     expect(releaseCounts().trimmedAfterIncremental).toBe(before.trimmedAfterIncremental + 1);
+  });
+
+  it("collectBeforeAnswer: once what it watches is gone, after as many markings as that takes (one begun while it was held keeps it)", async () => {
+    const isMajor = (e: PerformanceEntry): boolean => (e as { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR;
+    // Held until the first full collection has ended: that marking, begun while it was held, keeps it, as
+    // V8's own marking under way during a reload keeps the rule set it replaces.
+    let held: object | undefined = { rules: Array.from({ length: 10_000 }, (_, i) => ({ i })) };
+    const weak = ((o: object): WeakRef<object> => new WeakRef(o))(held);
+    let majors = 0;
+    const drop = new PerformanceObserver((list) => {
+      if (!list.getEntries().some(isMajor)) return;
+      majors++;
+      held = undefined;
+    });
+    drop.observe({ entryTypes: ['gc'] });
+    // A later job than the WeakRef's (it keeps its target for the rest of the job that made it).
+    await new Promise((resolve) => setImmediate(resolve));
+    const before = releaseCounts();
+    try {
+      expect(await collectBeforeAnswer(weak, 10_000)).toBe(true);
+    } finally {
+      drop.disconnect();
+    }
+    expect(held).toBeUndefined();
+    expect(majors, 'full collections seen').toBeGreaterThanOrEqual(2);
+    expect(releaseCounts().incremental - before.incremental, 'markings started').toBeGreaterThanOrEqual(2);
+    expect(releaseCounts().beforeAnswer).toBe(before.beforeAnswer + 1);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(weak.deref()).toBeUndefined();
+  });
+
+  it('collectBeforeAnswer without anything to watch: one full collection', async () => {
+    const before = releaseCounts();
+    expect(await collectBeforeAnswer(undefined, 10_000)).toBe(true);
+    expect(releaseCounts().incremental).toBe(before.incremental + 1);
   });
 
   it('an addon without it (built before it was) or that cannot load is a reason the daemon states, never a crash later', () => {
