@@ -1180,12 +1180,15 @@ export class Daemon {
     // The rule set and config it replaced, garbage now, collected before the answer (V8's incremental
     // marking, 35-76 ms with 131,072 rules): they were held until a quiet second (+27-30 MB resident).
     // Outside the serial section: changes sent meanwhile do not wait for it.
-    if (!check && r.configChanged && replaced !== undefined) {
+    // Without the addon (said at start) nothing is started and nothing is waited for.
+    if (!check && r.configChanged && replaced !== undefined && heapCompactionUnavailable() === undefined) {
       const t = performance.now();
       const freed = await collectBeforeAnswer(replaced);
       const ms = Math.round(performance.now() - t);
+      const why = heapCompactionUnavailable();
       if (freed) this.#log.debug({ ms }, 'the rules the reload replaced were collected before its answer');
-      else if (heapCompactionUnavailable() === undefined) this.#log.warn({ ms }, `the rules the reload replaced were still on the heap after ${COLLECT_WAIT_MS / 1000} s of collections; answered without waiting longer`);
+      else if (why !== undefined) this.#log.warn({ ms, error: why }, 'the collection after the reload could not be started; the quiet collection gives its memory back later');
+      else this.#log.warn({ ms }, `the rules the reload replaced were still on the heap after ${COLLECT_WAIT_MS / 1000} s of collections; answered without waiting longer`);
     }
     return r;
   }

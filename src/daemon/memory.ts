@@ -184,23 +184,27 @@ export function collectBeforeAnswer(replaced?: WeakRef<object>, waitMs = COLLECT
   if (!('start' in c)) return Promise.resolve(false);
   return new Promise((resolve) => {
     let done = false;
+    /** A start queued and not run yet: at most one. */
+    let queued = false;
     const end = (freed: boolean): void => {
       if (done) return;
       done = true;
       watch.disconnect();
       clearTimeout(timer);
-      try {
-        if (freed) {
+      if (freed) {
+        released.beforeAnswer++;
+        try {
           trimMalloc();
-          released.beforeAnswer++;
+        } catch {
+          // Not expected (a libc call): the pages stay with glibc until the next trim; the answer goes on.
         }
-      } finally {
-        resolve(freed);
       }
+      resolve(freed);
     };
     // In a turn of its own: marking keeps what is reachable as it starts, and in the caller's turn its
     // finished async frames (a reload's, holding the rule set it replaced) may still be.
     const start = (): void => {
+      queued = false;
       if (done) return;
       try {
         c.start();
@@ -214,12 +218,17 @@ export function collectBeforeAnswer(replaced?: WeakRef<object>, waitMs = COLLECT
     const watch = new PerformanceObserver((list) => {
       if (done || !list.getEntries().some((e) => ((e as { detail?: { kind?: number } }).detail)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR)) return;
       // deref() keeps it for the rest of this job only: the next marking starts in a later turn.
-      if (replaced?.deref() !== undefined) setImmediate(start);
-      else end(true);
+      if (replaced?.deref() === undefined) end(true);
+      else queueStart();
     });
+    const queueStart = (): void => {
+      if (queued) return;
+      queued = true;
+      setImmediate(start);
+    };
     watch.observe({ entryTypes: ['gc'] });
     const timer = setTimeout(() => end(false), waitMs);
-    setImmediate(start);
+    queueStart();
   });
 }
 

@@ -16,6 +16,12 @@ setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 const MB = 1e6;
 
+/** No marking under way and no gc entry still to come from an earlier test: a full collection, then two turns. */
+async function quietHeap(): Promise<void> {
+  gc();
+  for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
 describe('compactHeap', () => {
   it('gives back the heap pages a plain full collection keeps', () => {
     const addon = loadAddon();
@@ -83,6 +89,7 @@ describe('compactHeap', () => {
     const isMajor = (e: PerformanceEntry): boolean => (e as { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR;
     // Held until the first full collection has ended: that marking, begun while it was held, keeps it, as
     // V8's own marking under way during a reload keeps the rule set it replaces.
+    await quietHeap();
     let held: object | undefined = { rules: Array.from({ length: 10_000 }, (_, i) => ({ i })) };
     const weak = ((o: object): WeakRef<object> => new WeakRef(o))(held);
     let majors = 0;
@@ -109,6 +116,7 @@ describe('compactHeap', () => {
   });
 
   it('collectBeforeAnswer without anything to watch: one full collection', async () => {
+    await quietHeap();
     const before = releaseCounts();
     expect(await collectBeforeAnswer(undefined, 10_000)).toBe(true);
     expect(releaseCounts().incremental).toBe(before.incremental + 1);
