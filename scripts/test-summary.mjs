@@ -48,7 +48,7 @@ if (r.success === false && (r.numFailedTests ?? 0) === 0) {
   console.log('FAILED outside the tests: see "Unhandled Errors" above the totals');
 }
 // Suites skipped for want of something this machine lacks carry "[NOT RUN: reason]" in their title
-// (test/helpers/kernel-srv6.ts): one line per reason, with the count and the files, so a kernel that
+// (test/helpers/kernel-srv6.ts, test/helpers/live-frames.ts): one line per reason, with the count and the files, so a kernel that
 // cannot run them is plain in the log and not folded into the plain skips.
 const notRun = new Map();
 for (const f of r.testResults ?? []) {

@@ -21,6 +21,7 @@ import type { CaseName } from '../src/bench/rfc2544/cases.js';
 import { attachXdp, L3FWD_OBJECT, SINK_OBJECT, TRAFFICGEN_OBJECT } from '../src/packet/generator.js';
 import { runTrial } from '../src/bench/rfc2544/search.js';
 import { closeBenchRig, openBenchRig, streamIo, type BenchRig } from './helpers/bench-rig.js';
+import { needsLiveFrames, noLiveFrames } from './helpers/live-frames.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -214,8 +215,8 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('next-hop cache, real pr
 
 // --- real frames over veths, forwarded by the cache --------------------------------
 
-describe.skipIf(!isRoot || ![DEFAULT_OBJECT, TRAFFICGEN_OBJECT, SINK_OBJECT, L3FWD_OBJECT].every((o) => existsSync(o)))(
-  'next-hop cache under real traffic (the RFC 2544 lab)',
+describe.skipIf(!isRoot || ![DEFAULT_OBJECT, TRAFFICGEN_OBJECT, SINK_OBJECT, L3FWD_OBJECT].every((o) => existsSync(o)) || noLiveFrames !== undefined)(
+  needsLiveFrames('next-hop cache under real traffic (the RFC 2544 lab)'),
   () => {
     let rig: BenchRig | undefined;
     let nh: NextHopWatcher | undefined;

@@ -28,6 +28,7 @@ import { ADDON_PATH } from '../src/probe/native.js';
 import { Lab, sweepStaleNamespaces, TESTPEER_OBJECT } from './helpers/netns.js';
 import { buildLab, CORE_V6, DL_SID, DL_TUNSRC, DN, GNB, N3, UE } from './helpers/topology.js';
 import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
+import { needsLiveFrames, noLiveFrames } from './helpers/live-frames.js';
 
 const ready = existsSync(DEFAULT_OBJECT) && existsSync(TESTPEER_OBJECT) && existsSync(ADDON_PATH) && process.getuid?.() === 0;
 const PORT = 47000;
@@ -211,7 +212,7 @@ describe.skipIf(!ready)('mup probe through the translator between namespaces', (
     expect(await lab!.ip('mup', '-d', 'link', 'show')).not.toMatch(/prog\/xdp/);
   });
 
-  it('--sweep: probes under 0, 50 and 100 % of a background load from the live-frame generator, plotted against it', async () => {
+  it.skipIf(noLiveFrames !== undefined)(needsLiveFrames('--sweep: probes under 0, 50 and 100 % of a background load from the live-frame generator, plotted against it'), async () => {
     const out = join(dir, 'sweep');
     const r = await execa(
       'node',

@@ -23,6 +23,7 @@ import { runTrial } from '../src/bench/rfc2544/search.js';
 import { benchRfc2544 } from '../src/bench/rfc2544/index.js';
 import { DUTAUX_OBJECT, PACEDGEN_OBJECT } from '../src/bench/rfc2544/pacedgen.js';
 import { closeBenchRig, openBenchRig, streamIo, type BenchRig } from './helpers/bench-rig.js';
+import { needsLiveFrames, noLiveFrames } from './helpers/live-frames.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const objects = [DEFAULT_OBJECT, TRAFFICGEN_OBJECT, SINK_OBJECT, L3FWD_OBJECT, PACEDGEN_OBJECT, DUTAUX_OBJECT];
@@ -49,7 +50,7 @@ async function benchNamespaces(pid: number): Promise<string[]> {
   return r.stdout.split('\n').map((l) => l.split(' ')[0] ?? '').filter((n) => n.startsWith(`${BENCH_NETNS_PREFIX}${pid}-`));
 }
 
-describe.skipIf(!ready)('RFC 2544 benchmark in namespaces', () => {
+describe.skipIf(!ready || noLiveFrames !== undefined)(needsLiveFrames('RFC 2544 benchmark in namespaces'), () => {
   let rig: BenchRig | undefined;
 
   beforeAll(async () => {

@@ -15,6 +15,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { inNetns, ifIndex } from '../../dataplane/netns.js';
+import { explainLiveRun } from '../../packet/live-frames.js';
 import {
   BPF_F_TEST_XDP_LIVE_FRAMES, findMap, findProgram, mapFd, mapLookup, mapUpdate, numPossibleCpus, objectClose, objectLoad,
   objectOpen, programFd, testRun, type BpfObject,
@@ -161,9 +162,13 @@ export class PacedGenerator {
     if (this.#frame === undefined || this.#ctx === undefined) throw new Error('PacedGenerator.send() before configure()');
     const frame = this.#frame;
     const ctx = this.#ctx;
-    inNetns(this.#netns, () =>
-      testRun(this.#prog, { dataIn: frame, ctxIn: ctx, repeat: n, flags: BPF_F_TEST_XDP_LIVE_FRAMES, batchSize: this.batch }, 'pgen_xmit'),
-    );
+    try {
+      inNetns(this.#netns, () =>
+        testRun(this.#prog, { dataIn: frame, ctxIn: ctx, repeat: n, flags: BPF_F_TEST_XDP_LIVE_FRAMES, batchSize: this.batch }, 'pgen_xmit'),
+      );
+    } catch (e) {
+      throw explainLiveRun(e);
+    }
     return n;
   }
 

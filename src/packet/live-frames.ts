@@ -1,0 +1,54 @@
+/**
+ * Whether this kernel runs an XDP program in live-frame mode for this
+ * process (BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, Linux 5.18
+ * and later): the traffic generator (src/packet/generator.ts) and the RFC
+ * 2544 bench's paced generator send their frames that way. A kernel may
+ * refuse it: 6.18.44-fc-v1300, booted with the lockdown LSM in integrity
+ * mode, answers EPERM to root for the same program it runs without the
+ * flag.
+ *
+ * Asked once per process: the counting sink's program (bpf/bench/sink.bpf.c,
+ * freshly loaded, so it drops every frame) run on one frame, live, in this
+ * process's network namespace; nothing is sent.
+ */
+import { BPF_F_TEST_XDP_LIVE_FRAMES, findProgram, LibbpfError, objectClose, objectLoad, objectOpen, programFd, testRun } from '../dataplane/libbpf.js';
+
+/** What this kernel says to a live-frame run, when it refuses one. */
+export function liveFramesRefusal(sinkObject: string): string | undefined {
+  cached ??= { refusal: ask(sinkObject) };
+  return cached.refusal;
+}
+
+let cached: { readonly refusal: string | undefined } | undefined;
+
+/** The sentence a refused live-frame run is explained with (the generators' errors say it too). */
+export function liveFramesRefused(code: string): string {
+  return `this kernel refuses BPF_PROG_TEST_RUN in live-frame mode (BPF_F_TEST_XDP_LIVE_FRAMES): ${code} for a program it runs without the flag, so no frame generator can send here`;
+}
+
+function ask(sinkObject: string): string | undefined {
+  const obj = objectOpen(sinkObject);
+  try {
+    objectLoad(obj, sinkObject);
+    const fd = programFd(findProgram(obj, 'sink_count'), 'sink_count');
+    // A fresh sink has no config for any interface: it counts the frame as unknown and drops it.
+    const frame = Buffer.alloc(64);
+    // Without the flag first: a refusal of that is not about live frames (it throws).
+    testRun(fd, { dataIn: frame, repeat: 1 }, 'sink_count');
+    try {
+      testRun(fd, { dataIn: frame, repeat: 1, flags: BPF_F_TEST_XDP_LIVE_FRAMES, batchSize: 1 }, 'sink_count (live)');
+      return undefined;
+    } catch (e) {
+      if (e instanceof LibbpfError && (e.code === 'EPERM' || e.code === 'EACCES')) return liveFramesRefused(e.code);
+      throw e;
+    }
+  } finally {
+    objectClose(obj);
+  }
+}
+
+/** A generator's live-frame run that threw: a refusal explained (liveFramesRefused), any other error as it was. */
+export function explainLiveRun(e: unknown): unknown {
+  if (e instanceof LibbpfError && (e.code === 'EPERM' || e.code === 'EACCES')) return new Error(`${e.message}: ${liveFramesRefused(e.code)}`, { cause: e });
+  return e;
+}
