@@ -62,8 +62,9 @@ describe.skipIf(!isRoot)('the collection before a reload answers', () => {
       requestEnded();
     }
     await nextTurn();
-    // The first reload's log note for its quiet collection (pending until then) held the rule set it made:
-    // the second reload's collection waited for that one to run.
+    // Found with this test: the first reload's log note for its forced collection (pending until that ran)
+    // held the rule set it made, and the second reload's collection waited for it. The note holds only the
+    // daemon now, and a reload whose rules were collected asks for no forced collection (the last test).
     expect(replaced.deref(), 'the rule set of the first reload, still on the heap').toBeUndefined();
     const after = releaseCounts();
     expect([after.quiet, after.forced], 'the quiet (or forced) collection asked by the first reload').toEqual([before.quiet, before.forced]);
@@ -93,4 +94,30 @@ describe.skipIf(!isRoot)('the collection before a reload answers', () => {
     expect(kept.deref()).toBe(d.config);
     expect(releaseCounts().beforeAnswer).toBe(before.beforeAnswer + 1);
   });
+
+  it('after a collected reload only the compacting collection of a quiet second is asked for: no second marking at 5 s under steady requests', async () => {
+    const d = run!.daemon;
+    const file = join(run!.dir, 'mup.yaml');
+    const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+    // Past the collections the tests before may have asked for (at most one every 2 s).
+    await sleep(2500);
+    writeFileSync(file, configText('2001:db8:5::/48'));
+    // A request under way throughout: no quiet second, as under steady requests.
+    requestStarted();
+    let before: ReturnType<typeof releaseCounts>;
+    try {
+      expect((await d.reload()).replaced).toBe(1);
+      before = releaseCounts();
+      // MAX_WAIT_MS (5 s) and a margin: a forced collection (V8's marking again) would have run by now.
+      await sleep(6500);
+      expect(releaseCounts().forced, 'a forced collection after a reload whose rules were collected').toBe(before.forced);
+      expect(releaseCounts().incremental).toBe(before.incremental);
+    } finally {
+      requestEnded();
+    }
+    // The compacting one, in the next quiet second.
+    for (let t = 0; t < 40 && releaseCounts().quiet === before.quiet; t++) await sleep(100);
+    expect(releaseCounts().quiet).toBe(before.quiet + 1);
+    expect(releaseCounts().forced).toBe(before.forced);
+  }, 30_000);
 });

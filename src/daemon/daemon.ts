@@ -1181,14 +1181,22 @@ export class Daemon {
     // marking, 35-76 ms with 131,072 rules): they were held until a quiet second (+27-30 MB resident).
     // Outside the serial section: changes sent meanwhile do not wait for it.
     // Without the addon (said at start) nothing is started and nothing is waited for.
-    if (!check && r.configChanged && replaced !== undefined && heapCompactionUnavailable() === undefined) {
-      const t = performance.now();
-      const freed = await collectBeforeAnswer(replaced);
-      const ms = Math.round(performance.now() - t);
-      const why = heapCompactionUnavailable();
-      if (freed) this.#log.debug({ ms }, 'the rules the reload replaced were collected before its answer');
-      else if (why !== undefined) this.#log.warn({ ms, error: why }, 'the collection after the reload could not be started; the quiet collection gives its memory back later');
-      else this.#log.warn({ ms }, `the rules the reload replaced were still on the heap after ${COLLECT_WAIT_MS / 1000} s of collections; answered without waiting longer`);
+    if (!check && r.configChanged) {
+      let freed = false;
+      if (replaced !== undefined && heapCompactionUnavailable() === undefined) {
+        const t = performance.now();
+        freed = await collectBeforeAnswer(replaced);
+        const ms = Math.round(performance.now() - t);
+        const why = heapCompactionUnavailable();
+        if (freed) this.#log.debug({ ms }, 'the rules the reload replaced were collected before its answer');
+        else if (why !== undefined) this.#log.warn({ ms, error: why }, 'the collection after the reload could not be started; the quiet collection gives its memory back later');
+        else this.#log.warn({ ms }, `the rules the reload replaced were still on the heap after ${COLLECT_WAIT_MS / 1000} s of collections; answered without waiting longer`);
+      }
+      // Collected: what is left is V8's free pages, which the compacting collection (a pause) gives back in a
+      // second without requests only; another marking 5 s later under steady requests would free nothing.
+      // Not collected: that collection, forced at 5 s if no quiet second comes.
+      if (freed) releaseMemoryWhenQuiet();
+      else releaseMemorySoon(this.#reloadReleaseNote);
     }
     return r;
   }
@@ -1249,9 +1257,10 @@ export class Daemon {
   }
 
   /**
-   * The log line of the collection after a reload run without a quiet second. Made here, where it holds
-   * `this` only: an arrow made in #reloadWrite held that function's scope, with the rule set the reload
-   * made, until the collection ran (a second and more later), past the next reload that replaced it.
+   * The log line of the collection after a reload (one whose rules could not be collected before its
+   * answer) run without a quiet second. Made here, where it holds `this` only: an arrow made in
+   * #reloadWrite held that function's scope, with the rule set the reload made, until the collection ran
+   * (a second and more later), past the next reload that replaced it.
    */
   readonly #reloadReleaseNote = (): void => this.#log.info({}, forcedReleaseNote('the reload'));
 
@@ -1435,10 +1444,8 @@ export class Daemon {
     // The state file now names this file (and the records' bases are its rules).
     this.#tidyState('reload');
     lap('state');
-    // The replaced rules are collected before the answer (reload(): V8's incremental marking); the compacting
-    // collection, which gives V8's free pages back too, in a second without requests if one comes within 5 s.
-    // The parse's garbage went with its thread.
-    releaseMemorySoon(this.#reloadReleaseNote);
+    // The replaced rules are collected before the answer, and the compacting collection asked for after it
+    // (reload()). The parse's garbage went with its thread.
     if (nhGone !== undefined) {
       // As for an API change: the edit's rules re-pointed, in pieces; the other rules keep their next hops.
       // The reload is done (rule set, tables, state file): a cache that cannot take the edit (its slots
