@@ -7,8 +7,9 @@
  * resident memory. A reload parses on a thread of its own, whose heap goes
  * with it; the rules it replaced are collected before it answers (V8's
  * incremental marking: collectBeforeAnswer), and the heap compacted in a
- * second without API requests if one comes within 5 s (releaseMemorySoon),
- * not in the reload's own time. After a run of large batches, V8's
+ * second without API requests (releaseMemoryWhenQuiet; when they could not
+ * be collected, releaseMemorySoon: forced at 5 s), not in the reload's own
+ * time. After a run of large batches, V8's
  * incremental marking once no batch follows closely (collectAfterBatches),
  * and the compacting one in such a second only (releaseMemoryWhenQuiet).
  * The collections in a quiet second also compact V8's heap
@@ -333,8 +334,8 @@ export function releaseCounts(): {
 /**
  * releaseMemory a second or so from now, at most once every 2 s, in a
  * second without API requests if one comes within MAX_WAIT_MS: after
- * stalled connections are closed (their buffers), and after a reload (the
- * rules it replaced). In a quiet second the collection compacts the heap
+ * stalled connections are closed (their buffers), and after a reload whose
+ * replaced rules could not be collected before its answer. In a quiet second the collection compacts the heap
  * (compactMemory: a pause of about 200 ms with 131,072 rules); without
  * one, at MAX_WAIT_MS, it is V8's incremental marking (startCollection:
  * no long pause) and the compacting one follows in the next quiet second.

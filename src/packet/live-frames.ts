@@ -3,9 +3,10 @@
  * process (BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, Linux 5.18
  * and later): the traffic generator (src/packet/generator.ts) and the RFC
  * 2544 bench's paced generator send their frames that way. A kernel may
- * refuse it: 6.18.44-fc-v1300, booted with the lockdown LSM in integrity
- * mode, answers EPERM to root for the same program it runs without the
- * flag.
+ * refuse it: 6.18.44-fc-v1300 answers EPERM to root for the same program
+ * it runs without the flag (which check refuses it was not found; its
+ * lockdown LSM is in integrity mode, which in mainline does not block
+ * this call).
  *
  * Asked once per process: the counting sink's program (bpf/bench/sink.bpf.c,
  * freshly loaded, so it drops every frame) run on one frame, live, in this
