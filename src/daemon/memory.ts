@@ -41,7 +41,7 @@ export function holdMallocTrimThreshold(): boolean {
   const mallopt = koffi.load('libc.so.6').func('int mallopt(int param, int value)') as (param: number, value: number) => number;
   return mallopt(M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD) === 1;
 }
-import { constants, PerformanceObserver } from 'node:perf_hooks';
+import { constants, PerformanceObserver, type PerformanceObserverEntryList } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { loadNativeAddon } from '../host/native-addon.js';
@@ -147,19 +147,35 @@ function compactMemory(): void {
  * addon, that plain collection. Exported for tests.
  */
 export function startCollection(): void {
-  const c = compactorOf();
-  if ('start' in c) {
-    try {
-      c.start();
-      released.incremental++;
-      trimAfterNextMajor();
-      return;
-    } catch (e) {
-      // Not expected (a V8 API call): plain collections from here on, said by heapCompactionUnavailable.
-      compactor = { why: `startHeapCollection failed: ${(e as Error).message}` };
-    }
+  if (startMarking()) {
+    trimAfterNextMajor();
+    return;
   }
   releaseMemory();
+}
+
+/**
+ * V8's incremental marking started (the addon's startHeapCollection),
+ * counted; false when the addon cannot (none, or the call failed: then
+ * plain collections from here on, said by heapCompactionUnavailable).
+ */
+function startMarking(): boolean {
+  const c = compactorOf();
+  if (!('start' in c)) return false;
+  try {
+    c.start();
+    released.incremental++;
+    return true;
+  } catch (e) {
+    // Not expected (a V8 API call).
+    compactor = { why: `startHeapCollection failed: ${(e as Error).message}` };
+    return false;
+  }
+}
+
+/** A gc performance entry list holds the end of a full collection. */
+function endsMajor(list: PerformanceObserverEntryList): boolean {
+  return list.getEntries().some((e) => ((e as { detail?: { kind?: number } }).detail)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR);
 }
 
 /** How long collectBeforeAnswer waits for its collection to end at most. */
@@ -181,8 +197,7 @@ export const COLLECT_WAIT_MS = 1000;
  * 35-76 ms later.
  */
 export function collectBeforeAnswer(replaced?: WeakRef<object>, waitMs = COLLECT_WAIT_MS): Promise<boolean> {
-  const c = compactorOf();
-  if (!('start' in c)) return Promise.resolve(false);
+  if (!('start' in compactorOf())) return Promise.resolve(false);
   return new Promise((resolve) => {
     let done = false;
     /** A start queued and not run yet: at most one. */
@@ -206,18 +221,10 @@ export function collectBeforeAnswer(replaced?: WeakRef<object>, waitMs = COLLECT
     // finished async frames (a reload's, holding the rule set it replaced) may still be.
     const start = (): void => {
       queued = false;
-      if (done) return;
-      try {
-        c.start();
-        released.incremental++;
-      } catch (e) {
-        // Not expected (a V8 API call): plain collections from here on, said by heapCompactionUnavailable.
-        compactor = { why: `startHeapCollection failed: ${(e as Error).message}` };
-        end(false);
-      }
+      if (!done && !startMarking()) end(false);
     };
     const watch = new PerformanceObserver((list) => {
-      if (done || !list.getEntries().some((e) => ((e as { detail?: { kind?: number } }).detail)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR)) return;
+      if (done || !endsMajor(list)) return;
       // deref() keeps it for the rest of this job only: the next marking starts in a later turn.
       if (replaced?.deref() === undefined) end(true);
       else queueStart();
@@ -251,7 +258,7 @@ function trimAfterNextMajor(): void {
     released.trimmedAfterIncremental++;
   };
   const watch = new PerformanceObserver((list) => {
-    if (list.getEntries().some((e) => ((e as { detail?: { kind?: number } }).detail)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR)) done();
+    if (endsMajor(list)) done();
   });
   watch.observe({ entryTypes: ['gc'] });
   trimWatch = watch;

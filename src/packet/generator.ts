@@ -8,10 +8,10 @@
  */
 import { fileURLToPath } from 'node:url';
 import { inNetns, ifIndex } from '../dataplane/netns.js';
-import { explainLiveRun } from './live-frames.js';
+import { testRunLive } from './live-frames.js';
 import {
-  BPF_F_TEST_XDP_LIVE_FRAMES, findMap, findProgram, mapFd, mapLookup, mapUpdate, numPossibleCpus, objectClose, objectLoad,
-  objectOpen, programFd, testRun, xdpAttach, xdpDetachProgram, XDP_FLAGS_DRV_MODE, type BpfObject,
+  findMap, findProgram, mapFd, mapLookup, mapUpdate, numPossibleCpus, objectClose, objectLoad,
+  objectOpen, programFd, xdpAttach, xdpDetachProgram, XDP_FLAGS_DRV_MODE, type BpfObject,
 } from '../dataplane/libbpf.js';
 
 const obj = (name: string): string => fileURLToPath(new URL(`../../build/${name}.bpf.o`, import.meta.url));
@@ -116,14 +116,7 @@ export class Generator {
     if (this.#frame === undefined || this.#ctx === undefined) throw new Error('Generator.send() before configure()');
     const frame = this.#frame;
     const ctx = this.#ctx;
-    let r: ReturnType<typeof testRun>;
-    try {
-      r = inNetns(this.#netns, () =>
-        testRun(this.#prog, { dataIn: frame, ctxIn: ctx, repeat: n, flags: BPF_F_TEST_XDP_LIVE_FRAMES, batchSize: LIVE_BATCH }, 'tgen_xmit'),
-      );
-    } catch (e) {
-      throw explainLiveRun(e);
-    }
+    const r = inNetns(this.#netns, () => testRunLive(this.#prog, { dataIn: frame, ctxIn: ctx, repeat: n, batchSize: LIVE_BATCH }, 'tgen_xmit'));
     // The kernel's time per frame of the run (not its set-up): the generator
     // plus, in softirq mode, the receivers' NAPI run in between batches.
     this.#ns += r.duration * n;

@@ -12,7 +12,7 @@
  * freshly loaded, so it drops every frame) run on one frame, live, in this
  * process's network namespace; nothing is sent.
  */
-import { BPF_F_TEST_XDP_LIVE_FRAMES, findProgram, LibbpfError, objectClose, objectLoad, objectOpen, programFd, testRun } from '../dataplane/libbpf.js';
+import { BPF_F_TEST_XDP_LIVE_FRAMES, findProgram, LibbpfError, objectClose, objectLoad, objectOpen, programFd, testRun, type TestRunOptions, type TestRunResult } from '../dataplane/libbpf.js';
 
 /** What this kernel says to a live-frame run, when it refuses one. */
 export function liveFramesRefusal(sinkObject: string): string | undefined {
@@ -40,7 +40,8 @@ function ask(sinkObject: string): string | undefined {
       testRun(fd, { dataIn: frame, repeat: 1, flags: BPF_F_TEST_XDP_LIVE_FRAMES, batchSize: 1 }, 'sink_count (live)');
       return undefined;
     } catch (e) {
-      if (e instanceof LibbpfError && (e.code === 'EPERM' || e.code === 'EACCES')) return liveFramesRefused(e.code);
+      const code = refusal(e);
+      if (code !== undefined) return liveFramesRefused(code);
       throw e;
     }
   } finally {
@@ -48,8 +49,21 @@ function ask(sinkObject: string): string | undefined {
   }
 }
 
-/** A generator's live-frame run that threw: a refusal explained (liveFramesRefused), any other error as it was. */
-export function explainLiveRun(e: unknown): unknown {
-  if (e instanceof LibbpfError && (e.code === 'EPERM' || e.code === 'EACCES')) return new Error(`${e.message}: ${liveFramesRefused(e.code)}`, { cause: e });
-  return e;
+/** The kernel's refusal of a run (its errno's name), if the error is one. */
+function refusal(e: unknown): string | undefined {
+  return e instanceof LibbpfError && (e.code === 'EPERM' || e.code === 'EACCES') ? e.code : undefined;
+}
+
+/**
+ * A generator's run of `prog` in live-frame mode (testRun with
+ * BPF_F_TEST_XDP_LIVE_FRAMES); a refusal is thrown explained
+ * (liveFramesRefused), any other error as it was.
+ */
+export function testRunLive(prog: number, o: Omit<TestRunOptions, 'flags'>, what: string): TestRunResult {
+  try {
+    return testRun(prog, { ...o, flags: BPF_F_TEST_XDP_LIVE_FRAMES }, what);
+  } catch (e) {
+    const code = refusal(e);
+    throw code === undefined ? e : new Error(`${(e as Error).message}: ${liveFramesRefused(code)}`, { cause: e });
+  }
 }

@@ -15,10 +15,10 @@
  */
 import { fileURLToPath } from 'node:url';
 import { inNetns, ifIndex } from '../../dataplane/netns.js';
-import { explainLiveRun } from '../../packet/live-frames.js';
+import { testRunLive } from '../../packet/live-frames.js';
 import {
-  BPF_F_TEST_XDP_LIVE_FRAMES, findMap, findProgram, mapFd, mapLookup, mapUpdate, numPossibleCpus, objectClose, objectLoad,
-  objectOpen, programFd, testRun, type BpfObject,
+  findMap, findProgram, mapFd, mapLookup, mapUpdate, numPossibleCpus, objectClose, objectLoad,
+  objectOpen, programFd, type BpfObject,
 } from '../../dataplane/libbpf.js';
 import type { GenFrame } from '../../packet/generator.js';
 
@@ -162,13 +162,7 @@ export class PacedGenerator {
     if (this.#frame === undefined || this.#ctx === undefined) throw new Error('PacedGenerator.send() before configure()');
     const frame = this.#frame;
     const ctx = this.#ctx;
-    try {
-      inNetns(this.#netns, () =>
-        testRun(this.#prog, { dataIn: frame, ctxIn: ctx, repeat: n, flags: BPF_F_TEST_XDP_LIVE_FRAMES, batchSize: this.batch }, 'pgen_xmit'),
-      );
-    } catch (e) {
-      throw explainLiveRun(e);
-    }
+    inNetns(this.#netns, () => testRunLive(this.#prog, { dataIn: frame, ctxIn: ctx, repeat: n, batchSize: this.batch }, 'pgen_xmit'));
     return n;
   }
 
