@@ -37,7 +37,10 @@ for (const f of r.testResults ?? []) {
     console.log(`FAILED ${where}: ${plain(f.message ?? 'the file failed outside its tests').split('\n')[0]}`);
   }
   for (const a of failed) {
-    const msg = plain((a.failureMessages ?? [])[0] ?? '').split('\n').find((l) => l.trim() !== '') ?? '';
+    let msg = plain((a.failureMessages ?? [])[0] ?? '').split('\n').find((l) => l.trim() !== '') ?? '';
+    // A timeout: vitest's JSON report keeps only the stack of its timeout error, whose first line is that
+    // of the placeholder it was made from, not the "Test timed out in N ms" its own log prints.
+    if (msg.trim() === 'Error: STACK_TRACE_ERROR') msg = 'timed out (past its timeout; vitest\'s JSON report says only "Error: STACK_TRACE_ERROR")';
     console.log(`FAILED ${where} > ${a.fullName ?? a.title}: ${msg.slice(0, 300)}`);
   }
 }

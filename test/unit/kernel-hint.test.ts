@@ -105,4 +105,21 @@ describe('test-summary.mjs: the closing lines of make test', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it('names a test that ran past its timeout as timed out (vitest reports it as "Error: STACK_TRACE_ERROR")', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mup-summary-'));
+    try {
+      // What vitest 3's JSON reporter wrote for a test past its timeout in CI (issue 19, session 40).
+      const stack = 'Error: STACK_TRACE_ERROR\n    at /check/test/change-memory.test.ts:137:3';
+      const t = (title: string, status: string, failureMessages: string[] = []): object => ({ fullName: title, title, status, failureMessages });
+      const result = {
+        success: false, numPassedTests: 0, numFailedTests: 1, numPendingTests: 0, numTodoTests: 0,
+        testResults: [{ name: join(process.cwd(), 'test/s.test.ts'), status: 'failed', assertionResults: [t('slow', 'failed', [stack])] }],
+      };
+      writeFileSync(join(dir, 'r.json'), JSON.stringify(result));
+      const out = execFileSync('node', ['scripts/test-summary.mjs', join(dir, 'r.json')]).toString().trim().split('\n');
+      expect(out[0]).toBe('FAILED test/s.test.ts > slow: timed out (past its timeout; vitest\'s JSON report says only "Error: STACK_TRACE_ERROR")');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
