@@ -1117,7 +1117,7 @@ function overlayLines(o: Overlay, base?: BaseOf): StateLine[] {
 /** "<kind> <key>" -> the base digest its last record gave (null: no file rule; absent key: not known). */
 export type Bases = Map<string, string | null>;
 
-/** Apply one change line to an overlay (as RuleSet.put / delete do; deletes of non-config keys are ignored later). */
+/** Apply one change line to an overlay (as RuleSet.put / delete do; deletes of keys the file has not, without a base, are dropped by the rebase). */
 function applyLine(o: Overlay, line: StateLine, where: string, bases?: Bases): void {
   const base = (kind: RuleKind, key: string, b: unknown): void => {
     if (bases === undefined) return;
@@ -1146,7 +1146,11 @@ function applyLine(o: Overlay, line: StateLine, where: string, bases?: Bases): v
     const k = ruleKind(line.del);
     if (k === undefined) throw new Error(`${where}: unknown table ${JSON.stringify(line.del)}`);
     o[k.overlay.put].delete(key);
-    o[k.overlay.del].add(key);
+    // A delete of a rule the file did not have (base null: a rule the API added) leaves no delete
+    // entry, as RuleSet.delete keeps none: replayed, it was kept, written by every compaction and counted as
+    // a change, one entry per key ever deleted. Without a base (an older file) it is kept, as always.
+    if (line.base === null) o[k.overlay.del].delete(key);
+    else o[k.overlay.del].add(key);
     base(k.kind, key, line.base);
   } else {
     throw new Error(`${where}: neither a put nor a del`);

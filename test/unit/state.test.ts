@@ -55,6 +55,27 @@ describe('StateStore', () => {
     expect([...got.overlay.delPolicies]).toEqual(['10.99.0.0/16']);
   });
 
+  it('a delete of a rule the file never had leaves nothing to replay: no delete entry kept for it, however many such rules came and went', () => {
+    // An API rule added and deleted again (base null: the file had no rule at its key). Its delete entry
+    // was kept after a restart, written again by every compaction and counted as an API change: churn of
+    // API rules grew the state file and the overlay by one entry per key ever deleted.
+    const s = new StateStore(path);
+    s.rewrite('t', 'c.yaml', '00'.repeat(32), emptyOverlay());
+    for (let i = 0; i < 50; i++) {
+      s.append({ put: 'policy', rule: { ...POLICY, match: `10.100.${i}.0/24`, name: `api-${i}` }, base: null });
+      s.append({ del: 'policy', key: `10.100.${i}.0/24`, base: null });
+    }
+    s.append({ batch: [{ put: 'session', rule: { ue: '10.60.0.1/32', teid: '0x1', qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' }, base: null }] });
+    s.append({ batch: [{ del: 'session', key: '10.60.0.1/32', base: null }] });
+    s.append({ del: 'policy', key: '10.99.0.0/16', base: 'ab12' }); // a rule of the file: its delete stays
+    s.close();
+    const got = new StateStore(path).read()!;
+    expect(got.overlay.policies.size).toBe(0);
+    expect([...got.overlay.delPolicies]).toEqual(['10.99.0.0/16']);
+    expect(got.overlay.sessions.size + got.overlay.delSessions.size).toBe(0);
+    expect(got.bases.get('policy 10.100.0.0/24')).toBeNull();
+  });
+
   it('ignores a last line cut short by a crash, and says so', () => {
     const s = new StateStore(path);
     s.rewrite('t', 'c.yaml', '00'.repeat(32), emptyOverlay());
