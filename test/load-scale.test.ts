@@ -166,7 +166,9 @@ describe.skipIf(!existsSync(DEFAULT_OBJECT) || !isRoot)('memory does not grow wi
     expect(t.policyCount).toBe(N);
     expect(t.addrOnlyCount).toBe(0);
     expect(rules['overlay.policies']).toBe(N / 2);
-    for (let r = 2; r < 202; r++) round(r);
+    // 50 rounds: the footprints are counts compared exactly, so an entry left per round shows after one. (200
+    // rounds took 25 s at the kernel's default rcu_expedited, each batch waiting for its grace periods.)
+    for (let r = 2; r < 52; r++) round(r);
     // The same rules as after two rounds: every structure as large as then.
     expect(t.footprint()).toEqual(tables);
     expect(set.footprint()).toEqual(rules);
