@@ -369,6 +369,7 @@ export class RuleSet {
         if (!del.has(key)) this.#set(k, over ?? r);
       }
       for (const [key, r] of put) if (!this.#rules[k.kind].has(key)) this.#set(k, r);
+      for (const key of del) if (!fileRules.has(key)) del.delete(key); // as #applyOverlay: the file has no rule there
       if (put.size > 0 || del.size > 0) recheck = true;
     }
     // The overlay was checked rule by rule when it was made, the file when it
@@ -392,7 +393,11 @@ export class RuleSet {
     const fileRules = this.#fileRules[k.kind];
     for (const key of del) {
       const r = rules.get(key);
-      if (r === undefined) continue;
+      if (r === undefined) {
+        // A delete of a key the file has not (an older state file's, without a base): nothing to take away.
+        del.delete(key);
+        continue;
+      }
       fileRules.set(key, r);
       if (r.name !== undefined && names.get(r.name) === key) names.delete(r.name);
       rules.delete(key);

@@ -151,6 +151,19 @@ describe('a rule set with API changes on a checked config', () => {
     expect(set.overlay.policies.size).toBe(1);
   });
 
+  it('drops a delete of a key the file has not (an older state file\'s): nothing to delete, nothing to keep or write again', () => {
+    for (const checked of [true, false]) {
+      const config = parseConfig(TEXT, 'file.yaml');
+      if (!checked) takeRuleIndex(config.policies); // the rebuild's path: no maps of the checks
+      const o = emptyOverlay();
+      o.delPolicies.add('10.200.0.0/24'); // no file rule there
+      o.delPolicies.add('10.1.0.0/24'); // the file's p1
+      const set = new RuleSet(config, o);
+      expect([...set.overlay.delPolicies], checked ? 'in place' : 'rebuilt').toEqual(['10.1.0.0/24']);
+      expect(set.rules('policy').has('10.1.0.0/24')).toBe(false);
+    }
+  });
+
   it('the same as a rebuild over 400 random overlays (rules, order, names, sources, bases, refusals)', () => {
     const rnd = lcg(19);
     let refused = 0;
