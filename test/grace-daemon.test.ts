@@ -4,9 +4,11 @@
  * grace period made 800 ms longer (MUP_TEST_GRACE_EXTRA_MS, read by the
  * daemon's grace thread), a GET /v1/status sent while a put waits for the
  * grace period of the delete before it is answered first, and the put lands.
+ * It counts them in /metrics (mup_grace_*), and says at start when the host
+ * leaves them unexpedited (/sys/kernel/rcu_expedited 0).
  * A real daemon process (bin/mup.js: run `make ts` first), no interfaces.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
 import { TestDaemon } from './helpers/daemon.js';
@@ -62,5 +64,24 @@ describe.skipIf(!haveObject || !isRoot)('the daemon while a change waits for its
     expect(list).toContain('10.0.2.0/24');
     expect(list).not.toContain('10.0.1.0/24');
     expect(((await t.api('GET', '/v1/status')).body as { tables: { policies: { entries: number } } }).tables.policies.entries).toBe(1);
+  });
+
+  it("counts the grace periods, their time and the writes' waits in /metrics, and says at start when the host does not expedite them", async () => {
+    const t = d!;
+    const metric = (text: string, name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+    const before = (await t.api('GET', '/metrics')).text;
+    // A delete, then an add that must wait for the grace period the delete asked for (800 ms longer here).
+    expect((await t.api('DELETE', '/v1/policies?name=b')).status).toBe(200);
+    expect((await t.api('POST', '/v1/policies', { body: { name: 'c', match: '10.0.3.0/24', sr_prefix: '2001:db8:3::/48', src_prefix: '2001:db8:ffff::/64' } })).status).toBe(201);
+    const after = (await t.api('GET', '/metrics')).text;
+    const d0 = (name: string): number => metric(after, name) - metric(before, name);
+    expect(d0('mup_grace_periods_total'), 'grace periods run for the delete').toBeGreaterThanOrEqual(1);
+    expect(d0('mup_grace_period_seconds_total')).toBeGreaterThan(0);
+    // The add waited for most of the 800 ms the test adds to each grace period (the NaN of a missing series fails).
+    expect(d0('mup_grace_wait_seconds_total')).toBeGreaterThan(0.4);
+    const host = readFileSync('/sys/kernel/rcu_expedited', 'utf8').trim();
+    expect(metric(after, 'mup_rcu_expedited')).toBe(Number(host));
+    const told = /grace periods are not expedited/.test(t.log);
+    expect(told, `the start's log line with /sys/kernel/rcu_expedited ${host}`).toBe(host === '0');
   });
 });

@@ -82,6 +82,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { synchronizeRcu } from '../dataplane/libbpf.js';
+import { rcuExpedited } from '../dataplane/grace.js';
 import { quantileBetween, type QuantileBetween } from './histogram-delta.js';
 import { DAEMON_NODE_FLAGS } from '../host/node-flags.js';
 import { makeDirs } from '../host/mkdirs.js';
@@ -1151,15 +1152,6 @@ function fdatasyncMs(dir: string, n = 1000): { n: number; median: number; p99: n
   return { n, median: t[Math.floor(n / 2)] ?? NaN, p99: t[Math.floor(n * 0.99)] ?? NaN, max: t[n - 1] ?? NaN };
 }
 
-/** The host's /sys/kernel/rcu_expedited (1: every grace period expedited, microseconds instead of milliseconds). */
-function rcuExpedited(): string {
-  try {
-    return readFileSync('/sys/kernel/rcu_expedited', 'utf8').trim();
-  } catch {
-    return 'unknown';
-  }
-}
-
 async function main(): Promise<number> {
   const o = parseArgs(process.argv.slice(2));
   if (process.getuid?.() !== 0) throw new Error('run as root: the bench creates a network namespace and mounts a bpffs');
@@ -1436,7 +1428,7 @@ async function main(): Promise<number> {
       `bench:daemon  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
         `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)${nodeFlagsNote(o)}`,
       `RCU grace period on this host (membarrier(MEMBARRIER_CMD_GLOBAL), ${grace.n} in a row before the bench): ` +
-        `median ${f2(grace.median)} max ${f2(grace.max)} ms, /sys/kernel/rcu_expedited ${rcuExpedited()}; an insert after a delete waits for one (docs/datapath.md, docs/daemon.md)`,
+        `median ${f2(grace.median)} max ${f2(grace.max)} ms, /sys/kernel/rcu_expedited ${rcuExpedited() ?? 'unknown'}; an insert after a delete waits for one (docs/datapath.md, docs/daemon.md)`,
       `config: ${o.rules} policies + ${o.rules} local SIDs, ${configMB.toFixed(1)} MB of ${o.format === 'json' ? 'JSON' : 'YAML'} (written in ${f1(genMs)} ms); ` +
         `loaded: ${status.tables.policies.entries} policies, ${status.tables.localsids.entries} local SIDs, interface attached: ${status.interfaces.every((i) => i.attached)}`,
       '',

@@ -43,6 +43,7 @@ import {
   type TranslationFunction,
 } from '../dataplane/dataplane.js';
 import { closeFd, LibbpfError, mapInfo, progInfo } from '../dataplane/libbpf.js';
+import { rcuExpedited } from '../dataplane/grace.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.js';
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
@@ -660,6 +661,12 @@ export class Daemon {
       this.#log.warn(
         { why: noCompaction },
         'the collections after reloads and large batches cannot compact the heap: V8 keeps the pages they free (tens of MB of resident memory), and one that cannot wait for a second without requests is a full pause (51-84 ms with 131,072 rules); build the native addon (make native)',
+      );
+    }
+    if (rcuExpedited() === '0') {
+      this.#log.info(
+        { rcuExpedited: 0, doc: 'docs/daemon.md "Grace periods and rcu_expedited"' },
+        "grace periods are not expedited (/sys/kernel/rcu_expedited 0, the kernel's default): an add or replace right after a delete or replace waits for one, milliseconds each (mup_grace_wait_seconds_total); `echo 1 > /sys/kernel/rcu_expedited` makes them microseconds, for the whole host",
       );
     }
     this.loop.start();

@@ -19,6 +19,9 @@
  *   mup_api_request_duration_seconds{class}  histogram: control API answer times (read, change, batch, reload, other)
  *   mup_nexthop_rules_resolved_total      rules whose next hop was resolved again (forwarding fib)
  *   mup_nexthop_passes_total{kind}        next-hop resolution passes, full or incremental
+ *   mup_grace_periods_total, mup_grace_period_seconds_total, mup_grace_wait_seconds_total
+ *                                         RCU grace periods run, their time, and the writes' waits for them
+ *   mup_rcu_expedited                     the host's /sys/kernel/rcu_expedited (1 or 0)
  *   mup_bgp_routes{type,state}            BGP MUP routes (with bgp:): received, installed, rejected, held, unresolved
  *   mup_bgp_rejected_routes{reason}       routes not installed, by reason (docs/bgp.md)
  *   mup_bgp_monitor_up                    1 while the sidecar's table is being read
@@ -36,6 +39,7 @@ import type { PerRuleSeries } from '../config/types.js';
 import type { RuleCounter, RuleSelection } from '../dataplane/dataplane.js';
 import type { CountersSnapshot, Daemon } from './daemon.js';
 import { runNow, runYielding, SliceClock } from '../host/slice-clock.js';
+import { graceClock, rcuExpedited } from '../dataplane/grace.js';
 
 /** Per-rule series when neither the config nor the command line says: none. */
 export const DEFAULT_PER_RULE: PerRuleSeries = 'off';
@@ -416,6 +420,43 @@ export function createMetrics(d: Daemon, o: MetricsOptions = {}): MupRegistry {
     collect() {
       this.reset();
       this.inc(d.nexthopTotals()?.failedPasses ?? 0);
+    },
+  });
+  new Counter({
+    name: 'mup_grace_periods_total',
+    help: 'RCU grace periods run: a table write that reuses what a delete or replace freed waits for one (docs/daemon.md, "Grace periods and rcu_expedited")',
+    registers: [reg],
+    collect() {
+      this.reset();
+      this.inc(graceClock.runs);
+    },
+  });
+  new Counter({
+    name: 'mup_grace_period_seconds_total',
+    help: 'Time the grace periods took, in total (on a thread of their own): microseconds each with /sys/kernel/rcu_expedited 1, milliseconds with 0',
+    registers: [reg],
+    collect() {
+      this.reset();
+      this.inc(graceClock.seconds);
+    },
+  });
+  new Counter({
+    name: 'mup_grace_wait_seconds_total',
+    help: 'Time table writes waited for a grace period: an add or replace right after a delete or replace answers that much later',
+    registers: [reg],
+    collect() {
+      this.reset();
+      this.inc(graceClock.waitedMs / 1000);
+    },
+  });
+  new Gauge({
+    name: 'mup_rcu_expedited',
+    help: "The host's /sys/kernel/rcu_expedited: 1, grace periods expedited; 0, the kernel's default (milliseconds each); absent when unreadable",
+    registers: [reg],
+    collect() {
+      this.reset();
+      const v = rcuExpedited();
+      if (v !== undefined) this.set(Number(v));
     },
   });
   const bgp = d.bgp;

@@ -19,6 +19,7 @@
  * before each grace period, MUP_TEST_GRACE_LOAD_DELAY_MS before it loads
  * koffi.
  */
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { NR_MEMBARRIER, synchronizeRcu } from './libbpf.js';
@@ -62,6 +63,7 @@ try {
   Atomics.notify(s, ${LOADED});
 }
 const nap = new Int32Array(new SharedArrayBuffer(4));
+const ns = new BigInt64Array(workerData.nanos);
 for (;;) {
   const req = Atomics.load(s, ${REQUESTED});
   if (req === Atomics.load(s, ${COMPLETED})) {
@@ -70,7 +72,9 @@ for (;;) {
   }
   const extra = Atomics.load(s, ${EXTRA_MS});
   if (extra > 0) Atomics.wait(nap, 0, 0, extra);
+  const t0 = process.hrtime.bigint();
   const ret = Number(syscall(workerData.nr, 'int', 1, 'unsigned int', 0, 'int', -1));
+  Atomics.add(ns, 0, process.hrtime.bigint() - t0);
   if (ret < 0) {
     Atomics.store(s, ${FAILED}, koffi.errno() || 1);
     Atomics.notify(s, ${COMPLETED});
@@ -84,10 +88,14 @@ for (;;) {
 
 export class GraceClock {
   readonly #s = new Int32Array(new SharedArrayBuffer(24));
+  /** Nanoseconds the grace periods took (the thread's and the fallback's), in total. */
+  readonly #nanos = new BigInt64Array(new SharedArrayBuffer(8));
   #worker: Worker | undefined;
   #dead = false;
   /** Callers that had to wait (synchronously or not) for a grace period: for tests. */
   waits = 0;
+  /** Milliseconds the counted waits took (what a change's answer waited for grace periods). */
+  waitedMs = 0;
 
   constructor() {
     const extra = Number(process.env['MUP_TEST_GRACE_EXTRA_MS'] ?? 0);
@@ -121,7 +129,7 @@ export class GraceClock {
     const loadDelayMs = Number(process.env['MUP_TEST_GRACE_LOAD_DELAY_MS'] ?? 0) || 0;
     // execArgv []: not the process's flags (--input-type=module made the CommonJS above an ES module, which
     // failed at its first require; --import tsx, profilers): the thread needs none.
-    const w = new Worker(WORKER, { eval: true, execArgv: [], workerData: { sab: this.#s.buffer, koffi: koffiPath, nr, loadDelayMs } });
+    const w = new Worker(WORKER, { eval: true, execArgv: [], workerData: { sab: this.#s.buffer, nanos: this.#nanos.buffer, koffi: koffiPath, nr, loadDelayMs } });
     w.unref();
     w.on('error', () => {
       this.#dead = true;
@@ -159,6 +167,11 @@ export class GraceClock {
     return Atomics.load(this.#s, RUNS);
   }
 
+  /** Seconds the grace periods run so far took, in total (membarrier's time, on the thread or in a fallback). */
+  get seconds(): number {
+    return Number(Atomics.load(this.#nanos, 0)) / 1e9;
+  }
+
   /** Ask for a grace period that starts after now; returns its number. */
   request(): number {
     this.start();
@@ -174,7 +187,9 @@ export class GraceClock {
   /** The thread cannot run them: the caller runs one here and marks every request made before as paid. */
   #fallback(): void {
     const req = this.requested;
+    const t0 = process.hrtime.bigint();
     synchronizeRcu();
+    Atomics.add(this.#nanos, 0, process.hrtime.bigint() - t0);
     if (this.completed < req) Atomics.store(this.#s, COMPLETED, req);
   }
 
@@ -192,6 +207,7 @@ export class GraceClock {
   waitSync(n: number): void {
     if (this.done(n)) return;
     this.waits++;
+    const t0 = performance.now();
     for (let c = this.completed; c < n; c = this.completed) {
       if (this.#failed()) {
         this.#fallback();
@@ -199,6 +215,7 @@ export class GraceClock {
       }
       Atomics.wait(this.#s, COMPLETED, c, 1000);
     }
+    this.waitedMs += performance.now() - t0;
   }
 
   /**
@@ -208,6 +225,7 @@ export class GraceClock {
   async wait(n: number, counted = true): Promise<void> {
     if (this.done(n)) return;
     if (counted) this.waits++;
+    const t0 = performance.now();
     for (let c = this.completed; c < n; c = this.completed) {
       if (this.#failed()) {
         this.#fallback();
@@ -216,6 +234,21 @@ export class GraceClock {
       const r = (Atomics as unknown as AtomicsWaitAsync).waitAsync(this.#s, COMPLETED, c, 1000);
       if (r.async) await r.value;
     }
+    if (counted) this.waitedMs += performance.now() - t0;
+  }
+}
+
+/**
+ * The host's /sys/kernel/rcu_expedited: '1' (every grace period expedited:
+ * microseconds), '0' (the kernel's default: milliseconds), or undefined
+ * (not readable: no such file, no sysfs).
+ */
+export function rcuExpedited(): '0' | '1' | undefined {
+  try {
+    const v = readFileSync('/sys/kernel/rcu_expedited', 'utf8').trim();
+    return v === '0' || v === '1' ? v : undefined;
+  } catch {
+    return undefined;
   }
 }
 
