@@ -449,16 +449,18 @@ export function createMetrics(d: Daemon, o: MetricsOptions = {}): MupRegistry {
       this.inc(graceClock.waitedMs / 1000);
     },
   });
-  new Gauge({
-    name: 'mup_rcu_expedited',
-    help: "The host's /sys/kernel/rcu_expedited: 1, grace periods expedited; 0, the kernel's default (milliseconds each); absent when unreadable",
-    registers: [reg],
-    collect() {
-      this.reset();
-      const v = rcuExpedited();
-      if (v !== undefined) this.set(Number(v));
-    },
-  });
+  // Only where the setting can be read (an unlabelled gauge always has a value: 0 would say "not expedited").
+  if (rcuExpedited() !== undefined) {
+    new Gauge({
+      name: 'mup_rcu_expedited',
+      help: "The host's /sys/kernel/rcu_expedited: 1, grace periods expedited (microseconds each); 0, the kernel's default (milliseconds each)",
+      registers: [reg],
+      collect() {
+        const v = rcuExpedited();
+        if (v !== undefined) this.set(Number(v));
+      },
+    });
+  }
   const bgp = d.bgp;
   if (bgp !== undefined) {
     reg.registerMetric(bgp.latency);

@@ -1122,7 +1122,7 @@ function overlayLines(o: Overlay, base?: BaseOf): StateLine[] {
 /** "<kind> <key>" -> the base digest its last record gave (null: no file rule; absent key: not known). */
 export type Bases = Map<string, string | null>;
 
-/** Apply one change line to an overlay (as RuleSet.put / delete do; deletes of keys the file has not, without a base, are dropped by the rebase). */
+/** Apply one change line to an overlay (as RuleSet.put / delete do; a delete without a base of a key the file has not is dropped by the RuleSet, or absorbed by the rebase of an edited file). */
 function applyLine(o: Overlay, line: StateLine, where: string, bases?: Bases): void {
   const base = (kind: RuleKind, key: string, b: unknown): void => {
     if (bases === undefined) return;

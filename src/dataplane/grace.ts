@@ -74,7 +74,7 @@ for (;;) {
   if (extra > 0) Atomics.wait(nap, 0, 0, extra);
   const t0 = process.hrtime.bigint();
   const ret = Number(syscall(workerData.nr, 'int', 1, 'unsigned int', 0, 'int', -1));
-  Atomics.add(ns, 0, process.hrtime.bigint() - t0);
+  if (ret >= 0) Atomics.add(ns, 0, process.hrtime.bigint() - t0);
   if (ret < 0) {
     Atomics.store(s, ${FAILED}, koffi.errno() || 1);
     Atomics.notify(s, ${COMPLETED});
@@ -162,7 +162,7 @@ export class GraceClock {
     return Atomics.load(this.#s, LOADED);
   }
 
-  /** Grace periods the thread has run. */
+  /** Grace periods run: by the thread, or by a caller when the thread cannot (#fallback). */
   get runs(): number {
     return Atomics.load(this.#s, RUNS);
   }
@@ -190,6 +190,7 @@ export class GraceClock {
     const t0 = process.hrtime.bigint();
     synchronizeRcu();
     Atomics.add(this.#nanos, 0, process.hrtime.bigint() - t0);
+    Atomics.add(this.#s, RUNS, 1);
     if (this.completed < req) Atomics.store(this.#s, COMPLETED, req);
   }
 
@@ -239,14 +240,15 @@ export class GraceClock {
 }
 
 /**
- * The host's /sys/kernel/rcu_expedited: '1' (every grace period expedited:
- * microseconds), '0' (the kernel's default: milliseconds), or undefined
- * (not readable: no such file, no sysfs).
+ * The host's /sys/kernel/rcu_expedited: '1' (not 0: every grace period
+ * expedited, microseconds), '0' (the kernel's default: milliseconds), or
+ * undefined (not readable: no such file, no sysfs).
  */
 export function rcuExpedited(): '0' | '1' | undefined {
   try {
-    const v = readFileSync('/sys/kernel/rcu_expedited', 'utf8').trim();
-    return v === '0' || v === '1' ? v : undefined;
+    // The kernel takes any integer there; any but 0 expedites.
+    const v = Number.parseInt(readFileSync('/sys/kernel/rcu_expedited', 'utf8').trim(), 10);
+    return Number.isNaN(v) ? undefined : v === 0 ? '0' : '1';
   } catch {
     return undefined;
   }
