@@ -24,6 +24,10 @@ import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { NR_MEMBARRIER, synchronizeRcu } from './libbpf.js';
 
+/**
+ * Slots of the sequence numbers (a BigInt64Array: 32-bit ones wrapped after 2^31 requests, a
+ * few weeks of deletes at a thousand a second, and every write after that waited for ever).
+ */
 const REQUESTED = 0;
 const COMPLETED = 1;
 const RUNS = 2;
@@ -42,7 +46,7 @@ const EXIT_WAIT_MS = 5000;
 
 /** Atomics.waitAsync (Node 16+; in TypeScript's lib from es2024). */
 interface AtomicsWaitAsync {
-  waitAsync(a: Int32Array, i: number, v: number, timeout: number): { async: false; value: string } | { async: true; value: Promise<string> };
+  waitAsync(a: BigInt64Array, i: number, v: bigint, timeout: number): { async: false; value: string } | { async: true; value: Promise<string> };
 }
 
 
@@ -51,7 +55,7 @@ const WORKER = `
 const { workerData } = require('node:worker_threads');
 const s = new Int32Array(workerData.sab);
 // The process began to exit before this thread started: never load koffi (it would be stopped in it).
-if (Atomics.compareExchange(s, ${LOADED}, 0, ${LOADING}) !== 0) for (;;) Atomics.wait(s, ${REQUESTED}, Atomics.load(s, ${REQUESTED}));
+if (Atomics.compareExchange(s, ${LOADED}, 0, ${LOADING}) !== 0) for (;;) Atomics.wait(s, ${LOADED}, Atomics.load(s, ${LOADED}));
 let koffi;
 let syscall;
 try {
@@ -64,10 +68,11 @@ try {
 }
 const nap = new Int32Array(new SharedArrayBuffer(4));
 const ns = new BigInt64Array(workerData.nanos);
+const q = new BigInt64Array(workerData.seq);
 for (;;) {
-  const req = Atomics.load(s, ${REQUESTED});
-  if (req === Atomics.load(s, ${COMPLETED})) {
-    Atomics.wait(s, ${REQUESTED}, req);
+  const req = Atomics.load(q, ${REQUESTED});
+  if (req === Atomics.load(q, ${COMPLETED})) {
+    Atomics.wait(q, ${REQUESTED}, req);
     continue;
   }
   const extra = Atomics.load(s, ${EXTRA_MS});
@@ -77,17 +82,19 @@ for (;;) {
   if (ret >= 0) Atomics.add(ns, 0, process.hrtime.bigint() - t0);
   if (ret < 0) {
     Atomics.store(s, ${FAILED}, koffi.errno() || 1);
-    Atomics.notify(s, ${COMPLETED});
+    Atomics.notify(q, ${COMPLETED});
     break;
   }
-  Atomics.store(s, ${COMPLETED}, req);
-  Atomics.add(s, ${RUNS}, 1);
-  Atomics.notify(s, ${COMPLETED});
+  Atomics.store(q, ${COMPLETED}, req);
+  Atomics.add(q, ${RUNS}, 1n);
+  Atomics.notify(q, ${COMPLETED});
 }
 `;
 
 export class GraceClock {
   readonly #s = new Int32Array(new SharedArrayBuffer(24));
+  /** Requested, completed, run (REQUESTED, COMPLETED, RUNS). */
+  readonly #seq = new BigInt64Array(new SharedArrayBuffer(24));
   /** Nanoseconds the grace periods took (the thread's and the fallback's), in total. */
   readonly #nanos = new BigInt64Array(new SharedArrayBuffer(8));
   #worker: Worker | undefined;
@@ -129,11 +136,11 @@ export class GraceClock {
     const loadDelayMs = Number(process.env['MUP_TEST_GRACE_LOAD_DELAY_MS'] ?? 0) || 0;
     // execArgv []: not the process's flags (--input-type=module made the CommonJS above an ES module, which
     // failed at its first require; --import tsx, profilers): the thread needs none.
-    const w = new Worker(WORKER, { eval: true, execArgv: [], workerData: { sab: this.#s.buffer, nanos: this.#nanos.buffer, koffi: koffiPath, nr, loadDelayMs } });
+    const w = new Worker(WORKER, { eval: true, execArgv: [], workerData: { sab: this.#s.buffer, seq: this.#seq.buffer, nanos: this.#nanos.buffer, koffi: koffiPath, nr, loadDelayMs } });
     w.unref();
     w.on('error', () => {
       this.#dead = true;
-      Atomics.notify(this.#s, COMPLETED);
+      Atomics.notify(this.#seq, COMPLETED);
     });
     w.on('exit', () => {
       this.#dead = true;
@@ -150,11 +157,17 @@ export class GraceClock {
   }
 
   get requested(): number {
-    return Atomics.load(this.#s, REQUESTED);
+    return Number(Atomics.load(this.#seq, REQUESTED));
   }
 
   get completed(): number {
-    return Atomics.load(this.#s, COMPLETED);
+    return Number(Atomics.load(this.#seq, COMPLETED));
+  }
+
+  /** Tests: number the grace periods from `n` on (before the first request). */
+  testNumberFrom(n: number): void {
+    Atomics.store(this.#seq, REQUESTED, BigInt(n));
+    Atomics.store(this.#seq, COMPLETED, BigInt(n));
   }
 
   /** The thread's load of koffi: 0 (not started), 1 (loaded), 2 (failed), 3 (loading), 4 (the process exited before it started). */
@@ -164,7 +177,7 @@ export class GraceClock {
 
   /** Grace periods run: by the thread, or by a caller when the thread cannot (#fallback). */
   get runs(): number {
-    return Atomics.load(this.#s, RUNS);
+    return Number(Atomics.load(this.#seq, RUNS));
   }
 
   /** Seconds the grace periods run so far took, in total (membarrier's time, on the thread or in a fallback). */
@@ -175,8 +188,8 @@ export class GraceClock {
   /** Ask for a grace period that starts after now; returns its number. */
   request(): number {
     this.start();
-    const n = Atomics.add(this.#s, REQUESTED, 1) + 1;
-    Atomics.notify(this.#s, REQUESTED);
+    const n = Number(Atomics.add(this.#seq, REQUESTED, 1n)) + 1;
+    Atomics.notify(this.#seq, REQUESTED);
     return n;
   }
 
@@ -190,8 +203,8 @@ export class GraceClock {
     const t0 = process.hrtime.bigint();
     synchronizeRcu();
     Atomics.add(this.#nanos, 0, process.hrtime.bigint() - t0);
-    Atomics.add(this.#s, RUNS, 1);
-    if (this.completed < req) Atomics.store(this.#s, COMPLETED, req);
+    Atomics.add(this.#seq, RUNS, 1n);
+    if (this.completed < req) Atomics.store(this.#seq, COMPLETED, BigInt(req));
   }
 
   #failed(): boolean {
@@ -214,7 +227,7 @@ export class GraceClock {
         this.#fallback();
         continue;
       }
-      Atomics.wait(this.#s, COMPLETED, c, 1000);
+      Atomics.wait(this.#seq, COMPLETED, BigInt(c), 1000);
     }
     this.waitedMs += performance.now() - t0;
   }
@@ -232,7 +245,7 @@ export class GraceClock {
         this.#fallback();
         continue;
       }
-      const r = (Atomics as unknown as AtomicsWaitAsync).waitAsync(this.#s, COMPLETED, c, 1000);
+      const r = (Atomics as unknown as AtomicsWaitAsync).waitAsync(this.#seq, COMPLETED, BigInt(c), 1000);
       if (r.async) await r.value;
     }
     if (counted) this.waitedMs += performance.now() - t0;
