@@ -433,7 +433,7 @@ export function createMetrics(d: Daemon, o: MetricsOptions = {}): MupRegistry {
   });
   new Counter({
     name: 'mup_grace_period_seconds_total',
-    help: 'Time the grace periods took, in total (on a thread of their own): microseconds each with /sys/kernel/rcu_expedited 1, milliseconds with 0',
+    help: 'Time the grace periods took, in total (on the clock\'s thread, or the caller\'s when that cannot run them): microseconds each with /sys/kernel/rcu_expedited 1, milliseconds with 0',
     registers: [reg],
     collect() {
       this.reset();

@@ -17,7 +17,7 @@
  *
  * MUP_TEST_GRACE_EXTRA_MS (tests only) makes the thread sleep that long
  * before each grace period, MUP_TEST_GRACE_LOAD_DELAY_MS before it loads
- * koffi.
+ * koffi; MUP_TEST_GRACE_KOFFI names a module it loads instead.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -25,18 +25,18 @@ import { Worker } from 'node:worker_threads';
 import { NR_MEMBARRIER, synchronizeRcu } from './libbpf.js';
 
 /**
- * Slots of the sequence numbers (a BigInt64Array: 32-bit ones wrapped after 2^31 requests, a
- * few weeks of deletes at a thousand a second, and every write after that waited for ever).
+ * Slots of the sequence numbers, SEQ_*: a BigInt64Array (32-bit ones wrapped after 2^31 requests,
+ * a few weeks of deletes at a thousand a second, and every write after that waited for ever).
  */
-const REQUESTED = 0;
-const COMPLETED = 1;
-const RUNS = 2;
-/** errno of a failed membarrier in the thread (then callers run it themselves). */
-const FAILED = 3;
+const SEQ_REQUESTED = 0;
+const SEQ_COMPLETED = 1;
+const SEQ_RUNS = 2;
+/** Slots of the flags, an Int32Array. errno of a failed membarrier in the thread (then callers run it themselves). */
+const FAILED = 0;
 /** Tests: milliseconds the thread sleeps before each grace period. */
-const EXTRA_MS = 4;
+const EXTRA_MS = 1;
 /** Where the thread's load of koffi is: 0 (not started), LOAD_OK, LOAD_FAILED, LOADING, or EXITING (the process exiting first). */
-const LOADED = 5;
+const LOADED = 2;
 const LOAD_OK = 1;
 const LOAD_FAILED = 2;
 const LOADING = 3;
@@ -54,6 +54,7 @@ interface AtomicsWaitAsync {
 const WORKER = `
 const { workerData } = require('node:worker_threads');
 const s = new Int32Array(workerData.sab);
+const q = new BigInt64Array(workerData.seq);
 // The process began to exit before this thread started: never load koffi (it would be stopped in it).
 if (Atomics.compareExchange(s, ${LOADED}, 0, ${LOADING}) !== 0) for (;;) Atomics.wait(s, ${LOADED}, Atomics.load(s, ${LOADED}));
 let koffi;
@@ -65,14 +66,15 @@ try {
 } finally {
   Atomics.store(s, ${LOADED}, syscall === undefined ? ${LOAD_FAILED} : ${LOAD_OK});
   Atomics.notify(s, ${LOADED});
+  // Waiters for a grace period look again (#failed): they run it themselves now.
+  if (syscall === undefined) Atomics.notify(q, ${SEQ_COMPLETED});
 }
 const nap = new Int32Array(new SharedArrayBuffer(4));
 const ns = new BigInt64Array(workerData.nanos);
-const q = new BigInt64Array(workerData.seq);
 for (;;) {
-  const req = Atomics.load(q, ${REQUESTED});
-  if (req === Atomics.load(q, ${COMPLETED})) {
-    Atomics.wait(q, ${REQUESTED}, req);
+  const req = Atomics.load(q, ${SEQ_REQUESTED});
+  if (req === Atomics.load(q, ${SEQ_COMPLETED})) {
+    Atomics.wait(q, ${SEQ_REQUESTED}, req);
     continue;
   }
   const extra = Atomics.load(s, ${EXTRA_MS});
@@ -82,18 +84,18 @@ for (;;) {
   if (ret >= 0) Atomics.add(ns, 0, process.hrtime.bigint() - t0);
   if (ret < 0) {
     Atomics.store(s, ${FAILED}, koffi.errno() || 1);
-    Atomics.notify(q, ${COMPLETED});
+    Atomics.notify(q, ${SEQ_COMPLETED});
     break;
   }
-  Atomics.store(q, ${COMPLETED}, req);
-  Atomics.add(q, ${RUNS}, 1n);
-  Atomics.notify(q, ${COMPLETED});
+  Atomics.store(q, ${SEQ_COMPLETED}, req);
+  Atomics.add(q, ${SEQ_RUNS}, 1n);
+  Atomics.notify(q, ${SEQ_COMPLETED});
 }
 `;
 
 export class GraceClock {
-  readonly #s = new Int32Array(new SharedArrayBuffer(24));
-  /** Requested, completed, run (REQUESTED, COMPLETED, RUNS). */
+  readonly #s = new Int32Array(new SharedArrayBuffer(12));
+  /** Requested, completed, run (SEQ_REQUESTED, SEQ_COMPLETED, SEQ_RUNS). */
   readonly #seq = new BigInt64Array(new SharedArrayBuffer(24));
   /** Nanoseconds the grace periods took (the thread's and the fallback's), in total. */
   readonly #nanos = new BigInt64Array(new SharedArrayBuffer(8));
@@ -131,7 +133,8 @@ export class GraceClock {
       this.#dead = true;
       return;
     }
-    const koffiPath = createRequire(import.meta.url).resolve('koffi');
+    // Tests: MUP_TEST_GRACE_KOFFI names another module for the thread to load (one that fails).
+    const koffiPath = process.env['MUP_TEST_GRACE_KOFFI'] ?? createRequire(import.meta.url).resolve('koffi');
     // Tests: MUP_TEST_GRACE_LOAD_DELAY_MS holds the thread that long before it loads koffi.
     const loadDelayMs = Number(process.env['MUP_TEST_GRACE_LOAD_DELAY_MS'] ?? 0) || 0;
     // execArgv []: not the process's flags (--input-type=module made the CommonJS above an ES module, which
@@ -140,7 +143,7 @@ export class GraceClock {
     w.unref();
     w.on('error', () => {
       this.#dead = true;
-      Atomics.notify(this.#seq, COMPLETED);
+      Atomics.notify(this.#seq, SEQ_COMPLETED);
     });
     w.on('exit', () => {
       this.#dead = true;
@@ -157,17 +160,17 @@ export class GraceClock {
   }
 
   get requested(): number {
-    return Number(Atomics.load(this.#seq, REQUESTED));
+    return Number(Atomics.load(this.#seq, SEQ_REQUESTED));
   }
 
   get completed(): number {
-    return Number(Atomics.load(this.#seq, COMPLETED));
+    return Number(Atomics.load(this.#seq, SEQ_COMPLETED));
   }
 
   /** Tests: number the grace periods from `n` on (before the first request). */
   testNumberFrom(n: number): void {
-    Atomics.store(this.#seq, REQUESTED, BigInt(n));
-    Atomics.store(this.#seq, COMPLETED, BigInt(n));
+    Atomics.store(this.#seq, SEQ_REQUESTED, BigInt(n));
+    Atomics.store(this.#seq, SEQ_COMPLETED, BigInt(n));
   }
 
   /** The thread's load of koffi: 0 (not started), 1 (loaded), 2 (failed), 3 (loading), 4 (the process exited before it started). */
@@ -177,7 +180,7 @@ export class GraceClock {
 
   /** Grace periods run: by the thread, or by a caller when the thread cannot (#fallback). */
   get runs(): number {
-    return Number(Atomics.load(this.#seq, RUNS));
+    return Number(Atomics.load(this.#seq, SEQ_RUNS));
   }
 
   /** Seconds the grace periods run so far took, in total (membarrier's time, on the thread or in a fallback). */
@@ -188,8 +191,8 @@ export class GraceClock {
   /** Ask for a grace period that starts after now; returns its number. */
   request(): number {
     this.start();
-    const n = Number(Atomics.add(this.#seq, REQUESTED, 1n)) + 1;
-    Atomics.notify(this.#seq, REQUESTED);
+    const n = Number(Atomics.add(this.#seq, SEQ_REQUESTED, 1n)) + 1;
+    Atomics.notify(this.#seq, SEQ_REQUESTED);
     return n;
   }
 
@@ -203,12 +206,14 @@ export class GraceClock {
     const t0 = process.hrtime.bigint();
     synchronizeRcu();
     Atomics.add(this.#nanos, 0, process.hrtime.bigint() - t0);
-    Atomics.add(this.#seq, RUNS, 1n);
-    if (this.completed < req) Atomics.store(this.#seq, COMPLETED, BigInt(req));
+    Atomics.add(this.#seq, SEQ_RUNS, 1n);
+    if (this.completed < req) Atomics.store(this.#seq, SEQ_COMPLETED, BigInt(req));
   }
 
   #failed(): boolean {
-    return this.#dead || Atomics.load(this.#s, FAILED) !== 0 || Atomics.load(this.#s, LOADED) === EXITING;
+    // LOAD_FAILED too: the thread's 'error' (which sets #dead) is not delivered while waitSync blocks the loop.
+    const loaded = Atomics.load(this.#s, LOADED);
+    return this.#dead || Atomics.load(this.#s, FAILED) !== 0 || loaded === EXITING || loaded === LOAD_FAILED;
   }
 
   /**
@@ -227,7 +232,7 @@ export class GraceClock {
         this.#fallback();
         continue;
       }
-      Atomics.wait(this.#seq, COMPLETED, BigInt(c), 1000);
+      Atomics.wait(this.#seq, SEQ_COMPLETED, BigInt(c), 1000);
     }
     this.waitedMs += performance.now() - t0;
   }
@@ -245,7 +250,7 @@ export class GraceClock {
         this.#fallback();
         continue;
       }
-      const r = (Atomics as unknown as AtomicsWaitAsync).waitAsync(this.#seq, COMPLETED, BigInt(c), 1000);
+      const r = (Atomics as unknown as AtomicsWaitAsync).waitAsync(this.#seq, SEQ_COMPLETED, BigInt(c), 1000);
       if (r.async) await r.value;
     }
     if (counted) this.waitedMs += performance.now() - t0;

@@ -63,4 +63,19 @@ process.on('exit', () => {
     // check of it, the clock has no thread and the wait hangs.
     expect(out).toBe('at exit: 4, grace period done\n');
   });
+
+  it('a thread that cannot load koffi: waitSync runs the grace period itself, it does not wait for ever', () => {
+    // The thread's 'error' (which marks the clock dead) is not delivered while waitSync holds the loop: the wait
+    // went on in 1 s steps for ever (this child was killed by the 30 s timeout). Now the load's failure is seen.
+    const out = runChild(
+      `const n = graceClock.request();
+const t0 = performance.now();
+graceClock.waitSync(n);
+process.stdout.write('loaded ' + graceClock.loaded + ', done ' + graceClock.done(n) + ', runs ' + graceClock.runs + ', ' + (performance.now() - t0 < 5000 ? 'in time' : 'late') + '\\n');
+`,
+      { MUP_TEST_GRACE_KOFFI: '/nonexistent/koffi-for-a-test' },
+    );
+    // 2: LOAD_FAILED; the grace period run by the caller (#fallback) and counted.
+    expect(out).toBe('loaded 2, done true, runs 1, in time\n');
+  });
 });
