@@ -11,7 +11,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
-import { TestDaemon } from './helpers/daemon.js';
+import { execa } from 'execa';
+import { MUP_BIN, TestDaemon } from './helpers/daemon.js';
 
 const haveObject = existsSync(DEFAULT_OBJECT);
 const isRoot = process.getuid?.() === 0;
@@ -83,5 +84,12 @@ describe.skipIf(!haveObject || !isRoot)('the daemon while a change waits for its
     expect(metric(after, 'mup_rcu_expedited')).toBe(host === 0 ? 0 : 1);
     const told = /grace periods are not expedited/.test(t.log);
     expect(told, `the start's log line with /sys/kernel/rcu_expedited ${host}`).toBe(host === 0);
+    // GET /v1/status and `mup status` say the same.
+    const g = ((await t.api('GET', '/v1/status')).body as { grace: { rcuExpedited: number; periods: number; seconds: number; waitSeconds: number } }).grace;
+    expect(g.rcuExpedited).toBe(host === 0 ? 0 : 1);
+    expect(g.periods).toBeGreaterThanOrEqual(metric(after, 'mup_grace_periods_total'));
+    expect(g.waitSeconds).toBeGreaterThanOrEqual(metric(after, 'mup_grace_wait_seconds_total'));
+    const cli = await execa('node', [MUP_BIN, 'status'], { reject: false, env: { MUP_SOCKET: t.socket }, timeout: 30_000 });
+    expect(cli.stdout).toMatch(new RegExp(`^grace {6}rcu_expedited ${host === 0 ? 0 : 1}: \\d+ grace periods, [\\d.]+ ms each; table writes waited [\\d.]+ s`, 'm'));
   });
 });

@@ -402,6 +402,13 @@ export function registerOps(program: Command, io: Io): void {
     });
 
   // ---------------------------------------------------------------- status
+  /** `mup status`'s grace line: what the host's grace periods cost the changes (a daemon before session 41 has none). */
+  const graceLine = (g: DaemonStatus['grace']): string => {
+    const mean = g.periods === 0 ? '' : `, ${((g.seconds / g.periods) * 1000).toFixed(2)} ms each`;
+    const setting = g.rcuExpedited === null ? 'rcu_expedited unknown' : `rcu_expedited ${g.rcuExpedited}`;
+    const hint = g.rcuExpedited === 0 ? ' (not expedited: an add or replace after a delete or replace waits milliseconds; docs/daemon.md)' : '';
+    return `grace      ${setting}: ${g.periods} grace periods${mean}; table writes waited ${g.waitSeconds.toFixed(1)} s${hint}`;
+  };
   withTarget(program.command('status'))
     .summary('what the daemon runs: program, interfaces, tables, config; the exit status says whether it is healthy')
     .description(
@@ -442,6 +449,7 @@ export function registerOps(program: Command, io: Io): void {
         `forwarding ${s.forwarding}`,
         `tables     policies ${s.tables.policies.entries}/${s.tables.policies.capacity}, local SIDs ${s.tables.localsids.entries}/${s.tables.localsids.capacity}` +
           (s.tables.sessions === undefined ? '' : `, sessions ${s.tables.sessions.entries}/${s.tables.sessions.capacity}`),
+        ...(s.grace === undefined ? [] : [graceLine(s.grace)]),
         '',
       ].join('\n');
       const rows = [['interface', 'mode', 'ifindex', 'state', 'prog id']];

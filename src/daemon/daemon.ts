@@ -43,7 +43,7 @@ import {
   type TranslationFunction,
 } from '../dataplane/dataplane.js';
 import { closeFd, LibbpfError, mapInfo, progInfo } from '../dataplane/libbpf.js';
-import { rcuExpedited } from '../dataplane/grace.js';
+import { graceClock, rcuExpedited } from '../dataplane/grace.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.js';
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
@@ -166,6 +166,12 @@ export interface DaemonStatus {
     /** The last pass: when its writes were done, rules resolved again, full or incremental, ms from its start (after the 50 ms debounce). */
     readonly last: { readonly at: string; readonly rules: number; readonly full: boolean; readonly ms: number } | null;
   } | null;
+  /**
+   * RCU grace periods since start (docs/daemon.md "Grace periods and rcu_expedited"): the host's
+   * /sys/kernel/rcu_expedited (null: unreadable), grace periods run, their time and the time table
+   * writes waited for them, in seconds.
+   */
+  readonly grace: { readonly rcuExpedited: 0 | 1 | null; readonly periods: number; readonly seconds: number; readonly waitSeconds: number };
   /** process.memoryUsage() now, MB (docs/bench.md "Daemon memory"): rss, heapUsed, heapTotal, external, arrayBuffers. */
   readonly memory: Record<string, number>;
 }
@@ -2445,6 +2451,10 @@ export class Daemon {
       forwarding: s.forwarding,
       eventLoop: this.loop.status(),
       nexthops: this.nexthopTotals(),
+      grace: (() => {
+        const e = rcuExpedited();
+        return { rcuExpedited: e === undefined ? null : e === '1' ? 1 : 0, periods: graceClock.runs, seconds: graceClock.seconds, waitSeconds: graceClock.waitedMs / 1000 };
+      })(),
       memory: memoryMB(),
     };
   }
