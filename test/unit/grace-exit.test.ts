@@ -69,13 +69,12 @@ process.on('exit', () => {
     // went on in 1 s steps for ever (this child was killed by the 30 s timeout). Now the load's failure is seen.
     const out = runChild(
       `const n = graceClock.request();
-const t0 = performance.now();
 graceClock.waitSync(n);
-process.stdout.write('loaded ' + graceClock.loaded + ', done ' + graceClock.done(n) + ', runs ' + graceClock.runs + ', ' + (performance.now() - t0 < 5000 ? 'in time' : 'late') + '\\n');
+process.stdout.write('loaded ' + graceClock.loaded + ', done ' + graceClock.done(n) + ', runs ' + graceClock.runs + '\\n');
 `,
       { MUP_TEST_GRACE_KOFFI: '/nonexistent/koffi-for-a-test' },
     );
     // 2: LOAD_FAILED; the grace period run by the caller (#fallback) and counted.
-    expect(out).toBe('loaded 2, done true, runs 1, in time\n');
+    expect(out).toBe('loaded 2, done true, runs 1\n');
   });
 });
