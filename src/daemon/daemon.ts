@@ -669,7 +669,7 @@ export class Daemon {
         'the collections after reloads and large batches cannot compact the heap: V8 keeps the pages they free (tens of MB of resident memory), and one that cannot wait for a second without requests is a full pause (51-84 ms with 131,072 rules); build the native addon (make native)',
       );
     }
-    if (rcuExpedited() === '0') {
+    if (rcuExpedited() === 0) {
       this.#log.info(
         { rcuExpedited: 0, doc: 'docs/daemon.md "Grace periods and rcu_expedited"' },
         "grace periods are not expedited (/sys/kernel/rcu_expedited 0, the kernel's default): an add or replace right after a delete or replace waits for one, milliseconds each (mup_grace_wait_seconds_total); `echo 1 > /sys/kernel/rcu_expedited` makes them microseconds, for the whole host",
@@ -2451,10 +2451,7 @@ export class Daemon {
       forwarding: s.forwarding,
       eventLoop: this.loop.status(),
       nexthops: this.nexthopTotals(),
-      grace: (() => {
-        const e = rcuExpedited();
-        return { rcuExpedited: e === undefined ? null : e === '1' ? 1 : 0, periods: graceClock.runs, seconds: graceClock.seconds, waitSeconds: graceClock.waitedMs / 1000 };
-      })(),
+      grace: { rcuExpedited: rcuExpedited() ?? null, periods: graceClock.runs, seconds: graceClock.seconds, waitSeconds: graceClock.waitedMs / 1000 },
       memory: memoryMB(),
     };
   }

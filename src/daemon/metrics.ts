@@ -457,7 +457,7 @@ export function createMetrics(d: Daemon, o: MetricsOptions = {}): MupRegistry {
       registers: [reg],
       collect() {
         const v = rcuExpedited();
-        if (v !== undefined) this.set(Number(v));
+        if (v !== undefined) this.set(v);
       },
     });
   }

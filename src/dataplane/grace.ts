@@ -257,16 +257,26 @@ export class GraceClock {
   }
 }
 
+/** The last read of rcuExpedited(), and when (performance.now()). */
+let rcuRead: { readonly at: number; readonly value: 0 | 1 | undefined } | undefined;
+
 /**
- * The host's /sys/kernel/rcu_expedited: '1' (not 0: every grace period
- * expedited, microseconds), '0' (the kernel's default: milliseconds), or
- * undefined (not readable: no such file, no sysfs).
+ * The host's /sys/kernel/rcu_expedited: 1 (not 0: every grace period
+ * expedited, microseconds), 0 (the kernel's default: milliseconds), or
+ * undefined (not readable: no such file, no sysfs). Read again at most once
+ * a second: GET /v1/status and each /metrics scrape ask for it.
  */
-export function rcuExpedited(): '0' | '1' | undefined {
+export function rcuExpedited(): 0 | 1 | undefined {
+  const now = performance.now();
+  if (rcuRead === undefined || now - rcuRead.at > 1000) rcuRead = { at: now, value: readRcuExpedited() };
+  return rcuRead.value;
+}
+
+function readRcuExpedited(): 0 | 1 | undefined {
   try {
     // The kernel takes any integer there; any but 0 expedites.
     const v = Number.parseInt(readFileSync('/sys/kernel/rcu_expedited', 'utf8').trim(), 10);
-    return Number.isNaN(v) ? undefined : v === 0 ? '0' : '1';
+    return Number.isNaN(v) ? undefined : v === 0 ? 0 : 1;
   } catch {
     return undefined;
   }
