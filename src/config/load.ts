@@ -1070,7 +1070,7 @@ interface Rule {
 }
 
 function label(r: Rule, section: RuleSection): string {
-  const w = whereText(section, r.where);
+  const w = whereText(section, r);
   return r.name === undefined ? w : `${w} (${JSON.stringify(r.name)})`;
 }
 

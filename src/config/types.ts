@@ -26,8 +26,9 @@ export interface TeidPrefix {
 /**
  * Where a rule came from, for messages: a file rule's index in its list (3
  * for "policies[3]"; a number, not a string per rule: 4.8 MB and ~150 ms of
- * a 131,072-rule start), else a text: an API rule's "policies[<key>]", a
- * state file record's "<file>:<line>", a BGP route's "bgp ...".
+ * a 131,072-rule start), else a text: API_WHERE for an API rule (spelled
+ * "policies[<key>]"), a state file record's "<file>:<line>", a BGP route's
+ * "bgp ...".
  * `whereText` (src/config/keys.ts) spells it. The rule set tells a file
  * rule from the others by it (`fromFile`): a config built by hand for a
  * rule set gives its rules their indexes.

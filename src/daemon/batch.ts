@@ -11,7 +11,7 @@
  */
 import { ConfigError } from '../config/errors.js';
 import { placed } from '../config/load.js';
-import { apiWhere } from '../config/keys.js';
+import { API_WHERE } from '../config/keys.js';
 import type { Changes } from '../dataplane/tables.js';
 import { JsonLine, learnedDeleteText, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
@@ -228,7 +228,7 @@ class Planner {
       }
     }
     // The rule parsed just now, held by no one else: named in place.
-    const tagged: Rule = placed(rule, apiWhere(k.section, key));
+    const tagged: Rule = placed(rule, API_WHERE);
     this.#change(kind, key, tagged);
     if (op === 'add') counts.added++;
     else counts.replaced++;

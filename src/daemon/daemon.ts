@@ -23,7 +23,7 @@ import { dirname } from 'node:path';
 import type { Config, Settings } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed, type ItemSpans } from '../config/load.js';
 import { spansForSplice } from '../config/running-splice.js';
-import { apiWhere } from '../config/keys.js';
+import { API_WHERE } from '../config/keys.js';
 import { deflatedFile, parseConfigOffLoop, rulesCrossed, rulesKept } from '../config/parse-async.js';
 import type { HeldText } from '../config/parse-pieces.js';
 import { RunningConfigAbandoned, runningConfigOffLoop, type CompactSection } from '../config/running-async.js';
@@ -1990,7 +1990,7 @@ export class Daemon {
       const k = RULE_KINDS[kind];
       const rule = this.#rules.check(kind, body, op);
       const key = k.key(rule);
-      const tagged: Rule = placed(rule, apiWhere(k.section, key));
+      const tagged: Rule = placed(rule, API_WHERE);
       const previous = this.#rules.rules(kind).get(key);
       const t = this.dataplane.rules;
       this.#tables(t, k.put([tagged]), previous === undefined ? k.del([rule]) : k.put([previous]), `${op} ${kind} ${key}`);

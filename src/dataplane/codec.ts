@@ -284,7 +284,7 @@ export function policyFlags(p: Policy): number {
 export function writePolicy(p: Policy, rule: number, b: Buffer, o: number): void {
   if (p.segments.length > MUP_MAX_SEGS) {
     // Would overwrite the fields after segs[].
-    throw new Error(`internal: ${whereText('policies', p.where)} has ${p.segments.length} segments; config validation should have refused it`);
+    throw new Error(`internal: ${whereText('policies', p)} has ${p.segments.length} segments; config validation should have refused it`);
   }
   putIpv6(b, o + P.sr_prefix.offset, p.srPrefix.addr);
   putIpv6(b, o + P.src_prefix.offset, p.srcPrefix.addr);
@@ -358,7 +358,7 @@ export function writeLocalSid(s: LocalSid, rule: number, b: Buffer, o: number): 
   }
   const segs = s.segments ?? [];
   if (segs.length > MUP_MAX_SEGS) {
-    throw new Error(`internal: ${whereText('localsids', s.where)} has ${segs.length} segments; config validation should have refused it`);
+    throw new Error(`internal: ${whereText('localsids', s)} has ${segs.length} segments; config validation should have refused it`);
   }
   segs.forEach((x, i) => putIpv6(b, o + pol + P.segs.offset + 16 * i, x));
   u8(b, o + pol + P.nsegs.offset, segs.length);
@@ -403,7 +403,7 @@ export function sessionAddresses(s: Session): { da: bigint; sa: bigint } {
 /** A session's value for rule id `rule`, written into `b` at byte `o` (bytes there zero). */
 export function writeSession(s: Session, rule: number, b: Buffer, o: number): void {
   if (s.segments.length > MUP_MAX_SEGS) {
-    throw new Error(`internal: ${whereText('sessions', s.where)} has ${s.segments.length} segments; config validation should have refused it`);
+    throw new Error(`internal: ${whereText('sessions', s)} has ${s.segments.length} segments; config validation should have refused it`);
   }
   const { da, sa } = sessionAddresses(s);
   putIpv6(b, o + S.da.offset, da);

@@ -137,7 +137,7 @@ export class RuleCounterRows implements Rows<RuleCounter> {
       const k = this.#kinds[i]!;
       const r = this.#rules[i]!;
       const kind = KINDS[k]!;
-      const where = whereText(SECTIONS[k]!, r.where);
+      const where = whereText(SECTIONS[k]!, r);
       const key = k === 0 ? policyKey(r as Policy) : k === 1 ? localSidKey(r as LocalSid) : sessionKey(r as Session);
       const rule = this.#ids[i]!;
       const packets = this.#packets[i]!;

@@ -631,7 +631,7 @@ function gtpuSeed(rng: Rng, cfg: Config, i: number): Seed {
     frag: rng.pick([0x4000, 0]),
   });
   const [padTag, frame] = pad(rng, ether(0x0800, ip));
-  return { name: `gtpu/${pol.name ?? whereText('policies', pol.where)}/${shape}/${innerKind}${opts.length ? `/v4opts${opts.length}` : ''}${padTag}`, family: 'gtpu', frame, fields: describeFields(frame) };
+  return { name: `gtpu/${pol.name ?? whereText('policies', pol)}/${shape}/${innerKind}${opts.length ? `/v4opts${opts.length}` : ''}${padTag}`, family: 'gtpu', frame, fields: describeFields(frame) };
 }
 
 const SRV6_SHAPES = ['none', 'srh1', 'srh2', 'srh3', 'srh4', 'srh2-tlv', 'hbh', 'dst', 'hbh+srh1', 'dst+srh3', 'hbh+dst+srh2+dst', 'srh-first-not-da'] as const;
@@ -686,7 +686,7 @@ function srv6Seed(rng: Rng, cfg: Config, i: number): Seed {
     ]),
   });
   const [padTag, frame] = pad(rng, ether(0x86dd, ip));
-  return { name: `srv6/${ls.name ?? whereText('localsids', ls.where)}/${shape}/${innerKind}${padTag}`, family: 'srv6', frame, fields: describeFields(frame) };
+  return { name: `srv6/${ls.name ?? whereText('localsids', ls)}/${shape}/${innerKind}${padTag}`, family: 'srv6', frame, fields: describeFields(frame) };
 }
 
 /** An address inside a prefix, the rest random. */
@@ -718,7 +718,7 @@ function gtp6Seed(rng: Rng, ls: LocalSid, i: number): Seed {
     const [nh, exts] = build[shape];
     const ip = ipv6({ src: rng.u128(), dst: da, nh, payload: Buffer.concat([exts, inner]), tc: rng.int(256), flow: rng.int(1 << 20), hopLimit: rng.pick([64, 2, 255]) });
     const [padTag, frame] = pad(rng, ether(0x86dd, ip));
-    return { name: `srv6/${ls.name ?? whereText('localsids', ls.where)}/${shape}/${innerKind}${padTag}`, family: 'srv6', frame, fields: describeFields(frame) };
+    return { name: `srv6/${ls.name ?? whereText('localsids', ls)}/${shape}/${innerKind}${padTag}`, family: 'srv6', frame, fields: describeFields(frame) };
   }
   const shape = GTP_SHAPES[i % GTP_SHAPES.length]!;
   const chain = GTP6D_CHAINS[Math.floor(i / GTP_SHAPES.length) % GTP6D_CHAINS.length]!;
@@ -735,7 +735,7 @@ function gtp6Seed(rng: Rng, ls: LocalSid, i: number): Seed {
   const [nh, exts] = ext[chain];
   const ip = ipv6({ src: rng.u128(), dst: randomIn6(rng, ls.sid), nh, payload: Buffer.concat([exts, u]), tc: rng.int(256), flow: rng.int(1 << 20), hopLimit: rng.pick([64, 1, 255]) });
   const [padTag, frame] = pad(rng, ether(0x86dd, ip));
-  return { name: `gtpu6/${ls.name ?? whereText('localsids', ls.where)}/${shape}/${chain}/${innerKind}${padTag}`, family: 'gtpu', frame, fields: describeFields(frame) };
+  return { name: `gtpu6/${ls.name ?? whereText('localsids', ls)}/${shape}/${chain}/${innerKind}${padTag}`, family: 'gtpu', frame, fields: describeFields(frame) };
 }
 
 function otherSeeds(rng: Rng, cfg: Config): Seed[] {
@@ -802,7 +802,7 @@ function sessionSeed(rng: Rng, x: NonNullable<Config['sessions']>[number], i: nu
           : ipv6({ src: rng.u128(), dst, nh: 17, payload: udp(sport, dport, p), tc });
   }
   const [padTag, frame] = pad(rng, ether(x.ue.family === 4 ? 0x0800 : 0x86dd, ip));
-  return { name: `session/${x.name ?? whereText('sessions', x.where)}/${shape}${padTag}`, family: 'other', frame, fields: describeFields(frame) };
+  return { name: `session/${x.name ?? whereText('sessions', x)}/${shape}${padTag}`, family: 'other', frame, fields: describeFields(frame) };
 }
 
 /** The seed corpus: every GTP-U shape for every policy, every SRv6 shape for every local SID, and more. */

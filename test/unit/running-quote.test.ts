@@ -13,7 +13,7 @@
 import jsyaml from 'js-yaml';
 import { describe, expect, it } from 'vitest';
 import { parseBlockYaml, NOT_BLOCK } from '../../src/config/block-yaml.js';
-import { apiWhere } from '../../src/config/keys.js';
+import { API_WHERE } from '../../src/config/keys.js';
 import { parseConfig, placed } from '../../src/config/load.js';
 import { parseConfigOffLoop } from '../../src/config/parse-async.js';
 import { readsAsNonString } from '../../src/config/quote-scalars.js';
@@ -147,7 +147,7 @@ function running(config: Config, adds: readonly (readonly [RuleKind, Record<stri
   for (const [kind, body] of adds) {
     const k = RULE_KINDS[kind];
     const r = k.parse(body, 'request body');
-    rs.put(kind, placed(r, apiWhere(k.section, k.key(r))));
+    rs.put(kind, placed(r, API_WHERE));
   }
   // As the daemon's #runningSections gathers them.
   const sections = RULE_KIND_LIST.map((k): CompactSection => {

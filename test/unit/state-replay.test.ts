@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { apiWhere } from '../../src/config/keys.js';
+import { API_WHERE } from '../../src/config/keys.js';
 import { parseConfig, placed } from '../../src/config/load.js';
 import { emptyOverlay, RULE_KIND_LIST, RULE_KINDS, RuleSet, StateStore, type Overlay, type RuleKind, type StateChange } from '../../src/daemon/rules.js';
 
@@ -79,7 +79,7 @@ describe('a restart brings back what was running: API changes replayed from the 
           ops.push(`del ${kind} ${i}`);
         } else {
           const v = Math.floor(rnd() * 3);
-          const tagged = placed(k.parse(apiRule(kind, i, v), 't'), apiWhere(k.section, key));
+          const tagged = placed(k.parse(apiRule(kind, i, v), 't'), API_WHERE);
           set.put(kind, tagged);
           line = { put: kind, rule: k.json(tagged), base: set.base(kind, key) };
           ops.push(`put ${kind} ${i} v${v}`);
