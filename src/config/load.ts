@@ -895,7 +895,7 @@ const ISD_WHAT = `the gateway's End.M.GTP4.E SID prefix, length <= ${MAX_SID_PRE
 function readSession(src: Source, path: Path, v: unknown): Session {
   const m = readMapping(src, path, v, SESSION_KEYS, 'in a session');
   let x = present(m, 'name');
-  const name = x === undefined ? undefined : readName(src, child(path, 'name'), x);
+  const name = x === undefined ? undefined : readRuleName(src, child(path, 'name'), x);
   const ue = readUePrefix(src, child(path, 'ue'), need(src, m, path, 'ue', UE_WHAT));
   const teid = readTeid(src, child(path, 'teid'), need(src, m, path, 'teid', TEID_WHAT));
   const qfi = readInt(src, child(path, 'qfi'), need(src, m, path, 'qfi', QFI_WHAT), 0, 63, 'QFI is a 6-bit field of Args.Mob.Session');
@@ -1288,10 +1288,11 @@ const RULE_NAME_CHAR = /[A-Za-z0-9._:/@+-]/u;
 const RULE_NAME_OK = new RegExp(`^${RULE_NAME_CHAR.source}*$`, RULE_NAME_CHAR.flags);
 
 /**
- * A policy's or local SID's name: it goes as it is into `policy list`, logs
- * and /metrics labels, so only a printable set (letters, digits and
- * `. _ : / @ + -`) and at most RULE_NAME_MAX characters. The config file and
- * the API (parsePolicyEntry, parseLocalSidEntry) both read names here.
+ * A rule's name (policy, local SID, session): it goes as it is into `policy
+ * list`, logs and /metrics labels, so only a printable set (letters, digits
+ * and `. _ : / @ + -`) and at most RULE_NAME_MAX characters. The config file
+ * and the API (parsePolicyEntry, parseLocalSidEntry, parseSessionEntry) both
+ * read names here.
  */
 function readRuleName(src: Source, path: Path, v: unknown): string {
   const s = readName(src, path, v);
@@ -1396,7 +1397,8 @@ function required<T>(
   return got;
 }
 
-function describe(v: unknown): string {
+/** A value as messages name it ("the string \"...\"", "a mapping"): never the whole of it (a body may hold 16 MB, or JSON nested thousands deep). */
+export function describe(v: unknown): string {
   if (v === null || v === undefined) return 'nothing';
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'a mapping';

@@ -115,6 +115,36 @@ function codeOf(status: number): ErrorCode {
   }
 }
 
+/**
+ * The request target as a URL. Node's parser lets through targets `new
+ * URL` refuses ("GET http://[/v1/status"): a 400, not the 500 of an
+ * exception.
+ */
+function requestUrl(target: string | undefined): URL {
+  try {
+    return new URL(target ?? '/', 'http://mup');
+  } catch {
+    throw new HttpError(400, `the request target ${JSON.stringify((target ?? '').slice(0, 200))} is not a URL path; send a path such as /v1/status`);
+  }
+}
+
+/**
+ * The path without its trailing slashes ("/" for none left). A loop, not
+ * /\/+$/: that regex tries each run of slashes to the end, quadratic in
+ * their number (a 16 KB target of slashes then one letter held the event
+ * loop 170 ms).
+ */
+export function withoutTrailingSlashes(path: string): string {
+  let end = path.length;
+  while (end > 0 && path.charCodeAt(end - 1) === 0x2f /* / */) end--;
+  return end === 0 ? '/' : end === path.length ? path : path.slice(0, end);
+}
+
+/** The client went away before its request was read whole (its body cut short, its socket closed). */
+function clientLeft(req: IncomingMessage): boolean {
+  return req.destroyed && !req.complete;
+}
+
 class HttpError extends Error {
   constructor(
     readonly status: number,
@@ -334,6 +364,11 @@ export async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<
   // application/json, with parameters or none; not application/json-seq and the like (\b let those through).
   if (!/^application\/json\s*(;|$)/i.test(type)) {
     throw new HttpError(415, `send the body as JSON with Content-Type: application/json (got ${JSON.stringify(type || 'none')})`);
+  }
+  // The body is read as UTF-8 (JSON's encoding, RFC 8259 8.1): another charset would be read wrongly, not refused.
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(type)?.[1];
+  if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
+    throw new HttpError(415, `the body is read as UTF-8 (JSON's encoding); send it as UTF-8 with Content-Type: application/json (got charset ${JSON.stringify(charset)})`);
   }
   const declared = Number(req.headers['content-length'] ?? NaN);
   const hint = limit === MAX_BODY ? 'send one rule per request (many at once: POST /v1/batch)' : 'split the batch';
@@ -607,6 +642,25 @@ export function* pageKeysSlices(keys: Iterable<string>, after: string | undefine
   return { keys: heap, more };
 }
 
+/**
+ * A whole list, {"policies":[...]}, rule by rule from the live map as the
+ * answer is written (turns apart). A key deleted and put back meanwhile
+ * moves to the map's end, where the iteration meets it again: it is listed
+ * once, with the rule it had when it was reached (before, it was listed
+ * twice). The keys listed are held until the answer ends (references to
+ * the map's own key texts).
+ */
+export function* unpagedListing<R>(section: string, rules: ReadonlyMap<string, R>, listed: (r: R) => unknown): Generator<string, void, undefined> {
+  yield `{${JSON.stringify(section)}:[`;
+  const sent = new Set<string>();
+  for (const [key, r] of rules) {
+    if (sent.has(key)) continue;
+    sent.add(key);
+    yield `${sent.size === 1 ? '' : ','}${toJson(listed(r))}`;
+  }
+  yield ']}\n';
+}
+
 export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const { daemon: d } = o;
   const kinds = new Map<string, RuleKindSpec>(RULE_KIND_LIST.map((k) => [k.apiPath, k]));
@@ -633,15 +687,25 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
     if (specs.length === 0) throw new HttpError(400, `kind=${JSON.stringify(kind)}: use one of ${RULE_KIND_LIST.map((x) => x.kind).join(', ')}`, 'kind', 'invalid');
     const found: { kind: string; at: string; rule: unknown }[] = [];
     for (const spec of specs) {
-      let c = d.ruleCounters(spec.kind, { name: rule });
-      if (c === undefined) {
-        try {
-          c = d.ruleCounters(spec.kind, { key: rule });
-        } catch {
-          // not a key of this kind
-        }
+      const named = d.ruleCounters(spec.kind, { name: rule });
+      let keyed: ReturnType<typeof d.ruleCounters>;
+      try {
+        keyed = d.ruleCounters(spec.kind, { key: rule });
+      } catch {
+        // not a key of this kind
       }
-      if (c !== undefined) found.push({ kind: spec.kind, ...c });
+      // A name may be spelled as a prefix ("10.0.0.0/8" naming the rule of 192.0.2.0/24): the name was
+      // taken and the rule keyed 10.0.0.0/8 could not be reached by its key.
+      if (named !== undefined && keyed !== undefined && named.key !== keyed.key) {
+        throw new HttpError(
+          400,
+          `${JSON.stringify(rule)} is ambiguous: it names the ${spec.label} with ${spec.keyName} ${named.key} and is the ${spec.keyName} of another ${spec.label}; ask for that one by its name, or give the first a name that is not a prefix`,
+          'rule',
+          'invalid',
+        );
+      }
+      const c = named ?? keyed;
+      if (c !== undefined) found.push({ kind: spec.kind, at: c.at, rule: c.rule });
     }
     if (found.length === 0) throw new HttpError(404, `no rule named or keyed ${JSON.stringify(rule)}${kind === null ? '' : ` among the ${kind} rules`}; list them with mup policy|sid|session list`, 'rule');
     if (found.length > 1) throw new HttpError(400, `${JSON.stringify(rule)} names rules of several kinds (${found.map((f) => f.kind).join(', ')}); add &kind= (mup stats --rule NAME --kind K)`, 'rule', 'invalid');
@@ -681,7 +745,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
         unauthorized();
       }
     }
-    const url = new URL(req.url ?? '/', 'http://mup');
+    const url = requestUrl(req.url);
     // A parameter given twice would be read once (the first) and the other
     // ignored unchecked: ?limit=2&limit=abc was a page of 2, the reverse 400.
     const given = new Set<string>();
@@ -690,7 +754,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       given.add(k);
     }
     const method = req.method ?? 'GET';
-    const path = url.pathname.replace(/\/+$/, '') || '/';
+    const path = withoutTrailingSlashes(url.pathname);
     const allow = (methods: string[]): never => {
       res.setHeader('allow', methods.join(', '));
       throw new HttpError(405, `${method} is not allowed on ${path}; use ${methods.join(' or ')}`);
@@ -834,15 +898,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
           const rules = d.ruleMap(k.kind);
           return largeAnswers.run(async () => {
             if (res.destroyed) return;
-            await stream(res, 200, 'application/json', (function* () {
-              yield `{${JSON.stringify(k.section)}:[`;
-              let first = true;
-              for (const r of rules.values()) {
-                yield `${first ? '' : ','}${toJson(d.listedRule(k.kind, r))}`;
-                first = false;
-              }
-              yield ']}\n';
-            })());
+            await stream(res, 200, 'application/json', unpagedListing(k.section, rules, (r) => d.listedRule(k.kind, r)));
           });
         }
         let limit = DEFAULT_PAGE;
@@ -923,9 +979,15 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
           code = 'invalid';
         }
         body = { error: body.error, code: code ?? codeOf(status), ...Object.fromEntries(Object.entries(body).filter(([k]) => k !== 'error')) };
+        if (clientLeft(req)) {
+          // Nothing to answer, and nothing failed here: the client closed its connection before its request was read whole.
+          o.log.debug({ method: req.method, url: req.url, error: body.error }, 'the client closed its connection before its request was read whole');
+          return;
+        }
         if (status === 500) o.log.error({ err: e, method: req.method, url: req.url }, 'API request failed');
         if (!res.headersSent) send(res, status, body);
-        else res.end();
+        // The answer was under way: cut it off (the client sees a reset, not an answer that looks whole).
+        else res.destroy();
       })
       .finally(() => {
         o.log.debug({ method: req.method, url: req.url, status: res.statusCode, us: Number((process.hrtime.bigint() - started) / 1000n) }, 'api');

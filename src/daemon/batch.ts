@@ -10,7 +10,7 @@
  * add twice is a conflict). Nothing is written until the whole plan holds.
  */
 import { ConfigError } from '../config/errors.js';
-import { placed } from '../config/load.js';
+import { describe, placed } from '../config/load.js';
 import { API_WHERE } from '../config/keys.js';
 import type { Changes } from '../dataplane/tables.js';
 import { JsonLine, learnedDeleteText, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
@@ -149,10 +149,13 @@ class Planner {
     if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail(i, at, 422, 'invalid', 'expected {"op": "add"|"replace"|"delete", "<kind>": {...}}');
     const o = raw as Record<string, unknown>;
     const op = o['op'];
-    if (op !== 'add' && op !== 'replace' && op !== 'delete') fail(i, `${at}.op`, 422, 'invalid', `op: expected "add", "replace" or "delete", got ${JSON.stringify(op) ?? 'nothing'}`);
+    if (op !== 'add' && op !== 'replace' && op !== 'delete') fail(i, `${at}.op`, 422, 'invalid', `op: expected "add", "replace" or "delete", got ${describe(op)}`);
     const kinds = Object.keys(o).filter((k) => k !== 'op');
     const unknown = kinds.find((k) => !KIND_NAMES.includes(k as RuleKind));
-    if (unknown !== undefined) fail(i, `${at}.${unknown}`, 422, 'invalid', `${unknown}: not a kind of rule; use one of ${KIND_NAMES.join(', ')}`);
+    if (unknown !== undefined) {
+      const named = unknown.length > 40 ? `${unknown.slice(0, 37)}...` : unknown;
+      fail(i, `${at}.${named}`, 422, 'invalid', `${named}: not a kind of rule; use one of ${KIND_NAMES.join(', ')}`);
+    }
     if (kinds.length !== 1) fail(i, at, 422, 'invalid', `give exactly one of ${KIND_NAMES.join(', ')} (got ${kinds.length})`);
     const kind = kinds[0] as RuleKind;
     const k = RULE_KINDS[kind];
@@ -189,7 +192,7 @@ class Planner {
         key = this.#ownerOf(kind, name);
         if (key === undefined) {
           if (this.#set.findLearned(kind, { name }) !== undefined) fail(i, `${where}.name`, 409, 'learned', learnedDeleteText(kind));
-          fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(name)} to delete`);
+          fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(name.length > 80 ? `${name.slice(0, 77)}...` : name)} to delete`);
         }
       }
       this.#change(kind, key, null);

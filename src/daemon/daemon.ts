@@ -1942,12 +1942,12 @@ export class Daemon {
    * name or key, from one read of the counter map; undefined when no rule
    * of that kind has it. The rule's own slot only (one lookup).
    */
-  ruleCounters(kind: RuleKind, by: { key?: string; name?: string }): { at: string; rule: RuleCounter | null } | undefined {
+  ruleCounters(kind: RuleKind, by: { key?: string; name?: string }): { at: string; key: string; rule: RuleCounter | null } | undefined {
     // Config and API rules first, then the learned ones (BGP): their counters are read the same way.
     const key = this.#rules.find(kind, by) ?? this.#rules.findLearned(kind, by);
     if (key === undefined) return undefined;
     const r = this.ruleMap(kind).get(key)!;
-    return { at: new Date().toISOString(), rule: this.dataplane.ruleCounter(kind, r) ?? null };
+    return { at: new Date().toISOString(), key, rule: this.dataplane.ruleCounter(kind, r) ?? null };
   }
 
   /**

@@ -188,11 +188,12 @@ function write(w: (typeof WAYS)[number], config: Config, sections: CompactSectio
 const KINDS: readonly RuleKind[] = ['policy', 'localsid', 'session'];
 
 describe('config show with tricky API rule names', () => {
-  it('the API takes the names the reviewer found (policies and local SIDs: a narrow set; sessions: any non-blank)', () => {
+  it('the API takes the names the reviewer found (every kind: the same narrow set)', () => {
     for (const name of ['0b1', '0b101', '+0x1F', '-0o7', '1e3', 'true', 'null']) {
       for (const kind of KINDS) expect(apiRule(kind, name, 0), `${kind} ${name}`).toBeDefined();
     }
-    for (const [name] of TRICKY) expect(apiRule('session', name, 0) !== undefined, JSON.stringify(name)).toBe(name.trim() !== '');
+    // Sessions took any non-blank name before (escape sequences, 60 KB): found in review, session 42.
+    for (const [name] of TRICKY) expect(apiRule('session', name, 0) !== undefined, JSON.stringify(name)).toBe(apiRule('policy', name, 0) !== undefined);
   });
 
   for (const w of WAYS) {
