@@ -301,7 +301,13 @@ export class Learner {
         for (const d of m.lines) {
           if (d.error !== undefined) me.error = d.error;
           else if (me.table !== undefined) me.table.buffered.push({ d, readAt });
-          else this.#line(d, readAt);
+          else if (d.notPaths !== undefined && this.#awaitingTable) {
+            // The first line is the table: one that is no list of paths (garbage, a line cut short as gobgp
+            // died) is no table. Taken as an empty one, it withdrew every learned route; the run is given up.
+            this.#rejectedLine(d);
+            this.#abandon(me, `the monitor's first line is not its table (${d.notPaths})`);
+            break;
+          } else this.#line(d, readAt);
         }
       } else {
         end(m.code, m.signal, m.stderr);
@@ -448,14 +454,21 @@ export class Learner {
     }
   }
 
+  /** A line's rejected paths, counted and told (onRejected). */
+  #rejectedLine(d: DecodedLine): readonly Rejected[] {
+    for (const r of d.rejected) {
+      this.#malformed++;
+      this.#o.onRejected?.(r);
+    }
+    return d.rejected;
+  }
+
   #read(d: DecodedLine, readAt: number, present?: Set<string>): void {
     // A learned path rejected with its key (only fields outside the key are bad) has replaced or withdrawn the
     // route of that key in gobgpd: it is that route's withdrawal here too, else the old route's rule would stay
     // installed until the monitor restarts (its later withdrawal carries the same bad fields).
     let gone: string[] | undefined;
-    for (const r of d.rejected) {
-      this.#malformed++;
-      this.#o.onRejected?.(r);
+    for (const r of this.#rejectedLine(d)) {
       if (r.key !== undefined && r.learned === true) (gone ??= []).push(r.key);
     }
     // Our own routes (locally originated: no source-id) are what we advertise, not what we learn.

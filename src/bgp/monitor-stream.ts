@@ -14,6 +14,16 @@ import { StringDecoder } from 'node:string_decoder';
 import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, isSpace, OPEN_ARRAY, OPEN_OBJECT, QUOTE } from '../host/json-chars.js';
 import { decodeMonitorLine, decodePaths, type DecodedLine } from './routes.js';
 
+/** A JSON string's value, or undefined when it is not one. */
+function jsonString(text: string): string | undefined {
+  try {
+    const v: unknown = JSON.parse(text);
+    return typeof v === 'string' ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export class MonitorLines {
   readonly #decoder = new StringDecoder('utf8');
   /** Text of the line not ended yet, in pieces (the --current line can be megabytes). */
@@ -121,8 +131,12 @@ export class RibDump {
           this.#inString = false;
           if (this.#depth === 1 && this.#capturing !== undefined && this.#capturing !== 'array') {
             const text = this.#take(s, from, i + 1);
-            if (this.#capturing === 'key') this.#key = JSON.parse(text) as string;
-            else if (this.#key === 'error') this.#error = JSON.parse(text) as string;
+            // A string JSON.parse refuses (a bad escape, a control character) is no table: said as one, not thrown
+            // (thrown, it ended the reader thread, and the read started again for ever; found in review).
+            const value = jsonString(text);
+            if (value === undefined) this.#bad ??= `a string that is not JSON: ${text.slice(0, 80)}`;
+            else if (this.#capturing === 'key') this.#key = value;
+            else if (this.#key === 'error') this.#error = value;
             else this.#bad ??= `${JSON.stringify(this.#key)} is a string, not an array of paths`;
             this.#capturing = undefined;
           }

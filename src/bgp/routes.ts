@@ -18,7 +18,13 @@ import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js
 export type RouteType = 'isd' | 'dsd' | 't1st' | 't2st';
 export const ROUTE_TYPES: readonly RouteType[] = ['isd', 'dsd', 't1st', 't2st'];
 /** NLRI route_type code points (draft §3.1): 1 ISD, 2 DSD, 3 T1ST, 4 T2ST. */
-const ROUTE_TYPE_OF: Readonly<Record<number, RouteType>> = { 1: 'isd', 2: 'dsd', 3: 't1st', 4: 't2st' };
+/** By route_type; a Map, so that "__proto__" or "constructor" is no type (an object's were: a TypeError, found in review). */
+const ROUTE_TYPE_OF: ReadonlyMap<unknown, RouteType> = new Map<unknown, RouteType>([
+  [1, 'isd'],
+  [2, 'dsd'],
+  [3, 't1st'],
+  [4, 't2st'],
+]);
 export const MUP_SAFI = 85;
 /** arch_type 1: 3gpp-5g. */
 export const ARCH_3GPP_5G = 1;
@@ -112,6 +118,12 @@ export interface DecodedLine {
    * (`{"error": "..."}`, then exit 1): not paths, and not a table.
    */
   readonly error?: string;
+  /**
+   * Why the line is no list of paths at all (not JSON, another JSON value):
+   * as the monitor's first line it is no table, and taken as one (an empty
+   * table) it withdrew every learned route (found in review, session 42).
+   */
+  readonly notPaths?: string;
 }
 
 type Json = Record<string, unknown>;
@@ -154,12 +166,20 @@ function addr(v: unknown, what: string): Addr {
   const s = str(v, what);
   return s.includes(':') ? { family: 6, addr: guard(what, () => parseIpv6(s, what)) } : { family: 4, addr: guard(what, () => parseIpv4(s, what)) };
 }
+/**
+ * A prefix of a route's key. One with host bits set is refused: gobgpd holds
+ * 10.60.0.1/31 and 10.60.0.0/31 as two routes, and masked they were one key
+ * here, so the withdrawal of either took the rule of the other, still
+ * advertised (found in review).
+ */
 function prefix(v: unknown, what: string): Prefix {
   const s = str(v, what);
-  const noop = (): void => undefined;
+  const refuse = (_where: string, message: string): never => {
+    throw new Bad(`${what}: ${message.replace(/; using .*$/, '')}: refused, gobgpd holds it apart from the prefix without them`);
+  };
   return s.includes(':')
-    ? { family: 6, prefix: guard(what, () => parseIpv6Prefix(s, what, noop)) }
-    : { family: 4, prefix: guard(what, () => parseIpv4Prefix(s, what, noop)) };
+    ? { family: 6, prefix: guard(what, () => parseIpv6Prefix(s, what, refuse)) }
+    : { family: 4, prefix: guard(what, () => parseIpv4Prefix(s, what, refuse)) };
 }
 
 /** A TEID: a number (3.10) or a dotted quad (newer GoBGP). */
@@ -168,13 +188,26 @@ function teid(v: unknown, what: string): number {
   return uint(v, what, 0xffffffff);
 }
 
+/**
+ * The RD as text, one text per RD (RFC 4364 4.2): type 0 "AS2:N32", type 1
+ * "IPv4:N16", type 2 "AS4:N16", each field in its type's range. A type 2 RD
+ * whose AS fits 16 bits is spelled "0.AS:N", as gobgp spells type 2 (and
+ * reads it back as type 2): before, it was "AS:N", the text of the type 0
+ * RD, and two routes of different RDs shared one key (found in review).
+ */
 function rdText(v: unknown): string {
   const rd = obj(v, 'rd');
   const type = uint(rd['type'], 'rd.type', 2);
-  const assigned = uint(rd['assigned'], 'rd.assigned', 0xffffffff);
   const admin = rd['admin'];
-  if (type === 1) return `${str(admin, 'rd.admin')}:${assigned}`;
-  return `${uint(admin, 'rd.admin', 0xffffffff)}:${assigned}`;
+  if (type === 0) return `${uint(admin, 'rd.admin', 0xffff)}:${uint(rd['assigned'], 'rd.assigned', 0xffffffff)}`;
+  const assigned = uint(rd['assigned'], 'rd.assigned', 0xffff);
+  if (type === 1) {
+    const ip = str(admin, 'rd.admin');
+    if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(ip) || ip.split('.').some((x) => Number(x) > 255)) throw new Bad(`rd.admin ${JSON.stringify(ip.slice(0, 40))} is not an IPv4 address (a type 1 RD's)`);
+    return `${ip}:${assigned}`;
+  }
+  const as = uint(admin, 'rd.admin', 0xffffffff);
+  return as <= 0xffff ? `0.${as}:${assigned}` : `${as}:${assigned}`;
 }
 
 function sidOf(attr: Json): Srv6Sid | undefined {
@@ -255,7 +288,7 @@ function decodePath(p: Json): MupRoute | undefined {
   if (nlri['arch_type'] !== ARCH_3GPP_5G || mp === undefined || mp['safi'] !== MUP_SAFI) return undefined;
   const afi = mp['afi'];
   if (afi !== 1 && afi !== 2) return undefined;
-  const type = ROUTE_TYPE_OF[nlri['route_type'] as number];
+  const type = ROUTE_TYPE_OF.get(nlri['route_type']);
   if (type === undefined) throw new Bad(`unknown MUP route_type ${JSON.stringify(nlri['route_type'])}`);
   const v = obj(nlri['value'], 'nlri.value');
   const rd = rdText(v['rd']);
@@ -346,14 +379,16 @@ export function decodeMonitorLine(line: string): DecodedLine {
   try {
     paths = JSON.parse(text);
   } catch (e) {
-    out.rejected.push({ reason: `not JSON (${(e as Error).message})`, path: text.slice(0, 200) });
-    return out;
+    const reason = `not JSON (${(e as Error).message})`;
+    out.rejected.push({ reason, path: text.slice(0, 200) });
+    return { ...out, notPaths: reason };
   }
   const error = gobgpError(paths);
   if (error !== undefined) return { ...out, error };
   if (!Array.isArray(paths)) {
-    out.rejected.push({ reason: 'not a JSON array of paths', path: paths });
-    return out;
+    const reason = 'not a JSON array of paths';
+    out.rejected.push({ reason, path: typeof paths === 'object' && paths !== null ? JSON.stringify(paths).slice(0, 200) : paths });
+    return { ...out, notPaths: reason };
   }
   return decodePaths(paths);
 }
@@ -383,8 +418,10 @@ export function decodePaths(paths: readonly unknown[], bestOnly = false): Decode
       if (r === undefined) skipped++;
       else out.routes.push(r);
     } catch (e) {
-      if (!(e instanceof Bad)) throw e;
-      out.rejected.push(e instanceof BadKeyed ? { reason: e.message, path: p, key: e.key, learned: e.learned, withdrawal: e.withdrawal } : { reason: e.message, path: p });
+      // Any other error is a defect here, but one path's: rejected with its reason, not the whole line's end
+      // (thrown, it ended the reader thread, and the monitor restarted for ever on the same table).
+      const reason = e instanceof Bad ? e.message : `not decoded (${(e as Error).message})`;
+      out.rejected.push(e instanceof BadKeyed ? { reason, path: p, key: e.key, learned: e.learned, withdrawal: e.withdrawal } : { reason, path: p });
     }
   }
   return { ...out, skipped };

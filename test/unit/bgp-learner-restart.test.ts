@@ -159,6 +159,44 @@ describe('a gobgp error line is not a table', () => {
   });
 });
 
+describe('a first line that is no list of paths is not a table (found in review, session 42: taken as an empty one)', () => {
+  it.each([
+    ['not JSON', 'not json at all'],
+    ['another JSON value', '{"paths":[]}'],
+    ['null', 'null'],
+    ['a line cut short as gobgp died', '[{"nlri":{"arch_type":1,"route_type":3,"value":{"rd":{"type":0,"admin":65000,"ass'],
+  ])('%s: the routes learned stay, the line is counted, the run is given up', async (_name, text) => {
+    const { l, runs } = learner();
+    runs[0]!.line(t1st(1), t1st(2));
+    expect(teids(l)).toEqual([1, 2]);
+    runs[0]!.exit(1);
+    await until('the monitor to be started again', 1000, () => runs.length === 2);
+    runs[1]!.text(text);
+    expect(l.stats.up).toBe(false);
+    expect(runs[1]!.killed).toBe(true);
+    expect(l.counts().malformed).toBe(1);
+    await until('a third run', 1000, () => runs.length === 3);
+    await sleep(100); // past the hold-down
+    expect(teids(l)).toEqual([1, 2]);
+    expect(l.counts().held.t1st).toBe(0);
+    expect(l.stats.lastError).toContain("the monitor's first line is not its table");
+    // The next run's table is the table.
+    runs[2]!.line(t1st(2));
+    expect(l.stats.up).toBe(true);
+    await until('route 1 to go after its hold-down', 1000, () => teids(l).length === 1);
+  });
+
+  it('after the table, such a line is a counted rejection and nothing more', async () => {
+    const { l, runs } = learner();
+    runs[0]!.line(t1st(1));
+    runs[0]!.text('not json at all');
+    expect(l.stats.up).toBe(true);
+    expect(runs[0]!.killed).toBe(false);
+    expect(l.counts().malformed).toBe(1);
+    expect(teids(l)).toEqual([1]);
+  });
+});
+
 describe('a table too large for --current', () => {
   const TOO_LARGE = '{"error":"rpc error: code = ResourceExhausted desc = grpc: received message larger than max (164117261 vs. 4194304)"}';
 

@@ -120,6 +120,10 @@ describe('RibDump: a `gobgp global rib -j` table in chunks, destinations out', (
       ['{"a":true,"b":[]}', /"a" is "true"/],
       ['{} junk', /text after the table/],
       ['{}{}', /text after the table/],
+      // Strings JSON.parse refuses: thrown before, they ended the reader thread (found in review, session 42).
+      ['{"10.0.0.0/24\\x":[]}', /a string that is not JSON/],
+      ['{"error":"bad \\q escape"}', /a string that is not JSON/],
+      ['{"k\u0001":[]}', /a string that is not JSON/],
     ] as const) {
       for (const size of [1, 3, 100]) expect(dumped(t, size).at(-1)!.error, t).toMatch(why);
     }

@@ -156,3 +156,57 @@ describe('bad and foreign input', () => {
     expect(r.type === 't2st' && [r.teid, r.teidLen]).toEqual([0x12340000, 16]);
   });
 });
+
+describe('sidecar input that is no MUP route of its own key (found in review, session 42)', () => {
+  // A received T1ST of the fixture, with its NLRI's fields replaced.
+  const base = JSON.parse(fixture('received.jsonl').find((l) => l.includes('"route_type":3'))!)[0] as Record<string, any>;
+  const variant = (f: (nlri: Record<string, any>) => void): unknown => {
+    const p = structuredClone(base);
+    f(p.nlri);
+    const mp = p.attrs.find((a: { type: number }) => a.type === 14);
+    if (mp?.value !== undefined) mp.value = [p.nlri];
+    return p;
+  };
+  const decode = (...paths: unknown[]): ReturnType<typeof decodeMonitorLine> => decodeMonitorLine(JSON.stringify(paths));
+
+  it.each(['__proto__', 'constructor', 'toString', '3', 9])('route_type %j: rejected, the line\'s other paths decoded (was: a TypeError that ended the reader thread)', (type) => {
+    const d = decode(variant((n) => (n.route_type = type)), base);
+    expect(d.rejected).toHaveLength(1);
+    expect(d.rejected[0]!.reason).toContain('unknown MUP route_type');
+    expect(d.routes).toHaveLength(1);
+  });
+
+  it('a prefix with host bits is refused, not taken as the masked prefix (two routes of gobgpd were one key)', () => {
+    const a = variant((n) => (n.value.prefix = '10.60.0.1/31'));
+    const b = variant((n) => (n.value.prefix = '10.60.0.0/31'));
+    const d = decode(a, b);
+    expect(d.routes.map((r) => r.key)).toEqual(['[type:t1st][rd:65000:50][prefix:10.60.0.0/31]']);
+    expect(d.rejected).toHaveLength(1);
+    expect(d.rejected[0]!.reason).toMatch(/10\.60\.0\.1\/31 has host bits set.*refused/);
+    expect(d.rejected[0]!.key).toBeUndefined();
+  });
+
+  it('RDs: one text per RD, each field in its type\'s range', () => {
+    const rd = (v: unknown): string | undefined => {
+      const d = decode(variant((n) => (n.value.rd = v)));
+      return d.routes[0]?.rd ?? `refused: ${d.rejected[0]!.reason}`;
+    };
+    expect(rd({ type: 0, admin: 65000, assigned: 2 })).toBe('65000:2');
+    // Type 2 with a 16-bit AS: gobgp's spelling of type 2, not type 0's text.
+    expect(rd({ type: 2, admin: 65000, assigned: 2 })).toBe('0.65000:2');
+    expect(rd({ type: 2, admin: 4200000000, assigned: 2 })).toBe('4200000000:2');
+    expect(rd({ type: 1, admin: '10.0.0.1', assigned: 7 })).toBe('10.0.0.1:7');
+    expect(rd({ type: 0, admin: 4000000000, assigned: 2 })).toMatch(/^refused: rd\.admin is not an integer 0\.\.65535/);
+    expect(rd({ type: 1, admin: '10.0.0.1', assigned: 70000 })).toMatch(/^refused: rd\.assigned is not an integer 0\.\.65535/);
+    expect(rd({ type: 2, admin: 4200000000, assigned: 70000 })).toMatch(/^refused: rd\.assigned/);
+    expect(rd({ type: 1, admin: 'not-an-ip', assigned: 1 })).toMatch(/^refused: rd\.admin "not-an-ip" is not an IPv4 address/);
+  });
+
+  it('a line that is no list of paths says so (notPaths), for the learner not to take it as a table', () => {
+    expect(decodeMonitorLine('not json').notPaths).toMatch(/^not JSON/);
+    expect(decodeMonitorLine('{"paths":[]}').notPaths).toBe('not a JSON array of paths');
+    expect(decodeMonitorLine('null').notPaths).toBe('not a JSON array of paths');
+    expect(decodeMonitorLine('[]').notPaths).toBeUndefined();
+    expect(decodeMonitorLine('{"error":"x"}')).toMatchObject({ error: 'x' });
+  });
+});
