@@ -1111,6 +1111,32 @@ interface Compaction {
   dropped: boolean;
 }
 
+/** Newlines in buf[0, end). */
+function countNewlines(buf: Buffer, end: number): number {
+  let n = 0;
+  for (let at = buf.indexOf(0x0a); at >= 0 && at < end; at = buf.indexOf(0x0a, at + 1)) n++;
+  return n;
+}
+
+/**
+ * Lines as the file's bytes: each JSON'd with its newline, joined a block
+ * at a time, the blocks as Buffers (one string of them all stops at V8's
+ * longest, 512 MiB: about two million sessions' records).
+ */
+export function jsonLinesBytes(items: Iterable<unknown>, block = 4096): Buffer {
+  const blocks: Buffer[] = [];
+  let text: string[] = [];
+  for (const x of items) {
+    text.push(`${JSON.stringify(x)}\n`);
+    if (text.length === block) {
+      blocks.push(Buffer.from(text.join('')));
+      text = [];
+    }
+  }
+  if (text.length > 0) blocks.push(Buffer.from(text.join('')));
+  return blocks.length === 1 ? blocks[0]! : Buffer.concat(blocks);
+}
+
 function overlayLines(o: Overlay, base?: BaseOf): StateLine[] {
   const b = (kind: RuleKind, key: string): { base?: string | null } => (base === undefined ? {} : { base: base(kind, key) });
   return RULE_KIND_LIST.flatMap((k) => [
@@ -1129,6 +1155,9 @@ function applyLine(o: Overlay, line: StateLine, where: string, bases?: Bases): v
     if (b === null || typeof b === 'string') bases.set(`${kind} ${key}`, b);
     else bases.delete(`${kind} ${key}`);
   };
+  // One of batch, put and del: a record with two was read as the first (the other part quietly dropped).
+  const parts = ['batch', 'put', 'del'].filter((p) => p in line);
+  if (parts.length > 1) throw new Error(`${where}: a record is one of batch, put and del, not ${parts.join(' and ')}`);
   if ('batch' in line && Array.isArray(line.batch)) {
     // All of a batch or none of it: check every change before applying one.
     const trial = emptyOverlay();
@@ -1146,10 +1175,9 @@ function applyLine(o: Overlay, line: StateLine, where: string, bases?: Bases): v
     o[k.overlay.del].delete(key);
     base(k.kind, key, line.base);
   } else if ('del' in line && typeof line.key === 'string') {
-    // An unknown kind's key is read as a local SID's, as it always was: the same message for the same bad line.
-    const key = (ruleKind(line.del) ?? RULE_KINDS.localsid).canonicalKey(line.key);
     const k = ruleKind(line.del);
     if (k === undefined) throw new Error(`${where}: unknown table ${JSON.stringify(line.del)}`);
+    const key = k.canonicalKey(line.key);
     o[k.overlay.put].delete(key);
     // A delete of a rule the file did not have (base null: a rule the API added) leaves no delete
     // entry, as RuleSet.delete keeps none: replayed, it was kept, written by every compaction and counted as
@@ -1286,12 +1314,21 @@ export class StateStore {
     const aside = 'move it aside to start from the config file alone';
     // Up to the last newline: whole records. After it: a record cut short.
     const whole = buf.lastIndexOf(0x0a) + 1;
-    const lines = buf.subarray(0, whole).toString('utf8').split('\n');
-    lines.pop(); // the empty string after the last newline
-    if (lines.length === 0) throw new Error(`state file ${this.path} is empty or cut short; ${aside}`);
+    // Line by line from the bytes: the file as one string stops at V8's longest (512 MiB), which a file of
+    // two million sessions' records passes (found in review: the start failed with ERR_STRING_TOO_LONG,
+    // naming neither file nor line).
+    const lineAt = (from: number, end: number, n: number): string => {
+      try {
+        return buf.toString('utf8', from, end);
+      } catch (e) {
+        throw new Error(`state file ${this.path}:${n} cannot be read (${(e as Error).message}); ${aside}`);
+      }
+    };
+    const count = countNewlines(buf, whole);
+    if (count === 0) throw new Error(`state file ${this.path} is empty or cut short; ${aside}`);
     let header: StateHeader;
     try {
-      header = JSON.parse(lines[0]!) as StateHeader;
+      header = JSON.parse(lineAt(0, buf.indexOf(0x0a), 1)) as StateHeader;
     } catch (e) {
       throw new Error(`state file ${this.path}:1 is not JSON (${(e as Error).message}); ${aside}`);
     }
@@ -1300,25 +1337,27 @@ export class StateStore {
     }
     const overlay = emptyOverlay();
     const bases: Bases = new Map();
-    const changes = lines.length - 1;
-    lines.slice(1).forEach((l, i) => {
-      const where = `${this.path}:${i + 2}`;
+    const changes = count - 1;
+    for (let n = 2, at = buf.indexOf(0x0a) + 1; at < whole; n++) {
+      const end = buf.indexOf(0x0a, at);
+      const where = `${this.path}:${n}`;
       try {
-        applyLine(overlay, JSON.parse(l) as StateLine, where, bases);
+        applyLine(overlay, JSON.parse(lineAt(at, end, n)) as StateLine, where, bases);
       } catch (e) {
         throw new Error(
-          `state file ${where}: ${(e as Error).message}; this record is damaged: fix or delete line ${i + 2} ` +
+          `state file ${where}: ${(e as Error).message}; this record is damaged: fix or delete line ${n} ` +
             `(the other ${changes - 1} changes are kept), or ${aside} (dropping all ${changes})`,
         );
       }
-    });
+      at = end + 1;
+    }
     this.close();
     this.#ino = this.#dev = 0; // the file read is the one the next #open takes
     this.#lines = changes;
     this.#size = whole;
     this.#sha = header.config.sha256;
     const torn = whole < buf.length;
-    return { header, overlay, bases, torn, ...(torn ? { tornAt: { line: lines.length + 1, bytes: buf.length - whole } } : {}) };
+    return { header, overlay, bases, torn, ...(torn ? { tornAt: { line: count + 1, bytes: buf.length - whole } } : {}) };
   }
 
   /** The file on disk is one for the config with this hash (its records replay to what the daemon holds). */
@@ -1343,7 +1382,7 @@ export class StateStore {
     this.#dropCompaction();
     const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
     const body = overlayLines(o, base);
-    const data = Buffer.from([header, ...body].map((x) => `${JSON.stringify(x)}\n`).join(''));
+    const data = jsonLinesBytes([header, ...body]);
     let dirError: Error | undefined;
     try {
       makeDirs(dirname(this.path), 0o700);
@@ -1457,17 +1496,20 @@ export class StateStore {
       ...[...o[k.overlay.del]].map((key) => ({ k, key, r: undefined }) as const),
     ]);
     const run = async (): Promise<'compacted' | 'dropped'> => {
-      const text: string[] = [`${JSON.stringify(header)}\n`];
+      // A Buffer a slice: one string of the whole file stops at V8's longest (512 MiB).
+      const blocks: Buffer[] = [Buffer.from(`${JSON.stringify(header)}\n`)];
       for (let at = 0; at < entries.length; at += COMPACT_SLICE) {
         if (at > 0) await nextTurn();
         if (c.dropped) return 'dropped';
+        const text: string[] = [];
         for (const { k, key, r } of entries.slice(at, at + COMPACT_SLICE)) {
           const b = base === undefined ? {} : { base: base(k.kind, key) };
           const line: StateLine = r === undefined ? { del: k.kind, key, ...b } : { put: k.kind, rule: k.json(r), ...b };
           text.push(`${JSON.stringify(line)}\n`);
         }
+        blocks.push(Buffer.from(text.join('')));
       }
-      const data = Buffer.from(text.join(''));
+      const data = blocks.length === 1 ? blocks[0]! : Buffer.concat(blocks);
       // Room for the new file and as much again: records appended meanwhile must not find the disk full
       // because of it (a rewrite on the loop removed its temp file in the same turn; this one holds it a while).
       const fs = await statfs(dirname(this.path));

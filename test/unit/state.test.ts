@@ -92,6 +92,10 @@ describe('StateStore', () => {
     ['invalid rule', `${JSON.stringify({ put: 'policy', rule: { ...POLICY, sr_prefix: '2001:db8::/64' } })}\n`, /:2: .*sr_prefix.*too long/],
     ['unknown table', `${JSON.stringify({ put: 'routes', rule: {} })}\n`, /:2: .*unknown table/],
     ['neither put nor del', '{"x":1}\n', /:2: .*neither a put nor a del/],
+    // Found in review (session 42): the second part was dropped without a word, the kind named as a SID's key.
+    ['put and batch', `${JSON.stringify({ batch: [], put: 'policy', rule: POLICY })}\n`, /:2: a record is one of batch, put and del, not batch and put/],
+    ['put and del', `${JSON.stringify({ put: 'policy', rule: POLICY, del: 'policy', key: '10.45.0.0/16' })}\n`, /:2: a record is one of batch, put and del, not put and del/],
+    ['del of an unknown table', `${JSON.stringify({ del: 'route', key: '10.0.0.0/8' })}\n`, /:2: unknown table "route"/],
   ])('refuses a %s line, naming file and line', (_name, line, re) => {
     const s = new StateStore(path);
     s.rewrite('t', 'c.yaml', '00'.repeat(32), emptyOverlay());
