@@ -140,9 +140,14 @@ export function withoutTrailingSlashes(path: string): string {
   return end === 0 ? '/' : end === path.length ? path : path.slice(0, end);
 }
 
-/** The client went away before its request was read whole (its body cut short, its socket closed). */
-function clientLeft(req: IncomingMessage): boolean {
-  return req.destroyed && !req.complete;
+/**
+ * The client went away before its request was read whole (its body cut
+ * short, its socket closed): the body's read failed with the stream's own
+ * error. Not a refusal of ours thrown while reading (a 413 ends the read,
+ * which destroys the request too: it is still answered).
+ */
+function clientLeft(req: IncomingMessage, e: unknown): boolean {
+  return !(e instanceof HttpError) && req.destroyed && !req.complete && (req.socket === null || req.socket.destroyed || (e as NodeJS.ErrnoException).code === 'ECONNRESET');
 }
 
 class HttpError extends Error {
@@ -979,7 +984,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
           code = 'invalid';
         }
         body = { error: body.error, code: code ?? codeOf(status), ...Object.fromEntries(Object.entries(body).filter(([k]) => k !== 'error')) };
-        if (clientLeft(req)) {
+        if (clientLeft(req, e)) {
           // Nothing to answer, and nothing failed here: the client closed its connection before its request was read whole.
           o.log.debug({ method: req.method, url: req.url, error: body.error }, 'the client closed its connection before its request was read whole');
           return;

@@ -144,6 +144,12 @@ describe('bodies', () => {
     expect(r.status).toBe(201);
   });
 
+  it('a body refused while it is read (over the limit, chunked) is still answered: 413', async () => {
+    const r = await raw(`POST /v1/policies HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${`2000\r\n${' '.repeat(0x2000)}\r\n`.repeat(9)}0\r\n\r\n`);
+    expect(r.status).toBe(413);
+    expect(logged.some((l) => l.msg.includes('closed its connection'))).toBe(false);
+  });
+
   it('a client that closes its connection mid-body: a debug line, not "API request failed"', async () => {
     await new Promise<void>((resolve) => {
       const s = connect(socket);
