@@ -1312,6 +1312,40 @@ function readRuleName(src: Source, path: Path, v: unknown): string {
   return s;
 }
 
+/** Flow nesting past which no line is looked up with the `yaml` parser (js-yaml refuses past 100 levels). */
+const MAX_LINE_DEPTH = 100;
+
+/**
+ * The text's brackets ([ {) nest deeper than `limit` outside quoted
+ * scalars (an estimate: block nesting is not counted; a quote opens a
+ * scalar only where one can begin, so the apostrophe of "don't" does not).
+ */
+export function nestedDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  let quote = 0;
+  let prev = 0x0a;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (quote !== 0) {
+      if (c === 0x5c && quote === 0x22) i++; // a backslash escape in a double-quoted scalar
+      else if (c === quote) {
+        quote = 0;
+        prev = c;
+      }
+      continue;
+    }
+    if ((c === 0x22 || c === 0x27) && (prev === 0x0a || prev === 0x20 || prev === 0x09 || prev === 0x5b || prev === 0x7b || prev === 0x2c || prev === 0x3a || prev === 0x2d)) {
+      quote = c;
+      continue;
+    }
+    if (c === 0x5b || c === 0x7b) {
+      if (++depth > limit) return true;
+    } else if ((c === 0x5d || c === 0x7d) && depth > 0) depth--;
+    prev = c;
+  }
+  return false;
+}
+
 /** A string the config keeps (a name, a path): not a slice of the file's text (src/host/own-copy.ts). */
 function readString(src: Source, path: Path, v: unknown, expected: string): string {
   return src.kept(readText(src, path, v, expected));
@@ -1537,6 +1571,10 @@ class Source {
 
   #parsed(): { doc: Document; lines: LineCounter } | undefined {
     if (this.text === undefined) return undefined;
+    // The `yaml` parser recurses per level: a text nested deeper than js-yaml reads (a refused one, or JSON,
+    // which has no limit) overflowed its stack, and the next parse in the same thread could abort the
+    // process in V8's regexp compiler (found in review, session 42). Such a text's errors go without lines.
+    if (this.shared.doc === undefined && nestedDeeperThan(this.text, MAX_LINE_DEPTH)) return undefined;
     if (this.shared.doc === undefined) {
       const { LineCounter, parseDocument } = yamlDoc();
       const lines = new LineCounter();
@@ -1647,9 +1685,27 @@ function isIpv4(s: string): boolean {
   }
 }
 
+function isIpv6(s: string): boolean {
+  try {
+    parseIpv6(s, '');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * An IPv4 or IPv6 address, as gobgpd is given it. Any text with a colon
+ * passed before ("not:an:ip", "1.2.3.4:5"), and failed later in gobgpd
+ * (found in review, session 42).
+ */
+function isIpAddress(s: string): boolean {
+  return isIpv4(s) || isIpv6(s);
+}
+
 function readHostPort(src: Source, path: Path, v: unknown, example: string): { host: string; port: number } {
   const l = readListen(src, path, v);
-  if (!isIpv4(l.host) && !l.host.includes(':')) src.fail(path, `${JSON.stringify(l.host)} is not an IP address; give e.g. ${example}`);
+  if (!isIpAddress(l.host)) src.fail(path, `${JSON.stringify(l.host)} is not an IP address; give e.g. ${example}`);
   return l;
 }
 
@@ -1708,7 +1764,7 @@ function readBgp(src: Source, path: Path, v: unknown): BgpConfig {
     const n = readMapping(src, p, x, BGP_NEIGHBOR_KEYS, 'in a neighbor');
     const address = required(src, n, p, 'address', 'the neighbor (route reflector) address', (y) => {
       const s = readString(src, child(p, 'address'), y, 'an IP address');
-      if (!isIpv4(s) && !s.includes(':')) src.fail(child(p, 'address'), `${JSON.stringify(s)} is not an IP address`);
+      if (!isIpAddress(s)) src.fail(child(p, 'address'), `${JSON.stringify(s)} is not an IP address`);
       return s;
     });
     const port = optional(n, 'port', (y) => readInt(src, child(p, 'port'), y, 1, 65535)) ?? 179;
@@ -1747,7 +1803,7 @@ function readBgp(src: Source, path: Path, v: unknown): BgpConfig {
     const a = (key: string): Path => child(p, key);
     const address = optional(d, 'address', (y) => {
       const s = readString(src, a('address'), y, 'an IP address');
-      if (!isIpv4(s) && !s.includes(':')) src.fail(a('address'), `${JSON.stringify(s)} is not an IP address`);
+      if (!isIpAddress(s)) src.fail(a('address'), `${JSON.stringify(s)} is not an IP address`);
       return s;
     }) ?? routerId;
     const sid = required(src, d, p, 'sid', "the PE's End.DT4/DT6/DT46 SID, e.g. 2001:db8:d9:1::", (y) => readIpv6Address(src, a('sid'), y));

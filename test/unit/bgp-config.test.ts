@@ -46,6 +46,15 @@ describe('bgp: in the config', () => {
     expect(() => parseConfig(SID)).toThrow(/advertise needs a bgp section/);
   });
 
+  it('addresses are IP addresses: anything with a colon passed before (found in review, session 42)', () => {
+    for (const bad of ['not:an:ip', '1.2.3.4:5', ':::::']) {
+      expect(() => parseConfig(BGP.replace('{address: 127.0.0.1, port: 10179}', `{address: "${bad}", port: 10179}`)), bad).toThrow(/bgp\.neighbors\[0\]\.address.*is not an IP address/s);
+    }
+    expect(() => parseConfig(BGP.replace('listen: 127.0.0.2:10179', 'listen: "[:::::]:179"'))).toThrow(/bgp\.listen.*is not an IP address/s);
+    expect(parseConfig(BGP.replace('{address: 127.0.0.1, port: 10179}', '{address: "2001:db8::1", port: 10179}')).bgp!.neighbors[0]!.address).toBe('2001:db8::1');
+    expect(parseConfig(BGP.replace('listen: 127.0.0.2:10179', 'listen: "[::1]:10179"')).bgp!.listen).toEqual({ host: '::1', port: 10179 });
+  });
+
   it('advertise: a /24 becomes two /25 ISDs with the SID structure', () => {
     const c = parseConfig(BGP + SID);
     const r = desiredRoutes(c.bgp!, c.localsids);

@@ -8,7 +8,7 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { ConfigError, type ConfigWarning } from '../../src/config/errors.js';
-import { DEFAULT_SETTINGS, loadConfigFile, parseConfig, parseConfigReadWhole, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, placed, repeatedJsonKey, SHARED_TEXTS } from '../../src/config/load.js';
+import { DEFAULT_SETTINGS, loadConfigFile, nestedDeeperThan, parseConfig, parseConfigReadWhole, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, placed, repeatedJsonKey, SHARED_TEXTS } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
 import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix } from '../../src/sid/addr.js';
 
@@ -705,5 +705,32 @@ describe('key texts kept per rule are flat strings', () => {
     expect(rules.map((r) => whereText('sessions', r))).toEqual(['sessions[10.0.0.0/32]', 'sessions[10.0.0.1/32]', 'sessions[10.0.0.2/32]']);
     // Nothing kept per rule for it (a text of its own was 40-64 bytes a rule).
     expect(new Set(rules.map((r) => r.where)).size).toBe(1);
+  });
+});
+
+describe('texts nested deep (found in review, session 42)', () => {
+  it("are refused with the reader's words, and the next parse in the thread still runs", () => {
+    // The `yaml` parser, asked for the line, overflowed its stack; the next parse of a deep JSON text in the
+    // same thread aborted the process in V8's regexp compiler.
+    const yamlDeep = `settings: ${'['.repeat(1000)}${']'.repeat(1000)}\n`;
+    expect(() => parseConfig(yamlDeep, 'deep.yaml')).toThrow(ConfigError);
+    try {
+      parseConfig(yamlDeep, 'deep.yaml');
+    } catch (e) {
+      expect((e as ConfigError).reason).toMatch(/maxDepth/);
+      expect((e as ConfigError).reason).not.toMatch(/call stack/);
+    }
+    const jsonDeep = `{"settings": ${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
+    expect(() => parseConfig(jsonDeep, 'deep.json')).toThrow(/settings: expected a mapping/);
+  });
+
+  it('nestedDeeperThan counts brackets outside quoted scalars', () => {
+    expect(nestedDeeperThan('a: [[[1]]]', 3)).toBe(false);
+    expect(nestedDeeperThan('a: [[[[1]]]]', 3)).toBe(true);
+    expect(nestedDeeperThan('a: "[[[[[["', 3)).toBe(false);
+    expect(nestedDeeperThan("a: '[[[[[['", 3)).toBe(false);
+    expect(nestedDeeperThan('a: "\\"[[[[["', 3)).toBe(false);
+    // An apostrophe inside a word opens no quote: the brackets after it count.
+    expect(nestedDeeperThan("# don't\nb: [[[[1]]]]", 3)).toBe(true);
   });
 });
