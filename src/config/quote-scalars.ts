@@ -67,3 +67,25 @@ export function stringifyForReader(json: unknown, options: ToStringOptions): str
   if (doc.contents !== null) quoteNonStringLookalikes(doc.contents);
   return doc.toString(options);
 }
+
+/**
+ * A file's own plain scalars that the `yaml` package resolved as numbers and
+ * the reader reads as strings (`-.5`, `+.5`, `1e400`: YAML 1.2 floats, no
+ * number to js-yaml's core schema), turned back into those strings, quoted.
+ * The document path of `config show` / `save` wrote them as the `yaml`
+ * package renders the number (`-0.5`, `.inf`), and the output no longer
+ * loaded (found in review, session 42). `text` is the text the document was
+ * parsed from (a scalar's range is its source there).
+ */
+export function keepReaderStrings(node: Node, text: string): void {
+  yamlDoc().visit(node, {
+    Scalar(_, n) {
+      if (n.type !== 'PLAIN' || typeof n.value !== 'number' || n.range === undefined || n.range === null) return;
+      const source = text.slice(n.range[0], n.range[1]).trim();
+      if (source !== '' && !readsAsNonString(source)) {
+        n.value = source;
+        n.type = 'QUOTE_DOUBLE';
+      }
+    },
+  });
+}

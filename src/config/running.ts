@@ -12,7 +12,7 @@
  * Docs: docs/config.md, "Running, saved and API config".
  */
 import type { Node, YAMLSeq } from 'yaml';
-import { quoteNonStringLookalikes } from './quote-scalars.js';
+import { keepReaderStrings, quoteNonStringLookalikes } from './quote-scalars.js';
 import { yamlDoc } from './yaml-doc.js';
 
 export interface RunningRule {
@@ -56,6 +56,8 @@ export function runningConfigYaml(fileText: string, sections: readonly RunningSe
   const doc = parseDocument(fileText);
   if (doc.errors.length > 0) throw new Error(`the loaded config no longer parses as a document: ${doc.errors[0]!.message}`);
   if (doc.contents === null) doc.contents = doc.createNode({}) as never;
+  // The file's scalars as the reader read them, not as the `yaml` package would print its own reading.
+  else keepReaderStrings(doc.contents, fileText);
   for (const s of sections) {
     const old = doc.get(s.section, true);
     const oldItems = isSeq(old) ? (old.items as Node[]) : [];

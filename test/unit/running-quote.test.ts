@@ -222,3 +222,23 @@ describe('config save with tricky API rule names', () => {
     });
   }
 });
+
+describe("the document path keeps a file's own scalars as the reader read them (found in review, session 42)", () => {
+  // A flow file (not spliced): the `yaml` package read -.5 and 1e400 as numbers and printed -0.5 and .inf;
+  // the reader had read the names "-.5" and "1e400", and the output did not load.
+  const text = `policies:
+  - {name: -.5, match: 192.0.2.0/24, sr_prefix: 2001:db8:1::/48, src_prefix: 2001:db8:ff::/64}
+  - {name: 1e400, match: 192.0.3.0/24, sr_prefix: 2001:db8:1::/48, src_prefix: 2001:db8:ff::/64}
+  - {name: +.5, match: 192.0.4.0/24, sr_prefix: 2001:db8:1::/48, src_prefix: 2001:db8:ff::/64, hop_limit: 0x20}
+settings: {max_policies: 1e3, max_localsids: 010}
+`;
+  it('names that are YAML 1.2 floats but strings to the reader, and numbers both read alike', () => {
+    const config = parseConfig(text, FILE);
+    expect(config.policies.map((p) => p.name)).toEqual(['-.5', '1e400', '+.5']);
+    const out = runningConfigYaml(text, [{ section: 'policies', rules: [0, 1, 2].map((i) => ({ key: '', json: {}, origin: 'config' as const, fileIndex: i })) }], { origins: false });
+    const back = parseConfig(out, FILE);
+    expect(back.policies.map((p) => p.name)).toEqual(['-.5', '1e400', '+.5']);
+    expect(back.policies[2]!.hopLimit).toBe(32);
+    expect([back.settings.maxPolicies, back.settings.maxLocalSids]).toEqual([config.settings.maxPolicies, config.settings.maxLocalSids]);
+  });
+});
