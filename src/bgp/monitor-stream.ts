@@ -24,12 +24,25 @@ function jsonString(text: string): string | undefined {
   }
 }
 
+/**
+ * The longest monitor line taken, in characters. gobgp's --current table
+ * comes in one gRPC message of at most 4 MiB; a line without end from a
+ * broken sidecar grew the reader's memory until the join failed past V8's
+ * longest string (512 Mi characters) and the thread ended, for ever.
+ */
+export const MAX_LINE_CHARS = 256 * 1024 * 1024;
+
 export class MonitorLines {
   readonly #decoder = new StringDecoder('utf8');
   /** Text of the line not ended yet, in pieces (the --current line can be megabytes). */
   #parts: string[] = [];
+  #partsLength = 0;
+  /** The line not ended yet passed maxChars: its text is dropped, and it is reported when it ends. */
+  #overlong = false;
   /** Lines decoded so far. */
   lines = 0;
+
+  constructor(readonly maxChars = MAX_LINE_CHARS) {}
 
   /** The lines this chunk ends, decoded in order. */
   push(chunk: Buffer): DecodedLine[] {
@@ -39,8 +52,10 @@ export class MonitorLines {
   /** The stream ended: the last line, if it had no newline. */
   end(): DecodedLine[] {
     const out = this.#split(this.#decoder.end());
+    if (this.#overlong) out.push(this.#overlongLine());
     const rest = this.#parts.join('');
     this.#parts = [];
+    this.#partsLength = 0;
     if (rest.trim() !== '') out.push(this.#decode(rest));
     return out;
   }
@@ -50,14 +65,36 @@ export class MonitorLines {
     let start = 0;
     for (let i = s.indexOf('\n'); i >= 0; i = s.indexOf('\n', start)) {
       const piece = s.slice(start, i);
+      start = i + 1;
+      if (this.#overlong || this.#partsLength + piece.length > this.maxChars) {
+        out.push(this.#overlongLine());
+        continue;
+      }
       const line = this.#parts.length === 0 ? piece : this.#parts.join('') + piece;
       this.#parts = [];
-      start = i + 1;
+      this.#partsLength = 0;
       // Empty lines too: with --current the first line is the table, even an empty one.
       out.push(this.#decode(line));
     }
-    if (start < s.length) this.#parts.push(s.slice(start));
+    if (start < s.length && !this.#overlong) {
+      const rest = s.slice(start);
+      this.#partsLength += rest.length;
+      if (this.#partsLength > this.maxChars) {
+        this.#overlong = true;
+        this.#parts = [];
+      } else this.#parts.push(rest);
+    }
     return out;
+  }
+
+  /** A line too long to take: counted as one that is no list of paths (as the first line, no table). */
+  #overlongLine(): DecodedLine {
+    this.lines++;
+    this.#overlong = false;
+    this.#parts = [];
+    this.#partsLength = 0;
+    const reason = `a line longer than ${this.maxChars} characters, dropped`;
+    return { routes: [], rejected: [{ reason, path: '' }], skipped: 0, notPaths: reason };
   }
 
   #decode(line: string): DecodedLine {

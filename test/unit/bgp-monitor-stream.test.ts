@@ -30,6 +30,22 @@ const chunked = (text: string | Buffer, size: number): DecodedLine[] => fed(new 
 
 const whole = (text: string): DecodedLine[] => text.split('\n').slice(0, text.endsWith('\n') ? -1 : undefined).map((l) => decodeMonitorLine(l));
 
+describe('MonitorLines: a line longer than it takes (found in review, session 42: grew until the thread failed)', () => {
+  it('is dropped as one that is no list of paths; the lines around it are read', () => {
+    const text = fixture('received.jsonl');
+    const lines = text.split('\n').filter((l) => l !== '');
+    const max = Math.max(...lines.map((l) => l.length));
+    const long = `[${'x'.repeat(max + 100)}]`;
+    const input = `${lines[0]}\n${long}\n${lines[1]}\n${long}`; // the last without its newline
+    for (const size of [7, 333, 65536]) {
+      const got = fed(new MonitorLines(max + 10), input, size);
+      expect(got.map((d) => d.notPaths ?? 'paths')).toEqual(['paths', `a line longer than ${max + 10} characters, dropped`, 'paths', `a line longer than ${max + 10} characters, dropped`]);
+      expect(got[0]).toEqual(decodeMonitorLine(lines[0]!));
+      expect(got[2]).toEqual(decodeMonitorLine(lines[1]!));
+    }
+  });
+});
+
 describe('MonitorLines: chunks in, decoded lines out', () => {
   for (const name of ['received.jsonl', 'local.jsonl', 'gr-stale.jsonl']) {
     it(`${name}: every chunk size gives the lines decoded whole`, () => {
