@@ -103,6 +103,8 @@ export class GraceClock {
   #dead = false;
   /** Callers that had to wait (synchronously or not) for a grace period: for tests. */
   waits = 0;
+  /** Of those, the waits that held the event loop (waitSync): for tests (a table write while serving must not). */
+  syncWaits = 0;
   /** Milliseconds the counted waits took (what a change's answer waited for grace periods). */
   waitedMs = 0;
 
@@ -226,6 +228,7 @@ export class GraceClock {
   waitSync(n: number): void {
     if (this.done(n)) return;
     this.waits++;
+    this.syncWaits++;
     const t0 = performance.now();
     for (let c = this.completed; c < n; c = this.completed) {
       if (this.#failed()) {
