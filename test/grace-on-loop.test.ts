@@ -72,6 +72,21 @@ describe.skipIf(!isRoot)('table writes of a serving daemon and their grace perio
     expect(d.dataplane.rules.policyCount).toBe(N);
   });
 
+  it("a /32 policy's delete that leaves its address's entry for (N3, TEID) policies waits for that replace's grace period with the loop running", async () => {
+    run = await startInProcDaemon('graceloop', 'settings: { forwarding: tx, max_policies: 64, max_localsids: 8 }\n');
+    const d = run.daemon;
+    await d.putRule('policy', policy('n3', '192.0.2.1/32', '2001:db8:1::/48'), 'add');
+    await d.putRule('policy', { ...policy('t1', '192.0.2.1/32', '2001:db8:1::/48'), teid: '0x1/32' }, 'add');
+    graceClock.testExtraMs = EXTRA_MS;
+    // A replace: the next write owes a grace period.
+    await d.putRule('policy', policy('n3', '192.0.2.1/32', '2001:db8:2::/48'), 'replace');
+    const before = graceClock.syncWaits;
+    await d.deleteRule('policy', { name: 'n3' });
+    expect(graceClock.syncWaits - before).toBe(0);
+    expect([...d.ruleMap('policy').keys()]).toEqual(['192.0.2.1/32 teid 0x00000001/32']);
+    expect(health(d).status).toBe('ok');
+  });
+
   it('a single change refused after its write back failed: the rule set is put back, the tables marked out of step', async () => {
     run = await startInProcDaemon('graceloop', config('2001:db8:1::/48'));
     const d = run.daemon;

@@ -20,7 +20,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Config, Settings } from '../config/types.js';
+import type { Config, Policy, Settings } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed, type ItemSpans } from '../config/load.js';
 import { spansForSplice } from '../config/running-splice.js';
 import { API_WHERE } from '../config/keys.js';
@@ -2044,6 +2044,9 @@ export class Daemon {
       }
       const found = key;
       const previous = this.#rules.rules(kind).get(key)!;
+      // A /32 policy's delete may be a replace: its address keeps an address-only entry while (N3, TEID)
+      // policies use it. That replace's grace period, awaited here (the loop running), not in the write.
+      if (kind === 'policy' && (previous as Policy).match.len === 32 && (previous as Policy).teid === undefined) await this.#writable('put');
       const t = this.dataplane.rules;
       this.#tables(t, k.del([previous]), k.put([previous]), `delete ${kind} ${key}`);
       const before = this.#snapshotOverlay(kind, key);
