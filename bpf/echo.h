@@ -53,6 +53,11 @@ static __always_inline int gtp_signalling(struct gtpu_hdr *gtp, void *end, __u32
 
 		if ((void *)(opt + 1) > end)
 			return MUP_EV_DROP_ECHO_BAD;
+		/* Extension headers: the IEs would start after them; none is
+		 * defined for an Echo Request (docs/datapath.md). Read as IEs
+		 * from here, a crafted one was answered. */
+		if ((gtp->flags & GTP_FLAG_E) && opt->next_ext != 0)
+			return MUP_EV_DROP_ECHO_BAD;
 		*seq = opt->seq;
 	}
 	/* Optional IEs: Recovery (TV), then Private Extension (TLV); they

@@ -65,7 +65,8 @@ static __always_inline int gtp4e(struct xdp_md *ctx, const struct mup_config *cf
 	if (rc)
 		return ev(rc, bytes, XDP_DROP);
 	/* A packet that spent its hop budget is not re-originated with a
-	 * fresh TTL: two misconfigured translators cannot loop it forever. */
+	 * fresh TTL. (A loop through H.M.GTP4.D still goes on: it writes the
+	 * configured hop limit, not the TTL it got; docs/limitations.md.) */
 	if (ip6->hop_limit <= 1)
 		return ev(MUP_EV_DROP_HOP_LIMIT, bytes, XDP_DROP);
 	if (chain.inner != IPPROTO_IPIP && chain.inner != IPPROTO_IPV6)

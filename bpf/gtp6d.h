@@ -108,6 +108,11 @@ static __always_inline int gtp6d(struct xdp_md *ctx, const struct mup_config *cf
 					   udp->source, seq);
 		if (rc != GTPU_IN_GPDU)
 			return rc;
+		/* RFC 8200 8.1: over IPv6 a zero UDP checksum is no checksum,
+		 * which a receiver MUST discard (Echo Requests: echo.h). A
+		 * non-zero one is not verified (the payload is not summed). */
+		if (udp->check == 0)
+			return ev(MUP_EV_DROP_UDP_ZERO_CHECKSUM, bytes, XDP_DROP);
 	}
 
 	rc = gtp_parse_ext(gtp, end, gtp_len + sizeof(*gtp), &gi);

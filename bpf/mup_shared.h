@@ -262,7 +262,8 @@ enum mup_event {
 	MUP_EV_DROP_TOO_BIG_BROADCAST = 54,    /* source or destination 255.255.255.255 */
 	MUP_EV_DROP_TOO_BIG_RESERVED = 55,     /* source 240.0.0.0/4 (class E) */
 	MUP_EV_DROP_ECHO_BAD_CHECKSUM = 56,    /* Echo Request, UDP checksum wrong (or 0 over IPv6): not answered (echo.h) */
-	MUP_EV_MAX = 57,
+	MUP_EV_DROP_UDP_ZERO_CHECKSUM = 57,    /* G-PDU over IPv6 with UDP checksum 0: RFC 8200 8.1 says discard (gtp6d.h) */
+	MUP_EV_MAX = 58,
 };
 
 /*

@@ -85,6 +85,11 @@ static __always_inline int v6_walk(struct ipv6hdr *ip6, void *end, __u32 payload
 		__u32 len;
 
 		if (nh != IPPROTO_HOPOPTS && nh != IPPROTO_DSTOPTS && nh != IPPROTO_ROUTING) {
+			/* The callers mask the chain's length with 0x1fff for the
+			 * verifier: four headers of 2,048 bytes (8,192) would read
+			 * the header after them at offset 0 (found in review). */
+			if (off > 0x1fff)
+				return MUP_EV_DROP_V6_BAD_EXT;
 			c->len = off;
 			c->inner = nh;
 			return 0;
