@@ -107,9 +107,50 @@ static __always_inline void eth_swap(void *eth, const struct eth_macs *m, __u16 
 	*(__be16 *)(eth + 12) = bpf_htons(proto);
 }
 
+/* No ICMP error about an ICMP error, nor about a fragment other than the
+ * first (RFC 1122 §3.2.2, RFC 1812 §4.3.2.7; RFC 4443 §2.4 (e.1)): only
+ * H.M.Session.Encaps sees such packets (to a UE); the others' are GTP-U
+ * or SRv6. IPv4 at `ip` (its 20 bytes checked). */
+static __always_inline int icmp_about_error4(const struct iphdr *ip, const void *end)
+{
+	const __u8 *l4 = (const void *)ip + ((ip->ihl * 4) & 0x3c);
+
+	if (ip->frag_off & bpf_htons(0x1fff))
+		return 1;
+	if (ip->protocol != IPPROTO_ICMP)
+		return 0;
+	if ((const void *)(l4 + 1) > end)
+		return 1; /* cut short: no error about it either */
+	/* Not an error: echo reply/request (0, 8), router advertisement and
+	 * solicitation (9, 10), timestamp (13, 14), and the like. */
+	return l4[0] == 3 || l4[0] == 4 || l4[0] == 5 || l4[0] == 11 || l4[0] == 12;
+}
+
+/* IPv6 at `ip6` (its 40 bytes checked): an ICMPv6 error right after the
+ * header (types below 128), or a fragment header with a non-zero offset. */
+static __always_inline int icmp_about_error6(const struct ipv6hdr *ip6, const void *end)
+{
+	const __u8 *l4 = (const void *)(ip6 + 1);
+
+	if (ip6->nexthdr == IPPROTO_ICMPV6) {
+		if ((const void *)(l4 + 1) > end)
+			return 1;
+		return l4[0] < 128;
+	}
+	if (ip6->nexthdr == IPPROTO_FRAGMENT) {
+		if ((const void *)(l4 + 4) > end)
+			return 1;
+		return (*(const __be16 *)(l4 + 2) & bpf_htons(0xfff8)) != 0;
+	}
+	return 0;
+}
+
 /* The IPv4 packet at 14 (total length tot, checked against the frame)
- * would be too big once translated; report MTU `report` to its source. */
-__noinline int too_big4(struct xdp_md *ctx, __u32 bytes, __u32 tot, __s32 report)
+ * would be too big once translated; report MTU `report` to its source.
+ * The error comes from the packet's destination (ours: an N3 address), or
+ * for a session's packet (to a UE, not ours) from the session's IPv4
+ * source, the UPF's N3 address (at bit src_plen of its IPv6 source). */
+__noinline int icmp_too_big4(struct xdp_md *ctx, __u32 bytes, __u32 tot, __s32 report, const struct mup_session *s)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -121,7 +162,7 @@ __noinline int too_big4(struct xdp_md *ctx, __u32 bytes, __u32 tot, __s32 report
 
 	if ((void *)(ip + 1) > end)
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
-	if (!(ip->frag_off & bpf_htons(0x4000)))
+	if (!(ip->frag_off & bpf_htons(0x4000)) || icmp_about_error4(ip, end))
 		return ev(MUP_EV_DROP_TOO_BIG, bytes, XDP_DROP);
 	{
 		__u32 why = icmp_forbidden_l2(data);
@@ -136,6 +177,11 @@ __noinline int too_big4(struct xdp_md *ctx, __u32 bytes, __u32 tot, __s32 report
 	eth_save(data, &macs);
 	saddr = ip->saddr;
 	daddr = ip->daddr;
+	if (s) {
+		struct u128 v = u128_shl(u128_load(s->sa), s->src_plen & 0x7f);
+
+		daddr = bpf_htonl(v.hi >> 32);
+	}
 	if (report < 68)
 		report = 68; /* RFC 791's minimum */
 	if (bpf_xdp_adjust_tail(ctx, (int)(sizeof(struct ethhdr) + quote) - (int)bytes))
@@ -175,8 +221,10 @@ __noinline int too_big4(struct xdp_md *ctx, __u32 bytes, __u32 tot, __s32 report
 }
 
 /* The IPv6 packet at 14 (40 + payload_len bytes, checked against the
- * frame) would be too big once translated; report MTU `report`. */
-__noinline int too_big6(struct xdp_md *ctx, __u32 bytes, __u32 payload_len, __s32 report)
+ * frame) would be too big once translated; report MTU `report`. From the
+ * packet's destination (ours: a SID), or for a session's packet (to a UE)
+ * from the session's outer IPv6 source, ours on the SRv6 side. */
+__noinline int icmp_too_big6(struct xdp_md *ctx, __u32 bytes, __u32 payload_len, __s32 report, const struct mup_session *s)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -191,6 +239,8 @@ __noinline int too_big6(struct xdp_md *ctx, __u32 bytes, __u32 payload_len, __s3
 		return ev(MUP_EV_DROP_ADJUST, bytes, XDP_DROP);
 	saddr = u128_load(&ip6->saddr);
 	daddr = u128_load(&ip6->daddr);
+	if (icmp_about_error6(ip6, end))
+		return ev(MUP_EV_DROP_TOO_BIG, bytes, XDP_DROP);
 	{
 		__u32 why = icmp_forbidden_l2(data);
 
@@ -199,6 +249,8 @@ __noinline int too_big6(struct xdp_md *ctx, __u32 bytes, __u32 payload_len, __s3
 		if (why)
 			return ev(why, bytes, XDP_DROP);
 	}
+	if (s)
+		daddr = u128_load(s->sa);
 	if (!icmp_allowed())
 		return ev(MUP_EV_DROP_TOO_BIG_RATELIMIT, bytes, XDP_DROP);
 	eth_save(data, &macs);
@@ -234,6 +286,16 @@ __noinline int too_big6(struct xdp_md *ctx, __u32 bytes, __u32 payload_len, __s3
 		*(__u16 *)(icmp + 2) = csum_fold_udp(sum);
 	}
 	return ev(MUP_EV_REPLY_TOO_BIG, bytes, XDP_TX);
+}
+
+static __always_inline int too_big4(struct xdp_md *ctx, __u32 bytes, __u32 tot, __s32 report)
+{
+	return icmp_too_big4(ctx, bytes, tot, report, 0);
+}
+
+static __always_inline int too_big6(struct xdp_md *ctx, __u32 bytes, __u32 payload_len, __s32 report)
+{
+	return icmp_too_big6(ctx, bytes, payload_len, report, 0);
 }
 
 #endif

@@ -131,7 +131,7 @@ struct mup_session {
 	__u8  nsegs;          /* k, 0..MUP_MAX_SEGS */
 	__u8  srh_mode;       /* enum mup_srh_mode */
 	__u8  hop_limit;
-	__u8  pad;
+	__u8  src_plen;       /* P: the IPv4 source (the UPF's N3 address) sits at bit P of sa; the source of our ICMP errors about IPv4 packets to the UE */
 	__u16 mtu;            /* egress MTU of the encapsulated packet, 0 = not checked (mtu.h) */
 	__u8  pad2[2];
 };
@@ -246,7 +246,7 @@ enum mup_event {
 	MUP_EV_DROP_GTP_UNEXPECTED = 43,   /* Echo Response, any other message type */
 	/* Larger than the rule's egress MTU after translation (mtu.h). */
 	MUP_EV_REPLY_TOO_BIG = 44,         /* dropped; ICMP Fragmentation Needed / ICMPv6 Packet Too Big sent back instead (XDP_TX) */
-	MUP_EV_DROP_TOO_BIG = 45,          /* dropped, no ICMP: IPv4 with DF clear (we do not fragment) */
+	MUP_EV_DROP_TOO_BIG = 45,          /* dropped, no ICMP: IPv4 with DF clear (we do not fragment); an ICMP error or a non-first fragment (mtu.h) */
 	MUP_EV_DROP_TOO_BIG_RATELIMIT = 46,/* dropped, no ICMP: this CPU sent its ICMP errors for this second */
 	MUP_EV_DROP_TOO_LONG = 47,         /* End.M.GTP6.E: UDP over 9,727 bytes, beyond our checksum loop (generic mode only) */
 	/* A G-PDU to an N3 address of (N3, TEID) policies whose TEID none of

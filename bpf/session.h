@@ -103,8 +103,8 @@ static __always_inline int session_encaps(struct xdp_md *ctx, const struct mup_c
 	new_hdr = sizeof(struct ipv6hdr) + (entries ? 8 + 16 * entries : 0);
 	if (s->mtu && new_hdr + inner_len > s->mtu) {
 		if (v4)
-			return too_big4(ctx, bytes, inner_len, (__s32)s->mtu - (__s32)new_hdr);
-		return too_big6(ctx, bytes, inner_len - sizeof(struct ipv6hdr), (__s32)s->mtu - (__s32)new_hdr);
+			return icmp_too_big4(ctx, bytes, inner_len, (__s32)s->mtu - (__s32)new_hdr, s);
+		return icmp_too_big6(ctx, bytes, inner_len - sizeof(struct ipv6hdr), (__s32)s->mtu - (__s32)new_hdr, s);
 	}
 	vtcfl = 6U << 28 | (__u32)tc << 20 | (h & 0xfffff);
 	if (fwd == MUP_FWD_FIB) {
@@ -121,9 +121,9 @@ static __always_inline int session_encaps(struct xdp_md *ctx, const struct mup_c
 		fib_rc = fib_lookup_early(ctx, &fib);
 		if (fib_rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
 			if (v4)
-				return too_big4(ctx, bytes, inner_len, (__s32)fib.mtu_result - (__s32)new_hdr);
-			return too_big6(ctx, bytes, inner_len - sizeof(struct ipv6hdr),
-					(__s32)fib.mtu_result - (__s32)new_hdr);
+				return icmp_too_big4(ctx, bytes, inner_len, (__s32)fib.mtu_result - (__s32)new_hdr, s);
+			return icmp_too_big6(ctx, bytes, inner_len - sizeof(struct ipv6hdr),
+					     (__s32)fib.mtu_result - (__s32)new_hdr, s);
 		}
 	}
 

@@ -73,6 +73,7 @@ export const LAYOUTS = {
       nsegs: m(100, 1),
       srh_mode: m(101, 1),
       hop_limit: m(102, 1),
+      src_plen: m(103, 1),
       mtu: m(104, 2),
     },
   },
@@ -413,6 +414,8 @@ export function writeSession(s: Session, rule: number, b: Buffer, o: number): vo
   u8(b, o + S.nsegs.offset, s.segments.length);
   u8(b, o + S.srh_mode.offset, SRH_MODES[s.srh]);
   u8(b, o + S.hop_limit.offset, s.hopLimit);
+  // P: where the IPv4 source sits in sa, the source of the program's ICMP errors about IPv4 packets to the UE.
+  u8(b, o + S.src_plen.offset, s.srcPrefix.len);
   u16le(b, o + S.mtu.offset, s.mtu ?? 0);
 }
 
