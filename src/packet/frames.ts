@@ -117,10 +117,26 @@ export function srv6Frame(o: { src: Ipv6Addr; dst: Ipv6Addr; inner: Buffer; hopL
 export const GTPU_OVERHEAD = 14 + 20 + 8 + 16;
 export const SRV6_OVERHEAD = 14 + 40;
 
+/**
+ * The UDP checksum of the datagram at byte `u` of the IPv6 packet `ip`
+ * (its pseudo header from the packet's addresses), written in place; 0
+ * is written 0xffff (RFC 8200 §8.1: over IPv6 a zero one means none, and
+ * the translator drops it).
+ */
+export function writeUdp6Checksum(ip: Buffer, u: number): void {
+  const pseudo = Buffer.alloc(40);
+  ip.copy(pseudo, 0, 8, 40);
+  pseudo.writeUInt32BE(ip.length - u, 32);
+  pseudo[39] = 17;
+  ip.writeUInt16BE(0, u + 6);
+  const sum = ipv4Checksum(Buffer.concat([pseudo, ip.subarray(u)]));
+  ip.writeUInt16BE(sum === 0 ? 0xffff : sum, u + 6);
+}
+
 /** Ethernet / IPv6 / UDP 2152 / GTP-U G-PDU with an UL PDU Session Container (End.M.GTP6.D input). */
 export function gtpu6Frame(o: { src: Ipv6Addr; dst: Ipv6Addr; teid: number; qfi: number; inner: Buffer }): Buffer {
   const v4 = gtpuFrame({ src: 0 as Ipv4Addr, dst: 0 as Ipv4Addr, teid: o.teid, qfi: o.qfi, inner: o.inner });
-  const udpGtp = v4.subarray(14 + 20); // UDP (checksum 0 left: not checked on input) + GTP-U + inner
+  const udpGtp = v4.subarray(14 + 20); // UDP + GTP-U + inner
   const ip6 = Buffer.alloc(40);
   ip6.writeUInt32BE(0x60000000, 0);
   ip6.writeUInt16BE(udpGtp.length, 4);
@@ -128,7 +144,10 @@ export function gtpu6Frame(o: { src: Ipv6Addr; dst: Ipv6Addr; teid: number; qfi:
   ip6[7] = 64;
   ipv6ToBytes(o.src).copy(ip6, 8);
   ipv6ToBytes(o.dst).copy(ip6, 24);
-  return Buffer.concat([eth(0x86dd), ip6, udpGtp]);
+  const ip = Buffer.concat([ip6, udpGtp]);
+  // Over IPv6 the checksum is mandatory: a zero one is drop_udp_zero_checksum (it was left 0 until session 42).
+  writeUdp6Checksum(ip, 40);
+  return Buffer.concat([eth(0x86dd), ip]);
 }
 
 /** Ethernet / IPv6 / SRH [gNB] with Segments Left 1 (reduced) / inner IPv4 (End.M.GTP6.E input). */

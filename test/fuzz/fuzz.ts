@@ -49,7 +49,7 @@ import { DEFAULT_OBJECT, VERDICTS, openDataplane, type Verdict } from '../../src
 import { testRun } from '../../src/dataplane/libbpf.js';
 import { ipv4Addr, ipv6Addr, ipv6ToBytes } from '../../src/sid/addr.js';
 import { encodeGtp4Sid, encodeGtp6Sid, qfi as mkQfi, teid as mkTeid } from '../../src/sid/mobile.js';
-import { ipv4Checksum, ipv4Header, type Ipv4HeaderOptions } from '../../src/packet/frames.js';
+import { ipv4Checksum, ipv4Header, writeUdp6Checksum, type Ipv4HeaderOptions } from '../../src/packet/frames.js';
 import { gtp6eSum, model } from '../model/rfc9433.js';
 
 // ---------------------------------------------------------------------------
@@ -734,6 +734,8 @@ function gtp6Seed(rng: Rng, ls: LocalSid, i: number): Seed {
   };
   const [nh, exts] = ext[chain];
   const ip = ipv6({ src: rng.u128(), dst: randomIn6(rng, ls.sid), nh, payload: Buffer.concat([exts, u]), tc: rng.int(256), flow: rng.int(1 << 20), hopLimit: rng.pick([64, 1, 255]) });
+  // Over IPv6 the UDP checksum is mandatory (a zero one is dropped: drop_udp_zero_checksum); the sum itself.
+  writeUdp6Checksum(ip, 40 + exts.length);
   const [padTag, frame] = pad(rng, ether(0x86dd, ip));
   return { name: `gtpu6/${ls.name ?? whereText('localsids', ls)}/${shape}/${chain}/${innerKind}${padTag}`, family: 'gtpu', frame, fields: describeFields(frame) };
 }

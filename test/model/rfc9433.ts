@@ -695,6 +695,8 @@ function modelGtp6d(f: Buffer, cfg: Config, ls: LocalSid, da: Ipv6Addr): ModelRe
   const gtpLen = f.readUInt16BE(g + 2);
   if (gtpLen + 16 !== udpLen) return { kind: 'malformed', why: `GTP length ${gtpLen} != UDP length ${udpLen} - 16` };
   if (f[g + 1] !== 0xff) return modelSignalling6(f, u, g, gtpLen);
+  // RFC 8200 §8.1: over IPv6 a zero UDP checksum is discarded (a non-zero one is not verified).
+  if (f.readUInt16BE(u + 6) === 0) return { kind: 'malformed', why: 'UDP checksum 0 over IPv6' };
   let hdr = 8;
   let qfi = 0;
   let rqi = 0;
