@@ -1230,6 +1230,9 @@ export class Daemon {
     this.#store.testFailDirSyncsLeft = n;
   }
 
+  /** Tests: run while a save's diff of the rule sets is under way (an edit of the file there must refuse the save). */
+  testDuringSaveDiff: (() => Promise<void>) | undefined;
+
   /** Tests: the group commit's fdatasyncs answer only once this resolves (StateStore.testSyncGate). */
   set testSyncGate(gate: Promise<void> | undefined) {
     this.#store.testSyncGate = gate;
@@ -1740,16 +1743,20 @@ export class Daemon {
       const running = await this.#running();
       const yaml = await runningConfigOffLoop(running.held, running.sections, { origins: false, asJsonString: false, spans: running.spans });
       const config = await parseConfigOffLoop(yaml, file);
-      // Seconds may have passed: stopped meanwhile, nothing is written; the file edited meanwhile, the same refusal.
-      this.#stillRunning();
-      await unedited('while the running config was being made');
       const next = new RuleSet(config, emptyOverlay());
       next.adoptLearned(this.#rules);
       // What the file says now must be what runs: else nothing is written.
-      const differs = await ruleSetDiffAsync(this.#rules, next);
+      const diffing = ruleSetDiffAsync(this.#rules, next);
+      await this.testDuringSaveDiff?.();
+      const differs = await diffing;
       if (differs.length > 0) {
         throw new Error(`the saved config would not give the running rules (${differs.slice(0, 3).join('; ')}); nothing was saved`);
       }
+      // Seconds may have passed (the diff gives the loop turns too): the file edited meanwhile, the same refusal;
+      // stopped meanwhile (the state file's lock let go), nothing is written. Checked last, with no turn of the
+      // loop between the stop check and the write (found in review: both came before the diff).
+      await unedited('while the running config was being made');
+      this.#stillRunning();
       let mode = 0o644;
       try {
         mode = statSync(file).mode & 0o777;

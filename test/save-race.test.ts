@@ -1,0 +1,56 @@
+/**
+ * `mup config save` checks that the config file is still the one loaded
+ * (saving would undo an edit of it) before it writes. The second check ran
+ * before the save's diff of the rule sets, which gives the event loop turns
+ * (seconds at 131,072 rules): a file edited during the diff was overwritten
+ * (found in review, session 42). The check now comes after the diff, with no
+ * turn of the loop between the daemon's stop check and the write.
+ *
+ * The real Daemon in this process on the compiled object, its pins in a
+ * bpffs mounted in a temporary directory; no interface. The edit is made by
+ * the test hook that runs during the diff (Daemon.testDuringSaveDiff).
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
+
+const isRoot = process.getuid?.() === 0;
+const CONFIG = 'settings: { forwarding: tx, max_policies: 16, max_localsids: 8 }\npolicies:\n  - { name: f1, match: 192.0.2.0/24, sr_prefix: "2001:db8:9::/48", src_prefix: "2001:db8:ff::/64" }\n';
+const EDIT = `${CONFIG}  - { name: f2, match: 192.0.3.0/24, sr_prefix: "2001:db8:9::/48", src_prefix: "2001:db8:ff::/64" }\n`;
+
+describe.skipIf(!isRoot)('config save and an edit of the file made while it is under way', () => {
+  let run: InProcDaemon | undefined;
+  afterEach(() => {
+    try {
+      run?.stop();
+    } finally {
+      run = undefined;
+    }
+  });
+
+  it('an edit made during the diff refuses the save (409), and the edit stays', async () => {
+    run = await startInProcDaemon('saverace', CONFIG);
+    const d = run.daemon;
+    const file = join(run.dir, 'mup.yaml');
+    await d.putRule('policy', { name: 'api1', match: '198.51.100.0/24', sr_prefix: '2001:db8:9::/48', src_prefix: '2001:db8:ff::/64' }, 'add');
+    d.testDuringSaveDiff = async () => writeFileSync(file, EDIT);
+    const got = await d.saveConfig().then(
+      () => 'saved',
+      (e: Error & { status?: number }) => `${e.status ?? ''} ${e.message}`,
+    );
+    d.testDuringSaveDiff = undefined;
+    expect(got).toMatch(/^409 .*was edited while the running config was being made; saving would undo that edit/);
+    expect(readFileSync(file, 'utf8')).toBe(EDIT);
+  });
+
+  it('without an edit the save goes through', async () => {
+    run = await startInProcDaemon('saverace', CONFIG);
+    const d = run.daemon;
+    await d.putRule('policy', { name: 'api1', match: '198.51.100.0/24', sr_prefix: '2001:db8:9::/48', src_prefix: '2001:db8:ff::/64' }, 'add');
+    d.testDuringSaveDiff = async () => undefined;
+    const r = await d.saveConfig();
+    expect(r.saved).toBe(1);
+    expect(readFileSync(join(run.dir, 'mup.yaml'), 'utf8')).toContain('api1');
+  });
+});
