@@ -2249,13 +2249,18 @@ export class Daemon {
     } catch (e) {
       throw tablesError(e);
     }
+    this.#nhRulesPut(c, gone, what);
+    return r;
+  }
+
+  /** A change is in the tables: the next-hop cache re-points its rules; one that cannot take it indexes every rule again instead of failing it. */
+  #nhRulesPut(c: Changes, gone: readonly number[], what: string): void {
     try {
       this.#nh?.rulesPut(c, gone);
     } catch (e) {
       this.#log.warn({ change: what, error: (e as Error).message }, 'next-hop cache: the rules of a change could not be re-pointed alone; resolving every rule again');
       this.#resolveAllNextHops(what);
     }
-    return r;
   }
 
   #tables(t: Tables, c: Changes, reverse?: Changes, what = 'change'): ApplyResult {
@@ -2269,13 +2274,7 @@ export class Daemon {
       if (reverse !== undefined) this.#writeFailed(e, t, writes, reverse, gone, what);
       throw tablesError(e);
     }
-    // The change is in: a cache that cannot take it indexes every rule again instead of failing it.
-    try {
-      this.#nh?.rulesPut(c, gone);
-    } catch (e) {
-      this.#log.warn({ change: what, error: (e as Error).message }, 'next-hop cache: the rules of a change could not be re-pointed alone; resolving every rule again');
-      this.#resolveAllNextHops(what);
-    }
+    this.#nhRulesPut(c, gone, what);
     return r;
   }
 
