@@ -203,7 +203,11 @@ function rdText(v: unknown): string {
   const assigned = uint(rd['assigned'], 'rd.assigned', 0xffff);
   if (type === 1) {
     const ip = str(admin, 'rd.admin');
-    if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(ip) || ip.split('.').some((x) => Number(x) > 255)) throw new Bad(`rd.admin ${JSON.stringify(ip.slice(0, 40))} is not an IPv4 address (a type 1 RD's)`);
+    try {
+      parseIpv4(ip, 'rd.admin');
+    } catch {
+      throw new Bad(`rd.admin ${JSON.stringify(ip.slice(0, 40))} is not an IPv4 address (a type 1 RD's)`);
+    }
     return `${ip}:${assigned}`;
   }
   const as = uint(admin, 'rd.admin', 0xffffffff);

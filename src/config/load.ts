@@ -1431,12 +1431,17 @@ function required<T>(
   return got;
 }
 
+/** `s` as a message quotes it: at most `max` characters, "..." ending one cut short. */
+export function clipped(s: string, max: number): string {
+  return s.length > max ? `${s.slice(0, max - 3)}...` : s;
+}
+
 /** A value as messages name it ("the string \"...\"", "a mapping"): never the whole of it (a body may hold 16 MB, or JSON nested thousands deep). */
 export function describe(v: unknown): string {
   if (v === null || v === undefined) return 'nothing';
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'a mapping';
-  if (typeof v === 'string') return `the string ${JSON.stringify(v.length > 60 ? `${v.slice(0, 57)}...` : v)}`;
+  if (typeof v === 'string') return `the string ${JSON.stringify(clipped(v, 60))}`;
   if (typeof v === 'number') return `the number ${v}`;
   return String(v);
 }
@@ -1676,22 +1681,18 @@ function readRdRt(src: Source, path: Path, v: unknown, what: string): string {
   return s;
 }
 
-function isIpv4(s: string): boolean {
+/** `s` is what `parse` (an addr.ts parser) takes. */
+function parses(parse: (s: string, where: string) => unknown, s: string): boolean {
   try {
-    parseIpv4(s, '');
+    parse(s, '');
     return true;
   } catch {
     return false;
   }
 }
 
-function isIpv6(s: string): boolean {
-  try {
-    parseIpv6(s, '');
-    return true;
-  } catch {
-    return false;
-  }
+function isIpv4(s: string): boolean {
+  return parses(parseIpv4, s);
 }
 
 /**
@@ -1700,7 +1701,7 @@ function isIpv6(s: string): boolean {
  * (found in review, session 42).
  */
 function isIpAddress(s: string): boolean {
-  return isIpv4(s) || isIpv6(s);
+  return isIpv4(s) || parses(parseIpv6, s);
 }
 
 function readHostPort(src: Source, path: Path, v: unknown, example: string): { host: string; port: number } {

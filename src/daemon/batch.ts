@@ -10,7 +10,7 @@
  * add twice is a conflict). Nothing is written until the whole plan holds.
  */
 import { ConfigError } from '../config/errors.js';
-import { describe, placed } from '../config/load.js';
+import { clipped, describe, placed } from '../config/load.js';
 import { API_WHERE } from '../config/keys.js';
 import type { Changes } from '../dataplane/tables.js';
 import { JsonLine, learnedDeleteText, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
@@ -153,7 +153,7 @@ class Planner {
     const kinds = Object.keys(o).filter((k) => k !== 'op');
     const unknown = kinds.find((k) => !KIND_NAMES.includes(k as RuleKind));
     if (unknown !== undefined) {
-      const named = unknown.length > 40 ? `${unknown.slice(0, 37)}...` : unknown;
+      const named = clipped(unknown, 40);
       fail(i, `${at}.${named}`, 422, 'invalid', `${named}: not a kind of rule; use one of ${KIND_NAMES.join(', ')}`);
     }
     if (kinds.length !== 1) fail(i, at, 422, 'invalid', `give exactly one of ${KIND_NAMES.join(', ')} (got ${kinds.length})`);
@@ -192,7 +192,7 @@ class Planner {
         key = this.#ownerOf(kind, name);
         if (key === undefined) {
           if (this.#set.findLearned(kind, { name }) !== undefined) fail(i, `${where}.name`, 409, 'learned', learnedDeleteText(kind));
-          fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(name.length > 80 ? `${name.slice(0, 77)}...` : name)} to delete`);
+          fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(clipped(name, 80))} to delete`);
         }
       }
       this.#change(kind, key, null);

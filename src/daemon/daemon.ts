@@ -20,7 +20,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Config, Policy, Settings } from '../config/types.js';
+import type { Config, Settings } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed, type ItemSpans } from '../config/load.js';
 import { spansForSplice } from '../config/running-splice.js';
 import { API_WHERE } from '../config/keys.js';
@@ -1967,10 +1967,10 @@ export class Daemon {
    * and be put back by it), and the grace period its write needs is over.
    * The undo may start during the grace wait: looked at again after it.
    */
-  async #writable(op: 'put' | 'delete'): Promise<void> {
+  async #writable(op: 'put' | 'delete', c?: Changes): Promise<void> {
     do {
       await this.#store.undone();
-      await this.#dp?.rules.writable(op);
+      await this.#dp?.rules.writable(op, c);
     } while (this.#store.undoing);
   }
 
@@ -2051,11 +2051,12 @@ export class Daemon {
       }
       const found = key;
       const previous = this.#rules.rules(kind).get(key)!;
-      // A /32 policy's delete may be a replace: its address keeps an address-only entry while (N3, TEID)
-      // policies use it. That replace's grace period, awaited here (the loop running), not in the write.
-      if (kind === 'policy' && (previous as Policy).match.len === 32 && (previous as Policy).teid === undefined) await this.#writable('put');
+      // The grace period this very delete needs (a /32 policy's may be a replace: Tables.graceNeeded), awaited
+      // here with the loop running, not in the write.
+      const del = k.del([previous]);
+      await this.#writable('delete', del);
       const t = this.dataplane.rules;
-      this.#tables(t, k.del([previous]), k.put([previous]), `delete ${kind} ${key}`);
+      this.#tables(t, del, k.put([previous]), `delete ${kind} ${key}`);
       const before = this.#snapshotOverlay(kind, key);
       this.#rules.delete(kind, key);
       const undo = (): void => {

@@ -442,6 +442,11 @@ function splitSessionPlens(plens: readonly number[]): { session4Plens: number[];
 /** A policy's key: its match prefix, or its (match /32, TEID prefix). */
 export type PolicyKey = Ipv4Prefix | { readonly match: Ipv4Prefix; readonly teid?: TeidPrefix };
 
+/** A /32 policy key without a TEID prefix: the key an address-only entry takes over when it is deleted (#withAddrOnly). */
+function plainHostKey(k: PolicyKey): boolean {
+  return 'match' in k ? k.match.len === 32 && k.teid === undefined : k.len === 32;
+}
+
 function policyKeyBuf(k: PolicyKey, into?: Buffer, at = 0): Buffer {
   return 'match' in k ? encodePolicyKey(k.match, into, at, k.teid) : encodePolicyKey(k, into, at);
 }
@@ -2260,8 +2265,10 @@ export class Tables {
    * without blocking: `put` (inserts and replaces allocate elements, and any
    * change may flip), `delete` (only a flip, when lengths change).
    */
-  graceNeeded(op: 'put' | 'delete'): number {
-    if (op === 'delete') return this.#flipDebt;
+  graceNeeded(op: 'put' | 'delete', c?: Changes): number {
+    // A plain /32 policy's delete may be a replace: its address keeps an address-only entry while (N3, TEID)
+    // policies use it (#withAddrOnly), and a replace waits for what a put does.
+    if (op === 'delete' && !(c?.delPolicies ?? []).some(plainHostKey)) return this.#flipDebt;
     // A table with no free id takes one freed by a delete, whose grace period is requested after that
     // change's generation bump (#freeAfterGrace): waited for here, or the put would block on it (#reclaimAll).
     const full = this.#policyIds.size === 0 || this.#localsidIds.size === 0 || this.#sessionIds.size === 0;
@@ -2269,9 +2276,9 @@ export class Tables {
     return Math.max(this.#allocDebt, this.#flipDebt, freeing);
   }
 
-  /** Resolve when a change of this kind would not wait for a grace period in apply (the event loop runs meanwhile). */
-  writable(op: 'put' | 'delete'): Promise<void> {
-    return graceClock.wait(this.graceNeeded(op));
+  /** Resolve when a change of this kind (`c`, when known) would not wait for a grace period in apply (the event loop runs meanwhile). */
+  writable(op: 'put' | 'delete', c?: Changes): Promise<void> {
+    return graceClock.wait(this.graceNeeded(op, c));
   }
 
   /** Wait for every grace period owed so far, and reuse the ids it frees. */
