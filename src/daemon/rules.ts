@@ -1324,8 +1324,7 @@ export class StateStore {
         throw new Error(`state file ${this.path}:${n} cannot be read (${(e as Error).message}); ${aside}`);
       }
     };
-    const count = countNewlines(buf, whole);
-    if (count === 0) throw new Error(`state file ${this.path} is empty or cut short; ${aside}`);
+    if (whole === 0) throw new Error(`state file ${this.path} is empty or cut short; ${aside}`);
     let header: StateHeader;
     try {
       header = JSON.parse(lineAt(0, buf.indexOf(0x0a), 1)) as StateHeader;
@@ -1337,13 +1336,15 @@ export class StateStore {
     }
     const overlay = emptyOverlay();
     const bases: Bases = new Map();
-    const changes = count - 1;
-    for (let n = 2, at = buf.indexOf(0x0a) + 1; at < whole; n++) {
+    let n = 2;
+    for (let at = buf.indexOf(0x0a) + 1; at < whole; n++) {
       const end = buf.indexOf(0x0a, at);
       const where = `${this.path}:${n}`;
       try {
         applyLine(overlay, JSON.parse(lineAt(at, end, n)) as StateLine, where, bases);
       } catch (e) {
+        // The records in the file, counted only for this message (one pass over the bytes at a start is enough).
+        const changes = countNewlines(buf, whole) - 1;
         throw new Error(
           `state file ${where}: ${(e as Error).message}; this record is damaged: fix or delete line ${n} ` +
             `(the other ${changes - 1} changes are kept), or ${aside} (dropping all ${changes})`,
@@ -1353,11 +1354,12 @@ export class StateStore {
     }
     this.close();
     this.#ino = this.#dev = 0; // the file read is the one the next #open takes
-    this.#lines = changes;
+    // n: the line after the last whole one.
+    this.#lines = n - 2;
     this.#size = whole;
     this.#sha = header.config.sha256;
     const torn = whole < buf.length;
-    return { header, overlay, bases, torn, ...(torn ? { tornAt: { line: count + 1, bytes: buf.length - whole } } : {}) };
+    return { header, overlay, bases, torn, ...(torn ? { tornAt: { line: n, bytes: buf.length - whole } } : {}) };
   }
 
   /** The file on disk is one for the config with this hash (its records replay to what the daemon holds). */
