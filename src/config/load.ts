@@ -22,6 +22,7 @@ import { ipv6Prefix } from '../sid/addr.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
 import { localSidKey, parseTeidPrefix, policyKey, sessionKey, whereText } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
+import { localSidGrowth, mtuTooSmall, sessionGrowth, type Growth } from './mtu-floor.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
   BgpConfig,
@@ -906,6 +907,8 @@ function readSession(src: Source, path: Path, v: unknown): Session {
   const isd = readIpv6Prefix(src, child(path, 'isd'), need(src, m, path, 'isd', ISD_WHAT), MAX_SID_PREFIX_LEN, SID_LEN_WHY, true);
   const srcPrefix = readIpv6Prefix(src, child(path, 'src_prefix'), need(src, m, path, 'src_prefix', SRC_PREFIX_WHAT), MAX_SRC_PREFIX_LEN, SRC_LEN_WHY, true);
   const { segments, srh, hopLimit, mtu } = readPath6(src, path, m, 'the encapsulated packet is IPv6');
+  // An IPv4 UE's packet too big gets ICMP Fragmentation Needed (IPv4 has no such floor).
+  if (ue.family === 6 && mtu !== undefined) checkMtuFloor(src, child(path, 'mtu'), mtu, sessionGrowth(segments.length, srh), 'the encapsulation of an IPv6 UE\'s packet');
   const where = ruleWhere(path);
   return {
     where,
@@ -988,6 +991,8 @@ function readLocalSid(src: Source, path: Path, v: unknown): LocalSid {
   const ttl = x === undefined ? DEFAULT_TTL : readInt(src, child(path, 'ttl'), x, 1, 255);
   x = present(m, 'mtu');
   const mtu = x === undefined ? undefined : readInt(src, child(path, 'mtu'), x, 68, 65535, 'the translated packet is IPv4');
+  // The translated packet is IPv4, but its Packet Too Big goes to the SRv6 packet's IPv6 source.
+  if (mtu !== undefined) checkMtuFloor(src, child(path, 'mtu'), mtu, localSidGrowth(behavior, container, 0, 'auto'), 'End.M.GTP4.E');
   x = present(m, 'advertise');
   const advertise = x === undefined ? undefined : readAdvertise(src, child(path, 'advertise'), x, 4, sid.len);
   const where = ruleWhere(path);
@@ -1041,6 +1046,7 @@ function readLocalSid6(
   };
   if (isE) {
     const container = optional(m, 'container', (x) => readEnum(src, at('container'), x, CONTAINER_MODES)) ?? 'always';
+    if (mtu !== undefined) checkMtuFloor(src, at('mtu'), mtu, localSidGrowth(behavior, container, 0, 'auto'), 'End.M.GTP6.E');
     const advertise = optional(m, 'advertise', (x) => readAdvertise(src, at('advertise'), x, 6, sid.len));
     return { ...base, container, ...(advertise === undefined ? {} : { advertise }) };
   }
@@ -1049,6 +1055,7 @@ function readLocalSid6(
   );
   const segments = optional(m, 'segments', (x) => readSegments(src, at('segments'), x)) ?? [];
   const srh = optional(m, 'srh', (x) => readEnum(src, at('srh'), x, SRH_MODES)) ?? 'auto';
+  if (mtu !== undefined) checkMtuFloor(src, at('mtu'), mtu, localSidGrowth(behavior, 'always', segments.length, srh), behavior === 'end.m.gtp6.d' ? 'End.M.GTP6.D' : 'End.M.GTP6.D.Di');
   return { ...base, container: 'always', srPrefix, segments, srh };
 }
 
@@ -1355,6 +1362,12 @@ function readString(src: Source, path: Path, v: unknown, expected: string): stri
 function readText(src: Source, path: Path, v: unknown, expected: string): string {
   if (typeof v !== 'string') src.fail(path, `expected ${expected}, got ${describe(v)}`);
   return v;
+}
+
+/** An mtu whose Packet Too Big would go to an IPv6 sender under 1280 is refused (src/config/mtu-floor.ts). */
+function checkMtuFloor(src: Source, path: Path, mtu: number, g: Growth, fn: string): void {
+  const why = mtuTooSmall(mtu, g, fn);
+  if (why !== undefined) src.fail(path, why);
 }
 
 function readInt(src: Source, path: Path, v: unknown, min: number, max: number, why?: string): number {
@@ -1787,6 +1800,8 @@ function readBgp(src: Source, path: Path, v: unknown): BgpConfig {
   const policyDefaults = optional(m, 'policy_defaults', (x) => readBgpDefaults(src, at('policy_defaults'), x, []).d);
   const sessionDefaults = optional(m, 'session_defaults', (x) => {
     const { d, m: sm } = readBgpDefaults(src, at('session_defaults'), x, ['source']);
+    // A learned session's UE may be IPv6 (T1ST routes of either family).
+    if (d.mtu !== undefined) checkMtuFloor(src, child(at('session_defaults'), 'mtu'), d.mtu, sessionGrowth(d.segments.length, d.srh), "the encapsulation of an IPv6 UE's packet");
     const source = required(src, sm, at('session_defaults'), 'source', "the UPF's N3 IPv4 address End.M.GTP4.E restores as the GTP-U source (3.10's T1ST carries none)", (y) =>
       readIpv4Address(src, child(at('session_defaults'), 'source'), y),
     );

@@ -50,7 +50,7 @@ const ENTRIES: Record<string, unknown>[] = [
   { name: 'e6', behavior: 'end.m.gtp6.e', sid: '2001:db8:6::/64', source: '2001:db8:ff::1' },
   { behavior: 'end.m.gtp6.e', sid: '2001:db8:6::/48', source: '2001:db8:ff::1', container: 'auto', hop_limit: 7, mtu: 1500, advertise: { prefixes: ['2001:db8:a::/120'], lb: 32, ln: 8, fn: 8 } },
   { behavior: 'end.m.gtp6.d', sid: '2001:db8:d::/64', source: '2001:db8:ff::2', sr_prefix: '2001:db8:1::/64' },
-  { name: 'd', behavior: 'end.m.gtp6.d', sid: '2001:db8:d::/64', source: '2001:db8:ff::2', sr_prefix: '2001:db8:1::/64', segments: ['2001:db8:2::1', '2001:db8:3::1'], srh: 'always', hop_limit: 3, mtu: 1280 },
+  { name: 'd', behavior: 'end.m.gtp6.d', sid: '2001:db8:d::/64', source: '2001:db8:ff::2', sr_prefix: '2001:db8:1::/64', segments: ['2001:db8:2::1', '2001:db8:3::1'], srh: 'always', hop_limit: 3, mtu: 1320 },
   { behavior: 'end.m.gtp6.d.di', sid: '2001:db8:d1::/64', source: '2001:db8:ff::3', sr_prefix: '2001:db8:1::/48', srh: 'reduced' },
 ];
 
