@@ -14,6 +14,42 @@ export interface Target {
   readonly tokenFile?: string;
   /** No answer within this: a ConnectError ETIMEDOUT (default 60 s). */
   readonly timeoutMs?: number;
+  /** A longer answer is refused (default MAX_ANSWER_BYTES: the longest string V8 makes). */
+  readonly maxAnswerBytes?: number;
+}
+
+/**
+ * The longest answer read: V8's longest string (2^29 - 24 characters).
+ * Past it the text could not be made, and the error was thrown in the
+ * socket's event handler, outside the command: a stack trace, exit 1.
+ */
+export const MAX_ANSWER_BYTES = 0x1fffffe8;
+
+/**
+ * Where --url sends the request: plain HTTP only. `https://` was sent in
+ * clear text to port 80, bearer token included, and `host:port` (no
+ * scheme) went to localhost:80 (found in review, session 43).
+ */
+export function httpTarget(url: string): { host: string; port: number } {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new Error(`--url ${JSON.stringify(url)} is not a URL; give http://HOST:PORT, e.g. http://127.0.0.1:9180`);
+  }
+  if (u.protocol !== 'http:') {
+    throw new Error(
+      `--url ${JSON.stringify(url)}: the daemon's API is plain HTTP (http://HOST:PORT, e.g. http://127.0.0.1:9180)` +
+        (u.protocol === 'https:' ? '; mup does not speak TLS, and will not send the token in clear text to an https:// address' : ''),
+    );
+  }
+  if (u.hostname === '') throw new Error(`--url ${JSON.stringify(url)} names no host; give http://HOST:PORT, e.g. http://127.0.0.1:9180`);
+  if (u.pathname !== '/' || u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '') {
+    throw new Error(`--url ${JSON.stringify(url)}: give only http://HOST:PORT (the API's paths are mup's own; the token goes in --token-file)`);
+  }
+  // [::1] is a host of brackets to URL; the socket wants the address.
+  const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
+  return { host, port: u.port === '' ? 80 : Number(u.port) };
 }
 
 export class ApiError extends Error {
@@ -55,7 +91,8 @@ export function describeTarget(t: Target): string {
 
 export async function call<T>(t: Target, method: string, path: string, body?: unknown): Promise<T> {
   const socketPath = t.url === undefined ? (t.socket ?? defaultSocket(t.instance ?? 'default')) : undefined;
-  const base = new URL(t.url ?? 'http://mup');
+  const http = t.url === undefined ? undefined : httpTarget(t.url);
+  const max = t.maxAnswerBytes ?? MAX_ANSWER_BYTES;
   const headers: Record<string, string> = {};
   let payload: string | undefined;
   if (body !== undefined) {
@@ -70,24 +107,65 @@ export async function call<T>(t: Target, method: string, path: string, body?: un
         method,
         path,
         headers,
-        ...(socketPath !== undefined ? { socketPath } : { host: base.hostname, port: base.port === '' ? 80 : Number(base.port) }),
+        ...(socketPath !== undefined ? { socketPath } : http!),
         timeout: t.timeoutMs ?? 60_000,
       },
       (res) => {
         const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
+        let bytes = 0;
+        let over = false;
+        res.on('data', (c: Buffer) => {
+          bytes += c.length;
+          if (bytes > max) {
+            if (!over) {
+              over = true;
+              chunks.length = 0;
+              reject(
+                new ConnectError(
+                  `the answer from ${describeTarget(t)} is longer than ${max} bytes, more than mup can hold as text; ask for less (a list: --limit N and --after, page by page)`,
+                  'E2BIG',
+                ),
+              );
+            }
+            res.destroy();
+            return;
+          }
+          chunks.push(c);
+        });
+        // An answer cut off (the daemon stopped, or its answer failed part way: it breaks the connection
+        // rather than end an answer that looks whole) ends with 'close', not 'end'. It was taken as
+        // nothing to settle: the command printed nothing and exited 0 (found in review, session 43).
+        res.on('error', () => undefined);
+        res.on('close', () => {
+          if (!res.complete) {
+            reject(new ConnectError(`the daemon at ${describeTarget(t)} broke off its answer (it stopped, or the answer failed part way); nothing was printed: try again`, 'ECONNRESET'));
+          }
+        });
         res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          let parsed: unknown = text;
+          let text: string;
+          try {
+            text = Buffer.concat(chunks).toString('utf8');
+          } catch (e) {
+            // Thrown here it would end the process outside the command (a stack trace, exit 1).
+            reject(new ConnectError(`the answer from ${describeTarget(t)} could not be read as text (${(e as Error).message})`, 'E2BIG'));
+            return;
+          }
+          let parsed: unknown;
+          let json = true;
           try {
             parsed = JSON.parse(text);
           } catch {
-            // /metrics is text
+            json = false;
+            parsed = text;
           }
           const status = res.statusCode ?? 0;
           if (status >= 400) {
-            const msg = (parsed as { error?: string })?.error ?? text.trim();
+            const msg = (parsed as { error?: string } | undefined)?.error ?? text.trim();
             reject(new ApiError(msg, status, parsed));
+          } else if (!json) {
+            // Every answer of the API a command reads is JSON: another server's page was taken as an empty
+            // list (exit 0), or read as a status ("Cannot read properties of undefined").
+            reject(new ApiError(`the answer from ${describeTarget(t)} (status ${status}) is not the daemon's: not JSON (${JSON.stringify(text.slice(0, 80))}); is --url the daemon's HTTP API?`, 502, text));
           } else {
             resolve(parsed as T);
           }

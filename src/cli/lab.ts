@@ -3,8 +3,10 @@
  * network namespaces (src/lab/), as root.
  */
 import { spawnSync } from 'node:child_process';
+import { constants as osConstants } from 'node:os';
 import { Command, Option } from 'commander';
 import { LAB_NODES, DEFAULT_PREFIX, labTopology } from '../lab/topology.js';
+import { ExitStatus } from './client.js';
 
 interface Io {
   out(s: string): void;
@@ -277,6 +279,10 @@ export function registerLab(program: Command, io: Io): void {
       }
       const argv = command.length > 0 ? command : [process.env['SHELL'] ?? '/bin/bash'];
       const r = spawnSync('ip', ['netns', 'exec', ns, ...argv], { stdio: 'inherit' });
-      if (r.status !== 0 && command.length > 0) throw new Error(`${argv.join(' ')} in ${ns} exited with ${r.status ?? r.signal}`);
+      if (r.error !== undefined) throw new Error(`cannot run ip netns exec: ${r.error.message}`);
+      // The command's own exit status, as a shell's would be (ping's 1 was a 2, a usage error's).
+      if (r.status !== 0 && command.length > 0) {
+        throw new ExitStatus(`${argv.join(' ')} in ${ns} ${r.status === null ? `was killed by ${r.signal}` : `exited with ${r.status}`}`, r.status ?? 128 + (osConstants.signals[r.signal as keyof typeof osConstants.signals] ?? 0));
+      }
     });
 }

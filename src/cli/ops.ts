@@ -252,13 +252,28 @@ function shellWord(w: string): string {
   return /^[A-Za-z0-9_./:@%+=,-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`;
 }
 
-/** The options every API client command takes (defaults from MUP_INSTANCE, MUP_SOCKET, MUP_URL, MUP_TOKEN_FILE). */
+/**
+ * The options every API client command takes (defaults from MUP_INSTANCE,
+ * MUP_SOCKET, MUP_URL, MUP_TOKEN_FILE). A daemon named on the command line
+ * wins over one in the environment: MUP_SOCKET left in the shell sent
+ * `mup status --instance lab` to the other daemon, and MUP_URL beat an
+ * explicit --socket (found in review, session 43). --socket and --url
+ * together are refused: one daemon.
+ */
 export function withTarget(c: Command): Command {
   return c
     .addOption(new Option('--instance <name>', 'daemon instance (socket /run/mup/<name>.sock)').env('MUP_INSTANCE').default('default'))
     .addOption(new Option('--socket <path>', 'control socket of the daemon (overrides --instance)').env('MUP_SOCKET'))
     .addOption(new Option('--url <url>', 'use the HTTP API instead, e.g. http://127.0.0.1:9180').env('MUP_URL'))
-    .addOption(new Option('--token-file <file>', 'bearer token for --url').env('MUP_TOKEN_FILE'));
+    .addOption(new Option('--token-file <file>', 'bearer token for --url').env('MUP_TOKEN_FILE'))
+    .hook('preAction', (cmd) => {
+      const from = (k: string): string | undefined => cmd.getOptionValueSource(k);
+      const named = ['instance', 'socket', 'url'].filter((k) => from(k) === 'cli');
+      if (named.length > 0) {
+        for (const k of ['socket', 'url']) if (from(k) === 'env') cmd.setOptionValueWithSource(k, undefined, 'default');
+      }
+      if (from('socket') === 'cli' && from('url') === 'cli') throw new Error('give --socket or --url, not both: they name two daemons');
+    });
 }
 
 function table(rows: readonly (readonly string[])[], right: ReadonlySet<number> = new Set()): string {
@@ -271,6 +286,20 @@ function int(name: string): (v: string) => number {
   return (v) => {
     if (!/^[0-9]+$/.test(v)) throw new Error(`${name}: expected a whole number, got ${JSON.stringify(v)}`);
     return Number(v);
+  };
+}
+
+/**
+ * A whole number from min to max. Node takes a timer of 0 or of 2^31 ms
+ * and more as 1 ms (or, for a request, 0 as none): `--timeout 0` waited
+ * for ever, `--link-check-ms 0` checked every millisecond.
+ */
+function intIn(name: string, min: number, max: number, unit: string): (v: string) => number {
+  const whole = int(name);
+  return (v) => {
+    const n = whole(v);
+    if (n < min || n > max) throw new Error(`${name}: expected ${min} to ${max} ${unit}, got ${v}`);
+    return n;
   };
 }
 
@@ -302,7 +331,7 @@ export function registerOps(program: Command, io: Io): void {
       if (p === undefined) throw new InvalidArgumentError(`use off, all or top:N (N from 1 to ${MAX_PER_RULE_TOP}), not ${JSON.stringify(v)}`);
       return p;
     })
-    .option('--link-check-ms <ms>', 'how often links, pins and interfaces are checked and repaired besides on every link event of the kernel', int('--link-check-ms'), 1000)
+    .option('--link-check-ms <ms>', 'how often links, pins and interfaces are checked and repaired besides on every link event of the kernel (10 to 3600000)', intIn('--link-check-ms', 10, 3_600_000, 'ms'), 1000)
     .option('--check', 'check the config (and the state file\'s API changes on top of it) and print what would load; start nothing (no root needed); exit 0 when valid')
     .addHelpText(
       'after',
@@ -417,7 +446,7 @@ export function registerOps(program: Command, io: Io): void {
         'is printed), 3 no daemon runs for the instance, 4 cannot tell (no permission, no answer). Usage errors: 2.',
     )
     .option('--json', 'print the API answer as JSON (with its health verdict under "health")')
-    .option('--timeout <seconds>', 'how long to wait for the answer before exit status 4', int('--timeout'), 10)
+    .option('--timeout <seconds>', 'how long to wait for the answer before exit status 4 (1 to 86400)', intIn('--timeout', 1, 86_400, 'seconds'), 10)
     .addHelpText('after', '\nExamples:\n  mup status\n  mup status --instance lab --json | jq .interfaces\n  mup status >/dev/null; echo $?     # 0 healthy, 1 degraded, 3 not running, 4 unknown\n')
     .action(async (o: TargetOpts & { json?: boolean; timeout: number }) => {
       const t = { ...target(o), timeoutMs: o.timeout * 1000 };
@@ -535,6 +564,9 @@ export function registerOps(program: Command, io: Io): void {
       cmd.addHelpText('after', `\nExamples:\n${c.examples(op)}`).action(async (o: TargetOpts & Record<string, unknown>) => {
         let body: Record<string, unknown>;
         if (typeof o['jsonBody'] === 'string') {
+          // The flags were dropped silently: the rule went in without the name or mtu typed beside it.
+          const also = c.fields.filter((f) => fieldsBody([f], o)[f.key] !== undefined).map((f) => fieldFlag(f));
+          if (also.length > 0) throw new Error(`--json-body is the whole entry: put ${also.join(', ')} in it (as the config file's keys), or leave --json-body out`);
           try {
             body = JSON.parse(o['jsonBody']) as Record<string, unknown>;
           } catch (e) {
@@ -571,7 +603,7 @@ export function registerOps(program: Command, io: Io): void {
   withTarget(program.command('stats'))
     .summary('packet counters: per function, per rule, per drop reason; rates with --watch')
     .option('--json', 'print the API answer as JSON')
-    .option('--watch [seconds]', 'refresh every N seconds (default 1) with rates per second; Ctrl-C stops')
+    .option('--watch [seconds]', 'refresh every N seconds (0.1 to 3600, default 1) with rates per second; Ctrl-C stops')
     .option('--top <n>', 'rules shown (busiest first)', int('--top'), 20)
     .option('--reset', 'zero every counter (asks the daemon; Prometheus sees a counter reset)')
     .option('--rule <name>', 'the counters of one rule, by name or key (whatever daemon.metrics.per_rule says)')
@@ -606,20 +638,34 @@ export function registerOps(program: Command, io: Io): void {
         return;
       }
       const secs = o.watch === true ? 1 : Number(o.watch);
-      if (!(secs > 0)) throw new Error(`--watch: expected a number of seconds, got ${JSON.stringify(o.watch)}`);
+      // Infinity, 1e-9 and 3000000 became 1 ms timers: the whole counter read 500 times a second.
+      if (!(secs >= 0.1 && secs <= 3600)) throw new Error(`--watch: expected 0.1 to 3600 seconds, got ${JSON.stringify(o.watch)}`);
       let prev = await call<CountersSnapshot>(t, 'GET', `/v1/counters?rules=${which}`);
       const tty = process.stdout.isTTY;
       let stop = false;
-      process.once('SIGINT', () => {
+      let wake: (() => void) | undefined;
+      let timer: NodeJS.Timeout | undefined;
+      // Ctrl-C ends the wait at once (it waited out the interval: 30 s with --watch 30).
+      const onInt = (): void => {
         stop = true;
-      });
-      while (!stop) {
-        await new Promise((r) => setTimeout(r, secs * 1000));
-        if (stop) break;
-        const cur = await call<CountersSnapshot>(t, 'GET', `/v1/counters?rules=${which}`);
-        const text = o.json === true ? `${JSON.stringify({ at: cur.at, ...rates(prev, cur) })}\n` : statsText(cur, prev, o.top, which === 'active');
-        io.out(o.json === true ? text : tty ? `\x1b[H\x1b[2J${text}` : `${text}\n`); // --json: one line per interval, no blank ones
-        prev = cur;
+        clearTimeout(timer);
+        wake?.();
+      };
+      process.once('SIGINT', onInt);
+      try {
+        while (!stop) {
+          await new Promise<void>((r) => {
+            wake = r;
+            timer = setTimeout(r, secs * 1000);
+          });
+          if (stop) break;
+          const cur = await call<CountersSnapshot>(t, 'GET', `/v1/counters?rules=${which}`);
+          const text = o.json === true ? `${JSON.stringify({ at: cur.at, ...rates(prev, cur) })}\n` : statsText(cur, prev, o.top, which === 'active');
+          io.out(o.json === true ? text : tty ? `\x1b[H\x1b[2J${text}` : `${text}\n`); // --json: one line per interval, no blank ones
+          prev = cur;
+        }
+      } finally {
+        process.removeListener('SIGINT', onInt);
       }
     });
 

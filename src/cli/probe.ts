@@ -61,8 +61,9 @@ export interface ProbeCliOpts {
   lab?: string | true;
 }
 
-function num(s: string, what: string, min: number, max: number, integer = false): number {
-  const n = s.startsWith('0x') ? Number.parseInt(s, 16) : Number(s);
+export function num(s: string, what: string, min: number, max: number, integer = false): number {
+  // The whole text: parseInt stopped at the first bad digit, so --teid 0x1000zz was 4096.
+  const n = /^0x/i.test(s) ? (/^0x[0-9a-f]+$/i.test(s) ? Number.parseInt(s.slice(2), 16) : NaN) : s.trim() === '' ? NaN : Number(s);
   if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) {
     throw new Error(`--${what} ${s}: ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`);
   }
