@@ -8,7 +8,9 @@
  * - BGP-learned updates were written the same way (300 rules, 4.1 s);
  * - a single change whose record could not be made durable was undone
  *   tables first: a write back the kernel refused threw, and the rule set
- *   kept the refused change (the next rewrite made it durable).
+ *   kept the refused change (the next rewrite made it durable);
+ * - the next reload then wrote the tables whole in one sync, each replace
+ *   after a grace period waited for on the loop (session 43).
  * What is counted is how many grace periods were waited for on the loop
  * (graceClock.syncWaits), not how long anything took. Grace periods are
  * made at least EXTRA_MS long (graceClock.testExtraMs), so that a write
@@ -113,5 +115,32 @@ describe.skipIf(!isRoot)('table writes of a serving daemon and their grace perio
     await d.reload({ force: true });
     expect(d.tablesOutOfStep).toBe(false);
     expect(t.policyCount).toBe(N);
+  });
+
+  it(`the whole write of tables out of step (a reload replacing ${N} rules) waits for its grace periods with the loop running`, async () => {
+    run = await startInProcDaemon('graceloop', config('2001:db8:1::/48'));
+    const d = run.daemon;
+    const t = d.dataplane.rules;
+    d.testFailSyncs = 'EIO';
+    const answer = d.putRule('policy', policy('x1', '198.51.100.0/24', '2001:db8:1::/48'), 'add').catch(() => undefined);
+    await new Promise((r) => setImmediate(r));
+    t.testFailDeletesFrom = 0;
+    try {
+      await answer;
+    } finally {
+      t.testFailDeletesFrom = undefined;
+      d.testFailSyncs = undefined;
+    }
+    expect(d.tablesOutOfStep).toBe(true);
+    // An edit of every rule: the whole write replaces them all (it was one sync, each replace's grace period waited for on the loop).
+    writeFileSync(join(run.dir, 'mup.yaml'), config('2001:db8:2::/48'));
+    graceClock.testExtraMs = EXTRA_MS;
+    const before = graceClock.syncWaits;
+    const r = await d.reload({ force: true });
+    expect(r.replaced).toBe(N);
+    expect(graceClock.syncWaits - before).toBe(0);
+    expect(d.tablesOutOfStep).toBe(false);
+    expect(t.policyCount).toBe(N);
+    expect(health(d).status).toBe('ok');
   });
 });

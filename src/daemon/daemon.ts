@@ -832,9 +832,12 @@ export class Daemon {
       await this.#store.idle();
       const e = this.#rules.effective();
       if (this.#tablesDirty) {
-        // A put-back failed since the start: the tables are out of step with the rules; written whole (as the next reload would).
-        const r = this.dataplane.sync(e);
+        // A put-back failed since the start: the tables are out of step with the rules; written whole (as the
+        // next reload would), in slices. Rules written again may have new ids: every rule's next hop is
+        // resolved again, as after the reload's whole write.
+        const r = await this.dataplane.syncYielding(e);
         this.#tablesDirty = false;
+        this.#resolveAllNextHops('the sweep of an earlier run\'s entries');
         return r.deleted;
       }
       return (await this.dataplane.rules.sweepYielding(e.policies, e.localsids, e.sessions ?? [])).deleted;
@@ -1409,12 +1412,14 @@ export class Daemon {
     if (this.#tablesDirty) {
       // A failed reload could not put the tables back: written whole (keeping entries no rule lists while BGP may learn them again).
       try {
-        result = old.sync(rules.effective(), { keep: this.config.bgp !== undefined });
+        // In slices: written at once it waited for every replace's grace period on the loop (found in review, session 43).
+        result = await old.syncYielding(rules.effective(), { keep: this.config.bgp !== undefined });
       } catch (e) {
         // The tables stay out of step (the next reload tries again); a full table is the file's, 409.
         throw tablesError(e);
       }
       this.#tablesDirty = false;
+      this.#stillRunning();
     } else {
       // Only what the edit changed is written; the rest of the tables already hold this set's rules.
       const { changes, same } = diffed;

@@ -254,6 +254,8 @@ export interface Dataplane {
    * max_localsids needs a new openDataplane().
    */
   sync(config: Config, o?: { keep?: boolean }): ApplyResult & { readonly split?: boolean };
+  /** sync in slices, the event loop running between them and during grace periods. */
+  syncYielding(config: Config, o?: { keep?: boolean }): Promise<ApplyResult & { readonly split?: boolean }>;
   /**
    * The tables taken from the loaded config to `config` by `changes`, the
    * caller's diff of the two rule sets (a reload: only what differs is
@@ -747,6 +749,15 @@ class LoadedDataplane implements Dataplane {
     this.#open();
     checkTableSizes(config);
     const r = this.rules.sync(config.settings, config.policies, config.localsids, config.sessions ?? [], o);
+    this.#config = config;
+    return r;
+  }
+
+  /** sync, written in slices with the event loop running (Tables.syncYielding): a serving daemon's whole write. */
+  async syncYielding(config: Config, o: { keep?: boolean } = {}): Promise<ApplyResult & { readonly split?: boolean }> {
+    this.#open();
+    checkTableSizes(config);
+    const r = await this.rules.syncYielding(config.settings, config.policies, config.localsids, config.sessions ?? [], o);
     this.#config = config;
     return r;
   }

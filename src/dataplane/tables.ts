@@ -1314,24 +1314,45 @@ export class Tables {
    * applyRoomFirst writes a change.
    */
   sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): ApplyResult & { readonly split?: boolean } {
-    return this.#sync(settings, policies, localsids, sessions, o, true);
+    this.#mayWrite();
+    const r = runSteps(this.#syncing(settings, policies, localsids, sessions, o, true, new SliceClock(Infinity), READ_BACK_ONE_BY_ONE));
+    this.#reclaimDone();
+    return r;
   }
 
-  /** sync; `roomFirst` false: its second part after a split (it has nothing left to delete). */
-  #sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[], o: { keep?: boolean }, roomFirst: boolean): ApplyResult & { readonly split?: boolean } {
-    this.#mayWrite();
+  /**
+   * sync, the event loop running between slices and while a write waits
+   * for a grace period: a serving daemon's write of the tables whole (a
+   * reload, or the sweep after a takeover, when a put-back had failed).
+   * As one sync it waited for each grace period on the loop: seconds for a
+   * few hundred replaced rules at the kernel's default grace periods
+   * (found in review, session 43). The caller holds the daemon's serial
+   * section, as for applyYielding.
+   */
+  syncYielding(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): Promise<ApplyResult & { readonly split?: boolean }> {
+    return this.#writeYielding(() => this.#syncing(settings, policies, localsids, sessions, o, true, new SliceClock(), Infinity));
+  }
+
+  /** sync's steps; `roomFirst` false: its second part after a split (it has nothing left to delete). */
+  *#syncing(
+    settings: Settings,
+    policies: readonly Policy[],
+    localsids: readonly LocalSid[],
+    sessions: readonly Session[],
+    o: { keep?: boolean },
+    roomFirst: boolean,
+    clock: SliceClock,
+    oneByOne: number,
+  ): Generator<TableStep, ApplyResult & { readonly split?: boolean }> {
     if (this.#policies.size === 0 && this.#localsids.size === 0 && this.#sessions.size === 0) {
       // Every table empty (no entry of ours or another's): nothing to delete, every key new; no Put per rule.
       // Undefined: a key given twice, which the change path below refuses in its words.
-      const r = runSteps(this.#inserting(settings, policies, localsids, sessions));
-      if (r !== undefined) {
-        this.#reclaimDone();
-        return r;
-      }
+      const r = yield* this.#inserting(settings, policies, localsids, sessions, clock);
+      if (r !== undefined) return r;
     }
-    const putP = runSteps(policyPuts(policies));
-    const putL = runSteps(localSidPuts(localsids));
-    const putS = runSteps(sessionPuts(sessions));
+    const putP = yield* policyPuts(policies, clock);
+    const putL = yield* localSidPuts(localsids, clock);
+    const putS = yield* sessionPuts(sessions, clock);
     const delP: string[] = [];
     const delL: string[] = [];
     const delS: string[] = [];
@@ -1345,29 +1366,34 @@ export class Tables {
       ] as const) {
         if (mirror.size === 0) continue;
         const keep = new Set<string>();
-        for (const p of puts) keep.add(p.keyStr);
-        for (const k of mirror.keys.keys()) if (!keep.has(k)) dels.push(k);
+        for (const p of puts) {
+          if (clock.tick()) yield;
+          keep.add(p.keyStr);
+        }
+        for (const k of mirror.keys.keys()) {
+          if (clock.tick()) yield;
+          if (!keep.has(k)) dels.push(k);
+        }
       }
     }
-    const [putP2, delP2] = runSteps(this.#withAddrOnly(putP, delP));
+    const [putP2, delP2] = yield* this.#withAddrOnly(putP, delP, clock);
     let r: ApplyResult;
     try {
-      r = runSteps(this.#applying(settings, putP2, delP2, putL, delL, putS, delS));
+      r = yield* this.#applying(settings, putP2, delP2, putL, delL, putS, delS, clock, oneByOne);
     } catch (e) {
       // A full table whose room the unlisted entries' deletes make: those first (the sweep's writes), then the
       // rules, as a batch at a full table is written (applyRoomFirst). Only if the whole plans so.
       // Not with `keep` (entries not listed stay: the sweep would delete them).
       if (!roomFirst || o.keep === true || !(e instanceof TablesFullError) || !e.roomAfterDeletes) throw e;
-      const refused = runSteps(this.#plansTables([putP2, delP2, putL, delL, putS, delS], new SliceClock(Infinity)));
+      const refused = yield* this.#plansTables([putP2, delP2, putL, delL, putS, delS], clock);
       if (refused !== undefined) throw refused;
-      const a = runSteps(this.#sweeping(policies, localsids, sessions, new SliceClock(Infinity)));
-      this.#reclaimAll();
-      const b = this.#sync(settings, policies, localsids, sessions, o, false);
+      const a = yield* this.#sweeping(policies, localsids, sessions, clock);
+      yield* this.#reclaimingAll(clock);
+      const b = yield* this.#syncing(settings, policies, localsids, sessions, o, false, clock, oneByOne);
       return splitResult(a, b);
     } finally {
       this.#noteAddrOnly(putP2, delP2);
     }
-    this.#reclaimDone();
     return r;
   }
 
@@ -2255,9 +2281,13 @@ export class Tables {
 
   /** Wait for every delete's grace period, then zero their slots and give their ids back. */
   #reclaimAll(): void {
+    runSteps(this.#reclaimingAll(new SliceClock(Infinity)));
+  }
+
+  *#reclaimingAll(clock: SliceClock): Generator<TableStep, void> {
     const last = this.#pendingFree.at(-1);
-    if (last !== undefined) graceClock.waitSync(last.seq);
-    runSteps(this.#reclaiming(new SliceClock(Infinity)));
+    if (last !== undefined) yield* graceStep(last.seq);
+    yield* this.#reclaiming(clock);
   }
 
   /**
