@@ -14,6 +14,7 @@
  * said when an API change was made, each state record carries `base`: a
  * digest of the file's rule at that key then (null: none).
  */
+import { ConfigError } from '../config/errors.js';
 import { sameData } from '../config/same.js';
 import { ShardedMap } from '../host/sharded-map.js';
 import { createHash } from 'node:crypto';
@@ -1345,8 +1346,10 @@ export class StateStore {
       } catch (e) {
         // The records in the file, counted only for this message (one pass over the bytes at a start is enough).
         const changes = countNewlines(buf, whole) - 1;
+        // A rule this version's checks refuse (an earlier version took it: the mtu floor of session 43) is not damage.
+        const why = e instanceof ConfigError ? "this version refuses the rule this record puts (an earlier version may have taken it)" : 'this record is damaged';
         throw new Error(
-          `state file ${where}: ${(e as Error).message}; this record is damaged: fix or delete line ${n} ` +
+          `state file ${where}: ${(e as Error).message}; ${why}: fix or delete line ${n} ` +
             `(the other ${changes - 1} changes are kept), or ${aside} (dropping all ${changes})`,
         );
       }

@@ -36,6 +36,20 @@ describe('StateStore', () => {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
+  it('a record whose rule this version refuses says so, not that the record is damaged', () => {
+    // End.M.GTP6.D with 4 segments and mtu 1300: taken before the mtu floor (session 43), refused now.
+    const gtp6d = { behavior: 'end.m.gtp6.d', sid: '2001:db8:6::/64', source: '2001:db8:ff::1', sr_prefix: '2001:db8:1::/64', segments: ['2001:db8:a::1', '2001:db8:a::2', '2001:db8:a::3', '2001:db8:a::4'], srh: 'always', mtu: 1300 };
+    const s = new StateStore(path);
+    s.rewrite('t', 'c.yaml', 'ab'.repeat(32), emptyOverlay());
+    s.append({ put: 'policy', rule: POLICY });
+    s.append({ put: 'localsid', rule: gtp6d });
+    s.close();
+    expect(() => new StateStore(path).read()).toThrow(/:3: .*mtu: 1300 is too small.*; this version refuses the rule this record puts \(an earlier version may have taken it\): fix or delete line 3/);
+    // A record that is not JSON is damaged.
+    writeFileSync(path, readFileSync(path, 'utf8').replace(/\n[^\n]*end\.m\.gtp6\.d[^\n]*\n/, '\n{"put":"policy",}\n'));
+    expect(() => new StateStore(path).read()).toThrow(/:3: .*; this record is damaged: fix or delete line 3/);
+  });
+
   it('replays appended changes in order: put, replace, delete', () => {
     const s = new StateStore(path);
     s.rewrite('t', '/etc/mup.yaml', 'ab'.repeat(32), emptyOverlay());
