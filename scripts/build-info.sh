@@ -5,8 +5,15 @@
 # only when it changes, so nothing that depends on it rebuilds for nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if commit=$(git rev-parse --verify -q HEAD 2>/dev/null); then
-  git diff --quiet HEAD -- 2>/dev/null || commit="$commit-dirty"
+# This checkout is the one whose scripts are running: trusting its .git is no
+# wider than that. Without it, git refuses a checkout owned by another user
+# ("dubious ownership", e.g. `sudo make deb` in a user's clone). Given on the
+# command line, so no git config file changes.
+top=$(pwd -P)
+g() { git -c safe.directory="$top" "$@"; }
+
+if commit=$(g rev-parse --verify -q HEAD 2>/dev/null); then
+  g diff --quiet HEAD -- 2>/dev/null || commit="$commit-dirty"
 else
   commit=unknown
 fi
