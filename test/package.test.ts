@@ -72,9 +72,17 @@ describe('the .deb', () => {
     expect(built.stderr).toBe('');
     expect(built.exitCode).toBe(0);
     const arch = (await execa('dpkg', ['--print-architecture'])).stdout.trim();
-    const deb = join(dir, `srv6-mup_${pkg.version}_${arch}.deb`);
-    expect(built.stdout.trim()).toBe(deb);
+    // The version names the commit (its UTC date first, so later commits sort higher:
+    // apt upgrades to a new build); a tree with changes adds .dirty<build time>.
+    const git = async (...a: string[]): Promise<string> => (await execa('git', a, { cwd: ROOT })).stdout.trim();
+    const committed = new Date(Number(await git('show', '-s', '--format=%ct', 'HEAD')) * 1000).toISOString().replace(/[-:T]/g, '').slice(0, 14);
+    const clean = `${pkg.version}+git${committed}.${await git('rev-parse', '--short=12', 'HEAD')}`;
+    const deb = built.stdout.trim();
+    const version = /^.*\/srv6-mup_(.*)_[^_]*\.deb$/.exec(deb)?.[1] ?? '';
+    expect(version.startsWith(clean) && /^(\.dirty\d{14})?$/.test(version.slice(clean.length)), `${version} is ${clean}[.dirty<time>]`).toBe(true);
+    expect(deb).toBe(join(dir, `srv6-mup_${version}_${arch}.deb`));
     const info = (await execa('dpkg-deb', ['-I', deb])).stdout;
+    expect(info).toMatch(new RegExp(`^ Version: ${version.replace(/[.+]/g, '\\$&')}$`, 'm'));
     expect(info).toMatch(/^ Depends: nodejs \(>= 20\), libbpf1/m);
     expect((await execa('dpkg-deb', ['-I', deb, 'conffiles'])).stdout.trim()).toBe('/etc/mup/example.yaml');
 

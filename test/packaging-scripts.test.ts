@@ -41,6 +41,17 @@ async function repoWithBuildInfo(name: string): Promise<{ repo: string; git: (ar
   return { repo, git };
 }
 
+async function debVersion(repo: string): Promise<string> {
+  const r = await execa('bash', [join(repo, 'scripts/build-info.sh'), '--deb-version'], { extendEnv: false, env: cleanEnv(), reject: false });
+  expect(r.stderr).toBe('');
+  expect(r.exitCode).toBe(0);
+  return r.stdout;
+}
+
+async function dpkgLess(a: string, b: string): Promise<boolean> {
+  return (await execa('dpkg', ['--compare-versions', a, 'lt', b], { reject: false })).exitCode === 0;
+}
+
 describe('scripts/build-info.sh', () => {
   it('names the commit in a checkout owned by another user (git\'s "dubious ownership"), as `sudo make deb` meets it', async () => {
     const { repo, git } = await repoWithBuildInfo('foreign');
@@ -54,7 +65,47 @@ describe('scripts/build-info.sh', () => {
     expect(r.stderr).toBe('');
     expect(r.exitCode).toBe(0);
     expect(JSON.parse(readFileSync(join(repo, 'build/build-info.json'), 'utf8'))).toEqual({ commit: head });
+    expect(await debVersion(repo)).toMatch(new RegExp(`^0\\.1\\.0\\+git20260102030405\\.${head.slice(0, 12)}$`));
     // The user's git config is left as it was: nothing written into HOME.
     expect(() => readFileSync(join(dir, 'home/.gitconfig'))).toThrow();
+  });
+
+  it('--deb-version: package.json\'s version + the UTC commit date and commit; later commits and dirty trees sort upward (dpkg)', async () => {
+    const { repo, git } = await repoWithBuildInfo('order');
+    const a = await git(['rev-parse', 'HEAD']);
+    const va = await debVersion(repo);
+    // The same commit gives the same version (commit date, not build time).
+    expect(await debVersion(repo)).toBe(va);
+    expect(va).toBe(`0.1.0+git20260102030405.${a.slice(0, 12)}`);
+    // One second later, written in another time zone: the version is in UTC.
+    writeFileSync(join(repo, 'file'), 'b\n');
+    await git(['commit', '-q', '-am', 'second'], '2026-01-02T12:04:06+09:00');
+    const b = await git(['rev-parse', 'HEAD']);
+    const vb = await debVersion(repo);
+    expect(vb).toBe(`0.1.0+git20260102030406.${b.slice(0, 12)}`);
+    expect(await dpkgLess(va, vb)).toBe(true);
+    expect(await dpkgLess(vb, va)).toBe(false);
+    // A tracked file changed: above its commit's clean build, below the next commit.
+    writeFileSync(join(repo, 'file'), 'c\n');
+    const vd = await debVersion(repo);
+    expect(vd).toMatch(new RegExp(`^0\\.1\\.0\\+git20260102030406\\.${b.slice(0, 12)}\\.dirty\\d{14}$`));
+    expect(await dpkgLess(vb, vd)).toBe(true);
+    await git(['commit', '-q', '-am', 'third'], '2026-01-03T00:00:00Z');
+    const vc = await debVersion(repo);
+    expect(await dpkgLess(vd, vc)).toBe(true);
+    // The build-info.json of the same tree carries the same commit.
+    await execa('bash', [join(repo, 'scripts/build-info.sh')], { extendEnv: false, env: cleanEnv() });
+    expect(JSON.parse(readFileSync(join(repo, 'build/build-info.json'), 'utf8'))).toEqual({ commit: await git(['rev-parse', 'HEAD']) });
+  });
+
+  it('--deb-version outside git: refuses, saying why (a version without the commit would not sort)', async () => {
+    const src = join(dir, 'no-git');
+    mkdirSync(join(src, 'scripts'), { recursive: true });
+    cpSync(join(ROOT, 'scripts/build-info.sh'), join(src, 'scripts/build-info.sh'));
+    writeFileSync(join(src, 'package.json'), '{"version": "0.1.0"}\n');
+    const r = await execa('bash', [join(src, 'scripts/build-info.sh'), '--deb-version'], { extendEnv: false, env: cleanEnv(), reject: false });
+    expect(r.exitCode).not.toBe(0);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain('git');
   });
 });
