@@ -46,6 +46,12 @@ function unitSettings(text: string): Map<string, string> {
   return m;
 }
 
+/** `key=value` lines of one section (`Unit`, `Service`) of a unit. */
+function unitSection(text: string, section: string): Map<string, string> {
+  const at = text.split(/^\[/m).find((s) => s.startsWith(`${section}]`)) ?? '';
+  return unitSettings(at);
+}
+
 /**
  * A shell script that lays the unpacked package (`root`) and an /etc of
  * the test (`etc`) over /usr/bin, /usr/lib, /usr/share/man/man1 and /etc
@@ -95,6 +101,16 @@ describe('the .deb', () => {
     const unit = unitSettings(unitText);
     expect(unit.get('Type')).toBe('notify');
     expect(unit.get('Restart')).toBe('on-failure');
+    // A start that keeps failing (a missing or bad config) ends in `failed`, not in a restart
+    // every 2.3 s for ever: systemd's default (5 starts in 10 s) is never reached at that pace.
+    const bgpText = readFileSync(join(root, 'lib/systemd/system/mup-bgp@.service'), 'utf8');
+    for (const [name, text] of [['mup@', unitText], ['mup-bgp@', bgpText]] as const) {
+      const u = unitSection(text, 'Unit');
+      expect(u.get('StartLimitIntervalSec'), name).toBe('60');
+      expect(u.get('StartLimitBurst'), name).toBe('5');
+      const s = unitSection(text, 'Service');
+      expect(Number.parseFloat(s.get('RestartSec')!) * 5, name).toBeLessThan(60);
+    }
 
     // The instance's config, where the unit looks for it (/etc/mup/<instance>.yaml):
     // a symlink to a file of the test, so that editing it needs no overlay write.
@@ -124,7 +140,7 @@ describe('the .deb', () => {
     expect(ver.stdout).toContain('/usr/share/man/man1/mup.1.gz');
 
     // systemd-analyze verify: no output at all (a warning about the unit would be one).
-    const verify = await inPackageNs(root, etc, 'systemd-analyze verify /lib/systemd/system/mup@.service');
+    const verify = await inPackageNs(root, etc, 'systemd-analyze verify /lib/systemd/system/mup@.service /lib/systemd/system/mup-bgp@.service');
     expect(verify.stdout + verify.stderr).toBe('');
     expect(verify.exitCode).toBe(0);
 
