@@ -119,12 +119,11 @@ describe('the .deb', () => {
     await lab1.ip('pkg', 'link', 'add', 'v0', 'type', 'veth', 'peer', 'name', 'v1');
     await lab1.ip('pkg', 'link', 'set', 'v0', 'up');
     await lab1.ip('pkg', 'link', 'set', 'v1', 'up');
-    const socket = join(dir, 'mup.sock');
     const conf = join(dir, 'instance.yaml');
     const policy = (name: string, match: string): string => `  - name: ${name}\n    match: ${match}\n    sr_prefix: 2001:db8:1::/48\n    src_prefix: 2001:db8:ff::/64\n`;
     const config = (policies: string): string =>
       `interfaces:\n  - name: v0\n    xdp: generic\n  - name: v1\n    xdp: generic\n` +
-      `daemon:\n  socket: ${socket}\n  state_file: ${join(dir, 'state.json')}\n` +
+      `daemon:\n  state_file: ${join(dir, 'state.json')}\n` +
       `policies:\n${policies}`;
     writeFileSync(conf, config(policy('first', '192.0.2.0/24')));
     const etc = join(dir, 'etc');
@@ -159,13 +158,16 @@ describe('the .deb', () => {
     await waitFor('the notify listener', 30_000, () => (notes.includes('listening') ? true : undefined));
 
     // ExecStart with %i filled in, run with the unit's capabilities only (setpriv),
-    // in the test's network namespace and a bpffs of its own (private mount namespace).
+    // in the test's network namespace and a bpffs of its own (private mount namespace),
+    // with a /run of its own (tmpfs), where the unit's RuntimeDirectory=mup is made: the
+    // daemon serves /run/mup/<instance>.sock, as under systemd, without touching the real /run.
     const execStart = unit.get('ExecStart')!.replaceAll('%i', instance);
     expect(execStart).toBe(`/usr/bin/mup daemon --config /etc/mup/${instance}.yaml --instance ${instance} --log-format json`);
     const caps = unit.get('CapabilityBoundingSet')!.split(/\s+/).map((c) => `+${c.replace(/^CAP_/, '').toLowerCase()}`).join(',');
     const ambient = unit.get('AmbientCapabilities')!.split(/\s+/).map((c) => `+${c.replace(/^CAP_/, '').toLowerCase()}`).join(',');
     const daemon = spawn('unshare', ['--mount', '--propagation', 'private', 'bash', '-c',
-      `${overlays(root, etc)} && mount -t bpf bpf /sys/fs/bpf && exec nsenter --net=/run/netns/${ns} setpriv --bounding-set=-all,${caps} --inh-caps=-all,${ambient} --ambient-caps=-all,${ambient} -- ${execStart}`],
+      `${overlays(root, etc)} && mount -t bpf bpf /sys/fs/bpf && exec nsenter --net=/run/netns/${ns} -- bash -c ` +
+        `'mount -t tmpfs -o mode=0755 tmpfs /run && mkdir /run/mup && exec setpriv --bounding-set=-all,${caps} --inh-caps=-all,${ambient} --ambient-caps=-all,${ambient} -- ${execStart}'`],
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NOTIFY_SOCKET: notify } });
     children.push(daemon);
     let log = '';
@@ -173,21 +175,38 @@ describe('the .deb', () => {
     daemon.stderr!.on('data', (d: Buffer) => (log += d.toString()));
     const ready = await waitFor(`READY=1 (daemon log so far: ${log})`, 90_000, () => (daemon.exitCode !== null ? `exited ${daemon.exitCode}: ${log}` : /READY=1 MAINPID=(\d+)/.exec(notes)?.[1]));
     expect(Number(ready), log).toBe(daemon.pid);
+    // The instance's socket, reached from outside the daemon's mount namespace.
+    const socket = `/proc/${daemon.pid}/root/run/mup/${instance}.sock`;
     // Ready means attached and serving: the API answers at once.
     const st = await apiRequest(socket, 'GET', '/v1/status');
     expect(st.status).toBe(200);
     expect(JSON.stringify(st.body)).toContain('"v0"');
     expect(log).toContain('told systemd READY=1');
 
-    // ExecReload (kill -HUP $MAINPID) after an edit: the new policy is in the tables.
+    // ExecReload as systemd runs it: in the unit's mount namespace (the daemon's), with
+    // the unit's capabilities. It returns once the reload is done, and fails when the
+    // daemon refuses it, so that `systemctl reload` does too.
+    const execReload = unit.get('ExecReload')!.replaceAll('%i', instance).replaceAll('$MAINPID', String(daemon.pid));
+    const reload = () =>
+      execa('nsenter', ['--target', String(daemon.pid), '--mount', '--net', '--', 'setpriv', `--bounding-set=-all,${caps}`, `--inh-caps=-all,${ambient}`, `--ambient-caps=-all,${ambient}`, '--', ...execReload.split(' ')], { reject: false, timeout: 60_000 });
+    const policies = async (): Promise<string> => JSON.stringify((await apiRequest(socket, 'GET', '/v1/policies')).body);
     writeFileSync(conf, config(policy('first', '192.0.2.0/24') + policy('second', '198.51.100.0/24')));
-    const reload = unit.get('ExecReload')!.replace('$MAINPID', String(daemon.pid));
-    expect(reload).toBe(`/bin/kill -HUP ${daemon.pid}`);
-    const [cmd, ...args] = reload.split(' ');
-    await execa(cmd!, args);
-    await waitFor('the reload', 30_000, () => (/"msg":"reloaded"/.test(log) ? true : undefined));
-    const list = await apiRequest(socket, 'GET', '/v1/policies');
-    expect(JSON.stringify(list.body)).toContain('"second"');
+    const applied = await reload();
+    expect(applied.exitCode, applied.stdout + applied.stderr).toBe(0);
+    expect(await policies()).toContain('"second"');
+    // A file the daemon refuses: the reload fails, saying why; the tables stay.
+    writeFileSync(conf, config(policy('first', '192.0.2.0/24') + policy('second', '198.51.100.0/24') + policy('bad', '203.0.113.0/33')));
+    const refused = await reload();
+    expect(refused.exitCode, refused.stdout + refused.stderr).not.toBe(0);
+    expect(refused.stderr).toMatch(/^mup: .*policies\[2\]/);
+    expect(await policies()).not.toContain('"bad"');
+    // Not /bin/kill (procps, not a dependency): the installed CLI, to the instance's socket.
+    expect(execReload).toBe(`/usr/bin/mup reload --instance ${instance}`);
+    // SIGHUP still reloads (kill -HUP, as before).
+    writeFileSync(conf, config(policy('first', '192.0.2.0/24') + policy('third', '198.51.100.0/24')));
+    process.kill(daemon.pid!, 'SIGHUP');
+    await waitFor('the SIGHUP reload', 30_000, async () => ((await policies()).includes('"third"') ? true : undefined));
+    expect(log).toContain('"reason":"SIGHUP"');
 
     // The installed CLI against it: --watch lines carry the time; head ends it quietly.
     const watch = await inPackageNs(root, etc, `mup stats --socket ${socket} --watch 0.2 --json | head -n 2`);
