@@ -91,6 +91,8 @@ describe('the .deb', () => {
     expect(info).toMatch(new RegExp(`^ Version: ${version.replace(/[.+]/g, '\\$&')}$`, 'm'));
     expect(info).toMatch(/^ Depends: nodejs \(>= 20\), libbpf1/m);
     expect((await execa('dpkg-deb', ['-I', deb, 'conffiles'])).stdout.trim()).toBe('/etc/mup/example.yaml');
+    // The maintainer scripts are packaging/debian's (postrm's purge: test/packaging-scripts.test.ts).
+    for (const s of ['postinst', 'postrm']) expect((await execa('dpkg-deb', ['-I', deb, s], { stripFinalNewline: false })).stdout, s).toBe(readFileSync(join(ROOT, 'packaging/debian', s), 'utf8'));
 
     const root = join(dir, 'root');
     await execa('dpkg', ['-x', deb, root]);

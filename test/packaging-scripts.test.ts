@@ -3,7 +3,7 @@
  * scratch directories (nothing of this machine's /var/lib, git config or
  * checkout is touched). The .deb itself: test/package.test.ts.
  */
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
@@ -107,5 +107,34 @@ describe('scripts/build-info.sh', () => {
     expect(r.exitCode).not.toBe(0);
     expect(r.stdout).toBe('');
     expect(r.stderr).toContain('git');
+  });
+});
+
+describe('packaging/debian/postrm', () => {
+  /**
+   * postrm with `args`, in a private mount namespace whose /var/lib is `varlib` (and /run a
+   * tmpfs: no systemd there, whatever this machine runs), as dpkg runs it: sh, set -e inside.
+   */
+  function postrm(varlib: string, ...args: string[]) {
+    const script = join(ROOT, 'packaging/debian/postrm');
+    return execa('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', `mount --bind ${varlib} /var/lib && mount -t tmpfs tmpfs /run && exec sh ${script} "$@"`, 'postrm', ...args], { reject: false });
+  }
+
+  it('purge removes /var/lib/mup (the API changes a reinstall would bring back), also when it is already gone; remove keeps it', async () => {
+    const varlib = join(dir, 'varlib');
+    mkdirSync(join(varlib, 'mup'), { recursive: true });
+    mkdirSync(join(varlib, 'other'));
+    writeFileSync(join(varlib, 'mup/default.state.json'), '{}\n');
+    const removed = await postrm(varlib, 'remove');
+    expect(removed.exitCode, removed.stderr).toBe(0);
+    expect(readFileSync(join(varlib, 'mup/default.state.json'), 'utf8')).toBe('{}\n');
+    const purged = await postrm(varlib, 'purge');
+    expect(purged.exitCode, purged.stderr).toBe(0);
+    expect(purged.stderr).toBe('');
+    expect(() => readFileSync(join(varlib, 'mup/default.state.json'))).toThrow();
+    expect(existsSync(join(varlib, 'mup'))).toBe(false);
+    expect(existsSync(join(varlib, 'other'))).toBe(true);
+    const again = await postrm(varlib, 'purge');
+    expect(again.exitCode, again.stderr).toBe(0);
   });
 });
