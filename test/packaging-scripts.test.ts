@@ -138,3 +138,18 @@ describe('packaging/debian/postrm', () => {
     expect(again.exitCode, again.stderr).toBe(0);
   });
 });
+
+describe('packaging/install.sh', () => {
+  it('says what failed when `npm ls` does (a runtime dependency missing from node_modules)', async () => {
+    const src = join(dir, 'install-src');
+    for (const d of ['packaging', 'bin', 'bpf', 'dist/cli', 'build', 'native/build/Release']) mkdirSync(join(src, d), { recursive: true });
+    cpSync(join(ROOT, 'packaging/install.sh'), join(src, 'packaging/install.sh'));
+    for (const f of ['bin/mup.js', 'bpf/cflags', 'dist/cli/main.js', 'build/mup.bpf.o', 'build/build-info.json', 'native/build/Release/mup_tstamp.node']) writeFileSync(join(src, f), '');
+    writeFileSync(join(src, 'package.json'), '{"name": "srv6-mup", "version": "0.1.0", "dependencies": {"js-yaml": "^4.3.2"}}\n');
+    // npm's cache (and the debug log it writes on an error) in the scratch dir.
+    const r = await execa('bash', [join(src, 'packaging/install.sh'), '--destdir', join(dir, 'install-dest')], { reject: false, cwd: dir, env: { npm_config_cache: join(dir, 'npm-cache') } });
+    expect(r.exitCode).not.toBe(0);
+    expect(r.stderr).toContain('install.sh: npm ls --omit=dev failed');
+    expect(r.stderr).toContain('js-yaml');
+  });
+});
