@@ -3,7 +3,7 @@
  * scratch directories (nothing of this machine's /var/lib, git config or
  * checkout is touched). The .deb itself: test/package.test.ts.
  */
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
@@ -151,5 +151,42 @@ describe('packaging/install.sh', () => {
     expect(r.exitCode).not.toBe(0);
     expect(r.stderr).toContain('install.sh: npm ls --omit=dev failed');
     expect(r.stderr).toContain('js-yaml');
+  });
+});
+
+describe('scripts/deps.sh', () => {
+  /** deps.sh with no Debian packages to check, in a scratch dir, with `bin` as the whole PATH. */
+  function deps(cwd: string, bin: string) {
+    return execa('/bin/bash', [join(ROOT, 'scripts/deps.sh')], { reject: false, cwd, extendEnv: false, env: { PATH: bin, HOME: join(dir, 'home') } });
+  }
+
+  it('without Node >= 20: says so and how to get it (NodeSource, as the README), before anything else', async () => {
+    const cwd = join(dir, 'deps-cwd');
+    const none = join(dir, 'deps-none');
+    const old = join(dir, 'deps-old');
+    for (const d of [cwd, none, old]) mkdirSync(d, { recursive: true });
+    // Debian 12's own nodejs.
+    writeFileSync(join(old, 'node'), '#!/bin/sh\necho v18.19.0\n');
+    writeFileSync(join(old, 'npm'), '#!/bin/sh\necho "npm must not run" >&2; exit 1\n');
+    chmodSync(join(old, 'node'), 0o755);
+    chmodSync(join(old, 'npm'), 0o755);
+    for (const [bin, found] of [[none, 'no node'], [old, 'v18.19.0']] as const) {
+      const r = await deps(cwd, bin);
+      expect(r.exitCode, r.stderr).not.toBe(0);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toContain(found);
+      expect(r.stderr).toContain('curl -fsSL https://deb.nodesource.com/setup_20.x | bash -');
+      expect(r.stderr).not.toContain('npm must not run');
+    }
+    expect(readFileSync(join(ROOT, 'README.md'), 'utf8')).toContain('curl -fsSL https://deb.nodesource.com/setup_20.x | bash -');
+  });
+
+  it('with this machine\'s Node (>= 20) and node_modules in place: nothing to do', async () => {
+    const cwd = join(dir, 'deps-ok');
+    mkdirSync(join(cwd, 'node_modules'), { recursive: true });
+    const node = (await execa('sh', ['-c', 'command -v node'])).stdout.trim();
+    const r = await deps(cwd, node.slice(0, node.lastIndexOf('/')));
+    expect(r.stderr).toBe('');
+    expect(r.exitCode).toBe(0);
   });
 });
