@@ -11,7 +11,7 @@
  * prefix, offline, and run. Needs `make all` first (make test does it).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
@@ -50,6 +50,35 @@ function unitSettings(text: string): Map<string, string> {
 function unitSection(text: string, section: string): Map<string, string> {
   const at = text.split(/^\[/m).find((s) => s.startsWith(`${section}]`)) ?? '';
   return unitSettings(at);
+}
+
+/** The paragraphs of a Debian copyright file (copyright-format 1.0): field -> value, continuation lines joined by \n. */
+function paragraphs(text: string): Map<string, string>[] {
+  return text.split(/\n\s*\n/).filter((p) => p.trim() !== '').map((p) => {
+    const m = new Map<string, string>();
+    let key = '';
+    for (const line of p.split('\n')) {
+      const kv = /^([A-Za-z-]+):\s*(.*)$/.exec(line);
+      if (kv !== null) m.set((key = kv[1]!), kv[2]!);
+      else m.set(key, `${m.get(key)}\n${line}`);
+    }
+    return m;
+  });
+}
+
+/** The modules under a node_modules directory (scoped ones and nested node_modules too), relative to it. */
+function modules(nodeModules: string, prefix = ''): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(nodeModules)) {
+    if (e.startsWith('.')) continue;
+    const names = e.startsWith('@') ? readdirSync(join(nodeModules, e)).map((n) => `${e}/${n}`) : [e];
+    for (const n of names) {
+      out.push(`${prefix}${n}`);
+      const nested = join(nodeModules, n, 'node_modules');
+      if (existsSync(nested)) out.push(...modules(nested, `${prefix}${n}/node_modules/`));
+    }
+  }
+  return out;
 }
 
 /**
@@ -99,6 +128,43 @@ describe('the .deb', () => {
     for (const f of ['usr/bin/mup', 'usr/lib/srv6-mup/build/mup.bpf.o', 'usr/lib/srv6-mup/native/build/Release/mup_tstamp.node', 'lib/systemd/system/mup@.service', 'etc/mup/example.yaml', 'usr/share/man/man1/mup.1.gz']) {
       expect(existsSync(join(root, f)), f).toBe(true);
     }
+    // The copyright file (copyright-format 1.0): ours (BSD-2-Clause, LICENSE's text), and the
+    // license of every module the package ships as its package.json says, each license's text
+    // in a paragraph of its own or a pointer to /usr/share/common-licenses.
+    const copyright = paragraphs(readFileSync(join(root, 'usr/share/doc/srv6-mup/copyright'), 'utf8'));
+    expect(copyright[0]!.get('Format')).toBe('https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/');
+    const files = copyright.filter((p) => p.has('Files'));
+    const texts = new Map(copyright.filter((p) => !p.has('Files') && p.has('License')).map((p) => [p.get('License')!.split('\n')[0]!, p.get('License')!]));
+    expect(files[0]!.get('Files')).toBe('*');
+    expect(files[0]!.get('Copyright')).toBe('2026 the srv6-mup authors');
+    expect(files[0]!.get('License')).toBe('BSD-2-Clause');
+    const license = readFileSync(join(ROOT, 'LICENSE'), 'utf8');
+    expect(license).toContain('Copyright (c) 2026, the srv6-mup authors\n');
+    const words = (t: string): string => t.replace(/^ \.$/gm, '').replace(/\s+/g, ' ').trim();
+    expect(words(license)).toContain(words(texts.get('BSD-2-Clause')!.split('\n').slice(1).join('\n')));
+    expect(words(texts.get('BSD-2-Clause')!)).toContain('Redistributions in binary form must reproduce the above copyright notice');
+    for (const p of files) {
+      expect(p.get('Copyright'), p.get('Files')).toBeTruthy();
+      for (const name of p.get('License')!.split('\n')[0]!.split(/ or | and /)) {
+        const text = texts.get(name) ?? (p.get('License')!.includes('\n') ? p.get('License') : undefined);
+        expect(text, `the text of ${name}`).toBeDefined();
+        const common = /\/usr\/share\/common-licenses\/([^\s.]+(?:\.\d+)*)/.exec(text!)?.[1];
+        if (common !== undefined) expect(existsSync(`/usr/share/common-licenses/${common}`), common).toBe(true);
+        else expect(text!.split('\n').length, `the text of ${name}`).toBeGreaterThan(5);
+      }
+    }
+    // The last paragraph whose Files pattern matches wins (copyright-format 1.0).
+    const glob = (g: string): RegExp => new RegExp(`^${g.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
+    const licenseOf = (path: string): string | undefined => files.filter((p) => p.get('Files')!.split(/\s+/).some((g) => glob(g).test(path))).at(-1)?.get('License')!.split('\n')[0];
+    const shipped = modules(join(root, 'usr/lib/srv6-mup/node_modules'));
+    expect(shipped.length).toBeGreaterThan(20);
+    for (const m of shipped) {
+      const declared = (JSON.parse(readFileSync(join(root, 'usr/lib/srv6-mup/node_modules', m, 'package.json'), 'utf8')) as { license: string }).license;
+      const debian = declared.replace(/^\((.*)\)$/, '$1').replace(/ AND /g, ' and ').replace(/ OR /g, ' or ');
+      expect(licenseOf(`node_modules/${m}/package.json`), `node_modules/${m} (${declared})`).toBe(debian);
+    }
+    expect(licenseOf('bpf/mup.bpf.c')).toBe('GPL-2.0 or BSD-2-Clause');
+
     const unitText = readFileSync(join(root, 'lib/systemd/system/mup@.service'), 'utf8');
     const unit = unitSettings(unitText);
     expect(unit.get('Type')).toBe('notify');
