@@ -17,7 +17,9 @@ done
 for tool in dpkg-deb dpkg; do
   command -v "$tool" >/dev/null || { echo "deb.sh: $tool is missing (Debian: apt-get install dpkg)" >&2; exit 1; }
 done
-version=$(node -p "require('./package.json').version")
+# package.json's version alone is the same for every build, so apt would take
+# a new .deb for the installed one and keep the old code: the commit is in it.
+version=$(bash scripts/build-info.sh --deb-version)
 arch=$(dpkg --print-architecture)
 mkdir -p "$OUT"
 stage=$(mktemp -d "${TMPDIR:-/tmp}/srv6-mup-deb.XXXXXX")

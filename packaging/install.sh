@@ -54,8 +54,17 @@ install -m 0644 build/*.bpf.o build/build-info.json "$lib/build/"
 install -m 0644 bpf/cflags "$lib/bpf/"
 install -m 0755 "$ADDON" "$lib/native/build/Release/"
 # Runtime dependencies: what `npm ls --omit=dev` names, copied from the
-# installed node_modules (no registry, no network).
-npm ls --omit=dev --all --parseable 2>/dev/null | tail -n +2 | while read -r dep; do
+# installed node_modules (no registry, no network). Its complaints are shown
+# only when it fails.
+npm_err=$(mktemp)
+if ! deps=$(npm ls --omit=dev --all --parseable 2>"$npm_err"); then
+  { echo "install.sh: npm ls --omit=dev failed, so the runtime dependencies to copy are unknown (node_modules does not match package.json: 'npm ci' installs the lockfile's):"
+    cat "$npm_err"; } >&2
+  rm -f "$npm_err"
+  exit 1
+fi
+rm -f "$npm_err"
+printf '%s\n' "$deps" | tail -n +2 | while read -r dep; do
   rel=${dep#"$PWD/"}
   [ -e "$lib/$rel" ] || { mkdir -p "$(dirname "$lib/$rel")"; cp -a "$rel" "$lib/$rel"; }
 done
