@@ -177,6 +177,9 @@ class DirectionRun {
   recordDups = 0;
   received = 0;
   sendError: Error | null = null;
+  /** Why receiving, or reading TX stamps, stopped early (the interface went down: ENETDOWN). */
+  recvError: Error | null = null;
+  stampError: Error | null = null;
 
   constructor(
     readonly setup: DirectionSetup,
@@ -252,14 +255,18 @@ function checkOptions(o: ProbeRunOptions): void {
 export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
   checkOptions(o);
   const run = o.run ?? (Math.floor(Math.random() * 0xfffffffe) + 1) >>> 0;
-  const notes: string[] = [];
   const dirs: DirectionRun[] = [];
   try {
     for (const d of o.directions) dirs.push(new DirectionRun(d, o, run));
-  } catch (e) {
+    return await measure(o, run, dirs);
+  } finally {
+    // Every path, also a throw.
     for (const d of dirs) d.close();
-    throw e;
   }
+}
+
+async function measure(o: ProbeRunOptions, run: number, dirs: readonly DirectionRun[]): Promise<ProbeRunResult> {
+  const notes: string[] = [];
   const byDir = new Map<Direction, DirectionRun>(dirs.map((d) => [d.setup.dir, d]));
   const startedAt = new Date().toISOString();
   const clockStart = sampleClocks({ samples: 9 });
@@ -304,9 +311,18 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
     }
   };
 
+  // The receiving loops catch their own failures: a rejection left for later
+  // would end the process (unhandled) before the sockets and the session are
+  // closed. A failure stops that loop, and the report says so.
   const stamper = async (d: DirectionRun): Promise<void> => {
     while (!stop || d.stampById.size < d.sent) {
-      const { stamps } = await d.txSock.txStamps({ max: 1024, min: 1, timeoutMs: 50 }).catch(() => ({ stamps: [] }));
+      let stamps;
+      try {
+        ({ stamps } = await d.txSock.txStamps({ max: 1024, min: 1, timeoutMs: 50 }));
+      } catch (e) {
+        d.stampError = e as Error;
+        return;
+      }
       for (const s of stamps) {
         // A stamp can come back before send() resolved with its id: keyed
         // by id here, matched to sequence numbers at the end.
@@ -321,7 +337,13 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
   needle.writeUInt32BE(run, 4);
   const receiver = async (d: DirectionRun): Promise<void> => {
     while (!stop) {
-      const frames = await d.rxSock.recv({ max: 256, min: 1, timeoutMs: 50, snaplen: 512 });
+      let frames;
+      try {
+        frames = await d.rxSock.recv({ max: 256, min: 1, timeoutMs: 50, snaplen: 512 });
+      } catch (e) {
+        d.recvError = e as Error;
+        return;
+      }
       for (const f of frames) {
         const at = f.data.indexOf(needle);
         if (at < 0) continue;
@@ -346,8 +368,9 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
     });
   }, 50);
 
-  const rx = dirs.map((d) => receiver(d));
-  const tx = dirs.map((d) => stamper(d));
+  // Handlers attached at once: no rejection can go unhandled meanwhile.
+  const rx = dirs.map((d) => receiver(d).catch((e: unknown) => void (d.recvError ??= e as Error)));
+  const tx = dirs.map((d) => stamper(d).catch((e: unknown) => void (d.stampError ??= e as Error)));
   let sendSeconds = 0;
   try {
     await Promise.all(dirs.map((d) => sender(d)));
@@ -355,16 +378,26 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
     sendDone = true;
     // Stragglers: wait until everything sent arrived, or the grace period ends.
     const graceEnd = performance.now() + (o.graceMs ?? 500);
-    while (performance.now() < graceEnd && dirs.some((d) => d.received < d.sent || d.stampById.size < d.sent)) await sleep(10);
+    const waiting = (d: DirectionRun): boolean =>
+      (d.recvError === null && d.received < d.sent) || (d.stampError === null && d.stampById.size < d.sent);
+    while (performance.now() < graceEnd && dirs.some(waiting)) await sleep(10);
   } finally {
     stop = true;
-    await Promise.all([...rx, ...tx].map((p) => p.catch((e: unknown) => notes.push(`${(e as Error).message}`))));
+    await Promise.all([...rx, ...tx]);
     clearInterval(ticker);
     if (o.ring !== undefined) onRecords(o.ring.drain());
   }
   const clockEnd = sampleClocks({ samples: 9 });
   const countersAfter = o.counters?.();
-  for (const d of dirs) if (d.sendError !== null) notes.push(`${d.setup.dir}: sending stopped early: ${d.sendError.message}`);
+  for (const d of dirs) {
+    if (d.sendError !== null) notes.push(`${d.setup.dir}: sending stopped early: ${d.sendError.message}`);
+    if (d.recvError !== null) {
+      notes.push(`${d.setup.dir}: receiving on ${where(d.setup.rx)} stopped early: ${d.recvError.message}; probes sent after it count as lost`);
+    }
+    if (d.stampError !== null) {
+      notes.push(`${d.setup.dir}: reading TX stamps on ${where(d.setup.tx)} stopped early: ${d.stampError.message}; later probes have no wire latency`);
+    }
+  }
   if (!sendDone) notes.push('the run was stopped before every probe was sent');
   if (sendSeconds > o.durationS * 1.05 + 0.05) {
     notes.push(`sending took ${sendSeconds.toFixed(2)} s for a ${o.durationS} s run: the host could not keep the rate (timers ran late)`);
@@ -379,7 +412,6 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
     }
     const r = analyzeDirection(d, clockStart, clockEnd, o.ring !== undefined, samples);
     results.push(r);
-    d.close();
     if (r.tx.hardware.attempted && !r.tx.hardware.enabled) {
       notes.push(
         `${d.setup.dir}: no hardware timestamps on ${where(d.setup.tx)} (${r.tx.hardware.code ?? 'refused'}): software stamps instead`,

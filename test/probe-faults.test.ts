@@ -1,0 +1,91 @@
+/**
+ * The probe and its addon when things go wrong, on the real addon: a veth
+ * pair (`vta` <-> `vtb`) in a namespace this file creates and always removes.
+ * No translator: the probe frames go from `vta` straight to `vtb`, which is
+ * all the receive, TX-stamp and send paths need.
+ */
+import { readdirSync, readlinkSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseMac } from '../src/packet/probe-frames.js';
+import { runProbe, type DirectionSetup } from '../src/probe/probe.js';
+import { ADDON_PATH } from '../src/probe/native.js';
+import { parseIpv4 } from '../src/sid/addr.js';
+import { Lab, sweepStaleNamespaces } from './helpers/netns.js';
+import { existsSync } from 'node:fs';
+
+const ready = existsSync(ADDON_PATH) && process.getuid?.() === 0;
+
+/** Inodes of the sockets this process holds open. */
+function openSockets(): Set<string> {
+  const out = new Set<string>();
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const l = readlinkSync(`/proc/self/fd/${fd}`);
+      if (l.startsWith('socket:')) out.add(l);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return out;
+}
+
+describe.skipIf(!ready)('probe faults on a veth pair', () => {
+  let lab: Lab | undefined;
+  let ns = '';
+  let uplink: DirectionSetup;
+
+  beforeAll(async () => {
+    await sweepStaleNamespaces();
+    lab = await Lab.create(['p']);
+    ns = lab.ns('p');
+    await lab.batch('p', ['link add name vta type veth peer name vtb', 'link set vta up', 'link set vtb up']);
+    const mac = (await lab.ip('p', 'link', 'show', 'vtb')).match(/link\/ether ([0-9a-f:]+)/)![1]!;
+    const ip = (s: string): ReturnType<typeof parseIpv4> => parseIpv4(s, 'test');
+    uplink = {
+      dir: 'uplink',
+      tx: { netns: ns, dev: 'vta' },
+      rx: { netns: ns, dev: 'vtb' },
+      dstMac: parseMac(mac, 'vtb'),
+      uplink: { gnb: ip('192.0.2.1'), n3: ip('192.0.2.2'), teid: 1, qfi: 9, ue: ip('10.0.0.1'), dn: ip('10.0.0.2') },
+    };
+  });
+
+  afterAll(async () => {
+    await lab?.destroy();
+  });
+
+  it('a receive error (the RX interface goes down: ENETDOWN) ends in a report with a note, nothing unhandled, every socket closed', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown): void => void unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    const before = openSockets();
+    const during = new Set<string>();
+    let downed = false;
+    try {
+      const r = await runProbe({
+        directions: [uplink], rate: 1000, durationS: 1, size: 128, udpPort: 5555, timestamping: 'software', graceMs: 200,
+        onProgress: (p) => {
+          for (const s of openSockets()) if (!before.has(s)) during.add(s);
+          if (!downed && p.elapsedS > 0.3) {
+            downed = true;
+            void lab!.ip('p', 'link', 'set', 'vtb', 'down');
+          }
+        },
+      });
+      expect(downed).toBe(true);
+      // Node 20 ends a process on an unhandled rejection: no report, no cleanup.
+      expect(unhandled.map((e) => (e as Error).message)).toEqual([]);
+      const d = r.directions[0]!;
+      expect(d.sequence.received).toBeGreaterThan(0);
+      expect(d.sequence.received).toBeLessThan(d.sequence.sent);
+      expect(r.notes.join('\n')).toMatch(/uplink: receiving on mupt-\d+-p\/vtb stopped early: .*ENETDOWN/);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await lab!.ip('p', 'link', 'set', 'vtb', 'up');
+    }
+    // The probe's sockets (a packet socket and its eventfd each) are gone.
+    expect(during.size).toBeGreaterThanOrEqual(2);
+    const after = openSockets();
+    expect([...during].filter((s) => after.has(s))).toEqual([]);
+  });
+});
