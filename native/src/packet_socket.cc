@@ -96,11 +96,17 @@ auto inNetns(const std::string& path, F body) -> decltype(body()) {
   return body();
 }
 
-/** The control message lies wholly inside the buffer (a crafted cmsg_len cannot make us read past it). */
+/**
+ * The control message lies wholly inside the buffer (a crafted cmsg_len cannot
+ * make us read past it). Subtractions only: offset + cmsg_len could wrap.
+ */
 bool inside(const msghdr& m, const cmsghdr* c) {
   const uint8_t* begin = static_cast<const uint8_t*>(m.msg_control);
   const uint8_t* p = reinterpret_cast<const uint8_t*>(c);
-  return c->cmsg_len >= sizeof(cmsghdr) && p >= begin && size_t(p - begin) + c->cmsg_len <= m.msg_controllen;
+  if (p < begin) return false;
+  const size_t off = size_t(p - begin);
+  if (off > m.msg_controllen || m.msg_controllen - off < sizeof(cmsghdr)) return false;
+  return c->cmsg_len >= sizeof(cmsghdr) && c->cmsg_len <= m.msg_controllen - off;
 }
 }  // namespace
 
