@@ -12,8 +12,11 @@ import { ADDON_PATH } from '../src/probe/native.js';
 import { parseIpv4 } from '../src/sid/addr.js';
 import { Lab, sweepStaleNamespaces } from './helpers/netns.js';
 import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
-const ready = existsSync(ADDON_PATH) && process.getuid?.() === 0;
+/** TC egress program dropping every 10th IPv4 frame by count (bpf/lab/txdrop.bpf.c). */
+const TXDROP_OBJECT = fileURLToPath(new URL('../build/txdrop.bpf.o', import.meta.url));
+const ready = existsSync(ADDON_PATH) && existsSync(TXDROP_OBJECT) && process.getuid?.() === 0;
 
 /** Inodes of the sockets this process holds open. */
 function openSockets(): Set<string> {
@@ -87,5 +90,33 @@ describe.skipIf(!ready)('probe faults on a veth pair', () => {
     expect(during.size).toBeGreaterThanOrEqual(2);
     const after = openSockets();
     expect([...during].filter((s) => after.has(s))).toEqual([]);
+  });
+
+  it('frames dropped inside a sendmmsg batch (ENOBUFS, error swallowed) leave every TX stamp on its own probe', async () => {
+    // Every 10th frame out of vta is dropped after the kernel gave it its
+    // OPT_ID; inside a batch sendmmsg returns the count sent and drops the
+    // error, so an id count runs behind. Stamps matched by the sequence
+    // number in their frame stay right; the dropped frames go again.
+    await lab!.exec('p', 'tc', ['qdisc', 'add', 'dev', 'vta', 'clsact']);
+    try {
+      await lab!.exec('p', 'tc', ['filter', 'add', 'dev', 'vta', 'egress', 'bpf', 'da', 'obj', TXDROP_OBJECT, 'sec', 'tc']);
+      const r = await runProbe({ directions: [uplink], rate: 4000, durationS: 0.5, size: 128, udpPort: 5555, timestamping: 'software', graceMs: 300 });
+      const d = r.directions[0]!;
+      // Every frame that went out has its stamp (an id count one behind
+      // leaves the probe after a silent drop without one).
+      expect(d.txStamped).toBe(d.sequence.sent);
+      expect(r.notes.join('\n')).not.toMatch(/stopped early/);
+      expect(d.sequence.sent).toBe(2000);
+      expect(d.sequence.lost).toBe(0);
+      expect(d.txStamped).toBe(2000);
+      expect(d.wire?.count).toBe(2000);
+      // Each probe's own TX stamp: RX after TX, and no probe takes the
+      // stamp of a neighbour (which would be before its own send).
+      expect(d.wire!.min).toBeGreaterThan(0);
+      const byseq = r.samples.filter((x) => x.dir === 'uplink');
+      for (let i = 1; i < byseq.length; i++) expect(byseq[i]!.txNs! > byseq[i - 1]!.txNs!, `seq ${i}`).toBe(true);
+    } finally {
+      await lab!.exec('p', 'tc', ['qdisc', 'del', 'dev', 'vta', 'clsact']);
+    }
   });
 });

@@ -260,11 +260,13 @@ class RecvWorker : public SocketWorker {
 
 class TxStampWorker : public SocketWorker {
  public:
-  TxStampWorker(SocketWrap* w, unsigned max, unsigned min, int timeoutMs, bool keepControl)
-      : SocketWorker(w), max_(max), min_(min), timeoutMs_(timeoutMs), keepControl_(keepControl) {}
+  TxStampWorker(SocketWrap* w, unsigned max, unsigned min, int timeoutMs, bool keepControl, uint32_t snaplen)
+      : SocketWorker(w), max_(max), min_(min), timeoutMs_(timeoutMs), keepControl_(keepControl), snaplen_(snaplen) {}
 
  protected:
-  void run(mup::PacketSocket& s) override { stamps_ = s.txStamps(max_, min_, timeoutMs_, keepControl_, &skipped_); }
+  void run(mup::PacketSocket& s) override {
+    stamps_ = s.txStamps(max_, min_, timeoutMs_, keepControl_, snaplen_, &skipped_);
+  }
   Napi::Value result(Napi::Env env) override {
     Napi::Array a = Napi::Array::New(env, stamps_.size());
     for (size_t i = 0; i < stamps_.size(); i++) {
@@ -275,6 +277,7 @@ class TxStampWorker : public SocketWorker {
       o.Set("ns", Napi::BigInt::New(env, t.stamp.ns));
       o.Set("clock", clockName(t.stamp.clock));
       if (keepControl_) o.Set("control", Napi::Buffer<uint8_t>::Copy(env, t.control.data(), t.control.size()));
+      if (snaplen_ > 0) o.Set("data", Napi::Buffer<uint8_t>::Copy(env, t.data.data(), t.data.size()));
       a.Set(uint32_t(i), o);
     }
     Napi::Object r = Napi::Object::New(env);
@@ -287,6 +290,7 @@ class TxStampWorker : public SocketWorker {
   unsigned max_, min_;
   int timeoutMs_;
   bool keepControl_;
+  uint32_t snaplen_;
   unsigned skipped_ = 0;
   std::vector<mup::TxStamp> stamps_;
 };
@@ -348,12 +352,13 @@ Napi::Value SocketWrap::txStamps(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (closing_) return closedError(env, "recvmmsg(MSG_ERRQUEUE)");
   try {
-    if (info.Length() < 3) throw ArgError("txStamps(max, min, timeoutMs[, keepControl])");
+    if (info.Length() < 3) throw ArgError("txStamps(max, min, timeoutMs[, keepControl[, snaplen]])");
     uint32_t max = uintArg(info[0], "max", 1, kMaxBatch);
     uint32_t min = uintArg(info[1], "min", 0, max);
     int timeoutMs = int(uintArg(info[2], "timeoutMs", 0, kMaxTimeoutMs));
     bool keep = info.Length() > 3 && info[3].ToBoolean().Value();
-    auto* w = new TxStampWorker(this, max, min, timeoutMs, keep);
+    uint32_t snaplen = info.Length() > 4 && !info[4].IsUndefined() ? uintArg(info[4], "snaplen", 0, 65535) : 0;
+    auto* w = new TxStampWorker(this, max, min, timeoutMs, keep, snaplen);
     w->Queue();
     return w->promise();
   } catch (const ArgError& e) {
@@ -365,7 +370,7 @@ struct AddonData {
   Napi::FunctionReference socketClass;
 };
 
-// open({ ifname, netns, protocol, mode, ignoreOutgoing, rcvbuf, matchWord, matchWithin }): synchronous
+// open({ ifname, netns, protocol, mode, ignoreOutgoing, rcvbuf, matchWord, matchWithin, txStampFrames }): synchronous
 // (a few ioctls; setns is per thread, so it runs on the caller's).
 Napi::Value open(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -398,6 +403,11 @@ Napi::Value open(const Napi::CallbackInfo& info) {
     if (!o.Get("rcvbuf").IsUndefined()) opt.rcvbuf = int(uintArg(o.Get("rcvbuf"), "rcvbuf", 0, 1 << 30));
     if (!o.Get("matchWord").IsUndefined()) opt.matchWord = uint32_t(uintArg(o.Get("matchWord"), "matchWord", 0, 0xffffffffu));
     if (!o.Get("matchWithin").IsUndefined()) opt.matchWithin = uint32_t(uintArg(o.Get("matchWithin"), "matchWithin", 0, 1024));
+    Napi::Value tf = o.Get("txStampFrames");
+    if (!tf.IsUndefined()) {
+      if (!tf.IsBoolean()) throw ArgError("open: txStampFrames must be a boolean");
+      opt.txStampFrames = tf.As<Napi::Boolean>().Value();
+    }
     std::unique_ptr<mup::PacketSocket> s = mup::PacketSocket::open(opt);
     AddonData* data = env.GetInstanceData<AddonData>();
     Napi::Object obj = data->socketClass.New({Napi::External<mup::PacketSocket>::New(env, s.get())});

@@ -263,8 +263,8 @@ std::unique_ptr<PacketSocket> PacketSocket::open(const OpenOptions& opt) {
     }
     s->clock_ = s->hw_.ok ? Clock::Hardware : Clock::Software;
 
-    uint32_t flags = SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_OPT_TSONLY | SOF_TIMESTAMPING_RX_SOFTWARE |
-                     SOF_TIMESTAMPING_SOFTWARE;
+    uint32_t flags = SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+    if (!opt.txStampFrames) flags |= SOF_TIMESTAMPING_OPT_TSONLY;
     if (s->clock_ == Clock::Hardware) {
       flags |= SOF_TIMESTAMPING_TX_HARDWARE | SOF_TIMESTAMPING_RX_HARDWARE | SOF_TIMESTAMPING_RAW_HARDWARE;
     } else {
@@ -512,12 +512,14 @@ std::vector<RxPacket> PacketSocket::recv(unsigned max, unsigned min, int timeout
   return out;
 }
 
-std::vector<TxStamp> PacketSocket::txStamps(unsigned max, unsigned min, int timeoutMs, bool keepControl, unsigned* skipped) {
+std::vector<TxStamp> PacketSocket::txStamps(unsigned max, unsigned min, int timeoutMs, bool keepControl, uint32_t snaplen,
+                                            unsigned* skipped) {
   if (closed()) throw SysError(EBADF, "recvmmsg(MSG_ERRQUEUE)", "read TX stamps on " + ifname_, "the socket is closed");
   std::vector<TxStamp> out;
   *skipped = 0;
   constexpr size_t kCtl = 256;
-  constexpr size_t kData = 64;  // OPT_TSONLY: no payload comes back; room for a header anyway
+  // OPT_TSONLY: no payload comes back; room for a header anyway. Else the frame.
+  const size_t kData = snaplen > 0 ? snaplen : 64;
   std::vector<uint8_t> ctl(size_t(max) * kCtl), data(size_t(max) * kData);
   std::vector<iovec> iov(max);
   std::vector<mmsghdr> msgs(max);
@@ -541,6 +543,10 @@ std::vector<TxStamp> PacketSocket::txStamps(unsigned max, unsigned min, int time
           if (keepControl) {
             const uint8_t* c = static_cast<const uint8_t*>(msgs[i].msg_hdr.msg_control);
             t.control.assign(c, c + msgs[i].msg_hdr.msg_controllen);
+          }
+          if (snaplen > 0) {
+            const uint8_t* d = data.data() + i * kData;
+            t.data.assign(d, d + (msgs[i].msg_len < kData ? msgs[i].msg_len : kData));
           }
           out.push_back(std::move(t));
         } else {

@@ -27,6 +27,7 @@ import {
   TimestampingSocket,
   toRealtime,
   type ClockOffsets,
+  type NativeError,
   type SocketInfo,
   type Timestamp,
   type TimestampClock,
@@ -155,6 +156,8 @@ const ETH_P_LOCAL_EXP2 = 0x88b6;
  * (the default) the probes sent on the same interface.
  */
 const ETH_P_ALL = 0x0003;
+/** Of a stamped frame, enough to hold the probe payload (read at most 512 bytes on receive too). */
+const STAMP_SNAPLEN = 512;
 
 interface Arrival {
   seq: number;
@@ -170,10 +173,16 @@ class DirectionRun {
   readonly total: number;
   sent = 0;
   readonly idToSeq = new Map<number, number>();
+  /** Stamps that came without their frame (none expected): matched by id at the end. */
   readonly stampById = new Map<number, Timestamp>();
   readonly txStamp = new Map<number, Timestamp>();
+  /** Sends the interface queue refused (ENOBUFS): those frames went again. */
+  noBufs = 0;
   readonly arrivals: Arrival[] = [];
   readonly records = new Map<number, ProbeRecord>();
+  get stamped(): number {
+    return this.txStamp.size + this.stampById.size;
+  }
   recordDups = 0;
   received = 0;
   sendError: Error | null = null;
@@ -204,6 +213,11 @@ class DirectionRun {
       ...(setup.tx.netns === undefined ? {} : { netns: setup.tx.netns }),
       protocol: ETH_P_LOCAL_EXP2,
       timestamping: o.timestamping,
+      // Stamps carry their frame: matched by the probe's sequence number,
+      // not by the OPT_ID count (a frame dropped inside a sendmmsg batch
+      // uses an id the count cannot see: native/README.md).
+      txStampFrames: true,
+      rcvbufBytes: 16 << 20,
     });
     try {
       Buffer.from(this.txSock.info().mac.replace(/:/g, ''), 'hex').copy(this.template, 6);
@@ -288,6 +302,7 @@ async function measure(o: ProbeRunOptions, run: number, dirs: readonly Direction
 
   const sender = async (d: DirectionRun): Promise<void> => {
     const start = performance.now();
+    let lastSent = start;
     while (d.sent < d.total && !stop && o.signal?.aborted !== true) {
       const elapsed = (performance.now() - start) / 1000;
       const due = Math.min(d.total, Math.floor(elapsed * o.rate) + 1);
@@ -303,8 +318,17 @@ async function measure(o: ProbeRunOptions, run: number, dirs: readonly Direction
         const r = await d.txSock.send(batch, { timeoutMs: 1000 });
         for (let i = 0; i < r.sent; i++) d.idToSeq.set((r.firstId + i) >>> 0, d.sent + i);
         d.sent += r.sent;
+        if (r.sent > 0) lastSent = performance.now();
         if (r.error !== null) throw r.error;
       } catch (e) {
+        // ENOBUFS: the interface's queue dropped a frame; it is due again on
+        // the next turn (stamps are matched by content, so a retried frame is
+        // no trouble). Give up only when nothing goes out for a second.
+        if ((e as NativeError).code === 'ENOBUFS' && performance.now() - lastSent < 1000) {
+          d.noBufs++;
+          await sleep(1);
+          continue;
+        }
         d.sendError = e as Error;
         return;
       }
@@ -314,27 +338,31 @@ async function measure(o: ProbeRunOptions, run: number, dirs: readonly Direction
   // The receiving loops catch their own failures: a rejection left for later
   // would end the process (unhandled) before the sockets and the session are
   // closed. A failure stops that loop, and the report says so.
+  const needle = Buffer.alloc(8);
+  needle.writeUInt32BE(PROBE_MAGIC, 0);
+  needle.writeUInt32BE(run, 4);
   const stamper = async (d: DirectionRun): Promise<void> => {
-    while (!stop || d.stampById.size < d.sent) {
+    while (!stop || d.stamped < d.sent) {
       let stamps;
       try {
-        ({ stamps } = await d.txSock.txStamps({ max: 1024, min: 1, timeoutMs: 50 }));
+        ({ stamps } = await d.txSock.txStamps({ max: 1024, min: 1, timeoutMs: 50, snaplen: STAMP_SNAPLEN }));
       } catch (e) {
         d.stampError = e as Error;
         return;
       }
       for (const s of stamps) {
-        // A stamp can come back before send() resolved with its id: keyed
-        // by id here, matched to sequence numbers at the end.
-        if (s.type === 'sent') d.stampById.set(s.id, s.timestamp);
+        if (s.type !== 'sent') continue;
+        const at = s.data === undefined ? -1 : s.data.indexOf(needle);
+        const p = at < 0 ? null : decodePayload(s.data!, at);
+        if (p !== null && p.dir === d.setup.dir) d.txStamp.set(p.seq, s.timestamp);
+        // Without its frame: keyed by id (a stamp can come back before
+        // send() resolved with its id), matched to sequence numbers at the end.
+        else d.stampById.set(s.id, s.timestamp);
       }
       if (stop && stamps.length === 0) break;
     }
   };
 
-  const needle = Buffer.alloc(8);
-  needle.writeUInt32BE(PROBE_MAGIC, 0);
-  needle.writeUInt32BE(run, 4);
   const receiver = async (d: DirectionRun): Promise<void> => {
     while (!stop) {
       let frames;
@@ -379,7 +407,7 @@ async function measure(o: ProbeRunOptions, run: number, dirs: readonly Direction
     // Stragglers: wait until everything sent arrived, or the grace period ends.
     const graceEnd = performance.now() + (o.graceMs ?? 500);
     const waiting = (d: DirectionRun): boolean =>
-      (d.recvError === null && d.received < d.sent) || (d.stampError === null && d.stampById.size < d.sent);
+      (d.recvError === null && d.received < d.sent) || (d.stampError === null && d.stamped < d.sent);
     while (performance.now() < graceEnd && dirs.some(waiting)) await sleep(10);
   } finally {
     stop = true;
@@ -391,6 +419,7 @@ async function measure(o: ProbeRunOptions, run: number, dirs: readonly Direction
   const countersAfter = o.counters?.();
   for (const d of dirs) {
     if (d.sendError !== null) notes.push(`${d.setup.dir}: sending stopped early: ${d.sendError.message}`);
+    if (d.noBufs > 0) notes.push(`${d.setup.dir}: the queue of ${where(d.setup.tx)} was full ${d.noBufs} times (ENOBUFS): those frames were sent again`);
     if (d.recvError !== null) {
       notes.push(`${d.setup.dir}: receiving on ${where(d.setup.rx)} stopped early: ${d.recvError.message}; probes sent after it count as lost`);
     }
@@ -408,7 +437,7 @@ async function measure(o: ProbeRunOptions, run: number, dirs: readonly Direction
   for (const d of dirs) {
     for (const [id, t] of d.stampById) {
       const seq = d.idToSeq.get(id);
-      if (seq !== undefined) d.txStamp.set(seq, t);
+      if (seq !== undefined && !d.txStamp.has(seq)) d.txStamp.set(seq, t);
     }
     const r = analyzeDirection(d, clockStart, clockEnd, o.ring !== undefined, samples);
     results.push(r);
