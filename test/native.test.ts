@@ -352,7 +352,7 @@ describe('timestamping addon on a veth pair', () => {
     expect([...got, ...late]).toEqual([1, 4, 6]);
   });
 
-  it('waits on the thread pool: timers keep firing during recv, and close() wakes a waiting recv', async () => {
+  it('waits off the event loop: timers keep firing during recv, and close() wakes a waiting recv', async () => {
     const rx = sock({ ifname: 'rx0', netns: ns(), timestamping: 'software', protocol: ETHERTYPE });
     let ticks = 0;
     const timer = setInterval(() => ticks++, 10);

@@ -1,6 +1,6 @@
-// N-API glue: argument checks, JavaScript values, and AsyncWorkers that run
-// the blocking socket calls on libuv's thread pool so the event loop never
-// waits. Every failure becomes a JavaScript Error with `code` (errno name),
+// N-API glue: argument checks, JavaScript values, and workers that run the
+// blocking socket calls off the event loop: send on libuv's thread pool, the
+// waits (recv, txStamps) on threads of their own. Every failure becomes a JavaScript Error with `code` (errno name),
 // `errno` and `syscall`; nothing here aborts the process (and, as a net,
 // NODE_ADDON_API_CPP_EXCEPTIONS_ALL turns any other C++ exception thrown in
 // a callback into a JavaScript Error instead of std::terminate).
@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <thread>
 
 #include "clocks.h"
 #include "packet_socket.h"
@@ -50,6 +52,13 @@ class SocketWorker : public Napi::AsyncWorker {
  public:
   explicit SocketWorker(SocketWrap* w);
   Napi::Promise promise() { return deferred_.Promise(); }
+  /**
+   * Run on a thread of its own instead of libuv's pool: for calls that wait
+   * (recv, txStamps). Waiting on the pool (4 threads by default) would queue
+   * everything else behind the waits, sends included. Settled on the main
+   * thread through a thread-safe function; the pool if no thread can start.
+   */
+  void StartOwnThread();
 
  protected:
   virtual void run(mup::PacketSocket& s) = 0;
@@ -64,6 +73,8 @@ class SocketWorker : public Napi::AsyncWorker {
   SocketWrap* wrap_;
   Napi::Promise::Deferred deferred_;
   std::unique_ptr<SysError> sysErr_;
+  std::string otherErr_;
+  bool failed_ = false;
 };
 
 class SocketWrap : public Napi::ObjectWrap<SocketWrap> {
@@ -171,7 +182,26 @@ void SocketWorker::Execute() {
   } catch (const SysError& e) {
     sysErr_ = std::make_unique<SysError>(e);
   } catch (const std::exception& e) {
-    SetError(e.what());
+    failed_ = true;
+    otherErr_ = e.what();
+  }
+}
+
+void SocketWorker::StartOwnThread() {
+  Napi::ThreadSafeFunction tsfn = Napi::ThreadSafeFunction::New(Env(), Napi::Function(), "mup:tstamp-wait", 0, 1);
+  try {
+    std::thread([this, tsfn]() mutable {
+      Execute();
+      // After this call the main thread may delete `this`: nothing of it below.
+      tsfn.BlockingCall(this, [](Napi::Env, Napi::Function, SocketWorker* self) {
+        self->OnOK();
+        delete self;
+      });
+      tsfn.Release();
+    }).detach();
+  } catch (const std::system_error&) {
+    tsfn.Release();
+    Queue();
   }
 }
 
@@ -181,6 +211,8 @@ void SocketWorker::OnOK() {
   try {
     if (sysErr_) {
       deferred_.Reject(jsError(env, *sysErr_));
+    } else if (failed_) {
+      deferred_.Reject(Napi::Error::New(env, otherErr_).Value());
     } else {
       deferred_.Resolve(result(env));
     }
@@ -341,7 +373,7 @@ Napi::Value SocketWrap::recv(const Napi::CallbackInfo& info) {
     uint32_t snaplen = uintArg(info[3], "snaplen", 14, 65535);
     bool keep = info.Length() > 4 && info[4].ToBoolean().Value();
     auto* w = new RecvWorker(this, max, min, timeoutMs, snaplen, keep);
-    w->Queue();
+    w->StartOwnThread();
     return w->promise();
   } catch (const ArgError& e) {
     throw Napi::TypeError::New(env, e.what());
@@ -359,7 +391,7 @@ Napi::Value SocketWrap::txStamps(const Napi::CallbackInfo& info) {
     bool keep = info.Length() > 3 && info[3].ToBoolean().Value();
     uint32_t snaplen = info.Length() > 4 && !info[4].IsUndefined() ? uintArg(info[4], "snaplen", 0, 65535) : 0;
     auto* w = new TxStampWorker(this, max, min, timeoutMs, keep, snaplen);
-    w->Queue();
+    w->StartOwnThread();
     return w->promise();
   } catch (const ArgError& e) {
     throw Napi::TypeError::New(env, e.what());

@@ -12,8 +12,8 @@
  * silently: sampleClocks() measures the offsets, toMonotonic() and friends
  * apply them.
  *
- * Every call that waits (send, recv, txStamps) runs on libuv's thread pool:
- * the event loop keeps running. close() wakes the calls still waiting.
+ * Every call that waits runs off the event loop: send on libuv's thread pool,
+ * recv and txStamps on threads of their own (so they never hold the pool). close() wakes the calls still waiting.
  */
 import { join } from 'node:path';
 import { checkNetnsName, NETNS_DIR } from '../dataplane/netns.js';
