@@ -151,4 +151,29 @@ describe.skipIf(!ready)('probe faults on a veth pair', () => {
     expect(p90, `p90 of ${waits.length} sends`).toBeLessThan(10);
     expect(waits.length).toBeGreaterThan(500);
   });
+
+  it('sockets close in the reverse order of opening (a NIC shared by two restores its own setting last)', async () => {
+    const open = TimestampingSocket.open;
+    const close = TimestampingSocket.prototype.close;
+    const opened: TimestampingSocket[] = [];
+    const closed: TimestampingSocket[] = [];
+    TimestampingSocket.open = (o) => {
+      const s = open.call(TimestampingSocket, o);
+      opened.push(s);
+      return s;
+    };
+    TimestampingSocket.prototype.close = function (this: TimestampingSocket) {
+      if (!closed.includes(this)) closed.push(this);
+      close.call(this);
+    };
+    try {
+      await runProbe({ directions: [uplink, downlink], rate: 100, durationS: 0.1, size: 128, udpPort: 5555, timestamping: 'software', graceMs: 50 });
+    } finally {
+      TimestampingSocket.open = open;
+      TimestampingSocket.prototype.close = close;
+    }
+    expect(opened).toHaveLength(4);
+    // By identity (the objects have only private fields: toEqual would see {} each).
+    expect(closed.map((s) => opened.indexOf(s))).toEqual([3, 2, 1, 0]);
+  });
 });

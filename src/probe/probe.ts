@@ -243,9 +243,10 @@ class DirectionRun {
     return f;
   }
 
+  /** Reverse order of opening (see runProbe). */
   close(): void {
-    this.txSock.close();
     this.rxSock.close();
+    this.txSock.close();
   }
 }
 
@@ -274,8 +275,11 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
     for (const d of o.directions) dirs.push(new DirectionRun(d, o, run));
     return await measure(o, run, dirs);
   } finally {
-    // Every path, also a throw.
-    for (const d of dirs) d.close();
+    // Every path, also a throw; in reverse order of opening. Each socket
+    // puts its NIC's hardware stamping back as it found it at open: with
+    // two sockets on one NIC, the later one found the earlier one's
+    // setting, so it must restore first.
+    for (const d of [...dirs].reverse()) d.close();
   }
 }
 
