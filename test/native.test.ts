@@ -445,6 +445,14 @@ describe('timestamping addon on a veth pair', () => {
   });
 });
 
+describe('open() argument checks', () => {
+  it('a match window of 1 to 3 bytes (no room for the word) is refused, not a filter that drops every frame', () => {
+    for (const within of [1, 2, 3]) {
+      expect(() => TimestampingSocket.open({ ifname: 'lo', match: { word: 0x4d555054, within } })).toThrow(/matchWithin \d cannot hold the 4-byte word/);
+    }
+  });
+});
+
 describe('control-message parser on bytes the caller supplies', () => {
   it('a cmsg_len that wraps offset + length past 2^64 is refused, not read as a stamp', () => {
     // A 16-byte message that is nothing, then at offset 16 an SCM_TIMESTAMPING

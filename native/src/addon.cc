@@ -435,6 +435,11 @@ Napi::Value open(const Napi::CallbackInfo& info) {
     if (!o.Get("rcvbuf").IsUndefined()) opt.rcvbuf = int(uintArg(o.Get("rcvbuf"), "rcvbuf", 0, 1 << 30));
     if (!o.Get("matchWord").IsUndefined()) opt.matchWord = uint32_t(uintArg(o.Get("matchWord"), "matchWord", 0, 0xffffffffu));
     if (!o.Get("matchWithin").IsUndefined()) opt.matchWithin = uint32_t(uintArg(o.Get("matchWithin"), "matchWithin", 0, 1024));
+    // 1..3 leaves no 4-byte window: the filter would be only "drop".
+    if (opt.matchWithin > 0 && opt.matchWithin < 4) {
+      throw ArgError("open: matchWithin " + std::to_string(opt.matchWithin) +
+                     " cannot hold the 4-byte word (every frame would be dropped): use 4 to 1024, or 0 for no filter");
+    }
     Napi::Value tf = o.Get("txStampFrames");
     if (!tf.IsUndefined()) {
       if (!tf.IsBoolean()) throw ArgError("open: txStampFrames must be a boolean");
