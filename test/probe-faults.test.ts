@@ -176,4 +176,30 @@ describe.skipIf(!ready)('probe faults on a veth pair', () => {
     // By identity (the objects have only private fields: toEqual would see {} each).
     expect(closed.map((s) => opened.indexOf(s))).toEqual([3, 2, 1, 0]);
   });
+
+  it('hardware stamps that cannot be converted (no PHC offset) are counted in a note, not silently left out', async () => {
+    // veth has no PHC: its software stamps relabelled 'hardware' are what a
+    // NIC's look like to the probe (simulated: the run samples no PHC).
+    const recv = TimestampingSocket.prototype.recv;
+    const txStamps = TimestampingSocket.prototype.txStamps;
+    TimestampingSocket.prototype.recv = async function (this: TimestampingSocket, o) {
+      return (await recv.call(this, o)).map((f) => ({ ...f, timestamp: f.timestamp && { ns: f.timestamp.ns, clock: 'hardware' as const } }));
+    };
+    TimestampingSocket.prototype.txStamps = async function (this: TimestampingSocket, o) {
+      const r = await txStamps.call(this, o);
+      return { ...r, stamps: r.stamps.map((s) => ({ ...s, timestamp: { ...s.timestamp, clock: 'hardware' as const } })) };
+    };
+    let r;
+    try {
+      r = await runProbe({ directions: [uplink], rate: 500, durationS: 0.2, size: 128, udpPort: 5555, timestamping: 'software', graceMs: 200 });
+    } finally {
+      TimestampingSocket.prototype.recv = recv;
+      TimestampingSocket.prototype.txStamps = txStamps;
+    }
+    const d = r.directions[0]!;
+    expect(d.sequence.received).toBe(100);
+    expect(d.wire).toBeNull();
+    // Two per probe: its TX and its RX stamp.
+    expect(r.notes.join('\n')).toMatch(/uplink: 200 hardware stamps could not be put on CLOCK_REALTIME/);
+  });
 });

@@ -443,7 +443,7 @@ async function measure(o: ProbeRunOptions, run: number, dirs: readonly Direction
       const seq = d.idToSeq.get(id);
       if (seq !== undefined && !d.txStamp.has(seq)) d.txStamp.set(seq, t);
     }
-    const r = analyzeDirection(d, clockStart, clockEnd, o.ring !== undefined, samples);
+    const r = analyzeDirection(d, clockStart, clockEnd, o.ring !== undefined, samples, notes);
     results.push(r);
     if (r.tx.hardware.attempted && !r.tx.hardware.enabled) {
       notes.push(
@@ -474,7 +474,14 @@ async function measure(o: ProbeRunOptions, run: number, dirs: readonly Direction
   };
 }
 
-function analyzeDirection(d: DirectionRun, c0: ClockOffsets, c1: ClockOffsets, inBand: boolean, samples: Sample[]): DirectionResult {
+function analyzeDirection(
+  d: DirectionRun,
+  c0: ClockOffsets,
+  c1: ClockOffsets,
+  inBand: boolean,
+  samples: Sample[],
+  notes: string[],
+): DirectionResult {
   // Realtime - monotonic moves only by NTP slews; the mean of the two samples.
   const off: ClockOffsets = {
     ...c1,
@@ -503,11 +510,13 @@ function analyzeDirection(d: DirectionRun, c0: ClockOffsets, c1: ClockOffsets, i
   let within = 0;
   let maxDiff: number | null = null;
   const cpus = new Set<number>();
+  let unconverted = 0;
   const realtime = (t: Timestamp): bigint | null => {
     try {
       return toRealtime(t, off);
     } catch {
-      return null; // a hardware stamp without its PHC offset
+      unconverted++; // a hardware stamp without its PHC offset
+      return null;
     }
   };
   for (let seq = 0; seq < d.sent; seq++) {
@@ -564,6 +573,12 @@ function analyzeDirection(d: DirectionRun, c0: ClockOffsets, c1: ClockOffsets, i
       gapNs: rec?.gapNs ?? null,
       duplicates: dups.get(seq) ?? 0,
     });
+  }
+  if (unconverted > 0) {
+    notes.push(
+      `${d.setup.dir}: ${unconverted} hardware stamps could not be put on CLOCK_REALTIME (no PHC offset sampled for the NIC): ` +
+        'the probes they belong to have no wire latency or entry-to-capture time',
+    );
   }
   const wireHistogram = new HdrHistogram(3);
   for (const w of wire) wireHistogram.record(Math.max(0, w.delayNs));
