@@ -352,7 +352,7 @@ describe('timestamping addon on a veth pair', () => {
     expect([...got, ...late]).toEqual([1, 4, 6]);
   });
 
-  it('waits on the thread pool: timers keep firing during recv, and close() wakes a waiting recv', async () => {
+  it('waits off the event loop: timers keep firing during recv, and close() wakes a waiting recv', async () => {
     const rx = sock({ ifname: 'rx0', netns: ns(), timestamping: 'software', protocol: ETHERTYPE });
     let ticks = 0;
     const timer = setInterval(() => ticks++, 10);
@@ -442,6 +442,42 @@ describe('timestamping addon on a veth pair', () => {
     expect(ok.error?.code).toBe('EMSGSIZE');
     const { stamps } = await tx.txStamps({ max: 8, min: 1, timeoutMs: 2000 });
     expect(stamps.map((s) => s.id)).toEqual([0]);
+  });
+});
+
+describe('open() argument checks', () => {
+  it('a match window of 1 to 3 bytes (no room for the word) is refused, not a filter that drops every frame', () => {
+    for (const within of [1, 2, 3]) {
+      expect(() => TimestampingSocket.open({ ifname: 'lo', match: { word: 0x4d555054, within } })).toThrow(/matchWithin \d cannot hold the 4-byte word/);
+    }
+  });
+});
+
+describe('control-message parser on bytes the caller supplies', () => {
+  it('a cmsg_len that wraps offset + length past 2^64 is refused, not read as a stamp', () => {
+    // A 16-byte message that is nothing, then at offset 16 an SCM_TIMESTAMPING
+    // whose cmsg_len is 2^64 - 16: 16 + len wraps to 0, which an addition-based
+    // check takes for "inside". Its data (ts[0] = 5 s 7 ns) lies in the
+    // buffer, so the old check read it instead of past the end: deterministic.
+    const b = Buffer.alloc(96);
+    b.writeBigUInt64LE(16n, 0);
+    b.writeBigUInt64LE(2n ** 64n - 16n, 16);
+    b.writeInt32LE(1, 24); // SOL_SOCKET
+    b.writeInt32LE(37, 28); // SO_TIMESTAMPING_OLD
+    b.writeBigInt64LE(5n, 32);
+    b.writeBigInt64LE(7n, 40);
+    expect(parseControl(b, 'rx')).toEqual({ software: null, hardware: null });
+    // The same on the error-queue path, and with the data past the end (32 bytes).
+    expect(parseControl(b, 'errqueue').isTimestamp).toBe(false);
+    expect(parseControl(b.subarray(0, 32), 'rx')).toEqual({ software: null, hardware: null });
+    // Lengths that fit exactly are still read.
+    const ok = Buffer.alloc(64);
+    ok.writeBigUInt64LE(64n, 0);
+    ok.writeInt32LE(1, 8);
+    ok.writeInt32LE(37, 12);
+    ok.writeBigInt64LE(5n, 16);
+    ok.writeBigInt64LE(7n, 24);
+    expect(parseControl(ok, 'rx')).toEqual({ software: 5_000_000_007n, hardware: null });
   });
 });
 

@@ -1,6 +1,6 @@
-// N-API glue: argument checks, JavaScript values, and AsyncWorkers that run
-// the blocking socket calls on libuv's thread pool so the event loop never
-// waits. Every failure becomes a JavaScript Error with `code` (errno name),
+// N-API glue: argument checks, JavaScript values, and workers that run the
+// blocking socket calls off the event loop: send on libuv's thread pool, the
+// waits (recv, txStamps) on threads of their own. Every failure becomes a JavaScript Error with `code` (errno name),
 // `errno` and `syscall`; nothing here aborts the process (and, as a net,
 // NODE_ADDON_API_CPP_EXCEPTIONS_ALL turns any other C++ exception thrown in
 // a callback into a JavaScript Error instead of std::terminate).
@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <thread>
 
 #include "clocks.h"
 #include "packet_socket.h"
@@ -50,6 +52,13 @@ class SocketWorker : public Napi::AsyncWorker {
  public:
   explicit SocketWorker(SocketWrap* w);
   Napi::Promise promise() { return deferred_.Promise(); }
+  /**
+   * Run on a thread of its own instead of libuv's pool: for calls that wait
+   * (recv, txStamps). Waiting on the pool (4 threads by default) would queue
+   * everything else behind the waits, sends included. Settled on the main
+   * thread through a thread-safe function; the pool if no thread can start.
+   */
+  void StartOwnThread();
 
  protected:
   virtual void run(mup::PacketSocket& s) = 0;
@@ -64,6 +73,8 @@ class SocketWorker : public Napi::AsyncWorker {
   SocketWrap* wrap_;
   Napi::Promise::Deferred deferred_;
   std::unique_ptr<SysError> sysErr_;
+  std::string otherErr_;
+  bool failed_ = false;
 };
 
 class SocketWrap : public Napi::ObjectWrap<SocketWrap> {
@@ -171,7 +182,26 @@ void SocketWorker::Execute() {
   } catch (const SysError& e) {
     sysErr_ = std::make_unique<SysError>(e);
   } catch (const std::exception& e) {
-    SetError(e.what());
+    failed_ = true;
+    otherErr_ = e.what();
+  }
+}
+
+void SocketWorker::StartOwnThread() {
+  Napi::ThreadSafeFunction tsfn = Napi::ThreadSafeFunction::New(Env(), Napi::Function(), "mup:tstamp-wait", 0, 1);
+  try {
+    std::thread([this, tsfn]() mutable {
+      Execute();
+      // After this call the main thread may delete `this`: nothing of it below.
+      tsfn.BlockingCall(this, [](Napi::Env, Napi::Function, SocketWorker* self) {
+        self->OnOK();
+        delete self;
+      });
+      tsfn.Release();
+    }).detach();
+  } catch (const std::system_error&) {
+    tsfn.Release();
+    Queue();
   }
 }
 
@@ -181,6 +211,8 @@ void SocketWorker::OnOK() {
   try {
     if (sysErr_) {
       deferred_.Reject(jsError(env, *sysErr_));
+    } else if (failed_) {
+      deferred_.Reject(Napi::Error::New(env, otherErr_).Value());
     } else {
       deferred_.Resolve(result(env));
     }
@@ -260,11 +292,13 @@ class RecvWorker : public SocketWorker {
 
 class TxStampWorker : public SocketWorker {
  public:
-  TxStampWorker(SocketWrap* w, unsigned max, unsigned min, int timeoutMs, bool keepControl)
-      : SocketWorker(w), max_(max), min_(min), timeoutMs_(timeoutMs), keepControl_(keepControl) {}
+  TxStampWorker(SocketWrap* w, unsigned max, unsigned min, int timeoutMs, bool keepControl, uint32_t snaplen)
+      : SocketWorker(w), max_(max), min_(min), timeoutMs_(timeoutMs), keepControl_(keepControl), snaplen_(snaplen) {}
 
  protected:
-  void run(mup::PacketSocket& s) override { stamps_ = s.txStamps(max_, min_, timeoutMs_, keepControl_, &skipped_); }
+  void run(mup::PacketSocket& s) override {
+    stamps_ = s.txStamps(max_, min_, timeoutMs_, keepControl_, snaplen_, &skipped_);
+  }
   Napi::Value result(Napi::Env env) override {
     Napi::Array a = Napi::Array::New(env, stamps_.size());
     for (size_t i = 0; i < stamps_.size(); i++) {
@@ -275,6 +309,7 @@ class TxStampWorker : public SocketWorker {
       o.Set("ns", Napi::BigInt::New(env, t.stamp.ns));
       o.Set("clock", clockName(t.stamp.clock));
       if (keepControl_) o.Set("control", Napi::Buffer<uint8_t>::Copy(env, t.control.data(), t.control.size()));
+      if (snaplen_ > 0) o.Set("data", Napi::Buffer<uint8_t>::Copy(env, t.data.data(), t.data.size()));
       a.Set(uint32_t(i), o);
     }
     Napi::Object r = Napi::Object::New(env);
@@ -287,6 +322,7 @@ class TxStampWorker : public SocketWorker {
   unsigned max_, min_;
   int timeoutMs_;
   bool keepControl_;
+  uint32_t snaplen_;
   unsigned skipped_ = 0;
   std::vector<mup::TxStamp> stamps_;
 };
@@ -337,7 +373,7 @@ Napi::Value SocketWrap::recv(const Napi::CallbackInfo& info) {
     uint32_t snaplen = uintArg(info[3], "snaplen", 14, 65535);
     bool keep = info.Length() > 4 && info[4].ToBoolean().Value();
     auto* w = new RecvWorker(this, max, min, timeoutMs, snaplen, keep);
-    w->Queue();
+    w->StartOwnThread();
     return w->promise();
   } catch (const ArgError& e) {
     throw Napi::TypeError::New(env, e.what());
@@ -348,13 +384,14 @@ Napi::Value SocketWrap::txStamps(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (closing_) return closedError(env, "recvmmsg(MSG_ERRQUEUE)");
   try {
-    if (info.Length() < 3) throw ArgError("txStamps(max, min, timeoutMs[, keepControl])");
+    if (info.Length() < 3) throw ArgError("txStamps(max, min, timeoutMs[, keepControl[, snaplen]])");
     uint32_t max = uintArg(info[0], "max", 1, kMaxBatch);
     uint32_t min = uintArg(info[1], "min", 0, max);
     int timeoutMs = int(uintArg(info[2], "timeoutMs", 0, kMaxTimeoutMs));
     bool keep = info.Length() > 3 && info[3].ToBoolean().Value();
-    auto* w = new TxStampWorker(this, max, min, timeoutMs, keep);
-    w->Queue();
+    uint32_t snaplen = info.Length() > 4 && !info[4].IsUndefined() ? uintArg(info[4], "snaplen", 0, 65535) : 0;
+    auto* w = new TxStampWorker(this, max, min, timeoutMs, keep, snaplen);
+    w->StartOwnThread();
     return w->promise();
   } catch (const ArgError& e) {
     throw Napi::TypeError::New(env, e.what());
@@ -365,7 +402,7 @@ struct AddonData {
   Napi::FunctionReference socketClass;
 };
 
-// open({ ifname, netns, protocol, mode, ignoreOutgoing, rcvbuf, matchWord, matchWithin }): synchronous
+// open({ ifname, netns, protocol, mode, ignoreOutgoing, rcvbuf, matchWord, matchWithin, txStampFrames }): synchronous
 // (a few ioctls; setns is per thread, so it runs on the caller's).
 Napi::Value open(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -398,6 +435,16 @@ Napi::Value open(const Napi::CallbackInfo& info) {
     if (!o.Get("rcvbuf").IsUndefined()) opt.rcvbuf = int(uintArg(o.Get("rcvbuf"), "rcvbuf", 0, 1 << 30));
     if (!o.Get("matchWord").IsUndefined()) opt.matchWord = uint32_t(uintArg(o.Get("matchWord"), "matchWord", 0, 0xffffffffu));
     if (!o.Get("matchWithin").IsUndefined()) opt.matchWithin = uint32_t(uintArg(o.Get("matchWithin"), "matchWithin", 0, 1024));
+    // 1..3 leaves no 4-byte window: the filter would be only "drop".
+    if (opt.matchWithin > 0 && opt.matchWithin < 4) {
+      throw ArgError("open: matchWithin " + std::to_string(opt.matchWithin) +
+                     " cannot hold the 4-byte word (every frame would be dropped): use 4 to 1024, or 0 for no filter");
+    }
+    Napi::Value tf = o.Get("txStampFrames");
+    if (!tf.IsUndefined()) {
+      if (!tf.IsBoolean()) throw ArgError("open: txStampFrames must be a boolean");
+      opt.txStampFrames = tf.As<Napi::Boolean>().Value();
+    }
     std::unique_ptr<mup::PacketSocket> s = mup::PacketSocket::open(opt);
     AddonData* data = env.GetInstanceData<AddonData>();
     Napi::Object obj = data->socketClass.New({Napi::External<mup::PacketSocket>::New(env, s.get())});

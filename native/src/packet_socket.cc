@@ -96,11 +96,17 @@ auto inNetns(const std::string& path, F body) -> decltype(body()) {
   return body();
 }
 
-/** The control message lies wholly inside the buffer (a crafted cmsg_len cannot make us read past it). */
+/**
+ * The control message lies wholly inside the buffer (a crafted cmsg_len cannot
+ * make us read past it). Subtractions only: offset + cmsg_len could wrap.
+ */
 bool inside(const msghdr& m, const cmsghdr* c) {
   const uint8_t* begin = static_cast<const uint8_t*>(m.msg_control);
   const uint8_t* p = reinterpret_cast<const uint8_t*>(c);
-  return c->cmsg_len >= sizeof(cmsghdr) && p >= begin && size_t(p - begin) + c->cmsg_len <= m.msg_controllen;
+  if (p < begin) return false;
+  const size_t off = size_t(p - begin);
+  if (off > m.msg_controllen || m.msg_controllen - off < sizeof(cmsghdr)) return false;
+  return c->cmsg_len >= sizeof(cmsghdr) && c->cmsg_len <= m.msg_controllen - off;
 }
 }  // namespace
 
@@ -257,8 +263,8 @@ std::unique_ptr<PacketSocket> PacketSocket::open(const OpenOptions& opt) {
     }
     s->clock_ = s->hw_.ok ? Clock::Hardware : Clock::Software;
 
-    uint32_t flags = SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_OPT_TSONLY | SOF_TIMESTAMPING_RX_SOFTWARE |
-                     SOF_TIMESTAMPING_SOFTWARE;
+    uint32_t flags = SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+    if (!opt.txStampFrames) flags |= SOF_TIMESTAMPING_OPT_TSONLY;
     if (s->clock_ == Clock::Hardware) {
       flags |= SOF_TIMESTAMPING_TX_HARDWARE | SOF_TIMESTAMPING_RX_HARDWARE | SOF_TIMESTAMPING_RAW_HARDWARE;
     } else {
@@ -506,12 +512,14 @@ std::vector<RxPacket> PacketSocket::recv(unsigned max, unsigned min, int timeout
   return out;
 }
 
-std::vector<TxStamp> PacketSocket::txStamps(unsigned max, unsigned min, int timeoutMs, bool keepControl, unsigned* skipped) {
+std::vector<TxStamp> PacketSocket::txStamps(unsigned max, unsigned min, int timeoutMs, bool keepControl, uint32_t snaplen,
+                                            unsigned* skipped) {
   if (closed()) throw SysError(EBADF, "recvmmsg(MSG_ERRQUEUE)", "read TX stamps on " + ifname_, "the socket is closed");
   std::vector<TxStamp> out;
   *skipped = 0;
   constexpr size_t kCtl = 256;
-  constexpr size_t kData = 64;  // OPT_TSONLY: no payload comes back; room for a header anyway
+  // OPT_TSONLY: no payload comes back; room for a header anyway. Else the frame.
+  const size_t kData = snaplen > 0 ? snaplen : 64;
   std::vector<uint8_t> ctl(size_t(max) * kCtl), data(size_t(max) * kData);
   std::vector<iovec> iov(max);
   std::vector<mmsghdr> msgs(max);
@@ -535,6 +543,10 @@ std::vector<TxStamp> PacketSocket::txStamps(unsigned max, unsigned min, int time
           if (keepControl) {
             const uint8_t* c = static_cast<const uint8_t*>(msgs[i].msg_hdr.msg_control);
             t.control.assign(c, c + msgs[i].msg_hdr.msg_controllen);
+          }
+          if (snaplen > 0) {
+            const uint8_t* d = data.data() + i * kData;
+            t.data.assign(d, d + (msgs[i].msg_len < kData ? msgs[i].msg_len : kData));
           }
           out.push_back(std::move(t));
         } else {

@@ -64,6 +64,9 @@ struct OpenOptions {
   // matchWord (network order) at some offset below matchWithin; 0: no filter.
   uint32_t matchWord = 0;
   uint32_t matchWithin = 0;
+  // TX stamps carry a copy of their frame (no OPT_TSONLY): the caller can tell
+  // which frame a stamp is from by its content, not only by the OPT_ID count.
+  bool txStampFrames = false;
 };
 
 struct RxPacket {
@@ -79,6 +82,7 @@ struct TxStamp {
   uint32_t id = 0;      // SOF_TIMESTAMPING_OPT_ID counter: 0 for the socket's first frame
   uint32_t tstype = 0;  // SCM_TSTAMP_SND (0), SCM_TSTAMP_SCHED (1), SCM_TSTAMP_ACK (2)
   Stamp stamp;
+  std::vector<uint8_t> data;  // the stamped frame, at most snaplen bytes (txStampFrames sockets)
   std::vector<uint8_t> control;  // the raw control messages, when asked for
 };
 
@@ -114,8 +118,9 @@ class PacketSocket {
   /** Up to `max` frames; returns once `min` arrived, at timeout, or on close (whatever came). */
   /** keepControl: copy each message's raw control bytes into the result (diagnostics, tests). */
   std::vector<RxPacket> recv(unsigned max, unsigned min, int timeoutMs, uint32_t snaplen, bool keepControl);
-  /** Up to `max` TX stamps from the error queue; same waiting rules as recv. */
-  std::vector<TxStamp> txStamps(unsigned max, unsigned min, int timeoutMs, bool keepControl, unsigned* skipped);
+  /** Up to `max` TX stamps from the error queue; same waiting rules as recv. snaplen > 0: keep that much of each frame. */
+  std::vector<TxStamp> txStamps(unsigned max, unsigned min, int timeoutMs, bool keepControl, uint32_t snaplen,
+                                unsigned* skipped);
 
   /** Wake every blocked call (they return what they have). Thread-safe. */
   void wake();

@@ -12,8 +12,8 @@
  * silently: sampleClocks() measures the offsets, toMonotonic() and friends
  * apply them.
  *
- * Every call that waits (send, recv, txStamps) runs on libuv's thread pool:
- * the event loop keeps running. close() wakes the calls still waiting.
+ * Every call that waits runs off the event loop: send on libuv's thread pool,
+ * recv and txStamps on threads of their own (so they never hold the pool). close() wakes the calls still waiting.
  */
 import { join } from 'node:path';
 import { checkNetnsName, NETNS_DIR } from '../dataplane/netns.js';
@@ -56,6 +56,12 @@ export interface OpenOptions {
    * in the kernel, so other traffic on the interface costs no copy.
    */
   readonly match?: { readonly word: number; readonly within: number };
+  /**
+   * TX stamps carry a copy of their frame (no OPT_TSONLY; read it with
+   * txStamps({ snaplen })): a stamp is tied to its frame by content, which
+   * holds where the OPT_ID count cannot (native/README.md).
+   */
+  readonly txStampFrames?: boolean;
 }
 
 export interface Timestamp {
@@ -134,6 +140,8 @@ export interface TxStamp {
   readonly timestamp: Timestamp;
   /** The raw control messages of the error-queue message, with keepControl only. */
   readonly control?: Buffer;
+  /** The stamped frame (at most `snaplen` bytes): txStampFrames sockets, txStamps with a snaplen. */
+  readonly data?: Buffer;
 }
 
 export interface SendResult {
@@ -157,8 +165,8 @@ interface RawSocket {
   recv(max: number, min: number, timeoutMs: number, snaplen: number, keepControl: boolean): Promise<
     { data: Buffer; wireLength: number; pktType: number; software: bigint | null; hardware: bigint | null; control?: Buffer }[]
   >;
-  txStamps(max: number, min: number, timeoutMs: number, keepControl: boolean): Promise<{
-    stamps: { id: number; tstype: number; ns: bigint; clock: TimestampClock; control?: Buffer }[];
+  txStamps(max: number, min: number, timeoutMs: number, keepControl: boolean, snaplen: number): Promise<{
+    stamps: { id: number; tstype: number; ns: bigint; clock: TimestampClock; control?: Buffer; data?: Buffer }[];
     skipped: number;
   }>;
   close(): void;
@@ -184,6 +192,7 @@ interface Addon {
     rcvbuf?: number;
     matchWord?: number;
     matchWithin?: number;
+    txStampFrames?: boolean;
   }): RawSocket;
   sampleClocks(ptpDevice: string | null, samples: number): RawClocks;
   errnoName(errno: number): string;
@@ -265,6 +274,7 @@ export class TimestampingSocket {
           rcvbuf: options.rcvbufBytes,
           matchWord: options.match?.word,
           matchWithin: options.match?.within,
+          txStampFrames: options.txStampFrames,
         }),
       );
     } catch (e) {
@@ -330,14 +340,14 @@ export class TimestampingSocket {
    * queue messages that were not timestamps.
    */
   async txStamps(
-    opts: { max?: number; min?: number; timeoutMs?: number; keepControl?: boolean } = {},
+    opts: { max?: number; min?: number; timeoutMs?: number; keepControl?: boolean; snaplen?: number } = {},
   ): Promise<{ stamps: TxStamp[]; skipped: number }> {
     const max = opts.max ?? 64;
     const min = Math.min(opts.min ?? 1, max);
     checkCount('txStamps max', max, 1, 1024);
     let raw;
     try {
-      raw = await this.#raw.txStamps(max, min, opts.timeoutMs ?? 1000, opts.keepControl ?? false);
+      raw = await this.#raw.txStamps(max, min, opts.timeoutMs ?? 1000, opts.keepControl ?? false, opts.snaplen ?? 0);
     } catch (e) {
       rethrow(e);
     }
@@ -348,6 +358,7 @@ export class TimestampingSocket {
         type: TSTYPES[s.tstype] ?? 'unknown',
         timestamp: { ns: s.ns, clock: s.clock },
         ...(s.control === undefined ? {} : { control: s.control }),
+        ...(s.data === undefined ? {} : { data: s.data }),
       })),
     };
   }

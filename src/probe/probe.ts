@@ -27,6 +27,7 @@ import {
   TimestampingSocket,
   toRealtime,
   type ClockOffsets,
+  type NativeError,
   type SocketInfo,
   type Timestamp,
   type TimestampClock,
@@ -155,6 +156,8 @@ const ETH_P_LOCAL_EXP2 = 0x88b6;
  * (the default) the probes sent on the same interface.
  */
 const ETH_P_ALL = 0x0003;
+/** Of a stamped frame, enough to hold the probe payload (read at most 512 bytes on receive too). */
+const STAMP_SNAPLEN = 512;
 
 interface Arrival {
   seq: number;
@@ -170,13 +173,22 @@ class DirectionRun {
   readonly total: number;
   sent = 0;
   readonly idToSeq = new Map<number, number>();
+  /** Stamps that came without their frame (none expected): matched by id at the end. */
   readonly stampById = new Map<number, Timestamp>();
   readonly txStamp = new Map<number, Timestamp>();
+  /** Sends the interface queue refused (ENOBUFS): those frames went again. */
+  noBufs = 0;
   readonly arrivals: Arrival[] = [];
   readonly records = new Map<number, ProbeRecord>();
+  get stamped(): number {
+    return this.txStamp.size + this.stampById.size;
+  }
   recordDups = 0;
   received = 0;
   sendError: Error | null = null;
+  /** Why receiving, or reading TX stamps, stopped early (the interface went down: ENETDOWN). */
+  recvError: Error | null = null;
+  stampError: Error | null = null;
 
   constructor(
     readonly setup: DirectionSetup,
@@ -201,6 +213,11 @@ class DirectionRun {
       ...(setup.tx.netns === undefined ? {} : { netns: setup.tx.netns }),
       protocol: ETH_P_LOCAL_EXP2,
       timestamping: o.timestamping,
+      // Stamps carry their frame: matched by the probe's sequence number,
+      // not by the OPT_ID count (a frame dropped inside a sendmmsg batch
+      // uses an id the count cannot see: native/README.md).
+      txStampFrames: true,
+      rcvbufBytes: 16 << 20,
     });
     try {
       Buffer.from(this.txSock.info().mac.replace(/:/g, ''), 'hex').copy(this.template, 6);
@@ -226,9 +243,10 @@ class DirectionRun {
     return f;
   }
 
+  /** Reverse order of opening (see runProbe). */
   close(): void {
-    this.txSock.close();
     this.rxSock.close();
+    this.txSock.close();
   }
 }
 
@@ -252,14 +270,21 @@ function checkOptions(o: ProbeRunOptions): void {
 export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
   checkOptions(o);
   const run = o.run ?? (Math.floor(Math.random() * 0xfffffffe) + 1) >>> 0;
-  const notes: string[] = [];
   const dirs: DirectionRun[] = [];
   try {
     for (const d of o.directions) dirs.push(new DirectionRun(d, o, run));
-  } catch (e) {
-    for (const d of dirs) d.close();
-    throw e;
+    return await measure(o, run, dirs);
+  } finally {
+    // Every path, also a throw; in reverse order of opening. Each socket
+    // puts its NIC's hardware stamping back as it found it at open: with
+    // two sockets on one NIC, the later one found the earlier one's
+    // setting, so it must restore first.
+    for (const d of [...dirs].reverse()) d.close();
   }
+}
+
+async function measure(o: ProbeRunOptions, run: number, dirs: readonly DirectionRun[]): Promise<ProbeRunResult> {
+  const notes: string[] = [];
   const byDir = new Map<Direction, DirectionRun>(dirs.map((d) => [d.setup.dir, d]));
   const startedAt = new Date().toISOString();
   const clockStart = sampleClocks({ samples: 9 });
@@ -281,6 +306,7 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
 
   const sender = async (d: DirectionRun): Promise<void> => {
     const start = performance.now();
+    let lastSent = start;
     while (d.sent < d.total && !stop && o.signal?.aborted !== true) {
       const elapsed = (performance.now() - start) / 1000;
       const due = Math.min(d.total, Math.floor(elapsed * o.rate) + 1);
@@ -296,32 +322,60 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
         const r = await d.txSock.send(batch, { timeoutMs: 1000 });
         for (let i = 0; i < r.sent; i++) d.idToSeq.set((r.firstId + i) >>> 0, d.sent + i);
         d.sent += r.sent;
+        if (r.sent > 0) lastSent = performance.now();
         if (r.error !== null) throw r.error;
       } catch (e) {
+        // ENOBUFS: the interface's queue dropped a frame; it is due again on
+        // the next turn (stamps are matched by content, so a retried frame is
+        // no trouble). Give up only when nothing goes out for a second.
+        if ((e as NativeError).code === 'ENOBUFS' && performance.now() - lastSent < 1000) {
+          d.noBufs++;
+          await sleep(1);
+          continue;
+        }
         d.sendError = e as Error;
         return;
       }
     }
   };
 
+  // The receiving loops catch their own failures: a rejection left for later
+  // would end the process (unhandled) before the sockets and the session are
+  // closed. A failure stops that loop, and the report says so.
+  const needle = Buffer.alloc(8);
+  needle.writeUInt32BE(PROBE_MAGIC, 0);
+  needle.writeUInt32BE(run, 4);
   const stamper = async (d: DirectionRun): Promise<void> => {
-    while (!stop || d.stampById.size < d.sent) {
-      const { stamps } = await d.txSock.txStamps({ max: 1024, min: 1, timeoutMs: 50 }).catch(() => ({ stamps: [] }));
+    while (!stop || d.stamped < d.sent) {
+      let stamps;
+      try {
+        ({ stamps } = await d.txSock.txStamps({ max: 1024, min: 1, timeoutMs: 50, snaplen: STAMP_SNAPLEN }));
+      } catch (e) {
+        d.stampError = e as Error;
+        return;
+      }
       for (const s of stamps) {
-        // A stamp can come back before send() resolved with its id: keyed
-        // by id here, matched to sequence numbers at the end.
-        if (s.type === 'sent') d.stampById.set(s.id, s.timestamp);
+        if (s.type !== 'sent') continue;
+        const at = s.data === undefined ? -1 : s.data.indexOf(needle);
+        const p = at < 0 ? null : decodePayload(s.data!, at);
+        if (p !== null && p.dir === d.setup.dir) d.txStamp.set(p.seq, s.timestamp);
+        // Without its frame: keyed by id (a stamp can come back before
+        // send() resolved with its id), matched to sequence numbers at the end.
+        else d.stampById.set(s.id, s.timestamp);
       }
       if (stop && stamps.length === 0) break;
     }
   };
 
-  const needle = Buffer.alloc(8);
-  needle.writeUInt32BE(PROBE_MAGIC, 0);
-  needle.writeUInt32BE(run, 4);
   const receiver = async (d: DirectionRun): Promise<void> => {
     while (!stop) {
-      const frames = await d.rxSock.recv({ max: 256, min: 1, timeoutMs: 50, snaplen: 512 });
+      let frames;
+      try {
+        frames = await d.rxSock.recv({ max: 256, min: 1, timeoutMs: 50, snaplen: 512 });
+      } catch (e) {
+        d.recvError = e as Error;
+        return;
+      }
       for (const f of frames) {
         const at = f.data.indexOf(needle);
         if (at < 0) continue;
@@ -346,8 +400,9 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
     });
   }, 50);
 
-  const rx = dirs.map((d) => receiver(d));
-  const tx = dirs.map((d) => stamper(d));
+  // Handlers attached at once: no rejection can go unhandled meanwhile.
+  const rx = dirs.map((d) => receiver(d).catch((e: unknown) => void (d.recvError ??= e as Error)));
+  const tx = dirs.map((d) => stamper(d).catch((e: unknown) => void (d.stampError ??= e as Error)));
   let sendSeconds = 0;
   try {
     await Promise.all(dirs.map((d) => sender(d)));
@@ -355,16 +410,27 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
     sendDone = true;
     // Stragglers: wait until everything sent arrived, or the grace period ends.
     const graceEnd = performance.now() + (o.graceMs ?? 500);
-    while (performance.now() < graceEnd && dirs.some((d) => d.received < d.sent || d.stampById.size < d.sent)) await sleep(10);
+    const waiting = (d: DirectionRun): boolean =>
+      (d.recvError === null && d.received < d.sent) || (d.stampError === null && d.stamped < d.sent);
+    while (performance.now() < graceEnd && dirs.some(waiting)) await sleep(10);
   } finally {
     stop = true;
-    await Promise.all([...rx, ...tx].map((p) => p.catch((e: unknown) => notes.push(`${(e as Error).message}`))));
+    await Promise.all([...rx, ...tx]);
     clearInterval(ticker);
     if (o.ring !== undefined) onRecords(o.ring.drain());
   }
   const clockEnd = sampleClocks({ samples: 9 });
   const countersAfter = o.counters?.();
-  for (const d of dirs) if (d.sendError !== null) notes.push(`${d.setup.dir}: sending stopped early: ${d.sendError.message}`);
+  for (const d of dirs) {
+    if (d.sendError !== null) notes.push(`${d.setup.dir}: sending stopped early: ${d.sendError.message}`);
+    if (d.noBufs > 0) notes.push(`${d.setup.dir}: the queue of ${where(d.setup.tx)} was full ${d.noBufs} times (ENOBUFS): those frames were sent again`);
+    if (d.recvError !== null) {
+      notes.push(`${d.setup.dir}: receiving on ${where(d.setup.rx)} stopped early: ${d.recvError.message}; probes sent after it count as lost`);
+    }
+    if (d.stampError !== null) {
+      notes.push(`${d.setup.dir}: reading TX stamps on ${where(d.setup.tx)} stopped early: ${d.stampError.message}; later probes have no wire latency`);
+    }
+  }
   if (!sendDone) notes.push('the run was stopped before every probe was sent');
   if (sendSeconds > o.durationS * 1.05 + 0.05) {
     notes.push(`sending took ${sendSeconds.toFixed(2)} s for a ${o.durationS} s run: the host could not keep the rate (timers ran late)`);
@@ -375,11 +441,10 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
   for (const d of dirs) {
     for (const [id, t] of d.stampById) {
       const seq = d.idToSeq.get(id);
-      if (seq !== undefined) d.txStamp.set(seq, t);
+      if (seq !== undefined && !d.txStamp.has(seq)) d.txStamp.set(seq, t);
     }
-    const r = analyzeDirection(d, clockStart, clockEnd, o.ring !== undefined, samples);
+    const r = analyzeDirection(d, clockStart, clockEnd, o.ring !== undefined, samples, notes);
     results.push(r);
-    d.close();
     if (r.tx.hardware.attempted && !r.tx.hardware.enabled) {
       notes.push(
         `${d.setup.dir}: no hardware timestamps on ${where(d.setup.tx)} (${r.tx.hardware.code ?? 'refused'}): software stamps instead`,
@@ -409,7 +474,14 @@ export async function runProbe(o: ProbeRunOptions): Promise<ProbeRunResult> {
   };
 }
 
-function analyzeDirection(d: DirectionRun, c0: ClockOffsets, c1: ClockOffsets, inBand: boolean, samples: Sample[]): DirectionResult {
+function analyzeDirection(
+  d: DirectionRun,
+  c0: ClockOffsets,
+  c1: ClockOffsets,
+  inBand: boolean,
+  samples: Sample[],
+  notes: string[],
+): DirectionResult {
   // Realtime - monotonic moves only by NTP slews; the mean of the two samples.
   const off: ClockOffsets = {
     ...c1,
@@ -438,11 +510,13 @@ function analyzeDirection(d: DirectionRun, c0: ClockOffsets, c1: ClockOffsets, i
   let within = 0;
   let maxDiff: number | null = null;
   const cpus = new Set<number>();
+  let unconverted = 0;
   const realtime = (t: Timestamp): bigint | null => {
     try {
       return toRealtime(t, off);
     } catch {
-      return null; // a hardware stamp without its PHC offset
+      unconverted++; // a hardware stamp without its PHC offset
+      return null;
     }
   };
   for (let seq = 0; seq < d.sent; seq++) {
@@ -499,6 +573,12 @@ function analyzeDirection(d: DirectionRun, c0: ClockOffsets, c1: ClockOffsets, i
       gapNs: rec?.gapNs ?? null,
       duplicates: dups.get(seq) ?? 0,
     });
+  }
+  if (unconverted > 0) {
+    notes.push(
+      `${d.setup.dir}: ${unconverted} hardware stamps could not be put on CLOCK_REALTIME (no PHC offset sampled for the NIC): ` +
+        'the probes they belong to have no wire latency or entry-to-capture time',
+    );
   }
   const wireHistogram = new HdrHistogram(3);
   for (const w of wire) wireHistogram.record(Math.max(0, w.delayNs));
