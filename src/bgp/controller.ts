@@ -100,6 +100,8 @@ export type RdRt = { kind: 'asn'; asn: number; value: number } | { kind: 'ip'; i
 export function parseRdRt(text: string, where: string): RdRt {
   const t = text.trim();
   const i = t.lastIndexOf(':');
+  // No colon: "65000" was read as 6500:65000 (slice(0, -1) and the whole).
+  if (i <= 0) throw new Error(`${where}: "${t}" is not ASN:N (ASN 0..65535) or IPv4:N (N 0..65535), e.g. 65000:100`);
   const left = t.slice(0, i);
   const right = t.slice(i + 1);
   const value = /^\d{1,10}$/.test(right) ? Number(right) : NaN;

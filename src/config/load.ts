@@ -15,7 +15,7 @@ import jsyaml from 'js-yaml';
 import { NOT_BLOCK, parseBlockYaml, type ItemHook, type ItemRead } from './block-yaml.js';
 import type { Document, LineCounter } from 'yaml';
 import { yamlDoc } from './yaml-doc.js';
-import { AddressError, formatIpv4, formatIpv4Prefix, formatIpv6Prefix, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
+import { AddressError, formatIpv4, formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
 import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
 import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
 import { ipv6Prefix } from '../sid/addr.js';
@@ -1691,7 +1691,10 @@ function readRdRt(src: Source, path: Path, v: unknown, what: string): string {
   if (!ok) {
     src.fail(path, `${JSON.stringify(s)} is not a ${what} gobgpd 3.10 keeps; give ASN:N with a 2-byte ASN (0..65535, N < 2^32) or IPv4:N (N < 65536), e.g. 65000:100 (3.10 silently clamps 4-byte ASNs)`);
   }
-  return s;
+  // As gobgpd prints it back: "65000:02" kept as typed made our routes' keys differ from the sidecar's
+  // ("65000:2"), so every reconcile withdrew and re-added them, and an RT of "65000:0100" filtered every
+  // learned route (found in review, session 43).
+  return `${m![1] !== undefined ? Number(m![1]) : m![2]!}:${Number(m![3])}`;
 }
 
 /** `s` is what `parse` (an addr.ts parser) takes. */
@@ -1727,7 +1730,8 @@ function readSegmentId(src: Source, path: Path, v: unknown): string {
   const s = readString(src, path, v, 'a MUP segment id A:B, e.g. "10:10"');
   const m = /^(\d+):(\d+)$/.exec(s);
   if (m === null || Number(m[1]) > 65535 || Number(m[2]) > 0xffffffff) src.fail(path, `${JSON.stringify(s)} is not a segment id A:B (A < 65536, B < 2^32), e.g. "10:10"`);
-  return s;
+  // As gobgpd prints it ("010:10" is "10:10"), or our DSD's key differs from the sidecar's copy.
+  return `${Number(m![1])}:${Number(m![2])}`;
 }
 
 /** A local SID's `advertise:` (ISD routes): prefixes of its family, lb + ln + fn = the SID's length. */
@@ -1820,7 +1824,8 @@ function readBgp(src: Source, path: Path, v: unknown): BgpConfig {
     const address = optional(d, 'address', (y) => {
       const s = readString(src, a('address'), y, 'an IP address');
       if (!isIpAddress(s)) src.fail(a('address'), `${JSON.stringify(s)} is not an IP address`);
-      return s;
+      // In the form gobgpd prints (RFC 5952 for IPv6): the DSD's key is compared with the sidecar's.
+      return isIpv4(s) ? formatIpv4(parseIpv4(s, '')) : formatIpv6(parseIpv6(s, ''));
     }) ?? routerId;
     const sid = required(src, d, p, 'sid', "the PE's End.DT4/DT6/DT46 SID, e.g. 2001:db8:d9:1::", (y) => readIpv6Address(src, a('sid'), y));
     const behavior = required(src, d, p, 'behavior', 'end.dt4, end.dt6 or end.dt46', (y) => readEnum(src, a('behavior'), y, ['end.dt4', 'end.dt6', 'end.dt46'] as const));

@@ -7,7 +7,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { desiredRoutes } from '../../src/bgp/advertise.js';
+import { desiredRoutes, ownOf } from '../../src/bgp/advertise.js';
+import { parseRdRt } from '../../src/bgp/controller.js';
+import { classify } from '../../src/bgp/resolve.js';
+import { decodePaths } from '../../src/bgp/routes.js';
 import { main } from '../../src/cli/main.js';
 import { parseConfig } from '../../src/config/load.js';
 
@@ -53,6 +56,44 @@ describe('bgp: in the config', () => {
     expect(() => parseConfig(BGP.replace('listen: 127.0.0.2:10179', 'listen: "[:::::]:179"'))).toThrow(/bgp\.listen.*is not an IP address/s);
     expect(parseConfig(BGP.replace('{address: 127.0.0.1, port: 10179}', '{address: "2001:db8::1", port: 10179}')).bgp!.neighbors[0]!.address).toBe('2001:db8::1');
     expect(parseConfig(BGP.replace('listen: 127.0.0.2:10179', 'listen: "[::1]:10179"')).bgp!.listen).toEqual({ host: '::1', port: 10179 });
+  });
+
+  it('rd, rt, import_rt, segment ids and DSD addresses are kept as gobgpd prints them (found in review, session 43)', () => {
+    // Kept as typed, "65000:02" keyed our ISD as [rd:65000:02] where the sidecar's copy is [rd:65000:2]: every
+    // reconcile withdrew and re-added our routes; an rt "65000:0100" filtered every learned route.
+    const c = parseConfig(BGP.replace('"65000:2"', '"065000:02"').replace('"65000:100"', '"65000:0100"') + SID);
+    expect([c.bgp!.rd, c.bgp!.rt, c.bgp!.importRts]).toEqual(['65000:2', '65000:100', ['65000:100']]);
+    const want = desiredRoutes(c.bgp!, c.localsids)[0]!;
+    const sid = Buffer.from(`20010db800a2${'00'.repeat(10)}`, 'hex').toString('base64');
+    const printed = {
+      nlri: { arch_type: 1, route_type: 1, value: { rd: { type: 0, admin: 65000, assigned: 2 }, prefix: '192.0.2.0/25' } },
+      attrs: [
+        { type: 16, value: [{ type: 0, subtype: 2, value: '65000:100' }] },
+        { type: 40, TLVs: [{ type: 5, SubTLVs: [{ type: 1, sid, endpoint_behavior: 72, sub_sub_tlvs: [{ type: 1, locator_block_length: 40, locator_node_length: 8, function_length: 8 }] }] }] },
+        { type: 14, nexthop: '2001:db8:ff::2', afi: 1, safi: 85 },
+      ],
+    };
+    const have = ownOf(decodePaths([printed]).routes[0]!)!;
+    expect(have.key).toBe(want.key);
+    expect(have.sig).toBe(want.sig);
+    const t2 = decodePaths([
+      {
+        nlri: { arch_type: 1, route_type: 4, value: { rd: { type: 0, admin: 65000, assigned: 9 }, endpoint_address: '192.0.2.10', teid: 7 } },
+        'source-id': '10.255.0.9',
+        attrs: [{ type: 16, value: [{ type: 0, subtype: 2, value: '65000:100' }, { type: 12, subtype: 0, segmend_id: '10:1' }] }, { type: 14, nexthop: '10.255.0.9', afi: 1, safi: 85 }],
+      },
+    ]).routes[0]!;
+    expect(classify(t2, { importRts: c.bgp!.importRts, gw: true, pe: false }).kind).not.toBe('filtered');
+    const dsd = parseConfig(
+      BGP.replace(/ {2}policy_defaults.*\n/, '  roles: [pe]\n  session_defaults: {src_prefix: 2001:db8:ff:9::/64, source: 198.51.100.1}\n') +
+        '  dsd:\n    - {address: "2001:DB8:0::9", sid: "2001:db8:d9:1::", behavior: end.dt4, segment_id: "010:10", lb: 64, ln: 16, fn: 16}\n',
+    ).bgp!.dsd[0]!;
+    expect([dsd.address, dsd.segmentId]).toEqual(['2001:db8::9', '10:10']);
+  });
+
+  it('the lab injector refuses an RD without a colon (it read "65000" as 6500:65000)', () => {
+    expect(() => parseRdRt('65000', 'rd')).toThrow(/"65000" is not ASN:N/);
+    expect(parseRdRt('65000:7', 'rd')).toEqual({ kind: 'asn', asn: 65000, value: 7 });
   });
 
   it('advertise: a /24 becomes two /25 ISDs with the SID structure', () => {
