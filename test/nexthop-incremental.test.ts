@@ -212,6 +212,18 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('incremental next-hop re
     expect(w.totals.rules - before, 'rules re-resolved for an IPv6 route outside every range').toBe(0);
     expect(w.totals.fullPasses, 'no full pass').toBe(full);
     expect(down(0, '172.16.5.5'), 'outside the slot\'s prefix now: the FIB lookup').toBe('fwd_redirect');
+
+    // A route whose preferred source is an address that goes away (a VRRP address moving to the other
+    // router): the kernel deletes it. This kernel (6.18) sends the route's deletion; older ones sent only
+    // the address's local route's (FRRouting issue 1446), so every IPv4 range is resolved again on a
+    // local route's event too (session 43). Either way the slots must leave the deleted route.
+    await lab!.ip('dut', 'addr', 'add', '10.98.0.1/32', 'dev', 'x0');
+    await lab!.ip('dut', 'route', 'add', '100.64.0.0/10', 'via', '10.99.0.2', 'dev', 'x0', 'src', '10.98.0.1');
+    await until('the slots on 100.64.0.0/10', () => down(0, '100.64.5.5') === 'fwd_cached');
+    await lab!.ip('dut', 'addr', 'del', '10.98.0.1/32', 'dev', 'x0');
+    expect((await lab!.ip('dut', 'route', 'show', '100.64.0.0/10')).trim(), 'the kernel deleted the route with its source').toBe('');
+    await until('the slots off the deleted route', () => down(0, '100.64.5.5') !== 'fwd_cached');
+    expect(down(0, '172.16.9.5')).toBe('fwd_cached');
   }, 60_000);
 
   it("reads the kernel's tables through long-running ip -batch children, the same as one ip run per table", async () => {
@@ -258,7 +270,10 @@ describe('parseMonitorLine', () => {
   it('narrows each ip monitor line to what it can change', () => {
     expect(parseMonitorLine('[ROUTE]2001:db8::/48 via fd00::2 dev x0 metric 1024 pref medium')).toEqual({ kind: 'route', family: 6, prefix: { addr: 0x20010db8n << 96n, len: 48 } });
     expect(parseMonitorLine('[ROUTE]Deleted 10.9.0.0/16 via 10.0.0.2 dev x0 ')).toEqual({ kind: 'route', family: 4, prefix: { addr: 0x0a090000n, len: 16 } });
-    expect(parseMonitorLine('[ROUTE]local 10.0.0.1 dev x0 table local proto kernel scope host src 10.0.0.1 ')).toEqual({ kind: 'route', family: 4, prefix: { addr: 0x0a000001n, len: 32 } });
+    // An IPv4 address's local route: every IPv4 range (routes with it as their source go without an event).
+    expect(parseMonitorLine('[ROUTE]local 10.0.0.1 dev x0 table local proto kernel scope host src 10.0.0.1 ')).toEqual({ kind: 'route', family: 4, prefix: undefined });
+    expect(parseMonitorLine('[ROUTE]Deleted local 10.0.0.1 dev x0 table local proto kernel scope host src 10.0.0.1 ')).toEqual({ kind: 'route', family: 4, prefix: undefined });
+    expect(parseMonitorLine('[ROUTE]local 2001:db8::1 dev x0 table local proto kernel metric 0 pref medium')).toEqual({ kind: 'route', family: 6, prefix: { addr: 0x20010db8n << 96n | 1n, len: 128 } });
     expect(parseMonitorLine('[ROUTE]default via fd00::2 dev x0 metric 1024 pref medium')).toEqual({ kind: 'route', family: 6, prefix: { addr: 0n, len: 0 } });
     expect(parseMonitorLine('[ROUTE]Deleted default dev x0')).toEqual({ kind: 'route', family: undefined, prefix: undefined });
     expect(parseMonitorLine('[NEIGH]fd00::2 dev x0 lladdr 02:00:00:00:00:01 PERMANENT ')).toMatchObject({ kind: 'neigh', family: 6, key: 'x0 6 fd000000000000000000000000000002' });

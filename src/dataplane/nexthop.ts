@@ -1019,9 +1019,14 @@ export function parseMonitorLine(line: string): MonitorEvent | undefined {
   const tokens = m[2]!.trim().split(/\s+/);
   if (tokens[0] === 'Deleted') tokens.shift();
   if (label === 'ROUTE') {
-    if (ROUTE_TYPES.has(tokens[0] ?? '')) tokens.shift();
+    const type = ROUTE_TYPES.has(tokens[0] ?? '') ? tokens.shift() : undefined;
     const dst = tokens[0] ?? '';
     let family = familyOf(dst.split('/')[0]!);
+    // An IPv4 address added or removed (its local route): the kernel deletes the routes whose preferred
+    // source it was, or that went through its subnet. 6.18 sends their deletions; older kernels did not
+    // (only the local route's: FRRouting issue 1446), and a slot left on such a route would stay there.
+    // So every IPv4 range is resolved again (addresses change rarely; review, session 43).
+    if (type === 'local' && family === 4) return { kind: 'route', family: 4, prefix: undefined };
     if (dst === 'default') {
       const via = tokens.indexOf('via');
       const gw = via < 0 ? undefined : tokens[via + 1];
