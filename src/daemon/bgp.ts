@@ -15,6 +15,7 @@ import { ROUTE_TYPES, type RouteType } from '../bgp/routes.js';
 import type { BgpConfig, LocalSid, Policy, Session } from '../config/types.js';
 import { policyKey, sessionKey } from '../config/keys.js';
 import type { Logger } from './log.js';
+import { formatIpv4, formatIpv6, parseIpv4, parseIpv6 } from '../sid/addr.js';
 
 /** What the daemon did with one learned set. */
 export interface LearnedApplied {
@@ -176,7 +177,13 @@ export class BgpService {
       api: this.#api,
       holdDownMs: bgp.holdDown * 1000,
       ...(opts.reader === undefined ? {} : { reader: opts.reader }),
-      peersReady: opts.peersReady ?? (async () => sidecarHasPeersTables(JSON.parse((await gobgp(this.#api, ['neighbor', '-j'], { timeout: 3000 })) || '[]'))),
+      peersReady:
+        opts.peersReady ??
+        (async () =>
+          sidecarHasPeersTables(
+            JSON.parse((await gobgp(this.#api, ['neighbor', '-j'], { timeout: 3000 })) || '[]'),
+            bgp.neighbors.map((n) => n.address),
+          )),
       peersWaitMs: bgp.gracefulRestart * 1000,
       onNote: (msg) => this.#h.log.info({ api: apiText(this.#api) }, `BGP: ${msg}`),
       onChange: (at) => this.#schedule(at),
@@ -470,6 +477,15 @@ export function mergeDeltas(a: LearnedDelta, b: LearnedDelta): LearnedDelta {
   return { policies: one(a.policies, b.policies, policyKey), sessions: one(a.sessions, b.sessions, sessionKey) };
 }
 
+/** An address as one text for comparison (2001:DB8::1 and 2001:db8:0::1 alike); the text itself if it is none. */
+function canonicalAddress(a: string): string {
+  try {
+    return a.includes(':') ? formatIpv6(parseIpv6(a, '')) : formatIpv4(parseIpv4(a, ''));
+  } catch {
+    return a;
+  }
+}
+
 /**
  * Has the sidecar every peer's table, by its `gobgp neighbor -j`: each
  * neighbor established, and in each family whose graceful restart the peer
@@ -477,7 +493,14 @@ export function mergeDeltas(a: LearnedDelta, b: LearnedDelta): LearnedDelta {
  * A peer without graceful restart sends no End-of-RIB: established is all
  * there is to go by.
  */
-export function sidecarHasPeersTables(neighbors: unknown): boolean {
+export function sidecarHasPeersTables(neighbors: unknown, configured: readonly string[] = []): boolean {
+  // Every configured peer must be listed: gobgpd serves its API before it has added them (StartBgp, then
+  // AddPeer), and an empty list then read as "every peer's table is in" withdrew every learned route into
+  // the hold-down at once (found in review, session 43).
+  const listed = new Set(
+    (Array.isArray(neighbors) ? (neighbors as Record<string, unknown>[]) : []).map((n) => canonicalAddress(String(((n?.['conf'] ?? {}) as Record<string, unknown>)['neighbor_address'] ?? ''))),
+  );
+  if (configured.some((a) => !listed.has(canonicalAddress(a)))) return false;
   if (neighbors === null) return true;
   if (!Array.isArray(neighbors)) return false;
   for (const n of neighbors as Record<string, unknown>[]) {

@@ -535,6 +535,16 @@ describe("sidecarHasPeersTables: `gobgp neighbor -j` of gobgpd 3.10 (fields as i
     expect(sidecarHasPeersTables(null)).toBe(true); // no neighbor at all
     expect(sidecarHasPeersTables([])).toBe(true);
   });
+  it('a configured peer not listed yet (gobgpd serves its API before it adds the peers): no (found in review, session 43)', () => {
+    // Read as "every peer's table is in", an empty list withdrew every learned route into the hold-down at once.
+    expect(sidecarHasPeersTables(null, ['127.0.0.1'])).toBe(false);
+    expect(sidecarHasPeersTables([], ['127.0.0.1'])).toBe(false);
+    expect(sidecarHasPeersTables([peer(6, [gr({})])], ['127.0.0.1', '2001:db8::9'])).toBe(false);
+    const v6 = { conf: { neighbor_address: '2001:db8::9' }, state: { session_state: 6 }, afi_safis: [] };
+    expect(sidecarHasPeersTables([peer(6, [gr({})]), v6], ['127.0.0.1', '2001:DB8:0::9'])).toBe(true);
+    // No peer configured: nothing to wait for.
+    expect(sidecarHasPeersTables([], [])).toBe(true);
+  });
   it('a session not up (3: active, after a gobgpd restart), or one family without End-of-RIB: no', () => {
     expect(sidecarHasPeersTables([peer(3, [gr({}), gr({})])])).toBe(false);
     expect(sidecarHasPeersTables([peer(6, [gr({ received: true, end_of_rib_received: true }), gr({ received: true })])])).toBe(false);
