@@ -157,7 +157,8 @@ describe.skipIf(!ready || noLiveFrames !== undefined)(needsLiveFrames('RFC 2544 
       expect(x.trials.some((t) => t.pass)).toBe(true);
       expect(x.fps).toBeGreaterThan(0);
       expect(x.fps).toBeLessThan(first.achievedRate);
-      expect(r.table).toMatch(/PASS slow-dut 64 B: a trial lost frames above the rate found/);
+      expect(x.confirmed).toBe(true);
+      expect(r.table).toMatch(/PASS slow-dut 64 B: the rate found held/);
       expect(readFileSync(join(out, 'report.md'), 'utf8')).toContain('## Where things run (napi pinned)');
     } finally {
       rmSync(out, { recursive: true, force: true });

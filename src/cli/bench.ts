@@ -23,6 +23,7 @@ interface Opts {
   lossTolerance: string;
   resolution: string;
   maxTrials: string;
+  confirm: string;
   flows: string;
   repeat: string;
   napi: 'pinned' | 'softirq' | 'threaded';
@@ -71,6 +72,7 @@ export function registerBench(program: Command, io: Io): void {
     .option('--loss-tolerance <ratio>', 'loss ratio that still passes, for noisy machines', String(DEFAULTS.lossTolerance))
     .option('--resolution <ratio>', 'stop the search when (hi - lo) / hi is at most this', String(DEFAULTS.resolution))
     .option('--max-trials <n>', 'at most this many trials per search', String(DEFAULTS.maxTrials))
+    .option('--confirm <n>', 'trials that repeat the rate found; it is reported only if they all pass (a loss steps down)', String(DEFAULTS.confirm))
     .option('--flows <n>', 'inner flows (UDP source ports) per stream', String(DEFAULTS.flows))
     .option('--repeat <n>', 'run the whole set n times, interleaved; the report takes medians', String(DEFAULTS.repeat))
     .addOption(new Option('--napi <mode>', 'pinned: the DUT\'s veths in threaded NAPI pinned to their own CPU, the paced generator on another (default); softirq: the earlier live-frame generator, the DUT in the softirq after each of its batches on the same core (cannot lose); threaded: the same generator, NAPI threads not pinned').choices(['pinned', 'softirq', 'threaded']).default(DEFAULTS.napi))
@@ -118,6 +120,7 @@ export function registerBench(program: Command, io: Io): void {
           lossTolerance: num(opts.lossTolerance, 'loss-tolerance', 0, 1),
           resolution: num(opts.resolution, 'resolution', 0.001, 0.5),
           maxTrials: num(opts.maxTrials, 'max-trials', 1, 100),
+          confirm: num(opts.confirm, 'confirm', 0, 20),
           flows: num(opts.flows, 'flows', 1, 65535),
           repeat: num(opts.repeat, 'repeat', 1, 100),
           napi: opts.napi,

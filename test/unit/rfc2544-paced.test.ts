@@ -66,7 +66,9 @@ describe('pinned report', () => {
   const cr = (c: CaseResult['case'], fps: number, progNs: number, genBound = false): CaseResult => ({
     case: c, rep: 1, title: c, size: 64, inner: 46, inLens: [104], fps: genBound ? 0 : fps, gbps: 0, generatorLimited: genBound, nsPerFrame: 0,
     warmup: { sent: 10, received: 10, bad: 0 }, topRate: 8e6, progNs,
-    trials: genBound ? [trial(Infinity, 8e6, 0, progNs)] : [trial(Infinity, 8e6, 500, progNs), trial(fps, fps, 0, progNs)],
+    // A search: flat out (lost), the rate found, and its two confirmations.
+    trials: genBound ? [trial(Infinity, 8e6, 0, progNs)] : [trial(Infinity, 8e6, 500, progNs), trial(fps, fps, 0, progNs), { ...trial(fps, fps, 0, progNs), confirm: true }, { ...trial(fps, fps, 0, progNs), confirm: true }],
+    ...(genBound ? {} : { fpsOffered: fps, confirmed: true }),
     lossRate: [{ percent: 100, offeredRate: 8e6, achievedRate: 8e6, sent: 1000, lost: 500, lossRatio: 0.5 }],
     back2back: { bursts: [280, 300], mean: 290, maxBurst: 16e6, rate: 8e6 },
   });
@@ -89,8 +91,8 @@ describe('pinned report', () => {
     expect(v('64 B uplink zero-loss throughput >= 2x kernel')).toBeUndefined();
     expect(v('64 B uplink program cost')).toBe(true); // 48 / 42 = 1.14
     expect(v('64 B downlink program cost')).toBe(false); // 50 / 42 = 1.19
-    expect(v('kernel-ipv4 64 B: a trial lost frames')).toBe(false);
-    expect(v('uplink 64 B: a trial lost frames')).toBe(true);
+    expect(v('kernel-ipv4 64 B: the rate found held')).toBe(false); // generator-bound
+    expect(v('uplink 64 B: the rate found held')).toBe(true);
   });
 
   it('table and Markdown: generator-bound, loss rate, back-to-back, where things ran', () => {

@@ -26,6 +26,7 @@ export const DEFAULTS: Omit<Rfc2544Options, 'sizes' | 'cases'> = {
   lossTolerance: 0,
   resolution: 0.01,
   maxTrials: 14,
+  confirm: 2,
   flows: DEFAULT_FLOWS,
   napi: 'pinned',
   tests: TESTS,
@@ -70,6 +71,8 @@ export interface Rfc2544Options extends LatencyOptions {
   /** Search resolution: stop when (hi − lo)/hi <= this. */
   resolution: number;
   maxTrials: number;
+  /** Trials that repeat the rate found; it is reported only if all pass (search.ts findThroughput). */
+  confirm: number;
   /** Inner flows (source ports) per stream. */
   flows: number;
   /** Where the device under test's veths run their NAPI (XDP and forwarding). */

@@ -189,14 +189,35 @@ export function pinnedTargets(r: Rfc2544Result): PinnedTarget[] {
   }
   for (const x of r.results) {
     if (x.error !== undefined || x.trials.length === 0) continue;
-    const lossAbove = x.trials.some((t) => !t.pass && t.achievedRate > x.fps);
-    out.push({
-      what: `${x.case} ${x.size} B${r.options.repeat > 1 ? ` (repetition ${x.rep})` : ''}: a trial lost frames above the rate found`,
-      pass: lossAbove,
-      detail: lossAbove ? `${x.trials.filter((t) => !t.pass).length} of ${x.trials.length} trials lost` : `generator-bound at ${mpps(x.topRate ?? 0)} Mpps: no throughput reported`,
-    });
+    out.push({ what: `${x.case} ${x.size} B${r.options.repeat > 1 ? ` (repetition ${x.rep})` : ''}: the rate found held (confirmed, no trial at or below it lost frames)`, ...heldCheck(x) });
   }
   return out;
+}
+
+/** The trials a case's throughput comes from (those at its confirmed rate; before confirmations, the one at that rate). */
+function throughputTrials(x: CaseResult): CaseResult['trials'] {
+  return x.trials.filter((t) => t.pass && (x.fpsOffered !== undefined ? t.offeredRate === x.fpsOffered : t.achievedRate === x.fps));
+}
+
+/** Whether a case's throughput is a rate that held: a verdict that can fail. */
+export function heldCheck(x: CaseResult): { pass: boolean; detail: string } {
+  const lost = x.trials.filter((t) => !t.pass);
+  const tally = `${lost.length} of ${x.trials.length} trials lost`;
+  if (x.generatorLimited) return { pass: false, detail: `generator-bound at ${mpps(x.topRate ?? 0)} Mpps: no trial lost, so no throughput is reported` };
+  if (x.fps === 0) return { pass: false, detail: `no rate held: ${tally}` };
+  const below = lost.filter((t) => t.achievedRate <= x.fps);
+  if (below.length > 0) {
+    return { pass: false, detail: `${below.length} trial(s) lost at or below ${mpps(x.fps)} Mpps (sent ${below.map((t) => mpps(t.achievedRate)).join(', ')}); ${tally}` };
+  }
+  const conf = throughputTrials(x).filter((t) => t.confirm === true).length;
+  if (x.confirmed !== true || conf === 0) return { pass: false, detail: `${mpps(x.fps)} Mpps not confirmed by a repeat trial (one passing trial is one sample); ${tally}` };
+  return { pass: true, detail: `${mpps(x.fps)} Mpps held in ${conf + 1} trials; ${tally}, all above it` };
+}
+
+/** The settings' words for the confirmation trials (reports from before them have none). */
+function confirmText(n: number | undefined): string {
+  return n === undefined ? ', no confirmation trials (before session 43: the throughput was the best single passing trial)'
+    : ` then ${n} confirmation trial(s) at the rate found (reported only if all pass and no trial at or below it lost; a loss steps down)`;
 }
 
 const verdict = (t: PinnedTarget): string => (t.pass === undefined ? 'NOT MEASURED' : t.pass ? 'PASS' : 'FAIL');
@@ -218,7 +239,8 @@ function pinnedMarkdown(rep: Report): string[] {
   L.push(`- Pacing: the first frame of each kernel batch of ${r.pacedBatch ?? '?'} waits in the generator's program until its time (bpf_loop on bpf_ktime_get_ns); the kernel flushes XDP_TX frames once per batch, so the DUT receives bursts of about one batch at the offered rate (up to 64 frames when the generator catches up after a preemption; further behind, the pace restarts). A trial's **sent** rate is what the generator achieved; under other load it falls short of the offered rate.`);
   const shortN = r.results.reduce((a, x) => a + x.trials.filter((t) => Number.isFinite(t.offeredRate) && t.achievedRate < 0.95 * t.offeredRate).length, 0);
   const allN = r.results.reduce((a, x) => a + x.trials.length, 0);
-  L.push(`- The search bisects on the rates asked for. **${shortN} of ${allN} trials' generator reached less than 95 % of its offered rate** (marked "(short)" in the trials table: its CPU was shared with other work)${shortN > 0 ? '; a throughput from such a search is a lower bound of what a dedicated generator would show' : ''}.`);
+  L.push(`- The search bisects on the rates asked for, then repeats the highest rate that held ${o.confirm ?? 0} more time(s) ("(confirm)" in the trials table): the throughput is the lowest rate those trials reached, all without loss, with no trial of the search losing at or below it; a confirmation that loses steps down. A device that loses in a fraction p of trials at every rate still gets through each rate tried with a chance of (1 − p)^${(o.confirm ?? 0) + 1}.`);
+  L.push(`- **${shortN} of ${allN} trials' generator reached less than 95 % of its offered rate** (marked "(short)" in the trials table: its CPU was shared with other work)${shortN > 0 ? '; a throughput from such a search is a lower bound of what a dedicated generator would show' : ''}.`);
   L.push('- Loss = frames sent − frames counted correct at the sink; where they went: the veth counters (`dut:da:rx_dropped` is the DUT\'s ring overflowing, with `a:ea:tx_dropped` its sending side) and the translator\'s drop reasons.', '');
   if ((r.bursts ?? []).length > 0) {
     L.push('### Bursts the device under test sees', '');
@@ -412,7 +434,7 @@ export function markdown(rep: Report): string {
   L.push(`- Load average at start ${m.loadStart.join(' / ')}${m.loadEnd ? `, at end ${m.loadEnd.join(' / ')}` : ''} (1 / 5 / 15 min; other work shares the machine)`);
   const pinned = m.affinity !== 'unknown' && !m.affinity.includes('-') && !m.affinity.includes(',');
   if (o.napi === 'pinned') {
-    L.push(`- ${o.repeat} repetition(s); trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search, ${o.flows} inner flows per stream, tests ${o.tests.join(', ')}; the device under test on its own CPU (see "Where things run").`);
+    L.push(`- ${o.repeat} repetition(s); trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search${confirmText(o.confirm)}, ${o.flows} inner flows per stream, tests ${o.tests.join(', ')}; the device under test on its own CPU (see "Where things run").`);
     L.push('- Generator: BPF_PROG_TEST_RUN in live-frame mode, paced in its program (bpf/bench/pacedgen.bpf.c); sink: XDP program on the receiving veth that checks every frame and counts it (bpf/bench/sink.bpf.c).');
     L.push('- Latency at load: not measured in the pinned mode (`--napi softirq` measures it, with the generator on the DUT\'s core).', '');
   } else {
@@ -421,7 +443,7 @@ export function markdown(rep: Report): string {
     (o.napi === 'softirq'
       ? ': in softirq mode the device under test runs its XDP and forwarding in the softirq that follows each generator batch, on the same core, so a rate is that of the generator and the DUT together.'
       : ': in threaded mode the DUT\'s veths run NAPI in kernel threads, which the scheduler may put on the other core.'));
-  L.push(`- ${o.repeat} repetition(s); trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search, ${o.flows} inner flows (UDP source ports) per stream, live-frame kernel batch ${LIVE_BATCH}, NAPI ${o.napi}`);
+  L.push(`- ${o.repeat} repetition(s); trial ${o.trialMs / 1000} s, loss tolerance ${o.lossTolerance} (ratio), search resolution ${pct(o.resolution)}, at most ${o.maxTrials} trials per search${confirmText(o.confirm)}, ${o.flows} inner flows (UDP source ports) per stream, live-frame kernel batch ${LIVE_BATCH}, NAPI ${o.napi}`);
   L.push('- Generator: BPF_PROG_TEST_RUN in live-frame mode (bpf/bench/trafficgen.bpf.c, XDP_TX out of a veth into the DUT), rate-controlled by batches of 20 ms of frames (each batch leaves at full speed); sink: XDP program on the receiving veth that checks every frame against the expected output and counts it (bpf/bench/sink.bpf.c). Loss = frames sent − frames counted correct at the sink.');
   L.push(o.latencyLoads.length === 0
     ? '- Latency: **not measured** in this run (--no-latency).'
@@ -512,7 +534,7 @@ export function markdown(rep: Report): string {
     x.trials.forEach((t, i) => {
       const extra = pinnedCols ? ` ${t.dut?.cpus.join(',') ?? '-'} | ${t.dut ? pct(t.dut.busy) : '-'} | ${t.progNs?.toFixed(1) ?? '-'} |` : '';
       const short = pinnedCols && Number.isFinite(t.offeredRate) && t.achievedRate < 0.95 * t.offeredRate ? ' (short)' : '';
-      L.push(`| ${x.case} | ${x.size} | ${i + 1} | ${Number.isFinite(t.offeredRate) ? mpps(t.offeredRate) : 'max'} | ${mpps(t.achievedRate)}${short} | ${t.sent} | ${t.received} | ${t.lost} | ${(t.lossRatio * 100).toFixed(3)} % | ${t.pass ? 'yes' : 'no'} |${extra} ${Object.entries(t.drops ?? {}).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
+      L.push(`| ${x.case} | ${x.size} | ${i + 1}${t.confirm === true ? ' (confirm)' : ''} | ${Number.isFinite(t.offeredRate) ? mpps(t.offeredRate) : 'max'} | ${mpps(t.achievedRate)}${short} | ${t.sent} | ${t.received} | ${t.lost} | ${(t.lossRatio * 100).toFixed(3)} % | ${t.pass ? 'yes' : 'no'} |${extra} ${Object.entries(t.drops ?? {}).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
     });
   }
   L.push('');

@@ -26,6 +26,8 @@ import { DEFAULTS } from './defaults.js';
 
 export interface TrialRecord extends TrialResult {
   pass: boolean;
+  /** A trial that repeated a rate found (confirmation or step-down), not one of the bisection. */
+  confirm?: boolean;
   /**
    * Kernel time per frame sent (BPF_PROG_TEST_RUN's duration, without its
    * per-call set-up): the generator, plus in softirq mode everything the
@@ -58,8 +60,16 @@ export interface CaseResult {
   inner: number;
   /** Frame lengths the DUT receives (one per stream). */
   inLens: number[];
-  /** Zero-loss (within tolerance) throughput, frames per second; 0 when none passed. */
+  /**
+   * Zero-loss (within tolerance) throughput, frames per second: the lowest
+   * rate reached by the trials at the confirmed rate, all passed, none of the
+   * search's losing at or below it; 0 when no rate held.
+   */
   fps: number;
+  /** The rate asked for in the trials `fps` comes from. */
+  fpsOffered?: number;
+  /** The throughput held in its confirmation trials (absent in reports before they existed). */
+  confirmed?: boolean;
   /** The same in Gbit/s of the frames the DUT receives (Ethernet header, no FCS, preamble or gap). */
   gbps: number;
   generatorLimited: boolean;
@@ -385,6 +395,7 @@ async function measureCase(
     resolution: o.resolution,
     lossTolerance: o.lossTolerance,
     maxTrials: o.maxTrials,
+    confirm: o.confirm,
     trial: async (rate) => {
       const before = await drops();
       const r = await runTrial(io, {
@@ -396,10 +407,10 @@ async function measureCase(
       lastDrops = delta(await drops(), before);
       return r;
     },
-    onTrial: (r, pass, lo, hi) => {
-      out.trials.push({ ...r, pass, bad: io.bad(), nsPerFrame: io.nsPerFrame(), drops: lastDrops });
+    onTrial: (r, pass, lo, hi, phase) => {
+      out.trials.push({ ...r, pass, bad: io.bad(), nsPerFrame: io.nsPerFrame(), drops: lastDrops, ...(phase === 'confirm' ? { confirm: true } : {}) });
       log(
-        `${what}: trial ${out.trials.length} offered ${Number.isFinite(r.offeredRate) ? (r.offeredRate / 1e6).toFixed(3) : 'max'} Mpps, ` +
+        `${what}: ${phase === 'confirm' ? 'confirmation' : 'trial'} ${out.trials.length} offered ${Number.isFinite(r.offeredRate) ? (r.offeredRate / 1e6).toFixed(3) : 'max'} Mpps, ` +
           `sent ${(r.achievedRate / 1e6).toFixed(3)} Mpps, lost ${r.lost} (${(r.lossRatio * 100).toFixed(3)} %) ${pass ? 'pass' : 'FAIL'}` +
           ` [lo ${(lo / 1e6).toFixed(3)}, hi ${Number.isFinite(hi) ? (hi / 1e6).toFixed(3) : '-'}]` +
           (r.lost > 0 && Object.keys(lastDrops).length > 0 ? ` drops: ${Object.entries(lastDrops).map(([k, v]) => `${k} ${v}`).join(', ')}` : ''),
@@ -410,7 +421,9 @@ async function measureCase(
   out.nsPerFrame = out.trials.find((t) => t.sent === search.best?.sent && t.pass)?.nsPerFrame ?? 0;
   out.gbps = (search.throughput * meanLen * 8) / 1e9;
   out.generatorLimited = search.generatorLimited;
-  log(`${what}: throughput ${(out.fps / 1e6).toFixed(3)} Mpps, ${out.gbps.toFixed(2)} Gbit/s${out.generatorLimited ? ' (no loss at full speed)' : ''}`);
+  out.confirmed = search.confirmed;
+  if (search.offered !== undefined) out.fpsOffered = search.offered;
+  log(`${what}: throughput ${(out.fps / 1e6).toFixed(3)} Mpps, ${out.gbps.toFixed(2)} Gbit/s${out.generatorLimited ? ' (no loss at full speed)' : search.confirmed ? '' : ' (no rate held in its confirmation trials)'}`);
   return out;
 }
 
@@ -665,22 +678,26 @@ async function measurePinned(
   if (o.tests.includes('throughput')) {
     let last: TrialRecord | undefined;
     const search = await findThroughput({
-      maxRate: Infinity, resolution: o.resolution, lossTolerance: o.lossTolerance, maxTrials: o.maxTrials, onOffered: true,
+      maxRate: Infinity, resolution: o.resolution, lossTolerance: o.lossTolerance, maxTrials: o.maxTrials, confirm: o.confirm, onOffered: true,
       trial: async (rate) => (last = await trial(rate, 'throughput')),
-      onTrial: (r, pass, lo, hi) => {
-        out.trials.push({ ...last!, pass });
-        log(`${what}: trial ${out.trials.length} ${line(last!, pass ? ' pass' : ' FAIL')} [lo ${(lo / 1e6).toFixed(3)}, hi ${Number.isFinite(hi) ? (hi / 1e6).toFixed(3) : '-'}]`);
+      onTrial: (r, pass, lo, hi, phase) => {
+        out.trials.push({ ...last!, pass, ...(phase === 'confirm' ? { confirm: true } : {}) });
+        log(`${what}: ${phase === 'confirm' ? 'confirmation' : 'trial'} ${out.trials.length} ${line(last!, pass ? ' pass' : ' FAIL')} [lo ${(lo / 1e6).toFixed(3)}, hi ${Number.isFinite(hi) ? (hi / 1e6).toFixed(3) : '-'}]`);
       },
     });
     out.topRate = out.trials[0]?.achievedRate ?? 0;
     out.generatorLimited = search.generatorLimited;
     out.fps = search.generatorLimited ? 0 : search.throughput;
     out.gbps = (out.fps * meanLen * 8) / 1e9;
+    out.confirmed = search.confirmed;
+    if (search.offered !== undefined) out.fpsOffered = search.offered;
     const best = out.trials.find((t) => t.sent === search.best?.sent && t.pass);
     if (best?.progNs !== undefined) out.progNs = best.progNs;
     log(search.generatorLimited
       ? `${what}: generator-bound at ${(out.topRate / 1e6).toFixed(3)} Mpps: no trial lost a frame, so no throughput is reported`
-      : `${what}: throughput ${(out.fps / 1e6).toFixed(3)} Mpps, ${out.gbps.toFixed(2)} Gbit/s`);
+      : search.confirmed
+        ? `${what}: throughput ${(out.fps / 1e6).toFixed(3)} Mpps, ${out.gbps.toFixed(2)} Gbit/s (held in ${o.confirm} confirmation trial(s))`
+        : `${what}: no rate held in its confirmation trials: no throughput reported`);
   }
   const maxRate = out.topRate ?? 0;
   if (o.tests.includes('loss')) {

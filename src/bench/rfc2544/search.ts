@@ -213,11 +213,24 @@ export interface SearchOptions {
   resolution?: number;
   /** Loss ratio still counted as a pass; default 0 (zero loss). */
   lossTolerance?: number;
-  /** At most this many trials; default 20. */
+  /** At most this many trials in the bisection; default 20. */
   maxTrials?: number;
+  /**
+   * Trials that repeat the rate found, after the bisection: the rate is
+   * reported only if these pass too. Default 2 (one pass is one sample: a
+   * device that loses in some trials at every rate would otherwise report
+   * its luckiest one). 0: no confirmation.
+   */
+  confirm?: number;
+  /**
+   * At most this many trials for the confirmation and its step-downs
+   * (a confirmation that loses: the next lower rate that passed, or a
+   * fresh rate 2 × resolution below the one that lost); default 2 × confirm.
+   */
+  maxConfirmTrials?: number;
   /** Trial at `rate`; returns its result. */
   trial: (rate: number) => Promise<TrialResult>;
-  onTrial?: (r: TrialResult, pass: boolean, lo: number, hi: number) => void;
+  onTrial?: (r: TrialResult, pass: boolean, lo: number, hi: number, phase: TrialPhase) => void;
   /**
    * Bisect on the rates asked for, not on those reached (the paced
    * generator: a trial whose generator fell short of its rate must not
@@ -227,14 +240,37 @@ export interface SearchOptions {
   onOffered?: boolean;
 }
 
+/** A trial of the bisection, or one that repeats a rate found (confirmation, step-down). */
+export type TrialPhase = 'search' | 'confirm';
+
 export interface SearchResult {
-  /** Highest passing rate measured (achieved frames per second of that trial), 0 if none. */
+  /**
+   * Zero-loss throughput, frames per second: the lowest rate reached by the
+   * trials at the confirmed rate (all passed), with no trial of the search
+   * at or below it losing; 0 if no rate held.
+   */
   throughput: number;
-  /** The passing trial the throughput comes from. */
+  /** The trial the throughput comes from (the confirmed rate's slowest). */
   best?: TrialResult;
-  trials: { result: TrialResult; pass: boolean }[];
+  trials: { result: TrialResult; pass: boolean; phase: TrialPhase }[];
   /** The first trial, at maxRate, passed: the generator, not the device, is the limit. */
   generatorLimited: boolean;
+  /** The rate asked for in the trials the throughput comes from (undefined: none held, or generator-limited). */
+  offered?: number;
+  /** The throughput passed its confirmation trials (false: none held; generator-limited searches are not confirmed). */
+  confirmed: boolean;
+}
+
+/**
+ * The rate `offered` as a zero-loss rate after `trials`: every trial asked
+ * for it passed, and no trial that lost reached a rate at or below the
+ * lowest those reached. Returns that lowest rate, or undefined.
+ */
+export function heldRate(trials: readonly { result: TrialResult; pass: boolean }[], offered: number): number | undefined {
+  const at = trials.filter((t) => t.result.offeredRate === offered);
+  if (at.length === 0 || at.some((t) => !t.pass)) return undefined;
+  const r = Math.min(...at.map((t) => t.result.achievedRate));
+  return trials.some((t) => !t.pass && t.result.achievedRate <= r) ? undefined : r;
 }
 
 /**
@@ -244,36 +280,64 @@ export interface SearchResult {
  * all the generator could offer (generatorLimited). Otherwise bisect between
  * lo (highest pass, initially 0) and hi (lowest fail) until they are within
  * `resolution` of each other.
+ *
+ * Then confirm: the highest rate that held (heldRate: no trial at or below
+ * it lost) is tried `confirm` more times; all must pass. A confirmation
+ * that loses steps down (the next lower rate that held, or a fresh rate
+ * 2 × resolution below the one that lost, needing 1 + confirm passes),
+ * within maxConfirmTrials. No rate confirmed: throughput 0.
  */
 export async function findThroughput(o: SearchOptions): Promise<SearchResult> {
   const resolution = o.resolution ?? 0.01;
   const tol = o.lossTolerance ?? 0;
   const maxTrials = o.maxTrials ?? 20;
   const minRate = o.minRate ?? 1000;
+  const confirm = o.confirm ?? 2;
+  let budget = o.maxConfirmTrials ?? 2 * confirm;
   if (!(o.maxRate > 0)) throw new RangeError(`maxRate ${o.maxRate}: must be > 0`);
   const trials: SearchResult['trials'] = [];
   let lo = 0;
   let hi = Infinity;
-  let best: TrialResult | undefined;
   let rate = o.maxRate;
-  while (trials.length < maxTrials) {
-    const r = await o.trial(rate);
+  const run = async (at: number, phase: TrialPhase): Promise<{ r: TrialResult; pass: boolean }> => {
+    const r = await o.trial(at);
     const pass = trialPasses(r, tol);
-    trials.push({ result: r, pass });
+    trials.push({ result: r, pass, phase });
+    return { r, pass };
+  };
+  while (trials.length < maxTrials) {
+    const { r, pass } = await run(rate, 'search');
     const at = o.onOffered === true && Number.isFinite(rate) ? rate : r.achievedRate;
-    if (pass) {
-      lo = Math.max(lo, at);
-      if (best === undefined || r.achievedRate > best.achievedRate) best = r;
-    } else {
-      hi = Math.max(lo, Math.min(hi, at, rate));
-    }
-    o.onTrial?.(r, pass, lo, hi);
+    if (pass) lo = Math.max(lo, at);
+    else hi = Math.max(lo, Math.min(hi, at, rate));
+    o.onTrial?.(r, pass, lo, hi, 'search');
     if (pass && trials.length === 1) {
-      return { throughput: r.achievedRate, best: r, trials, generatorLimited: true };
+      return { throughput: r.achievedRate, best: r, trials, generatorLimited: true, confirmed: false };
     }
     if (hi <= minRate) break;
     if (lo > 0 && (hi - lo) / hi <= resolution) break;
     rate = (lo + hi) / 2;
   }
-  return { throughput: best?.achievedRate ?? 0, best, trials, generatorLimited: false };
+  let lostAt: number | undefined;
+  for (;;) {
+    const held = [...new Set(trials.filter((t) => t.pass && Number.isFinite(t.result.offeredRate)).map((t) => t.result.offeredRate))]
+      .filter((q) => heldRate(trials, q) !== undefined)
+      .sort((a, b) => b - a);
+    let q = held[0];
+    const fresh = lostAt === undefined ? undefined : lostAt * (1 - 2 * resolution);
+    const untried = fresh !== undefined && fresh >= minRate && !trials.some((t) => t.result.offeredRate === fresh);
+    if (untried && (q === undefined || fresh > q)) q = fresh;
+    if (q === undefined) break;
+    const need = 1 + confirm - trials.filter((t) => t.result.offeredRate === q).length;
+    if (need <= 0) {
+      const best = trials.filter((t) => t.result.offeredRate === q).reduce((a, t) => (t.result.achievedRate < a.result.achievedRate ? t : a));
+      return { throughput: best.result.achievedRate, best: best.result, trials, generatorLimited: false, offered: q, confirmed: true };
+    }
+    if (need > budget) break;
+    budget--;
+    const { r, pass } = await run(q, 'confirm');
+    o.onTrial?.(r, pass, lo, hi, 'confirm');
+    if (!pass) lostAt = q;
+  }
+  return { throughput: 0, trials, generatorLimited: false, confirmed: false };
 }
