@@ -48,3 +48,32 @@ describe('pinned targets: a throughput must have held', () => {
     expect(verdict(result([{ ...pinned('uplink', 0, [trial(Infinity, 2.7e6, true)]), generatorLimited: true }]), /^uplink 64 B: the rate found held/)).toBe(false);
   });
 });
+
+describe('pinned targets: ratios against XDP L3FWD when the generator fell short', () => {
+  // Translator good for 0.7 Mpps, L3FWD for 2.1: both searches end near the paced generator's 0.55 Mpps.
+  const capped = (c: CaseName, sent: number): CaseResult =>
+    pinned(c, sent, [trial(Infinity, 2.7e6, false), trial(1.35e6, 0.55e6, false), trial(0.6e6, sent, true), trial(0.6e6, sent, true, true), trial(0.6e6, sent, true, true)], { offered: 0.6e6, confirmed: true });
+  const clean = (c: CaseName, fps: number): CaseResult =>
+    pinned(c, fps, [trial(Infinity, 2.7e6, false), trial(fps * 1.01, fps * 1.01, false), trial(fps, fps, true), trial(fps, fps, true, true), trial(fps, fps, true, true)], { offered: fps, confirmed: true });
+  const ratioLine = /^64 B uplink zero-loss throughput >= 0\.9x XDP L3FWD/;
+
+  it('both capped (sent under 95 % of the offered rate): NOT MEASURED, never PASS', () => {
+    const r = result([capped('uplink', 0.549e6), capped('xdp-l3fwd', 0.548e6)]);
+    expect(verdict(r, ratioLine)).toBeUndefined();
+    expect(pinnedTargets(r).find((t) => ratioLine.test(t.what))!.detail).toMatch(/not measured: both capped by the generator/);
+  });
+
+  it('one side capped: only the verdict the bound supports stands', () => {
+    // L3FWD capped (a lower bound): the ratio is an upper bound, so a PASS is not measured, a FAIL stands.
+    expect(verdict(result([clean('uplink', 0.5e6), capped('xdp-l3fwd', 0.548e6)]), ratioLine)).toBeUndefined();
+    expect(verdict(result([clean('uplink', 0.3e6), capped('xdp-l3fwd', 0.548e6)]), ratioLine)).toBe(false);
+    // The translator capped (a lower bound): a PASS stands, a FAIL is not measured.
+    expect(verdict(result([capped('uplink', 0.549e6), clean('xdp-l3fwd', 0.58e6)]), ratioLine)).toBe(true);
+    expect(verdict(result([capped('uplink', 0.549e6), clean('xdp-l3fwd', 0.9e6)]), ratioLine)).toBeUndefined();
+  });
+
+  it('neither capped: PASS or FAIL by the ratio', () => {
+    expect(verdict(result([clean('uplink', 0.5e6), clean('xdp-l3fwd', 0.52e6)]), ratioLine)).toBe(true);
+    expect(verdict(result([clean('uplink', 0.4e6), clean('xdp-l3fwd', 0.52e6)]), ratioLine)).toBe(false);
+  });
+});
