@@ -2,7 +2,7 @@
  * npm run bench:daemon — the scale targets of the daemon (issue 3, item 7):
  *
  *   (a) loading 65,536 policies + 65,536 local SIDs from a config file:
- *       under 2 s from process start to the API answering;
+ *       under 1.5 s from process start to the API answering;
  *   (b) one add / one delete through the API with those tables loaded:
  *       under 5 ms median;
  *   (c) the daemon's resident memory (VmRSS) with those tables: under 150 MB.
