@@ -56,9 +56,10 @@
  * removes all of it at the end, on error, and on Ctrl-C / SIGTERM.
  *
  * GET /v1/status is polled (status-poll.mjs) on one kept-alive connection,
- * one request due every 2 ms on a fixed schedule, its latency from the time
- * it was due (as wrk2: requests due during a stall each count it); an
- * answer other than 200 or a failed poll is an error, and a status line
+ * one request every 2 ms, its latency from its send, and an answer slower
+ * than 2 ms also counting a request for each 2 ms it took (HdrHistogram's
+ * expected-interval correction: requests due during a stall each count
+ * it); an answer other than 200 or a failed poll is an error, and a status line
  * with an error FAILs. n is printed beside every p99 (under 100 samples a
  * nearest-rank p99 is the max).
  *

@@ -64,7 +64,8 @@ export function statusTargetLine(phase: string, status: Latency, resets: number,
 
 /** The poller's method, for the bench's output and next to its figures. */
 export function pollerMethod(periodMs: number): string {
-  return `GET /v1/status on one kept-alive connection, one request due every ${periodMs} ms on a fixed schedule (as wrk2): ` +
-    'latency from the time a request was due, so requests due during a stall wait and each counts it; ' +
+  return `GET /v1/status on one kept-alive connection, one request every ${periodMs} ms: latency from its send, and an answer ` +
+    `slower than ${periodMs} ms also counts L - ${periodMs}, L - ${2 * periodMs}, ... ms for the requests due while it was out ` +
+    "(HdrHistogram's expected-interval correction), so a stall counts for every request due during it; " +
     'an answer other than 200 or a failed poll is an error';
 }

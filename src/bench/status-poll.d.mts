@@ -1,8 +1,8 @@
 /** Types of status-poll.mjs (plain JavaScript: a worker thread runs it without a TypeScript loader). */
 export interface Polled {
-  /** Latency of each answered 200, ms: answer − the time the request was due (its send, if it went early). */
+  /** Latency of each answered 200 from its send, ms, and for one slower than the period, L − p, L − 2p, ... down to p: the requests due meanwhile (HdrHistogram's expected-interval correction). */
   ms: number[];
-  /** The same answers from their send (what a closed loop would have measured), ms. */
+  /** The answers alone, from their send (what a closed loop would have measured), ms. */
   sendMs: number[];
   resets: number;
   /** Answers other than 200, answers cut off, timeouts and other failures. */
