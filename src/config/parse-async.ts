@@ -30,7 +30,7 @@ import type { Ipv6Prefix } from '../sid/types.js';
  * module is the TypeScript source (tests run src/ through vitest), the
  * build's (dist/), which `make` makes from the same source.
  */
-function workerUrl(): URL {
+export function parseWorkerUrl(): URL {
   const here = new URL('./parse-worker.js', import.meta.url);
   if (existsSync(fileURLToPath(here))) return here;
   return new URL('../../dist/config/parse-worker.js', import.meta.url);
@@ -114,7 +114,7 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
   // text, the running rules' places) as long as the thread's listeners, past the answer.
   let worker: Worker;
   try {
-    worker = new Worker(workerUrl(), { workerData: { bytes, file, ...(prev === undefined ? {} : { previous: prev }) } });
+    worker = new Worker(parseWorkerUrl(), { workerData: { bytes, file, ...(prev === undefined ? {} : { previous: prev }) } });
   } catch (e) {
     return Promise.reject(e);
   }

@@ -62,7 +62,7 @@ export function heldText(held: HeldText): string {
 }
 
 /** The thread's script: beside this module, or the build's when this is the TypeScript source (tests). */
-function workerUrl(): URL {
+export function runningWorkerUrl(): URL {
   const here = new URL('./running-worker.js', import.meta.url);
   if (existsSync(fileURLToPath(here))) return here;
   return new URL('../../dist/config/running-worker.js', import.meta.url);
@@ -99,7 +99,7 @@ export function runningConfigOffLoop(held: HeldText, sections: readonly CompactS
       return;
     }
     const job: RunningJob = { held, sections, origins: o.origins, asJsonString: o.asJsonString, spans: o.spans };
-    const worker = new Worker(workerUrl(), { workerData: job });
+    const worker = new Worker(runningWorkerUrl(), { workerData: job });
     threads.live++;
     let settled = false;
     const abandon = (): void => {

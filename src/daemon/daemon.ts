@@ -17,6 +17,7 @@
  * Stop: by default nothing is detached (the pins keep it all running);
  * --detach-on-exit removes the links and pins.
  */
+import { fileURLToPath } from 'node:url';
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -24,9 +25,10 @@ import type { Config, Settings } from '../config/types.js';
 import { DEFAULT_MAX_SESSIONS, parseConfig, peekSettings, placed, type ItemSpans } from '../config/load.js';
 import { spansForSplice } from '../config/running-splice.js';
 import { API_WHERE } from '../config/keys.js';
-import { deflatedFile, parseConfigOffLoop, rulesCrossed, rulesKept } from '../config/parse-async.js';
+import { deflatedFile, parseConfigOffLoop, parseWorkerUrl, rulesCrossed, rulesKept } from '../config/parse-async.js';
 import type { HeldText } from '../config/parse-pieces.js';
-import { RunningConfigAbandoned, runningConfigOffLoop, type CompactSection } from '../config/running-async.js';
+import { RunningConfigAbandoned, runningConfigOffLoop, runningWorkerUrl, type CompactSection } from '../config/running-async.js';
+import { CodeOnDisk } from '../host/code-on-disk.js';
 import type { RunningRule } from '../config/running.js';
 import { ConfigError } from '../config/errors.js';
 import { type CounterValue, LAYOUTS } from '../dataplane/codec.js';
@@ -119,6 +121,8 @@ export interface DaemonOptions {
   readonly earlyLoad?: boolean;
   /** Spawn `ip` children (the link monitor, the next-hop readers) in prepare(), before the config makes the daemon big (default true; src/host/spawn-early.ts). */
   readonly spawnEarly?: boolean;
+  /** The thread scripts watched for an upgrade under the daemon (default: the config parser's and printer's; tests give their own). */
+  readonly workerScripts?: readonly string[];
   readonly log: Logger;
 }
 
@@ -308,9 +312,12 @@ export class Daemon {
 
   /** What this process runs, read as it starts: a package upgraded under it changes nothing it says. */
   readonly #version = runningVersion();
+  /** The thread scripts a reload and config show/save run, as at the start: replaced, those are refused (src/host/code-on-disk.ts). */
+  readonly #code: CodeOnDisk;
 
   constructor(o: DaemonOptions) {
     this.#o = o;
+    this.#code = new CodeOnDisk(o.workerScripts ?? [fileURLToPath(parseWorkerUrl()), fileURLToPath(runningWorkerUrl())]);
     this.#log = o.log;
     this.pins = new Pins(o.bpffs ?? DEFAULT_BPFFS, o.instance);
     this.#stateFile = o.stateFile ?? defaultStateFile(o.instance);
@@ -1163,6 +1170,7 @@ export class Daemon {
     /** The rule set this reload replaces, if it applies an edit (made in a job before the collection: a WeakRef keeps its target for the rest of the job that made it). */
     let replaced: WeakRef<RuleSet> | undefined;
     const r = await this.#serial.run(async () => {
+      this.#code.check(check ? 'a reload check' : 'a reload', (m) => new RuleError(m, 409));
       await this.#store.idle(); // group commit: every change before the reload acknowledged or refused first
       const t0 = performance.now();
       const reason = o.reason ?? 'api';
@@ -1660,6 +1668,7 @@ export class Daemon {
     const { running, file, sha256, apiChanges } = await this.#serial.run(async () => {
       // Gone while waiting for the changes before it: nothing to gather.
       if (o.signal?.aborted === true) throw new RunningConfigAbandoned();
+      this.#code.check('config show', (m) => new RuleError(m, 409));
       return { running: await this.#running(), file: this.config.file, sha256: this.#configSha, apiChanges: overlaySize(this.#rules.overlay) };
     });
     const yamlJson = await runningConfigOffLoop(running.held, running.sections, { origins: o.origins === true, asJsonString: true, spans: running.spans, ...(o.signal === undefined ? {} : { signal: o.signal }) });
@@ -1725,6 +1734,7 @@ export class Daemon {
    */
   saveConfig(): Promise<{ file: string; sha256: string; saved: number }> {
     return this.#serial.run(async () => {
+      this.#code.check('config save', (m) => new RuleError(m, 409));
       await this.#store.idle(); // group commit: the changes being synced settle first
       const file = this.#o.configPath;
       /** Refused (409) unless the file is still the one loaded: saving would undo an edit of it. Read a piece at a time, hashed as read. */

@@ -32,7 +32,7 @@ export interface InProcDaemon {
 export async function startInProcDaemon(
   name: string,
   config: string,
-  o: { netns?: string; object?: string; tmpfs?: boolean } = {},
+  o: { netns?: string; object?: string; tmpfs?: boolean; workerScripts?: readonly string[] } = {},
 ): Promise<InProcDaemon> {
   const dir = mkdtempSync(join(tmpdir(), `mup-${name}-`));
   if (o.tmpfs === true) {
@@ -55,6 +55,7 @@ export async function startInProcDaemon(
     detachOnExit: true,
     ...(o.netns === undefined ? {} : { netns: o.netns }),
     ...(o.object === undefined ? {} : { object: o.object }),
+    ...(o.workerScripts === undefined ? {} : { workerScripts: o.workerScripts }),
     log: createLogger({ instance: 'test', level: 'warn', json: true, stream: quiet }),
   });
   const stop = (): void => {
