@@ -83,7 +83,8 @@ export function sourceFiles(root: string): string[] {
     for (const e of readdirSync(dir, { withFileTypes: true })) {
       const p = join(dir, e.name);
       if (e.isDirectory()) walk(p);
-      else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) out.push(relative(root, p).split(sep).join('/'));
+      // Plain JavaScript modules too (a thread's script run without a TypeScript loader: bench/status-poll.mjs).
+      else if ((e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) || e.name.endsWith('.mjs')) out.push(relative(root, p).split(sep).join('/'));
     }
   };
   walk(root);
