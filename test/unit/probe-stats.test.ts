@@ -148,3 +148,15 @@ describe('analyze: one direction of a run', () => {
     expect(r.histogram.valueAtPercentile(50)).toBe(12);
   });
 });
+
+describe('negative latencies are said, not hidden (found in review, session 43)', () => {
+  // The histograms and latency.hlog clamp them to 0 (an HDR histogram holds values >= 0) while the table shows them.
+  it('a note counts them, with the least, per kind; none when there are none', async () => {
+    const { negativeNote } = await import('../../src/probe/probe.js');
+    expect(negativeNote('up', [100, 200, 300], [5, 6])).toBeUndefined();
+    expect(negativeNote('up', [100, -40, -7, 300], [5, -2])).toBe(
+      'up: 2 of 4 wire latencies (down to -40 ns) and 1 of 2 residence times (down to -2 ns) were negative: the clocks of the two stamps disagree; the table shows them as measured, the histograms and latency.hlog count them at 0',
+    );
+    expect(negativeNote('down', [], [-1])).toMatch(/^down: 1 of 1 residence times \(down to -1 ns\) were negative/);
+  });
+});
