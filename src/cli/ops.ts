@@ -732,9 +732,11 @@ export function registerOps(program: Command, io: Io): void {
         };
         const s = await call<{ file: string; yaml: string; apiChanges: number }>(t, 'GET', '/v1/config?origins=false');
         if (real(o.to) !== real(s.file)) {
-          const { writeFileAtomic } = await import('../daemon/rules.js');
-          writeFileAtomic(resolve(o.to), s.yaml, undefined, 0o644);
-          return io.out(`wrote the running config (${s.apiChanges} API changes in it) to ${resolve(o.to)}; the daemon's config file is unchanged\n`);
+          const { saveTarget, writeFileAtomic } = await import('../daemon/rules.js');
+          // Through a symlink to its file, that file's mode and owner kept (a new file: 0644).
+          const target = saveTarget(resolve(o.to));
+          writeFileAtomic(target.path, s.yaml, undefined, target.mode, target.owner);
+          return io.out(`wrote the running config (${s.apiChanges} API changes in it) to ${target.path}; the daemon's config file is unchanged\n`);
         }
       }
       const r = await call<{ file: string; saved: number }>(t, 'POST', '/v1/config/save');

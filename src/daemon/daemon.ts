@@ -80,6 +80,7 @@ import {
   sha256OfFile,
   StateStore,
   StateWriteError,
+  saveTarget,
   writeFileAtomic,
   type JsonLine,
   type StateLine,
@@ -1772,14 +1773,10 @@ export class Daemon {
       // loop between the stop check and the write (found in review: both came before the diff).
       await unedited('while the running config was being made');
       this.#stillRunning();
-      let mode = 0o644;
+      // Through a symlink to the file it names, keeping that file's mode and owner.
+      const target = saveTarget(file);
       try {
-        mode = statSync(file).mode & 0o777;
-      } catch {
-        // keep the default
-      }
-      try {
-        writeFileAtomic(file, yaml, undefined, mode);
+        writeFileAtomic(target.path, yaml, undefined, target.mode, target.owner);
       } catch (e) {
         throw new StateWriteError(file, (e as NodeJS.ErrnoException).code ?? 'EIO', `cannot write ${file} (${(e as Error).message}); nothing was saved (the file is as it was)`);
       }

@@ -23,6 +23,8 @@ import {
   constants,
   existsSync,
   fdatasync,
+  fchmodSync,
+  fchownSync,
   fdatasyncSync,
   fstatSync,
   fsyncSync,
@@ -31,6 +33,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   renameSync,
   statSync,
   unlinkSync,
@@ -1040,11 +1043,14 @@ function writeAll(fd: number, data: Buffer): void {
  * a full disk needs back). `onDirSync` gets a failed fsync of the directory
  * (after the rename: the new file is in place, whole and synced).
  */
-export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?: (e: Error) => void, mode = 0o600): void {
+export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?: (e: Error) => void, mode = 0o600, owner?: { readonly uid: number; readonly gid: number }): void {
   const tmp = `${path}.tmp-${process.pid}`;
   try {
     const fd = openSync(tmp, 'w', mode);
     try {
+      // The mode as given, not as the umask leaves it (a 0664 file saved over came back 0644), and the owner kept.
+      fchmodSync(fd, mode);
+      if (owner !== undefined) fchownSync(fd, owner.uid, owner.gid);
       writeAll(fd, typeof data === 'string' ? Buffer.from(data) : data);
       fsyncSync(fd);
     } finally {
@@ -1064,6 +1070,29 @@ export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?:
   } catch (e) {
     if (onDirSync === undefined) throw e;
     onDirSync(e as Error);
+  }
+}
+
+/**
+ * Where a save of `path` writes, and what it keeps: the file a symlink
+ * names (the rename would replace the link itself: a config kept in a
+ * repository and linked into /etc/mup never got the save), with its mode
+ * and owner (the temporary file's were the umask's and the daemon's: a
+ * 0664 file of an operators' group came back 0644 root:root). Found in
+ * review, session 43. A path that does not exist yet: itself, `mode`.
+ */
+export function saveTarget(path: string, mode = 0o644): { path: string; mode: number; owner?: { uid: number; gid: number } } {
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch {
+    return { path, mode };
+  }
+  try {
+    const st = statSync(real);
+    return { path: real, mode: st.mode & 0o7777, owner: { uid: st.uid, gid: st.gid } };
+  } catch {
+    return { path: real, mode };
   }
 }
 
