@@ -383,6 +383,23 @@ export function placed<R extends { readonly where: Where }>(r: R, where: string)
 }
 
 /** Check a whole rule set as the file's cross checks do (unique keys and names, prefix lengths). */
+/**
+ * A local SID with `advertise` needs the sidecar that advertises its ISD
+ * routes (`bgp`, with `nexthop`), as the file's check says. Taken through
+ * the API before, the rule made every `config save` refused (the saved file
+ * did not load); found in review, session 43.
+ */
+export function checkAdvertiseHasBgp(l: LocalSid, bgp: BgpConfig | undefined, where: string): void {
+  if (l.advertise === undefined || bgp?.nexthop !== undefined) return;
+  throw new ConfigError(
+    where,
+    'advertise',
+    bgp === undefined
+      ? 'advertise needs a bgp section (the sidecar that advertises the ISD routes); add one to the config file or remove advertise'
+      : "advertise needs bgp.nexthop (the IPv6 next hop of our ISD routes; gobgp 3.10 takes only IPv6 there): add it to the config file's bgp section or remove advertise",
+  );
+}
+
 export function checkRuleSet(file: string, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = []): void {
   const src = new Source(file, undefined);
   checkPolicies(src, policies);

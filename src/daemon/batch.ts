@@ -10,7 +10,8 @@
  * add twice is a conflict). Nothing is written until the whole plan holds.
  */
 import { ConfigError } from '../config/errors.js';
-import { clipped, describe, placed } from '../config/load.js';
+import { checkAdvertiseHasBgp, clipped, describe, placed } from '../config/load.js';
+import type { LocalSid } from '../config/types.js';
 import { API_WHERE } from '../config/keys.js';
 import type { Changes } from '../dataplane/tables.js';
 import { JsonLine, learnedDeleteText, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
@@ -203,6 +204,7 @@ class Planner {
     let rule: Rule;
     try {
       rule = k.parse(entry, where);
+      if (kind === 'localsid') checkAdvertiseHasBgp(rule as LocalSid, this.#set.config.bgp, where);
     } catch (err) {
       if (err instanceof ConfigError) {
         const path = err.path === '' ? where : `${where}${err.path.startsWith('[') ? '' : '.'}${err.path}`;

@@ -42,7 +42,7 @@ import {
 } from 'node:fs';
 import { open as openFile, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, takeRuleIndex } from '../config/load.js';
+import { checkAdvertiseHasBgp, checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, takeRuleIndex } from '../config/load.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
 import { canonicalPolicyKey, formatTeidPrefix, fromFile, localSidKey, policyKey, sessionKey } from '../config/keys.js';
@@ -576,6 +576,7 @@ export class RuleSet {
     const where = 'request body';
     const k = RULE_KINDS[kind];
     const rule = k.parse(body, where);
+    if (kind === 'localsid') checkAdvertiseHasBgp(rule as LocalSid, this.config.bgp, where);
     const key = k.key(rule);
     const what = k.label;
     const keyName = k.keyName;
