@@ -52,10 +52,13 @@ function setOrigin(node: Node, origin: string): void {
 }
 
 export function runningConfigYaml(fileText: string, sections: readonly RunningSection[], o: { origins: boolean }): string {
-  const { isMap, isSeq, parseDocument } = yamlDoc();
+  const { isMap, isScalar, isSeq, parseDocument } = yamlDoc();
   const doc = parseDocument(fileText);
   if (doc.errors.length > 0) throw new Error(`the loaded config no longer parses as a document: ${doc.errors[0]!.message}`);
-  if (doc.contents === null) doc.contents = doc.createNode({}) as never;
+  // An empty document: no contents, or a null scalar ("---", "~", "null", "..." alone, as templates write an
+  // empty file). The reader loads it as no rules; a section could not be added to the scalar (found in review,
+  // session 43: "Expected a YAML collection as document contents" for any API add).
+  if (doc.contents === null || (isScalar(doc.contents) && doc.contents.value === null)) doc.contents = doc.createNode({}) as never;
   // The file's scalars as the reader read them, not as the `yaml` package would print its own reading.
   else keepReaderStrings(doc.contents, fileText);
   for (const s of sections) {

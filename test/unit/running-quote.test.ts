@@ -242,3 +242,19 @@ settings: {max_policies: 1e3, max_localsids: 010}
     expect([back.settings.maxPolicies, back.settings.maxLocalSids]).toEqual([config.settings.maxPolicies, config.settings.maxLocalSids]);
   });
 });
+
+describe('an empty document as the config file (found in review, session 43)', () => {
+  // "---", "~", "null", "..." alone load as no rules; an API add then made show and save fail:
+  // "Expected a YAML collection as document contents" (the document's contents a null scalar).
+  for (const text of ['---\n', '--- # mup\n', '~\n', 'null\n', '...\n']) {
+    it(`${JSON.stringify(text)} and an API policy: the running config holds it and loads back to the running rules`, () => {
+      const config = parseConfig(text, FILE);
+      const body = apiRule('policy', 'a1', 1)!;
+      const { rs, sections } = running(config, [['policy', body]]);
+      const yaml = runningConfigYaml(text, expandSections(sections), { origins: false });
+      const back = new RuleSet(parseConfig(yaml, FILE), emptyOverlay());
+      expect(ruleSetDiff(back, rs)).toEqual([]);
+      expect(back.rules('policy').size).toBe(1);
+    });
+  }
+});
