@@ -11,7 +11,7 @@
  * 1 s at 131,072 rules); this is the way for the others (JSON, flow style).
  * Docs: docs/config.md, "Running, saved and API config".
  */
-import type { Node, YAMLSeq } from 'yaml';
+import type { Document as YamlDocument, Node, YAMLSeq } from 'yaml';
 import { keepReaderStrings, quoteNonStringLookalikes } from './quote-scalars.js';
 import { yamlDoc } from './yaml-doc.js';
 
@@ -51,6 +51,32 @@ function setOrigin(node: Node, origin: string): void {
   node.commentBefore = `${before === undefined ? '' : `${before}\n`} origin: ${origin}`;
 }
 
+/**
+ * Every alias replaced by a copy of what it names, and the anchors dropped:
+ * an entry the API deleted or replaced may hold an anchor a later entry's
+ * alias names, and an entry deleted and added back goes after them; either
+ * way the alias came before its anchor, or had none ("Unresolved alias"),
+ * and show and save failed for a file that loads (found in review, session
+ * 43). The values are the same; the saved file writes them out.
+ */
+function resolveAliases(doc: YamlDocument.Parsed): void {
+  const { visit } = yamlDoc();
+  let aliases = false;
+  visit(doc, {
+    Alias(_k, node) {
+      aliases = true;
+      const target = node.resolve(doc);
+      return target === undefined ? undefined : (target.clone() as Node);
+    },
+  });
+  if (!aliases) return;
+  visit(doc, {
+    Node(_k, node) {
+      if ((node as { anchor?: string }).anchor !== undefined) (node as { anchor?: string }).anchor = undefined;
+    },
+  });
+}
+
 export function runningConfigYaml(fileText: string, sections: readonly RunningSection[], o: { origins: boolean }): string {
   const { isMap, isScalar, isSeq, parseDocument } = yamlDoc();
   const doc = parseDocument(fileText);
@@ -59,8 +85,11 @@ export function runningConfigYaml(fileText: string, sections: readonly RunningSe
   // empty file). The reader loads it as no rules; a section could not be added to the scalar (found in review,
   // session 43: "Expected a YAML collection as document contents" for any API add).
   if (doc.contents === null || (isScalar(doc.contents) && doc.contents.value === null)) doc.contents = doc.createNode({}) as never;
-  // The file's scalars as the reader read them, not as the `yaml` package would print its own reading.
-  else keepReaderStrings(doc.contents, fileText);
+  else {
+    resolveAliases(doc);
+    // The file's scalars as the reader read them, not as the `yaml` package would print its own reading.
+    keepReaderStrings(doc.contents, fileText);
+  }
   for (const s of sections) {
     const old = doc.get(s.section, true);
     const oldItems = isSeq(old) ? (old.items as Node[]) : [];

@@ -142,13 +142,14 @@ function apiRule(kind: RuleKind, name: string, i: number): Record<string, unknow
 }
 
 /** The file's rules with these API rules added, as the daemon runs them, and its sections as the running config's thread gets them. */
-function running(config: Config, adds: readonly (readonly [RuleKind, Record<string, unknown>])[]): { rs: RuleSet; sections: CompactSection[] } {
+function running(config: Config, adds: readonly (readonly [RuleKind, Record<string, unknown>])[], change?: (rs: RuleSet) => void): { rs: RuleSet; sections: CompactSection[] } {
   const rs = new RuleSet(config, emptyOverlay());
   for (const [kind, body] of adds) {
     const k = RULE_KINDS[kind];
     const r = k.parse(body, 'request body');
     rs.put(kind, placed(r, API_WHERE));
   }
+  change?.(rs);
   // As the daemon's #runningSections gathers them.
   const sections = RULE_KIND_LIST.map((k): CompactSection => {
     const set = rs.rules(k.kind);
@@ -255,6 +256,35 @@ describe('an empty document as the config file (found in review, session 43)', (
       const back = new RuleSet(parseConfig(yaml, FILE), emptyOverlay());
       expect(ruleSetDiff(back, rs)).toEqual([]);
       expect(back.rules('policy').size).toBe(1);
+    });
+  }
+});
+
+describe('anchors and aliases in the file (found in review, session 43)', () => {
+  // c1 holds the anchors c2's aliases name: deleting or replacing c1, or deleting it and adding it back
+  // (it goes after c2), left an alias before its anchor or with none: "Unresolved alias", show and save failed.
+  const TEXT =
+    'settings: { max_policies: 8, max_localsids: 8 }\npolicies:\n' +
+    '  - name: c1\n    match: 10.0.1.0/24\n    sr_prefix: &sr 2001:db8:1::/48\n    src_prefix: &src 2001:db8:ff::/64\n' +
+    '  - name: c2\n    match: 10.0.2.0/24\n    sr_prefix: *sr\n    src_prefix: *src\n';
+  const c1 = { name: 'c1', match: '10.0.1.0/24', sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' };
+  const cases: readonly (readonly [string, (rs: RuleSet) => void])[] = [
+    ['the anchors\' entry deleted', (rs) => rs.delete('policy', '10.0.1.0/24')],
+    ['the anchors\' entry replaced', (rs) => rs.put('policy', placed(RULE_KINDS.policy.parse({ ...c1, hop_limit: 9 }, 'request body'), API_WHERE))],
+    [
+      'deleted and added back unchanged',
+      (rs) => {
+        rs.delete('policy', '10.0.1.0/24');
+        rs.put('policy', placed(RULE_KINDS.policy.parse(c1, 'request body'), API_WHERE));
+      },
+    ],
+  ];
+  for (const [what, change] of cases) {
+    it(`${what}: the running config loads back to the running rules, the aliases' values written out`, () => {
+      const { rs, sections } = running(parseConfig(TEXT, FILE), [], change);
+      const yaml = runningConfigYaml(TEXT, expandSections(sections), { origins: true });
+      expect(ruleSetDiff(new RuleSet(parseConfig(yaml, FILE), emptyOverlay()), rs)).toEqual([]);
+      expect(yaml).not.toMatch(/[*&]s(r|rc)\b/);
     });
   }
 });
