@@ -11,6 +11,7 @@
  * 1 s at 131,072 rules); this is the way for the others (JSON, flow style).
  * Docs: docs/config.md, "Running, saved and API config".
  */
+import jsyaml from 'js-yaml';
 import type { Document as YamlDocument, Node, YAMLSeq } from 'yaml';
 import { keepReaderStrings, quoteNonStringLookalikes } from './quote-scalars.js';
 import { yamlDoc } from './yaml-doc.js';
@@ -78,9 +79,22 @@ function resolveAliases(doc: YamlDocument.Parsed): void {
 }
 
 export function runningConfigYaml(fileText: string, sections: readonly RunningSection[], o: { origins: boolean }): string {
-  const { isMap, isScalar, isSeq, parseDocument } = yamlDoc();
-  const doc = parseDocument(fileText);
-  if (doc.errors.length > 0) throw new Error(`the loaded config no longer parses as a document: ${doc.errors[0]!.message}`);
+  const { Document, isMap, isScalar, isSeq, parseDocument } = yamlDoc();
+  let doc = parseDocument(fileText);
+  if (doc.errors.length > 0) {
+    // A file the reader (js-yaml) loads and the `yaml` package's document refuses (a flow sequence whose items
+    // start at column 0, a comment right after a ",": found in review, session 43) could never be shown or
+    // saved. Its values as the reader read them, in a document of their own: the file's comments and layout
+    // are lost, its rules are not (a save reads what it writes back, as always).
+    let values: unknown;
+    try {
+      values = jsyaml.load(fileText, { schema: jsyaml.CORE_SCHEMA });
+    } catch {
+      throw new Error(`the loaded config no longer parses as a document: ${doc.errors[0]!.message}`);
+    }
+    doc = new Document(values ?? {}) as typeof doc;
+    if (doc.contents !== null) quoteNonStringLookalikes(doc.contents);
+  }
   // An empty document: no contents, or a null scalar ("---", "~", "null", "..." alone, as templates write an
   // empty file). The reader loads it as no rules; a section could not be added to the scalar (found in review,
   // session 43: "Expected a YAML collection as document contents" for any API add).

@@ -288,3 +288,22 @@ describe('anchors and aliases in the file (found in review, session 43)', () => 
     });
   }
 });
+
+describe('files the reader loads and the yaml package refuses (found in review, session 43)', () => {
+  // Show and save failed for ever on these ("the loaded config no longer parses as a document").
+  const P = 'name: c1, match: 10.0.1.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64"';
+  const TEXTS: Record<string, string> = {
+    'a flow sequence whose items start at column 0': `policies: [\n{ ${P} }\n]\n`,
+    'a flow map closed at column 0': `policies:\n  - { ${P}\n}\n`,
+    'a comment right after a comma': `policies: [ { ${P} },# c\n]\n`,
+  };
+  for (const [what, text] of Object.entries(TEXTS)) {
+    it(`${what}: the running config, an API policy added, loads back to the running rules`, () => {
+      const { rs, sections } = running(parseConfig(text, FILE), [['policy', apiRule('policy', '0b1', 2)!]]);
+      const yaml = runningConfigYaml(text, expandSections(sections), { origins: false });
+      const back = new RuleSet(parseConfig(yaml, FILE), emptyOverlay());
+      expect(ruleSetDiff(back, rs)).toEqual([]);
+      expect([...back.rules('policy').values()].map((r) => r.name)).toEqual(['c1', '0b1']);
+    });
+  }
+});
