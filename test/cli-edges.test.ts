@@ -82,6 +82,46 @@ describe('mup replay --in FILE.pcapng', () => {
   });
 });
 
+describe('mup replay: its output and its input checked first (found in review, session 43)', () => {
+  const config = join(ROOT, 'config/demo.yaml');
+  it('the input named as the output is refused, the capture left as it was', async () => {
+    const same = join(dir, 'same.pcap');
+    cpSync(IN, same);
+    const before = readFileSync(same);
+    const r = await mup('replay', '--config', config, '--in', same, '--out', same);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toMatch(/same\.pcap: is the input capture .*give --out another file/);
+    expect(readFileSync(same).equals(before)).toBe(true);
+  });
+
+  it('a directory as the output is refused before any frame runs; a failed run leaves an existing output as it was', async () => {
+    const r = await mup('replay', '--config', config, '--in', IN, '--out', dir);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toMatch(/cannot write: it is a directory/);
+    const out = join(dir, 'kept.pcap');
+    writeFileSync(out, 'old');
+    const bad = join(dir, 'bad.pcap');
+    writeFileSync(bad, Buffer.alloc(64));
+    expect((await mup('replay', '--config', config, '--in', bad, '--out', out)).exitCode).toBe(2);
+    expect(readFileSync(out, 'utf8')).toBe('old');
+  });
+
+  it('a pipe that is not a capture is refused on its first bytes, not read to its end', async () => {
+    // A FIFO whose writer sends 4 zero bytes and keeps it open: read whole, the replay waited for ever.
+    const fifo = join(dir, 'in.fifo');
+    await execa('mkfifo', [fifo]);
+    const writer = spawn('sh', ['-c', `printf '\\000\\000\\000\\000' > ${fifo}.hold; exec 3>${fifo}; cat ${fifo}.hold >&3; exec sleep 30`]);
+    try {
+      const r = await execa('node', [BIN, 'replay', '--config', config, '--in', fifo, '--out', join(dir, 'fifo-out.pcap')], { reject: false, cwd: ROOT, timeout: 15_000 });
+      expect(r.timedOut).toBe(false);
+      expect(r.exitCode).toBe(2);
+      expect(r.stderr).toMatch(/in\.fifo: not a pcap file: magic 0x00000000/);
+    } finally {
+      writer.kill('SIGKILL');
+    }
+  });
+});
+
 describe('fatal errors', () => {
   it('print once: the daemon\'s log line, not a second copy on stderr', async () => {
     const config = join(dir, 'bad-iface.yaml');

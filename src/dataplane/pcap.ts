@@ -5,7 +5,7 @@
  * Enhanced, Simple and obsolete Packet Blocks, per-interface if_tsresol;
  * other blocks skipped); writes little-endian microsecond classic pcap.
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { open, readFile, realpath, rename, stat, unlink, writeFile, type FileHandle } from 'node:fs/promises';
 
 export const LINKTYPE_ETHERNET = 1;
 const MAGIC_USEC = 0xa1b2c3d4;
@@ -246,11 +246,49 @@ function forEachOption(buf: Buffer, off: number, end: number, u16: (o: number) =
 export async function readPcap(path: string): Promise<PcapFile> {
   let buf: Buffer;
   try {
-    buf = await readFile(path);
+    const st = await stat(path);
+    buf = st.isFile() ? await readFile(path) : await readStream(path);
   } catch (e) {
+    if (e instanceof PcapError) throw e;
     throw new PcapError(path, `cannot read: ${ioReason(e)}`);
   }
   return parsePcap(buf, path);
+}
+
+/** The most read from a pipe or device: a regular file's limit (Node refuses larger files at once). */
+export const MAX_STREAM_INPUT = 2 ** 31 - 1;
+
+/**
+ * A pipe or device read whole, its magic checked on its first bytes and
+ * its length bounded: `--in /dev/zero` grew the process to the machine's
+ * memory before the magic was looked at (found in review, session 43).
+ */
+async function readStream(path: string, max = MAX_STREAM_INPUT): Promise<Buffer> {
+  const fh = await open(path, 'r');
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const b = Buffer.allocUnsafe(1 << 20);
+      const { bytesRead } = await fh.read(b, 0, b.length, null);
+      if (bytesRead === 0) break;
+      chunks.push(b.subarray(0, bytesRead));
+      const before = total;
+      total += bytesRead;
+      if (before < 4 && total >= 4) {
+        const head = Buffer.concat(chunks).subarray(0, 4);
+        const le = head.readUInt32LE(0);
+        const be = head.readUInt32BE(0);
+        if (![MAGIC_USEC, MAGIC_NSEC, MAGIC_PCAPNG].includes(le) && ![MAGIC_USEC, MAGIC_NSEC].includes(be)) {
+          throw new PcapError(path, `not a pcap file: magic 0x${be.toString(16).padStart(8, '0')}`);
+        }
+      }
+      if (total > max) throw new PcapError(path, `more than ${max} bytes read from this pipe or device: give a capture file under 2 GiB (editcap -c splits one)`);
+    }
+    return Buffer.concat(chunks);
+  } finally {
+    await fh.close();
+  }
 }
 
 /** A little-endian microsecond pcap (LINKTYPE_ETHERNET) of these packets. */
@@ -282,6 +320,66 @@ export async function writePcap(path: string, packets: readonly PcapPacket[], sn
   } catch (e) {
     throw new PcapError(path, `cannot write: ${ioReason(e)}`);
   }
+}
+
+/** An output capture opened before the work that fills it: `commit` writes it whole, `abandon` leaves the path as it was. */
+export interface PcapOutput {
+  commit(packets: readonly PcapPacket[], snaplen?: number): Promise<void>;
+  abandon(): Promise<void>;
+}
+
+/**
+ * Open `path` for a capture, before anything is read or run (found in
+ * review, session 43): the input capture named as the output is refused
+ * (it was replaced by the output), a directory or an unwritable place is
+ * an error at once (not after every frame ran), and a regular file is
+ * written beside the path and renamed over it, so a failure part way (a
+ * full disk) leaves the old file. A device or pipe (/dev/stdout) is written
+ * in place.
+ */
+export async function openPcapOutput(path: string, inPath?: string): Promise<PcapOutput> {
+  const was = await stat(path).catch(() => undefined);
+  if (was?.isDirectory() === true) throw new PcapError(path, 'cannot write: it is a directory; give a file name for the output capture');
+  if (inPath !== undefined && was !== undefined) {
+    const input = await stat(inPath).catch(() => undefined);
+    if (input !== undefined && input.dev === was.dev && input.ino === was.ino) {
+      throw new PcapError(path, `is the input capture (${inPath}): the output would replace it; give --out another file`);
+    }
+  }
+  const inPlace = was !== undefined && !was.isFile();
+  // A symlink: the file it names is the one written (as a plain write did).
+  const real = was === undefined ? path : await realpath(path).catch(() => path);
+  const target = inPlace ? path : `${real}.tmp-${process.pid}`;
+  let fh: FileHandle;
+  try {
+    fh = await open(target, inPlace ? 'w' : 'wx', 0o644);
+  } catch (e) {
+    throw new PcapError(path, `cannot write: ${ioReason(e)}`);
+  }
+  let closed = false;
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    await fh.close().catch(() => undefined);
+  };
+  const abandon = async (): Promise<void> => {
+    await close();
+    if (!inPlace) await unlink(target).catch(() => undefined);
+  };
+  return {
+    abandon,
+    commit: async (packets, snaplen = DEFAULT_SNAPLEN) => {
+      try {
+        await fh.writeFile(formatPcap(packets, snaplen));
+        if (!inPlace) await fh.sync();
+        await close();
+        if (!inPlace) await rename(target, real);
+      } catch (e) {
+        await abandon();
+        throw new PcapError(path, `cannot write: ${ioReason(e)}`);
+      }
+    },
+  };
 }
 
 /** "ENOENT: no such file or directory" without the path Node appends. */

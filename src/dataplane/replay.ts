@@ -14,7 +14,7 @@
 import type { Config } from '../config/types.js';
 import type { Counters, Verdict } from './index.js';
 import { ETH_HLEN, TEST_RUN_MAX_FRAME } from './frame-limits.js';
-import { readPcap, writePcap, type PcapPacket } from './pcap.js';
+import { openPcapOutput, readPcap, type PcapPacket } from './pcap.js';
 
 export interface ReplayOptions {
   readonly config: Config;
@@ -78,7 +78,16 @@ export function skipReason(len: number, origLen = len): SkipReason | undefined {
 }
 
 export async function replay(o: ReplayOptions): Promise<ReplayResult> {
-  const input = await readPcap(o.inPath);
+  // The output checked before any frame runs (found in review, session 43): the input named again was
+  // replaced by the output, and a directory or an unwritable path was found only after every frame ran.
+  const output = await openPcapOutput(o.outPath, o.inPath);
+  let input;
+  try {
+    input = await readPcap(o.inPath);
+  } catch (e) {
+    await output.abandon();
+    throw e;
+  }
   const config: Config = { ...o.config, settings: { ...o.config.settings, forwarding: 'tx' } };
   const { openDataplane } = await import('./index.js');
   const dp = openDataplane({ config, ...(o.object === undefined ? {} : { object: o.object }) });
@@ -106,9 +115,12 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
       frames.push({ index, verdict: r.verdict, event: r.event, inLen: p.data.length, outLen: written?.length ?? 0 });
     });
     counters = dp.counters();
+  } catch (e) {
+    await output.abandon();
+    throw e;
   } finally {
     dp.close();
   }
-  await writePcap(o.outPath, out);
+  await output.commit(out);
   return { frames, written: out.length, skipped: frames.filter((f) => f.verdict === 'skipped').length, counters };
 }
