@@ -82,6 +82,9 @@ describe('pcap', () => {
     ['pcapng with a packet of an undescribed interface', Buffer.from(shb + '0600000020000000' + '00000000'.repeat(5) + '20000000', 'hex'), /packet 0 \(block at byte 28\): interface 0 was not described/],
     ['pcapng with a block cut short', Buffer.from(shb + '0100000014000000' + '010000000000', 'hex'), /block at byte 28: 20 bytes announced, 14 left/],
     ['a non-Ethernet link type', handMade({ le: true, nano: false, linktype: 101, records: [] }), /link type 101 is not Ethernet/],
+    // Session 43's review: 0x1001 was masked to 1 (Ethernet); the FCS bits made the link type 134217729.
+    ['pcapng of link type 0x1001', Buffer.from(shb + '0100000014000000' + '01100000' + '00000000' + '14000000', 'hex'), /link type 4097 is not Ethernet/],
+    ['Ethernet frames with a 4-byte FCS', handMade({ le: true, nano: false, linktype: 0x28000001, records: [] }), /end in a 4-byte frame check sequence.*editcap -C -4/],
     ['a cut record header', good.subarray(0, 30), /packet 0 at byte 24: record header cut short/],
     ['cut packet data', good.subarray(0, good.length - 1), /packet 0 at byte 24: 20 bytes announced, 19 left/],
     [

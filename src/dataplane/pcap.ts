@@ -70,8 +70,15 @@ export function parsePcap(buf: Buffer, file = '<pcap>'): PcapFile {
   const major = u16(4);
   if (major !== 2) throw new PcapError(file, `unsupported pcap version ${major}.${u16(6)} (expected 2.4)`);
   const snaplen = u32(16);
-  // The upper bits of the link-type field carry FCS information (pcap-linktype(7)).
-  const linktype = u32(20) & 0x0fffffff;
+  // The link type is the field's low 16 bits; its top bits may say the frames end in a frame check
+  // sequence (f, 0x08000000; its length in 16-bit words in bits 28-31). Masked with 0x0fffffff, such a file
+  // was "link type 134217729 is not Ethernet" (found in review, session 43).
+  const field = u32(20);
+  const linktype = field & 0xffff;
+  if (linktype === LINKTYPE_ETHERNET && (field & 0x08000000) !== 0 && (field >>> 28) !== 0) {
+    const fcs = (field >>> 28) * 2;
+    throw new PcapError(file, `its Ethernet frames end in a ${fcs}-byte frame check sequence, which a translator never sees: cut it off first (editcap -C -${fcs} IN OUT)`);
+  }
   if (linktype !== LINKTYPE_ETHERNET) {
     throw new PcapError(file, `link type ${linktype} is not Ethernet (1); capture on an Ethernet interface`);
   }
@@ -173,7 +180,8 @@ function parsePcapng(buf: Buffer, file: string): PcapFile {
       if (major !== 1) throw new PcapError(file, `${where}: unsupported pcapng version ${major}.${u16(body + 6)} (expected 1.0)`);
     } else if (type === BT_IDB) {
       if (body + 8 > end) throw new PcapError(file, `${where}: interface description cut short (corrupt file)`);
-      const linktype = u16(body) & 0x0fff;
+      // 16 bits, all of them the link type: masked with 0x0fff, 0x1001 was taken for Ethernet (found in review, session 43).
+      const linktype = u16(body);
       if (linktype !== LINKTYPE_ETHERNET) {
         throw new PcapError(file, `interface ${ifaces.length} (${where}): link type ${linktype} is not Ethernet (1); capture on an Ethernet interface`);
       }
