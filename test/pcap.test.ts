@@ -148,3 +148,12 @@ describe('pcap', () => {
     await expect(readPcap(bad)).rejects.toThrow(PcapError);
   });
 });
+
+describe('pcap output times (found in review, session 43)', () => {
+  it('a time a classic pcap cannot hold is refused, not wrapped', () => {
+    const data = Buffer.alloc(20, 1);
+    expect(() => formatPcap([{ tsSec: 2 ** 32 + 5, tsNsec: 0, origLen: 20, data }])).toThrow(/written frame 0: time 4294967301 s is outside what a classic pcap holds/);
+    expect(() => formatPcap([{ tsSec: -300000000, tsNsec: 0, origLen: 20, data }])).toThrow(/outside what a classic pcap holds/);
+    expect(formatPcap([{ tsSec: 0xffffffff, tsNsec: 0, origLen: 20, data }]).readUInt32LE(24)).toBe(0xffffffff);
+  });
+});

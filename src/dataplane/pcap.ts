@@ -311,9 +311,13 @@ export function formatPcap(packets: readonly PcapPacket[], snaplen = DEFAULT_SNA
   head.writeUInt32LE(snaplen, 16);
   head.writeUInt32LE(LINKTYPE_ETHERNET, 20);
   parts.push(head);
-  for (const p of packets) {
+  for (const [i, p] of packets.entries()) {
+    // A classic pcap's seconds are 32 bits unsigned: a pcapng time outside them was wrapped (found in review, session 43).
+    if (!(p.tsSec >= 0 && p.tsSec <= 0xffffffff)) {
+      throw new PcapError('<output>', `written frame ${i}: time ${p.tsSec} s is outside what a classic pcap holds (0 to 2^32 - 1 s since 1970)`);
+    }
     const rec = Buffer.alloc(RECORD_HEADER);
-    rec.writeUInt32LE(p.tsSec >>> 0, 0);
+    rec.writeUInt32LE(p.tsSec, 0);
     rec.writeUInt32LE(Math.floor(p.tsNsec / 1000), 4);
     rec.writeUInt32LE(p.data.length, 8);
     rec.writeUInt32LE(Math.max(p.origLen, p.data.length), 12);
