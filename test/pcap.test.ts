@@ -157,3 +157,33 @@ describe('pcap output times (found in review, session 43)', () => {
     expect(formatPcap([{ tsSec: 0xffffffff, tsNsec: 0, origLen: 20, data }]).readUInt32LE(24)).toBe(0xffffffff);
   });
 });
+
+describe('pcapng blocks that carry no frame (found in review, session 43)', () => {
+  it('a 300 KB name resolution block is skipped, not refused as corrupt; a packet block that long still is', () => {
+    const block = (type: number, body: Buffer): Buffer => {
+      const len = 12 + body.length;
+      const b = Buffer.alloc(len);
+      b.writeUInt32LE(type, 0);
+      b.writeUInt32LE(len, 4);
+      body.copy(b, 8);
+      b.writeUInt32LE(len, len - 4);
+      return b;
+    };
+    const shb = Buffer.from('0a0d0d0a1c0000004d3c2b1a01000000ffffffffffffffff1c000000', 'hex');
+    const idb = block(1, Buffer.from('0100000000000400', 'hex')); // Ethernet, snaplen 262144
+    const frame = Buffer.alloc(60, 0xab);
+    const epbBody = Buffer.alloc(20 + frame.length);
+    epbBody.writeUInt32LE(0, 0); // interface 0
+    epbBody.writeUInt32LE(frame.length, 12);
+    epbBody.writeUInt32LE(frame.length, 16);
+    frame.copy(epbBody, 20);
+    const nrb = block(4, Buffer.alloc(300_000));
+    const f = parsePcap(Buffer.concat([shb, idb, nrb, block(6, epbBody)]), 'big-nrb.pcapng');
+    expect(f.packets).toHaveLength(1);
+    expect(f.packets[0]!.data.equals(frame)).toBe(true);
+    const hugeEpb = Buffer.alloc(20 + 300_000);
+    hugeEpb.writeUInt32LE(300_000, 12);
+    hugeEpb.writeUInt32LE(300_000, 16);
+    expect(() => parsePcap(Buffer.concat([shb, idb, block(6, hugeEpb)]), 'x.pcapng')).toThrow(/block length 300032 is implausible/);
+  });
+});

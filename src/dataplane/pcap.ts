@@ -164,7 +164,10 @@ function parsePcapng(buf: Buffer, file: string): PcapFile {
     }
     const type = u32(off);
     const total = u32(off + 4);
-    if (total < 12 || total % 4 !== 0 || total > MAX_RECORD + 64) {
+    // Only a packet's block is bounded by the largest frame: a name resolution, decryption secrets or comment
+    // block of any size that fits the file is skipped (300-700 KB ones were refused: review, session 43).
+    const packetBlock = type === BT_EPB || type === BT_SPB || type === BT_PB;
+    if (total < 12 || total % 4 !== 0 || (packetBlock && total > MAX_RECORD + 64)) {
       throw new PcapError(file, `${where}: block length ${total} is implausible (corrupt file)`);
     }
     if (off + total > buf.length) {
