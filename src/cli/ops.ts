@@ -732,6 +732,13 @@ export function registerOps(program: Command, io: Io): void {
         };
         const s = await call<{ file: string; yaml: string; apiChanges: number }>(t, 'GET', '/v1/config?origins=false');
         if (real(o.to) !== real(s.file)) {
+          // What is written must load, as the daemon's own save reads back what it writes (found in review, session 43).
+          const { parseConfig } = await import('../config/load.js');
+          try {
+            parseConfig(s.yaml, o.to);
+          } catch (e) {
+            throw new Error(`the running config the daemon printed does not load (${(e as Error).message}); nothing was written to ${o.to}`);
+          }
           const { saveTarget, writeFileAtomic } = await import('../daemon/rules.js');
           // Through a symlink to its file, that file's mode and owner kept (a new file: 0644).
           const target = saveTarget(resolve(o.to));

@@ -15,7 +15,7 @@
  * - an answer past V8's longest string threw in an event handler (exit 1);
  * - `mup probe --teid 0x1000zz` was 4096.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -216,5 +216,20 @@ describe('flags whose values Node would take as another', () => {
     expect(num('0x1000', 'teid', 0, 0xffffffff, true)).toBe(0x1000);
     expect(num('4096', 'teid', 0, 0xffffffff, true)).toBe(4096);
     for (const bad of ['0x1000zz', '0x12345678_9', '0x', '', ' ']) expect(() => num(bad, 'teid', 0, 0xffffffff, true), bad).toThrow(/--teid/);
+  });
+});
+
+describe('mup config save --to', () => {
+  it('writes nothing when the running config the daemon printed does not load (found in review, session 43)', async () => {
+    const to = join(dir, 'copy.yaml');
+    answer = (_req, res) => res.end(JSON.stringify({ file: '/etc/mup/none.yaml', yaml: 'policies:\n  - { match: nonsense }\n', apiChanges: 0 }));
+    const r = await mup('config', 'save', '--socket', socket, '--to', to);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/the running config the daemon printed does not load .*nothing was written to/);
+    expect(existsSync(to)).toBe(false);
+    const good = 'policies:\n  - { match: 10.0.0.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n';
+    answer = (_req, res) => res.end(JSON.stringify({ file: '/etc/mup/none.yaml', yaml: good, apiChanges: 1 }));
+    expect((await mup('config', 'save', '--socket', socket, '--to', to)).code).toBe(0);
+    expect(readFileSync(to, 'utf8')).toBe(good);
   });
 });
