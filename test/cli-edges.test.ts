@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, chmodSync, chownSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
@@ -104,6 +104,22 @@ describe('mup replay: its output and its input checked first (found in review, s
     writeFileSync(bad, Buffer.alloc(64));
     expect((await mup('replay', '--config', config, '--in', bad, '--out', out)).exitCode).toBe(2);
     expect(readFileSync(out, 'utf8')).toBe('old');
+  });
+
+  it('an existing output keeps its mode and owner; a run that cannot open its data plane leaves no temporary file (review of the day\'s changes)', async () => {
+    const out = join(dir, 'private.pcap');
+    writeFileSync(out, 'old');
+    chmodSync(out, 0o600);
+    chownSync(out, 65534, 65534);
+    const r = await mup('replay', '--config', config, '--in', IN, '--out', out);
+    expect(r.exitCode).toBe(0);
+    const st = statSync(out);
+    expect([st.mode & 0o777, st.uid, st.gid]).toEqual([0o600, 65534, 65534]);
+    const sub = join(dir, 'noobj');
+    mkdirSync(sub);
+    const failed = await mup('replay', '--config', config, '--in', IN, '--out', join(sub, 'x.pcap'), '--object', '/nonexistent/mup.bpf.o');
+    expect(failed.exitCode).toBe(2);
+    expect(readdirSync(sub)).toEqual([]);
   });
 
   it('a pipe that is not a capture is refused on its first bytes, not read to its end', async () => {

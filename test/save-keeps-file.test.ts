@@ -8,7 +8,8 @@
  * The real Daemon in this process on the compiled object, its pins in a
  * bpffs mounted in a temporary directory; no interface.
  */
-import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { saveTarget, writeFileAtomic } from '../src/daemon/rules.js';
@@ -47,6 +48,28 @@ describe.skipIf(!isRoot)('config save keeps the file it saves into', () => {
     expect([st.mode & 0o7777, st.uid, st.gid]).toEqual([0o664, 65534, 65534]);
     // A reload of the file through the link finds what runs: nothing to do.
     expect((await d.reload()).configChanged).toBe(false);
+  });
+
+  it('not root (config save --to by an operator): a file of another owner is still written, as the writer\'s (review of the day\'s changes)', () => {
+    // fchown to keep the owner failed with EPERM where a plain write had worked.
+    const dir = join(process.env['TMPDIR'] ?? '/tmp', `mup-saveto-${process.pid}`);
+    mkdirSync(dir, { recursive: true, mode: 0o777 });
+    chmodSync(dir, 0o777);
+    const f = join(dir, 'shared.yaml');
+    writeFileSync(f, 'old\n');
+    chownSync(f, 1000, 2000);
+    chmodSync(f, 0o666);
+    try {
+      const rules = new URL('../dist/daemon/rules.js', import.meta.url).href;
+      const script = `import { saveTarget, writeFileAtomic } from ${JSON.stringify(rules)}; const t = saveTarget(${JSON.stringify(f)}); writeFileAtomic(t.path, 'new\\n', undefined, t.mode, t.owner);`;
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { uid: 65534, gid: 65534, encoding: 'utf8' });
+      expect(r.stderr).toBe('');
+      expect(r.status).toBe(0);
+      expect(readFileSync(f, 'utf8')).toBe('new\n');
+      expect(statSync(f).mode & 0o777).toBe(0o666);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('writeFileAtomic gives the mode asked whatever the umask; saveTarget of a new path is itself', () => {

@@ -1051,7 +1051,14 @@ export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?:
     try {
       // The mode as given, not as the umask leaves it (a 0664 file saved over came back 0644), and the owner kept.
       fchmodSync(fd, mode);
-      if (owner !== undefined) fchownSync(fd, owner.uid, owner.gid);
+      if (owner !== undefined) {
+        try {
+          fchownSync(fd, owner.uid, owner.gid);
+        } catch (e) {
+          // Not root (`mup config save --to` run by an operator): the file becomes the writer's, as a write always made it.
+          if ((e as NodeJS.ErrnoException).code !== 'EPERM') throw e;
+        }
+      }
       writeAll(fd, typeof data === 'string' ? Buffer.from(data) : data);
       fsyncSync(fd);
     } finally {

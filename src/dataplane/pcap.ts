@@ -361,21 +361,43 @@ export async function openPcapOutput(path: string, inPath?: string): Promise<Pca
       throw new PcapError(path, `is the input capture (${inPath}): the output would replace it; give --out another file`);
     }
   }
-  const inPlace = was !== undefined && !was.isFile();
+  let inPlace = was !== undefined && !was.isFile();
   // A symlink: the file it names is the one written (as a plain write did).
   const real = was === undefined ? path : await realpath(path).catch(() => path);
-  const target = inPlace ? path : `${real}.tmp-${process.pid}`;
-  let fh: FileHandle;
+  let target = inPlace ? path : `${real}.tmp-${process.pid}`;
+  /** Written in place after all (a file this process may write in a directory it may not): emptied at the commit. */
+  let truncate = false;
+  let fh: FileHandle | undefined;
   try {
     fh = await open(target, inPlace ? 'w' : 'wx', 0o644);
+    // An existing file keeps its mode and, where this process may give it, its owner (as a write in place did).
+    if (!inPlace && was !== undefined) {
+      await fh.chmod(was.mode & 0o7777);
+      await fh.chown(was.uid, was.gid).catch((e: NodeJS.ErrnoException) => {
+        if (e.code !== 'EPERM') throw e;
+      });
+    }
   } catch (e) {
-    throw new PcapError(path, `cannot write: ${ioReason(e)}`);
+    await fh?.close().catch(() => undefined);
+    if (fh !== undefined && !inPlace) await unlink(target).catch(() => undefined);
+    fh = undefined;
+    const code = (e as NodeJS.ErrnoException).code;
+    if (inPlace || was === undefined || (code !== 'EACCES' && code !== 'EPERM' && code !== 'EROFS')) throw new PcapError(path, `cannot write: ${ioReason(e)}`);
+    inPlace = true;
+    truncate = true;
+    target = path;
+    try {
+      fh = await open(path, 'r+');
+    } catch (e2) {
+      throw new PcapError(path, `cannot write: ${ioReason(e2)}`);
+    }
   }
+  const file = fh;
   let closed = false;
   const close = async (): Promise<void> => {
     if (closed) return;
     closed = true;
-    await fh.close().catch(() => undefined);
+    await file.close().catch(() => undefined);
   };
   const abandon = async (): Promise<void> => {
     await close();
@@ -385,8 +407,9 @@ export async function openPcapOutput(path: string, inPath?: string): Promise<Pca
     abandon,
     commit: async (packets, snaplen = DEFAULT_SNAPLEN) => {
       try {
-        await fh.writeFile(formatPcap(packets, snaplen));
-        if (!inPlace) await fh.sync();
+        if (truncate) await file.truncate(0);
+        await file.writeFile(formatPcap(packets, snaplen));
+        if (!inPlace) await file.sync();
         await close();
         if (!inPlace) await rename(target, real);
       } catch (e) {

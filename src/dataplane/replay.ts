@@ -82,15 +82,17 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
   // replaced by the output, and a directory or an unwritable path was found only after every frame ran.
   const output = await openPcapOutput(o.outPath, o.inPath);
   let input;
+  let dp;
   try {
     input = await readPcap(o.inPath);
+    const config: Config = { ...o.config, settings: { ...o.config.settings, forwarding: 'tx' } };
+    const { openDataplane } = await import('./index.js');
+    dp = openDataplane({ config, ...(o.object === undefined ? {} : { object: o.object }) });
   } catch (e) {
+    // Nothing left behind: a missing object or table sizes it refuses left the temporary output file.
     await output.abandon();
     throw e;
   }
-  const config: Config = { ...o.config, settings: { ...o.config.settings, forwarding: 'tx' } };
-  const { openDataplane } = await import('./index.js');
-  const dp = openDataplane({ config, ...(o.object === undefined ? {} : { object: o.object }) });
   const frames: ReplayFrame[] = [];
   const out: PcapPacket[] = [];
   let counters: Counters;
