@@ -11,25 +11,18 @@
 import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { saveTarget, writeFileAtomic } from '../src/daemon/rules.js';
-import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
+import { inProcDaemonPerTest } from './helpers/inproc-daemon.js';
 
 const isRoot = process.getuid?.() === 0;
 const CONFIG = 'settings: { forwarding: tx, max_policies: 8, max_localsids: 8 }\npolicies:\n  - { name: p1, match: 10.1.0.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n';
 
 describe.skipIf(!isRoot)('config save keeps the file it saves into', () => {
-  let run: InProcDaemon | undefined;
-  afterEach(() => {
-    try {
-      run?.stop();
-    } finally {
-      run = undefined;
-    }
-  });
+  const start = inProcDaemonPerTest();
 
   it('through a symlink into the file it names, that file keeping its mode 0664 and owner', async () => {
-    run = await startInProcDaemon('savefile', CONFIG);
+    const run = await start('savefile', CONFIG);
     const d = run.daemon;
     // The config path becomes a link to a file of another owner, group-writable (the same bytes as loaded).
     const repo = join(run.dir, 'repo');
@@ -54,12 +47,12 @@ describe.skipIf(!isRoot)('config save keeps the file it saves into', () => {
     // fchown to keep the owner failed with EPERM where a plain write had worked.
     const dir = join(process.env['TMPDIR'] ?? '/tmp', `mup-saveto-${process.pid}`);
     mkdirSync(dir, { recursive: true, mode: 0o777 });
-    chmodSync(dir, 0o777);
-    const f = join(dir, 'shared.yaml');
-    writeFileSync(f, 'old\n');
-    chownSync(f, 1000, 2000);
-    chmodSync(f, 0o666);
     try {
+      chmodSync(dir, 0o777);
+      const f = join(dir, 'shared.yaml');
+      writeFileSync(f, 'old\n');
+      chownSync(f, 1000, 2000);
+      chmodSync(f, 0o666);
       const rules = new URL('../dist/daemon/rules.js', import.meta.url).href;
       const script = `import { saveTarget, writeFileAtomic } from ${JSON.stringify(rules)}; const t = saveTarget(${JSON.stringify(f)}); writeFileAtomic(t.path, 'new\\n', undefined, t.mode, t.owner);`;
       const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { uid: 65534, gid: 65534, encoding: 'utf8' });

@@ -12,25 +12,18 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
+import { describe, expect, it } from 'vitest';
+import { inProcDaemonPerTest } from './helpers/inproc-daemon.js';
 
 const isRoot = process.getuid?.() === 0;
 const CONFIG = 'settings: { forwarding: tx, max_policies: 16, max_localsids: 8 }\npolicies:\n  - { name: f1, match: 192.0.2.0/24, sr_prefix: "2001:db8:9::/48", src_prefix: "2001:db8:ff::/64" }\n';
 const EDIT = `${CONFIG}  - { name: f2, match: 192.0.3.0/24, sr_prefix: "2001:db8:9::/48", src_prefix: "2001:db8:ff::/64" }\n`;
 
 describe.skipIf(!isRoot)('config save and an edit of the file made while it is under way', () => {
-  let run: InProcDaemon | undefined;
-  afterEach(() => {
-    try {
-      run?.stop();
-    } finally {
-      run = undefined;
-    }
-  });
+  const start = inProcDaemonPerTest();
 
   it('an edit made during the diff refuses the save (409), and the edit stays', async () => {
-    run = await startInProcDaemon('saverace', CONFIG);
+    const run = await start('saverace', CONFIG);
     const d = run.daemon;
     const file = join(run.dir, 'mup.yaml');
     await d.putRule('policy', { name: 'api1', match: '198.51.100.0/24', sr_prefix: '2001:db8:9::/48', src_prefix: '2001:db8:ff::/64' }, 'add');
@@ -45,7 +38,7 @@ describe.skipIf(!isRoot)('config save and an edit of the file made while it is u
   });
 
   it('without an edit the save goes through', async () => {
-    run = await startInProcDaemon('saverace', CONFIG);
+    const run = await start('saverace', CONFIG);
     const d = run.daemon;
     await d.putRule('policy', { name: 'api1', match: '198.51.100.0/24', sr_prefix: '2001:db8:9::/48', src_prefix: '2001:db8:ff::/64' }, 'add');
     d.testDuringSaveDiff = async () => undefined;

@@ -13,30 +13,23 @@
  */
 import { mkdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RuleError } from '../src/daemon/rules.js';
-import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
+import { inProcDaemonPerTest } from './helpers/inproc-daemon.js';
 import { CodeOnDisk } from '../src/host/code-on-disk.js';
 
 const isRoot = process.getuid?.() === 0;
 const CONFIG = 'settings: { forwarding: tx, max_policies: 8, max_localsids: 8 }\npolicies:\n  - { name: p1, match: 10.1.0.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n';
 
 describe.skipIf(!isRoot)('a daemon whose thread scripts were replaced under it', () => {
-  let run: InProcDaemon | undefined;
-  afterEach(() => {
-    try {
-      run?.stop();
-    } finally {
-      run = undefined;
-    }
-  });
+  const start = inProcDaemonPerTest();
 
   it('refuses reload, reload --check, config show and save with 409, and changes nothing', async () => {
     // The stand-in is written before the daemon starts (the helper makes the directory: a path in /tmp first).
     const script = join(process.env['TMPDIR'] ?? '/tmp', `mup-upgrade-${process.pid}.js`);
     writeFileSync(script, '// version 1\n');
     try {
-      run = await startInProcDaemon('upgrade', CONFIG, { workerScripts: [script] });
+      const run = await start('upgrade', CONFIG, { workerScripts: [script] });
       const d = run.daemon;
       const edited = CONFIG.replace('2001:db8:1::/48', '2001:db8:2::/48');
       // Before the upgrade: a reload of an edit goes through.

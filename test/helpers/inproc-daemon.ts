@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { afterEach } from 'vitest';
 import { Daemon } from '../../src/daemon/daemon.js';
 import { createLogger } from '../../src/daemon/log.js';
 
@@ -91,4 +92,20 @@ export async function startInProcDaemon(
     throw e;
   }
   return { daemon, dir, stop };
+}
+
+/**
+ * For a describe block: a start function whose daemon is stopped after
+ * each test (pins, bpffs mount, directory), whatever the test did.
+ */
+export function inProcDaemonPerTest(): (name: string, config: string, o?: Parameters<typeof startInProcDaemon>[2]) => Promise<InProcDaemon> {
+  let run: InProcDaemon | undefined;
+  afterEach(() => {
+    try {
+      run?.stop();
+    } finally {
+      run = undefined;
+    }
+  });
+  return async (name, config, o) => (run = await startInProcDaemon(name, config, o));
 }
