@@ -36,6 +36,16 @@ const config = (sr: string): string =>
   `settings: { forwarding: tx, max_policies: ${N + 16}, max_localsids: 8 }\npolicies:\n` +
   Array.from({ length: N }, (_, i) => `  - { name: p${i}, match: 10.${i >> 8}.${i & 255}.0/24, sr_prefix: "${sr}", src_prefix: "2001:db8:ff::/64" }\n`).join('');
 
+/** Edit every rule's sr_prefix and reload: the replaces' grace periods waited for with the loop running (none on it). */
+async function reloadReplacingAll(run: InProcDaemon): Promise<void> {
+  writeFileSync(join(run.dir, 'mup.yaml'), config('2001:db8:2::/48'));
+  graceClock.testExtraMs = EXTRA_MS;
+  const before = graceClock.syncWaits;
+  const r = await run.daemon.reload({ force: true });
+  expect(r.replaced).toBe(N);
+  expect(graceClock.syncWaits - before).toBe(0);
+}
+
 describe.skipIf(!isRoot)('table writes of a serving daemon and their grace periods', () => {
   let run: InProcDaemon | undefined;
   const was = graceClock.testExtraMs;
@@ -51,12 +61,7 @@ describe.skipIf(!isRoot)('table writes of a serving daemon and their grace perio
   it(`a reload whose edit replaces ${N} rules waits for their grace periods with the loop running`, async () => {
     run = await startInProcDaemon('graceloop', config('2001:db8:1::/48'));
     const d = run.daemon;
-    writeFileSync(join(run.dir, 'mup.yaml'), config('2001:db8:2::/48'));
-    graceClock.testExtraMs = EXTRA_MS;
-    const before = graceClock.syncWaits;
-    const r = await d.reload({ force: true });
-    expect(r.replaced).toBe(N);
-    expect(graceClock.syncWaits - before).toBe(0);
+    await reloadReplacingAll(run);
     expect(d.dataplane.rules.policyCount).toBe(N);
     expect(health(d).status).toBe('ok');
   });
@@ -133,12 +138,7 @@ describe.skipIf(!isRoot)('table writes of a serving daemon and their grace perio
     }
     expect(d.tablesOutOfStep).toBe(true);
     // An edit of every rule: the whole write replaces them all (it was one sync, each replace's grace period waited for on the loop).
-    writeFileSync(join(run.dir, 'mup.yaml'), config('2001:db8:2::/48'));
-    graceClock.testExtraMs = EXTRA_MS;
-    const before = graceClock.syncWaits;
-    const r = await d.reload({ force: true });
-    expect(r.replaced).toBe(N);
-    expect(graceClock.syncWaits - before).toBe(0);
+    await reloadReplacingAll(run);
     expect(d.tablesOutOfStep).toBe(false);
     expect(t.policyCount).toBe(N);
     expect(health(d).status).toBe('ok');

@@ -44,26 +44,24 @@ export class PcapError extends Error {
   }
 }
 
+/** Throws unless the first 4 bytes are a pcap magic (either byte order, µs or ns) or pcapng's. */
+function checkMagic(head: Buffer, file: string): void {
+  const le = head.readUInt32LE(0);
+  const be = head.readUInt32BE(0);
+  if (le === MAGIC_USEC || le === MAGIC_NSEC || le === MAGIC_PCAPNG || be === MAGIC_USEC || be === MAGIC_NSEC) return;
+  throw new PcapError(file, `not a pcap file: magic 0x${be.toString(16).padStart(8, '0')}`);
+}
+
 /** Parse a whole pcap file held in memory. `file` names it in errors. */
 export function parsePcap(buf: Buffer, file = '<pcap>'): PcapFile {
   if (buf.length < FILE_HEADER) {
     throw new PcapError(file, `not a pcap file: ${buf.length} bytes, shorter than the 24-byte pcap header`);
   }
+  checkMagic(buf, file);
   const magicLE = buf.readUInt32LE(0);
-  let le: boolean;
-  let nanosecond: boolean;
-  if (magicLE === MAGIC_USEC || magicLE === MAGIC_NSEC) {
-    le = true;
-    nanosecond = magicLE === MAGIC_NSEC;
-  } else {
-    const magicBE = buf.readUInt32BE(0);
-    if (magicBE !== MAGIC_USEC && magicBE !== MAGIC_NSEC) {
-      if (magicLE === MAGIC_PCAPNG) return parsePcapng(buf, file);
-      throw new PcapError(file, `not a pcap file: magic 0x${magicBE.toString(16).padStart(8, '0')}`);
-    }
-    le = false;
-    nanosecond = magicBE === MAGIC_NSEC;
-  }
+  if (magicLE === MAGIC_PCAPNG) return parsePcapng(buf, file);
+  const le = magicLE === MAGIC_USEC || magicLE === MAGIC_NSEC;
+  const nanosecond = (le ? magicLE : buf.readUInt32BE(0)) === MAGIC_NSEC;
   const u16 = (o: number): number => (le ? buf.readUInt16LE(o) : buf.readUInt16BE(o));
   const u32 = (o: number): number => (le ? buf.readUInt32LE(o) : buf.readUInt32BE(o));
 
@@ -286,14 +284,7 @@ async function readStream(path: string, max = MAX_STREAM_INPUT): Promise<Buffer>
       chunks.push(b.subarray(0, bytesRead));
       const before = total;
       total += bytesRead;
-      if (before < 4 && total >= 4) {
-        const head = Buffer.concat(chunks).subarray(0, 4);
-        const le = head.readUInt32LE(0);
-        const be = head.readUInt32BE(0);
-        if (![MAGIC_USEC, MAGIC_NSEC, MAGIC_PCAPNG].includes(le) && ![MAGIC_USEC, MAGIC_NSEC].includes(be)) {
-          throw new PcapError(path, `not a pcap file: magic 0x${be.toString(16).padStart(8, '0')}`);
-        }
-      }
+      if (before < 4 && total >= 4) checkMagic(Buffer.concat(chunks), path);
       if (total > max) throw new PcapError(path, `more than ${max} bytes read from this pipe or device: give a capture file under 2 GiB (editcap -c splits one)`);
     }
     return Buffer.concat(chunks);
