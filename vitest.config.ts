@@ -26,6 +26,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     reporters: ['default'],
     globalSetup: ['test/setup/bpffs.ts', 'test/setup/checkout-access.ts'],
+    setupFiles: ['test/setup/rows-equal.ts'],
     projects: [
       { extends: true, test: { name: 'parallel', include: PARALLEL } },
       { extends: true, test: { name: 'serial', include: ['test/**/*.test.ts'], exclude: [...PARALLEL, '**/node_modules/**'] } },

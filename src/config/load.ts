@@ -22,6 +22,8 @@ import { ipv6Prefix } from '../sid/addr.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
 import { localSidKey, parseTeidPrefix, policyKey, sessionKey, whereText } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
+import { RepeatedRowKey, RowKeyedMap } from './row-map.js';
+import { POLICY_KEY_BYTES, PolicyRows, policyTextBytes, rowStoreOf, SESSION_KEY_BYTES, sessionTextBytes, SessionRows } from './rows.js';
 import { localSidGrowth, mtuTooSmall, sessionGrowth, type Growth } from './mtu-floor.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
@@ -269,6 +271,8 @@ class Section<R> {
     src: Source,
     readonly name: RuleSection,
     readonly read: (src: Source, path: Path, v: unknown) => R,
+    /** Keeps each rule read as a row (src/config/rows.ts), the row's rule in the list. */
+    readonly rows?: { add(r: R): R | undefined },
   ) {
     this.#src = src.fork();
   }
@@ -296,7 +300,7 @@ class Section<R> {
     try {
       const r = this.read(this.#src, [this.name, i], v);
       this.done++;
-      return r;
+      return this.rows?.add(r) ?? r;
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;
       this.#refused = true;
@@ -332,9 +336,9 @@ class RulesAsRead {
   readonly sessions: Section<Session>;
 
   constructor(src: Source) {
-    this.policies = new Section(src, 'policies', readPolicy);
+    this.policies = new Section(src, 'policies', readPolicy, new PolicyRows());
     this.localsids = new Section(src, 'localsids', readLocalSid);
-    this.sessions = new Section(src, 'sessions', readSession);
+    this.sessions = new Section(src, 'sessions', readSession, new SessionRows());
   }
 
   hook(key: string): ItemRead | undefined {
@@ -1140,6 +1144,11 @@ function checkRules<R extends Rule>(src: Source, section: RuleSection, rules: re
   // A repeat is seen by the size not growing: one hash and one lookup a rule and map, not two (has, then set).
   // The maps are garbage once a repeat is found, so the repeat's overwrite does not matter.
   const names: Map<string, string> = new ShardedMap<string>();
+  const store = rowStoreOf(rules);
+  if (store !== undefined) {
+    checkRows(src, section, rules, store, names, keyName, key, nameWhy, keyWhy);
+    return;
+  }
   const byKey = new Map<string, R>();
   let keyTwice: { r: R; k: string } | undefined;
   for (const r of rules) {
@@ -1162,6 +1171,50 @@ function checkRules<R extends Rule>(src: Source, section: RuleSection, rules: re
     src.fail(pathOf(r, section, keyName), `${k} is already used by ${label(prev, section)}; ${keyWhy}`);
   }
   ruleIndexes.set(rules, { byKey, names } as RuleIndex<Rule>);
+}
+
+/**
+ * checkRules for a list kept as rows (src/config/rows.ts): names first, then
+ * keys, as the one pass words a file with both repeated; the keys indexed
+ * by their bytes (RowKeyedMap), no key text made.
+ */
+function checkRows<R extends Rule>(src: Source, section: RuleSection, rules: readonly R[], store: SessionRows | PolicyRows, names: Map<string, string>, keyName: string, key: (r: R) => string, nameWhy: string, keyWhy: string): void {
+  for (const r of rules) {
+    if (r.name === undefined) continue;
+    const n = names.size;
+    const k = key(r);
+    names.set(r.name, k);
+    if (names.size === n) {
+      const first = rules.find((x) => x.name === r.name) ?? r;
+      src.fail(pathOf(r, section, 'name'), `${JSON.stringify(r.name)} is already used by ${label(first, section)}; ${nameWhy}`);
+    }
+  }
+  let byKey: RowKeyedMap<R>;
+  try {
+    byKey = new RowKeyedMap<R>({
+      count: rules.length,
+      keyLength: store instanceof SessionRows ? SESSION_KEY_BYTES : POLICY_KEY_BYTES,
+      keyBytes: (i, into) => store.keyBytes(i, into),
+      textBytes: store instanceof SessionRows ? (k, into) => sessionTextBytes(k, into, canonicalV6Prefix) : (k, into) => policyTextBytes(k, into),
+      keyText: (i) => key(rules[i]!),
+      rule: (i) => rules[i]!,
+    });
+  } catch (e) {
+    if (!(e instanceof RepeatedRowKey)) throw e;
+    const r = rules[e.row]!;
+    src.fail(pathOf(r, section, keyName), `${key(r)} is already used by ${label(rules[e.first]!, section)}; ${keyWhy}`);
+  }
+  ruleIndexes.set(rules, { byKey, names } as RuleIndex<Rule>);
+}
+
+/** An IPv6 prefix from its canonical text (formatIpv6Prefix's), else undefined. */
+function canonicalV6Prefix(text: string): Ipv6Prefix | undefined {
+  try {
+    const p = parseIpv6Prefix(text, 'key');
+    return formatIpv6Prefix(p) === text ? p : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function checkPrefixLengths<R extends Rule>(src: Source, section: RuleSection, rules: readonly R[], key: string, len: (r: R) => number): void {

@@ -7,6 +7,7 @@ import { isAscii } from 'node:buffer';
 import { createInflateRaw, inflateRawSync } from 'node:zlib';
 import { SECTION_KEY } from './keys.js';
 import { itemSpansOf, type ItemSpans } from './load.js';
+import { plainRule } from './rows.js';
 import type { Config, RuleSection } from './types.js';
 
 export type Section = RuleSection;
@@ -185,7 +186,8 @@ export function* pieces(config: Config, same: SameRules = {}): Generator<FromPar
         rules.push(KEPT);
         keys.push('');
       } else {
-        rules.push(list[i]);
+        // A row (src/config/rows.ts) crosses as its plain object: its fields are not its own properties.
+        rules.push(plainRule(list[i]));
         keys.push(key(list[i] as never));
         fresh++;
       }

@@ -4,11 +4,15 @@
  * its parse compares to keep the running rule object where the file did
  * not change it (src/config/parse-async.ts).
  */
+import { plainRule } from './rows.js';
 
 /** a and b equal as data; `skip`: a key of theirs (not of nested objects) left out. */
-export function sameData(a: unknown, b: unknown, skip?: string): boolean {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+export function sameData(x: unknown, y: unknown, skip?: string): boolean {
+  if (x === y) return true;
+  if (typeof x !== 'object' || typeof y !== 'object' || x === null || y === null) return false;
+  // A rule kept as a row (src/config/rows.ts) has no own fields: compared as the object it stands for.
+  const a = plainRule(x);
+  const b = plainRule(y);
   if (Array.isArray(a)) {
     if (!Array.isArray(b) || a.length !== b.length) return false;
     for (let i = 0; i < a.length; i++) if (!sameData(a[i], b[i])) return false;

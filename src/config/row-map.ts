@@ -1,0 +1,223 @@
+/**
+ * The rule set's index of a list of rows (src/config/rows.ts) by key text,
+ * without a key text or a Map entry per rule: a typed hash of the rows' key
+ * bytes to the row (RowIndex). The key texts of a
+ * million sessions and a million (N3, TEID) policies and their Map entries
+ * were about 150 MB of heap.
+ *
+ * It is a Map<string, R> to its users, with a Map's insertion order: the
+ * rows first, in list order, each while its key is held by its row or by
+ * the rule set()'s gave it since; then the keys set() added, in order. A
+ * key deleted and set again goes to the end, as in a Map. Key texts are
+ * made when asked (iteration, keys()), and a key given to get() is taken
+ * only in the canonical text the rows' key function makes.
+ * test/unit/row-map.test.ts holds it to a Map under random changes.
+ */
+
+/**
+ * The rows by key: open addressing over two Int32Arrays (each slot a row's
+ * key hash and the row), no key bytes kept: a probe that meets the same
+ * hash compares the row's key bytes, made from its columns. 8 bytes a slot
+ * at most three slots in four used, about 16 MB for a million rows, where a
+ * table keeping the keys' bytes (src/host/key-index.ts) took 54 MB for a
+ * million sessions. Rows are only added (the map marks a deleted row gone).
+ */
+class RowIndex {
+  readonly #mask: number;
+  /** Each slot's hash; 0: empty. */
+  readonly #hashes: Int32Array;
+  readonly #rows: Int32Array;
+  readonly #probe: Uint8Array;
+
+  constructor(
+    readonly rows: { keyBytes(i: number, into: Uint8Array): void },
+    count: number,
+    keyLength: number,
+  ) {
+    let slots = 16;
+    while (slots * 3 < count * 4) slots *= 2;
+    this.#mask = slots - 1;
+    this.#hashes = new Int32Array(slots);
+    this.#rows = new Int32Array(slots);
+    this.#probe = new Uint8Array(keyLength);
+  }
+
+  /** FNV-1a of the key bytes, never 0. */
+  static hash(b: Uint8Array): number {
+    let f = 0x811c9dc5;
+    for (let i = 0; i < b.length; i++) {
+      f ^= b[i]!;
+      f = Math.imul(f, 0x01000193);
+    }
+    f ^= f >>> 15;
+    return f === 0 ? 1 : f;
+  }
+
+  #same(row: number, key: Uint8Array): boolean {
+    this.rows.keyBytes(row, this.#probe);
+    for (let i = 0; i < key.length; i++) if (this.#probe[i] !== key[i]) return false;
+    return true;
+  }
+
+  /** The row whose key is `key`, or -1. */
+  get(key: Uint8Array): number {
+    const h = RowIndex.hash(key);
+    for (let s = h & this.#mask; ; s = (s + 1) & this.#mask) {
+      const at = this.#hashes[s]!;
+      if (at === 0) return -1;
+      if (at === h && this.#same(this.#rows[s]!, key)) return this.#rows[s]!;
+    }
+  }
+
+  /** Add row `row` with key `key`; the row that has the key already, or -1 when added. */
+  add(key: Uint8Array, row: number): number {
+    const h = RowIndex.hash(key);
+    for (let s = h & this.#mask; ; s = (s + 1) & this.#mask) {
+      const at = this.#hashes[s]!;
+      if (at === 0) {
+        this.#hashes[s] = h;
+        this.#rows[s] = row;
+        return -1;
+      }
+      if (at === h && this.#same(this.#rows[s]!, key)) return this.#rows[s]!;
+    }
+  }
+
+  get bytes(): number {
+    return this.#hashes.byteLength + this.#rows.byteLength;
+  }
+}
+
+/** What the map needs of its rows. */
+export interface KeyedRows<R> {
+  /** Rows 0..count-1, each the rule at that index of the list. */
+  readonly count: number;
+  readonly keyLength: number;
+  /** Row i's key bytes into `into` at 0. */
+  keyBytes(i: number, into: Uint8Array): void;
+  /** A key text's bytes into `into` at 0; false when no row could have it (not a canonical key text). */
+  textBytes(key: string, into: Uint8Array): boolean;
+  /** Row i's key text, as the rule's key function makes it. */
+  keyText(i: number): string;
+  /** Row i's rule (the list's object). */
+  rule(i: number): R;
+}
+
+export class RowKeyedMap<R> extends Map<string, R> {
+  readonly #rows: KeyedRows<R>;
+  readonly #index: RowIndex;
+  readonly #scratch: Uint8Array;
+  /** 1: the row's key is not held by the row (deleted, or set again after a delete: then in #extra). */
+  readonly #gone: Uint8Array;
+  #live: number;
+  /** A row's key set to another rule (its place kept). */
+  readonly #replaced = new Map<number, R>();
+  /** Keys no row holds, in the order they were set. */
+  readonly #extra = new Map<string, R>();
+
+  /**
+   * The rows' index; throws RepeatedRowKey for the first row whose key an
+   * earlier row has (the caller words the error).
+   */
+  constructor(rows: KeyedRows<R>) {
+    super();
+    this.#rows = rows;
+    this.#index = new RowIndex(rows, rows.count, rows.keyLength);
+    this.#scratch = new Uint8Array(rows.keyLength);
+    this.#gone = new Uint8Array(rows.count);
+    for (let i = 0; i < rows.count; i++) {
+      rows.keyBytes(i, this.#scratch);
+      const first = this.#index.add(this.#scratch, i);
+      if (first >= 0) throw new RepeatedRowKey(i, first);
+    }
+    this.#live = rows.count;
+  }
+
+  /** The row holding `key`, or -1. */
+  #row(key: string): number {
+    if (typeof key !== 'string' || !this.#rows.textBytes(key, this.#scratch)) return -1;
+    const i = this.#index.get(this.#scratch);
+    return i < 0 || this.#gone[i] === 1 ? -1 : i;
+  }
+
+  override get size(): number {
+    return this.#live + this.#extra.size;
+  }
+
+  override get(key: string): R | undefined {
+    const i = this.#row(key);
+    if (i < 0) return this.#extra.get(key);
+    return this.#replaced.get(i) ?? this.#rows.rule(i);
+  }
+
+  override has(key: string): boolean {
+    return this.#row(key) >= 0 || this.#extra.has(key);
+  }
+
+  override set(key: string, value: R): this {
+    const i = this.#row(key);
+    if (i < 0) this.#extra.set(key, value);
+    else if (value === this.#rows.rule(i)) this.#replaced.delete(i);
+    else this.#replaced.set(i, value);
+    return this;
+  }
+
+  override delete(key: string): boolean {
+    const i = this.#row(key);
+    if (i < 0) return this.#extra.delete(key);
+    this.#gone[i] = 1;
+    this.#replaced.delete(i);
+    this.#live--;
+    return true;
+  }
+
+  override clear(): void {
+    this.#gone.fill(1);
+    this.#live = 0;
+    this.#replaced.clear();
+    this.#extra.clear();
+  }
+
+  override *entries(): MapIterator<[string, R]> {
+    const rows = this.#rows;
+    const n = this.#gone.length;
+    for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield [rows.keyText(i), this.#replaced.get(i) ?? rows.rule(i)];
+    yield* this.#extra.entries();
+  }
+
+  override *keys(): MapIterator<string> {
+    const n = this.#gone.length;
+    for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield this.#rows.keyText(i);
+    yield* this.#extra.keys();
+  }
+
+  override *values(): MapIterator<R> {
+    const rows = this.#rows;
+    const n = this.#gone.length;
+    for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield this.#replaced.get(i) ?? rows.rule(i);
+    yield* this.#extra.values();
+  }
+
+  override [Symbol.iterator](): MapIterator<[string, R]> {
+    return this.entries();
+  }
+
+  override forEach(f: (value: R, key: string, map: Map<string, R>) => void, thisArg?: unknown): void {
+    for (const [k, v] of this.entries()) f.call(thisArg, v, k, this);
+  }
+
+  /** Bytes held by the index (for the daemon's memory breakdown). */
+  get bytes(): number {
+    return this.#index.bytes + this.#gone.byteLength;
+  }
+}
+
+/** Two rows with one key: `row`, and the earlier row `first`. */
+export class RepeatedRowKey extends Error {
+  constructor(
+    readonly row: number,
+    readonly first: number,
+  ) {
+    super(`rows ${first} and ${row} have the same key`);
+  }
+}

@@ -1,0 +1,542 @@
+/**
+ * Sessions and policies read from the config file, kept as rows of typed
+ * columns instead of one object graph each (docs/daemon.md, "Sessions and
+ * (N3, TEID) policies at a million"). A rule of the list is a small object
+ * (its store and its row) whose fields are getters over the columns; what
+ * thousands of rules share (prefixes, segments, SRH mode, hop limit, MTU)
+ * is one "profile" object they point to.
+ *
+ * Measured at a million sessions and a million (N3, TEID) policies, a rule
+ * read as an object held 285-316 bytes of heap (the object, its `ue` or
+ * `match`/`teid` objects, heap numbers for addresses above 2^31); a row
+ * holds a 40-byte object and about 22 bytes of columns.
+ *
+ * A row answers every field the rule object read from the same item would
+ * (test/unit/rows.test.ts compares them field by field), with two
+ * differences that no caller may rely on: its fields are not own properties
+ * (use plainRule() where an object is enumerated, compared or cloned:
+ * sameData and the parser thread's messages do), and objects such as `ue`
+ * and `match` are made afresh on each read.
+ */
+import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
+import type { Policy, Session, SrhMode, TeidPrefix, Where } from './types.js';
+
+/** What many rules share, one object for all of them. */
+interface SessionProfile {
+  readonly isd: Ipv6Prefix;
+  readonly srcPrefix: Ipv6Prefix;
+  readonly segments: readonly Ipv6Addr[];
+  readonly srh: SrhMode;
+  readonly hopLimit: number;
+  readonly mtu: number | undefined;
+}
+
+interface PolicyProfile {
+  readonly srPrefix: Ipv6Prefix;
+  readonly sid: Ipv6Addr | undefined;
+  readonly srcPrefix: Ipv6Prefix;
+  readonly segments: readonly Ipv6Addr[];
+  readonly srh: SrhMode;
+  readonly hopLimit: number;
+  readonly mtu: number | undefined;
+}
+
+function samePrefix(a: Ipv6Prefix, b: Ipv6Prefix): boolean {
+  return a === b || (a.addr === b.addr && a.len === b.len);
+}
+
+function sameSegments(a: readonly Ipv6Addr[], b: readonly Ipv6Addr[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * The profiles of one store: the last one asked for first (generated
+ * files repeat one profile for long runs), then by a text of its values.
+ */
+class Profiles<P extends object> {
+  readonly list: P[] = [];
+  readonly #byText = new Map<string, number>();
+  #last = -1;
+
+  constructor(
+    readonly same: (a: P, b: P) => boolean,
+    readonly text: (p: P) => string,
+  ) {}
+
+  id(p: P): number {
+    if (this.#last >= 0 && this.same(this.list[this.#last]!, p)) return this.#last;
+    const t = this.text(p);
+    let id = this.#byText.get(t);
+    if (id === undefined) {
+      id = this.list.length;
+      this.list.push(p);
+      this.#byText.set(t, id);
+    }
+    this.#last = id;
+    return id;
+  }
+}
+
+const p6 = (p: Ipv6Prefix): string => `${p.addr.toString(16)}/${p.len}`;
+const segText = (s: readonly Ipv6Addr[]): string => s.map((x) => x.toString(16)).join(',');
+
+/** Growable columns: each doubles when full. */
+function grown<T extends Uint8Array | Uint32Array>(a: T, need: number): T {
+  if (need <= a.length) return a;
+  const b = new (a.constructor as new (n: number) => T)(Math.max(need, a.length * 2));
+  b.set(a);
+  return b;
+}
+
+/** A rule kept as a row: its plain object (the one the reader made), for enumeration, comparison and cloning. */
+export const PLAIN = Symbol('plain rule');
+
+interface Row {
+  [PLAIN](): object;
+}
+
+export function isRow(r: unknown): r is Row {
+  return typeof r === 'object' && r !== null && typeof (r as Partial<Row>)[PLAIN] === 'function';
+}
+
+/** The rule as a plain object with its fields as own properties (a row's made from its columns; any other rule as it is). */
+export function plainRule<R>(r: R): R {
+  return isRow(r) ? (r[PLAIN]() as R) : r;
+}
+
+/** The sessions of one list, in order: row i is the list's item i (its `where`). */
+export class SessionRows {
+  count = 0;
+  #ue4 = new Uint32Array(1024);
+  #ueLen = new Uint8Array(1024);
+  /** An IPv6 UE prefix by row (its family is 6). */
+  readonly #ue6 = new Map<number, Ipv6Prefix>();
+  #teid = new Uint32Array(1024);
+  /** qfi (6 bits) | rqi << 6 */
+  #qos = new Uint8Array(1024);
+  #endpoint = new Uint32Array(1024);
+  #source = new Uint32Array(1024);
+  #profile = new Uint32Array(1024);
+  readonly #names = new Map<number, string>();
+  readonly profiles = new Profiles<SessionProfile>(
+    (a, b) => samePrefix(a.isd, b.isd) && samePrefix(a.srcPrefix, b.srcPrefix) && sameSegments(a.segments, b.segments) && a.srh === b.srh && a.hopLimit === b.hopLimit && a.mtu === b.mtu,
+    (p) => [p6(p.isd), p6(p.srcPrefix), segText(p.segments), p.srh, p.hopLimit, p.mtu ?? ''].join(' '),
+  );
+
+  /**
+   * The session the reader made for item `count` (its `where` that index), kept as a row: the row's rule.
+   * Undefined when it cannot be a row (its `where` is not its index): the caller keeps the object.
+   */
+  add(s: Session): SessionRule | undefined {
+    const i = this.count;
+    if (s.where !== i) return undefined;
+    const n = i + 1;
+    if (n > this.#teid.length) {
+      this.#ue4 = grown(this.#ue4, n);
+      this.#ueLen = grown(this.#ueLen, n);
+      this.#teid = grown(this.#teid, n);
+      this.#qos = grown(this.#qos, n);
+      this.#endpoint = grown(this.#endpoint, n);
+      this.#source = grown(this.#source, n);
+      this.#profile = grown(this.#profile, n);
+    }
+    if (s.ue.family === 4) {
+      this.#ue4[i] = s.ue.prefix.addr;
+      this.#ueLen[i] = s.ue.prefix.len;
+    } else {
+      this.#ue6.set(i, s.ue.prefix);
+      this.#ueLen[i] = 255;
+    }
+    this.#teid[i] = s.teid;
+    this.#qos[i] = s.qfi | (s.rqi ? 64 : 0);
+    this.#endpoint[i] = s.endpoint;
+    this.#source[i] = s.source;
+    this.#profile[i] = this.profiles.id({ isd: s.isd, srcPrefix: s.srcPrefix, segments: s.segments, srh: s.srh, hopLimit: s.hopLimit, mtu: s.mtu });
+    if (s.name !== undefined) this.#names.set(i, s.name);
+    this.count = n;
+    return new SessionRule(this, i);
+  }
+
+  name(i: number): string | undefined {
+    return this.#names.size === 0 ? undefined : this.#names.get(i);
+  }
+  ue(i: number): Session['ue'] {
+    const len = this.#ueLen[i]!;
+    if (len === 255) return { family: 6, prefix: this.#ue6.get(i)! };
+    return { family: 4, prefix: { addr: this.#ue4[i]! as Ipv4Addr, len } };
+  }
+  teid(i: number): number {
+    return this.#teid[i]!;
+  }
+  qfi(i: number): number {
+    return this.#qos[i]! & 63;
+  }
+  rqi(i: number): boolean {
+    return (this.#qos[i]! & 64) !== 0;
+  }
+  endpoint(i: number): Ipv4Addr {
+    return this.#endpoint[i]! as Ipv4Addr;
+  }
+  source(i: number): Ipv4Addr {
+    return this.#source[i]! as Ipv4Addr;
+  }
+  profile(i: number): SessionProfile {
+    return this.profiles.list[this.#profile[i]!]!;
+  }
+  /** Bytes of columns held (for the daemon's memory breakdown). */
+  bytes(): number {
+    return this.#teid.length * 22;
+  }
+  /** Row i's key bytes (SESSION_KEY_BYTES) into `into`. */
+  keyBytes(i: number, into: Uint8Array): void {
+    into.fill(0);
+    const len = this.#ueLen[i]!;
+    if (len === 255) {
+      const p = this.#ue6.get(i)!;
+      into[0] = 6;
+      into[1] = p.len;
+      for (let b = 0; b < 16; b++) into[2 + b] = Number((p.addr >> BigInt(8 * (15 - b))) & 255n);
+      return;
+    }
+    into[0] = 4;
+    into[1] = len;
+    put32(into, 2, this.#ue4[i]!);
+  }
+}
+
+/** A session of a SessionRows: its fields read from the row. */
+export class SessionRule implements Session, Row {
+  // Private: not enumerated, cloned or serialised as the rule's fields (plainRule gives those).
+  readonly #store: SessionRows;
+  readonly #row: number;
+  constructor(store: SessionRows, row: number) {
+    this.#store = store;
+    this.#row = row;
+  }
+  toJSON(): object {
+    return this[PLAIN]();
+  }
+  /** The store and row of a session kept as a row, else undefined. */
+  static rowOf(r: unknown): { store: SessionRows; row: number } | undefined {
+    return typeof r === 'object' && r !== null && #store in r ? { store: (r as SessionRule).#store, row: (r as SessionRule).#row } : undefined;
+  }
+  get where(): Where {
+    return this.#row;
+  }
+  get name(): string | undefined {
+    return this.#store.name(this.#row);
+  }
+  get ue(): Session['ue'] {
+    return this.#store.ue(this.#row);
+  }
+  get teid(): number {
+    return this.#store.teid(this.#row);
+  }
+  get qfi(): number {
+    return this.#store.qfi(this.#row);
+  }
+  get rqi(): boolean {
+    return this.#store.rqi(this.#row);
+  }
+  get endpoint(): Ipv4Addr {
+    return this.#store.endpoint(this.#row);
+  }
+  get source(): Ipv4Addr {
+    return this.#store.source(this.#row);
+  }
+  get isd(): Ipv6Prefix {
+    return this.#store.profile(this.#row).isd;
+  }
+  get srcPrefix(): Ipv6Prefix {
+    return this.#store.profile(this.#row).srcPrefix;
+  }
+  get segments(): readonly Ipv6Addr[] {
+    return this.#store.profile(this.#row).segments;
+  }
+  get srh(): SrhMode {
+    return this.#store.profile(this.#row).srh;
+  }
+  get hopLimit(): number {
+    return this.#store.profile(this.#row).hopLimit;
+  }
+  get mtu(): number | undefined {
+    return this.#store.profile(this.#row).mtu;
+  }
+  /** The object readSession makes, key for key. */
+  [PLAIN](): Session {
+    const p = this.#store.profile(this.#row);
+    const name = this.name;
+    return {
+      where: this.#row,
+      ...(name === undefined ? {} : { name }),
+      ue: this.ue,
+      teid: this.teid,
+      qfi: this.qfi,
+      rqi: this.rqi,
+      endpoint: this.endpoint,
+      source: this.source,
+      isd: p.isd,
+      srcPrefix: p.srcPrefix,
+      segments: p.segments,
+      srh: p.srh,
+      hopLimit: p.hopLimit,
+      ...(p.mtu === undefined ? {} : { mtu: p.mtu }),
+    };
+  }
+}
+
+/** The policies of one list, in order: row i is the list's item i (its `where`). */
+export class PolicyRows {
+  count = 0;
+  #match = new Uint32Array(1024);
+  #matchLen = new Uint8Array(1024);
+  #teid = new Uint32Array(1024);
+  /** 0: no TEID prefix. */
+  #teidLen = new Uint8Array(1024);
+  #profile = new Uint32Array(1024);
+  readonly #names = new Map<number, string>();
+  readonly profiles = new Profiles<PolicyProfile>(
+    (a, b) => samePrefix(a.srPrefix, b.srPrefix) && a.sid === b.sid && samePrefix(a.srcPrefix, b.srcPrefix) && sameSegments(a.segments, b.segments) && a.srh === b.srh && a.hopLimit === b.hopLimit && a.mtu === b.mtu,
+    (p) => [p6(p.srPrefix), p.sid?.toString(16) ?? '', p6(p.srcPrefix), segText(p.segments), p.srh, p.hopLimit, p.mtu ?? ''].join(' '),
+  );
+
+  /** As SessionRows.add. */
+  add(p: Policy): PolicyRule | undefined {
+    const i = this.count;
+    if (p.where !== i) return undefined;
+    const n = i + 1;
+    if (n > this.#match.length) {
+      this.#match = grown(this.#match, n);
+      this.#matchLen = grown(this.#matchLen, n);
+      this.#teid = grown(this.#teid, n);
+      this.#teidLen = grown(this.#teidLen, n);
+      this.#profile = grown(this.#profile, n);
+    }
+    this.#match[i] = p.match.addr;
+    this.#matchLen[i] = p.match.len;
+    if (p.teid !== undefined) {
+      this.#teid[i] = p.teid.value;
+      this.#teidLen[i] = p.teid.len;
+    }
+    this.#profile[i] = this.profiles.id({ srPrefix: p.srPrefix, sid: p.sid, srcPrefix: p.srcPrefix, segments: p.segments, srh: p.srh, hopLimit: p.hopLimit, mtu: p.mtu });
+    if (p.name !== undefined) this.#names.set(i, p.name);
+    this.count = n;
+    return new PolicyRule(this, i);
+  }
+
+  name(i: number): string | undefined {
+    return this.#names.size === 0 ? undefined : this.#names.get(i);
+  }
+  match(i: number): Ipv4Prefix {
+    return { addr: this.#match[i]! as Ipv4Addr, len: this.#matchLen[i]! };
+  }
+  teid(i: number): TeidPrefix | undefined {
+    const len = this.#teidLen[i]!;
+    return len === 0 ? undefined : { value: this.#teid[i]!, len };
+  }
+  profile(i: number): PolicyProfile {
+    return this.profiles.list[this.#profile[i]!]!;
+  }
+  bytes(): number {
+    return this.#match.length * 14;
+  }
+  /** Row i's key bytes (POLICY_KEY_BYTES) into `into`. */
+  keyBytes(i: number, into: Uint8Array): void {
+    put32(into, 0, this.#match[i]!);
+    into[4] = this.#matchLen[i]!;
+    put32(into, 5, this.#teid[i]!);
+    into[9] = this.#teidLen[i]!;
+  }
+}
+
+/** A policy of a PolicyRows: its fields read from the row. */
+export class PolicyRule implements Policy, Row {
+  // Private: not enumerated, cloned or serialised as the rule's fields (plainRule gives those).
+  readonly #store: PolicyRows;
+  readonly #row: number;
+  constructor(store: PolicyRows, row: number) {
+    this.#store = store;
+    this.#row = row;
+  }
+  toJSON(): object {
+    return this[PLAIN]();
+  }
+  /** The store and row of a policy kept as a row, else undefined. */
+  static rowOf(r: unknown): { store: PolicyRows; row: number } | undefined {
+    return typeof r === 'object' && r !== null && #store in r ? { store: (r as PolicyRule).#store, row: (r as PolicyRule).#row } : undefined;
+  }
+  get where(): Where {
+    return this.#row;
+  }
+  get name(): string | undefined {
+    return this.#store.name(this.#row);
+  }
+  get match(): Ipv4Prefix {
+    return this.#store.match(this.#row);
+  }
+  get teid(): TeidPrefix | undefined {
+    return this.#store.teid(this.#row);
+  }
+  get srPrefix(): Ipv6Prefix {
+    return this.#store.profile(this.#row).srPrefix;
+  }
+  get sid(): Ipv6Addr | undefined {
+    return this.#store.profile(this.#row).sid;
+  }
+  get srcPrefix(): Ipv6Prefix {
+    return this.#store.profile(this.#row).srcPrefix;
+  }
+  get segments(): readonly Ipv6Addr[] {
+    return this.#store.profile(this.#row).segments;
+  }
+  get srh(): SrhMode {
+    return this.#store.profile(this.#row).srh;
+  }
+  get hopLimit(): number {
+    return this.#store.profile(this.#row).hopLimit;
+  }
+  get mtu(): number | undefined {
+    return this.#store.profile(this.#row).mtu;
+  }
+  /** The object readPolicy makes, key for key. */
+  [PLAIN](): Policy {
+    const p = this.#store.profile(this.#row);
+    const name = this.name;
+    const teid = this.teid;
+    return {
+      where: this.#row,
+      ...(name === undefined ? {} : { name }),
+      match: this.match,
+      ...(teid === undefined ? {} : { teid }),
+      srPrefix: p.srPrefix,
+      ...(p.sid === undefined ? {} : { sid: p.sid }),
+      srcPrefix: p.srcPrefix,
+      segments: p.segments,
+      srh: p.srh,
+      hopLimit: p.hopLimit,
+      ...(p.mtu === undefined ? {} : { mtu: p.mtu }),
+    };
+  }
+}
+
+// Key bytes (src/config/row-map.ts). A session: family (4 or 6), UE prefix length, the address (16 bytes,
+// an IPv4 one in the first 4). A policy: match address (4), its length, TEID prefix value (4), its length
+// (0: none).
+export const SESSION_KEY_BYTES = 18;
+export const POLICY_KEY_BYTES = 10;
+
+function put32(into: Uint8Array, at: number, v: number): void {
+  into[at] = v >>> 24;
+  into[at + 1] = (v >>> 16) & 255;
+  into[at + 2] = (v >>> 8) & 255;
+  into[at + 3] = v & 255;
+}
+
+/**
+ * "A.B.C.D/LEN" as formatIpv4Prefix spells it (no leading zero, octets to
+ * 255, LEN to 32, no host bit) from `text[at]` to `end`: the address and
+ * length, or undefined for any other text.
+ */
+function canonicalV4Prefix(text: string, at: number, end: number): { addr: number; len: number } | undefined {
+  let addr = 0;
+  let i = at;
+  for (let part = 0; part < 5; part++) {
+    const start = i;
+    let v = 0;
+    while (i < end) {
+      const c = text.charCodeAt(i);
+      if (c < 48 || c > 57) break;
+      v = v * 10 + (c - 48);
+      i++;
+    }
+    const digits = i - start;
+    if (digits === 0 || digits > 3 || (digits > 1 && text.charCodeAt(start) === 48)) return undefined;
+    if (part < 4) {
+      if (v > 255) return undefined;
+      addr = addr * 256 + v;
+      if (i >= end || text.charCodeAt(i) !== (part < 3 ? 46 /* . */ : 47) /* / */) return undefined;
+      i++;
+    } else {
+      if (i !== end || v > 32) return undefined;
+      const host = v === 32 ? 0 : v === 0 ? 0xffff_ffff : 0xffff_ffff >>> v;
+      if ((addr & host) !== 0) return undefined;
+      return { addr, len: v };
+    }
+  }
+  return undefined;
+}
+
+function lowerHex(c: number): number {
+  if (c >= 48 && c <= 57) return c - 48;
+  if (c >= 97 && c <= 102) return c - 87;
+  return -1;
+}
+
+/** A session's key bytes from its canonical key text (sessionKey's); false for any other text. */
+export function sessionTextBytes(key: string, into: Uint8Array, v6: (key: string) => Ipv6Prefix | undefined): boolean {
+  into.fill(0);
+  if (key.includes(':')) {
+    const p = v6(key);
+    if (p === undefined) return false;
+    into[0] = 6;
+    into[1] = p.len;
+    for (let b = 0; b < 16; b++) into[2 + b] = Number((p.addr >> BigInt(8 * (15 - b))) & 255n);
+    return true;
+  }
+  const p = canonicalV4Prefix(key, 0, key.length);
+  if (p === undefined) return false;
+  into[0] = 4;
+  into[1] = p.len;
+  put32(into, 2, p.addr);
+  return true;
+}
+
+/** A policy's key bytes from its canonical key text (policyKey's: "A.B.C.D/L" or "A.B.C.D/32 teid 0x%08x/L"); false for any other text. */
+export function policyTextBytes(key: string, into: Uint8Array): boolean {
+  const sp = key.indexOf(' ');
+  const p = canonicalV4Prefix(key, 0, sp < 0 ? key.length : sp);
+  if (p === undefined) return false;
+  put32(into, 0, p.addr);
+  into[4] = p.len;
+  if (sp < 0) {
+    put32(into, 5, 0);
+    into[9] = 0;
+    return true;
+  }
+  // " teid 0x" + 8 lowercase hex digits + "/" + length 1..32 (no leading zero).
+  if (p.len !== 32 || !key.startsWith(' teid 0x', sp) || key.charCodeAt(sp + 16) !== 47) return false;
+  let value = 0;
+  for (let j = sp + 8; j < sp + 16; j++) {
+    const d = lowerHex(key.charCodeAt(j));
+    if (d < 0) return false;
+    value = value * 16 + d;
+  }
+  const lenText = key.slice(sp + 17);
+  if (!/^(?:[1-9]|[12][0-9]|3[0-2])$/.test(lenText)) return false;
+  const len = Number(lenText);
+  const mask = len === 32 ? 0xffff_ffff : (0xffff_ffff << (32 - len)) >>> 0;
+  if ((value & ~mask) >>> 0 !== 0) return false;
+  put32(into, 5, value);
+  into[9] = len;
+  return true;
+}
+
+/**
+ * The store of a list whose every rule is its row at the same index (a
+ * list the file reader kept as rows), else undefined: the rule set may
+ * then index the list by the rows' key bytes (RowKeyedMap).
+ */
+export function rowStoreOf(rules: readonly unknown[]): SessionRows | PolicyRows | undefined {
+  if (rules.length === 0) return undefined;
+  const first = SessionRule.rowOf(rules[0]) ?? PolicyRule.rowOf(rules[0]);
+  if (first === undefined || first.store.count !== rules.length) return undefined;
+  const rowOf = first.store instanceof SessionRows ? SessionRule.rowOf : PolicyRule.rowOf;
+  for (let i = 0; i < rules.length; i++) {
+    const r = rowOf(rules[i]);
+    if (r === undefined || r.store !== first.store || r.row !== i) return undefined;
+  }
+  return first.store;
+}

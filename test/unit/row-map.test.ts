@@ -1,0 +1,109 @@
+/**
+ * The rule set's index of a list kept as rows (src/config/row-map.ts) is a
+ * Map<string, rule> to its users: held here to a Map through random
+ * changes (gets and has of canonical and other texts, sets of a row's key
+ * to its own or another rule, deletes, keys set again after a delete, new
+ * keys), comparing every answer and the iteration order after each step.
+ */
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { policyKey, sessionKey } from '../../src/config/keys.js';
+import { takeRuleIndex } from '../../src/config/load.js';
+import { RowKeyedMap } from '../../src/config/row-map.js';
+import { policyTextBytes, POLICY_KEY_BYTES, sessionTextBytes } from '../../src/config/rows.js';
+import type { Policy, Session } from '../../src/config/types.js';
+
+/** A small deterministic generator (tests repeat). */
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+function config(): { sessions: readonly Session[]; policies: readonly Policy[] } {
+  const sessions: Record<string, unknown>[] = [];
+  for (let i = 0; i < 40; i++) {
+    const ue = i % 5 === 4 ? `2001:db8:60:${i.toString(16)}::/64` : `10.${i}.0.${i & 1 ? 128 : 0}/25`;
+    sessions.push({ ue, teid: i, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64', ...(i % 7 === 0 ? { name: `s${i}` } : {}) });
+  }
+  const policies: Record<string, unknown>[] = [];
+  for (let i = 0; i < 40; i++) {
+    policies.push(i % 3 === 0 ? { match: `10.${i}.0.0/16`, sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' } : { match: `100.64.0.${i}/32`, teid: `0x${(i << 24 >>> 0).toString(16)}/8`, sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' });
+  }
+  const c = parseConfig(JSON.stringify({ settings: { max_sessions: 64, max_policies: 64 }, policies, localsids: [], sessions }), 'row-map.json');
+  return { sessions: c.sessions!, policies: c.policies };
+}
+
+describe('RowKeyedMap', () => {
+  for (const kind of ['sessions', 'policies'] as const) {
+    it(`is a Map to its users: ${kind}, 3,000 random steps`, () => {
+      const c = config();
+      const rules = c[kind] as readonly (Session | Policy)[];
+      const key = (r: Session | Policy): string => (kind === 'sessions' ? sessionKey(r as Session) : policyKey(r as Policy));
+      const index = takeRuleIndex(rules);
+      expect(index?.byKey).toBeInstanceOf(RowKeyedMap);
+      const m = index!.byKey;
+      const ref = new Map(rules.map((r) => [key(r), r]));
+      const texts = [...ref.keys()];
+      // Texts no row has: new keys, and spellings of a row's key that are not its key text.
+      const others = kind === 'sessions' ? ['10.99.0.0/25', '2001:db8:99::/64', '10.1.0.128/25 ', '010.1.0.128/25', '10.1.0.129/25', '2001:DB8:60:4::/64'] : ['10.99.0.0/16', '100.64.0.1/32 teid 0x01000000/8', '100.64.0.1/32 teid 0x1000000/8', '100.64.0.01/32 teid 0x01000000/8', '100.64.0.1/32 teid 0X01000000/8', '10.3.0.0/016'];
+      const pool = [...texts, ...others];
+      const random = rng(kind === 'sessions' ? 7 : 11);
+      const pick = <T>(a: readonly T[]): T => a[Math.floor(random() * a.length)]!;
+      const other = { ...rules[0]! } as Session | Policy;
+      for (let step = 0; step < 3000; step++) {
+        const k = pick(pool);
+        const what = random();
+        if (what < 0.3) {
+          expect(m.delete(k), `${step} delete ${k}`).toBe(ref.delete(k));
+        } else if (what < 0.5) {
+          const v = random() < 0.5 ? other : (rules.find((r) => key(r) === k) ?? other);
+          m.set(k, v);
+          ref.set(k, v);
+        } else {
+          expect(m.get(k), `${step} get ${k}`).toBe(ref.get(k));
+          expect(m.has(k), `${step} has ${k}`).toBe(ref.has(k));
+        }
+        expect(m.size).toBe(ref.size);
+        if (step % 50 === 0 || step === 2999) {
+          expect([...m.keys()]).toEqual([...ref.keys()]);
+          expect([...m.values()]).toEqual([...ref.values()]);
+          expect([...m]).toEqual([...ref]);
+          const seen: string[] = [];
+          m.forEach((v, kk) => {
+            expect(v).toBe(ref.get(kk));
+            seen.push(kk);
+          });
+          expect(seen).toEqual([...ref.keys()]);
+        }
+      }
+      m.clear();
+      expect(m.size).toBe(0);
+      expect([...m]).toEqual([]);
+      expect(m.get(texts[0]!)).toBeUndefined();
+    });
+  }
+
+  it('takes only the canonical key text of a row (policyKey, sessionKey): other spellings are other keys, as in a Map', () => {
+    const b = new Uint8Array(POLICY_KEY_BYTES);
+    expect(policyTextBytes('100.64.0.1/32 teid 0x01000000/8', b)).toBe(true);
+    for (const t of ['100.64.0.1/32 teid 0x1000000/8', '100.64.0.1/32 teid 0x01000000/08', '100.64.0.1/32 teid 0x01000001/8', '100.64.0.0/24 teid 0x01000000/8', '100.64.0.1/33', '256.0.0.0/8', '10.0.0.1/24', '1.2.3/24', ' 1.2.3.4/32', '1.2.3.4/32 ', '100.64.0.1/32 teid 0x01000000/0']) {
+      expect(policyTextBytes(t, b), t).toBe(false);
+    }
+    const s = new Uint8Array(18);
+    expect(sessionTextBytes('0.0.0.0/0', s, () => undefined)).toBe(true);
+    expect(sessionTextBytes('255.255.255.255/32', s, () => undefined)).toBe(true);
+    expect(sessionTextBytes('11.0.0.0/7', s, () => undefined)).toBe(false);
+    expect(sessionTextBytes('10.0.0.0/7', s, () => undefined)).toBe(true);
+  });
+
+  it('a repeated key in a list of rows is refused as in a list of objects, naming both', () => {
+    const s = { ue: '10.60.0.1/32', teid: 1, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' };
+    const text = JSON.stringify({ settings: { max_sessions: 64 }, sessions: [s, { ...s, ue: '10.60.0.2/32' }, { ...s, teid: 3 }] });
+    expect(() => parseConfig(text, 'rep.json')).toThrow('sessions[2].ue: 10.60.0.1/32 is already used by sessions[0]');
+    const named = JSON.stringify({ settings: { max_sessions: 64 }, sessions: [{ ...s, name: 'a' }, { ...s, name: 'a', ue: '10.60.0.2/32' }, { ...s, teid: 3 }] });
+    expect(() => parseConfig(named, 'rep.json')).toThrow(/sessions\[1\]\.name: "a" is already used by sessions\[0\]/);
+  });
+});
