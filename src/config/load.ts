@@ -20,10 +20,10 @@ import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from 
 import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
 import { ipv6Prefix } from '../sid/addr.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
-import { localSidKey, parseTeidPrefix, policyKey, sessionKey, whereText } from './keys.js';
+import { localSidKey, parseTeidPrefix, policyKey, SECTION_KEY, sessionKey, whereText } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import { RepeatedRowKey, RowKeyedMap } from './row-map.js';
-import { POLICY_KEY_BYTES, PolicyRows, policyTextBytes, rowStoreOf, SESSION_KEY_BYTES, sessionTextBytes, SessionRows } from './rows.js';
+import { POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule } from './rows.js';
 import { localSidGrowth, mtuTooSmall, sessionGrowth, type Growth } from './mtu-floor.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
@@ -1144,9 +1144,8 @@ function checkRules<R extends Rule>(src: Source, section: RuleSection, rules: re
   // A repeat is seen by the size not growing: one hash and one lookup a rule and map, not two (has, then set).
   // The maps are garbage once a repeat is found, so the repeat's overwrite does not matter.
   const names: Map<string, string> = new ShardedMap<string>();
-  const store = rowStoreOf(rules);
-  if (store !== undefined) {
-    checkRows(src, section, rules, store, names, keyName, key, nameWhy, keyWhy);
+  if (section !== 'localsids') {
+    checkByKeyBytes(src, section, rules, names, keyName, key, nameWhy, keyWhy);
     return;
   }
   const byKey = new Map<string, R>();
@@ -1174,11 +1173,11 @@ function checkRules<R extends Rule>(src: Source, section: RuleSection, rules: re
 }
 
 /**
- * checkRules for a list kept as rows (src/config/rows.ts): names first, then
- * keys, as the one pass words a file with both repeated; the keys indexed
- * by their bytes (RowKeyedMap), no key text made.
+ * checkRules for sessions and policies: names first, then keys, as the one
+ * pass words a file with both repeated; the keys indexed by their bytes
+ * (ruleKeyMap), no key text made for a row.
  */
-function checkRows<R extends Rule>(src: Source, section: RuleSection, rules: readonly R[], store: SessionRows | PolicyRows, names: Map<string, string>, keyName: string, key: (r: R) => string, nameWhy: string, keyWhy: string): void {
+function checkByKeyBytes<R extends Rule>(src: Source, section: 'policies' | 'sessions', rules: readonly R[], names: Map<string, string>, keyName: string, key: (r: R) => string, nameWhy: string, keyWhy: string): void {
   for (const r of rules) {
     if (r.name === undefined) continue;
     const n = names.size;
@@ -1189,16 +1188,9 @@ function checkRows<R extends Rule>(src: Source, section: RuleSection, rules: rea
       src.fail(pathOf(r, section, 'name'), `${JSON.stringify(r.name)} is already used by ${label(first, section)}; ${nameWhy}`);
     }
   }
-  let byKey: RowKeyedMap<R>;
+  let byKey: Map<string, R>;
   try {
-    byKey = new RowKeyedMap<R>({
-      count: rules.length,
-      keyLength: store instanceof SessionRows ? SESSION_KEY_BYTES : POLICY_KEY_BYTES,
-      keyBytes: (i, into) => store.keyBytes(i, into),
-      textBytes: store instanceof SessionRows ? (k, into) => sessionTextBytes(k, into, canonicalV6Prefix) : (k, into) => policyTextBytes(k, into),
-      keyText: (i) => key(rules[i]!),
-      rule: (i) => rules[i]!,
-    });
+    byKey = ruleKeyMap(section, rules);
   } catch (e) {
     if (!(e instanceof RepeatedRowKey)) throw e;
     const r = rules[e.row]!;
@@ -1207,11 +1199,32 @@ function checkRows<R extends Rule>(src: Source, section: RuleSection, rules: rea
   ruleIndexes.set(rules, { byKey, names } as RuleIndex<Rule>);
 }
 
-/** An IPv6 prefix from its canonical text (formatIpv6Prefix's), else undefined. */
+/**
+ * The index by key text of a list of sessions or policies (rows or
+ * objects): a RowKeyedMap over the rules' key bytes, no key text or Map
+ * entry per rule (src/config/row-map.ts). RepeatedRowKey for a key given
+ * twice. `fill`: the caller adds the rules in pieces (RowKeyedMap.fill).
+ */
+export function ruleKeyMap<R>(section: 'policies' | 'sessions', rules: readonly R[], fill = true): RowKeyedMap<R> {
+  const sessions = section === 'sessions';
+  const key = SECTION_KEY[section] as (r: R) => string;
+  return new RowKeyedMap<R>(
+    {
+      count: rules.length,
+      keyLength: sessions ? SESSION_KEY_BYTES : POLICY_KEY_BYTES,
+      keyBytes: sessions ? (i, into) => SessionRule.keyBytesOf(rules[i] as Session, into) : (i, into) => PolicyRule.keyBytesOf(rules[i] as Policy, into),
+      textBytes: sessions ? (k, into) => sessionTextBytes(k, into, canonicalV6Prefix) : (k, into) => policyTextBytes(k, into),
+      keyText: (i) => key(rules[i]!),
+      rule: (i) => rules[i]!,
+    },
+    fill,
+  );
+}
+
+/** An IPv6 prefix from its text (host bits cleared, as any key is), else undefined: the caller compares the key texts. */
 function canonicalV6Prefix(text: string): Ipv6Prefix | undefined {
   try {
-    const p = parseIpv6Prefix(text, 'key');
-    return formatIpv6Prefix(p) === text ? p : undefined;
+    return parseIpv6Prefix(text, 'key', () => undefined);
   } catch {
     return undefined;
   }

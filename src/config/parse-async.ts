@@ -19,7 +19,8 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ConfigError } from './errors.js';
 import { SECTION_KEY, seedRuleKey } from './keys.js';
-import { itemSpansOf, keepItemSpans, keepRuleIndex, markReadByBlockReader } from './load.js';
+import { itemSpansOf, keepItemSpans, keepRuleIndex, markReadByBlockReader, ruleKeyMap } from './load.js';
+import { RepeatedRowKey, type RowKeyedMap } from './row-map.js';
 import { KEPT, type FromParser, type HeldText, type PreviousText, type Section } from './parse-pieces.js';
 import { sameData } from './same.js';
 import type { Config, LocalSid, Policy, Session } from './types.js';
@@ -98,6 +99,12 @@ export function deflatedFile(config: Config): Buffer | undefined {
 }
 
 /**
+ * Sessions and policies indexed a turn (ruleKeyMap's fill) once all have
+ * come: 16,384 keys take about 5 ms here.
+ */
+export const KEY_MAP_SLICE = 16384;
+
+/**
  * `previousText`: the text `previous` was read from, as the daemon holds
  * it. With it (and where each of its rules was: itemSpansOf), the thread
  * sends a rule whose text is the same at the same place as KEPT, and the
@@ -121,6 +128,9 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
   return new Promise((resolve, reject) => {
     let head: Omit<Config, 'policies' | 'localsids' | 'sessions'> | undefined;
     const lists: Record<Section, unknown[]> = { policies: [], localsids: [], sessions: [] };
+    let keyMaps: [RowKeyedMap<unknown>, RowKeyedMap<unknown>] | undefined;
+    let indexed = false;
+    let done = false;
     const indexes: Record<Section, { byKey: Map<string, unknown>; names: Map<string, string> }> = {
       policies: { byKey: new Map(), names: new ShardedMap() },
       localsids: { byKey: new Map(), names: new ShardedMap() },
@@ -161,20 +171,24 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
             // The running rule where its text is the same (KEPT), or where the file still says the same at
             // the same place (its key is the same then).
             const r = fresh === undefined ? old! : old !== undefined && old.where === fresh.where && sameData(old, fresh) ? old : fresh;
-            // A kept rule is indexed by the key text it holds already: the message's copy dies young
-            // with the fresh rule, instead of 131,072 new strings promoted into the new index.
-            let k: string;
+            // A fresh rule keeps the message's key text (a kept local SID holds its own already).
+            let k: string | undefined;
             if (r === fresh) {
               k = m.keys[i]!;
               if (m.section !== 'localsids') shareSharedPrefixes(r as Policy | Session, shared);
               seedRuleKey(r as never, k);
             } else {
               kept++;
-              k = SECTION_KEY[m.section](r as never);
             }
             list.push(r);
-            byKey.set(k, r);
-            if (r.name !== undefined) names.set(r.name, k);
+            // Sessions and policies are indexed by their key bytes once all are in (ruleKeyMap); a kept
+            // rule's key text is made only for the maps that hold it (a row keeps none: made, a million
+            // texts were held here again after a reload).
+            if (m.section === 'localsids' || r.name !== undefined) {
+              k ??= SECTION_KEY[m.section](r as never);
+              if (m.section === 'localsids') byKey.set(k, r);
+              if (r.name !== undefined) names.set(r.name, k);
+            }
           }
           // The next piece in a later turn: reads are answered between the pieces.
           setImmediate(() => {
@@ -183,6 +197,30 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
           break;
         }
         case 'done':
+          // The sessions' and policies' index, KEY_MAP_SLICE rules a turn, before the answer (the thread
+          // may exit meanwhile: it has said all).
+          done = true;
+          if (!indexed) {
+            if (keyMaps === undefined) {
+              try {
+                keyMaps = [ruleKeyMap('policies', lists.policies, false), ruleKeyMap('sessions', lists.sessions, false)];
+              } catch (e) {
+                settle(() => reject(e));
+                return;
+              }
+            }
+            try {
+              indexed = keyMaps[0].fill(KEY_MAP_SLICE) && keyMaps[1].fill(KEY_MAP_SLICE);
+            } catch (e) {
+              // The thread checked the keys: a repeat here is a fault of ours.
+              settle(() => reject(e instanceof RepeatedRowKey ? new Error(`the config parser's thread sent two rules with one key: ${e.message}`) : e));
+              return;
+            }
+            setImmediate(() => onMessage(m));
+            return;
+          }
+          indexes.policies.byKey = keyMaps![0];
+          indexes.sessions.byKey = keyMaps![1];
           settle(() => {
             if (head === undefined) return reject(new Error("the config parser's thread answered without the file's sections"));
             const config: Config = {
@@ -209,6 +247,6 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
     };
     worker.on('message', onMessage);
     worker.on('error', (e) => settle(() => reject(e)));
-    worker.on('exit', (code) => settle(() => reject(new Error(`the config parser's thread exited (code ${code}) before it answered`))));
+    worker.on('exit', (code) => done || settle(() => reject(new Error(`the config parser's thread exited (code ${code}) before it answered`))));
   });
 }

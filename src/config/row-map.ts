@@ -1,9 +1,11 @@
 /**
- * The rule set's index of a list of rows (src/config/rows.ts) by key text,
- * without a key text or a Map entry per rule: a typed hash of the rows' key
- * bytes to the row (RowIndex). The key texts of a
+ * The rule set's index of a list of sessions or policies by key text,
+ * without a key text or a Map entry per rule: a typed hash of the rules'
+ * key bytes to their place in the list (RowIndex). The key texts of a
  * million sessions and a million (N3, TEID) policies and their Map entries
- * were about 150 MB of heap.
+ * were about 150 MB of heap. "Row" below is a place in the list; its rule
+ * is a row of src/config/rows.ts (a file's rule) or an object (a reload's
+ * changed rule).
  *
  * It is a Map<string, R> to its users, with a Map's insertion order: the
  * rows first, in list order, each while its key is held by its row or by
@@ -82,21 +84,21 @@ class RowIndex {
       if (at === h && this.#same(this.#rows[s]!, key)) return this.#rows[s]!;
     }
   }
-
-  get bytes(): number {
-    return this.#hashes.byteLength + this.#rows.byteLength;
-  }
 }
 
-/** What the map needs of its rows. */
+/** What the map needs of its rows (a list's rules: rows of src/config/rows.ts, or objects). */
 export interface KeyedRows<R> {
   /** Rows 0..count-1, each the rule at that index of the list. */
   readonly count: number;
   readonly keyLength: number;
   /** Row i's key bytes into `into` at 0. */
   keyBytes(i: number, into: Uint8Array): void;
-  /** A key text's bytes into `into` at 0; false when no row could have it (not a canonical key text). */
-  textBytes(key: string, into: Uint8Array): boolean;
+  /**
+   * A key text's bytes into `into` at 0: true when the text is the
+   * canonical one of those bytes, 'loose' when it may not be (the found
+   * row's key text is compared), false when no row could have it.
+   */
+  textBytes(key: string, into: Uint8Array): boolean | 'loose';
   /** Row i's key text, as the rule's key function makes it. */
   keyText(i: number): string;
   /** Row i's rule (the list's object). */
@@ -115,29 +117,49 @@ export class RowKeyedMap<R> extends Map<string, R> {
   /** Keys no row holds, in the order they were set. */
   readonly #extra = new Map<string, R>();
 
+  /** Rows indexed so far (fill). */
+  #filled = 0;
+
   /**
    * The rows' index; throws RepeatedRowKey for the first row whose key an
-   * earlier row has (the caller words the error).
+   * earlier row has (the caller words the error). With `fill` false, the
+   * caller indexes the rows with fill() before any other use.
    */
-  constructor(rows: KeyedRows<R>) {
+  constructor(rows: KeyedRows<R>, fill = true) {
     super();
     this.#rows = rows;
     this.#index = new RowIndex(rows, rows.count, rows.keyLength);
     this.#scratch = new Uint8Array(rows.keyLength);
     this.#gone = new Uint8Array(rows.count);
-    for (let i = 0; i < rows.count; i++) {
-      rows.keyBytes(i, this.#scratch);
+    this.#live = rows.count;
+    if (fill) this.fill(rows.count);
+  }
+
+  /** Index up to `n` more rows (a fill in pieces, between turns); true when every row is. */
+  fill(n: number): boolean {
+    const end = Math.min(this.#rows.count, this.#filled + n);
+    for (let i = this.#filled; i < end; i++) {
+      this.#rows.keyBytes(i, this.#scratch);
       const first = this.#index.add(this.#scratch, i);
       if (first >= 0) throw new RepeatedRowKey(i, first);
     }
-    this.#live = rows.count;
+    this.#filled = end;
+    return end === this.#rows.count;
   }
 
   /** The row holding `key`, or -1. */
   #row(key: string): number {
-    if (typeof key !== 'string' || !this.#rows.textBytes(key, this.#scratch)) return -1;
+    if (typeof key !== 'string') return -1;
+    const exact = this.#rows.textBytes(key, this.#scratch);
+    if (exact === false) return -1;
     const i = this.#index.get(this.#scratch);
-    return i < 0 || this.#gone[i] === 1 ? -1 : i;
+    if (i < 0 || this.#gone[i] === 1) return -1;
+    // A text read loosely (IPv6) is the row's key only in its canonical spelling, as in a Map of key texts.
+    return exact === true || this.#rows.keyText(i) === key ? i : -1;
+  }
+
+  #value(i: number): R {
+    return this.#replaced.has(i) ? this.#replaced.get(i)! : this.#rows.rule(i);
   }
 
   override get size(): number {
@@ -147,7 +169,7 @@ export class RowKeyedMap<R> extends Map<string, R> {
   override get(key: string): R | undefined {
     const i = this.#row(key);
     if (i < 0) return this.#extra.get(key);
-    return this.#replaced.get(i) ?? this.#rows.rule(i);
+    return this.#value(i);
   }
 
   override has(key: string): boolean {
@@ -181,7 +203,7 @@ export class RowKeyedMap<R> extends Map<string, R> {
   override *entries(): MapIterator<[string, R]> {
     const rows = this.#rows;
     const n = this.#gone.length;
-    for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield [rows.keyText(i), this.#replaced.get(i) ?? rows.rule(i)];
+    for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield [rows.keyText(i), this.#value(i)];
     yield* this.#extra.entries();
   }
 
@@ -194,7 +216,7 @@ export class RowKeyedMap<R> extends Map<string, R> {
   override *values(): MapIterator<R> {
     const rows = this.#rows;
     const n = this.#gone.length;
-    for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield this.#replaced.get(i) ?? rows.rule(i);
+    for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield this.#value(i);
     yield* this.#extra.values();
   }
 
@@ -204,11 +226,6 @@ export class RowKeyedMap<R> extends Map<string, R> {
 
   override forEach(f: (value: R, key: string, map: Map<string, R>) => void, thisArg?: unknown): void {
     for (const [k, v] of this.entries()) f.call(thisArg, v, k, this);
-  }
-
-  /** Bytes held by the index (for the daemon's memory breakdown). */
-  get bytes(): number {
-    return this.#index.bytes + this.#gone.byteLength;
   }
 }
 

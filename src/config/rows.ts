@@ -186,21 +186,11 @@ export class SessionRows {
   profile(i: number): SessionProfile {
     return this.profiles.list[this.#profile[i]!]!;
   }
-  /** Bytes of columns held (for the daemon's memory breakdown). */
-  bytes(): number {
-    return this.#teid.length * 22;
-  }
   /** Row i's key bytes (SESSION_KEY_BYTES) into `into`. */
   keyBytes(i: number, into: Uint8Array): void {
-    into.fill(0);
     const len = this.#ueLen[i]!;
-    if (len === 255) {
-      const p = this.#ue6.get(i)!;
-      into[0] = 6;
-      into[1] = p.len;
-      for (let b = 0; b < 16; b++) into[2 + b] = Number((p.addr >> BigInt(8 * (15 - b))) & 255n);
-      return;
-    }
+    if (len === 255) return sessionKeyBytes({ family: 6, prefix: this.#ue6.get(i)! }, into);
+    into.fill(0);
     into[0] = 4;
     into[1] = len;
     put32(into, 2, this.#ue4[i]!);
@@ -219,9 +209,10 @@ export class SessionRule implements Session, Row {
   toJSON(): object {
     return this[PLAIN]();
   }
-  /** The store and row of a session kept as a row, else undefined. */
-  static rowOf(r: unknown): { store: SessionRows; row: number } | undefined {
-    return typeof r === 'object' && r !== null && #store in r ? { store: (r as SessionRule).#store, row: (r as SessionRule).#row } : undefined;
+  /** A session's key bytes (SESSION_KEY_BYTES) into `into`: a row's from its columns, another's from its fields. */
+  static keyBytesOf(r: Session, into: Uint8Array): void {
+    if (#store in r) (r as SessionRule).#store.keyBytes((r as SessionRule).#row, into);
+    else sessionKeyBytes(r.ue, into);
   }
   get where(): Where {
     return this.#row;
@@ -340,9 +331,6 @@ export class PolicyRows {
   profile(i: number): PolicyProfile {
     return this.profiles.list[this.#profile[i]!]!;
   }
-  bytes(): number {
-    return this.#match.length * 14;
-  }
   /** Row i's key bytes (POLICY_KEY_BYTES) into `into`. */
   keyBytes(i: number, into: Uint8Array): void {
     put32(into, 0, this.#match[i]!);
@@ -364,9 +352,10 @@ export class PolicyRule implements Policy, Row {
   toJSON(): object {
     return this[PLAIN]();
   }
-  /** The store and row of a policy kept as a row, else undefined. */
-  static rowOf(r: unknown): { store: PolicyRows; row: number } | undefined {
-    return typeof r === 'object' && r !== null && #store in r ? { store: (r as PolicyRule).#store, row: (r as PolicyRule).#row } : undefined;
+  /** A policy's key bytes (POLICY_KEY_BYTES) into `into`: a row's from its columns, another's from its fields. */
+  static keyBytesOf(r: Policy, into: Uint8Array): void {
+    if (#store in r) (r as PolicyRule).#store.keyBytes((r as PolicyRule).#row, into);
+    else policyKeyBytes(r.match, r.teid, into);
   }
   get where(): Where {
     return this.#row;
@@ -475,16 +464,18 @@ function lowerHex(c: number): number {
   return -1;
 }
 
-/** A session's key bytes from its canonical key text (sessionKey's); false for any other text. */
-export function sessionTextBytes(key: string, into: Uint8Array, v6: (key: string) => Ipv6Prefix | undefined): boolean {
+/**
+ * A session's key bytes from its key text: true for sessionKey's canonical
+ * IPv4 text, 'loose' for an IPv6 prefix (`v6` reads it; the caller compares
+ * the text with the found row's), false for any other text.
+ */
+export function sessionTextBytes(key: string, into: Uint8Array, v6: (key: string) => Ipv6Prefix | undefined): boolean | 'loose' {
   into.fill(0);
   if (key.includes(':')) {
     const p = v6(key);
     if (p === undefined) return false;
-    into[0] = 6;
-    into[1] = p.len;
-    for (let b = 0; b < 16; b++) into[2 + b] = Number((p.addr >> BigInt(8 * (15 - b))) & 255n);
-    return true;
+    sessionKeyBytes({ family: 6, prefix: p }, into);
+    return 'loose';
   }
   const p = canonicalV4Prefix(key, 0, key.length);
   if (p === undefined) return false;
@@ -524,19 +515,23 @@ export function policyTextBytes(key: string, into: Uint8Array): boolean {
   return true;
 }
 
-/**
- * The store of a list whose every rule is its row at the same index (a
- * list the file reader kept as rows), else undefined: the rule set may
- * then index the list by the rows' key bytes (RowKeyedMap).
- */
-export function rowStoreOf(rules: readonly unknown[]): SessionRows | PolicyRows | undefined {
-  if (rules.length === 0) return undefined;
-  const first = SessionRule.rowOf(rules[0]) ?? PolicyRule.rowOf(rules[0]);
-  if (first === undefined || first.store.count !== rules.length) return undefined;
-  const rowOf = first.store instanceof SessionRows ? SessionRule.rowOf : PolicyRule.rowOf;
-  for (let i = 0; i < rules.length; i++) {
-    const r = rowOf(rules[i]);
-    if (r === undefined || r.store !== first.store || r.row !== i) return undefined;
+/** A session's key bytes from its UE prefix. */
+export function sessionKeyBytes(ue: Session['ue'], into: Uint8Array): void {
+  into.fill(0);
+  into[0] = ue.family;
+  into[1] = ue.prefix.len;
+  if (ue.family === 4) {
+    put32(into, 2, ue.prefix.addr);
+    return;
   }
-  return first.store;
+  const a = ue.prefix.addr;
+  for (let w = 0; w < 4; w++) put32(into, 2 + 4 * w, Number((a >> BigInt(32 * (3 - w))) & 0xffff_ffffn));
+}
+
+/** A policy's key bytes from its match and TEID prefix. */
+export function policyKeyBytes(match: Ipv4Prefix, teid: TeidPrefix | undefined, into: Uint8Array): void {
+  put32(into, 0, match.addr);
+  into[4] = match.len;
+  put32(into, 5, teid?.value ?? 0);
+  into[9] = teid?.len ?? 0;
 }

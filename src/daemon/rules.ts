@@ -42,7 +42,8 @@ import {
 } from 'node:fs';
 import { open as openFile, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { checkAdvertiseHasBgp, checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, takeRuleIndex } from '../config/load.js';
+import { checkAdvertiseHasBgp, checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, ruleKeyMap, takeRuleIndex } from '../config/load.js';
+import { RepeatedRowKey } from '../config/row-map.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
 import { canonicalPolicyKey, formatTeidPrefix, fromFile, localSidKey, policyKey, sessionKey } from '../config/keys.js';
@@ -314,6 +315,27 @@ export function learnedDeleteText(kind: RuleKind): string {
   return `that ${RULE_KINDS[kind].label} was learned from BGP; the API cannot delete it: withdraw its route (docs/bgp.md "Precedence")`;
 }
 
+/**
+ * A list of sessions or policies indexed by its key bytes (ruleKeyMap), as
+ * the file's checks index it, for a set built on a config whose index was
+ * taken already: no key text and Map entry per rule (a second set on a
+ * million sessions held a million new key texts). Undefined for local SIDs,
+ * or a list with a key twice (the Map built then keeps the last, as before).
+ */
+function keyBytesIndex(k: RuleKindSpec, rules: readonly Rule[]): { byKey: Map<string, Rule>; names: Map<string, string> } | undefined {
+  if (k.section === 'localsids' || rules.length === 0) return undefined;
+  let byKey: Map<string, Rule>;
+  try {
+    byKey = ruleKeyMap(k.section, rules);
+  } catch (e) {
+    if (e instanceof RepeatedRowKey) return undefined;
+    throw e;
+  }
+  const names: Map<string, string> = new ShardedMap<string>();
+  for (const r of rules) if (r.name !== undefined) names.set(r.name, k.key(r));
+  return { byKey, names };
+}
+
 export class RuleSet {
   /** Rules by kind, by key, in order; names to keys. */
   readonly #rules = perKind(() => new Map<string, Rule>());
@@ -354,7 +376,7 @@ export class RuleSet {
       const put = overlay[k.overlay.put] as Map<string, Rule>;
       const del = overlay[k.overlay.del];
       // The file's checks built these maps (config/load.ts): taken, not built again.
-      const checked = takeRuleIndex<Rule>(config[k.section] ?? []);
+      const checked = takeRuleIndex<Rule>(config[k.section] ?? []) ?? keyBytesIndex(k, config[k.section] ?? []);
       if (checked !== undefined) {
         this.#rules[k.kind] = checked.byKey;
         this.#names[k.kind] = checked.names;
@@ -724,7 +746,7 @@ function* rebasing(overlay: Overlay, base: RecordedBase, next: Config): Generato
     if (put.size === 0 && del.size === 0) continue;
     // The file's rules by key: the map its checks built (not taken: the rule set takes it), else made here.
     const rules = next[k.section] ?? [];
-    const byKey: ReadonlyMap<string, Rule> = peekRuleIndex<Rule>(rules)?.byKey ?? new Map(rules.map((r: Rule) => [k.key(r), r]));
+    const byKey: ReadonlyMap<string, Rule> = peekRuleIndex<Rule>(rules)?.byKey ?? keyBytesIndex(k, rules)?.byKey ?? new Map(rules.map((r: Rule) => [k.key(r), r]));
     const check = (key: string, wanted: Rule | undefined): boolean => {
       const fileRule = byKey.get(key);
       // The same rule as data needs no digest (the digest of a file rule is a sha256 of its JSON).

@@ -59,7 +59,9 @@ describe('RowKeyedMap', () => {
         if (what < 0.3) {
           expect(m.delete(k), `${step} delete ${k}`).toBe(ref.delete(k));
         } else if (what < 0.5) {
-          const v = random() < 0.5 ? other : (rules.find((r) => key(r) === k) ?? other);
+          // undefined too: a Map holds the key with no value (found in review: the row's rule came back).
+          const pickV = random();
+          const v = (pickV < 0.1 ? undefined : pickV < 0.55 ? other : (rules.find((r) => key(r) === k) ?? other)) as Session | Policy;
           m.set(k, v);
           ref.set(k, v);
         } else {
@@ -105,5 +107,54 @@ describe('RowKeyedMap', () => {
     expect(() => parseConfig(text, 'rep.json')).toThrow('sessions[2].ue: 10.60.0.1/32 is already used by sessions[0]');
     const named = JSON.stringify({ settings: { max_sessions: 64 }, sessions: [{ ...s, name: 'a' }, { ...s, name: 'a', ue: '10.60.0.2/32' }, { ...s, teid: 3 }] });
     expect(() => parseConfig(named, 'rep.json')).toThrow(/sessions\[1\]\.name: "a" is already used by sessions\[0\]/);
+  });
+});
+
+describe('the index a reload builds (parseConfigOffLoop)', () => {
+  it('is by key bytes too, over the running rows it kept and the objects of the rules that changed, in the list order', async () => {
+    const { parseConfigOffLoop } = await import('../../src/config/parse-async.js');
+    const { deflateRawSync } = await import('node:zlib');
+    const s = (i: number): Record<string, unknown> => ({ ue: `10.60.${i >> 8}.${i & 255}/32`, teid: i, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' });
+    const p = (i: number): Record<string, unknown> => ({ match: `100.64.0.${i & 255}/32`, teid: `${i}/32`, sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' });
+    const text = (edit: boolean): string => {
+      const lines = ['{"settings":{"max_sessions":4096,"max_policies":4096},"localsids":[],', '"policies":['];
+      for (let i = 0; i < 2000; i++) lines.push(`${i === 0 ? '' : ','}${JSON.stringify(edit && i === 7 ? { ...p(7), teid: '99999/32' } : p(i))}`);
+      lines.push('],"sessions":[');
+      for (let i = 0; i < 2000; i++) lines.push(`${i === 0 ? '' : ','}${JSON.stringify(edit && i === 5 ? { ...s(5), ue: '10.99.0.1/32' } : s(i))}`);
+      lines.push(']}');
+      return lines.join('\n');
+    };
+    const before = parseConfig(text(false), 'reload.json');
+    const after = await parseConfigOffLoop(Buffer.from(text(true)), 'reload.json', before, { deflated: deflateRawSync(Buffer.from(text(false))) });
+    for (const [list, was, key] of [
+      [after.sessions!, before.sessions!, (r: unknown) => sessionKey(r as Session)],
+      [after.policies, before.policies, (r: unknown) => policyKey(r as Policy)],
+    ] as const) {
+      const byKey = takeRuleIndex(list as readonly (Session | Policy)[])!.byKey;
+      expect(byKey).toBeInstanceOf(RowKeyedMap);
+      // The unchanged rules are the running ones (rows); the changed one is an object, at its place.
+      expect(list.filter((r, i) => r === was[i])).toHaveLength(1999);
+      expect([...byKey.keys()]).toEqual(list.map(key));
+      for (const r of list) expect(byKey.get(key(r))).toBe(r);
+    }
+    expect(takeRuleIndex(after.sessions!)).toBeUndefined();
+  });
+});
+
+describe('a rule set built on a config whose index was taken', () => {
+  it('indexes its sessions and policies by key bytes too (no key text per rule), with the same answers', async () => {
+    const { RuleSet, emptyOverlay } = await import('../../src/daemon/rules.js');
+    const c = parseConfig(JSON.stringify({ settings: { max_sessions: 64, max_policies: 64 }, localsids: [], policies: [{ name: 'p', match: '10.0.0.0/24', sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' }], sessions: [{ name: 's', ue: '2001:db8:60::/64', teid: 1, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' }] }), 'two.json');
+    const first = new RuleSet(c, emptyOverlay());
+    // Before: the second set (mup daemon --check, a state file read again) built a Map of key texts.
+    const second = new RuleSet(c, emptyOverlay());
+    for (const set of [first, second]) {
+      expect(set.sessions).toBeInstanceOf(RowKeyedMap);
+      expect(set.policies).toBeInstanceOf(RowKeyedMap);
+      expect(set.sessions.get('2001:db8:60::/64')).toBe(c.sessions![0]);
+      expect(set.sessions.get('2001:DB8:60::/64')).toBeUndefined();
+      expect(set.find('session', { name: 's' })).toBe('2001:db8:60::/64');
+      expect(set.find('policy', { name: 'p' })).toBe('10.0.0.0/24');
+    }
   });
 });
