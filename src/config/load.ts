@@ -23,7 +23,7 @@ import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
 import { localSidKey, parseTeidPrefix, policyKey, SECTION_KEY, sessionKey, whereText } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import { RepeatedRowKey, RowKeyedMap } from './row-map.js';
-import { POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule } from './rows.js';
+import { keyTextOrder, POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule } from './rows.js';
 import { localSidGrowth, mtuTooSmall, sessionGrowth, type Growth } from './mtu-floor.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
@@ -1216,6 +1216,7 @@ export function ruleKeyMap<R>(section: 'policies' | 'sessions', rules: readonly 
       textBytes: sessions ? (k, into) => sessionTextBytes(k, into, canonicalV6Prefix) : (k, into) => policyTextBytes(k, into),
       keyText: (i) => key(rules[i]!),
       rule: (i) => rules[i]!,
+      order: (b, out) => keyTextOrder(b, out, sessions),
     },
     fill,
   );

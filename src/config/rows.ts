@@ -54,20 +54,34 @@ function sameSegments(a: readonly Ipv6Addr[], b: readonly Ipv6Addr[]): boolean {
 
 /**
  * The profiles of one store: the last one asked for first (generated
- * files repeat one profile for long runs), then by a text of its values.
+ * files repeat one profile for long runs), then those whose first prefix
+ * is the same object (the reader shares a prefix read from the same text),
+ * then by a text of its values (made only for a profile not met that way).
  */
 class Profiles<P extends object> {
   readonly list: P[] = [];
   readonly #byText = new Map<string, number>();
+  readonly #byFirst = new Map<object, number[]>();
   #last = -1;
 
   constructor(
     readonly same: (a: P, b: P) => boolean,
     readonly text: (p: P) => string,
+    readonly first: (p: P) => object,
   ) {}
 
   id(p: P): number {
     if (this.#last >= 0 && this.same(this.list[this.#last]!, p)) return this.#last;
+    const f = this.first(p);
+    let ids = this.#byFirst.get(f);
+    if (ids !== undefined) {
+      for (const id of ids) {
+        if (this.same(this.list[id]!, p)) {
+          this.#last = id;
+          return id;
+        }
+      }
+    }
     const t = this.text(p);
     let id = this.#byText.get(t);
     if (id === undefined) {
@@ -75,6 +89,8 @@ class Profiles<P extends object> {
       this.list.push(p);
       this.#byText.set(t, id);
     }
+    if (ids === undefined) this.#byFirst.set(f, (ids = []));
+    if (ids.length < 16) ids.push(id);
     this.#last = id;
     return id;
   }
@@ -124,6 +140,7 @@ export class SessionRows {
   readonly profiles = new Profiles<SessionProfile>(
     (a, b) => samePrefix(a.isd, b.isd) && samePrefix(a.srcPrefix, b.srcPrefix) && sameSegments(a.segments, b.segments) && a.srh === b.srh && a.hopLimit === b.hopLimit && a.mtu === b.mtu,
     (p) => [p6(p.isd), p6(p.srcPrefix), segText(p.segments), p.srh, p.hopLimit, p.mtu ?? ''].join(' '),
+    (p) => p.isd,
   );
 
   /**
@@ -292,6 +309,7 @@ export class PolicyRows {
   readonly profiles = new Profiles<PolicyProfile>(
     (a, b) => samePrefix(a.srPrefix, b.srPrefix) && a.sid === b.sid && samePrefix(a.srcPrefix, b.srcPrefix) && sameSegments(a.segments, b.segments) && a.srh === b.srh && a.hopLimit === b.hopLimit && a.mtu === b.mtu,
     (p) => [p6(p.srPrefix), p.sid?.toString(16) ?? '', p6(p.srcPrefix), segText(p.segments), p.srh, p.hopLimit, p.mtu ?? ''].join(' '),
+    (p) => p.srPrefix,
   );
 
   /** As SessionRows.add. */
@@ -534,4 +552,32 @@ export function policyKeyBytes(match: Ipv4Prefix, teid: TeidPrefix | undefined, 
   into[4] = match.len;
   put32(into, 5, teid?.value ?? 0);
   into[9] = teid?.len ?? 0;
+}
+
+/** Rank of each number 0..255 written in decimal among all of them in text order ("0" < "1" < "10" < "100" < ...). */
+const DECIMAL_RANK = ((): Uint8Array => {
+  const texts = Array.from({ length: 256 }, (_, i) => String(i)).sort();
+  const rank = new Uint8Array(256);
+  texts.forEach((t, r) => (rank[Number(t)] = r));
+  return rank;
+})();
+
+/**
+ * The order of key texts (policyKey's, sessionKey's for an IPv4 UE) from
+ * key bytes, as two numbers: text order is the order of the octets'
+ * decimal texts ("1" < "10" < "2"; the separator after an octet or a
+ * length, "." "/" " " or the end, sorts before any digit, so a shorter
+ * number that starts a longer one comes first), then the length's, then
+ * (policies) no TEID before a TEID prefix, whose 8 hex digits sort as
+ * numbers, then its length's text. False for an IPv6 UE.
+ */
+export function keyTextOrder(key: Uint8Array, out: Float64Array, session: boolean): boolean {
+  const at = session ? 2 : 0;
+  if (session && key[0] !== 4) return false;
+  const len = session ? key[1]! : key[4]!;
+  const r = DECIMAL_RANK;
+  out[0] = (((r[key[at]!]! * 256 + r[key[at + 1]!]!) * 256 + r[key[at + 2]!]!) * 256 + r[key[at + 3]!]!) * 256 + r[len]!;
+  if (session || key[9] === 0) out[1] = 0;
+  else out[1] = 1 + (((key[5]! * 256 + key[6]!) * 256 + key[7]!) * 256 + key[8]!) * 256 + r[key[9]!]!;
+  return true;
 }

@@ -50,6 +50,7 @@ import { BatchError, batchOperations } from './batch.js';
 import { parseJsonSliced } from './json-slices.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SLICE_MS, SliceClock } from '../host/slice-clock.js';
+import { RowKeyedMap } from '../config/row-map.js';
 import { isRows } from '../host/rows.js';
 import { health } from './health.js';
 import { requestClass } from './request-time.js';
@@ -917,7 +918,9 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
         const rules = d.ruleMap(k.kind);
         // In slices: rules may change between them, as they may between two pages; a key of the page
         // deleted meanwhile is left out of it (the next page still starts after the page's last key).
-        const page = await runYielding(pageKeysSlices(rules.keys(), after, limit));
+        // Sessions and policies page by their key bytes, a text made for the page's keys only (RowKeyedMap).
+        const byBytes = rules instanceof RowKeyedMap ? rules.pageSlices(after, limit, ((c) => () => c.tick())(new SliceClock())) : undefined;
+        const page = await runYielding(byBytes ?? pageKeysSlices(rules.keys(), after, limit));
         const items: unknown[] = [];
         for (const key of page.keys) {
           const r = rules.get(key);

@@ -158,3 +158,62 @@ describe('a rule set built on a config whose index was taken', () => {
     }
   });
 });
+
+describe('pages by key bytes (RowKeyedMap.pageSlices)', () => {
+  it('give the pages pageKeys gives from the key texts: every cursor, deleted rows, keys set after, /0 to /32, TEIDs', async () => {
+    const { pageKeys } = await import('../../src/daemon/api.js');
+    const { runNow } = await import('../../src/host/slice-clock.js');
+    const random = rng(3);
+    const octet = (): number => [0, 1, 2, 9, 10, 19, 100, 199, 200, 255][Math.floor(random() * 10)]!;
+    const sessions: Record<string, unknown>[] = [];
+    const policies: Record<string, unknown>[] = [];
+    const seenS = new Set<string>();
+    const seenP = new Set<string>();
+    while (sessions.length < 300) {
+      const len = [0, 1, 3, 8, 16, 24, 30, 32][Math.floor(random() * 8)]!;
+      const a = ((octet() << 24) | (octet() << 16) | (octet() << 8) | octet()) >>> 0;
+      const m = len === 0 ? 0 : (a & ((0xffff_ffff << (32 - len)) >>> 0)) >>> 0;
+      const ue = `${m >>> 24}.${(m >> 16) & 255}.${(m >> 8) & 255}.${m & 255}/${len}`;
+      if (seenS.has(ue)) continue;
+      seenS.add(ue);
+      sessions.push({ ue, teid: 1, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' });
+      const tlen = [0, 1, 2, 8, 31, 32][Math.floor(random() * 6)]!;
+      const tv = tlen === 0 ? 0 : (Math.floor(random() * 2 ** 32) & ((0xffff_ffff << (32 - tlen)) >>> 0)) >>> 0;
+      const match = tlen === 0 ? ue : `${a >>> 24}.${(a >> 16) & 255}.${(a >> 8) & 255}.${a & 255}/32`;
+      const pk = `${match} ${tv}/${tlen}`;
+      if (seenP.has(pk)) continue;
+      seenP.add(pk);
+      policies.push({ match, ...(tlen === 0 ? {} : { teid: `${tv}/${tlen}` }), sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' });
+    }
+    const c = parseConfig(JSON.stringify({ settings: { max_sessions: 1024, max_policies: 1024 }, localsids: [], policies, sessions }), 'pages.json');
+    for (const [list, key] of [
+      [c.sessions!, (r: unknown) => sessionKey(r as Session)],
+      [c.policies, (r: unknown) => policyKey(r as Policy)],
+    ] as const) {
+      const m = takeRuleIndex(list as readonly (Session | Policy)[])!.byKey as RowKeyedMap<unknown>;
+      // Some rows deleted, some set again after their delete, a key no row has.
+      for (let i = 0; i < list.length; i += 7) m.delete(key(list[i]));
+      for (let i = 0; i < list.length; i += 21) m.set(key(list[i]), list[i]);
+      m.set(list === c.sessions ? '10.255.0.0/16' : '203.0.113.9/32 teid 0x00001000/20', list[1]);
+      for (const limit of [1, 7, 64, 1000]) {
+        let after: string | undefined;
+        for (let pages = 0; ; pages++) {
+          const want = pageKeys(m.keys(), after, limit);
+          const got = runNow(m.pageSlices(after, limit, () => pages % 2 === 0)!);
+          expect(got, `limit ${limit} after ${after}`).toEqual(want);
+          if (!want.more) break;
+          after = want.keys.at(-1);
+        }
+      }
+    }
+  });
+
+  it('leaves a map with an IPv6 session, or a cursor that is not a key text, to the texts', () => {
+    const c = parseConfig(JSON.stringify({ settings: { max_sessions: 8 }, sessions: [{ ue: '2001:db8:60::/64', teid: 1, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' }] }), 'v6.json');
+    expect((takeRuleIndex(c.sessions!)!.byKey as RowKeyedMap<unknown>).pageSlices(undefined, 10, () => false)).toBeUndefined();
+    const d = parseConfig(JSON.stringify({ settings: { max_sessions: 8 }, sessions: [{ ue: '10.0.0.1/32', teid: 1, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' }] }), 'v4.json');
+    const m = takeRuleIndex(d.sessions!)!.byKey as RowKeyedMap<unknown>;
+    expect(m.pageSlices('10.0.0.01/32', 10, () => false)).toBeUndefined();
+    expect(m.pageSlices('10.0.0.0/32', 10, () => false)).toBeDefined();
+  });
+});
