@@ -33,12 +33,19 @@ export const KEY_INDEX_SHARDS = 1 << SHARD_BITS;
 /** Slots a shard starts with (a power of two). */
 const MIN_SLOTS = 16;
 
-/** The slots (a power of two, at least MIN_SLOTS) that hold `entries` with at most three slots in four used. */
+/**
+ * The slots (at least MIN_SLOTS) that hold `entries` with at most three
+ * slots in four used. Any number, not a power of two: a million keys in
+ * 64 shards is 16,384 a shard, which a power of two holds only in 32,768
+ * slots (half of them empty: 40 MB of a million policies' 96 MB of index
+ * at issue 19's scale).
+ */
 function slotsFor(entries: number): number {
-  let slots = MIN_SLOTS;
-  while (slots * 3 < entries * 4) slots *= 2;
-  return slots;
+  return Math.max(MIN_SLOTS, Math.ceil((entries * 4) / 3));
 }
+
+/** The hash bits below the shard's (the home slot comes from them). */
+const HOME_BITS = 0xffff_ffff >>> SHARD_BITS;
 
 /** FNV-1a of the key's characters (each a byte), its high bits folded in, never 0: a slot's stored hash 0 means "empty". */
 function hashText(key: string): number {
@@ -66,7 +73,6 @@ export function keyShard(key: string): number {
 /** One shard: open addressing over typed arrays. */
 class Shard {
   slots = 0;
-  mask = 0;
   keys: Uint8Array = new Uint8Array(0);
   values: Int32Array = new Int32Array(0);
   /** Each slot's key hash; 0: the slot is empty. */
@@ -79,7 +85,6 @@ class Shard {
 
   make(slots: number): void {
     this.slots = slots;
-    this.mask = slots - 1;
     this.keys = new Uint8Array(slots * this.len);
     this.values = new Int32Array(slots);
     this.hashes = new Uint32Array(slots);
@@ -92,6 +97,16 @@ class Shard {
     return true;
   }
 
+  /** A hash's home slot. */
+  home(h: number): number {
+    return (h & HOME_BITS) % this.slots;
+  }
+
+  /** The slot after `s`, the first after the last. */
+  next(s: number): number {
+    return s + 1 === this.slots ? 0 : s + 1;
+  }
+
   sameBytes(slot: number, k: Uint8Array, kat: number): boolean {
     const b = this.keys;
     const at = slot * this.len;
@@ -102,7 +117,7 @@ class Shard {
   /** The slot of the key at `k[kat, kat + len)`, or -1. */
   findBytes(h: number, k: Uint8Array, kat: number): number {
     const hashes = this.hashes;
-    for (let s = h & this.mask; ; s = (s + 1) & this.mask) {
+    for (let s = this.home(h); ; s = this.next(s)) {
       const x = hashes[s]!;
       if (x === 0) return -1;
       if (x === h && this.sameBytes(s, k, kat)) return s;
@@ -125,7 +140,7 @@ class Shard {
   /** The key's slot, or -1. */
   find(h: number, key: string): number {
     const hashes = this.hashes;
-    for (let s = h & this.mask; ; s = (s + 1) & this.mask) {
+    for (let s = this.home(h); ; s = this.next(s)) {
       const x = hashes[s]!;
       if (x === 0) return -1;
       if (x === h && this.same(s, key)) return s;
@@ -135,8 +150,8 @@ class Shard {
   /** The first empty slot from hash `h`'s home (where a key not in the shard goes). */
   emptySlot(h: number): number {
     const hashes = this.hashes;
-    let s = h & this.mask;
-    while (hashes[s] !== 0) s = (s + 1) & this.mask;
+    let s = this.home(h);
+    while (hashes[s] !== 0) s = this.next(s);
     return s;
   }
 
@@ -163,7 +178,7 @@ class Shard {
     return true;
   }
 
-  /** `slots` slots (a power of two, room for every entry), every entry placed again from its stored hash (no key text made). */
+  /** `slots` slots (room for every entry), every entry placed again from its stored hash (no key text made). */
   resize(slots: number): void {
     const { keys, values, hashes, slots: n, len } = this;
     this.make(slots);
@@ -181,10 +196,9 @@ class Shard {
   /** Empty slot `hole`: each entry after it, up to the next empty slot, moves back into it unless its home lies cyclically in (hole, its slot]. */
   remove(hole: number): void {
     const hashes = this.hashes;
-    const mask = this.mask;
     const len = this.len;
-    for (let s = (hole + 1) & mask; hashes[s] !== 0; s = (s + 1) & mask) {
-      const home = hashes[s]! & mask;
+    for (let s = this.next(hole); hashes[s] !== 0; s = this.next(s)) {
+      const home = this.home(hashes[s]!);
       const stays = hole <= s ? hole < home && home <= s : hole < home || home <= s;
       if (stays) continue;
       this.keys.copyWithin(hole * len, s * len, s * len + len);
@@ -236,7 +250,9 @@ export class KeyIndex {
    * several times over.
    */
   reserve(entries: number): void {
-    const slots = slotsFor(Math.ceil((entries / KEY_INDEX_SHARDS) * 1.25) + 8);
+    // The margin covers the spread of the tables' keys (a million policy or session keys: 16,384 a
+    // shard, within 20 of it); a shard that gets more (keys that hash unevenly) grows on its own, once.
+    const slots = slotsFor(Math.ceil((entries / KEY_INDEX_SHARDS) * 1.05) + 64);
     for (const t of this.#shards) if (t.slots < slots) t.resize(slots);
   }
 
