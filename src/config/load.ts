@@ -1144,7 +1144,9 @@ function checkRules<R extends Rule>(src: Source, section: RuleSection, rules: re
   // A repeat is seen by the size not growing: one hash and one lookup a rule and map, not two (has, then set).
   // The maps are garbage once a repeat is found, so the repeat's overwrite does not matter.
   const names: Map<string, string> = new ShardedMap<string>();
-  if (section !== 'localsids') {
+  // An empty list keeps a Map: every key the API adds would be in the index's own Map of texts anyway,
+  // each lookup first read as bytes for no row.
+  if (section !== 'localsids' && rules.length > 0) {
     checkByKeyBytes(src, section, rules, names, keyName, key, nameWhy, keyWhy);
     return;
   }

@@ -219,8 +219,9 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
             setImmediate(() => onMessage(m));
             return;
           }
-          indexes.policies.byKey = keyMaps![0];
-          indexes.sessions.byKey = keyMaps![1];
+          // An empty list keeps its (empty) Map, as the file's checks do.
+          if (lists.policies.length > 0) indexes.policies.byKey = keyMaps![0];
+          if (lists.sessions.length > 0) indexes.sessions.byKey = keyMaps![1];
           settle(() => {
             if (head === undefined) return reject(new Error("the config parser's thread answered without the file's sections"));
             const config: Config = {
