@@ -324,7 +324,8 @@ class Section<R> {
 
   /** The section's rules: those read already, then the rest read now. */
   finish(src: Source, list: readonly unknown[]): R[] {
-    src.warnings.push(...this.#src.warnings);
+    // One by one: a spread of 200,000 warnings (a host-bits sr_prefix in every policy) overflowed the stack.
+    for (const w of this.#src.warnings) src.warnings.push(w);
     return list.map((v, i) => (i < this.done ? (v as R) : this.read(src, [this.name, i], v)));
   }
 }

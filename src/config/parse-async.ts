@@ -247,7 +247,9 @@ export function parseConfigOffLoop(bytes: Uint8Array, file: string, previous?: C
       }
     };
     worker.on('message', onMessage);
-    worker.on('error', (e) => settle(() => reject(e)));
+    // Once 'done' came every rule is in: an error or an exit of the thread meanwhile (the index is
+    // still being built) does not throw the parse away.
+    worker.on('error', (e) => done || settle(() => reject(e)));
     worker.on('exit', (code) => done || settle(() => reject(new Error(`the config parser's thread exited (code ${code}) before it answered`))));
   });
 }

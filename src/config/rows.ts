@@ -88,9 +88,11 @@ class Profiles<P extends object> {
       id = this.list.length;
       this.list.push(p);
       this.#byText.set(t, id);
+      // Only for a new profile: a prefix read again for each rule (one with host bits set, which is
+      // not shared) kept an entry, and its prefix object, per rule (found in review: 290 B a rule).
+      if (ids === undefined) this.#byFirst.set(f, (ids = []));
+      if (ids.length < 16) ids.push(id);
     }
-    if (ids === undefined) this.#byFirst.set(f, (ids = []));
-    if (ids.length < 16) ids.push(id);
     this.#last = id;
     return id;
   }
