@@ -133,17 +133,25 @@ export class RuleCounterRows implements Rows<RuleCounter> {
   }
 
   *[Symbol.iterator](): Iterator<RuleCounter> {
-    for (let i = 0; i < this.length; i++) {
-      const k = this.#kinds[i]!;
-      const r = this.#rules[i]!;
-      const kind = KINDS[k]!;
-      const where = whereText(SECTIONS[k]!, r);
-      const key = k === 0 ? policyKey(r as Policy) : k === 1 ? localSidKey(r as LocalSid) : sessionKey(r as Session);
-      const rule = this.#ids[i]!;
-      const packets = this.#packets[i]!;
-      const bytes = this.#bytes[i]!;
-      yield r.name === undefined ? { rule, kind, where, key, packets, bytes } : { rule, kind, where, key, name: r.name, packets, bytes };
-    }
+    for (let i = 0; i < this.length; i++) yield this.row(i);
+  }
+
+  /** Row i's packets, without its row (a pick by counts, src/daemon/metrics.ts topRulesSlices). */
+  packetsAt(i: number): bigint {
+    return this.#packets[i]!;
+  }
+
+  /** Row i: its rule's `where` and key texts are made here (a row kept as such has none: src/config/rows.ts). */
+  row(i: number): RuleCounter {
+    const k = this.#kinds[i]!;
+    const r = this.#rules[i]!;
+    const kind = KINDS[k]!;
+    const where = whereText(SECTIONS[k]!, r);
+    const key = k === 0 ? policyKey(r as Policy) : k === 1 ? localSidKey(r as LocalSid) : sessionKey(r as Session);
+    const rule = this.#ids[i]!;
+    const packets = this.#packets[i]!;
+    const bytes = this.#bytes[i]!;
+    return r.name === undefined ? { rule, kind, where, key, packets, bytes } : { rule, kind, where, key, name: r.name, packets, bytes };
   }
 
   toJSON(): RuleCounter[] {
