@@ -1216,7 +1216,7 @@ export function ruleKeyMap<R>(section: 'policies' | 'sessions', rules: readonly 
       count: rules.length,
       keyLength: sessions ? SESSION_KEY_BYTES : POLICY_KEY_BYTES,
       keyBytes: sessions ? (i, into) => SessionRule.keyBytesOf(rules[i] as Session, into) : (i, into) => PolicyRule.keyBytesOf(rules[i] as Policy, into),
-      textBytes: sessions ? (k, into) => sessionTextBytes(k, into, canonicalV6Prefix) : (k, into) => policyTextBytes(k, into),
+      textBytes: sessions ? (k, into) => sessionTextBytes(k, into, readV6Prefix) : (k, into) => policyTextBytes(k, into),
       keyText: (i) => key(rules[i]!),
       rule: (i) => rules[i]!,
       order: (b, out) => keyTextOrder(b, out, sessions),
@@ -1226,7 +1226,7 @@ export function ruleKeyMap<R>(section: 'policies' | 'sessions', rules: readonly 
 }
 
 /** An IPv6 prefix from its text (host bits cleared, as any key is), else undefined: the caller compares the key texts. */
-function canonicalV6Prefix(text: string): Ipv6Prefix | undefined {
+function readV6Prefix(text: string): Ipv6Prefix | undefined {
   try {
     return parseIpv6Prefix(text, 'key', () => undefined);
   } catch {

@@ -102,7 +102,7 @@ export function deflatedFile(config: Config): Buffer | undefined {
  * Sessions and policies indexed a turn (ruleKeyMap's fill) once all have
  * come: 16,384 keys take about 5 ms here.
  */
-export const KEY_MAP_SLICE = 16384;
+const KEY_MAP_SLICE = 16384;
 
 /**
  * `previousText`: the text `previous` was read from, as the daemon holds

@@ -216,49 +216,38 @@ export class SessionRows {
   }
 }
 
-/** A session of a SessionRows: its fields read from the row. */
-export class SessionRule implements Session, Row {
+/** What a row's rule reads from its store. */
+interface RowStore {
+  name(i: number): string | undefined;
+  profile(i: number): { readonly srcPrefix: Ipv6Prefix; readonly segments: readonly Ipv6Addr[]; readonly srh: SrhMode; readonly hopLimit: number; readonly mtu: number | undefined };
+  keyBytes(i: number, into: Uint8Array): void;
+}
+
+/** A rule of a store (SessionRule, PolicyRule): the fields every kind has, read from its row. */
+abstract class RowRule<S extends RowStore> implements Row {
   // Private: not enumerated, cloned or serialised as the rule's fields (plainRule gives those).
-  readonly #store: SessionRows;
+  readonly #store: S;
   readonly #row: number;
-  constructor(store: SessionRows, row: number) {
+  constructor(store: S, row: number) {
     this.#store = store;
     this.#row = row;
   }
+  /** The store and row, for the kinds' getters: accessors, not own properties. */
+  protected get store(): S {
+    return this.#store;
+  }
+  protected get row(): number {
+    return this.#row;
+  }
+  abstract [PLAIN](): object;
   toJSON(): object {
     return this[PLAIN]();
-  }
-  /** A session's key bytes (SESSION_KEY_BYTES) into `into`: a row's from its columns, another's from its fields. */
-  static keyBytesOf(r: Session, into: Uint8Array): void {
-    if (#store in r) (r as SessionRule).#store.keyBytes((r as SessionRule).#row, into);
-    else sessionKeyBytes(r.ue, into);
   }
   get where(): Where {
     return this.#row;
   }
   get name(): string | undefined {
     return this.#store.name(this.#row);
-  }
-  get ue(): Session['ue'] {
-    return this.#store.ue(this.#row);
-  }
-  get teid(): number {
-    return this.#store.teid(this.#row);
-  }
-  get qfi(): number {
-    return this.#store.qfi(this.#row);
-  }
-  get rqi(): boolean {
-    return this.#store.rqi(this.#row);
-  }
-  get endpoint(): Ipv4Addr {
-    return this.#store.endpoint(this.#row);
-  }
-  get source(): Ipv4Addr {
-    return this.#store.source(this.#row);
-  }
-  get isd(): Ipv6Prefix {
-    return this.#store.profile(this.#row).isd;
   }
   get srcPrefix(): Ipv6Prefix {
     return this.#store.profile(this.#row).srcPrefix;
@@ -275,12 +264,46 @@ export class SessionRule implements Session, Row {
   get mtu(): number | undefined {
     return this.#store.profile(this.#row).mtu;
   }
+  /** The fields every kind's plain object ends with, in readSession's and readPolicy's order. */
+  protected pathFields(): Pick<Session, 'srcPrefix' | 'segments' | 'srh' | 'hopLimit' | 'mtu'> {
+    const p = this.#store.profile(this.#row);
+    return { srcPrefix: p.srcPrefix, segments: p.segments, srh: p.srh, hopLimit: p.hopLimit, ...(p.mtu === undefined ? {} : { mtu: p.mtu }) };
+  }
+}
+
+/** A session of a SessionRows: its fields read from the row. */
+export class SessionRule extends RowRule<SessionRows> implements Session {
+  /** A session's key bytes (SESSION_KEY_BYTES) into `into`: a row's from its columns, another's from its fields. */
+  static keyBytesOf(r: Session, into: Uint8Array): void {
+    if (r instanceof SessionRule) r.store.keyBytes(r.row, into);
+    else sessionKeyBytes(r.ue, into);
+  }
+  get ue(): Session['ue'] {
+    return this.store.ue(this.row);
+  }
+  get teid(): number {
+    return this.store.teid(this.row);
+  }
+  get qfi(): number {
+    return this.store.qfi(this.row);
+  }
+  get rqi(): boolean {
+    return this.store.rqi(this.row);
+  }
+  get endpoint(): Ipv4Addr {
+    return this.store.endpoint(this.row);
+  }
+  get source(): Ipv4Addr {
+    return this.store.source(this.row);
+  }
+  get isd(): Ipv6Prefix {
+    return this.store.profile(this.row).isd;
+  }
   /** The object readSession makes, key for key. */
   [PLAIN](): Session {
-    const p = this.#store.profile(this.#row);
     const name = this.name;
     return {
-      where: this.#row,
+      where: this.row,
       ...(name === undefined ? {} : { name }),
       ue: this.ue,
       teid: this.teid,
@@ -288,12 +311,8 @@ export class SessionRule implements Session, Row {
       rqi: this.rqi,
       endpoint: this.endpoint,
       source: this.source,
-      isd: p.isd,
-      srcPrefix: p.srcPrefix,
-      segments: p.segments,
-      srh: p.srh,
-      hopLimit: p.hopLimit,
-      ...(p.mtu === undefined ? {} : { mtu: p.mtu }),
+      isd: this.isd,
+      ...this.pathFields(),
     };
   }
 }
@@ -361,72 +380,37 @@ export class PolicyRows {
 }
 
 /** A policy of a PolicyRows: its fields read from the row. */
-export class PolicyRule implements Policy, Row {
-  // Private: not enumerated, cloned or serialised as the rule's fields (plainRule gives those).
-  readonly #store: PolicyRows;
-  readonly #row: number;
-  constructor(store: PolicyRows, row: number) {
-    this.#store = store;
-    this.#row = row;
-  }
-  toJSON(): object {
-    return this[PLAIN]();
-  }
+export class PolicyRule extends RowRule<PolicyRows> implements Policy {
   /** A policy's key bytes (POLICY_KEY_BYTES) into `into`: a row's from its columns, another's from its fields. */
   static keyBytesOf(r: Policy, into: Uint8Array): void {
-    if (#store in r) (r as PolicyRule).#store.keyBytes((r as PolicyRule).#row, into);
+    if (r instanceof PolicyRule) r.store.keyBytes(r.row, into);
     else policyKeyBytes(r.match, r.teid, into);
   }
-  get where(): Where {
-    return this.#row;
-  }
-  get name(): string | undefined {
-    return this.#store.name(this.#row);
-  }
   get match(): Ipv4Prefix {
-    return this.#store.match(this.#row);
+    return this.store.match(this.row);
   }
   get teid(): TeidPrefix | undefined {
-    return this.#store.teid(this.#row);
+    return this.store.teid(this.row);
   }
   get srPrefix(): Ipv6Prefix {
-    return this.#store.profile(this.#row).srPrefix;
+    return this.store.profile(this.row).srPrefix;
   }
   get sid(): Ipv6Addr | undefined {
-    return this.#store.profile(this.#row).sid;
-  }
-  get srcPrefix(): Ipv6Prefix {
-    return this.#store.profile(this.#row).srcPrefix;
-  }
-  get segments(): readonly Ipv6Addr[] {
-    return this.#store.profile(this.#row).segments;
-  }
-  get srh(): SrhMode {
-    return this.#store.profile(this.#row).srh;
-  }
-  get hopLimit(): number {
-    return this.#store.profile(this.#row).hopLimit;
-  }
-  get mtu(): number | undefined {
-    return this.#store.profile(this.#row).mtu;
+    return this.store.profile(this.row).sid;
   }
   /** The object readPolicy makes, key for key. */
   [PLAIN](): Policy {
-    const p = this.#store.profile(this.#row);
     const name = this.name;
     const teid = this.teid;
+    const sid = this.sid;
     return {
-      where: this.#row,
+      where: this.row,
       ...(name === undefined ? {} : { name }),
       match: this.match,
       ...(teid === undefined ? {} : { teid }),
-      srPrefix: p.srPrefix,
-      ...(p.sid === undefined ? {} : { sid: p.sid }),
-      srcPrefix: p.srcPrefix,
-      segments: p.segments,
-      srh: p.srh,
-      hopLimit: p.hopLimit,
-      ...(p.mtu === undefined ? {} : { mtu: p.mtu }),
+      srPrefix: this.srPrefix,
+      ...(sid === undefined ? {} : { sid }),
+      ...this.pathFields(),
     };
   }
 }
@@ -536,7 +520,7 @@ export function policyTextBytes(key: string, into: Uint8Array): boolean {
 }
 
 /** A session's key bytes from its UE prefix. */
-export function sessionKeyBytes(ue: Session['ue'], into: Uint8Array): void {
+function sessionKeyBytes(ue: Session['ue'], into: Uint8Array): void {
   into.fill(0);
   into[0] = ue.family;
   into[1] = ue.prefix.len;
@@ -549,7 +533,7 @@ export function sessionKeyBytes(ue: Session['ue'], into: Uint8Array): void {
 }
 
 /** A policy's key bytes from its match and TEID prefix. */
-export function policyKeyBytes(match: Ipv4Prefix, teid: TeidPrefix | undefined, into: Uint8Array): void {
+function policyKeyBytes(match: Ipv4Prefix, teid: TeidPrefix | undefined, into: Uint8Array): void {
   put32(into, 0, match.addr);
   into[4] = match.len;
   put32(into, 5, teid?.value ?? 0);
