@@ -110,6 +110,21 @@ describe('KeyIndex answers as a Map of the key texts', () => {
     expect(t.bytes, 'a reserve below the size shrinks nothing').toBe(grown);
   });
 
+  it('reserves in steps (a batch request each) grow each shard geometrically, not at every step', () => {
+    // 100 steps of 2,000 keys: before, every shard was rebuilt to the step's size at every step
+    // (6,400 growths, their cost growing with the keys held); by half at least, about 9 a shard.
+    const t = new KeyIndex(12);
+    for (let step = 0; step < 100; step++) {
+      t.reserve(t.size + 2000);
+      for (let i = step * 2000; i < (step + 1) * 2000; i++) t.set(keyOf(i, 12), i);
+    }
+    expect(t.size).toBe(200_000);
+    expect(t.growths).toBeLessThanOrEqual(64 * 12);
+    for (let i = 0; i < 200_000; i += 13) expect(t.get(keyOf(i, 12))).toBe(i);
+    // Memory stays within a growth's half of what the keys need.
+    expect(t.bytes / 20).toBeLessThanOrEqual(200_000 * (4 / 3) * 1.05 * 1.5 + 64 * 200);
+  });
+
   it('reserves about 1.5 slots a key for a million keys, not 2 (slots are not a power of two)', () => {
     const t = new KeyIndex(12);
     t.reserve(1 << 20);
