@@ -104,25 +104,40 @@ function libReason(e: unknown): string {
   return msg.replace(/\.$/, '');
 }
 
-const V4_FAST = /^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})$/;
-
 /**
  * The plain forms (dotted quad without leading zeros; hex groups with at most
  * one "::", no embedded IPv4) parsed by hand: a config of 65,536 policies
  * holds 200,000 of them, and ip-address takes 3 µs each. Anything else, and
  * every error, goes to ip-address, which words the message. The forms taken
  * here are a subset of what ip-address accepts, with the same values.
+ *
+ * Four octets, each "0" or 1-3 digits without a leading zero and at most
+ * 255, read from the character codes: a regular expression's match array
+ * and four Number() calls took 1 µs an address, a second of a million
+ * sessions' start (each holds three addresses and a prefix).
  */
 function fastV4(s: string): number | undefined {
-  const m = V4_FAST.exec(s);
-  if (m === null) return undefined;
   let n = 0;
-  for (let i = 1; i <= 4; i++) {
-    const o = Number(m[i]);
-    if (o > 255) return undefined;
-    n = n * 256 + o;
+  let octet = 0;
+  let digits = 0;
+  let dots = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 0x2e /* . */) {
+      if (digits === 0 || dots === 3) return undefined;
+      n = n * 256 + octet;
+      octet = 0;
+      digits = 0;
+      dots++;
+    } else if (c >= 0x30 && c <= 0x39) {
+      if (digits === 3 || (digits === 1 && octet === 0)) return undefined;
+      octet = octet * 10 + (c - 0x30);
+      if (octet > 255) return undefined;
+      digits++;
+    } else return undefined;
   }
-  return n;
+  if (digits === 0 || dots !== 3) return undefined;
+  return n * 256 + octet;
 }
 
 /** hex digit value of a character code, or -1. */

@@ -1,4 +1,4 @@
-import { Address6 } from 'ip-address';
+import { Address4, Address6 } from 'ip-address';
 import { describe, expect, it } from 'vitest';
 import {
   AddressError,
@@ -348,6 +348,20 @@ describe('address parsing fast path agrees with ip-address', () => {
       }
       if (lib === undefined) expect(() => parseIpv6(text, 'x')).toThrow(AddressError);
       else expect(parseIpv6(text, 'x')).toBe(lib);
+    },
+  );
+
+  it.each(['0.0.0.0', '255.255.255.255', '1.2.3.4.', '.1.2.3', '1..2.3', '01.2.3.4', '1.2.3.04', '1.2.3.00', '1.2.3.256', '1.2.3.1000', '1.2.3', '1.2.3.4.5', ' 1.2.3.4', '1.2.3.4 ', '1.2.3.a', '', '...', '10.0.0.255', '300.1.1.1'])(
+    'treats the IPv4 text %j as ip-address does',
+    (text) => {
+      let lib: number | undefined;
+      try {
+        lib = Number(new Address4(text).bigInt());
+      } catch {
+        lib = undefined;
+      }
+      if (lib === undefined) expect(() => parseIpv4(text, 'x')).toThrow(AddressError);
+      else expect(parseIpv4(text, 'x')).toBe(lib);
     },
   );
 
