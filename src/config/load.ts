@@ -10,6 +10,7 @@
  */
 import { ownCopy } from '../host/own-copy.js';
 import { ShardedMap } from '../host/sharded-map.js';
+import { isAscii } from 'node:buffer';
 import { readFile } from 'node:fs/promises';
 import jsyaml from 'js-yaml';
 import { NOT_BLOCK, parseBlockYaml, type ItemHook, type ItemRead } from './block-yaml.js';
@@ -129,9 +130,11 @@ export async function loadConfigFile(path: string): Promise<Config> {
  * jsonRulesAsRead); `file` is used in messages only. `onSettings` is
  * called once the settings are read and the rule counts checked against
  * them, before the rules are (the daemon starts loading the program then).
+ * `bytes`, the text's UTF-8 bytes when at hand (the parser's thread has
+ * the file's), spares a copy of a JSON text that is ASCII (FlatRuns).
  */
-export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Settings) => void): Config {
-  return parseConfigText(text, file, onSettings, true);
+export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Settings) => void, bytes?: Uint8Array): Config {
+  return parseConfigText(text, file, onSettings, true, bytes);
 }
 
 /**
@@ -143,10 +146,10 @@ export function parseConfigReadWhole(text: string, file = '<inline>'): Config {
   return parseConfigText(text, file, undefined, false);
 }
 
-function parseConfigText(text: string, file: string, onSettings: ((s: Settings) => void) | undefined, streamJson: boolean): Config {
+function parseConfigText(text: string, file: string, onSettings: ((s: Settings) => void) | undefined, streamJson: boolean, bytes?: Uint8Array): Config {
   const src = new Source(file, text);
   let asRead = new RulesAsRead(src);
-  let top: unknown = streamJson ? jsonRulesAsRead(src, text, (key) => asRead.hook(key)) : NOT_STREAMED;
+  let top: unknown = streamJson ? jsonRulesAsRead(src, text, (key) => asRead.hook(key), bytes) : NOT_STREAMED;
   // Anything the streamed read does not take (or refuses) is read whole, as before: errors worded there.
   if (top === NOT_STREAMED) {
     asRead = new RulesAsRead(src);
@@ -485,18 +488,23 @@ const NOT_STREAMED = Symbol('not read streamed');
  * recorded as the block reader's are (from the end of the item before), so
  * a reload of a JSON file keeps the rules whose text did not change.
  *
+ * Items that are flat (FlatRuns) are JSON.parse'd a run of them at a
+ * time: the read's largest cost at a million sessions and a million
+ * policies was each item's scan and JSON.parse.
+ *
  * The text is valid JSON if every piece given to JSON.parse is and the
  * skeleton around them (checked here) is. A key given twice in any object
  * is looked for as the pieces are delimited. NOT_STREAMED for anything else
  * (not an object, a syntax error, a repeated key, a `__proto__` member):
  * the caller then reads it whole with JSON.parse, which words the errors.
  */
-function jsonRulesAsRead(src: Source, text: string, hook: ItemHook): unknown {
+function jsonRulesAsRead(src: Source, text: string, hook: ItemHook, bytes: Uint8Array | undefined): unknown {
   let i = jsonSpace(text, 0);
   if (text.charCodeAt(i) !== 0x7b /* { */) return NOT_STREAMED;
   src.freshStrings();
   const top: Record<string, unknown> = {};
-  const got = jsonMembers(text, i, top, hook);
+  const ascii = asciiBytes(text, bytes);
+  const got = jsonMembers(text, i, top, hook, ascii === undefined ? undefined : new FlatRuns(text, ascii));
   if (got < 0 || jsonSpace(text, got) !== text.length) {
     src.freshStrings(false);
     return NOT_STREAMED;
@@ -516,7 +524,7 @@ function jsonSpace(text: string, i: number): number {
 }
 
 /** The top-level object at `i` (its `{`) read into `top`; the index past its `}`, or -1. */
-function jsonMembers(text: string, i: number, top: Record<string, unknown>, hook: ItemHook): number {
+function jsonMembers(text: string, i: number, top: Record<string, unknown>, hook: ItemHook, runs: FlatRuns | undefined): number {
   i = jsonSpace(text, i + 1);
   if (text.charCodeAt(i) === 0x7d /* } */) return i + 1;
   for (;;) {
@@ -530,7 +538,7 @@ function jsonMembers(text: string, i: number, top: Record<string, unknown>, hook
     if (text.charCodeAt(i) !== 0x3a /* : */) return -1;
     i = jsonSpace(text, i + 1);
     const each = hook(key);
-    const end = each !== undefined && text.charCodeAt(i) === 0x5b /* [ */ ? jsonItems(text, i, each, (list) => (top[key] = list)) : jsonPiece(text, i, (v) => (top[key] = v));
+    const end = each !== undefined && text.charCodeAt(i) === 0x5b /* [ */ ? jsonItems(text, i, each, (list) => (top[key] = list), runs) : jsonPiece(text, i, (v) => (top[key] = v));
     if (end < 0) return -1;
     i = jsonSpace(text, end);
     const c = text.charCodeAt(i);
@@ -540,8 +548,12 @@ function jsonMembers(text: string, i: number, top: Record<string, unknown>, hook
   }
 }
 
-/** A rule list at `i` (its `[`), each item parsed alone and given to `each`; the index past its `]`, or -1. */
-function jsonItems(text: string, i: number, each: ItemRead, done: (list: unknown[]) => void): number {
+/**
+ * A rule list at `i` (its `[`), each item read alone and given to `each`;
+ * the index past its `]`, or -1. Items come from flat runs (FlatRuns) where
+ * they are flat, else each is JSON.parse'd from its own text (jsonPiece).
+ */
+function jsonItems(text: string, i: number, each: ItemRead, done: (list: unknown[]) => void, runs: FlatRuns | undefined): number {
   const list: unknown[] = [];
   i = jsonSpace(text, i + 1);
   if (text.charCodeAt(i) === 0x5d /* ] */) {
@@ -551,7 +563,9 @@ function jsonItems(text: string, i: number, each: ItemRead, done: (list: unknown
   let before = i;
   for (;;) {
     let item: unknown;
-    const end = jsonPiece(text, i, (v) => (item = v));
+    let end = runs === undefined ? -1 : runs.take(i);
+    if (end >= 0) item = runs!.item;
+    else end = jsonPiece(text, i, (v) => (item = v));
     if (end < 0) return -1;
     list.push(each(item, list.length, before, end));
     before = end;
@@ -563,6 +577,169 @@ function jsonItems(text: string, i: number, each: ItemRead, done: (list: unknown
     }
     if (c !== 0x2c /* , */) return -1;
     i = jsonSpace(text, i + 1);
+  }
+}
+
+/**
+ * The text's bytes, one a character (so that an index is the same in
+ * both), when the text is ASCII: the given UTF-8 bytes of the file when
+ * they are, else made from the text (a config that is ASCII: any byte past
+ * 0x7f makes its UTF-8 longer than its UTF-16 units). Undefined otherwise:
+ * its items are read one by one.
+ */
+function asciiBytes(text: string, bytes: Uint8Array | undefined): Uint8Array | undefined {
+  if (bytes !== undefined && bytes.length === text.length && isAscii(bytes)) return bytes;
+  if (Buffer.byteLength(text, 'utf8') !== text.length) return undefined;
+  return Buffer.from(text, 'latin1');
+}
+
+/** Items a run holds at most (one JSON.parse of their text, about 130 KB for sessions). */
+const FLAT_RUN = 1024;
+/** Keys a flat item has at most. */
+const FLAT_KEYS = 64;
+
+/**
+ * Runs of flat items read ahead in a rule list: items that are objects of
+ * plain keys (no escape) given once, whose values are strings without an
+ * escape or bare tokens (numbers, true, false, null: no nested object or
+ * list). Their ends are found over the bytes, their keys compared there
+ * (a key given twice makes the item not flat: jsonPiece then refuses it),
+ * and a run of them is JSON.parse'd at once, as a list: 2.1 µs an item
+ * took 0.9 (a million sessions and a million policies: 4.4 -> 1.9 s).
+ *
+ * The list's reader asks for the item at `i` (take): the run's next item
+ * when it starts there, else a new run is read from `i`. A run that
+ * JSON.parse refuses (a flat-looking item that is not JSON) is given up:
+ * its items are read one by one, where each error is found as before.
+ */
+class FlatRuns {
+  /** The item `take` returned. */
+  item: unknown;
+  readonly #text: string;
+  readonly #b: Uint8Array;
+  readonly #starts = new Int32Array(FLAT_RUN);
+  readonly #ends = new Int32Array(FLAT_RUN);
+  #items: unknown[] = [];
+  #next = 0;
+  /** No run is read before this index (a refused run's end). */
+  #refusedTo = -1;
+  readonly #keyHash = new Int32Array(FLAT_KEYS);
+  readonly #keyAt = new Int32Array(FLAT_KEYS);
+  readonly #keyLen = new Int32Array(FLAT_KEYS);
+
+  constructor(text: string, bytes: Uint8Array) {
+    this.#text = text;
+    this.#b = bytes;
+  }
+
+  /** The end of the flat item at `i` (its object in `item`), or -1: read it alone. */
+  take(i: number): number {
+    if (this.#next < this.#items.length && this.#starts[this.#next] === i) {
+      this.item = this.#items[this.#next];
+      return this.#ends[this.#next++]!;
+    }
+    this.#items = [];
+    this.#next = 0;
+    if (i < this.#refusedTo || !this.#read(i)) return -1;
+    return this.take(i);
+  }
+
+  /** Read the run of flat items from `i`, separated as the list separates them; false when there is none. */
+  #read(i: number): boolean {
+    const b = this.#b;
+    let n = 0;
+    let at = i;
+    while (n < FLAT_RUN) {
+      const end = this.#itemEnd(at);
+      if (end < 0) break;
+      this.#starts[n] = at;
+      this.#ends[n++] = end;
+      const k = this.#space(end);
+      if (b[k] !== 0x2c /* , */) break;
+      at = this.#space(k + 1);
+    }
+    if (n === 0) return false;
+    const last = this.#ends[n - 1]!;
+    let items: unknown;
+    try {
+      items = JSON.parse(`[${this.#text.slice(i, last)}]`);
+    } catch {
+      items = undefined;
+    }
+    if (!Array.isArray(items) || items.length !== n) {
+      this.#refusedTo = last;
+      return false;
+    }
+    this.#items = items;
+    return true;
+  }
+
+  #space(i: number): number {
+    const b = this.#b;
+    for (; i < b.length; i++) {
+      const c = b[i]!;
+      if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
+    }
+    return i;
+  }
+
+  /** The index past the flat item at `i` (its `{`), or -1 when there is none there. */
+  #itemEnd(i: number): number {
+    const b = this.#b;
+    const n = b.length;
+    if (b[i] !== 0x7b /* { */) return -1;
+    let j = this.#space(i + 1);
+    if (b[j] === 0x7d /* } */) return j + 1;
+    let keys = 0;
+    for (;;) {
+      if (b[j] !== 0x22 /* " */) return -1;
+      const from = ++j;
+      let h = 0;
+      for (; ; j++) {
+        if (j >= n) return -1;
+        const c = b[j]!;
+        if (c === 0x22) break;
+        if (c === 0x5c /* \ */) return -1;
+        h = (Math.imul(h, 31) + c) | 0;
+      }
+      const len = j - from;
+      for (let k = 0; k < keys; k++) {
+        if (this.#keyHash[k] !== h || this.#keyLen[k] !== len) continue;
+        const other = this.#keyAt[k]!;
+        let x = 0;
+        while (x < len && b[other + x] === b[from + x]) x++;
+        if (x === len) return -1;
+      }
+      if (keys === FLAT_KEYS) return -1;
+      this.#keyHash[keys] = h;
+      this.#keyAt[keys] = from;
+      this.#keyLen[keys++] = len;
+      j = this.#space(j + 1);
+      if (b[j] !== 0x3a /* : */) return -1;
+      j = this.#space(j + 1);
+      if (b[j] === 0x22) {
+        for (j++; ; j++) {
+          if (j >= n) return -1;
+          const c = b[j]!;
+          if (c === 0x22) break;
+          if (c === 0x5c) return -1;
+        }
+        j++;
+      } else {
+        // A bare token, up to a separator (JSON.parse checks it is one).
+        const from = j;
+        for (; j < n; j++) {
+          const c = b[j]!;
+          if (c === 0x2c || c === 0x7d || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) break;
+          if (c === 0x22 || c === 0x7b || c === 0x5b || c === 0x5d) return -1;
+        }
+        if (j === from) return -1;
+      }
+      j = this.#space(j);
+      if (b[j] === 0x7d) return j + 1;
+      if (b[j] !== 0x2c) return -1;
+      j = this.#space(j + 1);
+    }
   }
 }
 

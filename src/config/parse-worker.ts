@@ -23,7 +23,7 @@ if (port !== null) {
   try {
     const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const text = buf.toString('utf8');
-    const config = parseConfig(text, file);
+    const config = parseConfig(text, file, undefined, buf);
     const { policies: _policies, localsids: _localsids, sessions: _sessions, ...head } = config;
     // Deflated here, meanwhile, as the daemon keeps it: on the main thread its end alone was a 10 ms turn.
     // Without it (zlib out of memory) the daemon deflates the file itself.

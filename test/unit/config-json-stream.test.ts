@@ -84,6 +84,24 @@ describe('a JSON config read streamed, held to the whole read', () => {
     same(text);
   });
 
+  // Flat items (plain keys, string or bare values) are read in runs, each run JSON.parse'd at once (FlatRuns).
+  const many = (n: number, at: (i: number) => string | undefined = () => undefined): string =>
+    `{"settings": {"max_sessions": ${n + 10}}, "sessions": [${Array.from({ length: n }, (_, i) => at(i) ?? JSON.stringify(session(i))).join(',\n')}]}`;
+  it.each([
+    ['2,500 flat items (three runs)', many(2500)],
+    ['non-flat items between flat ones (a list value, an escape)', many(2500, (i) => (i % 700 === 5 ? JSON.stringify(session(i, { name: `s\u00e9${i}` })).replace('é', '\\u00e9') : i % 900 === 7 ? JSON.stringify({ ...session(i), src_prefix: undefined, qfi: [9] }) : undefined))],
+    ['a bare token that is not JSON in a run (the run is read item by item)', many(2500, (i) => (i === 1500 ? JSON.stringify(session(i)).replace('"qfi":9', '"qfi":tru') : undefined))],
+    ['a number JSON refuses (leading zero) in a run', many(1100, (i) => (i === 1030 ? JSON.stringify(session(i)).replace('"qfi":9', '"qfi":09') : undefined))],
+    ['numbers in other forms in a run', many(40, (i) => (i % 3 === 0 ? JSON.stringify(session(i)).replace('"qfi":9', ['"qfi":9.0', '"qfi":0.9e1', '"qfi":9E0'][i % 3 === 0 ? (i / 3) % 3 : 0]!) : undefined))],
+    ['a key twice in the 2,000th item', many(2500, (i) => (i === 1999 ? JSON.stringify(session(i)).replace('"qfi":9', '"qfi":9,"qfi":8') : undefined))],
+    ['a refused session in the second run', many(2500, (i) => (i === 1300 ? JSON.stringify(session(i, { ue: '10.60.0.1/33' })) : undefined))],
+    ['not ASCII (read item by item)', many(30, (i) => (i === 20 ? JSON.stringify(session(i, { name: 'séance' })) : undefined))],
+    ['an item of 70 keys (past what a flat item holds)', `{"policies": [${JSON.stringify(Object.fromEntries(Array.from({ length: 70 }, (_, i) => [`k${i}`, i])))}]}`],
+    ['true, false and null as values in a run', many(30, (i) => (i === 3 ? JSON.stringify(session(i, { rqi: true })) : i === 4 ? JSON.stringify(session(i, { rqi: false })) : i === 5 ? JSON.stringify(session(i, { name: null })) : undefined))],
+  ])('%s: the same outcome', (_what, text) => {
+    same(text);
+  });
+
   it('generated texts (random spacing, members and item kinds): the same outcome each time', () => {
     const r = xorshift32(19);
     const space = (): string => [' ', '', '\n', '\t', '\r\n  '][r() % 5]!;
