@@ -27,7 +27,7 @@ export function checkDaemonConfig(o: { configPath: string; instance: string; sta
   } catch (e) {
     throw new ConfigError(o.configPath, '', `cannot read the config file: ${(e as Error).message}`);
   }
-  const config = parseConfig(text.toString('utf8'), o.configPath); // throws ConfigError: FILE:LINE: KEYPATH: REASON
+  const config = parseConfig(text.toString('utf8'), o.configPath, undefined, text); // throws ConfigError: FILE:LINE: KEYPATH: REASON
   const lines: string[] = [];
   const n = (x: readonly unknown[] | undefined): number => (x ?? []).length;
   lines.push(

@@ -956,7 +956,7 @@ export class Daemon {
     const bytes = this.#readConfigBytes();
     const utf8 = bytes.toString('utf8');
     hooks?.text(utf8);
-    const config = parseConfig(utf8, this.#o.configPath, hooks?.settings);
+    const config = parseConfig(utf8, this.#o.configPath, hooks?.settings, bytes);
     this.#logConfigWarnings(config);
     return { config, sha: sha256(bytes), bytes };
   }
