@@ -136,8 +136,8 @@ class Planner {
     return this.#set.find(kind, { name });
   }
 
-  #change(kind: RuleKind, key: string, rule: Rule | null): void {
-    const old = this.#cur(kind, key);
+  /** Operation's effect: `key` holds `rule` (null: deleted) where it held `old` (#cur's, looked up once by the caller: at a million rules each lookup is a cache miss or two). */
+  #change(kind: RuleKind, key: string, old: Rule | undefined, rule: Rule | null): void {
     if (old?.name !== undefined) this.#names.get(kind)!.set(old.name, null);
     if (rule?.name !== undefined) this.#names.get(kind)!.set(rule.name, key);
     this.#delta.get(kind)!.set(key, rule);
@@ -175,6 +175,7 @@ class Planner {
       // name's rule deleted whatever its TEID prefix.
       if (name !== undefined && e['teid'] !== undefined) fail(i, `${where}.teid`, 422, 'invalid', `${kind}.teid: goes with ${k.keyName} (the key is the match and the TEID prefix); a delete by name names the rule alone`);
       let key: string | undefined;
+      let old: Rule | undefined;
       if (keyText !== undefined) {
         if (typeof keyText !== 'string') fail(i, `${where}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: expected a prefix as a string`);
         const teid = e['teid'];
@@ -184,7 +185,8 @@ class Planner {
         } catch (err) {
           fail(i, `${where}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: ${(err as Error).message}`);
         }
-        if (this.#cur(kind, key) === undefined) {
+        old = this.#cur(kind, key);
+        if (old === undefined) {
           if (this.#set.learned(kind).has(key)) fail(i, `${where}.${k.keyName}`, 409, 'learned', learnedDeleteText(kind));
           fail(i, `${where}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to delete`);
         }
@@ -196,7 +198,7 @@ class Planner {
           fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(clipped(name, 80))} to delete`);
         }
       }
-      this.#change(kind, key, null);
+      this.#change(kind, key, old ?? this.#cur(kind, key), null);
       counts.deleted++;
       results.push({ op, kind, key });
       return;
@@ -234,7 +236,7 @@ class Planner {
     }
     // The rule parsed just now, held by no one else: named in place.
     const tagged: Rule = placed(rule, API_WHERE);
-    this.#change(kind, key, tagged);
+    this.#change(kind, key, existing, tagged);
     if (op === 'add') counts.added++;
     else counts.replaced++;
     results.push({ op, kind, key });
