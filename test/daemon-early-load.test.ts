@@ -164,6 +164,21 @@ describe.skipIf(!isRoot)('the program loaded while the config is read', () => {
     expect(existsSync(bpffs)).toBe(false);
   });
 
+  it('a JSON config: the settings are read ahead too (before, the load began after every rule was read)', async () => {
+    const before = bpfFds();
+    const json = JSON.stringify({
+      settings: { max_policies: 16, max_localsids: 16, max_sessions: 16 },
+      policies: [
+        { name: 'p1', match: '10.1.0.0/16', sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' },
+        { name: 'p2', match: '10.2.0.0/33', sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' },
+      ],
+    });
+    const { d, log } = daemon(json);
+    await expect(d.prepare()).rejects.toThrow(/policies\[1\]\.match/);
+    expect(log.filter((l) => l['msg'] === 'loading the program while the rules are read').map((l) => l['settings'])).toEqual(['read ahead']);
+    expect(bpfFds()).toEqual(before);
+  });
+
   it('a second daemon for the instance, refused at the lock, unloads the program it loaded on the first one\'s tables', async () => {
     const first = daemon(GOOD, { detachOnExit: true });
     await first.d.start();
