@@ -25,6 +25,7 @@ import { localSidKey, parseTeidPrefix, policyKey, SECTION_KEY, sessionKey, where
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import { RepeatedRowKey, RowKeyedMap } from './row-map.js';
 import { keyTextOrder, POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule } from './rows.js';
+import { FlatPolicies, FlatSessions, type FlatMembers, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
 import { localSidGrowth, mtuTooSmall, sessionGrowth, type Growth } from './mtu-floor.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
@@ -149,7 +150,7 @@ export function parseConfigReadWhole(text: string, file = '<inline>'): Config {
 function parseConfigText(text: string, file: string, onSettings: ((s: Settings) => void) | undefined, streamJson: boolean, bytes?: Uint8Array): Config {
   const src = new Source(file, text);
   let asRead = new RulesAsRead(src);
-  let top: unknown = streamJson ? jsonRulesAsRead(src, text, (key) => asRead.hook(key), bytes) : NOT_STREAMED;
+  let top: unknown = streamJson ? jsonRulesAsRead(src, text, (key) => asRead.hook(key), bytes, (key) => asRead.flatReader(key)) : NOT_STREAMED;
   // Anything the streamed read does not take (or refuses) is read whole, as before: errors worded there.
   if (top === NOT_STREAMED) {
     asRead = new RulesAsRead(src);
@@ -298,6 +299,13 @@ class Section<R> {
       this.#count++;
       this.#end = end;
     }
+    if (v instanceof TakenItem) {
+      if (!this.#refused && i === this.done && v.next === i) {
+        this.done++;
+        return v.add();
+      }
+      v = v.raw();
+    }
     if (this.#refused || i !== this.done) return v;
     const warned = this.#src.warnings.length;
     try {
@@ -338,11 +346,29 @@ class RulesAsRead {
   readonly policies: Section<Policy>;
   readonly localsids: Section<LocalSid>;
   readonly sessions: Section<Session>;
+  readonly #flat: { readonly policies: FlatPolicies; readonly sessions: FlatSessions };
 
   constructor(src: Source) {
-    this.policies = new Section(src, 'policies', readPolicy, new PolicyRows());
+    const policies = new PolicyRows();
+    const sessions = new SessionRows();
+    this.policies = new Section(src, 'policies', readPolicy, policies);
     this.localsids = new Section(src, 'localsids', readLocalSid);
-    this.sessions = new Section(src, 'sessions', readSession, new SessionRows());
+    this.sessions = new Section(src, 'sessions', readSession, sessions);
+    // The flat items they take become rows of the same stores, in list order (Section.item).
+    const defaults: FlatRuleDefaults = {
+      v6: (text) => src.v6Prefixes.get(text) ?? sharedPrefixes.get(text),
+      noSegments: NO_SEGMENTS,
+      srh: 'auto',
+      hopLimit: DEFAULT_HOP_LIMIT,
+      maxSidPrefixLen: MAX_SID_PREFIX_LEN,
+      maxSrcPrefixLen: MAX_SRC_PREFIX_LEN,
+    };
+    this.#flat = { policies: new FlatPolicies(policies, defaults), sessions: new FlatSessions(sessions, defaults) };
+  }
+
+  /** The reader of a rule list's flat items from the bytes (JSON), if the list has one. */
+  flatReader(key: string): FlatRuleReader | undefined {
+    return key === 'policies' || key === 'sessions' ? this.#flat[key] : undefined;
   }
 
   hook(key: string): ItemRead | undefined {
@@ -537,13 +563,13 @@ const NOT_STREAMED = Symbol('not read streamed');
  * (not an object, a syntax error, a repeated key, a `__proto__` member):
  * the caller then reads it whole with JSON.parse, which words the errors.
  */
-function jsonRulesAsRead(src: Source, text: string, hook: ItemHook, bytes: Uint8Array | undefined): unknown {
+function jsonRulesAsRead(src: Source, text: string, hook: ItemHook, bytes: Uint8Array | undefined, flatReader?: (key: string) => FlatRuleReader | undefined): unknown {
   let i = jsonSpace(text, 0);
   if (text.charCodeAt(i) !== 0x7b /* { */) return NOT_STREAMED;
   src.freshStrings();
   const top: Record<string, unknown> = {};
   const ascii = asciiBytes(text, bytes);
-  const got = jsonMembers(text, i, top, hook, ascii === undefined ? undefined : new FlatRuns(text, ascii));
+  const got = jsonMembers(text, i, top, hook, ascii === undefined ? undefined : new FlatRuns(text, ascii), flatReader);
   if (got < 0 || jsonSpace(text, got) !== text.length) {
     src.freshStrings(false);
     return NOT_STREAMED;
@@ -563,7 +589,7 @@ function jsonSpace(text: string, i: number): number {
 }
 
 /** The top-level object at `i` (its `{`) read into `top`; the index past its `}`, or -1. */
-function jsonMembers(text: string, i: number, top: Record<string, unknown>, hook: ItemHook, runs: FlatRuns | undefined): number {
+function jsonMembers(text: string, i: number, top: Record<string, unknown>, hook: ItemHook, runs: FlatRuns | undefined, flatReader: ((key: string) => FlatRuleReader | undefined) | undefined): number {
   i = jsonSpace(text, i + 1);
   if (text.charCodeAt(i) === 0x7d /* } */) return i + 1;
   for (;;) {
@@ -577,6 +603,7 @@ function jsonMembers(text: string, i: number, top: Record<string, unknown>, hook
     if (text.charCodeAt(i) !== 0x3a /* : */) return -1;
     i = jsonSpace(text, i + 1);
     const each = hook(key);
+    if (runs !== undefined) runs.reader = each === undefined ? undefined : flatReader?.(key);
     const end = each !== undefined && text.charCodeAt(i) === 0x5b /* [ */ ? jsonItems(text, i, each, (list) => (top[key] = list), runs) : jsonPiece(text, i, (v) => (top[key] = v));
     if (end < 0) return -1;
     i = jsonSpace(text, end);
@@ -651,65 +678,101 @@ const FLAT_KEYS = 64;
  * JSON.parse refuses (a flat-looking item that is not JSON) is given up:
  * its items are read one by one, where each error is found as before.
  */
-class FlatRuns {
-  /** The item `take` returned. */
+class FlatRuns implements FlatMembers {
+  /** The item `take` returned: a parsed object, or the TakenItem of one a rule reader took. */
   item: unknown;
-  readonly #text: string;
+  /** The list's reader of flat rules (src/config/flat-rules.ts), if it has one: set at each list. */
+  reader: FlatRuleReader | undefined;
+  readonly text: string;
   readonly #b: Uint8Array;
   readonly #starts = new Int32Array(FLAT_RUN);
   readonly #ends = new Int32Array(FLAT_RUN);
+  /** Per item of the run: its slot in the reader, or -1 (parsed: the next of #items). */
+  readonly #slots = new Int32Array(FLAT_RUN);
+  #n = 0;
   #items: unknown[] = [];
+  #nextItem = 0;
   #next = 0;
+  readonly #taken = new TakenItem(this);
   /** No run is read before this index (a refused run's end). */
   #refusedTo = -1;
-  readonly #keyHash = new Int32Array(FLAT_KEYS);
-  readonly #keyAt = new Int32Array(FLAT_KEYS);
-  readonly #keyLen = new Int32Array(FLAT_KEYS);
+  // The members of the item #itemEnd read last (FlatMembers).
+  count = 0;
+  readonly keyHash = new Int32Array(FLAT_KEYS);
+  readonly keyAt = new Int32Array(FLAT_KEYS);
+  readonly keyLen = new Int32Array(FLAT_KEYS);
+  readonly valAt = new Int32Array(FLAT_KEYS);
+  readonly valEnd = new Int32Array(FLAT_KEYS);
+  readonly valString = new Uint8Array(FLAT_KEYS);
 
   constructor(text: string, bytes: Uint8Array) {
-    this.#text = text;
+    this.text = text;
     this.#b = bytes;
   }
 
-  /** The end of the flat item at `i` (its object in `item`), or -1: read it alone. */
+  /** The end of the flat item at `i` (its object, or its TakenItem, in `item`), or -1: read it alone. */
   take(i: number): number {
-    if (this.#next < this.#items.length && this.#starts[this.#next] === i) {
-      this.item = this.#items[this.#next];
-      return this.#ends[this.#next++]!;
+    if (this.#next < this.#n && this.#starts[this.#next] === i) {
+      const k = this.#next++;
+      const slot = this.#slots[k]!;
+      if (slot < 0) this.item = this.#items[this.#nextItem++];
+      else {
+        this.#taken.set(slot, i, this.#ends[k]!);
+        this.item = this.#taken;
+      }
+      return this.#ends[k]!;
     }
-    this.#items = [];
+    this.#n = 0;
     this.#next = 0;
+    this.#items = [];
+    this.#nextItem = 0;
     if (i < this.#refusedTo || !this.#read(i)) return -1;
     return this.take(i);
   }
 
-  /** Read the run of flat items from `i`, separated as the list separates them; false when there is none. */
+  /**
+   * Read the run of flat items from `i`, separated as the list separates
+   * them: those the reader takes into its slots, the others JSON.parse'd
+   * together; false when there is none, or JSON refuses one of them.
+   */
   #read(i: number): boolean {
     const b = this.#b;
+    const reader = this.reader;
     let n = 0;
     let at = i;
+    let parsed = '';
+    let parsedCount = 0;
     while (n < FLAT_RUN) {
       const end = this.#itemEnd(at);
       if (end < 0) break;
       this.#starts[n] = at;
-      this.#ends[n++] = end;
+      this.#ends[n] = end;
+      if (reader !== undefined && reader.read(b, this, n)) this.#slots[n] = n;
+      else {
+        this.#slots[n] = -1;
+        parsed = parsedCount === 0 ? this.text.slice(at, end) : `${parsed},${this.text.slice(at, end)}`;
+        parsedCount++;
+      }
+      n++;
       const k = this.#space(end);
       if (b[k] !== 0x2c /* , */) break;
       at = this.#space(k + 1);
     }
     if (n === 0) return false;
-    const last = this.#ends[n - 1]!;
-    let items: unknown;
-    try {
-      items = JSON.parse(`[${this.#text.slice(i, last)}]`);
-    } catch {
-      items = undefined;
+    let items: unknown = [];
+    if (parsedCount > 0) {
+      try {
+        items = JSON.parse(`[${parsed}]`);
+      } catch {
+        items = undefined;
+      }
     }
-    if (!Array.isArray(items) || items.length !== n) {
-      this.#refusedTo = last;
+    if (!Array.isArray(items) || items.length !== parsedCount) {
+      this.#refusedTo = this.#ends[n - 1]!;
       return false;
     }
     this.#items = items;
+    this.#n = n;
     return true;
   }
 
@@ -728,6 +791,7 @@ class FlatRuns {
     const n = b.length;
     if (b[i] !== 0x7b /* { */) return -1;
     let j = this.#space(i + 1);
+    this.count = 0;
     if (b[j] === 0x7d /* } */) return j + 1;
     let keys = 0;
     for (;;) {
@@ -743,29 +807,33 @@ class FlatRuns {
       }
       const len = j - from;
       for (let k = 0; k < keys; k++) {
-        if (this.#keyHash[k] !== h || this.#keyLen[k] !== len) continue;
-        const other = this.#keyAt[k]!;
+        if (this.keyHash[k] !== h || this.keyLen[k] !== len) continue;
+        const other = this.keyAt[k]!;
         let x = 0;
         while (x < len && b[other + x] === b[from + x]) x++;
         if (x === len) return -1;
       }
       if (keys === FLAT_KEYS) return -1;
-      this.#keyHash[keys] = h;
-      this.#keyAt[keys] = from;
-      this.#keyLen[keys++] = len;
+      const key = keys++;
+      this.keyHash[key] = h;
+      this.keyAt[key] = from;
+      this.keyLen[key] = len;
       j = this.#space(j + 1);
       if (b[j] !== 0x3a /* : */) return -1;
       j = this.#space(j + 1);
       if (b[j] === 0x22) {
+        this.valAt[key] = j + 1;
         for (j++; ; j++) {
           if (j >= n) return -1;
           const c = b[j]!;
           if (c === 0x22) break;
           if (c === 0x5c) return -1;
         }
+        this.valEnd[key] = j;
+        this.valString[key] = 1;
         j++;
       } else {
-        // A bare token, up to a separator (JSON.parse checks it is one).
+        // A bare token, up to a separator (JSON.parse, or the rule reader that takes it, checks it is one).
         const from = j;
         for (; j < n; j++) {
           const c = b[j]!;
@@ -773,12 +841,49 @@ class FlatRuns {
           if (c === 0x22 || c === 0x7b || c === 0x5b || c === 0x5d) return -1;
         }
         if (j === from) return -1;
+        this.valAt[key] = from;
+        this.valEnd[key] = j;
+        this.valString[key] = 0;
       }
+      this.count = keys;
       j = this.#space(j);
       if (b[j] === 0x7d) return j + 1;
       if (b[j] !== 0x2c) return -1;
       j = this.#space(j + 1);
     }
+  }
+}
+
+/**
+ * A flat item a rule reader took (FlatRuns.take's item, one object reused
+ * for each): the list's reader adds its row when it reaches it, or, when
+ * the item is to be read as an object after all (the list was refused
+ * before it), parses its text, which the rule reader took as valid JSON.
+ */
+class TakenItem {
+  #slot = 0;
+  #at = 0;
+  #end = 0;
+
+  constructor(readonly runs: FlatRuns) {}
+
+  set(slot: number, at: number, end: number): void {
+    this.#slot = slot;
+    this.#at = at;
+    this.#end = end;
+  }
+
+  /** The list index the reader's next row gets. */
+  get next(): number {
+    return this.runs.reader!.next;
+  }
+
+  add(): unknown {
+    return this.runs.reader!.add(this.#slot);
+  }
+
+  raw(): unknown {
+    return JSON.parse(this.runs.text.slice(this.#at, this.#end));
   }
 }
 

@@ -22,7 +22,7 @@ import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js
 import type { Policy, Session, SrhMode, TeidPrefix, Where } from './types.js';
 
 /** What many rules share, one object for all of them. */
-interface SessionProfile {
+export interface SessionProfile {
   readonly isd: Ipv6Prefix;
   readonly srcPrefix: Ipv6Prefix;
   readonly segments: readonly Ipv6Addr[];
@@ -31,7 +31,7 @@ interface SessionProfile {
   readonly mtu: number | undefined;
 }
 
-interface PolicyProfile {
+export interface PolicyProfile {
   readonly srPrefix: Ipv6Prefix;
   readonly sid: Ipv6Addr | undefined;
   readonly srcPrefix: Ipv6Prefix;
@@ -150,8 +150,25 @@ export class SessionRows {
    * Undefined when it cannot be a row (its `where` is not its index): the caller keeps the object.
    */
   add(s: Session): SessionRule | undefined {
+    if (s.where !== this.count) return undefined;
+    const profile = this.profiles.id({ isd: s.isd, srcPrefix: s.srcPrefix, segments: s.segments, srh: s.srh, hopLimit: s.hopLimit, mtu: s.mtu });
+    const i = this.#row(s.ue.family === 4 ? s.ue.prefix.addr : 0, s.ue.family === 4 ? s.ue.prefix.len : 255, s.teid, s.qfi | (s.rqi ? 64 : 0), s.endpoint, s.source, profile);
+    if (s.ue.family === 6) this.#ue6.set(i, s.ue.prefix);
+    if (s.name !== undefined) this.#names.set(i, s.name);
+    return new SessionRule(this, i);
+  }
+
+  /**
+   * The next row from its values (src/config/flat-rules.ts, which read them
+   * from the file's bytes): an IPv4 UE, no name, `profile` shared as a
+   * reader's is (the same object for the same values).
+   */
+  addFields(ue4: number, ueLen: number, teid: number, qos: number, endpoint: number, source: number, profile: SessionProfile): SessionRule {
+    return new SessionRule(this, this.#row(ue4, ueLen, teid, qos, endpoint, source, this.profiles.id(profile)));
+  }
+
+  #row(ue4: number, ueLen: number, teid: number, qos: number, endpoint: number, source: number, profile: number): number {
     const i = this.count;
-    if (s.where !== i) return undefined;
     const n = i + 1;
     if (n > this.#teid.length) {
       this.#ue4 = grown(this.#ue4, n);
@@ -162,21 +179,15 @@ export class SessionRows {
       this.#source = grown(this.#source, n);
       this.#profile = grown(this.#profile, n);
     }
-    if (s.ue.family === 4) {
-      this.#ue4[i] = s.ue.prefix.addr;
-      this.#ueLen[i] = s.ue.prefix.len;
-    } else {
-      this.#ue6.set(i, s.ue.prefix);
-      this.#ueLen[i] = 255;
-    }
-    this.#teid[i] = s.teid;
-    this.#qos[i] = s.qfi | (s.rqi ? 64 : 0);
-    this.#endpoint[i] = s.endpoint;
-    this.#source[i] = s.source;
-    this.#profile[i] = this.profiles.id({ isd: s.isd, srcPrefix: s.srcPrefix, segments: s.segments, srh: s.srh, hopLimit: s.hopLimit, mtu: s.mtu });
-    if (s.name !== undefined) this.#names.set(i, s.name);
+    this.#ue4[i] = ue4;
+    this.#ueLen[i] = ueLen;
+    this.#teid[i] = teid;
+    this.#qos[i] = qos;
+    this.#endpoint[i] = endpoint;
+    this.#source[i] = source;
+    this.#profile[i] = profile;
     this.count = n;
-    return new SessionRule(this, i);
+    return i;
   }
 
   name(i: number): string | undefined {
@@ -335,8 +346,20 @@ export class PolicyRows {
 
   /** As SessionRows.add. */
   add(p: Policy): PolicyRule | undefined {
+    if (p.where !== this.count) return undefined;
+    const profile = this.profiles.id({ srPrefix: p.srPrefix, sid: p.sid, srcPrefix: p.srcPrefix, segments: p.segments, srh: p.srh, hopLimit: p.hopLimit, mtu: p.mtu });
+    const i = this.#row(p.match.addr, p.match.len, p.teid?.value ?? 0, p.teid?.len ?? 0, profile);
+    if (p.name !== undefined) this.#names.set(i, p.name);
+    return new PolicyRule(this, i);
+  }
+
+  /** As SessionRows.addFields: no name; teidLen 0 for none. */
+  addFields(match: number, matchLen: number, teid: number, teidLen: number, profile: PolicyProfile): PolicyRule {
+    return new PolicyRule(this, this.#row(match, matchLen, teid, teidLen, this.profiles.id(profile)));
+  }
+
+  #row(match: number, matchLen: number, teid: number, teidLen: number, profile: number): number {
     const i = this.count;
-    if (p.where !== i) return undefined;
     const n = i + 1;
     if (n > this.#match.length) {
       this.#match = grown(this.#match, n);
@@ -345,16 +368,13 @@ export class PolicyRows {
       this.#teidLen = grown(this.#teidLen, n);
       this.#profile = grown(this.#profile, n);
     }
-    this.#match[i] = p.match.addr;
-    this.#matchLen[i] = p.match.len;
-    if (p.teid !== undefined) {
-      this.#teid[i] = p.teid.value;
-      this.#teidLen[i] = p.teid.len;
-    }
-    this.#profile[i] = this.profiles.id({ srPrefix: p.srPrefix, sid: p.sid, srcPrefix: p.srcPrefix, segments: p.segments, srh: p.srh, hopLimit: p.hopLimit, mtu: p.mtu });
-    if (p.name !== undefined) this.#names.set(i, p.name);
+    this.#match[i] = match;
+    this.#matchLen[i] = matchLen;
+    this.#teid[i] = teid;
+    this.#teidLen[i] = teidLen;
+    this.#profile[i] = profile;
     this.count = n;
-    return new PolicyRule(this, i);
+    return i;
   }
 
   name(i: number): string | undefined {
