@@ -14,8 +14,10 @@
  *
  * Open addressing with linear probing; a delete shifts the entries after it
  * back (no tombstones), so churn never degrades the probes nor calls for a
- * rebuild. SHARDS tables, chosen by the hash's top bits, each doubling on
- * its own when three slots in four would be used: a growth is a pass over
+ * rebuild. SHARDS tables, chosen by the hash's top bits, each growing by
+ * half on its own when three slots in four would be used (by double before
+ * session 45: memory for a million keys put in steps was up to two slots a
+ * key, now at most 1.5 x 4/3): a growth is a pass over
  * one shard's keys, written at random places of its new arrays (bound by
  * memory: one table of 786,432 keys took 200 ms to double; the worst step
  * while inserting two million keys here is 14 ms), and memory follows the
@@ -42,6 +44,11 @@ const MIN_SLOTS = 16;
  */
 function slotsFor(entries: number): number {
   return Math.max(MIN_SLOTS, Math.ceil((entries * 4) / 3));
+}
+
+/** The slots a shard of `slots` grows to for `entries`: by half at least (a growth is a pass over its keys: geometric, so a fill in steps costs each key a few passes in all). */
+function grownSlots(slots: number, entries: number): number {
+  return Math.max(slotsFor(entries), Math.ceil(slots * 1.5));
 }
 
 /** The hash bits below the shard's (the home slot comes from them). */
@@ -129,7 +136,7 @@ class Shard {
   /** Add the key at `k[kat, kat + len)` with its value; false (nothing changed) when it is there. */
   addBytes(h: number, k: Uint8Array, kat: number, value: number): boolean {
     if (this.findBytes(h, k, kat) >= 0) return false;
-    if (slotsFor(this.count + 1) > this.slots) this.resize(this.slots * 2);
+    if (slotsFor(this.count + 1) > this.slots) this.resize(grownSlots(this.slots, this.count + 1));
     const s = this.emptySlot(h);
     // Byte by byte: a view of the key (subarray) would be an object per key.
     for (let i = 0, a = s * this.len; i < this.len; i++) this.keys[a + i] = k[kat + i]!;
@@ -165,7 +172,7 @@ class Shard {
       return false;
     }
     // The key's bytes are checked as they are copied: the slot is taken (its hash set) only after.
-    if (slotsFor(this.count + 1) > this.slots) this.resize(this.slots * 2);
+    if (slotsFor(this.count + 1) > this.slots) this.resize(grownSlots(this.slots, this.count + 1));
     const s = this.emptySlot(h);
     const b = this.keys;
     const at = s * this.len;
@@ -259,17 +266,27 @@ export class KeyIndex {
    * many keys grows each shard once, to its size, instead of doubling it
    * several times over.
    *
-   * A shard that must grow grows by half its size at least: reserves in
+   * A shard holding keys grows only when its own keys and its share of
+   * the new ones need it, and then by half its size at least: reserves in
    * steps (each batch request of 10,000 rules reserves its own) otherwise
    * rebuilt every shard at every step, exactly to the step's size, and
    * the steps' cost grew with the keys held (12 of the 94 s of a million
-   * sessions and a million policies put through /v1/batch).
+   * sessions and a million policies put through /v1/batch). The margin is
+   * on the new keys only: on the total, a step of a few keys after a
+   * million grew every shard by half (22.5 -> 33.7 MB; found in review).
    */
   reserve(entries: number): void {
     // The margin covers the spread of the tables' keys (a million policy or session keys: 16,384 a
     // shard, within 20 of it); a shard that gets more (keys that hash unevenly) grows on its own, once.
-    const slots = slotsFor(Math.ceil((entries / KEY_INDEX_SHARDS) * 1.05) + 64);
-    for (const t of this.#shards) if (t.slots < slots) t.resize(t.count === 0 ? slots : Math.max(slots, Math.ceil(t.slots * 1.5)));
+    const add = Math.max(0, entries - this.#count);
+    if (add === 0) return;
+    const share = Math.ceil((add / KEY_INDEX_SHARDS) * 1.05);
+    for (const t of this.#shards) {
+      if (t.count === 0) {
+        const slots = slotsFor(share + 64);
+        if (t.slots < slots) t.resize(slots);
+      } else if (t.slots < slotsFor(t.count + share)) t.resize(grownSlots(t.slots, t.count + share));
+    }
   }
 
   #shard(h: number): Shard {

@@ -125,6 +125,20 @@ describe('KeyIndex answers as a Map of the key texts', () => {
     expect(t.bytes / 20).toBeLessThanOrEqual(200_000 * (4 / 3) * 1.05 * 1.5 + 64 * 200);
   });
 
+  it('a reserve of a few more keys after a large fill grows nothing (the margin is on the new keys)', () => {
+    const t = new KeyIndex(12);
+    t.reserve(200_000);
+    for (let i = 0; i < 200_000; i++) t.set(keyOf(i, 12), i);
+    const bytes = t.bytes;
+    // Before: the 5 % margin (and 64 keys) on the total asked every shard for more than it had, and each
+    // grew by half (x 1.42 in all); now only a shard whose keys and share of the new ones need it.
+    t.reserve(200_000 + 2000);
+    expect(t.bytes).toBeLessThan(bytes * 1.1);
+    for (let i = 200_000; i < 202_000; i++) t.set(keyOf(i, 12), i);
+    expect(t.size).toBe(202_000);
+    for (let i = 0; i < 202_000; i += 17) expect(t.get(keyOf(i, 12))).toBe(i);
+  });
+
   it('reserves about 1.5 slots a key for a million keys, not 2 (slots are not a power of two)', () => {
     const t = new KeyIndex(12);
     t.reserve(1 << 20);
