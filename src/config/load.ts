@@ -356,7 +356,7 @@ class RulesAsRead {
     this.sessions = new Section(src, 'sessions', readSession, sessions);
     // The flat items they take become rows of the same stores, in list order (Section.item).
     const defaults: FlatRuleDefaults = {
-      v6: (text) => src.v6Prefixes.get(text) ?? sharedPrefixes.get(text),
+      v6: (text) => sharedV6Prefix(src, text),
       noSegments: NO_SEGMENTS,
       srh: 'auto',
       hopLimit: DEFAULT_HOP_LIMIT,
@@ -1651,13 +1651,38 @@ function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why
         warn(w, r);
       }),
     );
-    if (!warned && shared) {
-      src.v6Prefixes.set(s, p);
-      if (sharedPrefixes.size >= SHARED_TEXTS) sharedPrefixes.clear();
-      sharedPrefixes.set(src.kept(s), p);
-    }
+    if (!warned && shared) keepShared(src, s, p);
   }
   if (p.len > maxLen) src.fail(path, `${s}: prefix length /${p.len} is too long; ${why}`);
+  return p;
+}
+
+/** Text `s` shares prefix object `p` from now on (it parsed without a warning). */
+function keepShared(src: Source, s: string, p: Ipv6Prefix): void {
+  src.v6Prefixes.set(s, p);
+  if (sharedPrefixes.size >= SHARED_TEXTS) sharedPrefixes.clear();
+  sharedPrefixes.set(src.kept(s), p);
+}
+
+/**
+ * The prefix object readIpv6Prefix (shared) gives text `s`, for the flat
+ * readers (src/config/flat-rules.ts): the shared one, else `s` parsed and
+ * shared from now on, as readIpv6Prefix does; undefined when `s` does not
+ * parse or draws a warning (the rule reader then words it). Its length is
+ * the caller's to check, per field.
+ */
+function sharedV6Prefix(src: Source, s: string): Ipv6Prefix | undefined {
+  const cached = src.v6Prefixes.get(s) ?? sharedPrefixes.get(s);
+  if (cached !== undefined) return cached;
+  let warned = false;
+  let p: Ipv6Prefix;
+  try {
+    p = parseIpv6Prefix(s, IN_GUARD, () => (warned = true));
+  } catch {
+    return undefined;
+  }
+  if (warned) return undefined;
+  keepShared(src, s, p);
   return p;
 }
 

@@ -201,14 +201,16 @@ describe('rules read from the bytes (flat items), held to the whole read', () =>
   it('plain files: every item taken, rows equal to the rule reader\'s', () => {
     const takenSessions = vi.spyOn(FlatSessions.prototype, 'add');
     const takenPolicies = vi.spyOn(FlatPolicies.prototype, 'add');
-    const sessions = Array.from({ length: 3000 }, (_, i) => `{"ue":"10.1.${i >> 8}.${i & 255}/32","teid":"0x${(i + 1).toString(16)}","qfi":${i % 64},"rqi":${i % 2 === 0},"endpoint":"192.0.2.${i & 255}","source":"198.51.100.1","isd":"2001:db8:2::/48","src_prefix":"2001:db8:ffff::/64"}`);
-    const policies = Array.from({ length: 3000 }, (_, i) => `{"match":"100.64.${i >> 8}.${i & 255}/32","teid":"${i}/32","sr_prefix":"2001:db9:1::/48","src_prefix":"2001:db8:ffff::/64"}`);
+    // Prefix texts no other test gives, changing every 500 items (within runs of 1,024).
+    const sessions = Array.from({ length: 3000 }, (_, i) => `{"ue":"10.1.${i >> 8}.${i & 255}/32","teid":"0x${(i + 1).toString(16)}","qfi":${i % 64},"rqi":${i % 2 === 0},"endpoint":"192.0.2.${i & 255}","source":"198.51.100.1","isd":"2001:db8:4${Math.floor(i / 500)}::/48","src_prefix":"2001:db8:fff${Math.floor(i / 500)}::/64"}`);
+    const policies = Array.from({ length: 3000 }, (_, i) => `{"match":"100.64.${i >> 8}.${i & 255}/32","teid":"${i}/32","sr_prefix":"2001:db9:4${Math.floor(i / 500)}::/48","src_prefix":"2001:db8:ffe${Math.floor(i / 500)}::/64"}`);
     const text = `{"settings": {"max_sessions": 4000, "max_policies": 4000}, "policies": [${policies.join(',')}], "sessions": [${sessions.join(',')}]}`;
     const got = outcome(() => parseConfig(text, FILE));
     expect(got).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
-    // The first item of each prefix text is read by the rule reader (which makes its prefix object; a test before may have), the rest taken.
-    expect(takenSessions.mock.calls.length).toBeGreaterThanOrEqual(2999);
-    expect(takenPolicies.mock.calls.length).toBeGreaterThanOrEqual(2999);
+    // Every one, the first of each prefix text too (found in review: a text first met in a run was declined for the
+    // rest of the run, the first 1,024 items of a file; this test passed only after tests that had met the texts).
+    expect(takenSessions.mock.calls.length).toBe(3000);
+    expect(takenPolicies.mock.calls.length).toBe(3000);
   });
 
   it('an error before taken items: they are read again as objects, and the error is the first one', () => {
