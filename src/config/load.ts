@@ -25,7 +25,7 @@ import { localSidKey, parseTeidPrefix, policyKey, SECTION_KEY, sessionKey, where
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import { RepeatedRowKey, RowKeyedMap } from './row-map.js';
 import { keyTextOrder, POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule } from './rows.js';
-import { FlatPolicies, FlatSessions, type FlatMembers, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
+import { FLAT_SLOTS, FlatPolicies, FlatSessions, type FlatMembers, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
 import { localSidGrowth, mtuTooSmall, sessionGrowth, type Growth } from './mtu-floor.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
@@ -662,8 +662,8 @@ function asciiBytes(text: string, bytes: Uint8Array | undefined): Uint8Array | u
   return Buffer.from(text, 'latin1');
 }
 
-/** Items a run holds at most (one JSON.parse of their text, about 130 KB for sessions). */
-const FLAT_RUN = 1024;
+/** Items a run holds at most (one JSON.parse of their text, about 130 KB for sessions): the flat readers' slots, one an item. */
+const FLAT_RUN = FLAT_SLOTS;
 /** Keys a flat item has at most. */
 const FLAT_KEYS = 64;
 

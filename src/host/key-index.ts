@@ -15,9 +15,9 @@
  * Open addressing with linear probing; a delete shifts the entries after it
  * back (no tombstones), so churn never degrades the probes nor calls for a
  * rebuild. SHARDS tables, chosen by the hash's top bits, each growing by
- * half on its own when three slots in four would be used (by double before
- * session 45: memory for a million keys put in steps was up to two slots a
- * key, now at most 1.5 x 4/3): a growth is a pass over
+ * half on its own when three slots in four would be used (it doubled
+ * before session 45: just after a growth a shard held 2.7 slots a key,
+ * now 2): a growth is a pass over
  * one shard's keys, written at random places of its new arrays (bound by
  * memory: one table of 786,432 keys took 200 ms to double; the worst step
  * while inserting two million keys here is 14 ms), and memory follows the
