@@ -657,9 +657,14 @@ function jsonItems(text: string, i: number, each: ItemRead, done: (list: unknown
  * its items are read one by one.
  */
 function asciiBytes(text: string, bytes: Uint8Array | undefined): Uint8Array | undefined {
-  if (bytes !== undefined && bytes.length === text.length && isAscii(bytes)) return bytes;
+  if (bytes !== undefined && asciiText(text, bytes)) return bytes;
   if (Buffer.byteLength(text, 'utf8') !== text.length) return undefined;
   return Buffer.from(text, 'latin1');
+}
+
+/** Whether `bytes`, the UTF-8 of `text`, are ASCII: one byte a character, so an index is the same in both. */
+export function asciiText(text: string, bytes: Uint8Array): boolean {
+  return bytes.length === text.length && isAscii(bytes);
 }
 
 /** Items a run holds at most (one JSON.parse of their text, about 130 KB for sessions): the flat readers' slots, one an item. */

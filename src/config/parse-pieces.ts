@@ -6,7 +6,7 @@
 import { isAscii } from 'node:buffer';
 import { createInflateRaw, inflateRawSync } from 'node:zlib';
 import { SECTION_KEY } from './keys.js';
-import { itemSpansOf, type ItemSpans } from './load.js';
+import { asciiText, itemSpansOf, type ItemSpans } from './load.js';
 import { plainRule } from './rows.js';
 import type { Config, RuleSection } from './types.js';
 
@@ -157,7 +157,7 @@ export async function sameAsBefore(config: Config, text: string, bytes: Uint8Arr
   if (spans === undefined) return {};
   const own = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const held = previous.held;
-  if ('deflated' in held && own.length === text.length && isAscii(own)) {
+  if ('deflated' in held && asciiText(text, own)) {
     const same = await streamed(own, spans, previous.spans, held.deflated);
     if (same !== undefined) return same;
   }

@@ -390,10 +390,11 @@ export function writeSessionKey(ue: Session['ue'], b: Buffer, o: number): void {
 }
 
 /**
- * The outer addresses of a session, composed once (the program copies
+ * The outer addresses of a session as 128-bit numbers (the program copies
  * them): DA = isd | endpoint | Args.Mob.Session(qfi, rqi, U = 0, teid), SA =
  * src_prefix | source, exactly End.M.GTP4.E's SID and source (RFC 9433 §6.1,
- * §6.6).
+ * §6.6). writeSession writes the same as bytes (putSessionAddresses), and
+ * comes here for the values the encoders refuse, to word the error.
  */
 export function sessionAddresses(s: Session): { da: bigint; sa: bigint } {
   return {
@@ -456,8 +457,9 @@ function putSessionAddresses(s: Session, b: Buffer, o: number, oSa: number): voi
   const P = s.srcPrefix.len;
   if (!(Number.isInteger(L) && L >= 0 && L <= MAX_SID_PREFIX_LEN) || !(Number.isInteger(P) && P >= 0 && P <= MAX_SRC_PREFIX_LEN)) {
     // The BigInt encoders word the error.
-    putIpv6(b, o, encodeGtp4Sid(s.isd, s.endpoint, { qfi: s.qfi as Qfi, r: s.rqi, u: false, teid: s.teid as Teid }));
-    putIpv6(b, oSa, encodeGtp4Src(s.srcPrefix, s.source));
+    const { da, sa } = sessionAddresses(s);
+    putIpv6(b, o, da);
+    putIpv6(b, oSa, sa);
     return;
   }
   const endpoint = ipv4Addr(s.endpoint);
