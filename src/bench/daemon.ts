@@ -83,7 +83,7 @@
  * first failed request).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { appendFileSync, closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { Agent, request, type IncomingMessage } from 'node:http';
 import { availableParallelism, cpus, loadavg, release } from 'node:os';
 import { join } from 'node:path';
@@ -1490,7 +1490,8 @@ async function main(): Promise<number> {
     }
     return 2;
   } finally {
-    if (o.daemonLog !== undefined) writeFileSync(o.daemonLog, log);
+    // (i) writes its daemons' logs itself, as each stops.
+    if (o.daemonLog !== undefined && o.sessions === undefined) writeFileSync(o.daemonLog, log);
     // After a signal, the handler reports and exits; wait for the same cleanup here.
     const problems = await env.cleanup();
     if (!signalled) for (const p of problems) process.stderr.write(`cleanup: ${p}\n`);
@@ -1593,10 +1594,13 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
       await new Promise((r) => setTimeout(r, 5));
     }
   };
+  let logs = 0;
   const stop = async (d: ChildProcess): Promise<void> => {
     agent.destroy();
     d.kill('SIGTERM');
     await new Promise<void>((r) => (d.exitCode !== null || d.signalCode !== null ? r() : d.once('exit', () => r())));
+    // Each daemon's log in turn (the file load's, then the batch load's).
+    if (o.daemonLog !== undefined) (logs++ === 0 ? writeFileSync : appendFileSync)(o.daemonLog, log);
     await run('node', [MUP_BIN, 'teardown', '--instance', env.instance, '--bpffs', env.bpffs, '--netns', env.ns]);
     rmSync(env.stateFile, { force: true });
   };
