@@ -345,6 +345,22 @@ describe.skipIf(!haveObject)('changes of new keys only (a first fill, API batche
     expect(() => d.rules.apply({ putPolicies: more.policies })).toThrow(TablesFullError);
     expect(d.rules.policyCount).toBe(4);
   });
+  it('one id left: a change of a new key and then a replace (the ids run out at the replace, which needs none) is not refused as full', () => {
+    const three = parseConfig(
+      `settings: { forwarding: tx, max_policies: 4 }\npolicies:\n${Array.from({ length: 3 }, (_, i) => `  - { match: 10.3.${i}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }`).join('\n')}\n`,
+      'three.yaml',
+    );
+    const d = dataplane(three);
+    // The new key takes the last id; the second key is in the tables: found as such when no id is left for it.
+    const change = parseConfig(
+      'settings: { forwarding: tx, max_policies: 4 }\npolicies:\n' +
+        '  - { match: 10.3.9.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n' +
+        '  - { match: 10.3.1.0/24, sr_prefix: "2001:db8:4::/48", src_prefix: "2001:db8:ff::/64" }\n',
+      'change.yaml',
+    );
+    expect(d.rules.apply({ putPolicies: change.policies })).toEqual({ added: 1, replaced: 1, deleted: 0, unchanged: 0 });
+    expect(d.rules.policyCount).toBe(4);
+  });
   it('an address-only entry a failed write left out is made by the next TEID key of its address, as the change path does', () => {
     const twin = (): Dataplane => dataplane(parseConfig(SETTINGS, 'empty.yaml'));
     const teids = (from: number, n: number): readonly Policy[] =>

@@ -2036,20 +2036,34 @@ export class Tables {
         const r = list[i]!;
         const plen = plenOf(r);
         writeKey(r, fill.keys, i * ks);
-        // In the tables already (a replace, which takes no id), or twice in the list: the change path's.
-        if (mirror.keys.hasBytes(fill.keys, i * ks)) {
-          fill.undo(0);
-          return undefined;
-        }
         // Room for all at once (one growth of each shard), once the first key is known to be new.
-        if (i === 0) mirror.keys.reserve(mirror.size + list.length);
-        const rule = take();
+        if (i === 0) {
+          if (mirror.keys.hasBytes(fill.keys, 0)) {
+            fill.undo(0);
+            return undefined;
+          }
+          mirror.keys.reserve(mirror.size + list.length);
+        }
+        let rule: number | undefined;
+        try {
+          rule = take();
+        } catch (e) {
+          // A full table: a key in the tables already (or twice) is still the change path's, as it was before the id.
+          if (mirror.keys.hasBytes(fill.keys, i * ks)) rule = undefined;
+          else throw e;
+        }
         if (rule === undefined) {
           fill.undo(0);
           return undefined;
         }
         const da = policies && plen > 32 ? fill.keys.readUInt32BE(i * ks + PK_DADDR) : undefined;
-        mirror.addBytes(fill.keys, i * ks, rule, plen, kept(r));
+        // In the tables already (a replace, which takes no id), or twice in the list: the change path's. Found by
+        // the add itself (one probe of the index: a look first, then the add, made three and two hashes a key).
+        if (!mirror.addBytes(fill.keys, i * ks, rule, plen, kept(r))) {
+          ids.untake([rule]);
+          fill.undo(0);
+          return undefined;
+        }
         if (da !== undefined && !seen.has(da)) {
           seen.add(da);
           teidAddrs.push(da);

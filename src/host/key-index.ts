@@ -135,9 +135,17 @@ class Shard {
 
   /** Add the key at `k[kat, kat + len)` with its value; false (nothing changed) when it is there. */
   addBytes(h: number, k: Uint8Array, kat: number, value: number): boolean {
-    if (this.findBytes(h, k, kat) >= 0) return false;
-    if (slotsFor(this.count + 1) > this.slots) this.resize(grownSlots(this.slots, this.count + 1));
-    const s = this.emptySlot(h);
+    // One probe: it ends at the key, or at the empty slot the key goes to (found again only after a growth).
+    const hashes = this.hashes;
+    let s = this.home(h);
+    for (let x = hashes[s]!; x !== 0; x = hashes[s]!) {
+      if (x === h && this.sameBytes(s, k, kat)) return false;
+      s = this.next(s);
+    }
+    if (slotsFor(this.count + 1) > this.slots) {
+      this.resize(grownSlots(this.slots, this.count + 1));
+      s = this.emptySlot(h);
+    }
     // Byte by byte: a view of the key (subarray) would be an object per key.
     for (let i = 0, a = s * this.len; i < this.len; i++) this.keys[a + i] = k[kat + i]!;
     this.hashes[s] = h;
