@@ -193,6 +193,14 @@ export class SessionRows {
   name(i: number): string | undefined {
     return this.#names.size === 0 ? undefined : this.#names.get(i);
   }
+  /** Row i's IPv4 UE prefix into `into` ([address, length]); false for an IPv6 one (ue() has it). */
+  ue4(i: number, into: Uint32Array): boolean {
+    const len = this.#ueLen[i]!;
+    if (len === 255) return false;
+    into[0] = this.#ue4[i]!;
+    into[1] = len;
+    return true;
+  }
   ue(i: number): Session['ue'] {
     const len = this.#ueLen[i]!;
     if (len === 255) return { family: 6, prefix: this.#ue6.get(i)! };
@@ -288,6 +296,19 @@ export class SessionRule extends RowRule<SessionRows> implements Session {
   static keyBytesOf(r: Session, into: Uint8Array): void {
     if (r instanceof SessionRule) r.store.keyBytes(r.row, into);
     else sessionKeyBytes(r.ue, into);
+  }
+  /**
+   * A session's IPv4 UE prefix into `into` ([address, length]), a row's read
+   * from its columns without the two objects its `ue` makes (a fill of the
+   * tables reads it for every session); false for an IPv6 UE.
+   */
+  static ue4Of(r: Session, into: Uint32Array): boolean {
+    if (r instanceof SessionRule) return r.store.ue4(r.row, into);
+    const ue = r.ue;
+    if (ue.family !== 4) return false;
+    into[0] = ue.prefix.addr;
+    into[1] = ue.prefix.len;
+    return true;
   }
   get ue(): Session['ue'] {
     return this.store.ue(this.row);
@@ -390,6 +411,13 @@ export class PolicyRows {
   profile(i: number): PolicyProfile {
     return this.profiles.list[this.#profile[i]!]!;
   }
+  /** Row i's key fields into `into`: match address, its length, TEID value, TEID length (0: none). */
+  keyFields(i: number, into: Uint32Array): void {
+    into[0] = this.#match[i]!;
+    into[1] = this.#matchLen[i]!;
+    into[2] = this.#teid[i]!;
+    into[3] = this.#teidLen[i]!;
+  }
   /** Row i's key bytes (POLICY_KEY_BYTES) into `into`. */
   keyBytes(i: number, into: Uint8Array): void {
     put32(into, 0, this.#match[i]!);
@@ -405,6 +433,22 @@ export class PolicyRule extends RowRule<PolicyRows> implements Policy {
   static keyBytesOf(r: Policy, into: Uint8Array): void {
     if (r instanceof PolicyRule) r.store.keyBytes(r.row, into);
     else policyKeyBytes(r.match, r.teid, into);
+  }
+  /**
+   * A policy's key fields into `into` (match address, its length, TEID
+   * value, TEID length: 0 for none), a row's read from its columns without
+   * the objects its `match` and `teid` make (a fill of the tables reads
+   * them for every policy).
+   */
+  static keyFieldsOf(r: Policy, into: Uint32Array): void {
+    if (r instanceof PolicyRule) {
+      r.store.keyFields(r.row, into);
+      return;
+    }
+    into[0] = r.match.addr;
+    into[1] = r.match.len;
+    into[2] = r.teid?.value ?? 0;
+    into[3] = r.teid?.len ?? 0;
   }
   get match(): Ipv4Prefix {
     return this.store.match(this.row);

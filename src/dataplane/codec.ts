@@ -240,9 +240,16 @@ export function encodePolicyKey(match: Ipv4Prefix, into?: Buffer, at = 0, teid?:
 
 /** encodePolicyKey into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
 export function writePolicyKey(match: Ipv4Prefix, teid: TeidPrefix | undefined, b: Buffer, o: number): void {
-  u32le(b, o + PK.plen.offset, teid === undefined ? match.len : 32 + teid.len);
-  u32be(b, o + PK.daddr.offset, match.addr);
-  u32be(b, o + PK.teid.offset, teid?.value ?? 0);
+  writePolicyKeyFields(match.addr, match.len, teid?.value ?? 0, teid?.len ?? 0, b, o);
+}
+
+/** writePolicyKey from the fields (teidLen 0: no TEID prefix, which a /0 is: config/keys.ts parseTeidPrefix); returns the key's prefix length. */
+export function writePolicyKeyFields(addr: number, len: number, teidValue: number, teidLen: number, b: Buffer, o: number): number {
+  const plen = teidLen === 0 ? len : 32 + teidLen;
+  u32le(b, o + PK.plen.offset, plen);
+  u32be(b, o + PK.daddr.offset, addr);
+  u32be(b, o + PK.teid.offset, teidValue);
+  return plen;
 }
 
 /**
@@ -379,6 +386,13 @@ export function encodeSessionKey(ue: Session['ue'], into?: Buffer, at = 0): Buff
   const b = target(LAYOUTS.mup_session_key.size, into, at);
   writeSessionKey(ue, b, 0);
   return b;
+}
+
+/** writeSessionKey of an IPv4 UE prefix from its fields. */
+export function writeSessionKey4(addr: number, len: number, b: Buffer, o: number): void {
+  u8(b, o + SK.family.offset, 4);
+  u8(b, o + SK.plen.offset, len);
+  u32be(b, o + SK.addr.offset, addr);
 }
 
 /** encodeSessionKey into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */

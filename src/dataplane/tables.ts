@@ -30,6 +30,7 @@
 import { KeyIndex } from '../host/key-index.js';
 import { ShardedMap, ShardedSet } from '../host/sharded-map.js';
 import { DEFAULT_MAX_SESSIONS } from '../config/load.js';
+import { PolicyRule, SessionRule } from '../config/rows.js';
 import type { LocalSid, Policy, Session, Settings, TeidPrefix } from '../config/types.js';
 import type { Ipv4Prefix, Ipv6Prefix } from '../sid/types.js';
 import {
@@ -55,8 +56,10 @@ import {
   writeLocalSidKey,
   writePolicy,
   writePolicyKey,
+  writePolicyKeyFields,
   writeSession,
   writeSessionKey,
+  writeSessionKey4,
   type ConfigFields,
 } from './codec.js';
 import {
@@ -202,6 +205,9 @@ const ZERO_CHUNK = 8192;
  * batch must not hold the loop for its whole write).
  */
 type TableStep = number | undefined;
+
+/** A rule's key fields as a fill reads them (PolicyRule.keyFieldsOf, SessionRule.ue4Of): no object per rule. */
+const KEY_FIELDS = new Uint32Array(4);
 
 /** New entries one BPF_MAP_UPDATE_BATCH writes at most. */
 export const INSERT_CHUNK = 2048;
@@ -1904,11 +1910,28 @@ export class Tables {
     try {
       const plans = [
         () => this.#insertPlan(policies, this.#policies, this.#policyIds, 'policies', 'max_policies', this.sizes.maxPolicies, this.#fds.policiesFd, MAP_POLICIES,
-          (p) => (p.teid === undefined ? p.match.len : 32 + p.teid.len), (p, b, o) => writePolicyKey(p.match, p.teid, b, o), writePolicy, policyFlags, clock),
+          (p, b, o) => {
+            PolicyRule.keyFieldsOf(p, KEY_FIELDS);
+            return writePolicyKeyFields(KEY_FIELDS[0]!, KEY_FIELDS[1]!, KEY_FIELDS[2]!, KEY_FIELDS[3]!, b, o);
+          },
+          writePolicy, policyFlags, clock),
         () => this.#insertPlan(localsids, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids, this.#fds.localsidsFd, MAP_LOCALSIDS,
-          (l) => l.sid.len, (l, b, o) => writeLocalSidKey(l.sid, b, o), writeLocalSid, localSidBehavior, clock),
+          (l, b, o) => {
+            writeLocalSidKey(l.sid, b, o);
+            return l.sid.len;
+          },
+          writeLocalSid, localSidBehavior, clock),
         () => this.#insertPlan(sessions, this.#sessions, this.#sessionIds, 'sessions', 'max_sessions', maxSessionsOf(this.sizes), this.#fds.sessionsFd, MAP_SESSIONS,
-          (x) => sessionPlen(x.ue.family, x.ue.prefix.len), (x, b, o) => writeSessionKey(x.ue, b, o), writeSession, () => 0, clock),
+          (x, b, o) => {
+            if (SessionRule.ue4Of(x, KEY_FIELDS)) {
+              writeSessionKey4(KEY_FIELDS[0]!, KEY_FIELDS[1]!, b, o);
+              return sessionPlen(4, KEY_FIELDS[1]!);
+            }
+            const ue = x.ue;
+            writeSessionKey(ue, b, o);
+            return sessionPlen(ue.family, ue.prefix.len);
+          },
+          writeSession, () => 0, clock),
       ];
       for (const plan of plans) {
         const f = yield* plan();
@@ -1989,8 +2012,8 @@ export class Tables {
     max: number,
     fd: number,
     name: string,
-    plenOf: (r: R) => number,
-    writeKey: (r: R, into: Buffer, at: number) => void,
+    /** Write the rule's key into `into` at `at` (bytes there zero); returns its prefix length (the mirror's). */
+    writeKey: (r: R, into: Buffer, at: number) => number,
     writeValue: (r: R, rule: number, into: Buffer, at: number) => void,
     /** The byte of its value the mirror keeps (Mirror.addBytes). */
     kept: (r: R) => number,
@@ -2034,8 +2057,7 @@ export class Tables {
       for (let i = 0; i < list.length; i++) {
         if (clock.tick()) yield;
         const r = list[i]!;
-        const plen = plenOf(r);
-        writeKey(r, fill.keys, i * ks);
+        const plen = writeKey(r, fill.keys, i * ks);
         // Room for all at once (one growth of each shard), once the first key is known to be new.
         if (i === 0) {
           if (mirror.keys.hasBytes(fill.keys, 0)) {

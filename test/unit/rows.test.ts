@@ -10,7 +10,8 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig, parseConfigReadWhole } from '../../src/config/load.js';
 import { policyKey, sessionKey } from '../../src/config/keys.js';
 import { pieces } from '../../src/config/parse-pieces.js';
-import { isRow, plainRule, PolicyRows } from '../../src/config/rows.js';
+import { isRow, plainRule, PolicyRows, PolicyRule, SessionRule } from '../../src/config/rows.js';
+import { LAYOUTS, writePolicyKey, writePolicyKeyFields, writeSessionKey, writeSessionKey4 } from '../../src/dataplane/codec.js';
 import { sameData } from '../../src/config/same.js';
 import { policyJson, sessionJson } from '../../src/daemon/rules.js';
 
@@ -151,5 +152,38 @@ describe('a file with a warning for every rule', () => {
     const c = parseConfig(JSON.stringify({ settings: { max_policies: n }, policies }), 'warn.json');
     expect(c.policies).toHaveLength(n);
     expect(c.warnings!.length).toBeGreaterThanOrEqual(n);
+  });
+});
+
+describe('key fields read without the objects the getters make (the tables\' fill)', () => {
+  it('a row\'s and its plain object\'s key fields are the same, and encode the key writePolicyKey / writeSessionKey encode', () => {
+    const c = parseConfig(json(), 'k.json');
+    const f = new Uint32Array(4);
+    const g = new Uint32Array(4);
+    for (const p of c.policies) {
+      expect(isRow(p)).toBe(true);
+      PolicyRule.keyFieldsOf(p, f);
+      PolicyRule.keyFieldsOf(plainRule(p), g);
+      expect([...f]).toEqual([...g]);
+      const a = Buffer.alloc(LAYOUTS.mup_policy_key.size);
+      const b = Buffer.alloc(LAYOUTS.mup_policy_key.size);
+      writePolicyKey(p.match, p.teid, a, 0);
+      const plen = writePolicyKeyFields(f[0]!, f[1]!, f[2]!, f[3]!, b, 0);
+      expect(b.toString('hex')).toBe(a.toString('hex'));
+      expect(plen).toBe(p.teid === undefined ? p.match.len : 32 + p.teid.len);
+    }
+    for (const x of c.sessions ?? []) {
+      expect(isRow(x)).toBe(true);
+      const v4 = SessionRule.ue4Of(x, f);
+      expect(SessionRule.ue4Of(plainRule(x), g)).toBe(v4);
+      expect(v4).toBe(x.ue.family === 4);
+      if (!v4) continue;
+      expect([f[0], f[1]]).toEqual([g[0], g[1]]);
+      const a = Buffer.alloc(LAYOUTS.mup_session_key.size);
+      const b = Buffer.alloc(LAYOUTS.mup_session_key.size);
+      writeSessionKey(x.ue, a, 0);
+      writeSessionKey4(f[0]!, f[1]!, b, 0);
+      expect(b.toString('hex')).toBe(a.toString('hex'));
+    }
   });
 });
