@@ -22,6 +22,8 @@ import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/
 import { encodePolicyKey, LAYOUTS } from '../src/dataplane/codec.js';
 import { BatchWriteError, mapDelete, mapDeleteBatch, mapDump, mapInfo, mapUpdate, mapUpdateBatch } from '../src/dataplane/libbpf.js';
 import { INSERT_CHUNK, TablesFullError } from '../src/dataplane/tables.js';
+import { isRow, plainRule } from '../src/config/rows.js';
+import yaml from 'js-yaml';
 
 const haveObject = existsSync(DEFAULT_OBJECT);
 
@@ -142,6 +144,46 @@ describe.skipIf(!haveObject)('changes of new keys only (a first fill, API batche
     const byFill = dataplane(big);
     const got = state(byFill);
     expect(got['counts']).toEqual([n, 0, 0, 0]);
+    expect(got).toEqual(state(byChange));
+  });
+
+  it('a JSON file (its policies and sessions kept as rows, read from their columns): the change path\'s maps, ids and lengths', () => {
+    const asJson = JSON.stringify(yaml.load(SETTINGS + rulesYaml()));
+    const full = parseConfig(asJson, 'fill.json');
+    expect(full.policies.every((p) => isRow(p)) && (full.sessions ?? []).every((x) => isRow(x))).toBe(true);
+    const byChange = dataplane(parseConfig(SETTINGS, 'empty.yaml'));
+    // The change path takes the plain objects (its own encoders, the objects' getters not involved).
+    byChange.rules.apply({ putPolicies: full.policies.map((p) => plainRule(p)), putLocalSids: full.localsids, putSessions: (full.sessions ?? []).map((x) => plainRule(x)), ...GENERAL });
+    const byFill = dataplane(full);
+    const got = state(byFill);
+    expect(got['counts']).toEqual([501, 4, 62, 170]);
+    expect(got).toEqual(state(byChange));
+  });
+
+  it('policies in runs of one profile (each value but its rule id the row before\'s), profiles coming back: the change path\'s values', () => {
+    // Runs of 1 to 5 rows with the same prefixes, segments, srh, hop limit and mtu, a run's profile met again
+    // later; TEID policies of one profile, as a million sessions' config has them. JSON: the rules are rows.
+    const profiles: Record<string, unknown>[] = [
+      { sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' },
+      { sid: 'fc00::9', segments: ['2001:db8:a::1'], srh: 'always', mtu: 1400, hop_limit: 7, src_prefix: '2001:db8:ff::/64' },
+      { sr_prefix: '2001:db8:2::/56', src_prefix: '2001:db8:fe::/60', hop_limit: 9 },
+    ];
+    const policies: Record<string, unknown>[] = [];
+    for (let run = 0; run < 60; run++) {
+      for (let k = 0; k <= run % 5; k++) {
+        const i = policies.length;
+        policies.push({ match: `10.${i >> 8}.${i & 255}.0/24`, ...profiles[(run * 7) % 3] });
+      }
+    }
+    const plain = policies.length;
+    for (let t = 0; t < 100; t++) policies.push({ match: `100.64.0.${1 + (t >> 5)}/32`, teid: `${t}/32`, sr_prefix: '2001:db9:1::/48', src_prefix: '2001:db8:ffff::/64' });
+    const runs = parseConfig(JSON.stringify({ settings: { forwarding: 'tx', max_policies: 1024 }, policies }), 'runs.json');
+    expect(runs.policies.every((p) => isRow(p))).toBe(true);
+    const byChange = dataplane(parseConfig('settings: { forwarding: tx, max_policies: 1024 }\n', 'empty.yaml'));
+    byChange.rules.apply({ putPolicies: runs.policies.map((p) => plainRule(p)), ...GENERAL });
+    const byFill = dataplane(runs);
+    const got = state(byFill);
+    expect(got['counts']).toEqual([plain + 100, 4, 0, 0]);
     expect(got).toEqual(state(byChange));
   });
 

@@ -434,6 +434,10 @@ export class PolicyRule extends RowRule<PolicyRows> implements Policy {
     if (r instanceof PolicyRule) r.store.keyBytes(r.row, into);
     else policyKeyBytes(r.match, r.teid, into);
   }
+  /** A row's profile (what its value is made of, but for its rule id: src/dataplane/tables.ts); undefined for an object rule. */
+  static profileOf(r: Policy): PolicyProfile | undefined {
+    return r instanceof PolicyRule ? r.store.profile(r.row) : undefined;
+  }
   /**
    * A policy's key fields into `into` (match address, its length, TEID
    * value, TEID length: 0 for none), a row's read from its columns without
