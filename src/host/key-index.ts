@@ -81,9 +81,13 @@ export function keyShard(key: string): number {
 class Shard {
   slots = 0;
   keys: Uint8Array = new Uint8Array(0);
-  values: Int32Array = new Int32Array(0);
-  /** Each slot's key hash; 0: the slot is empty. */
-  hashes: Uint32Array = new Uint32Array(0);
+  /**
+   * Slot s: its key's hash (as an int32; 0: the slot is empty) at 2s, its
+   * value at 2s + 1. Side by side: an insert into a million keys missed the
+   * cache once for the hash and again for the value when they were two
+   * arrays.
+   */
+  hv: Int32Array = new Int32Array(0);
   count = 0;
   /** Times the shard was made larger (tests: growth by steps is geometric). */
   growths = 0;
@@ -95,8 +99,7 @@ class Shard {
   make(slots: number): void {
     this.slots = slots;
     this.keys = new Uint8Array(slots * this.len);
-    this.values = new Int32Array(slots);
-    this.hashes = new Uint32Array(slots);
+    this.hv = new Int32Array(2 * slots);
   }
 
   same(slot: number, key: string): boolean {
@@ -125,21 +128,23 @@ class Shard {
 
   /** The slot of the key at `k[kat, kat + len)`, or -1. */
   findBytes(h: number, k: Uint8Array, kat: number): number {
-    const hashes = this.hashes;
+    const hv = this.hv;
+    const hi = h | 0;
     for (let s = this.home(h); ; s = this.next(s)) {
-      const x = hashes[s]!;
+      const x = hv[2 * s]!;
       if (x === 0) return -1;
-      if (x === h && this.sameBytes(s, k, kat)) return s;
+      if (x === hi && this.sameBytes(s, k, kat)) return s;
     }
   }
 
   /** Add the key at `k[kat, kat + len)` with its value; false (nothing changed) when it is there. */
   addBytes(h: number, k: Uint8Array, kat: number, value: number): boolean {
     // One probe: it ends at the key, or at the empty slot the key goes to (found again only after a growth).
-    const hashes = this.hashes;
+    const hv = this.hv;
+    const hi = h | 0;
     let s = this.home(h);
-    for (let x = hashes[s]!; x !== 0; x = hashes[s]!) {
-      if (x === h && this.sameBytes(s, k, kat)) return false;
+    for (let x = hv[2 * s]!; x !== 0; x = hv[2 * s]!) {
+      if (x === hi && this.sameBytes(s, k, kat)) return false;
       s = this.next(s);
     }
     if (slotsFor(this.count + 1) > this.slots) {
@@ -148,27 +153,28 @@ class Shard {
     }
     // Byte by byte: a view of the key (subarray) would be an object per key.
     for (let i = 0, a = s * this.len; i < this.len; i++) this.keys[a + i] = k[kat + i]!;
-    this.hashes[s] = h;
-    this.values[s] = value;
+    this.hv[2 * s] = hi;
+    this.hv[2 * s + 1] = value;
     this.count++;
     return true;
   }
 
   /** The key's slot, or -1. */
   find(h: number, key: string): number {
-    const hashes = this.hashes;
+    const hv = this.hv;
+    const hi = h | 0;
     for (let s = this.home(h); ; s = this.next(s)) {
-      const x = hashes[s]!;
+      const x = hv[2 * s]!;
       if (x === 0) return -1;
-      if (x === h && this.same(s, key)) return s;
+      if (x === hi && this.same(s, key)) return s;
     }
   }
 
   /** The first empty slot from hash `h`'s home (where a key not in the shard goes). */
   emptySlot(h: number): number {
-    const hashes = this.hashes;
+    const hv = this.hv;
     let s = this.home(h);
-    while (hashes[s] !== 0) s = this.next(s);
+    while (hv[2 * s] !== 0) s = this.next(s);
     return s;
   }
 
@@ -176,7 +182,7 @@ class Shard {
   put(h: number, key: string, value: number): boolean {
     const found = this.find(h, key);
     if (found >= 0) {
-      this.values[found] = value;
+      this.hv[2 * found + 1] = value;
       return false;
     }
     // The key's bytes are checked as they are copied: the slot is taken (its hash set) only after.
@@ -189,42 +195,43 @@ class Shard {
       if (c > 0xff) throw new RangeError(`character ${i} of the key is not a byte (${c}): keys are latin1 text`);
       b[at + i] = c;
     }
-    this.hashes[s] = h;
-    this.values[s] = value;
+    this.hv[2 * s] = h | 0;
+    this.hv[2 * s + 1] = value;
     this.count++;
     return true;
   }
 
   /** `slots` slots (room for every entry), every entry placed again from its stored hash (no key text made). */
   resize(slots: number): void {
-    const { keys, values, hashes, slots: n, len } = this;
+    const { keys, hv, slots: n, len } = this;
     this.make(slots);
     this.growths++;
     const to = this.keys;
+    const tv = this.hv;
     for (let from = 0; from < n; from++) {
-      const h = hashes[from]!;
+      const h = hv[2 * from]!;
       if (h === 0) continue;
       const s = this.emptySlot(h);
       for (let i = 0, a = s * len, b = from * len; i < len; i++) to[a + i] = keys[b + i]!;
-      this.hashes[s] = h;
-      this.values[s] = values[from]!;
+      tv[2 * s] = h;
+      tv[2 * s + 1] = hv[2 * from + 1]!;
     }
   }
 
   /** Empty slot `hole`: each entry after it, up to the next empty slot, moves back into it unless its home lies cyclically in (hole, its slot]. */
   remove(hole: number): void {
-    const hashes = this.hashes;
+    const hv = this.hv;
     const len = this.len;
-    for (let s = this.next(hole); hashes[s] !== 0; s = this.next(s)) {
-      const home = this.home(hashes[s]!);
+    for (let s = this.next(hole); hv[2 * s] !== 0; s = this.next(s)) {
+      const home = this.home(hv[2 * s]!);
       const stays = hole <= s ? hole < home && home <= s : hole < home || home <= s;
       if (stays) continue;
       this.keys.copyWithin(hole * len, s * len, s * len + len);
-      hashes[hole] = hashes[s]!;
-      this.values[hole] = this.values[s]!;
+      hv[2 * hole] = hv[2 * s]!;
+      hv[2 * hole + 1] = hv[2 * s + 1]!;
       hole = s;
     }
-    hashes[hole] = 0;
+    hv[2 * hole] = 0;
     this.count--;
   }
 
@@ -252,7 +259,7 @@ export class KeyIndex {
   /** Bytes held (the typed arrays), for the footprint. */
   get bytes(): number {
     let n = 0;
-    for (const s of this.#shards) n += s.keys.byteLength + s.values.byteLength + s.hashes.byteLength;
+    for (const s of this.#shards) n += s.keys.byteLength + s.hv.byteLength;
     return n;
   }
 
@@ -306,7 +313,7 @@ export class KeyIndex {
     const h = hashText(key);
     const t = this.#shard(h);
     const s = t.find(h, key);
-    return s < 0 ? undefined : t.values[s];
+    return s < 0 ? undefined : t.hv[2 * s + 1];
   }
 
   has(key: string): boolean {
@@ -383,7 +390,7 @@ export class KeyIndex {
     const len = this.keyLength;
     for (const t of this.#shards) {
       const b = t.view();
-      for (let s = 0; s < t.slots; s++) if (t.hashes[s] !== 0) yield b.toString('latin1', s * len, s * len + len);
+      for (let s = 0; s < t.slots; s++) if (t.hv[2 * s] !== 0) yield b.toString('latin1', s * len, s * len + len);
     }
   }
 
@@ -395,7 +402,7 @@ export class KeyIndex {
     const len = this.keyLength;
     for (const t of this.#shards) {
       const b = t.view();
-      for (let s = 0; s < t.slots; s++) if (t.hashes[s] !== 0) yield [b.toString('latin1', s * len, s * len + len), t.values[s]!];
+      for (let s = 0; s < t.slots; s++) if (t.hv[2 * s] !== 0) yield [b.toString('latin1', s * len, s * len + len), t.hv[2 * s + 1]!];
     }
   }
 }
