@@ -83,7 +83,7 @@
  * first failed request).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { appendFileSync, closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { Agent, request, type IncomingMessage } from 'node:http';
 import { availableParallelism, cpus, loadavg, release } from 'node:os';
 import { join } from 'node:path';
@@ -141,7 +141,7 @@ interface Options {
   churnMinutes: number;
   /** (f): leave out the per_rule all scrapes (for information; two reloads and 19 MB answers). */
   skipPerRuleAll: boolean;
-  /** Write the daemon's log (JSON lines, its whole life) to this file at the end. */
+  /** Write the daemon's log (JSON lines, its whole life) to this file at the end; with --sessions, both daemons' logs, in turn, however (i) ended. */
   daemonLog?: string;
 }
 
@@ -1594,13 +1594,14 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
       await new Promise((r) => setTimeout(r, 5));
     }
   };
-  let logs = 0;
+  /** The logs of the daemons stopped so far (--daemon-log: the file load's, then the batch load's). */
+  const logs: string[] = [];
   const stop = async (d: ChildProcess): Promise<void> => {
     agent.destroy();
     d.kill('SIGTERM');
     await new Promise<void>((r) => (d.exitCode !== null || d.signalCode !== null ? r() : d.once('exit', () => r())));
-    // Each daemon's log in turn (the file load's, then the batch load's).
-    if (o.daemonLog !== undefined) (logs++ === 0 ? writeFileSync : appendFileSync)(o.daemonLog, log);
+    logs.push(log);
+    log = '';
     await run('node', [MUP_BIN, 'teardown', '--instance', env.instance, '--bpffs', env.bpffs, '--netns', env.ns]);
     rmSync(env.stateFile, { force: true });
   };
@@ -1612,61 +1613,67 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
     const l = logLines(log).find((x) => x.msg === 'data plane loaded');
     return `daemon: ms ${JSON.stringify(l?.['ms'] ?? {})}, memory MB ${JSON.stringify(l?.['memory'] ?? {})}`;
   };
-  const failures: string[] = [];
-  progress0(`(i) writing ${n} (N3, TEID) policies + ${n} sessions as a JSON config`);
-  const bytes = writeConfig(true);
-  // 1. From the file.
-  progress0(`(i) loading them from the file (${(bytes / 1e6).toFixed(0)} MB)`);
-  const file = await start();
-  const fileRss = procStatus(file.d.pid!);
-  const fileTables = await tables();
-  const fileBreakdown = breakdown();
-  // Said now: the batch load that follows can fail and end the run before the report.
-  progress0(`(i) from the file: API answered after ${(file.ms / 1000).toFixed(3)} s; tables ${JSON.stringify(fileTables)}; VmRSS ${(fileRss['VmRSS'] ?? NaN).toFixed(1)} MB; ${fileBreakdown}`);
-  await stop(file.d);
-  // 2. Through /v1/batch, into a daemon started with none.
-  writeConfig(false);
-  progress0(`(i) the same through /v1/batch, ${BATCH_OPS} operations a request`);
-  const empty = await start();
-  const t0 = performance.now();
-  for (const [kind, entry] of [['policy', teidPolicyEntry], ['session', sessionEntry]] as const) {
-    for (let at = 0; at < n; at += BATCH_OPS) {
-      const ops = Array.from({ length: Math.min(BATCH_OPS, n - at) }, (_, k) => ({ op: 'add', [kind]: entry(at + k) }));
-      const r = await api(env.socket, 'POST', '/v1/batch', { operations: ops });
-      if (r.status !== 200) {
-        failures.push(`POST /v1/batch (${kind} ${at}..): ${r.status} ${r.text.slice(0, 300)}`);
-        break;
+  try {
+    const failures: string[] = [];
+    progress0(`(i) writing ${n} (N3, TEID) policies + ${n} sessions as a JSON config`);
+    const bytes = writeConfig(true);
+    // 1. From the file.
+    progress0(`(i) loading them from the file (${(bytes / 1e6).toFixed(0)} MB)`);
+    const file = await start();
+    const fileRss = procStatus(file.d.pid!);
+    const fileTables = await tables();
+    const fileBreakdown = breakdown();
+    // Said now: the batch load that follows can fail and end the run before the report.
+    progress0(`(i) from the file: API answered after ${(file.ms / 1000).toFixed(3)} s; tables ${JSON.stringify(fileTables)}; VmRSS ${(fileRss['VmRSS'] ?? NaN).toFixed(1)} MB; ${fileBreakdown}`);
+    await stop(file.d);
+    // 2. Through /v1/batch, into a daemon started with none.
+    writeConfig(false);
+    progress0(`(i) the same through /v1/batch, ${BATCH_OPS} operations a request`);
+    const empty = await start();
+    const t0 = performance.now();
+    for (const [kind, entry] of [['policy', teidPolicyEntry], ['session', sessionEntry]] as const) {
+      for (let at = 0; at < n; at += BATCH_OPS) {
+        const ops = Array.from({ length: Math.min(BATCH_OPS, n - at) }, (_, k) => ({ op: 'add', [kind]: entry(at + k) }));
+        const r = await api(env.socket, 'POST', '/v1/batch', { operations: ops });
+        if (r.status !== 200) {
+          failures.push(`POST /v1/batch (${kind} ${at}..): ${r.status} ${r.text.slice(0, 300)}`);
+          break;
+        }
       }
     }
-  }
-  const batchS = (performance.now() - t0) / 1000;
-  const batchRss = procStatus(empty.d.pid!);
-  const batchTables = await tables();
-  await stop(empty.d);
+    const batchS = (performance.now() - t0) / 1000;
+    const batchRss = procStatus(empty.d.pid!);
+    const batchTables = await tables();
+    await stop(empty.d);
 
-  const fileS = file.ms / 1000;
-  const rssF = fileRss['VmRSS'] ?? NaN;
-  const rssB = batchRss['VmRSS'] ?? NaN;
-  const all = (t: { policies: number; sessions: number }): boolean => t.policies === n && t.sessions === n;
-  const out = [
-    `bench:daemon (i)  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
-      `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')}, at the end ${loadavg().map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)${nodeFlagsNote(o)}`,
-    `${n} (N3, TEID) policies on ${n3} N3 addresses + ${n} PE sessions; settings ${JSON.stringify(settings)}`,
-    `from a ${(bytes / 1e6).toFixed(0)} MB JSON config: API answered after ${fileS.toFixed(3)} s; tables ${JSON.stringify(fileTables)}; VmRSS ${rssF.toFixed(1)} MB (RssAnon ${(fileRss['RssAnon'] ?? NaN).toFixed(1)})`,
-    `    ${fileBreakdown}`,
-    `through /v1/batch (${Math.ceil(n / BATCH_OPS) * 2} requests of up to ${BATCH_OPS}): ${batchS.toFixed(3)} s; tables ${JSON.stringify(batchTables)}; VmRSS ${rssB.toFixed(1)} MB (RssAnon ${(batchRss['RssAnon'] ?? NaN).toFixed(1)})`,
-    `failed requests: ${failures.length}${failures.length > 0 ? ` (first: ${failures[0]})` : ''}`,
-    '',
-    'target                                          measured   result',
-    `load from the file < ${TARGETS.sessionsLoadSeconds} s                      ${fileS.toFixed(3).padStart(8)} s  ${pf(fileS < TARGETS.sessionsLoadSeconds && all(fileTables))}`,
-    `load through /v1/batch < ${TARGETS.sessionsLoadSeconds} s                  ${batchS.toFixed(3).padStart(8)} s  ${pf(batchS < TARGETS.sessionsLoadSeconds && all(batchTables) && failures.length === 0)}`,
-    `VmRSS < ${TARGETS.sessionsRssMB} MB after the file load             ${rssF.toFixed(1).padStart(8)} MB ${pf(rssF < TARGETS.sessionsRssMB)}`,
-    `VmRSS < ${TARGETS.sessionsRssMB} MB after the batch load            ${rssB.toFixed(1).padStart(8)} MB ${pf(rssB < TARGETS.sessionsRssMB)}`,
-  ];
-  process.stdout.write(`${out.join('\n')}\n`);
-  if (o.json) process.stdout.write(`${JSON.stringify({ sessions: n, nodeFlags: o.nodeFlags, file: { seconds: fileS, tables: fileTables, memoryMB: fileRss }, batch: { seconds: batchS, tables: batchTables, memoryMB: batchRss }, failures })}\n`);
-  const ok = fileS < TARGETS.sessionsLoadSeconds && batchS < TARGETS.sessionsLoadSeconds && rssF < TARGETS.sessionsRssMB && rssB < TARGETS.sessionsRssMB && all(fileTables) && all(batchTables) && failures.length === 0;
-  return ok ? 0 : 1;
+    const fileS = file.ms / 1000;
+    const rssF = fileRss['VmRSS'] ?? NaN;
+    const rssB = batchRss['VmRSS'] ?? NaN;
+    const all = (t: { policies: number; sessions: number }): boolean => t.policies === n && t.sessions === n;
+    const out = [
+      `bench:daemon (i)  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
+        `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')}, at the end ${loadavg().map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)${nodeFlagsNote(o)}`,
+      `${n} (N3, TEID) policies on ${n3} N3 addresses + ${n} PE sessions; settings ${JSON.stringify(settings)}`,
+      `from a ${(bytes / 1e6).toFixed(0)} MB JSON config: API answered after ${fileS.toFixed(3)} s; tables ${JSON.stringify(fileTables)}; VmRSS ${rssF.toFixed(1)} MB (RssAnon ${(fileRss['RssAnon'] ?? NaN).toFixed(1)})`,
+      `    ${fileBreakdown}`,
+      `through /v1/batch (${Math.ceil(n / BATCH_OPS) * 2} requests of up to ${BATCH_OPS}): ${batchS.toFixed(3)} s; tables ${JSON.stringify(batchTables)}; VmRSS ${rssB.toFixed(1)} MB (RssAnon ${(batchRss['RssAnon'] ?? NaN).toFixed(1)})`,
+      `failed requests: ${failures.length}${failures.length > 0 ? ` (first: ${failures[0]})` : ''}`,
+      '',
+      'target                                          measured   result',
+      `load from the file < ${TARGETS.sessionsLoadSeconds} s                      ${fileS.toFixed(3).padStart(8)} s  ${pf(fileS < TARGETS.sessionsLoadSeconds && all(fileTables))}`,
+      `load through /v1/batch < ${TARGETS.sessionsLoadSeconds} s                  ${batchS.toFixed(3).padStart(8)} s  ${pf(batchS < TARGETS.sessionsLoadSeconds && all(batchTables) && failures.length === 0)}`,
+      `VmRSS < ${TARGETS.sessionsRssMB} MB after the file load             ${rssF.toFixed(1).padStart(8)} MB ${pf(rssF < TARGETS.sessionsRssMB)}`,
+      `VmRSS < ${TARGETS.sessionsRssMB} MB after the batch load            ${rssB.toFixed(1).padStart(8)} MB ${pf(rssB < TARGETS.sessionsRssMB)}`,
+    ];
+    process.stdout.write(`${out.join('\n')}\n`);
+    if (o.json) process.stdout.write(`${JSON.stringify({ sessions: n, nodeFlags: o.nodeFlags, file: { seconds: fileS, tables: fileTables, memoryMB: fileRss }, batch: { seconds: batchS, tables: batchTables, memoryMB: batchRss }, failures })}\n`);
+    const ok = fileS < TARGETS.sessionsLoadSeconds && batchS < TARGETS.sessionsLoadSeconds && rssF < TARGETS.sessionsRssMB && rssB < TARGETS.sessionsRssMB && all(fileTables) && all(batchTables) && failures.length === 0;
+    return ok ? 0 : 1;
+  } finally {
+    // Written whatever happens: a daemon that failed to start or to load is when its log is wanted (it is in
+    // `log` then, not stopped).
+    if (o.daemonLog !== undefined) writeFileSync(o.daemonLog, [...logs, log].join(''));
+  }
 }
 
 function progress0(what: string): void {
