@@ -208,8 +208,8 @@ type TableStep = number | undefined;
 
 /**
  * writePolicy for a fill's policies, in order: a policy value is its
- * profile's (src/config/rows.ts: prefixes, segments, srh, hop limit, mtu)
- * and its rule id, so a row with the profile of the row before it takes
+ * profile's (src/config/rows.ts: prefixes, a plain SID, which sets the
+ * flags, segments, srh, hop limit, mtu) and its rule id, so a row with the profile of the row before it takes
  * that row's bytes and its own id (a million (N3, TEID) policies of one
  * profile: 149 ms of writePolicy in a fill of 3.4 s). Any other policy is
  * written whole, and its bytes kept for the next.
@@ -2105,7 +2105,8 @@ export class Tables {
         }
         const da = policies && plen > 32 ? fill.keys.readUInt32BE(i * ks + PK_DADDR) : undefined;
         // In the tables already (a replace, which takes no id), or twice in the list: the change path's. Found by
-        // the add itself (one probe of the index: a look first, then the add, made three and two hashes a key).
+        // the add itself, one hash and one probe (a look-up first, then the add, made two hashes and three probes).
+        // The id taken goes back to the pool (its high mark may stay one higher: a counter slot read, still zero).
         if (!mirror.addBytes(fill.keys, i * ks, rule, plen, kept(r))) {
           ids.untake([rule]);
           fill.undo(0);
