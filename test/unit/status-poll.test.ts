@@ -105,17 +105,20 @@ describe('status poller: a stall counts for every request due during it', () => 
     expect(r.errors).toEqual([]);
   });
 
-  it('answers a little slower than the period (3 ms against 2) build no backlog: p99 stays near 3 ms', async () => {
+  it('answers a little slower than the period (3 ms against 2) build no backlog: p99 stays far below the backlog\'s', async () => {
     // A fixed schedule on one connection (the first version) grew its wait without end: every request
-    // waited for all the late ones before it, this client's backlog and not the server's delay.
+    // waited for all the late ones before it, this client's backlog and not the server's delay. That
+    // backlog grows 1 ms a request: about 200 ms by the end of 600 ms, at p99 and max alike. The bounds
+    // leave room for one stall of the host's (a clean clone's parallel phase, two test files beside this
+    // one: p99 25 ms once, against 15 then, with no backlog) and none for a backlog.
     const socket = await serve((_req, res) => void setTimeout(() => ok(res), 3));
     const p = startStatusPoller({ socket, periodMs: 2 });
     await sleep(600);
     const r = await p.stop();
     const s = summarize(r.ms);
     expect(r.sendMs.length).toBeGreaterThan(50);
-    expect(s.p99).toBeLessThan(15);
-    expect(s.max).toBeLessThan(40);
+    expect(s.p99).toBeLessThan(60);
+    expect(s.max).toBeLessThan(100);
   });
 
   it('requests due before stop() are still sent and timed (a stall at the end is not cut off)', async () => {
