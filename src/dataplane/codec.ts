@@ -10,6 +10,7 @@
  */
 import { MUP_EVENT_SLOTS, MUP_LIMITS, MUP_MAX_PLENS, MUP_MAX_SEGS, MUP_RETIRED_SLOT } from '../config/limits.js';
 import { whereText } from '../config/keys.js';
+import { PolicyRule } from '../config/rows.js';
 import type { ContainerMode, ForwardingMode, LocalSid, LocalSidBehavior, Policy, Session, Settings, SrhMode, TeidPrefix } from '../config/types.js';
 import { encodeGtp4Sid, encodeGtp4Src, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN, qfi, teid } from '../sid/mobile.js';
 import { ipv4Addr, mask6 } from '../sid/addr.js';
@@ -308,6 +309,31 @@ export function writePolicy(p: Policy, rule: number, b: Buffer, o: number): void
   u16le(b, o + P.mtu.offset, p.mtu ?? 0);
 }
 
+/**
+ * writePolicy for the policies of a fill, in order. A policy's value is
+ * its profile's fields (src/config/rows.ts: prefixes, a plain SID, which
+ * sets the flags, segments, srh, hop limit, mtu; all writePolicy reads but
+ * the rule id), so a row with the profile of the row before it takes that
+ * row's bytes and its own id (a million (N3, TEID) policies of one
+ * profile: 149 ms of writePolicy in a fill of 3.4 s). Any other policy is
+ * written whole, and its bytes kept for the next.
+ */
+export function policyValueWriter(): (p: Policy, rule: number, b: Buffer, o: number) => void {
+  const last = Buffer.alloc(LAYOUTS.mup_policy.size);
+  let lastProfile: object | undefined;
+  return (p, rule, b, o) => {
+    const profile = PolicyRule.profileOf(p);
+    if (profile !== undefined && profile === lastProfile) {
+      last.copy(b, o);
+      u32le(b, o + P.rule.offset, rule);
+      return;
+    }
+    writePolicy(p, rule, b, o);
+    lastProfile = profile;
+    if (profile !== undefined) b.copy(last, 0, o, o + last.length);
+  };
+}
+
 export function decodePolicy(b: Buffer): PolicyFields {
   const nsegs = b.readUInt8(P.nsegs.offset);
   const segs: Buffer[] = [];
@@ -397,10 +423,13 @@ export function writeSessionKey4(addr: number, len: number, b: Buffer, o: number
 
 /** encodeSessionKey into `b` at byte `o` (bytes there zero), without a view of its own: bulk loads. */
 export function writeSessionKey(ue: Session['ue'], b: Buffer, o: number): void {
+  if (ue.family === 4) {
+    writeSessionKey4(ue.prefix.addr, ue.prefix.len, b, o);
+    return;
+  }
   u8(b, o + SK.family.offset, ue.family);
   u8(b, o + SK.plen.offset, ue.prefix.len);
-  if (ue.family === 4) u32be(b, o + SK.addr.offset, ue.prefix.addr);
-  else putIpv6(b, o + SK.addr.offset, ue.prefix.addr);
+  putIpv6(b, o + SK.addr.offset, ue.prefix.addr);
 }
 
 /**

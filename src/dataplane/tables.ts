@@ -57,6 +57,7 @@ import {
   writePolicy,
   writePolicyKey,
   writePolicyKeyFields,
+  policyValueWriter,
   writeSession,
   writeSessionKey,
   writeSessionKey4,
@@ -205,31 +206,6 @@ const ZERO_CHUNK = 8192;
  * batch must not hold the loop for its whole write).
  */
 type TableStep = number | undefined;
-
-/**
- * writePolicy for a fill's policies, in order: a policy value is its
- * profile's (src/config/rows.ts: prefixes, a plain SID, which sets the
- * flags, segments, srh, hop limit, mtu) and its rule id, so a row with the profile of the row before it takes
- * that row's bytes and its own id (a million (N3, TEID) policies of one
- * profile: 149 ms of writePolicy in a fill of 3.4 s). Any other policy is
- * written whole, and its bytes kept for the next.
- */
-function policyValues(): (p: Policy, rule: number, b: Buffer, o: number) => void {
-  const vs = LAYOUTS.mup_policy.size;
-  const last = Buffer.alloc(vs);
-  let lastProfile: object | undefined;
-  return (p, rule, b, o) => {
-    const profile = PolicyRule.profileOf(p);
-    if (profile !== undefined && profile === lastProfile) {
-      last.copy(b, o);
-      b.writeUInt32LE(rule, o + LAYOUTS.mup_policy.members.rule.offset);
-      return;
-    }
-    writePolicy(p, rule, b, o);
-    lastProfile = profile;
-    if (profile !== undefined) b.copy(last, 0, o, o + vs);
-  };
-}
 
 /** A rule's key fields as a fill reads them (PolicyRule.keyFieldsOf, SessionRule.ue4Of): no object per rule. */
 const KEY_FIELDS = new Uint32Array(4);
@@ -1939,7 +1915,7 @@ export class Tables {
             PolicyRule.keyFieldsOf(p, KEY_FIELDS);
             return writePolicyKeyFields(KEY_FIELDS[0]!, KEY_FIELDS[1]!, KEY_FIELDS[2]!, KEY_FIELDS[3]!, b, o);
           },
-          policyValues(), policyFlags, clock),
+          policyValueWriter(), policyFlags, clock),
         () => this.#insertPlan(localsids, this.#localsids, this.#localsidIds, 'local SIDs', 'max_localsids', this.sizes.maxLocalSids, this.#fds.localsidsFd, MAP_LOCALSIDS,
           (l, b, o) => {
             writeLocalSidKey(l.sid, b, o);
