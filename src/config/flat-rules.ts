@@ -1,25 +1,35 @@
 /**
- * Sessions and (N3, TEID) policies read from a JSON file's bytes straight
- * into their rows (src/config/rows.ts), with no object, string or
- * JSON.parse per rule: the common item of a generated file, e.g.
+ * Sessions and (N3, TEID) policies read from a JSON or plain block YAML
+ * file's bytes straight into their rows (src/config/rows.ts), and
+ * End.M.GTP4.E local SIDs into the rule reader's object, with no parsed
+ * object, key string or JSON.parse per rule: the common item of a
+ * generated file, e.g.
  *
  *   {"ue":"10.0.0.1/32","teid":"0x1","qfi":9,"endpoint":"192.0.2.1","source":"198.51.100.1","isd":"2001:db8:2::/48","src_prefix":"2001:db8:ffff::/64"}
  *   {"match":"100.64.0.0/32","teid":"5/32","sr_prefix":"2001:db9:1::/48","src_prefix":"2001:db8:ffff::/64"}
+ *   - name: l7
+ *     sid: 2001:db8:7::/48
+ *     src_prefix_len: 64
  *
- * The JSON reader (FlatRuns in src/config/load.ts) finds a flat item's
- * members; a reader here takes the item only when the rule reader
- * (readSession, readPolicy) would make the same rule of it with no warning,
- * and only in forms that are valid JSON as they stand (nothing else checks
- * the item's text then). Anything else, it declines, and the item is read
- * as before (JSON.parse, then the rule reader, which words every error and
- * warning): a name, segments, srh, hop_limit, mtu, behavior, sid, null; an
- * IPv6 UE; a prefix with host bits set or not written canonically; a number
- * with a fraction, an exponent or a leading zero; an IPv6 prefix text
- * that does not parse or draws a warning. An IPv6 prefix text parsed once
- * gives every rule that has it the same prefix object, as the rule reader
- * does (it shares it with the rule reader: FlatRuleDefaults.v6).
- * test/unit/flat-rules.test.ts holds the rows to the rule reader's on
- * generated items, taken and declined.
+ * The JSON reader (FlatRuns in src/config/load.ts) or the block YAML one
+ * (BlockFlat in src/config/block-yaml.ts) finds a flat item's members; a
+ * reader here takes the item only when the rule reader (readSession,
+ * readPolicy, readLocalSid) would make the same rule of it with no
+ * warning, and only in forms whose text means what it says as it stands
+ * (valid JSON; a YAML plain scalar that is a string, or digits: nothing
+ * else checks the item's text then). Anything else, it declines, and the
+ * item is read as before (JSON.parse or the block reader, then the rule
+ * reader, which words every error and warning): segments, srh, hop_limit,
+ * mtu, behavior, sid, null; an IPv6 UE; a prefix with host bits set or not
+ * written canonically; a number with a fraction, an exponent or a leading
+ * zero; a name with another character than a rule name's, or too long; an
+ * IPv6 prefix text that does not parse or draws a warning. An IPv6 prefix
+ * text parsed once gives every rule that has it the same prefix object, as
+ * the rule reader does (it shares it with the rule reader:
+ * FlatRuleDefaults.v6); a local SID's, a key, is its own (v6Own).
+ * test/unit/flat-rules.test.ts (JSON) and test/unit/block-flat.test.ts
+ * (YAML) hold the rules to the rule reader's on generated items, taken and
+ * declined.
  *
  * Measured on the bench's million sessions and million policies (CPU
  * profiles of the read): an item took 0.85 µs in JSON.parse and 1.2 µs in
@@ -68,6 +78,27 @@ export interface FlatRuleDefaults {
   readonly hopLimit: number;
   readonly maxSidPrefixLen: number;
   readonly maxSrcPrefixLen: number;
+  /** The longest rule name. */
+  readonly nameMax: number;
+  /** A local SID's TTL when it names none. */
+  readonly ttl: number;
+  /** The prefix object the rule reader makes of this text when it does not share it (a key's: a local SID's sid), undefined as v6's. */
+  readonly v6Own: (text: string) => Ipv6Prefix | undefined;
+}
+
+/**
+ * A flat item a reader took, given to the list's rule hook in the item's
+ * place (src/config/load.ts, Section.item): its row is added when the list
+ * reaches it in order, else (the list was refused before it) the item is
+ * read as an object after all, from its text.
+ */
+export abstract class TakenRule {
+  /** The list index the reader's next row gets. */
+  abstract get next(): number;
+  /** The item's rule, as the list's next row. */
+  abstract add(): unknown;
+  /** The item as the parser would have given it (an object of its members). */
+  abstract raw(): unknown;
 }
 
 /** The slots of a run (FlatRuns reads at most this many items at a time). */
@@ -138,6 +169,22 @@ function v4(b: Uint8Array, at: number, end: number): number {
   return digits === 0 || dots !== 3 ? -1 : n * 256 + octet;
 }
 
+/**
+ * A rule name b[at, end) as the rule reader takes it with no word (1 to
+ * `max` characters of A-Z a-z 0-9 . _ : / @ + -, the file's bytes ASCII):
+ * the string, or undefined.
+ */
+function ruleName(b: Uint8Array, at: number, end: number, max: number): string | undefined {
+  const n = end - at;
+  if (n === 0 || n > max) return undefined;
+  for (let i = at; i < end; i++) if (NAME_BYTE[b[i]!] !== 1) return undefined;
+  return latin1(b, at, end);
+}
+
+/** 1 for the bytes of a rule name's characters (RULE_NAME_CHAR in src/config/load.ts). */
+const NAME_BYTE = new Uint8Array(256);
+for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:/@+-') NAME_BYTE[c.charCodeAt(0)] = 1;
+
 /** v4Prefix's result. */
 let prefixAddr = 0;
 let prefixLen = 0;
@@ -163,9 +210,10 @@ function v4Prefix(b: Uint8Array, at: number, end: number): boolean {
  * those the read has made objects for.
  */
 class V6Field {
-  #text = new Uint8Array(64);
-  #len = -1;
-  #prefix: Ipv6Prefix | undefined;
+  /** Slot s: the text's bytes at s * V6_TEXT, its length (-1: none) and its prefix. */
+  readonly #text = new Uint8Array(V6_SLOTS * V6_TEXT);
+  readonly #len = new Int16Array(V6_SLOTS).fill(-1);
+  readonly #prefix = new Array<Ipv6Prefix | undefined>(V6_SLOTS);
 
   constructor(
     readonly defaults: FlatRuleDefaults,
@@ -175,22 +223,40 @@ class V6Field {
   /** The prefix of b[at, end) (a string's text), or undefined: not a prefix the rule reader takes without a word, or too long for the field. */
   get(b: Uint8Array, at: number, end: number): Ipv6Prefix | undefined {
     const n = end - at;
-    if (n === this.#len) {
-      const t = this.#text;
+    if (n > V6_TEXT) return undefined;
+    let h = n;
+    for (let i = at; i < end; i++) h = (Math.imul(h, 31) + b[i]!) | 0;
+    const s = (h ^ (h >>> 8) ^ (h >>> 16)) & (V6_SLOTS - 1);
+    const t = this.#text;
+    const from = s * V6_TEXT;
+    if (this.#len[s] === n) {
       let i = 0;
-      while (i < n && t[i] === b[at + i]) i++;
-      if (i === n) return this.#prefix;
+      while (i < n && t[from + i] === b[at + i]) i++;
+      if (i === n) return this.#prefix[s];
     }
-    if (n > this.#text.length) return undefined;
-    // The bytes are ASCII (FlatRuns reads only such a file): one character each.
-    const p = this.defaults.v6(String.fromCharCode.apply(null, b.subarray(at, end) as unknown as number[]));
+    const p = this.defaults.v6(latin1(b, at, end));
     if (p === undefined || p.len > this.maxLen) return undefined;
-    this.#text.set(b.subarray(at, end));
-    this.#len = n;
-    this.#prefix = p;
+    t.set(b.subarray(at, end), from);
+    this.#len[s] = n;
+    this.#prefix[s] = p;
     return p;
   }
 }
+
+/**
+ * V6Field's texts met last, one a slot by their hash: a generated file
+ * cycles through a few (the bench's policies through 256 sr_prefix texts),
+ * each of which was made a string and looked up again at every item.
+ */
+const V6_SLOTS = 512;
+/** The longest IPv6 prefix text a V6Field keeps (39 characters, a slash and 3 digits: 43). */
+const V6_TEXT = 64;
+
+/** b[at, end) as a string of its own (the bytes ASCII: one character each), without a view of them made first. */
+function latin1(b: Uint8Array, at: number, end: number): string {
+  return LATIN1_SLICE.call(b, at, end);
+}
+const LATIN1_SLICE = (Buffer.prototype as unknown as { latin1Slice(this: Uint8Array, start: number, end: number): string }).latin1Slice;
 
 /** The keys of a member, by their hash and then their bytes. */
 class Keys {
@@ -218,12 +284,12 @@ class Keys {
   }
 }
 
-const SESSION = new Keys(['ue', 'teid', 'qfi', 'endpoint', 'source', 'isd', 'src_prefix', 'rqi']);
-const [S_UE, S_TEID, S_QFI, S_ENDPOINT, S_SOURCE, S_ISD, S_SRC, S_RQI] = [0, 1, 2, 3, 4, 5, 6, 7] as const;
+const SESSION = new Keys(['ue', 'teid', 'qfi', 'endpoint', 'source', 'isd', 'src_prefix', 'rqi', 'name']);
+const [S_UE, S_TEID, S_QFI, S_ENDPOINT, S_SOURCE, S_ISD, S_SRC, S_RQI, S_NAME] = [0, 1, 2, 3, 4, 5, 6, 7, 8] as const;
 /** The members a session needs (all but rqi). */
 const SESSION_NEEDS = (1 << S_RQI) - 1;
 
-/** Sessions with an IPv4 UE and no name or path options. */
+/** Sessions with an IPv4 UE and no path options. */
 export class FlatSessions implements FlatRuleReader {
   readonly #rows: SessionRows;
   readonly #d: FlatRuleDefaults;
@@ -236,6 +302,7 @@ export class FlatSessions implements FlatRuleReader {
   readonly #endpoint = new Uint32Array(FLAT_SLOTS);
   readonly #source = new Uint32Array(FLAT_SLOTS);
   readonly #profile: SessionProfile[] = new Array<SessionProfile>(FLAT_SLOTS);
+  readonly #name: (string | undefined)[] = new Array<string | undefined>(FLAT_SLOTS);
   #last: SessionProfile | undefined;
 
   constructor(rows: SessionRows, d: FlatRuleDefaults) {
@@ -252,6 +319,7 @@ export class FlatSessions implements FlatRuleReader {
   read(b: Uint8Array, m: FlatMembers, slot: number): boolean {
     let seen = 0;
     let rqi = 0;
+    let name: string | undefined;
     let isd: Ipv6Prefix | undefined;
     let src: Ipv6Prefix | undefined;
     for (let k = 0; k < m.count; k++) {
@@ -300,9 +368,14 @@ export class FlatSessions implements FlatRuleReader {
           src = str ? this.#src.get(b, at, end) : undefined;
           if (src === undefined) return false;
           break;
+        case S_NAME:
+          name = str ? ruleName(b, at, end, this.#d.nameMax) : undefined;
+          if (name === undefined) return false;
+          break;
       }
     }
     if ((seen & SESSION_NEEDS) !== SESSION_NEEDS) return false;
+    this.#name[slot] = name;
     this.#qos[slot] = this.#qos[slot]! | rqi;
     let p = this.#last;
     if (p === undefined || p.isd !== isd || p.srcPrefix !== src) {
@@ -314,15 +387,15 @@ export class FlatSessions implements FlatRuleReader {
   }
 
   add(slot: number): unknown {
-    return this.#rows.addFields(this.#ue[slot]!, this.#ueLen[slot]!, this.#teid[slot]!, this.#qos[slot]!, this.#endpoint[slot]!, this.#source[slot]!, this.#profile[slot]!);
+    return this.#rows.addFields(this.#ue[slot]!, this.#ueLen[slot]!, this.#teid[slot]!, this.#qos[slot]!, this.#endpoint[slot]!, this.#source[slot]!, this.#profile[slot]!, this.#name[slot]);
   }
 }
 
-const POLICY = new Keys(['match', 'teid', 'sr_prefix', 'src_prefix']);
-const [P_MATCH, P_TEID, P_SR, P_SRC] = [0, 1, 2, 3] as const;
+const POLICY = new Keys(['match', 'teid', 'sr_prefix', 'src_prefix', 'name']);
+const [P_MATCH, P_TEID, P_SR, P_SRC, P_NAME] = [0, 1, 2, 3, 4] as const;
 const POLICY_NEEDS = (1 << P_MATCH) | (1 << P_SR) | (1 << P_SRC);
 
-/** Policies (with or without a TEID prefix) with an sr_prefix and no name, sid or path options. */
+/** Policies (with or without a TEID prefix) with an sr_prefix and no sid or path options. */
 export class FlatPolicies implements FlatRuleReader {
   readonly #rows: PolicyRows;
   readonly #d: FlatRuleDefaults;
@@ -333,6 +406,7 @@ export class FlatPolicies implements FlatRuleReader {
   readonly #teid = new Uint32Array(FLAT_SLOTS);
   readonly #teidLen = new Uint8Array(FLAT_SLOTS);
   readonly #profile: PolicyProfile[] = new Array<PolicyProfile>(FLAT_SLOTS);
+  readonly #name: (string | undefined)[] = new Array<string | undefined>(FLAT_SLOTS);
   #last: PolicyProfile | undefined;
 
   constructor(rows: PolicyRows, d: FlatRuleDefaults) {
@@ -352,6 +426,7 @@ export class FlatPolicies implements FlatRuleReader {
     let src: Ipv6Prefix | undefined;
     let teidLen = 0;
     let teid = 0;
+    let name: string | undefined;
     for (let k = 0; k < m.count; k++) {
       const key = POLICY.of(b, m, k);
       if (key < 0 || m.valString[k] !== 1) return false;
@@ -382,6 +457,10 @@ export class FlatPolicies implements FlatRuleReader {
           src = this.#src.get(b, at, end);
           if (src === undefined) return false;
           break;
+        case P_NAME:
+          name = ruleName(b, at, end, this.#d.nameMax);
+          if (name === undefined) return false;
+          break;
       }
     }
     if ((seen & POLICY_NEEDS) !== POLICY_NEEDS) return false;
@@ -389,6 +468,7 @@ export class FlatPolicies implements FlatRuleReader {
     if (teidLen > 0 && this.#matchLen[slot] !== 32) return false;
     this.#teid[slot] = teidLen === 0 ? 0 : teid;
     this.#teidLen[slot] = teidLen;
+    this.#name[slot] = name;
     let p = this.#last;
     if (p === undefined || p.srPrefix !== sr || p.srcPrefix !== src) {
       p = { srPrefix: sr!, sid: undefined, srcPrefix: src!, segments: this.#d.noSegments, srh: this.#d.srh, hopLimit: this.#d.hopLimit, mtu: undefined };
@@ -399,6 +479,79 @@ export class FlatPolicies implements FlatRuleReader {
   }
 
   add(slot: number): unknown {
-    return this.#rows.addFields(this.#match[slot]!, this.#matchLen[slot]!, this.#teid[slot]!, this.#teidLen[slot]!, this.#profile[slot]!);
+    return this.#rows.addFields(this.#match[slot]!, this.#matchLen[slot]!, this.#teid[slot]!, this.#teidLen[slot]!, this.#profile[slot]!, this.#name[slot]);
+  }
+}
+
+const LOCALSID = new Keys(['sid', 'src_prefix_len', 'name']);
+const [L_SID, L_SRC_LEN, L_NAME] = [0, 1, 2] as const;
+const LOCALSID_NEEDS = (1 << L_SID) | (1 << L_SRC_LEN);
+
+/**
+ * End.M.GTP4.E local SIDs (no behavior given) with a sid, a src_prefix_len
+ * and nothing else but a name: the rule reader's object, as it makes it
+ * (a local SID is not a row).
+ */
+export class FlatLocalSids implements FlatRuleReader {
+  readonly #d: FlatRuleDefaults;
+  readonly #sid: (Ipv6Prefix | undefined)[] = new Array<Ipv6Prefix | undefined>(FLAT_SLOTS);
+  readonly #srcLen = new Uint8Array(FLAT_SLOTS);
+  readonly #name: (string | undefined)[] = new Array<string | undefined>(FLAT_SLOTS);
+  /** The list index of the item read next (the list's count of rules read: taken here or by the rule reader). */
+  readonly #position: () => number;
+
+  constructor(d: FlatRuleDefaults, position: () => number) {
+    this.#d = d;
+    this.#position = position;
+  }
+
+  get next(): number {
+    return this.#position();
+  }
+
+  read(b: Uint8Array, m: FlatMembers, slot: number): boolean {
+    let seen = 0;
+    let name: string | undefined;
+    let sid: Ipv6Prefix | undefined;
+    let srcLen = -1;
+    for (let k = 0; k < m.count; k++) {
+      const key = LOCALSID.of(b, m, k);
+      if (key < 0) return false;
+      seen |= 1 << key;
+      const at = m.valAt[k]!;
+      const end = m.valEnd[k]!;
+      const str = m.valString[k] === 1;
+      switch (key) {
+        case L_SID:
+          // Keys are unique: no text to share. A /0 draws a warning.
+          if (!str || end - at > 64) return false;
+          sid = this.#d.v6Own(latin1(b, at, end));
+          if (sid === undefined || sid.len === 0 || sid.len > this.#d.maxSidPrefixLen) return false;
+          break;
+        case L_SRC_LEN:
+          srcLen = str ? -1 : decimal(b, at, end, 3);
+          if (srcLen < 0 || srcLen > this.#d.maxSrcPrefixLen) return false;
+          break;
+        case L_NAME:
+          name = str ? ruleName(b, at, end, this.#d.nameMax) : undefined;
+          if (name === undefined) return false;
+          break;
+      }
+    }
+    if ((seen & LOCALSID_NEEDS) !== LOCALSID_NEEDS) return false;
+    this.#sid[slot] = sid;
+    this.#srcLen[slot] = srcLen;
+    this.#name[slot] = name;
+    return true;
+  }
+
+  add(slot: number): unknown {
+    const where = this.#position();
+    const name = this.#name[slot];
+    const sid = this.#sid[slot]!;
+    const srcPrefixLen = this.#srcLen[slot]!;
+    const ttl = this.#d.ttl;
+    // readLocalSid's object, its members in its order.
+    return name === undefined ? { where, sid, srcPrefixLen, container: 'always', ttl } : { where, name, sid, srcPrefixLen, container: 'always', ttl };
   }
 }

@@ -25,7 +25,7 @@ import { localSidKey, parseTeidPrefix, policyKey, SECTION_KEY, sessionKey, where
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import { RepeatedRowKey, RowKeyedMap } from './row-map.js';
 import { keyTextOrder, POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule } from './rows.js';
-import { FLAT_SLOTS, FlatPolicies, FlatSessions, type FlatMembers, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
+import { FLAT_SLOTS, FlatLocalSids, FlatPolicies, FlatSessions, TakenRule, type FlatMembers, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
 import { localSidGrowth, mtuTooSmall, sessionGrowth, type Growth } from './mtu-floor.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
@@ -299,10 +299,12 @@ class Section<R> {
       this.#count++;
       this.#end = end;
     }
-    if (v instanceof TakenItem) {
+    if (v instanceof TakenRule) {
       if (!this.#refused && i === this.done && v.next === i) {
+        // Added before the count moves on: a reader without rows (local SIDs) reads the item's index there.
+        const r = v.add();
         this.done++;
-        return v.add();
+        return r;
       }
       v = v.raw();
     }
@@ -346,7 +348,7 @@ class RulesAsRead {
   readonly policies: Section<Policy>;
   readonly localsids: Section<LocalSid>;
   readonly sessions: Section<Session>;
-  readonly #flat: { readonly policies: FlatPolicies; readonly sessions: FlatSessions };
+  readonly #flat: { readonly policies: FlatPolicies; readonly sessions: FlatSessions; readonly localsids: FlatLocalSids };
 
   constructor(src: Source) {
     const policies = new PolicyRows();
@@ -362,13 +364,20 @@ class RulesAsRead {
       hopLimit: DEFAULT_HOP_LIMIT,
       maxSidPrefixLen: MAX_SID_PREFIX_LEN,
       maxSrcPrefixLen: MAX_SRC_PREFIX_LEN,
+      nameMax: RULE_NAME_MAX,
+      ttl: DEFAULT_TTL,
+      v6Own: ownV6Prefix,
     };
-    this.#flat = { policies: new FlatPolicies(policies, defaults), sessions: new FlatSessions(sessions, defaults) };
+    this.#flat = {
+      policies: new FlatPolicies(policies, defaults),
+      sessions: new FlatSessions(sessions, defaults),
+      localsids: new FlatLocalSids(defaults, () => this.localsids.done),
+    };
   }
 
-  /** The reader of a rule list's flat items from the bytes (JSON), if the list has one. */
+  /** The reader of a rule list's flat items from the bytes (JSON, plain block YAML), if the list has one. */
   flatReader(key: string): FlatRuleReader | undefined {
-    return key === 'policies' || key === 'sessions' ? this.#flat[key] : undefined;
+    return key === 'policies' || key === 'sessions' || key === 'localsids' ? this.#flat[key] : undefined;
   }
 
   hook(key: string): ItemRead | undefined {
@@ -871,12 +880,14 @@ class FlatRuns implements FlatMembers {
  * the item is to be read as an object after all (the list was refused
  * before it), parses its text, which the rule reader took as valid JSON.
  */
-class TakenItem {
+class TakenItem extends TakenRule {
   #slot = 0;
   #at = 0;
   #end = 0;
 
-  constructor(readonly runs: FlatRuns) {}
+  constructor(readonly runs: FlatRuns) {
+    super();
+  }
 
   set(slot: number, at: number, end: number): void {
     this.#slot = slot;
@@ -1695,6 +1706,18 @@ function sharedV6Prefix(src: Source, s: string): Ipv6Prefix | undefined {
   if (warned) return undefined;
   keepShared(src, s, p);
   return p;
+}
+
+/** The prefix object readIpv6Prefix (not shared) makes of `s`, for the flat readers; undefined when `s` does not parse or draws a warning. */
+function ownV6Prefix(s: string): Ipv6Prefix | undefined {
+  let warned = false;
+  let p: Ipv6Prefix;
+  try {
+    p = parseIpv6Prefix(s, IN_GUARD, () => (warned = true));
+  } catch {
+    return undefined;
+  }
+  return warned ? undefined : p;
 }
 
 function readIpv6Address(src: Source, path: Path, v: unknown): Ipv6Addr {

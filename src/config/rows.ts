@@ -160,11 +160,13 @@ export class SessionRows {
 
   /**
    * The next row from its values (src/config/flat-rules.ts, which read them
-   * from the file's bytes): an IPv4 UE, no name, `profile` shared as a
-   * reader's is (the same object for the same values).
+   * from the file's bytes): an IPv4 UE, `profile` shared as a reader's is
+   * (the same object for the same values).
    */
-  addFields(ue4: number, ueLen: number, teid: number, qos: number, endpoint: number, source: number, profile: SessionProfile): SessionRule {
-    return new SessionRule(this, this.#row(ue4, ueLen, teid, qos, endpoint, source, this.profiles.id(profile)));
+  addFields(ue4: number, ueLen: number, teid: number, qos: number, endpoint: number, source: number, profile: SessionProfile, name?: string): SessionRule {
+    const i = this.#row(ue4, ueLen, teid, qos, endpoint, source, this.profiles.id(profile));
+    if (name !== undefined) this.#names.set(i, name);
+    return new SessionRule(this, i);
   }
 
   #row(ue4: number, ueLen: number, teid: number, qos: number, endpoint: number, source: number, profile: number): number {
@@ -374,9 +376,11 @@ export class PolicyRows {
     return new PolicyRule(this, i);
   }
 
-  /** As SessionRows.addFields: no name; teidLen 0 for none. */
-  addFields(match: number, matchLen: number, teid: number, teidLen: number, profile: PolicyProfile): PolicyRule {
-    return new PolicyRule(this, this.#row(match, matchLen, teid, teidLen, this.profiles.id(profile)));
+  /** As SessionRows.addFields; teidLen 0 for none. */
+  addFields(match: number, matchLen: number, teid: number, teidLen: number, profile: PolicyProfile, name?: string): PolicyRule {
+    const i = this.#row(match, matchLen, teid, teidLen, this.profiles.id(profile));
+    if (name !== undefined) this.#names.set(i, name);
+    return new PolicyRule(this, i);
   }
 
   #row(match: number, matchLen: number, teid: number, teidLen: number, profile: number): number {

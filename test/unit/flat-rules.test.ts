@@ -10,7 +10,7 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ConfigError } from '../../src/config/errors.js';
-import { FlatPolicies, FlatSessions } from '../../src/config/flat-rules.js';
+import { FlatLocalSids, FlatPolicies, FlatSessions } from '../../src/config/flat-rules.js';
 import { parseConfig, parseConfigReadWhole } from '../../src/config/load.js';
 import { plainRule } from '../../src/config/rows.js';
 import { xorshift32 } from '../helpers/rng.js';
@@ -24,7 +24,8 @@ function outcome(read: () => ReturnType<typeof parseConfig>): unknown {
     return {
       settings: c.settings,
       policies: c.policies.map((r) => plainRule(r)),
-      localsids: c.localsids,
+      // Their JSON: members in the rule reader's order.
+      localsids: JSON.stringify(c.localsids, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)),
       sessions: (c.sessions ?? []).map((r) => plainRule(r)),
       warnings: (c.warnings ?? []).map((w) => `${w.path}: ${w.reason} (line ${w.line ?? '-'})`),
     };
@@ -91,6 +92,43 @@ const policyOdd = (i: number): [string, string][] => [
   ['mtu', '1500'],
   ['hop_limit', '30'],
 ];
+/** Names: taken, or refused by the rule readers (the characters, the length, empty, not a string). */
+const nameOdd = (i: number): [string, string][] => [
+  ['name', JSON.stringify(`n${i}.x_y@a+b:c/d-e`)],
+  ['name', JSON.stringify(`n${i}`.padEnd(64, 'x'))],
+  ['name', JSON.stringify(`n${i}`.padEnd(65, 'x'))],
+  ['name', JSON.stringify(`bad${i}!`)],
+  ['name', JSON.stringify(`sp ${i}`)],
+  ['name', JSON.stringify(`h${i}#`)],
+  ['name', JSON.stringify(`\u00e9${i}`)],
+  ['name', '""'],
+  ['name', '" "'],
+  ['name', String(i)],
+  ['name', 'null'],
+];
+const localSidOdd = (i: number): [string, string][] => [
+  ['sid', JSON.stringify(`2001:db8:${(i & 0xffff).toString(16)}::1/48`)],
+  ['sid', JSON.stringify(`2001:DB8:${(i & 0xffff).toString(16).toUpperCase()}::/48`)],
+  ['src_prefix_len', '0'],
+  ['behavior', '"end.m.gtp4.e"'],
+  ['ttl', '9'],
+  ['container', '"never"'],
+  ['mtu', '1400'],
+  ['name', JSON.stringify(`l${i}`)],
+];
+const localSidBad: [string, string][] = [
+  ['sid', '"::/0"'],
+  ['sid', '"0::/0"'],
+  ['sid', '"2001:db8:9::/97"'],
+  ['sid', '"2001:db8:9::"'],
+  ['sid', '48'],
+  ['src_prefix_len', '"64"'],
+  ['src_prefix_len', '064'],
+  ['src_prefix_len', '64.0'],
+  ['src_prefix_len', '97'],
+  ['src_prefix_len', '-1'],
+  ['bogus', '1'],
+];
 const policyBad: [string, string][] = [
   ['teid', '"5/8"'],
   ['teid', '"1/0"'],
@@ -135,6 +173,23 @@ function sessionItem(i: number, bad: boolean): string {
   return item(m);
 }
 
+function localSidItem(i: number, bad: boolean): string {
+  const m: Record<string, string> = {
+    sid: JSON.stringify(`2001:db8:${(i & 0xffff).toString(16)}::/48`),
+    src_prefix_len: pick(['64', '64', '96']),
+  };
+  if (chance(3)) m['name'] = JSON.stringify(`l${i}`);
+  if (chance(4)) {
+    const [k, v] = pick([...localSidOdd(i), ...nameOdd(i).slice(0, 2)]);
+    m[k] = v;
+  }
+  if (bad && chance(300)) {
+    const [k, v] = pick([...localSidBad, ...nameOdd(i).slice(2)]);
+    m[k] = v;
+  }
+  return item(m);
+}
+
 function policyItem(i: number, bad: boolean): string {
   const n3 = `100.64.${(i >> 8) & 255}.${i & 255}`;
   const m: Record<string, string> = {
@@ -163,6 +218,7 @@ describe('rules read from the bytes (flat items), held to the whole read', () =>
   it('generated files: the same outcome each time, and most plain items taken', () => {
     const takenSessions = vi.spyOn(FlatSessions.prototype, 'add');
     const takenPolicies = vi.spyOn(FlatPolicies.prototype, 'add');
+    const takenLocalSids = vi.spyOn(FlatLocalSids.prototype, 'add');
     let files = 0;
     let refused = 0;
     for (let f = 0; f < 60; f++) {
@@ -171,7 +227,8 @@ describe('rules read from the bytes (flat items), held to the whole read', () =>
       const bad = f % 3 === 0;
       const sessions = Array.from({ length: n }, (_, i) => sessionItem(i + f * 3000, bad));
       const policies = Array.from({ length: f % 10 === 5 ? 2300 : r() % 30 }, (_, i) => policyItem(i + f * 3000, bad));
-      const text = `{"settings": {"max_sessions": 4000, "max_policies": 4000},\n"policies": [${policies.join(',\n')}],\n"sessions": [${sessions.join(',\n')}]}`;
+      const localsids = Array.from({ length: f % 10 === 7 ? 2300 : r() % 30 }, (_, i) => localSidItem(i + f * 3000, bad));
+      const text = `{"settings": {"max_sessions": 4000, "max_policies": 4000, "max_localsids": 4000},\n"policies": [${policies.join(',\n')}],\n"localsids": [${localsids.join(',\n')}],\n"sessions": [${sessions.join(',\n')}]}`;
       const got = outcome(() => parseConfig(text, FILE));
       expect(got, `file ${f}`).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
       files++;
@@ -182,6 +239,7 @@ describe('rules read from the bytes (flat items), held to the whole read', () =>
     expect(refused).toBeGreaterThan(5);
     expect(takenSessions.mock.calls.length).toBeGreaterThan(3000);
     expect(takenPolicies.mock.calls.length).toBeGreaterThan(1000);
+    expect(takenLocalSids.mock.calls.length).toBeGreaterThan(1000);
   });
 
   // Each odd or refused member alone, in an item after plain ones (whose prefixes the readers have met).
@@ -196,6 +254,17 @@ describe('rules read from the bytes (flat items), held to the whole read', () =>
   it.each([...policyOdd(77), ...policyBad])('policy %s: %s, as the whole read', (k, v) => {
     const text = `{"policies": [${alone(plainPolicy, k, v).join(',')}]}`;
     expect(outcome(() => parseConfig(text, FILE))).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
+  });
+  const plainLocalSid = (i: number): Record<string, string> => ({ sid: `"2001:db8:5:${i}::/64"`, src_prefix_len: '64' });
+  it.each([...localSidOdd(77), ...localSidBad])('local SID %s: %s, as the whole read', (k, v) => {
+    const text = `{"localsids": [${alone(plainLocalSid, k, v).join(',')}]}`;
+    expect(outcome(() => parseConfig(text, FILE))).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
+  });
+  it.each(nameOdd(77))('%s %s in each kind, as the whole read', (k, v) => {
+    for (const plain of [plainSession, plainPolicy, plainLocalSid]) {
+      const text = `{"${plain === plainSession ? 'sessions' : plain === plainPolicy ? 'policies' : 'localsids'}": [${alone(plain, k, v).join(',')}]}`;
+      expect(outcome(() => parseConfig(text, FILE))).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
+    }
   });
 
   it('plain files: every item taken, rows equal to the rule reader\'s', () => {
