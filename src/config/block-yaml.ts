@@ -9,9 +9,13 @@
  * left to js-yaml: NOT_BLOCK. test/unit/block-yaml-fuzz.test.ts compares the
  * two on generated documents and near-misses. A plain scalar is resolved by
  * js-yaml's own core-schema types (null, bool, int, float, else a string),
- * so what comes out is what js-yaml.load(text, CORE_SCHEMA) gives.
+ * so what comes out is what js-yaml.load(text, CORE_SCHEMA) gives. A rule
+ * list's plain items can be read from the bytes by its flat reader instead
+ * (BlockFlat below): the block reader's 131,072 mappings of the bench's
+ * file were most of its time.
  */
 import jsyaml from 'js-yaml';
+import { TakenRule, type FlatMembers, type FlatRuleReader } from './flat-rules.js';
 
 export const NOT_BLOCK = Symbol('not plain block YAML');
 
@@ -51,9 +55,24 @@ const UNUSUAL = /[\x00-\x09\x0B-\x1F\x7F-\x9F\uD800-\uDFFF\u2028\u2029\uFFFE\uFF
 export type ItemHook = (key: string) => ItemRead | undefined;
 export type ItemRead = (item: unknown, index: number, start: number, end: number) => unknown;
 
-export function parseBlockYaml(text: string, items?: ItemHook): unknown {
+/**
+ * Rule lists whose plain items are read from the text's bytes by their
+ * list's flat reader (src/config/flat-rules.ts), as a JSON file's are: an
+ * item of `key: value` lines only, at its mapping's column, each value a
+ * plain scalar of the characters a flat reader can take (no quote, no
+ * comment, no space); its rule is given to the list's ItemRead as a
+ * TakenRule. Any other item, or one the reader declines, is read as before.
+ */
+export interface BlockFlat {
+  /** The text's bytes, one a character (an ASCII text): an index is the same in both. */
+  readonly bytes: Uint8Array;
+  /** The flat reader of a top-level rule list, if it has one. */
+  reader(key: string): FlatRuleReader | undefined;
+}
+
+export function parseBlockYaml(text: string, items?: ItemHook, flat?: BlockFlat): unknown {
   if (UNUSUAL.test(text)) return NOT_BLOCK;
-  const r = new Reader(text, items);
+  const r = new Reader(text, items, flat);
   if (r.eof || r.indent !== 0) return NOT_BLOCK;
   try {
     const top = r.node(0);
@@ -87,6 +106,7 @@ class Reader {
   constructor(
     readonly text: string,
     readonly items?: ItemHook,
+    readonly flat?: BlockFlat,
   ) {
     this.next();
   }
@@ -142,9 +162,9 @@ class Reader {
     return i === this.end || t.charCodeAt(i) === 0x20 ? i : -1;
   }
 
-  node(indent: number, each?: ItemRead): unknown {
+  node(indent: number, each?: ItemRead, flat?: FlatRuleReader): unknown {
     if (this.indent !== indent) throw new NotBlock();
-    return this.item() ? this.seq(indent, each) : this.map(indent);
+    return this.item() ? this.seq(indent, each, flat) : this.map(indent);
   }
 
   /**
@@ -180,15 +200,16 @@ class Reader {
         continue;
       }
       const each = this.depth === 1 ? this.items?.(key) : undefined;
-      if (!this.eof && this.indent > indent) out[key] = this.node(this.indent, each);
-      else if (!this.eof && this.indent === indent && this.item()) out[key] = this.seq(indent, each);
+      const flat = each === undefined ? undefined : this.flat?.reader(key);
+      if (!this.eof && this.indent > indent) out[key] = this.node(this.indent, each, flat);
+      else if (!this.eof && this.indent === indent && this.item()) out[key] = this.seq(indent, each, flat);
       else out[key] = null;
     }
     this.depth--;
     return out;
   }
 
-  seq(indent: number, each?: ItemRead): unknown[] {
+  seq(indent: number, each?: ItemRead, flat?: FlatRuleReader): unknown[] {
     this.enter();
     const out: unknown[] = [];
     const t = this.text;
@@ -203,7 +224,9 @@ class Reader {
       if (j === this.end || this.item(j) || t.charCodeAt(j) === 0x23 /* # */) throw new NotBlock();
       const from = this.start - this.indent;
       let v: unknown;
-      if (this.key(j) >= 0) {
+      const taken = flat === undefined || this.key(j) < 0 ? undefined : this.flatItem(j, indent, flat);
+      if (taken !== undefined) v = taken;
+      else if (this.key(j) >= 0) {
         // The item's mapping: this line read as if it began at the key's column.
         this.indent += j - this.start;
         this.start = j;
@@ -218,7 +241,156 @@ class Reader {
     this.depth--;
     return out;
   }
+
+  readonly #members = new YamlMembers();
+  readonly #taken = new YamlTaken(this.#members);
+
+  /**
+   * The item whose first key is at `j` ("- " at column `seqIndent`) read by
+   * `reader` from the bytes, the cursor moved past it: its TakenRule. Or
+   * undefined, the cursor where it was: the item is to be read as before
+   * (not plain, declined, or an error the reader words).
+   */
+  flatItem(j: number, seqIndent: number, reader: FlatRuleReader): TakenRule | undefined {
+    const b = this.flat!.bytes;
+    const { start, end, indent } = this;
+    const col = indent + (j - start);
+    const m = this.#members;
+    m.count = 0;
+    let ok = true;
+    for (let at = j; ; at = this.start) {
+      if (!m.add(this, b, at)) {
+        ok = false;
+        break;
+      }
+      this.next();
+      // The mapping ends at a line less indented; one between the list's column and the
+      // mapping's, or more indented, or a "- " at the mapping's column, is not plain.
+      if (this.eof || this.indent <= seqIndent) break;
+      if (this.indent !== col || this.item()) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok && reader.read(b, m, 0)) return this.#taken.set(reader, this.text);
+    this.start = start;
+    this.end = end;
+    this.indent = indent;
+    this.eof = false;
+    return undefined;
+  }
 }
+
+/** Keys an item read from the bytes has at most. */
+const FLAT_KEYS = 64;
+
+/** A block item's `key: value` members, found over the bytes (FlatMembers: offsets into the text). */
+class YamlMembers implements FlatMembers {
+  count = 0;
+  readonly keyHash = new Int32Array(FLAT_KEYS);
+  readonly keyAt = new Int32Array(FLAT_KEYS);
+  readonly keyLen = new Int32Array(FLAT_KEYS);
+  readonly valAt = new Int32Array(FLAT_KEYS);
+  readonly valEnd = new Int32Array(FLAT_KEYS);
+  readonly valString = new Uint8Array(FLAT_KEYS);
+
+  /**
+   * The line's `key: value` at `at` (to r.end) as the next member: false
+   * when it is not one (no key, a key given before, no value, a character
+   * a plain value of a flat item does not have, a trailing colon).
+   */
+  add(r: Reader, b: Uint8Array, at: number): boolean {
+    const colon = r.key(at);
+    if (colon < 0 || this.count === FLAT_KEYS) return false;
+    const keyEnd = colon - 1;
+    const len = keyEnd - at;
+    let h = 0;
+    for (let i = at; i < keyEnd; i++) h = (Math.imul(h, 31) + b[i]!) | 0;
+    for (let k = 0; k < this.count; k++) {
+      if (this.keyHash[k] !== h || this.keyLen[k] !== len) continue;
+      const other = this.keyAt[k]!;
+      let x = 0;
+      while (x < len && b[other + x] === b[at + x]) x++;
+      if (x === len) return false;
+    }
+    let v = colon;
+    while (v < r.end && b[v] === 0x20) v++;
+    const end = r.end;
+    if (v === end || VALUE_FIRST[b[v]!] !== 1 || b[end - 1] === 0x3a /* : */) return false;
+    // What the value resolves to: a string, or something else (a number, a bool, null).
+    let digits = true;
+    let other = false;
+    let points = 0;
+    for (let i = v; i < end; i++) {
+      const c = b[i]!;
+      if (VALUE_BYTE[c] !== 1) return false;
+      if (c < 0x30 || c > 0x39) digits = false;
+      if (NOT_STRING_BYTE[c] !== 1) other = true;
+      if (c === 0x2e /* . */) points++;
+    }
+    const c0 = b[v]!;
+    let str: boolean;
+    if (digits) str = false;
+    // No null, bool, int or float has a character outside NOT_STRING's, or two points (an IPv4 address).
+    else if (other || points > 1 || (isAlpha(c0) && !NULL_BOOL_FIRST.includes(c0))) str = true;
+    else str = typeof scalar(r.text.slice(v, end)) === 'string';
+    const k = this.count++;
+    this.keyHash[k] = h;
+    this.keyAt[k] = at;
+    this.keyLen[k] = len;
+    this.valAt[k] = v;
+    this.valEnd[k] = end;
+    this.valString[k] = str ? 1 : 0;
+    return true;
+  }
+}
+
+/** The item a flat reader took (one object reused for each). */
+class YamlTaken extends TakenRule {
+  #reader: FlatRuleReader | undefined;
+  #text = '';
+
+  constructor(readonly members: YamlMembers) {
+    super();
+  }
+
+  set(reader: FlatRuleReader, text: string): this {
+    this.#reader = reader;
+    this.#text = text;
+    return this;
+  }
+
+  get next(): number {
+    return this.#reader!.next;
+  }
+
+  add(): unknown {
+    return this.#reader!.add(0);
+  }
+
+  /** The mapping the block reader makes of the item (its members are plain scalars): read at once, before the next item. */
+  raw(): unknown {
+    const m = this.members;
+    const t = this.#text;
+    const out: Record<string, unknown> = {};
+    for (let k = 0; k < m.count; k++) out[t.slice(m.keyAt[k]!, m.keyAt[k]! + m.keyLen[k]!)] = scalar(t.slice(m.valAt[k]!, m.valEnd[k]!));
+    return out;
+  }
+}
+
+const byteSet = (chars: string): Uint8Array => {
+  const s = new Uint8Array(256);
+  for (const c of chars) s[c.charCodeAt(0)] = 1;
+  return s;
+};
+const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+/** A flat value's first character (no indicator, sign or point), and its others (no space, quote or #). */
+const VALUE_FIRST = byteSet(ALNUM);
+const VALUE_BYTE = byteSet(`${ALNUM}._:/@+-`);
+/** NOT_STRING's characters. */
+const NOT_STRING_BYTE = byteSet(`${ALNUM}.+~_-`);
+/** First letters of the core schema's nulls and bools. */
+const NULL_BOOL_FIRST = [...'nNtTfF'].map((c) => c.charCodeAt(0));
 
 function isAlpha(c: number): boolean {
   return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a);

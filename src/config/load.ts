@@ -157,7 +157,11 @@ function parseConfigText(text: string, file: string, onSettings: ((s: Settings) 
     top = fastJson(src, text);
   }
   const tryBlock = top === NOT_JSON;
-  if (tryBlock) top = parseBlockYaml(text, (key) => asRead.hook(key));
+  if (tryBlock) {
+    // Plain items of an ASCII file read from its bytes, as a JSON file's are (not for the whole read, the tests' reference).
+    const ascii = streamJson ? asciiBytes(text, bytes) : undefined;
+    top = parseBlockYaml(text, (key) => asRead.hook(key), ascii === undefined ? undefined : { bytes: ascii, reader: (key) => asRead.flatReader(key) });
+  }
   const readByBlock = tryBlock && top !== NOT_BLOCK;
   // js-yaml reads it all again: nothing read during the block reader's try counts.
   if (top === NOT_BLOCK) asRead = new RulesAsRead(src);
