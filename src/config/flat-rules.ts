@@ -214,6 +214,8 @@ class V6Field {
   readonly #text = new Uint8Array(V6_SLOTS * V6_TEXT);
   readonly #len = new Int16Array(V6_SLOTS).fill(-1);
   readonly #prefix = new Array<Ipv6Prefix | undefined>(V6_SLOTS);
+  /** The slot of the text met last. */
+  #last = 0;
 
   constructor(
     readonly defaults: FlatRuleDefaults,
@@ -224,21 +226,33 @@ class V6Field {
   get(b: Uint8Array, at: number, end: number): Ipv6Prefix | undefined {
     const n = end - at;
     if (n > V6_TEXT) return undefined;
+    const t = this.#text;
+    // The text met last first (a generated file gives one for long runs), compared without a hash.
+    const last = this.#last;
+    if (this.#len[last] === n) {
+      const from = last * V6_TEXT;
+      let i = 0;
+      while (i < n && t[from + i] === b[at + i]) i++;
+      if (i === n) return this.#prefix[last];
+    }
     let h = n;
     for (let i = at; i < end; i++) h = (Math.imul(h, 31) + b[i]!) | 0;
     const s = (h ^ (h >>> 8) ^ (h >>> 16)) & (V6_SLOTS - 1);
-    const t = this.#text;
     const from = s * V6_TEXT;
     if (this.#len[s] === n) {
       let i = 0;
       while (i < n && t[from + i] === b[at + i]) i++;
-      if (i === n) return this.#prefix[s];
+      if (i === n) {
+        this.#last = s;
+        return this.#prefix[s];
+      }
     }
     const p = this.defaults.v6(latin1(b, at, end));
     if (p === undefined || p.len > this.maxLen) return undefined;
     t.set(b.subarray(at, end), from);
     this.#len[s] = n;
     this.#prefix[s] = p;
+    this.#last = s;
     return p;
   }
 }
