@@ -100,9 +100,11 @@ export function deflatedFile(config: Config): Buffer | undefined {
 
 /**
  * Sessions and policies indexed a turn (ruleKeyMap's fill) once all have
- * come: 16,384 keys take about 5 ms here.
+ * come: 16,384 keys took about 5 ms here on a quiet host, 10-13 ms in an
+ * edited reload of bench:daemon's 131,072 rules beside its status poller
+ * (over the loop's 10 ms p99 target); 4,096 a quarter of that.
  */
-const KEY_MAP_SLICE = 16384;
+const KEY_MAP_SLICE = 4096;
 
 /**
  * `previousText`: the text `previous` was read from, as the daemon holds

@@ -1422,7 +1422,7 @@ export class Daemon {
       // A failed reload could not put the tables back: written whole (keeping entries no rule lists while BGP may learn them again).
       try {
         // In slices: written at once it waited for every replace's grace period on the loop (found in review, session 43).
-        result = await old.syncYielding(rules.effective(), { keep: this.config.bgp !== undefined });
+        result = await old.syncYielding(await rules.effectiveYielding(), { keep: this.config.bgp !== undefined });
       } catch (e) {
         // The tables stay out of step (the next reload tries again); a full table is the file's, 409.
         throw tablesError(e);
@@ -1441,7 +1441,7 @@ export class Daemon {
         this.#stillRunning();
       }
       try {
-        r = await old.update(rules.effective(), changes);
+        r = await old.update(await rules.effectiveYielding(), changes);
       } catch (e) {
         if (!old.rules.closed) await this.#restoreTables(rules); // part of it may be in
         // A full table, too many prefix lengths: the file's, 409 (before: 500, "internal").

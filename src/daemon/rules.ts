@@ -687,6 +687,37 @@ export class RuleSet {
       sessions: all('session', this.sessions),
     };
   }
+
+  /**
+   * effective() in slices of about SLICE_MS, the event loop running between
+   * them: the lists of 131,072 rules were made in one turn of 11-17 ms of
+   * an edited reload's. The caller holds the set still (nothing changes it
+   * meanwhile: a reload's new set, before it runs).
+   */
+  effectiveYielding(): Promise<Config> {
+    return runYielding(this.#effectiveSliced());
+  }
+
+  *#effectiveSliced(): Generator<void, Config> {
+    const clock = new SliceClock();
+    const learned = this.#learned;
+    function* all<R extends Rule>(kind: RuleKind, mine: ReadonlyMap<string, R>): Generator<void, R[]> {
+      const out: R[] = [];
+      for (const r of mine.values()) {
+        out.push(r);
+        if (clock.tick()) yield;
+      }
+      for (const r of learned[kind].values() as Iterable<R>) {
+        out.push(r);
+        if (clock.tick()) yield;
+      }
+      return out;
+    }
+    const policies = yield* all('policy', this.policies);
+    const localsids = yield* all('localsid', this.localsids);
+    const sessions = yield* all('session', this.sessions);
+    return { ...this.config, policies, localsids, sessions };
+  }
 }
 
 /** A short digest of a rule as the config spells it (what `base` in a state record holds). */
