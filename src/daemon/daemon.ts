@@ -465,20 +465,23 @@ export class Daemon {
   async #prepare(): Promise<void> {
     const o = this.#o;
     if (o.netns !== undefined) enterNetns(o.netns);
-    // While the daemon is small: the start takes them after the load (src/host/spawn-early.ts).
-    if (o.spawnEarly !== false) {
+    // While the daemon is small: the start takes them after the load (src/host/spawn-early.ts). Once
+    // the program load has started (its verifier ended the critical path of bench:daemon's start), before the parse.
+    const spawn = (): void => {
+      if (o.spawnEarly === false) return;
       spawnEarly('setpriv', LINK_MONITOR_ARGS, LINK_MONITOR_STDIO, this);
       spawnNextHopReadersEarly(undefined, this);
-    }
+    };
     const t0 = performance.now();
     const { config, sha, bytes } = await this.#readConfig(
       o.earlyLoad === false
-        ? undefined
+        ? { text: spawn }
         : {
             // The settings block read ahead of the parse, then the file's own settings (the same: nothing to do).
             text: (t) => {
               const s = peekSettings(t);
               if (s !== undefined) this.#loadEarly(s, 'read ahead');
+              spawn();
             },
             settings: (s) => this.#loadEarly(s, 'parsed'),
           },
@@ -952,7 +955,7 @@ export class Daemon {
   }
 
   /** The config file read and checked; `bytes`, the file as read, is what #configText keeps (deflated from the bytes, not the string: ~3 x faster). */
-  async #readConfig(hooks?: { readonly text: (t: string) => void; readonly settings: (s: Settings) => void }): Promise<{ config: Config; sha: string; bytes: Buffer }> {
+  async #readConfig(hooks?: { readonly text: (t: string) => void; readonly settings?: (s: Settings) => void }): Promise<{ config: Config; sha: string; bytes: Buffer }> {
     const bytes = this.#readConfigBytes();
     const utf8 = bytes.toString('utf8');
     hooks?.text(utf8);
