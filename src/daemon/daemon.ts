@@ -1423,9 +1423,12 @@ export class Daemon {
     // plane, whose view of the tables this write kept true, puts them back (#restoreTables).
     if (this.#tablesDirty) {
       // A failed reload could not put the tables back: written whole (keeping entries no rule lists while BGP may learn them again).
+      const effective = await rules.effectiveYielding();
+      // Made in turns of the loop: a stop meanwhile closed the data plane.
+      this.#stillRunning();
       try {
         // In slices: written at once it waited for every replace's grace period on the loop (found in review, session 43).
-        result = await old.syncYielding(await rules.effectiveYielding(), { keep: this.config.bgp !== undefined });
+        result = await old.syncYielding(effective, { keep: this.config.bgp !== undefined });
       } catch (e) {
         // The tables stay out of step (the next reload tries again); a full table is the file's, 409.
         throw tablesError(e);
@@ -1443,8 +1446,11 @@ export class Daemon {
         // It gave the loop turns: a stop meanwhile closed the data plane.
         this.#stillRunning();
       }
+      const effective = await rules.effectiveYielding();
+      // Made in turns of the loop: a stop meanwhile closed the data plane.
+      this.#stillRunning();
       try {
-        r = await old.update(await rules.effectiveYielding(), changes);
+        r = await old.update(effective, changes);
       } catch (e) {
         if (!old.rules.closed) await this.#restoreTables(rules); // part of it may be in
         // A full table, too many prefix lengths: the file's, 409 (before: 500, "internal").
