@@ -20,7 +20,8 @@
  * else checks the item's text then). Anything else, it declines, and the
  * item is read as before (JSON.parse or the block reader, then the rule
  * reader, which words every error and warning): segments, srh, hop_limit,
- * mtu, behavior, sid, null; an IPv6 UE; a prefix with host bits set or not
+ * mtu, a policy's sid, null; a local SID's behavior, ttl, container,
+ * advertise or a /0 sid; an IPv6 UE; a prefix with host bits set or not
  * written canonically; a number with a fraction, an exponent or a leading
  * zero; a name with another character than a rule name's, or too long; an
  * IPv6 prefix text that does not parse or draws a warning. An IPv6 prefix
@@ -61,7 +62,7 @@ export function flatKeyHash(key: string): number {
 
 /** A reader of one rule list's flat items: read() into a slot of a run, add() the slot's rule as the list's next row. */
 export interface FlatRuleReader {
-  /** The rows' count: the list index the next add() gives. */
+  /** The list index the next add() gives (the rows' count; a reader without rows: its list's count of rules read). */
   readonly next: number;
   /** Item `m` into `slot`; false: the item is to be read as an object. */
   read(b: Uint8Array, m: FlatMembers, slot: number): boolean;
@@ -263,7 +264,7 @@ class V6Field {
  * each of which was made a string and looked up again at every item.
  */
 const V6_SLOTS = 512;
-/** The longest IPv6 prefix text a V6Field keeps (39 characters, a slash and 3 digits: 43). */
+/** The longest IPv6 prefix text a V6Field keeps (45 characters with an embedded IPv4 address, and /128: 49). */
 const V6_TEXT = 64;
 
 /** b[at, end) as a string of its own (the bytes ASCII: one character each), without a view of them made first. */

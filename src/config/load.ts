@@ -360,7 +360,7 @@ class RulesAsRead {
     this.policies = new Section(src, 'policies', readPolicy, policies);
     this.localsids = new Section(src, 'localsids', readLocalSid);
     this.sessions = new Section(src, 'sessions', readSession, sessions);
-    // The flat items they take become rows of the same stores, in list order (Section.item).
+    // The flat items they take become rows of the same stores (local SIDs: the rule reader's objects), in list order (Section.item).
     const defaults: FlatRuleDefaults = {
       v6: (text) => sharedV6Prefix(src, text),
       noSegments: NO_SEGMENTS,

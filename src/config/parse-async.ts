@@ -102,7 +102,8 @@ export function deflatedFile(config: Config): Buffer | undefined {
  * Sessions and policies indexed a turn (ruleKeyMap's fill) once all have
  * come: 16,384 keys took about 5 ms here on a quiet host, 10-13 ms in an
  * edited reload of bench:daemon's 131,072 rules beside its status poller
- * (over the loop's 10 ms p99 target); 4,096 a quarter of that.
+ * (over the loop's 10 ms p99 target); 4,096 a quarter of that (twice
+ * that in the turn where the policies end and the sessions begin).
  */
 const KEY_MAP_SLICE = 4096;
 

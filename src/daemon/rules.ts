@@ -691,8 +691,9 @@ export class RuleSet {
   /**
    * effective() in slices of about SLICE_MS, the event loop running between
    * them: the lists of 131,072 rules were made in one turn of 11-17 ms of
-   * an edited reload's. The caller holds the set still (nothing changes it
-   * meanwhile: a reload's new set, before it runs).
+   * an edited reload's. The caller holds the set still: a reload's new set,
+   * in the serial section, where the only other writer of the rule sets
+   * (applyLearned, whose learned maps the new set shares) also runs.
    */
   effectiveYielding(): Promise<Config> {
     return runYielding(this.#effectiveSliced());
