@@ -15,7 +15,7 @@
  * file were most of its time.
  */
 import jsyaml from 'js-yaml';
-import { TakenRule, type FlatMembers, type FlatRuleReader } from './flat-rules.js';
+import { FLAT_KEYS, FlatMemberColumns, TakenRule, type FlatRuleReader } from './flat-rules.js';
 
 export const NOT_BLOCK = Symbol('not plain block YAML');
 
@@ -281,19 +281,8 @@ class Reader {
   }
 }
 
-/** Keys an item read from the bytes has at most. */
-const FLAT_KEYS = 64;
-
 /** A block item's `key: value` members, found over the bytes (FlatMembers: offsets into the text). */
-class YamlMembers implements FlatMembers {
-  count = 0;
-  readonly keyHash = new Int32Array(FLAT_KEYS);
-  readonly keyAt = new Int32Array(FLAT_KEYS);
-  readonly keyLen = new Int32Array(FLAT_KEYS);
-  readonly valAt = new Int32Array(FLAT_KEYS);
-  readonly valEnd = new Int32Array(FLAT_KEYS);
-  readonly valString = new Uint8Array(FLAT_KEYS);
-
+class YamlMembers extends FlatMemberColumns {
   /**
    * The line's `key: value` at `at` (to r.end) as the next member: false
    * when it is not one (no key, a key given before, no value, a character

@@ -53,6 +53,20 @@ export interface FlatMembers {
   readonly valString: Uint8Array;
 }
 
+/** Keys a flat item has at most. */
+export const FLAT_KEYS = 64;
+
+/** FlatMembers' columns, FLAT_KEYS long: the JSON reader's (FlatRuns) and the block YAML reader's (YamlMembers). */
+export class FlatMemberColumns implements FlatMembers {
+  count = 0;
+  readonly keyHash = new Int32Array(FLAT_KEYS);
+  readonly keyAt = new Int32Array(FLAT_KEYS);
+  readonly keyLen = new Int32Array(FLAT_KEYS);
+  readonly valAt = new Int32Array(FLAT_KEYS);
+  readonly valEnd = new Int32Array(FLAT_KEYS);
+  readonly valString = new Uint8Array(FLAT_KEYS);
+}
+
 /** The hash FlatRuns gives a key (its bytes, h = h * 31 + byte, 32-bit). */
 export function flatKeyHash(key: string): number {
   let h = 0;

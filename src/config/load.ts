@@ -25,7 +25,7 @@ import { localSidKey, parseTeidPrefix, policyKey, SECTION_KEY, sessionKey, where
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import { RepeatedRowKey, RowKeyedMap } from './row-map.js';
 import { keyTextOrder, POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule } from './rows.js';
-import { FLAT_SLOTS, FlatLocalSids, FlatPolicies, FlatSessions, TakenRule, type FlatMembers, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
+import { FLAT_KEYS, FLAT_SLOTS, FlatLocalSids, FlatMemberColumns, FlatPolicies, FlatSessions, TakenRule, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
 import { localSidGrowth, mtuTooSmall, sessionGrowth, type Growth } from './mtu-floor.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
@@ -682,8 +682,6 @@ export function asciiText(text: string, bytes: Uint8Array): boolean {
 
 /** Items a run holds at most (one JSON.parse of their text, about 130 KB for sessions): the flat readers' slots, one an item. */
 const FLAT_RUN = FLAT_SLOTS;
-/** Keys a flat item has at most. */
-const FLAT_KEYS = 64;
 
 /**
  * Runs of flat items read ahead in a rule list: items that are objects of
@@ -702,7 +700,7 @@ const FLAT_KEYS = 64;
  * JSON.parse refuses (a flat-looking item that is not JSON) is given up:
  * its items are read one by one, where each error is found as before.
  */
-class FlatRuns implements FlatMembers {
+class FlatRuns extends FlatMemberColumns {
   /** The item `take` returned: a parsed object, or the TakenItem of one a rule reader took. */
   item: unknown;
   /** The list's reader of flat rules (src/config/flat-rules.ts), if it has one: set at each list. */
@@ -720,16 +718,10 @@ class FlatRuns implements FlatMembers {
   readonly #taken = new TakenItem(this);
   /** No run is read before this index (a refused run's end). */
   #refusedTo = -1;
-  // The members of the item #itemEnd read last (FlatMembers).
-  count = 0;
-  readonly keyHash = new Int32Array(FLAT_KEYS);
-  readonly keyAt = new Int32Array(FLAT_KEYS);
-  readonly keyLen = new Int32Array(FLAT_KEYS);
-  readonly valAt = new Int32Array(FLAT_KEYS);
-  readonly valEnd = new Int32Array(FLAT_KEYS);
-  readonly valString = new Uint8Array(FLAT_KEYS);
+  // The members of the item #itemEnd read last: FlatMemberColumns'.
 
   constructor(text: string, bytes: Uint8Array) {
+    super();
     this.text = text;
     this.#b = bytes;
   }
@@ -1700,15 +1692,8 @@ function keepShared(src: Source, s: string, p: Ipv6Prefix): void {
 function sharedV6Prefix(src: Source, s: string): Ipv6Prefix | undefined {
   const cached = src.v6Prefixes.get(s) ?? sharedPrefixes.get(s);
   if (cached !== undefined) return cached;
-  let warned = false;
-  let p: Ipv6Prefix;
-  try {
-    p = parseIpv6Prefix(s, IN_GUARD, () => (warned = true));
-  } catch {
-    return undefined;
-  }
-  if (warned) return undefined;
-  keepShared(src, s, p);
+  const p = ownV6Prefix(s);
+  if (p !== undefined) keepShared(src, s, p);
   return p;
 }
 

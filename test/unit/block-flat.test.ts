@@ -11,32 +11,14 @@
  * what it claims.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ConfigError } from '../../src/config/errors.js';
 import { FlatLocalSids, FlatPolicies, FlatSessions } from '../../src/config/flat-rules.js';
-import { itemSpansOf, parseConfig, parseConfigReadWhole } from '../../src/config/load.js';
-import { plainRule } from '../../src/config/rows.js';
+import { parseConfig, parseConfigReadWhole } from '../../src/config/load.js';
+import { configOutcome } from '../helpers/config-outcome.js';
 import { xorshift32 } from '../helpers/rng.js';
 
 const FILE = 'flat.yaml';
 
-/** A config or its error: rules as plain objects (local SIDs as their JSON, members in order), warnings as text, item spans. */
-function outcome(read: () => ReturnType<typeof parseConfig>): unknown {
-  try {
-    const c = read();
-    const spans = itemSpansOf(c);
-    return {
-      settings: c.settings,
-      policies: c.policies.map((r) => plainRule(r)),
-      localsids: JSON.stringify(c.localsids, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)),
-      sessions: (c.sessions ?? []).map((r) => plainRule(r)),
-      warnings: (c.warnings ?? []).map((w) => `${w.path}: ${w.reason} (line ${w.line ?? '-'})`),
-      spans: spans === undefined ? undefined : Object.fromEntries(Object.entries(spans).map(([k, v]) => [k, [...v]])),
-    };
-  } catch (e) {
-    if (!(e instanceof ConfigError)) throw e;
-    return `${e.path}: ${e.reason} (line ${e.line ?? '-'})`;
-  }
-}
+const outcome = (read: () => ReturnType<typeof parseConfig>): unknown => configOutcome(read, { spans: true });
 
 const r = xorshift32(47);
 const pick = <T>(xs: readonly T[]): T => xs[r() % xs.length]!;
