@@ -39,6 +39,7 @@
  */
 import type { Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
 import type { PolicyProfile, PolicyRows, SessionProfile, SessionRows } from './rows.js';
+import { RULE_NAME_CHAR, RULE_NAME_MAX } from './rule-name.js';
 import type { SrhMode } from './types.js';
 
 /** A flat item's members as the JSON reader found them in the bytes: key i is b[keyAt, keyAt + keyLen), its value b[valAt, valEnd) (a string's without its quotes). */
@@ -93,8 +94,6 @@ export interface FlatRuleDefaults {
   readonly hopLimit: number;
   readonly maxSidPrefixLen: number;
   readonly maxSrcPrefixLen: number;
-  /** The longest rule name. */
-  readonly nameMax: number;
   /** A local SID's TTL when it names none. */
   readonly ttl: number;
   /** The prefix object the rule reader makes of this text when it does not share it (a key's: a local SID's sid), undefined as v6's. */
@@ -186,19 +185,18 @@ function v4(b: Uint8Array, at: number, end: number): number {
 
 /**
  * A rule name b[at, end) as the rule reader takes it with no word (1 to
- * `max` characters of A-Z a-z 0-9 . _ : / @ + -, the file's bytes ASCII):
+ * RULE_NAME_MAX characters of RULE_NAME_CHAR's, the file's bytes ASCII):
  * the string, or undefined.
  */
-function ruleName(b: Uint8Array, at: number, end: number, max: number): string | undefined {
+function ruleName(b: Uint8Array, at: number, end: number): string | undefined {
   const n = end - at;
-  if (n === 0 || n > max) return undefined;
+  if (n === 0 || n > RULE_NAME_MAX) return undefined;
   for (let i = at; i < end; i++) if (NAME_BYTE[b[i]!] !== 1) return undefined;
   return latin1(b, at, end);
 }
 
-/** 1 for the bytes of a rule name's characters (RULE_NAME_CHAR in src/config/load.ts). */
-const NAME_BYTE = new Uint8Array(256);
-for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:/@+-') NAME_BYTE[c.charCodeAt(0)] = 1;
+/** 1 for the ASCII bytes of a rule name's characters (RULE_NAME_CHAR). */
+const NAME_BYTE = Uint8Array.from({ length: 256 }, (_, c) => (c < 0x80 && RULE_NAME_CHAR.test(String.fromCharCode(c)) ? 1 : 0));
 
 /** v4Prefix's result. */
 let prefixAddr = 0;
@@ -398,7 +396,7 @@ export class FlatSessions implements FlatRuleReader {
           if (src === undefined) return false;
           break;
         case S_NAME:
-          name = str ? ruleName(b, at, end, this.#d.nameMax) : undefined;
+          name = str ? ruleName(b, at, end) : undefined;
           if (name === undefined) return false;
           break;
       }
@@ -487,7 +485,7 @@ export class FlatPolicies implements FlatRuleReader {
           if (src === undefined) return false;
           break;
         case P_NAME:
-          name = ruleName(b, at, end, this.#d.nameMax);
+          name = ruleName(b, at, end);
           if (name === undefined) return false;
           break;
       }
@@ -553,7 +551,7 @@ export class FlatLocalSids implements FlatRuleReader {
       switch (key) {
         case L_SID:
           // Keys are unique: no text to share. A /0 draws a warning.
-          if (!str || end - at > 64) return false;
+          if (!str || end - at > V6_TEXT) return false;
           sid = this.#d.v6Own(latin1(b, at, end));
           if (sid === undefined || sid.len === 0 || sid.len > this.#d.maxSidPrefixLen) return false;
           break;
@@ -562,7 +560,7 @@ export class FlatLocalSids implements FlatRuleReader {
           if (srcLen < 0 || srcLen > this.#d.maxSrcPrefixLen) return false;
           break;
         case L_NAME:
-          name = str ? ruleName(b, at, end, this.#d.nameMax) : undefined;
+          name = str ? ruleName(b, at, end) : undefined;
           if (name === undefined) return false;
           break;
       }

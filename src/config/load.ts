@@ -23,6 +23,7 @@ import { ipv6Prefix } from '../sid/addr.js';
 import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
 import { localSidKey, parseTeidPrefix, policyKey, SECTION_KEY, sessionKey, whereText } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
+import { RULE_NAME_CHAR, RULE_NAME_MAX } from './rule-name.js';
 import { RepeatedRowKey, RowKeyedMap } from './row-map.js';
 import { keyTextOrder, POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule } from './rows.js';
 import { FLAT_KEYS, FLAT_SLOTS, FlatLocalSids, FlatMemberColumns, FlatPolicies, FlatSessions, TakenRule, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
@@ -368,7 +369,6 @@ class RulesAsRead {
       hopLimit: DEFAULT_HOP_LIMIT,
       maxSidPrefixLen: MAX_SID_PREFIX_LEN,
       maxSrcPrefixLen: MAX_SRC_PREFIX_LEN,
-      nameMax: RULE_NAME_MAX,
       ttl: DEFAULT_TTL,
       v6Own: ownV6Prefix,
     };
@@ -1744,10 +1744,7 @@ function readName(src: Source, path: Path, v: unknown): string {
   return s;
 }
 
-/** The longest rule name (docs/config.md, "Rule names"). */
-export const RULE_NAME_MAX = 64;
-const RULE_NAME_CHAR = /[A-Za-z0-9._:/@+-]/u;
-/** A name of those characters only: one test per name, the per-character walk only for a name it refuses. */
+/** A name of RULE_NAME_CHAR's characters only: one test per name, the per-character walk only for a name it refuses. */
 const RULE_NAME_OK = new RegExp(`^${RULE_NAME_CHAR.source}*$`, RULE_NAME_CHAR.flags);
 
 /**
