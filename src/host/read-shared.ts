@@ -6,6 +6,7 @@
  * page faults on the fresh copy. Read here, the pages are touched by the
  * threadpool's read(2), and the thread shares them.
  */
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 
 /** Reads of a regular file whose size changes while it is read, before the plain read is used. */
@@ -37,5 +38,31 @@ export async function readFileShared(path: string): Promise<Buffer> {
     return await fh.readFile();
   } finally {
     await fh.close();
+  }
+}
+
+/**
+ * readFileShared with synchronous reads (a start, before the daemon serves):
+ * the bytes over a SharedArrayBuffer, so that a thread can hash them while
+ * the event loop's thread parses them. Falls back as readFileShared does.
+ */
+export function readFileSharedSync(path: string): Buffer {
+  const fd = openSync(path, 'r');
+  try {
+    for (let attempt = 0; attempt < TRIES; attempt++) {
+      const st = fstatSync(fd);
+      if (!st.isFile() || st.size === 0) break;
+      const bytes = Buffer.from(new SharedArrayBuffer(st.size + 1));
+      let n = 0;
+      while (n < bytes.length) {
+        const r = readSync(fd, bytes, n, bytes.length - n, n);
+        if (r === 0) break;
+        n += r;
+      }
+      if (n <= st.size) return bytes.subarray(0, n);
+    }
+    return readFileSync(fd);
+  } finally {
+    closeSync(fd);
   }
 }

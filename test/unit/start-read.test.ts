@@ -1,0 +1,111 @@
+/**
+ * A start's config read (Daemon.#readConfig): the bytes over a
+ * SharedArrayBuffer (readFileSharedSync), hashed on a thread (sha256Soon)
+ * and deflated on the threadpool (deflateSoon) while the event loop's
+ * thread parses them. Each must give exactly what the plain read, hash and
+ * deflate give, and the thread's and the pool's work must finish even when
+ * this thread stays busy meanwhile (a synchronous parse turns no loop).
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inflateRawSync } from 'node:zlib';
+import { afterAll, describe, expect, it } from 'vitest';
+import { deflateSoon, KeptText } from '../../src/daemon/kept-text.js';
+import { sha256 } from '../../src/daemon/rules.js';
+import { readFileSharedSync } from '../../src/host/read-shared.js';
+import { SHA_THREAD_FROM, sha256Soon } from '../../src/host/sha-thread.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'mup-start-read-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function bytesOf(n: number): Buffer {
+  const b = Buffer.alloc(n);
+  for (let i = 0; i < n; i++) b[i] = (i * 131 + (i >> 12)) & 0xff;
+  return b;
+}
+
+/** Bytes deflate cannot shrink (xorshift). */
+function noise(n: number): Buffer {
+  const b = Buffer.alloc(n);
+  let x = 0x9e3779b9;
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    b[i] = x & 0xff;
+  }
+  return b;
+}
+
+function busy(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
+}
+
+describe('readFileSharedSync', () => {
+  it.each([0, 1, 4095, 1 << 20, SHA_THREAD_FROM + 3])('%i bytes: the same bytes, shared', (n) => {
+    const file = join(dir, `f${n}`);
+    writeFileSync(file, bytesOf(n));
+    const got = readFileSharedSync(file);
+    if (n > 0) expect(got.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect(got.equals(readFileSync(file))).toBe(true);
+  });
+
+  it('a file whose size says 0 though it has bytes (procfs) is read whole', () => {
+    expect(readFileSharedSync('/proc/self/status').toString('utf8')).toMatch(/^Name:\t.*\n[\s\S]*VmRSS:/);
+  });
+
+  it('a missing file is the read error', () => {
+    expect(() => readFileSharedSync(join(dir, 'nope'))).toThrow(/ENOENT/);
+  });
+});
+
+describe('sha256Soon', () => {
+  it.each([
+    ['small, shared', 100, true],
+    ['large, shared (the thread)', SHA_THREAD_FROM + 5, true],
+    ['large, not shared (here)', SHA_THREAD_FROM + 5, false],
+  ] as const)('%s: the digest of the bytes', async (_, n, shared) => {
+    const want = bytesOf(n);
+    const bytes = shared ? Buffer.from(new SharedArrayBuffer(n)) : Buffer.alloc(n);
+    want.copy(bytes);
+    const p = sha256Soon(bytes);
+    busy(50);
+    expect(await p).toBe(sha256(want));
+  });
+
+  it('a view into a larger shared buffer hashes the view only', async () => {
+    const sab = Buffer.from(new SharedArrayBuffer(SHA_THREAD_FROM + 100));
+    bytesOf(sab.length).copy(sab);
+    const view = sab.subarray(7, SHA_THREAD_FROM + 50);
+    expect(await sha256Soon(view)).toBe(sha256(Buffer.from(view)));
+  });
+});
+
+describe('deflateSoon', () => {
+  it('below the size kept as it is: undefined (the caller sets the bytes)', async () => {
+    expect(await deflateSoon(Buffer.from('policies: []\n'))).toBeUndefined();
+  });
+
+  it.each([
+    ['compressible', (n: number) => Buffer.from('- { name: p1, match: 10.0.0.0/24 }\n'.repeat(Math.ceil(n / 36)).slice(0, n))],
+    ['incompressible', noise],
+  ] as const)('%s bytes: done while this thread stays busy, and inflated back to the same bytes', async (_, make) => {
+    const bytes = make(3 << 20);
+    const p = deflateSoon(bytes);
+    let out: Buffer | undefined | null = null;
+    void p.then((o) => (out = o));
+    busy(300);
+    // Done in one piece on the pool: its answer is there at the loop's first turns. In zlib's 16 KB
+    // pieces, 3 MB that do not compress come back to the loop about 190 times.
+    for (let turn = 0; turn < 10 && out === null; turn++) await new Promise((r) => setImmediate(r));
+    expect(out).not.toBeNull();
+    out = await p;
+    expect(out).toBeDefined();
+    expect(inflateRawSync(out!).equals(bytes)).toBe(true);
+    const kept = new KeptText();
+    kept.setDeflated(out!);
+    expect(kept.heldText().deflated).toBe(out);
+  });
+});
