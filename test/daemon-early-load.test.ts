@@ -24,6 +24,7 @@ import { createLogger } from '../src/daemon/log.js';
 import { DEFAULT_OBJECT } from '../src/dataplane/dataplane.js';
 import { LibbpfError, mapInfo, objGet, closeFd } from '../src/dataplane/libbpf.js';
 import { LockedError } from '../src/host/lock.js';
+import { INSERT_CHUNK } from '../src/dataplane/tables.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -239,6 +240,48 @@ describe.skipIf(!isRoot)('the program loaded while the config is read', () => {
     d.stop();
     daemons.splice(daemons.indexOf(d), 1);
     expect(bpfFds()).toEqual(before);
+  });
+
+  /** A config of more than a megabyte: its settings (first, or `last`), 9,000 policies and 9,000 sessions (more than the thread's least). */
+  function large(last = false): string {
+    const settings = 'settings: { max_policies: 9000, max_localsids: 16, max_sessions: 9000 }\n';
+    const out = [last ? '' : settings, 'policies:\n'];
+    for (let i = 0; i < 9000; i++) out.push(`  - { name: policy-${i}, match: 10.${i >> 8}.${i & 255}.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ff::/64" }\n`);
+    out.push('sessions:\n');
+    for (let i = 0; i < 9000; i++) out.push(`  - { name: session-${i}, ue: 10.200.${i >> 8}.${i & 255}/32, teid: ${i + 1}, qfi: 9, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }\n`);
+    if (last) out.push(settings);
+    const text = out.join('');
+    if (text.length <= 1 << 20) throw new Error('the large config is not larger than the head the daemon reads first: make it larger');
+    return text;
+  }
+
+  it.each([
+    ['its settings first: read from its head, before the rest of the file', false],
+    ['its settings last: read ahead from the whole text, as before', true],
+  ])('a large config, %s; its fill written by two threads', async (_what, last) => {
+    const before = bpfFds();
+    const { d, log } = daemon(large(last), { detachOnExit: true });
+    await d.start();
+    expect(log.filter((l) => l['msg'] === 'loading the program while the rules are read').map((l) => l['settings'])).toEqual(['read ahead']);
+    const line = startLine(log);
+    expect(line?.['programLoad']).toBe('early (settings read ahead)');
+    // The thread wrote the first of the two largest tables (the policies: 9,000 in 5 chunks), unless it was not ready in time.
+    expect(line?.['fillThread']).toBeDefined();
+    if (line?.['fillThread'] !== 'not ready') expect(line?.['fillThread']).toEqual({ chunks: Math.ceil(9000 / INSERT_CHUNK) });
+    expect([d.dataplane.rules.policyCount, d.dataplane.rules.sessionCount]).toEqual([9000, 9000]);
+    d.stop();
+    daemons.splice(daemons.indexOf(d), 1);
+    expect(bpfFds()).toEqual(before);
+  });
+
+  it('a large config refused after the load began: the program, the maps and the write thread all go', async () => {
+    const before = bpfFds();
+    const bad = large().replace('match: 10.0.7.0/24', 'match: 10.0.7.0/33');
+    const { d, log } = daemon(bad);
+    await expect(d.prepare()).rejects.toThrow(/policies\[7\]\.match/);
+    expect(log.find((l) => l['msg'] === 'loading the program while the rules are read')?.['settings']).toBe('read ahead');
+    expect(bpfFds()).toEqual(before);
+    expect(existsSync(bpffs)).toBe(false);
   });
 
   it('a program the verifier refuses: the start fails with the verifier\'s words, nothing left open', async () => {

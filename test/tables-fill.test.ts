@@ -15,13 +15,14 @@
  * runs out of room).
  */
 import { closeSync, existsSync, openSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import type { Config, Policy } from '../src/config/types.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { encodePolicyKey, LAYOUTS } from '../src/dataplane/codec.js';
 import { BatchWriteError, mapDelete, mapDeleteBatch, mapDump, mapInfo, mapUpdate, mapUpdateBatch } from '../src/dataplane/libbpf.js';
-import { INSERT_CHUNK, TablesFullError } from '../src/dataplane/tables.js';
+import { fillWriteThread, INSERT_CHUNK, TablesFullError } from '../src/dataplane/tables.js';
+import type { WriteThread } from '../src/dataplane/write-thread.js';
 import { isRow, plainRule } from '../src/config/rows.js';
 import yaml from 'js-yaml';
 
@@ -626,5 +627,140 @@ describe.skipIf(!haveObject)('a change at a full table whose own deletes make th
     expect(() => d.rules.sync(back.settings, back.policies, sids, [])).toThrow(/the local SIDs table is full/);
     expect(d.rules.writes).toBe(writes);
     expect(d.rules.policyRule({ addr: ((10 << 24) | (3 << 8)) >>> 0, len: 24 })).toBeDefined();
+  });
+});
+
+/** A fill's write thread (taking tables of any size), once it has loaded koffi; stopped after the test. */
+function writeThreads(): () => Promise<WriteThread> {
+  const made: WriteThread[] = [];
+  afterEach(() => {
+    for (const w of made.splice(0)) w.stop();
+  });
+  return async () => {
+    const w = fillWriteThread(1).start();
+    made.push(w);
+    await vi.waitFor(() => expect(w.ready).toBe(true), { timeout: 20_000, interval: 10 });
+    return w;
+  };
+}
+
+/** `n` policies (each its own /24) and `s` IPv4 sessions, with room for exactly them. */
+function twoTables(n: number, s: number): Config {
+  const out = [`settings: { forwarding: tx, max_policies: ${n}, max_localsids: 8, max_sessions: ${s} }`, 'policies:'];
+  for (let i = 0; i < n; i++) out.push(`  - { match: 10.${i >> 8}.${i & 255}.0/24, sr_prefix: "2001:db8:${(i % 97).toString(16)}::/48", src_prefix: "2001:db8:ff::/64", hop_limit: ${1 + (i % 200)} }`);
+  out.push('sessions:');
+  for (let i = 0; i < s; i++) out.push(`  - { ue: 10.200.${i >> 8}.${i & 255}/32, teid: ${i + 1}, qfi: ${i % 64}, endpoint: 192.0.2.1, source: 198.51.100.1, isd: "2001:db8:2::/48", src_prefix: "2001:db8:ff::/64" }`);
+  return parseConfig(`${out.join('\n')}\n`, 'two.yaml');
+}
+
+/** Fill the map behind the tables' back with `count` keys `key(i)` (zero values). */
+function foreign(fd: number, count: number, key: (i: number) => Buffer, vs: number): Buffer[] {
+  const keys = Array.from({ length: count }, (_, i) => key(i));
+  for (const k of keys) mapUpdate(fd, k, Buffer.alloc(vs));
+  return keys;
+}
+
+describe.skipIf(!haveObject)('a fill written by two threads (the write thread takes the largest table)', () => {
+  const dataplane = dataplanes();
+  const thread = writeThreads();
+
+  it('leaves the maps, the ids, the address-only entries and the lengths as one thread does', async () => {
+    const w = await thread();
+    for (const cfg of [parseConfig(SETTINGS + rulesYaml(), 'fill.yaml'), twoTables(2 * INSERT_CHUNK + 77, 600)]) {
+      const plain = dataplane(cfg);
+      const before = w.written;
+      const byTwo = openDataplane({ config: cfg, writer: w });
+      try {
+        expect(w.written, 'the thread wrote chunks').toBeGreaterThan(before);
+        expect(state(byTwo)).toEqual(state(plain));
+        for (const p of cfg.policies) expect(byTwo.rules.policyRule(p.match, p.teid)).toBe(plain.rules.policyRule(p.match, p.teid));
+        for (const x of cfg.sessions ?? []) expect(byTwo.rules.sessionRule(x.ue)).toBe(plain.rules.sessionRule(x.ue));
+      } finally {
+        byTwo.close();
+      }
+    }
+  });
+
+  it("a write the kernel refuses part way in the thread's table: its chunks before and the part written stay, the other table is written whole", async () => {
+    const w = await thread();
+    const cfg = twoTables(2 * INSERT_CHUNK + 300, 100);
+    const d = dataplane(parseConfig(`settings: { forwarding: tx, max_policies: ${cfg.settings.maxPolicies}, max_localsids: 8, max_sessions: 100 }\n`, 'empty.yaml'));
+    const fd = d.tables.policiesFd;
+    const vs = LAYOUTS.mup_policy.size;
+    // Room for the first chunk and 52 of the second.
+    const room = INSERT_CHUNK + 52;
+    const theirs = foreign(fd, cfg.policies.length - room, (i) => encodePolicyKey({ addr: (0xc0000000 + i * 256) >>> 0, len: 24 } as never), vs);
+    let error: unknown;
+    try {
+      d.rules.sync(cfg.settings, cfg.policies, [], cfg.sessions ?? [], { writer: w });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(BatchWriteError);
+    expect((error as BatchWriteError).written).toBe(52);
+    expect([d.rules.policyCount, d.rules.sessionCount]).toEqual([room, 100]);
+    expect(mapDump(d.tables.sessionsFd, LAYOUTS.mup_session_key.size, LAYOUTS.mup_session.size, 'mup_sessions').count).toBe(100);
+    for (const k of theirs) mapDelete(fd, k);
+    expect(mapDump(fd, LAYOUTS.mup_policy_key.size, vs, 'mup_policies').count).toBe(room);
+    // The mirror is the map: a sync of other rules deletes what was written and gives the new ones ids of their own.
+    const other = twoTables(3, 2);
+    d.rules.sync(cfg.settings, other.policies, [], other.sessions ?? []);
+    expect([d.rules.policyCount, d.rules.sessionCount]).toEqual([3, 2]);
+    expect(state(d)['policies']).toHaveLength(3);
+  });
+
+  it("a write refused in this thread's table: the thread's chunk in flight is waited for and kept, nothing after it is written", async () => {
+    const w = await thread();
+    const cfg = twoTables(2 * INSERT_CHUNK + 300, 600);
+    const d = dataplane(parseConfig(`settings: { forwarding: tx, max_policies: ${cfg.settings.maxPolicies}, max_localsids: 8, max_sessions: 600 }\n`, 'empty.yaml'));
+    const fd = d.tables.sessionsFd;
+    const ks = LAYOUTS.mup_session_key.size;
+    const vs = LAYOUTS.mup_session.size;
+    const key = (i: number): Buffer => {
+      const b = Buffer.alloc(ks);
+      b[0] = 4;
+      b[1] = 32;
+      b.writeUInt32BE((0xc0000000 + i) >>> 0, 4);
+      return b;
+    };
+    const theirs = foreign(fd, 590, key, vs);
+    let error: unknown;
+    try {
+      d.rules.sync(cfg.settings, cfg.policies, [], cfg.sessions ?? [], { writer: w });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(BatchWriteError);
+    expect((error as Error).message).toMatch(/mup_sessions/);
+    expect((error as BatchWriteError).written).toBe(10);
+    // The thread's first chunk was posted before this thread's first write, and is kept; no other was posted.
+    expect([d.rules.policyCount, d.rules.sessionCount]).toEqual([INSERT_CHUNK, 10]);
+    expect(mapDump(d.tables.policiesFd, LAYOUTS.mup_policy_key.size, LAYOUTS.mup_policy.size, 'mup_policies').count).toBe(INSERT_CHUNK);
+    for (const k of theirs) mapDelete(fd, k);
+    expect(mapDump(fd, ks, vs, 'mup_sessions').count).toBe(10);
+    expect(w.busy).toBe(false);
+  });
+
+  it('a thread that cannot load koffi is never ready: the fill is written by this thread alone', async () => {
+    const was = process.env['MUP_TEST_WRITE_THREAD_KOFFI'];
+    process.env['MUP_TEST_WRITE_THREAD_KOFFI'] = '/nonexistent/koffi';
+    const w = fillWriteThread(1).start();
+    if (was === undefined) delete process.env['MUP_TEST_WRITE_THREAD_KOFFI'];
+    else process.env['MUP_TEST_WRITE_THREAD_KOFFI'] = was;
+    try {
+      // Its load ends (failed) soon; until then it is not ready either.
+      await new Promise((r) => setTimeout(r, 500));
+      expect(w.ready).toBe(false);
+      const cfg = twoTables(300, 50);
+      const d = openDataplane({ config: cfg, writer: w });
+      try {
+        expect(w.written).toBe(0);
+        expect([d.rules.policyCount, d.rules.sessionCount]).toEqual([300, 50]);
+      } finally {
+        d.close();
+      }
+    } finally {
+      w.stop();
+    }
   });
 });

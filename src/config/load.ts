@@ -468,8 +468,11 @@ export function checkRuleSetLengths(file: string, rules: { policies?: readonly P
  * flow style on its line) cut out of the text and read alone. A guess, not
  * a check: undefined when nothing can be cut out cheaply (JSON, anchors,
  * errors); parseConfig's settings decide, and the caller compares them.
+ * `whole` false: `text` is the file's first lines only (a large file's
+ * head, read before the rest): a YAML block that runs to its end may go on
+ * past it, and is not read (JSON's scan already refuses a value cut short).
  */
-export function peekSettings(text: string): Settings | undefined {
+export function peekSettings(text: string, whole = true): Settings | undefined {
   const first = jsonSpace(text, 0);
   if (text.charCodeAt(first) === 0x7b /* { */) return peekJsonSettings(text, first);
   const m = /^settings:/m.exec(text);
@@ -479,6 +482,7 @@ export function peekSettings(text: string): Settings | undefined {
   let end = text.indexOf('\n', m.index);
   if (end < 0) end = text.length;
   for (block.lastIndex = end; block.exec(text) !== null; ) end = block.lastIndex;
+  if (!whole && end >= text.length) return undefined;
   try {
     const top = jsyaml.load(text.slice(m.index, end), { schema: jsyaml.CORE_SCHEMA });
     if (top === null || typeof top !== 'object' || !('settings' in top)) return undefined;

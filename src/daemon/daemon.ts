@@ -49,7 +49,8 @@ import { graceClock, rcuExpedited } from '../dataplane/grace.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.js';
 import { dropEarly, spawnChild, spawnEarly, type ChildStdio } from '../host/spawn-early.js';
-import { TablesRefusedError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
+import { fillWriteThread, TablesRefusedError, type ApplyResult, type Changes, type Tables } from '../dataplane/tables.js';
+import type { WriteThread } from '../dataplane/write-thread.js';
 import type { Logger } from './log.js';
 import { batchEnded, batchStarted, collectAfterBatches, collectBeforeAnswer, COLLECT_WAIT_MS, forcedReleaseNote, heapCompactionUnavailable, releaseMemory, releaseMemorySoon, releaseMemoryWhenQuiet } from './memory.js';
 import { deflateSoon, KeptText } from './kept-text.js';
@@ -59,7 +60,7 @@ import { ensureBpffs, Pins, type PinnedMaps } from './pins.js';
 import { LINK_CHECK_MS, LinkKeeper } from './links.js';
 import { type HeldLock, LockedError, stateLockPath, takeLock } from '../host/lock.js';
 import { DEFAULT_BPFFS, defaultStateFile } from '../host/paths.js';
-import { readFileShared, readFileSharedSync } from '../host/read-shared.js';
+import { readFileShared, readFileSharedSync, readHead } from '../host/read-shared.js';
 import { sha256Soon } from '../host/sha-thread.js';
 import { runningVersion } from '../host/version.js';
 import {
@@ -100,6 +101,17 @@ import type { LearnedDelta } from '../bgp/incremental.js';
 
 /** `ip monitor link` under setpriv: PR_SET_PDEATHSIG before the exec, so the kernel kills it with the daemon. */
 const LINK_MONITOR_ARGS = ['--pdeathsig', 'KILL', 'ip', 'monitor', 'link'];
+
+/**
+ * A config file of at least this many bytes has its start's fill
+ * written by two threads (src/dataplane/write-thread.ts): about 8,000 rules
+ * and more. Below, the thread's load (koffi, on its own thread) costs more
+ * than it saves.
+ */
+const WRITE_THREAD_FROM_BYTES = 1 << 20;
+
+/** A config file larger than this has its settings read from its first lines, before the rest is read. */
+const CONFIG_HEAD_BYTES = 1 << 20;
 const LINK_MONITOR_STDIO: ChildStdio = ['ignore', 'pipe', 'pipe'];
 
 export interface DaemonOptions {
@@ -468,20 +480,28 @@ export class Daemon {
     if (o.netns !== undefined) enterNetns(o.netns);
     // While the daemon is small: the start takes them after the load (src/host/spawn-early.ts). Once
     // the program load has started (its verifier ended the critical path of bench:daemon's start), before the parse.
+    let spawned = false;
     const spawn = (): void => {
-      if (o.spawnEarly === false) return;
+      if (o.spawnEarly === false || spawned) return;
+      spawned = true;
       spawnEarly('setpriv', LINK_MONITOR_ARGS, LINK_MONITOR_STDIO, this);
       spawnNextHopReadersEarly(undefined, this);
     };
+    let peeked = false;
     const t0 = performance.now();
     const { config, sha, bytes, deflated } = await this.#readConfig(
       o.earlyLoad === false
         ? { text: spawn }
         : {
             // The settings block read ahead of the parse, then the file's own settings (the same: nothing to do).
-            text: (t) => {
-              const s = peekSettings(t);
-              if (s !== undefined) this.#loadEarly(s, 'read ahead');
+            text: (t, whole, size) => {
+              const s = peeked ? undefined : peekSettings(t, whole);
+              if (s !== undefined) {
+                peeked = true;
+                this.#loadEarly(s, 'read ahead');
+              }
+              // A large file's fill writes two tables at once: the thread loads meanwhile.
+              if (size >= WRITE_THREAD_FROM_BYTES) this.#writer ??= fillWriteThread().start();
               spawn();
             },
             settings: (s) => this.#loadEarly(s, 'parsed'),
@@ -523,6 +543,10 @@ export class Daemon {
    * file and the pinned tables are still those, else loads again.
    */
   #early: EarlyLoad | undefined;
+  /** The second writer of the start's fill (a large config file), stopped once the tables are filled. */
+  #writer: WriteThread | undefined;
+  /** What it did, for the start line: the chunks it wrote (0: the fill did not need it), or not ready in time. */
+  #fillThread: { chunks: number } | 'not ready' | undefined;
   /** Early loads replaced (settings read ahead wrongly), unloaded once they end. */
   readonly #dropping: Promise<void>[] = [];
   /** How the program was loaded, for the start line: 'early' (while the rules were read) or 'plain' (after the lock), and why. */
@@ -574,6 +598,8 @@ export class Daemon {
 
   /** Unload the program prepare() loaded, if takeOver() has not taken it (a start refused after prepare()). */
   dropPrepared(): void {
+    this.#writer?.stop();
+    this.#writer = undefined;
     dropEarly(this);
     this.#early?.program?.close();
     this.#early = undefined;
@@ -662,6 +688,7 @@ export class Daemon {
       {
         ms: this.#timings,
         programLoad: `${this.#loadOrder.order} (${this.#loadOrder.why ?? ''})`,
+        ...(this.#fillThread === undefined ? {} : { fillThread: this.#fillThread }),
         adopted: this.#adopted,
         policies: t.policyCount,
         localsids: t.localsidCount,
@@ -965,14 +992,19 @@ export class Daemon {
    * (KeptText.set).
    */
   async #readConfig(hooks?: {
-    readonly text: (t: string) => void;
+    /** The file's text: its head first (`whole` false) if it is large, then all of it; `size` its bytes. */
+    readonly text: (t: string, whole: boolean, size: number) => void;
     readonly settings?: (s: Settings) => void;
   }): Promise<{ config: Config; sha: string; bytes: Buffer; deflated: Buffer | undefined }> {
+    // A large file's head first: the program's load and the children start while the process is small
+    // (a fork then copied the page tables of the whole file's bytes and text: 132 ms for 277 MB, not 15).
+    const head = hooks === undefined ? undefined : readHead(this.#o.configPath, CONFIG_HEAD_BYTES);
+    if (head !== undefined) hooks?.text(head.text, false, head.size);
     const bytes = this.#readConfigBytes();
     const sha = sha256Soon(bytes);
     const deflated = deflateSoon(bytes);
     const utf8 = bytes.toString('utf8');
-    hooks?.text(utf8);
+    hooks?.text(utf8, true, bytes.length);
     const config = parseConfig(utf8, this.#o.configPath, hooks?.settings, bytes);
     this.#logConfigWarnings(config);
     return { config, sha: await sha, bytes, deflated: await deflated };
@@ -1092,12 +1124,14 @@ export class Daemon {
     if (!fresh) reuse = this.pins.openMaps();
     try {
       const early = this.#takeEarly(reuse);
+      const writer = this.#writer === undefined ? {} : { writer: this.#writer };
       const dp =
-        early?.fill(config, { keepUnlisted: reuse !== undefined && keepUnlisted }) ??
+        early?.fill(config, { keepUnlisted: reuse !== undefined && keepUnlisted, ...writer }) ??
         openDataplane({
           object: this.objectPath,
           config,
           ...(reuse === undefined ? {} : { reuse, keepUnlisted }),
+          ...writer,
         });
       // Pin what is new: every table, or the sessions table that pins of an older daemon lack.
       const m = dp.maps;
@@ -1107,6 +1141,10 @@ export class Daemon {
       return dp;
     } finally {
       for (const fd of Object.values(reuse ?? {})) closeFd(fd);
+      // Its one fill is done: the thread's isolate goes.
+      if (this.#writer !== undefined) this.#fillThread = this.#writer.ready ? { chunks: this.#writer.written } : 'not ready';
+      this.#writer?.stop();
+      this.#writer = undefined;
     }
   }
 

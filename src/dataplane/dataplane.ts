@@ -51,6 +51,7 @@ import {
 } from './libbpf.js';
 import { ifIndex, inNetns, NetnsError } from './netns.js';
 import { graceClock } from './grace.js';
+import type { WriteThread } from './write-thread.js';
 import { markNewNextHopMaps } from './nexthop-fresh.js';
 import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, TablesRefusedError, maxSessionsOf, readSlotCounts, slotIsZero, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
 
@@ -241,6 +242,8 @@ export interface DataplaneOptions {
   readonly reuse?: { readonly policies: number; readonly localsids: number; readonly counters: number; readonly sessions?: number };
   /** Leave the reused tables' entries that the config does not list (BGP-learned ones, until the table is read again). */
   readonly keepUnlisted?: boolean;
+  /** A fill of empty tables writes its largest table from this thread too (fillWriteThread; the caller stops it). */
+  readonly writer?: WriteThread;
 }
 
 export interface Dataplane {
@@ -442,7 +445,7 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
     objectClose(opened.obj);
     throw e;
   }
-  return new Program(opened).fill(o.config, { keepUnlisted: o.keepUnlisted === true });
+  return new Program(opened).fill(o.config, { keepUnlisted: o.keepUnlisted === true, ...(o.writer === undefined ? {} : { writer: o.writer }) });
 }
 
 /**
@@ -452,6 +455,14 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
  * so it can run while the rules are still being read and checked. Nothing
  * is pinned or attached: close() gives it all back.
  */
+/** LoadedProgram.fill's options. */
+export interface FillOptions {
+  /** Leave the reused tables' entries that the config does not list. */
+  readonly keepUnlisted?: boolean;
+  /** A fill of empty tables writes its largest table from this thread too (the caller stops it). */
+  readonly writer?: WriteThread;
+}
+
 export interface LoadedProgram {
   readonly object: string;
   /** The settings it was sized and configured for. */
@@ -459,7 +470,7 @@ export interface LoadedProgram {
   /** Ids of the reused maps (by pin name), or undefined: all made new. */
   readonly reusedIds: Readonly<Record<string, number>> | undefined;
   /** Write the settings and fill the tables with config's rules (its table sizes must be these settings'). Once; closes the program on failure. */
-  fill(config: Config, o?: { readonly keepUnlisted?: boolean }): Dataplane;
+  fill(config: Config, o?: FillOptions): Dataplane;
   /** Unload (closes every fd); idempotent, a no-op after fill(). */
   close(): void;
 }
@@ -617,7 +628,7 @@ class Program implements LoadedProgram {
     return this.#o.reusedIds;
   }
 
-  fill(config: Config, o: { readonly keepUnlisted?: boolean } = {}): Dataplane {
+  fill(config: Config, o: FillOptions = {}): Dataplane {
     if (this.#done) throw new Error(`the program of ${this.#o.file} was filled or closed already`);
     this.#done = true;
     const { obj, file, maps: m, settings: loaded } = this.#o;
@@ -652,7 +663,7 @@ class Program implements LoadedProgram {
       const reused = this.#o.reusedIds !== undefined;
       const tables = new Tables(fds, s, s, { fresh: !reused });
       tables.writeSettings(s);
-      tables.sync(s, config.policies, config.localsids, config.sessions ?? [], { keep: o.keepUnlisted === true });
+      tables.sync(s, config.policies, config.localsids, config.sessions ?? [], { keep: o.keepUnlisted === true, ...(o.writer === undefined ? {} : { writer: o.writer }) });
       return new LoadedDataplane(file, config, obj, progFd, this.#o.events, fds, tables, nexthop);
     } catch (e) {
       objectClose(obj);

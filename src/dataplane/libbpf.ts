@@ -931,11 +931,18 @@ export function mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: 
   if (count === 0) return;
   const n = new Uint32Array([count]);
   const ret = batchFns.updateBatch(fd, keys, values, n, null);
-  if (ret < 0) {
-    const written = wentThrough(n[0]!, count);
-    throw new BatchWriteError(`writing ${count} elements of ${what} (${written} written)`, -ret, takeLog(), written);
-  }
+  if (ret < 0) throw updateBatchError(ret, n[0]!, count, what, takeLog());
   takeLog();
+}
+
+/**
+ * The error of a BPF_MAP_UPDATE_BATCH of `count` elements that returned
+ * `ret` (< 0) and wrote back `reported` (here, or on the fill's write
+ * thread: src/dataplane/write-thread.ts).
+ */
+export function updateBatchError(ret: number, reported: number, count: number, what: string, log: readonly string[] = []): BatchWriteError {
+  const written = wentThrough(reported, count);
+  return new BatchWriteError(`writing ${count} elements of ${what} (${written} written)`, -ret, log, written);
 }
 
 /**

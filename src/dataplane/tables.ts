@@ -77,8 +77,10 @@ import {
   mapMmap,
   mapMunmap,
   numPossibleCpus,
+  updateBatchError,
   type MapMapping,
 } from './libbpf.js';
+import { WriteThread } from './write-thread.js';
 import { graceClock } from './grace.js';
 import { nextTurn, SliceClock } from '../host/slice-clock.js';
 
@@ -212,6 +214,21 @@ const KEY_FIELDS = new Uint32Array(4);
 
 /** New entries one BPF_MAP_UPDATE_BATCH writes at most. */
 export const INSERT_CHUNK = 2048;
+
+/** Tables.sync's options. */
+export interface SyncOptions {
+  /** Entries not listed stay (a restart with BGP: the learned ones stay until the table is read again). */
+  readonly keep?: boolean;
+  /** A fill of empty tables writes its largest table from this thread too (fillWriteThread). */
+  readonly writer?: WriteThread;
+}
+
+/** A write thread for a fill of empty tables: room for a chunk of any table's keys and values. */
+export function fillWriteThread(minEntries?: number): WriteThread {
+  const key = Math.max(LAYOUTS.mup_policy_key.size, LAYOUTS.mup_localsid_key.size, LAYOUTS.mup_session_key.size);
+  const value = Math.max(LAYOUTS.mup_policy.size, LAYOUTS.mup_localsid.size, LAYOUTS.mup_session.size);
+  return new WriteThread(INSERT_CHUNK * key, INSERT_CHUNK * value, minEntries);
+}
 
 /** Keys one BPF_MAP_DELETE_BATCH deletes at most (with the mirror's deletes after it: about 4 ms on this host). */
 export const DELETE_CHUNK = 1024;
@@ -1320,7 +1337,7 @@ export class Tables {
    * entries' deletes make, those are written first (`split`), as
    * applyRoomFirst writes a change.
    */
-  sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): ApplyResult & { readonly split?: boolean } {
+  sync(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: SyncOptions = {}): ApplyResult & { readonly split?: boolean } {
     this.#mayWrite();
     const r = runSteps(this.#syncing(settings, policies, localsids, sessions, o, true, new SliceClock(Infinity), READ_BACK_ONE_BY_ONE));
     this.#reclaimDone();
@@ -1336,7 +1353,7 @@ export class Tables {
    * (found in review, session 43). The caller holds the daemon's serial
    * section, as for applyYielding.
    */
-  syncYielding(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { keep?: boolean } = {}): Promise<ApplyResult & { readonly split?: boolean }> {
+  syncYielding(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: SyncOptions = {}): Promise<ApplyResult & { readonly split?: boolean }> {
     return this.#writeYielding(() => this.#syncing(settings, policies, localsids, sessions, o, true, new SliceClock(), Infinity));
   }
 
@@ -1346,7 +1363,7 @@ export class Tables {
     policies: readonly Policy[],
     localsids: readonly LocalSid[],
     sessions: readonly Session[],
-    o: { keep?: boolean },
+    o: SyncOptions,
     roomFirst: boolean,
     clock: SliceClock,
     oneByOne: number,
@@ -1354,7 +1371,7 @@ export class Tables {
     if (this.#policies.size === 0 && this.#localsids.size === 0 && this.#sessions.size === 0) {
       // Every table empty (no entry of ours or another's): nothing to delete, every key new; no Put per rule.
       // Undefined: a key given twice, which the change path below refuses in its words.
-      const r = yield* this.#inserting(settings, policies, localsids, sessions, clock);
+      const r = yield* this.#inserting(settings, policies, localsids, sessions, clock, o.writer);
       if (r !== undefined) return r;
     }
     const putP = yield* policyPuts(policies, clock);
@@ -1902,6 +1919,7 @@ export class Tables {
     localsids: readonly LocalSid[],
     sessions: readonly Session[],
     clock = new SliceClock(),
+    writer?: WriteThread,
   ): Generator<TableStep, ApplyResult | undefined> {
     this.#checkSizes(settings);
     const before = this.#fieldsWritten();
@@ -1949,19 +1967,61 @@ export class Tables {
     }
     const widened = widenedFields(before, after);
     let added = 0;
-    let k = 0;
+    // The largest table goes to the write thread, if one is ready and another table is written too: two
+    // tables' inserts from two threads (src/dataplane/write-thread.ts). Its chunks are encoded here, in
+    // turns with this thread's own, and its answers read in order: what the mirror holds is what was written.
+    const others = fills.filter((f) => f.n > 0);
+    const largest = others.reduce<Fill | undefined>((a, f) => (a === undefined || f.n > a.n ? f : a), undefined);
+    const thread = writer !== undefined && writer.ready && !writer.busy && others.length >= 2 && largest!.n >= writer.minEntries ? writer : undefined;
+    const tf = thread === undefined ? undefined : largest!;
+    /** The thread's table: its next chunk, the chunk in flight, and how its last one ended (an error ends it). */
+    let tAt = 0;
+    let tChunk = 0;
+    let tError: Error | undefined;
+    /** The answer to the thread's chunk in flight, read (waited for when `wait`): false while it is not there yet. */
+    const settle = (wait: boolean): boolean => {
+      if (thread === undefined || !thread.busy) return true;
+      if (!wait && !thread.answered) return false;
+      const { ret, count } = thread.take();
+      const at = tAt - tChunk;
+      this.#writes++;
+      if (ret < 0) {
+        const e = updateBatchError(ret, count, tChunk, tf!.name);
+        tf!.written = at + e.written;
+        if (e.written > 0) this.#touch(tf!.fd);
+        tError = e;
+      } else {
+        this.#touch(tf!.fd);
+        tf!.written = at + tChunk;
+        added += tChunk;
+      }
+      return true;
+    };
+    /** The thread's next chunk posted, once its last one has been answered (waited for when `wait`). */
+    const feed = (wait: boolean): void => {
+      if (!settle(wait) || tError !== undefined || tAt >= tf!.n) return;
+      const f = tf!;
+      const n = Math.min(INSERT_CHUNK, f.n - tAt);
+      const values = thread!.values;
+      values.fill(0, 0, n * f.vs);
+      for (let j = 0; j < n; j++) f.value(tAt + j, values, j * f.vs);
+      f.keys.copy(thread!.keys, 0, tAt * f.ks, (tAt + n) * f.ks);
+      thread!.post(f.fd, n);
+      tAt += n;
+      tChunk = n;
+    };
     try {
-      if (fills.some((f) => f.n > 0)) yield* graceStep(this.#allocDebt);
-      for (; k < fills.length; k++) {
-        const f = fills[k]!;
-        if (f.n === 0) continue;
-        this.trace?.push({ op: 'insert', seq: graceClock.completed });
+      if (others.length > 0) yield* graceStep(this.#allocDebt);
+      for (let i = 0; i < others.length; i++) this.trace?.push({ op: 'insert', seq: graceClock.completed });
+      for (const f of others) {
+        if (f === tf) continue;
         // The values are encoded a chunk at a time into one buffer, not all at once: a fill of 131,072 rules
         // touched 17 MB of new pages for them (a million sessions and a million policies, 240 MB), at about
         // 4 ms a MB on this host (docs/bench.md, session 39).
         const values = Buffer.alloc(Math.min(INSERT_CHUNK, f.n) * f.vs);
         for (let at = 0; at < f.n; at += INSERT_CHUNK) {
           if (at > 0 && clock.due()) yield;
+          if (tf !== undefined) feed(false);
           const n = Math.min(INSERT_CHUNK, f.n - at);
           if (at > 0) values.fill(0);
           // An entry the writer refuses (an internal error: the config's checks refuse what it would) fails the
@@ -1983,13 +2043,24 @@ export class Tables {
           added += n;
         }
       }
+      // The thread's table to its end, this thread encoding each chunk while the thread writes the one before.
+      if (tf !== undefined) {
+        while (tError === undefined && (tAt < tf.n || thread!.busy)) {
+          if (clock.due()) yield;
+          feed(true);
+        }
+        if (tError !== undefined) throw tError;
+      }
       // As #applying: the config with old and new prefix lengths, then with the new ones (the same here: nothing was deleted).
       const widenedNow = withFields(widened, this.#nextGens());
       if (!sameFields(before, widenedNow)) yield* this.#writingConfig(widenedNow);
       const afterNow = withFields(after, this.#nextGens());
       if (!sameFields(widenedNow, afterNow)) yield* this.#writingConfig(afterNow);
     } catch (e) {
-      for (; k < fills.length; k++) fills[k]!.undo(fills[k]!.written);
+      // The thread's chunk in flight is answered first: the mirror keeps what the kernel wrote of it.
+      settle(true);
+      // Each table keeps what was written of it (in order: a table written whole keeps all, one not begun nothing).
+      for (const f of fills) f.undo(f.written);
       this.#generationAfterFailure();
       throw e;
     }

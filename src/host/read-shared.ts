@@ -66,3 +66,36 @@ export function readFileSharedSync(path: string): Buffer {
     closeSync(fd);
   }
 }
+
+/**
+ * A large file's first lines: its first `max` bytes cut after the last
+ * newline in them, as text, and the file's size. Undefined for a file of at
+ * most `max` bytes (read it whole), one with no newline in them, or one
+ * that cannot be read (its whole read says why). A start reads its
+ * settings from them before it reads the rest (src/daemon/daemon.ts).
+ */
+export function readHead(path: string, max: number): { readonly text: string; readonly size: number } | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return undefined;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size <= max) return undefined;
+    const b = Buffer.allocUnsafe(max);
+    let n = 0;
+    while (n < max) {
+      const r = readSync(fd, b, n, max - n, n);
+      if (r === 0) break;
+      n += r;
+    }
+    const cut = b.lastIndexOf(0x0a, n - 1);
+    return cut < 0 ? undefined : { text: b.toString('utf8', 0, cut + 1), size: st.size };
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
+}

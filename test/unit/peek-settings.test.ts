@@ -34,4 +34,25 @@ describe('peekSettings', () => {
   ])('%s: nothing', (_what, text) => {
     expect(peekSettings(text)).toBeUndefined();
   });
+
+  describe('from a large file\'s first lines only (whole false)', () => {
+    const block = 'settings:\n  max_policies: 2000\n  max_sessions: 3000\n  max_localsids: 70\n';
+    it.each([
+      ['YAML, the block ended by the next key', `interfaces:\n  - name: mup0\n${block}policies:\n  - { match: 10.0.0.0/24 }\n`],
+      ['JSON, settings first', `${JSON.stringify({ settings, policies: [policy] }).slice(0, 120)}\n`],
+    ])('%s: the settings', (_what, head) => {
+      expect(peekSettings(head, false)).toEqual(settings && parseConfig(`${block}`, 'x.yaml').settings);
+    });
+
+    it.each([
+      // Cut after "max_sessions: 3000": the rest of the block (max_localsids) may be past the head.
+      ['YAML, the block running to the end of the head', `interfaces:\n  - name: mup0\nsettings:\n  max_policies: 2000\n  max_sessions: 3000\n`],
+      ['YAML, the block and blank lines to the end', `${block}\n\n`],
+      ['JSON, the settings cut short', '{"settings": {"max_policies": 2000, "max_sessions": 30\n'],
+    ])('%s: nothing (the whole file is read for them)', (_what, head) => {
+      expect(peekSettings(head, false)).toBeUndefined();
+      // Whole, the same text is read as it is.
+      if (!head.startsWith('{')) expect(peekSettings(head)).toBeDefined();
+    });
+  });
 });

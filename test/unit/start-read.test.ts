@@ -13,7 +13,7 @@ import { inflateRawSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deflateSoon, KeptText } from '../../src/daemon/kept-text.js';
 import { sha256 } from '../../src/daemon/rules.js';
-import { readFileSharedSync } from '../../src/host/read-shared.js';
+import { readFileSharedSync, readHead } from '../../src/host/read-shared.js';
 import { SHA_THREAD_FROM, sha256Soon } from '../../src/host/sha-thread.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'mup-start-read-'));
@@ -96,10 +96,11 @@ describe('deflateSoon', () => {
     const p = deflateSoon(bytes);
     let out: Buffer | undefined | null = null;
     void p.then((o) => (out = o));
-    busy(300);
+    // Long enough for the pool on a loaded host (about 70 ms alone here).
+    busy(1000);
     // Done in one piece on the pool: its answer is there at the loop's first turns. In zlib's 16 KB
-    // pieces, 3 MB that do not compress come back to the loop about 190 times.
-    for (let turn = 0; turn < 10 && out === null; turn++) await new Promise((r) => setImmediate(r));
+    // pieces, 3 MB that do not compress come back to the loop about 190 times, a piece a turn at most.
+    for (let turn = 0; turn < 50 && out === null; turn++) await new Promise((r) => setImmediate(r));
     expect(out).not.toBeNull();
     out = await p;
     expect(out).toBeDefined();
@@ -107,5 +108,38 @@ describe('deflateSoon', () => {
     const kept = new KeptText();
     kept.setDeflated(out!);
     expect(kept.heldText().deflated).toBe(out);
+  });
+});
+
+describe('readHead', () => {
+  it('a file larger than the head: its first lines, cut after the last newline in the head, and its size', () => {
+    const file = join(dir, 'head.yaml');
+    const lines = Array.from({ length: 100 }, (_, i) => `line ${i} ${'x'.repeat(i % 7)}\n`).join('');
+    writeFileSync(file, lines);
+    const h = readHead(file, 100);
+    expect(h).toBeDefined();
+    expect(h!.size).toBe(Buffer.byteLength(lines));
+    expect(lines.startsWith(h!.text)).toBe(true);
+    expect(h!.text.endsWith('\n')).toBe(true);
+    expect(h!.text.length).toBeLessThanOrEqual(100);
+    // The next line does not fit in the 100 bytes.
+    expect(h!.text.length + lines.slice(h!.text.length).indexOf('\n') + 1).toBeGreaterThan(100);
+  });
+
+  it('UTF-8 cut at a newline only: no character split', () => {
+    const file = join(dir, 'utf8.yaml');
+    const text = `${'é'.repeat(40)}\n${'ü'.repeat(200)}\n`;
+    writeFileSync(file, text);
+    expect(readHead(file, 100)?.text).toBe(`${'é'.repeat(40)}\n`);
+  });
+
+  it.each([
+    ['a file no larger than the head (read it whole)', (f: string) => writeFileSync(f, 'policies: []\n'), 100],
+    ['no newline in the head', (f: string) => writeFileSync(f, 'x'.repeat(500)), 100],
+    ['a missing file (its whole read says why)', () => undefined, 100],
+  ] as const)('%s: undefined', (_what, make, max) => {
+    const file = join(dir, `none-${Math.random()}`);
+    make(file);
+    expect(readHead(file, max)).toBeUndefined();
   });
 });
