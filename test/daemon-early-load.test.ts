@@ -235,6 +235,8 @@ describe.skipIf(!isRoot)('the program loaded while the config is read', () => {
     expect(log.filter((l) => l['msg'] === 'loading the program while the rules are read').map((l) => l['settings'])).toEqual(['read ahead', 'parsed']);
     expect(msgs(log)).toContain('the settings read ahead were not the file\'s: loading the program again');
     expect(startLine(log)?.['programLoad']).toBe('early (settings parsed)');
+    // A small file: no write thread for its fill.
+    expect(startLine(log)?.['fillThread']).toBeUndefined();
     expect(mapInfo(d.dataplane.maps.policies).maxEntries).toBe(16);
     expect(bpfFds().progs).toBe(before.progs + 1);
     d.stop();
@@ -260,7 +262,7 @@ describe.skipIf(!isRoot)('the program loaded while the config is read', () => {
     ['its settings last: read ahead from the whole text, as before', true],
   ])('a large config, %s; its fill written by two threads', async (_what, last) => {
     const before = bpfFds();
-    const { d, log } = daemon(large(last), { detachOnExit: true });
+    const { d, log } = daemon(large(last), { detachOnExit: true, writeThreadFrom: 1 << 20 });
     await d.start();
     expect(log.filter((l) => l['msg'] === 'loading the program while the rules are read').map((l) => l['settings'])).toEqual(['read ahead']);
     const line = startLine(log);
@@ -277,7 +279,7 @@ describe.skipIf(!isRoot)('the program loaded while the config is read', () => {
   it('a large config refused after the load began: the program, the maps and the write thread all go', async () => {
     const before = bpfFds();
     const bad = large().replace('match: 10.0.7.0/24', 'match: 10.0.7.0/33');
-    const { d, log } = daemon(bad);
+    const { d, log } = daemon(bad, { writeThreadFrom: 1 << 20 });
     await expect(d.prepare()).rejects.toThrow(/policies\[7\]\.match/);
     expect(log.find((l) => l['msg'] === 'loading the program while the rules are read')?.['settings']).toBe('read ahead');
     expect(bpfFds()).toEqual(before);

@@ -103,12 +103,13 @@ import type { LearnedDelta } from '../bgp/incremental.js';
 const LINK_MONITOR_ARGS = ['--pdeathsig', 'KILL', 'ip', 'monitor', 'link'];
 
 /**
- * A config file of at least this many bytes has its start's fill
- * written by two threads (src/dataplane/write-thread.ts): about 8,000 rules
- * and more. Below, the thread's load (koffi, on its own thread) costs more
- * than it saves.
+ * A config file of at least this many bytes (about 250,000 rules) has its
+ * start's fill written by two threads (src/dataplane/write-thread.ts).
+ * Below, the thread's start (35-40 ms of CPU, while the other CPU verifies
+ * the program: the critical path of bench:daemon's 131,072 rules) costs
+ * about what it saves.
  */
-const WRITE_THREAD_FROM_BYTES = 1 << 20;
+const WRITE_THREAD_FROM_BYTES = 32 << 20;
 
 /** A config file larger than this has its settings read from its first lines, before the rest is read. */
 const CONFIG_HEAD_BYTES = 1 << 20;
@@ -135,6 +136,8 @@ export interface DaemonOptions {
   readonly earlyLoad?: boolean;
   /** Spawn `ip` children (the link monitor, the next-hop readers) in prepare(), before the config makes the daemon big (default true; src/host/spawn-early.ts). */
   readonly spawnEarly?: boolean;
+  /** A config file of at least this many bytes has its start's fill written by two threads (default WRITE_THREAD_FROM_BYTES; tests set less). */
+  readonly writeThreadFrom?: number;
   /** The thread scripts watched for an upgrade under the daemon (default: the config parser's and printer's; tests give their own). */
   readonly workerScripts?: readonly string[];
   readonly log: Logger;
@@ -501,7 +504,7 @@ export class Daemon {
                 this.#loadEarly(s, 'read ahead');
               }
               // A large file's fill writes two tables at once: the thread loads meanwhile.
-              if (size >= WRITE_THREAD_FROM_BYTES) this.#writer ??= fillWriteThread().start();
+              if (size >= (o.writeThreadFrom ?? WRITE_THREAD_FROM_BYTES)) this.#writer ??= fillWriteThread().start();
               spawn();
             },
             settings: (s) => this.#loadEarly(s, 'parsed'),
