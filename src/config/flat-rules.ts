@@ -37,6 +37,7 @@
  * the rule reader; here about 0.4 µs, after the 0.4 µs of the byte scan
  * that found its members (docs/bench.md, session 45).
  */
+import { latin1 } from './ascii-text.js';
 import type { Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
 import type { PolicyProfile, PolicyRows, SessionProfile, SessionRows } from './rows.js';
 import { RULE_NAME_CHAR, RULE_NAME_MAX } from './rule-name.js';
@@ -279,11 +280,6 @@ const V6_SLOTS = 512;
 /** The longest IPv6 prefix text a V6Field keeps (45 characters with an embedded IPv4 address, and /128: 49). */
 const V6_TEXT = 64;
 
-/** b[at, end) as a string of its own (the bytes ASCII: one character each), without a view of them made first. */
-function latin1(b: Uint8Array, at: number, end: number): string {
-  return LATIN1_SLICE.call(b, at, end);
-}
-const LATIN1_SLICE = (Buffer.prototype as unknown as { latin1Slice(this: Uint8Array, start: number, end: number): string }).latin1Slice;
 
 /** The keys of a member, by their hash and then their bytes. */
 class Keys {

@@ -16,6 +16,7 @@ import jsyaml from 'js-yaml';
 import { NOT_BLOCK, parseBlockYaml, type ItemHook, type ItemRead } from './block-yaml.js';
 import type { Document, LineCounter } from 'yaml';
 import { yamlDoc } from './yaml-doc.js';
+import { AsciiText, textOf, type Chars } from './ascii-text.js';
 import { AddressError, formatIpv4, formatIpv4Prefix, formatIpv6, formatIpv6Prefix, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix, type WarnFn } from '../sid/addr.js';
 import { MAX_GTP6_SID_PREFIX_LEN, MAX_SID_PREFIX_LEN, MAX_SRC_PREFIX_LEN } from '../sid/mobile.js';
 import type { Ipv4Addr, Ipv4Prefix, Ipv6Addr, Ipv6Prefix } from '../sid/types.js';
@@ -135,8 +136,8 @@ export async function loadConfigFile(path: string): Promise<Config> {
  * `bytes`, the text's UTF-8 bytes when at hand (the parser's thread has
  * the file's), spares a copy of a JSON text that is ASCII (FlatRuns).
  */
-export function parseConfig(text: string, file = '<inline>', onSettings?: (s: Settings) => void, bytes?: Uint8Array): Config {
-  return parseConfigText(text, file, onSettings, true, bytes);
+export function parseConfig(text: string | AsciiText, file = '<inline>', onSettings?: (s: Settings) => void, bytes?: Uint8Array): Config {
+  return parseConfigText(text, file, onSettings, true, typeof text === 'string' ? bytes : text.bytes);
 }
 
 /**
@@ -148,12 +149,15 @@ export function parseConfigReadWhole(text: string, file = '<inline>'): Config {
   return parseConfigText(text, file, undefined, false);
 }
 
-function parseConfigText(text: string, file: string, onSettings: ((s: Settings) => void) | undefined, streamJson: boolean, bytes?: Uint8Array): Config {
-  const src = new Source(file, text);
+function parseConfigText(input: string | AsciiText, file: string, onSettings: ((s: Settings) => void) | undefined, streamJson: boolean, bytes?: Uint8Array): Config {
+  const src = new Source(file, input);
   let asRead = new RulesAsRead(src);
-  let top: unknown = streamJson ? jsonRulesAsRead(src, text, (key) => asRead.hook(key), bytes, (key) => asRead.flatReader(key)) : NOT_STREAMED;
+  let top: unknown = streamJson ? jsonRulesAsRead(src, input, (key) => asRead.hook(key), bytes, (key) => asRead.flatReader(key)) : NOT_STREAMED;
+  // Whatever reads it from here on reads the string: an ASCII file's is made now, if the streamed read gave it up.
+  let text = '';
   // Anything the streamed read does not take (or refuses) is read whole, as before: errors worded there.
   if (top === NOT_STREAMED) {
+    text = textOf(input);
     asRead = new RulesAsRead(src);
     top = fastJson(src, text);
   }
@@ -472,9 +476,10 @@ export function checkRuleSetLengths(file: string, rules: { policies?: readonly P
  * head, read before the rest): a YAML block that runs to its end may go on
  * past it, and is not read (JSON's scan already refuses a value cut short).
  */
-export function peekSettings(text: string, whole = true): Settings | undefined {
-  const first = jsonSpace(text, 0);
-  if (text.charCodeAt(first) === 0x7b /* { */) return peekJsonSettings(text, first);
+export function peekSettings(input: string | AsciiText, whole = true): Settings | undefined {
+  const first = jsonSpace(input, 0);
+  if (input.charCodeAt(first) === 0x7b /* { */) return peekJsonSettings(input, first);
+  const text = textOf(input);
   const m = /^settings:/m.exec(text);
   if (m === null) return undefined;
   // The block: its first line and the following indented, blank or comment lines.
@@ -503,7 +508,7 @@ const PEEK_JSON_MAX = 1024 * 1024;
  * before it are skipped, within the first PEEK_JSON_MAX characters; a rule
  * list ends the look.
  */
-function peekJsonSettings(whole: string, i: number): Settings | undefined {
+function peekJsonSettings(whole: Chars, i: number): Settings | undefined {
   // Within the first PEEK_JSON_MAX characters: a value that runs past them is not scanned to its end (found in
   // review: a 93 MB member before the settings took 0.6 s of the start to give up on).
   const text = whole.length > PEEK_JSON_MAX ? whole.slice(0, PEEK_JSON_MAX) : whole;
@@ -583,7 +588,7 @@ const NOT_STREAMED = Symbol('not read streamed');
  * (not an object, a syntax error, a repeated key, a `__proto__` member):
  * the caller then reads it whole with JSON.parse, which words the errors.
  */
-function jsonRulesAsRead(src: Source, text: string, hook: ItemHook, bytes: Uint8Array | undefined, flatReader?: (key: string) => FlatRuleReader | undefined): unknown {
+function jsonRulesAsRead(src: Source, text: Chars, hook: ItemHook, bytes: Uint8Array | undefined, flatReader?: (key: string) => FlatRuleReader | undefined): unknown {
   let i = jsonSpace(text, 0);
   if (text.charCodeAt(i) !== 0x7b /* { */) return NOT_STREAMED;
   src.freshStrings();
@@ -600,7 +605,7 @@ function jsonRulesAsRead(src: Source, text: string, hook: ItemHook, bytes: Uint8
 const CONTROL = /[\u0000-\u001f]/;
 
 /** JSON's whitespace from `i` on: the first index past it. */
-function jsonSpace(text: string, i: number): number {
+function jsonSpace(text: Chars, i: number): number {
   for (; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
@@ -609,7 +614,7 @@ function jsonSpace(text: string, i: number): number {
 }
 
 /** The top-level object at `i` (its `{`) read into `top`; the index past its `}`, or -1. */
-function jsonMembers(text: string, i: number, top: Record<string, unknown>, hook: ItemHook, runs: FlatRuns | undefined, flatReader: ((key: string) => FlatRuleReader | undefined) | undefined): number {
+function jsonMembers(text: Chars, i: number, top: Record<string, unknown>, hook: ItemHook, runs: FlatRuns | undefined, flatReader: ((key: string) => FlatRuleReader | undefined) | undefined): number {
   i = jsonSpace(text, i + 1);
   if (text.charCodeAt(i) === 0x7d /* } */) return i + 1;
   for (;;) {
@@ -639,7 +644,7 @@ function jsonMembers(text: string, i: number, top: Record<string, unknown>, hook
  * the index past its `]`, or -1. Items come from flat runs (FlatRuns) where
  * they are flat, else each is JSON.parse'd from its own text (jsonPiece).
  */
-function jsonItems(text: string, i: number, each: ItemRead, done: (list: unknown[]) => void, runs: FlatRuns | undefined): number {
+function jsonItems(text: Chars, i: number, each: ItemRead, done: (list: unknown[]) => void, runs: FlatRuns | undefined): number {
   const list: unknown[] = [];
   i = jsonSpace(text, i + 1);
   if (text.charCodeAt(i) === 0x5d /* ] */) {
@@ -673,7 +678,10 @@ function jsonItems(text: string, i: number, each: ItemRead, done: (list: unknown
  * 0x7f makes its UTF-8 longer than its UTF-16 units). Undefined otherwise:
  * its items are read one by one.
  */
-function asciiBytes(text: string, bytes: Uint8Array | undefined): Uint8Array | undefined {
+function asciiBytes(text: string | Chars, bytes: Uint8Array | undefined): Uint8Array | undefined {
+  // Bytes the caller found ASCII, read without their string.
+  if (text instanceof AsciiText) return text.bytes;
+  if (typeof text !== 'string') return undefined;
   if (bytes !== undefined && asciiText(text, bytes)) return bytes;
   if (Buffer.byteLength(text, 'utf8') !== text.length) return undefined;
   return Buffer.from(text, 'latin1');
@@ -709,7 +717,7 @@ class FlatRuns extends FlatMemberColumns {
   item: unknown;
   /** The list's reader of flat rules (src/config/flat-rules.ts), if it has one: set at each list. */
   reader: FlatRuleReader | undefined;
-  readonly text: string;
+  readonly text: Chars;
   readonly #b: Uint8Array;
   readonly #starts = new Int32Array(FLAT_RUN);
   readonly #ends = new Int32Array(FLAT_RUN);
@@ -724,7 +732,7 @@ class FlatRuns extends FlatMemberColumns {
   #refusedTo = -1;
   // The members of the item #itemEnd read last: FlatMemberColumns'.
 
-  constructor(text: string, bytes: Uint8Array) {
+  constructor(text: Chars, bytes: Uint8Array) {
     super();
     this.text = text;
     this.#b = bytes;
@@ -910,7 +918,7 @@ class TakenItem extends TakenRule {
 }
 
 /** The JSON value at `i`, JSON.parse'd alone and given to `take`; the index past it, or -1 (invalid, or a key repeated in one of its objects). */
-function jsonPiece(text: string, i: number, take: (v: unknown) => void): number {
+function jsonPiece(text: Chars, i: number, take: (v: unknown) => void): number {
   const end = jsonValueScan(text, i);
   if (end < 0) return -1;
   try {
@@ -922,7 +930,7 @@ function jsonPiece(text: string, i: number, take: (v: unknown) => void): number 
 }
 
 /** The index past the string whose `"` is at `i`, or -1. */
-function jsonStringEnd(text: string, i: number): number {
+function jsonStringEnd(text: Chars, i: number): number {
   for (let j = i + 1; j < text.length; j++) {
     const d = text.charCodeAt(j);
     if (d === 0x5c /* \ */) j++;
@@ -932,7 +940,7 @@ function jsonStringEnd(text: string, i: number): number {
 }
 
 /** The key text[i, end) (a JSON string) as a string; undefined if it does not parse. */
-function jsonKey(text: string, i: number, end: number): string | undefined {
+function jsonKey(text: Chars, i: number, end: number): string | undefined {
   const raw = text.slice(i + 1, end - 1);
   if (!raw.includes('\\')) return raw;
   try {
@@ -949,7 +957,7 @@ function jsonKey(text: string, i: number, end: number): string | undefined {
  * that key and where, in `repeated` if given. Not a validator: JSON.parse
  * of the piece is.
  */
-function jsonValueScan(text: string, i: number, repeated?: { key?: string; offset?: number }): number {
+function jsonValueScan(text: Chars, i: number, repeated?: { key?: string; offset?: number }): number {
   const first = text.charCodeAt(i);
   if (first === 0x22) return jsonStringEnd(text, i);
   if (first !== 0x7b && first !== 0x5b) {
@@ -2012,7 +2020,7 @@ class Source {
 
   constructor(
     readonly file: string,
-    private readonly text: string | undefined,
+    private readonly input: string | AsciiText | undefined,
     /**
      * Parsed IPv6 prefixes by text (readIpv6Prefix), the positions' parse,
      * and whether the tree's strings are slices of the text: shared with fork()s.
@@ -2032,7 +2040,12 @@ class Source {
    * from JSON.parse, whose strings are their own.
    */
   kept(s: string): string {
-    return this.text === undefined || this.shared.fresh === true ? s : ownCopy(s);
+    return this.input === undefined || this.shared.fresh === true ? s : ownCopy(s);
+  }
+
+  /** The text, made now if it was an ASCII file's bytes (an error's line is looked for in it). */
+  private get text(): string | undefined {
+    return this.input === undefined ? undefined : textOf(this.input);
   }
 
   get v6Prefixes(): Map<string, Ipv6Prefix> {
@@ -2041,7 +2054,7 @@ class Source {
 
   /** The same text with warnings of its own (the rules read during the parse: see RulesAsRead). */
   fork(): Source {
-    return new Source(this.file, this.text, this.shared);
+    return new Source(this.file, this.input, this.shared);
   }
 
   #parsed(): { doc: Document; lines: LineCounter } | undefined {

@@ -12,11 +12,26 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FlatLocalSids, FlatPolicies, FlatSessions } from '../../src/config/flat-rules.js';
 import { parseConfig, parseConfigReadWhole } from '../../src/config/load.js';
 import { configOutcome } from '../helpers/config-outcome.js';
+import { asciiJson } from '../../src/config/ascii-text.js';
 import { xorshift32 } from '../helpers/rng.js';
 
 const FILE = 'flat.json';
 
 const outcome = (read: () => ReturnType<typeof parseConfig>): unknown => configOutcome(read);
+
+/**
+ * parseConfig's outcome for a text, held to the same read of its bytes
+ * without the string (AsciiText: a start's read of an ASCII JSON file),
+ * spans included.
+ */
+function read(text: string): unknown {
+  const got = outcome(() => parseConfig(text, FILE));
+  const ascii = asciiJson(Buffer.from(text));
+  // Only an ASCII text has one (a name with an é is read from its string).
+  expect(ascii === undefined, 'an ASCII JSON text').toBe(!/^[\x00-\x7f]*$/.test(text));
+  if (ascii !== undefined) expect(configOutcome(() => parseConfig(ascii, FILE), { spans: true }), 'read from the bytes').toEqual(configOutcome(() => parseConfig(text, FILE), { spans: true }));
+  return got;
+}
 
 const r = xorshift32(45);
 const pick = <T>(xs: readonly T[]): T => xs[r() % xs.length]!;
@@ -212,7 +227,7 @@ describe('rules read from the bytes (flat items), held to the whole read', () =>
       const policies = Array.from({ length: f % 10 === 5 ? 2300 : r() % 30 }, (_, i) => policyItem(i + f * 3000, bad));
       const localsids = Array.from({ length: f % 10 === 7 ? 2300 : r() % 30 }, (_, i) => localSidItem(i + f * 3000, bad));
       const text = `{"settings": {"max_sessions": 4000, "max_policies": 4000, "max_localsids": 4000},\n"policies": [${policies.join(',\n')}],\n"localsids": [${localsids.join(',\n')}],\n"sessions": [${sessions.join(',\n')}]}`;
-      const got = outcome(() => parseConfig(text, FILE));
+      const got = read(text);
       expect(got, `file ${f}`).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
       files++;
       if (typeof got === 'string') refused++;
@@ -232,21 +247,21 @@ describe('rules read from the bytes (flat items), held to the whole read', () =>
     [0, 1, 2, 3, 4].map((i) => item(i === 3 ? { ...plain(i), [k]: v } : plain(i)));
   it.each([...sessionOdd(77), ...sessionBad])('session %s: %s, as the whole read', (k, v) => {
     const text = `{"sessions": [${alone(plainSession, k, v).join(',')}]}`;
-    expect(outcome(() => parseConfig(text, FILE))).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
+    expect(read(text)).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
   });
   it.each([...policyOdd(77), ...policyBad])('policy %s: %s, as the whole read', (k, v) => {
     const text = `{"policies": [${alone(plainPolicy, k, v).join(',')}]}`;
-    expect(outcome(() => parseConfig(text, FILE))).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
+    expect(read(text)).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
   });
   const plainLocalSid = (i: number): Record<string, string> => ({ sid: `"2001:db8:5:${i}::/64"`, src_prefix_len: '64' });
   it.each([...localSidOdd(77), ...localSidBad])('local SID %s: %s, as the whole read', (k, v) => {
     const text = `{"localsids": [${alone(plainLocalSid, k, v).join(',')}]}`;
-    expect(outcome(() => parseConfig(text, FILE))).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
+    expect(read(text)).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
   });
   it.each(nameOdd(77))('%s %s in each kind, as the whole read', (k, v) => {
     for (const plain of [plainSession, plainPolicy, plainLocalSid]) {
       const text = `{"${plain === plainSession ? 'sessions' : plain === plainPolicy ? 'policies' : 'localsids'}": [${alone(plain, k, v).join(',')}]}`;
-      expect(outcome(() => parseConfig(text, FILE))).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
+      expect(read(text)).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
     }
   });
 
@@ -263,6 +278,9 @@ describe('rules read from the bytes (flat items), held to the whole read', () =>
     // rest of the run, the first 1,024 items of a file; this test passed only after tests that had met the texts).
     expect(takenSessions.mock.calls.length).toBe(3000);
     expect(takenPolicies.mock.calls.length).toBe(3000);
+    // And the same from the bytes alone (read() reads three times more: the string twice, the bytes once; each takes every item).
+    read(text);
+    expect(takenSessions.mock.calls.length).toBe(4 * 3000);
   });
 
   it('an error before taken items: they are read again as objects, and the error is the first one', () => {
@@ -270,14 +288,14 @@ describe('rules read from the bytes (flat items), held to the whole read', () =>
     items[3] = '{"match":"100.64.0.3/32","teid":"3/33","sr_prefix":"2001:db9:1::/48","src_prefix":"2001:db8:ffff::/64"}';
     items[40] = '{"match":"100.64.0.40/32","teid":"x","sr_prefix":"2001:db9:1::/48","src_prefix":"2001:db8:ffff::/64"}';
     const text = `{"policies": [${items.join(',')}]}`;
-    const got = outcome(() => parseConfig(text, FILE));
+    const got = read(text);
     expect(got).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
     expect(got).toMatch(/^policies\[3\]\.teid/);
   });
 
   it('a key given twice in a plain item is refused, as the whole read refuses it', () => {
     const text = '{"sessions": [{"ue":"10.0.0.1/32","teid":1,"qfi":9,"endpoint":"192.0.2.1","source":"198.51.100.1","isd":"2001:db8:2::/48","src_prefix":"2001:db8:ffff::/64"},{"ue":"10.0.0.2/32","teid":1,"teid":2,"qfi":9,"endpoint":"192.0.2.1","source":"198.51.100.1","isd":"2001:db8:2::/48","src_prefix":"2001:db8:ffff::/64"}]}';
-    const got = outcome(() => parseConfig(text, FILE));
+    const got = read(text);
     expect(got).toEqual(outcome(() => parseConfigReadWhole(text, FILE)));
     expect(got).toMatch(/keys must be unique/);
   });
