@@ -741,6 +741,34 @@ describe.skipIf(!haveObject)('a fill written by two threads (the write thread ta
     expect(w.busy).toBe(false);
   });
 
+  it("a refusal in the thread's first chunk while this thread has chunks of its own to write: the thread's error, the part it wrote kept, each mirror its map", async () => {
+    const w = await thread();
+    const cfg = twoTables(3 * INSERT_CHUNK, 2 * INSERT_CHUNK + 10);
+    const d = dataplane(parseConfig(`settings: { forwarding: tx, max_policies: ${3 * INSERT_CHUNK}, max_localsids: 8, max_sessions: ${2 * INSERT_CHUNK + 10} }\n`, 'empty.yaml'));
+    const fd = d.tables.policiesFd;
+    const vs = LAYOUTS.mup_policy.size;
+    // Room for 100 of the thread's first chunk.
+    const theirs = foreign(fd, 3 * INSERT_CHUNK - 100, (i) => encodePolicyKey({ addr: (0xc0000000 + i * 256) >>> 0, len: 24 } as never), vs);
+    let error: unknown;
+    try {
+      d.rules.sync(cfg.settings, cfg.policies, [], cfg.sessions ?? [], { writer: w });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(BatchWriteError);
+    expect((error as Error).message).toMatch(/mup_policies/);
+    expect((error as BatchWriteError).written).toBe(100);
+    expect(d.rules.policyCount).toBe(100);
+    // This thread's table: whole chunks only, as many as it wrote before it saw the refusal (when depends on the
+    // thread's timing), and the mirror holds exactly those.
+    const sessions = mapDump(d.tables.sessionsFd, LAYOUTS.mup_session_key.size, LAYOUTS.mup_session.size, 'mup_sessions').count;
+    expect(d.rules.sessionCount).toBe(sessions);
+    expect(sessions % INSERT_CHUNK === 0 || sessions === 2 * INSERT_CHUNK + 10).toBe(true);
+    for (const k of theirs) mapDelete(fd, k);
+    expect(mapDump(fd, LAYOUTS.mup_policy_key.size, vs, 'mup_policies').count).toBe(100);
+    expect(w.busy).toBe(false);
+  });
+
   it('a thread that cannot load koffi is never ready: the fill is written by this thread alone', async () => {
     const was = process.env['MUP_TEST_WRITE_THREAD_KOFFI'];
     process.env['MUP_TEST_WRITE_THREAD_KOFFI'] = '/nonexistent/koffi';

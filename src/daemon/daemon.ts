@@ -137,7 +137,7 @@ export interface DaemonOptions {
   readonly earlyLoad?: boolean;
   /** Spawn `ip` children (the link monitor, the next-hop readers) in prepare(), before the config makes the daemon big (default true; src/host/spawn-early.ts). */
   readonly spawnEarly?: boolean;
-  /** A config file of at least this many bytes has its start's fill written by two threads (default WRITE_THREAD_FROM_BYTES; tests set less). */
+  /** A config file of at least this many bytes has its start's first fill written by two threads, with earlyLoad (default WRITE_THREAD_FROM_BYTES; tests set less). */
   readonly writeThreadFrom?: number;
   /** The thread scripts watched for an upgrade under the daemon (default: the config parser's and printer's; tests give their own). */
   readonly workerScripts?: readonly string[];
@@ -392,7 +392,8 @@ export class Daemon {
       this.takeOver();
     } catch (e) {
       this.unlock();
-      dropEarly(this);
+      // Whatever prepare() made that the takeover did not take: the children, the early program, the write thread.
+      this.dropPrepared();
       throw e;
     }
   }
@@ -549,8 +550,8 @@ export class Daemon {
   #early: EarlyLoad | undefined;
   /** The second writer of the start's fill (a large config file), stopped once the tables are filled. */
   #writer: WriteThread | undefined;
-  /** What it did, for the start line: the chunks it wrote (0: the fill did not need it), or not ready in time. */
-  #fillThread: { chunks: number } | 'not ready' | undefined;
+  /** What it did, for the start line: the chunks it wrote (0: the fill did not need it), not ready in time, or failed (koffi did not load in it). */
+  #fillThread: { chunks: number } | 'not ready' | 'failed' | undefined;
   /** Early loads replaced (settings read ahead wrongly), unloaded once they end. */
   readonly #dropping: Promise<void>[] = [];
   /** How the program was loaded, for the start line: 'early' (while the rules were read) or 'plain' (after the lock), and why. */
@@ -987,13 +988,13 @@ export class Daemon {
     this.#nh.start();
   }
 
-  /** The config file read and checked; `bytes`, the file as read, is what #configText keeps (deflated from the bytes, not the string: ~3 x faster). */
   /**
-   * The start's read of the config. Its digest (a thread) and its deflated
-   * copy (the threadpool) are made while this thread parses it: a million
-   * sessions and a million policies (277 MB) took 158 and 243 ms more after
-   * the parse. `deflated` is undefined for bytes kept as they are
-   * (KeptText.set).
+   * The start's read of the config, checked. `bytes`, the file as read, is
+   * what #configText keeps: deflated from the bytes, not the string (~3 x
+   * faster), on the threadpool while this thread parses them, as their
+   * digest is made (on a thread of its own from 32 MB): a million sessions
+   * and a million policies (277 MB) took 158 and 243 ms more after the
+   * parse. `deflated` is undefined for bytes kept as they are (KeptText.set).
    */
   async #readConfig(hooks?: {
     /** The file's text: its head first (`whole` false) if it is large, then all of it; `size` its bytes. */
@@ -1147,7 +1148,7 @@ export class Daemon {
     } finally {
       for (const fd of Object.values(reuse ?? {})) closeFd(fd);
       // Its one fill is done: the thread's isolate goes.
-      if (this.#writer !== undefined) this.#fillThread = this.#writer.ready ? { chunks: this.#writer.written } : 'not ready';
+      if (this.#writer !== undefined) this.#fillThread = this.#writer.ready ? { chunks: this.#writer.written } : this.#writer.load === 'failed' ? 'failed' : 'not ready';
       this.#writer?.stop();
       this.#writer = undefined;
     }

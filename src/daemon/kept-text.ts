@@ -40,7 +40,10 @@ export function deflateSoon(bytes: Buffer): Promise<Buffer | undefined> {
   return new Promise((resolve) => {
     try {
       // Room for incompressible bytes too (deflate's bound is about 5 bytes per 16 KB block over the input).
-      deflateRaw(bytes, { level: 1, chunkSize: bytes.length + (bytes.length >> 10) + 1024 }, (e, out) => resolve(e === null ? out : undefined));
+      deflateRaw(bytes, { level: 1, chunkSize: bytes.length + (bytes.length >> 10) + 1024 }, (e, out) =>
+        // One piece is a view of the input-sized output buffer: kept as it is only when it fills most of it.
+        resolve(e !== null ? undefined : out.buffer.byteLength > 2 * out.length ? Buffer.from(out) : out),
+      );
     } catch {
       resolve(undefined);
     }

@@ -1353,7 +1353,7 @@ export class Tables {
    * (found in review, session 43). The caller holds the daemon's serial
    * section, as for applyYielding.
    */
-  syncYielding(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: SyncOptions = {}): Promise<ApplyResult & { readonly split?: boolean }> {
+  syncYielding(settings: Settings, policies: readonly Policy[], localsids: readonly LocalSid[], sessions: readonly Session[] = [], o: { readonly keep?: boolean } = {}): Promise<ApplyResult & { readonly split?: boolean }> {
     return this.#writeYielding(() => this.#syncing(settings, policies, localsids, sessions, o, true, new SliceClock(), Infinity));
   }
 
@@ -1974,41 +1974,63 @@ export class Tables {
     const largest = others.reduce<Fill | undefined>((a, f) => (a === undefined || f.n > a.n ? f : a), undefined);
     const thread = writer !== undefined && writer.ready && !writer.busy && others.length >= 2 && largest!.n >= writer.minEntries ? writer : undefined;
     const tf = thread === undefined ? undefined : largest!;
-    /** The thread's table: its next chunk, the chunk in flight, and how its last one ended (an error ends it). */
+    /**
+     * The thread's table: the next entry to encode, the entries encoded into the thread's free buffers and
+     * not posted yet, the chunk in flight, and how the last answer ended (an error ends the table).
+     */
     let tAt = 0;
-    let tChunk = 0;
+    let tReady = 0;
+    let flightAt = 0;
+    let flightN = 0;
     let tError: Error | undefined;
-    /** The answer to the thread's chunk in flight, read (waited for when `wait`): false while it is not there yet. */
-    const settle = (wait: boolean): boolean => {
-      if (thread === undefined || !thread.busy) return true;
-      if (!wait && !thread.answered) return false;
-      const { ret, count } = thread.take();
-      const at = tAt - tChunk;
-      this.#writes++;
-      if (ret < 0) {
-        const e = updateBatchError(ret, count, tChunk, tf!.name);
-        tf!.written = at + e.written;
-        if (e.written > 0) this.#touch(tf!.fd);
-        tError = e;
-      } else {
-        this.#touch(tf!.fd);
-        tf!.written = at + tChunk;
-        added += tChunk;
-      }
-      return true;
-    };
-    /** The thread's next chunk posted, once its last one has been answered (waited for when `wait`). */
-    const feed = (wait: boolean): void => {
-      if (!settle(wait) || tError !== undefined || tAt >= tf!.n) return;
+    /** The next chunk encoded into the buffers the thread is not writing (one at a time, until posted). */
+    const encode = (): void => {
       const f = tf!;
+      if (tReady > 0 || tError !== undefined || tAt >= f.n) return;
       const n = Math.min(INSERT_CHUNK, f.n - tAt);
       const values = thread!.values;
       values.fill(0, 0, n * f.vs);
       for (let j = 0; j < n; j++) f.value(tAt + j, values, j * f.vs);
       f.keys.copy(thread!.keys, 0, tAt * f.ks, (tAt + n) * f.ks);
-      thread!.post(f.fd, n);
       tAt += n;
-      tChunk = n;
+      tReady = n;
+    };
+    /** The answer to the chunk in flight, read (waited for when `wait`): false while it is not there yet. */
+    const settle = (wait: boolean): boolean => {
+      if (thread === undefined || !thread.busy) return true;
+      if (!wait && !thread.answered) return false;
+      const f = tf!;
+      let ret: number;
+      let count: number;
+      try {
+        ({ ret, count } = thread.take());
+      } catch (e) {
+        // The thread ended with the chunk in flight (the process ending): what it wrote of it is not known.
+        tError = e as Error;
+        return true;
+      }
+      this.#writes++;
+      if (ret < 0) {
+        const e = updateBatchError(ret, count, flightN, f.name);
+        f.written = flightAt + e.written;
+        if (e.written > 0) this.#touch(f.fd);
+        tError = e;
+      } else {
+        this.#touch(f.fd);
+        f.written = flightAt + flightN;
+        added += flightN;
+      }
+      return true;
+    };
+    /** The encoded chunk posted once the one in flight is answered (waited for when `wait`), and the next encoded meanwhile. */
+    const feed = (wait: boolean): void => {
+      encode();
+      if (!settle(wait) || tError !== undefined || tReady === 0) return;
+      thread!.post(tf!.fd, tReady);
+      flightAt = tAt - tReady;
+      flightN = tReady;
+      tReady = 0;
+      encode();
     };
     try {
       if (others.length > 0) yield* graceStep(this.#allocDebt);
@@ -2021,7 +2043,11 @@ export class Tables {
         const values = Buffer.alloc(Math.min(INSERT_CHUNK, f.n) * f.vs);
         for (let at = 0; at < f.n; at += INSERT_CHUNK) {
           if (at > 0 && clock.due()) yield;
-          if (tf !== undefined) feed(false);
+          if (tf !== undefined) {
+            feed(false);
+            // A refusal in the thread's table ends the fill here too, as it would have with one thread.
+            if (tError !== undefined) throw tError;
+          }
           const n = Math.min(INSERT_CHUNK, f.n - at);
           if (at > 0) values.fill(0);
           // An entry the writer refuses (an internal error: the config's checks refuse what it would) fails the
@@ -2045,7 +2071,7 @@ export class Tables {
       }
       // The thread's table to its end, this thread encoding each chunk while the thread writes the one before.
       if (tf !== undefined) {
-        while (tError === undefined && (tAt < tf.n || thread!.busy)) {
+        while (tError === undefined && (tAt < tf.n || tReady > 0 || thread!.busy)) {
           if (clock.due()) yield;
           feed(true);
         }
@@ -2059,6 +2085,8 @@ export class Tables {
     } catch (e) {
       // The thread's chunk in flight is answered first: the mirror keeps what the kernel wrote of it.
       settle(true);
+      // Both threads refused: this one's error is thrown, the thread's goes with it.
+      if (tError !== undefined && tError !== e && e instanceof Error && e.cause === undefined) Object.defineProperty(e, 'cause', { value: tError, configurable: true, writable: true });
       // Each table keeps what was written of it (in order: a table written whole keeps all, one not begun nothing).
       for (const f of fills) f.undo(f.written);
       this.#generationAfterFailure();

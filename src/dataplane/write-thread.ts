@@ -31,7 +31,9 @@ const FD = 2;
 const COUNT = 3;
 const RET = 4;
 const WENT = 5;
-const SLOTS = 6;
+/** Which of the two buffer pairs the request is in. */
+const PAIR = 6;
+const SLOTS = 7;
 
 /** LOADED: 0 (not started), then one of these. */
 const LOAD_OK = 1;
@@ -45,6 +47,8 @@ const IDLE = 0;
 const REQUEST = 1;
 const DONE = 2;
 const STOP = 3;
+/** The thread's loop ended (stopped, or it could not load koffi): it answers nothing more. */
+const ENDED = 4;
 
 /** How long an exiting process waits for the thread to finish loading koffi (as the grace clock's thread). */
 const EXIT_WAIT_MS = 5000;
@@ -60,6 +64,7 @@ const s = new Int32Array(workerData.ctl);
 if (Atomics.compareExchange(s, ${LOADED}, 0, ${LOADING}) !== 0) for (;;) Atomics.wait(s, ${LOADED}, Atomics.load(s, ${LOADED}));
 let update;
 try {
+  if (workerData.loadDelayMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, workerData.loadDelayMs);
   update = require(workerData.koffi)
     .load('libbpf.so.1')
     .func('int bpf_map_update_batch(int fd, const void *keys, const void *values, uint32_t *count, const void *opts)');
@@ -69,31 +74,41 @@ try {
   Atomics.store(s, ${LOADED}, update === undefined ? ${LOAD_FAILED} : ${LOAD_OK});
   Atomics.notify(s, ${LOADED});
 }
-if (update !== undefined) {
-  const keys = new Uint8Array(workerData.keys);
-  const values = new Uint8Array(workerData.values);
-  const count = new Uint32Array(1);
-  for (;;) {
-    const st = Atomics.load(s, ${STATE});
-    if (st === ${STOP}) break;
-    if (st !== ${REQUEST}) {
-      Atomics.wait(s, ${STATE}, st);
-      continue;
-    }
-    const asked = s[${COUNT}];
-    count[0] = asked;
-    let ret;
-    try {
-      ret = update(s[${FD}], keys, values, count, null);
-    } catch {
-      ret = -${CALL_THREW};
+try {
+  if (update !== undefined) {
+    // Two pairs of buffers: the caller encodes the next request into one while this thread writes the other.
+    const half = workerData.keys.byteLength / 2;
+    const vhalf = workerData.values.byteLength / 2;
+    const keys = [new Uint8Array(workerData.keys, 0, half), new Uint8Array(workerData.keys, half, half)];
+    const values = [new Uint8Array(workerData.values, 0, vhalf), new Uint8Array(workerData.values, vhalf, vhalf)];
+    const count = new Uint32Array(1);
+    for (;;) {
+      const st = Atomics.load(s, ${STATE});
+      if (st === ${STOP}) break;
+      if (st !== ${REQUEST}) {
+        Atomics.wait(s, ${STATE}, st);
+        continue;
+      }
+      const asked = s[${COUNT}];
+      const pair = s[${PAIR}];
       count[0] = asked;
+      let ret;
+      try {
+        ret = update(s[${FD}], keys[pair], values[pair], count, null);
+      } catch {
+        ret = -${CALL_THREW};
+        count[0] = asked;
+      }
+      s[${RET}] = ret;
+      s[${WENT}] = count[0];
+      Atomics.store(s, ${STATE}, ${DONE});
+      Atomics.notify(s, ${STATE});
     }
-    s[${RET}] = ret;
-    s[${WENT}] = count[0];
-    Atomics.store(s, ${STATE}, ${DONE});
-    Atomics.notify(s, ${STATE});
   }
+} finally {
+  // A caller waiting for an answer (or about to) learns there will be none.
+  Atomics.store(s, ${STATE}, ${ENDED});
+  Atomics.notify(s, ${STATE});
 }
 `;
 
@@ -103,16 +118,33 @@ export interface WriteResult {
   readonly count: number;
 }
 
+/** Threads started, and those not ended yet, in this process (tests: a refused start leaves none). */
+let started = 0;
+let live = 0;
+
 export class WriteThread {
   readonly #s = new Int32Array(new SharedArrayBuffer(SLOTS * 4));
-  readonly #keys: Buffer;
-  readonly #values: Buffer;
+  /** Two pairs of buffers over one SharedArrayBuffer each: [keys of pair 0, of pair 1], [values ...]. */
+  readonly #keys: [Buffer, Buffer];
+  readonly #values: [Buffer, Buffer];
   #worker: Worker | undefined;
   #stopped = false;
   /** The request posted and not taken yet. */
   #inFlight = false;
+  /** The pair the next request is encoded into (the other may be in flight). */
+  #next: 0 | 1 = 0;
   /** Requests the thread answered (tests: the thread did write). */
   written = 0;
+
+  /** Threads started and not ended yet, in this process. */
+  static get live(): number {
+    return live;
+  }
+
+  /** Threads started in this process. */
+  static get started(): number {
+    return started;
+  }
 
   /**
    * `keyBytes` / `valueBytes`: the most a request carries. `minEntries`: a
@@ -123,22 +155,30 @@ export class WriteThread {
     valueBytes: number,
     readonly minEntries = 8192,
   ) {
-    this.#keys = Buffer.from(new SharedArrayBuffer(keyBytes));
-    this.#values = Buffer.from(new SharedArrayBuffer(valueBytes));
+    const k = new SharedArrayBuffer(2 * keyBytes);
+    const v = new SharedArrayBuffer(2 * valueBytes);
+    this.#keys = [Buffer.from(k, 0, keyBytes), Buffer.from(k, keyBytes, keyBytes)];
+    this.#values = [Buffer.from(v, 0, valueBytes), Buffer.from(v, valueBytes, valueBytes)];
   }
 
   /** Start the thread (once); it loads koffi and waits for requests. */
   start(): this {
     if (this.#worker !== undefined || this.#stopped) return this;
+    // Tests: MUP_TEST_WRITE_THREAD_KOFFI names another module for the thread to load (one that fails);
+    // MUP_TEST_WRITE_THREAD_LOAD_DELAY_MS holds the thread that long before it loads it.
     const koffi = process.env['MUP_TEST_WRITE_THREAD_KOFFI'] ?? createRequire(import.meta.url).resolve('koffi');
+    const loadDelayMs = Number(process.env['MUP_TEST_WRITE_THREAD_LOAD_DELAY_MS'] ?? 0) || 0;
     let w: Worker;
     try {
       // execArgv []: not the process's flags (--import tsx, profilers): the thread needs none.
-      w = new Worker(WORKER, { eval: true, execArgv: [], workerData: { ctl: this.#s.buffer, keys: this.#keys.buffer, values: this.#values.buffer, koffi } });
+      w = new Worker(WORKER, { eval: true, execArgv: [], workerData: { ctl: this.#s.buffer, keys: this.#keys[0].buffer, values: this.#values[0].buffer, koffi, loadDelayMs } });
     } catch {
       this.#stopped = true;
       return this;
     }
+    started++;
+    live++;
+    w.once('exit', () => live--);
     w.unref();
     // A thread that fails to start says so here; ready stays false.
     w.on('error', () => {
@@ -159,24 +199,36 @@ export class WriteThread {
 
   /** The thread has loaded koffi and takes requests. */
   get ready(): boolean {
-    return !this.#stopped && Atomics.load(this.#s, LOADED) === LOAD_OK;
+    return !this.#stopped && Atomics.load(this.#s, LOADED) === LOAD_OK && Atomics.load(this.#s, STATE) !== ENDED;
   }
 
-  /** The buffers a request's keys and values are encoded into (only between take() and post()). */
+  /** Where the thread's load of koffi is: 'ready', 'loading' (or not started), or 'failed' (it never will be). */
+  get load(): 'ready' | 'loading' | 'failed' {
+    const l = Atomics.load(this.#s, LOADED);
+    return l === LOAD_OK ? 'ready' : l === LOAD_FAILED || l === EXITING ? 'failed' : 'loading';
+  }
+
+  /**
+   * The buffers the next request's keys and values are encoded into: not
+   * the pair of the request in flight, so the caller encodes while the
+   * thread writes.
+   */
   get keys(): Buffer {
-    return this.#keys;
+    return this.#keys[this.#next];
   }
 
   get values(): Buffer {
-    return this.#values;
+    return this.#values[this.#next];
   }
 
-  /** Write `count` entries of the buffers into map `fd` (ready, and nothing in flight). */
+  /** Write `count` entries of the next buffers (keys, values) into map `fd` (ready, and nothing in flight). */
   post(fd: number, count: number): void {
     if (!this.ready) throw new Error('the write thread is not ready');
     if (this.#inFlight) throw new Error('the write thread has a request in flight');
     this.#s[FD] = fd;
     this.#s[COUNT] = count;
+    this.#s[PAIR] = this.#next;
+    this.#next = this.#next === 0 ? 1 : 0;
     this.#inFlight = true;
     Atomics.store(this.#s, STATE, REQUEST);
     Atomics.notify(this.#s, STATE);
@@ -192,13 +244,18 @@ export class WriteThread {
     return this.#inFlight && Atomics.load(this.#s, STATE) === DONE;
   }
 
-  /** The answer to the request in flight, waited for. */
+  /**
+   * The answer to the request in flight, waited for. The thread answers
+   * every request it took (a call that throws is answered EINVAL); a
+   * thread that ended with one in flight (it cannot, short of the process
+   * ending) is an error, not a wait for ever.
+   */
   take(): WriteResult {
     if (!this.#inFlight) throw new Error('the write thread has no request in flight');
-    // The thread answers every request it took (a call that throws is answered EINVAL).
-    while (Atomics.load(this.#s, STATE) === REQUEST) Atomics.wait(this.#s, STATE, REQUEST, 1000);
-    const r = { ret: this.#s[RET]!, count: this.#s[WENT]! >>> 0 };
+    for (let st = Atomics.load(this.#s, STATE); st === REQUEST; st = Atomics.load(this.#s, STATE)) Atomics.wait(this.#s, STATE, REQUEST, 1000);
     this.#inFlight = false;
+    if (Atomics.load(this.#s, STATE) !== DONE) throw new Error('the write thread ended with a write in flight: what it wrote of it is not known');
+    const r = { ret: this.#s[RET]!, count: this.#s[WENT]! >>> 0 };
     this.written++;
     Atomics.store(this.#s, STATE, IDLE);
     return r;
@@ -206,9 +263,13 @@ export class WriteThread {
 
   /** Let the thread end (after the request in flight, which is taken first). Idempotent. */
   stop(): void {
-    if (this.#inFlight) this.take();
+    try {
+      if (this.#inFlight) this.take();
+    } catch {
+      // It ended already: nothing to stop.
+    }
     this.#stopped = true;
-    Atomics.store(this.#s, STATE, STOP);
+    Atomics.compareExchange(this.#s, STATE, IDLE, STOP);
     Atomics.notify(this.#s, STATE);
   }
 }

@@ -91,7 +91,8 @@ export function readHead(path: string, max: number): { readonly text: string; re
       if (r === 0) break;
       n += r;
     }
-    const cut = b.lastIndexOf(0x0a, n - 1);
+    // Only the bytes read (a file cut short since its size was read has fewer): lastIndexOf from -1 would search them all.
+    const cut = n === 0 ? -1 : b.subarray(0, n).lastIndexOf(0x0a);
     return cut < 0 ? undefined : { text: b.toString('utf8', 0, cut + 1), size: st.size };
   } catch {
     return undefined;
