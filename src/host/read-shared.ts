@@ -69,8 +69,8 @@ export function readFileSharedSync(path: string): Buffer {
 
 /**
  * A large file's first lines: its first `max` bytes cut after the last
- * newline in them, as text, and the file's size. Undefined for a file of at
- * most `max` bytes (read it whole), one with no newline in them, or one
+ * newline in them (all of them if there is none), as text, and the file's
+ * size. Undefined for a file of at most `max` bytes (read it whole), or one
  * that cannot be read (its whole read says why). A start reads its
  * settings from them before it reads the rest (src/daemon/daemon.ts).
  */
@@ -91,9 +91,11 @@ export function readHead(path: string, max: number): { readonly text: string; re
       if (r === 0) break;
       n += r;
     }
-    // Only the bytes read (a file cut short since its size was read has fewer): lastIndexOf from -1 would search them all.
-    const cut = n === 0 ? -1 : b.subarray(0, n).lastIndexOf(0x0a);
-    return cut < 0 ? undefined : { text: b.toString('utf8', 0, cut + 1), size: st.size };
+    if (n === 0) return undefined;
+    // Only the bytes read (a file cut short since its size was read has fewer). No newline in them (a
+    // minified JSON file): the head as it is (a JSON value cut short is not read from it).
+    const cut = b.subarray(0, n).lastIndexOf(0x0a);
+    return { text: b.toString('utf8', 0, cut < 0 ? n : cut + 1), size: st.size };
   } catch {
     return undefined;
   } finally {
