@@ -5,6 +5,7 @@
  */
 import { isAscii } from 'node:buffer';
 import { createInflateRaw, inflateRawSync } from 'node:zlib';
+import { AsciiText, textOf } from './ascii-text.js';
 import { SECTION_KEY } from './keys.js';
 import { asciiText, itemSpansOf, type ItemSpans } from './load.js';
 import { plainRule } from './rows.js';
@@ -152,15 +153,16 @@ async function streamed(own: Buffer, spans: ItemSpans, prev: ItemSpans, deflated
  * ones) are compared byte by byte, the previous one inflated a piece at a
  * time; others as strings.
  */
-export async function sameAsBefore(config: Config, text: string, bytes: Uint8Array, previous: PreviousText): Promise<SameRules> {
+export async function sameAsBefore(config: Config, input: string | AsciiText, bytes: Uint8Array, previous: PreviousText): Promise<SameRules> {
   const spans = itemSpansOf(config);
   if (spans === undefined) return {};
   const own = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const held = previous.held;
-  if ('deflated' in held && asciiText(text, own)) {
+  if ('deflated' in held && (input instanceof AsciiText || asciiText(input, own))) {
     const same = await streamed(own, spans, previous.spans, held.deflated);
     if (same !== undefined) return same;
   }
+  const text = textOf(input);
   const raw = 'text' in held ? undefined : 'bytes' in held ? held.bytes : inflateRawSync(held.deflated);
   const prevText = raw === undefined ? (held as { text: string }).text : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('utf8');
   const same: SameRules = {};

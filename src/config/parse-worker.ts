@@ -13,6 +13,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { deflateRaw } from 'node:zlib';
+import { asciiJson } from './ascii-text.js';
 import { ConfigError } from './errors.js';
 import { itemSpansOf, parseConfig, readByBlockReader, type ItemSpans } from './load.js';
 import { pieces, sameAsBefore, type FromParser, type PreviousText } from './parse-pieces.js';
@@ -22,7 +23,8 @@ if (port !== null) {
   const { bytes, file, previous } = workerData as { bytes: Uint8Array; file: string; previous?: PreviousText };
   try {
     const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const text = buf.toString('utf8');
+    // An ASCII JSON file read from its bytes, as a start reads it: no string of the whole file on this thread.
+    const text = asciiJson(buf) ?? buf.toString('utf8');
     const config = parseConfig(text, file, undefined, buf);
     const { policies: _policies, localsids: _localsids, sessions: _sessions, ...head } = config;
     // Deflated here, meanwhile, as the daemon keeps it: on the main thread its end alone was a 10 ms turn.
