@@ -653,6 +653,19 @@ function twoTables(n: number, s: number): Config {
   return parseConfig(`${out.join('\n')}\n`, 'two.yaml');
 }
 
+/** The error of a sync of `cfg`'s policies and sessions into `d`'s empty tables with the write thread `w` (undefined: none). */
+function syncError(d: Dataplane, cfg: Config, w: WriteThread): unknown {
+  try {
+    d.rules.sync(cfg.settings, cfg.policies, [], cfg.sessions ?? [], { writer: w });
+  } catch (e) {
+    return e;
+  }
+  return undefined;
+}
+
+/** A /24 policy key no rule of twoTables has (192.0.0.0 + i * 256). */
+const theirPolicyKey = (i: number): Buffer => encodePolicyKey({ addr: (0xc0000000 + i * 256) >>> 0, len: 24 } as never);
+
 /** Fill the map behind the tables' back with `count` keys `key(i)` (zero values). */
 function foreign(fd: number, count: number, key: (i: number) => Buffer, vs: number): Buffer[] {
   const keys = Array.from({ length: count }, (_, i) => key(i));
@@ -689,13 +702,8 @@ describe.skipIf(!haveObject)('a fill written by two threads (the write thread ta
     const vs = LAYOUTS.mup_policy.size;
     // Room for the first chunk and 52 of the second.
     const room = INSERT_CHUNK + 52;
-    const theirs = foreign(fd, cfg.policies.length - room, (i) => encodePolicyKey({ addr: (0xc0000000 + i * 256) >>> 0, len: 24 } as never), vs);
-    let error: unknown;
-    try {
-      d.rules.sync(cfg.settings, cfg.policies, [], cfg.sessions ?? [], { writer: w });
-    } catch (e) {
-      error = e;
-    }
+    const theirs = foreign(fd, cfg.policies.length - room, theirPolicyKey, vs);
+    const error = syncError(d, cfg, w);
     expect(error).toBeInstanceOf(BatchWriteError);
     expect((error as BatchWriteError).written).toBe(52);
     expect([d.rules.policyCount, d.rules.sessionCount]).toEqual([room, 100]);
@@ -724,12 +732,7 @@ describe.skipIf(!haveObject)('a fill written by two threads (the write thread ta
       return b;
     };
     const theirs = foreign(fd, 590, key, vs);
-    let error: unknown;
-    try {
-      d.rules.sync(cfg.settings, cfg.policies, [], cfg.sessions ?? [], { writer: w });
-    } catch (e) {
-      error = e;
-    }
+    const error = syncError(d, cfg, w);
     expect(error).toBeInstanceOf(BatchWriteError);
     expect((error as Error).message).toMatch(/mup_sessions/);
     expect((error as BatchWriteError).written).toBe(10);
@@ -748,13 +751,8 @@ describe.skipIf(!haveObject)('a fill written by two threads (the write thread ta
     const fd = d.tables.policiesFd;
     const vs = LAYOUTS.mup_policy.size;
     // Room for 100 of the thread's first chunk.
-    const theirs = foreign(fd, 3 * INSERT_CHUNK - 100, (i) => encodePolicyKey({ addr: (0xc0000000 + i * 256) >>> 0, len: 24 } as never), vs);
-    let error: unknown;
-    try {
-      d.rules.sync(cfg.settings, cfg.policies, [], cfg.sessions ?? [], { writer: w });
-    } catch (e) {
-      error = e;
-    }
+    const theirs = foreign(fd, 3 * INSERT_CHUNK - 100, theirPolicyKey, vs);
+    const error = syncError(d, cfg, w);
     expect(error).toBeInstanceOf(BatchWriteError);
     expect((error as Error).message).toMatch(/mup_policies/);
     expect((error as BatchWriteError).written).toBe(100);

@@ -13,27 +13,12 @@
  * whether the load had finished. The child is a file module running the
  * compiled dist/ (make test builds it), as the CLI is.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { runDistChild } from '../helpers/dist-child.js';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const GRACE = join(ROOT, 'dist/dataplane/grace.js');
-
-/** Run `source` as a file module in a child node (env added to this one's); its stdout. */
+/** Run `source` as a file module in a child node (env added to this one's), graceClock imported; its stdout. */
 function runChild(source: string, env: Record<string, string> = {}): string {
-  if (!existsSync(GRACE)) throw new Error('dist/ is missing: run `make` (make test builds it)');
-  const dir = mkdtempSync(join(tmpdir(), 'mup-grace-exit-'));
-  try {
-    const child = join(dir, 'child.mjs');
-    writeFileSync(child, `import { graceClock } from ${JSON.stringify(pathToFileURL(GRACE).href)};\n${source}`);
-    return execFileSync(process.execPath, [child], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 30_000 });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  return runDistChild({ graceClock: 'dataplane/grace.js' }, source, env);
 }
 
 describe('the grace clock at exit', () => {

@@ -7,30 +7,12 @@
  * answers no more: it is not ready, and it leaves the process. The child
  * is a file module running the compiled dist/ (make test builds it).
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { runDistChild } from '../helpers/dist-child.js';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const TABLES = join(ROOT, 'dist/dataplane/tables.js');
-const THREAD = join(ROOT, 'dist/dataplane/write-thread.js');
-
+/** Run `source` as a file module in a child node (env added to this one's), fillWriteThread and WriteThread imported. */
 function runChild(source: string, env: Record<string, string> = {}): string {
-  if (!existsSync(TABLES)) throw new Error('dist/ is missing: run `make` (make test builds it)');
-  const dir = mkdtempSync(join(tmpdir(), 'mup-write-exit-'));
-  try {
-    const child = join(dir, 'child.mjs');
-    writeFileSync(
-      child,
-      `import { fillWriteThread } from ${JSON.stringify(pathToFileURL(TABLES).href)};\nimport { WriteThread } from ${JSON.stringify(pathToFileURL(THREAD).href)};\n${source}`,
-    );
-    return execFileSync(process.execPath, [child], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 30_000 });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  return runDistChild({ fillWriteThread: 'dataplane/tables.js', WriteThread: 'dataplane/write-thread.js' }, source, env);
 }
 
 describe('the fill\'s write thread at exit', () => {
