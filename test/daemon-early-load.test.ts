@@ -281,10 +281,27 @@ describe.skipIf(!isRoot)('the program loaded while the config is read', () => {
     await vi.waitFor(() => expect(WriteThread.live).toBe(0), { timeout: 10_000, interval: 10 });
   });
 
+  it('a restart onto pinned tables starts no write thread (their entries go through the change path)', async () => {
+    const first = daemon(large(), { writeThreadFrom: 1 << 20 });
+    await first.d.start();
+    first.d.stop(); // pins stay: the data plane keeps running
+    daemons.splice(daemons.indexOf(first.d), 1);
+    await vi.waitFor(() => expect(WriteThread.live).toBe(0), { timeout: 10_000, interval: 10 });
+    const started = WriteThread.started;
+    const second = daemon(large(), { writeThreadFrom: 1 << 20, detachOnExit: true });
+    await second.d.start();
+    const line = startLine(second.log);
+    expect(line?.['adopted']).toBe(true);
+    expect(line?.['fillThread']).toBeUndefined();
+    expect(WriteThread.started).toBe(started);
+    expect(second.d.dataplane.rules.policyCount).toBe(9000);
+  });
+
   it('a large config refused after the load began: the program, the maps and the write thread all go', async () => {
     const before = bpfFds();
     const bad = large().replace('match: 10.0.7.0/24', 'match: 10.0.7.0/33');
-    expect(WriteThread.live).toBe(0);
+    // None left by the tests before (waited for: a thread leaves at its own pace).
+    await vi.waitFor(() => expect(WriteThread.live).toBe(0), { timeout: 10_000, interval: 10 });
     const started = WriteThread.started;
     const { d, log } = daemon(bad, { writeThreadFrom: 1 << 20 });
     await expect(d.prepare()).rejects.toThrow(/policies\[7\]\.match/);

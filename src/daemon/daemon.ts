@@ -505,8 +505,9 @@ export class Daemon {
                 peeked = true;
                 this.#loadEarly(s, 'read ahead');
               }
-              // A large file's fill writes two tables at once: the thread loads meanwhile.
-              if (size >= (o.writeThreadFrom ?? WRITE_THREAD_FROM_BYTES)) this.#writer ??= fillWriteThread().start();
+              // A large file's first fill writes two tables at once: the thread loads meanwhile. Not for a
+              // restart onto pinned tables (their entries are written by the change path, one thread).
+              if (size >= (o.writeThreadFrom ?? WRITE_THREAD_FROM_BYTES) && (o.replaceTables === true || !this.pins.hasMaps())) this.#writer ??= fillWriteThread().start();
               spawn();
             },
             settings: (s) => this.#loadEarly(s, 'parsed'),

@@ -65,6 +65,8 @@ if (Atomics.compareExchange(s, ${LOADED}, 0, ${LOADING}) !== 0) for (;;) Atomics
 let update;
 try {
   if (workerData.loadDelayMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, workerData.loadDelayMs);
+  // Stopped before it loaded (a start refused meanwhile): no load for nothing.
+  if (Atomics.load(s, ${STATE}) === ${STOP}) throw new Error('stopped');
   update = require(workerData.koffi)
     .load('libbpf.so.1')
     .func('int bpf_map_update_batch(int fd, const void *keys, const void *values, uint32_t *count, const void *opts)');
@@ -202,10 +204,10 @@ export class WriteThread {
     return !this.#stopped && Atomics.load(this.#s, LOADED) === LOAD_OK && Atomics.load(this.#s, STATE) !== ENDED;
   }
 
-  /** Where the thread's load of koffi is: 'ready', 'loading' (or not started), or 'failed' (it never will be). */
-  get load(): 'ready' | 'loading' | 'failed' {
+  /** Where the thread's load of koffi is: 'starting' (the thread has not begun it), 'loading', 'ready', or 'failed' (it never will be ready). */
+  get load(): 'starting' | 'loading' | 'ready' | 'failed' {
     const l = Atomics.load(this.#s, LOADED);
-    return l === LOAD_OK ? 'ready' : l === LOAD_FAILED || l === EXITING ? 'failed' : 'loading';
+    return l === LOAD_OK ? 'ready' : l === LOAD_FAILED || l === EXITING ? 'failed' : l === LOADING ? 'loading' : 'starting';
   }
 
   /**

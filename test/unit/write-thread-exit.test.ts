@@ -19,9 +19,8 @@ describe('the fill\'s write thread at exit', () => {
   it('a process that ends while the thread loads koffi waits for the load to end', () => {
     const out = runChild(
       `const w = fillWriteThread().start();
-const nap = new Int32Array(new SharedArrayBuffer(4));
 // Until the thread has begun its load (held 400 ms before koffi), then end.
-await new Promise((r) => setTimeout(r, 100));
+for (let i = 0; i < 4000 && w.load === 'starting'; i++) await new Promise((r) => setTimeout(r, 5));
 process.on('exit', () => process.stdout.write('at exit: ' + w.load + '\\n'));
 `,
       { MUP_TEST_WRITE_THREAD_LOAD_DELAY_MS: '400' },
@@ -40,7 +39,7 @@ process.on('exit', () => process.stdout.write('at exit: ' + w.load + '\\n'));
   it('a stopped thread is not ready and leaves the process; one that cannot load koffi is failed, never ready', () => {
     const out = runChild(
       `const w = fillWriteThread().start();
-while (w.load === 'loading') await new Promise((r) => setTimeout(r, 5));
+while (w.load === 'starting' || w.load === 'loading') await new Promise((r) => setTimeout(r, 5));
 const before = [w.load, w.ready, WriteThread.live];
 w.stop();
 const stopped = w.ready;
@@ -51,7 +50,7 @@ process.stdout.write(JSON.stringify({ before, stopped, live: WriteThread.live })
     expect(JSON.parse(out)).toEqual({ before: ['ready', true, 1], stopped: false, live: 0 });
     const failed = runChild(
       `const w = fillWriteThread().start();
-while (w.load === 'loading') await new Promise((r) => setTimeout(r, 5));
+while (w.load === 'starting' || w.load === 'loading') await new Promise((r) => setTimeout(r, 5));
 for (let i = 0; i < 400 && WriteThread.live > 0; i++) await new Promise((r) => setTimeout(r, 5));
 process.stdout.write(JSON.stringify({ load: w.load, ready: w.ready, live: WriteThread.live }) + '\\n');
 `,
