@@ -280,7 +280,6 @@ const V6_SLOTS = 512;
 /** The longest IPv6 prefix text a V6Field keeps (45 characters with an embedded IPv4 address, and /128: 49). */
 const V6_TEXT = 64;
 
-
 /** The keys of a member, by their hash and then their bytes. */
 class Keys {
   readonly #hash: Int32Array;

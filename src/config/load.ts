@@ -134,7 +134,9 @@ export async function loadConfigFile(path: string): Promise<Config> {
  * called once the settings are read and the rule counts checked against
  * them, before the rules are (the daemon starts loading the program then).
  * `bytes`, the text's UTF-8 bytes when at hand (the parser's thread has
- * the file's), spares a copy of a JSON text that is ASCII (FlatRuns).
+ * the file's), spares a copy of a JSON text that is ASCII (FlatRuns). An
+ * AsciiText (src/config/ascii-text.ts) is its own bytes: no string of the
+ * whole text is made unless something needs it.
  */
 export function parseConfig(text: string | AsciiText, file = '<inline>', onSettings?: (s: Settings) => void, bytes?: Uint8Array): Config {
   return parseConfigText(text, file, onSettings, true, typeof text === 'string' ? bytes : text.bytes);
@@ -588,7 +590,7 @@ const NOT_STREAMED = Symbol('not read streamed');
  * (not an object, a syntax error, a repeated key, a `__proto__` member):
  * the caller then reads it whole with JSON.parse, which words the errors.
  */
-function jsonRulesAsRead(src: Source, text: Chars, hook: ItemHook, bytes: Uint8Array | undefined, flatReader?: (key: string) => FlatRuleReader | undefined): unknown {
+function jsonRulesAsRead(src: Source, text: string | AsciiText, hook: ItemHook, bytes: Uint8Array | undefined, flatReader?: (key: string) => FlatRuleReader | undefined): unknown {
   let i = jsonSpace(text, 0);
   if (text.charCodeAt(i) !== 0x7b /* { */) return NOT_STREAMED;
   src.freshStrings();
@@ -678,10 +680,9 @@ function jsonItems(text: Chars, i: number, each: ItemRead, done: (list: unknown[
  * 0x7f makes its UTF-8 longer than its UTF-16 units). Undefined otherwise:
  * its items are read one by one.
  */
-function asciiBytes(text: string | Chars, bytes: Uint8Array | undefined): Uint8Array | undefined {
+function asciiBytes(text: string | AsciiText, bytes: Uint8Array | undefined): Uint8Array | undefined {
   // Bytes the caller found ASCII, read without their string.
   if (text instanceof AsciiText) return text.bytes;
-  if (typeof text !== 'string') return undefined;
   if (bytes !== undefined && asciiText(text, bytes)) return bytes;
   if (Buffer.byteLength(text, 'utf8') !== text.length) return undefined;
   return Buffer.from(text, 'latin1');

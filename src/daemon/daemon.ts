@@ -102,6 +102,7 @@ import type { LearnedDelta } from '../bgp/incremental.js';
 
 /** `ip monitor link` under setpriv: PR_SET_PDEATHSIG before the exec, so the kernel kills it with the daemon. */
 const LINK_MONITOR_ARGS = ['--pdeathsig', 'KILL', 'ip', 'monitor', 'link'];
+const LINK_MONITOR_STDIO: ChildStdio = ['ignore', 'pipe', 'pipe'];
 
 /**
  * A config file of at least this many bytes (about 250,000 rules) has its
@@ -114,7 +115,6 @@ const WRITE_THREAD_FROM_BYTES = 32 << 20;
 
 /** A config file larger than this has its settings read from its first lines, before the rest is read. */
 const CONFIG_HEAD_BYTES = 1 << 20;
-const LINK_MONITOR_STDIO: ChildStdio = ['ignore', 'pipe', 'pipe'];
 
 export interface DaemonOptions {
   readonly configPath: string;

@@ -1015,9 +1015,7 @@ export class JsonLine {
   }
 }
 
-export function sha256(text: string | Buffer): string {
-  return createHash('sha256').update(text).digest('hex');
-}
+export { sha256 } from '../host/sha-thread.js';
 
 /** Bytes sha256Async hashes in one turn of the event loop (about 2 ms). */
 const HASH_SLICE = 1 << 20;

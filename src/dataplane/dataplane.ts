@@ -448,13 +448,6 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
   return new Program(opened).fill(o.config, { keepUnlisted: o.keepUnlisted === true, ...(o.writer === undefined ? {} : { writer: o.writer }) });
 }
 
-/**
- * openDataplane in two steps: the program loaded (verified) with its maps
- * made (or the reused ones), before the rules are known; then fill() with
- * the config. The kernel's verifier needs only the table sizes (settings),
- * so it can run while the rules are still being read and checked. Nothing
- * is pinned or attached: close() gives it all back.
- */
 /** LoadedProgram.fill's options. */
 export interface FillOptions {
   /** Leave the reused tables' entries that the config does not list. */
@@ -463,6 +456,13 @@ export interface FillOptions {
   readonly writer?: WriteThread;
 }
 
+/**
+ * openDataplane in two steps: the program loaded (verified) with its maps
+ * made (or the reused ones), before the rules are known; then fill() with
+ * the config. The kernel's verifier needs only the table sizes (settings),
+ * so it can run while the rules are still being read and checked. Nothing
+ * is pinned or attached: close() gives it all back.
+ */
 export interface LoadedProgram {
   readonly object: string;
   /** The settings it was sized and configured for. */

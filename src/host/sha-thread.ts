@@ -24,8 +24,9 @@ const { parentPort, workerData } = require('node:worker_threads');
 parentPort.postMessage(require('node:crypto').createHash('sha256').update(workerData.bytes).digest('hex'));
 `;
 
-function sha256Here(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
+/** The hex SHA-256 of a text's UTF-8 or of bytes, on this thread. */
+export function sha256(text: string | Uint8Array): string {
+  return createHash('sha256').update(text).digest('hex');
 }
 
 /**
@@ -33,13 +34,13 @@ function sha256Here(bytes: Uint8Array): string {
  * Never rejects: a thread that cannot start or fails hashes them here.
  */
 export function sha256Soon(bytes: Buffer): Promise<string> {
-  if (bytes.length < SHA_THREAD_FROM || !(bytes.buffer instanceof SharedArrayBuffer)) return Promise.resolve(sha256Here(bytes));
+  if (bytes.length < SHA_THREAD_FROM || !(bytes.buffer instanceof SharedArrayBuffer)) return Promise.resolve(sha256(bytes));
   return new Promise((resolve) => {
     let done = false;
     const here = (): void => {
       if (done) return;
       done = true;
-      resolve(sha256Here(bytes));
+      resolve(sha256(bytes));
     };
     let w: Worker;
     try {
