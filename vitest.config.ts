@@ -9,7 +9,7 @@ import { defineConfig } from 'vitest/config';
 const PARALLEL = [
   'test/unit/**/*.test.ts',
   ...[
-    'badrule', 'dataplane', 'function-totals', 'fuzz', 'fuzz6', 'generation-after-failure', 'grace',
+    'badrule', 'counters-cpu', 'dataplane', 'function-totals', 'fuzz', 'fuzz6', 'generation-after-failure', 'grace',
     'layering', 'map-count', 'micro-floor', 'nexthop-cache-start', 'packets', 'pcap', 'sessions',
     'sessions-config', 'teid-tables', 'testrun-limits', 'tshark',
   ].map((f) => `test/${f}.test.ts`),

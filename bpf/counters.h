@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
 /* Per-CPU counting. Every packet ends in exactly one event slot; translated
- * packets also count in their rule's slot. PERCPU_ARRAY lookups are inlined
- * by the verifier on this kernel, so a count costs no helper call. */
+ * packets also count in their rule's slot, each CPU in its own copy of the
+ * slot (maps.h). Array lookups and bpf_get_smp_processor_id() are inlined by
+ * the verifier on this kernel, so a count costs no helper call. */
 #ifndef MUP_COUNTERS_H
 #define MUP_COUNTERS_H
 
@@ -17,7 +18,14 @@ const volatile enum mup_function mup_function_btf __attribute__((used)) = MUP_FN
 
 static __always_inline void mup_count(__u32 slot, __u32 bytes)
 {
-	struct mup_counter *c = bpf_map_lookup_elem(&mup_counters, &slot);
+	__u32 key;
+	struct mup_counter *c;
+
+	/* Past the last slot would be the next CPU's copy of a low one. */
+	if (slot >= mup_counter_slots)
+		return;
+	key = bpf_get_smp_processor_id() * mup_counter_slots + slot;
+	c = bpf_map_lookup_elem(&mup_counters, &key);
 
 	if (c) {
 		c->packets++;

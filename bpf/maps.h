@@ -36,13 +36,24 @@ struct {
 	__type(value, struct mup_session);
 } mup_sessions SEC(".maps");
 
-/* Events and per-rule counts (counters.h). */
+/* Events and per-rule counts (counters.h): every CPU's copy of every slot in
+ * one plain array, CPU c's copy of slot s at element c * mup_counter_slots + s.
+ * User space sets mup_counter_slots (events + max policies + max local SIDs +
+ * max sessions) and sizes the array to it times the possible CPUs before the
+ * load. Not a PERCPU_ARRAY: the kernel makes each of its elements on its own,
+ * and 2.1 million slots took over a second to create. Mmapable: user space
+ * reads a range of slots from a mapping of it, not element by element. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MUP_EVENT_SLOTS + 3 * 65536);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct mup_counter);
 } mup_counters SEC(".maps");
+
+/* Frozen at the load: the verifier knows it. The default fits the array's
+ * default size for one CPU (loaded as is, another CPU counts nothing). */
+const volatile __u32 mup_counter_slots SEC(".rodata.counters") = MUP_EVENT_SLOTS + 3 * 65536;
 
 /* The rate limit of the ICMP errors (mtu.h): errors sent by this CPU in the
  * current one-second window. */

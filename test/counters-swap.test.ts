@@ -19,7 +19,8 @@ import { bpfCflags } from '../src/dataplane/cflags.js';
 import { DEFAULT_OBJECT } from '../src/dataplane/index.js';
 import { COUNTER_STRIDE, decodePercpuCounter, LAYOUTS, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
 import { graceClock } from '../src/dataplane/grace.js';
-import { BPF_ANY, mapLookup, mapUpdate, numPossibleCpus } from '../src/dataplane/libbpf.js';
+import { numPossibleCpus } from '../src/dataplane/libbpf.js';
+import { counterLookup, counterUpdate } from '../src/dataplane/counter-map.js';
 import { parseIpv6Prefix } from '../src/sid/addr.js';
 import { startInProcDaemon, type InProcDaemon } from './helpers/inproc-daemon.js';
 
@@ -78,7 +79,7 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('a counter read across a
     const v = Buffer.alloc(COUNTER_STRIDE * numPossibleCpus());
     v.writeBigUInt64LE(5n, LAYOUTS.mup_counter.members.packets.offset);
     v.writeBigUInt64LE(500n, LAYOUTS.mup_counter.members.bytes.offset);
-    mapUpdate(dp.maps.counters, key, v, BPF_ANY, 'mup_counters');
+    counterUpdate(dp.maps.counters, key, v, 1, numPossibleCpus());
     const before = d.counters('none').functions.end_m_gtp4_e;
     expect(before.packets).toBeGreaterThanOrEqual(5n);
     // Its delete's reclaim held back, as when a reload comes within the delete's grace period.
@@ -89,7 +90,7 @@ describe.skipIf(!isRoot || !existsSync(DEFAULT_OBJECT))('a counter read across a
     } finally {
       delete (graceClock as unknown as Record<string, unknown>)['done'];
     }
-    const slot = (): bigint => decodePercpuCounter(mapLookup(dp.maps.counters, key, COUNTER_STRIDE * numPossibleCpus(), 'mup_counters')!, numPossibleCpus()).packets;
+    const slot = (): bigint => decodePercpuCounter(counterLookup(dp.maps.counters, key.readUInt32LE(0), numPossibleCpus()), numPossibleCpus()).packets;
     expect(slot()).toBe(5n);
     renameSync(next, object);
     const r = await d.reload({ reason: 'test' });

@@ -27,7 +27,8 @@ import type { Config } from '../src/config/types.js';
 import { DEFAULT_OBJECT, openDataplane, type Dataplane } from '../src/dataplane/index.js';
 import { COUNTER_STRIDE, decodePercpuCounter, encodePolicyKey, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
 import { graceClock } from '../src/dataplane/grace.js';
-import { mapDelete, mapLookup, numPossibleCpus } from '../src/dataplane/libbpf.js';
+import { mapDelete, numPossibleCpus } from '../src/dataplane/libbpf.js';
+import { counterLookup } from '../src/dataplane/counter-map.js';
 import { NextHopWatcher } from '../src/dataplane/nexthop.js';
 import { innerUdp4, srv6Frame, srv6ReducedFrame } from '../src/packet/frames.js';
 import { ipv6Prefix, parseIpv4, parseIpv4Prefix, parseIpv6, parseIpv6Prefix } from '../src/sid/addr.js';
@@ -73,7 +74,7 @@ function send(dp: Dataplane, frame: Buffer, n: number): void {
 function slotPackets(dp: Dataplane, rule: number): bigint {
   const key = Buffer.alloc(4);
   key.writeUInt32LE(MUP_EVENT_SLOTS + rule);
-  return decodePercpuCounter(mapLookup(dp.tables.countersFd, key, COUNTER_STRIDE * numPossibleCpus(), 'mup_counters')!, numPossibleCpus()).packets;
+  return decodePercpuCounter(counterLookup(dp.tables.countersFd, key.readUInt32LE(0), numPossibleCpus()), numPossibleCpus()).packets;
 }
 
 /** Until these rules' slots are zero (their deletes' grace period over, the tables' reclaim run). */

@@ -653,6 +653,8 @@ export class Daemon {
   #stateRead: string | undefined;
   /** ms per start phase, logged with the start line. */
   readonly #timings: Record<string, number> = {};
+  /** New counters made in place of pinned ones of an older layout (#load): pinned once the program is attached. */
+  #countersToPin: number | undefined;
 
   /** Load (or take over) the data plane and attach it: after prepare(), and after the instance is known to be ours. */
   takeOver(): void {
@@ -687,6 +689,14 @@ export class Daemon {
       throw e;
     }
     this.pins.pinProg(dp.progFd);
+    if (this.#countersToPin !== undefined) {
+      this.pins.pinMaps({ counters: this.#countersToPin });
+      this.#countersToPin = undefined;
+      this.#log.warn(
+        { pin: this.pins.mapPath('counters') },
+        'the pinned counters were of an older layout (a per-CPU element a slot): new counters are pinned, and every count starts from zero (an older daemon cannot take these over: it needs --replace-tables)',
+      );
+    }
     this.#links.hold(config.interfaces ?? []);
     this.#timings.attach = Math.round(performance.now() - t3);
     const t = dp.rules;
@@ -1140,10 +1150,16 @@ export class Daemon {
           ...(reuse === undefined ? {} : { reuse, keepUnlisted }),
           ...writer,
         });
-      // Pin what is new: every table, or the sessions table that pins of an older daemon lack.
+      // Pin what is new: every table, or what the pins of an older daemon lack or hold in an older form
+      // (no sessions table; counters of one per-CPU element a slot, replaced by a new map).
       const m = dp.maps;
       if (reuse === undefined) this.pins.pinMaps({ policies: m.policies, localsids: m.localsids, counters: m.counters, sessions: m.sessions });
-      else if (reuse.sessions === undefined) this.pins.pinMaps({ sessions: m.sessions });
+      else {
+        if (reuse.sessions === undefined) this.pins.pinMaps({ sessions: m.sessions });
+        // New counters in place of an older layout's are pinned once the program runs on every link
+        // (takeOver): until then the old program counts into the old map, which stays pinned.
+        if (mapInfo(m.counters, 'counters').id !== mapInfo(reuse.counters, 'counters').id) this.#countersToPin = m.counters;
+      }
       this.#adopted = reuse !== undefined;
       return dp;
     } finally {

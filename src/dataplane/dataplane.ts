@@ -53,6 +53,7 @@ import { ifIndex, inNetns, NetnsError } from './netns.js';
 import { graceClock } from './grace.js';
 import type { WriteThread } from './write-thread.js';
 import { markNewNextHopMaps } from './nexthop-fresh.js';
+import { counterElements, counterRange, isPercpuCounters } from './counter-map.js';
 import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, TablesRefusedError, maxSessionsOf, readSlotCounts, slotIsZero, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
 
 export { DEFAULT_OBJECT } from '../host/paths.js';
@@ -60,6 +61,9 @@ import { DEFAULT_OBJECT } from '../host/paths.js';
 
 export const PROGRAM_NAME = 'mup_xdp';
 export { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS };
+
+/** The object's section holding mup_counter_slots (bpf/maps.h): the counter map's slots per CPU, set before the load. */
+const COUNTER_SLOTS_SECTION = '.rodata.counters';
 /** The two configuration copies and the selector (bpf/maps.h). */
 export const CONFIG_VAR = 'mup_cfgs';
 export const CONFIG_SEL_VAR = 'mup_cfg_sel';
@@ -542,10 +546,15 @@ function openObject(file: string, s: Settings, reuse: DataplaneOptions['reuse'])
     const sessions = findMap(obj, MAP_SESSIONS);
     const counters = findMap(obj, MAP_COUNTERS);
     const slots = Tables.counterSlots(s);
+    const ncpus = numPossibleCpus();
     mapSetMaxEntries(policies, s.maxPolicies, MAP_POLICIES);
     mapSetMaxEntries(localsids, s.maxLocalSids, MAP_LOCALSIDS);
     mapSetMaxEntries(sessions, maxSessionsOf(s), MAP_SESSIONS);
-    mapSetMaxEntries(counters, slots, MAP_COUNTERS);
+    // Every CPU's copy of every slot (bpf/maps.h); the program finds CPU c's at c * slots.
+    mapSetMaxEntries(counters, counterElements(slots, ncpus), MAP_COUNTERS);
+    const perCpu = Buffer.alloc(4);
+    perCpu.writeUInt32LE(slots);
+    mapSetInitialValue(findMap(obj, COUNTER_SLOTS_SECTION), perCpu, COUNTER_SLOTS_SECTION);
     let reusedIds: Record<string, number> | undefined;
     if (reuse !== undefined) {
       reusedIds = {};
@@ -558,10 +567,14 @@ function openObject(file: string, s: Settings, reuse: DataplaneOptions['reuse'])
         ...(reuse.sessions === undefined ? [] : [[sessions, reuse.sessions, MAP_SESSIONS, 'sessions'] as const]),
       ] as const) {
         const info = mapInfo(fd, name);
-        if (info.maxEntries !== want[name]) {
-          throw new TableSizeError(name, info.maxEntries, want[name]);
-        }
-        mapReuseFd(map, fd, name);
+        // An older daemon's counters, one per-CPU element a slot: a new map is made (its counts start from
+        // zero; the daemon pins it), if its size says the same table sizes. Its id stays in reusedIds, as
+        // the pins' are now.
+        const older = name === MAP_COUNTERS && isPercpuCounters(fd);
+        // The counters' size in slots (a copy per CPU of each: elements = slots x CPUs).
+        const has = name === MAP_COUNTERS && !older ? info.maxEntries / ncpus : info.maxEntries;
+        if (has !== want[name]) throw new TableSizeError(name, has, want[name]);
+        if (!older) mapReuseFd(map, fd, name);
         reusedIds[pin] = info.id;
       }
     }
@@ -879,12 +892,12 @@ class LoadedDataplane implements Dataplane {
     const stride = COUNTER_STRIDE * this.#ncpus;
     // Counted as filled before the read: one that fails leaves the slice in an unknown state.
     b.filled = Math.max(b.filled, (first + count) * stride);
-    mapLookupArrayRange(this.tables.countersFd, first, count, stride, MAP_COUNTERS, { values: b.raw.subarray(first * stride), keys: b.keys });
+    counterRange(this.tables.countersFd, first, count, this.#ncpus, { values: b.raw.subarray(first * stride), keys: b.keys });
   }
 
   /** Raw per-CPU values of counter slots start..start+count-1. */
   #raw(start: number, count: number): Buffer {
-    return mapLookupArrayRange(this.tables.countersFd, start, count, COUNTER_STRIDE * this.#ncpus, MAP_COUNTERS);
+    return counterRange(this.tables.countersFd, start, count, this.#ncpus);
   }
 
   /** Event slots whose packet count changed on some CPU between two #raw(0, 64) reads. */

@@ -1087,10 +1087,15 @@ export interface MapMapping {
   readonly length: number;
 }
 
-export function mapMmap(fd: number, length: number, what = 'map'): MapMapping {
+/**
+ * Map `length` bytes of an mmapable array map's values from byte `offset`
+ * (a multiple of the page size); `o.readOnly`: PROT_READ only.
+ */
+export function mapMmap(fd: number, length: number, what = 'map', offset = 0, o: { readonly readOnly?: boolean } = {}): MapMapping {
   const page = 4096;
+  if (offset % page !== 0) throw new RangeError(`mmap of ${what}: offset ${offset} is not a multiple of the page size`);
   const len = Math.ceil(length / page) * page;
-  const addr = mm.mmap(null, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const addr = mm.mmap(null, len, o.readOnly === true ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset);
   // MAP_FAILED is (void *)-1.
   if (addr === 0n || addr === 0xffffffffffffffffn || addr === -1n) {
     throw new LibbpfError(`mmap of ${what}`, koffi.errno(), takeLog());

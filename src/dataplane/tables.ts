@@ -81,6 +81,7 @@ import {
   type MapMapping,
 } from './libbpf.js';
 import { WriteThread } from './write-thread.js';
+import { counterLookup, counterRange, counterUpdate } from './counter-map.js';
 import { graceClock } from './grace.js';
 import { nextTurn, SliceClock } from '../host/slice-clock.js';
 
@@ -109,7 +110,7 @@ export function zeroCounterSlots(countersFd: number, slots: Iterable<number>, nc
     const n = Math.min(ZERO_CHUNK, list.length - at);
     const keys = Buffer.allocUnsafe(4 * n);
     for (let i = 0; i < n; i++) keys.writeUInt32LE(list[at + i]!, 4 * i);
-    mapUpdateBatch(countersFd, keys, zero.subarray(0, per * n), n, MAP_COUNTERS);
+    counterUpdate(countersFd, keys, zero.subarray(0, per * n), n, ncpus);
   }
   return list.length;
 }
@@ -150,15 +151,12 @@ export function readSlotCounts(countersFd: number, slots: readonly number[], ncp
     let end = k + 1;
     while (end < order.length && slots[order[end]!]! - slots[order[end - 1]!]! <= SLOT_RUN_GAP && slots[order[end]!]! - first < ZERO_CHUNK) end++;
     if (end === k + 1) {
-      // Alone: one lookup (about 3 us; a batch read of one element costs about 12 with its buffers).
-      const key = Buffer.allocUnsafe(4);
-      key.writeUInt32LE(first);
-      const v = mapLookup(countersFd, key, stride, MAP_COUNTERS);
-      out[order[k]!] = v === undefined ? { packets: 0n, bytes: 0n } : decode(v, 0);
+      // Alone: a lookup of its copy per CPU (a batch read of one element each).
+      out[order[k]!] = decode(counterLookup(countersFd, first, ncpus), 0);
       k = end;
       continue;
     }
-    const raw = mapLookupArrayRange(countersFd, first, slots[order[end - 1]!]! - first + 1, stride, MAP_COUNTERS);
+    const raw = counterRange(countersFd, first, slots[order[end - 1]!]! - first + 1, ncpus);
     for (let j = k; j < end; j++) out[order[j]!] = decode(raw, (slots[order[j]!]! - first) * stride);
     k = end;
   }
@@ -175,7 +173,7 @@ export function readSlotCounts(countersFd: number, slots: readonly number[], ncp
 function addRetired(countersFd: number, ncpus: number, delta: ReadonlyMap<number, SlotCounts>): Buffer {
   const stride = COUNTER_STRIDE * ncpus;
   const n = FN.MUP_FN_COUNT;
-  const before = mapLookupArrayRange(countersFd, MUP_RETIRED_SLOT, n, stride, MAP_COUNTERS);
+  const before = counterRange(countersFd, MUP_RETIRED_SLOT, n, ncpus);
   const after = Buffer.from(before);
   const { packets, bytes } = LAYOUTS.mup_counter.members;
   for (const [fn, d] of delta) {
@@ -183,15 +181,15 @@ function addRetired(countersFd: number, ncpus: number, delta: ReadonlyMap<number
     after.writeBigUInt64LE((after.readBigUInt64LE(at + packets.offset) + d.packets) & U64_MASK, at + packets.offset);
     after.writeBigUInt64LE((after.readBigUInt64LE(at + bytes.offset) + d.bytes) & U64_MASK, at + bytes.offset);
   }
-  writeRetired(countersFd, after);
+  writeRetired(countersFd, ncpus, after);
   return before;
 }
 
-function writeRetired(countersFd: number, values: Buffer): void {
+function writeRetired(countersFd: number, ncpus: number, values: Buffer): void {
   const n = FN.MUP_FN_COUNT;
   const keys = Buffer.allocUnsafe(4 * n);
   for (let i = 0; i < n; i++) keys.writeUInt32LE(MUP_RETIRED_SLOT + i, 4 * i);
-  mapUpdateBatch(countersFd, keys, values, n, MAP_COUNTERS);
+  counterUpdate(countersFd, keys, values, n, ncpus);
 }
 
 /** Counter slots read per BPF_MAP_LOOKUP_BATCH pass when the tables are taken over. */
@@ -1153,7 +1151,7 @@ export class Tables {
     const dirty: number[] = [];
     for (let first = 0; o.fresh !== true && first < total; first += COUNTER_READ_CHUNK) {
       const n = Math.min(COUNTER_READ_CHUNK, total - first);
-      const raw = mapLookupArrayRange(fds.countersFd, MUP_EVENT_SLOTS + first, n, stride, MAP_COUNTERS);
+      const raw = counterRange(fds.countersFd, MUP_EVENT_SLOTS + first, n, this.#ncpus);
       for (let i = 0; i < n; i++) {
         if (used[first + i] !== 1 && !slotIsZero(raw, i * stride, stride)) dirty.push(MUP_EVENT_SLOTS + first + i);
       }
@@ -1260,7 +1258,7 @@ export class Tables {
     } catch (e) {
       try {
         // The retired slots as they were, plus the slots that are zero now (no packet counts into them).
-        writeRetired(fd, before);
+        writeRetired(fd, this.#ncpus, before);
         const now = readSlotCounts(fd, slots, this.#ncpus);
         const zeroed = sums((i) => now[i]!.packets === 0n && now[i]!.bytes === 0n);
         if (zeroed.size > 0) addRetired(fd, this.#ncpus, zeroed);

@@ -1,0 +1,117 @@
+/**
+ * An upgrade from a daemon whose counters were a PERCPU_ARRAY (one element
+ * a slot) to the counters of now (a plain array, a copy of every slot per
+ * CPU: bpf/maps.h). The daemon's pins are made such as an older daemon
+ * left them (bpftool makes the per-CPU map in place of the counters pin);
+ * the new daemon takes the tables over, keeps every rule and its id, pins
+ * new counters, says so in its log, and counts from zero. Pinned per-CPU
+ * counters of other table sizes are refused as any table of other sizes
+ * is. A real daemon process (bin/mup.js: run `make ts` first), no
+ * interfaces; its pins and bpffs go in afterAll.
+ */
+import { existsSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { afterAll, describe, expect, it } from 'vitest';
+import { counterSlots, DEFAULT_OBJECT } from '../src/dataplane/index.js';
+import { closeFd, mapInfo, numPossibleCpus, objGet, testRun } from '../src/dataplane/libbpf.js';
+import { BPF_MAP_TYPE_ARRAY, counterLookup } from '../src/dataplane/counter-map.js';
+import { decodePercpuCounter } from '../src/dataplane/codec.js';
+import { parseConfig } from '../src/config/load.js';
+import { TestDaemon } from './helpers/daemon.js';
+
+const isRoot = process.getuid?.() === 0;
+const haveObject = existsSync(DEFAULT_OBJECT);
+const CONFIG =
+  'settings: { forwarding: tx, max_policies: 8, max_localsids: 4, max_sessions: 4 }\npolicies:\n' +
+  '  - { name: a, match: 10.0.1.0/24, sr_prefix: "2001:db8:1::/48", src_prefix: "2001:db8:ffff::/64" }\n' +
+  '  - { name: b, match: 10.0.2.0/24, sr_prefix: "2001:db8:2::/48", src_prefix: "2001:db8:ffff::/64" }\n';
+
+interface Row {
+  name: string;
+  rule: number | null;
+}
+
+/** Type and size of the map pinned at `pin`. */
+function pinned(pin: string): { type: number; maxEntries: number } {
+  const fd = objGet(pin, 'counters');
+  try {
+    return mapInfo(fd, 'counters');
+  } finally {
+    closeFd(fd);
+  }
+}
+
+/** Put a PERCPU_ARRAY of `slots` slots where the counters are pinned, as an older daemon pinned them, with 9 packets in slot 0. */
+async function olderCounters(pin: string, slots: number): Promise<void> {
+  unlinkSync(pin);
+  await execa('bpftool', ['map', 'create', pin, 'type', 'percpu_array', 'key', '4', 'value', '16', 'entries', String(slots), 'name', 'mup_counters']);
+  await execa('bpftool', ['map', 'update', 'pinned', pin, 'key', '0', '0', '0', '0', 'value', '9', '0', '0', '0', '0', '0', '0', '0', '1', '2', '0', '0', '0', '0', '0', '0']);
+}
+
+/** Packets in event slot 0 of the counters pinned at `pin`, after a frame the pinned program passes (not IP) ran through it. */
+function countedByPinnedProgram(prog: string, pin: string): bigint {
+  const p = objGet(prog, 'program');
+  const m = objGet(pin, 'counters');
+  try {
+    const arp = Buffer.alloc(60);
+    arp.writeUInt16BE(0x0806, 12);
+    testRun(p, { dataIn: arp, dataOutSize: 128 });
+    return decodePercpuCounter(counterLookup(m, 0, numPossibleCpus()), numPossibleCpus()).packets;
+  } finally {
+    closeFd(p);
+    closeFd(m);
+  }
+}
+
+describe.skipIf(!isRoot || !haveObject)('counters pinned by an older daemon (one per-CPU element a slot)', () => {
+  const daemons: TestDaemon[] = [];
+  afterAll(async () => {
+    for (const d of daemons) await d.cleanup();
+  });
+
+  it('are replaced by new counters, pinned; the rules and their ids stay, and the counts start from zero', async () => {
+    const d = new TestDaemon({ config: CONFIG, instance: `cntup${process.pid}` });
+    daemons.push(d);
+    await d.start();
+    const pin = join(d.bpffs, 'mup', d.instance, 'counters');
+    const slots = counterSlots(parseConfig(CONFIG, 'c.yaml'));
+    expect(pinned(pin)).toMatchObject({ type: BPF_MAP_TYPE_ARRAY, maxEntries: slots * numPossibleCpus() });
+    const rows = async (): Promise<Row[]> => ((await d.api('GET', '/v1/policies')).body as { policies: Row[] }).policies;
+    const before = await rows();
+    expect(before.map((r) => r.name)).toEqual(['a', 'b']);
+    expect(before.every((r) => typeof r.rule === 'number')).toBe(true);
+    expect(await d.stop('SIGTERM')).toBe(0);
+    await olderCounters(pin, slots);
+    await d.start();
+    expect(((await d.api('GET', '/v1/status')).body as { adopted: boolean }).adopted).toBe(true);
+    expect(d.log).toMatch(/the pinned counters were of an older layout/);
+    // The program was loaded while the config was read, on the pins as they were then.
+    expect(d.log).toMatch(/"programLoad":"early/);
+    expect(pinned(pin)).toMatchObject({ type: BPF_MAP_TYPE_ARRAY, maxEntries: slots * numPossibleCpus() });
+    expect((await rows()).map((r) => [r.name, r.rule])).toEqual(before.map((r) => [r.name, r.rule]));
+    // The old map's 9 packets are not carried over; the running program counts into the pinned map.
+    const events = async (): Promise<number> => ((await d.api('GET', '/v1/counters?rules=none')).body as { events: Record<string, { packets: number }> }).events['pass_not_ip']!.packets;
+    expect(await events()).toBe(0);
+    expect(countedByPinnedProgram(join(d.bpffs, 'mup', d.instance, 'prog'), pin)).toBe(1n);
+    expect(await events()).toBe(1);
+    // A restart now takes the new counters over as they are: no second replacement.
+    expect(await d.stop('SIGTERM')).toBe(0);
+    const id = pinned(pin);
+    await d.start();
+    expect(d.log.match(/the pinned counters were of an older layout/g)).toHaveLength(1);
+    expect(pinned(pin)).toEqual(id);
+  }, 60_000);
+
+  it('of other table sizes are refused, as any pinned table of other sizes', async () => {
+    const d = new TestDaemon({ config: CONFIG, instance: `cntsz${process.pid}` });
+    daemons.push(d);
+    await d.start();
+    const pin = join(d.bpffs, 'mup', d.instance, 'counters');
+    expect(await d.stop('SIGTERM')).toBe(0);
+    await olderCounters(pin, counterSlots(parseConfig(CONFIG, 'c.yaml')) + 1);
+    const r = await d.startFailing();
+    expect(r.exitCode).not.toBe(0);
+    expect(r.output).toMatch(/the existing mup_counters holds \d+ entries, the config asks for \d+/);
+  }, 60_000);
+});
