@@ -1,14 +1,16 @@
 /**
  * What one /metrics scrape and one GET /v1/counters read from the kernel,
  * with full tables (65,536 policies + 65,536 local SIDs): the counter map
- * range once (one BPF_MAP_LOOKUP_BATCH; a scrape's pass in slices, the
- * event loop running between them), and no element of it one by one.
+ * range once (each CPU's copies copied from a mapping of the map; a
+ * scrape's pass in slices, the event loop running between them), and no
+ * element of it one by one.
  *
  * The daemon runs in this process (the real Daemon, data plane and
  * Prometheus registry of src/daemon/, on the compiled build/mup.bpf.o, its
  * pins in a bpffs the test mounts in a temporary directory; no interfaces,
  * so nothing is attached). The reads are counted in the libbpf binding
- * (traceMapReads around the lookup syscalls), not in a stand-in.
+ * (traceMapReads around the lookup syscalls and the mappings), not in a
+ * stand-in.
  * The reset (`mup stats --reset`) is checked the same way: one read, and
  * every slot that was not zero is zero after it.
  * The pins, the mount and the directory are removed in afterAll.
@@ -21,7 +23,7 @@ import { createMetrics } from '../src/daemon/metrics.js';
 import type { PerRuleSeries, Session } from '../src/config/types.js';
 import { COUNTER_STRIDE, LAYOUTS, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
 import { numPossibleCpus, traceMapReads, type MapRead } from '../src/dataplane/libbpf.js';
-import { counterUpdate } from '../src/dataplane/counter-map.js';
+import { COUNTER_MMAP_FROM, counterUpdate } from '../src/dataplane/counter-map.js';
 import { COUNTER_SLICE } from '../src/dataplane/dataplane.js';
 import { readSlotCounts } from '../src/dataplane/tables.js';
 
@@ -70,8 +72,11 @@ describe.skipIf(!isRoot)('counter reads per scrape, 65,536 + 65,536 rules', () =
    * in use. The session table is empty, so its slots (all zero) are not read.
    */
   const wholeRange = (): MapRead => ({ fd: d!.dataplane.maps.counters, op: 'lookup_batch', elements: MUP_EVENT_SLOTS + 2 * RULES });
-  /** A read of a range of slots: one batch read of it per CPU (each CPU's copies are apart in the map: src/dataplane/counter-map.ts). */
-  const perCpu = (r: MapRead): MapRead[] => Array.from({ length: numPossibleCpus() }, () => r);
+  /**
+   * A read of a range of slots: one per CPU (each CPU's copies are apart in the map: src/dataplane/counter-map.ts),
+   * from a mapping of the map from COUNTER_MMAP_FROM slots, else a batch read.
+   */
+  const perCpu = (r: MapRead): MapRead[] => Array.from({ length: numPossibleCpus() }, () => ({ ...r, op: r.elements >= COUNTER_MMAP_FROM ? 'mmap' : 'lookup_batch' }));
   /** A scrape's pass over the same range: in order, COUNTER_SLICE slots a read (the event loop runs between them). */
   const slicedRange = (): MapRead[] => {
     const n = wholeRange().elements;

@@ -3,15 +3,18 @@
  * a per-CPU array's values would be: slot s's value is every CPU's copy of
  * it in CPU order, COUNTER_STRIDE bytes each. The map is a plain array of
  * slots x CPUs, CPU c's copy of slot s at element c * slots + s (slots:
- * its size over the possible CPUs), so one slot range is one batch read
- * per CPU, the copies then put side by side.
+ * its size over the possible CPUs), so a range of slots is read once per
+ * CPU (from a mapping of the map from COUNTER_MMAP_FROM slots, else a
+ * batch read), the copies then put side by side. Writes are batch
+ * updates, an element per slot and CPU: their cost, and that of a lone
+ * slot's read, grows with the CPUs.
  *
  * An older daemon pinned the counters as a PERCPU_ARRAY (one element a
  * slot): `isPercpuCounters` tells it apart, and the start makes a new map
  * instead (docs/daemon.md, "The counters across an upgrade").
  */
 import { COUNTER_STRIDE } from './codec.js';
-import { mapInfo, mapLookupArrayRange, mapMmap, mapMunmap, mapUpdateBatch } from './libbpf.js';
+import { mapInfo, mapLookupArrayRange, mapMmap, mapMunmap, mapUpdateBatch, noteMappedRead } from './libbpf.js';
 
 const NAME = 'mup_counters';
 /** enum bpf_map_type. */
@@ -64,13 +67,14 @@ export const COUNTER_MMAP_FROM = 64;
  * Slots first..first+count-1 of CPU c's copies, as 64-bit words (two a
  * slot), into `out` (Float64Array: an 8-byte load and store a word, so a
  * count the program writes meanwhile is never read half old, half new;
- * the bits of any count below 2^52 * 2^1023 are a finite double and copy
- * exactly) from word `at`, `step` words apart.
+ * a count below 0x7ff0000000000000, about 9.2e18, is the bits of a finite
+ * double and copies exactly) from word `at`, `step` words apart.
  */
 function copyMapped(fd: number, c: number, slots: number, first: number, count: number, out: Float64Array, at: number, step: number): void {
   const from = (c * slots + first) * COUNTER_STRIDE;
   const offset = Math.floor(from / PAGE) * PAGE;
   const m = mapMmap(fd, from + count * COUNTER_STRIDE - offset, NAME, offset, { readOnly: true });
+  noteMappedRead(fd, count);
   try {
     const src = new Float64Array(m.memory, from - offset, count * WORDS);
     for (let i = 0, o = at, p = 0; i < count; i++, o += step) for (let w = 0; w < WORDS; w++) out[o + w] = src[p++]!;

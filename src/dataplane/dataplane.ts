@@ -28,7 +28,6 @@ import {
   findProgram,
   mapFd,
   mapInfo,
-  mapLookupArrayRange,
   mapReuseFd,
   mapSetInitialValue,
   mapSetMaxEntries,
@@ -290,8 +289,8 @@ export interface Dataplane {
    */
   run(frame: Buffer): RunResult;
   /**
-   * The counters now, from one read of the whole counter map (one
-   * BPF_MAP_LOOKUP_BATCH of the event slots and every rule slot): events,
+   * The counters now, from one read of the whole counter map (the event
+   * slots and every rule slot in use: src/dataplane/counter-map.ts): events,
    * the per-function totals and the per-rule counters of the rules of
    * `config` (default: the loaded config) that are in the tables.
    * `rules` picks which rules are listed (default 'all'); the totals always
@@ -814,9 +813,8 @@ class LoadedDataplane implements Dataplane {
   /**
    * The counter map's slots (total: events, then policy, local SID and
    * session rule slots) and how many from 0 can hold a count
-   * (Tables.counterSlotsInUse: the rest are zero). Reading a percpu slot
-   * costs the kernel about 0.3 µs, and a default scrape of 131,072 rules
-   * read 65,536 empty session slots besides.
+   * (Tables.counterSlotsInUse: the rest are zero). A default scrape of
+   * 131,072 rules read 65,536 empty session slots besides.
    */
   #extent(): { total: number; inUse: number } {
     const total = counterSlots(this.config);

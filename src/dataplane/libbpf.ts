@@ -364,12 +364,18 @@ const ENOENT = koffi.os.errno['ENOENT'] ?? 2;
 /** One element read from a map: a BPF_MAP_LOOKUP_ELEM or BPF_MAP_LOOKUP_BATCH syscall. */
 export interface MapRead {
   readonly fd: number;
-  readonly op: 'lookup' | 'lookup_batch';
+  /** mmap: elements copied from a mapping of the map (noteMappedRead). */
+  readonly op: 'lookup' | 'lookup_batch' | 'mmap';
   /** Elements asked for (1 for a lookup). */
   readonly elements: number;
 }
 
 let mapReadLog: MapRead[] | undefined;
+
+/** A read of `elements` elements of map `fd` from a mapping of it (mapMmap), for traceMapReads. */
+export function noteMappedRead(fd: number, elements: number): void {
+  mapReadLog?.push({ fd, op: 'mmap', elements });
+}
 
 /**
  * Record every element read (mapLookup, mapLookupArrayRange, mapDump) until

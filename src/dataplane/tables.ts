@@ -68,7 +68,6 @@ import {
   mapDeleteBatch,
   mapDump,
   mapLookup,
-  mapLookupArrayRange,
   mapUpdate,
   mapUpdateBatch,
   BatchWriteError,
@@ -130,7 +129,7 @@ export function slotIsZero(raw: Buffer, at: number, stride: number): boolean {
   return true;
 }
 
-/** Slots this close together are read in one BPF_MAP_LOOKUP_BATCH (the kernel copies those between them too). */
+/** Slots this close together are read in one range (counterRange: those between them are read too). */
 const SLOT_RUN_GAP = 16;
 
 /**
