@@ -14,9 +14,9 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { counterSlots, DEFAULT_OBJECT } from '../src/dataplane/index.js';
-import { closeFd, mapInfo, numPossibleCpus, objGet, testRun } from '../src/dataplane/libbpf.js';
+import { closeFd, mapInfo, mapLookup, numPossibleCpus, objGet, testRun } from '../src/dataplane/libbpf.js';
 import { BPF_MAP_TYPE_ARRAY, counterLookup } from '../src/dataplane/counter-map.js';
-import { decodePercpuCounter } from '../src/dataplane/codec.js';
+import { decodePercpuCounter, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
 import { parseConfig } from '../src/config/load.js';
 import { TestDaemon } from './helpers/daemon.js';
 
@@ -42,11 +42,33 @@ function pinned(pin: string): { type: number; maxEntries: number } {
   }
 }
 
-/** Put a PERCPU_ARRAY of `slots` slots where the counters are pinned, as an older daemon pinned them, with 9 packets in slot 0. */
-async function olderCounters(pin: string, slots: number): Promise<void> {
+/** Bytes of a little-endian number, as bpftool takes them. */
+const le = (v: number, n: number): string[] => Array.from({ length: n }, (_, i) => String(Math.floor(v / 256 ** i) % 256));
+
+/**
+ * Put a PERCPU_ARRAY of `slots` slots where the counters are pinned, as an older daemon pinned them,
+ * `seeded` slot -> packets in it (bytes: 100 x packets; bpftool writes the value to every CPU's copy).
+ * Returns each slot's packets summed over the CPUs, as read back.
+ */
+async function olderCounters(pin: string, slots: number, seeded: ReadonlyMap<number, number> = new Map()): Promise<Map<number, bigint>> {
   unlinkSync(pin);
   await execa('bpftool', ['map', 'create', pin, 'type', 'percpu_array', 'key', '4', 'value', '16', 'entries', String(slots), 'name', 'mup_counters']);
-  await execa('bpftool', ['map', 'update', 'pinned', pin, 'key', '0', '0', '0', '0', 'value', '9', '0', '0', '0', '0', '0', '0', '0', '1', '2', '0', '0', '0', '0', '0', '0']);
+  for (const [slot, packets] of seeded) {
+    await execa('bpftool', ['map', 'update', 'pinned', pin, 'key', ...le(slot, 4), 'value', ...le(packets, 8), ...le(100 * packets, 8)]);
+  }
+  const fd = objGet(pin, 'counters');
+  try {
+    const n = numPossibleCpus();
+    return new Map(
+      [...seeded.keys()].map((slot) => {
+        const key = Buffer.alloc(4);
+        key.writeUInt32LE(slot);
+        return [slot, decodePercpuCounter(mapLookup(fd, key, 16 * n)!, n).packets];
+      }),
+    );
+  } finally {
+    closeFd(fd);
+  }
 }
 
 /** Packets in event slot 0 of the counters pinned at `pin`, after a frame the pinned program passes (not IP) ran through it. */
@@ -70,7 +92,7 @@ describe.skipIf(!isRoot || !haveObject)('counters pinned by an older daemon (one
     for (const d of daemons) await d.cleanup();
   });
 
-  it('are replaced by new counters, pinned; the rules and their ids stay, and the counts start from zero', async () => {
+  it('are replaced by new counters, pinned, with their counts; the rules and their ids stay; a free slot\'s count is retired', async () => {
     const d = new TestDaemon({ config: CONFIG, instance: `cntup${process.pid}` });
     daemons.push(d);
     await d.start();
@@ -82,7 +104,11 @@ describe.skipIf(!isRoot || !haveObject)('counters pinned by an older daemon (one
     expect(before.map((r) => r.name)).toEqual(['a', 'b']);
     expect(before.every((r) => typeof r.rule === 'number')).toBe(true);
     expect(await d.stop('SIGTERM')).toBe(0);
-    await olderCounters(pin, slots);
+    // An event's count, policy a's, and a free policy id's (a daemon killed before it zeroed a deleted rule's slot).
+    const a = before.find((r) => r.name === 'a')!.rule!;
+    const free = 7;
+    expect(before.map((r) => r.rule)).not.toContain(free);
+    const had = await olderCounters(pin, slots, new Map([[0, 9], [MUP_EVENT_SLOTS + a, 5], [MUP_EVENT_SLOTS + free, 3]]));
     await d.start();
     expect(((await d.api('GET', '/v1/status')).body as { adopted: boolean }).adopted).toBe(true);
     expect(d.log).toMatch(/the pinned counters were of an older layout/);
@@ -90,11 +116,20 @@ describe.skipIf(!isRoot || !haveObject)('counters pinned by an older daemon (one
     expect(d.log).toMatch(/"programLoad":"early/);
     expect(pinned(pin)).toMatchObject({ type: BPF_MAP_TYPE_ARRAY, maxEntries: slots * numPossibleCpus() });
     expect((await rows()).map((r) => [r.name, r.rule])).toEqual(before.map((r) => [r.name, r.rule]));
-    // The old map's 9 packets are not carried over; the running program counts into the pinned map.
-    const events = async (): Promise<number> => ((await d.api('GET', '/v1/counters?rules=none')).body as { events: Record<string, { packets: number }> }).events['pass_not_ip']!.packets;
-    expect(await events()).toBe(0);
-    expect(countedByPinnedProgram(join(d.bpffs, 'mup', d.instance, 'prog'), pin)).toBe(1n);
-    expect(await events()).toBe(1);
+    expect(d.log).toMatch(/"carried":3/);
+    // The old map's counts are in the new one: the event's, a's, and the free slot's in H.M.GTP4.D's total (its slot zeroed).
+    const counts = async (): Promise<{ events: Record<string, { packets: number }>; functions: Record<string, { packets: number }> }> =>
+      (await d.api('GET', '/v1/counters?rules=none')).body as { events: Record<string, { packets: number }>; functions: Record<string, { packets: number }> };
+    const event0 = Number(had.get(0)!);
+    expect(event0).toBeGreaterThanOrEqual(9);
+    expect((await counts()).events['pass_not_ip']!.packets).toBe(event0);
+    const ruleA = await d.api('GET', '/v1/counters?rule=a');
+    expect(ruleA.status, ruleA.text).toBe(200);
+    expect((ruleA.body as { rule: { packets: number } }).rule.packets).toBe(Number(had.get(MUP_EVENT_SLOTS + a)!));
+    expect((await counts()).functions['h_m_gtp4_d']!.packets).toBe(Number(had.get(MUP_EVENT_SLOTS + a)! + had.get(MUP_EVENT_SLOTS + free)!));
+    // The running program counts into the pinned map.
+    expect(countedByPinnedProgram(join(d.bpffs, 'mup', d.instance, 'prog'), pin)).toBe(BigInt(event0 + 1));
+    expect((await counts()).events['pass_not_ip']!.packets).toBe(event0 + 1);
     // A restart now takes the new counters over as they are: no second replacement.
     expect(await d.stop('SIGTERM')).toBe(0);
     const id = pinned(pin);

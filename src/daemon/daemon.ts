@@ -46,6 +46,7 @@ import {
   type TranslationFunction,
 } from '../dataplane/dataplane.js';
 import { closeFd, LibbpfError, mapInfo, progInfo } from '../dataplane/libbpf.js';
+import { isPercpuCounters } from '../dataplane/counter-map.js';
 import { graceClock, rcuExpedited } from '../dataplane/grace.js';
 import { enterNetns, ifIndex } from '../dataplane/netns.js';
 import { NextHopWatcher, spawnNextHopReadersEarly } from '../dataplane/nexthop.js';
@@ -653,8 +654,8 @@ export class Daemon {
   #stateRead: string | undefined;
   /** ms per start phase, logged with the start line. */
   readonly #timings: Record<string, number> = {};
-  /** New counters made in place of pinned ones of an older layout (#load): pinned once the program is attached. */
-  #countersToPin: number | undefined;
+  /** New counters made in place of pinned ones of an older layout (#load), and the slots whose counts they took: pinned once the program is attached. */
+  #countersToPin: { readonly fd: number; readonly carried: number } | undefined;
 
   /** Load (or take over) the data plane and attach it: after prepare(), and after the instance is known to be ours. */
   takeOver(): void {
@@ -690,12 +691,12 @@ export class Daemon {
     }
     this.pins.pinProg(dp.progFd);
     if (this.#countersToPin !== undefined) {
-      this.pins.pinMaps({ counters: this.#countersToPin });
-      this.#countersToPin = undefined;
+      this.pins.pinMaps({ counters: this.#countersToPin.fd });
       this.#log.warn(
-        { pin: this.pins.mapPath('counters') },
-        'the pinned counters were of an older layout (a per-CPU element a slot): new counters are pinned, and every count starts from zero (an older daemon cannot take these over: it needs --replace-tables)',
+        { pin: this.pins.mapPath('counters'), carried: this.#countersToPin.carried },
+        'the pinned counters were of an older layout (a per-CPU element a slot): new counters are pinned, with the counts the old ones had at the start (those of the moments before the program swap are not carried; an older daemon cannot take these over: it needs --replace-tables)',
       );
+      this.#countersToPin = undefined;
     }
     this.#links.hold(config.interfaces ?? []);
     this.#timings.attach = Math.round(performance.now() - t3);
@@ -1142,13 +1143,18 @@ export class Daemon {
     try {
       const early = this.#takeEarly(reuse);
       const writer = this.#writer === undefined ? {} : { writer: this.#writer };
+      // Counters an older daemon pinned per CPU: new ones are made (openObject), with their counts added in.
+      let carried: number | undefined;
+      const older =
+        reuse !== undefined && isPercpuCounters(reuse.counters) ? { olderCounters: { pin: this.pins.mapPath('counters'), onCarried: (n: number) => (carried = n) } } : {};
       const dp =
-        early?.fill(config, { keepUnlisted: reuse !== undefined && keepUnlisted, ...writer }) ??
+        early?.fill(config, { keepUnlisted: reuse !== undefined && keepUnlisted, ...writer, ...older }) ??
         openDataplane({
           object: this.objectPath,
           config,
           ...(reuse === undefined ? {} : { reuse, keepUnlisted }),
           ...writer,
+          ...older,
         });
       // Pin what is new: every table, or what the pins of an older daemon lack or hold in an older form
       // (no sessions table; counters of one per-CPU element a slot, replaced by a new map).
@@ -1158,7 +1164,7 @@ export class Daemon {
         if (reuse.sessions === undefined) this.pins.pinMaps({ sessions: m.sessions });
         // New counters in place of an older layout's are pinned once the program runs on every link
         // (takeOver): until then the old program counts into the old map, which stays pinned.
-        if (mapInfo(m.counters, 'counters').id !== mapInfo(reuse.counters, 'counters').id) this.#countersToPin = m.counters;
+        if (mapInfo(m.counters, 'counters').id !== mapInfo(reuse.counters, 'counters').id) this.#countersToPin = { fd: m.counters, carried: carried ?? 0 };
       }
       this.#adopted = reuse !== undefined;
       return dp;

@@ -11,7 +11,8 @@
  *
  * An older daemon pinned the counters as a PERCPU_ARRAY (one element a
  * slot): `isPercpuCounters` tells it apart, and the start makes a new map
- * instead (docs/daemon.md, "The counters across an upgrade").
+ * instead, its counts added in (addOlderCounters; docs/daemon.md, "The
+ * counters across an upgrade").
  */
 import { COUNTER_STRIDE } from './codec.js';
 import { mapInfo, mapLookupArrayRange, mapMmap, mapMunmap, mapUpdateBatch, noteMappedRead } from './libbpf.js';
@@ -29,7 +30,7 @@ export function counterElements(slots: number, ncpus: number): number {
   return n;
 }
 
-/** A pinned counter map of an older daemon: one per-CPU element a slot. */
+/** A pinned counter map of an older daemon: one per-CPU element a slot (addOlderCounters carries its counts over). */
 export function isPercpuCounters(fd: number): boolean {
   return mapInfo(fd, NAME).type === BPF_MAP_TYPE_PERCPU_ARRAY;
 }
@@ -139,4 +140,52 @@ export function counterUpdate(fd: number, keys: Buffer, values: Buffer, count: n
     }
   }
   mapUpdateBatch(fd, k, v, count * ncpus, NAME);
+}
+
+/** Slots of an older daemon's counters read per batch read when they are carried over. */
+const CARRY_CHUNK = 65536;
+
+/**
+ * Add the counts of an older daemon's counters (`older`: a PERCPU_ARRAY
+ * of as many slots, one element a slot) into this map's copies, each CPU's
+ * into its own, through a writable mapping of each CPU's part. For a map
+ * no program counts into yet (a start, before the swap): the adds race
+ * nothing. Returns the slots that had a count.
+ */
+export function addOlderCounters(fd: number, older: number, ncpus: number): number {
+  const slots = counterSlotsOf(fd, ncpus);
+  const info = mapInfo(older, NAME);
+  if (info.type !== BPF_MAP_TYPE_PERCPU_ARRAY || info.maxEntries !== slots || info.valueSize !== COUNTER_STRIDE) {
+    throw new RangeError(`the older counters (type ${info.type}, ${info.maxEntries} elements of ${info.valueSize} bytes) are not ${slots} per-CPU slots of ${COUNTER_STRIDE} bytes`);
+  }
+  const stride = COUNTER_STRIDE * ncpus;
+  let carried = 0;
+  for (let first = 0; first < slots; first += CARRY_CHUNK) {
+    const n = Math.min(CARRY_CHUNK, slots - first);
+    const read = mapLookupArrayRange(older, first, n, stride, NAME);
+    const raw = read.byteOffset % 8 === 0 ? read : Buffer.from(new Uint8Array(read));
+    const words = new BigUint64Array(raw.buffer, raw.byteOffset, raw.length / 8);
+    const nonzero: number[] = [];
+    for (let i = 0; i < n; i++) if (!isZero(raw, i * stride, stride)) nonzero.push(i);
+    if (nonzero.length === 0) continue;
+    carried += nonzero.length;
+    for (let c = 0; c < ncpus; c++) {
+      const from = (c * slots + first) * COUNTER_STRIDE;
+      const offset = Math.floor(from / PAGE) * PAGE;
+      const m = mapMmap(fd, from + n * COUNTER_STRIDE - offset, NAME, offset);
+      try {
+        const dst = new BigUint64Array(m.memory, from - offset, n * WORDS);
+        // BigUint64Array stores wrap at 2^64, as the program's adds do.
+        for (const i of nonzero) for (let w = 0; w < WORDS; w++) dst[i * WORDS + w] = dst[i * WORDS + w]! + words[(i * ncpus + c) * WORDS + w]!;
+      } finally {
+        mapMunmap(m);
+      }
+    }
+  }
+  return carried;
+}
+
+function isZero(b: Buffer, at: number, n: number): boolean {
+  for (let i = at; i < at + n; i++) if (b[i] !== 0) return false;
+  return true;
 }

@@ -24,6 +24,7 @@ import {
 } from './codec.js';
 import {
   btfDatasecVar,
+  closeFd,
   findMap,
   findProgram,
   mapFd,
@@ -33,6 +34,7 @@ import {
   mapSetMaxEntries,
   mapValueSize,
   numPossibleCpus,
+  objGet,
   objectBtf,
   objectClose,
   objectLoad,
@@ -52,7 +54,7 @@ import { ifIndex, inNetns, NetnsError } from './netns.js';
 import { graceClock } from './grace.js';
 import type { WriteThread } from './write-thread.js';
 import { markNewNextHopMaps } from './nexthop-fresh.js';
-import { counterElements, counterRange, isPercpuCounters } from './counter-map.js';
+import { addOlderCounters, counterElements, counterRange, isPercpuCounters } from './counter-map.js';
 import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, TablesRefusedError, maxSessionsOf, readSlotCounts, slotIsZero, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
 
 export { DEFAULT_OBJECT } from '../host/paths.js';
@@ -247,6 +249,8 @@ export interface DataplaneOptions {
   readonly keepUnlisted?: boolean;
   /** A fill of empty tables writes its largest table from this thread too (fillWriteThread; the caller stops it). */
   readonly writer?: WriteThread;
+  /** FillOptions.olderCounters. */
+  readonly olderCounters?: FillOptions['olderCounters'];
 }
 
 export interface Dataplane {
@@ -448,7 +452,11 @@ export function openDataplane(o: DataplaneOptions): Dataplane {
     objectClose(opened.obj);
     throw e;
   }
-  return new Program(opened).fill(o.config, { keepUnlisted: o.keepUnlisted === true, ...(o.writer === undefined ? {} : { writer: o.writer }) });
+  return new Program(opened).fill(o.config, {
+    keepUnlisted: o.keepUnlisted === true,
+    ...(o.writer === undefined ? {} : { writer: o.writer }),
+    ...(o.olderCounters === undefined ? {} : { olderCounters: o.olderCounters }),
+  });
 }
 
 /** LoadedProgram.fill's options. */
@@ -457,6 +465,12 @@ export interface FillOptions {
   readonly keepUnlisted?: boolean;
   /** A fill of empty tables writes its largest table from this thread too (the caller stops it). */
   readonly writer?: WriteThread;
+  /**
+   * The pin of counters an older daemon left (a PERCPU_ARRAY: not reused, see openObject): their counts are
+   * added into the new counters before the tables are taken over (which zeroes and retires what free slots
+   * hold); `onCarried` is told how many slots had a count.
+   */
+  readonly olderCounters?: { readonly pin: string; readonly onCarried?: (slots: number) => void };
 }
 
 /**
@@ -673,6 +687,14 @@ class Program implements LoadedProgram {
       // Made with the object just loaded (openObject takes no next-hop map from pins): all zero.
       markNewNextHopMaps(nexthop);
       const reused = this.#o.reusedIds !== undefined;
+      if (o.olderCounters !== undefined) {
+        const older = objGet(o.olderCounters.pin, 'the older counters');
+        try {
+          o.olderCounters.onCarried?.(addOlderCounters(fds.countersFd, older, numPossibleCpus()));
+        } finally {
+          closeFd(older);
+        }
+      }
       const tables = new Tables(fds, s, s, { fresh: !reused });
       tables.writeSettings(s);
       tables.sync(s, config.policies, config.localsids, config.sessions ?? [], { keep: o.keepUnlisted === true, ...(o.writer === undefined ? {} : { writer: o.writer }) });
