@@ -4,7 +4,8 @@
  * CPU: bpf/maps.h). The daemon's pins are made such as an older daemon
  * left them (bpftool makes the per-CPU map in place of the counters pin);
  * the new daemon takes the tables over, keeps every rule and its id, pins
- * new counters, says so in its log, and counts from zero. Pinned per-CPU
+ * new counters with the old counts in them (each CPU's into its own copy),
+ * and says so in its log. Pinned per-CPU
  * counters of other table sizes are refused as any table of other sizes
  * is. A real daemon process (bin/mup.js: run `make ts` first), no
  * interfaces; its pins and bpffs go in afterAll.
@@ -14,9 +15,9 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { counterSlots, DEFAULT_OBJECT } from '../src/dataplane/index.js';
-import { closeFd, mapInfo, mapLookup, numPossibleCpus, objGet, testRun } from '../src/dataplane/libbpf.js';
+import { BPF_ANY, closeFd, mapInfo, mapUpdate, numPossibleCpus, objGet, testRun } from '../src/dataplane/libbpf.js';
 import { BPF_MAP_TYPE_ARRAY, counterLookup } from '../src/dataplane/counter-map.js';
-import { decodePercpuCounter, MUP_EVENT_SLOTS } from '../src/dataplane/codec.js';
+import { decodePercpuCounter, MUP_EVENT_SLOTS, MUP_RETIRED_SLOT } from '../src/dataplane/codec.js';
 import { parseConfig } from '../src/config/load.js';
 import { TestDaemon } from './helpers/daemon.js';
 
@@ -42,34 +43,46 @@ function pinned(pin: string): { type: number; maxEntries: number } {
   }
 }
 
-/** Bytes of a little-endian number, as bpftool takes them. */
-const le = (v: number, n: number): string[] => Array.from({ length: n }, (_, i) => String(Math.floor(v / 256 ** i) % 256));
-
 /**
  * Put a PERCPU_ARRAY of `slots` slots where the counters are pinned, as an older daemon pinned them,
- * `seeded` slot -> packets in it (bytes: 100 x packets; bpftool writes the value to every CPU's copy).
- * Returns each slot's packets summed over the CPUs, as read back.
+ * `seeded` slot -> packets: CPU c's copy holds (c + 1) x that many (bytes: 100 x packets).
+ * Returns each seeded slot's value as written (every CPU's copy, the per-CPU layout).
  */
-async function olderCounters(pin: string, slots: number, seeded: ReadonlyMap<number, number> = new Map()): Promise<Map<number, bigint>> {
+async function olderCounters(pin: string, slots: number, seeded: ReadonlyMap<number, number> = new Map()): Promise<Map<number, Buffer>> {
   unlinkSync(pin);
   await execa('bpftool', ['map', 'create', pin, 'type', 'percpu_array', 'key', '4', 'value', '16', 'entries', String(slots), 'name', 'mup_counters']);
-  for (const [slot, packets] of seeded) {
-    await execa('bpftool', ['map', 'update', 'pinned', pin, 'key', ...le(slot, 4), 'value', ...le(packets, 8), ...le(100 * packets, 8)]);
-  }
   const fd = objGet(pin, 'counters');
   try {
     const n = numPossibleCpus();
-    return new Map(
-      [...seeded.keys()].map((slot) => {
-        const key = Buffer.alloc(4);
-        key.writeUInt32LE(slot);
-        return [slot, decodePercpuCounter(mapLookup(fd, key, 16 * n)!, n).packets];
-      }),
-    );
+    const out = new Map<number, Buffer>();
+    for (const [slot, packets] of seeded) {
+      const key = Buffer.alloc(4);
+      key.writeUInt32LE(slot);
+      const value = Buffer.alloc(16 * n);
+      for (let c = 0; c < n; c++) {
+        value.writeBigUInt64LE(BigInt((c + 1) * packets), 16 * c);
+        value.writeBigUInt64LE(BigInt(100 * (c + 1) * packets), 16 * c + 8);
+      }
+      mapUpdate(fd, key, value, BPF_ANY, 'counters');
+      out.set(slot, value);
+    }
+    return out;
   } finally {
     closeFd(fd);
   }
 }
+
+/** Slot `slot` of the counters pinned at `pin` (every CPU's copy, the per-CPU layout). */
+function slotOf(pin: string, slot: number): Buffer {
+  const fd = objGet(pin, 'counters');
+  try {
+    return counterLookup(fd, slot, numPossibleCpus());
+  } finally {
+    closeFd(fd);
+  }
+}
+
+const packetsOf = (v: Buffer): number => Number(decodePercpuCounter(v, numPossibleCpus()).packets);
 
 /** Packets in event slot 0 of the counters pinned at `pin`, after a frame the pinned program passes (not IP) ran through it. */
 function countedByPinnedProgram(prog: string, pin: string): bigint {
@@ -116,17 +129,22 @@ describe.skipIf(!isRoot || !haveObject)('counters pinned by an older daemon (one
     expect(d.log).toMatch(/"programLoad":"early/);
     expect(pinned(pin)).toMatchObject({ type: BPF_MAP_TYPE_ARRAY, maxEntries: slots * numPossibleCpus() });
     expect((await rows()).map((r) => [r.name, r.rule])).toEqual(before.map((r) => [r.name, r.rule]));
-    expect(d.log).toMatch(/"carried":3/);
-    // The old map's counts are in the new one: the event's, a's, and the free slot's in H.M.GTP4.D's total (its slot zeroed).
+    expect(d.log).toMatch(/"carried":3[,}]/);
+    // The old map's counts are in the new one, each CPU's copy where it was: the event's and a's.
     const counts = async (): Promise<{ events: Record<string, { packets: number }>; functions: Record<string, { packets: number }> }> =>
       (await d.api('GET', '/v1/counters?rules=none')).body as { events: Record<string, { packets: number }>; functions: Record<string, { packets: number }> };
-    const event0 = Number(had.get(0)!);
-    expect(event0).toBeGreaterThanOrEqual(9);
+    expect(slotOf(pin, 0)).toEqual(had.get(0));
+    expect(slotOf(pin, MUP_EVENT_SLOTS + a)).toEqual(had.get(MUP_EVENT_SLOTS + a));
+    const event0 = packetsOf(had.get(0)!);
     expect((await counts()).events['pass_not_ip']!.packets).toBe(event0);
     const ruleA = await d.api('GET', '/v1/counters?rule=a');
     expect(ruleA.status, ruleA.text).toBe(200);
-    expect((ruleA.body as { rule: { packets: number } }).rule.packets).toBe(Number(had.get(MUP_EVENT_SLOTS + a)!));
-    expect((await counts()).functions['h_m_gtp4_d']!.packets).toBe(Number(had.get(MUP_EVENT_SLOTS + a)! + had.get(MUP_EVENT_SLOTS + free)!));
+    expect((ruleA.body as { rule: { packets: number } }).rule.packets).toBe(packetsOf(had.get(MUP_EVENT_SLOTS + a)!));
+    // The free slot's count was carried before the takeover's scan, which zeroed the slot and retired its
+    // count into H.M.GTP4.D's retired slot (the first function's): in the total, and nowhere else.
+    expect(packetsOf(slotOf(pin, MUP_EVENT_SLOTS + free))).toBe(0);
+    expect(packetsOf(slotOf(pin, MUP_RETIRED_SLOT))).toBe(packetsOf(had.get(MUP_EVENT_SLOTS + free)!));
+    expect((await counts()).functions['h_m_gtp4_d']!.packets).toBe(packetsOf(had.get(MUP_EVENT_SLOTS + a)!) + packetsOf(had.get(MUP_EVENT_SLOTS + free)!));
     // The running program counts into the pinned map.
     expect(countedByPinnedProgram(join(d.bpffs, 'mup', d.instance, 'prog'), pin)).toBe(BigInt(event0 + 1));
     expect((await counts()).events['pass_not_ip']!.packets).toBe(event0 + 1);

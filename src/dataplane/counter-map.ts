@@ -156,7 +156,10 @@ export function addOlderCounters(fd: number, older: number, ncpus: number): numb
   const slots = counterSlotsOf(fd, ncpus);
   const info = mapInfo(older, NAME);
   if (info.type !== BPF_MAP_TYPE_PERCPU_ARRAY || info.maxEntries !== slots || info.valueSize !== COUNTER_STRIDE) {
-    throw new RangeError(`the older counters (type ${info.type}, ${info.maxEntries} elements of ${info.valueSize} bytes) are not ${slots} per-CPU slots of ${COUNTER_STRIDE} bytes`);
+    throw new RangeError(
+      `the older counters (type ${info.type}, ${info.maxEntries} elements of ${info.valueSize} bytes) are not ${slots} per-CPU slots of ${COUNTER_STRIDE} bytes: ` +
+        'start with --replace-tables (fresh tables, the counters from zero)',
+    );
   }
   const stride = COUNTER_STRIDE * ncpus;
   let carried = 0;

@@ -580,9 +580,9 @@ function openObject(file: string, s: Settings, reuse: DataplaneOptions['reuse'])
         ...(reuse.sessions === undefined ? [] : [[sessions, reuse.sessions, MAP_SESSIONS, 'sessions'] as const]),
       ] as const) {
         const info = mapInfo(fd, name);
-        // An older daemon's counters, one per-CPU element a slot: a new map is made (its counts start from
-        // zero; the daemon pins it), if its size says the same table sizes. Its id stays in reusedIds, as
-        // the pins' are now.
+        // An older daemon's counters, one per-CPU element a slot: a new map is made (fill() adds their counts
+        // in: FillOptions.olderCounters; the daemon pins it), if its size says the same table sizes. Its id
+        // stays in reusedIds, as the pins' are now.
         const older = name === MAP_COUNTERS && isPercpuCounters(fd);
         // The counters' size in slots (a copy per CPU of each: elements = slots x CPUs).
         const has = name === MAP_COUNTERS && !older ? info.maxEntries / ncpus : info.maxEntries;
