@@ -35,20 +35,15 @@ export function isPercpuCounters(fd: number): boolean {
   return mapInfo(fd, NAME).type === BPF_MAP_TYPE_PERCPU_ARRAY;
 }
 
+/** Whether the counter slot at byte `at` of `raw` (`stride` bytes: every CPU's copy) is zero. */
+export function slotIsZero(raw: Buffer, at: number, stride: number): boolean {
+  for (let b = at; b < at + stride; b++) if (raw[b] !== 0) return false;
+  return true;
+}
+
 /** Slots of the counter map `fd` (its elements over the CPUs). */
 export function counterSlotsOf(fd: number, ncpus: number): number {
   return Math.floor(mapInfo(fd, NAME).maxEntries / ncpus);
-}
-
-/** Scratch for one CPU's part of a batch read: reused, grown when short. */
-let scratch = new Uint8Array(0);
-let scratchKeys = Buffer.alloc(0);
-
-function scratchFor(bytes: number, keys: number): { values: Buffer; keys: Buffer } {
-  // Never small: a small typed array may live on V8's moving heap, and koffi is given its address.
-  if (scratch.length < bytes) scratch = new Uint8Array(Math.max(bytes, 4096));
-  if (scratchKeys.length < keys) scratchKeys = Buffer.alloc(Math.max(keys, 4096));
-  return { values: Buffer.from(scratch.buffer, 0, bytes), keys: scratchKeys };
 }
 
 const PAGE = 4096;
@@ -65,6 +60,30 @@ const WORDS = COUNTER_STRIDE / 8;
 export const COUNTER_MMAP_FROM = 64;
 
 /**
+ * Scratch for one CPU's part of a batch read (fewer than COUNTER_MMAP_FROM
+ * slots), reused. Not small: a small typed array may live on V8's moving
+ * heap, and koffi is given its address.
+ */
+const PART = { values: Buffer.from(new ArrayBuffer(Math.max(4096, COUNTER_MMAP_FROM * COUNTER_STRIDE))), keys: Buffer.from(new ArrayBuffer(4096)) };
+
+/**
+ * Run `use` on slots first..first+count-1 of CPU c's copies in a mapping
+ * of the map (`view`: the ArrayBuffer of the mapping, `at`: the byte of
+ * slot `first` in it), unmapped after: nothing of the mapping may outlive
+ * `use`.
+ */
+function withCpuPart(fd: number, c: number, slots: number, first: number, count: number, readOnly: boolean, use: (view: ArrayBuffer, at: number) => void): void {
+  const from = (c * slots + first) * COUNTER_STRIDE;
+  const offset = Math.floor(from / PAGE) * PAGE;
+  const m = mapMmap(fd, from + count * COUNTER_STRIDE - offset, NAME, offset, { readOnly });
+  try {
+    use(m.memory, from - offset);
+  } finally {
+    mapMunmap(m);
+  }
+}
+
+/**
  * Slots first..first+count-1 of CPU c's copies, as 64-bit words (two a
  * slot), into `out` (Float64Array: an 8-byte load and store a word, so a
  * count the program writes meanwhile is never read half old, half new;
@@ -72,17 +91,11 @@ export const COUNTER_MMAP_FROM = 64;
  * double and copies exactly) from word `at`, `step` words apart.
  */
 function copyMapped(fd: number, c: number, slots: number, first: number, count: number, out: Float64Array, at: number, step: number): void {
-  const from = (c * slots + first) * COUNTER_STRIDE;
-  const offset = Math.floor(from / PAGE) * PAGE;
-  const m = mapMmap(fd, from + count * COUNTER_STRIDE - offset, NAME, offset, { readOnly: true });
   noteMappedRead(fd, count);
-  try {
-    const src = new Float64Array(m.memory, from - offset, count * WORDS);
+  withCpuPart(fd, c, slots, first, count, true, (view, byte) => {
+    const src = new Float64Array(view, byte, count * WORDS);
     for (let i = 0, o = at, p = 0; i < count; i++, o += step) for (let w = 0; w < WORDS; w++) out[o + w] = src[p++]!;
-  } finally {
-    // The view is not used past here: its memory goes with the mapping.
-    mapMunmap(m);
-  }
+  });
 }
 
 /**
@@ -106,10 +119,9 @@ export function counterRange(fd: number, first: number, count: number, ncpus: nu
     return out;
   }
   if (ncpus === 1) return mapLookupArrayRange(fd, first, count, stride, NAME, into === undefined ? undefined : { values: out, keys: into.keys });
-  const part = scratchFor(COUNTER_STRIDE * count, 4 * count);
   for (let c = 0; c < ncpus; c++) {
-    mapLookupArrayRange(fd, c * slots + first, count, COUNTER_STRIDE, NAME, part);
-    for (let i = 0; i < count; i++) part.values.copy(out, i * stride + c * COUNTER_STRIDE, i * COUNTER_STRIDE, (i + 1) * COUNTER_STRIDE);
+    mapLookupArrayRange(fd, c * slots + first, count, COUNTER_STRIDE, NAME, PART);
+    for (let i = 0; i < count; i++) PART.values.copy(out, i * stride + c * COUNTER_STRIDE, i * COUNTER_STRIDE, (i + 1) * COUNTER_STRIDE);
   }
   return out;
 }
@@ -165,30 +177,20 @@ export function addOlderCounters(fd: number, older: number, ncpus: number): numb
   let carried = 0;
   for (let first = 0; first < slots; first += CARRY_CHUNK) {
     const n = Math.min(CARRY_CHUNK, slots - first);
-    const read = mapLookupArrayRange(older, first, n, stride, NAME);
-    const raw = read.byteOffset % 8 === 0 ? read : Buffer.from(new Uint8Array(read));
+    // A Buffer of its own (offset 0): its words are 8-byte aligned.
+    const raw = mapLookupArrayRange(older, first, n, stride, NAME);
     const words = new BigUint64Array(raw.buffer, raw.byteOffset, raw.length / 8);
     const nonzero: number[] = [];
-    for (let i = 0; i < n; i++) if (!isZero(raw, i * stride, stride)) nonzero.push(i);
+    for (let i = 0; i < n; i++) if (!slotIsZero(raw, i * stride, stride)) nonzero.push(i);
     if (nonzero.length === 0) continue;
     carried += nonzero.length;
     for (let c = 0; c < ncpus; c++) {
-      const from = (c * slots + first) * COUNTER_STRIDE;
-      const offset = Math.floor(from / PAGE) * PAGE;
-      const m = mapMmap(fd, from + n * COUNTER_STRIDE - offset, NAME, offset);
-      try {
-        const dst = new BigUint64Array(m.memory, from - offset, n * WORDS);
+      withCpuPart(fd, c, slots, first, n, false, (view, byte) => {
+        const dst = new BigUint64Array(view, byte, n * WORDS);
         // BigUint64Array stores wrap at 2^64, as the program's adds do.
         for (const i of nonzero) for (let w = 0; w < WORDS; w++) dst[i * WORDS + w] = dst[i * WORDS + w]! + words[(i * ncpus + c) * WORDS + w]!;
-      } finally {
-        mapMunmap(m);
-      }
+      });
     }
   }
   return carried;
-}
-
-function isZero(b: Buffer, at: number, n: number): boolean {
-  for (let i = at; i < at + n; i++) if (b[i] !== 0) return false;
-  return true;
 }

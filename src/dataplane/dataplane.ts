@@ -54,8 +54,8 @@ import { ifIndex, inNetns, NetnsError } from './netns.js';
 import { graceClock } from './grace.js';
 import type { WriteThread } from './write-thread.js';
 import { markNewNextHopMaps } from './nexthop-fresh.js';
-import { addOlderCounters, counterElements, counterRange, isPercpuCounters } from './counter-map.js';
-import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, TablesRefusedError, maxSessionsOf, readSlotCounts, slotIsZero, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
+import { addOlderCounters, BPF_MAP_TYPE_PERCPU_ARRAY, counterElements, counterRange, slotIsZero } from './counter-map.js';
+import { MAP_CONFIG, MAP_COUNTERS, MAP_LOCALSIDS, MAP_POLICIES, MAP_SESSIONS, Tables, TablesRefusedError, maxSessionsOf, readSlotCounts, zeroCounterSlots, type ApplyResult, type Changes, type TableFds } from './tables.js';
 
 export { DEFAULT_OBJECT } from '../host/paths.js';
 import { DEFAULT_OBJECT } from '../host/paths.js';
@@ -583,7 +583,7 @@ function openObject(file: string, s: Settings, reuse: DataplaneOptions['reuse'])
         // An older daemon's counters, one per-CPU element a slot: a new map is made (fill() adds their counts
         // in: FillOptions.olderCounters; the daemon pins it), if its size says the same table sizes. Its id
         // stays in reusedIds, as the pins' are now.
-        const older = name === MAP_COUNTERS && isPercpuCounters(fd);
+        const older = name === MAP_COUNTERS && info.type === BPF_MAP_TYPE_PERCPU_ARRAY;
         // The counters' size in slots (a copy per CPU of each: elements = slots x CPUs).
         const has = name === MAP_COUNTERS && !older ? info.maxEntries / ncpus : info.maxEntries;
         if (has !== want[name]) throw new TableSizeError(name, has, want[name]);

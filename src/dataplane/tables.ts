@@ -80,7 +80,7 @@ import {
   type MapMapping,
 } from './libbpf.js';
 import { WriteThread } from './write-thread.js';
-import { counterLookup, counterRange, counterUpdate } from './counter-map.js';
+import { counterLookup, counterRange, counterUpdate, slotIsZero } from './counter-map.js';
 import { graceClock } from './grace.js';
 import { nextTurn, SliceClock } from '../host/slice-clock.js';
 
@@ -121,12 +121,6 @@ const U64_MASK = (1n << 64n) - 1n;
 export interface SlotCounts {
   packets: bigint;
   bytes: bigint;
-}
-
-/** Whether the counter slot at byte `at` of `raw` (`stride` bytes: every CPU's copy) is zero. */
-export function slotIsZero(raw: Buffer, at: number, stride: number): boolean {
-  for (let b = at; b < at + stride; b++) if (raw[b] !== 0) return false;
-  return true;
 }
 
 /** Slots this close together are read in one range (counterRange: those between them are read too). */
