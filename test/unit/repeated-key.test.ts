@@ -23,6 +23,10 @@ describe('repeatedKey', () => {
     ['whitespace between tokens', '{ "a" : 1 ,\n "b" : [ 1 , { "c" : 1 , "c" : 2 } ] }', 'b[1].c'],
     ['many keys in one object, repeated late', `{${Array.from({ length: 40 }, (_, i) => `"k${i}":${i}`).join(',')},"k3":0}`, 'k3'],
     ['many keys in one object, none repeated', `{${Array.from({ length: 40 }, (_, i) => `"k${i}":${i}`).join(',')}}`, undefined],
+    ['many keys in one object, the repeat spelled with an escape', `{${Array.from({ length: 40 }, (_, i) => `"k${i}":${i}`).join(',')},"\\u006b7":0}`, 'k7'],
+    ['an object of 20,000 keys, repeated last', `{${Array.from({ length: 20_000 }, (_, i) => `"key${i}":${i}`).join(',')},"key19999":0}`, 'key19999'],
+    ['nested objects deeper than the one before, the frames reused', '[{"a":{"b":{"c":1}}},{"a":{"b":1,"c":{"d":1,"d":2}}}]', '[1].a.c.d'],
+    ['a frame reused keeps no key of the object before it', '[{"a":1,"b":2},{"b":1,"a":2}]', undefined],
     ['scalars', '"text"', undefined],
   ])('%s', (_name, text, want) => {
     JSON.parse(text); // valid JSON, as readBody gives it
