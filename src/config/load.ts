@@ -1670,7 +1670,7 @@ function readIpv6Prefix(src: Source, path: Path, v: unknown, maxLen: number, why
   // policies) is parsed once and its prefix object shared; text that drew a
   // warning is parsed again each time, so each occurrence is reported. Keys
   // (local SIDs) are unique: nothing to share.
-  const cached = shared ? (src.v6Prefixes.get(s) ?? sharedPrefixes.get(s)) : undefined;
+  const cached = shared ? (src.v6PrefixesIfAny?.get(s) ?? sharedPrefixes.get(s)) : undefined;
   let p: Ipv6Prefix;
   if (cached !== undefined) {
     p = cached;
@@ -1703,7 +1703,7 @@ function keepShared(src: Source, s: string, p: Ipv6Prefix): void {
  * the caller's to check, per field.
  */
 function sharedV6Prefix(src: Source, s: string): Ipv6Prefix | undefined {
-  const cached = src.v6Prefixes.get(s) ?? sharedPrefixes.get(s);
+  const cached = src.v6PrefixesIfAny?.get(s) ?? sharedPrefixes.get(s);
   if (cached !== undefined) return cached;
   const p = ownV6Prefix(s);
   if (p !== undefined) keepShared(src, s, p);
@@ -2026,7 +2026,7 @@ class Source {
      * Parsed IPv6 prefixes by text (readIpv6Prefix), the positions' parse,
      * and whether the tree's strings are slices of the text: shared with fork()s.
      */
-    private readonly shared: { readonly v6Prefixes: Map<string, Ipv6Prefix>; doc?: { doc: Document; lines: LineCounter }; fresh?: boolean } = { v6Prefixes: new Map() },
+    private readonly shared: { v6Prefixes?: Map<string, Ipv6Prefix>; doc?: { doc: Document; lines: LineCounter }; fresh?: boolean } = {},
   ) {}
 
   /** The tree came from JSON.parse (the file was JSON): its strings are its own, not slices of the text. */
@@ -2049,7 +2049,12 @@ class Source {
     return this.input === undefined ? undefined : textOf(this.input);
   }
 
+  /** Made when first set: an API rule's Source (one a rule of a batch) finds its prefixes in sharedPrefixes and never needs one. */
   get v6Prefixes(): Map<string, Ipv6Prefix> {
+    return (this.shared.v6Prefixes ??= new Map());
+  }
+
+  get v6PrefixesIfAny(): Map<string, Ipv6Prefix> | undefined {
     return this.shared.v6Prefixes;
   }
 

@@ -14,7 +14,7 @@ import { checkAdvertiseHasBgp, clipped, describe, placed } from '../config/load.
 import type { LocalSid } from '../config/types.js';
 import { API_WHERE } from '../config/keys.js';
 import type { Changes } from '../dataplane/tables.js';
-import { JsonLine, learnedDeleteText, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
+import { JsonLine, learnedDeleteText, writeDeleteLine, writePutLine, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SLICE_MS, SliceClock } from '../host/slice-clock.js';
 
@@ -56,6 +56,10 @@ export interface BatchPlan {
 }
 
 const KIND_NAMES = Object.keys(RULE_KINDS) as RuleKind[];
+
+/** An operation's path, and its rule's, made only for an error: 10,000 operations a request. */
+const atOf = (i: number): string => `operations[${i}]`;
+const whereOf = (i: number, kind: string): string => `operations[${i}].${kind}`;
 
 function fail(i: number, path: string, status: 409 | 422, code: string, message: string): never {
   throw new BatchError(`operations[${i}]${message.startsWith(':') ? '' : ': '}${message}`, status, code, i, path);
@@ -146,56 +150,63 @@ class Planner {
   step(raw: unknown, i: number): void {
     const results = this.#results;
     const counts = this.#counts;
-    const at = `operations[${i}]`;
-    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail(i, at, 422, 'invalid', 'expected {"op": "add"|"replace"|"delete", "<kind>": {...}}');
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail(i, atOf(i), 422, 'invalid', 'expected {"op": "add"|"replace"|"delete", "<kind>": {...}}');
     const o = raw as Record<string, unknown>;
     const op = o['op'];
-    if (op !== 'add' && op !== 'replace' && op !== 'delete') fail(i, `${at}.op`, 422, 'invalid', `op: expected "add", "replace" or "delete", got ${describe(op)}`);
-    const kinds = Object.keys(o).filter((k) => k !== 'op');
-    const unknown = kinds.find((k) => !KIND_NAMES.includes(k as RuleKind));
+    if (op !== 'add' && op !== 'replace' && op !== 'delete') fail(i, `${atOf(i)}.op`, 422, 'invalid', `op: expected "add", "replace" or "delete", got ${describe(op)}`);
+    // The operation's keys other than op, in Object.keys's order, with no list made of them (an operation is one of
+    // 10,000 a request): the first that is not a kind is the error, then a count other than one.
+    let kinds = 0;
+    let first: string | undefined;
+    let unknown: string | undefined;
+    for (const key in o) {
+      if (key === 'op' || !Object.hasOwn(o, key)) continue;
+      kinds++;
+      first ??= key;
+      if (unknown === undefined && !KIND_NAMES.includes(key as RuleKind)) unknown = key;
+    }
     if (unknown !== undefined) {
       const named = clipped(unknown, 40);
-      fail(i, `${at}.${named}`, 422, 'invalid', `${named}: not a kind of rule; use one of ${KIND_NAMES.join(', ')}`);
+      fail(i, `${atOf(i)}.${named}`, 422, 'invalid', `${named}: not a kind of rule; use one of ${KIND_NAMES.join(', ')}`);
     }
-    if (kinds.length !== 1) fail(i, at, 422, 'invalid', `give exactly one of ${KIND_NAMES.join(', ')} (got ${kinds.length})`);
-    const kind = kinds[0] as RuleKind;
+    if (kinds !== 1) fail(i, atOf(i), 422, 'invalid', `give exactly one of ${KIND_NAMES.join(', ')} (got ${kinds})`);
+    const kind = first as RuleKind;
     const k = RULE_KINDS[kind];
-    const where = `${at}.${kind}`;
     const entry = o[kind];
     if (op === 'delete') {
-      if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) fail(i, where, 422, 'invalid', `${kind}: expected {"${k.keyName}": PREFIX} or {"name": NAME}`);
+      if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) fail(i, whereOf(i, kind), 422, 'invalid', `${kind}: expected {"${k.keyName}": PREFIX} or {"name": NAME}`);
       const e = entry as Record<string, unknown>;
       const allowed = [k.keyName, 'name', ...(kind === 'policy' ? ['teid'] : [])];
       const bad = Object.keys(e).find((x) => !allowed.includes(x));
-      if (bad !== undefined) fail(i, `${where}.${bad}`, 422, 'invalid', `${kind}.${bad}: a delete names the rule only: ${allowed.join(', ')}`);
+      if (bad !== undefined) fail(i, `${whereOf(i, kind)}.${bad}`, 422, 'invalid', `${kind}.${bad}: a delete names the rule only: ${allowed.join(', ')}`);
       const keyText = e[k.keyName];
       const name = e['name'];
-      if ((keyText === undefined) === (name === undefined)) fail(i, where, 422, 'invalid', `${kind}: give ${k.keyName} or name (one of them)`);
+      if ((keyText === undefined) === (name === undefined)) fail(i, whereOf(i, kind), 422, 'invalid', `${kind}: give ${k.keyName} or name (one of them)`);
       // teid is part of a key (match + teid), never of a name: with a name it was ignored, and the
       // name's rule deleted whatever its TEID prefix.
-      if (name !== undefined && e['teid'] !== undefined) fail(i, `${where}.teid`, 422, 'invalid', `${kind}.teid: goes with ${k.keyName} (the key is the match and the TEID prefix); a delete by name names the rule alone`);
+      if (name !== undefined && e['teid'] !== undefined) fail(i, `${whereOf(i, kind)}.teid`, 422, 'invalid', `${kind}.teid: goes with ${k.keyName} (the key is the match and the TEID prefix); a delete by name names the rule alone`);
       let key: string | undefined;
       let old: Rule | undefined;
       if (keyText !== undefined) {
-        if (typeof keyText !== 'string') fail(i, `${where}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: expected a prefix as a string`);
+        if (typeof keyText !== 'string') fail(i, `${whereOf(i, kind)}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: expected a prefix as a string`);
         const teid = e['teid'];
-        if (teid !== undefined && typeof teid !== 'string') fail(i, `${where}.teid`, 422, 'invalid', `${kind}.teid: expected VALUE/BITS as a string`);
+        if (teid !== undefined && typeof teid !== 'string') fail(i, `${whereOf(i, kind)}.teid`, 422, 'invalid', `${kind}.teid: expected VALUE/BITS as a string`);
         try {
           key = k.canonicalKey(teid === undefined ? keyText : `${keyText} teid ${teid}`);
         } catch (err) {
-          fail(i, `${where}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: ${(err as Error).message}`);
+          fail(i, `${whereOf(i, kind)}.${k.keyName}`, 422, 'invalid', `${kind}.${k.keyName}: ${(err as Error).message}`);
         }
         old = this.#cur(kind, key);
         if (old === undefined) {
-          if (this.#set.learned(kind).has(key)) fail(i, `${where}.${k.keyName}`, 409, 'learned', learnedDeleteText(kind));
-          fail(i, `${where}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to delete`);
+          if (this.#set.learned(kind).has(key)) fail(i, `${whereOf(i, kind)}.${k.keyName}`, 409, 'learned', learnedDeleteText(kind));
+          fail(i, `${whereOf(i, kind)}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to delete`);
         }
       } else {
-        if (typeof name !== 'string') fail(i, `${where}.name`, 422, 'invalid', `${kind}.name: expected a string`);
+        if (typeof name !== 'string') fail(i, `${whereOf(i, kind)}.name`, 422, 'invalid', `${kind}.name: expected a string`);
         key = this.#ownerOf(kind, name);
         if (key === undefined) {
-          if (this.#set.findLearned(kind, { name }) !== undefined) fail(i, `${where}.name`, 409, 'learned', learnedDeleteText(kind));
-          fail(i, `${where}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(clipped(name, 80))} to delete`);
+          if (this.#set.findLearned(kind, { name }) !== undefined) fail(i, `${whereOf(i, kind)}.name`, 409, 'learned', learnedDeleteText(kind));
+          fail(i, `${whereOf(i, kind)}.name`, 409, 'no_such_rule', `no ${k.label} named ${JSON.stringify(clipped(name, 80))} to delete`);
         }
       }
       this.#change(kind, key, old ?? this.#cur(kind, key), null);
@@ -205,33 +216,34 @@ class Planner {
     }
     let rule: Rule;
     try {
-      rule = k.parse(entry, where);
-      if (kind === 'localsid') checkAdvertiseHasBgp(rule as LocalSid, this.#set.config.bgp, where);
+      // Named API_WHERE, as the rule set names it (the error's path is the operation's, made below).
+      rule = k.parse(entry, API_WHERE);
+      if (kind === 'localsid') checkAdvertiseHasBgp(rule as LocalSid, this.#set.config.bgp, whereOf(i, kind));
     } catch (err) {
       if (err instanceof ConfigError) {
-        const path = err.path === '' ? where : `${where}${err.path.startsWith('[') ? '' : '.'}${err.path}`;
+        const path = err.path === '' ? whereOf(i, kind) : `${whereOf(i, kind)}${err.path.startsWith('[') ? '' : '.'}${err.path}`;
         fail(i, path, 422, 'invalid', `${kind}${err.path === '' ? '' : `.${err.path}`}: ${err.reason}`);
       }
-      fail(i, where, 422, 'invalid', `${kind}: ${(err as Error).message}`);
+      fail(i, whereOf(i, kind), 422, 'invalid', `${kind}: ${(err as Error).message}`);
     }
     const key = k.key(rule);
     // Learned (BGP) rules keep their keys and names against the API, as for a single change (RuleSet.check).
     const learned = this.#set.learned(kind).get(key);
-    if (learned !== undefined) fail(i, `${where}.${k.keyName}`, 409, 'learned', learnedKeyText(kind, key, learned));
+    if (learned !== undefined) fail(i, `${whereOf(i, kind)}.${k.keyName}`, 409, 'learned', learnedKeyText(kind, key, learned));
     if (rule.name !== undefined && this.#set.findLearned(kind, { name: rule.name }) !== undefined) {
-      fail(i, `${where}.name`, 409, 'name_taken', learnedNameText(kind, rule.name));
+      fail(i, `${whereOf(i, kind)}.name`, 409, 'name_taken', learnedNameText(kind, rule.name));
     }
     const existing = this.#cur(kind, key);
     if (op === 'add' && existing !== undefined) {
-      fail(i, `${where}.${k.keyName}`, 409, 'exists', `a ${k.label} with ${k.keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; use op "replace"`);
+      fail(i, `${whereOf(i, kind)}.${k.keyName}`, 409, 'exists', `a ${k.label} with ${k.keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; use op "replace"`);
     }
     if (op === 'replace' && existing === undefined) {
-      fail(i, `${where}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to replace; use op "add"`);
+      fail(i, `${whereOf(i, kind)}.${k.keyName}`, 409, 'no_such_rule', `no ${k.label} with ${k.keyName} ${key} to replace; use op "add"`);
     }
     if (rule.name !== undefined) {
       const owner = this.#ownerOf(kind, rule.name);
       if (owner !== undefined && owner !== key) {
-        fail(i, `${where}.name`, 409, 'name_taken', `name ${JSON.stringify(rule.name)} is already used by the ${k.label} with ${k.keyName} ${owner}; names must be unique`);
+        fail(i, `${whereOf(i, kind)}.name`, 409, 'name_taken', `name ${JSON.stringify(rule.name)} is already used by the ${k.label} with ${k.keyName} ${owner}; names must be unique`);
       }
     }
     // The rule parsed just now, held by no one else: named in place.
@@ -260,10 +272,9 @@ class Planner {
     for (const [, d] of delta) for (const r of d.values()) hint += r === null ? RECORD_DELETE_BYTES : RECORD_PUT_BYTES;
     const record = new RecordBytes('{"batch":[', hint);
     let first = true;
-    const line = (text: string): void => {
+    const next = (): void => {
       if (!first) record.byte(0x2c /* , */);
       first = false;
-      record.text(text);
     };
     let made = 0;
     const clock = new SliceClock();
@@ -274,17 +285,24 @@ class Planner {
       const dels: Rule[] = [];
       const undoPuts: Rule[] = [];
       const undoDels: Rule[] = [];
-      for (const [key, r] of d) {
+      // Keys and rules as two lists: a Map's [key, rule] pair per entry was garbage the young generation copied.
+      const keys = [...d.keys()];
+      const rules = [...d.values()];
+      for (let at = 0; at < keys.length; at++) {
+        const key = keys[at]!;
+        const r = rules[at]!;
         const before = base.get(key);
         if (++made % FINISH_SLICE === 0 || clock.tick()) yield;
         if (r !== null) {
           puts.push(r);
-          line(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base: set.base(kind, key) }));
+          next();
+          writePutLine(record, kind, r, set.base(kind, key));
           if (before === undefined) undoDels.push(r);
           else undoPuts.push(before);
         } else if (before !== undefined) {
           dels.push(before);
-          line(JSON.stringify({ del: kind, key, base: set.base(kind, key) }));
+          next();
+          writeDeleteLine(record, kind, key, set.base(kind, key));
           undoPuts.push(before);
         }
       }
@@ -342,6 +360,76 @@ export class RecordBytes {
     // At most three bytes a UTF-16 unit.
     this.#room(s.length * 3);
     this.#at += this.#buf.write(s, this.#at, 'utf8');
+  }
+
+  /**
+   * `s` as a JSON string (JSON.stringify(s)'s bytes): written as it is
+   * between quotes when it is printable ASCII without a quote or a
+   * backslash (key texts, addresses: no string made), else through
+   * JSON.stringify.
+   */
+  jsonString(s: string): void {
+    const n = s.length;
+    if (n > 64) return this.text(JSON.stringify(s));
+    for (let i = 0; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return this.text(JSON.stringify(s));
+    }
+    this.#room(n + 2);
+    const b = this.#buf;
+    let at = this.#at;
+    b[at++] = 0x22;
+    for (let i = 0; i < n; i++) b[at++] = s.charCodeAt(i);
+    b[at++] = 0x22;
+    this.#at = at;
+  }
+
+  /** Printable ASCII `s` as it is (the caller knows it is: JSON punctuation and member names). */
+  ascii(s: string): void {
+    const n = s.length;
+    this.#room(n);
+    const b = this.#buf;
+    let at = this.#at;
+    for (let i = 0; i < n; i++) b[at++] = s.charCodeAt(i);
+    this.#at = at;
+  }
+
+  /** A number as JSON.stringify writes it: digits for a safe non-negative integer, JSON.stringify's text for any other. */
+  number(v: number): void {
+    if (!Number.isSafeInteger(v) || v < 0) return this.text(JSON.stringify(v));
+    this.#room(16);
+    const b = this.#buf;
+    if (v < 10) {
+      b[this.#at++] = 0x30 + v;
+      return;
+    }
+    let digits = 0;
+    for (let x = v; x > 0; x = Math.floor(x / 10)) digits++;
+    let at = this.#at + digits;
+    this.#at = at;
+    for (let x = v; x > 0; x = Math.floor(x / 10)) b[--at] = 0x30 + (x % 10);
+  }
+
+  /** An IPv4 address's dotted quad (formatIpv4's text), without its quotes. */
+  ipv4(addr: number): void {
+    this.number(addr >>> 24);
+    this.byte(0x2e);
+    this.number((addr >>> 16) & 0xff);
+    this.byte(0x2e);
+    this.number((addr >>> 8) & 0xff);
+    this.byte(0x2e);
+    this.number(addr & 0xff);
+  }
+
+  /** `v` as 8 lowercase hex digits (formatTeidPrefix's). */
+  hex8(v: number): void {
+    this.#room(8);
+    const b = this.#buf;
+    for (let i = 7; i >= 0; i--) {
+      const d = (v >>> (4 * (7 - i))) & 0xf;
+      b[this.#at + i] = d < 10 ? 0x30 + d : 0x57 + d;
+    }
+    this.#at += 8;
   }
 
   /**

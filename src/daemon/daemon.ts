@@ -2248,7 +2248,12 @@ export class Daemon {
           const set = this.#rules.rules(kind);
           const puts = overlay[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
           const dels = overlay[RULE_KINDS[kind].overlay.del];
-          for (const [key, r] of d) {
+          // Two lists, not a [key, rule] pair per entry (batch.ts finish).
+          const keys = [...d.keys()];
+          const rules = [...d.values()];
+          for (let at = 0; at < keys.length; at++) {
+            const key = keys[at]!;
+            const r = rules[at]!;
             if (slice.tick()) await nextTurn();
             was.push({ kind, key, rule: set.get(key), put: puts.get(key), del: dels.has(key) });
             if (r === null) this.#rules.delete(kind, key);
