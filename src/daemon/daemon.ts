@@ -2245,7 +2245,8 @@ export class Daemon {
         t2 = performance.now();
         const slice = new SliceClock();
         for (const [kind, d] of plan.delta) {
-          const set = this.#rules.rules(kind);
+          // The set's rule at each key as the plan found it (the set has not changed since: this serial section).
+          const before = plan.before.get(kind)!;
           const puts = overlay[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
           const dels = overlay[RULE_KINDS[kind].overlay.del];
           // Two lists, not a [key, rule] pair per entry (batch.ts finish).
@@ -2255,9 +2256,10 @@ export class Daemon {
             const key = keys[at]!;
             const r = rules[at]!;
             if (slice.tick()) await nextTurn();
-            was.push({ kind, key, rule: set.get(key), put: puts.get(key), del: dels.has(key) });
-            if (r === null) this.#rules.delete(kind, key);
-            else this.#rules.put(kind, r);
+            const rule = before.get(key);
+            was.push({ kind, key, rule, put: puts.get(key), del: dels.has(key) });
+            if (r === null) this.#rules.delete(kind, key, rule);
+            else this.#rules.put(kind, r, rule);
           }
         }
       } finally {

@@ -490,6 +490,11 @@ function keyBytesIndex(k: RuleKindSpec, rules: readonly Rule[]): { byKey: Map<st
   return { byKey, names };
 }
 
+/** A RuleSet method's `current` not given: the method looks the set's rule at the key up itself. */
+export const NOT_LOOKED_UP: unique symbol = Symbol('not looked up');
+/** The set's rule at a key as the caller found it (undefined: none), or NOT_LOOKED_UP. */
+export type Current = Rule | undefined | typeof NOT_LOOKED_UP;
+
 export class RuleSet {
   /** Rules by kind, by key, in order; names to keys. */
   readonly #rules = perKind(() => new Map<string, Rule>());
@@ -705,26 +710,27 @@ export class RuleSet {
     return this.#fileRule(kind, key);
   }
 
-  #fileRule(kind: RuleKind, key: string): Rule | undefined {
+  /** `current`: the set's rule at `key` when the caller has it (NOT_LOOKED_UP: looked up here). */
+  #fileRule(kind: RuleKind, key: string, current: Current = NOT_LOOKED_UP): Rule | undefined {
     const known = this.#fileRules[kind].get(key);
     if (known !== undefined) return known;
     // Never taken by the overlay: the set holds the file's rule, or an API rule, or none.
-    const r = this.#rules[kind].get(key);
+    const r = current === NOT_LOOKED_UP ? this.#rules[kind].get(key) : current;
     return r !== undefined && fromFile(r) ? r : undefined;
   }
 
   /** Note the file's rule at a key before the overlay takes it (nothing to note where the set holds none of the file's). */
-  #keepFileRule(kind: RuleKind, key: string): void {
+  #keepFileRule(kind: RuleKind, key: string, current: Current): void {
     const fileRules = this.#fileRules[kind];
     if (fileRules.has(key)) return;
-    const r = this.#rules[kind].get(key);
+    const r = current === NOT_LOOKED_UP ? this.#rules[kind].get(key) : current;
     if (r !== undefined && fromFile(r)) fileRules.set(key, r);
   }
 
-  #set(k: RuleKindSpec, r: Rule): void {
+  #set(k: RuleKindSpec, r: Rule, current: Current = NOT_LOOKED_UP): void {
     const key = k.key(r);
     const names = this.#names[k.kind];
-    const old = this.#rules[k.kind].get(key);
+    const old = current === NOT_LOOKED_UP ? this.#rules[k.kind].get(key) : current;
     // Its old name, unless another rule has it now (taken in the same batch, put before this one).
     if (old?.name !== undefined && names.get(old.name) === key) names.delete(old.name);
     this.#rules[k.kind].set(key, r);
@@ -777,11 +783,15 @@ export class RuleSet {
     return rule;
   }
 
-  /** Record an add or replace in the set and the overlay. */
-  put(kind: RuleKind, rule: Rule): void {
+  /**
+   * Record an add or replace in the set and the overlay. `current`: the
+   * set's rule at the rule's key (undefined: none) when the caller has
+   * looked it up already (a batch's plan has: BatchPlan.before).
+   */
+  put(kind: RuleKind, rule: Rule, current: Current = NOT_LOOKED_UP): void {
     const k = RULE_KINDS[kind];
     const key = k.key(rule);
-    this.#keepFileRule(kind, key);
+    this.#keepFileRule(kind, key, current);
     const put = this.overlay[k.overlay.put] as Map<string, Rule>;
     const del = this.overlay[k.overlay.del];
     del.delete(key);
@@ -789,27 +799,28 @@ export class RuleSet {
     if (file !== undefined) {
       // The file's own rule again (deleted and added back, or replaced back): its object is kept, not a
       // second one (docs/config.md "Running, saved and API config").
-      this.#set(k, file);
+      this.#set(k, file, current);
       return;
     }
-    this.#set(k, rule);
+    this.#set(k, rule, current);
     put.set(key, rule);
   }
 
-  /** Record a delete (by key) in the set and the overlay. */
-  delete(kind: RuleKind, key: string): void {
+  /** Record a delete (by key) in the set and the overlay. `current`: as put's. */
+  delete(kind: RuleKind, key: string, current: Current = NOT_LOOKED_UP): void {
     const k = RULE_KINDS[kind];
-    this.#keepFileRule(kind, key);
-    const old = this.#rules[kind].get(key);
+    this.#keepFileRule(kind, key, current);
+    const old = current === NOT_LOOKED_UP ? this.#rules[kind].get(key) : current;
     if (old?.name !== undefined && this.#names[kind].get(old.name) === key) this.#names[kind].delete(old.name);
     this.#rules[kind].delete(key);
     this.overlay[k.overlay.put].delete(key);
-    if (this.#fileRule(kind, key) !== undefined) this.overlay[k.overlay.del].add(key);
+    // The set holds no rule at the key now: the file's, if it has one, is in #fileRules (#keepFileRule noted it).
+    if (this.#fileRule(kind, key, undefined) !== undefined) this.overlay[k.overlay.del].add(key);
   }
 
-  /** Digest of the file's rule at this key (null: the file has none): a state record's `base`. */
-  base(kind: RuleKind, key: string): string | null {
-    const r = this.#fileRule(kind, key);
+  /** Digest of the file's rule at this key (null: the file has none): a state record's `base`. `current`: as put's. */
+  base(kind: RuleKind, key: string, current: Current = NOT_LOOKED_UP): string | null {
+    const r = this.#fileRule(kind, key, current);
     return r === undefined ? null : ruleDigest(kind, r);
   }
 
