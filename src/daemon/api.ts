@@ -500,6 +500,8 @@ function* repeatedKeys(text: string): Generator<void, string | undefined> {
     let path = '';
     for (let d = 0; d < depth; d++) {
       const f = frames[d]!;
+      // An object before its first key (not JSON, which the caller has refused already) adds nothing.
+      if (f.isObject && f.key < 0) continue;
       path = f.isObject ? member(path, keyText(f, f.key)) : `${path}[${f.index}]`;
     }
     return path;
