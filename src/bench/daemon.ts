@@ -394,6 +394,19 @@ function apiOnce(socket: string, method: string, path: string, body?: unknown): 
 // ---------------------------------------------------------------------------
 // Measurements
 
+/**
+ * CPU seconds a process has used, all its threads, user + system
+ * (/proc/PID/stat utime + stime, in clock ticks of 1/100 s on Linux): less
+ * moved by the host's other work than the wall time (on this host a run's
+ * wall time moves 10-20 % within minutes), so A/B comparisons read both.
+ */
+function procCpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (in parentheses, which may hold spaces): utime and stime are the 12th and 13th.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
 function procStatus(pid: number): Record<string, number> {
   const out: Record<string, number> = {};
   for (const line of readFileSync(`/proc/${pid}/status`, 'utf8').split('\n')) {
@@ -1560,6 +1573,9 @@ function sessionEntry(i: number): Record<string, unknown> {
   };
 }
 
+/** (i): how long after the batch load its VmRSS is read again (the daemon collects after a quiet second, and compacts: a few seconds). */
+const QUIET_WAIT_MS = 5000;
+
 async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: number[]): Promise<number> {
   const n3 = Math.ceil(n / TEIDS_PER_N3);
   const settings = { max_policies: n + n3, max_localsids: 64, max_sessions: n };
@@ -1621,6 +1637,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
     progress0(`(i) loading them from the file (${(bytes / 1e6).toFixed(0)} MB)`);
     const file = await start();
     const fileRss = procStatus(file.d.pid!);
+    const fileCpu = procCpuSeconds(file.d.pid!);
     const fileTables = await tables();
     const fileBreakdown = breakdown();
     // Said now: the batch load that follows can fail and end the run before the report.
@@ -1630,6 +1647,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
     writeConfig(false);
     progress0(`(i) the same through /v1/batch, ${BATCH_OPS} operations a request`);
     const empty = await start();
+    const cpu0 = procCpuSeconds(empty.d.pid!);
     const t0 = performance.now();
     for (const [kind, entry] of [['policy', teidPolicyEntry], ['session', sessionEntry]] as const) {
       for (let at = 0; at < n; at += BATCH_OPS) {
@@ -1642,8 +1660,13 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
       }
     }
     const batchS = (performance.now() - t0) / 1000;
+    const batchCpu = procCpuSeconds(empty.d.pid!) - cpu0;
     const batchRss = procStatus(empty.d.pid!);
+    // Again once the daemon has had its quiet second (collectAfterBatches, releaseMemoryWhenQuiet): what the
+    // rules hold, apart from the batches' garbage not collected yet when the last answer came.
     const batchTables = await tables();
+    await new Promise((r) => setTimeout(r, QUIET_WAIT_MS));
+    const quietRss = procStatus(empty.d.pid!);
     await stop(empty.d);
 
     const fileS = file.ms / 1000;
@@ -1654,9 +1677,9 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
       `bench:daemon (i)  ${new Date().toISOString()}  ${cpus().length}x ${cpus()[0]?.model ?? '?'}  Linux ${release()}  node ${process.version}  ` +
         `load average at start ${loadAtStart.map((x) => x.toFixed(1)).join(' ')}, at the end ${loadavg().map((x) => x.toFixed(1)).join(' ')} (other work on the host slows every figure)${nodeFlagsNote(o)}`,
       `${n} (N3, TEID) policies on ${n3} N3 addresses + ${n} PE sessions; settings ${JSON.stringify(settings)}`,
-      `from a ${(bytes / 1e6).toFixed(0)} MB JSON config: API answered after ${fileS.toFixed(3)} s; tables ${JSON.stringify(fileTables)}; VmRSS ${rssF.toFixed(1)} MB (RssAnon ${(fileRss['RssAnon'] ?? NaN).toFixed(1)})`,
+      `from a ${(bytes / 1e6).toFixed(0)} MB JSON config: API answered after ${fileS.toFixed(3)} s (the daemon's CPU to then, all its threads: ${fileCpu.toFixed(2)} s); tables ${JSON.stringify(fileTables)}; VmRSS ${rssF.toFixed(1)} MB (RssAnon ${(fileRss['RssAnon'] ?? NaN).toFixed(1)})`,
       `    ${fileBreakdown}`,
-      `through /v1/batch (${Math.ceil(n / BATCH_OPS) * 2} requests of up to ${BATCH_OPS}): ${batchS.toFixed(3)} s; tables ${JSON.stringify(batchTables)}; VmRSS ${rssB.toFixed(1)} MB (RssAnon ${(batchRss['RssAnon'] ?? NaN).toFixed(1)})`,
+      `through /v1/batch (${Math.ceil(n / BATCH_OPS) * 2} requests of up to ${BATCH_OPS}): ${batchS.toFixed(3)} s (the daemon's CPU meanwhile, all its threads: ${batchCpu.toFixed(2)} s); tables ${JSON.stringify(batchTables)}; VmRSS ${rssB.toFixed(1)} MB (RssAnon ${(batchRss['RssAnon'] ?? NaN).toFixed(1)}) right after the last answer, ${(quietRss['VmRSS'] ?? NaN).toFixed(1)} MB ${QUIET_WAIT_MS / 1000} s later (the daemon's collection after a quiet second)`,
       `failed requests: ${failures.length}${failures.length > 0 ? ` (first: ${failures[0]})` : ''}`,
       '',
       'target                                          measured   result',
@@ -1666,7 +1689,7 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
       `VmRSS < ${TARGETS.sessionsRssMB} MB after the batch load            ${rssB.toFixed(1).padStart(8)} MB ${pf(rssB < TARGETS.sessionsRssMB)}`,
     ];
     process.stdout.write(`${out.join('\n')}\n`);
-    if (o.json) process.stdout.write(`${JSON.stringify({ sessions: n, nodeFlags: o.nodeFlags, file: { seconds: fileS, tables: fileTables, memoryMB: fileRss }, batch: { seconds: batchS, tables: batchTables, memoryMB: batchRss }, failures })}\n`);
+    if (o.json) process.stdout.write(`${JSON.stringify({ sessions: n, nodeFlags: o.nodeFlags, file: { seconds: fileS, cpuSeconds: fileCpu, tables: fileTables, memoryMB: fileRss }, batch: { seconds: batchS, cpuSeconds: batchCpu, tables: batchTables, memoryMB: batchRss, quietMemoryMB: quietRss }, failures })}\n`);
     const ok = fileS < TARGETS.sessionsLoadSeconds && batchS < TARGETS.sessionsLoadSeconds && rssF < TARGETS.sessionsRssMB && rssB < TARGETS.sessionsRssMB && all(fileTables) && all(batchTables) && failures.length === 0;
     return ok ? 0 : 1;
   } finally {
