@@ -377,74 +377,19 @@ export class RecordBytes {
     this.#at += this.#buf.write(s, this.#at, 'utf8');
   }
 
-  /**
-   * `s` as a JSON string (JSON.stringify(s)'s bytes): written as it is
-   * between quotes when it is printable ASCII without a quote or a
-   * backslash (key texts, addresses: no string made), else through
-   * JSON.stringify.
-   */
-  jsonString(s: string): void {
-    const n = s.length;
-    if (n > 64) return this.text(JSON.stringify(s));
-    for (let i = 0; i < n; i++) {
-      const c = s.charCodeAt(i);
-      if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return this.text(JSON.stringify(s));
-    }
-    this.#room(n + 2);
-    const b = this.#buf;
-    let at = this.#at;
-    b[at++] = 0x22;
-    for (let i = 0; i < n; i++) b[at++] = s.charCodeAt(i);
-    b[at++] = 0x22;
-    this.#at = at;
-  }
-
-  /** Printable ASCII `s` as it is (the caller knows it is: JSON punctuation and member names). */
-  ascii(s: string): void {
-    const n = s.length;
+  /** Room for `n` more bytes from `end`: the buffer to write them into (rules.ts writePutLine), `end` set past them after. */
+  room(n: number): Buffer {
     this.#room(n);
-    const b = this.#buf;
-    let at = this.#at;
-    for (let i = 0; i < n; i++) b[at++] = s.charCodeAt(i);
+    return this.#buf;
+  }
+
+  get end(): number {
+    return this.#at;
+  }
+
+  set end(at: number) {
+    if (at < this.#at || at > this.#buf.length) throw new RangeError(`record end ${at} outside ${this.#at}..${this.#buf.length}`);
     this.#at = at;
-  }
-
-  /** A number as JSON.stringify writes it: digits for a safe non-negative integer, JSON.stringify's text for any other. */
-  number(v: number): void {
-    if (!Number.isSafeInteger(v) || v < 0) return this.text(JSON.stringify(v));
-    this.#room(16);
-    const b = this.#buf;
-    if (v < 10) {
-      b[this.#at++] = 0x30 + v;
-      return;
-    }
-    let digits = 0;
-    for (let x = v; x > 0; x = Math.floor(x / 10)) digits++;
-    let at = this.#at + digits;
-    this.#at = at;
-    for (let x = v; x > 0; x = Math.floor(x / 10)) b[--at] = 0x30 + (x % 10);
-  }
-
-  /** An IPv4 address's dotted quad (formatIpv4's text), without its quotes. */
-  ipv4(addr: number): void {
-    this.number(addr >>> 24);
-    this.byte(0x2e);
-    this.number((addr >>> 16) & 0xff);
-    this.byte(0x2e);
-    this.number((addr >>> 8) & 0xff);
-    this.byte(0x2e);
-    this.number(addr & 0xff);
-  }
-
-  /** `v` as 8 lowercase hex digits (formatTeidPrefix's). */
-  hex8(v: number): void {
-    this.#room(8);
-    const b = this.#buf;
-    for (let i = 7; i >= 0; i--) {
-      const d = (v >>> (4 * (7 - i))) & 0xf;
-      b[this.#at + i] = d < 10 ? 0x30 + d : 0x57 + d;
-    }
-    this.#at += 8;
   }
 
   /**

@@ -211,126 +211,232 @@ export function sessionJson(x: Session): RuleJson {
   return out;
 }
 
-/** Where a state line's bytes are written (batch.ts RecordBytes): JSON's pieces, each without a string of its own. */
+/**
+ * Where a state line's bytes are written (batch.ts RecordBytes): room for a
+ * line's bytes made once (`room`), then written from `end` and `end` set
+ * past them; `text` for a line made by JSON.stringify.
+ */
 export interface JsonBytes {
-  byte(b: number): void;
-  ascii(s: string): void;
+  room(n: number): Buffer;
+  end: number;
   text(s: string): void;
-  jsonString(s: string): void;
-  number(v: number): void;
-  ipv4(addr: number): void;
-  hex8(v: number): void;
 }
 
 const isUint = (v: unknown, max: number): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= max;
 
+/** Printable ASCII without a quote or a backslash: JSON.stringify(s) is s between quotes. */
+function plainText(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return false;
+  }
+  return true;
+}
+
+/** An optional name, plain or absent. */
+const plainName = (n: unknown): boolean => n === undefined || (typeof n === 'string' && plainText(n));
+
 /**
  * Whether the writers below give policyJson's or sessionJson's text
- * exactly: every field they write unasked is of the type JSON.stringify
- * would write as they do (anything else goes through JSON.stringify).
+ * exactly: every field they write is of the type, and every text of the
+ * kind, they write as JSON.stringify would (anything else goes through
+ * JSON.stringify).
  */
 function plainPolicy(p: Policy): boolean {
   return (
     isUint(p.match?.addr, 0xffff_ffff) && isUint(p.match.len, 32) && (p.teid === undefined || (isUint(p.teid.value, 0xffff_ffff) && isUint(p.teid.len, 32))) &&
-    (p.sid !== undefined || p.srPrefix !== undefined) && p.srcPrefix !== undefined && Array.isArray(p.segments) && typeof p.srh === 'string' && isUint(p.hopLimit, 255) &&
-    (p.mtu === undefined || isUint(p.mtu, 0xffff_ffff)) && (p.name === undefined || typeof p.name === 'string')
+    (p.sid !== undefined || p.srPrefix !== undefined) && p.srcPrefix !== undefined && Array.isArray(p.segments) && typeof p.srh === 'string' && plainText(p.srh) &&
+    isUint(p.hopLimit, 255) && (p.mtu === undefined || isUint(p.mtu, 0xffff_ffff)) && plainName(p.name)
   );
 }
 
 function plainSession(x: Session): boolean {
   return (
     isUint(x.teid, 0xffff_ffff) && isUint(x.qfi, 63) && typeof x.rqi === 'boolean' && isUint(x.endpoint, 0xffff_ffff) && isUint(x.source, 0xffff_ffff) &&
-    x.isd !== undefined && x.srcPrefix !== undefined && Array.isArray(x.segments) && typeof x.srh === 'string' && isUint(x.hopLimit, 255) &&
-    (x.mtu === undefined || isUint(x.mtu, 0xffff_ffff)) && (x.name === undefined || typeof x.name === 'string')
+    x.isd !== undefined && x.srcPrefix !== undefined && Array.isArray(x.segments) && typeof x.srh === 'string' && plainText(x.srh) && isUint(x.hopLimit, 255) &&
+    (x.mtu === undefined || isUint(x.mtu, 0xffff_ffff)) && plainName(x.name)
   );
 }
 
-function writeSegments(segments: readonly Ipv6Addr[], o: JsonBytes): void {
-  if (segments.length === 0) return;
-  o.ascii(',"segments":[');
-  for (let i = 0; i < segments.length; i++) {
-    if (i > 0) o.byte(0x2c);
-    o.jsonString(formatIpv6(segments[i]!));
-  }
-  o.byte(0x5d);
+const ascii = (s: string): Uint8Array => Uint8Array.from(s, (c) => c.charCodeAt(0));
+const PUT_POLICY = ascii('{"put":"policy","rule":{');
+const PUT_SESSION = ascii('{"put":"session","rule":{');
+const NAME = ascii('"name":"');
+const MATCH = ascii('"match":"');
+const TEID_HEX = ascii('","teid":"0x');
+const SR_PREFIX = ascii('","sr_prefix":');
+const SID = ascii('","sid":');
+const SRC_PREFIX = ascii(',"src_prefix":');
+const UE = ascii('"ue":"');
+const TEID_N = ascii('","teid":');
+const QFI = ascii(',"qfi":');
+const RQI_TRUE = ascii(',"rqi":true,"endpoint":"');
+const RQI_FALSE = ascii(',"rqi":false,"endpoint":"');
+const SOURCE = ascii('","source":"');
+const ISD = ascii('","isd":');
+const SEGMENTS = ascii(',"segments":[');
+const SRH = ascii(',"srh":"');
+const HOP_LIMIT = ascii('","hop_limit":');
+const MTU = ascii(',"mtu":');
+const BASE_NULL = ascii('},"base":null}');
+const BASE = ascii('},"base":"');
+const DEL = ascii('{"del":"');
+const KEY = ascii('","key":"');
+const BASE_AFTER_KEY_NULL = ascii('","base":null}');
+const BASE_AFTER_KEY = ascii('","base":"');
+
+function put(b: Buffer, at: number, f: Uint8Array): number {
+  for (let i = 0; i < f.length; i++) b[at + i] = f[i]!;
+  return at + f.length;
 }
 
-/** The tail policies and sessions share: segments, srh, hop_limit, mtu, and the closing brace. */
-function writePathTail(r: Policy | Session, o: JsonBytes): void {
-  writeSegments(r.segments, o);
-  o.ascii(',"srh":');
-  o.jsonString(r.srh);
-  o.ascii(',"hop_limit":');
-  o.number(r.hopLimit);
+/** A text plainText holds for, as it is. */
+function putText(b: Buffer, at: number, s: string): number {
+  for (let i = 0; i < s.length; i++) b[at + i] = s.charCodeAt(i);
+  return at + s.length;
+}
+
+/** A non-negative safe integer's digits, as JSON.stringify and String() write it. */
+function putUint(b: Buffer, at: number, v: number): number {
+  if (v < 10) {
+    b[at] = 0x30 + v;
+    return at + 1;
+  }
+  let digits = 0;
+  for (let x = v; x > 0; x = Math.floor(x / 10)) digits++;
+  let i = at + digits;
+  for (let x = v; x > 0; x = Math.floor(x / 10)) b[--i] = 0x30 + (x % 10);
+  return at + digits;
+}
+
+/** formatIpv4's dotted quad. */
+function putIpv4(b: Buffer, at: number, addr: number): number {
+  at = putUint(b, at, addr >>> 24);
+  b[at++] = 0x2e;
+  at = putUint(b, at, (addr >>> 16) & 0xff);
+  b[at++] = 0x2e;
+  at = putUint(b, at, (addr >>> 8) & 0xff);
+  b[at++] = 0x2e;
+  return putUint(b, at, addr & 0xff);
+}
+
+/** `v` (32 bits) as formatTeidPrefix's 8 lowercase hex digits. */
+function putHex8(b: Buffer, at: number, v: number): number {
+  for (let i = 7; i >= 0; i--) {
+    const d = (v >>> (4 * (7 - i))) & 0xf;
+    b[at + i] = d < 10 ? 0x30 + d : 0x57 + d;
+  }
+  return at + 8;
+}
+
+/** A prefix most rules share (sr_prefix, src_prefix, isd: one object for thousands) as its JSON string's bytes, quotes included: made once. */
+const prefixJson = new WeakMap<Ipv6Prefix, Uint8Array>();
+
+function putPrefix(b: Buffer, at: number, p: Ipv6Prefix): number {
+  let j = prefixJson.get(p);
+  if (j === undefined) {
+    j = Buffer.from(JSON.stringify(fmt6(p)), 'utf8');
+    prefixJson.set(p, j);
+  }
+  return put(b, at, j);
+}
+
+/** An IPv6 address's JSON string (formatIpv6: hex digits and colons). */
+function putIpv6(b: Buffer, at: number, a: Ipv6Addr): number {
+  b[at++] = 0x22;
+  at = putText(b, at, formatIpv6(a));
+  b[at++] = 0x22;
+  return at;
+}
+
+/** The tail policies and sessions share, from after hop_limit's key: segments come before srh. */
+function putPathTail(b: Buffer, at: number, r: Policy | Session): number {
+  if (r.segments.length !== 0) {
+    at = put(b, at, SEGMENTS);
+    for (let i = 0; i < r.segments.length; i++) {
+      if (i > 0) b[at++] = 0x2c;
+      at = putIpv6(b, at, r.segments[i]!);
+    }
+    b[at++] = 0x5d;
+  }
+  at = put(b, at, SRH);
+  at = putText(b, at, r.srh);
+  at = put(b, at, HOP_LIMIT);
+  at = putUint(b, at, r.hopLimit);
   if (r.mtu !== undefined) {
-    o.ascii(',"mtu":');
-    o.number(r.mtu);
+    at = put(b, at, MTU);
+    at = putUint(b, at, r.mtu);
   }
-  o.byte(0x7d);
+  return at;
 }
 
-/** JSON.stringify(policyJson(p))'s bytes, with no object or string made for them (plainPolicy holds). */
-function writePolicyJson(p: Policy, o: JsonBytes): void {
-  o.byte(0x7b);
+/** The bytes of `{"put":"policy","rule":` JSON.stringify(policyJson(p)) (plainPolicy holds), up to the rule's closing brace (not written). */
+function putPolicy(b: Buffer, at: number, p: Policy): number {
+  at = put(b, at, PUT_POLICY);
   if (p.name !== undefined) {
-    o.ascii('"name":');
-    o.jsonString(p.name);
-    o.byte(0x2c);
+    at = put(b, at, NAME);
+    at = putText(b, at, p.name);
+    b[at++] = 0x22;
+    b[at++] = 0x2c;
   }
-  o.ascii('"match":"');
-  o.ipv4(p.match.addr);
-  o.byte(0x2f);
-  o.number(p.match.len);
-  o.byte(0x22);
+  at = put(b, at, MATCH);
+  at = putIpv4(b, at, p.match.addr);
+  b[at++] = 0x2f;
+  at = putUint(b, at, p.match.len);
   if (p.teid !== undefined) {
-    o.ascii(',"teid":"0x');
-    o.hex8(p.teid.value);
-    o.byte(0x2f);
-    o.number(p.teid.len);
-    o.byte(0x22);
+    at = put(b, at, TEID_HEX);
+    at = putHex8(b, at, p.teid.value);
+    b[at++] = 0x2f;
+    at = putUint(b, at, p.teid.len);
   }
   if (p.sid === undefined) {
-    o.ascii(',"sr_prefix":');
-    o.jsonString(fmt6(p.srPrefix));
+    at = put(b, at, SR_PREFIX);
+    at = putPrefix(b, at, p.srPrefix);
   } else {
-    o.ascii(',"sid":');
-    o.jsonString(formatIpv6(p.sid));
+    at = put(b, at, SID);
+    at = putIpv6(b, at, p.sid);
   }
-  o.ascii(',"src_prefix":');
-  o.jsonString(fmt6(p.srcPrefix));
-  writePathTail(p, o);
+  at = put(b, at, SRC_PREFIX);
+  at = putPrefix(b, at, p.srcPrefix);
+  return putPathTail(b, at, p);
 }
 
-/** JSON.stringify(sessionJson(x))'s bytes, likewise (plainSession holds). */
-function writeSessionJson(x: Session, o: JsonBytes): void {
-  o.byte(0x7b);
+/** Likewise for `{"put":"session","rule":` JSON.stringify(sessionJson(x)) (plainSession holds; `ue` is its key text). */
+function putSession(b: Buffer, at: number, x: Session, ue: string): number {
+  at = put(b, at, PUT_SESSION);
   if (x.name !== undefined) {
-    o.ascii('"name":');
-    o.jsonString(x.name);
-    o.byte(0x2c);
+    at = put(b, at, NAME);
+    at = putText(b, at, x.name);
+    b[at++] = 0x22;
+    b[at++] = 0x2c;
   }
-  o.ascii('"ue":');
-  o.jsonString(sessionKey(x));
-  o.ascii(',"teid":');
-  o.number(x.teid);
-  o.ascii(',"qfi":');
-  o.number(x.qfi);
-  o.ascii(x.rqi ? ',"rqi":true,"endpoint":"' : ',"rqi":false,"endpoint":"');
-  o.ipv4(x.endpoint);
-  o.ascii('","source":"');
-  o.ipv4(x.source);
-  o.ascii('","isd":');
-  o.jsonString(fmt6(x.isd));
-  o.ascii(',"src_prefix":');
-  o.jsonString(fmt6(x.srcPrefix));
-  writePathTail(x, o);
+  at = put(b, at, UE);
+  at = putText(b, at, ue);
+  at = put(b, at, TEID_N);
+  at = putUint(b, at, x.teid);
+  at = put(b, at, QFI);
+  at = putUint(b, at, x.qfi);
+  at = put(b, at, x.rqi ? RQI_TRUE : RQI_FALSE);
+  at = putIpv4(b, at, x.endpoint);
+  at = put(b, at, SOURCE);
+  at = putIpv4(b, at, x.source);
+  at = put(b, at, ISD);
+  at = putPrefix(b, at, x.isd);
+  at = put(b, at, SRC_PREFIX);
+  at = putPrefix(b, at, x.srcPrefix);
+  return putPathTail(b, at, x);
 }
 
-function writeBase(base: string | null, o: JsonBytes): void {
-  o.ascii(',"base":');
-  if (base === null) o.ascii('null');
-  else o.jsonString(base);
-  o.byte(0x7d);
+/**
+ * Bytes a line takes at most before its name, base and segments: the
+ * longest fixed text (a session's) with every number at its widest and
+ * both shared prefixes at an IPv6 prefix text's longest (43 characters).
+ */
+const LINE_ROOM = 512;
+
+/** The room a line needs: LINE_ROOM, and its name, base and segments (an IPv6 text is 39 characters at most, with quotes and comma 42). */
+function lineRoom(name: string | undefined, base: string | null, segments: number): number {
+  return LINE_ROOM + (name?.length ?? 0) + (base?.length ?? 0) + 42 * segments;
 }
 
 /**
@@ -340,29 +446,52 @@ function writeBase(base: string | null, o: JsonBytes): void {
  * policies and sessions (at 262,144 + 262,144 operations the record's
  * lines made 0.8 GB of garbage, 1.5 KB an operation, most of what the
  * young generation's collections copied; test/unit/record-line.test.ts
- * holds the two to the same bytes).
+ * holds the two to the same bytes). Room for the line is made once and
+ * it is written with no call per piece.
  */
 export function writePutLine(o: JsonBytes, kind: RuleKind, r: Rule, base: string | null): void {
+  if (base !== null && !plainText(base)) return o.text(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base }));
+  let b: Buffer;
+  let at: number;
   if (kind === 'policy' && plainPolicy(r as Policy)) {
-    o.ascii('{"put":"policy","rule":');
-    writePolicyJson(r as Policy, o);
+    const p = r as Policy;
+    b = o.room(lineRoom(p.name, base, p.segments.length) + p.srh.length);
+    at = putPolicy(b, o.end, p);
   } else if (kind === 'session' && plainSession(r as Session)) {
-    o.ascii('{"put":"session","rule":');
-    writeSessionJson(r as Session, o);
+    const x = r as Session;
+    const ue = sessionKey(x);
+    if (!plainText(ue)) return o.text(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base }));
+    b = o.room(lineRoom(x.name, base, x.segments.length) + ue.length + x.srh.length);
+    at = putSession(b, o.end, x, ue);
   } else {
-    o.text(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base }));
-    return;
+    return o.text(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base }));
   }
-  writeBase(base, o);
+  if (base === null) at = put(b, at, BASE_NULL);
+  else {
+    at = put(b, at, BASE);
+    at = putText(b, at, base);
+    b[at++] = 0x22;
+    b[at++] = 0x7d;
+  }
+  o.end = at;
 }
 
 /** A batch record's line for a delete: JSON.stringify({ del: kind, key, base })'s bytes. */
 export function writeDeleteLine(o: JsonBytes, kind: RuleKind, key: string, base: string | null): void {
-  o.ascii('{"del":');
-  o.jsonString(kind);
-  o.ascii(',"key":');
-  o.jsonString(key);
-  writeBase(base, o);
+  if (!plainText(key) || (base !== null && !plainText(base))) return o.text(JSON.stringify({ del: kind, key, base }));
+  const b = o.room(LINE_ROOM + kind.length + key.length + (base?.length ?? 0));
+  let at = put(b, o.end, DEL);
+  at = putText(b, at, kind);
+  at = put(b, at, KEY);
+  at = putText(b, at, key);
+  if (base === null) at = put(b, at, BASE_AFTER_KEY_NULL);
+  else {
+    at = put(b, at, BASE_AFTER_KEY);
+    at = putText(b, at, base);
+    b[at++] = 0x22;
+    b[at++] = 0x7d;
+  }
+  o.end = at;
 }
 
 /** A local SID with the keys its behaviour takes in the config file (load.ts LOCALSID_KEYS_OF). */

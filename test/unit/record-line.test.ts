@@ -18,6 +18,8 @@ const POLICIES: Record<string, unknown>[] = [
   { name: 'p1', match: '100.64.0.1/32', teid: '0/32', sr_prefix: '2001:db9:1::/48', src_prefix: '2001:db8:ffff::/64' },
   { name: 'q.1:a/b@c+d-e_f', match: '255.255.255.255/32', teid: '0xffffffff/32', sr_prefix: '2001:db9:1::/48', src_prefix: '2001:db8:ffff::/64', mtu: 1400 },
   { name: 'Zz09', match: '203.0.113.7/32', teid: '0x12340000/16', sid: '2001:db9:1::1', src_prefix: '2001:db8::/64', segments: ['2001:db8:a::1', '2001:db8:b::'], srh: 'always', hop_limit: 1 },
+  // The widest line: a long name, IPv6 texts of 39 characters, the widest numbers (the room a line is written into is a bound).
+  { name: 'n'.repeat(64), match: '255.255.255.255/32', teid: '0xfffffff0/28', sid: 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe', src_prefix: 'ffff:ffff:ffff:ffff:ffff:ffff::/96', segments: Array.from({ length: 4 }, (_, i) => `ffff:ffff:ffff:ffff:ffff:ffff:ffff:fff${i}`), hop_limit: 255, mtu: 65535 },
   { name: 'x', match: '192.0.2.128/25', sr_prefix: '2001:db9:20::/48', src_prefix: '2001:db8:ffff::/64', srh: 'reduced', hop_limit: 255, mtu: 9000 },
 ];
 
@@ -63,9 +65,24 @@ describe('a batch record line written as bytes', () => {
       sessions: [...SESSIONS, ...many(40, (i) => ({ ue: `10.200.${i}.0/24`, teid: `0x${(i + 7).toString(16)}`, qfi: i % 64, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ffff::/64' }))],
     });
     const c = parseConfig(text, 'test.json');
-    expect(c.policies?.length).toBe(45);
+    expect(c.policies?.length).toBe(POLICIES.length + 40);
     expectSameLines('policy', c.policies!);
     expectSameLines('session', c.sessions!);
+  });
+
+  it('the room a line is written into holds the widest line, wherever the buffer ends', () => {
+    const widest = parsePolicyEntry(POLICIES.find((e) => e['name'] === 'n'.repeat(64))!, 'test');
+    const want = JSON.stringify({ put: 'policy', rule: RULE_KINDS.policy.json(widest), base: 'b'.repeat(64) });
+    const full = new RecordBytes('', 0).capacity;
+    // The line written when the buffer has only k bytes left: room() must make room for all of it.
+    for (let k = 0; k <= want.length + 64; k++) {
+      const r = new RecordBytes('', 0);
+      const b = r.room(full - k);
+      b.fill(0x78, 0, full - k);
+      r.end = full - k;
+      writePutLine(r, 'policy', widest, 'b'.repeat(64));
+      expect(r.done().subarray(full - k).toString('utf8')).toBe(want);
+    }
   });
 
   it('a field of a type the writer does not expect goes through JSON.stringify, as before', () => {
