@@ -463,8 +463,14 @@ class KeyFrame {
   readonly hashes: number[] = [];
   /** A key with an escape, decoded (by its place in the lists); sparse. */
   decoded: Map<number, string> | undefined;
-  /** Past SMALL keys: the keys by hash (their places in the lists), so that a large object is not a scan per key. */
-  byHash: Map<number, number[]> | undefined;
+  /**
+   * Past SMALL keys: the keys as strings, in a Set (V8's string hash is
+   * seeded per process). Not a Map by this scan's own hash: FNV-1a has no
+   * seed, and keys chained from colliding blocks ("declinate" and
+   * "macallums" hash alike) made one bucket of 100,000 keys in a 16 MiB
+   * body, a quadratic scan (found in review). An operation has fewer keys.
+   */
+  names: Set<string> | undefined;
 
   reset(isObject: boolean): void {
     this.isObject = isObject;
@@ -473,7 +479,7 @@ class KeyFrame {
     this.key = -1;
     this.count = 0;
     this.decoded = undefined;
-    this.byHash = undefined;
+    this.names = undefined;
   }
 }
 
@@ -508,25 +514,17 @@ function* repeatedKeys(text: string): Generator<void, string | undefined> {
   };
   /** Key `k` of `f` (just added) is given earlier in the same object. */
   const repeated = (f: KeyFrame, k: number): boolean => {
-    const h = f.hashes[k]!;
-    if (f.byHash !== undefined) {
-      const same = f.byHash.get(h);
-      if (same === undefined) {
-        f.byHash.set(h, [k]);
-        return false;
-      }
-      for (const o of same) if (sameKey(f, o, k)) return true;
-      same.push(k);
+    if (f.names !== undefined) {
+      const name = keyText(f, k);
+      if (f.names.has(name)) return true;
+      f.names.add(name);
       return false;
     }
+    const h = f.hashes[k]!;
     for (let o = 0; o < k; o++) if (f.hashes[o] === h && sameKey(f, o, k)) return true;
     if (k + 1 > SMALL) {
-      f.byHash = new Map();
-      for (let o = 0; o <= k; o++) {
-        const list = f.byHash.get(f.hashes[o]!);
-        if (list === undefined) f.byHash.set(f.hashes[o]!, [o]);
-        else list.push(o);
-      }
+      f.names = new Set();
+      for (let o = 0; o <= k; o++) f.names.add(keyText(f, o));
     }
     return false;
   };

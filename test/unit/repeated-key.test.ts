@@ -27,6 +27,11 @@ describe('repeatedKey', () => {
     ['an object of 20,000 keys, repeated last', `{${Array.from({ length: 20_000 }, (_, i) => `"key${i}":${i}`).join(',')},"key19999":0}`, 'key19999'],
     ['nested objects deeper than the one before, the frames reused', '[{"a":{"b":{"c":1}}},{"a":{"b":1,"c":{"d":1,"d":2}}}]', '[1].a.c.d'],
     ['a frame reused keeps no key of the object before it', '[{"a":1,"b":2},{"b":1,"a":2}]', undefined],
+    // Two keys of one length and one FNV-1a hash (the scan's own): told apart by their characters, in a small object and past 16 keys.
+    ['two different keys with the same hash', '{"declinate":1,"macallums":2}', undefined],
+    ['two different keys with the same hash, past 16 keys', `{${Array.from({ length: 20 }, (_, i) => `"k${i}":${i}`).join(',')},"declinate":1,"macallums":2}`, undefined],
+    ['a key repeated beside another of its hash', '{"declinate":1,"macallums":2,"declinate":3}', 'declinate'],
+    ['a key repeated beside another of its hash, past 16 keys', `{${Array.from({ length: 20 }, (_, i) => `"k${i}":${i}`).join(',')},"macallums":1,"declinate":2,"macallums":3}`, 'macallums'],
     ['scalars', '"text"', undefined],
   ])('%s', (_name, text, want) => {
     JSON.parse(text); // valid JSON, as readBody gives it
