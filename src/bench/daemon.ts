@@ -396,7 +396,9 @@ function apiOnce(socket: string, method: string, path: string, body?: unknown): 
 
 /**
  * CPU seconds a process has used, all its threads, user + system
- * (/proc/PID/stat utime + stime, in clock ticks of 1/100 s on Linux): less
+ * (/proc/PID/stat utime + stime, in USER_HZ ticks: 1/100 s, which the
+ * kernel fixes for this interface whatever its own HZ; its children not
+ * counted): less
  * moved by the host's other work than the wall time (on this host a run's
  * wall time moves 10-20 % within minutes), so A/B comparisons read both.
  */

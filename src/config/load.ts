@@ -2049,7 +2049,7 @@ class Source {
     return this.input === undefined ? undefined : textOf(this.input);
   }
 
-  /** Made when first set: an API rule's Source (one a rule of a batch) finds its prefixes in sharedPrefixes and never needs one. */
+  /** Made when first set (keepShared): an API rule's Source (one a rule of a batch) needs one only for a prefix text not in sharedPrefixes yet. */
   get v6Prefixes(): Map<string, Ipv6Prefix> {
     return (this.shared.v6Prefixes ??= new Map());
   }

@@ -14,7 +14,7 @@ import { checkAdvertiseHasBgp, clipped, describe, placed } from '../config/load.
 import type { LocalSid } from '../config/types.js';
 import { API_WHERE } from '../config/keys.js';
 import type { Changes } from '../dataplane/tables.js';
-import { JsonLine, learnedDeleteText, writeDeleteLine, writePutLine, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
+import { foundRule, JsonLine, learnedDeleteText, writeDeleteLine, writePutLine, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SLICE_MS, SliceClock } from '../host/slice-clock.js';
 
@@ -311,13 +311,13 @@ class Planner {
         if (r !== null) {
           puts.push(r);
           next();
-          writePutLine(record, kind, r, set.base(kind, key, before));
+          writePutLine(record, kind, r, set.base(kind, key, foundRule(before)));
           if (before === undefined) undoDels.push(r);
           else undoPuts.push(before);
         } else if (before !== undefined) {
           dels.push(before);
           next();
-          writeDeleteLine(record, kind, key, set.base(kind, key, before));
+          writeDeleteLine(record, kind, key, set.base(kind, key, foundRule(before)));
           undoPuts.push(before);
         }
       }

@@ -78,6 +78,7 @@ import {
   RULE_KINDS,
   RuleError,
   RuleSet,
+  foundRule,
   learnedDeleteText,
   sha256,
   sha256Async,
@@ -2258,8 +2259,8 @@ export class Daemon {
             if (slice.tick()) await nextTurn();
             const rule = before.get(key);
             was.push({ kind, key, rule, put: puts.get(key), del: dels.has(key) });
-            if (r === null) this.#rules.delete(kind, key, rule);
-            else this.#rules.put(kind, r, rule);
+            if (r === null) this.#rules.delete(kind, key, foundRule(rule));
+            else this.#rules.put(kind, r, foundRule(rule));
           }
         }
       } finally {

@@ -620,9 +620,21 @@ function keyBytesIndex(k: RuleKindSpec, rules: readonly Rule[]): { byKey: Map<st
 }
 
 /** A RuleSet method's `current` not given: the method looks the set's rule at the key up itself. */
-export const NOT_LOOKED_UP: unique symbol = Symbol('not looked up');
-/** The set's rule at a key as the caller found it (undefined: none), or NOT_LOOKED_UP. */
-export type Current = Rule | undefined | typeof NOT_LOOKED_UP;
+export const NO_RULE: unique symbol = Symbol('no rule');
+/**
+ * The set's rule at a key as the caller found it: the rule, or NO_RULE
+ * (the set has none there). Undefined: not looked up (the method looks).
+ * Not undefined for "none": an argument given as undefined is one left
+ * out, and a default parameter took it for "not looked up" (found in
+ * review of the first version: every new key of a batch was looked up
+ * again all the same).
+ */
+export type Current = Rule | typeof NO_RULE | undefined;
+
+/** A batch plan's `before` value (undefined: the set had no rule there) as a Current. */
+export function foundRule(r: Rule | undefined): Rule | typeof NO_RULE {
+  return r ?? NO_RULE;
+}
 
 export class RuleSet {
   /** Rules by kind, by key, in order; names to keys. */
@@ -839,12 +851,18 @@ export class RuleSet {
     return this.#fileRule(kind, key);
   }
 
-  /** `current`: the set's rule at `key` when the caller has it (NOT_LOOKED_UP: looked up here). */
-  #fileRule(kind: RuleKind, key: string, current: Current = NOT_LOOKED_UP): Rule | undefined {
+  /** The set's rule at `key`: `current` when the caller found it, else looked up. */
+  #current(kind: RuleKind, key: string, current: Current): Rule | undefined {
+    if (current === undefined) return this.#rules[kind].get(key);
+    return current === NO_RULE ? undefined : current;
+  }
+
+  /** `current`: the set's rule at `key` when the caller has it (Current). */
+  #fileRule(kind: RuleKind, key: string, current?: Current): Rule | undefined {
     const known = this.#fileRules[kind].get(key);
     if (known !== undefined) return known;
     // Never taken by the overlay: the set holds the file's rule, or an API rule, or none.
-    const r = current === NOT_LOOKED_UP ? this.#rules[kind].get(key) : current;
+    const r = this.#current(kind, key, current);
     return r !== undefined && fromFile(r) ? r : undefined;
   }
 
@@ -852,14 +870,14 @@ export class RuleSet {
   #keepFileRule(kind: RuleKind, key: string, current: Current): void {
     const fileRules = this.#fileRules[kind];
     if (fileRules.has(key)) return;
-    const r = current === NOT_LOOKED_UP ? this.#rules[kind].get(key) : current;
+    const r = this.#current(kind, key, current);
     if (r !== undefined && fromFile(r)) fileRules.set(key, r);
   }
 
-  #set(k: RuleKindSpec, r: Rule, current: Current = NOT_LOOKED_UP): void {
+  #set(k: RuleKindSpec, r: Rule, current?: Current): void {
     const key = k.key(r);
     const names = this.#names[k.kind];
-    const old = current === NOT_LOOKED_UP ? this.#rules[k.kind].get(key) : current;
+    const old = this.#current(k.kind, key, current);
     // Its old name, unless another rule has it now (taken in the same batch, put before this one).
     if (old?.name !== undefined && names.get(old.name) === key) names.delete(old.name);
     this.#rules[k.kind].set(key, r);
@@ -917,7 +935,7 @@ export class RuleSet {
    * set's rule at the rule's key (undefined: none) when the caller has
    * looked it up already (a batch's plan has: BatchPlan.before).
    */
-  put(kind: RuleKind, rule: Rule, current: Current = NOT_LOOKED_UP): void {
+  put(kind: RuleKind, rule: Rule, current?: Current): void {
     const k = RULE_KINDS[kind];
     const key = k.key(rule);
     this.#keepFileRule(kind, key, current);
@@ -936,19 +954,19 @@ export class RuleSet {
   }
 
   /** Record a delete (by key) in the set and the overlay. `current`: as put's. */
-  delete(kind: RuleKind, key: string, current: Current = NOT_LOOKED_UP): void {
+  delete(kind: RuleKind, key: string, current?: Current): void {
     const k = RULE_KINDS[kind];
     this.#keepFileRule(kind, key, current);
-    const old = current === NOT_LOOKED_UP ? this.#rules[kind].get(key) : current;
+    const old = this.#current(kind, key, current);
     if (old?.name !== undefined && this.#names[kind].get(old.name) === key) this.#names[kind].delete(old.name);
     this.#rules[kind].delete(key);
     this.overlay[k.overlay.put].delete(key);
     // The set holds no rule at the key now: the file's, if it has one, is in #fileRules (#keepFileRule noted it).
-    if (this.#fileRule(kind, key, undefined) !== undefined) this.overlay[k.overlay.del].add(key);
+    if (this.#fileRule(kind, key, NO_RULE) !== undefined) this.overlay[k.overlay.del].add(key);
   }
 
   /** Digest of the file's rule at this key (null: the file has none): a state record's `base`. `current`: as put's. */
-  base(kind: RuleKind, key: string, current: Current = NOT_LOOKED_UP): string | null {
+  base(kind: RuleKind, key: string, current?: Current): string | null {
     const r = this.#fileRule(kind, key, current);
     return r === undefined ? null : ruleDigest(kind, r);
   }

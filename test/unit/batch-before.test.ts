@@ -11,7 +11,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { planBatch } from '../../src/daemon/batch.js';
-import { emptyOverlay, RULE_KIND_LIST, RuleSet, type RuleKind } from '../../src/daemon/rules.js';
+import { emptyOverlay, foundRule, RULE_KIND_LIST, RULE_KINDS, RuleSet, type RuleKind } from '../../src/daemon/rules.js';
 
 const config = parseConfig(
   `settings: { max_policies: 64, max_localsids: 4, max_sessions: 16 }
@@ -30,12 +30,22 @@ const ses = (ue: string, teid: number): Record<string, unknown> => ({ ue, teid, 
 /** Daemon.applyBatch's rule-set part: with the plan's `before` handed on, or (`afresh`) each look-up made again. */
 function apply(set: RuleSet, ops: unknown[], afresh: boolean): string {
   const plan = planBatch(set, ops);
+  // The record as the plan's lines were made before the hand-on: each base looked up afresh, a line per put and per
+  // delete of a rule the set has (an add then delete in one batch writes none).
+  const lines: string[] = [];
+  for (const [kind, d] of plan.delta) {
+    for (const [key, r] of d) {
+      if (r !== null) lines.push(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base: set.base(kind, key) }));
+      else if (set.rules(kind).has(key)) lines.push(JSON.stringify({ del: kind, key, base: set.base(kind, key) }));
+    }
+  }
+  expect(plan.line.json).toBe(`{"batch":[${lines.join(',')}]}`);
   for (const [kind, d] of plan.delta) {
     const before = plan.before.get(kind)!;
     for (const [key, r] of d) {
       if (afresh) (r === null ? set.delete(kind, key) : set.put(kind, r));
-      else if (r === null) set.delete(kind, key, before.get(key));
-      else set.put(kind, r, before.get(key));
+      else if (r === null) set.delete(kind, key, foundRule(before.get(key)));
+      else set.put(kind, r, foundRule(before.get(key)));
     }
   }
   return plan.line.json;
