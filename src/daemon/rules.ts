@@ -370,15 +370,19 @@ function putPathTail(b: Buffer, at: number, r: Policy | Session): number {
   return at;
 }
 
+/** `"name":"NAME",` (a name plainText holds), the first member of a rule that has one. */
+function putName(b: Buffer, at: number, name: string): number {
+  at = put(b, at, NAME);
+  at = putText(b, at, name);
+  b[at++] = 0x22;
+  b[at++] = 0x2c;
+  return at;
+}
+
 /** The bytes of `{"put":"policy","rule":` JSON.stringify(policyJson(p)) (plainPolicy holds), up to the rule's closing brace (not written). */
 function putPolicy(b: Buffer, at: number, p: Policy): number {
   at = put(b, at, PUT_POLICY);
-  if (p.name !== undefined) {
-    at = put(b, at, NAME);
-    at = putText(b, at, p.name);
-    b[at++] = 0x22;
-    b[at++] = 0x2c;
-  }
+  if (p.name !== undefined) at = putName(b, at, p.name);
   at = put(b, at, MATCH);
   at = putIpv4(b, at, p.match.addr);
   b[at++] = 0x2f;
@@ -404,12 +408,7 @@ function putPolicy(b: Buffer, at: number, p: Policy): number {
 /** Likewise for `{"put":"session","rule":` JSON.stringify(sessionJson(x)) (plainSession holds; `ue` is its key text). */
 function putSession(b: Buffer, at: number, x: Session, ue: string): number {
   at = put(b, at, PUT_SESSION);
-  if (x.name !== undefined) {
-    at = put(b, at, NAME);
-    at = putText(b, at, x.name);
-    b[at++] = 0x22;
-    b[at++] = 0x2c;
-  }
+  if (x.name !== undefined) at = putName(b, at, x.name);
   at = put(b, at, UE);
   at = putText(b, at, ue);
   at = put(b, at, TEID_N);
@@ -439,6 +438,16 @@ function lineRoom(name: string | undefined, base: string | null, segments: numbe
   return LINE_ROOM + (name?.length ?? 0) + (base?.length ?? 0) + 42 * segments;
 }
 
+/** A line's end: `none` when there is no base, else `before`, the base (plainText holds) and its closing `"}`. */
+function putBase(b: Buffer, at: number, base: string | null, none: Uint8Array, before: Uint8Array): number {
+  if (base === null) return put(b, at, none);
+  at = put(b, at, before);
+  at = putText(b, at, base);
+  b[at++] = 0x22;
+  b[at++] = 0x7d;
+  return at;
+}
+
 /**
  * A batch record's line for a put: the bytes of
  * JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base }),
@@ -466,14 +475,7 @@ export function writePutLine(o: JsonBytes, kind: RuleKind, r: Rule, base: string
   } else {
     return o.text(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base }));
   }
-  if (base === null) at = put(b, at, BASE_NULL);
-  else {
-    at = put(b, at, BASE);
-    at = putText(b, at, base);
-    b[at++] = 0x22;
-    b[at++] = 0x7d;
-  }
-  o.end = at;
+  o.end = putBase(b, at, base, BASE_NULL, BASE);
 }
 
 /** A batch record's line for a delete: JSON.stringify({ del: kind, key, base })'s bytes. */
@@ -484,14 +486,7 @@ export function writeDeleteLine(o: JsonBytes, kind: RuleKind, key: string, base:
   at = putText(b, at, kind);
   at = put(b, at, KEY);
   at = putText(b, at, key);
-  if (base === null) at = put(b, at, BASE_AFTER_KEY_NULL);
-  else {
-    at = put(b, at, BASE_AFTER_KEY);
-    at = putText(b, at, base);
-    b[at++] = 0x22;
-    b[at++] = 0x7d;
-  }
-  o.end = at;
+  o.end = putBase(b, at, base, BASE_AFTER_KEY_NULL, BASE_AFTER_KEY);
 }
 
 /** A local SID with the keys its behaviour takes in the config file (load.ts LOCALSID_KEYS_OF). */
