@@ -448,6 +448,11 @@ function putBase(b: Buffer, at: number, base: string | null, none: Uint8Array, b
   return at;
 }
 
+/** A put line through JSON.stringify: local SIDs, and a rule or base of a kind the byte writers do not take. */
+function putLineSlowly(o: JsonBytes, kind: RuleKind, r: Rule, base: string | null): void {
+  o.text(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base }));
+}
+
 /**
  * A batch record's line for a put: the bytes of
  * JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base }),
@@ -459,7 +464,7 @@ function putBase(b: Buffer, at: number, base: string | null, none: Uint8Array, b
  * it is written with no call per piece.
  */
 export function writePutLine(o: JsonBytes, kind: RuleKind, r: Rule, base: string | null): void {
-  if (base !== null && !plainText(base)) return o.text(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base }));
+  if (base !== null && !plainText(base)) return putLineSlowly(o, kind, r, base);
   let b: Buffer;
   let at: number;
   if (kind === 'policy' && plainPolicy(r as Policy)) {
@@ -469,11 +474,11 @@ export function writePutLine(o: JsonBytes, kind: RuleKind, r: Rule, base: string
   } else if (kind === 'session' && plainSession(r as Session)) {
     const x = r as Session;
     const ue = sessionKey(x);
-    if (!plainText(ue)) return o.text(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base }));
+    if (!plainText(ue)) return putLineSlowly(o, kind, r, base);
     b = o.room(lineRoom(x.name, base, x.segments.length) + ue.length + x.srh.length);
     at = putSession(b, o.end, x, ue);
   } else {
-    return o.text(JSON.stringify({ put: kind, rule: RULE_KINDS[kind].json(r), base }));
+    return putLineSlowly(o, kind, r, base);
   }
   o.end = putBase(b, at, base, BASE_NULL, BASE);
 }
