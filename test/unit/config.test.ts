@@ -6,9 +6,10 @@ import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { ConfigError, type ConfigWarning } from '../../src/config/errors.js';
-import { DEFAULT_SETTINGS, loadConfigFile, nestedDeeperThan, parseConfig, parseConfigReadWhole, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, placed, repeatedJsonKey, SHARED_TEXTS } from '../../src/config/load.js';
+import { checkRuleSetLengths, DEFAULT_SETTINGS, loadConfigFile, nestedDeeperThan, parseConfig, parseConfigReadWhole, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, placed, repeatedJsonKey, SHARED_TEXTS } from '../../src/config/load.js';
+import { isRow } from '../../src/config/rows.js';
 import type { Config } from '../../src/config/types.js';
 import { formatIpv4Prefix, formatIpv6, formatIpv6Prefix } from '../../src/sid/addr.js';
 
@@ -32,6 +33,7 @@ const gtp6d = (o: Obj = {}): Obj => ({
   sr_prefix: '2001:db8:1::/64',
   ...o,
 });
+const session = (o: Obj = {}): Obj => ({ ue: '10.60.0.1/32', teid: 1, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ffff::/64', ...o });
 const withPolicy = (o: Obj): string => doc({ policies: [policy(o)] });
 const withLocalSid = (o: Obj): string => doc({ localsids: [localsid(o)] });
 /** Drop a key from a generated entry (stringify omits undefined). */
@@ -327,6 +329,27 @@ const errors: { name: string; text: string; path: string; msg: RegExp }[] = [
     path: 'policies[16].match',
     msg: /17th distinct prefix length.*at most 16/,
   },
+  {
+    // Each UE family is a table of its own: 16 IPv4 lengths and 16 IPv6 ones are 16 each; a 17th IPv4 one is refused at
+    // the rule that brings it, after IPv6 rules between them.
+    name: 'session_17_v4_lengths_among_v6',
+    text: doc({ sessions: many(33, (i) => session({ ue: i % 2 === 0 ? `10.0.0.0/${i / 2 + 8}` : `2001:db8:${i}::/${(i + 1) / 2 + 40}` })) }),
+    path: 'sessions[32].ue',
+    msg: /17th distinct prefix length among the ue prefixes \(\/24 .* \/8\).*at most 16/,
+  },
+  {
+    // The IPv4 family is checked first: its 17th length is the error even where an IPv6 17th comes earlier in the list.
+    name: 'session_17_v6_lengths_before_17_v4',
+    text: doc({ sessions: [...many(17, (i) => session({ ue: `2001:db8:${i}::/${i + 40}` })), ...many(17, (i) => session({ ue: `10.0.0.0/${i + 8}` }))] }),
+    path: 'sessions[33].ue',
+    msg: /17th distinct prefix length among the ue prefixes \(\/24 .* \/8\)/,
+  },
+  {
+    name: 'session_17_v6_lengths',
+    text: doc({ sessions: [session({ ue: '10.0.0.0/8' }), ...many(17, (i) => session({ ue: `2001:db8:${i}::/${i + 40}` }))] }),
+    path: 'sessions[17].ue',
+    msg: /17th distinct prefix length among the ue prefixes \(\/56 .* \/40\)/,
+  },
   // localsids
   { name: 'localsids_scalar', text: doc({ localsids: 'x' }), path: 'localsids', msg: /list of local SIDs/ },
   { name: 'localsid_list', text: doc({ localsids: [[]] }), path: 'localsids[0]', msg: /mapping with keys name, sid/ },
@@ -422,6 +445,22 @@ describe('config errors', () => {
     expect(e.message).toMatch(new RegExp(`^test\\.yaml(:\\d+)?: `));
     if (path !== '') expect(e.message).toContain(`: ${path}: `);
     expect(e.message).toMatch(msg);
+  });
+
+  // The prefix-length checks read a row's lengths from its columns and an object's from its fields: the same
+  // refusals from a JSON file (flat rows) and from the API's rules (objects: checkRuleSetLengths).
+  it.each(errors.filter((x) => /_lengths|lengths_/.test(x.name)))('$name: read from JSON, and as the API\'s rule objects', ({ text, path, msg }) => {
+    const tree = parse(text) as { policies?: Obj[]; localsids?: Obj[]; sessions?: Obj[] };
+    const e = errorOf(JSON.stringify(tree));
+    expect(e.path).toBe(path);
+    expect(e.message).toMatch(msg);
+    const objects = {
+      policies: (tree.policies ?? []).map((v, i) => parsePolicyEntry(v, `policies[${i}]`)),
+      localsids: (tree.localsids ?? []).map((v, i) => parseLocalSidEntry(v, `localsids[${i}]`)),
+      sessions: (tree.sessions ?? []).map((v, i) => parseSessionEntry(v, `sessions[${i}]`)),
+    };
+    expect(objects.policies.some(isRow) || objects.sessions.some(isRow)).toBe(false);
+    expect(() => checkRuleSetLengths('api', objects)).toThrow(msg);
   });
 
   it('points at the line of the offending key', () => {
