@@ -238,6 +238,26 @@ export class RowKeyedMap<R> extends Map<string, R> {
   }
 
   /**
+   * The values, in the map's order, written into `out` from index `at`;
+   * the index past the last. For a list of every rule (RuleSet.effective):
+   * values() gave each through a generator's result object, and a spread
+   * of it grew its array step by step (at a start of a million sessions
+   * and a million policies, 220 MB of garbage).
+   */
+  valuesInto(out: R[], at: number): number {
+    const gone = this.#gone;
+    const rows = this.#rows;
+    const n = gone.length;
+    if (this.#replaced.size === 0) {
+      for (let i = 0; i < n; i++) if (gone[i] === 0) out[at++] = rows.rule(i);
+    } else {
+      for (let i = 0; i < n; i++) if (gone[i] === 0) out[at++] = this.#value(i);
+    }
+    for (const v of this.#extra.values()) out[at++] = v;
+    return at;
+  }
+
+  /**
    * A page of keys (src/daemon/api.ts pageKeysSlices: the `limit` smallest
    * key texts after `after`, in order, and whether more follow) with a key
    * text made only for the keys of the page: a page walks every key, and

@@ -43,7 +43,7 @@ import {
 import { open as openFile, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { checkAdvertiseHasBgp, checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, ruleKeyMap, takeRuleIndex } from '../config/load.js';
-import { RepeatedRowKey } from '../config/row-map.js';
+import { RepeatedRowKey, RowKeyedMap } from '../config/row-map.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
 import { canonicalPolicyKey, formatTeidPrefix, fromFile, localSidKey, policyKey, sessionKey } from '../config/keys.js';
@@ -990,8 +990,18 @@ export class RuleSet {
 
   /** The effective config (settings and interfaces from the file). */
   effective(): Config {
-    const all = <R extends Rule>(kind: RuleKind, mine: ReadonlyMap<string, R>): R[] =>
-      this.#learned[kind].size === 0 ? [...mine.values()] : [...mine.values(), ...(this.#learned[kind].values() as Iterable<R>)];
+    const all = <R extends Rule>(kind: RuleKind, mine: ReadonlyMap<string, R>): R[] => {
+      const learned = this.#learned[kind] as ReadonlyMap<string, Rule> as ReadonlyMap<string, R>;
+      // Made at its size and written in place: a spread of values() made an iterator result per rule and grew the list as it went.
+      const out = new Array<R>(mine.size + learned.size);
+      let at = 0;
+      if (mine instanceof RowKeyedMap) at = (mine as RowKeyedMap<R>).valuesInto(out, 0);
+      else for (const r of mine.values()) out[at++] = r;
+      for (const r of learned.values()) out[at++] = r;
+      // The sizes were the counts (a mismatch would be a fault of the maps): never a hole at the end.
+      out.length = at;
+      return out;
+    };
     return {
       ...this.config,
       policies: all('policy', this.policies),

@@ -218,6 +218,11 @@ export function putIpv6(b: Buffer, at: number, addr: bigint): void {
   v.setBigUint64(o + 8, BigInt.asUintN(64, addr));
 }
 
+/** Segments list `segs` as consecutive addresses from `at` (a loop: forEach's closure was made for every rule written). */
+function putSegments(b: Buffer, at: number, segs: readonly bigint[]): void {
+  for (let i = 0; i < segs.length; i++) putIpv6(b, at + 16 * i, segs[i]!);
+}
+
 /**
  * `into`/`at`: encode into a larger buffer (bulk loads) instead of a new
  * one, whose bytes there must be zero (padding is not written); returns the view.
@@ -298,7 +303,7 @@ export function writePolicy(p: Policy, rule: number, b: Buffer, o: number): void
   }
   putIpv6(b, o + P.sr_prefix.offset, p.srPrefix.addr);
   putIpv6(b, o + P.src_prefix.offset, p.srcPrefix.addr);
-  p.segments.forEach((s, i) => putIpv6(b, o + P.segs.offset + 16 * i, s));
+  putSegments(b, o + P.segs.offset, p.segments);
   u32le(b, o + P.rule.offset, rule);
   u8(b, o + P.sr_plen.offset, p.srPrefix.len);
   u8(b, o + P.src_plen.offset, p.srcPrefix.len);
@@ -395,7 +400,7 @@ export function writeLocalSid(s: LocalSid, rule: number, b: Buffer, o: number): 
   if (segs.length > MUP_MAX_SEGS) {
     throw new Error(`internal: ${whereText('localsids', s)} has ${segs.length} segments; config validation should have refused it`);
   }
-  segs.forEach((x, i) => putIpv6(b, o + pol + P.segs.offset + 16 * i, x));
+  putSegments(b, o + pol + P.segs.offset, segs);
   u8(b, o + pol + P.nsegs.offset, segs.length);
   u8(b, o + pol + P.srh_mode.offset, SRH_MODES[s.srh ?? 'auto']);
   u8(b, o + pol + P.hop_limit.offset, s.ttl);
@@ -536,7 +541,7 @@ export function writeSession(s: Session, rule: number, b: Buffer, o: number): vo
     throw new Error(`internal: ${whereText('sessions', s)} has ${s.segments.length} segments; config validation should have refused it`);
   }
   putSessionAddresses(s, b, o + S.da.offset, o + S.sa.offset);
-  s.segments.forEach((x, i) => putIpv6(b, o + S.segs.offset + 16 * i, x));
+  putSegments(b, o + S.segs.offset, s.segments);
   u32le(b, o + S.rule.offset, rule);
   u8(b, o + S.nsegs.offset, s.segments.length);
   u8(b, o + S.srh_mode.offset, SRH_MODES[s.srh]);

@@ -36,6 +36,13 @@ function config(): { sessions: readonly Session[]; policies: readonly Policy[] }
   return { sessions: c.sessions!, policies: c.policies };
 }
 
+/** valuesInto writes the values in order from its index and says where they end; the list's entries before are left. */
+function valuesIntoIs(m: Map<string, unknown>, values: unknown[]): void {
+  const out: unknown[] = ['before'];
+  expect((m as RowKeyedMap<unknown>).valuesInto(out, 1)).toBe(values.length + 1);
+  expect(out).toEqual(['before', ...values]);
+}
+
 describe('RowKeyedMap', () => {
   for (const kind of ['sessions', 'policies'] as const) {
     it(`is a Map to its users: ${kind}, 3,000 random steps`, () => {
@@ -53,6 +60,8 @@ describe('RowKeyedMap', () => {
       const random = rng(kind === 'sessions' ? 7 : 11);
       const pick = <T>(a: readonly T[]): T => a[Math.floor(random() * a.length)]!;
       const other = { ...rules[0]! } as Session | Policy;
+      // Before any change: every row's own rule (valuesInto's path without replaced rows).
+      valuesIntoIs(m, [...ref.values()]);
       for (let step = 0; step < 3000; step++) {
         const k = pick(pool);
         const what = random();
@@ -72,6 +81,7 @@ describe('RowKeyedMap', () => {
         if (step % 50 === 0 || step === 2999) {
           expect([...m.keys()]).toEqual([...ref.keys()]);
           expect([...m.values()]).toEqual([...ref.values()]);
+          valuesIntoIs(m, [...ref.values()]);
           expect([...m]).toEqual([...ref]);
           const seen: string[] = [];
           m.forEach((v, kk) => {
