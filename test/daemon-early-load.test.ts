@@ -26,6 +26,10 @@ import { LibbpfError, mapInfo, objGet, closeFd } from '../src/dataplane/libbpf.j
 import { LockedError } from '../src/host/lock.js';
 import { INSERT_CHUNK } from '../src/dataplane/tables.js';
 import { WriteThread } from '../src/dataplane/write-thread.js';
+import { ListAheadThread } from '../src/config/list-ahead.js';
+import { parseConfig } from '../src/config/load.js';
+import { plainRule } from '../src/config/rows.js';
+import type { Session } from '../src/config/types.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -279,6 +283,26 @@ describe.skipIf(!isRoot)('the program loaded while the config is read', () => {
     expect(bpfFds()).toEqual(before);
     // Stopped after the fill: the thread has left.
     await vi.waitFor(() => expect(WriteThread.live).toBe(0), { timeout: 10_000, interval: 10 });
+  });
+
+  it('a large JSON config: its sessions read on a second thread, the rules as one thread reads them; the thread then ends', async () => {
+    // Enough policies that the parse reaches the sessions after the thread has loaded (about 0.1-0.2 s).
+    const policies = Array.from({ length: 100_000 }, (_, i) => `{"match":"100.${64 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}/32","sr_prefix":"2001:db8:1::/48","src_prefix":"2001:db8:ff::/64"}`);
+    const sessions = Array.from({ length: 9000 }, (_, i) => `{"name":"session-${i}","ue":"10.200.${i >> 8}.${i & 255}/32","teid":${i + 1},"qfi":9,"endpoint":"192.0.2.1","source":"198.51.100.1","isd":"2001:db8:2::/48","src_prefix":"2001:db8:ff::/64"}`);
+    const text = `{"settings":{"max_policies":100000,"max_localsids":16,"max_sessions":9000},"policies":[\n${policies.join(',\n')}],"localsids":[],"sessions":[\n${sessions.join(',\n')}]}\n`;
+    const { d, log } = daemon(text, { detachOnExit: true, listAheadFrom: 1 << 20 });
+    await d.start();
+    const ahead = startLine(log)?.['listAhead'] as { outcome: string; indexTaken: boolean } | undefined;
+    // Taken, unless a loaded host's thread had not begun when the parse got there (then read here, as without it).
+    expect(['taken', 'not begun when the parse reached the list']).toContain(ahead?.outcome);
+    if (ahead?.outcome === 'taken') expect(ahead.indexTaken).toBe(true);
+    expect([d.dataplane.rules.policyCount, d.dataplane.rules.sessionCount]).toEqual([100_000, 9000]);
+    const alone = parseConfig(text, 'alone.json');
+    const plain = (c: { sessions?: readonly Session[] }): string => JSON.stringify((c.sessions ?? []).map(plainRule), (_k, v: unknown) => (typeof v === 'bigint' ? v.toString(16) : v));
+    expect(plain(d.rules.effective())).toEqual(plain(alone));
+    d.stop();
+    daemons.splice(daemons.indexOf(d), 1);
+    await vi.waitFor(() => expect(ListAheadThread.live).toBe(0), { timeout: 10_000, interval: 10 });
   });
 
   it('a restart onto pinned tables starts no write thread (their entries go through the change path)', async () => {

@@ -25,8 +25,8 @@ import { ConfigError, configWarning, type ConfigWarning } from './errors.js';
 import { localSidKey, parseTeidPrefix, policyKey, SECTION_KEY, sessionKey, whereText } from './keys.js';
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import { RULE_NAME_CHAR, RULE_NAME_MAX } from './rule-name.js';
-import { RepeatedRowKey, RowKeyedMap } from './row-map.js';
-import { keyTextOrder, POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule } from './rows.js';
+import { RepeatedRowKey, RowKeyedMap, type FilledIndex } from './row-map.js';
+import { keyTextOrder, POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule, type SessionProfile, type SessionRowsData } from './rows.js';
 import { FLAT_KEYS, FLAT_SLOTS, FlatLocalSids, FlatMemberColumns, FlatPolicies, FlatSessions, TakenRule, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
 import { localSidGrowth, mtuTooSmall, sessionGrowth, type Growth } from './mtu-floor.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
@@ -138,8 +138,8 @@ export async function loadConfigFile(path: string): Promise<Config> {
  * AsciiText (src/config/ascii-text.ts) is its own bytes: no string of the
  * whole text is made unless something needs it.
  */
-export function parseConfig(text: string | AsciiText, file = '<inline>', onSettings?: (s: Settings) => void, bytes?: Uint8Array): Config {
-  return parseConfigText(text, file, onSettings, true, typeof text === 'string' ? bytes : text.bytes);
+export function parseConfig(text: string | AsciiText, file = '<inline>', onSettings?: (s: Settings) => void, bytes?: Uint8Array, ahead?: ListAhead): Config {
+  return parseConfigText(text, file, onSettings, true, typeof text === 'string' ? bytes : text.bytes, ahead);
 }
 
 /**
@@ -151,10 +151,11 @@ export function parseConfigReadWhole(text: string, file = '<inline>'): Config {
   return parseConfigText(text, file, undefined, false);
 }
 
-function parseConfigText(input: string | AsciiText, file: string, onSettings: ((s: Settings) => void) | undefined, streamJson: boolean, bytes?: Uint8Array): Config {
+function parseConfigText(input: string | AsciiText, file: string, onSettings: ((s: Settings) => void) | undefined, streamJson: boolean, bytes?: Uint8Array, ahead?: ListAhead): Config {
   const src = new Source(file, input);
   let asRead = new RulesAsRead(src);
-  let top: unknown = streamJson ? jsonRulesAsRead(src, input, (key) => asRead.hook(key), bytes, (key) => asRead.flatReader(key)) : NOT_STREAMED;
+  const adopt = ahead === undefined ? undefined : (key: string, at: number) => asRead.adopt(src, key, at, ahead);
+  let top: unknown = streamJson ? jsonRulesAsRead(src, input, (key) => asRead.hook(key), bytes, (key) => asRead.flatReader(key), adopt) : NOT_STREAMED;
   // Whatever reads it from here on reads the string: an ASCII file's is made now, if the streamed read gave it up.
   let text = '';
   // Anything the streamed read does not take (or refuses) is read whole, as before: errors worded there.
@@ -333,12 +334,29 @@ class Section<R> {
     }
   }
 
+  /** Whether reading the items drew a warning (kept apart until finish()). */
+  get warned(): boolean {
+    return this.#src.warnings.length > 0;
+  }
+
+  /**
+   * The whole list read on another thread (RulesAsRead.adopt): every item a
+   * rule, item i's text at text[spans[i], spans[i + 1]).
+   */
+  adopt(list: readonly R[], spans: Uint32Array<ArrayBuffer>): void {
+    if (this.done !== 0 || this.#count !== 0 || spans.length !== list.length + 1) throw new Error(`internal: the ${this.name} read ahead cannot be taken here`);
+    this.done = list.length;
+    this.#starts = spans.subarray(0, list.length);
+    this.#count = list.length;
+    this.#end = spans[list.length]!;
+  }
+
   /**
    * Item i's text is text[spans[i], spans[i + 1]): `count` + 1 offsets, if
    * the block reader (or the streamed JSON read) read every one of the
    * `count` items (not for js-yaml or JSON read whole, nor for an empty list).
    */
-  spans(count: number): Uint32Array | undefined {
+  spans(count: number): Uint32Array<ArrayBuffer> | undefined {
     if (!this.#spansOk || count === 0 || this.#count !== count) return undefined;
     const out = new Uint32Array(count + 1);
     out.set(this.#starts.subarray(0, count));
@@ -360,10 +378,13 @@ class RulesAsRead {
   readonly localsids: Section<LocalSid>;
   readonly sessions: Section<Session>;
   readonly #flat: { readonly policies: FlatPolicies; readonly sessions: FlatSessions; readonly localsids: FlatLocalSids };
+  /** The sessions' rows (readListAhead sends them). */
+  readonly sessionRows: SessionRows;
 
   constructor(src: Source) {
     const policies = new PolicyRows();
     const sessions = new SessionRows();
+    this.sessionRows = sessions;
     this.policies = new Section(src, 'policies', readPolicy, policies);
     this.localsids = new Section(src, 'localsids', readLocalSid);
     this.sessions = new Section(src, 'sessions', readSession, sessions);
@@ -395,6 +416,109 @@ class RulesAsRead {
     const s = this[key];
     return (v, i, start, end) => s.item(v, i, start, end);
   }
+
+  /**
+   * The list of `key` at `at` (its `[`) as `ahead` read it on its thread
+   * (readListAhead there): its rules, now this section's, and the index
+   * past its `]`. Undefined when it has none for this list (read it here).
+   */
+  adopt(src: Source, key: string, at: number, ahead: ListAhead): { list: unknown[]; end: number } | undefined {
+    if (key !== 'sessions' || this.sessions.done !== 0) return undefined;
+    // Its rules (an object per row: 0.1-0.3 s for a million) are made while the thread reads, as far as it has read.
+    const rows = new SessionRows();
+    const list: SessionRule[] = [];
+    const read = ahead.take(key, at, (n) => rows.rulesTo(list, Math.min(n, list.length + RULES_A_STEP)));
+    if (read === undefined) return undefined;
+    if (read.at !== at) throw new Error(`internal: the sessions read ahead from ${read.at} were given for the list at ${at}`);
+    rows.take(read.rows, (p) => sharedSessionProfile(src, p));
+    rows.rulesTo(list, rows.count);
+    list.length = rows.count;
+    // The thread's index of their keys, made after it sent them: the sessions' check (checkByKeyBytes) takes it
+    // instead of making it again.
+    filledIndexes.set(rows, () => ahead.index());
+    this.sessions.adopt(list, read.spans);
+    return { list, end: read.end };
+  }
+}
+
+/**
+ * A rule list read on another thread while this one reads the rest of the
+ * file (src/config/list-ahead.ts): the sessions of a large JSON config.
+ */
+export interface ListAhead {
+  /**
+   * The list of `key` whose `[` is at `at`, waited for if it is being read;
+   * undefined when the thread has none for it (another list or place, it
+   * gave up, or it had not begun): this thread reads it. While it waits it
+   * calls `meanwhile` with the number of items the thread has read so far
+   * (a step of work; false when there is none to do yet).
+   */
+  take(key: string, at: number, meanwhile?: (read: number) => boolean): ListReadAhead | undefined;
+  /**
+   * The index by key of the list take() gave, made by the thread after it
+   * (while this one checks the policies), waited for; undefined when it
+   * made none (a key given twice, among others): this thread makes it.
+   */
+  index(): FilledIndex | undefined;
+}
+
+/** Rules made a step while the thread reads (about 2-4 ms). */
+const RULES_A_STEP = 16384;
+
+/** A sessions list read from the file's bytes on another thread (readListAhead). */
+export interface ListReadAhead {
+  /** Where its `[` is, and the index past its `]`. */
+  readonly at: number;
+  readonly end: number;
+  /** Item i's text is [spans[i], spans[i + 1]) (Section.spans). */
+  readonly spans: Uint32Array<ArrayBuffer>;
+  readonly rows: SessionRowsData;
+}
+
+/**
+ * The sessions list at `at` (its `[`) of an ASCII JSON file's bytes, read
+ * as parseConfig reads it (for a thread: src/config/list-ahead-worker.ts).
+ * Undefined unless every item became a row with no warning: the list is
+ * then read by parseConfig itself, which words any error.
+ */
+export function readListAhead(bytes: Uint8Array, at: number, progress?: (read: number) => void): { read: ListReadAhead; index: () => FilledIndex | undefined } | undefined {
+  if (bytes[at] !== 0x5b /* [ */) return undefined;
+  const text = new AsciiText(bytes);
+  const src = new Source('<read ahead>', text);
+  src.freshStrings();
+  const asRead = new RulesAsRead(src);
+  const runs = new FlatRuns(text, bytes);
+  runs.reader = asRead.flatReader('sessions');
+  let list: unknown[] | undefined;
+  const each = asRead.hook('sessions')!;
+  const hook: ItemRead = (v, i, start, end) => {
+    if ((i & 4095) === 0) progress?.(i);
+    return each(v, i, start, end);
+  };
+  const end = jsonItems(text, at, hook, (l) => (list = l), runs);
+  const s = asRead.sessions;
+  if (end < 0 || list === undefined || list.length === 0 || s.done !== list.length || s.warned || src.warnings.length > 0) return undefined;
+  const rows = asRead.sessionRows;
+  if (rows.count !== list.length || !list.every((r, i) => r instanceof SessionRule && r.where === i)) return undefined;
+  const spans = s.spans(list.length);
+  if (spans === undefined) return undefined;
+  const rules = list;
+  // Made after the rows are sent; undefined for a key given twice (the other side words the error).
+  const index = (): FilledIndex | undefined => {
+    try {
+      return ruleKeyMap('sessions', rules).filledIndex();
+    } catch (e) {
+      if (e instanceof RepeatedRowKey) return undefined;
+      throw e;
+    }
+  };
+  return { read: { at, end, spans, rows: rows.data() }, index };
+}
+
+/** A session profile from another thread, its prefixes the ones this file's readers share (and no segments the shared none). */
+function sharedSessionProfile(src: Source, p: SessionProfile): SessionProfile {
+  const share = (x: Ipv6Prefix): Ipv6Prefix => sharedV6Prefix(src, formatIpv6Prefix(x)) ?? x;
+  return { ...p, isd: share(p.isd), srcPrefix: share(p.srcPrefix), segments: p.segments.length === 0 ? NO_SEGMENTS : p.segments };
 }
 
 /**
@@ -590,13 +714,20 @@ const NOT_STREAMED = Symbol('not read streamed');
  * (not an object, a syntax error, a repeated key, a `__proto__` member):
  * the caller then reads it whole with JSON.parse, which words the errors.
  */
-function jsonRulesAsRead(src: Source, text: string | AsciiText, hook: ItemHook, bytes: Uint8Array | undefined, flatReader?: (key: string) => FlatRuleReader | undefined): unknown {
+function jsonRulesAsRead(
+  src: Source,
+  text: string | AsciiText,
+  hook: ItemHook,
+  bytes: Uint8Array | undefined,
+  flatReader?: (key: string) => FlatRuleReader | undefined,
+  adopt?: (key: string, at: number) => { list: unknown[]; end: number } | undefined,
+): unknown {
   let i = jsonSpace(text, 0);
   if (text.charCodeAt(i) !== 0x7b /* { */) return NOT_STREAMED;
   src.freshStrings();
   const top: Record<string, unknown> = {};
   const ascii = asciiBytes(text, bytes);
-  const got = jsonMembers(text, i, top, hook, ascii === undefined ? undefined : new FlatRuns(text, ascii), flatReader);
+  const got = jsonMembers(text, i, top, hook, ascii === undefined ? undefined : new FlatRuns(text, ascii), flatReader, adopt);
   if (got < 0 || jsonSpace(text, got) !== text.length) {
     src.freshStrings(false);
     return NOT_STREAMED;
@@ -616,7 +747,15 @@ function jsonSpace(text: Chars, i: number): number {
 }
 
 /** The top-level object at `i` (its `{`) read into `top`; the index past its `}`, or -1. */
-function jsonMembers(text: Chars, i: number, top: Record<string, unknown>, hook: ItemHook, runs: FlatRuns | undefined, flatReader: ((key: string) => FlatRuleReader | undefined) | undefined): number {
+function jsonMembers(
+  text: Chars,
+  i: number,
+  top: Record<string, unknown>,
+  hook: ItemHook,
+  runs: FlatRuns | undefined,
+  flatReader: ((key: string) => FlatRuleReader | undefined) | undefined,
+  adopt: ((key: string, at: number) => { list: unknown[]; end: number } | undefined) | undefined,
+): number {
   i = jsonSpace(text, i + 1);
   if (text.charCodeAt(i) === 0x7d /* } */) return i + 1;
   for (;;) {
@@ -631,7 +770,11 @@ function jsonMembers(text: Chars, i: number, top: Record<string, unknown>, hook:
     i = jsonSpace(text, i + 1);
     const each = hook(key);
     if (runs !== undefined) runs.reader = each === undefined ? undefined : flatReader?.(key);
-    const end = each !== undefined && text.charCodeAt(i) === 0x5b /* [ */ ? jsonItems(text, i, each, (list) => (top[key] = list), runs) : jsonPiece(text, i, (v) => (top[key] = v));
+    const list = each !== undefined && text.charCodeAt(i) === 0x5b; /* [ */
+    // A rule list read on another thread from its bytes (an ASCII text's, as the flat runs read), if it was.
+    const taken = list && runs !== undefined ? adopt?.(key, i) : undefined;
+    if (taken !== undefined) top[key] = taken.list;
+    const end = taken !== undefined ? taken.end : list ? jsonItems(text, i, each!, (l) => (top[key] = l), runs) : jsonPiece(text, i, (v) => (top[key] = v));
     if (end < 0) return -1;
     i = jsonSpace(text, end);
     const c = text.charCodeAt(i);
@@ -1565,6 +1708,7 @@ function checkByKeyBytes<R extends Rule>(src: Source, section: 'policies' | 'ses
 export function ruleKeyMap<R>(section: 'policies' | 'sessions', rules: readonly R[], fill = true): RowKeyedMap<R> {
   const sessions = section === 'sessions';
   const key = SECTION_KEY[section] as (r: R) => string;
+  const filled = sessions ? filledIndexFor(rules as readonly Session[]) : undefined;
   return new RowKeyedMap<R>(
     {
       count: rules.length,
@@ -1576,7 +1720,22 @@ export function ruleKeyMap<R>(section: 'policies' | 'sessions', rules: readonly 
       order: (b, out) => keyTextOrder(b, out, sessions),
     },
     fill,
+    filled,
   );
+}
+
+/** The index of sessions read ahead, made by the thread that read them (readListAhead), by their rows: taken once. */
+const filledIndexes = new WeakMap<SessionRows, () => FilledIndex | undefined>();
+
+/** The index sent with `rules`, if they are the rows it was made for, each at its place. */
+function filledIndexFor(rules: readonly Session[]): FilledIndex | undefined {
+  const rows = rules.length === 0 ? undefined : SessionRule.rowsOf(rules[0]!);
+  const filled = rows === undefined ? undefined : filledIndexes.get(rows);
+  if (rows === undefined || filled === undefined) return undefined;
+  filledIndexes.delete(rows);
+  if (rows.count !== rules.length) return undefined;
+  for (let i = 0; i < rules.length; i++) if (!SessionRule.isRow(rules[i]!, rows, i)) return undefined;
+  return filled();
 }
 
 /** An IPv6 prefix from its text (host bits cleared, as any key is), else undefined: the caller compares the key texts. */

@@ -36,12 +36,20 @@ class RowIndex {
     readonly rows: { keyBytes(i: number, into: Uint8Array): void },
     count: number,
     keyLength: number,
+    /** The table another thread filled for the same rows (RowKeyedMap's `filled`). */
+    table?: Int32Array,
   ) {
     // Any number of slots, not a power of two: a million rows take 1.33 million, not 2 (16 MB).
     const slots = Math.max(16, Math.ceil((count * 4) / 3) + 1);
     this.#slots = slots;
-    this.#table = new Int32Array(2 * slots);
+    if (table !== undefined && table.length !== 2 * slots) throw new Error(`internal: an index of ${table.length / 2} slots was sent for ${count} rows (${slots} slots)`);
+    this.#table = table ?? new Int32Array(2 * slots);
     this.#probe = new Uint8Array(keyLength);
+  }
+
+  /** The slots (sent to another thread: RowKeyedMap.filledIndex). */
+  get table(): Int32Array {
+    return this.#table;
   }
 
   /** FNV-1a of the key bytes, never 0. */
@@ -86,6 +94,13 @@ class RowIndex {
       if (at === h && this.#same(t[2 * s + 1]!, key)) return t[2 * s + 1]!;
     }
   }
+}
+
+/** A RowKeyedMap's index of all its rows, made on another thread for rows with the same keys (RowKeyedMap.filledIndex). */
+export interface FilledIndex {
+  readonly table: Int32Array;
+  /** Whether every row's key has an order (pageSlices). */
+  readonly orderable: boolean;
 }
 
 /** What the map needs of its rows (a list's rules: rows of src/config/rows.ts, or objects). */
@@ -136,15 +151,25 @@ export class RowKeyedMap<R> extends Map<string, R> {
    * earlier row has (the caller words the error). With `fill` false, the
    * caller indexes the rows with fill() before any other use.
    */
-  constructor(rows: KeyedRows<R>, fill = true) {
+  constructor(rows: KeyedRows<R>, fill = true, filled?: FilledIndex) {
     super();
     this.#rows = rows;
-    this.#index = new RowIndex(rows, rows.count, rows.keyLength);
+    this.#index = new RowIndex(rows, rows.count, rows.keyLength, filled?.table);
     this.#scratch = new Uint8Array(rows.keyLength);
     this.#gone = new Uint8Array(rows.count);
     this.#live = rows.count;
-    this.#orderable = rows.order !== undefined;
-    if (fill) this.fill(rows.count);
+    this.#orderable = rows.order !== undefined && (filled?.orderable ?? true);
+    if (filled !== undefined) this.#filled = rows.count;
+    else if (fill) this.fill(rows.count);
+  }
+
+  /**
+   * The index of every row, as another thread sends it for a map of the
+   * same rows there (a start's sessions read ahead: src/config/list-ahead.ts);
+   * undefined until every row is indexed.
+   */
+  filledIndex(): FilledIndex | undefined {
+    return this.#filled === this.#rows.count ? { table: this.#index.table, orderable: this.#orderable } : undefined;
   }
 
   /** Index up to `n` more rows (a fill in pieces, between turns); true when every row is. */

@@ -125,6 +125,21 @@ export function plainRule<R>(r: R): R {
   return isRow(r) ? (r[PLAIN]() as R) : r;
 }
 
+/** A SessionRows' contents, sent between threads (SessionRows.data, SessionRows.from). */
+export interface SessionRowsData {
+  readonly count: number;
+  readonly ue4: Uint32Array<ArrayBuffer>;
+  readonly ueLen: Uint8Array<ArrayBuffer>;
+  readonly teid: Uint32Array<ArrayBuffer>;
+  readonly qos: Uint8Array<ArrayBuffer>;
+  readonly endpoint: Uint32Array<ArrayBuffer>;
+  readonly source: Uint32Array<ArrayBuffer>;
+  readonly profile: Uint32Array<ArrayBuffer>;
+  readonly ue6: ReadonlyMap<number, Ipv6Prefix>;
+  readonly names: ReadonlyMap<number, string>;
+  readonly profiles: readonly SessionProfile[];
+}
+
 /** The sessions of one list, in order: row i is the list's item i (its `where`). */
 export class SessionRows {
   count = 0;
@@ -190,6 +205,65 @@ export class SessionRows {
     this.#profile[i] = profile;
     this.count = n;
     return i;
+  }
+
+  /**
+   * What the rows hold, to be sent from a thread (the columns' buffers
+   * transferred): SessionRows.from makes the rows again on the other side.
+   */
+  data(): SessionRowsData {
+    return {
+      count: this.count,
+      ue4: this.#ue4,
+      ueLen: this.#ueLen,
+      teid: this.#teid,
+      qos: this.#qos,
+      endpoint: this.#endpoint,
+      source: this.#source,
+      profile: this.#profile,
+      ue6: this.#ue6,
+      names: this.#names,
+      profiles: this.profiles.list,
+    };
+  }
+
+  /**
+   * An empty store made the rows `data` holds (SessionRows.data of a store
+   * on another thread), each profile as `share` gives it (the prefix
+   * objects this thread shares). Throws when the store is not empty or the
+   * data is not a whole store's (a fault of ours).
+   */
+  take(d: SessionRowsData, share: (p: SessionProfile) => SessionProfile): void {
+    if (this.count !== 0 || this.profiles.list.length !== 0) throw new Error('internal: sessions sent into rows that have some');
+    const n = d.count;
+    const columns = [d.ue4, d.ueLen, d.teid, d.qos, d.endpoint, d.source, d.profile];
+    if (!Number.isSafeInteger(n) || n < 0 || columns.some((c) => !ArrayBuffer.isView(c) || c.length < n)) throw new Error(`internal: the rows sent hold no ${n} sessions`);
+    this.#ue4 = d.ue4;
+    this.#ueLen = d.ueLen;
+    this.#teid = d.teid;
+    this.#qos = d.qos;
+    this.#endpoint = d.endpoint;
+    this.#source = d.source;
+    this.#profile = d.profile;
+    this.count = n;
+    for (const [i, p] of d.ue6) this.#ue6.set(i, p);
+    for (const [i, name] of d.names) this.#names.set(i, name);
+    // Distinct there, distinct here: each profile keeps its id (its rows' column is not rewritten).
+    for (let id = 0; id < d.profiles.length; id++) {
+      if (this.profiles.id(share(d.profiles[id]!)) !== id) throw new Error(`internal: the sessions' profile ${id} sent is the same as another`);
+    }
+    for (let i = 0; i < n; i++) if (d.profile[i]! >= d.profiles.length) throw new Error(`internal: session row ${i} names a profile not sent`);
+  }
+
+  /**
+   * The rules of rows out.length .. n - 1 added to `out` (the list the rows
+   * are, made ahead: rows may be given later, by take()); false when it
+   * has them all.
+   */
+  rulesTo(out: SessionRule[], n: number): boolean {
+    if (out.length >= n) return false;
+    for (let i = out.length; i < n; i++) out.push(new SessionRule(this, i));
+    return true;
   }
 
   name(i: number): string | undefined {
@@ -294,6 +368,14 @@ abstract class RowRule<S extends RowStore> implements Row {
 
 /** A session of a SessionRows: its fields read from the row. */
 export class SessionRule extends RowRule<SessionRows> implements Session {
+  /** The store a session is a row of, or undefined (an object rule). */
+  static rowsOf(r: Session): SessionRows | undefined {
+    return r instanceof SessionRule ? r.store : undefined;
+  }
+  /** Whether `r` is row `i` of `rows`. */
+  static isRow(r: Session, rows: SessionRows, i: number): boolean {
+    return r instanceof SessionRule && r.store === rows && r.row === i;
+  }
   /** A session's key bytes (SESSION_KEY_BYTES) into `into`: a row's from its columns, another's from its fields. */
   static keyBytesOf(r: Session, into: Uint8Array): void {
     if (r instanceof SessionRule) r.store.keyBytes(r.row, into);

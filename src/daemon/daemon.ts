@@ -63,6 +63,7 @@ import { LINK_CHECK_MS, LinkKeeper } from './links.js';
 import { type HeldLock, LockedError, stateLockPath, takeLock } from '../host/lock.js';
 import { DEFAULT_BPFFS, defaultStateFile } from '../host/paths.js';
 import { readFileShared, readFileSharedSync, readHead } from '../host/read-shared.js';
+import { LIST_AHEAD_FROM, ListAheadThread, type ListAheadOutcome } from '../config/list-ahead.js';
 import { sha256Soon } from '../host/sha-thread.js';
 import { runningVersion } from '../host/version.js';
 import {
@@ -141,6 +142,8 @@ export interface DaemonOptions {
   readonly spawnEarly?: boolean;
   /** A config file of at least this many bytes has its start's first fill written by two threads, with earlyLoad (default WRITE_THREAD_FROM_BYTES; tests set less). */
   readonly writeThreadFrom?: number;
+  /** A JSON config file of at least this many bytes (and over CONFIG_HEAD_BYTES) has its sessions read on a second thread at a start (default LIST_AHEAD_FROM; tests set less). */
+  readonly listAheadFrom?: number;
   /** The thread scripts watched for an upgrade under the daemon (default: the config parser's and printer's; tests give their own). */
   readonly workerScripts?: readonly string[];
   readonly log: Logger;
@@ -655,6 +658,8 @@ export class Daemon {
   #stateRead: string | undefined;
   /** ms per start phase, logged with the start line. */
   readonly #timings: Record<string, number> = {};
+  /** How the start's read of the sessions on a second thread ended (src/config/list-ahead.ts), if one was started. */
+  #listAhead: { readonly outcome: ListAheadOutcome; readonly waitedMs: number; readonly indexTaken: boolean; readonly indexWaitedMs: number } | undefined;
   /** New counters made in place of pinned ones of an older layout (#load), and the slots whose counts they took: pinned once the program is attached. */
   #countersToPin: { readonly fd: number; readonly carried: number } | undefined;
 
@@ -707,6 +712,7 @@ export class Daemon {
         ms: this.#timings,
         programLoad: `${this.#loadOrder.order} (${this.#loadOrder.why ?? ''})`,
         ...(this.#fillThread === undefined ? {} : { fillThread: this.#fillThread }),
+        ...(this.#listAhead === undefined ? {} : { listAhead: this.#listAhead }),
         adopted: this.#adopted,
         policies: t.policyCount,
         localsids: t.localsidCount,
@@ -1018,13 +1024,26 @@ export class Daemon {
     // (a fork then copied the page tables of the whole file's bytes and text: 132 ms for 277 MB, not 15).
     const head = hooks === undefined ? undefined : readHead(this.#o.configPath, CONFIG_HEAD_BYTES);
     if (head !== undefined) hooks?.text(head.text, false, head.size);
-    const bytes = this.#readConfigBytes();
-    const sha = sha256Soon(bytes);
-    const deflated = deflateSoon(bytes);
-    // An ASCII JSON file is read from its bytes: its string (277 MB: 200-300 ms) is made only if something needs it.
-    const text = asciiJson(bytes) ?? bytes.toString('utf8');
-    hooks?.text(text, true, bytes.length);
-    const config = parseConfig(text, this.#o.configPath, hooks?.settings, bytes);
+    // A large JSON file's sessions are read on a second thread while this one reads the rest (list-ahead.ts):
+    // the thread starts before the file is read, so its modules load meanwhile.
+    const ahead = head !== undefined && head.size >= (this.#o.listAheadFrom ?? LIST_AHEAD_FROM) && /^\s*\{/.test(head.text) ? new ListAheadThread() : undefined;
+    let config: Config;
+    let bytes: Buffer;
+    let sha: Promise<string>;
+    let deflated: Promise<Buffer | undefined>;
+    try {
+      bytes = this.#readConfigBytes();
+      ahead?.give(bytes);
+      sha = sha256Soon(bytes);
+      deflated = deflateSoon(bytes);
+      // An ASCII JSON file is read from its bytes: its string (277 MB: 200-300 ms) is made only if something needs it.
+      const text = asciiJson(bytes) ?? bytes.toString('utf8');
+      hooks?.text(text, true, bytes.length);
+      config = parseConfig(text, this.#o.configPath, hooks?.settings, bytes, ahead);
+    } finally {
+      ahead?.stop();
+    }
+    if (ahead !== undefined) this.#listAhead = { outcome: ahead.outcome, waitedMs: ahead.waitedMs, indexTaken: ahead.indexTaken, indexWaitedMs: ahead.indexWaitedMs };
     this.#logConfigWarnings(config);
     return { config, sha: await sha, bytes, deflated: await deflated };
   }

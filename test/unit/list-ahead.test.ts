@@ -1,0 +1,144 @@
+/**
+ * A start's sessions read on a second thread (src/config/list-ahead.ts)
+ * give the config a parse on one thread gives: the same rules field by
+ * field, the same places of each item (a reload keeps rules by them), the
+ * same warnings, the same key index, the same error for a bad file. Each
+ * case is parsed twice from the same shared bytes, with the thread and
+ * without; the thread is let begin first (on a file this small the parse
+ * would otherwise reach the list before the thread has loaded).
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { asciiJson } from '../../src/config/ascii-text.js';
+import { ConfigError } from '../../src/config/errors.js';
+import { ListAheadThread } from '../../src/config/list-ahead.js';
+import { itemSpansOf, parseConfig, takeRuleIndex } from '../../src/config/load.js';
+import { sessionKey } from '../../src/config/keys.js';
+import { plainRule } from '../../src/config/rows.js';
+import type { Config } from '../../src/config/types.js';
+
+type Obj = Record<string, unknown>;
+const session = (i: number, o: Obj = {}): Obj => ({ ue: `10.${i >> 8}.${i & 255}.0/24`, teid: `0x${(i + 1).toString(16)}`, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ffff::/64', ...o });
+const policy = (i: number, o: Obj = {}): Obj => ({ match: `100.64.${i >> 8}.${i & 255}/32`, teid: `${i}/32`, sr_prefix: '2001:db9:1::/48', src_prefix: '2001:db8:ffff::/64', ...o });
+const many = (n: number, f: (i: number) => Obj): Obj[] => Array.from({ length: n }, (_, i) => f(i));
+
+/** A JSON config as generated files write it: settings first, one item a line. */
+function json(parts: { policies?: Obj[]; sessions?: Obj[]; sessionsFirst?: boolean; tail?: string }): string {
+  const list = (l: Obj[]): string => `[${l.map((x) => `\n${JSON.stringify(x)}`).join(',')}]`;
+  const members = [`"settings":${JSON.stringify({ max_policies: 4096, max_sessions: 4096 })}`];
+  const p = `"policies":${list(parts.policies ?? [])}`;
+  const s = `"sessions":${list(parts.sessions ?? [])}`;
+  members.push(...(parts.sessionsFirst === true ? [s, p] : [p, s]), '"localsids":[]');
+  return `{${members.join(',')}}${parts.tail ?? ''}\n`;
+}
+
+/** The text's bytes in a SharedArrayBuffer, as the daemon reads a file. */
+function shared(text: string): Buffer {
+  const n = Buffer.byteLength(text);
+  const b = Buffer.from(new SharedArrayBuffer(n));
+  b.write(text);
+  return b;
+}
+
+const BIG = (_k: string, v: unknown): unknown => (typeof v === 'bigint' ? `0x${v.toString(16)}` : v);
+
+/** What a parse gave: every rule as its plain fields, the items' places, the warnings, the sessions' key index answers. */
+function view(c: Config): string {
+  const index = takeRuleIndex(c.sessions ?? []);
+  const found = (c.sessions ?? []).map((s) => index?.byKey.get(sessionKey(s)) === s);
+  return JSON.stringify(
+    {
+      policies: c.policies.map(plainRule),
+      sessions: (c.sessions ?? []).map(plainRule),
+      spans: Object.entries(itemSpansOf(c) ?? {}).map(([k, v]) => [k, [...v]]),
+      warnings: c.warnings,
+      indexSize: index?.byKey.size,
+      found: found.every((x) => x),
+    },
+    BIG,
+  );
+}
+
+function outcomeOf(f: () => Config): { view?: string; error?: string } {
+  try {
+    return { view: view(f()) };
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    return { error: `${e.path}: ${e.message}` };
+  }
+}
+
+const threads: ListAheadThread[] = [];
+afterEach(() => {
+  for (const t of threads.splice(0)) t.stop();
+});
+
+/** The text parsed on one thread, and with the thread (once it has begun or finished). */
+async function both(text: string): Promise<{ alone: ReturnType<typeof outcomeOf>; ahead: ReturnType<typeof outcomeOf>; thread: ListAheadThread }> {
+  const b = shared(text);
+  const alone = outcomeOf(() => parseConfig(asciiJson(b) ?? text, 'x.json', undefined, b));
+  const t = new ListAheadThread();
+  threads.push(t);
+  t.give(b);
+  await vi.waitFor(() => expect(t.phase).not.toBe('locating'), { timeout: 20_000, interval: 5 });
+  const ahead = outcomeOf(() => parseConfig(asciiJson(b) ?? text, 'x.json', undefined, b, t));
+  return { alone, ahead, thread: t };
+}
+
+describe('sessions read ahead on a second thread', () => {
+  it.each<[string, Parameters<typeof json>[0], string]>([
+    ['policies, then sessions, every item flat', { policies: many(300, (i) => policy(i)), sessions: many(300, (i) => session(i)) }, 'taken'],
+    ['sessions first', { sessionsFirst: true, policies: many(50, (i) => policy(i)), sessions: many(300, (i) => session(i)) }, 'taken'],
+    [
+      'names, an IPv6 UE, segments and an MTU (items the rule reader reads there, as rows)',
+      {
+        policies: [policy(0, { name: 'sessions' })],
+        sessions: [...many(100, (i) => session(i, i % 7 === 0 ? { name: `s-${i}` } : {})), session(100, { ue: '2001:db8:60::/64' }), session(101, { segments: ['2001:db8::1'], mtu: 1400 })],
+      },
+      'taken',
+    ],
+    ['a session that draws a warning (host bits in its UE)', { sessions: [...many(20, (i) => session(i)), session(20, { ue: '10.0.20.7/24' })] }, 'no answer'],
+    ['a session refused (a bad TEID)', { sessions: [...many(20, (i) => session(i)), session(20, { teid: 'x' })] }, 'no answer'],
+    ['no sessions', { policies: many(20, (i) => policy(i)), sessions: [] }, 'no answer'],
+  ])('%s: the same config', async (_what, parts, outcome) => {
+    const { alone, ahead, thread } = await both(json(parts));
+    expect(ahead).toEqual(alone);
+    expect(thread.outcome).toBe(outcome);
+    if (outcome === 'taken') expect(thread.indexTaken).toBe(true);
+  });
+
+  it('a UE given twice: the same error, worded by this thread (the other sends no index)', async () => {
+    const { alone, ahead, thread } = await both(json({ sessions: [...many(30, (i) => session(i)), session(7, { teid: 99 })] }));
+    expect(alone.error).toMatch(/^sessions\[30\]\.ue: .*10\.0\.7\.0\/24 is already used by sessions\[7\]/);
+    expect(ahead).toEqual(alone);
+    expect(thread.outcome).toBe('taken');
+    expect(thread.indexTaken).toBe(false);
+  });
+
+  it('text after the top-level object: the same error (the list taken is thrown away with the streamed read)', async () => {
+    const { alone, ahead } = await both(json({ sessions: many(30, (i) => session(i)), tail: ' x' }));
+    expect(alone.error).toBeDefined();
+    expect(ahead).toEqual(alone);
+  });
+
+  it('a list the parse reaches before the thread has begun is read here', () => {
+    const text = json({ sessions: many(30, (i) => session(i)) });
+    const b = shared(text);
+    const t = new ListAheadThread();
+    threads.push(t);
+    t.give(b);
+    // At once: the thread is still loading.
+    const c = parseConfig(asciiJson(b)!, 'x.json', undefined, b, t);
+    expect(t.outcome).toBe('not begun when the parse reached the list');
+    expect(view(c)).toEqual(view(parseConfig(asciiJson(b)!, 'x.json', undefined, b)));
+  });
+
+  it('bytes not in a SharedArrayBuffer are not given (they would be copied): the list is read here', async () => {
+    const text = json({ sessions: many(30, (i) => session(i)) });
+    const t = new ListAheadThread();
+    threads.push(t);
+    t.give(Buffer.from(text));
+    const c = parseConfig(text, 'x.json', undefined, Buffer.from(text), t);
+    expect(t.outcome).toBe('not asked');
+    expect(c.sessions).toHaveLength(30);
+  });
+});
