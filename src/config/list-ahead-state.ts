@@ -10,7 +10,9 @@ export const STATE = 0;
 export const AT = 1;
 /** How many items of it the thread has read (a lower bound: updated every few thousand). */
 export const COUNT = 2;
-export const SLOTS = 3;
+/** Counted up as the thread works (its read, its index): one that stops moving is a thread gone. */
+export const BEAT = 3;
+export const SLOTS = 4;
 
 /** Loading, or looking for the list: the main thread may still take it back (CANCELLED) and read the list itself. */
 export const LOCATING = 0;

@@ -7,7 +7,7 @@
  */
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { readListAhead } from './load.js';
-import { AT, CANCELLED, COUNT, INDEXED, NO_INDEX, LOCATING, locateList, NONE, ANSWERED, READING, STATE } from './list-ahead-state.js';
+import { AT, BEAT, CANCELLED, COUNT, INDEXED, NO_INDEX, LOCATING, locateList, NONE, ANSWERED, READING, STATE } from './list-ahead-state.js';
 
 const { state, port } = workerData as { state: Int32Array; port: MessagePort };
 
@@ -31,6 +31,7 @@ port.once('message', (m: { bytes: Uint8Array }) => {
     try {
       got = readListAhead(m.bytes, at, (n) => {
         Atomics.store(state, COUNT, n);
+        Atomics.add(state, BEAT, 1);
         // Wakes the main thread if it waits: it makes the rules of the rows read so far meanwhile.
         Atomics.notify(state, STATE);
       });
@@ -45,7 +46,7 @@ port.once('message', (m: { bytes: Uint8Array }) => {
     // Then the index of their keys, while the main thread checks the policies.
     let filled;
     try {
-      filled = index();
+      filled = index(() => Atomics.add(state, BEAT, 1));
     } catch {
       filled = undefined;
     }

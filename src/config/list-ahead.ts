@@ -19,20 +19,31 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
-import { ANSWERED, AT, CANCELLED, COUNT, INDEXED, LOCATING, NO_INDEX, NONE, READING, SLOTS, STATE } from './list-ahead-state.js';
+import { ANSWERED, AT, BEAT, CANCELLED, COUNT, INDEXED, LOCATING, NO_INDEX, NONE, READING, SLOTS, STATE } from './list-ahead-state.js';
 import type { ListAhead, ListReadAhead } from './load.js';
 import type { FilledIndex } from './row-map.js';
 
 /** Files from this size on (the hash's thread starts there too): below it the thread's start costs about what it saves. */
 export const LIST_AHEAD_FROM = 32 * 1024 * 1024;
 
-/** The longest the main thread waits for the thread's answer before reading the list itself (not expected: the thread's read is bounded by the list). */
-const WAIT_MAX_MS = 60_000;
+/**
+ * The main thread waits for the thread as long as it works (its BEAT
+ * moves every 4,096 items read, every 65,536 keys indexed: milliseconds);
+ * one whose beat has not moved for this long is taken for gone (a crash
+ * writes no state, and its exit event cannot be seen from a wait), and
+ * the list is read here.
+ */
+const STALL_MS = 5000;
 
 /** How a read ahead ended, for the start's log line. */
-export type ListAheadOutcome = 'taken' | 'not begun when the parse reached the list' | 'another place' | 'no answer' | 'not asked' | 'no thread';
+export type ListAheadOutcome = 'taken' | 'not begun when the parse reached the list' | 'another place' | 'no answer' | 'stalled' | 'not asked' | 'no thread';
 
-function workerUrl(): URL {
+/**
+ * The thread's script: the compiled one beside this module; when this
+ * module is the TypeScript source (tests run src/ through vitest), the
+ * build's (dist/), which `make` makes from the same source.
+ */
+export function listAheadWorkerUrl(): URL {
   const here = new URL('./list-ahead-worker.js', import.meta.url);
   if (existsSync(fileURLToPath(here))) return here;
   return new URL('../../dist/config/list-ahead-worker.js', import.meta.url);
@@ -62,7 +73,7 @@ export class ListAheadThread implements ListAhead {
     let w: Worker | undefined;
     try {
       // execArgv []: not the process's flags (--import tsx, profilers).
-      w = new Worker(workerUrl(), { execArgv: [], workerData: { state: this.#state, port: port2 }, transferList: [port2] });
+      w = new Worker(listAheadWorkerUrl(), { execArgv: [], workerData: { state: this.#state, port: port2 }, transferList: [port2] });
       w.unref();
       ListAheadThread.#live++;
       w.once('exit', () => ListAheadThread.#live--);
@@ -95,14 +106,15 @@ export class ListAheadThread implements ListAhead {
       return undefined;
     }
     const t0 = performance.now();
-    const until = t0 + WAIT_MAX_MS;
-    while (Atomics.load(s, STATE) === READING && performance.now() < until) {
+    const alive = this.#alive();
+    let stalled = false;
+    while (Atomics.load(s, STATE) === READING && !(stalled = !alive())) {
       // Work the caller can do with what has been read so far; a wait when there is none (the thread wakes it).
       if (meanwhile?.(Atomics.load(s, COUNT)) !== true) Atomics.wait(s, STATE, READING, 200);
     }
     const st = Atomics.load(s, STATE);
     const answer = st === ANSWERED || st === INDEXED || st === NO_INDEX ? (receiveMessageOnPort(this.#port)?.message as ListReadAhead | undefined) : undefined;
-    this.#outcome = answer === undefined ? 'no answer' : 'taken';
+    this.#outcome = answer !== undefined ? 'taken' : stalled ? 'stalled' : 'no answer';
     this.#waitedMs = Math.round(performance.now() - t0);
     return answer;
   }
@@ -112,8 +124,8 @@ export class ListAheadThread implements ListAhead {
     this.#indexAsked = true;
     const s = this.#state;
     const t0 = performance.now();
-    const until = t0 + WAIT_MAX_MS;
-    while (Atomics.load(s, STATE) === ANSWERED && performance.now() < until) Atomics.wait(s, STATE, ANSWERED, 200);
+    const alive = this.#alive();
+    while (Atomics.load(s, STATE) === ANSWERED && alive()) Atomics.wait(s, STATE, ANSWERED, 200);
     const filled = Atomics.load(s, STATE) === INDEXED ? (receiveMessageOnPort(this.#port)?.message as FilledIndex | undefined) : undefined;
     this.#indexWaitedMs = Math.round(performance.now() - t0);
     this.#indexTaken = filled !== undefined;
@@ -137,6 +149,21 @@ export class ListAheadThread implements ListAhead {
   get phase(): 'locating' | 'reading' | 'answered' | 'none' | 'cancelled' {
     const st = Atomics.load(this.#state, STATE);
     return st === LOCATING ? 'locating' : st === READING ? 'reading' : st === NONE ? 'none' : st === CANCELLED ? 'cancelled' : 'answered';
+  }
+
+  /** Whether the thread still works: false once its beat has not moved for STALL_MS. */
+  #alive(): () => boolean {
+    let beat = Atomics.load(this.#state, BEAT);
+    let at = performance.now();
+    return () => {
+      const b = Atomics.load(this.#state, BEAT);
+      const now = performance.now();
+      if (b !== beat) {
+        beat = b;
+        at = now;
+      }
+      return now - at < STALL_MS;
+    };
   }
 
   get outcome(): ListAheadOutcome {

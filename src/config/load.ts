@@ -154,7 +154,7 @@ export function parseConfigReadWhole(text: string, file = '<inline>'): Config {
 function parseConfigText(input: string | AsciiText, file: string, onSettings: ((s: Settings) => void) | undefined, streamJson: boolean, bytes?: Uint8Array, ahead?: ListAhead): Config {
   const src = new Source(file, input);
   let asRead = new RulesAsRead(src);
-  const adopt = ahead === undefined ? undefined : (key: string, at: number) => asRead.adopt(src, key, at, ahead);
+  const adopt = ahead === undefined ? undefined : (key: string, at: number, top: Record<string, unknown>) => asRead.adopt(key, at, ahead, top);
   let top: unknown = streamJson ? jsonRulesAsRead(src, input, (key) => asRead.hook(key), bytes, (key) => asRead.flatReader(key), adopt) : NOT_STREAMED;
   // Whatever reads it from here on reads the string: an ASCII file's is made now, if the streamed read gave it up.
   let text = '';
@@ -378,13 +378,15 @@ class RulesAsRead {
   readonly localsids: Section<LocalSid>;
   readonly sessions: Section<Session>;
   readonly #flat: { readonly policies: FlatPolicies; readonly sessions: FlatSessions; readonly localsids: FlatLocalSids };
-  /** The sessions' rows (readListAhead sends them). */
+  /** The sessions' rows (readListAhead sends them), and the policies'. */
   readonly sessionRows: SessionRows;
+  readonly policyRows: PolicyRows;
 
   constructor(src: Source) {
     const policies = new PolicyRows();
     const sessions = new SessionRows();
     this.sessionRows = sessions;
+    this.policyRows = policies;
     this.policies = new Section(src, 'policies', readPolicy, policies);
     this.localsids = new Section(src, 'localsids', readLocalSid);
     this.sessions = new Section(src, 'sessions', readSession, sessions);
@@ -422,15 +424,17 @@ class RulesAsRead {
    * (readListAhead there): its rules, now this section's, and the index
    * past its `]`. Undefined when it has none for this list (read it here).
    */
-  adopt(src: Source, key: string, at: number, ahead: ListAhead): { list: unknown[]; end: number } | undefined {
+  adopt(key: string, at: number, ahead: ListAhead, top: Record<string, unknown>): { list: unknown[]; end: number } | undefined {
     if (key !== 'sessions' || this.sessions.done !== 0) return undefined;
-    // Its rules (an object per row: 0.1-0.3 s for a million) are made while the thread reads, as far as it has read.
+    // While the thread reads: its rules (an object per row: 0.1-0.3 s for a million), as far as it has read, then
+    // the policies' index (0.25-0.3 s), if they came first.
     const rows = new SessionRows();
     const list: SessionRule[] = [];
-    const read = ahead.take(key, at, (n) => rows.rulesTo(list, Math.min(n, list.length + RULES_A_STEP)));
+    const policiesIndex = this.#policiesIndexAhead(top['policies']);
+    const read = ahead.take(key, at, (n) => rows.rulesTo(list, Math.min(n, list.length + RULES_A_STEP)) || policiesIndex());
     if (read === undefined) return undefined;
     if (read.at !== at) throw new Error(`internal: the sessions read ahead from ${read.at} were given for the list at ${at}`);
-    rows.take(read.rows, (p) => sharedSessionProfile(src, p));
+    rows.take(read.rows, sentSessionProfile);
     rows.rulesTo(list, rows.count);
     list.length = rows.count;
     // The thread's index of their keys, made after it sent them: the sessions' check (checkByKeyBytes) takes it
@@ -439,7 +443,37 @@ class RulesAsRead {
     this.sessions.adopt(list, read.spans);
     return { list, end: read.end };
   }
+
+  /**
+   * A step of the policies' index by key (what checkPolicies makes after
+   * the parse), for a list read whole into rows; false when there is none
+   * to do. Made whole, it is taken by the check (filledIndexes); a key
+   * given twice ends it, and the check finds and words that in its turn.
+   */
+  #policiesIndexAhead(policies: unknown): () => boolean {
+    const rows = this.policyRows;
+    if (!Array.isArray(policies) || policies.length === 0 || this.policies.done !== policies.length || rows.count !== policies.length) return () => false;
+    let map: RowKeyedMap<unknown> | undefined = ruleKeyMap('policies', policies, false);
+    return () => {
+      if (map === undefined) return false;
+      try {
+        if (!map.fill(INDEX_A_STEP)) return true;
+        const filled = map.filledIndex();
+        if (filled !== undefined) filledIndexes.set(rows, () => filled);
+      } catch (e) {
+        if (!(e instanceof RepeatedRowKey)) throw e;
+      }
+      map = undefined;
+      return true;
+    };
+  }
 }
+
+/** readListAhead's end at the first item it cannot take. */
+const GIVE_UP = new Error('the list is read by the parse');
+
+/** Keys indexed a step while the thread reads (1-2 ms). */
+const INDEX_A_STEP = 4096;
 
 /**
  * A rule list read on another thread while this one reads the rest of the
@@ -481,32 +515,49 @@ export interface ListReadAhead {
  * Undefined unless every item became a row with no warning: the list is
  * then read by parseConfig itself, which words any error.
  */
-export function readListAhead(bytes: Uint8Array, at: number, progress?: (read: number) => void): { read: ListReadAhead; index: () => FilledIndex | undefined } | undefined {
+export function readListAhead(
+  bytes: Uint8Array,
+  at: number,
+  progress?: (read: number) => void,
+): { read: ListReadAhead; index: (beat?: () => void) => FilledIndex | undefined } | undefined {
   if (bytes[at] !== 0x5b /* [ */) return undefined;
   const text = new AsciiText(bytes);
-  const src = new Source('<read ahead>', text);
-  src.freshStrings();
+  // No text: a warning or refusal here would look its line up in the whole file (a parse of all of it), and
+  // either ends this read anyway.
+  const src = new Source('<read ahead>', undefined);
   const asRead = new RulesAsRead(src);
   const runs = new FlatRuns(text, bytes);
   runs.reader = asRead.flatReader('sessions');
   let list: unknown[] | undefined;
   const each = asRead.hook('sessions')!;
+  const s = asRead.sessions;
   const hook: ItemRead = (v, i, start, end) => {
     if ((i & 4095) === 0) progress?.(i);
-    return each(v, i, start, end);
+    const r = each(v, i, start, end);
+    // An item not read into a rule (refused) or one that warned: no need to read on (the parse reads the list).
+    if (s.done !== i + 1 || s.warned) throw GIVE_UP;
+    return r;
   };
-  const end = jsonItems(text, at, hook, (l) => (list = l), runs);
-  const s = asRead.sessions;
+  let end: number;
+  try {
+    end = jsonItems(text, at, hook, (l) => (list = l), runs);
+  } catch (e) {
+    if (e === GIVE_UP) return undefined;
+    throw e;
+  }
   if (end < 0 || list === undefined || list.length === 0 || s.done !== list.length || s.warned || src.warnings.length > 0) return undefined;
   const rows = asRead.sessionRows;
   if (rows.count !== list.length || !list.every((r, i) => r instanceof SessionRule && r.where === i)) return undefined;
   const spans = s.spans(list.length);
   if (spans === undefined) return undefined;
   const rules = list;
-  // Made after the rows are sent; undefined for a key given twice (the other side words the error).
-  const index = (): FilledIndex | undefined => {
+  // Made after the rows are sent, `beat` called between its steps; undefined for a key given twice (the other
+  // side words the error).
+  const index = (beat?: () => void): FilledIndex | undefined => {
     try {
-      return ruleKeyMap('sessions', rules).filledIndex();
+      const map = ruleKeyMap('sessions', rules, false);
+      while (!map.fill(65536)) beat?.();
+      return map.filledIndex();
     } catch (e) {
       if (e instanceof RepeatedRowKey) return undefined;
       throw e;
@@ -515,10 +566,13 @@ export function readListAhead(bytes: Uint8Array, at: number, progress?: (read: n
   return { read: { at, end, spans, rows: rows.data() }, index };
 }
 
-/** A session profile from another thread, its prefixes the ones this file's readers share (and no segments the shared none). */
-function sharedSessionProfile(src: Source, p: SessionProfile): SessionProfile {
-  const share = (x: Ipv6Prefix): Ipv6Prefix => sharedV6Prefix(src, formatIpv6Prefix(x)) ?? x;
-  return { ...p, isd: share(p.isd), srcPrefix: share(p.srcPrefix), segments: p.segments.length === 0 ? NO_SEGMENTS : p.segments };
+/**
+ * A session profile from another thread as it came (its prefix objects
+ * shared among the sessions there, as one message keeps them: not with
+ * the policies'), and no segments the shared none.
+ */
+function sentSessionProfile(p: SessionProfile): SessionProfile {
+  return p.segments.length === 0 ? { ...p, segments: NO_SEGMENTS } : p;
 }
 
 /**
@@ -720,7 +774,7 @@ function jsonRulesAsRead(
   hook: ItemHook,
   bytes: Uint8Array | undefined,
   flatReader?: (key: string) => FlatRuleReader | undefined,
-  adopt?: (key: string, at: number) => { list: unknown[]; end: number } | undefined,
+  adopt?: (key: string, at: number, top: Record<string, unknown>) => { list: unknown[]; end: number } | undefined,
 ): unknown {
   let i = jsonSpace(text, 0);
   if (text.charCodeAt(i) !== 0x7b /* { */) return NOT_STREAMED;
@@ -754,7 +808,7 @@ function jsonMembers(
   hook: ItemHook,
   runs: FlatRuns | undefined,
   flatReader: ((key: string) => FlatRuleReader | undefined) | undefined,
-  adopt: ((key: string, at: number) => { list: unknown[]; end: number } | undefined) | undefined,
+  adopt: ((key: string, at: number, top: Record<string, unknown>) => { list: unknown[]; end: number } | undefined) | undefined,
 ): number {
   i = jsonSpace(text, i + 1);
   if (text.charCodeAt(i) === 0x7d /* } */) return i + 1;
@@ -772,7 +826,7 @@ function jsonMembers(
     if (runs !== undefined) runs.reader = each === undefined ? undefined : flatReader?.(key);
     const list = each !== undefined && text.charCodeAt(i) === 0x5b; /* [ */
     // A rule list read on another thread from its bytes (an ASCII text's, as the flat runs read), if it was.
-    const taken = list && runs !== undefined ? adopt?.(key, i) : undefined;
+    const taken = list && runs !== undefined ? adopt?.(key, i, top) : undefined;
     if (taken !== undefined) top[key] = taken.list;
     const end = taken !== undefined ? taken.end : list ? jsonItems(text, i, each!, (l) => (top[key] = l), runs) : jsonPiece(text, i, (v) => (top[key] = v));
     if (end < 0) return -1;
@@ -1708,7 +1762,7 @@ function checkByKeyBytes<R extends Rule>(src: Source, section: 'policies' | 'ses
 export function ruleKeyMap<R>(section: 'policies' | 'sessions', rules: readonly R[], fill = true): RowKeyedMap<R> {
   const sessions = section === 'sessions';
   const key = SECTION_KEY[section] as (r: R) => string;
-  const filled = sessions ? filledIndexFor(rules as readonly Session[]) : undefined;
+  const filled = filledIndexFor(section, rules as readonly Rule[]);
   return new RowKeyedMap<R>(
     {
       count: rules.length,
@@ -1724,17 +1778,25 @@ export function ruleKeyMap<R>(section: 'policies' | 'sessions', rules: readonly 
   );
 }
 
-/** The index of sessions read ahead, made by the thread that read them (readListAhead), by their rows: taken once. */
-const filledIndexes = new WeakMap<SessionRows, () => FilledIndex | undefined>();
+/**
+ * An index by key made before the checks ask for it, by the rows it was
+ * made for: the sessions' by the thread that read them (readListAhead),
+ * the policies' while this thread waited for that (RulesAsRead.adopt).
+ * Taken once.
+ */
+const filledIndexes = new WeakMap<SessionRows | PolicyRows, () => FilledIndex | undefined>();
 
-/** The index sent with `rules`, if they are the rows it was made for, each at its place. */
-function filledIndexFor(rules: readonly Session[]): FilledIndex | undefined {
-  const rows = rules.length === 0 ? undefined : SessionRule.rowsOf(rules[0]!);
+/** The index made for `rules`, if they are the rows it was made for, each at its place. */
+function filledIndexFor(section: 'policies' | 'sessions', rules: readonly Rule[]): FilledIndex | undefined {
+  if (rules.length === 0) return undefined;
+  const rows = section === 'sessions' ? SessionRule.rowsOf(rules[0] as Session) : PolicyRule.rowsOf(rules[0] as Policy);
   const filled = rows === undefined ? undefined : filledIndexes.get(rows);
   if (rows === undefined || filled === undefined) return undefined;
   filledIndexes.delete(rows);
   if (rows.count !== rules.length) return undefined;
-  for (let i = 0; i < rules.length; i++) if (!SessionRule.isRow(rules[i]!, rows, i)) return undefined;
+  const at =
+    section === 'sessions' ? (r: Rule, i: number) => SessionRule.isRow(r as Session, rows as SessionRows, i) : (r: Rule, i: number) => PolicyRule.isRow(r as Policy, rows as PolicyRows, i);
+  for (let i = 0; i < rules.length; i++) if (!at(rules[i]!, i)) return undefined;
   return filled();
 }
 

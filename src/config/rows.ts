@@ -135,8 +135,8 @@ export interface SessionRowsData {
   readonly endpoint: Uint32Array<ArrayBuffer>;
   readonly source: Uint32Array<ArrayBuffer>;
   readonly profile: Uint32Array<ArrayBuffer>;
-  readonly ue6: ReadonlyMap<number, Ipv6Prefix>;
-  readonly names: ReadonlyMap<number, string>;
+  readonly ue6: Map<number, Ipv6Prefix>;
+  readonly names: Map<number, string>;
   readonly profiles: readonly SessionProfile[];
 }
 
@@ -146,14 +146,14 @@ export class SessionRows {
   #ue4 = new Uint32Array(1024);
   #ueLen = new Uint8Array(1024);
   /** An IPv6 UE prefix by row (its family is 6). */
-  readonly #ue6 = new Map<number, Ipv6Prefix>();
+  #ue6 = new Map<number, Ipv6Prefix>();
   #teid = new Uint32Array(1024);
   /** qfi (6 bits) | rqi << 6 */
   #qos = new Uint8Array(1024);
   #endpoint = new Uint32Array(1024);
   #source = new Uint32Array(1024);
   #profile = new Uint32Array(1024);
-  readonly #names = new Map<number, string>();
+  #names = new Map<number, string>();
   readonly profiles = new Profiles<SessionProfile>(
     (a, b) => samePrefix(a.isd, b.isd) && samePrefix(a.srcPrefix, b.srcPrefix) && sameSegments(a.segments, b.segments) && a.srh === b.srh && a.hopLimit === b.hopLimit && a.mtu === b.mtu,
     (p) => [p6(p.isd), p6(p.srcPrefix), segText(p.segments), p.srh, p.hopLimit, p.mtu ?? ''].join(' '),
@@ -246,8 +246,9 @@ export class SessionRows {
     this.#source = d.source;
     this.#profile = d.profile;
     this.count = n;
-    for (const [i, p] of d.ue6) this.#ue6.set(i, p);
-    for (const [i, name] of d.names) this.#names.set(i, name);
+    // The maps as they came (a message's are its own).
+    this.#ue6 = d.ue6;
+    this.#names = d.names;
     // Distinct there, distinct here: each profile keeps its id (its rows' column is not rewritten).
     for (let id = 0; id < d.profiles.length; id++) {
       if (this.profiles.id(share(d.profiles[id]!)) !== id) throw new Error(`internal: the sessions' profile ${id} sent is the same as another`);
@@ -520,6 +521,14 @@ export class PolicyRows {
 
 /** A policy of a PolicyRows: its fields read from the row. */
 export class PolicyRule extends RowRule<PolicyRows> implements Policy {
+  /** The store a policy is a row of, or undefined (an object rule). */
+  static rowsOf(r: Policy): PolicyRows | undefined {
+    return r instanceof PolicyRule ? r.store : undefined;
+  }
+  /** Whether `r` is row `i` of `rows`. */
+  static isRow(r: Policy, rows: PolicyRows, i: number): boolean {
+    return r instanceof PolicyRule && r.store === rows && r.row === i;
+  }
   /** A policy's key bytes (POLICY_KEY_BYTES) into `into`: a row's from its columns, another's from its fields. */
   static keyBytesOf(r: Policy, into: Uint8Array): void {
     if (r instanceof PolicyRule) r.store.keyBytes(r.row, into);

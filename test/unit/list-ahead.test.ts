@@ -7,13 +7,17 @@
  * without; the thread is let begin first (on a file this small the parse
  * would otherwise reach the list before the thread has loaded).
  */
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { asciiJson } from '../../src/config/ascii-text.js';
 import { ConfigError } from '../../src/config/errors.js';
-import { ListAheadThread } from '../../src/config/list-ahead.js';
-import { itemSpansOf, parseConfig, takeRuleIndex } from '../../src/config/load.js';
-import { sessionKey } from '../../src/config/keys.js';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { listAheadWorkerUrl, ListAheadThread } from '../../src/config/list-ahead.js';
+import { itemSpansOf, parseConfig, readListAhead, takeRuleIndex, type ListAhead } from '../../src/config/load.js';
+import { locateList } from '../../src/config/list-ahead-state.js';
+import { policyKey, sessionKey } from '../../src/config/keys.js';
 import { plainRule } from '../../src/config/rows.js';
+import { RowKeyedMap } from '../../src/config/row-map.js';
 import type { Config } from '../../src/config/types.js';
 
 type Obj = Record<string, unknown>;
@@ -24,7 +28,7 @@ const many = (n: number, f: (i: number) => Obj): Obj[] => Array.from({ length: n
 /** A JSON config as generated files write it: settings first, one item a line. */
 function json(parts: { policies?: Obj[]; sessions?: Obj[]; sessionsFirst?: boolean; tail?: string }): string {
   const list = (l: Obj[]): string => `[${l.map((x) => `\n${JSON.stringify(x)}`).join(',')}]`;
-  const members = [`"settings":${JSON.stringify({ max_policies: 4096, max_sessions: 4096 })}`];
+  const members = [`"settings":${JSON.stringify({ max_policies: 65536, max_sessions: 65536 })}`];
   const p = `"policies":${list(parts.policies ?? [])}`;
   const s = `"sessions":${list(parts.sessions ?? [])}`;
   members.push(...(parts.sessionsFirst === true ? [s, p] : [p, s]), '"localsids":[]');
@@ -41,10 +45,12 @@ function shared(text: string): Buffer {
 
 const BIG = (_k: string, v: unknown): unknown => (typeof v === 'bigint' ? `0x${v.toString(16)}` : v);
 
-/** What a parse gave: every rule as its plain fields, the items' places, the warnings, the sessions' key index answers. */
+/** What a parse gave: every rule as its plain fields, the items' places, the warnings, the key indexes' answers. */
 function view(c: Config): string {
   const index = takeRuleIndex(c.sessions ?? []);
   const found = (c.sessions ?? []).map((s) => index?.byKey.get(sessionKey(s)) === s);
+  const pIndex = takeRuleIndex(c.policies);
+  const pFound = c.policies.every((p) => pIndex?.byKey.get(policyKey(p)) === p);
   return JSON.stringify(
     {
       policies: c.policies.map(plainRule),
@@ -52,7 +58,11 @@ function view(c: Config): string {
       spans: Object.entries(itemSpansOf(c) ?? {}).map(([k, v]) => [k, [...v]]),
       warnings: c.warnings,
       indexSize: index?.byKey.size,
+      // Whether pages go by the key bytes' order (IPv4 UEs only), as the index says.
+      orderable: index?.byKey instanceof RowKeyedMap ? index.byKey.pageSlices(undefined, 1, () => false) !== undefined : undefined,
       found: found.every((x) => x),
+      policyIndexSize: pIndex?.byKey.size,
+      pFound,
     },
     BIG,
   );
@@ -66,6 +76,12 @@ function outcomeOf(f: () => Config): { view?: string; error?: string } {
     return { error: `${e.path}: ${e.message}` };
   }
 }
+
+// The thread runs the build's script (dist/, made by `make`): without it every case would wait for a thread that never begins.
+beforeAll(() => {
+  const script = fileURLToPath(listAheadWorkerUrl());
+  if (!existsSync(script)) throw new Error(`${script} is missing: build first (make, or npx tsc -p tsconfig.json)`);
+});
 
 const threads: ListAheadThread[] = [];
 afterEach(() => {
@@ -114,6 +130,14 @@ describe('sessions read ahead on a second thread', () => {
     expect(thread.indexTaken).toBe(false);
   });
 
+  it('a sessions list somewhere else first (inside an interface, refused there): the thread reads that one, and the parse reads the real one itself', async () => {
+    const text = json({ sessions: many(30, (i) => session(i)) }).replace('{"settings"', `{"interfaces":[{"name":"mup0","sessions":[${JSON.stringify(session(99))}]}],"settings"`);
+    const { alone, ahead, thread } = await both(text);
+    expect(alone.error).toMatch(/^interfaces\[0\]\.sessions: /);
+    expect(ahead).toEqual(alone);
+    expect(thread.outcome).toBe('another place');
+  });
+
   it('text after the top-level object: the same error (the list taken is thrown away with the streamed read)', async () => {
     const { alone, ahead } = await both(json({ sessions: many(30, (i) => session(i)), tail: ' x' }));
     expect(alone.error).toBeDefined();
@@ -140,5 +164,43 @@ describe('sessions read ahead on a second thread', () => {
     const c = parseConfig(text, 'x.json', undefined, Buffer.from(text), t);
     expect(t.outcome).toBe('not asked');
     expect(c.sessions).toHaveLength(30);
+  });
+
+  // The main thread's side alone, the list read by readListAhead in this thread: while "the thread" reads, the parse
+  // makes the list's rule objects and the policies' index a step at a time; the checks take that index.
+  describe('what the parse does while it waits', () => {
+    /** A ListAhead that answers with readListAhead's list after `meanwhile` has no more to do; its steps counted. */
+    function inThisThread(b: Buffer, answer: boolean): ListAhead & { steps: number } {
+      const got = readListAhead(b, locateList(b, 'sessions'));
+      return {
+        steps: 0,
+        take(_key, _at, meanwhile) {
+          while (meanwhile?.(got?.read.rows.count ?? 0) === true) this.steps++;
+          return answer ? got?.read : undefined;
+        },
+        index: () => got?.index(),
+      };
+    }
+
+    it.each([
+      ['taken', true],
+      ['read here after all', false],
+    ])('the list %s: the same config, the policies\' index made meanwhile', (_what, answer) => {
+      const text = json({ policies: many(20_000, (i) => policy(i)), sessions: many(20_000, (i) => session(i)) });
+      const b = shared(text);
+      const ahead = inThisThread(b, answer);
+      const c = parseConfig(asciiJson(b)!, 'x.json', undefined, b, ahead);
+      // The list's 20,000 rules in 2 steps (16,384 a step), then the policies' 20,000 keys in 5 (4,096 a step).
+      expect(ahead.steps).toBe(2 + 5);
+      expect(view(c)).toEqual(view(parseConfig(asciiJson(b)!, 'x.json', undefined, b)));
+    });
+
+    it('a policy key given twice: the index made meanwhile stops, and the check words the same error', () => {
+      const text = json({ policies: [...many(9000, (i) => policy(i)), policy(4321)], sessions: many(100, (i) => session(i)) });
+      const b = shared(text);
+      const alone = outcomeOf(() => parseConfig(asciiJson(b)!, 'x.json', undefined, b));
+      expect(alone.error).toMatch(/^policies\[9000\]\.match: /);
+      expect(outcomeOf(() => parseConfig(asciiJson(b)!, 'x.json', undefined, b, inThisThread(b, true)))).toEqual(alone);
+    });
   });
 });
