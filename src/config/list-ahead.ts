@@ -36,7 +36,15 @@ export const LIST_AHEAD_FROM = 32 * 1024 * 1024;
 const STALL_MS = 5000;
 
 /** How a read ahead ended, for the start's log line. */
-export type ListAheadOutcome = 'taken' | 'not begun when the parse reached the list' | 'another place' | 'no answer' | 'stalled' | 'not asked' | 'no thread';
+export type ListAheadOutcome =
+  | 'taken'
+  | 'taken, then the file was read whole'
+  | 'not begun when the parse reached the list'
+  | 'another place'
+  | 'no answer'
+  | 'stalled'
+  | 'not asked'
+  | 'no thread';
 
 /**
  * The thread's script: the compiled one beside this module; when this
@@ -149,6 +157,10 @@ export class ListAheadThread implements ListAhead {
   get phase(): 'locating' | 'reading' | 'answered' | 'none' | 'cancelled' {
     const st = Atomics.load(this.#state, STATE);
     return st === LOCATING ? 'locating' : st === READING ? 'reading' : st === NONE ? 'none' : st === CANCELLED ? 'cancelled' : 'answered';
+  }
+
+  readWhole(): void {
+    if (this.#outcome === 'taken') this.#outcome = 'taken, then the file was read whole';
   }
 
   /** Whether the thread still works: false once its beat has not moved for STALL_MS. */

@@ -162,6 +162,8 @@ function parseConfigText(input: string | AsciiText, file: string, onSettings: ((
   if (top === NOT_STREAMED) {
     text = textOf(input);
     asRead = new RulesAsRead(src);
+    // A list taken from the thread goes with the streamed read (its start line says so).
+    ahead?.readWhole();
     top = fastJson(src, text);
   }
   const tryBlock = top === NOT_JSON;
@@ -382,9 +384,10 @@ class RulesAsRead {
   readonly sessionRows: SessionRows;
   readonly policyRows: PolicyRows;
 
-  constructor(src: Source) {
+  /** `sessionObjects` false: the sessions are kept as rows only, with no rule object each (SessionRows.objects). */
+  constructor(src: Source, sessionObjects = true) {
     const policies = new PolicyRows();
-    const sessions = new SessionRows();
+    const sessions = new SessionRows(sessionObjects);
     this.sessionRows = sessions;
     this.policyRows = policies;
     this.policies = new Section(src, 'policies', readPolicy, policies);
@@ -447,23 +450,31 @@ class RulesAsRead {
   /**
    * A step of the policies' index by key (what checkPolicies makes after
    * the parse), for a list read whole into rows; false when there is none
-   * to do. Made whole, it is taken by the check (filledIndexes); a key
-   * given twice ends it, and the check finds and words that in its turn.
+   * to do. The check takes it (filledIndexes), made whole then if the
+   * wait ended first: none of it is made twice. A key given twice ends it,
+   * and the check finds and words that in its turn.
    */
   #policiesIndexAhead(policies: unknown): () => boolean {
     const rows = this.policyRows;
     if (!Array.isArray(policies) || policies.length === 0 || this.policies.done !== policies.length || rows.count !== policies.length) return () => false;
-    let map: RowKeyedMap<unknown> | undefined = ruleKeyMap('policies', policies, false);
-    return () => {
-      if (map === undefined) return false;
+    const map = ruleKeyMap('policies', policies, false);
+    let done = false;
+    let repeated = false;
+    const step = (n: number): void => {
       try {
-        if (!map.fill(INDEX_A_STEP)) return true;
-        const filled = map.filledIndex();
-        if (filled !== undefined) filledIndexes.set(rows, () => filled);
+        done = map.fill(n);
       } catch (e) {
         if (!(e instanceof RepeatedRowKey)) throw e;
+        done = repeated = true;
       }
-      map = undefined;
+    };
+    filledIndexes.set(rows, () => {
+      while (!done) step(65536);
+      return repeated ? undefined : map.filledIndex();
+    });
+    return () => {
+      if (done) return false;
+      step(INDEX_A_STEP);
       return true;
     };
   }
@@ -494,6 +505,8 @@ export interface ListAhead {
    * made none (a key given twice, among others): this thread makes it.
    */
   index(): FilledIndex | undefined;
+  /** The streamed read was given up and the file is read whole: a list taken is not used. */
+  readWhole(): void;
 }
 
 /** Rules made a step while the thread reads (about 2-4 ms). */
@@ -525,7 +538,8 @@ export function readListAhead(
   // No text: a warning or refusal here would look its line up in the whole file (a parse of all of it), and
   // either ends this read anyway.
   const src = new Source('<read ahead>', undefined);
-  const asRead = new RulesAsRead(src);
+  // Rows only: the other side makes the rule objects (while it waits).
+  const asRead = new RulesAsRead(src, false);
   const runs = new FlatRuns(text, bytes);
   runs.reader = asRead.flatReader('sessions');
   let list: unknown[] | undefined;
@@ -546,16 +560,16 @@ export function readListAhead(
     throw e;
   }
   if (end < 0 || list === undefined || list.length === 0 || s.done !== list.length || s.warned || src.warnings.length > 0) return undefined;
+  // Every item a row (one the rule reader read that could not be one is in the list, not in the rows).
   const rows = asRead.sessionRows;
-  if (rows.count !== list.length || !list.every((r, i) => r instanceof SessionRule && r.where === i)) return undefined;
+  if (rows.count !== list.length) return undefined;
   const spans = s.spans(list.length);
   if (spans === undefined) return undefined;
-  const rules = list;
   // Made after the rows are sent, `beat` called between its steps; undefined for a key given twice (the other
-  // side words the error).
+  // side words the error). Over the rows' keys: the same index as ruleKeyMap's over their rules.
   const index = (beat?: () => void): FilledIndex | undefined => {
     try {
-      const map = ruleKeyMap('sessions', rules, false);
+      const map = sessionRowsKeyMap(rows);
       while (!map.fill(65536)) beat?.();
       return map.filledIndex();
     } catch (e) {
@@ -1775,6 +1789,22 @@ export function ruleKeyMap<R>(section: 'policies' | 'sessions', rules: readonly 
     },
     fill,
     filled,
+  );
+}
+
+/** ruleKeyMap of the sessions of `rows`, from the rows (for an index to send: its rules are made on the other side). */
+function sessionRowsKeyMap(rows: SessionRows): RowKeyedMap<Session> {
+  return new RowKeyedMap<Session>(
+    {
+      count: rows.count,
+      keyLength: SESSION_KEY_BYTES,
+      keyBytes: (i, into) => rows.keyBytes(i, into),
+      textBytes: (k, into) => sessionTextBytes(k, into, readV6Prefix),
+      keyText: (i) => sessionKey(new SessionRule(rows, i)),
+      rule: (i) => new SessionRule(rows, i),
+      order: (b, out) => keyTextOrder(b, out, true),
+    },
+    false,
   );
 }
 

@@ -139,9 +139,10 @@ describe('sessions read ahead on a second thread', () => {
   });
 
   it('text after the top-level object: the same error (the list taken is thrown away with the streamed read)', async () => {
-    const { alone, ahead } = await both(json({ sessions: many(30, (i) => session(i)), tail: ' x' }));
+    const { alone, ahead, thread } = await both(json({ sessions: many(30, (i) => session(i)), tail: ' x' }));
     expect(alone.error).toBeDefined();
     expect(ahead).toEqual(alone);
+    expect(thread.outcome).toBe('taken, then the file was read whole');
   });
 
   it('a list the parse reaches before the thread has begun is read here', () => {
@@ -170,15 +171,16 @@ describe('sessions read ahead on a second thread', () => {
   // makes the list's rule objects and the policies' index a step at a time; the checks take that index.
   describe('what the parse does while it waits', () => {
     /** A ListAhead that answers with readListAhead's list after `meanwhile` has no more to do; its steps counted. */
-    function inThisThread(b: Buffer, answer: boolean): ListAhead & { steps: number } {
+    function inThisThread(b: Buffer, answer: boolean, most = Infinity): ListAhead & { steps: number } {
       const got = readListAhead(b, locateList(b, 'sessions'));
       return {
         steps: 0,
         take(_key, _at, meanwhile) {
-          while (meanwhile?.(got?.read.rows.count ?? 0) === true) this.steps++;
+          while (this.steps < most && meanwhile?.(got?.read.rows.count ?? 0) === true) this.steps++;
           return answer ? got?.read : undefined;
         },
         index: () => got?.index(),
+        readWhole: () => undefined,
       };
     }
 
@@ -192,6 +194,15 @@ describe('sessions read ahead on a second thread', () => {
       const c = parseConfig(asciiJson(b)!, 'x.json', undefined, b, ahead);
       // The list's 20,000 rules in 2 steps (16,384 a step), then the policies' 20,000 keys in 5 (4,096 a step).
       expect(ahead.steps).toBe(2 + 5);
+      expect(view(c)).toEqual(view(parseConfig(asciiJson(b)!, 'x.json', undefined, b)));
+    });
+
+    it('a wait that ends before the policies\' index is whole: the check makes the rest of it, the same config', () => {
+      const text = json({ policies: many(20_000, (i) => policy(i)), sessions: many(20_000, (i) => session(i)) });
+      const b = shared(text);
+      const ahead = inThisThread(b, true, 4);
+      const c = parseConfig(asciiJson(b)!, 'x.json', undefined, b, ahead);
+      expect(ahead.steps).toBe(4);
       expect(view(c)).toEqual(view(parseConfig(asciiJson(b)!, 'x.json', undefined, b)));
     });
 
