@@ -161,6 +161,8 @@ export class ListAheadThread implements ListAhead {
 
   readWhole(): void {
     if (this.#outcome === 'taken') this.#outcome = 'taken, then the file was read whole';
+    // Its index would not be used either.
+    void this.#worker?.terminate();
   }
 
   /** Whether the thread still works: false once its beat has not moved for STALL_MS. */

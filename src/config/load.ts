@@ -1817,6 +1817,12 @@ function sessionRowsKeyMap(rows: SessionRows): RowKeyedMap<Session> {
 const filledIndexes = new WeakMap<SessionRows | PolicyRows, () => FilledIndex | undefined>();
 
 /** The index made for `rules`, if they are the rows it was made for, each at its place. */
+/** Indexes ruleKeyMap took from filledIndexes (tests: one made ahead is used). */
+let filledIndexesTaken = 0;
+export function filledIndexesTakenCount(): number {
+  return filledIndexesTaken;
+}
+
 function filledIndexFor(section: 'policies' | 'sessions', rules: readonly Rule[]): FilledIndex | undefined {
   if (rules.length === 0) return undefined;
   const rows = section === 'sessions' ? SessionRule.rowsOf(rules[0] as Session) : PolicyRule.rowsOf(rules[0] as Policy);
@@ -1827,7 +1833,9 @@ function filledIndexFor(section: 'policies' | 'sessions', rules: readonly Rule[]
   const at =
     section === 'sessions' ? (r: Rule, i: number) => SessionRule.isRow(r as Session, rows as SessionRows, i) : (r: Rule, i: number) => PolicyRule.isRow(r as Policy, rows as PolicyRows, i);
   for (let i = 0; i < rules.length; i++) if (!at(rules[i]!, i)) return undefined;
-  return filled();
+  const index = filled();
+  if (index !== undefined) filledIndexesTaken++;
+  return index;
 }
 
 /** An IPv6 prefix from its text (host bits cleared, as any key is), else undefined: the caller compares the key texts. */

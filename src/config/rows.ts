@@ -144,8 +144,9 @@ export interface SessionRowsData {
 export class SessionRows {
   /**
    * `objects` false: the rows only, no rule object made for each (add and
-   * addFields return undefined): a thread that sends the rows
-   * (readListAhead), where a million of them were 20 % of its read.
+   * addFields return one object for every row, not a rule of it): a thread
+   * that sends the rows (readListAhead), where a million rule objects were
+   * 20 % of its read.
    */
   constructor(readonly objects = true) {}
 
@@ -177,7 +178,7 @@ export class SessionRows {
     const i = this.#row(s.ue.family === 4 ? s.ue.prefix.addr : 0, s.ue.family === 4 ? s.ue.prefix.len : 255, s.teid, s.qfi | (s.rqi ? 64 : 0), s.endpoint, s.source, profile);
     if (s.ue.family === 6) this.#ue6.set(i, s.ue.prefix);
     if (s.name !== undefined) this.#names.set(i, s.name);
-    return this.objects ? new SessionRule(this, i) : undefined;
+    return this.objects ? new SessionRule(this, i) : this.#added();
   }
 
   /**
@@ -188,7 +189,16 @@ export class SessionRows {
   addFields(ue4: number, ueLen: number, teid: number, qos: number, endpoint: number, source: number, profile: SessionProfile, name?: string): SessionRule | undefined {
     const i = this.#row(ue4, ueLen, teid, qos, endpoint, source, this.profiles.id(profile));
     if (name !== undefined) this.#names.set(i, name);
-    return this.objects ? new SessionRule(this, i) : undefined;
+    return this.objects ? new SessionRule(this, i) : this.#added();
+  }
+
+  /**
+   * Rows only: what add and addFields give for a row added, one object for
+   * all (undefined is "not a row": the caller keeps its own object then).
+   */
+  #addedRow: SessionRule | undefined;
+  #added(): SessionRule {
+    return (this.#addedRow ??= new SessionRule(this, -1));
   }
 
   #row(ue4: number, ueLen: number, teid: number, qos: number, endpoint: number, source: number, profile: number): number {

@@ -10,13 +10,14 @@
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { asciiJson } from '../../src/config/ascii-text.js';
 import { ConfigError } from '../../src/config/errors.js';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { listAheadWorkerUrl, ListAheadThread } from '../../src/config/list-ahead.js';
-import { itemSpansOf, parseConfig, readListAhead, takeRuleIndex, type ListAhead } from '../../src/config/load.js';
+import { filledIndexesTakenCount, itemSpansOf, parseConfig, readListAhead, takeRuleIndex, type ListAhead } from '../../src/config/load.js';
 import { locateList } from '../../src/config/list-ahead-state.js';
 import { policyKey, sessionKey } from '../../src/config/keys.js';
-import { plainRule } from '../../src/config/rows.js';
+import { plainRule, SessionRows } from '../../src/config/rows.js';
 import { RowKeyedMap } from '../../src/config/row-map.js';
 import type { Config } from '../../src/config/types.js';
 
@@ -77,10 +78,16 @@ function outcomeOf(f: () => Config): { view?: string; error?: string } {
   }
 }
 
-// The thread runs the build's script (dist/, made by `make`): without it every case would wait for a thread that never begins.
+// The thread runs the build's script (dist/, made by `make`): without it every case would wait for a thread that never
+// begins, and with an older build the thread's side tested would be that build's.
 beforeAll(() => {
   const script = fileURLToPath(listAheadWorkerUrl());
   if (!existsSync(script)) throw new Error(`${script} is missing: build first (make, or npx tsc -p tsconfig.json)`);
+  const built = Math.min(...['list-ahead-worker.js', 'load.js', 'rows.js', 'row-map.js', 'flat-rules.js'].map((f) => statSync(join(dirname(script), f)).mtimeMs));
+  const src = fileURLToPath(new URL('../../src/config/', import.meta.url));
+  for (const f of readdirSync(src)) {
+    if (f.endsWith('.ts') && statSync(join(src, f)).mtimeMs > built) throw new Error(`src/config/${f} is newer than the build the thread runs (${dirname(script)}): build first (make, or npx tsc -p tsconfig.json)`);
+  }
 });
 
 const threads: ListAheadThread[] = [];
@@ -167,6 +174,18 @@ describe('sessions read ahead on a second thread', () => {
     expect(c.sessions).toHaveLength(30);
   });
 
+  it("rows only (the thread's store): a row added gives one object for all, an item that cannot be a row gives none", () => {
+    const c = parseConfig(json({ sessions: many(3, (i) => session(i)) }), 'x.json');
+    const rows = new SessionRows(false);
+    const added = c.sessions!.map((s) => rows.add(plainRule(s)));
+    expect(added[0]).toBeDefined();
+    expect(new Set(added).size).toBe(1);
+    expect(rows.count).toBe(3);
+    // Its `where` is not the next row's: not added, and the caller keeps its own object.
+    expect(rows.add(plainRule(c.sessions![0]!))).toBeUndefined();
+    expect(rows.count).toBe(3);
+  });
+
   // The main thread's side alone, the list read by readListAhead in this thread: while "the thread" reads, the parse
   // makes the list's rule objects and the policies' index a step at a time; the checks take that index.
   describe('what the parse does while it waits', () => {
@@ -185,15 +204,18 @@ describe('sessions read ahead on a second thread', () => {
     }
 
     it.each([
-      ['taken', true],
-      ['read here after all', false],
-    ])('the list %s: the same config, the policies\' index made meanwhile', (_what, answer) => {
+      ['taken', true, 2],
+      ['read here after all', false, 1],
+    ])('the list %s: the same config, the policies\' index made meanwhile', (_what, answer, indexes) => {
       const text = json({ policies: many(20_000, (i) => policy(i)), sessions: many(20_000, (i) => session(i)) });
       const b = shared(text);
       const ahead = inThisThread(b, answer);
+      const taken = filledIndexesTakenCount();
       const c = parseConfig(asciiJson(b)!, 'x.json', undefined, b, ahead);
       // The list's 20,000 rules in 2 steps (16,384 a step), then the policies' 20,000 keys in 5 (4,096 a step).
       expect(ahead.steps).toBe(2 + 5);
+      // The checks took the indexes made ahead: the policies', and the sessions' when the list was taken.
+      expect(filledIndexesTakenCount() - taken).toBe(indexes);
       expect(view(c)).toEqual(view(parseConfig(asciiJson(b)!, 'x.json', undefined, b)));
     });
 
@@ -201,8 +223,10 @@ describe('sessions read ahead on a second thread', () => {
       const text = json({ policies: many(20_000, (i) => policy(i)), sessions: many(20_000, (i) => session(i)) });
       const b = shared(text);
       const ahead = inThisThread(b, true, 4);
+      const taken = filledIndexesTakenCount();
       const c = parseConfig(asciiJson(b)!, 'x.json', undefined, b, ahead);
       expect(ahead.steps).toBe(4);
+      expect(filledIndexesTakenCount() - taken).toBe(2);
       expect(view(c)).toEqual(view(parseConfig(asciiJson(b)!, 'x.json', undefined, b)));
     });
 
@@ -211,7 +235,10 @@ describe('sessions read ahead on a second thread', () => {
       const b = shared(text);
       const alone = outcomeOf(() => parseConfig(asciiJson(b)!, 'x.json', undefined, b));
       expect(alone.error).toMatch(/^policies\[9000\]\.match: /);
+      const taken = filledIndexesTakenCount();
       expect(outcomeOf(() => parseConfig(asciiJson(b)!, 'x.json', undefined, b, inThisThread(b, true)))).toEqual(alone);
+      // The policies' index stopped at the repeat: the check made its own (and found it); the sessions' was not asked for.
+      expect(filledIndexesTakenCount() - taken).toBe(0);
     });
   });
 });
