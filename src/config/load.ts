@@ -1816,13 +1816,13 @@ function sessionRowsKeyMap(rows: SessionRows): RowKeyedMap<Session> {
  */
 const filledIndexes = new WeakMap<SessionRows | PolicyRows, () => FilledIndex | undefined>();
 
-/** The index made for `rules`, if they are the rows it was made for, each at its place. */
 /** Indexes ruleKeyMap took from filledIndexes (tests: one made ahead is used). */
 let filledIndexesTaken = 0;
 export function filledIndexesTakenCount(): number {
   return filledIndexesTaken;
 }
 
+/** The index made for `rules`, if they are the rows it was made for, each at its place. */
 function filledIndexFor(section: 'policies' | 'sessions', rules: readonly Rule[]): FilledIndex | undefined {
   if (rules.length === 0) return undefined;
   const rows = section === 'sessions' ? SessionRule.rowsOf(rules[0] as Session) : PolicyRule.rowsOf(rules[0] as Policy);
