@@ -11,6 +11,9 @@ import { AT, BEAT, CANCELLED, COUNT, INDEXED, NO_INDEX, LOCATING, locateList, NO
 
 const { state, port } = workerData as { state: Int32Array; port: MessagePort };
 
+/** Tests: the thread stops dead once it reads (as a thread that crashed there would look from the main thread). */
+const HANG_WHEN_READING = process.env['MUP_TEST_LIST_AHEAD_HANG'] === '1';
+
 function end(how: number): void {
   Atomics.store(state, STATE, how);
   Atomics.notify(state, STATE);
@@ -27,6 +30,7 @@ port.once('message', (m: { bytes: Uint8Array }) => {
     Atomics.store(state, AT, at);
     // The main thread may have reached the list first: then it reads it, and this thread stops here.
     if (Atomics.compareExchange(state, STATE, LOCATING, READING) !== LOCATING) return;
+    if (HANG_WHEN_READING) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
     let got;
     try {
       got = readListAhead(m.bytes, at, (n) => {

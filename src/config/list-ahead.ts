@@ -111,6 +111,8 @@ export class ListAheadThread implements ListAhead {
     // READING, ANSWERED or NONE: AT was stored before READING.
     if (Atomics.load(s, STATE) !== NONE && Atomics.load(s, AT) !== at) {
       this.#outcome = 'another place';
+      // Its work would not be used: the other CPU is the parse's neighbours' again.
+      void this.#worker.terminate();
       return undefined;
     }
     const t0 = performance.now();

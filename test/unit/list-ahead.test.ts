@@ -164,6 +164,29 @@ describe('sessions read ahead on a second thread', () => {
     expect(view(c)).toEqual(view(parseConfig(asciiJson(b)!, 'x.json', undefined, b)));
   });
 
+  it('a thread that stops dead while it reads (no beat for 5 s) is given up on, and the list is read here', async () => {
+    const was = process.env['MUP_TEST_LIST_AHEAD_HANG'];
+    process.env['MUP_TEST_LIST_AHEAD_HANG'] = '1';
+    let t: ListAheadThread;
+    try {
+      t = new ListAheadThread();
+    } finally {
+      if (was === undefined) delete process.env['MUP_TEST_LIST_AHEAD_HANG'];
+      else process.env['MUP_TEST_LIST_AHEAD_HANG'] = was;
+    }
+    threads.push(t);
+    const text = json({ policies: many(20, (i) => policy(i)), sessions: many(30, (i) => session(i)) });
+    const b = shared(text);
+    t.give(b);
+    await vi.waitFor(() => expect(t.phase).toBe('reading'), { timeout: 20_000, interval: 5 });
+    const c = parseConfig(asciiJson(b)!, 'x.json', undefined, b, t);
+    expect(t.outcome).toBe('stalled');
+    expect(view(c)).toEqual(view(parseConfig(asciiJson(b)!, 'x.json', undefined, b)));
+    // Stopped, even in its wait: no thread is left.
+    t.stop();
+    await vi.waitFor(() => expect(ListAheadThread.live).toBe(0), { timeout: 10_000, interval: 10 });
+  }, 30_000);
+
   it('bytes not in a SharedArrayBuffer are not given (they would be copied): the list is read here', async () => {
     const text = json({ sessions: many(30, (i) => session(i)) });
     const t = new ListAheadThread();
