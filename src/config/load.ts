@@ -26,7 +26,7 @@ import { localSidKey, parseTeidPrefix, policyKey, SECTION_KEY, sessionKey, where
 import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import { RULE_NAME_CHAR, RULE_NAME_MAX } from './rule-name.js';
 import { RepeatedRowKey, RowKeyedMap, type FilledIndex } from './row-map.js';
-import { keyTextOrder, POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule, type SessionProfile, type SessionRowsData } from './rows.js';
+import { isRowAt, keyTextOrder, POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule, type SessionProfile, type SessionRowsData } from './rows.js';
 import { FLAT_KEYS, FLAT_SLOTS, FlatLocalSids, FlatMemberColumns, FlatPolicies, FlatSessions, TakenRule, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
 import { localSidGrowth, mtuTooSmall, sessionGrowth, type Growth } from './mtu-floor.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
@@ -1830,9 +1830,7 @@ function filledIndexFor(section: 'policies' | 'sessions', rules: readonly Rule[]
   if (rows === undefined || filled === undefined) return undefined;
   filledIndexes.delete(rows);
   if (rows.count !== rules.length) return undefined;
-  const at =
-    section === 'sessions' ? (r: Rule, i: number) => SessionRule.isRow(r as Session, rows as SessionRows, i) : (r: Rule, i: number) => PolicyRule.isRow(r as Policy, rows as PolicyRows, i);
-  for (let i = 0; i < rules.length; i++) if (!at(rules[i]!, i)) return undefined;
+  for (let i = 0; i < rules.length; i++) if (!isRowAt(rules[i], rows, i)) return undefined;
   const index = filled();
   if (index !== undefined) filledIndexesTaken++;
   return index;

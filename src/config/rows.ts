@@ -125,7 +125,7 @@ export function plainRule<R>(r: R): R {
   return isRow(r) ? (r[PLAIN]() as R) : r;
 }
 
-/** A SessionRows' contents, sent between threads (SessionRows.data, SessionRows.from). */
+/** A SessionRows' contents, sent between threads (SessionRows.data, SessionRows.take). */
 export interface SessionRowsData {
   readonly count: number;
   readonly ue4: Uint32Array<ArrayBuffer>;
@@ -138,6 +138,11 @@ export interface SessionRowsData {
   readonly ue6: Map<number, Ipv6Prefix>;
   readonly names: Map<number, string>;
   readonly profiles: readonly SessionProfile[];
+}
+
+/** Whether `r` is the rule of row `i` of `store` (a SessionRows or a PolicyRows). */
+export function isRowAt(r: unknown, store: SessionRows | PolicyRows, i: number): boolean {
+  return RowRule.isRowAt(r, store, i);
 }
 
 /** The sessions of one list, in order: row i is the list's item i (its `where`). */
@@ -225,8 +230,8 @@ export class SessionRows {
   }
 
   /**
-   * What the rows hold, to be sent from a thread (the columns' buffers
-   * transferred): SessionRows.from makes the rows again on the other side.
+   * What the rows hold, to be sent from a thread (a message copies the
+   * columns): SessionRows.take makes the rows again on the other side.
    */
   data(): SessionRowsData {
     return {
@@ -246,9 +251,8 @@ export class SessionRows {
 
   /**
    * An empty store made the rows `data` holds (SessionRows.data of a store
-   * on another thread), each profile as `share` gives it (the prefix
-   * objects this thread shares). Throws when the store is not empty or the
-   * data is not a whole store's (a fault of ours).
+   * on another thread), each profile as `share` gives it. Throws when the
+   * store is not empty or the data is not a whole store's (a fault of ours).
    */
   take(d: SessionRowsData, share: (p: SessionProfile) => SessionProfile): void {
     if (this.count !== 0 || this.profiles.list.length !== 0) throw new Error('internal: sessions sent into rows that have some');
@@ -345,6 +349,10 @@ abstract class RowRule<S extends RowStore> implements Row {
     this.#store = store;
     this.#row = row;
   }
+  /** Whether `r` is row `i` of `store` (isRowAt). */
+  static isRowAt(r: unknown, store: object, i: number): boolean {
+    return r instanceof RowRule && r.#store === store && r.#row === i;
+  }
   /** The store and row, for the kinds' getters: accessors, not own properties. */
   protected get store(): S {
     return this.#store;
@@ -389,10 +397,6 @@ export class SessionRule extends RowRule<SessionRows> implements Session {
   /** The store a session is a row of, or undefined (an object rule). */
   static rowsOf(r: Session): SessionRows | undefined {
     return r instanceof SessionRule ? r.store : undefined;
-  }
-  /** Whether `r` is row `i` of `rows`. */
-  static isRow(r: Session, rows: SessionRows, i: number): boolean {
-    return r instanceof SessionRule && r.store === rows && r.row === i;
   }
   /** A session's key bytes (SESSION_KEY_BYTES) into `into`: a row's from its columns, another's from its fields. */
   static keyBytesOf(r: Session, into: Uint8Array): void {
@@ -515,12 +519,12 @@ export class PolicyRows {
   profile(i: number): PolicyProfile {
     return this.profiles.list[this.#profile[i]!]!;
   }
-  /** Row i's key fields into `into`: match address, its length, TEID value, TEID length (0: none). */
   /** Row i's key length in bits: its match's, or 32 + its TEID prefix's. */
   keyLen(i: number): number {
     const t = this.#teidLen[i]!;
     return t === 0 ? this.#matchLen[i]! : 32 + t;
   }
+  /** Row i's key fields into `into`: match address, its length, TEID value, TEID length (0: none). */
   keyFields(i: number, into: Uint32Array): void {
     into[0] = this.#match[i]!;
     into[1] = this.#matchLen[i]!;
@@ -542,10 +546,6 @@ export class PolicyRule extends RowRule<PolicyRows> implements Policy {
   static rowsOf(r: Policy): PolicyRows | undefined {
     return r instanceof PolicyRule ? r.store : undefined;
   }
-  /** Whether `r` is row `i` of `rows`. */
-  static isRow(r: Policy, rows: PolicyRows, i: number): boolean {
-    return r instanceof PolicyRule && r.store === rows && r.row === i;
-  }
   /** A policy's key bytes (POLICY_KEY_BYTES) into `into`: a row's from its columns, another's from its fields. */
   static keyBytesOf(r: Policy, into: Uint8Array): void {
     if (r instanceof PolicyRule) r.store.keyBytes(r.row, into);
@@ -556,12 +556,6 @@ export class PolicyRule extends RowRule<PolicyRows> implements Policy {
     return r instanceof PolicyRule ? r.store.profile(r.row) : undefined;
   }
   /**
-   * A policy's key fields into `into` (match address, its length, TEID
-   * value, TEID length: 0 for none), a row's read from its columns without
-   * the objects its `match` and `teid` make (a fill of the tables reads
-   * them for every policy).
-   */
-  /**
    * A policy's key length in bits (the data path's lookup length): its
    * match's, or 32 + its TEID prefix's. A row's from its columns: the
    * file's checks read it for every policy, and `match` and `teid` make
@@ -571,6 +565,12 @@ export class PolicyRule extends RowRule<PolicyRows> implements Policy {
     if (r instanceof PolicyRule) return r.store.keyLen(r.row);
     return r.teid === undefined ? r.match.len : 32 + r.teid.len;
   }
+  /**
+   * A policy's key fields into `into` (match address, its length, TEID
+   * value, TEID length: 0 for none), a row's read from its columns without
+   * the objects its `match` and `teid` make (a fill of the tables reads
+   * them for every policy).
+   */
   static keyFieldsOf(r: Policy, into: Uint32Array): void {
     if (r instanceof PolicyRule) {
       r.store.keyFields(r.row, into);
