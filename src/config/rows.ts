@@ -104,7 +104,7 @@ const segText = (s: readonly Ipv6Addr[]): string => s.map((x) => x.toString(16))
 /** Growable columns: each doubles when full. */
 function grown<T extends Uint8Array | Uint32Array>(a: T, need: number): T {
   if (need <= a.length) return a;
-  const b = new (a.constructor as new (n: number) => T)(Math.max(need, a.length * 2));
+  const b = new (a.constructor as new (n: number) => T)(Math.max(need, a.length * 2, 16));
   b.set(a);
   return b;
 }
@@ -153,19 +153,31 @@ export class SessionRows {
    * that sends the rows (readListAhead), where a million rule objects were
    * 20 % of its read.
    */
-  constructor(readonly objects = true) {}
+  constructor(
+    readonly objects = true,
+    readonly apiWhere?: string,
+    capacity = 1024,
+  ) {
+    this.#ue4 = new Uint32Array(capacity);
+    this.#ueLen = new Uint8Array(capacity);
+    this.#teid = new Uint32Array(capacity);
+    this.#qos = new Uint8Array(capacity);
+    this.#endpoint = new Uint32Array(capacity);
+    this.#source = new Uint32Array(capacity);
+    this.#profile = new Uint32Array(capacity);
+  }
 
   count = 0;
-  #ue4 = new Uint32Array(1024);
-  #ueLen = new Uint8Array(1024);
+  #ue4: Uint32Array<ArrayBuffer>;
+  #ueLen: Uint8Array<ArrayBuffer>;
   /** An IPv6 UE prefix by row (its family is 6). */
   #ue6 = new Map<number, Ipv6Prefix>();
-  #teid = new Uint32Array(1024);
+  #teid: Uint32Array<ArrayBuffer>;
   /** qfi (6 bits) | rqi << 6 */
-  #qos = new Uint8Array(1024);
-  #endpoint = new Uint32Array(1024);
-  #source = new Uint32Array(1024);
-  #profile = new Uint32Array(1024);
+  #qos: Uint8Array<ArrayBuffer>;
+  #endpoint: Uint32Array<ArrayBuffer>;
+  #source: Uint32Array<ArrayBuffer>;
+  #profile: Uint32Array<ArrayBuffer>;
   #names = new Map<number, string>();
   readonly profiles = new Profiles<SessionProfile>(
     (a, b) => samePrefix(a.isd, b.isd) && samePrefix(a.srcPrefix, b.srcPrefix) && sameSegments(a.segments, b.segments) && a.srh === b.srh && a.hopLimit === b.hopLimit && a.mtu === b.mtu,
@@ -178,7 +190,7 @@ export class SessionRows {
    * Undefined when it cannot be a row (its `where` is not its index): the caller keeps the object.
    */
   add(s: Session): SessionRule | undefined {
-    if (s.where !== this.count) return undefined;
+    if (this.apiWhere === undefined && s.where !== this.count) return undefined;
     const profile = this.profiles.id({ isd: s.isd, srcPrefix: s.srcPrefix, segments: s.segments, srh: s.srh, hopLimit: s.hopLimit, mtu: s.mtu });
     const i = this.#row(s.ue.family === 4 ? s.ue.prefix.addr : 0, s.ue.family === 4 ? s.ue.prefix.len : 255, s.teid, s.qfi | (s.rqi ? 64 : 0), s.endpoint, s.source, profile);
     if (s.ue.family === 6) this.#ue6.set(i, s.ue.prefix);
@@ -227,6 +239,19 @@ export class SessionRows {
     this.#profile[i] = profile;
     this.count = n;
     return i;
+  }
+
+  /** The columns cut to the rows there are (a store that takes no more rows: an API batch's). */
+  trim(): void {
+    const n = this.count;
+    if (n === this.#teid.length) return;
+    this.#ue4 = this.#ue4.slice(0, n);
+    this.#ueLen = this.#ueLen.slice(0, n);
+    this.#teid = this.#teid.slice(0, n);
+    this.#qos = this.#qos.slice(0, n);
+    this.#endpoint = this.#endpoint.slice(0, n);
+    this.#source = this.#source.slice(0, n);
+    this.#profile = this.#profile.slice(0, n);
   }
 
   /**
@@ -335,6 +360,7 @@ export class SessionRows {
 
 /** What a row's rule reads from its store. */
 interface RowStore {
+  readonly apiWhere?: string;
   name(i: number): string | undefined;
   profile(i: number): { readonly srcPrefix: Ipv6Prefix; readonly segments: readonly Ipv6Addr[]; readonly srh: SrhMode; readonly hopLimit: number; readonly mtu: number | undefined };
   keyBytes(i: number, into: Uint8Array): void;
@@ -365,7 +391,7 @@ abstract class RowRule<S extends RowStore> implements Row {
     return this[PLAIN]();
   }
   get where(): Where {
-    return this.#row;
+    return this.#store.apiWhere ?? this.#row;
   }
   get name(): string | undefined {
     return this.#store.name(this.#row);
@@ -441,7 +467,7 @@ export class SessionRule extends RowRule<SessionRows> implements Session {
   [PLAIN](): Session {
     const name = this.name;
     return {
-      where: this.row,
+      where: this.where,
       ...(name === undefined ? {} : { name }),
       ue: this.ue,
       teid: this.teid,
@@ -457,13 +483,24 @@ export class SessionRule extends RowRule<SessionRows> implements Session {
 
 /** The policies of one list, in order: row i is the list's item i (its `where`). */
 export class PolicyRows {
+  constructor(
+    readonly apiWhere?: string,
+    capacity = 1024,
+  ) {
+    this.#match = new Uint32Array(capacity);
+    this.#matchLen = new Uint8Array(capacity);
+    this.#teid = new Uint32Array(capacity);
+    this.#teidLen = new Uint8Array(capacity);
+    this.#profile = new Uint32Array(capacity);
+  }
+
   count = 0;
-  #match = new Uint32Array(1024);
-  #matchLen = new Uint8Array(1024);
-  #teid = new Uint32Array(1024);
+  #match: Uint32Array<ArrayBuffer>;
+  #matchLen: Uint8Array<ArrayBuffer>;
+  #teid: Uint32Array<ArrayBuffer>;
   /** 0: no TEID prefix. */
-  #teidLen = new Uint8Array(1024);
-  #profile = new Uint32Array(1024);
+  #teidLen: Uint8Array<ArrayBuffer>;
+  #profile: Uint32Array<ArrayBuffer>;
   readonly #names = new Map<number, string>();
   readonly profiles = new Profiles<PolicyProfile>(
     (a, b) => samePrefix(a.srPrefix, b.srPrefix) && a.sid === b.sid && samePrefix(a.srcPrefix, b.srcPrefix) && sameSegments(a.segments, b.segments) && a.srh === b.srh && a.hopLimit === b.hopLimit && a.mtu === b.mtu,
@@ -473,7 +510,7 @@ export class PolicyRows {
 
   /** As SessionRows.add. */
   add(p: Policy): PolicyRule | undefined {
-    if (p.where !== this.count) return undefined;
+    if (this.apiWhere === undefined && p.where !== this.count) return undefined;
     const profile = this.profiles.id({ srPrefix: p.srPrefix, sid: p.sid, srcPrefix: p.srcPrefix, segments: p.segments, srh: p.srh, hopLimit: p.hopLimit, mtu: p.mtu });
     const i = this.#row(p.match.addr, p.match.len, p.teid?.value ?? 0, p.teid?.len ?? 0, profile);
     if (p.name !== undefined) this.#names.set(i, p.name);
@@ -504,6 +541,17 @@ export class PolicyRows {
     this.#profile[i] = profile;
     this.count = n;
     return i;
+  }
+
+  /** As SessionRows.trim. */
+  trim(): void {
+    const n = this.count;
+    if (n === this.#match.length) return;
+    this.#match = this.#match.slice(0, n);
+    this.#matchLen = this.#matchLen.slice(0, n);
+    this.#teid = this.#teid.slice(0, n);
+    this.#teidLen = this.#teidLen.slice(0, n);
+    this.#profile = this.#profile.slice(0, n);
   }
 
   name(i: number): string | undefined {
@@ -599,7 +647,7 @@ export class PolicyRule extends RowRule<PolicyRows> implements Policy {
     const teid = this.teid;
     const sid = this.sid;
     return {
-      where: this.row,
+      where: this.where,
       ...(name === undefined ? {} : { name }),
       match: this.match,
       ...(teid === undefined ? {} : { teid }),
@@ -607,6 +655,53 @@ export class PolicyRule extends RowRule<PolicyRows> implements Policy {
       ...(sid === undefined ? {} : { sid }),
       ...this.pathFields(),
     };
+  }
+}
+
+/**
+ * Rows a store of RuleRows holds at most: a rule kept after the others of
+ * its store are deleted keeps the store's columns (22 B a row, so 22 KB at
+ * most); a store costs about 2 KB of its own (its columns' buffers, its
+ * maps).
+ */
+export const STORE_ROWS = 1024;
+
+/**
+ * The sessions and policies of one API batch (POST /v1/batch), or of its
+ * record read back from the state file, kept as rows of stores of their
+ * own instead of the rule reader's objects: a row is 40 B and 22 B of
+ * columns, where the object was about 230 B (the rule, its `ue` or `match`
+ * and `teid`, a heap number per address). Every row's `where` is the
+ * batch's (`where`: API_WHERE, or the state file's place).
+ */
+export class RuleRows {
+  #sessions: SessionRows | undefined;
+  #policies: PolicyRows | undefined;
+
+  constructor(readonly where: string) {}
+
+  /** `s` as the next row; `left`: rules of the batch still to come, this one included (a store is made no larger). */
+  session(s: Session, left: number): SessionRule {
+    if (this.#sessions === undefined || this.#sessions.count === STORE_ROWS) {
+      this.#sessions?.trim();
+      this.#sessions = new SessionRows(true, this.where, Math.min(STORE_ROWS, left));
+    }
+    return this.#sessions.add(s)!;
+  }
+
+  /** As session(). */
+  policy(p: Policy, left: number): PolicyRule {
+    if (this.#policies === undefined || this.#policies.count === STORE_ROWS) {
+      this.#policies?.trim();
+      this.#policies = new PolicyRows(this.where, Math.min(STORE_ROWS, left));
+    }
+    return this.#policies.add(p)!;
+  }
+
+  /** The last stores cut to their rows: the batch has no more rules. */
+  trim(): void {
+    this.#sessions?.trim();
+    this.#policies?.trim();
   }
 }
 

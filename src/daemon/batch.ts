@@ -11,7 +11,8 @@
  */
 import { ConfigError } from '../config/errors.js';
 import { checkAdvertiseHasBgp, clipped, describe, placed } from '../config/load.js';
-import type { LocalSid } from '../config/types.js';
+import type { LocalSid, Policy, Session } from '../config/types.js';
+import { RuleRows } from '../config/rows.js';
 import { API_WHERE } from '../config/keys.js';
 import type { Changes } from '../dataplane/tables.js';
 import { foundRule, JsonLine, learnedDeleteText, writeDeleteLine, writePutLine, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
@@ -99,7 +100,7 @@ export function batchOperations(body: unknown): unknown[] {
  * the same, letting the event loop run between slices of operations.
  */
 export function planBatch(set: RuleSet, ops: readonly unknown[]): BatchPlan {
-  const p = new Planner(set);
+  const p = new Planner(set, ops.length);
   ops.forEach((raw, i) => p.step(raw, i));
   return runNow(p.finish());
 }
@@ -113,7 +114,7 @@ export const PLAN_SLICE = 500;
  * section, so the rule set does not change under the plan.
  */
 export async function planBatchYielding(set: RuleSet, ops: readonly unknown[], slice = PLAN_SLICE, sliceMs = SLICE_MS): Promise<BatchPlan> {
-  const p = new Planner(set);
+  const p = new Planner(set, ops.length);
   const clock = new SliceClock(sliceMs);
   for (let i = 0; i < ops.length; i++) {
     if (i > 0 && (i % slice === 0 || clock.tick())) await nextTurn();
@@ -136,8 +137,20 @@ class Planner {
   readonly #results: BatchResult[] = [];
   readonly #counts = { added: 0, replaced: 0, deleted: 0 };
 
-  constructor(set: RuleSet) {
+  readonly #ops: number;
+
+  constructor(set: RuleSet, ops: number) {
     this.#set = set;
+    this.#ops = ops;
+  }
+
+  /** This batch's sessions and policies, as rows. */
+  readonly #rows = new RuleRows(API_WHERE);
+
+  #asRow(kind: RuleKind, rule: Rule, i: number): Rule {
+    if (kind === 'session') return this.#rows.session(rule as Session, this.#ops - i);
+    if (kind === 'policy') return this.#rows.policy(rule as Policy, this.#ops - i);
+    return rule;
   }
 
   #cur(kind: RuleKind, key: string): Rule | undefined {
@@ -261,8 +274,9 @@ class Planner {
         fail(i, `${whereOf(i, kind)}.name`, 409, 'name_taken', `name ${JSON.stringify(rule.name)} is already used by the ${k.label} with ${k.keyName} ${owner}; names must be unique`);
       }
     }
-    // The rule parsed just now, held by no one else: named in place.
-    const tagged: Rule = placed(rule, API_WHERE);
+    // The rule parsed just now, held by no one else: named in place; a session or a policy kept as a row of
+    // this batch's store instead (its object is garbage at once).
+    const tagged: Rule = this.#asRow(kind, placed(rule, API_WHERE), i);
     this.#change(kind, key, existing, tagged);
     if (op === 'add') counts.added++;
     else counts.replaced++;
@@ -276,6 +290,7 @@ class Planner {
    */
   *finish(): Generator<void, BatchPlan> {
     const set = this.#set;
+    this.#rows.trim();
     const delta = this.#delta;
     // The net effect, per kind: what to write, what to delete; and the way back.
     const changes: Record<string, unknown> = {};
@@ -311,7 +326,7 @@ class Planner {
         if (r !== null) {
           puts.push(r);
           next();
-          writePutLine(record, kind, r, set.base(kind, key, foundRule(before)));
+          writePutLine(record, kind, r, set.base(kind, key, foundRule(before)), key);
           if (before === undefined) undoDels.push(r);
           else undoPuts.push(before);
         } else if (before !== undefined) {

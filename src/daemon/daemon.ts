@@ -2279,7 +2279,7 @@ export class Daemon {
             const rule = before.get(key);
             was.push({ kind, key, rule, put: puts.get(key), del: dels.has(key) });
             if (r === null) this.#rules.delete(kind, key, foundRule(rule));
-            else this.#rules.put(kind, r, foundRule(rule));
+            else this.#rules.put(kind, r, foundRule(rule), key);
           }
         }
       } finally {

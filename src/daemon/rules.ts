@@ -44,6 +44,7 @@ import { open as openFile, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { checkAdvertiseHasBgp, checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, ruleKeyMap, takeRuleIndex } from '../config/load.js';
 import { RepeatedRowKey, RowKeyedMap } from '../config/row-map.js';
+import { RuleRows } from '../config/rows.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
 import { canonicalPolicyKey, formatTeidPrefix, fromFile, localSidKey, policyKey, sessionKey } from '../config/keys.js';
@@ -463,7 +464,7 @@ function putLineSlowly(o: JsonBytes, kind: RuleKind, r: Rule, base: string | nul
  * holds the two to the same bytes). Room for the line is made once and
  * it is written with no call per piece.
  */
-export function writePutLine(o: JsonBytes, kind: RuleKind, r: Rule, base: string | null): void {
+export function writePutLine(o: JsonBytes, kind: RuleKind, r: Rule, base: string | null, key?: string): void {
   if (base !== null && !plainText(base)) return putLineSlowly(o, kind, r, base);
   let b: Buffer;
   let at: number;
@@ -473,7 +474,7 @@ export function writePutLine(o: JsonBytes, kind: RuleKind, r: Rule, base: string
     at = putPolicy(b, o.end, p);
   } else if (kind === 'session' && plainSession(r as Session)) {
     const x = r as Session;
-    const ue = sessionKey(x);
+    const ue = key ?? sessionKey(x);
     if (!plainText(ue)) return putLineSlowly(o, kind, r, base);
     b = o.room(lineRoom(x.name, base, x.segments.length) + ue.length + x.srh.length);
     at = putSession(b, o.end, x, ue);
@@ -874,8 +875,8 @@ export class RuleSet {
     if (r !== undefined && fromFile(r)) fileRules.set(key, r);
   }
 
-  #set(k: RuleKindSpec, r: Rule, current?: Current): void {
-    const key = k.key(r);
+  #set(k: RuleKindSpec, r: Rule, current?: Current, known?: string): void {
+    const key = known ?? k.key(r);
     const names = this.#names[k.kind];
     const old = this.#current(k.kind, key, current);
     // Its old name, unless another rule has it now (taken in the same batch, put before this one).
@@ -933,11 +934,13 @@ export class RuleSet {
   /**
    * Record an add or replace in the set and the overlay. `current`: the
    * set's rule at the rule's key (undefined: none) when the caller has
-   * looked it up already (a batch's plan has: BatchPlan.before).
+   * looked it up already (a batch's plan has: BatchPlan.before); `known`:
+   * the rule's key text, when the caller has it (a row's is made anew each
+   * time it is asked for).
    */
-  put(kind: RuleKind, rule: Rule, current?: Current): void {
+  put(kind: RuleKind, rule: Rule, current?: Current, known?: string): void {
     const k = RULE_KINDS[kind];
-    const key = k.key(rule);
+    const key = known ?? k.key(rule);
     this.#keepFileRule(kind, key, current);
     const put = this.overlay[k.overlay.put] as Map<string, Rule>;
     const del = this.overlay[k.overlay.del];
@@ -946,10 +949,10 @@ export class RuleSet {
     if (file !== undefined) {
       // The file's own rule again (deleted and added back, or replaced back): its object is kept, not a
       // second one (docs/config.md "Running, saved and API config").
-      this.#set(k, file, current);
+      this.#set(k, file, current, key);
       return;
     }
-    this.#set(k, rule, current);
+    this.#set(k, rule, current, key);
     put.set(key, rule);
   }
 
@@ -1561,7 +1564,7 @@ function overlayLines(o: Overlay, base?: BaseOf): StateLine[] {
 export type Bases = Map<string, string | null>;
 
 /** Apply one change line to an overlay (as RuleSet.put / delete do; a delete without a base of a key the file has not is dropped by the RuleSet, or absorbed by the rebase of an edited file). */
-function applyLine(o: Overlay, line: StateLine, where: string, bases?: Bases): void {
+function applyLine(o: Overlay, line: StateLine, where: string, bases?: Bases, rows?: { readonly of: RuleRows; readonly left: number }): void {
   const base = (kind: RuleKind, key: string, b: unknown): void => {
     if (bases === undefined) return;
     if (b === null || typeof b === 'string') bases.set(`${kind} ${key}`, b);
@@ -1577,12 +1580,16 @@ function applyLine(o: Overlay, line: StateLine, where: string, bases?: Bases): v
       if (typeof c !== 'object' || c === null || 'batch' in c) throw new Error(`${where}: batch[${i}]: not a change`);
       applyLine(trial, c, `${where}: batch[${i}]`);
     }
-    for (const c of line.batch) applyLine(o, c, where, bases);
+    // Its sessions and policies kept as rows, as the batch kept them (src/daemon/batch.ts).
+    const of = new RuleRows(where);
+    for (let i = 0; i < line.batch.length; i++) applyLine(o, line.batch[i]!, where, bases, { of, left: line.batch.length - i });
+    of.trim();
   } else if ('put' in line) {
     const k = ruleKind(line.put);
     if (k === undefined) throw new Error(`${where}: unknown table ${JSON.stringify(line.put)}`);
-    const r = k.parse(line.rule, where);
-    const key = k.key(r);
+    const parsed = k.parse(line.rule, where);
+    const key = k.key(parsed);
+    const r = rows === undefined || k.kind === 'localsid' ? parsed : k.kind === 'session' ? rows.of.session(parsed as Session, rows.left) : rows.of.policy(parsed as Policy, rows.left);
     (o[k.overlay.put] as Map<string, Rule>).set(key, r);
     o[k.overlay.del].delete(key);
     base(k.kind, key, line.base);
