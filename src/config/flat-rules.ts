@@ -69,6 +69,88 @@ export class FlatMemberColumns implements FlatMembers {
   readonly valString = new Uint8Array(FLAT_KEYS);
 }
 
+/** JSON's whitespace in bytes from `i` on: the first index past it (b.length if none). */
+export function byteSpace(b: Uint8Array, i: number): number {
+  for (; i < b.length; i++) {
+    const c = b[i]!;
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
+  }
+  return i;
+}
+
+/**
+ * The end (past its `}`) of the flat JSON object at b[i], its members in
+ * `m`: keys without an escape, each given once, at most FLAT_KEYS of them,
+ * each value a string without an escape or a bare token (up to a
+ * separator; nothing here checks it is one: the rule reader that takes the
+ * value does, or JSON.parse). -1 for anything else (read it as JSON).
+ */
+export function flatObjectEnd(b: Uint8Array, i: number, m: FlatMemberColumns): number {
+  const n = b.length;
+  if (b[i] !== 0x7b /* { */) return -1;
+  let j = byteSpace(b, i + 1);
+  m.count = 0;
+  if (b[j] === 0x7d /* } */) return j + 1;
+  let keys = 0;
+  for (;;) {
+    if (b[j] !== 0x22 /* " */) return -1;
+    const from = ++j;
+    let h = 0;
+    for (; ; j++) {
+      if (j >= n) return -1;
+      const c = b[j]!;
+      if (c === 0x22) break;
+      if (c === 0x5c /* \ */) return -1;
+      h = (Math.imul(h, 31) + c) | 0;
+    }
+    const len = j - from;
+    for (let k = 0; k < keys; k++) {
+      if (m.keyHash[k] !== h || m.keyLen[k] !== len) continue;
+      const other = m.keyAt[k]!;
+      let x = 0;
+      while (x < len && b[other + x] === b[from + x]) x++;
+      if (x === len) return -1;
+    }
+    if (keys === FLAT_KEYS) return -1;
+    const key = keys++;
+    m.keyHash[key] = h;
+    m.keyAt[key] = from;
+    m.keyLen[key] = len;
+    j = byteSpace(b, j + 1);
+    if (b[j] !== 0x3a /* : */) return -1;
+    j = byteSpace(b, j + 1);
+    if (b[j] === 0x22) {
+      m.valAt[key] = j + 1;
+      for (j++; ; j++) {
+        if (j >= n) return -1;
+        const c = b[j]!;
+        if (c === 0x22) break;
+        if (c === 0x5c) return -1;
+      }
+      m.valEnd[key] = j;
+      m.valString[key] = 1;
+      j++;
+    } else {
+      // A bare token, up to a separator (JSON.parse, or the rule reader that takes it, checks it is one).
+      const from = j;
+      for (; j < n; j++) {
+        const c = b[j]!;
+        if (c === 0x2c || c === 0x7d || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) break;
+        if (c === 0x22 || c === 0x7b || c === 0x5b || c === 0x5d) return -1;
+      }
+      if (j === from) return -1;
+      m.valAt[key] = from;
+      m.valEnd[key] = j;
+      m.valString[key] = 0;
+    }
+    m.count = keys;
+    j = byteSpace(b, j);
+    if (b[j] === 0x7d) return j + 1;
+    if (b[j] !== 0x2c) return -1;
+    j = byteSpace(b, j + 1);
+  }
+}
+
 /** The hash FlatRuns gives a key (its bytes, h = h * 31 + byte, 32-bit). */
 export function flatKeyHash(key: string): number {
   let h = 0;
@@ -313,7 +395,7 @@ const SESSION_NEEDS = (1 << S_RQI) - 1;
 
 /** Sessions with an IPv4 UE and no path options. */
 export class FlatSessions implements FlatRuleReader {
-  readonly #rows: SessionRows;
+  #rows: SessionRows;
   readonly #d: FlatRuleDefaults;
   readonly #isd: V6Field;
   readonly #src: V6Field;
@@ -336,6 +418,11 @@ export class FlatSessions implements FlatRuleReader {
 
   get next(): number {
     return this.#rows.count;
+  }
+
+  /** The rows add() adds to from now on (a batch's next store: src/config/rows.ts, RuleRows). */
+  into(rows: SessionRows): void {
+    this.#rows = rows;
   }
 
   read(b: Uint8Array, m: FlatMembers, slot: number): boolean {
@@ -419,7 +506,7 @@ const POLICY_NEEDS = (1 << P_MATCH) | (1 << P_SR) | (1 << P_SRC);
 
 /** Policies (with or without a TEID prefix) with an sr_prefix and no sid or path options. */
 export class FlatPolicies implements FlatRuleReader {
-  readonly #rows: PolicyRows;
+  #rows: PolicyRows;
   readonly #d: FlatRuleDefaults;
   readonly #sr: V6Field;
   readonly #src: V6Field;
@@ -440,6 +527,11 @@ export class FlatPolicies implements FlatRuleReader {
 
   get next(): number {
     return this.#rows.count;
+  }
+
+  /** As FlatSessions.into. */
+  into(rows: PolicyRows): void {
+    this.#rows = rows;
   }
 
   read(b: Uint8Array, m: FlatMembers, slot: number): boolean {

@@ -27,7 +27,7 @@ import { MUP_MAX_PLENS, MUP_MAX_SEGS } from './limits.js';
 import { RULE_NAME_CHAR, RULE_NAME_MAX } from './rule-name.js';
 import { RepeatedRowKey, RowKeyedMap, type FilledIndex } from './row-map.js';
 import { isRowAt, keyTextOrder, POLICY_KEY_BYTES, PolicyRows, PolicyRule, policyTextBytes, SESSION_KEY_BYTES, sessionTextBytes, SessionRows, SessionRule, type SessionProfile, type SessionRowsData } from './rows.js';
-import { FLAT_KEYS, FLAT_SLOTS, FlatLocalSids, FlatMemberColumns, FlatPolicies, FlatSessions, TakenRule, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
+import { FLAT_SLOTS, flatObjectEnd, FlatLocalSids, FlatMemberColumns, FlatPolicies, FlatSessions, byteSpace, TakenRule, type FlatRuleDefaults, type FlatRuleReader } from './flat-rules.js';
 import { localSidGrowth, mtuTooSmall, sessionGrowth, type Growth } from './mtu-floor.js';
 import { MAX_PER_RULE_TOP, parsePerRule } from './per-rule.js';
 import type {
@@ -394,16 +394,7 @@ class RulesAsRead {
     this.localsids = new Section(src, 'localsids', readLocalSid);
     this.sessions = new Section(src, 'sessions', readSession, sessions);
     // The flat items they take become rows of the same stores (local SIDs: the rule reader's objects), in list order (Section.item).
-    const defaults: FlatRuleDefaults = {
-      v6: (text) => sharedV6Prefix(src, text),
-      noSegments: NO_SEGMENTS,
-      srh: 'auto',
-      hopLimit: DEFAULT_HOP_LIMIT,
-      maxSidPrefixLen: MAX_SID_PREFIX_LEN,
-      maxSrcPrefixLen: MAX_SRC_PREFIX_LEN,
-      ttl: DEFAULT_TTL,
-      v6Own: ownV6Prefix,
-    };
+    const defaults = flatDefaults(src);
     this.#flat = {
       policies: new FlatPolicies(policies, defaults),
       sessions: new FlatSessions(sessions, defaults),
@@ -1017,80 +1008,12 @@ class FlatRuns extends FlatMemberColumns {
   }
 
   #space(i: number): number {
-    const b = this.#b;
-    for (; i < b.length; i++) {
-      const c = b[i]!;
-      if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
-    }
-    return i;
+    return byteSpace(this.#b, i);
   }
 
   /** The index past the flat item at `i` (its `{`), or -1 when there is none there. */
   #itemEnd(i: number): number {
-    const b = this.#b;
-    const n = b.length;
-    if (b[i] !== 0x7b /* { */) return -1;
-    let j = this.#space(i + 1);
-    this.count = 0;
-    if (b[j] === 0x7d /* } */) return j + 1;
-    let keys = 0;
-    for (;;) {
-      if (b[j] !== 0x22 /* " */) return -1;
-      const from = ++j;
-      let h = 0;
-      for (; ; j++) {
-        if (j >= n) return -1;
-        const c = b[j]!;
-        if (c === 0x22) break;
-        if (c === 0x5c /* \ */) return -1;
-        h = (Math.imul(h, 31) + c) | 0;
-      }
-      const len = j - from;
-      for (let k = 0; k < keys; k++) {
-        if (this.keyHash[k] !== h || this.keyLen[k] !== len) continue;
-        const other = this.keyAt[k]!;
-        let x = 0;
-        while (x < len && b[other + x] === b[from + x]) x++;
-        if (x === len) return -1;
-      }
-      if (keys === FLAT_KEYS) return -1;
-      const key = keys++;
-      this.keyHash[key] = h;
-      this.keyAt[key] = from;
-      this.keyLen[key] = len;
-      j = this.#space(j + 1);
-      if (b[j] !== 0x3a /* : */) return -1;
-      j = this.#space(j + 1);
-      if (b[j] === 0x22) {
-        this.valAt[key] = j + 1;
-        for (j++; ; j++) {
-          if (j >= n) return -1;
-          const c = b[j]!;
-          if (c === 0x22) break;
-          if (c === 0x5c) return -1;
-        }
-        this.valEnd[key] = j;
-        this.valString[key] = 1;
-        j++;
-      } else {
-        // A bare token, up to a separator (JSON.parse, or the rule reader that takes it, checks it is one).
-        const from = j;
-        for (; j < n; j++) {
-          const c = b[j]!;
-          if (c === 0x2c || c === 0x7d || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) break;
-          if (c === 0x22 || c === 0x7b || c === 0x5b || c === 0x5d) return -1;
-        }
-        if (j === from) return -1;
-        this.valAt[key] = from;
-        this.valEnd[key] = j;
-        this.valString[key] = 0;
-      }
-      this.count = keys;
-      j = this.#space(j);
-      if (b[j] === 0x7d) return j + 1;
-      if (b[j] !== 0x2c) return -1;
-      j = this.#space(j + 1);
-    }
+    return flatObjectEnd(this.#b, i, this);
   }
 }
 
@@ -1979,6 +1902,29 @@ function sharedV6Prefix(src: Source, s: string): Ipv6Prefix | undefined {
   const p = ownV6Prefix(s);
   if (p !== undefined) keepShared(src, s, p);
   return p;
+}
+
+/** What the flat readers (src/config/flat-rules.ts) take from the rule reader, with `src`'s shared prefixes. */
+function flatDefaults(src: Source): FlatRuleDefaults {
+  return {
+    v6: (text) => sharedV6Prefix(src, text),
+    noSegments: NO_SEGMENTS,
+    srh: 'auto',
+    hopLimit: DEFAULT_HOP_LIMIT,
+    maxSidPrefixLen: MAX_SID_PREFIX_LEN,
+    maxSrcPrefixLen: MAX_SRC_PREFIX_LEN,
+    ttl: DEFAULT_TTL,
+    v6Own: ownV6Prefix,
+  };
+}
+
+/**
+ * The flat readers' defaults for rules put through the API (a batch read
+ * from its bytes, src/daemon/batch-bytes.ts): the rule reader's, as
+ * parseSessionEntry and parsePolicyEntry read them (`where` their Source's).
+ */
+export function apiFlatDefaults(where: string): FlatRuleDefaults {
+  return flatDefaults(new Source(where, undefined));
 }
 
 /** The prefix object readIpv6Prefix (not shared) makes of `s`, for the flat readers; undefined when `s` does not parse or draws a warning. */

@@ -680,22 +680,37 @@ export class RuleRows {
 
   constructor(readonly where: string) {}
 
-  /** `s` as the next row; `left`: rules of the batch still to come, this one included (a store is made no larger). */
-  session(s: Session, left: number): SessionRule {
+  /**
+   * The store the next session goes into, a new one when there is none or
+   * the last is full (STORE_ROWS); `left`: rules of the batch still to
+   * come, this one included (a store is made no larger). For a reader that
+   * adds its rows itself (FlatSessions.into).
+   */
+  sessionStore(left: number): SessionRows {
     if (this.#sessions === undefined || this.#sessions.count === STORE_ROWS) {
       this.#sessions?.trim();
       this.#sessions = new SessionRows(true, this.where, Math.min(STORE_ROWS, left));
     }
-    return this.#sessions.add(s)!;
+    return this.#sessions;
   }
 
-  /** As session(). */
-  policy(p: Policy, left: number): PolicyRule {
+  /** As sessionStore(). */
+  policyStore(left: number): PolicyRows {
     if (this.#policies === undefined || this.#policies.count === STORE_ROWS) {
       this.#policies?.trim();
       this.#policies = new PolicyRows(this.where, Math.min(STORE_ROWS, left));
     }
-    return this.#policies.add(p)!;
+    return this.#policies;
+  }
+
+  /** `s` (the rule reader's) as the next row; `left` as sessionStore's. */
+  session(s: Session, left: number): SessionRule {
+    return this.sessionStore(left).add(s)!;
+  }
+
+  /** As session(). */
+  policy(p: Policy, left: number): PolicyRule {
+    return this.policyStore(left).add(p)!;
   }
 
   /** The last stores cut to their rows: the batch has no more rules. */

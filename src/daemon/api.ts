@@ -47,6 +47,7 @@ import type { Logger } from './log.js';
 import { batchEnded, batchStarted, forcedReleaseNote, releaseMemorySoon, requestEnded, requestStarted } from './memory.js';
 import { RULE_KIND_LIST, RuleError, type RuleKindSpec } from './rules.js';
 import { BatchError, batchOperations } from './batch.js';
+import { batchFromBytes, NOT_READ } from './batch-bytes.js';
 import { parseJsonSliced } from './json-slices.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SLICE_MS, SliceClock } from '../host/slice-clock.js';
@@ -379,19 +380,7 @@ function sendLarge(res: ServerResponse, status: number, build: () => unknown): P
 
 /** A request's JSON body, checked (type, size, repeated keys). Exported for tests. */
 export async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<unknown> {
-  const type = req.headers['content-type'] ?? '';
-  // application/json, with parameters or none; not application/json-seq and the like (\b let those through).
-  if (!/^application\/json\s*(;|$)/i.test(type)) {
-    throw new HttpError(415, `send the body as JSON with Content-Type: application/json (got ${JSON.stringify(type || 'none')})`);
-  }
-  // The body is read as UTF-8 (JSON's encoding, RFC 8259 8.1): another charset would be read wrongly, not refused.
-  const charset = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(type)?.[1];
-  if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
-    throw new HttpError(415, `the body is read as UTF-8 (JSON's encoding); send it as UTF-8 with Content-Type: application/json (got charset ${JSON.stringify(charset)})`);
-  }
-  const declared = Number(req.headers['content-length'] ?? NaN);
-  const hint = limit === MAX_BODY ? 'send one rule per request (many at once: POST /v1/batch)' : 'split the batch';
-  if (declared > limit) throw new HttpError(413, `body of ${declared} bytes is over the ${limit}-byte limit; ${hint}`);
+  const hint = bodyHeaders(req, limit);
   // Each piece decoded as it comes (a character split between two pieces is joined by the decoder), and the
   // texts joined once: a batch's 1.3-2 MB copied into one Buffer and decoded from it took two turns of 18-24
   // ms (the pages of both copies touched for the first time).
@@ -409,6 +398,29 @@ export async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<
   const large = size > LARGE_BODY;
   const text = parts.length === 1 ? parts[0]! : parts.join('');
   if (large) await nextTurn();
+  return bodyValue(text, large);
+}
+
+/** A JSON body's headers checked (type, charset, declared size): the hint for a body over `limit`. */
+function bodyHeaders(req: IncomingMessage, limit: number): string {
+  const type = req.headers['content-type'] ?? '';
+  // application/json, with parameters or none; not application/json-seq and the like (\b let those through).
+  if (!/^application\/json\s*(;|$)/i.test(type)) {
+    throw new HttpError(415, `send the body as JSON with Content-Type: application/json (got ${JSON.stringify(type || 'none')})`);
+  }
+  // The body is read as UTF-8 (JSON's encoding, RFC 8259 8.1): another charset would be read wrongly, not refused.
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(type)?.[1];
+  if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
+    throw new HttpError(415, `the body is read as UTF-8 (JSON's encoding); send it as UTF-8 with Content-Type: application/json (got charset ${JSON.stringify(charset)})`);
+  }
+  const declared = Number(req.headers['content-length'] ?? NaN);
+  const hint = limit === MAX_BODY ? 'send one rule per request (many at once: POST /v1/batch)' : 'split the batch';
+  if (declared > limit) throw new HttpError(413, `body of ${declared} bytes is over the ${limit}-byte limit; ${hint}`);
+  return hint;
+}
+
+/** A body's text as JSON (400 when it is not, or gives a key twice); `large`: parsed and checked in slices. */
+async function bodyValue(text: string, large: boolean): Promise<unknown> {
   let body: unknown;
   try {
     // A batch's 1.3-2 MB took 8-23 ms of the loop in one JSON.parse: read member by member, element by element.
@@ -421,6 +433,62 @@ export async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<
   const twice = large ? await runYielding(repeatedKeys(text)) : repeatedKey(text);
   if (twice !== undefined) throw new HttpError(400, `request body: ${twice}: key given twice; give each key once`, twice);
   return body;
+}
+
+/**
+ * POST /v1/batch's operations. The body's bytes are copied into one buffer
+ * as they come (made at its declared length: its pages are touched a piece
+ * at a time), then read by batchFromBytes (src/daemon/batch-bytes.ts: the
+ * common adds and replaces of sessions and policies straight into rows,
+ * each other operation JSON.parse'd alone); a body it does not read is
+ * decoded and read as any other body (readBody, batchOperations), which
+ * words every error.
+ */
+export async function readBatchBody(req: IncomingMessage, limit = MAX_BATCH_BODY): Promise<unknown[]> {
+  const hint = bodyHeaders(req, limit);
+  const declared = Number(req.headers['content-length'] ?? NaN);
+  let buf = Buffer.allocUnsafe(Number.isSafeInteger(declared) && declared > 0 ? declared : 64 * 1024);
+  let size = 0;
+  for await (const c of req) {
+    const piece = c as Buffer;
+    if (size + piece.length > limit) throw new HttpError(413, `body is over the ${limit}-byte limit; ${hint}`);
+    if (size + piece.length > buf.length) {
+      const next = Buffer.allocUnsafe(Math.min(limit, Math.max(size + piece.length, 2 * buf.length)));
+      buf.copy(next, 0, 0, size);
+      buf = next;
+    }
+    piece.copy(buf, size);
+    size += piece.length;
+  }
+  const bytes = buf.subarray(0, size);
+  const large = size > LARGE_BODY;
+  if (large) await nextTurn();
+  const ops = await runYielding(batchFromBytes(bytes, batchOpValue));
+  if (ops !== undefined) return ops;
+  return batchOperations(await bodyValue(large ? await runYielding(decodedSliced(bytes)) : bytes.toString('utf8'), large));
+}
+
+/** Bytes decoded as UTF-8 a piece at a time (a turn between two), as readBody decodes a body as it comes. */
+function* decodedSliced(bytes: Buffer): Generator<void, string> {
+  const decoder = new StringDecoder('utf8');
+  const parts: string[] = [];
+  for (let at = 0; at < bytes.length; at += LARGE_BODY) {
+    if (at > 0) yield;
+    parts.push(decoder.write(bytes.subarray(at, at + LARGE_BODY)));
+  }
+  parts.push(decoder.end());
+  return parts.join('');
+}
+
+/** An operation's text as batchFromBytes needs it: its value, or NOT_READ (not JSON, or a key given twice). */
+function batchOpValue(text: string): unknown {
+  let v: unknown;
+  try {
+    v = JSON.parse(text) as unknown;
+  } catch {
+    return NOT_READ;
+  }
+  return repeatedKey(text) === undefined ? v : NOT_READ;
 }
 
 /**
@@ -892,7 +960,7 @@ export function apiHandler(o: ApiOptions): (req: IncomingMessage, res: ServerRes
       // Under way from here (its body's read and parse too): no collection starts beside it (collectAfterBatches).
       batchStarted();
       try {
-        const ops = batchOperations(await readBody(req, MAX_BATCH_BODY));
+        const ops = await readBatchBody(req);
         const r = await d.applyBatch(ops, who(req));
         return await sendLarge(res, 200, () => ({
           applied: ops.length,

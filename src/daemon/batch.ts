@@ -24,6 +24,19 @@ export const MAX_BATCH_OPERATIONS = 10_000;
 
 export type BatchOpName = 'add' | 'replace' | 'delete';
 
+/**
+ * An add or replace read from the body's bytes (src/daemon/batch-bytes.ts):
+ * its rule is valid and a row already; Planner.step checks it against the
+ * set and the batch as any other.
+ */
+export class FlatOp {
+  constructor(
+    readonly op: 'add' | 'replace',
+    readonly kind: 'session' | 'policy',
+    readonly rule: Session | Policy,
+  ) {}
+}
+
 /** A batch refused before anything was applied: 422 (invalid) or 409 (conflict), naming the operation and key path. */
 export class BatchError extends RuleError {
   constructor(
@@ -176,6 +189,8 @@ class Planner {
   }
 
   step(raw: unknown, i: number): void {
+    // Read from the body's bytes (src/daemon/batch-bytes.ts): a valid rule, a row already.
+    if (raw instanceof FlatOp) return this.#put(raw.op, raw.kind, raw.rule, RULE_KINDS[raw.kind].key(raw.rule), i);
     const results = this.#results;
     const counts = this.#counts;
     if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail(i, atOf(i), 422, 'invalid', 'expected {"op": "add"|"replace"|"delete", "<kind>": {...}}');
@@ -254,7 +269,17 @@ class Planner {
       }
       fail(i, whereOf(i, kind), 422, 'invalid', `${kind}: ${(err as Error).message}`);
     }
+    // The rule parsed just now, held by no one else: named in place; a session or a policy kept as a row of
+    // this batch's store instead (its object is garbage at once).
     const key = k.key(rule);
+    this.#put(op, kind, this.#asRow(kind, placed(rule, API_WHERE), i), key, i);
+  }
+
+  /** An add or replace of `rule` (a row, or an object named API_WHERE) at `key`, checked against the set and the batch so far. */
+  #put(op: 'add' | 'replace', kind: RuleKind, rule: Rule, key: string, i: number): void {
+    const k = RULE_KINDS[kind];
+    const results = this.#results;
+    const counts = this.#counts;
     // Learned (BGP) rules keep their keys and names against the API, as for a single change (RuleSet.check).
     const learned = this.#set.learned(kind).get(key);
     if (learned !== undefined) fail(i, `${whereOf(i, kind)}.${k.keyName}`, 409, 'learned', learnedKeyText(kind, key, learned));
@@ -274,10 +299,7 @@ class Planner {
         fail(i, `${whereOf(i, kind)}.name`, 409, 'name_taken', `name ${JSON.stringify(rule.name)} is already used by the ${k.label} with ${k.keyName} ${owner}; names must be unique`);
       }
     }
-    // The rule parsed just now, held by no one else: named in place; a session or a policy kept as a row of
-    // this batch's store instead (its object is garbage at once).
-    const tagged: Rule = this.#asRow(kind, placed(rule, API_WHERE), i);
-    this.#change(kind, key, existing, tagged);
+    this.#change(kind, key, existing, rule);
     if (op === 'add') counts.added++;
     else counts.replaced++;
     results.push({ op, kind, key });
