@@ -659,12 +659,21 @@ export class PolicyRule extends RowRule<PolicyRows> implements Policy {
 }
 
 /**
- * Rows a store of RuleRows holds at most: a rule kept after the others of
- * its store are deleted keeps the store's columns (22 B a row, so 22 KB at
- * most); a store costs about 2 KB of its own (its columns' buffers, its
- * maps).
+ * Rows a store of RuleRows holds at most. A store lives as long as any of
+ * its rules: one rule left of it keeps all its rows' columns (22 B a row)
+ * and the names of its named rows, about 6 KB and 256 names at most; a
+ * store costs about 2 KB of its own (its columns' buffers, its maps), 8 B
+ * a row when full.
  */
-export const STORE_ROWS = 1024;
+export const STORE_ROWS = 256;
+
+/**
+ * A batch keeps its sessions and policies as rows from this many
+ * operations on (Planner in src/daemon/batch.ts, a batch record read back
+ * from the state file); a smaller one keeps the rule reader's objects, as
+ * a single change does: a store of a few rows would cost more than they.
+ */
+export const BATCH_ROWS_FROM = 256;
 
 /**
  * The sessions and policies of one API batch (POST /v1/batch), or of its

@@ -437,17 +437,18 @@ async function bodyValue(text: string, large: boolean): Promise<unknown> {
 
 /**
  * POST /v1/batch's operations. The body's bytes are copied into one buffer
- * as they come (made at its declared length: its pages are touched a piece
- * at a time), then read by batchFromBytes (src/daemon/batch-bytes.ts: the
- * common adds and replaces of sessions and policies straight into rows,
- * each other operation JSON.parse'd alone); a body it does not read is
- * decoded and read as any other body (readBody, batchOperations), which
- * words every error.
+ * as they come (its pages touched a piece at a time), then, when it is over
+ * `bytesFrom` (LARGE_BODY; tests give 0), read by batchFromBytes
+ * (src/daemon/batch-bytes.ts: the common adds and replaces of sessions and
+ * policies straight into rows, each other operation JSON.parse'd alone); a
+ * body it does not read, or a smaller one, is decoded and read as any other
+ * body (readBody, batchOperations), which words every error.
  */
-export async function readBatchBody(req: IncomingMessage, limit = MAX_BATCH_BODY): Promise<unknown[]> {
+export async function readBatchBody(req: IncomingMessage, limit = MAX_BATCH_BODY, bytesFrom = LARGE_BODY): Promise<unknown[]> {
   const hint = bodyHeaders(req, limit);
   const declared = Number(req.headers['content-length'] ?? NaN);
-  let buf = Buffer.allocUnsafe(Number.isSafeInteger(declared) && declared > 0 ? declared : 64 * 1024);
+  // Made at its declared length up to 1 MiB, then doubled as bytes come: a length declared and not sent holds no more.
+  let buf = Buffer.allocUnsafe(Number.isSafeInteger(declared) && declared > 0 ? Math.min(declared, 1 << 20) : 64 * 1024);
   let size = 0;
   for await (const c of req) {
     const piece = c as Buffer;
@@ -463,7 +464,9 @@ export async function readBatchBody(req: IncomingMessage, limit = MAX_BATCH_BODY
   const bytes = buf.subarray(0, size);
   const large = size > LARGE_BODY;
   if (large) await nextTurn();
-  const ops = await runYielding(batchFromBytes(bytes, batchOpValue));
+  // From its bytes when large (a small body: one JSON.parse, and the rule reader's objects: RuleRows' stores are
+  // for many rules).
+  const ops = size > bytesFrom ? await runYielding(batchFromBytes(bytes, batchOpValue)) : undefined;
   if (ops !== undefined) return ops;
   return batchOperations(await bodyValue(large ? await runYielding(decodedSliced(bytes)) : bytes.toString('utf8'), large));
 }
@@ -502,7 +505,7 @@ export function repeatedKey(text: string): string | undefined {
 }
 
 /** Bytes of a request body over which it is read in several turns of the event loop. */
-const LARGE_BODY = 128 * 1024;
+export const LARGE_BODY = 128 * 1024;
 
 /**
  * Characters repeatedKeys scans between two looks at the slice clock. A

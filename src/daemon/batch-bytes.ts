@@ -7,8 +7,8 @@
  * goes into a row of the batch's store (src/config/rows.ts, RuleRows) by
  * the config file's flat readers (src/config/flat-rules.ts), with no parsed
  * object, string or rule reader's object made for it. Each other operation
- * is JSON.parse'd alone (its text checked for a key given twice) and
- * planned as before. The body as a whole is read this way only when it is
+ * is JSON.parse'd alone (its text checked for a key given twice; one over
+ * WHOLE_MAX leaves the body to the sliced read) and planned as before. The body as a whole is read this way only when it is
  * exactly {"operations": [...]} (whitespace aside), every operation's text
  * is valid JSON with no key given twice, and there are at most
  * MAX_BATCH_OPERATIONS of them: for anything else the caller reads the
@@ -29,6 +29,7 @@ import { RuleRows } from '../config/rows.js';
 import type { Policy, Session } from '../config/types.js';
 import { SliceClock } from '../host/slice-clock.js';
 import { FlatOp, MAX_BATCH_OPERATIONS } from './batch.js';
+import { WHOLE_MAX } from './json-slices.js';
 
 /** What parseOp answers for an operation's text that is not valid JSON, or gives a key twice. */
 export const NOT_READ = Symbol('not read');
@@ -95,7 +96,8 @@ class OpReader {
     const end = this.#flat(b, i, index);
     if (end >= 0) return end;
     const e = valueEnd(b, i);
-    if (e <= i) return -1;
+    // A large one is read in slices with the rest of the body (json-slices.ts), not in one JSON.parse here.
+    if (e <= i || e - i > WHOLE_MAX) return -1;
     const v = this.parseOp(b.toString('utf8', i, e));
     if (v === NOT_READ) return -1;
     this.ops.push(v);
@@ -176,7 +178,7 @@ export function* batchFromBytes(b: Buffer, parseOp: (text: string) => unknown): 
   if (b[i] !== 0x5b /* [ */) return undefined;
   i = byteSpace(b, i + 1);
   const ops: unknown[] = [];
-  // An upper bound of the operations (every one at least `{}` and a separator), for the stores' first size.
+  // An upper bound of the operations (each at least a byte and a separator), for the stores' first size.
   const r = new OpReader(ops, Math.min(MAX_BATCH_OPERATIONS, b.length >> 1), parseOp);
   if (b[i] !== 0x5d /* ] */) {
     for (;;) {

@@ -12,7 +12,7 @@
 import { ConfigError } from '../config/errors.js';
 import { checkAdvertiseHasBgp, clipped, describe, placed } from '../config/load.js';
 import type { LocalSid, Policy, Session } from '../config/types.js';
-import { RuleRows } from '../config/rows.js';
+import { BATCH_ROWS_FROM, RuleRows } from '../config/rows.js';
 import { API_WHERE } from '../config/keys.js';
 import type { Changes } from '../dataplane/tables.js';
 import { foundRule, JsonLine, learnedDeleteText, writeDeleteLine, writePutLine, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
@@ -157,10 +157,11 @@ class Planner {
     this.#ops = ops;
   }
 
-  /** This batch's sessions and policies, as rows. */
+  /** This batch's sessions and policies, as rows (from BATCH_ROWS_FROM operations on). */
   readonly #rows = new RuleRows(API_WHERE);
 
   #asRow(kind: RuleKind, rule: Rule, i: number): Rule {
+    if (this.#ops < BATCH_ROWS_FROM) return rule;
     if (kind === 'session') return this.#rows.session(rule as Session, this.#ops - i);
     if (kind === 'policy') return this.#rows.policy(rule as Policy, this.#ops - i);
     return rule;

@@ -44,7 +44,7 @@ import { open as openFile, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { checkAdvertiseHasBgp, checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, ruleKeyMap, takeRuleIndex } from '../config/load.js';
 import { RepeatedRowKey, RowKeyedMap } from '../config/row-map.js';
-import { RuleRows } from '../config/rows.js';
+import { BATCH_ROWS_FROM, RuleRows } from '../config/rows.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
 import { canonicalPolicyKey, formatTeidPrefix, fromFile, localSidKey, policyKey, sessionKey } from '../config/keys.js';
@@ -1581,9 +1581,9 @@ function applyLine(o: Overlay, line: StateLine, where: string, bases?: Bases, ro
       applyLine(trial, c, `${where}: batch[${i}]`);
     }
     // Its sessions and policies kept as rows, as the batch kept them (src/daemon/batch.ts).
-    const of = new RuleRows(where);
-    for (let i = 0; i < line.batch.length; i++) applyLine(o, line.batch[i]!, where, bases, { of, left: line.batch.length - i });
-    of.trim();
+    const of = line.batch.length >= BATCH_ROWS_FROM ? new RuleRows(where) : undefined;
+    for (let i = 0; i < line.batch.length; i++) applyLine(o, line.batch[i]!, where, bases, of === undefined ? undefined : { of, left: line.batch.length - i });
+    of?.trim();
   } else if ('put' in line) {
     const k = ruleKind(line.put);
     if (k === undefined) throw new Error(`${where}: unknown table ${JSON.stringify(line.put)}`);

@@ -17,11 +17,12 @@ import type { IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { SessionRule, PolicyRule } from '../../src/config/rows.js';
+import { PolicyRule, SessionRule, STORE_ROWS } from '../../src/config/rows.js';
 import type { Policy, Session } from '../../src/config/types.js';
-import { MAX_BATCH_BODY, readBatchBody, readBody } from '../../src/daemon/api.js';
+import { LARGE_BODY, MAX_BATCH_BODY, readBatchBody, readBody } from '../../src/daemon/api.js';
 import { batchOperations, FlatOp, MAX_BATCH_OPERATIONS, planBatch } from '../../src/daemon/batch.js';
-import { valueEnd } from '../../src/daemon/batch-bytes.js';
+import { batchFromBytes, valueEnd } from '../../src/daemon/batch-bytes.js';
+import { runNow } from '../../src/daemon/slices.js';
 import { emptyOverlay, RULE_KINDS, RuleSet, type RuleKind } from '../../src/daemon/rules.js';
 
 const CONFIG = parseConfig(
@@ -188,9 +189,10 @@ function isFlat(op: unknown): boolean {
   return true;
 }
 
-async function compare(text: string | Buffer, label: string, pieceSize = 1 << 16, declare = true): Promise<{ ops?: unknown[] }> {
+/** readBatchBody from the bytes (whatever the body's size, `bytesFrom` 0; the daemon's: LARGE_BODY) against the body read as before. */
+async function compare(text: string | Buffer, label: string, pieceSize = 1 << 16, declare = true, bytesFrom = 0): Promise<{ ops?: unknown[] }> {
   const bytes = Buffer.isBuffer(text) ? text : Buffer.from(text);
-  const viaBytes = await outcome(() => readBatchBody(request(bytes, pieceSize, declare)));
+  const viaBytes = await outcome(() => readBatchBody(request(bytes, pieceSize, declare), MAX_BATCH_BODY, bytesFrom));
   const before = await outcome(async () => batchOperations(await readBody(request(bytes, pieceSize, declare), MAX_BATCH_BODY)));
   if ('error' in before) {
     expect(viaBytes, label).toEqual(before);
@@ -225,7 +227,7 @@ describe('a batch body read from its bytes gives what it gave read as JSON', () 
     expect(flatRead).toBe(flatMeant);
   });
 
-  it('a body of 3,000 flat operations: rows in stores of at most 1,024, the plan the same', async () => {
+  it(`a body of 3,000 flat operations (over 128 KiB: read from its bytes as the daemon does): rows in stores of at most ${STORE_ROWS}, the plan the same`, async () => {
     const rnd = lcg(7);
     const items: string[] = [];
     for (let i = 0; i < 3000; i++) {
@@ -234,10 +236,31 @@ describe('a batch body read from its bytes gives what it gave read as JSON', () 
         : { op: 'add', policy: { match: `${ip(0x64500000 + (i >> 4))}/32`, teid: `${i & 15}/32`, sr_prefix: '2001:db9:1::/48', src_prefix: '2001:db8:ffff::/64', ...(i % 7 === 0 ? { name: `n${i}` } : {}) } };
       items.push(spaced(x, rnd, true));
     }
-    const { ops } = await compare(`{\n  "operations": [\n${items.join(',\n')}\n]\n}\n`, '3000 flat');
+    const text = `{\n  "operations": [\n${items.join(',\n')}\n]\n}\n`;
+    expect(text.length).toBeGreaterThan(LARGE_BODY);
+    const { ops } = await compare(text, '3000 flat', 1 << 16, true, LARGE_BODY);
     expect(ops!.every((o) => o instanceof FlatOp)).toBe(true);
-    const stores = new Set((ops as FlatOp[]).map((o) => (o.kind === 'session' ? SessionRule.rowsOf(o.rule as Session) : PolicyRule.rowsOf(o.rule as Policy))));
-    expect(stores.size).toBe(4);
+    const stores = new Map<unknown, number>();
+    for (const o of ops as FlatOp[]) {
+      const store = o.kind === 'session' ? SessionRule.rowsOf(o.rule as Session) : PolicyRule.rowsOf(o.rule as Policy);
+      stores.set(store, (stores.get(store) ?? 0) + 1);
+    }
+    expect(stores.size).toBe(2 * Math.ceil(1500 / STORE_ROWS));
+    expect(Math.max(...stores.values())).toBe(STORE_ROWS);
+  });
+
+  it(`${MAX_BATCH_OPERATIONS} flat operations read from the bytes; a body of 128 KiB or less read as before (one JSON.parse); an operation over 64 KiB left to the sliced read`, async () => {
+    const flat = (i: number): string => `{"op":"add","session":{"ue":"${ip(0x0a200000 + i)}/32","teid":"0x1","qfi":9,"endpoint":"192.0.2.1","source":"198.51.100.1","isd":"2001:db8:2::/48","src_prefix":"2001:db8:ffff::/64"}}`;
+    const all = `{"operations":[${Array.from({ length: MAX_BATCH_OPERATIONS }, (_, i) => flat(i)).join(',')}]}`;
+    const { ops } = await compare(all, `${MAX_BATCH_OPERATIONS} flat`, 1 << 16, true, LARGE_BODY);
+    expect(ops!.filter((o) => o instanceof FlatOp)).toHaveLength(MAX_BATCH_OPERATIONS);
+    // A small body, as the daemon reads it: JSON.parse whole, no FlatOp.
+    const small = await readBatchBody(request(Buffer.from(`{"operations":[${flat(1)}]}`), 1 << 16, true));
+    expect(small.some((o) => o instanceof FlatOp)).toBe(false);
+    // One large operation (valid JSON, a local SID with a large unknown member): not read from the bytes.
+    const large = `{"operations":[${flat(2)},{"op":"add","localsid":{"sid":"2001:db8::/48","src_prefix_len":64,"x":[${'0,'.repeat(40_000)}0]}}]}`;
+    expect(runNow(batchFromBytes(Buffer.from(large), () => 'parsed'))).toBeUndefined();
+    await compare(large, 'one large operation', 1 << 16, true, LARGE_BODY);
   });
 
   it('bodies of the wrong shape, or not JSON, get the same error', async () => {

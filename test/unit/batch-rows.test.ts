@@ -17,7 +17,7 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { API_WHERE } from '../../src/config/keys.js';
 import { parseConfig } from '../../src/config/load.js';
-import { plainRule, PolicyRule, SessionRule, STORE_ROWS } from '../../src/config/rows.js';
+import { BATCH_ROWS_FROM, plainRule, PolicyRule, SessionRule, SessionRows, STORE_ROWS } from '../../src/config/rows.js';
 import type { Policy, Session } from '../../src/config/types.js';
 import { planBatch } from '../../src/daemon/batch.js';
 import { emptyOverlay, foundRule, RULE_KINDS, RuleSet, StateStore, type Rule, type RuleKind } from '../../src/daemon/rules.js';
@@ -39,6 +39,12 @@ const POLICIES: Record<string, unknown>[] = [
   { name: 'pe', match: '100.64.0.2/32', teid: '0x12340000/16', sid: '2001:db8:e::d4', src_prefix: '2001:db8:ffff::/64', mtu: 1500 },
 ];
 
+/** `ops` and after them sessions of other keys (10.200.x.y), up to BATCH_ROWS_FROM operations: a smaller batch keeps objects. */
+function padded(ops: readonly unknown[]): unknown[] {
+  const pad = Array.from({ length: Math.max(0, BATCH_ROWS_FROM - ops.length) }, (_, i) => ({ op: 'add', session: { ...SESSIONS[0], ue: `10.200.${i >> 8}.${i & 255}/32` } }));
+  return [...ops, ...pad];
+}
+
 function applied(set: RuleSet, ops: readonly unknown[]): void {
   // As the daemon applies a plan (Daemon.#applyBatch): each key's rule put with the set's rule before it and its key.
   const plan = planBatch(set, ops);
@@ -57,14 +63,10 @@ describe("a batch's sessions and policies are rows", () => {
     ['policy', POLICIES],
   ] as const) {
     it(`${kind}: a row of the batch's store, answering as the reader's object (fields, JSON, key, where)`, () => {
-      const set = new RuleSet(config(64), emptyOverlay());
+      const set = new RuleSet(config(1024), emptyOverlay());
       const k = RULE_KINDS[kind as RuleKind];
-      const plan = planBatch(
-        set,
-        items.map((x) => ({ op: 'add', [kind]: x })),
-      );
-      const rules = [...plan.delta.get(kind)!.entries()];
-      expect(rules).toHaveLength(items.length);
+      const plan = planBatch(set, padded(items.map((x) => ({ op: 'add', [kind]: x }))));
+      const rules = [...plan.delta.get(kind)!.entries()].slice(0, items.length);
       const stores = new Set<unknown>();
       for (let i = 0; i < items.length; i++) {
         const [key, r] = rules[i]!;
@@ -79,13 +81,27 @@ describe("a batch's sessions and policies are rows", () => {
         expect(key).toBe(k.key(object));
         expect(k.key(r as Rule)).toBe(key);
       }
-      // One store for the batch's rules of a kind (fewer than STORE_ROWS).
+      // One store for the batch's first rules of a kind.
       expect(stores.size).toBe(1);
       // The record's line of each is the object's.
       const record = JSON.parse(plan.line.json) as { batch: { rule: unknown }[] };
-      expect(record.batch.map((l) => l.rule)).toEqual(items.map((x) => k.json(k.parse(x, API_WHERE))));
+      expect(record.batch.slice(0, items.length).map((l) => l.rule)).toEqual(items.map((x) => k.json(k.parse(x, API_WHERE))));
     });
   }
+
+  it(`keeps the objects of a batch of fewer than ${BATCH_ROWS_FROM} operations, rows from ${BATCH_ROWS_FROM} on`, () => {
+    for (const [n, rows] of [
+      [BATCH_ROWS_FROM - 1, false],
+      [BATCH_ROWS_FROM, true],
+    ] as const) {
+      const set = new RuleSet(config(1024), emptyOverlay());
+      const plan = planBatch(
+        set,
+        Array.from({ length: n }, (_, i) => ({ op: 'add', policy: { ...POLICIES[0], match: `100.65.${i >> 8}.${i & 255}/32` } })),
+      );
+      for (const r of plan.delta.get('policy')!.values()) expect(PolicyRule.rowsOf(r as Policy) !== undefined, `${n} operations`).toBe(rows);
+    }
+  });
 
   it(`keeps at most ${STORE_ROWS} rows a store, each row in order, the last store cut to its rows`, () => {
     const set = new RuleSet(config(4096), emptyOverlay());
@@ -101,13 +117,16 @@ describe("a batch's sessions and policies are rows", () => {
     }
     expect([...stores.values()]).toEqual([STORE_ROWS, STORE_ROWS, 5]);
     expect([...stores.keys()].map((x) => (x as { count: number }).count)).toEqual([STORE_ROWS, STORE_ROWS, 5]);
+    // The last store's columns cut to its 5 rows (its data's columns are the store's own).
+    expect((([...stores.keys()][2] as SessionRows).data().teid).length).toBe(5);
     expect([...plan.delta.get('session')!.values()].map((r) => r!.ue.prefix.addr - 0x0a010000)).toEqual(Array.from({ length: n }, (_, i) => i));
   });
 
   it('rows put into the set are what the set, its listing and a replace through the API answer from', () => {
-    const set = new RuleSet(config(64), emptyOverlay());
-    applied(set, [...SESSIONS.map((session) => ({ op: 'add', session })), ...POLICIES.map((policy) => ({ op: 'add', policy }))]);
-    expect(set.sessions.size).toBe(SESSIONS.length);
+    const set = new RuleSet(config(1024), emptyOverlay());
+    applied(set, padded([...SESSIONS.map((session) => ({ op: 'add', session })), ...POLICIES.map((policy) => ({ op: 'add', policy }))]));
+    expect(SessionRule.rowsOf(set.sessions.get('10.0.1.0/24')!)).toBeDefined();
+    expect(set.sessions.size).toBe(BATCH_ROWS_FROM - POLICIES.length);
     expect(set.policies.size).toBe(POLICIES.length);
     const k = RULE_KINDS.session;
     expect(k.json(set.sessions.get('10.0.1.0/24')!)).toEqual(k.json(k.parse(SESSIONS[1], API_WHERE)));
@@ -123,6 +142,7 @@ describe("a batch's sessions and policies are rows", () => {
     expect(set.sessions.get('10.0.1.0/24')!.name).toBe('s-two');
     expect(set.find('policy', { name: 'pe' })).toBeUndefined();
     expect(set.policies.size).toBe(POLICIES.length - 1);
+    expect(set.sessions.size).toBe(BATCH_ROWS_FROM - POLICIES.length);
   });
 });
 
@@ -131,8 +151,8 @@ describe("a batch's record read back from the state file keeps its sessions and 
     const dir = mkdtempSync(join(tmpdir(), 'mup-batch-rows-'));
     try {
       const path = join(dir, 'state.json');
-      const set = new RuleSet(config(64), emptyOverlay());
-      const ops = [...SESSIONS.map((session) => ({ op: 'add', session })), ...POLICIES.map((policy) => ({ op: 'add', policy }))];
+      const set = new RuleSet(config(1024), emptyOverlay());
+      const ops = padded([...SESSIONS.map((session) => ({ op: 'add', session })), ...POLICIES.map((policy) => ({ op: 'add', policy }))]);
       const plan = planBatch(set, ops);
       const s = new StateStore(path);
       s.rewrite('t', 'rows.yaml', 'cd'.repeat(32), emptyOverlay());
@@ -144,7 +164,7 @@ describe("a batch's record read back from the state file keeps its sessions and 
         ['policy', POLICIES],
       ] as const) {
         const k = RULE_KINDS[kind];
-        const put = read.overlay[k.overlay.put] as Map<string, Rule>;
+        const put = new Map([...(read.overlay[k.overlay.put] as Map<string, Rule>)].slice(0, items.length));
         expect([...put.keys()]).toEqual(items.map((x) => k.key(k.parse(x, API_WHERE))));
         for (const [key, r] of put) {
           const store = kind === 'session' ? SessionRule.rowsOf(r as Session) : PolicyRule.rowsOf(r as Policy);
@@ -157,7 +177,7 @@ describe("a batch's record read back from the state file keeps its sessions and 
       }
       // The rule set made of it answers as the one the batch was put into.
       applied(set, ops);
-      const back = new RuleSet(config(64), read.overlay);
+      const back = new RuleSet(config(1024), read.overlay);
       for (const kind of ['session', 'policy'] as const) {
         const k = RULE_KINDS[kind];
         expect([...back.rules(kind)].map(([key, r]) => [key, k.json(r), back.source(kind, key), r.name])).toEqual([...set.rules(kind)].map(([key, r]) => [key, k.json(r), set.source(kind, key), r.name]));
@@ -168,21 +188,27 @@ describe("a batch's record read back from the state file keeps its sessions and 
   });
 });
 
+/** The heap and the buffers outside it (a store's columns) after a full collection. */
 function heapAfterGc(): number {
   gc();
   gc();
-  return process.memoryUsage().heapUsed;
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
 }
 
 /**
- * The ceiling this test holds the code to (heap per rule put through a
- * batch, the rule set's maps and their key texts included). Measured here:
- * 411 B with the reader's objects kept (session 51), 245 B as rows.
+ * The ceiling this test holds the code to (heap and buffers per rule put
+ * through a batch, the rule set's maps and their key texts included).
+ * Measured here: 411 B with the reader's objects kept (session 51), 251-256
+ * B as rows. A store made for each one-operation batch: 3.6 KB a rule.
  */
 const MAX_BATCH_BYTES_PER_RULE = 300;
 
+/** A session in its common form, UE 10.x.y.z from `i`. */
+const session = (i: number): Record<string, unknown> => ({ ue: `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}/32`, teid: `0x${(i + 1).toString(16)}`, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ffff::/64' });
+
 describe('memory kept per rule put through /v1/batch', () => {
-  it(`at most ${MAX_BATCH_BYTES_PER_RULE} B of heap per rule (20,000 sessions + 20,000 policies in batches of 10,000)`, () => {
+  it(`at most ${MAX_BATCH_BYTES_PER_RULE} B of heap and buffers per rule (20,000 sessions + 20,000 policies in batches of 10,000)`, () => {
     const n = 20000;
     const set = new RuleSet(config(2 * n), emptyOverlay());
     const before = heapAfterGc();
@@ -191,7 +217,7 @@ describe('memory kept per rule put through /v1/batch', () => {
         set,
         Array.from({ length: 10000 }, (_, j) => {
           const i = at + j;
-          return { op: 'add', session: { ue: `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}/32`, teid: `0x${(i + 1).toString(16)}`, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ffff::/64' } };
+          return { op: 'add', session: session(i) };
         }),
       );
       applied(
@@ -205,8 +231,18 @@ describe('memory kept per rule put through /v1/batch', () => {
     const after = heapAfterGc();
     expect(set.sessions.size + set.policies.size).toBe(2 * n);
     const perRule = (after - before) / (2 * n);
-    process.stdout.write(`heap kept per rule put through a batch: ${perRule.toFixed(0)} B\n`);
+    process.stdout.write(`heap and buffers kept per rule put through a batch: ${perRule.toFixed(0)} B\n`);
     expect(perRule).toBeGreaterThan(0);
     expect(perRule).toBeLessThan(MAX_BATCH_BYTES_PER_RULE);
+  });
+
+  it('a batch of one operation keeps the object, not a store of its own (2,000 of them: under 500 B a rule)', () => {
+    const set = new RuleSet(config(4096), emptyOverlay());
+    const before = heapAfterGc();
+    for (let i = 0; i < 2000; i++) applied(set, [{ op: 'add', session: session(i) }]);
+    const perRule = (heapAfterGc() - before) / 2000;
+    process.stdout.write(`heap and buffers kept per rule put one a batch: ${perRule.toFixed(0)} B\n`);
+    expect(set.sessions.size).toBe(2000);
+    expect(perRule).toBeLessThan(500);
   });
 });
