@@ -661,9 +661,12 @@ export class PolicyRule extends RowRule<PolicyRows> implements Policy {
 /**
  * Rows a store of RuleRows holds at most. A store lives as long as any of
  * its rules: one rule left of it keeps all its rows' columns (22 B a row)
- * and the names of its named rows, about 6 KB and 256 names at most; a
- * store costs about 2 KB of its own (its columns' buffers, its maps), 8 B
- * a row when full.
+ * and the names of its named rows, about 6 KB and 256 names at most. A
+ * store costs about 3.2 KB of its own (its seven columns' buffers, its
+ * maps; test/unit/batch-rows.test.ts), 13 B a row when full: stores of
+ * 1,024 rows made a million + a million through /v1/batch 50-60 MB smaller
+ * (639-648 MB against 685-702 MB after the load, docs/bench.md, session
+ * 52), at four times that cost for a rule left alone.
  */
 export const STORE_ROWS = 256;
 
