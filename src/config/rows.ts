@@ -60,8 +60,9 @@ function sameSegments(a: readonly Ipv6Addr[], b: readonly Ipv6Addr[]): boolean {
  */
 class Profiles<P extends object> {
   readonly list: P[] = [];
-  readonly #byText = new Map<string, number>();
-  readonly #byFirst = new Map<object, number[]>();
+  /** Made at the second profile (a store of a batch has one, mostly: each map cost about 200 B). */
+  #byText: Map<string, number> | undefined;
+  #byFirst: Map<object, number[]> | undefined;
   #last = -1;
 
   constructor(
@@ -72,8 +73,17 @@ class Profiles<P extends object> {
 
   id(p: P): number {
     if (this.#last >= 0 && this.same(this.list[this.#last]!, p)) return this.#last;
+    if (this.list.length === 0) {
+      this.list.push(p);
+      return (this.#last = 0);
+    }
+    if (this.#byText === undefined) {
+      // The maps of the first profile (the only one so far).
+      this.#byText = new Map([[this.text(this.list[0]!), 0]]);
+      this.#byFirst = new Map([[this.first(this.list[0]!), [0]]]);
+    }
     const f = this.first(p);
-    let ids = this.#byFirst.get(f);
+    let ids = this.#byFirst!.get(f);
     if (ids !== undefined) {
       for (const id of ids) {
         if (this.same(this.list[id]!, p)) {
@@ -90,7 +100,7 @@ class Profiles<P extends object> {
       this.#byText.set(t, id);
       // Only for a new profile: a prefix read again for each rule (one with host bits set, which is
       // not shared) kept an entry, and its prefix object, per rule (found in review: 290 B a rule).
-      if (ids === undefined) this.#byFirst.set(f, (ids = []));
+      if (ids === undefined) this.#byFirst!.set(f, (ids = []));
       if (ids.length < 16) ids.push(id);
     }
     this.#last = id;
@@ -101,13 +111,24 @@ class Profiles<P extends object> {
 const p6 = (p: Ipv6Prefix): string => `${p.addr.toString(16)}/${p.len}`;
 const segText = (s: readonly Ipv6Addr[]): string => s.map((x) => x.toString(16)).join(',');
 
-/** Growable columns: each doubles when full. */
-function grown<T extends Uint8Array | Uint32Array>(a: T, need: number): T {
-  if (need <= a.length) return a;
-  const b = new (a.constructor as new (n: number) => T)(Math.max(need, a.length * 2, 16));
-  b.set(a);
-  return b;
+// What Profiles compares and indexes, one function each for every store (closures per store cost about 100 B).
+const sameSessionProfile = (a: SessionProfile, b: SessionProfile): boolean =>
+  samePrefix(a.isd, b.isd) && samePrefix(a.srcPrefix, b.srcPrefix) && sameSegments(a.segments, b.segments) && a.srh === b.srh && a.hopLimit === b.hopLimit && a.mtu === b.mtu;
+const sessionProfileText = (p: SessionProfile): string => [p6(p.isd), p6(p.srcPrefix), segText(p.segments), p.srh, p.hopLimit, p.mtu ?? ''].join(' ');
+const sessionProfileFirst = (p: SessionProfile): object => p.isd;
+const samePolicyProfile = (a: PolicyProfile, b: PolicyProfile): boolean =>
+  samePrefix(a.srPrefix, b.srPrefix) && a.sid === b.sid && samePrefix(a.srcPrefix, b.srcPrefix) && sameSegments(a.segments, b.segments) && a.srh === b.srh && a.hopLimit === b.hopLimit && a.mtu === b.mtu;
+const policyProfileText = (p: PolicyProfile): string => [p6(p.srPrefix), p.sid?.toString(16) ?? '', p6(p.srcPrefix), segText(p.segments), p.srh, p.hopLimit, p.mtu ?? ''].join(' ');
+const policyProfileFirst = (p: PolicyProfile): object => p.srPrefix;
+
+/** A store's next capacity: twice its last, at least `need` and 16. */
+function grownTo(capacity: number, need: number): number {
+  return Math.max(need, capacity * 2, 16);
 }
+
+/** Bytes a row takes in a store's buffer: five 32-bit columns and two bytes (SessionRows), three and two (PolicyRows). */
+const SESSION_ROW_BYTES = 22;
+const POLICY_ROW_BYTES = 14;
 
 /** A rule kept as a row: its plain object (the one the reader made), for enumeration, comparison and cloning. */
 export const PLAIN = Symbol('plain rule');
@@ -158,32 +179,47 @@ export class SessionRows {
     readonly apiWhere?: string,
     capacity = 1024,
   ) {
-    this.#ue4 = new Uint32Array(capacity);
-    this.#ueLen = new Uint8Array(capacity);
-    this.#teid = new Uint32Array(capacity);
-    this.#qos = new Uint8Array(capacity);
-    this.#endpoint = new Uint32Array(capacity);
-    this.#source = new Uint32Array(capacity);
-    this.#profile = new Uint32Array(capacity);
+    this.#columns(capacity);
+  }
+
+  /**
+   * The columns as views of one buffer of `capacity` rows, the rows there
+   * are copied in: a buffer per column cost about 300 B of its own each
+   * (its objects and the allocator's), most of what a store of a batch
+   * (RuleRows) costs.
+   */
+  #columns(capacity: number): void {
+    const n = this.count;
+    const old = this.#ue4 === undefined ? undefined : ([this.#ue4, this.#teid, this.#endpoint, this.#source, this.#profile, this.#ueLen, this.#qos] as const);
+    const buf = new ArrayBuffer(capacity * SESSION_ROW_BYTES);
+    const u32 = (k: number): Uint32Array<ArrayBuffer> => new Uint32Array(buf, 4 * k * capacity, capacity);
+    const u8 = (k: number): Uint8Array<ArrayBuffer> => new Uint8Array(buf, 20 * capacity + k * capacity, capacity);
+    this.#ue4 = u32(0);
+    this.#teid = u32(1);
+    this.#endpoint = u32(2);
+    this.#source = u32(3);
+    this.#profile = u32(4);
+    this.#ueLen = u8(0);
+    this.#qos = u8(1);
+    if (old === undefined || n === 0) return;
+    const now = [this.#ue4, this.#teid, this.#endpoint, this.#source, this.#profile, this.#ueLen, this.#qos] as const;
+    for (let c = 0; c < now.length; c++) (now[c] as Uint8Array).set((old[c] as Uint8Array).subarray(0, n));
   }
 
   count = 0;
-  #ue4: Uint32Array<ArrayBuffer>;
-  #ueLen: Uint8Array<ArrayBuffer>;
+  #ue4!: Uint32Array<ArrayBuffer>;
+  #ueLen!: Uint8Array<ArrayBuffer>;
   /** An IPv6 UE prefix by row (its family is 6). */
-  #ue6 = new Map<number, Ipv6Prefix>();
-  #teid: Uint32Array<ArrayBuffer>;
+  #ue6: Map<number, Ipv6Prefix> | undefined;
+  #teid!: Uint32Array<ArrayBuffer>;
   /** qfi (6 bits) | rqi << 6 */
-  #qos: Uint8Array<ArrayBuffer>;
-  #endpoint: Uint32Array<ArrayBuffer>;
-  #source: Uint32Array<ArrayBuffer>;
-  #profile: Uint32Array<ArrayBuffer>;
-  #names = new Map<number, string>();
-  readonly profiles = new Profiles<SessionProfile>(
-    (a, b) => samePrefix(a.isd, b.isd) && samePrefix(a.srcPrefix, b.srcPrefix) && sameSegments(a.segments, b.segments) && a.srh === b.srh && a.hopLimit === b.hopLimit && a.mtu === b.mtu,
-    (p) => [p6(p.isd), p6(p.srcPrefix), segText(p.segments), p.srh, p.hopLimit, p.mtu ?? ''].join(' '),
-    (p) => p.isd,
-  );
+  #qos!: Uint8Array<ArrayBuffer>;
+  #endpoint!: Uint32Array<ArrayBuffer>;
+  #source!: Uint32Array<ArrayBuffer>;
+  #profile!: Uint32Array<ArrayBuffer>;
+  /** Made at the first name (each map cost a store of a batch about 200 B). */
+  #names: Map<number, string> | undefined;
+  readonly profiles = new Profiles<SessionProfile>(sameSessionProfile, sessionProfileText, sessionProfileFirst);
 
   /**
    * The session the reader made for item `count` (its `where` that index), kept as a row: the row's rule.
@@ -193,8 +229,8 @@ export class SessionRows {
     if (this.apiWhere === undefined && s.where !== this.count) return undefined;
     const profile = this.profiles.id({ isd: s.isd, srcPrefix: s.srcPrefix, segments: s.segments, srh: s.srh, hopLimit: s.hopLimit, mtu: s.mtu });
     const i = this.#row(s.ue.family === 4 ? s.ue.prefix.addr : 0, s.ue.family === 4 ? s.ue.prefix.len : 255, s.teid, s.qfi | (s.rqi ? 64 : 0), s.endpoint, s.source, profile);
-    if (s.ue.family === 6) this.#ue6.set(i, s.ue.prefix);
-    if (s.name !== undefined) this.#names.set(i, s.name);
+    if (s.ue.family === 6) (this.#ue6 ??= new Map()).set(i, s.ue.prefix);
+    if (s.name !== undefined) (this.#names ??= new Map()).set(i, s.name);
     return this.objects ? new SessionRule(this, i) : this.#added();
   }
 
@@ -205,7 +241,7 @@ export class SessionRows {
    */
   addFields(ue4: number, ueLen: number, teid: number, qos: number, endpoint: number, source: number, profile: SessionProfile, name?: string): SessionRule | undefined {
     const i = this.#row(ue4, ueLen, teid, qos, endpoint, source, this.profiles.id(profile));
-    if (name !== undefined) this.#names.set(i, name);
+    if (name !== undefined) (this.#names ??= new Map()).set(i, name);
     return this.objects ? new SessionRule(this, i) : this.#added();
   }
 
@@ -221,15 +257,7 @@ export class SessionRows {
   #row(ue4: number, ueLen: number, teid: number, qos: number, endpoint: number, source: number, profile: number): number {
     const i = this.count;
     const n = i + 1;
-    if (n > this.#teid.length) {
-      this.#ue4 = grown(this.#ue4, n);
-      this.#ueLen = grown(this.#ueLen, n);
-      this.#teid = grown(this.#teid, n);
-      this.#qos = grown(this.#qos, n);
-      this.#endpoint = grown(this.#endpoint, n);
-      this.#source = grown(this.#source, n);
-      this.#profile = grown(this.#profile, n);
-    }
+    if (n > this.#teid.length) this.#columns(grownTo(this.#teid.length, n));
     this.#ue4[i] = ue4;
     this.#ueLen[i] = ueLen;
     this.#teid[i] = teid;
@@ -243,15 +271,7 @@ export class SessionRows {
 
   /** The columns cut to the rows there are (a store that takes no more rows: an API batch's). */
   trim(): void {
-    const n = this.count;
-    if (n === this.#teid.length) return;
-    this.#ue4 = this.#ue4.slice(0, n);
-    this.#ueLen = this.#ueLen.slice(0, n);
-    this.#teid = this.#teid.slice(0, n);
-    this.#qos = this.#qos.slice(0, n);
-    this.#endpoint = this.#endpoint.slice(0, n);
-    this.#source = this.#source.slice(0, n);
-    this.#profile = this.#profile.slice(0, n);
+    if (this.count !== this.#teid.length) this.#columns(this.count);
   }
 
   /**
@@ -268,8 +288,8 @@ export class SessionRows {
       endpoint: this.#endpoint,
       source: this.#source,
       profile: this.#profile,
-      ue6: this.#ue6,
-      names: this.#names,
+      ue6: this.#ue6 ?? new Map(),
+      names: this.#names ?? new Map(),
       profiles: this.profiles.list,
     };
   }
@@ -314,7 +334,7 @@ export class SessionRows {
   }
 
   name(i: number): string | undefined {
-    return this.#names.size === 0 ? undefined : this.#names.get(i);
+    return this.#names?.get(i);
   }
   /** Row i's IPv4 UE prefix into `into` ([address, length]); false for an IPv6 one (ue() has it). */
   ue4(i: number, into: Uint32Array): boolean {
@@ -326,7 +346,7 @@ export class SessionRows {
   }
   ue(i: number): Session['ue'] {
     const len = this.#ueLen[i]!;
-    if (len === 255) return { family: 6, prefix: this.#ue6.get(i)! };
+    if (len === 255) return { family: 6, prefix: this.#ue6!.get(i)! };
     return { family: 4, prefix: { addr: this.#ue4[i]! as Ipv4Addr, len } };
   }
   teid(i: number): number {
@@ -350,7 +370,7 @@ export class SessionRows {
   /** Row i's key bytes (SESSION_KEY_BYTES) into `into`. */
   keyBytes(i: number, into: Uint8Array): void {
     const len = this.#ueLen[i]!;
-    if (len === 255) return sessionKeyBytes({ family: 6, prefix: this.#ue6.get(i)! }, into);
+    if (len === 255) return sessionKeyBytes({ family: 6, prefix: this.#ue6!.get(i)! }, into);
     into.fill(0);
     into[0] = 4;
     into[1] = len;
@@ -487,53 +507,57 @@ export class PolicyRows {
     readonly apiWhere?: string,
     capacity = 1024,
   ) {
-    this.#match = new Uint32Array(capacity);
-    this.#matchLen = new Uint8Array(capacity);
-    this.#teid = new Uint32Array(capacity);
-    this.#teidLen = new Uint8Array(capacity);
-    this.#profile = new Uint32Array(capacity);
+    this.#columns(capacity);
+  }
+
+  /** As SessionRows' #columns. */
+  #columns(capacity: number): void {
+    const n = this.count;
+    const old = this.#match === undefined ? undefined : ([this.#match, this.#teid, this.#profile, this.#matchLen, this.#teidLen] as const);
+    const buf = new ArrayBuffer(capacity * POLICY_ROW_BYTES);
+    const u32 = (k: number): Uint32Array<ArrayBuffer> => new Uint32Array(buf, 4 * k * capacity, capacity);
+    const u8 = (k: number): Uint8Array<ArrayBuffer> => new Uint8Array(buf, 12 * capacity + k * capacity, capacity);
+    this.#match = u32(0);
+    this.#teid = u32(1);
+    this.#profile = u32(2);
+    this.#matchLen = u8(0);
+    this.#teidLen = u8(1);
+    if (old === undefined || n === 0) return;
+    const now = [this.#match, this.#teid, this.#profile, this.#matchLen, this.#teidLen] as const;
+    for (let c = 0; c < now.length; c++) (now[c] as Uint8Array).set((old[c] as Uint8Array).subarray(0, n));
   }
 
   count = 0;
-  #match: Uint32Array<ArrayBuffer>;
-  #matchLen: Uint8Array<ArrayBuffer>;
-  #teid: Uint32Array<ArrayBuffer>;
+  #match!: Uint32Array<ArrayBuffer>;
+  #matchLen!: Uint8Array<ArrayBuffer>;
+  #teid!: Uint32Array<ArrayBuffer>;
   /** 0: no TEID prefix. */
-  #teidLen: Uint8Array<ArrayBuffer>;
-  #profile: Uint32Array<ArrayBuffer>;
-  readonly #names = new Map<number, string>();
-  readonly profiles = new Profiles<PolicyProfile>(
-    (a, b) => samePrefix(a.srPrefix, b.srPrefix) && a.sid === b.sid && samePrefix(a.srcPrefix, b.srcPrefix) && sameSegments(a.segments, b.segments) && a.srh === b.srh && a.hopLimit === b.hopLimit && a.mtu === b.mtu,
-    (p) => [p6(p.srPrefix), p.sid?.toString(16) ?? '', p6(p.srcPrefix), segText(p.segments), p.srh, p.hopLimit, p.mtu ?? ''].join(' '),
-    (p) => p.srPrefix,
-  );
+  #teidLen!: Uint8Array<ArrayBuffer>;
+  #profile!: Uint32Array<ArrayBuffer>;
+  /** As SessionRows'. */
+  #names: Map<number, string> | undefined;
+  readonly profiles = new Profiles<PolicyProfile>(samePolicyProfile, policyProfileText, policyProfileFirst);
 
   /** As SessionRows.add. */
   add(p: Policy): PolicyRule | undefined {
     if (this.apiWhere === undefined && p.where !== this.count) return undefined;
     const profile = this.profiles.id({ srPrefix: p.srPrefix, sid: p.sid, srcPrefix: p.srcPrefix, segments: p.segments, srh: p.srh, hopLimit: p.hopLimit, mtu: p.mtu });
     const i = this.#row(p.match.addr, p.match.len, p.teid?.value ?? 0, p.teid?.len ?? 0, profile);
-    if (p.name !== undefined) this.#names.set(i, p.name);
+    if (p.name !== undefined) (this.#names ??= new Map()).set(i, p.name);
     return new PolicyRule(this, i);
   }
 
   /** As SessionRows.addFields; teidLen 0 for none. */
   addFields(match: number, matchLen: number, teid: number, teidLen: number, profile: PolicyProfile, name?: string): PolicyRule {
     const i = this.#row(match, matchLen, teid, teidLen, this.profiles.id(profile));
-    if (name !== undefined) this.#names.set(i, name);
+    if (name !== undefined) (this.#names ??= new Map()).set(i, name);
     return new PolicyRule(this, i);
   }
 
   #row(match: number, matchLen: number, teid: number, teidLen: number, profile: number): number {
     const i = this.count;
     const n = i + 1;
-    if (n > this.#match.length) {
-      this.#match = grown(this.#match, n);
-      this.#matchLen = grown(this.#matchLen, n);
-      this.#teid = grown(this.#teid, n);
-      this.#teidLen = grown(this.#teidLen, n);
-      this.#profile = grown(this.#profile, n);
-    }
+    if (n > this.#match.length) this.#columns(grownTo(this.#match.length, n));
     this.#match[i] = match;
     this.#matchLen[i] = matchLen;
     this.#teid[i] = teid;
@@ -545,17 +569,11 @@ export class PolicyRows {
 
   /** As SessionRows.trim. */
   trim(): void {
-    const n = this.count;
-    if (n === this.#match.length) return;
-    this.#match = this.#match.slice(0, n);
-    this.#matchLen = this.#matchLen.slice(0, n);
-    this.#teid = this.#teid.slice(0, n);
-    this.#teidLen = this.#teidLen.slice(0, n);
-    this.#profile = this.#profile.slice(0, n);
+    if (this.count !== this.#match.length) this.#columns(this.count);
   }
 
   name(i: number): string | undefined {
-    return this.#names.size === 0 ? undefined : this.#names.get(i);
+    return this.#names?.get(i);
   }
   match(i: number): Ipv4Prefix {
     return { addr: this.#match[i]! as Ipv4Addr, len: this.#matchLen[i]! };
@@ -662,11 +680,11 @@ export class PolicyRule extends RowRule<PolicyRows> implements Policy {
  * Rows a store of RuleRows holds at most. A store lives as long as any of
  * its rules: one rule left of it keeps all its rows' columns (22 B a row)
  * and the names of its named rows, about 6 KB and 256 names at most. A
- * store costs about 3.2 KB of its own (its seven columns' buffers, its
- * maps; test/unit/batch-rows.test.ts), 13 B a row when full: stores of
- * 1,024 rows made a million + a million through /v1/batch 50-60 MB smaller
- * (639-648 MB against 685-702 MB after the load, docs/bench.md, session
- * 52), at four times that cost for a rule left alone.
+ * store costs about 1.4 KB of its own (its columns in one buffer, its maps
+ * made when needed; test/unit/batch-rows.test.ts), 5.5 B a row when full.
+ * With a buffer per column and the maps made at once it was 3.2 KB, and
+ * stores of 256 rows made a million + a million through /v1/batch 50-60
+ * MB larger than stores of 1,024 (docs/bench.md, session 52).
  */
 export const STORE_ROWS = 256;
 

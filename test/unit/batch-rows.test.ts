@@ -17,7 +17,7 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { API_WHERE } from '../../src/config/keys.js';
 import { parseConfig } from '../../src/config/load.js';
-import { BATCH_ROWS_FROM, plainRule, PolicyRule, SessionRule, SessionRows, STORE_ROWS } from '../../src/config/rows.js';
+import { BATCH_ROWS_FROM, plainRule, PolicyRule, RuleRows, SessionRule, SessionRows, STORE_ROWS } from '../../src/config/rows.js';
 import type { Policy, Session } from '../../src/config/types.js';
 import { planBatch } from '../../src/daemon/batch.js';
 import { emptyOverlay, foundRule, RULE_KINDS, RuleSet, StateStore, type Rule, type RuleKind } from '../../src/daemon/rules.js';
@@ -244,5 +244,20 @@ describe('memory kept per rule put through /v1/batch', () => {
     process.stdout.write(`heap and buffers kept per rule put one a batch: ${perRule.toFixed(0)} B\n`);
     expect(set.sessions.size).toBe(2000);
     expect(perRule).toBeLessThan(500);
+  });
+
+  it('a store costs under 2 KB of its own (2,000 stores of one row: one buffer for its columns, its maps made when needed)', () => {
+    const s = RULE_KINDS.session.parse(session(1), API_WHERE) as Session;
+    const keep: unknown[] = [];
+    const before = heapAfterGc();
+    for (let k = 0; k < 2000; k++) {
+      const r = new RuleRows(API_WHERE);
+      keep.push(r.session(s, 1));
+      r.trim();
+    }
+    const perStore = (heapAfterGc() - before) / 2000;
+    process.stdout.write(`heap and buffers a store of one row keeps: ${perStore.toFixed(0)} B (${keep.length} stores)\n`);
+    // A buffer per column and its maps made at once: 3.2 KB.
+    expect(perStore).toBeLessThan(2048);
   });
 });
