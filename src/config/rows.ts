@@ -277,6 +277,8 @@ export class SessionRows {
   /**
    * What the rows hold, to be sent from a thread (a message copies the
    * columns): SessionRows.take makes the rows again on the other side.
+   * For a store that takes no more rows (a map made at a later row's
+   * name or IPv6 UE is not in the data taken before).
    */
   data(): SessionRowsData {
     return {
@@ -303,7 +305,8 @@ export class SessionRows {
     if (this.count !== 0 || this.profiles.list.length !== 0) throw new Error('internal: sessions sent into rows that have some');
     const n = d.count;
     const columns = [d.ue4, d.ueLen, d.teid, d.qos, d.endpoint, d.source, d.profile];
-    if (!Number.isSafeInteger(n) || n < 0 || columns.some((c) => !ArrayBuffer.isView(c) || c.length < n)) throw new Error(`internal: the rows sent hold no ${n} sessions`);
+    // Columns of one length (the store grows them all when the first is full).
+    if (!Number.isSafeInteger(n) || n < 0 || columns.some((c) => !ArrayBuffer.isView(c) || c.length < n || c.length !== d.teid.length)) throw new Error(`internal: the rows sent hold no ${n} sessions`);
     this.#ue4 = d.ue4;
     this.#ueLen = d.ueLen;
     this.#teid = d.teid;

@@ -7,10 +7,11 @@
  * goes into a row of the batch's store (src/config/rows.ts, RuleRows) by
  * the config file's flat readers (src/config/flat-rules.ts), with no parsed
  * object, string or rule reader's object made for it. Each other operation
- * is JSON.parse'd alone (its text checked for a key given twice; one over
- * WHOLE_MAX leaves the body to the sliced read) and planned as before. The body as a whole is read this way only when it is
+ * is JSON.parse'd alone (its text checked for a key given twice) and
+ * planned as before. The body as a whole is read this way only when it is
  * exactly {"operations": [...]} (whitespace aside), every operation's text
- * is valid JSON with no key given twice, and there are at most
+ * is valid JSON with no key given twice and no longer than WHOLE_MAX (a
+ * longer one is read in slices), and there are at most
  * MAX_BATCH_OPERATIONS of them: for anything else the caller reads the
  * body as before (readBody, batchOperations), which words every error. So
  * a body gets the same answer either way (test/unit/batch-bytes.test.ts
@@ -76,7 +77,7 @@ export function valueEnd(b: Uint8Array, i: number): number {
   return depth === 0 ? n : -1;
 }
 
-/** Reads one operation at a time (BatchBytes.op). */
+/** Reads a body's operations one at a time, for batchFromBytes. */
 class OpReader {
   readonly rows = new RuleRows(API_WHERE);
   readonly #m = new FlatMemberColumns();

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig, parseConfigReadWhole } from '../../src/config/load.js';
 import { policyKey, sessionKey } from '../../src/config/keys.js';
 import { pieces } from '../../src/config/parse-pieces.js';
-import { isRow, plainRule, PolicyRows, PolicyRule, SessionRule } from '../../src/config/rows.js';
+import { isRow, plainRule, PolicyRows, PolicyRule, SessionRows, SessionRule, type SessionProfile } from '../../src/config/rows.js';
 import { LAYOUTS, writePolicyKey, writePolicyKeyFields, writeSessionKey, writeSessionKey4 } from '../../src/dataplane/codec.js';
 import { sameData } from '../../src/config/same.js';
 import { policyJson, sessionJson } from '../../src/daemon/rules.js';
@@ -185,5 +185,47 @@ describe('key fields read without the objects the getters make (the tables\' fil
       writeSessionKey4(f[0]!, f[1]!, b, 0);
       expect(b.toString('hex')).toBe(a.toString('hex'));
     }
+  });
+});
+
+describe("a store's columns in one buffer", () => {
+  const profile: SessionProfile = { isd: { addr: 0x20010db8000200000000000000000000n, len: 48 }, srcPrefix: { addr: 0x20010db8ffff00000000000000000000n, len: 64 }, segments: [], srh: 'auto', hopLimit: 64, mtu: undefined };
+  const fill = (r: SessionRows, n: number, from = 0): void => {
+    for (let i = from; i < from + n; i++) r.addFields(0x0a000000 + i, 32, i + 1, 9 | (i & 1 ? 64 : 0), 0xc0000201, 0xc6336401 + i, profile, i % 5 === 0 ? `s${i}` : undefined);
+  };
+  const rows = (r: SessionRows, n: number): unknown[] => Array.from({ length: n }, (_, i) => [r.ue(i), r.teid(i), r.qfi(i), r.rqi(i), r.endpoint(i), r.source(i), r.name(i)]);
+
+  it('keeps every row across growth from capacity 0 and 1, and trim; taken by another store, grows on', () => {
+    const want = new SessionRows(true, 'api', 100_000);
+    fill(want, 1000);
+    for (const capacity of [0, 1, 3, 17]) {
+      const r = new SessionRows(true, 'api', capacity);
+      fill(r, 1000);
+      expect(rows(r, 1000), `capacity ${capacity}`).toEqual(rows(want, 1000));
+      r.trim();
+      expect(r.data().teid.length).toBe(1000);
+      expect(rows(r, 1000)).toEqual(rows(want, 1000));
+      // All seven columns views of one buffer, 22 B a row.
+      const d = r.data();
+      const columns = [d.ue4, d.ueLen, d.teid, d.qos, d.endpoint, d.source, d.profile];
+      expect(new Set(columns.map((c) => c.buffer)).size).toBe(1);
+      expect(d.teid.buffer.byteLength).toBe(22 * 1000);
+    }
+    // Another store takes the data (as from a thread: a copy, its capacity 100,000), then grows past it.
+    const sent = structuredClone(want.data());
+    const taken = new SessionRows();
+    taken.take(sent, (p) => p);
+    fill(taken, 100_000, 1000);
+    const all = new SessionRows(true, 'api', 0);
+    fill(all, 101_000);
+    expect(rows(taken, 101_000)).toEqual(rows(all, 101_000));
+  });
+
+  it('refuses data whose columns are not of one length', () => {
+    const r = new SessionRows();
+    fill(r, 10);
+    const d = r.data();
+    const bad = { ...d, ue4: new Uint32Array(d.teid.length + 1) };
+    expect(() => new SessionRows().take(bad, (p) => p)).toThrow(/rows sent hold no 10 sessions/);
   });
 });
