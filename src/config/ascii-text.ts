@@ -21,6 +21,11 @@ export interface Chars {
 const LATIN1_SLICE = (Buffer.prototype as unknown as { latin1Slice(this: Uint8Array, start: number, end: number): string }).latin1Slice;
 
 /** b[at, end) as a string of its own (the bytes ASCII: one character each), without a view of them made first. */
+/** An ASCII text's bytes (a literal a byte reader compares or writes). */
+export function asciiBytes(s: string): Uint8Array {
+  return Uint8Array.from(s, (c) => c.charCodeAt(0));
+}
+
 export function latin1(b: Uint8Array, at: number, end: number): string {
   return LATIN1_SLICE.call(b, at, end);
 }

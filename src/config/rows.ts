@@ -126,9 +126,31 @@ function grownTo(capacity: number, need: number): number {
   return Math.max(need, capacity * 2, 16);
 }
 
-/** Bytes a row takes in a store's buffer: five 32-bit columns and two bytes (SessionRows), three and two (PolicyRows). */
-const SESSION_ROW_BYTES = 22;
-const POLICY_ROW_BYTES = 14;
+/**
+ * A store's columns as views of one buffer of `capacity` rows: `wide`
+ * 32-bit columns, then `narrow` byte columns, the first `n` rows of `old`
+ * (the columns before, in that order) copied in. A buffer per column
+ * cost about 300 B of its own each (its objects and the allocator's), most
+ * of what a store of a batch (RuleRows) cost.
+ */
+function columnsOf(
+  capacity: number,
+  wide: number,
+  narrow: number,
+  old: readonly (Uint32Array | Uint8Array)[] | undefined,
+  n: number,
+): [Uint32Array<ArrayBuffer>[], Uint8Array<ArrayBuffer>[]] {
+  const buf = new ArrayBuffer(capacity * (4 * wide + narrow));
+  const u32 = Array.from({ length: wide }, (_, k) => new Uint32Array(buf, 4 * k * capacity, capacity));
+  const u8 = Array.from({ length: narrow }, (_, k) => new Uint8Array(buf, 4 * wide * capacity + k * capacity, capacity));
+  if (old !== undefined && n > 0) {
+    const now = [...u32, ...u8];
+    for (let c = 0; c < now.length; c++) now[c]!.set(old[c]!.subarray(0, n));
+  }
+  return [u32, u8];
+}
+
+
 
 /** A rule kept as a row: its plain object (the one the reader made), for enumeration, comparison and cloning. */
 export const PLAIN = Symbol('plain rule');
@@ -182,28 +204,17 @@ export class SessionRows {
     this.#columns(capacity);
   }
 
-  /**
-   * The columns as views of one buffer of `capacity` rows, the rows there
-   * are copied in: a buffer per column cost about 300 B of its own each
-   * (its objects and the allocator's), most of what a store of a batch
-   * (RuleRows) costs.
-   */
+  /** The columns at `capacity` rows, the rows there copied in (columnsOf). */
   #columns(capacity: number): void {
-    const n = this.count;
-    const old = this.#ue4 === undefined ? undefined : ([this.#ue4, this.#teid, this.#endpoint, this.#source, this.#profile, this.#ueLen, this.#qos] as const);
-    const buf = new ArrayBuffer(capacity * SESSION_ROW_BYTES);
-    const u32 = (k: number): Uint32Array<ArrayBuffer> => new Uint32Array(buf, 4 * k * capacity, capacity);
-    const u8 = (k: number): Uint8Array<ArrayBuffer> => new Uint8Array(buf, 20 * capacity + k * capacity, capacity);
-    this.#ue4 = u32(0);
-    this.#teid = u32(1);
-    this.#endpoint = u32(2);
-    this.#source = u32(3);
-    this.#profile = u32(4);
-    this.#ueLen = u8(0);
-    this.#qos = u8(1);
-    if (old === undefined || n === 0) return;
-    const now = [this.#ue4, this.#teid, this.#endpoint, this.#source, this.#profile, this.#ueLen, this.#qos] as const;
-    for (let c = 0; c < now.length; c++) (now[c] as Uint8Array).set((old[c] as Uint8Array).subarray(0, n));
+    const old = this.#ue4 === undefined ? undefined : [this.#ue4, this.#teid, this.#endpoint, this.#source, this.#profile, this.#ueLen, this.#qos];
+    const [u32, u8] = columnsOf(capacity, 5, 2, old, this.count);
+    this.#ue4 = u32[0]!;
+    this.#teid = u32[1]!;
+    this.#endpoint = u32[2]!;
+    this.#source = u32[3]!;
+    this.#profile = u32[4]!;
+    this.#ueLen = u8[0]!;
+    this.#qos = u8[1]!;
   }
 
   count = 0;
@@ -515,19 +526,13 @@ export class PolicyRows {
 
   /** As SessionRows' #columns. */
   #columns(capacity: number): void {
-    const n = this.count;
-    const old = this.#match === undefined ? undefined : ([this.#match, this.#teid, this.#profile, this.#matchLen, this.#teidLen] as const);
-    const buf = new ArrayBuffer(capacity * POLICY_ROW_BYTES);
-    const u32 = (k: number): Uint32Array<ArrayBuffer> => new Uint32Array(buf, 4 * k * capacity, capacity);
-    const u8 = (k: number): Uint8Array<ArrayBuffer> => new Uint8Array(buf, 12 * capacity + k * capacity, capacity);
-    this.#match = u32(0);
-    this.#teid = u32(1);
-    this.#profile = u32(2);
-    this.#matchLen = u8(0);
-    this.#teidLen = u8(1);
-    if (old === undefined || n === 0) return;
-    const now = [this.#match, this.#teid, this.#profile, this.#matchLen, this.#teidLen] as const;
-    for (let c = 0; c < now.length; c++) (now[c] as Uint8Array).set((old[c] as Uint8Array).subarray(0, n));
+    const old = this.#match === undefined ? undefined : [this.#match, this.#teid, this.#profile, this.#matchLen, this.#teidLen];
+    const [u32, u8] = columnsOf(capacity, 3, 2, old, this.count);
+    this.#match = u32[0]!;
+    this.#teid = u32[1]!;
+    this.#profile = u32[2]!;
+    this.#matchLen = u8[0]!;
+    this.#teidLen = u8[1]!;
   }
 
   count = 0;

@@ -23,6 +23,7 @@
  * the parsed operations lived across the plan's slices, so the young
  * generation's collections copied and promoted them.
  */
+import { asciiBytes } from '../config/ascii-text.js';
 import { API_WHERE } from '../config/keys.js';
 import { apiFlatDefaults } from '../config/load.js';
 import { byteSpace, FlatMemberColumns, flatObjectEnd, FlatPolicies, FlatSessions } from '../config/flat-rules.js';
@@ -35,13 +36,12 @@ import { WHOLE_MAX } from './json-slices.js';
 /** What parseOp answers for an operation's text that is not valid JSON, or gives a key twice. */
 export const NOT_READ = Symbol('not read');
 
-const bytes = (s: string): Uint8Array => Uint8Array.from(s, (c) => c.charCodeAt(0));
-const OPERATIONS = bytes('"operations"');
-const OP = bytes('"op"');
-const ADD = bytes('"add"');
-const REPLACE = bytes('"replace"');
-const SESSION = bytes('"session"');
-const POLICY = bytes('"policy"');
+const OPERATIONS = asciiBytes('"operations"');
+const OP = asciiBytes('"op"');
+const ADD = asciiBytes('"add"');
+const REPLACE = asciiBytes('"replace"');
+const SESSION = asciiBytes('"session"');
+const POLICY = asciiBytes('"policy"');
 
 function at(b: Uint8Array, i: number, s: Uint8Array): boolean {
   if (i + s.length > b.length) return false;
@@ -105,6 +105,20 @@ class OpReader {
     return e;
   }
 
+  /** The flat reader of `kind`, adding to its kind's store for the next rule (`left`: rules to come at most). */
+  #reader(kind: 'session' | 'policy', left: number): FlatSessions | FlatPolicies {
+    if (kind === 'session') {
+      const store = this.rows.sessionStore(left);
+      if (this.#sessions === undefined) this.#sessions = new FlatSessions(store, this.#d);
+      else this.#sessions.into(store);
+      return this.#sessions;
+    }
+    const store = this.rows.policyStore(left);
+    if (this.#policies === undefined) this.#policies = new FlatPolicies(store, this.#d);
+    else this.#policies.into(store);
+    return this.#policies;
+  }
+
   /** An add or replace of a session or policy its flat reader takes, pushed as a FlatOp; -1 for any other. */
   #flat(b: Buffer, i: number, index: number): number {
     if (b[i] !== 0x7b /* { */) return -1;
@@ -112,8 +126,8 @@ class OpReader {
     let op: 'add' | 'replace' | undefined;
     let kind: 'session' | 'policy' | undefined;
     for (let member = 0; member < 2; member++) {
+      // Two members, each once: "op" or the kind given twice leaves the other unset (refused below).
       if (at(b, j, OP)) {
-        if (op !== undefined) return -1;
         j = byteSpace(b, j + OP.length);
         if (b[j] !== 0x3a /* : */) return -1;
         j = byteSpace(b, j + 1);
@@ -126,25 +140,14 @@ class OpReader {
         } else return -1;
       } else {
         const k = at(b, j, SESSION) ? 'session' : at(b, j, POLICY) ? 'policy' : undefined;
-        if (k === undefined || kind !== undefined) return -1;
+        if (k === undefined) return -1;
         kind = k;
         j = byteSpace(b, j + (k === 'session' ? SESSION.length : POLICY.length));
         if (b[j] !== 0x3a) return -1;
         j = byteSpace(b, j + 1);
         const end = flatObjectEnd(b, j, this.#m);
         if (end < 0) return -1;
-        const left = this.count - index;
-        if (k === 'session') {
-          const store = this.rows.sessionStore(left);
-          if (this.#sessions === undefined) this.#sessions = new FlatSessions(store, this.#d);
-          else this.#sessions.into(store);
-          if (!this.#sessions.read(b, this.#m, 0)) return -1;
-        } else {
-          const store = this.rows.policyStore(left);
-          if (this.#policies === undefined) this.#policies = new FlatPolicies(store, this.#d);
-          else this.#policies.into(store);
-          if (!this.#policies.read(b, this.#m, 0)) return -1;
-        }
+        if (!this.#reader(k, this.count - index).read(b, this.#m, 0)) return -1;
         j = end;
       }
       j = byteSpace(b, j);
@@ -155,7 +158,7 @@ class OpReader {
     }
     if (b[j] !== 0x7d /* } */ || op === undefined || kind === undefined) return -1;
     // Read into slot 0 above; its row is added only now, the operation whole.
-    const rule = (kind === 'session' ? this.#sessions!.add(0) : this.#policies!.add(0)) as Session | Policy;
+    const rule = (kind === 'session' ? this.#sessions! : this.#policies!).add(0) as Session | Policy;
     this.ops.push(new FlatOp(op, kind, rule));
     return j + 1;
   }

@@ -43,6 +43,7 @@ import {
 import { open as openFile, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { checkAdvertiseHasBgp, checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, ruleKeyMap, takeRuleIndex } from '../config/load.js';
+import { asciiBytes } from '../config/ascii-text.js';
 import { RepeatedRowKey, RowKeyedMap } from '../config/row-map.js';
 import { BATCH_ROWS_FROM, RuleRows } from '../config/rows.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
@@ -259,7 +260,7 @@ function plainSession(x: Session): boolean {
   );
 }
 
-const ascii = (s: string): Uint8Array => Uint8Array.from(s, (c) => c.charCodeAt(0));
+const ascii = asciiBytes;
 const PUT_POLICY = ascii('{"put":"policy","rule":{');
 const PUT_SESSION = ascii('{"put":"session","rule":{');
 const NAME = ascii('"name":"');
