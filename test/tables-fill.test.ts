@@ -118,6 +118,17 @@ describe.skipIf(!haveObject)('changes of new keys only (a first fill, API batche
     expect(got['counts']).toEqual([501, 4, 62, 170]);
     // Rule ids as the change path gave them, each key to the same id.
     for (const p of full.policies) expect(byFill.rules.policyRule(p.match, p.teid)).toBe(byChange.rules.policyRule(p.match, p.teid));
+    // The same ids from a policy's own key (a row's read from its columns), and none for an address-only entry (its flags).
+    for (const p of full.policies) {
+      const id = byChange.rules.policyRule(p.match, p.teid);
+      expect(id).toBeDefined();
+      expect(byFill.rules.policyRuleOf(p)).toBe(id);
+      expect(byChange.rules.policyRuleOf(p)).toBe(id);
+    }
+    const own = new Set(full.policies.filter((p) => p.teid === undefined && p.match.len === 32).map((p) => p.match.addr));
+    const addrOnly = [...new Set(full.policies.filter((p) => p.teid !== undefined && !own.has(p.match.addr)).map((p) => p.match.addr))];
+    expect(addrOnly.length).toBe(4);
+    for (const addr of addrOnly) for (const d of [byFill, byChange]) expect(d.rules.policyRule({ addr, len: 32 })).toBeUndefined();
     for (const l of full.localsids) expect(byFill.rules.localsidRule(l.sid)).toBe(byChange.rules.localsidRule(l.sid));
     for (const x of full.sessions ?? []) expect(byFill.rules.sessionRule(x.ue)).toBe(byChange.rules.sessionRule(x.ue));
     // And the filled tables take changes as the others do.

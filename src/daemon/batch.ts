@@ -81,6 +81,24 @@ export interface BatchPlan {
 
 const KIND_NAMES = Object.keys(RULE_KINDS) as RuleKind[];
 
+/**
+ * A plan's keys of one kind as three lists, in the plan's order: each key,
+ * the rule there after the batch (null: deleted) and the set's rule there
+ * before it. `before` holds each key from the step that first touched it,
+ * as `delta` does (a later step sets delta's entry again, which keeps its
+ * place), so the two Maps' orders are one: no look-up of `before` per key,
+ * and no [key, rule] pair per entry (garbage the young generation copied).
+ */
+export function planEntries(
+  plan: Pick<BatchPlan, 'delta' | 'before'>,
+  kind: RuleKind,
+): { keys: string[]; rules: (Rule | null)[]; befores: (Rule | undefined)[] } {
+  const d = plan.delta.get(kind)!;
+  const before = plan.before.get(kind)!;
+  if (d.size !== before.size) throw new Error(`internal: a plan's ${kind} delta holds ${d.size} keys and its before ${before.size}`);
+  return { keys: [...d.keys()], rules: [...d.values()], befores: [...before.values()] };
+}
+
 /** An operation's path, and its rule's, made only for an error: 10,000 operations a request. */
 const atOf = (i: number): string => `operations[${i}]`;
 const whereOf = (i: number, kind: string): string => `operations[${i}].${kind}`;
@@ -331,20 +349,17 @@ class Planner {
     };
     let made = 0;
     const clock = new SliceClock();
-    for (const [kind, d] of delta) {
+    for (const kind of delta.keys()) {
       const k = RULE_KINDS[kind];
-      const was = this.#before.get(kind)!;
       const puts: Rule[] = [];
       const dels: Rule[] = [];
       const undoPuts: Rule[] = [];
       const undoDels: Rule[] = [];
-      // Keys and rules as two lists: a Map's [key, rule] pair per entry was garbage the young generation copied.
-      const keys = [...d.keys()];
-      const rules = [...d.values()];
+      const { keys, rules, befores } = planEntries({ delta, before: this.#before }, kind);
       for (let at = 0; at < keys.length; at++) {
         const key = keys[at]!;
         const r = rules[at]!;
-        const before = was.get(key);
+        const before = befores[at];
         if (++made % FINISH_SLICE === 0 || clock.tick()) yield;
         if (r !== null) {
           puts.push(r);

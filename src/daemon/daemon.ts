@@ -96,7 +96,7 @@ import {
   type RuleKind,
 } from './rules.js';
 import { canonicalKey as canonicalKeyOf } from './rules.js';
-import { planBatchYielding, type BatchResult } from './batch.js';
+import { planBatchYielding, planEntries, type BatchResult } from './batch.js';
 import { makeDirs } from '../host/mkdirs.js';
 import { nextTurn } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
@@ -2249,8 +2249,9 @@ export class Daemon {
       // The next-hop cache's ids of the rules deleted, before the deletes free them; its new rules after the rule set has them.
       const gone = await this.#nhDeleted(plan.changes);
       const writes = t.writes;
-      // Each key as it was (rule set and overlay entries), to put back if the record cannot be written.
-      const was: { kind: RuleKind; key: string; rule: Rule | undefined; put: Rule | undefined; del: boolean }[] = [];
+      // Each key's overlay entries as they were, to put back if the record cannot be written (the set's rule
+      // there is the plan's `before`): per kind, in the plan's order, with no object per key.
+      const was: { kind: RuleKind; keys: readonly string[]; puts: (Rule | undefined)[]; dels: Uint8Array; n: number }[] = [];
       const overlay = this.#rules.overlay;
       let t2: number;
       this.#batchUnderWay = true;
@@ -2264,20 +2265,22 @@ export class Daemon {
         }
         t2 = performance.now();
         const slice = new SliceClock();
-        for (const [kind, d] of plan.delta) {
+        for (const kind of plan.delta.keys()) {
           // The set's rule at each key as the plan found it (the set has not changed since: this serial section).
-          const before = plan.before.get(kind)!;
+          const { keys, rules, befores } = planEntries(plan, kind);
           const puts = overlay[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
           const dels = overlay[RULE_KINDS[kind].overlay.del];
-          // Two lists, not a [key, rule] pair per entry (batch.ts finish).
-          const keys = [...d.keys()];
-          const rules = [...d.values()];
+          const w = { kind, keys, puts: new Array<Rule | undefined>(keys.length), dels: new Uint8Array(keys.length), n: 0 };
+          was.push(w);
           for (let at = 0; at < keys.length; at++) {
             const key = keys[at]!;
             const r = rules[at]!;
             if (slice.tick()) await nextTurn();
-            const rule = before.get(key);
-            was.push({ kind, key, rule, put: puts.get(key), del: dels.has(key) });
+            const rule = befores[at];
+            // The overlay's put entries are API rules the set holds: none at a key where the set held no rule.
+            w.puts[at] = rule === undefined ? undefined : puts.get(key);
+            w.dels[at] = dels.size !== 0 && dels.has(key) ? 1 : 0;
+            w.n = at + 1;
             if (r === null) this.#rules.delete(kind, key, foundRule(rule));
             else this.#rules.put(kind, r, foundRule(rule), key);
           }
@@ -2310,17 +2313,25 @@ export class Daemon {
         // The set first, then the overlay entries as they were (the set's put/delete touch them).
         for (let i = was.length - 1; i >= 0; i--) {
           const w = was[i]!;
-          if (w.rule === undefined) this.#rules.delete(w.kind, w.key);
-          else this.#rules.put(w.kind, w.rule);
+          const before = plan.before.get(w.kind)!;
+          for (let at = w.n - 1; at >= 0; at--) {
+            const rule = before.get(w.keys[at]!);
+            if (rule === undefined) this.#rules.delete(w.kind, w.keys[at]!);
+            else this.#rules.put(w.kind, rule);
+          }
         }
         for (let i = was.length - 1; i >= 0; i--) {
           const w = was[i]!;
           const puts = overlay[RULE_KINDS[w.kind].overlay.put] as Map<string, Rule>;
           const dels = overlay[RULE_KINDS[w.kind].overlay.del];
-          if (w.put === undefined) puts.delete(w.key);
-          else puts.set(w.key, w.put);
-          if (w.del) dels.add(w.key);
-          else dels.delete(w.key);
+          for (let at = w.n - 1; at >= 0; at--) {
+            const key = w.keys[at]!;
+            const put = w.puts[at];
+            if (put === undefined) puts.delete(key);
+            else puts.set(key, put);
+            if (w.dels[at] === 1) dels.add(key);
+            else dels.delete(key);
+          }
         }
       };
       const t3 = performance.now();

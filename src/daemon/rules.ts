@@ -115,7 +115,7 @@ export const RULE_KINDS: Readonly<Record<RuleKind, RuleKindSpec>> = {
     json: (r) => policyJson(r as Policy),
     put: (rules) => ({ putPolicies: rules as Policy[] }),
     del: (rules) => ({ delPolicies: (rules as Policy[]).map((p) => ({ match: p.match, ...(p.teid === undefined ? {} : { teid: p.teid }) })) }),
-    ruleId: (t, r) => t.policyRule((r as Policy).match, (r as Policy).teid),
+    ruleId: (t, r) => t.policyRuleOf(r as Policy),
   },
   localsid: {
     kind: 'localsid',

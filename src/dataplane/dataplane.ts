@@ -986,7 +986,7 @@ class LoadedDataplane implements Dataplane {
     this.#open();
     const k = KINDS.indexOf(kind);
     const rule =
-      k === 0 ? this.rules.policyRule((r as Policy).match, (r as Policy).teid) : k === 1 ? this.rules.localsidRule((r as LocalSid).sid) : this.rules.sessionRule((r as Session).ue);
+      k === 0 ? this.rules.policyRuleOf(r as Policy) : k === 1 ? this.rules.localsidRule((r as LocalSid).sid) : this.rules.sessionRule((r as Session).ue);
     if (rule === undefined) return undefined;
     const v = readSlotCounts(this.tables.countersFd, [MUP_EVENT_SLOTS + rule], this.#ncpus)[0]!;
     return [...new RuleCounterRows(Uint32Array.of(rule), Uint8Array.of(k), [r], BigUint64Array.of(v.packets), BigUint64Array.of(v.bytes), 1)][0];
@@ -1158,7 +1158,7 @@ class LoadedDataplane implements Dataplane {
     for (const p of config.policies) {
       if (n >= total) break;
       if (clock.tick()) yield;
-      const rule = this.rules.policyRule(p.match, p.teid);
+      const rule = this.rules.policyRuleOf(p);
       if (rule !== undefined) push(rule, 0, p);
     }
     for (const l of config.localsids) {

@@ -118,7 +118,7 @@ export function localSidRange(l: Config['localsids'][number]): Range | undefined
 export function ruleRanges(config: Pick<Config, 'policies' | 'localsids'>, dp: Pick<Dataplane, 'rules'>): Array<{ rule: number; range: Range }> {
   const out: Array<{ rule: number; range: Range }> = [];
   for (const p of config.policies) {
-    const rule = dp.rules.policyRule(p.match, p.teid);
+    const rule = dp.rules.policyRuleOf(p);
     if (rule !== undefined) out.push({ rule, range: policyRange(p) });
   }
   for (const l of config.localsids) {
@@ -1454,11 +1454,22 @@ export class NextHopWatcher {
   #applyPuts(dp: Dataplane, c: RuleChanges, gone: readonly number[]): number[] {
     const touched: number[] = [...gone];
     for (const r of gone) this.#forget(r);
+    // Policies that follow each other mostly share a range (a batch's policies of one profile): its key text,
+    // made with a bigint's hex digits, is made again only when the range is another.
+    let lastAddr: bigint | undefined;
+    let lastLen = -1;
+    let lastKey = '';
     for (const p of c.putPolicies ?? []) {
-      const rule = dp.rules.policyRule(p.match, p.teid);
+      const rule = dp.rules.policyRuleOf(p);
       if (rule === undefined) continue;
       this.#setGtp4e(rule, false);
-      this.#assign(rule, policyRange(p));
+      const range = policyRange(p);
+      if (range.addr !== lastAddr || range.len !== lastLen) {
+        lastKey = keyOf(range);
+        lastAddr = range.addr;
+        lastLen = range.len;
+      }
+      this.#assign(rule, range, lastKey);
       touched.push(rule);
     }
     for (const l of c.putLocalSids ?? []) {
@@ -1487,10 +1498,9 @@ export class NextHopWatcher {
     this.#nGtp4e += on ? 1 : -1;
   }
 
-  /** Rule `rule` uses `range` now: its entry (made if new, unresolved). */
-  #assign(rule: number, range: Range): number {
+  /** Rule `rule` uses `range` now: its entry (made if new, unresolved). `key`: keyOf(range), when the caller has it. */
+  #assign(rule: number, range: Range, key = keyOf(range)): number {
     if (rule < 0 || rule >= this.#ruleEntry.length) return -1;
-    const key = keyOf(range);
     let idx = this.#byKey.get(key);
     if (idx === undefined) {
       idx = this.#freeEntries.pop() ?? this.#entries.length;
@@ -1635,7 +1645,7 @@ export class NextHopWatcher {
       };
       for (const p of config.policies) {
         if (!(await pause())) return false;
-        const rule = dp.rules.policyRule(p.match, p.teid);
+        const rule = dp.rules.policyRuleOf(p);
         if (rule !== undefined) this.#assign(rule, policyRange(p));
       }
       for (const l of config.localsids) {

@@ -349,6 +349,14 @@ export class KeyIndex {
     return true;
   }
 
+  /** The value of the key whose bytes are `keys[at, at + keyLength)` (get without its text), or undefined. */
+  getBytes(keys: Uint8Array, at: number): number | undefined {
+    const h = this.#hashAt(keys, at);
+    const t = this.#shard(h);
+    const s = t.findBytes(h, keys, at);
+    return s < 0 ? undefined : t.hv[2 * s + 1];
+  }
+
   /** Whether the key whose bytes are `keys[at, at + keyLength)` is there. */
   hasBytes(keys: Uint8Array, at: number): boolean {
     const h = this.#hashAt(keys, at);

@@ -172,7 +172,7 @@ describe('KeyIndex answers as a Map of the key texts', () => {
     expect(() => t.set(`${'a'.repeat(11)}\u0100`, 1)).toThrow(/character 11 of the key is not a byte \(256\)/);
     expect(t.size).toBe(0);
   });
-  it('addBytes, hasBytes and deleteBytes (keys read from a buffer, no text) answer as set, has and delete of the same key texts', () => {
+  it('addBytes, hasBytes, getBytes and deleteBytes (keys read from a buffer, no text) answer as set, has, get and delete of the same key texts', () => {
     const rnd = seededBelow(11);
     const len = 12;
     const t = new KeyIndex(len);
@@ -185,6 +185,7 @@ describe('KeyIndex answers as a Map of the key texts', () => {
       const at = 3 + i * len - (i > 0 ? 1 : 0);
       buf.write(k, at, 'latin1');
       expect(t.hasBytes(buf, at)).toBe(want.has(k));
+      expect(t.getBytes(buf, at)).toBe(want.get(k));
       if (rnd(100) < 70) {
         const added = t.addBytes(buf, at, step);
         expect(added, `step ${step}: added only when absent`).toBe(!want.has(k));
@@ -199,6 +200,7 @@ describe('KeyIndex answers as a Map of the key texts', () => {
     for (const [k, v] of want) expect(t.get(k)).toBe(v);
     expect(() => t.addBytes(buf, buf.length - len + 1, 1)).toThrow(/no 12-byte key at byte/);
     expect(() => t.deleteBytes(buf, -1)).toThrow(/no 12-byte key at byte -1/);
+    expect(() => t.getBytes(buf, buf.length - len + 1)).toThrow(/no 12-byte key at byte/);
     expect(() => t.addBytes(buf, 0, 2 ** 31)).toThrow(/not a 32-bit integer/);
   });
 });
