@@ -203,7 +203,7 @@ function setup(kernel: FakeKernel, policies: Policy[], localsids: LocalSid[]): {
   const dp = {
     config: { settings: { maxPolicies, maxLocalSids } },
     nexthop: FDS,
-    rules: { policyRule: (m: unknown) => ids.get(m), localsidRule: (sid: unknown) => ids.get(sid), localsidRenumbered: () => undefined },
+    rules: { policyRule: (m: unknown) => ids.get(m), policyRuleOf: (p: { match: unknown }) => ids.get(p.match), localsidRule: (sid: unknown) => ids.get(sid), localsidRenumbered: () => undefined },
   } as unknown as Dataplane;
   const passes: PassSummary[] = [];
   const errors: string[] = [];
