@@ -1631,9 +1631,9 @@ function checkRules<R extends Rule>(src: Source, section: RuleSection, rules: re
   // A repeat is seen by the size not growing: one hash and one lookup a rule and map, not two (has, then set).
   // The maps are garbage once a repeat is found, so the repeat's overwrite does not matter.
   const names: Map<string, string> = new ShardedMap<string>();
-  // An empty list keeps a Map: every key the API adds would be in the index's own Map of texts anyway,
-  // each lookup first read as bytes for no row.
-  if (section !== 'localsids' && rules.length > 0) {
+  // An empty list too: the keys the API adds become the index's added rows, found by their bytes, with no key
+  // text or Map entry kept (src/config/row-map.ts).
+  if (section !== 'localsids') {
     checkByKeyBytes(src, section, rules, names, keyName, key, nameWhy, keyWhy);
     return;
   }
@@ -1708,6 +1708,8 @@ export function ruleKeyMap<R>(section: 'policies' | 'sessions', rules: readonly 
       textBytes: sessions ? (k, into) => sessionTextBytes(k, into, readV6Prefix) : (k, into) => policyTextBytes(k, into),
       keyText: (i) => key(rules[i]!),
       rule: (i) => rules[i]!,
+      keyBytesOf: sessions ? (r, into) => SessionRule.keyBytesOf(r as Session, into) : (r, into) => PolicyRule.keyBytesOf(r as Policy, into),
+      keyOf: key,
       order: (b, out) => keyTextOrder(b, out, sessions),
     },
     fill,
@@ -1725,6 +1727,8 @@ function sessionRowsKeyMap(rows: SessionRows): RowKeyedMap<Session> {
       textBytes: (k, into) => sessionTextBytes(k, into, readV6Prefix),
       keyText: (i) => sessionKey(new SessionRule(rows, i)),
       rule: (i) => new SessionRule(rows, i),
+      keyBytesOf: (r, into) => SessionRule.keyBytesOf(r, into),
+      keyOf: (r) => sessionKey(r),
       order: (b, out) => keyTextOrder(b, out, true),
     },
     false,

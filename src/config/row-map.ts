@@ -5,14 +5,19 @@
  * million sessions and a million (N3, TEID) policies and their Map entries
  * were about 150 MB of heap. "Row" below is a place in the list; its rule
  * is a row of src/config/rows.ts (a file's rule) or an object (a reload's
- * changed rule).
+ * changed rule). The keys set() adds (the API's rules, put on a list that
+ * may be empty) are added rows of the same index, found by their rule's
+ * key bytes: no key text or Map entry is kept for them either.
  *
  * It is a Map<string, R> to its users, with a Map's insertion order: the
  * rows first, in list order, each while its key is held by its row or by
  * the rule set()'s gave it since; then the keys set() added, in order. A
  * key deleted and set again goes to the end, as in a Map. Key texts are
- * made when asked (iteration, keys()), and a key given to get() is taken
- * only in the canonical text the rows' key function makes.
+ * made when asked (iteration, keys()), and a key given to get() is found
+ * by its bytes only in the canonical text the rows' key function makes
+ * (another spelling, or a key set to a rule not its own, is kept by its
+ * text, as a Map would keep it). getOwn and setOwn take the rule instead
+ * of its key text.
  * test/unit/row-map.test.ts holds it to a Map under random changes.
  */
 
@@ -20,31 +25,39 @@
  * The rows by key: open addressing over one Int32Array, each slot a row's
  * key hash and the row side by side (one cache line for both: as two
  * arrays, a probe of a million rows missed the cache twice), no key bytes
- * kept: a probe that meets the same hash compares the row's key bytes,
- * made from its columns. 8 bytes a slot with three slots in four used,
- * about 11 MB for a million rows, where a table keeping the keys' bytes
- * (src/host/key-index.ts) took 54 MB for a million sessions. Rows are only
- * added (the map marks a deleted row gone).
+ * kept: a probe that meets the same hash asks the map whether that row
+ * holds the key (`match`: its key bytes made from its columns, or from its
+ * rule). 8 bytes a slot with at most three slots in four used, about 11 MB
+ * for a million rows, where a table keeping the keys' bytes
+ * (src/host/key-index.ts) took 54 MB for a million sessions. Slots are
+ * only added: a row whose key went (deleted, or its rule changed) keeps
+ * its slot, which `match` no longer answers for, until the table is made
+ * again at its next growth without it (`live`).
  */
 class RowIndex {
-  readonly #slots: number;
+  #slots: number;
   /** Slot s: its hash at 2s (0: empty), its row at 2s + 1. */
-  readonly #table: Int32Array;
-  readonly #probe: Uint8Array;
+  #table: Int32Array;
+  /** Slots used (those of rows gone included). */
+  #used = 0;
 
   constructor(
-    readonly rows: { keyBytes(i: number, into: Uint8Array): void },
+    readonly match: (row: number, key: Uint8Array) => boolean,
+    readonly live: (row: number) => boolean,
     count: number,
-    keyLength: number,
     /** The table another thread filled for the same rows (RowKeyedMap's `filled`). */
     table?: Int32Array,
   ) {
     // Any number of slots, not a power of two: a million rows take 1.33 million, not 2 (16 MB).
-    const slots = Math.max(16, Math.ceil((count * 4) / 3) + 1);
+    const slots = RowIndex.slotsFor(count);
     this.#slots = slots;
     if (table !== undefined && table.length !== 2 * slots) throw new Error(`internal: an index of ${table.length / 2} slots was sent for ${count} rows (${slots} slots)`);
     this.#table = table ?? new Int32Array(2 * slots);
-    this.#probe = new Uint8Array(keyLength);
+    if (table !== undefined) this.#used = count;
+  }
+
+  static slotsFor(rows: number): number {
+    return Math.max(16, Math.ceil((rows * 4) / 3) + 1);
   }
 
   /** The slots (sent to another thread: RowKeyedMap.filledIndex). */
@@ -63,24 +76,18 @@ class RowIndex {
     return f === 0 ? 1 : f;
   }
 
-  #same(row: number, key: Uint8Array): boolean {
-    this.rows.keyBytes(row, this.#probe);
-    for (let i = 0; i < key.length; i++) if (this.#probe[i] !== key[i]) return false;
-    return true;
-  }
-
-  /** The row whose key is `key`, or -1. */
+  /** The row whose key is `key` (a row `match` answers for), or -1. */
   get(key: Uint8Array): number {
     const h = RowIndex.hash(key);
     const t = this.#table;
     for (let s = (h >>> 0) % this.#slots; ; s = s + 1 === this.#slots ? 0 : s + 1) {
       const at = t[2 * s]!;
       if (at === 0) return -1;
-      if (at === h && this.#same(t[2 * s + 1]!, key)) return t[2 * s + 1]!;
+      if (at === h && this.match(t[2 * s + 1]!, key)) return t[2 * s + 1]!;
     }
   }
 
-  /** Add row `row` with key `key`; the row that has the key already, or -1 when added. */
+  /** Add row `row` with key `key`; the row that has the key already, or -1 when added (a fill: the table is large enough). */
   add(key: Uint8Array, row: number): number {
     const h = RowIndex.hash(key);
     const t = this.#table;
@@ -89,10 +96,44 @@ class RowIndex {
       if (at === 0) {
         t[2 * s] = h;
         t[2 * s + 1] = row;
+        this.#used++;
         return -1;
       }
-      if (at === h && this.#same(t[2 * s + 1]!, key)) return t[2 * s + 1]!;
+      if (at === h && this.match(t[2 * s + 1]!, key)) return t[2 * s + 1]!;
     }
+  }
+
+  /** Add row `row` with key `key`, which no row holds (the caller looked): the table grows first when three slots in four are used. */
+  insert(key: Uint8Array, row: number): void {
+    if (4 * (this.#used + 1) > 3 * this.#slots) this.#grow();
+    this.#put(RowIndex.hash(key), row);
+    this.#used++;
+  }
+
+  #put(h: number, row: number): void {
+    const t = this.#table;
+    let s = (h >>> 0) % this.#slots;
+    while (t[2 * s] !== 0) s = s + 1 === this.#slots ? 0 : s + 1;
+    t[2 * s] = h;
+    t[2 * s + 1] = row;
+  }
+
+  /** The table made again for its live rows, at twice their number's slots (those of rows gone are dropped). */
+  #grow(): void {
+    const old = this.#table;
+    let live = 0;
+    for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && this.live(old[s + 1]!)) live++;
+    this.#slots = Math.max(RowIndex.slotsFor(live), 2 * (live + 1));
+    this.#table = new Int32Array(2 * this.#slots);
+    this.#used = live;
+    for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && this.live(old[s + 1]!)) this.#put(old[s]!, old[s + 1]!);
+  }
+
+  /** Every slot dropped. */
+  clear(): void {
+    this.#slots = 16;
+    this.#table = new Int32Array(32);
+    this.#used = 0;
   }
 }
 
@@ -120,6 +161,10 @@ export interface KeyedRows<R> {
   keyText(i: number): string;
   /** Row i's rule (the list's object). */
   rule(i: number): R;
+  /** A rule's key bytes into `into` at 0 (a rule set() added: its key is not kept). */
+  keyBytesOf(r: R, into: Uint8Array): void;
+  /** A rule's key text, as keyText gives a row's. */
+  keyOf(r: R): string;
   /**
    * Two numbers in the order of the key texts (text a < text b exactly when
    * (a[0], a[1]) < (b[0], b[1])) from key bytes, into `out`; false when this
@@ -130,15 +175,35 @@ export interface KeyedRows<R> {
 
 export class RowKeyedMap<R> extends Map<string, R> {
   readonly #rows: KeyedRows<R>;
-  readonly #index: RowIndex;
+  #index: RowIndex;
   readonly #scratch: Uint8Array;
-  /** 1: the row's key is not held by the row (deleted, or set again after a delete: then in #extra). */
+  readonly #probe: Uint8Array;
+  /** 1: the row's key is not held by the row (deleted, or set again after a delete: then an added row's). */
   readonly #gone: Uint8Array;
   #live: number;
   /** A row's key set to another rule (its place kept). */
   readonly #replaced = new Map<number, R>();
-  /** Keys no row holds, in the order they were set. */
-  readonly #extra = new Map<string, R>();
+  /**
+   * The keys set() added, in the order they were set: each an added row
+   * (row #rows.count + j) whose key is its rule's, found by its bytes
+   * through the same index, with no key text or Map entry kept (the API's
+   * rules: a million sessions through /v1/batch kept a million key texts
+   * and two Maps' entries, about 150 B a rule). A key set with a rule that
+   * is not its own (or none, or in a spelling not the canonical one) is
+   * kept by its text (#oddKeys), in its place in the same order.
+   */
+  #added: (R | undefined)[] = [];
+  /** Added row j: 1 when its key went (deleted, or set again: then a later row's). */
+  #addedGone = new Uint8Array(16);
+  #addedLive = 0;
+  /** Key text -> added row j, for the keys not found by their bytes (above). */
+  readonly #oddKeys = new Map<string, number>();
+  /** Added row j -> its key text, for those. */
+  readonly #oddText = new Map<number, string>();
+  /** Iterations under way (entries, keys, values): the added rows are not compacted under them. */
+  #iterating = 0;
+  /** What textBytes said of the key #row looked up last (its bytes are in #scratch unless false). */
+  #exact: boolean | 'loose' = false;
 
   /** Rows indexed so far (fill). */
   #filled = 0;
@@ -154,13 +219,42 @@ export class RowKeyedMap<R> extends Map<string, R> {
   constructor(rows: KeyedRows<R>, fill = true, filled?: FilledIndex) {
     super();
     this.#rows = rows;
-    this.#index = new RowIndex(rows, rows.count, rows.keyLength, filled?.table);
+    this.#index = new RowIndex(
+      (row, key) => this.#holds(row, key),
+      (row) => this.#isLive(row),
+      rows.count,
+      filled?.table,
+    );
     this.#scratch = new Uint8Array(rows.keyLength);
+    this.#probe = new Uint8Array(rows.keyLength);
     this.#gone = new Uint8Array(rows.count);
     this.#live = rows.count;
     this.#orderable = rows.order !== undefined && (filled?.orderable ?? true);
     if (filled !== undefined) this.#filled = rows.count;
     else if (fill) this.fill(rows.count);
+  }
+
+  /** Whether row `row` (a list's, or an added one) holds the key whose bytes are `key`. */
+  #holds(row: number, key: Uint8Array): boolean {
+    const n = this.#rows.count;
+    if (row < n) {
+      if (this.#gone[row] === 1) return false;
+      this.#rows.keyBytes(row, this.#probe);
+    } else {
+      const j = row - n;
+      if (this.#addedGone[j] === 1 || this.#oddText.has(j)) return false;
+      this.#rows.keyBytesOf(this.#added[j]!, this.#probe);
+    }
+    const p = this.#probe;
+    for (let i = 0; i < key.length; i++) if (p[i] !== key[i]) return false;
+    return true;
+  }
+
+  #isLive(row: number): boolean {
+    const n = this.#rows.count;
+    if (row < n) return this.#gone[row] === 0;
+    const j = row - n;
+    return this.#addedGone[j] === 0 && !this.#oddText.has(j);
   }
 
   /**
@@ -169,7 +263,7 @@ export class RowKeyedMap<R> extends Map<string, R> {
    * undefined until every row is indexed.
    */
   filledIndex(): FilledIndex | undefined {
-    return this.#filled === this.#rows.count ? { table: this.#index.table, orderable: this.#orderable } : undefined;
+    return this.#filled === this.#rows.count && this.#added.length === 0 ? { table: this.#index.table, orderable: this.#orderable } : undefined;
   }
 
   /** Index up to `n` more rows (a fill in pieces, between turns); true when every row is. */
@@ -185,77 +279,236 @@ export class RowKeyedMap<R> extends Map<string, R> {
     return end === this.#rows.count;
   }
 
-  /** The row holding `key`, or -1. */
+  /** The row (a list's, or #rows.count + an added one's j) holding `key`, or -1. */
   #row(key: string): number {
-    if (typeof key !== 'string') return -1;
+    if (typeof key !== 'string') {
+      this.#exact = false;
+      return -1;
+    }
     const exact = this.#rows.textBytes(key, this.#scratch);
-    if (exact === false) return -1;
-    const i = this.#index.get(this.#scratch);
-    if (i < 0 || this.#gone[i] === 1) return -1;
-    // A text read loosely (IPv6) is the row's key only in its canonical spelling, as in a Map of key texts.
-    return exact === true || this.#rows.keyText(i) === key ? i : -1;
+    this.#exact = exact;
+    if (exact !== false) {
+      const i = this.#index.get(this.#scratch);
+      // A text read loosely (IPv6) is the row's key only in its canonical spelling, as in a Map of key texts.
+      if (i >= 0 && (exact === true || this.#keyText(i) === key)) return i;
+    }
+    if (this.#oddKeys.size === 0) return -1;
+    const j = this.#oddKeys.get(key);
+    return j === undefined ? -1 : this.#rows.count + j;
+  }
+
+  #keyText(row: number): string {
+    const n = this.#rows.count;
+    if (row < n) return this.#rows.keyText(row);
+    const j = row - n;
+    return this.#oddText.get(j) ?? this.#rows.keyOf(this.#added[j]!);
   }
 
   #value(i: number): R {
+    const n = this.#rows.count;
+    if (i >= n) return this.#added[i - n]!;
     return this.#replaced.has(i) ? this.#replaced.get(i)! : this.#rows.rule(i);
   }
 
+  /** Whether `r` is a rule whose own key is `key`, #row's last (its bytes in #scratch): kept as an added row by its bytes. */
+  #ownKey(key: string, r: R): boolean {
+    if (this.#exact === false || typeof r !== 'object' || r === null) return false;
+    try {
+      this.#rows.keyBytesOf(r, this.#probe);
+    } catch {
+      // Not a rule (a Map holds any value): kept by its text.
+      return false;
+    }
+    const p = this.#probe;
+    const k = this.#scratch;
+    for (let i = 0; i < k.length; i++) if (p[i] !== k[i]) return false;
+    return this.#exact === true || this.#rows.keyOf(r) === key;
+  }
+
   override get size(): number {
-    return this.#live + this.#extra.size;
+    return this.#live + this.#addedLive;
   }
 
   override get(key: string): R | undefined {
     const i = this.#row(key);
-    if (i < 0) return this.#extra.get(key);
-    return this.#value(i);
+    return i < 0 ? undefined : this.#value(i);
   }
 
   override has(key: string): boolean {
-    return this.#row(key) >= 0 || this.#extra.has(key);
+    return this.#row(key) >= 0;
   }
 
   override set(key: string, value: R): this {
     const i = this.#row(key);
-    if (i < 0) this.#extra.set(key, value);
-    else if (value === this.#rows.rule(i)) this.#replaced.delete(i);
-    else this.#replaced.set(i, value);
+    const n = this.#rows.count;
+    if (i >= n) {
+      const j = i - n;
+      // Its place kept; kept by its text from now on if the rule is not the key's own.
+      if (!this.#oddText.has(j) && !this.#ownKey(key, value)) this.#odd(key, j);
+      this.#added[j] = value;
+    } else if (i >= 0) {
+      if (value === this.#rows.rule(i)) this.#replaced.delete(i);
+      else this.#replaced.set(i, value);
+    } else this.#append(value, this.#ownKey(key, value), key);
     return this;
+  }
+
+  /**
+   * The row holding `r`'s own key (keyOf(r)), found by the rule's key bytes
+   * (a row's from its columns) with no text made or read: the rule set
+   * and a batch's plan ask by the rule they hold, and the text they had
+   * was made from the same columns only to be read back into bytes here.
+   */
+  #rowOf(r: R): number {
+    if (this.#oddKeys.size > 0) return this.#row(this.#rows.keyOf(r));
+    this.#rows.keyBytesOf(r, this.#scratch);
+    this.#exact = true;
+    return this.#index.get(this.#scratch);
+  }
+
+  /** get(keyOf(r)), by `r`'s key bytes (#rowOf). */
+  getOwn(r: R): R | undefined {
+    const i = this.#rowOf(r);
+    return i < 0 ? undefined : this.#value(i);
+  }
+
+  /** set(keyOf(r), r), by `r`'s key bytes (#rowOf). */
+  setOwn(r: R): this {
+    if (this.#oddKeys.size > 0) return this.set(this.#rows.keyOf(r), r);
+    const i = this.#rowOf(r);
+    const n = this.#rows.count;
+    if (i >= n) this.#added[i - n] = r;
+    else if (i >= 0) {
+      if (r === this.#rows.rule(i)) this.#replaced.delete(i);
+      else this.#replaced.set(i, r);
+    } else this.#append(r, true);
+    return this;
+  }
+
+  /** A key no row holds, set to `value`: an added row, found by its bytes (#scratch) when `own`, else by its text. */
+  #append(value: R, own: boolean, key?: string): void {
+    const j = this.#added.length;
+    this.#added.push(value);
+    if (j === this.#addedGone.length) {
+      const grown = new Uint8Array(2 * j);
+      grown.set(this.#addedGone);
+      this.#addedGone = grown;
+    }
+    this.#addedLive++;
+    if (own) this.#index.insert(this.#scratch, this.#rows.count + j);
+    else this.#odd(key!, j);
+  }
+
+  #odd(key: string, j: number): void {
+    this.#oddKeys.set(key, j);
+    this.#oddText.set(j, key);
   }
 
   override delete(key: string): boolean {
     const i = this.#row(key);
-    if (i < 0) return this.#extra.delete(key);
-    this.#gone[i] = 1;
-    this.#replaced.delete(i);
-    this.#live--;
+    if (i < 0) return false;
+    const n = this.#rows.count;
+    if (i < n) {
+      this.#gone[i] = 1;
+      this.#replaced.delete(i);
+      this.#live--;
+      return true;
+    }
+    const j = i - n;
+    this.#addedGone[j] = 1;
+    const odd = this.#oddText.get(j);
+    if (odd !== undefined) {
+      this.#oddKeys.delete(odd);
+      this.#oddText.delete(j);
+    }
+    this.#addedLive--;
+    // The rule is kept (a page under way may still name this row) until the rows are compacted.
+    if (this.#iterating === 0 && this.#added.length >= 1024 && 2 * this.#addedLive < this.#added.length) this.#compact();
     return true;
+  }
+
+  /**
+   * The added rows without those gone, in order, and the index made again
+   * for them (a page under way keeps the lists it began with: #pageSlices).
+   */
+  #compact(): void {
+    const n = this.#rows.count;
+    const added = this.#added;
+    const gone = this.#addedGone;
+    const odd = new Map(this.#oddText);
+    this.#added = [];
+    this.#addedGone = new Uint8Array(Math.max(16, 2 * this.#addedLive));
+    this.#oddKeys.clear();
+    this.#oddText.clear();
+    const index = new RowIndex(
+      (row, key) => this.#holds(row, key),
+      (row) => this.#isLive(row),
+      0,
+    );
+    for (let i = 0; i < n; i++) {
+      if (this.#gone[i] === 1) continue;
+      this.#rows.keyBytes(i, this.#scratch);
+      index.insert(this.#scratch, i);
+    }
+    for (let j = 0; j < added.length; j++) {
+      if (gone[j] === 1) continue;
+      const to = this.#added.length;
+      this.#added.push(added[j]);
+      const text = odd.get(j);
+      if (text !== undefined) this.#odd(text, to);
+      else {
+        this.#rows.keyBytesOf(added[j]!, this.#scratch);
+        index.insert(this.#scratch, n + to);
+      }
+    }
+    this.#index = index;
   }
 
   override clear(): void {
     this.#gone.fill(1);
     this.#live = 0;
     this.#replaced.clear();
-    this.#extra.clear();
+    this.#added = [];
+    this.#addedGone = new Uint8Array(16);
+    this.#addedLive = 0;
+    this.#oddKeys.clear();
+    this.#oddText.clear();
+    this.#index.clear();
   }
 
+  // A key deleted while these walk the map is not met after, one set is met at the end, as in a Map: the
+  // added rows are not compacted meanwhile (#iterating), which would move rows under the walk.
   override *entries(): MapIterator<[string, R]> {
-    const rows = this.#rows;
-    const n = this.#gone.length;
-    for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield [rows.keyText(i), this.#value(i)];
-    yield* this.#extra.entries();
+    this.#iterating++;
+    try {
+      const n = this.#gone.length;
+      for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield [this.#rows.keyText(i), this.#value(i)];
+      for (let j = 0; j < this.#added.length; j++) if (this.#addedGone[j] === 0) yield [this.#keyText(n + j), this.#added[j]!];
+    } finally {
+      this.#iterating--;
+    }
   }
 
   override *keys(): MapIterator<string> {
-    const n = this.#gone.length;
-    for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield this.#rows.keyText(i);
-    yield* this.#extra.keys();
+    this.#iterating++;
+    try {
+      const n = this.#gone.length;
+      for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield this.#rows.keyText(i);
+      for (let j = 0; j < this.#added.length; j++) if (this.#addedGone[j] === 0) yield this.#keyText(n + j);
+    } finally {
+      this.#iterating--;
+    }
   }
 
   override *values(): MapIterator<R> {
-    const rows = this.#rows;
-    const n = this.#gone.length;
-    for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield this.#value(i);
-    yield* this.#extra.values();
+    this.#iterating++;
+    try {
+      const n = this.#gone.length;
+      for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield this.#value(i);
+      for (let j = 0; j < this.#added.length; j++) if (this.#addedGone[j] === 0) yield this.#added[j]!;
+    } finally {
+      this.#iterating--;
+    }
   }
 
   override [Symbol.iterator](): MapIterator<[string, R]> {
@@ -278,7 +531,9 @@ export class RowKeyedMap<R> extends Map<string, R> {
     } else {
       for (let i = 0; i < n; i++) if (gone[i] === 0) out[at++] = this.#value(i);
     }
-    for (const v of this.#extra.values()) out[at++] = v;
+    const added = this.#added;
+    const addedGone = this.#addedGone;
+    for (let j = 0; j < added.length; j++) if (addedGone[j] === 0) out[at++] = added[j]!;
     return at;
   }
 
@@ -289,8 +544,8 @@ export class RowKeyedMap<R> extends Map<string, R> {
    * made for each, the texts of a million TEID policies took 0.8-1.0 s a
    * page (0.1 s from a Map's texts). The order comes from the key bytes
    * (KeyedRows.order). Undefined when some key has none (IPv6 sessions) or
-   * `after` or a key set() added is not a canonical key text: the caller
-   * pages by the texts then. `tick` says when to yield (a slice is over).
+   * `after` or a key kept by its text is not a canonical key text: the
+   * caller pages by the texts then. `tick` says when to yield (a slice is over).
    */
   pageSlices(after: string | undefined, limit: number, tick: () => boolean): Generator<void, { keys: string[]; more: boolean }> | undefined {
     const order = this.#rows.order;
@@ -298,13 +553,17 @@ export class RowKeyedMap<R> extends Map<string, R> {
     const ordOf = (text: string, out: Float64Array): boolean => this.#rows.textBytes(text, this.#scratch) === true && order(this.#scratch, out);
     const a = new Float64Array(2);
     if (after !== undefined && !ordOf(after, a)) return undefined;
-    // Checked before the first slice: a key set() adds later is paged by its text's order, or left out when it has none.
-    for (const k of this.#extra.keys()) if (!ordOf(k, this.#ord)) return undefined;
+    // Checked before the first slice: a key added later is paged by its order, or left out when it has none.
+    for (let j = 0; j < this.#added.length; j++) {
+      if (this.#addedGone[j] === 1) continue;
+      const text = this.#oddText.get(j);
+      if (text !== undefined ? !ordOf(text, this.#ord) : (this.#rows.keyBytesOf(this.#added[j]!, this.#probe), !order(this.#probe, this.#ord))) return undefined;
+    }
     return this.#pageSlices(after === undefined ? undefined : [a[0]!, a[1]!], limit, tick, ordOf);
   }
 
   *#pageSlices(after: [number, number] | undefined, limit: number, tick: () => boolean, ordOf: (text: string, out: Float64Array) => boolean): Generator<void, { keys: string[]; more: boolean }> {
-    // A max-heap of the `limit` smallest: each entry's two order numbers and its key (a row, or ~index of #extra's key in `texts`).
+    // A max-heap of the `limit` smallest: each entry's two order numbers and its key (a row, or ~index of a key text in `texts`).
     const h0 = new Float64Array(limit);
     const h1 = new Float64Array(limit);
     const hk = new Int32Array(limit);
@@ -361,19 +620,34 @@ export class RowKeyedMap<R> extends Map<string, R> {
     };
     const order = this.#rows.order!;
     const probe = new Uint8Array(this.#rows.keyLength);
-    for (let i = 0; i < this.#gone.length; i++) {
+    const rows = this.#rows.count;
+    for (let i = 0; i < rows; i++) {
       if (tick()) yield;
       if (this.#gone[i] === 1) continue;
       this.#rows.keyBytes(i, probe);
       order(probe, ord);
       take(i);
     }
-    for (const k of this.#extra.keys()) {
+    // The added rows as they are when the walk gets to them: the lists are made anew when compacted
+    // (their rules kept), so these stay as they were; the gone flags are read as the walk goes.
+    const added = this.#added;
+    const addedGone = this.#addedGone;
+    const oddText = new Map(this.#oddText);
+    for (let j = 0; j < added.length; j++) {
       if (tick()) yield;
-      // A key set() added while this page was made, with no order: left out (as a key added after the walk).
-      if (!ordOf(k, ord)) continue;
-      texts.push(k);
-      take(~(texts.length - 1));
+      if (addedGone[j] === 1) continue;
+      const text = oddText.get(j);
+      if (text !== undefined) {
+        // A key kept by its text with no order, set while this page was made: left out (as a key added after the walk).
+        if (!ordOf(text, ord)) continue;
+        texts.push(text);
+        take(~(texts.length - 1));
+      } else {
+        this.#rows.keyBytesOf(added[j]!, probe);
+        if (!order(probe, ord)) continue;
+        texts.push(this.#rows.keyOf(added[j]!));
+        take(~(texts.length - 1));
+      }
     }
     for (let end = n - 1; end > 0; end--) {
       if (tick()) yield;

@@ -15,7 +15,7 @@ import type { LocalSid, Policy, Session } from '../config/types.js';
 import { BATCH_ROWS_FROM, RuleRows } from '../config/rows.js';
 import { API_WHERE } from '../config/keys.js';
 import type { Changes } from '../dataplane/tables.js';
-import { foundRule, JsonLine, learnedDeleteText, writeDeleteLine, writePutLine, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
+import { foundRule, getOwn, JsonLine, learnedDeleteText, writeDeleteLine, writePutLine, learnedKeyText, learnedNameText, RULE_KINDS, RuleError, type Rule, type RuleJson, type RuleKind, type RuleSet } from './rules.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SLICE_MS, SliceClock } from '../host/slice-clock.js';
 
@@ -191,6 +191,13 @@ class Planner {
     return this.#set.rules(kind).get(key);
   }
 
+  /** #cur of `rule`'s own key, the set asked by the rule's key bytes (getOwn): no key text read back. */
+  #curOf(kind: RuleKind, key: string, rule: Rule): Rule | undefined {
+    const d = this.#delta.get(kind)!;
+    if (d.has(key)) return d.get(key) ?? undefined;
+    return getOwn(this.#set.rules(kind), key, rule);
+  }
+
   #ownerOf(kind: RuleKind, name: string): string | undefined {
     const n = this.#names.get(kind)!;
     if (n.has(name)) return n.get(name) ?? undefined;
@@ -305,7 +312,7 @@ class Planner {
     if (rule.name !== undefined && this.#set.findLearned(kind, { name: rule.name }) !== undefined) {
       fail(i, `${whereOf(i, kind)}.name`, 409, 'name_taken', learnedNameText(kind, rule.name));
     }
-    const existing = this.#cur(kind, key);
+    const existing = this.#curOf(kind, key, rule);
     if (op === 'add' && existing !== undefined) {
       fail(i, `${whereOf(i, kind)}.${k.keyName}`, 409, 'exists', `a ${k.label} with ${k.keyName} ${key} exists already${existing.name === undefined ? '' : ` (${JSON.stringify(existing.name)})`}; use op "replace"`);
     }

@@ -546,7 +546,9 @@ export interface Overlay {
 }
 
 export function emptyOverlay(): Overlay {
-  return { policies: new Map(), delPolicies: new Set(), localsids: new Map(), delLocalSids: new Set(), sessions: new Map(), delSessions: new Set() };
+  // Sessions and policies by their key bytes (ruleKeyMap of no rows: each put is an added row, with no key text or
+  // Map entry kept; src/config/row-map.ts), as the rule set indexes them.
+  return { policies: ruleKeyMap<Policy>('policies', []), delPolicies: new Set(), localsids: new Map(), delLocalSids: new Set(), sessions: ruleKeyMap<Session>('sessions', []), delSessions: new Set() };
 }
 
 export function overlaySize(o: Overlay): number {
@@ -608,7 +610,7 @@ export function learnedDeleteText(kind: RuleKind): string {
  * or a list with a key twice (the Map built then keeps the last, as before).
  */
 function keyBytesIndex(k: RuleKindSpec, rules: readonly Rule[]): { byKey: Map<string, Rule>; names: Map<string, string> } | undefined {
-  if (k.section === 'localsids' || rules.length === 0) return undefined;
+  if (k.section === 'localsids') return undefined;
   let byKey: Map<string, Rule>;
   try {
     byKey = ruleKeyMap(k.section, rules);
@@ -619,6 +621,22 @@ function keyBytesIndex(k: RuleKindSpec, rules: readonly Rule[]): { byKey: Map<st
   const names: Map<string, string> = new ShardedMap<string>();
   for (const r of rules) if (r.name !== undefined) names.set(r.name, k.key(r));
   return { byKey, names };
+}
+
+/**
+ * map.set(key, r), `key` being r's own key: by the rule's key bytes where
+ * the map is indexed by them (RowKeyedMap.setOwn: the key text was made
+ * from the same columns, and reading it back into bytes cost more than the
+ * Map of texts did).
+ */
+export function setOwn<R extends Rule>(map: Map<string, R>, key: string, r: R): void {
+  if (map instanceof RowKeyedMap) map.setOwn(r);
+  else map.set(key, r);
+}
+
+/** map.get(key), `key` being r's own key: by the rule's key bytes where the map is indexed by them (RowKeyedMap.getOwn). */
+export function getOwn<R extends Rule>(map: ReadonlyMap<string, R>, key: string, r: R): R | undefined {
+  return map instanceof RowKeyedMap ? (map as RowKeyedMap<R>).getOwn(r) : map.get(key);
 }
 
 /** A RuleSet method's `current` not given: the method looks the set's rule at the key up itself. */
@@ -882,7 +900,7 @@ export class RuleSet {
     const old = this.#current(k.kind, key, current);
     // Its old name, unless another rule has it now (taken in the same batch, put before this one).
     if (old?.name !== undefined && names.get(old.name) === key) names.delete(old.name);
-    this.#rules[k.kind].set(key, r);
+    setOwn(this.#rules[k.kind], key, r);
     if (r.name !== undefined) names.set(r.name, key);
   }
 
@@ -954,7 +972,7 @@ export class RuleSet {
       return;
     }
     this.#set(k, rule, current, key);
-    put.set(key, rule);
+    setOwn(put, key, rule);
   }
 
   /** Record a delete (by key) in the set and the overlay. `current`: as put's. */

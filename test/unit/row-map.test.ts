@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { policyKey, sessionKey } from '../../src/config/keys.js';
-import { takeRuleIndex } from '../../src/config/load.js';
+import { ruleKeyMap, takeRuleIndex } from '../../src/config/load.js';
 import { RowKeyedMap } from '../../src/config/row-map.js';
 import { policyTextBytes, POLICY_KEY_BYTES, sessionTextBytes } from '../../src/config/rows.js';
 import type { Policy, Session } from '../../src/config/types.js';
@@ -96,6 +96,81 @@ describe('RowKeyedMap', () => {
       expect([...m]).toEqual([]);
       expect(m.get(texts[0]!)).toBeUndefined();
     });
+  }
+
+  for (const kind of ['sessions', 'policies'] as const) {
+    for (const start of [0, 50]) {
+      it(`grows past its list as a Map does: ${kind} from ${start} rows, 40,000 random steps of mostly new keys with their own rules`, () => {
+        // 3,000 rules: the list is the first `start`; the others come through set() (the API's rules), found
+        // by their key bytes (added rows) unless set with a rule not their own or in another spelling.
+        const sessions: Record<string, unknown>[] = [];
+        const policies: Record<string, unknown>[] = [];
+        for (let i = 0; i < 3000; i++) {
+          const ue = i % 50 === 49 ? `2001:db8:60:${i.toString(16)}::/64` : `10.${i >> 8}.${i & 255}.0/24`;
+          sessions.push({ ue, teid: i, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' });
+          policies.push({ match: `100.64.${i >> 8}.${i & 255}/32`, teid: `0x${(i * 4096).toString(16).padStart(8, '0')}/20`, sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' });
+        }
+        const c = parseConfig(JSON.stringify({ settings: { max_sessions: 4096, max_policies: 4096 }, policies, localsids: [], sessions }), 'grow.json');
+        const all = c[kind] as readonly (Session | Policy)[];
+        const key = (r: Session | Policy): string => (kind === 'sessions' ? sessionKey(r as Session) : policyKey(r as Policy));
+        const m = ruleKeyMap<Session | Policy>(kind, all.slice(0, start));
+        const ref = new Map(all.slice(0, start).map((r) => [key(r), r]));
+        const random = rng(start + (kind === 'sessions' ? 1 : 2));
+        const odd = kind === 'sessions' ? ['10.0.1.00/24', '2001:DB8:60:31::/64', ' 10.0.2.0/24'] : ['100.64.0.01/32 teid 0x00001000/20', '100.64.0.1/32 teid 0x1000/20'];
+        let iterated = 0;
+        for (let step = 0; step < 40_000; step++) {
+          // The keys of a window that moves up the list: sets, deletes and sets again of the same keys, so that most of
+          // the added rows go (their compaction) while new ones come.
+          const at = Math.min(all.length - 1, Math.floor(step / 14) + Math.floor(random() * 200));
+          const r = all[at]!;
+          const k = random() < 0.02 ? odd[Math.floor(random() * odd.length)]! : key(r);
+          const what = random();
+          if (what < 0.35) {
+            expect(m.delete(k), `${step} delete ${k}`).toBe(ref.delete(k));
+          } else if (what < 0.75) {
+            // Mostly its own rule; sometimes another's (kept by its text), or a copy of its own.
+            const p = random();
+            const v = p < 0.9 ? r : p < 0.95 ? all[(at + 1) % all.length]! : ({ ...r } as Session | Policy);
+            // A rule at its own key: set by its bytes (setOwn) half the time, as the rule set sets it.
+            if (v === r && k === key(r) && random() < 0.5) m.setOwn(r);
+            else m.set(k, v);
+            ref.set(k, v);
+          } else {
+            expect(m.get(k), `${step} get ${k}`).toBe(ref.get(k));
+            expect(m.has(k), `${step} has ${k}`).toBe(ref.has(k));
+            if (k === key(r)) expect(m.getOwn(r), `${step} getOwn ${k}`).toBe(ref.get(k));
+          }
+          expect(m.size, `${step} size`).toBe(ref.size);
+          if (step % 997 === 0 || step === 39_999) {
+            expect([...m.keys()], `${step} keys`).toEqual([...ref.keys()]);
+            expect([...m.values()]).toEqual([...ref.values()]);
+            valuesIntoIs(m, [...ref.values()]);
+            for (const [kk, v] of ref) expect(m.get(kk)).toBe(v);
+          }
+          if (step % 4999 === 0) {
+            // Deletes while the map is walked (no compaction under the walk): the keys not yet met are still met.
+            const seen: string[] = [];
+            const want = [...ref.keys()];
+            let n = 0;
+            for (const [kk] of m) {
+              seen.push(kk);
+              if (n++ % 3 === 0 && n < want.length) {
+                const later = want[n + 1];
+                if (later !== undefined && m.delete(later)) ref.delete(later);
+              }
+            }
+            expect(seen).toEqual(want.filter((x) => ref.has(x) || seen.includes(x)));
+            iterated++;
+          }
+        }
+        expect(iterated).toBeGreaterThan(5);
+        m.clear();
+        expect(m.size).toBe(0);
+        expect([...m]).toEqual([]);
+        m.set(key(all[7]!), all[7]!);
+        expect([...m.keys()]).toEqual([key(all[7]!)]);
+      });
+    }
   }
 
   it('takes only the canonical key text of a row (policyKey, sessionKey): other spellings are other keys, as in a Map', () => {
