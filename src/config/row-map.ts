@@ -40,6 +40,8 @@ class RowIndex {
   #table: Int32Array;
   /** Slots used (those of rows gone included). */
   #used = 0;
+  /** Slots whose row may have gone since the table was made: none, and a growth asks no row whether it lives. */
+  dead = 0;
 
   constructor(
     readonly match: (row: number, key: Uint8Array) => boolean,
@@ -121,12 +123,16 @@ class RowIndex {
   /** The table made again for its live rows, at twice their number's slots (those of rows gone are dropped). */
   #grow(): void {
     const old = this.#table;
+    // Each slot's row asked only when some may have gone (a callback and the map's flags per slot were most of a growth).
+    const all = this.dead === 0;
     let live = 0;
-    for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && this.live(old[s + 1]!)) live++;
+    if (all) live = this.#used;
+    else for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && this.live(old[s + 1]!)) live++;
     this.#slots = Math.max(RowIndex.slotsFor(live), 2 * (live + 1));
     this.#table = new Int32Array(2 * this.#slots);
     this.#used = live;
-    for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && this.live(old[s + 1]!)) this.#put(old[s]!, old[s + 1]!);
+    for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && (all || this.live(old[s + 1]!))) this.#put(old[s]!, old[s + 1]!);
+    this.dead = 0;
   }
 
   /** Every slot dropped. */
@@ -134,6 +140,7 @@ class RowIndex {
     this.#slots = 16;
     this.#table = new Int32Array(32);
     this.#used = 0;
+    this.dead = 0;
   }
 }
 
@@ -344,7 +351,10 @@ export class RowKeyedMap<R> extends Map<string, R> {
     if (i >= n) {
       const j = i - n;
       // Its place kept; kept by its text from now on if the rule is not the key's own.
-      if (!this.#oddText.has(j) && !this.#ownKey(key, value)) this.#odd(key, j);
+      if (!this.#oddText.has(j) && !this.#ownKey(key, value)) {
+        this.#odd(key, j);
+        this.#index.dead++;
+      }
       this.#added[j] = value;
     } else if (i >= 0) {
       if (value === this.#rows.rule(i)) this.#replaced.delete(i);
@@ -410,12 +420,14 @@ export class RowKeyedMap<R> extends Map<string, R> {
     const n = this.#rows.count;
     if (i < n) {
       this.#gone[i] = 1;
+      this.#index.dead++;
       this.#replaced.delete(i);
       this.#live--;
       return true;
     }
     const j = i - n;
     this.#addedGone[j] = 1;
+    this.#index.dead++;
     const odd = this.#oddText.get(j);
     if (odd !== undefined) {
       this.#oddKeys.delete(odd);
