@@ -413,6 +413,14 @@ abstract class RowRule<S extends RowStore> implements Row {
   static isRowAt(r: unknown, store: object, i: number): boolean {
     return r instanceof RowRule && r.#store === store && r.#row === i;
   }
+  /**
+   * The profile a row shares with the other rows of its store that have
+   * it (undefined for an object rule): a key for what is the same for all
+   * of them (a state line's tail, src/daemon/rules.ts).
+   */
+  static sharedProfile(r: unknown): object | undefined {
+    return r instanceof RowRule ? r.#store.profile(r.#row) : undefined;
+  }
   /** The store and row, for the kinds' getters: accessors, not own properties. */
   protected get store(): S {
     return this.#store;
@@ -450,6 +458,11 @@ abstract class RowRule<S extends RowStore> implements Row {
     const p = this.#store.profile(this.#row);
     return { srcPrefix: p.srcPrefix, segments: p.segments, srh: p.srh, hopLimit: p.hopLimit, ...(p.mtu === undefined ? {} : { mtu: p.mtu }) };
   }
+}
+
+/** RowRule.sharedProfile: the profile object a row rule shares (undefined for an object rule). */
+export function sharedProfile(r: unknown): object | undefined {
+  return RowRule.sharedProfile(r);
 }
 
 /** A session of a SessionRows: its fields read from the row. */

@@ -45,7 +45,7 @@ import { basename, dirname, join } from 'node:path';
 import { checkAdvertiseHasBgp, checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, ruleKeyMap, takeRuleIndex } from '../config/load.js';
 import { asciiBytes } from '../config/ascii-text.js';
 import { RepeatedRowKey, RowKeyedMap } from '../config/row-map.js';
-import { BATCH_ROWS_FROM, RuleRows } from '../config/rows.js';
+import { BATCH_ROWS_FROM, RuleRows, sharedProfile } from '../config/rows.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
 import { canonicalPolicyKey, formatTeidPrefix, fromFile, localSidKey, policyKey, sessionKey } from '../config/keys.js';
@@ -395,6 +395,11 @@ function putPolicy(b: Buffer, at: number, p: Policy): number {
     b[at++] = 0x2f;
     at = putUint(b, at, p.teid.len);
   }
+  return putTail(b, at, p, putPolicyTail);
+}
+
+/** A policy's line from its SR prefix or SID on (what its profile holds). */
+function putPolicyTail(b: Buffer, at: number, p: Policy): number {
   if (p.sid === undefined) {
     at = put(b, at, SR_PREFIX);
     at = putPrefix(b, at, p.srPrefix);
@@ -405,6 +410,37 @@ function putPolicy(b: Buffer, at: number, p: Policy): number {
   at = put(b, at, SRC_PREFIX);
   at = putPrefix(b, at, p.srcPrefix);
   return putPathTail(b, at, p);
+}
+
+/** A session's line from its ISD on (what its profile holds). */
+function putSessionTail(b: Buffer, at: number, x: Session): number {
+  at = put(b, at, ISD);
+  at = putPrefix(b, at, x.isd);
+  at = put(b, at, SRC_PREFIX);
+  at = putPrefix(b, at, x.srcPrefix);
+  return putPathTail(b, at, x);
+}
+
+/**
+ * A row's profile -> the bytes its tail writer gives for it: the same for
+ * every row of the profile (a batch's rules mostly share one), so written
+ * once and copied after; the line's fixed texts and shared prefixes were
+ * a dozen small copies a line (0.6 s of a profile of 262,144 + 262,144
+ * through /v1/batch was the record's lines).
+ */
+const profileTails = new WeakMap<object, Uint8Array>();
+
+function putTail<R extends Policy | Session>(b: Buffer, at: number, r: R, write: (b: Buffer, at: number, r: R) => number): number {
+  const profile = sharedProfile(r);
+  if (profile === undefined) return write(b, at, r);
+  let tail = profileTails.get(profile);
+  if (tail === undefined) {
+    const scratch = Buffer.alloc(lineRoom(undefined, null, r.segments.length) + r.srh.length);
+    tail = Uint8Array.prototype.slice.call(scratch, 0, write(scratch, 0, r));
+    profileTails.set(profile, tail);
+  }
+  b.set(tail, at);
+  return at + tail.length;
 }
 
 /** Likewise for `{"put":"session","rule":` JSON.stringify(sessionJson(x)) (plainSession holds; `ue` is its key text). */
@@ -421,11 +457,7 @@ function putSession(b: Buffer, at: number, x: Session, ue: string): number {
   at = putIpv4(b, at, x.endpoint);
   at = put(b, at, SOURCE);
   at = putIpv4(b, at, x.source);
-  at = put(b, at, ISD);
-  at = putPrefix(b, at, x.isd);
-  at = put(b, at, SRC_PREFIX);
-  at = putPrefix(b, at, x.srcPrefix);
-  return putPathTail(b, at, x);
+  return putTail(b, at, x, putSessionTail);
 }
 
 /**
