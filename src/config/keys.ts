@@ -6,7 +6,7 @@
  */
 import { AddressError, formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix } from '../sid/addr.js';
 import type { Ipv4Prefix } from '../sid/types.js';
-import { isRow } from './rows.js';
+import { isRow, PolicyRule, SessionRule } from './rows.js';
 import type { LocalSid, Policy, Session, RuleSection, TeidPrefix, Where } from './types.js';
 
 const KEY = Symbol('rule key');
@@ -54,7 +54,54 @@ function keep(r: object, key: string): string {
  * "192.0.2.10/32 teid 0x12340000/16".
  */
 export function policyKey(p: Policy): string {
+  if (p instanceof PolicyRule) return rowPolicyKey(p);
   return kept(p) ?? keep(p, p.teid === undefined ? formatIpv4Prefix(p.match) : teidKeyText(p.match, p.teid));
+}
+
+// A row's key text written from its columns as bytes and made one string:
+// formatIpv4Prefix and formatTeidPrefix made a string per part and the
+// getters an object per field (about ten allocations a key, the key texts
+// of a batch's plan, listings and records are made this way many times).
+const FIELDS = new Uint32Array(4);
+const TEXT = Buffer.alloc(64);
+
+function putDecimal(at: number, v: number): number {
+  if (v >= 100) TEXT[at++] = 0x30 + Math.floor(v / 100);
+  if (v >= 10) TEXT[at++] = 0x30 + (Math.floor(v / 10) % 10);
+  TEXT[at++] = 0x30 + (v % 10);
+  return at;
+}
+
+/** formatIpv4Prefix's text ("a.b.c.d/len") into TEXT at 0; the index past it. */
+function putIpv4Prefix(addr: number, len: number): number {
+  let at = putDecimal(0, addr >>> 24);
+  TEXT[at++] = 0x2e;
+  at = putDecimal(at, (addr >>> 16) & 0xff);
+  TEXT[at++] = 0x2e;
+  at = putDecimal(at, (addr >>> 8) & 0xff);
+  TEXT[at++] = 0x2e;
+  at = putDecimal(at, addr & 0xff);
+  TEXT[at++] = 0x2f;
+  return putDecimal(at, len);
+}
+
+const TEID = ' teid 0x';
+
+function rowPolicyKey(p: PolicyRule): string {
+  PolicyRule.keyFieldsOf(p, FIELDS);
+  let at = putIpv4Prefix(FIELDS[0]!, FIELDS[1]!);
+  // A TEID length of 0 is no TEID prefix (a /0 is none: parseTeidPrefix).
+  if (FIELDS[3] !== 0) {
+    for (let i = 0; i < TEID.length; i++) TEXT[at++] = TEID.charCodeAt(i);
+    const v = FIELDS[2]!;
+    for (let i = 7; i >= 0; i--) {
+      const d = (v >>> (4 * i)) & 0xf;
+      TEXT[at++] = d < 10 ? 0x30 + d : 0x57 + d;
+    }
+    TEXT[at++] = 0x2f;
+    at = putDecimal(at, FIELDS[3]!);
+  }
+  return TEXT.toString('latin1', 0, at);
 }
 
 // Key texts are joined, not concatenated: V8 makes a concatenation of 13
@@ -125,6 +172,8 @@ export function localSidKey(l: LocalSid): string {
 
 /** "10.60.0.1/32" or "2001:db8:60::/64": the session's UE prefix (masked, so two spellings of one prefix are one key). */
 export function sessionKey(s: Session): string {
+  // A row with an IPv4 UE: from its columns (rowPolicyKey).
+  if (s instanceof SessionRule && SessionRule.ue4Of(s, FIELDS)) return TEXT.toString('latin1', 0, putIpv4Prefix(FIELDS[0]!, FIELDS[1]!));
   return kept(s) ?? keep(s, s.ue.family === 4 ? formatIpv4Prefix(s.ue.prefix) : formatIpv6Prefix(s.ue.prefix));
 }
 

@@ -229,3 +229,34 @@ describe("a store's columns in one buffer", () => {
     expect(() => new SessionRows().take(bad, (p) => p)).toThrow(/rows sent hold no 10 sessions/);
   });
 });
+
+describe("a row's key text (policyKey, sessionKey) written from its columns", () => {
+  it('is the text the object of the same rule gets: every octet width, prefix lengths 0-32, TEID values and lengths at both ends', () => {
+    let seed = 5;
+    const rnd = (n: number): number => {
+      seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
+      return seed % n;
+    };
+    const octet = (): number => [0, 1, 9, 10, 99, 100, 199, 200, 255][rnd(9)]!;
+    const quad = (): number => ((octet() << 24) | (octet() << 16) | (octet() << 8) | octet()) >>> 0;
+    const text = (a: number): string => `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}`;
+    const masked = (a: number, len: number): number => (len === 0 ? 0 : (a & ((0xffff_ffff << (32 - len)) >>> 0)) >>> 0);
+    const policies = new Map<string, Record<string, unknown>>();
+    const sessions = new Map<string, Record<string, unknown>>();
+    for (let i = 0; policies.size < 400; i++) {
+      const len = [0, 1, 8, 15, 24, 31, 32][rnd(7)]!;
+      const tlen = len === 32 ? [0, 1, 4, 16, 31, 32][rnd(6)]! : 0;
+      const tv = [0, 1, 0xf, 0x10, 0x12345678, 0xffff_ffff][rnd(6)]!;
+      const teid = tlen === 0 ? undefined : `0x${masked(tv, tlen).toString(16)}/${tlen}`;
+      const match = `${text(masked(quad(), len))}/${len}`;
+      policies.set(`${match} ${teid}`, { match, ...(teid === undefined ? {} : { teid }), sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' });
+      const ue = rnd(10) === 0 ? `2001:db8:${rnd(0xffff).toString(16)}::/64` : match;
+      sessions.set(ue, { ue, teid: i, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' });
+    }
+    const c = parseConfig(JSON.stringify({ settings: { max_policies: 1024, max_sessions: 1024 }, localsids: [], policies: [...policies.values()], sessions: [...sessions.values()] }), 'keys.json');
+    expect(c.policies.every(isRow) && c.sessions!.every(isRow)).toBe(true);
+    expect(c.policies.some((p) => p.teid !== undefined) && c.sessions!.some((x) => x.ue.family === 6)).toBe(true);
+    for (const p of c.policies) expect(policyKey(p)).toBe(policyKey(plainRule(p)));
+    for (const x of c.sessions!) expect(sessionKey(x)).toBe(sessionKey(plainRule(x)));
+  });
+});
