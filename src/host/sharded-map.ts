@@ -65,11 +65,15 @@ abstract class Sharded<S extends Map<string, unknown> | Set<string>> {
     return this.count;
   }
 
+  // An empty one answers without hashing the key (shardOf is a loop over its characters): the rule set asks its
+  // file rules and names, mostly empty, at every API change.
   has(key: string): boolean {
+    if (this.count === 0) return false;
     return this.shards[shardOf(key)]?.has(key) ?? false;
   }
 
   delete(key: string): boolean {
+    if (this.count === 0) return false;
     const s = this.shards[shardOf(key)];
     if (s === undefined || !s.delete(key)) return false;
     this.count--;
@@ -104,6 +108,7 @@ export class ShardedMap<V> extends Sharded<Map<string, V>> implements Map<string
   }
 
   get(key: string): V | undefined {
+    if (this.count === 0) return undefined;
     return this.shards[shardOf(key)]?.get(key);
   }
 
