@@ -56,19 +56,54 @@ export interface BatchResult {
   readonly key: string;
 }
 
+/**
+ * One kind's keys a plan touched, in first-touched order, as three lists:
+ * each key, the rule there after the batch (null: deleted), and the rule
+ * set's rule there before it (undefined: none) as the plan looked it up:
+ * handed on (RuleSet.put/delete/base's `current`) instead of looked up
+ * again. At a million rules a look-up of a key the set has not is a few
+ * cache misses (about 0.6 us), and the plan, its record and the apply
+ * looked each new key up six times (profile of a million + a million
+ * through /v1/batch: 1.4 s in the record's look-ups alone). One Map finds
+ * a key's place: two Maps of key texts (after, before) and the lists made
+ * of them were 110 MB of the 650 MB allocated over 262,144 + 262,144.
+ */
+export class PlanKeys {
+  readonly keys: string[] = [];
+  readonly rules: (Rule | null)[] = [];
+  readonly befores: (Rule | undefined)[] = [];
+  readonly #at = new Map<string, number>();
+
+  get size(): number {
+    return this.keys.length;
+  }
+
+  /** The place of `key`, or -1. */
+  at(key: string): number {
+    return this.#at.get(key) ?? -1;
+  }
+
+  /** `key` holds `rule` now (null: deleted); `before`, the set's rule there, is kept from the first time the key is touched. */
+  set(key: string, rule: Rule | null, before: Rule | undefined): void {
+    const i = this.#at.get(key);
+    if (i !== undefined) {
+      this.rules[i] = rule;
+      return;
+    }
+    this.#at.set(key, this.keys.length);
+    this.keys.push(key);
+    this.rules.push(rule);
+    this.befores.push(before);
+  }
+}
+
 export interface BatchPlan {
   readonly results: BatchResult[];
-  /** Per kind: key -> the rule after the batch (null: deleted), in first-touched order. */
+  /** Per kind: the keys the batch touched (PlanKeys). */
+  readonly touched: ReadonlyMap<RuleKind, PlanKeys>;
+  /** Per kind: key -> the rule after the batch (null: deleted), in first-touched order (made from `touched` when asked). */
   readonly delta: ReadonlyMap<RuleKind, ReadonlyMap<string, Rule | null>>;
-  /**
-   * Per kind: key -> the rule set's rule there before the batch (undefined:
-   * none), for every key of `delta`, as the plan looked it up: handed on
-   * (RuleSet.put/delete/base's `current`) instead of looked up again. At a
-   * million rules a look-up of a key the set's Map has not is a few cache
-   * misses (about 0.6 us), and the plan, its record and the apply looked
-   * each new key up six times (profile of a million + a million through
-   * /v1/batch: 1.4 s in the record's look-ups alone).
-   */
+  /** Per kind: key -> the rule set's rule there before the batch (undefined: none), for every key of `delta` (made from `touched` when asked). */
   readonly before: ReadonlyMap<RuleKind, ReadonlyMap<string, Rule | undefined>>;
   /** The table changes that make the batch (one Tables.applyYielding). */
   readonly changes: Changes;
@@ -81,23 +116,6 @@ export interface BatchPlan {
 
 const KIND_NAMES = Object.keys(RULE_KINDS) as RuleKind[];
 
-/**
- * A plan's keys of one kind as three lists, in the plan's order: each key,
- * the rule there after the batch (null: deleted) and the set's rule there
- * before it. `before` holds each key from the step that first touched it,
- * as `delta` does (a later step sets delta's entry again, which keeps its
- * place), so the two Maps' orders are one: no look-up of `before` per key,
- * and no [key, rule] pair per entry (garbage the young generation copied).
- */
-export function planEntries(
-  plan: Pick<BatchPlan, 'delta' | 'before'>,
-  kind: RuleKind,
-): { keys: string[]; rules: (Rule | null)[]; befores: (Rule | undefined)[] } {
-  const d = plan.delta.get(kind)!;
-  const before = plan.before.get(kind)!;
-  if (d.size !== before.size) throw new Error(`internal: a plan's ${kind} delta holds ${d.size} keys and its before ${before.size}`);
-  return { keys: [...d.keys()], rules: [...d.values()], befores: [...before.values()] };
-}
 
 /** An operation's path, and its rule's, made only for an error: 10,000 operations a request. */
 const atOf = (i: number): string => `operations[${i}]`;
@@ -161,9 +179,7 @@ export const FINISH_SLICE = 1000;
 /** The state of a plan after operations 0..i: see planBatch. */
 class Planner {
   readonly #set: RuleSet;
-  readonly #delta = new Map<RuleKind, Map<string, Rule | null>>(KIND_NAMES.map((k) => [k, new Map()]));
-  /** The set's rule at each key of #delta, as #cur found it when the key was first touched. */
-  readonly #before = new Map<RuleKind, Map<string, Rule | undefined>>(KIND_NAMES.map((k) => [k, new Map()]));
+  readonly #touched = new Map<RuleKind, PlanKeys>(KIND_NAMES.map((k) => [k, new PlanKeys()]));
   readonly #names = new Map<RuleKind, Map<string, string | null>>(KIND_NAMES.map((k) => [k, new Map()]));
   readonly #results: BatchResult[] = [];
   readonly #counts = { added: 0, replaced: 0, deleted: 0 };
@@ -186,15 +202,17 @@ class Planner {
   }
 
   #cur(kind: RuleKind, key: string): Rule | undefined {
-    const d = this.#delta.get(kind)!;
-    if (d.has(key)) return d.get(key) ?? undefined;
+    const d = this.#touched.get(kind)!;
+    const i = d.at(key);
+    if (i >= 0) return d.rules[i] ?? undefined;
     return this.#set.rules(kind).get(key);
   }
 
   /** #cur of `rule`'s own key, the set asked by the rule's key bytes (getOwn): no key text read back. */
   #curOf(kind: RuleKind, key: string, rule: Rule): Rule | undefined {
-    const d = this.#delta.get(kind)!;
-    if (d.has(key)) return d.get(key) ?? undefined;
+    const d = this.#touched.get(kind)!;
+    const i = d.at(key);
+    if (i >= 0) return d.rules[i] ?? undefined;
     return getOwn(this.#set.rules(kind), key, rule);
   }
 
@@ -208,10 +226,8 @@ class Planner {
   #change(kind: RuleKind, key: string, old: Rule | undefined, rule: Rule | null): void {
     if (old?.name !== undefined) this.#names.get(kind)!.set(old.name, null);
     if (rule?.name !== undefined) this.#names.get(kind)!.set(rule.name, key);
-    const d = this.#delta.get(kind)!;
-    // First touched: `old` is the set's (#cur found no earlier operation's).
-    if (!d.has(key)) this.#before.get(kind)!.set(key, old);
-    d.set(key, rule);
+    // First touched: `old` is the set's (#cur found no earlier operation's), and kept as its `before`.
+    this.#touched.get(kind)!.set(key, rule, old);
   }
 
   step(raw: unknown, i: number): void {
@@ -339,7 +355,7 @@ class Planner {
   *finish(): Generator<void, BatchPlan> {
     const set = this.#set;
     this.#rows.trim();
-    const delta = this.#delta;
+    const touched = this.#touched;
     // The net effect, per kind: what to write, what to delete; and the way back.
     const changes: Record<string, unknown> = {};
     // The way back's rules, made into table changes only if it is taken (a write or a record that fails): a
@@ -349,7 +365,7 @@ class Planner {
     // string of the whole record, encoded at once, held the loop 6-19 ms at
     // 10,000; a slice's lines joined, then encoded, copied each byte twice).
     let hint = 0;
-    for (const [, d] of delta) for (const r of d.values()) hint += r === null ? RECORD_DELETE_BYTES : RECORD_PUT_BYTES;
+    for (const [, d] of touched) for (const r of d.rules) hint += r === null ? RECORD_DELETE_BYTES : RECORD_PUT_BYTES;
     const record = new RecordBytes('{"batch":[', hint);
     let first = true;
     const next = (): void => {
@@ -358,13 +374,13 @@ class Planner {
     };
     let made = 0;
     const clock = new SliceClock();
-    for (const kind of delta.keys()) {
+    for (const [kind, d] of touched) {
       const k = RULE_KINDS[kind];
       const puts: Rule[] = [];
       const dels: Rule[] = [];
       const undoPuts: Rule[] = [];
       const undoDels: Rule[] = [];
-      const { keys, rules, befores } = planEntries({ delta, before: this.#before }, kind);
+      const { keys, rules, befores } = d;
       for (let at = 0; at < keys.length; at++) {
         const key = keys[at]!;
         const r = rules[at]!;
@@ -398,10 +414,17 @@ class Planner {
     };
     // JSON.stringify({ batch: [...] }) and its newline, from the lines serialised above.
     record.text(']}\n');
+    let delta: Map<RuleKind, Map<string, Rule | null>> | undefined;
+    let before: Map<RuleKind, Map<string, Rule | undefined>> | undefined;
     return {
       results: this.#results,
-      delta,
-      before: this.#before,
+      touched,
+      get delta(): ReadonlyMap<RuleKind, ReadonlyMap<string, Rule | null>> {
+        return (delta ??= new Map([...touched].map(([kind, d]) => [kind, new Map(d.keys.map((key, i) => [key, d.rules[i]!]))])));
+      },
+      get before(): ReadonlyMap<RuleKind, ReadonlyMap<string, Rule | undefined>> {
+        return (before ??= new Map([...touched].map(([kind, d]) => [kind, new Map(d.keys.map((key, i) => [key, d.befores[i]]))])));
+      },
       changes: changes as Changes,
       get undo(): Changes {
         return (undo ??= undoOf());

@@ -96,7 +96,7 @@ import {
   type RuleKind,
 } from './rules.js';
 import { canonicalKey as canonicalKeyOf } from './rules.js';
-import { planBatchYielding, planEntries, type BatchResult } from './batch.js';
+import { planBatchYielding, type BatchResult } from './batch.js';
 import { makeDirs } from '../host/mkdirs.js';
 import { nextTurn } from './slices.js';
 import { SliceClock } from '../host/slice-clock.js';
@@ -2251,7 +2251,7 @@ export class Daemon {
       const writes = t.writes;
       // Each key's overlay entries as they were, to put back if the record cannot be written (the set's rule
       // there is the plan's `before`): per kind, in the plan's order, with no object per key.
-      const was: { kind: RuleKind; keys: readonly string[]; puts: (Rule | undefined)[]; dels: Uint8Array; n: number }[] = [];
+      const was: { kind: RuleKind; keys: readonly string[]; befores: readonly (Rule | undefined)[]; puts: (Rule | undefined)[]; dels: Uint8Array; n: number }[] = [];
       const overlay = this.#rules.overlay;
       let t2: number;
       this.#batchUnderWay = true;
@@ -2265,12 +2265,12 @@ export class Daemon {
         }
         t2 = performance.now();
         const slice = new SliceClock();
-        for (const kind of plan.delta.keys()) {
+        for (const [kind, d] of plan.touched) {
           // The set's rule at each key as the plan found it (the set has not changed since: this serial section).
-          const { keys, rules, befores } = planEntries(plan, kind);
+          const { keys, rules, befores } = d;
           const puts = overlay[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
           const dels = overlay[RULE_KINDS[kind].overlay.del];
-          const w = { kind, keys, puts: new Array<Rule | undefined>(keys.length), dels: new Uint8Array(keys.length), n: 0 };
+          const w = { kind, keys, befores, puts: new Array<Rule | undefined>(keys.length), dels: new Uint8Array(keys.length), n: 0 };
           was.push(w);
           for (let at = 0; at < keys.length; at++) {
             const key = keys[at]!;
@@ -2313,9 +2313,8 @@ export class Daemon {
         // The set first, then the overlay entries as they were (the set's put/delete touch them).
         for (let i = was.length - 1; i >= 0; i--) {
           const w = was[i]!;
-          const before = plan.before.get(w.kind)!;
           for (let at = w.n - 1; at >= 0; at--) {
-            const rule = before.get(w.keys[at]!);
+            const rule = w.befores[at];
             if (rule === undefined) this.#rules.delete(w.kind, w.keys[at]!);
             else this.#rules.put(w.kind, rule);
           }

@@ -121,5 +121,13 @@ describe("a batch's look-ups handed on (BatchPlan.before)", () => {
     expect(before.has('10.0.11.0/24')).toBe(true);
     expect(before.get('10.0.11.0/24')).toBeUndefined();
     expect([...before.keys()]).toEqual([...plan.delta.get('policy')!.keys()]);
+    // The lists the daemon applies: each key once, in first-touched order, its last rule (null: deleted) and its first before.
+    const t = plan.touched.get('policy')!;
+    expect(t.keys).toEqual(['10.0.1.0/24', '10.0.11.0/24']);
+    expect(t.befores).toEqual([file, undefined]);
+    expect((t.rules[0] as { hopLimit: number }).hopLimit).toBe(8);
+    expect(t.rules[1]).toBeNull();
+    expect(t.at('10.0.11.0/24')).toBe(1);
+    expect(t.at('10.0.12.0/24')).toBe(-1);
   });
 });
