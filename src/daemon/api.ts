@@ -419,8 +419,9 @@ export function* batchAnswerPieces(head: Record<string, unknown>, results: reado
   for (let i = 0; i < results.length; i++) {
     const r = results[i]!;
     if (at > PIECE || at + r.key.length + 128 > buf.length) {
+      // The text is a copy: the buffer is written again (larger only for a key that does not fit).
       yield buf.toString('latin1', 0, at);
-      buf = Buffer.allocUnsafe(Math.max(PIECE + 1024, r.key.length + 256));
+      if (r.key.length + 256 > buf.length) buf = Buffer.allocUnsafe(r.key.length + 256);
       at = 0;
     }
     if (i > 0) buf[at++] = 0x2c;

@@ -32,6 +32,9 @@ describe("a batch's answer in pieces", () => {
       { op: 'add', kind: 'policy', key: 'ключ ✓' },
       { op: 'add', kind: 'policy', key: 'é' },
       { op: 'add', kind: 'policy', key: '' },
+      // Longer than a piece's buffer: it grows for it, and the results after it are written after it.
+      { op: 'add', kind: 'policy', key: 'k'.repeat(70_000) },
+      { op: 'add', kind: 'policy', key: '10.0.0.0/8' },
     ]);
   });
 
