@@ -395,10 +395,32 @@ function plainKeyText(s: string): boolean {
   return true;
 }
 
-const RESULT_INDEX = '{"index":';
-const RESULT_OP = ',"op":"';
-const RESULT_KIND = '","kind":"';
-const RESULT_KEY = '","key":"';
+const RESULT_INDEX = Buffer.from('{"index":', 'latin1');
+
+/** `,"op":"OP","kind":"KIND","key":"` of each op and kind met, made once. */
+const resultMiddles = new Map<string, Map<string, Buffer>>();
+
+function resultMiddle(op: string, kind: string): Buffer {
+  let byKind = resultMiddles.get(op);
+  if (byKind === undefined) resultMiddles.set(op, (byKind = new Map()));
+  let m = byKind.get(kind);
+  if (m === undefined) byKind.set(kind, (m = Buffer.from(`,"op":${JSON.stringify(op)},"kind":${JSON.stringify(kind)},"key":"`, 'utf8')));
+  return m;
+}
+
+/** A text plainKeyText holds for, into `b` at `at`; the index past it. */
+function putPlain(b: Buffer, at: number, s: string): number {
+  for (let i = 0; i < s.length; i++) b[at + i] = s.charCodeAt(i);
+  return at + s.length;
+}
+
+/** A non-negative integer's digits into `b` at `at`; the index past it. */
+function putDigits(b: Buffer, at: number, v: number): number {
+  let digits = 1;
+  for (let x = v; x >= 10; x = Math.floor(x / 10)) digits++;
+  for (let i = at + digits - 1, x = v; i >= at; i--, x = Math.floor(x / 10)) b[i] = 0x30 + (x % 10);
+  return at + digits;
+}
 
 /**
  * A batch's answer, the text of JSON.stringify({...head, results: [{index,
@@ -413,38 +435,33 @@ export function* batchAnswerPieces(head: Record<string, unknown>, results: reado
   const h = JSON.stringify(head);
   let buf = Buffer.allocUnsafe(PIECE + 1024);
   let at = buf.write(`${h.slice(0, -1)}${h.length > 2 ? ',' : ''}"results":[`, 0, 'latin1');
-  const text = (s: string): void => {
-    for (let i = 0; i < s.length; i++) buf[at++] = s.charCodeAt(i);
-  };
   for (let i = 0; i < results.length; i++) {
     const r = results[i]!;
-    if (at > PIECE || at + r.key.length + 128 > buf.length) {
+    const mid = resultMiddle(r.op, r.kind);
+    if (at > PIECE || at + r.key.length + mid.length + 32 > buf.length) {
       // The text is a copy: the buffer is written again (larger only for a key that does not fit).
       yield buf.toString('latin1', 0, at);
-      if (r.key.length + 256 > buf.length) buf = Buffer.allocUnsafe(r.key.length + 256);
+      if (r.key.length + mid.length + 32 > buf.length) buf = Buffer.allocUnsafe(r.key.length + mid.length + 32);
       at = 0;
     }
     if (i > 0) buf[at++] = 0x2c;
-    text(RESULT_INDEX);
-    text(String(i));
-    text(RESULT_OP);
-    text(r.op);
-    text(RESULT_KIND);
-    text(r.kind);
+    buf.set(RESULT_INDEX, at);
+    at = putDigits(buf, at + RESULT_INDEX.length, i);
     if (plainKeyText(r.key)) {
-      text(RESULT_KEY);
-      text(r.key);
+      buf.set(mid, at);
+      at = putPlain(buf, at + mid.length, r.key);
       buf[at++] = 0x22;
       buf[at++] = 0x7d;
     } else {
-      // Not latin1 text as it is: the pieces so far, then this one's JSON (escaped; UTF-8 when written).
-      text('",');
+      // Not latin1 text as it is: the pieces so far, then this one's key as JSON (escaped; UTF-8 when written).
+      buf.set(mid, at);
+      at += mid.length - 1;
       yield buf.toString('latin1', 0, at);
       at = 0;
-      yield `"key":${JSON.stringify(r.key)}}`;
+      yield `${JSON.stringify(r.key)}}`;
     }
   }
-  text(']}\n');
+  at = putPlain(buf, at, ']}\n');
   yield buf.toString('latin1', 0, at);
 }
 
