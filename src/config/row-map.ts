@@ -31,8 +31,9 @@
  * for a million rows, where a table keeping the keys' bytes
  * (src/host/key-index.ts) took 54 MB for a million sessions. Slots are
  * only added: a row whose key went (deleted, or its rule changed) keeps
- * its slot, which `match` no longer answers for, until the table is made
- * again at its next growth without it (`live`).
+ * its slot, which `match` no longer answers for, until the map has the
+ * table made again (rebuild, when three slots in four are used) without
+ * it.
  */
 class RowIndex {
   #slots: number;
@@ -45,7 +46,6 @@ class RowIndex {
 
   constructor(
     readonly match: (row: number, key: Uint8Array) => boolean,
-    readonly live: (row: number) => boolean,
     count: number,
     /** The table another thread filled for the same rows (RowKeyedMap's `filled`). */
     table?: Int32Array,
@@ -105,9 +105,14 @@ class RowIndex {
     }
   }
 
-  /** Add row `row` with key `key`, which no row holds (the caller looked): the table grows first when three slots in four are used. */
+  /** Whether one more slot would pass three in four used: the map rebuilds the table first. */
+  get full(): boolean {
+    return 4 * (this.#used + 1) > 3 * this.#slots;
+  }
+
+  /** Add row `row` with key `key`, which no row holds (the caller looked), in a table not full. */
   insert(key: Uint8Array, row: number): void {
-    if (4 * (this.#used + 1) > 3 * this.#slots) this.#grow();
+    if (this.full) throw new Error('internal: a row index was given a row when full');
     this.#put(RowIndex.hash(key), row);
     this.#used++;
   }
@@ -120,18 +125,27 @@ class RowIndex {
     t[2 * s + 1] = row;
   }
 
-  /** The table made again for its live rows, at twice their number's slots (those of rows gone are dropped). */
-  #grow(): void {
+  /**
+   * The table made again at twice `live` slots, each slot's row moved to
+   * `remap(row)` (-1: gone, its slot dropped). With no slot's row gone
+   * since the last (`dead` 0) and no remap, the rows are taken as they are
+   * (a callback per slot was most of a growth).
+   */
+  rebuild(live: number, remap?: (row: number) => number): void {
     const old = this.#table;
-    // Each slot's row asked only when some may have gone (a callback and the map's flags per slot were most of a growth).
-    const all = this.dead === 0;
-    let live = 0;
-    if (all) live = this.#used;
-    else for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && this.live(old[s + 1]!)) live++;
+    if (remap === undefined && this.dead !== 0) throw new Error('internal: a row index rebuilt with rows gone and no remap');
+    const all = remap === undefined;
     this.#slots = Math.max(RowIndex.slotsFor(live), 2 * (live + 1));
     this.#table = new Int32Array(2 * this.#slots);
-    this.#used = live;
-    for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && (all || this.live(old[s + 1]!))) this.#put(old[s]!, old[s + 1]!);
+    let used = 0;
+    for (let s = 0; s < old.length; s += 2) {
+      if (old[s] === 0) continue;
+      const row = all ? old[s + 1]! : remap!(old[s + 1]!);
+      if (row < 0) continue;
+      this.#put(old[s]!, row);
+      used++;
+    }
+    this.#used = used;
     this.dead = 0;
   }
 
@@ -207,8 +221,10 @@ export class RowKeyedMap<R> extends Map<string, R> {
   readonly #oddKeys = new Map<string, number>();
   /** Added row j -> its key text, for those. */
   readonly #oddText = new Map<number, string>();
-  /** Iterations under way (entries, keys, values): the added rows are not compacted under them. */
+  /** Iterations under way (entries, keys, values): the added rows are not renumbered under them (#rebuild). */
   #iterating = 0;
+  /** Times the map was cleared: a walk under way starts the new added rows from the first. */
+  #cleared = 0;
   /** What textBytes said of the key #row looked up last (its bytes are in #scratch unless false). */
   #exact: boolean | 'loose' = false;
 
@@ -226,12 +242,7 @@ export class RowKeyedMap<R> extends Map<string, R> {
   constructor(rows: KeyedRows<R>, fill = true, filled?: FilledIndex) {
     super();
     this.#rows = rows;
-    this.#index = new RowIndex(
-      (row, key) => this.#holds(row, key),
-      (row) => this.#isLive(row),
-      rows.count,
-      filled?.table,
-    );
+    this.#index = new RowIndex((row, key) => this.#holds(row, key), rows.count, filled?.table);
     this.#scratch = new Uint8Array(rows.keyLength);
     this.#probe = new Uint8Array(rows.keyLength);
     this.#gone = new Uint8Array(rows.count);
@@ -257,12 +268,6 @@ export class RowKeyedMap<R> extends Map<string, R> {
     return true;
   }
 
-  #isLive(row: number): boolean {
-    const n = this.#rows.count;
-    if (row < n) return this.#gone[row] === 0;
-    const j = row - n;
-    return this.#addedGone[j] === 0 && !this.#oddText.has(j);
-  }
 
   /**
    * The index of every row, as another thread sends it for a map of the
@@ -289,8 +294,10 @@ export class RowKeyedMap<R> extends Map<string, R> {
   /** The row (a list's, or #rows.count + an added one's j) holding `key`, or -1. */
   #row(key: string): number {
     if (typeof key !== 'string') {
+      // Not a key text (a Map takes any key): kept by itself, as an odd key.
       this.#exact = false;
-      return -1;
+      const j = this.#oddKeys.get(key);
+      return j === undefined ? -1 : this.#rows.count + j;
     }
     const exact = this.#rows.textBytes(key, this.#scratch);
     this.#exact = exact;
@@ -334,6 +341,11 @@ export class RowKeyedMap<R> extends Map<string, R> {
 
   override get size(): number {
     return this.#live + this.#addedLive;
+  }
+
+  /** The added rows' places (gone ones included, until the next rebuild) and the index's slots (tests: what churn leaves). */
+  footprint(): { added: number; slots: number } {
+    return { added: this.#added.length, slots: this.#index.table.length / 2 };
   }
 
   override get(key: string): R | undefined {
@@ -397,6 +409,8 @@ export class RowKeyedMap<R> extends Map<string, R> {
 
   /** A key no row holds, set to `value`: an added row, found by its bytes (#scratch) when `own`, else by its text. */
   #append(value: R, own: boolean, key?: string): void {
+    // The index made again first when full (it reads no key bytes: #scratch is kept).
+    if (own && this.#index.full) this.#rebuild();
     const j = this.#added.length;
     this.#added.push(value);
     if (j === this.#addedGone.length) {
@@ -427,6 +441,8 @@ export class RowKeyedMap<R> extends Map<string, R> {
     }
     const j = i - n;
     this.#addedGone[j] = 1;
+    // Its rule let go at once; its place in the lists goes when the index is next made again (#rebuild).
+    this.#added[j] = undefined;
     this.#index.dead++;
     const odd = this.#oddText.get(j);
     if (odd !== undefined) {
@@ -434,49 +450,54 @@ export class RowKeyedMap<R> extends Map<string, R> {
       this.#oddText.delete(j);
     }
     this.#addedLive--;
-    // The rule is kept (a page under way may still name this row) until the rows are compacted.
-    if (this.#iterating === 0 && this.#added.length >= 1024 && 2 * this.#addedLive < this.#added.length) this.#compact();
     return true;
   }
 
   /**
-   * The added rows without those gone, in order, and the index made again
-   * for them (a page under way keeps the lists it began with: #pageSlices).
+   * The index made again for the rows that hold their keys (RowIndex.rebuild:
+   * twice their number of slots), and the added rows without those gone,
+   * renumbered in order, in the same pass over the slots: no walk of their
+   * own, and none at a delete (a compaction at the deletes re-indexed a
+   * million file rows from 16 slots up, in one call; found in review). Not
+   * renumbered while a walk of the map is under way (#iterating: it goes
+   * by the added rows' numbers); its gone rows are then kept until the next.
    */
-  #compact(): void {
+  #rebuild(): void {
     const n = this.#rows.count;
     const added = this.#added;
     const gone = this.#addedGone;
-    const odd = new Map(this.#oddText);
-    this.#added = [];
-    this.#addedGone = new Uint8Array(Math.max(16, 2 * this.#addedLive));
-    this.#oddKeys.clear();
-    this.#oddText.clear();
-    const index = new RowIndex(
-      (row, key) => this.#holds(row, key),
-      (row) => this.#isLive(row),
-      0,
-    );
-    for (let i = 0; i < n; i++) {
-      if (this.#gone[i] === 1) continue;
-      this.#rows.keyBytes(i, this.#scratch);
-      index.insert(this.#scratch, i);
+    const oddText = this.#oddText;
+    const own = this.#addedLive - oddText.size;
+    const live = this.#live + own;
+    if (this.#iterating > 0 || this.#addedLive === added.length) {
+      // No renumbering: slots of rows gone or odd dropped (when some may be).
+      this.#index.rebuild(live, this.#index.dead === 0 ? undefined : (row) => (row < n ? (this.#gone[row] === 0 ? row : -1) : gone[row - n] === 0 && !oddText.has(row - n) ? row : -1));
+      return;
     }
+    const to = new Int32Array(added.length);
+    const next: (R | undefined)[] = [];
+    const nextGone = new Uint8Array(Math.max(16, 2 * this.#addedLive));
+    const nextOdd = new Map<number, string>();
     for (let j = 0; j < added.length; j++) {
-      if (gone[j] === 1) continue;
-      const to = this.#added.length;
-      this.#added.push(added[j]);
-      const text = odd.get(j);
-      if (text !== undefined) this.#odd(text, to);
-      else {
-        this.#rows.keyBytesOf(added[j]!, this.#scratch);
-        index.insert(this.#scratch, n + to);
+      if (gone[j] === 1) {
+        to[j] = -1;
+        continue;
       }
+      to[j] = next.length;
+      const text = oddText.get(j);
+      if (text !== undefined) nextOdd.set(next.length, text);
+      next.push(added[j]);
     }
-    this.#index = index;
+    this.#index.rebuild(live, (row) => (row < n ? (this.#gone[row] === 0 ? row : -1) : gone[row - n] === 0 && !oddText.has(row - n) ? n + to[row - n]! : -1));
+    this.#added = next;
+    this.#addedGone = nextGone;
+    oddText.clear();
+    this.#oddKeys.clear();
+    for (const [j, text] of nextOdd) this.#odd(text, j);
   }
 
   override clear(): void {
+    this.#cleared++;
     this.#gone.fill(1);
     this.#live = 0;
     this.#replaced.clear();
@@ -489,38 +510,36 @@ export class RowKeyedMap<R> extends Map<string, R> {
   }
 
   // A key deleted while these walk the map is not met after, one set is met at the end, as in a Map: the
-  // added rows are not compacted meanwhile (#iterating), which would move rows under the walk.
-  override *entries(): MapIterator<[string, R]> {
+  // added rows are not renumbered meanwhile (#iterating), and after a clear() the walk goes on from the first
+  // of the rows added since, as a Map's does.
+  *#walk(): Generator<number> {
     this.#iterating++;
     try {
       const n = this.#gone.length;
-      for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield [this.#rows.keyText(i), this.#value(i)];
-      for (let j = 0; j < this.#added.length; j++) if (this.#addedGone[j] === 0) yield [this.#keyText(n + j), this.#added[j]!];
+      for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield i;
+      let cleared = this.#cleared;
+      for (let j = 0; j < this.#added.length; j++) {
+        if (this.#addedGone[j] === 0) yield n + j;
+        if (cleared !== this.#cleared) {
+          cleared = this.#cleared;
+          j = -1;
+        }
+      }
     } finally {
       this.#iterating--;
     }
+  }
+
+  override *entries(): MapIterator<[string, R]> {
+    for (const row of this.#walk()) yield [this.#keyText(row), this.#value(row)];
   }
 
   override *keys(): MapIterator<string> {
-    this.#iterating++;
-    try {
-      const n = this.#gone.length;
-      for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield this.#rows.keyText(i);
-      for (let j = 0; j < this.#added.length; j++) if (this.#addedGone[j] === 0) yield this.#keyText(n + j);
-    } finally {
-      this.#iterating--;
-    }
+    for (const row of this.#walk()) yield this.#keyText(row);
   }
 
   override *values(): MapIterator<R> {
-    this.#iterating++;
-    try {
-      const n = this.#gone.length;
-      for (let i = 0; i < n; i++) if (this.#gone[i] === 0) yield this.#value(i);
-      for (let j = 0; j < this.#added.length; j++) if (this.#addedGone[j] === 0) yield this.#added[j]!;
-    } finally {
-      this.#iterating--;
-    }
+    for (const row of this.#walk()) yield this.#value(row);
   }
 
   override [Symbol.iterator](): MapIterator<[string, R]> {
@@ -601,7 +620,19 @@ export class RowKeyedMap<R> extends Map<string, R> {
       }
     };
     const ord = new Float64Array(2);
-    const take = (key: number): void => {
+    // The added rows as they are when the walk begins: a rebuild that renumbers them makes new lists (these
+    // stay as they were; a key deleted after it may still be listed, and one added after it is not, as a key
+    // added after the walk); the gone flags are read as the walk goes.
+    const added = this.#added;
+    const addedGone = this.#addedGone;
+    const oddText = new Map(this.#oddText);
+    /**
+     * Take the key whose order is in `ord`: a list row (`key` >= 0), or
+     * added row `~key` (its text made only if it goes into the page: a text
+     * for every added row was a million strings a page; found in review),
+     * or a text (`text`).
+     */
+    const take = (key: number, text?: string): void => {
       const o0 = ord[0]!;
       const o1 = ord[1]!;
       if (after !== undefined && (o0 < after[0] || (o0 === after[0] && o1 <= after[1]))) return;
@@ -613,6 +644,10 @@ export class RowKeyedMap<R> extends Map<string, R> {
       }
       const id = `${o0} ${o1}`;
       if (inHeap.has(id)) return;
+      if (key < 0 || text !== undefined) {
+        texts.push(text ?? this.#rows.keyOf(added[~key]!));
+        key = ~(texts.length - 1);
+      }
       if (n < limit) {
         h0[n] = o0; h1[n] = o1; hk[n] = key;
         inHeap.add(id);
@@ -640,11 +675,6 @@ export class RowKeyedMap<R> extends Map<string, R> {
       order(probe, ord);
       take(i);
     }
-    // The added rows as they are when the walk gets to them: the lists are made anew when compacted
-    // (their rules kept), so these stay as they were; the gone flags are read as the walk goes.
-    const added = this.#added;
-    const addedGone = this.#addedGone;
-    const oddText = new Map(this.#oddText);
     for (let j = 0; j < added.length; j++) {
       if (tick()) yield;
       if (addedGone[j] === 1) continue;
@@ -652,13 +682,11 @@ export class RowKeyedMap<R> extends Map<string, R> {
       if (text !== undefined) {
         // A key kept by its text with no order, set while this page was made: left out (as a key added after the walk).
         if (!ordOf(text, ord)) continue;
-        texts.push(text);
-        take(~(texts.length - 1));
+        take(-1, text);
       } else {
         this.#rows.keyBytesOf(added[j]!, probe);
         if (!order(probe, ord)) continue;
-        texts.push(this.#rows.keyOf(added[j]!));
-        take(~(texts.length - 1));
+        take(~j);
       }
     }
     for (let end = n - 1; end > 0; end--) {

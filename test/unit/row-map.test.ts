@@ -173,6 +173,48 @@ describe('RowKeyedMap', () => {
     }
   }
 
+  it('keeps no more than about twice its live keys after churn, and its slots likewise (the added rows renumbered at a rebuild)', () => {
+    const c = config();
+    const all = c.sessions as readonly Session[];
+    const m = ruleKeyMap<Session>('sessions', all.slice(0, 20));
+    const made = parseConfig(JSON.stringify({ settings: { max_sessions: 4096 }, sessions: Array.from({ length: 3000 }, (_, i) => ({ ue: `10.${i >> 8}.${i & 255}.0/24`, teid: i, qfi: 9, endpoint: '192.0.2.1', source: '198.51.100.1', isd: '2001:db8:2::/48', src_prefix: '2001:db8:ff::/64' })) }), 'churn.json').sessions!;
+    // 200 keys live at a time, 60,000 adds and deletes.
+    for (let i = 0; i < 60_000; i++) {
+      m.setOwn(made[i % 3000]!);
+      if (i >= 200) expect(m.delete(sessionKey(made[(i - 200) % 3000]!))).toBe(true);
+    }
+    expect(m.size).toBe(220);
+    const f = m.footprint();
+    expect(f.added).toBeLessThan(2 * 400);
+    expect(f.slots).toBeLessThan(8 * 220);
+    expect([...m.keys()]).toEqual([...all.slice(0, 20).map(sessionKey), ...made.slice(0, 60_000 % 3000 === 0 ? 3000 : 60_000 % 3000).slice(-200).map(sessionKey)].slice(0, 220));
+  });
+
+  it('takes any key a Map takes (not a text), and a walk after clear() goes on with the keys set since', () => {
+    const m = ruleKeyMap<unknown>('policies', []);
+    const k = 1 as unknown as string;
+    m.set(k, 'one');
+    m.set('10.0.0.0/8', 'p');
+    expect(m.get(k)).toBe('one');
+    expect(m.has(k)).toBe(true);
+    expect(m.size).toBe(2);
+    expect(m.delete(k)).toBe(true);
+    expect(m.has(k)).toBe(false);
+    expect(m.size).toBe(1);
+    const ref = new Map<string, unknown>([['10.0.0.0/8', 'p'], ['10.1.0.0/16', 'q']]);
+    m.set('10.1.0.0/16', 'q');
+    const walk = m.keys();
+    const refWalk = ref.keys();
+    expect(walk.next().value).toBe(refWalk.next().value);
+    m.clear();
+    ref.clear();
+    for (const t of ['10.2.0.0/16', '10.3.0.0/16', '10.4.0.0/16']) {
+      m.set(t, t);
+      ref.set(t, t);
+    }
+    expect([...walk]).toEqual([...refWalk]);
+  });
+
   it('takes only the canonical key text of a row (policyKey, sessionKey): other spellings are other keys, as in a Map', () => {
     const b = new Uint8Array(POLICY_KEY_BYTES);
     expect(policyTextBytes('100.64.0.1/32 teid 0x01000000/8', b)).toBe(true);
@@ -271,11 +313,16 @@ describe('pages by key bytes (RowKeyedMap.pageSlices)', () => {
       policies.push({ match, ...(tlen === 0 ? {} : { teid: `${tv}/${tlen}` }), sr_prefix: '2001:db8:1::/48', src_prefix: '2001:db8:ff::/64' });
     }
     const c = parseConfig(JSON.stringify({ settings: { max_sessions: 1024, max_policies: 1024 }, localsids: [], policies, sessions }), 'pages.json');
-    for (const [list, key] of [
-      [c.sessions!, (r: unknown) => sessionKey(r as Session)],
-      [c.policies, (r: unknown) => policyKey(r as Policy)],
+    for (const [list, key, grown] of [
+      [c.sessions!, (r: unknown) => sessionKey(r as Session), false],
+      [c.policies, (r: unknown) => policyKey(r as Policy), false],
+      // The same keys put one by one on an empty list (the API's): added rows, paged by their bytes too.
+      [c.sessions!, (r: unknown) => sessionKey(r as Session), true],
+      [c.policies, (r: unknown) => policyKey(r as Policy), true],
     ] as const) {
-      const m = takeRuleIndex(list as readonly (Session | Policy)[])!.byKey as RowKeyedMap<unknown>;
+      const section = list === c.sessions ? 'sessions' : 'policies';
+      const m = grown ? ruleKeyMap<unknown>(section, []) : (takeRuleIndex(list as readonly (Session | Policy)[])!.byKey as RowKeyedMap<unknown>);
+      if (grown) for (const r of list) (m as RowKeyedMap<unknown>).setOwn(r);
       // Some rows deleted, some set again after their delete, a key no row has.
       for (let i = 0; i < list.length; i += 7) m.delete(key(list[i]));
       for (let i = 0; i < list.length; i += 21) m.set(key(list[i]), list[i]);
