@@ -268,7 +268,6 @@ export class RowKeyedMap<R> extends Map<string, R> {
     return true;
   }
 
-
   /**
    * The index of every row, as another thread sends it for a map of the
    * same rows there (a start's sessions read ahead: src/config/list-ahead.ts);
