@@ -1979,24 +1979,36 @@ export class StateStore {
     const c: Compaction = { tmp: `${this.path}${COMPACTING}${process.pid}-${++compactions}`, configSha, tail: [], dropped: false };
     this.#compacting = c;
     const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
-    const entries = RULE_KIND_LIST.flatMap((k) => [
-      ...[...(o[k.overlay.put] as Map<string, Rule>)].map(([key, r]) => ({ k, key, r }) as const),
-      ...[...o[k.overlay.del]].map((key) => ({ k, key, r: undefined }) as const),
-    ]);
+    // The net changes as they are now, per kind: the rules put and the keys deleted. A put's key text is made
+    // in the slices below, from its rule (an overlay's put is at its rule's own key), not in this one turn: the
+    // index by key bytes keeps no text, and a copy of its entries made a million of them here (170 ms more than
+    // a Map's copy, at a million API rules).
+    const parts = RULE_KIND_LIST.map((k) => ({ k, puts: [...(o[k.overlay.put] as Map<string, Rule>).values()], dels: [...o[k.overlay.del]] }));
+    const entries = { length: parts.reduce((n, p) => n + p.puts.length + p.dels.length, 0) };
     const run = async (): Promise<'compacted' | 'dropped'> => {
       // A Buffer a slice: one string of the whole file stops at V8's longest (512 MiB).
       const blocks: Buffer[] = [Buffer.from(`${JSON.stringify(header)}\n`)];
-      for (let at = 0; at < entries.length; at += COMPACT_SLICE) {
-        if (at > 0) await nextTurn();
-        if (c.dropped) return 'dropped';
-        const text: string[] = [];
-        for (const { k, key, r } of entries.slice(at, at + COMPACT_SLICE)) {
+      let text: string[] = [];
+      let made = 0;
+      for (const { k, puts, dels } of parts) {
+        for (let i = 0; i < puts.length + dels.length; i++) {
+          if (made % COMPACT_SLICE === 0) {
+            if (made > 0) {
+              blocks.push(Buffer.from(text.join('')));
+              text = [];
+              await nextTurn();
+            }
+            if (c.dropped) return 'dropped';
+          }
+          made++;
+          const r = i < puts.length ? puts[i]! : undefined;
+          const key = r === undefined ? dels[i - puts.length]! : k.key(r);
           const b = base === undefined ? {} : { base: base(k.kind, key) };
           const line: StateLine = r === undefined ? { del: k.kind, key, ...b } : { put: k.kind, rule: k.json(r), ...b };
           text.push(`${JSON.stringify(line)}\n`);
         }
-        blocks.push(Buffer.from(text.join('')));
       }
+      if (text.length > 0) blocks.push(Buffer.from(text.join('')));
       const data = blocks.length === 1 ? blocks[0]! : Buffer.concat(blocks);
       // Room for the new file and as much again: records appended meanwhile must not find the disk full
       // because of it (a rewrite on the loop removed its temp file in the same turn; this one holds it a while).
