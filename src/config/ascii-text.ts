@@ -20,14 +20,65 @@ export interface Chars {
 
 const LATIN1_SLICE = (Buffer.prototype as unknown as { latin1Slice(this: Uint8Array, start: number, end: number): string }).latin1Slice;
 
-/** b[at, end) as a string of its own (the bytes ASCII: one character each), without a view of them made first. */
 /** An ASCII text's bytes (a literal a byte reader compares or writes). */
 export function asciiBytes(s: string): Uint8Array {
   return Uint8Array.from(s, (c) => c.charCodeAt(0));
 }
 
+/** b[at, end) as a string of its own (the bytes ASCII: one character each), without a view of them made first. */
 export function latin1(b: Uint8Array, at: number, end: number): string {
   return LATIN1_SLICE.call(b, at, end);
+}
+
+// Text written as bytes (a batch's record lines and answer, a row's key text): each writer puts its text into
+// `b` from `at` and returns the index past it; the caller has made the room.
+
+/** Printable ASCII without a quote or a backslash: JSON.stringify(s) is s between quotes. */
+export function plainText(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return false;
+  }
+  return true;
+}
+
+/** A text of one byte a character (ASCII: one plainText holds), as it is. */
+export function putAscii(b: Uint8Array, at: number, s: string): number {
+  for (let i = 0; i < s.length; i++) b[at + i] = s.charCodeAt(i);
+  return at + s.length;
+}
+
+/** A non-negative safe integer's digits, as JSON.stringify and String() write it. */
+export function putUint(b: Uint8Array, at: number, v: number): number {
+  if (v < 10) {
+    b[at] = 0x30 + v;
+    return at + 1;
+  }
+  let digits = 0;
+  for (let x = v; x > 0; x = Math.floor(x / 10)) digits++;
+  let i = at + digits;
+  for (let x = v; x > 0; x = Math.floor(x / 10)) b[--i] = 0x30 + (x % 10);
+  return at + digits;
+}
+
+/** formatIpv4's dotted quad. */
+export function putIpv4(b: Uint8Array, at: number, addr: number): number {
+  at = putUint(b, at, addr >>> 24);
+  b[at++] = 0x2e;
+  at = putUint(b, at, (addr >>> 16) & 0xff);
+  b[at++] = 0x2e;
+  at = putUint(b, at, (addr >>> 8) & 0xff);
+  b[at++] = 0x2e;
+  return putUint(b, at, addr & 0xff);
+}
+
+/** `v` (32 bits) as formatTeidPrefix's 8 lowercase hex digits. */
+export function putHex8(b: Uint8Array, at: number, v: number): number {
+  for (let i = 7; i >= 0; i--) {
+    const d = (v >>> (4 * (7 - i))) & 0xf;
+    b[at + i] = d < 10 ? 0x30 + d : 0x57 + d;
+  }
+  return at + 8;
 }
 
 /**

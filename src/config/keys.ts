@@ -7,6 +7,7 @@
 import { AddressError, formatIpv4Prefix, formatIpv6Prefix, parseIpv4Prefix } from '../sid/addr.js';
 import type { Ipv4Prefix } from '../sid/types.js';
 import { isRow, PolicyRule, SessionRule } from './rows.js';
+import { latin1, putAscii, putHex8, putIpv4, putUint } from './ascii-text.js';
 import type { LocalSid, Policy, Session, RuleSection, TeidPrefix, Where } from './types.js';
 
 const KEY = Symbol('rule key');
@@ -65,24 +66,11 @@ export function policyKey(p: Policy): string {
 const FIELDS = new Uint32Array(4);
 const TEXT = Buffer.alloc(64);
 
-function putDecimal(at: number, v: number): number {
-  if (v >= 100) TEXT[at++] = 0x30 + Math.floor(v / 100);
-  if (v >= 10) TEXT[at++] = 0x30 + (Math.floor(v / 10) % 10);
-  TEXT[at++] = 0x30 + (v % 10);
-  return at;
-}
-
 /** formatIpv4Prefix's text ("a.b.c.d/len") into TEXT at 0; the index past it. */
 function putIpv4Prefix(addr: number, len: number): number {
-  let at = putDecimal(0, addr >>> 24);
-  TEXT[at++] = 0x2e;
-  at = putDecimal(at, (addr >>> 16) & 0xff);
-  TEXT[at++] = 0x2e;
-  at = putDecimal(at, (addr >>> 8) & 0xff);
-  TEXT[at++] = 0x2e;
-  at = putDecimal(at, addr & 0xff);
-  TEXT[at++] = 0x2f;
-  return putDecimal(at, len);
+  const at = putIpv4(TEXT, 0, addr);
+  TEXT[at] = 0x2f;
+  return putUint(TEXT, at + 1, len);
 }
 
 const TEID = ' teid 0x';
@@ -92,16 +80,11 @@ function rowPolicyKey(p: PolicyRule): string {
   let at = putIpv4Prefix(FIELDS[0]!, FIELDS[1]!);
   // A TEID length of 0 is no TEID prefix (a /0 is none: parseTeidPrefix).
   if (FIELDS[3] !== 0) {
-    for (let i = 0; i < TEID.length; i++) TEXT[at++] = TEID.charCodeAt(i);
-    const v = FIELDS[2]!;
-    for (let i = 7; i >= 0; i--) {
-      const d = (v >>> (4 * i)) & 0xf;
-      TEXT[at++] = d < 10 ? 0x30 + d : 0x57 + d;
-    }
+    at = putHex8(TEXT, putAscii(TEXT, at, TEID), FIELDS[2]!);
     TEXT[at++] = 0x2f;
-    at = putDecimal(at, FIELDS[3]!);
+    at = putUint(TEXT, at, FIELDS[3]!);
   }
-  return TEXT.toString('latin1', 0, at);
+  return latin1(TEXT, 0, at);
 }
 
 // Key texts are joined, not concatenated: V8 makes a concatenation of 13
@@ -173,7 +156,7 @@ export function localSidKey(l: LocalSid): string {
 /** "10.60.0.1/32" or "2001:db8:60::/64": the session's UE prefix (masked, so two spellings of one prefix are one key). */
 export function sessionKey(s: Session): string {
   // A row with an IPv4 UE: from its columns (rowPolicyKey).
-  if (s instanceof SessionRule && SessionRule.ue4Of(s, FIELDS)) return TEXT.toString('latin1', 0, putIpv4Prefix(FIELDS[0]!, FIELDS[1]!));
+  if (s instanceof SessionRule && SessionRule.ue4Of(s, FIELDS)) return latin1(TEXT, 0, putIpv4Prefix(FIELDS[0]!, FIELDS[1]!));
   return kept(s) ?? keep(s, s.ue.family === 4 ? formatIpv4Prefix(s.ue.prefix) : formatIpv6Prefix(s.ue.prefix));
 }
 

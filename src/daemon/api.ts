@@ -52,6 +52,7 @@ import { parseJsonSliced } from './json-slices.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
 import { SLICE_MS, SliceClock } from '../host/slice-clock.js';
 import { RowKeyedMap } from '../config/row-map.js';
+import { latin1, plainText, putAscii, putUint } from '../config/ascii-text.js';
 import { isRows } from '../host/rows.js';
 import { health } from './health.js';
 import { requestClass } from './request-time.js';
@@ -386,15 +387,6 @@ function sendLargePieces(res: ServerResponse, status: number, pieces: () => Iter
   });
 }
 
-/** A key text JSON.stringify gives as it is between quotes (printable ASCII, no quote or backslash): the canonical keys. */
-function plainKeyText(s: string): boolean {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return false;
-  }
-  return true;
-}
-
 const RESULT_INDEX = Buffer.from('{"index":', 'latin1');
 
 /** `,"op":"OP","kind":"KIND","key":"` of each op and kind met, made once. */
@@ -406,20 +398,6 @@ function resultMiddle(op: string, kind: string): Buffer {
   let m = byKind.get(kind);
   if (m === undefined) byKind.set(kind, (m = Buffer.from(`,"op":${JSON.stringify(op)},"kind":${JSON.stringify(kind)},"key":"`, 'utf8')));
   return m;
-}
-
-/** A text plainKeyText holds for, into `b` at `at`; the index past it. */
-function putPlain(b: Buffer, at: number, s: string): number {
-  for (let i = 0; i < s.length; i++) b[at + i] = s.charCodeAt(i);
-  return at + s.length;
-}
-
-/** A non-negative integer's digits into `b` at `at`; the index past it. */
-function putDigits(b: Buffer, at: number, v: number): number {
-  let digits = 1;
-  for (let x = v; x >= 10; x = Math.floor(x / 10)) digits++;
-  for (let i = at + digits - 1, x = v; i >= at; i--, x = Math.floor(x / 10)) b[i] = 0x30 + (x % 10);
-  return at + digits;
 }
 
 /**
@@ -440,29 +418,29 @@ export function* batchAnswerPieces(head: Record<string, unknown>, results: reado
     const mid = resultMiddle(r.op, r.kind);
     if (at > PIECE || at + r.key.length + mid.length + 32 > buf.length) {
       // The text is a copy: the buffer is written again (larger only for a key that does not fit).
-      yield buf.toString('latin1', 0, at);
+      yield latin1(buf, 0, at);
       if (r.key.length + mid.length + 32 > buf.length) buf = Buffer.allocUnsafe(r.key.length + mid.length + 32);
       at = 0;
     }
     if (i > 0) buf[at++] = 0x2c;
     buf.set(RESULT_INDEX, at);
-    at = putDigits(buf, at + RESULT_INDEX.length, i);
-    if (plainKeyText(r.key)) {
+    at = putUint(buf, at + RESULT_INDEX.length, i);
+    if (plainText(r.key)) {
       buf.set(mid, at);
-      at = putPlain(buf, at + mid.length, r.key);
+      at = putAscii(buf, at + mid.length, r.key);
       buf[at++] = 0x22;
       buf[at++] = 0x7d;
     } else {
       // Not latin1 text as it is: the pieces so far, then this one's key as JSON (escaped; UTF-8 when written).
       buf.set(mid, at);
       at += mid.length - 1;
-      yield buf.toString('latin1', 0, at);
+      yield latin1(buf, 0, at);
       at = 0;
       yield `${JSON.stringify(r.key)}}`;
     }
   }
-  at = putPlain(buf, at, ']}\n');
-  yield buf.toString('latin1', 0, at);
+  at = putAscii(buf, at, ']}\n');
+  yield latin1(buf, 0, at);
 }
 
 /** A request's JSON body, checked (type, size, repeated keys). Exported for tests. */

@@ -43,7 +43,7 @@ import {
 import { open as openFile, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { checkAdvertiseHasBgp, checkRuleSet, checkRuleSetLengths, parseLocalSidEntry, parsePolicyEntry, parseSessionEntry, peekRuleIndex, ruleKeyMap, takeRuleIndex } from '../config/load.js';
-import { asciiBytes } from '../config/ascii-text.js';
+import { asciiBytes, plainText, putAscii, putHex8, putIpv4, putUint } from '../config/ascii-text.js';
 import { RepeatedRowKey, RowKeyedMap } from '../config/row-map.js';
 import { BATCH_ROWS_FROM, PolicyRule, RuleRows, sharedProfile } from '../config/rows.js';
 import { nextTurn, runNow, runYielding } from './slices.js';
@@ -226,14 +226,6 @@ export interface JsonBytes {
 
 const isUint = (v: unknown, max: number): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= max;
 
-/** Printable ASCII without a quote or a backslash: JSON.stringify(s) is s between quotes. */
-function plainText(s: string): boolean {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return false;
-  }
-  return true;
-}
 
 /** An optional name, plain or absent. */
 const plainName = (n: unknown): boolean => n === undefined || (typeof n === 'string' && plainText(n));
@@ -293,45 +285,6 @@ function put(b: Buffer, at: number, f: Uint8Array): number {
   return at + f.length;
 }
 
-/** A text plainText holds for, as it is. */
-function putText(b: Buffer, at: number, s: string): number {
-  for (let i = 0; i < s.length; i++) b[at + i] = s.charCodeAt(i);
-  return at + s.length;
-}
-
-/** A non-negative safe integer's digits, as JSON.stringify and String() write it. */
-function putUint(b: Buffer, at: number, v: number): number {
-  if (v < 10) {
-    b[at] = 0x30 + v;
-    return at + 1;
-  }
-  let digits = 0;
-  for (let x = v; x > 0; x = Math.floor(x / 10)) digits++;
-  let i = at + digits;
-  for (let x = v; x > 0; x = Math.floor(x / 10)) b[--i] = 0x30 + (x % 10);
-  return at + digits;
-}
-
-/** formatIpv4's dotted quad. */
-function putIpv4(b: Buffer, at: number, addr: number): number {
-  at = putUint(b, at, addr >>> 24);
-  b[at++] = 0x2e;
-  at = putUint(b, at, (addr >>> 16) & 0xff);
-  b[at++] = 0x2e;
-  at = putUint(b, at, (addr >>> 8) & 0xff);
-  b[at++] = 0x2e;
-  return putUint(b, at, addr & 0xff);
-}
-
-/** `v` (32 bits) as formatTeidPrefix's 8 lowercase hex digits. */
-function putHex8(b: Buffer, at: number, v: number): number {
-  for (let i = 7; i >= 0; i--) {
-    const d = (v >>> (4 * (7 - i))) & 0xf;
-    b[at + i] = d < 10 ? 0x30 + d : 0x57 + d;
-  }
-  return at + 8;
-}
-
 /** A prefix most rules share (sr_prefix, src_prefix, isd: one object for thousands) as its JSON string's bytes, quotes included: made once. */
 const prefixJson = new WeakMap<Ipv6Prefix, Uint8Array>();
 
@@ -347,7 +300,7 @@ function putPrefix(b: Buffer, at: number, p: Ipv6Prefix): number {
 /** An IPv6 address's JSON string (formatIpv6: hex digits and colons). */
 function putIpv6(b: Buffer, at: number, a: Ipv6Addr): number {
   b[at++] = 0x22;
-  at = putText(b, at, formatIpv6(a));
+  at = putAscii(b, at, formatIpv6(a));
   b[at++] = 0x22;
   return at;
 }
@@ -363,7 +316,7 @@ function putPathTail(b: Buffer, at: number, r: Policy | Session): number {
     b[at++] = 0x5d;
   }
   at = put(b, at, SRH);
-  at = putText(b, at, r.srh);
+  at = putAscii(b, at, r.srh);
   at = put(b, at, HOP_LIMIT);
   at = putUint(b, at, r.hopLimit);
   if (r.mtu !== undefined) {
@@ -376,7 +329,7 @@ function putPathTail(b: Buffer, at: number, r: Policy | Session): number {
 /** `"name":"NAME",` (a name plainText holds), the first member of a rule that has one. */
 function putName(b: Buffer, at: number, name: string): number {
   at = put(b, at, NAME);
-  at = putText(b, at, name);
+  at = putAscii(b, at, name);
   b[at++] = 0x22;
   b[at++] = 0x2c;
   return at;
@@ -462,7 +415,7 @@ function putSession(b: Buffer, at: number, x: Session, ue: string): number {
   at = put(b, at, PUT_SESSION);
   if (x.name !== undefined) at = putName(b, at, x.name);
   at = put(b, at, UE);
-  at = putText(b, at, ue);
+  at = putAscii(b, at, ue);
   at = put(b, at, TEID_N);
   at = putUint(b, at, x.teid);
   at = put(b, at, QFI);
@@ -490,7 +443,7 @@ function lineRoom(name: string | undefined, base: string | null, segments: numbe
 function putBase(b: Buffer, at: number, base: string | null, none: Uint8Array, before: Uint8Array): number {
   if (base === null) return put(b, at, none);
   at = put(b, at, before);
-  at = putText(b, at, base);
+  at = putAscii(b, at, base);
   b[at++] = 0x22;
   b[at++] = 0x7d;
   return at;
@@ -536,9 +489,9 @@ export function writeDeleteLine(o: JsonBytes, kind: RuleKind, key: string, base:
   if (!plainText(key) || (base !== null && !plainText(base))) return o.text(JSON.stringify({ del: kind, key, base }));
   const b = o.room(LINE_ROOM + kind.length + key.length + (base?.length ?? 0));
   let at = put(b, o.end, DEL);
-  at = putText(b, at, kind);
+  at = putAscii(b, at, kind);
   at = put(b, at, KEY);
-  at = putText(b, at, key);
+  at = putAscii(b, at, key);
   o.end = putBase(b, at, base, BASE_AFTER_KEY_NULL, BASE_AFTER_KEY);
 }
 
