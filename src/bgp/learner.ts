@@ -26,6 +26,8 @@
  * loop), with the monotonic time its first line was read, for the
  * route-to-data-plane latency.
  */
+// Drawn before this module makes a thread, which takes the same seed (src/host/hash-seed.ts).
+import '../host/hash-seed.js';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { apiText, type GobgpApi } from './gobgpd.js';

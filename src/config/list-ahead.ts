@@ -16,6 +16,8 @@
  * begun, read elsewhere or gave up. A taken list is the same rules, rows,
  * places and checks as one read here (test/unit/list-ahead.test.ts).
  */
+// Drawn before this module makes a thread, which takes the same seed (src/host/hash-seed.ts).
+import '../host/hash-seed.js';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';

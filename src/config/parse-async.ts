@@ -13,6 +13,8 @@
  * (src/host/read-shared.ts) are shared with the thread; others are copied
  * to it.
  */
+// Drawn before this module makes a thread, which takes the same seed (src/host/hash-seed.ts).
+import '../host/hash-seed.js';
 import { ShardedMap } from '../host/sharded-map.js';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

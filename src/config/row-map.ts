@@ -21,6 +21,8 @@
  * test/unit/row-map.test.ts holds it to a Map under random changes.
  */
 
+import { finishHash, SEEDED_BASIS } from '../host/hash-seed.js';
+
 /**
  * The rows by key: open addressing over one Int32Array, each slot a row's
  * key hash and the row side by side (one cache line for both: as two
@@ -67,15 +69,18 @@ class RowIndex {
     return this.#table;
   }
 
-  /** FNV-1a of the key bytes, never 0. */
+  /**
+   * FNV-1a of the key bytes from this process's seeded basis, finished
+   * (src/host/hash-seed.ts: the keys come from API clients and BGP peers),
+   * as a signed 32-bit integer (what the table holds), never 0.
+   */
   static hash(b: Uint8Array): number {
-    let f = 0x811c9dc5;
+    let f = SEEDED_BASIS;
     for (let i = 0; i < b.length; i++) {
       f ^= b[i]!;
       f = Math.imul(f, 0x01000193);
     }
-    f ^= f >>> 15;
-    return f === 0 ? 1 : f;
+    return finishHash(f) | 0;
   }
 
   /** The row whose key is `key` (a row `match` answers for), or -1. */
@@ -193,6 +198,9 @@ export interface KeyedRows<R> {
    */
   order?(key: Uint8Array, out: Float64Array): boolean;
 }
+
+/** RowIndex's hash of a key's bytes, for tests (the same key hashes alike only within a process). */
+export const rowIndexHash = (key: Uint8Array): number => RowIndex.hash(key);
 
 export class RowKeyedMap<R> extends Map<string, R> {
   readonly #rows: KeyedRows<R>;

@@ -14,6 +14,8 @@
  * JSON string) over a SharedArrayBuffer: not copied, and shared again with
  * the parser's thread when a save reads them back (parseConfigOffLoop).
  */
+// Drawn before this module makes a thread, which takes the same seed (src/host/hash-seed.ts).
+import '../host/hash-seed.js';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';

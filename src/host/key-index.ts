@@ -26,7 +26,7 @@
  * spread over them).
  * Iteration order is the slots' order, not insertion order.
  */
-import { fnv1a } from './sharded-map.js';
+import { finishHash, SEEDED_BASIS } from './hash-seed.js';
 
 /** Shards (a power of two), by the hash's top bits. */
 const SHARD_BITS = 6;
@@ -54,23 +54,34 @@ function grownSlots(slots: number, entries: number): number {
 /** The hash bits below the shard's (the home slot comes from them). */
 const HOME_BITS = 0xffff_ffff >>> SHARD_BITS;
 
-/** FNV-1a of the key's characters (each a byte), its high bits folded in, never 0: a slot's stored hash 0 means "empty". */
+/**
+ * The key's hash: FNV-1a of its characters (each a byte) from this
+ * process's seeded basis, finished (src/host/hash-seed.ts): unsigned,
+ * never 0 (a slot's stored hash 0 means "empty"). Keys come from API
+ * clients and BGP peers: unseeded, keys worked out offline to share a
+ * shard and a home slot would make every probe pass all of them.
+ */
 function hashText(key: string): number {
-  const f = fnv1a(key);
-  const h = (f ^ (f >>> 15)) >>> 0;
-  return h === 0 ? 1 : h;
+  let f = SEEDED_BASIS;
+  for (let i = 0; i < key.length; i++) {
+    f ^= key.charCodeAt(i);
+    f = Math.imul(f, 0x01000193);
+  }
+  return finishHash(f);
 }
 
 /** hashText of the key whose bytes are `b[at, at + len)` (the same number for the same key). */
 function hashBytes(b: Uint8Array, at: number, len: number): number {
-  let f = 0x811c9dc5;
+  let f = SEEDED_BASIS;
   for (let i = at; i < at + len; i++) {
     f ^= b[i]!;
     f = Math.imul(f, 0x01000193);
   }
-  const h = (f ^ (f >>> 15)) >>> 0;
-  return h === 0 ? 1 : h;
+  return finishHash(f);
 }
+
+/** hashText, for tests (a key's hash in this process). */
+export const keyIndexHash: (key: string) => number = hashText;
 
 /** The shard a key goes to (tests build clusters in one shard with it). */
 export function keyShard(key: string): number {
