@@ -290,6 +290,21 @@ interface EarlyLoad {
   error?: Error;
 }
 
+/**
+ * A reload the daemon's stop interrupted after its tables and rule set took
+ * the new file, while its state file was being written: that file still
+ * names the old config, and the next start rebases its records onto the
+ * new file (what the reload did). 503.
+ */
+export class ReloadStoppedAfterApply extends RuleError {
+  constructor() {
+    super(
+      'the daemon stopped while the reload wrote its state file: the tables and rules hold the new file; the state file still names the old one, and the next start rebases its changes onto the new file',
+      503,
+    );
+  }
+}
+
 export class Daemon {
   readonly #o: DaemonOptions;
   readonly #log: Logger;
@@ -1303,7 +1318,7 @@ export class Daemon {
         if (!check) this.reloads.failed++;
         this.#log.warn(
           { reason, force: o.force === true, ms: Math.round(performance.now() - t0), error: (e as Error).message },
-          check ? 'reload check failed (nothing applied)' : 'reload failed; the tables are unchanged',
+          check ? 'reload check failed (nothing applied)' : e instanceof ReloadStoppedAfterApply ? 'reload stopped after its tables were written' : 'reload failed; the tables are unchanged',
         );
         throw e;
       }
@@ -1588,6 +1603,7 @@ export class Daemon {
     else void this.#configText.setSoon(bytes, config);
     // The state file now names this file (and the records' bases are its rules).
     await this.#tidyStateInSlices('reload');
+    this.#stoppedAfterApply();
     lap('state');
     // The replaced rules are collected before the answer, and the compacting collection asked for after it
     // (reload()). The parse's garbage went with its thread.
@@ -1646,6 +1662,7 @@ export class Daemon {
     const ifaces = swapped ?? this.#attachOrPutBack(config, this.dataplane.progFd);
     this.#configLoadedAt = new Date();
     await this.#tidyStateInSlices('reload');
+    this.#stoppedAfterApply();
     if (swapped !== undefined) {
       this.#nexthops();
       this.#bgp?.readvertise();
@@ -2566,6 +2583,17 @@ export class Daemon {
   /** Throws if the daemon was stopped (during a turn a batch gave the event loop). */
   #stillRunning(): void {
     if (this.#stopped) throw new Error('the daemon stopped during the change; it was not saved');
+  }
+
+  /**
+   * A stop while a reload wrote its state file in slices (the stop's close
+   * of the store dropped the rewrite): the tables and the rule set hold the
+   * new file already, the state file still names the old one. Nothing more
+   * is started (next hops, BGP), and the reload is not counted or logged as
+   * done, nor as one that left the tables unchanged (ReloadStoppedAfterApply).
+   */
+  #stoppedAfterApply(): void {
+    if (this.#stopped) throw new ReloadStoppedAfterApply();
   }
 
   /** A function that restores the overlay entries of one key as they are now. */

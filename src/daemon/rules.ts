@@ -1549,10 +1549,10 @@ function unlinkQuiet(path: string): void {
 /** Digest of the config's rule at a key (RuleSet.base), for the records' `base`. */
 export type BaseOf = (kind: RuleKind, key: string) => string | null;
 
-/** Entries of the overlay whose state lines compactSoon makes in one turn of the event loop. */
+/** Entries of the overlay whose state lines compactSoon and rewriteInSlices make in one turn of the event loop. */
 export const COMPACT_SLICE = 500;
 
-/** The temp files of background compactions: `<state file>.compacting-<pid>-<n>` (one name each: a dropped one's removal never takes a later one's file). */
+/** The temp files of background compactions and sliced rewrites: `<state file>.compacting-<pid>-<n>` (one name each: a dropped one's removal never takes a later one's file). */
 const COMPACTING = '.compacting-';
 let compactions = 0;
 
@@ -1832,7 +1832,7 @@ export class StateStore {
     return this.#lines;
   }
 
-  /** Whole-file rewrites (rewrite(): start, reload, save, a file not for this config), on the event loop; compactSoon's are not counted. */
+  /** Whole-file rewrites begun: rewrite()'s (start, save, a file not for this config), on the event loop, and rewriteInSlices' (a reload), dropped ones included; compactSoon's are not counted. */
   get rewrites(): number {
     return this.#rewrites;
   }
@@ -2050,6 +2050,12 @@ export class StateStore {
    */
   #write(line: StateLine | JsonLine, then?: (fd: number) => void): number {
     const data = line instanceof JsonLine ? line.bytes : Buffer.from(`${JSON.stringify(line)}\n`);
+    // A record appended while a sliced rewrite runs (its caller keeps changes out: this is not expected) is in
+    // the file that rewrite would rename over: the rewrite is dropped, not the record.
+    if (this.#slicedRewrite !== undefined) {
+      this.#slicedRewrite.dropped = true;
+      this.#slicedRewrite = undefined;
+    }
     const compacting = this.#compacting;
     let fd: number;
     try {
@@ -2097,7 +2103,7 @@ export class StateStore {
    * file is not one for this config (the next record rewrites it whole).
    */
   compactSoon(instance: string, configFile: string, configSha: string, o: Overlay, base: BaseOf | undefined, done: (end: 'compacted' | 'dropped' | StateWriteError, dirError?: Error) => void): void {
-    if (this.#compacting !== undefined || !this.isFor(configSha) || performance.now() < this.#compactAfter) return;
+    if (this.#compacting !== undefined || this.#slicedRewrite !== undefined || !this.isFor(configSha) || performance.now() < this.#compactAfter) return;
     const c: Compaction = { tmp: `${this.path}${COMPACTING}${process.pid}-${++compactions}`, configSha, tail: [], dropped: false };
     this.#compacting = c;
     const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };

@@ -13,23 +13,22 @@
  * the order of insertion overall. Shards are made when first written to.
  */
 
+import { finishHash, SEEDED_BASIS } from './hash-seed.js';
+
 /** Shards per map: at 2,097,152 entries a shard holds about 8,192 (a rebuild well under a millisecond). */
 export const SHARDS = 256;
 
-/** FNV-1a of the text's UTF-16 units (32 bits, as a signed integer). */
-export function fnv1a(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h;
-}
-
-/** FNV-1a of the key, to a shard. */
+/**
+ * The key's shard: FNV-1a of its UTF-16 units from this process's seeded
+ * basis, finished (src/host/hash-seed.ts). The keys (rule names, rule keys)
+ * come from API clients and BGP peers: unseeded, a million names worked out
+ * offline could all go to one shard, a Map of them all, whose one-step
+ * rebuilds the shards are here to cut to a 256th.
+ */
 export function shardOf(key: string): number {
-  const h = fnv1a(key);
-  return ((h >>> 24) ^ (h >>> 16) ^ (h >>> 8) ^ h) & (SHARDS - 1);
+  let h = SEEDED_BASIS;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  return finishHash(h) & (SHARDS - 1);
 }
 
 /** The shards' iterators one after another, without a generator's cost per step. */

@@ -1,9 +1,9 @@
 /**
- * The daemon's hash tables of rule keys (KeyIndex, RowIndex) hash with a
- * seed drawn per process (src/host/hash-seed.ts): keys worked out offline
- * against FNV-1a, as anyone could before, no longer share a shard or a
- * home slot; the same key hashes differently in two processes and alike
- * in two threads of one.
+ * The daemon's hash tables of rule keys (KeyIndex, RowIndex) and
+ * ShardedMap's choice of shard hash with a seed drawn per process
+ * (src/host/hash-seed.ts): keys worked out offline against FNV-1a, as
+ * anyone could before, no longer share a shard or a home slot; the same
+ * key hashes differently in two processes and alike in two threads of one.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -12,6 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { finishHash, HASH_SEED_ENV, seedOf } from '../../src/host/hash-seed.js';
 import { KEY_INDEX_SHARDS, KeyIndex, keyIndexHash } from '../../src/host/key-index.js';
 import { rowIndexHash } from '../../src/config/row-map.js';
+import { SHARDS, shardOf } from '../../src/host/sharded-map.js';
 
 const ROOT = join(import.meta.dirname, '../..');
 
@@ -78,6 +79,21 @@ describe('seeded hashes of rule keys', () => {
     const homes = new Set(ks.map((k) => (rowIndexHash(k) >>> 0) % slots));
     // Random homes: about 1,400 distinct of 2,668 for 2,000 keys; unseeded, one.
     expect(homes.size).toBeGreaterThan(n / 2);
+  });
+
+  it('rule names crafted to share a ShardedMap shard without the seed spread over the shards', () => {
+    // ShardedMap's shard before the seed: FNV-1a of the UTF-16 units, its four bytes folded.
+    const oldShard = (text: string): number => {
+      let h = 0x811c9dc5;
+      for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+      return ((h >>> 24) ^ (h >>> 16) ^ (h >>> 8) ^ h) & 255;
+    };
+    const names: string[] = [];
+    for (let i = 0; names.length < 2000; i++) if (oldShard(`rule-${i}`) === 0) names.push(`rule-${i}`);
+    const per = new Array<number>(SHARDS).fill(0);
+    for (const n of names) per[shardOf(n)]!++;
+    // Unseeded, all 2,000 in shard 0; spread, about 8 a shard.
+    expect(Math.max(...per)).toBeLessThan(names.length / 8);
   });
 
   it('the two writings of a KeyIndex hash agree, and neither is 0', () => {

@@ -100,8 +100,9 @@ describe('KeyIndex answers as a Map of the key texts', () => {
     const bytes = t.bytes;
     for (let i = 0; i < 100; i++) expect(t.get(keyOf(i, 12))).toBe(i);
     for (let i = 100; i < 100 + 65_536; i++) t.set(keyOf(i, 12), i);
-    // These keys hash unevenly (a shard gets up to 1,309 of 1,026 on average): the shards past the
-    // reserve's margin grew, once each, not every shard several times.
+    // The shards' shares are uneven (the seeded hash spreads these keys at random: a shard gets some
+    // tens over the 1,026 on average): the shards past the reserve's margin grew, once each, not every
+    // shard several times.
     expect(t.bytes).toBeLessThanOrEqual(bytes * 1.5);
     expect(t.size).toBe(100 + 65_536);
     for (let i = 0; i < 100 + 65_536; i += 7) expect(t.get(keyOf(i, 12))).toBe(i);
