@@ -13,33 +13,19 @@
  * leaves the file whole and appendable, and is not retried at once; a file
  * moved aside meanwhile is not written back.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync, statfsSync, unlinkSync, writeFileSync } from 'node:fs';
 import { execa } from 'execa';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { COMPACT_SLICE, emptyOverlay, overlaySize, RULE_KINDS, StateStore, type Overlay, type StateWriteError } from '../src/daemon/rules.js';
-import type { Policy } from '../src/config/types.js';
+import { COMPACT_SLICE, emptyOverlay, overlaySize, StateStore, type Overlay, type StateWriteError } from '../src/daemon/rules.js';
+import { linesOnDisk, net, putPolicy } from './helpers/state-overlay.js';
 
 const SHA = 'ab'.repeat(32);
 type End = 'compacted' | 'dropped' | StateWriteError;
 
-const policyJson = (i: number, sid = 1): Record<string, unknown> => ({
-  name: `p${i}`,
-  match: `10.${(i >> 8) & 255}.${i & 255}.0/24`,
-  sr_prefix: `2001:db8:${sid}::/48`,
-  src_prefix: '2001:db8:ff::/64',
-});
-
 /** Put policy i into the overlay and record it (group commit), as the daemon does. */
-function put(s: StateStore, o: Overlay, i: number, sid = 1): Promise<void> {
-  const k = RULE_KINDS.policy;
-  const r = k.parse(policyJson(i, sid), 'test') as Policy;
-  const key = k.key(r);
-  o.policies.set(key, r);
-  o.delPolicies.delete(key);
-  return s.commitGrouped({ put: 'policy', rule: k.json(r), base: null }, () => undefined, 't', 'c.yaml', SHA, o);
-}
+const put = (s: StateStore, o: Overlay, i: number, sid = 1): Promise<void> => putPolicy(s, o, i, SHA, sid);
 
 function del(s: StateStore, o: Overlay, i: number): Promise<void> {
   const key = `10.${(i >> 8) & 255}.${i & 255}.0/24`;
@@ -48,17 +34,6 @@ function del(s: StateStore, o: Overlay, i: number): Promise<void> {
   // line keep. (The delete of a rule only the API had, base null, keeps none: test/unit/state.test.ts.)
   o.delPolicies.add(key);
   return s.commitGrouped({ del: 'policy', key, base: 'ab12cd34ab12cd34' }, () => undefined, 't', 'c.yaml', SHA, o);
-}
-
-/** The overlay as its net changes: what the file must replay to. */
-function net(o: Overlay): { puts: [string, unknown][]; dels: string[] } {
-  const k = RULE_KINDS.policy;
-  return { puts: [...o.policies].map(([key, r]) => [key, k.json(r)] as [string, unknown]).sort(), dels: [...o.delPolicies].sort() };
-}
-
-/** The file's change lines as they are on disk (the header left out). */
-function linesOnDisk(path: string): number {
-  return readFileSync(path, 'utf8').trimEnd().split('\n').length - 1;
 }
 
 function compacted(s: StateStore, o: Overlay): Promise<End> {

@@ -20,36 +20,12 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { COMPACT_SLICE, emptyOverlay, overlaySize, RULE_KINDS, StateStore, StateWriteError, type Overlay } from '../src/daemon/rules.js';
 import type { Policy } from '../src/config/types.js';
+import { linesOnDisk, net, policyJson, putPolicy } from './helpers/state-overlay.js';
 
 const OLD = 'ab'.repeat(32);
 const NEW = 'cd'.repeat(32);
 
-const policyJson = (i: number, sid = 1): Record<string, unknown> => ({
-  name: `p${i}`,
-  match: `10.${(i >> 8) & 255}.${i & 255}.0/24`,
-  sr_prefix: `2001:db8:${sid}::/48`,
-  src_prefix: '2001:db8:ff::/64',
-});
-
-/** Put policy i into the overlay and record it, as the daemon does. */
-function put(s: StateStore, o: Overlay, i: number, sha = OLD, sid = 1): Promise<void> {
-  const k = RULE_KINDS.policy;
-  const r = k.parse(policyJson(i, sid), 'test') as Policy;
-  const key = k.key(r);
-  o.policies.set(key, r);
-  o.delPolicies.delete(key);
-  return s.commitGrouped({ put: 'policy', rule: k.json(r), base: null }, () => undefined, 't', 'c.yaml', sha, o);
-}
-
-/** The overlay as its net changes: what the file must replay to. */
-function net(o: Overlay): { puts: [string, unknown][]; dels: string[] } {
-  const k = RULE_KINDS.policy;
-  return { puts: [...o.policies].map(([key, r]) => [key, k.json(r)] as [string, unknown]).sort(), dels: [...o.delPolicies].sort() };
-}
-
-function linesOnDisk(path: string): number {
-  return readFileSync(path, 'utf8').trimEnd().split('\n').length - 1;
-}
+const put = (s: StateStore, o: Overlay, i: number, sha = OLD, sid = 1): Promise<void> => putPolicy(s, o, i, sha, sid);
 
 describe('state file rewritten in slices (a reload)', () => {
   let dir: string;
