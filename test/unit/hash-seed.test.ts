@@ -13,6 +13,7 @@ import { finishHash, HASH_SEED_ENV, seedOf } from '../../src/host/hash-seed.js';
 import { KEY_INDEX_SHARDS, KeyIndex, keyIndexHash } from '../../src/host/key-index.js';
 import { rowIndexHash } from '../../src/config/row-map.js';
 import { SHARDS, shardOf } from '../../src/host/sharded-map.js';
+import { xorshift32 } from '../helpers/rng.js';
 
 const ROOT = join(import.meta.dirname, '../..');
 
@@ -26,15 +27,10 @@ function unseeded(b: Uint8Array): number {
 
 /** A deterministic stream of keys (xorshift32), `len` bytes each. */
 function* keys(len: number, seed = 1): Generator<Uint8Array> {
-  let x = seed;
+  const next = xorshift32(seed);
   for (;;) {
     const k = new Uint8Array(len);
-    for (let i = 0; i < len; i++) {
-      x ^= x << 13;
-      x ^= x >>> 17;
-      x ^= x << 5;
-      k[i] = x & 0xff;
-    }
+    for (let i = 0; i < len; i++) k[i] = next() & 0xff;
     yield k;
   }
 }
