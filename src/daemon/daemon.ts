@@ -1955,7 +1955,7 @@ export class Daemon {
   #tidyState(when: 'start' | 'reload' | 'compaction' | 'save'): void {
     this.#dropTornTail();
     try {
-      this.#rewriteState((e) => this.#log.warn({ stateFile: this.stateFile, error: e.message }, 'state file rewritten, but the fsync of its directory failed'));
+      this.#rewriteState(this.#dirSyncFailed);
     } catch (e) {
       this.#tidyFailed(when, e);
     }
@@ -1970,13 +1970,14 @@ export class Daemon {
   async #tidyStateInSlices(when: 'reload'): Promise<void> {
     this.#dropTornTail();
     try {
-      await this.#store.rewriteInSlices(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key), (e) =>
-        this.#log.warn({ stateFile: this.stateFile, error: e.message }, 'state file rewritten, but the fsync of its directory failed'),
-      );
+      await this.#store.rewriteInSlices(this.#o.instance, this.config.file, this.#configSha, this.#rules.overlay, (kind, key) => this.#rules.base(kind, key), this.#dirSyncFailed);
     } catch (e) {
       this.#tidyFailed(when, e);
     }
   }
+
+  /** A tidy's rewrite stood, but the fsync of its directory failed (logged only: the new file is in place, whole and synced). */
+  readonly #dirSyncFailed = (e: Error): void => this.#log.warn({ stateFile: this.stateFile, error: e.message }, 'state file rewritten, but the fsync of its directory failed');
 
   #dropTornTail(): void {
     if (!this.#tornState) return;

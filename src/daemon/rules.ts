@@ -1646,6 +1646,11 @@ async function writeWhole(fh: FileHandle, b: Buffer): Promise<void> {
   for (let at = 0; at < b.length; ) at += (await fh.write(b, at, b.length - at)).bytesWritten;
 }
 
+/** A state file's first line: the file names the config it holds the changes of. */
+function stateHeader(instance: string, configFile: string, configSha: string): StateHeader {
+  return { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
+}
+
 /** Newlines in buf[0, end). */
 function countNewlines(buf: Buffer, end: number): number {
   let n = 0;
@@ -1925,7 +1930,7 @@ export class StateStore {
   rewrite(instance: string, configFile: string, configSha: string, o: Overlay, base?: BaseOf, onDirSync?: (e: Error) => void): void {
     this.#rewrites++;
     this.#dropCompaction();
-    const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
+    const header = stateHeader(instance, configFile, configSha);
     const body = overlayLines(o, base);
     const data = jsonLinesBytes([header, ...body]);
     let dirError: Error | undefined;
@@ -1937,16 +1942,7 @@ export class StateStore {
     } catch (e) {
       throw new StateWriteError(this.path, errnoOf(e), `cannot write the state file ${this.path} (${(e as Error).message})`);
     }
-    dirError ??= this.#injectedDirError();
-    if (dirError === undefined) this.#settleAll();
-    else this.#refuseWaiting(dirError);
-    this.#replaced(configSha, body.length, data.length, dirError === undefined);
-    if (dirError !== undefined) {
-      if (onDirSync === undefined) {
-        throw new StateWriteError(this.path, errnoOf(dirError), `cannot sync the directory of the state file ${this.path} (${dirError.message})`, true);
-      }
-      onDirSync(dirError);
-    }
+    this.#rewritten(configSha, body.length, data.length, dirError, onDirSync);
   }
 
   /**
@@ -1967,7 +1963,7 @@ export class StateStore {
     this.#slicedRewrite = job;
     // Named as a compaction's temp file: one a kill leaves is removed at the next start (removeStaleCompactions).
     const tmp = `${this.path}${COMPACTING}${process.pid}-${++compactions}`;
-    const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
+    const header = stateHeader(instance, configFile, configSha);
     let renamed = false;
     let dirError: Error | undefined;
     let lines: number | 'dropped';
@@ -2002,6 +1998,16 @@ export class StateStore {
       if (!renamed) unlinkQuiet(tmp);
       if (this.#slicedRewrite === job) this.#slicedRewrite = undefined;
     }
+    this.#rewritten(configSha, lines, size, dirError, onDirSync);
+  }
+
+  /**
+   * The end of a whole rewrite renamed into place (rewrite(), rewriteInSlices):
+   * the records waiting settled (or refused, the directory's fsync having
+   * failed), the store on the new file; a failed directory fsync then to
+   * `onDirSync`, or thrown without one (a StateWriteError with `inFile`).
+   */
+  #rewritten(configSha: string, lines: number, size: number, dirError: Error | undefined, onDirSync: ((e: Error) => void) | undefined): void {
     dirError ??= this.#injectedDirError();
     if (dirError === undefined) this.#settleAll();
     else this.#refuseWaiting(dirError);
@@ -2052,10 +2058,7 @@ export class StateStore {
     const data = line instanceof JsonLine ? line.bytes : Buffer.from(`${JSON.stringify(line)}\n`);
     // A record appended while a sliced rewrite runs (its caller keeps changes out: this is not expected) is in
     // the file that rewrite would rename over: the rewrite is dropped, not the record.
-    if (this.#slicedRewrite !== undefined) {
-      this.#slicedRewrite.dropped = true;
-      this.#slicedRewrite = undefined;
-    }
+    this.#dropSlicedRewrite();
     const compacting = this.#compacting;
     let fd: number;
     try {
@@ -2106,7 +2109,7 @@ export class StateStore {
     if (this.#compacting !== undefined || this.#slicedRewrite !== undefined || !this.isFor(configSha) || performance.now() < this.#compactAfter) return;
     const c: Compaction = { tmp: `${this.path}${COMPACTING}${process.pid}-${++compactions}`, configSha, tail: [], dropped: false };
     this.#compacting = c;
-    const header: StateHeader = { mup_state: STATE_VERSION, instance, config: { file: configFile, sha256: configSha }, savedAt: new Date().toISOString() };
+    const header = stateHeader(instance, configFile, configSha);
     const parts = overlaySnapshot(o);
     const entries = { length: parts.reduce((n, p) => n + p.puts.length + p.dels.length, 0) };
     const run = async (): Promise<'compacted' | 'dropped'> => {
@@ -2192,12 +2195,17 @@ export class StateStore {
     for (const n of names) if (n.startsWith(prefix)) unlinkQuiet(join(dir, n));
   }
 
-  /** A background compaction is superseded: it renames nothing (its run removes its temp file). */
-  #dropCompaction(): void {
+  /** A sliced rewrite is superseded: it renames nothing (it removes its temp file and resolves). */
+  #dropSlicedRewrite(): void {
     if (this.#slicedRewrite !== undefined) {
       this.#slicedRewrite.dropped = true;
       this.#slicedRewrite = undefined;
     }
+  }
+
+  /** A background compaction (or a sliced rewrite) is superseded: it renames nothing (its run removes its temp file). */
+  #dropCompaction(): void {
+    this.#dropSlicedRewrite();
     if (this.#compacting === undefined) return;
     this.#compacting.dropped = true;
     this.#compacting = undefined;
