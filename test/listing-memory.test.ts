@@ -34,6 +34,29 @@ const MAX_BYTES_PER_ROW = 60;
  */
 const MAX_PROMOTED_PER_LISTED_RULE = 8;
 /**
+ * Rounds of that listing (a full collection before each), the least
+ * counted. V8 at times allocates what a listing makes in the old space
+ * from the start of a round, by a decision that hangs on when its
+ * collections happened to fall: 172.5 B a rule (the JSON texts), in 3
+ * runs of 25 with the host's two CPUs kept busy, and in the full
+ * `make test` of a clean clone and of CI at f73aaa1 (172.4 and 92.7 B). A
+ * full collection that finds it all dead takes the decision back, and the
+ * next round is clean. The spread above does the same, 533 B in its first
+ * round, but is not always promoted again after: the allocation ceiling
+ * below is what tells it every time.
+ */
+const ROUNDS = 3;
+/**
+ * Ceiling on the heap a listed rule allocates (its object, its JSON text,
+ * the rule made from its row): 915 B now, 1,700 B with the spread.
+ * Measured, after a listing of every rule has had the code compiled, as
+ * the heap's growth over slices of LISTED_SLICE rules with a collection
+ * before each: the median of the slices (a scavenge inside a slice lowers
+ * its figure, code compiled meanwhile raises it).
+ */
+const MAX_ALLOCATED_PER_LISTED_RULE = 1300;
+const LISTED_SLICE = 500;
+/**
  * Ceiling on heap kept per rule once the first listing of every rule's
  * counters is answered and dropped: 58-76 B with a cache of each rule
  * object's id (a WeakMap entry and an object per rule, for the daemon's
@@ -99,19 +122,37 @@ describe.skipIf(!isRoot)('listings of every rule (counters, policies)', () => {
     expect(perRow).toBeLessThan(MAX_BYTES_PER_ROW);
   });
 
-  it('a policy listing (each rule made, stringified, dropped) leaves next to nothing in the old space', () => {
+  it('a policy listing (each rule made, stringified, dropped) allocates one JSON text and object a rule and leaves next to nothing in the old space', () => {
     const d = run!.daemon;
     const oldSpace = (): number => getHeapSpaceStatistics().find((x) => x.space_name === 'old_space')!.space_used_size;
     const rules = d.ruleMap('policy');
     expect(rules.size).toBe(RULES);
-    let bytes = 0;
-    gc();
-    gc();
-    const before = oldSpace();
-    for (let i = 0; i < LISTINGS; i++) for (const r of rules.values()) bytes += toJson(d.listedRule('policy', r)).length;
-    const perRule = (oldSpace() - before) / (LISTINGS * RULES);
-    console.log(`policy listing: ${perRule.toFixed(1)} B of old space per listed rule (${LISTINGS} x ${RULES}, ${(bytes / 1e6).toFixed(1)} MB of JSON)`);
-    expect(bytes).toBeGreaterThan(LISTINGS * RULES * 50);
-    expect(perRule).toBeLessThan(MAX_PROMOTED_PER_LISTED_RULE);
+    const listed = [...rules.values()];
+    for (const r of listed) expect(toJson(d.listedRule('policy', r)).length).toBeGreaterThan(50);
+    const allocated: number[] = [];
+    for (let at = 0; at + LISTED_SLICE <= 9 * LISTED_SLICE; at += LISTED_SLICE) {
+      gc();
+      const before = process.memoryUsage().heapUsed;
+      let n = 0;
+      for (let i = at; i < at + LISTED_SLICE; i++) n += toJson(d.listedRule('policy', listed[i]!)).length;
+      allocated.push((process.memoryUsage().heapUsed - before) / LISTED_SLICE);
+      expect(n).toBeGreaterThan(LISTED_SLICE * 50);
+    }
+    listed.length = 0;
+    console.log(`policy listing: ${allocated.map((x) => x.toFixed(0)).join(', ')} B allocated per listed rule (slices of ${LISTED_SLICE})`);
+    expect(allocated.sort((a, b) => a - b)[4]).toBeLessThan(MAX_ALLOCATED_PER_LISTED_RULE);
+    const rounds: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      let bytes = 0;
+      gc();
+      gc();
+      const before = oldSpace();
+      for (let i = 0; i < LISTINGS; i++) for (const r of rules.values()) bytes += toJson(d.listedRule('policy', r)).length;
+      rounds.push((oldSpace() - before) / (LISTINGS * RULES));
+      expect(bytes).toBeGreaterThan(LISTINGS * RULES * 50);
+      if (rounds.at(-1)! < MAX_PROMOTED_PER_LISTED_RULE) break;
+    }
+    console.log(`policy listing: ${rounds.map((x) => x.toFixed(1)).join(', ')} B of old space per listed rule (${LISTINGS} x ${RULES} a round)`);
+    expect(Math.min(...rounds)).toBeLessThan(MAX_PROMOTED_PER_LISTED_RULE);
   });
 });
