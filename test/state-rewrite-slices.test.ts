@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { COMPACT_SLICE, emptyOverlay, overlaySize, RULE_KINDS, StateStore, StateWriteError, type Overlay } from '../src/daemon/rules.js';
 import type { Policy } from '../src/config/types.js';
-import { linesOnDisk, net, policyJson, putPolicy } from './helpers/state-overlay.js';
+import { linesOnDisk, net, policyJson, putPolicy, watchTempSizes } from './helpers/state-overlay.js';
 
 const OLD = 'ab'.repeat(32);
 const NEW = 'cd'.repeat(32);
@@ -49,31 +49,17 @@ describe('state file rewritten in slices (a reload)', () => {
     for (let i = 0; i < N; i++) await put(s, o, i);
     // A delete entry too (a file rule the API deleted).
     o.delPolicies.add('10.200.0.0/24');
-    // Each turn while it runs: the size of its temp file. Made and written a slice at a time, the file is seen
-    // at several sizes short of its last; made in one turn and written whole, at none but 0 and the header's.
-    const sizes = new Set<number>();
-    let done = false;
-    const look = (): void => {
-      if (done) return;
-      for (const n of temps()) {
-        try {
-          sizes.add(statSync(join(dir, n)).size);
-        } catch {
-          // renamed or removed between the listing and the stat
-        }
-      }
-      setImmediate(look);
-    };
-    setImmediate(look);
+    // Each turn while it runs: the size of its temp file (written a slice at a time: seen at several sizes).
+    const watch = watchTempSizes(dir);
     const rewrites = s.rewrites;
     const p = s.rewriteInSlices('t', 'new.yaml', NEW, o);
     // Not in this turn: the caller's turn ends with the old file in place.
     expect(s.isFor(OLD)).toBe(true);
     await p;
-    done = true;
+    const sizes = watch.stop();
     const final = statSync(path).size;
-    const partial = [...sizes].filter((n) => n > 200 && n < final);
-    expect(partial.length, `sizes of the temp file seen between turns: ${[...sizes].join(', ')} (the file: ${final})`).toBeGreaterThanOrEqual(3);
+    const partial = sizes.filter((n) => n > 200 && n < final);
+    expect(partial.length, `sizes of the temp file seen between turns: ${sizes.join(', ')} (the file: ${final})`).toBeGreaterThanOrEqual(3);
     expect(s.rewrites).toBe(rewrites + 1);
     expect(s.isFor(NEW)).toBe(true);
     expect(temps(), 'no temp file left').toEqual([]);

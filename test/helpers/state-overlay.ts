@@ -3,7 +3,8 @@
  * what a state file must replay to: shared by the state file's compaction
  * and sliced-rewrite tests.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Policy } from '../../src/config/types.js';
 import { RULE_KINDS, type Overlay, type StateStore } from '../../src/daemon/rules.js';
 
@@ -34,4 +35,34 @@ export function net(o: Overlay): { puts: [string, unknown][]; dels: string[] } {
 /** The file's change lines as they are on disk (the header left out). */
 export function linesOnDisk(path: string): number {
   return readFileSync(path, 'utf8').trimEnd().split('\n').length - 1;
+}
+
+/**
+ * The sizes a temp file of the state file's (`.compacting-`) is seen at,
+ * one look each turn of the loop until `stop()`: a file made and written a
+ * slice at a time is seen at several sizes short of its last; one made in
+ * one turn and written whole, at none but 0 and the header's.
+ */
+export function watchTempSizes(dir: string): { stop(): number[] } {
+  const sizes = new Set<number>();
+  let done = false;
+  const look = (): void => {
+    if (done) return;
+    for (const n of readdirSync(dir)) {
+      if (!n.includes('.compacting-')) continue;
+      try {
+        sizes.add(statSync(join(dir, n)).size);
+      } catch {
+        // renamed or removed between the listing and the stat
+      }
+    }
+    setImmediate(look);
+  };
+  setImmediate(look);
+  return {
+    stop: () => {
+      done = true;
+      return [...sizes];
+    },
+  };
 }
