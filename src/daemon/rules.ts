@@ -1567,7 +1567,7 @@ const COMPACT_RETRY_MS = 5000;
 interface Compaction {
   readonly tmp: string;
   readonly configSha: string;
-  /** Records appended to the file since the snapshot: copied after it before the rename. */
+  /** Records appended to the file since the compaction began: copied after its lines before the rename. */
   readonly tail: Buffer[];
   /** Superseded (a rewrite, a failed sync, close()): its temp file is removed, nothing renamed. */
   dropped: boolean;
@@ -1576,22 +1576,19 @@ interface Compaction {
 /** The net changes of an overlay, per kind: the rules put (their keys made later, from each rule) and the keys deleted. */
 type OverlaySnapshot = { readonly k: (typeof RULE_KIND_LIST)[number]; readonly puts: Iterable<Rule>; readonly dels: Iterable<string> }[];
 
-/** The overlay's own maps, walked as the lines are made: for a caller that holds the overlay unchanged until then (a reload's serial section). */
+/**
+ * The overlay's own maps, walked as the lines are made. A reload's rewrite
+ * holds the overlay unchanged meanwhile (its serial section). A background
+ * compaction does not: a key changed while the walk is under way is met at
+ * its value of some moment since the walk began, or not at all, or twice
+ * (deleted and set again), as a Map's iterator meets it, and its record is
+ * in the tail copied after the lines. Records put or delete a key whole, so
+ * the file replays each key to its last record, or, for a key with no
+ * record since the start, to the one value it had all along. (A copy of
+ * every rule first took up to 268 ms in one turn at a million + a million.)
+ */
 function overlayLive(o: Overlay): OverlaySnapshot {
   return RULE_KIND_LIST.map((k) => ({ k, puts: (o[k.overlay.put] as Map<string, Rule>).values(), dels: o[k.overlay.del] }));
-}
-
-function overlaySnapshot(o: Overlay): { readonly k: (typeof RULE_KIND_LIST)[number]; readonly puts: Rule[]; readonly dels: string[] }[] {
-  // A put's key text is made in the slices of snapshotLines, from its rule (an overlay's put is at its rule's own
-  // key), not in this one turn: the index by key bytes keeps no text, and a copy of its entries made a million of
-  // them here (170 ms more than a Map's copy, at a million API rules). The values are copied into a list made at
-  // its size, not spread from values() (an iterator result per rule, the list grown as it went).
-  return RULE_KIND_LIST.map((k) => {
-    const puts = o[k.overlay.put] as ReadonlyMap<string, Rule>;
-    const out = new Array<Rule>(puts.size);
-    out.length = valuesInto(puts, out, 0);
-    return { k, puts: out, dels: [...o[k.overlay.del]] };
-  });
 }
 
 /** A map's values written into `out` from `at`, in the map's order; the index past the last (RowKeyedMap's own loop when it is one). */
@@ -2110,12 +2107,12 @@ export class StateStore {
   /**
    * Compaction in the background (what wantsCompaction asks for, without
    * holding the event loop: with 10,000 API changes in the overlay a
-   * rewrite() took 200 ms of it). The net changes of `o` as they are now are
-   * the snapshot: their state lines are made COMPACT_SLICE entries a turn
-   * (from copies of the overlay's maps; the rules are never changed in
-   * place), written to a temp file and fdatasync'ed on the threadpool. Then,
-   * in one turn: the records appended since the snapshot are written after
-   * it and synced, the temp file renamed over the file, the directory
+   * rewrite() took 200 ms of it). The net changes of `o`: their state
+   * lines are made COMPACT_SLICE entries a turn from the overlay's maps as
+   * they are then (overlayLive says why that is the file's changes; the
+   * rules are never changed in place), written a slice a write to a temp
+   * file and fdatasync'ed on the threadpool. Then, in one turn: the records
+   * appended since it began are written after them and synced, the temp file renamed over the file, the directory
    * synced; records still waiting for their group's fdatasync are durable
    * with it (as after rewrite()), or, if the directory's fsync failed, once
    * the old file they were appended to is synced (#settleInOldFile). A rewrite() meanwhile (reload, save), a
@@ -2132,12 +2129,11 @@ export class StateStore {
     const c: Compaction = { tmp: `${this.path}${COMPACTING}${process.pid}-${++compactions}`, configSha, tail: [], dropped: false };
     this.#compacting = c;
     const header = stateHeader(instance, configFile, configSha);
-    const parts = overlaySnapshot(o);
-    const entries = { length: parts.reduce((n, p) => n + p.puts.length + p.dels.length, 0) };
+    const parts = overlayLive(o);
     const run = async (): Promise<'compacted' | 'dropped'> => {
       const made = await snapshotBlocks(header, parts, base, c);
       if (made === 'dropped') return 'dropped';
-      const { blocks, bytes } = made;
+      const { blocks, bytes, lines } = made;
       // Room for the new file and as much again: records appended meanwhile must not find the disk full
       // because of it (a rewrite on the loop removed its temp file in the same turn; this one holds it a while).
       const fs = await statfs(dirname(this.path));
@@ -2180,7 +2176,7 @@ export class StateStore {
         // The records appended meanwhile are in both files; the old one is what a crash may leave at the path.
         if (dirError === undefined) this.#settleAll();
         else this.#settleInOldFile(dirError);
-        this.#replaced(configSha, entries.length + c.tail.length, bytes + tail.length, dirError === undefined);
+        this.#replaced(configSha, lines + c.tail.length, bytes + tail.length, dirError === undefined);
       } finally {
         // Its space given back at once (the name first: a failed close must not leave the file).
         if (!renamed) unlinkQuiet(c.tmp);
