@@ -1686,6 +1686,16 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
     for (let i = 0; i < 40 && !logLines(log).some((x) => x.msg === 'reloaded'); i++) await new Promise((r) => setTimeout(r, 50));
     const reloadPhases = JSON.stringify(logLines(log).filter((x) => x.msg === 'reloaded').at(-1)?.['phases'] ?? 'not in its log');
     const stateBytes = statSync(env.stateFile, { throwIfNoEntry: false })?.size ?? NaN;
+    // 4. `mup config save` of them: the running config made and read again, checked against the running rules,
+    // written over the config file, the state file emptied; the loop and status watched as the reload's.
+    progress0(`(i) POST /v1/config/save of the ${2 * n} API rules into the config file, loop and status watched`);
+    const saveLoop = await watchLoop(env.socket);
+    const tSave = performance.now();
+    const saved = await api(env.socket, 'POST', '/v1/config/save');
+    const saveS = (performance.now() - tSave) / 1000;
+    const saveSeen = await saveLoop.stop();
+    if (saved.status !== 200 || !new RegExp(`"saved":${2 * n}\\b`).test(saved.text)) failures.push(`POST /v1/config/save: ${saved.status} ${saved.text.slice(0, 300)}`);
+    const savedBytes = statSync(env.configPath, { throwIfNoEntry: false })?.size ?? NaN;
     await stop(empty.d);
 
     const fileS = file.ms / 1000;
@@ -1701,6 +1711,8 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
       `through /v1/batch (${Math.ceil(n / BATCH_OPS) * 2} requests of up to ${BATCH_OPS}): ${batchS.toFixed(3)} s (the daemon's CPU meanwhile, all its threads: ${batchCpu.toFixed(2)} s); tables ${JSON.stringify(batchTables)}; VmRSS ${rssB.toFixed(1)} MB (RssAnon ${(batchRss['RssAnon'] ?? NaN).toFixed(1)}) right after the last answer, ${(quietRss['VmRSS'] ?? NaN).toFixed(1)} MB ${QUIET_WAIT_MS / 1000} s later (the daemon's collection after a quiet second)`,
       `an edited reload (one local SID added to the file) with those ${2 * n} API rules on top: ${reloadS.toFixed(3)} s; the daemon's phases, ms: ${reloadPhases}; ` +
         `state file ${(stateBytes / 1e6).toFixed(1)} MB; the daemon's loop delay over it p50 ${f2(reloadSeen.loop.p50)} p99 ${f2(reloadSeen.loop.p99)} max ${f2(reloadSeen.loop.max)} ms (${ticksText(reloadSeen.windowMs)})`,
+      `POST /v1/config/save of those API rules into the config file: ${saveS.toFixed(3)} s; the file ${(savedBytes / 1e6).toFixed(1)} MB; ` +
+        `the daemon's loop delay over it p50 ${f2(saveSeen.loop.p50)} p99 ${f2(saveSeen.loop.p99)} max ${f2(saveSeen.loop.max)} ms (${ticksText(saveSeen.windowMs)})`,
       `failed requests: ${failures.length}${failures.length > 0 ? ` (first: ${failures[0]})` : ''}`,
       '',
       'target                                          measured   result',
@@ -1709,11 +1721,12 @@ async function sessionsPhase(o: Options, n: number, env: Env, loadAtStart: numbe
       `VmRSS < ${TARGETS.sessionsRssMB} MB after the file load             ${rssF.toFixed(1).padStart(8)} MB ${pf(rssF < TARGETS.sessionsRssMB)}`,
       `VmRSS < ${TARGETS.sessionsRssMB} MB after the batch load            ${rssB.toFixed(1).padStart(8)} MB ${pf(rssB < TARGETS.sessionsRssMB)}`,
       ...loopTargetLines('reload of API rules', reloadSeen),
+      ...loopTargetLines('config save of API rules', saveSeen),
     ];
     process.stdout.write(`${out.join('\n')}\n`);
-    if (o.json) process.stdout.write(`${JSON.stringify({ sessions: n, nodeFlags: o.nodeFlags, file: { seconds: fileS, cpuSeconds: fileCpu, tables: fileTables, memoryMB: fileRss }, batch: { seconds: batchS, cpuSeconds: batchCpu, tables: batchTables, memoryMB: batchRss, quietMemoryMB: quietRss }, reload: { seconds: reloadS, phases: reloadPhases, stateBytes: stateBytes, loop: seenJson(reloadSeen) }, failures })}\n`);
+    if (o.json) process.stdout.write(`${JSON.stringify({ sessions: n, nodeFlags: o.nodeFlags, file: { seconds: fileS, cpuSeconds: fileCpu, tables: fileTables, memoryMB: fileRss }, batch: { seconds: batchS, cpuSeconds: batchCpu, tables: batchTables, memoryMB: batchRss, quietMemoryMB: quietRss }, reload: { seconds: reloadS, phases: reloadPhases, stateBytes: stateBytes, loop: seenJson(reloadSeen) }, save: { seconds: saveS, fileBytes: savedBytes, loop: seenJson(saveSeen) }, failures })}\n`);
     const ok =
-      fileS < TARGETS.sessionsLoadSeconds && batchS < TARGETS.sessionsLoadSeconds && rssF < TARGETS.sessionsRssMB && rssB < TARGETS.sessionsRssMB && all(fileTables) && all(batchTables) && failures.length === 0 && loopSeenOk(reloadSeen);
+      fileS < TARGETS.sessionsLoadSeconds && batchS < TARGETS.sessionsLoadSeconds && rssF < TARGETS.sessionsRssMB && rssB < TARGETS.sessionsRssMB && all(fileTables) && all(batchTables) && failures.length === 0 && loopSeenOk(reloadSeen) && loopSeenOk(saveSeen);
     return ok ? 0 : 1;
   } finally {
     // Written whatever happens: a daemon that failed to start or to load is when its log is wanted (it is in
