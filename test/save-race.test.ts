@@ -4,7 +4,9 @@
  * before the save's diff of the rule sets, which gives the event loop turns
  * (seconds at 131,072 rules): a file edited during the diff was overwritten
  * (found in review, session 42). The check now comes after the diff, with no
- * turn of the loop between the daemon's stop check and the write.
+ * turn of the loop between the daemon's stop check and the write's start; a
+ * stop while the write runs (on the threadpool) leaves the state file as it
+ * was and answers 503.
  *
  * The real Daemon in this process on the compiled object, its pins in a
  * bpffs mounted in a temporary directory; no interface. The edit is made by
@@ -45,5 +47,23 @@ describe.skipIf(!isRoot)('config save and an edit of the file made while it is u
     const r = await d.saveConfig();
     expect(r.saved).toBe(1);
     expect(readFileSync(join(run.dir, 'mup.yaml'), 'utf8')).toContain('api1');
+  });
+
+  it('a stop while the file is written: the file holds the running config, the state file is left as it was, 503', async () => {
+    // The write is on the threadpool since session 55 (it was one turn of the loop): a stop can come meanwhile.
+    const run = await start('saverace', CONFIG);
+    const d = run.daemon;
+    const file = join(run.dir, 'mup.yaml');
+    await d.putRule('policy', { name: 'api1', match: '198.51.100.0/24', sr_prefix: '2001:db8:9::/48', src_prefix: '2001:db8:ff::/64' }, 'add');
+    const state = readFileSync(d.stateFile, 'utf8');
+    expect(state).toContain('api1');
+    d.testDuringSaveWrite = () => d.stop();
+    const got = await d.saveConfig().then(
+      () => 'saved',
+      (e: Error & { status?: number }) => `${e.status ?? ''} ${e.message}`,
+    );
+    expect(got).toMatch(/^503 the daemon stopped while the config was saved: .*mup\.yaml holds the running config; the state file was left as it was/);
+    expect(readFileSync(file, 'utf8')).toContain('api1');
+    expect(readFileSync(d.stateFile, 'utf8')).toBe(state);
   });
 });

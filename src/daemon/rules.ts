@@ -1465,21 +1465,12 @@ function writeAll(fd: number, data: Buffer): void {
  * a full disk needs back). `onDirSync` gets a failed fsync of the directory
  * (after the rename: the new file is in place, whole and synced).
  */
-export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?: (e: Error) => void, mode = 0o600, owner?: { readonly uid: number; readonly gid: number }): void {
+export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?: (e: Error) => void, mode = 0o600, owner?: FileOwner): void {
   const tmp = `${path}.tmp-${process.pid}`;
   try {
     const fd = openSync(tmp, 'w', mode);
     try {
-      // The mode as given, not as the umask leaves it (a 0664 file saved over came back 0644), and the owner kept.
-      fchmodSync(fd, mode);
-      if (owner !== undefined) {
-        try {
-          fchownSync(fd, owner.uid, owner.gid);
-        } catch (e) {
-          // Not root (`mup config save --to` run by an operator): the file becomes the writer's, as a write always made it.
-          if ((e as NodeJS.ErrnoException).code !== 'EPERM') throw e;
-        }
-      }
+      ownTemp(fd, mode, owner);
       writeAll(fd, typeof data === 'string' ? Buffer.from(data) : data);
       fsyncSync(fd);
     } finally {
@@ -1500,6 +1491,51 @@ export function writeFileAtomic(path: string, data: string | Buffer, onDirSync?:
     if (onDirSync === undefined) throw e;
     onDirSync(e as Error);
   }
+}
+
+export interface FileOwner {
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/** The mode as given, not as the umask leaves it (a 0664 file saved over came back 0644), and the owner kept. */
+function ownTemp(fd: number, mode: number, owner: FileOwner | undefined): void {
+  fchmodSync(fd, mode);
+  if (owner === undefined) return;
+  try {
+    fchownSync(fd, owner.uid, owner.gid);
+  } catch (e) {
+    // Not root (`mup config save --to` run by an operator): the file becomes the writer's, as a write always made it.
+    if ((e as NodeJS.ErrnoException).code !== 'EPERM') throw e;
+  }
+}
+
+/**
+ * writeFileAtomic without holding the event loop (a daemon's `mup config
+ * save`: its file is about 83 MB at 262,144 + 262,144 API rules): the
+ * bytes written and the file fsync'ed on the threadpool, then the rename
+ * and the directory's fsync. As writeFileAtomic: a failure before the
+ * rename leaves the old file and no temp file; a failed fsync of the
+ * directory after it rejects (the new file is in place). `data` must not
+ * change until it settles.
+ */
+export async function writeFileAtomicSoon(path: string, data: Buffer, mode = 0o600, owner?: FileOwner): Promise<void> {
+  const tmp = `${path}.tmp-${process.pid}`;
+  try {
+    const fh = await openFile(tmp, 'w', mode);
+    try {
+      ownTemp(fh.fd, mode, owner);
+      await writeWhole(fh, data);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    renameSync(tmp, path);
+  } catch (e) {
+    unlinkQuiet(tmp);
+    throw e;
+  }
+  syncDir(dirname(path));
 }
 
 /**
