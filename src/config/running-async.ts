@@ -23,6 +23,7 @@ import { inflateRawSync } from 'node:zlib';
 import type { ItemSpans } from './load.js';
 import type { HeldText } from './parse-pieces.js';
 import type { RunningRule, RunningSection } from './running.js';
+import { nextTurn, SliceClock } from '../host/slice-clock.js';
 
 /**
  * A section's running rules, in order: `order[i] >= 0` is the file's entry
@@ -35,12 +36,25 @@ export interface CompactSection {
   readonly rules: readonly RunningRule[];
 }
 
+/**
+ * A CompactSection as it crosses to the thread: its rules as JSON lines in
+ * shared memory. As objects, the Worker's constructor cloned them all in
+ * one turn: 640 ms for the 524,288 API rules of a `mup config save` at
+ * 262,144 + 262,144 (bench:daemon --sessions, session 55).
+ */
+export interface WireSection {
+  readonly section: string;
+  readonly order: Int32Array;
+  /** One JSON text of a RunningRule a line. */
+  readonly rules: Uint8Array;
+}
+
 /** What the thread is given. */
 export interface RunningJob {
   readonly held: HeldText;
   /** Where each file entry is in the held text (the config read from it): the YAML is spliced from the text (src/config/running-splice.ts). */
   readonly spans?: ItemSpans | undefined;
-  readonly sections: readonly CompactSection[];
+  readonly sections: readonly WireSection[];
   readonly origins: boolean;
   /** The YAML as a JSON string's bytes (an API answer's member) rather than as itself. */
   readonly asJsonString: boolean;
@@ -54,6 +68,51 @@ export function expandSections(sections: readonly CompactSection[]): RunningSect
     section: s.section,
     rules: Array.from(s.order, (v): RunningRule => (v >= 0 ? { key: '', json: {}, origin: 'config', fileIndex: v } : s.rules[-1 - v]!)),
   }));
+}
+
+/** The sections' rules written as JSON lines into shared memory, in slices of about SLICE_MS (a clock's ticks). */
+export async function wireSections(sections: readonly CompactSection[]): Promise<WireSection[]> {
+  const clock = new SliceClock();
+  const out: WireSection[] = [];
+  for (const s of sections) {
+    const pieces: Buffer[] = [];
+    let lines: string[] = [];
+    let bytes = 0;
+    const flush = (): void => {
+      if (lines.length === 0) return;
+      const b = Buffer.from(lines.join(''));
+      pieces.push(b);
+      bytes += b.length;
+      lines = [];
+    };
+    for (const r of s.rules) {
+      if (clock.tick()) {
+        flush();
+        await nextTurn();
+      }
+      // JSON.stringify escapes every newline in a text: one rule a line.
+      lines.push(`${JSON.stringify(r)}\n`);
+    }
+    flush();
+    const rules = new Uint8Array(new SharedArrayBuffer(bytes));
+    let at = 0;
+    for (const b of pieces) {
+      if (clock.tick()) await nextTurn();
+      rules.set(b, at);
+      at += b.length;
+    }
+    out.push({ section: s.section, order: s.order, rules });
+  }
+  return out;
+}
+
+/** The sections as the thread reads them back (the thread's side of wireSections). */
+export function unwireSections(sections: readonly WireSection[]): CompactSection[] {
+  return sections.map((w) => {
+    const text = Buffer.from(w.rules.buffer, w.rules.byteOffset, w.rules.byteLength).toString('utf8');
+    const rules = text === '' ? [] : text.slice(0, -1).split('\n').map((line) => JSON.parse(line) as RunningRule);
+    return { section: w.section, order: w.order, rules };
+  });
 }
 
 /** The text a HeldText holds. */
@@ -94,13 +153,17 @@ export class RunningConfigAbandoned extends Error {
  * the promise then rejects with RunningConfigAbandoned once the thread
  * has exited.
  */
-export function runningConfigOffLoop(held: HeldText, sections: readonly CompactSection[], o: { origins: boolean; asJsonString: boolean; signal?: AbortSignal; spans?: ItemSpans | undefined }): Promise<Buffer> {
+export async function runningConfigOffLoop(held: HeldText, sections: readonly CompactSection[], o: { origins: boolean; asJsonString: boolean; signal?: AbortSignal; spans?: ItemSpans | undefined }): Promise<Buffer> {
+  if (o.signal?.aborted === true) throw new RunningConfigAbandoned();
+  // The rules are written for the thread first, in slices: a client gone meanwhile starts no thread.
+  const wire = await wireSections(sections);
   return new Promise((resolve, reject) => {
     if (o.signal?.aborted === true) {
+      threads.abandoned++;
       reject(new RunningConfigAbandoned());
       return;
     }
-    const job: RunningJob = { held, sections, origins: o.origins, asJsonString: o.asJsonString, spans: o.spans };
+    const job: RunningJob = { held, sections: wire, origins: o.origins, asJsonString: o.asJsonString, spans: o.spans };
     const worker = new Worker(runningWorkerUrl(), { workerData: job });
     threads.live++;
     let settled = false;

@@ -4,7 +4,7 @@
  * posts its bytes (over a SharedArrayBuffer) or the error's message.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { expandSections, heldText, type FromRunning, type RunningJob } from './running-async.js';
+import { expandSections, heldText, unwireSections, type FromRunning, type RunningJob } from './running-async.js';
 import { runningConfigYaml } from './running.js';
 import { splicedRunningYaml } from './running-splice.js';
 
@@ -14,7 +14,8 @@ if (port !== null) {
   try {
     const file = heldText(job.held);
     // Spliced from the file's text where the entries' places are known; else the `yaml` package's document.
-    const yaml = splicedRunningYaml(file, job.spans, job.sections, { origins: job.origins }) ?? runningConfigYaml(file, expandSections(job.sections), { origins: job.origins });
+    const sections = unwireSections(job.sections);
+    const yaml = splicedRunningYaml(file, job.spans, sections, { origins: job.origins }) ?? runningConfigYaml(file, expandSections(sections), { origins: job.origins });
     const text = job.asJsonString ? JSON.stringify(yaml) : yaml;
     // Over a SharedArrayBuffer: shared with the main thread, and by it with the parser's thread of a save
     // (copied into the parser's thread as workerData, the 11.6 MB of bench:daemon's file took a 100 ms turn).

@@ -20,10 +20,22 @@ describe('the running config built on a thread, its caller gone', () => {
     const before = runningConfigThreads();
     const wanted = new AbortController();
     const built = runningConfigOffLoop({ text }, sections, { origins: true, asJsonString: false, signal: wanted.signal });
-    expect(runningConfigThreads().live).toBe(before.live + 1);
+    // The thread starts once the rules are written for it (wireSections, a turn or more).
+    await until(() => runningConfigThreads().live === before.live + 1, 'the thread to start');
     wanted.abort();
     await expect(built).rejects.toBeInstanceOf(RunningConfigAbandoned);
     // Before: the signal was not looked at; the build ran to its end and resolved with the YAML.
+    expect(runningConfigThreads()).toEqual({ live: before.live, abandoned: before.abandoned + 1 });
+  });
+
+  it('starts no thread for a signal aborted while the rules were written for it', async () => {
+    const before = runningConfigThreads();
+    const wanted = new AbortController();
+    const api = Array.from({ length: 20_000 }, (_, i) => ({ key: `k${i}`, json: { name: `a${i}`, match: `10.${i >> 8}.${i & 255}.0/24` }, origin: 'api' as const }));
+    const many: CompactSection[] = [{ section: 'policies', order: Int32Array.from({ length: api.length }, (_, i) => -1 - i), rules: api }];
+    const built = runningConfigOffLoop({ text }, many, { origins: true, asJsonString: false, signal: wanted.signal });
+    wanted.abort();
+    await expect(built).rejects.toBeInstanceOf(RunningConfigAbandoned);
     expect(runningConfigThreads()).toEqual({ live: before.live, abandoned: before.abandoned + 1 });
   });
 
