@@ -21,7 +21,9 @@
  *       none: under 5 s each, VmRSS under 400 MB after each; then an
  *       edited reload of that daemon (one local SID added to the file) with
  *       all 2N as API rules on top, the loop and a status poller watched as
- *       for (e)'s reload (loop max < 50 ms, p99 < 10 ms; status lines);
+ *       for (e)'s reload (loop max < 50 ms, p99 < 10 ms; status lines); then
+ *       a POST /v1/config/save of those 2N API rules into the config file,
+ *       watched the same way;
  * and, for information (no target):
  *   (d) the time of a /metrics scrape and of GET /v1/counters (`mup stats`)
  *       with those tables, --scrapes N of each (default 50), 150 ms apart;
