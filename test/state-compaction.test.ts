@@ -154,6 +154,35 @@ describe('state file compaction in the background', () => {
     expect(net(got.overlay)).toEqual(net(o));
   });
 
+  it('a caller that changes the overlay over turns before its record holds the walk: no change without its record is met', async () => {
+    // A batch puts its changes into the overlay over many turns and appends its one record after them (or
+    // undoes them when the record is refused). Met by the walk, they were in the compacted file without a
+    // record: a refused batch came back at the next start (found in review, session 55).
+    const o = emptyOverlay();
+    const N = 6 * COMPACT_SLICE;
+    for (let i = 0; i < N; i++) await put(s, o, i);
+    for (let i = 0; i < N; i++) await put(s, o, i, 2);
+    const ended = compacted(s, o);
+    await new Promise<void>((r) => setImmediate(r));
+    expect(s.compacting).toBe(true);
+    const release = s.holdCompaction();
+    const k = RULE_KINDS.policy;
+    const keys: string[] = [];
+    // Changes over more turns than the walk has slices, never recorded, then undone.
+    for (let i = 0; i < 12; i++) {
+      const r = k.parse(policyJson(30_000 + i, 8), 'test') as Policy;
+      const key = k.key(r);
+      o.policies.set(key, r);
+      keys.push(key);
+      await new Promise<void>((r2) => setImmediate(r2));
+    }
+    for (const key of keys) o.policies.delete(key);
+    release();
+    expect(await ended).toBe('compacted');
+    expect(s.lines).toBe(linesOnDisk(path));
+    expect(net(new StateStore(path).read()!.overlay)).toEqual(net(o));
+  });
+
   it('a compaction dropped in the middle of its walk leaves the overlay free to drop its gone rows', async () => {
     // The walk of an overlay map holds off the renumbering of its rows while it is under way: one left
     // unfinished would hold it off for good, and rows deleted by churn would pile up.

@@ -2318,95 +2318,102 @@ export class Daemon {
       const was: { kind: RuleKind; keys: readonly string[]; befores: readonly (Rule | undefined)[]; puts: (Rule | undefined)[]; dels: Uint8Array; n: number }[] = [];
       const overlay = this.#rules.overlay;
       let t2: number;
-      this.#batchUnderWay = true;
+      // A background compaction walking the overlay waits until the batch's record is appended (or its changes
+      // undone): the batch changes the overlay over many turns before it has a record the walk's tail would hold.
+      const releaseWalk = this.#store.holdCompaction();
       try {
+        this.#batchUnderWay = true;
         try {
-          // At a full table whose room the batch's own deletes make: its deletes first, then its puts.
-          deletesFirst = (await t.applyYieldingRoomFirst(plan.changes)).split;
-        } catch (e) {
-          await this.#writeFailedSliced(e, t, writes, plan.undo, gone, `batch of ${ops.length} operations`);
-          throw tablesError(e);
-        }
-        t2 = performance.now();
-        const slice = new SliceClock();
-        for (const [kind, d] of plan.touched) {
-          // The set's rule at each key as the plan found it (the set has not changed since: this serial section).
-          const { keys, rules, befores } = d;
-          const puts = overlay[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
-          const dels = overlay[RULE_KINDS[kind].overlay.del];
-          const w = { kind, keys, befores, puts: new Array<Rule | undefined>(keys.length), dels: new Uint8Array(keys.length), n: 0 };
-          was.push(w);
-          for (let at = 0; at < keys.length; at++) {
-            const key = keys[at]!;
-            const r = rules[at]!;
-            if (slice.tick()) await nextTurn();
-            const rule = befores[at];
-            // The overlay's put entries are API rules the set holds: none at a key where the set held no rule.
-            w.puts[at] = rule === undefined ? undefined : puts.get(key);
-            w.dels[at] = dels.size !== 0 && dels.has(key) ? 1 : 0;
-            w.n = at + 1;
-            if (r === null) this.#rules.delete(kind, key, foundRule(rule));
-            else this.#rules.put(kind, r, foundRule(rule), key);
+          try {
+            // At a full table whose room the batch's own deletes make: its deletes first, then its puts.
+            deletesFirst = (await t.applyYieldingRoomFirst(plan.changes)).split;
+          } catch (e) {
+            await this.#writeFailedSliced(e, t, writes, plan.undo, gone, `batch of ${ops.length} operations`);
+            throw tablesError(e);
           }
+          t2 = performance.now();
+          const slice = new SliceClock();
+          for (const [kind, d] of plan.touched) {
+            // The set's rule at each key as the plan found it (the set has not changed since: this serial section).
+            const { keys, rules, befores } = d;
+            const puts = overlay[RULE_KINDS[kind].overlay.put] as Map<string, Rule>;
+            const dels = overlay[RULE_KINDS[kind].overlay.del];
+            const w = { kind, keys, befores, puts: new Array<Rule | undefined>(keys.length), dels: new Uint8Array(keys.length), n: 0 };
+            was.push(w);
+            for (let at = 0; at < keys.length; at++) {
+              const key = keys[at]!;
+              const r = rules[at]!;
+              if (slice.tick()) await nextTurn();
+              const rule = befores[at];
+              // The overlay's put entries are API rules the set holds: none at a key where the set held no rule.
+              w.puts[at] = rule === undefined ? undefined : puts.get(key);
+              w.dels[at] = dels.size !== 0 && dels.has(key) ? 1 : 0;
+              w.n = at + 1;
+              if (r === null) this.#rules.delete(kind, key, foundRule(rule));
+              else this.#rules.put(kind, r, foundRule(rule), key);
+            }
+          }
+        } finally {
+          this.#batchUnderWay = false;
+        }
+        // The batch is in (tables and rule set): a cache that cannot take it indexes every rule again, as after a reload.
+        try {
+          await this.#nhPut(plan.changes, gone);
+        } catch (e) {
+          this.#log.warn({ error: (e as Error).message }, "next-hop cache: the batch's rules could not be re-pointed alone; resolving every rule again");
+          this.#resolveAllNextHops(`batch of ${ops.length} operations`);
+        }
+        // In slices, its grace periods waited for with the loop running (StateStore: no other write meanwhile).
+        const undo = async (): Promise<void> => {
+          try {
+            await t.applyYieldingRoomFirst(plan.undo);
+          } catch (e) {
+            // The rule set is put back all the same (below: it is what the state file says); tables that refused
+            // their write back are out of step with it until the next reload writes them whole.
+            if (!t.closed) {
+              this.#tablesDirty = true;
+              this.#log.error(
+                { change: `batch of ${ops.length} operations`, error: (e as Error).message },
+                'API change refused (its record could not be made durable), and writing the tables back failed; the next reload writes them whole',
+              );
+            }
+          }
+          // The set first, then the overlay entries as they were (the set's put/delete touch them).
+          for (let i = was.length - 1; i >= 0; i--) {
+            const w = was[i]!;
+            for (let at = w.n - 1; at >= 0; at--) {
+              const rule = w.befores[at];
+              if (rule === undefined) this.#rules.delete(w.kind, w.keys[at]!);
+              else this.#rules.put(w.kind, rule);
+            }
+          }
+          for (let i = was.length - 1; i >= 0; i--) {
+            const w = was[i]!;
+            const puts = overlay[RULE_KINDS[w.kind].overlay.put] as Map<string, Rule>;
+            const dels = overlay[RULE_KINDS[w.kind].overlay.del];
+            for (let at = w.n - 1; at >= 0; at--) {
+              const key = w.keys[at]!;
+              const put = w.puts[at];
+              if (put === undefined) puts.delete(key);
+              else puts.set(key, put);
+              if (w.dels[at] === 1) dels.add(key);
+              else dels.delete(key);
+            }
+          }
+        };
+        const t3 = performance.now();
+        // Stopped during the write (the state file closed, its lock let go): not recorded, so not acknowledged; the next start writes the tables from the state file.
+        this.#stillRunning();
+        try {
+          return { durable: this.#recordGrouped(plan.line, undo), plan };
+        } catch (e) {
+          await undo();
+          throw this.#notSaved(e, `batch of ${ops.length} operations`);
+        } finally {
+          Object.assign(ms, { plan: t1 - t0, tables: t2 - t1, rules: t3 - t2, record: performance.now() - t3 });
         }
       } finally {
-        this.#batchUnderWay = false;
-      }
-      // The batch is in (tables and rule set): a cache that cannot take it indexes every rule again, as after a reload.
-      try {
-        await this.#nhPut(plan.changes, gone);
-      } catch (e) {
-        this.#log.warn({ error: (e as Error).message }, "next-hop cache: the batch's rules could not be re-pointed alone; resolving every rule again");
-        this.#resolveAllNextHops(`batch of ${ops.length} operations`);
-      }
-      // In slices, its grace periods waited for with the loop running (StateStore: no other write meanwhile).
-      const undo = async (): Promise<void> => {
-        try {
-          await t.applyYieldingRoomFirst(plan.undo);
-        } catch (e) {
-          // The rule set is put back all the same (below: it is what the state file says); tables that refused
-          // their write back are out of step with it until the next reload writes them whole.
-          if (!t.closed) {
-            this.#tablesDirty = true;
-            this.#log.error(
-              { change: `batch of ${ops.length} operations`, error: (e as Error).message },
-              'API change refused (its record could not be made durable), and writing the tables back failed; the next reload writes them whole',
-            );
-          }
-        }
-        // The set first, then the overlay entries as they were (the set's put/delete touch them).
-        for (let i = was.length - 1; i >= 0; i--) {
-          const w = was[i]!;
-          for (let at = w.n - 1; at >= 0; at--) {
-            const rule = w.befores[at];
-            if (rule === undefined) this.#rules.delete(w.kind, w.keys[at]!);
-            else this.#rules.put(w.kind, rule);
-          }
-        }
-        for (let i = was.length - 1; i >= 0; i--) {
-          const w = was[i]!;
-          const puts = overlay[RULE_KINDS[w.kind].overlay.put] as Map<string, Rule>;
-          const dels = overlay[RULE_KINDS[w.kind].overlay.del];
-          for (let at = w.n - 1; at >= 0; at--) {
-            const key = w.keys[at]!;
-            const put = w.puts[at];
-            if (put === undefined) puts.delete(key);
-            else puts.set(key, put);
-            if (w.dels[at] === 1) dels.add(key);
-            else dels.delete(key);
-          }
-        }
-      };
-      const t3 = performance.now();
-      // Stopped during the write (the state file closed, its lock let go): not recorded, so not acknowledged; the next start writes the tables from the state file.
-      this.#stillRunning();
-      try {
-        return { durable: this.#recordGrouped(plan.line, undo), plan };
-      } catch (e) {
-        await undo();
-        throw this.#notSaved(e, `batch of ${ops.length} operations`);
-      } finally {
-        Object.assign(ms, { plan: t1 - t0, tables: t2 - t1, rules: t3 - t2, record: performance.now() - t3 });
+        releaseWalk();
       }
     });
     const tRecorded = performance.now();

@@ -1620,8 +1620,11 @@ type OverlaySnapshot = { readonly k: (typeof RULE_KIND_LIST)[number]; readonly p
  * (deleted and set again), as a Map's iterator meets it, and its record is
  * in the tail copied after the lines. Records put or delete a key whole, so
  * the file replays each key to its last record, or, for a key with no
- * record since the start, to the one value it had all along. (A copy of
- * every rule first took up to 268 ms in one turn at a million + a million.)
+ * record since the start, to the one value it had all along. That holds
+ * for changes made and recorded in one turn; a caller that changes the
+ * overlay over several turns before its record (a batch) holds the walk
+ * meanwhile (StateStore.holdCompaction). (A copy of every rule first took
+ * up to 268 ms in one turn at a million + a million.)
  */
 function overlayLive(o: Overlay): OverlaySnapshot {
   return RULE_KIND_LIST.map((k) => ({ k, puts: (o[k.overlay.put] as Map<string, Rule>).values(), dels: o[k.overlay.del] }));
@@ -1646,6 +1649,7 @@ async function snapshotLines(
   base: BaseOf | undefined,
   c: { readonly dropped: boolean },
   sink: (block: Buffer) => void | Promise<void>,
+  held?: () => Promise<void> | undefined,
 ): Promise<number | 'dropped'> {
   await sink(Buffer.from(`${JSON.stringify(header)}\n`));
   let text: string[] = [];
@@ -1658,6 +1662,8 @@ async function snapshotLines(
         text = [];
         await nextTurn();
       }
+      // Not a turn between this and the slice's lines: the overlay met is one with a record for every change.
+      for (let h = held?.(); h !== undefined; h = held?.()) await h;
       if (c.dropped) return false;
     }
     made++;
@@ -1685,13 +1691,26 @@ async function snapshotLines(
  * whole file was a copy of it in one turn (1.7 s for 427 MB at a million +
  * a million API rules), and one string of it stops at V8's longest, 512 MiB.
  */
-async function snapshotBlocks(header: StateHeader, parts: OverlaySnapshot, base: BaseOf | undefined, c: { readonly dropped: boolean }): Promise<{ blocks: Buffer[]; bytes: number; lines: number } | 'dropped'> {
+async function snapshotBlocks(
+  header: StateHeader,
+  parts: OverlaySnapshot,
+  base: BaseOf | undefined,
+  c: { readonly dropped: boolean },
+  held: () => Promise<void> | undefined,
+): Promise<{ blocks: Buffer[]; bytes: number; lines: number } | 'dropped'> {
   const blocks: Buffer[] = [];
   let bytes = 0;
-  const lines = await snapshotLines(header, parts, base, c, (b) => {
-    blocks.push(b);
-    bytes += b.length;
-  });
+  const lines = await snapshotLines(
+    header,
+    parts,
+    base,
+    c,
+    (b) => {
+      blocks.push(b);
+      bytes += b.length;
+    },
+    held,
+  );
   if (lines === 'dropped') return 'dropped';
   return { blocks, bytes, lines };
 }
@@ -1874,6 +1893,9 @@ export class StateStore {
   /** The undos of a failed sync's records, while they run (#failFrom): newest first, each awaited. */
   #undoing: Promise<void> | undefined;
   #rewrites = 0;
+  /** Set while a caller changes the overlay without a record yet (holdCompaction): the compaction's walk waits. */
+  #walkHeld: Promise<void> | undefined;
+
   /** The background compaction under way (compactSoon), if one is. */
   #compacting: Compaction | undefined;
   /** A rewriteInSlices under way (dropped, as a compaction is, by a rewrite() or close() meanwhile). */
@@ -2167,7 +2189,7 @@ export class StateStore {
     const header = stateHeader(instance, configFile, configSha);
     const parts = overlayLive(o);
     const run = async (): Promise<'compacted' | 'dropped'> => {
-      const made = await snapshotBlocks(header, parts, base, c);
+      const made = await snapshotBlocks(header, parts, base, c, () => this.#walkHeld);
       if (made === 'dropped') return 'dropped';
       const { blocks, bytes, lines } = made;
       // Room for the new file and as much again: records appended meanwhile must not find the disk full
@@ -2262,6 +2284,23 @@ export class StateStore {
   }
 
   /** A background compaction (or a sliced rewrite) is superseded: it renames nothing (its run removes its temp file). */
+  /**
+   * Hold a background compaction's walk of the overlay, before it reads its
+   * next entry, until the release returned is called: for a caller that
+   * changes the overlay over several turns before its record is appended (a
+   * batch), changes the walk must not meet without their record in its
+   * tail. One holder at a time (the daemon's serial section).
+   */
+  holdCompaction(): () => void {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    this.#walkHeld = held;
+    return () => {
+      if (this.#walkHeld === held) this.#walkHeld = undefined;
+      release();
+    };
+  }
+
   #dropCompaction(): void {
     this.#dropSlicedRewrite();
     if (this.#compacting === undefined) return;
