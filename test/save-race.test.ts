@@ -5,14 +5,14 @@
  * (seconds at 131,072 rules): a file edited during the diff was overwritten
  * (found in review, session 42). The check now comes after the diff, with no
  * turn of the loop between the daemon's stop check and the write's start; a
- * stop while the write runs (on the threadpool) leaves the state file as it
- * was and answers 503.
+ * stop while the write runs (on the threadpool) renames nothing and answers
+ * 503.
  *
  * The real Daemon in this process on the compiled object, its pins in a
  * bpffs mounted in a temporary directory; no interface. The edit is made by
  * the test hook that runs during the diff (Daemon.testDuringSaveDiff).
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { inProcDaemonPerTest } from './helpers/inproc-daemon.js';
@@ -49,8 +49,10 @@ describe.skipIf(!isRoot)('config save and an edit of the file made while it is u
     expect(readFileSync(join(run.dir, 'mup.yaml'), 'utf8')).toContain('api1');
   });
 
-  it('a stop while the file is written: the file holds the running config, the state file is left as it was, 503', async () => {
-    // The write is on the threadpool since session 55 (it was one turn of the loop): a stop can come meanwhile.
+  it('a stop while the file is written: nothing renamed, the file and the state file as they were, no temp file, 503', async () => {
+    // The write is on the threadpool since session 55 (it was one turn of the loop): a stop can come meanwhile,
+    // and the state file's lock is let go then. Checked right before the rename (found in review: the rename
+    // came after the stop).
     const run = await start('saverace', CONFIG);
     const d = run.daemon;
     const file = join(run.dir, 'mup.yaml');
@@ -62,8 +64,9 @@ describe.skipIf(!isRoot)('config save and an edit of the file made while it is u
       () => 'saved',
       (e: Error & { status?: number }) => `${e.status ?? ''} ${e.message}`,
     );
-    expect(got).toMatch(/^503 the daemon stopped while the config was saved: .*mup\.yaml holds the running config; the state file was left as it was/);
-    expect(readFileSync(file, 'utf8')).toContain('api1');
+    expect(got).toMatch(/^503 the daemon stopped while the config was being saved; nothing was saved \(.*mup\.yaml and the state file are as they were\)/);
+    expect(readFileSync(file, 'utf8')).toBe(CONFIG);
     expect(readFileSync(d.stateFile, 'utf8')).toBe(state);
+    expect(readdirSync(run.dir).filter((n) => n.includes('.tmp-'))).toEqual([]);
   });
 });

@@ -305,10 +305,10 @@ export class ReloadStoppedAfterApply extends RuleError {
   }
 }
 
-/** A stop while `mup config save` wrote the config file (Daemon.saveConfig): the file was saved, the state file was left as it was. */
-export class SaveStoppedAfterWrite extends RuleError {
+/** A stop while `mup config save` wrote its file (Daemon.saveConfig): nothing was renamed, the file and the state file are as they were. */
+export class SaveStopped extends RuleError {
   constructor(file: string) {
-    super(`the daemon stopped while the config was saved: ${file} holds the running config; the state file was left as it was, and the next start finds its changes in the file`, 503);
+    super(`the daemon stopped while the config was being saved; nothing was saved (${file} and the state file are as they were)`, 503);
   }
 }
 
@@ -1371,7 +1371,7 @@ export class Daemon {
   /** Tests: run while a save's diff of the rule sets is under way (an edit of the file there must refuse the save). */
   testDuringSaveDiff: (() => Promise<void>) | undefined;
 
-  /** Tests: run while a save writes the config file (a stop there must leave the state file as it was). */
+  /** Tests: run while a save writes the config file (a stop there must leave the file and the state file as they were). */
   testDuringSaveWrite: (() => Promise<void> | void) | undefined;
 
   /** Tests: the group commit's fdatasyncs answer only once this resolves (StateStore.testSyncGate). */
@@ -1910,7 +1910,7 @@ export class Daemon {
       // Seconds may have passed (the diff gives the loop turns too): the file edited meanwhile, the same refusal;
       // stopped meanwhile (the state file's lock let go), nothing is written. Checked last, with no turn of the
       // loop between the stop check and the write's start (found in review: both came before the diff); a stop
-      // while the write runs is SaveStoppedAfterWrite below.
+      // while the write runs is SaveStopped below.
       await unedited('while the running config was being made');
       this.#stillRunning();
       // Through a symlink to the file it names, keeping that file's mode and owner. Written and synced on the
@@ -1920,16 +1920,16 @@ export class Daemon {
       const target = saveTarget(file);
       const hashing = sha256Soon(yaml);
       try {
-        const writing = writeFileAtomicSoon(target.path, yaml, target.mode, target.owner);
-        await this.testDuringSaveWrite?.();
-        await writing;
+        // Stopped while the file was written or hashed (the state file's lock let go): nothing renamed, the check
+        // and the rename in one synchronous run. The test hook's promise and the write's are awaited together (a
+        // write that fails while the hook waits is not left unhandled).
+        const stop = (): Error | undefined => (this.#stopped ? new SaveStopped(file) : undefined);
+        await Promise.all([writeFileAtomicSoon(target.path, yaml, target.mode, target.owner, { wait: hashing, stop }), this.testDuringSaveWrite?.()]);
       } catch (e) {
+        if (e instanceof SaveStopped) throw e;
         throw new StateWriteError(file, (e as NodeJS.ErrnoException).code ?? 'EIO', `cannot write ${file} (${(e as Error).message}); nothing was saved (the file is as it was)`);
       }
-      // Stopped during the write (the state file's lock let go): the file is saved, the state file is not touched;
-      // the next start finds each of its changes said by the file (absorbed), as after a crash here.
       const sha = await hashing;
-      if (this.#stopped) throw new SaveStoppedAfterWrite(file);
       this.#rules = next;
       this.#configSha = sha;
       // Kept as the parser's thread deflated it (a deflate here was a turn of its own), else deflated here.

@@ -1517,9 +1517,11 @@ function ownTemp(fd: number, mode: number, owner: FileOwner | undefined): void {
  * and the directory's fsync. As writeFileAtomic: a failure before the
  * rename leaves the old file and no temp file; a failed fsync of the
  * directory after it rejects (the new file is in place). `data` must not
- * change until it settles.
+ * change until it settles. Once the temp file is synced, `o.wait` is
+ * awaited, then `o.stop` asked, in the same synchronous run as the rename:
+ * an error it gives is thrown, the temp file removed and nothing renamed.
  */
-export async function writeFileAtomicSoon(path: string, data: Buffer, mode = 0o600, owner?: FileOwner): Promise<void> {
+export async function writeFileAtomicSoon(path: string, data: Buffer, mode = 0o600, owner?: FileOwner, o: { wait?: Promise<unknown>; stop?: () => Error | undefined } = {}): Promise<void> {
   const tmp = `${path}.tmp-${process.pid}`;
   try {
     const fh = await openFile(tmp, 'w', mode);
@@ -1530,6 +1532,9 @@ export async function writeFileAtomicSoon(path: string, data: Buffer, mode = 0o6
     } finally {
       await fh.close();
     }
+    await o.wait;
+    const stop = o.stop?.();
+    if (stop !== undefined) throw stop;
     renameSync(tmp, path);
   } catch (e) {
     unlinkQuiet(tmp);
@@ -2283,7 +2288,6 @@ export class StateStore {
     }
   }
 
-  /** A background compaction (or a sliced rewrite) is superseded: it renames nothing (its run removes its temp file). */
   /**
    * Hold a background compaction's walk of the overlay, before it reads its
    * next entry, until the release returned is called: for a caller that
@@ -2301,6 +2305,7 @@ export class StateStore {
     };
   }
 
+  /** A background compaction (or a sliced rewrite) is superseded: it renames nothing (its run removes its temp file). */
   #dropCompaction(): void {
     this.#dropSlicedRewrite();
     if (this.#compacting === undefined) return;
