@@ -70,8 +70,12 @@ export function expandSections(sections: readonly CompactSection[]): RunningSect
   }));
 }
 
-/** The sections' rules written as JSON lines into shared memory, in slices of about SLICE_MS (a clock's ticks). */
-export async function wireSections(sections: readonly CompactSection[]): Promise<WireSection[]> {
+/**
+ * The sections' rules written as JSON lines into shared memory, in slices
+ * of about SLICE_MS (a clock's ticks); 'aborted' as soon as `signal` is
+ * seen aborted between two slices.
+ */
+export async function wireSections(sections: readonly CompactSection[], signal?: AbortSignal): Promise<WireSection[] | 'aborted'> {
   const clock = new SliceClock();
   const out: WireSection[] = [];
   for (const s of sections) {
@@ -89,6 +93,7 @@ export async function wireSections(sections: readonly CompactSection[]): Promise
       if (clock.tick()) {
         flush();
         await nextTurn();
+        if (signal?.aborted === true) return 'aborted';
       }
       // JSON.stringify escapes every newline in a text: one rule a line.
       lines.push(`${JSON.stringify(r)}\n`);
@@ -156,9 +161,9 @@ export class RunningConfigAbandoned extends Error {
 export async function runningConfigOffLoop(held: HeldText, sections: readonly CompactSection[], o: { origins: boolean; asJsonString: boolean; signal?: AbortSignal; spans?: ItemSpans | undefined }): Promise<Buffer> {
   if (o.signal?.aborted === true) throw new RunningConfigAbandoned();
   // The rules are written for the thread first, in slices: a client gone meanwhile starts no thread.
-  const wire = await wireSections(sections);
+  const wire = await wireSections(sections, o.signal);
   return new Promise((resolve, reject) => {
-    if (o.signal?.aborted === true) {
+    if (wire === 'aborted' || o.signal?.aborted === true) {
       threads.abandoned++;
       reject(new RunningConfigAbandoned());
       return;

@@ -27,6 +27,7 @@ describe('the running rules as they cross to the thread', () => {
       { section: 'localsids', order: Int32Array.from([0, 1]), rules: [] },
     ];
     const wire = await wireSections(sections);
+    if (wire === 'aborted') throw new Error('aborted with no signal');
     expect(wire.every((w) => w.rules.buffer instanceof SharedArrayBuffer)).toBe(true);
     const back = unwireSections(wire);
     expect(back.map((s) => s.section)).toEqual(['policies', 'localsids']);
@@ -47,7 +48,16 @@ describe('the running rules as they cross to the thread', () => {
     setImmediate(spin);
     const wire = await wireSections([{ section: 'policies', order: Int32Array.from(rules, (_, i) => -1 - i), rules }]);
     on = false;
+    if (wire === 'aborted') throw new Error('aborted with no signal');
     expect(unwireSections(wire)[0]!.rules).toHaveLength(rules.length);
     expect(turns, 'turns of the loop while 200,000 rules were written').toBeGreaterThanOrEqual(3);
+  });
+
+  it('stops between slices once its signal aborts', async () => {
+    const rules = Array.from({ length: 200_000 }, (_, i) => rule(i & 0xffff));
+    const wanted = new AbortController();
+    const wiring = wireSections([{ section: 'policies', order: Int32Array.from(rules, (_, i) => -1 - i), rules }], wanted.signal);
+    wanted.abort();
+    expect(await wiring).toBe('aborted');
   });
 });
