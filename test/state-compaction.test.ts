@@ -165,19 +165,19 @@ describe('state file compaction in the background', () => {
     const ended = compacted(s, o);
     await new Promise<void>((r) => setImmediate(r));
     expect(s.compacting).toBe(true);
-    const release = s.holdCompaction();
     const k = RULE_KINDS.policy;
-    const keys: string[] = [];
     // Changes over more turns than the walk has slices, never recorded, then undone.
-    for (let i = 0; i < 12; i++) {
-      const r = k.parse(policyJson(30_000 + i, 8), 'test') as Policy;
-      const key = k.key(r);
-      o.policies.set(key, r);
-      keys.push(key);
-      await new Promise<void>((r2) => setImmediate(r2));
-    }
-    for (const key of keys) o.policies.delete(key);
-    release();
+    await s.holdingCompaction(async () => {
+      const keys: string[] = [];
+      for (let i = 0; i < 12; i++) {
+        const r = k.parse(policyJson(30_000 + i, 8), 'test') as Policy;
+        const key = k.key(r);
+        o.policies.set(key, r);
+        keys.push(key);
+        await new Promise<void>((r2) => setImmediate(r2));
+      }
+      for (const key of keys) o.policies.delete(key);
+    });
     expect(await ended).toBe('compacted');
     expect(s.lines).toBe(linesOnDisk(path));
     expect(net(new StateStore(path).read()!.overlay)).toEqual(net(o));

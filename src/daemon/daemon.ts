@@ -2300,28 +2300,27 @@ export class Daemon {
     const ms = { wait: 0, plan: 0, tables: 0, rules: 0, record: 0, durable: 0 };
     let deletesFirst = false;
     const tIn = performance.now();
-    const { durable, plan } = await this.#serial.run(async () => {
-      await this.#dp?.rules.writable('put');
-      // Group commit: no earlier change's fdatasync may fail (and run its undo, a table write) in the middle of this write.
-      await this.#store.idle();
-      const t0 = performance.now();
-      ms.wait = t0 - tIn;
-      const plan = await planBatchYielding(this.#rules, ops);
-      this.#stillRunning();
-      const t = this.dataplane.rules;
-      const t1 = performance.now();
-      // The next-hop cache's ids of the rules deleted, before the deletes free them; its new rules after the rule set has them.
-      const gone = await this.#nhDeleted(plan.changes);
-      const writes = t.writes;
-      // Each key's overlay entries as they were, to put back if the record cannot be written (the set's rule
-      // there is the plan's `before`): per kind, in the plan's order, with no object per key.
-      const was: { kind: RuleKind; keys: readonly string[]; befores: readonly (Rule | undefined)[]; puts: (Rule | undefined)[]; dels: Uint8Array; n: number }[] = [];
-      const overlay = this.#rules.overlay;
-      let t2: number;
-      // A background compaction walking the overlay waits until the batch's record is appended (or its changes
-      // undone): the batch changes the overlay over many turns before it has a record the walk's tail would hold.
-      const releaseWalk = this.#store.holdCompaction();
-      try {
+    // A background compaction walking the overlay waits while the batch holds the serial section: the batch changes
+    // the overlay over many turns before its one record (or its undo), which the walk must not meet without it.
+    const { durable, plan } = await this.#serial.run(() =>
+      this.#store.holdingCompaction(async () => {
+        await this.#dp?.rules.writable('put');
+        // Group commit: no earlier change's fdatasync may fail (and run its undo, a table write) in the middle of this write.
+        await this.#store.idle();
+        const t0 = performance.now();
+        ms.wait = t0 - tIn;
+        const plan = await planBatchYielding(this.#rules, ops);
+        this.#stillRunning();
+        const t = this.dataplane.rules;
+        const t1 = performance.now();
+        // The next-hop cache's ids of the rules deleted, before the deletes free them; its new rules after the rule set has them.
+        const gone = await this.#nhDeleted(plan.changes);
+        const writes = t.writes;
+        // Each key's overlay entries as they were, to put back if the record cannot be written (the set's rule
+        // there is the plan's `before`): per kind, in the plan's order, with no object per key.
+        const was: { kind: RuleKind; keys: readonly string[]; befores: readonly (Rule | undefined)[]; puts: (Rule | undefined)[]; dels: Uint8Array; n: number }[] = [];
+        const overlay = this.#rules.overlay;
+        let t2: number;
         this.#batchUnderWay = true;
         try {
           try {
@@ -2412,10 +2411,8 @@ export class Daemon {
         } finally {
           Object.assign(ms, { plan: t1 - t0, tables: t2 - t1, rules: t3 - t2, record: performance.now() - t3 });
         }
-      } finally {
-        releaseWalk();
-      }
-    });
+      }),
+    );
     const tRecorded = performance.now();
     try {
       await durable;

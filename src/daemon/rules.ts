@@ -1043,7 +1043,9 @@ export class RuleSet {
       const learned = this.#learned[kind] as ReadonlyMap<string, Rule> as ReadonlyMap<string, R>;
       // Made at its size and written in place: a spread of values() made an iterator result per rule and grew the list as it went.
       const out = new Array<R>(mine.size + learned.size);
-      let at = valuesInto(mine, out, 0);
+      let at = 0;
+      if (mine instanceof RowKeyedMap) at = (mine as RowKeyedMap<R>).valuesInto(out, 0);
+      else for (const r of mine.values()) out[at++] = r;
       for (const r of learned.values()) out[at++] = r;
       // The sizes were the counts (a mismatch would be a fault of the maps): never a hole at the end.
       out.length = at;
@@ -1628,18 +1630,11 @@ type OverlaySnapshot = { readonly k: (typeof RULE_KIND_LIST)[number]; readonly p
  * record since the start, to the one value it had all along. That holds
  * for changes made and recorded in one turn; a caller that changes the
  * overlay over several turns before its record (a batch) holds the walk
- * meanwhile (StateStore.holdCompaction). (A copy of every rule first took
+ * meanwhile (StateStore.holdingCompaction). (A copy of every rule first took
  * up to 268 ms in one turn at a million + a million.)
  */
 function overlayLive(o: Overlay): OverlaySnapshot {
   return RULE_KIND_LIST.map((k) => ({ k, puts: (o[k.overlay.put] as Map<string, Rule>).values(), dels: o[k.overlay.del] }));
-}
-
-/** A map's values written into `out` from `at`, in the map's order; the index past the last (RowKeyedMap's own loop when it is one). */
-function valuesInto<R>(m: ReadonlyMap<string, R>, out: R[], at: number): number {
-  if (m instanceof RowKeyedMap) return (m as RowKeyedMap<R>).valuesInto(out, at);
-  for (const r of m.values()) out[at++] = r;
-  return at;
 }
 
 /**
@@ -1898,7 +1893,7 @@ export class StateStore {
   /** The undos of a failed sync's records, while they run (#failFrom): newest first, each awaited. */
   #undoing: Promise<void> | undefined;
   #rewrites = 0;
-  /** Set while a caller changes the overlay without a record yet (holdCompaction): the compaction's walk waits. */
+  /** Set while a caller changes the overlay without a record yet (holdingCompaction): the compaction's walk waits. */
   #walkHeld: Promise<void> | undefined;
 
   /** The background compaction under way (compactSoon), if one is. */
@@ -2289,20 +2284,22 @@ export class StateStore {
   }
 
   /**
-   * Hold a background compaction's walk of the overlay, before it reads its
-   * next entry, until the release returned is called: for a caller that
-   * changes the overlay over several turns before its record is appended (a
-   * batch), changes the walk must not meet without their record in its
-   * tail. One holder at a time (the daemon's serial section).
+   * `f`, with a background compaction's walk of the overlay held (before it
+   * reads its next entry) until `f` has settled: for a caller that changes
+   * the overlay over several turns before its record is appended (a batch),
+   * changes the walk must not meet without their record in its tail. One
+   * holder at a time (the daemon's serial section).
    */
-  holdCompaction(): () => void {
+  async holdingCompaction<T>(f: () => Promise<T>): Promise<T> {
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     this.#walkHeld = held;
-    return () => {
+    try {
+      return await f();
+    } finally {
       if (this.#walkHeld === held) this.#walkHeld = undefined;
       release();
-    };
+    }
   }
 
   /** A background compaction (or a sliced rewrite) is superseded: it renames nothing (its run removes its temp file). */
